@@ -1,0 +1,150 @@
+/*
+ * kiln.h — the public C API of libkiln, an ONNX inference optimizer and runtime.
+ *
+ * Usage (error handling shortened):
+ *
+ *     kiln_model_t m;
+ *     if (kiln_model_load("model.onnx", &m) != KILN_OK)
+ *         fprintf(stderr, "%s\n", kiln_last_error());
+ *     kiln_tensor in = { .dtype = KILN_DT_FLOAT32, .ndim = 4, .dims = {1,3,224,224}, .data = buf };
+ *     const char *in_names[] = { kiln_model_input_name(m, 0) };
+ *     kiln_tensor *outs; int nout;
+ *     kiln_model_run(m, 1, in_names, &in, NULL, &nout, &outs);
+ *     ... use outs[i] (owned by the caller) ...
+ *     kiln_tensors_free(outs, nout);
+ *     kiln_model_free(m);
+ *
+ * Every function returns a kiln_status (0 = ok, negative = error) unless it is a pure getter.
+ * On error a human-readable message is available from kiln_last_error() (per thread) and is
+ * also sent to the log callback. The library never exits or aborts on bad input.
+ */
+#ifndef KILN_H
+#define KILN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_VERSION_MAJOR 0
+#define KILN_VERSION_MINOR 1
+#define KILN_VERSION_PATCH 0
+#define KILN_VERSION_STRING "0.1.0"
+
+typedef enum kiln_status {
+    KILN_OK = 0,
+    KILN_ERR_INVALID_ARG = -1,  /* caller passed something wrong (NULL, bad name, bad shape) */
+    KILN_ERR_NOMEM = -2,        /* allocation failed */
+    KILN_ERR_IO = -3,           /* file could not be opened / read / written */
+    KILN_ERR_PARSE = -4,        /* malformed model or data file */
+    KILN_ERR_UNSUPPORTED = -5,  /* valid input that kiln does not implement */
+    KILN_ERR_SHAPE = -6,        /* shapes are inconsistent */
+    KILN_ERR_DTYPE = -7,        /* data types are inconsistent */
+    KILN_ERR_LIMIT = -8,        /* a size limit was exceeded (absurd shapes, recursion) */
+    KILN_ERR_INTERNAL = -9      /* a bug in kiln */
+} kiln_status;
+
+/* Element types. The numeric codes equal ONNX TensorProto.DataType so they can be
+ * stored in files and compared with ONNX directly. */
+typedef enum kiln_dtype {
+    KILN_DT_UNDEFINED = 0,
+    KILN_DT_FLOAT32 = 1,
+    KILN_DT_UINT8 = 2,
+    KILN_DT_INT8 = 3,
+    KILN_DT_UINT16 = 4,
+    KILN_DT_INT16 = 5,
+    KILN_DT_INT32 = 6,
+    KILN_DT_INT64 = 7,
+    KILN_DT_STRING = 8,
+    KILN_DT_BOOL = 9,
+    KILN_DT_FLOAT16 = 10,
+    KILN_DT_FLOAT64 = 11,
+    KILN_DT_UINT32 = 12,
+    KILN_DT_UINT64 = 13,
+    KILN_DT_COMPLEX64 = 14,
+    KILN_DT_COMPLEX128 = 15,
+    KILN_DT_BFLOAT16 = 16,
+    KILN_DT_FP8E4M3 = 17,      /* E4M3FN: no infinities, one NaN */
+    KILN_DT_FP8E4M3FNUZ = 18,
+    KILN_DT_FP8E5M2 = 19,
+    KILN_DT_FP8E5M2FNUZ = 20,
+    KILN_DT_UINT4 = 21,
+    KILN_DT_INT4 = 22,
+    KILN_DT_FP4E2M1 = 23,
+    KILN_DT_COUNT
+} kiln_dtype;
+
+#define KILN_MAX_DIMS 8
+
+/* A dense, C-order tensor. `data` is owned by whoever allocated it; tensors returned by
+ * kiln (outputs) are owned by the caller and freed with kiln_tensors_free. */
+typedef struct kiln_tensor {
+    kiln_dtype dtype;
+    int ndim;
+    int64_t dims[KILN_MAX_DIMS];
+    void *data;
+    size_t nbytes;
+} kiln_tensor;
+
+typedef struct kiln_model *kiln_model_t;
+
+/* ---- errors and logging ---- */
+const char *kiln_status_str(kiln_status s);
+const char *kiln_last_error(void);   /* message of the last error on this thread ("" if none) */
+typedef enum kiln_log_level { KILN_LOG_ERROR, KILN_LOG_WARN, KILN_LOG_INFO, KILN_LOG_DEBUG } kiln_log_level;
+typedef void (*kiln_log_fn)(kiln_log_level level, const char *msg, void *user);
+void kiln_set_log_callback(kiln_log_fn fn, void *user);   /* NULL restores the default (silent) */
+
+/* ---- allocator hooks (for embedding and failure-injection tests) ---- */
+typedef struct kiln_allocator {
+    void *(*malloc_fn)(size_t size, void *user);
+    void *(*realloc_fn)(void *ptr, size_t size, void *user);
+    void (*free_fn)(void *ptr, void *user);
+    void *user;
+} kiln_allocator;
+void kiln_set_allocator(const kiln_allocator *a);  /* NULL restores libc */
+/* Largest single tensor kiln will allocate (default 8 GiB); protects against absurd shapes. */
+void kiln_set_max_tensor_bytes(size_t bytes);
+
+/* ---- dtypes and tensors ---- */
+const char *kiln_dtype_name(kiln_dtype dt);   /* "float32", ..., "?" */
+size_t kiln_dtype_size(kiln_dtype dt);        /* bytes per element, 0 if sub-byte/unsupported */
+int64_t kiln_tensor_numel(const kiln_tensor *t);
+void kiln_tensors_free(kiln_tensor *ts, int n);  /* frees the data of each and the array */
+
+/* ---- .npy files (NumPy format v1/v2, little-endian, C order) ---- */
+kiln_status kiln_npy_read(const char *path, kiln_tensor *out);          /* out->data is owned by the caller (free with kiln_free) */
+kiln_status kiln_npy_write(const char *path, const kiln_tensor *t);
+/* ONNX TensorProto file (.pb), as used by the ONNX backend test suite */
+kiln_status kiln_tensor_pb_read(const char *path, kiln_tensor *out);
+void kiln_free(void *p);
+
+/* ---- models ---- */
+kiln_status kiln_model_load(const char *path, kiln_model_t *out);
+kiln_status kiln_model_load_buffer(const void *buf, size_t len, const char *base_dir, kiln_model_t *out);
+void kiln_model_free(kiln_model_t m);
+int kiln_model_num_inputs(kiln_model_t m);
+int kiln_model_num_outputs(kiln_model_t m);
+const char *kiln_model_input_name(kiln_model_t m, int i);
+const char *kiln_model_output_name(kiln_model_t m, int i);
+/* Checks that every node has a kernel; on failure the message lists all unsupported nodes. */
+kiln_status kiln_model_check_supported(kiln_model_t m);
+
+typedef struct kiln_run_options {
+    int num_threads;   /* 0 = default (number of online CPUs) */
+} kiln_run_options;
+
+/* Runs the model. Inputs are matched by name; every graph input without an initializer
+ * must be given. On success *outputs is an array of *num_outputs tensors, in graph output
+ * order, owned by the caller (kiln_tensors_free). */
+kiln_status kiln_model_run(kiln_model_t m, int num_inputs, const char *const *input_names,
+                           const kiln_tensor *inputs, const kiln_run_options *opts,
+                           int *num_outputs, kiln_tensor **outputs);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_H */

@@ -1,0 +1,76 @@
+/* Shared helpers for kernels: output allocation, errors, broadcasting, axes. */
+#include "../../kernel.h"
+#include <stdio.h>
+
+kiln_status kiln__kout(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims)
+{
+    if (i < 0 || i >= ctx->n_out || !ctx->out[i])
+        return kiln__kerr(ctx, KILN_ERR_INTERNAL, "output %d is not bound", i);
+    kiln__tensor_release(ctx->out[i]);
+    kiln_status st = kiln__tensor_alloc(ctx->out[i], dt, ndim, dims);
+    if (st != KILN_OK)
+        kiln__err_prefix("%s node '%s' output %d", ctx->node->op_type, ctx->node->name, i);
+    return st;
+}
+
+kiln_status kiln__kerr(const kiln_kctx *ctx, kiln_status s, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return kiln__err(s, "%s node '%s': %s", ctx->node->op_type, ctx->node->name, msg);
+}
+
+kiln_status kiln__broadcast_shape(const kiln_kctx *ctx, int n, const kiln_tensor *const *ts, int *ndim,
+                                  int64_t *dims)
+{
+    int r = 0;
+    for (int i = 0; i < n; i++)
+        if (ts[i] && ts[i]->ndim > r)
+            r = ts[i]->ndim;
+    for (int d = 0; d < r; d++)
+        dims[d] = 1;
+    for (int i = 0; i < n; i++) {
+        if (!ts[i])
+            continue;
+        int off = r - ts[i]->ndim;
+        for (int d = 0; d < ts[i]->ndim; d++) {
+            int64_t a = dims[off + d], b = ts[i]->dims[d];
+            if (a == b || b == 1)
+                continue;
+            if (a == 1) {
+                dims[off + d] = b;
+                continue;
+            }
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "cannot broadcast dimension %lld with %lld (axis %d)",
+                              (long long)a, (long long)b, off + d);
+        }
+    }
+    *ndim = r;
+    return KILN_OK;
+}
+
+void kiln__broadcast_strides(const kiln_tensor *t, int ndim, const int64_t *dims, int64_t *strides)
+{
+    int off = ndim - t->ndim;
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        if (d < off) {
+            strides[d] = 0;
+            continue;
+        }
+        int64_t td = t->dims[d - off];
+        strides[d] = (td == 1 && dims[d] != 1) ? 0 : s;
+        s *= td;
+    }
+}
+
+kiln_status kiln__norm_axis(const kiln_kctx *ctx, int64_t axis, int rank, int *out)
+{
+    if (axis < -rank || axis >= (rank ? rank : 1))
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "axis %lld is out of range for rank %d", (long long)axis, rank);
+    *out = (int)(axis < 0 ? axis + rank : axis);
+    return KILN_OK;
+}

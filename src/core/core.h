@@ -1,0 +1,70 @@
+/* Internal core utilities shared by every module: errors, allocation, dtypes, tensors,
+ * half-precision conversion, thread pool. Internal names use the kiln__ prefix. */
+#ifndef KILN_CORE_H
+#define KILN_CORE_H
+
+#include "kiln/kiln.h"
+#include <stdarg.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define KILN_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define KILN_PRINTF(a, b)
+#endif
+
+/* Records a formatted error message (thread-local + log callback) and returns `s`. */
+kiln_status kiln__err(kiln_status s, const char *fmt, ...) KILN_PRINTF(2, 3);
+void kiln__log(kiln_log_level lvl, const char *fmt, ...) KILN_PRINTF(2, 3);
+/* Prepends context to the current thread's last error ("ctx: old message"). */
+void kiln__err_prefix(const char *fmt, ...) KILN_PRINTF(1, 2);
+
+#define KILN_TRY(expr) do { kiln_status kiln__s = (expr); if (kiln__s != KILN_OK) return kiln__s; } while (0)
+
+/* Allocation through the hookable allocator. All return NULL on failure without side effects. */
+void *kiln__malloc(size_t n);
+void *kiln__calloc(size_t count, size_t size);   /* overflow-checked */
+void *kiln__realloc(void *p, size_t n);
+void kiln__free(void *p);
+char *kiln__strdup(const char *s);
+char *kiln__strndup(const char *s, size_t n);
+size_t kiln__max_tensor_bytes(void);
+
+/* dtypes */
+bool kiln__dtype_is_float(kiln_dtype dt);     /* f16 bf16 f32 f64 (+fp8 fp4) */
+bool kiln__dtype_is_int(kiln_dtype dt);       /* signed or unsigned integer, not bool */
+bool kiln__dtype_is_signed(kiln_dtype dt);
+
+/* Half-precision conversions (round to nearest even). */
+float kiln__f16_to_f32(uint16_t h);
+uint16_t kiln__f32_to_f16(float f);
+float kiln__bf16_to_f32(uint16_t h);
+uint16_t kiln__f32_to_bf16(float f);
+
+/* Generic element access: read element i of any numeric dtype as double / int64,
+ * write a double / int64 into element i. Slow; for reference kernels and tests. */
+double kiln__get_f64(kiln_dtype dt, const void *data, int64_t i);
+int64_t kiln__get_i64(kiln_dtype dt, const void *data, int64_t i);
+void kiln__set_f64(kiln_dtype dt, void *data, int64_t i, double v);
+void kiln__set_i64(kiln_dtype dt, void *data, int64_t i, int64_t v);
+/* Converts n elements between dtypes (ONNX Cast semantics for numeric types). */
+kiln_status kiln__convert(kiln_dtype dst_dt, void *dst, kiln_dtype src_dt, const void *src, int64_t n);
+
+/* tensors */
+/* numel of a shape, or -1 on overflow / negative dim */
+int64_t kiln__shape_numel(int ndim, const int64_t *dims);
+/* Allocates t->data for the given dtype/shape (zeroed); enforces the size limit. */
+kiln_status kiln__tensor_alloc(kiln_tensor *t, kiln_dtype dt, int ndim, const int64_t *dims);
+void kiln__tensor_release(kiln_tensor *t);            /* frees data, keeps struct */
+kiln_status kiln__tensor_clone(kiln_tensor *dst, const kiln_tensor *src);
+void kiln__shape_str(const kiln_tensor *t, char *buf, size_t n);   /* "float32[1,3,224,224]" */
+
+/* thread pool: runs fn(ctx, i) for i in [0, n) on up to nthreads threads (caller included) */
+typedef void (*kiln__par_fn)(void *ctx, int64_t begin, int64_t end);
+void kiln__parallel_for(int nthreads, int64_t n, int64_t grain, kiln__par_fn fn, void *ctx);
+int kiln__default_threads(void);
+
+/* files */
+kiln_status kiln__read_file(const char *path, void **data, size_t *len);
+
+#endif

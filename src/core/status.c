@@ -1,0 +1,71 @@
+/* Status codes, per-thread last error, log callback. */
+#include "core.h"
+#include <stdio.h>
+
+static _Thread_local char last_error[1024];
+static kiln_log_fn log_fn;
+static void *log_user;
+
+const char *kiln_status_str(kiln_status s)
+{
+    switch (s) {
+    case KILN_OK: return "ok";
+    case KILN_ERR_INVALID_ARG: return "invalid argument";
+    case KILN_ERR_NOMEM: return "out of memory";
+    case KILN_ERR_IO: return "I/O error";
+    case KILN_ERR_PARSE: return "malformed input";
+    case KILN_ERR_UNSUPPORTED: return "unsupported";
+    case KILN_ERR_SHAPE: return "shape error";
+    case KILN_ERR_DTYPE: return "dtype error";
+    case KILN_ERR_LIMIT: return "limit exceeded";
+    case KILN_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown status";
+}
+
+const char *kiln_last_error(void) { return last_error; }
+
+void kiln_set_log_callback(kiln_log_fn fn, void *user)
+{
+    log_fn = fn;
+    log_user = user;
+}
+
+static void vlog(kiln_log_level lvl, const char *fmt, va_list ap)
+{
+    if (!log_fn)
+        return;
+    char buf[1024];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    log_fn(lvl, buf, log_user);
+}
+
+void kiln__log(kiln_log_level lvl, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(lvl, fmt, ap);
+    va_end(ap);
+}
+
+kiln_status kiln__err(kiln_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    if (log_fn)
+        log_fn(KILN_LOG_ERROR, last_error, log_user);
+    return s;
+}
+
+void kiln__err_prefix(const char *fmt, ...)
+{
+    char pre[512], old[sizeof last_error];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pre, sizeof pre, fmt, ap);
+    va_end(ap);
+    memcpy(old, last_error, sizeof old);
+    snprintf(last_error, sizeof last_error, "%s: %s", pre, old);
+}

@@ -1,0 +1,119 @@
+/* The IR: a graph of nodes connected by values. Built by the ONNX importer, transformed by
+ * passes, executed by the runtime. Values are referenced by index into graph->values. */
+#ifndef KILN_IR_GRAPH_H
+#define KILN_IR_GRAPH_H
+
+#include "../core/core.h"
+
+typedef enum kiln_op {
+#define X(name) KILN_OP_##name,
+#include "ops.def"
+#undef X
+    KILN_OP_COUNT,
+    KILN_OP_UNKNOWN = -1
+} kiln_op;
+
+const char *kiln__op_name(kiln_op op);
+/* Looks up an op by ONNX (domain, op_type); KILN_OP_UNKNOWN if kiln does not know it. */
+kiln_op kiln__op_lookup(const char *domain, const char *op_type);
+
+typedef enum kiln_attr_type {
+    KILN_ATTR_UNDEFINED = 0, KILN_ATTR_FLOAT = 1, KILN_ATTR_INT = 2, KILN_ATTR_STRING = 3,
+    KILN_ATTR_TENSOR = 4, KILN_ATTR_GRAPH = 5, KILN_ATTR_FLOATS = 6, KILN_ATTR_INTS = 7,
+    KILN_ATTR_STRINGS = 8, KILN_ATTR_TENSORS = 9, KILN_ATTR_GRAPHS = 10,
+    KILN_ATTR_SPARSE_TENSOR = 11, KILN_ATTR_SPARSE_TENSORS = 12, KILN_ATTR_TYPE_PROTO = 13,
+    KILN_ATTR_TYPE_PROTOS = 14
+} kiln_attr_type;
+
+struct kiln_graph;
+
+typedef struct kiln_attr {
+    char *name;
+    kiln_attr_type type;
+    float f;
+    int64_t i;
+    char *s;            /* STRING (NUL-terminated; s_len excludes the NUL) */
+    size_t s_len;
+    kiln_tensor *t;     /* TENSOR */
+    struct kiln_graph *g; /* GRAPH */
+    int n;              /* element count for the list types */
+    float *floats;
+    int64_t *ints;
+    char **strings;
+    struct kiln_graph **graphs;
+} kiln_attr;
+
+typedef struct kiln_node {
+    char *name;
+    char *op_type;
+    char *domain;       /* "" for the default ONNX domain */
+    kiln_op op;         /* KILN_OP_UNKNOWN if not in the registry */
+    int opset;          /* opset version of the node's domain in the model */
+    int n_in, n_out;
+    int *in;            /* value ids; -1 = optional input left empty */
+    int *out;           /* value ids; -1 = optional output not requested */
+    int n_attr;
+    kiln_attr *attrs;
+} kiln_node;
+
+/* One dimension of a declared shape: a number, or a symbol (dim_param), or unknown. */
+typedef struct kiln_dim {
+    int64_t value;      /* >= 0 if known */
+    char *param;        /* symbolic name or NULL */
+} kiln_dim;
+
+typedef enum kiln_value_kind { KILN_VAL_TENSOR = 0, KILN_VAL_SEQUENCE, KILN_VAL_MAP, KILN_VAL_OPTIONAL,
+                               KILN_VAL_OTHER } kiln_value_kind;
+
+typedef struct kiln_value {
+    char *name;
+    kiln_value_kind kind;
+    kiln_dtype dtype;   /* declared element type, UNDEFINED if unknown */
+    int ndim;           /* declared rank, -1 if unknown */
+    kiln_dim *dims;
+    kiln_tensor *init;  /* constant data (initializer), or NULL */
+    int producer;       /* node index, -1 for graph inputs / initializers / outer-scope */
+    bool is_outer;      /* subgraph reference to a value of an enclosing graph (by name) */
+} kiln_value;
+
+typedef struct kiln_opset { char *domain; int64_t version; } kiln_opset;
+
+typedef struct kiln_graph {
+    char *name;
+    int n_values, cap_values;
+    kiln_value *values;
+    int n_nodes, cap_nodes;
+    kiln_node *nodes;     /* topologically sorted after import */
+    int n_inputs, n_outputs;
+    int *inputs;          /* graph inputs that the caller feeds (initializers excluded) */
+    int *outputs;
+    int n_opsets;
+    kiln_opset *opsets;
+    struct kiln_graph *parent;   /* enclosing graph for subgraphs */
+    /* name -> value id hash table */
+    int *hash;
+    int hash_cap;
+} kiln_graph;
+
+kiln_graph *kiln__graph_new(kiln_graph *parent);
+void kiln__graph_free(kiln_graph *g);
+/* Finds a value by name in this graph only; -1 if absent. */
+int kiln__graph_find(const kiln_graph *g, const char *name);
+/* Adds a value (name copied). Returns its id, or -1 on allocation failure. */
+int kiln__graph_add_value(kiln_graph *g, const char *name);
+/* Adds an empty node; returns its index or -1. */
+int kiln__graph_add_node(kiln_graph *g);
+/* Sorts nodes topologically; error naming a node on a cycle or an undefined input. */
+kiln_status kiln__graph_toposort(kiln_graph *g);
+void kiln__attr_free(kiln_attr *a);
+
+/* attribute access */
+const kiln_attr *kiln__attr(const kiln_node *n, const char *name);
+int64_t kiln__attr_i(const kiln_node *n, const char *name, int64_t def);
+float kiln__attr_f(const kiln_node *n, const char *name, float def);
+const char *kiln__attr_s(const kiln_node *n, const char *name, const char *def);
+/* Returns the number of ints and sets *v, or -1 if the attribute is absent. */
+int kiln__attr_ints(const kiln_node *n, const char *name, const int64_t **v);
+int kiln__attr_floats(const kiln_node *n, const char *name, const float **v);
+
+#endif

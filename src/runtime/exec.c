@@ -1,0 +1,229 @@
+/* Interpreter: executes nodes in topological order, frees each intermediate after its last use. */
+#include "exec.h"
+#include <limits.h>
+#include <stdio.h>
+
+#define MAX_EXEC_DEPTH 64
+
+struct kiln_frame {
+    const kiln_graph *g;
+    const kiln_tensor **val;   /* current tensor of each value (borrowed or owned) */
+    kiln_tensor *owned;        /* storage for tensors produced by nodes, one per value */
+    const kiln_frame *parent;
+};
+
+static const kiln_tensor *lookup_outer(const kiln_frame *f, const char *name)
+{
+    for (; f; f = f->parent) {
+        int v = kiln__graph_find(f->g, name);
+        if (v >= 0 && f->val[v])
+            return f->val[v];
+    }
+    return NULL;
+}
+
+typedef struct unsup {
+    const kiln_node *first;
+    int count;
+} unsup;
+
+static void collect_unsupported(const kiln_graph *g, unsup *u, int *nu, int cap, int *total)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kiln_node *n = &g->nodes[i];
+        if (!kiln__ref_kernel(n->op)) {
+            (*total)++;
+            int k = 0;
+            while (k < *nu && !(strcmp(u[k].first->op_type, n->op_type) == 0 &&
+                                strcmp(u[k].first->domain, n->domain) == 0 && u[k].first->opset == n->opset))
+                k++;
+            if (k == *nu && *nu < cap)
+                u[(*nu)++] = (unsup){n, 0};
+            if (k < *nu)
+                u[k].count++;
+        }
+        for (int a = 0; a < n->n_attr; a++) {
+            if (n->attrs[a].g)
+                collect_unsupported(n->attrs[a].g, u, nu, cap, total);
+            for (int k = 0; k < n->attrs[a].n && n->attrs[a].graphs; k++)
+                collect_unsupported(n->attrs[a].graphs[k], u, nu, cap, total);
+        }
+    }
+}
+
+int kiln__list_unsupported(const kiln_graph *g, char *buf, size_t buflen)
+{
+    unsup u[64];
+    int nu = 0, total = 0;
+    collect_unsupported(g, u, &nu, 64, &total);
+    for (int k = 0; buf && k < nu; k++) {
+        size_t o = strlen(buf);
+        const kiln_node *n = u[k].first;
+        if (o + 1 < buflen)
+            snprintf(buf + o, buflen - o, "%s%s (domain '%s', opset %d) x%d, e.g. node '%s'", o ? "; " : "",
+                     n->op_type, n->domain[0] ? n->domain : "ai.onnx", n->opset, u[k].count, n->name);
+    }
+    return total;
+}
+
+static kiln_status run_node(kiln_frame *f, int idx, int nthreads, int depth)
+{
+    const kiln_graph *g = f->g;
+    const kiln_node *n = &g->nodes[idx];
+    kiln_kernel_fn fn = kiln__ref_kernel(n->op);
+    if (!fn)
+        return kiln__err(KILN_ERR_UNSUPPORTED, "no kernel for %s (domain '%s', opset %d) node '%s'", n->op_type,
+                         n->domain[0] ? n->domain : "ai.onnx", n->opset, n->name);
+    const kiln_tensor *in_buf[16];
+    kiln_tensor *out_buf[16];
+    kiln_tensor scratch_buf[16];
+    const kiln_tensor **in = in_buf;
+    kiln_tensor **out = out_buf;
+    kiln_tensor *scratch = scratch_buf;
+    kiln_status st = KILN_OK;
+    if (n->n_in > 16 || n->n_out > 16) {
+        in = kiln__calloc((size_t)n->n_in + 1, sizeof *in);
+        out = kiln__calloc((size_t)n->n_out + 1, sizeof *out);
+        scratch = kiln__calloc((size_t)n->n_out + 1, sizeof *scratch);
+        if (!in || !out || !scratch) {
+            st = kiln__err(KILN_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+    }
+    for (int i = 0; i < n->n_in; i++) {
+        int v = n->in[i];
+        in[i] = v >= 0 ? f->val[v] : NULL;
+        if (v >= 0 && !in[i]) {
+            st = kiln__err(KILN_ERR_INTERNAL, "node '%s' (%s): input '%s' has no value", n->name, n->op_type,
+                           g->values[v].name);
+            goto done;
+        }
+    }
+    for (int o = 0; o < n->n_out; o++) {
+        memset(&scratch[o], 0, sizeof scratch[o]);
+        out[o] = n->out[o] >= 0 ? &f->owned[n->out[o]] : &scratch[o];
+    }
+    kiln_exec ex = {.nthreads = nthreads, .frame = f, .depth = depth};
+    kiln_kctx ctx = {.node = n, .n_in = n->n_in, .in = in, .n_out = n->n_out, .out = out,
+                     .nthreads = nthreads, .exec = &ex};
+    st = fn(&ctx);
+    for (int o = 0; o < n->n_out; o++) {
+        if (n->out[o] < 0) {
+            kiln__tensor_release(&scratch[o]);
+        } else if (st == KILN_OK) {
+            if (!out[o]->data) {
+                st = kiln__err(KILN_ERR_INTERNAL, "node '%s' (%s) did not produce output %d", n->name, n->op_type, o);
+                continue;
+            }
+            f->val[n->out[o]] = out[o];
+        }
+    }
+done:
+    if (in != in_buf) {
+        kiln__free(in);
+        kiln__free(out);
+        kiln__free(scratch);
+    }
+    return st;
+}
+
+kiln_status kiln__exec_graph(const kiln_graph *g, const kiln_frame *parent, const kiln_tensor *const *inputs,
+                             kiln_tensor *outputs, int nthreads, int depth)
+{
+    if (depth > MAX_EXEC_DEPTH)
+        return kiln__err(KILN_ERR_LIMIT, "subgraph execution nested deeper than %d", MAX_EXEC_DEPTH);
+    kiln_status st = KILN_OK;
+    int nv = g->n_values;
+    kiln_frame f = {.g = g, .parent = parent};
+    int *last_use = kiln__calloc((size_t)nv + 1, sizeof(int));
+    f.val = kiln__calloc((size_t)nv + 1, sizeof *f.val);
+    f.owned = kiln__calloc((size_t)nv + 1, sizeof *f.owned);
+    if (!last_use || !f.val || !f.owned) {
+        st = kiln__err(KILN_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int o = 0; o < g->n_outputs; o++)
+        memset(&outputs[o], 0, sizeof outputs[o]);
+    for (int v = 0; v < nv; v++) {
+        last_use[v] = -1;
+        if (g->values[v].init)
+            f.val[v] = g->values[v].init;
+        else if (g->values[v].is_outer) {
+            f.val[v] = lookup_outer(parent, g->values[v].name);
+            if (!f.val[v] && g->values[v].producer < 0) {
+                st = kiln__err(KILN_ERR_INVALID_ARG, "outer-scope value '%s' is not available", g->values[v].name);
+                goto done;
+            }
+        }
+    }
+    for (int i = 0; i < g->n_inputs; i++)
+        f.val[g->inputs[i]] = inputs[i];
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int j = 0; j < g->nodes[i].n_in; j++)
+            if (g->nodes[i].in[j] >= 0)
+                last_use[g->nodes[i].in[j]] = i;
+    for (int o = 0; o < g->n_outputs; o++)
+        last_use[g->outputs[o]] = INT_MAX;
+    for (int i = 0; i < g->n_nodes; i++) {
+        st = run_node(&f, i, nthreads, depth);
+        if (st != KILN_OK)
+            goto done;
+        /* free intermediates whose last consumer was this node */
+        const kiln_node *n = &g->nodes[i];
+        for (int j = 0; j < n->n_in; j++) {
+            int v = n->in[j];
+            if (v >= 0 && last_use[v] == i && f.val[v] == &f.owned[v]) {
+                kiln__tensor_release(&f.owned[v]);
+                f.val[v] = NULL;
+            }
+        }
+        for (int o = 0; o < n->n_out; o++) {
+            int v = n->out[o];
+            if (v >= 0 && last_use[v] < 0) {  /* never used */
+                kiln__tensor_release(&f.owned[v]);
+                f.val[v] = NULL;
+            }
+        }
+    }
+    for (int o = 0; o < g->n_outputs; o++) {
+        int v = g->outputs[o];
+        if (!f.val[v]) {
+            st = kiln__err(KILN_ERR_INTERNAL, "graph output '%s' was not computed", g->values[v].name);
+            goto done;
+        }
+        if (f.val[v] == &f.owned[v]) {
+            /* move, unless another output slot refers to the same value */
+            bool dup = false;
+            for (int p = o + 1; p < g->n_outputs; p++)
+                dup |= g->outputs[p] == v;
+            if (dup) {
+                st = kiln__tensor_clone(&outputs[o], f.val[v]);
+            } else {
+                outputs[o] = f.owned[v];
+                memset(&f.owned[v], 0, sizeof f.owned[v]);
+                f.val[v] = NULL;
+            }
+        } else {
+            st = kiln__tensor_clone(&outputs[o], f.val[v]);
+        }
+        if (st != KILN_OK)
+            goto done;
+    }
+done:
+    if (st != KILN_OK && outputs)
+        for (int o = 0; o < g->n_outputs; o++)
+            kiln__tensor_release(&outputs[o]);
+    if (f.owned)
+        for (int v = 0; v < nv; v++)
+            kiln__tensor_release(&f.owned[v]);
+    kiln__free(f.owned);
+    kiln__free(f.val);
+    kiln__free(last_use);
+    return st;
+}
+
+kiln_status kiln__exec_subgraph(kiln_kctx *ctx, const kiln_graph *g, const kiln_tensor *const *inputs,
+                                kiln_tensor *outputs)
+{
+    return kiln__exec_graph(g, ctx->exec->frame, inputs, outputs, ctx->nthreads, ctx->exec->depth + 1);
+}

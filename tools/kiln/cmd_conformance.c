@@ -1,0 +1,415 @@
+/* kiln conformance: runs ONNX backend test directories (model.onnx + test_data_set_N/{input,output}_K.pb).
+ * Each test runs in a forked child with a time limit, so a crash or hang is reported, not fatal. */
+#include "cli.h"
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { R_PASS = 0, R_FAIL = 1, R_SKIP = 2 };
+
+typedef struct {
+    char **v;
+    int n, cap;
+} strlist;
+
+static void sl_add(strlist *l, const char *s)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 256;
+        l->v = realloc(l->v, sizeof(char *) * (size_t)l->cap);
+        if (!l->v)
+            exit(1);
+    }
+    l->v[l->n++] = strdup(s);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static bool is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static bool exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+/* Collects every directory under root that contains model.onnx. */
+static void find_tests(const char *root, strlist *out, int depth)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/model.onnx", root);
+    if (exists(p)) {
+        sl_add(out, root);
+        return;
+    }
+    if (depth > 6)
+        return;
+    DIR *d = opendir(root);
+    if (!d)
+        return;
+    strlist subs = {0};
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') {
+            snprintf(p, sizeof p, "%s/%s", root, e->d_name);
+            if (is_dir(p))
+                sl_add(&subs, p);
+        }
+    closedir(d);
+    qsort(subs.v, (size_t)subs.n, sizeof(char *), cmp_str);
+    for (int i = 0; i < subs.n; i++) {
+        find_tests(subs.v[i], out, depth + 1);
+        free(subs.v[i]);
+    }
+    free(subs.v);
+}
+
+/* Compares like numpy.testing.assert_allclose(expected, actual, rtol, atol) plus dtype/shape. */
+static bool compare(const kiln_tensor *exp, const kiln_tensor *act, double rtol, double atol, double *max_abs,
+                    double *max_rel, char *why, size_t whylen)
+{
+    *max_abs = *max_rel = 0;
+    if (exp->dtype != act->dtype) {
+        snprintf(why, whylen, "dtype %s, expected %s", kiln_dtype_name(act->dtype), kiln_dtype_name(exp->dtype));
+        return false;
+    }
+    bool shape_ok = exp->ndim == act->ndim;
+    for (int d = 0; shape_ok && d < exp->ndim; d++)
+        shape_ok = exp->dims[d] == act->dims[d];
+    if (!shape_ok) {
+        char a[128] = "", b[128] = "";
+        for (int d = 0; d < act->ndim; d++)
+            snprintf(a + strlen(a), sizeof a - strlen(a), "%s%lld", d ? "x" : "", (long long)act->dims[d]);
+        for (int d = 0; d < exp->ndim; d++)
+            snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", d ? "x" : "", (long long)exp->dims[d]);
+        snprintf(why, whylen, "shape [%s], expected [%s]", a, b);
+        return false;
+    }
+    int64_t n = kiln_tensor_numel(exp);
+    bool ok = true;
+    for (int64_t i = 0; i < n; i++) {
+        double e, a;
+        switch (exp->dtype) {
+        case KILN_DT_FLOAT32: e = ((float *)exp->data)[i]; a = ((float *)act->data)[i]; break;
+        case KILN_DT_FLOAT64: e = ((double *)exp->data)[i]; a = ((double *)act->data)[i]; break;
+        case KILN_DT_INT64: e = (double)((int64_t *)exp->data)[i]; a = (double)((int64_t *)act->data)[i]; break;
+        case KILN_DT_UINT64: e = (double)((uint64_t *)exp->data)[i]; a = (double)((uint64_t *)act->data)[i]; break;
+        case KILN_DT_INT32: e = ((int32_t *)exp->data)[i]; a = ((int32_t *)act->data)[i]; break;
+        case KILN_DT_UINT32: e = ((uint32_t *)exp->data)[i]; a = ((uint32_t *)act->data)[i]; break;
+        case KILN_DT_INT16: e = ((int16_t *)exp->data)[i]; a = ((int16_t *)act->data)[i]; break;
+        case KILN_DT_UINT16: e = ((uint16_t *)exp->data)[i]; a = ((uint16_t *)act->data)[i]; break;
+        case KILN_DT_INT8: e = ((int8_t *)exp->data)[i]; a = ((int8_t *)act->data)[i]; break;
+        case KILN_DT_UINT8: case KILN_DT_BOOL: e = ((uint8_t *)exp->data)[i]; a = ((uint8_t *)act->data)[i]; break;
+        case KILN_DT_FLOAT16: {
+            /* decode via the .npy-independent half conversion */
+            uint16_t he = ((uint16_t *)exp->data)[i], ha = ((uint16_t *)act->data)[i];
+            float fe, fa;
+            uint32_t be = (uint32_t)(he & 0x8000) << 16, ba = (uint32_t)(ha & 0x8000) << 16;
+            int ee = (he >> 10) & 31, ea = (ha >> 10) & 31;
+            fe = ee == 31 ? ((he & 0x3ff) ? NAN : INFINITY) : ldexpf((float)((he & 0x3ff) | (ee ? 0x400 : 0)), (ee ? ee : 1) - 25);
+            fa = ea == 31 ? ((ha & 0x3ff) ? NAN : INFINITY) : ldexpf((float)((ha & 0x3ff) | (ea ? 0x400 : 0)), (ea ? ea : 1) - 25);
+            e = be ? -fe : fe;
+            a = ba ? -fa : fa;
+            break;
+        }
+        case KILN_DT_BFLOAT16: {
+            uint32_t be = (uint32_t)((uint16_t *)exp->data)[i] << 16, ba = (uint32_t)((uint16_t *)act->data)[i] << 16;
+            float fe, fa;
+            memcpy(&fe, &be, 4);
+            memcpy(&fa, &ba, 4);
+            e = fe;
+            a = fa;
+            break;
+        }
+        default:
+            snprintf(why, whylen, "cannot compare dtype %s", kiln_dtype_name(exp->dtype));
+            return false;
+        }
+        if (isnan(e) || isnan(a)) {
+            if (!(isnan(e) && isnan(a)))
+                ok = false;
+            continue;
+        }
+        if (isinf(e) || isinf(a)) {
+            if (e != a)
+                ok = false;
+            continue;
+        }
+        double d = fabs(a - e);
+        if (d > *max_abs)
+            *max_abs = d;
+        if (e != 0 && d / fabs(e) > *max_rel)
+            *max_rel = d / fabs(e);
+        if (d > atol + rtol * fabs(e))
+            ok = false;
+    }
+    if (!ok)
+        snprintf(why, whylen, "values differ");
+    return ok;
+}
+
+static int count_files(const char *dir, const char *prefix)
+{
+    int n = 0;
+    char p[4096];
+    for (;; n++) {
+        snprintf(p, sizeof p, "%s/%s_%d.pb", dir, prefix, n);
+        if (!exists(p))
+            return n;
+    }
+}
+
+/* Runs one test in the current process; writes a one-line verdict to `msg`. */
+static int run_test(const char *dir, int threads, char *msg, size_t msglen)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/model.onnx", dir);
+    kiln_model_t m;
+    kiln_status st = kiln_model_load(p, &m);
+    if (st != KILN_OK) {
+        snprintf(msg, msglen, "load: %s", kiln_last_error());
+        return st == KILN_ERR_UNSUPPORTED ? R_SKIP : R_FAIL;
+    }
+    st = kiln_model_check_supported(m);
+    if (st != KILN_OK) {
+        snprintf(msg, msglen, "%s", kiln_last_error());
+        kiln_model_free(m);
+        return R_SKIP;
+    }
+    int result = R_PASS;
+    double worst_abs = 0, worst_rel = 0;
+    int nsets = 0;
+    for (int s = 0;; s++) {
+        char sd[4096];
+        snprintf(sd, sizeof sd, "%s/test_data_set_%d", dir, s);
+        if (!is_dir(sd))
+            break;
+        nsets++;
+        int nin = count_files(sd, "input"), nexp = count_files(sd, "output");
+        kiln_tensor *ins = calloc((size_t)nin + 1, sizeof *ins);
+        const char **names = calloc((size_t)nin + 1, sizeof *names);
+        kiln_tensor *outs = NULL;
+        int nout = 0;
+        for (int i = 0; i < nin && result == R_PASS; i++) {
+            snprintf(p, sizeof p, "%s/input_%d.pb", sd, i);
+            st = kiln_tensor_pb_read(p, &ins[i]);
+            if (st != KILN_OK) {
+                snprintf(msg, msglen, "input_%d: %s", i, kiln_last_error());
+                result = st == KILN_ERR_UNSUPPORTED ? R_SKIP : R_FAIL;
+            }
+            names[i] = kiln_model_input_name(m, i);
+            if (!names[i]) {
+                snprintf(msg, msglen, "test has more inputs than the model");
+                result = R_FAIL;
+            }
+        }
+        if (result == R_PASS) {
+            kiln_run_options opts = {.num_threads = threads};
+            st = kiln_model_run(m, nin, names, ins, &opts, &nout, &outs);
+            if (st != KILN_OK) {
+                snprintf(msg, msglen, "run: %s", kiln_last_error());
+                result = st == KILN_ERR_UNSUPPORTED ? R_SKIP : R_FAIL;
+            } else if (nout != nexp) {
+                snprintf(msg, msglen, "%d outputs, expected %d", nout, nexp);
+                result = R_FAIL;
+            }
+        }
+        for (int o = 0; o < nexp && result == R_PASS; o++) {
+            kiln_tensor exp;
+            snprintf(p, sizeof p, "%s/output_%d.pb", sd, o);
+            st = kiln_tensor_pb_read(p, &exp);
+            if (st != KILN_OK) {
+                snprintf(msg, msglen, "output_%d: %s", o, kiln_last_error());
+                result = st == KILN_ERR_UNSUPPORTED ? R_SKIP : R_FAIL;
+                break;
+            }
+            double ma, mr;
+            char why[256];
+            if (!compare(&exp, &outs[o], 1e-3, 1e-7, &ma, &mr, why, sizeof why)) {
+                snprintf(msg, msglen, "set %d output %d (%s): %s, max abs err %.3g, max rel err %.3g", s, o,
+                         kiln_model_output_name(m, o), why, ma, mr);
+                result = R_FAIL;
+            }
+            worst_abs = ma > worst_abs ? ma : worst_abs;
+            worst_rel = mr > worst_rel ? mr : worst_rel;
+            kiln_free(exp.data);
+        }
+        for (int i = 0; i < nin; i++)
+            kiln_free(ins[i].data);
+        free(ins);
+        free(names);
+        kiln_tensors_free(outs, nout);
+        if (result != R_PASS)
+            break;
+    }
+    if (result == R_PASS) {
+        if (nsets == 0) {
+            snprintf(msg, msglen, "no test_data_set_N directory");
+            result = R_SKIP;
+        } else {
+            snprintf(msg, msglen, "max abs err %.3g, max rel err %.3g", worst_abs, worst_rel);
+        }
+    }
+    kiln_model_free(m);
+    return result;
+}
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+/* Forks a child for the test; returns the verdict and fills msg. */
+static int run_isolated(const char *dir, int threads, int timeout_s, char *msg, size_t msglen)
+{
+    int fds[2];
+    if (pipe(fds) != 0) {
+        snprintf(msg, msglen, "pipe: %s", strerror(errno));
+        return R_FAIL;
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        alarm((unsigned)timeout_s);
+        char m[1024] = "";
+        int r = run_test(dir, threads, m, sizeof m);
+        if (write(fds[1], m, strlen(m)) < 0)
+            _exit(100);
+        _exit(r);
+    }
+    close(fds[1]);
+    if (pid < 0) {
+        close(fds[0]);
+        snprintf(msg, msglen, "fork: %s", strerror(errno));
+        return R_FAIL;
+    }
+    size_t got = 0;
+    ssize_t k;
+    while (got + 1 < msglen && (k = read(fds[0], msg + got, msglen - 1 - got)) > 0)
+        got += (size_t)k;
+    msg[got] = 0;
+    close(fds[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        snprintf(msg, msglen, sig == SIGALRM ? "HANG: timed out after %d s" : "CRASH: signal %d", sig == SIGALRM ? timeout_s : sig);
+        return R_FAIL;
+    }
+    int code = WEXITSTATUS(status);
+    if (code > R_SKIP) {
+        snprintf(msg, msglen, "CRASH: exit code %d", code);
+        return R_FAIL;
+    }
+    return code;
+}
+
+int cmd_conformance(int argc, char **argv)
+{
+    strlist tests = {0}, expected = {0};
+    const char *expect_file = NULL, *write_file = NULL, *filter = NULL;
+    int threads = 1, timeout_s = 120;
+    bool quiet = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--expect") && i + 1 < argc)
+            expect_file = argv[++i];
+        else if (!strcmp(argv[i], "--write-passes") && i + 1 < argc)
+            write_file = argv[++i];
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--timeout") && i + 1 < argc)
+            timeout_s = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
+            filter = argv[++i];
+        else if (!strcmp(argv[i], "--quiet"))
+            quiet = true;
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "usage: kiln conformance DIR... [--expect PASSLIST] [--write-passes FILE] [--filter SUBSTR]"
+                            " [--threads N] [--timeout S] [--quiet]\n");
+            return 2;
+        } else
+            find_tests(argv[i], &tests, 0);
+    }
+    if (tests.n == 0) {
+        fprintf(stderr, "kiln conformance: no test directories (with model.onnx) found\n");
+        return 2;
+    }
+    if (expect_file) {
+        FILE *f = fopen(expect_file, "r");
+        if (!f) {
+            fprintf(stderr, "kiln conformance: cannot open '%s'\n", expect_file);
+            return 2;
+        }
+        char line[1024];
+        while (fgets(line, sizeof line, f)) {
+            line[strcspn(line, "\r\n")] = 0;
+            if (line[0] && line[0] != '#')
+                sl_add(&expected, line);
+        }
+        fclose(f);
+    }
+    FILE *wf = write_file ? fopen(write_file, "w") : NULL;
+    int np = 0, nf = 0, ns = 0, regressions = 0;
+    int *verdict = calloc((size_t)tests.n, sizeof(int));
+    for (int t = 0; t < tests.n; t++) {
+        /* test id: parent-dir/test-name, e.g. node/test_abs */
+        const char *dir = tests.v[t], *name = base_name(dir);
+        char id[512];
+        const char *end = name - 1;
+        const char *start = end;
+        while (start > dir && start[-1] != '/')
+            start--;
+        if (end > dir)
+            snprintf(id, sizeof id, "%.*s/%s", (int)(end - start), start, name);
+        else
+            snprintf(id, sizeof id, "%s", name);
+        if (filter && !strstr(id, filter)) {
+            verdict[t] = -1;
+            continue;
+        }
+        char msg[1024];
+        int r = run_isolated(dir, threads, timeout_s, msg, sizeof msg);
+        verdict[t] = r;
+        if (r == R_PASS) {
+            np++;
+            if (wf)
+                fprintf(wf, "%s\n", id);
+        } else if (r == R_FAIL)
+            nf++;
+        else
+            ns++;
+        if (!quiet || r == R_FAIL)
+            printf("%-6s %s: %s\n", r == R_PASS ? "pass" : r == R_FAIL ? "FAIL" : "skip", id, msg);
+        if (r != R_PASS)
+            for (int e = 0; e < expected.n; e++)
+                if (!strcmp(expected.v[e], id)) {
+                    printf("REGRESSION %s (expected to pass)\n", id);
+                    regressions++;
+                }
+        fflush(stdout);
+    }
+    if (wf)
+        fclose(wf);
+    printf("%d passed, %d failed, %d skipped\n", np, nf, ns);
+    free(verdict);
+    if (expect_file) {
+        if (regressions)
+            printf("conformance: %d regression(s) against %s\n", regressions, expect_file);
+        return regressions ? 1 : 0;
+    }
+    return nf ? 1 : 0;
+}

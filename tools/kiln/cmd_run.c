@@ -1,0 +1,84 @@
+/* kiln run: run a model on .npy / .pb inputs and write every output as .npy. */
+#include "cli.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int cmd_run(int argc, char **argv)
+{
+    const char *model_path = NULL, *out_dir = NULL;
+    int threads = 0, nin = 0, rc = 1;
+    const char **names = calloc((size_t)argc, sizeof *names);
+    kiln_tensor *ins = calloc((size_t)argc, sizeof *ins);
+    kiln_model_t m = NULL;
+    kiln_tensor *outs = NULL;
+    int nout = 0;
+    if (!names || !ins)
+        goto done;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--input") && i + 1 < argc) {
+            char *spec = argv[++i], *eq = strchr(spec, '=');
+            if (!eq) {
+                fprintf(stderr, "kiln run: --input expects NAME=FILE, got '%s'\n", spec);
+                goto done;
+            }
+            *eq = 0;
+            names[nin] = spec;
+            kiln_status st = cli_load_tensor(eq + 1, &ins[nin]);
+            if (st != KILN_OK) {
+                rc = cli_die(st, "reading input");
+                goto done;
+            }
+            nin++;
+        } else if (!strcmp(argv[i], "--output-dir") && i + 1 < argc) {
+            out_dir = argv[++i];
+        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            threads = atoi(argv[++i]);
+        } else if (argv[i][0] != '-' && !model_path) {
+            model_path = argv[i];
+        } else {
+            fprintf(stderr, "kiln run: unexpected argument '%s'\n", argv[i]);
+            goto done;
+        }
+    }
+    if (!model_path || !out_dir) {
+        fprintf(stderr, "usage: kiln run MODEL.onnx --input NAME=FILE ... --output-dir DIR [--threads N]\n");
+        goto done;
+    }
+    kiln_status st = kiln_model_load(model_path, &m);
+    if (st != KILN_OK) {
+        rc = cli_die(st, "loading model");
+        goto done;
+    }
+    kiln_run_options opts = {.num_threads = threads};
+    st = kiln_model_run(m, nin, names, ins, &opts, &nout, &outs);
+    if (st != KILN_OK) {
+        rc = cli_die(st, "running model");
+        goto done;
+    }
+    if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "kiln run: cannot create '%s': %s\n", out_dir, strerror(errno));
+        goto done;
+    }
+    for (int o = 0; o < nout; o++) {
+        char safe[256], path[4096];
+        cli_safe_name(kiln_model_output_name(m, o), safe, sizeof safe);
+        snprintf(path, sizeof path, "%s/%s.npy", out_dir, safe);
+        st = kiln_npy_write(path, &outs[o]);
+        if (st != KILN_OK) {
+            rc = cli_die(st, "writing output");
+            goto done;
+        }
+        printf("%s -> %s\n", kiln_model_output_name(m, o), path);
+    }
+    rc = 0;
+done:
+    for (int i = 0; i < nin; i++)
+        kiln_free(ins[i].data);
+    free(ins);
+    free(names);
+    kiln_tensors_free(outs, nout);
+    kiln_model_free(m);
+    return rc;
+}

@@ -1,0 +1,45 @@
+/* kiln — command-line entry point; dispatches to one subcommand per file. */
+#include "cli.h"
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "kiln %s — ONNX inference optimizer and runtime\n\n"
+            "usage: kiln <command> [options]\n\n"
+            "commands:\n"
+            "  run MODEL.onnx --input NAME=FILE.npy|.pb ... --output-dir DIR [--threads N]\n"
+            "                      run a model, write DIR/<output>.npy for every output\n"
+            "  info MODEL.onnx     inputs/outputs, opsets, op histogram, parameters, unsupported ops\n"
+            "  conformance DIR...  run ONNX backend test directories (model.onnx + test_data_set_*)\n"
+            "  ops                 list the operators kiln implements\n",
+            KILN_VERSION_STRING);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *c = argv[1];
+    if (!strcmp(c, "run"))
+        return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(c, "info"))
+        return cmd_info(argc - 1, argv + 1);
+    if (!strcmp(c, "conformance"))
+        return cmd_conformance(argc - 1, argv + 1);
+    if (!strcmp(c, "ops"))
+        return cmd_ops(argc - 1, argv + 1);
+    if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(c, "--version")) {
+        printf("kiln %s\n", KILN_VERSION_STRING);
+        return 0;
+    }
+    fprintf(stderr, "kiln: unknown command '%s'\n\n", c);
+    usage(stderr);
+    return 2;
+}
