@@ -52,14 +52,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
     exit 1
   fi
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 else
   say "Debian packages: all present"
 fi
 
 # ---------------------------------------------------------------- .gitignore
 touch .gitignore
-for pat in 'build/' 'build-*/' 'third_party/' 'models/' 'out/' 'tests/**/out/' '*.npy.tmp'; do
+for pat in 'build/' 'build-*/' 'third_party/' 'models/' 'out/'; do
   grep -qxF -- "$pat" .gitignore || echo "$pat" >> .gitignore
 done
 

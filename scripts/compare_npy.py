@@ -53,6 +53,8 @@ def compare(a, b, rtol, atol):
                 notes.append(f"{int(bad.sum())}/{a.size} elements out of tolerance")
         else:
             max_abs = max_rel = 0.0
+        if inf_bad.any():
+            max_abs = max_rel = float("inf")
         return ok, max_abs, max_rel, "; ".join(notes)
     # integers / bool: exact
     if a.dtype.kind == "b":

@@ -94,6 +94,7 @@ typedef struct kiln_model *kiln_model_t;
 /* ---- errors and logging ---- */
 const char *kiln_status_str(kiln_status s);
 const char *kiln_last_error(void);   /* message of the last error on this thread ("" if none) */
+void kiln_clear_last_error(void);
 typedef enum kiln_log_level { KILN_LOG_ERROR, KILN_LOG_WARN, KILN_LOG_INFO, KILN_LOG_DEBUG } kiln_log_level;
 typedef void (*kiln_log_fn)(kiln_log_level level, const char *msg, void *user);
 void kiln_set_log_callback(kiln_log_fn fn, void *user);   /* NULL restores the default (silent) */

@@ -24,6 +24,7 @@ const char *kiln_status_str(kiln_status s)
 }
 
 const char *kiln_last_error(void) { return last_error; }
+void kiln_clear_last_error(void) { last_error[0] = 0; }
 
 void kiln_set_log_callback(kiln_log_fn fn, void *user)
 {
