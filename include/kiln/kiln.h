@@ -145,6 +145,48 @@ kiln_status kiln_model_run(kiln_model_t m, int num_inputs, const char *const *in
                            const kiln_tensor *inputs, const kiln_run_options *opts,
                            int *num_outputs, kiln_tensor **outputs);
 
+/* ---- engines: build, save, load ---- */
+typedef struct kiln_engine *kiln_engine_t;
+
+/* Shape range of one input inside an optimization profile. */
+typedef struct kiln_shape_range {
+    const char *input;
+    int ndim;
+    int64_t min[KILN_MAX_DIMS], opt[KILN_MAX_DIMS], max[KILN_MAX_DIMS];
+} kiln_shape_range;
+
+typedef struct kiln_profile {
+    int num_ranges;
+    const kiln_shape_range *ranges;
+} kiln_profile;
+
+typedef struct kiln_build_options {
+    bool no_optimize;              /* skip graph optimization passes */
+    int num_profiles;              /* 0 = any shape the model accepts */
+    const kiln_profile *profiles;
+    const char *timing_cache;      /* path of a timing cache to read/update, or NULL */
+    int num_threads;               /* for tactic timing; 0 = default */
+    char *report;                  /* out: if non-NULL after build, a pass report (free with kiln_free) */
+} kiln_build_options;
+
+/* Optimizes a model into an engine. The model is not modified. */
+kiln_status kiln_build(kiln_model_t m, kiln_build_options *opts, kiln_engine_t *out);
+kiln_status kiln_engine_save(kiln_engine_t e, const char *path);
+kiln_status kiln_engine_serialize(kiln_engine_t e, void **buf, size_t *len);   /* buf: kiln_free */
+kiln_status kiln_engine_load(const char *path, kiln_engine_t *out);
+kiln_status kiln_engine_load_buffer(const void *buf, size_t len, kiln_engine_t *out);
+void kiln_engine_free(kiln_engine_t e);
+int kiln_engine_num_inputs(kiln_engine_t e);
+int kiln_engine_num_outputs(kiln_engine_t e);
+const char *kiln_engine_input_name(kiln_engine_t e, int i);
+const char *kiln_engine_output_name(kiln_engine_t e, int i);
+/* Same contract as kiln_model_run; also checks shapes against the engine's profiles. */
+kiln_status kiln_engine_run(kiln_engine_t e, int num_inputs, const char *const *input_names,
+                            const kiln_tensor *inputs, const kiln_run_options *opts,
+                            int *num_outputs, kiln_tensor **outputs);
+/* True if the file starts with the engine magic. */
+bool kiln_is_engine_file(const char *path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -51,6 +51,8 @@ void kiln__graph_free(kiln_graph *g)
         kiln__free(n->name);
         kiln__free(n->op_type);
         kiln__free(n->domain);
+        kiln__free(n->fused_from);
+        kiln__free(n->tactic);
         kiln__free(n->in);
         kiln__free(n->out);
         for (int a = 0; a < n->n_attr; a++)

@@ -54,6 +54,10 @@ typedef struct kiln_node {
     int *out;           /* value ids; -1 = optional output not requested */
     int n_attr;
     kiln_attr *attrs;
+    bool dead;          /* marked for removal by a pass; see kiln__graph_remove_dead */
+    char *fused_from;   /* comma-separated names/op types of the ONNX nodes fused into this one */
+    int precision;      /* kiln_precision chosen by the builder (0 = fp32) */
+    char *tactic;       /* kernel variant chosen by the builder, NULL = default */
 } kiln_node;
 
 /* One dimension of a declared shape: a number, or a symbol (dim_param), or unknown. */
@@ -106,6 +110,27 @@ int kiln__graph_add_node(kiln_graph *g);
 /* Sorts nodes topologically; error naming a node on a cycle or an undefined input. */
 kiln_status kiln__graph_toposort(kiln_graph *g);
 void kiln__attr_free(kiln_attr *a);
+
+/* editing (src/ir/graph_edit.c) */
+/* Number of node inputs that read v (+1 per graph-output slot, +1 if a subgraph reads it by name). */
+int kiln__value_uses(const kiln_graph *g, int v);
+bool kiln__value_is_output(const kiln_graph *g, int v);
+/* Rewires every node input reading `from` to read `to` (graph outputs are left alone). */
+void kiln__graph_replace_uses(kiln_graph *g, int from, int to);
+/* Frees and removes nodes marked dead; recomputes producers. */
+void kiln__graph_remove_dead(kiln_graph *g);
+/* The single node reading v, or -1 if v has zero or several readers or is a graph output. */
+int kiln__single_consumer(const kiln_graph *g, int v);
+/* Appends "text" to node->fused_from (comma separated). */
+kiln_status kiln__node_add_fused(kiln_node *n, const char *text);
+/* Sets (or replaces) an attribute on a node. */
+kiln_status kiln__node_set_attr_i(kiln_node *n, const char *name, int64_t v);
+kiln_status kiln__node_set_attr_f(kiln_node *n, const char *name, float v);
+kiln_status kiln__node_set_attr_s(kiln_node *n, const char *name, const char *v);
+/* Adds a new constant value holding `t` (moved in: the graph takes ownership of t->data). */
+int kiln__graph_add_const(kiln_graph *g, const char *name_hint, kiln_tensor *t);
+/* True if any node has a subgraph attribute (control flow). */
+bool kiln__graph_has_subgraphs(const kiln_graph *g);
 
 /* attribute access */
 const kiln_attr *kiln__attr(const kiln_node *n, const char *name);

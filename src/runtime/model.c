@@ -68,12 +68,17 @@ kiln_status kiln_model_check_supported(kiln_model_t m)
 {
     if (!m)
         return kiln__err(KILN_ERR_INVALID_ARG, "NULL model");
+    return kiln__graph_check_supported(m->g);
+}
+
+kiln_status kiln__graph_check_supported(const kiln_graph *g)
+{
     char buf[3072] = "";
-    int n = kiln__list_unsupported(m->g, buf, sizeof buf);
+    int n = kiln__list_unsupported(g, buf, sizeof buf);
     if (n)
         return kiln__err(KILN_ERR_UNSUPPORTED, "%d node%s without a kernel: %s", n, n > 1 ? "s" : "", buf);
-    for (int i = 0; i < m->g->n_inputs; i++) {
-        const kiln_value *v = &m->g->values[m->g->inputs[i]];
+    for (int i = 0; i < g->n_inputs; i++) {
+        const kiln_value *v = &g->values[g->inputs[i]];
         if (v->kind != KILN_VAL_TENSOR)
             return kiln__err(KILN_ERR_UNSUPPORTED, "input '%s' is a sequence/map/optional; kiln supports tensors only",
                              v->name);
@@ -82,7 +87,7 @@ kiln_status kiln_model_check_supported(kiln_model_t m)
 }
 
 /* Checks a fed tensor against the declared type of the input it feeds. */
-static kiln_status check_input(const kiln_value *v, const kiln_tensor *t)
+kiln_status kiln__check_input(const kiln_value *v, const kiln_tensor *t)
 {
     if (!t || (!t->data && kiln_tensor_numel(t) != 0))
         return kiln__err(KILN_ERR_INVALID_ARG, "input '%s': no data", v->name);
@@ -111,12 +116,20 @@ kiln_status kiln_model_run(kiln_model_t m, int num_inputs, const char *const *in
                            const kiln_tensor *inputs, const kiln_run_options *opts, int *num_outputs,
                            kiln_tensor **outputs)
 {
-    if (!m || !outputs || !num_outputs || (num_inputs > 0 && (!input_names || !inputs)))
-        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_model_run: NULL argument");
+    if (!m)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_model_run: NULL model");
+    return kiln__graph_run_named(m->g, num_inputs, input_names, inputs, opts, num_outputs, outputs);
+}
+
+kiln_status kiln__graph_run_named(const kiln_graph *g, int num_inputs, const char *const *input_names,
+                                  const kiln_tensor *inputs, const kiln_run_options *opts, int *num_outputs,
+                                  kiln_tensor **outputs)
+{
+    if (!g || !outputs || !num_outputs || (num_inputs > 0 && (!input_names || !inputs)))
+        return kiln__err(KILN_ERR_INVALID_ARG, "run: NULL argument");
     *outputs = NULL;
     *num_outputs = 0;
-    KILN_TRY(kiln_model_check_supported(m));
-    const kiln_graph *g = m->g;
+    KILN_TRY(kiln__graph_check_supported(g));
     kiln_status st = KILN_OK;
     const kiln_tensor **feed = kiln__calloc((size_t)g->n_inputs + 1, sizeof *feed);
     kiln_tensor *outs = kiln__calloc((size_t)g->n_outputs + 1, sizeof *outs);
@@ -134,7 +147,7 @@ kiln_status kiln_model_run(kiln_model_t m, int num_inputs, const char *const *in
             st = kiln__err(KILN_ERR_INVALID_ARG, "model has no input named '%s'", input_names[i] ? input_names[i] : "(null)");
             goto fail;
         }
-        st = check_input(&g->values[g->inputs[k]], &inputs[i]);
+        st = kiln__check_input(&g->values[g->inputs[k]], &inputs[i]);
         if (st != KILN_OK)
             goto fail;
         fed[k] = inputs[i];   /* shallow copy with nbytes made exact */

@@ -8,4 +8,13 @@ struct kiln_model {
     kiln_onnx_model_info info;
 };
 
+kiln_status kiln__graph_check_supported(const kiln_graph *g);
+/* Validates a fed tensor against the declared type/shape of graph value v. */
+kiln_status kiln__check_input(const kiln_value *v, const kiln_tensor *t);
+kiln_status kiln__engine_check_profiles(const struct kiln_engine *e, int n, const char *const *names,
+                                        const kiln_tensor *ts);
+kiln_status kiln__graph_run_named(const kiln_graph *g, int num_inputs, const char *const *input_names,
+                                  const kiln_tensor *inputs, const kiln_run_options *opts, int *num_outputs,
+                                  kiln_tensor **outputs);
+
 #endif

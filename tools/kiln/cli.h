@@ -8,6 +8,7 @@ int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_conformance(int argc, char **argv);
 int cmd_ops(int argc, char **argv);
+int cmd_build(int argc, char **argv);
 
 /* Loads a tensor from .npy or ONNX TensorProto .pb (by extension). */
 kiln_status cli_load_tensor(const char *path, kiln_tensor *t);

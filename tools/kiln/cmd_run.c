@@ -12,6 +12,7 @@ int cmd_run(int argc, char **argv)
     const char **names = calloc((size_t)argc, sizeof *names);
     kiln_tensor *ins = calloc((size_t)argc, sizeof *ins);
     kiln_model_t m = NULL;
+    kiln_engine_t e = NULL;
     kiln_tensor *outs = NULL;
     int nout = 0;
     if (!names || !ins)
@@ -46,13 +47,15 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "usage: kiln run MODEL.onnx --input NAME=FILE ... --output-dir DIR [--threads N]\n");
         goto done;
     }
-    kiln_status st = kiln_model_load(model_path, &m);
+    bool is_engine = kiln_is_engine_file(model_path);
+    kiln_status st = is_engine ? kiln_engine_load(model_path, &e) : kiln_model_load(model_path, &m);
     if (st != KILN_OK) {
-        rc = cli_die(st, "loading model");
+        rc = cli_die(st, is_engine ? "loading engine" : "loading model");
         goto done;
     }
     kiln_run_options opts = {.num_threads = threads};
-    st = kiln_model_run(m, nin, names, ins, &opts, &nout, &outs);
+    st = is_engine ? kiln_engine_run(e, nin, names, ins, &opts, &nout, &outs)
+                   : kiln_model_run(m, nin, names, ins, &opts, &nout, &outs);
     if (st != KILN_OK) {
         rc = cli_die(st, "running model");
         goto done;
@@ -63,14 +66,15 @@ int cmd_run(int argc, char **argv)
     }
     for (int o = 0; o < nout; o++) {
         char safe[256], path[4096];
-        cli_safe_name(kiln_model_output_name(m, o), safe, sizeof safe);
+        const char *oname = e ? kiln_engine_output_name(e, o) : kiln_model_output_name(m, o);
+        cli_safe_name(oname, safe, sizeof safe);
         snprintf(path, sizeof path, "%s/%s.npy", out_dir, safe);
         st = kiln_npy_write(path, &outs[o]);
         if (st != KILN_OK) {
             rc = cli_die(st, "writing output");
             goto done;
         }
-        printf("%s -> %s\n", kiln_model_output_name(m, o), path);
+        printf("%s -> %s\n", oname, path);
     }
     rc = 0;
 done:
@@ -80,5 +84,6 @@ done:
     free(names);
     kiln_tensors_free(outs, nout);
     kiln_model_free(m);
+    kiln_engine_free(e);
     return rc;
 }

@@ -8,8 +8,10 @@ static void usage(FILE *f)
             "kiln %s — ONNX inference optimizer and runtime\n\n"
             "usage: kiln <command> [options]\n\n"
             "commands:\n"
-            "  run MODEL.onnx --input NAME=FILE.npy|.pb ... --output-dir DIR [--threads N]\n"
+            "  run MODEL.onnx|M.kiln --input NAME=FILE.npy|.pb ... --output-dir DIR [--threads N]\n"
             "                      run a model, write DIR/<output>.npy for every output\n"
+            "  build MODEL.onnx -o M.kiln [--passes-report] [--shapes ...|--min/opt/max-shapes ...]\n"
+            "                      optimize a model into an engine file\n"
             "  info MODEL.onnx     inputs/outputs, opsets, op histogram, parameters, unsupported ops\n"
             "  conformance DIR...  run ONNX backend test directories (model.onnx + test_data_set_*)\n"
             "  ops                 list the operators kiln implements\n",
@@ -29,6 +31,8 @@ int main(int argc, char **argv)
         return cmd_info(argc - 1, argv + 1);
     if (!strcmp(c, "conformance"))
         return cmd_conformance(argc - 1, argv + 1);
+    if (!strcmp(c, "build"))
+        return cmd_build(argc - 1, argv + 1);
     if (!strcmp(c, "ops"))
         return cmd_ops(argc - 1, argv + 1);
     if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) {

@@ -1,0 +1,181 @@
+/* The builder: clones the model graph, runs the optimization passes, attaches profiles and a
+ * build manifest, and yields an engine. Output is deterministic for the same model and options
+ * (no wall-clock time is recorded unless SOURCE_DATE_EPOCH or KILN_BUILD_TIMESTAMP is set). */
+#include "engine.h"
+#include "bytes.h"
+#include "graph_ser.h"
+#include "../passes/passes.h"
+#include "../runtime/model.h"
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <zlib.h>
+
+/* Deep copy through the serializer; also yields a content hash of the source graph. */
+static kiln_status clone_graph(const kiln_graph *src, kiln_graph **out, char *hash, size_t hlen)
+{
+    kiln_wbuf gw = {0}, ww = {0};
+    kiln_status st = kiln__graph_write(&gw, &ww, src);
+    if (st == KILN_OK) {
+        uLong c1 = crc32(0L, gw.p, (uInt)gw.len), c2 = adler32(1L, gw.p, (uInt)gw.len);
+        uLong c3 = crc32(0L, Z_NULL, 0);
+        for (size_t off = 0; off < ww.len; off += 1u << 30)
+            c3 = crc32(c3, ww.p + off, (uInt)(ww.len - off > (1u << 30) ? (1u << 30) : ww.len - off));
+        snprintf(hash, hlen, "%08lx%08lx%08lx-%zu", c1, c2, c3, gw.len + ww.len);
+        kiln_rbuf r = {.p = gw.p, .len = gw.len, .what = "graph"}, w = {.p = ww.p, .len = ww.len, .what = "weights"};
+        st = kiln__graph_read(&r, &w, NULL, 0, out);
+    }
+    kiln__w_free(&gw);
+    kiln__w_free(&ww);
+    return st;
+}
+
+static kiln_status set_profiles(struct kiln_engine *e, const kiln_build_options *o)
+{
+    if (!o || o->num_profiles <= 0)
+        return KILN_OK;
+    if (!o->profiles || o->num_profiles > 64)
+        return kiln__err(KILN_ERR_INVALID_ARG, "invalid optimization profiles");
+    e->profiles = kiln__calloc((size_t)o->num_profiles, sizeof *e->profiles);
+    if (!e->profiles)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    const kiln_graph *g = e->g;
+    for (int p = 0; p < o->num_profiles; p++) {
+        const kiln_profile *pr = &o->profiles[p];
+        kiln_profile_dims *pd = &e->profiles[p];
+        e->n_profiles = p + 1;
+        int n = pr->num_ranges;
+        if (n < 0 || n > 4096 || (n && !pr->ranges))
+            return kiln__err(KILN_ERR_INVALID_ARG, "profile %d: invalid ranges", p);
+        pd->names = kiln__calloc((size_t)n + 1, sizeof(char *));
+        pd->ndim = kiln__calloc((size_t)n + 1, sizeof(int));
+        pd->min = kiln__calloc((size_t)n + 1, sizeof *pd->min);
+        pd->opt = kiln__calloc((size_t)n + 1, sizeof *pd->opt);
+        pd->max = kiln__calloc((size_t)n + 1, sizeof *pd->max);
+        if (!pd->names || !pd->ndim || !pd->min || !pd->opt || !pd->max)
+            return kiln__err(KILN_ERR_NOMEM, "out of memory");
+        for (int i = 0; i < n; i++) {
+            const kiln_shape_range *r = &pr->ranges[i];
+            int k = -1;
+            for (int j = 0; j < g->n_inputs; j++)
+                if (r->input && !strcmp(g->values[g->inputs[j]].name, r->input))
+                    k = j;
+            if (k < 0)
+                return kiln__err(KILN_ERR_INVALID_ARG, "profile %d: model has no input named '%s'", p,
+                                 r->input ? r->input : "(null)");
+            const kiln_value *v = &g->values[g->inputs[k]];
+            if (r->ndim < 0 || r->ndim > KILN_MAX_DIMS || (v->ndim >= 0 && v->ndim != r->ndim))
+                return kiln__err(KILN_ERR_SHAPE, "profile %d: input '%s' has rank %d, the profile gives rank %d", p,
+                                 r->input, v->ndim, r->ndim);
+            for (int d = 0; d < r->ndim; d++) {
+                if (r->min[d] < 0 || r->min[d] > r->opt[d] || r->opt[d] > r->max[d])
+                    return kiln__err(KILN_ERR_SHAPE, "profile %d: input '%s' dim %d needs 0 <= min <= opt <= max", p,
+                                     r->input, d);
+                if (v->ndim > 0 && v->dims[d].value >= 0 && !v->dims[d].param &&
+                    (r->min[d] != v->dims[d].value || r->max[d] != v->dims[d].value))
+                    return kiln__err(KILN_ERR_SHAPE, "profile %d: input '%s' dim %d is fixed to %lld by the model", p,
+                                     r->input, d, (long long)v->dims[d].value);
+                pd->min[i][d] = r->min[d];
+                pd->opt[i][d] = r->opt[d];
+                pd->max[i][d] = r->max[d];
+            }
+            pd->ndim[i] = r->ndim;
+            pd->names[i] = kiln__strdup(r->input);
+            pd->n_inputs = i + 1;
+            if (!pd->names[i])
+                return kiln__err(KILN_ERR_NOMEM, "out of memory");
+        }
+    }
+    return KILN_OK;
+}
+
+static char *make_manifest(const char *hash, const kiln_build_options *o, const kiln_pass_report *rep, bool optimized)
+{
+    json_t *m = json_object();
+    json_object_set_new(m, "kiln_version", json_string(KILN_VERSION_STRING));
+    json_object_set_new(m, "format_version", json_integer(KILN_ENGINE_FORMAT_VERSION));
+    json_object_set_new(m, "model_hash", json_string(hash));
+    json_t *opts = json_object();
+    json_object_set_new(opts, "optimize", json_boolean(optimized));
+    json_object_set_new(opts, "profiles", json_integer(o ? o->num_profiles : 0));
+    json_object_set_new(opts, "timing_cache", o && o->timing_cache ? json_string(o->timing_cache) : json_null());
+    json_object_set_new(opts, "target", json_string("cpu"));
+    json_object_set_new(m, "options", opts);
+    const char *epoch = getenv("SOURCE_DATE_EPOCH");
+    if (!epoch)
+        epoch = getenv("KILN_BUILD_TIMESTAMP");
+    if (epoch) {
+        time_t t = (time_t)strtoll(epoch, NULL, 10);
+        if (t == 0 && strcmp(epoch, "0") != 0)
+            t = time(NULL);
+        char buf[64];
+        strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+        json_object_set_new(m, "build_time", json_string(buf));
+    }
+    if (optimized && rep) {
+        json_t *passes = json_array();
+        for (int i = 0; i < rep->n; i++) {
+            json_t *p = json_object();
+            json_object_set_new(p, "pass", json_string(rep->entry[i].name));
+            json_object_set_new(p, "changed", json_integer(rep->entry[i].changed));
+            json_array_append_new(passes, p);
+        }
+        json_object_set_new(m, "passes", passes);
+        json_object_set_new(m, "nodes_before", json_integer(rep->nodes_before));
+        json_object_set_new(m, "nodes_after", json_integer(rep->nodes_after));
+    }
+    char *s = json_dumps(m, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(m);
+    char *r = s ? kiln__strdup(s) : NULL;
+    free(s);
+    return r;
+}
+
+static char *make_report(const kiln_pass_report *rep)
+{
+    size_t cap = 256 + (size_t)rep->n * 64;
+    char *s = kiln__malloc(cap);
+    if (!s)
+        return NULL;
+    size_t o = (size_t)snprintf(s, cap, "%-20s %s\n", "pass", "nodes changed");
+    for (int i = 0; i < rep->n && o < cap; i++)
+        o += (size_t)snprintf(s + o, cap - o, "%-20s %d\n", rep->entry[i].name, rep->entry[i].changed);
+    if (o < cap)
+        snprintf(s + o, cap - o, "nodes: %d -> %d\n", rep->nodes_before, rep->nodes_after);
+    return s;
+}
+
+kiln_status kiln_build(kiln_model_t m, kiln_build_options *o, kiln_engine_t *out)
+{
+    if (!m || !out)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_build: NULL argument");
+    *out = NULL;
+    if (o)
+        o->report = NULL;
+    KILN_TRY(kiln__graph_check_supported(m->g));
+    struct kiln_engine *e = kiln__calloc(1, sizeof *e);
+    if (!e)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    e->target_kind = KILN_TARGET_CPU;
+    e->target_arch = KILN_ISA_X86_64;   /* kernels pick AVX2/AVX-512 at run time */
+    char hash[64];
+    kiln_pass_report rep;
+    memset(&rep, 0, sizeof rep);
+    bool optimize = !(o && o->no_optimize);
+    kiln_status st = clone_graph(m->g, &e->g, hash, sizeof hash);
+    if (st == KILN_OK && optimize)
+        st = kiln__optimize(e->g, &rep);
+    if (st == KILN_OK)
+        st = set_profiles(e, o);
+    if (st == KILN_OK && !(e->manifest = make_manifest(hash, o, &rep, optimize)))
+        st = kiln__err(KILN_ERR_NOMEM, "out of memory");
+    if (st == KILN_OK && o && optimize)
+        o->report = make_report(&rep);
+    if (st != KILN_OK) {
+        kiln_engine_free(e);
+        return st;
+    }
+    *out = e;
+    return KILN_OK;
+}

@@ -1,0 +1,44 @@
+/* Engine files (.kiln): an optimized graph with weights in final form plus build metadata.
+ * Layout and rules: docs/ENGINE_FORMAT.md. */
+#ifndef KILN_ENGINE_H
+#define KILN_ENGINE_H
+#include "../ir/graph.h"
+
+#define KILN_ENGINE_MAGIC "KILNENG\0"
+#define KILN_ENGINE_FORMAT_VERSION 1u
+#define KILN_ENGINE_HEADER_BYTES 64u
+
+enum kiln_section_kind {
+    KILN_SEC_MANIFEST = 1,  /* JSON: kiln version, model hash, options, build time, pass report */
+    KILN_SEC_GRAPH = 2,     /* binary graph structure (src/engine/graph_ser.c) */
+    KILN_SEC_WEIGHTS = 3,   /* initializer data, 64-byte aligned blobs */
+    KILN_SEC_PROFILES = 4,  /* optimization profiles: per input min/opt/max shapes */
+    KILN_SEC_PLAN = 5,      /* memory plan */
+};
+
+enum kiln_target_kind { KILN_TARGET_CPU = 1, KILN_TARGET_CUDA = 2 };
+
+typedef struct kiln_profile_dims {
+    int n_inputs;
+    char **names;
+    int *ndim;
+    int64_t (*min)[KILN_MAX_DIMS], (*opt)[KILN_MAX_DIMS], (*max)[KILN_MAX_DIMS];
+} kiln_profile_dims;
+
+struct kiln_engine {
+    kiln_graph *g;
+    char *manifest;          /* JSON text */
+    uint32_t target_kind;    /* enum kiln_target_kind */
+    uint32_t target_arch;    /* CPU: required ISA bits (KILN_ISA_*); CUDA: SM version */
+    int n_profiles;
+    kiln_profile_dims *profiles;
+};
+
+#define KILN_ISA_X86_64 1u
+#define KILN_ISA_AVX2 2u
+#define KILN_ISA_AVX512 4u
+
+uint32_t kiln__host_isa(void);
+void kiln__engine_free_profiles(struct kiln_engine *e);
+
+#endif

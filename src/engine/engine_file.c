@@ -1,0 +1,313 @@
+/* Engine file writing and reading: header, section table, per-section CRC-32 (zlib),
+ * bounds-checked parsing. A file for another target or format version, or a damaged one, is
+ * refused with a message that says which. */
+#include "engine.h"
+#include "bytes.h"
+#include "graph_ser.h"
+#include <errno.h>
+#include <stdio.h>
+#include <zlib.h>
+
+#define MAX_SECTIONS 32
+
+uint32_t kiln__host_isa(void)
+{
+    uint32_t isa = 0;
+#if defined(__x86_64__)
+    isa |= KILN_ISA_X86_64;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        isa |= KILN_ISA_AVX2;
+    if (__builtin_cpu_supports("avx512f"))
+        isa |= KILN_ISA_AVX512;
+#endif
+    return isa;
+}
+
+static uint32_t crc(const uint8_t *p, size_t n)
+{
+    uLong c = crc32(0L, Z_NULL, 0);
+    while (n) {
+        uInt chunk = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        c = crc32(c, p, chunk);
+        p += chunk;
+        n -= chunk;
+    }
+    return (uint32_t)c;
+}
+
+void kiln__engine_free_profiles(struct kiln_engine *e)
+{
+    for (int p = 0; p < e->n_profiles; p++) {
+        kiln_profile_dims *pd = &e->profiles[p];
+        for (int i = 0; i < pd->n_inputs; i++)
+            kiln__free(pd->names[i]);
+        kiln__free(pd->names);
+        kiln__free(pd->ndim);
+        kiln__free(pd->min);
+        kiln__free(pd->opt);
+        kiln__free(pd->max);
+    }
+    kiln__free(e->profiles);
+    e->profiles = NULL;
+    e->n_profiles = 0;
+}
+
+static void write_profiles(kiln_wbuf *w, const struct kiln_engine *e)
+{
+    kiln__w_u32(w, (uint32_t)e->n_profiles);
+    for (int p = 0; p < e->n_profiles; p++) {
+        const kiln_profile_dims *pd = &e->profiles[p];
+        kiln__w_u32(w, (uint32_t)pd->n_inputs);
+        for (int i = 0; i < pd->n_inputs; i++) {
+            kiln__w_str(w, pd->names[i]);
+            kiln__w_i32(w, pd->ndim[i]);
+            for (int d = 0; d < pd->ndim[i]; d++) {
+                kiln__w_i64(w, pd->min[i][d]);
+                kiln__w_i64(w, pd->opt[i][d]);
+                kiln__w_i64(w, pd->max[i][d]);
+            }
+        }
+    }
+}
+
+static kiln_status read_profiles(kiln_rbuf *r, struct kiln_engine *e)
+{
+    uint32_t np = kiln__r_count(r, 4, 1024);
+    if (r->bad)
+        goto bad;
+    e->profiles = kiln__calloc(np + 1, sizeof *e->profiles);
+    if (!e->profiles)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    for (uint32_t p = 0; p < np; p++) {
+        kiln_profile_dims *pd = &e->profiles[p];
+        e->n_profiles = (int)p + 1;
+        uint32_t ni = kiln__r_count(r, 8, 65536);
+        if (r->bad)
+            goto bad;
+        pd->names = kiln__calloc(ni + 1, sizeof(char *));
+        pd->ndim = kiln__calloc(ni + 1, sizeof(int));
+        pd->min = kiln__calloc(ni + 1, sizeof *pd->min);
+        pd->opt = kiln__calloc(ni + 1, sizeof *pd->opt);
+        pd->max = kiln__calloc(ni + 1, sizeof *pd->max);
+        if (!pd->names || !pd->ndim || !pd->min || !pd->opt || !pd->max)
+            return kiln__err(KILN_ERR_NOMEM, "out of memory");
+        for (uint32_t i = 0; i < ni; i++) {
+            pd->n_inputs = (int)i + 1;
+            pd->names[i] = kiln__r_str(r);
+            pd->ndim[i] = kiln__r_i32(r);
+            if (r->bad || !pd->names[i] || pd->ndim[i] < 0 || pd->ndim[i] > KILN_MAX_DIMS)
+                goto bad;
+            for (int d = 0; d < pd->ndim[i]; d++) {
+                pd->min[i][d] = kiln__r_i64(r);
+                pd->opt[i][d] = kiln__r_i64(r);
+                pd->max[i][d] = kiln__r_i64(r);
+                if (pd->min[i][d] < 0 || pd->min[i][d] > pd->opt[i][d] || pd->opt[i][d] > pd->max[i][d])
+                    goto bad;
+            }
+        }
+    }
+    if (!r->bad)
+        return KILN_OK;
+bad:
+    return kiln__err(KILN_ERR_PARSE, "corrupted engine: invalid optimization profile section");
+}
+
+kiln_status kiln_engine_serialize(kiln_engine_t e, void **out, size_t *out_len)
+{
+    if (!e || !out || !out_len)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_serialize: NULL argument");
+    kiln_wbuf sec[3] = {{0}}, weights = {0}, file = {0};
+    kiln_status st = KILN_OK;
+    kiln__w_bytes(&sec[0], e->manifest ? e->manifest : "{}", strlen(e->manifest ? e->manifest : "{}"));
+    st = kiln__graph_write(&sec[1], &weights, e->g);
+    write_profiles(&sec[2], e);
+    if (st != KILN_OK)
+        goto done;
+    const struct { uint32_t kind; kiln_wbuf *b; } secs[] = {
+        {KILN_SEC_MANIFEST, &sec[0]}, {KILN_SEC_GRAPH, &sec[1]}, {KILN_SEC_WEIGHTS, &weights}, {KILN_SEC_PROFILES, &sec[2]}};
+    uint32_t ns = sizeof secs / sizeof secs[0];
+    /* header */
+    kiln__w_bytes(&file, KILN_ENGINE_MAGIC, 8);
+    kiln__w_u32(&file, KILN_ENGINE_FORMAT_VERSION);
+    kiln__w_u32(&file, KILN_ENGINE_HEADER_BYTES);
+    char ver[16] = {0};
+    snprintf(ver, sizeof ver, "%s", KILN_VERSION_STRING);
+    kiln__w_bytes(&file, ver, 16);
+    kiln__w_u32(&file, e->target_kind);
+    kiln__w_u32(&file, e->target_arch);
+    kiln__w_u32(&file, ns);
+    kiln__w_u32(&file, 0);
+    kiln__w_u64(&file, KILN_ENGINE_HEADER_BYTES);   /* section table follows the header */
+    size_t size_at = file.len;
+    kiln__w_u64(&file, 0);                          /* file size, patched below */
+    /* section table, then 64-byte aligned sections */
+    size_t table_at = file.len;
+    for (uint32_t i = 0; i < ns; i++) {
+        kiln__w_u32(&file, secs[i].kind);
+        kiln__w_u32(&file, 0);
+        kiln__w_u64(&file, 0);
+        kiln__w_u64(&file, secs[i].b->len);
+        kiln__w_u32(&file, crc(secs[i].b->p, secs[i].b->len));
+        kiln__w_u32(&file, 0);
+    }
+    for (uint32_t i = 0; i < ns; i++) {
+        kiln__w_align(&file, 64);
+        size_t off = file.len;
+        kiln__w_bytes(&file, secs[i].b->p, secs[i].b->len);
+        if (!file.oom)
+            for (int k = 0; k < 8; k++)
+                file.p[table_at + i * 32 + 8 + k] = (uint8_t)((uint64_t)off >> (8 * k));
+    }
+    if (file.oom || sec[0].oom || sec[1].oom || sec[2].oom || weights.oom) {
+        st = kiln__err(KILN_ERR_NOMEM, "out of memory serializing engine");
+        goto done;
+    }
+    for (int k = 0; k < 8; k++)
+        file.p[size_at + (size_t)k] = (uint8_t)((uint64_t)file.len >> (8 * k));
+    *out = file.p;
+    *out_len = file.len;
+    file.p = NULL;
+done:
+    for (int i = 0; i < 3; i++)
+        kiln__w_free(&sec[i]);
+    kiln__w_free(&weights);
+    kiln__w_free(&file);
+    return st;
+}
+
+kiln_status kiln_engine_save(kiln_engine_t e, const char *path)
+{
+    if (!path)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_save: NULL path");
+    void *buf;
+    size_t len;
+    KILN_TRY(kiln_engine_serialize(e, &buf, &len));
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        kiln__free(buf);
+        return kiln__err(KILN_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+    }
+    bool ok = fwrite(buf, 1, len, f) == len;
+    ok &= fclose(f) == 0;
+    kiln__free(buf);
+    return ok ? KILN_OK : kiln__err(KILN_ERR_IO, "write error on '%s'", path);
+}
+
+static const char *sec_name(uint32_t k)
+{
+    switch (k) {
+    case KILN_SEC_MANIFEST: return "manifest";
+    case KILN_SEC_GRAPH: return "graph";
+    case KILN_SEC_WEIGHTS: return "weights";
+    case KILN_SEC_PROFILES: return "profiles";
+    case KILN_SEC_PLAN: return "plan";
+    default: return "unknown";
+    }
+}
+
+kiln_status kiln_engine_load_buffer(const void *buf, size_t len, kiln_engine_t *out)
+{
+    if (!buf || !out)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_load_buffer: NULL argument");
+    *out = NULL;
+    kiln_rbuf h = {.p = buf, .len = len, .what = "header"};
+    char magic[8];
+    kiln__r_bytes(&h, magic, 8);
+    if (h.bad || memcmp(magic, KILN_ENGINE_MAGIC, 8) != 0)
+        return kiln__err(KILN_ERR_PARSE, "not a kiln engine file (bad magic)");
+    uint32_t version = kiln__r_u32(&h), hbytes = kiln__r_u32(&h);
+    char ver[17] = {0};
+    kiln__r_bytes(&h, ver, 16);
+    uint32_t tkind = kiln__r_u32(&h), tarch = kiln__r_u32(&h), ns = kiln__r_u32(&h);
+    kiln__r_u32(&h);
+    uint64_t table = kiln__r_u64(&h), fsize = kiln__r_u64(&h);
+    if (h.bad)
+        return kiln__err(KILN_ERR_PARSE, "engine file is truncated (%zu bytes, header incomplete)", len);
+    if (version != KILN_ENGINE_FORMAT_VERSION)
+        return kiln__err(KILN_ERR_UNSUPPORTED,
+                         "engine format version %u is not supported by this kiln (%s reads version %u); rebuild the engine",
+                         version, KILN_VERSION_STRING, KILN_ENGINE_FORMAT_VERSION);
+    if (fsize != len)
+        return kiln__err(KILN_ERR_PARSE, "engine file is truncated or padded: header says %llu bytes, file has %zu",
+                         (unsigned long long)fsize, len);
+    if (hbytes != KILN_ENGINE_HEADER_BYTES || table != KILN_ENGINE_HEADER_BYTES || ns == 0 || ns > MAX_SECTIONS)
+        return kiln__err(KILN_ERR_PARSE, "corrupted engine: invalid header");
+    if (tkind != KILN_TARGET_CPU)
+        return kiln__err(KILN_ERR_UNSUPPORTED, "engine was built for target %s (arch %u), not for this CPU runtime",
+                         tkind == KILN_TARGET_CUDA ? "CUDA" : "unknown", tarch);
+    uint32_t missing = tarch & ~kiln__host_isa();
+    if (missing)
+        return kiln__err(KILN_ERR_UNSUPPORTED, "engine needs CPU features this machine lacks (%s%s%s)",
+                         missing & KILN_ISA_X86_64 ? "x86-64 " : "", missing & KILN_ISA_AVX2 ? "AVX2+FMA " : "",
+                         missing & KILN_ISA_AVX512 ? "AVX-512" : "");
+    kiln_rbuf sr[6] = {{0}};
+    bool have[6] = {false};
+    kiln_rbuf t = {.p = buf, .len = len, .pos = (size_t)table, .what = "section table"};
+    for (uint32_t i = 0; i < ns; i++) {
+        uint32_t kind = kiln__r_u32(&t);
+        kiln__r_u32(&t);
+        uint64_t off = kiln__r_u64(&t), size = kiln__r_u64(&t);
+        uint32_t sum = kiln__r_u32(&t);
+        kiln__r_u32(&t);
+        if (t.bad)
+            return kiln__err(KILN_ERR_PARSE, "engine file is truncated (section table incomplete)");
+        if (off > len || size > len - off || off % 64)
+            return kiln__err(KILN_ERR_PARSE, "engine file is truncated or corrupted: %s section lies outside the file",
+                             sec_name(kind));
+        if (crc((const uint8_t *)buf + off, (size_t)size) != sum)
+            return kiln__err(KILN_ERR_PARSE, "engine file is corrupted: checksum mismatch in the %s section",
+                             sec_name(kind));
+        if (kind >= 1 && kind <= 5) {
+            if (have[kind])
+                return kiln__err(KILN_ERR_PARSE, "corrupted engine: duplicate %s section", sec_name(kind));
+            have[kind] = true;
+            sr[kind] = (kiln_rbuf){.p = (const uint8_t *)buf + off, .len = (size_t)size, .what = sec_name(kind)};
+        }
+    }
+    if (!have[KILN_SEC_GRAPH] || !have[KILN_SEC_WEIGHTS] || !have[KILN_SEC_MANIFEST])
+        return kiln__err(KILN_ERR_PARSE, "corrupted engine: a required section is missing");
+    struct kiln_engine *e = kiln__calloc(1, sizeof *e);
+    if (!e)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    e->target_kind = tkind;
+    e->target_arch = tarch;
+    e->manifest = kiln__strndup((const char *)sr[KILN_SEC_MANIFEST].p, sr[KILN_SEC_MANIFEST].len);
+    kiln_status st = e->manifest ? KILN_OK : kiln__err(KILN_ERR_NOMEM, "out of memory");
+    if (st == KILN_OK)
+        st = kiln__graph_read(&sr[KILN_SEC_GRAPH], &sr[KILN_SEC_WEIGHTS], NULL, 0, &e->g);
+    if (st == KILN_OK && sr[KILN_SEC_GRAPH].pos != sr[KILN_SEC_GRAPH].len)
+        st = kiln__err(KILN_ERR_PARSE, "corrupted engine: trailing bytes in the graph section");
+    if (st == KILN_OK && have[KILN_SEC_PROFILES])
+        st = read_profiles(&sr[KILN_SEC_PROFILES], e);
+    if (st != KILN_OK) {
+        kiln_engine_free(e);
+        return st;
+    }
+    *out = e;
+    return KILN_OK;
+}
+
+kiln_status kiln_engine_load(const char *path, kiln_engine_t *out)
+{
+    if (!path || !out)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_load: NULL argument");
+    *out = NULL;
+    void *buf;
+    size_t len;
+    KILN_TRY(kiln__read_file(path, &buf, &len));
+    kiln_status st = kiln_engine_load_buffer(buf, len, out);
+    if (st != KILN_OK)
+        kiln__err_prefix("%s", path);
+    kiln__free(buf);
+    return st;
+}
+
+void kiln_engine_free(kiln_engine_t e)
+{
+    if (!e)
+        return;
+    kiln__graph_free(e->g);
+    kiln__free(e->manifest);
+    kiln__engine_free_profiles(e);
+    kiln__free(e);
+}

@@ -1,0 +1,40 @@
+/* Graph optimization passes. Each pass rewrites a graph in place and reports how many nodes it
+ * changed; each is testable alone (tests/unit/test_passes.c compares outputs before and after). */
+#ifndef KILN_PASSES_H
+#define KILN_PASSES_H
+
+#include "../ir/graph.h"
+
+typedef kiln_status (*kiln_pass_fn)(kiln_graph *g, int *changed);
+
+typedef struct kiln_pass_info {
+    const char *name;
+    kiln_pass_fn fn;
+} kiln_pass_info;
+
+/* Registry of all passes in their default order (NULL-terminated). */
+extern const kiln_pass_info kiln__passes[];
+const kiln_pass_info *kiln__pass_find(const char *name);
+
+typedef struct kiln_pass_report {
+    int n;
+    struct { const char *name; int changed; } entry[64];
+    int nodes_before, nodes_after;
+} kiln_pass_report;
+
+/* Runs the default pipeline (to a fixed point, at most a few rounds). report may be NULL. */
+kiln_status kiln__optimize(kiln_graph *g, kiln_pass_report *report);
+
+kiln_status kiln__pass_remove_identity(kiln_graph *g, int *changed);
+kiln_status kiln__pass_constant_fold(kiln_graph *g, int *changed);
+kiln_status kiln__pass_dead_nodes(kiln_graph *g, int *changed);
+kiln_status kiln__pass_fold_batchnorm(kiln_graph *g, int *changed);
+
+/* helpers shared by passes */
+/* The constant tensor of value v, or NULL. */
+static inline const kiln_tensor *kiln__const_of(const kiln_graph *g, int v)
+{
+    return v >= 0 ? g->values[v].init : NULL;
+}
+
+#endif
