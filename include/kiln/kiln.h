@@ -184,6 +184,24 @@ const char *kiln_engine_output_name(kiln_engine_t e, int i);
 kiln_status kiln_engine_run(kiln_engine_t e, int num_inputs, const char *const *input_names,
                             const kiln_tensor *inputs, const kiln_run_options *opts,
                             int *num_outputs, kiln_tensor **outputs);
+/* ---- execution contexts: per-thread execution state over a shared engine ----
+ * Several contexts of one engine may run at the same time from different threads; the engine
+ * (graph and weights) is shared read-only, each context owns its activation arena. */
+typedef struct kiln_context *kiln_context_t;
+kiln_status kiln_context_create(kiln_engine_t e, kiln_context_t *out);
+void kiln_context_free(kiln_context_t c);
+void kiln_context_set_threads(kiln_context_t c, int num_threads);
+/* Binds input `name` to a caller-owned tensor; it must stay valid until kiln_context_run returns. */
+kiln_status kiln_context_set_input(kiln_context_t c, const char *name, const kiln_tensor *t);
+/* Optionally binds output `name` to a caller-owned buffer of `capacity` bytes; run writes the
+ * result there (and fails with KILN_ERR_SHAPE if it does not fit). */
+kiln_status kiln_context_set_output_buffer(kiln_context_t c, const char *name, void *buf, size_t capacity);
+kiln_status kiln_context_run(kiln_context_t c);
+/* Output i of the last run (owned by the context, valid until the next run or free). */
+const kiln_tensor *kiln_context_output(kiln_context_t c, int i);
+/* Activation memory of the current plan: arena bytes, and the sum of all planned tensors. */
+void kiln_context_memory(kiln_context_t c, size_t *arena_bytes, size_t *naive_bytes);
+
 /* True if the file starts with the engine magic. */
 bool kiln_is_engine_file(const char *path);
 

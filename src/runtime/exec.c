@@ -2,6 +2,7 @@
 #include "exec.h"
 #include <limits.h>
 #include <stdio.h>
+#include <time.h>
 
 #define MAX_EXEC_DEPTH 64
 
@@ -66,7 +67,7 @@ int kiln__list_unsupported(const kiln_graph *g, char *buf, size_t buflen)
     return total;
 }
 
-static kiln_status run_node(kiln_frame *f, int idx, int nthreads, int depth)
+static kiln_status run_node(kiln_frame *f, int idx, int nthreads, int depth, kiln_mem *mem, double *node_ns)
 {
     const kiln_graph *g = f->g;
     const kiln_node *n = &g->nodes[idx];
@@ -103,14 +104,25 @@ static kiln_status run_node(kiln_frame *f, int idx, int nthreads, int depth)
         memset(&scratch[o], 0, sizeof scratch[o]);
         out[o] = n->out[o] >= 0 ? &f->owned[n->out[o]] : &scratch[o];
     }
-    kiln_exec ex = {.nthreads = nthreads, .frame = f, .depth = depth};
+    kiln_exec ex = {.nthreads = nthreads, .frame = f, .depth = depth, .mem = mem};
     kiln_kctx ctx = {.node = n, .n_in = n->n_in, .in = in, .n_out = n->n_out, .out = out,
                      .nthreads = nthreads, .exec = &ex};
+    struct timespec t0, t1;
+    if (node_ns)
+        clock_gettime(CLOCK_MONOTONIC, &t0);
     st = fn(&ctx);
+    if (node_ns) {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        node_ns[idx] += (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+    }
     for (int o = 0; o < n->n_out; o++) {
         if (n->out[o] < 0) {
+            if (kiln__in_arena(mem, scratch[o].data))
+                scratch[o].data = NULL;
             kiln__tensor_release(&scratch[o]);
         } else if (st == KILN_OK) {
+            if (mem && mem->record)
+                mem->record[n->out[o]] = out[o]->nbytes;
             if (!out[o]->data) {
                 st = kiln__err(KILN_ERR_INTERNAL, "node '%s' (%s) did not produce output %d", n->name, n->op_type, o);
                 continue;
@@ -127,8 +139,23 @@ done:
     return st;
 }
 
+/* Releases a value's tensor unless it lives in the planned arena. */
+static void release(kiln_mem *mem, kiln_tensor *t)
+{
+    if (kiln__in_arena(mem, t->data))
+        memset(t, 0, sizeof *t);
+    else
+        kiln__tensor_release(t);
+}
+
 kiln_status kiln__exec_graph(const kiln_graph *g, const kiln_frame *parent, const kiln_tensor *const *inputs,
                              kiln_tensor *outputs, int nthreads, int depth)
+{
+    return kiln__exec_graph_ex(g, parent, inputs, outputs, nthreads, depth, NULL, NULL);
+}
+
+kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, const kiln_tensor *const *inputs,
+                                kiln_tensor *outputs, int nthreads, int depth, kiln_mem *mem, double *node_ns)
 {
     if (depth > MAX_EXEC_DEPTH)
         return kiln__err(KILN_ERR_LIMIT, "subgraph execution nested deeper than %d", MAX_EXEC_DEPTH);
@@ -165,7 +192,7 @@ kiln_status kiln__exec_graph(const kiln_graph *g, const kiln_frame *parent, cons
     for (int o = 0; o < g->n_outputs; o++)
         last_use[g->outputs[o]] = INT_MAX;
     for (int i = 0; i < g->n_nodes; i++) {
-        st = run_node(&f, i, nthreads, depth);
+        st = run_node(&f, i, nthreads, depth, mem, node_ns);
         if (st != KILN_OK)
             goto done;
         /* free intermediates whose last consumer was this node */
@@ -173,14 +200,14 @@ kiln_status kiln__exec_graph(const kiln_graph *g, const kiln_frame *parent, cons
         for (int j = 0; j < n->n_in; j++) {
             int v = n->in[j];
             if (v >= 0 && last_use[v] == i && f.val[v] == &f.owned[v]) {
-                kiln__tensor_release(&f.owned[v]);
+                release(mem, &f.owned[v]);
                 f.val[v] = NULL;
             }
         }
         for (int o = 0; o < n->n_out; o++) {
             int v = n->out[o];
             if (v >= 0 && last_use[v] < 0) {  /* never used */
-                kiln__tensor_release(&f.owned[v]);
+                release(mem, &f.owned[v]);
                 f.val[v] = NULL;
             }
         }
@@ -191,7 +218,7 @@ kiln_status kiln__exec_graph(const kiln_graph *g, const kiln_frame *parent, cons
             st = kiln__err(KILN_ERR_INTERNAL, "graph output '%s' was not computed", g->values[v].name);
             goto done;
         }
-        if (f.val[v] == &f.owned[v]) {
+        if (f.val[v] == &f.owned[v] && !kiln__in_arena(mem, f.owned[v].data)) {
             /* move, unless another output slot refers to the same value */
             bool dup = false;
             for (int p = o + 1; p < g->n_outputs; p++)
@@ -215,7 +242,7 @@ done:
             kiln__tensor_release(&outputs[o]);
     if (f.owned)
         for (int v = 0; v < nv; v++)
-            kiln__tensor_release(&f.owned[v]);
+            release(mem, &f.owned[v]);
     kiln__free(f.owned);
     kiln__free(f.val);
     kiln__free(last_use);

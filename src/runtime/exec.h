@@ -6,16 +6,36 @@
 
 typedef struct kiln_frame kiln_frame;
 
+/* Planned activation memory for one top-level graph execution (see plan.c). */
+typedef struct kiln_mem {
+    uint8_t *arena;
+    size_t arena_size;
+    const int64_t *offset;    /* per value id: byte offset in the arena, -1 = not planned */
+    const size_t *cap;        /* per value id: planned bytes */
+    const uint8_t *inplace;   /* per value id: 1 if it shares its slot with a dying input */
+    size_t *record;           /* if non-NULL: receives each produced value's byte size */
+} kiln_mem;
+
 typedef struct kiln_exec {
     int nthreads;
     const kiln_frame *frame;   /* frame of the graph the current node belongs to */
     int depth;                 /* subgraph nesting depth, to stop runaway recursion */
+    kiln_mem *mem;             /* NULL: every tensor on the heap */
+    double *node_ns;           /* if non-NULL: per node, accumulated nanoseconds (profiling) */
 } kiln_exec;
+
+static inline bool kiln__in_arena(const kiln_mem *m, const void *p)
+{
+    return m && m->arena && (const uint8_t *)p >= m->arena && (const uint8_t *)p < m->arena + m->arena_size;
+}
 
 /* Runs graph g. inputs[i] feeds g->inputs[i] (borrowed). On success outputs[0..g->n_outputs)
  * receive tensors owned by the caller. `parent` resolves outer-scope names (NULL at top). */
 kiln_status kiln__exec_graph(const kiln_graph *g, const kiln_frame *parent, const kiln_tensor *const *inputs,
                              kiln_tensor *outputs, int nthreads, int depth);
+/* Same, with planned memory and/or per-node timing (either may be NULL). */
+kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, const kiln_tensor *const *inputs,
+                                kiln_tensor *outputs, int nthreads, int depth, kiln_mem *mem, double *node_ns);
 
 /* For control-flow kernels: runs a subgraph of the node being executed. */
 kiln_status kiln__exec_subgraph(kiln_kctx *ctx, const kiln_graph *g, const kiln_tensor *const *inputs,

@@ -17,4 +17,8 @@ kiln_status kiln__graph_run_named(const kiln_graph *g, int num_inputs, const cha
                                   const kiln_tensor *inputs, const kiln_run_options *opts, int *num_outputs,
                                   kiln_tensor **outputs);
 
+kiln_status kiln__context_enable_profiling(kiln_context_t c);
+const double *kiln__context_node_ns(kiln_context_t c);
+kiln_engine_t kiln__context_engine(kiln_context_t c);
+
 #endif

@@ -1,12 +1,41 @@
 /* Shared helpers for kernels: output allocation, errors, broadcasting, axes. */
 #include "../../kernel.h"
+#include "../../../runtime/exec.h"
 #include <stdio.h>
+
+/* Places output i in its planned arena slot when the plan has room for it. */
+static bool place_in_arena(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims)
+{
+    kiln_mem *m = ctx->exec ? ctx->exec->mem : NULL;
+    int v = ctx->node->out[i];
+    if (!m || !m->arena || v < 0 || m->offset[v] < 0 || ndim < 0 || ndim > KILN_MAX_DIMS)
+        return false;
+    size_t es = kiln_dtype_size(dt);
+    int64_t n = kiln__shape_numel(ndim, dims);
+    if (!es || n < 0 || (uint64_t)n > SIZE_MAX / es || (size_t)n * es > m->cap[v])
+        return false;
+    kiln_tensor *t = ctx->out[i];
+    t->dtype = dt;
+    t->ndim = ndim;
+    for (int d = 0; d < ndim; d++)
+        t->dims[d] = dims[d];
+    t->nbytes = (size_t)n * es;
+    t->data = m->arena + m->offset[v];
+    if (!m->inplace[v])
+        memset(t->data, 0, t->nbytes);
+    return true;
+}
 
 kiln_status kiln__kout(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims)
 {
     if (i < 0 || i >= ctx->n_out || !ctx->out[i])
         return kiln__kerr(ctx, KILN_ERR_INTERNAL, "output %d is not bound", i);
-    kiln__tensor_release(ctx->out[i]);
+    if (ctx->exec && kiln__in_arena(ctx->exec->mem, ctx->out[i]->data))
+        memset(ctx->out[i], 0, sizeof *ctx->out[i]);
+    else
+        kiln__tensor_release(ctx->out[i]);
+    if (place_in_arena(ctx, i, dt, ndim, dims))
+        return KILN_OK;
     kiln_status st = kiln__tensor_alloc(ctx->out[i], dt, ndim, dims);
     if (st != KILN_OK)
         kiln__err_prefix("%s node '%s' output %d", ctx->node->op_type, ctx->node->name, i);

@@ -1,0 +1,226 @@
+/* Execution contexts: bound inputs/outputs, a per-shape memory plan with its arena, outputs. */
+#include "model.h"
+#include "plan.h"
+#include "../engine/engine.h"
+#include <stdio.h>
+#include <stdlib.h>
+
+struct kiln_context {
+    kiln_engine_t e;
+    int nthreads;
+    const kiln_tensor **bound;     /* per graph input: &fed[i] once set */
+    kiln_tensor *fed;              /* shallow copies of the caller's tensors, nbytes made exact */
+    void **out_buf;                /* per graph output: caller buffer or NULL */
+    size_t *out_cap;
+    kiln_tensor *outs;             /* last run's outputs (heap, owned) */
+    /* plan cache: valid for one set of input shapes */
+    bool planned;
+    int64_t (*key)[KILN_MAX_DIMS];
+    int *key_ndim;
+    kiln_plan plan;
+    uint8_t *arena;
+    double *node_ns;               /* profiling accumulators (NULL = off) */
+};
+
+kiln_status kiln_context_create(kiln_engine_t e, kiln_context_t *out)
+{
+    if (!e || !out)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_context_create: NULL argument");
+    *out = NULL;
+    const kiln_graph *g = e->g;
+    KILN_TRY(kiln__graph_check_supported(g));
+    struct kiln_context *c = kiln__calloc(1, sizeof *c);
+    if (!c)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    c->e = e;
+    c->bound = kiln__calloc((size_t)g->n_inputs + 1, sizeof *c->bound);
+    c->fed = kiln__calloc((size_t)g->n_inputs + 1, sizeof *c->fed);
+    c->key = kiln__calloc((size_t)g->n_inputs + 1, sizeof *c->key);
+    c->key_ndim = kiln__calloc((size_t)g->n_inputs + 1, sizeof(int));
+    c->out_buf = kiln__calloc((size_t)g->n_outputs + 1, sizeof(void *));
+    c->out_cap = kiln__calloc((size_t)g->n_outputs + 1, sizeof(size_t));
+    c->outs = kiln__calloc((size_t)g->n_outputs + 1, sizeof(kiln_tensor));
+    if (!c->bound || !c->fed || !c->key || !c->key_ndim || !c->out_buf || !c->out_cap || !c->outs) {
+        kiln_context_free(c);
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    }
+    *out = c;
+    return KILN_OK;
+}
+
+static void drop_outputs(struct kiln_context *c)
+{
+    for (int o = 0; o < c->e->g->n_outputs; o++) {
+        if (c->out_buf[o] && c->outs[o].data == c->out_buf[o])
+            memset(&c->outs[o], 0, sizeof c->outs[o]);
+        else
+            kiln__tensor_release(&c->outs[o]);
+    }
+}
+
+void kiln_context_free(kiln_context_t c)
+{
+    if (!c)
+        return;
+    if (c->outs)
+        drop_outputs(c);
+    kiln__free(c->outs);
+    kiln__free(c->bound);
+    kiln__free(c->fed);
+    kiln__free(c->key);
+    kiln__free(c->key_ndim);
+    kiln__free(c->out_buf);
+    kiln__free(c->out_cap);
+    kiln__plan_free(&c->plan);
+    kiln__free(c->arena);
+    kiln__free(c->node_ns);
+    kiln__free(c);
+}
+
+void kiln_context_set_threads(kiln_context_t c, int n)
+{
+    if (c)
+        c->nthreads = n;
+}
+
+kiln_status kiln_context_set_input(kiln_context_t c, const char *name, const kiln_tensor *t)
+{
+    if (!c || !name || !t)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_context_set_input: NULL argument");
+    const kiln_graph *g = c->e->g;
+    for (int i = 0; i < g->n_inputs; i++)
+        if (!strcmp(g->values[g->inputs[i]].name, name)) {
+            KILN_TRY(kiln__check_input(&g->values[g->inputs[i]], t));
+            const char *nm = name;
+            KILN_TRY(kiln__engine_check_profiles(c->e, 1, &nm, t));
+            c->fed[i] = *t;
+            c->fed[i].nbytes = (size_t)kiln_tensor_numel(t) * kiln_dtype_size(t->dtype);
+            c->bound[i] = &c->fed[i];
+            return KILN_OK;
+        }
+    return kiln__err(KILN_ERR_INVALID_ARG, "engine has no input named '%s'", name);
+}
+
+kiln_status kiln_context_set_output_buffer(kiln_context_t c, const char *name, void *buf, size_t capacity)
+{
+    if (!c || !name)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_context_set_output_buffer: NULL argument");
+    const kiln_graph *g = c->e->g;
+    for (int o = 0; o < g->n_outputs; o++)
+        if (!strcmp(g->values[g->outputs[o]].name, name)) {
+            c->out_buf[o] = buf;
+            c->out_cap[o] = buf ? capacity : 0;
+            return KILN_OK;
+        }
+    return kiln__err(KILN_ERR_INVALID_ARG, "engine has no output named '%s'", name);
+}
+
+static bool same_key(const struct kiln_context *c)
+{
+    const kiln_graph *g = c->e->g;
+    if (!c->planned)
+        return false;
+    for (int i = 0; i < g->n_inputs; i++) {
+        if (c->bound[i]->ndim != c->key_ndim[i])
+            return false;
+        for (int d = 0; d < c->key_ndim[i]; d++)
+            if (c->bound[i]->dims[d] != c->key[i][d])
+                return false;
+    }
+    return true;
+}
+
+/* Runs once with heap tensors while recording every value's size, then plans for these shapes. */
+static kiln_status plan_for_shapes(struct kiln_context *c, int nthreads)
+{
+    const kiln_graph *g = c->e->g;
+    kiln__plan_free(&c->plan);
+    kiln__free(c->arena);
+    c->arena = NULL;
+    c->planned = false;
+    size_t *rec = kiln__calloc((size_t)g->n_values + 1, sizeof(size_t));
+    if (!rec)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    kiln_mem m = {.record = rec};
+    kiln_status st = kiln__exec_graph_ex(g, NULL, c->bound, c->outs, nthreads, 0, &m, c->node_ns);
+    if (st == KILN_OK)
+        st = kiln__plan_make(g, rec, &c->plan);
+    kiln__free(rec);
+    if (st != KILN_OK)
+        return st;
+    c->arena = kiln__malloc(c->plan.arena_size ? c->plan.arena_size : 1);
+    if (!c->arena) {
+        kiln__plan_free(&c->plan);
+        return kiln__err(KILN_ERR_NOMEM, "out of memory allocating a %zu-byte activation arena", c->plan.arena_size);
+    }
+    for (int i = 0; i < g->n_inputs; i++) {
+        c->key_ndim[i] = c->bound[i]->ndim;
+        for (int d = 0; d < c->bound[i]->ndim; d++)
+            c->key[i][d] = c->bound[i]->dims[d];
+    }
+    c->planned = true;
+    return KILN_OK;
+}
+
+static kiln_status deliver_outputs(struct kiln_context *c)
+{
+    const kiln_graph *g = c->e->g;
+    for (int o = 0; o < g->n_outputs; o++) {
+        if (!c->out_buf[o])
+            continue;
+        kiln_tensor *t = &c->outs[o];
+        if (t->nbytes > c->out_cap[o])
+            return kiln__err(KILN_ERR_SHAPE, "output '%s' needs %zu bytes but its bound buffer holds %zu",
+                             g->values[g->outputs[o]].name, t->nbytes, c->out_cap[o]);
+        memcpy(c->out_buf[o], t->data, t->nbytes);
+        kiln__free(t->data);
+        t->data = c->out_buf[o];
+    }
+    return KILN_OK;
+}
+
+kiln_status kiln_context_run(kiln_context_t c)
+{
+    if (!c)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_context_run: NULL context");
+    const kiln_graph *g = c->e->g;
+    for (int i = 0; i < g->n_inputs; i++)
+        if (!c->bound[i])
+            return kiln__err(KILN_ERR_INVALID_ARG, "input '%s' was not set", g->values[g->inputs[i]].name);
+    drop_outputs(c);
+    int nthreads = c->nthreads > 0 ? c->nthreads : kiln__default_threads();
+    kiln_status st;
+    if (!same_key(c)) {
+        st = plan_for_shapes(c, nthreads);
+    } else {
+        kiln_mem m;
+        kiln__plan_mem(&c->plan, c->arena, &m);
+        st = kiln__exec_graph_ex(g, NULL, c->bound, c->outs, nthreads, 0, &m, c->node_ns);
+    }
+    if (st == KILN_OK)
+        st = deliver_outputs(c);
+    return st;
+}
+
+const kiln_tensor *kiln_context_output(kiln_context_t c, int i)
+{
+    return c && i >= 0 && i < c->e->g->n_outputs && c->outs[i].data ? &c->outs[i] : NULL;
+}
+
+void kiln_context_memory(kiln_context_t c, size_t *arena_bytes, size_t *naive_bytes)
+{
+    if (arena_bytes)
+        *arena_bytes = c && c->planned ? c->plan.arena_size : 0;
+    if (naive_bytes)
+        *naive_bytes = c && c->planned ? c->plan.naive_bytes : 0;
+}
+
+kiln_status kiln__context_enable_profiling(kiln_context_t c)
+{
+    kiln__free(c->node_ns);
+    c->node_ns = kiln__calloc((size_t)c->e->g->n_nodes + 1, sizeof(double));
+    return c->node_ns ? KILN_OK : kiln__err(KILN_ERR_NOMEM, "out of memory");
+}
+
+const double *kiln__context_node_ns(kiln_context_t c) { return c->node_ns; }
+kiln_engine_t kiln__context_engine(kiln_context_t c) { return c->e; }
