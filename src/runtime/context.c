@@ -20,6 +20,7 @@ struct kiln_context {
     kiln_plan plan;
     uint8_t *arena;
     double *node_ns;               /* profiling accumulators (NULL = off) */
+    kiln_tensor *meta;             /* per value: dtype/shape seen in the planning run */
 };
 
 kiln_status kiln_context_create(kiln_engine_t e, kiln_context_t *out)
@@ -74,6 +75,7 @@ void kiln_context_free(kiln_context_t c)
     kiln__plan_free(&c->plan);
     kiln__free(c->arena);
     kiln__free(c->node_ns);
+    kiln__free(c->meta);
     kiln__free(c);
 }
 
@@ -141,7 +143,9 @@ static kiln_status plan_for_shapes(struct kiln_context *c, int nthreads)
     size_t *rec = kiln__calloc((size_t)g->n_values + 1, sizeof(size_t));
     if (!rec)
         return kiln__err(KILN_ERR_NOMEM, "out of memory");
-    kiln_mem m = {.record = rec};
+    kiln__free(c->meta);
+    c->meta = kiln__calloc((size_t)g->n_values + 1, sizeof(kiln_tensor));
+    kiln_mem m = {.record = rec, .record_meta = c->meta};
     kiln_status st = kiln__exec_graph_ex(g, NULL, c->bound, c->outs, nthreads, 0, &m, c->node_ns);
     if (st == KILN_OK)
         st = kiln__plan_make(g, rec, &c->plan);
@@ -223,4 +227,5 @@ kiln_status kiln__context_enable_profiling(kiln_context_t c)
 }
 
 const double *kiln__context_node_ns(kiln_context_t c) { return c->node_ns; }
+const kiln_tensor *kiln__context_value_meta(kiln_context_t c) { return c->meta; }
 kiln_engine_t kiln__context_engine(kiln_context_t c) { return c->e; }

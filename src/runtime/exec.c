@@ -123,6 +123,10 @@ static kiln_status run_node(kiln_frame *f, int idx, int nthreads, int depth, kil
         } else if (st == KILN_OK) {
             if (mem && mem->record)
                 mem->record[n->out[o]] = out[o]->nbytes;
+            if (mem && mem->record_meta) {
+                mem->record_meta[n->out[o]] = *out[o];
+                mem->record_meta[n->out[o]].data = NULL;
+            }
             if (!out[o]->data) {
                 st = kiln__err(KILN_ERR_INTERNAL, "node '%s' (%s) did not produce output %d", n->name, n->op_type, o);
                 continue;

@@ -14,6 +14,7 @@ typedef struct kiln_mem {
     const size_t *cap;        /* per value id: planned bytes */
     const uint8_t *inplace;   /* per value id: 1 if it shares its slot with a dying input */
     size_t *record;           /* if non-NULL: receives each produced value's byte size */
+    kiln_tensor *record_meta; /* if non-NULL: receives each produced value's dtype and shape (no data) */
 } kiln_mem;
 
 typedef struct kiln_exec {

@@ -9,6 +9,19 @@ int cmd_info(int argc, char **argv);
 int cmd_conformance(int argc, char **argv);
 int cmd_ops(int argc, char **argv);
 int cmd_build(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+
+typedef struct cli_input_opts {
+    const char *shapes;         /* "NAME:1x3x224x224,..." or NULL */
+    int batch;                  /* > 0: overrides dim 0 of every input */
+    int n_files;
+    const char **file_names, **file_paths;
+} cli_input_opts;
+/* Opens an engine file, or builds an engine in memory from an ONNX model. */
+kiln_status cli_open_engine(const char *path, kiln_engine_t *e);
+/* Fills ins[]/names[] (engine input order) with file data or random data of the right shape. */
+kiln_status cli_make_inputs(kiln_engine_t e, const cli_input_opts *o, kiln_tensor *ins, const char **names);
 
 /* Loads a tensor from .npy or ONNX TensorProto .pb (by extension). */
 kiln_status cli_load_tensor(const char *path, kiln_tensor *t);

@@ -12,6 +12,11 @@ static void usage(FILE *f)
             "                      run a model, write DIR/<output>.npy for every output\n"
             "  build MODEL.onnx -o M.kiln [--passes-report] [--shapes ...|--min/opt/max-shapes ...]\n"
             "                      optimize a model into an engine file\n"
+            "  bench MODEL|ENGINE [--shapes ...] [--batch N] [--threads N] [--warmup N]\n"
+            "        [--iterations N | --duration S] [--input NAME=FILE] [--json]\n"
+            "                      throughput and latency percentiles\n"
+            "  inspect M.kiln [--json] [--profile] [--shapes ...]\n"
+            "                      layers, fused nodes, precision, tactics, shapes, memory plan\n"
             "  info MODEL.onnx     inputs/outputs, opsets, op histogram, parameters, unsupported ops\n"
             "  conformance DIR...  run ONNX backend test directories (model.onnx + test_data_set_*)\n"
             "  ops                 list the operators kiln implements\n",
@@ -33,6 +38,10 @@ int main(int argc, char **argv)
         return cmd_conformance(argc - 1, argv + 1);
     if (!strcmp(c, "build"))
         return cmd_build(argc - 1, argv + 1);
+    if (!strcmp(c, "bench"))
+        return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(c, "inspect"))
+        return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(c, "ops"))
         return cmd_ops(argc - 1, argv + 1);
     if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) {

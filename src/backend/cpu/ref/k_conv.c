@@ -1,6 +1,988 @@
-/* Reference kernels: conv. */
+/* Reference kernels: Conv, ConvTranspose, ConvInteger (1-D, 2-D, 3-D and up to 6 spatial dims).
+ *
+ * float32 Conv is the hot path of CNNs, so it has three fast strategies:
+ *   - pointwise (1x1 kernel, stride 1, no padding): one GEMM per image and group, W x X;
+ *   - depthwise (one input channel per group, 1-D/2-D): a direct kernel over output rows,
+ *     AVX2-vectorized for strides 1 and 2, multithreaded over (image, channel) planes;
+ *   - everything else: im2col of a chunk of output rows into a scratch buffer (multithreaded
+ *     over its rows), then one GEMM W[M/g, K] x col[K, chunk].
+ * The bias is written into the output before the GEMM, which then accumulates (beta = 1).
+ * float32 ConvTranspose is a GEMM W^T x X into a column buffer followed by col2im
+ * (multithreaded over output channels). float16 / bfloat16 go through float32; float64 and
+ * ConvInteger use direct loops with double accumulation (exact for the integer case). */
 #include "../../kernel.h"
+#include <math.h>
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define CONV_X86 1
+#include <immintrin.h>
+#else
+#define CONV_X86 0
+#endif
+
+#define SP_MAX (KILN_MAX_DIMS - 2)
+#define LIM ((int64_t)1 << 31)      /* bound on every size and attribute: products fit in int64 */
+#define COL_BUDGET ((int64_t)1 << 20) /* floats in one im2col chunk (soft target) */
+
+enum { AP_NOTSET, AP_VALID, AP_SAME_UPPER, AP_SAME_LOWER };
+
+/* Geometry in the convolution's view. For Conv: "in" is the input image, "out" the output.
+ * For ConvTranspose (the adjoint of a Conv): "in" is the ConvTranspose OUTPUT image (C = its
+ * channels) and "out" is the ConvTranspose input (M = its channels), so im2col / col2im index
+ * the same way for both. */
+typedef struct conv_geom {
+    int nsp;
+    int64_t N, C, M, G;
+    int64_t in[SP_MAX], out[SP_MAX], k[SP_MAX], s[SP_MAX], d[SP_MAX], pb[SP_MAX], pe[SP_MAX];
+    int64_t in_sz, out_sz, k_sz;
+} conv_geom;
+
+static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Range [*a, *b) of o in [0, n) with 0 <= o * s + off < lim (s > 0). */
+static inline void valid_range(int64_t off, int64_t s, int64_t lim, int64_t n, int64_t *a, int64_t *b)
+{
+    int64_t lo = off >= 0 ? 0 : cdiv(-off, s);
+    int64_t hi = lim - 1 - off < 0 ? 0 : (lim - 1 - off) / s + 1;
+    if (hi > n)
+        hi = n;
+    if (lo > hi)
+        lo = hi;
+    *a = lo;
+    *b = hi;
+}
+
+/* a * b, or -1 on overflow (a, b >= 0) */
+static inline int64_t mul_chk(int64_t a, int64_t b)
+{
+    if (a < 0 || b < 0 || (b && a > INT64_MAX / b))
+        return -1;
+    return a * b;
+}
+
+static kiln_status scratch(const kiln_kctx *ctx, int64_t count, size_t elsize, void **p)
+{
+    *p = NULL;
+    if (count < 0 || (uint64_t)count > kiln__max_tensor_bytes() / elsize)
+        return kiln__kerr(ctx, KILN_ERR_LIMIT, "scratch buffer of %lld elements is too large", (long long)count);
+    *p = kiln__malloc((size_t)(count ? count : 1) * elsize);
+    if (!*p)
+        return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (scratch buffer of %lld elements)", (long long)count);
+    return KILN_OK;
+}
+
+/* Reads an INTS attribute of exactly n values in [lo, LIM], or fills def when absent. */
+static kiln_status get_ints(const kiln_kctx *ctx, const char *name, int n, int64_t def, int64_t lo, int64_t *out,
+                            bool *present)
+{
+    const int64_t *v;
+    int c = kiln__attr_ints(ctx->node, name, &v);
+    if (present)
+        *present = c >= 0;
+    if (c < 0) {
+        for (int i = 0; i < n; i++)
+            out[i] = def;
+        return KILN_OK;
+    }
+    if (c != n)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "attribute '%s' has %d values, expected %d", name, c, n);
+    for (int i = 0; i < n; i++) {
+        if (v[i] < lo || v[i] > LIM)
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "attribute '%s' value %lld is out of range", name,
+                              (long long)v[i]);
+        out[i] = v[i];
+    }
+    return KILN_OK;
+}
+
+static kiln_status get_auto_pad(const kiln_kctx *ctx, int *ap)
+{
+    const char *s = kiln__attr_s(ctx->node, "auto_pad", "NOTSET");
+    if (!strcmp(s, "NOTSET") || !*s)
+        *ap = AP_NOTSET;
+    else if (!strcmp(s, "VALID"))
+        *ap = AP_VALID;
+    else if (!strcmp(s, "SAME_UPPER"))
+        *ap = AP_SAME_UPPER;
+    else if (!strcmp(s, "SAME_LOWER"))
+        *ap = AP_SAME_LOWER;
+    else
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unknown auto_pad '%s'", s);
+    return KILN_OK;
+}
+
+/* Checks the kernel_shape attribute (optional) against the weight's spatial dims. */
+static kiln_status check_kernel_shape(const kiln_kctx *ctx, const conv_geom *g)
+{
+    int64_t ks[SP_MAX];
+    bool has;
+    KILN_TRY(get_ints(ctx, "kernel_shape", g->nsp, 1, 1, ks, &has));
+    if (has)
+        for (int i = 0; i < g->nsp; i++)
+            if (ks[i] != g->k[i])
+                return kiln__kerr(ctx, KILN_ERR_SHAPE, "kernel_shape[%d] = %lld does not match the weight (%lld)", i,
+                                  (long long)ks[i], (long long)g->k[i]);
+    return KILN_OK;
+}
+
+static kiln_status finish_sizes(const kiln_kctx *ctx, conv_geom *g)
+{
+    g->in_sz = g->out_sz = g->k_sz = 1;
+    for (int i = 0; i < g->nsp; i++) {
+        g->in_sz = mul_chk(g->in_sz, g->in[i]);
+        g->out_sz = mul_chk(g->out_sz, g->out[i]);
+        g->k_sz = mul_chk(g->k_sz, g->k[i]);
+        if (g->in_sz < 0 || g->out_sz < 0 || g->k_sz < 0 || g->in_sz > ((int64_t)1 << 48) ||
+            g->out_sz > ((int64_t)1 << 48) || g->k_sz > ((int64_t)1 << 48))
+            return kiln__kerr(ctx, KILN_ERR_LIMIT, "spatial size is too large");
+    }
+    return KILN_OK;
+}
+
+static kiln_status check_dims(const kiln_kctx *ctx, const kiln_tensor *t, const char *what)
+{
+    for (int i = 0; i < t->ndim; i++)
+        if (t->dims[i] < 0 || t->dims[i] > LIM)
+            return kiln__kerr(ctx, KILN_ERR_LIMIT, "%s dimension %d (%lld) is out of range", what, i,
+                              (long long)t->dims[i]);
+    return KILN_OK;
+}
+
+/* Conv / ConvInteger geometry from X [N, C, spatial], W [M, C/group, kernel] and attributes. */
+static kiln_status conv_setup(const kiln_kctx *ctx, const kiln_tensor *x, const kiln_tensor *w, conv_geom *g)
+{
+    memset(g, 0, sizeof *g);
+    if (x->ndim < 3)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "X must have rank >= 3, got %d", x->ndim);
+    if (w->ndim != x->ndim)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "W has rank %d, X has rank %d", w->ndim, x->ndim);
+    KILN_TRY(check_dims(ctx, x, "X"));
+    KILN_TRY(check_dims(ctx, w, "W"));
+    g->nsp = x->ndim - 2;
+    g->N = x->dims[0];
+    g->C = x->dims[1];
+    g->M = w->dims[0];
+    g->G = kiln__attr_i(ctx->node, "group", 1);
+    if (g->G < 1 || g->G > LIM)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "group %lld is invalid", (long long)g->G);
+    if (g->C % g->G || g->M % g->G)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "channels (%lld in, %lld out) are not divisible by group %lld",
+                          (long long)g->C, (long long)g->M, (long long)g->G);
+    if (w->dims[1] != g->C / g->G)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "W has %lld input channels per group, expected %lld",
+                          (long long)w->dims[1], (long long)(g->C / g->G));
+    int nsp = g->nsp, ap = AP_NOTSET;
+    for (int i = 0; i < nsp; i++) {
+        g->in[i] = x->dims[2 + i];
+        g->k[i] = w->dims[2 + i];
+        if (g->k[i] < 1)
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "kernel dimension %d is empty", i);
+    }
+    KILN_TRY(check_kernel_shape(ctx, g));
+    int64_t pads[2 * SP_MAX];
+    KILN_TRY(get_ints(ctx, "strides", nsp, 1, 1, g->s, NULL));
+    KILN_TRY(get_ints(ctx, "dilations", nsp, 1, 1, g->d, NULL));
+    KILN_TRY(get_ints(ctx, "pads", 2 * nsp, 0, 0, pads, NULL));
+    KILN_TRY(get_auto_pad(ctx, &ap));
+    for (int i = 0; i < nsp; i++) {
+        int64_t effk = (g->k[i] - 1) * g->d[i] + 1;
+        if (ap == AP_NOTSET) {
+            g->pb[i] = pads[i];
+            g->pe[i] = pads[nsp + i];
+        } else if (ap == AP_VALID) {
+            g->pb[i] = g->pe[i] = 0;
+        } else {
+            int64_t o = cdiv(g->in[i], g->s[i]);
+            int64_t tot = (o - 1) * g->s[i] + effk - g->in[i];
+            if (tot < 0)
+                tot = 0;
+            g->pb[i] = ap == AP_SAME_UPPER ? tot / 2 : tot - tot / 2;
+            g->pe[i] = tot - g->pb[i];
+        }
+        int64_t span = g->in[i] + g->pb[i] + g->pe[i] - effk;
+        if (span < 0)
+            return kiln__kerr(ctx, KILN_ERR_SHAPE,
+                              "kernel (effective size %lld) is larger than the padded input (%lld) on axis %d",
+                              (long long)effk, (long long)(g->in[i] + g->pb[i] + g->pe[i]), i + 2);
+        g->out[i] = span / g->s[i] + 1;
+    }
+    return finish_sizes(ctx, g);
+}
+
+static int have_avx2(void)
+{
+#if CONV_X86
+    static int cached = -1;
+    if (cached < 0)
+        cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return cached;
+#else
+    return 0;
+#endif
+}
+
+/* ------------------------------------------------------------------------------------------
+ * im2col / col2im over a chunk of "outer rows" (all output dims but the last)
+ * ------------------------------------------------------------------------------------------ */
+
+typedef struct col_job {
+    const conv_geom *g;
+    float *img;        /* image: channel 0 of the group (read by im2col, accumulated by col2im) */
+    float *col;        /* [rows, ncols] */
+    int64_t q0, q1;    /* outer rows of the chunk */
+    int64_t ncols;     /* (q1 - q0) * out[last] */
+} col_job;
+
+/* Processes col rows [r0, r1): im2col (acc == false) or col2im (acc == true). */
+static void col_rows(const col_job *j, int64_t r0, int64_t r1, bool acc)
+{
+    const conv_geom *g = j->g;
+    int L = g->nsp - 1;
+    int64_t Wo = g->out[L], Wi = g->in[L], sl = g->s[L];
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t c = r / g->k_sz, kk = r % g->k_sz, kidx[SP_MAX], o[SP_MAX];
+        for (int d = L; d >= 0; d--) {
+            kidx[d] = kk % g->k[d];
+            kk /= g->k[d];
+        }
+        float *ic = j->img + c * g->in_sz;
+        float *dst = j->col + r * j->ncols;
+        int64_t off = kidx[L] * g->d[L] - g->pb[L], xa, xb;
+        valid_range(off, sl, Wi, Wo, &xa, &xb);
+        int64_t q = j->q0;
+        for (int d = L - 1; d >= 0; d--) {
+            o[d] = q % g->out[d];
+            q /= g->out[d];
+        }
+        for (q = j->q0; q < j->q1; q++, dst += Wo) {
+            int64_t base = 0;
+            bool ok = true;
+            for (int d = 0; d < L; d++) {
+                int64_t i = o[d] * g->s[d] - g->pb[d] + kidx[d] * g->d[d];
+                if (i < 0 || i >= g->in[d]) {
+                    ok = false;
+                    break;
+                }
+                base = base * g->in[d] + i;
+            }
+            for (int d = L - 1; d >= 0; d--) { /* advance the outer odometer */
+                if (++o[d] < g->out[d])
+                    break;
+                o[d] = 0;
+            }
+            if (acc) {
+                if (!ok || xa >= xb)
+                    continue;
+                float *src = ic + base * Wi + off + xa * sl; /* >= row start */
+                const float *cv = dst + xa;
+                int64_t n = xb - xa;
+                if (sl == 1)
+                    for (int64_t x = 0; x < n; x++)
+                        src[x] += cv[x];
+                else
+                    for (int64_t x = 0; x < n; x++)
+                        src[x * sl] += cv[x];
+                continue;
+            }
+            if (!ok || xa >= xb) {
+                memset(dst, 0, sizeof(float) * (size_t)Wo);
+                continue;
+            }
+            const float *src = ic + base * Wi + off + xa * sl;
+            if (xa > 0)
+                memset(dst, 0, sizeof(float) * (size_t)xa);
+            if (sl == 1)
+                memcpy(dst + xa, src, sizeof(float) * (size_t)(xb - xa));
+            else
+                for (int64_t x = xa; x < xb; x++)
+                    dst[x] = src[(x - xa) * sl];
+            if (xb < Wo)
+                memset(dst + xb, 0, sizeof(float) * (size_t)(Wo - xb));
+        }
+    }
+}
+
+static void im2col_task(void *ctx, int64_t b, int64_t e) { col_rows(ctx, b, e, false); }
+
+/* col2im: work split by image channel so no two tasks write the same plane */
+static void col2im_task(void *ctx, int64_t b, int64_t e)
+{
+    const col_job *j = ctx;
+    col_rows(j, b * j->g->k_sz, e * j->g->k_sz, true);
+}
+
+/* Outer rows per chunk so that rows * row_floats stays near the budget. */
+static int64_t chunk_rows(int64_t row_floats, int64_t outer)
+{
+    int64_t q = row_floats > 0 ? COL_BUDGET / row_floats : outer;
+    if (q < 1)
+        q = 1;
+    if (q > outer)
+        q = outer;
+    /* balance the chunks */
+    if (q > 0) {
+        int64_t nch = cdiv(outer, q);
+        q = cdiv(outer, nch);
+    }
+    return q;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * depthwise float32 (C/group == 1), 2-D (1-D as H = 1)
+ * ------------------------------------------------------------------------------------------ */
+
+typedef struct dw_geom {
+    int64_t H, W, kh, kw, sh, sw, dh, dw, ph, pw, Ho, Wo;
+} dw_geom;
+
+typedef struct dw_job {
+    const conv_geom *g;
+    dw_geom p;
+    const float *x, *w, *b;
+    float *y;
+    bool avx2;
+} dw_job;
+
+#if CONV_X86
+__attribute__((target("avx2,fma"))) static inline __m256 even8(const float *q)
+{
+    __m256 a = _mm256_loadu_ps(q), b = _mm256_loadu_ps(q + 8);
+    __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+/* Interior outputs [xa, xend) of one row, 8 at a time; returns the first output not done.
+ * Every tap of every output handled here reads inside the input row (caller guarantees). */
+__attribute__((target("avx2,fma"))) static int64_t dw_row_avx2(const dw_geom *p, const float *xp, const float *wk,
+                                                               int64_t iy0, int64_t kia, int64_t kib, float bias,
+                                                               float *yr, int64_t xa, int64_t xend)
+{
+    int64_t ox = xa;
+    const int64_t kw = p->kw, dw = p->dw;
+    if (p->sw == 1) {
+        for (; ox + 32 <= xend; ox += 32) {
+            __m256 a0 = _mm256_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0;
+            for (int64_t ki = kia; ki < kib; ki++) {
+                const float *xr = xp + (iy0 + ki * p->dh) * p->W + ox - p->pw;
+                const float *wr = wk + ki * kw;
+                for (int64_t kj = 0; kj < kw; kj++) {
+                    const float *q = xr + kj * dw;
+                    __m256 wv = _mm256_broadcast_ss(wr + kj);
+                    a0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(q), a0);
+                    a1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(q + 8), a1);
+                    a2 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(q + 16), a2);
+                    a3 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(q + 24), a3);
+                }
+            }
+            _mm256_storeu_ps(yr + ox, a0);
+            _mm256_storeu_ps(yr + ox + 8, a1);
+            _mm256_storeu_ps(yr + ox + 16, a2);
+            _mm256_storeu_ps(yr + ox + 24, a3);
+        }
+        for (; ox + 8 <= xend; ox += 8) {
+            __m256 a0 = _mm256_set1_ps(bias);
+            for (int64_t ki = kia; ki < kib; ki++) {
+                const float *xr = xp + (iy0 + ki * p->dh) * p->W + ox - p->pw;
+                const float *wr = wk + ki * kw;
+                for (int64_t kj = 0; kj < kw; kj++)
+                    a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(wr + kj), _mm256_loadu_ps(xr + kj * dw), a0);
+            }
+            _mm256_storeu_ps(yr + ox, a0);
+        }
+    } else if (p->sw == 2) {
+        /* even8 reads 16 floats: the last one read is at 2 * ox - pw + (kw - 1) * dw + 15 */
+        int64_t t = p->W - 16 - (kw - 1) * dw + p->pw;
+        if (t < 0)
+            return ox;
+        int64_t last = t / 2; /* largest ox whose block fits */
+        for (; ox + 16 <= xend && ox + 8 <= last; ox += 16) {
+            __m256 a0 = _mm256_set1_ps(bias), a1 = a0;
+            for (int64_t ki = kia; ki < kib; ki++) {
+                const float *xr = xp + (iy0 + ki * p->dh) * p->W + 2 * ox - p->pw;
+                const float *wr = wk + ki * kw;
+                for (int64_t kj = 0; kj < kw; kj++) {
+                    const float *q = xr + kj * dw;
+                    __m256 wv = _mm256_broadcast_ss(wr + kj);
+                    a0 = _mm256_fmadd_ps(wv, even8(q), a0);
+                    a1 = _mm256_fmadd_ps(wv, even8(q + 16), a1);
+                }
+            }
+            _mm256_storeu_ps(yr + ox, a0);
+            _mm256_storeu_ps(yr + ox + 8, a1);
+        }
+        for (; ox + 8 <= xend && ox <= last; ox += 8) {
+            __m256 a0 = _mm256_set1_ps(bias);
+            for (int64_t ki = kia; ki < kib; ki++) {
+                const float *xr = xp + (iy0 + ki * p->dh) * p->W + 2 * ox - p->pw;
+                const float *wr = wk + ki * kw;
+                for (int64_t kj = 0; kj < kw; kj++)
+                    a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(wr + kj), even8(xr + kj * dw), a0);
+            }
+            _mm256_storeu_ps(yr + ox, a0);
+        }
+    }
+    return ox;
+}
+#endif
+
+static void dw_plane(const dw_geom *p, bool avx2, const float *xp, const float *wk, float bias, float *yp)
+{
+    int64_t xa, xb; /* outputs whose taps are all inside the row */
+    valid_range(-p->pw, p->sw, p->W - (p->kw - 1) * p->dw, p->Wo, &xa, &xb);
+    for (int64_t oy = 0; oy < p->Ho; oy++) {
+        float *yr = yp + oy * p->Wo;
+        int64_t iy0 = oy * p->sh - p->ph, kia, kib;
+        valid_range(iy0, p->dh, p->H, p->kh, &kia, &kib);
+        for (int64_t ox = 0; ox < p->Wo; ox++) {
+            if (ox == xa && xa < xb) {
+                int64_t x0 = xa;
+#if CONV_X86
+                if (avx2)
+                    x0 = dw_row_avx2(p, xp, wk, iy0, kia, kib, bias, yr, xa, xb);
+#endif
+                for (; x0 < xb; x0++) {
+                    float acc = bias;
+                    for (int64_t ki = kia; ki < kib; ki++) {
+                        const float *xr = xp + (iy0 + ki * p->dh) * p->W + x0 * p->sw - p->pw;
+                        const float *wr = wk + ki * p->kw;
+                        for (int64_t kj = 0; kj < p->kw; kj++)
+                            acc += wr[kj] * xr[kj * p->dw];
+                    }
+                    yr[x0] = acc;
+                }
+                ox = xb - 1;
+                continue;
+            }
+            int64_t ix0 = ox * p->sw - p->pw, kja, kjb;
+            valid_range(ix0, p->dw, p->W, p->kw, &kja, &kjb);
+            float acc = bias;
+            for (int64_t ki = kia; ki < kib; ki++) {
+                const float *xr = xp + (iy0 + ki * p->dh) * p->W;
+                const float *wr = wk + ki * p->kw;
+                for (int64_t kj = kja; kj < kjb; kj++)
+                    acc += wr[kj] * xr[ix0 + kj * p->dw];
+            }
+            yr[ox] = acc;
+        }
+    }
+}
+
+static void dw_task(void *ctx, int64_t b, int64_t e)
+{
+    const dw_job *j = ctx;
+    const conv_geom *g = j->g;
+    int64_t Mg = g->M / g->G;
+    for (int64_t pl = b; pl < e; pl++) {
+        int64_t n = pl / g->M, m = pl % g->M, c = m / Mg;
+        dw_plane(&j->p, j->avx2, j->x + (n * g->C + c) * g->in_sz, j->w + m * g->k_sz, j->b ? j->b[m] : 0.0f,
+                 j->y + pl * g->out_sz);
+    }
+}
+
+/* 2-D view of a 1-D or 2-D geometry */
+static void dw_view(const conv_geom *g, dw_geom *p)
+{
+    int L = g->nsp - 1;
+    bool two = g->nsp == 2;
+    p->H = two ? g->in[0] : 1;
+    p->kh = two ? g->k[0] : 1;
+    p->sh = two ? g->s[0] : 1;
+    p->dh = two ? g->d[0] : 1;
+    p->ph = two ? g->pb[0] : 0;
+    p->Ho = two ? g->out[0] : 1;
+    p->W = g->in[L];
+    p->kw = g->k[L];
+    p->sw = g->s[L];
+    p->dw = g->d[L];
+    p->pw = g->pb[L];
+    p->Wo = g->out[L];
+}
+
+/* ------------------------------------------------------------------------------------------
+ * float32 Conv
+ * ------------------------------------------------------------------------------------------ */
+
+static void fill_bias(float *y, int64_t rows, int64_t ld, int64_t n, const float *b)
+{
+    for (int64_t m = 0; m < rows; m++) {
+        float v = b[m], *yr = y + m * ld;
+        for (int64_t i = 0; i < n; i++)
+            yr[i] = v;
+    }
+}
+
+static kiln_status conv_f32(const kiln_kctx *ctx, const conv_geom *g, const float *x, const float *w,
+                            const float *b, float *y)
+{
+    int nt = ctx->nthreads;
+    int64_t Cg = g->C / g->G, Mg = g->M / g->G, K = Cg * g->k_sz;
+    if (g->N == 0 || g->M == 0 || g->out_sz == 0)
+        return KILN_OK;
+    if (Cg == 1 && g->nsp <= 2) {
+        dw_job j = {.g = g, .x = x, .w = w, .b = b, .y = y, .avx2 = have_avx2()};
+        dw_view(g, &j.p);
+        int64_t per = mul_chk(g->out_sz, g->k_sz), grain = per >= 0 && per < 16384 ? 16384 / (per + 1) + 1 : 1;
+        kiln__parallel_for(nt, g->N * g->M, grain, dw_task, &j);
+        return KILN_OK;
+    }
+    bool pointwise = g->k_sz == 1;
+    for (int i = 0; i < g->nsp; i++)
+        if (g->s[i] != 1 || g->pb[i] != 0 || g->pe[i] != 0)
+            pointwise = false;
+    float beta = b ? 1.0f : 0.0f;
+    if (pointwise) {
+        for (int64_t n = 0; n < g->N; n++)
+            for (int64_t gi = 0; gi < g->G; gi++) {
+                float *yg = y + (n * g->M + gi * Mg) * g->out_sz;
+                if (b)
+                    fill_bias(yg, Mg, g->out_sz, g->out_sz, b + gi * Mg);
+                kiln__sgemm(nt, false, false, Mg, g->out_sz, K, 1.0f, w + gi * Mg * K, K,
+                            x + (n * g->C + gi * Cg) * g->in_sz, g->in_sz, beta, yg, g->out_sz);
+            }
+        return KILN_OK;
+    }
+    int L = g->nsp - 1;
+    int64_t Wo = g->out[L], outer = g->out_sz / Wo;
+    int64_t qc = chunk_rows(mul_chk(K, Wo), outer);
+    float *col;
+    KILN_TRY(scratch(ctx, mul_chk(mul_chk(K, qc), Wo), sizeof(float), (void **)&col));
+    int64_t grain = 1 + 8192 / (qc * Wo);
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t gi = 0; gi < g->G; gi++) {
+            float *yg = y + (n * g->M + gi * Mg) * g->out_sz;
+            const float *wg = w + gi * Mg * K;
+            for (int64_t q0 = 0; q0 < outer; q0 += qc) {
+                int64_t q1 = q0 + qc < outer ? q0 + qc : outer, nc = (q1 - q0) * Wo;
+                col_job j = {.g = g, .img = (float *)(x + (n * g->C + gi * Cg) * g->in_sz), .col = col,
+                             .q0 = q0, .q1 = q1, .ncols = nc};
+                kiln__parallel_for(nt, K, grain, im2col_task, &j);
+                if (b)
+                    fill_bias(yg + q0 * Wo, Mg, g->out_sz, nc, b + gi * Mg);
+                kiln__sgemm(nt, false, false, Mg, nc, K, 1.0f, wg, K, col, nc, beta, yg + q0 * Wo, g->out_sz);
+            }
+        }
+    kiln__free(col);
+    return KILN_OK;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * float32 ConvTranspose (geometry in the adjoint view, see conv_geom)
+ * ------------------------------------------------------------------------------------------ */
+
+static kiln_status convt_f32(const kiln_kctx *ctx, const conv_geom *g, const float *x, const float *w,
+                             const float *b, float *y)
+{
+    int nt = ctx->nthreads;
+    /* ConvTranspose: X [N, g->M, out...], W [g->M, Cg, k...], Y [N, g->C, in...] */
+    int64_t Cx = g->M, Cy = g->C, Cxg = Cx / g->G, Cyg = Cy / g->G, K2 = Cyg * g->k_sz;
+    int64_t ys = g->in_sz, xs = g->out_sz;
+    if (g->N == 0 || Cy == 0 || ys == 0)
+        return KILN_OK;
+    if (b)
+        for (int64_t n = 0; n < g->N; n++)
+            fill_bias(y + n * Cy * ys, Cy, ys, ys, b);
+    if (xs == 0)
+        return KILN_OK;
+    bool direct = g->k_sz == 1;
+    for (int i = 0; i < g->nsp; i++)
+        if (g->s[i] != 1 || g->pb[i] != 0 || g->in[i] != g->out[i])
+            direct = false;
+    if (direct) {
+        for (int64_t n = 0; n < g->N; n++)
+            for (int64_t gi = 0; gi < g->G; gi++)
+                kiln__sgemm(nt, true, false, Cyg, xs, Cxg, 1.0f, w + gi * Cxg * K2, K2,
+                            x + (n * Cx + gi * Cxg) * xs, xs, 1.0f, y + (n * Cy + gi * Cyg) * ys, ys);
+        return KILN_OK;
+    }
+    int L = g->nsp - 1;
+    int64_t Wx = g->out[L], outer = xs / Wx;
+    int64_t qc = chunk_rows(mul_chk(K2, Wx), outer);
+    float *col;
+    KILN_TRY(scratch(ctx, mul_chk(mul_chk(K2, qc), Wx), sizeof(float), (void **)&col));
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t gi = 0; gi < g->G; gi++) {
+            const float *xg = x + (n * Cx + gi * Cxg) * xs, *wg = w + gi * Cxg * K2;
+            for (int64_t q0 = 0; q0 < outer; q0 += qc) {
+                int64_t q1 = q0 + qc < outer ? q0 + qc : outer, nc = (q1 - q0) * Wx;
+                kiln__sgemm(nt, true, false, K2, nc, Cxg, 1.0f, wg, K2, xg + q0 * Wx, xs, 0.0f, col, nc);
+                col_job j = {.g = g, .img = y + (n * Cy + gi * Cyg) * ys, .col = col, .q0 = q0, .q1 = q1,
+                             .ncols = nc};
+                kiln__parallel_for(nt, Cyg, 1, col2im_task, &j);
+            }
+        }
+    kiln__free(col);
+    return KILN_OK;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * direct double paths (float64, ConvInteger)
+ * ------------------------------------------------------------------------------------------ */
+
+typedef struct direct_job {
+    const conv_geom *g;
+    const double *x, *w, *b;
+    double *y;
+} direct_job;
+
+/* Conv: one task per (image, output channel) plane. */
+static void conv_direct_task(void *ctx, int64_t b0, int64_t e0)
+{
+    const direct_job *j = ctx;
+    const conv_geom *g = j->g;
+    int nsp = g->nsp;
+    int64_t Cg = g->C / g->G, Mg = g->M / g->G;
+    for (int64_t pl = b0; pl < e0; pl++) {
+        int64_t n = pl / g->M, m = pl % g->M, gi = m / Mg;
+        double *yp = j->y + pl * g->out_sz;
+        int64_t o[SP_MAX] = {0};
+        for (int64_t op = 0; op < g->out_sz; op++) {
+            double acc = j->b ? j->b[m] : 0.0;
+            for (int64_t c = 0; c < Cg; c++) {
+                const double *xc = j->x + (n * g->C + gi * Cg + c) * g->in_sz;
+                const double *wc = j->w + (m * Cg + c) * g->k_sz;
+                int64_t kk[SP_MAX] = {0};
+                for (int64_t kp = 0; kp < g->k_sz; kp++) {
+                    int64_t idx = 0;
+                    bool ok = true;
+                    for (int d = 0; d < nsp; d++) {
+                        int64_t i = o[d] * g->s[d] - g->pb[d] + kk[d] * g->d[d];
+                        if (i < 0 || i >= g->in[d]) {
+                            ok = false;
+                            break;
+                        }
+                        idx = idx * g->in[d] + i;
+                    }
+                    if (ok)
+                        acc += xc[idx] * wc[kp];
+                    for (int d = nsp - 1; d >= 0; d--) {
+                        if (++kk[d] < g->k[d])
+                            break;
+                        kk[d] = 0;
+                    }
+                }
+            }
+            yp[op] = acc;
+            for (int d = nsp - 1; d >= 0; d--) {
+                if (++o[d] < g->out[d])
+                    break;
+                o[d] = 0;
+            }
+        }
+    }
+}
+
+/* ConvTranspose (adjoint view): one task per (image, ConvTranspose output channel) plane. */
+static void convt_direct_task(void *ctx, int64_t b0, int64_t e0)
+{
+    const direct_job *j = ctx;
+    const conv_geom *g = j->g;
+    int nsp = g->nsp;
+    int64_t Cx = g->M, Cy = g->C, Cxg = Cx / g->G, Cyg = Cy / g->G;
+    for (int64_t pl = b0; pl < e0; pl++) {
+        int64_t n = pl / Cy, m = pl % Cy, gi = m / Cyg, mm = m % Cyg;
+        double *yp = j->y + pl * g->in_sz;
+        for (int64_t i = 0; i < g->in_sz; i++)
+            yp[i] = j->b ? j->b[m] : 0.0;
+        for (int64_t c = 0; c < Cxg; c++) {
+            const double *xc = j->x + (n * Cx + gi * Cxg + c) * g->out_sz;
+            const double *wc = j->w + ((gi * Cxg + c) * Cyg + mm) * g->k_sz;
+            int64_t o[SP_MAX] = {0};
+            for (int64_t op = 0; op < g->out_sz; op++) {
+                double xv = xc[op];
+                int64_t kk[SP_MAX] = {0};
+                for (int64_t kp = 0; kp < g->k_sz; kp++) {
+                    int64_t idx = 0;
+                    bool ok = true;
+                    for (int d = 0; d < nsp; d++) {
+                        int64_t i = o[d] * g->s[d] - g->pb[d] + kk[d] * g->d[d];
+                        if (i < 0 || i >= g->in[d]) {
+                            ok = false;
+                            break;
+                        }
+                        idx = idx * g->in[d] + i;
+                    }
+                    if (ok)
+                        yp[idx] += xv * wc[kp];
+                    for (int d = nsp - 1; d >= 0; d--) {
+                        if (++kk[d] < g->k[d])
+                            break;
+                        kk[d] = 0;
+                    }
+                }
+                for (int d = nsp - 1; d >= 0; d--) {
+                    if (++o[d] < g->out[d])
+                        break;
+                    o[d] = 0;
+                }
+            }
+        }
+    }
+}
+
+static int64_t direct_grain(const conv_geom *g, int64_t per_plane)
+{
+    int64_t work = mul_chk(per_plane, g->k_sz);
+    return work > 0 && work < 65536 ? 65536 / work : 1;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * kernels
+ * ------------------------------------------------------------------------------------------ */
+
+static bool is_float_dt(kiln_dtype dt)
+{
+    return dt == KILN_DT_FLOAT32 || dt == KILN_DT_FLOAT64 || dt == KILN_DT_FLOAT16 || dt == KILN_DT_BFLOAT16;
+}
+
+static kiln_status check_bias(const kiln_kctx *ctx, const kiln_tensor *b, kiln_dtype dt, int64_t M)
+{
+    if (!b)
+        return KILN_OK;
+    if (b->dtype != dt)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "B has dtype %s, expected %s", kiln_dtype_name(b->dtype),
+                          kiln_dtype_name(dt));
+    if (b->ndim != 1 || b->dims[0] != M)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "B must be 1-D with %lld elements", (long long)M);
+    return KILN_OK;
+}
+
+/* Converts n elements of t's data to a new float (or double) buffer. */
+static kiln_status to_buf(const kiln_kctx *ctx, const kiln_tensor *t, int64_t n, kiln_dtype dt, void **out)
+{
+    *out = NULL;
+    if (!t)
+        return KILN_OK;
+    KILN_TRY(scratch(ctx, n, kiln_dtype_size(dt), out));
+    kiln_status st = kiln__convert(dt, *out, t->dtype, t->data, n);
+    if (st != KILN_OK) {
+        kiln__free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* Runs the float32 or double implementation for any float dtype: float32 / float64 in place,
+ * float16 / bfloat16 converted to float32 and back. */
+typedef kiln_status (*f32_impl)(const kiln_kctx *, const conv_geom *, const float *, const float *, const float *,
+                                float *);
+
+static kiln_status run_float(kiln_kctx *ctx, const conv_geom *g, const kiln_tensor *x, const kiln_tensor *w,
+                             const kiln_tensor *b, kiln_tensor *y, f32_impl f32, kiln__par_fn dtask,
+                             int64_t planes, int64_t per_plane)
+{
+    kiln_dtype dt = x->dtype;
+    int64_t nx = kiln_tensor_numel(x), nw = kiln_tensor_numel(w), ny = kiln_tensor_numel(y);
+    if (dt == KILN_DT_FLOAT32)
+        return f32(ctx, g, x->data, w->data, b ? b->data : NULL, y->data);
+    if (dt == KILN_DT_FLOAT64) {
+        direct_job j = {.g = g, .x = x->data, .w = w->data, .b = b ? b->data : NULL, .y = y->data};
+        kiln__parallel_for(ctx->nthreads, planes, direct_grain(g, per_plane), dtask, &j);
+        return KILN_OK;
+    }
+    float *fx = NULL, *fw = NULL, *fb = NULL, *fy = NULL;
+    kiln_status st = to_buf(ctx, x, nx, KILN_DT_FLOAT32, (void **)&fx);
+    if (st == KILN_OK)
+        st = to_buf(ctx, w, nw, KILN_DT_FLOAT32, (void **)&fw);
+    if (st == KILN_OK && b)
+        st = to_buf(ctx, b, b->dims[0], KILN_DT_FLOAT32, (void **)&fb);
+    if (st == KILN_OK)
+        st = scratch(ctx, ny, sizeof(float), (void **)&fy);
+    if (st == KILN_OK) {
+        memset(fy, 0, sizeof(float) * (size_t)ny);
+        st = f32(ctx, g, fx, fw, fb, fy);
+    }
+    if (st == KILN_OK)
+        st = kiln__convert(dt, y->data, KILN_DT_FLOAT32, fy, ny);
+    kiln__free(fx);
+    kiln__free(fw);
+    kiln__free(fb);
+    kiln__free(fy);
+    return st;
+}
+
+static kiln_status k_conv(kiln_kctx *ctx)
+{
+    const kiln_tensor *x = kiln__kin(ctx, 0), *w = kiln__kin(ctx, 1), *b = kiln__kin(ctx, 2);
+    if (!x || !w)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input X or W");
+    if (!is_float_dt(x->dtype))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(x->dtype));
+    if (w->dtype != x->dtype)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "W has dtype %s, X has %s", kiln_dtype_name(w->dtype),
+                          kiln_dtype_name(x->dtype));
+    conv_geom g;
+    KILN_TRY(conv_setup(ctx, x, w, &g));
+    KILN_TRY(check_bias(ctx, b, x->dtype, g.M));
+    int64_t dims[KILN_MAX_DIMS] = {g.N, g.M};
+    for (int i = 0; i < g.nsp; i++)
+        dims[2 + i] = g.out[i];
+    KILN_TRY(kiln__kout(ctx, 0, x->dtype, x->ndim, dims));
+    return run_float(ctx, &g, x, w, b, ctx->out[0], conv_f32, conv_direct_task, g.N * g.M,
+                     mul_chk(g.out_sz, g.C / g.G));
+}
+
+static kiln_status k_conv_transpose(kiln_kctx *ctx)
+{
+    const kiln_tensor *x = kiln__kin(ctx, 0), *w = kiln__kin(ctx, 1), *b = kiln__kin(ctx, 2);
+    if (!x || !w)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input X or W");
+    if (!is_float_dt(x->dtype))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(x->dtype));
+    if (w->dtype != x->dtype)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "W has dtype %s, X has %s", kiln_dtype_name(w->dtype),
+                          kiln_dtype_name(x->dtype));
+    if (x->ndim < 3)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "X must have rank >= 3, got %d", x->ndim);
+    if (w->ndim != x->ndim)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "W has rank %d, X has rank %d", w->ndim, x->ndim);
+    KILN_TRY(check_dims(ctx, x, "X"));
+    KILN_TRY(check_dims(ctx, w, "W"));
+    conv_geom g;
+    memset(&g, 0, sizeof g);
+    int nsp = g.nsp = x->ndim - 2;
+    g.N = x->dims[0];
+    g.M = x->dims[1]; /* adjoint view: the ConvTranspose input is the "conv output" */
+    g.G = kiln__attr_i(ctx->node, "group", 1);
+    if (g.G < 1 || g.G > LIM)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "group %lld is invalid", (long long)g.G);
+    if (w->dims[0] != g.M || g.M % g.G)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "W has %lld input channels, X has %lld (group %lld)",
+                          (long long)w->dims[0], (long long)g.M, (long long)g.G);
+    g.C = mul_chk(w->dims[1], g.G);
+    if (g.C < 0 || g.C > LIM)
+        return kiln__kerr(ctx, KILN_ERR_LIMIT, "too many output channels");
+    for (int i = 0; i < nsp; i++) {
+        g.out[i] = x->dims[2 + i];
+        g.k[i] = w->dims[2 + i];
+        if (g.k[i] < 1)
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "kernel dimension %d is empty", i);
+    }
+    KILN_TRY(check_kernel_shape(ctx, &g));
+    int64_t pads[2 * SP_MAX], opad[SP_MAX], oshape[SP_MAX + 2];
+    int ap = AP_NOTSET;
+    bool has_os = false;
+    KILN_TRY(get_ints(ctx, "strides", nsp, 1, 1, g.s, NULL));
+    KILN_TRY(get_ints(ctx, "dilations", nsp, 1, 1, g.d, NULL));
+    KILN_TRY(get_ints(ctx, "pads", 2 * nsp, 0, 0, pads, NULL));
+    KILN_TRY(get_ints(ctx, "output_padding", nsp, 0, 0, opad, NULL));
+    KILN_TRY(get_auto_pad(ctx, &ap));
+    {
+        const int64_t *v;
+        int c = kiln__attr_ints(ctx->node, "output_shape", &v);
+        if (c >= 0) {
+            if (c != nsp && c != nsp + 2)
+                return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "output_shape has %d values, expected %d", c, nsp);
+            for (int i = 0; i < nsp; i++) {
+                oshape[i] = v[c - nsp + i];
+                if (oshape[i] < 0 || oshape[i] > LIM)
+                    return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "output_shape value %lld is out of range",
+                                      (long long)oshape[i]);
+            }
+            has_os = true;
+        }
+    }
+    for (int i = 0; i < nsp; i++) {
+        int64_t effk = (g.k[i] - 1) * g.d[i] + 1;
+        int64_t full = g.s[i] * (g.out[i] - 1) + opad[i] + effk; /* output size without padding */
+        if (g.out[i] == 0)
+            full = 0;
+        if (has_os || ap == AP_SAME_UPPER || ap == AP_SAME_LOWER) {
+            int64_t target = has_os ? oshape[i] : g.out[i] * g.s[i];
+            int64_t tot = full - target;
+            if (tot < 0)
+                tot = 0;
+            /* the extra padding goes at the end for SAME_UPPER (and NOTSET), at the start for SAME_LOWER */
+            g.pb[i] = ap == AP_SAME_LOWER ? tot - tot / 2 : tot / 2;
+            g.pe[i] = tot - g.pb[i];
+            g.in[i] = target;
+        } else {
+            if (ap == AP_VALID)
+                g.pb[i] = g.pe[i] = 0;
+            else {
+                g.pb[i] = pads[i];
+                g.pe[i] = pads[nsp + i];
+            }
+            g.in[i] = full - g.pb[i] - g.pe[i];
+            if (g.in[i] < 0)
+                return kiln__kerr(ctx, KILN_ERR_SHAPE, "pads make the output negative on axis %d", i + 2);
+        }
+    }
+    KILN_TRY(finish_sizes(ctx, &g));
+    KILN_TRY(check_bias(ctx, b, x->dtype, g.C));
+    int64_t dims[KILN_MAX_DIMS] = {g.N, g.C};
+    for (int i = 0; i < nsp; i++)
+        dims[2 + i] = g.in[i];
+    KILN_TRY(kiln__kout(ctx, 0, x->dtype, x->ndim, dims));
+    return run_float(ctx, &g, x, w, b, ctx->out[0], convt_f32, convt_direct_task, g.N * g.C,
+                     mul_chk(g.out_sz, g.M / g.G));
+}
+
+/* Reads a zero point: NULL -> 0; must be a scalar (or 1-element) unless per-channel (n = M). */
+static kiln_status zero_point(const kiln_kctx *ctx, const kiln_tensor *zp, kiln_dtype dt, int64_t per_channel,
+                              const char *what)
+{
+    if (!zp)
+        return KILN_OK;
+    if (zp->dtype != dt)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "%s has dtype %s, expected %s", what, kiln_dtype_name(zp->dtype),
+                          kiln_dtype_name(dt));
+    int64_t n = kiln_tensor_numel(zp);
+    if (zp->ndim > 1 || (n != 1 && n != per_channel))
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "%s must be a scalar%s", what, per_channel > 1 ? " or per output channel" : "");
+    return KILN_OK;
+}
+
+static kiln_status k_conv_integer(kiln_kctx *ctx)
+{
+    const kiln_tensor *x = kiln__kin(ctx, 0), *w = kiln__kin(ctx, 1), *xz = kiln__kin(ctx, 2),
+                      *wz = kiln__kin(ctx, 3);
+    if (!x || !w)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input x or w");
+    if ((x->dtype != KILN_DT_UINT8 && x->dtype != KILN_DT_INT8) ||
+        (w->dtype != KILN_DT_UINT8 && w->dtype != KILN_DT_INT8))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "x and w must be int8 or uint8 (got %s, %s)", kiln_dtype_name(x->dtype),
+                          kiln_dtype_name(w->dtype));
+    conv_geom g;
+    KILN_TRY(conv_setup(ctx, x, w, &g));
+    KILN_TRY(zero_point(ctx, xz, x->dtype, 1, "x_zero_point"));
+    KILN_TRY(zero_point(ctx, wz, w->dtype, g.M, "w_zero_point"));
+    int64_t dims[KILN_MAX_DIMS] = {g.N, g.M};
+    for (int i = 0; i < g.nsp; i++)
+        dims[2 + i] = g.out[i];
+    KILN_TRY(kiln__kout(ctx, 0, KILN_DT_INT32, x->ndim, dims));
+    int64_t nx = kiln_tensor_numel(x), nw = kiln_tensor_numel(w), ny = kiln_tensor_numel(ctx->out[0]);
+    double *dx = NULL, *dw = NULL, *dy = NULL;
+    kiln_status st = scratch(ctx, nx, sizeof(double), (void **)&dx);
+    if (st == KILN_OK)
+        st = scratch(ctx, nw, sizeof(double), (void **)&dw);
+    if (st == KILN_OK)
+        st = scratch(ctx, ny, sizeof(double), (void **)&dy);
+    if (st == KILN_OK) {
+        double zx = xz ? (double)kiln__get_i64(xz->dtype, xz->data, 0) : 0.0;
+        for (int64_t i = 0; i < nx; i++)
+            dx[i] = (double)kiln__get_i64(x->dtype, x->data, i) - zx;
+        int64_t per_m = g.M ? nw / g.M : 0, nz = wz ? kiln_tensor_numel(wz) : 0;
+        for (int64_t i = 0; i < nw; i++) {
+            int64_t m = per_m ? i / per_m : 0;
+            double zw = wz ? (double)kiln__get_i64(wz->dtype, wz->data, nz == 1 ? 0 : m) : 0.0;
+            dw[i] = (double)kiln__get_i64(w->dtype, w->data, i) - zw;
+        }
+        direct_job j = {.g = &g, .x = dx, .w = dw, .b = NULL, .y = dy};
+        kiln__parallel_for(ctx->nthreads, g.N * g.M, direct_grain(&g, mul_chk(g.out_sz, g.C / g.G)),
+                           conv_direct_task, &j);
+        int32_t *y = ctx->out[0]->data;
+        for (int64_t i = 0; i < ny; i++)
+            y[i] = (int32_t)(int64_t)dy[i];
+    }
+    kiln__free(dx);
+    kiln__free(dw);
+    kiln__free(dy);
+    return st;
+}
 
 const kiln_kernel_reg kiln__ref_conv[] = {
+    {KILN_OP_Conv, k_conv},
+    {KILN_OP_ConvTranspose, k_conv_transpose},
+    {KILN_OP_ConvInteger, k_conv_integer},
     {KILN_OP_COUNT, NULL},
 };

@@ -1,6 +1,970 @@
-/* Reference kernels: linalg. */
+/* Reference kernels: linalg — MatMul, Gemm, Einsum, MatMulInteger, QLinearMatMul.
+ *
+ * MatMul follows numpy.matmul: 1-D operands are promoted (and the added dimension removed
+ * again), leading (batch) dimensions broadcast. float32 runs on kiln__sgemm: when the right
+ * operand has no batch dimensions and the left one is not broadcast, the whole batch is a
+ * single sgemm with M = batch * rows; otherwise one sgemm per batch matrix (batches in
+ * parallel when they are small). float16 / bfloat16 go through float32; float64 and the
+ * integer types use plain loops (integers wrap around like C unsigned arithmetic). */
 #include "../../kernel.h"
+#include <math.h>
+
+/* Upper bound on multiply-adds a single node may request (guards against absurd shapes). */
+#define LINALG_MAX_WORK 4.0e12
+#define LINALG_MAX_WORK_SLOW 1.0e11
+
+static int nthreads_of(const kiln_kctx *ctx)
+{
+    return ctx->nthreads > 0 ? ctx->nthreads : kiln__default_threads();
+}
+
+static int64_t numel_of(const kiln_tensor *t)
+{
+    return kiln__shape_numel(t->ndim, t->dims);
+}
+
+static bool is_half(kiln_dtype dt)
+{
+    return dt == KILN_DT_FLOAT16 || dt == KILN_DT_BFLOAT16;
+}
+
+/* Converts a float16 / bfloat16 / float32 tensor's data to a new float32 buffer. */
+static float *to_f32(const kiln_tensor *t, int64_t n)
+{
+    float *p = kiln__malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    if (!p)
+        return NULL;
+    const uint16_t *h = t->data;
+    if (t->dtype == KILN_DT_FLOAT16)
+        for (int64_t i = 0; i < n; i++)
+            p[i] = kiln__f16_to_f32(h[i]);
+    else if (t->dtype == KILN_DT_BFLOAT16)
+        for (int64_t i = 0; i < n; i++)
+            p[i] = kiln__bf16_to_f32(h[i]);
+    else if (n)
+        memcpy(p, t->data, (size_t)n * sizeof(float));
+    return p;
+}
+
+static void from_f32(kiln_tensor *t, const float *p, int64_t n)
+{
+    uint16_t *h = t->data;
+    if (t->dtype == KILN_DT_FLOAT16)
+        for (int64_t i = 0; i < n; i++)
+            h[i] = kiln__f32_to_f16(p[i]);
+    else
+        for (int64_t i = 0; i < n; i++)
+            h[i] = kiln__f32_to_bf16(p[i]);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Batched matmul plan (numpy semantics)
+ * ------------------------------------------------------------------------------------------ */
+
+typedef struct mm_plan {
+    int64_t M, N, K;
+    int64_t nbatch;
+    int bnd;                         /* broadcast batch rank */
+    int64_t bdims[KILN_MAX_DIMS];
+    int64_t astr[KILN_MAX_DIMS];     /* batch strides, in matrices (0 = broadcast) */
+    int64_t bstr[KILN_MAX_DIMS];
+    int out_ndim;
+    int64_t out_dims[KILN_MAX_DIMS];
+    bool b_single;                   /* B is one matrix for every batch */
+    bool a_natural;                  /* A's batches are laid out exactly as the output's */
+} mm_plan;
+
+static kiln_status mm_plan_make(const kiln_kctx *ctx, const kiln_tensor *a, const kiln_tensor *b, mm_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    if (a->ndim < 1 || b->ndim < 1)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "operands must have rank >= 1 (got %d and %d)", a->ndim, b->ndim);
+    if (a->ndim > KILN_MAX_DIMS || b->ndim > KILN_MAX_DIMS)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "rank too large");
+    int64_t M = a->ndim == 1 ? 1 : a->dims[a->ndim - 2];
+    int64_t K = a->dims[a->ndim - 1];
+    int64_t Kb = b->ndim == 1 ? b->dims[0] : b->dims[b->ndim - 2];
+    int64_t N = b->ndim == 1 ? 1 : b->dims[b->ndim - 1];
+    if (K != Kb)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "inner dimensions differ: %lld vs %lld", (long long)K, (long long)Kb);
+    if (M < 0 || N < 0 || K < 0)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "negative dimension");
+    int abr = a->ndim > 2 ? a->ndim - 2 : 0, bbr = b->ndim > 2 ? b->ndim - 2 : 0;
+    int bnd = abr > bbr ? abr : bbr;
+    for (int d = 0; d < bnd; d++) {
+        int64_t ad = d >= bnd - abr ? a->dims[d - (bnd - abr)] : 1;
+        int64_t bd = d >= bnd - bbr ? b->dims[d - (bnd - bbr)] : 1;
+        if (ad < 0 || bd < 0)
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "negative dimension");
+        if (ad != bd && ad != 1 && bd != 1)
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "batch dimensions cannot broadcast: %lld vs %lld (axis %d)",
+                              (long long)ad, (long long)bd, d);
+        p->bdims[d] = ad == 1 ? bd : ad;
+    }
+    int64_t as = 1, bs = 1, nat = 1;
+    p->a_natural = true;
+    p->b_single = true;
+    for (int d = bnd - 1; d >= 0; d--) {
+        int64_t ad = d >= bnd - abr ? a->dims[d - (bnd - abr)] : 1;
+        int64_t bd = d >= bnd - bbr ? b->dims[d - (bnd - bbr)] : 1;
+        p->astr[d] = (ad == 1 && p->bdims[d] != 1) ? 0 : as;
+        p->bstr[d] = (bd == 1 && p->bdims[d] != 1) ? 0 : bs;
+        if (p->bdims[d] != 1) {
+            if (p->astr[d] != nat)
+                p->a_natural = false;
+            if (p->bstr[d] != 0)
+                p->b_single = false;
+        }
+        as *= ad;
+        bs *= bd;
+        nat *= p->bdims[d];
+    }
+    p->nbatch = kiln__shape_numel(bnd, p->bdims);
+    if (p->nbatch < 0)
+        return kiln__kerr(ctx, KILN_ERR_LIMIT, "batch size overflows");
+    p->bnd = bnd;
+    p->M = M;
+    p->N = N;
+    p->K = K;
+    int r = 0;
+    for (int d = 0; d < bnd; d++)
+        p->out_dims[r++] = p->bdims[d];
+    if (a->ndim > 1)
+        p->out_dims[r++] = M;
+    if (b->ndim > 1)
+        p->out_dims[r++] = N;
+    p->out_ndim = r;
+    double work = (double)p->nbatch * (double)M * (double)N * (double)K;
+    if (work > LINALG_MAX_WORK)
+        return kiln__kerr(ctx, KILN_ERR_LIMIT, "matmul of %.3g multiply-adds exceeds the work limit", work);
+    return KILN_OK;
+}
+
+/* Element offsets of batch matrix bi in A and B. */
+static void mm_offsets(const mm_plan *p, int64_t bi, int64_t *ao, int64_t *bo)
+{
+    int64_t a = 0, b = 0;
+    for (int d = p->bnd - 1; d >= 0; d--) {
+        int64_t idx = bi % p->bdims[d];
+        bi /= p->bdims[d];
+        a += idx * p->astr[d];
+        b += idx * p->bstr[d];
+    }
+    *ao = a * p->M * p->K;
+    *bo = b * p->K * p->N;
+}
+
+/* ---- float32 ---- */
+
+typedef struct mm_f32_job {
+    const mm_plan *p;
+    const float *A, *B;
+    float *Y;
+} mm_f32_job;
+
+static void mm_f32_batches(void *arg, int64_t begin, int64_t end)
+{
+    const mm_f32_job *j = arg;
+    const mm_plan *p = j->p;
+    for (int64_t bi = begin; bi < end; bi++) {
+        int64_t ao, bo;
+        mm_offsets(p, bi, &ao, &bo);
+        kiln__sgemm(1, false, false, p->M, p->N, p->K, 1.0f, j->A + ao, p->K, j->B + bo, p->N, 0.0f,
+                    j->Y + bi * p->M * p->N, p->N);
+    }
+}
+
+static void mm_f32(int nt, const mm_plan *p, const float *A, const float *B, float *Y)
+{
+    if (p->nbatch == 0 || p->M == 0 || p->N == 0)
+        return;
+    if (p->K == 0) {
+        memset(Y, 0, sizeof(float) * (size_t)(p->nbatch * p->M * p->N));
+        return;
+    }
+    if (p->nbatch == 1 || (p->b_single && p->a_natural)) {
+        /* one GEMM: [nbatch*M, K] x [K, N] */
+        kiln__sgemm(nt, false, false, p->nbatch * p->M, p->N, p->K, 1.0f, A, p->K, B, p->N, 0.0f, Y, p->N);
+        return;
+    }
+    mm_f32_job j = {p, A, B, Y};
+    double per = (double)p->M * (double)p->N * (double)p->K;
+    if (nt > 1 && (p->nbatch >= nt || per < (double)(1 << 20))) {
+        kiln__parallel_for(nt, p->nbatch, 1, mm_f32_batches, &j);
+        return;
+    }
+    for (int64_t bi = 0; bi < p->nbatch; bi++) {
+        int64_t ao, bo;
+        mm_offsets(p, bi, &ao, &bo);
+        kiln__sgemm(nt, false, false, p->M, p->N, p->K, 1.0f, A + ao, p->K, B + bo, p->N, 0.0f, Y + bi * p->M * p->N,
+                    p->N);
+    }
+}
+
+/* ---- generic typed loops (float64 and integers; Y zero-filled on entry) ---- */
+
+#define MM_LOOP(T)                                                                                          \
+    do {                                                                                                    \
+        const T *A_ = A;                                                                                    \
+        const T *B_ = B;                                                                                    \
+        T *Y_ = Y;                                                                                          \
+        for (int64_t bi = 0; bi < p->nbatch; bi++) {                                                        \
+            int64_t ao, bo;                                                                                 \
+            mm_offsets(p, bi, &ao, &bo);                                                                    \
+            const T *a_ = A_ + ao, *b_ = B_ + bo;                                                           \
+            T *y_ = Y_ + bi * p->M * p->N;                                                                  \
+            for (int64_t i = 0; i < p->M; i++) {                                                            \
+                T *yr = y_ + i * p->N;                                                                      \
+                for (int64_t k = 0; k < p->K; k++) {                                                        \
+                    T av = a_[i * p->K + k];                                                                \
+                    const T *br = b_ + k * p->N;                                                            \
+                    for (int64_t n = 0; n < p->N; n++)                                                      \
+                        yr[n] += av * br[n];                                                                \
+                }                                                                                           \
+            }                                                                                               \
+        }                                                                                                   \
+    } while (0)
+
+static void mm_generic(const mm_plan *p, kiln_dtype dt, const void *A, const void *B, void *Y)
+{
+    switch (dt) {
+    case KILN_DT_FLOAT64: MM_LOOP(double); return;
+    case KILN_DT_INT32:
+    case KILN_DT_UINT32: MM_LOOP(uint32_t); return;
+    case KILN_DT_INT64:
+    case KILN_DT_UINT64: MM_LOOP(uint64_t); return;
+    default: {
+        /* int8 / uint8 / bool: accumulate in 64 bits, store with the type's wrap-around */
+        for (int64_t bi = 0; bi < p->nbatch; bi++) {
+            int64_t ao, bo;
+            mm_offsets(p, bi, &ao, &bo);
+            for (int64_t i = 0; i < p->M; i++)
+                for (int64_t n = 0; n < p->N; n++) {
+                    uint64_t acc = 0;
+                    for (int64_t k = 0; k < p->K; k++)
+                        acc += (uint64_t)kiln__get_i64(dt, A, ao + i * p->K + k) *
+                               (uint64_t)kiln__get_i64(dt, B, bo + k * p->N + n);
+                    kiln__set_i64(dt, Y, bi * p->M * p->N + i * p->N + n, (int64_t)acc);
+                }
+        }
+        return;
+    }
+    }
+}
+
+static kiln_status k_matmul(kiln_kctx *ctx)
+{
+    const kiln_tensor *a = kiln__kin(ctx, 0), *b = kiln__kin(ctx, 1);
+    if (!a || !b)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "MatMul needs 2 inputs");
+    if (a->dtype != b->dtype)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "operand dtypes differ (%s vs %s)", kiln_dtype_name(a->dtype),
+                          kiln_dtype_name(b->dtype));
+    kiln_dtype dt = a->dtype;
+    bool ok = dt == KILN_DT_FLOAT32 || dt == KILN_DT_FLOAT64 || is_half(dt) || kiln__dtype_is_int(dt);
+    if (!ok)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(dt));
+    mm_plan p;
+    KILN_TRY(mm_plan_make(ctx, a, b, &p));
+    if (!kiln__dtype_is_float(dt) || dt == KILN_DT_FLOAT64) {
+        double work = (double)p.nbatch * (double)p.M * (double)p.N * (double)p.K;
+        if (work > LINALG_MAX_WORK_SLOW)
+            return kiln__kerr(ctx, KILN_ERR_LIMIT, "matmul of %.3g multiply-adds exceeds the work limit", work);
+    }
+    KILN_TRY(kiln__kout(ctx, 0, dt, p.out_ndim, p.out_dims));
+    kiln_tensor *y = ctx->out[0];
+    int64_t ny = numel_of(y);
+    if (ny == 0 || p.K == 0)
+        return KILN_OK;
+    int nt = nthreads_of(ctx);
+    if (dt == KILN_DT_FLOAT32) {
+        mm_f32(nt, &p, a->data, b->data, y->data);
+        return KILN_OK;
+    }
+    if (is_half(dt)) {
+        float *fa = to_f32(a, numel_of(a)), *fb = to_f32(b, numel_of(b));
+        float *fy = kiln__malloc((size_t)ny * sizeof(float));
+        if (!fa || !fb || !fy) {
+            kiln__free(fa);
+            kiln__free(fb);
+            kiln__free(fy);
+            return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+        }
+        mm_f32(nt, &p, fa, fb, fy);
+        from_f32(y, fy, ny);
+        kiln__free(fa);
+        kiln__free(fb);
+        kiln__free(fy);
+        return KILN_OK;
+    }
+    mm_generic(&p, dt, a->data, b->data, y->data);
+    return KILN_OK;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Gemm: Y = alpha * op(A) * op(B) + beta * C
+ * ------------------------------------------------------------------------------------------ */
+
+static kiln_status k_gemm(kiln_kctx *ctx)
+{
+    const kiln_tensor *a = kiln__kin(ctx, 0), *b = kiln__kin(ctx, 1), *c = kiln__kin(ctx, 2);
+    if (!a || !b)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "Gemm needs inputs A and B");
+    if (a->ndim != 2 || b->ndim != 2)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "A and B must be 2-D (got rank %d and %d)", a->ndim, b->ndim);
+    if (a->dtype != b->dtype || (c && c->dtype != a->dtype))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "operand dtypes differ");
+    kiln_dtype dt = a->dtype;
+    bool ok = dt == KILN_DT_FLOAT32 || dt == KILN_DT_FLOAT64 || is_half(dt) || kiln__dtype_is_int(dt);
+    if (!ok)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(dt));
+    bool ta = kiln__attr_i(ctx->node, "transA", 0) != 0, tb = kiln__attr_i(ctx->node, "transB", 0) != 0;
+    float alpha = kiln__attr_f(ctx->node, "alpha", 1.0f), beta = kiln__attr_f(ctx->node, "beta", 1.0f);
+    int64_t M = ta ? a->dims[1] : a->dims[0], K = ta ? a->dims[0] : a->dims[1];
+    int64_t Kb = tb ? b->dims[1] : b->dims[0], N = tb ? b->dims[0] : b->dims[1];
+    if (K != Kb)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "inner dimensions differ: %lld vs %lld", (long long)K, (long long)Kb);
+    /* C: unidirectional broadcast to [M, N] */
+    int64_t cm = 0, cn = 0; /* strides of C along m and n */
+    if (c) {
+        if (c->ndim > 2)
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "C has rank %d > 2", c->ndim);
+        int64_t c0 = c->ndim == 2 ? c->dims[0] : 1, c1 = c->ndim >= 1 ? c->dims[c->ndim - 1] : 1;
+        if ((c0 != M && c0 != 1) || (c1 != N && c1 != 1))
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "C [%lld,%lld] cannot broadcast to [%lld,%lld]", (long long)c0,
+                              (long long)c1, (long long)M, (long long)N);
+        cn = c1 == 1 ? 0 : 1;
+        cm = c0 == 1 ? 0 : c1;
+    }
+    double work = (double)M * (double)N * (double)K;
+    if (work > (dt == KILN_DT_FLOAT32 || is_half(dt) ? LINALG_MAX_WORK : LINALG_MAX_WORK_SLOW))
+        return kiln__kerr(ctx, KILN_ERR_LIMIT, "gemm of %.3g multiply-adds exceeds the work limit", work);
+    int64_t dims[2] = {M, N};
+    KILN_TRY(kiln__kout(ctx, 0, dt, 2, dims));
+    kiln_tensor *y = ctx->out[0];
+    if (M == 0 || N == 0)
+        return KILN_OK;
+    bool use_c = c && numel_of(c) > 0 && beta != 0.0f;
+    int nt = nthreads_of(ctx);
+    if (dt == KILN_DT_FLOAT32 || is_half(dt)) {
+        float *fa = (float *)a->data, *fb = (float *)b->data, *fc = (float *)(c ? c->data : NULL), *fy = y->data;
+        if (is_half(dt)) {
+            fa = to_f32(a, M * K);
+            fb = to_f32(b, K * N);
+            fc = use_c ? to_f32(c, numel_of(c)) : NULL;
+            fy = kiln__malloc((size_t)(M * N) * sizeof(float));
+            if (!fa || !fb || !fy || (use_c && !fc)) {
+                kiln__free(fa);
+                kiln__free(fb);
+                kiln__free(fc);
+                kiln__free(fy);
+                return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+            }
+        }
+        float bt = 0.0f;
+        if (use_c) {
+            for (int64_t m = 0; m < M; m++) {
+                float *yr = fy + m * N;
+                const float *cr = fc + m * cm;
+                if (cn)
+                    memcpy(yr, cr, sizeof(float) * (size_t)N);
+                else
+                    for (int64_t n = 0; n < N; n++)
+                        yr[n] = cr[0];
+            }
+            bt = beta;
+        }
+        if (K > 0) {
+            kiln__sgemm(nt, ta, tb, M, N, K, alpha, fa, ta ? M : K, fb, tb ? K : N, bt, fy, N);
+        } else {
+            for (int64_t i = 0; i < M * N; i++)
+                fy[i] *= bt;
+        }
+        if (is_half(dt)) {
+            from_f32(y, fy, M * N);
+            kiln__free(fa);
+            kiln__free(fb);
+            kiln__free(fc);
+            kiln__free(fy);
+        }
+        return KILN_OK;
+    }
+    /* generic: float64 in double, integers exactly in 64-bit (or in double when alpha/beta are
+     * not 1) */
+    bool exact_int = kiln__dtype_is_int(dt) && alpha == 1.0f && (beta == 1.0f || !use_c);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            int64_t oi = m * N + n;
+            if (exact_int) {
+                uint64_t acc = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    int64_t ai = ta ? k * M + m : m * K + k, bi = tb ? n * K + k : k * N + n;
+                    acc += (uint64_t)kiln__get_i64(dt, a->data, ai) * (uint64_t)kiln__get_i64(dt, b->data, bi);
+                }
+                if (use_c)
+                    acc += (uint64_t)kiln__get_i64(dt, c->data, m * cm + n * cn);
+                kiln__set_i64(dt, y->data, oi, (int64_t)acc);
+            } else {
+                double acc = 0.0;
+                for (int64_t k = 0; k < K; k++) {
+                    int64_t ai = ta ? k * M + m : m * K + k, bi = tb ? n * K + k : k * N + n;
+                    acc += kiln__get_f64(dt, a->data, ai) * kiln__get_f64(dt, b->data, bi);
+                }
+                double v = (double)alpha * acc;
+                if (use_c)
+                    v += (double)beta * kiln__get_f64(dt, c->data, m * cm + n * cn);
+                kiln__set_f64(dt, y->data, oi, v);
+            }
+        }
+    return KILN_OK;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Einsum (generic loop over all label combinations)
+ * ------------------------------------------------------------------------------------------ */
+
+#define ES_LETTERS 52
+#define ES_MAX_LABELS (ES_LETTERS + KILN_MAX_DIMS)
+#define ES_MAX_OPS 64
+#define ES_MAX_TERM 16
+
+static int es_letter(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return 26 + (c - 'a');
+    return -1;
+}
+
+typedef struct es_term {
+    int n;                    /* number of entries */
+    int lab[ES_MAX_TERM];     /* letter index, or -1 for the ellipsis */
+    bool has_ell;
+} es_term;
+
+/* Parses one term (letters and at most one "..."), ignoring spaces. */
+static kiln_status es_parse_term(const kiln_kctx *ctx, const char *s, size_t len, es_term *t)
+{
+    memset(t, 0, sizeof *t);
+    for (size_t i = 0; i < len;) {
+        char ch = s[i];
+        if (ch == ' ') {
+            i++;
+            continue;
+        }
+        if (ch == '.') {
+            if (i + 3 > len || s[i + 1] != '.' || s[i + 2] != '.' || t->has_ell)
+                return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "bad ellipsis in equation");
+            if (t->n >= ES_MAX_TERM)
+                return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "equation term too long");
+            t->has_ell = true;
+            t->lab[t->n++] = -1;
+            i += 3;
+            continue;
+        }
+        int l = es_letter(ch);
+        if (l < 0)
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "invalid character '%c' in equation", ch);
+        if (t->n >= ES_MAX_TERM)
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "equation term too long");
+        t->lab[t->n++] = l;
+        i++;
+    }
+    return KILN_OK;
+}
+
+static kiln_status k_einsum(kiln_kctx *ctx)
+{
+    const char *eq = kiln__attr_s(ctx->node, "equation", NULL);
+    if (!eq)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing 'equation' attribute");
+    int nops = ctx->n_in;
+    if (nops < 1 || nops > ES_MAX_OPS)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "Einsum needs 1..%d inputs (got %d)", ES_MAX_OPS, nops);
+    kiln_dtype dt = KILN_DT_UNDEFINED;
+    for (int i = 0; i < nops; i++) {
+        const kiln_tensor *t = kiln__kin(ctx, i);
+        if (!t)
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "input %d is missing", i);
+        if (i == 0)
+            dt = t->dtype;
+        else if (t->dtype != dt)
+            return kiln__kerr(ctx, KILN_ERR_DTYPE, "input dtypes differ");
+    }
+    bool is_f = kiln__dtype_is_float(dt);
+    if (!(dt == KILN_DT_FLOAT32 || dt == KILN_DT_FLOAT64 || is_half(dt) || kiln__dtype_is_int(dt) ||
+          dt == KILN_DT_BOOL))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(dt));
+
+    /* split equation */
+    const char *arrow = strstr(eq, "->");
+    size_t lhs_len = arrow ? (size_t)(arrow - eq) : strlen(eq);
+    es_term terms[ES_MAX_OPS], outt;
+    int nt = 0;
+    {
+        size_t st = 0;
+        for (size_t i = 0; i <= lhs_len; i++) {
+            if (i == lhs_len || eq[i] == ',') {
+                if (nt >= nops)
+                    return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "equation has more terms than the %d inputs", nops);
+                KILN_TRY(es_parse_term(ctx, eq + st, i - st, &terms[nt]));
+                nt++;
+                st = i + 1;
+            }
+        }
+    }
+    if (nt != nops)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "equation has %d terms but there are %d inputs", nt, nops);
+    if (arrow) {
+        const char *o = arrow + 2;
+        if (strstr(o, "->") || strchr(o, ','))
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "malformed equation output");
+        KILN_TRY(es_parse_term(ctx, o, strlen(o), &outt));
+    }
+
+    /* label sizes */
+    int64_t size[ES_MAX_LABELS];
+    int count[ES_MAX_LABELS];
+    for (int l = 0; l < ES_MAX_LABELS; l++) {
+        size[l] = -1;
+        count[l] = 0;
+    }
+    int ell_rank = 0;
+    int ell_of[ES_MAX_OPS];
+    for (int i = 0; i < nops; i++) {
+        const kiln_tensor *t = kiln__kin(ctx, i);
+        int nlet = terms[i].n - (terms[i].has_ell ? 1 : 0);
+        int e = t->ndim - nlet;
+        if (e < 0 || (!terms[i].has_ell && e != 0))
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "term %d has %d labels but input rank is %d", i, nlet, t->ndim);
+        ell_of[i] = e;
+        if (e > ell_rank)
+            ell_rank = e;
+    }
+    for (int i = 0; i < nops; i++) {
+        const kiln_tensor *t = kiln__kin(ctx, i);
+        int d = 0;
+        for (int j = 0; j < terms[i].n; j++) {
+            if (terms[i].lab[j] < 0) {
+                for (int q = 0; q < ell_of[i]; q++, d++) {
+                    int l = ES_LETTERS + ell_rank - ell_of[i] + q;
+                    int64_t s = t->dims[d];
+                    if (s < 0)
+                        return kiln__kerr(ctx, KILN_ERR_SHAPE, "negative dimension");
+                    if (size[l] < 0 || size[l] == 1)
+                        size[l] = s;
+                    else if (s != size[l] && s != 1)
+                        return kiln__kerr(ctx, KILN_ERR_SHAPE, "ellipsis dimensions cannot broadcast");
+                }
+                continue;
+            }
+            int l = terms[i].lab[j];
+            int64_t s = t->dims[d++];
+            if (s < 0)
+                return kiln__kerr(ctx, KILN_ERR_SHAPE, "negative dimension");
+            count[l]++;
+            if (size[l] < 0 || size[l] == 1)
+                size[l] = s;
+            else if (s != size[l] && s != 1)
+                return kiln__kerr(ctx, KILN_ERR_SHAPE, "label '%c' has inconsistent sizes %lld and %lld",
+                                  l < 26 ? 'A' + l : 'a' + (l - 26), (long long)size[l], (long long)s);
+        }
+    }
+    for (int l = ES_LETTERS; l < ES_LETTERS + ell_rank; l++)
+        if (size[l] < 0)
+            size[l] = 1;
+
+    /* output labels */
+    int out_lab[ES_MAX_LABELS];
+    int n_out = 0;
+    bool in_out[ES_MAX_LABELS] = {false};
+    if (arrow) {
+        for (int j = 0; j < outt.n; j++) {
+            if (outt.lab[j] < 0) {
+                for (int q = 0; q < ell_rank; q++) {
+                    out_lab[n_out++] = ES_LETTERS + q;
+                    in_out[ES_LETTERS + q] = true;
+                }
+                continue;
+            }
+            int l = outt.lab[j];
+            if (count[l] == 0)
+                return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "output label '%c' does not appear in the inputs",
+                                  l < 26 ? 'A' + l : 'a' + (l - 26));
+            if (in_out[l])
+                return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "output label repeated");
+            in_out[l] = true;
+            out_lab[n_out++] = l;
+        }
+    } else {
+        for (int q = 0; q < ell_rank; q++) {
+            out_lab[n_out++] = ES_LETTERS + q;
+            in_out[ES_LETTERS + q] = true;
+        }
+        for (int l = 0; l < ES_LETTERS; l++)
+            if (count[l] == 1) {
+                out_lab[n_out++] = l;
+                in_out[l] = true;
+            }
+    }
+    if (n_out > KILN_MAX_DIMS)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "output rank %d exceeds %d", n_out, KILN_MAX_DIMS);
+    /* loop labels: output labels, then reduced ones */
+    int loop[ES_MAX_LABELS];
+    int nl = 0;
+    for (int j = 0; j < n_out; j++)
+        loop[nl++] = out_lab[j];
+    for (int l = 0; l < ES_LETTERS + ell_rank; l++)
+        if (size[l] >= 0 && !in_out[l])
+            loop[nl++] = l;
+    int64_t odims[KILN_MAX_DIMS];
+    for (int j = 0; j < n_out; j++)
+        odims[j] = size[out_lab[j]];
+    int64_t onum = kiln__shape_numel(n_out, odims);
+    double red = 1.0;
+    bool empty_red = false;
+    for (int j = n_out; j < nl; j++) {
+        red *= (double)size[loop[j]];
+        if (size[loop[j]] == 0)
+            empty_red = true;
+    }
+    if (onum < 0)
+        return kiln__kerr(ctx, KILN_ERR_LIMIT, "output size overflows");
+    double work = (double)onum * red * (double)nops;
+    if (work > 4.0e9)
+        return kiln__kerr(ctx, KILN_ERR_LIMIT, "einsum of %.3g operations exceeds the work limit", work);
+    KILN_TRY(kiln__kout(ctx, 0, dt, n_out, odims));
+    kiln_tensor *y = ctx->out[0];
+    if (onum == 0 || empty_red)
+        return KILN_OK;
+    int64_t rnum = (int64_t)red;
+
+    /* per-operand strides for each loop label (diagonals add up), and operand data as
+     * double / int64 */
+    int64_t (*str)[ES_MAX_LABELS] = kiln__calloc((size_t)nops, sizeof *str);
+    void **vals = kiln__calloc((size_t)nops, sizeof(void *));
+    kiln_status st = KILN_OK;
+    if (!str || !vals) {
+        st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < nops; i++) {
+        const kiln_tensor *t = kiln__kin(ctx, i);
+        int64_t n = numel_of(t);
+        vals[i] = kiln__malloc((size_t)(n > 0 ? n : 1) * 8);
+        if (!vals[i]) {
+            st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        for (int64_t e = 0; e < n; e++) {
+            if (is_f)
+                ((double *)vals[i])[e] = kiln__get_f64(dt, t->data, e);
+            else
+                ((int64_t *)vals[i])[e] = kiln__get_i64(dt, t->data, e);
+        }
+        /* dim -> label, natural strides */
+        int dl[KILN_MAX_DIMS];
+        int d = 0;
+        for (int j = 0; j < terms[i].n; j++) {
+            if (terms[i].lab[j] < 0) {
+                for (int q = 0; q < ell_of[i]; q++)
+                    dl[d++] = ES_LETTERS + ell_rank - ell_of[i] + q;
+            } else {
+                dl[d++] = terms[i].lab[j];
+            }
+        }
+        int64_t s = 1;
+        int64_t lstr[ES_MAX_LABELS] = {0};
+        for (d = t->ndim - 1; d >= 0; d--) {
+            if (!(t->dims[d] == 1 && size[dl[d]] != 1))
+                lstr[dl[d]] += s;
+            s *= t->dims[d];
+        }
+        for (int j = 0; j < nl; j++)
+            str[i][j] = lstr[loop[j]];
+    }
+    {
+        int64_t idx[ES_MAX_LABELS] = {0};
+        int64_t off[ES_MAX_OPS] = {0};
+        int64_t lsz[ES_MAX_LABELS];
+        for (int j = 0; j < nl; j++)
+            lsz[j] = size[loop[j]];
+        for (int64_t o = 0; o < onum; o++) {
+            double accf = 0.0;
+            uint64_t acci = 0;
+            for (int64_t r = 0; r < rnum; r++) {
+                if (is_f) {
+                    double pr = 1.0;
+                    for (int i = 0; i < nops; i++)
+                        pr *= ((const double *)vals[i])[off[i]];
+                    accf += pr;
+                } else {
+                    uint64_t pr = 1;
+                    for (int i = 0; i < nops; i++)
+                        pr *= (uint64_t)((const int64_t *)vals[i])[off[i]];
+                    acci += pr;
+                }
+                /* advance the odometer */
+                for (int j = nl - 1; j >= 0; j--) {
+                    if (++idx[j] < lsz[j]) {
+                        for (int i = 0; i < nops; i++)
+                            off[i] += str[i][j];
+                        break;
+                    }
+                    idx[j] = 0;
+                    for (int i = 0; i < nops; i++)
+                        off[i] -= str[i][j] * (lsz[j] - 1);
+                }
+            }
+            if (is_f)
+                kiln__set_f64(dt, y->data, o, accf);
+            else
+                kiln__set_i64(dt, y->data, o, (int64_t)acci);
+        }
+    }
+done:
+    if (vals)
+        for (int i = 0; i < nops; i++)
+            kiln__free(vals[i]);
+    kiln__free(vals);
+    kiln__free(str);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * MatMulInteger / QLinearMatMul
+ * ------------------------------------------------------------------------------------------ */
+
+/* Reads a zero point that is a scalar, or 1-D with `n` entries (per row of A / column of B).
+ * Fills zp[0..n) (zp has n entries). */
+static kiln_status read_zp(const kiln_kctx *ctx, const kiln_tensor *z, kiln_dtype want, int64_t n, int32_t *zp,
+                           const char *what)
+{
+    for (int64_t i = 0; i < n; i++)
+        zp[i] = 0;
+    if (!z)
+        return KILN_OK;
+    if (z->dtype != want)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "%s has dtype %s, expected %s", what, kiln_dtype_name(z->dtype),
+                          kiln_dtype_name(want));
+    int64_t zn = numel_of(z);
+    if (zn == 1) {
+        int32_t v = (int32_t)kiln__get_i64(z->dtype, z->data, 0);
+        for (int64_t i = 0; i < n; i++)
+            zp[i] = v;
+        return KILN_OK;
+    }
+    if (z->ndim == 1 && zn == n) {
+        for (int64_t i = 0; i < n; i++)
+            zp[i] = (int32_t)kiln__get_i64(z->dtype, z->data, i);
+        return KILN_OK;
+    }
+    return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "%s must be a scalar or have %lld elements", what, (long long)n);
+}
+
+static kiln_status read_scale(const kiln_kctx *ctx, const kiln_tensor *s, int64_t n, float *out, const char *what)
+{
+    if (!s)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "%s is missing", what);
+    if (s->dtype != KILN_DT_FLOAT32 && s->dtype != KILN_DT_FLOAT16 && s->dtype != KILN_DT_FLOAT64 &&
+        s->dtype != KILN_DT_BFLOAT16)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "%s must be float", what);
+    int64_t sn = numel_of(s);
+    if (sn == 1) {
+        float v = (float)kiln__get_f64(s->dtype, s->data, 0);
+        for (int64_t i = 0; i < n; i++)
+            out[i] = v;
+        return KILN_OK;
+    }
+    if (s->ndim == 1 && sn == n) {
+        for (int64_t i = 0; i < n; i++)
+            out[i] = (float)kiln__get_f64(s->dtype, s->data, i);
+        return KILN_OK;
+    }
+    return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "%s must be a scalar or have %lld elements", what, (long long)n);
+}
+
+typedef struct imm_job {
+    const mm_plan *p;
+    const int16_t *A, *B;   /* zero points subtracted; B transposed per batch matrix: [K] rows of N */
+    int32_t *Y;
+    int64_t nbb;            /* number of distinct B matrices */
+} imm_job;
+
+static void imm_rows(void *arg, int64_t begin, int64_t end)
+{
+    const imm_job *j = arg;
+    const mm_plan *p = j->p;
+    int64_t M = p->M, N = p->N, K = p->K;
+    int32_t *acc = kiln__malloc((size_t)(N > 0 ? N : 1) * sizeof(int32_t));
+    for (int64_t r = begin; r < end; r++) {
+        int64_t bi = r / M, i = r % M;
+        int64_t ao, bo;
+        mm_offsets(p, bi, &ao, &bo);
+        const int16_t *ar = j->A + ao + i * K;
+        const int16_t *b = j->B + bo;
+        uint32_t *yr = (uint32_t *)(j->Y + bi * M * N + i * N);
+        if (acc) {
+            for (int64_t n = 0; n < N; n++)
+                acc[n] = 0;
+            for (int64_t k = 0; k < K; k++) {
+                int32_t av = ar[k];
+                const int16_t *br = b + k * N;
+                for (int64_t n = 0; n < N; n++)
+                    acc[n] += av * br[n];   /* |a*b| <= 2^16; K bounded below */
+            }
+            for (int64_t n = 0; n < N; n++)
+                yr[n] = (uint32_t)acc[n];
+        } else {
+            for (int64_t n = 0; n < N; n++) {
+                uint32_t s = 0;
+                for (int64_t k = 0; k < K; k++)
+                    s += (uint32_t)((int32_t)ar[k] * (int32_t)b[k * N + n]);
+                yr[n] = s;
+            }
+        }
+    }
+    kiln__free(acc);
+}
+
+/* Integer matmul with zero points: Y (int32) = (A - azp) x (B - bzp). */
+static kiln_status int_matmul(kiln_kctx *ctx, const kiln_tensor *a, const kiln_tensor *b, const kiln_tensor *azp,
+                              const kiln_tensor *bzp, mm_plan *p, int32_t **out)
+{
+    *out = NULL;
+    if ((a->dtype != KILN_DT_UINT8 && a->dtype != KILN_DT_INT8) ||
+        (b->dtype != KILN_DT_UINT8 && b->dtype != KILN_DT_INT8))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "operands must be uint8 or int8");
+    KILN_TRY(mm_plan_make(ctx, a, b, p));
+    if ((double)p->nbatch * (double)p->M * (double)p->N * (double)p->K > LINALG_MAX_WORK_SLOW)
+        return kiln__kerr(ctx, KILN_ERR_LIMIT, "integer matmul exceeds the work limit");
+    if (p->K > 32768) /* keeps the int32 accumulation of int16 products overflow-free */
+        return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "inner dimension %lld is too large", (long long)p->K);
+    int64_t na = numel_of(a), nb = numel_of(b), ny = p->nbatch * p->M * p->N;
+    int32_t *zpa = kiln__malloc((size_t)(p->M > 0 ? p->M : 1) * sizeof(int32_t));
+    int32_t *zpb = kiln__malloc((size_t)(p->N > 0 ? p->N : 1) * sizeof(int32_t));
+    int16_t *A = kiln__malloc((size_t)(na > 0 ? na : 1) * sizeof(int16_t));
+    int16_t *B = kiln__malloc((size_t)(nb > 0 ? nb : 1) * sizeof(int16_t));
+    int32_t *Y = kiln__calloc((size_t)(ny > 0 ? ny : 1), sizeof(int32_t));
+    kiln_status st = KILN_OK;
+    if (!zpa || !zpb || !A || !B || !Y) {
+        st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if ((st = read_zp(ctx, azp, a->dtype, p->M, zpa, "a_zero_point")) != KILN_OK)
+        goto fail;
+    if ((st = read_zp(ctx, bzp, b->dtype, p->N, zpb, "b_zero_point")) != KILN_OK)
+        goto fail;
+    {
+        /* A: [..., M, K]; row index = (e / K) % M (M = 1 for 1-D A) */
+        int64_t K = p->K, N = p->N, M = p->M;
+        for (int64_t e = 0; e < na; e++) {
+            int32_t v = a->dtype == KILN_DT_UINT8 ? ((const uint8_t *)a->data)[e] : ((const int8_t *)a->data)[e];
+            A[e] = (int16_t)(v - zpa[(e / K) % M]);
+        }
+        for (int64_t e = 0; e < nb; e++) {
+            int32_t v = b->dtype == KILN_DT_UINT8 ? ((const uint8_t *)b->data)[e] : ((const int8_t *)b->data)[e];
+            B[e] = (int16_t)(v - zpb[e % N]);
+        }
+        imm_job j = {p, A, B, Y, 0};
+        if (ny > 0 && K > 0) {
+            double per_row = (double)N * (double)K;
+            int64_t grain = per_row > 65536 ? 1 : (int64_t)(65536 / (per_row + 1)) + 1;
+            kiln__parallel_for(nthreads_of(ctx), p->nbatch * M, grain, imm_rows, &j);
+        }
+    }
+    kiln__free(zpa);
+    kiln__free(zpb);
+    kiln__free(A);
+    kiln__free(B);
+    *out = Y;
+    return KILN_OK;
+fail:
+    kiln__free(zpa);
+    kiln__free(zpb);
+    kiln__free(A);
+    kiln__free(B);
+    kiln__free(Y);
+    return st;
+}
+
+static kiln_status k_matmulinteger(kiln_kctx *ctx)
+{
+    const kiln_tensor *a = kiln__kin(ctx, 0), *b = kiln__kin(ctx, 1);
+    if (!a || !b)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "MatMulInteger needs inputs A and B");
+    mm_plan p;
+    int32_t *Y;
+    KILN_TRY(int_matmul(ctx, a, b, kiln__kin(ctx, 2), kiln__kin(ctx, 3), &p, &Y));
+    kiln_status st = kiln__kout(ctx, 0, KILN_DT_INT32, p.out_ndim, p.out_dims);
+    if (st == KILN_OK && ctx->out[0]->nbytes)
+        memcpy(ctx->out[0]->data, Y, ctx->out[0]->nbytes);
+    kiln__free(Y);
+    return st;
+}
+
+static kiln_status k_qlinearmatmul(kiln_kctx *ctx)
+{
+    const kiln_tensor *a = kiln__kin(ctx, 0), *b = kiln__kin(ctx, 3);
+    if (!a || !b)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "QLinearMatMul needs inputs a and b");
+    const kiln_tensor *yzp = kiln__kin(ctx, 7);
+    kiln_dtype ydt = yzp ? yzp->dtype : a->dtype;
+    if (ydt != KILN_DT_UINT8 && ydt != KILN_DT_INT8)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "y_zero_point must be uint8 or int8");
+    if (yzp && numel_of(yzp) != 1)
+        return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "y_zero_point must be a scalar");
+    const kiln_tensor *ys = kiln__kin(ctx, 6);
+    if (!ys || numel_of(ys) != 1)
+        return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "y_scale must be a scalar");
+    mm_plan p;
+    int32_t *Y;
+    KILN_TRY(int_matmul(ctx, a, b, kiln__kin(ctx, 2), kiln__kin(ctx, 5), &p, &Y));
+    float *sa = kiln__malloc((size_t)(p.M > 0 ? p.M : 1) * sizeof(float));
+    float *sb = kiln__malloc((size_t)(p.N > 0 ? p.N : 1) * sizeof(float));
+    float ysc;
+    kiln_status st = KILN_OK;
+    if (!sa || !sb) {
+        st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((st = read_scale(ctx, kiln__kin(ctx, 1), p.M, sa, "a_scale")) != KILN_OK ||
+        (st = read_scale(ctx, kiln__kin(ctx, 4), p.N, sb, "b_scale")) != KILN_OK ||
+        (st = read_scale(ctx, ys, 1, &ysc, "y_scale")) != KILN_OK)
+        goto done;
+    if ((st = kiln__kout(ctx, 0, ydt, p.out_ndim, p.out_dims)) != KILN_OK)
+        goto done;
+    {
+        int32_t zp = yzp ? (int32_t)kiln__get_i64(yzp->dtype, yzp->data, 0) : 0;
+        int32_t lo = ydt == KILN_DT_UINT8 ? 0 : -128, hi = ydt == KILN_DT_UINT8 ? 255 : 127;
+        int64_t ny = p.nbatch * p.M * p.N;
+        for (int64_t e = 0; e < ny; e++) {
+            int64_t n = e % p.N, m = (e / p.N) % p.M;
+            double v = (double)Y[e] * ((double)sa[m] * (double)sb[n] / (double)ysc);
+            v = nearbyint(v) + zp; /* default rounding mode: half to even */
+            if (!(v >= lo)) /* also NaN */
+                v = isnan(v) ? zp : lo;
+            if (v > hi)
+                v = hi;
+            if (ydt == KILN_DT_UINT8)
+                ((uint8_t *)ctx->out[0]->data)[e] = (uint8_t)(int32_t)v;
+            else
+                ((int8_t *)ctx->out[0]->data)[e] = (int8_t)(int32_t)v;
+        }
+    }
+done:
+    kiln__free(sa);
+    kiln__free(sb);
+    kiln__free(Y);
+    return st;
+}
 
 const kiln_kernel_reg kiln__ref_linalg[] = {
+    {KILN_OP_MatMul, k_matmul},
+    {KILN_OP_Gemm, k_gemm},
+    {KILN_OP_Einsum, k_einsum},
+    {KILN_OP_MatMulInteger, k_matmulinteger},
+    {KILN_OP_QLinearMatMul, k_qlinearmatmul},
     {KILN_OP_COUNT, NULL},
 };

@@ -1,6 +1,595 @@
-/* Reference kernels: pool. */
+/* Reference kernels: MaxPool, AveragePool, LpPool, their Global variants, and MaxUnpool.
+ *
+ * Pooling works per (image, channel) plane, multithreaded over planes. float32 1-D/2-D
+ * MaxPool/AveragePool have a direct fast path; every other case (3-D, other dtypes, LpPool)
+ * converts to double and runs a generic N-D loop. Global pools are pools whose kernel is
+ * the whole plane. */
 #include "../../kernel.h"
+#include <math.h>
+
+#define SP_MAX (KILN_MAX_DIMS - 2)
+#define LIM ((int64_t)1 << 31)
+
+enum { AP_NOTSET, AP_VALID, AP_SAME_UPPER, AP_SAME_LOWER };
+enum { P_MAX, P_AVG, P_LP };
+
+typedef struct pool_geom {
+    int nsp;
+    int64_t N, C;
+    int64_t in[SP_MAX], out[SP_MAX], k[SP_MAX], s[SP_MAX], d[SP_MAX], pb[SP_MAX], pe[SP_MAX];
+    int64_t in_sz, out_sz;
+} pool_geom;
+
+static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Range [*a, *b) of o in [0, n) with 0 <= o * s + off < lim (s > 0). */
+static inline void valid_range(int64_t off, int64_t s, int64_t lim, int64_t n, int64_t *a, int64_t *b)
+{
+    int64_t lo = off >= 0 ? 0 : cdiv(-off, s);
+    int64_t hi = lim - 1 - off < 0 ? 0 : (lim - 1 - off) / s + 1;
+    if (hi > n)
+        hi = n;
+    if (lo > hi)
+        lo = hi;
+    *a = lo;
+    *b = hi;
+}
+
+static inline int64_t mul_chk(int64_t a, int64_t b)
+{
+    if (a < 0 || b < 0 || (b && a > INT64_MAX / b))
+        return -1;
+    return a * b;
+}
+
+static kiln_status scratch(const kiln_kctx *ctx, int64_t count, size_t elsize, void **p)
+{
+    *p = NULL;
+    if (count < 0 || (uint64_t)count > kiln__max_tensor_bytes() / elsize)
+        return kiln__kerr(ctx, KILN_ERR_LIMIT, "scratch buffer of %lld elements is too large", (long long)count);
+    *p = kiln__malloc((size_t)(count ? count : 1) * elsize);
+    if (!*p)
+        return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (scratch buffer of %lld elements)", (long long)count);
+    return KILN_OK;
+}
+
+static kiln_status get_ints(const kiln_kctx *ctx, const char *name, int n, int64_t def, int64_t lo, int64_t *out,
+                            bool *present)
+{
+    const int64_t *v;
+    int c = kiln__attr_ints(ctx->node, name, &v);
+    if (present)
+        *present = c >= 0;
+    if (c < 0) {
+        for (int i = 0; i < n; i++)
+            out[i] = def;
+        return KILN_OK;
+    }
+    if (c != n)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "attribute '%s' has %d values, expected %d", name, c, n);
+    for (int i = 0; i < n; i++) {
+        if (v[i] < lo || v[i] > LIM)
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "attribute '%s' value %lld is out of range", name,
+                              (long long)v[i]);
+        out[i] = v[i];
+    }
+    return KILN_OK;
+}
+
+static kiln_status get_auto_pad(const kiln_kctx *ctx, int *ap)
+{
+    const char *s = kiln__attr_s(ctx->node, "auto_pad", "NOTSET");
+    if (!strcmp(s, "NOTSET") || !*s)
+        *ap = AP_NOTSET;
+    else if (!strcmp(s, "VALID"))
+        *ap = AP_VALID;
+    else if (!strcmp(s, "SAME_UPPER"))
+        *ap = AP_SAME_UPPER;
+    else if (!strcmp(s, "SAME_LOWER"))
+        *ap = AP_SAME_LOWER;
+    else
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unknown auto_pad '%s'", s);
+    return KILN_OK;
+}
+
+static kiln_status check_x(const kiln_kctx *ctx, const kiln_tensor *x)
+{
+    if (!x)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input X");
+    if (x->ndim < 3)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "X must have rank >= 3, got %d", x->ndim);
+    for (int i = 0; i < x->ndim; i++)
+        if (x->dims[i] < 0 || x->dims[i] > LIM)
+            return kiln__kerr(ctx, KILN_ERR_LIMIT, "X dimension %d (%lld) is out of range", i,
+                              (long long)x->dims[i]);
+    return KILN_OK;
+}
+
+static kiln_status finish_sizes(const kiln_kctx *ctx, pool_geom *g)
+{
+    g->in_sz = g->out_sz = 1;
+    for (int i = 0; i < g->nsp; i++) {
+        g->in_sz = mul_chk(g->in_sz, g->in[i]);
+        g->out_sz = mul_chk(g->out_sz, g->out[i]);
+        if (g->in_sz < 0 || g->out_sz < 0 || g->in_sz > ((int64_t)1 << 48) || g->out_sz > ((int64_t)1 << 48))
+            return kiln__kerr(ctx, KILN_ERR_LIMIT, "spatial size is too large");
+    }
+    return KILN_OK;
+}
+
+/* Geometry of a windowed pool from X and the attributes. */
+static kiln_status pool_setup(const kiln_kctx *ctx, const kiln_tensor *x, pool_geom *g)
+{
+    memset(g, 0, sizeof *g);
+    KILN_TRY(check_x(ctx, x));
+    int nsp = g->nsp = x->ndim - 2, ap = AP_NOTSET;
+    g->N = x->dims[0];
+    g->C = x->dims[1];
+    bool has_k;
+    int64_t pads[2 * SP_MAX];
+    KILN_TRY(get_ints(ctx, "kernel_shape", nsp, 1, 1, g->k, &has_k));
+    if (!has_k)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "attribute 'kernel_shape' is required");
+    KILN_TRY(get_ints(ctx, "strides", nsp, 1, 1, g->s, NULL));
+    KILN_TRY(get_ints(ctx, "dilations", nsp, 1, 1, g->d, NULL));
+    KILN_TRY(get_ints(ctx, "pads", 2 * nsp, 0, 0, pads, NULL));
+    KILN_TRY(get_auto_pad(ctx, &ap));
+    bool ceil_mode = kiln__attr_i(ctx->node, "ceil_mode", 0) != 0;
+    for (int i = 0; i < nsp; i++) {
+        g->in[i] = x->dims[2 + i];
+        int64_t effk = (g->k[i] - 1) * g->d[i] + 1;
+        if (ap == AP_SAME_UPPER || ap == AP_SAME_LOWER) {
+            int64_t o = cdiv(g->in[i], g->s[i]);
+            int64_t tot = (o - 1) * g->s[i] + effk - g->in[i];
+            if (tot < 0)
+                tot = 0;
+            g->pb[i] = ap == AP_SAME_UPPER ? tot / 2 : tot - tot / 2;
+            g->pe[i] = tot - g->pb[i];
+            g->out[i] = o;
+            continue;
+        }
+        if (ap == AP_VALID) {
+            g->pb[i] = g->pe[i] = 0;
+        } else {
+            g->pb[i] = pads[i];
+            g->pe[i] = pads[nsp + i];
+        }
+        int64_t span = g->in[i] + g->pb[i] + g->pe[i] - effk;
+        if (span < 0)
+            return kiln__kerr(ctx, KILN_ERR_SHAPE,
+                              "kernel (effective size %lld) is larger than the padded input (%lld) on axis %d",
+                              (long long)effk, (long long)(g->in[i] + g->pb[i] + g->pe[i]), i + 2);
+        int64_t o = (ceil_mode && ap == AP_NOTSET ? cdiv(span, g->s[i]) : span / g->s[i]) + 1;
+        /* ceil mode: a window may not start inside the end padding */
+        if (ceil_mode && o > 1 && (o - 1) * g->s[i] >= g->in[i] + g->pb[i])
+            o--;
+        g->out[i] = o;
+    }
+    return finish_sizes(ctx, g);
+}
+
+/* Global pools: one window covering the whole plane. */
+static kiln_status global_setup(const kiln_kctx *ctx, const kiln_tensor *x, pool_geom *g)
+{
+    memset(g, 0, sizeof *g);
+    KILN_TRY(check_x(ctx, x));
+    g->nsp = x->ndim - 2;
+    g->N = x->dims[0];
+    g->C = x->dims[1];
+    for (int i = 0; i < g->nsp; i++) {
+        g->in[i] = x->dims[2 + i];
+        g->k[i] = g->in[i] > 0 ? g->in[i] : 1;
+        g->s[i] = g->d[i] = 1;
+        g->out[i] = 1;
+    }
+    return finish_sizes(ctx, g);
+}
+
+typedef struct pool_job {
+    const pool_geom *g;
+    int kind;
+    bool count_pad, col_major;
+    double p, lowest;
+    const double *x;   /* generic path */
+    double *y;
+    const float *xf;   /* float32 fast path */
+    float *yf;
+    int64_t *idx;      /* MaxPool indices or NULL */
+} pool_job;
+
+/* Flat index within a plane -> the index reported by MaxPool (plane offset added by caller). */
+static int64_t plane_index(const pool_geom *g, int64_t flat, bool col_major)
+{
+    if (!col_major)
+        return flat;
+    int64_t c[SP_MAX], r = 0, st = 1;
+    for (int d = g->nsp - 1; d >= 0; d--) {
+        c[d] = flat % g->in[d];
+        flat /= g->in[d];
+    }
+    for (int d = 0; d < g->nsp; d++) {
+        r += c[d] * st;
+        st *= g->in[d];
+    }
+    return r;
+}
+
+static void pool_generic_task(void *vctx, int64_t b, int64_t e)
+{
+    const pool_job *j = vctx;
+    const pool_geom *g = j->g;
+    int nsp = g->nsp;
+    for (int64_t pl = b; pl < e; pl++) {
+        const double *xp = j->x + pl * g->in_sz;
+        double *yp = j->y + pl * g->out_sz;
+        int64_t o[SP_MAX] = {0};
+        for (int64_t op = 0; op < g->out_sz; op++) {
+            int64_t st[SP_MAX], ka[SP_MAX], kb[SP_MAX], kk[SP_MAX];
+            double cnt = 1.0;
+            bool empty = false;
+            for (int d = 0; d < nsp; d++) {
+                st[d] = o[d] * g->s[d] - g->pb[d];
+                valid_range(st[d], g->d[d], g->in[d], g->k[d], &ka[d], &kb[d]);
+                if (ka[d] >= kb[d])
+                    empty = true;
+                if (j->count_pad) {
+                    int64_t a2, b2;
+                    valid_range(st[d] + g->pb[d], g->d[d], g->in[d] + g->pb[d] + g->pe[d], g->k[d], &a2, &b2);
+                    cnt *= (double)(b2 - a2);
+                } else {
+                    cnt *= (double)(kb[d] - ka[d]);
+                }
+                kk[d] = ka[d];
+            }
+            for (int d = nsp - 1; d >= 0; d--) {
+                if (++o[d] < g->out[d])
+                    break;
+                o[d] = 0;
+            }
+            if (empty) {
+                yp[op] = j->kind == P_MAX ? j->lowest : 0.0;
+                if (j->idx)
+                    j->idx[pl * g->out_sz + op] = -1;
+                continue;
+            }
+            double best = j->lowest, sum = 0.0;
+            int64_t bi = -1, first = -1;
+            for (;;) {
+                int64_t idx = 0;
+                for (int d = 0; d < nsp; d++)
+                    idx = idx * g->in[d] + st[d] + kk[d] * g->d[d];
+                double v = xp[idx];
+                if (first < 0)
+                    first = idx;
+                if (j->kind == P_MAX) {
+                    if (v > best || (bi < 0 && v == v)) {
+                        best = v;
+                        bi = idx;
+                    }
+                } else if (j->kind == P_AVG) {
+                    sum += v;
+                } else {
+                    double a = fabs(v);
+                    sum += j->p == 2.0 ? a * a : j->p == 1.0 ? a : pow(a, j->p);
+                }
+                int d = nsp - 1;
+                for (; d >= 0; d--) {
+                    if (++kk[d] < kb[d])
+                        break;
+                    kk[d] = ka[d];
+                }
+                if (d < 0)
+                    break;
+            }
+            if (j->kind == P_MAX) {
+                if (bi < 0) { /* all NaN */
+                    bi = first;
+                    best = xp[first];
+                }
+                yp[op] = best;
+                if (j->idx)
+                    j->idx[pl * g->out_sz + op] = pl * g->in_sz + plane_index(g, bi, j->col_major);
+            } else if (j->kind == P_AVG) {
+                yp[op] = cnt > 0 ? sum / cnt : 0.0;
+            } else {
+                yp[op] = j->p == 2.0 ? sqrt(sum) : j->p == 1.0 ? sum : pow(sum, 1.0 / j->p);
+            }
+        }
+    }
+}
+
+/* float32 MaxPool / AveragePool, 1-D or 2-D (1-D as H = 1). */
+static void pool_f32_task(void *vctx, int64_t b, int64_t e)
+{
+    const pool_job *j = vctx;
+    const pool_geom *g = j->g;
+    bool two = g->nsp == 2;
+    int L = g->nsp - 1;
+    int64_t H = two ? g->in[0] : 1, W = g->in[L], kh = two ? g->k[0] : 1, kw = g->k[L];
+    int64_t sh = two ? g->s[0] : 1, sw = g->s[L], dh = two ? g->d[0] : 1, dw = g->d[L];
+    int64_t ph = two ? g->pb[0] : 0, pw = g->pb[L], peh = two ? g->pe[0] : 0, pew = g->pe[L];
+    int64_t Ho = two ? g->out[0] : 1, Wo = g->out[L];
+    for (int64_t pl = b; pl < e; pl++) {
+        const float *xp = j->xf + pl * g->in_sz;
+        float *yp = j->yf + pl * g->out_sz;
+        int64_t *ip = j->idx ? j->idx + pl * g->out_sz : NULL;
+        for (int64_t oy = 0; oy < Ho; oy++) {
+            int64_t hs = oy * sh - ph, kia, kib, ca = 0, cb = 0;
+            valid_range(hs, dh, H, kh, &kia, &kib);
+            if (j->count_pad)
+                valid_range(hs + ph, dh, H + ph + peh, kh, &ca, &cb);
+            for (int64_t ox = 0; ox < Wo; ox++) {
+                int64_t ws = ox * sw - pw, kja, kjb;
+                valid_range(ws, dw, W, kw, &kja, &kjb);
+                float *yo = yp + oy * Wo + ox;
+                if (j->kind == P_MAX) {
+                    float best = -INFINITY;
+                    int64_t bi = -1;
+                    for (int64_t ki = kia; ki < kib; ki++) {
+                        const float *xr = xp + (hs + ki * dh) * W + ws;
+                        for (int64_t kj = kja; kj < kjb; kj++) {
+                            float v = xr[kj * dw];
+                            if (v > best || (bi < 0 && v == v)) {
+                                best = v;
+                                bi = (hs + ki * dh) * W + ws + kj * dw;
+                            }
+                        }
+                    }
+                    if (bi < 0 && kia < kib && kja < kjb) { /* all NaN */
+                        best = xp[(hs + kia * dh) * W + ws + kja * dw];
+                        bi = (hs + kia * dh) * W + ws + kja * dw;
+                    }
+                    *yo = best;
+                    if (ip) {
+                        int64_t r = bi;
+                        if (bi >= 0 && j->col_major)
+                            r = (bi % W) * H + bi / W;
+                        ip[oy * Wo + ox] = bi >= 0 ? pl * g->in_sz + r : -1;
+                    }
+                } else {
+                    float sum = 0.0f;
+                    for (int64_t ki = kia; ki < kib; ki++) {
+                        const float *xr = xp + (hs + ki * dh) * W + ws;
+                        for (int64_t kj = kja; kj < kjb; kj++)
+                            sum += xr[kj * dw];
+                    }
+                    int64_t cnt;
+                    if (j->count_pad) {
+                        int64_t c2a, c2b;
+                        valid_range(ws + pw, dw, W + pw + pew, kw, &c2a, &c2b);
+                        cnt = (cb - ca) * (c2b - c2a);
+                    } else {
+                        cnt = (kib - kia) * (kjb - kja);
+                    }
+                    *yo = cnt > 0 ? sum / (float)cnt : 0.0f;
+                }
+            }
+        }
+    }
+}
+
+static double dtype_lowest(kiln_dtype dt)
+{
+    switch (dt) {
+    case KILN_DT_INT8: return -128.0;
+    case KILN_DT_INT16: return -32768.0;
+    case KILN_DT_INT32: return -2147483648.0;
+    case KILN_DT_INT64: return -9223372036854775808.0;
+    case KILN_DT_UINT8: case KILN_DT_UINT16: case KILN_DT_UINT32: case KILN_DT_UINT64: return 0.0;
+    default: return -INFINITY;
+    }
+}
+
+static bool is_float_dt(kiln_dtype dt)
+{
+    return dt == KILN_DT_FLOAT32 || dt == KILN_DT_FLOAT64 || dt == KILN_DT_FLOAT16 || dt == KILN_DT_BFLOAT16;
+}
+
+/* Allocates the output(s) and runs the pool. */
+static kiln_status run_pool(kiln_kctx *ctx, const kiln_tensor *x, const pool_geom *g, pool_job *j, bool want_idx)
+{
+    int64_t dims[KILN_MAX_DIMS] = {g->N, g->C};
+    for (int i = 0; i < g->nsp; i++)
+        dims[2 + i] = g->out[i];
+    KILN_TRY(kiln__kout(ctx, 0, x->dtype, x->ndim, dims));
+    if (want_idx) {
+        KILN_TRY(kiln__kout(ctx, 1, KILN_DT_INT64, x->ndim, dims));
+        j->idx = ctx->out[1]->data;
+    }
+    j->g = g;
+    j->lowest = dtype_lowest(x->dtype);
+    int64_t planes = g->N * g->C;
+    if (planes == 0 || g->out_sz == 0)
+        return KILN_OK;
+    int64_t kw = 1;
+    for (int i = 0; i < g->nsp; i++)
+        kw = mul_chk(kw, g->k[i] < g->in[i] ? g->k[i] : g->in[i]);
+    int64_t per = mul_chk(g->out_sz, kw < 1 ? 1 : kw);
+    int64_t grain = per >= 0 && per < 32768 ? 32768 / (per + 1) + 1 : 1;
+    if (x->dtype == KILN_DT_FLOAT32 && g->nsp <= 2 && j->kind != P_LP) {
+        j->xf = x->data;
+        j->yf = ctx->out[0]->data;
+        kiln__parallel_for(ctx->nthreads, planes, grain, pool_f32_task, j);
+        return KILN_OK;
+    }
+    int64_t nx = kiln_tensor_numel(x), ny = kiln_tensor_numel(ctx->out[0]);
+    double *bx = NULL, *by = NULL;
+    kiln_status st = KILN_OK;
+    if (x->dtype == KILN_DT_FLOAT64) {
+        j->x = x->data;
+        j->y = ctx->out[0]->data;
+    } else {
+        st = scratch(ctx, nx, sizeof(double), (void **)&bx);
+        if (st == KILN_OK)
+            st = scratch(ctx, ny, sizeof(double), (void **)&by);
+        if (st == KILN_OK)
+            st = kiln__convert(KILN_DT_FLOAT64, bx, x->dtype, x->data, nx);
+        j->x = bx;
+        j->y = by;
+    }
+    if (st == KILN_OK)
+        kiln__parallel_for(ctx->nthreads, planes, grain, pool_generic_task, j);
+    if (st == KILN_OK && by)
+        st = kiln__convert(x->dtype, ctx->out[0]->data, KILN_DT_FLOAT64, by, ny);
+    kiln__free(bx);
+    kiln__free(by);
+    return st;
+}
+
+static kiln_status check_pool_dtype(const kiln_kctx *ctx, const kiln_tensor *x, bool ints_ok)
+{
+    if (!x)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input X");
+    if (is_float_dt(x->dtype) || (ints_ok && kiln__dtype_is_int(x->dtype)))
+        return KILN_OK;
+    return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(x->dtype));
+}
+
+static kiln_status k_maxpool(kiln_kctx *ctx)
+{
+    const kiln_tensor *x = kiln__kin(ctx, 0);
+    KILN_TRY(check_pool_dtype(ctx, x, true));
+    pool_geom g;
+    KILN_TRY(pool_setup(ctx, x, &g));
+    int64_t so = kiln__attr_i(ctx->node, "storage_order", 0);
+    if (so != 0 && so != 1)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "storage_order must be 0 or 1, got %lld", (long long)so);
+    pool_job j = {.kind = P_MAX, .col_major = so == 1};
+    return run_pool(ctx, x, &g, &j, ctx->n_out > 1 && ctx->out[1]);
+}
+
+static kiln_status k_avgpool(kiln_kctx *ctx)
+{
+    const kiln_tensor *x = kiln__kin(ctx, 0);
+    KILN_TRY(check_pool_dtype(ctx, x, false));
+    pool_geom g;
+    KILN_TRY(pool_setup(ctx, x, &g));
+    pool_job j = {.kind = P_AVG, .count_pad = kiln__attr_i(ctx->node, "count_include_pad", 0) != 0};
+    return run_pool(ctx, x, &g, &j, false);
+}
+
+static kiln_status get_p(const kiln_kctx *ctx, double *p)
+{
+    const kiln_attr *a = kiln__attr(ctx->node, "p");
+    *p = 2.0;
+    if (a && a->type == KILN_ATTR_INT)
+        *p = (double)a->i;
+    else if (a && a->type == KILN_ATTR_FLOAT)
+        *p = a->f;
+    if (!(*p > 0.0) || *p > 1e6)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "p must be positive, got %g", *p);
+    return KILN_OK;
+}
+
+static kiln_status k_lppool(kiln_kctx *ctx)
+{
+    const kiln_tensor *x = kiln__kin(ctx, 0);
+    KILN_TRY(check_pool_dtype(ctx, x, false));
+    pool_geom g;
+    KILN_TRY(pool_setup(ctx, x, &g));
+    pool_job j = {.kind = P_LP};
+    KILN_TRY(get_p(ctx, &j.p));
+    return run_pool(ctx, x, &g, &j, false);
+}
+
+static kiln_status global_pool(kiln_kctx *ctx, int kind)
+{
+    const kiln_tensor *x = kiln__kin(ctx, 0);
+    KILN_TRY(check_pool_dtype(ctx, x, kind == P_MAX));
+    pool_geom g;
+    KILN_TRY(global_setup(ctx, x, &g));
+    pool_job j = {.kind = kind};
+    if (kind == P_LP)
+        KILN_TRY(get_p(ctx, &j.p));
+    return run_pool(ctx, x, &g, &j, false);
+}
+
+static kiln_status k_global_avgpool(kiln_kctx *ctx) { return global_pool(ctx, P_AVG); }
+static kiln_status k_global_maxpool(kiln_kctx *ctx) { return global_pool(ctx, P_MAX); }
+static kiln_status k_global_lppool(kiln_kctx *ctx) { return global_pool(ctx, P_LP); }
+
+static kiln_status k_maxunpool(kiln_kctx *ctx)
+{
+    const kiln_tensor *x = kiln__kin(ctx, 0), *ind = kiln__kin(ctx, 1), *os = kiln__kin(ctx, 2);
+    KILN_TRY(check_x(ctx, x));
+    if (!ind)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input I");
+    size_t es = kiln_dtype_size(x->dtype);
+    if (es == 0 || x->dtype == KILN_DT_STRING)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(x->dtype));
+    if (ind->dtype != KILN_DT_INT64)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "I must be int64, got %s", kiln_dtype_name(ind->dtype));
+    if (ind->ndim != x->ndim || memcmp(ind->dims, x->dims, sizeof(int64_t) * (size_t)x->ndim))
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "I must have the shape of X");
+    int nsp = x->ndim - 2;
+    int64_t k[SP_MAX], s[SP_MAX], pads[2 * SP_MAX], dims[KILN_MAX_DIMS];
+    bool has_k;
+    KILN_TRY(get_ints(ctx, "kernel_shape", nsp, 1, 1, k, &has_k));
+    if (!has_k)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "attribute 'kernel_shape' is required");
+    KILN_TRY(get_ints(ctx, "strides", nsp, 1, 1, s, NULL));
+    KILN_TRY(get_ints(ctx, "pads", 2 * nsp, 0, 0, pads, NULL));
+    /* Indices refer to the inferred output shape; an explicit output_shape places that
+     * result at the origin of the requested shape (padding at the end, cropping if smaller). */
+    int64_t inf[KILN_MAX_DIMS] = {x->dims[0], x->dims[1]};
+    for (int i = 0; i < nsp; i++) {
+        int64_t o = (x->dims[2 + i] - 1) * s[i] + k[i] - pads[i] - pads[nsp + i];
+        if (x->dims[2 + i] == 0)
+            o = 0;
+        if (o < 0)
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "output size on axis %d is negative", i + 2);
+        inf[2 + i] = o;
+    }
+    memcpy(dims, inf, sizeof inf);
+    if (os) {
+        if (os->dtype != KILN_DT_INT64 || os->ndim != 1 || os->dims[0] != x->ndim)
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "output_shape must be an int64 vector of %d values", x->ndim);
+        const int64_t *v = os->data;
+        for (int i = 0; i < x->ndim; i++) {
+            if (v[i] < 0 || v[i] > LIM)
+                return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "output_shape value %lld is out of range",
+                                  (long long)v[i]);
+            dims[i] = v[i];
+        }
+    }
+    KILN_TRY(kiln__kout(ctx, 0, x->dtype, x->ndim, dims));
+    int64_t nx = kiln_tensor_numel(x), ninf = kiln__shape_numel(x->ndim, inf);
+    bool same = !memcmp(inf, dims, sizeof(int64_t) * (size_t)x->ndim);
+    const int64_t *iv = ind->data;
+    const char *src = x->data;
+    char *dst = ctx->out[0]->data;
+    for (int64_t i = 0; i < nx; i++) {
+        int64_t t = iv[i];
+        if (t < 0 || t >= ninf)
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "index %lld is out of range [0, %lld)", (long long)t,
+                              (long long)ninf);
+        if (!same) {
+            int64_t r = 0, st = 1, u = t;
+            bool ok = true;
+            for (int d = x->ndim - 1; d >= 0; d--) {
+                int64_t c = u % inf[d];
+                u /= inf[d];
+                if (c >= dims[d])
+                    ok = false;
+                r += c * st;
+                st *= dims[d];
+            }
+            if (!ok)
+                continue;
+            t = r;
+        }
+        memcpy(dst + (size_t)t * es, src + (size_t)i * es, es);
+    }
+    return KILN_OK;
+}
 
 const kiln_kernel_reg kiln__ref_pool[] = {
+    {KILN_OP_MaxPool, k_maxpool},
+    {KILN_OP_AveragePool, k_avgpool},
+    {KILN_OP_LpPool, k_lppool},
+    {KILN_OP_GlobalAveragePool, k_global_avgpool},
+    {KILN_OP_GlobalMaxPool, k_global_maxpool},
+    {KILN_OP_GlobalLpPool, k_global_lppool},
+    {KILN_OP_MaxUnpool, k_maxunpool},
     {KILN_OP_COUNT, NULL},
 };

@@ -1,6 +1,730 @@
-/* Reference kernels: resize. */
+/* Reference kernels: resize — Resize (opsets 10..18 semantics) and Upsample (opsets 7, 9).
+ *
+ * Resize is separable: for every axis a table maps each output index to a few input taps
+ * (index + weight), built once from the coordinate transformation, the mode (nearest /
+ * linear / cubic, optionally antialiased) and the per-axis scale. An output element is the
+ * weighted sum over the product of its axes' taps; with tf_crop_and_resize, an output whose
+ * source coordinate lies outside the input on any axis gets extrapolation_value.
+ *
+ * Fast path: float32 with only the last two axes resized (NCHW images), one task per output
+ * row, specialised for nearest (gather) and bilinear (2x2 taps). Other cases (any rank, any
+ * dtype) use a generic loop; nearest copies elements bit-exactly for every dtype. */
 #include "../../kernel.h"
+#include <math.h>
+
+#define RZ_MAX_WORK 2.0e10
+
+enum { RZ_NEAREST, RZ_LINEAR, RZ_CUBIC };
+enum { CT_HALF_PIXEL, CT_PYTORCH_HALF_PIXEL, CT_ALIGN_CORNERS, CT_ASYMMETRIC, CT_TF_CROP_AND_RESIZE,
+       CT_TF_HALF_PIXEL_FOR_NN, CT_HALF_PIXEL_SYMMETRIC };
+enum { NM_ROUND_PREFER_FLOOR, NM_ROUND_PREFER_CEIL, NM_FLOOR, NM_CEIL, NM_SIMPLE };
+
+typedef struct rz_params {
+    int mode, ctm, nearest_mode;
+    double cubic_a;
+    bool exclude_outside, antialias;
+    float extrapolation;
+} rz_params;
+
+typedef struct rz_axis {
+    int64_t in, out;
+    double scale;       /* scale used by the coordinate transformation */
+    double out_len;     /* "length_resized" in the formulas: scale * in for scales, else out */
+    double roi_start, roi_end;
+    int ntaps;
+    int64_t *idx;       /* [out * ntaps], clamped to [0, in) */
+    double *wd;         /* [out * ntaps] */
+    float *wf;          /* [out * ntaps] */
+    uint8_t *outside;   /* [out]: extrapolate (tf_crop_and_resize) */
+    bool any_outside;
+    bool identity;      /* out == in and every output index maps to itself with weight 1 */
+} rz_axis;
+
+static void rz_free_axes(rz_axis *ax, int n)
+{
+    for (int d = 0; d < n; d++) {
+        kiln__free(ax[d].idx);
+        kiln__free(ax[d].wd);
+        kiln__free(ax[d].wf);
+        kiln__free(ax[d].outside);
+        ax[d].idx = NULL;
+        ax[d].wd = NULL;
+        ax[d].wf = NULL;
+        ax[d].outside = NULL;
+    }
+}
+
+static double rz_source_coord(const rz_params *p, const rz_axis *a, int64_t x, bool *outside)
+{
+    double xr = (double)x, in = (double)a->in, s = a->scale, L = a->out_len;
+    *outside = false;
+    switch (p->ctm) {
+    case CT_PYTORCH_HALF_PIXEL:
+        return L > 1.0 ? (xr + 0.5) / s - 0.5 : 0.0;
+    case CT_ALIGN_CORNERS:
+        return L == 1.0 ? 0.0 : xr * (in - 1.0) / (L - 1.0);
+    case CT_ASYMMETRIC:
+        return xr / s;
+    case CT_TF_HALF_PIXEL_FOR_NN:
+        return (xr + 0.5) / s;
+    case CT_HALF_PIXEL_SYMMETRIC: {
+        double adj = (double)a->out / (s * in);
+        double center = in / 2.0;
+        double off = center * (1.0 - adj);
+        return off + (xr + 0.5) / s - 0.5;
+    }
+    case CT_TF_CROP_AND_RESIZE: {
+        double v;
+        if (L == 1.0)
+            v = (a->roi_end - a->roi_start) * (in - 1.0) / 2.0;
+        else
+            v = xr * (a->roi_end - a->roi_start) * (in - 1.0) / (L - 1.0);
+        v += a->roi_start * (in - 1.0);
+        if (v < 0.0 || v > in - 1.0 || isnan(v))
+            *outside = true;
+        return v;
+    }
+    default: /* half_pixel */
+        return (xr + 0.5) / s - 0.5;
+    }
+}
+
+static int64_t clamp_idx(double v, int64_t n)
+{
+    if (!(v > 0.0))
+        return 0;
+    if (v >= (double)(n - 1))
+        return n - 1;
+    return (int64_t)v;
+}
+
+static double cubic_w(double x, double A)
+{
+    x = fabs(x);
+    if (x < 1.0)
+        return ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0;
+    if (x < 2.0)
+        return (((x - 5.0) * x + 8.0) * x - 4.0) * A;
+    return 0.0;
+}
+
+/* Number of taps per output index for an axis (a double, so absurd scales can be rejected
+ * before any integer conversion). */
+static double rz_ntaps(const rz_params *p, const rz_axis *a)
+{
+    if (p->mode == RZ_NEAREST)
+        return 1.0;
+    double s = a->scale;
+    bool aa = p->antialias && s < 1.0;
+    if (!aa)
+        return p->mode == RZ_LINEAR ? 2.0 : 4.0;
+    if (!(s > 1.0e-6))
+        return INFINITY;
+    double start = floor((p->mode == RZ_LINEAR ? -1.0 : -2.0) / s) + 1.0;
+    return 2.0 - 2.0 * start;
+}
+
+/* Builds one axis's tap table. */
+static kiln_status rz_build_axis(const kiln_kctx *ctx, const rz_params *p, rz_axis *a)
+{
+    double ntd = rz_ntaps(p, a);
+    int64_t O = a->out;
+    if (!(ntd >= 1.0) || ntd > (double)(1 << 20) || ntd * (double)(O > 0 ? O : 1) > 1.0e9)
+        return kiln__kerr(ctx, KILN_ERR_LIMIT, "resize kernel with %g taps is too large", ntd);
+    int64_t nt = (int64_t)ntd;
+    a->ntaps = (int)nt;
+    size_t n = (size_t)((O > 0 ? O : 1) * nt);
+    a->idx = kiln__malloc(n * sizeof(int64_t));
+    a->wd = kiln__malloc(n * sizeof(double));
+    a->wf = kiln__malloc(n * sizeof(float));
+    a->outside = kiln__calloc((size_t)(O > 0 ? O : 1), 1);
+    if (!a->idx || !a->wd || !a->wf || !a->outside)
+        return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+    a->any_outside = false;
+    a->identity = a->out == a->in && nt == 1;
+    int64_t I = a->in;
+    for (int64_t o = 0; o < O; o++) {
+        bool outside;
+        double x = rz_source_coord(p, a, o, &outside);
+        int64_t *ix = a->idx + o * nt;
+        double *w = a->wd + o * nt;
+        if (outside) {
+            a->outside[o] = 1;
+            a->any_outside = true;
+            a->identity = false;
+        }
+        if (!isfinite(x))
+            x = 0.0;
+        /* keep the coordinate in a sane range (taps are clamped anyway) */
+        if (x < -1.0e15)
+            x = -1.0e15;
+        if (x > 1.0e15)
+            x = 1.0e15;
+        if (p->mode == RZ_NEAREST) {
+            double f = floor(x), r = x - f, v;
+            switch (p->nearest_mode) {
+            case NM_ROUND_PREFER_CEIL: v = r == 0.0 ? f : (r < 0.5 ? f : f + 1.0); break;
+            case NM_FLOOR: v = f; break;
+            case NM_CEIL: v = ceil(x); break;
+            case NM_SIMPLE: v = a->scale < 1.0 ? ceil(x) : f; break;
+            default: v = r == 0.0 ? f : (r <= 0.5 ? f : f + 1.0); break;
+            }
+            ix[0] = clamp_idx(v, I);
+            w[0] = 1.0;
+            if (ix[0] != o)
+                a->identity = false;
+            continue;
+        }
+        double f = floor(x), r = x - f;
+        int64_t fi = (int64_t)f;
+        double s = a->scale;
+        bool aa = p->antialias && s < 1.0;
+        int64_t start;
+        if (p->mode == RZ_LINEAR) {
+            if (!aa) {
+                start = 0;
+                w[0] = 1.0 - r;
+                w[1] = r;
+            } else {
+                start = (int64_t)(floor(-1.0 / s) + 1.0);
+                double sum = 0.0;
+                for (int64_t t = 0; t < nt; t++) {
+                    double arg = ((double)(start + t) - r) * s;
+                    double c = 1.0 - fabs(arg);
+                    w[t] = c > 0.0 ? (c < 1.0 ? c : 1.0) : 0.0;
+                    sum += w[t];
+                }
+                if (sum != 0.0)
+                    for (int64_t t = 0; t < nt; t++)
+                        w[t] /= sum;
+            }
+        } else {
+            if (!aa) {
+                start = -1;
+                double A = p->cubic_a;
+                w[0] = ((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A;
+                w[1] = ((A + 2) * r - (A + 3)) * r * r + 1;
+                w[2] = ((A + 2) * (1 - r) - (A + 3)) * (1 - r) * (1 - r) + 1;
+                w[3] = ((A * ((1 - r) + 1) - 5 * A) * ((1 - r) + 1) + 8 * A) * ((1 - r) + 1) - 4 * A;
+            } else {
+                start = (int64_t)(floor(-2.0 / s) + 1.0);
+                double sum = 0.0;
+                for (int64_t t = 0; t < nt; t++) {
+                    w[t] = cubic_w(((double)(start + t) - r) * s, p->cubic_a);
+                    sum += w[t];
+                }
+                if (sum != 0.0)
+                    for (int64_t t = 0; t < nt; t++)
+                        w[t] /= sum;
+            }
+        }
+        for (int64_t t = 0; t < nt; t++) {
+            int64_t src = fi + start + t;
+            if (p->exclude_outside && (src < 0 || src >= I))
+                w[t] = 0.0;
+            ix[t] = src < 0 ? 0 : (src >= I ? I - 1 : src);
+        }
+        if (p->exclude_outside) {
+            double sum = 0.0;
+            for (int64_t t = 0; t < nt; t++)
+                sum += w[t];
+            if (sum != 0.0)
+                for (int64_t t = 0; t < nt; t++)
+                    w[t] /= sum;
+        }
+    }
+    for (int64_t i = 0; i < O * nt; i++)
+        a->wf[i] = (float)a->wd[i];
+    /* a linear / cubic table can still be the identity (e.g. scale 1 with half_pixel) */
+    if (p->mode != RZ_NEAREST && a->out == a->in && !a->any_outside) {
+        bool id = true;
+        for (int64_t o = 0; o < O && id; o++)
+            for (int64_t t = 0; t < nt; t++) {
+                double wt = a->wd[o * nt + t];
+                int64_t src = a->idx[o * nt + t];
+                if (!(wt == 0.0 || (wt == 1.0 && src == o))) {
+                    id = false;
+                    break;
+                }
+            }
+        a->identity = id;
+    }
+    return KILN_OK;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Compute
+ * ------------------------------------------------------------------------------------------ */
+
+typedef struct rz_job {
+    const rz_params *p;
+    rz_axis *ax;
+    int ndim;
+    const kiln_tensor *x;
+    kiln_tensor *y;
+    int64_t P, H, W, OH, OW; /* fast path geometry */
+} rz_job;
+
+static void rz_f32_rows(void *arg, int64_t begin, int64_t end)
+{
+    const rz_job *j = arg;
+    const rz_axis *ay = &j->ax[j->ndim - 2], *axx = &j->ax[j->ndim - 1];
+    const float *X = j->x->data;
+    float *Y = j->y->data;
+    const float ext = j->p->extrapolation;
+    int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;
+    int tyn = ay->ntaps, txn = axx->ntaps;
+    for (int64_t row = begin; row < end; row++) {
+        int64_t pl = row / OH, oy = row % OH;
+        const float *src = X + pl * H * W;
+        float *dst = Y + row * OW;
+        if (ay->outside[oy]) {
+            for (int64_t ox = 0; ox < OW; ox++)
+                dst[ox] = ext;
+            continue;
+        }
+        const int64_t *iy = ay->idx + oy * tyn;
+        const float *wy = ay->wf + oy * tyn;
+        if (tyn == 1 && txn == 1) {
+            const float *sr = src + iy[0] * W;
+            const int64_t *ix = axx->idx;
+            for (int64_t ox = 0; ox < OW; ox++)
+                dst[ox] = sr[ix[ox]];
+        } else if (tyn == 2 && txn == 2) {
+            const float *r0 = src + iy[0] * W, *r1 = src + iy[1] * W;
+            float w0 = wy[0], w1 = wy[1];
+            const int64_t *ix = axx->idx;
+            const float *wx = axx->wf;
+            for (int64_t ox = 0; ox < OW; ox++) {
+                int64_t x0 = ix[2 * ox], x1 = ix[2 * ox + 1];
+                float a0 = wx[2 * ox], a1 = wx[2 * ox + 1];
+                dst[ox] = w0 * (a0 * r0[x0] + a1 * r0[x1]) + w1 * (a0 * r1[x0] + a1 * r1[x1]);
+            }
+        } else {
+            for (int64_t ox = 0; ox < OW; ox++) {
+                const int64_t *ix = axx->idx + ox * txn;
+                const float *wx = axx->wf + ox * txn;
+                float acc = 0.0f;
+                for (int ty = 0; ty < tyn; ty++) {
+                    const float *sr = src + iy[ty] * W;
+                    float h = 0.0f;
+                    for (int tx = 0; tx < txn; tx++)
+                        h += wx[tx] * sr[ix[tx]];
+                    acc += wy[ty] * h;
+                }
+                dst[ox] = acc;
+            }
+        }
+        if (axx->any_outside)
+            for (int64_t ox = 0; ox < OW; ox++)
+                if (axx->outside[ox])
+                    dst[ox] = ext;
+    }
+}
+
+static bool rz_is_int(kiln_dtype dt)
+{
+    return kiln__dtype_is_int(dt) || dt == KILN_DT_BOOL;
+}
+
+/* Stores an interpolated value: floats as is, integers rounded and saturated. */
+static void rz_store(kiln_dtype dt, void *data, int64_t i, double v)
+{
+    if (!rz_is_int(dt)) {
+        kiln__set_f64(dt, data, i, v);
+        return;
+    }
+    if (isnan(v))
+        v = 0.0;
+    v = nearbyint(v);
+    double lo, hi;
+    switch (dt) {
+    case KILN_DT_INT8: lo = -128; hi = 127; break;
+    case KILN_DT_UINT8: lo = 0; hi = 255; break;
+    case KILN_DT_INT16: lo = -32768; hi = 32767; break;
+    case KILN_DT_UINT16: lo = 0; hi = 65535; break;
+    case KILN_DT_INT32: lo = -2147483648.0; hi = 2147483647.0; break;
+    case KILN_DT_UINT32: lo = 0; hi = 4294967295.0; break;
+    case KILN_DT_UINT64: lo = 0; hi = 1.8446744073709552e19; break;
+    case KILN_DT_BOOL: lo = 0; hi = 1; break;
+    default: lo = -9.2233720368547758e18; hi = 9.2233720368547758e18; break;
+    }
+    if (v < lo)
+        v = lo;
+    if (v > hi)
+        v = hi;
+    if (dt == KILN_DT_UINT64) {
+        ((uint64_t *)data)[i] = v >= 1.8446744073709552e19 ? UINT64_MAX : (uint64_t)v;
+        return;
+    }
+    if (dt == KILN_DT_INT64) {
+        ((int64_t *)data)[i] = v >= 9.2233720368547758e18 ? INT64_MAX : (int64_t)v;
+        return;
+    }
+    kiln__set_i64(dt, data, i, (int64_t)v);
+}
+
+static void rz_generic_range(void *arg, int64_t begin, int64_t end)
+{
+    const rz_job *j = arg;
+    const rz_params *p = j->p;
+    const rz_axis *ax = j->ax;
+    int nd = j->ndim;
+    const kiln_tensor *x = j->x;
+    kiln_tensor *y = j->y;
+    kiln_dtype dt = x->dtype;
+    size_t es = kiln_dtype_size(dt);
+    int64_t istr[KILN_MAX_DIMS];
+    int64_t s = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        istr[d] = s;
+        s *= x->dims[d];
+    }
+    int act[KILN_MAX_DIMS], na = 0;
+    for (int d = 0; d < nd; d++)
+        if (!ax[d].identity)
+            act[na++] = d;
+    int64_t c[KILN_MAX_DIMS];
+    int64_t rem = begin;
+    for (int d = nd - 1; d >= 0; d--) {
+        c[d] = rem % y->dims[d];
+        rem /= y->dims[d];
+    }
+    bool nearest = p->mode == RZ_NEAREST;
+    for (int64_t o = begin; o < end; o++) {
+        bool outside = false;
+        int64_t base = 0;
+        for (int d = 0; d < nd; d++) {
+            if (ax[d].outside[c[d]])
+                outside = true;
+            if (ax[d].identity)
+                base += c[d] * istr[d];
+        }
+        if (outside) {
+            rz_store(dt, y->data, o, (double)p->extrapolation);
+        } else if (nearest) {
+            int64_t off = base;
+            for (int k = 0; k < na; k++)
+                off += ax[act[k]].idx[c[act[k]]] * istr[act[k]];
+            memcpy((char *)y->data + (size_t)o * es, (const char *)x->data + (size_t)off * es, es);
+        } else {
+            int t[KILN_MAX_DIMS] = {0};
+            double acc = 0.0;
+            for (;;) {
+                double w = 1.0;
+                int64_t off = base;
+                for (int k = 0; k < na; k++) {
+                    const rz_axis *a = &ax[act[k]];
+                    int64_t ti = c[act[k]] * a->ntaps + t[k];
+                    w *= a->wd[ti];
+                    off += a->idx[ti] * istr[act[k]];
+                }
+                if (w != 0.0)
+                    acc += w * kiln__get_f64(dt, x->data, off);
+                int k = na - 1;
+                for (; k >= 0; k--) {
+                    if (++t[k] < ax[act[k]].ntaps)
+                        break;
+                    t[k] = 0;
+                }
+                if (k < 0)
+                    break;
+            }
+            rz_store(dt, y->data, o, acc);
+        }
+        for (int d = nd - 1; d >= 0; d--) {
+            if (++c[d] < y->dims[d])
+                break;
+            c[d] = 0;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Setup shared by Resize and Upsample
+ * ------------------------------------------------------------------------------------------ */
+
+static int rz_nthreads(const kiln_kctx *ctx)
+{
+    return ctx->nthreads > 0 ? ctx->nthreads : kiln__default_threads();
+}
+
+/* ax[d].in / .out / .scale / .out_len / roi set; builds tables, allocates and computes Y. */
+static kiln_status rz_run(kiln_kctx *ctx, const rz_params *p, const kiln_tensor *x, rz_axis *ax)
+{
+    int nd = x->ndim;
+    int64_t odims[KILN_MAX_DIMS];
+    double work = 1.0;
+    for (int d = 0; d < nd; d++) {
+        odims[d] = ax[d].out;
+        if (ax[d].out > 0 && ax[d].in == 0)
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "cannot resize an empty axis %d to %lld", d,
+                              (long long)ax[d].out);
+    }
+    if (kiln__shape_numel(nd, odims) < 0)
+        return kiln__kerr(ctx, KILN_ERR_LIMIT, "output size overflows");
+    KILN_TRY(kiln__kout(ctx, 0, x->dtype, nd, odims));
+    kiln_tensor *y = ctx->out[0];
+    int64_t onum = kiln__shape_numel(nd, odims);
+    if (onum == 0)
+        return KILN_OK;
+    kiln_status st = KILN_OK;
+    for (int d = 0; d < nd; d++) {
+        if ((st = rz_build_axis(ctx, p, &ax[d])) != KILN_OK)
+            goto done;
+        if (!ax[d].identity)
+            work *= ax[d].ntaps;
+    }
+    work *= (double)onum;
+    if (work > RZ_MAX_WORK) {
+        st = kiln__kerr(ctx, KILN_ERR_LIMIT, "resize needs %.3g operations, over the work limit", work);
+        goto done;
+    }
+    {
+        rz_job j = {p, ax, nd, x, y, 0, 0, 0, 0, 0};
+        int nt = rz_nthreads(ctx);
+        bool fast = x->dtype == KILN_DT_FLOAT32 && nd >= 2;
+        for (int d = 0; d < nd - 2 && fast; d++)
+            if (!ax[d].identity || ax[d].any_outside)
+                fast = false;
+        if (fast) {
+            j.H = x->dims[nd - 2];
+            j.W = x->dims[nd - 1];
+            j.OH = odims[nd - 2];
+            j.OW = odims[nd - 1];
+            j.P = onum / (j.OH * j.OW);
+            int64_t per_row = j.OW * ax[nd - 2].ntaps * ax[nd - 1].ntaps;
+            int64_t grain = per_row >= 16384 ? 1 : 16384 / (per_row + 1) + 1;
+            kiln__parallel_for(nt, j.P * j.OH, grain, rz_f32_rows, &j);
+        } else {
+            int64_t per = 1;
+            for (int d = 0; d < nd; d++)
+                if (!ax[d].identity)
+                    per *= ax[d].ntaps;
+            int64_t grain = 16384 / (per * 4 + 1) + 1;
+            kiln__parallel_for(nt, onum, grain, rz_generic_range, &j);
+        }
+    }
+done:
+    rz_free_axes(ax, nd);
+    return st;
+}
+
+static bool rz_dtype_ok(kiln_dtype dt)
+{
+    return kiln_dtype_size(dt) > 0 && dt != KILN_DT_STRING && dt != KILN_DT_COMPLEX64 && dt != KILN_DT_COMPLEX128 &&
+           dt <= KILN_DT_BFLOAT16;
+}
+
+/* Sets out size from a scale: floor(in * scale). */
+static kiln_status rz_out_from_scale(const kiln_kctx *ctx, rz_axis *a, double s, int d)
+{
+    if (!(s > 0.0) || !isfinite(s))
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "scale %g on axis %d must be positive", s, d);
+    double o = floor((double)a->in * s);
+    if (o > 9.0e15)
+        return kiln__kerr(ctx, KILN_ERR_LIMIT, "output dimension too large on axis %d", d);
+    a->out = (int64_t)o;
+    a->scale = s;
+    a->out_len = (double)a->in * s;
+    return KILN_OK;
+}
+
+static kiln_status k_resize(kiln_kctx *ctx)
+{
+    const kiln_node *n = ctx->node;
+    const kiln_tensor *x = kiln__kin(ctx, 0);
+    if (!x)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input X");
+    if (!rz_dtype_ok(x->dtype))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(x->dtype));
+    int nd = x->ndim;
+    if (nd < 1)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "X must have rank >= 1");
+    int opset = n->opset;
+    const kiln_tensor *roi = NULL, *scales = NULL, *sizes = NULL;
+    if (opset > 0 && opset < 11) {
+        scales = kiln__kin(ctx, 1);
+    } else {
+        roi = kiln__kin(ctx, 1);
+        scales = kiln__kin(ctx, 2);
+        sizes = kiln__kin(ctx, 3);
+    }
+    rz_params p;
+    memset(&p, 0, sizeof p);
+    const char *mode = kiln__attr_s(n, "mode", "nearest");
+    if (!strcmp(mode, "nearest"))
+        p.mode = RZ_NEAREST;
+    else if (!strcmp(mode, "linear") || !strcmp(mode, "bilinear"))
+        p.mode = RZ_LINEAR;
+    else if (!strcmp(mode, "cubic") && (opset <= 0 || opset >= 11))
+        p.mode = RZ_CUBIC;
+    else
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unsupported mode '%s'", mode);
+    if (opset > 0 && opset < 11) {
+        p.ctm = CT_ASYMMETRIC;
+        p.nearest_mode = NM_SIMPLE;
+    } else {
+        const char *ctm = kiln__attr_s(n, "coordinate_transformation_mode", "half_pixel");
+        static const char *const ctms[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                                           "tf_crop_and_resize", "tf_half_pixel_for_nn", "half_pixel_symmetric"};
+        p.ctm = -1;
+        for (int i = 0; i < (int)(sizeof ctms / sizeof ctms[0]); i++)
+            if (!strcmp(ctm, ctms[i]))
+                p.ctm = i;
+        if (p.ctm < 0)
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unsupported coordinate_transformation_mode '%s'", ctm);
+        const char *nm = kiln__attr_s(n, "nearest_mode", "round_prefer_floor");
+        static const char *const nms[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+        p.nearest_mode = -1;
+        for (int i = 0; i < 4; i++)
+            if (!strcmp(nm, nms[i]))
+                p.nearest_mode = i;
+        if (p.nearest_mode < 0)
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unsupported nearest_mode '%s'", nm);
+    }
+    p.cubic_a = kiln__attr_f(n, "cubic_coeff_a", -0.75f);
+    p.exclude_outside = kiln__attr_i(n, "exclude_outside", 0) != 0;
+    p.extrapolation = kiln__attr_f(n, "extrapolation_value", 0.0f);
+    p.antialias = kiln__attr_i(n, "antialias", 0) != 0;
+
+    /* axes (opset 18) */
+    int axes[KILN_MAX_DIMS], nax = nd;
+    const int64_t *av = NULL;
+    int an = kiln__attr_ints(n, "axes", &av);
+    if (an >= 0) {
+        if (an < 1 || an > nd)
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "bad 'axes' length %d for rank %d", an, nd);
+        nax = an;
+        bool seen[KILN_MAX_DIMS] = {false};
+        for (int i = 0; i < an; i++) {
+            KILN_TRY(kiln__norm_axis(ctx, av[i], nd, &axes[i]));
+            if (seen[axes[i]])
+                return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "repeated axis %d", axes[i]);
+            seen[axes[i]] = true;
+        }
+    } else {
+        for (int i = 0; i < nd; i++)
+            axes[i] = i;
+    }
+
+    rz_axis ax[KILN_MAX_DIMS];
+    memset(ax, 0, sizeof ax);
+    for (int d = 0; d < nd; d++) {
+        ax[d].in = x->dims[d];
+        ax[d].out = x->dims[d];
+        ax[d].scale = 1.0;
+        ax[d].out_len = (double)x->dims[d];
+        ax[d].roi_start = 0.0;
+        ax[d].roi_end = 1.0;
+    }
+    /* roi: [starts..., ends...] over the resized axes; only tf_crop_and_resize uses it */
+    if (p.ctm == CT_TF_CROP_AND_RESIZE && roi && kiln__shape_numel(roi->ndim, roi->dims) > 0) {
+        int64_t rn = kiln__shape_numel(roi->ndim, roi->dims);
+        if (rn != 2 * nax || !kiln__dtype_is_float(roi->dtype))
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "roi must be a float tensor of %d values", 2 * nax);
+        for (int i = 0; i < nax; i++) {
+            ax[axes[i]].roi_start = kiln__get_f64(roi->dtype, roi->data, i);
+            ax[axes[i]].roi_end = kiln__get_f64(roi->dtype, roi->data, nax + i);
+        }
+    }
+    int64_t sn = scales ? kiln__shape_numel(scales->ndim, scales->dims) : 0;
+    int64_t zn = sizes ? kiln__shape_numel(sizes->ndim, sizes->dims) : 0;
+    if (zn > 0) {
+        if (zn != nax || !kiln__dtype_is_int(sizes->dtype))
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "sizes must be an integer tensor of %d values", nax);
+        const char *pol = kiln__attr_s(n, "keep_aspect_ratio_policy", "stretch");
+        int policy = !strcmp(pol, "not_larger") ? 1 : !strcmp(pol, "not_smaller") ? 2 : 0;
+        if (!policy && strcmp(pol, "stretch"))
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unsupported keep_aspect_ratio_policy '%s'", pol);
+        double common = policy == 1 ? INFINITY : 0.0;
+        for (int i = 0; i < nax; i++) {
+            rz_axis *a = &ax[axes[i]];
+            int64_t v = kiln__get_i64(sizes->dtype, sizes->data, i);
+            if (v < 0 || v > ((int64_t)1 << 50))
+                return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "invalid size %lld for axis %d", (long long)v, axes[i]);
+            if (a->in == 0 && v > 0)
+                return kiln__kerr(ctx, KILN_ERR_SHAPE, "cannot resize an empty axis %d", axes[i]);
+            a->out = v;
+            a->scale = a->in > 0 ? (double)v / (double)a->in : 1.0;
+            a->out_len = (double)v;
+            if (policy == 1 && a->scale < common)
+                common = a->scale;
+            if (policy == 2 && a->scale > common)
+                common = a->scale;
+        }
+        if (policy) {
+            for (int i = 0; i < nax; i++) {
+                rz_axis *a = &ax[axes[i]];
+                double o = floor(common * (double)a->in + 0.5);
+                if (!(o >= 0.0) || o > 9.0e15)
+                    return kiln__kerr(ctx, KILN_ERR_LIMIT, "output dimension too large");
+                a->out = (int64_t)o;
+                a->scale = common;
+                a->out_len = (double)a->out;
+            }
+        }
+    } else if (sn > 0) {
+        if (sn != nax || !kiln__dtype_is_float(scales->dtype))
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "scales must be a float tensor of %d values", nax);
+        for (int i = 0; i < nax; i++)
+            KILN_TRY(rz_out_from_scale(ctx, &ax[axes[i]], kiln__get_f64(scales->dtype, scales->data, i), axes[i]));
+    } else {
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "one of 'scales' and 'sizes' must be given");
+    }
+    return rz_run(ctx, &p, x, ax);
+}
+
+static kiln_status k_upsample(kiln_kctx *ctx)
+{
+    const kiln_node *n = ctx->node;
+    const kiln_tensor *x = kiln__kin(ctx, 0);
+    if (!x)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input X");
+    if (!rz_dtype_ok(x->dtype))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(x->dtype));
+    int nd = x->ndim;
+    if (nd < 1)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "X must have rank >= 1");
+    rz_params p;
+    memset(&p, 0, sizeof p);
+    const char *mode = kiln__attr_s(n, "mode", "nearest");
+    if (!strcmp(mode, "nearest"))
+        p.mode = RZ_NEAREST;
+    else if (!strcmp(mode, "linear") || !strcmp(mode, "bilinear"))
+        p.mode = RZ_LINEAR;
+    else
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unsupported mode '%s'", mode);
+    p.ctm = CT_ASYMMETRIC;
+    p.nearest_mode = NM_FLOOR;
+    double sc[KILN_MAX_DIMS];
+    const kiln_tensor *scales = kiln__kin(ctx, 1);
+    if (scales) {
+        int64_t sn = kiln__shape_numel(scales->ndim, scales->dims);
+        if (sn != nd || !kiln__dtype_is_float(scales->dtype))
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "scales must be a float tensor of %d values", nd);
+        for (int d = 0; d < nd; d++)
+            sc[d] = kiln__get_f64(scales->dtype, scales->data, d);
+    } else {
+        const float *fv = NULL;
+        int fn = kiln__attr_floats(n, "scales", &fv);
+        if (fn != nd)
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "'scales' must have %d values", nd);
+        for (int d = 0; d < nd; d++)
+            sc[d] = fv[d];
+    }
+    rz_axis ax[KILN_MAX_DIMS];
+    memset(ax, 0, sizeof ax);
+    for (int d = 0; d < nd; d++) {
+        ax[d].in = x->dims[d];
+        ax[d].roi_end = 1.0;
+        KILN_TRY(rz_out_from_scale(ctx, &ax[d], sc[d], d));
+    }
+    return rz_run(ctx, &p, x, ax);
+}
 
 const kiln_kernel_reg kiln__ref_resize[] = {
+    {KILN_OP_Resize, k_resize},
+    {KILN_OP_Upsample, k_upsample},
     {KILN_OP_COUNT, NULL},
 };

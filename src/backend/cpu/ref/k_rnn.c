@@ -1,6 +1,496 @@
-/* Reference kernels: rnn. */
+/* Reference kernels: RNN, GRU, LSTM (ONNX opsets 7..17, layout attribute from opset 14).
+ *
+ * The cell loop is written once and instantiated for float and double: this file includes
+ * itself with RNN_T defined (see the end of the first part). */
+#ifndef RNN_T
+
 #include "../../kernel.h"
+#include <ctype.h>
+#include <math.h>
+
+enum { A_SIGMOID, A_TANH, A_RELU, A_AFFINE, A_LEAKYRELU, A_THRELU, A_SCALEDTANH, A_HARDSIGMOID, A_ELU, A_SOFTSIGN,
+       A_SOFTPLUS };
+
+typedef struct rnn_act {
+    int kind;
+    double alpha, beta;
+} rnn_act;
+
+static double act_apply(const rnn_act *a, double x)
+{
+    switch (a->kind) {
+    case A_SIGMOID: return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
+    case A_TANH: return tanh(x);
+    case A_RELU: return x > 0 ? x : 0;
+    case A_AFFINE: return a->alpha * x + a->beta;
+    case A_LEAKYRELU: return x >= 0 ? x : a->alpha * x;
+    case A_THRELU: return x > a->alpha ? x : 0;
+    case A_SCALEDTANH: return a->alpha * tanh(a->beta * x);
+    case A_HARDSIGMOID: {
+        double v = a->alpha * x + a->beta;
+        return v < 0 ? 0 : (v > 1 ? 1 : v);
+    }
+    case A_ELU: return x >= 0 ? x : a->alpha * (exp(x) - 1.0);
+    case A_SOFTSIGN: return x / (1.0 + fabs(x));
+    case A_SOFTPLUS: return x > 30 ? x : log1p(exp(x));
+    default: return x;
+    }
+}
+
+typedef enum { CELL_RNN, CELL_GRU, CELL_LSTM } cell_kind;
+
+typedef struct rnn_cfg {
+    cell_kind kind;
+    int G;                  /* gates: 1, 3, 4 */
+    int64_t seq, batch, input, H;
+    int ndir;
+    bool reverse[2];
+    int layout;
+    bool has_clip;
+    double clip;
+    bool lbr, input_forget;
+    rnn_act act[2][3];
+    const int64_t *lens;    /* [batch] */
+    const void *X, *W, *R, *B, *h0, *c0, *P;   /* B, h0, c0, P may be NULL */
+    void *Y, *Yh, *Yc;      /* NULL if not wanted */
+    int nthreads;
+} rnn_cfg;
+
+static double clipv(const rnn_cfg *c, double v)
+{
+    if (!c->has_clip)
+        return v;
+    return v < -c->clip ? -c->clip : (v > c->clip ? c->clip : v);
+}
+
+/* C[M,N] = A[M,K] * B[N,K]^T (row-major, leading dims) for double */
+static void gemm_nt_f64(int nthreads, int64_t M, int64_t N, int64_t K, const double *A, int64_t lda, const double *B,
+                        int64_t ldb, double *C, int64_t ldc)
+{
+    (void)nthreads;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            const double *a = A + i * lda, *b = B + j * ldb;
+            double s = 0;
+            for (int64_t k = 0; k < K; k++)
+                s += a[k] * b[k];
+            C[i * ldc + j] = s;
+        }
+}
+
+static void gemm_nt_f32(int nthreads, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                        int64_t ldb, float *C, int64_t ldc)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    if (K <= 0) {
+        for (int64_t i = 0; i < M; i++)
+            memset(C + i * ldc, 0, sizeof(float) * (size_t)N);
+        return;
+    }
+    kiln__sgemm(nthreads, false, true, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+}
+
+#define RNN_T float
+#define RNN_SFX f32
+#include __FILE__
+#undef RNN_T
+#undef RNN_SFX
+#define RNN_T double
+#define RNN_SFX f64
+#include __FILE__
+#undef RNN_T
+#undef RNN_SFX
+
+static bool parse_act(const char *s, rnn_act *a)
+{
+    char nm[32];
+    size_t n = 0;
+    for (; s[n] && n + 1 < sizeof nm; n++)
+        nm[n] = (char)tolower((unsigned char)s[n]);
+    nm[n] = 0;
+    static const struct { const char *name; int kind; int na, nb; double da, db; } tab[] = {
+        {"sigmoid", A_SIGMOID, 0, 0, 0, 0},         {"tanh", A_TANH, 0, 0, 0, 0},
+        {"relu", A_RELU, 0, 0, 0, 0},               {"affine", A_AFFINE, 1, 1, 1.0, 0.0},
+        {"leakyrelu", A_LEAKYRELU, 1, 0, 0.01, 0},  {"thresholdedrelu", A_THRELU, 1, 0, 1.0, 0},
+        {"scaledtanh", A_SCALEDTANH, 1, 1, 1.0, 1.0}, {"hardsigmoid", A_HARDSIGMOID, 1, 1, 0.2, 0.5},
+        {"elu", A_ELU, 1, 0, 1.0, 0},               {"softsign", A_SOFTSIGN, 0, 0, 0, 0},
+        {"softplus", A_SOFTPLUS, 0, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+        if (!strcmp(nm, tab[i].name)) {
+            a->kind = tab[i].kind;
+            a->alpha = tab[i].na ? tab[i].da : 0;
+            a->beta = tab[i].nb ? tab[i].db : 0;
+            return true;
+        }
+    return false;
+}
+
+static void act_arg_usage(int kind, int *na, int *nb)
+{
+    *na = *nb = 0;
+    switch (kind) {
+    case A_AFFINE: case A_SCALEDTANH: case A_HARDSIGMOID: *na = *nb = 1; break;
+    case A_LEAKYRELU: case A_THRELU: case A_ELU: *na = 1; break;
+    default: break;
+    }
+}
+
+static bool float_dtype_ok(kiln_dtype dt)
+{
+    return dt == KILN_DT_FLOAT32 || dt == KILN_DT_FLOAT64;
+}
+
+static kiln_status rnn_common(kiln_kctx *ctx, cell_kind kind)
+{
+    const kiln_node *nd = ctx->node;
+    const kiln_tensor *X = kiln__kin(ctx, 0), *W = kiln__kin(ctx, 1), *R = kiln__kin(ctx, 2);
+    const kiln_tensor *B = kiln__kin(ctx, 3), *SL = kiln__kin(ctx, 4), *h0 = kiln__kin(ctx, 5);
+    const kiln_tensor *c0 = kind == CELL_LSTM ? kiln__kin(ctx, 6) : NULL;
+    const kiln_tensor *P = kind == CELL_LSTM ? kiln__kin(ctx, 7) : NULL;
+    if (!X || !W || !R)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input");
+    kiln_dtype dt = X->dtype;
+    if (!float_dtype_ok(dt))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(dt));
+    const kiln_tensor *same[] = {W, R, B, h0, c0, P};
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+        if (same[i] && same[i]->dtype != dt)
+            return kiln__kerr(ctx, KILN_ERR_DTYPE, "inputs must all be %s", kiln_dtype_name(dt));
+    rnn_cfg c;
+    memset(&c, 0, sizeof c);
+    c.kind = kind;
+    c.G = kind == CELL_RNN ? 1 : (kind == CELL_GRU ? 3 : 4);
+    int nact = kind == CELL_RNN ? 1 : (kind == CELL_GRU ? 2 : 3);
+    c.layout = nd->opset >= 14 ? (int)kiln__attr_i(nd, "layout", 0) : 0;
+    if (c.layout != 0 && c.layout != 1)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "layout must be 0 or 1");
+    const char *dir = kiln__attr_s(nd, "direction", "forward");
+    if (!strcmp(dir, "forward")) {
+        c.ndir = 1;
+    } else if (!strcmp(dir, "reverse")) {
+        c.ndir = 1;
+        c.reverse[0] = true;
+    } else if (!strcmp(dir, "bidirectional")) {
+        c.ndir = 2;
+        c.reverse[1] = true;
+    } else {
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unknown direction '%s'", dir);
+    }
+    if (X->ndim != 3)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "X must be rank 3");
+    c.seq = c.layout ? X->dims[1] : X->dims[0];
+    c.batch = c.layout ? X->dims[0] : X->dims[1];
+    c.input = X->dims[2];
+    if (W->ndim != 3 || R->ndim != 3)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "W and R must be rank 3");
+    int64_t H = kiln__attr_i(nd, "hidden_size", R->dims[2]);
+    if (H < 0 || H > ((int64_t)1 << 30))
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "invalid hidden_size");
+    c.H = H;
+    int64_t GH = c.G * H;
+    if (W->dims[0] != c.ndir || W->dims[1] != GH || W->dims[2] != c.input)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "W must be [%d,%lld,%lld]", c.ndir, (long long)GH, (long long)c.input);
+    if (R->dims[0] != c.ndir || R->dims[1] != GH || R->dims[2] != H)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "R must be [%d,%lld,%lld]", c.ndir, (long long)GH, (long long)H);
+    if (B && (B->ndim != 2 || B->dims[0] != c.ndir || B->dims[1] != 2 * GH))
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "B must be [%d,%lld]", c.ndir, (long long)(2 * GH));
+    const kiln_tensor *states[2] = {h0, c0};
+    for (int i = 0; i < 2; i++) {
+        const kiln_tensor *s = states[i];
+        if (!s)
+            continue;
+        int64_t e0 = c.layout ? c.batch : c.ndir, e1 = c.layout ? c.ndir : c.batch;
+        if (s->ndim != 3 || s->dims[0] != e0 || s->dims[1] != e1 || s->dims[2] != H)
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "%s has the wrong shape", i ? "initial_c" : "initial_h");
+    }
+    if (P && (P->ndim != 2 || P->dims[0] != c.ndir || P->dims[1] != 3 * H))
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "P must be [%d,%lld]", c.ndir, (long long)(3 * H));
+    /* attributes */
+    const kiln_attr *ca = kiln__attr(nd, "clip");
+    if (ca) {
+        c.has_clip = true;
+        c.clip = ca->f;
+        if (!(c.clip >= 0))
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "clip must be non-negative");
+    }
+    c.lbr = kind == CELL_GRU && kiln__attr_i(nd, "linear_before_reset", 0) != 0;
+    c.input_forget = kind == CELL_LSTM && kiln__attr_i(nd, "input_forget", 0) != 0;
+    for (int d = 0; d < 2; d++) {
+        if (kind == CELL_RNN) {
+            c.act[d][0] = (rnn_act){A_TANH, 0, 0};
+        } else {
+            c.act[d][0] = (rnn_act){A_SIGMOID, 0, 0};
+            c.act[d][1] = (rnn_act){A_TANH, 0, 0};
+            c.act[d][2] = (rnn_act){A_TANH, 0, 0};
+        }
+    }
+    const kiln_attr *aa = kiln__attr(nd, "activations");
+    if (aa && aa->n > 0) {
+        if (aa->type != KILN_ATTR_STRINGS || !aa->strings)
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "activations must be a list of strings");
+        if (aa->n != nact * c.ndir && aa->n != nact)
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "expected %d activations, got %d", nact * c.ndir, aa->n);
+        const float *al = NULL, *be = NULL;
+        int nal = kiln__attr_floats(nd, "activation_alpha", &al);
+        int nbe = kiln__attr_floats(nd, "activation_beta", &be);
+        int ia = 0, ib = 0;
+        for (int d = 0; d < c.ndir; d++)
+            for (int k = 0; k < nact; k++) {
+                int idx = aa->n == nact ? k : d * nact + k;
+                const char *s = aa->strings[idx] ? aa->strings[idx] : "";
+                rnn_act *a = &c.act[d][k];
+                if (!parse_act(s, a))
+                    return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "unsupported activation '%s'", s);
+                if (aa->n == nact && d == 1) {
+                    *a = c.act[0][k];
+                    continue;
+                }
+                int na, nb;
+                act_arg_usage(a->kind, &na, &nb);
+                if (na && ia < nal)
+                    a->alpha = al[ia++];
+                if (nb && ib < nbe)
+                    a->beta = be[ib++];
+            }
+    }
+    /* sequence lengths */
+    int64_t *lens = kiln__calloc((size_t)(c.batch > 0 ? c.batch : 1), sizeof(int64_t));
+    if (!lens)
+        return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+    for (int64_t b = 0; b < c.batch; b++)
+        lens[b] = c.seq;
+    if (SL) {
+        if (!kiln__dtype_is_int(SL->dtype) || SL->ndim != 1 || SL->dims[0] != c.batch) {
+            kiln__free(lens);
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "sequence_lens must be an integer tensor [batch]");
+        }
+        for (int64_t b = 0; b < c.batch; b++) {
+            lens[b] = kiln__get_i64(SL->dtype, SL->data, b);
+            if (lens[b] < 0 || lens[b] > c.seq) {
+                kiln__free(lens);
+                return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "sequence_lens[%lld]=%lld out of range [0,%lld]",
+                                  (long long)b, (long long)lens[b], (long long)c.seq);
+            }
+        }
+    }
+    c.lens = lens;
+    c.X = X->data;
+    c.W = W->data;
+    c.R = R->data;
+    c.B = B ? B->data : NULL;
+    c.h0 = h0 ? h0->data : NULL;
+    c.c0 = c0 ? c0->data : NULL;
+    c.P = P ? P->data : NULL;
+    c.nthreads = ctx->nthreads;
+    /* outputs */
+    kiln_status st = KILN_OK;
+    int64_t yd[4], hd[3];
+    if (c.layout) {
+        yd[0] = c.batch, yd[1] = c.seq, yd[2] = c.ndir, yd[3] = H;
+        hd[0] = c.batch, hd[1] = c.ndir, hd[2] = H;
+    } else {
+        yd[0] = c.seq, yd[1] = c.ndir, yd[2] = c.batch, yd[3] = H;
+        hd[0] = c.ndir, hd[1] = c.batch, hd[2] = H;
+    }
+    if (ctx->n_out > 0 && ctx->out[0]) {
+        st = kiln__kout(ctx, 0, dt, 4, yd);
+        c.Y = st == KILN_OK ? ctx->out[0]->data : NULL;
+    }
+    if (st == KILN_OK && ctx->n_out > 1 && ctx->out[1]) {
+        st = kiln__kout(ctx, 1, dt, 3, hd);
+        c.Yh = st == KILN_OK ? ctx->out[1]->data : NULL;
+    }
+    if (st == KILN_OK && kind == CELL_LSTM && ctx->n_out > 2 && ctx->out[2]) {
+        st = kiln__kout(ctx, 2, dt, 3, hd);
+        c.Yc = st == KILN_OK ? ctx->out[2]->data : NULL;
+    }
+    /* work size check: seq*batch*GH elements */
+    if (st == KILN_OK) {
+        double work = (double)c.seq * (double)c.batch * (double)GH * (double)kiln_dtype_size(dt);
+        if (work > (double)kiln__max_tensor_bytes())
+            st = kiln__kerr(ctx, KILN_ERR_LIMIT, "recurrent work buffer too large");
+    }
+    if (st == KILN_OK && c.seq > 0 && c.batch > 0 && H > 0) {
+        st = dt == KILN_DT_FLOAT32 ? rnn_run_f32(&c) : rnn_run_f64(&c);
+        if (st != KILN_OK)
+            st = kiln__kerr(ctx, st, "out of memory");
+    }
+    kiln__free(lens);
+    return st;
+}
+
+static kiln_status k_rnn(kiln_kctx *ctx)
+{
+    return rnn_common(ctx, CELL_RNN);
+}
+
+static kiln_status k_gru(kiln_kctx *ctx)
+{
+    return rnn_common(ctx, CELL_GRU);
+}
+
+static kiln_status k_lstm(kiln_kctx *ctx)
+{
+    return rnn_common(ctx, CELL_LSTM);
+}
 
 const kiln_kernel_reg kiln__ref_rnn[] = {
+    {KILN_OP_RNN, k_rnn},
+    {KILN_OP_GRU, k_gru},
+    {KILN_OP_LSTM, k_lstm},
     {KILN_OP_COUNT, NULL},
 };
+
+#else /* RNN_T: the typed cell loop */
+
+#define RNN_CAT2(a, b) a##_##b
+#define RNN_CAT(a, b) RNN_CAT2(a, b)
+#define RNN_FN(name) RNN_CAT(name, RNN_SFX)
+
+/* Runs all directions. Returns KILN_ERR_NOMEM on allocation failure (caller adds context). */
+static kiln_status RNN_FN(rnn_run)(const rnn_cfg *c)
+{
+    typedef RNN_T T;
+    const int64_t H = c->H, GH = c->G * H, NB = c->batch, S = c->seq, I = c->input;
+    const T *X = c->X, *Wall = c->W, *Rall = c->R, *Ball = c->B, *h0 = c->h0, *c0 = c->c0, *Pall = c->P;
+    T *Y = c->Y, *Yh = c->Yh, *Yc = c->Yc;
+    T *XW = kiln__malloc(sizeof(T) * (size_t)(S * NB * GH));
+    T *HR = kiln__malloc(sizeof(T) * (size_t)(NB * GH));
+    T *Hs = kiln__calloc((size_t)(NB * H), sizeof(T));
+    T *Cs = kiln__calloc((size_t)(NB * H), sizeof(T));
+    T *tmp = kiln__calloc((size_t)(NB * H), sizeof(T));
+    if (!XW || !HR || !Hs || !Cs || !tmp) {
+        kiln__free(XW);
+        kiln__free(HR);
+        kiln__free(Hs);
+        kiln__free(Cs);
+        kiln__free(tmp);
+        return KILN_ERR_NOMEM;
+    }
+    for (int d = 0; d < c->ndir; d++) {
+        const T *W = Wall + (int64_t)d * GH * I, *R = Rall + (int64_t)d * GH * H;
+        const T *Wb = Ball ? Ball + (int64_t)d * 2 * GH : NULL, *Rb = Wb ? Wb + GH : NULL;
+        const T *P = Pall ? Pall + (int64_t)d * 3 * H : NULL;
+        const rnn_act *af = &c->act[d][0], *ag = &c->act[d][1], *ah = &c->act[d][2];
+        bool rev = c->reverse[d];
+        /* XW[row] = X[row] * W^T + biases; row order follows X's layout */
+        RNN_FN(gemm_nt)(c->nthreads, S * NB, GH, I, X, I, W, I, XW, GH);
+        if (Wb) {
+            for (int64_t r = 0; r < S * NB; r++) {
+                T *xw = XW + r * GH;
+                for (int64_t j = 0; j < GH; j++) {
+                    T b = Wb[j];
+                    if (!(c->kind == CELL_GRU && c->lbr && j >= 2 * H))
+                        b += Rb[j];
+                    xw[j] += b;
+                }
+            }
+        }
+        /* initial state */
+        for (int64_t b = 0; b < NB; b++) {
+            int64_t si = c->layout ? (b * c->ndir + d) * H : ((int64_t)d * NB + b) * H;
+            for (int64_t j = 0; j < H; j++) {
+                Hs[b * H + j] = h0 ? h0[si + j] : 0;
+                Cs[b * H + j] = c0 ? c0[si + j] : 0;
+            }
+        }
+        for (int64_t s = 0; s < S; s++) {
+            int64_t ncols = (c->kind == CELL_GRU && !c->lbr) ? 2 * H : GH;
+            RNN_FN(gemm_nt)(c->nthreads, NB, ncols, H, Hs, H, R, H, HR, GH);
+            if (c->kind == CELL_GRU && !c->lbr) {
+                /* z, r; tmp = r .* Hprev; then HR[h] = tmp * Rh^T */
+                for (int64_t b = 0; b < NB; b++) {
+                    T *hr = HR + b * GH;
+                    if (s >= c->lens[b]) {
+                        memset(tmp + b * H, 0, sizeof(T) * (size_t)H);
+                        continue;
+                    }
+                    int64_t t = rev ? c->lens[b] - 1 - s : s;
+                    const T *xw = XW + (c->layout ? b * S + t : t * NB + b) * GH;
+                    for (int64_t j = 0; j < H; j++) {
+                        hr[j] = (T)act_apply(af, clipv(c, (double)(xw[j] + hr[j])));                 /* z */
+                        T r = (T)act_apply(af, clipv(c, (double)(xw[H + j] + hr[H + j])));            /* r */
+                        tmp[b * H + j] = r * Hs[b * H + j];
+                    }
+                }
+                RNN_FN(gemm_nt)(c->nthreads, NB, H, H, tmp, H, R + 2 * H * H, H, HR + 2 * H, GH);
+            }
+            for (int64_t b = 0; b < NB; b++) {
+                if (s >= c->lens[b])
+                    continue;
+                int64_t t = rev ? c->lens[b] - 1 - s : s;
+                const T *xw = XW + (c->layout ? b * S + t : t * NB + b) * GH;
+                T *hr = HR + b * GH, *hs = Hs + b * H, *cs = Cs + b * H;
+                switch (c->kind) {
+                case CELL_RNN:
+                    for (int64_t j = 0; j < H; j++)
+                        hs[j] = (T)act_apply(af, clipv(c, (double)(xw[j] + hr[j])));
+                    break;
+                case CELL_GRU:
+                    for (int64_t j = 0; j < H; j++) {
+                        T z, h;
+                        if (c->lbr) {
+                            z = (T)act_apply(af, clipv(c, (double)(xw[j] + hr[j])));
+                            T r = (T)act_apply(af, clipv(c, (double)(xw[H + j] + hr[H + j])));
+                            T rbh = Rb ? Rb[2 * H + j] : 0;
+                            h = (T)act_apply(ag, clipv(c, (double)(xw[2 * H + j] + r * (hr[2 * H + j] + rbh))));
+                        } else {
+                            z = hr[j];
+                            h = (T)act_apply(ag, clipv(c, (double)(xw[2 * H + j] + hr[2 * H + j])));
+                        }
+                        hs[j] = (1 - z) * h + z * hs[j];
+                    }
+                    break;
+                case CELL_LSTM:
+                    for (int64_t j = 0; j < H; j++) {
+                        T cp = cs[j];
+                        T gi = xw[j] + hr[j], go = xw[H + j] + hr[H + j];
+                        T gf = xw[2 * H + j] + hr[2 * H + j], gc = xw[3 * H + j] + hr[3 * H + j];
+                        if (P) {
+                            gi += P[j] * cp;
+                            gf += P[2 * H + j] * cp;
+                        }
+                        T i = (T)act_apply(af, clipv(c, (double)gi));
+                        T f = c->input_forget ? 1 - i : (T)act_apply(af, clipv(c, (double)gf));
+                        T cc = (T)act_apply(ag, clipv(c, (double)gc));
+                        T cn = f * cp + i * cc;
+                        if (P)
+                            go += P[H + j] * cn;
+                        T o = (T)act_apply(af, clipv(c, (double)go));
+                        cs[j] = cn;
+                        hs[j] = o * (T)act_apply(ah, (double)cn); /* no clip on h() input (as ONNX Runtime) */
+                    }
+                    break;
+                }
+                if (Y) {
+                    int64_t yi = c->layout ? ((b * S + t) * c->ndir + d) * H : ((t * c->ndir + d) * NB + b) * H;
+                    memcpy(Y + yi, hs, sizeof(T) * (size_t)H);
+                }
+            }
+        }
+        for (int64_t b = 0; b < NB; b++) {
+            int64_t si = c->layout ? (b * c->ndir + d) * H : ((int64_t)d * NB + b) * H;
+            bool zero = c->lens[b] == 0;
+            for (int64_t j = 0; j < H; j++) {
+                if (Yh)
+                    Yh[si + j] = zero ? 0 : Hs[b * H + j];
+                if (Yc)
+                    Yc[si + j] = zero ? 0 : Cs[b * H + j];
+            }
+        }
+    }
+    kiln__free(XW);
+    kiln__free(HR);
+    kiln__free(Hs);
+    kiln__free(Cs);
+    kiln__free(tmp);
+    return KILN_OK;
+}
+
+#undef RNN_FN
+#undef RNN_CAT
+#undef RNN_CAT2
+
+#endif

@@ -1,0 +1,817 @@
+/* Conv / ConvTranspose / ConvInteger / MaxPool / AveragePool kernels against naive loops
+ * written here with double accumulation: many odd configurations (groups, depthwise,
+ * kernels, strides, pads, dilations, batch 1..2, odd sizes, 1-D/2-D/3-D), several thread
+ * counts, float32 fast paths plus float64 / float16 / integer paths. Ends with timings of a
+ * ResNet-50-like conv stack (information only, not an assertion). */
+#include "test.h"
+#include "backend/kernel.h"
+#include <string.h>
+#include <time.h>
+
+/* ---------------------------------------------------------------------------------------
+ * building a node by hand
+ * --------------------------------------------------------------------------------------- */
+
+typedef struct tattr {
+    const char *name;
+    int n;             /* number of ints; -1: a single INT; -2: a STRING */
+    int64_t v[12];
+    const char *s;
+} tattr;
+
+typedef struct tnode {
+    tattr a[12];
+    int na;
+} tnode;
+
+static void add_ints(tnode *t, const char *name, int n, const int64_t *v)
+{
+    tattr *a = &t->a[t->na++];
+    memset(a, 0, sizeof *a);
+    a->name = name;
+    a->n = n;
+    memcpy(a->v, v, sizeof(int64_t) * (size_t)n);
+}
+static void add_int(tnode *t, const char *name, int64_t v)
+{
+    tattr *a = &t->a[t->na++];
+    memset(a, 0, sizeof *a);
+    a->name = name;
+    a->n = -1;
+    a->v[0] = v;
+}
+static void add_str(tnode *t, const char *name, const char *s)
+{
+    tattr *a = &t->a[t->na++];
+    memset(a, 0, sizeof *a);
+    a->name = name;
+    a->n = -2;
+    a->s = s;
+}
+
+static kiln_status run_op(kiln_op op, const char *op_type, int opset, const tnode *t, int n_in,
+                          const kiln_tensor *const *in, int n_out, kiln_tensor *out, int nthreads)
+{
+    kiln_attr attrs[12];
+    memset(attrs, 0, sizeof attrs);
+    for (int i = 0; i < t->na; i++) {
+        attrs[i].name = (char *)t->a[i].name;
+        if (t->a[i].n == -1) {
+            attrs[i].type = KILN_ATTR_INT;
+            attrs[i].i = t->a[i].v[0];
+        } else if (t->a[i].n == -2) {
+            attrs[i].type = KILN_ATTR_STRING;
+            attrs[i].s = (char *)t->a[i].s;
+            attrs[i].s_len = strlen(t->a[i].s);
+        } else {
+            attrs[i].type = KILN_ATTR_INTS;
+            attrs[i].n = t->a[i].n;
+            attrs[i].ints = (int64_t *)t->a[i].v;
+        }
+    }
+    kiln_node node;
+    memset(&node, 0, sizeof node);
+    node.name = (char *)"test";
+    node.op_type = (char *)op_type;
+    node.domain = (char *)"";
+    node.op = op;
+    node.opset = opset;
+    node.n_attr = t->na;
+    node.attrs = attrs;
+    kiln_tensor *outp[4];
+    for (int i = 0; i < n_out; i++)
+        outp[i] = &out[i];
+    kiln_kctx ctx = {.node = &node, .n_in = n_in, .in = in, .n_out = n_out, .out = outp, .nthreads = nthreads};
+    kiln_kernel_fn fn = kiln__ref_kernel(op);
+    if (!fn)
+        return KILN_ERR_UNSUPPORTED;
+    return fn(&ctx);
+}
+
+static kiln_tensor mk(kiln_dtype dt, int ndim, const int64_t *dims, void *data)
+{
+    kiln_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = dt;
+    t.ndim = ndim;
+    memcpy(t.dims, dims, sizeof(int64_t) * (size_t)ndim);
+    t.data = data;
+    t.nbytes = (size_t)kiln_tensor_numel(&t) * kiln_dtype_size(dt);
+    return t;
+}
+
+static float *rand_buf(int64_t n, unsigned long long *s)
+{
+    float *p = malloc((size_t)(n ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        p[i] = test_randf(s);
+    return p;
+}
+
+static int64_t rnd(unsigned long long *s, int64_t lo, int64_t hi) /* [lo, hi] */
+{
+    return lo + (int64_t)(test_rng(s) % (unsigned long long)(hi - lo + 1));
+}
+
+/* ---------------------------------------------------------------------------------------
+ * configurations (spatial dims padded to 3 with leading 1s in the naive loops)
+ * --------------------------------------------------------------------------------------- */
+
+typedef struct cfg {
+    int nsp;
+    int64_t N, C, M, G;
+    int64_t in[3], k[3], s[3], d[3], pb[3], pe[3], op[3];
+    bool bias;
+} cfg;
+
+static void pad3(const cfg *c, const int64_t *v, int64_t fill, int64_t *o3)
+{
+    int off = 3 - c->nsp;
+    for (int i = 0; i < 3; i++)
+        o3[i] = i < off ? fill : v[i - off];
+}
+
+static void conv_out(const cfg *c, int64_t *out)
+{
+    for (int i = 0; i < c->nsp; i++)
+        out[i] = (c->in[i] + c->pb[i] + c->pe[i] - ((c->k[i] - 1) * c->d[i] + 1)) / c->s[i] + 1;
+}
+static void convt_out(const cfg *c, int64_t *out)
+{
+    for (int i = 0; i < c->nsp; i++)
+        out[i] = c->s[i] * (c->in[i] - 1) + c->op[i] + (c->k[i] - 1) * c->d[i] + 1 - c->pb[i] - c->pe[i];
+}
+
+static int64_t prod(int n, const int64_t *v)
+{
+    int64_t p = 1;
+    for (int i = 0; i < n; i++)
+        p *= v[i];
+    return p;
+}
+
+static void naive_conv(const cfg *c, const double *x, const double *w, const double *b, double *y)
+{
+    int64_t o[3], in3[3], k3[3], s3[3], d3[3], pb3[3], o3[3];
+    conv_out(c, o);
+    pad3(c, c->in, 1, in3);
+    pad3(c, c->k, 1, k3);
+    pad3(c, c->s, 1, s3);
+    pad3(c, c->d, 1, d3);
+    pad3(c, c->pb, 0, pb3);
+    pad3(c, o, 1, o3);
+    int64_t Cg = c->C / c->G, Mg = c->M / c->G, isz = prod(3, in3), osz = prod(3, o3), ksz = prod(3, k3);
+    for (int64_t n = 0; n < c->N; n++)
+        for (int64_t m = 0; m < c->M; m++)
+            for (int64_t a = 0; a < o3[0]; a++)
+                for (int64_t bb = 0; bb < o3[1]; bb++)
+                    for (int64_t cc = 0; cc < o3[2]; cc++) {
+                        double acc = b ? b[m] : 0.0;
+                        int64_t gi = m / Mg;
+                        for (int64_t ci = 0; ci < Cg; ci++)
+                            for (int64_t p = 0; p < k3[0]; p++)
+                                for (int64_t q = 0; q < k3[1]; q++)
+                                    for (int64_t r = 0; r < k3[2]; r++) {
+                                        int64_t i0 = a * s3[0] - pb3[0] + p * d3[0];
+                                        int64_t i1 = bb * s3[1] - pb3[1] + q * d3[1];
+                                        int64_t i2 = cc * s3[2] - pb3[2] + r * d3[2];
+                                        if (i0 < 0 || i0 >= in3[0] || i1 < 0 || i1 >= in3[1] || i2 < 0 ||
+                                            i2 >= in3[2])
+                                            continue;
+                                        acc += x[(n * c->C + gi * Cg + ci) * isz + (i0 * in3[1] + i1) * in3[2] + i2] *
+                                               w[(m * Cg + ci) * ksz + (p * k3[1] + q) * k3[2] + r];
+                                    }
+                        y[(n * c->M + m) * osz + (a * o3[1] + bb) * o3[2] + cc] = acc;
+                    }
+}
+
+/* ConvTranspose: X [N, C, in], W [C, M/G, k], Y [N, M, out] */
+static void naive_convt(const cfg *c, const double *x, const double *w, const double *b, double *y)
+{
+    int64_t o[3], in3[3], k3[3], s3[3], d3[3], pb3[3], o3[3];
+    convt_out(c, o);
+    pad3(c, c->in, 1, in3);
+    pad3(c, c->k, 1, k3);
+    pad3(c, c->s, 1, s3);
+    pad3(c, c->d, 1, d3);
+    pad3(c, c->pb, 0, pb3);
+    pad3(c, o, 1, o3);
+    int64_t Cg = c->C / c->G, Mg = c->M / c->G, isz = prod(3, in3), osz = prod(3, o3), ksz = prod(3, k3);
+    for (int64_t n = 0; n < c->N; n++)
+        for (int64_t m = 0; m < c->M; m++)
+            for (int64_t i = 0; i < osz; i++)
+                y[(n * c->M + m) * osz + i] = b ? b[m] : 0.0;
+    for (int64_t n = 0; n < c->N; n++)
+        for (int64_t ci = 0; ci < c->C; ci++) {
+            int64_t gi = ci / Cg;
+            for (int64_t a = 0; a < in3[0]; a++)
+                for (int64_t bb = 0; bb < in3[1]; bb++)
+                    for (int64_t cc = 0; cc < in3[2]; cc++) {
+                        double xv = x[(n * c->C + ci) * isz + (a * in3[1] + bb) * in3[2] + cc];
+                        for (int64_t mm = 0; mm < Mg; mm++)
+                            for (int64_t p = 0; p < k3[0]; p++)
+                                for (int64_t q = 0; q < k3[1]; q++)
+                                    for (int64_t r = 0; r < k3[2]; r++) {
+                                        int64_t o0 = a * s3[0] - pb3[0] + p * d3[0];
+                                        int64_t o1 = bb * s3[1] - pb3[1] + q * d3[1];
+                                        int64_t o2 = cc * s3[2] - pb3[2] + r * d3[2];
+                                        if (o0 < 0 || o0 >= o3[0] || o1 < 0 || o1 >= o3[1] || o2 < 0 || o2 >= o3[2])
+                                            continue;
+                                        y[(n * c->M + gi * Mg + mm) * osz + (o0 * o3[1] + o1) * o3[2] + o2] +=
+                                            xv * w[(ci * Mg + mm) * ksz + (p * k3[1] + q) * k3[2] + r];
+                                    }
+                    }
+        }
+}
+
+static const char *g_auto_pad; /* when set, Conv gets auto_pad instead of pads */
+
+static void set_conv_attrs(const cfg *c, tnode *t, bool kshape)
+{
+    int64_t pads[6];
+    for (int i = 0; i < c->nsp; i++) {
+        pads[i] = c->pb[i];
+        pads[c->nsp + i] = c->pe[i];
+    }
+    t->na = 0;
+    add_ints(t, "strides", c->nsp, c->s);
+    add_ints(t, "dilations", c->nsp, c->d);
+    if (g_auto_pad)
+        add_str(t, "auto_pad", g_auto_pad);
+    else
+        add_ints(t, "pads", 2 * c->nsp, pads);
+    add_int(t, "group", c->G);
+    if (kshape)
+        add_ints(t, "kernel_shape", c->nsp, c->k);
+}
+
+static void describe(const cfg *c, char *buf, size_t n)
+{
+    snprintf(buf, n, "nsp=%d N=%lld C=%lld M=%lld G=%lld in=%lldx%lldx%lld k=%lldx%lldx%lld s=%lld,%lld,%lld "
+             "d=%lld,%lld,%lld pb=%lld,%lld,%lld pe=%lld,%lld,%lld bias=%d", c->nsp, (long long)c->N,
+             (long long)c->C, (long long)c->M, (long long)c->G, (long long)c->in[0], (long long)c->in[1],
+             (long long)c->in[2], (long long)c->k[0], (long long)c->k[1], (long long)c->k[2], (long long)c->s[0],
+             (long long)c->s[1], (long long)c->s[2], (long long)c->d[0], (long long)c->d[1], (long long)c->d[2],
+             (long long)c->pb[0], (long long)c->pb[1], (long long)c->pb[2], (long long)c->pe[0],
+             (long long)c->pe[1], (long long)c->pe[2], c->bias);
+}
+
+static int n_conv_cases;
+
+/* Runs Conv (transpose = false) or ConvTranspose in dtype dt and compares with the naive loops. */
+static void check_conv(const cfg *c, bool transpose, kiln_dtype dt, int nthreads, unsigned long long *seed)
+{
+    int nsp = c->nsp;
+    int64_t xd[5] = {c->N, c->C}, wd[5], bd[1] = {c->M}, yd[5] = {c->N, c->M}, o[3];
+    if (transpose) {
+        wd[0] = c->C;
+        wd[1] = c->M / c->G;
+        convt_out(c, o);
+    } else {
+        wd[0] = c->M;
+        wd[1] = c->C / c->G;
+        conv_out(c, o);
+    }
+    for (int i = 0; i < nsp; i++) {
+        xd[2 + i] = c->in[i];
+        wd[2 + i] = c->k[i];
+        yd[2 + i] = o[i];
+    }
+    int64_t nx = prod(nsp + 2, xd), nw = prod(nsp + 2, wd), ny = prod(nsp + 2, yd);
+    float *fx = rand_buf(nx, seed), *fw = rand_buf(nw, seed), *fb = rand_buf(c->M, seed);
+    double *dx = malloc(sizeof(double) * (size_t)nx), *dw = malloc(sizeof(double) * (size_t)nw);
+    double *db = malloc(sizeof(double) * (size_t)c->M), *ref = malloc(sizeof(double) * (size_t)(ny ? ny : 1));
+    void *tx = NULL, *tw = NULL, *tb = NULL;
+    if (dt == KILN_DT_FLOAT16) { /* round the inputs to half first so both sides see the same values */
+        uint16_t *hx = malloc(2 * (size_t)nx), *hw = malloc(2 * (size_t)nw), *hb = malloc(2 * (size_t)c->M);
+        for (int64_t i = 0; i < nx; i++)
+            fx[i] = kiln__f16_to_f32(hx[i] = kiln__f32_to_f16(fx[i]));
+        for (int64_t i = 0; i < nw; i++)
+            fw[i] = kiln__f16_to_f32(hw[i] = kiln__f32_to_f16(fw[i]));
+        for (int64_t i = 0; i < c->M; i++)
+            fb[i] = kiln__f16_to_f32(hb[i] = kiln__f32_to_f16(fb[i]));
+        tx = hx, tw = hw, tb = hb;
+    }
+    for (int64_t i = 0; i < nx; i++)
+        dx[i] = fx[i];
+    for (int64_t i = 0; i < nw; i++)
+        dw[i] = fw[i];
+    for (int64_t i = 0; i < c->M; i++)
+        db[i] = fb[i];
+    if (dt == KILN_DT_FLOAT32)
+        tx = fx, tw = fw, tb = fb;
+    else if (dt == KILN_DT_FLOAT64)
+        tx = dx, tw = dw, tb = db;
+    if (transpose)
+        naive_convt(c, dx, dw, c->bias ? db : NULL, ref);
+    else
+        naive_conv(c, dx, dw, c->bias ? db : NULL, ref);
+
+    kiln_tensor X = mk(dt, nsp + 2, xd, tx), W = mk(dt, nsp + 2, wd, tw), B = mk(dt, 1, bd, tb);
+    const kiln_tensor *in[3] = {&X, &W, c->bias ? &B : NULL};
+    kiln_tensor out[1];
+    memset(out, 0, sizeof out);
+    tnode t;
+    set_conv_attrs(c, &t, (test_rng(seed) & 1) != 0);
+    if (transpose) {
+        bool any = false;
+        for (int i = 0; i < nsp; i++)
+            any |= c->op[i] != 0;
+        if (any)
+            add_ints(&t, "output_padding", nsp, c->op);
+    }
+    kiln_status st = transpose ? run_op(KILN_OP_ConvTranspose, "ConvTranspose", 11, &t, 3, in, 1, out, nthreads)
+                               : run_op(KILN_OP_Conv, "Conv", 11, &t, 3, in, 1, out, nthreads);
+    char desc[400];
+    describe(c, desc, sizeof desc);
+    n_conv_cases++;
+    CHECK_MSG(st == KILN_OK, "%s %s failed: %s [%s]", transpose ? "ConvTranspose" : "Conv", kiln_dtype_name(dt),
+              kiln_last_error(), desc);
+    if (st == KILN_OK) {
+        bool shape_ok = out[0].ndim == nsp + 2 && !memcmp(out[0].dims, yd, sizeof(int64_t) * (size_t)(nsp + 2)) &&
+                        out[0].dtype == dt;
+        CHECK_MSG(shape_ok, "output shape mismatch [%s]", desc);
+        double tol = dt == KILN_DT_FLOAT16 ? 2e-2 : 1e-4;
+        for (int64_t i = 0; shape_ok && i < ny; i++) {
+            double got = kiln__get_f64(dt, out[0].data, i), want = ref[i];
+            if (!(fabs(got - want) <= tol * fmax(1.0, fabs(want)))) {
+                CHECK_MSG(0, "%s %s threads=%d: element %lld: got %g want %g [%s]",
+                          transpose ? "ConvTranspose" : "Conv", kiln_dtype_name(dt), nthreads, (long long)i, got,
+                          want, desc);
+                break;
+            }
+        }
+    }
+    kiln__tensor_release(&out[0]);
+    if (dt == KILN_DT_FLOAT16) {
+        free(tx);
+        free(tw);
+        free(tb);
+    }
+    free(fx), free(fw), free(fb), free(dx), free(dw), free(db), free(ref);
+}
+
+static cfg random_cfg(unsigned long long *s, bool transpose)
+{
+    cfg c;
+    memset(&c, 0, sizeof c);
+    int64_t r = rnd(s, 0, 9);
+    c.nsp = r < 2 ? 1 : r < 8 ? 2 : 3;
+    c.N = rnd(s, 1, 2);
+    int64_t kind = rnd(s, 0, 3);
+    if (kind == 0) { /* depthwise (possibly with a channel multiplier) */
+        c.G = rnd(s, 1, 9);
+        c.C = c.G;
+        c.M = c.G * (rnd(s, 0, 3) == 0 ? 2 : 1);
+    } else {
+        c.G = kind == 1 ? rnd(s, 2, 3) : 1;
+        c.C = c.G * rnd(s, 1, 5);
+        c.M = c.G * rnd(s, 1, 5);
+    }
+    for (int i = 0; i < c.nsp; i++) {
+        c.k[i] = rnd(s, 1, c.nsp == 3 ? 3 : 5);
+        c.s[i] = rnd(s, 1, 3);
+        c.d[i] = rnd(s, 0, 3) == 0 ? 2 : 1;
+        c.pb[i] = rnd(s, 0, c.k[i] - 1);
+        c.pe[i] = rnd(s, 0, c.k[i] - 1);
+        int64_t effk = (c.k[i] - 1) * c.d[i] + 1;
+        if (transpose) {
+            c.in[i] = rnd(s, 1, c.nsp == 3 ? 4 : 9);
+            c.op[i] = rnd(s, 0, 2) == 0 ? rnd(s, 0, c.s[i] - 1) : 0;
+            int64_t full = c.s[i] * (c.in[i] - 1) + c.op[i] + effk;
+            while (c.pb[i] + c.pe[i] >= full) {
+                if (c.pb[i])
+                    c.pb[i]--;
+                else
+                    c.pe[i]--;
+            }
+        } else {
+            int64_t lo = effk - c.pb[i] - c.pe[i];
+            if (lo < 1)
+                lo = 1;
+            c.in[i] = lo + rnd(s, 0, c.nsp == 3 ? 4 : 10);
+        }
+    }
+    c.bias = rnd(s, 0, 1) != 0;
+    return c;
+}
+
+static cfg cfg2d(int64_t N, int64_t C, int64_t M, int64_t G, int64_t H, int64_t W, int64_t k, int64_t s, int64_t p,
+                 int64_t d, bool bias)
+{
+    cfg c;
+    memset(&c, 0, sizeof c);
+    c.nsp = 2;
+    c.N = N, c.C = C, c.M = M, c.G = G;
+    c.in[0] = H, c.in[1] = W;
+    c.k[0] = c.k[1] = k;
+    c.s[0] = c.s[1] = s;
+    c.d[0] = c.d[1] = d;
+    c.pb[0] = c.pb[1] = c.pe[0] = c.pe[1] = p;
+    c.bias = bias;
+    return c;
+}
+
+static void test_conv_configs(unsigned long long *seed)
+{
+    static const int threads[] = {1, 2, 4};
+    /* hand-picked: ResNet / MobileNet shapes at small sizes, odd sizes, wide rows for the SIMD paths */
+    cfg fixed[] = {
+        cfg2d(1, 16, 16, 1, 7, 9, 3, 1, 1, 1, true),     /* 3x3, odd H/W */
+        cfg2d(2, 8, 12, 1, 14, 14, 1, 1, 0, 1, true),    /* pointwise, batch 2 */
+        cfg2d(1, 8, 12, 1, 15, 13, 1, 2, 0, 1, false),   /* 1x1 stride 2 (projection) */
+        cfg2d(1, 3, 8, 1, 23, 29, 7, 2, 3, 1, true),     /* 7x7 stride 2 stem */
+        cfg2d(2, 12, 12, 12, 37, 45, 3, 1, 1, 1, true),  /* depthwise 3x3 s1 */
+        cfg2d(1, 12, 12, 12, 37, 77, 3, 2, 1, 1, true),  /* depthwise 3x3 s2 */
+        cfg2d(1, 6, 6, 6, 40, 83, 5, 1, 2, 1, false),    /* depthwise 5x5 s1 */
+        cfg2d(1, 6, 6, 6, 41, 99, 5, 2, 2, 1, true),     /* depthwise 5x5 s2 */
+        cfg2d(1, 4, 8, 4, 20, 70, 3, 1, 2, 2, true),     /* depthwise multiplier 2, dilation 2 */
+        cfg2d(1, 5, 5, 5, 3, 3, 3, 1, 1, 1, true),       /* depthwise, tiny */
+        cfg2d(1, 32, 24, 1, 28, 28, 3, 2, 1, 1, true),   /* 3x3 s2 */
+        cfg2d(1, 8, 8, 2, 11, 11, 3, 1, 2, 2, true),     /* grouped, dilated */
+        cfg2d(1, 64, 64, 1, 14, 14, 3, 1, 1, 1, true),   /* ResNet 3x3 at 14x14 */
+        cfg2d(1, 2, 3, 1, 1, 1, 1, 1, 0, 1, true),       /* 1x1 on a 1x1 image */
+        cfg2d(1, 2, 3, 1, 1, 1, 3, 1, 1, 1, true),       /* 3x3 with padding on a 1x1 image */
+        cfg2d(1, 16, 16, 16, 1, 200, 3, 1, 1, 1, true),  /* depthwise on a 1-row image */
+    };
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        for (int t = 0; t < 3; t++)
+            check_conv(&fixed[i], false, KILN_DT_FLOAT32, threads[t], seed);
+    /* a column chunking case: many channels x large image (im2col buffer over the budget) */
+    cfg big = cfg2d(1, 48, 8, 1, 70, 70, 3, 1, 1, 1, true);
+    check_conv(&big, false, KILN_DT_FLOAT32, 2, seed);
+    for (int i = 0; i < 400; i++) {
+        cfg c = random_cfg(seed, false);
+        check_conv(&c, false, KILN_DT_FLOAT32, threads[i % 3], seed);
+        if (i % 10 == 0)
+            check_conv(&c, false, KILN_DT_FLOAT64, threads[i % 3], seed);
+        if (i % 25 == 0)
+            check_conv(&c, false, KILN_DT_FLOAT16, threads[i % 3], seed);
+    }
+    /* auto_pad SAME_UPPER / SAME_LOWER / VALID: pads computed here, passed as auto_pad */
+    static const char *aps[3] = {"SAME_UPPER", "SAME_LOWER", "VALID"};
+    for (int i = 0; i < 60; i++) {
+        cfg c = random_cfg(seed, false);
+        g_auto_pad = aps[i % 3];
+        for (int d = 0; d < c.nsp; d++) {
+            int64_t effk = (c.k[d] - 1) * c.d[d] + 1;
+            if (i % 3 == 2) {
+                c.pb[d] = c.pe[d] = 0;
+                if (c.in[d] < effk)
+                    c.in[d] = effk;
+                continue;
+            }
+            int64_t o = (c.in[d] + c.s[d] - 1) / c.s[d], tot = (o - 1) * c.s[d] + effk - c.in[d];
+            if (tot < 0)
+                tot = 0;
+            c.pb[d] = i % 3 == 0 ? tot / 2 : tot - tot / 2;
+            c.pe[d] = tot - c.pb[d];
+        }
+        check_conv(&c, false, KILN_DT_FLOAT32, threads[i % 3], seed);
+    }
+    g_auto_pad = NULL;
+    cfg tfixed[] = {
+        cfg2d(1, 8, 4, 1, 7, 9, 3, 2, 1, 1, true),
+        cfg2d(2, 6, 6, 3, 5, 6, 4, 2, 1, 1, false),
+        cfg2d(1, 8, 8, 1, 9, 9, 1, 1, 0, 1, true),   /* 1x1: direct GEMM path */
+        cfg2d(1, 4, 4, 4, 6, 5, 3, 1, 1, 2, true),   /* depthwise transpose, dilated */
+    };
+    for (size_t i = 0; i < sizeof tfixed / sizeof tfixed[0]; i++)
+        for (int t = 0; t < 3; t++)
+            check_conv(&tfixed[i], true, KILN_DT_FLOAT32, threads[t], seed);
+    for (int i = 0; i < 200; i++) {
+        cfg c = random_cfg(seed, true);
+        check_conv(&c, true, KILN_DT_FLOAT32, threads[i % 3], seed);
+        if (i % 10 == 0)
+            check_conv(&c, true, KILN_DT_FLOAT64, threads[i % 3], seed);
+        if (i % 25 == 0)
+            check_conv(&c, true, KILN_DT_FLOAT16, threads[i % 3], seed);
+    }
+}
+
+/* ConvInteger with uint8 x / int8 w and zero points against exact integer loops. */
+static void test_conv_integer(unsigned long long *seed)
+{
+    for (int it = 0; it < 30; it++) {
+        cfg c = random_cfg(seed, false);
+        c.bias = false;
+        int nsp = c.nsp;
+        int64_t xd[5] = {c.N, c.C}, wd[5] = {c.M, c.C / c.G}, yd[5] = {c.N, c.M}, o[3];
+        conv_out(&c, o);
+        for (int i = 0; i < nsp; i++) {
+            xd[2 + i] = c.in[i];
+            wd[2 + i] = c.k[i];
+            yd[2 + i] = o[i];
+        }
+        int64_t nx = prod(nsp + 2, xd), nw = prod(nsp + 2, wd), ny = prod(nsp + 2, yd);
+        uint8_t *x = malloc((size_t)nx), xz = (uint8_t)rnd(seed, 0, 255);
+        int8_t *w = malloc((size_t)nw), *wz = malloc((size_t)c.M);
+        double *dx = malloc(sizeof(double) * (size_t)nx), *dw = malloc(sizeof(double) * (size_t)nw);
+        double *ref = malloc(sizeof(double) * (size_t)ny);
+        bool per_channel = it % 2 == 0;
+        for (int64_t m = 0; m < c.M; m++)
+            wz[m] = (int8_t)rnd(seed, -128, 127);
+        for (int64_t i = 0; i < nx; i++) {
+            x[i] = (uint8_t)rnd(seed, 0, 255);
+            dx[i] = (double)x[i] - xz;
+        }
+        for (int64_t i = 0; i < nw; i++) {
+            w[i] = (int8_t)rnd(seed, -128, 127);
+            dw[i] = (double)w[i] - wz[per_channel ? i / (nw / c.M) : 0];
+        }
+        naive_conv(&c, dx, dw, NULL, ref);
+        int64_t one = 1, md = c.M;
+        kiln_tensor X = mk(KILN_DT_UINT8, nsp + 2, xd, x), W = mk(KILN_DT_INT8, nsp + 2, wd, w);
+        kiln_tensor XZ = mk(KILN_DT_UINT8, 0, &one, &xz), WZ = mk(KILN_DT_INT8, 1, per_channel ? &md : &one, wz);
+        const kiln_tensor *in[4] = {&X, &W, &XZ, &WZ};
+        kiln_tensor out[1];
+        memset(out, 0, sizeof out);
+        tnode t;
+        set_conv_attrs(&c, &t, false);
+        kiln_status st = run_op(KILN_OP_ConvInteger, "ConvInteger", 10, &t, 4, in, 1, out, 2);
+        CHECK_MSG(st == KILN_OK, "ConvInteger failed: %s", kiln_last_error());
+        if (st == KILN_OK) {
+            CHECK(out[0].dtype == KILN_DT_INT32 && kiln_tensor_numel(&out[0]) == ny);
+            const int32_t *y = out[0].data;
+            for (int64_t i = 0; i < ny; i++)
+                if (y[i] != (int32_t)ref[i]) {
+                    CHECK_MSG(0, "ConvInteger element %lld: got %d want %g", (long long)i, y[i], ref[i]);
+                    break;
+                }
+        }
+        kiln__tensor_release(&out[0]);
+        free(x), free(w), free(wz), free(dx), free(dw), free(ref);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * pools
+ * --------------------------------------------------------------------------------------- */
+
+typedef struct pcfg {
+    int nsp;
+    int64_t N, C, in[3], k[3], s[3], d[3], pb[3], pe[3];
+    bool ceil, count_pad, col_major;
+} pcfg;
+
+static void pool_out(const pcfg *c, int64_t *o)
+{
+    for (int i = 0; i < c->nsp; i++) {
+        int64_t span = c->in[i] + c->pb[i] + c->pe[i] - ((c->k[i] - 1) * c->d[i] + 1);
+        o[i] = (c->ceil ? (span + c->s[i] - 1) / c->s[i] : span / c->s[i]) + 1;
+        if (c->ceil && (o[i] - 1) * c->s[i] >= c->in[i] + c->pb[i])
+            o[i]--;
+    }
+}
+
+/* kind 0: max (+ index), 1: average */
+static void naive_pool(const pcfg *c, int kind, const double *x, double *y, int64_t *idx)
+{
+    int64_t o[3];
+    pool_out(c, o);
+    int off = 3 - c->nsp;
+    int64_t in3[3], o3[3], k3[3], s3[3], d3[3], pb3[3], pe3[3];
+    for (int i = 0; i < 3; i++) {
+        bool real = i >= off;
+        in3[i] = real ? c->in[i - off] : 1;
+        o3[i] = real ? o[i - off] : 1;
+        k3[i] = real ? c->k[i - off] : 1;
+        s3[i] = real ? c->s[i - off] : 1;
+        d3[i] = real ? c->d[i - off] : 1;
+        pb3[i] = real ? c->pb[i - off] : 0;
+        pe3[i] = real ? c->pe[i - off] : 0;
+    }
+    int64_t isz = prod(3, in3), osz = prod(3, o3);
+    for (int64_t pl = 0; pl < c->N * c->C; pl++)
+        for (int64_t a = 0; a < o3[0]; a++)
+            for (int64_t b = 0; b < o3[1]; b++)
+                for (int64_t cc = 0; cc < o3[2]; cc++) {
+                    double best = -INFINITY, sum = 0, cnt = 0;
+                    int64_t bi = -1;
+                    for (int64_t p = 0; p < k3[0]; p++)
+                        for (int64_t q = 0; q < k3[1]; q++)
+                            for (int64_t r = 0; r < k3[2]; r++) {
+                                int64_t i0 = a * s3[0] - pb3[0] + p * d3[0], i1 = b * s3[1] - pb3[1] + q * d3[1],
+                                        i2 = cc * s3[2] - pb3[2] + r * d3[2];
+                                bool inside = i0 >= 0 && i0 < in3[0] && i1 >= 0 && i1 < in3[1] && i2 >= 0 &&
+                                              i2 < in3[2];
+                                bool in_pad = i0 >= -pb3[0] && i0 < in3[0] + pe3[0] && i1 >= -pb3[1] &&
+                                              i1 < in3[1] + pe3[1] && i2 >= -pb3[2] && i2 < in3[2] + pe3[2];
+                                if (inside) {
+                                    int64_t li = (i0 * in3[1] + i1) * in3[2] + i2;
+                                    double v = x[pl * isz + li];
+                                    if (v > best) {
+                                        best = v;
+                                        bi = c->col_major ? (i2 * in3[1] + i1) * in3[0] + i0 : li;
+                                        if (c->nsp == 2)
+                                            bi = c->col_major ? i2 * in3[1] + i1 : li;
+                                    }
+                                    sum += v;
+                                    cnt += 1;
+                                } else if (in_pad && c->count_pad) {
+                                    cnt += 1;
+                                }
+                            }
+                    int64_t oi = pl * osz + (a * o3[1] + b) * o3[2] + cc;
+                    y[oi] = kind == 0 ? best : sum / cnt;
+                    if (idx)
+                        idx[oi] = bi < 0 ? -1 : pl * isz + bi;
+                }
+}
+
+static void check_pool(const pcfg *c, int kind, int nthreads, unsigned long long *seed)
+{
+    int nsp = c->nsp;
+    int64_t xd[5] = {c->N, c->C}, yd[5] = {c->N, c->C}, o[3];
+    pool_out(c, o);
+    for (int i = 0; i < nsp; i++) {
+        xd[2 + i] = c->in[i];
+        yd[2 + i] = o[i];
+    }
+    int64_t nx = prod(nsp + 2, xd), ny = prod(nsp + 2, yd);
+    float *fx = rand_buf(nx, seed);
+    double *dx = malloc(sizeof(double) * (size_t)nx), *ref = malloc(sizeof(double) * (size_t)ny);
+    int64_t *ridx = malloc(sizeof(int64_t) * (size_t)ny);
+    for (int64_t i = 0; i < nx; i++)
+        dx[i] = fx[i];
+    naive_pool(c, kind, dx, ref, ridx);
+    tnode t;
+    t.na = 0;
+    int64_t pads[6];
+    for (int i = 0; i < nsp; i++) {
+        pads[i] = c->pb[i];
+        pads[nsp + i] = c->pe[i];
+    }
+    add_ints(&t, "kernel_shape", nsp, c->k);
+    add_ints(&t, "strides", nsp, c->s);
+    add_ints(&t, "pads", 2 * nsp, pads);
+    if (kind == 0) {
+        add_ints(&t, "dilations", nsp, c->d);
+        add_int(&t, "storage_order", c->col_major);
+    } else {
+        add_int(&t, "count_include_pad", c->count_pad);
+    }
+    add_int(&t, "ceil_mode", c->ceil);
+    kiln_tensor X = mk(KILN_DT_FLOAT32, nsp + 2, xd, fx);
+    const kiln_tensor *in[1] = {&X};
+    kiln_tensor out[2];
+    memset(out, 0, sizeof out);
+    kiln_status st = kind == 0 ? run_op(KILN_OP_MaxPool, "MaxPool", 12, &t, 1, in, 2, out, nthreads)
+                               : run_op(KILN_OP_AveragePool, "AveragePool", 11, &t, 1, in, 1, out, nthreads);
+    CHECK_MSG(st == KILN_OK, "%s failed: %s", kind ? "AveragePool" : "MaxPool", kiln_last_error());
+    if (st == KILN_OK) {
+        bool shape_ok = out[0].ndim == nsp + 2 && !memcmp(out[0].dims, yd, sizeof(int64_t) * (size_t)(nsp + 2));
+        CHECK_MSG(shape_ok, "pool output shape mismatch (nsp %d)", nsp);
+        const float *y = out[0].data;
+        for (int64_t i = 0; shape_ok && i < ny; i++) {
+            if (!(y[i] == ref[i] || fabs(y[i] - ref[i]) <= 1e-5 * fmax(1.0, fabs(ref[i])))) {
+                CHECK_MSG(0, "%s element %lld: got %g want %g (nsp %d ceil %d)", kind ? "AveragePool" : "MaxPool",
+                          (long long)i, y[i], ref[i], nsp, c->ceil);
+                break;
+            }
+            if (kind == 0 && ((const int64_t *)out[1].data)[i] != ridx[i]) {
+                CHECK_MSG(0, "MaxPool index %lld: got %lld want %lld", (long long)i,
+                          (long long)((const int64_t *)out[1].data)[i], (long long)ridx[i]);
+                break;
+            }
+        }
+    }
+    kiln__tensor_release(&out[0]);
+    kiln__tensor_release(&out[1]);
+    free(fx), free(dx), free(ref), free(ridx);
+}
+
+static void test_pools(unsigned long long *seed)
+{
+    for (int i = 0; i < 300; i++) {
+        pcfg c;
+        memset(&c, 0, sizeof c);
+        c.nsp = i % 5 == 0 ? 1 : i % 5 == 1 ? 3 : 2;
+        c.N = rnd(seed, 1, 2);
+        c.C = rnd(seed, 1, 4);
+        c.ceil = rnd(seed, 0, 2) == 0;
+        c.count_pad = rnd(seed, 0, 1) != 0;
+        c.col_major = c.nsp == 2 && rnd(seed, 0, 2) == 0;
+        int kind = i % 2;
+        for (int d = 0; d < c.nsp; d++) {
+            c.k[d] = rnd(seed, 1, 4);
+            c.s[d] = rnd(seed, 1, 3);
+            c.d[d] = kind == 0 && rnd(seed, 0, 3) == 0 ? 2 : 1;
+            c.pb[d] = rnd(seed, 0, c.k[d] - 1);
+            c.pe[d] = rnd(seed, 0, c.k[d] - 1);
+            int64_t lo = (c.k[d] - 1) * c.d[d] + 1 - c.pb[d] - c.pe[d];
+            c.in[d] = (lo < 1 ? 1 : lo) + rnd(seed, 0, c.nsp == 3 ? 4 : 9);
+        }
+        check_pool(&c, kind, 1 + i % 3, seed);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * timing (information only)
+ * --------------------------------------------------------------------------------------- */
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Times one float32 Conv; returns the best of `reps` in seconds. */
+static double time_conv(const cfg *c, int nthreads, int reps, unsigned long long *seed)
+{
+    int nsp = c->nsp;
+    int64_t xd[5] = {c->N, c->C}, wd[5] = {c->M, c->C / c->G}, bd[1] = {c->M};
+    for (int i = 0; i < nsp; i++) {
+        xd[2 + i] = c->in[i];
+        wd[2 + i] = c->k[i];
+    }
+    float *x = rand_buf(prod(nsp + 2, xd), seed), *w = rand_buf(prod(nsp + 2, wd), seed), *b = rand_buf(c->M, seed);
+    kiln_tensor X = mk(KILN_DT_FLOAT32, nsp + 2, xd, x), W = mk(KILN_DT_FLOAT32, nsp + 2, wd, w),
+                B = mk(KILN_DT_FLOAT32, 1, bd, b);
+    const kiln_tensor *in[3] = {&X, &W, c->bias ? &B : NULL};
+    tnode t;
+    set_conv_attrs(c, &t, false);
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        kiln_tensor out[1];
+        memset(out, 0, sizeof out);
+        double t0 = now();
+        kiln_status st = run_op(KILN_OP_Conv, "Conv", 11, &t, 3, in, 1, out, nthreads);
+        double dt = now() - t0;
+        CHECK(st == KILN_OK);
+        if (dt < best)
+            best = dt;
+        kiln__tensor_release(&out[0]);
+    }
+    free(x), free(w), free(b);
+    return best;
+}
+
+static double conv_flops(const cfg *c)
+{
+    int64_t o[3];
+    conv_out(c, o);
+    return 2.0 * (double)c->N * (double)c->M * (double)prod(c->nsp, o) * (double)(c->C / c->G) *
+           (double)prod(c->nsp, c->k);
+}
+
+static void bench(unsigned long long *seed)
+{
+    int nt = 2;
+    cfg c = cfg2d(1, 64, 64, 1, 56, 56, 3, 1, 1, 1, true);
+    double t = time_conv(&c, nt, 10, seed);
+    printf("timing: Conv 3x3 64->64 56x56, %d threads: %.3f ms (%.1f GFLOP/s)\n", nt, t * 1e3,
+           conv_flops(&c) / t * 1e-9);
+    cfg dw = cfg2d(1, 96, 96, 96, 112, 112, 3, 1, 1, 1, true);
+    t = time_conv(&dw, nt, 10, seed);
+    printf("timing: depthwise 3x3 s1 96ch 112x112, %d threads: %.3f ms (%.1f GFLOP/s)\n", nt, t * 1e3,
+           conv_flops(&dw) / t * 1e-9);
+    dw = cfg2d(1, 96, 96, 96, 112, 112, 3, 2, 1, 1, true);
+    t = time_conv(&dw, nt, 10, seed);
+    printf("timing: depthwise 3x3 s2 96ch 112x112, %d threads: %.3f ms (%.1f GFLOP/s)\n", nt, t * 1e3,
+           conv_flops(&dw) / t * 1e-9);
+    dw = cfg2d(1, 240, 240, 240, 28, 28, 5, 1, 2, 1, true);
+    t = time_conv(&dw, nt, 10, seed);
+    printf("timing: depthwise 5x5 s1 240ch 28x28, %d threads: %.3f ms (%.1f GFLOP/s)\n", nt, t * 1e3,
+           conv_flops(&dw) / t * 1e-9);
+
+    /* the 53 convolutions of ResNet-50 (torchvision v1.5, 224x224, batch 1) */
+    cfg net[64];
+    int n = 0;
+    net[n++] = cfg2d(1, 3, 64, 1, 224, 224, 7, 2, 3, 1, true);
+    static const int blocks[4] = {3, 4, 6, 3};
+    int64_t cin = 64, size = 56;
+    for (int st = 0; st < 4; st++) {
+        int64_t mid = 64 << st, cout = mid * 4;
+        for (int bl = 0; bl < blocks[st]; bl++) {
+            int64_t s = (bl == 0 && st > 0) ? 2 : 1, osz = size / s;
+            net[n++] = cfg2d(1, cin, mid, 1, size, size, 1, 1, 0, 1, true);
+            net[n++] = cfg2d(1, mid, mid, 1, size, size, 3, s, 1, 1, true);
+            net[n++] = cfg2d(1, mid, cout, 1, osz, osz, 1, 1, 0, 1, true);
+            if (bl == 0)
+                net[n++] = cfg2d(1, cin, cout, 1, size, size, 1, s, 0, 1, true);
+            cin = cout;
+            size = osz;
+        }
+    }
+    double total = 0, flops = 0;
+    for (int i = 0; i < n; i++) {
+        total += time_conv(&net[i], nt, 3, seed);
+        flops += conv_flops(&net[i]);
+    }
+    printf("timing: ResNet-50 conv stack (%d convs, %.2f GFLOP), %d threads: %.1f ms (%.1f GFLOP/s)\n", n,
+           flops * 1e-9, nt, total * 1e3, flops / total * 1e-9);
+}
+
+int main(int argc, char **argv)
+{
+    unsigned long long seed = 0x9E3779B97F4A7C15ull;
+    test_conv_configs(&seed);
+    test_conv_integer(&seed);
+    test_pools(&seed);
+    printf("%d conv cases\n", n_conv_cases);
+    if (!(argc > 1 && !strcmp(argv[1], "--no-bench")))
+        bench(&seed);
+    return TEST_SUMMARY();
+}
