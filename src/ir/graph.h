@@ -13,7 +13,10 @@ typedef enum kiln_op {
     KILN_OP_UNKNOWN = -1
 } kiln_op;
 
+#define KILN_DOMAIN "kiln"
 const char *kiln__op_name(kiln_op op);
+/* True for kiln's own fused ops (domain "kiln"). */
+bool kiln__op_is_kiln(kiln_op op);
 /* Looks up an op by ONNX (domain, op_type); KILN_OP_UNKNOWN if kiln does not know it. */
 kiln_op kiln__op_lookup(const char *domain, const char *op_type);
 

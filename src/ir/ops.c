@@ -13,12 +13,24 @@ const char *kiln__op_name(kiln_op op)
     return (op >= 0 && op < KILN_OP_COUNT) ? op_names[op] : "?";
 }
 
+/* 1 for ops of kiln's own domain, 0 for ONNX ops */
+static const unsigned char op_is_kiln[] = {
+#define X(name) 0,
+#define K(name) 1,
+#include "ops.def"
+#undef K
+#undef X
+};
+
+bool kiln__op_is_kiln(kiln_op op) { return op >= 0 && op < KILN_OP_COUNT && op_is_kiln[op]; }
+
 kiln_op kiln__op_lookup(const char *domain, const char *op_type)
 {
-    if (domain && domain[0] && strcmp(domain, "ai.onnx") != 0)
+    bool kiln_domain = domain && !strcmp(domain, KILN_DOMAIN);
+    if (domain && domain[0] && strcmp(domain, "ai.onnx") != 0 && !kiln_domain)
         return KILN_OP_UNKNOWN;
     for (int i = 0; i < KILN_OP_COUNT; i++)
-        if (strcmp(op_names[i], op_type) == 0)
+        if (op_is_kiln[i] == kiln_domain && strcmp(op_names[i], op_type) == 0)
             return (kiln_op)i;
     return KILN_OP_UNKNOWN;
 }

@@ -29,6 +29,14 @@ kiln_status kiln__pass_remove_identity(kiln_graph *g, int *changed);
 kiln_status kiln__pass_constant_fold(kiln_graph *g, int *changed);
 kiln_status kiln__pass_dead_nodes(kiln_graph *g, int *changed);
 kiln_status kiln__pass_fold_batchnorm(kiln_graph *g, int *changed);
+kiln_status kiln__pass_fuse_layernorm(kiln_graph *g, int *changed);
+kiln_status kiln__pass_fuse_gelu(kiln_graph *g, int *changed);
+kiln_status kiln__pass_fuse_hardswish(kiln_graph *g, int *changed);
+kiln_status kiln__pass_fuse_attention(kiln_graph *g, int *changed);
+kiln_status kiln__pass_cancel_transpose_reshape(kiln_graph *g, int *changed);
+kiln_status kiln__pass_fuse_bias(kiln_graph *g, int *changed);
+kiln_status kiln__pass_fuse_residual(kiln_graph *g, int *changed);
+kiln_status kiln__pass_fuse_activation(kiln_graph *g, int *changed);
 
 /* helpers shared by passes */
 /* The constant tensor of value v, or NULL. */

@@ -437,6 +437,18 @@ static void test_conv_configs(unsigned long long *seed)
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         for (int t = 0; t < 3; t++)
             check_conv(&fixed[i], false, KILN_DT_FLOAT32, threads[t], seed);
+    /* depthwise on tall images: several row bands of the padded buffer */
+    cfg tall = cfg2d(1, 3, 3, 3, 700, 100, 3, 2, 1, 1, true);
+    check_conv(&tall, false, KILN_DT_FLOAT32, 2, seed);
+    tall = cfg2d(2, 2, 4, 2, 611, 130, 5, 1, 2, 1, true);
+    check_conv(&tall, false, KILN_DT_FLOAT32, 2, seed);
+    /* depthwise 1-D with absurd padding: bounds-checked path without a buffer */
+    cfg wide;
+    memset(&wide, 0, sizeof wide);
+    wide.nsp = 1, wide.N = 1, wide.C = wide.M = wide.G = 2;
+    wide.in[0] = 1, wide.k[0] = 1, wide.s[0] = 1, wide.d[0] = 1, wide.pb[0] = wide.pe[0] = 2100000;
+    wide.bias = true;
+    check_conv(&wide, false, KILN_DT_FLOAT32, 2, seed);
     /* a column chunking case: many channels x large image (im2col buffer over the budget) */
     cfg big = cfg2d(1, 48, 8, 1, 70, 70, 3, 1, 1, 1, true);
     check_conv(&big, false, KILN_DT_FLOAT32, 2, seed);

@@ -67,7 +67,8 @@ static void find_tests(const char *root, strlist *out, int depth)
                 sl_add(&subs, p);
         }
     closedir(d);
-    qsort(subs.v, (size_t)subs.n, sizeof(char *), cmp_str);
+    if (subs.n)
+        qsort(subs.v, (size_t)subs.n, sizeof(char *), cmp_str);
     for (int i = 0; i < subs.n; i++) {
         find_tests(subs.v[i], out, depth + 1);
         free(subs.v[i]);
@@ -171,6 +172,8 @@ static int count_files(const char *dir, const char *prefix)
 }
 
 /* Runs one test in the current process; writes a one-line verdict to `msg`. */
+static bool g_optimize;
+
 static int run_test(const char *dir, int threads, char *msg, size_t msglen)
 {
     char p[4096];
@@ -186,6 +189,17 @@ static int run_test(const char *dir, int threads, char *msg, size_t msglen)
         snprintf(msg, msglen, "%s", kiln_last_error());
         kiln_model_free(m);
         return R_SKIP;
+    }
+    kiln_engine_t eng = NULL;
+    if (g_optimize) {
+        kiln_build_options bo = {0};
+        st = kiln_build(m, &bo, &eng);
+        kiln_free(bo.report);
+        if (st != KILN_OK) {
+            snprintf(msg, msglen, "build: %s", kiln_last_error());
+            kiln_model_free(m);
+            return R_FAIL;
+        }
     }
     int result = R_PASS;
     double worst_abs = 0, worst_rel = 0;
@@ -216,7 +230,8 @@ static int run_test(const char *dir, int threads, char *msg, size_t msglen)
         }
         if (result == R_PASS) {
             kiln_run_options opts = {.num_threads = threads};
-            st = kiln_model_run(m, nin, names, ins, &opts, &nout, &outs);
+            st = eng ? kiln_engine_run(eng, nin, names, ins, &opts, &nout, &outs)
+                     : kiln_model_run(m, nin, names, ins, &opts, &nout, &outs);
             if (st != KILN_OK) {
                 snprintf(msg, msglen, "run: %s", kiln_last_error());
                 result = st == KILN_ERR_UNSUPPORTED ? R_SKIP : R_FAIL;
@@ -261,6 +276,7 @@ static int run_test(const char *dir, int threads, char *msg, size_t msglen)
             snprintf(msg, msglen, "max abs err %.3g, max rel err %.3g", worst_abs, worst_rel);
         }
     }
+    kiln_engine_free(eng);
     kiln_model_free(m);
     return result;
 }
@@ -337,9 +353,11 @@ int cmd_conformance(int argc, char **argv)
             filter = argv[++i];
         else if (!strcmp(argv[i], "--quiet"))
             quiet = true;
+        else if (!strcmp(argv[i], "--optimize"))
+            g_optimize = true;
         else if (argv[i][0] == '-') {
             fprintf(stderr, "usage: kiln conformance DIR... [--expect PASSLIST] [--write-passes FILE] [--filter SUBSTR]"
-                            " [--threads N] [--timeout S] [--quiet]\n");
+                            " [--threads N] [--timeout S] [--quiet] [--optimize]\n");
             return 2;
         } else
             find_tests(argv[i], &tests, 0);

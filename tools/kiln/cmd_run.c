@@ -9,6 +9,7 @@ int cmd_run(int argc, char **argv)
 {
     const char *model_path = NULL, *out_dir = NULL;
     int threads = 0, nin = 0, rc = 1;
+    bool no_opt = false;
     const char **names = calloc((size_t)argc, sizeof *names);
     kiln_tensor *ins = calloc((size_t)argc, sizeof *ins);
     kiln_model_t m = NULL;
@@ -34,6 +35,8 @@ int cmd_run(int argc, char **argv)
             nin++;
         } else if (!strcmp(argv[i], "--output-dir") && i + 1 < argc) {
             out_dir = argv[++i];
+        } else if (!strcmp(argv[i], "--no-optimize")) {
+            no_opt = true;
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             threads = atoi(argv[++i]);
         } else if (argv[i][0] != '-' && !model_path) {
@@ -44,7 +47,7 @@ int cmd_run(int argc, char **argv)
         }
     }
     if (!model_path || !out_dir) {
-        fprintf(stderr, "usage: kiln run MODEL.onnx --input NAME=FILE ... --output-dir DIR [--threads N]\n");
+        fprintf(stderr, "usage: kiln run MODEL.onnx|M.kiln --input NAME=FILE ... --output-dir DIR [--threads N] [--no-optimize]\n");
         goto done;
     }
     bool is_engine = kiln_is_engine_file(model_path);
@@ -53,9 +56,19 @@ int cmd_run(int argc, char **argv)
         rc = cli_die(st, is_engine ? "loading engine" : "loading model");
         goto done;
     }
+    if (!is_engine && !no_opt) {
+        /* optimize in memory, exactly as `kiln build` would */
+        kiln_build_options bo = {0};
+        st = kiln_build(m, &bo, &e);
+        kiln_free(bo.report);
+        if (st != KILN_OK) {
+            rc = cli_die(st, "optimizing model");
+            goto done;
+        }
+    }
     kiln_run_options opts = {.num_threads = threads};
-    st = is_engine ? kiln_engine_run(e, nin, names, ins, &opts, &nout, &outs)
-                   : kiln_model_run(m, nin, names, ins, &opts, &nout, &outs);
+    st = e ? kiln_engine_run(e, nin, names, ins, &opts, &nout, &outs)
+           : kiln_model_run(m, nin, names, ins, &opts, &nout, &outs);
     if (st != KILN_OK) {
         rc = cli_die(st, "running model");
         goto done;

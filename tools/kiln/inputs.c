@@ -100,12 +100,12 @@ kiln_status cli_make_inputs(kiln_engine_t e, const cli_input_opts *o, kiln_tenso
         kiln_dtype dt = v->dtype != KILN_DT_UNDEFINED ? v->dtype : KILN_DT_FLOAT32;
         KILN_TRY(kiln__tensor_alloc(&ins[i], dt, nd, dims));
         int64_t n = kiln_tensor_numel(&ins[i]);
-        bool mask = strstr(v->name, "mask") != NULL;
+        bool mask = strstr(v->name, "mask") != NULL, type = strstr(v->name, "type") != NULL;
         for (int64_t k = 0; k < n; k++) {
             if (kiln__dtype_is_float(dt))
                 kiln__set_f64(dt, ins[i].data, k, (double)(rnd() >> 11) / 9007199254740992.0 * 2.0 - 1.0);
             else
-                kiln__set_i64(dt, ins[i].data, k, mask || dt == KILN_DT_BOOL ? 1 : (int64_t)(rnd() % 100));
+                kiln__set_i64(dt, ins[i].data, k, mask || dt == KILN_DT_BOOL ? 1 : type ? 0 : (int64_t)(rnd() % 100));
         }
     next:;
     }

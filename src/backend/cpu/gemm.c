@@ -107,26 +107,37 @@ static void store_tile(const float *t, int ldt, float *c, int64_t ldc, float alp
 }
 
 /* ------------------------------------------------------------------------------------------
- * Portable micro-kernel: 4 x 16
+ * Portable micro-kernel: 6 x 8, written with GNU vector extensions (4 floats per vector)
  * ------------------------------------------------------------------------------------------ */
 
-#define MR_C 4
-#define NR_C 16
+#define MR_C 6
+#define NR_C 8
+
+typedef float gemm_v4 __attribute__((vector_size(16)));
 
 static void ukr_c(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc, float alpha, float beta,
                   int m, int n)
 {
-    float acc[MR_C][NR_C] = {{0}};
+    gemm_v4 acc[MR_C][2];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR_C; i++)
+        acc[i][0] = acc[i][1] = (gemm_v4){0, 0, 0, 0};
     for (int64_t k = 0; k < kc; k++) {
+        gemm_v4 b0, b1;
+        memcpy(&b0, pb, sizeof b0);
+        memcpy(&b1, pb + 4, sizeof b1);
+#pragma GCC unroll 8
         for (int i = 0; i < MR_C; i++) {
-            float a = pa[i];
-            for (int j = 0; j < NR_C; j++)
-                acc[i][j] += a * pb[j];
+            gemm_v4 a = {pa[i], pa[i], pa[i], pa[i]};
+            acc[i][0] += a * b0;
+            acc[i][1] += a * b1;
         }
         pa += MR_C;
         pb += NR_C;
     }
-    store_tile(&acc[0][0], NR_C, c, ldc, alpha, beta, m, n);
+    float t[MR_C * NR_C];
+    memcpy(t, acc, sizeof t);
+    store_tile(t, NR_C, c, ldc, alpha, beta, m, n);
 }
 
 static void pack_c_a(const float *src, int64_t si, int64_t sk, int64_t n, int64_t kc, float *dst)

@@ -14,7 +14,7 @@
  * computed in float32 and converted back. Integer division/modulo by zero gives 0 and
  * INT_MIN / -1 wraps (no SIGFPE). */
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic", "no-math-errno")
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic", "no-math-errno", "no-trapping-math")
 #endif
 #include "../../kernel.h"
 #include <math.h>
@@ -23,7 +23,14 @@
 #define PAR_MIN 65536
 #define PAR_GRAIN 16384
 
-typedef void (*row_fn)(void *o, const void *a, const void *b, const void *c, int64_t n, int sa, int sb, int sc);
+/* A block of m rows of n output elements (output contiguous). Within a row input k advances
+ * by s_k (0 or 1) per element; from one row to the next by r_k elements. */
+typedef struct rowarg {
+    int64_t n, m;
+    int sa, sb, sc;
+    int64_t ra, rb, rc;
+} rowarg;
+typedef void (*row_fn)(void *o, const void *a, const void *b, const void *c, const rowarg *r);
 
 /* ---------------------------------------------------------------- validation helpers */
 
@@ -82,22 +89,44 @@ static void bjob_run(void *p, int64_t begin, int64_t end)
     for (int k = 0; k < j->nin; k++)
         s[k] = j->st[k][last] != 0;
     const int64_t inner = j->dims[last];
+    const int outer = nd >= 2 ? nd - 2 : 0;
+    rowarg ra = {.sa = s[0], .sb = s[1], .sc = s[2]};
+    if (nd >= 2) {
+        ra.ra = j->st[0][outer];
+        ra.rb = j->nin > 1 ? j->st[1][outer] : 0;
+        ra.rc = j->nin > 2 ? j->st[2][outer] : 0;
+    }
     int64_t pos = begin;
     while (pos < end) {
-        int64_t n = inner - idx[last];
-        if (n > end - pos)
-            n = end - pos;
+        int64_t n, m = 1;
+        int d0 = last;
+        if (nd >= 2 && idx[last] == 0 && end - pos >= 2 * inner) {
+            /* several whole rows of the same outer index range in one call */
+            n = inner;
+            m = j->dims[outer] - idx[outer];
+            if (m > (end - pos) / inner)
+                m = (end - pos) / inner;
+            if (m > 1)
+                d0 = outer;
+        } else {
+            n = inner - idx[last];
+            if (n > end - pos)
+                n = end - pos;
+        }
+        ra.n = n;
+        ra.m = m;
         const void *pa = j->in[0] + off[0] * (int64_t)j->esz[0];
         const void *pb = j->nin > 1 ? j->in[1] + off[1] * (int64_t)j->esz[1] : NULL;
         const void *pc = j->nin > 2 ? j->in[2] + off[2] * (int64_t)j->esz[2] : NULL;
-        j->fn(j->out + pos * (int64_t)j->osz, pa, pb, pc, n, s[0], s[1], s[2]);
-        pos += n;
+        j->fn(j->out + pos * (int64_t)j->osz, pa, pb, pc, &ra);
+        pos += n * m;
         if (pos >= end)
             break;
-        idx[last] += n;
+        int64_t step = d0 == last ? n : m;
+        idx[d0] += step;
         for (int k = 0; k < j->nin; k++)
-            off[k] += n * j->st[k][last];
-        for (int d = last; d > 0 && idx[d] >= j->dims[d]; d--) {
+            off[k] += step * j->st[k][d0];
+        for (int d = d0; d > 0 && idx[d] >= j->dims[d]; d--) {
             idx[d] = 0;
             idx[d - 1]++;
             for (int k = 0; k < j->nin; k++)
@@ -160,38 +189,41 @@ static void bcast_exec(const kiln_kctx *ctx, row_fn fn, kiln_tensor *out, int ni
 /* ---------------------------------------------------------------- row functions */
 
 #define ROW2(TO, TA, TB, EXPR)                                                                                 \
-    TO *o = (TO *)o_;                                                                                          \
-    const TA *a = (const TA *)a_;                                                                              \
-    const TB *b = (const TB *)b_;                                                                              \
-    if (sa && sb) {                                                                                            \
-        for (int64_t i = 0; i < n; i++) {                                                                      \
-            TA x = a[i];                                                                                       \
-            TB y = b[i];                                                                                       \
-            o[i] = (TO)(EXPR);                                                                                 \
+    const int64_t n = R->n;                                                                                    \
+    const int sa = R->sa, sb = R->sb;                                                                          \
+    for (int64_t r_ = 0; r_ < R->m; r_++) {                                                                    \
+        TO *o = (TO *)o_ + r_ * n;                                                                             \
+        const TA *a = (const TA *)a_ + r_ * R->ra;                                                             \
+        const TB *b = (const TB *)b_ + r_ * R->rb;                                                             \
+        if (sa && sb) {                                                                                        \
+            for (int64_t i = 0; i < n; i++) {                                                                  \
+                TA x = a[i];                                                                                   \
+                TB y = b[i];                                                                                   \
+                o[i] = (TO)(EXPR);                                                                             \
+            }                                                                                                  \
+        } else if (sa) {                                                                                       \
+            TB y = b[0];                                                                                       \
+            for (int64_t i = 0; i < n; i++) {                                                                  \
+                TA x = a[i];                                                                                   \
+                o[i] = (TO)(EXPR);                                                                             \
+            }                                                                                                  \
+        } else if (sb) {                                                                                       \
+            TA x = a[0];                                                                                       \
+            for (int64_t i = 0; i < n; i++) {                                                                  \
+                TB y = b[i];                                                                                   \
+                o[i] = (TO)(EXPR);                                                                             \
+            }                                                                                                  \
+        } else {                                                                                               \
+            TA x = a[0];                                                                                       \
+            TB y = b[0];                                                                                       \
+            TO v = (TO)(EXPR);                                                                                 \
+            for (int64_t i = 0; i < n; i++)                                                                    \
+                o[i] = v;                                                                                      \
         }                                                                                                      \
-    } else if (sa) {                                                                                           \
-        TB y = b[0];                                                                                           \
-        for (int64_t i = 0; i < n; i++) {                                                                      \
-            TA x = a[i];                                                                                       \
-            o[i] = (TO)(EXPR);                                                                                 \
-        }                                                                                                      \
-    } else if (sb) {                                                                                           \
-        TA x = a[0];                                                                                           \
-        for (int64_t i = 0; i < n; i++) {                                                                      \
-            TB y = b[i];                                                                                       \
-            o[i] = (TO)(EXPR);                                                                                 \
-        }                                                                                                      \
-    } else {                                                                                                   \
-        TA x = a[0];                                                                                           \
-        TB y = b[0];                                                                                           \
-        TO v = (TO)(EXPR);                                                                                     \
-        for (int64_t i = 0; i < n; i++)                                                                        \
-            o[i] = v;                                                                                          \
     }
 
 #define DEFROW(NAME, TO, TA, TB, EXPR)                                                                         \
-    static void NAME(void *o_, const void *a_, const void *b_, const void *c_, int64_t n, int sa, int sb,   \
-                     int sc)                                                                                   \
+    static void NAME(void *o_, const void *a_, const void *b_, const void *c_, const rowarg *R)              \
     {                                                                                                          \
         ROW2(TO, TA, TB, EXPR)                                                                                 \
     }
@@ -341,29 +373,33 @@ static const row_fn tbl_Or[KILN_DT_COUNT] = {[KILN_DT_BOOL] = Or_BOOL};
 static const row_fn tbl_Xor[KILN_DT_COUNT] = {[KILN_DT_BOOL] = Xor_BOOL};
 
 /* Pow: float base with same-typed exponent, and integer base with int64 exponent. */
-static void pow_f32(void *o_, const void *a_, const void *b_, const void *c_, int64_t n, int sa, int sb, int sc)
+DEFROW(pow_f32_gen, float, float, float, powf(x, y))
+static void pow_f32(void *o_, const void *a_, const void *b_, const void *c_, const rowarg *R)
 {
-    if (sa && !sb) {
-        float *o = o_;
-        const float *a = a_;
-        float y = *(const float *)b_;
-        if (y == 2.0f) {
-            for (int64_t i = 0; i < n; i++)
-                o[i] = a[i] * a[i];
-            return;
+    /* x ** scalar with small integral exponents (x*x is common in decomposed LayerNorm) */
+    if (R->sa && !R->sb) {
+        for (int64_t r = 0; r < R->m; r++) {
+            float *o = (float *)o_ + r * R->n;
+            const float *a = (const float *)a_ + r * R->ra;
+            float y = ((const float *)b_)[r * R->rb];
+            int64_t n = R->n;
+            if (y == 2.0f) {
+                for (int64_t i = 0; i < n; i++)
+                    o[i] = a[i] * a[i];
+            } else if (y == 1.0f) {
+                for (int64_t i = 0; i < n; i++)
+                    o[i] = a[i];
+            } else if (y == 3.0f) {
+                for (int64_t i = 0; i < n; i++)
+                    o[i] = a[i] * a[i] * a[i];
+            } else {
+                for (int64_t i = 0; i < n; i++)
+                    o[i] = powf(a[i], y);
+            }
         }
-        if (y == 1.0f) {
-            for (int64_t i = 0; i < n; i++)
-                o[i] = a[i];
-            return;
-        }
-        if (y == 3.0f) {
-            for (int64_t i = 0; i < n; i++)
-                o[i] = a[i] * a[i] * a[i];
-            return;
-        }
+        return;
     }
-    ROW2(float, float, float, powf(x, y))
+    pow_f32_gen(o_, a_, b_, c_, R);
 }
 DEFROW(pow_f64, double, double, double, pow(x, y))
 
@@ -393,18 +429,20 @@ static const row_fn tbl_ipow[KILN_DT_COUNT] = {I_TYPES(TBL_IPOW, _)};
 
 /* Where: cond ? x : y by element size */
 #define GEN_WHERE(SZ, T)                                                                                       \
-    static void where_##SZ(void *o_, const void *a_, const void *b_, const void *c_, int64_t n, int sa,      \
-                           int sb, int sc)                                                                     \
+    static void where_##SZ(void *o_, const void *a_, const void *b_, const void *c_, const rowarg *R)        \
     {                                                                                                          \
-        T *o = o_;                                                                                             \
-        const uint8_t *c = a_;                                                                                 \
-        const T *x = b_, *y = c_;                                                                              \
-        if (sa && sb && sc) {                                                                                  \
-            for (int64_t i = 0; i < n; i++)                                                                    \
-                o[i] = c[i] ? x[i] : y[i];                                                                     \
-        } else {                                                                                               \
-            for (int64_t i = 0; i < n; i++)                                                                    \
-                o[i] = c[i * sa] ? x[i * sb] : y[i * sc];                                                      \
+        const int64_t n = R->n, sa = R->sa, sb = R->sb, sc = R->sc;                                            \
+        for (int64_t r = 0; r < R->m; r++) {                                                                   \
+            T *o = (T *)o_ + r * n;                                                                            \
+            const uint8_t *c = (const uint8_t *)a_ + r * R->ra;                                                \
+            const T *x = (const T *)b_ + r * R->rb, *y = (const T *)c_ + r * R->rc;                            \
+            if (sa && sb && sc) {                                                                              \
+                for (int64_t i = 0; i < n; i++)                                                                \
+                    o[i] = c[i] ? x[i] : y[i];                                                                 \
+            } else {                                                                                           \
+                for (int64_t i = 0; i < n; i++)                                                                \
+                    o[i] = c[i * sa] ? x[i * sb] : y[i * sc];                                                  \
+            }                                                                                                  \
         }                                                                                                      \
     }
 GEN_WHERE(1, uint8_t)

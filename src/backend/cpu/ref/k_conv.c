@@ -22,7 +22,9 @@
 
 #define SP_MAX (KILN_MAX_DIMS - 2)
 #define LIM ((int64_t)1 << 31)      /* bound on every size and attribute: products fit in int64 */
+#ifndef COL_BUDGET
 #define COL_BUDGET ((int64_t)1 << 20) /* floats in one im2col chunk (soft target) */
+#endif
 
 enum { AP_NOTSET, AP_VALID, AP_SAME_UPPER, AP_SAME_LOWER };
 
@@ -225,12 +227,32 @@ static int have_avx2(void)
  * im2col / col2im over a chunk of "outer rows" (all output dims but the last)
  * ------------------------------------------------------------------------------------------ */
 
+#if CONV_X86
+__attribute__((target("avx2,fma"))) static inline __m256 even8(const float *q)
+{
+    __m256 a = _mm256_loadu_ps(q), b = _mm256_loadu_ps(q + 8);
+    __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+/* dst[i] = src[2 i] for i < n while the 16-float loads stay below src + avail; returns i reached */
+__attribute__((target("avx2,fma"))) static int64_t gather2_avx2(float *dst, const float *src, int64_t n,
+                                                                int64_t avail)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n && 2 * i + 16 <= avail; i += 8)
+        _mm256_storeu_ps(dst + i, even8(src + 2 * i));
+    return i;
+}
+#endif
+
 typedef struct col_job {
     const conv_geom *g;
     float *img;        /* image: channel 0 of the group (read by im2col, accumulated by col2im) */
     float *col;        /* [rows, ncols] */
     int64_t q0, q1;    /* outer rows of the chunk */
     int64_t ncols;     /* (q1 - q0) * out[last] */
+    bool avx2;
 } col_job;
 
 /* Processes col rows [r0, r1): im2col (acc == false) or col2im (acc == true). */
@@ -291,11 +313,17 @@ static void col_rows(const col_job *j, int64_t r0, int64_t r1, bool acc)
             const float *src = ic + base * Wi + off + xa * sl;
             if (xa > 0)
                 memset(dst, 0, sizeof(float) * (size_t)xa);
-            if (sl == 1)
+            if (sl == 1) {
                 memcpy(dst + xa, src, sizeof(float) * (size_t)(xb - xa));
-            else
-                for (int64_t x = xa; x < xb; x++)
+            } else {
+                int64_t x = xa;
+#if CONV_X86
+                if (sl == 2 && j->avx2)
+                    x += gather2_avx2(dst + xa, src, xb - xa, Wi - (off + xa * 2));
+#endif
+                for (; x < xb; x++)
                     dst[x] = src[(x - xa) * sl];
+            }
             if (xb < Wo)
                 memset(dst + xb, 0, sizeof(float) * (size_t)(Wo - xb));
         }
@@ -333,6 +361,8 @@ static int64_t chunk_rows(int64_t row_floats, int64_t outer)
 
 typedef struct dw_geom {
     int64_t H, W, kh, kw, sh, sw, dh, dw, ph, pw, Ho, Wo;
+    /* padded band buffer: Wp columns (input column c - pw), rows for `band` output rows */
+    int64_t Wp, band, band_rows;
 } dw_geom;
 
 typedef struct dw_job {
@@ -343,28 +373,79 @@ typedef struct dw_job {
     bool avx2;
 } dw_job;
 
-#if CONV_X86
-__attribute__((target("avx2,fma"))) static inline __m256 even8(const float *q)
+#define DW_BAND_FLOATS ((int64_t)1 << 16)
+
+/* Band buffer layout. Outputs are computed 8 at a time (the last block of a row partially
+ * stored), stride-2 blocks read 16 consecutive floats: Wp leaves room for all of that. */
+static void dw_plan(dw_geom *p)
 {
-    __m256 a = _mm256_loadu_ps(q), b = _mm256_loadu_ps(q + 8);
-    __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+    int64_t wov = (p->Wo + 7) / 8 * 8;
+    int64_t a = mul_chk(wov, p->sw), b = mul_chk(p->kw - 1, p->dw), ekh = mul_chk(p->kh - 1, p->dh);
+    p->band = 1;
+    p->band_rows = 0; /* 0: no buffer, bounds-checked path */
+    if (a < 0 || b < 0 || ekh < 0 || a > LIM * 4 || b > LIM * 4 || ekh > LIM * 4)
+        return;
+    p->Wp = a + b + 16;
+    int64_t per = mul_chk(p->sh, p->Wp), extra = mul_chk(ekh + 1, p->Wp);
+    if (per < 0 || extra < 0)
+        return;
+    p->band = DW_BAND_FLOATS > extra ? (DW_BAND_FLOATS - extra) / per + 1 : 1;
+    if (p->band > p->Ho)
+        p->band = p->Ho;
+    if (p->band < 1)
+        p->band = 1;
+    int64_t rows = mul_chk(p->band - 1, p->sh);
+    if (rows < 0 || rows > LIM * 4)
+        return;
+    rows += ekh + 1;
+    /* absurd strides / dilations / pads: keep the bounds-checked path */
+    int64_t need = mul_chk(rows, p->Wp), plane = mul_chk(p->H + 16, p->W + 16);
+    if (need < 0 || (need > ((int64_t)1 << 22) && (plane < 0 || need > 4 * plane)))
+        return;
+    p->band_rows = rows;
 }
 
-/* Interior outputs [xa, xend) of one row, 8 at a time; returns the first output not done.
- * Every tap of every output handled here reads inside the input row (caller guarantees). */
-__attribute__((target("avx2,fma"))) static int64_t dw_row_avx2(const dw_geom *p, const float *xp, const float *wk,
-                                                               int64_t iy0, int64_t kia, int64_t kib, float bias,
-                                                               float *yr, int64_t xa, int64_t xend)
+/* Copies input rows [r0 - ph, ...) of the plane into the zero-padded band buffer. */
+static void dw_fill(const dw_geom *p, const float *xp, int64_t r0, int64_t nrows, float *buf)
 {
-    int64_t ox = xa;
-    const int64_t kw = p->kw, dw = p->dw;
+    int64_t ncopy = p->W < p->Wp - p->pw ? p->W : p->Wp - p->pw, lead = p->pw < p->Wp ? p->pw : p->Wp;
+    if (ncopy < 0)
+        ncopy = 0;
+    for (int64_t r = 0; r < nrows; r++) {
+        float *row = buf + r * p->Wp;
+        int64_t iy = r0 + r - p->ph;
+        if (iy < 0 || iy >= p->H) {
+            memset(row, 0, sizeof(float) * (size_t)p->Wp);
+            continue;
+        }
+        memset(row, 0, sizeof(float) * (size_t)lead);
+        memcpy(row + lead, xp + iy * p->W, sizeof(float) * (size_t)ncopy);
+        memset(row + lead + ncopy, 0, sizeof(float) * (size_t)(p->Wp - lead - ncopy));
+    }
+}
+
+#if CONV_X86
+__attribute__((target("avx2,fma"))) static inline void store_part(float *y, int64_t n, __m256 v)
+{
+    if (n >= 8) {
+        _mm256_storeu_ps(y, v);
+        return;
+    }
+    __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _mm256_maskstore_ps(y, mask, v);
+}
+
+/* One output row from the padded rows starting at rb (tap (0,0) of output 0), strides 1 or 2. */
+__attribute__((target("avx2,fma"))) static void dw_row_avx2(const dw_geom *p, const float *rb, const float *wk,
+                                                            float bias, float *yr)
+{
+    const int64_t kh = p->kh, kw = p->kw, dw = p->dw, rs = p->dh * p->Wp, Wo = p->Wo;
+    int64_t ox = 0;
     if (p->sw == 1) {
-        for (; ox + 32 <= xend; ox += 32) {
+        for (; ox + 32 <= Wo; ox += 32) {
             __m256 a0 = _mm256_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0;
-            for (int64_t ki = kia; ki < kib; ki++) {
-                const float *xr = xp + (iy0 + ki * p->dh) * p->W + ox - p->pw;
-                const float *wr = wk + ki * kw;
+            for (int64_t ki = 0; ki < kh; ki++) {
+                const float *xr = rb + ki * rs + ox, *wr = wk + ki * kw;
                 for (int64_t kj = 0; kj < kw; kj++) {
                     const float *q = xr + kj * dw;
                     __m256 wv = _mm256_broadcast_ss(wr + kj);
@@ -379,27 +460,20 @@ __attribute__((target("avx2,fma"))) static int64_t dw_row_avx2(const dw_geom *p,
             _mm256_storeu_ps(yr + ox + 16, a2);
             _mm256_storeu_ps(yr + ox + 24, a3);
         }
-        for (; ox + 8 <= xend; ox += 8) {
+        for (; ox < Wo; ox += 8) {
             __m256 a0 = _mm256_set1_ps(bias);
-            for (int64_t ki = kia; ki < kib; ki++) {
-                const float *xr = xp + (iy0 + ki * p->dh) * p->W + ox - p->pw;
-                const float *wr = wk + ki * kw;
+            for (int64_t ki = 0; ki < kh; ki++) {
+                const float *xr = rb + ki * rs + ox, *wr = wk + ki * kw;
                 for (int64_t kj = 0; kj < kw; kj++)
                     a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(wr + kj), _mm256_loadu_ps(xr + kj * dw), a0);
             }
-            _mm256_storeu_ps(yr + ox, a0);
+            store_part(yr + ox, Wo - ox, a0);
         }
-    } else if (p->sw == 2) {
-        /* even8 reads 16 floats: the last one read is at 2 * ox - pw + (kw - 1) * dw + 15 */
-        int64_t t = p->W - 16 - (kw - 1) * dw + p->pw;
-        if (t < 0)
-            return ox;
-        int64_t last = t / 2; /* largest ox whose block fits */
-        for (; ox + 16 <= xend && ox + 8 <= last; ox += 16) {
+    } else {
+        for (; ox + 16 <= Wo; ox += 16) {
             __m256 a0 = _mm256_set1_ps(bias), a1 = a0;
-            for (int64_t ki = kia; ki < kib; ki++) {
-                const float *xr = xp + (iy0 + ki * p->dh) * p->W + 2 * ox - p->pw;
-                const float *wr = wk + ki * kw;
+            for (int64_t ki = 0; ki < kh; ki++) {
+                const float *xr = rb + ki * rs + 2 * ox, *wr = wk + ki * kw;
                 for (int64_t kj = 0; kj < kw; kj++) {
                     const float *q = xr + kj * dw;
                     __m256 wv = _mm256_broadcast_ss(wr + kj);
@@ -410,49 +484,58 @@ __attribute__((target("avx2,fma"))) static int64_t dw_row_avx2(const dw_geom *p,
             _mm256_storeu_ps(yr + ox, a0);
             _mm256_storeu_ps(yr + ox + 8, a1);
         }
-        for (; ox + 8 <= xend && ox <= last; ox += 8) {
+        for (; ox < Wo; ox += 8) {
             __m256 a0 = _mm256_set1_ps(bias);
-            for (int64_t ki = kia; ki < kib; ki++) {
-                const float *xr = xp + (iy0 + ki * p->dh) * p->W + 2 * ox - p->pw;
-                const float *wr = wk + ki * kw;
+            for (int64_t ki = 0; ki < kh; ki++) {
+                const float *xr = rb + ki * rs + 2 * ox, *wr = wk + ki * kw;
                 for (int64_t kj = 0; kj < kw; kj++)
                     a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(wr + kj), even8(xr + kj * dw), a0);
             }
-            _mm256_storeu_ps(yr + ox, a0);
+            store_part(yr + ox, Wo - ox, a0);
         }
     }
-    return ox;
 }
 #endif
 
-static void dw_plane(const dw_geom *p, bool avx2, const float *xp, const float *wk, float bias, float *yp)
+static void dw_row_scalar(const dw_geom *p, const float *rb, const float *wk, float bias, float *yr)
 {
-    int64_t xa, xb; /* outputs whose taps are all inside the row */
-    valid_range(-p->pw, p->sw, p->W - (p->kw - 1) * p->dw, p->Wo, &xa, &xb);
+    for (int64_t ox = 0; ox < p->Wo; ox++) {
+        float acc = bias;
+        for (int64_t ki = 0; ki < p->kh; ki++) {
+            const float *xr = rb + ki * p->dh * p->Wp + ox * p->sw, *wr = wk + ki * p->kw;
+            for (int64_t kj = 0; kj < p->kw; kj++)
+                acc += wr[kj] * xr[kj * p->dw];
+        }
+        yr[ox] = acc;
+    }
+}
+
+static void dw_plane(const dw_geom *p, bool avx2, const float *xp, const float *wk, float bias, float *yp,
+                     float *buf)
+{
+    for (int64_t oy0 = 0; oy0 < p->Ho; oy0 += p->band) {
+        int64_t oy1 = oy0 + p->band < p->Ho ? oy0 + p->band : p->Ho;
+        dw_fill(p, xp, oy0 * p->sh, (oy1 - oy0 - 1) * p->sh + (p->kh - 1) * p->dh + 1, buf);
+        for (int64_t oy = oy0; oy < oy1; oy++) {
+            const float *rb = buf + (oy - oy0) * p->sh * p->Wp;
+#if CONV_X86
+            if (avx2 && (p->sw == 1 || p->sw == 2)) {
+                dw_row_avx2(p, rb, wk, bias, yp + oy * p->Wo);
+                continue;
+            }
+#endif
+            dw_row_scalar(p, rb, wk, bias, yp + oy * p->Wo);
+        }
+    }
+}
+
+/* Fallback without a band buffer (allocation failed): bounds-checked taps. */
+static void dw_plane_checked(const dw_geom *p, const float *xp, const float *wk, float bias, float *yp)
+{
     for (int64_t oy = 0; oy < p->Ho; oy++) {
-        float *yr = yp + oy * p->Wo;
         int64_t iy0 = oy * p->sh - p->ph, kia, kib;
         valid_range(iy0, p->dh, p->H, p->kh, &kia, &kib);
         for (int64_t ox = 0; ox < p->Wo; ox++) {
-            if (ox == xa && xa < xb) {
-                int64_t x0 = xa;
-#if CONV_X86
-                if (avx2)
-                    x0 = dw_row_avx2(p, xp, wk, iy0, kia, kib, bias, yr, xa, xb);
-#endif
-                for (; x0 < xb; x0++) {
-                    float acc = bias;
-                    for (int64_t ki = kia; ki < kib; ki++) {
-                        const float *xr = xp + (iy0 + ki * p->dh) * p->W + x0 * p->sw - p->pw;
-                        const float *wr = wk + ki * p->kw;
-                        for (int64_t kj = 0; kj < p->kw; kj++)
-                            acc += wr[kj] * xr[kj * p->dw];
-                    }
-                    yr[x0] = acc;
-                }
-                ox = xb - 1;
-                continue;
-            }
             int64_t ix0 = ox * p->sw - p->pw, kja, kjb;
             valid_range(ix0, p->dw, p->W, p->kw, &kja, &kjb);
             float acc = bias;
@@ -462,7 +545,7 @@ static void dw_plane(const dw_geom *p, bool avx2, const float *xp, const float *
                 for (int64_t kj = kja; kj < kjb; kj++)
                     acc += wr[kj] * xr[ix0 + kj * p->dw];
             }
-            yr[ox] = acc;
+            yp[oy * p->Wo + ox] = acc;
         }
     }
 }
@@ -472,11 +555,17 @@ static void dw_task(void *ctx, int64_t b, int64_t e)
     const dw_job *j = ctx;
     const conv_geom *g = j->g;
     int64_t Mg = g->M / g->G;
+    float *buf = j->p.band_rows ? kiln__malloc(sizeof(float) * (size_t)(j->p.band_rows * j->p.Wp)) : NULL;
     for (int64_t pl = b; pl < e; pl++) {
         int64_t n = pl / g->M, m = pl % g->M, c = m / Mg;
-        dw_plane(&j->p, j->avx2, j->x + (n * g->C + c) * g->in_sz, j->w + m * g->k_sz, j->b ? j->b[m] : 0.0f,
-                 j->y + pl * g->out_sz);
+        const float *xp = j->x + (n * g->C + c) * g->in_sz, *wk = j->w + m * g->k_sz;
+        float bias = j->b ? j->b[m] : 0.0f, *yp = j->y + pl * g->out_sz;
+        if (buf)
+            dw_plane(&j->p, j->avx2, xp, wk, bias, yp, buf);
+        else
+            dw_plane_checked(&j->p, xp, wk, bias, yp);
     }
+    kiln__free(buf);
 }
 
 /* 2-D view of a 1-D or 2-D geometry */
@@ -502,13 +591,27 @@ static void dw_view(const conv_geom *g, dw_geom *p)
  * float32 Conv
  * ------------------------------------------------------------------------------------------ */
 
-static void fill_bias(float *y, int64_t rows, int64_t ld, int64_t n, const float *b)
+typedef struct bias_job {
+    float *y;
+    int64_t ld, n;
+    const float *b;
+} bias_job;
+
+static void bias_task(void *ctx, int64_t r0, int64_t r1)
 {
-    for (int64_t m = 0; m < rows; m++) {
-        float v = b[m], *yr = y + m * ld;
-        for (int64_t i = 0; i < n; i++)
+    const bias_job *j = ctx;
+    for (int64_t m = r0; m < r1; m++) {
+        float v = j->b[m], *yr = j->y + m * j->ld;
+        for (int64_t i = 0; i < j->n; i++)
             yr[i] = v;
     }
+}
+
+/* y[m, 0:n] = b[m] for m < rows (row stride ld), multithreaded when large */
+static void fill_bias(int nt, float *y, int64_t rows, int64_t ld, int64_t n, const float *b)
+{
+    bias_job j = {.y = y, .ld = ld, .n = n, .b = b};
+    kiln__parallel_for(nt, rows, 1 + 32768 / (n + 1), bias_task, &j);
 }
 
 static kiln_status conv_f32(const kiln_kctx *ctx, const conv_geom *g, const float *x, const float *w,
@@ -521,6 +624,7 @@ static kiln_status conv_f32(const kiln_kctx *ctx, const conv_geom *g, const floa
     if (Cg == 1 && g->nsp <= 2) {
         dw_job j = {.g = g, .x = x, .w = w, .b = b, .y = y, .avx2 = have_avx2()};
         dw_view(g, &j.p);
+        dw_plan(&j.p);
         int64_t per = mul_chk(g->out_sz, g->k_sz), grain = per >= 0 && per < 16384 ? 16384 / (per + 1) + 1 : 1;
         kiln__parallel_for(nt, g->N * g->M, grain, dw_task, &j);
         return KILN_OK;
@@ -529,39 +633,58 @@ static kiln_status conv_f32(const kiln_kctx *ctx, const conv_geom *g, const floa
     for (int i = 0; i < g->nsp; i++)
         if (g->s[i] != 1 || g->pb[i] != 0 || g->pe[i] != 0)
             pointwise = false;
-    float beta = b ? 1.0f : 0.0f;
     if (pointwise) {
         for (int64_t n = 0; n < g->N; n++)
             for (int64_t gi = 0; gi < g->G; gi++) {
                 float *yg = y + (n * g->M + gi * Mg) * g->out_sz;
                 if (b)
-                    fill_bias(yg, Mg, g->out_sz, g->out_sz, b + gi * Mg);
+                    fill_bias(nt, yg, Mg, g->out_sz, g->out_sz, b + gi * Mg);
                 kiln__sgemm(nt, false, false, Mg, g->out_sz, K, 1.0f, w + gi * Mg * K, K,
-                            x + (n * g->C + gi * Cg) * g->in_sz, g->in_sz, beta, yg, g->out_sz);
+                            x + (n * g->C + gi * Cg) * g->in_sz, g->in_sz, b ? 1.0f : 0.0f, yg, g->out_sz);
             }
         return KILN_OK;
     }
+    /* im2col. When the weights are small next to the output, the bias rides along as an extra
+     * K row: A = [W | b], col gets a row of ones, and the GEMM writes the final result. */
+    bool bias_row = b && (K + 1) * 2 <= g->out_sz;
+    int64_t Kc = K + (bias_row ? 1 : 0);
     int L = g->nsp - 1;
     int64_t Wo = g->out[L], outer = g->out_sz / Wo;
-    int64_t qc = chunk_rows(mul_chk(K, Wo), outer);
-    float *col;
-    KILN_TRY(scratch(ctx, mul_chk(mul_chk(K, qc), Wo), sizeof(float), (void **)&col));
+    int64_t qc = chunk_rows(mul_chk(Kc, Wo), outer);
+    float *col, *wb = NULL;
+    KILN_TRY(scratch(ctx, mul_chk(mul_chk(Kc, qc), Wo), sizeof(float), (void **)&col));
+    if (bias_row) {
+        kiln_status st = scratch(ctx, mul_chk(g->M, Kc), sizeof(float), (void **)&wb);
+        if (st != KILN_OK) {
+            kiln__free(col);
+            return st;
+        }
+        for (int64_t m = 0; m < g->M; m++) {
+            memcpy(wb + m * Kc, w + m * K, sizeof(float) * (size_t)K);
+            wb[m * Kc + K] = b[m];
+        }
+    }
     int64_t grain = 1 + 8192 / (qc * Wo);
     for (int64_t n = 0; n < g->N; n++)
         for (int64_t gi = 0; gi < g->G; gi++) {
             float *yg = y + (n * g->M + gi * Mg) * g->out_sz;
-            const float *wg = w + gi * Mg * K;
+            const float *wg = bias_row ? wb + gi * Mg * Kc : w + gi * Mg * K;
             for (int64_t q0 = 0; q0 < outer; q0 += qc) {
                 int64_t q1 = q0 + qc < outer ? q0 + qc : outer, nc = (q1 - q0) * Wo;
                 col_job j = {.g = g, .img = (float *)(x + (n * g->C + gi * Cg) * g->in_sz), .col = col,
-                             .q0 = q0, .q1 = q1, .ncols = nc};
+                             .q0 = q0, .q1 = q1, .ncols = nc, .avx2 = have_avx2()};
                 kiln__parallel_for(nt, K, grain, im2col_task, &j);
-                if (b)
-                    fill_bias(yg + q0 * Wo, Mg, g->out_sz, nc, b + gi * Mg);
-                kiln__sgemm(nt, false, false, Mg, nc, K, 1.0f, wg, K, col, nc, beta, yg + q0 * Wo, g->out_sz);
+                if (bias_row)
+                    for (int64_t i = 0; i < nc; i++)
+                        col[K * nc + i] = 1.0f;
+                else if (b)
+                    fill_bias(nt, yg + q0 * Wo, Mg, g->out_sz, nc, b + gi * Mg);
+                kiln__sgemm(nt, false, false, Mg, nc, Kc, 1.0f, wg, Kc, col, nc, b && !bias_row ? 1.0f : 0.0f,
+                            yg + q0 * Wo, g->out_sz);
             }
         }
     kiln__free(col);
+    kiln__free(wb);
     return KILN_OK;
 }
 
@@ -580,7 +703,7 @@ static kiln_status convt_f32(const kiln_kctx *ctx, const conv_geom *g, const flo
         return KILN_OK;
     if (b)
         for (int64_t n = 0; n < g->N; n++)
-            fill_bias(y + n * Cy * ys, Cy, ys, ys, b);
+            fill_bias(nt, y + n * Cy * ys, Cy, ys, ys, b);
     if (xs == 0)
         return KILN_OK;
     bool direct = g->k_sz == 1;

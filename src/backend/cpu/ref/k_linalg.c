@@ -10,8 +10,8 @@
 #include <math.h>
 
 /* Upper bound on multiply-adds a single node may request (guards against absurd shapes). */
-#define LINALG_MAX_WORK 4.0e12
-#define LINALG_MAX_WORK_SLOW 1.0e11
+#define LINALG_MAX_WORK 1.0e12
+#define LINALG_MAX_WORK_SLOW 1.0e10
 
 static int nthreads_of(const kiln_kctx *ctx)
 {
@@ -474,6 +474,242 @@ static kiln_status es_parse_term(const kiln_kctx *ctx, const char *s, size_t len
     return KILN_OK;
 }
 
+/* Label of every dimension of an operand (the ellipsis expanded, right-aligned). */
+static void es_dim_labels(const es_term *t, int ell, int ell_rank, int *dl)
+{
+    int d = 0;
+    for (int j = 0; j < t->n; j++) {
+        if (t->lab[j] < 0) {
+            for (int q = 0; q < ell; q++)
+                dl[d++] = ES_LETTERS + ell_rank - ell + q;
+        } else {
+            dl[d++] = t->lab[j];
+        }
+    }
+}
+
+/* Copies src (strided) into dst (contiguous, dims in order): dst[i] = src[sum idx_d * sstr_d]. */
+static void es_permute_f32(float *dst, const float *src, int nd, const int64_t *dims, const int64_t *sstr)
+{
+    int64_t n = kiln__shape_numel(nd, dims);
+    if (n <= 0)
+        return;
+    if (nd == 0) {
+        dst[0] = src[0];
+        return;
+    }
+    int64_t idx[ES_MAX_TERM] = {0};
+    int64_t off = 0, L = dims[nd - 1], ls = sstr[nd - 1];
+    for (int64_t i = 0; i < n; i += L) {
+        const float *sp = src + off;
+        for (int64_t j = 0; j < L; j++)
+            dst[i + j] = sp[j * ls];
+        for (int d = nd - 2; d >= 0; d--) {
+            if (++idx[d] < dims[d]) {
+                off += sstr[d];
+                break;
+            }
+            off -= sstr[d] * (dims[d] - 1);
+            idx[d] = 0;
+        }
+    }
+}
+
+typedef struct es_mm_job {
+    bool ta, tb;
+    int64_t M, N, K;
+    const float *A, *B;
+    float *Y;
+} es_mm_job;
+
+static void es_mm_batches(void *arg, int64_t begin, int64_t end)
+{
+    const es_mm_job *j = arg;
+    for (int64_t b = begin; b < end; b++)
+        kiln__sgemm(1, j->ta, j->tb, j->M, j->N, j->K, 1.0f, j->A + b * j->M * j->K, j->ta ? j->M : j->K,
+                    j->B + b * j->K * j->N, j->tb ? j->K : j->N, 0.0f, j->Y + b * j->M * j->N, j->N);
+}
+
+/* Two float32 operands without diagonals, broadcasting or one-sided reductions: a batched
+ * GEMM after (possibly no-op) permutations. *done = false when the equation does not fit. */
+static kiln_status es_fast2(kiln_kctx *ctx, const int *const dl[2], const int64_t *size, const int *out_lab,
+                            int n_out, const int64_t *odims, bool *done)
+{
+    *done = false;
+    const kiln_tensor *t[2] = {kiln__kin(ctx, 0), kiln__kin(ctx, 1)};
+    int pos[2][ES_MAX_LABELS], opos[ES_MAX_LABELS];
+    int64_t nstr[2][KILN_MAX_DIMS];
+    for (int l = 0; l < ES_MAX_LABELS; l++)
+        pos[0][l] = pos[1][l] = opos[l] = -1;
+    for (int j = 0; j < n_out; j++)
+        opos[out_lab[j]] = j;
+    for (int i = 0; i < 2; i++) {
+        int64_t s = 1;
+        for (int d = t[i]->ndim - 1; d >= 0; d--) {
+            int l = dl[i][d];
+            if (pos[i][l] >= 0 || t[i]->dims[d] != size[l])
+                return KILN_OK;
+            pos[i][l] = d;
+            nstr[i][d] = s;
+            s *= t[i]->dims[d];
+        }
+    }
+    int bl[ES_MAX_LABELS], ml[ES_MAX_LABELS], nl[ES_MAX_LABELS], kl[ES_MAX_LABELS];
+    int nb = 0, nm = 0, nn = 0, nk = 0;
+    for (int l = 0; l < ES_MAX_LABELS; l++)
+        if ((pos[0][l] >= 0 || pos[1][l] >= 0) && opos[l] < 0 && !(pos[0][l] >= 0 && pos[1][l] >= 0))
+            return KILN_OK; /* summed over one operand only */
+    for (int j = 0; j < n_out; j++) {
+        int l = out_lab[j];
+        if (pos[0][l] >= 0 && pos[1][l] >= 0)
+            bl[nb++] = l;
+        else if (pos[0][l] >= 0)
+            ml[nm++] = l;
+        else if (pos[1][l] >= 0)
+            nl[nn++] = l;
+        else
+            return KILN_OK;
+    }
+    for (int d = 0; d < t[0]->ndim; d++) {
+        int l = dl[0][d];
+        if (opos[l] < 0)
+            kl[nk++] = l;
+    }
+    int64_t B = 1, M = 1, N = 1, K = 1;
+    for (int q = 0; q < nb; q++)
+        B *= size[bl[q]];
+    for (int q = 0; q < nm; q++)
+        M *= size[ml[q]];
+    for (int q = 0; q < nn; q++)
+        N *= size[nl[q]];
+    for (int q = 0; q < nk; q++)
+        K *= size[kl[q]];
+    if ((double)B * (double)M * (double)N * (double)K > LINALG_MAX_WORK)
+        return kiln__kerr(ctx, KILN_ERR_LIMIT, "einsum exceeds the work limit");
+    /* wanted layouts: A [b, m, k] or [b, k, m]; B [b, k, n] or [b, n, k]; Y [b, m, n] */
+    int wa[2][KILN_MAX_DIMS], wb[2][KILN_MAX_DIMS], wy[KILN_MAX_DIMS];
+    int na = 0, nb2 = 0, ny = 0;
+    for (int q = 0; q < nb; q++) {
+        wa[0][na] = wa[1][na] = bl[q];
+        na++;
+        wb[0][nb2] = wb[1][nb2] = bl[q];
+        nb2++;
+        wy[ny++] = bl[q];
+    }
+    for (int q = 0; q < nm; q++) {
+        wa[0][na + q] = ml[q];
+        wa[1][na + nk + q] = ml[q];
+        wy[ny++] = ml[q];
+    }
+    for (int q = 0; q < nk; q++) {
+        wa[0][na + nm + q] = kl[q];
+        wa[1][na + q] = kl[q];
+        wb[0][nb2 + q] = kl[q];
+        wb[1][nb2 + nn + q] = kl[q];
+    }
+    for (int q = 0; q < nn; q++) {
+        wb[0][nb2 + nk + q] = nl[q];
+        wb[1][nb2 + q] = nl[q];
+        wy[ny++] = nl[q];
+    }
+    na += nm + nk;
+    nb2 += nn + nk;
+    if (na != t[0]->ndim || nb2 != t[1]->ndim || ny != n_out)
+        return KILN_OK;
+    /* pick a layout that matches the operand as stored, else copy to the first one */
+    bool ta = false, tb = false, copy_a = true, copy_b = true, copy_y = false;
+    for (int v = 0; v < 2 && copy_a; v++) {
+        bool same = true;
+        for (int d = 0; d < na; d++)
+            if (dl[0][d] != wa[v][d])
+                same = false;
+        if (same) {
+            copy_a = false;
+            ta = v == 1;
+        }
+    }
+    for (int v = 0; v < 2 && copy_b; v++) {
+        bool same = true;
+        for (int d = 0; d < nb2; d++)
+            if (dl[1][d] != wb[v][d])
+                same = false;
+        if (same) {
+            copy_b = false;
+            tb = v == 1;
+        }
+    }
+    for (int d = 0; d < ny; d++)
+        if (wy[d] != out_lab[d])
+            copy_y = true;
+    KILN_TRY(kiln__kout(ctx, 0, KILN_DT_FLOAT32, n_out, odims));
+    *done = true;
+    kiln_tensor *y = ctx->out[0];
+    float *abuf = NULL, *bbuf = NULL, *ybuf = NULL;
+    kiln_status st = KILN_OK;
+    if (copy_a) {
+        int64_t dims[KILN_MAX_DIMS], str[KILN_MAX_DIMS];
+        for (int d = 0; d < na; d++) {
+            dims[d] = size[wa[0][d]];
+            str[d] = nstr[0][pos[0][wa[0][d]]];
+        }
+        abuf = kiln__malloc(sizeof(float) * (size_t)(B * M * K));
+        if (!abuf)
+            goto nomem;
+        es_permute_f32(abuf, t[0]->data, na, dims, str);
+    }
+    if (copy_b) {
+        int64_t dims[KILN_MAX_DIMS], str[KILN_MAX_DIMS];
+        for (int d = 0; d < nb2; d++) {
+            dims[d] = size[wb[0][d]];
+            str[d] = nstr[1][pos[1][wb[0][d]]];
+        }
+        bbuf = kiln__malloc(sizeof(float) * (size_t)(B * K * N));
+        if (!bbuf)
+            goto nomem;
+        es_permute_f32(bbuf, t[1]->data, nb2, dims, str);
+    }
+    if (copy_y) {
+        ybuf = kiln__malloc(sizeof(float) * (size_t)(B * M * N));
+        if (!ybuf)
+            goto nomem;
+    }
+    {
+        es_mm_job j = {ta, tb, M, N, K, copy_a ? abuf : t[0]->data, copy_b ? bbuf : t[1]->data,
+                       copy_y ? ybuf : y->data};
+        int nt = nthreads_of(ctx);
+        if (B == 1) {
+            kiln__sgemm(nt, ta, tb, M, N, K, 1.0f, j.A, ta ? M : K, j.B, tb ? K : N, 0.0f, j.Y, N);
+        } else if (nt > 1 && (B >= nt || (double)M * (double)N * (double)K < (double)(1 << 20))) {
+            kiln__parallel_for(nt, B, 1, es_mm_batches, &j);
+        } else {
+            for (int64_t b = 0; b < B; b++)
+                kiln__sgemm(nt, ta, tb, M, N, K, 1.0f, j.A + b * M * K, ta ? M : K, j.B + b * K * N, tb ? K : N, 0.0f,
+                            j.Y + b * M * N, N);
+        }
+    }
+    if (copy_y) {
+        /* ybuf is [b, m, n] (label order wy); the output wants out_lab order */
+        int64_t ystr[ES_MAX_LABELS];
+        int64_t s = 1;
+        for (int d = ny - 1; d >= 0; d--) {
+            ystr[wy[d]] = s;
+            s *= size[wy[d]];
+        }
+        int64_t str[KILN_MAX_DIMS];
+        for (int d = 0; d < n_out; d++)
+            str[d] = ystr[out_lab[d]];
+        es_permute_f32(y->data, ybuf, n_out, odims, str);
+    }
+    goto done;
+nomem:
+    st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+done:
+    kiln__free(abuf);
+    kiln__free(bbuf);
+    kiln__free(ybuf);
+    return st;
+}
+
 static kiln_status k_einsum(kiln_kctx *ctx)
 {
     const char *eq = kiln__attr_s(ctx->node, "equation", NULL);
@@ -631,8 +867,18 @@ static kiln_status k_einsum(kiln_kctx *ctx)
     }
     if (onum < 0)
         return kiln__kerr(ctx, KILN_ERR_LIMIT, "output size overflows");
+    if (dt == KILN_DT_FLOAT32 && nops == 2 && onum > 0 && !empty_red) {
+        int dl0[KILN_MAX_DIMS], dl1[KILN_MAX_DIMS];
+        es_dim_labels(&terms[0], ell_of[0], ell_rank, dl0);
+        es_dim_labels(&terms[1], ell_of[1], ell_rank, dl1);
+        const int *dls[2] = {dl0, dl1};
+        bool done = false;
+        KILN_TRY(es_fast2(ctx, dls, size, out_lab, n_out, odims, &done));
+        if (done)
+            return KILN_OK;
+    }
     double work = (double)onum * red * (double)nops;
-    if (work > 4.0e9)
+    if (work > 1.0e9)
         return kiln__kerr(ctx, KILN_ERR_LIMIT, "einsum of %.3g operations exceeds the work limit", work);
     KILN_TRY(kiln__kout(ctx, 0, dt, n_out, odims));
     kiln_tensor *y = ctx->out[0];
@@ -665,15 +911,8 @@ static kiln_status k_einsum(kiln_kctx *ctx)
         }
         /* dim -> label, natural strides */
         int dl[KILN_MAX_DIMS];
-        int d = 0;
-        for (int j = 0; j < terms[i].n; j++) {
-            if (terms[i].lab[j] < 0) {
-                for (int q = 0; q < ell_of[i]; q++)
-                    dl[d++] = ES_LETTERS + ell_rank - ell_of[i] + q;
-            } else {
-                dl[d++] = terms[i].lab[j];
-            }
-        }
+        es_dim_labels(&terms[i], ell_of[i], ell_rank, dl);
+        int d;
         int64_t s = 1;
         int64_t lstr[ES_MAX_LABELS] = {0};
         for (d = t->ndim - 1; d >= 0; d--) {

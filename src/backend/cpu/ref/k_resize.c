@@ -12,6 +12,12 @@
 #include "../../kernel.h"
 #include <math.h>
 
+/* The row loops below are simple streams; let GCC vectorize them (-O2 uses a very cheap
+ * vectorizer cost model that leaves them scalar). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")
+#endif
+
 #define RZ_MAX_WORK 2.0e10
 
 enum { RZ_NEAREST, RZ_LINEAR, RZ_CUBIC };
@@ -263,7 +269,32 @@ typedef struct rz_job {
     const kiln_tensor *x;
     kiln_tensor *y;
     int64_t P, H, W, OH, OW; /* fast path geometry */
+    int64_t rep;             /* nearest: every input column repeated rep times (0: no) */
 } rz_job;
+
+/* Horizontal pass of one source row into h[0..OW). */
+static void rz_f32_hrow(const rz_axis *axx, const float *restrict sr, int64_t OW, float *restrict h)
+{
+    int txn = axx->ntaps;
+    const int64_t *ix = axx->idx;
+    const float *wx = axx->wf;
+    if (txn == 2) {
+        for (int64_t ox = 0; ox < OW; ox++)
+            h[ox] = wx[2 * ox] * sr[ix[2 * ox]] + wx[2 * ox + 1] * sr[ix[2 * ox + 1]];
+    } else if (txn == 1) {
+        for (int64_t ox = 0; ox < OW; ox++)
+            h[ox] = wx[ox] * sr[ix[ox]];
+    } else {
+        for (int64_t ox = 0; ox < OW; ox++) {
+            float acc = 0.0f;
+            for (int tx = 0; tx < txn; tx++)
+                acc += wx[ox * txn + tx] * sr[ix[ox * txn + tx]];
+            h[ox] = acc;
+        }
+    }
+}
+
+#define RZ_SLOTS 32
 
 static void rz_f32_rows(void *arg, int64_t begin, int64_t end)
 {
@@ -274,6 +305,16 @@ static void rz_f32_rows(void *arg, int64_t begin, int64_t end)
     const float ext = j->p->extrapolation;
     int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;
     int tyn = ay->ntaps, txn = axx->ntaps;
+    bool nearest = tyn == 1 && txn == 1;
+    /* cache of horizontally interpolated source rows, keyed by (plane, source row) */
+    int nslots = 2 * tyn;
+    float *cache = NULL;
+    int64_t key[RZ_SLOTS];
+    if (!nearest && nslots <= RZ_SLOTS) {
+        cache = kiln__malloc(sizeof(float) * (size_t)(nslots * OW));
+        for (int i = 0; i < nslots; i++)
+            key[i] = -1;
+    }
     for (int64_t row = begin; row < end; row++) {
         int64_t pl = row / OH, oy = row % OH;
         const float *src = X + pl * H * W;
@@ -285,20 +326,82 @@ static void rz_f32_rows(void *arg, int64_t begin, int64_t end)
         }
         const int64_t *iy = ay->idx + oy * tyn;
         const float *wy = ay->wf + oy * tyn;
-        if (tyn == 1 && txn == 1) {
+        if (nearest) {
+            if (row > begin && oy > 0 && !ay->outside[oy - 1] && iy[-1] == iy[0]) {
+                memcpy(dst, dst - OW, sizeof(float) * (size_t)OW);
+                continue;
+            }
             const float *sr = src + iy[0] * W;
-            const int64_t *ix = axx->idx;
-            for (int64_t ox = 0; ox < OW; ox++)
-                dst[ox] = sr[ix[ox]];
-        } else if (tyn == 2 && txn == 2) {
-            const float *r0 = src + iy[0] * W, *r1 = src + iy[1] * W;
-            float w0 = wy[0], w1 = wy[1];
-            const int64_t *ix = axx->idx;
-            const float *wx = axx->wf;
-            for (int64_t ox = 0; ox < OW; ox++) {
-                int64_t x0 = ix[2 * ox], x1 = ix[2 * ox + 1];
-                float a0 = wx[2 * ox], a1 = wx[2 * ox + 1];
-                dst[ox] = w0 * (a0 * r0[x0] + a1 * r0[x1]) + w1 * (a0 * r1[x0] + a1 * r1[x1]);
+            if (j->rep == 2) {
+                float *restrict d = dst;
+                for (int64_t i = 0; i < W; i++) {
+                    float v = sr[i];
+                    d[2 * i] = v;
+                    d[2 * i + 1] = v;
+                }
+            } else if (j->rep > 0) {
+                int64_t k = j->rep;
+                for (int64_t i = 0; i < W; i++) {
+                    float v = sr[i];
+                    for (int64_t q = 0; q < k; q++)
+                        dst[i * k + q] = v;
+                }
+            } else {
+                const int64_t *ix = axx->idx;
+                for (int64_t ox = 0; ox < OW; ox++)
+                    dst[ox] = sr[ix[ox]];
+            }
+        } else if (cache) {
+            const float *h[RZ_SLOTS];
+            bool used[RZ_SLOTS] = {false};
+            for (int ty = 0; ty < tyn; ty++) {
+                int64_t kk = pl * H + iy[ty];
+                int sl = -1;
+                for (int i = 0; i < nslots; i++)
+                    if (key[i] == kk) {
+                        sl = i;
+                        break;
+                    }
+                if (sl >= 0) {
+                    used[sl] = true;
+                    h[ty] = cache + sl * OW;
+                }
+            }
+            for (int ty = 0; ty < tyn; ty++) {
+                int64_t kk = pl * H + iy[ty];
+                bool hit = false;
+                for (int i = 0; i < nslots; i++)
+                    if (key[i] == kk && used[i]) {
+                        h[ty] = cache + i * OW;
+                        hit = true;
+                        break;
+                    }
+                if (hit)
+                    continue;
+                int sl = 0;
+                while (sl < nslots && used[sl])
+                    sl++;
+                /* nslots = 2 * tyn > taps of this row, so a free slot exists */
+                used[sl] = true;
+                key[sl] = kk;
+                h[ty] = cache + sl * OW;
+                rz_f32_hrow(axx, src + iy[ty] * W, OW, cache + sl * OW);
+            }
+            if (tyn == 2) {
+                const float *restrict h0 = h[0], *restrict h1 = h[1];
+                float *restrict d = dst;
+                float w0 = wy[0], w1 = wy[1];
+                for (int64_t ox = 0; ox < OW; ox++)
+                    d[ox] = w0 * h0[ox] + w1 * h1[ox];
+            } else {
+                for (int64_t ox = 0; ox < OW; ox++)
+                    dst[ox] = wy[0] * h[0][ox];
+                for (int ty = 1; ty < tyn; ty++) {
+                    const float *hh = h[ty];
+                    float w = wy[ty];
+                    for (int64_t ox = 0; ox < OW; ox++)
+                        dst[ox] += w * hh[ox];
+                }
             }
         } else {
             for (int64_t ox = 0; ox < OW; ox++) {
@@ -307,10 +410,10 @@ static void rz_f32_rows(void *arg, int64_t begin, int64_t end)
                 float acc = 0.0f;
                 for (int ty = 0; ty < tyn; ty++) {
                     const float *sr = src + iy[ty] * W;
-                    float h = 0.0f;
+                    float hv = 0.0f;
                     for (int tx = 0; tx < txn; tx++)
-                        h += wx[tx] * sr[ix[tx]];
-                    acc += wy[ty] * h;
+                        hv += wx[tx] * sr[ix[tx]];
+                    acc += wy[ty] * hv;
                 }
                 dst[ox] = acc;
             }
@@ -320,6 +423,7 @@ static void rz_f32_rows(void *arg, int64_t begin, int64_t end)
                 if (axx->outside[ox])
                     dst[ox] = ext;
     }
+    kiln__free(cache);
 }
 
 static bool rz_is_int(kiln_dtype dt)
@@ -481,7 +585,7 @@ static kiln_status rz_run(kiln_kctx *ctx, const rz_params *p, const kiln_tensor 
         goto done;
     }
     {
-        rz_job j = {p, ax, nd, x, y, 0, 0, 0, 0, 0};
+        rz_job j = {p, ax, nd, x, y, 0, 0, 0, 0, 0, 0};
         int nt = rz_nthreads(ctx);
         bool fast = x->dtype == KILN_DT_FLOAT32 && nd >= 2;
         for (int d = 0; d < nd - 2 && fast; d++)
@@ -493,6 +597,13 @@ static kiln_status rz_run(kiln_kctx *ctx, const rz_params *p, const kiln_tensor 
             j.OH = odims[nd - 2];
             j.OW = odims[nd - 1];
             j.P = onum / (j.OH * j.OW);
+            const rz_axis *axx = &ax[nd - 1];
+            if (axx->ntaps == 1 && !axx->any_outside && j.W > 0 && j.OW % j.W == 0) {
+                j.rep = j.OW / j.W;
+                for (int64_t ox = 0; ox < j.OW && j.rep; ox++)
+                    if (axx->idx[ox] != ox / j.rep)
+                        j.rep = 0;
+            }
             int64_t per_row = j.OW * ax[nd - 2].ntaps * ax[nd - 1].ntaps;
             int64_t grain = per_row >= 16384 ? 1 : 16384 / (per_row + 1) + 1;
             kiln__parallel_for(nt, j.P * j.OH, grain, rz_f32_rows, &j);

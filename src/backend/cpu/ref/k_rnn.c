@@ -267,12 +267,13 @@ static kiln_status rnn_common(kiln_kctx *ctx, cell_kind kind)
             return kiln__kerr(ctx, KILN_ERR_SHAPE, "sequence_lens must be an integer tensor [batch]");
         }
         for (int64_t b = 0; b < c.batch; b++) {
-            lens[b] = kiln__get_i64(SL->dtype, SL->data, b);
-            if (lens[b] < 0 || lens[b] > c.seq) {
+            int64_t l = kiln__get_i64(SL->dtype, SL->data, b);
+            if (l < 0 || l > c.seq) {
                 kiln__free(lens);
                 return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "sequence_lens[%lld]=%lld out of range [0,%lld]",
-                                  (long long)b, (long long)lens[b], (long long)c.seq);
+                                  (long long)b, (long long)l, (long long)c.seq);
             }
+            lens[b] = l;
         }
     }
     c.lens = lens;

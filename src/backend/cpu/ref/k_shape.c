@@ -1212,6 +1212,8 @@ static kiln_status k_pad(kiln_kctx *ctx)
     int64_t rows = total / L;
     /* inner range copied contiguously: output [c0, c1) <- input [c0 - lo, c1 - lo) */
     int64_t c0 = lo > 0 ? lo : 0, c1 = lo + n < L ? lo + n : L;
+    if (c0 > L)
+        c0 = L;
     if (c1 < c0)
         c1 = c0;
     int64_t idx[MAXR] = {0};

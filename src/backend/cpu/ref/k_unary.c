@@ -5,7 +5,7 @@
  * the compiler vectorises. float64 uses the libm double functions; float16 / bfloat16 are
  * converted to float32 in small blocks, computed, and converted back. */
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic", "no-math-errno")
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic", "no-math-errno", "no-trapping-math")
 #endif
 #include "../../kernel.h"
 #include <math.h>
@@ -166,13 +166,38 @@ DEF_U(sqrt, sqrtf(x), sqrt(x))
 DEF_U(tan, tanf(x), tan(x))
 DEF_U(tanh, k_tanhf(x), tanh(x))
 DEF_U(celu, x > 0 ? x : p->alpha * expm1f(x / p->alpha), x > 0 ? x : p->alpha * expm1(x / p->alpha))
-DEF_U(elu, x < 0 ? p->alpha * (k_expf(x) - 1.0f) : x, x < 0 ? p->alpha * expm1(x) : x)
-DEF_U(gelu, 0.5f * x * (1.0f + k_erff(x * 0.70710678118654752f)), 0.5 * x * (1.0 + erf(x * 0.70710678118654752)))
+DEF_U(elu, x < 0 ? p->alpha * expm1f(x) : x, x < 0 ? p->alpha * expm1(x) : x)
+DEF_U(gelu_fast, 0.5f * x * (1.0f + k_erff(x * 0.70710678118654752f)),
+      0.5 * x * erfc(-x * 0.70710678118654752))
+/* gelu: vectorised pass, then the (rare) far-negative tail, where 1 + erf(x) cancels, is
+ * recomputed with erfc for relative accuracy */
+static void gelu_f32(float *o, const float *in, int64_t n, const uparam *p)
+{
+    float xb[512];
+    for (int64_t s = 0; s < n; s += 512) {
+        int64_t m = n - s < 512 ? n - s : 512;
+        memcpy(xb, in + s, (size_t)m * sizeof(float)); /* o may alias in */
+        gelu_fast_f32(o + s, xb, m, p);
+        for (int64_t i = 0; i < m; i++)
+            if (xb[i] < -3.0f)
+                o[s + i] = 0.5f * xb[i] * erfcf(-xb[i] * 0.70710678118654752f);
+    }
+}
+#define gelu_f64 gelu_fast_f64
 DEF_U(gelu_tanh, 0.5f * x * (1.0f + k_tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x))),
       0.5 * x * (1.0 + tanh(0.79788456080286536 * (x + 0.044715 * x * x * x))))
-DEF_U(hardsigmoid, fmaxf(0.0f, fminf(1.0f, p->alpha * x + p->beta)),
-      fmax(0.0, fmin(1.0, (double)p->alpha * x + (double)p->beta)))
-DEF_U(hardswish, x * fmaxf(0.0f, fminf(1.0f, x * (1.0f / 6.0f) + 0.5f)), x * fmax(0.0, fmin(1.0, x / 6.0 + 0.5)))
+static inline float clamp01f(float v)
+{
+    v = v < 0.0f ? 0.0f : v;
+    return v > 1.0f ? 1.0f : v;
+}
+static inline double clamp01(double v)
+{
+    v = v < 0.0 ? 0.0 : v;
+    return v > 1.0 ? 1.0 : v;
+}
+DEF_U(hardsigmoid, clamp01f(p->alpha * x + p->beta), clamp01((double)p->alpha * x + (double)p->beta))
+DEF_U(hardswish, x * clamp01f(x * (1.0f / 6.0f) + 0.5f), x * clamp01(x / 6.0 + 0.5))
 DEF_U(leakyrelu, x < 0 ? p->alpha * x : x, x < 0 ? (double)p->alpha * x : x)
 DEF_U(mish, x * k_tanhf(x > 20.0f ? x : log1pf(k_expf(x))), x * tanh(x > 30.0 ? x : log1p(exp(x))))
 DEF_U(relu, x < 0 ? 0.0f : x, x < 0 ? 0.0 : x)

@@ -1,0 +1,109 @@
+/* fuse-attention: scaled dot-product attention written out as
+ *     MatMul(Q, K^T) -> Div(c) | Mul(c) -> [Add(mask)] -> Softmax(axis=-1) -> MatMul(., V)
+ * becomes one Attention(Q, K^T, V, mask?) node with scale = 1/c (or c). */
+#include "rewrite.h"
+
+static kiln_node *only_reader_prod(kiln_graph *g, int v, kiln_op op)
+{
+    kiln_node *p = kiln__producer(g, v);
+    if (!p || p->op != op || kiln__value_uses(g, v) != 1 || kiln__value_is_output(g, v))
+        return NULL;
+    return p;
+}
+
+static kiln_status try_attention(kiln_graph *g, int i, bool *done)
+{
+    *done = false;
+    kiln_node *sm = &g->nodes[i];
+    if (sm->op != KILN_OP_Softmax || sm->n_in != 1 || sm->n_out != 1 || sm->out[0] < 0)
+        return KILN_OK;
+    if (sm->opset < 13 || kiln__attr_i(sm, "axis", -1) != -1)
+        return KILN_OK;
+    int c = kiln__single_consumer(g, sm->out[0]);
+    if (c < 0)
+        return KILN_OK;
+    kiln_node *pv = &g->nodes[c];
+    if (pv->op != KILN_OP_MatMul || pv->n_in != 2 || pv->in[0] != sm->out[0] || pv->in[1] == sm->out[0])
+        return KILN_OK;
+    int s = sm->in[0], mask = -1;
+    kiln_node *add = only_reader_prod(g, s, KILN_OP_Add), *scl = NULL, *qk = NULL;
+    kiln_node *chain[3];
+    int nchain = 0;
+    if (add && add->n_in == 2) {
+        for (int k = 0; k < 2 && !scl && !qk; k++) {
+            kiln_node *p = kiln__producer(g, add->in[k]);
+            if (p && (p->op == KILN_OP_Div || p->op == KILN_OP_Mul || p->op == KILN_OP_MatMul) &&
+                kiln__value_uses(g, add->in[k]) == 1) {
+                s = add->in[k];
+                mask = add->in[1 - k];
+                break;
+            }
+        }
+        if (mask < 0)
+            return KILN_OK;
+        chain[nchain++] = add;
+    }
+    double scale = 1.0, cst;
+    kiln_node *p = kiln__producer(g, s);
+    if (p && (p->op == KILN_OP_Div || p->op == KILN_OP_Mul) && p->n_in == 2 && kiln__value_uses(g, s) == 1 &&
+        !kiln__value_is_output(g, s)) {
+        int mmv;
+        if (p->op == KILN_OP_Div && kiln__const_scalar(g, p->in[1], &cst) && cst != 0.0) {
+            scale = 1.0 / cst;
+            mmv = p->in[0];
+        } else if (p->op == KILN_OP_Mul && kiln__const_scalar(g, p->in[1], &cst)) {
+            scale = cst;
+            mmv = p->in[0];
+        } else if (p->op == KILN_OP_Mul && kiln__const_scalar(g, p->in[0], &cst)) {
+            scale = cst;
+            mmv = p->in[1];
+        } else {
+            return KILN_OK;
+        }
+        scl = p;
+        chain[nchain++] = scl;
+        s = mmv;
+    }
+    qk = only_reader_prod(g, s, KILN_OP_MatMul);
+    if (!qk || qk->n_in != 2 || kiln__const_of(g, qk->in[1]))
+        return KILN_OK;
+    chain[nchain++] = qk;
+    int q = qk->in[0], kt = qk->in[1], v = pv->in[1];
+    int *in = kiln__malloc(sizeof(int) * 4);
+    if (!in)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    in[0] = q;
+    in[1] = kt;
+    in[2] = v;
+    in[3] = mask;
+    for (int k = nchain - 1; k >= 0; k--)
+        KILN_TRY(kiln__absorb(g, c, (int)(chain[k] - g->nodes)));
+    KILN_TRY(kiln__absorb(g, c, i));
+    pv = &g->nodes[c];
+    KILN_TRY(kiln__node_add_fused(pv, pv->name[0] ? pv->name : "MatMul"));
+    KILN_TRY(kiln__node_set_op(pv, KILN_OP_Attention, KILN_DOMAIN, 13));
+    kiln__free(pv->in);
+    pv->in = in;
+    pv->n_in = mask >= 0 ? 4 : 3;
+    KILN_TRY(kiln__node_set_attr_f(pv, "scale", (float)scale));
+    KILN_TRY(kiln__node_set_attr_i(pv, "axis", -1));
+    *done = true;
+    return KILN_OK;
+}
+
+kiln_status kiln__pass_fuse_attention(kiln_graph *g, int *changed)
+{
+    *changed = 0;
+    if (kiln__graph_has_subgraphs(g))
+        return KILN_OK;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].dead)
+            continue;
+        bool done;
+        KILN_TRY(try_attention(g, i, &done));
+        *changed += done;
+    }
+    if (*changed)
+        kiln__graph_remove_dead(g);
+    return KILN_OK;
+}

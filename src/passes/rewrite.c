@@ -1,0 +1,86 @@
+/* Node rewriting helpers for fusion passes. */
+#include "rewrite.h"
+
+kiln_node *kiln__producer(kiln_graph *g, int v)
+{
+    if (v < 0 || g->values[v].producer < 0 || g->values[v].init)
+        return NULL;
+    kiln_node *n = &g->nodes[g->values[v].producer];
+    return n->dead ? NULL : n;
+}
+
+bool kiln__const_scalar(const kiln_graph *g, int v, double *out)
+{
+    const kiln_tensor *t = kiln__const_of(g, v);
+    if (!t || kiln_tensor_numel(t) != 1 || kiln_dtype_size(t->dtype) == 0 || t->dtype >= KILN_DT_FP8E4M3)
+        return false;
+    *out = kiln__get_f64(t->dtype, t->data, 0);
+    return true;
+}
+
+kiln_status kiln__node_add_fused_node(kiln_node *into, const kiln_node *n)
+{
+    KILN_TRY(kiln__node_add_fused(into, n->name[0] ? n->name : n->op_type));
+    if (n->fused_from)
+        KILN_TRY(kiln__node_add_fused(into, n->fused_from));
+    return KILN_OK;
+}
+
+kiln_status kiln__absorb(kiln_graph *g, int into, int idx)
+{
+    KILN_TRY(kiln__node_add_fused_node(&g->nodes[into], &g->nodes[idx]));
+    g->nodes[idx].dead = true;
+    return KILN_OK;
+}
+
+kiln_status kiln__move_node_into(kiln_graph *g, int a, int b)
+{
+    kiln_node na = g->nodes[a], nb = g->nodes[b];
+    /* the survivor: a's op, attributes and inputs; b's outputs and slot */
+    kiln_node res = na;
+    res.out = nb.out;
+    res.n_out = nb.n_out;
+    res.fused_from = na.fused_from;
+    /* the dead husk in a's slot owns b's leftovers and a's old outputs */
+    kiln_node husk = nb;
+    husk.out = na.out;
+    husk.n_out = na.n_out;
+    husk.fused_from = nb.fused_from;
+    husk.dead = true;
+    g->nodes[b] = res;
+    g->nodes[a] = husk;
+    for (int o = 0; o < res.n_out; o++)
+        if (res.out[o] >= 0)
+            g->values[res.out[o]].producer = b;
+    KILN_TRY(kiln__node_add_fused(&g->nodes[b], husk.name[0] ? husk.name : husk.op_type));
+    if (husk.fused_from)
+        KILN_TRY(kiln__node_add_fused(&g->nodes[b], husk.fused_from));
+    return KILN_OK;
+}
+
+kiln_status kiln__node_set_op(kiln_node *n, kiln_op op, const char *domain, int opset)
+{
+    char *t = kiln__strdup(kiln__op_name(op)), *d = kiln__strdup(domain);
+    if (!t || !d) {
+        kiln__free(t);
+        kiln__free(d);
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    }
+    kiln__free(n->op_type);
+    kiln__free(n->domain);
+    n->op_type = t;
+    n->domain = d;
+    n->op = op;
+    n->opset = opset;
+    return KILN_OK;
+}
+
+kiln_status kiln__node_add_input(kiln_node *n, int v)
+{
+    int *ni = kiln__realloc(n->in, sizeof(int) * (size_t)(n->n_in + 1));
+    if (!ni)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    n->in = ni;
+    n->in[n->n_in++] = v;
+    return KILN_OK;
+}

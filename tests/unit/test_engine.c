@@ -1,0 +1,265 @@
+/* Engines: build -> save -> load -> run equals the model; reproducible bytes; refusal of
+ * truncated / corrupted / foreign files; >= 1,000 mutated engines without a crash; profiles;
+ * several contexts running concurrently over one engine. Uses models/tiny_cnn.onnx (bootstrap). */
+#include "kiln/kiln.h"
+#include "test.h"
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define MODEL "models/tiny_cnn.onnx"
+
+static kiln_tensor make_input(int n, int h, int w, unsigned long long seed)
+{
+    kiln_tensor t = {.dtype = KILN_DT_FLOAT32, .ndim = 4, .dims = {n, 3, h, w}};
+    size_t cnt = (size_t)n * 3 * h * w;
+    float *d = malloc(cnt * sizeof(float));
+    for (size_t i = 0; i < cnt; i++)
+        d[i] = test_randf(&seed);
+    t.data = d;
+    t.nbytes = cnt * sizeof(float);
+    return t;
+}
+
+static double max_diff(const kiln_tensor *a, const kiln_tensor *b)
+{
+    if (a->nbytes != b->nbytes || a->dtype != b->dtype)
+        return 1e30;
+    double m = 0;
+    for (size_t i = 0; i < a->nbytes / 4; i++) {
+        double d = fabs((double)((float *)a->data)[i] - ((float *)b->data)[i]);
+        m = d > m ? d : m;
+    }
+    return m;
+}
+
+static void on_alarm(int s)
+{
+    (void)s;
+    static const char msg[] = "test_engine: HANG\n";
+    if (write(2, msg, sizeof msg - 1) < 0)
+        _exit(3);
+    _exit(2);
+}
+
+/* Recomputes the section CRCs so that mutations reach the structure parser. */
+static void fix_crcs(unsigned char *b, size_t len)
+{
+    if (len < 64)
+        return;
+    uint32_t ns = b[40] | b[41] << 8 | b[42] << 16 | (uint32_t)b[43] << 24;
+    for (uint32_t i = 0; i < ns && i < 32 && 64 + (size_t)i * 32 + 32 <= len; i++) {
+        unsigned char *e = b + 64 + i * 32;
+        uint64_t off = 0, size = 0;
+        for (int k = 0; k < 8; k++) {
+            off |= (uint64_t)e[8 + k] << (8 * k);
+            size |= (uint64_t)e[16 + k] << (8 * k);
+        }
+        if (off > len || size > len - off)
+            continue;
+        uint32_t c = (uint32_t)crc32(crc32(0, Z_NULL, 0), b + off, (uInt)size);
+        for (int k = 0; k < 4; k++)
+            e[24 + k] = (unsigned char)(c >> (8 * k));
+    }
+}
+
+typedef struct {
+    kiln_engine_t e;
+    kiln_tensor in;
+    const kiln_tensor *expect;
+    int iters, bad;
+} worker_arg;
+
+static void *worker(void *p)
+{
+    worker_arg *a = p;
+    kiln_context_t c;
+    if (kiln_context_create(a->e, &c) != KILN_OK) {
+        a->bad = 1;
+        return NULL;
+    }
+    kiln_context_set_threads(c, 1);
+    for (int i = 0; i < a->iters; i++) {
+        if (kiln_context_set_input(c, kiln_engine_input_name(a->e, 0), &a->in) != KILN_OK ||
+            kiln_context_run(c) != KILN_OK || max_diff(kiln_context_output(c, 0), a->expect) != 0.0)
+            a->bad++;
+    }
+    kiln_context_free(c);
+    return NULL;
+}
+
+int main(void)
+{
+    kiln_model_t m;
+    if (kiln_model_load(MODEL, &m) != KILN_OK) {
+        printf("SKIP: %s missing (run scripts/bootstrap.sh): %s\n", MODEL, kiln_last_error());
+        return 77;
+    }
+    signal(SIGALRM, on_alarm);
+    const char *in_name = kiln_model_input_name(m, 0);
+    kiln_tensor x = make_input(2, 32, 40, 1);
+    kiln_tensor *ref;
+    int nref;
+    CHECK(kiln_model_run(m, 1, &in_name, &x, NULL, &nref, &ref) == KILN_OK);
+
+    /* 1. optimized engine: save, load, same outputs (BN folding changes rounding only) */
+    kiln_engine_t e;
+    kiln_build_options bo = {0};
+    CHECK(kiln_build(m, &bo, &e) == KILN_OK);
+    kiln_free(bo.report);
+    CHECK(kiln_engine_save(e, "build/test_engine.kiln") == KILN_OK);
+    kiln_engine_t e2;
+    CHECK(kiln_engine_load("build/test_engine.kiln", &e2) == KILN_OK);
+    kiln_tensor *out;
+    int nout;
+    CHECK(kiln_engine_run(e2, 1, &in_name, &x, NULL, &nout, &out) == KILN_OK);
+    CHECK(nout == nref);
+    CHECK_MSG(max_diff(&out[0], &ref[0]) < 1e-4, "engine vs model: %g", max_diff(&out[0], &ref[0]));
+    kiln_tensors_free(out, nout);
+
+    /* 2. unoptimized engine gives bit-identical outputs */
+    kiln_engine_t e3;
+    kiln_build_options raw = {.no_optimize = true};
+    CHECK(kiln_build(m, &raw, &e3) == KILN_OK);
+    CHECK(kiln_engine_run(e3, 1, &in_name, &x, NULL, &nout, &out) == KILN_OK);
+    CHECK(max_diff(&out[0], &ref[0]) == 0.0);
+    kiln_tensors_free(out, nout);
+    kiln_engine_free(e3);
+
+    /* 3. reproducible: two builds serialize to the same bytes */
+    void *b1, *b2;
+    size_t l1, l2;
+    kiln_engine_t e4;
+    CHECK(kiln_build(m, NULL, &e4) == KILN_OK);
+    CHECK(kiln_engine_serialize(e, &b1, &l1) == KILN_OK);
+    CHECK(kiln_engine_serialize(e4, &b2, &l2) == KILN_OK);
+    CHECK(l1 == l2 && memcmp(b1, b2, l1) == 0);
+    kiln_free(b2);
+    kiln_engine_free(e4);
+
+    /* 4. refusals with a message saying which */
+    kiln_engine_t bad;
+    unsigned char *c = malloc(l1);
+    memcpy(c, b1, l1);
+    CHECK(kiln_engine_load_buffer(c, l1 / 2, &bad) == KILN_ERR_PARSE && strstr(kiln_last_error(), "truncated"));
+    c[8] = 99; /* format version */
+    CHECK(kiln_engine_load_buffer(c, l1, &bad) == KILN_ERR_UNSUPPORTED && strstr(kiln_last_error(), "format version"));
+    memcpy(c, b1, l1);
+    c[32] = 2; /* target kind: CUDA */
+    CHECK(kiln_engine_load_buffer(c, l1, &bad) == KILN_ERR_UNSUPPORTED && strstr(kiln_last_error(), "CUDA"));
+    memcpy(c, b1, l1);
+    c[l1 - 100] ^= 0x40; /* a weight bit */
+    CHECK(kiln_engine_load_buffer(c, l1, &bad) == KILN_ERR_PARSE && strstr(kiln_last_error(), "checksum"));
+    memcpy(c, b1, l1);
+    c[0] = 'X';
+    CHECK(kiln_engine_load_buffer(c, l1, &bad) == KILN_ERR_PARSE && strstr(kiln_last_error(), "magic"));
+
+    /* 5. mutation: >= 1,000 damaged engines, half with repaired checksums so the parser sees them */
+    unsigned long long rng = 42;
+    int loaded = 0, ran = 0, errors = 0, silent = 0;
+    kiln_set_max_tensor_bytes((size_t)256 << 20);
+    for (int k = 0; k < 1200; k++) {
+        memcpy(c, b1, l1);
+        size_t len = l1;
+        int kind = (int)(test_rng(&rng) % 4);
+        if (kind == 0)
+            len = (size_t)(test_rng(&rng) % l1);
+        else
+            for (int j = 0, nflip = 1 + (int)(test_rng(&rng) % 6); j < nflip; j++) {
+                /* bias towards the header, table and graph section (the first few KB) */
+                size_t at = (test_rng(&rng) & 1) ? test_rng(&rng) % (l1 < 8192 ? l1 : 8192) : test_rng(&rng) % l1;
+                c[at] = kind == 1 ? (unsigned char)(c[at] ^ (1u << (test_rng(&rng) % 8)))
+                                  : kind == 2 ? (unsigned char)test_rng(&rng) : (unsigned char)(c[at] + 1);
+            }
+        if (k % 2)
+            fix_crcs(c, len);
+        alarm(20);
+        kiln_clear_last_error();
+        kiln_status st = kiln_engine_load_buffer(c, len, &bad);
+        if (st == KILN_OK) {
+            loaded++;
+            st = kiln_engine_run(bad, 1, &in_name, &x, NULL, &nout, &out);
+            if (st == KILN_OK) {
+                ran++;
+                kiln_tensors_free(out, nout);
+            }
+            kiln_engine_free(bad);
+        }
+        alarm(0);
+        if (st != KILN_OK)
+            errors++, silent += kiln_last_error()[0] == 0;
+    }
+    printf("1200 mutated engines: %d loaded, %d ran, %d clean errors, %d silent\n", loaded, ran, errors, silent);
+    CHECK(silent == 0);
+    kiln_set_max_tensor_bytes((size_t)8 << 30);
+    free(c);
+    kiln_free(b1);
+
+    /* 6. profiles: shapes inside run, outside are refused clearly */
+    kiln_shape_range r = {.input = in_name, .ndim = 4, .min = {1, 3, 16, 16}, .opt = {2, 3, 32, 32}, .max = {4, 3, 64, 64}};
+    kiln_profile prof = {1, &r};
+    kiln_build_options po = {.num_profiles = 1, .profiles = &prof};
+    kiln_engine_t ep;
+    CHECK(kiln_build(m, &po, &ep) == KILN_OK);
+    kiln_free(po.report);
+    CHECK(kiln_engine_run(ep, 1, &in_name, &x, NULL, &nout, &out) == KILN_OK);
+    kiln_tensors_free(out, nout);
+    kiln_tensor big = make_input(8, 32, 40, 3);
+    CHECK(kiln_engine_run(ep, 1, &in_name, &big, NULL, &nout, &out) == KILN_ERR_SHAPE &&
+          strstr(kiln_last_error(), "profile"));
+    kiln_tensor wrong = x;
+    wrong.dtype = KILN_DT_INT32;
+    CHECK(kiln_engine_run(ep, 1, &in_name, &wrong, NULL, &nout, &out) == KILN_ERR_DTYPE);
+    wrong = x;
+    wrong.ndim = 3;
+    CHECK(kiln_engine_run(ep, 1, &in_name, &wrong, NULL, &nout, &out) == KILN_ERR_SHAPE);
+    free(big.data);
+    kiln_engine_free(ep);
+
+    /* 7. contexts: 4 threads, one engine, each checks its outputs every run; memory plan used */
+    kiln_tensor *expect[4];
+    worker_arg args[4];
+    pthread_t th[4];
+    for (int t = 0; t < 4; t++) {
+        args[t] = (worker_arg){.e = e2, .in = make_input(1 + t % 2, 24 + 8 * t, 32, 10 + (unsigned)t), .iters = 6};
+        int ne;
+        CHECK(kiln_engine_run(e2, 1, &in_name, &args[t].in, NULL, &ne, &expect[t]) == KILN_OK);
+        args[t].expect = &expect[t][0];
+    }
+    for (int t = 0; t < 4; t++)
+        pthread_create(&th[t], NULL, worker, &args[t]);
+    for (int t = 0; t < 4; t++) {
+        pthread_join(th[t], NULL);
+        CHECK_MSG(args[t].bad == 0, "context %d: %d bad runs", t, args[t].bad);
+        kiln_tensors_free(expect[t], 1);
+        free(args[t].in.data);
+    }
+    kiln_context_t ctx;
+    CHECK(kiln_context_create(e2, &ctx) == KILN_OK);
+    CHECK(kiln_context_run(ctx) == KILN_ERR_INVALID_ARG);   /* input not set */
+    CHECK(kiln_context_set_input(ctx, "nope", &x) == KILN_ERR_INVALID_ARG);
+    CHECK(kiln_context_set_input(ctx, in_name, &x) == KILN_OK);
+    float small[4];
+    CHECK(kiln_context_set_output_buffer(ctx, kiln_engine_output_name(e2, 0), small, sizeof small) == KILN_OK);
+    CHECK(kiln_context_run(ctx) == KILN_ERR_SHAPE);          /* caller buffer too small */
+    size_t need = ref[0].nbytes;
+    float *buf = malloc(need);
+    CHECK(kiln_context_set_output_buffer(ctx, kiln_engine_output_name(e2, 0), buf, need) == KILN_OK);
+    CHECK(kiln_context_run(ctx) == KILN_OK && kiln_context_output(ctx, 0)->data == buf);
+    CHECK(kiln_context_run(ctx) == KILN_OK);                 /* second run uses the memory plan */
+    size_t arena, naive;
+    kiln_context_memory(ctx, &arena, &naive);
+    CHECK(arena > 0 && arena <= naive);
+    CHECK(max_diff(kiln_context_output(ctx, 0), &ref[0]) < 1e-4);
+    kiln_context_free(ctx);
+    free(buf);
+
+    kiln_engine_free(e2);
+    kiln_engine_free(e);
+    kiln_tensors_free(ref, nref);
+    free(x.data);
+    kiln_model_free(m);
+    return TEST_SUMMARY();
+}

@@ -1,0 +1,130 @@
+/* Every optimization pass, alone and as the full pipeline, must leave model outputs unchanged
+ * (within float rounding) on random inputs, and must actually fire where its pattern exists. */
+#include "engine/engine.h"
+#include "runtime/model.h"
+#include "passes/passes.h"
+#include "kiln/kiln.h"
+#include "test.h"
+#include <string.h>
+
+typedef struct {
+    const char *path;
+    const char *shape;      /* dims for every input, e.g. "1x3x32x40" */
+    const char *must_fire;  /* a pass that must change this model, or NULL */
+    int max_nodes_after;    /* full pipeline bound, 0 = no bound */
+} model_case;
+
+static const model_case cases[] = {
+    {"models/tiny_cnn.onnx", "2x3x32x40", "fold-batchnorm", 0},
+    {"models/tiny_bert.onnx", "2x16", "constant-fold", 0},
+    {"models/ocr/ch_ppocr_mobile_v2.0_cls_infer.onnx", "1x3x48x192", "constant-fold", 0},
+    {"models/ocr/ch_PP-OCRv4_rec_infer.onnx", "1x3x48x160", "constant-fold", 0},
+    {"models/ocr/ch_PP-OCRv4_det_infer.onnx", "1x3x96x128", "constant-fold", 0},
+};
+
+static int parse_dims(const char *s, int64_t *d)
+{
+    int n = 0;
+    while (*s && n < KILN_MAX_DIMS) {
+        char *e;
+        d[n++] = strtoll(s, &e, 10);
+        s = *e == 'x' ? e + 1 : e;
+        if (*e != 'x')
+            break;
+    }
+    return n;
+}
+
+static void make_inputs(const kiln_graph *g, const char *shape, kiln_tensor *ins, const char **names)
+{
+    unsigned long long seed = 5;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const kiln_value *v = &g->values[g->inputs[i]];
+        int64_t dims[KILN_MAX_DIMS];
+        int nd = parse_dims(shape, dims);
+        names[i] = v->name;
+        kiln__tensor_alloc(&ins[i], v->dtype, nd, dims);
+        int64_t n = kiln_tensor_numel(&ins[i]);
+        for (int64_t k = 0; k < n; k++) {
+            if (v->dtype == KILN_DT_FLOAT32)
+                ((float *)ins[i].data)[k] = test_randf(&seed);
+            else
+                kiln__set_i64(v->dtype, ins[i].data, k,
+                              strstr(v->name, "mask") ? 1 : strstr(v->name, "type") ? 0 : (int64_t)(test_rng(&seed) % 100));
+        }
+    }
+}
+
+static double rel_err(const kiln_tensor *a, const kiln_tensor *b)
+{
+    if (a->dtype != b->dtype || a->nbytes != b->nbytes || a->ndim != b->ndim)
+        return 1e30;
+    double worst = 0;
+    int64_t n = kiln_tensor_numel(a);
+    for (int64_t i = 0; i < n; i++) {
+        double x = kiln__get_f64(a->dtype, a->data, i), y = kiln__get_f64(b->dtype, b->data, i);
+        double e = fabs(x - y) / (1e-4 + fabs(y));
+        worst = e > worst ? e : worst;
+    }
+    return worst;
+}
+
+int main(void)
+{
+    int ran = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        kiln_model_t m;
+        if (kiln_model_load(cases[c].path, &m) != KILN_OK) {
+            printf("skip %s: %s\n", cases[c].path, kiln_last_error());
+            continue;
+        }
+        ran++;
+        const kiln_graph *g0 = m->g;
+        kiln_tensor ins[8] = {{0}};
+        const char *names[8];
+        make_inputs(g0, cases[c].shape, ins, names);
+        kiln_tensor *ref;
+        int nref;
+        CHECK_MSG(kiln_model_run(m, g0->n_inputs, names, ins, NULL, &nref, &ref) == KILN_OK, "%s: %s", cases[c].path,
+                  kiln_last_error());
+        /* each pass alone, then the whole pipeline (name NULL) */
+        for (const kiln_pass_info *p = kiln__passes;; p++) {
+            kiln_engine_t e;
+            kiln_build_options raw = {.no_optimize = true};
+            CHECK(kiln_build(m, &raw, &e) == KILN_OK);
+            int changed = 0, before = e->g->n_nodes;
+            kiln_status st = p->name ? p->fn(e->g, &changed) : kiln__optimize(e->g, NULL);
+            CHECK_MSG(st == KILN_OK, "%s: %s", p->name ? p->name : "pipeline", kiln_last_error());
+            if (!p->name)
+                changed = before - e->g->n_nodes;
+            if (p->name && cases[c].must_fire && !strcmp(p->name, cases[c].must_fire))
+                CHECK_MSG(changed > 0, "%s: pass %s changed nothing", cases[c].path, p->name);
+            kiln_tensor *out;
+            int nout;
+            st = kiln_engine_run(e, g0->n_inputs, names, ins, NULL, &nout, &out);
+            CHECK_MSG(st == KILN_OK, "%s after %s: %s", cases[c].path, p->name ? p->name : "pipeline", kiln_last_error());
+            if (st == KILN_OK) {
+                for (int o = 0; o < nout && o < nref; o++) {
+                    double err = rel_err(&out[o], &ref[o]);
+                    CHECK_MSG(err < 1e-3, "%s after %s: output %d differs (rel err %g)", cases[c].path,
+                              p->name ? p->name : "pipeline", o, err);
+                }
+                kiln_tensors_free(out, nout);
+            }
+            printf("%-52s %-16s changed %4d  nodes %4d -> %4d\n", cases[c].path, p->name ? p->name : "(pipeline)",
+                   changed, before, e->g->n_nodes);
+            kiln_engine_free(e);
+            if (!p->name)
+                break;
+        }
+        kiln_tensors_free(ref, nref);
+        for (int i = 0; i < g0->n_inputs; i++)
+            kiln__tensor_release(&ins[i]);
+        kiln_model_free(m);
+    }
+    if (!ran) {
+        printf("SKIP: no models (run scripts/bootstrap.sh)\n");
+        return 77;
+    }
+    return TEST_SUMMARY();
+}
