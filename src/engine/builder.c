@@ -138,9 +138,9 @@ static char *make_report(const kiln_pass_report *rep)
     char *s = kiln__malloc(cap);
     if (!s)
         return NULL;
-    size_t o = (size_t)snprintf(s, cap, "%-20s %s\n", "pass", "nodes changed");
+    size_t o = (size_t)snprintf(s, cap, "%-26s %s\n", "pass", "nodes changed");
     for (int i = 0; i < rep->n && o < cap; i++)
-        o += (size_t)snprintf(s + o, cap - o, "%-20s %d\n", rep->entry[i].name, rep->entry[i].changed);
+        o += (size_t)snprintf(s + o, cap - o, "%-26s %d\n", rep->entry[i].name, rep->entry[i].changed);
     if (o < cap)
         snprintf(s + o, cap - o, "nodes: %d -> %d\n", rep->nodes_before, rep->nodes_after);
     return s;

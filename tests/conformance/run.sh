@@ -4,11 +4,12 @@
 set -uo pipefail
 KILN=$1
 DATA=$2
+shift 2
 HERE=$(cd "$(dirname "$0")" && pwd)
-OUT=$(dirname "$KILN")/conformance
+OUT=$(dirname "$KILN")/conformance${1:+-opt}
 mkdir -p "$OUT"
 "$KILN" conformance "$DATA" --expect "$HERE/expected_passes.txt" --write-passes "$OUT/passes.txt" \
-    --timeout 300 > "$OUT/report.txt"
+    --timeout 300 "$@" > "$OUT/report.txt"
 rc=$?
 tail -1 "$OUT/report.txt"
 grep -E "^REGRESSION|CRASH|HANG" "$OUT/report.txt" && rc=1
