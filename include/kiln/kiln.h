@@ -166,6 +166,7 @@ typedef struct kiln_build_options {
     const kiln_profile *profiles;
     const char *timing_cache;      /* path of a timing cache to read/update, or NULL */
     int num_threads;               /* for tactic timing; 0 = default */
+    bool no_tactics;               /* skip tactic timing (default tactics) */
     char *report;                  /* out: if non-NULL after build, a pass report (free with kiln_free) */
 } kiln_build_options;
 

@@ -132,9 +132,9 @@ static char *make_manifest(const char *hash, const kiln_build_options *o, const 
     return r;
 }
 
-static char *make_report(const kiln_pass_report *rep)
+static char *make_report(const kiln_pass_report *rep, const kiln_calib_result *cr, const kiln_plan *plan)
 {
-    size_t cap = 256 + (size_t)rep->n * 64;
+    size_t cap = 512 + (size_t)rep->n * 64;
     char *s = kiln__malloc(cap);
     if (!s)
         return NULL;
@@ -142,8 +142,32 @@ static char *make_report(const kiln_pass_report *rep)
     for (int i = 0; i < rep->n && o < cap; i++)
         o += (size_t)snprintf(s + o, cap - o, "%-26s %d\n", rep->entry[i].name, rep->entry[i].changed);
     if (o < cap)
-        snprintf(s + o, cap - o, "nodes: %d -> %d\n", rep->nodes_before, rep->nodes_after);
+        o += (size_t)snprintf(s + o, cap - o, "nodes: %d -> %d\n", rep->nodes_before, rep->nodes_after);
+    if (o < cap && cr->calibrated)
+        snprintf(s + o, cap - o, "tactics: %d layers timed, %d from the timing cache\n"
+                                 "memory plan: %.2f MB arena for %.2f MB of intermediates\n",
+                 cr->tuned, cr->from_cache, plan->arena_size / 1e6, plan->naive_bytes / 1e6);
+    else if (o < cap)
+        snprintf(s + o, cap - o, "tactics/memory plan: no fixed calibration shapes (give a profile)\n");
     return s;
+}
+
+/* Moves the calibration plan (and the shapes it is valid for) into the engine. */
+static kiln_status adopt_plan(struct kiln_engine *e, kiln_calib_result *cr)
+{
+    e->plan_ndim = kiln__calloc((size_t)cr->n_inputs + 1, sizeof(int));
+    e->plan_dims = kiln__calloc((size_t)cr->n_inputs + 1, sizeof *e->plan_dims);
+    if (!e->plan_ndim || !e->plan_dims || cr->n_inputs > KILN_MAX_CALIB_INPUTS)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    e->plan_n_inputs = cr->n_inputs;
+    for (int i = 0; i < cr->n_inputs; i++) {
+        e->plan_ndim[i] = cr->ndim[i];
+        memcpy(e->plan_dims[i], cr->dims[i], sizeof cr->dims[i]);
+    }
+    e->plan = cr->plan;
+    memset(&cr->plan, 0, sizeof cr->plan);
+    e->has_plan = true;
+    return KILN_OK;
 }
 
 kiln_status kiln_build(kiln_model_t m, kiln_build_options *o, kiln_engine_t *out)
@@ -168,10 +192,17 @@ kiln_status kiln_build(kiln_model_t m, kiln_build_options *o, kiln_engine_t *out
         st = kiln__optimize(e->g, &rep);
     if (st == KILN_OK)
         st = set_profiles(e, o);
+    kiln_calib_result cr;
+    memset(&cr, 0, sizeof cr);
+    if (st == KILN_OK)
+        st = kiln__builder_calibrate(e, o ? o->timing_cache : NULL, o ? o->num_threads : 0, !(o && o->no_tactics), &cr);
+    if (st == KILN_OK && cr.calibrated)
+        st = adopt_plan(e, &cr);
     if (st == KILN_OK && !(e->manifest = make_manifest(hash, o, &rep, optimize)))
         st = kiln__err(KILN_ERR_NOMEM, "out of memory");
-    if (st == KILN_OK && o && optimize)
-        o->report = make_report(&rep);
+    if (st == KILN_OK && o)
+        o->report = make_report(&rep, &cr, &e->plan);
+    kiln__plan_free(&cr.plan);
     if (st != KILN_OK) {
         kiln_engine_free(e);
         return st;

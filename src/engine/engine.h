@@ -3,6 +3,7 @@
 #ifndef KILN_ENGINE_H
 #define KILN_ENGINE_H
 #include "../ir/graph.h"
+#include "../runtime/plan.h"
 
 #define KILN_ENGINE_MAGIC "KILNENG\0"
 #define KILN_ENGINE_FORMAT_VERSION 1u
@@ -32,11 +33,31 @@ struct kiln_engine {
     uint32_t target_arch;    /* CPU: required ISA bits (KILN_ISA_*); CUDA: SM version */
     int n_profiles;
     kiln_profile_dims *profiles;
+    /* memory plan computed at build time for one set of input shapes (PLAN section) */
+    bool has_plan;
+    kiln_plan plan;
+    int plan_n_inputs;
+    int *plan_ndim;
+    int64_t (*plan_dims)[KILN_MAX_DIMS];
 };
 
 #define KILN_ISA_X86_64 1u
 #define KILN_ISA_AVX2 2u
 #define KILN_ISA_AVX512 4u
+
+#define KILN_MAX_CALIB_INPUTS 64
+typedef struct kiln_calib_result {
+    bool calibrated;            /* false: no concrete shapes (or synthetic data invalid) */
+    int tuned, from_cache;      /* layers timed now / taken from the timing cache */
+    kiln_plan plan;             /* memory plan at the calibration shapes */
+    int n_inputs;
+    int ndim[KILN_MAX_CALIB_INPUTS];
+    int64_t dims[KILN_MAX_CALIB_INPUTS][KILN_MAX_DIMS];
+} kiln_calib_result;
+
+/* Runs the optimized graph once at the opt shapes: tactic timing (+ timing cache) and memory plan. */
+kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_path, int nthreads, bool tune_tactics,
+                                    kiln_calib_result *res);
 
 uint32_t kiln__host_isa(void);
 void kiln__engine_free_profiles(struct kiln_engine *e);

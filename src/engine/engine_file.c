@@ -112,20 +112,94 @@ bad:
     return kiln__err(KILN_ERR_PARSE, "corrupted engine: invalid optimization profile section");
 }
 
+static void write_plan(kiln_wbuf *w, const struct kiln_engine *e)
+{
+    kiln__w_u32(w, (uint32_t)e->plan_n_inputs);
+    for (int i = 0; i < e->plan_n_inputs; i++) {
+        kiln__w_i32(w, e->plan_ndim[i]);
+        for (int d = 0; d < e->plan_ndim[i]; d++)
+            kiln__w_i64(w, e->plan_dims[i][d]);
+    }
+    const kiln_plan *p = &e->plan;
+    kiln__w_u64(w, p->arena_size);
+    kiln__w_u64(w, p->naive_bytes);
+    kiln__w_u32(w, (uint32_t)p->n_planned);
+    kiln__w_u32(w, (uint32_t)p->n_inplace);
+    kiln__w_u32(w, (uint32_t)p->n_values);
+    for (int v = 0; v < p->n_values; v++) {
+        kiln__w_i64(w, p->offset[v]);
+        kiln__w_u64(w, p->cap[v]);
+        kiln__w_u8(w, p->inplace[v]);
+    }
+}
+
+/* The plan must match the graph (one entry per value) and keep every slot inside the arena. */
+static kiln_status read_plan(kiln_rbuf *r, struct kiln_engine *e)
+{
+    const kiln_graph *g = e->g;
+    uint32_t ni = kiln__r_count(r, 4, KILN_MAX_CALIB_INPUTS);
+    if (r->bad || (int)ni != g->n_inputs)
+        goto bad;
+    e->plan_ndim = kiln__calloc(ni + 1, sizeof(int));
+    e->plan_dims = kiln__calloc(ni + 1, sizeof *e->plan_dims);
+    if (!e->plan_ndim || !e->plan_dims)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    e->plan_n_inputs = (int)ni;
+    for (uint32_t i = 0; i < ni; i++) {
+        e->plan_ndim[i] = kiln__r_i32(r);
+        if (e->plan_ndim[i] < 0 || e->plan_ndim[i] > KILN_MAX_DIMS)
+            goto bad;
+        for (int d = 0; d < e->plan_ndim[i]; d++)
+            if ((e->plan_dims[i][d] = kiln__r_i64(r)) < 0)
+                goto bad;
+    }
+    kiln_plan *p = &e->plan;
+    p->arena_size = (size_t)kiln__r_u64(r);
+    p->naive_bytes = (size_t)kiln__r_u64(r);
+    p->n_planned = (int)kiln__r_u32(r);
+    p->n_inplace = (int)kiln__r_u32(r);
+    uint32_t nv = kiln__r_count(r, 17, 100000000u);
+    if (r->bad || (int)nv != g->n_values || p->arena_size > kiln__max_tensor_bytes())
+        goto bad;
+    p->n_values = (int)nv;
+    p->offset = kiln__calloc(nv + 1, sizeof(int64_t));
+    p->cap = kiln__calloc(nv + 1, sizeof(size_t));
+    p->inplace = kiln__calloc(nv + 1, 1);
+    if (!p->offset || !p->cap || !p->inplace)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    for (uint32_t v = 0; v < nv; v++) {
+        p->offset[v] = kiln__r_i64(r);
+        p->cap[v] = (size_t)kiln__r_u64(r);
+        p->inplace[v] = kiln__r_u8(r) ? 1 : 0;
+        if (r->bad || p->offset[v] < -1 || (p->offset[v] >= 0 && (p->cap[v] > p->arena_size ||
+                                                                  (uint64_t)p->offset[v] > p->arena_size - p->cap[v])))
+            goto bad;
+    }
+    if (r->bad || r->pos != r->len)
+        goto bad;
+    e->has_plan = true;
+    return KILN_OK;
+bad:
+    return kiln__err(KILN_ERR_PARSE, "corrupted engine: invalid memory plan section");
+}
+
 kiln_status kiln_engine_serialize(kiln_engine_t e, void **out, size_t *out_len)
 {
     if (!e || !out || !out_len)
         return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_serialize: NULL argument");
-    kiln_wbuf sec[3] = {{0}}, weights = {0}, file = {0};
+    kiln_wbuf sec[4] = {{0}}, weights = {0}, file = {0};
     kiln_status st = KILN_OK;
     kiln__w_bytes(&sec[0], e->manifest ? e->manifest : "{}", strlen(e->manifest ? e->manifest : "{}"));
     st = kiln__graph_write(&sec[1], &weights, e->g);
     write_profiles(&sec[2], e);
+    if (e->has_plan)
+        write_plan(&sec[3], e);
     if (st != KILN_OK)
         goto done;
     const struct { uint32_t kind; kiln_wbuf *b; } secs[] = {
-        {KILN_SEC_MANIFEST, &sec[0]}, {KILN_SEC_GRAPH, &sec[1]}, {KILN_SEC_WEIGHTS, &weights}, {KILN_SEC_PROFILES, &sec[2]}};
-    uint32_t ns = sizeof secs / sizeof secs[0];
+        {KILN_SEC_MANIFEST, &sec[0]}, {KILN_SEC_GRAPH, &sec[1]}, {KILN_SEC_WEIGHTS, &weights},
+        {KILN_SEC_PROFILES, &sec[2]}, {KILN_SEC_PLAN, &sec[3]}};
+    uint32_t ns = e->has_plan ? 5 : 4;
     /* header */
     kiln__w_bytes(&file, KILN_ENGINE_MAGIC, 8);
     kiln__w_u32(&file, KILN_ENGINE_FORMAT_VERSION);
@@ -158,7 +232,7 @@ kiln_status kiln_engine_serialize(kiln_engine_t e, void **out, size_t *out_len)
             for (int k = 0; k < 8; k++)
                 file.p[table_at + i * 32 + 8 + k] = (uint8_t)((uint64_t)off >> (8 * k));
     }
-    if (file.oom || sec[0].oom || sec[1].oom || sec[2].oom || weights.oom) {
+    if (file.oom || sec[0].oom || sec[1].oom || sec[2].oom || sec[3].oom || weights.oom) {
         st = kiln__err(KILN_ERR_NOMEM, "out of memory serializing engine");
         goto done;
     }
@@ -168,7 +242,7 @@ kiln_status kiln_engine_serialize(kiln_engine_t e, void **out, size_t *out_len)
     *out_len = file.len;
     file.p = NULL;
 done:
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         kiln__w_free(&sec[i]);
     kiln__w_free(&weights);
     kiln__w_free(&file);
@@ -279,6 +353,8 @@ kiln_status kiln_engine_load_buffer(const void *buf, size_t len, kiln_engine_t *
         st = kiln__err(KILN_ERR_PARSE, "corrupted engine: trailing bytes in the graph section");
     if (st == KILN_OK && have[KILN_SEC_PROFILES])
         st = read_profiles(&sr[KILN_SEC_PROFILES], e);
+    if (st == KILN_OK && have[KILN_SEC_PLAN])
+        st = read_plan(&sr[KILN_SEC_PLAN], e);
     if (st != KILN_OK) {
         kiln_engine_free(e);
         return st;
@@ -309,5 +385,8 @@ void kiln_engine_free(kiln_engine_t e)
     kiln__graph_free(e->g);
     kiln__free(e->manifest);
     kiln__engine_free_profiles(e);
+    kiln__plan_free(&e->plan);
+    kiln__free(e->plan_ndim);
+    kiln__free(e->plan_dims);
     kiln__free(e);
 }

@@ -21,7 +21,49 @@ struct kiln_context {
     uint8_t *arena;
     double *node_ns;               /* profiling accumulators (NULL = off) */
     kiln_tensor *meta;             /* per value: dtype/shape seen in the planning run */
+    bool use_engine_plan;          /* the engine's build-time plan applies until shapes differ */
 };
+
+/* Adopts the engine's build-time plan when the bound shapes are the ones it was made for. */
+static bool take_engine_plan(struct kiln_context *c)
+{
+    const struct kiln_engine *e = c->e;
+    const kiln_graph *g = e->g;
+    if (!c->use_engine_plan)
+        return false;
+    for (int i = 0; i < g->n_inputs; i++) {
+        if (c->bound[i]->ndim != e->plan_ndim[i])
+            return false;
+        for (int d = 0; d < e->plan_ndim[i]; d++)
+            if (c->bound[i]->dims[d] != e->plan_dims[i][d])
+                return false;
+    }
+    const kiln_plan *p = &e->plan;
+    kiln_plan q = {.n_values = p->n_values, .arena_size = p->arena_size, .naive_bytes = p->naive_bytes,
+                   .n_planned = p->n_planned, .n_inplace = p->n_inplace};
+    q.offset = kiln__malloc(sizeof(int64_t) * ((size_t)p->n_values + 1));
+    q.cap = kiln__malloc(sizeof(size_t) * ((size_t)p->n_values + 1));
+    q.inplace = kiln__malloc((size_t)p->n_values + 1);
+    uint8_t *arena = kiln__malloc(p->arena_size ? p->arena_size : 1);
+    if (!q.offset || !q.cap || !q.inplace || !arena) {
+        kiln__plan_free(&q);
+        kiln__free(arena);
+        return false;
+    }
+    memcpy(q.offset, p->offset, sizeof(int64_t) * (size_t)p->n_values);
+    memcpy(q.cap, p->cap, sizeof(size_t) * (size_t)p->n_values);
+    memcpy(q.inplace, p->inplace, (size_t)p->n_values);
+    kiln__plan_free(&c->plan);
+    kiln__free(c->arena);
+    c->plan = q;
+    c->arena = arena;
+    for (int i = 0; i < g->n_inputs; i++) {
+        c->key_ndim[i] = c->bound[i]->ndim;
+        memcpy(c->key[i], c->bound[i]->dims, sizeof(int64_t) * (size_t)c->bound[i]->ndim);
+    }
+    c->planned = true;
+    return true;
+}
 
 kiln_status kiln_context_create(kiln_engine_t e, kiln_context_t *out)
 {
@@ -45,6 +87,8 @@ kiln_status kiln_context_create(kiln_engine_t e, kiln_context_t *out)
         kiln_context_free(c);
         return kiln__err(KILN_ERR_NOMEM, "out of memory");
     }
+    if (e->has_plan && e->plan_n_inputs == g->n_inputs)
+        c->use_engine_plan = true;
     *out = c;
     return KILN_OK;
 }
@@ -146,7 +190,8 @@ static kiln_status plan_for_shapes(struct kiln_context *c, int nthreads)
     kiln__free(c->meta);
     c->meta = kiln__calloc((size_t)g->n_values + 1, sizeof(kiln_tensor));
     kiln_mem m = {.record = rec, .record_meta = c->meta};
-    kiln_status st = kiln__exec_graph_ex(g, NULL, c->bound, c->outs, nthreads, 0, &m, c->node_ns);
+    kiln_hooks h = {.node_ns = c->node_ns};
+    kiln_status st = kiln__exec_graph_ex(g, NULL, c->bound, c->outs, nthreads, 0, &m, &h);
     if (st == KILN_OK)
         st = kiln__plan_make(g, rec, &c->plan);
     kiln__free(rec);
@@ -194,12 +239,13 @@ kiln_status kiln_context_run(kiln_context_t c)
     drop_outputs(c);
     int nthreads = c->nthreads > 0 ? c->nthreads : kiln__default_threads();
     kiln_status st;
-    if (!same_key(c)) {
+    if (!same_key(c) && !take_engine_plan(c)) {
         st = plan_for_shapes(c, nthreads);
     } else {
         kiln_mem m;
         kiln__plan_mem(&c->plan, c->arena, &m);
-        st = kiln__exec_graph_ex(g, NULL, c->bound, c->outs, nthreads, 0, &m, c->node_ns);
+        kiln_hooks h = {.node_ns = c->node_ns};
+        st = kiln__exec_graph_ex(g, NULL, c->bound, c->outs, nthreads, 0, &m, &h);
     }
     if (st == KILN_OK)
         st = deliver_outputs(c);
@@ -227,5 +273,6 @@ kiln_status kiln__context_enable_profiling(kiln_context_t c)
 }
 
 const double *kiln__context_node_ns(kiln_context_t c) { return c->node_ns; }
+void kiln__context_replan_on_first_run(kiln_context_t c) { c->use_engine_plan = false; }
 const kiln_tensor *kiln__context_value_meta(kiln_context_t c) { return c->meta; }
 kiln_engine_t kiln__context_engine(kiln_context_t c) { return c->e; }

@@ -67,7 +67,7 @@ int kiln__list_unsupported(const kiln_graph *g, char *buf, size_t buflen)
     return total;
 }
 
-static kiln_status run_node(kiln_frame *f, int idx, int nthreads, int depth, kiln_mem *mem, double *node_ns)
+static kiln_status run_node(kiln_frame *f, int idx, int nthreads, int depth, kiln_mem *mem, const kiln_hooks *hooks)
 {
     const kiln_graph *g = f->g;
     const kiln_node *n = &g->nodes[idx];
@@ -107,10 +107,14 @@ static kiln_status run_node(kiln_frame *f, int idx, int nthreads, int depth, kil
     kiln_exec ex = {.nthreads = nthreads, .frame = f, .depth = depth, .mem = mem};
     kiln_kctx ctx = {.node = n, .n_in = n->n_in, .in = in, .n_out = n->n_out, .out = out,
                      .nthreads = nthreads, .exec = &ex};
+    /* tactic "st": this layer runs single-threaded (chosen by the builder when faster) */
+    if (n->tactic && !strcmp(n->tactic, "st"))
+        ctx.nthreads = 1;
+    double *node_ns = hooks ? hooks->node_ns : NULL;
     struct timespec t0, t1;
     if (node_ns)
         clock_gettime(CLOCK_MONOTONIC, &t0);
-    st = fn(&ctx);
+    st = hooks && hooks->tune ? hooks->tune(hooks->tune_user, &ctx, fn) : fn(&ctx);
     if (node_ns) {
         clock_gettime(CLOCK_MONOTONIC, &t1);
         node_ns[idx] += (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
@@ -159,7 +163,7 @@ kiln_status kiln__exec_graph(const kiln_graph *g, const kiln_frame *parent, cons
 }
 
 kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, const kiln_tensor *const *inputs,
-                                kiln_tensor *outputs, int nthreads, int depth, kiln_mem *mem, double *node_ns)
+                                kiln_tensor *outputs, int nthreads, int depth, kiln_mem *mem, const kiln_hooks *hooks)
 {
     if (depth > MAX_EXEC_DEPTH)
         return kiln__err(KILN_ERR_LIMIT, "subgraph execution nested deeper than %d", MAX_EXEC_DEPTH);
@@ -196,7 +200,7 @@ kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, c
     for (int o = 0; o < g->n_outputs; o++)
         last_use[g->outputs[o]] = INT_MAX;
     for (int i = 0; i < g->n_nodes; i++) {
-        st = run_node(&f, i, nthreads, depth, mem, node_ns);
+        st = run_node(&f, i, nthreads, depth, mem, hooks);
         if (st != KILN_OK)
             goto done;
         /* free intermediates whose last consumer was this node */

@@ -17,12 +17,21 @@ typedef struct kiln_mem {
     kiln_tensor *record_meta; /* if non-NULL: receives each produced value's dtype and shape (no data) */
 } kiln_mem;
 
+/* Tactic tuning hook (builder): runs `fn` on ctx as often as it likes; the last run's outputs stay. */
+typedef kiln_status (*kiln_tune_fn)(void *user, kiln_kctx *ctx, kiln_kernel_fn fn);
+
+/* Optional instrumentation of a top-level execution. */
+typedef struct kiln_hooks {
+    double *node_ns;           /* per node, accumulated nanoseconds (profiling) */
+    kiln_tune_fn tune;
+    void *tune_user;
+} kiln_hooks;
+
 typedef struct kiln_exec {
     int nthreads;
     const kiln_frame *frame;   /* frame of the graph the current node belongs to */
     int depth;                 /* subgraph nesting depth, to stop runaway recursion */
     kiln_mem *mem;             /* NULL: every tensor on the heap */
-    double *node_ns;           /* if non-NULL: per node, accumulated nanoseconds (profiling) */
 } kiln_exec;
 
 static inline bool kiln__in_arena(const kiln_mem *m, const void *p)
@@ -36,7 +45,7 @@ kiln_status kiln__exec_graph(const kiln_graph *g, const kiln_frame *parent, cons
                              kiln_tensor *outputs, int nthreads, int depth);
 /* Same, with planned memory and/or per-node timing (either may be NULL). */
 kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, const kiln_tensor *const *inputs,
-                                kiln_tensor *outputs, int nthreads, int depth, kiln_mem *mem, double *node_ns);
+                                kiln_tensor *outputs, int nthreads, int depth, kiln_mem *mem, const kiln_hooks *hooks);
 
 /* For control-flow kernels: runs a subgraph of the node being executed. */
 kiln_status kiln__exec_subgraph(kiln_kctx *ctx, const kiln_graph *g, const kiln_tensor *const *inputs,

@@ -19,6 +19,8 @@ kiln_status kiln__graph_run_named(const kiln_graph *g, int num_inputs, const cha
 
 kiln_status kiln__context_enable_profiling(kiln_context_t c);
 const double *kiln__context_node_ns(kiln_context_t c);
+/* Ignore the engine's stored plan so the first run records shapes (for inspect). */
+void kiln__context_replan_on_first_run(kiln_context_t c);
 /* Per value id: dtype and shape recorded by the last planning run (data NULL), or NULL. */
 const kiln_tensor *kiln__context_value_meta(kiln_context_t c);
 kiln_engine_t kiln__context_engine(kiln_context_t c);

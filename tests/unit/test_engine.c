@@ -156,35 +156,55 @@ int main(void)
     c[0] = 'X';
     CHECK(kiln_engine_load_buffer(c, l1, &bad) == KILN_ERR_PARSE && strstr(kiln_last_error(), "magic"));
 
-    /* 5. mutation: >= 1,000 damaged engines, half with repaired checksums so the parser sees them */
+    /* 5. mutation: >= 1,000 damaged engines, half with repaired checksums so the parser sees them;
+     * every other one starts from an engine with profile and memory-plan sections */
+    kiln_shape_range mr = {.input = in_name, .ndim = 4, .min = {2, 3, 32, 40}, .opt = {2, 3, 32, 40}, .max = {2, 3, 32, 40}};
+    kiln_profile mp = {1, &mr};
+    kiln_build_options mo = {.num_profiles = 1, .profiles = &mp, .no_tactics = true};
+    kiln_engine_t em;
+    void *bp;
+    size_t lp;
+    CHECK(kiln_build(m, &mo, &em) == KILN_OK);
+    kiln_free(mo.report);
+    CHECK(kiln_engine_serialize(em, &bp, &lp) == KILN_OK);
+    kiln_engine_free(em);
+    unsigned char *mbuf = malloc(lp > l1 ? lp : l1);
     unsigned long long rng = 42;
     int loaded = 0, ran = 0, errors = 0, silent = 0;
     kiln_set_max_tensor_bytes((size_t)256 << 20);
     for (int k = 0; k < 1200; k++) {
-        memcpy(c, b1, l1);
-        size_t len = l1;
+        bool with_plan = (k / 2) % 2;
+        unsigned char *src = with_plan ? bp : b1;
+        size_t l0 = with_plan ? lp : l1;
+        memcpy(mbuf, src, l0);
+        size_t len = l0;
+        unsigned char *cbuf = mbuf;
         int kind = (int)(test_rng(&rng) % 4);
         if (kind == 0)
-            len = (size_t)(test_rng(&rng) % l1);
+            len = (size_t)(test_rng(&rng) % l0);
         else
             for (int j = 0, nflip = 1 + (int)(test_rng(&rng) % 6); j < nflip; j++) {
-                /* bias towards the header, table and graph section (the first few KB) */
-                size_t at = (test_rng(&rng) & 1) ? test_rng(&rng) % (l1 < 8192 ? l1 : 8192) : test_rng(&rng) % l1;
-                c[at] = kind == 1 ? (unsigned char)(c[at] ^ (1u << (test_rng(&rng) % 8)))
-                                  : kind == 2 ? (unsigned char)test_rng(&rng) : (unsigned char)(c[at] + 1);
+                /* bias towards the header, table and graph section (the first few KB) and the tail
+                 * (profiles and plan sections) */
+                uint64_t pick = test_rng(&rng) % 3;
+                size_t at = pick == 0 ? test_rng(&rng) % (l0 < 8192 ? l0 : 8192)
+                          : pick == 1 ? l0 - 1 - test_rng(&rng) % (l0 < 4096 ? l0 : 4096) : test_rng(&rng) % l0;
+                cbuf[at] = kind == 1 ? (unsigned char)(cbuf[at] ^ (1u << (test_rng(&rng) % 8)))
+                                     : kind == 2 ? (unsigned char)test_rng(&rng) : (unsigned char)(cbuf[at] + 1);
             }
         if (k % 2)
-            fix_crcs(c, len);
+            fix_crcs(cbuf, len);
         alarm(20);
         kiln_clear_last_error();
-        kiln_status st = kiln_engine_load_buffer(c, len, &bad);
+        kiln_status st = kiln_engine_load_buffer(cbuf, len, &bad);
         if (st == KILN_OK) {
             loaded++;
-            st = kiln_engine_run(bad, 1, &in_name, &x, NULL, &nout, &out);
-            if (st == KILN_OK) {
+            kiln_context_t mc = NULL;
+            st = kiln_context_create(bad, &mc);
+            if (st == KILN_OK && (st = kiln_context_set_input(mc, in_name, &x)) == KILN_OK &&
+                (st = kiln_context_run(mc)) == KILN_OK && (st = kiln_context_run(mc)) == KILN_OK)
                 ran++;
-                kiln_tensors_free(out, nout);
-            }
+            kiln_context_free(mc);
             kiln_engine_free(bad);
         }
         alarm(0);
@@ -195,7 +215,9 @@ int main(void)
     CHECK(silent == 0);
     kiln_set_max_tensor_bytes((size_t)8 << 30);
     free(c);
+    free(mbuf);
     kiln_free(b1);
+    kiln_free(bp);
 
     /* 6. profiles: shapes inside run, outside are refused clearly */
     kiln_shape_range r = {.input = in_name, .ndim = 4, .min = {1, 3, 16, 16}, .opt = {2, 3, 32, 32}, .max = {4, 3, 64, 64}};
@@ -217,6 +239,39 @@ int main(void)
     CHECK(kiln_engine_run(ep, 1, &in_name, &wrong, NULL, &nout, &out) == KILN_ERR_SHAPE);
     free(big.data);
     kiln_engine_free(ep);
+
+    /* 6b. fixed-shape profile: tactics timed, timing cache written; a rebuild with the same cache
+     * is byte-identical; the engine's build-time memory plan serves runs at those shapes */
+    remove("build/test_engine_cache.json");
+    kiln_shape_range fr = {.input = in_name, .ndim = 4, .min = {2, 3, 32, 40}, .opt = {2, 3, 32, 40}, .max = {2, 3, 32, 40}};
+    kiln_profile fp = {1, &fr};
+    kiln_build_options c1 = {.num_profiles = 1, .profiles = &fp, .timing_cache = "build/test_engine_cache.json"};
+    kiln_build_options c2 = c1;
+    kiln_engine_t ef1, ef2;
+    CHECK(kiln_build(m, &c1, &ef1) == KILN_OK);
+    CHECK(kiln_build(m, &c2, &ef2) == KILN_OK);
+    CHECK(c2.report && strstr(c2.report, "0 layers timed"));
+    kiln_free(c1.report);
+    kiln_free(c2.report);
+    void *f1, *f2;
+    size_t fl1, fl2;
+    CHECK(kiln_engine_serialize(ef1, &f1, &fl1) == KILN_OK && kiln_engine_serialize(ef2, &f2, &fl2) == KILN_OK);
+    CHECK(fl1 == fl2 && memcmp(f1, f2, fl1) == 0);
+    kiln_engine_t ef3;
+    CHECK(kiln_engine_load_buffer(f1, fl1, &ef3) == KILN_OK);
+    kiln_context_t pc;
+    CHECK(kiln_context_create(ef3, &pc) == KILN_OK);
+    CHECK(kiln_context_set_input(pc, in_name, &x) == KILN_OK && kiln_context_run(pc) == KILN_OK);
+    size_t pa = 0, pn = 0;
+    kiln_context_memory(pc, &pa, &pn);
+    CHECK(pa > 0 && pa < pn);   /* the stored plan is in use from the first run */
+    CHECK(max_diff(kiln_context_output(pc, 0), &ref[0]) < 1e-4);
+    kiln_context_free(pc);
+    kiln_free(f1);
+    kiln_free(f2);
+    kiln_engine_free(ef1);
+    kiln_engine_free(ef2);
+    kiln_engine_free(ef3);
 
     /* 7. contexts: 4 threads, one engine, each checks its outputs every run; memory plan used */
     kiln_tensor *expect[4];

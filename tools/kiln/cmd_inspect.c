@@ -87,6 +87,7 @@ int cmd_inspect(int argc, char **argv)
         rc = cli_die(st, "preparing inputs");
         goto done;
     }
+    kiln__context_replan_on_first_run(c);
     for (int i = 0; i < nin; i++)
         if ((st = kiln_context_set_input(c, names[i], &ins[i])) != KILN_OK) {
             rc = cli_die(st, "binding input");

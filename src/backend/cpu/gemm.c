@@ -244,13 +244,6 @@ ukr512_body(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc,
 #pragma GCC unroll 4
         for (int64_t k = 0; k < kc; k++) {
             __m512 b0 = _mm512_load_ps(pb), b1 = _mm512_load_ps(pb + 16);
-#ifdef PFA
-            if ((k & 1) == 0)
-                _mm_prefetch((const char *)(pa + PFA), _MM_HINT_T0);
-#endif
-#ifdef PFB
-            _mm_prefetch((const char *)(pb + PFB), _MM_HINT_T0);
-#endif
 #pragma GCC unroll 8
             for (int i = 0; i < MR_512; i++) {
                 __m512 a = _mm512_set1_ps(pa[i]);

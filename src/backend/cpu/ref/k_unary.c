@@ -381,6 +381,8 @@ static kiln_status k_gelu(kiln_kctx *ctx)
     static const uop op_none = {gelu_f32, gelu_f64, NULL, 0};
     static const uop op_tanh = {gelu_tanh_f32, gelu_tanh_f64, NULL, 0};
     const char *ap = kiln__attr_s(ctx->node, "approximate", "none");
+    if (!ap)
+        ap = "none";
     uparam p = {0};
     if (!strcmp(ap, "none"))
         return unary_run(ctx, &op_none, &p);
@@ -533,11 +535,8 @@ static kiln_status k_clip(kiln_kctx *ctx)
         if (!is_floatish(dt))
             return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "dtype %s is not supported before opset 11",
                               kiln_dtype_name(dt));
-        const kiln_attr *amin = kiln__attr(ctx->node, "min"), *amax = kiln__attr(ctx->node, "max");
-        if (amin)
-            j.lo = amin->f;
-        if (amax)
-            j.hi = amax->f;
+        j.lo = kiln__attr_f(ctx->node, "min", -INFINITY);
+        j.hi = kiln__attr_f(ctx->node, "max", INFINITY);
     } else {
         const kiln_tensor *tmin = kiln__kin(ctx, 1), *tmax = kiln__kin(ctx, 2);
         if (tmin)

@@ -1,0 +1,247 @@
+/* Build-time calibration run: at the first profile's opt shapes (or the model's static shapes)
+ * the builder executes the optimized graph once on synthetic inputs, timing the candidate tactics
+ * of every heavy layer (results cached in an optional JSON timing cache, so rebuilding with the
+ * same cache reproduces the same choices byte for byte) and recording every tensor's size for the
+ * engine's memory plan. */
+#include "engine.h"
+#include "../runtime/exec.h"
+#include "../runtime/plan.h"
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+typedef struct tune_state {
+    json_t *entries;     /* timing cache: key -> {"tactic", "ms"} */
+    bool dirty;
+    int tuned, from_cache;
+} tune_state;
+
+static bool heavy(kiln_op op)
+{
+    switch (op) {
+    case KILN_OP_Conv: case KILN_OP_FusedConv: case KILN_OP_ConvTranspose: case KILN_OP_MatMul:
+    case KILN_OP_FusedMatMul: case KILN_OP_Gemm: case KILN_OP_FusedGemm: case KILN_OP_Attention:
+    case KILN_OP_MaxPool: case KILN_OP_AveragePool: case KILN_OP_Resize: case KILN_OP_LayerNormalization:
+    case KILN_OP_Softmax:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static const char *const tactics[] = {"mt", "st"};   /* all threads / one thread */
+
+static double now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+static void key_of(const kiln_kctx *ctx, char *k, size_t n)
+{
+    const kiln_node *nd = ctx->node;
+    size_t o = (size_t)snprintf(k, n, "%s.%s|", nd->domain, nd->op_type);
+    for (int a = 0; a < nd->n_attr && o < n; a++) {
+        const kiln_attr *at = &nd->attrs[a];
+        o += (size_t)snprintf(k + o, n - o, "%s=", at->name);
+        if (at->type == KILN_ATTR_INT)
+            o += (size_t)snprintf(k + o, n - o, "%lld", (long long)at->i);
+        else if (at->type == KILN_ATTR_FLOAT)
+            o += (size_t)snprintf(k + o, n - o, "%g", at->f);
+        else if (at->type == KILN_ATTR_STRING)
+            o += (size_t)snprintf(k + o, n - o, "%s", at->s);
+        for (int j = 0; at->ints && j < at->n && o < n; j++)
+            o += (size_t)snprintf(k + o, n - o, "%lld,", (long long)at->ints[j]);
+        if (o < n)
+            k[o++] = ';';
+    }
+    for (int i = 0; i < ctx->n_in && o < n; i++) {
+        char s[128] = "-";
+        if (ctx->in[i])
+            kiln__shape_str(ctx->in[i], s, sizeof s);
+        o += (size_t)snprintf(k + o, n - o, "|%s", s);
+    }
+    if (o < n)
+        snprintf(k + o, n - o, "|t%d|isa%u", ctx->nthreads, kiln__host_isa());
+}
+
+static kiln_status tune(void *user, kiln_kctx *ctx, kiln_kernel_fn fn)
+{
+    tune_state *ts = user;
+    kiln_node *node = (kiln_node *)ctx->node;   /* the builder owns the graph */
+    if (!heavy(node->op) || ctx->nthreads <= 1)
+        return fn(ctx);
+    char key[2048];
+    key_of(ctx, key, sizeof key);
+    int full = ctx->nthreads;
+    json_t *hit = ts->entries ? json_object_get(ts->entries, key) : NULL;
+    const char *choice = NULL;
+    if (hit && json_is_string(json_object_get(hit, "tactic"))) {
+        const char *c = json_string_value(json_object_get(hit, "tactic"));
+        for (size_t t = 0; t < sizeof tactics / sizeof tactics[0]; t++)
+            if (!strcmp(c, tactics[t]))
+                choice = tactics[t];
+    }
+    double best_ms = 0;
+    if (choice) {
+        ts->from_cache++;
+    } else {
+        double best = 1e300;
+        for (size_t t = 0; t < sizeof tactics / sizeof tactics[0]; t++) {
+            ctx->nthreads = t == 1 ? 1 : full;
+            KILN_TRY(fn(ctx));   /* warm-up */
+            double m = 1e300;
+            for (int rep = 0; rep < 3; rep++) {
+                double t0 = now_ns();
+                KILN_TRY(fn(ctx));
+                double d = now_ns() - t0;
+                m = d < m ? d : m;
+            }
+            /* the default (multi-threaded) keeps the layer unless another is clearly faster */
+            if (t == 0 || m < best * 0.9) {
+                best = m;
+                choice = tactics[t];
+            }
+        }
+        best_ms = best / 1e6;
+        ts->tuned++;
+        if (ts->entries) {
+            json_t *e = json_object();
+            json_object_set_new(e, "tactic", json_string(choice));
+            json_object_set_new(e, "ms", json_real(best_ms));
+            json_object_set_new(ts->entries, key, e);
+            ts->dirty = true;
+        }
+    }
+    kiln__free(node->tactic);
+    node->tactic = kiln__strdup(choice);
+    ctx->nthreads = !strcmp(choice, "st") ? 1 : full;
+    kiln_status st = fn(ctx);   /* the outputs the rest of the graph sees */
+    ctx->nthreads = full;
+    return st;
+}
+
+static uint64_t rng = 0x853c49e6748fea9bull;
+static double rnd01(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+/* Synthetic inputs at the calibration shapes; false if some input has no concrete shape. */
+static bool make_inputs(const struct kiln_engine *e, kiln_tensor *ins)
+{
+    const kiln_graph *g = e->g;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const kiln_value *v = &g->values[g->inputs[i]];
+        int64_t dims[KILN_MAX_DIMS];
+        int nd = -1;
+        for (int k = 0; e->n_profiles && k < e->profiles[0].n_inputs; k++)
+            if (!strcmp(e->profiles[0].names[k], v->name)) {
+                nd = e->profiles[0].ndim[k];
+                memcpy(dims, e->profiles[0].opt[k], sizeof(int64_t) * (size_t)nd);
+            }
+        if (nd < 0) {
+            if (v->ndim < 0)
+                return false;
+            nd = v->ndim;
+            for (int d = 0; d < nd; d++) {
+                if (v->dims[d].value < 0 || v->dims[d].param)
+                    return false;
+                dims[d] = v->dims[d].value;
+            }
+        }
+        kiln_dtype dt = v->dtype ? v->dtype : KILN_DT_FLOAT32;
+        if (kiln__tensor_alloc(&ins[i], dt, nd, dims) != KILN_OK)
+            return false;
+        bool mask = strstr(v->name, "mask") != NULL, type = strstr(v->name, "type") != NULL;
+        for (int64_t k = 0; k < kiln_tensor_numel(&ins[i]); k++) {
+            if (kiln__dtype_is_float(dt))
+                kiln__set_f64(dt, ins[i].data, k, rnd01() * 2 - 1);
+            else
+                kiln__set_i64(dt, ins[i].data, k, mask || dt == KILN_DT_BOOL ? 1 : type ? 0 : (int64_t)(rnd01() * 100));
+        }
+    }
+    return true;
+}
+
+static json_t *load_cache(const char *path)
+{
+    json_error_t err;
+    json_t *root = path ? json_load_file(path, 0, &err) : NULL;
+    json_t *entries = root ? json_object_get(root, "entries") : NULL;
+    if (entries && json_is_object(entries))
+        json_incref(entries);
+    else
+        entries = json_object();
+    json_decref(root);
+    return entries;
+}
+
+kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_path, int nthreads, bool tune_tactics,
+                                    kiln_calib_result *res)
+{
+    memset(res, 0, sizeof *res);
+    const kiln_graph *g = e->g;
+    kiln_tensor *ins = kiln__calloc((size_t)g->n_inputs + 1, sizeof *ins);
+    const kiln_tensor **feed = kiln__calloc((size_t)g->n_inputs + 1, sizeof *feed);
+    kiln_tensor *outs = kiln__calloc((size_t)g->n_outputs + 1, sizeof *outs);
+    size_t *rec = kiln__calloc((size_t)g->n_values + 1, sizeof(size_t));
+    kiln_status st = KILN_OK;
+    if (!ins || !feed || !outs || !rec) {
+        st = kiln__err(KILN_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if (!make_inputs(e, ins))
+        goto done;   /* dynamic shapes without a profile: nothing to calibrate at */
+    for (int i = 0; i < g->n_inputs; i++)
+        feed[i] = &ins[i];
+    tune_state ts = {.entries = tune_tactics ? load_cache(cache_path) : NULL};
+    kiln_mem m = {.record = rec};
+    kiln_hooks h = {.tune = tune_tactics ? tune : NULL, .tune_user = &ts};
+    kiln_status rs = kiln__exec_graph_ex(g, NULL, feed, outs, nthreads > 0 ? nthreads : kiln__default_threads(), 0,
+                                         &m, &h);
+    if (rs == KILN_OK) {
+        res->calibrated = true;
+        res->tuned = ts.tuned;
+        res->from_cache = ts.from_cache;
+        st = kiln__plan_make(g, rec, &res->plan);
+        for (int i = 0; i < g->n_inputs && i < KILN_MAX_CALIB_INPUTS; i++) {
+            res->ndim[i] = ins[i].ndim;
+            memcpy(res->dims[i], ins[i].dims, sizeof ins[i].dims);
+        }
+        res->n_inputs = g->n_inputs;
+        if (st == KILN_OK && cache_path && ts.dirty) {
+            json_t *root = json_object();
+            json_object_set_new(root, "kiln_timing_cache", json_integer(1));
+            json_object_set(root, "entries", ts.entries);
+            if (json_dump_file(root, cache_path, JSON_INDENT(1) | JSON_SORT_KEYS) != 0)
+                st = kiln__err(KILN_ERR_IO, "cannot write timing cache '%s'", cache_path);
+            json_decref(root);
+        }
+    } else {
+        /* synthetic data can be invalid for some models (e.g. ids out of a vocabulary): the
+         * engine is still correct, it just keeps default tactics and plans memory at run time */
+        kiln__log(KILN_LOG_WARN, "calibration run skipped: %s", kiln_last_error());
+        kiln_clear_last_error();
+        for (int i = 0; i < g->n_nodes; i++) {
+            kiln__free(g->nodes[i].tactic);
+            g->nodes[i].tactic = NULL;
+        }
+    }
+    json_decref(ts.entries);
+done:
+    for (int i = 0; ins && i < g->n_inputs; i++)
+        kiln__tensor_release(&ins[i]);
+    for (int o = 0; outs && o < g->n_outputs; o++)
+        kiln__tensor_release(&outs[o]);
+    kiln__free(ins);
+    kiln__free(feed);
+    kiln__free(outs);
+    kiln__free(rec);
+    return st;
+}
