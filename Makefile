@@ -14,7 +14,7 @@ build: bootstrap
 	@cmake --build $(BUILD) -j$(JOBS)
 
 build-asan: bootstrap
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON >/dev/null
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON >/dev/null
 	@cmake --build build-asan -j$(JOBS)
 
 # Everything: unit tests, ONNX conformance suite, models vs ONNX Runtime, mutation test,

@@ -179,9 +179,10 @@ void kiln__set_f64(kiln_dtype dt, void *d, int64_t i, double v)
         /* float -> int: truncate toward zero like C casts; NaN -> 0 */
         int64_t iv = 0;
         if (!isnan(v)) {
-            if (v >= 9.2233720368547758e18) iv = INT64_MAX;
+            if (dt == KILN_DT_UINT64 && v >= 9.2233720368547758e18)
+                iv = v >= 1.8446744073709552e19 ? (int64_t)UINT64_MAX : (int64_t)(uint64_t)v;
+            else if (v >= 9.2233720368547758e18) iv = INT64_MAX;
             else if (v <= -9.2233720368547758e18) iv = INT64_MIN;
-            else if (dt == KILN_DT_UINT64 && v >= 9.2233720368547758e18) iv = (int64_t)(uint64_t)v;
             else iv = (int64_t)v;
         }
         kiln__set_i64(dt, d, i, iv);

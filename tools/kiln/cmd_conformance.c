@@ -424,6 +424,12 @@ int cmd_conformance(int argc, char **argv)
         fclose(wf);
     printf("%d passed, %d failed, %d skipped\n", np, nf, ns);
     free(verdict);
+    for (int i = 0; i < tests.n; i++)
+        free(tests.v[i]);
+    for (int i = 0; i < expected.n; i++)
+        free(expected.v[i]);
+    free(tests.v);
+    free(expected.v);
     if (expect_file) {
         if (regressions)
             printf("conformance: %d regression(s) against %s\n", regressions, expect_file);

@@ -11,7 +11,7 @@
  *     k-major panels; then an MR x NR register-blocked micro-kernel over each tile.
  *   - Micro-kernels, chosen at run time with __builtin_cpu_supports: AVX-512F+FMA 8 x 32
  *     (with cheaper variants for 1-, 16- and 17-column edge tiles), AVX2+FMA 6 x 16, and
- *     portable C 4 x 16.
+ *     portable C 6 x 8 (GNU vector extensions).
  *   - Tiny problems, GEMV shapes (M == 1 or N == 1) and allocation failures take a direct
  *     path without packing.
  * Edge tiles are handled by zero padding in the packed panels and masked / partial stores, so
@@ -266,17 +266,27 @@ ukr512_body(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc,
             pb += NR_512;
         }
     } else {
-#pragma GCC unroll 8
-        for (int64_t k = 0; k < kc; k++) {
-            cx = _mm256_fmadd_ps(_mm256_load_ps(pa), _mm256_set1_ps(pb[0]), cx);
+        /* one column: four independent chains hide the FMA latency */
+        __m256 cy[4] = {cx, cx, cx, cx};
+        int64_t k = 0;
+        for (; k + 4 <= kc; k += 4) {
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++)
+                cy[u] = _mm256_fmadd_ps(_mm256_load_ps(pa + u * MR_512), _mm256_set1_ps(pb[u * NR_512]), cy[u]);
+            pa += 4 * MR_512;
+            pb += 4 * NR_512;
+        }
+        for (; k < kc; k++) {
+            cy[0] = _mm256_fmadd_ps(_mm256_load_ps(pa), _mm256_set1_ps(pb[0]), cy[0]);
             pa += MR_512;
             pb += NR_512;
         }
+        cx = _mm256_add_ps(_mm256_add_ps(cy[0], cy[1]), _mm256_add_ps(cy[2], cy[3]));
     }
 
     if (variant != W_1) {
         __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-        int n0 = variant == W_FULL ? n : variant == W_17 ? 16 : n;
+        int n0 = variant == W_17 ? 16 : n;   /* columns held in c0 */
         __mmask16 k0 = n0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n0) - 1u);
         __mmask16 k1 = n >= 32 ? (__mmask16)0xFFFF : n > 16 ? (__mmask16)((1u << (n - 16)) - 1u) : (__mmask16)0;
 #pragma GCC unroll 8

@@ -2,11 +2,14 @@
  *
  * float32 Conv is the hot path of CNNs, so it has three fast strategies:
  *   - pointwise (1x1 kernel, stride 1, no padding): one GEMM per image and group, W x X;
- *   - depthwise (one input channel per group, 1-D/2-D): a direct kernel over output rows,
- *     AVX2-vectorized for strides 1 and 2, multithreaded over (image, channel) planes;
+ *   - depthwise (one input channel per group, 1-D/2-D): rows of the plane are copied into a
+ *     zero-padded band buffer, then every output row is computed without bounds checks,
+ *     AVX2-vectorized for strides 1 and 2; multithreaded over (image, channel) planes;
  *   - everything else: im2col of a chunk of output rows into a scratch buffer (multithreaded
- *     over its rows), then one GEMM W[M/g, K] x col[K, chunk].
- * The bias is written into the output before the GEMM, which then accumulates (beta = 1).
+ *     over its rows), then one GEMM W[M/g, K] x col[K, chunk] (kiln__sgemm threads itself).
+ * Bias: when the weights are small next to the output, it rides along in the GEMM as an extra
+ * K row ([W | b] x [col; 1]); otherwise the output is pre-filled with it and the GEMM
+ * accumulates (beta = 1).
  * float32 ConvTranspose is a GEMM W^T x X into a column buffer followed by col2im
  * (multithreaded over output channels). float16 / bfloat16 go through float32; float64 and
  * ConvInteger use direct loops with double accumulation (exact for the integer case). */

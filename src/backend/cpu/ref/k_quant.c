@@ -296,6 +296,67 @@ static kiln_status conv_geom(kiln_kctx *ctx, const kiln_tensor *x, const kiln_te
     return KILN_OK;
 }
 
+typedef struct qconv_job {
+    const qconv_geom *g;
+    const int32_t *xi, *wi;
+    const int64_t *koff;
+    const float *ws;
+    int64_t nws;
+    const int32_t *bias;
+    void *y;
+    kiln_dtype odt;
+    int64_t osp, isp, ksz;
+    float xs, ys, yz, lo, hi;
+} qconv_job;
+
+/* Computes output planes [begin, end) of the N*M (batch, output channel) planes. */
+static void qconv_worker(void *arg, int64_t begin, int64_t end)
+{
+    const qconv_job *j = arg;
+    const qconv_geom *g = j->g;
+    int64_t cpg = g->C / g->group, mpg = g->M / g->group;
+    for (int64_t nm = begin; nm < end; nm++) {
+        int64_t n = nm / g->M, m = nm % g->M;
+        int64_t grp = m / mpg;
+        float mult = j->xs * j->ws[j->nws == 1 ? 0 : m] / j->ys;
+        const int32_t *wm = j->wi + m * cpg * j->ksz;
+        for (int64_t o = 0; o < j->osp; o++) {
+            int64_t base[QC_MAX_SP], r = o;
+            for (int d = g->nsp - 1; d >= 0; d--) {
+                base[d] = (r % g->out[d]) * g->stride[d] - g->pad_b[d];
+                r /= g->out[d];
+            }
+            int64_t acc = j->bias ? j->bias[m] : 0;
+            for (int64_t kk = 0; kk < j->ksz; kk++) {
+                int64_t pos = 0;
+                bool ok = true;
+                for (int d = 0; d < g->nsp; d++) {
+                    int64_t p = base[d] + j->koff[kk * g->nsp + d];
+                    if (p < 0 || p >= g->in[d]) {
+                        ok = false;
+                        break;
+                    }
+                    pos = pos * g->in[d] + p;
+                }
+                if (!ok)
+                    continue;
+                const int32_t *xp = j->xi + (n * g->C + grp * cpg) * j->isp + pos;
+                const int32_t *wp = wm + kk;
+                for (int64_t c = 0; c < cpg; c++)
+                    acc += (int64_t)xp[c * j->isp] * wp[c * j->ksz];
+            }
+            float v = sat_round_f(rintf((float)acc * mult) + j->yz, j->lo, j->hi);
+            int64_t oi = nm * j->osp + o;
+            if (j->odt == KILN_DT_UINT8)
+                ((uint8_t *)j->y)[oi] = (uint8_t)v;
+            else if (j->odt == KILN_DT_INT8)
+                ((int8_t *)j->y)[oi] = (int8_t)v;
+            else
+                kiln__set_i64(j->odt, j->y, oi, (int64_t)v);
+        }
+    }
+}
+
 static kiln_status k_qlinearconv(kiln_kctx *ctx)
 {
     const kiln_tensor *x = kiln__kin(ctx, 0), *xs = kiln__kin(ctx, 1), *xz = kiln__kin(ctx, 2);
@@ -373,54 +434,14 @@ static kiln_status k_qlinearconv(kiln_kctx *ctx)
                 r /= g.k[d];
             }
         }
-        float xsv = *(const float *)xs->data, ysv = *(const float *)ys->data;
-        float yzv = yz ? (float)kiln__get_i64(yz->dtype, yz->data, 0) : 0.f;
-        const float *wsv = ws->data;
-        const int32_t *bv = b ? b->data : NULL;
-        int64_t cpg = g.C / g.group, mpg = g.M / g.group;
-        void *y = ctx->out[0]->data;
-        float flo = (float)lo, fhi = (float)hi;
-        for (int64_t n = 0; n < g.N; n++) {
-            for (int64_t m = 0; m < g.M; m++) {
-                int64_t grp = m / mpg;
-                float mult = xsv * wsv[nws == 1 ? 0 : m] / ysv;
-                const int32_t *wm = wi + m * cpg * ksz;
-                for (int64_t o = 0; o < osp; o++) {
-                    int64_t base[QC_MAX_SP], r = o;
-                    for (int d = g.nsp - 1; d >= 0; d--) {
-                        base[d] = (r % g.out[d]) * g.stride[d] - g.pad_b[d];
-                        r /= g.out[d];
-                    }
-                    int64_t acc = bv ? bv[m] : 0;
-                    for (int64_t kk = 0; kk < ksz; kk++) {
-                        int64_t pos = 0;
-                        bool ok = true;
-                        for (int d = 0; d < g.nsp; d++) {
-                            int64_t p = base[d] + koff[kk * g.nsp + d];
-                            if (p < 0 || p >= g.in[d]) {
-                                ok = false;
-                                break;
-                            }
-                            pos = pos * g.in[d] + p;
-                        }
-                        if (!ok)
-                            continue;
-                        const int32_t *xp = xi + (n * g.C + grp * cpg) * isp + pos;
-                        const int32_t *wp = wm + kk;
-                        for (int64_t c = 0; c < cpg; c++)
-                            acc += (int64_t)xp[c * isp] * wp[c * ksz];
-                    }
-                    float v = sat_round_f(rintf((float)acc * mult) + yzv, flo, fhi);
-                    int64_t oi = (n * g.M + m) * osp + o;
-                    if (odt == KILN_DT_UINT8)
-                        ((uint8_t *)y)[oi] = (uint8_t)v;
-                    else if (odt == KILN_DT_INT8)
-                        ((int8_t *)y)[oi] = (int8_t)v;
-                    else
-                        kiln__set_i64(odt, y, oi, (int64_t)v);
-                }
-            }
-        }
+        qconv_job job = {.g = &g, .xi = xi, .wi = wi, .koff = koff, .ws = ws->data, .nws = nws,
+                         .bias = b ? b->data : NULL, .y = ctx->out[0]->data, .odt = odt, .osp = osp, .isp = isp,
+                         .ksz = ksz, .lo = (float)lo, .hi = (float)hi};
+        job.xs = *(const float *)xs->data;
+        job.ys = *(const float *)ys->data;
+        job.yz = yz ? (float)kiln__get_i64(yz->dtype, yz->data, 0) : 0.f;
+        int64_t per = osp * (g.C / g.group) * ksz;
+        kiln__parallel_for(ctx->nthreads, g.N * g.M, per > 0 ? 1 + (int64_t)(1 << 16) / per : 1, qconv_worker, &job);
         kiln__free(xi);
         kiln__free(wi);
         kiln__free(koff);

@@ -18,7 +18,7 @@
 #pragma GCC optimize("O3")
 #endif
 
-#define RZ_MAX_WORK 2.0e10
+#define RZ_MAX_WORK 4.0e9
 
 enum { RZ_NEAREST, RZ_LINEAR, RZ_CUBIC };
 enum { CT_HALF_PIXEL, CT_PYTORCH_HALF_PIXEL, CT_ALIGN_CORNERS, CT_ASYMMETRIC, CT_TF_CROP_AND_RESIZE,
@@ -135,7 +135,7 @@ static kiln_status rz_build_axis(const kiln_kctx *ctx, const rz_params *p, rz_ax
 {
     double ntd = rz_ntaps(p, a);
     int64_t O = a->out;
-    if (!(ntd >= 1.0) || ntd > (double)(1 << 20) || ntd * (double)(O > 0 ? O : 1) > 1.0e9)
+    if (!(ntd >= 1.0) || ntd > (double)(1 << 20) || ntd * (double)(O > 0 ? O : 1) > (double)(1 << 26))
         return kiln__kerr(ctx, KILN_ERR_LIMIT, "resize kernel with %g taps is too large", ntd);
     int64_t nt = (int64_t)ntd;
     a->ntaps = (int)nt;
@@ -544,6 +544,84 @@ static void rz_generic_range(void *arg, int64_t begin, int64_t end)
     }
 }
 
+/* Nearest, any rank and dtype: one task per output row (all axes but the last), a
+ * bit-exact gather along the last axis. */
+static void rz_nearest_rows(void *arg, int64_t begin, int64_t end)
+{
+    const rz_job *j = arg;
+    const rz_axis *ax = j->ax;
+    int nd = j->ndim;
+    const kiln_tensor *x = j->x;
+    kiln_tensor *y = j->y;
+    kiln_dtype dt = x->dtype;
+    size_t es = kiln_dtype_size(dt);
+    int64_t istr[KILN_MAX_DIMS];
+    int64_t s = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        istr[d] = s;
+        s *= x->dims[d];
+    }
+    const rz_axis *al = &ax[nd - 1];
+    int64_t OW = y->dims[nd - 1];
+    int64_t c[KILN_MAX_DIMS] = {0};
+    int64_t rem = begin;
+    for (int d = nd - 2; d >= 0; d--) {
+        c[d] = rem % y->dims[d];
+        rem /= y->dims[d];
+    }
+    /* extrapolation value in the output dtype */
+    unsigned char ext[16] = {0};
+    rz_store(dt, ext, 0, (double)j->p->extrapolation);
+    for (int64_t row = begin; row < end; row++) {
+        bool outside = false;
+        int64_t base = 0;
+        for (int d = 0; d < nd - 1; d++) {
+            if (ax[d].outside[c[d]])
+                outside = true;
+            base += ax[d].idx[c[d]] * istr[d];
+        }
+        char *dst = (char *)y->data + (size_t)(row * OW) * es;
+        const char *src = (const char *)x->data + (size_t)base * es;
+        const int64_t *ix = al->idx;
+        if (outside) {
+            for (int64_t o = 0; o < OW; o++)
+                memcpy(dst + (size_t)o * es, ext, es);
+        } else {
+            switch (es) {
+            case 1:
+                for (int64_t o = 0; o < OW; o++)
+                    ((uint8_t *)dst)[o] = ((const uint8_t *)src)[ix[o]];
+                break;
+            case 2:
+                for (int64_t o = 0; o < OW; o++)
+                    ((uint16_t *)dst)[o] = ((const uint16_t *)src)[ix[o]];
+                break;
+            case 4:
+                for (int64_t o = 0; o < OW; o++)
+                    ((uint32_t *)dst)[o] = ((const uint32_t *)src)[ix[o]];
+                break;
+            case 8:
+                for (int64_t o = 0; o < OW; o++)
+                    ((uint64_t *)dst)[o] = ((const uint64_t *)src)[ix[o]];
+                break;
+            default:
+                for (int64_t o = 0; o < OW; o++)
+                    memcpy(dst + (size_t)o * es, src + (size_t)ix[o] * es, es);
+                break;
+            }
+            if (al->any_outside)
+                for (int64_t o = 0; o < OW; o++)
+                    if (al->outside[o])
+                        memcpy(dst + (size_t)o * es, ext, es);
+        }
+        for (int d = nd - 2; d >= 0; d--) {
+            if (++c[d] < y->dims[d])
+                break;
+            c[d] = 0;
+        }
+    }
+}
+
 /* ------------------------------------------------------------------------------------------
  * Setup shared by Resize and Upsample
  * ------------------------------------------------------------------------------------------ */
@@ -607,6 +685,10 @@ static kiln_status rz_run(kiln_kctx *ctx, const rz_params *p, const kiln_tensor 
             int64_t per_row = j.OW * ax[nd - 2].ntaps * ax[nd - 1].ntaps;
             int64_t grain = per_row >= 16384 ? 1 : 16384 / (per_row + 1) + 1;
             kiln__parallel_for(nt, j.P * j.OH, grain, rz_f32_rows, &j);
+        } else if (p->mode == RZ_NEAREST) {
+            int64_t OW = odims[nd - 1];
+            int64_t grain = 16384 / (OW + 1) + 1;
+            kiln__parallel_for(nt, onum / OW, grain, rz_nearest_rows, &j);
         } else {
             int64_t per = 1;
             for (int d = 0; d < nd; d++)

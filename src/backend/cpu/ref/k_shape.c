@@ -952,6 +952,8 @@ static kiln_status k_slice(kiln_kctx *ctx)
             e = e < -1 ? -1 : e > n - 1 ? n - 1 : e;
             cnt = s > e ? 1 + (s - e - 1) / (-p) : 0;
         }
+        if (n == 0)
+            cnt = 0;
         if (cnt <= 1)
             p = 1;
         st[a] = cnt ? s : 0;

@@ -7,8 +7,10 @@
 static bool place_in_arena(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims)
 {
     kiln_mem *m = ctx->exec ? ctx->exec->mem : NULL;
+    if (!m || !m->arena || !ctx->node->out || i >= ctx->node->n_out)
+        return false;
     int v = ctx->node->out[i];
-    if (!m || !m->arena || v < 0 || m->offset[v] < 0 || ndim < 0 || ndim > KILN_MAX_DIMS)
+    if (v < 0 || m->offset[v] < 0 || ndim < 0 || ndim > KILN_MAX_DIMS)
         return false;
     size_t es = kiln_dtype_size(dt);
     int64_t n = kiln__shape_numel(ndim, dims);
