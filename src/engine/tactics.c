@@ -158,12 +158,14 @@ static bool make_inputs(const struct kiln_engine *e, kiln_tensor *ins)
         kiln_dtype dt = v->dtype ? v->dtype : KILN_DT_FLOAT32;
         if (kiln__tensor_alloc(&ins[i], dt, nd, dims) != KILN_OK)
             return false;
-        bool mask = strstr(v->name, "mask") != NULL, type = strstr(v->name, "type") != NULL;
+        /* integer inputs: token ids get small random values, type ids 0, anything else (masks,
+         * sizes, indices, counts) 1 — the value least likely to make the run huge or invalid */
+        bool ids = strstr(v->name, "ids") != NULL && strstr(v->name, "type") == NULL;
         for (int64_t k = 0; k < kiln_tensor_numel(&ins[i]); k++) {
             if (kiln__dtype_is_float(dt))
                 kiln__set_f64(dt, ins[i].data, k, rnd01() * 2 - 1);
             else
-                kiln__set_i64(dt, ins[i].data, k, mask || dt == KILN_DT_BOOL ? 1 : type ? 0 : (int64_t)(rnd01() * 100));
+                kiln__set_i64(dt, ins[i].data, k, ids ? (int64_t)(rnd01() * 100) : strstr(v->name, "type") ? 0 : 1);
         }
     }
     return true;

@@ -475,6 +475,10 @@ static const gemm_impl impl_avx512 = {MR_512, NR_512, ukr_avx512, pack_avx512_a,
                                       GEMM_MC512, GEMM_KC512, GEMM_NC512};
 #endif /* GEMM_X86 */
 
+#ifndef GEMM_MIN_FLOPS_PER_THREAD
+#define GEMM_MIN_FLOPS_PER_THREAD 2.0e6
+#endif
+
 /* KILN_GEMM_FORCE_AVX2 / KILN_GEMM_FORCE_C (build-time testing aids) skip the wider kernels. */
 static const gemm_impl *select_impl(void)
 {
@@ -743,9 +747,10 @@ void kiln__sgemm(int nthreads, bool trans_a, bool trans_b, int64_t M, int64_t N,
     if (nthreads <= 0)
         nthreads = kiln__default_threads();
     double flops = 2.0 * (double)M * (double)N * (double)K;
-    /* at least ~1 MFLOP per thread, or threading costs more than it saves */
-    if ((double)nthreads * 1.0e6 > flops)
-        nthreads = flops < 1.0e6 ? 1 : (int)(flops / 1.0e6);
+    /* at least GEMM_MIN_FLOPS_PER_THREAD of work per thread, or waking threads costs more
+     * than it saves */
+    if ((double)nthreads * GEMM_MIN_FLOPS_PER_THREAD > flops)
+        nthreads = flops < GEMM_MIN_FLOPS_PER_THREAD ? 1 : (int)(flops / GEMM_MIN_FLOPS_PER_THREAD);
 
     /* tiny problems and GEMV shapes: no packing */
     if (flops < 65536.0 || M == 1 || N == 1) {

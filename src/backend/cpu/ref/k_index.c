@@ -902,17 +902,20 @@ kiln_status kiln__k_topk(kiln_kctx *ctx)
     int64_t od[MAXR];
     memcpy(od, x->dims, sizeof(int64_t) * (size_t)r);
     od[axis] = k;
-    KILN_TRY(kiln__kout(ctx, 0, x->dtype, r, od));
-    KILN_TRY(kiln__kout(ctx, 1, KILN_DT_INT64, r, od));
-    if (!ctx->out[0]->nbytes)
+    bool want_v = ctx->out[0] != NULL, want_i = ctx->out[1] != NULL;
+    if (want_v)
+        KILN_TRY(kiln__kout(ctx, 0, x->dtype, r, od));
+    if (want_i)
+        KILN_TRY(kiln__kout(ctx, 1, KILN_DT_INT64, r, od));
+    if (kiln__shape_numel(r, od) == 0 || (!want_v && !want_i))
         return KILN_OK;
     int64_t outer = prod(x->dims, 0, axis), inner = prod(x->dims, axis + 1, r);
     kpair *pr = kiln__malloc(sizeof(kpair) * 2 * (size_t)n);
     if (!pr)
         return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
     const uint8_t *xs = x->data;
-    uint8_t *ov = ctx->out[0]->data;
-    int64_t *oi = ctx->out[1]->data;
+    uint8_t *ov = want_v ? ctx->out[0]->data : NULL;
+    int64_t *oi = want_i ? ctx->out[1]->data : NULL;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
             const uint8_t *base = xs + (o * n * inner + i) * (int64_t)es;
@@ -932,8 +935,10 @@ kiln_status kiln__k_topk(kiln_kctx *ctx)
             }
             for (int64_t j = 0; j < k; j++) {
                 int64_t e = (o * k + j) * inner + i;
-                copy_el(ov + e * (int64_t)es, base + pr[j].i * inner * (int64_t)es, es);
-                oi[e] = pr[j].i;
+                if (ov)
+                    copy_el(ov + e * (int64_t)es, base + pr[j].i * inner * (int64_t)es, es);
+                if (oi)
+                    oi[e] = pr[j].i;
             }
         }
     kiln__free(pr);

@@ -9,6 +9,12 @@
 #include "../../kernel.h"
 #include <math.h>
 
+/* The fallback loops (float64 / integer matmul, integer accumulation) are plain streams; let
+ * GCC vectorize them (-O2 uses a very cheap vectorizer cost model that leaves them scalar). */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("O3")
+#endif
+
 /* Upper bound on multiply-adds a single node may request (guards against absurd shapes). */
 #define LINALG_MAX_WORK 1.0e12
 #define LINALG_MAX_WORK_SLOW 1.0e10
@@ -994,7 +1000,7 @@ static kiln_status read_zp(const kiln_kctx *ctx, const kiln_tensor *z, kiln_dtyp
             zp[i] = v;
         return KILN_OK;
     }
-    if (z->ndim == 1 && zn == n) {
+    if (zn == n) {
         for (int64_t i = 0; i < n; i++)
             zp[i] = (int32_t)kiln__get_i64(z->dtype, z->data, i);
         return KILN_OK;
@@ -1016,7 +1022,7 @@ static kiln_status read_scale(const kiln_kctx *ctx, const kiln_tensor *s, int64_
             out[i] = v;
         return KILN_OK;
     }
-    if (s->ndim == 1 && sn == n) {
+    if (sn == n) {
         for (int64_t i = 0; i < n; i++)
             out[i] = (float)kiln__get_f64(s->dtype, s->data, i);
         return KILN_OK;
@@ -1162,7 +1168,7 @@ static kiln_status k_qlinearmatmul(kiln_kctx *ctx)
     KILN_TRY(int_matmul(ctx, a, b, kiln__kin(ctx, 2), kiln__kin(ctx, 5), &p, &Y));
     float *sa = kiln__malloc((size_t)(p.M > 0 ? p.M : 1) * sizeof(float));
     float *sb = kiln__malloc((size_t)(p.N > 0 ? p.N : 1) * sizeof(float));
-    float ysc;
+    float ysc = 1.0f;
     kiln_status st = KILN_OK;
     if (!sa || !sb) {
         st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");

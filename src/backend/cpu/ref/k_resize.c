@@ -468,80 +468,164 @@ static void rz_store(kiln_dtype dt, void *data, int64_t i, double v)
     kiln__set_i64(dt, data, i, (int64_t)v);
 }
 
-static void rz_generic_range(void *arg, int64_t begin, int64_t end)
+/* Separable linear / cubic for any rank and dtype: one 1-D pass per resized axis (the most
+ * shrinking axes first, to keep intermediates small), each pass a weighted sum of whole
+ * contiguous inner blocks. float32 stays in float; other dtypes go through double. */
+typedef struct rz_pass_job {
+    const rz_axis *a;
+    int64_t O, I, inner;
+    const void *src;
+    void *dst;
+    bool f32;
+} rz_pass_job;
+
+static void rz_pass_range(void *arg, int64_t begin, int64_t end)
 {
-    const rz_job *j = arg;
-    const rz_params *p = j->p;
-    const rz_axis *ax = j->ax;
-    int nd = j->ndim;
-    const kiln_tensor *x = j->x;
-    kiln_tensor *y = j->y;
-    kiln_dtype dt = x->dtype;
-    size_t es = kiln_dtype_size(dt);
-    int64_t istr[KILN_MAX_DIMS];
-    int64_t s = 1;
-    for (int d = nd - 1; d >= 0; d--) {
-        istr[d] = s;
-        s *= x->dims[d];
+    const rz_pass_job *j = arg;
+    int nt = j->a->ntaps;
+    int64_t inner = j->inner;
+    for (int64_t r = begin; r < end; r++) {
+        int64_t o = r / j->O, i = r % j->O;
+        const int64_t *ix = j->a->idx + i * nt;
+        if (j->f32) {
+            const float *wt = j->a->wf + i * nt;
+            const float *sb = (const float *)j->src + o * j->I * inner;
+            float *restrict d = (float *)j->dst + r * inner;
+            const float *restrict s0 = sb + ix[0] * inner;
+            float w0 = wt[0];
+            for (int64_t k = 0; k < inner; k++)
+                d[k] = w0 * s0[k];
+            for (int t = 1; t < nt; t++) {
+                const float *restrict st = sb + ix[t] * inner;
+                float w = wt[t];
+                for (int64_t k = 0; k < inner; k++)
+                    d[k] += w * st[k];
+            }
+        } else {
+            const double *wt = j->a->wd + i * nt;
+            const double *sb = (const double *)j->src + o * j->I * inner;
+            double *restrict d = (double *)j->dst + r * inner;
+            const double *restrict s0 = sb + ix[0] * inner;
+            double w0 = wt[0];
+            for (int64_t k = 0; k < inner; k++)
+                d[k] = w0 * s0[k];
+            for (int t = 1; t < nt; t++) {
+                const double *restrict st = sb + ix[t] * inner;
+                double w = wt[t];
+                for (int64_t k = 0; k < inner; k++)
+                    d[k] += w * st[k];
+            }
+        }
     }
-    int act[KILN_MAX_DIMS], na = 0;
+}
+
+static kiln_status rz_separable(kiln_kctx *ctx, const rz_params *p, const rz_axis *ax, const kiln_tensor *x,
+                                kiln_tensor *y, int nt)
+{
+    int nd = x->ndim;
+    bool f32 = x->dtype == KILN_DT_FLOAT32;
+    size_t es = f32 ? sizeof(float) : sizeof(double);
+    int order[KILN_MAX_DIMS], na = 0;
     for (int d = 0; d < nd; d++)
         if (!ax[d].identity)
-            act[na++] = d;
-    int64_t c[KILN_MAX_DIMS];
-    int64_t rem = begin;
-    for (int d = nd - 1; d >= 0; d--) {
-        c[d] = rem % y->dims[d];
-        rem /= y->dims[d];
-    }
-    bool nearest = p->mode == RZ_NEAREST;
-    for (int64_t o = begin; o < end; o++) {
-        bool outside = false;
-        int64_t base = 0;
-        for (int d = 0; d < nd; d++) {
-            if (ax[d].outside[c[d]])
-                outside = true;
-            if (ax[d].identity)
-                base += c[d] * istr[d];
-        }
-        if (outside) {
-            rz_store(dt, y->data, o, (double)p->extrapolation);
-        } else if (nearest) {
-            int64_t off = base;
-            for (int k = 0; k < na; k++)
-                off += ax[act[k]].idx[c[act[k]]] * istr[act[k]];
-            memcpy((char *)y->data + (size_t)o * es, (const char *)x->data + (size_t)off * es, es);
-        } else {
-            int t[KILN_MAX_DIMS] = {0};
-            double acc = 0.0;
-            for (;;) {
-                double w = 1.0;
-                int64_t off = base;
-                for (int k = 0; k < na; k++) {
-                    const rz_axis *a = &ax[act[k]];
-                    int64_t ti = c[act[k]] * a->ntaps + t[k];
-                    w *= a->wd[ti];
-                    off += a->idx[ti] * istr[act[k]];
-                }
-                if (w != 0.0)
-                    acc += w * kiln__get_f64(dt, x->data, off);
-                int k = na - 1;
-                for (; k >= 0; k--) {
-                    if (++t[k] < ax[act[k]].ntaps)
-                        break;
-                    t[k] = 0;
-                }
-                if (k < 0)
-                    break;
-            }
-            rz_store(dt, y->data, o, acc);
-        }
-        for (int d = nd - 1; d >= 0; d--) {
-            if (++c[d] < y->dims[d])
+            order[na++] = d;
+    /* most shrinking axis first (insertion sort on out / in) */
+    for (int i = 1; i < na; i++)
+        for (int k = i; k > 0; k--) {
+            const rz_axis *u = &ax[order[k - 1]], *v = &ax[order[k]];
+            if ((double)v->out * (double)u->in < (double)u->out * (double)v->in) {
+                int t = order[k - 1];
+                order[k - 1] = order[k];
+                order[k] = t;
+            } else {
                 break;
-            c[d] = 0;
+            }
+        }
+    int64_t dims[KILN_MAX_DIMS] = {0};
+    for (int d = 0; d < nd; d++)
+        dims[d] = x->dims[d];
+    int64_t xnum = kiln__shape_numel(nd, x->dims), ynum = kiln__shape_numel(nd, y->dims);
+    double work = 0.0, maxbuf = (double)ynum;
+    for (int q = 0; q < na; q++) {
+        dims[order[q]] = ax[order[q]].out;
+        double n = 1.0;
+        for (int d = 0; d < nd; d++)
+            n *= (double)dims[d];
+        work += n * ax[order[q]].ntaps;
+        if (n > maxbuf)
+            maxbuf = n;
+    }
+    if (work > RZ_MAX_WORK)
+        return kiln__kerr(ctx, KILN_ERR_LIMIT, "resize needs %.3g operations, over the work limit", work);
+    if (maxbuf * (double)es > (double)kiln__max_tensor_bytes())
+        return kiln__kerr(ctx, KILN_ERR_LIMIT, "resize intermediate of %.3g elements is too large", maxbuf);
+    if (na == 0) {
+        if (y->nbytes)
+            memcpy(y->data, x->data, y->nbytes);
+    } else {
+        void *buf[2] = {kiln__malloc((size_t)maxbuf * es), na > 1 || !f32 ? kiln__malloc((size_t)maxbuf * es) : NULL};
+        double *xd = NULL;
+        if (!buf[0] || ((na > 1 || !f32) && !buf[1])) {
+            kiln__free(buf[0]);
+            kiln__free(buf[1]);
+            return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+        }
+        const void *src = x->data;
+        if (!f32) {
+            xd = kiln__malloc(sizeof(double) * (size_t)(xnum > 0 ? xnum : 1));
+            if (!xd) {
+                kiln__free(buf[0]);
+                kiln__free(buf[1]);
+                return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+            }
+            for (int64_t i = 0; i < xnum; i++)
+                xd[i] = kiln__get_f64(x->dtype, x->data, i);
+            src = xd;
+        }
+        for (int d = 0; d < nd; d++)
+            dims[d] = x->dims[d];
+        for (int q = 0; q < na; q++) {
+            int d = order[q];
+            int64_t outer = 1, inner = 1;
+            for (int e = 0; e < d; e++)
+                outer *= dims[e];
+            for (int e = d + 1; e < nd; e++)
+                inner *= dims[e];
+            void *dst = (q == na - 1 && f32) ? y->data : buf[q & 1];
+            rz_pass_job j = {&ax[d], ax[d].out, dims[d], inner, src, dst, f32};
+            int64_t grain = 16384 / (inner * ax[d].ntaps + 1) + 1;
+            kiln__parallel_for(nt, outer * ax[d].out, grain, rz_pass_range, &j);
+            dims[d] = ax[d].out;
+            src = dst;
+        }
+        if (!f32)
+            for (int64_t i = 0; i < ynum; i++)
+                rz_store(y->dtype, y->data, i, ((const double *)src)[i]);
+        kiln__free(xd);
+        kiln__free(buf[0]);
+        kiln__free(buf[1]);
+    }
+    /* extrapolation: any axis outside the input */
+    bool any = false;
+    for (int d = 0; d < nd; d++)
+        any = any || ax[d].any_outside;
+    if (any) {
+        int64_t c[KILN_MAX_DIMS] = {0};
+        for (int64_t o = 0; o < ynum; o++) {
+            bool out = false;
+            for (int d = 0; d < nd; d++)
+                if (ax[d].outside[c[d]])
+                    out = true;
+            if (out)
+                rz_store(y->dtype, y->data, o, (double)p->extrapolation);
+            for (int d = nd - 1; d >= 0; d--) {
+                if (++c[d] < y->dims[d])
+                    break;
+                c[d] = 0;
+            }
         }
     }
+    return KILN_OK;
 }
 
 /* Nearest, any rank and dtype: one task per output row (all axes but the last), a
@@ -654,13 +738,6 @@ static kiln_status rz_run(kiln_kctx *ctx, const rz_params *p, const kiln_tensor 
     for (int d = 0; d < nd; d++) {
         if ((st = rz_build_axis(ctx, p, &ax[d])) != KILN_OK)
             goto done;
-        if (!ax[d].identity)
-            work *= ax[d].ntaps;
-    }
-    work *= (double)onum;
-    if (work > RZ_MAX_WORK) {
-        st = kiln__kerr(ctx, KILN_ERR_LIMIT, "resize needs %.3g operations, over the work limit", work);
-        goto done;
     }
     {
         rz_job j = {p, ax, nd, x, y, 0, 0, 0, 0, 0, 0};
@@ -670,6 +747,11 @@ static kiln_status rz_run(kiln_kctx *ctx, const rz_params *p, const kiln_tensor 
             if (!ax[d].identity || ax[d].any_outside)
                 fast = false;
         if (fast) {
+            work = (double)onum * ax[nd - 2].ntaps * ax[nd - 1].ntaps;
+            if (work > RZ_MAX_WORK) {
+                st = kiln__kerr(ctx, KILN_ERR_LIMIT, "resize needs %.3g operations, over the work limit", work);
+                goto done;
+            }
             j.H = x->dims[nd - 2];
             j.W = x->dims[nd - 1];
             j.OH = odims[nd - 2];
@@ -690,12 +772,7 @@ static kiln_status rz_run(kiln_kctx *ctx, const rz_params *p, const kiln_tensor 
             int64_t grain = 16384 / (OW + 1) + 1;
             kiln__parallel_for(nt, onum / OW, grain, rz_nearest_rows, &j);
         } else {
-            int64_t per = 1;
-            for (int d = 0; d < nd; d++)
-                if (!ax[d].identity)
-                    per *= ax[d].ntaps;
-            int64_t grain = 16384 / (per * 4 + 1) + 1;
-            kiln__parallel_for(nt, onum, grain, rz_generic_range, &j);
+            st = rz_separable(ctx, p, ax, x, y, nt);
         }
     }
 done:

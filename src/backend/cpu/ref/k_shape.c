@@ -11,6 +11,9 @@
  * threads. */
 #include "../../kernel.h"
 #include <math.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* ---- kernels implemented in k_index.c ---- */
 kiln_status kiln__k_gather(kiln_kctx *ctx);
@@ -201,8 +204,43 @@ static void sc_row(uint8_t *d, const uint8_t *s, int64_t n, int64_t is, int64_t 
         }                                                                                                          \
     } while (0)
 
+#if defined(__SSE2__)
+/* 4-byte elements, dst contiguous along columns (id == 4), src contiguous along rows (ks == 4):
+ * 4x4 register transposes. */
+static void sc_tile4_sse(const sc_plan *p, uint8_t *d, const uint8_t *s, int64_t rows)
+{
+    const int64_t sis = p->is / 4, dks = p->kd / 4;
+    const float *sp = (const float *)(const void *)s;
+    float *dp = (float *)(void *)d;
+    int64_t r4 = rows & ~(int64_t)3, c4 = p->n & ~(int64_t)3;
+    for (int64_t c0 = 0; c0 < c4; c0 += SC_TB) {
+        int64_t c1 = c0 + SC_TB < c4 ? c0 + SC_TB : c4;
+        for (int64_t r = 0; r < r4; r += 4)
+            for (int64_t c = c0; c < c1; c += 4) {
+                /* column c + j of the tile is src row sp[(c + j) * sis + r .. r + 3] */
+                __m128 a0 = _mm_loadu_ps(sp + (c + 0) * sis + r), a1 = _mm_loadu_ps(sp + (c + 1) * sis + r);
+                __m128 a2 = _mm_loadu_ps(sp + (c + 2) * sis + r), a3 = _mm_loadu_ps(sp + (c + 3) * sis + r);
+                _MM_TRANSPOSE4_PS(a0, a1, a2, a3);
+                _mm_storeu_ps(dp + (r + 0) * dks + c, a0);
+                _mm_storeu_ps(dp + (r + 1) * dks + c, a1);
+                _mm_storeu_ps(dp + (r + 2) * dks + c, a2);
+                _mm_storeu_ps(dp + (r + 3) * dks + c, a3);
+            }
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = (r < r4 ? c4 : 0); c < p->n; c++)
+            memcpy(dp + r * dks + c, sp + c * sis + r, 4);
+}
+#endif
+
 static void sc_tile(const sc_plan *p, uint8_t *d, const uint8_t *s, int64_t rows)
 {
+#if defined(__SSE2__)
+    if (p->es == 4 && p->id == 4 && p->ks == 4 && ((p->is | p->kd) & 3) == 0) {
+        sc_tile4_sse(p, d, s, rows);
+        return;
+    }
+#endif
     if (((uintptr_t)d | (uintptr_t)s) % (uintptr_t)p->es == 0) {
         switch (p->es) {
         case 1: SC_TILE_T(uint8_t); return;
@@ -1311,8 +1349,16 @@ static kiln_status k_range(kiln_kctx *ctx)
         n = (int64_t)c;
         KILN_TRY(kiln__kout(ctx, 0, dt, 1, &n));
         void *o = ctx->out[0]->data;
-        for (int64_t i = 0; i < n; i++)
-            kiln__set_i64(dt, o, i, (int64_t)((__int128)s + (__int128)i * d));
+        if (dt == KILN_DT_INT64) {
+            for (int64_t i = 0; i < n; i++)
+                ((int64_t *)o)[i] = (int64_t)((__int128)s + (__int128)i * d);
+        } else if (dt == KILN_DT_INT32) {
+            for (int64_t i = 0; i < n; i++)
+                ((int32_t *)o)[i] = (int32_t)(s + i * d); /* |i * d| < |limit - start| + |d| < 2^33 */
+        } else {
+            for (int64_t i = 0; i < n; i++)
+                kiln__set_i64(dt, o, i, (int64_t)((__int128)s + (__int128)i * d));
+        }
     } else {
         return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "dtype %s is not supported", kiln_dtype_name(dt));
     }
