@@ -152,6 +152,44 @@ static char *make_report(const kiln_pass_report *rep, const kiln_calib_result *c
     return s;
 }
 
+/* With fixed input shapes: Shape/Size become constants, then the pipeline runs again so the
+ * shape-computing chains fold away. */
+static kiln_status fold_shapes(struct kiln_engine *e, kiln_pass_report *rep)
+{
+    kiln_tensor *meta;
+    int n_meta = e->g->n_values;
+    KILN_TRY(kiln__builder_record_shapes(e, &meta));
+    if (!meta)
+        return KILN_OK;
+    /* folding unlocks more folding (a Slice bound computed from a Shape becomes constant, so its
+     * output shape no longer depends on data): repeat until nothing changes */
+    int total = 0;
+    kiln_status st = KILN_OK;
+    for (int round = 0; round < 200 && st == KILN_OK; round++) {
+        int changed = 0;
+        st = kiln__pass_fold_shapes(e->g, meta, n_meta, &changed);
+        if (getenv("KILN_DEBUG_SHAPES"))
+            fprintf(stderr, "fold-shapes round %d: %d folded (%s)\n", round, changed, kiln_status_str(st));
+        if (st != KILN_OK || !changed)
+            break;
+        total += changed;
+        kiln_pass_report again;
+        st = kiln__optimize(e->g, &again);
+        for (int i = 0; st == KILN_OK && i < again.n && i < rep->n; i++)
+            rep->entry[i].changed += again.entry[i].changed;
+    }
+    kiln__free(meta);
+    if (st != KILN_OK || !total)
+        return st;
+    if (rep->n < 64) {
+        rep->entry[rep->n].name = "fold-shapes";
+        rep->entry[rep->n].changed = total;
+        rep->n++;
+    }
+    rep->nodes_after = e->g->n_nodes;
+    return KILN_OK;
+}
+
 /* Moves the calibration plan (and the shapes it is valid for) into the engine. */
 static kiln_status adopt_plan(struct kiln_engine *e, kiln_calib_result *cr)
 {
@@ -188,10 +226,12 @@ kiln_status kiln_build(kiln_model_t m, kiln_build_options *o, kiln_engine_t *out
     memset(&rep, 0, sizeof rep);
     bool optimize = !(o && o->no_optimize);
     kiln_status st = clone_graph(m->g, &e->g, hash, sizeof hash);
-    if (st == KILN_OK && optimize)
-        st = kiln__optimize(e->g, &rep);
     if (st == KILN_OK)
         st = set_profiles(e, o);
+    if (st == KILN_OK && optimize)
+        st = kiln__optimize(e->g, &rep);
+    if (st == KILN_OK && optimize && kiln__engine_shapes_fixed(e))
+        st = fold_shapes(e, &rep);
     kiln_calib_result cr;
     memset(&cr, 0, sizeof cr);
     if (st == KILN_OK)

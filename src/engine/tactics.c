@@ -171,6 +171,73 @@ static bool make_inputs(const struct kiln_engine *e, kiln_tensor *ins)
     return true;
 }
 
+/* True when every input has exactly one possible shape (static dims, or a single profile with
+ * min == max), i.e. when a recorded run's shapes hold for every run of the engine. */
+bool kiln__engine_shapes_fixed(const struct kiln_engine *e)
+{
+    const kiln_graph *g = e->g;
+    if (e->n_profiles > 1)
+        return false;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const kiln_value *v = &g->values[g->inputs[i]];
+        bool in_profile = false;
+        for (int k = 0; e->n_profiles && k < e->profiles[0].n_inputs; k++)
+            if (!strcmp(e->profiles[0].names[k], v->name)) {
+                in_profile = true;
+                for (int d = 0; d < e->profiles[0].ndim[k]; d++)
+                    if (e->profiles[0].min[k][d] != e->profiles[0].max[k][d])
+                        return false;
+            }
+        if (in_profile)
+            continue;
+        if (v->ndim < 0)
+            return false;
+        for (int d = 0; d < v->ndim; d++)
+            if (v->dims[d].value < 0 || v->dims[d].param)
+                return false;
+    }
+    return true;
+}
+
+kiln_status kiln__builder_record_shapes(struct kiln_engine *e, kiln_tensor **meta_out)
+{
+    *meta_out = NULL;
+    const kiln_graph *g = e->g;
+    kiln_tensor *ins = kiln__calloc((size_t)g->n_inputs + 1, sizeof *ins);
+    const kiln_tensor **feed = kiln__calloc((size_t)g->n_inputs + 1, sizeof *feed);
+    kiln_tensor *outs = kiln__calloc((size_t)g->n_outputs + 1, sizeof *outs);
+    kiln_tensor *meta = kiln__calloc((size_t)g->n_values + 1, sizeof *meta);
+    kiln_status st = KILN_OK;
+    if (!ins || !feed || !outs || !meta) {
+        st = kiln__err(KILN_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if (!make_inputs(e, ins))
+        goto done;
+    for (int i = 0; i < g->n_inputs; i++) {
+        feed[i] = &ins[i];
+        meta[g->inputs[i]] = ins[i];
+        meta[g->inputs[i]].data = NULL;
+    }
+    kiln_mem m = {.record_meta = meta};
+    if (kiln__exec_graph_ex(g, NULL, feed, outs, kiln__default_threads(), 0, &m, NULL) == KILN_OK) {
+        *meta_out = meta;
+        meta = NULL;
+    } else {
+        kiln_clear_last_error();
+    }
+done:
+    for (int i = 0; ins && i < g->n_inputs; i++)
+        kiln__tensor_release(&ins[i]);
+    for (int o = 0; outs && o < g->n_outputs; o++)
+        kiln__tensor_release(&outs[o]);
+    kiln__free(ins);
+    kiln__free(feed);
+    kiln__free(outs);
+    kiln__free(meta);
+    return st;
+}
+
 static json_t *load_cache(const char *path)
 {
     json_error_t err;

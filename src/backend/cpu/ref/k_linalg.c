@@ -1073,6 +1073,66 @@ static void imm_rows(void *arg, int64_t begin, int64_t end)
     kiln__free(acc);
 }
 
+/* Integer matmul through sgemm where float32 is exact: with |a| <= amax and |b| <= bmax,
+ * every partial sum over a K-chunk of (2^24 / (amax * bmax)) terms is an integer below 2^24,
+ * so the float result is exact whatever the summation order; chunks are added in int32.
+ * Returns false (nothing written) when not applicable or out of memory. */
+static bool imm_via_sgemm(int nt, const mm_plan *p, const int16_t *A, int64_t na, const int16_t *B, int64_t nb,
+                          int32_t *Y)
+{
+    int32_t amax = 0, bmax = 0;
+    for (int64_t e = 0; e < na; e++) {
+        int32_t v = A[e] < 0 ? -A[e] : A[e];
+        if (v > amax)
+            amax = v;
+    }
+    for (int64_t e = 0; e < nb; e++) {
+        int32_t v = B[e] < 0 ? -B[e] : B[e];
+        if (v > bmax)
+            bmax = v;
+    }
+    if (amax == 0 || bmax == 0)
+        return true; /* Y is all zeros */
+    int64_t chunk = ((int64_t)1 << 24) / ((int64_t)amax * bmax);
+    if (chunk < 64 || (double)p->M * (double)p->N * (double)p->K < 65536.0)
+        return false;
+    bool merged = p->nbatch == 1 || (p->b_single && p->a_natural);
+    int64_t M = merged ? p->nbatch * p->M : p->M, nbat = merged ? 1 : p->nbatch, N = p->N, K = p->K;
+    float *fa = kiln__malloc(sizeof(float) * (size_t)na);
+    float *fb = kiln__malloc(sizeof(float) * (size_t)nb);
+    float *fy = kiln__malloc(sizeof(float) * (size_t)(M * N));
+    if (!fa || !fb || !fy) {
+        kiln__free(fa);
+        kiln__free(fb);
+        kiln__free(fy);
+        return false;
+    }
+    for (int64_t e = 0; e < na; e++)
+        fa[e] = (float)A[e];
+    for (int64_t e = 0; e < nb; e++)
+        fb[e] = (float)B[e];
+    for (int64_t bi = 0; bi < nbat; bi++) {
+        int64_t ao = 0, bo = 0;
+        if (!merged)
+            mm_offsets(p, bi, &ao, &bo);
+        int32_t *y = Y + bi * M * N;
+        for (int64_t k0 = 0; k0 < K; k0 += chunk) {
+            int64_t kc = K - k0 < chunk ? K - k0 : chunk;
+            kiln__sgemm(nt, false, false, M, N, kc, 1.0f, fa + ao + k0, K, fb + bo + k0 * N, N, 0.0f, fy, N);
+            if (k0 == 0)
+                for (int64_t e = 0; e < M * N; e++)
+                    y[e] = (int32_t)fy[e];
+            else
+                for (int64_t e = 0; e < M * N; e++)
+                    y[e] = (int32_t)((uint32_t)y[e] + (uint32_t)(int32_t)fy[e]);
+        }
+    }
+    kiln__free(fa);
+    kiln__free(fb);
+    kiln__free(fy);
+    return true;
+}
+
 /* Integer matmul with zero points: Y (int32) = (A - azp) x (B - bzp). */
 static kiln_status int_matmul(kiln_kctx *ctx, const kiln_tensor *a, const kiln_tensor *b, const kiln_tensor *azp,
                               const kiln_tensor *bzp, mm_plan *p, int32_t **out)
@@ -1104,16 +1164,34 @@ static kiln_status int_matmul(kiln_kctx *ctx, const kiln_tensor *a, const kiln_t
     {
         /* A: [..., M, K]; row index = (e / K) % M (M = 1 for 1-D A) */
         int64_t K = p->K, N = p->N, M = p->M;
-        for (int64_t e = 0; e < na; e++) {
-            int32_t v = a->dtype == KILN_DT_UINT8 ? ((const uint8_t *)a->data)[e] : ((const int8_t *)a->data)[e];
-            A[e] = (int16_t)(v - zpa[(e / K) % M]);
+        for (int64_t r = 0; K > 0 && r < na / K; r++) {
+            int16_t z = (int16_t)zpa[r % M];
+            int16_t *dst = A + r * K;
+            if (a->dtype == KILN_DT_UINT8) {
+                const uint8_t *src = (const uint8_t *)a->data + r * K;
+                for (int64_t k = 0; k < K; k++)
+                    dst[k] = (int16_t)(src[k] - z);
+            } else {
+                const int8_t *src = (const int8_t *)a->data + r * K;
+                for (int64_t k = 0; k < K; k++)
+                    dst[k] = (int16_t)(src[k] - z);
+            }
         }
-        for (int64_t e = 0; e < nb; e++) {
-            int32_t v = b->dtype == KILN_DT_UINT8 ? ((const uint8_t *)b->data)[e] : ((const int8_t *)b->data)[e];
-            B[e] = (int16_t)(v - zpb[e % N]);
+        const int32_t *zb = zpb;
+        for (int64_t r = 0; N > 0 && r < nb / N; r++) {
+            int16_t *dst = B + r * N;
+            if (b->dtype == KILN_DT_UINT8) {
+                const uint8_t *src = (const uint8_t *)b->data + r * N;
+                for (int64_t n = 0; n < N; n++)
+                    dst[n] = (int16_t)(src[n] - zb[n]);
+            } else {
+                const int8_t *src = (const int8_t *)b->data + r * N;
+                for (int64_t n = 0; n < N; n++)
+                    dst[n] = (int16_t)(src[n] - zb[n]);
+            }
         }
         imm_job j = {p, A, B, Y, 0};
-        if (ny > 0 && K > 0) {
+        if (ny > 0 && K > 0 && !imm_via_sgemm(nthreads_of(ctx), p, A, na, B, nb, Y)) {
             double per_row = (double)N * (double)K;
             int64_t grain = per_row > 65536 ? 1 : (int64_t)(65536 / (per_row + 1)) + 1;
             kiln__parallel_for(nthreads_of(ctx), p->nbatch * M, grain, imm_rows, &j);
