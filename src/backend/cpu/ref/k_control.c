@@ -83,7 +83,7 @@ static bool same_shape(const kiln_tensor *a, const kiln_tensor *b)
 
 static kiln_status k_if(kiln_kctx *ctx)
 {
-    bool c;
+    bool c = false;
     KILN_TRY(tensor_truth(ctx, kiln__kin(ctx, 0), "cond", &c));
     const kiln_graph *g = get_graph(ctx, c ? "then_branch" : "else_branch");
     if (!g)

@@ -1011,7 +1011,7 @@ static kiln_status window_common(kiln_kctx *ctx, int kind)
     KILN_TRY(scalar_i64(ctx, kiln__kin(ctx, 0), "size", &size));
     if (size < 0)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "size must be non-negative, got %lld", (long long)size);
-    kiln_dtype dt;
+    kiln_dtype dt = KILN_DT_FLOAT32;
     KILN_TRY(out_datatype(ctx, &dt));
     KILN_TRY(kiln__kout(ctx, 0, dt, 1, &size));
     if (size == 0)
@@ -1057,7 +1057,7 @@ static kiln_status k_blackman(kiln_kctx *ctx)
 
 static kiln_status k_melweight(kiln_kctx *ctx)
 {
-    int64_t nmel, dftlen, rate;
+    int64_t nmel = 0, dftlen = 0, rate = 0;
     double lo, hi;
     KILN_TRY(scalar_i64(ctx, kiln__kin(ctx, 0), "num_mel_bins", &nmel));
     KILN_TRY(scalar_i64(ctx, kiln__kin(ctx, 1), "dft_length", &dftlen));
@@ -1070,7 +1070,7 @@ static kiln_status k_melweight(kiln_kctx *ctx)
                           (long long)nmel, (long long)dftlen, (long long)rate);
     if (!isfinite(lo) || !isfinite(hi))
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "edge frequencies must be finite");
-    kiln_dtype dt;
+    kiln_dtype dt = KILN_DT_FLOAT32;
     KILN_TRY(out_datatype(ctx, &dt));
     int64_t nspec = dftlen / 2 + 1;
     int64_t od[2] = {nspec, nmel};
