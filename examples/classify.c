@@ -35,7 +35,7 @@ int main(int argc, char **argv)
         kiln_model_t model;
         if ((st = kiln_model_load(argv[1], &model)) != KILN_OK)
             return fail(st, "load");
-        kiln_build_options opts = {0};
+        kiln_build_options opts = {.want_report = true};
         st = kiln_build(model, &opts, &engine);
         if (opts.report)
             printf("%s", opts.report);

@@ -167,7 +167,9 @@ typedef struct kiln_build_options {
     const char *timing_cache;      /* path of a timing cache to read/update, or NULL */
     int num_threads;               /* for tactic timing; 0 = default */
     bool no_tactics;               /* skip tactic timing (default tactics) */
-    char *report;                  /* out: if non-NULL after build, a pass report (free with kiln_free) */
+    bool want_report;              /* fill `report` */
+    char *report;                  /* out: with want_report, a text report of passes, tactics and
+                                    * memory plan (free with kiln_free); NULL otherwise */
 } kiln_build_options;
 
 /* Optimizes a model into an engine. The model is not modified. */

@@ -240,7 +240,7 @@ kiln_status kiln_build(kiln_model_t m, kiln_build_options *o, kiln_engine_t *out
         st = adopt_plan(e, &cr);
     if (st == KILN_OK && !(e->manifest = make_manifest(hash, o, &rep, optimize)))
         st = kiln__err(KILN_ERR_NOMEM, "out of memory");
-    if (st == KILN_OK && o)
+    if (st == KILN_OK && o && o->want_report)
         o->report = make_report(&rep, &cr, &e->plan);
     kiln__plan_free(&cr.plan);
     if (st != KILN_OK) {

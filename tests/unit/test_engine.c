@@ -245,7 +245,8 @@ int main(void)
     remove("build/test_engine_cache.json");
     kiln_shape_range fr = {.input = in_name, .ndim = 4, .min = {2, 3, 32, 40}, .opt = {2, 3, 32, 40}, .max = {2, 3, 32, 40}};
     kiln_profile fp = {1, &fr};
-    kiln_build_options c1 = {.num_profiles = 1, .profiles = &fp, .timing_cache = "build/test_engine_cache.json"};
+    kiln_build_options c1 = {.num_profiles = 1, .profiles = &fp, .timing_cache = "build/test_engine_cache.json",
+                             .want_report = true};
     kiln_build_options c2 = c1;
     kiln_engine_t ef1, ef2;
     CHECK(kiln_build(m, &c1, &ef1) == KILN_OK);

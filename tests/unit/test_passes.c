@@ -127,7 +127,7 @@ int main(void)
                 fr[i].min[d] = fr[i].opt[d] = fr[i].max[d] = ins[i].dims[d];
         }
         kiln_profile prof = {g0->n_inputs, fr};
-        kiln_build_options fo = {.num_profiles = 1, .profiles = &prof};
+        kiln_build_options fo = {.num_profiles = 1, .profiles = &prof, .want_report = true};
         kiln_engine_t fe;
         CHECK_MSG(kiln_build(m, &fo, &fe) == KILN_OK, "%s fixed build: %s", cases[c].path, kiln_last_error());
         if (fo.report && strstr(fo.report, "fold-shapes"))

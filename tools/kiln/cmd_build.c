@@ -155,7 +155,8 @@ int cmd_build(int argc, char **argv)
         rc = cli_die(st, "loading model");
         goto done;
     }
-    kiln_build_options bo = {.no_optimize = no_opt, .num_profiles = np, .profiles = profiles, .timing_cache = cache};
+    kiln_build_options bo = {.no_optimize = no_opt, .num_profiles = np, .profiles = profiles, .timing_cache = cache,
+                             .want_report = true};
     st = kiln_build(m, &bo, &e);
     kiln_model_free(m);
     if (st != KILN_OK) {
@@ -164,6 +165,8 @@ int cmd_build(int argc, char **argv)
     }
     if (report && bo.report)
         printf("%s", bo.report);
+    else if (bo.report && strstr(bo.report, "nodes:"))
+        printf("%.*s", (int)strcspn(strstr(bo.report, "nodes:"), "\n") + 1, strstr(bo.report, "nodes:"));
     kiln_free(bo.report);
     st = kiln_engine_save(e, out_path);
     kiln_engine_free(e);

@@ -243,7 +243,7 @@ done:
 static kiln_status k_nllloss(kiln_kctx *ctx)
 {
     const kiln_tensor *x = kiln__kin(ctx, 0), *tg = kiln__kin(ctx, 1), *w = kiln__kin(ctx, 2);
-    int64_t N, C, D;
+    int64_t N = 0, C = 0, D = 0;
     KILN_TRY(loss_check(ctx, x, tg, w, &N, &C, &D));
     int64_t nx = N * C * D;
     double *xb = dbuf(nx);
@@ -259,7 +259,7 @@ static kiln_status k_nllloss(kiln_kctx *ctx)
 static kiln_status k_sce(kiln_kctx *ctx)
 {
     const kiln_tensor *x = kiln__kin(ctx, 0), *tg = kiln__kin(ctx, 1), *w = kiln__kin(ctx, 2);
-    int64_t N, C, D;
+    int64_t N = 0, C = 0, D = 0;
     KILN_TRY(loss_check(ctx, x, tg, w, &N, &C, &D));
     int64_t nx = N * C * D;
     double *xb = dbuf(nx);

@@ -742,7 +742,7 @@ static kiln_status rz_run(kiln_kctx *ctx, const rz_params *p, const kiln_tensor 
     {
         rz_job j = {p, ax, nd, x, y, 0, 0, 0, 0, 0, 0};
         int nt = rz_nthreads(ctx);
-        bool fast = x->dtype == KILN_DT_FLOAT32 && nd >= 2;
+        bool fast = x->dtype == KILN_DT_FLOAT32 && nd >= 2 && ax[nd - 2].ntaps * ax[nd - 1].ntaps <= 16;
         for (int d = 0; d < nd - 2 && fast; d++)
             if (!ax[d].identity || ax[d].any_outside)
                 fast = false;

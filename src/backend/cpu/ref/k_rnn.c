@@ -93,12 +93,12 @@ static void gemm_nt_f32(int nthreads, int64_t M, int64_t N, int64_t K, const flo
 
 #define RNN_T float
 #define RNN_SFX f32
-#include __FILE__
+#include "k_rnn.c"
 #undef RNN_T
 #undef RNN_SFX
 #define RNN_T double
 #define RNN_SFX f64
-#include __FILE__
+#include "k_rnn.c"
 #undef RNN_T
 #undef RNN_SFX
 
