@@ -124,6 +124,10 @@ int cmd_bench(int argc, char **argv)
         }
         lat[n++] = now_ms() - t0;
     }
+    if (n == 0) {
+        fprintf(stderr, "kiln bench: no iteration completed within --duration %g s\n", duration);
+        goto done;
+    }
     double total = now_ms() - t_start, sum = 0;
     for (int i = 0; i < n; i++)
         sum += lat[i];
