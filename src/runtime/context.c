@@ -189,6 +189,11 @@ static kiln_status plan_for_shapes(struct kiln_context *c, int nthreads)
         return kiln__err(KILN_ERR_NOMEM, "out of memory");
     kiln__free(c->meta);
     c->meta = kiln__calloc((size_t)g->n_values + 1, sizeof(kiln_tensor));
+    if (c->meta)
+        for (int i = 0; i < g->n_inputs; i++) {
+            c->meta[g->inputs[i]] = *c->bound[i];
+            c->meta[g->inputs[i]].data = NULL;
+        }
     kiln_mem m = {.record = rec, .record_meta = c->meta};
     kiln_hooks h = {.node_ns = c->node_ns};
     kiln_status st = kiln__exec_graph_ex(g, NULL, c->bound, c->outs, nthreads, 0, &m, &h);

@@ -62,7 +62,7 @@ static void free_set(shape_set *s)
 int cmd_build(int argc, char **argv)
 {
     const char *model_path = NULL, *out_path = NULL, *cache = NULL;
-    bool report = false, no_opt = false;
+    bool report = false, no_opt = false, no_tactics = false;
     shape_set mins[MAX_PROFILES] = {0}, opts_[MAX_PROFILES] = {0}, maxs[MAX_PROFILES] = {0}, fixed[MAX_PROFILES] = {0};
     int nmin = 0, nopt = 0, nmax = 0, nfixed = 0, rc = 1;
     for (int i = 1; i < argc; i++) {
@@ -74,6 +74,8 @@ int cmd_build(int argc, char **argv)
             report = true;
         else if (!strcmp(a, "--no-optimize"))
             no_opt = true;
+        else if (!strcmp(a, "--no-tactics"))
+            no_tactics = true;
         else if (!strcmp(a, "--timing-cache") && has)
             cache = argv[++i];
         else if (!strcmp(a, "--min-shapes") && has && nmin < MAX_PROFILES) {
@@ -96,7 +98,7 @@ int cmd_build(int argc, char **argv)
         }
     }
     if (!model_path || !out_path) {
-        fprintf(stderr, "usage: kiln build MODEL.onnx -o OUT.kiln [--passes-report] [--no-optimize]\n"
+        fprintf(stderr, "usage: kiln build MODEL.onnx -o OUT.kiln [--passes-report] [--no-optimize] [--no-tactics]\n"
                         "       [--shapes NAME:DIMS,...] [--min-shapes ... --opt-shapes ... --max-shapes ...]\n"
                         "       [--timing-cache FILE]   (repeat --min/--opt/--max-shapes or --shapes for more profiles)\n");
         goto done;
@@ -156,7 +158,7 @@ int cmd_build(int argc, char **argv)
         goto done;
     }
     kiln_build_options bo = {.no_optimize = no_opt, .num_profiles = np, .profiles = profiles, .timing_cache = cache,
-                             .want_report = true};
+                             .want_report = true, .no_tactics = no_tactics};
     st = kiln_build(m, &bo, &e);
     kiln_model_free(m);
     if (st != KILN_OK) {
