@@ -1,6 +1,7 @@
 /* fuse-attention: scaled dot-product attention written out as
- *     MatMul(Q, K^T) -> Div(c) | Mul(c) -> [Add(mask)] -> Softmax(axis=-1) -> MatMul(., V)
- * becomes one Attention(Q, K^T, V, mask?) node with scale = 1/c (or c). */
+ *     MatMul(Q, K^T) -> Div(c) | Mul(c) -> [Add(mask) | Where(cond, ., fill)] -> Softmax(axis=-1) -> MatMul(., V)
+ * becomes one Attention(Q, K^T, V, mask?) node with scale = 1/c (or c); a Where mask is kept as a
+ * boolean input with attributes mask_kind (2: keep where true, 3: fill where true) and mask_fill. */
 #include "rewrite.h"
 
 static kiln_node *only_reader_prod(kiln_graph *g, int v, kiln_op op)
@@ -25,11 +26,27 @@ static kiln_status try_attention(kiln_graph *g, int i, bool *done)
     kiln_node *pv = &g->nodes[c];
     if (pv->op != KILN_OP_MatMul || pv->n_in != 2 || pv->in[0] != sm->out[0] || pv->in[1] == sm->out[0])
         return KILN_OK;
-    int s = sm->in[0], mask = -1;
+    int s = sm->in[0], mask = -1, mask_kind = 0;
+    double fill = 0;
     kiln_node *add = only_reader_prod(g, s, KILN_OP_Add), *scl = NULL, *qk = NULL;
+    kiln_node *wh = only_reader_prod(g, s, KILN_OP_Where);
     kiln_node *chain[3];
     int nchain = 0;
-    if (add && add->n_in == 2) {
+    if (wh && wh->n_in == 3) {
+        /* Where(cond, scores, fill) keeps scores where cond; Where(cond, fill, scores) masks them */
+        for (int k = 1; k <= 2 && mask < 0; k++) {
+            kiln_node *p0 = kiln__producer(g, wh->in[k]);
+            if (p0 && (p0->op == KILN_OP_Div || p0->op == KILN_OP_Mul || p0->op == KILN_OP_MatMul) &&
+                kiln__value_uses(g, wh->in[k]) == 1 && kiln__const_scalar(g, wh->in[3 - k], &fill)) {
+                s = wh->in[k];
+                mask = wh->in[0];
+                mask_kind = k == 1 ? 2 : 3;
+            }
+        }
+        if (mask < 0)
+            return KILN_OK;
+        chain[nchain++] = wh;
+    } else if (add && add->n_in == 2) {
         for (int k = 0; k < 2 && !scl && !qk; k++) {
             kiln_node *p = kiln__producer(g, add->in[k]);
             if (p && (p->op == KILN_OP_Div || p->op == KILN_OP_Mul || p->op == KILN_OP_MatMul) &&
@@ -41,6 +58,7 @@ static kiln_status try_attention(kiln_graph *g, int i, bool *done)
         }
         if (mask < 0)
             return KILN_OK;
+        mask_kind = 1;
         chain[nchain++] = add;
     }
     double scale = 1.0, cst;
@@ -86,6 +104,10 @@ static kiln_status try_attention(kiln_graph *g, int i, bool *done)
     pv->in = in;
     pv->n_in = mask >= 0 ? 4 : 3;
     KILN_TRY(kiln__node_set_attr_f(pv, "scale", (float)scale));
+    if (mask_kind >= 2) {
+        KILN_TRY(kiln__node_set_attr_i(pv, "mask_kind", mask_kind));
+        KILN_TRY(kiln__node_set_attr_f(pv, "mask_fill", (float)fill));
+    }
     KILN_TRY(kiln__node_set_attr_i(pv, "axis", -1));
     *done = true;
     return KILN_OK;

@@ -87,19 +87,89 @@ static kiln_status fold_one(kiln_graph *g, int ci, int bi, bool *done)
     return KILN_OK;
 }
 
+/* Gemm(A, B, C) with constant B (and C absent or of N elements) followed by BatchNormalization
+ * over the N output columns: B's columns are scaled, C becomes beta*C*s - mean*s + b, beta = 1. */
+static kiln_status fold_gemm(kiln_graph *g, int gi, int bi, bool *done)
+{
+    kiln_node *gm = &g->nodes[gi], *bn = &g->nodes[bi];
+    *done = false;
+    if (bn->n_in < 5 || bn->in[0] != gm->out[0] || kiln__attr_i(bn, "training_mode", 0) != 0)
+        return KILN_OK;
+    for (int o = 1; o < bn->n_out; o++)
+        if (bn->out[o] >= 0 && kiln__value_uses(g, bn->out[o]) > 0)
+            return KILN_OK;
+    const kiln_tensor *B = kiln__const_of(g, gm->in[1]);
+    const kiln_tensor *C = gm->n_in > 2 && gm->in[2] >= 0 ? kiln__const_of(g, gm->in[2]) : NULL;
+    if (!B || B->dtype != KILN_DT_FLOAT32 || B->ndim != 2 || (gm->n_in > 2 && gm->in[2] >= 0 && !C))
+        return KILN_OK;
+    bool tb = kiln__attr_i(gm, "transB", 0) != 0;
+    int64_t N = tb ? B->dims[0] : B->dims[1], K = tb ? B->dims[1] : B->dims[0];
+    if (C && (C->dtype != KILN_DT_FLOAT32 || kiln_tensor_numel(C) != N || (C->ndim == 2 && C->dims[0] != 1)))
+        return KILN_OK;
+    const kiln_tensor *gam = kiln__const_of(g, bn->in[1]), *bb = kiln__const_of(g, bn->in[2]),
+                      *mean = kiln__const_of(g, bn->in[3]), *var = kiln__const_of(g, bn->in[4]);
+    if (!is_f32_vec(gam, N) || !is_f32_vec(bb, N) || !is_f32_vec(mean, N) || !is_f32_vec(var, N))
+        return KILN_OK;
+    float eps = kiln__attr_f(bn, "epsilon", 1e-5f), alpha = kiln__attr_f(gm, "alpha", 1.0f),
+          beta = kiln__attr_f(gm, "beta", 1.0f);
+    kiln_tensor nw, nc;
+    KILN_TRY(kiln__tensor_clone(&nw, B));
+    int64_t n1 = N;
+    kiln_status st = kiln__tensor_alloc(&nc, KILN_DT_FLOAT32, 1, &n1);
+    if (st != KILN_OK) {
+        kiln__tensor_release(&nw);
+        return st;
+    }
+    const float *gs = gam->data, *bs = bb->data, *ms = mean->data, *vs = var->data;
+    float *w = nw.data, *c = nc.data;
+    for (int64_t n = 0; n < N; n++) {
+        float s = gs[n] / sqrtf(vs[n] + eps);
+        c[n] = (C ? beta * ((const float *)C->data)[n] : 0.0f) * s - ms[n] * s + bs[n];
+        for (int64_t k = 0; k < K; k++)
+            w[tb ? n * K + k : k * N + n] *= s;
+    }
+    (void)alpha;   /* alpha multiplies A*B'; B' already carries s */
+    int wv = kiln__graph_add_const(g, g->values[gm->in[1]].name, &nw);
+    int cv = wv >= 0 ? kiln__graph_add_const(g, bn->name[0] ? bn->name : "bn_bias", &nc) : -1;
+    if (wv < 0 || cv < 0) {
+        kiln__tensor_release(&nw);
+        kiln__tensor_release(&nc);
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    }
+    gm = &g->nodes[gi];
+    bn = &g->nodes[bi];
+    if (gm->n_in < 3) {
+        int *ni = kiln__realloc(gm->in, sizeof(int) * 3);
+        if (!ni)
+            return kiln__err(KILN_ERR_NOMEM, "out of memory");
+        gm->in = ni;
+        gm->n_in = 3;
+    }
+    gm->in[1] = wv;
+    gm->in[2] = cv;
+    KILN_TRY(kiln__node_set_attr_f(gm, "beta", 1.0f));
+    gm->out[0] = bn->out[0];
+    g->values[bn->out[0]].producer = gi;
+    KILN_TRY(kiln__node_add_fused(gm, bn->name[0] ? bn->name : "BatchNormalization"));
+    bn->dead = true;
+    *done = true;
+    return KILN_OK;
+}
+
 kiln_status kiln__pass_fold_batchnorm(kiln_graph *g, int *changed)
 {
     *changed = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         kiln_node *n = &g->nodes[i];
-        if (n->dead || (n->op != KILN_OP_Conv && n->op != KILN_OP_ConvTranspose) || n->n_in < 2 || n->n_out != 1 ||
-            n->out[0] < 0)
+        bool gemm = n->op == KILN_OP_Gemm;
+        if (n->dead || (n->op != KILN_OP_Conv && n->op != KILN_OP_ConvTranspose && !gemm) || n->n_in < 2 ||
+            n->n_out != 1 || n->out[0] < 0)
             continue;
         int c = kiln__single_consumer(g, n->out[0]);
         if (c < 0 || g->nodes[c].op != KILN_OP_BatchNormalization)
             continue;
         bool done;
-        KILN_TRY(fold_one(g, i, c, &done));
+        KILN_TRY(gemm ? fold_gemm(g, i, c, &done) : fold_one(g, i, c, &done));
         *changed += done;
     }
     if (*changed)

@@ -134,6 +134,9 @@ static kiln_status k_fused_gemm(kiln_kctx *ctx)
 
 typedef struct {
     const float *q, *kt, *v, *mask;
+    const uint8_t *bmask;             /* boolean mask (Where forms) */
+    int mask_kind;                    /* 1 additive, 2 keep where true, 3 fill where true */
+    float fill;
     float *out;
     int64_t S, Sk, D, Dv;
     float scale;
@@ -156,7 +159,7 @@ static void attn_task(void *p, int64_t b0, int64_t b1)
     for (int64_t b = b0; b < b1; b++) {
         kiln__sgemm(1, false, false, j->S, j->Sk, j->D, j->scale, j->q + b * j->S * j->D, j->D,
                     j->kt + b * j->D * j->Sk, j->Sk, 0.0f, sc, j->Sk);
-        if (j->mask) {
+        if (j->mask || j->bmask) {
             /* offset of mask element for score (b, s, k): decompose b over the leading dims */
             int64_t moff = 0, rem = b;
             for (int d = j->rank - 3; d >= 0; d--) {
@@ -165,8 +168,13 @@ static void attn_task(void *p, int64_t b0, int64_t b1)
             }
             int64_t ss = j->mstr[j->rank - 2], sk = j->mstr[j->rank - 1];
             for (int64_t s = 0; s < j->S; s++)
-                for (int64_t k = 0; k < j->Sk; k++)
-                    sc[s * j->Sk + k] += j->mask[moff + s * ss + k * sk];
+                for (int64_t k = 0; k < j->Sk; k++) {
+                    int64_t mi = moff + s * ss + k * sk;
+                    if (j->mask_kind == 1)
+                        sc[s * j->Sk + k] += j->mask[mi];
+                    else if ((j->bmask[mi] != 0) == (j->mask_kind == 3))
+                        sc[s * j->Sk + k] = j->fill;
+                }
         }
         for (int64_t s = 0; s < j->S; s++) {
             float *row = sc + s * j->Sk, mx = -INFINITY, sum = 0;
@@ -191,8 +199,9 @@ static void attn_task(void *p, int64_t b0, int64_t b1)
 static bool attn_fast(kiln_kctx *ctx, const kiln_tensor *q, const kiln_tensor *kt, const kiln_tensor *v,
                       const kiln_tensor *m, float scale, kiln_status *st)
 {
+    int kind = (int)kiln__attr_i(ctx->node, "mask_kind", 1);
     if (q->dtype != KILN_DT_FLOAT32 || kt->dtype != KILN_DT_FLOAT32 || v->dtype != KILN_DT_FLOAT32 ||
-        (m && m->dtype != KILN_DT_FLOAT32))
+        (m && m->dtype != (kind == 1 ? KILN_DT_FLOAT32 : KILN_DT_BOOL)) || kind < 1 || kind > 3)
         return false;
     int r = q->ndim;
     if (r < 2 || kt->ndim != r || v->ndim != r || (m && m->ndim > r))
@@ -200,7 +209,12 @@ static bool attn_fast(kiln_kctx *ctx, const kiln_tensor *q, const kiln_tensor *k
     for (int d = 0; d < r - 2; d++)
         if (q->dims[d] != kt->dims[d] || q->dims[d] != v->dims[d])
             return false;
-    attn_job j = {.q = q->data, .kt = kt->data, .v = v->data, .mask = m ? m->data : NULL, .scale = scale, .rank = r};
+    attn_job j = {.q = q->data, .kt = kt->data, .v = v->data, .scale = scale, .rank = r, .mask_kind = kind,
+                  .fill = kiln__attr_f(ctx->node, "mask_fill", 0.0f)};
+    if (m && kind == 1)
+        j.mask = m->data;
+    else if (m)
+        j.bmask = m->data;
     j.S = q->dims[r - 2];
     j.D = q->dims[r - 1];
     j.Sk = kt->dims[r - 1];
@@ -253,11 +267,27 @@ static kiln_status k_attention(kiln_kctx *ctx)
     } else if (st == KILN_OK) {
         st = kiln__kerr(ctx, KILN_ERR_DTYPE, "attention on %s", kiln_dtype_name(s.dtype));
     }
-    if (st == KILN_OK && m) {
+    int kind = (int)kiln__attr_i(ctx->node, "mask_kind", 1);
+    if (st == KILN_OK && m && kind == 1) {
         st = call2(ctx, KILN_OP_Add, &s, m, &t);
         kiln__tensor_release(&s);
         s = t;
         memset(&t, 0, sizeof t);
+    } else if (st == KILN_OK && m) {
+        /* Where(cond, scores, fill) or Where(cond, fill, scores) through the Where kernel */
+        kiln_tensor fillt;
+        st = kiln__tensor_alloc(&fillt, s.dtype, 0, NULL);
+        if (st == KILN_OK) {
+            kiln__set_f64(s.dtype, fillt.data, 0, kiln__attr_f(ctx->node, "mask_fill", 0.0f));
+            const kiln_tensor *in3[3] = {m, kind == 2 ? &s : &fillt, kind == 2 ? &fillt : &s};
+            kiln_tensor *o1[1] = {&t};
+            kiln_kctx sub = {.node = ctx->node, .n_in = 3, .in = in3, .n_out = 1, .out = o1, .nthreads = ctx->nthreads};
+            st = kiln__ref_kernel(KILN_OP_Where)(&sub);
+            kiln__tensor_release(&fillt);
+            kiln__tensor_release(&s);
+            s = t;
+            memset(&t, 0, sizeof t);
+        }
     }
     if (st == KILN_OK)
         st = call2(ctx, KILN_OP_Softmax, &s, NULL, &p);
