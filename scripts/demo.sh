@@ -27,7 +27,7 @@ run_one() { # name model input-shape min max
     --passes-report | grep -E "^nodes|^engine"
   $PY scripts/make_inputs.py "$model" --shape "x=$shape" --out "$d/in" --seed 1 >/dev/null
   "$KILN" run "$d/$name.kiln" --input "x=$d/in/x.npy" --output-dir "$d/kiln" >/dev/null
-  node scripts/ort_run.js "$model" --input "x=$d/in/x.npy" --output-dir "$d/ort" >/dev/null
+  node scripts/ort_run.js "$model" --input "x=$d/in/x.npy" --output-dir "$d/ort" >/dev/null 2>&1
   $PY scripts/compare_npy.py "$d/kiln" "$d/ort" --rtol 1e-3 --atol 1e-4 | sed 's/^/   /'
   local k o
   k=$("$KILN" bench "$d/$name.kiln" --shapes "x:$shape" --threads "$THREADS" --iterations "$ITERS" --json)
