@@ -3,7 +3,7 @@
  *                   -> LayerNormalization(axis=-1)
  *   fuse-gelu       x * 0.5 * (1 + Erf(x / sqrt 2))  (any operand order)          -> Gelu
  *                   0.5 * x * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))       -> Gelu(tanh)
- *   fuse-hardswish  x * HardSigmoid(x; 1/6, 0.5)                                  -> HardSwish */
+ *   fuse-hardswish  x * HardSigmoid(x; 1/6, 0.5), x * Clip(x + 3, 0, 6) / 6 (any order) -> HardSwish */
 #include "rewrite.h"
 #include <math.h>
 
@@ -230,6 +230,66 @@ static kiln_status try_hardswish(kiln_graph *g, int i, bool *done)
     return KILN_OK;
 }
 
+/* Clip(Add(x, 3), 0, 6) producing v: returns x (and the two nodes), or -1. */
+static int relu6_plus3(kiln_graph *g, int v, kiln_node **clip_out, kiln_node **add_out)
+{
+    kiln_node *cl = single_prod(g, v, KILN_OP_Clip);
+    if (!cl || cl->n_in < 1)
+        return -1;
+    double lo, hi;
+    if (cl->opset < 11) {
+        lo = kiln__attr_f(cl, "min", -1e30f);
+        hi = kiln__attr_f(cl, "max", 1e30f);
+    } else if (cl->n_in != 3 || !kiln__const_scalar(g, cl->in[1], &lo) || !kiln__const_scalar(g, cl->in[2], &hi)) {
+        return -1;
+    }
+    if (lo != 0.0 || hi != 6.0)
+        return -1;
+    kiln_node *ad = single_prod(g, cl->in[0], KILN_OP_Add);
+    int x;
+    double three;
+    if (!ad || !bin_const(g, ad, &x, &three) || three != 3.0)
+        return -1;
+    *clip_out = cl;
+    *add_out = ad;
+    return x;
+}
+
+/* x * Clip(x + 3, 0, 6) / 6, in the orders exporters write it -> HardSwish(x) */
+static kiln_status try_hardswish_relu6(kiln_graph *g, int i, bool *done)
+{
+    *done = false;
+    kiln_node *f = &g->nodes[i], *cl = NULL, *ad = NULL, *mid = NULL;
+    double six;
+    int x = -1;
+    if (f->op == KILN_OP_Div && f->n_in == 2 && kiln__const_scalar(g, f->in[1], &six) && six == 6.0) {
+        mid = single_prod(g, f->in[0], KILN_OP_Mul);   /* Div(Mul(x, clip), 6) */
+        for (int k = 0; mid && k < 2 && x < 0; k++) {
+            int xx = relu6_plus3(g, mid->in[k], &cl, &ad);
+            if (xx >= 0 && xx == mid->in[1 - k])
+                x = xx;
+        }
+    } else if (f->op == KILN_OP_Mul && f->n_in == 2) {
+        for (int k = 0; k < 2 && x < 0; k++) {   /* Mul(x, Div(clip, 6)) */
+            mid = single_prod(g, f->in[k], KILN_OP_Div);
+            if (!mid || mid->n_in != 2 || !kiln__const_scalar(g, mid->in[1], &six) || six != 6.0)
+                continue;
+            int xx = relu6_plus3(g, mid->in[0], &cl, &ad);
+            if (xx >= 0 && xx == f->in[1 - k])
+                x = xx;
+        }
+    }
+    if (x < 0)
+        return KILN_OK;
+    kiln_node *abs[] = {ad, cl, mid};
+    KILN_TRY(finish(g, i, abs, 3, KILN_OP_HardSwish, 14));
+    f = &g->nodes[i];
+    f->in[0] = x;
+    f->n_in = 1;
+    *done = true;
+    return KILN_OK;
+}
+
 typedef kiln_status (*matcher)(kiln_graph *g, int i, bool *done);
 
 static kiln_status run_matcher(kiln_graph *g, int *changed, matcher fn)
@@ -251,4 +311,12 @@ static kiln_status run_matcher(kiln_graph *g, int *changed, matcher fn)
 
 kiln_status kiln__pass_fuse_layernorm(kiln_graph *g, int *changed) { return run_matcher(g, changed, try_layernorm); }
 kiln_status kiln__pass_fuse_gelu(kiln_graph *g, int *changed) { return run_matcher(g, changed, try_gelu); }
-kiln_status kiln__pass_fuse_hardswish(kiln_graph *g, int *changed) { return run_matcher(g, changed, try_hardswish); }
+static kiln_status try_any_hardswish(kiln_graph *g, int i, bool *done)
+{
+    KILN_TRY(try_hardswish(g, i, done));
+    if (!*done)
+        KILN_TRY(try_hardswish_relu6(g, i, done));
+    return KILN_OK;
+}
+
+kiln_status kiln__pass_fuse_hardswish(kiln_graph *g, int *changed) { return run_matcher(g, changed, try_any_hardswish); }

@@ -5,6 +5,7 @@ const kiln_pass_info kiln__passes[] = {
     {"remove-identity", kiln__pass_remove_identity},
     {"constant-fold", kiln__pass_constant_fold},
     {"fold-batchnorm", kiln__pass_fold_batchnorm},
+    {"fold-scale-shift", kiln__pass_fold_scale_shift},
     {"cancel-transpose-reshape", kiln__pass_cancel_transpose_reshape},
     {"fuse-layernorm", kiln__pass_fuse_layernorm},
     {"fuse-gelu", kiln__pass_fuse_gelu},

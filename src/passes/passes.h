@@ -29,6 +29,7 @@ kiln_status kiln__pass_remove_identity(kiln_graph *g, int *changed);
 kiln_status kiln__pass_constant_fold(kiln_graph *g, int *changed);
 kiln_status kiln__pass_dead_nodes(kiln_graph *g, int *changed);
 kiln_status kiln__pass_fold_batchnorm(kiln_graph *g, int *changed);
+kiln_status kiln__pass_fold_scale_shift(kiln_graph *g, int *changed);
 kiln_status kiln__pass_fuse_layernorm(kiln_graph *g, int *changed);
 kiln_status kiln__pass_fuse_gelu(kiln_graph *g, int *changed);
 kiln_status kiln__pass_fuse_hardswish(kiln_graph *g, int *changed);
