@@ -95,5 +95,17 @@ save("convtranspose_bn",
      [helper.make_node("ConvTranspose", ["x", "w"], ["ct"], strides=[2, 2], group=2), bn("ct", "y", "n")],
      [vi("x", [1, 4, 5, 6])], [Y], {"w": f32(4, 3, 3, 3), **bnp("n", 6)}, ["ConvTranspose"], ["BatchNormalization"],
      "x=1x4x5x6")
+# PaddleOCR block: Conv -> learnable affine (Mul, Add scalars) -> hardswish as x*Clip(x+3,0,6)/6
+save("paddle_affine_hardswish",
+     [conv("c"), c("s", [1.5]), helper.make_node("Mul", ["s", "c"], ["cs"]), c("t", [0.25]),
+      helper.make_node("Add", ["cs", "t"], ["a"]), c("three", 3.0), helper.make_node("Add", ["a", "three"], ["a3"]),
+      c("lo", 0.0), c("hi", 6.0), helper.make_node("Clip", ["a3", "lo", "hi"], ["cl"]),
+      helper.make_node("Mul", ["a", "cl"], ["m"]), c("six", 6.0), helper.make_node("Div", ["m", "six"], ["y"])],
+     [X4], [Y], cw, ["FusedConv"], ["Mul", "Add", "Clip", "Div", "HardSwish"], "x=1x8x9x11")
+# per-channel scale after a bias-free conv, Clip as attributes (opset 9)
+save("scale_channel_opset9",
+     [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+      helper.make_node("Mul", ["c", "k"], ["ck"]), helper.make_node("Clip", ["ck"], ["y"], min=0.0, max=6.0)],
+     [X4], [Y], {"w": f32(16, 8, 3, 3), "k": f32(16, 1, 1) + 1}, ["FusedConv"], ["Mul", "Clip"], "x=2x8x9x11", opset=9)
 with open(f"{out}/expect.txt", "w") as f:
     f.write("\n".join(expect) + "\n")
