@@ -98,7 +98,6 @@ static kiln_status try_attention(kiln_graph *g, int i, bool *done)
         KILN_TRY(kiln__absorb(g, c, (int)(chain[k] - g->nodes)));
     KILN_TRY(kiln__absorb(g, c, i));
     pv = &g->nodes[c];
-    KILN_TRY(kiln__node_add_fused(pv, pv->name[0] ? pv->name : "MatMul"));
     KILN_TRY(kiln__node_set_op(pv, KILN_OP_Attention, KILN_DOMAIN, 13));
     kiln__free(pv->in);
     pv->in = in;

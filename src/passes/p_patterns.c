@@ -50,7 +50,6 @@ static kiln_status finish(kiln_graph *g, int final_idx, kiln_node **absorbed, in
     kiln_node *f = &g->nodes[final_idx];
     for (int k = 0; k < n_abs; k++)
         KILN_TRY(kiln__absorb(g, final_idx, node_index(g, absorbed[k])));
-    KILN_TRY(kiln__node_add_fused(f, f->name[0] ? f->name : f->op_type));
     for (int a = 0; a < f->n_attr; a++)
         kiln__attr_free(&f->attrs[a]);
     f->n_attr = 0;
