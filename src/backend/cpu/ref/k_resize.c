@@ -66,7 +66,7 @@ static double rz_source_coord(const rz_params *p, const rz_axis *a, int64_t x, b
     *outside = false;
     switch (p->ctm) {
     case CT_PYTORCH_HALF_PIXEL:
-        return L > 1.0 ? (xr + 0.5) / s - 0.5 : 0.0;
+        return a->out > 1 ? (xr + 0.5) / s - 0.5 : 0.0;   /* integer output length, as ONNX Runtime */
     case CT_ALIGN_CORNERS:
         return L == 1.0 ? 0.0 : xr * (in - 1.0) / (L - 1.0);
     case CT_ASYMMETRIC:
