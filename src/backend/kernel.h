@@ -27,6 +27,9 @@ typedef kiln_status (*kiln_kernel_fn)(kiln_kctx *ctx);
 
 /* Allocates output i with the given dtype and shape (zero-filled). */
 kiln_status kiln__kout(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims);
+/* Same, but the data is left uninitialized (filled with 0xFF bytes in sanitizer builds): only
+ * for kernels that provably write every element of the output. */
+kiln_status kiln__kout_uninit(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims);
 /* Input i, or NULL if absent or beyond n_in. */
 static inline const kiln_tensor *kiln__kin(const kiln_kctx *ctx, int i)
 {

@@ -1,66 +1,112 @@
-/* A small persistent thread pool for data-parallel loops (kiln__parallel_for). */
+/* A small persistent thread pool for data-parallel loops (kiln__parallel_for).
+ *
+ * One job runs at a time (a second concurrent or nested caller runs its loop inline). The
+ * caller publishes the job (on its stack) to the workers it wants through per-worker tickets,
+ * works on chunks itself, then waits for those workers. Chunks are claimed with an atomic
+ * counter. Workers spin briefly after a job before sleeping on a condition variable, and the
+ * caller spins briefly before sleeping while it waits: networks issue many short parallel
+ * loops back to back, and a futex wake-up per loop costs more than the work of a small layer.
+ * Sleep / wake use the store-then-check pattern on sequentially consistent atomics on both
+ * sides, so no wake-up is lost. */
 #include "core.h"
 #include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
 
 #define MAX_THREADS 64
+/* how long a worker spins for the next job, and the caller for its workers, before sleeping */
+#ifndef WORKER_SPIN_NS
+#define WORKER_SPIN_NS 200000
+#endif
+#define CALLER_SPIN_NS 2000000
 
-static struct {
-    pthread_mutex_t mu;
-    pthread_cond_t work_cv, done_cv;
-    pthread_t threads[MAX_THREADS];
-    int nthreads;            /* worker threads started (caller excluded) */
-    uint64_t generation;     /* bumped for each job */
-    /* current job */
+typedef struct par_job {
     kiln__par_fn fn;
     void *ctx;
-    int64_t n, chunk, next;  /* next chunk start, protected by mu */
-    int active_workers;      /* workers allowed on this job */
-    int pending;             /* workers still running this job */
-} pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .work_cv = PTHREAD_COND_INITIALIZER,
+    int64_t n, chunk;
+    atomic_llong next;      /* next chunk start */
+    atomic_int pending;     /* workers still on this job */
+} par_job;
+
+typedef struct worker_slot {
+    pthread_t thread;
+    atomic_ullong ticket;   /* bumped by the caller for each job given to this worker */
+    par_job *_Atomic job;
+    atomic_int sleeping;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} worker_slot;
+
+static struct {
+    pthread_mutex_t mu;     /* protects worker creation */
+    int nthreads;           /* worker threads started (caller excluded) */
+    worker_slot slots[MAX_THREADS];
+    atomic_int caller_sleeping;
+    pthread_mutex_t done_mu;
+    pthread_cond_t done_cv;
+} pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .done_mu = PTHREAD_MUTEX_INITIALIZER,
           .done_cv = PTHREAD_COND_INITIALIZER};
 
 static pthread_mutex_t job_mu = PTHREAD_MUTEX_INITIALIZER; /* one job at a time */
 
-static bool grab(int64_t *b, int64_t *e)
+static int64_t now_ns(void)
 {
-    if (pool.next >= pool.n)
-        return false;
-    *b = pool.next;
-    *e = *b + pool.chunk < pool.n ? *b + pool.chunk : pool.n;
-    pool.next = *e;
-    return true;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void run_chunks(void)
+static void run_chunks(par_job *j)
 {
-    int64_t b, e;
     for (;;) {
-        pthread_mutex_lock(&pool.mu);
-        bool ok = grab(&b, &e);
-        pthread_mutex_unlock(&pool.mu);
-        if (!ok)
+        int64_t b = atomic_fetch_add_explicit(&j->next, j->chunk, memory_order_relaxed);
+        if (b >= j->n)
             return;
-        pool.fn(pool.ctx, b, e);
+        int64_t e = b + j->chunk < j->n ? b + j->chunk : j->n;
+        j->fn(j->ctx, b, e);
     }
 }
 
 static void *worker(void *arg)
 {
-    int id = (int)(intptr_t)arg;
-    uint64_t seen = 0;
-    pthread_mutex_lock(&pool.mu);
+    worker_slot *s = arg;
+    unsigned long long seen = 0;
     for (;;) {
-        while (pool.generation == seen)
-            pthread_cond_wait(&pool.work_cv, &pool.mu);
-        seen = pool.generation;
-        if (id >= pool.active_workers)
-            continue;
-        pthread_mutex_unlock(&pool.mu);
-        run_chunks();
-        pthread_mutex_lock(&pool.mu);
-        if (--pool.pending == 0)
+        /* wait for a new ticket: spin, then sleep */
+        unsigned long long t = atomic_load_explicit(&s->ticket, memory_order_acquire);
+        if (t == seen) {
+            int64_t t0 = now_ns();
+            for (int i = 1;; i++) {
+                CPU_RELAX();
+                t = atomic_load_explicit(&s->ticket, memory_order_acquire);
+                if (t != seen || ((i & 63) == 0 && now_ns() - t0 > WORKER_SPIN_NS))
+                    break;
+            }
+        }
+        if (t == seen) {
+            pthread_mutex_lock(&s->mu);
+            atomic_store(&s->sleeping, 1);
+            while ((t = atomic_load(&s->ticket)) == seen)
+                pthread_cond_wait(&s->cv, &s->mu);
+            atomic_store(&s->sleeping, 0);
+            pthread_mutex_unlock(&s->mu);
+        }
+        seen = t;
+        par_job *j = atomic_load_explicit(&s->job, memory_order_acquire);
+        run_chunks(j);
+        /* the decrement is this worker's last access to the job (it lives on the caller's stack) */
+        if (atomic_fetch_sub(&j->pending, 1) == 1 && atomic_load(&pool.caller_sleeping)) {
+            pthread_mutex_lock(&pool.done_mu);
             pthread_cond_signal(&pool.done_cv);
+            pthread_mutex_unlock(&pool.done_mu);
+        }
     }
     return NULL;
 }
@@ -73,14 +119,24 @@ int kiln__default_threads(void)
     return n > MAX_THREADS ? MAX_THREADS : (int)n;
 }
 
-static void ensure_workers(int want)
+static int ensure_workers(int want)
 {
+    pthread_mutex_lock(&pool.mu);
     while (pool.nthreads < want && pool.nthreads < MAX_THREADS - 1) {
-        if (pthread_create(&pool.threads[pool.nthreads], NULL, worker, (void *)(intptr_t)pool.nthreads) != 0)
+        worker_slot *s = &pool.slots[pool.nthreads];
+        atomic_init(&s->ticket, 0);
+        atomic_init(&s->job, NULL);
+        atomic_init(&s->sleeping, 0);
+        pthread_mutex_init(&s->mu, NULL);
+        pthread_cond_init(&s->cv, NULL);
+        if (pthread_create(&s->thread, NULL, worker, s) != 0)
             break;
-        pthread_detach(pool.threads[pool.nthreads]);
+        pthread_detach(s->thread);
         pool.nthreads++;
     }
+    int n = pool.nthreads;
+    pthread_mutex_unlock(&pool.mu);
+    return n;
 }
 
 void kiln__parallel_for(int nthreads, int64_t n, int64_t grain, kiln__par_fn fn, void *ctx)
@@ -99,26 +155,40 @@ void kiln__parallel_for(int nthreads, int64_t n, int64_t grain, kiln__par_fn fn,
         fn(ctx, 0, n);
         return;
     }
-    pthread_mutex_lock(&pool.mu);
-    ensure_workers(nthreads - 1);
-    int workers = pool.nthreads < nthreads - 1 ? pool.nthreads : nthreads - 1;
-    pool.fn = fn;
-    pool.ctx = ctx;
-    pool.n = n;
+    int have = ensure_workers(nthreads - 1);
+    int workers = have < nthreads - 1 ? have : nthreads - 1;
+    par_job j = {.fn = fn, .ctx = ctx, .n = n};
     int64_t chunks = (int64_t)(workers + 1) * 4;
-    pool.chunk = (n + chunks - 1) / chunks;
-    if (pool.chunk < grain)
-        pool.chunk = grain;
-    pool.next = 0;
-    pool.active_workers = workers;
-    pool.pending = workers;
-    pool.generation++;
-    pthread_cond_broadcast(&pool.work_cv);
-    pthread_mutex_unlock(&pool.mu);
-    run_chunks();
-    pthread_mutex_lock(&pool.mu);
-    while (pool.pending > 0)
-        pthread_cond_wait(&pool.done_cv, &pool.mu);
-    pthread_mutex_unlock(&pool.mu);
+    j.chunk = (n + chunks - 1) / chunks;
+    if (j.chunk < grain)
+        j.chunk = grain;
+    atomic_init(&j.next, 0);
+    atomic_init(&j.pending, workers);
+    for (int w = 0; w < workers; w++) {
+        worker_slot *s = &pool.slots[w];
+        atomic_store_explicit(&s->job, &j, memory_order_relaxed);
+        atomic_fetch_add(&s->ticket, 1); /* seq_cst: publishes the job, then the check below */
+        if (atomic_load(&s->sleeping)) {
+            pthread_mutex_lock(&s->mu);
+            pthread_cond_signal(&s->cv);
+            pthread_mutex_unlock(&s->mu);
+        }
+    }
+    run_chunks(&j);
+    if (atomic_load_explicit(&j.pending, memory_order_acquire) > 0) {
+        int64_t t0 = now_ns();
+        for (int i = 1; atomic_load_explicit(&j.pending, memory_order_acquire) > 0; i++) {
+            CPU_RELAX();
+            if ((i & 63) == 0 && now_ns() - t0 > CALLER_SPIN_NS) {
+                pthread_mutex_lock(&pool.done_mu);
+                atomic_store(&pool.caller_sleeping, 1);
+                while (atomic_load(&j.pending) > 0)
+                    pthread_cond_wait(&pool.done_cv, &pool.done_mu);
+                atomic_store(&pool.caller_sleeping, 0);
+                pthread_mutex_unlock(&pool.done_mu);
+                break;
+            }
+        }
+    }
     pthread_mutex_unlock(&job_mu);
 }

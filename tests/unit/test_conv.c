@@ -14,9 +14,10 @@
 
 typedef struct tattr {
     const char *name;
-    int n;             /* number of ints; -1: a single INT; -2: a STRING */
+    int n;             /* number of ints; -1: a single INT; -2: a STRING; -3: a FLOAT */
     int64_t v[12];
     const char *s;
+    float f;
 } tattr;
 
 typedef struct tnode {
@@ -63,6 +64,9 @@ static kiln_status run_op(kiln_op op, const char *op_type, int opset, const tnod
             attrs[i].type = KILN_ATTR_STRING;
             attrs[i].s = (char *)t->a[i].s;
             attrs[i].s_len = strlen(t->a[i].s);
+        } else if (t->a[i].n == -3) {
+            attrs[i].type = KILN_ATTR_FLOAT;
+            attrs[i].f = t->a[i].f;
         } else {
             attrs[i].type = KILN_ATTR_INTS;
             attrs[i].n = t->a[i].n;
@@ -501,6 +505,168 @@ static void test_conv_configs(unsigned long long *seed)
     }
 }
 
+/* ---------------------------------------------------------------------------------------
+ * FusedConv (kiln domain): act(Conv(X, W, B) + R) through the fused float32 paths (GEMM
+ * epilogue, direct convolution, depthwise rows) against naive loops in double
+ * --------------------------------------------------------------------------------------- */
+
+static const char *const fused_acts[] = {NULL, "Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid",
+                                         "HardSwish", "SiLU", "Gelu", "GeluTanh", "Tanh"};
+
+static double act_ref(int a, double x)
+{
+    switch (a) {
+    case 1: return x > 0 ? x : 0;
+    case 2: return x < -0.5 ? -0.5 : x > 0.75 ? 0.75 : x;
+    case 3: return x >= 0 ? x : 0.1 * x;
+    case 4: return 1.0 / (1.0 + exp(-x));
+    case 5: { double v = 0.2 * x + 0.5; return v < 0 ? 0 : v > 1 ? 1 : v; }
+    case 6: { double v = x / 6.0 + 0.5; return x * (v < 0 ? 0 : v > 1 ? 1 : v); }
+    case 7: return x / (1.0 + exp(-x));
+    case 8: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case 9: return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    case 10: return tanh(x);
+    default: return x;
+    }
+}
+
+static void check_fused_conv(const cfg *c, int act, bool res, int nthreads, unsigned long long *seed)
+{
+    int nsp = c->nsp;
+    int64_t xd[5] = {c->N, c->C}, wd[5] = {c->M, c->C / c->G}, bd[1] = {c->M}, yd[5] = {c->N, c->M}, o[3];
+    conv_out(c, o);
+    for (int i = 0; i < nsp; i++) {
+        xd[2 + i] = c->in[i];
+        wd[2 + i] = c->k[i];
+        yd[2 + i] = o[i];
+    }
+    int64_t nx = prod(nsp + 2, xd), nw = prod(nsp + 2, wd), ny = prod(nsp + 2, yd);
+    float *fx = rand_buf(nx, seed), *fw = rand_buf(nw, seed), *fb = rand_buf(c->M, seed), *fr = rand_buf(ny, seed);
+    double *dx = malloc(sizeof(double) * (size_t)nx), *dw = malloc(sizeof(double) * (size_t)nw);
+    double *db = malloc(sizeof(double) * (size_t)c->M), *ref = malloc(sizeof(double) * (size_t)(ny ? ny : 1));
+    for (int64_t i = 0; i < nx; i++)
+        dx[i] = fx[i];
+    for (int64_t i = 0; i < nw; i++)
+        dw[i] = fw[i];
+    for (int64_t i = 0; i < c->M; i++)
+        db[i] = fb[i];
+    naive_conv(c, dx, dw, c->bias ? db : NULL, ref);
+    for (int64_t i = 0; i < ny; i++)
+        ref[i] = act_ref(act, ref[i] + (res ? fr[i] : 0.0));
+    kiln_tensor X = mk(KILN_DT_FLOAT32, nsp + 2, xd, fx), W = mk(KILN_DT_FLOAT32, nsp + 2, wd, fw),
+                B = mk(KILN_DT_FLOAT32, 1, bd, fb), R = mk(KILN_DT_FLOAT32, nsp + 2, yd, fr);
+    const kiln_tensor *in[4] = {&X, &W, c->bias ? &B : NULL, res ? &R : NULL};
+    kiln_tensor out[1];
+    memset(out, 0, sizeof out);
+    tnode t;
+    set_conv_attrs(c, &t, false);
+    if (act) {
+        add_str(&t, "activation", fused_acts[act]);
+        if (act == 2) {
+            tattr *a = &t.a[t.na++];
+            memset(a, 0, sizeof *a);
+            a->name = "activation_alpha";
+            a->n = -3;
+            a->f = -0.5f;
+            a = &t.a[t.na++];
+            memset(a, 0, sizeof *a);
+            a->name = "activation_beta";
+            a->n = -3;
+            a->f = 0.75f;
+        } else if (act == 3 || act == 5) {
+            tattr *a = &t.a[t.na++];
+            memset(a, 0, sizeof *a);
+            a->name = "activation_alpha";
+            a->n = -3;
+            a->f = act == 3 ? 0.1f : 0.2f;
+            if (act == 5) {
+                a = &t.a[t.na++];
+                memset(a, 0, sizeof *a);
+                a->name = "activation_beta";
+                a->n = -3;
+                a->f = 0.5f;
+            }
+        }
+    }
+    kiln_status st = run_op(KILN_OP_FusedConv, "FusedConv", 1, &t, 4, in, 1, out, nthreads);
+    char desc[400];
+    describe(c, desc, sizeof desc);
+    n_conv_cases++;
+    CHECK_MSG(st == KILN_OK, "FusedConv failed: %s [%s]", kiln_last_error(), desc);
+    if (st == KILN_OK) {
+        bool shape_ok = out[0].ndim == nsp + 2 && !memcmp(out[0].dims, yd, sizeof(int64_t) * (size_t)(nsp + 2));
+        CHECK_MSG(shape_ok, "FusedConv output shape mismatch [%s]", desc);
+        const float *y = out[0].data;
+        for (int64_t i = 0; shape_ok && i < ny; i++) {
+            if (!(fabs(y[i] - ref[i]) <= 1e-4 * fmax(1.0, fabs(ref[i])))) {
+                CHECK_MSG(0, "FusedConv act=%s res=%d threads=%d: element %lld: got %g want %g [%s]",
+                          act ? fused_acts[act] : "none", res, nthreads, (long long)i, y[i], ref[i], desc);
+                break;
+            }
+        }
+    }
+    kiln__tensor_release(&out[0]);
+    free(fx), free(fw), free(fb), free(fr), free(dx), free(dw), free(db), free(ref);
+}
+
+static void test_fused_conv(unsigned long long *seed)
+{
+    /* ResNet-like fixed shapes (pointwise, strided 1x1, 3x3, stem) with residual and Relu */
+    cfg fixed[] = {
+        cfg2d(1, 16, 40, 1, 20, 20, 1, 1, 0, 1, true),  cfg2d(1, 24, 36, 1, 23, 21, 1, 2, 0, 1, true),
+        cfg2d(1, 8, 16, 1, 40, 56, 3, 1, 1, 1, true),   cfg2d(2, 8, 64, 1, 12, 30, 3, 1, 1, 1, false),
+        cfg2d(1, 3, 16, 1, 45, 70, 7, 2, 3, 1, true),   cfg2d(1, 16, 16, 1, 33, 57, 3, 2, 1, 1, true),
+        cfg2d(1, 12, 12, 12, 30, 40, 3, 1, 1, 1, true), cfg2d(1, 32, 520, 1, 7, 7, 3, 1, 1, 1, true),
+        cfg2d(1, 40, 17, 1, 9, 9, 3, 1, 1, 1, true),    cfg2d(1, 20, 24, 1, 50, 161, 3, 1, 1, 1, true),
+    };
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        check_fused_conv(&fixed[i], 1 + (int)(i % 2) * 5, true, 1 + (int)(i % 3), seed);
+    /* Winograd F(2x2, 3x3): 3x3 stride 1 with >= 16 channels and >= 100 output tiles; odd
+     * sizes, asymmetric pads, groups, batches, every epilogue */
+    for (int i = 0; i < 24; i++) {
+        cfg c;
+        memset(&c, 0, sizeof c);
+        c.nsp = 2;
+        c.N = 1 + (i % 5 == 0);
+        c.G = i % 7 == 3 ? 2 : 1;
+        c.C = c.G * rnd(seed, 16, 40);
+        c.M = c.G * rnd(seed, 16, 40);
+        for (int d = 0; d < 2; d++) {
+            c.k[d] = 3, c.s[d] = 1, c.d[d] = 1;
+            c.pb[d] = rnd(seed, 0, 2);
+            c.pe[d] = rnd(seed, 0, 2);
+            c.in[d] = rnd(seed, 20, 75);
+        }
+        c.bias = i % 4 != 0;
+        check_fused_conv(&c, i % 11, i % 3 != 0, 1 + i % 3, seed);
+        if (i % 4 == 0)
+            check_conv(&c, false, KILN_DT_FLOAT32, 1 + i % 2, seed);
+    }
+    /* random 1-D / 2-D shapes with wide rows (direct convolution tiles, edges), all activations */
+    for (int i = 0; i < 150; i++) {
+        cfg c;
+        memset(&c, 0, sizeof c);
+        c.nsp = i % 7 == 0 ? 1 : 2;
+        c.N = rnd(seed, 1, 2);
+        int64_t kind = rnd(seed, 0, 5);
+        c.G = kind == 0 ? rnd(seed, 1, 6) : kind == 1 ? 2 : 1;
+        c.C = c.G * (kind == 0 ? 1 : rnd(seed, 1, 12));
+        c.M = c.G * (kind == 0 ? 1 : rnd(seed, 1, 44));
+        for (int d = 0; d < c.nsp; d++) {
+            bool last = d == c.nsp - 1;
+            c.k[d] = rnd(seed, 1, 5);
+            c.s[d] = rnd(seed, 1, 3);
+            c.d[d] = rnd(seed, 0, 4) == 0 ? 2 : 1;
+            c.pb[d] = rnd(seed, 0, c.k[d] - 1);
+            c.pe[d] = rnd(seed, 0, c.k[d] - 1);
+            int64_t lo = (c.k[d] - 1) * c.d[d] + 1 - c.pb[d] - c.pe[d];
+            c.in[d] = (lo < 1 ? 1 : lo) + (last ? rnd(seed, 10, 140) : rnd(seed, 0, 9));
+        }
+        c.bias = rnd(seed, 0, 2) != 0;
+        check_fused_conv(&c, i % 11, rnd(seed, 0, 2) != 0, 1 + i % 3, seed);
+    }
+}
+
 /* ConvInteger with uint8 x / int8 w and zero points against exact integer loops. */
 static void test_conv_integer(unsigned long long *seed)
 {
@@ -599,7 +765,7 @@ static void naive_pool(const pcfg *c, int kind, const double *x, double *y, int6
             for (int64_t b = 0; b < o3[1]; b++)
                 for (int64_t cc = 0; cc < o3[2]; cc++) {
                     double best = -INFINITY, sum = 0, cnt = 0;
-                    int64_t bi = -1;
+                    int64_t bi = -1, n_inside = 0;
                     for (int64_t p = 0; p < k3[0]; p++)
                         for (int64_t q = 0; q < k3[1]; q++)
                             for (int64_t r = 0; r < k3[2]; r++) {
@@ -620,18 +786,22 @@ static void naive_pool(const pcfg *c, int kind, const double *x, double *y, int6
                                     }
                                     sum += v;
                                     cnt += 1;
+                                    n_inside++;
                                 } else if (in_pad && c->count_pad) {
                                     cnt += 1;
                                 }
                             }
                     int64_t oi = pl * osz + (a * o3[1] + b) * o3[2] + cc;
                     y[oi] = kind == 0 ? best : sum / cnt;
+                    if (kind == 0 && bi < 0 && n_inside > 0)
+                        y[oi] = NAN; /* every element NaN */
                     if (idx)
                         idx[oi] = bi < 0 ? -1 : pl * isz + bi;
                 }
 }
 
-static void check_pool(const pcfg *c, int kind, int nthreads, unsigned long long *seed)
+/* want_idx: MaxPool also returns indices; nan_pct: percentage of NaN inputs (MaxPool only). */
+static void check_pool_ex(const pcfg *c, int kind, int nthreads, bool want_idx, int nan_pct, unsigned long long *seed)
 {
     int nsp = c->nsp;
     int64_t xd[5] = {c->N, c->C}, yd[5] = {c->N, c->C}, o[3];
@@ -644,8 +814,11 @@ static void check_pool(const pcfg *c, int kind, int nthreads, unsigned long long
     float *fx = rand_buf(nx, seed);
     double *dx = malloc(sizeof(double) * (size_t)nx), *ref = malloc(sizeof(double) * (size_t)ny);
     int64_t *ridx = malloc(sizeof(int64_t) * (size_t)ny);
-    for (int64_t i = 0; i < nx; i++)
+    for (int64_t i = 0; i < nx; i++) {
+        if (nan_pct && rnd(seed, 0, 99) < nan_pct)
+            fx[i] = NAN;
         dx[i] = fx[i];
+    }
     naive_pool(c, kind, dx, ref, ridx);
     tnode t;
     t.na = 0;
@@ -668,7 +841,7 @@ static void check_pool(const pcfg *c, int kind, int nthreads, unsigned long long
     const kiln_tensor *in[1] = {&X};
     kiln_tensor out[2];
     memset(out, 0, sizeof out);
-    kiln_status st = kind == 0 ? run_op(KILN_OP_MaxPool, "MaxPool", 12, &t, 1, in, 2, out, nthreads)
+    kiln_status st = kind == 0 ? run_op(KILN_OP_MaxPool, "MaxPool", 12, &t, 1, in, want_idx ? 2 : 1, out, nthreads)
                                : run_op(KILN_OP_AveragePool, "AveragePool", 11, &t, 1, in, 1, out, nthreads);
     CHECK_MSG(st == KILN_OK, "%s failed: %s", kind ? "AveragePool" : "MaxPool", kiln_last_error());
     if (st == KILN_OK) {
@@ -676,12 +849,13 @@ static void check_pool(const pcfg *c, int kind, int nthreads, unsigned long long
         CHECK_MSG(shape_ok, "pool output shape mismatch (nsp %d)", nsp);
         const float *y = out[0].data;
         for (int64_t i = 0; shape_ok && i < ny; i++) {
-            if (!(y[i] == ref[i] || fabs(y[i] - ref[i]) <= 1e-5 * fmax(1.0, fabs(ref[i])))) {
+            if (!(y[i] == ref[i] || fabs(y[i] - ref[i]) <= 1e-5 * fmax(1.0, fabs(ref[i])) ||
+                  (isnan(y[i]) && isnan(ref[i])))) {
                 CHECK_MSG(0, "%s element %lld: got %g want %g (nsp %d ceil %d)", kind ? "AveragePool" : "MaxPool",
                           (long long)i, y[i], ref[i], nsp, c->ceil);
                 break;
             }
-            if (kind == 0 && ((const int64_t *)out[1].data)[i] != ridx[i]) {
+            if (kind == 0 && want_idx && !nan_pct && ((const int64_t *)out[1].data)[i] != ridx[i]) {
                 CHECK_MSG(0, "MaxPool index %lld: got %lld want %lld", (long long)i,
                           (long long)((const int64_t *)out[1].data)[i], (long long)ridx[i]);
                 break;
@@ -693,8 +867,37 @@ static void check_pool(const pcfg *c, int kind, int nthreads, unsigned long long
     free(fx), free(dx), free(ref), free(ridx);
 }
 
+static void check_pool(const pcfg *c, int kind, int nthreads, unsigned long long *seed)
+{
+    check_pool_ex(c, kind, nthreads, true, 0, seed);
+}
+
 static void test_pools(unsigned long long *seed)
 {
+    /* the float32 1-D / 2-D fast path: wide rows (vectorized interior, strides 1 and 2, masked
+     * tails), MaxPool without indices, NaN inputs */
+    for (int i = 0; i < 240; i++) {
+        pcfg c;
+        memset(&c, 0, sizeof c);
+        c.nsp = i % 6 == 0 ? 1 : 2;
+        c.N = 1;
+        c.C = rnd(seed, 1, 3);
+        c.ceil = rnd(seed, 0, 3) == 0;
+        c.count_pad = rnd(seed, 0, 1) != 0;
+        int kind = i % 2;
+        for (int d = 0; d < c.nsp; d++) {
+            bool last = d == c.nsp - 1;
+            c.k[d] = rnd(seed, 1, 5);
+            c.s[d] = last ? rnd(seed, 1, 2) + (rnd(seed, 0, 7) == 0) : rnd(seed, 1, 3);
+            c.d[d] = kind == 0 && rnd(seed, 0, 4) == 0 ? 2 : 1;
+            c.pb[d] = rnd(seed, 0, c.k[d] - 1);
+            c.pe[d] = rnd(seed, 0, c.k[d] - 1);
+            int64_t lo = (c.k[d] - 1) * c.d[d] + 1 - c.pb[d] - c.pe[d];
+            c.in[d] = (lo < 1 ? 1 : lo) + (last ? rnd(seed, 0, 80) : rnd(seed, 0, 6));
+        }
+        check_pool_ex(&c, kind, 1 + i % 2, false, kind == 0 && i % 3 == 0 ? rnd(seed, 1, 30) : 0, seed);
+    }
+
     for (int i = 0; i < 300; i++) {
         pcfg c;
         memset(&c, 0, sizeof c);
@@ -820,6 +1023,7 @@ int main(int argc, char **argv)
 {
     unsigned long long seed = 0x9E3779B97F4A7C15ull;
     test_conv_configs(&seed);
+    test_fused_conv(&seed);
     test_conv_integer(&seed);
     test_pools(&seed);
     printf("%d conv cases\n", n_conv_cases);

@@ -3,8 +3,10 @@
  * plus a GFLOP/s printout (skipped with the argument "q"). */
 #include "test.h"
 #include "backend/kernel.h"
+#include "backend/cpu/gemm.h"
 #include <time.h>
 #include <pthread.h>
+#include <string.h>
 
 void kiln__sgemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                      int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
@@ -137,6 +139,294 @@ static void *conc_thread(void *p)
     return NULL;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * kiln__sgemm_ex: fused epilogue (bias per row / column, residual, activation) and a
+ * caller-supplied B packer, against the reference GEMM followed by the epilogue in double
+ * --------------------------------------------------------------------------------------- */
+
+static double act_ref(const kiln_act *a, double x)
+{
+    switch (a->kind) {
+    case KILN_ACT_RELU: return x > 0 ? x : 0;
+    case KILN_ACT_CLIP: return x < a->alpha ? a->alpha : x > a->beta ? a->beta : x;
+    case KILN_ACT_LEAKYRELU: return x >= 0 ? x : a->alpha * x;
+    case KILN_ACT_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case KILN_ACT_HARDSIGMOID: { double v = a->alpha * x + a->beta; return v < 0 ? 0 : v > 1 ? 1 : v; }
+    case KILN_ACT_HARDSWISH: { double v = x / 6.0 + 0.5; return x * (v < 0 ? 0 : v > 1 ? 1 : v); }
+    case KILN_ACT_SILU: return x / (1.0 + exp(-x));
+    case KILN_ACT_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case KILN_ACT_GELU_TANH: return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    case KILN_ACT_TANH: return tanh(x);
+    default: return x;
+    }
+}
+
+typedef struct pk_ctx {
+    const float *B;
+    int64_t ldb;
+    bool tb;
+} pk_ctx;
+
+/* a caller-supplied packer with the documented layout (reads op(B) element by element) */
+static void test_packb(void *vctx, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int nr, float *dst)
+{
+    const pk_ctx *c = vctx;
+    for (int64_t p = 0; p * nr < nc; p++)
+        for (int64_t k = 0; k < kc; k++)
+            for (int r = 0; r < nr; r++) {
+                int64_t j = p * nr + r;
+                float v = 0.0f;
+                if (j < nc)
+                    v = c->tb ? c->B[(j0 + j) * c->ldb + k0 + k] : c->B[(k0 + k) * c->ldb + j0 + j];
+                dst[p * kc * nr + k * nr + r] = v;
+            }
+}
+
+static int n_epi_cases;
+
+/* packer: 0 built-in packing, 1 a packing callback, 2 op(B) pre-packed (bpack) */
+static int run_epi_case(int nthreads, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, float beta,
+                        int bias_kind, bool res, kiln_act act, int packer, unsigned long long *seed)
+{
+    int64_t lda = (ta ? M : K) + 1, ldb = (tb ? K : N) + 2, ldc = N + 3, ldr = N + 5;
+    float *A = rand_buf((size_t)((ta ? K : M) * lda), seed), *B = rand_buf((size_t)((tb ? N : K) * ldb), seed);
+    float *C = rand_buf((size_t)(M * ldc), seed), *R = rand_buf((size_t)(M * ldc), seed);
+    float *bias = rand_buf((size_t)(M > N ? M : N), seed), *res_m = rand_buf((size_t)(M * ldr), seed);
+    for (int64_t i = 0; i < M * ldc; i++)
+        R[i] = C[i] = beta == 0.0f ? NAN : C[i] * 2.0f;
+    kiln__sgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, R, ldc);
+    kiln_epi e = {.bias = bias_kind ? bias : NULL, .row_bias = bias_kind == 1, .res = res ? res_m : NULL, .ldr = ldr,
+                  .act = act};
+    pk_ctx pc = {B, ldb, tb};
+    kiln_gemm g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .trans_a = ta, .trans_b = tb, .A = A,
+                   .lda = lda, .B = packer ? NULL : B, .ldb = ldb, .packb = packer == 1 ? test_packb : NULL,
+                   .packb_ctx = &pc, .C = C, .ldc = ldc, .epi = &e};
+    float *bp = NULL;
+    if (packer == 2) {
+        /* op(B) pre-packed over the whole K (NaN in the padding columns: must be ignored) */
+        int nr = kiln__sgemm_nr();
+        int64_t np = (N + nr - 1) / nr;
+        bp = aligned_alloc(64, (sizeof(float) * (size_t)(np * (K > 0 ? K : 1) * nr) + 63) / 64 * 64);
+        for (int64_t p = 0; p < np; p++)
+            for (int64_t k = 0; k < K; k++)
+                for (int r = 0; r < nr; r++) {
+                    int64_t j = p * nr + r;
+                    bp[(p * K + k) * nr + r] = j < N ? (tb ? B[j * ldb + k] : B[k * ldb + j]) : NAN;
+                }
+        g.bpack = bp;
+    }
+    kiln__sgemm_ex(nthreads, &g);
+    free(bp);
+    int ok = 1;
+    for (int64_t i = 0; i < M && ok; i++)
+        for (int64_t j = 0; j < ldc; j++) {
+            float got = C[i * ldc + j];
+            if (j >= N) {
+                if (!(isnan(got) && isnan(R[i * ldc + j])) && got != R[i * ldc + j]) {
+                    CHECK_MSG(0, "epi: pad clobbered at (%lld,%lld)", (long long)i, (long long)j);
+                    ok = 0;
+                    break;
+                }
+                continue;
+            }
+            double v = R[i * ldc + j];
+            if (bias_kind)
+                v += bias[bias_kind == 1 ? i : j];
+            if (res)
+                v += res_m[i * ldr + j];
+            double want = act_ref(&act, v);
+            double mag = 1.0;
+            for (int64_t k = 0; k < K; k++)
+                mag += fabs((double)(ta ? A[k * lda + i] : A[i * lda + k]) * (tb ? B[j * ldb + k] : B[k * ldb + j]));
+            double tol = 1e-6 * (double)(K + 8) * mag + 1e-5 * fabs(want);
+            if (!(fabs((double)got - want) <= tol)) {
+                CHECK_MSG(0, "epi M=%lld N=%lld K=%lld ta=%d tb=%d a=%g b=%g bias=%d res=%d act=%d packer=%d nt=%d "
+                          "at (%lld,%lld): %g vs %g", (long long)M, (long long)N, (long long)K, ta, tb, alpha, beta,
+                          bias_kind, res, act.kind, packer, nthreads, (long long)i, (long long)j, got, want);
+                ok = 0;
+                break;
+            }
+        }
+    test_checks++;
+    n_epi_cases++;
+    free(A), free(B), free(C), free(R), free(bias), free(res_m);
+    return ok;
+}
+
+static int test_epilogues(unsigned long long *seed)
+{
+    int fails = 0;
+    static const int64_t dims[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 49, 64, 65, 100, 130, 197, 300};
+    const int nd = (int)(sizeof dims / sizeof dims[0]);
+    for (int i = 0; i < 500; i++) {
+        int64_t M = dims[test_rng(seed) % (unsigned)nd], N = dims[test_rng(seed) % (unsigned)nd];
+        int64_t K = dims[test_rng(seed) % (unsigned)nd];
+        if (i % 50 == 0)
+            K = 0;
+        bool ta = (test_rng(seed) % 5) == 0, tb = (test_rng(seed) % 3) == 0;
+        float alpha = i % 7 == 0 ? 0.5f : 1.0f, beta = i % 5 == 0 ? 0.75f : 0.0f;
+        kiln_act act = {.kind = (kiln_act_kind)(i % 11)};
+        act.alpha = act.kind == KILN_ACT_CLIP ? -0.5f : act.kind == KILN_ACT_LEAKYRELU ? 0.1f : 0.2f;
+        act.beta = act.kind == KILN_ACT_CLIP ? 0.75f : 0.5f;
+        int bias_kind = (int)(test_rng(seed) % 3);
+        bool res = (test_rng(seed) % 2) == 0;
+        int packer = (int)(test_rng(seed) % 6);
+        packer = packer == 1 ? 1 : packer == 2 ? 2 : 0;
+        fails += !run_epi_case(1 + i % 3, ta, tb, M, N, K, alpha, beta, bias_kind, res, act, packer, seed);
+    }
+    /* shapes of the networks: 17-column edge panels, thread grids along M and N, deep K */
+    static const int64_t net[][3] = {{512, 49, 4608}, {128, 3072, 768}, {256, 196, 1024}, {24, 1600, 864},
+                                     {1000, 1, 2048}, {1, 1000, 512}, {96, 49, 300}};
+    for (size_t i = 0; i < sizeof net / sizeof net[0]; i++) {
+        kiln_act act = {.kind = i % 2 ? KILN_ACT_GELU : KILN_ACT_RELU};
+        fails += !run_epi_case(2, false, false, net[i][0], net[i][1], net[i][2], 1.0f, 0.0f, 1 + (int)(i % 2), i % 3 != 0,
+                               act, i == 3 ? 1 : i == 4 ? 2 : 0, seed);
+    }
+    return fails;
+}
+
+/* Vectorized activations (and the bias / residual row path) against the scalar ones. */
+static void test_act_accuracy(void)
+{
+    enum { NV = 4096 + 13 };
+    static float x[NV], y[NV], r[NV];
+    unsigned long long s = 7;
+    for (int i = 0; i < NV; i++) {
+        double t = (double)i / NV;
+        x[i] = (float)(i % 3 == 0 ? (t - 0.5) * 40.0 : i % 3 == 1 ? (t - 0.5) * 6.0 : test_randf(&s) * 1e-3);
+        r[i] = test_randf(&s);
+    }
+    x[0] = NAN, x[1] = INFINITY, x[2] = -INFINITY, x[3] = 0.0f, x[4] = -0.0f, x[5] = 1e-30f, x[6] = -88.0f,
+    x[7] = 90.0f, x[8] = -104.0f, x[9] = 1.0f, x[10] = -1.0f, x[11] = 0.625f, x[12] = 4.0f;
+    for (int kind = 1; kind <= 10; kind++) {
+        kiln_act a = {.kind = (kiln_act_kind)kind, .alpha = kind == KILN_ACT_CLIP ? -1.0f : 0.2f,
+                      .beta = kind == KILN_ACT_CLIP ? 2.0f : 0.5f};
+        for (int withres = 0; withres < 2; withres++) {
+            memcpy(y, x, sizeof y);
+            kiln_epi e = {.res = withres ? r : NULL, .ldr = NV, .act = a};
+            kiln__epi_apply_f32(&e, y, NV, 1, NV, 0, 0);
+            for (int i = 0; i < NV; i++) {
+                float in = withres ? x[i] + r[i] : x[i];
+                float want = kiln__act_scalar(&a, in);
+                bool ok = (isnan(want) && isnan(y[i])) || y[i] == want ||
+                          fabs((double)y[i] - (double)want) <= 4e-7 * fabs((double)want) + 2e-7;
+                if (!ok) {
+                    CHECK_MSG(0, "act %s(%.9g) = %.9g, scalar %.9g", kiln__act_name(a.kind), in, y[i], want);
+                    break;
+                }
+            }
+        }
+    }
+    test_checks++;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * FusedMatMul / FusedGemm kernels (float32 fast paths) against loops in double
+ * --------------------------------------------------------------------------------------- */
+
+static kiln_status run_fused(kiln_op op, const char *type, kiln_attr *attrs, int na, int n_in,
+                             const kiln_tensor *const *in, kiln_tensor *out, int nthreads)
+{
+    kiln_node node;
+    memset(&node, 0, sizeof node);
+    node.name = (char *)"test";
+    node.op_type = (char *)type;
+    node.domain = (char *)"kiln";
+    node.op = op;
+    node.opset = 1;
+    node.n_attr = na;
+    node.attrs = attrs;
+    kiln_tensor *outp[1] = {out};
+    kiln_kctx ctx = {.node = &node, .n_in = n_in, .in = in, .n_out = 1, .out = outp, .nthreads = nthreads};
+    return kiln__ref_kernel(op)(&ctx);
+}
+
+static kiln_tensor tens(int ndim, const int64_t *dims, float *data)
+{
+    kiln_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = KILN_DT_FLOAT32;
+    t.ndim = ndim;
+    memcpy(t.dims, dims, sizeof(int64_t) * (size_t)ndim);
+    t.data = data;
+    t.nbytes = (size_t)kiln_tensor_numel(&t) * sizeof(float);
+    return t;
+}
+
+static void test_fused_kernels(unsigned long long *seed)
+{
+    static const char *const acts[] = {NULL, "Relu", "Gelu", "Tanh", "Sigmoid", "HardSwish", "SiLU"};
+    static const kiln_act_kind kinds[] = {KILN_ACT_NONE, KILN_ACT_RELU, KILN_ACT_GELU, KILN_ACT_TANH,
+                                          KILN_ACT_SIGMOID, KILN_ACT_HARDSWISH, KILN_ACT_SILU};
+    for (int it = 0; it < 60; it++) {
+        bool gemm = it % 3 == 2;
+        int64_t B0 = gemm ? 1 : 1 + (int64_t)(test_rng(seed) % 3), M = 1 + (int64_t)(test_rng(seed) % 70);
+        int64_t N = 1 + (int64_t)(test_rng(seed) % 90), K = 1 + (int64_t)(test_rng(seed) % 80);
+        bool ta = gemm && test_rng(seed) % 2, tb = gemm && test_rng(seed) % 2, has_bias = test_rng(seed) % 3 != 0;
+        bool has_res = !gemm && test_rng(seed) % 2;
+        int ai = it % 7;
+        float alpha = gemm && it % 5 == 0 ? 0.5f : 1.0f;
+        float *A = rand_buf((size_t)(B0 * M * K), seed), *Bm = rand_buf((size_t)(K * N), seed);
+        float *bias = rand_buf((size_t)N, seed), *R = rand_buf((size_t)(B0 * M * N), seed);
+        int64_t ad[3] = {B0, M, K}, bd[2] = {K, N}, nd[1] = {N}, rd[3] = {B0, M, N};
+        if (ta)
+            ad[1] = K, ad[2] = M;
+        if (tb)
+            bd[0] = N, bd[1] = K;
+        kiln_tensor At = gemm ? tens(2, ad + 1, A) : tens(3, ad, A), Bt = tens(2, bd, Bm), bt = tens(1, nd, bias),
+                    Rt = tens(3, rd, R);
+        const kiln_tensor *in[4] = {&At, &Bt, has_bias ? &bt : NULL, has_res ? &Rt : NULL};
+        kiln_attr at[6];
+        memset(at, 0, sizeof at);
+        int na = 0;
+        if (ai) {
+            at[na].name = (char *)"activation";
+            at[na].type = KILN_ATTR_STRING;
+            at[na].s = (char *)acts[ai];
+            at[na].s_len = strlen(acts[ai]);
+            na++;
+        }
+        if (gemm) {
+            at[na].name = (char *)"transA", at[na].type = KILN_ATTR_INT, at[na].i = ta, na++;
+            at[na].name = (char *)"transB", at[na].type = KILN_ATTR_INT, at[na].i = tb, na++;
+            at[na].name = (char *)"alpha", at[na].type = KILN_ATTR_FLOAT, at[na].f = alpha, na++;
+        }
+        kiln_tensor out;
+        memset(&out, 0, sizeof out);
+        kiln_status st = gemm ? run_fused(KILN_OP_FusedGemm, "FusedGemm", at, na, has_bias ? 3 : 2, in, &out, 1 + it % 3)
+                              : run_fused(KILN_OP_FusedMatMul, "FusedMatMul", at, na, 4, in, &out, 1 + it % 3);
+        CHECK_MSG(st == KILN_OK, "fused kernel failed: %s", kiln_last_error());
+        kiln_act act = {.kind = kinds[ai]};
+        for (int64_t b = 0; st == KILN_OK && b < B0; b++)
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    double acc = 0, mag = 1;
+                    for (int64_t k = 0; k < K; k++) {
+                        double x = ta ? A[k * M + i] : A[(b * M + i) * K + k], y = tb ? Bm[j * K + k] : Bm[k * N + j];
+                        acc += x * y;
+                        mag += fabs(x * y);
+                    }
+                    acc *= alpha;
+                    if (has_bias)
+                        acc += bias[j];
+                    if (has_res)
+                        acc += R[(b * M + i) * N + j];
+                    double want = act_ref(&act, acc), got = ((float *)out.data)[(b * M + i) * N + j];
+                    if (!(fabs(got - want) <= 1e-5 * mag + 1e-5 * fabs(want))) {
+                        CHECK_MSG(0, "%s B=%lld M=%lld N=%lld K=%lld act=%s bias=%d res=%d: (%lld,%lld,%lld) %g vs %g",
+                                  gemm ? "FusedGemm" : "FusedMatMul", (long long)B0, (long long)M, (long long)N,
+                                  (long long)K, ai ? acts[ai] : "none", has_bias, has_res, (long long)b, (long long)i,
+                                  (long long)j, got, want);
+                        b = B0, i = M;
+                        break;
+                    }
+                }
+        test_checks++;
+        kiln__tensor_release(&out);
+        free(A), free(Bm), free(bias), free(R);
+    }
+}
+
 int main(int argc, char **argv)
 {
     unsigned long long seed = 0x9E3779B97F4A7C15ull;
@@ -212,7 +502,10 @@ int main(int argc, char **argv)
         kiln__sgemm(2, false, false, 2, 2, 0, 1.0f, A, 1, B, 2, 0.5f, D, 2);
         CHECK(D[0] == 0.5f && D[3] == 2.0f);
     }
-    printf("%d gemm cases compared, %d mismatched\n", n_cases, fails);
+    fails += test_epilogues(&seed);
+    test_act_accuracy();
+    test_fused_kernels(&seed);
+    printf("%d gemm cases compared, %d with epilogues, %d mismatched\n", n_cases, n_epi_cases, fails);
 
     if (argc < 2 || argv[1][0] != 'q') {
         bench(2, false, false, 256, 3136, 576);   /* ResNet-50 conv2_x 3x3 (im2col) */

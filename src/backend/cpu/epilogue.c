@@ -1,5 +1,6 @@
 /* Activation epilogues for fused layers; scalar reference semantics match the ONNX ops. */
 #include "epilogue.h"
+#include "vmath.h"
 #include <math.h>
 
 static const char *const act_names[] = {NULL, "Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid",
@@ -51,6 +52,67 @@ float kiln__act_scalar(const kiln_act *a, float x)
     return x;
 }
 
+static bool have_avx512(void)
+{
+#if KILN_VMATH_X86
+    static int cached = -1;
+    if (cached < 0)
+        cached = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                 __builtin_cpu_supports("fma");
+    return cached;
+#else
+    return false;
+#endif
+}
+
+#if KILN_VMATH_X86
+/* y[0:n] = act(y[0:n] + bias + r[0:n]) (bias a scalar or, with bcol, a vector; r may be NULL) */
+__attribute__((target("avx512f,avx512dq,fma"))) static void epi_row512(const kiln_act *a, float *y, int64_t n,
+                                                                        float bias, const float *bcol,
+                                                                        const float *r)
+{
+    const __m512 vb = _mm512_set1_ps(bias);
+    int64_t j = 0;
+    for (; j < n; j += 16) {
+        __mmask16 k = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1u);
+        __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, y + j), bcol ? _mm512_maskz_loadu_ps(k, bcol + j) : vb);
+        if (r)
+            v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, r + j));
+        _mm512_mask_storeu_ps(y + j, k, kiln_v_act(a, v));
+    }
+}
+#endif
+
+static void epi_row_scalar(const kiln_act *a, float *y, int64_t n, float bias, const float *bcol, const float *r)
+{
+    for (int64_t j = 0; j < n; j++) {
+        float v = y[j] + (bcol ? bcol[j] : bias);
+        if (r)
+            v += r[j];
+        y[j] = kiln__act_scalar(a, v);
+    }
+}
+
+void kiln__epi_apply_f32(const kiln_epi *e, float *c, int64_t ldc, int64_t m, int64_t n, int64_t i0, int64_t j0)
+{
+    if (kiln__epi_is_noop(e) || m <= 0 || n <= 0)
+        return;
+    bool v512 = have_avx512();
+    for (int64_t i = 0; i < m; i++) {
+        float bias = e->bias && e->row_bias ? e->bias[i0 + i] : 0.0f;
+        const float *bcol = e->bias && !e->row_bias ? e->bias + j0 : NULL;
+        const float *r = e->res ? e->res + (i0 + i) * e->ldr + j0 : NULL;
+#if KILN_VMATH_X86
+        if (v512) {
+            epi_row512(&e->act, c + i * ldc, n, bias, bcol, r);
+            continue;
+        }
+#endif
+        (void)v512;
+        epi_row_scalar(&e->act, c + i * ldc, n, bias, bcol, r);
+    }
+}
+
 typedef struct {
     const kiln_act *a;
     float *y;
@@ -60,6 +122,12 @@ static void act_task(void *p, int64_t b, int64_t e)
 {
     const act_job *j = p;
     float *y = j->y;
+#if KILN_VMATH_X86
+    if (have_avx512()) {
+        epi_row512(j->a, y + b, e - b, 0.0f, NULL, NULL);
+        return;
+    }
+#endif
     switch (j->a->kind) {
     case KILN_ACT_RELU:
         for (int64_t i = b; i < e; i++)
@@ -69,6 +137,27 @@ static void act_task(void *p, int64_t b, int64_t e)
         float lo = j->a->alpha, hi = j->a->beta;
         for (int64_t i = b; i < e; i++)
             y[i] = y[i] < lo ? lo : y[i] > hi ? hi : y[i];
+        break;
+    }
+    case KILN_ACT_HARDSWISH:
+        for (int64_t i = b; i < e; i++) {
+            float v = y[i] * (1.0f / 6.0f) + 0.5f;
+            v = v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
+            y[i] *= v;
+        }
+        break;
+    case KILN_ACT_HARDSIGMOID: {
+        float al = j->a->alpha, be = j->a->beta;
+        for (int64_t i = b; i < e; i++) {
+            float v = al * y[i] + be;
+            y[i] = v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
+        }
+        break;
+    }
+    case KILN_ACT_LEAKYRELU: {
+        float al = j->a->alpha;
+        for (int64_t i = b; i < e; i++)
+            y[i] = y[i] >= 0.0f ? y[i] : al * y[i];
         break;
     }
     default:

@@ -20,4 +20,23 @@ kiln_status kiln__act_from_node(const kiln_kctx *ctx, kiln_act *a);
 /* y[i] = act(y[i]) for float32. */
 void kiln__act_apply_f32(const kiln_act *a, float *y, int64_t n, int nthreads);
 float kiln__act_scalar(const kiln_act *a, float x);
+
+/* A float32 epilogue applied to a matrix C (rows i, columns j, global coordinates):
+ *   C[i,j] = act(C[i,j] + bias + R[i*ldr + j])
+ * where bias is bias[i] (row_bias) or bias[j], and bias / res may be NULL. */
+typedef struct kiln_epi {
+    const float *bias;
+    bool row_bias;
+    const float *res;
+    int64_t ldr;
+    kiln_act act;
+} kiln_epi;
+
+static inline bool kiln__epi_is_noop(const kiln_epi *e)
+{
+    return !e || (!e->bias && !e->res && e->act.kind == KILN_ACT_NONE);
+}
+/* Applies e to the m x n block of C at c (row stride ldc) whose first element has global
+ * coordinates (i0, j0). Vectorized (AVX-512) where available; scalar semantics otherwise. */
+void kiln__epi_apply_f32(const kiln_epi *e, float *c, int64_t ldc, int64_t m, int64_t n, int64_t i0, int64_t j0);
 #endif

@@ -1,22 +1,34 @@
-/* Single-precision GEMM for the CPU backend (Conv via im2col, MatMul, Gemm).
+/* Single-precision GEMM for the CPU backend (Conv, MatMul, Gemm) with fused epilogues.
  *
- * C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, row-major with leading dimensions.
+ * C[M,N] = epi(alpha * op(A)[M,K] * op(B)[K,N] + beta * C), row-major with leading dimensions;
+ * epi (optional, epilogue.h) adds a per-row or per-column bias and a residual matrix and
+ * applies an activation. kiln__sgemm is the plain BLAS-like entry point, kiln__sgemm_ex
+ * (gemm.h) the extended one (epilogue, caller-supplied B packer, pre-packed B); the direct
+ * convolution driver kiln__conv_direct_f32 (gemm.h) runs the same micro-kernel with its B
+ * operand read through an offset table.
  *
  * Structure (GotoBLAS / BLIS style):
- *   - C is split into a grid of tasks (about one per thread) run through kiln__parallel_for;
- *     each task allocates its own packing buffers, so concurrent sgemm calls and threads
- *     never share mutable state.
+ *   - C is split into a grid of tasks run through kiln__parallel_for; each task allocates its
+ *     own packing buffers, so concurrent sgemm calls and threads never share mutable state.
  *   - Inside a task: NC-wide column blocks of C; KC-deep slices of K, for which op(B) is packed
- *     into NR-wide k-major panels; MC-high row blocks, for which op(A) is packed into MR-high
- *     k-major panels; then an MR x NR register-blocked micro-kernel over each tile.
+ *     into NR-wide k-major panels (by the built-in packer or a caller-supplied one, e.g. an
+ *     implicit im2col); MC-high row blocks; then an MR x NR register-blocked micro-kernel over
+ *     each tile. On the last K slice the micro-kernel applies the epilogue before storing.
+ *   - A is read in place by the AVX-512 micro-kernel when it is row-major (no packing: conv
+ *     weights and activations are used as they are); otherwise it is packed into MR-high
+ *     k-major panels.
  *   - Micro-kernels, chosen at run time with __builtin_cpu_supports: AVX-512F+FMA 8 x 32
- *     (with cheaper variants for 1-, 16- and 17-column edge tiles), AVX2+FMA 6 x 16, and
- *     portable C 6 x 8 (GNU vector extensions).
- *   - Tiny problems, GEMV shapes (M == 1 or N == 1) and allocation failures take a direct
- *     path without packing.
+ *     (with cheaper variants for 1-, 16- and 17-column edge tiles; with A read in place the
+ *     17th column is a dot product along k), AVX2+FMA 6 x 16, and portable C 6 x 8 (GNU
+ *     vector extensions).
+ *   - A grid split only along N gets several tasks per thread (dynamic scheduling); each
+ *     thread's packing buffer is a reusable per-thread scratch buffer (scratch.h).
+ *   - Tiny problems and GEMV shapes (M == 1 or N == 1) take a direct path without packing.
  * Edge tiles are handled by zero padding in the packed panels and masked / partial stores, so
  * every size is supported. With beta == 0, C is never read. */
-#include "../kernel.h"
+#include "gemm.h"
+#include "scratch.h"
+#include "vmath.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define GEMM_X86 1
@@ -25,10 +37,21 @@
 #define GEMM_X86 0
 #endif
 
-/* Micro-kernel: the C tile at c (m <= mr rows of stride ldc, n <= nr columns) becomes
- * alpha * sum_k pa[k*mr + i] * pb[k*nr + j] + beta * tile, over kc steps. */
-typedef void (*gemm_ukr_fn)(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc, float alpha,
-                            float beta, int m, int n);
+/* How a micro-kernel stores its tile: C = alpha * acc + beta * C (beta == 0: C not read),
+ * then, on the last K slice (epi != NULL), the epilogue at global coordinates (i0, j0). */
+typedef struct tile_args {
+    float alpha, beta;
+    const kiln_epi *epi;
+    int64_t i0, j0;
+    const float *pf_a;   /* direct A: the next tile's rows (pf_a + i*lda), prefetched meanwhile; or NULL */
+    const float *colv;   /* direct A, 17-column tile: column 16 of the B panel, contiguous (AVX-512) */
+} tile_args;
+
+/* Micro-kernel over kc steps. A: lda > 0: row-major rows a + i*lda (k contiguous; only for
+ * kernels with direct_a); lda == 0: a packed panel a[k*mr + i]. B: packed panel pb[k*nr + j].
+ * The tile is m <= mr rows by n <= nr columns of C at c (row stride ldc). */
+typedef void (*gemm_ukr_fn)(int64_t kc, const float *a, int64_t lda, const float *pb, float *c, int64_t ldc, int m,
+                            int n, const tile_args *t);
 /* Packs n lines (line i starts at src + i*si, consecutive k at stride sk) into panels of width w,
  * k-major: dst[p*kc*w + k*w + r] = element k of line p*w + r; the last panel is zero padded. */
 typedef void (*gemm_pack_fn)(const float *src, int64_t si, int64_t sk, int64_t n, int64_t kc, float *dst);
@@ -38,6 +61,7 @@ typedef struct gemm_impl {
     gemm_ukr_fn ukr;
     gemm_pack_fn pack_a, pack_b;   /* pack_a: width mr, pack_b: width nr */
     int64_t mc, kc, nc;            /* cache blocking targets */
+    bool direct_a;                 /* the micro-kernel can read row-major A in place */
 } gemm_impl;
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -90,20 +114,32 @@ static inline __attribute__((always_inline)) void pack_generic(const float *src,
     }
 }
 
-/* C tile update from an accumulator tile t (row stride ldt). */
-static void store_tile(const float *t, int ldt, float *c, int64_t ldc, float alpha, float beta, int m, int n)
+/* Scalar epilogue of one element at global (i, j). */
+static inline float epi_scalar(const kiln_epi *e, float v, int64_t i, int64_t j)
+{
+    if (e->bias)
+        v += e->bias[e->row_bias ? i : j];
+    if (e->res)
+        v += e->res[i * e->ldr + j];
+    return kiln__act_scalar(&e->act, v);
+}
+
+/* C tile update from an accumulator tile acc (row stride ldt). */
+static void store_tile(const float *acc, int ldt, float *c, int64_t ldc, int m, int n, const tile_args *t)
 {
     for (int i = 0; i < m; i++) {
         float *cr = c + i * ldc;
-        const float *tr = t + i * ldt;
-        if (beta == 0.0f) {
+        const float *tr = acc + i * ldt;
+        if (t->beta == 0.0f) {
             for (int j = 0; j < n; j++)
-                cr[j] = alpha * tr[j];
+                cr[j] = t->alpha * tr[j];
         } else {
             for (int j = 0; j < n; j++)
-                cr[j] = alpha * tr[j] + beta * cr[j];
+                cr[j] = t->alpha * tr[j] + t->beta * cr[j];
         }
     }
+    if (t->epi)
+        kiln__epi_apply_f32(t->epi, c, ldc, m, n, t->i0, t->j0);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -115,9 +151,10 @@ static void store_tile(const float *t, int ldt, float *c, int64_t ldc, float alp
 
 typedef float gemm_v4 __attribute__((vector_size(16)));
 
-static void ukr_c(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc, float alpha, float beta,
-                  int m, int n)
+static void ukr_c(int64_t kc, const float *pa, int64_t lda, const float *pb, float *c, int64_t ldc, int m, int n,
+                  const tile_args *t)
 {
+    (void)lda; /* always packed */
     gemm_v4 acc[MR_C][2];
 #pragma GCC unroll 8
     for (int i = 0; i < MR_C; i++)
@@ -135,9 +172,9 @@ static void ukr_c(int64_t kc, const float *pa, const float *pb, float *c, int64_
         pa += MR_C;
         pb += NR_C;
     }
-    float t[MR_C * NR_C];
-    memcpy(t, acc, sizeof t);
-    store_tile(t, NR_C, c, ldc, alpha, beta, m, n);
+    float tt[MR_C * NR_C];
+    memcpy(tt, acc, sizeof tt);
+    store_tile(tt, NR_C, c, ldc, m, n, t);
 }
 
 static void pack_c_a(const float *src, int64_t si, int64_t sk, int64_t n, int64_t kc, float *dst)
@@ -149,7 +186,7 @@ static void pack_c_b(const float *src, int64_t si, int64_t sk, int64_t n, int64_
     pack_generic(src, si, sk, n, kc, dst, NR_C);
 }
 
-static const gemm_impl impl_c = {MR_C, NR_C, ukr_c, pack_c_a, pack_c_b, 128, 256, 1024};
+static const gemm_impl impl_c = {MR_C, NR_C, ukr_c, pack_c_a, pack_c_b, 128, 256, 1024, false};
 
 #if GEMM_X86
 /* ------------------------------------------------------------------------------------------
@@ -159,9 +196,10 @@ static const gemm_impl impl_c = {MR_C, NR_C, ukr_c, pack_c_a, pack_c_b, 128, 256
 #define MR_AVX2 6
 #define NR_AVX2 16
 
-__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *pa, const float *pb, float *c,
-                                                          int64_t ldc, float alpha, float beta, int m, int n)
+__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *pa, int64_t lda, const float *pb,
+                                                          float *c, int64_t ldc, int m, int n, const tile_args *t)
 {
+    (void)lda; /* always packed */
     __m256 c0[MR_AVX2], c1[MR_AVX2];
 #pragma GCC unroll 8
     for (int i = 0; i < MR_AVX2; i++)
@@ -180,13 +218,13 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
         pa += MR_AVX2;
         pb += NR_AVX2;
     }
-    if (m == MR_AVX2 && n == NR_AVX2) {
-        __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+    if (m == MR_AVX2 && n == NR_AVX2 && !t->epi) {
+        __m256 va = _mm256_set1_ps(t->alpha), vb = _mm256_set1_ps(t->beta);
 #pragma GCC unroll 8
         for (int i = 0; i < MR_AVX2; i++) {
             float *cr = c + i * ldc;
             __m256 r0 = _mm256_mul_ps(c0[i], va), r1 = _mm256_mul_ps(c1[i], va);
-            if (beta != 0.0f) {
+            if (t->beta != 0.0f) {
                 r0 = _mm256_fmadd_ps(_mm256_loadu_ps(cr), vb, r0);
                 r1 = _mm256_fmadd_ps(_mm256_loadu_ps(cr + 8), vb, r1);
             }
@@ -194,13 +232,13 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
             _mm256_storeu_ps(cr + 8, r1);
         }
     } else {
-        float t[MR_AVX2 * NR_AVX2] __attribute__((aligned(32)));
+        float tt[MR_AVX2 * NR_AVX2] __attribute__((aligned(32)));
 #pragma GCC unroll 8
         for (int i = 0; i < MR_AVX2; i++) {
-            _mm256_store_ps(t + i * NR_AVX2, c0[i]);
-            _mm256_store_ps(t + i * NR_AVX2 + 8, c1[i]);
+            _mm256_store_ps(tt + i * NR_AVX2, c0[i]);
+            _mm256_store_ps(tt + i * NR_AVX2 + 8, c1[i]);
         }
-        store_tile(t, NR_AVX2, c, ldc, alpha, beta, m, n);
+        store_tile(tt, NR_AVX2, c, ldc, m, n, t);
     }
 }
 
@@ -215,7 +253,7 @@ __attribute__((target("avx2,fma"))) static void pack_avx2_b(const float *src, in
     pack_generic(src, si, sk, n, kc, dst, NR_AVX2);
 }
 
-static const gemm_impl impl_avx2 = {MR_AVX2, NR_AVX2, ukr_avx2, pack_avx2_a, pack_avx2_b, 144, 256, 1024};
+static const gemm_impl impl_avx2 = {MR_AVX2, NR_AVX2, ukr_avx2, pack_avx2_a, pack_avx2_b, 144, 256, 1024, false};
 
 /* ------------------------------------------------------------------------------------------
  * AVX-512F + FMA micro-kernel: 8 x 32
@@ -223,13 +261,77 @@ static const gemm_impl impl_avx2 = {MR_AVX2, NR_AVX2, ukr_avx2, pack_avx2_a, pac
 
 #define MR_512 8
 #define NR_512 32
+#define T512 __attribute__((target("avx512f,avx512dq,fma")))
 
 /* Edge-tile variants of the 8 x 32 kernel, so a narrow last panel does not pay for 32 columns. */
 enum { W_FULL, W_17, W_16, W_1 };
 
-__attribute__((target("avx512f,fma"), always_inline)) static inline void
-ukr512_body(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc, float alpha, float beta, int m,
-            int n, const int variant)
+/* r (columns jo.. of row i of the tile, lanes in mask k) through the epilogue */
+T512 __attribute__((always_inline)) static inline __m512 epi512(const tile_args *t, __m512 r, int i, int jo,
+                                                                __mmask16 k)
+{
+    const kiln_epi *e = t->epi;
+    if (e->bias)
+        r = _mm512_add_ps(r, e->row_bias ? _mm512_set1_ps(e->bias[t->i0 + i])
+                                         : _mm512_maskz_loadu_ps(k, e->bias + t->j0 + jo));
+    if (e->res)
+        r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(k, e->res + (t->i0 + i) * e->ldr + t->j0 + jo));
+    return kiln_v_act(&e->act, r);
+}
+
+/* Stores an accumulated tile (c0: columns 0-15, c1: 16-31, cx: the extra column of W_17 / W_1)
+ * with alpha, beta and the epilogue (see tile_args). */
+T512 __attribute__((always_inline)) static inline void store512(const __m512 *c0, const __m512 *c1, __m256 cx, float *c,
+                                                                int64_t ldc, int m, int n, const tile_args *t,
+                                                                const int variant)
+{
+    const float alpha = t->alpha, beta = t->beta;
+    if (variant != W_1) {
+        __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+        int n0 = variant == W_17 ? 16 : n;   /* columns held in c0 */
+        __mmask16 k0 = n0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n0) - 1u);
+        __mmask16 k1 = n >= 32 ? (__mmask16)0xFFFF : n > 16 ? (__mmask16)((1u << (n - 16)) - 1u) : (__mmask16)0;
+#pragma GCC unroll 8
+        for (int i = 0; i < MR_512; i++) {
+            if (i >= m)
+                break;
+            float *cr = c + i * ldc;
+            __m512 r0 = _mm512_mul_ps(c0[i], va);
+            if (beta != 0.0f)
+                r0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k0, cr), vb, r0);
+            if (t->epi)
+                r0 = epi512(t, r0, i, 0, k0);
+            _mm512_mask_storeu_ps(cr, k0, r0);
+            if (variant == W_FULL && k1) {
+                __m512 r1 = _mm512_mul_ps(c1[i], va);
+                if (beta != 0.0f)
+                    r1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k1, cr + 16), vb, r1);
+                if (t->epi)
+                    r1 = epi512(t, r1, i, 16, k1);
+                _mm512_mask_storeu_ps(cr + 16, k1, r1);
+            }
+        }
+    }
+    if (variant == W_17 || variant == W_1) {
+        float x[8] __attribute__((aligned(32)));
+        _mm256_store_ps(x, cx);
+        int col = variant == W_17 ? 16 : 0;
+        for (int i = 0; i < m; i++) {
+            float *cp = c + i * ldc + col;
+            float v = beta == 0.0f ? alpha * x[i] : alpha * x[i] + beta * *cp;
+            *cp = t->epi ? epi_scalar(t->epi, v, t->i0 + i, t->j0 + col) : v;
+        }
+    }
+}
+
+/* direct: all 8 A rows read in place (a + i*lda, m == 8); else packed. Direct mode has only
+ * the W_FULL and W_16 variants (an extra column needs the 8 A values of one k side by side).
+ * Direct rows are addressed from two moving pointers (rows 0-3 and 4-7) with lda / 2 lda /
+ * 3 lda offsets, so the loop needs few general registers and nothing spills. */
+T512 __attribute__((always_inline)) static inline void ukr512_body(int64_t kc, const float *a, int64_t lda,
+                                                                   const float *pb, float *c, int64_t ldc, int m,
+                                                                   int n, const tile_args *t, const int variant,
+                                                                   const bool direct)
 {
     __m512 c0[MR_512], c1[MR_512];
     __m256 cx = _mm256_setzero_ps();   /* extra column (W_17: column 16, W_1: column 0), 8 rows */
@@ -240,33 +342,92 @@ ukr512_body(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc,
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
         _mm_prefetch((const char *)(c + i * ldc + n - 1), _MM_HINT_T0);
     }
-    if (variant == W_FULL) {
-#pragma GCC unroll 4
-        for (int64_t k = 0; k < kc; k++) {
-            __m512 b0 = _mm512_load_ps(pb), b1 = _mm512_load_ps(pb + 16);
-#pragma GCC unroll 8
-            for (int i = 0; i < MR_512; i++) {
-                __m512 a = _mm512_set1_ps(pa[i]);
-                c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
-                c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
-            }
-            pa += MR_512;
-            pb += NR_512;
+    if (t->epi && t->epi->res)
+        for (int i = 0; i < m; i++) {
+            const float *r = t->epi->res + (t->i0 + i) * t->epi->ldr + t->j0;
+            _mm_prefetch((const char *)r, _MM_HINT_T0);
+            _mm_prefetch((const char *)(r + n - 1), _MM_HINT_T0);
         }
+    const int64_t l1 = direct ? lda : 1, l2 = 2 * l1, l3 = 3 * l1, as = direct ? 1 : MR_512;
+    const float *q0 = a, *q4 = a + 4 * l1;
+#define A_PTR(i) ((i) < 4 ? q0 + ((i) == 0 ? 0 : (i) == 1 ? l1 : (i) == 2 ? l2 : l3) \
+                          : q4 + ((i) == 4 ? 0 : (i) == 5 ? l1 : (i) == 6 ? l2 : l3))
+#define A_AT(i) (*A_PTR(i))
+#define STEP_FULL()                                                                                      \
+    do {                                                                                                 \
+        __m512 b0 = _mm512_load_ps(pb), b1 = _mm512_load_ps(pb + 16);                                   \
+        _Pragma("GCC unroll 8") for (int i = 0; i < MR_512; i++)                                         \
+        {                                                                                                \
+            __m512 av = _mm512_set1_ps(A_AT(i));                                                         \
+            c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);                                                      \
+            c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);                                                      \
+        }                                                                                                \
+        q0 += as;                                                                                        \
+        q4 += as;                                                                                        \
+        pb += NR_512;                                                                                    \
+    } while (0)
+    if (variant == W_FULL) {
+        int64_t k = 0;
+        const float *pf = direct ? t->pf_a : NULL;
+        if (pf) {
+            /* one cache line of each of the next tile's 8 rows every 16 steps */
+            for (; k + 16 <= kc; k += 16) {
+#pragma GCC unroll 8
+                for (int i = 0; i < MR_512; i++)
+                    _mm_prefetch((const char *)(pf + i * lda + k), _MM_HINT_T0);
+#pragma GCC unroll 4
+                for (int u = 0; u < 16; u++)
+                    STEP_FULL();
+            }
+        }
+#pragma GCC unroll 4
+        for (; k < kc; k++)
+            STEP_FULL();
+    } else if (variant == W_17 && direct) {
+        /* columns 0-15 as W_16; column 16 as 8 dot products along k of the A rows (contiguous)
+         * with the panel's column 16 (t->colv), reduced at the end */
+        __m512 dx[MR_512];
+#pragma GCC unroll 8
+        for (int i = 0; i < MR_512; i++)
+            dx[i] = _mm512_setzero_ps();
+        const float *cv = t->colv;
+        for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+            int r = kc - k0 < 16 ? (int)(kc - k0) : 16;
+            __mmask16 km = r == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << r) - 1u);
+            __m512 vc = _mm512_maskz_loadu_ps(km, cv + k0);
+#pragma GCC unroll 8
+            for (int i = 0; i < MR_512; i++)
+                dx[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(km, A_PTR(i)), vc, dx[i]);
+            for (int u = 0; u < r; u++) {
+                __m512 b0 = _mm512_load_ps(pb);
+#pragma GCC unroll 8
+                for (int i = 0; i < MR_512; i++)
+                    c0[i] = _mm512_fmadd_ps(_mm512_set1_ps(A_AT(i)), b0, c0[i]);
+                q0 += as;
+                q4 += as;
+                pb += NR_512;
+            }
+        }
+        float xs[MR_512] __attribute__((aligned(32)));
+#pragma GCC unroll 8
+        for (int i = 0; i < MR_512; i++)
+            xs[i] = _mm512_reduce_add_ps(dx[i]);
+        cx = _mm256_load_ps(xs);
     } else if (variant == W_17 || variant == W_16) {
 #pragma GCC unroll 4
         for (int64_t k = 0; k < kc; k++) {
-            __m512 b0 = _mm512_load_ps(pb);
+            __m512 b0 = _mm512_load_ps(pb + k * NR_512);
 #pragma GCC unroll 8
             for (int i = 0; i < MR_512; i++)
-                c0[i] = _mm512_fmadd_ps(_mm512_set1_ps(pa[i]), b0, c0[i]);
+                c0[i] = _mm512_fmadd_ps(_mm512_set1_ps(A_AT(i)), b0, c0[i]);
+            q0 += as;
+            q4 += as;
             if (variant == W_17)
-                cx = _mm256_fmadd_ps(_mm256_load_ps(pa), _mm256_set1_ps(pb[16]), cx);
-            pa += MR_512;
-            pb += NR_512;
+                cx = _mm256_fmadd_ps(_mm256_load_ps(a + k * MR_512), _mm256_set1_ps(pb[k * NR_512 + 16]), cx);
         }
     } else {
         /* one column: four independent chains hide the FMA latency */
+        const float *pa = a;
         __m256 cy[4] = {cx, cx, cx, cx};
         int64_t k = 0;
         for (; k + 4 <= kc; k += 4) {
@@ -283,52 +444,11 @@ ukr512_body(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc,
         }
         cx = _mm256_add_ps(_mm256_add_ps(cy[0], cy[1]), _mm256_add_ps(cy[2], cy[3]));
     }
+#undef A_AT
+#undef A_PTR
+#undef STEP_FULL
 
-    if (variant != W_1) {
-        __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-        int n0 = variant == W_17 ? 16 : n;   /* columns held in c0 */
-        __mmask16 k0 = n0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n0) - 1u);
-        __mmask16 k1 = n >= 32 ? (__mmask16)0xFFFF : n > 16 ? (__mmask16)((1u << (n - 16)) - 1u) : (__mmask16)0;
-#pragma GCC unroll 8
-        for (int i = 0; i < MR_512; i++) {
-            if (i >= m)
-                break;
-            float *cr = c + i * ldc;
-            __m512 r0 = _mm512_mul_ps(c0[i], va);
-            if (beta != 0.0f)
-                r0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k0, cr), vb, r0);
-            _mm512_mask_storeu_ps(cr, k0, r0);
-            if (variant == W_FULL) {
-                __m512 r1 = _mm512_mul_ps(c1[i], va);
-                if (beta != 0.0f)
-                    r1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k1, cr + 16), vb, r1);
-                _mm512_mask_storeu_ps(cr + 16, k1, r1);
-            }
-        }
-    }
-    if (variant == W_17 || variant == W_1) {
-        float x[8] __attribute__((aligned(32)));
-        _mm256_store_ps(x, cx);
-        int col = variant == W_17 ? 16 : 0;
-        for (int i = 0; i < m; i++) {
-            float *cp = c + i * ldc + col;
-            *cp = beta == 0.0f ? alpha * x[i] : alpha * x[i] + beta * *cp;
-        }
-    }
-}
-
-__attribute__((target("avx512f,fma"))) static void ukr_avx512(int64_t kc, const float *pa, const float *pb,
-                                                               float *c, int64_t ldc, float alpha, float beta,
-                                                               int m, int n)
-{
-    if (n > 17)
-        ukr512_body(kc, pa, pb, c, ldc, alpha, beta, m, n, W_FULL);
-    else if (n == 17)
-        ukr512_body(kc, pa, pb, c, ldc, alpha, beta, m, n, W_17);
-    else if (n > 1)
-        ukr512_body(kc, pa, pb, c, ldc, alpha, beta, m, n, W_16);
-    else
-        ukr512_body(kc, pa, pb, c, ldc, alpha, beta, m, n, W_1);
+    store512(c0, c1, cx, c, ldc, m, n, t, variant);
 }
 
 /* Transposes up to 8 lines (src + i*si, i < nrows) x up to 16 consecutive k (kt <= 16) into
@@ -416,22 +536,25 @@ __attribute__((target("avx512f,fma"))) static void pack_avx512_b(const float *sr
                                                                   int64_t n, int64_t kc, float *dst)
 {
     if (si == 1) {
-        /* rows of op(B) contiguous (B not transposed) */
-        for (int64_t p = 0; p < n; p += 32, dst += kc * 32) {
-            int64_t nw = min64(32, n - p);
-            const float *s = src + p;
-            if (nw == 32) {
-                for (int64_t k = 0; k < kc; k++) {
-                    _mm512_store_ps(dst + k * 32, _mm512_loadu_ps(s + k * sk));
-                    _mm512_store_ps(dst + k * 32 + 16, _mm512_loadu_ps(s + k * sk + 16));
-                }
-            } else {
-                __mmask16 m0 = nw >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nw) - 1u);
-                __mmask16 m1 = nw > 16 ? (__mmask16)((1u << (nw - 16)) - 1u) : (__mmask16)0;
-                for (int64_t k = 0; k < kc; k++) {
-                    _mm512_store_ps(dst + k * 32, _mm512_maskz_loadu_ps(m0, s + k * sk));
-                    _mm512_store_ps(dst + k * 32 + 16, _mm512_maskz_loadu_ps(m1, s + k * sk + 16));
-                }
+        /* rows of op(B) contiguous (B not transposed): read row by row, so the source streams
+         * sequentially (a weight matrix usually comes from memory, not cache) */
+        int64_t full = n / 32, nw = n - full * 32;
+        __mmask16 m0 = nw >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nw) - 1u);
+        __mmask16 m1 = nw > 16 ? (__mmask16)((1u << (nw - 16)) - 1u) : (__mmask16)0;
+        enum { PF_ROWS = 16 };   /* rows prefetched ahead, into L2 */
+        for (int64_t k = 0; k < kc; k++) {
+            const float *s = src + k * sk;
+            float *d = dst + k * 32;
+            if (k + PF_ROWS < kc)
+                for (int64_t j = 0; j < n; j += 16)
+                    _mm_prefetch((const char *)(src + (k + PF_ROWS) * sk + j), _MM_HINT_T1);
+            for (int64_t p = 0; p < full; p++, s += 32, d += kc * 32) {
+                _mm512_store_ps(d, _mm512_loadu_ps(s));
+                _mm512_store_ps(d + 16, _mm512_loadu_ps(s + 16));
+            }
+            if (nw) {
+                _mm512_store_ps(d, _mm512_maskz_loadu_ps(m0, s));
+                _mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(m1, s + 16));
             }
         }
     } else if (sk == 1) {
@@ -462,6 +585,144 @@ __attribute__((target("avx512f,fma"))) static void pack_avx512_b(const float *sr
     }
 }
 
+T512 static void ukr_avx512(int64_t kc, const float *a, int64_t lda, const float *pb, float *c, int64_t ldc, int m,
+                            int n, const tile_args *t)
+{
+    if (lda && m < MR_512) {
+        /* edge rows: pack them (zero padded) and take the packed variants, KC_EDGE steps at a time */
+        enum { KC_EDGE = 256 };
+        float pk[MR_512 * KC_EDGE] __attribute__((aligned(64)));
+        tile_args ts = *t;
+        for (int64_t k0 = 0; k0 < kc; k0 += KC_EDGE) {
+            int64_t ks = min64(KC_EDGE, kc - k0);
+            ts.beta = k0 == 0 ? t->beta : 1.0f;
+            ts.epi = k0 + ks >= kc ? t->epi : NULL;
+            pack_avx512_a(a + k0, lda, 1, m, ks, pk);
+            ukr_avx512(ks, pk, 0, pb + k0 * NR_512, c, ldc, m, n, &ts);
+        }
+        return;
+    }
+    if (lda) {
+        if (n == 17 && t->colv)
+            ukr512_body(kc, a, lda, pb, c, ldc, m, n, t, W_17, true);
+        else if (n > 16)
+            ukr512_body(kc, a, lda, pb, c, ldc, m, n, t, W_FULL, true);
+        else
+            ukr512_body(kc, a, lda, pb, c, ldc, m, n, t, W_16, true);
+    } else if (n > 17) {
+        ukr512_body(kc, a, 0, pb, c, ldc, m, n, t, W_FULL, false);
+    } else if (n == 17) {
+        ukr512_body(kc, a, 0, pb, c, ldc, m, n, t, W_17, false);
+    } else if (n > 1) {
+        ukr512_body(kc, a, 0, pb, c, ldc, m, n, t, W_16, false);
+    } else {
+        ukr512_body(kc, a, 0, pb, c, ldc, m, n, t, W_1, false);
+    }
+}
+
+/* Direct convolution tile: like the direct-A W_FULL / W_16 kernel, with B(k, l) = xb[off[k] + l].
+ * Edge rows (m < 8) are copied into a full 8-row block first (kc <= KC_CONV). */
+#define KC_CONV 256
+T512 static void ukr512_conv(int64_t kc, const float *a, int64_t lda, const float *xb, const int64_t *off, float *c,
+                             int64_t ldc, int m, int n, const tile_args *t)
+{
+    float abuf[MR_512 * KC_CONV] __attribute__((aligned(64)));
+    if (m < MR_512) {
+        for (int i = 0; i < MR_512; i++)
+            memcpy(abuf + i * kc, a + (i < m ? i : m - 1) * lda, sizeof(float) * (size_t)kc);
+        a = abuf;
+        lda = kc;
+    }
+    __m512 c0[MR_512], c1[MR_512];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR_512; i++)
+        c0[i] = c1[i] = _mm512_setzero_ps();
+    for (int i = 0; i < m; i++) {
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + n - 1), _MM_HINT_T0);
+    }
+    if (t->epi && t->epi->res)
+        for (int i = 0; i < m; i++) {
+            const float *r = t->epi->res + (t->i0 + i) * t->epi->ldr + t->j0;
+            _mm_prefetch((const char *)r, _MM_HINT_T0);
+            _mm_prefetch((const char *)(r + n - 1), _MM_HINT_T0);
+        }
+    const int64_t l1 = lda, l2 = 2 * lda, l3 = 3 * lda;
+    const float *q0 = a, *q4 = a + 4 * lda;
+#define A_AT(i) ((i) < 4 ? q0[(i) == 0 ? 0 : (i) == 1 ? l1 : (i) == 2 ? l2 : l3] \
+                         : q4[(i) == 4 ? 0 : (i) == 5 ? l1 : (i) == 6 ? l2 : l3])
+    const float *pf = t->pf_a;
+    if (n > 16) {
+        int64_t k = 0;
+        for (;;) {
+            int64_t ke = k + 16 < kc ? k + 16 : kc;
+            if (pf && ke - k == 16)
+#pragma GCC unroll 8
+                for (int i = 0; i < MR_512; i++)
+                    _mm_prefetch((const char *)(pf + i * lda + k), _MM_HINT_T0);
+#pragma GCC unroll 4
+            for (; k < ke; k++) {
+                const float *src = xb + off[k];
+                __m512 b0 = _mm512_loadu_ps(src), b1 = _mm512_loadu_ps(src + 16);
+#pragma GCC unroll 8
+                for (int i = 0; i < MR_512; i++) {
+                    __m512 av = _mm512_set1_ps(A_AT(i));
+                    c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
+                    c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
+                }
+                q0++;
+                q4++;
+            }
+            if (k >= kc)
+                break;
+        }
+        store512(c0, c1, _mm256_setzero_ps(), c, ldc, m, n, t, W_FULL);
+    } else {
+#pragma GCC unroll 4
+        for (int64_t k = 0; k < kc; k++) {
+            __m512 b0 = _mm512_loadu_ps(xb + off[k]);
+#pragma GCC unroll 8
+            for (int i = 0; i < MR_512; i++)
+                c0[i] = _mm512_fmadd_ps(_mm512_set1_ps(A_AT(i)), b0, c0[i]);
+            q0++;
+            q4++;
+        }
+        store512(c0, c1, _mm256_setzero_ps(), c, ldc, m, n, t, W_16);
+    }
+#undef A_AT
+}
+
+typedef struct convd_job {
+    const kiln_convd *d;
+    int64_t tw;           /* tiles per output row */
+} convd_job;
+
+T512 static void convd_task(void *ctx, int64_t t0, int64_t t1)
+{
+    const convd_job *j = ctx;
+    const kiln_convd *d = j->d;
+    const int64_t M = d->M, K = d->K;
+    int64_t kb = ceil_div(K, KC_CONV), kcs = ceil_div(K, kb);
+    for (int64_t tile = t0; tile < t1; tile++) {
+        int64_t oy = tile / j->tw, ox0 = (tile % j->tw) * 32;
+        int n = (int)min64(32, d->Wo - ox0);
+        const float *xb = d->xp + oy * d->row_stride + ox0;
+        int64_t col = oy * d->Wo + ox0;
+        for (int64_t pc = 0; pc < K; pc += kcs) {
+            int64_t kc = min64(kcs, K - pc);
+            tile_args t = {.alpha = 1.0f, .beta = pc == 0 ? 0.0f : 1.0f, .epi = pc + kc >= K ? d->epi : NULL,
+                           .j0 = col};
+            for (int64_t ir = 0; ir < M; ir += MR_512) {
+                int m = (int)min64(MR_512, M - ir);
+                const float *a = d->A + ir * d->lda + pc;
+                t.i0 = ir;
+                t.pf_a = ir + 2 * MR_512 <= M ? a + MR_512 * d->lda : NULL;
+                ukr512_conv(kc, a, d->lda, xb, d->off + pc, d->C + ir * d->ldc + col, d->ldc, m, n, &t);
+            }
+        }
+    }
+}
+
 #ifndef GEMM_MC512
 #define GEMM_MC512 192
 #endif
@@ -472,7 +733,7 @@ __attribute__((target("avx512f,fma"))) static void pack_avx512_b(const float *sr
 #define GEMM_NC512 1024
 #endif
 static const gemm_impl impl_avx512 = {MR_512, NR_512, ukr_avx512, pack_avx512_a, pack_avx512_b,
-                                      GEMM_MC512, GEMM_KC512, GEMM_NC512};
+                                      GEMM_MC512, GEMM_KC512, GEMM_NC512, true};
 #endif /* GEMM_X86 */
 
 #ifndef GEMM_MIN_FLOPS_PER_THREAD
@@ -484,7 +745,7 @@ static const gemm_impl *select_impl(void)
 {
 #if GEMM_X86
 #if !defined(KILN_GEMM_FORCE_AVX2) && !defined(KILN_GEMM_FORCE_C)
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma"))
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma"))
         return &impl_avx512;
 #endif
 #if !defined(KILN_GEMM_FORCE_C)
@@ -508,6 +769,11 @@ typedef struct gemm_job {
     int64_t ldc;
     int64_t a_rs, a_cs;   /* op(A)(i,k) = A[i*a_rs + k*a_cs] */
     int64_t b_rs, b_cs;   /* op(B)(k,j) = B[k*b_rs + j*b_cs] */
+    kiln_gemm_packb_fn packb;
+    void *packb_ctx;
+    const float *bpack;   /* op(B) pre-packed in full-K panels, or NULL */
+    const kiln_epi *epi;  /* NULL when there is nothing to do */
+    bool direct_a;        /* the micro-kernel reads A in place */
     /* task grid */
     int64_t tm, tn;       /* tasks along M and N */
     int64_t mstep, nstep; /* rows / columns per task (multiples of mr / nr) */
@@ -587,6 +853,8 @@ static inline __attribute__((always_inline)) void direct_body(const gemm_job *g,
                 for (int64_t j = 0; j < nj; j++)
                     cr[j] = alpha * acc[j] + beta * cr[j];
             }
+            if (g->epi)
+                kiln__epi_apply_f32(g->epi, cr, g->ldc, 1, nj, i, j0);
         }
     }
 }
@@ -636,27 +904,50 @@ static void direct_task_cols(void *ctx, int64_t begin, int64_t end)
  * Packed path
  * ------------------------------------------------------------------------------------------ */
 
-/* Rows [m0,m1) x columns [n0,n1) of C, with this task's packing buffers pa and pb. */
-static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *pa, float *pb)
+/* Rows [m0,m1) x columns [n0,n1) of C, with this task's packing buffers pa (unused with
+ * direct A) and pb. */
+static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *pa, float *pb,
+                         float *colv)
 {
     const gemm_impl *im = g->im;
     const int mr = im->mr, nr = im->nr;
     const int64_t K = g->K, ldc = g->ldc;
+    const bool direct = g->direct_a;
     for (int64_t jc = n0; jc < n1; jc += g->nc) {
         int64_t nc = min64(g->nc, n1 - jc);
         for (int64_t pc = 0; pc < K; pc += g->kc) {
             int64_t kc = min64(g->kc, K - pc);
-            float beta = pc == 0 ? g->beta : 1.0f;   /* later K slices accumulate */
-            im->pack_b(g->B + pc * g->b_rs + jc * g->b_cs, g->b_cs, g->b_rs, nc, kc, pb);
+            tile_args t = {.alpha = g->alpha, .beta = pc == 0 ? g->beta : 1.0f,   /* later K slices accumulate */
+                           .epi = pc + kc >= K ? g->epi : NULL};
+            if (g->bpack)
+                ; /* panels already in place */
+            else if (g->packb)
+                g->packb(g->packb_ctx, pc, kc, jc, nc, nr, pb);
+            else
+                im->pack_b(g->B + pc * g->b_rs + jc * g->b_cs, g->b_cs, g->b_rs, nc, kc, pb);
             for (int64_t ic = m0; ic < m1; ic += g->mc) {
                 int64_t mc = min64(g->mc, m1 - ic);
-                im->pack_a(g->A + ic * g->a_rs + pc * g->a_cs, g->a_rs, g->a_cs, mc, kc, pa);
+                if (!direct)
+                    im->pack_a(g->A + ic * g->a_rs + pc * g->a_cs, g->a_rs, g->a_cs, mc, kc, pa);
                 float *cblk = g->C + ic * ldc + jc;
                 for (int64_t jr = 0; jr < nc; jr += nr) {
                     int n = (int)min64(nr, nc - jr);
+                    /* this K slice of panel jr: in the task's packed block, or in the pre-packed B */
+                    const float *bp = g->bpack ? g->bpack + ((jc + jr) / nr) * K * nr + pc * nr : pb + jr * kc;
+                    t.j0 = jc + jr;
+                    t.colv = NULL;
+                    if (direct && n == 17 && nr == 32 && colv) {
+                        /* the 17th column side by side, for the direct 17-column kernel */
+                        for (int64_t k = 0; k < kc; k++)
+                            colv[k] = bp[k * nr + 16];
+                        t.colv = colv;
+                    }
                     for (int64_t ir = 0; ir < mc; ir += mr) {
                         int m = (int)min64(mr, mc - ir);
-                        im->ukr(kc, pa + ir * kc, pb + jr * kc, cblk + ir * ldc + jr, ldc, g->alpha, beta, m, n);
+                        t.i0 = ic + ir;
+                        const float *a = direct ? g->A + (ic + ir) * g->a_rs + pc : pa + ir * kc;
+                        t.pf_a = direct && ir + 2 * mr <= mc ? a + mr * g->a_rs : NULL;
+                        im->ukr(kc, a, direct ? g->a_rs : 0, bp, cblk + ir * ldc + jr, ldc, m, n, &t);
                     }
                 }
             }
@@ -664,15 +955,29 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
     }
 }
 
+/* Out of memory: the same computation with one-panel blocking and buffers on the stack. */
+static void packed_block_small(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1)
+{
+    enum { KS = 64, PMAX = 32 };
+    float pa[KS * PMAX] __attribute__((aligned(64)));
+    float pb[KS * PMAX] __attribute__((aligned(64)));
+    gemm_job s = *g;
+    s.kc = KS;
+    s.mc = g->im->mr;
+    s.nc = g->im->nr;
+    packed_block(&s, m0, m1, n0, n1, pa, pb, NULL);
+}
+
 static void gemm_task(void *ctx, int64_t begin, int64_t end)
 {
     const gemm_job *g = ctx;
-    void *raw = kiln__malloc(g->buf_floats * sizeof(float) + 128);
-    float *pa = NULL, *pb = NULL;
+    void *raw = kiln__scratch(KILN_SCRATCH_GEMM, g->buf_floats * sizeof(float) + 128);
+    float *pa = NULL, *pb = NULL, *colv = NULL;
     if (raw) {
-        pa = (float *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
-        pb = pa + g->mc * g->kc;
-        pb = (float *)(((uintptr_t)pb + 63) & ~(uintptr_t)63);
+        pb = (float *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+        colv = pb + g->nc * g->kc;
+        pa = colv + g->kc;
+        pa = (float *)(((uintptr_t)pa + 63) & ~(uintptr_t)63);
     }
     for (int64_t t = begin; t < end; t++) {
         int64_t ti = t / g->tn, tj = t % g->tn;
@@ -681,11 +986,10 @@ static void gemm_task(void *ctx, int64_t begin, int64_t end)
         if (m0 >= m1 || n0 >= n1)
             continue;
         if (raw)
-            packed_block(g, m0, m1, n0, n1, pa, pb);
+            packed_block(g, m0, m1, n0, n1, pa, pb, colv);
         else
-            direct_block(g, m0, m1, n0, n1);   /* out of memory: slow but correct */
+            packed_block_small(g, m0, m1, n0, n1);
     }
-    kiln__free(raw);
 }
 
 /* Picks the task grid tm x tn (tm * tn <= nt) minimizing the largest task plus its packing. */
@@ -718,13 +1022,16 @@ static void plan_grid(gemm_job *g, int nt)
     g->nstep = ceil_div(pn, btn) * nr;
 }
 
-void kiln__sgemm(int nthreads, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
-                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+void kiln__sgemm_ex(int nthreads, const kiln_gemm *a)
 {
+    const int64_t M = a->M, N = a->N, K = a->K;
     if (M <= 0 || N <= 0)
         return;
-    if (K <= 0 || alpha == 0.0f) {
-        scale_c(C, ldc, M, N, beta);
+    const kiln_epi *epi = kiln__epi_is_noop(a->epi) ? NULL : a->epi;
+    if (K <= 0 || a->alpha == 0.0f) {
+        scale_c(a->C, a->ldc, M, N, a->beta);
+        if (epi)
+            kiln__epi_apply_f32(epi, a->C, a->ldc, M, N, 0, 0);
         return;
     }
     gemm_job g = {0};
@@ -733,16 +1040,21 @@ void kiln__sgemm(int nthreads, bool trans_a, bool trans_b, int64_t M, int64_t N,
     g.M = M;
     g.N = N;
     g.K = K;
-    g.alpha = alpha;
-    g.beta = beta;
-    g.A = A;
-    g.B = B;
-    g.C = C;
-    g.ldc = ldc;
-    g.a_rs = trans_a ? 1 : lda;
-    g.a_cs = trans_a ? lda : 1;
-    g.b_rs = trans_b ? 1 : ldb;
-    g.b_cs = trans_b ? ldb : 1;
+    g.alpha = a->alpha;
+    g.beta = a->beta;
+    g.A = a->A;
+    g.B = a->B;
+    g.C = a->C;
+    g.ldc = a->ldc;
+    g.a_rs = a->trans_a ? 1 : a->lda;
+    g.a_cs = a->trans_a ? a->lda : 1;
+    g.b_rs = a->trans_b ? 1 : a->ldb;
+    g.b_cs = a->trans_b ? a->ldb : 1;
+    g.packb = a->packb;
+    g.bpack = a->bpack;
+    g.packb_ctx = a->packb_ctx;
+    g.epi = epi;
+    g.direct_a = im->direct_a && !a->trans_a && a->lda > 0;
 
     if (nthreads <= 0)
         nthreads = kiln__default_threads();
@@ -752,8 +1064,8 @@ void kiln__sgemm(int nthreads, bool trans_a, bool trans_b, int64_t M, int64_t N,
     if ((double)nthreads * GEMM_MIN_FLOPS_PER_THREAD > flops)
         nthreads = flops < GEMM_MIN_FLOPS_PER_THREAD ? 1 : (int)(flops / GEMM_MIN_FLOPS_PER_THREAD);
 
-    /* tiny problems and GEMV shapes: no packing */
-    if (flops < 65536.0 || M == 1 || N == 1) {
+    /* tiny problems and GEMV shapes: no packing (needs op(B) in memory) */
+    if (!g.packb && !g.bpack && (flops < 65536.0 || M == 1 || N == 1)) {
         if (nthreads <= 1)
             direct_block(&g, 0, M, 0, N);
         else if (M >= nthreads)
@@ -764,6 +1076,21 @@ void kiln__sgemm(int nthreads, bool trans_a, bool trans_b, int64_t M, int64_t N,
     }
 
     plan_grid(&g, nthreads);
+    /* a grid split only along N gets several tasks per thread (taken dynamically by the pool):
+     * no operand is packed twice, and a thread that is descheduled for a while (a shared
+     * machine) no longer holds everyone up */
+    int ntask_threads = (int)(g.tm * g.tn);
+    if (g.tm == 1 && g.tn > 1) {
+        int64_t pn = ceil_div(N, im->nr);
+        int64_t f = 4;
+        while (f > 1 && (pn < g.tn * f * 2 || flops / (double)(g.tn * f) < 1.0e6))
+            f--;
+        if (f > 1) {
+            g.tn *= f;
+            g.nstep = ceil_div(pn, g.tn) * im->nr;
+            g.tn = ceil_div(N, g.nstep);
+        }
+    }
     /* blocking, balanced so the last block is not a sliver */
     int64_t kb = ceil_div(K, im->kc);
     g.kc = ceil_div(K, kb);
@@ -771,8 +1098,58 @@ void kiln__sgemm(int nthreads, bool trans_a, bool trans_b, int64_t M, int64_t N,
     g.mc = ceil_div(ceil_div(g.mstep, mb), im->mr) * im->mr;
     int64_t nb = ceil_div(g.nstep, im->nc);
     g.nc = ceil_div(ceil_div(g.nstep, nb), im->nr) * im->nr;
-    g.buf_floats = (size_t)(g.mc * g.kc + g.nc * g.kc);
-    kiln__parallel_for((int)(g.tm * g.tn), g.tm * g.tn, 1, gemm_task, &g);
+    g.buf_floats = (size_t)(g.nc * g.kc + g.kc + 16 + (g.direct_a ? 0 : g.mc * g.kc));
+    kiln__parallel_for(ntask_threads, g.tm * g.tn, 1, gemm_task, &g);
+}
+
+void kiln__sgemm(int nthreads, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+{
+    kiln_gemm g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .trans_a = trans_a, .trans_b = trans_b,
+                   .A = A, .lda = lda, .B = B, .ldb = ldb, .C = C, .ldc = ldc};
+    kiln__sgemm_ex(nthreads, &g);
+}
+
+int kiln__sgemm_nr(void)
+{
+    return select_impl()->nr;
+}
+
+bool kiln__conv_direct_available(void)
+{
+#if GEMM_X86
+    return select_impl() == &impl_avx512;
+#else
+    return false;
+#endif
+}
+
+void kiln__conv_direct_f32(int nthreads, const kiln_convd *d)
+{
+#if GEMM_X86
+    if (d->M <= 0 || d->Ho <= 0 || d->Wo <= 0)
+        return;
+    const kiln_epi *epi = kiln__epi_is_noop(d->epi) ? NULL : d->epi;
+    kiln_convd dd = *d;
+    dd.epi = epi;
+    if (d->K <= 0) {
+        for (int64_t i = 0; i < d->M; i++)
+            memset(d->C + i * d->ldc, 0, sizeof(float) * (size_t)(d->Ho * d->Wo));
+        if (epi)
+            kiln__epi_apply_f32(epi, d->C, d->ldc, d->M, d->Ho * d->Wo, 0, 0);
+        return;
+    }
+    convd_job j = {.d = &dd, .tw = ceil_div(d->Wo, 32)};
+    int64_t tiles = d->Ho * j.tw;
+    double flops = 2.0 * (double)d->M * (double)d->K * 32.0;   /* per tile */
+    int64_t grain = flops * 4 >= GEMM_MIN_FLOPS_PER_THREAD ? 1 : (int64_t)(GEMM_MIN_FLOPS_PER_THREAD / (flops * 4)) + 1;
+    if (nthreads <= 0)
+        nthreads = kiln__default_threads();
+    kiln__parallel_for(nthreads, tiles, grain, convd_task, &j);
+#else
+    (void)nthreads;
+    (void)d;
+#endif
 }
 
 /* Plain reference: triple loop with a double accumulator (for tests). */

@@ -1,19 +1,31 @@
 /* Reference kernels: Conv, ConvTranspose, ConvInteger (1-D, 2-D, 3-D and up to 6 spatial dims).
  *
- * float32 Conv is the hot path of CNNs, so it has three fast strategies:
- *   - pointwise (1x1 kernel, stride 1, no padding): one GEMM per image and group, W x X;
+ * float32 Conv is the hot path of CNNs. Every float32 path writes each output element exactly
+ * once (the output is allocated uninitialized) and applies the layer's epilogue (bias, and for
+ * the fused FusedConv layer a residual and an activation) while the values are in registers.
+ * Strategies, chosen per layer:
  *   - depthwise (one input channel per group, 1-D/2-D): rows of the plane are copied into a
  *     zero-padded band buffer, then every output row is computed without bounds checks,
  *     AVX2-vectorized for strides 1 and 2; multithreaded over (image, channel) planes;
- *   - everything else: im2col of a chunk of output rows into a scratch buffer (multithreaded
- *     over its rows), then one GEMM W[M/g, K] x col[K, chunk] (kiln__sgemm threads itself).
- * Bias: when the weights are small next to the output, it rides along in the GEMM as an extra
- * K row ([W | b] x [col; 1]); otherwise the output is pre-filled with it and the GEMM
- * accumulates (beta = 1).
+ *   - Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions with enough channels and tiles
+ *     (16 GEMMs instead of 36 multiplies per tile and channel pair; see conv_wino);
+ *   - direct convolution (AVX-512) for 2-D layers with few output channels and wide rows: the
+ *     input is copied once into a zero-padded, phase-split layout and the GEMM micro-kernel
+ *     reads its B operand straight from it through an offset table (no im2col, no packing);
+ *   - pointwise (1x1, stride 1, no padding): one GEMM per image and group, W x X; strided 1x1
+ *     convolutions subsample the input first;
+ *   - other 1-D / 2-D layers: an implicit-im2col GEMM whose B packer gathers the column
+ *     matrix straight from the image into the GEMM's panels;
+ *   - 3-D and up: im2col of a chunk of output rows into a scratch buffer (multithreaded over
+ *     its rows), then one GEMM W[M/g, K] x col[K, chunk] with the epilogue.
  * float32 ConvTranspose is a GEMM W^T x X into a column buffer followed by col2im
  * (multithreaded over output channels). float16 / bfloat16 go through float32; float64 and
  * ConvInteger use direct loops with double accumulation (exact for the integer case). */
 #include "../../kernel.h"
+#include "../gemm.h"
+#include "../fused.h"
+#include "../scratch.h"
+#include "../vmath.h"
 #include <math.h>
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -374,6 +386,7 @@ typedef struct dw_job {
     const float *x, *w, *b;
     float *y;
     bool avx2;
+    const kiln_epi *post;   /* residual / activation (no bias) over [N*M, out_sz], or NULL */
 } dw_job;
 
 #define DW_BAND_FLOATS ((int64_t)1 << 16)
@@ -514,7 +527,7 @@ static void dw_row_scalar(const dw_geom *p, const float *rb, const float *wk, fl
 }
 
 static void dw_plane(const dw_geom *p, bool avx2, const float *xp, const float *wk, float bias, float *yp,
-                     float *buf)
+                     float *buf, const kiln_epi *post, int64_t pl)
 {
     for (int64_t oy0 = 0; oy0 < p->Ho; oy0 += p->band) {
         int64_t oy1 = oy0 + p->band < p->Ho ? oy0 + p->band : p->Ho;
@@ -522,18 +535,20 @@ static void dw_plane(const dw_geom *p, bool avx2, const float *xp, const float *
         for (int64_t oy = oy0; oy < oy1; oy++) {
             const float *rb = buf + (oy - oy0) * p->sh * p->Wp;
 #if CONV_X86
-            if (avx2 && (p->sw == 1 || p->sw == 2)) {
+            if (avx2 && (p->sw == 1 || p->sw == 2))
                 dw_row_avx2(p, rb, wk, bias, yp + oy * p->Wo);
-                continue;
-            }
+            else
 #endif
-            dw_row_scalar(p, rb, wk, bias, yp + oy * p->Wo);
+                dw_row_scalar(p, rb, wk, bias, yp + oy * p->Wo);
+            if (post)
+                kiln__epi_apply_f32(post, yp + oy * p->Wo, 0, 1, p->Wo, pl, oy * p->Wo);
         }
     }
 }
 
 /* Fallback without a band buffer (allocation failed): bounds-checked taps. */
-static void dw_plane_checked(const dw_geom *p, const float *xp, const float *wk, float bias, float *yp)
+static void dw_plane_checked(const dw_geom *p, const float *xp, const float *wk, float bias, float *yp,
+                             const kiln_epi *post, int64_t pl)
 {
     for (int64_t oy = 0; oy < p->Ho; oy++) {
         int64_t iy0 = oy * p->sh - p->ph, kia, kib;
@@ -550,6 +565,8 @@ static void dw_plane_checked(const dw_geom *p, const float *xp, const float *wk,
             }
             yp[oy * p->Wo + ox] = acc;
         }
+        if (post)
+            kiln__epi_apply_f32(post, yp + oy * p->Wo, 0, 1, p->Wo, pl, oy * p->Wo);
     }
 }
 
@@ -564,9 +581,9 @@ static void dw_task(void *ctx, int64_t b, int64_t e)
         const float *xp = j->x + (n * g->C + c) * g->in_sz, *wk = j->w + m * g->k_sz;
         float bias = j->b ? j->b[m] : 0.0f, *yp = j->y + pl * g->out_sz;
         if (buf)
-            dw_plane(&j->p, j->avx2, xp, wk, bias, yp, buf);
+            dw_plane(&j->p, j->avx2, xp, wk, bias, yp, buf, j->post, pl);
         else
-            dw_plane_checked(&j->p, xp, wk, bias, yp);
+            dw_plane_checked(&j->p, xp, wk, bias, yp, j->post, pl);
     }
     kiln__free(buf);
 }
@@ -617,15 +634,673 @@ static void fill_bias(int nt, float *y, int64_t rows, int64_t ld, int64_t n, con
     kiln__parallel_for(nt, rows, 1 + 32768 / (n + 1), bias_task, &j);
 }
 
-static kiln_status conv_f32(const kiln_kctx *ctx, const conv_geom *g, const float *x, const float *w,
-                            const float *b, float *y)
+/* Implicit im2col for 2-D (and 1-D as H = 1) convolutions: packs rows [k0, k0+kc) x columns
+ * [j0, j0+nc) of the virtual column matrix (row r = (c, ki, kj), column j = (oy, ox)) of one
+ * image and group straight into the GEMM's B panels, so no column buffer is written and read
+ * back. Each panel's columns are split once into segments that stay within one output row;
+ * for every K row a segment is one strided copy from an input row (zero outside the image). */
+typedef struct im2col_ctx {
+    const float *x;                     /* image, channel 0 of the group */
+    int64_t H, W, kh, kw, sh, sw, dh, dw, ph, pw, Wo;
+    bool avx512;
+} im2col_ctx;
+
+#define SEG_MAX 64                      /* segments per 32-column panel: at most 32 (+ slack) */
+
+typedef struct seg {
+    int lane, len;                      /* position in the panel */
+    int64_t y0, x0;                     /* oy * sh - ph, ox * sw - pw of its first column */
+} seg;
+
+#if CONV_X86
+/* bits [lo, hi) of a 32-bit mask, lo and hi clamped to [0, 32] */
+static inline uint32_t bits32(int64_t lo, int64_t hi)
+{
+    lo = lo < 0 ? 0 : lo > 32 ? 32 : lo;
+    hi = hi < 0 ? 0 : hi > 32 ? 32 : hi;
+    if (hi <= lo)
+        return 0;
+    uint32_t h = hi == 32 ? 0xFFFFFFFFu : (1u << hi) - 1u;
+    return h & ~((1u << lo) - 1u);
+}
+
+/* AVX-512 version for panels of 32 columns and column strides 1 and 2 (see im2col_pack). */
+__attribute__((target("avx512f"))) static void im2col_pack512(const im2col_ctx *c, int64_t k0, int64_t kc, int64_t j0,
+                                                              int64_t nc, float *dst)
+{
+    enum { NR = 32 };
+    const int64_t ksz = c->kh * c->kw, plane = c->H * c->W, W = c->W, sw = c->sw;
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    seg segs[SEG_MAX];
+    for (int64_t p = 0; p * NR < nc; p++) {
+        int ns = 0, lane = 0, width = (int)(nc - p * NR < NR ? nc - p * NR : NR);
+        int64_t j = j0 + p * NR, oy = j / c->Wo, ox = j % c->Wo;
+        while (lane < width && ns < SEG_MAX) {
+            int len = (int)(c->Wo - ox < width - lane ? c->Wo - ox : width - lane);
+            segs[ns++] = (seg){lane, len, oy * c->sh - c->ph, ox * sw - c->pw};
+            lane += len;
+            ox += len;
+            if (ox == c->Wo) {
+                ox = 0;
+                oy++;
+            }
+        }
+        float *d = dst + p * kc * NR;
+        int64_t ch = k0 / ksz, kk = k0 % ksz, ki = kk / c->kw, kj = kk % c->kw;
+        const __mmask16 pad_lo = (__mmask16)~bits32(0, width), pad_hi = (__mmask16)(~bits32(0, width) >> 16);
+        for (int64_t k = 0; k < kc; k++, d += NR) {
+            const float *xc = c->x + ch * plane;
+            const int64_t dy = ki * c->dh, dx = kj * c->dw;
+            for (int s = 0; s < ns; s++) {
+                const seg *sg = &segs[s];
+                float *ds = d + sg->lane;
+                const int len = sg->len;
+                const __mmask16 st0 = (__mmask16)bits32(0, len), st1 = (__mmask16)(bits32(0, len) >> 16);
+                const int64_t iy = sg->y0 + dy, ix0 = sg->x0 + dx;
+                __m512 v0 = _mm512_setzero_ps(), v1 = v0;
+                if (iy >= 0 && iy < c->H) {
+                    const float *row = xc + iy * W;
+                    if (sw == 1) {
+                        uint32_t m = ix0 >= 0 && ix0 + len <= W ? bits32(0, len) : bits32(-ix0, W - ix0) & bits32(0, len);
+                        v0 = _mm512_maskz_loadu_ps((__mmask16)m, row + ix0);
+                        if (len > 16)
+                            v1 = _mm512_maskz_loadu_ps((__mmask16)(m >> 16), row + ix0 + 16);
+                    } else {
+                        /* stride 2: raw elements ix0 .. ix0 + 2 len - 1, evens picked by permutes */
+                        for (int h = 0; h < 2 && h * 16 < len; h++) {
+                            int64_t base = ix0 + 32 * h;
+                            int cnt = len - 16 * h < 16 ? len - 16 * h : 16;
+                            uint32_t m = bits32(-base, W - base) & bits32(0, 2 * cnt - 1);
+                            __m512 a = _mm512_maskz_loadu_ps((__mmask16)m, row + base);
+                            __m512 b = _mm512_maskz_loadu_ps((__mmask16)(m >> 16), row + base + 16);
+                            __m512 v = _mm512_permutex2var_ps(a, even, b);
+                            if (h == 0)
+                                v0 = v;
+                            else
+                                v1 = v;
+                        }
+                    }
+                }
+                _mm512_mask_storeu_ps(ds, st0, v0);
+                if (len > 16)
+                    _mm512_mask_storeu_ps(ds + 16, st1, v1);
+            }
+            if (width < NR) {
+                _mm512_mask_storeu_ps(d, pad_lo, _mm512_setzero_ps());
+                _mm512_mask_storeu_ps(d + 16, pad_hi, _mm512_setzero_ps());
+            }
+            if (++kj == c->kw) {
+                kj = 0;
+                if (++ki == c->kh) {
+                    ki = 0;
+                    ch++;
+                }
+            }
+        }
+    }
+}
+#endif
+
+static void im2col_pack(void *vctx, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int nr, float *dst)
+{
+    const im2col_ctx *c = vctx;
+#if CONV_X86
+    if (c->avx512 && nr == 32 && c->sw <= 2) {
+        im2col_pack512(c, k0, kc, j0, nc, dst);
+        return;
+    }
+#endif
+    const int64_t ksz = c->kh * c->kw, plane = c->H * c->W;
+    seg segs[SEG_MAX];
+    for (int64_t p = 0; p * nr < nc; p++) {
+        /* the panel's segments */
+        int ns = 0, lane = 0, width = (int)(nc - p * nr < nr ? nc - p * nr : nr);
+        int64_t j = j0 + p * nr, oy = j / c->Wo, ox = j % c->Wo;
+        while (lane < width && ns < SEG_MAX) {
+            int len = (int)(c->Wo - ox < width - lane ? c->Wo - ox : width - lane);
+            segs[ns++] = (seg){lane, len, oy * c->sh - c->ph, ox * c->sw - c->pw};
+            lane += len;
+            ox += len;
+            if (ox == c->Wo) {
+                ox = 0;
+                oy++;
+            }
+        }
+        float *d = dst + p * kc * nr;
+        int64_t ch = k0 / ksz, kk = k0 % ksz, ki = kk / c->kw, kj = kk % c->kw;
+        for (int64_t k = 0; k < kc; k++, d += nr) {
+            const float *xc = c->x + ch * plane;
+            int64_t dy = ki * c->dh, dx = kj * c->dw;
+            for (int s = 0; s < ns; s++) {
+                const seg *sg = &segs[s];
+                float *ds = d + sg->lane;
+                int64_t iy = sg->y0 + dy;
+                if (iy < 0 || iy >= c->H) {
+                    memset(ds, 0, sizeof(float) * (size_t)sg->len);
+                    continue;
+                }
+                const float *row = xc + iy * c->W;
+                int64_t ix0 = sg->x0 + dx;
+                for (int t = 0; t < sg->len; t++) {
+                    int64_t ix = ix0 + t * c->sw;
+                    ds[t] = ix >= 0 && ix < c->W ? row[ix] : 0.0f;
+                }
+            }
+            if (width < nr)
+                memset(d + width, 0, sizeof(float) * (size_t)(nr - width));
+            if (++kj == c->kw) {
+                kj = 0;
+                if (++ki == c->kh) {
+                    ki = 0;
+                    ch++;
+                }
+            }
+        }
+    }
+}
+
+/* dst[c, oy, ox] = x[c, oy*sh, ox*sw] for channels [c0, c1) (1x1 strided conv input) */
+typedef struct subsample_job {
+    const im2col_ctx *c;
+    float *dst;
+    int64_t Ho;
+} subsample_job;
+
+static void subsample_task(void *vctx, int64_t c0, int64_t c1)
+{
+    const subsample_job *j = vctx;
+    const im2col_ctx *c = j->c;
+    for (int64_t ch = c0; ch < c1; ch++) {
+        const float *xc = c->x + ch * c->H * c->W;
+        float *d = j->dst + ch * j->Ho * c->Wo;
+        for (int64_t oy = 0; oy < j->Ho; oy++, d += c->Wo) {
+            const float *row = xc + oy * c->sh * c->W;
+            if (c->sw == 1)
+                memcpy(d, row, sizeof(float) * (size_t)c->Wo);
+            else
+                for (int64_t ox = 0; ox < c->Wo; ox++)
+                    d[ox] = row[ox * c->sw];
+        }
+    }
+}
+
+static bool have_avx512(void)
+{
+#if CONV_X86
+    static int cached = -1;
+    if (cached < 0)
+        cached = __builtin_cpu_supports("avx512f");
+    return cached;
+#else
+    return false;
+#endif
+}
+
+/* ---- direct convolution (no im2col): zero-padded, phase-split input + offset table ---- */
+
+/* Geometry of the padded copy: P phases (the column stride), each [Hp][Cg][Wq]. Padded row r
+ * holds input row r - ph; padded column u = w' * sw + p holds input column u - pw. */
+typedef struct convd_geom {
+    dw_geom p;              /* 2-D view */
+    int64_t P, Hp, Wq, tw;  /* phases, padded rows, columns per phase, 32-pixel tiles per row */
+    int64_t Cg;
+    const float *x;         /* image, channel 0 of the group */
+    float *xp;
+} convd_geom;
+
+/* Padded rows [r0, r1) of every channel and phase. Layout [P][Hp][Cg][Wq]: the rows the taps
+ * of one output row read are close together (few pages), whatever the channel count. */
+static void convd_fill_task(void *vctx, int64_t r0, int64_t r1)
+{
+    const convd_geom *q = vctx;
+    const dw_geom *p = &q->p;
+    for (int64_t ph = 0; ph < q->P; ph++)
+        for (int64_t r = r0; r < r1; r++) {
+            float *d = q->xp + ((ph * q->Hp + r) * q->Cg) * q->Wq;
+            int64_t iy = r - p->ph;
+            if (iy < 0 || iy >= p->H) {
+                memset(d, 0, sizeof(float) * (size_t)(q->Cg * q->Wq));
+                continue;
+            }
+            for (int64_t ch = 0; ch < q->Cg; ch++, d += q->Wq) {
+                const float *row = q->x + (ch * p->H + iy) * p->W;
+                if (q->P == 1) {
+                    /* columns: pw zeros, the row, zeros */
+                    int64_t lead = p->pw < q->Wq ? p->pw : q->Wq;
+                    int64_t ncopy = p->W < q->Wq - lead ? p->W : q->Wq - lead;
+                    memset(d, 0, sizeof(float) * (size_t)lead);
+                    memcpy(d + lead, row, sizeof(float) * (size_t)ncopy);
+                    memset(d + lead + ncopy, 0, sizeof(float) * (size_t)(q->Wq - lead - ncopy));
+                } else {
+                    for (int64_t w = 0; w < q->Wq; w++) {
+                        int64_t ix = w * q->P + ph - p->pw;
+                        d[w] = ix >= 0 && ix < p->W ? row[ix] : 0.0f;
+                    }
+                }
+            }
+        }
+}
+
+/* Whether the direct path beats im2col + packing: it wastes the lanes of partial 32-pixel
+ * tiles, im2col spends ~24 / M of the GEMM time packing. */
+static bool direct_conv_pays(const conv_geom *g, int64_t Mg, int64_t K)
+{
+    if (!kiln__conv_direct_available() || K < 16 || Mg < 1)
+        return false;
+    dw_geom p;
+    dw_view(g, &p);
+    if (p.sw > 4 || p.Wo < 16)
+        return false;
+    double lane_eff = (double)p.Wo / (double)(cdiv(p.Wo, 32) * 32);
+    return 1.0 / lane_eff - 1.0 + 0.05 < 24.0 / (double)Mg;
+}
+
+static kiln_status conv_direct(const kiln_kctx *ctx, const conv_geom *g, const float *x, const float *w,
+                               const float *b, float *y, const kiln_epi *post)
+{
+    int nt = ctx->nthreads;
+    int64_t Cg = g->C / g->G, Mg = g->M / g->G, K = Cg * g->k_sz;
+    convd_geom q = {.Cg = Cg};
+    dw_view(g, &q.p);
+    const dw_geom *p = &q.p;
+    q.P = p->sw;
+    q.tw = cdiv(p->Wo, 32);
+    /* rows read: (Ho-1)*sh + (kh-1)*dh; columns per phase: the tiles plus the kernel's reach */
+    q.Hp = (p->Ho - 1) * p->sh + (p->kh - 1) * p->dh + 1;
+    q.Wq = q.tw * 32 + ((p->kw - 1) * p->dw) / q.P + 1;
+    int64_t img = mul_chk(mul_chk(q.P * Cg, q.Hp), q.Wq);
+    if (img < 0 || img > ((int64_t)1 << 40) || K > ((int64_t)1 << 40))
+        return kiln__kerr(ctx, KILN_ERR_LIMIT, "direct convolution buffer is too large");
+    int64_t img_pad = (img + 64 + 15) / 16 * 16; /* the image, 64 floats of slack, 64-byte aligned */
+    size_t bytes = (size_t)img_pad * sizeof(float) + (size_t)K * sizeof(int64_t);
+    if ((uint64_t)bytes > kiln__max_tensor_bytes())
+        return kiln__kerr(ctx, KILN_ERR_LIMIT, "direct convolution buffer is too large");
+    float *buf = kiln__scratch(KILN_SCRATCH_CONV, bytes);
+    if (!buf)
+        return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (direct convolution buffer)");
+    q.xp = buf;
+    memset(buf + img, 0, (size_t)(img_pad - img) * sizeof(float));
+    int64_t *off = (int64_t *)(void *)(buf + img_pad);
+    /* k = (c, ki, kj): padded column kj*dw = floor(kj*dw / P) * P + phase */
+    for (int64_t k = 0, c = 0; c < Cg; c++)
+        for (int64_t ki = 0; ki < p->kh; ki++)
+            for (int64_t kj = 0; kj < p->kw; kj++, k++) {
+                int64_t u = kj * p->dw;
+                off[k] = (((u % q.P) * q.Hp + ki * p->dh) * Cg + c) * q.Wq + u / q.P;
+            }
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t gi = 0; gi < g->G; gi++) {
+            int64_t row0 = n * g->M + gi * Mg;
+            q.x = x + (n * g->C + gi * Cg) * g->in_sz;
+            kiln__parallel_for(nt, q.Hp, 1 + 8192 / (Cg * q.Wq * q.P + 1), convd_fill_task, &q);
+            kiln_epi e = {.bias = b ? b + gi * Mg : NULL, .row_bias = true};
+            if (post) {
+                e.res = post->res ? post->res + row0 * g->out_sz : NULL;
+                e.ldr = g->out_sz;
+                e.act = post->act;
+            }
+            kiln_convd d = {.M = Mg, .K = K, .A = w + gi * Mg * K, .lda = K, .xp = q.xp, .off = off, .Ho = p->Ho,
+                            .Wo = p->Wo, .row_stride = p->sh * Cg * q.Wq, .C = y + row0 * g->out_sz, .ldc = g->out_sz,
+                            .epi = &e};
+            kiln__conv_direct_f32(nt, &d);
+        }
+    return KILN_OK;
+}
+
+/* Zero-padded copy [Cg][Hp][Wq] of channels [c0, c1) (P == 1): padded row r holds input row
+ * r - ph, padded column u input column u - pw. */
+static void wino_fill_task(void *vctx, int64_t c0, int64_t c1)
+{
+    const convd_geom *q = vctx;
+    const dw_geom *p = &q->p;
+    for (int64_t ch = c0; ch < c1; ch++) {
+        float *d = q->xp + ch * q->Hp * q->Wq;
+        for (int64_t r = 0; r < q->Hp; r++, d += q->Wq) {
+            int64_t iy = r - p->ph;
+            if (iy < 0 || iy >= p->H) {
+                memset(d, 0, sizeof(float) * (size_t)q->Wq);
+                continue;
+            }
+            int64_t lead = p->pw < q->Wq ? p->pw : q->Wq;
+            int64_t ncopy = p->W < q->Wq - lead ? p->W : q->Wq - lead;
+            memset(d, 0, sizeof(float) * (size_t)lead);
+            memcpy(d + lead, q->x + (ch * p->H + iy) * p->W, sizeof(float) * (size_t)ncopy);
+            memset(d + lead + ncopy, 0, sizeof(float) * (size_t)(q->Wq - lead - ncopy));
+        }
+    }
+}
+
+/* ---- Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions ----
+ *
+ * Y = A^T [ (G g G^T) . (B^T d B) ] A over 2x2 output tiles: 16 multiplies per tile and channel
+ * pair instead of 36. The 16 element-wise products summed over channels are 16 GEMMs
+ * U[xi] (M x C) x V[xi] (C x tiles). The weights are transformed once per call by one GEMM
+ * (U = Tw x W^T, Tw = G (x) G, 16 x 9); the input is copied into a zero-padded buffer; then
+ * blocks of tile rows are processed independently (one per task): input transform into
+ * V (16 x C x tiles, L2-sized), 16 GEMMs into P (16 x M x tiles), output transform with the
+ * epilogue. The transforms work on 16 tiles at a time with AVX-512. */
+
+typedef struct wino_job {
+    const conv_geom *g;
+    int64_t Cg, Mg, tH, tW, Hp, Wp, R;  /* R: tiles per block */
+    const float *xp;                     /* padded image [Cg][Hp][Wp] */
+    const float *U;                      /* [16][Mg][Cg] */
+    float *y;                            /* output of this image and group [Mg][Ho*Wo] */
+    kiln_epi e;                          /* bias (row), residual, activation */
+    int64_t row0;                        /* row of channel 0 in the [N*M, out] output */
+    bool failed;
+} wino_job;
+
+/* G (x) G: Tw[a*4+b][i*3+j] = G[a][i] G[b][j] */
+static void wino_tw(float *tw)
+{
+    static const float G[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++)
+            for (int i = 0; i < 3; i++)
+                for (int j = 0; j < 3; j++)
+                    tw[(a * 4 + b) * 9 + i * 3 + j] = G[a][i] * G[b][j];
+}
+
+/* Stride between the 16 planes of V / P: padded by a cache line so that the 16 streams of the
+ * transforms do not all map to the same L1 set (a plane is often a multiple of 4 KB). */
+static inline int64_t wino_stride(int64_t n) { return (n + 15) / 16 * 16 + 16; }
+
+#if CONV_X86
+/* Calls f(ty, tx, cnt, col) for the tiles [t0, t1) (row-major tile order) in chunks of at most
+ * 16 tiles within one tile row; col is the chunk's first column in the block. */
+#define WINO_CHUNKS(j, t0, t1, ...)                                                                     \
+    for (int64_t t_ = (t0); t_ < (t1);) {                                                             \
+        int64_t ty = t_ / (j)->tW, tx = t_ % (j)->tW;                                                  \
+        int64_t rem_ = (j)->tW - tx < (t1) - t_ ? (j)->tW - tx : (t1) - t_;                            \
+        int cnt = rem_ < 16 ? (int)rem_ : 16;                                                          \
+        int64_t col = t_ - (t0);                                                                       \
+        __mmask16 m = cnt == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cnt) - 1u);                  \
+        __VA_ARGS__;                                                                                   \
+        t_ += cnt;                                                                                     \
+    }
+
+/* Input transform of tiles [t0, t1) (all channels) into V[16] (packed 32-tile panels [p][Cg][32]). */
+__attribute__((target("avx512f"))) static void wino_in512(const wino_job *j, int64_t t0, int64_t t1, float *V,
+                                                          int64_t c0, int64_t c1)
+{
+    const int64_t Cg = j->Cg, Tb = t1 - t0, xs = wino_stride(cdiv(Tb, 32) * 32 * Cg); /* between the 16 products */
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (int64_t c = c0; c < c1; c++) {
+        const float *xc = j->xp + c * j->Hp * j->Wp;
+        WINO_CHUNKS(j, t0, t1, {
+            /* t = B^T d, B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], accumulated row by row */
+            __m512 t[4][4];
+            _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+                const float *row = xc + (ty * 2 + i) * j->Wp + 2 * tx; /* the padded buffer has slack */
+                __m512 a = _mm512_loadu_ps(row), b = _mm512_loadu_ps(row + 16);
+                __m512i ci = _mm512_castps_si512(_mm512_loadu_ps(row + 32));
+                /* lane l: x[2l], x[2l+1], x[2l+2], x[2l+3]; the last lane's x[32], x[33] come from ci */
+                __m512 d[4];
+                d[0] = _mm512_permutex2var_ps(a, ev, b);
+                d[1] = _mm512_permutex2var_ps(a, od, b);
+                d[2] = _mm512_castsi512_ps(_mm512_alignr_epi32(ci, _mm512_castps_si512(d[0]), 1));
+                d[3] = _mm512_castsi512_ps(
+                    _mm512_alignr_epi32(_mm512_alignr_epi32(ci, ci, 1), _mm512_castps_si512(d[1]), 1));
+                _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
+                    if (i == 0) {
+                        t[0][q] = d[q];
+                    } else if (i == 1) {
+                        t[1][q] = d[q];
+                        t[2][q] = _mm512_sub_ps(_mm512_setzero_ps(), d[q]);
+                        t[3][q] = d[q];
+                    } else if (i == 2) {
+                        t[0][q] = _mm512_sub_ps(t[0][q], d[q]);
+                        t[1][q] = _mm512_add_ps(t[1][q], d[q]);
+                        t[2][q] = _mm512_add_ps(t[2][q], d[q]);
+                    } else {
+                        t[3][q] = _mm512_sub_ps(t[3][q], d[q]);
+                    }
+                }
+            }
+            /* V[xi] in the GEMM's packed-B layout: 32-tile panels [p][c][32]; a chunk may end in
+             * the next panel (second store, its lane k0 landing on that panel's lane 0) */
+            int64_t off0 = col % 32, k0 = 32 - off0;
+            float *v1 = V + (col / 32) * Cg * 32 + c * 32 + off0, *v2 = v1 + Cg * 32 - 32;
+            __mmask16 m1 = k0 >= 16 ? m : (__mmask16)(m & ((1u << k0) - 1u)), m2 = (__mmask16)(m & ~m1);
+            __m512 o[16];
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+                o[p * 4 + 0] = _mm512_sub_ps(t[p][0], t[p][2]);
+                o[p * 4 + 1] = _mm512_add_ps(t[p][1], t[p][2]);
+                o[p * 4 + 2] = _mm512_sub_ps(t[p][2], t[p][1]);
+                o[p * 4 + 3] = _mm512_sub_ps(t[p][1], t[p][3]);
+            }
+            _Pragma("GCC unroll 16") for (int q = 0; q < 16; q++) {
+                _mm512_mask_storeu_ps(v1 + q * xs, m1, o[q]);
+                if (m2)
+                    _mm512_mask_storeu_ps(v2 + q * xs, m2, o[q]);
+            }
+        })
+    }
+}
+
+/* Output transform of P[16][Mg][Tb] for tiles [t0, t1), with the epilogue. */
+__attribute__((target("avx512f,avx512dq,fma"))) static void wino_out512(const wino_job *j, int64_t t0, int64_t t1,
+                                                                         const float *P, int64_t m0, int64_t m1)
+{
+    const conv_geom *g = j->g;
+    const int64_t Mg = j->Mg, Tb = t1 - t0, Ho = g->out[0], Wo = g->out[1], xs = wino_stride(Mg * Tb);
+    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    const bool act = j->e.act.kind != KILN_ACT_NONE;
+    for (int64_t mo = m0; mo < m1; mo++) {
+        float *ym = j->y + mo * g->out_sz;
+        const __m512 vbias = _mm512_set1_ps(j->e.bias ? j->e.bias[mo] : 0.0f);
+        const float *res = j->e.res ? j->e.res + mo * j->e.ldr : NULL;
+        WINO_CHUNKS(j, t0, t1, {
+            const float *p = P + mo * Tb + col;
+            /* t = A^T s, A^T = [1 1 1 0; 0 1 -1 -1], accumulated row by row */
+            __m512 ta[4], tb[4];
+            _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
+                __m512 s0 = _mm512_maskz_loadu_ps(m, p + q * xs), s1 = _mm512_maskz_loadu_ps(m, p + (4 + q) * xs);
+                __m512 s2 = _mm512_maskz_loadu_ps(m, p + (8 + q) * xs), s3 = _mm512_maskz_loadu_ps(m, p + (12 + q) * xs);
+                ta[q] = _mm512_add_ps(_mm512_add_ps(s0, s1), s2);
+                tb[q] = _mm512_sub_ps(_mm512_sub_ps(s1, s2), s3);
+            }
+            __m512 yv[2][2];
+            yv[0][0] = _mm512_add_ps(_mm512_add_ps(ta[0], ta[1]), ta[2]);
+            yv[0][1] = _mm512_sub_ps(_mm512_sub_ps(ta[1], ta[2]), ta[3]);
+            yv[1][0] = _mm512_add_ps(_mm512_add_ps(tb[0], tb[1]), tb[2]);
+            yv[1][1] = _mm512_sub_ps(_mm512_sub_ps(tb[1], tb[2]), tb[3]);
+            int64_t oy = 2 * ty, ox = 2 * tx, ncol = Wo - ox < 2 * cnt ? Wo - ox : 2 * cnt;
+            __mmask16 ma = ncol >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << ncol) - 1u);
+            __mmask16 mb = ncol >= 32 ? (__mmask16)0xFFFF : ncol > 16 ? (__mmask16)((1u << (ncol - 16)) - 1u) : 0;
+            _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++) {
+                if (oy + i >= Ho)
+                    break;
+                float *yr = ym + (oy + i) * Wo + ox;
+                __m512 a = _mm512_add_ps(_mm512_permutex2var_ps(yv[i][0], lo, yv[i][1]), vbias);
+                __m512 b = _mm512_add_ps(_mm512_permutex2var_ps(yv[i][0], hi, yv[i][1]), vbias);
+                if (res) {
+                    const float *rr = res + (oy + i) * Wo + ox;
+                    a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(ma, rr));
+                    b = _mm512_add_ps(b, _mm512_maskz_loadu_ps(mb, rr + 16));
+                }
+                if (act) {
+                    a = kiln_v_act(&j->e.act, a);
+                    b = kiln_v_act(&j->e.act, b);
+                }
+                _mm512_mask_storeu_ps(yr, ma, a);
+                _mm512_mask_storeu_ps(yr + 16, mb, b);
+            }
+        })
+    }
+}
+#undef WINO_CHUNKS
+#endif
+
+static void wino_task(void *vctx, int64_t b0, int64_t b1)
+{
+    wino_job *j = vctx;
+    const int64_t Cg = j->Cg, Mg = j->Mg, T = j->tH * j->tW;
+    for (int64_t blk = b0; blk < b1; blk++) {
+        int64_t t0 = blk * j->R, t1 = t0 + j->R < T ? t0 + j->R : T, Tb = t1 - t0;
+        const int64_t np = cdiv(Tb, 32), sv = wino_stride(np * 32 * Cg), sp = wino_stride(Mg * Tb);
+        float *V = kiln__scratch(KILN_SCRATCH_WINO, sizeof(float) * (size_t)(16 * (sv + sp) + 64));
+        if (!V) {
+            j->failed = true;
+            return;
+        }
+        float *P = V + 16 * sv;
+#if CONV_X86
+        if (Tb % 32) /* the last panel's unused lanes: keep them finite */
+            for (int q = 0; q < 16; q++)
+                memset(V + q * sv + (np - 1) * Cg * 32, 0, sizeof(float) * (size_t)(Cg * 32));
+        wino_in512(j, t0, t1, V, 0, Cg);
+        for (int q = 0; q < 16; q++) {
+            kiln_gemm gm = {.M = Mg, .N = Tb, .K = Cg, .alpha = 1.0f, .beta = 0.0f, .A = j->U + q * Mg * Cg,
+                            .lda = Cg, .bpack = V + q * sv, .C = P + q * sp, .ldc = Tb};
+            kiln__sgemm_ex(1, &gm);
+        }
+        wino_out512(j, t0, t1, P, 0, Mg);
+#endif
+    }
+}
+
+/* Few tiles (one block): the phases run one after the other, each split over the threads
+ * (channels for the input transform, the 16 products for the GEMMs, output channels last). */
+typedef struct wino_phase {
+    wino_job *j;
+    float *V, *P;
+    int64_t sv, sp, T;
+} wino_phase;
+
+static void wino_ph_in(void *vctx, int64_t c0, int64_t c1)
+{
+#if CONV_X86
+    const wino_phase *w = vctx;
+    wino_in512(w->j, 0, w->T, w->V, c0, c1);
+#else
+    (void)vctx, (void)c0, (void)c1;
+#endif
+}
+
+static void wino_ph_gemm(void *vctx, int64_t q0, int64_t q1)
+{
+    const wino_phase *w = vctx;
+    const wino_job *j = w->j;
+    for (int64_t q = q0; q < q1; q++) {
+        kiln_gemm gm = {.M = j->Mg, .N = w->T, .K = j->Cg, .alpha = 1.0f, .beta = 0.0f,
+                        .A = j->U + q * j->Mg * j->Cg, .lda = j->Cg, .bpack = w->V + q * w->sv, .C = w->P + q * w->sp,
+                        .ldc = w->T};
+        kiln__sgemm_ex(1, &gm);
+    }
+}
+
+static void wino_ph_out(void *vctx, int64_t m0, int64_t m1)
+{
+#if CONV_X86
+    const wino_phase *w = vctx;
+    wino_out512(w->j, 0, w->T, w->P, m0, m1);
+#else
+    (void)vctx, (void)m0, (void)m1;
+#endif
+}
+
+/* Winograd pays when there are enough tiles to amortize the weight transform (16 M C floats
+ * written per call): roughly 100 tiles and more. */
+static bool wino_pays(const conv_geom *g, int64_t Cg, int64_t Mg)
+{
+    if (!have_avx512() || kiln__sgemm_nr() != 32 || g->nsp != 2 || g->k[0] != 3 || g->k[1] != 3)
+        return false;
+    for (int i = 0; i < 2; i++)
+        if (g->s[i] != 1 || g->d[i] != 1 || g->pb[i] > 2 || g->pe[i] > 2)
+            return false;
+    int64_t tiles = cdiv(g->out[0], 2) * cdiv(g->out[1], 2);
+#ifndef WINO_MIN_TILES
+#define WINO_MIN_TILES 40
+#endif
+    return Cg >= 16 && Mg >= 16 && tiles >= WINO_MIN_TILES && Cg * Mg <= ((int64_t)1 << 22);
+}
+
+static kiln_status conv_wino(const kiln_kctx *ctx, const conv_geom *g, const float *x, const float *w,
+                             const float *b, float *y, const kiln_epi *post)
+{
+    int nt = ctx->nthreads > 0 ? ctx->nthreads : kiln__default_threads();
+    int64_t Cg = g->C / g->G, Mg = g->M / g->G, Ho = g->out[0], Wo = g->out[1];
+    wino_job j = {.g = g, .Cg = Cg, .Mg = Mg, .tH = cdiv(Ho, 2), .tW = cdiv(Wo, 2)};
+    j.Hp = 2 * j.tH + 2;
+    j.Wp = 2 * j.tW + 2 + 48;   /* slack: the input transform reads 48 floats per 16-tile chunk */
+    /* tiles per block (R): a multiple of 32 (the GEMM panels), V and P within ~1.5 MB, and
+     * several blocks per thread where the tiles allow */
+    int64_t T = j.tH * j.tW, rmax = 393216 / (16 * (Cg + Mg)) / 32 * 32;
+    if (rmax < 32)
+        rmax = 32;
+    j.R = cdiv(cdiv(T, 3 * nt), 32) * 32;
+    if (j.R < 64)
+        j.R = 64;
+    if (j.R > rmax)
+        j.R = rmax;
+    /* one block for everything and too few blocks for the threads: phased instead */
+    bool phased = nt > 1 && cdiv(T, j.R) < 2 * nt && T <= rmax;
+    int64_t svp = phased ? wino_stride(cdiv(T, 32) * 32 * Cg) : 0, spp = phased ? wino_stride(Mg * T) : 0;
+    size_t nU = (size_t)(16 * Mg * Cg), nX = (size_t)(Cg * j.Hp * j.Wp), nV = (size_t)(16 * (svp + spp));
+    nU = (nU + 15) / 16 * 16;
+    nX = (nX + 15) / 16 * 16;
+    float *buf = kiln__scratch(KILN_SCRATCH_CONV, sizeof(float) * (nU + nX + nV + 16 * 9 + 64));
+    if (!buf)
+        return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (Winograd buffers)");
+    float *U = buf, *xp = buf + nU, *Vph = xp + nX, *tw = Vph + nV;
+    wino_tw(tw);
+    j.U = U;
+    j.xp = xp;
+    convd_geom q = {.Cg = Cg, .P = 1, .Hp = j.Hp, .Wq = j.Wp, .xp = xp};
+    dw_view(g, &q.p);
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t gi = 0; gi < g->G; gi++) {
+            /* U[16][Mg*Cg] = Tw[16x9] x W^T, W viewed as [Mg*Cg][9] */
+            kiln_gemm gw = {.M = 16, .N = Mg * Cg, .K = 9, .alpha = 1.0f, .beta = 0.0f, .trans_b = true, .A = tw,
+                            .lda = 9, .B = w + gi * Mg * Cg * 9, .ldb = 9, .C = U, .ldc = Mg * Cg};
+            if (n == 0 || g->G > 1)
+                kiln__sgemm_ex(nt, &gw);
+            /* zero-padded input [Cg][Hp][Wp]: padded row r = input row r - ph, column u = u - pw */
+            q.x = x + (n * g->C + gi * Cg) * g->in_sz;
+            kiln__parallel_for(nt, Cg, 1, wino_fill_task, &q);
+            j.row0 = n * g->M + gi * Mg;
+            j.y = y + j.row0 * g->out_sz;
+            j.e = (kiln_epi){.bias = b ? b + gi * Mg : NULL, .row_bias = true};
+            if (post) {
+                j.e.res = post->res ? post->res + j.row0 * g->out_sz : NULL;
+                j.e.ldr = g->out_sz;
+                j.e.act = post->act;
+            }
+            j.failed = false;
+            if (phased) {
+                wino_phase ph = {.j = &j, .V = Vph, .P = Vph + 16 * svp, .sv = svp, .sp = spp, .T = T};
+                if (T % 32)
+                    for (int qq = 0; qq < 16; qq++)
+                        memset(Vph + qq * svp + (cdiv(T, 32) - 1) * Cg * 32, 0, sizeof(float) * (size_t)(Cg * 32));
+                kiln__parallel_for(nt, Cg, 1 + 64 / cdiv(T, 16), wino_ph_in, &ph);
+                kiln__parallel_for(nt, 16, 1, wino_ph_gemm, &ph);
+                kiln__parallel_for(nt, Mg, 1 + 64 / cdiv(T, 16), wino_ph_out, &ph);
+            } else {
+                kiln__parallel_for(nt, cdiv(j.tH * j.tW, j.R), 1, wino_task, &j);
+            }
+            if (j.failed)
+                return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (Winograd block buffers)");
+        }
+    return KILN_OK;
+}
+
+/* float32 Conv; post (optional, no bias): residual [N, M, out...] and activation applied to the
+ * output. Every element of y is written. */
+static kiln_status conv_f32_ex(const kiln_kctx *ctx, const conv_geom *g, const float *x, const float *w,
+                               const float *b, float *y, const kiln_epi *post)
 {
     int nt = ctx->nthreads;
     int64_t Cg = g->C / g->G, Mg = g->M / g->G, K = Cg * g->k_sz;
     if (g->N == 0 || g->M == 0 || g->out_sz == 0)
         return KILN_OK;
+    if (kiln__epi_is_noop(post))
+        post = NULL;
     if (Cg == 1 && g->nsp <= 2) {
-        dw_job j = {.g = g, .x = x, .w = w, .b = b, .y = y, .avx2 = have_avx2()};
+        dw_job j = {.g = g, .x = x, .w = w, .b = b, .y = y, .avx2 = have_avx2(), .post = post};
         dw_view(g, &j.p);
         dw_plan(&j.p);
         int64_t per = mul_chk(g->out_sz, g->k_sz), grain = per >= 0 && per < 16384 ? 16384 / (per + 1) + 1 : 1;
@@ -636,59 +1311,103 @@ static kiln_status conv_f32(const kiln_kctx *ctx, const conv_geom *g, const floa
     for (int i = 0; i < g->nsp; i++)
         if (g->s[i] != 1 || g->pb[i] != 0 || g->pe[i] != 0)
             pointwise = false;
-    if (pointwise) {
+    if (wino_pays(g, Cg, Mg))
+        return conv_wino(ctx, g, x, w, b, y, post);
+    if (g->nsp <= 2 && !pointwise && direct_conv_pays(g, Mg, K))
+        return conv_direct(ctx, g, x, w, b, y, post);
+    /* 1x1 with strides and no padding (ResNet downsampling): subsample the input once, then
+     * a pointwise GEMM (cheaper than gathering the strided columns in every GEMM task) */
+    bool strided1x1 = g->k_sz == 1 && g->nsp <= 2 && !pointwise;
+    for (int i = 0; i < g->nsp; i++)
+        if (g->pb[i] != 0 || g->pe[i] != 0)
+            strided1x1 = false;
+    float *sub = NULL;
+    if (strided1x1) {
+        int64_t cnt = mul_chk(Cg, g->out_sz);
+        if (cnt < 0 || (uint64_t)cnt > kiln__max_tensor_bytes() / sizeof(float))
+            return kiln__kerr(ctx, KILN_ERR_LIMIT, "scratch buffer of %lld elements is too large", (long long)cnt);
+        sub = kiln__scratch(KILN_SCRATCH_CONV, (size_t)cnt * sizeof(float));
+        if (!sub)
+            return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (scratch buffer of %lld elements)", (long long)cnt);
+    }
+    /* one GEMM per image and group: W[Mg, K] x cols[K, out_sz], epilogue = bias + post */
+    bool implicit = g->nsp <= 2 && !pointwise && !strided1x1 && K > 0;
+    if (pointwise || implicit || strided1x1) {
+        im2col_ctx ic = {0};
+        if (implicit || strided1x1) {
+            dw_geom p;
+            dw_view(g, &p);
+            ic = (im2col_ctx){.H = p.H, .W = p.W, .kh = p.kh, .kw = p.kw, .sh = p.sh, .sw = p.sw, .dh = p.dh,
+                              .dw = p.dw, .ph = p.ph, .pw = p.pw, .Wo = p.Wo, .avx512 = have_avx512()};
+        }
         for (int64_t n = 0; n < g->N; n++)
             for (int64_t gi = 0; gi < g->G; gi++) {
-                float *yg = y + (n * g->M + gi * Mg) * g->out_sz;
-                if (b)
-                    fill_bias(nt, yg, Mg, g->out_sz, g->out_sz, b + gi * Mg);
-                kiln__sgemm(nt, false, false, Mg, g->out_sz, K, 1.0f, w + gi * Mg * K, K,
-                            x + (n * g->C + gi * Cg) * g->in_sz, g->in_sz, b ? 1.0f : 0.0f, yg, g->out_sz);
+                int64_t row0 = n * g->M + gi * Mg;
+                kiln_epi e = {.bias = b ? b + gi * Mg : NULL, .row_bias = true};
+                if (post) {
+                    e.res = post->res ? post->res + row0 * g->out_sz : NULL;
+                    e.ldr = g->out_sz;
+                    e.act = post->act;
+                }
+                const float *xg = x + (n * g->C + gi * Cg) * g->in_sz;
+                kiln_gemm gm = {.M = Mg, .N = g->out_sz, .K = K, .alpha = 1.0f, .beta = 0.0f,
+                                .A = w + gi * Mg * K, .lda = K, .C = y + row0 * g->out_sz, .ldc = g->out_sz,
+                                .epi = &e};
+                if (implicit) {
+                    ic.x = xg;
+                    gm.packb = im2col_pack;
+                    gm.packb_ctx = &ic;
+                } else if (strided1x1) {
+                    ic.x = xg;
+                    subsample_job sj = {.c = &ic, .dst = sub, .Ho = g->out_sz / ic.Wo};
+                    kiln__parallel_for(nt, Cg, 1 + 16384 / (g->out_sz + 1), subsample_task, &sj);
+                    gm.B = sub;
+                    gm.ldb = g->out_sz;
+                } else {
+                    gm.B = xg;
+                    gm.ldb = g->in_sz;
+                }
+                kiln__sgemm_ex(nt, &gm);
             }
         return KILN_OK;
     }
-    /* im2col. When the weights are small next to the output, the bias rides along as an extra
-     * K row: A = [W | b], col gets a row of ones, and the GEMM writes the final result. */
-    bool bias_row = b && (K + 1) * 2 <= g->out_sz;
-    int64_t Kc = K + (bias_row ? 1 : 0);
+    /* N-D: explicit im2col of chunks of output rows into a scratch buffer (multithreaded over
+     * its rows), then one GEMM per chunk with the epilogue */
     int L = g->nsp - 1;
     int64_t Wo = g->out[L], outer = g->out_sz / Wo;
-    int64_t qc = chunk_rows(mul_chk(Kc, Wo), outer);
-    float *col, *wb = NULL;
-    KILN_TRY(scratch(ctx, mul_chk(mul_chk(Kc, qc), Wo), sizeof(float), (void **)&col));
-    if (bias_row) {
-        kiln_status st = scratch(ctx, mul_chk(g->M, Kc), sizeof(float), (void **)&wb);
-        if (st != KILN_OK) {
-            kiln__free(col);
-            return st;
-        }
-        for (int64_t m = 0; m < g->M; m++) {
-            memcpy(wb + m * Kc, w + m * K, sizeof(float) * (size_t)K);
-            wb[m * Kc + K] = b[m];
-        }
-    }
+    int64_t qc = chunk_rows(mul_chk(K, Wo), outer);
+    float *col;
+    KILN_TRY(scratch(ctx, mul_chk(mul_chk(K, qc), Wo), sizeof(float), (void **)&col));
     int64_t grain = 1 + 8192 / (qc * Wo);
     for (int64_t n = 0; n < g->N; n++)
         for (int64_t gi = 0; gi < g->G; gi++) {
-            float *yg = y + (n * g->M + gi * Mg) * g->out_sz;
-            const float *wg = bias_row ? wb + gi * Mg * Kc : w + gi * Mg * K;
+            int64_t row0 = n * g->M + gi * Mg;
+            float *yg = y + row0 * g->out_sz;
+            const float *wg = w + gi * Mg * K;
             for (int64_t q0 = 0; q0 < outer; q0 += qc) {
                 int64_t q1 = q0 + qc < outer ? q0 + qc : outer, nc = (q1 - q0) * Wo;
                 col_job j = {.g = g, .img = (float *)(x + (n * g->C + gi * Cg) * g->in_sz), .col = col,
                              .q0 = q0, .q1 = q1, .ncols = nc, .avx2 = have_avx2()};
                 kiln__parallel_for(nt, K, grain, im2col_task, &j);
-                if (bias_row)
-                    for (int64_t i = 0; i < nc; i++)
-                        col[K * nc + i] = 1.0f;
-                else if (b)
-                    fill_bias(nt, yg + q0 * Wo, Mg, g->out_sz, nc, b + gi * Mg);
-                kiln__sgemm(nt, false, false, Mg, nc, Kc, 1.0f, wg, Kc, col, nc, b && !bias_row ? 1.0f : 0.0f,
-                            yg + q0 * Wo, g->out_sz);
+                kiln_epi e = {.bias = b ? b + gi * Mg : NULL, .row_bias = true};
+                if (post) {
+                    e.res = post->res ? post->res + row0 * g->out_sz + q0 * Wo : NULL;
+                    e.ldr = g->out_sz;
+                    e.act = post->act;
+                }
+                kiln_gemm gm = {.M = Mg, .N = nc, .K = K, .alpha = 1.0f, .beta = 0.0f, .A = wg, .lda = K,
+                                .B = col, .ldb = nc, .C = yg + q0 * Wo, .ldc = g->out_sz, .epi = &e};
+                kiln__sgemm_ex(nt, &gm);
             }
         }
     kiln__free(col);
-    kiln__free(wb);
     return KILN_OK;
+}
+
+static kiln_status conv_f32(const kiln_kctx *ctx, const conv_geom *g, const float *x, const float *w,
+                            const float *b, float *y)
+{
+    return conv_f32_ex(ctx, g, x, w, b, y, NULL);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -926,9 +1645,14 @@ static kiln_status run_float(kiln_kctx *ctx, const conv_geom *g, const kiln_tens
     return st;
 }
 
-static kiln_status k_conv(kiln_kctx *ctx)
+/* Conv, optionally with a fused residual (same shape as the output) and activation. *handled
+ * is set false (and nothing done) when the fused form does not apply: a residual or
+ * activation with a dtype other than float32, or a residual of another shape. */
+static kiln_status conv_run(kiln_kctx *ctx, const kiln_tensor *res, const kiln_act *act, bool *handled)
 {
     const kiln_tensor *x = kiln__kin(ctx, 0), *w = kiln__kin(ctx, 1), *b = kiln__kin(ctx, 2);
+    bool fused = res || (act && act->kind != KILN_ACT_NONE);
+    *handled = true;
     if (!x || !w)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input X or W");
     if (!is_float_dt(x->dtype))
@@ -942,9 +1666,42 @@ static kiln_status k_conv(kiln_kctx *ctx)
     int64_t dims[KILN_MAX_DIMS] = {g.N, g.M};
     for (int i = 0; i < g.nsp; i++)
         dims[2 + i] = g.out[i];
+    if (fused) {
+        bool ok = x->dtype == KILN_DT_FLOAT32;
+        if (ok && res) {
+            /* same element count and the same dims after leading ones */
+            ok = res->dtype == KILN_DT_FLOAT32 && res->ndim <= x->ndim &&
+                 kiln_tensor_numel(res) == kiln__shape_numel(x->ndim, dims);
+            for (int d = 0; ok && d < res->ndim; d++)
+                ok = res->dims[d] == dims[x->ndim - res->ndim + d];
+        }
+        if (!ok) {
+            *handled = false;
+            return KILN_OK;
+        }
+    }
+    if (x->dtype == KILN_DT_FLOAT32) {
+        /* every element of the output is written */
+        KILN_TRY(kiln__kout_uninit(ctx, 0, x->dtype, x->ndim, dims));
+        kiln_epi post = {.res = res ? res->data : NULL, .ldr = g.out_sz};
+        if (act)
+            post.act = *act;
+        return conv_f32_ex(ctx, &g, x->data, w->data, b ? b->data : NULL, ctx->out[0]->data, &post);
+    }
     KILN_TRY(kiln__kout(ctx, 0, x->dtype, x->ndim, dims));
     return run_float(ctx, &g, x, w, b, ctx->out[0], conv_f32, conv_direct_task, g.N * g.M,
                      mul_chk(g.out_sz, g.C / g.G));
+}
+
+static kiln_status k_conv(kiln_kctx *ctx)
+{
+    bool handled;
+    return conv_run(ctx, NULL, NULL, &handled);
+}
+
+kiln_status kiln__conv_fused(kiln_kctx *ctx, const kiln_tensor *res, const kiln_act *act, bool *handled)
+{
+    return conv_run(ctx, res, act, handled);
 }
 
 static kiln_status k_conv_transpose(kiln_kctx *ctx)

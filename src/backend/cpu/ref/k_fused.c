@@ -3,11 +3,15 @@
  *   FusedMatMul(A, B, bias?, R?) = act(MatMul(A, B) + bias + R)
  *   FusedGemm(A, B, C?)          = act(Gemm(A, B, C))
  *   Attention(Q, KT, V, M?)      = Softmax(Q @ KT * scale + M) @ V   (softmax over the last axis)
- * Each runs the reference kernel of its main op and applies the epilogue; float32 takes fast
- * paths, anything else (other dtypes, unusual broadcasting) goes through the generic kernels. */
+ * float32 takes fast paths that fold the bias, residual and activation into the GEMM /
+ * convolution output stores (fused.h); anything else (other dtypes, unusual broadcasting) runs
+ * the reference kernel of the main op, then the epilogue as separate passes. */
 #include "../../kernel.h"
 #include "../../../runtime/exec.h"
 #include "../epilogue.h"
+#include "../fused.h"
+#include "../gemm.h"
+#include "../vmath.h"
 #include <math.h>
 
 /* Runs kernel `op` on (a, b) into a fresh heap tensor `out` (no arena), with the same node. */
@@ -102,8 +106,15 @@ static kiln_status k_fused_conv(kiln_kctx *ctx)
 {
     kiln_kctx sub = *ctx;
     sub.n_in = ctx->n_in < 3 ? ctx->n_in : 3;
-    KILN_TRY(kiln__ref_kernel(KILN_OP_Conv)(&sub));
     const kiln_tensor *r = kiln__kin(ctx, 3);
+    kiln_act a;
+    KILN_TRY(kiln__act_from_node(ctx, &a));
+    /* float32: bias, residual and activation applied while the GEMM's tiles are in registers */
+    bool handled = false;
+    KILN_TRY(kiln__conv_fused(&sub, r, &a, &handled));
+    if (handled)
+        return KILN_OK;
+    KILN_TRY(kiln__ref_kernel(KILN_OP_Conv)(&sub));
     if (r)
         KILN_TRY(add_into(ctx, r));
     return apply_act(ctx);
@@ -115,8 +126,15 @@ static kiln_status k_fused_matmul(kiln_kctx *ctx)
     sub.n_in = 2;
     if (ctx->n_in < 2)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "needs two inputs");
-    KILN_TRY(kiln__ref_kernel(KILN_OP_MatMul)(&sub));
     const kiln_tensor *b = kiln__kin(ctx, 2), *r = kiln__kin(ctx, 3);
+    kiln_act a;
+    KILN_TRY(kiln__act_from_node(ctx, &a));
+    /* float32: bias, residual and activation fused into the GEMM's tile stores */
+    bool handled = false;
+    KILN_TRY(kiln__matmul_fused(&sub, b, r, &a, &handled));
+    if (handled)
+        return KILN_OK;
+    KILN_TRY(kiln__ref_kernel(KILN_OP_MatMul)(&sub));
     if (b)
         KILN_TRY(add_bias_last(ctx, b));
     if (r)
@@ -126,6 +144,12 @@ static kiln_status k_fused_matmul(kiln_kctx *ctx)
 
 static kiln_status k_fused_gemm(kiln_kctx *ctx)
 {
+    kiln_act a;
+    KILN_TRY(kiln__act_from_node(ctx, &a));
+    bool handled = false;
+    KILN_TRY(kiln__gemm_fused(ctx, &a, &handled));
+    if (handled)
+        return KILN_OK;
     KILN_TRY(kiln__ref_kernel(KILN_OP_Gemm)(ctx));
     return apply_act(ctx);
 }
@@ -146,6 +170,58 @@ typedef struct {
     float **scratch;
     kiln_status st;
 } attn_job;
+
+/* row = softmax(row) over n elements (NaNs ignored by the maximum, like the scalar loop) */
+static void softmax_row_scalar(float *row, int64_t n)
+{
+    float mx = -INFINITY, sum = 0;
+    for (int64_t k = 0; k < n; k++)
+        mx = row[k] > mx ? row[k] : mx;
+    for (int64_t k = 0; k < n; k++) {
+        row[k] = expf(row[k] - mx);
+        sum += row[k];
+    }
+    float inv = 1.0f / sum;
+    for (int64_t k = 0; k < n; k++)
+        row[k] *= inv;
+}
+
+#if KILN_VMATH_X86
+__attribute__((target("avx512f,avx512dq,fma"))) static void softmax_row512(float *row, int64_t n)
+{
+    __m512 vmx = _mm512_set1_ps(-INFINITY);
+    for (int64_t k = 0; k < n; k += 16) {
+        __mmask16 m = n - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - k)) - 1u);
+        vmx = _mm512_mask_max_ps(vmx, m, _mm512_maskz_loadu_ps(m, row + k), vmx); /* NaN keeps vmx */
+    }
+    __m512 vm = _mm512_set1_ps(_mm512_reduce_max_ps(vmx)), vsum = _mm512_setzero_ps();
+    for (int64_t k = 0; k < n; k += 16) {
+        __mmask16 m = n - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - k)) - 1u);
+        __m512 e = kiln_v_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + k), vm));
+        _mm512_mask_storeu_ps(row + k, m, e);
+        vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(m, e));
+    }
+    __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
+    for (int64_t k = 0; k < n; k += 16) {
+        __mmask16 m = n - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - k)) - 1u);
+        _mm512_mask_storeu_ps(row + k, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + k), inv));
+    }
+}
+#endif
+
+static void softmax_row(float *row, int64_t n)
+{
+#if KILN_VMATH_X86
+    static int v512 = -1;
+    if (v512 < 0)
+        v512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
+    if (v512) {
+        softmax_row512(row, n);
+        return;
+    }
+#endif
+    softmax_row_scalar(row, n);
+}
 
 static void attn_task(void *p, int64_t b0, int64_t b1)
 {
@@ -176,18 +252,8 @@ static void attn_task(void *p, int64_t b0, int64_t b1)
                         sc[s * j->Sk + k] = j->fill;
                 }
         }
-        for (int64_t s = 0; s < j->S; s++) {
-            float *row = sc + s * j->Sk, mx = -INFINITY, sum = 0;
-            for (int64_t k = 0; k < j->Sk; k++)
-                mx = row[k] > mx ? row[k] : mx;
-            for (int64_t k = 0; k < j->Sk; k++) {
-                row[k] = expf(row[k] - mx);
-                sum += row[k];
-            }
-            float inv = 1.0f / sum;
-            for (int64_t k = 0; k < j->Sk; k++)
-                row[k] *= inv;
-        }
+        for (int64_t s = 0; s < j->S; s++)
+            softmax_row(sc + s * j->Sk, j->Sk);
         kiln__sgemm(1, false, false, j->S, j->Dv, j->Sk, 1.0f, sc, j->Sk, j->v + b * j->Sk * j->Dv, j->Dv, 0.0f,
                     j->out + b * j->S * j->Dv, j->Dv);
     }

@@ -7,6 +7,8 @@
  * parallel when they are small). float16 / bfloat16 go through float32; float64 and the
  * integer types use plain loops (integers wrap around like C unsigned arithmetic). */
 #include "../../kernel.h"
+#include "../fused.h"
+#include "../gemm.h"
 #include <math.h>
 
 /* The fallback loops (float64 / integer matmul, integer accumulation) are plain streams; let
@@ -304,6 +306,85 @@ static kiln_status k_matmul(kiln_kctx *ctx)
         return KILN_OK;
     }
     mm_generic(&p, dt, a->data, b->data, y->data);
+    return KILN_OK;
+}
+
+/* ---- fused float32 MatMul (FusedMatMul fast path) ---- */
+
+/* t has n elements laid out as the trailing dims of (ndim, dims), any leading dims being 1 */
+static bool trailing_shape(const kiln_tensor *t, int ndim, const int64_t *dims)
+{
+    if (t->ndim > ndim || kiln_tensor_numel(t) != kiln__shape_numel(ndim, dims))
+        return false;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->dims[d] != dims[ndim - t->ndim + d])
+            return false;
+    return true;
+}
+
+kiln_status kiln__matmul_fused(kiln_kctx *ctx, const kiln_tensor *bias, const kiln_tensor *res, const kiln_act *act,
+                               bool *handled)
+{
+    const kiln_tensor *a = kiln__kin(ctx, 0), *b = kiln__kin(ctx, 1);
+    *handled = false;
+    if (!a || !b || a->dtype != KILN_DT_FLOAT32 || b->dtype != KILN_DT_FLOAT32)
+        return KILN_OK;
+    mm_plan p;
+    if (a->ndim < 1 || b->ndim < 1 || a->ndim > KILN_MAX_DIMS || b->ndim > KILN_MAX_DIMS)
+        return KILN_OK;
+    kiln_status st = mm_plan_make(ctx, a, b, &p);
+    if (st != KILN_OK) {
+        kiln_clear_last_error(); /* the generic path reports it */
+        return KILN_OK;
+    }
+    if (!(p.nbatch == 1 || (p.b_single && p.a_natural)) || p.K == 0)
+        return KILN_OK;
+    int64_t n1[1] = {p.N};
+    if (bias && !(bias->dtype == KILN_DT_FLOAT32 && trailing_shape(bias, 1, n1)))
+        return KILN_OK;
+    if (res && !(res->dtype == KILN_DT_FLOAT32 && trailing_shape(res, p.out_ndim, p.out_dims)))
+        return KILN_OK;
+    *handled = true;
+    /* every element is written by the GEMM */
+    KILN_TRY(kiln__kout_uninit(ctx, 0, KILN_DT_FLOAT32, p.out_ndim, p.out_dims));
+    kiln_tensor *y = ctx->out[0];
+    if (numel_of(y) == 0)
+        return KILN_OK;
+    kiln_epi e = {.bias = bias ? bias->data : NULL, .row_bias = false, .res = res ? res->data : NULL, .ldr = p.N};
+    if (act)
+        e.act = *act;
+    kiln_gemm g = {.M = p.nbatch * p.M, .N = p.N, .K = p.K, .alpha = 1.0f, .beta = 0.0f, .A = a->data, .lda = p.K,
+                   .B = b->data, .ldb = p.N, .C = y->data, .ldc = p.N, .epi = &e};
+    kiln__sgemm_ex(nthreads_of(ctx), &g);
+    return KILN_OK;
+}
+
+/* act(Gemm(A, B, C)) for float32 2-D A, B and C absent or a bias over the columns ([N] or
+ * [1, N]; with beta == 1): one GEMM with the bias and activation in its epilogue. */
+kiln_status kiln__gemm_fused(kiln_kctx *ctx, const kiln_act *act, bool *handled)
+{
+    const kiln_tensor *a = kiln__kin(ctx, 0), *b = kiln__kin(ctx, 1), *c = kiln__kin(ctx, 2);
+    *handled = false;
+    if (!a || !b || a->ndim != 2 || b->ndim != 2 || a->dtype != KILN_DT_FLOAT32 || b->dtype != KILN_DT_FLOAT32)
+        return KILN_OK;
+    bool ta = kiln__attr_i(ctx->node, "transA", 0) != 0, tb = kiln__attr_i(ctx->node, "transB", 0) != 0;
+    float alpha = kiln__attr_f(ctx->node, "alpha", 1.0f), beta = kiln__attr_f(ctx->node, "beta", 1.0f);
+    int64_t M = ta ? a->dims[1] : a->dims[0], K = ta ? a->dims[0] : a->dims[1];
+    int64_t Kb = tb ? b->dims[1] : b->dims[0], N = tb ? b->dims[0] : b->dims[1];
+    if (K != Kb || M <= 0 || N <= 0 || K <= 0 || (double)M * (double)N * (double)K > LINALG_MAX_WORK)
+        return KILN_OK;
+    if (c && !(c->dtype == KILN_DT_FLOAT32 && beta == 1.0f &&
+               ((c->ndim == 1 && c->dims[0] == N) || (c->ndim == 2 && c->dims[0] == 1 && c->dims[1] == N))))
+        return KILN_OK;
+    *handled = true;
+    int64_t dims[2] = {M, N};
+    KILN_TRY(kiln__kout_uninit(ctx, 0, KILN_DT_FLOAT32, 2, dims));
+    kiln_epi e = {.bias = c ? c->data : NULL, .row_bias = false};
+    if (act)
+        e.act = *act;
+    kiln_gemm g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = 0.0f, .trans_a = ta, .trans_b = tb, .A = a->data,
+                   .lda = ta ? M : K, .B = b->data, .ldb = tb ? K : N, .C = ctx->out[0]->data, .ldc = N, .epi = &e};
+    kiln__sgemm_ex(nthreads_of(ctx), &g);
     return KILN_OK;
 }
 

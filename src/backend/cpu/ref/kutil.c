@@ -3,8 +3,16 @@
 #include "../../../runtime/exec.h"
 #include <stdio.h>
 
+/* Sanitizer builds fill "uninitialized" outputs with 0xFF bytes (NaN for floats), so a kernel
+ * that leaves an element unwritten fails its tests instead of reading stale data. */
+#if defined(__SANITIZE_ADDRESS__)
+#define KOUT_POISON 1
+#else
+#define KOUT_POISON 0
+#endif
+
 /* Places output i in its planned arena slot when the plan has room for it. */
-static bool place_in_arena(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims)
+static bool place_in_arena(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims, bool zero)
 {
     kiln_mem *m = ctx->exec ? ctx->exec->mem : NULL;
     if (!m || !m->arena || !ctx->node->out || i >= ctx->node->n_out)
@@ -23,12 +31,14 @@ static bool place_in_arena(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const
         t->dims[d] = dims[d];
     t->nbytes = (size_t)n * es;
     t->data = m->arena + m->offset[v];
-    if (!m->inplace[v])
+    if (zero && !m->inplace[v])
         memset(t->data, 0, t->nbytes);
+    else if (KOUT_POISON && !zero && !m->inplace[v])
+        memset(t->data, 0xFF, t->nbytes);
     return true;
 }
 
-kiln_status kiln__kout(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims)
+static kiln_status kout(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims, bool zero)
 {
     if (i < 0 || i >= ctx->n_out || !ctx->out[i])
         return kiln__kerr(ctx, KILN_ERR_INTERNAL, "output %d is not bound", i);
@@ -36,12 +46,45 @@ kiln_status kiln__kout(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int
         memset(ctx->out[i], 0, sizeof *ctx->out[i]);
     else
         kiln__tensor_release(ctx->out[i]);
-    if (place_in_arena(ctx, i, dt, ndim, dims))
+    if (place_in_arena(ctx, i, dt, ndim, dims, zero))
         return KILN_OK;
-    kiln_status st = kiln__tensor_alloc(ctx->out[i], dt, ndim, dims);
+    kiln_status st = KILN_OK;
+    if (zero) {
+        st = kiln__tensor_alloc(ctx->out[i], dt, ndim, dims);
+    } else {
+        /* kiln__tensor_alloc's checks, without its zero fill */
+        kiln_tensor *t = ctx->out[i];
+        memset(t, 0, sizeof *t);
+        size_t es = kiln_dtype_size(dt);
+        int64_t n = ndim >= 0 && ndim <= KILN_MAX_DIMS ? kiln__shape_numel(ndim, dims) : -1;
+        if (!es || n < 0 || (uint64_t)n > kiln__max_tensor_bytes() / es)
+            return kout(ctx, i, dt, ndim, dims, true); /* reports the error */
+        t->data = kiln__malloc(n > 0 ? (size_t)n * es : 1);
+        if (!t->data) {
+            st = kiln__err(KILN_ERR_NOMEM, "out of memory allocating %zu bytes", (size_t)n * es);
+        } else {
+            t->dtype = dt;
+            t->ndim = ndim;
+            for (int d = 0; d < ndim; d++)
+                t->dims[d] = dims[d];
+            t->nbytes = (size_t)n * es;
+            if (KOUT_POISON)
+                memset(t->data, 0xFF, t->nbytes);
+        }
+    }
     if (st != KILN_OK)
         kiln__err_prefix("%s node '%s' output %d", ctx->node->op_type, ctx->node->name, i);
     return st;
+}
+
+kiln_status kiln__kout(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims)
+{
+    return kout(ctx, i, dt, ndim, dims, true);
+}
+
+kiln_status kiln__kout_uninit(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims)
+{
+    return kout(ctx, i, dt, ndim, dims, false);
 }
 
 kiln_status kiln__kerr(const kiln_kctx *ctx, kiln_status s, const char *fmt, ...)

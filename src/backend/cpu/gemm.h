@@ -1,0 +1,63 @@
+/* Extended single-precision GEMM (see gemm.c): fused epilogue and a caller-supplied B packer.
+ *
+ *   C = epi(alpha * op(A) op(B) + beta * C)       (epi: bias, residual, activation; epilogue.h)
+ *
+ * The epilogue is applied while each C tile is still in registers (AVX-512) or in L1, so a
+ * fused layer writes its output exactly once. Every element of C is written (with beta == 0,
+ * C is never read), so C may be uninitialized memory. */
+#ifndef KILN_BACKEND_CPU_GEMM_H
+#define KILN_BACKEND_CPU_GEMM_H
+#include "../kernel.h"
+#include "epilogue.h"
+
+/* Packs rows [k0, k0+kc) x columns [j0, j0+nc) of op(B) into nr-wide k-major panels:
+ * dst[p*kc*nr + k*nr + r] = op(B)(k0 + k, j0 + p*nr + r), zero for columns >= j0 + nc.
+ * Called concurrently from several threads (for disjoint or identical blocks). */
+typedef void (*kiln_gemm_packb_fn)(void *ctx, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int nr, float *dst);
+
+typedef struct kiln_gemm {
+    int64_t M, N, K;
+    float alpha, beta;
+    bool trans_a, trans_b;
+    const float *A;
+    int64_t lda;
+    const float *B;              /* ignored when packb is set */
+    int64_t ldb;
+    kiln_gemm_packb_fn packb;    /* NULL: op(B) read from B / ldb / trans_b */
+    void *packb_ctx;
+    const float *bpack;          /* or op(B) already packed over the whole K: panel p (columns
+                                  * p*nr .. p*nr+nr-1, nr = kiln__sgemm_nr()) at bpack + p*K*nr,
+                                  * element (k, p*nr + r) at [k*nr + r]; columns >= N are ignored;
+                                  * 64-byte aligned */
+    float *C;
+    int64_t ldc;
+    const kiln_epi *epi;         /* NULL: none. Its residual must not overlap C. */
+} kiln_gemm;
+
+void kiln__sgemm_ex(int nthreads, const kiln_gemm *g);
+/* The panel width of the packed B layout (32 with AVX-512). */
+int kiln__sgemm_nr(void);
+
+/* Direct 2-D convolution tiles ("indirect B"): C[M, Ho*Wo] = epi(A[M, K] x B) where
+ *   B(k, oy*Wo + ox) = xp[off[k] + oy*row_stride + ox]
+ * i.e. the input was copied once into a zero-padded (and, for column strides > 1, phase-split)
+ * layout in which the pixels of one output row are consecutive for every k. No packing: each
+ * 32-pixel tile of an output row is read straight from xp. xp must be readable up to
+ * off[k] + (Ho-1)*row_stride + ceil(Wo/32)*32 for every k. Needs AVX-512 (check
+ * kiln__conv_direct_available()). */
+typedef struct kiln_convd {
+    int64_t M, K;
+    const float *A;
+    int64_t lda;
+    const float *xp;
+    const int64_t *off;
+    int64_t Ho, Wo, row_stride;
+    float *C;
+    int64_t ldc;
+    const kiln_epi *epi;
+} kiln_convd;
+
+bool kiln__conv_direct_available(void);
+void kiln__conv_direct_f32(int nthreads, const kiln_convd *d);
+
+#endif
