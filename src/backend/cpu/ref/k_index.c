@@ -7,22 +7,9 @@
  * Index inputs may be int32 or int64; negative indices count from the end; an index out of range
  * is an error (never an out-of-bounds access). */
 #include "../../kernel.h"
+#include "k_index.h"
 #include <math.h>
 
-kiln_status kiln__k_gather(kiln_kctx *ctx);
-kiln_status kiln__k_gather_elements(kiln_kctx *ctx);
-kiln_status kiln__k_gather_nd(kiln_kctx *ctx);
-kiln_status kiln__k_nonzero(kiln_kctx *ctx);
-kiln_status kiln__k_onehot(kiln_kctx *ctx);
-kiln_status kiln__k_reverse_sequence(kiln_kctx *ctx);
-kiln_status kiln__k_scatter_elements(kiln_kctx *ctx);
-kiln_status kiln__k_scatter_nd(kiln_kctx *ctx);
-kiln_status kiln__k_compress(kiln_kctx *ctx);
-kiln_status kiln__k_cumsum(kiln_kctx *ctx);
-kiln_status kiln__k_topk(kiln_kctx *ctx);
-kiln_status kiln__k_argmax(kiln_kctx *ctx);
-kiln_status kiln__k_argmin(kiln_kctx *ctx);
-kiln_status kiln__k_unique(kiln_kctx *ctx);
 
 #define MAXR KILN_MAX_DIMS
 
