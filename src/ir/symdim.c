@@ -458,6 +458,13 @@ static kiln_sdim minmax(kiln_symtab *t, kiln_sdim a, kiln_sdim b, bool is_max)
         return a;
     if (c != 2)
         return (c > 0) == is_max ? a : b;
+    /* absorption: max(a, min(a, x)) = a, min(a, max(a, x)) = a */
+    for (int k = 0; k < 2; k++) {
+        kiln_sdim x = k ? b : a, y = k ? a : b;
+        const int64_t *inner = single_atom(t, y, is_max ? K_MIN : K_MAX);
+        if (inner && (inner[1] == x || inner[2] == x))
+            return x;
+    }
     return opaque(t, is_max ? K_MAX : K_MIN, a < b ? a : b, a < b ? b : a);
 }
 

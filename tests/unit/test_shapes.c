@@ -61,6 +61,8 @@ static void test_symdim(void)
     CHECK(kiln__sd_min(t, s, kiln__sd_addc(t, s, 5)) == s);
     CHECK(kiln__sd_max(t, s, kiln__sd_mulc(t, s, 2)) == kiln__sd_mulc(t, s, 2));
     CHECK(kiln__sd_min(t, s, b) == kiln__sd_min(t, b, s));
+    CHECK(kiln__sd_max(t, s, kiln__sd_min(t, s, c32)) == s);                            /* absorption */
+    CHECK(kiln__sd_min(t, kiln__sd_max(t, c32, s), s) == s);
     CHECK_STR(t, kiln__sd_max(t, kiln__sd_const(t, 0), kiln__sd_addc(t, s, -1)), "max(0,seq-1)");
     CHECK(kiln__sd_cmp(t, kiln__sd_mul(t, b, s), s) == 2);
     CHECK(kiln__sd_cmp(t, kiln__sd_addc(t, s, 1), s) == 1);

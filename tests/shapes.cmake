@@ -1,0 +1,5 @@
+# kiln info: inferred value shapes (symbolic / concrete, text and JSON) and its errors.
+add_test(NAME shapes_info
+  COMMAND ${CMAKE_SOURCE_DIR}/tests/shapes/test_info.sh $<TARGET_FILE:kiln>
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(shapes_info PROPERTIES LABELS "cli;sanitize" SKIP_RETURN_CODE 77 TIMEOUT 300)
