@@ -36,6 +36,9 @@ kiln_status kiln__infer_shapes(const kiln_graph *g, kiln_symtab *st, const kiln_
  * the symbol "<value name>.<axis>", an unknown rank -1. */
 void kiln__vshape_declared(kiln_symtab *st, const kiln_value *v, kiln_vshape *out);
 
+/* Integer or bool dtypes: their values are tracked symbolically (val[].i); others in val[].f. */
+bool kiln__dt_int_like(kiln_dtype dt);
+
 /* A constant tensor's dtype, shape and (when small) values. */
 void kiln__vs_from_tensor(kiln_symtab *st, const kiln_tensor *t, kiln_vshape *o);
 

@@ -96,8 +96,11 @@ static bool int_elem(kiln_ictx *c, kiln_op op, int n, const kiln_sdim *a, kiln_s
             return false;
         *r = x ? a[1] : a[2];
         return true;
+    case KILN_OP_Equal: case KILN_OP_Less: case KILN_OP_Greater: case KILN_OP_LessOrEqual:
+    case KILN_OP_GreaterOrEqual:
+        return n == 2 && sym_compare(c, op, a[0], a[1], r);
     default:
-        return sym_compare(c, op, a[0], a[1], r);
+        return false;
     }
 }
 

@@ -56,7 +56,6 @@ int64_t kiln__const_numel(const kiln_ictx *c, const kiln_vshape *s);
 kiln_sdim kiln__numel(const kiln_ictx *c, const kiln_vshape *s);
 /* ONNX multidirectional broadcast of n inputs (absent ones skipped) into o's rank/dims. */
 kiln_status kiln__bcast(kiln_ictx *c, int n, const kiln_vshape *const *ins, kiln_vshape *o);
-bool kiln__dt_int_like(kiln_dtype dt);   /* integer or bool: values tracked symbolically */
 /* Sets o's values (int or float per o->dtype) when it is small with constant dims. */
 bool kiln__vs_can_hold(const kiln_ictx *c, const kiln_vshape *o);
 /* Computes o's values elementwise from ins (broadcast, op = the node's op) when all are small and known. */

@@ -163,7 +163,7 @@ kiln_status kiln__si_concat(kiln_ictx *c)
         return KILN_OK;
     int n = 0;
     for (int i = 0; i < c->n_in; i++) {
-        if (!IN(c, i)->hv)
+        if (!IN(c, i)->hv || n + IN(c, i)->nval > KILN_SHAPE_MAXVAL)
             return KILN_OK;
         for (int k = 0; k < IN(c, i)->nval; k++)
             o->val[n++] = IN(c, i)->val[k];
@@ -597,6 +597,8 @@ kiln_status kiln__si_split(kiln_ictx *c)
         n = -2;
     if (n >= 0 && n != no)
         return kiln__ierr(c, KILN_ERR_SHAPE, "%d split sizes for %d outputs", n, no);
+    if (no > KILN_SHAPE_MAXVAL)
+        n = -1;   /* too many outputs to track: unknown sizes */
     kiln_sdim D = x->dims[ax];
     if (n == -2 && no > 0) {
         bool uneven = kiln__attr(c->n, "num_outputs") != NULL;   /* opset 18: the last chunk may be smaller */
@@ -624,7 +626,7 @@ static kiln_status space_depth(kiln_ictx *c, bool to_space)
     int64_t b = kiln__attr_i(c->n, "blocksize", 0);
     if (b <= 0)
         return kiln__ierr(c, KILN_ERR_SHAPE, "blocksize %lld", (long long)b);
-    kiln_sdim bb = kiln__C(c, b * b), bs = kiln__C(c, b);
+    kiln_sdim bs = kiln__C(c, b), bb = kiln__sd_mul(c->st, bs, bs);
     kiln__vs_set(o, x->dtype, 4, x->dims);
     if (to_space) {
         o->dims[1] = kiln__sd_div(c->st, x->dims[1], bb);
@@ -659,7 +661,7 @@ kiln_status kiln__si_range(kiln_ictx *c)
     int64_t n;
     if (kiln__dt_int_like(o->dtype) && kiln__sd_is_const(c->st, o->dims[0], &n) && n <= KILN_SHAPE_MAXVAL) {
         for (int64_t k = 0; k < n; k++)
-            o->val[k].i = kiln__sd_add(c->st, a[0], kiln__C(c, k * step));
+            o->val[k].i = kiln__sd_add(c->st, a[0], kiln__sd_mulc(c->st, a[2], k));
         o->hv = true;
         o->nval = (int)n;
     }

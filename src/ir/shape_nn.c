@@ -5,6 +5,7 @@
 #include <math.h>
 
 #define SP_MAX (KILN_MAX_DIMS - 2)
+#define GEOM_LIM (INT64_C(1) << 31)   /* bound on kernel/stride/pad/dilation values (no overflow) */
 
 /* ---- reductions ---- */
 
@@ -157,6 +158,32 @@ kiln_status kiln__si_gemm(kiln_ictx *c)
     return KILN_OK;
 }
 
+/* Parses one einsum term at *p (up to ',', "->" or the end) into labels: letters, -1 for "...".
+ * Returns the count, or -1 if malformed (bad character, lone '.', two ellipses, too long). */
+static int einsum_term(const char **p, int *lab)
+{
+    int n = 0, ell = 0;
+    const char *q = *p;
+    for (; *q && *q != ',' && !(q[0] == '-' && q[1] == '>'); q++) {
+        if (*q == ' ')
+            continue;
+        if (n >= 2 * KILN_MAX_DIMS)
+            return -1;
+        if (*q == '.') {
+            if (q[1] != '.' || q[2] != '.' || ell++)
+                return -1;
+            lab[n++] = -1;
+            q += 2;
+        } else if ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z')) {
+            lab[n++] = (unsigned char)*q;
+        } else {
+            return -1;
+        }
+    }
+    *p = q;
+    return n;
+}
+
 kiln_status kiln__si_einsum(kiln_ictx *c)
 {
     const char *eq = kiln__attr_s(c->n, "equation", NULL);
@@ -167,48 +194,42 @@ kiln_status kiln__si_einsum(kiln_ictx *c)
     if (!eq)
         return kiln__ierr(c, KILN_ERR_SHAPE, "no equation");
     kiln_sdim letter[128];
-    int count[128] = {0};
-    bool seen[128] = {0};
+    int count[128] = {0}, lab[2 * KILN_MAX_DIMS];
     kiln_vshape ell[16];
     const kiln_vshape *ellp[16];
-    int nell = 0, term = 0;
+    int nell = 0;
     const char *p = eq;
-    for (; *p && !(p[0] == '-' && p[1] == '>'); term++) {
+    for (int term = 0;; term++) {
+        int nl = einsum_term(&p, lab);
+        if (nl < 0)
+            return kiln__ierr(c, KILN_ERR_SHAPE, "malformed equation '%s'", eq);
         const kiln_vshape *x = IN(c, term);
-        if (!x || x->rank < 0 || term >= 16)
+        if (!x || term >= 16)
+            return kiln__ierr(c, KILN_ERR_SHAPE, "equation '%s' has more terms than inputs", eq);
+        if (x->rank < 0)
             return KILN_OK;
-        int nl = 0, ell_at = -1;
-        const char *q = p;
-        for (; *q && *q != ',' && !(q[0] == '-' && q[1] == '>'); q++)
-            if (*q == '.')
-                ell_at = ell_at < 0 ? nl : ell_at, q += (q[1] == '.' && q[2] == '.') ? 2 : 0;
-            else if (*q != ' ')
-                nl++;
-        int nel = x->rank - nl, d = 0;
-        if (nel < 0 || (nel > 0 && ell_at < 0))
+        bool has_ell = false;
+        for (int k = 0; k < nl; k++)
+            has_ell |= lab[k] < 0;
+        int nel = x->rank - (nl - has_ell), d = 0;
+        if (nel < 0 || (nel > 0 && !has_ell))
             return kiln__ierr(c, KILN_ERR_SHAPE, "term %d has %d labels for rank %d", term, nl, x->rank);
-        for (; p < q; p++) {
-            if (*p == ' ')
-                continue;
-            if (*p == '.') {
-                p += 2;
+        for (int k = 0; k < nl; k++) {
+            if (lab[k] < 0) {
                 kiln__vs_set(&ell[nell], x->dtype, nel, x->dims + d);
                 ellp[nell] = &ell[nell];
                 nell++;
                 d += nel;
                 continue;
             }
-            unsigned char ch = (unsigned char)*p;
-            if (ch >= 128)
-                return kiln__ierr(c, KILN_ERR_SHAPE, "bad equation");
-            if (!seen[ch] || kiln__is_c(c, letter[ch], 1))
-                letter[ch] = x->dims[d];
-            seen[ch] = true;
-            count[ch]++;
+            if (!count[lab[k]] || kiln__is_c(c, letter[lab[k]], 1))
+                letter[lab[k]] = x->dims[d];
+            count[lab[k]]++;
             d++;
         }
-        if (*p == ',')
-            p++;
+        if (*p != ',')
+            break;
+        p++;
     }
     kiln_vshape eb;
     kiln__vs_unknown(&eb, x0->dtype);
@@ -216,24 +237,21 @@ kiln_status kiln__si_einsum(kiln_ictx *c)
     if (nell)
         KILN_TRY(kiln__bcast(c, nell, ellp, &eb));
     o->rank = 0;
-    if (*p) {   /* explicit output */
-        for (p += 2; *p; p++) {
-            if (*p == ' ')
-                continue;
-            if (o->rank >= KILN_MAX_DIMS)
-                return kiln__ierr(c, KILN_ERR_LIMIT, "output rank");
-            if (*p == '.') {
-                p += 2;
-                for (int k = 0; k < eb.rank && o->rank < KILN_MAX_DIMS; k++)
-                    o->dims[o->rank++] = eb.dims[k];
-                continue;
+    if (*p) {   /* explicit output after "->" */
+        p += 2;
+        int nl = einsum_term(&p, lab);
+        if (nl < 0 || *p)
+            return kiln__ierr(c, KILN_ERR_SHAPE, "malformed equation '%s'", eq);
+        for (int k = 0; k < nl; k++) {
+            if (lab[k] >= 0 && !count[lab[k]])
+                return kiln__ierr(c, KILN_ERR_SHAPE, "output label '%c' not in the inputs", lab[k]);
+            for (int j = 0; j < (lab[k] < 0 ? eb.rank : 1); j++) {
+                if (o->rank >= KILN_MAX_DIMS)
+                    return kiln__ierr(c, KILN_ERR_LIMIT, "output rank above %d", KILN_MAX_DIMS);
+                o->dims[o->rank++] = lab[k] < 0 ? eb.dims[j] : letter[lab[k]];
             }
-            unsigned char ch = (unsigned char)*p;
-            if (ch >= 128 || !seen[ch])
-                return kiln__ierr(c, KILN_ERR_SHAPE, "output label '%c' not in the inputs", *p);
-            o->dims[o->rank++] = letter[ch];
         }
-    } else {   /* implicit: broadcast dims, then labels used once, alphabetically */
+    } else {   /* implicit: broadcast dims, then the labels used once, alphabetically */
         for (int k = 0; k < eb.rank; k++)
             o->dims[o->rank++] = eb.dims[k];
         for (int ch = 0; ch < 128; ch++)
@@ -261,8 +279,11 @@ static kiln_status geom_ints(const kiln_ictx *c, const char *name, int n, int64_
     int k = kiln__attr_ints(c->n, name, &a);
     if (k >= 0 && k != n)
         return kiln__ierr(c, KILN_ERR_SHAPE, "attribute '%s' has %d values, expected %d", name, k, n);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         v[i] = k >= 0 ? a[i] : def;
+        if (v[i] < -GEOM_LIM || v[i] > GEOM_LIM)
+            return kiln__ierr(c, KILN_ERR_SHAPE, "attribute '%s' value %lld is out of range", name, (long long)v[i]);
+    }
     return KILN_OK;
 }
 
@@ -318,9 +339,12 @@ static kiln_status conv_shape(kiln_ictx *c, int xi, int wi, kiln_dtype dt, kiln_
     int nsp = x->rank - 2;
     int64_t k[SP_MAX], g = kiln__attr_i(c->n, "group", 1), cw, cx;
     for (int i = 0; i < nsp; i++)
-        if (!kiln__sd_is_const(c->st, w->dims[2 + i], &k[i]))
+        if (!kiln__sd_is_const(c->st, w->dims[2 + i], &k[i]) || k[i] > GEOM_LIM)
             return kiln__vs_fresh(c, o, dt, x->rank), KILN_OK;
-    if (kiln__sd_is_const(c->st, w->dims[1], &cw) && kiln__sd_is_const(c->st, x->dims[1], &cx) && cw * g != cx)
+    if (g < 1 || g > GEOM_LIM)
+        return kiln__ierr(c, KILN_ERR_SHAPE, "group %lld", (long long)g);
+    if (kiln__sd_is_const(c->st, w->dims[1], &cw) && kiln__sd_is_const(c->st, x->dims[1], &cx) && cw <= GEOM_LIM &&
+        cw * g != cx)
         return kiln__ierr(c, KILN_ERR_SHAPE, "X has %lld channels, W expects %lld x group %lld", (long long)cx,
                           (long long)cw, (long long)g);
     o->rank = x->rank;
@@ -359,7 +383,7 @@ kiln_status kiln__si_convtranspose(kiln_ictx *c)
     int nsp = x->rank - 2, ap = auto_pad(c->n);
     int64_t k[SP_MAX], s[SP_MAX], d[SP_MAX], pads[2 * SP_MAX], opad[SP_MAX];
     for (int i = 0; i < nsp; i++)
-        if (!kiln__sd_is_const(c->st, w->dims[2 + i], &k[i]))
+        if (!kiln__sd_is_const(c->st, w->dims[2 + i], &k[i]) || k[i] > GEOM_LIM)
             return kiln__vs_fresh(c, o, x->dtype, x->rank), KILN_OK;
     KILN_TRY(geom_ints(c, "strides", nsp, 1, s));
     KILN_TRY(geom_ints(c, "dilations", nsp, 1, d));
@@ -454,8 +478,10 @@ kiln_status kiln__si_maxunpool(kiln_ictx *c)
 static kiln_sdim scale_dim(kiln_ictx *c, kiln_sdim D, double scale)
 {
     int64_t v;
-    if (kiln__sd_is_const(c->st, D, &v))
-        return kiln__C(c, (int64_t)floor((double)v * scale));
+    if (kiln__sd_is_const(c->st, D, &v)) {
+        double r = floor((double)v * scale);
+        return fabs(r) < 9e18 ? kiln__C(c, (int64_t)r) : kiln__sd_unknown(c->st);
+    }
     for (int64_t q = 1; q <= 64; q++) {
         double p = scale * (double)q;
         if (fabs(p - nearbyint(p)) < 1e-9 && fabs(p) < 1e9)

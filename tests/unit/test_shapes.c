@@ -243,6 +243,93 @@ static void test_suite(void)
     CHECK(n > 900);
 }
 
+/* ---- robustness: inference on mutated graphs never crashes, and every error has a message ---- */
+
+static int64_t odd_int(unsigned long long *r)
+{
+    static const int64_t v[] = {-3, -1, 0, 1, 2, 3, 7, 64, INT64_C(1) << 40, INT64_MIN, INT64_MAX};
+    return v[test_rng(r) % (sizeof v / sizeof v[0])];
+}
+
+static void mutate_graph(kiln_graph *g, unsigned long long *r)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int a = 0; a < g->nodes[i].n_attr; a++) {
+            kiln_attr *at = &g->nodes[i].attrs[a];
+            if (at->type == KILN_ATTR_INT && test_rng(r) % 3 == 0)
+                at->i = odd_int(r);
+            for (int k = 0; at->type == KILN_ATTR_INTS && k < at->n; k++)
+                if (test_rng(r) % 3 == 0)
+                    at->ints[k] = odd_int(r);
+            if (at->g)
+                mutate_graph(at->g, r);
+        }
+}
+
+static void test_fuzz(void)
+{
+    const char *root = "/usr/share/libonnx-testdata/data";
+    FILE *f = fopen("tests/conformance/expected_passes.txt", "r");
+    if (!f)
+        return;
+    unsigned long long r = 12345;
+    char line[512];
+    int runs = 0, errors = 0, silent = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = 0;
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s/model.onnx", root, line);
+        for (int rep = 0; rep < 3; rep++) {
+            kiln_model_t m;
+            if (kiln_model_load(p, &m) != KILN_OK)
+                break;
+            kiln_graph *g = m->g;
+            kiln_symtab *st = kiln__symtab_new();
+            kiln_vshape *in = calloc((size_t)g->n_inputs + 1, sizeof *in), *out = NULL;
+            const kiln_vshape **pin = calloc((size_t)g->n_inputs + 1, sizeof *pin);
+            if (rep > 0)
+                mutate_graph(g, &r);
+            for (int i = 0; i < g->n_inputs; i++) {   /* random ranks, dims and small int values */
+                kiln__vshape_declared(st, &g->values[g->inputs[i]], &in[i]);
+                if (rep == 2 || test_rng(&r) % 4 == 0) {
+                    in[i].rank = (int)(test_rng(&r) % (KILN_MAX_DIMS + 1));
+                    for (int d = 0; d < in[i].rank; d++)
+                        in[i].dims[d] = test_rng(&r) % 4 ? kiln__sd_const(st, (int64_t)(test_rng(&r) % 5))
+                                                         : kiln__sd_sym(st, "n");
+                }
+                if (kiln__dt_int_like(in[i].dtype) && in[i].rank == 1 && kiln__sd_is_const(st, in[i].dims[0], NULL)) {
+                    int64_t n;
+                    kiln__sd_is_const(st, in[i].dims[0], &n);
+                    in[i].hv = n <= KILN_SHAPE_MAXVAL;
+                    in[i].nval = (int)n;
+                    for (int k = 0; in[i].hv && k < n; k++)
+                        in[i].val[k].i = kiln__sd_const(st, odd_int(&r));
+                }
+                pin[i] = &in[i];
+            }
+            kiln_clear_last_error();
+            kiln_status s = kiln__infer_shapes(g, st, pin, &out);
+            runs++;
+            if (s != KILN_OK) {
+                errors++;
+                if (!kiln_last_error()[0]) {
+                    silent++;
+                    fprintf(stderr, "fuzz %s rep %d: %s without a message\n", line, rep, kiln_status_str(s));
+                }
+            }
+            kiln__free(out);
+            free(in);
+            free(pin);
+            kiln__symtab_free(st);
+            kiln_model_free(m);
+        }
+    }
+    fclose(f);
+    printf("fuzz: %d inferences on mutated graphs / odd input shapes, %d clean errors, %d without a message\n", runs,
+           errors, silent);
+    CHECK(silent == 0 && runs > 2000);
+}
+
 /* ---- reference models ---- */
 
 typedef struct { const char *path; int n_in; const char *in[3]; int nd; int64_t shape[2][4]; } model_case;
@@ -362,6 +449,7 @@ int main(int argc, char **argv)
         test_symdim();
         test_registry();
         test_suite();
+        test_fuzz();
     }
     if (!no_models)
         for (size_t k = 0; k < sizeof models / sizeof models[0]; k++)
