@@ -354,11 +354,20 @@ kiln_sdim kiln__sd_div(kiln_symtab *t, kiln_sdim a, kiln_sdim b)
         int64_t cs;
         if (kiln__sd_is_const(t, sd, &cs))
             return kiln__sd_addc(t, qd, floordiv(cs, cb));
-        const int64_t *inner = single_atom(t, sd, K_DIV);
-        int64_t c1;
-        if (inner && kiln__sd_is_const(t, (kiln_sdim)inner[2], &c1) && c1 > 0 &&
-            !__builtin_mul_overflow(c1, cb, &c1))   /* floor(floor(x/c1)/cb) = floor(x/(c1*cb)) */
-            return kiln__sd_add(t, qd, kiln__sd_div(t, (kiln_sdim)inner[1], kiln__sd_const(t, c1)));
+        /* S = floor(y/c1) + r: floor(S/cb) = floor((y + r*c1)/(c1*cb)) for c1, cb > 0 */
+        const int64_t *inner = NULL;
+        int64_t r = 0, c1, rc1;
+        int n_var = 0;
+        for (int i = 0; i < s.n; i++) {
+            if (s.t[i].c != 0 && s.t[i].na == 0)
+                r = s.t[i].c;
+            else if (s.t[i].c != 0 && n_var++ == 0 && s.t[i].c == 1 && s.t[i].na == 1 &&
+                     key_of(t, s.t[i].a[0])[0] == K_DIV)
+                inner = key_of(t, s.t[i].a[0]);
+        }
+        if (n_var == 1 && inner && kiln__sd_is_const(t, (kiln_sdim)inner[2], &c1) && c1 > 0 &&
+            !__builtin_mul_overflow(r, c1, &rc1) && !__builtin_mul_overflow(c1, cb, &c1))
+            return kiln__sd_add(t, qd, kiln__sd_div(t, kiln__sd_addc(t, (kiln_sdim)inner[1], rc1), kiln__sd_const(t, c1)));
         return kiln__sd_add(t, qd, opaque(t, K_DIV, sd, b));
     }
     if (a == b)

@@ -55,6 +55,8 @@ static void test_symdim(void)
     CHECK(kiln__sd_div(t, kiln__sd_mul(t, b, h), h) == b);                               /* monomial */
     CHECK(kiln__sd_div(t, s, s) == kiln__sd_const(t, 1));
     CHECK(kiln__sd_div(t, kiln__sd_div(t, h, two), two) == kiln__sd_div(t, h, kiln__sd_const(t, 4)));
+    CHECK(kiln__sd_cdiv(t, kiln__sd_cdiv(t, h, two), two) == kiln__sd_cdiv(t, h, kiln__sd_const(t, 4)));  /* nested */
+    CHECK_STR(t, kiln__sd_cdiv(t, kiln__sd_cdiv(t, kiln__sd_cdiv(t, h, two), two), two), "(h+7)/8");
     CHECK(kiln__sd_mod(t, kiln__sd_mulc(t, s, 4), two) == kiln__sd_const(t, 0));
     CHECK_STR(t, kiln__sd_div(t, s, h), "seq/h");
     /* min / max */
