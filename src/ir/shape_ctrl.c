@@ -181,6 +181,10 @@ kiln_status kiln__si_scan(kiln_ictx *c)
         in[k] = *x;
         in[k].hv = false;
         int drop = v8 ? 1 : 0;   /* v8: drop the batch dim (and the sequence dim of scan inputs) */
+        if (v8 && x->rank == 0) {
+            s = kiln__ierr(c, KILN_ERR_SHAPE, "input %d is a scalar, expected a batch dim", first + k);
+            break;
+        }
         if (x->rank >= 0 && v8) {
             batch = x->dims[0];
             memmove(in[k].dims, in[k].dims + 1, sizeof in[k].dims[0] * (size_t)(x->rank - 1));

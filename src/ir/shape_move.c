@@ -240,7 +240,7 @@ kiln_status kiln__si_gathernd(kiln_ictx *c)
     int64_t b = kiln__attr_i(c->n, "batch_dims", 0), k;
     if (x->rank < 0 || ind->rank < 1 || !kiln__sd_is_const(c->st, ind->dims[ind->rank - 1], &k))
         return KILN_OK;
-    if (b < 0 || b + k > x->rank)
+    if (b < 0 || b > x->rank || k < 0 || k > x->rank - b)
         return kiln__ierr(c, KILN_ERR_SHAPE, "index depth %lld with %lld batch dims on rank %d", (long long)k,
                           (long long)b, x->rank);
     int r = ind->rank - 1 + x->rank - (int)(b + k);
