@@ -77,6 +77,25 @@ g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"], name="the_add"
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
 PYEOF
 expect_err "incompatible broadcast names the node" "node 'the_add' (Add): cannot broadcast" "$KILN" info "$T/badadd.onnx"
+# declared shapes of intermediates and outputs are ignored (exporters get them wrong)
+$PY - "$T/lies.onnx" <<'PYEOF'
+import sys, onnx
+from onnx import helper, TensorProto
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 6])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 5, 5])        # wrong
+t = helper.make_tensor_value_info("t", TensorProto.INT64, [9])               # wrong dtype and shape
+g = helper.make_graph([helper.make_node("Transpose", ["x"], ["t"]), helper.make_node("Relu", ["t"], ["y"])],
+                      "g", [x], [y], value_info=[t])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+PYEOF
+"$KILN" info "$T/lies.onnx" --json > "$T/lies.json" 2>&1 || bad "info on declared-wrong model: $(tail -1 "$T/lies.json")"
+$PY - "$T/lies.json" <<'PYEOF' && ok "declared intermediate/output shapes are not used" || bad "declared shapes leaked into inference"
+import json, sys
+v = {x["name"]: x for x in json.load(open(sys.argv[1]))["values"]}
+assert v["t"]["dtype"] == "float32" and v["t"]["shape"] == [6, "n"], v["t"]
+assert v["y"]["dtype"] == "float32" and v["y"]["shape"] == [6, "n"], v["y"]
+PYEOF
+
 # fold-shapes must not need a run: this model's run fails on synthetic data (the builder feeds
 # index inputs 1, out of range here), yet its Shape -> Reshape chain still folds at fixed shapes
 $PY - "$T/fold.onnx" <<'PYEOF'
