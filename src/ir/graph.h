@@ -104,6 +104,7 @@ typedef struct kiln_graph {
     /* name -> value id hash table */
     int *hash;
     int hash_cap;
+    int n_added_consts;   /* suffix counter of kiln__graph_add_const */
 } kiln_graph;
 
 kiln_graph *kiln__graph_new(kiln_graph *parent);
