@@ -37,20 +37,34 @@ static bool read_by_subgraph(const kiln_graph *g, const char *name)
     return false;
 }
 
-/* One scan over the nodes: direct reads, and (once) a read by name from a subgraph. */
-int kiln__value_uses(const kiln_graph *g, int v)
+/* One scan over the nodes: direct reads by live nodes (*first: the first such reader, or -1),
+ * and whether a subgraph reads the value by name. */
+static int direct_uses(const kiln_graph *g, int v, int *first, bool *sub)
 {
     int uses = 0;
-    bool sub = false;
+    *first = -1;
+    *sub = false;
     for (int i = 0; i < g->n_nodes; i++) {
         const kiln_node *n = &g->nodes[i];
-        if (!sub && n->n_attr && node_subgraphs_read(n, g->values[v].name))
-            sub = true;   /* dead nodes included, as before: their subgraphs are still attached */
+        if (!*sub && n->n_attr && node_subgraphs_read(n, g->values[v].name))
+            *sub = true;   /* dead nodes included, as before: their subgraphs are still attached */
         if (n->dead)
             continue;
         for (int j = 0; j < n->n_in; j++)
-            uses += n->in[j] == v;
+            if (n->in[j] == v) {
+                uses++;
+                if (*first < 0)
+                    *first = i;
+            }
     }
+    return uses;
+}
+
+int kiln__value_uses(const kiln_graph *g, int v)
+{
+    int first;
+    bool sub;
+    int uses = direct_uses(g, v, &first, &sub);
     for (int o = 0; o < g->n_outputs; o++)
         uses += g->outputs[o] == v;
     return uses + sub;
@@ -58,16 +72,11 @@ int kiln__value_uses(const kiln_graph *g, int v)
 
 int kiln__single_consumer(const kiln_graph *g, int v)
 {
-    if (kiln__value_uses(g, v) != 1 || kiln__value_is_output(g, v))
+    int first;
+    bool sub;
+    if (direct_uses(g, v, &first, &sub) != 1 || sub || kiln__value_is_output(g, v))
         return -1;
-    for (int i = 0; i < g->n_nodes; i++) {
-        if (g->nodes[i].dead)
-            continue;
-        for (int j = 0; j < g->nodes[i].n_in; j++)
-            if (g->nodes[i].in[j] == v)
-                return i;
-    }
-    return -1;
+    return first;
 }
 
 void kiln__graph_replace_uses(kiln_graph *g, int from, int to)

@@ -205,13 +205,13 @@ static kiln_status count_err(const kiln_node *n, size_t have, const char *what, 
 }
 
 /* The operator's input and output counts (ops.def, from the ONNX specification). */
-static kiln_status check_arity(const kiln_node *n, size_t n_in, const char *in_what, size_t n_out)
+static kiln_status check_arity(const kiln_node *n, size_t n_in, size_t n_out)
 {
     const kiln_op_arity *a = kiln__op_arity(n->op);
     if (!a)
         return KILN_OK;   /* unknown ops are reported by the support check */
     if (n_in < (size_t)a->min_in || n_in > (size_t)a->max_in)
-        return count_err(n, n_in, in_what, a->min_in, a->max_in);
+        return count_err(n, n_in, "input", a->min_in, a->max_in);
     if (n_out < (size_t)a->min_out || n_out > (size_t)a->max_out)
         return count_err(n, n_out, "output", a->min_out, a->max_out);
     return KILN_OK;
@@ -253,7 +253,7 @@ static kiln_status import_node(import_ctx *ic, const Onnx__NodeProto *np, kiln_g
         return kiln__err(KILN_ERR_PARSE, "node %d ('%s') has no op_type", idx, n->name);
     n->op = kiln__op_lookup(n->domain, n->op_type);
     n->opset = opset_for(ic, n->domain);
-    KILN_TRY(check_arity(n, np->n_input, "input", np->n_output));
+    KILN_TRY(check_arity(n, np->n_input, np->n_output));
     n->in = kiln__calloc(np->n_input ? np->n_input : 1, sizeof(int));
     n->attrs = kiln__calloc(np->n_attribute ? np->n_attribute : 1, sizeof(kiln_attr));
     if (!n->in || !n->attrs)
