@@ -12,20 +12,51 @@ int cmd_build(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 
+/* Shape specs "NAME:1x3x224x224,..." (shapespec.c: the one parser for every option taking them). */
+#define CLI_MAX_SHAPES 64
+typedef struct cli_shape {
+    char *name;
+    int ndim;
+    int64_t dims[KILN_MAX_DIMS];
+} cli_shape;
+typedef struct cli_shape_set {
+    int n;
+    cli_shape v[CLI_MAX_SHAPES];
+} cli_shape_set;
+/* Prints one error naming `opt` and returns false on any malformed spec (s is then empty). */
+bool cli_shapes_parse(const char *opt, const char *spec, cli_shape_set *s);
+const cli_shape *cli_shapes_find(const cli_shape_set *s, const char *name);
+void cli_shapes_free(cli_shape_set *s);
+
 typedef struct cli_input_opts {
-    const char *shapes;         /* "NAME:1x3x224x224,..." or NULL */
-    int batch;                  /* > 0: overrides dim 0 of every input */
+    const cli_shape_set *shapes;   /* --shapes, or NULL */
+    int batch;                     /* > 0: overrides dim 0 of every input */
     int n_files;
     const char **file_names, **file_paths;
 } cli_input_opts;
 /* Opens an engine file, or builds an engine in memory from an ONNX model. */
 kiln_status cli_open_engine(const char *path, kiln_engine_t *e);
-/* Fills ins[]/names[] (engine input order) with file data or random data of the right shape. */
+/* Fills ins[]/names[] (engine input order) with file data or random data of the right shape.
+ * A --input or --shapes name that is not an input of the model is an error. */
 kiln_status cli_make_inputs(kiln_engine_t e, const cli_input_opts *o, kiln_tensor *ins, const char **names);
+
+/* Strict option values (args.c): the whole text must be a number in [lo, hi] (finite, no trailing
+ * text); otherwise an error naming `opt` is printed and false returned. */
+bool cli_parse_ll(const char *text, long long lo, long long hi, long long *out);   /* silent */
+bool cli_int_arg(const char *opt, const char *text, long long lo, long long hi, long long *out);
+bool cli_int_opt(const char *opt, const char *text, int lo, int hi, int *out);
+bool cli_num_arg(const char *opt, const char *text, double lo, double hi, double *out);
+#define CLI_MAX_THREADS 1024
+/* --input NAME=FILE into o (at most cap): malformed, or a NAME given twice, is an error. */
+bool cli_input_arg(const char *cmd, char *spec, cli_input_opts *o, int cap);
 
 /* Loads a tensor from .npy or ONNX TensorProto .pb (by extension). */
 kiln_status cli_load_tensor(const char *path, kiln_tensor *t);
-/* Replaces characters unsafe in file names with '_'. */
-void cli_safe_name(const char *in, char *out, size_t n);
+/* Output files of a run (outnames.c): an injective map from output names to file names. */
+char **cli_output_files(int n, const char *const *names);
+kiln_status cli_write_output_index(const char *dir, int n, const char *const *names, char *const *files);
+/* Terminal-safe text for printing model-supplied strings (a ring of 8 buffers: valid until 8 more calls). */
+const char *cli_esc(const char *s);
+void cli_print_escaped_lines(const char *text);
 int cli_die(kiln_status st, const char *what);
 #endif

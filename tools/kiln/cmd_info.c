@@ -8,14 +8,14 @@
 
 static void print_value(const kiln_value *v)
 {
-    printf("  %-32s %-8s [", v->name, v->kind == KILN_VAL_TENSOR ? kiln_dtype_name(v->dtype) : "non-tensor");
+    printf("  %-32s %-8s [", cli_esc(v->name), v->kind == KILN_VAL_TENSOR ? kiln_dtype_name(v->dtype) : "non-tensor");
     if (v->ndim < 0)
         printf("?");
     for (int d = 0; d < v->ndim; d++) {
         if (d)
             printf(", ");
         if (v->dims[d].param)
-            printf("%s", v->dims[d].param);
+            printf("%s", cli_esc(v->dims[d].param));
         else if (v->dims[d].value >= 0)
             printf("%lld", (long long)v->dims[d].value);
         else
@@ -60,10 +60,10 @@ int cmd_info(int argc, char **argv)
     if (st != KILN_OK)
         return cli_die(st, "loading model");
     const kiln_graph *g = m->g;
-    printf("model: %s\nproducer: %s\nir_version: %lld\nopsets:", argv[1], m->info.producer ? m->info.producer : "",
+    printf("model: %s\nproducer: %s\nir_version: %lld\nopsets:", cli_esc(argv[1]), cli_esc(m->info.producer),
            (long long)m->info.ir_version);
     for (int i = 0; i < g->n_opsets; i++)
-        printf(" %s=%lld", g->opsets[i].domain[0] ? g->opsets[i].domain : "ai.onnx", (long long)g->opsets[i].version);
+        printf(" %s=%lld", cli_esc(g->opsets[i].domain[0] ? g->opsets[i].domain : "ai.onnx"), (long long)g->opsets[i].version);
     printf("\ninputs (%d):\n", g->n_inputs);
     for (int i = 0; i < g->n_inputs; i++)
         print_value(&g->values[g->inputs[i]]);
@@ -84,11 +84,11 @@ int cmd_info(int argc, char **argv)
     qsort(h, (size_t)nh, sizeof h[0], by_count);
     printf("nodes: %d\nop histogram:\n", g->n_nodes);
     for (int i = 0; i < nh; i++)
-        printf("  %-24s %d\n", h[i].op, h[i].count);
+        printf("  %-24s %d\n", cli_esc(h[i].op), h[i].count);
     char buf[4096] = "";
     int nu = kiln__list_unsupported(g, buf, sizeof buf);
     if (nu)
-        printf("unsupported: %d node(s): %s\n", nu, buf);
+        printf("unsupported: %d node(s): %s\n", nu, cli_esc(buf));
     else
         printf("unsupported: none\n");
     kiln_model_free(m);
