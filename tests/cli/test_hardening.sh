@@ -98,6 +98,11 @@ cp "$T/e.kiln" "$T/e.orig"
 rc=$?
 if [ $rc -ne 0 ] && same "$T/e.kiln" "$T/e.orig"; then ok "failed engine write keeps the old engine"; else bad "failed engine write keeps the old engine (rc=$rc)"; fi
 [ -z "$(ls -A "$T" | grep '\.tmp-')" ] && ok "failed write leaves no temporary" || bad "temporary left: $(ls -A "$T")"
+# a build killed while writing (SIGXFSZ at the file size limit) leaves the previous engine too
+{ (ulimit -f 8; exec "$KILN" build "$M" -o "$T/e.kiln" --shapes input:2x3x32x32) > "$T/err.txt" 2>&1; } 2> /dev/null
+rc=$?
+if [ $rc -ge 128 ] && same "$T/e.kiln" "$T/e.orig"; then ok "killed engine write keeps the old engine"; else bad "killed engine write keeps the old engine (rc=$rc)"; fi
+rm -f "$T"/.e.kiln.tmp-*
 expect_err "failed build (bad option)" "bad shape" "$KILN" build "$M" -o "$T/e.kiln" --shapes input:1x3xx32
 same "$T/e.kiln" "$T/e.orig" && ok "failed build keeps the old engine" || bad "failed build keeps the old engine"
 expect_err "failed build (unsupported op)" "unsupported" "$KILN" build "$T/badop.onnx" -o "$T/e.kiln"
@@ -126,6 +131,25 @@ while kill -0 $bpid 2> /dev/null; do
 done
 wait $bpid
 [ $torn -eq 0 ] && ok "concurrent readers see whole engines" || bad "concurrent readers saw $torn broken engine(s)"
+
+# conformance --write-passes replaces its list atomically, never appends to or truncates it early
+$PY - "$T/conf/node/test_relu" <<'PYEOF'
+import sys, os, numpy as np, onnx
+from onnx import helper, TensorProto, numpy_helper
+d = sys.argv[1]
+os.makedirs(f"{d}/test_data_set_0")
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])
+onnx.save(helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
+          opset_imports=[helper.make_opsetid("", 13)]), f"{d}/model.onnx")
+a = np.array([-1, 0, 2], np.float32)
+open(f"{d}/test_data_set_0/input_0.pb", "wb").write(numpy_helper.from_array(a, "x").SerializeToString())
+open(f"{d}/test_data_set_0/output_0.pb", "wb").write(numpy_helper.from_array(np.maximum(a, 0), "y").SerializeToString())
+PYEOF
+printf 'old/list\n' > "$T/passes.txt"
+expect_ok "conformance --write-passes" "$KILN" conformance "$T/conf" --write-passes "$T/passes.txt"
+[ "$(cat "$T/passes.txt")" = "node/test_relu" ] && ok "pass list replaced" || bad "pass list: $(cat "$T/passes.txt")"
+expect_err "conformance --write-passes to a directory" "not a regular file" "$KILN" conformance "$T/conf" --write-passes "$T/adir"
 
 # ---- item 4: --timing-cache never replaces a file that is not a kiln timing cache
 head -c 3000 /dev/urandom > "$T/garbage.bin"
@@ -177,8 +201,9 @@ done
 expect_err "run --threads abc" "--threads" "$KILN" run "$E" --threads abc --input input="$T/in/input.npy" --output-dir "$T/x"
 expect_err "inspect --iterations 0" "--iterations" "$KILN" inspect "$E" --iterations 0
 expect_err "inspect --iterations 1e3" "--iterations" "$KILN" inspect "$E" --iterations 1e3
-expect_err "conformance --timeout abc" "--timeout" "$KILN" conformance tests --timeout abc
-expect_err "conformance --threads -2" "--threads" "$KILN" conformance tests --threads -2
+expect_err "conformance --timeout abc" "--timeout" "$KILN" conformance "$T/conf" --timeout abc
+expect_err "conformance --timeout 0" "--timeout" "$KILN" conformance "$T/conf" --timeout 0
+expect_err "conformance --threads -2" "--threads" "$KILN" conformance "$T/conf" --threads -2
 expect_ok "bench --duration 0.05" "$KILN" bench "$E" --shapes $S --duration 0.05 --warmup 0
 # a huge --iterations allocates bounded memory (it used to malloc 8 bytes per iteration up front)
 if (ulimit -v 2000000; "$KILN" --version) > /dev/null 2>&1; then   # not under ASan, which needs a large address space
