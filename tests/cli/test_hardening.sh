@@ -90,6 +90,13 @@ for f in files:
 assert sorted(os.listdir(d)) == sorted(files + ["outputs.json"]), os.listdir(d)
 PYEOF
 
+# an output file never replaces an input file or the model
+mkdir -p "$T/io"
+cp "$T/in/input.npy" "$T/io/logits.npy"
+cp "$T/io/logits.npy" "$T/io.orig"
+expect_err "output would replace an input" "refusing to overwrite" "$KILN" run "$M" --input input="$T/io/logits.npy" --output-dir "$T/io"
+same "$T/io/logits.npy" "$T/io.orig" && ok "input file untouched" || bad "input file overwritten by an output"
+
 # ---- item 5: every file is replaced atomically; -o never names the input model
 expect_ok "build an engine" "$KILN" build "$M" -o "$T/e.kiln" --shapes $S
 cp "$T/e.kiln" "$T/e.orig"

@@ -1,12 +1,27 @@
 /* kiln run: run a model on .npy / .pb inputs and write every output as .npy (file names from
  * outnames.c, listed in DIR/outputs.json). */
 #include "cli.h"
+#include "core/core.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-static int write_outputs(const char *out_dir, int nout, const char **onames, const kiln_tensor *outs)
+/* An output file must not replace the model or an input file (by any spelling or link). */
+static bool clobbers(const char *path, const char *model_path, const cli_input_opts *io)
+{
+    const char *what = kiln__same_file(path, model_path) ? "the model" : NULL;
+    for (int k = 0; !what && k < io->n_files; k++)
+        if (kiln__same_file(path, io->file_paths[k]))
+            what = "an input file";
+    if (what)
+        fprintf(stderr, "kiln run: output file '%s' is %s; refusing to overwrite it (choose another --output-dir)\n",
+                cli_esc(path), what);
+    return what != NULL;
+}
+
+static int write_outputs(const char *out_dir, int nout, const char **onames, const kiln_tensor *outs,
+                         const char *model_path, const cli_input_opts *io)
 {
     if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "kiln run: cannot create '%s': %s\n", out_dir, strerror(errno));
@@ -18,8 +33,12 @@ static int write_outputs(const char *out_dir, int nout, const char **onames, con
         return 1;
     }
     int rc = 0;
+    char path[4096];
+    for (int o = 0; o < nout && !rc; o++) {   /* checked before anything is written */
+        snprintf(path, sizeof path, "%s/%s", out_dir, files[o]);
+        rc = clobbers(path, model_path, io);
+    }
     for (int o = 0; o < nout && !rc; o++) {
-        char path[4096];
         snprintf(path, sizeof path, "%s/%s", out_dir, files[o]);
         kiln_status st = kiln_npy_write(path, &outs[o]);
         if (st != KILN_OK)
@@ -109,7 +128,7 @@ int cmd_run(int argc, char **argv)
         goto done;
     for (int o = 0; o < nout; o++)
         onames[o] = e ? kiln_engine_output_name(e, o) : kiln_model_output_name(m, o);
-    rc = write_outputs(out_dir, nout, onames, outs);
+    rc = write_outputs(out_dir, nout, onames, outs, model_path, &io);
 done:
     for (int i = 0; i < nloaded; i++)
         kiln_free(ins[i].data);
