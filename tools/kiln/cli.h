@@ -50,6 +50,18 @@ bool cli_num_arg(const char *opt, const char *text, double lo, double hi, double
 /* --input NAME=FILE into o (at most cap): malformed, or a NAME given twice, is an error. */
 bool cli_input_arg(const char *cmd, char *spec, cli_input_opts *o, int cap);
 
+/* Latency statistics in bounded memory (latency.c): exact count/sum/min/max, percentiles from at
+ * most LAT_MAX_SAMPLES stored samples (a uniform random sample once there are more). */
+#define LAT_MAX_SAMPLES ((int64_t)1 << 20)
+typedef struct lat_stats {
+    double *s, sum, min, max;
+    int64_t n, kept, cap;
+    uint64_t rng;
+} lat_stats;
+bool lat_add(lat_stats *l, double v);   /* false when out of memory */
+void lat_percentiles(lat_stats *l, double *p50, double *p90, double *p99);   /* sorts the sample */
+void lat_free(lat_stats *l);
+
 /* Loads a tensor from .npy or ONNX TensorProto .pb (by extension). */
 kiln_status cli_load_tensor(const char *path, kiln_tensor *t);
 /* Output files of a run (outnames.c): an injective map from output names to file names. */

@@ -1,7 +1,6 @@
 /* kiln bench: throughput and latency percentiles of an engine (or a model, built in memory). */
 #include "cli.h"
 #include "core/core.h"
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -11,56 +10,6 @@ static double now_ms(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct(const double *s, int64_t n, double p)
-{
-    double r = p / 100.0 * (double)(n - 1);
-    int64_t lo = (int64_t)floor(r), hi = (int64_t)ceil(r);
-    return s[lo] + (s[hi] - s[lo]) * (r - (double)lo);
-}
-
-/* Latency statistics in bounded memory: count, sum, min and max are exact; percentiles come from
- * the first MAX_SAMPLES latencies, then from a uniform random sample of MAX_SAMPLES of all of them
- * (reservoir sampling), so they are exact up to MAX_SAMPLES iterations and estimates beyond. */
-#define MAX_SAMPLES ((int64_t)1 << 20)
-typedef struct {
-    double *s, sum, min, max;
-    int64_t n, kept, cap;
-    uint64_t rng;
-} lat_stats;
-
-static bool lat_add(lat_stats *l, double v)
-{
-    l->sum += v;
-    l->min = l->n == 0 || v < l->min ? v : l->min;
-    l->max = l->n == 0 || v > l->max ? v : l->max;
-    l->n++;
-    if (l->kept < MAX_SAMPLES) {
-        if (l->kept == l->cap) {
-            int64_t cap = l->cap ? 2 * l->cap : 1024;
-            double *p = realloc(l->s, sizeof(double) * (size_t)(cap < MAX_SAMPLES ? cap : MAX_SAMPLES));
-            if (!p)
-                return false;
-            l->s = p;
-            l->cap = cap < MAX_SAMPLES ? cap : MAX_SAMPLES;
-        }
-        l->s[l->kept++] = v;
-        return true;
-    }
-    l->rng ^= l->rng << 13;
-    l->rng ^= l->rng >> 7;
-    l->rng ^= l->rng << 17;
-    uint64_t j = l->rng % (uint64_t)l->n;   /* keep v with probability MAX_SAMPLES / n */
-    if (j < (uint64_t)MAX_SAMPLES)
-        l->s[j] = v;
-    return true;
 }
 
 int cmd_bench(int argc, char **argv)
@@ -162,14 +111,13 @@ int cmd_bench(int argc, char **argv)
             goto done;
         }
     }
-    double *lat = ls.s;
-    int64_t n = ls.n, k = ls.kept;
+    int64_t n = ls.n;
     if (n == 0) {
         fprintf(stderr, "kiln bench: no iteration completed within --duration %g s\n", duration);
         goto done;
     }
-    double total = now_ms() - t_start, sum = ls.sum;
-    qsort(lat, (size_t)k, sizeof(double), cmp_d);
+    double total = now_ms() - t_start, sum = ls.sum, p50, p90, p99;
+    lat_percentiles(&ls, &p50, &p90, &p99);
     int batch = nin && ins[0].ndim > 0 ? (int)ins[0].dims[0] : 1;
     double thr = (double)batch * (double)n / (total / 1e3);
     int th = threads > 0 ? threads : kiln__default_threads();
@@ -177,13 +125,13 @@ int cmd_bench(int argc, char **argv)
         printf("{\"throughput\": %.3f, \"latency_ms\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f, "
                "\"min\": %.4f, \"max\": %.4f}, \"batch\": %d, \"iterations\": %lld, \"precision\": \"fp32\", "
                "\"device\": \"cpu\", \"threads\": %d}\n",
-               thr, sum / (double)n, pct(lat, k, 50), pct(lat, k, 90), pct(lat, k, 99), ls.min, ls.max, batch, (long long)n,
+               thr, sum / (double)n, p50, p90, p99, ls.min, ls.max, batch, (long long)n,
                th);
     } else {
         printf("model: %s\ndevice: cpu, threads: %d, precision: fp32, batch: %d\n", cli_esc(path), th, batch);
         printf("iterations: %lld (after %d warm-up)\nthroughput: %.2f items/s\n", (long long)n, warmup, thr);
         printf("latency ms: mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  min %.3f  max %.3f\n", sum / (double)n,
-               pct(lat, k, 50), pct(lat, k, 90), pct(lat, k, 99), ls.min, ls.max);
+               p50, p90, p99, ls.min, ls.max);
     }
     rc = 0;
 done:
@@ -191,7 +139,7 @@ done:
         kiln_free(ins[i].data);
     free(ins);
     free(names);
-    free(ls.s);
+    lat_free(&ls);
     cli_shapes_free(&shapes);
     kiln_context_free(c);
     kiln_engine_free(e);
