@@ -7,13 +7,11 @@
 #define MAX_PROFILES 16
 #define MAX_RANGES CLI_MAX_SHAPES
 
-typedef cli_shape_set shape_set;
-
 int cmd_build(int argc, char **argv)
 {
     const char *model_path = NULL, *out_path = NULL, *cache = NULL;
     bool report = false, no_opt = false, no_tactics = false;
-    shape_set mins[MAX_PROFILES] = {0}, opts_[MAX_PROFILES] = {0}, maxs[MAX_PROFILES] = {0}, fixed[MAX_PROFILES] = {0};
+    cli_shape_set mins[MAX_PROFILES] = {0}, opts_[MAX_PROFILES] = {0}, maxs[MAX_PROFILES] = {0}, fixed[MAX_PROFILES] = {0};
     int nmin = 0, nopt = 0, nmax = 0, nfixed = 0, rc = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -341,6 +341,7 @@ int cmd_conformance(int argc, char **argv)
     const char *expect_file = NULL, *write_file = NULL, *filter = NULL;
     int threads = 1, timeout_s = 120;
     bool quiet = false;
+    int rc = 2;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--expect") && i + 1 < argc)
             expect_file = argv[++i];
@@ -348,10 +349,10 @@ int cmd_conformance(int argc, char **argv)
             write_file = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             if (!cli_int_opt("--threads", argv[++i], 0, CLI_MAX_THREADS, &threads))
-                return 2;
+                goto out;
         } else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
             if (!cli_int_opt("--timeout", argv[++i], 1, 86400, &timeout_s))
-                return 2;
+                goto out;
         } else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
             filter = argv[++i];
         else if (!strcmp(argv[i], "--quiet"))
@@ -361,19 +362,19 @@ int cmd_conformance(int argc, char **argv)
         else if (argv[i][0] == '-') {
             fprintf(stderr, "usage: kiln conformance DIR... [--expect PASSLIST] [--write-passes FILE] [--filter SUBSTR]"
                             " [--threads N] [--timeout S] [--quiet] [--optimize]\n");
-            return 2;
+            goto out;
         } else
             find_tests(argv[i], &tests, 0);
     }
     if (tests.n == 0) {
         fprintf(stderr, "kiln conformance: no test directories (with model.onnx) found\n");
-        return 2;
+        goto out;
     }
     if (expect_file) {
         FILE *f = fopen(expect_file, "r");
         if (!f) {
             fprintf(stderr, "kiln conformance: cannot open '%s'\n", expect_file);
-            return 2;
+            goto out;
         }
         char line[1024];
         while (fgets(line, sizeof line, f)) {
@@ -385,8 +386,10 @@ int cmd_conformance(int argc, char **argv)
     }
     kiln__afile wf = {0};   /* the pass list replaces --write-passes atomically at the end */
     kiln_status wst = write_file ? kiln__afile_open(&wf, write_file) : KILN_OK;
-    if (wst != KILN_OK)
-        return cli_die(wst, "--write-passes");
+    if (wst != KILN_OK) {
+        rc = cli_die(wst, "--write-passes");
+        goto out;
+    }
     int np = 0, nf = 0, ns = 0, regressions = 0;
     int *verdict = calloc((size_t)tests.n, sizeof(int));
     for (int t = 0; t < tests.n; t++) {
@@ -431,18 +434,15 @@ int cmd_conformance(int argc, char **argv)
         cli_die(wst, "--write-passes");
     printf("%d passed, %d failed, %d skipped\n", np, nf, ns);
     free(verdict);
+    if (expect_file && regressions)
+        printf("conformance: %d regression(s) against %s\n", regressions, expect_file);
+    rc = write_failed ? 1 : expect_file ? regressions != 0 : nf != 0;
+out:
     for (int i = 0; i < tests.n; i++)
         free(tests.v[i]);
     for (int i = 0; i < expected.n; i++)
         free(expected.v[i]);
     free(tests.v);
     free(expected.v);
-    if (write_failed)
-        return 1;
-    if (expect_file) {
-        if (regressions)
-            printf("conformance: %d regression(s) against %s\n", regressions, expect_file);
-        return regressions ? 1 : 0;
-    }
-    return nf ? 1 : 0;
+    return rc;
 }
