@@ -279,6 +279,15 @@ static json_t *elem_json(const kiln_tensor *t, size_t i)
     return isfinite(d) ? json_real(d) : json_null();   /* JSON has no NaN/Inf */
 }
 
+json_t *sv_tensor_json_data(const kiln_tensor *t)
+{
+    json_t *data = json_array();
+    size_t n = kiln_dtype_size(t->dtype) ? t->nbytes / kiln_dtype_size(t->dtype) : 0;
+    for (size_t i = 0; data && i < n; i++)
+        json_array_append_new(data, elem_json(t, i));
+    return data;
+}
+
 bool sv_encode_infer(const sv_model *m, const sv_req *r, const sv_out_sel *sel, char **out, size_t *out_len,
                      size_t *json_len, char *err, size_t errlen)
 {
@@ -304,11 +313,7 @@ bool sv_encode_infer(const sv_model *m, const sv_req *r, const sv_out_sel *sel, 
             json_object_set_new(jo, "parameters", json_pack("{s:I}", "binary_data_size", (json_int_t)t->nbytes));
             bin += t->nbytes;
         } else {
-            json_t *data = json_array();
-            size_t n = kiln_dtype_size(t->dtype) ? t->nbytes / kiln_dtype_size(t->dtype) : 0;
-            for (size_t i = 0; i < n; i++)
-                json_array_append_new(data, elem_json(t, i));
-            json_object_set_new(jo, "data", data);
+            json_object_set_new(jo, "data", sv_tensor_json_data(t));
         }
         json_array_append_new(outs, jo);
     }

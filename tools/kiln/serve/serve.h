@@ -160,6 +160,8 @@ int sv_decode_infer(const sv_model *m, const char *body, size_t len, size_t head
 bool sv_encode_infer(const sv_model *m, const sv_req *r, const sv_out_sel *sel, char **out, size_t *out_len,
                      size_t *json_len, char *err, size_t errlen);
 json_t *sv_model_metadata(const sv_model *m);
+/* The elements of t as a flat JSON array (KServe "data"; non-finite floats become null). */
+json_t *sv_tensor_json_data(const kiln_tensor *t);
 
 /* ---- HTTP (http.c) ---- */
 typedef struct sv_server sv_server;
