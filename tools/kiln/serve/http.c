@@ -383,6 +383,10 @@ sv_server *sv_http_start(sv_repo *repo, int port, int metrics_port, int threads,
         free(s);
         return snprintf(err, errlen, "cannot listen on metrics port %d", metrics_port), NULL;
     }
+    if (s->dm) {
+        di = MHD_get_daemon_info(s->dm, MHD_DAEMON_INFO_BIND_PORT);
+        fprintf(stderr, "kiln serve: metrics on port %d\n", di ? di->port : metrics_port);
+    }
     return s;
 }
 
@@ -391,15 +395,15 @@ int sv_http_port(const sv_server *s) { return s->port; }
 void sv_http_drain_and_stop(sv_server *s, int timeout_s)
 {
     atomic_store(&s->draining, true);
-    MHD_socket fd = MHD_quiesce_daemon(s->d);   /* no new connections */
+    MHD_socket fd = MHD_quiesce_daemon(s->d);   /* no new connections: close the listening socket now */
+    if (fd != MHD_INVALID_SOCKET)
+        close(fd);
     for (int i = 0; i < timeout_s * 100 && atomic_load(&s->inflight) > 0; i++)
         usleep(10000);
     int left = atomic_load(&s->inflight);
     if (left > 0)
         fprintf(stderr, "kiln serve: %d request(s) still in flight after %d s; stopping anyway\n", left, timeout_s);
     MHD_stop_daemon(s->d);
-    if (fd != MHD_INVALID_SOCKET)
-        close(fd);
     if (s->dm)
         MHD_stop_daemon(s->dm);
     free(s);
