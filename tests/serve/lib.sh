@@ -2,7 +2,8 @@
 set -euo pipefail
 : "${KILN:?KILN must point at the kiln binary}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-CLS_MODEL="$ROOT/models/ocr/ch_ppocr_mobile_v2.0_cls_infer.onnx"
+MODELS="${KILN_MODELS:-$ROOT/models}"
+CLS_MODEL="$MODELS/ocr/ch_ppocr_mobile_v2.0_cls_infer.onnx"
 TMP="$(mktemp -d)"
 SPID=""
 PORT=""
@@ -25,7 +26,7 @@ dynamic_batching { }'
 make_repo() {
   local d="$1"
   mkdir -p "$d/tiny_cnn/1" "$d/cls/1"
-  cp "$ROOT/models/tiny_cnn.onnx" "$d/tiny_cnn/1/model.onnx"
+  cp "$MODELS/tiny_cnn.onnx" "$d/tiny_cnn/1/model.onnx"
   cp "$CLS_MODEL" "$d/cls/1/model.onnx"
   printf '%s\n' "${2:-$TINY_CONFIG}" > "$d/tiny_cnn/config.pbtxt"
   printf '%s\n' "${3:-$CLS_CONFIG}" > "$d/cls/config.pbtxt"

@@ -15,9 +15,12 @@ expect() {
   local got
   got="$(http_code "$@")"
   [ "$got" = "$want" ] || fail "$what: HTTP $got, expected $want: $(head -c 300 "$TMP/body")"
-  python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["error"]; assert isinstance(e,str) and e' "$TMP/body" ||
-    fail "$what: body is not {\"error\": ...}: $(head -c 300 "$TMP/body")"
-  echo "  $want $what: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["error"][:100])' "$TMP/body")"
+  local body
+  body="$(cat "$TMP/body")"
+  # the server writes compact JSON: exactly one "error" member with a non-empty string
+  [[ "$body" == '{"error":"'?*'"}' ]] || fail "$what: body is not {\"error\": ...}: $(head -c 300 "$TMP/body")"
+  echo "  $want $what: ${body:10:100}"
+  printf '%s\n' "$body" >> "$TMP/bodies"
 }
 ok_infer() {
   local got
@@ -112,6 +115,15 @@ time.sleep(0.5)
 idle.close()
 PY
 ok_infer "vanished clients"
+python3 - "$TMP/bodies" <<'PY' || fail "an error body is not valid JSON"
+import json, sys
+n = 0
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    assert list(e) == ["error"] and isinstance(e["error"], str) and e["error"], line
+    n += 1
+print("%d error bodies are JSON objects {\"error\": \"...\"}" % n)
+PY
 kill -0 "$SPID" || fail "server died"
 pass "every bad request class answered with a 4xx JSON error; the server kept serving"
 stop_server

@@ -17,7 +17,7 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Median latency (us) of RUNS runs of one batch of b rows; 0 on failure. */
+/* Fastest of RUNS runs (us) of one batch of b rows; 0 on failure. */
 static double measure(sv_model *m, int64_t b, uint64_t *seed)
 {
     sv_req *r = calloc(1, sizeof *r);
@@ -49,7 +49,7 @@ static double measure(sv_model *m, int64_t b, uint64_t *seed)
             t[i] = sv_now_ns() - t0;
     }
     qsort(t, RUNS, sizeof t[0], cmp_u64);
-    med = (double)t[RUNS / 2] / 1000.0;
+    med = (double)t[0] / 1000.0;
 done:
     sv_req_free(r);
     return med;

@@ -416,40 +416,11 @@ void sv_repo_close(sv_repo *r)
     free(r);
 }
 
-/* ---- Prometheus text ---- */
-typedef struct mdef { const char *name, *help; size_t off; } mdef;
-#define M(n, f, h) {n, h, offsetof(sv_metrics, f)}
-static const mdef METRICS[] = {
-    M("nv_inference_request_success", success, "Number of successful inference requests, all batch sizes"),
-    M("nv_inference_request_failure", failure, "Number of failed inference requests, all batch sizes"),
-    M("nv_inference_count", inference_count, "Number of inferences performed (a batch of n counts n)"),
-    M("nv_inference_exec_count", exec_count, "Number of model executions performed (a batch counts 1)"),
-    M("nv_inference_queue_duration_us", queue_us, "Cumulative inference queuing duration in microseconds"),
-    M("nv_inference_compute_input_duration_us", input_us, "Cumulative compute input duration in microseconds"),
-    M("nv_inference_compute_infer_duration_us", infer_us, "Cumulative compute inference duration in microseconds"),
-    M("nv_inference_compute_output_duration_us", output_us, "Cumulative inference compute output duration in microseconds"),
-};
-
-char *sv_metrics_text(sv_repo *r)
+void sv_repo_foreach_model(sv_repo *r, void (*fn)(const sv_model *m, void *user), void *user)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return NULL;
     pthread_mutex_lock(&r->mu);
-    for (size_t k = 0; k < sizeof METRICS / sizeof METRICS[0]; k++) {
-        fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", METRICS[k].name, METRICS[k].help, METRICS[k].name);
-        for (int i = 0; i < r->n; i++) {
-            sv_model *m = r->e[i].m;
-            if (!m)
-                continue;
-            const atomic_ullong *v = (const atomic_ullong *)((const char *)&m->metrics + METRICS[k].off);
-            fprintf(f, "%s{model=\"%s\",version=\"%lld\"} %llu\n", METRICS[k].name, m->name, (long long)m->version,
-                    (unsigned long long)atomic_load(v));
-        }
-    }
+    for (int i = 0; i < r->n; i++)
+        if (r->e[i].m)
+            fn(r->e[i].m, user);
     pthread_mutex_unlock(&r->mu);
-    fclose(f);
-    return buf;
 }

@@ -140,7 +140,9 @@ bool sv_repo_all_ready(sv_repo *r);
 /* A reference to a ready model (version < 0: the newest), or NULL with the HTTP status in *status. */
 sv_model *sv_repo_acquire(sv_repo *r, const char *name, int64_t version, int *status, char *err, size_t errlen);
 void sv_model_release(sv_model *m);
-/* Prometheus text for every loaded model into a malloc'd string. */
+/* Calls fn for every loaded model, with the repository locked. */
+void sv_repo_foreach_model(sv_repo *r, void (*fn)(const sv_model *m, void *user), void *user);
+/* Prometheus text for every loaded model into a malloc'd string (metrics.c). */
 char *sv_metrics_text(sv_repo *r);
 const sv_options *sv_repo_options(sv_repo *r);
 
