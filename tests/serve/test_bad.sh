@@ -7,6 +7,12 @@ make_repo "$TMP/repo"
 mkdir -p "$TMP/repo/broken/1" && echo "not onnx" > "$TMP/repo/broken/1/model.onnx"
 mkdir -p "$TMP/repo/badcfg/1" && cp "$ROOT/models/tiny_cnn.onnx" "$TMP/repo/badcfg/1/model.onnx"
 printf 'max_batch_size: 8\nbogus_field: 1\n' > "$TMP/repo/badcfg/config.pbtxt"
+for m in badsyntax baddims badbatch; do
+  mkdir -p "$TMP/repo/$m/1" && cp "$ROOT/models/tiny_cnn.onnx" "$TMP/repo/$m/1/model.onnx"
+done
+printf 'max_batch_size: 8\ninput [ { name: "input" dims: [3, 32, 32] }\n' > "$TMP/repo/badsyntax/config.pbtxt"
+printf 'max_batch_size: 8\noutput [ { name: "logits" dims: [11] } ]\n' > "$TMP/repo/baddims/config.pbtxt"
+printf 'max_batch_size: 8\ndynamic_batching { preferred_batch_size: [16] }\n' > "$TMP/repo/badbatch/config.pbtxt"
 start_server "$TMP/repo" --max-body-mb 1
 
 # expect CODE DESCRIPTION METHOD PATH [curl args...]
@@ -92,6 +98,9 @@ expect 404 "unknown repository model" POST /v2/repository/models/nosuch/load
 expect 400 "broken model load" POST /v2/repository/models/broken/load
 expect 400 "unsupported config field" POST /v2/repository/models/badcfg/load
 grep -q "bogus_field" "$TMP/body" || fail "config error does not name the field"
+expect 400 "config.pbtxt syntax error" POST /v2/repository/models/badsyntax/load
+expect 400 "config dims disagreeing with the model" POST /v2/repository/models/baddims/load
+expect 400 "preferred batch over max_batch_size" POST /v2/repository/models/badbatch/load
 expect 404 "unknown endpoint" GET /v2/nothing
 expect 404 "outside /v2" GET /../../etc/passwd --path-as-is
 expect 405 "wrong method" GET /v2/models/tiny_cnn/infer
