@@ -4,6 +4,17 @@
 KILN="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 source "$(dirname "$0")/lib.sh"
 make_repo "$TMP/repo"
+# command-line errors: exit status 2 with a message, nothing started
+for args in "--http-port 99999" "--http-port 12x" "--max-body-mb 0" "--device cuda" "--bogus 1" "--threads"; do
+  rc=0; "$KILN" serve --model-repository "$TMP/repo" $args > "$TMP/cli.txt" 2>&1 || rc=$?
+  [ "$rc" = 2 ] && [ -s "$TMP/cli.txt" ] || fail "kiln serve $args: exit $rc"
+done
+for args in "--url http://example.com:80 -m tiny_cnn" "--url http://127.0.0.1:1 -m ../x" "--url http://127.0.0.1:1 -m m --requests 0" \
+            "--url http://127.0.0.1:1 -m m --concurrency 1,,2"; do
+  rc=0; "$KILN" loadgen $args > "$TMP/cli.txt" 2>&1 || rc=$?
+  [ "$rc" = 2 ] && [ -s "$TMP/cli.txt" ] || fail "kiln loadgen $args: exit $rc"
+done
+pass "command-line errors"
 mkdir -p "$TMP/repo/broken/1" && echo "not onnx" > "$TMP/repo/broken/1/model.onnx"
 mkdir -p "$TMP/repo/badcfg/1" && cp "$ROOT/models/tiny_cnn.onnx" "$TMP/repo/badcfg/1/model.onnx"
 printf 'max_batch_size: 8\nbogus_field: 1\n' > "$TMP/repo/badcfg/config.pbtxt"

@@ -200,7 +200,8 @@ static int shape_opt(const char *spec, const char *name, int64_t *dims)
             memcpy(tmp, colon + 1, dl);
             tmp[dl] = 0;
             int nd = 0;
-            for (char *save = NULL, *t = strtok_r(tmp, "x", &save); t; t = strtok_r(NULL, "x", &save))
+            char *rest = tmp;
+            for (char *t = strsep(&rest, "x"); t; t = strsep(&rest, "x"))
                 if (nd == KILN_MAX_DIMS || !sv_parse_i64(t, 0, 1 << 30, &dims[nd++]))
                     return -2;
             return nd;
@@ -399,7 +400,8 @@ int cmd_loadgen(int argc, char **argv)
     {
         char tmp[256];
         snprintf(tmp, sizeof tmp, "%s", conc_list);
-        for (char *save = NULL, *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *rest = tmp;
+        for (char *t = strsep(&rest, ","); t; t = strsep(&rest, ",")) {   /* strsep: empty items are errors */
             int64_t c;
             if (nl == MAX_LEVELS || !sv_parse_i64(t, 1, 1024, &c)) {
                 fprintf(stderr, "kiln loadgen: --concurrency takes up to %d integers in [1, 1024]\n", MAX_LEVELS);

@@ -401,8 +401,12 @@ void sv_http_drain_and_stop(sv_server *s, int timeout_s)
     for (int i = 0; i < timeout_s * 100 && atomic_load(&s->inflight) > 0; i++)
         usleep(10000);
     int left = atomic_load(&s->inflight);
-    if (left > 0)
-        fprintf(stderr, "kiln serve: %d request(s) still in flight after %d s; stopping anyway\n", left, timeout_s);
+    if (left > 0) {
+        /* suspended connections cannot be torn down safely under their instance threads */
+        fprintf(stderr, "kiln serve: %d request(s) still in flight after %d s; exiting without draining them\n", left,
+                timeout_s);
+        _exit(1);
+    }
     MHD_stop_daemon(s->d);
     if (s->dm)
         MHD_stop_daemon(s->dm);
