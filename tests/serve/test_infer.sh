@@ -100,6 +100,11 @@ pass "metrics (requests were batched)"
 [ "$(http_code POST /v2/repository/index -d '{"ready":true}')" = 200 ] && ! grep -q '"cls"' "$TMP/body" || fail "ready index"
 [ "$(http_code POST /v2/repository/models/cls/load)" = 200 ] || fail "load: $(cat "$TMP/body")"
 [ "$(http_code GET /v2/models/cls/ready)" = 200 ] || fail "reloaded model not ready"
+grep -q "engine from cache .*/cls/1/.kiln-cache-" "$TMP/server.log" || fail "the reload did not use the engine cache"
+# a corrupt cache entry is rebuilt, not trusted
+for f in "$TMP/repo/cls/1/".kiln-cache-*.kiln; do printf 'garbage' > "$f"; done
+[ "$(http_code POST /v2/repository/models/cls/load)" = 200 ] || fail "load over a corrupt cache: $(cat "$TMP/body")"
+[ "$(grep -c "engine from cache .*/cls/1/" "$TMP/server.log")" = 1 ] || fail "a corrupt cache was used"
 pass "repository index/unload/load"
 
 # metrics on their own port (only /metrics there)

@@ -180,7 +180,7 @@ static bool write_atomic(const char *path, const void *buf, size_t len)
             break;
         done += (size_t)w;
     }
-    bool ok = done == len && fsync(fd) == 0;
+    bool ok = done == len && fchmod(fd, 0644) == 0 && fsync(fd) == 0;
     ok = close(fd) == 0 && ok;
     ok = ok && rename(tmp, path) == 0;
     if (!ok)
@@ -210,6 +210,7 @@ static bool open_engine(const char *vdir, kiln_engine_t *e, char *err, size_t er
     h = sv_fnv1a(h, KILN_VERSION_STRING, sizeof KILN_VERSION_STRING);
     snprintf(cache, sizeof cache, "%s/.kiln-cache-%016llx-%zu.kiln", vdir, (unsigned long long)h, len);
     if (is_file(cache) && kiln_engine_load(cache, e) == KILN_OK) {
+        fprintf(stderr, "kiln serve: engine from cache %s\n", cache);
         free(bytes);
         return true;
     }

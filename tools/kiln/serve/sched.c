@@ -136,12 +136,12 @@ static int target_batch(const sv_config *c)
     return t > 0 ? t : c->max_batch_size;
 }
 
-/* Rows of queued requests compatible with the head, counting up to `limit`. */
+/* Rows that take() would unlink now: the head, then compatible requests up to `limit` rows. */
 static int64_t ready_rows(const sv_model *m, int64_t limit)
 {
     int64_t rows = 0;
     for (sv_req *r = m->head; r && rows < limit; r = r->next)
-        if (compatible(m, m->head, r) && rows + r->batch <= limit)
+        if (r == m->head || (compatible(m, m->head, r) && rows + r->batch <= limit))
             rows += r->batch;
     return rows;
 }
