@@ -5,7 +5,16 @@ KILN="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 source "$(dirname "$0")/lib.sh"
 # one request alone waits 1.5 s in the queue for a batch of 8 that never comes
 make_repo "$TMP/repo" "${TINY_CONFIG/\[4, 8\] max_queue_delay_microseconds: 2000/[8] max_queue_delay_microseconds: 1500000}"
+mkdir -p "$TMP/repo/tiny_p2/1" && cp "$MODELS/tiny_cnn.onnx" "$TMP/repo/tiny_p2/1/model.onnx"
+printf '%s\n' "${TINY_CONFIG/\[4, 8\] max_queue_delay_microseconds: 2000/[2] max_queue_delay_microseconds: 1500000}" > "$TMP/repo/tiny_p2/config.pbtxt"
 start_server "$TMP/repo"
+
+# a request that alone reaches the preferred batch (4 rows >= 2) runs at once, without the delay
+python3 -c 'import json; json.dump({"inputs": [{"name": "input", "shape": [4, 3, 32, 32], "datatype": "FP32", "data": [0.25] * 4 * 3072}]}, open("'"$TMP"'/req4.json", "w"))'
+t=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' -H 'Expect:' --data-binary @"$TMP/req4.json" "$URL/v2/models/tiny_p2/infer")
+python3 -c 'import sys; c, s = sys.argv[1].split(); assert c == "200" and float(s) < 1.0, sys.argv[1]' "$t" ||
+  fail "a request already at the preferred batch waited for the queue delay ($t)"
+pass "a full batch does not wait for the queue delay ($t)"
 python3 -c 'import json; json.dump({"inputs": [{"name": "input", "shape": [1, 3, 32, 32], "datatype": "FP32", "data": [0.25] * 3072}]}, open("'"$TMP"'/req.json", "w"))'
 pids=()
 for i in 1 2 3; do
