@@ -5,6 +5,7 @@
 KILN="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 source "$(dirname "$0")/lib.sh"
 make_repo "$TMP/repo" "${TINY_CONFIG/\[4, 8\] max_queue_delay_microseconds: 2000/[8] max_queue_delay_microseconds: 300000}"
+mkdir -p "$TMP/repo/auto/1" && cp "$MODELS/tiny_cnn.onnx" "$TMP/repo/auto/1/model.onnx"   # no config.pbtxt
 start_server "$TMP/repo"
 
 # metadata and config
@@ -23,7 +24,18 @@ assert set(b["latency_us"]) == {"1", "2", "4", "8"}, b
 assert c["dynamic_batching"]["preferred_batch_size"][0] in (1, 2, 4, 8), c
 assert 0 < c["dynamic_batching"]["max_queue_delay_microseconds"] <= b["latency_us"]["1"] / 2 + 1, c
 PY
-pass "metadata, readiness, config (batching measured from the engine)"
+[ "$(http_code GET /v2/models/auto/config)" = 200 ] || fail "auto config"
+python3 - "$TMP/body" <<'PY' || fail "auto-completed config: $(cat "$TMP/body")"
+import json, sys
+c = json.load(open(sys.argv[1]))
+assert c["max_batch_size"] == 8 and c["input"] == [{"name": "input", "data_type": "TYPE_FP32", "dims": [3, -1, -1]}], c
+assert c["output"] == [{"name": "logits", "data_type": "TYPE_FP32", "dims": [10]}], c
+assert c["kiln_batching"]["source"] == "default" and "dynamic dimension" in c["kiln_batching"]["reason"], c
+PY
+python3 -c 'import json; print(json.dumps({"inputs": [{"name": "input", "shape": [2, 3, 16, 24], "datatype": "FP32", "data": [0.5] * 2 * 3 * 16 * 24}]}))' > "$TMP/auto.json"
+[ "$(http_code POST /v2/models/auto/infer --data-binary @"$TMP/auto.json")" = 200 ] && grep -q '"shape":\[2,10\]' "$TMP/body" ||
+  fail "auto infer at dynamic dims: $(cat "$TMP/body")"
+pass "metadata, readiness, config (batching measured from the engine; auto-complete without config.pbtxt)"
 
 # engine cache beside the model, written atomically (no temporary left behind)
 ls "$TMP/repo/tiny_cnn/1/".kiln-cache-*.kiln >/dev/null 2>&1 || fail "no engine cache"
@@ -92,8 +104,14 @@ print("metrics: %d requests, %d inferences in %d executions" % (m["nv_inference_
 PY
 pass "metrics (requests were batched)"
 
+# kiln loadgen with a given .npy input (batch 2 from the file), JSON and binary
+"$KILN" loadgen --url "$URL" -m tiny_cnn --input input="$TMP/in.npy" --concurrency 4 --requests 50 > "$TMP/lg.txt" &&
+  "$KILN" loadgen --url "$URL" -m tiny_cnn --input input="$TMP/in.npy" --concurrency 4 --requests 50 --binary >> "$TMP/lg.txt" ||
+  fail "loadgen --input: $(cat "$TMP/lg.txt")"
+pass "loadgen with .npy inputs"
+
 # repository extension
-[ "$(http_code POST /v2/repository/index)" = 200 ] && grep -q '"name":"cls","state":"READY","version":"1"' "$TMP/body" ||
+[ "$(http_code POST /v2/repository/index)" = 200 ] && grep -q '"name":"cls","state":"READY","version":"1"' "$TMP/body" && grep -q '"name":"auto","state":"READY"' "$TMP/body" ||
   fail "index: $(cat "$TMP/body")"
 [ "$(http_code POST /v2/repository/models/cls/unload)" = 200 ] || fail "unload"
 [ "$(http_code GET /v2/models/cls/ready)" = 400 ] || fail "unloaded model still ready"

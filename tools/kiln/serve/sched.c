@@ -121,7 +121,7 @@ static bool compatible(const sv_model *m, const sv_req *a, const sv_req *b)
 {
     for (int k = 0; k < m->cfg.n_inputs; k++) {
         const kiln_tensor *x = &a->in[k], *y = &b->in[k];
-        if (x->dtype != y->dtype || x->ndim != y->ndim || memcmp(x->dims + 1, y->dims + 1, sizeof(int64_t) * (size_t)(x->ndim - 1)))
+        if (x->ndim < 1 || x->dtype != y->dtype || x->ndim != y->ndim || memcmp(x->dims + 1, y->dims + 1, sizeof(int64_t) * (size_t)(x->ndim - 1)))
             return false;
     }
     return true;
