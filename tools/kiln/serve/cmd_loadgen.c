@@ -317,147 +317,169 @@ static void usage(FILE *f)
                "  per level: N requests (default 1000, at most 10^7) or S seconds (default 60, at most 600)\n");
 }
 
-int cmd_loadgen(int argc, char **argv)
+typedef struct lg_opts {
+    const char *url, *model, *version, *conc_list, *shapes;
+    int64_t requests, duration, batch;
+    double rate;
+    bool binary, as_json;
+    int n_files;
+    char **fnames, **fpaths;
+    int levels[MAX_LEVELS], n_levels;
+} lg_opts;
+
+/* "1,8,32" -> levels; empty items and values outside [1, 1024] are errors. */
+static bool parse_levels(const char *list, lg_opts *o)
 {
-    const char *url = NULL, *model = NULL, *version = NULL, *conc_list = "1", *shapes = NULL;
-    int64_t requests = 1000, duration = 60, batch = 1;
-    double rate = 0;
-    bool binary = false, as_json = false;
-    char **fnames = calloc((size_t)argc, sizeof(char *)), **fpaths = calloc((size_t)argc, sizeof(char *));
-    int n_files = 0, rc = 2;
-    lg g;
-    memset(&g, 0, sizeof g);
-    json_t *results = json_array(), *cfg = NULL, *meta = NULL;
+    char tmp[256];
+    if (strlen(list) >= sizeof tmp)
+        return false;
+    strcpy(tmp, list);
+    char *rest = tmp;
+    o->n_levels = 0;
+    for (char *t = strsep(&rest, ","); t; t = strsep(&rest, ",")) {
+        int64_t c;
+        if (o->n_levels == MAX_LEVELS || !sv_parse_i64(t, 1, 1024, &c))
+            return false;
+        o->levels[o->n_levels++] = (int)c;
+    }
+    return true;
+}
+
+/* Returns -1 when the options are complete and valid, else the exit status (usage printed). */
+static int parse_opts(int argc, char **argv, lg_opts *o)
+{
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--binary")) {
-            binary = true;
-            continue;
-        }
-        if (!strcmp(a, "--json")) {
-            as_json = true;
+        if (!strcmp(a, "--binary") || !strcmp(a, "--json")) {
+            *(a[2] == 'b' ? &o->binary : &o->as_json) = true;
             continue;
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
-            rc = 0;
-            goto done;
+            return 0;
         }
         if (!v) {
             fprintf(stderr, "kiln loadgen: '%s' needs a value\n", a);
-            goto done;
+            return 2;
         }
         i++;
         bool ok = true;
+        int64_t r;
         if (!strcmp(a, "--url"))
-            url = v;
+            o->url = v;
         else if (!strcmp(a, "-m") || !strcmp(a, "--model"))
-            model = v;
+            o->model = v;
         else if (!strcmp(a, "--model-version"))
-            version = v;
+            o->version = v;
         else if (!strcmp(a, "--concurrency"))
-            conc_list = v;
+            o->conc_list = v;
         else if (!strcmp(a, "--shape"))
-            shapes = v;
+            o->shapes = v;
         else if (!strcmp(a, "--requests"))
-            ok = sv_parse_i64(v, 1, MAX_REQUESTS, &requests);
+            ok = sv_parse_i64(v, 1, MAX_REQUESTS, &o->requests);
         else if (!strcmp(a, "--duration"))
-            ok = sv_parse_i64(v, 1, 600, &duration);
+            ok = sv_parse_i64(v, 1, 600, &o->duration);
         else if (!strcmp(a, "--batch"))
-            ok = sv_parse_i64(v, 1, 1024, &batch);
+            ok = sv_parse_i64(v, 1, 1024, &o->batch);
         else if (!strcmp(a, "--request-rate")) {
-            int64_t r;
             ok = sv_parse_i64(v, 1, 1000000, &r);
-            rate = (double)r;
+            o->rate = (double)r;
         } else if (!strcmp(a, "--input")) {
             char *eq = strchr(argv[i], '=');
-            ok = eq != NULL;
-            if (ok) {
+            if ((ok = eq != NULL)) {
                 *eq = 0;
-                fnames[n_files] = argv[i];
-                fpaths[n_files++] = eq + 1;
+                o->fnames[o->n_files] = argv[i];
+                o->fpaths[o->n_files++] = eq + 1;
             }
         } else {
             fprintf(stderr, "kiln loadgen: unknown option '%s'\n", a);
             usage(stderr);
-            goto done;
+            return 2;
         }
         if (!ok) {
             fprintf(stderr, "kiln loadgen: bad value '%s' for %s\n", v, a);
-            goto done;
+            return 2;
         }
     }
-    if (!url || !model) {
+    if (!o->url || !o->model) {
         usage(stderr);
-        goto done;
+        return 2;
     }
-    if (!loopback_url(url) || strlen(url) > 200 || !sv_name_ok(model) || (version && !sv_name_ok(version))) {
+    if (!loopback_url(o->url) || strlen(o->url) > 200 || !sv_name_ok(o->model) ||
+        (o->version && !sv_name_ok(o->version))) {
         fprintf(stderr, "kiln loadgen: --url must be http://127.0.0.1:PORT, http://localhost:PORT or http://[::1]:PORT "
                         "(loopback only), with a valid model name\n");
+        return 2;
+    }
+    if (!parse_levels(o->conc_list, o)) {
+        fprintf(stderr, "kiln loadgen: --concurrency takes up to %d integers in [1, 1024]\n", MAX_LEVELS);
+        return 2;
+    }
+    return -1;
+}
+
+static void print_row(const json_t *r, double label)
+{
+    printf("%-12g %9lld %7lld %11.1f %9.3f %9.3f %9.3f %9.3f\n", label,
+           (long long)json_integer_value(json_object_get(r, "requests")),
+           (long long)json_integer_value(json_object_get(r, "errors")),
+           json_real_value(json_object_get(r, "infer_per_sec")), json_real_value(json_object_get(r, "p50_ms")),
+           json_real_value(json_object_get(r, "p90_ms")), json_real_value(json_object_get(r, "p95_ms")),
+           json_real_value(json_object_get(r, "p99_ms")));
+    if (json_object_get(r, "first_error"))
+        printf("  first error: %s\n", json_string_value(json_object_get(r, "first_error")));
+    fflush(stdout);
+}
+
+int cmd_loadgen(int argc, char **argv)
+{
+    lg_opts o = {.conc_list = "1", .requests = 1000, .duration = 60, .batch = 1};
+    o.fnames = calloc((size_t)argc, sizeof(char *));
+    o.fpaths = calloc((size_t)argc, sizeof(char *));
+    lg g;
+    memset(&g, 0, sizeof g);
+    json_t *results = json_array(), *cfg = NULL, *meta = NULL;
+    int rc = o.fnames && o.fpaths ? parse_opts(argc, argv, &o) : 1;
+    if (rc >= 0)
         goto done;
-    }
-    int levels[MAX_LEVELS], nl = 0;
-    {
-        char tmp[256];
-        snprintf(tmp, sizeof tmp, "%s", conc_list);
-        char *rest = tmp;
-        for (char *t = strsep(&rest, ","); t; t = strsep(&rest, ",")) {   /* strsep: empty items are errors */
-            int64_t c;
-            if (nl == MAX_LEVELS || !sv_parse_i64(t, 1, 1024, &c)) {
-                fprintf(stderr, "kiln loadgen: --concurrency takes up to %d integers in [1, 1024]\n", MAX_LEVELS);
-                goto done;
-            }
-            levels[nl++] = (int)c;
-        }
-    }
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    const char *u = url + strlen(url);
-    while (u > url && u[-1] == '/')
+    const char *u = o.url + strlen(o.url);
+    while (u > o.url && u[-1] == '/')
         u--;
-    snprintf(g.base, sizeof g.base, "%.*s/v2/models/%s%s%s", (int)(u - url), url, model, version ? "/versions/" : "",
-             version ? version : "");
-    char curl_url[600];
-    snprintf(curl_url, sizeof curl_url, "%s/config", g.base);
+    snprintf(g.base, sizeof g.base, "%.*s/v2/models/%s%s%s", (int)(u - o.url), o.url, o.model,
+             o.version ? "/versions/" : "", o.version ? o.version : "");
+    char cfg_url[600];
+    snprintf(cfg_url, sizeof cfg_url, "%s/config", g.base);
     rc = 1;
-    if (!(meta = get_json(g.base)) || !(cfg = get_json(curl_url)))
+    if (!(meta = get_json(g.base)) || !(cfg = get_json(cfg_url)))
         goto done;
     int max_batch = (int)json_integer_value(json_object_get(cfg, "max_batch_size"));
-    g.batch = max_batch > 0 ? batch : 1;
-    if (!make_body(&g, meta, max_batch, shapes, n_files, fnames, fpaths, binary))
+    g.batch = max_batch > 0 ? o.batch : 1;
+    if (!make_body(&g, meta, max_batch, o.shapes, o.n_files, o.fnames, o.fpaths, o.binary))
         goto done;
-    g.total = requests;
-    g.rate = rate;
-    g.deadline = (uint64_t)duration * 1000000000ull;
-    g.lat_ns = calloc((size_t)requests, sizeof(uint64_t));
+    g.total = o.requests;
+    g.rate = o.rate;
+    g.deadline = (uint64_t)o.duration * 1000000000ull;
+    if (!(g.lat_ns = calloc((size_t)o.requests, sizeof(uint64_t))))
+        goto done;
     pthread_mutex_init(&g.mu, NULL);
-    if (!g.lat_ns)
-        goto done;
-    if (!as_json)
-        printf("%-12s %9s %7s %11s %9s %9s %9s %9s\n", rate > 0 ? "rate(req/s)" : "concurrency", "requests", "errors",
+    if (!o.as_json)
+        printf("%-12s %9s %7s %11s %9s %9s %9s %9s\n", o.rate > 0 ? "rate(req/s)" : "concurrency", "requests", "errors",
                "infer/s", "p50_ms", "p90_ms", "p95_ms", "p99_ms");
     long long total_errors = 0;
-    for (int l = 0; l < (rate > 0 ? 1 : nl); l++) {
-        int conc = rate > 0 ? (nl > 0 && strcmp(conc_list, "1") ? levels[nl - 1] : 64) : levels[l];
+    /* request-rate mode: one level, the last --concurrency value (default 64) as the number of workers */
+    int n_runs = o.rate > 0 ? 1 : o.n_levels;
+    for (int l = 0; l < n_runs; l++) {
+        int conc = o.rate > 0 ? (strcmp(o.conc_list, "1") ? o.levels[o.n_levels - 1] : 64) : o.levels[l];
         json_t *r = run_level(&g, conc);
         total_errors += json_integer_value(json_object_get(r, "errors"));
-        if (!as_json) {
-            char lab[32];
-            snprintf(lab, sizeof lab, "%g", rate > 0 ? rate : conc);
-            printf("%-12s %9lld %7lld %11.1f %9.3f %9.3f %9.3f %9.3f\n", lab,
-                   (long long)json_integer_value(json_object_get(r, "requests")),
-                   (long long)json_integer_value(json_object_get(r, "errors")),
-                   json_real_value(json_object_get(r, "infer_per_sec")), json_real_value(json_object_get(r, "p50_ms")),
-                   json_real_value(json_object_get(r, "p90_ms")), json_real_value(json_object_get(r, "p95_ms")),
-                   json_real_value(json_object_get(r, "p99_ms")));
-            if (json_object_get(r, "first_error"))
-                printf("  first error: %s\n", json_string_value(json_object_get(r, "first_error")));
-            fflush(stdout);
-        }
+        if (!o.as_json)
+            print_row(r, o.rate > 0 ? o.rate : conc);
         json_array_append_new(results, r);
     }
-    if (as_json) {
-        json_t *out = json_pack("{s:s, s:s, s:I, s:O}", "model", model, "payload", binary ? "binary" : "json", "batch",
-                                (json_int_t)g.batch, "levels", results);
+    if (o.as_json) {
+        json_t *out = json_pack("{s:s, s:s, s:I, s:O}", "model", o.model, "payload", o.binary ? "binary" : "json",
+                                "batch", (json_int_t)g.batch, "levels", results);
         json_dumpf(out, stdout, JSON_INDENT(1));
         printf("\n");
         json_decref(out);
@@ -470,7 +492,7 @@ done:
     json_decref(meta);
     free(g.body);
     free(g.lat_ns);
-    free(fnames);
-    free(fpaths);
+    free(o.fnames);
+    free(o.fpaths);
     return rc;
 }
