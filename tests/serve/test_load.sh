@@ -5,10 +5,15 @@
 KILN="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 source "$(dirname "$0")/lib.sh"
 make_repo "$TMP/repo"
+# glibc gives each contending thread its own malloc arena (up to 8 per core) and their
+# fragmentation grows RSS for a while even without a leak; two arenas make growth mean a leak
+export MALLOC_ARENA_MAX=2
 start_server "$TMP/repo"
 # warm-up with every payload kind, so that allocator arenas of all threads exist before measuring
-"$KILN" loadgen --url "$URL" -m tiny_cnn --concurrency 64 --requests 1500 --binary > "$TMP/warm.txt" || fail "warm-up: $(cat "$TMP/warm.txt")"
-"$KILN" loadgen --url "$URL" -m tiny_cnn --concurrency 64 --requests 500 >> "$TMP/warm.txt" || fail "warm-up: $(cat "$TMP/warm.txt")"
+"$KILN" loadgen --url "$URL" -m tiny_cnn --concurrency 64 --requests 3000 --binary --batch 2 > "$TMP/warm.txt" &&
+  "$KILN" loadgen --url "$URL" -m tiny_cnn --concurrency 64 --requests 500 >> "$TMP/warm.txt" &&
+  "$KILN" loadgen --url "$URL" -m tiny_cnn --concurrency 8 --requests 200 --request-rate 1000 --binary >> "$TMP/warm.txt" ||
+  fail "warm-up: $(cat "$TMP/warm.txt")"
 rss0="$(rss_kb)"
 "$KILN" loadgen --url "$URL" -m tiny_cnn --concurrency 64 --requests 10000 --binary --batch 2 --json > "$TMP/load.json" ||
   fail "load: $(cat "$TMP/load.json")"
@@ -29,13 +34,13 @@ for line in open(sys.argv[2]):
     g = re.match(r'(\w+)\{model="tiny_cnn",version="1"\} (\d+)', line)
     if g:
         m[g.group(1)] = int(g.group(2))
-assert m["nv_inference_request_success"] == 2000 + 10000 + 1000 + 500, m
+assert m["nv_inference_request_success"] == 3700 + 10000 + 1000 + 500, m
 assert m["nv_inference_request_failure"] == 0, m
-assert m["nv_inference_count"] == 2000 + 20000 + 1000 + 500, m
+assert m["nv_inference_count"] == 6000 + 500 + 200 + 20000 + 1000 + 500, m
 print("metrics: %d requests in %d executions" % (m["nv_inference_request_success"], m["nv_inference_exec_count"]))
 rss0, rss1 = int(sys.argv[3]), int(sys.argv[4])
 print("server RSS: %d kB after warm-up, %d kB after 11,500 more requests" % (rss0, rss1))
-assert rss1 - rss0 < 8 * 1024, "server memory grew by %d kB" % (rss1 - rss0)
+assert rss1 - rss0 < 4 * 1024, "server memory grew by %d kB" % (rss1 - rss0)
 PY
 pass "load: zero errors, memory flat, metrics exact"
 stop_server
