@@ -58,12 +58,6 @@ else
   say "Debian packages: all present"
 fi
 
-# ---------------------------------------------------------------- .gitignore
-touch .gitignore
-for pat in 'build/' 'build-*/' 'third_party/' 'models/' 'out/'; do
-  grep -qxF -- "$pat" .gitignore || echo "$pat" >> .gitignore
-done
-
 # ---------------------------------------------------------------- onnxruntime-node
 ort_ok() {
   [ -f "$ORT_LIB_DIR/libonnxruntime.so.1" ] && [ -f "$ORT_LIB_DIR/onnxruntime_binding.node" ] &&

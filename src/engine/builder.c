@@ -152,22 +152,24 @@ static char *make_report(const kiln_pass_report *rep, const kiln_calib_result *c
     return s;
 }
 
-/* With fixed input shapes: Shape/Size become constants, then the pipeline runs again so the
- * shape-computing chains fold away. */
+/* With fixed input shapes: Shape/Size become constants (by shape inference, no run), then the
+ * pipeline runs again so the shape-computing chains fold away. */
 static kiln_status fold_shapes(struct kiln_engine *e, kiln_pass_report *rep)
 {
-    kiln_tensor *meta;
-    int n_meta = e->g->n_values;
-    KILN_TRY(kiln__builder_record_shapes(e, &meta));
+    kiln_tensor *meta = kiln__calloc((size_t)e->g->n_inputs + 1, sizeof *meta);
     if (!meta)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    if (!kiln__builder_input_shapes(e, meta)) {
+        kiln__free(meta);
         return KILN_OK;
+    }
     /* folding unlocks more folding (a Slice bound computed from a Shape becomes constant, so its
      * output shape no longer depends on data): repeat until nothing changes */
     int total = 0;
     kiln_status st = KILN_OK;
     for (int round = 0; round < 200 && st == KILN_OK; round++) {
         int changed = 0;
-        st = kiln__pass_fold_shapes(e->g, meta, n_meta, &changed);
+        st = kiln__pass_fold_shapes(e->g, meta, &changed);
         if (getenv("KILN_DEBUG_SHAPES"))
             fprintf(stderr, "fold-shapes round %d: %d folded (%s)\n", round, changed, kiln_status_str(st));
         if (st != KILN_OK || !changed)

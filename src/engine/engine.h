@@ -59,9 +59,9 @@ typedef struct kiln_calib_result {
 kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_path, int nthreads, bool tune_tactics,
                                     kiln_calib_result *res);
 
-/* Each value's dtype/shape from one run at the engine's fixed input shapes (data NULL), or
- * *meta = NULL when the shapes are not fixed or the synthetic run fails. */
-kiln_status kiln__builder_record_shapes(struct kiln_engine *e, kiln_tensor **meta);
+/* Each graph input's dtype and dims (data NULL) at the calibration shapes (the first profile's
+ * opt shapes, else static dims); false if some input has no concrete shape. */
+bool kiln__builder_input_shapes(const struct kiln_engine *e, kiln_tensor *shapes);
 bool kiln__engine_shapes_fixed(const struct kiln_engine *e);
 
 uint32_t kiln__host_isa(void);

@@ -132,18 +132,17 @@ static double rnd01(void)
     return (double)(rng >> 11) / 9007199254740992.0;
 }
 
-/* Synthetic inputs at the calibration shapes; false if some input has no concrete shape. */
-static bool make_inputs(const struct kiln_engine *e, kiln_tensor *ins)
+bool kiln__builder_input_shapes(const struct kiln_engine *e, kiln_tensor *shapes)
 {
     const kiln_graph *g = e->g;
     for (int i = 0; i < g->n_inputs; i++) {
         const kiln_value *v = &g->values[g->inputs[i]];
-        int64_t dims[KILN_MAX_DIMS];
         int nd = -1;
+        memset(&shapes[i], 0, sizeof shapes[i]);
         for (int k = 0; e->n_profiles && k < e->profiles[0].n_inputs; k++)
             if (!strcmp(e->profiles[0].names[k], v->name)) {
                 nd = e->profiles[0].ndim[k];
-                memcpy(dims, e->profiles[0].opt[k], sizeof(int64_t) * (size_t)nd);
+                memcpy(shapes[i].dims, e->profiles[0].opt[k], sizeof(int64_t) * (size_t)nd);
             }
         if (nd < 0) {
             if (v->ndim < 0)
@@ -152,11 +151,26 @@ static bool make_inputs(const struct kiln_engine *e, kiln_tensor *ins)
             for (int d = 0; d < nd; d++) {
                 if (v->dims[d].value < 0 || v->dims[d].param)
                     return false;
-                dims[d] = v->dims[d].value;
+                shapes[i].dims[d] = v->dims[d].value;
             }
         }
-        kiln_dtype dt = v->dtype ? v->dtype : KILN_DT_FLOAT32;
-        if (kiln__tensor_alloc(&ins[i], dt, nd, dims) != KILN_OK)
+        shapes[i].ndim = nd;
+        shapes[i].dtype = v->dtype ? v->dtype : KILN_DT_FLOAT32;
+    }
+    return true;
+}
+
+/* Synthetic inputs at the calibration shapes; false if some input has no concrete shape. */
+static bool make_inputs(const struct kiln_engine *e, kiln_tensor *ins)
+{
+    const kiln_graph *g = e->g;
+    if (!kiln__builder_input_shapes(e, ins))
+        return false;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const kiln_value *v = &g->values[g->inputs[i]];
+        kiln_tensor shape = ins[i];
+        kiln_dtype dt = shape.dtype;
+        if (kiln__tensor_alloc(&ins[i], dt, shape.ndim, shape.dims) != KILN_OK)
             return false;
         /* integer inputs: token ids get small random values, type ids 0, anything else (masks,
          * sizes, indices, counts) 1 — the value least likely to make the run huge or invalid */
@@ -197,45 +211,6 @@ bool kiln__engine_shapes_fixed(const struct kiln_engine *e)
                 return false;
     }
     return true;
-}
-
-kiln_status kiln__builder_record_shapes(struct kiln_engine *e, kiln_tensor **meta_out)
-{
-    *meta_out = NULL;
-    const kiln_graph *g = e->g;
-    kiln_tensor *ins = kiln__calloc((size_t)g->n_inputs + 1, sizeof *ins);
-    const kiln_tensor **feed = kiln__calloc((size_t)g->n_inputs + 1, sizeof *feed);
-    kiln_tensor *outs = kiln__calloc((size_t)g->n_outputs + 1, sizeof *outs);
-    kiln_tensor *meta = kiln__calloc((size_t)g->n_values + 1, sizeof *meta);
-    kiln_status st = KILN_OK;
-    if (!ins || !feed || !outs || !meta) {
-        st = kiln__err(KILN_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    if (!make_inputs(e, ins))
-        goto done;
-    for (int i = 0; i < g->n_inputs; i++) {
-        feed[i] = &ins[i];
-        meta[g->inputs[i]] = ins[i];
-        meta[g->inputs[i]].data = NULL;
-    }
-    kiln_mem m = {.record_meta = meta};
-    if (kiln__exec_graph_ex(g, NULL, feed, outs, kiln__default_threads(), 0, &m, NULL) == KILN_OK) {
-        *meta_out = meta;
-        meta = NULL;
-    } else {
-        kiln_clear_last_error();
-    }
-done:
-    for (int i = 0; ins && i < g->n_inputs; i++)
-        kiln__tensor_release(&ins[i]);
-    for (int o = 0; outs && o < g->n_outputs; o++)
-        kiln__tensor_release(&outs[o]);
-    kiln__free(ins);
-    kiln__free(feed);
-    kiln__free(outs);
-    kiln__free(meta);
-    return st;
 }
 
 static json_t *load_cache(const char *path)

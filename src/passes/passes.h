@@ -38,8 +38,9 @@ kiln_status kiln__pass_cancel_transpose_reshape(kiln_graph *g, int *changed);
 kiln_status kiln__pass_fuse_bias(kiln_graph *g, int *changed);
 kiln_status kiln__pass_fuse_residual(kiln_graph *g, int *changed);
 kiln_status kiln__pass_fuse_activation(kiln_graph *g, int *changed);
-/* Needs each value's shape from a run at fixed input shapes (see p_shape_fold.c). */
-kiln_status kiln__pass_fold_shapes(kiln_graph *g, const kiln_tensor *shapes, int n_shapes, int *changed);
+/* Shape/Size -> constants where shape inference at the given input shapes (in_shapes: one per
+ * graph input, dtype and dims, data unused; ndim < 0 or in_shapes NULL = declared) determines them. */
+kiln_status kiln__pass_fold_shapes(kiln_graph *g, const kiln_tensor *in_shapes, int *changed);
 
 /* helpers shared by passes */
 /* The constant tensor of value v, or NULL. */

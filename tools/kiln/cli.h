@@ -23,6 +23,8 @@ kiln_status cli_open_engine(const char *path, kiln_engine_t *e);
 /* Fills ins[]/names[] (engine input order) with file data or random data of the right shape. */
 kiln_status cli_make_inputs(kiln_engine_t e, const cli_input_opts *o, kiln_tensor *ins, const char **names);
 
+/* Parses "NAME:1x3x224x224,..." and returns the dims given for `name` (ndim or -1). */
+int cli_shape_from_spec(const char *spec, const char *name, int64_t *dims);
 /* Loads a tensor from .npy or ONNX TensorProto .pb (by extension). */
 kiln_status cli_load_tensor(const char *path, kiln_tensor *t);
 /* Replaces characters unsafe in file names with '_'. */

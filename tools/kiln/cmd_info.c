@@ -1,8 +1,11 @@
-/* kiln info: a model's interface, opsets, op histogram, parameter count, unsupported ops.
+/* kiln info: a model's interface, opsets, op histogram, parameter count, unsupported ops, and
+ * every value's inferred dtype and shape (symbolic, or concrete with --shapes).
  * kiln ops: the operators kiln implements. */
 #include "cli.h"
+#include "ir/shape.h"
 #include "runtime/exec.h"
 #include "runtime/model.h"
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,27 +52,172 @@ static void histogram(const kiln_graph *g, op_count *h, int *nh, int cap)
     }
 }
 
+/* Inferred shapes of every value: graph inputs take --shapes dims where given (their declared
+ * dims otherwise). *vs is indexed by value id. */
+static kiln_status infer_values(const kiln_graph *g, const char *spec, kiln_symtab *st, kiln_vshape **vs)
+{
+    kiln_vshape *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
+    const kiln_vshape **pin = calloc((size_t)g->n_inputs + 1, sizeof *pin);
+    kiln_status s = in && pin ? KILN_OK : kiln__err(KILN_ERR_NOMEM, "out of memory");
+    for (int i = 0; s == KILN_OK && i < g->n_inputs; i++) {
+        const kiln_value *v = &g->values[g->inputs[i]];
+        int64_t dims[KILN_MAX_DIMS];
+        int nd = cli_shape_from_spec(spec, v->name, dims);
+        kiln__vshape_declared(st, v, &in[i]);
+        pin[i] = &in[i];
+        if (nd < 0)
+            continue;
+        if (v->ndim >= 0 && v->ndim != nd) {
+            s = kiln__err(KILN_ERR_SHAPE, "--shapes gives input '%s' rank %d, the model declares rank %d", v->name, nd,
+                          v->ndim);
+            break;
+        }
+        in[i].rank = nd;
+        for (int d = 0; d < nd; d++) {
+            if (v->ndim >= 0 && v->dims[d].value >= 0 && !v->dims[d].param && v->dims[d].value != dims[d]) {
+                s = kiln__err(KILN_ERR_SHAPE, "--shapes gives input '%s' dim %d = %lld, the model declares %lld",
+                              v->name, d, (long long)dims[d], (long long)v->dims[d].value);
+                break;
+            }
+            in[i].dims[d] = kiln__sd_const(st, dims[d]);
+        }
+    }
+    for (int k = 0; spec && s == KILN_OK && spec[k];) {   /* every name in --shapes must be an input */
+        size_t len = strcspn(spec + k, ":,");
+        bool found = false;
+        for (int i = 0; i < g->n_inputs; i++)
+            found |= strlen(g->values[g->inputs[i]].name) == len && !strncmp(g->values[g->inputs[i]].name, spec + k, len);
+        if (!found)
+            s = kiln__err(KILN_ERR_INVALID_ARG, "--shapes: the model has no input '%.*s'", (int)len, spec + k);
+        k += (int)strcspn(spec + k, ",");
+        k += spec[k] == ',';
+    }
+    if (s == KILN_OK)
+        s = kiln__infer_shapes(g, st, pin, vs);
+    free(in);
+    free(pin);
+    return s;
+}
+
+/* Value ids in listing order: graph inputs, node outputs (node order), graph outputs; each once. */
+static int value_order(const kiln_graph *g, int *ids)
+{
+    int n = 0;
+    bool *seen = calloc((size_t)g->n_values + 1, sizeof *seen);
+    if (!seen)
+        return -1;
+#define ADD(v) do { if ((v) >= 0 && !seen[v]) { seen[v] = true; ids[n++] = (v); } } while (0)
+    for (int i = 0; i < g->n_inputs; i++)
+        ADD(g->inputs[i]);
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int o = 0; o < g->nodes[i].n_out; o++)
+            ADD(g->nodes[i].out[o]);
+    for (int i = 0; i < g->n_outputs; i++)
+        ADD(g->outputs[i]);
+#undef ADD
+    free(seen);
+    return n;
+}
+
+static const char *dtype_str(const kiln_vshape *s)
+{
+    return s->kind != KILN_VAL_TENSOR ? "non-tensor" : s->dtype == KILN_DT_UNDEFINED ? "?" : kiln_dtype_name(s->dtype);
+}
+
+static json_t *dims_json(kiln_symtab *st, const kiln_vshape *s)
+{
+    if (s->kind != KILN_VAL_TENSOR || s->rank < 0)
+        return json_null();
+    json_t *a = json_array();
+    for (int d = 0; d < s->rank; d++) {
+        int64_t c;
+        char buf[256];
+        if (kiln__sd_is_const(st, s->dims[d], &c)) {
+            json_array_append_new(a, json_integer(c));
+        } else {
+            kiln__sd_str(st, s->dims[d], buf, sizeof buf);
+            json_array_append_new(a, json_string(buf));
+        }
+    }
+    return a;
+}
+
+static void print_shape(kiln_symtab *st, const kiln_vshape *s)
+{
+    if (s->kind != KILN_VAL_TENSOR || s->rank < 0) {
+        printf("?");
+        return;
+    }
+    printf("[");
+    for (int d = 0; d < s->rank; d++) {
+        char buf[256];
+        kiln__sd_str(st, s->dims[d], buf, sizeof buf);
+        printf("%s%s", d ? ", " : "", buf);
+    }
+    printf("]");
+}
+
+static int info_json(const char *path, const kiln_model_t m, const int *ids, int nids, kiln_symtab *st,
+                     const kiln_vshape *vs, int64_t params)
+{
+    const kiln_graph *g = m->g;
+    json_t *root = json_object(), *ops = json_object(), *vals = json_array();
+    json_object_set_new(root, "model", json_string(path));
+    json_object_set_new(root, "producer", json_string(m->info.producer ? m->info.producer : ""));
+    json_object_set_new(root, "ir_version", json_integer(m->info.ir_version));
+    for (int i = 0; i < g->n_opsets; i++)
+        json_object_set_new(ops, g->opsets[i].domain[0] ? g->opsets[i].domain : "ai.onnx",
+                            json_integer(g->opsets[i].version));
+    json_object_set_new(root, "opsets", ops);
+    json_object_set_new(root, "nodes", json_integer(g->n_nodes));
+    json_object_set_new(root, "parameters", json_integer(params));
+    for (int k = 0; k < nids; k++) {
+        json_t *v = json_object();
+        json_object_set_new(v, "name", json_string(g->values[ids[k]].name));
+        json_object_set_new(v, "dtype", json_string(dtype_str(&vs[ids[k]])));
+        json_object_set_new(v, "shape", dims_json(st, &vs[ids[k]]));
+        json_array_append_new(vals, v);
+    }
+    json_object_set_new(root, "values", vals);
+    char *txt = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+    json_decref(root);
+    if (!txt)
+        return cli_die(KILN_ERR_NOMEM, "writing JSON");
+    printf("%s\n", txt);
+    free(txt);
+    return 0;
+}
+
 int cmd_info(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: kiln info MODEL.onnx\n");
+    const char *path = NULL, *spec = NULL;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            json = true;
+        else if (!strcmp(argv[i], "--shapes") && i + 1 < argc)
+            spec = argv[++i];
+        else if (argv[i][0] != '-' && !path)
+            path = argv[i];
+        else
+            path = NULL, argc = 0;
+    }
+    if (!path) {
+        fprintf(stderr, "usage: kiln info MODEL.onnx [--shapes NAME:DIMS,...] [--json]\n");
         return 2;
     }
     kiln_model_t m;
-    kiln_status st = kiln_model_load(argv[1], &m);
+    kiln_status st = kiln_model_load(path, &m);
     if (st != KILN_OK)
         return cli_die(st, "loading model");
     const kiln_graph *g = m->g;
-    printf("model: %s\nproducer: %s\nir_version: %lld\nopsets:", argv[1], m->info.producer ? m->info.producer : "",
-           (long long)m->info.ir_version);
-    for (int i = 0; i < g->n_opsets; i++)
-        printf(" %s=%lld", g->opsets[i].domain[0] ? g->opsets[i].domain : "ai.onnx", (long long)g->opsets[i].version);
-    printf("\ninputs (%d):\n", g->n_inputs);
-    for (int i = 0; i < g->n_inputs; i++)
-        print_value(&g->values[g->inputs[i]]);
-    printf("outputs (%d):\n", g->n_outputs);
-    for (int i = 0; i < g->n_outputs; i++)
-        print_value(&g->values[g->outputs[i]]);
+    kiln_symtab *sym = kiln__symtab_new();
+    kiln_vshape *vs = NULL;
+    int *ids = calloc((size_t)g->n_values + 1, sizeof *ids);
+    st = sym && ids ? infer_values(g, spec, sym, &vs) : kiln__err(KILN_ERR_NOMEM, "out of memory");
+    int nids = st == KILN_OK ? value_order(g, ids) : 0;
+    if (nids < 0)
+        st = kiln__err(KILN_ERR_NOMEM, "out of memory");
     int64_t params = 0, bytes = 0, ninit = 0;
     for (int v = 0; v < g->n_values; v++)
         if (g->values[v].init) {
@@ -77,22 +225,47 @@ int cmd_info(int argc, char **argv)
             bytes += (int64_t)g->values[v].init->nbytes;
             ninit++;
         }
-    printf("parameters: %lld in %lld initializers (%.2f MB)\n", (long long)params, (long long)ninit, bytes / 1e6);
-    op_count h[512];
-    int nh = 0;
-    histogram(g, h, &nh, 512);
-    qsort(h, (size_t)nh, sizeof h[0], by_count);
-    printf("nodes: %d\nop histogram:\n", g->n_nodes);
-    for (int i = 0; i < nh; i++)
-        printf("  %-24s %d\n", h[i].op, h[i].count);
-    char buf[4096] = "";
-    int nu = kiln__list_unsupported(g, buf, sizeof buf);
-    if (nu)
-        printf("unsupported: %d node(s): %s\n", nu, buf);
-    else
-        printf("unsupported: none\n");
+    int rc = st != KILN_OK ? cli_die(st, "shape inference") : 0;
+    if (st == KILN_OK && json) {
+        rc = info_json(path, m, ids, nids, sym, vs, params);
+    } else if (st == KILN_OK) {
+        printf("model: %s\nproducer: %s\nir_version: %lld\nopsets:", path, m->info.producer ? m->info.producer : "",
+               (long long)m->info.ir_version);
+        for (int i = 0; i < g->n_opsets; i++)
+            printf(" %s=%lld", g->opsets[i].domain[0] ? g->opsets[i].domain : "ai.onnx",
+                   (long long)g->opsets[i].version);
+        printf("\ninputs (%d):\n", g->n_inputs);
+        for (int i = 0; i < g->n_inputs; i++)
+            print_value(&g->values[g->inputs[i]]);
+        printf("outputs (%d):\n", g->n_outputs);
+        for (int i = 0; i < g->n_outputs; i++)
+            print_value(&g->values[g->outputs[i]]);
+        printf("parameters: %lld in %lld initializers (%.2f MB)\n", (long long)params, (long long)ninit, bytes / 1e6);
+        op_count h[512];
+        int nh = 0;
+        histogram(g, h, &nh, 512);
+        qsort(h, (size_t)nh, sizeof h[0], by_count);
+        printf("nodes: %d\nop histogram:\n", g->n_nodes);
+        for (int i = 0; i < nh; i++)
+            printf("  %-24s %d\n", h[i].op, h[i].count);
+        char buf[4096] = "";
+        int nu = kiln__list_unsupported(g, buf, sizeof buf);
+        if (nu)
+            printf("unsupported: %d node(s): %s\n", nu, buf);
+        else
+            printf("unsupported: none\n");
+        printf("values (%d, inferred%s):\n", nids, spec ? " with --shapes" : "");
+        for (int k = 0; k < nids; k++) {
+            printf("  %-32s %-8s ", g->values[ids[k]].name, dtype_str(&vs[ids[k]]));
+            print_shape(sym, &vs[ids[k]]);
+            printf("\n");
+        }
+    }
+    kiln__free(vs);
+    free(ids);
+    kiln__symtab_free(sym);
     kiln_model_free(m);
-    return 0;
+    return rc;
 }
 
 int cmd_ops(int argc, char **argv)

@@ -28,8 +28,7 @@ static uint64_t rnd(void)
     return rng_state;
 }
 
-/* Parses "NAME:1x3x224x224,..." and returns the dims given for `name` (ndim or -1). */
-static int shape_from_spec(const char *spec, const char *name, int64_t *dims)
+int cli_shape_from_spec(const char *spec, const char *name, int64_t *dims)
 {
     if (!spec)
         return -1;
@@ -74,7 +73,7 @@ kiln_status cli_make_inputs(kiln_engine_t e, const cli_input_opts *o, kiln_tenso
                 goto next;
             }
         int64_t dims[KILN_MAX_DIMS];
-        int nd = shape_from_spec(o->shapes, v->name, dims);
+        int nd = cli_shape_from_spec(o->shapes, v->name, dims);
         if (nd < 0 && e->n_profiles > 0)
             for (int k = 0; k < e->profiles[0].n_inputs; k++)
                 if (!strcmp(e->profiles[0].names[k], v->name)) {
