@@ -64,6 +64,18 @@ typedef void (*kiln__par_fn)(void *ctx, int64_t begin, int64_t end);
 void kiln__parallel_for(int nthreads, int64_t n, int64_t grain, kiln__par_fn fn, void *ctx);
 int kiln__default_threads(void);
 
+/* CPU features (x86; all false elsewhere). kiln__cpu_has(set) is true when the CPU has every
+ * feature in `set`; detection runs once per process and is thread-safe. */
+enum {
+    KILN_CPU_AVX2 = 1u << 0,
+    KILN_CPU_FMA = 1u << 1,
+    KILN_CPU_AVX512F = 1u << 2,
+    KILN_CPU_AVX512DQ = 1u << 3,
+};
+#define KILN_CPU_AVX2_FMA (KILN_CPU_AVX2 | KILN_CPU_FMA)
+#define KILN_CPU_AVX512_DQ_FMA (KILN_CPU_AVX512F | KILN_CPU_AVX512DQ | KILN_CPU_FMA)
+bool kiln__cpu_has(unsigned features);
+
 /* files */
 kiln_status kiln__read_file(const char *path, void **data, size_t *len);
 

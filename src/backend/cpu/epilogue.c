@@ -55,11 +55,7 @@ float kiln__act_scalar(const kiln_act *a, float x)
 static bool have_avx512(void)
 {
 #if KILN_VMATH_X86
-    static int cached = -1;
-    if (cached < 0)
-        cached = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                 __builtin_cpu_supports("fma");
-    return cached;
+    return kiln__cpu_has(KILN_CPU_AVX512_DQ_FMA);
 #else
     return false;
 #endif

@@ -17,7 +17,7 @@
  *   - A is read in place by the AVX-512 micro-kernel when it is row-major (no packing: conv
  *     weights and activations are used as they are); otherwise it is packed into MR-high
  *     k-major panels.
- *   - Micro-kernels, chosen at run time with __builtin_cpu_supports: AVX-512F+FMA 8 x 32
+ *   - Micro-kernels, chosen at run time with kiln__cpu_has(): AVX-512F+FMA 8 x 32
  *     (with cheaper variants for 1-, 16- and 17-column edge tiles; with A read in place the
  *     17th column is a dot product along k), AVX2+FMA 6 x 16, and portable C 6 x 8 (GNU
  *     vector extensions).
@@ -745,11 +745,11 @@ static const gemm_impl *select_impl(void)
 {
 #if GEMM_X86
 #if !defined(KILN_GEMM_FORCE_AVX2) && !defined(KILN_GEMM_FORCE_C)
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma"))
+    if (kiln__cpu_has(KILN_CPU_AVX512_DQ_FMA))
         return &impl_avx512;
 #endif
 #if !defined(KILN_GEMM_FORCE_C)
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    if (kiln__cpu_has(KILN_CPU_AVX2_FMA))
         return &impl_avx2;
 #endif
 #endif

@@ -229,10 +229,7 @@ static kiln_status conv_setup(const kiln_kctx *ctx, const kiln_tensor *x, const 
 static int have_avx2(void)
 {
 #if CONV_X86
-    static int cached = -1;
-    if (cached < 0)
-        cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return cached;
+    return kiln__cpu_has(KILN_CPU_AVX2_FMA);
 #else
     return 0;
 #endif
@@ -827,10 +824,7 @@ static void subsample_task(void *vctx, int64_t c0, int64_t c1)
 static bool have_avx512(void)
 {
 #if CONV_X86
-    static int cached = -1;
-    if (cached < 0)
-        cached = __builtin_cpu_supports("avx512f");
-    return cached;
+    return kiln__cpu_has(KILN_CPU_AVX512F);
 #else
     return false;
 #endif

@@ -212,10 +212,7 @@ __attribute__((target("avx512f,avx512dq,fma"))) static void softmax_row512(float
 static void softmax_row(float *row, int64_t n)
 {
 #if KILN_VMATH_X86
-    static int v512 = -1;
-    if (v512 < 0)
-        v512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
-    if (v512) {
+    if (kiln__cpu_has(KILN_CPU_AVX512_DQ_FMA)) {
         softmax_row512(row, n);
         return;
     }

@@ -514,7 +514,7 @@ static kiln_status run_pool(kiln_kctx *ctx, const kiln_tensor *x, const pool_geo
     int64_t grain = per >= 0 && per < 32768 ? 32768 / (per + 1) + 1 : 1;
     if (f32_fast) {
 #if POOL_X86
-        j->avx512 = __builtin_cpu_supports("avx512f");
+        j->avx512 = kiln__cpu_has(KILN_CPU_AVX512F);
 #endif
         j->xf = x->data;
         j->yf = ctx->out[0]->data;
