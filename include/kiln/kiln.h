@@ -135,7 +135,8 @@ const char *kiln_model_output_name(kiln_model_t m, int i);
 kiln_status kiln_model_check_supported(kiln_model_t m);
 
 typedef struct kiln_run_options {
-    int num_threads;   /* 0 = default (number of online CPUs) */
+    int num_threads;   /* 0 = default (number of online CPUs, at most 64); the run uses threads of
+                        * its own, so concurrent runs do not share or wait for each other's threads */
 } kiln_run_options;
 
 /* Runs the model. Inputs are matched by name; every graph input without an initializer
@@ -189,10 +190,15 @@ kiln_status kiln_engine_run(kiln_engine_t e, int num_inputs, const char *const *
                             int *num_outputs, kiln_tensor **outputs);
 /* ---- execution contexts: per-thread execution state over a shared engine ----
  * Several contexts of one engine may run at the same time from different threads; the engine
- * (graph and weights) is shared read-only, each context owns its activation arena. */
+ * (graph and weights) is shared read-only, each context owns its activation arena and its worker
+ * threads: contexts running at once each keep their full thread count (N contexts of T threads
+ * use N*T threads; size T accordingly). One context runs one kiln_context_run at a time. */
 typedef struct kiln_context *kiln_context_t;
 kiln_status kiln_context_create(kiln_engine_t e, kiln_context_t *out);
-void kiln_context_free(kiln_context_t c);
+void kiln_context_free(kiln_context_t c);   /* also ends the context's worker threads */
+/* Threads the context's runs use, the calling thread included: 0 (the default) = the number of
+ * online CPUs (at most 64). The workers start at the first run that needs them, sleep between
+ * runs, and end with kiln_context_free (or when the count changes). */
 void kiln_context_set_threads(kiln_context_t c, int num_threads);
 /* Binds input `name` to a caller-owned tensor; it must stay valid until kiln_context_run returns. */
 kiln_status kiln_context_set_input(kiln_context_t c, const char *name, const kiln_tensor *t);

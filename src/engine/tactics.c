@@ -220,7 +220,11 @@ kiln_status kiln__builder_record_shapes(struct kiln_engine *e, kiln_tensor **met
         meta[g->inputs[i]].data = NULL;
     }
     kiln_mem m = {.record_meta = meta};
-    if (kiln__exec_graph_ex(g, NULL, feed, outs, kiln__default_threads(), 0, &m, NULL) == KILN_OK) {
+    kiln_pool *pool = kiln__pool_create(0);
+    kiln_run_env env = {.pool = pool, .nthreads = kiln__pool_threads(pool)};
+    kiln_status rs = kiln__exec_graph_ex(g, NULL, feed, outs, &env, 0, &m, NULL);
+    kiln__pool_free(pool);
+    if (rs == KILN_OK) {
         *meta_out = meta;
         meta = NULL;
     } else {
@@ -272,8 +276,10 @@ kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_pat
     tune_state ts = {.entries = tune_tactics ? load_cache(cache_path) : NULL};
     kiln_mem m = {.record = rec};
     kiln_hooks h = {.tune = tune_tactics ? tune : NULL, .tune_user = &ts};
-    kiln_status rs = kiln__exec_graph_ex(g, NULL, feed, outs, nthreads > 0 ? nthreads : kiln__default_threads(), 0,
-                                         &m, &h);
+    kiln_pool *pool = kiln__pool_create(nthreads);
+    kiln_run_env env = {.pool = pool, .nthreads = kiln__pool_threads(pool)};
+    kiln_status rs = kiln__exec_graph_ex(g, NULL, feed, outs, &env, 0, &m, &h);
+    kiln__pool_free(pool);
     if (rs == KILN_OK) {
         res->calibrated = true;
         res->tuned = ts.tuned;

@@ -67,7 +67,8 @@ int kiln__list_unsupported(const kiln_graph *g, char *buf, size_t buflen)
     return total;
 }
 
-static kiln_status run_node(kiln_frame *f, int idx, int nthreads, int depth, kiln_mem *mem, const kiln_hooks *hooks)
+static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int depth, kiln_mem *mem,
+                            const kiln_hooks *hooks)
 {
     const kiln_graph *g = f->g;
     const kiln_node *n = &g->nodes[idx];
@@ -104,9 +105,10 @@ static kiln_status run_node(kiln_frame *f, int idx, int nthreads, int depth, kil
         memset(&scratch[o], 0, sizeof scratch[o]);
         out[o] = n->out[o] >= 0 ? &f->owned[n->out[o]] : &scratch[o];
     }
-    kiln_exec ex = {.nthreads = nthreads, .frame = f, .depth = depth, .mem = mem};
+    int nthreads = env ? env->nthreads : 1;
+    kiln_exec ex = {.nthreads = nthreads, .frame = f, .depth = depth, .mem = mem, .env = env};
     kiln_kctx ctx = {.node = n, .n_in = n->n_in, .in = in, .n_out = n->n_out, .out = out,
-                     .nthreads = nthreads, .exec = &ex};
+                     .pool = env ? env->pool : NULL, .nthreads = nthreads, .exec = &ex};
     /* tactic "st": this layer runs single-threaded (chosen by the builder when faster) */
     if (n->tactic && !strcmp(n->tactic, "st"))
         ctx.nthreads = 1;
@@ -157,13 +159,14 @@ static void release(kiln_mem *mem, kiln_tensor *t)
 }
 
 kiln_status kiln__exec_graph(const kiln_graph *g, const kiln_frame *parent, const kiln_tensor *const *inputs,
-                             kiln_tensor *outputs, int nthreads, int depth)
+                             kiln_tensor *outputs, const kiln_run_env *env, int depth)
 {
-    return kiln__exec_graph_ex(g, parent, inputs, outputs, nthreads, depth, NULL, NULL);
+    return kiln__exec_graph_ex(g, parent, inputs, outputs, env, depth, NULL, NULL);
 }
 
 kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, const kiln_tensor *const *inputs,
-                                kiln_tensor *outputs, int nthreads, int depth, kiln_mem *mem, const kiln_hooks *hooks)
+                                kiln_tensor *outputs, const kiln_run_env *env, int depth, kiln_mem *mem,
+                                const kiln_hooks *hooks)
 {
     if (depth > MAX_EXEC_DEPTH)
         return kiln__err(KILN_ERR_LIMIT, "subgraph execution nested deeper than %d", MAX_EXEC_DEPTH);
@@ -200,7 +203,7 @@ kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, c
     for (int o = 0; o < g->n_outputs; o++)
         last_use[g->outputs[o]] = INT_MAX;
     for (int i = 0; i < g->n_nodes; i++) {
-        st = run_node(&f, i, nthreads, depth, mem, hooks);
+        st = run_node(&f, i, env, depth, mem, hooks);
         if (st != KILN_OK)
             goto done;
         /* free intermediates whose last consumer was this node */
@@ -260,5 +263,5 @@ done:
 kiln_status kiln__exec_subgraph(kiln_kctx *ctx, const kiln_graph *g, const kiln_tensor *const *inputs,
                                 kiln_tensor *outputs)
 {
-    return kiln__exec_graph(g, ctx->exec->frame, inputs, outputs, ctx->nthreads, ctx->exec->depth + 1);
+    return kiln__exec_graph(g, ctx->exec->frame, inputs, outputs, ctx->exec->env, ctx->exec->depth + 1);
 }

@@ -27,11 +27,19 @@ typedef struct kiln_hooks {
     void *tune_user;
 } kiln_hooks;
 
+/* What one top-level execution runs on: the owner's thread pool (a context's, a model run's, a
+ * build's) and how many of its threads a layer may use. */
+typedef struct kiln_run_env {
+    kiln_pool *pool;           /* NULL: single-threaded */
+    int nthreads;              /* >= 1, at most the pool's threads */
+} kiln_run_env;
+
 typedef struct kiln_exec {
     int nthreads;
     const kiln_frame *frame;   /* frame of the graph the current node belongs to */
     int depth;                 /* subgraph nesting depth, to stop runaway recursion */
     kiln_mem *mem;             /* NULL: every tensor on the heap */
+    const kiln_run_env *env;   /* NULL: single-threaded */
 } kiln_exec;
 
 static inline bool kiln__in_arena(const kiln_mem *m, const void *p)
@@ -42,10 +50,11 @@ static inline bool kiln__in_arena(const kiln_mem *m, const void *p)
 /* Runs graph g. inputs[i] feeds g->inputs[i] (borrowed). On success outputs[0..g->n_outputs)
  * receive tensors owned by the caller. `parent` resolves outer-scope names (NULL at top). */
 kiln_status kiln__exec_graph(const kiln_graph *g, const kiln_frame *parent, const kiln_tensor *const *inputs,
-                             kiln_tensor *outputs, int nthreads, int depth);
+                             kiln_tensor *outputs, const kiln_run_env *env, int depth);
 /* Same, with planned memory and/or per-node timing (either may be NULL). */
 kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, const kiln_tensor *const *inputs,
-                                kiln_tensor *outputs, int nthreads, int depth, kiln_mem *mem, const kiln_hooks *hooks);
+                                kiln_tensor *outputs, const kiln_run_env *env, int depth, kiln_mem *mem,
+                                const kiln_hooks *hooks);
 
 /* For control-flow kernels: runs a subgraph of the node being executed. */
 kiln_status kiln__exec_subgraph(kiln_kctx *ctx, const kiln_graph *g, const kiln_tensor *const *inputs,

@@ -163,10 +163,10 @@ static void act_task(void *p, int64_t b, int64_t e)
     }
 }
 
-void kiln__act_apply_f32(const kiln_act *a, float *y, int64_t n, int nthreads)
+void kiln__act_apply_f32(const kiln_act *a, float *y, int64_t n, kiln_pool *pool, int nthreads)
 {
     if (a->kind == KILN_ACT_NONE || n <= 0)
         return;
     act_job j = {a, y};
-    kiln__parallel_for(nthreads, n, 16384, act_task, &j);
+    kiln__parallel_for(pool, nthreads, n, 16384, act_task, &j);
 }

@@ -92,7 +92,7 @@ static kiln_status apply_act(kiln_kctx *ctx)
     kiln_tensor *y = ctx->out[0];
     int64_t n = kiln_tensor_numel(y);
     if (y->dtype == KILN_DT_FLOAT32) {
-        kiln__act_apply_f32(&a, y->data, n, ctx->nthreads);
+        kiln__act_apply_f32(&a, y->data, n, ctx->pool, ctx->nthreads);
         return KILN_OK;
     }
     if (!kiln__dtype_is_float(y->dtype))
@@ -230,7 +230,7 @@ static void attn_task(void *p, int64_t b0, int64_t b1)
         return;
     }
     for (int64_t b = b0; b < b1; b++) {
-        kiln__sgemm(1, false, false, j->S, j->Sk, j->D, j->scale, j->q + b * j->S * j->D, j->D,
+        kiln__sgemm(NULL, 1, false, false, j->S, j->Sk, j->D, j->scale, j->q + b * j->S * j->D, j->D,
                     j->kt + b * j->D * j->Sk, j->Sk, 0.0f, sc, j->Sk);
         if (j->mask || j->bmask) {
             /* offset of mask element for score (b, s, k): decompose b over the leading dims */
@@ -251,7 +251,7 @@ static void attn_task(void *p, int64_t b0, int64_t b1)
         }
         for (int64_t s = 0; s < j->S; s++)
             softmax_row(sc + s * j->Sk, j->Sk);
-        kiln__sgemm(1, false, false, j->S, j->Dv, j->Sk, 1.0f, sc, j->Sk, j->v + b * j->Sk * j->Dv, j->Dv, 0.0f,
+        kiln__sgemm(NULL, 1, false, false, j->S, j->Dv, j->Sk, 1.0f, sc, j->Sk, j->v + b * j->Sk * j->Dv, j->Dv, 0.0f,
                     j->out + b * j->S * j->Dv, j->Dv);
     }
     kiln__free(sc);
@@ -306,7 +306,7 @@ static bool attn_fast(kiln_kctx *ctx, const kiln_tensor *q, const kiln_tensor *k
     for (int d = 0; d < r - 2; d++)
         nb *= q->dims[d];
     j.st = KILN_OK;
-    kiln__parallel_for(ctx->nthreads, nb, 1, attn_task, &j);
+    kiln__parallel_for(ctx->pool, ctx->nthreads, nb, 1, attn_task, &j);
     *st = j.st == KILN_OK ? KILN_OK : kiln__kerr(ctx, j.st, "out of memory");
     return true;
 }
