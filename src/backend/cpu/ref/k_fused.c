@@ -20,7 +20,8 @@ static kiln_status call2(kiln_kctx *ctx, kiln_op op, const kiln_tensor *a, const
     const kiln_tensor *in[2] = {a, b};
     kiln_tensor *o[1] = {out};
     memset(out, 0, sizeof *out);
-    kiln_kctx sub = {.node = ctx->node, .n_in = b ? 2 : 1, .in = in, .n_out = 1, .out = o, .nthreads = ctx->nthreads};
+    kiln_kctx sub = {.node = ctx->node, .n_in = b ? 2 : 1, .in = in, .n_out = 1, .out = o, .pool = ctx->pool,
+                     .nthreads = ctx->nthreads};
     return kiln__ref_kernel(op)(&sub);
 }
 
@@ -344,7 +345,8 @@ static kiln_status k_attention(kiln_kctx *ctx)
             kiln__set_f64(s.dtype, fillt.data, 0, kiln__attr_f(ctx->node, "mask_fill", 0.0f));
             const kiln_tensor *in3[3] = {m, kind == 2 ? &s : &fillt, kind == 2 ? &fillt : &s};
             kiln_tensor *o1[1] = {&t};
-            kiln_kctx sub = {.node = ctx->node, .n_in = 3, .in = in3, .n_out = 1, .out = o1, .nthreads = ctx->nthreads};
+            kiln_kctx sub = {.node = ctx->node, .n_in = 3, .in = in3, .n_out = 1, .out = o1, .pool = ctx->pool,
+                              .nthreads = ctx->nthreads};
             st = kiln__ref_kernel(KILN_OP_Where)(&sub);
             kiln__tensor_release(&fillt);
             kiln__tensor_release(&s);
