@@ -177,6 +177,7 @@ static kiln_status read_plan(kiln_rbuf *r, struct kiln_engine *e)
     }
     if (r->bad || r->pos != r->len)
         goto bad;
+    KILN_TRY(kiln__plan_validate(g, p));   /* slots that overlap would corrupt outputs silently */
     e->has_plan = true;
     return KILN_OK;
 bad:
