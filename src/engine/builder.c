@@ -12,6 +12,8 @@
 #include <time.h>
 #include <zlib.h>
 
+#define KILN_BUILD_RUN_BUDGET_S 60.0   /* default time budget of the builder's own runs */
+
 /* Deep copy through the serializer; also yields a content hash of the source graph. */
 static kiln_status clone_graph(const kiln_graph *src, kiln_graph **out, char *hash, size_t hlen)
 {
@@ -154,11 +156,11 @@ static char *make_report(const kiln_pass_report *rep, const kiln_calib_result *c
 
 /* With fixed input shapes: Shape/Size become constants, then the pipeline runs again so the
  * shape-computing chains fold away. */
-static kiln_status fold_shapes(struct kiln_engine *e, kiln_pass_report *rep)
+static kiln_status fold_shapes(struct kiln_engine *e, kiln_pass_report *rep, const kiln_run_ctl *ctl)
 {
     kiln_tensor *meta;
     int n_meta = e->g->n_values;
-    KILN_TRY(kiln__builder_record_shapes(e, &meta));
+    KILN_TRY(kiln__builder_record_shapes(e, &meta, ctl));
     if (!meta)
         return KILN_OK;
     /* folding unlocks more folding (a Slice bound computed from a Shape becomes constant, so its
@@ -230,12 +232,17 @@ kiln_status kiln_build(kiln_model_t m, kiln_build_options *o, kiln_engine_t *out
         st = set_profiles(e, o);
     if (st == KILN_OK && optimize)
         st = kiln__optimize(e->g, &rep);
+    /* each run the builder makes on its own gets the time budget */
+    double budget = !o || o->run_budget_s == 0 ? KILN_BUILD_RUN_BUDGET_S : o->run_budget_s;
+    kiln_run_ctl ctl = kiln__run_ctl(NULL, budget);
     if (st == KILN_OK && optimize && kiln__engine_shapes_fixed(e))
-        st = fold_shapes(e, &rep);
+        st = fold_shapes(e, &rep, &ctl);
+    ctl = kiln__run_ctl(NULL, budget);
     kiln_calib_result cr;
     memset(&cr, 0, sizeof cr);
     if (st == KILN_OK)
-        st = kiln__builder_calibrate(e, o ? o->timing_cache : NULL, o ? o->num_threads : 0, !(o && o->no_tactics), &cr);
+        st = kiln__builder_calibrate(e, o ? o->timing_cache : NULL, o ? o->num_threads : 0, !(o && o->no_tactics), &cr,
+                                     &ctl);
     if (st == KILN_OK && cr.calibrated)
         st = adopt_plan(e, &cr);
     if (st == KILN_OK && !(e->manifest = make_manifest(hash, o, &rep, optimize)))

@@ -55,13 +55,15 @@ typedef struct kiln_calib_result {
     int64_t dims[KILN_MAX_CALIB_INPUTS][KILN_MAX_DIMS];
 } kiln_calib_result;
 
-/* Runs the optimized graph once at the opt shapes: tactic timing (+ timing cache) and memory plan. */
+/* Runs the optimized graph once at the opt shapes: tactic timing (+ timing cache) and memory plan.
+ * A run stopped by `ctl` (time budget, cancellation) is an error; other run failures only skip
+ * the calibration. */
 kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_path, int nthreads, bool tune_tactics,
-                                    kiln_calib_result *res);
+                                    kiln_calib_result *res, const kiln_run_ctl *ctl);
 
 /* Each value's dtype/shape from one run at the engine's fixed input shapes (data NULL), or
  * *meta = NULL when the shapes are not fixed or the synthetic run fails. */
-kiln_status kiln__builder_record_shapes(struct kiln_engine *e, kiln_tensor **meta);
+kiln_status kiln__builder_record_shapes(struct kiln_engine *e, kiln_tensor **meta, const kiln_run_ctl *ctl);
 bool kiln__engine_shapes_fixed(const struct kiln_engine *e);
 
 uint32_t kiln__host_isa(void);

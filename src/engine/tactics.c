@@ -199,7 +199,7 @@ bool kiln__engine_shapes_fixed(const struct kiln_engine *e)
     return true;
 }
 
-kiln_status kiln__builder_record_shapes(struct kiln_engine *e, kiln_tensor **meta_out)
+kiln_status kiln__builder_record_shapes(struct kiln_engine *e, kiln_tensor **meta_out, const kiln_run_ctl *ctl)
 {
     *meta_out = NULL;
     const kiln_graph *g = e->g;
@@ -221,12 +221,14 @@ kiln_status kiln__builder_record_shapes(struct kiln_engine *e, kiln_tensor **met
     }
     kiln_mem m = {.record_meta = meta};
     kiln_pool *pool = kiln__pool_create(0);
-    kiln_run_env env = {.pool = pool, .nthreads = kiln__pool_threads(pool)};
+    kiln_run_env env = {.pool = pool, .nthreads = kiln__pool_threads(pool), .ctl = ctl};
     kiln_status rs = kiln__exec_graph_ex(g, NULL, feed, outs, &env, 0, &m, NULL);
     kiln__pool_free(pool);
     if (rs == KILN_OK) {
         *meta_out = meta;
         meta = NULL;
+    } else if ((st = kiln__run_check(ctl)) != KILN_OK) {
+        kiln__err_prefix("build-time shape recording run (budget: --build-run-budget SECONDS)");
     } else {
         kiln_clear_last_error();
     }
@@ -256,7 +258,7 @@ static json_t *load_cache(const char *path)
 }
 
 kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_path, int nthreads, bool tune_tactics,
-                                    kiln_calib_result *res)
+                                    kiln_calib_result *res, const kiln_run_ctl *ctl)
 {
     memset(res, 0, sizeof *res);
     const kiln_graph *g = e->g;
@@ -277,7 +279,7 @@ kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_pat
     kiln_mem m = {.record = rec};
     kiln_hooks h = {.tune = tune_tactics ? tune : NULL, .tune_user = &ts};
     kiln_pool *pool = kiln__pool_create(nthreads);
-    kiln_run_env env = {.pool = pool, .nthreads = kiln__pool_threads(pool)};
+    kiln_run_env env = {.pool = pool, .nthreads = kiln__pool_threads(pool), .ctl = ctl};
     kiln_status rs = kiln__exec_graph_ex(g, NULL, feed, outs, &env, 0, &m, &h);
     kiln__pool_free(pool);
     if (rs == KILN_OK) {
@@ -298,6 +300,8 @@ kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_pat
                 st = kiln__err(KILN_ERR_IO, "cannot write timing cache '%s'", cache_path);
             json_decref(root);
         }
+    } else if ((st = kiln__run_check(ctl)) != KILN_OK) {
+        kiln__err_prefix("build-time calibration run (budget: --build-run-budget SECONDS)");
     } else {
         /* synthetic data can be invalid for some models (e.g. ids out of a vocabulary): the
          * engine is still correct, it just keeps default tactics and plans memory at run time */

@@ -9,6 +9,7 @@ struct kiln_context {
     kiln_engine_t e;
     int nthreads;                  /* as requested (0 = default); the pool resolves it */
     kiln_pool *pool;               /* this context's threads, created at the first run */
+    atomic_int cancel;             /* set by kiln_context_cancel, cleared by the run it stops */
     const kiln_tensor **bound;     /* per graph input: &fed[i] once set */
     kiln_tensor *fed;              /* shallow copies of the caller's tensors, nbytes made exact */
     void **out_buf;                /* per graph output: caller buffer or NULL */
@@ -249,7 +250,8 @@ kiln_status kiln_context_run(kiln_context_t c)
     drop_outputs(c);
     if (!c->pool && !(c->pool = kiln__pool_create(c->nthreads)))
         return kiln__err(KILN_ERR_NOMEM, "out of memory creating the context's thread pool");
-    kiln_run_env env = {.pool = c->pool, .nthreads = kiln__pool_threads(c->pool)};
+    kiln_run_ctl ctl = kiln__run_ctl(&c->cancel, 0);
+    kiln_run_env env = {.pool = c->pool, .nthreads = kiln__pool_threads(c->pool), .ctl = &ctl};
     kiln_status st;
     if (!same_key(c) && !take_engine_plan(c)) {
         st = plan_for_shapes(c, &env);
@@ -259,9 +261,17 @@ kiln_status kiln_context_run(kiln_context_t c)
         kiln_hooks h = {.node_ns = c->node_ns};
         st = kiln__exec_graph_ex(g, NULL, c->bound, c->outs, &env, 0, &m, &h);
     }
+    if (st == KILN_ERR_CANCELLED)
+        atomic_store(&c->cancel, 0);
     if (st == KILN_OK)
         st = deliver_outputs(c);
     return st;
+}
+
+void kiln_context_cancel(kiln_context_t c)
+{
+    if (c)
+        atomic_store(&c->cancel, 1);
 }
 
 const kiln_tensor *kiln_context_output(kiln_context_t c, int i)

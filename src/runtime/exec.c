@@ -170,6 +170,8 @@ kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, c
 {
     if (depth > MAX_EXEC_DEPTH)
         return kiln__err(KILN_ERR_LIMIT, "subgraph execution nested deeper than %d", MAX_EXEC_DEPTH);
+    if (env && env->ctl)
+        KILN_TRY(kiln__run_check(env->ctl));   /* also once per Loop / Scan iteration */
     kiln_status st = KILN_OK;
     int nv = g->n_values;
     kiln_frame f = {.g = g, .parent = parent};
@@ -196,13 +198,12 @@ kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, c
     }
     for (int i = 0; i < g->n_inputs; i++)
         f.val[g->inputs[i]] = inputs[i];
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int j = 0; j < g->nodes[i].n_in; j++)
-            if (g->nodes[i].in[j] >= 0)
-                last_use[g->nodes[i].in[j]] = i;
+    kiln__mark_last_uses(g, last_use);   /* subgraphs read outer values while their node runs */
     for (int o = 0; o < g->n_outputs; o++)
         last_use[g->outputs[o]] = INT_MAX;
     for (int i = 0; i < g->n_nodes; i++) {
+        if (env && env->ctl && (st = kiln__run_check(env->ctl)) != KILN_OK)
+            goto done;
         st = run_node(&f, i, env, depth, mem, hooks);
         if (st != KILN_OK)
             goto done;

@@ -164,7 +164,8 @@ kiln_status kiln__graph_run_named(const kiln_graph *g, int num_inputs, const cha
         st = kiln__err(KILN_ERR_NOMEM, "out of memory creating a thread pool");
         goto fail;
     }
-    kiln_run_env env = {.pool = pool, .nthreads = kiln__pool_threads(pool)};
+    kiln_run_ctl ctl = kiln__run_ctl(NULL, 0);
+    kiln_run_env env = {.pool = pool, .nthreads = kiln__pool_threads(pool), .ctl = &ctl};
     st = kiln__exec_graph(g, NULL, feed, outs, &env, 0);
     kiln__pool_free(pool);
     if (st != KILN_OK)

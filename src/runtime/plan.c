@@ -73,10 +73,7 @@ kiln_status kiln__plan_make(const kiln_graph *g, const size_t *bytes, kiln_plan 
         blk_of[v] = -1;
         last[v] = g->values[v].producer;
     }
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int j = 0; j < g->nodes[i].n_in; j++)
-            if (g->nodes[i].in[j] >= 0)
-                last[g->nodes[i].in[j]] = i;
+    kiln__mark_last_uses(g, last);
     bool *is_out = kiln__calloc((size_t)nv + 1, sizeof(bool));
     if (!is_out) {
         st = kiln__err(KILN_ERR_NOMEM, "out of memory planning memory");
@@ -200,10 +197,7 @@ kiln_status kiln__plan_validate(const kiln_graph *g, const kiln_plan *p)
     /* lifetimes: from the producing node to the last consuming node (graph outputs: to the end) */
     for (int v = 0; v < nv; v++)
         last[v] = g->values[v].producer;
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int j = 0; j < g->nodes[i].n_in; j++)
-            if (g->nodes[i].in[j] >= 0 && g->nodes[i].in[j] < nv)
-                last[g->nodes[i].in[j]] = i;
+    kiln__mark_last_uses(g, last);
     for (int o = 0; o < g->n_outputs; o++)
         last[g->outputs[o]] = g->n_nodes;
     for (int v = 0; v < nv; v++) {

@@ -27,5 +27,9 @@ kiln_status cli_make_inputs(kiln_engine_t e, const cli_input_opts *o, kiln_tenso
 kiln_status cli_load_tensor(const char *path, kiln_tensor *t);
 /* Replaces characters unsafe in file names with '_'. */
 void cli_safe_name(const char *in, char *out, size_t n);
+/* Prints the error; returns the exit status (1, or 130 after SIGINT / cancellation). */
 int cli_die(kiln_status st, const char *what);
+/* Installs a SIGINT handler that cancels the runs in progress (kiln_cancel_all). */
+void cli_catch_sigint(void);
+bool cli_interrupted(void);
 #endif

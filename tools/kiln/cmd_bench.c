@@ -82,6 +82,7 @@ int cmd_bench(int argc, char **argv)
     kiln_tensor *ins = NULL;
     const char **names = NULL;
     double *lat = NULL;
+    cli_catch_sigint();
     kiln_status st = cli_open_engine(path, &e);
     if (st != KILN_OK) {
         rc = cli_die(st, "loading");
@@ -101,7 +102,7 @@ int cmd_bench(int argc, char **argv)
             goto done;
         }
     for (int i = 0; i < warmup + 1; i++)   /* the first run also plans memory */
-        if ((st = kiln_context_run(c)) != KILN_OK) {
+        if ((st = kiln_context_run(c)) != KILN_OK || cli_interrupted()) {
             rc = cli_die(st, "running");
             goto done;
         }
@@ -118,7 +119,7 @@ int cmd_bench(int argc, char **argv)
             lat = realloc(lat, sizeof(double) * (size_t)cap);
         }
         double t0 = now_ms();
-        if ((st = kiln_context_run(c)) != KILN_OK) {
+        if ((st = kiln_context_run(c)) != KILN_OK || cli_interrupted()) {
             rc = cli_die(st, "running");
             goto done;
         }

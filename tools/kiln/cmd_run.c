@@ -18,6 +18,7 @@ int cmd_run(int argc, char **argv)
     int nout = 0;
     if (!names || !ins)
         goto done;
+    cli_catch_sigint();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--input") && i + 1 < argc) {
             char *spec = argv[++i], *eq = strchr(spec, '=');
@@ -67,9 +68,10 @@ int cmd_run(int argc, char **argv)
         }
     }
     kiln_run_options opts = {.num_threads = threads};
-    st = e ? kiln_engine_run(e, nin, names, ins, &opts, &nout, &outs)
-           : kiln_model_run(m, nin, names, ins, &opts, &nout, &outs);
-    if (st != KILN_OK) {
+    st = cli_interrupted() ? KILN_ERR_CANCELLED
+       : e ? kiln_engine_run(e, nin, names, ins, &opts, &nout, &outs)
+       : kiln_model_run(m, nin, names, ins, &opts, &nout, &outs);
+    if (st != KILN_OK || cli_interrupted()) {
         rc = cli_die(st, "running model");
         goto done;
     }
