@@ -207,10 +207,14 @@ kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, c
         st = run_node(&f, i, env, depth, mem, hooks);
         if (st != KILN_OK)
             goto done;
-        /* free intermediates whose last consumer was this node */
+        /* free intermediates whose last consumer was this node: its inputs, and for a node with
+         * subgraphs (rare) also the values they read by name */
         const kiln_node *n = &g->nodes[i];
-        for (int j = 0; j < n->n_in; j++) {
-            int v = n->in[j];
+        bool has_subgraphs = false;
+        for (int a = 0; a < n->n_attr; a++)
+            has_subgraphs |= n->attrs[a].g || n->attrs[a].graphs;
+        for (int j = 0; j < (has_subgraphs ? nv : n->n_in); j++) {
+            int v = has_subgraphs ? j : n->in[j];
             if (v >= 0 && last_use[v] == i && f.val[v] == &f.owned[v]) {
                 release(mem, &f.owned[v]);
                 f.val[v] = NULL;
