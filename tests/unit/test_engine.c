@@ -73,9 +73,10 @@ static uint64_t get_le(const unsigned char *p, int n)
     return v;
 }
 
-/* Moves every planned slot of the engine's PLAN section to arena offset 0, so values that are
- * live at the same time share bytes (CRCs are left stale). Returns the number of slots moved. */
-static int overlap_plan(unsigned char *b, size_t len)
+/* Damages the engine's PLAN section (CRCs are left stale): moves every planned slot to arena
+ * offset 0, so values live at the same time share bytes, or (in_place) marks every planned slot
+ * as computed in place, also where the op does not allow it. Returns the number of slots changed. */
+static int damage_plan(unsigned char *b, size_t len, bool in_place)
 {
     uint32_t ns = (uint32_t)get_le(b + 40, 4);
     for (uint32_t i = 0; i < ns && 64 + (size_t)i * 32 + 32 <= len; i++) {
@@ -92,8 +93,11 @@ static int overlap_plan(unsigned char *b, size_t len)
         p += 4;
         int moved = 0;
         for (uint32_t v = 0; v < nv; v++, p += 17)
-            if ((int64_t)get_le(p, 8) > 0) {
-                memset(p, 0, 8);
+            if (in_place ? (int64_t)get_le(p, 8) >= 0 && !p[16] : (int64_t)get_le(p, 8) > 0) {
+                if (in_place)
+                    p[16] = 1;
+                else
+                    memset(p, 0, 8);
                 moved++;
             }
         return moved;
@@ -305,29 +309,31 @@ int main(void)
     CHECK(max_diff(kiln_context_output(pc, 0), &ref[0]) < 1e-4);
     kiln_context_free(pc);
 
-    /* 6c. a memory plan whose slots overlap (checksums repaired) is refused at load, not run into
-     * silently wrong outputs */
+    /* 6c. a memory plan whose slots overlap, or that computes in place where the op does not allow
+     * it (checksums repaired), is refused at load, not run into silently wrong outputs */
     unsigned char *ov = malloc(fl1);
-    memcpy(ov, f1, fl1);
-    CHECK(overlap_plan(ov, fl1) > 1);
-    fix_crcs(ov, fl1);
-    kiln_engine_t eo;
-    kiln_status so = kiln_engine_load_buffer(ov, fl1, &eo);
-    CHECK_MSG(so == KILN_ERR_PARSE && strstr(kiln_last_error(), "memory plan"), "overlapping plan: %s (%s)",
-              kiln_status_str(so), kiln_last_error());
-    if (so == KILN_OK) {
-        kiln_tensor *oo;
-        int no;
-        if (kiln_engine_run(eo, 1, &in_name, &x, NULL, &no, &oo) == KILN_OK) {
-            kiln_context_t oc;
-            if (kiln_context_create(eo, &oc) == KILN_OK && kiln_context_set_input(oc, in_name, &x) == KILN_OK &&
-                kiln_context_run(oc) == KILN_OK)
-                printf("overlapping plan accepted; context output differs from the model by %g\n",
-                       max_diff(kiln_context_output(oc, 0), &ref[0]));
-            kiln_context_free(oc);
-            kiln_tensors_free(oo, no);
+    for (int in_place = 0; in_place < 2; in_place++) {
+        memcpy(ov, f1, fl1);
+        CHECK(damage_plan(ov, fl1, in_place) > 1);
+        fix_crcs(ov, fl1);
+        kiln_engine_t eo;
+        kiln_status so = kiln_engine_load_buffer(ov, fl1, &eo);
+        CHECK_MSG(so == KILN_ERR_PARSE && strstr(kiln_last_error(), "memory plan"), "damaged plan %d: %s (%s)",
+                  in_place, kiln_status_str(so), kiln_last_error());
+        if (so == KILN_OK) {
+            kiln_tensor *oo;
+            int no;
+            if (kiln_engine_run(eo, 1, &in_name, &x, NULL, &no, &oo) == KILN_OK) {
+                kiln_context_t oc;
+                if (kiln_context_create(eo, &oc) == KILN_OK && kiln_context_set_input(oc, in_name, &x) == KILN_OK &&
+                    kiln_context_run(oc) == KILN_OK)
+                    printf("damaged plan (%s) accepted; context output differs from the model by %g\n",
+                           in_place ? "in place" : "overlap", max_diff(kiln_context_output(oc, 0), &ref[0]));
+                kiln_context_free(oc);
+                kiln_tensors_free(oo, no);
+            }
+            kiln_engine_free(eo);
         }
-        kiln_engine_free(eo);
     }
     free(ov);
     kiln_free(f1);
