@@ -17,9 +17,12 @@ build-asan: bootstrap
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON >/dev/null
 	@cmake --build build-asan -j$(JOBS)
 
+# the tests labelled tsan (tests/CMakeLists.txt): only these are built under ThreadSanitizer
+TSAN_TESTS = test_threads test_engine test_control
+
 build-tsan: bootstrap
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_TSAN=ON >/dev/null
-	@cmake --build build-tsan -j$(JOBS)
+	@cmake --build build-tsan -j$(JOBS) --target $(TSAN_TESTS)
 
 # Everything: unit tests, ONNX conformance suite, models vs ONNX Runtime, mutation test,
 # then the unit + conformance + mutation tests again under ASan + UBSan, then the concurrency
