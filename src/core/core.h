@@ -65,7 +65,6 @@ typedef struct kiln_pool kiln_pool;
 /* The one place "0 threads" is resolved: requested > 0 is kept (capped at 64), else the number of
  * online CPUs. */
 int kiln__resolve_threads(int requested);
-int kiln__default_threads(void);
 /* A pool of kiln__resolve_threads(nthreads) threads, the caller included; workers start lazily. */
 kiln_pool *kiln__pool_create(int nthreads);
 void kiln__pool_free(kiln_pool *p);

@@ -149,7 +149,7 @@ static void *worker(void *arg)
     }
 }
 
-int kiln__default_threads(void)
+static int default_threads(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     if (n < 1)
@@ -160,7 +160,7 @@ int kiln__default_threads(void)
 int kiln__resolve_threads(int requested)
 {
     if (requested <= 0)
-        return kiln__default_threads();
+        return default_threads();
     return requested > MAX_THREADS ? MAX_THREADS : requested;
 }
 

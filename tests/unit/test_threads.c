@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define NCTX 4
 #define ITERS 4
@@ -227,7 +228,10 @@ static void concurrent_pools(void)
         CHECK_MSG(!args[t].timed_out && args[t].stats.worker_joins == 3 * (unsigned)(args[t].nthreads - 1),
                   "pool %d: timed out %d, %llu worker joins", t, args[t].timed_out, args[t].stats.worker_joins);
     }
-    CHECK(kiln__resolve_threads(0) == kiln__default_threads() && kiln__resolve_threads(3) == 3);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    CHECK(kiln__resolve_threads(0) == (ncpu < 1 ? 1 : ncpu > 64 ? 64 : ncpu));
+    CHECK(kiln__resolve_threads(-5) == kiln__resolve_threads(0) && kiln__resolve_threads(3) == 3);
+    CHECK(kiln__resolve_threads(1000) == 64);
     CHECK(kiln__pool_threads(NULL) == 1);
 }
 

@@ -135,7 +135,7 @@ int cmd_bench(int argc, char **argv)
     qsort(lat, (size_t)n, sizeof(double), cmp_d);
     int batch = nin && ins[0].ndim > 0 ? (int)ins[0].dims[0] : 1;
     double thr = n ? batch * n / (total / 1e3) : 0;
-    int th = threads > 0 ? threads : kiln__default_threads();
+    int th = kiln__resolve_threads(threads);
     if (json) {
         printf("{\"throughput\": %.3f, \"latency_ms\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f, "
                "\"min\": %.4f, \"max\": %.4f}, \"batch\": %d, \"iterations\": %d, \"precision\": \"fp32\", "
