@@ -15,9 +15,9 @@ uint32_t kiln__host_isa(void)
     uint32_t isa = 0;
 #if defined(__x86_64__)
     isa |= KILN_ISA_X86_64;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    if (kiln__cpu_has(KILN_CPU_AVX2_FMA))
         isa |= KILN_ISA_AVX2;
-    if (__builtin_cpu_supports("avx512f"))
+    if (kiln__cpu_has(KILN_CPU_AVX512F))
         isa |= KILN_ISA_AVX512;
 #endif
     return isa;
@@ -177,6 +177,7 @@ static kiln_status read_plan(kiln_rbuf *r, struct kiln_engine *e)
     }
     if (r->bad || r->pos != r->len)
         goto bad;
+    KILN_TRY(kiln__plan_validate(g, p));   /* slots that overlap would corrupt outputs silently */
     e->has_plan = true;
     return KILN_OK;
 bad:

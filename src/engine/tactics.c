@@ -270,7 +270,7 @@ static kiln_status save_cache(const char *path, json_t *entries)
 }
 
 kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_path, int nthreads, bool tune_tactics,
-                                    kiln_calib_result *res)
+                                    kiln_calib_result *res, const kiln_run_ctl *ctl)
 {
     memset(res, 0, sizeof *res);
     const kiln_graph *g = e->g;
@@ -292,8 +292,10 @@ kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_pat
         feed[i] = &ins[i];
     kiln_mem m = {.record = rec};
     kiln_hooks h = {.tune = tune_tactics ? tune : NULL, .tune_user = &ts};
-    kiln_status rs = kiln__exec_graph_ex(g, NULL, feed, outs, nthreads > 0 ? nthreads : kiln__default_threads(), 0,
-                                         &m, &h);
+    kiln_pool *pool = kiln__pool_create(nthreads);
+    kiln_run_env env = {.pool = pool, .nthreads = kiln__pool_threads(pool), .ctl = ctl};
+    kiln_status rs = kiln__exec_graph_ex(g, NULL, feed, outs, &env, 0, &m, &h);
+    kiln__pool_free(pool);
     if (rs == KILN_OK) {
         res->calibrated = true;
         res->tuned = ts.tuned;
@@ -306,6 +308,8 @@ kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_pat
         res->n_inputs = g->n_inputs;
         if (st == KILN_OK && cache_path && ts.dirty)
             st = save_cache(cache_path, ts.entries);
+    } else if ((st = kiln__run_check(ctl)) != KILN_OK) {
+        kiln__err_prefix("build-time calibration run (budget: --build-run-budget SECONDS)");
     } else {
         /* synthetic data can be invalid for some models (e.g. ids out of a vocabulary): the
          * engine is still correct, it just keeps default tactics and plans memory at run time */
