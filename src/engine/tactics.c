@@ -76,14 +76,7 @@ static kiln_status tune(void *user, kiln_kctx *ctx, kiln_kernel_fn fn)
     char key[2048];
     key_of(ctx, key, sizeof key);
     int full = ctx->nthreads;
-    json_t *hit = ts->entries ? json_object_get(ts->entries, key) : NULL;
-    const char *choice = NULL;
-    if (hit && json_is_string(json_object_get(hit, "tactic"))) {
-        const char *c = json_string_value(json_object_get(hit, "tactic"));
-        for (size_t t = 0; t < sizeof tactics / sizeof tactics[0]; t++)
-            if (!strcmp(c, tactics[t]))
-                choice = tactics[t];
-    }
+    const char *choice = ts->entries ? kiln__timing_cache_tactic(ts->entries, key) : NULL;
     double best_ms = 0;
     if (choice) {
         ts->from_cache++;
@@ -238,10 +231,9 @@ done:
     return st;
 }
 
-static json_t *load_cache(const char *path)
+/* The "entries" object of a parsed timing cache (a new reference), or an empty object. */
+static json_t *cache_entries(json_t *root)
 {
-    json_error_t err;
-    json_t *root = path ? json_load_file(path, 0, &err) : NULL;
     json_t *entries = root ? json_object_get(root, "entries") : NULL;
     if (entries && json_is_object(entries))
         json_incref(entries);
@@ -249,6 +241,28 @@ static json_t *load_cache(const char *path)
         entries = json_object();
     json_decref(root);
     return entries;
+}
+
+static json_t *load_cache(const char *path)
+{
+    json_error_t err;
+    return cache_entries(path ? json_load_file(path, 0, &err) : NULL);
+}
+
+json_t *kiln__timing_cache_parse(const char *buf, size_t len)
+{
+    json_error_t err;
+    return cache_entries(json_loadb(buf, len, 0, &err));
+}
+
+const char *kiln__timing_cache_tactic(json_t *entries, const char *key)
+{
+    json_t *hit = json_object_get(entries, key);
+    const char *c = json_string_value(json_object_get(hit, "tactic"));
+    for (size_t t = 0; c && t < sizeof tactics / sizeof tactics[0]; t++)
+        if (!strcmp(c, tactics[t]))
+            return tactics[t];
+    return NULL;
 }
 
 kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_path, int nthreads, bool tune_tactics,
