@@ -30,7 +30,7 @@ test-asan: build-asan
 
 # ---- fuzzing (docs/FUZZING.md): libFuzzer harnesses built by clang into build-fuzz/ ----
 FUZZ_SECONDS ?= 300
-FUZZ_CI_SECONDS ?= 12
+FUZZ_CI_SECONDS ?= 10
 .PHONY: build-fuzz fuzz-corpus fuzz test-fuzz
 
 build-fuzz: bootstrap
