@@ -32,19 +32,20 @@ const char *fuzz_init(void)
     verbose = getenv("KILN_FUZZ_VERBOSE") != NULL;
     if (!verbose)
         kiln_set_log_callback(quiet, NULL);
-    snprintf(dir, sizeof dir, "/tmp/kiln-fuzz-%d", (int)getpid());
-    if (mkdir(dir, 0700) == 0) {
-        /* external data a model may name: "weights.bin" (4 KiB), "empty.bin" */
-        static const char *const names[] = {"weights.bin", "empty.bin"};
-        for (int i = 0; i < 2; i++) {
-            char p[128];
-            snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-            FILE *f = fopen(p, "wb");
-            for (int k = 0; f && i == 0 && k < 4096; k++)
-                fputc(k * 7 + 1, f);
-            if (f)
-                fclose(f);
-        }
+    /* one directory per user, shared by all harness processes; each file is written under a
+     * per-process name and renamed, so concurrent processes never see it half written */
+    snprintf(dir, sizeof dir, "/tmp/kiln-fuzz-%d", (int)getuid());
+    mkdir(dir, 0700);
+    static const char *const names[] = {"weights.bin", "empty.bin"};   /* also in onnx.dict */
+    for (int i = 0; i < 2; i++) {
+        char p[128], tmp[160];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        snprintf(tmp, sizeof tmp, "%s.%d", p, (int)getpid());
+        FILE *f = fopen(tmp, "wb");
+        for (int k = 0; f && i == 0 && k < 4096; k++)
+            fputc(k * 7 + 1, f);
+        if (f && fclose(f) == 0)
+            rename(tmp, p);
     }
     return dir;
 }
