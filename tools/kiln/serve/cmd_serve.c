@@ -25,7 +25,7 @@ int cmd_serve(int argc, char **argv)
 {
     const char *repo_dir = NULL, *device = "cpu";
     int64_t port = 8000, metrics_port = -1, max_body_mb = 64, threads = 0, http_threads = 8, drain = 30;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {   /* every option takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -60,7 +60,6 @@ int cmd_serve(int argc, char **argv)
         }
         if (!ok)
             return 2;
-        i++;
     }
     if (!repo_dir) {
         usage(stderr);
