@@ -88,7 +88,11 @@ typedef struct kiln_tensor {
     int64_t dims[KILN_MAX_DIMS];
     void *data;
     size_t nbytes;
+    uint32_t flags;   /* KILN_TENSOR_* bits; 0 for tensors the caller creates */
 } kiln_tensor;
+/* The tensor does not own `data` (e.g. weights that point into a memory-mapped engine): nothing
+ * frees it through this tensor (kiln_tensors_free included) and it must not be written. */
+#define KILN_TENSOR_BORROWED 1u
 
 typedef struct kiln_model *kiln_model_t;
 
@@ -182,7 +186,18 @@ typedef struct kiln_build_options {
 kiln_status kiln_build(kiln_model_t m, kiln_build_options *opts, kiln_engine_t *out);
 kiln_status kiln_engine_save(kiln_engine_t e, const char *path);
 kiln_status kiln_engine_serialize(kiln_engine_t e, void **buf, size_t *len);   /* buf: kiln_free */
+/* Loads an engine file: it is memory-mapped read-only (private) and its weights are used in place
+ * (no copy; processes that load the same engine share those pages), after the file's size,
+ * section table and per-section checksums have been verified. Same as
+ * kiln_engine_load_ex(path, KILN_ENGINE_LOAD_DEFAULT, out). The file must not be truncated while
+ * the engine is alive (the process would get SIGBUS on the next access to a lost page); replacing
+ * it (rename, as `kiln build` and kiln_engine_save do) is safe. See docs/ENGINE_FORMAT.md. */
 kiln_status kiln_engine_load(const char *path, kiln_engine_t *out);
+#define KILN_ENGINE_LOAD_DEFAULT 0u
+#define KILN_ENGINE_LOAD_COPY 1u   /* read() the file into memory instead of mapping it */
+kiln_status kiln_engine_load_ex(const char *path, unsigned flags, kiln_engine_t *out);
+/* An engine already in memory: `buf` is only read during the call (the weights are copied into
+ * one allocation owned by the engine), so the caller may free it as soon as this returns. */
 kiln_status kiln_engine_load_buffer(const void *buf, size_t len, kiln_engine_t *out);
 void kiln_engine_free(kiln_engine_t e);
 int kiln_engine_num_inputs(kiln_engine_t e);

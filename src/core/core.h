@@ -56,7 +56,11 @@ kiln_status kiln__convert(kiln_dtype dst_dt, void *dst, kiln_dtype src_dt, const
 int64_t kiln__shape_numel(int ndim, const int64_t *dims);
 /* Allocates t->data for the given dtype/shape (zeroed); enforces the size limit. */
 kiln_status kiln__tensor_alloc(kiln_tensor *t, kiln_dtype dt, int ndim, const int64_t *dims);
-void kiln__tensor_release(kiln_tensor *t);            /* frees data, keeps struct */
+void kiln__tensor_release(kiln_tensor *t);            /* frees data (unless borrowed), keeps struct */
+/* A tensor over `data` that it does not own (KILN_TENSOR_BORROWED): never freed or written through
+ * it; `nbytes` must equal the shape's size. The owner keeps `data` alive longer than the tensor. */
+kiln_status kiln__tensor_borrow(kiln_tensor *t, kiln_dtype dt, int ndim, const int64_t *dims, const void *data,
+                                size_t nbytes);
 kiln_status kiln__tensor_clone(kiln_tensor *dst, const kiln_tensor *src);
 void kiln__shape_str(const kiln_tensor *t, char *buf, size_t n);   /* "float32[1,3,224,224]" */
 

@@ -6,8 +6,10 @@
 #include "../runtime/plan.h"
 
 #define KILN_ENGINE_MAGIC "KILNENG\0"
-#define KILN_ENGINE_FORMAT_VERSION 1u
+#define KILN_ENGINE_FORMAT_VERSION 2u
 #define KILN_ENGINE_HEADER_BYTES 64u
+#define KILN_ENGINE_SECTION_ALIGN 4096u   /* sections start at page boundaries (mmap, docs/ENGINE_FORMAT.md) */
+#define KILN_ENGINE_BLOB_ALIGN 64u        /* weight blobs inside the WEIGHTS section */
 
 enum kiln_section_kind {
     KILN_SEC_MANIFEST = 1,  /* JSON: kiln version, model hash, options, build time, pass report */
@@ -39,7 +41,17 @@ struct kiln_engine {
     int plan_n_inputs;
     int *plan_ndim;
     int64_t (*plan_dims)[KILN_MAX_DIMS];
+    /* the bytes the initializer tensors borrow (KILN_TENSOR_BORROWED), released by kiln_engine_free */
+    void *backing;           /* mmap()ed file, or heap allocation (file read, or copy of the WEIGHTS section) */
+    size_t backing_len;
+    bool backing_mapped;     /* true: munmap(backing, backing_len); false: kiln__free(backing) */
 };
+
+/* Validates an engine image (header, section table, bounds, alignment, checksums) and parses it.
+ * weights_in_place: the initializers borrow their bytes from `buf`, which the caller must hand to
+ * the engine (e->backing) on success; false: the WEIGHTS section is copied into one allocation
+ * owned by the engine and `buf` may go away after the call. */
+kiln_status kiln__engine_parse(const void *buf, size_t len, bool weights_in_place, struct kiln_engine **out);
 
 #define KILN_ISA_X86_64 1u
 #define KILN_ISA_AVX2 2u

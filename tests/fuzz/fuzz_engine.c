@@ -6,7 +6,7 @@
 #include "fuzz_common.h"
 #include "runtime/model.h"
 #include <stdlib.h>
-#include <zlib.h>
+#include <xxhash.h>
 
 static uint64_t rd64(const uint8_t *p)
 {
@@ -23,7 +23,7 @@ static void wr64(uint8_t *p, uint64_t v)
 }
 
 /* Header: magic[8] version hbytes ver[16] tkind tarch nsections pad table(u64) fsize(u64);
- * section entry (32 bytes): kind pad off(u64) size(u64) crc pad. See docs/ENGINE_FORMAT.md. */
+ * section entry (32 bytes): kind pad off(u64) size(u64) xxh3-64(u64). See docs/ENGINE_FORMAT.md. */
 static void repair(uint8_t *b, size_t len)
 {
     if (len < KILN_ENGINE_HEADER_BYTES)
@@ -36,9 +36,7 @@ static void repair(uint8_t *b, size_t len)
         uint64_t off = rd64(ent + 8), sz = rd64(ent + 16);
         if (off > len || sz > len - off)
             continue;
-        uint32_t c = (uint32_t)crc32(crc32(0, Z_NULL, 0), b + off, (uInt)sz);
-        for (int k = 0; k < 4; k++)
-            ent[24 + k] = (uint8_t)(c >> (8 * k));
+        wr64(ent + 24, (uint64_t)XXH3_64bits(b + off, (size_t)sz));
     }
 }
 

@@ -20,6 +20,7 @@ int cmd_bench(int argc, char **argv)
     long long iters = 0;
     double duration = 0;
     bool json = false;
+    unsigned load_flags = KILN_ENGINE_LOAD_DEFAULT;
     const char *fnames[64], *fpaths[64];
     cli_shape_set shapes = {0};
     io.file_names = fnames;
@@ -41,6 +42,8 @@ int cmd_bench(int argc, char **argv)
             ok = cli_num_arg("--duration", argv[++i], 1e-6, 1e9, &duration);
         else if (!strcmp(a, "--json"))
             json = true;
+        else if (!strcmp(a, "--no-mmap"))
+            load_flags = KILN_ENGINE_LOAD_COPY;
         else if (!strcmp(a, "--input") && has)
             ok = cli_input_arg("bench", argv[++i], &io, 64);
         else if (a[0] != '-' && !path)
@@ -56,7 +59,7 @@ int cmd_bench(int argc, char **argv)
     }
     if (!path || (iters && duration)) {
         fprintf(stderr, "usage: kiln bench MODEL|ENGINE [--shapes NAME:DIMS,...] [--batch N] [--threads N] [--warmup N]\n"
-                        "                  [--iterations N | --duration S] [--input NAME=FILE] [--json]\n");
+                        "                  [--iterations N | --duration S] [--input NAME=FILE] [--json] [--no-mmap]\n");
         cli_shapes_free(&shapes);
         return 2;
     }
@@ -69,7 +72,7 @@ int cmd_bench(int argc, char **argv)
     const char **names = NULL;
     lat_stats ls = {.rng = 0x9E3779B97F4A7C15ull};
     cli_catch_sigint();
-    kiln_status st = cli_open_engine(path, &e);
+    kiln_status st = cli_open_engine(path, load_flags, &e);
     if (st != KILN_OK) {
         rc = cli_die(st, "loading");
         goto done;

@@ -49,6 +49,7 @@ int cmd_inspect(int argc, char **argv)
 {
     const char *path = NULL;
     bool json = false, profile = false;
+    unsigned load_flags = KILN_ENGINE_LOAD_DEFAULT;
     int iters = 20, rc = 1;
     cli_input_opts io = {0};
     cli_shape_set shapes = {0};
@@ -57,6 +58,8 @@ int cmd_inspect(int argc, char **argv)
             json = true;
         else if (!strcmp(argv[i], "--profile"))
             profile = true;
+        else if (!strcmp(argv[i], "--no-mmap"))
+            load_flags = KILN_ENGINE_LOAD_COPY;
         else if (!strcmp(argv[i], "--iterations") && i + 1 < argc) {
             if (!cli_int_opt("--iterations", argv[++i], 1, 1000000000, &iters))
                 goto bad_args;
@@ -67,12 +70,12 @@ int cmd_inspect(int argc, char **argv)
         } else if (argv[i][0] != '-' && !path)
             path = argv[i];
         else {
-            fprintf(stderr, "usage: kiln inspect ENGINE|MODEL [--json] [--profile] [--iterations N] [--shapes NAME:DIMS,...]\n");
+            fprintf(stderr, "usage: kiln inspect ENGINE|MODEL [--json] [--profile] [--iterations N] [--shapes NAME:DIMS,...] [--no-mmap]\n");
             goto bad_args;
         }
     }
     if (!path) {
-        fprintf(stderr, "usage: kiln inspect ENGINE|MODEL [--json] [--profile] [--iterations N] [--shapes NAME:DIMS,...]\n");
+        fprintf(stderr, "usage: kiln inspect ENGINE|MODEL [--json] [--profile] [--iterations N] [--shapes NAME:DIMS,...] [--no-mmap]\n");
         goto bad_args;
     }
     kiln_engine_t e = NULL;
@@ -81,7 +84,7 @@ int cmd_inspect(int argc, char **argv)
     const char **names = NULL;
     json_t *root = NULL;
     int nin = 0;
-    kiln_status st = cli_open_engine(path, &e);
+    kiln_status st = cli_open_engine(path, load_flags, &e);
     if (st != KILN_OK) {
         rc = cli_die(st, "loading");
         goto done;

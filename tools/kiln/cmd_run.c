@@ -60,6 +60,7 @@ int cmd_run(int argc, char **argv)
     const char *model_path = NULL, *out_dir = NULL;
     int threads = 0, rc = 1;
     bool no_opt = false;
+    unsigned load_flags = KILN_ENGINE_LOAD_DEFAULT;
     cli_input_opts io = {0};
     io.file_names = calloc((size_t)argc, sizeof(char *));
     io.file_paths = calloc((size_t)argc, sizeof(char *));
@@ -80,6 +81,8 @@ int cmd_run(int argc, char **argv)
             out_dir = argv[++i];
         } else if (!strcmp(argv[i], "--no-optimize")) {
             no_opt = true;
+        } else if (!strcmp(argv[i], "--no-mmap")) {
+            load_flags = KILN_ENGINE_LOAD_COPY;
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             if (!cli_int_opt("--threads", argv[++i], 0, CLI_MAX_THREADS, &threads))
                 goto done;
@@ -91,7 +94,7 @@ int cmd_run(int argc, char **argv)
         }
     }
     if (!model_path || !out_dir) {
-        fprintf(stderr, "usage: kiln run MODEL.onnx|M.kiln --input NAME=FILE ... --output-dir DIR [--threads N] [--no-optimize]\n");
+        fprintf(stderr, "usage: kiln run MODEL.onnx|M.kiln --input NAME=FILE ... --output-dir DIR [--threads N] [--no-optimize] [--no-mmap]\n");
         goto done;
     }
     for (; nloaded < io.n_files; nloaded++) {
@@ -102,7 +105,7 @@ int cmd_run(int argc, char **argv)
         }
     }
     bool is_engine = kiln_is_engine_file(model_path);
-    kiln_status st = is_engine ? kiln_engine_load(model_path, &e) : kiln_model_load(model_path, &m);
+    kiln_status st = is_engine ? kiln_engine_load_ex(model_path, load_flags, &e) : kiln_model_load(model_path, &m);
     if (st != KILN_OK) {
         rc = cli_die(st, is_engine ? "loading engine" : "loading model");
         goto done;
