@@ -31,6 +31,12 @@ void kiln__f32_to_bf16_array_ref(uint16_t *dst, const float *src, int64_t n);
 bool kiln__numfmt_has_f16c(void);
 bool kiln__numfmt_has_avx512(void);
 
+/* n elements of a reduced-precision float dtype (FLOAT16, BFLOAT16 or an FP8 type) to / from
+ * FP32 through the array forms above; saturate applies to FP8 targets. False for other dtypes. */
+bool kiln__dtype_is_lowp_float(kiln_dtype dt);
+bool kiln__lowp_to_f32_array(kiln_dtype dt, float *dst, const void *src, int64_t n);
+bool kiln__f32_to_lowp_array(kiln_dtype dt, void *dst, const float *src, int64_t n, bool saturate);
+
 /* ---- FP8: dt is one of KILN_DT_FP8E4M3 (OCP E4M3FN), KILN_DT_FP8E4M3FNUZ, KILN_DT_FP8E5M2,
  * KILN_DT_FP8E5M2FNUZ. ONNX Cast semantics: saturate=true maps finite overflow and +-Inf to
  * +-max; saturate=false gives Inf (E5M2) or NaN (the others). NaN -> NaN; -0 -> 0 in FNUZ. */

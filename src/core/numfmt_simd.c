@@ -119,3 +119,34 @@ void kiln__f32_to_bf16_array(uint16_t *dst, const float *src, int64_t n)
 #endif
     kiln__f32_to_bf16_array_ref(dst + i, src + i, n - i);
 }
+
+bool kiln__dtype_is_lowp_float(kiln_dtype dt)
+{
+    return dt == KILN_DT_FLOAT16 || dt == KILN_DT_BFLOAT16 || kiln__dtype_is_fp8(dt);
+}
+
+bool kiln__lowp_to_f32_array(kiln_dtype dt, float *dst, const void *src, int64_t n)
+{
+    if (dt == KILN_DT_FLOAT16)
+        kiln__f16_to_f32_array(dst, src, n);
+    else if (dt == KILN_DT_BFLOAT16)
+        kiln__bf16_to_f32_array(dst, src, n);
+    else if (kiln__dtype_is_fp8(dt))
+        kiln__fp8_to_f32_array(dt, dst, src, n);
+    else
+        return false;
+    return true;
+}
+
+bool kiln__f32_to_lowp_array(kiln_dtype dt, void *dst, const float *src, int64_t n, bool saturate)
+{
+    if (dt == KILN_DT_FLOAT16)
+        kiln__f32_to_f16_array(dst, src, n);
+    else if (dt == KILN_DT_BFLOAT16)
+        kiln__f32_to_bf16_array(dst, src, n);
+    else if (kiln__dtype_is_fp8(dt))
+        kiln__f32_to_fp8_array(dt, dst, src, n, saturate);
+    else
+        return false;
+    return true;
+}
