@@ -1,7 +1,7 @@
-/* Cast / CastLike to and from FP8 (ONNX Cast-19 with 'saturate') and the FP16 / BF16 array
- * paths of the reference kernels: every element must equal the scalar numfmt conversion (whose
- * correctness test_numfmt checks exhaustively), on 1 and 2 threads, sizes past the threading
- * threshold, odd sizes. */
+/* Reference kernels on reduced-precision types: Cast / CastLike to and from FP8 (ONNX Cast-19
+ * with 'saturate'), QuantizeLinear / DequantizeLinear with FP8 (opset 19), and the FP16 / BF16
+ * array paths: every element must equal the scalar numfmt conversion (whose correctness
+ * test_numfmt checks exhaustively), on 1 and 2 threads, sizes past the threading threshold. */
 #include "test.h"
 #include "backend/kernel.h"
 #include <string.h>
@@ -22,6 +22,22 @@ static kiln_status run_cast(kiln_op op, const kiln_tensor *x, const kiln_tensor 
     const kiln_tensor *in[2] = {x, like};
     kiln_tensor *out[1] = {y};
     kiln_kctx ctx = {.node = &node, .n_in = node.n_in, .in = in, .n_out = 1, .out = out, .nthreads = nthreads};
+    memset(y, 0, sizeof *y);
+    return kiln__ref_kernel(op)(&ctx);
+}
+
+static kiln_status run_qdq(kiln_op op, const kiln_tensor *x, const kiln_tensor *s, const kiln_tensor *z, int sat,
+                           kiln_tensor *y)
+{
+    kiln_attr attrs[2] = {{.name = (char *)"saturate", .type = KILN_ATTR_INT, .i = sat},
+                          {.name = (char *)"axis", .type = KILN_ATTR_INT, .i = 0}};
+    int ids[4] = {0, 1, 2, 3};
+    kiln_node node = {.name = (char *)"q", .op_type = (char *)kiln__op_name(op), .domain = (char *)"", .op = op,
+                      .opset = 19, .n_in = z ? 3 : 2, .n_out = 1, .in = ids, .out = ids + 3, .attrs = attrs,
+                      .n_attr = 2};
+    const kiln_tensor *in[3] = {x, s, z};
+    kiln_tensor *out[1] = {y};
+    kiln_kctx ctx = {.node = &node, .n_in = node.n_in, .in = in, .n_out = 1, .out = out, .nthreads = 1};
     memset(y, 0, sizeof *y);
     return kiln__ref_kernel(op)(&ctx);
 }
@@ -108,6 +124,52 @@ int main(void)
             bad += memcmp(&w, (float *)y.data + i, 4) != 0;
         }
         CHECK_MSG(bad == 0, "Cast %s <-> float32: %d mismatches", kiln_dtype_name(hd), bad);
+        kiln__tensor_release(&y);
+    }
+    /* QuantizeLinear / DequantizeLinear with FP8, per tensor and per axis 0 of a [3 x M] input */
+    for (int t = 0; t < 4; t++) {
+        float sc[3] = {0.5f, 0.01f, 3.0f};
+        uint8_t zc[3] = {kiln__f32_to_fp8(f8[t], 1.0f, 1), 0, kiln__f32_to_fp8(f8[t], -2.0f, 1)};
+        for (int axis = 0; axis < 2; axis++) {
+            int nch = axis ? 3 : 1;
+            kiln_tensor ts = vec(KILN_DT_FLOAT32, nch, sc), tz = vec(f8[t], nch, zc);
+            if (!axis)
+                ts.ndim = tz.ndim = 0;
+            kiln_tensor x2 = tx;
+            x2.ndim = 2, x2.dims[0] = 3, x2.dims[1] = (N - 1) / 3;
+            int64_t inner = x2.dims[1], nx = 3 * inner;
+            x2.nbytes = sizeof(float) * (size_t)nx;
+            for (int sat = 0; sat < 2; sat++) {
+                CHECK(run_qdq(KILN_OP_QuantizeLinear, &x2, &ts, &tz, sat, &y) == KILN_OK && y.dtype == f8[t]);
+                int bad = 0;
+                for (int64_t i = 0; i < nx && y.data; i++) {
+                    int c = axis ? (int)(i / inner) : 0;
+                    float v = x[i] / sc[c] + kiln__fp8_to_f32(f8[t], zc[c]);
+                    if (((uint8_t *)y.data)[i] != kiln__f32_to_fp8(f8[t], v, sat) && bad++ < 3)
+                        fprintf(stderr, "i=%lld x=%a got 0x%x want 0x%x\n", (long long)i, (double)x[i], ((uint8_t *)y.data)[i], kiln__f32_to_fp8(f8[t], v, sat));
+                }
+                CHECK_MSG(bad == 0, "QuantizeLinear -> %s axis %d saturate %d: %d mismatches", kiln_dtype_name(f8[t]),
+                          axis, sat, bad);
+                CHECK(run_qdq(KILN_OP_DequantizeLinear, &y, &ts, &tz, sat, &z) == KILN_OK && z.dtype == KILN_DT_FLOAT32);
+                bad = 0;
+                for (int64_t i = 0; i < nx && z.data; i++) {
+                    int c = axis ? (int)(i / inner) : 0;
+                    float w = (kiln__fp8_to_f32(f8[t], ((uint8_t *)y.data)[i]) - kiln__fp8_to_f32(f8[t], zc[c])) * sc[c];
+                    float got = ((float *)z.data)[i];
+                    bad += !(got == w || (isnan(got) && isnan(w)));
+                }
+                CHECK_MSG(bad == 0, "DequantizeLinear %s axis %d: %d mismatches", kiln_dtype_name(f8[t]), axis, bad);
+                kiln__tensor_release(&y);
+                kiln__tensor_release(&z);
+            }
+        }
+    }
+    /* a mismatched zero point type is a clean error */
+    {
+        float one = 1.0f;
+        uint8_t zq = 0;
+        kiln_tensor ts = vec(KILN_DT_FLOAT32, 1, &one), tz = vec(KILN_DT_UINT8, 1, &zq), tc = vec(KILN_DT_FP8E4M3, 1, &zq);
+        CHECK(run_qdq(KILN_OP_DequantizeLinear, &tc, &ts, &tz, 1, &y) == KILN_ERR_DTYPE);
         kiln__tensor_release(&y);
     }
     /* the 4-bit types stay unsupported: a clean error, not a crash */
