@@ -208,6 +208,25 @@ void kiln_context_memory(kiln_context_t c, size_t *arena_bytes, size_t *naive_by
 /* True if the file starts with the engine magic. */
 bool kiln_is_engine_file(const char *path);
 
+
+/* ---- engine I/O and profile info (used by `kiln serve`; implemented in src/runtime/api_info.c) ---- */
+/* Declared element type and shape of one engine input or output. dims[d] = -1 where the
+ * dimension is dynamic (symbolic or unknown); ndim = -1 when even the rank is unknown;
+ * dtype = KILN_DT_UNDEFINED when the model does not declare it. `name` is owned by the engine. */
+typedef struct kiln_io_info {
+    const char *name;
+    kiln_dtype dtype;
+    int ndim;
+    int64_t dims[KILN_MAX_DIMS];
+} kiln_io_info;
+kiln_status kiln_engine_io_info(kiln_engine_t e, bool output, int i, kiln_io_info *out);
+int kiln_engine_num_profiles(kiln_engine_t e);
+/* min/opt/max of input `input` in profile `p` (arrays of KILN_MAX_DIMS); KILN_ERR_INVALID_ARG if the
+ * profile or the input is not there. */
+kiln_status kiln_engine_profile_shape(kiln_engine_t e, int p, const char *input, int *ndim, int64_t *min,
+                                      int64_t *opt, int64_t *max);
+/* ---- end of engine I/O and profile info ---- */
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,7 @@
 
 #include "kiln/kiln.h"
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #if defined(__GNUC__)
@@ -63,6 +64,26 @@ void kiln__parallel_for(int nthreads, int64_t n, int64_t grain, kiln__par_fn fn,
 int kiln__default_threads(void);
 
 /* files */
+/* Reads a whole regular file (anything else is refused before allocating); *data is NUL-terminated. */
 kiln_status kiln__read_file(const char *path, void **data, size_t *len);
+/* True when both paths exist and name the same file (same device and inode: catches other
+ * spellings, hard links and symlinks). */
+bool kiln__same_file(const char *a, const char *b);
+/* Every file kiln writes goes through these (atomic_file.c): the data is written to a temporary
+ * file in the destination's directory, fsync'ed and renamed over the destination, so readers never
+ * see a partial file and a failure leaves the old file byte-identical. open, write to af->f, then
+ * commit (which releases af, also on failure) or abort (removes the temporary). */
+typedef struct kiln__afile { FILE *f; char *path, *tmp; } kiln__afile;
+kiln_status kiln__afile_open(kiln__afile *af, const char *path);
+kiln_status kiln__afile_commit(kiln__afile *af);
+void kiln__afile_abort(kiln__afile *af);
+kiln_status kiln__write_file_atomic(const char *path, const void *data, size_t len);
+
+/* Terminal-safe text (escape.c): copies `in` to `out` (size n, always NUL-terminated when n > 0)
+ * with C0 controls, DEL, C1 controls and bytes that are not valid UTF-8 escaped as \n, \t, \r or
+ * \xNN; other text, including valid UTF-8, is unchanged. Idempotent. Returns the length the full
+ * escaped text needs (excluding the NUL), like snprintf. Used for every message that can quote
+ * model-supplied names. */
+size_t kiln__escape(char *out, size_t n, const char *in);
 
 #endif

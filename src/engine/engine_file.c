@@ -256,15 +256,10 @@ kiln_status kiln_engine_save(kiln_engine_t e, const char *path)
     void *buf;
     size_t len;
     KILN_TRY(kiln_engine_serialize(e, &buf, &len));
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        kiln__free(buf);
-        return kiln__err(KILN_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
-    }
-    bool ok = fwrite(buf, 1, len, f) == len;
-    ok &= fclose(f) == 0;
+    /* never in place: a failed or concurrent save must not leave a partial engine at `path` */
+    kiln_status st = kiln__write_file_atomic(path, buf, len);
     kiln__free(buf);
-    return ok ? KILN_OK : kiln__err(KILN_ERR_IO, "write error on '%s'", path);
+    return st;
 }
 
 static const char *sec_name(uint32_t k)

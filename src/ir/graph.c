@@ -160,82 +160,115 @@ int kiln__graph_add_node(kiln_graph *g)
     return g->n_nodes++;
 }
 
-/* Kahn's algorithm, stable with respect to the original order. */
+/* Min-heap of node indices: the ready node that comes first in the original order. */
+static void heap_push(int *h, int *n, int v)
+{
+    int i = (*n)++;
+    while (i > 0 && h[(i - 1) / 2] > v) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = v;
+}
+
+static int heap_pop(int *h, int *n)
+{
+    int top = h[0], v = h[--(*n)], i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && h[c + 1] < h[c])
+            c++;
+        if (h[c] >= v)
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n)
+        h[i] = v;
+    return top;
+}
+
+/* Kahn's algorithm, stable with respect to the original order (always emits the first ready
+ * node), in O(E log N): edges producer -> reader are laid out once in a CSR array. */
 kiln_status kiln__graph_toposort(kiln_graph *g)
 {
-    int nn = g->n_nodes;
+    int nn = g->n_nodes, nv = g->n_values;
     if (nn == 0)
         return KILN_OK;
     kiln_status st = KILN_OK;
+    size_t nedge = 0;
+    for (int i = 0; i < nn; i++)
+        nedge += (size_t)g->nodes[i].n_in;
+    int *prod = kiln__malloc(sizeof(int) * (size_t)(nv ? nv : 1));   /* value -> producing node */
     int *indeg = kiln__calloc((size_t)nn, sizeof(int));
-    int *order = kiln__calloc((size_t)nn, sizeof(int));
-    kiln_node *sorted = kiln__calloc((size_t)nn, sizeof(kiln_node));
-    if (!indeg || !order || !sorted) {
+    int *first = kiln__calloc((size_t)nn + 1, sizeof(int));            /* CSR offsets per producer */
+    int *edge = kiln__malloc(sizeof(int) * (nedge ? nedge : 1));        /* readers, grouped by producer */
+    int *heap = kiln__malloc(sizeof(int) * (size_t)nn);
+    int *order = kiln__malloc(sizeof(int) * (size_t)nn);
+    kiln_node *sorted = kiln__malloc(sizeof(kiln_node) * (size_t)nn);
+    if (!prod || !indeg || !first || !edge || !heap || !order || !sorted) {
         st = kiln__err(KILN_ERR_NOMEM, "out of memory sorting graph");
         goto done;
     }
+    for (int v = 0; v < nv; v++)
+        prod[v] = -1;
+    for (int i = 0; i < nn; i++)
+        for (int o = 0; o < g->nodes[i].n_out; o++)
+            if (g->nodes[i].out[o] >= 0)
+                prod[g->nodes[i].out[o]] = i;
     for (int i = 0; i < nn; i++)
         for (int j = 0; j < g->nodes[i].n_in; j++) {
             int v = g->nodes[i].in[j];
-            if (v >= 0 && g->values[v].producer >= 0)
+            if (v >= 0 && prod[v] >= 0) {
                 indeg[i]++;
+                first[prod[v] + 1]++;
+            }
         }
-    /* repeatedly pick the first ready node in original order: O(n^2) worst case but
-     * graphs are usually already sorted, so the scan pointer mostly advances */
-    bool *done_flag = kiln__calloc((size_t)nn, sizeof(bool));
-    if (!done_flag) {
-        st = kiln__err(KILN_ERR_NOMEM, "out of memory sorting graph");
-        goto done;
+    for (int i = 0; i < nn; i++)
+        first[i + 1] += first[i];
+    for (int i = 0; i < nn; i++)   /* heap is free here: use it as the fill cursor per producer */
+        heap[i] = first[i];
+    for (int i = 0; i < nn; i++)
+        for (int j = 0; j < g->nodes[i].n_in; j++) {
+            int v = g->nodes[i].in[j];
+            if (v >= 0 && prod[v] >= 0)
+                edge[heap[prod[v]]++] = i;
+        }
+    int nheap = 0, count = 0;
+    for (int i = 0; i < nn; i++)
+        if (indeg[i] == 0)
+            heap_push(heap, &nheap, i);
+    while (nheap) {
+        int pick = heap_pop(heap, &nheap);
+        order[count++] = pick;
+        for (int e = first[pick]; e < first[pick + 1]; e++)
+            if (--indeg[edge[e]] == 0)
+                heap_push(heap, &nheap, edge[e]);
     }
-    int count = 0, start = 0;
-    while (count < nn) {
-        int pick = -1;
-        for (int i = start; i < nn; i++)
-            if (!done_flag[i] && indeg[i] == 0) {
-                pick = i;
+    if (count < nn) {
+        for (int i = 0; i < nn; i++)
+            if (indeg[i] > 0) {
+                st = kiln__err(KILN_ERR_PARSE, "graph has a cycle through node '%s' (%s)", g->nodes[i].name,
+                               g->nodes[i].op_type);
                 break;
             }
-        if (pick < 0) {
-            for (int i = 0; i < nn; i++)
-                if (!done_flag[i]) {
-                    st = kiln__err(KILN_ERR_PARSE, "graph has a cycle through node '%s' (%s)",
-                                   g->nodes[i].name, g->nodes[i].op_type);
-                    break;
-                }
-            kiln__free(done_flag);
-            goto done;
-        }
-        done_flag[pick] = true;
-        order[count++] = pick;
-        while (start < nn && done_flag[start])
-            start++;
-        for (int o = 0; o < g->nodes[pick].n_out; o++) {
-            int v = g->nodes[pick].out[o];
-            if (v < 0)
-                continue;
-            for (int i = 0; i < nn; i++) {
-                if (done_flag[i])
-                    continue;
-                for (int j = 0; j < g->nodes[i].n_in; j++)
-                    if (g->nodes[i].in[j] == v) {
-                        indeg[i]--;
-                        if (i < start)
-                            start = i;
-                    }
-            }
-        }
+        goto done;
     }
-    kiln__free(done_flag);
     for (int i = 0; i < nn; i++)
         sorted[i] = g->nodes[order[i]];
-    for (int i = 0; i < nn; i++)
-        g->nodes[i] = sorted[i];
+    memcpy(g->nodes, sorted, sizeof(kiln_node) * (size_t)nn);
     for (int i = 0; i < nn; i++)
         for (int o = 0; o < g->nodes[i].n_out; o++)
             if (g->nodes[i].out[o] >= 0)
                 g->values[g->nodes[i].out[o]].producer = i;
 done:
+    kiln__free(prod);
     kiln__free(indeg);
+    kiln__free(first);
+    kiln__free(edge);
+    kiln__free(heap);
     kiln__free(order);
     kiln__free(sorted);
     return st;

@@ -6,7 +6,7 @@
 #include "../core/core.h"
 
 typedef enum kiln_op {
-#define X(name) KILN_OP_##name,
+#define X(name, ...) KILN_OP_##name,
 #include "ops.def"
 #undef X
     KILN_OP_COUNT,
@@ -19,6 +19,10 @@ const char *kiln__op_name(kiln_op op);
 bool kiln__op_is_kiln(kiln_op op);
 /* Looks up an op by ONNX (domain, op_type); KILN_OP_UNKNOWN if kiln does not know it. */
 kiln_op kiln__op_lookup(const char *domain, const char *op_type);
+/* Input and output counts the operator specification allows (ops.def); max = INT_MAX if variadic. */
+typedef struct kiln_op_arity { int min_in, max_in, min_out, max_out; } kiln_op_arity;
+/* NULL for KILN_OP_UNKNOWN. */
+const kiln_op_arity *kiln__op_arity(kiln_op op);
 
 typedef enum kiln_attr_type {
     KILN_ATTR_UNDEFINED = 0, KILN_ATTR_FLOAT = 1, KILN_ATTR_INT = 2, KILN_ATTR_STRING = 3,
@@ -100,6 +104,7 @@ typedef struct kiln_graph {
     /* name -> value id hash table */
     int *hash;
     int hash_cap;
+    int n_added_consts;   /* suffix counter of kiln__graph_add_const */
 } kiln_graph;
 
 kiln_graph *kiln__graph_new(kiln_graph *parent);

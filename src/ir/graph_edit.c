@@ -10,53 +10,73 @@ bool kiln__value_is_output(const kiln_graph *g, int v)
     return false;
 }
 
-/* Is `name` read as an outer-scope value by any subgraph below g? */
-static bool read_by_subgraph(const kiln_graph *g, const char *name)
+static bool read_by_subgraph(const kiln_graph *g, const char *name);
+
+/* Is `name` read as an outer-scope value by a subgraph of node n (at any depth)? */
+static bool node_subgraphs_read(const kiln_node *n, const char *name)
 {
-    for (int i = 0; i < g->n_nodes; i++) {
-        const kiln_node *n = &g->nodes[i];
-        for (int a = 0; a < n->n_attr; a++) {
-            const kiln_attr *at = &n->attrs[a];
-            int cnt = at->g ? 1 : (at->graphs ? at->n : 0);
-            for (int k = 0; k < cnt; k++) {
-                const kiln_graph *sg = at->g ? at->g : at->graphs[k];
-                int v = kiln__graph_find(sg, name);
-                if ((v >= 0 && sg->values[v].is_outer) || read_by_subgraph(sg, name))
-                    return true;
-            }
+    for (int a = 0; a < n->n_attr; a++) {
+        const kiln_attr *at = &n->attrs[a];
+        int cnt = at->g ? 1 : (at->graphs ? at->n : 0);
+        for (int k = 0; k < cnt; k++) {
+            const kiln_graph *sg = at->g ? at->g : at->graphs[k];
+            int v = kiln__graph_find(sg, name);
+            if ((v >= 0 && sg->values[v].is_outer) || read_by_subgraph(sg, name))
+                return true;
         }
     }
     return false;
 }
 
-int kiln__value_uses(const kiln_graph *g, int v)
+/* Is `name` read as an outer-scope value by any subgraph below g? */
+static bool read_by_subgraph(const kiln_graph *g, const char *name)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        if (node_subgraphs_read(&g->nodes[i], name))
+            return true;
+    return false;
+}
+
+/* One scan over the nodes: direct reads by live nodes (*first: the first such reader, or -1),
+ * and whether a subgraph reads the value by name. */
+static int direct_uses(const kiln_graph *g, int v, int *first, bool *sub)
 {
     int uses = 0;
+    *first = -1;
+    *sub = false;
     for (int i = 0; i < g->n_nodes; i++) {
-        if (g->nodes[i].dead)
+        const kiln_node *n = &g->nodes[i];
+        if (!*sub && n->n_attr && node_subgraphs_read(n, g->values[v].name))
+            *sub = true;   /* dead nodes included, as before: their subgraphs are still attached */
+        if (n->dead)
             continue;
-        for (int j = 0; j < g->nodes[i].n_in; j++)
-            uses += g->nodes[i].in[j] == v;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] == v) {
+                uses++;
+                if (*first < 0)
+                    *first = i;
+            }
     }
+    return uses;
+}
+
+int kiln__value_uses(const kiln_graph *g, int v)
+{
+    int first;
+    bool sub;
+    int uses = direct_uses(g, v, &first, &sub);
     for (int o = 0; o < g->n_outputs; o++)
         uses += g->outputs[o] == v;
-    if (kiln__graph_has_subgraphs(g) && read_by_subgraph(g, g->values[v].name))
-        uses++;
-    return uses;
+    return uses + sub;
 }
 
 int kiln__single_consumer(const kiln_graph *g, int v)
 {
-    if (kiln__value_uses(g, v) != 1 || kiln__value_is_output(g, v))
+    int first;
+    bool sub;
+    if (direct_uses(g, v, &first, &sub) != 1 || sub || kiln__value_is_output(g, v))
         return -1;
-    for (int i = 0; i < g->n_nodes; i++) {
-        if (g->nodes[i].dead)
-            continue;
-        for (int j = 0; j < g->nodes[i].n_in; j++)
-            if (g->nodes[i].in[j] == v)
-                return i;
-    }
-    return -1;
+    return first;
 }
 
 void kiln__graph_replace_uses(kiln_graph *g, int from, int to)
@@ -163,9 +183,8 @@ kiln_status kiln__node_set_attr_s(kiln_node *n, const char *name, const char *v)
 int kiln__graph_add_const(kiln_graph *g, const char *name_hint, kiln_tensor *t)
 {
     char name[256];
-    int k = 0;
-    do
-        snprintf(name, sizeof name, "%s__kiln%d", name_hint, k++);
+    do   /* one counter per graph: adding n constants with one hint stays linear */
+        snprintf(name, sizeof name, "%s__kiln%d", name_hint, g->n_added_consts++);
     while (kiln__graph_find(g, name) >= 0);
     int v = kiln__graph_add_value(g, name);
     if (v < 0)

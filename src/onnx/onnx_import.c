@@ -2,6 +2,8 @@
  * stages can trust value ids. Subgraphs (If/Loop/Scan bodies) are imported recursively and
  * may refer to values of enclosing graphs by name. */
 #include "onnx_tensor.h"
+#include "onnx_wire.h"
+#include <limits.h>
 #include <stdio.h>
 
 #define MAX_GRAPH_DEPTH 32
@@ -25,6 +27,26 @@ static int opset_for(const import_ctx *ic, const char *domain)
             return (int)ic->opsets[i]->version;
     }
     return 0;
+}
+
+/* The opset versions published for ONNX's own domains: 1 up to the newest release's
+ * (ONNX 1.20: ai.onnx 25, ai.onnx.ml 5). Other domains are not checked. */
+static const struct { const char *domain; int64_t max; } known_opsets[] = {
+    {"", 25}, {"ai.onnx", 25}, {"ai.onnx.ml", 5}, {"ai.onnx.training", 1}, {"ai.onnx.preview.training", 1},
+};
+
+static kiln_status check_opsets(const Onnx__ModelProto *mp)
+{
+    for (size_t i = 0; i < mp->n_opset_import; i++) {
+        const char *d = mp->opset_import[i]->domain ? mp->opset_import[i]->domain : "";
+        int64_t v = mp->opset_import[i]->version;
+        for (size_t k = 0; k < sizeof known_opsets / sizeof known_opsets[0]; k++)
+            if (strcmp(d, known_opsets[k].domain) == 0 && (v < 1 || v > known_opsets[k].max))
+                return kiln__err(KILN_ERR_PARSE, "opset_import: version %lld of domain '%s' does not exist (ONNX "
+                                 "defines 1 to %lld)", (long long)v, d[0] ? d : "ai.onnx",
+                                 (long long)known_opsets[k].max);
+    }
+    return KILN_OK;
 }
 
 /* Value lookup through enclosing graphs; creates an outer-scope reference in g if found above. */
@@ -169,6 +191,56 @@ static kiln_status add_declared(kiln_graph *g, const Onnx__ValueInfoProto *vi, c
     return KILN_OK;
 }
 
+static kiln_status count_err(const kiln_node *n, size_t have, const char *what, int lo, int hi)
+{
+    char range[48];
+    if (lo == hi)
+        snprintf(range, sizeof range, "exactly %d", lo);
+    else if (hi == INT_MAX)
+        snprintf(range, sizeof range, "at least %d", lo);
+    else
+        snprintf(range, sizeof range, "%d to %d", lo, hi);
+    return kiln__err(KILN_ERR_PARSE, "node '%s' (%s) has %zu %ss; %s takes %s", n->name, n->op_type, have, what,
+                     n->op_type, range);
+}
+
+/* The operator's input and output counts (ops.def, from the ONNX specification). */
+static kiln_status check_arity(const kiln_node *n, size_t n_in, size_t n_out)
+{
+    const kiln_op_arity *a = kiln__op_arity(n->op);
+    if (!a)
+        return KILN_OK;   /* unknown ops are reported by the support check */
+    if (n_in < (size_t)a->min_in || n_in > (size_t)a->max_in)
+        return count_err(n, n_in, "input", a->min_in, a->max_in);
+    if (n_out < (size_t)a->min_out || n_out > (size_t)a->max_out)
+        return count_err(n, n_out, "output", a->min_out, a->max_out);
+    return KILN_OK;
+}
+
+/* Graph inputs: each name once. Inputs that an initializer also defines are constants with a
+ * default and not fed by the caller. */
+static kiln_status import_inputs(const Onnx__GraphProto *gp, kiln_graph *g)
+{
+    int n_init = g->n_values;   /* only initializers so far */
+    bool *seen = kiln__calloc((size_t)n_init + gp->n_input + 1, sizeof(bool));
+    if (!seen)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    kiln_status st = KILN_OK;
+    for (size_t i = 0; i < gp->n_input && st == KILN_OK; i++) {
+        int v = -1;
+        st = add_declared(g, gp->input[i], "input", &v);
+        if (st != KILN_OK)
+            break;
+        if (seen[v])
+            st = kiln__err(KILN_ERR_PARSE, "graph input '%s' is declared more than once", g->values[v].name);
+        seen[v] = true;
+        if (!g->values[v].init)
+            g->inputs[g->n_inputs++] = v;
+    }
+    kiln__free(seen);
+    return st;
+}
+
 static kiln_status import_node(import_ctx *ic, const Onnx__NodeProto *np, kiln_graph *g, int depth, int idx)
 {
     kiln_node *n = &g->nodes[idx];
@@ -181,6 +253,7 @@ static kiln_status import_node(import_ctx *ic, const Onnx__NodeProto *np, kiln_g
         return kiln__err(KILN_ERR_PARSE, "node %d ('%s') has no op_type", idx, n->name);
     n->op = kiln__op_lookup(n->domain, n->op_type);
     n->opset = opset_for(ic, n->domain);
+    KILN_TRY(check_arity(n, np->n_input, np->n_output));
     n->in = kiln__calloc(np->n_input ? np->n_input : 1, sizeof(int));
     n->attrs = kiln__calloc(np->n_attribute ? np->n_attribute : 1, sizeof(kiln_attr));
     if (!n->in || !n->attrs)
@@ -210,6 +283,26 @@ static kiln_status import_node(import_ctx *ic, const Onnx__NodeProto *np, kiln_g
     return KILN_OK;
 }
 
+/* Single static assignment: a node output is a new name, not an initializer, a graph input,
+ * another node's output or a value of an enclosing graph (initializers and inputs, and the
+ * outputs of earlier nodes, are declared before). */
+static kiln_status check_ssa(const kiln_graph *g, const Onnx__NodeProto *np, const char *nm)
+{
+    const char *what = NULL;
+    int v = kiln__graph_find(g, nm);
+    if (v >= 0)
+        what = g->values[v].producer >= 0 ? "the output of another node (or of this one twice)"
+               : g->values[v].init        ? "an initializer"
+                                          : "a graph input";
+    for (const kiln_graph *p = g->parent; p && !what; p = p->parent)
+        if (kiln__graph_find(p, nm) >= 0)
+            what = "a value of an enclosing graph";
+    if (!what)
+        return KILN_OK;
+    return kiln__err(KILN_ERR_PARSE, "node '%s' (%s) writes '%s', which is already %s", np->name ? np->name : "",
+                     np->op_type ? np->op_type : "", nm, what);
+}
+
 /* Creates a value for every node output first, so inputs can be resolved in any node order. */
 static kiln_status declare_outputs(const Onnx__GraphProto *gp, kiln_graph *g)
 {
@@ -226,11 +319,8 @@ static kiln_status declare_outputs(const Onnx__GraphProto *gp, kiln_graph *g)
             const char *nm = np->output[i];
             int v = -1;
             if (nm && nm[0]) {
-                if (kiln__graph_find(g, nm) >= 0 && g->values[kiln__graph_find(g, nm)].producer >= 0)
-                    return kiln__err(KILN_ERR_PARSE, "value '%s' is produced by more than one node", nm);
-                v = kiln__graph_find(g, nm);
-                if (v < 0)
-                    v = kiln__graph_add_value(g, nm);
+                KILN_TRY(check_ssa(g, np, nm));
+                v = kiln__graph_add_value(g, nm);
                 if (v < 0)
                     return kiln__err(KILN_ERR_NOMEM, "out of memory");
                 g->values[v].producer = idx;
@@ -270,12 +360,7 @@ static kiln_status import_graph_body(import_ctx *ic, const Onnx__GraphProto *gp,
     g->outputs = kiln__calloc(gp->n_output ? gp->n_output : 1, sizeof(int));
     if (!g->inputs || !g->outputs)
         return kiln__err(KILN_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < gp->n_input; i++) {
-        int v = -1;
-        KILN_TRY(add_declared(g, gp->input[i], "input", &v));
-        if (!g->values[v].init)   /* inputs with an initializer are constants with a default */
-            g->inputs[g->n_inputs++] = v;
-    }
+    KILN_TRY(import_inputs(gp, g));
     KILN_TRY(declare_outputs(gp, g));
     for (size_t i = 0; i < gp->n_value_info; i++) {
         const Onnx__ValueInfoProto *vi = gp->value_info[i];
@@ -327,10 +412,14 @@ kiln_status kiln__onnx_import(const void *buf, size_t len, const char *base_dir,
                               kiln_onnx_model_info *info)
 {
     *out = NULL;
+    KILN_TRY(kiln__onnx_wire_check(&onnx__model_proto__descriptor, buf, len, KILN_ONNX_MAX_MESSAGE_DEPTH,
+                                   "ONNX model"));
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
     if (!mp)
         return kiln__err(KILN_ERR_PARSE, "not a valid ONNX model (protobuf decoding failed)");
-    kiln_status st = KILN_OK;
+    kiln_status st = check_opsets(mp);
+    if (st != KILN_OK)
+        goto done;
     if (!mp->graph) {
         st = kiln__err(KILN_ERR_PARSE, "ONNX model has no graph");
         goto done;
