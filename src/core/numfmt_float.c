@@ -1,7 +1,7 @@
 /* Scalar float formats: FP16, BF16, the four ONNX FP8 types, FP4 E2M1, E8M0.
  *
- * FP16/BF16 have dedicated bit-twiddling conversions (hot paths). FP8 and FP4 share one
- * parameterised "minifloat" encoder: the FP32 significand is shifted right to the target
+ * FP16/BF16 have dedicated bit-twiddling conversions (hot paths); FP4 (8 magnitudes) compares
+ * against its 7 rounding boundaries. The FP8 types share one parameterised "minifloat" encoder: the FP32 significand is shifted right to the target
  * precision (more for target subnormals) and rounded to nearest even on the exact remainder,
  * producing a magnitude code that counts representable values upward, so a rounding carry
  * moves into the next binade naturally and overflow is a single comparison with the largest
@@ -113,7 +113,7 @@ typedef struct minifmt {
     int nbits, mbits, bias;
     uint32_t maxcode;   /* largest finite magnitude code */
     uint32_t infcode;   /* magnitude code of Inf; 0 = no Inf */
-    uint32_t nanmag;    /* magnitude code of NaN (sign kept); 0 = see uz / no NaN */
+    uint32_t nanmag;    /* magnitude code of NaN (sign kept); 0 for uz */
     bool uz;            /* FNUZ: no -0; the lone sign bit (0x80) is the only NaN */
 } minifmt;
 
@@ -121,29 +121,22 @@ static const minifmt MF_E4M3FN = {8, 3, 7, 0x7e, 0, 0x7f, false};
 static const minifmt MF_E4M3FNUZ = {8, 3, 8, 0x7f, 0, 0, true};
 static const minifmt MF_E5M2 = {8, 2, 15, 0x7b, 0x7c, 0x7f, false};
 static const minifmt MF_E5M2FNUZ = {8, 2, 16, 0x7f, 0, 0, true};
-static const minifmt MF_E2M1 = {4, 1, 1, 0x7, 0, 0, false};
-
-#define FP4_NAN_CODE 0x7u   /* E2M1 has no NaN: NaN encodes as +6 (documented choice) */
 
 static uint32_t mini_nan(const minifmt *f, uint32_t sign)
 {
-    if (f->uz)
-        return 1u << (f->nbits - 1);
-    if (f->nanmag)
-        return (sign << (f->nbits - 1)) | f->nanmag;
-    return FP4_NAN_CODE;
+    return f->uz ? 1u << (f->nbits - 1) : (sign << (f->nbits - 1)) | f->nanmag;
 }
 
 static uint32_t mini_overflow(const minifmt *f, uint32_t sign, bool sat)
 {
-    if (sat || (!f->infcode && !f->nanmag && !f->uz))   /* no Inf, no NaN: always saturate */
+    if (sat)
         return (sign << (f->nbits - 1)) | f->maxcode;
     if (f->infcode)
         return (sign << (f->nbits - 1)) | f->infcode;
     return mini_nan(f, sign);
 }
 
-static uint32_t mini_encode(const minifmt *f, float x, bool sat)
+static inline uint32_t mini_encode(const minifmt *f, float x, bool sat)
 {
     uint32_t b = f32_bits(x), sign = b >> 31, ax = b & 0x7fffffffu;
     if (ax > 0x7f800000u)
@@ -161,9 +154,7 @@ static uint32_t mini_encode(const minifmt *f, float x, bool sat)
     uint32_t mag = E > emin ? (uint32_t)(E - emin) << f->mbits : 0;
     if (shift <= 25) {   /* otherwise below a quarter of the smallest subnormal: rounds to 0 */
         uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (r & 1)))
-            r++;
-        mag += r;
+        mag += r + ((rem > half) | ((rem == half) & r & 1u));   /* branch-free ties-to-even */
     }
     if (mag > f->maxcode)
         return mini_overflow(f, sign, sat);
@@ -222,11 +213,20 @@ float kiln__fp8_max(kiln_dtype dt)
     return m ? mini_decode(m, m->maxcode) : NAN;
 }
 
+/* one loop per format so that the format constants fold into the inlined encoder */
+#define FP8_ENCODE_LOOP(F)                                                                                   \
+    for (int64_t i = 0; i < n; i++)                                                                          \
+        dst[i] = (uint8_t)mini_encode(&(F), src[i], saturate);
+
 void kiln__f32_to_fp8_array(kiln_dtype dt, uint8_t *dst, const float *src, int64_t n, bool saturate)
 {
-    const minifmt *m = fp8_fmt(dt);
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = m ? (uint8_t)mini_encode(m, src[i], saturate) : 0;
+    switch (dt) {
+    case KILN_DT_FP8E4M3: FP8_ENCODE_LOOP(MF_E4M3FN) break;
+    case KILN_DT_FP8E4M3FNUZ: FP8_ENCODE_LOOP(MF_E4M3FNUZ) break;
+    case KILN_DT_FP8E5M2: FP8_ENCODE_LOOP(MF_E5M2) break;
+    case KILN_DT_FP8E5M2FNUZ: FP8_ENCODE_LOOP(MF_E5M2FNUZ) break;
+    default: memset(dst, 0, (size_t)(n > 0 ? n : 0)); break;
+    }
 }
 
 void kiln__fp8_to_f32_array(kiln_dtype dt, float *dst, const uint8_t *src, int64_t n)
@@ -249,14 +249,22 @@ void kiln__fp8_to_f32_array(kiln_dtype dt, float *dst, const uint8_t *src, int64
         dst[i] = lut[src[i]];
 }
 
+/* E2M1 magnitudes 0 .5 1 1.5 2 3 4 6 (codes 0..7); the boundaries between neighbours are 0.25,
+ * 0.75, 1.25, 1.75, 2.5, 3.5, 5, and a tie goes to the even code: '>' where the lower neighbour
+ * has the even code, '>=' where the upper one has. Above 6 (and Inf) saturates to code 7. */
 uint8_t kiln__f32_to_fp4(float f)
 {
-    return (uint8_t)mini_encode(&MF_E2M1, f, true);
+    if (f != f)
+        return 0x7;   /* no NaN in E2M1: +6 (documented choice) */
+    float a = fabsf(f);
+    unsigned c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
+    return (uint8_t)((signbit(f) ? 8u : 0u) | c);
 }
 
 float kiln__fp4_to_f32(uint8_t v)
 {
-    return mini_decode(&MF_E2M1, v & 0xfu);
+    static const float lut[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+    return lut[v & 0xfu];
 }
 
 /* ------------------------------------------------------------------ E8M0 */
