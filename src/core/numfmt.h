@@ -70,7 +70,7 @@ typedef enum kiln__qfmt {
 typedef struct kiln__qlayout {
     kiln__qfmt fmt;
     int64_t rows, k;
-    int64_t block;        /* elements sharing one scale along k (k for INT8_CHANNEL, rows*k for INT8_TENSOR) */
+    int64_t block;        /* elements sharing one scale along k (k for INT8_CHANNEL and INT8_TENSOR) */
     int64_t nblk;         /* scales per row: ceil(k / block) (1 for INT8_*; 0 scales stored for INT8_TENSOR) */
     int64_t row_bytes;    /* packed bytes of one row: ceil(k/2) for 4-bit formats, k for INT8 */
     kiln_dtype scale_dt;  /* FP8E4M3 (NVFP4), UINT8 holding E8M0 (MXFP4), FLOAT16/FLOAT32 (INT4), FLOAT32 */

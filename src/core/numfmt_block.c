@@ -56,8 +56,9 @@ kiln_status kiln__qlayout_init(kiln__qlayout *L, kiln__qfmt fmt, int64_t rows, i
     bool four = fmt == KILN_QF_NVFP4 || fmt == KILN_QF_MXFP4 || fmt == KILN_QF_INT4;
     L->nblk = (k + L->block - 1) / L->block;
     L->row_bytes = four ? (k + 1) / 2 : k;
-    size_t nscales = 0;
-    bool ok = mul_ok((size_t)rows, (size_t)L->row_bytes, &L->data_bytes);
+    size_t nscales = 0, nelem;
+    bool ok = mul_ok((size_t)rows, (size_t)k, &nelem) && nelem <= (size_t)INT64_MAX &&
+              mul_ok((size_t)rows, (size_t)L->row_bytes, &L->data_bytes);
     if (fmt != KILN_QF_INT8_TENSOR)
         ok = ok && mul_ok((size_t)rows, (size_t)L->nblk, &nscales) && mul_ok(nscales, ssize, &L->scale_bytes);
     ok = ok && !__builtin_add_overflow(L->data_bytes, L->scale_bytes, &L->total_bytes) &&

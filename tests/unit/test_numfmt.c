@@ -640,6 +640,8 @@ static void test_block_sizes_and_errors(void)
     CHECK(kiln__qlayout_init(&L, KILN_QF_INT4, 2, 8, 4, KILN_DT_INT8) == KILN_ERR_DTYPE);
     CHECK(kiln__qlayout_init(&L, KILN_QF_NVFP4, -1, 8, 0, 0) == KILN_ERR_INVALID_ARG);
     CHECK(kiln__qlayout_init(&L, KILN_QF_INT8_CHANNEL, INT64_MAX / 2, INT64_MAX / 2, 0, 0) == KILN_ERR_INVALID_ARG);
+    /* rows*k past INT64_MAX although the packed bytes would fit (4-bit) */
+    CHECK(kiln__qlayout_init(&L, KILN_QF_NVFP4, 3ll << 30, 1ll << 32, 0, 0) == KILN_ERR_INVALID_ARG);
     CHECK(kiln__qlayout_init(&L, (kiln__qfmt)99, 1, 1, 0, 0) == KILN_ERR_INVALID_ARG);
     float x[4] = {1, 2, 3, 4};
     qbuf b;
