@@ -73,5 +73,9 @@ const char *cli_esc(const char *s);
 /* A JSON string; jansson refuses text that is not UTF-8, which is then stored escaped. */
 json_t *cli_json_str(const char *s);
 void cli_print_escaped_lines(const char *text);
+/* Prints the error; returns the exit status (1, or 130 after SIGINT / cancellation). */
 int cli_die(kiln_status st, const char *what);
+/* Installs a SIGINT handler that cancels the runs in progress (kiln_cancel_all). */
+void cli_catch_sigint(void);
+bool cli_interrupted(void);
 #endif

@@ -68,6 +68,7 @@ int cmd_bench(int argc, char **argv)
     kiln_tensor *ins = NULL;
     const char **names = NULL;
     lat_stats ls = {.rng = 0x9E3779B97F4A7C15ull};
+    cli_catch_sigint();
     kiln_status st = cli_open_engine(path, &e);
     if (st != KILN_OK) {
         rc = cli_die(st, "loading");
@@ -91,7 +92,7 @@ int cmd_bench(int argc, char **argv)
             goto done;
         }
     for (int i = 0; i < warmup + 1; i++)   /* the first run also plans memory */
-        if ((st = kiln_context_run(c)) != KILN_OK) {
+        if ((st = kiln_context_run(c)) != KILN_OK || cli_interrupted()) {
             rc = cli_die(st, "running");
             goto done;
         }
@@ -102,7 +103,7 @@ int cmd_bench(int argc, char **argv)
         if (!iters && now_ms() - t_start >= duration * 1e3)
             break;
         double t0 = now_ms();
-        if ((st = kiln_context_run(c)) != KILN_OK) {
+        if ((st = kiln_context_run(c)) != KILN_OK || cli_interrupted()) {
             rc = cli_die(st, "running");
             goto done;
         }
@@ -119,8 +120,8 @@ int cmd_bench(int argc, char **argv)
     double total = now_ms() - t_start, sum = ls.sum, p50, p90, p99;
     lat_percentiles(&ls, &p50, &p90, &p99);
     int batch = nin && ins[0].ndim > 0 ? (int)ins[0].dims[0] : 1;
-    double thr = (double)batch * (double)n / (total / 1e3);
-    int th = threads > 0 ? threads : kiln__default_threads();
+    double thr = n ? (double)batch * (double)n / (total / 1e3) : 0;
+    int th = kiln__resolve_threads(threads);
     if (json) {
         printf("{\"throughput\": %.3f, \"latency_ms\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f, "
                "\"min\": %.4f, \"max\": %.4f}, \"batch\": %d, \"iterations\": %lld, \"precision\": \"fp32\", "

@@ -71,6 +71,7 @@ int cmd_run(int argc, char **argv)
     int nout = 0, nloaded = 0;
     if (!io.file_names || !io.file_paths || !ins)
         goto done;
+    cli_catch_sigint();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--input") && i + 1 < argc) {
             if (!cli_input_arg("run", argv[++i], &io, argc))
@@ -117,9 +118,10 @@ int cmd_run(int argc, char **argv)
         }
     }
     kiln_run_options opts = {.num_threads = threads};
-    st = e ? kiln_engine_run(e, io.n_files, io.file_names, ins, &opts, &nout, &outs)
-           : kiln_model_run(m, io.n_files, io.file_names, ins, &opts, &nout, &outs);
-    if (st != KILN_OK) {
+    st = cli_interrupted() ? KILN_ERR_CANCELLED
+       : e ? kiln_engine_run(e, io.n_files, io.file_names, ins, &opts, &nout, &outs)
+       : kiln_model_run(m, io.n_files, io.file_names, ins, &opts, &nout, &outs);
+    if (st != KILN_OK || cli_interrupted()) {
         rc = cli_die(st, "running model");
         goto done;
     }
