@@ -3,37 +3,21 @@
  *   FP16 <-> FP32: F16C (vcvtps2ph with an immediate round-to-nearest-even, vcvtph2ps).
  *   BF16 <-> FP32: AVX-512F integer ops (the scalar algorithm, 16 lanes). vcvtneps2bf16 is not
  *   used: it flushes FP32 subnormal inputs to zero, the scalar reference does not.
- * CPU features are probed once (pthread_once + __builtin_cpu_supports); kiln has no shared
- * CPU-feature module in core yet. */
+ * CPU features come from kiln__cpu_has (cpu.c). */
 #include "core.h"
-#include <pthread.h>
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define NUMFMT_X86 1
 #endif
 
-static pthread_once_t feat_once = PTHREAD_ONCE_INIT;
-static bool feat_f16c, feat_avx512;
-
-static void feat_detect(void)
-{
-#ifdef NUMFMT_X86
-    __builtin_cpu_init();
-    feat_f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-    feat_avx512 = __builtin_cpu_supports("avx512f");
-#endif
-}
-
 bool kiln__numfmt_has_f16c(void)
 {
-    pthread_once(&feat_once, feat_detect);
-    return feat_f16c;
+    return kiln__cpu_has(KILN_CPU_F16C);
 }
 
 bool kiln__numfmt_has_avx512(void)
 {
-    pthread_once(&feat_once, feat_detect);
-    return feat_avx512;
+    return kiln__cpu_has(KILN_CPU_AVX512F);
 }
 
 #ifdef NUMFMT_X86

@@ -4,6 +4,7 @@
  * test_numfmt checks exhaustively), on 1 and 2 threads, sizes past the threading threshold. */
 #include "test.h"
 #include "backend/kernel.h"
+#include "test_pool.h"
 #include <string.h>
 
 enum { N = 70001 };   /* odd, past the kernels' parallel threshold */
@@ -21,7 +22,8 @@ static kiln_status run_cast(kiln_op op, const kiln_tensor *x, const kiln_tensor 
         node.n_attr--;   /* attribute absent: default saturate = 1 */
     const kiln_tensor *in[2] = {x, like};
     kiln_tensor *out[1] = {y};
-    kiln_kctx ctx = {.node = &node, .n_in = node.n_in, .in = in, .n_out = 1, .out = out, .nthreads = nthreads};
+    kiln_kctx ctx = {.node = &node, .n_in = node.n_in, .in = in, .n_out = 1, .out = out, .pool = test_pool(nthreads),
+                     .nthreads = nthreads};
     memset(y, 0, sizeof *y);
     return kiln__ref_kernel(op)(&ctx);
 }
