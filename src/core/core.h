@@ -1,5 +1,5 @@
 /* Internal core utilities shared by every module: errors, allocation, dtypes, tensors,
- * half-precision conversion, thread pool. Internal names use the kiln__ prefix. */
+ * reduced-precision formats (numfmt.h), thread pool. Internal names use the kiln__ prefix. */
 #ifndef KILN_CORE_H
 #define KILN_CORE_H
 
@@ -36,11 +36,8 @@ bool kiln__dtype_is_float(kiln_dtype dt);     /* f16 bf16 f32 f64 (+fp8 fp4) */
 bool kiln__dtype_is_int(kiln_dtype dt);       /* signed or unsigned integer, not bool */
 bool kiln__dtype_is_signed(kiln_dtype dt);
 
-/* Half-precision conversions (round to nearest even). */
-float kiln__f16_to_f32(uint16_t h);
-uint16_t kiln__f32_to_f16(float f);
-float kiln__bf16_to_f32(uint16_t h);
-uint16_t kiln__f32_to_bf16(float f);
+/* Reduced-precision formats (FP16, BF16, FP8, FP4, E8M0, block formats): numfmt.h. */
+#include "numfmt.h"
 
 /* Generic element access: read element i of any numeric dtype as double / int64,
  * write a double / int64 into element i. Slow; for reference kernels and tests. */
@@ -48,7 +45,8 @@ double kiln__get_f64(kiln_dtype dt, const void *data, int64_t i);
 int64_t kiln__get_i64(kiln_dtype dt, const void *data, int64_t i);
 void kiln__set_f64(kiln_dtype dt, void *data, int64_t i, double v);
 void kiln__set_i64(kiln_dtype dt, void *data, int64_t i, int64_t v);
-/* Converts n elements between dtypes (ONNX Cast semantics for numeric types). */
+/* Converts n elements between dtypes (ONNX Cast semantics for numeric types; FP8 targets
+ * saturate, FP8 from float64 goes through float32 as in ONNX's reference). */
 kiln_status kiln__convert(kiln_dtype dst_dt, void *dst, kiln_dtype src_dt, const void *src, int64_t n);
 
 /* tensors */
@@ -98,6 +96,7 @@ enum {
     KILN_CPU_FMA = 1u << 1,
     KILN_CPU_AVX512F = 1u << 2,
     KILN_CPU_AVX512DQ = 1u << 3,
+    KILN_CPU_F16C = 1u << 4,   /* F16C and AVX */
 };
 #define KILN_CPU_AVX2_FMA (KILN_CPU_AVX2 | KILN_CPU_FMA)
 #define KILN_CPU_AVX512_DQ_FMA (KILN_CPU_AVX512F | KILN_CPU_AVX512DQ | KILN_CPU_FMA)

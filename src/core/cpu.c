@@ -19,6 +19,8 @@ static void detect(void)
         f |= KILN_CPU_AVX512F;
     if (__builtin_cpu_supports("avx512dq"))
         f |= KILN_CPU_AVX512DQ;
+    if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx"))
+        f |= KILN_CPU_F16C;
 #endif
     cpu_features = f;
 }

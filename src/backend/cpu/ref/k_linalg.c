@@ -37,27 +37,16 @@ static float *to_f32(const kiln_tensor *t, int64_t n)
     float *p = kiln__malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
     if (!p)
         return NULL;
-    const uint16_t *h = t->data;
-    if (t->dtype == KILN_DT_FLOAT16)
-        for (int64_t i = 0; i < n; i++)
-            p[i] = kiln__f16_to_f32(h[i]);
-    else if (t->dtype == KILN_DT_BFLOAT16)
-        for (int64_t i = 0; i < n; i++)
-            p[i] = kiln__bf16_to_f32(h[i]);
-    else if (n)
+    if (kiln__lowp_to_f32_array(t->dtype, p, t->data, n))
+        return p;
+    if (n)
         memcpy(p, t->data, (size_t)n * sizeof(float));
     return p;
 }
 
 static void from_f32(kiln_tensor *t, const float *p, int64_t n)
 {
-    uint16_t *h = t->data;
-    if (t->dtype == KILN_DT_FLOAT16)
-        for (int64_t i = 0; i < n; i++)
-            h[i] = kiln__f32_to_f16(p[i]);
-    else
-        for (int64_t i = 0; i < n; i++)
-            h[i] = kiln__f32_to_bf16(p[i]);
+    kiln__f32_to_lowp_array(t->dtype, t->data, p, n, true);
 }
 
 /* ------------------------------------------------------------------------------------------
