@@ -67,6 +67,37 @@ int kiln__list_unsupported(const kiln_graph *g, char *buf, size_t buflen)
     return total;
 }
 
+/* ---- what the interpreter provides kernels (kiln_krt): placement in the plan, subgraphs */
+
+/* Output i of the node in its planned arena slot, when the plan has one large enough. */
+static void *rt_place(void *user, const kiln_kctx *ctx, int i, size_t nbytes, bool *fresh)
+{
+    const kiln_exec *ex = user;
+    const kiln_mem *m = ex->mem;
+    if (!m || !m->arena || !ctx->node->out || i >= ctx->node->n_out)
+        return NULL;
+    int v = ctx->node->out[i];
+    if (v < 0 || m->offset[v] < 0 || nbytes > m->cap[v])
+        return NULL;
+    *fresh = !m->inplace[v];
+    return m->arena + m->offset[v];
+}
+
+static bool rt_owns(void *user, const void *p)
+{
+    return kiln__in_arena(((const kiln_exec *)user)->mem, p);
+}
+
+static kiln_status rt_run_graph(void *user, const kiln_kctx *ctx, const kiln_graph *g, const kiln_tensor *const *inputs,
+                                kiln_tensor *outputs)
+{
+    (void)ctx;
+    const kiln_exec *ex = user;
+    return kiln__exec_graph(g, ex->frame, inputs, outputs, ex->env, ex->depth + 1);
+}
+
+static const kiln_krt exec_rt = {.place = rt_place, .owns = rt_owns, .run_graph = rt_run_graph};
+
 static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int depth, kiln_mem *mem,
                             const kiln_hooks *hooks)
 {
@@ -108,7 +139,7 @@ static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int
     int nthreads = env ? env->nthreads : 1;
     kiln_exec ex = {.nthreads = nthreads, .frame = f, .depth = depth, .mem = mem, .env = env};
     kiln_kctx ctx = {.node = n, .n_in = n->n_in, .in = in, .n_out = n->n_out, .out = out,
-                     .pool = env ? env->pool : NULL, .nthreads = nthreads, .exec = &ex};
+                     .pool = env ? env->pool : NULL, .nthreads = nthreads, .rt = &exec_rt, .rt_user = &ex};
     /* tactic "st": this layer runs single-threaded (chosen by the builder when faster) */
     if (n->tactic && !strcmp(n->tactic, "st"))
         ctx.nthreads = 1;
@@ -263,10 +294,4 @@ done:
     kiln__free(f.val);
     kiln__free(last_use);
     return st;
-}
-
-kiln_status kiln__exec_subgraph(kiln_kctx *ctx, const kiln_graph *g, const kiln_tensor *const *inputs,
-                                kiln_tensor *outputs)
-{
-    return kiln__exec_graph(g, ctx->exec->frame, inputs, outputs, ctx->exec->env, ctx->exec->depth + 1);
 }

@@ -50,6 +50,7 @@ typedef struct kiln_run_env {
     const kiln_run_ctl *ctl;   /* NULL: runs to the end */
 } kiln_run_env;
 
+/* The interpreter's state behind a kernel context (kiln_kctx.rt_user). */
 typedef struct kiln_exec {
     int nthreads;
     const kiln_frame *frame;   /* frame of the graph the current node belongs to */
@@ -75,10 +76,6 @@ kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, c
 /* Raises last[v] to the index of the last node of g that reads value v: as an input, or by name
  * from one of its subgraphs at any depth (outer-scope reads). Callers initialize `last`. */
 void kiln__mark_last_uses(const kiln_graph *g, int *last);
-
-/* For control-flow kernels: runs a subgraph of the node being executed. */
-kiln_status kiln__exec_subgraph(kiln_kctx *ctx, const kiln_graph *g, const kiln_tensor *const *inputs,
-                                kiln_tensor *outputs);
 
 /* Appends "op_type (domain, opset N) node 'name'" for each node without a kernel, recursing
  * into subgraphs. Returns the count. buf may be NULL. */
