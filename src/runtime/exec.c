@@ -32,7 +32,7 @@ static void collect_unsupported(const kiln_graph *g, unsup *u, int *nu, int cap,
 {
     for (int i = 0; i < g->n_nodes; i++) {
         const kiln_node *n = &g->nodes[i];
-        if (!kiln__ref_kernel(n->op)) {
+        if (!kiln__backend_has_op(kiln__cpu_backend(), n)) {
             (*total)++;
             int k = 0;
             while (k < *nu && !(strcmp(u[k].first->op_type, n->op_type) == 0 &&
@@ -103,10 +103,10 @@ static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int
 {
     const kiln_graph *g = f->g;
     const kiln_node *n = &g->nodes[idx];
-    kiln_kernel_fn fn = kiln__ref_kernel(n->op);
-    if (!fn)
-        return kiln__err(KILN_ERR_UNSUPPORTED, "no kernel for %s (domain '%s', opset %d) node '%s'", n->op_type,
-                         n->domain[0] ? n->domain : "ai.onnx", n->opset, n->name);
+    /* layers without prepared data from the engine are prepared on the fly (no allocation) */
+    const kiln_backend *be = env && env->backend ? env->backend : kiln__cpu_backend();
+    kiln_layer layer;
+    KILN_TRY(be->ops->prepare(be, n, NULL, &layer));
     const kiln_tensor *in_buf[16];
     kiln_tensor *out_buf[16];
     kiln_tensor scratch_buf[16];
@@ -147,7 +147,7 @@ static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int
     struct timespec t0, t1;
     if (node_ns)
         clock_gettime(CLOCK_MONOTONIC, &t0);
-    st = hooks && hooks->tune ? hooks->tune(hooks->tune_user, &ctx, fn) : fn(&ctx);
+    st = hooks && hooks->tune ? hooks->tune(hooks->tune_user, &ctx, &layer) : be->ops->run(be, &layer, &ctx);
     if (node_ns) {
         clock_gettime(CLOCK_MONOTONIC, &t1);
         node_ns[idx] += (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
@@ -258,6 +258,11 @@ kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, c
                 f.val[v] = NULL;
             }
         }
+    }
+    if (depth == 0) {   /* the outputs are read on the host next */
+        const kiln_backend *be = env && env->backend ? env->backend : kiln__cpu_backend();
+        if ((st = be->ops->synchronize(be)) != KILN_OK)
+            goto done;
     }
     for (int o = 0; o < g->n_outputs; o++) {
         int v = g->outputs[o];
