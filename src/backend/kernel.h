@@ -81,7 +81,8 @@ typedef struct kiln_kernel_reg {
     kiln_kernel_fn fn;
 } kiln_kernel_reg;
 
-/* Returns the reference kernel for op, or NULL if kiln has none. */
+/* Returns the CPU kernel for op: the fastest the host runs (a cpu/x86 kernel registered over the
+ * reference by ISA, else the cpu/ref reference; cpu/cpu_kernels.h), or NULL if kiln has none. */
 kiln_kernel_fn kiln__ref_kernel(kiln_op op);
 
 #endif
