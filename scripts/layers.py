@@ -36,9 +36,7 @@ ALLOWED = {
 KNOWN = {
     ("engine", "runtime"): "builder/tactics live in src/engine and run the interpreter (to move to src/build)",
     ("engine", "passes"): "the builder lives in src/engine (to move to src/build)",
-    ("backend", "runtime"): "control-flow kernels run subgraphs through the interpreter directly",
     ("passes", "backend"): "p_fuse uses the CPU epilogue's activation enum",
-    ("passes", "runtime"): "p_constfold builds a kernel context and runs it",
     ("tools", "core"): "the CLI uses private headers",
     ("tools", "engine"): "the CLI uses private headers",
     ("tools", "runtime"): "the CLI uses private headers",

@@ -2,17 +2,34 @@
  *
  * A kernel receives the node (attributes, opset), its input tensors (NULL where an optional
  * input is absent) and computes its outputs. Shapes are concrete at run time, so a kernel
- * first derives its output shapes from its inputs, allocates each output with
- * kiln__kout(), then computes. Kernels never abort: malformed attributes or inconsistent
- * shapes are reported with kiln__err() and an error status. */
+ * first derives its output shapes from its inputs, asks for each output with kiln__kout(),
+ * then computes. Kernels compute, the runtime allocates: where an output lives (a slot of the
+ * memory plan's arena, or the heap) is decided by the runtime through ctx->rt, and control-flow
+ * kernels run their subgraphs through ctx->rt too; no kernel includes a runtime header.
+ * Kernels never abort: malformed attributes or inconsistent shapes are reported with
+ * kiln__err() and an error status. */
 #ifndef KILN_BACKEND_KERNEL_H
 #define KILN_BACKEND_KERNEL_H
 
 #include "../ir/graph.h"
 
-struct kiln_exec;
+typedef struct kiln_kctx kiln_kctx;
 
-typedef struct kiln_kctx {
+/* What the runtime executing a kernel provides it (all through `user`, the runtime's state). */
+typedef struct kiln_krt {
+    /* Memory for output i of ctx's node, nbytes long, or NULL: the kernel's helper puts it on the
+     * heap. *fresh is set false when the memory shares its slot with an input that dies here
+     * (then it must not be cleared before the kernel reads that input). */
+    void *(*place)(void *user, const kiln_kctx *ctx, int i, size_t nbytes, bool *fresh);
+    /* True if p is memory the runtime owns (placed by `place`): a kernel never frees it. */
+    bool (*owns)(void *user, const void *p);
+    /* Runs subgraph g of ctx's node (outer-scope names resolve through the running frames).
+     * outputs[0..g->n_outputs) receive tensors owned by the caller. */
+    kiln_status (*run_graph)(void *user, const kiln_kctx *ctx, const kiln_graph *g, const kiln_tensor *const *inputs,
+                             kiln_tensor *outputs);
+} kiln_krt;
+
+struct kiln_kctx {
     const kiln_node *node;
     int n_in;
     const kiln_tensor *const *in;  /* in[i] == NULL: optional input absent */
@@ -21,8 +38,9 @@ typedef struct kiln_kctx {
                                     * be computed into a scratch tensor by kiln__kout) */
     kiln_pool *pool;               /* the executing context's threads (NULL: run single-threaded) */
     int nthreads;                  /* threads this layer may use, >= 1 (at most the pool's) */
-    struct kiln_exec *exec;        /* for control-flow kernels (subgraph execution) */
-} kiln_kctx;
+    const kiln_krt *rt;            /* NULL: outputs on the heap, no subgraphs (constant folding, tests) */
+    void *rt_user;                 /* the runtime's state for rt's functions */
+};
 
 typedef kiln_status (*kiln_kernel_fn)(kiln_kctx *ctx);
 
@@ -31,6 +49,11 @@ kiln_status kiln__kout(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int
 /* Same, but the data is left uninitialized (filled with 0xFF bytes in sanitizer builds): only
  * for kernels that provably write every element of the output. */
 kiln_status kiln__kout_uninit(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims);
+/* Frees t's data unless the runtime owns it, and clears t. */
+void kiln__kout_release(const kiln_kctx *ctx, kiln_tensor *t);
+/* Runs subgraph g of the node through the runtime (error if the caller gave no runtime). */
+kiln_status kiln__ksubgraph(const kiln_kctx *ctx, const kiln_graph *g, const kiln_tensor *const *inputs,
+                            kiln_tensor *outputs);
 /* Input i, or NULL if absent or beyond n_in. */
 static inline const kiln_tensor *kiln__kin(const kiln_kctx *ctx, int i)
 {
@@ -58,7 +81,8 @@ typedef struct kiln_kernel_reg {
     kiln_kernel_fn fn;
 } kiln_kernel_reg;
 
-/* Returns the reference kernel for op, or NULL if kiln has none. */
+/* Returns the CPU kernel for op: the fastest the host runs (a cpu/x86 kernel registered over the
+ * reference by ISA, else the cpu/ref reference; cpu/cpu_kernels.h), or NULL if kiln has none. */
 kiln_kernel_fn kiln__ref_kernel(kiln_op op);
 
 #endif

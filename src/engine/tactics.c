@@ -69,12 +69,12 @@ static void key_of(const kiln_kctx *ctx, char *k, size_t n)
         snprintf(k + o, n - o, "|t%d|isa%u", ctx->nthreads, kiln__host_isa());
 }
 
-static kiln_status tune(void *user, kiln_kctx *ctx, kiln_kernel_fn fn)
+static kiln_status tune(void *user, kiln_kctx *ctx, const kiln_layer *layer)
 {
     tune_state *ts = user;
     kiln_node *node = (kiln_node *)ctx->node;   /* the builder owns the graph */
     if (!heavy(node->op) || ctx->nthreads <= 1)
-        return fn(ctx);
+        return kiln__layer_run(layer, ctx);
     char key[2048];
     key_of(ctx, key, sizeof key);
     int full = ctx->nthreads;
@@ -86,11 +86,11 @@ static kiln_status tune(void *user, kiln_kctx *ctx, kiln_kernel_fn fn)
         double best = 1e300;
         for (size_t t = 0; t < sizeof tactics / sizeof tactics[0]; t++) {
             ctx->nthreads = t == 1 ? 1 : full;
-            KILN_TRY(fn(ctx));   /* warm-up */
+            KILN_TRY(kiln__layer_run(layer, ctx));   /* warm-up */
             double m = 1e300;
             for (int rep = 0; rep < 3; rep++) {
                 double t0 = now_ns();
-                KILN_TRY(fn(ctx));
+                KILN_TRY(kiln__layer_run(layer, ctx));
                 double d = now_ns() - t0;
                 m = d < m ? d : m;
             }
@@ -113,7 +113,7 @@ static kiln_status tune(void *user, kiln_kctx *ctx, kiln_kernel_fn fn)
     kiln__free(node->tactic);
     node->tactic = kiln__strdup(choice);
     ctx->nthreads = !strcmp(choice, "st") ? 1 : full;
-    kiln_status st = fn(ctx);   /* the outputs the rest of the graph sees */
+    kiln_status st = kiln__layer_run(layer, ctx);   /* the outputs the rest of the graph sees */
     ctx->nthreads = full;
     return st;
 }

@@ -4,7 +4,6 @@
  * those would bloat the engine, e.g. a huge ConstantOfShape). */
 #include "passes.h"
 #include "../backend/kernel.h"
-#include "../runtime/exec.h"
 
 #define FOLD_MAX_BYTES ((size_t)64 << 20)
 
@@ -49,8 +48,7 @@ static kiln_status fold_node(kiln_graph *g, int idx, bool *folded)
     memset(outs, 0, sizeof outs);
     for (int o = 0; o < n->n_out; o++)
         outp[o] = &outs[o];
-    kiln_exec ex = {.nthreads = 1, .frame = NULL, .depth = 0};
-    kiln_kctx ctx = {.node = n, .n_in = n->n_in, .in = in, .n_out = n->n_out, .out = outp, .nthreads = 1, .exec = &ex};
+    kiln_kctx ctx = {.node = n, .n_in = n->n_in, .in = in, .n_out = n->n_out, .out = outp, .nthreads = 1};
     kiln_status st = kiln__ref_kernel(n->op)(&ctx);
     bool ok = st == KILN_OK;
     for (int o = 0; ok && o < n->n_out; o++)

@@ -32,7 +32,7 @@ static void collect_unsupported(const kiln_graph *g, unsup *u, int *nu, int cap,
 {
     for (int i = 0; i < g->n_nodes; i++) {
         const kiln_node *n = &g->nodes[i];
-        if (!kiln__ref_kernel(n->op)) {
+        if (!kiln__backend_has_op(kiln__cpu_backend(), n)) {
             (*total)++;
             int k = 0;
             while (k < *nu && !(strcmp(u[k].first->op_type, n->op_type) == 0 &&
@@ -67,15 +67,46 @@ int kiln__list_unsupported(const kiln_graph *g, char *buf, size_t buflen)
     return total;
 }
 
+/* ---- what the interpreter provides kernels (kiln_krt): placement in the plan, subgraphs */
+
+/* Output i of the node in its planned arena slot, when the plan has one large enough. */
+static void *rt_place(void *user, const kiln_kctx *ctx, int i, size_t nbytes, bool *fresh)
+{
+    const kiln_exec *ex = user;
+    const kiln_mem *m = ex->mem;
+    if (!m || !m->arena || !ctx->node->out || i >= ctx->node->n_out)
+        return NULL;
+    int v = ctx->node->out[i];
+    if (v < 0 || m->offset[v] < 0 || nbytes > m->cap[v])
+        return NULL;
+    *fresh = !m->inplace[v];
+    return m->arena + m->offset[v];
+}
+
+static bool rt_owns(void *user, const void *p)
+{
+    return kiln__in_arena(((const kiln_exec *)user)->mem, p);
+}
+
+static kiln_status rt_run_graph(void *user, const kiln_kctx *ctx, const kiln_graph *g, const kiln_tensor *const *inputs,
+                                kiln_tensor *outputs)
+{
+    (void)ctx;
+    const kiln_exec *ex = user;
+    return kiln__exec_graph(g, ex->frame, inputs, outputs, ex->env, ex->depth + 1);
+}
+
+static const kiln_krt exec_rt = {.place = rt_place, .owns = rt_owns, .run_graph = rt_run_graph};
+
 static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int depth, kiln_mem *mem,
                             const kiln_hooks *hooks)
 {
     const kiln_graph *g = f->g;
     const kiln_node *n = &g->nodes[idx];
-    kiln_kernel_fn fn = kiln__ref_kernel(n->op);
-    if (!fn)
-        return kiln__err(KILN_ERR_UNSUPPORTED, "no kernel for %s (domain '%s', opset %d) node '%s'", n->op_type,
-                         n->domain[0] ? n->domain : "ai.onnx", n->opset, n->name);
+    /* layers without prepared data from the engine are prepared on the fly (no allocation) */
+    const kiln_backend *be = env && env->backend ? env->backend : kiln__cpu_backend();
+    kiln_layer layer;
+    KILN_TRY(be->ops->prepare(be, n, NULL, &layer));
     const kiln_tensor *in_buf[16];
     kiln_tensor *out_buf[16];
     kiln_tensor scratch_buf[16];
@@ -108,7 +139,7 @@ static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int
     int nthreads = env ? env->nthreads : 1;
     kiln_exec ex = {.nthreads = nthreads, .frame = f, .depth = depth, .mem = mem, .env = env};
     kiln_kctx ctx = {.node = n, .n_in = n->n_in, .in = in, .n_out = n->n_out, .out = out,
-                     .pool = env ? env->pool : NULL, .nthreads = nthreads, .exec = &ex};
+                     .pool = env ? env->pool : NULL, .nthreads = nthreads, .rt = &exec_rt, .rt_user = &ex};
     /* tactic "st": this layer runs single-threaded (chosen by the builder when faster) */
     if (n->tactic && !strcmp(n->tactic, "st"))
         ctx.nthreads = 1;
@@ -116,7 +147,7 @@ static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int
     struct timespec t0, t1;
     if (node_ns)
         clock_gettime(CLOCK_MONOTONIC, &t0);
-    st = hooks && hooks->tune ? hooks->tune(hooks->tune_user, &ctx, fn) : fn(&ctx);
+    st = hooks && hooks->tune ? hooks->tune(hooks->tune_user, &ctx, &layer) : be->ops->run(be, &layer, &ctx);
     if (node_ns) {
         clock_gettime(CLOCK_MONOTONIC, &t1);
         node_ns[idx] += (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
@@ -228,6 +259,11 @@ kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, c
             }
         }
     }
+    if (depth == 0) {   /* the outputs are read on the host next */
+        const kiln_backend *be = env && env->backend ? env->backend : kiln__cpu_backend();
+        if ((st = be->ops->synchronize(be)) != KILN_OK)
+            goto done;
+    }
     for (int o = 0; o < g->n_outputs; o++) {
         int v = g->outputs[o];
         if (!f.val[v]) {
@@ -263,10 +299,4 @@ done:
     kiln__free(f.val);
     kiln__free(last_use);
     return st;
-}
-
-kiln_status kiln__exec_subgraph(kiln_kctx *ctx, const kiln_graph *g, const kiln_tensor *const *inputs,
-                                kiln_tensor *outputs)
-{
-    return kiln__exec_graph(g, ctx->exec->frame, inputs, outputs, ctx->exec->env, ctx->exec->depth + 1);
 }

@@ -1,8 +1,8 @@
-/* The graph interpreter: runs a kiln_graph node by node with the reference kernels. */
+/* The graph interpreter: runs a kiln_graph node by node through a backend (backend.h). */
 #ifndef KILN_RUNTIME_EXEC_H
 #define KILN_RUNTIME_EXEC_H
 
-#include "../backend/kernel.h"
+#include "../backend/backend.h"
 #include <stdatomic.h>
 
 typedef struct kiln_frame kiln_frame;
@@ -18,10 +18,11 @@ typedef struct kiln_mem {
     kiln_tensor *record_meta; /* if non-NULL: receives each produced value's dtype and shape (no data) */
 } kiln_mem;
 
-/* Tactic tuning hook (builder): runs `fn` on ctx as often as it likes; the last run's outputs stay. */
-typedef kiln_status (*kiln_tune_fn)(void *user, kiln_kctx *ctx, kiln_kernel_fn fn);
+/* Tactic tuning hook (builder): runs `layer` on ctx (kiln__layer_run) as often as it likes; the last
+ * run's outputs stay. */
+typedef kiln_status (*kiln_tune_fn)(void *user, kiln_kctx *ctx, const kiln_layer *layer);
 
-/* Optional instrumentation of a top-level execution. */
+/* Optional instrumentation of a top-level execution (zero-initialize it: fields are added). */
 typedef struct kiln_hooks {
     double *node_ns;           /* per node, accumulated nanoseconds (profiling) */
     kiln_tune_fn tune;
@@ -48,8 +49,10 @@ typedef struct kiln_run_env {
     kiln_pool *pool;           /* NULL: single-threaded */
     int nthreads;              /* >= 1, at most the pool's threads */
     const kiln_run_ctl *ctl;   /* NULL: runs to the end */
+    const kiln_backend *backend; /* NULL: the CPU backend */
 } kiln_run_env;
 
+/* The interpreter's state behind a kernel context (kiln_kctx.rt_user). */
 typedef struct kiln_exec {
     int nthreads;
     const kiln_frame *frame;   /* frame of the graph the current node belongs to */
@@ -75,10 +78,6 @@ kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, c
 /* Raises last[v] to the index of the last node of g that reads value v: as an input, or by name
  * from one of its subgraphs at any depth (outer-scope reads). Callers initialize `last`. */
 void kiln__mark_last_uses(const kiln_graph *g, int *last);
-
-/* For control-flow kernels: runs a subgraph of the node being executed. */
-kiln_status kiln__exec_subgraph(kiln_kctx *ctx, const kiln_graph *g, const kiln_tensor *const *inputs,
-                                kiln_tensor *outputs);
 
 /* Appends "op_type (domain, opset N) node 'name'" for each node without a kernel, recursing
  * into subgraphs. Returns the count. buf may be NULL. */

@@ -5,9 +5,12 @@
  * ResNet-50-like conv stack (information only, not an assertion). */
 #include "test.h"
 #include "test_pool.h"
-#include "backend/kernel.h"
+#include "backend/cpu/cpu_kernels.h"
 #include <string.h>
 #include <time.h>
+
+/* true: run_op runs the scalar reference kernels instead of the fastest the host has (cpu/x86) */
+static bool scalar_ref;
 
 /* ---------------------------------------------------------------------------------------
  * building a node by hand
@@ -87,7 +90,7 @@ static kiln_status run_op(kiln_op op, const char *op_type, int opset, const tnod
     for (int i = 0; i < n_out; i++)
         outp[i] = &out[i];
     kiln_kctx ctx = {.node = &node, .n_in = n_in, .in = in, .n_out = n_out, .out = outp, .pool = test_pool(nthreads), .nthreads = nthreads};
-    kiln_kernel_fn fn = kiln__ref_kernel(op);
+    kiln_kernel_fn fn = scalar_ref ? kiln__cpu_ref_kernel(op) : kiln__ref_kernel(op);
     if (!fn)
         return KILN_ERR_UNSUPPORTED;
     return fn(&ctx);
@@ -1027,6 +1030,14 @@ int main(int argc, char **argv)
     test_fused_conv(&seed);
     test_conv_integer(&seed);
     test_pools(&seed);
+    /* every fast pooling kernel the host runs was tested above; the scalar references too */
+    for (int k = 0; k < 2; k++) {
+        const kiln_kernel_isa_reg *f = kiln__cpu_fast_kernel(k ? KILN_OP_AveragePool : KILN_OP_MaxPool);
+        printf("%s: %s, and the scalar reference\n", k ? "AveragePool" : "MaxPool", f ? f->name : "reference only");
+    }
+    scalar_ref = true;
+    test_pools(&seed);
+    scalar_ref = false;
     printf("%d conv cases\n", n_conv_cases);
     if (!(argc > 1 && !strcmp(argv[1], "--no-bench")))
         bench(&seed);

@@ -1,6 +1,5 @@
 /* Reference kernels: If, Loop, Scan (control flow with subgraphs). */
 #include "../../kernel.h"
-#include "../../../runtime/exec.h"
 
 /* Loop iterations allowed before giving up (protects against unbounded loops). */
 #define LOOP_MAX_ITERS 10000000LL
@@ -26,7 +25,7 @@ static void release_all(kiln_tensor *ts, int n)
 static void move_out(kiln_kctx *ctx, int i, kiln_tensor *t)
 {
     if (i < ctx->n_out && ctx->out[i]) {
-        kiln__tensor_release(ctx->out[i]);
+        kiln__kout_release(ctx, ctx->out[i]);
         *ctx->out[i] = *t;
     } else {
         kiln__tensor_release(t);
@@ -96,7 +95,7 @@ static kiln_status k_if(kiln_kctx *ctx)
     kiln_tensor *outs = kiln__calloc((size_t)g->n_outputs + 1, sizeof *outs);
     if (!outs)
         return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
-    kiln_status st = kiln__exec_subgraph(ctx, g, NULL, outs);
+    kiln_status st = kiln__ksubgraph(ctx, g, NULL, outs);
     if (st == KILN_OK)
         for (int i = 0; i < g->n_outputs; i++)
             move_out(ctx, i, &outs[i]);
@@ -208,7 +207,7 @@ static kiln_status k_loop(kiln_kctx *ctx)
         ins[1] = &cond_t;
         for (int n = 0; n < N; n++)
             ins[2 + n] = cur[n];
-        st = kiln__exec_subgraph(ctx, g, ins, outs);
+        st = kiln__ksubgraph(ctx, g, ins, outs);
         if (st != KILN_OK) {
             kiln__err_prefix("Loop node '%s' iteration %lld", ctx->node->name, (long long)i);
             goto done;
@@ -367,7 +366,7 @@ static kiln_status scan_core(kiln_kctx *ctx, const scan_spec *sp, const kiln_ten
         }
         for (int n = 0; n < N; n++)
             ins[n] = cur[n];
-        st = kiln__exec_subgraph(ctx, g, ins, outs);
+        st = kiln__ksubgraph(ctx, g, ins, outs);
         if (st != KILN_OK) {
             kiln__err_prefix("Scan node '%s' iteration %lld", ctx->node->name, (long long)t);
             goto done;

@@ -7,7 +7,6 @@
  * convolution output stores (fused.h); anything else (other dtypes, unusual broadcasting) runs
  * the reference kernel of the main op, then the epilogue as separate passes. */
 #include "../../kernel.h"
-#include "../../../runtime/exec.h"
 #include "../epilogue.h"
 #include "../fused.h"
 #include "../gemm.h"
@@ -29,8 +28,7 @@ static kiln_status call2(kiln_kctx *ctx, kiln_op op, const kiln_tensor *a, const
 static void replace_out(kiln_kctx *ctx, kiln_tensor *t)
 {
     kiln_tensor *y = ctx->out[0];
-    if (!(ctx->exec && kiln__in_arena(ctx->exec->mem, y->data)))
-        kiln__tensor_release(y);
+    kiln__kout_release(ctx, y);
     *y = *t;
     memset(t, 0, sizeof *t);
 }

@@ -1,20 +1,12 @@
 /* Reference kernels: MaxPool, AveragePool, LpPool, their Global variants, and MaxUnpool.
  *
  * Pooling works per (image, channel) plane, multithreaded over planes. float32 1-D/2-D
- * MaxPool/AveragePool have a direct fast path (AVX-512 over the interior columns of each
- * output row for column strides 1 and 2, scalar at the borders and for MaxPool indices);
- * every other case (3-D, other dtypes, LpPool)
- * converts to double and runs a generic N-D loop. Global pools are pools whose kernel is
- * the whole plane. */
-#include "../../kernel.h"
+ * MaxPool/AveragePool have a direct scalar path; its vectorized variant (cpu/x86/pool_avx512.c,
+ * registered over these by ISA) only replaces the interior columns of each output row for column
+ * strides 1 and 2 (pool.h). Every other case (3-D, other dtypes, LpPool) converts to double and
+ * runs a generic N-D loop. Global pools are pools whose kernel is the whole plane. */
+#include "../pool.h"
 #include <math.h>
-
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define POOL_X86 1
-#include <immintrin.h>
-#else
-#define POOL_X86 0
-#endif
 
 #define SP_MAX (KILN_MAX_DIMS - 2)
 #define LIM ((int64_t)1 << 31)
@@ -204,7 +196,7 @@ typedef struct pool_job {
     const float *xf;   /* float32 fast path */
     float *yf;
     int64_t *idx;      /* MaxPool indices or NULL */
-    bool avx512;       /* float32 fast path may use AVX-512 */
+    kiln_pool_row_fn row; /* float32 path: vectorized row interiors, or NULL (scalar) */
 } pool_job;
 
 /* Flat index within a plane -> the index reported by MaxPool (plane offset added by caller). */
@@ -308,60 +300,6 @@ static void pool_generic_task(void *vctx, int64_t b, int64_t e)
     }
 }
 
-#if POOL_X86
-/* 16 outputs at column ox: max or sum over the window rows and kw taps (kw constant when
- * instantiated with KW > 0); m: lanes to compute; raw loads are exactly the elements read. */
-__attribute__((target("avx512f"), always_inline)) static inline __m512
-pool_vec512(bool is_max, const float *const *rows, int nr, int64_t kw, int64_t dw, int64_t sw, int64_t ox, int cnt,
-            const int KW)
-{
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    __mmask16 m = cnt == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cnt) - 1u);
-    int rc = 2 * cnt - 1; /* raw elements read for stride 2 */
-    __mmask16 m2a = (__mmask16)(rc >= 16 ? 0xFFFFu : (1u << rc) - 1u);
-    __mmask16 m2b = (__mmask16)(rc > 16 ? (1u << (rc - 16)) - 1u : 0u);
-    __m512 acc = is_max ? _mm512_set1_ps(-INFINITY) : _mm512_setzero_ps();
-    const int64_t nk = KW > 0 ? KW : kw;
-    for (int r = 0; r < nr; r++) {
-        const float *xr = rows[r] + ox * sw;
-        for (int64_t kj = 0; kj < nk; kj++) {
-            const float *q = xr + kj * dw;
-            __m512 v;
-            if (sw == 1)
-                v = _mm512_maskz_loadu_ps(m, q);
-            else
-                v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(m2a, q), even, _mm512_maskz_loadu_ps(m2b, q + 16));
-            acc = is_max ? _mm512_max_ps(v, acc) : _mm512_add_ps(acc, v); /* max: NaN v keeps acc */
-        }
-    }
-    return acc;
-}
-
-/* Interior outputs [oxa, oxb) of one output row (every window column inside the row, column
- * stride 1 or 2), 16 at a time: max (NaN inputs ignored, like the scalar loop) or sum / cnt_f,
- * summed in the scalar loop's order. rows[0..nr) are the window's valid input rows, offset by
- * -pw. Returns true when some max is -inf (an all-NaN window, or true -inf inputs): the caller
- * redoes those outputs with the scalar loop. */
-__attribute__((target("avx512f"))) static bool pool_row512(bool is_max, const float *const *rows, int nr, int64_t kw,
-                                                           int64_t dw, int64_t sw, int64_t oxa, int64_t oxb,
-                                                           float cnt_f, float *yo)
-{
-    __mmask16 ninf = 0;
-    const __m512 vcnt = _mm512_set1_ps(cnt_f), minf = _mm512_set1_ps(-INFINITY);
-    for (int64_t ox = oxa; ox < oxb; ox += 16) {
-        int cnt = oxb - ox < 16 ? (int)(oxb - ox) : 16;
-        __m512 acc = kw == 3 ? pool_vec512(is_max, rows, nr, kw, dw, sw, ox, cnt, 3)
-                             : pool_vec512(is_max, rows, nr, kw, dw, sw, ox, cnt, 0);
-        __mmask16 m = cnt == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cnt) - 1u);
-        if (is_max)
-            ninf |= _mm512_mask_cmp_ps_mask(m, acc, minf, _CMP_EQ_OQ);
-        else
-            acc = _mm512_div_ps(acc, vcnt);
-        _mm512_mask_storeu_ps(yo + ox, m, acc);
-    }
-    return ninf != 0;
-}
-#endif
 
 /* One float32 MaxPool / AveragePool output (scalar reference loop). */
 static inline void pool_one(const pool_job *j, const float *xp, int64_t H, int64_t W, int64_t hs, int64_t kia,
@@ -437,8 +375,7 @@ static void pool_f32_task(void *vctx, int64_t b, int64_t e)
             int64_t *ir = ip ? ip + oy * Wo : NULL;
             /* interior columns [oxa, oxb): every window column inside the row */
             int64_t oxa = Wo, oxb = Wo;
-#if POOL_X86
-            if (j->avx512 && !ip && (sw == 1 || sw == 2) && kib > kia && kib - kia <= 64) {
+            if (j->row && !ip && (sw == 1 || sw == 2) && kib > kia && kib - kia <= 64) {
                 oxa = pw > 0 ? (pw + sw - 1) / sw : 0;
                 int64_t last = W - 1 - (kw - 1) * dw + pw; /* ox * sw <= last */
                 oxb = last < 0 ? 0 : last / sw + 1;
@@ -447,24 +384,21 @@ static void pool_f32_task(void *vctx, int64_t b, int64_t e)
                 if (oxa > oxb)
                     oxa = oxb;
             }
-#endif
             for (int64_t ox = 0; ox < oxa; ox++)
                 pool_one(j, xp, H, W, hs, kia, kib, ca, cb, ox, kw, sw, dh, dw, pw, pew, yr + ox, ir ? ir + ox : NULL, pl,
                          g->in_sz);
-#if POOL_X86
             if (oxa < oxb) {
                 const float *rows[64];
                 int nr = 0;
                 for (int64_t ki = kia; ki < kib; ki++)
                     rows[nr++] = xp + (hs + ki * dh) * W - pw;
                 int64_t cnt = j->count_pad ? (cb - ca) * kw : (kib - kia) * kw;
-                if (pool_row512(j->kind == P_MAX, rows, nr, kw, dw, sw, oxa, oxb, (float)cnt, yr))
+                if (j->row(j->kind == P_MAX, rows, nr, kw, dw, sw, oxa, oxb, (float)cnt, yr))
                     for (int64_t ox = oxa; ox < oxb; ox++)
                         if (yr[ox] == -INFINITY) /* all-NaN windows (or a true -inf): the scalar loop */
                             pool_one(j, xp, H, W, hs, kia, kib, ca, cb, ox, kw, sw, dh, dw, pw, pew, yr + ox, NULL, pl,
                                      g->in_sz);
             }
-#endif
             for (int64_t ox = oxb; ox < Wo; ox++)
                 pool_one(j, xp, H, W, hs, kia, kib, ca, cb, ox, kw, sw, dh, dw, pw, pew, yr + ox, ir ? ir + ox : NULL, pl,
                          g->in_sz);
@@ -513,9 +447,6 @@ static kiln_status run_pool(kiln_kctx *ctx, const kiln_tensor *x, const pool_geo
     int64_t per = mul_chk(g->out_sz, kw < 1 ? 1 : kw);
     int64_t grain = per >= 0 && per < 32768 ? 32768 / (per + 1) + 1 : 1;
     if (f32_fast) {
-#if POOL_X86
-        j->avx512 = kiln__cpu_has(KILN_CPU_AVX512F);
-#endif
         j->xf = x->data;
         j->yf = ctx->out[0]->data;
         kiln__parallel_for(ctx->pool, ctx->nthreads, planes, grain, pool_f32_task, j);
@@ -554,7 +485,7 @@ static kiln_status check_pool_dtype(const kiln_kctx *ctx, const kiln_tensor *x, 
     return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(x->dtype));
 }
 
-static kiln_status k_maxpool(kiln_kctx *ctx)
+kiln_status kiln__maxpool(kiln_kctx *ctx, kiln_pool_row_fn row)
 {
     const kiln_tensor *x = kiln__kin(ctx, 0);
     KILN_TRY(check_pool_dtype(ctx, x, true));
@@ -563,19 +494,22 @@ static kiln_status k_maxpool(kiln_kctx *ctx)
     int64_t so = kiln__attr_i(ctx->node, "storage_order", 0);
     if (so != 0 && so != 1)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "storage_order must be 0 or 1, got %lld", (long long)so);
-    pool_job j = {.kind = P_MAX, .col_major = so == 1};
+    pool_job j = {.kind = P_MAX, .col_major = so == 1, .row = row};
     return run_pool(ctx, x, &g, &j, ctx->n_out > 1 && ctx->out[1]);
 }
 
-static kiln_status k_avgpool(kiln_kctx *ctx)
+kiln_status kiln__avgpool(kiln_kctx *ctx, kiln_pool_row_fn row)
 {
     const kiln_tensor *x = kiln__kin(ctx, 0);
     KILN_TRY(check_pool_dtype(ctx, x, false));
     pool_geom g;
     KILN_TRY(pool_setup(ctx, x, &g));
-    pool_job j = {.kind = P_AVG, .count_pad = kiln__attr_i(ctx->node, "count_include_pad", 0) != 0};
+    pool_job j = {.kind = P_AVG, .count_pad = kiln__attr_i(ctx->node, "count_include_pad", 0) != 0, .row = row};
     return run_pool(ctx, x, &g, &j, false);
 }
+
+static kiln_status k_maxpool(kiln_kctx *ctx) { return kiln__maxpool(ctx, NULL); }
+static kiln_status k_avgpool(kiln_kctx *ctx) { return kiln__avgpool(ctx, NULL); }
 
 static kiln_status get_p(const kiln_kctx *ctx, double *p)
 {

@@ -1,6 +1,5 @@
 /* Shared helpers for kernels: output allocation, errors, broadcasting, axes. */
 #include "../../kernel.h"
-#include "../../../runtime/exec.h"
 #include <stdio.h>
 
 /* Sanitizer builds fill "uninitialized" outputs with 0xFF bytes (NaN for floats), so a kernel
@@ -11,18 +10,18 @@
 #define KOUT_POISON 0
 #endif
 
-/* Places output i in its planned arena slot when the plan has room for it. */
-static bool place_in_arena(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims, bool zero)
+/* Places output i where the runtime puts it (its planned arena slot), if the runtime does. */
+static bool place_by_runtime(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims, bool zero)
 {
-    kiln_mem *m = ctx->exec ? ctx->exec->mem : NULL;
-    if (!m || !m->arena || !ctx->node->out || i >= ctx->node->n_out)
-        return false;
-    int v = ctx->node->out[i];
-    if (v < 0 || m->offset[v] < 0 || ndim < 0 || ndim > KILN_MAX_DIMS)
+    if (!ctx->rt || !ctx->rt->place || ndim < 0 || ndim > KILN_MAX_DIMS)
         return false;
     size_t es = kiln_dtype_size(dt);
     int64_t n = kiln__shape_numel(ndim, dims);
-    if (!es || n < 0 || (uint64_t)n > SIZE_MAX / es || (size_t)n * es > m->cap[v])
+    if (!es || n < 0 || (uint64_t)n > SIZE_MAX / es)
+        return false;
+    bool fresh = true;
+    void *p = ctx->rt->place(ctx->rt_user, ctx, i, (size_t)n * es, &fresh);
+    if (!p)
         return false;
     kiln_tensor *t = ctx->out[i];
     t->dtype = dt;
@@ -30,23 +29,36 @@ static bool place_in_arena(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const
     for (int d = 0; d < ndim; d++)
         t->dims[d] = dims[d];
     t->nbytes = (size_t)n * es;
-    t->data = m->arena + m->offset[v];
-    if (zero && !m->inplace[v])
+    t->data = p;
+    if (zero && fresh)
         memset(t->data, 0, t->nbytes);
-    else if (KOUT_POISON && !zero && !m->inplace[v])
+    else if (KOUT_POISON && !zero && fresh)
         memset(t->data, 0xFF, t->nbytes);
     return true;
+}
+
+void kiln__kout_release(const kiln_kctx *ctx, kiln_tensor *t)
+{
+    if (ctx->rt && ctx->rt->owns && t->data && ctx->rt->owns(ctx->rt_user, t->data))
+        memset(t, 0, sizeof *t);
+    else
+        kiln__tensor_release(t);
+}
+
+kiln_status kiln__ksubgraph(const kiln_kctx *ctx, const kiln_graph *g, const kiln_tensor *const *inputs,
+                            kiln_tensor *outputs)
+{
+    if (!ctx->rt || !ctx->rt->run_graph)
+        return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "subgraphs cannot run here (no runtime)");
+    return ctx->rt->run_graph(ctx->rt_user, ctx, g, inputs, outputs);
 }
 
 static kiln_status kout(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims, bool zero)
 {
     if (i < 0 || i >= ctx->n_out || !ctx->out[i])
         return kiln__kerr(ctx, KILN_ERR_INTERNAL, "output %d is not bound", i);
-    if (ctx->exec && kiln__in_arena(ctx->exec->mem, ctx->out[i]->data))
-        memset(ctx->out[i], 0, sizeof *ctx->out[i]);
-    else
-        kiln__tensor_release(ctx->out[i]);
-    if (place_in_arena(ctx, i, dt, ndim, dims, zero))
+    kiln__kout_release(ctx, ctx->out[i]);
+    if (place_by_runtime(ctx, i, dt, ndim, dims, zero))
         return KILN_OK;
     kiln_status st = KILN_OK;
     if (zero) {

@@ -1,0 +1,19 @@
+/* float32 MaxPool / AveragePool shared by the reference kernels (cpu/ref/k_pool.c) and their
+ * vectorized variants (cpu/x86/pool_avx512.c), which differ only in how a row's interior is done. */
+#ifndef KILN_BACKEND_CPU_POOL_H
+#define KILN_BACKEND_CPU_POOL_H
+
+#include "../kernel.h"
+
+/* Interior outputs [oxa, oxb) of one output row of a 2-D (or 1-D) float32 pool, column stride
+ * sw 1 or 2, every window column inside the row: max, or sum / cnt_f. rows[0..nr) (nr <= 64)
+ * are the window's valid input rows, offset by -pw. Returns true when some max is -inf (an
+ * all-NaN window, or true -inf inputs): the caller redoes those outputs with the scalar loop. */
+typedef bool (*kiln_pool_row_fn)(bool is_max, const float *const *rows, int nr, int64_t kw, int64_t dw, int64_t sw,
+                                 int64_t oxa, int64_t oxb, float cnt_f, float *yo);
+
+/* MaxPool / AveragePool; row: the vectorized interior, or NULL for the scalar reference. */
+kiln_status kiln__maxpool(kiln_kctx *ctx, kiln_pool_row_fn row);
+kiln_status kiln__avgpool(kiln_kctx *ctx, kiln_pool_row_fn row);
+
+#endif
