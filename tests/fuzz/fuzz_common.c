@@ -199,14 +199,14 @@ typedef struct budget {
     double left;
 } budget;
 
-static kiln_status budget_hook(void *user, kiln_kctx *ctx, kiln_kernel_fn fn)
+static kiln_status budget_hook(void *user, kiln_kctx *ctx, const kiln_layer *layer)
 {
     budget *b = user;
     double w = node_work(ctx);
     if (!(w <= b->left))
         return kiln__err(KILN_ERR_LIMIT, "fuzz: work budget exceeded at node '%s'", ctx->node->name);
     b->left -= w;
-    return fn(ctx);
+    return kiln__layer_run(layer, ctx);
 }
 
 kiln_status fuzz_run_budgeted(const kiln_graph *g, const kiln_tensor *ins)
