@@ -160,7 +160,7 @@ kiln_status kiln__graph_move_node_into(kiln_graph *g, int a, int b);
 /* Turns value v into a constant holding `t` (moved in, as kiln__graph_add_const); its producer,
  * if any, should then be killed. */
 kiln_status kiln__value_set_const(kiln_graph *g, int v, kiln_tensor *t);
-/* Frees and removes nodes marked dead; recomputes producers (and the index, if built). */
+/* Frees and removes nodes marked dead; recomputes producers and renumbers the index, if built. */
 kiln_status kiln__graph_remove_dead(kiln_graph *g);
 /* Appends "text" to node->fused_from (comma separated). */
 kiln_status kiln__node_add_fused(kiln_node *n, const char *text);

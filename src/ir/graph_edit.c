@@ -125,22 +125,42 @@ kiln_status kiln__value_set_const(kiln_graph *g, int v, kiln_tensor *t)
     return KILN_OK;
 }
 
+static bool has_subgraph(const kiln_node *n)
+{
+    for (int a = 0; a < n->n_attr; a++)
+        if (n->attrs[a].g || n->attrs[a].graphs)
+            return true;
+    return false;
+}
+
+static void node_free(kiln_node *n)
+{
+    kiln__free(n->name);
+    kiln__free(n->op_type);
+    kiln__free(n->domain);
+    kiln__free(n->fused_from);
+    kiln__free(n->tactic);
+    kiln__free(n->in);
+    kiln__free(n->out);
+    for (int a = 0; a < n->n_attr; a++)
+        kiln__attr_free(&n->attrs[a]);
+    kiln__free(n->attrs);
+}
+
 kiln_status kiln__graph_remove_dead(kiln_graph *g)
 {
+    int *map = g->uses ? kiln__malloc(sizeof(int) * ((size_t)g->n_nodes + 1)) : NULL;
+    if (g->uses && !map)
+        return nomem();
     int w = 0;
+    bool subgraphs = false;
     for (int i = 0; i < g->n_nodes; i++) {
         kiln_node *n = &g->nodes[i];
+        if (map)
+            map[i] = n->dead ? -1 : w;
         if (n->dead) {
-            kiln__free(n->name);
-            kiln__free(n->op_type);
-            kiln__free(n->domain);
-            kiln__free(n->fused_from);
-            kiln__free(n->tactic);
-            kiln__free(n->in);
-            kiln__free(n->out);
-            for (int a = 0; a < n->n_attr; a++)
-                kiln__attr_free(&n->attrs[a]);
-            kiln__free(n->attrs);
+            subgraphs |= has_subgraph(n);
+            node_free(n);
             continue;
         }
         g->nodes[w++] = *n;
@@ -152,7 +172,9 @@ kiln_status kiln__graph_remove_dead(kiln_graph *g)
         for (int o = 0; o < g->nodes[i].n_out; o++)
             if (g->nodes[i].out[o] >= 0)
                 g->values[g->nodes[i].out[o]].producer = i;
-    return g->uses ? kiln__uses_build(g) : KILN_OK;   /* node indices changed */
+    kiln__uses_renumber(g, map, subgraphs);
+    kiln__free(map);
+    return KILN_OK;
 }
 
 kiln_status kiln__node_add_fused(kiln_node *n, const char *text)
@@ -241,8 +263,7 @@ int kiln__graph_add_const(kiln_graph *g, const char *name_hint, kiln_tensor *t)
 bool kiln__graph_has_subgraphs(const kiln_graph *g)
 {
     for (int i = 0; i < g->n_nodes; i++)
-        for (int a = 0; a < g->nodes[i].n_attr; a++)
-            if (g->nodes[i].attrs[a].g || g->nodes[i].attrs[a].graphs)
-                return true;
+        if (has_subgraph(&g->nodes[i]))
+            return true;
     return false;
 }

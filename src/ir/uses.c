@@ -3,7 +3,7 @@
  * {node, slot, stamp}: an entry is current while the slot still carries its stamp. Unregistering
  * clears the slot's stamp (O(1)); stale entries are dropped when a list is compacted, which
  * happens when it holds more than twice as many entries as live readers (amortized O(1)).
- * Node indices change only in kiln__graph_remove_dead, which rebuilds the index (O(N + E)). */
+ * Node indices change only in kiln__graph_remove_dead, which renumbers the index (O(N + E)). */
 #include "uses.h"
 #include "../core/core.h"
 #include <assert.h>
@@ -209,6 +209,34 @@ kiln_status kiln__uses_build(kiln_graph *g)
     if (st != KILN_OK)
         kiln__uses_free(g);
     return st;
+}
+
+void kiln__uses_renumber(kiln_graph *g, const int *map, bool subgraphs_removed)
+{
+    struct kiln_uses *U = g->uses;
+    if (!U)
+        return;
+    for (int v = 0; v < U->nv; v++) {
+        use_list *l = &U->rd[v];
+        compact(U, l);   /* current entries are of live nodes, which all stay */
+        for (int k = 0; k < l->n; k++)
+            l->e[k].node = map[l->e[k].node];
+    }
+    int w = 0;
+    for (int i = 0; i < U->nn; i++) {
+        if (map[i] < 0) {
+            kiln__free(U->ns[i].s);
+            continue;
+        }
+        U->ns[w++] = U->ns[i];
+    }
+    memset(U->ns + w, 0, sizeof *U->ns * (size_t)(U->nn - w));
+    U->nn = w;
+    if (subgraphs_removed) {   /* what the removed nodes' subgraphs read is read no more */
+        memset(U->out_slots, 0, sizeof *U->out_slots * (size_t)U->cap_v);
+        memset(U->sub, 0, sizeof *U->sub * (size_t)U->cap_v);
+        static_uses(g, U->out_slots, U->sub);
+    }
 }
 
 kiln_status kiln__uses_ensure(kiln_graph *g, bool *own)
