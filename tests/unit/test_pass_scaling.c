@@ -246,8 +246,34 @@ static void check_small(void)
     kiln_model_free(m);
 }
 
+/* The checker notices edits that bypass the edit functions. */
+static void check_checker(void)
+{
+    kiln_model_t m = make_model(1);
+    kiln_graph *g = m->g;
+    CHECK(kiln__uses_build(g) == KILN_OK);
+    CHECK(kiln__uses_check(g) == KILN_OK);
+    CHECK(kiln__single_consumer(g, out_of(g, 0)) == 1 && kiln__value_uses(g, g->outputs[0]) == 1);
+    int saved = g->nodes[1].in[0];
+    g->nodes[1].in[0] = g->inputs[0];   /* a direct write */
+    CHECK(kiln__uses_check(g) == KILN_ERR_INTERNAL);
+    g->nodes[1].in[0] = saved;
+    CHECK(kiln__uses_check(g) == KILN_OK);
+    g->nodes[1].dead = true;   /* a direct kill */
+    CHECK(kiln__uses_check(g) == KILN_ERR_INTERNAL);
+    g->nodes[1].dead = false;
+    CHECK(kiln__node_set_input(g, 1, 0, g->inputs[0]) == KILN_OK && kiln__uses_check(g) == KILN_OK);
+    kiln__node_kill(g, 1);
+    CHECK(kiln__uses_check(g) == KILN_OK && kiln__value_uses(g, g->inputs[0]) == 1);
+    CHECK(kiln__graph_remove_dead(g) == KILN_OK && kiln__uses_check(g) == KILN_OK);
+    kiln_clear_last_error();
+    kiln__uses_free(g);
+    kiln_model_free(m);
+}
+
 int main(void)
 {
+    check_checker();
     check_small();
     const char *env = getenv("KILN_SCALING_NODES");
     int cycles = (env ? atoi(env) : 200000) / CYCLE_NODES + 1;
