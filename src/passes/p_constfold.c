@@ -6,7 +6,7 @@
 
 #define FOLD_MAX_BYTES ((size_t)64 << 20)
 
-static bool foldable(const kiln_graph *g, const kiln_node *n)
+static bool foldable(const kiln_graph *g, const bool *is_input, const kiln_node *n)
 {
     if (n->dead || n->op == KILN_OP_UNKNOWN)
         return false;
@@ -23,12 +23,9 @@ static bool foldable(const kiln_graph *g, const kiln_node *n)
         int v = n->in[j];
         if (v < 0)
             continue;
-        if (!g->values[v].init)
-            return false;
         /* an input with an initializer default can be overridden by the caller */
-        for (int k = 0; k < g->n_inputs; k++)
-            if (g->inputs[k] == v)
-                return false;
+        if (!g->values[v].init || is_input[v])
+            return false;
     }
     return true;
 }
@@ -72,13 +69,21 @@ kiln_status kiln__pass_constant_fold(kiln_graph *g, const kiln_pass_ctx *pc, int
     *changed = 0;
     if (!pc || !pc->eval_node)
         return KILN_OK;
+    bool *is_input = kiln__calloc((size_t)g->n_values + 1, sizeof *is_input);
+    if (!is_input)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < g->n_inputs; k++)
+        if (g->inputs[k] >= 0 && g->inputs[k] < g->n_values)
+            is_input[g->inputs[k]] = true;
     /* nodes are topologically sorted, so one sweep folds whole constant chains */
-    for (int i = 0; i < g->n_nodes; i++) {
-        if (!foldable(g, &g->nodes[i]))
-            continue;
-        bool folded;
-        KILN_TRY(fold_node(g, pc, i, &folded));
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < g->n_nodes && st == KILN_OK; i++) {
+        bool folded = false;
+        if (foldable(g, is_input, &g->nodes[i]))
+            st = fold_node(g, pc, i, &folded);
         *changed += folded;
     }
+    kiln__free(is_input);
+    KILN_TRY(st);
     return *changed ? kiln__graph_remove_dead(g) : KILN_OK;
 }
