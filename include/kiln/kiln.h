@@ -44,7 +44,8 @@ typedef enum kiln_status {
     KILN_ERR_SHAPE = -6,        /* shapes are inconsistent */
     KILN_ERR_DTYPE = -7,        /* data types are inconsistent */
     KILN_ERR_LIMIT = -8,        /* a size limit was exceeded (absurd shapes, recursion) */
-    KILN_ERR_INTERNAL = -9      /* a bug in kiln */
+    KILN_ERR_INTERNAL = -9,     /* a bug in kiln */
+    KILN_ERR_CANCELLED = -10    /* the run was cancelled (kiln_context_cancel, kiln_cancel_all) */
 } kiln_status;
 
 /* Element types. The numeric codes equal ONNX TensorProto.DataType so they can be
@@ -135,7 +136,8 @@ const char *kiln_model_output_name(kiln_model_t m, int i);
 kiln_status kiln_model_check_supported(kiln_model_t m);
 
 typedef struct kiln_run_options {
-    int num_threads;   /* 0 = default (number of online CPUs) */
+    int num_threads;   /* 0 = default (number of online CPUs, at most 64); the run uses threads of
+                        * its own, so concurrent runs do not share or wait for each other's threads */
 } kiln_run_options;
 
 /* Runs the model. Inputs are matched by name; every graph input without an initializer
@@ -168,6 +170,10 @@ typedef struct kiln_build_options {
     int num_threads;               /* for tactic timing; 0 = default */
     bool no_tactics;               /* skip tactic timing (default tactics) */
     bool want_report;              /* fill `report` */
+    double run_budget_s;           /* time budget in seconds of each run the builder makes on its
+                                    * own (shape recording; calibration with tactic timing):
+                                    * 0 = default (60 s), < 0 = none. Past it kiln_build stops
+                                    * with KILN_ERR_LIMIT (e.g. a Loop with a huge trip count). */
     char *report;                  /* out: with want_report, a text report of passes, tactics and
                                     * memory plan (free with kiln_free); NULL otherwise */
 } kiln_build_options;
@@ -189,10 +195,15 @@ kiln_status kiln_engine_run(kiln_engine_t e, int num_inputs, const char *const *
                             int *num_outputs, kiln_tensor **outputs);
 /* ---- execution contexts: per-thread execution state over a shared engine ----
  * Several contexts of one engine may run at the same time from different threads; the engine
- * (graph and weights) is shared read-only, each context owns its activation arena. */
+ * (graph and weights) is shared read-only, each context owns its activation arena and its worker
+ * threads: contexts running at once each keep their full thread count (N contexts of T threads
+ * use N*T threads; size T accordingly). One context runs one kiln_context_run at a time. */
 typedef struct kiln_context *kiln_context_t;
 kiln_status kiln_context_create(kiln_engine_t e, kiln_context_t *out);
-void kiln_context_free(kiln_context_t c);
+void kiln_context_free(kiln_context_t c);   /* also ends the context's worker threads */
+/* Threads the context's runs use, the calling thread included: 0 (the default) = the number of
+ * online CPUs (at most 64). The workers start at the first run that needs them, sleep between
+ * runs, and end with kiln_context_free (or when the count changes). */
 void kiln_context_set_threads(kiln_context_t c, int num_threads);
 /* Binds input `name` to a caller-owned tensor; it must stay valid until kiln_context_run returns. */
 kiln_status kiln_context_set_input(kiln_context_t c, const char *name, const kiln_tensor *t);
@@ -200,6 +211,14 @@ kiln_status kiln_context_set_input(kiln_context_t c, const char *name, const kil
  * result there (and fails with KILN_ERR_SHAPE if it does not fit). */
 kiln_status kiln_context_set_output_buffer(kiln_context_t c, const char *name, void *buf, size_t capacity);
 kiln_status kiln_context_run(kiln_context_t c);
+/* Cancels the context's run in progress (or, if none is, its next run): the run stops between
+ * two layers or Loop/Scan iterations and returns KILN_ERR_CANCELLED. Async-signal-safe and
+ * callable from any thread (e.g. a SIGINT handler). */
+void kiln_context_cancel(kiln_context_t c);
+/* Cancels every run in progress in this process (contexts, kiln_model_run, kiln_engine_run and
+ * the builder's own runs); they return KILN_ERR_CANCELLED. Runs started afterwards are not
+ * affected. Async-signal-safe. */
+void kiln_cancel_all(void);
 /* Output i of the last run (owned by the context, valid until the next run or free). */
 const kiln_tensor *kiln_context_output(kiln_context_t c, int i);
 /* Activation memory of the current plan: arena bytes, and the sum of all planned tensors. */
@@ -207,6 +226,25 @@ void kiln_context_memory(kiln_context_t c, size_t *arena_bytes, size_t *naive_by
 
 /* True if the file starts with the engine magic. */
 bool kiln_is_engine_file(const char *path);
+
+
+/* ---- engine I/O and profile info (used by `kiln serve`; implemented in src/runtime/api_info.c) ---- */
+/* Declared element type and shape of one engine input or output. dims[d] = -1 where the
+ * dimension is dynamic (symbolic or unknown); ndim = -1 when even the rank is unknown;
+ * dtype = KILN_DT_UNDEFINED when the model does not declare it. `name` is owned by the engine. */
+typedef struct kiln_io_info {
+    const char *name;
+    kiln_dtype dtype;
+    int ndim;
+    int64_t dims[KILN_MAX_DIMS];
+} kiln_io_info;
+kiln_status kiln_engine_io_info(kiln_engine_t e, bool output, int i, kiln_io_info *out);
+int kiln_engine_num_profiles(kiln_engine_t e);
+/* min/opt/max of input `input` in profile `p` (arrays of KILN_MAX_DIMS); KILN_ERR_INVALID_ARG if the
+ * profile or the input is not there. */
+kiln_status kiln_engine_profile_shape(kiln_engine_t e, int p, const char *input, int *ndim, int64_t *min,
+                                      int64_t *opt, int64_t *max);
+/* ---- end of engine I/O and profile info ---- */
 
 #ifdef __cplusplus
 }

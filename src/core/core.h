@@ -5,6 +5,7 @@
 
 #include "kiln/kiln.h"
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #if defined(__GNUC__)
@@ -59,12 +60,66 @@ void kiln__tensor_release(kiln_tensor *t);            /* frees data, keeps struc
 kiln_status kiln__tensor_clone(kiln_tensor *dst, const kiln_tensor *src);
 void kiln__shape_str(const kiln_tensor *t, char *buf, size_t n);   /* "float32[1,3,224,224]" */
 
-/* thread pool: runs fn(ctx, i) for i in [0, n) on up to nthreads threads (caller included) */
+/* Thread pools (threadpool.c). Each execution context (or model run, or build) owns one; several
+ * pools run jobs at the same time, each on its own threads. */
+typedef struct kiln_pool kiln_pool;
+/* The one place "0 threads" is resolved: requested > 0 is kept (capped at 64), else the number of
+ * online CPUs. */
+int kiln__resolve_threads(int requested);
+/* A pool of kiln__resolve_threads(nthreads) threads, the caller included; workers start lazily. */
+kiln_pool *kiln__pool_create(int nthreads);
+void kiln__pool_free(kiln_pool *p);
+int kiln__pool_threads(const kiln_pool *p);   /* 1 for NULL */
+/* The threads a job asking for `nthreads` gets: all of the pool's for nthreads <= 0, at most all. */
+int kiln__pool_clamp(const kiln_pool *p, int nthreads);
+typedef struct kiln_pool_stats {
+    int threads;                        /* the pool's thread count, caller included */
+    int workers_started;
+    unsigned long long jobs_parallel;   /* parallel_for calls offered to at least one worker */
+    int max_threads_offered;            /* largest number of threads a job was offered to */
+    unsigned long long worker_joins;    /* times a worker took part in a job */
+    unsigned long long jobs_inline_busy; /* calls run inline because the pool was busy (nesting) */
+} kiln_pool_stats;
+void kiln__pool_stats_get(kiln_pool *p, kiln_pool_stats *out);
+/* Runs fn(ctx, begin, end) over [0, n) in chunks of at least `grain` on up to nthreads threads of
+ * `pool` (nthreads <= 0: all of them), the caller included. pool NULL, or a call from inside a
+ * running job of the same pool, runs inline. */
 typedef void (*kiln__par_fn)(void *ctx, int64_t begin, int64_t end);
-void kiln__parallel_for(int nthreads, int64_t n, int64_t grain, kiln__par_fn fn, void *ctx);
-int kiln__default_threads(void);
+void kiln__parallel_for(kiln_pool *pool, int nthreads, int64_t n, int64_t grain, kiln__par_fn fn, void *ctx);
+
+/* CPU features (x86; all false elsewhere). kiln__cpu_has(set) is true when the CPU has every
+ * feature in `set`; detection runs once per process and is thread-safe. */
+enum {
+    KILN_CPU_AVX2 = 1u << 0,
+    KILN_CPU_FMA = 1u << 1,
+    KILN_CPU_AVX512F = 1u << 2,
+    KILN_CPU_AVX512DQ = 1u << 3,
+};
+#define KILN_CPU_AVX2_FMA (KILN_CPU_AVX2 | KILN_CPU_FMA)
+#define KILN_CPU_AVX512_DQ_FMA (KILN_CPU_AVX512F | KILN_CPU_AVX512DQ | KILN_CPU_FMA)
+bool kiln__cpu_has(unsigned features);
 
 /* files */
+/* Reads a whole regular file (anything else is refused before allocating); *data is NUL-terminated. */
 kiln_status kiln__read_file(const char *path, void **data, size_t *len);
+/* True when both paths exist and name the same file (same device and inode: catches other
+ * spellings, hard links and symlinks). */
+bool kiln__same_file(const char *a, const char *b);
+/* Every file kiln writes goes through these (atomic_file.c): the data is written to a temporary
+ * file in the destination's directory, fsync'ed and renamed over the destination, so readers never
+ * see a partial file and a failure leaves the old file byte-identical. open, write to af->f, then
+ * commit (which releases af, also on failure) or abort (removes the temporary). */
+typedef struct kiln__afile { FILE *f; char *path, *tmp; } kiln__afile;
+kiln_status kiln__afile_open(kiln__afile *af, const char *path);
+kiln_status kiln__afile_commit(kiln__afile *af);
+void kiln__afile_abort(kiln__afile *af);
+kiln_status kiln__write_file_atomic(const char *path, const void *data, size_t len);
+
+/* Terminal-safe text (escape.c): copies `in` to `out` (size n, always NUL-terminated when n > 0)
+ * with C0 controls, DEL, C1 controls and bytes that are not valid UTF-8 escaped as \n, \t, \r or
+ * \xNN; other text, including valid UTF-8, is unchanged. Idempotent. Returns the length the full
+ * escaped text needs (excluding the NUL), like snprintf. Used for every message that can quote
+ * model-supplied names. */
+size_t kiln__escape(char *out, size_t n, const char *in);
 
 #endif

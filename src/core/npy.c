@@ -1,6 +1,7 @@
 /* NumPy .npy reading and writing (format versions 1.0-3.0 read, 1.0 written; little-endian, C order). */
 #include "core.h"
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -107,15 +108,19 @@ kiln_status kiln_npy_read(const char *path, kiln_tensor *out)
     kiln__free(hdr);
     if (st != KILN_OK)
         goto done;
+    /* the data must be in the file before anything of the claimed size is allocated */
+    size_t have = len - hoff - hlen, esize = kiln_dtype_size(shape.dtype);
+    int64_t numel = kiln__shape_numel(shape.ndim, shape.dims);
+    if (numel < 0 || esize == 0 || (uint64_t)numel > have / esize) {
+        char need[32] = "more than that";
+        if (numel >= 0 && esize && (uint64_t)numel <= SIZE_MAX / esize)
+            snprintf(need, sizeof need, "%zu", (size_t)numel * esize);
+        st = kiln__err(KILN_ERR_PARSE, "%s: data is truncated (%zu bytes, shape needs %s)", path, have, need);
+        goto done;
+    }
     st = kiln__tensor_alloc(out, shape.dtype, shape.ndim, shape.dims);
     if (st != KILN_OK) {
         kiln__err_prefix("%s", path);
-        goto done;
-    }
-    if (len - hoff - hlen < out->nbytes) {
-        kiln__tensor_release(out);
-        st = kiln__err(KILN_ERR_PARSE, "%s: data is truncated (%zu bytes, shape needs %zu)", path, len - hoff - hlen,
-                       out->nbytes);
         goto done;
     }
     memcpy(out->data, b + hoff + hlen, out->nbytes);
@@ -150,15 +155,16 @@ kiln_status kiln_npy_write(const char *path, const kiln_tensor *t)
     memset(hdr + o, ' ', (size_t)pad);
     o += pad;
     hdr[o++] = '\n';
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return kiln__err(KILN_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+    kiln__afile af;
+    KILN_TRY(kiln__afile_open(&af, path));
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(o & 0xff), (unsigned char)(o >> 8)};
     size_t n = (size_t)kiln_tensor_numel(t) * kiln_dtype_size(t->dtype);
-    bool ok = fwrite(pre, 1, 10, f) == 10 && fwrite(hdr, 1, (size_t)o, f) == (size_t)o &&
-              (n == 0 || fwrite(t->data, 1, n, f) == n);
-    ok &= fclose(f) == 0;
-    if (!ok)
-        return kiln__err(KILN_ERR_IO, "write error on '%s'", path);
-    return KILN_OK;
+    bool ok = fwrite(pre, 1, 10, af.f) == 10 && fwrite(hdr, 1, (size_t)o, af.f) == (size_t)o &&
+              (n == 0 || fwrite(t->data, 1, n, af.f) == n);
+    if (!ok) {
+        kiln_status st = kiln__err(KILN_ERR_IO, "write error on '%s': %s", path, strerror(errno));
+        kiln__afile_abort(&af);
+        return st;
+    }
+    return kiln__afile_commit(&af);
 }

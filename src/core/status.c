@@ -19,6 +19,7 @@ const char *kiln_status_str(kiln_status s)
     case KILN_ERR_DTYPE: return "dtype error";
     case KILN_ERR_LIMIT: return "limit exceeded";
     case KILN_ERR_INTERNAL: return "internal error";
+    case KILN_ERR_CANCELLED: return "cancelled";
     }
     return "unknown status";
 }
@@ -36,8 +37,9 @@ static void vlog(kiln_log_level lvl, const char *fmt, va_list ap)
 {
     if (!log_fn)
         return;
-    char buf[1024];
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    char raw[1024], buf[1024];
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    kiln__escape(buf, sizeof buf, raw);   /* messages quote model-supplied names */
     log_fn(lvl, buf, log_user);
 }
 
@@ -51,10 +53,12 @@ void kiln__log(kiln_log_level lvl, const char *fmt, ...)
 
 kiln_status kiln__err(kiln_status s, const char *fmt, ...)
 {
+    char raw[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    kiln__escape(last_error, sizeof last_error, raw);   /* messages quote model-supplied names */
     if (log_fn)
         log_fn(KILN_LOG_ERROR, last_error, log_user);
     return s;
@@ -62,11 +66,12 @@ kiln_status kiln__err(kiln_status s, const char *fmt, ...)
 
 void kiln__err_prefix(const char *fmt, ...)
 {
-    char pre[512], old[sizeof last_error];
+    char raw[512], pre[512], old[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(pre, sizeof pre, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    kiln__escape(pre, sizeof pre, raw);
     memcpy(old, last_error, sizeof old);
     snprintf(last_error, sizeof last_error, "%s: %s", pre, old);
 }

@@ -15,9 +15,9 @@ uint32_t kiln__host_isa(void)
     uint32_t isa = 0;
 #if defined(__x86_64__)
     isa |= KILN_ISA_X86_64;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    if (kiln__cpu_has(KILN_CPU_AVX2_FMA))
         isa |= KILN_ISA_AVX2;
-    if (__builtin_cpu_supports("avx512f"))
+    if (kiln__cpu_has(KILN_CPU_AVX512F))
         isa |= KILN_ISA_AVX512;
 #endif
     return isa;
@@ -133,7 +133,10 @@ static void write_plan(kiln_wbuf *w, const struct kiln_engine *e)
     }
 }
 
-/* The plan must match the graph (one entry per value) and keep every slot inside the arena. */
+/* The plan must match the graph (one entry per value) and keep every slot inside the arena. A
+ * planned slot holds at least one byte (the planner never plans empty values): the runtime tells
+ * arena tensors from heap tensors by address, and an empty slot at the arena's end (or in an empty
+ * arena) would make an arena address look like a heap allocation that is then freed. */
 static kiln_status read_plan(kiln_rbuf *r, struct kiln_engine *e)
 {
     const kiln_graph *g = e->g;
@@ -171,12 +174,14 @@ static kiln_status read_plan(kiln_rbuf *r, struct kiln_engine *e)
         p->offset[v] = kiln__r_i64(r);
         p->cap[v] = (size_t)kiln__r_u64(r);
         p->inplace[v] = kiln__r_u8(r) ? 1 : 0;
-        if (r->bad || p->offset[v] < -1 || (p->offset[v] >= 0 && (p->cap[v] > p->arena_size ||
-                                                                  (uint64_t)p->offset[v] > p->arena_size - p->cap[v])))
+        if (r->bad || p->offset[v] < -1 ||
+            (p->offset[v] >= 0 && (p->cap[v] == 0 || p->cap[v] > p->arena_size ||
+                                   (uint64_t)p->offset[v] > p->arena_size - p->cap[v])))
             goto bad;
     }
     if (r->bad || r->pos != r->len)
         goto bad;
+    KILN_TRY(kiln__plan_validate(g, p));   /* slots that overlap would corrupt outputs silently */
     e->has_plan = true;
     return KILN_OK;
 bad:
@@ -256,15 +261,10 @@ kiln_status kiln_engine_save(kiln_engine_t e, const char *path)
     void *buf;
     size_t len;
     KILN_TRY(kiln_engine_serialize(e, &buf, &len));
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        kiln__free(buf);
-        return kiln__err(KILN_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
-    }
-    bool ok = fwrite(buf, 1, len, f) == len;
-    ok &= fclose(f) == 0;
+    /* never in place: a failed or concurrent save must not leave a partial engine at `path` */
+    kiln_status st = kiln__write_file_atomic(path, buf, len);
     kiln__free(buf);
-    return ok ? KILN_OK : kiln__err(KILN_ERR_IO, "write error on '%s'", path);
+    return st;
 }
 
 static const char *sec_name(uint32_t k)

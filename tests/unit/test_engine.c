@@ -65,6 +65,46 @@ static void fix_crcs(unsigned char *b, size_t len)
     }
 }
 
+static uint64_t get_le(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int k = 0; k < n; k++)
+        v |= (uint64_t)p[k] << (8 * k);
+    return v;
+}
+
+/* Damages the engine's PLAN section (CRCs are left stale): moves every planned slot to arena
+ * offset 0, so values live at the same time share bytes, or (in_place) marks every planned slot
+ * as computed in place, also where the op does not allow it. Returns the number of slots changed. */
+static int damage_plan(unsigned char *b, size_t len, bool in_place)
+{
+    uint32_t ns = (uint32_t)get_le(b + 40, 4);
+    for (uint32_t i = 0; i < ns && 64 + (size_t)i * 32 + 32 <= len; i++) {
+        const unsigned char *e = b + 64 + i * 32;
+        if (get_le(e, 4) != 5)   /* KILN_SEC_PLAN */
+            continue;
+        unsigned char *p = b + get_le(e + 8, 8);
+        uint32_t ni = (uint32_t)get_le(p, 4);
+        p += 4;
+        for (uint32_t k = 0; k < ni; k++)
+            p += 4 + 8 * get_le(p, 4);
+        p += 8 + 8 + 4 + 4;   /* arena, naive bytes, planned, in place */
+        uint32_t nv = (uint32_t)get_le(p, 4);
+        p += 4;
+        int moved = 0;
+        for (uint32_t v = 0; v < nv; v++, p += 17)
+            if (in_place ? (int64_t)get_le(p, 8) >= 0 && !p[16] : (int64_t)get_le(p, 8) > 0) {
+                if (in_place)
+                    p[16] = 1;
+                else
+                    memset(p, 0, 8);
+                moved++;
+            }
+        return moved;
+    }
+    return 0;
+}
+
 typedef struct {
     kiln_engine_t e;
     kiln_tensor in;
@@ -254,8 +294,8 @@ int main(void)
     CHECK(c2.report && strstr(c2.report, "0 layers timed"));
     kiln_free(c1.report);
     kiln_free(c2.report);
-    void *f1, *f2;
-    size_t fl1, fl2;
+    void *f1 = NULL, *f2 = NULL;
+    size_t fl1 = 0, fl2 = 0;
     CHECK(kiln_engine_serialize(ef1, &f1, &fl1) == KILN_OK && kiln_engine_serialize(ef2, &f2, &fl2) == KILN_OK);
     CHECK(fl1 == fl2 && memcmp(f1, f2, fl1) == 0);
     kiln_engine_t ef3;
@@ -268,6 +308,34 @@ int main(void)
     CHECK(pa > 0 && pa < pn);   /* the stored plan is in use from the first run */
     CHECK(max_diff(kiln_context_output(pc, 0), &ref[0]) < 1e-4);
     kiln_context_free(pc);
+
+    /* 6c. a memory plan whose slots overlap, or that computes in place where the op does not allow
+     * it (checksums repaired), is refused at load, not run into silently wrong outputs */
+    unsigned char *ov = malloc(fl1);
+    for (int in_place = 0; in_place < 2; in_place++) {
+        memcpy(ov, f1, fl1);
+        CHECK(damage_plan(ov, fl1, in_place) > 1);
+        fix_crcs(ov, fl1);
+        kiln_engine_t eo;
+        kiln_status so = kiln_engine_load_buffer(ov, fl1, &eo);
+        CHECK_MSG(so == KILN_ERR_PARSE && strstr(kiln_last_error(), "memory plan"), "damaged plan %d: %s (%s)",
+                  in_place, kiln_status_str(so), kiln_last_error());
+        if (so == KILN_OK) {
+            kiln_tensor *oo;
+            int no;
+            if (kiln_engine_run(eo, 1, &in_name, &x, NULL, &no, &oo) == KILN_OK) {
+                kiln_context_t oc;
+                if (kiln_context_create(eo, &oc) == KILN_OK && kiln_context_set_input(oc, in_name, &x) == KILN_OK &&
+                    kiln_context_run(oc) == KILN_OK)
+                    printf("damaged plan (%s) accepted; context output differs from the model by %g\n",
+                           in_place ? "in place" : "overlap", max_diff(kiln_context_output(oc, 0), &ref[0]));
+                kiln_context_free(oc);
+                kiln_tensors_free(oo, no);
+            }
+            kiln_engine_free(eo);
+        }
+    }
+    free(ov);
     kiln_free(f1);
     kiln_free(f2);
     kiln_engine_free(ef1);

@@ -1,7 +1,6 @@
 /* kiln bench: throughput and latency percentiles of an engine (or a model, built in memory). */
 #include "cli.h"
 #include "core/core.h"
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -13,65 +12,52 @@ static double now_ms(void)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct(const double *s, int n, double p)
-{
-    double r = p / 100.0 * (n - 1);
-    int lo = (int)floor(r), hi = (int)ceil(r);
-    return s[lo] + (s[hi] - s[lo]) * (r - lo);
-}
-
 int cmd_bench(int argc, char **argv)
 {
     const char *path = NULL;
     cli_input_opts io = {0};
-    int threads = 0, warmup = 5, iters = 0, rc = 1;
+    int threads = 0, warmup = 5, rc = 1;
+    long long iters = 0;
     double duration = 0;
     bool json = false;
     const char *fnames[64], *fpaths[64];
+    cli_shape_set shapes = {0};
     io.file_names = fnames;
     io.file_paths = fpaths;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        bool has = i + 1 < argc;
-        if (!strcmp(a, "--shapes") && has)
-            io.shapes = argv[++i];
+        bool has = i + 1 < argc, ok = true;
+        if (!strcmp(a, "--shapes") && has && !io.shapes)
+            ok = cli_shapes_parse("--shapes", argv[++i], &shapes), io.shapes = &shapes;
         else if (!strcmp(a, "--batch") && has)
-            io.batch = atoi(argv[++i]);
+            ok = cli_int_opt("--batch", argv[++i], 1, INT32_MAX, &io.batch);
         else if (!strcmp(a, "--threads") && has)
-            threads = atoi(argv[++i]);
+            ok = cli_int_opt("--threads", argv[++i], 0, CLI_MAX_THREADS, &threads);
         else if (!strcmp(a, "--warmup") && has)
-            warmup = atoi(argv[++i]);
+            ok = cli_int_opt("--warmup", argv[++i], 0, 1000000000, &warmup);
         else if (!strcmp(a, "--iterations") && has)
-            iters = atoi(argv[++i]);
+            ok = cli_int_arg("--iterations", argv[++i], 1, (long long)1 << 50, &iters);
         else if (!strcmp(a, "--duration") && has)
-            duration = atof(argv[++i]);
+            ok = cli_num_arg("--duration", argv[++i], 1e-6, 1e9, &duration);
         else if (!strcmp(a, "--json"))
             json = true;
-        else if (!strcmp(a, "--input") && has && io.n_files < 64) {
-            char *spec = argv[++i], *eq = strchr(spec, '=');
-            if (!eq) {
-                fprintf(stderr, "kiln bench: --input expects NAME=FILE\n");
-                return 2;
-            }
-            *eq = 0;
-            fnames[io.n_files] = spec;
-            fpaths[io.n_files++] = eq + 1;
-        } else if (a[0] != '-' && !path)
+        else if (!strcmp(a, "--input") && has)
+            ok = cli_input_arg("bench", argv[++i], &io, 64);
+        else if (a[0] != '-' && !path)
             path = a;
         else {
             fprintf(stderr, "kiln bench: unexpected argument '%s'\n", a);
             return 2;
         }
+        if (!ok) {
+            cli_shapes_free(&shapes);
+            return 2;
+        }
     }
-    if (!path || warmup < 0 || iters < 0 || duration < 0) {
+    if (!path || (iters && duration)) {
         fprintf(stderr, "usage: kiln bench MODEL|ENGINE [--shapes NAME:DIMS,...] [--batch N] [--threads N] [--warmup N]\n"
                         "                  [--iterations N | --duration S] [--input NAME=FILE] [--json]\n");
+        cli_shapes_free(&shapes);
         return 2;
     }
     if (!iters && !duration)
@@ -81,7 +67,8 @@ int cmd_bench(int argc, char **argv)
     int nin = 0;
     kiln_tensor *ins = NULL;
     const char **names = NULL;
-    double *lat = NULL;
+    lat_stats ls = {.rng = 0x9E3779B97F4A7C15ull};
+    cli_catch_sigint();
     kiln_status st = cli_open_engine(path, &e);
     if (st != KILN_OK) {
         rc = cli_die(st, "loading");
@@ -90,6 +77,10 @@ int cmd_bench(int argc, char **argv)
     nin = kiln_engine_num_inputs(e);
     ins = calloc((size_t)nin + 1, sizeof *ins);
     names = calloc((size_t)nin + 1, sizeof *names);
+    if (!ins || !names) {
+        fprintf(stderr, "kiln bench: out of memory\n");
+        goto done;
+    }
     if ((st = cli_make_inputs(e, &io, ins, names)) != KILN_OK || (st = kiln_context_create(e, &c)) != KILN_OK) {
         rc = cli_die(st, "preparing inputs");
         goto done;
@@ -101,50 +92,47 @@ int cmd_bench(int argc, char **argv)
             goto done;
         }
     for (int i = 0; i < warmup + 1; i++)   /* the first run also plans memory */
-        if ((st = kiln_context_run(c)) != KILN_OK) {
+        if ((st = kiln_context_run(c)) != KILN_OK || cli_interrupted()) {
             rc = cli_die(st, "running");
             goto done;
         }
-    int cap = iters ? iters : 1024, n = 0;
-    lat = malloc(sizeof(double) * (size_t)cap);
     double t_start = now_ms();
     for (;;) {
-        if (iters && n >= iters)
+        if (iters && ls.n >= iters)
             break;
         if (!iters && now_ms() - t_start >= duration * 1e3)
             break;
-        if (n == cap) {
-            cap *= 2;
-            lat = realloc(lat, sizeof(double) * (size_t)cap);
-        }
         double t0 = now_ms();
-        if ((st = kiln_context_run(c)) != KILN_OK) {
+        if ((st = kiln_context_run(c)) != KILN_OK || cli_interrupted()) {
             rc = cli_die(st, "running");
             goto done;
         }
-        lat[n++] = now_ms() - t0;
+        if (!lat_add(&ls, now_ms() - t0)) {
+            fprintf(stderr, "kiln bench: out of memory recording latencies\n");
+            goto done;
+        }
     }
+    int64_t n = ls.n;
     if (n == 0) {
         fprintf(stderr, "kiln bench: no iteration completed within --duration %g s\n", duration);
         goto done;
     }
-    double total = now_ms() - t_start, sum = 0;
-    for (int i = 0; i < n; i++)
-        sum += lat[i];
-    qsort(lat, (size_t)n, sizeof(double), cmp_d);
+    double total = now_ms() - t_start, sum = ls.sum, p50, p90, p99;
+    lat_percentiles(&ls, &p50, &p90, &p99);
     int batch = nin && ins[0].ndim > 0 ? (int)ins[0].dims[0] : 1;
-    double thr = n ? batch * n / (total / 1e3) : 0;
-    int th = threads > 0 ? threads : kiln__default_threads();
+    double thr = n ? (double)batch * (double)n / (total / 1e3) : 0;
+    int th = kiln__resolve_threads(threads);
     if (json) {
         printf("{\"throughput\": %.3f, \"latency_ms\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f, "
-               "\"min\": %.4f, \"max\": %.4f}, \"batch\": %d, \"iterations\": %d, \"precision\": \"fp32\", "
+               "\"min\": %.4f, \"max\": %.4f}, \"batch\": %d, \"iterations\": %lld, \"precision\": \"fp32\", "
                "\"device\": \"cpu\", \"threads\": %d}\n",
-               thr, sum / n, pct(lat, n, 50), pct(lat, n, 90), pct(lat, n, 99), lat[0], lat[n - 1], batch, n, th);
+               thr, sum / (double)n, p50, p90, p99, ls.min, ls.max, batch, (long long)n,
+               th);
     } else {
-        printf("model: %s\ndevice: cpu, threads: %d, precision: fp32, batch: %d\n", path, th, batch);
-        printf("iterations: %d (after %d warm-up)\nthroughput: %.2f items/s\n", n, warmup, thr);
-        printf("latency ms: mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  min %.3f  max %.3f\n", sum / n, pct(lat, n, 50),
-               pct(lat, n, 90), pct(lat, n, 99), lat[0], lat[n - 1]);
+        printf("model: %s\ndevice: cpu, threads: %d, precision: fp32, batch: %d\n", cli_esc(path), th, batch);
+        printf("iterations: %lld (after %d warm-up)\nthroughput: %.2f items/s\n", (long long)n, warmup, thr);
+        printf("latency ms: mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  min %.3f  max %.3f\n", sum / (double)n,
+               p50, p90, p99, ls.min, ls.max);
     }
     rc = 0;
 done:
@@ -152,7 +140,8 @@ done:
         kiln_free(ins[i].data);
     free(ins);
     free(names);
-    free(lat);
+    lat_free(&ls);
+    cli_shapes_free(&shapes);
     kiln_context_free(c);
     kiln_engine_free(e);
     return rc;

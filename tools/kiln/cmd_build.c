@@ -1,69 +1,18 @@
 /* kiln build: ONNX model -> optimized engine file (.kiln). */
 #include "cli.h"
+#include "core/core.h"
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_PROFILES 16
-#define MAX_RANGES 64
-
-typedef struct {
-    int n;
-    char *names[MAX_RANGES];
-    int ndim[MAX_RANGES];
-    int64_t dims[MAX_RANGES][KILN_MAX_DIMS];
-} shape_set;
-
-/* Parses "NAME:1x3x64x64,NAME2:8x128" (the last ':' separates name and shape). */
-static bool parse_shapes(const char *spec, shape_set *s)
-{
-    char *copy = strdup(spec), *save = NULL;
-    s->n = 0;
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        char *colon = strrchr(tok, ':');
-        if (!colon || colon == tok || s->n >= MAX_RANGES) {
-            fprintf(stderr, "kiln build: bad shape spec '%s' (want NAME:1x3x224x224)\n", tok);
-            free(copy);
-            return false;
-        }
-        *colon = 0;
-        int nd = 0;
-        char *p = colon + 1;
-        while (*p) {
-            char *end;
-            long long v = strtoll(p, &end, 10);
-            if (end == p || v < 0 || nd >= KILN_MAX_DIMS) {
-                fprintf(stderr, "kiln build: bad shape '%s' for input '%s'\n", colon + 1, tok);
-                free(copy);
-                return false;
-            }
-            s->dims[s->n][nd++] = v;
-            p = *end == 'x' ? end + 1 : end;
-            if (*end && *end != 'x') {
-                fprintf(stderr, "kiln build: bad shape '%s' for input '%s'\n", colon + 1, tok);
-                free(copy);
-                return false;
-            }
-        }
-        s->names[s->n] = strdup(tok);
-        s->ndim[s->n] = nd;
-        s->n++;
-    }
-    free(copy);
-    return true;
-}
-
-static void free_set(shape_set *s)
-{
-    for (int i = 0; i < s->n; i++)
-        free(s->names[i]);
-    s->n = 0;
-}
+#define MAX_RANGES CLI_MAX_SHAPES
 
 int cmd_build(int argc, char **argv)
 {
     const char *model_path = NULL, *out_path = NULL, *cache = NULL;
     bool report = false, no_opt = false, no_tactics = false;
-    shape_set mins[MAX_PROFILES] = {0}, opts_[MAX_PROFILES] = {0}, maxs[MAX_PROFILES] = {0}, fixed[MAX_PROFILES] = {0};
+    double budget = 0;
+    cli_shape_set mins[MAX_PROFILES] = {0}, opts_[MAX_PROFILES] = {0}, maxs[MAX_PROFILES] = {0}, fixed[MAX_PROFILES] = {0};
     int nmin = 0, nopt = 0, nmax = 0, nfixed = 0, rc = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -78,17 +27,21 @@ int cmd_build(int argc, char **argv)
             no_tactics = true;
         else if (!strcmp(a, "--timing-cache") && has)
             cache = argv[++i];
+        else if (!strcmp(a, "--build-run-budget") && has) {
+            if (!cli_num_arg("--build-run-budget", argv[++i], 1e-3, 1e9, &budget))
+                goto done;
+        }
         else if (!strcmp(a, "--min-shapes") && has && nmin < MAX_PROFILES) {
-            if (!parse_shapes(argv[++i], &mins[nmin++]))
+            if (!cli_shapes_parse("--min-shapes", argv[++i], &mins[nmin++]))
                 goto done;
         } else if (!strcmp(a, "--opt-shapes") && has && nopt < MAX_PROFILES) {
-            if (!parse_shapes(argv[++i], &opts_[nopt++]))
+            if (!cli_shapes_parse("--opt-shapes", argv[++i], &opts_[nopt++]))
                 goto done;
         } else if (!strcmp(a, "--max-shapes") && has && nmax < MAX_PROFILES) {
-            if (!parse_shapes(argv[++i], &maxs[nmax++]))
+            if (!cli_shapes_parse("--max-shapes", argv[++i], &maxs[nmax++]))
                 goto done;
         } else if (!strcmp(a, "--shapes") && has && nfixed < MAX_PROFILES) {
-            if (!parse_shapes(argv[++i], &fixed[nfixed++]))
+            if (!cli_shapes_parse("--shapes", argv[++i], &fixed[nfixed++]))
                 goto done;
         } else if (a[0] != '-' && !model_path)
             model_path = a;
@@ -100,7 +53,8 @@ int cmd_build(int argc, char **argv)
     if (!model_path || !out_path) {
         fprintf(stderr, "usage: kiln build MODEL.onnx -o OUT.kiln [--passes-report] [--no-optimize] [--no-tactics]\n"
                         "       [--shapes NAME:DIMS,...] [--min-shapes ... --opt-shapes ... --max-shapes ...]\n"
-                        "       [--timing-cache FILE]   (repeat --min/--opt/--max-shapes or --shapes for more profiles)\n");
+                        "       [--timing-cache FILE] [--build-run-budget SECONDS (default 60)]\n"
+                        "       (repeat --min/--opt/--max-shapes or --shapes for more profiles)\n");
         goto done;
     }
     if (nmin != nmax || (nopt && nopt != nmin)) {
@@ -118,23 +72,23 @@ int cmd_build(int argc, char **argv)
         for (int k = 0; k < mins[p].n; k++) {
             kiln_shape_range *r = &ranges[np][k];
             memset(r, 0, sizeof *r);
-            r->input = mins[p].names[k];
-            r->ndim = mins[p].ndim[k];
+            r->input = mins[p].v[k].name;
+            r->ndim = mins[p].v[k].ndim;
             int km = -1, ko = -1;
             for (int j = 0; j < maxs[p].n; j++)
-                if (!strcmp(maxs[p].names[j], r->input))
+                if (!strcmp(maxs[p].v[j].name, r->input))
                     km = j;
             for (int j = 0; nopt && j < opts_[p].n; j++)
-                if (!strcmp(opts_[p].names[j], r->input))
+                if (!strcmp(opts_[p].v[j].name, r->input))
                     ko = j;
-            if (km < 0 || (nopt && ko < 0) || maxs[p].ndim[km] != r->ndim || (ko >= 0 && opts_[p].ndim[ko] != r->ndim)) {
+            if (km < 0 || (nopt && ko < 0) || maxs[p].v[km].ndim != r->ndim || (ko >= 0 && opts_[p].v[ko].ndim != r->ndim)) {
                 fprintf(stderr, "kiln build: input '%s' needs min, opt and max shapes of the same rank\n", r->input);
                 goto done;
             }
             for (int d = 0; d < r->ndim; d++) {
-                r->min[d] = mins[p].dims[k][d];
-                r->max[d] = maxs[p].dims[km][d];
-                r->opt[d] = ko >= 0 ? opts_[p].dims[ko][d] : r->max[d];
+                r->min[d] = mins[p].v[k].dims[d];
+                r->max[d] = maxs[p].v[km].dims[d];
+                r->opt[d] = ko >= 0 ? opts_[p].v[ko].dims[d] : r->max[d];
             }
         }
         profiles[np] = (kiln_profile){mins[p].n, ranges[np]};
@@ -143,12 +97,19 @@ int cmd_build(int argc, char **argv)
         for (int k = 0; k < fixed[p].n; k++) {
             kiln_shape_range *r = &ranges[np][k];
             memset(r, 0, sizeof *r);
-            r->input = fixed[p].names[k];
-            r->ndim = fixed[p].ndim[k];
+            r->input = fixed[p].v[k].name;
+            r->ndim = fixed[p].v[k].ndim;
             for (int d = 0; d < r->ndim; d++)
-                r->min[d] = r->opt[d] = r->max[d] = fixed[p].dims[k][d];
+                r->min[d] = r->opt[d] = r->max[d] = fixed[p].v[k].dims[d];
         }
         profiles[np] = (kiln_profile){fixed[p].n, ranges[np]};
+    }
+    /* the engine replaces -o atomically: it must not name the model or the timing cache (by any
+     * spelling, hard link or symlink) */
+    if (kiln__same_file(out_path, model_path) || (cache && (kiln__same_file(out_path, cache) || !strcmp(out_path, cache)))) {
+        fprintf(stderr, "kiln build: -o '%s' names the %s; refusing to overwrite it\n", out_path,
+                kiln__same_file(out_path, model_path) ? "input model" : "timing cache");
+        goto done;
     }
     kiln_model_t m = NULL;
     kiln_engine_t e = NULL;
@@ -158,17 +119,20 @@ int cmd_build(int argc, char **argv)
         goto done;
     }
     kiln_build_options bo = {.no_optimize = no_opt, .num_profiles = np, .profiles = profiles, .timing_cache = cache,
-                             .want_report = true, .no_tactics = no_tactics};
+                             .want_report = true, .no_tactics = no_tactics, .run_budget_s = budget};
     st = kiln_build(m, &bo, &e);
     kiln_model_free(m);
     if (st != KILN_OK) {
         rc = cli_die(st, "building engine");
         goto done;
     }
-    if (report && bo.report)
-        printf("%s", bo.report);
-    else if (bo.report && strstr(bo.report, "nodes:"))
-        printf("%.*s", (int)strcspn(strstr(bo.report, "nodes:"), "\n") + 1, strstr(bo.report, "nodes:"));
+    if (report && bo.report) {
+        cli_print_escaped_lines(bo.report);
+    } else if (bo.report && strstr(bo.report, "nodes:")) {
+        char *line = strndup(strstr(bo.report, "nodes:"), strcspn(strstr(bo.report, "nodes:"), "\n"));
+        printf("%s\n", line ? cli_esc(line) : "");
+        free(line);
+    }
     kiln_free(bo.report);
     st = kiln_engine_save(e, out_path);
     kiln_engine_free(e);
@@ -180,10 +144,10 @@ int cmd_build(int argc, char **argv)
     rc = 0;
 done:
     for (int p = 0; p < MAX_PROFILES; p++) {
-        free_set(&mins[p]);
-        free_set(&opts_[p]);
-        free_set(&maxs[p]);
-        free_set(&fixed[p]);
+        cli_shapes_free(&mins[p]);
+        cli_shapes_free(&opts_[p]);
+        cli_shapes_free(&maxs[p]);
+        cli_shapes_free(&fixed[p]);
     }
     return rc;
 }

@@ -1,6 +1,7 @@
 /* kiln conformance: runs ONNX backend test directories (model.onnx + test_data_set_N/{input,output}_K.pb).
  * Each test runs in a forked child with a time limit, so a crash or hang is reported, not fatal. */
 #include "cli.h"
+#include "core/core.h"
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -340,16 +341,19 @@ int cmd_conformance(int argc, char **argv)
     const char *expect_file = NULL, *write_file = NULL, *filter = NULL;
     int threads = 1, timeout_s = 120;
     bool quiet = false;
+    int rc = 2;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--expect") && i + 1 < argc)
             expect_file = argv[++i];
         else if (!strcmp(argv[i], "--write-passes") && i + 1 < argc)
             write_file = argv[++i];
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-            threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--timeout") && i + 1 < argc)
-            timeout_s = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            if (!cli_int_opt("--threads", argv[++i], 0, CLI_MAX_THREADS, &threads))
+                goto out;
+        } else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
+            if (!cli_int_opt("--timeout", argv[++i], 1, 86400, &timeout_s))
+                goto out;
+        } else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
             filter = argv[++i];
         else if (!strcmp(argv[i], "--quiet"))
             quiet = true;
@@ -358,19 +362,19 @@ int cmd_conformance(int argc, char **argv)
         else if (argv[i][0] == '-') {
             fprintf(stderr, "usage: kiln conformance DIR... [--expect PASSLIST] [--write-passes FILE] [--filter SUBSTR]"
                             " [--threads N] [--timeout S] [--quiet] [--optimize]\n");
-            return 2;
+            goto out;
         } else
             find_tests(argv[i], &tests, 0);
     }
     if (tests.n == 0) {
         fprintf(stderr, "kiln conformance: no test directories (with model.onnx) found\n");
-        return 2;
+        goto out;
     }
     if (expect_file) {
         FILE *f = fopen(expect_file, "r");
         if (!f) {
             fprintf(stderr, "kiln conformance: cannot open '%s'\n", expect_file);
-            return 2;
+            goto out;
         }
         char line[1024];
         while (fgets(line, sizeof line, f)) {
@@ -380,7 +384,12 @@ int cmd_conformance(int argc, char **argv)
         }
         fclose(f);
     }
-    FILE *wf = write_file ? fopen(write_file, "w") : NULL;
+    kiln__afile wf = {0};   /* the pass list replaces --write-passes atomically at the end */
+    kiln_status wst = write_file ? kiln__afile_open(&wf, write_file) : KILN_OK;
+    if (wst != KILN_OK) {
+        rc = cli_die(wst, "--write-passes");
+        goto out;
+    }
     int np = 0, nf = 0, ns = 0, regressions = 0;
     int *verdict = calloc((size_t)tests.n, sizeof(int));
     for (int t = 0; t < tests.n; t++) {
@@ -404,36 +413,36 @@ int cmd_conformance(int argc, char **argv)
         verdict[t] = r;
         if (r == R_PASS) {
             np++;
-            if (wf)
-                fprintf(wf, "%s\n", id);
+            if (wf.f)
+                fprintf(wf.f, "%s\n", id);
         } else if (r == R_FAIL)
             nf++;
         else
             ns++;
         if (!quiet || r == R_FAIL)
-            printf("%-6s %s: %s\n", r == R_PASS ? "pass" : r == R_FAIL ? "FAIL" : "skip", id, msg);
+            printf("%-6s %s: %s\n", r == R_PASS ? "pass" : r == R_FAIL ? "FAIL" : "skip", cli_esc(id), cli_esc(msg));
         if (r != R_PASS)
             for (int e = 0; e < expected.n; e++)
                 if (!strcmp(expected.v[e], id)) {
-                    printf("REGRESSION %s (expected to pass)\n", id);
+                    printf("REGRESSION %s (expected to pass)\n", cli_esc(id));
                     regressions++;
                 }
         fflush(stdout);
     }
-    if (wf)
-        fclose(wf);
+    bool write_failed = wf.f && (wst = kiln__afile_commit(&wf)) != KILN_OK;
+    if (write_failed)
+        cli_die(wst, "--write-passes");
     printf("%d passed, %d failed, %d skipped\n", np, nf, ns);
     free(verdict);
+    if (expect_file && regressions)
+        printf("conformance: %d regression(s) against %s\n", regressions, expect_file);
+    rc = write_failed ? 1 : expect_file ? regressions != 0 : nf != 0;
+out:
     for (int i = 0; i < tests.n; i++)
         free(tests.v[i]);
     for (int i = 0; i < expected.n; i++)
         free(expected.v[i]);
     free(tests.v);
     free(expected.v);
-    if (expect_file) {
-        if (regressions)
-            printf("conformance: %d regression(s) against %s\n", regressions, expect_file);
-        return regressions ? 1 : 0;
-    }
-    return nf ? 1 : 0;
+    return rc;
 }

@@ -11,14 +11,14 @@
 
 static void print_value(const kiln_value *v)
 {
-    printf("  %-32s %-8s [", v->name, v->kind == KILN_VAL_TENSOR ? kiln_dtype_name(v->dtype) : "non-tensor");
+    printf("  %-32s %-8s [", cli_esc(v->name), v->kind == KILN_VAL_TENSOR ? kiln_dtype_name(v->dtype) : "non-tensor");
     if (v->ndim < 0)
         printf("?");
     for (int d = 0; d < v->ndim; d++) {
         if (d)
             printf(", ");
         if (v->dims[d].param)
-            printf("%s", v->dims[d].param);
+            printf("%s", cli_esc(v->dims[d].param));
         else if (v->dims[d].value >= 0)
             printf("%lld", (long long)v->dims[d].value);
         else
@@ -54,15 +54,16 @@ static void histogram(const kiln_graph *g, op_count *h, int *nh, int cap)
 
 /* Inferred shapes of every value: graph inputs take --shapes dims where given (their declared
  * dims otherwise). *vs is indexed by value id. */
-static kiln_status infer_values(const kiln_graph *g, const char *spec, kiln_symtab *st, kiln_vshape **vs)
+static kiln_status infer_values(const kiln_graph *g, const cli_shape_set *spec, kiln_symtab *st, kiln_vshape **vs)
 {
     kiln_vshape *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
     const kiln_vshape **pin = calloc((size_t)g->n_inputs + 1, sizeof *pin);
     kiln_status s = in && pin ? KILN_OK : kiln__err(KILN_ERR_NOMEM, "out of memory");
     for (int i = 0; s == KILN_OK && i < g->n_inputs; i++) {
         const kiln_value *v = &g->values[g->inputs[i]];
-        int64_t dims[KILN_MAX_DIMS];
-        int nd = cli_shape_from_spec(spec, v->name, dims);
+        const cli_shape *given = spec ? cli_shapes_find(spec, v->name) : NULL;
+        int nd = given ? given->ndim : -1;
+        const int64_t *dims = given ? given->dims : NULL;
         kiln__vshape_declared(st, v, &in[i]);
         pin[i] = &in[i];
         if (nd < 0)
@@ -82,15 +83,12 @@ static kiln_status infer_values(const kiln_graph *g, const char *spec, kiln_symt
             in[i].dims[d] = kiln__sd_const(st, dims[d]);
         }
     }
-    for (int k = 0; spec && s == KILN_OK && spec[k];) {   /* every name in --shapes must be an input */
-        size_t len = strcspn(spec + k, ":,");
+    for (int k = 0; spec && s == KILN_OK && k < spec->n; k++) {   /* every name in --shapes must be an input */
         bool found = false;
         for (int i = 0; i < g->n_inputs; i++)
-            found |= strlen(g->values[g->inputs[i]].name) == len && !strncmp(g->values[g->inputs[i]].name, spec + k, len);
+            found |= !strcmp(g->values[g->inputs[i]].name, spec->v[k].name);
         if (!found)
-            s = kiln__err(KILN_ERR_INVALID_ARG, "--shapes: the model has no input '%.*s'", (int)len, spec + k);
-        k += (int)strcspn(spec + k, ",");
-        k += spec[k] == ',';
+            s = kiln__err(KILN_ERR_INVALID_ARG, "--shapes: the model has no input '%s'", spec->v[k].name);
     }
     if (s == KILN_OK)
         s = kiln__infer_shapes(g, st, pin, vs);
@@ -136,7 +134,7 @@ static json_t *dims_json(kiln_symtab *st, const kiln_vshape *s)
             json_array_append_new(a, json_integer(c));
         } else {
             kiln__sd_str(st, s->dims[d], buf, sizeof buf);
-            json_array_append_new(a, json_string(buf));
+            json_array_append_new(a, cli_json_str(buf));
         }
     }
     return a;
@@ -162,8 +160,8 @@ static int info_json(const char *path, const kiln_model_t m, const int *ids, int
 {
     const kiln_graph *g = m->g;
     json_t *root = json_object(), *ops = json_object(), *vals = json_array();
-    json_object_set_new(root, "model", json_string(path));
-    json_object_set_new(root, "producer", json_string(m->info.producer ? m->info.producer : ""));
+    json_object_set_new(root, "model", cli_json_str(path));
+    json_object_set_new(root, "producer", cli_json_str(m->info.producer));
     json_object_set_new(root, "ir_version", json_integer(m->info.ir_version));
     for (int i = 0; i < g->n_opsets; i++)
         json_object_set_new(ops, g->opsets[i].domain[0] ? g->opsets[i].domain : "ai.onnx",
@@ -173,7 +171,7 @@ static int info_json(const char *path, const kiln_model_t m, const int *ids, int
     json_object_set_new(root, "parameters", json_integer(params));
     for (int k = 0; k < nids; k++) {
         json_t *v = json_object();
-        json_object_set_new(v, "name", json_string(g->values[ids[k]].name));
+        json_object_set_new(v, "name", cli_json_str(g->values[ids[k]].name));
         json_object_set_new(v, "dtype", json_string(dtype_str(&vs[ids[k]])));
         json_object_set_new(v, "shape", dims_json(st, &vs[ids[k]]));
         json_array_append_new(vals, v);
@@ -190,13 +188,19 @@ static int info_json(const char *path, const kiln_model_t m, const int *ids, int
 
 int cmd_info(int argc, char **argv)
 {
-    const char *path = NULL, *spec = NULL;
+    const char *path = NULL;
+    cli_shape_set shapes = {0}, *spec = NULL;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = true;
-        else if (!strcmp(argv[i], "--shapes") && i + 1 < argc)
-            spec = argv[++i];
+        else if (!strcmp(argv[i], "--shapes") && i + 1 < argc && !spec) {
+            if (!cli_shapes_parse("--shapes", argv[++i], &shapes)) {
+                cli_shapes_free(&shapes);
+                return 2;
+            }
+            spec = &shapes;
+        }
         else if (argv[i][0] != '-' && !path)
             path = argv[i];
         else
@@ -204,12 +208,15 @@ int cmd_info(int argc, char **argv)
     }
     if (!path) {
         fprintf(stderr, "usage: kiln info MODEL.onnx [--shapes NAME:DIMS,...] [--json]\n");
+        cli_shapes_free(&shapes);
         return 2;
     }
     kiln_model_t m;
     kiln_status st = kiln_model_load(path, &m);
-    if (st != KILN_OK)
+    if (st != KILN_OK) {
+        cli_shapes_free(&shapes);
         return cli_die(st, "loading model");
+    }
     const kiln_graph *g = m->g;
     kiln_symtab *sym = kiln__symtab_new();
     kiln_vshape *vs = NULL;
@@ -229,10 +236,10 @@ int cmd_info(int argc, char **argv)
     if (st == KILN_OK && json) {
         rc = info_json(path, m, ids, nids, sym, vs, params);
     } else if (st == KILN_OK) {
-        printf("model: %s\nproducer: %s\nir_version: %lld\nopsets:", path, m->info.producer ? m->info.producer : "",
+        printf("model: %s\nproducer: %s\nir_version: %lld\nopsets:", cli_esc(path), cli_esc(m->info.producer),
                (long long)m->info.ir_version);
         for (int i = 0; i < g->n_opsets; i++)
-            printf(" %s=%lld", g->opsets[i].domain[0] ? g->opsets[i].domain : "ai.onnx",
+            printf(" %s=%lld", cli_esc(g->opsets[i].domain[0] ? g->opsets[i].domain : "ai.onnx"),
                    (long long)g->opsets[i].version);
         printf("\ninputs (%d):\n", g->n_inputs);
         for (int i = 0; i < g->n_inputs; i++)
@@ -247,16 +254,16 @@ int cmd_info(int argc, char **argv)
         qsort(h, (size_t)nh, sizeof h[0], by_count);
         printf("nodes: %d\nop histogram:\n", g->n_nodes);
         for (int i = 0; i < nh; i++)
-            printf("  %-24s %d\n", h[i].op, h[i].count);
+            printf("  %-24s %d\n", cli_esc(h[i].op), h[i].count);
         char buf[4096] = "";
         int nu = kiln__list_unsupported(g, buf, sizeof buf);
         if (nu)
-            printf("unsupported: %d node(s): %s\n", nu, buf);
+            printf("unsupported: %d node(s): %s\n", nu, cli_esc(buf));
         else
             printf("unsupported: none\n");
         printf("values (%d, inferred%s):\n", nids, spec ? " with --shapes" : "");
         for (int k = 0; k < nids; k++) {
-            printf("  %-32s %-8s ", g->values[ids[k]].name, dtype_str(&vs[ids[k]]));
+            printf("  %-32s %-8s ", cli_esc(g->values[ids[k]].name), dtype_str(&vs[ids[k]]));
             print_shape(sym, &vs[ids[k]]);
             printf("\n");
         }
@@ -264,6 +271,7 @@ int cmd_info(int argc, char **argv)
     kiln__free(vs);
     free(ids);
     kiln__symtab_free(sym);
+    cli_shapes_free(&shapes);
     kiln_model_free(m);
     return rc;
 }

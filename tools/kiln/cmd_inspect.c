@@ -51,36 +51,43 @@ int cmd_inspect(int argc, char **argv)
     bool json = false, profile = false;
     int iters = 20, rc = 1;
     cli_input_opts io = {0};
+    cli_shape_set shapes = {0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = true;
         else if (!strcmp(argv[i], "--profile"))
             profile = true;
-        else if (!strcmp(argv[i], "--iterations") && i + 1 < argc)
-            iters = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--shapes") && i + 1 < argc)
-            io.shapes = argv[++i];
-        else if (argv[i][0] != '-' && !path)
+        else if (!strcmp(argv[i], "--iterations") && i + 1 < argc) {
+            if (!cli_int_opt("--iterations", argv[++i], 1, 1000000000, &iters))
+                goto bad_args;
+        } else if (!strcmp(argv[i], "--shapes") && i + 1 < argc && !io.shapes) {
+            if (!cli_shapes_parse("--shapes", argv[++i], &shapes))
+                return 2;
+            io.shapes = &shapes;
+        } else if (argv[i][0] != '-' && !path)
             path = argv[i];
         else {
             fprintf(stderr, "usage: kiln inspect ENGINE|MODEL [--json] [--profile] [--iterations N] [--shapes NAME:DIMS,...]\n");
-            return 2;
+            goto bad_args;
         }
     }
-    if (!path || iters < 1) {
+    if (!path) {
         fprintf(stderr, "usage: kiln inspect ENGINE|MODEL [--json] [--profile] [--iterations N] [--shapes NAME:DIMS,...]\n");
-        return 2;
+        goto bad_args;
     }
     kiln_engine_t e = NULL;
     kiln_context_t c = NULL;
     kiln_tensor *ins = NULL;
     const char **names = NULL;
     json_t *root = NULL;
+    int nin = 0;
     kiln_status st = cli_open_engine(path, &e);
-    if (st != KILN_OK)
-        return cli_die(st, "loading");
+    if (st != KILN_OK) {
+        rc = cli_die(st, "loading");
+        goto done;
+    }
     const kiln_graph *g = e->g;
-    int nin = g->n_inputs;
+    nin = g->n_inputs;
     ins = calloc((size_t)nin + 1, sizeof *ins);
     names = calloc((size_t)nin + 1, sizeof *names);
     if ((st = cli_make_inputs(e, &io, ins, names)) != KILN_OK || (st = kiln_context_create(e, &c)) != KILN_OK) {
@@ -139,17 +146,17 @@ int cmd_inspect(int argc, char **argv)
         snprintf(fused, sizeof fused, "%s%s%s", n->name[0] ? n->name : n->op_type, n->fused_from ? "," : "",
                  n->fused_from ? n->fused_from : "");
         json_object_set_new(L, "index", json_integer(i));
-        json_object_set_new(L, "name", json_string(n->name));
-        json_object_set_new(L, "op", json_string(n->op_type));
-        json_object_set_new(L, "domain", json_string(n->domain[0] ? n->domain : "ai.onnx"));
+        json_object_set_new(L, "name", cli_json_str(n->name));
+        json_object_set_new(L, "op", cli_json_str(n->op_type));
+        json_object_set_new(L, "domain", cli_json_str(n->domain[0] ? n->domain : "ai.onnx"));
         json_t *jf = json_array();
         char *save = NULL, *dup = strdup(fused);
         for (char *tok = strtok_r(dup, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-            json_array_append_new(jf, json_string(tok));
+            json_array_append_new(jf, cli_json_str(tok));
         free(dup);
         json_object_set_new(L, "fused_from", jf);
         json_object_set_new(L, "precision", json_string(precision_name(n->precision)));
-        json_object_set_new(L, "tactic", json_string(n->tactic ? n->tactic : "ref"));
+        json_object_set_new(L, "tactic", cli_json_str(n->tactic ? n->tactic : "ref"));
         json_object_set_new(L, "inputs", ji);
         json_object_set_new(L, "outputs", jo);
         if (ns) {
@@ -161,11 +168,12 @@ int cmd_inspect(int argc, char **argv)
             char t[48] = "";
             if (ns)
                 snprintf(t, sizeof t, "%8.3f (%4.1f%%)  ", ns[i] / 1e6 / iters, total > 0 ? 100 * ns[i] / total : 0);
-            printf("%-4d %-28.28s %-22.22s %-5s %-9s %-34.34s %-24.24s %s%s\n", i, n->name[0] ? n->name : "-",
-                   n->op_type, precision_name(n->precision), n->tactic ? n->tactic : "ref", insb, outsb, t, fused);
+            printf("%-4d %-28.28s %-22.22s %-5s %-9s %-34.34s %-24.24s %s%s\n", i, n->name[0] ? cli_esc(n->name) : "-",
+                   cli_esc(n->op_type), precision_name(n->precision), cli_esc(n->tactic ? n->tactic : "ref"), insb,
+                   outsb, t, cli_esc(fused));
         }
     }
-    json_object_set_new(root, "engine", json_string(path));
+    json_object_set_new(root, "engine", cli_json_str(path));
     json_object_set_new(root, "layers", layers);
     json_t *mem = json_object();
     json_object_set_new(mem, "peak_activation_bytes", json_integer((json_int_t)arena));
@@ -179,7 +187,7 @@ int cmd_inspect(int argc, char **argv)
     if (man)
         json_object_set_new(root, "manifest", man);
     if (json) {
-        char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+        char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
         printf("%s\n", s ? s : "{}");
         free(s);
     } else {
@@ -191,6 +199,7 @@ int cmd_inspect(int argc, char **argv)
     }
     rc = 0;
 done:
+    cli_shapes_free(&shapes);
     json_decref(root);
     for (int i = 0; i < nin && ins; i++)
         kiln_free(ins[i].data);
@@ -199,4 +208,7 @@ done:
     kiln_context_free(c);
     kiln_engine_free(e);
     return rc;
+bad_args:
+    cli_shapes_free(&shapes);
+    return 2;
 }

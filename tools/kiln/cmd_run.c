@@ -1,44 +1,88 @@
-/* kiln run: run a model on .npy / .pb inputs and write every output as .npy. */
+/* kiln run: run a model on .npy / .pb inputs and write every output as .npy (file names from
+ * outnames.c, listed in DIR/outputs.json). */
 #include "cli.h"
+#include "core/core.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+/* An output file must not replace the model or an input file (by any spelling or link). */
+static bool clobbers(const char *path, const char *model_path, const cli_input_opts *io)
+{
+    const char *what = kiln__same_file(path, model_path) ? "the model" : NULL;
+    for (int k = 0; !what && k < io->n_files; k++)
+        if (kiln__same_file(path, io->file_paths[k]))
+            what = "an input file";
+    if (what)
+        fprintf(stderr, "kiln run: output file '%s' is %s; refusing to overwrite it (choose another --output-dir)\n",
+                cli_esc(path), what);
+    return what != NULL;
+}
+
+static int write_outputs(const char *out_dir, int nout, const char **onames, const kiln_tensor *outs,
+                         const char *model_path, const cli_input_opts *io)
+{
+    if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "kiln run: cannot create '%s': %s\n", out_dir, strerror(errno));
+        return 1;
+    }
+    char **files = cli_output_files(nout, onames);
+    if (!files) {
+        fprintf(stderr, "kiln run: out of memory\n");
+        return 1;
+    }
+    int rc = 0;
+    char path[4096];
+    for (int o = 0; o < nout && !rc; o++) {   /* checked before anything is written */
+        snprintf(path, sizeof path, "%s/%s", out_dir, files[o]);
+        rc = clobbers(path, model_path, io);
+    }
+    for (int o = 0; o < nout && !rc; o++) {
+        snprintf(path, sizeof path, "%s/%s", out_dir, files[o]);
+        kiln_status st = kiln_npy_write(path, &outs[o]);
+        if (st != KILN_OK)
+            rc = cli_die(st, "writing output");
+        else
+            printf("%s -> %s\n", cli_esc(onames[o]), cli_esc(path));
+    }
+    kiln_status st = rc ? KILN_OK : cli_write_output_index(out_dir, nout, onames, files);
+    if (st != KILN_OK)
+        rc = cli_die(st, "writing output index");
+    for (int o = 0; o < nout; o++)
+        free(files[o]);
+    free(files);
+    return rc;
+}
+
 int cmd_run(int argc, char **argv)
 {
     const char *model_path = NULL, *out_dir = NULL;
-    int threads = 0, nin = 0, rc = 1;
+    int threads = 0, rc = 1;
     bool no_opt = false;
-    const char **names = calloc((size_t)argc, sizeof *names);
+    cli_input_opts io = {0};
+    io.file_names = calloc((size_t)argc, sizeof(char *));
+    io.file_paths = calloc((size_t)argc, sizeof(char *));
     kiln_tensor *ins = calloc((size_t)argc, sizeof *ins);
+    const char **onames = NULL;
     kiln_model_t m = NULL;
     kiln_engine_t e = NULL;
     kiln_tensor *outs = NULL;
-    int nout = 0;
-    if (!names || !ins)
+    int nout = 0, nloaded = 0;
+    if (!io.file_names || !io.file_paths || !ins)
         goto done;
+    cli_catch_sigint();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--input") && i + 1 < argc) {
-            char *spec = argv[++i], *eq = strchr(spec, '=');
-            if (!eq) {
-                fprintf(stderr, "kiln run: --input expects NAME=FILE, got '%s'\n", spec);
+            if (!cli_input_arg("run", argv[++i], &io, argc))
                 goto done;
-            }
-            *eq = 0;
-            names[nin] = spec;
-            kiln_status st = cli_load_tensor(eq + 1, &ins[nin]);
-            if (st != KILN_OK) {
-                rc = cli_die(st, "reading input");
-                goto done;
-            }
-            nin++;
         } else if (!strcmp(argv[i], "--output-dir") && i + 1 < argc) {
             out_dir = argv[++i];
         } else if (!strcmp(argv[i], "--no-optimize")) {
             no_opt = true;
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            threads = atoi(argv[++i]);
+            if (!cli_int_opt("--threads", argv[++i], 0, CLI_MAX_THREADS, &threads))
+                goto done;
         } else if (argv[i][0] != '-' && !model_path) {
             model_path = argv[i];
         } else {
@@ -49,6 +93,13 @@ int cmd_run(int argc, char **argv)
     if (!model_path || !out_dir) {
         fprintf(stderr, "usage: kiln run MODEL.onnx|M.kiln --input NAME=FILE ... --output-dir DIR [--threads N] [--no-optimize]\n");
         goto done;
+    }
+    for (; nloaded < io.n_files; nloaded++) {
+        kiln_status st = cli_load_tensor(io.file_paths[nloaded], &ins[nloaded]);
+        if (st != KILN_OK) {
+            rc = cli_die(st, "reading input");
+            goto done;
+        }
     }
     bool is_engine = kiln_is_engine_file(model_path);
     kiln_status st = is_engine ? kiln_engine_load(model_path, &e) : kiln_model_load(model_path, &m);
@@ -67,34 +118,26 @@ int cmd_run(int argc, char **argv)
         }
     }
     kiln_run_options opts = {.num_threads = threads};
-    st = e ? kiln_engine_run(e, nin, names, ins, &opts, &nout, &outs)
-           : kiln_model_run(m, nin, names, ins, &opts, &nout, &outs);
-    if (st != KILN_OK) {
+    st = cli_interrupted() ? KILN_ERR_CANCELLED
+       : e ? kiln_engine_run(e, io.n_files, io.file_names, ins, &opts, &nout, &outs)
+       : kiln_model_run(m, io.n_files, io.file_names, ins, &opts, &nout, &outs);
+    if (st != KILN_OK || cli_interrupted()) {
         rc = cli_die(st, "running model");
         goto done;
     }
-    if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "kiln run: cannot create '%s': %s\n", out_dir, strerror(errno));
+    onames = calloc((size_t)nout + 1, sizeof *onames);
+    if (!onames)
         goto done;
-    }
-    for (int o = 0; o < nout; o++) {
-        char safe[256], path[4096];
-        const char *oname = e ? kiln_engine_output_name(e, o) : kiln_model_output_name(m, o);
-        cli_safe_name(oname, safe, sizeof safe);
-        snprintf(path, sizeof path, "%s/%s.npy", out_dir, safe);
-        st = kiln_npy_write(path, &outs[o]);
-        if (st != KILN_OK) {
-            rc = cli_die(st, "writing output");
-            goto done;
-        }
-        printf("%s -> %s\n", oname, path);
-    }
-    rc = 0;
+    for (int o = 0; o < nout; o++)
+        onames[o] = e ? kiln_engine_output_name(e, o) : kiln_model_output_name(m, o);
+    rc = write_outputs(out_dir, nout, onames, outs, model_path, &io);
 done:
-    for (int i = 0; i < nin; i++)
+    for (int i = 0; i < nloaded; i++)
         kiln_free(ins[i].data);
     free(ins);
-    free(names);
+    free(io.file_names);
+    free(io.file_paths);
+    free(onames);
     kiln_tensors_free(outs, nout);
     kiln_model_free(m);
     kiln_engine_free(e);

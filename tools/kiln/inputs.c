@@ -28,42 +28,26 @@ static uint64_t rnd(void)
     return rng_state;
 }
 
-int cli_shape_from_spec(const char *spec, const char *name, int64_t *dims)
+/* Every --input and --shapes name must be an input of the model. */
+static kiln_status check_names(const kiln_graph *g, const cli_input_opts *o)
 {
-    if (!spec)
-        return -1;
-    size_t nl = strlen(name);
-    const char *p = spec;
-    while (p && *p) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        const char *colon = NULL;
-        for (const char *q = p; q < p + len; q++)
-            if (*q == ':')
-                colon = q;
-        if (colon && (size_t)(colon - p) == nl && !strncmp(p, name, nl)) {
-            int nd = 0;
-            const char *q = colon + 1;
-            while (q < p + len && nd < KILN_MAX_DIMS) {
-                char *e2;
-                long long v = strtoll(q, &e2, 10);
-                if (e2 == q || v < 0)
-                    return -1;
-                dims[nd++] = v;
-                q = *e2 == 'x' ? e2 + 1 : e2;
-                if (*e2 != 'x')
-                    break;
-            }
-            return nd;
-        }
-        p = end ? end + 1 : NULL;
+    int ns = o->shapes ? o->shapes->n : 0;
+    for (int k = 0; k < o->n_files + ns; k++) {
+        const char *name = k < o->n_files ? o->file_names[k] : o->shapes->v[k - o->n_files].name;
+        bool found = false;
+        for (int i = 0; i < g->n_inputs && !found; i++)
+            found = !strcmp(g->values[g->inputs[i]].name, name);
+        if (!found)
+            return kiln__err(KILN_ERR_INVALID_ARG, "%s names '%s', which is not an input of the model",
+                             k < o->n_files ? "--input" : "--shapes", name);
     }
-    return -1;
+    return KILN_OK;
 }
 
 kiln_status cli_make_inputs(kiln_engine_t e, const cli_input_opts *o, kiln_tensor *ins, const char **names)
 {
     const kiln_graph *g = e->g;
+    KILN_TRY(check_names(g, o));
     for (int i = 0; i < g->n_inputs; i++) {
         const kiln_value *v = &g->values[g->inputs[i]];
         names[i] = v->name;
@@ -73,7 +57,10 @@ kiln_status cli_make_inputs(kiln_engine_t e, const cli_input_opts *o, kiln_tenso
                 goto next;
             }
         int64_t dims[KILN_MAX_DIMS];
-        int nd = cli_shape_from_spec(o->shapes, v->name, dims);
+        const cli_shape *given = cli_shapes_find(o->shapes, v->name);
+        int nd = given ? given->ndim : -1;
+        if (given)
+            memcpy(dims, given->dims, sizeof dims);
         if (nd < 0 && e->n_profiles > 0)
             for (int k = 0; k < e->profiles[0].n_inputs; k++)
                 if (!strcmp(e->profiles[0].names[k], v->name)) {

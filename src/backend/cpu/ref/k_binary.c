@@ -181,7 +181,7 @@ static void bcast_exec(const kiln_kctx *ctx, row_fn fn, kiln_tensor *out, int ni
     }
     j.nd = nd;
     if (total >= PAR_MIN && ctx->nthreads != 1)
-        kiln__parallel_for(ctx->nthreads, total, PAR_GRAIN, bjob_run, &j);
+        kiln__parallel_for(ctx->pool, ctx->nthreads, total, PAR_GRAIN, bjob_run, &j);
     else
         bjob_run(&j, 0, total);
 }

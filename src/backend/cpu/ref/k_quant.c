@@ -441,7 +441,7 @@ static kiln_status k_qlinearconv(kiln_kctx *ctx)
         job.ys = *(const float *)ys->data;
         job.yz = yz ? (float)kiln__get_i64(yz->dtype, yz->data, 0) : 0.f;
         int64_t per = osp * (g.C / g.group) * ksz;
-        kiln__parallel_for(ctx->nthreads, g.N * g.M, per > 0 ? 1 + (int64_t)(1 << 16) / per : 1, qconv_worker, &job);
+        kiln__parallel_for(ctx->pool, ctx->nthreads, g.N * g.M, per > 0 ? 1 + (int64_t)(1 << 16) / per : 1, qconv_worker, &job);
         kiln__free(xi);
         kiln__free(wi);
         kiln__free(koff);

@@ -306,7 +306,7 @@ static kiln_status unary_run(kiln_kctx *ctx, const uop *op, const uparam *p)
     int64_t n = numel(x);
     ujob j = {.op = op, .p = p, .dt = dt, .in = x->data, .out = ctx->out[0]->data};
     if (n >= PAR_MIN && ctx->nthreads != 1)
-        kiln__parallel_for(ctx->nthreads, n, PAR_GRAIN, ujob_run, &j);
+        kiln__parallel_for(ctx->pool, ctx->nthreads, n, PAR_GRAIN, ujob_run, &j);
     else if (n > 0)
         ujob_run(&j, 0, n);
     return KILN_OK;
@@ -561,7 +561,7 @@ static kiln_status k_clip(kiln_kctx *ctx)
     j.in = x->data;
     j.out = ctx->out[0]->data;
     if (n >= PAR_MIN && ctx->nthreads != 1)
-        kiln__parallel_for(ctx->nthreads, n, PAR_GRAIN, cjob_run, &j);
+        kiln__parallel_for(ctx->pool, ctx->nthreads, n, PAR_GRAIN, cjob_run, &j);
     else if (n > 0)
         cjob_run(&j, 0, n);
     return KILN_OK;
@@ -732,7 +732,7 @@ static kiln_status do_cast(kiln_kctx *ctx, const kiln_tensor *x, int64_t to)
     castjob j = {.sdt = x->dtype, .ddt = ddt, .src = x->data, .dst = ctx->out[0]->data,
                  .ses = kiln_dtype_size(x->dtype), .des = kiln_dtype_size(ddt)};
     if (n >= PAR_MIN && ctx->nthreads != 1)
-        kiln__parallel_for(ctx->nthreads, n, PAR_GRAIN, cast_run, &j);
+        kiln__parallel_for(ctx->pool, ctx->nthreads, n, PAR_GRAIN, cast_run, &j);
     else
         cast_run(&j, 0, n);
     return KILN_OK;
