@@ -36,7 +36,6 @@ ALLOWED = {
 KNOWN = {
     ("engine", "runtime"): "builder/tactics live in src/engine and run the interpreter (to move to src/build)",
     ("engine", "passes"): "the builder lives in src/engine (to move to src/build)",
-    ("passes", "backend"): "p_fuse uses the CPU epilogue's activation enum",
     ("tools", "core"): "the CLI uses private headers",
     ("tools", "engine"): "the CLI uses private headers",
     ("tools", "runtime"): "the CLI uses private headers",

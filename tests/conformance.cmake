@@ -11,4 +11,5 @@ set_tests_properties(conformance PROPERTIES LABELS "conformance;sanitize" TIMEOU
 add_test(NAME conformance_optimized
   COMMAND ${CMAKE_SOURCE_DIR}/tests/conformance/run.sh $<TARGET_FILE:kiln> ${ONNX_TESTDATA} --optimize
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-set_tests_properties(conformance_optimized PROPERTIES LABELS "conformance;sanitize" TIMEOUT 3000)
+set_tests_properties(conformance_optimized PROPERTIES LABELS "conformance;sanitize" TIMEOUT 3000
+  ENVIRONMENT KILN_CHECK_IR=1)   # the use index is verified after every pass

@@ -5,6 +5,7 @@
 #include "bytes.h"
 #include "graph_ser.h"
 #include "../passes/passes.h"
+#include "../runtime/exec.h"
 #include "../runtime/model.h"
 #include <jansson.h>
 #include <stdio.h>
@@ -154,6 +155,27 @@ static char *make_report(const kiln_pass_report *rep, const kiln_calib_result *c
     return s;
 }
 
+/* Constant folding evaluates nodes with the reference kernels (passes know no backend). */
+static kiln_status eval_node(void *user, const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out)
+{
+    (void)user;
+    kiln_kernel_fn k = kiln__ref_kernel(n->op);
+    kiln_tensor *outp[16];
+    if (!k || n->n_out > 16)
+        return kiln__err(KILN_ERR_UNSUPPORTED, "no kernel to evaluate %s", n->op_type);
+    for (int o = 0; o < n->n_out; o++)
+        outp[o] = &out[o];
+    /* no runtime services: outputs on the heap, single-threaded, no subgraphs (control flow is not folded) */
+    kiln_kctx ctx = {.node = n, .n_in = n->n_in, .in = in, .n_out = n->n_out, .out = outp, .nthreads = 1};
+    return k(&ctx);
+}
+
+const kiln_pass_ctx *kiln__builder_pass_ctx(void)
+{
+    static const kiln_pass_ctx pc = {.eval_node = eval_node};
+    return &pc;
+}
+
 /* With fixed input shapes: Shape/Size become constants (by shape inference, no run), then the
  * pipeline runs again so the shape-computing chains fold away. */
 static kiln_status fold_shapes(struct kiln_engine *e, kiln_pass_report *rep)
@@ -178,7 +200,7 @@ static kiln_status fold_shapes(struct kiln_engine *e, kiln_pass_report *rep)
             break;
         total += changed;
         kiln_pass_report again;
-        st = kiln__optimize(e->g, &again);
+        st = kiln__optimize(e->g, kiln__builder_pass_ctx(), &again);
         for (int i = 0; st == KILN_OK && i < again.n && i < rep->n; i++)
             rep->entry[i].changed += again.entry[i].changed;
     }
@@ -233,7 +255,7 @@ kiln_status kiln_build(kiln_model_t m, kiln_build_options *o, kiln_engine_t *out
     if (st == KILN_OK)
         st = set_profiles(e, o);
     if (st == KILN_OK && optimize)
-        st = kiln__optimize(e->g, &rep);
+        st = kiln__optimize(e->g, kiln__builder_pass_ctx(), &rep);
     /* each run the builder makes on its own gets the time budget */
     double budget = !o || o->run_budget_s == 0 ? KILN_BUILD_RUN_BUDGET_S : o->run_budget_s;
     kiln_run_ctl ctl = kiln__run_ctl(NULL, budget);

@@ -77,6 +77,8 @@ kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_pat
  * opt shapes, else static dims); false if some input has no concrete shape. */
 bool kiln__builder_input_shapes(const struct kiln_engine *e, kiln_tensor *shapes);
 bool kiln__engine_shapes_fixed(const struct kiln_engine *e);
+/* What the optimization passes need from the builder (constant evaluation by the reference kernels). */
+const struct kiln_pass_ctx *kiln__builder_pass_ctx(void);
 
 /* Timing cache (tactics.c): the "entries" object of a cache document held in memory (a new
  * reference), or NULL when buf is not a kiln timing cache; and the tactic an entry selects (one of

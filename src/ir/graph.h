@@ -105,6 +105,7 @@ typedef struct kiln_graph {
     int *hash;
     int hash_cap;
     int n_added_consts;   /* suffix counter of kiln__graph_add_const */
+    struct kiln_uses *uses;   /* reader index while passes edit the graph (graph_edit.c), else NULL */
 } kiln_graph;
 
 kiln_graph *kiln__graph_new(kiln_graph *parent);
@@ -119,16 +120,48 @@ int kiln__graph_add_node(kiln_graph *g);
 kiln_status kiln__graph_toposort(kiln_graph *g);
 void kiln__attr_free(kiln_attr *a);
 
-/* editing (src/ir/graph_edit.c) */
-/* Number of node inputs that read v (+1 per graph-output slot, +1 if a subgraph reads it by name). */
+/* editing (src/ir/graph_edit.c)
+ * The use index maps every value to the live node input slots reading it, so the reader queries
+ * below cost O(1) (amortized). While it is built, a graph must be edited only through the edit
+ * functions here (kiln__uses_check detects any other write to node inputs, outputs or `dead`). */
+kiln_status kiln__uses_build(kiln_graph *g);
+void kiln__uses_free(kiln_graph *g);
+/* Builds the index unless present; *own tells whether it was built here (free it then). */
+kiln_status kiln__uses_ensure(kiln_graph *g, bool *own);
+/* Rebuilds the index from scratch and compares it (and value producers) with the maintained one;
+ * KILN_ERR_INTERNAL naming the first difference. */
+kiln_status kiln__uses_check(const kiln_graph *g);
+
+/* queries (need the index, except kiln__value_is_output) */
+/* Number of live node inputs that read v (+1 per graph-output slot, +1 if a subgraph reads it by name). */
 int kiln__value_uses(const kiln_graph *g, int v);
 bool kiln__value_is_output(const kiln_graph *g, int v);
-/* Rewires every node input reading `from` to read `to` (graph outputs are left alone). */
-void kiln__graph_replace_uses(kiln_graph *g, int from, int to);
-/* Frees and removes nodes marked dead; recomputes producers. */
-void kiln__graph_remove_dead(kiln_graph *g);
 /* The single node reading v, or -1 if v has zero or several readers or is a graph output. */
 int kiln__single_consumer(const kiln_graph *g, int v);
+/* Fills nodes[0..max) with the live nodes reading v (one entry per input slot, unordered);
+ * returns the number of such slots. */
+int kiln__value_readers(const kiln_graph *g, int v, int *nodes, int max);
+
+/* edits (keep the index, when built, up to date) */
+kiln_status kiln__node_set_input(kiln_graph *g, int node, int slot, int v);
+/* Replaces all inputs of a node by v[0..n). */
+kiln_status kiln__node_set_inputs(kiln_graph *g, int node, int n, const int *v);
+/* Appends an input (value id, may be -1). */
+kiln_status kiln__node_add_input(kiln_graph *g, int node, int v);
+/* Makes the node write value v at output `slot` (v's producer becomes the node). */
+void kiln__node_set_output(kiln_graph *g, int node, int slot, int v);
+/* Marks a node dead (it no longer reads anything); kiln__graph_remove_dead frees it. */
+void kiln__node_kill(kiln_graph *g, int node);
+/* Rewires every live node input reading `from` to read `to` (graph outputs are left alone). */
+kiln_status kiln__graph_replace_uses(kiln_graph *g, int from, int to);
+/* Moves node `a` into the slot of the later node `b`: the result computes a's op on a's inputs but
+ * writes b's outputs; a's slot keeps a dead husk (b's name, op and attributes, a's old outputs). */
+kiln_status kiln__graph_move_node_into(kiln_graph *g, int a, int b);
+/* Turns value v into a constant holding `t` (moved in, as kiln__graph_add_const); its producer,
+ * if any, should then be killed. */
+kiln_status kiln__value_set_const(kiln_graph *g, int v, kiln_tensor *t);
+/* Frees and removes nodes marked dead; recomputes producers and renumbers the index, if built. */
+kiln_status kiln__graph_remove_dead(kiln_graph *g);
 /* Appends "text" to node->fused_from (comma separated). */
 kiln_status kiln__node_add_fused(kiln_node *n, const char *text);
 /* Sets (or replaces) an attribute on a node. */

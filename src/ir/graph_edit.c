@@ -1,108 +1,166 @@
-/* Graph editing primitives used by the optimization passes. */
-#include "graph.h"
+/* Graph editing primitives used by the optimization passes; they keep the use index (uses.c)
+ * up to date when it is built. */
+#include "uses.h"
 #include <stdio.h>
 
-bool kiln__value_is_output(const kiln_graph *g, int v)
+static kiln_status nomem(void) { return kiln__err(KILN_ERR_NOMEM, "out of memory"); }
+
+kiln_status kiln__node_set_input(kiln_graph *g, int node, int slot, int v)
 {
-    for (int o = 0; o < g->n_outputs; o++)
-        if (g->outputs[o] == v)
+    kiln__uses_detach(g, node, slot);
+    g->nodes[node].in[slot] = v;
+    return kiln__uses_attach(g, node, slot);
+}
+
+/* Makes room for n inputs (the array keeps its contents). */
+static kiln_status reserve_inputs(kiln_node *n, int count)
+{
+    int *ni = kiln__realloc(n->in, sizeof(int) * (size_t)(count > 0 ? count : 1));
+    if (!ni)
+        return nomem();
+    n->in = ni;
+    return KILN_OK;
+}
+
+kiln_status kiln__node_set_inputs(kiln_graph *g, int node, int n_in, const int *v)
+{
+    if (n_in > g->nodes[node].n_in)
+        KILN_TRY(reserve_inputs(&g->nodes[node], n_in));
+    kiln__uses_detach_node(g, node);
+    kiln_node *n = &g->nodes[node];
+    memmove(n->in, v, sizeof(int) * (size_t)n_in);
+    n->n_in = n_in;
+    return kiln__uses_attach_node(g, node);
+}
+
+kiln_status kiln__node_add_input(kiln_graph *g, int node, int v)
+{
+    kiln_node *n = &g->nodes[node];
+    KILN_TRY(reserve_inputs(n, n->n_in + 1));
+    n->in[n->n_in++] = v;
+    return kiln__uses_attach(g, node, n->n_in - 1);
+}
+
+void kiln__node_set_output(kiln_graph *g, int node, int slot, int v)
+{
+    kiln_node *n = &g->nodes[node];
+    int old = n->out[slot];
+    if (old >= 0 && g->values[old].producer == node)
+        g->values[old].producer = -1;
+    n->out[slot] = v;
+    if (v >= 0)
+        g->values[v].producer = node;
+}
+
+void kiln__node_kill(kiln_graph *g, int node)
+{
+    kiln__uses_detach_node(g, node);
+    g->nodes[node].dead = true;
+}
+
+kiln_status kiln__graph_replace_uses(kiln_graph *g, int from, int to)
+{
+    if (from < 0 || from == to)
+        return KILN_OK;
+    if (!g->uses) {
+        for (int i = 0; i < g->n_nodes; i++)
+            for (int j = 0; j < g->nodes[i].n_in; j++)
+                if (g->nodes[i].in[j] == from)
+                    g->nodes[i].in[j] = to;
+        return KILN_OK;
+    }
+    KILN_TRY(kiln__uses_reserve_value(g, to));
+    int n = kiln__value_uses(g, from), *readers = kiln__malloc(sizeof(int) * (size_t)(n + 1));
+    if (!readers)
+        return nomem();
+    n = kiln__value_readers(g, from, readers, n);
+    kiln_status st = KILN_OK;
+    for (int k = 0; k < n && st == KILN_OK; k++)
+        for (int j = 0; j < g->nodes[readers[k]].n_in && st == KILN_OK; j++)
+            if (g->nodes[readers[k]].in[j] == from)
+                st = kiln__node_set_input(g, readers[k], j, to);
+    kiln__free(readers);
+    return st;
+}
+
+kiln_status kiln__graph_move_node_into(kiln_graph *g, int a, int b)
+{
+    kiln__uses_detach_node(g, a);
+    kiln__uses_detach_node(g, b);
+    kiln_node na = g->nodes[a], nb = g->nodes[b];
+    /* the survivor: a's op, attributes and inputs; b's outputs and slot */
+    kiln_node res = na;
+    res.out = nb.out;
+    res.n_out = nb.n_out;
+    /* the dead husk in a's slot owns b's leftovers and a's old outputs */
+    kiln_node husk = nb;
+    husk.out = na.out;
+    husk.n_out = na.n_out;
+    husk.dead = true;
+    g->nodes[b] = res;
+    g->nodes[a] = husk;
+    for (int o = 0; o < res.n_out; o++)
+        if (res.out[o] >= 0)
+            g->values[res.out[o]].producer = b;
+    for (int o = 0; o < husk.n_out; o++)
+        if (husk.out[o] >= 0 && g->values[husk.out[o]].producer == a)
+            g->values[husk.out[o]].producer = -1;
+    return kiln__uses_attach_node(g, b);
+}
+
+kiln_status kiln__value_set_const(kiln_graph *g, int v, kiln_tensor *t)
+{
+    kiln_tensor *c = kiln__malloc(sizeof *c);
+    if (!c)
+        return nomem();
+    *c = *t;
+    memset(t, 0, sizeof *t);
+    if (g->values[v].init) {
+        kiln__tensor_release(g->values[v].init);
+        kiln__free(g->values[v].init);
+    }
+    g->values[v].init = c;
+    g->values[v].dtype = c->dtype;
+    g->values[v].producer = -1;
+    return KILN_OK;
+}
+
+static bool has_subgraph(const kiln_node *n)
+{
+    for (int a = 0; a < n->n_attr; a++)
+        if (n->attrs[a].g || n->attrs[a].graphs)
             return true;
     return false;
 }
 
-static bool read_by_subgraph(const kiln_graph *g, const char *name);
-
-/* Is `name` read as an outer-scope value by a subgraph of node n (at any depth)? */
-static bool node_subgraphs_read(const kiln_node *n, const char *name)
+static void node_free(kiln_node *n)
 {
-    for (int a = 0; a < n->n_attr; a++) {
-        const kiln_attr *at = &n->attrs[a];
-        int cnt = at->g ? 1 : (at->graphs ? at->n : 0);
-        for (int k = 0; k < cnt; k++) {
-            const kiln_graph *sg = at->g ? at->g : at->graphs[k];
-            int v = kiln__graph_find(sg, name);
-            if ((v >= 0 && sg->values[v].is_outer) || read_by_subgraph(sg, name))
-                return true;
-        }
-    }
-    return false;
+    kiln__free(n->name);
+    kiln__free(n->op_type);
+    kiln__free(n->domain);
+    kiln__free(n->fused_from);
+    kiln__free(n->tactic);
+    kiln__free(n->in);
+    kiln__free(n->out);
+    for (int a = 0; a < n->n_attr; a++)
+        kiln__attr_free(&n->attrs[a]);
+    kiln__free(n->attrs);
 }
 
-/* Is `name` read as an outer-scope value by any subgraph below g? */
-static bool read_by_subgraph(const kiln_graph *g, const char *name)
+kiln_status kiln__graph_remove_dead(kiln_graph *g)
 {
-    for (int i = 0; i < g->n_nodes; i++)
-        if (node_subgraphs_read(&g->nodes[i], name))
-            return true;
-    return false;
-}
-
-/* One scan over the nodes: direct reads by live nodes (*first: the first such reader, or -1),
- * and whether a subgraph reads the value by name. */
-static int direct_uses(const kiln_graph *g, int v, int *first, bool *sub)
-{
-    int uses = 0;
-    *first = -1;
-    *sub = false;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const kiln_node *n = &g->nodes[i];
-        if (!*sub && n->n_attr && node_subgraphs_read(n, g->values[v].name))
-            *sub = true;   /* dead nodes included, as before: their subgraphs are still attached */
-        if (n->dead)
-            continue;
-        for (int j = 0; j < n->n_in; j++)
-            if (n->in[j] == v) {
-                uses++;
-                if (*first < 0)
-                    *first = i;
-            }
-    }
-    return uses;
-}
-
-int kiln__value_uses(const kiln_graph *g, int v)
-{
-    int first;
-    bool sub;
-    int uses = direct_uses(g, v, &first, &sub);
-    for (int o = 0; o < g->n_outputs; o++)
-        uses += g->outputs[o] == v;
-    return uses + sub;
-}
-
-int kiln__single_consumer(const kiln_graph *g, int v)
-{
-    int first;
-    bool sub;
-    if (direct_uses(g, v, &first, &sub) != 1 || sub || kiln__value_is_output(g, v))
-        return -1;
-    return first;
-}
-
-void kiln__graph_replace_uses(kiln_graph *g, int from, int to)
-{
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int j = 0; j < g->nodes[i].n_in; j++)
-            if (g->nodes[i].in[j] == from)
-                g->nodes[i].in[j] = to;
-}
-
-void kiln__graph_remove_dead(kiln_graph *g)
-{
+    int *map = g->uses ? kiln__malloc(sizeof(int) * ((size_t)g->n_nodes + 1)) : NULL;
+    if (g->uses && !map)
+        return nomem();
     int w = 0;
+    bool subgraphs = false;
     for (int i = 0; i < g->n_nodes; i++) {
         kiln_node *n = &g->nodes[i];
+        if (map)
+            map[i] = n->dead ? -1 : w;
         if (n->dead) {
-            kiln__free(n->name);
-            kiln__free(n->op_type);
-            kiln__free(n->domain);
-            kiln__free(n->fused_from);
-        kiln__free(n->tactic);
-            kiln__free(n->in);
-            kiln__free(n->out);
-            for (int a = 0; a < n->n_attr; a++)
-                kiln__attr_free(&n->attrs[a]);
-            kiln__free(n->attrs);
+            subgraphs |= has_subgraph(n);
+            node_free(n);
             continue;
         }
         g->nodes[w++] = *n;
@@ -114,6 +172,9 @@ void kiln__graph_remove_dead(kiln_graph *g)
         for (int o = 0; o < g->nodes[i].n_out; o++)
             if (g->nodes[i].out[o] >= 0)
                 g->values[g->nodes[i].out[o]].producer = i;
+    kiln__uses_renumber(g, map, subgraphs);
+    kiln__free(map);
+    return KILN_OK;
 }
 
 kiln_status kiln__node_add_fused(kiln_node *n, const char *text)
@@ -202,8 +263,7 @@ int kiln__graph_add_const(kiln_graph *g, const char *name_hint, kiln_tensor *t)
 bool kiln__graph_has_subgraphs(const kiln_graph *g)
 {
     for (int i = 0; i < g->n_nodes; i++)
-        for (int a = 0; a < g->nodes[i].n_attr; a++)
-            if (g->nodes[i].attrs[a].g || g->nodes[i].attrs[a].graphs)
-                return true;
+        if (has_subgraph(&g->nodes[i]))
+            return true;
     return false;
 }

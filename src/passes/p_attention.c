@@ -87,21 +87,14 @@ static kiln_status try_attention(kiln_graph *g, int i, bool *done)
         return KILN_OK;
     chain[nchain++] = qk;
     int q = qk->in[0], kt = qk->in[1], v = pv->in[1];
-    int *in = kiln__malloc(sizeof(int) * 4);
-    if (!in)
-        return kiln__err(KILN_ERR_NOMEM, "out of memory");
-    in[0] = q;
-    in[1] = kt;
-    in[2] = v;
-    in[3] = mask;
+    int in[4] = {q, kt, v, mask};
     for (int k = nchain - 1; k >= 0; k--)
         KILN_TRY(kiln__absorb(g, c, (int)(chain[k] - g->nodes)));
     KILN_TRY(kiln__absorb(g, c, i));
     pv = &g->nodes[c];
     KILN_TRY(kiln__node_set_op(pv, KILN_OP_Attention, KILN_DOMAIN, 13));
-    kiln__free(pv->in);
-    pv->in = in;
-    pv->n_in = mask >= 0 ? 4 : 3;
+    KILN_TRY(kiln__node_set_inputs(g, c, mask >= 0 ? 4 : 3, in));
+    pv = &g->nodes[c];
     KILN_TRY(kiln__node_set_attr_f(pv, "scale", (float)scale));
     if (mask_kind >= 2) {
         KILN_TRY(kiln__node_set_attr_i(pv, "mask_kind", mask_kind));
@@ -112,7 +105,7 @@ static kiln_status try_attention(kiln_graph *g, int i, bool *done)
     return KILN_OK;
 }
 
-kiln_status kiln__pass_fuse_attention(kiln_graph *g, int *changed)
+kiln_status kiln__pass_fuse_attention(kiln_graph *g, const kiln_pass_ctx *pc, int *changed)
 {
     *changed = 0;
     if (kiln__graph_has_subgraphs(g))
@@ -124,7 +117,6 @@ kiln_status kiln__pass_fuse_attention(kiln_graph *g, int *changed)
         KILN_TRY(try_attention(g, i, &done));
         *changed += done;
     }
-    if (*changed)
-        kiln__graph_remove_dead(g);
-    return KILN_OK;
+    (void)pc;
+    return *changed ? kiln__graph_remove_dead(g) : KILN_OK;
 }

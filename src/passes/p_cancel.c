@@ -30,9 +30,9 @@ static kiln_status try_transpose(kiln_graph *g, int i, bool *done)
     }
     int x = t1->in[0];
     if (identity && !kiln__value_is_output(g, t2->out[0])) {
-        kiln__graph_replace_uses(g, t2->out[0], x);
-        t1->dead = true;
-        g->nodes[c].dead = true;
+        KILN_TRY(kiln__graph_replace_uses(g, t2->out[0], x));
+        kiln__node_kill(g, i);
+        kiln__node_kill(g, c);
     } else {
         /* t2 reads x with the composed permutation */
         kiln_attr *a = NULL;
@@ -41,7 +41,7 @@ static kiln_status try_transpose(kiln_graph *g, int i, bool *done)
                 a = &t2->attrs[k];
         for (int k = 0; k < r1; k++)
             a->ints[k] = comp[k];
-        t2->in[0] = x;
+        KILN_TRY(kiln__node_set_input(g, c, 0, x));
         KILN_TRY(kiln__absorb(g, c, i));
     }
     *done = true;
@@ -63,13 +63,13 @@ static kiln_status try_reshape(kiln_graph *g, int i, bool *done)
     for (int64_t k = 0; k < kiln_tensor_numel(s2); k++)
         if (kiln__get_i64(s2->dtype, s2->data, k) == 0)
             return KILN_OK;
-    g->nodes[c].in[0] = r1->in[0];
+    KILN_TRY(kiln__node_set_input(g, c, 0, r1->in[0]));
     KILN_TRY(kiln__absorb(g, c, i));
     *done = true;
     return KILN_OK;
 }
 
-kiln_status kiln__pass_cancel_transpose_reshape(kiln_graph *g, int *changed)
+kiln_status kiln__pass_cancel_transpose_reshape(kiln_graph *g, const kiln_pass_ctx *pc, int *changed)
 {
     *changed = 0;
     if (kiln__graph_has_subgraphs(g))
@@ -83,7 +83,6 @@ kiln_status kiln__pass_cancel_transpose_reshape(kiln_graph *g, int *changed)
             KILN_TRY(try_reshape(g, i, &done));
         *changed += done;
     }
-    if (*changed)
-        kiln__graph_remove_dead(g);
-    return KILN_OK;
+    (void)pc;
+    return *changed ? kiln__graph_remove_dead(g) : KILN_OK;
 }

@@ -9,6 +9,21 @@ static bool is_f32_vec(const kiln_tensor *t, int64_t n)
     return t && t->dtype == KILN_DT_FLOAT32 && kiln_tensor_numel(t) == n && t->ndim == 1;
 }
 
+/* Node n (Conv / ConvTranspose / Gemm) takes the folded weight w and bias b as inputs 1 and 2 and
+ * writes the BatchNormalization bn's output; bn dies. */
+static kiln_status absorb_bn(kiln_graph *g, int n, int bn, int w, int b)
+{
+    while (g->nodes[n].n_in < 3)
+        KILN_TRY(kiln__node_add_input(g, n, -1));
+    KILN_TRY(kiln__node_set_input(g, n, 1, w));
+    KILN_TRY(kiln__node_set_input(g, n, 2, b));
+    int y = g->nodes[bn].out[0];
+    kiln__node_kill(g, bn);
+    kiln__node_set_output(g, n, 0, y);
+    const kiln_node *b_node = &g->nodes[bn];
+    return kiln__node_add_fused(&g->nodes[n], b_node->name[0] ? b_node->name : "BatchNormalization");
+}
+
 static kiln_status fold_one(kiln_graph *g, int ci, int bi, bool *done)
 {
     kiln_node *conv = &g->nodes[ci], *bn = &g->nodes[bi];
@@ -68,21 +83,7 @@ static kiln_status fold_one(kiln_graph *g, int ci, int bi, bool *done)
         kiln__tensor_release(&nb);
         return kiln__err(KILN_ERR_NOMEM, "out of memory");
     }
-    conv = &g->nodes[ci];   /* values array may have moved; nodes did not, but be explicit */
-    bn = &g->nodes[bi];
-    if (conv->n_in < 3) {
-        int *ni = kiln__realloc(conv->in, sizeof(int) * 3);
-        if (!ni)
-            return kiln__err(KILN_ERR_NOMEM, "out of memory");
-        conv->in = ni;
-        conv->n_in = 3;
-    }
-    conv->in[1] = wv;
-    conv->in[2] = bv;
-    conv->out[0] = bn->out[0];
-    g->values[bn->out[0]].producer = ci;
-    KILN_TRY(kiln__node_add_fused(conv, bn->name[0] ? bn->name : "BatchNormalization"));
-    bn->dead = true;
+    KILN_TRY(absorb_bn(g, ci, bi, wv, bv));
     *done = true;
     return KILN_OK;
 }
@@ -136,27 +137,13 @@ static kiln_status fold_gemm(kiln_graph *g, int gi, int bi, bool *done)
         kiln__tensor_release(&nc);
         return kiln__err(KILN_ERR_NOMEM, "out of memory");
     }
-    gm = &g->nodes[gi];
-    bn = &g->nodes[bi];
-    if (gm->n_in < 3) {
-        int *ni = kiln__realloc(gm->in, sizeof(int) * 3);
-        if (!ni)
-            return kiln__err(KILN_ERR_NOMEM, "out of memory");
-        gm->in = ni;
-        gm->n_in = 3;
-    }
-    gm->in[1] = wv;
-    gm->in[2] = cv;
-    KILN_TRY(kiln__node_set_attr_f(gm, "beta", 1.0f));
-    gm->out[0] = bn->out[0];
-    g->values[bn->out[0]].producer = gi;
-    KILN_TRY(kiln__node_add_fused(gm, bn->name[0] ? bn->name : "BatchNormalization"));
-    bn->dead = true;
+    KILN_TRY(kiln__node_set_attr_f(&g->nodes[gi], "beta", 1.0f));
+    KILN_TRY(absorb_bn(g, gi, bi, wv, cv));
     *done = true;
     return KILN_OK;
 }
 
-kiln_status kiln__pass_fold_batchnorm(kiln_graph *g, int *changed)
+kiln_status kiln__pass_fold_batchnorm(kiln_graph *g, const kiln_pass_ctx *pc, int *changed)
 {
     *changed = 0;
     for (int i = 0; i < g->n_nodes; i++) {
@@ -172,7 +159,6 @@ kiln_status kiln__pass_fold_batchnorm(kiln_graph *g, int *changed)
         KILN_TRY(gemm ? fold_gemm(g, i, c, &done) : fold_one(g, i, c, &done));
         *changed += done;
     }
-    if (*changed)
-        kiln__graph_remove_dead(g);
-    return KILN_OK;
+    (void)pc;
+    return *changed ? kiln__graph_remove_dead(g) : KILN_OK;
 }

@@ -6,7 +6,7 @@
  *                  Gelu, or x*Sigmoid(x) (SiLU)                   -> fused node with "activation"
  * The fused node takes the slot of the last node it absorbs, which keeps the order topological. */
 #include "rewrite.h"
-#include "../backend/cpu/epilogue.h"
+#include "../ir/fused.h"
 #include <float.h>
 
 static bool is_conv_like(const kiln_node *n) { return n->op == KILN_OP_Conv || n->op == KILN_OP_FusedConv; }
@@ -37,7 +37,7 @@ static int other_input(const kiln_node *n, int v)
     return -1;
 }
 
-kiln_status kiln__pass_fuse_bias(kiln_graph *g, int *changed)
+kiln_status kiln__pass_fuse_bias(kiln_graph *g, const kiln_pass_ctx *pc, int *changed)
 {
     *changed = 0;
     if (kiln__graph_has_subgraphs(g))
@@ -85,20 +85,19 @@ kiln_status kiln__pass_fuse_bias(kiln_graph *g, int *changed)
         }
         n = &g->nodes[i];
         if (n->n_in == 3)
-            n->in[2] = fv;
+            KILN_TRY(kiln__node_set_input(g, i, 2, fv));
         else
-            KILN_TRY(kiln__node_add_input(n, fv));
+            KILN_TRY(kiln__node_add_input(g, i, fv));
         if (mm)
-            KILN_TRY(make_fused(n));
+            KILN_TRY(make_fused(&g->nodes[i]));
         KILN_TRY(kiln__move_node_into(g, i, c));
         (*changed)++;
     }
-    if (*changed)
-        kiln__graph_remove_dead(g);
-    return KILN_OK;
+    (void)pc;
+    return *changed ? kiln__graph_remove_dead(g) : KILN_OK;
 }
 
-kiln_status kiln__pass_fuse_residual(kiln_graph *g, int *changed)
+kiln_status kiln__pass_fuse_residual(kiln_graph *g, const kiln_pass_ctx *pc, int *changed)
 {
     *changed = 0;
     if (kiln__graph_has_subgraphs(g))
@@ -117,42 +116,41 @@ kiln_status kiln__pass_fuse_residual(kiln_graph *g, int *changed)
         if (r < 0 || kiln__const_of(g, r))
             continue;   /* constants are biases, handled by fuse-bias */
         KILN_TRY(make_fused(n));
-        while (n->n_in < 3)
-            KILN_TRY(kiln__node_add_input(n, -1));
-        KILN_TRY(kiln__node_add_input(n, r));
+        while (g->nodes[i].n_in < 3)
+            KILN_TRY(kiln__node_add_input(g, i, -1));
+        KILN_TRY(kiln__node_add_input(g, i, r));
         KILN_TRY(kiln__move_node_into(g, i, c));
         (*changed)++;
     }
-    if (*changed)
-        kiln__graph_remove_dead(g);
-    return KILN_OK;
+    (void)pc;
+    return *changed ? kiln__graph_remove_dead(g) : KILN_OK;
 }
 
 /* Maps an activation node to (kind, alpha, beta); false if it is not one we fuse. */
-static bool activation_of(const kiln_graph *g, const kiln_node *a, kiln_act *out)
+static bool activation_of(const kiln_graph *g, const kiln_node *a, kiln_fused_act *out)
 {
     memset(out, 0, sizeof *out);
     switch (a->op) {
-    case KILN_OP_Relu: out->kind = KILN_ACT_RELU; return a->n_in == 1;
-    case KILN_OP_Sigmoid: out->kind = KILN_ACT_SIGMOID; return a->n_in == 1;
-    case KILN_OP_Tanh: out->kind = KILN_ACT_TANH; return a->n_in == 1;
-    case KILN_OP_HardSwish: out->kind = KILN_ACT_HARDSWISH; return a->n_in == 1;
+    case KILN_OP_Relu: out->kind = KILN_FUSED_RELU; return a->n_in == 1;
+    case KILN_OP_Sigmoid: out->kind = KILN_FUSED_SIGMOID; return a->n_in == 1;
+    case KILN_OP_Tanh: out->kind = KILN_FUSED_TANH; return a->n_in == 1;
+    case KILN_OP_HardSwish: out->kind = KILN_FUSED_HARDSWISH; return a->n_in == 1;
     case KILN_OP_LeakyRelu:
-        out->kind = KILN_ACT_LEAKYRELU;
+        out->kind = KILN_FUSED_LEAKYRELU;
         out->alpha = kiln__attr_f(a, "alpha", 0.01f);
         return a->n_in == 1;
     case KILN_OP_HardSigmoid:
-        out->kind = KILN_ACT_HARDSIGMOID;
+        out->kind = KILN_FUSED_HARDSIGMOID;
         out->alpha = kiln__attr_f(a, "alpha", 0.2f);
         out->beta = kiln__attr_f(a, "beta", 0.5f);
         return a->n_in == 1;
     case KILN_OP_Gelu: {
         const char *ap = kiln__attr_s(a, "approximate", "none");
-        out->kind = !strcmp(ap, "tanh") ? KILN_ACT_GELU_TANH : KILN_ACT_GELU;
+        out->kind = !strcmp(ap, "tanh") ? KILN_FUSED_GELU_TANH : KILN_FUSED_GELU;
         return a->n_in == 1;
     }
     case KILN_OP_Clip: {
-        out->kind = KILN_ACT_CLIP;
+        out->kind = KILN_FUSED_CLIP;
         out->alpha = -FLT_MAX;
         out->beta = FLT_MAX;
         if (a->opset < 11) {
@@ -178,27 +176,19 @@ static bool activation_of(const kiln_graph *g, const kiln_node *a, kiln_act *out
     }
 }
 
-static kiln_status set_act(kiln_node *n, const kiln_act *a)
-{
-    KILN_TRY(kiln__node_set_attr_s(n, "activation", kiln__act_name(a->kind)));
-    KILN_TRY(kiln__node_set_attr_f(n, "activation_alpha", a->alpha));
-    return kiln__node_set_attr_f(n, "activation_beta", a->beta);
-}
-
 /* SiLU: y feeds exactly Sigmoid(y) -> s and Mul(y, s); returns the Mul's index or -1. */
 static int silu_mul(kiln_graph *g, int y, int *sig)
 {
-    if (kiln__value_uses(g, y) != 2 || kiln__value_is_output(g, y))
+    int readers[2];
+    if (kiln__value_uses(g, y) != 2 || kiln__value_is_output(g, y) || kiln__value_readers(g, y, readers, 2) != 2)
         return -1;
     int s = -1, m = -1;
-    for (int i = 0; i < g->n_nodes; i++) {
-        kiln_node *n = &g->nodes[i];
-        if (n->dead)
-            continue;
+    for (int k = 0; k < 2; k++) {
+        const kiln_node *n = &g->nodes[readers[k]];
         if (n->op == KILN_OP_Sigmoid && n->n_in == 1 && n->in[0] == y)
-            s = i;
+            s = readers[k];
         else if (n->op == KILN_OP_Mul && n->n_in == 2 && (n->in[0] == y || n->in[1] == y))
-            m = i;
+            m = readers[k];
     }
     if (s < 0 || m < 0 || g->nodes[s].out[0] < 0 || other_input(&g->nodes[m], y) != g->nodes[s].out[0] ||
         kiln__single_consumer(g, g->nodes[s].out[0]) != m)
@@ -207,7 +197,7 @@ static int silu_mul(kiln_graph *g, int y, int *sig)
     return m;
 }
 
-kiln_status kiln__pass_fuse_activation(kiln_graph *g, int *changed)
+kiln_status kiln__pass_fuse_activation(kiln_graph *g, const kiln_pass_ctx *pc, int *changed)
 {
     *changed = 0;
     if (kiln__graph_has_subgraphs(g))
@@ -217,23 +207,22 @@ kiln_status kiln__pass_fuse_activation(kiln_graph *g, int *changed)
         bool gemm = n->op == KILN_OP_Gemm || n->op == KILN_OP_FusedGemm;
         if (n->dead || n->n_out != 1 || n->out[0] < 0 || has_act(n) || !(is_conv_like(n) || is_mm_like(n) || gemm))
             continue;
-        kiln_act act;
+        kiln_fused_act act;
         int c = kiln__single_consumer(g, n->out[0]), sig = -1;
         if (c >= 0 && activation_of(g, &g->nodes[c], &act) && g->nodes[c].in[0] == n->out[0]) {
             KILN_TRY(make_fused(&g->nodes[i]));
-            KILN_TRY(set_act(&g->nodes[i], &act));
+            KILN_TRY(kiln__node_set_fused_act(&g->nodes[i], &act));
             KILN_TRY(kiln__move_node_into(g, i, c));
             (*changed)++;
         } else if (c < 0 && (c = silu_mul(g, n->out[0], &sig)) >= 0) {
-            act = (kiln_act){.kind = KILN_ACT_SILU};
+            act = (kiln_fused_act){.kind = KILN_FUSED_SILU};
             KILN_TRY(make_fused(&g->nodes[i]));
-            KILN_TRY(set_act(&g->nodes[i], &act));
+            KILN_TRY(kiln__node_set_fused_act(&g->nodes[i], &act));
             KILN_TRY(kiln__absorb(g, i, sig));
             KILN_TRY(kiln__move_node_into(g, i, c));
             (*changed)++;
         }
     }
-    if (*changed)
-        kiln__graph_remove_dead(g);
-    return KILN_OK;
+    (void)pc;
+    return *changed ? kiln__graph_remove_dead(g) : KILN_OK;
 }

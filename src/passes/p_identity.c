@@ -2,7 +2,7 @@
  * the input. A node whose output is a graph output is kept (the output name must survive). */
 #include "passes.h"
 
-kiln_status kiln__pass_remove_identity(kiln_graph *g, int *changed)
+kiln_status kiln__pass_remove_identity(kiln_graph *g, const kiln_pass_ctx *pc, int *changed)
 {
     *changed = 0;
     if (kiln__graph_has_subgraphs(g))
@@ -25,11 +25,10 @@ kiln_status kiln__pass_remove_identity(kiln_graph *g, int *changed)
         }
         if (kiln__value_is_output(g, n->out[0]))
             continue;
-        kiln__graph_replace_uses(g, n->out[0], n->in[0]);
-        n->dead = true;
+        KILN_TRY(kiln__graph_replace_uses(g, n->out[0], n->in[0]));
+        kiln__node_kill(g, i);
         (*changed)++;
     }
-    if (*changed)
-        kiln__graph_remove_dead(g);
-    return KILN_OK;
+    (void)pc;
+    return *changed ? kiln__graph_remove_dead(g) : KILN_OK;
 }

@@ -100,17 +100,10 @@ static kiln_status try_layernorm(kiln_graph *g, int i, bool *done)
         return KILN_OK;
     /* rewrite the final Add into LayerNormalization(x, gamma, beta) */
     kiln_node *abs[] = {rm1, sub, pw, rm2, addeps, sq, div, mul};
-    int *in = kiln__malloc(sizeof(int) * 3);
-    if (!in)
-        return kiln__err(KILN_ERR_NOMEM, "out of memory");
-    in[0] = x;
-    in[1] = gamma_v;
-    in[2] = beta_v;
+    int in[3] = {x, gamma_v, beta_v};
     KILN_TRY(finish(g, i, abs, 8, KILN_OP_LayerNormalization, 17));
+    KILN_TRY(kiln__node_set_inputs(g, i, 3, in));
     add2 = &g->nodes[i];
-    kiln__free(add2->in);
-    add2->in = in;
-    add2->n_in = 3;
     KILN_TRY(kiln__node_set_attr_i(add2, "axis", -1));
     KILN_TRY(kiln__node_set_attr_f(add2, "epsilon", (float)eps));
     *done = true;
@@ -190,14 +183,8 @@ static kiln_status try_gelu(kiln_graph *g, int i, bool *done)
         } else {
             continue;
         }
+        KILN_TRY(kiln__node_set_inputs(g, i, 1, &x));
         top = &g->nodes[i];
-        int *in = kiln__malloc(sizeof(int));
-        if (!in)
-            return kiln__err(KILN_ERR_NOMEM, "out of memory");
-        in[0] = x;
-        kiln__free(top->in);
-        top->in = in;
-        top->n_in = 1;
         if (tanh_form)
             KILN_TRY(kiln__node_set_attr_s(top, "approximate", "tanh"));
         *done = true;
@@ -220,9 +207,7 @@ static kiln_status try_hardswish(kiln_graph *g, int i, bool *done)
         int x = m->in[1 - k];
         kiln_node *abs[] = {hs};
         KILN_TRY(finish(g, i, abs, 1, KILN_OP_HardSwish, 14));
-        m = &g->nodes[i];
-        m->in[0] = x;
-        m->n_in = 1;
+        KILN_TRY(kiln__node_set_inputs(g, i, 1, &x));
         *done = true;
         return KILN_OK;
     }
@@ -282,9 +267,7 @@ static kiln_status try_hardswish_relu6(kiln_graph *g, int i, bool *done)
         return KILN_OK;
     kiln_node *abs[] = {ad, cl, mid};
     KILN_TRY(finish(g, i, abs, 3, KILN_OP_HardSwish, 14));
-    f = &g->nodes[i];
-    f->in[0] = x;
-    f->n_in = 1;
+    KILN_TRY(kiln__node_set_inputs(g, i, 1, &x));
     *done = true;
     return KILN_OK;
 }
@@ -303,13 +286,21 @@ static kiln_status run_matcher(kiln_graph *g, int *changed, matcher fn)
         KILN_TRY(fn(g, i, &done));
         *changed += done;
     }
-    if (*changed)
-        kiln__graph_remove_dead(g);
-    return KILN_OK;
+    return *changed ? kiln__graph_remove_dead(g) : KILN_OK;
 }
 
-kiln_status kiln__pass_fuse_layernorm(kiln_graph *g, int *changed) { return run_matcher(g, changed, try_layernorm); }
-kiln_status kiln__pass_fuse_gelu(kiln_graph *g, int *changed) { return run_matcher(g, changed, try_gelu); }
+kiln_status kiln__pass_fuse_layernorm(kiln_graph *g, const kiln_pass_ctx *pc, int *changed)
+{
+    (void)pc;
+    return run_matcher(g, changed, try_layernorm);
+}
+
+kiln_status kiln__pass_fuse_gelu(kiln_graph *g, const kiln_pass_ctx *pc, int *changed)
+{
+    (void)pc;
+    return run_matcher(g, changed, try_gelu);
+}
+
 static kiln_status try_any_hardswish(kiln_graph *g, int i, bool *done)
 {
     KILN_TRY(try_hardswish(g, i, done));
@@ -318,4 +309,8 @@ static kiln_status try_any_hardswish(kiln_graph *g, int i, bool *done)
     return KILN_OK;
 }
 
-kiln_status kiln__pass_fuse_hardswish(kiln_graph *g, int *changed) { return run_matcher(g, changed, try_any_hardswish); }
+kiln_status kiln__pass_fuse_hardswish(kiln_graph *g, const kiln_pass_ctx *pc, int *changed)
+{
+    (void)pc;
+    return run_matcher(g, changed, try_any_hardswish);
+}

@@ -72,17 +72,16 @@ static kiln_status try_fold(kiln_graph *g, int i, bool *done)
         kiln__tensor_release(&nb);
         return kiln__err(KILN_ERR_NOMEM, "out of memory");
     }
-    n = &g->nodes[i];
-    while (n->n_in < 3)
-        KILN_TRY(kiln__node_add_input(n, -1));
-    n->in[1] = wv;
-    n->in[2] = bv;
+    while (g->nodes[i].n_in < 3)
+        KILN_TRY(kiln__node_add_input(g, i, -1));
+    KILN_TRY(kiln__node_set_input(g, i, 1, wv));
+    KILN_TRY(kiln__node_set_input(g, i, 2, bv));
     KILN_TRY(kiln__move_node_into(g, i, c));
     *done = true;
     return KILN_OK;
 }
 
-kiln_status kiln__pass_fold_scale_shift(kiln_graph *g, int *changed)
+kiln_status kiln__pass_fold_scale_shift(kiln_graph *g, const kiln_pass_ctx *pc, int *changed)
 {
     *changed = 0;
     if (kiln__graph_has_subgraphs(g))
@@ -92,7 +91,6 @@ kiln_status kiln__pass_fold_scale_shift(kiln_graph *g, int *changed)
         KILN_TRY(try_fold(g, i, &done));
         *changed += done;
     }
-    if (*changed)
-        kiln__graph_remove_dead(g);
-    return KILN_OK;
+    (void)pc;
+    return *changed ? kiln__graph_remove_dead(g) : KILN_OK;
 }

@@ -49,25 +49,18 @@ kiln_status kiln__pass_fold_shapes(kiln_graph *g, const kiln_tensor *in_shapes, 
         if ((n->op != KILN_OP_Shape && n->op != KILN_OP_Size) || n->n_out != 1 || n->out[0] < 0 ||
             !const_value(st, &vs[n->out[0]], &c))
             continue;
-        int out = n->out[0];
-        kiln_tensor *t = kiln__malloc(sizeof *t);
-        if (!t) {
-            kiln__tensor_release(&c);
-            s = kiln__err(KILN_ERR_NOMEM, "out of memory");
+        s = kiln__value_set_const(g, n->out[0], &c);
+        kiln__tensor_release(&c);   /* moved out unless out of memory */
+        if (s != KILN_OK)
             break;
-        }
-        *t = c;
-        g->values[out].init = t;
-        g->values[out].dtype = KILN_DT_INT64;
-        g->values[out].producer = -1;
-        n->dead = true;
+        kiln__node_kill(g, i);
         (*changed)++;
     }
     kiln__free(vs);
     kiln__free(in);
     kiln__free(pin);
     kiln__symtab_free(st);
-    if (*changed)
-        kiln__graph_remove_dead(g);
+    if (s == KILN_OK && *changed)
+        s = kiln__graph_remove_dead(g);
     return s;
 }

@@ -5,7 +5,19 @@
 
 #include "../ir/graph.h"
 
-typedef kiln_status (*kiln_pass_fn)(kiln_graph *g, int *changed);
+/* What passes need from the builder, without depending on a backend or the runtime. */
+typedef struct kiln_pass_ctx {
+    /* Computes node n on constant inputs (in[j] NULL for an empty input) into out[0..n->n_out)
+     * (zero-initialized by the caller; every output's data set on success). An error leaves the
+     * node unfolded. NULL: constant-fold folds nothing. */
+    kiln_status (*eval_node)(void *user, const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out);
+    void *user;
+    /* Verify the graph's use index after every pass (kiln__uses_check); tests set it. The
+     * environment variable KILN_CHECK_IR=1 turns it on too. */
+    bool check;
+} kiln_pass_ctx;
+
+typedef kiln_status (*kiln_pass_fn)(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 
 typedef struct kiln_pass_info {
     const char *name;
@@ -22,22 +34,26 @@ typedef struct kiln_pass_report {
     int nodes_before, nodes_after;
 } kiln_pass_report;
 
-/* Runs the default pipeline (to a fixed point, at most a few rounds). report may be NULL. */
-kiln_status kiln__optimize(kiln_graph *g, kiln_pass_report *report);
+/* Runs one pass: builds the use index for it unless the graph has one (and frees it again), and
+ * checks the index afterwards when pc->check. pc may be NULL (no evaluation, no check). */
+kiln_status kiln__pass_run(const kiln_pass_info *p, kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
+/* Runs the default pipeline (to a fixed point, at most a few rounds) with one use index built
+ * once for it: O(N + E) per pass. report may be NULL. */
+kiln_status kiln__optimize(kiln_graph *g, const kiln_pass_ctx *pc, kiln_pass_report *report);
 
-kiln_status kiln__pass_remove_identity(kiln_graph *g, int *changed);
-kiln_status kiln__pass_constant_fold(kiln_graph *g, int *changed);
-kiln_status kiln__pass_dead_nodes(kiln_graph *g, int *changed);
-kiln_status kiln__pass_fold_batchnorm(kiln_graph *g, int *changed);
-kiln_status kiln__pass_fold_scale_shift(kiln_graph *g, int *changed);
-kiln_status kiln__pass_fuse_layernorm(kiln_graph *g, int *changed);
-kiln_status kiln__pass_fuse_gelu(kiln_graph *g, int *changed);
-kiln_status kiln__pass_fuse_hardswish(kiln_graph *g, int *changed);
-kiln_status kiln__pass_fuse_attention(kiln_graph *g, int *changed);
-kiln_status kiln__pass_cancel_transpose_reshape(kiln_graph *g, int *changed);
-kiln_status kiln__pass_fuse_bias(kiln_graph *g, int *changed);
-kiln_status kiln__pass_fuse_residual(kiln_graph *g, int *changed);
-kiln_status kiln__pass_fuse_activation(kiln_graph *g, int *changed);
+kiln_status kiln__pass_remove_identity(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
+kiln_status kiln__pass_constant_fold(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
+kiln_status kiln__pass_dead_nodes(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
+kiln_status kiln__pass_fold_batchnorm(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
+kiln_status kiln__pass_fold_scale_shift(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
+kiln_status kiln__pass_fuse_layernorm(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
+kiln_status kiln__pass_fuse_gelu(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
+kiln_status kiln__pass_fuse_hardswish(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
+kiln_status kiln__pass_fuse_attention(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
+kiln_status kiln__pass_cancel_transpose_reshape(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
+kiln_status kiln__pass_fuse_bias(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
+kiln_status kiln__pass_fuse_residual(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
+kiln_status kiln__pass_fuse_activation(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 /* Shape/Size -> constants where shape inference at the given input shapes (in_shapes: one per
  * graph input, dtype and dims, data unused; ndim < 0 or in_shapes NULL = declared) determines them. */
 kiln_status kiln__pass_fold_shapes(kiln_graph *g, const kiln_tensor *in_shapes, int *changed);

@@ -29,33 +29,14 @@ kiln_status kiln__node_add_fused_node(kiln_node *into, const kiln_node *n)
 kiln_status kiln__absorb(kiln_graph *g, int into, int idx)
 {
     KILN_TRY(kiln__node_add_fused_node(&g->nodes[into], &g->nodes[idx]));
-    g->nodes[idx].dead = true;
+    kiln__node_kill(g, idx);
     return KILN_OK;
 }
 
 kiln_status kiln__move_node_into(kiln_graph *g, int a, int b)
 {
-    kiln_node na = g->nodes[a], nb = g->nodes[b];
-    /* the survivor: a's op, attributes and inputs; b's outputs and slot */
-    kiln_node res = na;
-    res.out = nb.out;
-    res.n_out = nb.n_out;
-    res.fused_from = na.fused_from;
-    /* the dead husk in a's slot owns b's leftovers and a's old outputs */
-    kiln_node husk = nb;
-    husk.out = na.out;
-    husk.n_out = na.n_out;
-    husk.fused_from = nb.fused_from;
-    husk.dead = true;
-    g->nodes[b] = res;
-    g->nodes[a] = husk;
-    for (int o = 0; o < res.n_out; o++)
-        if (res.out[o] >= 0)
-            g->values[res.out[o]].producer = b;
-    KILN_TRY(kiln__node_add_fused(&g->nodes[b], husk.name[0] ? husk.name : husk.op_type));
-    if (husk.fused_from)
-        KILN_TRY(kiln__node_add_fused(&g->nodes[b], husk.fused_from));
-    return KILN_OK;
+    KILN_TRY(kiln__graph_move_node_into(g, a, b));
+    return kiln__node_add_fused_node(&g->nodes[b], &g->nodes[a]);   /* the husk: b's old self */
 }
 
 kiln_status kiln__node_set_op(kiln_node *n, kiln_op op, const char *domain, int opset)
@@ -72,15 +53,5 @@ kiln_status kiln__node_set_op(kiln_node *n, kiln_op op, const char *domain, int 
     n->domain = d;
     n->op = op;
     n->opset = opset;
-    return KILN_OK;
-}
-
-kiln_status kiln__node_add_input(kiln_node *n, int v)
-{
-    int *ni = kiln__realloc(n->in, sizeof(int) * (size_t)(n->n_in + 1));
-    if (!ni)
-        return kiln__err(KILN_ERR_NOMEM, "out of memory");
-    n->in = ni;
-    n->in[n->n_in++] = v;
     return KILN_OK;
 }

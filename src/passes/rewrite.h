@@ -7,13 +7,11 @@
 kiln_node *kiln__producer(kiln_graph *g, int v);
 /* Value of a constant scalar (any numeric dtype, one element). */
 bool kiln__const_scalar(const kiln_graph *g, int v, double *out);
-/* Moves node `a` into the slot of the later node `b`: the result computes a's op on a's inputs but
- * writes b's outputs; a's slot is marked dead. Keeps the node list topologically sorted. */
+/* kiln__graph_move_node_into, recording b's old node in the survivor's fused_from. Keeps the
+ * node list topologically sorted. */
 kiln_status kiln__move_node_into(kiln_graph *g, int a, int b);
 /* Renames a node's op to kiln's fused op (domain "kiln"). */
 kiln_status kiln__node_set_op(kiln_node *n, kiln_op op, const char *domain, int opset);
-/* Appends an input (value id, may be -1) to a node. */
-kiln_status kiln__node_add_input(kiln_node *n, int v);
 /* Records node n (and what it absorbed) in into->fused_from. */
 kiln_status kiln__node_add_fused_node(kiln_node *into, const kiln_node *n);
 /* Marks node idx dead and records its name in `into`'s fused_from. */

@@ -93,7 +93,9 @@ int main(void)
             kiln_build_options raw = {.no_optimize = true};
             CHECK(kiln_build(m, &raw, &e) == KILN_OK);
             int changed = 0, before = e->g->n_nodes;
-            kiln_status st = p->name ? p->fn(e->g, &changed) : kiln__optimize(e->g, NULL);
+            kiln_pass_ctx pc = *kiln__builder_pass_ctx();
+            pc.check = true;   /* the use index stays consistent through every pass */
+            kiln_status st = p->name ? kiln__pass_run(p, e->g, &pc, &changed) : kiln__optimize(e->g, &pc, NULL);
             CHECK_MSG(st == KILN_OK, "%s: %s", p->name ? p->name : "pipeline", kiln_last_error());
             if (!p->name)
                 changed = before - e->g->n_nodes;

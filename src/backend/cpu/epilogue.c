@@ -1,30 +1,33 @@
 /* Activation epilogues for fused layers; scalar reference semantics match the ONNX ops. */
 #include "epilogue.h"
 #include "vmath.h"
+#include "../../ir/fused.h"
 #include <math.h>
 
-static const char *const act_names[] = {NULL, "Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid",
-                                        "HardSwish", "SiLU", "Gelu", "GeluTanh", "Tanh"};
+/* The IR's fused-activation vocabulary (ir/fused.h) mapped onto this epilogue's kinds. */
+static const kiln_act_kind from_ir[KILN_FUSED_ACT_COUNT] = {
+    [KILN_FUSED_NONE] = KILN_ACT_NONE, [KILN_FUSED_RELU] = KILN_ACT_RELU, [KILN_FUSED_CLIP] = KILN_ACT_CLIP,
+    [KILN_FUSED_LEAKYRELU] = KILN_ACT_LEAKYRELU, [KILN_FUSED_SIGMOID] = KILN_ACT_SIGMOID,
+    [KILN_FUSED_HARDSIGMOID] = KILN_ACT_HARDSIGMOID, [KILN_FUSED_HARDSWISH] = KILN_ACT_HARDSWISH,
+    [KILN_FUSED_SILU] = KILN_ACT_SILU, [KILN_FUSED_GELU] = KILN_ACT_GELU, [KILN_FUSED_GELU_TANH] = KILN_ACT_GELU_TANH,
+    [KILN_FUSED_TANH] = KILN_ACT_TANH};
 
 const char *kiln__act_name(kiln_act_kind k)
 {
-    return (unsigned)k < sizeof act_names / sizeof act_names[0] ? act_names[k] : NULL;
+    for (int f = 1; f < KILN_FUSED_ACT_COUNT; f++)
+        if (from_ir[f] == k)
+            return kiln__fused_act_name((kiln_fused_act_kind)f);
+    return NULL;
 }
 
 kiln_status kiln__act_from_node(const kiln_kctx *ctx, kiln_act *a)
 {
-    memset(a, 0, sizeof *a);
-    const char *s = kiln__attr_s(ctx->node, "activation", NULL);
-    if (!s || !s[0])
-        return KILN_OK;
-    for (int k = 1; k < (int)(sizeof act_names / sizeof act_names[0]); k++)
-        if (!strcmp(s, act_names[k])) {
-            a->kind = (kiln_act_kind)k;
-            a->alpha = kiln__attr_f(ctx->node, "activation_alpha", 0.0f);
-            a->beta = kiln__attr_f(ctx->node, "activation_beta", 0.0f);
-            return KILN_OK;
-        }
-    return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unknown fused activation '%s'", s);
+    kiln_fused_act f;
+    if (!kiln__fused_act_of(ctx->node, &f))
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unknown fused activation '%s'",
+                          kiln__attr_s(ctx->node, "activation", ""));
+    *a = (kiln_act){from_ir[f.kind], f.alpha, f.beta};
+    return KILN_OK;
 }
 
 float kiln__act_scalar(const kiln_act *a, float x)

@@ -13,9 +13,9 @@ typedef struct kiln_act {
     float alpha, beta;   /* Clip: min/max; LeakyRelu: alpha; HardSigmoid: alpha/beta */
 } kiln_act;
 
-/* Name used in the "activation" attribute of fused nodes ("Relu", "Clip", ...), or NULL. */
+/* Name of the activation in the IR's fused-op vocabulary (ir/fused.h: "Relu", "Clip", ...), or NULL. */
 const char *kiln__act_name(kiln_act_kind k);
-/* Reads activation / activation_alpha / activation_beta of a fused node. */
+/* Reads the fused activation of the node (ir/fused.h) as this epilogue's kind. */
 kiln_status kiln__act_from_node(const kiln_kctx *ctx, kiln_act *a);
 /* y[i] = act(y[i]) for float32. */
 void kiln__act_apply_f32(const kiln_act *a, float *y, int64_t n, kiln_pool *pool, int nthreads);
