@@ -32,7 +32,7 @@ fi
 
 DEB_PKGS=(cmake gcc make protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata
           python3-onnx python3-numpy libmicrohttpd-dev libjansson-dev zlib1g-dev pkg-config
-          libcurl4-openssl-dev curl)
+          libcurl4-openssl-dev curl libxxhash-dev)
 missing=()
 for p in "${DEB_PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
