@@ -46,17 +46,19 @@ double kiln__calib_percentile(const uint64_t *h, int nbins, double amax, double 
  * count spread evenly over the bins of the group where P is non-empty; the candidate with the smallest
  * KL(P || Q) wins (ties: the smaller threshold). With prefix sums (counts, non-empty bins, h log h)
  * each candidate costs O(levels):
- *   KL = (sum_j P_j log P_j - sum_k GP_k log(G_k / n_k)) / SP + log(SQ / SP)
- * where G_k is group k's count, GP_k its P count (the last group also holds the outliers), n_k its
- * non-empty P bins, SP = sum P (all counts), SQ = sum Q = SP - outliers. A candidate whose last group
- * is empty in h while outliers exist puts no Q mass where P has some (infinite KL) and is skipped;
- * keep = nbins has no outliers, so a finite candidate always exists. */
+ *   KL = (sum_j P_j log P_j - sum_k GP_k log(Q_k)) / SP + log(SQ / SP)
+ * where G_k is group k's count in h, GP_k its count in P (the last group also holds the outliers),
+ * n_k its non-empty P bins and Q_k = G_k / n_k the Q count of each, SP = sum P, SQ = sum Q. When the
+ * last group is empty in h but outliers were clipped into it, Q would be 0 where P is not; as the
+ * reference's smoothing does, that bin gets Q mass CALIB_EPS (relative to SQ) instead. */
+#define CALIB_EPS 1e-4
+
 static double xlogx(double x) { return x > 0 ? x * log(x) : 0; }
 
 static double clip_divergence(const uint64_t *h, int nbins, int keep, const double *cum, const int *nz,
                               const double *hlogh)
 {
-    double sp = cum[nbins], outliers = sp - cum[keep], sq = cum[keep];
+    double sp = cum[nbins], outliers = sp - cum[keep], sq = cum[keep], sq_extra = 0;
     double last = (double)h[keep - 1] + outliers;
     double plogp = hlogh[keep - 1] + xlogx(last), plogq = 0;
     for (int k = 0; k < KILN_CALIB_LEVELS; k++) {
@@ -67,12 +69,16 @@ static double clip_divergence(const uint64_t *h, int nbins, int keep, const doub
             gp += outliers;
             n += !h[keep - 1] && outliers > 0;
         }
-        if (gp > 0 && g <= 0)
-            return INFINITY;
-        if (gp > 0)
+        if (gp <= 0)
+            continue;
+        if (g <= 0) {   /* only the outliers' bin is non-empty in this group */
+            sq_extra = CALIB_EPS * sq;
+            plogq += gp * log(sq_extra);
+        } else {
             plogq += gp * log(g / n);
+        }
     }
-    return (plogp - plogq) / sp + log(sq / sp);
+    return (plogp - plogq) / sp + log((sq + sq_extra) / sp);
 }
 
 double kiln__calib_entropy(const uint64_t *h, int nbins, double amax)
