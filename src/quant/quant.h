@@ -15,7 +15,7 @@ void kiln__hist_add(uint64_t *h, int nbins, double amax, const float *x, int64_t
 double kiln__calib_minmax(const uint64_t *h, int nbins, double amax);
 /* Smallest upper bin edge below which at least pct percent of the counts lie. */
 double kiln__calib_percentile(const uint64_t *h, int nbins, double amax, double pct);
-/* KL divergence minimisation (TensorRT's entropy calibrator, described in docs/PRECISION.md). */
+/* KL divergence minimisation (TensorRT's entropy calibrator, described in docs/CALIBRATION.md). */
 double kiln__calib_entropy(const uint64_t *h, int nbins, double amax);
 /* Threshold minimising the expected squared quantization error (values uniform inside a bin). */
 double kiln__calib_mse(const uint64_t *h, int nbins, double amax);

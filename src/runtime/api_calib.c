@@ -11,7 +11,7 @@
 
 #define DEFAULT_MAX_BATCH 32
 
-struct kiln_calib_result {
+struct kiln_calibration {
     kiln_calib_table t;
     bool from_cache;
     char model_hex[17], data_hex[17];
@@ -280,7 +280,7 @@ kiln_status kiln_calib_method_parse(const char *text, kiln_calib_method *method,
                      "0 < P <= 100, mse)", text);
 }
 
-kiln_status kiln_calibrate(kiln_model_t m, const kiln_calib_options *o, kiln_calib_result_t *out)
+kiln_status kiln_calibrate(kiln_model_t m, const kiln_calib_options *o, kiln_calibration_t *out)
 {
     if (!m || !o || !out)
         return kiln__err(KILN_ERR_INVALID_ARG, "kiln_calibrate: NULL argument");
@@ -292,7 +292,7 @@ kiln_status kiln_calibrate(kiln_model_t m, const kiln_calib_options *o, kiln_cal
         return kiln__err(KILN_ERR_INVALID_ARG, "calibration needs data (a directory of .npy files) or a cache");
     const kiln_graph *g = m->g;
     KILN_TRY(kiln__graph_check_supported(g));
-    struct kiln_calib_result *r = kiln__calloc(1, sizeof *r);
+    struct kiln_calibration *r = kiln__calloc(1, sizeof *r);
     if (!r)
         return kiln__err(KILN_ERR_NOMEM, "out of memory");
     char method[64];
@@ -327,7 +327,7 @@ kiln_status kiln_calibrate(kiln_model_t m, const kiln_calib_options *o, kiln_cal
     }
     kiln__calib_set_free(&set);
     if (st != KILN_OK) {
-        kiln_calib_result_free(r);
+        kiln_calibration_free(r);
         return st;
     }
     r->from_cache = cached;
@@ -337,7 +337,7 @@ kiln_status kiln_calibrate(kiln_model_t m, const kiln_calib_options *o, kiln_cal
     return KILN_OK;
 }
 
-void kiln_calib_result_free(kiln_calib_result_t r)
+void kiln_calibration_free(kiln_calibration_t r)
 {
     if (!r)
         return;
@@ -345,13 +345,13 @@ void kiln_calib_result_free(kiln_calib_result_t r)
     kiln__free(r);
 }
 
-static bool in_range(kiln_calib_result_t r, int i) { return r && i >= 0 && i < r->t.n; }
-int kiln_calib_num_tensors(kiln_calib_result_t r) { return r ? r->t.n : 0; }
-const char *kiln_calib_tensor_name(kiln_calib_result_t r, int i) { return in_range(r, i) ? r->t.name[i] : NULL; }
-float kiln_calib_scale(kiln_calib_result_t r, int i) { return in_range(r, i) ? r->t.scale[i] : NAN; }
-float kiln_calib_amax(kiln_calib_result_t r, int i) { return in_range(r, i) ? r->t.amax[i] : NAN; }
-const char *kiln_calib_method_name(kiln_calib_result_t r) { return r ? r->t.method : NULL; }
-int64_t kiln_calib_num_samples(kiln_calib_result_t r) { return r ? r->t.rows : 0; }
-bool kiln_calib_from_cache(kiln_calib_result_t r) { return r && r->from_cache; }
-const char *kiln_calib_model_hash(kiln_calib_result_t r) { return r ? r->model_hex : NULL; }
-const char *kiln_calib_data_hash(kiln_calib_result_t r) { return r ? r->data_hex : NULL; }
+static bool in_range(kiln_calibration_t r, int i) { return r && i >= 0 && i < r->t.n; }
+int kiln_calib_num_tensors(kiln_calibration_t r) { return r ? r->t.n : 0; }
+const char *kiln_calib_tensor_name(kiln_calibration_t r, int i) { return in_range(r, i) ? r->t.name[i] : NULL; }
+float kiln_calib_scale(kiln_calibration_t r, int i) { return in_range(r, i) ? r->t.scale[i] : NAN; }
+float kiln_calib_amax(kiln_calibration_t r, int i) { return in_range(r, i) ? r->t.amax[i] : NAN; }
+const char *kiln_calib_method_name(kiln_calibration_t r) { return r ? r->t.method : NULL; }
+int64_t kiln_calib_num_samples(kiln_calibration_t r) { return r ? r->t.rows : 0; }
+bool kiln_calib_from_cache(kiln_calibration_t r) { return r && r->from_cache; }
+const char *kiln_calib_model_hash(kiln_calibration_t r) { return r ? r->model_hex : NULL; }
+const char *kiln_calib_data_hash(kiln_calibration_t r) { return r ? r->data_hex : NULL; }

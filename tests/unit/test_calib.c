@@ -61,7 +61,7 @@ static bool same_file_text(const char *path, const char *text)
 }
 
 static kiln_status calibrate(kiln_model_t m, const char *dir, const char *cache, kiln_calib_method meth,
-                             int max_batch, kiln_calib_result_t *r)
+                             int max_batch, kiln_calibration_t *r)
 {
     kiln_calib_options o = {.data_dir = dir, .cache_path = cache, .method = meth, .max_batch = max_batch, .num_threads = 2};
     kiln_status st = kiln_calibrate(m, &o, r);
@@ -167,7 +167,7 @@ static void test_tiny_cnn(void)
         write_npy(path_of("cnn_a", fa), KILN_DT_FLOAT32, 4, dims, 1000 + (unsigned)i, 1.0 + i);
         write_npy(path_of("cnn_b", fb), KILN_DT_FLOAT32, 4, dims, 1000 + (unsigned)i, 1.0 + i);
     }
-    kiln_calib_result_t r = NULL, r2 = NULL;
+    kiln_calibration_t r = NULL, r2 = NULL;
     CHECK(calibrate(m, a, ca, KILN_CALIB_ENTROPY, 4, &r) == KILN_OK);
     CHECK(r && !kiln_calib_from_cache(r) && kiln_calib_num_samples(r) == 1 + 2 + 3 + 4 + 1 + 2 + 3 + 4 + 1);
     CHECK(r && kiln_calib_num_tensors(r) > 20);
@@ -179,7 +179,7 @@ static void test_tiny_cnn(void)
     size_t la = 0, lb = 0;
     char *ta = slurp(ca, &la), *tb = slurp(cb, &lb);
     CHECK_MSG(ta && tb && la == lb && !memcmp(ta, tb, la), "caches differ under shuffled file names");
-    kiln_calib_result_free(r2);
+    kiln_calibration_free(r2);
     /* reused: no data run (the data directory may even be gone) */
     r2 = NULL;
     CHECK(calibrate(m, NULL, ca, KILN_CALIB_ENTROPY, 0, &r2) == KILN_OK && kiln_calib_from_cache(r2));
@@ -187,9 +187,9 @@ static void test_tiny_cnn(void)
     for (int i = 0; r && r2 && i < kiln_calib_num_tensors(r); i++)
         CHECK(kiln_calib_scale(r, i) == kiln_calib_scale(r2, i) && kiln_calib_amax(r, i) == kiln_calib_amax(r2, i) &&
               !strcmp(kiln_calib_tensor_name(r, i), kiln_calib_tensor_name(r2, i)));
-    kiln_calib_result_free(r2);
+    kiln_calibration_free(r2);
     CHECK(calibrate(m, a, ca, KILN_CALIB_ENTROPY, 0, &r2) == KILN_OK && kiln_calib_from_cache(r2));
-    kiln_calib_result_free(r2);
+    kiln_calibration_free(r2);
     /* other data, other method: refused, untouched */
     write_npy(path_of("cnn_a", "extra.npy"), KILN_DT_FLOAT32, 4, (int64_t[]){1, 3, 16, 16}, 77, 1);
     CHECK(calibrate(m, a, ca, KILN_CALIB_ENTROPY, 0, &r2) == KILN_ERR_INVALID_ARG);
@@ -205,16 +205,16 @@ static void test_tiny_cnn(void)
     kiln_model_free(cls);
     /* the batch size does not change which samples are seen: minmax is the same for runs of 1 and 32
      * up to the rounding of differently blocked kernels */
-    kiln_calib_result_t r1 = NULL, r32 = NULL;
+    kiln_calibration_t r1 = NULL, r32 = NULL;
     CHECK(calibrate(m, b, NULL, KILN_CALIB_MINMAX, 1, &r1) == KILN_OK);
     CHECK(calibrate(m, b, NULL, KILN_CALIB_MINMAX, 32, &r32) == KILN_OK);
     for (int i = 0; r1 && r32 && i < kiln_calib_num_tensors(r1); i++)
         CHECK_CLOSE(kiln_calib_amax(r1, i), kiln_calib_amax(r32, i), 1e-4 * kiln_calib_amax(r1, i));
-    kiln_calib_result_free(r1);
-    kiln_calib_result_free(r32);
+    kiln_calibration_free(r1);
+    kiln_calibration_free(r32);
     kiln_free(ta);
     kiln_free(tb);
-    kiln_calib_result_free(r);
+    kiln_calibration_free(r);
     /* bad data sets */
     const char *e = path_of("empty", NULL);
     mkdir(e, 0700);
@@ -248,7 +248,7 @@ static void test_ocr_cls(void)
         snprintf(f, sizeof f, "batch%d.npy", i);
         write_npy(path_of("cls", f), KILN_DT_FLOAT32, 4, (int64_t[]){4, 3, 48, 192}, 5 + (unsigned)i, 1);
     }
-    kiln_calib_result_t r = NULL;
+    kiln_calibration_t r = NULL;
     CHECK(calibrate(m, d, path_of("cls.cache", NULL), KILN_CALIB_PERCENTILE, 8, &r) == KILN_OK);
     CHECK(r && kiln_calib_num_samples(r) == 12 && kiln_calib_num_tensors(r) > 100);
     CHECK(r && !strcmp(kiln_calib_method_name(r), "percentile:99.99"));
@@ -259,7 +259,7 @@ static void test_ocr_cls(void)
         CHECK(strncmp(kiln_calib_tensor_name(r, i), "batch_norm_0.b_0", 16));   /* constants are not activations */
     }
     CHECK(found == 1);
-    kiln_calib_result_free(r);
+    kiln_calibration_free(r);
     kiln_model_free(m);
 }
 
@@ -277,12 +277,12 @@ static void test_multi_input(void)
             write_npy(path_of("bert", f), KILN_DT_INT64, 2, (int64_t[]){2, 8 + 4 * (k % 2)}, 9 + (unsigned)(k * 3 + i),
                       i == 0 ? 100 : 2);
         }
-    kiln_calib_result_t r = NULL;
+    kiln_calibration_t r = NULL;
     CHECK(calibrate(m, d, NULL, KILN_CALIB_MSE, 0, &r) == KILN_OK);
     CHECK(r && kiln_calib_num_samples(r) == 8 && kiln_calib_num_tensors(r) > 10);
     for (int i = 0; r && i < kiln_calib_num_tensors(r); i++)
         CHECK(strcmp(kiln_calib_tensor_name(r, i), "input_ids"));   /* integer tensors are not calibrated */
-    kiln_calib_result_free(r);
+    kiln_calibration_free(r);
     unlink(path_of("bert", "attention_mask_3.npy"));
     CHECK(calibrate(m, d, NULL, KILN_CALIB_MSE, 0, &r) == KILN_ERR_INVALID_ARG);
     CHECK(strstr(kiln_last_error(), "attention_mask_3.npy") != NULL);

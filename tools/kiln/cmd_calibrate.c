@@ -18,7 +18,7 @@ static void usage(FILE *f)
             "  --batch N            samples per run where the batch dim is dynamic (default 32)\n"
             "  --threads N          threads (default: all CPUs)\n"
             "  --json               machine-readable output\n"
-            "Without --calib, a matching --calib-cache is used on its own. See docs/PRECISION.md.\n");
+            "Without --calib, a matching --calib-cache is used on its own. See docs/CALIBRATION.md.\n");
 }
 
 static void progress(int pass, int64_t done, int64_t total, void *user)
@@ -30,7 +30,7 @@ static void progress(int pass, int64_t done, int64_t total, void *user)
         fputc('\n', stderr);
 }
 
-static void print_text(kiln_calib_result_t r)
+static void print_text(kiln_calibration_t r)
 {
     printf("method %s, %lld samples%s, model %s, data %s\n", kiln_calib_method_name(r),
            (long long)kiln_calib_num_samples(r), kiln_calib_from_cache(r) ? " (from cache)" : "",
@@ -43,7 +43,7 @@ static void print_text(kiln_calib_result_t r)
     }
 }
 
-static int print_json(kiln_calib_result_t r)
+static int print_json(kiln_calibration_t r)
 {
     json_t *o = json_object(), *ts = json_array();
     json_object_set_new(o, "method", json_string(kiln_calib_method_name(r)));
@@ -118,7 +118,7 @@ int cmd_calibrate(int argc, char **argv)
     kiln_status st = kiln_model_load(model, &m);
     if (st != KILN_OK)
         return cli_die(st, "loading the model");
-    kiln_calib_result_t r;
+    kiln_calibration_t r;
     st = kiln_calibrate(m, &o, &r);
     kiln_model_free(m);
     if (st != KILN_OK)
@@ -128,6 +128,6 @@ int cmd_calibrate(int argc, char **argv)
         rc = print_json(r);
     else
         print_text(r);
-    kiln_calib_result_free(r);
+    kiln_calibration_free(r);
     return rc;
 }

@@ -20,7 +20,7 @@ static void usage(FILE *f)
             "                      throughput and latency percentiles\n"
             "  calibrate MODEL.onnx --calib DIR [--calib-method entropy|minmax|percentile[:P]|mse]\n"
             "        [--calib-cache FILE] [--json]\n"
-            "                      INT8 calibration: per-activation ranges and scales (docs/PRECISION.md)\n"
+            "                      INT8 calibration: per-activation ranges and scales (docs/CALIBRATION.md)\n"
             "  inspect M.kiln [--json] [--profile] [--shapes ...]\n"
             "                      layers, fused nodes, precision, tactics, shapes, memory plan\n"
             "  info MODEL.onnx     inputs/outputs, opsets, op histogram, parameters, unsupported ops\n"
