@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #define DEFAULT_MAX_BATCH 32
+#define MAX_BATCH_BYTES ((size_t)256 << 20)   /* a dynamic batch holds at most this much input (>= 1 sample) */
 
 struct kiln_calibration {
     kiln_calib_table t;
@@ -36,7 +37,8 @@ typedef struct calib_run {
     kiln_run_ctl ctl;
     kiln_run_env env;
     bool fixed;            /* the model's batch dim is fixed: every run has exactly `rows` rows */
-    int64_t rows;          /* rows per run */
+    int64_t rows;          /* rows per run (for the current sample shape) */
+    int64_t max_rows;      /* dynamic batch: the most rows per run asked for */
     kiln_tensor *batch;    /* per input: the batch being filled (dims[0] = rows so far) */
     int64_t done, total;
     const kiln_calib_options *o;
@@ -111,6 +113,13 @@ static kiln_status batch_reshape(calib_run *r, const kiln_tensor *sample)
     if (same)
         return KILN_OK;
     KILN_TRY(flush(r));
+    if (!r->fixed) {
+        size_t bytes = 0;
+        for (int i = 0; i < n; i++)
+            bytes += row_bytes(&sample[i]);
+        r->rows = bytes ? (int64_t)(MAX_BATCH_BYTES / bytes) : r->max_rows;
+        r->rows = r->rows < 1 ? 1 : r->rows > r->max_rows ? r->max_rows : r->rows;
+    }
     for (int i = 0; i < n; i++) {
         kiln__tensor_release(&r->batch[i]);
         if (kiln_dtype_size(sample[i].dtype) == 0)
@@ -226,7 +235,7 @@ static kiln_status make_table(calib_run *r, const kiln_calib_options *o, kiln_ca
 static kiln_status calibrate_data(const kiln_graph *g, const kiln_calib_options *o, const kiln_calib_set *set,
                                   kiln_calib_table *t)
 {
-    calib_run r = {.g = g, .o = o, .total = set->rows, .rows = o->max_batch > 0 ? o->max_batch : DEFAULT_MAX_BATCH};
+    calib_run r = {.g = g, .o = o, .total = set->rows, .max_rows = o->max_batch > 0 ? o->max_batch : DEFAULT_MAX_BATCH};
     for (int i = 0; i < g->n_inputs; i++) {   /* a fixed batch dim sets the rows of every run */
         const kiln_value *v = &g->values[g->inputs[i]];
         if (v->ndim >= 1 && !v->dims[0].param && v->dims[0].value > 0) {
