@@ -26,8 +26,8 @@ build-tsan: bootstrap
 
 # Everything: unit tests, ONNX conformance suite, models vs ONNX Runtime, mutation test,
 # then the unit + conformance + mutation tests again under ASan + UBSan, then the concurrency
-# tests under ThreadSanitizer.
-test: test-fast test-asan test-tsan
+# tests under ThreadSanitizer, then the fuzz reproducers and a short fuzz run of every harness.
+test: test-fast test-asan test-tsan test-fuzz
 
 test-fast: build
 	@cd $(BUILD) && ctest --output-on-failure -j2
@@ -39,8 +39,30 @@ test-asan: build-asan
 test-tsan: build-tsan
 	@cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest --output-on-failure -j2 -L tsan
 
+# ---- fuzzing (docs/FUZZING.md): libFuzzer harnesses built by clang into build-fuzz/ ----
+FUZZ_SECONDS ?= 300
+FUZZ_CI_SECONDS ?= 10
+.PHONY: build-fuzz fuzz-corpus fuzz test-fuzz
+
+build-fuzz: bootstrap
+	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON >/dev/null
+	@cmake --build build-fuzz -j$(JOBS)
+
+fuzz-corpus: build-fuzz
+	@tests/fuzz/make_corpus.sh
+
+# every harness for FUZZ_SECONDS, one after another, growing build-fuzz/corpus/
+fuzz: fuzz-corpus
+	@tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+# CI: replay tests/fuzz/regress/, then every harness for FUZZ_CI_SECONDS with a fixed seed
+test-fuzz: fuzz-corpus
+	@cd build-fuzz && ctest --output-on-failure -L fuzz
+	@FUZZ_SEED=1 tests/fuzz/run.sh $(FUZZ_CI_SECONDS)
+# ---- end fuzzing ----
+
 demo: build
 	@scripts/demo.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

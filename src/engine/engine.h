@@ -66,6 +66,13 @@ kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_pat
 bool kiln__builder_input_shapes(const struct kiln_engine *e, kiln_tensor *shapes);
 bool kiln__engine_shapes_fixed(const struct kiln_engine *e);
 
+/* Timing cache (tactics.c): the "entries" object of a cache document held in memory (a new
+ * reference), or NULL when buf is not a kiln timing cache; and the tactic an entry selects (one of
+ * kiln's tactic names, or NULL). */
+struct json_t;
+struct json_t *kiln__timing_cache_parse(const char *buf, size_t len);
+const char *kiln__timing_cache_tactic(struct json_t *entries, const char *key);
+
 uint32_t kiln__host_isa(void);
 void kiln__engine_free_profiles(struct kiln_engine *e);
 

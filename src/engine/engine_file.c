@@ -133,7 +133,10 @@ static void write_plan(kiln_wbuf *w, const struct kiln_engine *e)
     }
 }
 
-/* The plan must match the graph (one entry per value) and keep every slot inside the arena. */
+/* The plan must match the graph (one entry per value) and keep every slot inside the arena. A
+ * planned slot holds at least one byte (the planner never plans empty values): the runtime tells
+ * arena tensors from heap tensors by address, and an empty slot at the arena's end (or in an empty
+ * arena) would make an arena address look like a heap allocation that is then freed. */
 static kiln_status read_plan(kiln_rbuf *r, struct kiln_engine *e)
 {
     const kiln_graph *g = e->g;
@@ -171,8 +174,9 @@ static kiln_status read_plan(kiln_rbuf *r, struct kiln_engine *e)
         p->offset[v] = kiln__r_i64(r);
         p->cap[v] = (size_t)kiln__r_u64(r);
         p->inplace[v] = kiln__r_u8(r) ? 1 : 0;
-        if (r->bad || p->offset[v] < -1 || (p->offset[v] >= 0 && (p->cap[v] > p->arena_size ||
-                                                                  (uint64_t)p->offset[v] > p->arena_size - p->cap[v])))
+        if (r->bad || p->offset[v] < -1 ||
+            (p->offset[v] >= 0 && (p->cap[v] == 0 || p->cap[v] > p->arena_size ||
+                                   (uint64_t)p->offset[v] > p->arena_size - p->cap[v])))
             goto bad;
     }
     if (r->bad || r->pos != r->len)

@@ -294,8 +294,8 @@ int main(void)
     CHECK(c2.report && strstr(c2.report, "0 layers timed"));
     kiln_free(c1.report);
     kiln_free(c2.report);
-    void *f1, *f2;
-    size_t fl1, fl2;
+    void *f1 = NULL, *f2 = NULL;
+    size_t fl1 = 0, fl2 = 0;
     CHECK(kiln_engine_serialize(ef1, &f1, &fl1) == KILN_OK && kiln_engine_serialize(ef2, &f2, &fl2) == KILN_OK);
     CHECK(fl1 == fl2 && memcmp(f1, f2, fl1) == 0);
     kiln_engine_t ef3;
