@@ -241,11 +241,19 @@ kiln_status kiln__calib_cache_read(const char *path, uint64_t model_hash, bool d
     void *text;
     size_t len;
     KILN_TRY(kiln__read_file(path, &text, &len));
+    kiln_status st = kiln__calib_cache_parse(path, text, len, model_hash, data_known, data_hash, method, t);
+    kiln__free(text);
+    return st;
+}
+
+kiln_status kiln__calib_cache_parse(const char *path, char *text, size_t len, uint64_t model_hash, bool data_known,
+                                    uint64_t data_hash, const char *method, kiln_calib_table *t)
+{
+    memset(t, 0, sizeof *t);
     kiln_status st = strlen(text) != len
                          ? kiln__err(KILN_ERR_PARSE, "'%s' is not a kiln calibration cache (binary data); it was left "
                                      "untouched", path)
                          : parse_cache(path, text, model_hash, data_known, data_hash, method, t);
-    kiln__free(text);
     if (st != KILN_OK)
         kiln__calib_table_free(t);
     return st;

@@ -85,6 +85,9 @@ kiln_status kiln__calib_cache_write(const char *path, const kiln_calib_table *t)
  * false) or that is not a well-formed cache is refused with a message and left untouched. */
 kiln_status kiln__calib_cache_read(const char *path, uint64_t model_hash, bool data_known, uint64_t data_hash,
                                    const char *method, kiln_calib_table *t, bool *exists);
+/* The same on the NUL-terminated text[0..len) of a cache (modified in place); path is for messages. */
+kiln_status kiln__calib_cache_parse(const char *path, char *text, size_t len, uint64_t model_hash, bool data_known,
+                                    uint64_t data_hash, const char *method, kiln_calib_table *t);
 void kiln__calib_table_free(kiln_calib_table *t);
 /* Quoted name: "..." with \\, \" and \xNN for bytes outside printable ASCII (round-trips any name). */
 void kiln__calib_quote(FILE *f, const char *s);

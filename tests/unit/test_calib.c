@@ -130,6 +130,35 @@ static void test_cache_roundtrip(void)
         CHECK(kiln__calib_cache_read(p, t.model_hash, true, 42, "percentile:99.9", &r, &exists) == KILN_ERR_PARSE);
         CHECK(same_file_text(p, garbage[k]));
     }
+    /* random byte edits, truncations and insertions never crash the parser; an accepted text is a
+     * well-formed table */
+    unsigned long long seed = 99;
+    char *buf = malloc(olen + 8);
+    int accepted = 0;
+    for (int it = 0; it < 3000; it++) {
+        memcpy(buf, orig, olen + 1);
+        size_t len = olen;
+        int edits = 1 + (int)(test_rng(&seed) % 3);
+        for (int k = 0; k < edits; k++) {
+            size_t at = (size_t)(test_rng(&seed) % len);
+            switch (test_rng(&seed) % 3) {
+            case 0: buf[at] = (char)(test_rng(&seed) % 255 + 1); break;
+            case 1: len = at; buf[len] = 0; break;
+            default: memmove(buf + at + 1, buf + at, len - at + 1); buf[at] = "\"\\ \nx0-e9"[test_rng(&seed) % 10]; len++;
+            }
+            if (!len)
+                break;
+        }
+        kiln_status st = kiln__calib_cache_parse("fuzz", buf, len, t.model_hash, true, 42, "percentile:99.9", &r);
+        if (st == KILN_OK) {
+            accepted++;
+            for (int i = 0; i < r.n; i++)
+                CHECK(r.name[i] && r.scale[i] > 0 && r.amax[i] >= 0);
+            kiln__calib_table_free(&r);
+        }
+    }
+    CHECK(accepted < 3000);
+    free(buf);
     kiln__write_file_atomic(p, orig, olen);
     CHECK(kiln__write_file_atomic(p, orig, olen - 5) == KILN_OK);   /* truncated last line */
     CHECK(kiln__calib_cache_read(p, t.model_hash, true, 42, "percentile:99.9", &r, &exists) != KILN_OK);
