@@ -144,9 +144,10 @@ static bool parse_float(const char **p, float *v)
     char *end;
     errno = 0;
     double d = strtod(*p, &end);
-    if (end == *p || errno || !isfinite(d) || d < 0 || d > 3.4e38)
+    float f = (float)d;   /* FLT_MAX prints as 3.40282347e+38, a hair above it, and rounds back */
+    if (end == *p || errno || !isfinite(f) || d < 0)
         return false;
-    *v = (float)d;
+    *v = f;
     *p = end;
     return true;
 }

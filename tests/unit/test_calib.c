@@ -6,6 +6,7 @@
 #include "core/core.h"
 #include "quant/quant.h"
 #include "test.h"
+#include <float.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -79,7 +80,7 @@ static void test_cache_roundtrip(void)
     snprintf(t.method, sizeof t.method, "percentile:99.9");
     t.name = (char **)names;
     float scales[] = {1.0f / 127, 0.1f, 3.4e38f / 127, 1e-30f, 0.007874015718698502f, 1, 2};
-    float amaxs[] = {1, 0, 3.4e38f, 1.2e-28f, 1.0f / 3, 0, 254};
+    float amaxs[] = {1, 0, FLT_MAX, 1.2e-28f, 1.0f / 3, 0, 254};
     t.scale = scales;
     t.amax = amaxs;
     const char *p = path_of("cache.txt", NULL);
