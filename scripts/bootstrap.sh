@@ -32,7 +32,7 @@ fi
 
 DEB_PKGS=(cmake gcc make protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata
           python3-onnx python3-numpy libmicrohttpd-dev libjansson-dev zlib1g-dev pkg-config
-          libcurl4-openssl-dev curl libxxhash-dev
+          libcurl4-openssl-dev curl libxxhash-dev   # libxxhash-dev: engine checksums, calibration hashes
           clang-14 libclang-rt-14-dev)   # clang + libFuzzer/ASan/UBSan runtimes: make build-fuzz (docs/FUZZING.md)
 missing=()
 for p in "${DEB_PKGS[@]}"; do

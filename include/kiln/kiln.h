@@ -261,6 +261,55 @@ kiln_status kiln_engine_profile_shape(kiln_engine_t e, int p, const char *input,
                                       int64_t *opt, int64_t *max);
 /* ---- end of engine I/O and profile info ---- */
 
+/* ---- post-training calibration (implemented in src/runtime/api_calib.c and src/quant/) ----
+ * Runs the model on calibration data and chooses, for every float activation (graph inputs and
+ * node outputs, named as in the ONNX model), a clipping threshold and the symmetric INT8 scale
+ * threshold / 127. docs/CALIBRATION.md describes the data layout, the methods and the cache. */
+typedef enum kiln_calib_method {
+    KILN_CALIB_ENTROPY = 0,     /* minimal KL divergence to the 128-level quantized histogram */
+    KILN_CALIB_MINMAX = 1,      /* the largest |x| seen */
+    KILN_CALIB_PERCENTILE = 2,  /* the given percentile of |x| (param, default 99.99) */
+    KILN_CALIB_MSE = 3          /* minimal expected squared quantization error */
+} kiln_calib_method;
+
+/* Progress of a calibration: pass 1 (ranges) or 2 (histograms), samples done of total. */
+typedef void (*kiln_calib_progress_fn)(int pass, int64_t done, int64_t total, void *user);
+
+typedef struct kiln_calib_options {
+    const char *data_dir;      /* directory of .npy files batched along axis 0: one-input models
+                                * any *.npy, several inputs NAME_KEY.npy per input NAME (the files
+                                * of one KEY are one sample); NULL: only a matching cache is used */
+    kiln_calib_method method;
+    double param;              /* percentile in (0, 100] for KILN_CALIB_PERCENTILE; 0 = 99.99 */
+    const char *cache_path;    /* calibration cache to reuse or write, or NULL */
+    int max_batch;             /* samples per run where the model's batch dim is dynamic; 0 = 32 */
+    int num_threads;           /* 0 = default */
+    kiln_calib_progress_fn progress;   /* or NULL */
+    void *progress_user;
+} kiln_calib_options;
+
+typedef struct kiln_calibration *kiln_calibration_t;
+/* Parses "entropy", "minmax", "percentile", "percentile:P" or "mse". */
+kiln_status kiln_calib_method_parse(const char *text, kiln_calib_method *method, double *param);
+/* Calibrates m. A cache whose header matches (model, data, method, kiln version) is reused without
+ * running the model; a stale or foreign one is refused (KILN_ERR_INVALID_ARG) and left untouched;
+ * otherwise the result is written to cache_path atomically. The same data in any file order gives
+ * the same result and a byte-identical cache. */
+kiln_status kiln_calibrate(kiln_model_t m, const kiln_calib_options *opts, kiln_calibration_t *out);
+void kiln_calibration_free(kiln_calibration_t r);
+int kiln_calib_num_tensors(kiln_calibration_t r);
+const char *kiln_calib_tensor_name(kiln_calibration_t r, int i);   /* owned by r */
+float kiln_calib_scale(kiln_calibration_t r, int i);      /* INT8 scale = threshold / 127 */
+float kiln_calib_amax(kiln_calibration_t r, int i);       /* largest |x| seen */
+/* "entropy", "minmax", "percentile:99.99", "mse" (owned by r). */
+const char *kiln_calib_method_name(kiln_calibration_t r);
+int64_t kiln_calib_num_samples(kiln_calibration_t r);    /* samples (rows along axis 0) calibrated on */
+bool kiln_calib_from_cache(kiln_calibration_t r);         /* true when the cache was reused */
+/* Model and data hashes of the result, as 16 hex digits (owned by r). */
+const char *kiln_calib_model_hash(kiln_calibration_t r);
+const char *kiln_calib_data_hash(kiln_calibration_t r);
+/* ---- end of calibration ---- */
+
 #ifdef __cplusplus
 }
 #endif

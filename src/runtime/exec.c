@@ -171,6 +171,8 @@ static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int
             f->val[n->out[o]] = out[o];
         }
     }
+    if (st == KILN_OK && hooks && hooks->observe)
+        st = hooks->observe(hooks->observe_user, n, (const kiln_tensor *const *)out);
 done:
     if (in != in_buf) {
         kiln__free(in);

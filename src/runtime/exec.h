@@ -22,11 +22,18 @@ typedef struct kiln_mem {
  * run's outputs stay. */
 typedef kiln_status (*kiln_tune_fn)(void *user, kiln_kctx *ctx, const kiln_layer *layer);
 
+/* Observation hook (calibration): called after node n of the top-level graph ran successfully;
+ * outputs[o] is its o-th output where n->out[o] >= 0 (read-only, valid during the call). A non-OK
+ * return stops the run with that status. */
+typedef kiln_status (*kiln_observe_fn)(void *user, const kiln_node *n, const kiln_tensor *const *outputs);
+
 /* Optional instrumentation of a top-level execution (zero-initialize it: fields are added). */
 typedef struct kiln_hooks {
     double *node_ns;           /* per node, accumulated nanoseconds (profiling) */
     kiln_tune_fn tune;
     void *tune_user;
+    kiln_observe_fn observe;   /* NULL: none */
+    void *observe_user;
 } kiln_hooks;
 
 /* When a run must stop early: checked between nodes and at every subgraph run (each Loop / Scan

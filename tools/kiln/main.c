@@ -3,6 +3,8 @@
 #include "serve/cmds.h"
 #include <string.h>
 
+int cmd_calibrate(int argc, char **argv);   /* cmd_calibrate.c */
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -16,6 +18,9 @@ static void usage(FILE *f)
             "  bench MODEL|ENGINE [--shapes ...] [--batch N] [--threads N] [--warmup N]\n"
             "        [--iterations N | --duration S] [--input NAME=FILE] [--json]\n"
             "                      throughput and latency percentiles\n"
+            "  calibrate MODEL.onnx --calib DIR [--calib-method entropy|minmax|percentile[:P]|mse]\n"
+            "        [--calib-cache FILE] [--json]\n"
+            "                      INT8 calibration: per-activation ranges and scales (docs/CALIBRATION.md)\n"
             "  inspect M.kiln [--json] [--profile] [--shapes ...]\n"
             "                      layers, fused nodes, precision, tactics, shapes, memory plan\n"
             "  info MODEL.onnx     inputs/outputs, opsets, op histogram, parameters, unsupported ops\n"
@@ -45,6 +50,8 @@ int main(int argc, char **argv)
         return cmd_build(argc - 1, argv + 1);
     if (!strcmp(c, "bench"))
         return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(c, "calibrate"))
+        return cmd_calibrate(argc - 1, argv + 1);
     if (!strcmp(c, "inspect"))
         return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(c, "serve"))
