@@ -1,0 +1,41 @@
+/* Synthetic input values: the one rule (synth.h) and its public per-tensor form. */
+#include "synth.h"
+
+static double rnd01(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (double)(*s >> 11) / 9007199254740992.0;
+}
+
+void kiln__synth_fill(kiln_tensor *t, const char *name, uint64_t *rng)
+{
+    if (!*rng)
+        *rng = KILN_SYNTH_SEED;
+    kiln_dtype dt = t->dtype;
+    bool type = strstr(name, "type") != NULL, ids = strstr(name, "ids") != NULL && !type;
+    int64_t n = kiln_tensor_numel(t);
+    for (int64_t k = 0; k < n; k++) {
+        if (kiln__dtype_is_float(dt))
+            kiln__set_f64(dt, t->data, k, rnd01(rng) * 2 - 1);
+        else
+            kiln__set_i64(dt, t->data, k, ids ? (int64_t)(rnd01(rng) * 100) : type ? 0 : 1);
+    }
+}
+
+kiln_status kiln_tensor_fill_synthetic(kiln_tensor *t, const char *name, uint64_t seed)
+{
+    if (!t || !name)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_tensor_fill_synthetic: NULL argument");
+    if (t->dtype <= KILN_DT_UNDEFINED || t->dtype >= KILN_DT_COUNT || !kiln_dtype_size(t->dtype) ||
+        t->dtype == KILN_DT_STRING)
+        return kiln__err(KILN_ERR_DTYPE, "kiln_tensor_fill_synthetic: '%s' has dtype %s, which has no synthetic values",
+                         name, kiln_dtype_name(t->dtype));
+    int64_t n = kiln_tensor_numel(t);
+    if (n < 0 || (n > 0 && !t->data) || t->nbytes < (size_t)n * kiln_dtype_size(t->dtype))
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_tensor_fill_synthetic: '%s' has no data for its shape", name);
+    uint64_t rng = seed ? seed : KILN_SYNTH_SEED;
+    kiln__synth_fill(t, name, &rng);
+    return KILN_OK;
+}
