@@ -9,7 +9,8 @@
 /* Fills the allocated tensor t, the input called `name`: floating-point values uniform in [-1, 1);
  * integers: token ids (name contains "ids" but not "type") small random values in [0, 100), type
  * ids ("type") 0, anything else (masks, sizes, indices, counts) 1 — the value least likely to make
- * a run huge or invalid. *rng is the generator state (xorshift64, never 0), advanced. */
-void kiln__synth_fill(kiln_tensor *t, const char *name, uint64_t *rng);
+ * a run huge or invalid. *rng is the generator state (xorshift64, never 0), advanced. Other dtypes
+ * (strings, complex, fp8/fp4, sub-byte) fail with KILN_ERR_DTYPE. */
+kiln_status kiln__synth_fill(kiln_tensor *t, const char *name, uint64_t *rng);
 
 #endif

@@ -164,9 +164,11 @@ static bool make_inputs(const struct kiln_engine *e, kiln_tensor *ins)
     uint64_t rng = KILN_SYNTH_SEED;
     for (int i = 0; i < g->n_inputs; i++) {
         kiln_tensor shape = ins[i];
-        if (kiln__tensor_alloc(&ins[i], shape.dtype, shape.ndim, shape.dims) != KILN_OK)
+        if (kiln__tensor_alloc(&ins[i], shape.dtype, shape.ndim, shape.dims) != KILN_OK ||
+            kiln__synth_fill(&ins[i], g->values[g->inputs[i]].name, &rng) != KILN_OK) {
+            kiln_clear_last_error();   /* no calibration, as for dynamic shapes */
             return false;
-        kiln__synth_fill(&ins[i], g->values[g->inputs[i]].name, &rng);
+        }
     }
     return true;
 }

@@ -63,7 +63,7 @@ static kiln_status synth(const kiln_graph *g, const struct kiln_engine *e, const
         if (o && o->batch > 0 && nd > 0)
             dims[0] = o->batch;
         KILN_TRY(kiln__tensor_alloc(&ins[i], v->dtype != KILN_DT_UNDEFINED ? v->dtype : KILN_DT_FLOAT32, nd, dims));
-        kiln__synth_fill(&ins[i], v->name, &rng);
+        KILN_TRY(kiln__synth_fill(&ins[i], v->name, &rng));
     }
     return KILN_OK;
 }
