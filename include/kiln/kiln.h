@@ -244,8 +244,8 @@ int kiln_default_threads(void);
 /* ---- shape sets: input name -> dims ----
  * Parsed from the one spec syntax every tool takes, "NAME:1x3x224x224,NAME2:8x128": the last ':'
  * of an entry separates the name from the dims (names may contain ':'), "NAME:" alone is a scalar,
- * dims are decimal integers in [0, 2^63-1], at most KILN_MAX_DIMS of them, at most KILN_MAX_SHAPES entries,
- * each name once. A malformed spec fails with KILN_ERR_INVALID_ARG and one message of the form
+ * dims are decimal integers in [0, 2^63-1], at most KILN_MAX_DIMS of them, at most KILN_MAX_SHAPES
+ * entries, each name once. A malformed spec fails with KILN_ERR_INVALID_ARG and one message of the form
  * "bad shape 'ENTRY': WHAT IS WRONG (want NAME:DIMS, e.g. input:1x3x224x224)". */
 #define KILN_MAX_SHAPES 64
 typedef struct kiln_shapes *kiln_shapes_t;
@@ -262,7 +262,8 @@ kiln_status kiln_shapes_get(kiln_shapes_t s, int i, const char **name, int *ndim
  * Deterministic for a given seed. Values: floating point uniform in [-1, 1); integers: token ids
  * (the input's name contains "ids" but not "type") small random values in [0, 100), type ids
  * (name contains "type") 0, every other integer or bool input (masks, sizes, indices, counts) 1.
- * The engine builder's calibration run uses the same rule. */
+ * The engine builder's calibration run uses the same rule. Other dtypes (strings, complex,
+ * fp8/fp4, 4-bit integers) have no synthetic values: KILN_ERR_DTYPE. */
 kiln_status kiln_tensor_fill_synthetic(kiln_tensor *t, const char *name, uint64_t seed);   /* seed 0 = default */
 typedef struct kiln_synth_options {
     kiln_shapes_t shapes;   /* dims per input (NULL = none); naming a non-input is an error */
