@@ -7,6 +7,7 @@ set_tests_properties(cli_help PROPERTIES LABELS "cli;sanitize" TIMEOUT 60)
 # the CLI compiles against kiln.h alone (no private includes, no kiln__ calls, no src/ include path)
 add_test(NAME cli_boundary COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_boundary.sh WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli_boundary PROPERTIES LABELS "cli" TIMEOUT 60)
-# synthetic inputs from the library's generator: dtypes without synthetic values never hang a build
-add_test(NAME cli_synth COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_synth.sh $<TARGET_FILE:kiln> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-set_tests_properties(cli_synth PROPERTIES LABELS "cli;sanitize" SKIP_RETURN_CODE 77 TIMEOUT 300)
+# the CLI on the public API: synthetic inputs (dtypes without synthetic values never hang a build),
+# declared types of any rank
+add_test(NAME cli_api COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_api.sh $<TARGET_FILE:kiln> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_api PROPERTIES LABELS "cli;sanitize" SKIP_RETURN_CODE 77 TIMEOUT 300)

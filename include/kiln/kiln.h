@@ -289,9 +289,15 @@ typedef struct kiln_type_info {
                                             * name ("batch") or expression ("seq*2"), else NULL */
 } kiln_type_info;
 /* Declared type of input or output i (dims[d] -1 with dim_names[d] the dim_param, or NULL when
- * the file gives neither). */
+ * the file gives neither). A file may declare a rank above KILN_MAX_DIMS (kiln cannot run such a
+ * model): out->rank is then that rank, dims/dim_names hold the first KILN_MAX_DIMS dims, and
+ * kiln_*_io_dim gives every dim. */
 kiln_status kiln_model_io_type(kiln_model_t m, kiln_io io, int i, kiln_type_info *out);
 kiln_status kiln_engine_io_type(kiln_engine_t e, kiln_io io, int i, kiln_type_info *out);
+/* Declared dim d (any d < rank) of input or output i: *size (-1 if not a fixed size) and *name
+ * (the dim_param or NULL); outs may be NULL. */
+kiln_status kiln_model_io_dim(kiln_model_t m, kiln_io io, int i, int d, int64_t *size, const char **name);
+kiln_status kiln_engine_io_dim(kiln_engine_t e, kiln_io io, int i, int d, int64_t *size, const char **name);
 
 /* Static shape inference over the whole model: every value's dtype and shape from the graph
  * inputs (their declared types, or the dims `given` names, which must be inputs and agree with

@@ -12,6 +12,12 @@ kiln_status kiln_engine_io_type(kiln_engine_t e, kiln_io io, int i, kiln_type_in
     return kiln__graph_io_type("kiln_engine_io_type", e->g, io, i, out);
 }
 
+kiln_status kiln_engine_io_dim(kiln_engine_t e, kiln_io io, int i, int d, int64_t *size, const char **name)
+{
+    NEED(e, "kiln_engine_io_dim", KILN_ERR_INVALID_ARG);
+    return kiln__graph_io_dim("kiln_engine_io_dim", e->g, io, i, d, size, name);
+}
+
 int kiln_engine_num_profiles(kiln_engine_t e)
 {
     NEED(e, "kiln_engine_num_profiles", -1);

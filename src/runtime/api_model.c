@@ -11,24 +11,51 @@ kiln_status kiln__index_err(const char *fn, const char *what, int i, int n)
     return kiln__err(KILN_ERR_INVALID_ARG, "%s: %s %d out of range [0, %d)", fn, what, i, n);
 }
 
-kiln_status kiln__graph_io_type(const char *fn, const kiln_graph *g, kiln_io io, int i, kiln_type_info *out)
+/* Graph input/output i of g, after checking io and i. */
+static kiln_status io_value(const char *fn, const kiln_graph *g, kiln_io io, int i, const kiln_value **v)
 {
-    if (!out)
-        return kiln__err(KILN_ERR_INVALID_ARG, "%s: NULL argument", fn);
     if (io != KILN_IO_INPUT && io != KILN_IO_OUTPUT)
         return kiln__err(KILN_ERR_INVALID_ARG, "%s: io %d is neither KILN_IO_INPUT nor KILN_IO_OUTPUT", fn, (int)io);
     int n = io == KILN_IO_INPUT ? g->n_inputs : g->n_outputs;
     if (i < 0 || i >= n)
         return kiln__index_err(fn, io == KILN_IO_INPUT ? "input" : "output", i, n);
-    const kiln_value *v = &g->values[io == KILN_IO_INPUT ? g->inputs[i] : g->outputs[i]];
+    *v = &g->values[io == KILN_IO_INPUT ? g->inputs[i] : g->outputs[i]];
+    return KILN_OK;
+}
+
+static int64_t dim_size(const kiln_dim *d)
+{
+    return d->value >= 0 && !d->param ? d->value : -1;
+}
+
+kiln_status kiln__graph_io_type(const char *fn, const kiln_graph *g, kiln_io io, int i, kiln_type_info *out)
+{
+    const kiln_value *v;
+    if (!out)
+        return kiln__err(KILN_ERR_INVALID_ARG, "%s: NULL argument", fn);
+    KILN_TRY(io_value(fn, g, io, i, &v));
     memset(out, 0, sizeof *out);
     out->is_tensor = v->kind == KILN_VAL_TENSOR;
     out->dtype = out->is_tensor ? v->dtype : KILN_DT_UNDEFINED;
     out->rank = v->ndim;
     for (int d = 0; d < v->ndim && d < KILN_MAX_DIMS; d++) {
-        out->dims[d] = v->dims[d].value >= 0 && !v->dims[d].param ? v->dims[d].value : -1;
+        out->dims[d] = dim_size(&v->dims[d]);
         out->dim_names[d] = v->dims[d].param;
     }
+    return KILN_OK;
+}
+
+kiln_status kiln__graph_io_dim(const char *fn, const kiln_graph *g, kiln_io io, int i, int d, int64_t *size,
+                               const char **name)
+{
+    const kiln_value *v;
+    KILN_TRY(io_value(fn, g, io, i, &v));
+    if (d < 0 || d >= v->ndim)
+        return kiln__index_err(fn, "dim", d, v->ndim < 0 ? 0 : v->ndim);
+    if (size)
+        *size = dim_size(&v->dims[d]);
+    if (name)
+        *name = v->dims[d].param;
     return KILN_OK;
 }
 
@@ -38,6 +65,12 @@ kiln_status kiln_model_io_type(kiln_model_t m, kiln_io io, int i, kiln_type_info
 {
     NEED_MODEL("kiln_model_io_type", KILN_ERR_INVALID_ARG);
     return kiln__graph_io_type("kiln_model_io_type", m->g, io, i, out);
+}
+
+kiln_status kiln_model_io_dim(kiln_model_t m, kiln_io io, int i, int d, int64_t *size, const char **name)
+{
+    NEED_MODEL("kiln_model_io_dim", KILN_ERR_INVALID_ARG);
+    return kiln__graph_io_dim("kiln_model_io_dim", m->g, io, i, d, size, name);
 }
 
 const char *kiln_model_producer(kiln_model_t m)

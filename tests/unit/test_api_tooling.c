@@ -129,6 +129,11 @@ static void test_model_info(kiln_model_t m)
     CHECK(kiln_model_io_type(m, (kiln_io)7, 0, &t) == KILN_ERR_INVALID_ARG);
     CHECK(kiln_model_io_type(NULL, KILN_IO_INPUT, 0, &t) == KILN_ERR_INVALID_ARG);
     CHECK(kiln_model_io_type(m, KILN_IO_INPUT, 0, NULL) == KILN_ERR_INVALID_ARG);
+    int64_t size = 0;
+    const char *dn = NULL;
+    CHECK(kiln_model_io_dim(m, KILN_IO_INPUT, 0, 1, &size, &dn) == KILN_OK && size == -1 && !strcmp(dn, "sequence"));
+    CHECK(kiln_model_io_dim(m, KILN_IO_INPUT, 0, 2, &size, &dn) == KILN_ERR_INVALID_ARG && err_has("dim 2 out of range"));
+    CHECK(kiln_model_io_dim(m, KILN_IO_OUTPUT, 5, 0, NULL, NULL) == KILN_ERR_INVALID_ARG);
     CHECK(kiln_model_num_opsets(m) >= 1 && kiln_model_num_nodes(m) > 10 && kiln_model_producer(m) != NULL);
     CHECK(kiln_model_opset(m, kiln_model_num_opsets(m), NULL, NULL) == KILN_ERR_INVALID_ARG);
     int64_t params = 0;

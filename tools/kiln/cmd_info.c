@@ -47,9 +47,14 @@ static void print_io(kiln_model_t m, kiln_io io, int n)
         printf("  %-32s %-8s [", cli_esc(name), t.is_tensor ? kiln_dtype_name(t.dtype) : "non-tensor");
         if (t.rank < 0)
             printf("?");
-        for (int d = 0; d < t.rank; d++) {
-            char buf[512];
-            printf("%s%s", d ? ", " : "", dim_str(&t, d, buf, sizeof buf));
+        for (int d = 0; d < t.rank; d++) {   /* every declared dim, also past KILN_MAX_DIMS */
+            int64_t size = -1;
+            const char *dn = NULL;
+            kiln_model_io_dim(m, io, i, d, &size, &dn);
+            if (size >= 0)
+                printf("%s%lld", d ? ", " : "", (long long)size);
+            else
+                printf("%s%s", d ? ", " : "", dn ? cli_esc(dn) : "?");
         }
         printf("]\n");
     }
