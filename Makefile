@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all bootstrap build build-asan test test-fast test-asan demo clean
+.PHONY: all bootstrap build build-asan build-tsan test test-fast test-asan test-tsan demo clean
 
 all: build
 
@@ -17,9 +17,17 @@ build-asan: bootstrap
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_SANITIZE=ON >/dev/null
 	@cmake --build build-asan -j$(JOBS)
 
+# the tests labelled tsan (tests/CMakeLists.txt): only these are built under ThreadSanitizer
+TSAN_TESTS = test_threads test_engine test_control
+
+build-tsan: bootstrap
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_TSAN=ON >/dev/null
+	@cmake --build build-tsan -j$(JOBS) --target $(TSAN_TESTS)
+
 # Everything: unit tests, ONNX conformance suite, models vs ONNX Runtime, mutation test,
-# then the unit + conformance + mutation tests again under ASan + UBSan.
-test: test-fast test-asan
+# then the unit + conformance + mutation tests again under ASan + UBSan, then the concurrency
+# tests under ThreadSanitizer, then the fuzz reproducers and a short fuzz run of every harness.
+test: test-fast test-asan test-tsan test-fuzz
 
 test-fast: build
 	@cd $(BUILD) && ctest --output-on-failure -j2
@@ -28,8 +36,33 @@ test-asan: build-asan
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --output-on-failure -j2 -L sanitize
 
+test-tsan: build-tsan
+	@cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest --output-on-failure -j2 -L tsan
+
+# ---- fuzzing (docs/FUZZING.md): libFuzzer harnesses built by clang into build-fuzz/ ----
+FUZZ_SECONDS ?= 300
+FUZZ_CI_SECONDS ?= 10
+.PHONY: build-fuzz fuzz-corpus fuzz test-fuzz
+
+build-fuzz: bootstrap
+	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_FUZZ=ON >/dev/null
+	@cmake --build build-fuzz -j$(JOBS)
+
+fuzz-corpus: build-fuzz
+	@tests/fuzz/make_corpus.sh
+
+# every harness for FUZZ_SECONDS, one after another, growing build-fuzz/corpus/
+fuzz: fuzz-corpus
+	@tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+# CI: replay tests/fuzz/regress/, then every harness for FUZZ_CI_SECONDS with a fixed seed
+test-fuzz: fuzz-corpus
+	@cd build-fuzz && ctest --output-on-failure -L fuzz
+	@FUZZ_SEED=1 tests/fuzz/run.sh $(FUZZ_CI_SECONDS)
+# ---- end fuzzing ----
+
 demo: build
 	@scripts/demo.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

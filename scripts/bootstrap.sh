@@ -31,7 +31,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 DEB_PKGS=(cmake gcc make protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata
-          python3-onnx python3-numpy libmicrohttpd-dev libjansson-dev zlib1g-dev pkg-config)
+          python3-onnx python3-numpy libmicrohttpd-dev libjansson-dev zlib1g-dev pkg-config
+          libcurl4-openssl-dev curl libxxhash-dev
+          clang-14 libclang-rt-14-dev)   # clang + libFuzzer/ASan/UBSan runtimes: make build-fuzz (docs/FUZZING.md)
 missing=()
 for p in "${DEB_PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -2,7 +2,7 @@
 // Run an ONNX model with ONNX Runtime (onnxruntime-node, CPU) on .npy inputs; write .npy outputs.
 //
 //   node scripts/ort_run.js MODEL.onnx [--input NAME=FILE.npy ...] [--input-dir DIR]
-//        [--output-dir DIR] [--threads N] [--bench N] [--opt all|extended|basic|disabled]
+//        [--output-dir DIR] [--threads N] [--bench N] [--opt all|extended|basic|disabled] [--session-only]
 //
 // Inputs: each --input NAME=FILE.npy; --input-dir DIR fills every model input not given
 // explicitly from DIR/<sanitized name>.npy (the layout scripts/make_inputs.py writes).
@@ -11,6 +11,8 @@
 // would be empty or start with '.').
 // --bench N: after the outputs are written, 3 warm-up runs then N timed runs; prints ONE JSON
 // line to stdout: {"ort_ms_mean":..,"ort_ms_p50":..,"ort_ms_min":..,"iters":N,"threads":T}.
+// --session-only: create the session, print ONE JSON line {"ort_session_ms":..,"threads":T} to
+// stdout and exit (no inputs needed; for bench/engine_load.sh).
 // Everything else goes to stderr, so stdout stays machine-readable.
 // The onnxruntime-node package is loaded from third_party/npm/node_modules (scripts/bootstrap.sh),
 // or from $KILN_ORT_NODE when set.
@@ -140,6 +142,7 @@ function parseArgs(argv) {
     else if (f === '--threads') { a.threads = parseInt(need(i, f), 10); i++; }
     else if (f === '--bench') { a.bench = parseInt(need(i, f), 10); i++; }
     else if (f === '--opt') { a.opt = need(i, f); i++; }
+    else if (f === '--session-only') { a.sessionOnly = true; }
     else if (f === '-h' || f === '--help') {
       process.stderr.write(fs.readFileSync(__filename, 'utf8').split('\n').filter((l) => l.startsWith('//'))
         .map((l) => l.slice(3)).join('\n') + '\n');
@@ -165,6 +168,10 @@ async function main() {
   const t0 = performance.now();
   try { sess = await ort.InferenceSession.create(a.model, opts); } catch (e) { die(`cannot load ${a.model}: ${e.message}`); }
   const tLoad = performance.now() - t0;
+  if (a.sessionOnly) {
+    process.stdout.write(JSON.stringify({ ort_session_ms: +tLoad.toFixed(3), threads: a.threads }) + '\n');
+    return;
+  }
 
   const feeds = {};
   for (const [name, file] of a.inputs) {

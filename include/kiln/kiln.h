@@ -44,7 +44,8 @@ typedef enum kiln_status {
     KILN_ERR_SHAPE = -6,        /* shapes are inconsistent */
     KILN_ERR_DTYPE = -7,        /* data types are inconsistent */
     KILN_ERR_LIMIT = -8,        /* a size limit was exceeded (absurd shapes, recursion) */
-    KILN_ERR_INTERNAL = -9      /* a bug in kiln */
+    KILN_ERR_INTERNAL = -9,     /* a bug in kiln */
+    KILN_ERR_CANCELLED = -10    /* the run was cancelled (kiln_context_cancel, kiln_cancel_all) */
 } kiln_status;
 
 /* Element types. The numeric codes equal ONNX TensorProto.DataType so they can be
@@ -87,7 +88,11 @@ typedef struct kiln_tensor {
     int64_t dims[KILN_MAX_DIMS];
     void *data;
     size_t nbytes;
+    uint32_t flags;   /* KILN_TENSOR_* bits; 0 for tensors the caller creates */
 } kiln_tensor;
+/* The tensor does not own `data` (e.g. weights that point into a memory-mapped engine): nothing
+ * frees it through this tensor (kiln_tensors_free included) and it must not be written. */
+#define KILN_TENSOR_BORROWED 1u
 
 typedef struct kiln_model *kiln_model_t;
 
@@ -135,7 +140,8 @@ const char *kiln_model_output_name(kiln_model_t m, int i);
 kiln_status kiln_model_check_supported(kiln_model_t m);
 
 typedef struct kiln_run_options {
-    int num_threads;   /* 0 = default (number of online CPUs) */
+    int num_threads;   /* 0 = default (number of online CPUs, at most 64); the run uses threads of
+                        * its own, so concurrent runs do not share or wait for each other's threads */
 } kiln_run_options;
 
 /* Runs the model. Inputs are matched by name; every graph input without an initializer
@@ -168,6 +174,10 @@ typedef struct kiln_build_options {
     int num_threads;               /* for tactic timing; 0 = default */
     bool no_tactics;               /* skip tactic timing (default tactics) */
     bool want_report;              /* fill `report` */
+    double run_budget_s;           /* time budget in seconds of each run the builder makes on its
+                                    * own (shape recording; calibration with tactic timing):
+                                    * 0 = default (60 s), < 0 = none. Past it kiln_build stops
+                                    * with KILN_ERR_LIMIT (e.g. a Loop with a huge trip count). */
     char *report;                  /* out: with want_report, a text report of passes, tactics and
                                     * memory plan (free with kiln_free); NULL otherwise */
 } kiln_build_options;
@@ -176,7 +186,18 @@ typedef struct kiln_build_options {
 kiln_status kiln_build(kiln_model_t m, kiln_build_options *opts, kiln_engine_t *out);
 kiln_status kiln_engine_save(kiln_engine_t e, const char *path);
 kiln_status kiln_engine_serialize(kiln_engine_t e, void **buf, size_t *len);   /* buf: kiln_free */
+/* Loads an engine file: it is memory-mapped read-only (private) and its weights are used in place
+ * (no copy; processes that load the same engine share those pages), after the file's size,
+ * section table and per-section checksums have been verified. Same as
+ * kiln_engine_load_ex(path, KILN_ENGINE_LOAD_DEFAULT, out). The file must not be truncated while
+ * the engine is alive (the process would get SIGBUS on the next access to a lost page); replacing
+ * it (rename, as `kiln build` and kiln_engine_save do) is safe. See docs/ENGINE_FORMAT.md. */
 kiln_status kiln_engine_load(const char *path, kiln_engine_t *out);
+#define KILN_ENGINE_LOAD_DEFAULT 0u
+#define KILN_ENGINE_LOAD_COPY 1u   /* read() the file into memory instead of mapping it */
+kiln_status kiln_engine_load_ex(const char *path, unsigned flags, kiln_engine_t *out);
+/* An engine already in memory: `buf` is only read during the call (the weights are copied into
+ * one allocation owned by the engine), so the caller may free it as soon as this returns. */
 kiln_status kiln_engine_load_buffer(const void *buf, size_t len, kiln_engine_t *out);
 void kiln_engine_free(kiln_engine_t e);
 int kiln_engine_num_inputs(kiln_engine_t e);
@@ -189,10 +210,15 @@ kiln_status kiln_engine_run(kiln_engine_t e, int num_inputs, const char *const *
                             int *num_outputs, kiln_tensor **outputs);
 /* ---- execution contexts: per-thread execution state over a shared engine ----
  * Several contexts of one engine may run at the same time from different threads; the engine
- * (graph and weights) is shared read-only, each context owns its activation arena. */
+ * (graph and weights) is shared read-only, each context owns its activation arena and its worker
+ * threads: contexts running at once each keep their full thread count (N contexts of T threads
+ * use N*T threads; size T accordingly). One context runs one kiln_context_run at a time. */
 typedef struct kiln_context *kiln_context_t;
 kiln_status kiln_context_create(kiln_engine_t e, kiln_context_t *out);
-void kiln_context_free(kiln_context_t c);
+void kiln_context_free(kiln_context_t c);   /* also ends the context's worker threads */
+/* Threads the context's runs use, the calling thread included: 0 (the default) = the number of
+ * online CPUs (at most 64). The workers start at the first run that needs them, sleep between
+ * runs, and end with kiln_context_free (or when the count changes). */
 void kiln_context_set_threads(kiln_context_t c, int num_threads);
 /* Binds input `name` to a caller-owned tensor; it must stay valid until kiln_context_run returns. */
 kiln_status kiln_context_set_input(kiln_context_t c, const char *name, const kiln_tensor *t);
@@ -200,6 +226,14 @@ kiln_status kiln_context_set_input(kiln_context_t c, const char *name, const kil
  * result there (and fails with KILN_ERR_SHAPE if it does not fit). */
 kiln_status kiln_context_set_output_buffer(kiln_context_t c, const char *name, void *buf, size_t capacity);
 kiln_status kiln_context_run(kiln_context_t c);
+/* Cancels the context's run in progress (or, if none is, its next run): the run stops between
+ * two layers or Loop/Scan iterations and returns KILN_ERR_CANCELLED. Async-signal-safe and
+ * callable from any thread (e.g. a SIGINT handler). */
+void kiln_context_cancel(kiln_context_t c);
+/* Cancels every run in progress in this process (contexts, kiln_model_run, kiln_engine_run and
+ * the builder's own runs); they return KILN_ERR_CANCELLED. Runs started afterwards are not
+ * affected. Async-signal-safe. */
+void kiln_cancel_all(void);
 /* Output i of the last run (owned by the context, valid until the next run or free). */
 const kiln_tensor *kiln_context_output(kiln_context_t c, int i);
 /* Activation memory of the current plan: arena bytes, and the sum of all planned tensors. */
@@ -238,8 +272,9 @@ kiln_status kiln_atomic_file_open(const char *path, kiln_atomic_file_t *out);
 kiln_status kiln_atomic_file_write(kiln_atomic_file_t f, const void *data, size_t len);
 kiln_status kiln_atomic_file_commit(kiln_atomic_file_t f);
 void kiln_atomic_file_abort(kiln_atomic_file_t f);
-/* Threads that num_threads = 0 stands for (the number of online CPUs). */
-int kiln_default_threads(void);
+/* The threads a run asking for `requested` uses: requested > 0 is kept (capped at 64), 0 (or less)
+ * the number of online CPUs. */
+int kiln_resolve_threads(int requested);
 
 /* ---- shape sets: input name -> dims ----
  * Parsed from the one spec syntax every tool takes, "NAME:1x3x224x224,NAME2:8x128": the last ':'
@@ -334,7 +369,7 @@ const char *kiln_op_name(int op);        /* NULL if out of range */
 bool kiln_op_has_kernel(int op);         /* false if out of range */
 
 /* ---- engine information ---- */
-int kiln_engine_num_profiles(kiln_engine_t e);   /* -1 for NULL */
+int kiln_engine_num_profiles(kiln_engine_t e);   /* 0 for NULL (src/runtime/api_info.c) */
 int kiln_engine_profile_num_ranges(kiln_engine_t e, int profile);   /* -1 on a bad argument */
 /* Range k of a profile; out->input is valid while e lives. */
 kiln_status kiln_engine_profile_range(kiln_engine_t e, int profile, int k, kiln_shape_range *out);
@@ -368,6 +403,24 @@ kiln_status kiln_context_layer_type(kiln_context_t c, int i, kiln_io io, int k, 
 /* Per-layer profiling: runs the context `runs` times (inputs must be bound) and stores in
  * layer_ms[i] the mean time of layer i in milliseconds (kiln_engine_num_layers entries). */
 kiln_status kiln_context_profile(kiln_context_t c, int runs, double *layer_ms);
+
+/* ---- engine I/O and profile info (used by `kiln serve`; implemented in src/runtime/api_info.c) ---- */
+/* Declared element type and shape of one engine input or output. dims[d] = -1 where the
+ * dimension is dynamic (symbolic or unknown); ndim = -1 when even the rank is unknown;
+ * dtype = KILN_DT_UNDEFINED when the model does not declare it. `name` is owned by the engine. */
+typedef struct kiln_io_info {
+    const char *name;
+    kiln_dtype dtype;
+    int ndim;
+    int64_t dims[KILN_MAX_DIMS];
+} kiln_io_info;
+kiln_status kiln_engine_io_info(kiln_engine_t e, bool output, int i, kiln_io_info *out);
+int kiln_engine_num_profiles(kiln_engine_t e);
+/* min/opt/max of input `input` in profile `p` (arrays of KILN_MAX_DIMS); KILN_ERR_INVALID_ARG if the
+ * profile or the input is not there. */
+kiln_status kiln_engine_profile_shape(kiln_engine_t e, int p, const char *input, int *ndim, int64_t *min,
+                                      int64_t *opt, int64_t *max);
+/* ---- end of engine I/O and profile info ---- */
 
 #ifdef __cplusplus
 }

@@ -19,7 +19,8 @@ typedef struct kiln_kctx {
     int n_out;
     kiln_tensor *const *out;       /* out[i] == NULL: optional output not wanted (may still
                                     * be computed into a scratch tensor by kiln__kout) */
-    int nthreads;
+    kiln_pool *pool;               /* the executing context's threads (NULL: run single-threaded) */
+    int nthreads;                  /* threads this layer may use, >= 1 (at most the pool's) */
     struct kiln_exec *exec;        /* for control-flow kernels (subgraph execution) */
 } kiln_kctx;
 
@@ -46,8 +47,9 @@ void kiln__broadcast_strides(const kiln_tensor *t, int ndim, const int64_t *dims
 /* Normalizes a possibly negative axis for a rank; error if out of range. */
 kiln_status kiln__norm_axis(const kiln_kctx *ctx, int64_t axis, int rank, int *out);
 
-/* sgemm: C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, row-major with leading dims. */
-void kiln__sgemm(int nthreads, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+/* sgemm: C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, row-major with leading dims, on up to
+ * nthreads threads of pool. */
+void kiln__sgemm(kiln_pool *pool, int nthreads, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
 /* Kernel registration: each kernel source file exports a table terminated by {KILN_OP_COUNT, NULL}. */

@@ -23,9 +23,9 @@ bool kiln_same_file(const char *a, const char *b)
     return a && b && kiln__same_file(a, b);
 }
 
-int kiln_default_threads(void)
+int kiln_resolve_threads(int requested)
 {
-    return kiln__default_threads();
+    return kiln__resolve_threads(requested);
 }
 
 kiln_status kiln_write_file_atomic(const char *path, const void *data, size_t len)

@@ -1,5 +1,5 @@
 /* Internal core utilities shared by every module: errors, allocation, dtypes, tensors,
- * half-precision conversion, thread pool. Internal names use the kiln__ prefix. */
+ * reduced-precision formats (numfmt.h), thread pool. Internal names use the kiln__ prefix. */
 #ifndef KILN_CORE_H
 #define KILN_CORE_H
 
@@ -36,11 +36,8 @@ bool kiln__dtype_is_float(kiln_dtype dt);     /* f16 bf16 f32 f64 (+fp8 fp4) */
 bool kiln__dtype_is_int(kiln_dtype dt);       /* signed or unsigned integer, not bool */
 bool kiln__dtype_is_signed(kiln_dtype dt);
 
-/* Half-precision conversions (round to nearest even). */
-float kiln__f16_to_f32(uint16_t h);
-uint16_t kiln__f32_to_f16(float f);
-float kiln__bf16_to_f32(uint16_t h);
-uint16_t kiln__f32_to_bf16(float f);
+/* Reduced-precision formats (FP16, BF16, FP8, FP4, E8M0, block formats): numfmt.h. */
+#include "numfmt.h"
 
 /* Generic element access: read element i of any numeric dtype as double / int64,
  * write a double / int64 into element i. Slow; for reference kernels and tests. */
@@ -48,7 +45,8 @@ double kiln__get_f64(kiln_dtype dt, const void *data, int64_t i);
 int64_t kiln__get_i64(kiln_dtype dt, const void *data, int64_t i);
 void kiln__set_f64(kiln_dtype dt, void *data, int64_t i, double v);
 void kiln__set_i64(kiln_dtype dt, void *data, int64_t i, int64_t v);
-/* Converts n elements between dtypes (ONNX Cast semantics for numeric types). */
+/* Converts n elements between dtypes (ONNX Cast semantics for numeric types; FP8 targets
+ * saturate, FP8 from float64 goes through float32 as in ONNX's reference). */
 kiln_status kiln__convert(kiln_dtype dst_dt, void *dst, kiln_dtype src_dt, const void *src, int64_t n);
 
 /* tensors */
@@ -56,14 +54,53 @@ kiln_status kiln__convert(kiln_dtype dst_dt, void *dst, kiln_dtype src_dt, const
 int64_t kiln__shape_numel(int ndim, const int64_t *dims);
 /* Allocates t->data for the given dtype/shape (zeroed); enforces the size limit. */
 kiln_status kiln__tensor_alloc(kiln_tensor *t, kiln_dtype dt, int ndim, const int64_t *dims);
-void kiln__tensor_release(kiln_tensor *t);            /* frees data, keeps struct */
+void kiln__tensor_release(kiln_tensor *t);            /* frees data (unless borrowed), keeps struct */
+/* A tensor over `data` that it does not own (KILN_TENSOR_BORROWED): never freed or written through
+ * it; `nbytes` must equal the shape's size. The owner keeps `data` alive longer than the tensor. */
+kiln_status kiln__tensor_borrow(kiln_tensor *t, kiln_dtype dt, int ndim, const int64_t *dims, const void *data,
+                                size_t nbytes);
 kiln_status kiln__tensor_clone(kiln_tensor *dst, const kiln_tensor *src);
 void kiln__shape_str(const kiln_tensor *t, char *buf, size_t n);   /* "float32[1,3,224,224]" */
 
-/* thread pool: runs fn(ctx, i) for i in [0, n) on up to nthreads threads (caller included) */
+/* Thread pools (threadpool.c). Each execution context (or model run, or build) owns one; several
+ * pools run jobs at the same time, each on its own threads. */
+typedef struct kiln_pool kiln_pool;
+/* The one place "0 threads" is resolved: requested > 0 is kept (capped at 64), else the number of
+ * online CPUs. */
+int kiln__resolve_threads(int requested);
+/* A pool of kiln__resolve_threads(nthreads) threads, the caller included; workers start lazily. */
+kiln_pool *kiln__pool_create(int nthreads);
+void kiln__pool_free(kiln_pool *p);
+int kiln__pool_threads(const kiln_pool *p);   /* 1 for NULL */
+/* The threads a job asking for `nthreads` gets: all of the pool's for nthreads <= 0, at most all. */
+int kiln__pool_clamp(const kiln_pool *p, int nthreads);
+typedef struct kiln_pool_stats {
+    int threads;                        /* the pool's thread count, caller included */
+    int workers_started;
+    unsigned long long jobs_parallel;   /* parallel_for calls offered to at least one worker */
+    int max_threads_offered;            /* largest number of threads a job was offered to */
+    unsigned long long worker_joins;    /* times a worker took part in a job */
+    unsigned long long jobs_inline_busy; /* calls run inline because the pool was busy (nesting) */
+} kiln_pool_stats;
+void kiln__pool_stats_get(kiln_pool *p, kiln_pool_stats *out);
+/* Runs fn(ctx, begin, end) over [0, n) in chunks of at least `grain` on up to nthreads threads of
+ * `pool` (nthreads <= 0: all of them), the caller included. pool NULL, or a call from inside a
+ * running job of the same pool, runs inline. */
 typedef void (*kiln__par_fn)(void *ctx, int64_t begin, int64_t end);
-void kiln__parallel_for(int nthreads, int64_t n, int64_t grain, kiln__par_fn fn, void *ctx);
-int kiln__default_threads(void);
+void kiln__parallel_for(kiln_pool *pool, int nthreads, int64_t n, int64_t grain, kiln__par_fn fn, void *ctx);
+
+/* CPU features (x86; all false elsewhere). kiln__cpu_has(set) is true when the CPU has every
+ * feature in `set`; detection runs once per process and is thread-safe. */
+enum {
+    KILN_CPU_AVX2 = 1u << 0,
+    KILN_CPU_FMA = 1u << 1,
+    KILN_CPU_AVX512F = 1u << 2,
+    KILN_CPU_AVX512DQ = 1u << 3,
+    KILN_CPU_F16C = 1u << 4,   /* F16C and AVX */
+};
+#define KILN_CPU_AVX2_FMA (KILN_CPU_AVX2 | KILN_CPU_FMA)
+#define KILN_CPU_AVX512_DQ_FMA (KILN_CPU_AVX512F | KILN_CPU_AVX512DQ | KILN_CPU_FMA)
+bool kiln__cpu_has(unsigned features);
 
 /* files */
 /* Reads a whole regular file (anything else is refused before allocating); *data is NUL-terminated. */

@@ -1,4 +1,5 @@
-/* Element types: names, sizes, half-precision conversion and generic element access. */
+/* Element types: names, sizes and generic element access (conversions of the reduced-precision
+ * formats live in numfmt_float.c). */
 #include "core.h"
 #include <math.h>
 
@@ -60,71 +61,6 @@ bool kiln__dtype_is_signed(kiln_dtype dt)
     }
 }
 
-float kiln__f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-    if (exp == 0) {
-        if (man == 0) {
-            bits = sign;
-        } else { /* subnormal: renormalize */
-            int e = -1;
-            do { e++; man <<= 1; } while (!(man & 0x400));
-            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
-        }
-    } else if (exp == 31) {
-        bits = sign | 0x7f800000u | (man << 13);
-    } else {
-        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-uint16_t kiln__f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000;
-    uint32_t ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u)   /* inf or nan */
-        return (uint16_t)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 | ((ax >> 13) & 0x3ff) : 0));
-    if (ax >= 0x477ff000u)   /* rounds to >= 65520: overflow to inf */
-        return (uint16_t)(sign | 0x7c00);
-    if (ax < 0x38800000u) {  /* subnormal or zero in f16 */
-        if (ax < 0x33000000u)
-            return (uint16_t)sign;   /* < half of smallest subnormal */
-        uint32_t e = ax >> 23, m = (ax & 0x7fffff) | 0x800000;
-        uint32_t shift = 126 - e;    /* 14..24 */
-        uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (r & 1)))
-            r++;
-        return (uint16_t)(sign | r);
-    }
-    uint32_t r = ax - 0x38000000u;   /* rebias exponent 127 -> 15 */
-    uint32_t lsb = (r >> 13) & 1;
-    r += 0xfff + lsb;
-    return (uint16_t)(sign | (r >> 13));
-}
-
-float kiln__bf16_to_f32(uint16_t h)
-{
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-uint16_t kiln__f32_to_bf16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((x >> 16) | 0x40);   /* quiet nan */
-    x += 0x7fff + ((x >> 16) & 1);
-    return (uint16_t)(x >> 16);
-}
-
 double kiln__get_f64(kiln_dtype dt, const void *d, int64_t i)
 {
     switch (dt) {
@@ -132,6 +68,8 @@ double kiln__get_f64(kiln_dtype dt, const void *d, int64_t i)
     case KILN_DT_FLOAT64: return ((const double *)d)[i];
     case KILN_DT_FLOAT16: return kiln__f16_to_f32(((const uint16_t *)d)[i]);
     case KILN_DT_BFLOAT16: return kiln__bf16_to_f32(((const uint16_t *)d)[i]);
+    case KILN_DT_FP8E4M3: case KILN_DT_FP8E4M3FNUZ: case KILN_DT_FP8E5M2: case KILN_DT_FP8E5M2FNUZ:
+        return kiln__fp8_to_f32(dt, ((const uint8_t *)d)[i]);
     case KILN_DT_INT8: return ((const int8_t *)d)[i];
     case KILN_DT_UINT8: return ((const uint8_t *)d)[i];
     case KILN_DT_INT16: return ((const int16_t *)d)[i];
@@ -174,6 +112,9 @@ void kiln__set_f64(kiln_dtype dt, void *d, int64_t i, double v)
     case KILN_DT_FLOAT64: ((double *)d)[i] = v; break;
     case KILN_DT_FLOAT16: ((uint16_t *)d)[i] = kiln__f32_to_f16((float)v); break;
     case KILN_DT_BFLOAT16: ((uint16_t *)d)[i] = kiln__f32_to_bf16((float)v); break;
+    case KILN_DT_FP8E4M3: case KILN_DT_FP8E4M3FNUZ: case KILN_DT_FP8E5M2: case KILN_DT_FP8E5M2FNUZ:
+        ((uint8_t *)d)[i] = kiln__f32_to_fp8(dt, (float)v, true);
+        break;
     case KILN_DT_BOOL: ((uint8_t *)d)[i] = v != 0.0; break;
     default: {
         /* float -> int: truncate toward zero like C casts; NaN -> 0 */
@@ -206,10 +147,15 @@ void kiln__set_i64(kiln_dtype dt, void *d, int64_t i, int64_t v)
     }
 }
 
+/* numeric dtypes with a byte-addressable element (FP8 included; not the 4-bit types) */
+static bool convertible(kiln_dtype dt)
+{
+    return kiln_dtype_size(dt) != 0 && (dt < KILN_DT_FP8E4M3 || kiln__dtype_is_fp8(dt));
+}
+
 kiln_status kiln__convert(kiln_dtype dst_dt, void *dst, kiln_dtype src_dt, const void *src, int64_t n)
 {
-    if (kiln_dtype_size(dst_dt) == 0 || kiln_dtype_size(src_dt) == 0 || dst_dt >= KILN_DT_FP8E4M3 ||
-        src_dt >= KILN_DT_FP8E4M3)
+    if (!convertible(dst_dt) || !convertible(src_dt))
         return kiln__err(KILN_ERR_UNSUPPORTED, "conversion %s -> %s is not supported",
                          kiln_dtype_name(src_dt), kiln_dtype_name(dst_dt));
     if (dst_dt == src_dt) {
@@ -217,8 +163,27 @@ kiln_status kiln__convert(kiln_dtype dst_dt, void *dst, kiln_dtype src_dt, const
         return KILN_OK;
     }
     if (src_dt == KILN_DT_FLOAT32 && dst_dt == KILN_DT_FLOAT16) {
-        for (int64_t i = 0; i < n; i++)
-            ((uint16_t *)dst)[i] = kiln__f32_to_f16(((const float *)src)[i]);
+        kiln__f32_to_f16_array(dst, src, n);
+        return KILN_OK;
+    }
+    if (src_dt == KILN_DT_FLOAT16 && dst_dt == KILN_DT_FLOAT32) {
+        kiln__f16_to_f32_array(dst, src, n);
+        return KILN_OK;
+    }
+    if (src_dt == KILN_DT_FLOAT32 && dst_dt == KILN_DT_BFLOAT16) {
+        kiln__f32_to_bf16_array(dst, src, n);
+        return KILN_OK;
+    }
+    if (src_dt == KILN_DT_BFLOAT16 && dst_dt == KILN_DT_FLOAT32) {
+        kiln__bf16_to_f32_array(dst, src, n);
+        return KILN_OK;
+    }
+    if (src_dt == KILN_DT_FLOAT32 && kiln__dtype_is_fp8(dst_dt)) {
+        kiln__f32_to_fp8_array(dst_dt, dst, src, n, true);
+        return KILN_OK;
+    }
+    if (kiln__dtype_is_fp8(src_dt) && dst_dt == KILN_DT_FLOAT32) {
+        kiln__fp8_to_f32_array(src_dt, dst, src, n);
         return KILN_OK;
     }
     bool src_int = kiln__dtype_is_int(src_dt) || src_dt == KILN_DT_BOOL;

@@ -19,6 +19,7 @@ const char *kiln_status_str(kiln_status s)
     case KILN_ERR_DTYPE: return "dtype error";
     case KILN_ERR_LIMIT: return "limit exceeded";
     case KILN_ERR_INTERNAL: return "internal error";
+    case KILN_ERR_CANCELLED: return "cancelled";
     }
     return "unknown status";
 }

@@ -50,9 +50,29 @@ void kiln__tensor_release(kiln_tensor *t)
 {
     if (!t)
         return;
-    kiln__free(t->data);
+    if (!(t->flags & KILN_TENSOR_BORROWED))
+        kiln__free(t->data);
     t->data = NULL;
     t->nbytes = 0;
+    t->flags = 0;
+}
+
+kiln_status kiln__tensor_borrow(kiln_tensor *t, kiln_dtype dt, int ndim, const int64_t *dims, const void *data,
+                                size_t nbytes)
+{
+    memset(t, 0, sizeof *t);
+    size_t es = kiln_dtype_size(dt);
+    int64_t n = kiln__shape_numel(ndim, dims);
+    if (es == 0 || n < 0 || (uint64_t)n > SIZE_MAX / es || (size_t)n * es != nbytes)
+        return kiln__err(KILN_ERR_SHAPE, "borrowed tensor: shape does not match its %zu bytes", nbytes);
+    t->dtype = dt;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++)
+        t->dims[i] = dims[i];
+    t->nbytes = nbytes;
+    t->data = (void *)(uintptr_t)data;   /* read-only by contract (KILN_TENSOR_BORROWED) */
+    t->flags = KILN_TENSOR_BORROWED;
+    return KILN_OK;
 }
 
 kiln_status kiln__tensor_clone(kiln_tensor *dst, const kiln_tensor *src)

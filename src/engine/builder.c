@@ -12,6 +12,8 @@
 #include <time.h>
 #include <zlib.h>
 
+#define KILN_BUILD_RUN_BUDGET_S 60.0   /* default time budget of the builder's own runs */
+
 /* Deep copy through the serializer; also yields a content hash of the source graph. */
 static kiln_status clone_graph(const kiln_graph *src, kiln_graph **out, char *hash, size_t hlen)
 {
@@ -232,12 +234,17 @@ kiln_status kiln_build(kiln_model_t m, kiln_build_options *o, kiln_engine_t *out
         st = set_profiles(e, o);
     if (st == KILN_OK && optimize)
         st = kiln__optimize(e->g, &rep);
+    /* each run the builder makes on its own gets the time budget */
+    double budget = !o || o->run_budget_s == 0 ? KILN_BUILD_RUN_BUDGET_S : o->run_budget_s;
+    kiln_run_ctl ctl = kiln__run_ctl(NULL, budget);
     if (st == KILN_OK && optimize && kiln__engine_shapes_fixed(e))
         st = fold_shapes(e, &rep);
+    ctl = kiln__run_ctl(NULL, budget);
     kiln_calib_result cr;
     memset(&cr, 0, sizeof cr);
     if (st == KILN_OK)
-        st = kiln__builder_calibrate(e, o ? o->timing_cache : NULL, o ? o->num_threads : 0, !(o && o->no_tactics), &cr);
+        st = kiln__builder_calibrate(e, o ? o->timing_cache : NULL, o ? o->num_threads : 0, !(o && o->no_tactics), &cr,
+                                     &ctl);
     if (st == KILN_OK && cr.calibrated)
         st = adopt_plan(e, &cr);
     if (st == KILN_OK && !(e->manifest = make_manifest(hash, o, &rep, optimize)))

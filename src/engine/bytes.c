@@ -61,9 +61,13 @@ void kiln__w_str(kiln_wbuf *w, const char *s)
 
 void kiln__w_align(kiln_wbuf *w, size_t a)
 {
-    static const uint8_t zeros[64];
+    static const uint8_t zeros[256];
     size_t pad = (a - w->len % a) % a;
-    kiln__w_bytes(w, zeros, pad);
+    while (pad) {
+        size_t k = pad < sizeof zeros ? pad : sizeof zeros;
+        kiln__w_bytes(w, zeros, k);
+        pad -= k;
+    }
 }
 
 void kiln__w_free(kiln_wbuf *w)

@@ -25,6 +25,8 @@ typedef struct kiln_rbuf {
     size_t len, pos;
     const char *what;   /* section name for messages */
     bool bad;
+    bool lasting;       /* the bytes outlive what is read from them: tensors may point into them
+                         * (KILN_TENSOR_BORROWED) instead of copying */
 } kiln_rbuf;
 
 bool kiln__r_bytes(kiln_rbuf *r, void *dst, size_t n);

@@ -6,8 +6,10 @@
 #include "../runtime/plan.h"
 
 #define KILN_ENGINE_MAGIC "KILNENG\0"
-#define KILN_ENGINE_FORMAT_VERSION 1u
+#define KILN_ENGINE_FORMAT_VERSION 2u
 #define KILN_ENGINE_HEADER_BYTES 64u
+#define KILN_ENGINE_SECTION_ALIGN 4096u   /* sections start at page boundaries (mmap, docs/ENGINE_FORMAT.md) */
+#define KILN_ENGINE_BLOB_ALIGN 64u        /* weight blobs inside the WEIGHTS section */
 
 enum kiln_section_kind {
     KILN_SEC_MANIFEST = 1,  /* JSON: kiln version, model hash, options, build time, pass report */
@@ -39,7 +41,17 @@ struct kiln_engine {
     int plan_n_inputs;
     int *plan_ndim;
     int64_t (*plan_dims)[KILN_MAX_DIMS];
+    /* the bytes the initializer tensors borrow (KILN_TENSOR_BORROWED), released by kiln_engine_free */
+    void *backing;           /* mmap()ed file, or heap allocation (file read, or copy of the WEIGHTS section) */
+    size_t backing_len;
+    bool backing_mapped;     /* true: munmap(backing, backing_len); false: kiln__free(backing) */
 };
+
+/* Validates an engine image (header, section table, bounds, alignment, checksums) and parses it.
+ * weights_in_place: the initializers borrow their bytes from `buf`, which the caller must hand to
+ * the engine (e->backing) on success; false: the WEIGHTS section is copied into one allocation
+ * owned by the engine and `buf` may go away after the call. */
+kiln_status kiln__engine_parse(const void *buf, size_t len, bool weights_in_place, struct kiln_engine **out);
 
 #define KILN_ISA_X86_64 1u
 #define KILN_ISA_AVX2 2u
@@ -55,14 +67,23 @@ typedef struct kiln_calib_result {
     int64_t dims[KILN_MAX_CALIB_INPUTS][KILN_MAX_DIMS];
 } kiln_calib_result;
 
-/* Runs the optimized graph once at the opt shapes: tactic timing (+ timing cache) and memory plan. */
+/* Runs the optimized graph once at the opt shapes: tactic timing (+ timing cache) and memory plan.
+ * A run stopped by `ctl` (time budget, cancellation) is an error; other run failures only skip
+ * the calibration. */
 kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_path, int nthreads, bool tune_tactics,
-                                    kiln_calib_result *res);
+                                    kiln_calib_result *res, const kiln_run_ctl *ctl);
 
 /* Each graph input's dtype and dims (data NULL) at the calibration shapes (the first profile's
  * opt shapes, else static dims); false if some input has no concrete shape. */
 bool kiln__builder_input_shapes(const struct kiln_engine *e, kiln_tensor *shapes);
 bool kiln__engine_shapes_fixed(const struct kiln_engine *e);
+
+/* Timing cache (tactics.c): the "entries" object of a cache document held in memory (a new
+ * reference), or NULL when buf is not a kiln timing cache; and the tactic an entry selects (one of
+ * kiln's tactic names, or NULL). */
+struct json_t;
+struct json_t *kiln__timing_cache_parse(const char *buf, size_t len);
+const char *kiln__timing_cache_tactic(struct json_t *entries, const char *key);
 
 uint32_t kiln__host_isa(void);
 void kiln__engine_free_profiles(struct kiln_engine *e);

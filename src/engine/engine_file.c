@@ -1,12 +1,12 @@
-/* Engine file writing and reading: header, section table, per-section CRC-32 (zlib),
- * bounds-checked parsing. A file for another target or format version, or a damaged one, is
- * refused with a message that says which. */
+/* Engine file writing and reading: header, page-aligned section table, per-section xxHash3
+ * (Debian's libxxhash), bounds-checked parsing. A file for another target or format version, or a
+ * damaged one, is refused with a message that says which. Loading from files: engine_load.c. */
 #include "engine.h"
 #include "bytes.h"
 #include "graph_ser.h"
 #include <errno.h>
 #include <stdio.h>
-#include <zlib.h>
+#include <xxhash.h>
 
 #define MAX_SECTIONS 32
 
@@ -15,25 +15,15 @@ uint32_t kiln__host_isa(void)
     uint32_t isa = 0;
 #if defined(__x86_64__)
     isa |= KILN_ISA_X86_64;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    if (kiln__cpu_has(KILN_CPU_AVX2_FMA))
         isa |= KILN_ISA_AVX2;
-    if (__builtin_cpu_supports("avx512f"))
+    if (kiln__cpu_has(KILN_CPU_AVX512F))
         isa |= KILN_ISA_AVX512;
 #endif
     return isa;
 }
 
-static uint32_t crc(const uint8_t *p, size_t n)
-{
-    uLong c = crc32(0L, Z_NULL, 0);
-    while (n) {
-        uInt chunk = n > (1u << 30) ? (1u << 30) : (uInt)n;
-        c = crc32(c, p, chunk);
-        p += chunk;
-        n -= chunk;
-    }
-    return (uint32_t)c;
-}
+static uint64_t checksum(const uint8_t *p, size_t n) { return (uint64_t)XXH3_64bits(p, n); }
 
 void kiln__engine_free_profiles(struct kiln_engine *e)
 {
@@ -133,7 +123,10 @@ static void write_plan(kiln_wbuf *w, const struct kiln_engine *e)
     }
 }
 
-/* The plan must match the graph (one entry per value) and keep every slot inside the arena. */
+/* The plan must match the graph (one entry per value) and keep every slot inside the arena. A
+ * planned slot holds at least one byte (the planner never plans empty values): the runtime tells
+ * arena tensors from heap tensors by address, and an empty slot at the arena's end (or in an empty
+ * arena) would make an arena address look like a heap allocation that is then freed. */
 static kiln_status read_plan(kiln_rbuf *r, struct kiln_engine *e)
 {
     const kiln_graph *g = e->g;
@@ -171,12 +164,14 @@ static kiln_status read_plan(kiln_rbuf *r, struct kiln_engine *e)
         p->offset[v] = kiln__r_i64(r);
         p->cap[v] = (size_t)kiln__r_u64(r);
         p->inplace[v] = kiln__r_u8(r) ? 1 : 0;
-        if (r->bad || p->offset[v] < -1 || (p->offset[v] >= 0 && (p->cap[v] > p->arena_size ||
-                                                                  (uint64_t)p->offset[v] > p->arena_size - p->cap[v])))
+        if (r->bad || p->offset[v] < -1 ||
+            (p->offset[v] >= 0 && (p->cap[v] == 0 || p->cap[v] > p->arena_size ||
+                                   (uint64_t)p->offset[v] > p->arena_size - p->cap[v])))
             goto bad;
     }
     if (r->bad || r->pos != r->len)
         goto bad;
+    KILN_TRY(kiln__plan_validate(g, p));   /* slots that overlap would corrupt outputs silently */
     e->has_plan = true;
     return KILN_OK;
 bad:
@@ -210,22 +205,21 @@ kiln_status kiln_engine_serialize(kiln_engine_t e, void **out, size_t *out_len)
     kiln__w_u32(&file, e->target_kind);
     kiln__w_u32(&file, e->target_arch);
     kiln__w_u32(&file, ns);
-    kiln__w_u32(&file, 0);
+    kiln__w_u32(&file, KILN_ENGINE_SECTION_ALIGN);
     kiln__w_u64(&file, KILN_ENGINE_HEADER_BYTES);   /* section table follows the header */
     size_t size_at = file.len;
     kiln__w_u64(&file, 0);                          /* file size, patched below */
-    /* section table, then 64-byte aligned sections */
+    /* section table, then page-aligned sections (the WEIGHTS section is mapped and used in place) */
     size_t table_at = file.len;
     for (uint32_t i = 0; i < ns; i++) {
         kiln__w_u32(&file, secs[i].kind);
         kiln__w_u32(&file, 0);
         kiln__w_u64(&file, 0);
         kiln__w_u64(&file, secs[i].b->len);
-        kiln__w_u32(&file, crc(secs[i].b->p, secs[i].b->len));
-        kiln__w_u32(&file, 0);
+        kiln__w_u64(&file, checksum(secs[i].b->p, secs[i].b->len));
     }
     for (uint32_t i = 0; i < ns; i++) {
-        kiln__w_align(&file, 64);
+        kiln__w_align(&file, KILN_ENGINE_SECTION_ALIGN);
         size_t off = file.len;
         kiln__w_bytes(&file, secs[i].b->p, secs[i].b->len);
         if (!file.oom)
@@ -274,32 +268,37 @@ static const char *sec_name(uint32_t k)
     }
 }
 
-kiln_status kiln_engine_load_buffer(const void *buf, size_t len, kiln_engine_t *out)
+typedef struct section_table {
+    kiln_rbuf sec[6];    /* by kind (1..5) */
+    bool have[6];
+    uint32_t target_kind, target_arch;
+} section_table;
+
+static kiln_status check_header(kiln_rbuf *h, size_t len, uint32_t *ns, uint32_t *arch)
 {
-    if (!buf || !out)
-        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_load_buffer: NULL argument");
-    *out = NULL;
-    kiln_rbuf h = {.p = buf, .len = len, .what = "header"};
     char magic[8];
-    kiln__r_bytes(&h, magic, 8);
-    if (h.bad || memcmp(magic, KILN_ENGINE_MAGIC, 8) != 0)
+    kiln__r_bytes(h, magic, 8);
+    if (h->bad || memcmp(magic, KILN_ENGINE_MAGIC, 8) != 0)
         return kiln__err(KILN_ERR_PARSE, "not a kiln engine file (bad magic)");
-    uint32_t version = kiln__r_u32(&h), hbytes = kiln__r_u32(&h);
-    char ver[17] = {0};
-    kiln__r_bytes(&h, ver, 16);
-    uint32_t tkind = kiln__r_u32(&h), tarch = kiln__r_u32(&h), ns = kiln__r_u32(&h);
-    kiln__r_u32(&h);
-    uint64_t table = kiln__r_u64(&h), fsize = kiln__r_u64(&h);
-    if (h.bad)
+    uint32_t version = kiln__r_u32(h), hbytes = kiln__r_u32(h);
+    kiln__r_bytes(h, NULL, 16);   /* kiln version that built it (informative) */
+    uint32_t tkind = kiln__r_u32(h), tarch = kiln__r_u32(h);
+    *arch = tarch;
+    *ns = kiln__r_u32(h);
+    uint32_t align = kiln__r_u32(h);
+    uint64_t table = kiln__r_u64(h), fsize = kiln__r_u64(h);
+    if (h->bad)
         return kiln__err(KILN_ERR_PARSE, "engine file is truncated (%zu bytes, header incomplete)", len);
     if (version != KILN_ENGINE_FORMAT_VERSION)
         return kiln__err(KILN_ERR_UNSUPPORTED,
-                         "engine format version %u is not supported by this kiln (%s reads version %u); rebuild the engine",
+                         "engine format version %u is not supported by this kiln (%s reads version %u); rebuild the engine "
+                         "from its model with this kiln (`kiln build`)",
                          version, KILN_VERSION_STRING, KILN_ENGINE_FORMAT_VERSION);
     if (fsize != len)
         return kiln__err(KILN_ERR_PARSE, "engine file is truncated or padded: header says %llu bytes, file has %zu",
                          (unsigned long long)fsize, len);
-    if (hbytes != KILN_ENGINE_HEADER_BYTES || table != KILN_ENGINE_HEADER_BYTES || ns == 0 || ns > MAX_SECTIONS)
+    if (hbytes != KILN_ENGINE_HEADER_BYTES || table != KILN_ENGINE_HEADER_BYTES || *ns == 0 || *ns > MAX_SECTIONS ||
+        align != KILN_ENGINE_SECTION_ALIGN)
         return kiln__err(KILN_ERR_PARSE, "corrupted engine: invalid header");
     if (tkind != KILN_TARGET_CPU)
         return kiln__err(KILN_ERR_UNSUPPORTED, "engine was built for target %s (arch %u), not for this CPU runtime",
@@ -309,46 +308,115 @@ kiln_status kiln_engine_load_buffer(const void *buf, size_t len, kiln_engine_t *
         return kiln__err(KILN_ERR_UNSUPPORTED, "engine needs CPU features this machine lacks (%s%s%s)",
                          missing & KILN_ISA_X86_64 ? "x86-64 " : "", missing & KILN_ISA_AVX2 ? "AVX2+FMA " : "",
                          missing & KILN_ISA_AVX512 ? "AVX-512" : "");
-    kiln_rbuf sr[6] = {{0}};
-    bool have[6] = {false};
-    kiln_rbuf t = {.p = buf, .len = len, .pos = (size_t)table, .what = "section table"};
+    return KILN_OK;
+}
+
+/* Every byte outside the header, the table and the sections is alignment padding and must be
+ * zero, so that no byte of the file escapes the checks. Sections do not overlap (checked). */
+static bool padding_is_zero(const uint8_t *buf, size_t len, size_t pos, const uint64_t *off, const uint64_t *size,
+                            uint32_t ns)
+{
+    for (;;) {
+        size_t next = len, next_end = len;   /* the first non-empty section at or after pos */
+        for (uint32_t i = 0; i < ns; i++)
+            if (size[i] && off[i] >= pos && off[i] < next)
+                next = (size_t)off[i], next_end = (size_t)(off[i] + size[i]);
+        for (size_t k = pos; k < next; k++)
+            if (buf[k])
+                return false;
+        if (next == len)
+            return true;
+        pos = next_end;
+    }
+}
+
+/* Header and section table: every section page-aligned, after the table, inside the file, not
+ * overlapping another, and matching its checksum, before any of its bytes is interpreted. */
+static kiln_status read_section_table(const uint8_t *buf, size_t len, section_table *st)
+{
+    memset(st, 0, sizeof *st);
+    kiln_rbuf h = {.p = buf, .len = len, .what = "header"};
+    uint32_t ns = 0;
+    KILN_TRY(check_header(&h, len, &ns, &st->target_arch));
+    st->target_kind = KILN_TARGET_CPU;   /* the only kind check_header accepts */
+    size_t table_end = KILN_ENGINE_HEADER_BYTES + (size_t)ns * 32;
+    uint64_t off[MAX_SECTIONS], size[MAX_SECTIONS];
+    kiln_rbuf t = {.p = buf, .len = len, .pos = KILN_ENGINE_HEADER_BYTES, .what = "section table"};
     for (uint32_t i = 0; i < ns; i++) {
         uint32_t kind = kiln__r_u32(&t);
         kiln__r_u32(&t);
-        uint64_t off = kiln__r_u64(&t), size = kiln__r_u64(&t);
-        uint32_t sum = kiln__r_u32(&t);
-        kiln__r_u32(&t);
+        off[i] = kiln__r_u64(&t);
+        size[i] = kiln__r_u64(&t);
+        uint64_t sum = kiln__r_u64(&t);
         if (t.bad)
             return kiln__err(KILN_ERR_PARSE, "engine file is truncated (section table incomplete)");
-        if (off > len || size > len - off || off % 64)
+        if (off[i] > len || size[i] > len - off[i])
             return kiln__err(KILN_ERR_PARSE, "engine file is truncated or corrupted: %s section lies outside the file",
                              sec_name(kind));
-        if (crc((const uint8_t *)buf + off, (size_t)size) != sum)
+        if (off[i] % KILN_ENGINE_SECTION_ALIGN || off[i] < table_end)
+            return kiln__err(KILN_ERR_PARSE, "corrupted engine: %s section is misplaced (offset %llu)", sec_name(kind),
+                             (unsigned long long)off[i]);
+        for (uint32_t j = 0; j < i; j++)
+            if (size[i] && size[j] && off[i] < off[j] + size[j] && off[j] < off[i] + size[i])
+                return kiln__err(KILN_ERR_PARSE, "corrupted engine: %s section overlaps another section", sec_name(kind));
+        if (checksum(buf + off[i], (size_t)size[i]) != sum)
             return kiln__err(KILN_ERR_PARSE, "engine file is corrupted: checksum mismatch in the %s section",
                              sec_name(kind));
         if (kind >= 1 && kind <= 5) {
-            if (have[kind])
+            if (st->have[kind])
                 return kiln__err(KILN_ERR_PARSE, "corrupted engine: duplicate %s section", sec_name(kind));
-            have[kind] = true;
-            sr[kind] = (kiln_rbuf){.p = (const uint8_t *)buf + off, .len = (size_t)size, .what = sec_name(kind)};
+            st->have[kind] = true;
+            st->sec[kind] = (kiln_rbuf){.p = buf + off[i], .len = (size_t)size[i], .what = sec_name(kind)};
         }
     }
-    if (!have[KILN_SEC_GRAPH] || !have[KILN_SEC_WEIGHTS] || !have[KILN_SEC_MANIFEST])
+    if (!padding_is_zero(buf, len, table_end, off, size, ns))
+        return kiln__err(KILN_ERR_PARSE, "engine file is corrupted: non-zero bytes in the padding between sections");
+    if (!st->have[KILN_SEC_GRAPH] || !st->have[KILN_SEC_WEIGHTS] || !st->have[KILN_SEC_MANIFEST])
         return kiln__err(KILN_ERR_PARSE, "corrupted engine: a required section is missing");
+    return KILN_OK;
+}
+
+/* One allocation holding a copy of the WEIGHTS section, its start aligned like the mapped file's
+ * blobs (no memset: every byte is copied over). */
+static kiln_status copy_weights(struct kiln_engine *e, kiln_rbuf *w)
+{
+    size_t a = KILN_ENGINE_BLOB_ALIGN;
+    if (w->len > SIZE_MAX - a)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    e->backing = kiln__malloc(w->len + a);
+    if (!e->backing)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory copying %zu bytes of engine weights", w->len);
+    e->backing_len = w->len + a;
+    uint8_t *p = (uint8_t *)e->backing + (a - (uintptr_t)e->backing % a) % a;
+    if (w->len)
+        memcpy(p, w->p, w->len);
+    w->p = p;
+    return KILN_OK;
+}
+
+kiln_status kiln__engine_parse(const void *buf, size_t len, bool weights_in_place, struct kiln_engine **out)
+{
+    *out = NULL;
+    section_table tab;
+    KILN_TRY(read_section_table(buf, len, &tab));
+    kiln_rbuf *sr = tab.sec;
     struct kiln_engine *e = kiln__calloc(1, sizeof *e);
     if (!e)
         return kiln__err(KILN_ERR_NOMEM, "out of memory");
-    e->target_kind = tkind;
-    e->target_arch = tarch;
+    e->target_kind = tab.target_kind;
+    e->target_arch = tab.target_arch;
     e->manifest = kiln__strndup((const char *)sr[KILN_SEC_MANIFEST].p, sr[KILN_SEC_MANIFEST].len);
     kiln_status st = e->manifest ? KILN_OK : kiln__err(KILN_ERR_NOMEM, "out of memory");
+    if (st == KILN_OK && !weights_in_place)
+        st = copy_weights(e, &sr[KILN_SEC_WEIGHTS]);
+    sr[KILN_SEC_WEIGHTS].lasting = true;   /* the weights are used in place, never copied per tensor */
     if (st == KILN_OK)
         st = kiln__graph_read(&sr[KILN_SEC_GRAPH], &sr[KILN_SEC_WEIGHTS], NULL, 0, &e->g);
     if (st == KILN_OK && sr[KILN_SEC_GRAPH].pos != sr[KILN_SEC_GRAPH].len)
         st = kiln__err(KILN_ERR_PARSE, "corrupted engine: trailing bytes in the graph section");
-    if (st == KILN_OK && have[KILN_SEC_PROFILES])
+    if (st == KILN_OK && tab.have[KILN_SEC_PROFILES])
         st = read_profiles(&sr[KILN_SEC_PROFILES], e);
-    if (st == KILN_OK && have[KILN_SEC_PLAN])
+    if (st == KILN_OK && tab.have[KILN_SEC_PLAN])
         st = read_plan(&sr[KILN_SEC_PLAN], e);
     if (st != KILN_OK) {
         kiln_engine_free(e);
@@ -358,30 +426,9 @@ kiln_status kiln_engine_load_buffer(const void *buf, size_t len, kiln_engine_t *
     return KILN_OK;
 }
 
-kiln_status kiln_engine_load(const char *path, kiln_engine_t *out)
+kiln_status kiln_engine_load_buffer(const void *buf, size_t len, kiln_engine_t *out)
 {
-    if (!path || !out)
-        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_load: NULL argument");
-    *out = NULL;
-    void *buf;
-    size_t len;
-    KILN_TRY(kiln__read_file(path, &buf, &len));
-    kiln_status st = kiln_engine_load_buffer(buf, len, out);
-    if (st != KILN_OK)
-        kiln__err_prefix("%s", path);
-    kiln__free(buf);
-    return st;
-}
-
-void kiln_engine_free(kiln_engine_t e)
-{
-    if (!e)
-        return;
-    kiln__graph_free(e->g);
-    kiln__free(e->manifest);
-    kiln__engine_free_profiles(e);
-    kiln__plan_free(&e->plan);
-    kiln__free(e->plan_ndim);
-    kiln__free(e->plan_dims);
-    kiln__free(e);
+    if (!buf || !out)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_load_buffer: NULL argument");
+    return kiln__engine_parse(buf, len, false, out);
 }

@@ -136,14 +136,21 @@ static kiln_status read_tensor_header(kiln_rbuf *r, kiln_tensor *t)
     return KILN_OK;
 }
 
-/* Reads `nbytes` for tensor t from src at the current position of src. */
+/* `nbytes` of data for tensor shape t must be exactly its size and lie within `avail` bytes. */
+static kiln_status check_data(kiln_rbuf *r, const kiln_tensor *t, uint64_t nbytes, size_t avail)
+{
+    if (nbytes != (uint64_t)kiln_tensor_numel(t) * kiln_dtype_size(t->dtype))
+        return bad(r, "tensor size");
+    if (nbytes > avail)
+        return bad(r, "tensor data range");
+    return KILN_OK;
+}
+
+/* Reads `nbytes` for tensor t from src at the current position of src (inline attribute tensors). */
 static kiln_status fill_tensor(kiln_rbuf *r, kiln_tensor *t, uint64_t nbytes, kiln_rbuf *src)
 {
     kiln_tensor shape = *t;
-    if (nbytes != (uint64_t)kiln_tensor_numel(&shape) * kiln_dtype_size(shape.dtype))
-        return bad(r, "tensor size");
-    if (nbytes > kiln__r_left(src))
-        return bad(r, "tensor data range");
+    KILN_TRY(check_data(r, &shape, nbytes, kiln__r_left(src)));
     KILN_TRY(kiln__tensor_alloc(t, shape.dtype, shape.ndim, shape.dims));
     kiln__r_bytes(src, t->data, (size_t)nbytes);
     return KILN_OK;
@@ -254,11 +261,18 @@ static kiln_status read_value(kiln_rbuf *r, const kiln_rbuf *wt, kiln_graph *g)
         uint64_t off = kiln__r_u64(r), nb = kiln__r_u64(r);
         if (r->bad || off > wt->len || off % 64)
             return bad(r, "weight offset");
-        kiln_rbuf src = {.p = wt->p, .len = wt->len, .pos = (size_t)off, .what = "weights"};
         if (!(v->init = kiln__calloc(1, sizeof *v->init)))
             return kiln__err(KILN_ERR_NOMEM, "out of memory");
         *v->init = t;
-        kiln_status st = fill_tensor(r, v->init, nb, &src);
+        kiln_status st;
+        if (wt->lasting) {   /* used in place (memory-mapped file or the engine's own copy) */
+            st = check_data(r, &t, nb, wt->len - (size_t)off);
+            if (st == KILN_OK)
+                st = kiln__tensor_borrow(v->init, t.dtype, t.ndim, t.dims, wt->p + off, (size_t)nb);
+        } else {
+            kiln_rbuf src = {.p = wt->p, .len = wt->len, .pos = (size_t)off, .what = "weights"};
+            st = fill_tensor(r, v->init, nb, &src);
+        }
         if (st != KILN_OK) {
             kiln__free(v->init);
             v->init = NULL;

@@ -79,14 +79,7 @@ static kiln_status tune(void *user, kiln_kctx *ctx, kiln_kernel_fn fn)
     char key[2048];
     key_of(ctx, key, sizeof key);
     int full = ctx->nthreads;
-    json_t *hit = ts->entries ? json_object_get(ts->entries, key) : NULL;
-    const char *choice = NULL;
-    if (hit && json_is_string(json_object_get(hit, "tactic"))) {
-        const char *c = json_string_value(json_object_get(hit, "tactic"));
-        for (size_t t = 0; t < sizeof tactics / sizeof tactics[0]; t++)
-            if (!strcmp(c, tactics[t]))
-                choice = tactics[t];
-    }
+    const char *choice = ts->entries ? kiln__timing_cache_tactic(ts->entries, key) : NULL;
     double best_ms = 0;
     if (choice) {
         ts->from_cache++;
@@ -201,6 +194,22 @@ bool kiln__engine_shapes_fixed(const struct kiln_engine *e)
     return true;
 }
 
+json_t *kiln__timing_cache_parse(const char *buf, size_t len)
+{
+    json_error_t err;
+    json_t *root = json_loadb(buf, len, 0, &err);
+    json_t *ver = root ? json_object_get(root, "kiln_timing_cache") : NULL, *ent = json_object_get(root, "entries");
+    bool ok = json_is_object(root) && json_is_integer(ver) && json_integer_value(ver) == 1 && json_is_object(ent);
+    const char *key;
+    json_t *v;
+    if (ok)
+        json_object_foreach(ent, key, v)
+            ok &= json_is_object(v) && json_is_string(json_object_get(v, "tactic"));
+    json_t *entries = ok ? json_incref(ent) : NULL;
+    json_decref(root);
+    return entries;
+}
+
 /* The timing cache named by --timing-cache: absent -> empty (created when saved); a kiln timing
  * cache -> its entries. Anything else (another file, garbage, a directory) is an error, so that the
  * save at the end of the build cannot replace a file that is not a timing cache. */
@@ -219,23 +228,11 @@ static kiln_status load_cache(const char *path, json_t **entries)
         kiln__err_prefix("timing cache");
         return st;
     }
-    json_error_t err;
-    json_t *root = json_loadb(buf, len, 0, &err);
+    *entries = kiln__timing_cache_parse(buf, len);
     kiln__free(buf);
-    json_t *ver = root ? json_object_get(root, "kiln_timing_cache") : NULL, *ent = json_object_get(root, "entries");
-    bool ok = json_is_object(root) && json_is_integer(ver) && json_integer_value(ver) == 1 && json_is_object(ent);
-    const char *key;
-    json_t *v;
-    if (ok)
-        json_object_foreach(ent, key, v)
-            ok &= json_is_object(v) && json_is_string(json_object_get(v, "tactic"));
-    if (!ok) {
-        json_decref(root);
+    if (!*entries)
         return kiln__err(KILN_ERR_PARSE, "'%s' exists and is not a kiln timing cache (left untouched; name a new "
                          "file or an existing timing cache)", path);
-    }
-    *entries = json_incref(ent);
-    json_decref(root);
     return KILN_OK;
 }
 
@@ -255,8 +252,18 @@ static kiln_status save_cache(const char *path, json_t *entries)
     return st;
 }
 
+const char *kiln__timing_cache_tactic(json_t *entries, const char *key)
+{
+    json_t *hit = json_object_get(entries, key);
+    const char *c = json_string_value(json_object_get(hit, "tactic"));
+    for (size_t t = 0; c && t < sizeof tactics / sizeof tactics[0]; t++)
+        if (!strcmp(c, tactics[t]))
+            return tactics[t];
+    return NULL;
+}
+
 kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_path, int nthreads, bool tune_tactics,
-                                    kiln_calib_result *res)
+                                    kiln_calib_result *res, const kiln_run_ctl *ctl)
 {
     memset(res, 0, sizeof *res);
     const kiln_graph *g = e->g;
@@ -278,8 +285,10 @@ kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_pat
         feed[i] = &ins[i];
     kiln_mem m = {.record = rec};
     kiln_hooks h = {.tune = tune_tactics ? tune : NULL, .tune_user = &ts};
-    kiln_status rs = kiln__exec_graph_ex(g, NULL, feed, outs, nthreads > 0 ? nthreads : kiln__default_threads(), 0,
-                                         &m, &h);
+    kiln_pool *pool = kiln__pool_create(nthreads);
+    kiln_run_env env = {.pool = pool, .nthreads = kiln__pool_threads(pool), .ctl = ctl};
+    kiln_status rs = kiln__exec_graph_ex(g, NULL, feed, outs, &env, 0, &m, &h);
+    kiln__pool_free(pool);
     if (rs == KILN_OK) {
         res->calibrated = true;
         res->tuned = ts.tuned;
@@ -292,6 +301,8 @@ kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_pat
         res->n_inputs = g->n_inputs;
         if (st == KILN_OK && cache_path && ts.dirty)
             st = save_cache(cache_path, ts.entries);
+    } else if ((st = kiln__run_check(ctl)) != KILN_OK) {
+        kiln__err_prefix("build-time calibration run (budget: --build-run-budget SECONDS)");
     } else {
         /* synthetic data can be invalid for some models (e.g. ids out of a vocabulary): the
          * engine is still correct, it just keeps default tactics and plans memory at run time */

@@ -7,7 +7,9 @@
 
 struct kiln_context {
     kiln_engine_t e;
-    int nthreads;
+    int nthreads;                  /* as requested (0 = default); the pool resolves it */
+    kiln_pool *pool;               /* this context's threads, created at the first run */
+    atomic_int cancel;             /* set by kiln_context_cancel, cleared by the run it stops */
     const kiln_tensor **bound;     /* per graph input: &fed[i] once set */
     kiln_tensor *fed;              /* shallow copies of the caller's tensors, nbytes made exact */
     void **out_buf;                /* per graph output: caller buffer or NULL */
@@ -120,13 +122,17 @@ void kiln_context_free(kiln_context_t c)
     kiln__free(c->arena);
     kiln__free(c->node_ns);
     kiln__free(c->meta);
+    kiln__pool_free(c->pool);
     kiln__free(c);
 }
 
 void kiln_context_set_threads(kiln_context_t c, int n)
 {
-    if (c)
-        c->nthreads = n;
+    if (!c || n == c->nthreads)
+        return;
+    c->nthreads = n;
+    kiln__pool_free(c->pool);   /* a new pool of the new size is made at the next run */
+    c->pool = NULL;
 }
 
 kiln_status kiln_context_set_input(kiln_context_t c, const char *name, const kiln_tensor *t)
@@ -177,7 +183,7 @@ static bool same_key(const struct kiln_context *c)
 }
 
 /* Runs once with heap tensors while recording every value's size, then plans for these shapes. */
-static kiln_status plan_for_shapes(struct kiln_context *c, int nthreads)
+static kiln_status plan_for_shapes(struct kiln_context *c, const kiln_run_env *env)
 {
     const kiln_graph *g = c->e->g;
     kiln__plan_free(&c->plan);
@@ -196,7 +202,7 @@ static kiln_status plan_for_shapes(struct kiln_context *c, int nthreads)
         }
     kiln_mem m = {.record = rec, .record_meta = c->meta};
     kiln_hooks h = {.node_ns = c->node_ns};
-    kiln_status st = kiln__exec_graph_ex(g, NULL, c->bound, c->outs, nthreads, 0, &m, &h);
+    kiln_status st = kiln__exec_graph_ex(g, NULL, c->bound, c->outs, env, 0, &m, &h);
     if (st == KILN_OK)
         st = kiln__plan_make(g, rec, &c->plan);
     kiln__free(rec);
@@ -242,19 +248,30 @@ kiln_status kiln_context_run(kiln_context_t c)
         if (!c->bound[i])
             return kiln__err(KILN_ERR_INVALID_ARG, "input '%s' was not set", g->values[g->inputs[i]].name);
     drop_outputs(c);
-    int nthreads = c->nthreads > 0 ? c->nthreads : kiln__default_threads();
+    if (!c->pool && !(c->pool = kiln__pool_create(c->nthreads)))
+        return kiln__err(KILN_ERR_NOMEM, "out of memory creating the context's thread pool");
+    kiln_run_ctl ctl = kiln__run_ctl(&c->cancel, 0);
+    kiln_run_env env = {.pool = c->pool, .nthreads = kiln__pool_threads(c->pool), .ctl = &ctl};
     kiln_status st;
     if (!same_key(c) && !take_engine_plan(c)) {
-        st = plan_for_shapes(c, nthreads);
+        st = plan_for_shapes(c, &env);
     } else {
         kiln_mem m;
         kiln__plan_mem(&c->plan, c->arena, &m);
         kiln_hooks h = {.node_ns = c->node_ns};
-        st = kiln__exec_graph_ex(g, NULL, c->bound, c->outs, nthreads, 0, &m, &h);
+        st = kiln__exec_graph_ex(g, NULL, c->bound, c->outs, &env, 0, &m, &h);
     }
+    if (st == KILN_ERR_CANCELLED)
+        atomic_store(&c->cancel, 0);
     if (st == KILN_OK)
         st = deliver_outputs(c);
     return st;
+}
+
+void kiln_context_cancel(kiln_context_t c)
+{
+    if (c)
+        atomic_store(&c->cancel, 1);
 }
 
 const kiln_tensor *kiln_context_output(kiln_context_t c, int i)
@@ -281,3 +298,4 @@ const double *kiln__context_node_ns(kiln_context_t c) { return c->node_ns; }
 void kiln__context_replan_on_first_run(kiln_context_t c) { c->use_engine_plan = false; }
 const kiln_tensor *kiln__context_value_meta(kiln_context_t c) { return c->meta; }
 kiln_engine_t kiln__context_engine(kiln_context_t c) { return c->e; }
+void kiln__context_pool_stats(kiln_context_t c, kiln_pool_stats *out) { kiln__pool_stats_get(c->pool, out); }

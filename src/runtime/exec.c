@@ -67,7 +67,8 @@ int kiln__list_unsupported(const kiln_graph *g, char *buf, size_t buflen)
     return total;
 }
 
-static kiln_status run_node(kiln_frame *f, int idx, int nthreads, int depth, kiln_mem *mem, const kiln_hooks *hooks)
+static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int depth, kiln_mem *mem,
+                            const kiln_hooks *hooks)
 {
     const kiln_graph *g = f->g;
     const kiln_node *n = &g->nodes[idx];
@@ -104,9 +105,10 @@ static kiln_status run_node(kiln_frame *f, int idx, int nthreads, int depth, kil
         memset(&scratch[o], 0, sizeof scratch[o]);
         out[o] = n->out[o] >= 0 ? &f->owned[n->out[o]] : &scratch[o];
     }
-    kiln_exec ex = {.nthreads = nthreads, .frame = f, .depth = depth, .mem = mem};
+    int nthreads = env ? env->nthreads : 1;
+    kiln_exec ex = {.nthreads = nthreads, .frame = f, .depth = depth, .mem = mem, .env = env};
     kiln_kctx ctx = {.node = n, .n_in = n->n_in, .in = in, .n_out = n->n_out, .out = out,
-                     .nthreads = nthreads, .exec = &ex};
+                     .pool = env ? env->pool : NULL, .nthreads = nthreads, .exec = &ex};
     /* tactic "st": this layer runs single-threaded (chosen by the builder when faster) */
     if (n->tactic && !strcmp(n->tactic, "st"))
         ctx.nthreads = 1;
@@ -157,16 +159,19 @@ static void release(kiln_mem *mem, kiln_tensor *t)
 }
 
 kiln_status kiln__exec_graph(const kiln_graph *g, const kiln_frame *parent, const kiln_tensor *const *inputs,
-                             kiln_tensor *outputs, int nthreads, int depth)
+                             kiln_tensor *outputs, const kiln_run_env *env, int depth)
 {
-    return kiln__exec_graph_ex(g, parent, inputs, outputs, nthreads, depth, NULL, NULL);
+    return kiln__exec_graph_ex(g, parent, inputs, outputs, env, depth, NULL, NULL);
 }
 
 kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, const kiln_tensor *const *inputs,
-                                kiln_tensor *outputs, int nthreads, int depth, kiln_mem *mem, const kiln_hooks *hooks)
+                                kiln_tensor *outputs, const kiln_run_env *env, int depth, kiln_mem *mem,
+                                const kiln_hooks *hooks)
 {
     if (depth > MAX_EXEC_DEPTH)
         return kiln__err(KILN_ERR_LIMIT, "subgraph execution nested deeper than %d", MAX_EXEC_DEPTH);
+    if (env && env->ctl)
+        KILN_TRY(kiln__run_check(env->ctl));   /* also once per Loop / Scan iteration */
     kiln_status st = KILN_OK;
     int nv = g->n_values;
     kiln_frame f = {.g = g, .parent = parent};
@@ -193,20 +198,23 @@ kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, c
     }
     for (int i = 0; i < g->n_inputs; i++)
         f.val[g->inputs[i]] = inputs[i];
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int j = 0; j < g->nodes[i].n_in; j++)
-            if (g->nodes[i].in[j] >= 0)
-                last_use[g->nodes[i].in[j]] = i;
+    kiln__mark_last_uses(g, last_use);   /* subgraphs read outer values while their node runs */
     for (int o = 0; o < g->n_outputs; o++)
         last_use[g->outputs[o]] = INT_MAX;
     for (int i = 0; i < g->n_nodes; i++) {
-        st = run_node(&f, i, nthreads, depth, mem, hooks);
+        if (env && env->ctl && (st = kiln__run_check(env->ctl)) != KILN_OK)
+            goto done;
+        st = run_node(&f, i, env, depth, mem, hooks);
         if (st != KILN_OK)
             goto done;
-        /* free intermediates whose last consumer was this node */
+        /* free intermediates whose last consumer was this node: its inputs, and for a node with
+         * subgraphs (rare) also the values they read by name */
         const kiln_node *n = &g->nodes[i];
-        for (int j = 0; j < n->n_in; j++) {
-            int v = n->in[j];
+        bool has_subgraphs = false;
+        for (int a = 0; a < n->n_attr; a++)
+            has_subgraphs |= n->attrs[a].g || n->attrs[a].graphs;
+        for (int j = 0; j < (has_subgraphs ? nv : n->n_in); j++) {
+            int v = has_subgraphs ? j : n->in[j];
             if (v >= 0 && last_use[v] == i && f.val[v] == &f.owned[v]) {
                 release(mem, &f.owned[v]);
                 f.val[v] = NULL;
@@ -260,5 +268,5 @@ done:
 kiln_status kiln__exec_subgraph(kiln_kctx *ctx, const kiln_graph *g, const kiln_tensor *const *inputs,
                                 kiln_tensor *outputs)
 {
-    return kiln__exec_graph(g, ctx->exec->frame, inputs, outputs, ctx->nthreads, ctx->exec->depth + 1);
+    return kiln__exec_graph(g, ctx->exec->frame, inputs, outputs, ctx->exec->env, ctx->exec->depth + 1);
 }

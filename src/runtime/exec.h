@@ -3,6 +3,7 @@
 #define KILN_RUNTIME_EXEC_H
 
 #include "../backend/kernel.h"
+#include <stdatomic.h>
 
 typedef struct kiln_frame kiln_frame;
 
@@ -27,11 +28,34 @@ typedef struct kiln_hooks {
     void *tune_user;
 } kiln_hooks;
 
+/* When a run must stop early: checked between nodes and at every subgraph run (each Loop / Scan
+ * iteration). */
+typedef struct kiln_run_ctl {
+    const atomic_int *cancel;  /* nonzero: cancelled (a context's flag), or NULL */
+    unsigned generation;       /* kiln_cancel_all() generation when the run started */
+    int64_t deadline_ns;       /* CLOCK_MONOTONIC; 0 = no time budget */
+    double budget_s;           /* for the message */
+} kiln_run_ctl;
+
+/* A control for a run starting now: cancel flag (or NULL) and a budget (<= 0: none). */
+kiln_run_ctl kiln__run_ctl(const atomic_int *cancel, double budget_s);
+/* KILN_ERR_CANCELLED / KILN_ERR_LIMIT with a message once the run must stop, else KILN_OK. */
+kiln_status kiln__run_check(const kiln_run_ctl *c);
+
+/* What one top-level execution runs on: the owner's thread pool (a context's, a model run's, a
+ * build's), how many of its threads a layer may use, and when to stop. */
+typedef struct kiln_run_env {
+    kiln_pool *pool;           /* NULL: single-threaded */
+    int nthreads;              /* >= 1, at most the pool's threads */
+    const kiln_run_ctl *ctl;   /* NULL: runs to the end */
+} kiln_run_env;
+
 typedef struct kiln_exec {
     int nthreads;
     const kiln_frame *frame;   /* frame of the graph the current node belongs to */
     int depth;                 /* subgraph nesting depth, to stop runaway recursion */
     kiln_mem *mem;             /* NULL: every tensor on the heap */
+    const kiln_run_env *env;   /* NULL: single-threaded */
 } kiln_exec;
 
 static inline bool kiln__in_arena(const kiln_mem *m, const void *p)
@@ -42,10 +66,15 @@ static inline bool kiln__in_arena(const kiln_mem *m, const void *p)
 /* Runs graph g. inputs[i] feeds g->inputs[i] (borrowed). On success outputs[0..g->n_outputs)
  * receive tensors owned by the caller. `parent` resolves outer-scope names (NULL at top). */
 kiln_status kiln__exec_graph(const kiln_graph *g, const kiln_frame *parent, const kiln_tensor *const *inputs,
-                             kiln_tensor *outputs, int nthreads, int depth);
+                             kiln_tensor *outputs, const kiln_run_env *env, int depth);
 /* Same, with planned memory and/or per-node timing (either may be NULL). */
 kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, const kiln_tensor *const *inputs,
-                                kiln_tensor *outputs, int nthreads, int depth, kiln_mem *mem, const kiln_hooks *hooks);
+                                kiln_tensor *outputs, const kiln_run_env *env, int depth, kiln_mem *mem,
+                                const kiln_hooks *hooks);
+
+/* Raises last[v] to the index of the last node of g that reads value v: as an input, or by name
+ * from one of its subgraphs at any depth (outer-scope reads). Callers initialize `last`. */
+void kiln__mark_last_uses(const kiln_graph *g, int *last);
 
 /* For control-flow kernels: runs a subgraph of the node being executed. */
 kiln_status kiln__exec_subgraph(kiln_kctx *ctx, const kiln_graph *g, const kiln_tensor *const *inputs,

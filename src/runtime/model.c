@@ -159,8 +159,15 @@ kiln_status kiln__graph_run_named(const kiln_graph *g, int num_inputs, const cha
             st = kiln__err(KILN_ERR_INVALID_ARG, "input '%s' was not given", g->values[g->inputs[j]].name);
             goto fail;
         }
-    int nthreads = opts && opts->num_threads > 0 ? opts->num_threads : kiln__default_threads();
-    st = kiln__exec_graph(g, NULL, feed, outs, nthreads, 0);
+    kiln_pool *pool = kiln__pool_create(opts ? opts->num_threads : 0);
+    if (!pool) {
+        st = kiln__err(KILN_ERR_NOMEM, "out of memory creating a thread pool");
+        goto fail;
+    }
+    kiln_run_ctl ctl = kiln__run_ctl(NULL, 0);
+    kiln_run_env env = {.pool = pool, .nthreads = kiln__pool_threads(pool), .ctl = &ctl};
+    st = kiln__exec_graph(g, NULL, feed, outs, &env, 0);
+    kiln__pool_free(pool);
     if (st != KILN_OK)
         goto fail;
     kiln__free(feed);

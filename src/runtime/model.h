@@ -24,5 +24,7 @@ void kiln__context_replan_on_first_run(kiln_context_t c);
 /* Per value id: dtype and shape recorded by the last planning run (data NULL), or NULL. */
 const kiln_tensor *kiln__context_value_meta(kiln_context_t c);
 kiln_engine_t kiln__context_engine(kiln_context_t c);
+/* Counters of the context's thread pool (all zero before its first run). */
+void kiln__context_pool_stats(kiln_context_t c, kiln_pool_stats *out);
 
 #endif

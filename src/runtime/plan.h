@@ -17,6 +17,10 @@ typedef struct kiln_plan {
 /* Plans g given the byte size of each value (0 = not planned, e.g. never produced). */
 kiln_status kiln__plan_make(const kiln_graph *g, const size_t *bytes, kiln_plan *p);
 void kiln__plan_free(kiln_plan *p);
+/* Checks a plan from outside (an engine file) against g: every slot inside the arena and held
+ * by a value a node of g computes, and no two values live at the same time share a byte unless
+ * one is computed in place over the other by an op that allows it. KILN_ERR_PARSE if not. */
+kiln_status kiln__plan_validate(const kiln_graph *g, const kiln_plan *p);
 /* A kiln_mem view of a plan over an arena buffer. */
 void kiln__plan_mem(const kiln_plan *p, uint8_t *arena, kiln_mem *m);
 #endif

@@ -242,7 +242,7 @@ static void test_files(void)
     CHECK(kiln_atomic_file_commit(NULL) == KILN_ERR_INVALID_ARG);
     kiln_atomic_file_abort(NULL);
     kiln_tensor t;
-    CHECK(kiln_tensor_read(NULL, &t) == KILN_ERR_INVALID_ARG && kiln_default_threads() >= 1);
+    CHECK(kiln_tensor_read(NULL, &t) == KILN_ERR_INVALID_ARG && kiln_resolve_threads(0) >= 1 && kiln_resolve_threads(3) == 3);
 }
 
 int main(void)

@@ -4,6 +4,7 @@
  * counts, float32 fast paths plus float64 / float16 / integer paths. Ends with timings of a
  * ResNet-50-like conv stack (information only, not an assertion). */
 #include "test.h"
+#include "test_pool.h"
 #include "backend/kernel.h"
 #include <string.h>
 #include <time.h>
@@ -85,7 +86,7 @@ static kiln_status run_op(kiln_op op, const char *op_type, int opset, const tnod
     kiln_tensor *outp[4];
     for (int i = 0; i < n_out; i++)
         outp[i] = &out[i];
-    kiln_kctx ctx = {.node = &node, .n_in = n_in, .in = in, .n_out = n_out, .out = outp, .nthreads = nthreads};
+    kiln_kctx ctx = {.node = &node, .n_in = n_in, .in = in, .n_out = n_out, .out = outp, .pool = test_pool(nthreads), .nthreads = nthreads};
     kiln_kernel_fn fn = kiln__ref_kernel(op);
     if (!fn)
         return KILN_ERR_UNSUPPORTED;

@@ -7,7 +7,8 @@
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
+#include <xxhash.h>
+#include "engine/engine.h"
 
 #define MODEL "models/tiny_cnn.onnx"
 
@@ -44,7 +45,7 @@ static void on_alarm(int s)
     _exit(2);
 }
 
-/* Recomputes the section CRCs so that mutations reach the structure parser. */
+/* Recomputes the section checksums (XXH3-64) so that mutations reach the structure parser. */
 static void fix_crcs(unsigned char *b, size_t len)
 {
     if (len < 64)
@@ -59,10 +60,105 @@ static void fix_crcs(unsigned char *b, size_t len)
         }
         if (off > len || size > len - off)
             continue;
-        uint32_t c = (uint32_t)crc32(crc32(0, Z_NULL, 0), b + off, (uInt)size);
-        for (int k = 0; k < 4; k++)
+        uint64_t c = (uint64_t)XXH3_64bits(b + off, (size_t)size);
+        for (int k = 0; k < 8; k++)
             e[24 + k] = (unsigned char)(c >> (8 * k));
     }
+}
+
+static uint64_t get_le(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int k = 0; k < n; k++)
+        v |= (uint64_t)p[k] << (8 * k);
+    return v;
+}
+
+/* Damages the engine's PLAN section (CRCs are left stale): moves every planned slot to arena
+ * offset 0, so values live at the same time share bytes, or (in_place) marks every planned slot
+ * as computed in place, also where the op does not allow it. Returns the number of slots changed. */
+static int damage_plan(unsigned char *b, size_t len, bool in_place)
+{
+    uint32_t ns = (uint32_t)get_le(b + 40, 4);
+    for (uint32_t i = 0; i < ns && 64 + (size_t)i * 32 + 32 <= len; i++) {
+        const unsigned char *e = b + 64 + i * 32;
+        if (get_le(e, 4) != 5)   /* KILN_SEC_PLAN */
+            continue;
+        unsigned char *p = b + get_le(e + 8, 8);
+        uint32_t ni = (uint32_t)get_le(p, 4);
+        p += 4;
+        for (uint32_t k = 0; k < ni; k++)
+            p += 4 + 8 * get_le(p, 4);
+        p += 8 + 8 + 4 + 4;   /* arena, naive bytes, planned, in place */
+        uint32_t nv = (uint32_t)get_le(p, 4);
+        p += 4;
+        int moved = 0;
+        for (uint32_t v = 0; v < nv; v++, p += 17)
+            if (in_place ? (int64_t)get_le(p, 8) >= 0 && !p[16] : (int64_t)get_le(p, 8) > 0) {
+                if (in_place)
+                    p[16] = 1;
+                else
+                    memset(p, 0, 8);
+                moved++;
+            }
+        return moved;
+    }
+    return 0;
+}
+
+/* A byte offset inside the section of `kind` of a valid engine image, chosen by r. */
+static size_t section_byte(const unsigned char *b, uint32_t kind, uint64_t r)
+{
+    uint32_t ns = (uint32_t)get_le(b + 40, 4);
+    for (uint32_t i = 0; i < ns; i++) {
+        const unsigned char *e = b + 64 + i * 32;
+        if (get_le(e, 4) == kind && get_le(e + 16, 8) > 0)
+            return (size_t)(get_le(e + 8, 8) + r % get_le(e + 16, 8));
+    }
+    return 0;
+}
+
+static bool write_bytes(const char *path, const void *b, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    bool ok = f && fwrite(b, 1, len, f) == len;
+    return (f && fclose(f) == 0) && ok;
+}
+
+/* A (possibly damaged) engine image loaded one of three ways: 0 kiln_engine_load_buffer, 1 the
+ * memory-mapped file (kiln_engine_load), 2 the file read into memory (KILN_ENGINE_LOAD_COPY). */
+static kiln_status load_as(const unsigned char *b, size_t len, int mode, const char *path, kiln_engine_t *out)
+{
+    if (mode == 0)
+        return kiln_engine_load_buffer(b, len, out);
+    if (!write_bytes(path, b, len))
+        return KILN_ERR_IO;
+    return mode == 1 ? kiln_engine_load(path, out) : kiln_engine_load_ex(path, KILN_ENGINE_LOAD_COPY, out);
+}
+
+/* Every initializer of a loaded engine borrows its bytes from the engine's backing (mapping, file
+ * copy or weights copy): none owned, none outside, each `align`-byte aligned. */
+static int borrowed_weights(kiln_engine_t e, size_t align)
+{
+    const kiln_graph *g = e->g;
+    const char *lo = e->backing, *hi = lo + e->backing_len;
+    int n = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        const kiln_tensor *t = g->values[v].init;
+        if (!t)
+            continue;
+        const char *d = t->data;
+        if (!(t->flags & KILN_TENSOR_BORROWED) || d < lo || d + t->nbytes > hi || (uintptr_t)d % align)
+            return -1;
+        n++;
+    }
+    return n;
+}
+
+static void set_le(unsigned char *p, uint64_t v, int n)
+{
+    for (int k = 0; k < n; k++)
+        p[k] = (unsigned char)(v >> (8 * k));
 }
 
 typedef struct {
@@ -124,7 +220,7 @@ int main(void)
     kiln_build_options raw = {.no_optimize = true};
     CHECK(kiln_build(m, &raw, &e3) == KILN_OK);
     CHECK(kiln_engine_run(e3, 1, &in_name, &x, NULL, &nout, &out) == KILN_OK);
-    CHECK(max_diff(&out[0], &ref[0]) == 0.0);
+    CHECK_MSG(max_diff(&out[0], &ref[0]) == 0.0, "unoptimized engine vs model: %g", max_diff(&out[0], &ref[0]));
     kiln_tensors_free(out, nout);
     kiln_engine_free(e3);
 
@@ -150,11 +246,58 @@ int main(void)
     c[32] = 2; /* target kind: CUDA */
     CHECK(kiln_engine_load_buffer(c, l1, &bad) == KILN_ERR_UNSUPPORTED && strstr(kiln_last_error(), "CUDA"));
     memcpy(c, b1, l1);
-    c[l1 - 100] ^= 0x40; /* a weight bit */
+    size_t woff = (size_t)get_le(c + 64 + 2 * 32 + 8, 8), wlen = (size_t)get_le(c + 64 + 2 * 32 + 16, 8);
+    CHECK(get_le(c + 64 + 2 * 32, 4) == 3 && wlen > 100); /* the third section is WEIGHTS */
+    c[woff + wlen - 100] ^= 0x40; /* a weight bit */
     CHECK(kiln_engine_load_buffer(c, l1, &bad) == KILN_ERR_PARSE && strstr(kiln_last_error(), "checksum"));
+    memcpy(c, b1, l1);
+    c[woff + wlen] = 1; /* the page padding after the weights is covered too */
+    CHECK(kiln_engine_load_buffer(c, l1, &bad) == KILN_ERR_PARSE && strstr(kiln_last_error(), "padding"));
     memcpy(c, b1, l1);
     c[0] = 'X';
     CHECK(kiln_engine_load_buffer(c, l1, &bad) == KILN_ERR_PARSE && strstr(kiln_last_error(), "magic"));
+    memcpy(c, b1, l1);
+    c[8] = 1; /* a version-1 engine (64-byte aligned sections, CRC-32): rebuild it */
+    CHECK(kiln_engine_load_buffer(c, l1, &bad) == KILN_ERR_UNSUPPORTED && strstr(kiln_last_error(), "rebuild"));
+    /* the section table is validated before any section is trusted (checksums repaired) */
+    memcpy(c, b1, l1);
+    set_le(c + 64 + 8, get_le(c + 64 + 8, 8) + 64, 8); /* MANIFEST off its page boundary */
+    fix_crcs(c, l1);
+    CHECK(kiln_engine_load_buffer(c, l1, &bad) == KILN_ERR_PARSE && strstr(kiln_last_error(), "misplaced"));
+    memcpy(c, b1, l1);
+    set_le(c + 64 + 8, 0, 8); /* MANIFEST over the header and table */
+    fix_crcs(c, l1);
+    CHECK(kiln_engine_load_buffer(c, l1, &bad) == KILN_ERR_PARSE && strstr(kiln_last_error(), "misplaced"));
+    memcpy(c, b1, l1);
+    memcpy(c + 96 + 8, c + 64 + 8, 8); /* GRAPH at MANIFEST's offset */
+    fix_crcs(c, l1);
+    CHECK(kiln_engine_load_buffer(c, l1, &bad) == KILN_ERR_PARSE && strstr(kiln_last_error(), "overlaps"));
+
+    /* 4b. files: memory-mapped (default) and read (KILN_ENGINE_LOAD_COPY) engines use their weights
+     * in place, borrowed from the engine's backing; both run like the buffer-loaded engine */
+    char fpath[64];
+    snprintf(fpath, sizeof fpath, "build/test_engine_%d.kiln", (int)getpid());
+    for (int mode = 1; mode <= 2; mode++) {
+        kiln_engine_t ef;
+        CHECK(load_as(b1, l1, mode, fpath, &ef) == KILN_OK);
+        /* mapped: blobs 64-byte aligned like in the file; read into a malloc()ed buffer: 16 */
+        CHECK(ef->backing_mapped == (mode == 1) && borrowed_weights(ef, mode == 1 ? 64 : 16) > 0);
+        CHECK(kiln_engine_run(ef, 1, &in_name, &x, NULL, &nout, &out) == KILN_OK);
+        CHECK_MSG(max_diff(&out[0], &ref[0]) < 1e-4, "mode %d: engine vs model: %g", mode, max_diff(&out[0], &ref[0]));
+        kiln_tensors_free(out, nout);
+        kiln_engine_free(ef);
+        CHECK(load_as(b1, l1 - 4096, mode, fpath, &bad) == KILN_ERR_PARSE && strstr(kiln_last_error(), "truncated"));
+        CHECK(load_as(b1, 0, mode, fpath, &bad) == KILN_ERR_PARSE && strstr(kiln_last_error(), "magic"));
+        CHECK(load_as(b1, 40, mode, fpath, &bad) == KILN_ERR_PARSE && strstr(kiln_last_error(), "truncated"));
+    }
+    kiln_engine_t eb;   /* from a buffer the weights are copied: the buffer may go away */
+    memcpy(c, b1, l1);
+    CHECK(kiln_engine_load_buffer(c, l1, &eb) == KILN_OK && !eb->backing_mapped && borrowed_weights(eb, 64) > 0);
+    memset(c, 0, l1);
+    CHECK(kiln_engine_run(eb, 1, &in_name, &x, NULL, &nout, &out) == KILN_OK);
+    CHECK(max_diff(&out[0], &ref[0]) < 1e-4);
+    kiln_tensors_free(out, nout);
+    kiln_engine_free(eb);
 
     /* 5. mutation: >= 1,000 damaged engines, half with repaired checksums so the parser sees them;
      * every other one starts from an engine with profile and memory-plan sections */
@@ -184,19 +327,31 @@ int main(void)
             len = (size_t)(test_rng(&rng) % l0);
         else
             for (int j = 0, nflip = 1 + (int)(test_rng(&rng) % 6); j < nflip; j++) {
-                /* bias towards the header, table and graph section (the first few KB) and the tail
-                 * (profiles and plan sections) */
-                uint64_t pick = test_rng(&rng) % 3;
-                size_t at = pick == 0 ? test_rng(&rng) % (l0 < 8192 ? l0 : 8192)
-                          : pick == 1 ? l0 - 1 - test_rng(&rng) % (l0 < 4096 ? l0 : 4096) : test_rng(&rng) % l0;
+                /* bias towards the header and table, the graph section and the tail (profiles and
+                 * plan sections), not the zero padding between the page-aligned sections */
+                uint64_t pick = test_rng(&rng) % 5;
+                size_t at = pick == 0 ? test_rng(&rng) % (64 + 32 * (size_t)get_le(src + 40, 4))
+                          : pick == 1 ? section_byte(src, 2, test_rng(&rng))
+                          : pick == 2 ? section_byte(src, with_plan ? 5 : 4, test_rng(&rng))
+                          : pick == 3 ? section_byte(src, 1 + (uint32_t)(test_rng(&rng) % 5), test_rng(&rng))
+                          : test_rng(&rng) % l0;
                 cbuf[at] = kind == 1 ? (unsigned char)(cbuf[at] ^ (1u << (test_rng(&rng) % 8)))
                                      : kind == 2 ? (unsigned char)test_rng(&rng) : (unsigned char)(cbuf[at] + 1);
             }
         if (k % 2)
             fix_crcs(cbuf, len);
         alarm(20);
+        /* one of the three load paths runs it; the other two must judge it the same way */
+        int mode = k % 3;
+        kiln_status other[2];
+        for (int j = 0; j < 2; j++) {
+            kiln_engine_t eo = NULL;
+            other[j] = load_as(cbuf, len, (mode + 1 + j) % 3, fpath, &eo);
+            kiln_engine_free(eo);
+        }
         kiln_clear_last_error();
-        kiln_status st = kiln_engine_load_buffer(cbuf, len, &bad);
+        kiln_status st = load_as(cbuf, len, mode, fpath, &bad);
+        CHECK_MSG(other[0] == st && other[1] == st, "mutant %d: load modes disagree (%d %d %d)", k, st, other[0], other[1]);
         if (st == KILN_OK) {
             loaded++;
             kiln_context_t mc = NULL;
@@ -214,6 +369,7 @@ int main(void)
     printf("1200 mutated engines: %d loaded, %d ran, %d clean errors, %d silent\n", loaded, ran, errors, silent);
     CHECK(silent == 0);
     kiln_set_max_tensor_bytes((size_t)8 << 30);
+    remove(fpath);
     free(c);
     free(mbuf);
     kiln_free(b1);
@@ -254,8 +410,8 @@ int main(void)
     CHECK(c2.report && strstr(c2.report, "0 layers timed"));
     kiln_free(c1.report);
     kiln_free(c2.report);
-    void *f1, *f2;
-    size_t fl1, fl2;
+    void *f1 = NULL, *f2 = NULL;
+    size_t fl1 = 0, fl2 = 0;
     CHECK(kiln_engine_serialize(ef1, &f1, &fl1) == KILN_OK && kiln_engine_serialize(ef2, &f2, &fl2) == KILN_OK);
     CHECK(fl1 == fl2 && memcmp(f1, f2, fl1) == 0);
     kiln_engine_t ef3;
@@ -268,6 +424,34 @@ int main(void)
     CHECK(pa > 0 && pa < pn);   /* the stored plan is in use from the first run */
     CHECK(max_diff(kiln_context_output(pc, 0), &ref[0]) < 1e-4);
     kiln_context_free(pc);
+
+    /* 6c. a memory plan whose slots overlap, or that computes in place where the op does not allow
+     * it (checksums repaired), is refused at load, not run into silently wrong outputs */
+    unsigned char *ov = malloc(fl1);
+    for (int in_place = 0; in_place < 2; in_place++) {
+        memcpy(ov, f1, fl1);
+        CHECK(damage_plan(ov, fl1, in_place) > 1);
+        fix_crcs(ov, fl1);
+        kiln_engine_t eo;
+        kiln_status so = kiln_engine_load_buffer(ov, fl1, &eo);
+        CHECK_MSG(so == KILN_ERR_PARSE && strstr(kiln_last_error(), "memory plan"), "damaged plan %d: %s (%s)",
+                  in_place, kiln_status_str(so), kiln_last_error());
+        if (so == KILN_OK) {
+            kiln_tensor *oo;
+            int no;
+            if (kiln_engine_run(eo, 1, &in_name, &x, NULL, &no, &oo) == KILN_OK) {
+                kiln_context_t oc;
+                if (kiln_context_create(eo, &oc) == KILN_OK && kiln_context_set_input(oc, in_name, &x) == KILN_OK &&
+                    kiln_context_run(oc) == KILN_OK)
+                    printf("damaged plan (%s) accepted; context output differs from the model by %g\n",
+                           in_place ? "in place" : "overlap", max_diff(kiln_context_output(oc, 0), &ref[0]));
+                kiln_context_free(oc);
+                kiln_tensors_free(oo, no);
+            }
+            kiln_engine_free(eo);
+        }
+    }
+    free(ov);
     kiln_free(f1);
     kiln_free(f2);
     kiln_engine_free(ef1);

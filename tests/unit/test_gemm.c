@@ -2,6 +2,7 @@
  * alpha/beta variants, padded leading dimensions, several thread counts, concurrent callers;
  * plus a GFLOP/s printout (skipped with the argument "q"). */
 #include "test.h"
+#include "test_pool.h"
 #include "backend/kernel.h"
 #include "backend/cpu/gemm.h"
 #include <time.h>
@@ -36,7 +37,7 @@ static int run_case(int nthreads, bool ta, bool tb, int64_t M, int64_t N, int64_
         C[i] = beta == 0.0f ? NAN : C0[i];
         R[i] = C[i];
     }
-    kiln__sgemm(nthreads, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    kiln__sgemm(test_pool(nthreads), nthreads, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     kiln__sgemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, R, ldc);
     int ok = 1;
     for (int64_t i = 0; i < M && ok; i++) {
@@ -95,11 +96,11 @@ static void bench(int nthreads, bool ta, bool tb, int64_t M, int64_t N, int64_t 
     float *A = rand_buf((size_t)(M * K), &seed), *B = rand_buf((size_t)(K * N), &seed);
     float *C = rand_buf((size_t)(M * N), &seed);
     double flop = 2.0 * (double)M * (double)N * (double)K;
-    kiln__sgemm(nthreads, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N); /* warm up */
+    kiln__sgemm(test_pool(nthreads), nthreads, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N); /* warm up */
     double best = 1e30, start = now_s();
     for (int i = 0; i < 1000 && (i < 5 || now_s() - start < 0.25); i++) {
         double t0 = now_s();
-        kiln__sgemm(nthreads, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N);
+        kiln__sgemm(test_pool(nthreads), nthreads, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N);
         double t = now_s() - t0;
         if (t < best)
             best = t;
@@ -111,7 +112,7 @@ static void bench(int nthreads, bool ta, bool tb, int64_t M, int64_t N, int64_t 
     free(C);
 }
 
-/* Several application threads calling sgemm at once (the pool is then busy: inline fallback). */
+/* Several application threads calling sgemm at once, each on its own two-thread pool. */
 typedef struct conc_arg {
     int64_t M, N, K;
     unsigned long long seed;
@@ -123,9 +124,10 @@ static void *conc_thread(void *p)
     conc_arg *a = p;
     float *A = rand_buf((size_t)(a->M * a->K), &a->seed), *B = rand_buf((size_t)(a->K * a->N), &a->seed);
     float *C = rand_buf((size_t)(a->M * a->N), &a->seed), *R = rand_buf((size_t)(a->M * a->N), &a->seed);
-    a->ok = 1;
+    kiln_pool *pool = kiln__pool_create(2);
+    a->ok = pool != NULL;
     for (int rep = 0; rep < 4; rep++) {
-        kiln__sgemm(2, false, false, a->M, a->N, a->K, 1.0f, A, a->K, B, a->N, 0.0f, C, a->N);
+        kiln__sgemm(pool, 2, false, false, a->M, a->N, a->K, 1.0f, A, a->K, B, a->N, 0.0f, C, a->N);
         if (rep == 0)
             kiln__sgemm_ref(false, false, a->M, a->N, a->K, 1.0f, A, a->K, B, a->N, 0.0f, R, a->N);
         for (int64_t i = 0; i < a->M * a->N; i++)
@@ -136,6 +138,7 @@ static void *conc_thread(void *p)
     free(B);
     free(C);
     free(R);
+    kiln__pool_free(pool);
     return NULL;
 }
 
@@ -215,7 +218,7 @@ static int run_epi_case(int nthreads, bool ta, bool tb, int64_t M, int64_t N, in
                 }
         g.bpack = bp;
     }
-    kiln__sgemm_ex(nthreads, &g);
+    kiln__sgemm_ex(test_pool(nthreads), nthreads, &g);
     free(bp);
     int ok = 1;
     for (int64_t i = 0; i < M && ok; i++)
@@ -337,7 +340,7 @@ static kiln_status run_fused(kiln_op op, const char *type, kiln_attr *attrs, int
     node.n_attr = na;
     node.attrs = attrs;
     kiln_tensor *outp[1] = {out};
-    kiln_kctx ctx = {.node = &node, .n_in = n_in, .in = in, .n_out = 1, .out = outp, .nthreads = nthreads};
+    kiln_kctx ctx = {.node = &node, .n_in = n_in, .in = in, .n_out = 1, .out = outp, .pool = test_pool(nthreads), .nthreads = nthreads};
     return kiln__ref_kernel(op)(&ctx);
 }
 
@@ -488,18 +491,18 @@ int main(int argc, char **argv)
     /* alpha == 0: C = beta * C without touching A or B */
     {
         float C[4] = {1, 2, 3, 4};
-        kiln__sgemm(1, false, false, 2, 2, 5, 0.0f, NULL, 5, NULL, 2, 2.0f, C, 2);
+        kiln__sgemm(NULL, 1, false, false, 2, 2, 5, 0.0f, NULL, 5, NULL, 2, 2.0f, C, 2);
         CHECK(C[0] == 2.0f && C[3] == 8.0f);
     }
 
     /* K == 0: C = beta * C, with beta == 0 never reading C */
     {
         float C[6] = {NAN, NAN, NAN, NAN, NAN, NAN}, A[1] = {1}, B[1] = {1};
-        kiln__sgemm(1, false, false, 2, 3, 0, 1.0f, A, 1, B, 3, 0.0f, C, 3);
+        kiln__sgemm(NULL, 1, false, false, 2, 3, 0, 1.0f, A, 1, B, 3, 0.0f, C, 3);
         for (int i = 0; i < 6; i++)
             CHECK(C[i] == 0.0f);
         float D[4] = {1, 2, 3, 4};
-        kiln__sgemm(2, false, false, 2, 2, 0, 1.0f, A, 1, B, 2, 0.5f, D, 2);
+        kiln__sgemm(test_pool(2), 2, false, false, 2, 2, 0, 1.0f, A, 1, B, 2, 0.5f, D, 2);
         CHECK(D[0] == 0.5f && D[3] == 2.0f);
     }
     fails += test_epilogues(&seed);

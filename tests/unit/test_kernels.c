@@ -21,6 +21,7 @@
  * create the inputs and the expected outputs, one generic runner (run_case) and one table of
  * cases (k_cases). One line is printed per failing case, with the worst error and its index. */
 #include "test.h"
+#include "test_pool.h"
 #include "backend/kernel.h"
 #include <float.h>
 #include <stdint.h>
@@ -1822,7 +1823,7 @@ static void run_case(const kcase *c0, int ci, int64_t sweep_n)
         for (int k = 0; k < MAX_IN; k++)
             inp[k] = p.has[k] ? &p.in[k] : NULL;
         kiln_kctx ctx = {.node = &p.nd->node, .n_in = p.n_in, .in = inp, .n_out = p.n_out, .out = outp,
-                         .nthreads = threads[ti]};
+                         .pool = test_pool(threads[ti]), .nthreads = threads[ti]};
         kiln_clear_last_error();
         kiln_status st = fn(&ctx);
         n_runs++;

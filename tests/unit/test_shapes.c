@@ -116,7 +116,7 @@ static int compare_run(const char *label, const kiln_graph *g, const kiln_tensor
     kiln_tensor *meta = calloc((size_t)g->n_values + 1, sizeof *meta);
     kiln_tensor *outs = calloc((size_t)g->n_outputs + 1, sizeof *outs);
     kiln_mem mem = {.record_meta = meta};
-    kiln_status s = kiln__exec_graph_ex(g, NULL, feed, outs, 2, 0, &mem, NULL);
+    kiln_status s = kiln__exec_graph_ex(g, NULL, feed, outs, NULL, 0, &mem, NULL);   /* single-threaded */
     int bad = 0;
     if (s != KILN_OK) {
         fprintf(stderr, "%s: run failed: %s\n", label, kiln_last_error());

@@ -28,7 +28,8 @@ typedef struct cli_input_opts {
     const char **file_names, **file_paths;
 } cli_input_opts;
 /* Opens an engine file, or builds an engine in memory from an ONNX model. */
-kiln_status cli_open_engine(const char *path, kiln_engine_t *e);
+/* load_flags: KILN_ENGINE_LOAD_* (--no-mmap: KILN_ENGINE_LOAD_COPY); ignored for a model, which is built */
+kiln_status cli_open_engine(const char *path, unsigned load_flags, kiln_engine_t *e);
 /* Fills ins[]/names[] (engine input order) with file data or the library's synthetic data.
  * A --input or --shapes name that is not an input of the model is an error (printed). */
 bool cli_make_inputs(kiln_engine_t e, const cli_input_opts *o, kiln_tensor *ins, const char **names);
@@ -64,5 +65,9 @@ const char *cli_esc(const char *s);
 /* A JSON string; jansson refuses text that is not UTF-8, which is then stored escaped. */
 json_t *cli_json_str(const char *s);
 void cli_print_escaped_lines(const char *text);
+/* Prints the error; returns the exit status (1, or 130 after SIGINT / cancellation). */
 int cli_die(kiln_status st, const char *what);
+/* Installs a SIGINT handler that cancels the runs in progress (kiln_cancel_all). */
+void cli_catch_sigint(void);
+bool cli_interrupted(void);
 #endif

@@ -13,7 +13,7 @@ static double now_ms(void)
 
 static const char usage[] =
     "usage: kiln bench MODEL|ENGINE [--shapes NAME:DIMS,...] [--batch N] [--threads N] [--warmup N]\n"
-    "                  [--iterations N | --duration S] [--input NAME=FILE] [--json]\n";
+    "                  [--iterations N | --duration S] [--input NAME=FILE] [--json] [--no-mmap]\n";
 
 int cmd_bench(int argc, char **argv)
 {
@@ -23,6 +23,7 @@ int cmd_bench(int argc, char **argv)
     long long iters = 0;
     double duration = 0;
     bool json = false;
+    unsigned load_flags = KILN_ENGINE_LOAD_DEFAULT;
     const char *fnames[64], *fpaths[64];
     kiln_shapes_t shapes = NULL;
     io.file_names = fnames;
@@ -47,6 +48,8 @@ int cmd_bench(int argc, char **argv)
             ok = cli_num_arg("--duration", argv[++i], 1e-6, 1e9, &duration);
         else if (!strcmp(a, "--json"))
             json = true;
+        else if (!strcmp(a, "--no-mmap"))
+            load_flags = KILN_ENGINE_LOAD_COPY;
         else if (!strcmp(a, "--input") && has)
             ok = cli_input_arg("bench", argv[++i], &io, 64);
         else if (a[0] != '-' && !path)
@@ -74,7 +77,8 @@ int cmd_bench(int argc, char **argv)
     kiln_tensor *ins = NULL;
     const char **names = NULL;
     lat_stats ls = {.rng = 0x9E3779B97F4A7C15ull};
-    kiln_status st = cli_open_engine(path, &e);
+    cli_catch_sigint();
+    kiln_status st = cli_open_engine(path, load_flags, &e);
     if (st != KILN_OK) {
         rc = cli_die(st, "loading");
         goto done;
@@ -99,7 +103,7 @@ int cmd_bench(int argc, char **argv)
             goto done;
         }
     for (int i = 0; i < warmup + 1; i++)   /* the first run also plans memory */
-        if ((st = kiln_context_run(c)) != KILN_OK) {
+        if ((st = kiln_context_run(c)) != KILN_OK || cli_interrupted()) {
             rc = cli_die(st, "running");
             goto done;
         }
@@ -110,7 +114,7 @@ int cmd_bench(int argc, char **argv)
         if (!iters && now_ms() - t_start >= duration * 1e3)
             break;
         double t0 = now_ms();
-        if ((st = kiln_context_run(c)) != KILN_OK) {
+        if ((st = kiln_context_run(c)) != KILN_OK || cli_interrupted()) {
             rc = cli_die(st, "running");
             goto done;
         }
@@ -127,8 +131,8 @@ int cmd_bench(int argc, char **argv)
     double total = now_ms() - t_start, sum = ls.sum, p50, p90, p99;
     lat_percentiles(&ls, &p50, &p90, &p99);
     int batch = nin && ins[0].ndim > 0 ? (int)ins[0].dims[0] : 1;
-    double thr = (double)batch * (double)n / (total / 1e3);
-    int th = threads > 0 ? threads : kiln_default_threads();
+    double thr = n ? (double)batch * (double)n / (total / 1e3) : 0;
+    int th = kiln_resolve_threads(threads);
     if (json) {
         printf("{\"throughput\": %.3f, \"latency_ms\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f, "
                "\"min\": %.4f, \"max\": %.4f}, \"batch\": %d, \"iterations\": %lld, \"precision\": \"fp32\", "

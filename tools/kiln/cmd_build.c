@@ -9,7 +9,8 @@
 static const char usage[] =
     "usage: kiln build MODEL.onnx -o OUT.kiln [--passes-report] [--no-optimize] [--no-tactics]\n"
     "       [--shapes NAME:DIMS,...] [--min-shapes ... --opt-shapes ... --max-shapes ...]\n"
-    "       [--timing-cache FILE]   (repeat --min/--opt/--max-shapes or --shapes for more profiles)\n";
+    "       [--timing-cache FILE] [--build-run-budget SECONDS (default 60)]\n"
+    "       (repeat --min/--opt/--max-shapes or --shapes for more profiles)\n";
 
 /* Entry k of s: name and dims. */
 static const char *entry(kiln_shapes_t s, int k, int *ndim, int64_t *dims)
@@ -44,6 +45,7 @@ int cmd_build(int argc, char **argv)
 {
     const char *model_path = NULL, *out_path = NULL, *cache = NULL;
     bool report = false, no_opt = false, no_tactics = false;
+    double budget = 0;
     kiln_shapes_t mins[MAX_PROFILES] = {0}, opts_[MAX_PROFILES] = {0}, maxs[MAX_PROFILES] = {0}, fixed[MAX_PROFILES] = {0};
     int nmin = 0, nopt = 0, nmax = 0, nfixed = 0, rc = 1;
     for (int i = 1; i < argc; i++) {
@@ -62,6 +64,10 @@ int cmd_build(int argc, char **argv)
             no_tactics = true;
         else if (!strcmp(a, "--timing-cache") && has)
             cache = argv[++i];
+        else if (!strcmp(a, "--build-run-budget") && has) {
+            if (!cli_num_arg("--build-run-budget", argv[++i], 1e-3, 1e9, &budget))
+                goto done;
+        }
         else if (!strcmp(a, "--min-shapes") && has && nmin < MAX_PROFILES) {
             if (!cli_shapes_parse("--min-shapes", argv[++i], &mins[nmin++]))
                 goto done;
@@ -129,7 +135,7 @@ int cmd_build(int argc, char **argv)
         goto done;
     }
     kiln_build_options bo = {.no_optimize = no_opt, .num_profiles = np, .profiles = profiles, .timing_cache = cache,
-                             .want_report = true, .no_tactics = no_tactics};
+                             .want_report = true, .no_tactics = no_tactics, .run_budget_s = budget};
     st = kiln_build(m, &bo, &e);
     kiln_model_free(m);
     if (st != KILN_OK) {

@@ -6,7 +6,7 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: kiln inspect ENGINE|MODEL [--json] [--profile] [--iterations N] [--shapes NAME:DIMS,...]\n";
+    "usage: kiln inspect ENGINE|MODEL [--json] [--profile] [--iterations N] [--shapes NAME:DIMS,...] [--no-mmap]\n";
 
 static void shape_text(const kiln_type_info *t, char *buf, size_t n)
 {
@@ -142,6 +142,7 @@ int cmd_inspect(int argc, char **argv)
 {
     const char *path = NULL;
     bool json = false, profile = false;
+    unsigned load_flags = KILN_ENGINE_LOAD_DEFAULT;
     int iters = 20, rc = 1;
     cli_input_opts io = {0};
     kiln_shapes_t shapes = NULL;
@@ -153,6 +154,8 @@ int cmd_inspect(int argc, char **argv)
             json = true;
         else if (!strcmp(argv[i], "--profile"))
             profile = true;
+        else if (!strcmp(argv[i], "--no-mmap"))
+            load_flags = KILN_ENGINE_LOAD_COPY;
         else if (!strcmp(argv[i], "--iterations") && i + 1 < argc) {
             if (!cli_int_opt("--iterations", argv[++i], 1, 1000000000, &iters))
                 goto bad_args;
@@ -177,7 +180,7 @@ int cmd_inspect(int argc, char **argv)
     const char **names = NULL;
     double *ms = NULL;
     int nin = 0;
-    kiln_status st = cli_open_engine(path, &e);
+    kiln_status st = cli_open_engine(path, load_flags, &e);
     if (st != KILN_OK) {
         rc = cli_die(st, "loading");
         goto done;

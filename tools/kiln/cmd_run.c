@@ -54,13 +54,14 @@ static int write_outputs(const char *out_dir, int nout, const char **onames, con
 }
 
 static const char usage[] =
-    "usage: kiln run MODEL.onnx|M.kiln --input NAME=FILE ... --output-dir DIR [--threads N] [--no-optimize]\n";
+    "usage: kiln run MODEL.onnx|M.kiln --input NAME=FILE ... --output-dir DIR [--threads N] [--no-optimize] [--no-mmap]\n";
 
 int cmd_run(int argc, char **argv)
 {
     const char *model_path = NULL, *out_dir = NULL;
     int threads = 0, rc = 1;
     bool no_opt = false;
+    unsigned load_flags = KILN_ENGINE_LOAD_DEFAULT;
     cli_input_opts io = {0};
     io.file_names = calloc((size_t)argc, sizeof(char *));
     io.file_paths = calloc((size_t)argc, sizeof(char *));
@@ -72,6 +73,7 @@ int cmd_run(int argc, char **argv)
     int nout = 0, nloaded = 0;
     if (!io.file_names || !io.file_paths || !ins)
         goto done;
+    cli_catch_sigint();
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             rc = cli_help(usage);
@@ -83,6 +85,8 @@ int cmd_run(int argc, char **argv)
             out_dir = argv[++i];
         } else if (!strcmp(argv[i], "--no-optimize")) {
             no_opt = true;
+        } else if (!strcmp(argv[i], "--no-mmap")) {
+            load_flags = KILN_ENGINE_LOAD_COPY;
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             if (!cli_int_opt("--threads", argv[++i], 0, CLI_MAX_THREADS, &threads))
                 goto done;
@@ -105,7 +109,7 @@ int cmd_run(int argc, char **argv)
         }
     }
     bool is_engine = kiln_is_engine_file(model_path);
-    kiln_status st = is_engine ? kiln_engine_load(model_path, &e) : kiln_model_load(model_path, &m);
+    kiln_status st = is_engine ? kiln_engine_load_ex(model_path, load_flags, &e) : kiln_model_load(model_path, &m);
     if (st != KILN_OK) {
         rc = cli_die(st, is_engine ? "loading engine" : "loading model");
         goto done;
@@ -121,9 +125,10 @@ int cmd_run(int argc, char **argv)
         }
     }
     kiln_run_options opts = {.num_threads = threads};
-    st = e ? kiln_engine_run(e, io.n_files, io.file_names, ins, &opts, &nout, &outs)
-           : kiln_model_run(m, io.n_files, io.file_names, ins, &opts, &nout, &outs);
-    if (st != KILN_OK) {
+    st = cli_interrupted() ? KILN_ERR_CANCELLED
+       : e ? kiln_engine_run(e, io.n_files, io.file_names, ins, &opts, &nout, &outs)
+       : kiln_model_run(m, io.n_files, io.file_names, ins, &opts, &nout, &outs);
+    if (st != KILN_OK || cli_interrupted()) {
         rc = cli_die(st, "running model");
         goto done;
     }

@@ -4,10 +4,10 @@
 #include "cli.h"
 #include <string.h>
 
-kiln_status cli_open_engine(const char *path, kiln_engine_t *e)
+kiln_status cli_open_engine(const char *path, unsigned load_flags, kiln_engine_t *e)
 {
     if (kiln_is_engine_file(path))
-        return kiln_engine_load(path, e);
+        return kiln_engine_load_ex(path, load_flags, e);
     kiln_model_t m;
     kiln_status st = kiln_model_load(path, &m);
     if (st != KILN_OK)

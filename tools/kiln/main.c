@@ -1,5 +1,6 @@
 /* kiln — command-line entry point; dispatches to one subcommand per file. */
 #include "cli.h"
+#include "serve/cmds.h"
 #include <string.h>
 
 static void usage(FILE *f)
@@ -19,7 +20,11 @@ static void usage(FILE *f)
             "                      layers, fused nodes, precision, tactics, shapes, memory plan\n"
             "  info MODEL.onnx     inputs/outputs, opsets, op histogram, parameters, unsupported ops\n"
             "  conformance DIR...  run ONNX backend test directories (model.onnx + test_data_set_*)\n"
-            "  ops                 list the operators kiln implements\n",
+            "  ops                 list the operators kiln implements\n"
+            "  serve --model-repository DIR [--http-port 8000] [--metrics-port P] ...\n"
+            "                      KServe v2 / Triton-compatible HTTP server (docs/SERVE.md)\n"
+            "  loadgen --url http://127.0.0.1:PORT -m MODEL [--concurrency 1,8,32 | --request-rate R] ...\n"
+            "                      load generator for kiln serve (throughput, p50/p90/p95/p99)\n",
             KILN_VERSION_STRING);
 }
 
@@ -42,6 +47,10 @@ int main(int argc, char **argv)
         return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(c, "inspect"))
         return cmd_inspect(argc - 1, argv + 1);
+    if (!strcmp(c, "serve"))
+        return cmd_serve(argc - 1, argv + 1);
+    if (!strcmp(c, "loadgen"))
+        return cmd_loadgen(argc - 1, argv + 1);
     if (!strcmp(c, "ops"))
         return cmd_ops(argc - 1, argv + 1);
     if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) {

@@ -1,7 +1,30 @@
 /* Helpers shared by the CLI subcommands. */
 #include "cli.h"
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+
+static volatile sig_atomic_t interrupted;
+
+/* SIGINT: cancel the runs in progress (async-signal-safe); a second SIGINT kills as usual. */
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+    kiln_cancel_all();
+}
+
+void cli_catch_sigint(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = (int)SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+bool cli_interrupted(void) { return interrupted != 0; }
 
 const char *cli_esc(const char *s)
 {
@@ -37,6 +60,10 @@ void cli_print_escaped_lines(const char *text)
 
 int cli_die(kiln_status st, const char *what)
 {
+    if (st == KILN_ERR_CANCELLED || interrupted) {
+        fprintf(stderr, "kiln: interrupted (%s)\n", what);
+        return 130;
+    }
     /* kiln_last_error() is already escaped by the library */
     fprintf(stderr, "kiln: %s: %s (%s)\n", what, kiln_last_error(), kiln_status_str(st));
     return 1;

@@ -55,11 +55,7 @@ float kiln__act_scalar(const kiln_act *a, float x)
 static bool have_avx512(void)
 {
 #if KILN_VMATH_X86
-    static int cached = -1;
-    if (cached < 0)
-        cached = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                 __builtin_cpu_supports("fma");
-    return cached;
+    return kiln__cpu_has(KILN_CPU_AVX512_DQ_FMA);
 #else
     return false;
 #endif
@@ -167,10 +163,10 @@ static void act_task(void *p, int64_t b, int64_t e)
     }
 }
 
-void kiln__act_apply_f32(const kiln_act *a, float *y, int64_t n, int nthreads)
+void kiln__act_apply_f32(const kiln_act *a, float *y, int64_t n, kiln_pool *pool, int nthreads)
 {
     if (a->kind == KILN_ACT_NONE || n <= 0)
         return;
     act_job j = {a, y};
-    kiln__parallel_for(nthreads, n, 16384, act_task, &j);
+    kiln__parallel_for(pool, nthreads, n, 16384, act_task, &j);
 }

@@ -18,7 +18,7 @@ const char *kiln__act_name(kiln_act_kind k);
 /* Reads activation / activation_alpha / activation_beta of a fused node. */
 kiln_status kiln__act_from_node(const kiln_kctx *ctx, kiln_act *a);
 /* y[i] = act(y[i]) for float32. */
-void kiln__act_apply_f32(const kiln_act *a, float *y, int64_t n, int nthreads);
+void kiln__act_apply_f32(const kiln_act *a, float *y, int64_t n, kiln_pool *pool, int nthreads);
 float kiln__act_scalar(const kiln_act *a, float x);
 
 /* A float32 epilogue applied to a matrix C (rows i, columns j, global coordinates):

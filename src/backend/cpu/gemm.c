@@ -17,7 +17,7 @@
  *   - A is read in place by the AVX-512 micro-kernel when it is row-major (no packing: conv
  *     weights and activations are used as they are); otherwise it is packed into MR-high
  *     k-major panels.
- *   - Micro-kernels, chosen at run time with __builtin_cpu_supports: AVX-512F+FMA 8 x 32
+ *   - Micro-kernels, chosen at run time with kiln__cpu_has(): AVX-512F+FMA 8 x 32
  *     (with cheaper variants for 1-, 16- and 17-column edge tiles; with A read in place the
  *     17th column is a dot product along k), AVX2+FMA 6 x 16, and portable C 6 x 8 (GNU
  *     vector extensions).
@@ -745,11 +745,11 @@ static const gemm_impl *select_impl(void)
 {
 #if GEMM_X86
 #if !defined(KILN_GEMM_FORCE_AVX2) && !defined(KILN_GEMM_FORCE_C)
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma"))
+    if (kiln__cpu_has(KILN_CPU_AVX512_DQ_FMA))
         return &impl_avx512;
 #endif
 #if !defined(KILN_GEMM_FORCE_C)
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    if (kiln__cpu_has(KILN_CPU_AVX2_FMA))
         return &impl_avx2;
 #endif
 #endif
@@ -1022,7 +1022,7 @@ static void plan_grid(gemm_job *g, int nt)
     g->nstep = ceil_div(pn, btn) * nr;
 }
 
-void kiln__sgemm_ex(int nthreads, const kiln_gemm *a)
+void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
 {
     const int64_t M = a->M, N = a->N, K = a->K;
     if (M <= 0 || N <= 0)
@@ -1056,8 +1056,7 @@ void kiln__sgemm_ex(int nthreads, const kiln_gemm *a)
     g.epi = epi;
     g.direct_a = im->direct_a && !a->trans_a && a->lda > 0;
 
-    if (nthreads <= 0)
-        nthreads = kiln__default_threads();
+    nthreads = kiln__pool_clamp(pool, nthreads);
     double flops = 2.0 * (double)M * (double)N * (double)K;
     /* at least GEMM_MIN_FLOPS_PER_THREAD of work per thread, or waking threads costs more
      * than it saves */
@@ -1069,9 +1068,9 @@ void kiln__sgemm_ex(int nthreads, const kiln_gemm *a)
         if (nthreads <= 1)
             direct_block(&g, 0, M, 0, N);
         else if (M >= nthreads)
-            kiln__parallel_for(nthreads, M, 1, direct_task_rows, &g);
+            kiln__parallel_for(pool, nthreads, M, 1, direct_task_rows, &g);
         else
-            kiln__parallel_for(nthreads, ceil_div(N, 256), 1, direct_task_cols, &g);
+            kiln__parallel_for(pool, nthreads, ceil_div(N, 256), 1, direct_task_cols, &g);
         return;
     }
 
@@ -1099,15 +1098,15 @@ void kiln__sgemm_ex(int nthreads, const kiln_gemm *a)
     int64_t nb = ceil_div(g.nstep, im->nc);
     g.nc = ceil_div(ceil_div(g.nstep, nb), im->nr) * im->nr;
     g.buf_floats = (size_t)(g.nc * g.kc + g.kc + 16 + (g.direct_a ? 0 : g.mc * g.kc));
-    kiln__parallel_for(ntask_threads, g.tm * g.tn, 1, gemm_task, &g);
+    kiln__parallel_for(pool, ntask_threads, g.tm * g.tn, 1, gemm_task, &g);
 }
 
-void kiln__sgemm(int nthreads, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+void kiln__sgemm(kiln_pool *pool, int nthreads, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
 {
     kiln_gemm g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .trans_a = trans_a, .trans_b = trans_b,
                    .A = A, .lda = lda, .B = B, .ldb = ldb, .C = C, .ldc = ldc};
-    kiln__sgemm_ex(nthreads, &g);
+    kiln__sgemm_ex(pool, nthreads, &g);
 }
 
 int kiln__sgemm_nr(void)
@@ -1124,7 +1123,7 @@ bool kiln__conv_direct_available(void)
 #endif
 }
 
-void kiln__conv_direct_f32(int nthreads, const kiln_convd *d)
+void kiln__conv_direct_f32(kiln_pool *pool, int nthreads, const kiln_convd *d)
 {
 #if GEMM_X86
     if (d->M <= 0 || d->Ho <= 0 || d->Wo <= 0)
@@ -1143,10 +1142,9 @@ void kiln__conv_direct_f32(int nthreads, const kiln_convd *d)
     int64_t tiles = d->Ho * j.tw;
     double flops = 2.0 * (double)d->M * (double)d->K * 32.0;   /* per tile */
     int64_t grain = flops * 4 >= GEMM_MIN_FLOPS_PER_THREAD ? 1 : (int64_t)(GEMM_MIN_FLOPS_PER_THREAD / (flops * 4)) + 1;
-    if (nthreads <= 0)
-        nthreads = kiln__default_threads();
-    kiln__parallel_for(nthreads, tiles, grain, convd_task, &j);
+    kiln__parallel_for(pool, nthreads, tiles, grain, convd_task, &j);
 #else
+    (void)pool;
     (void)nthreads;
     (void)d;
 #endif

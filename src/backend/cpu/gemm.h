@@ -34,7 +34,7 @@ typedef struct kiln_gemm {
     const kiln_epi *epi;         /* NULL: none. Its residual must not overlap C. */
 } kiln_gemm;
 
-void kiln__sgemm_ex(int nthreads, const kiln_gemm *g);
+void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *g);
 /* The panel width of the packed B layout (32 with AVX-512). */
 int kiln__sgemm_nr(void);
 
@@ -58,6 +58,6 @@ typedef struct kiln_convd {
 } kiln_convd;
 
 bool kiln__conv_direct_available(void);
-void kiln__conv_direct_f32(int nthreads, const kiln_convd *d);
+void kiln__conv_direct_f32(kiln_pool *pool, int nthreads, const kiln_convd *d);
 
 #endif

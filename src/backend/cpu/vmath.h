@@ -1,7 +1,7 @@
 /* AVX-512 vector math for epilogues: exp, tanh, erf and the fused activations of epilogue.h.
  *
  * Everything here is static inline with a target attribute, so it can be included by any CPU
- * source and used only behind a run-time __builtin_cpu_supports("avx512f") check. Accuracy
+ * source and used only behind a run-time kiln__cpu_has() check. Accuracy
  * (measured over the whole float range against double precision): exp ~1 ulp, tanh and erf
  * within ~3 ulp (erf: absolute ~2e-7 near |x| = 1); NaN inputs propagate like the scalar
  * kiln__act_scalar (Relu maps NaN to 0, as `x > 0 ? x : 0` does). */

@@ -181,7 +181,7 @@ static void bcast_exec(const kiln_kctx *ctx, row_fn fn, kiln_tensor *out, int ni
     }
     j.nd = nd;
     if (total >= PAR_MIN && ctx->nthreads != 1)
-        kiln__parallel_for(ctx->nthreads, total, PAR_GRAIN, bjob_run, &j);
+        kiln__parallel_for(ctx->pool, ctx->nthreads, total, PAR_GRAIN, bjob_run, &j);
     else
         bjob_run(&j, 0, total);
 }
@@ -490,20 +490,6 @@ static kiln_status to_dtype(const kiln_kctx *ctx, const kiln_tensor *src, kiln_d
         return st;
     }
     int64_t n = kiln__shape_numel(src->ndim, src->dims);
-    if (src->dtype == KILN_DT_FLOAT16 && dt == KILN_DT_FLOAT32) {
-        const uint16_t *s = src->data;
-        float *d = tmp->data;
-        for (int64_t i = 0; i < n; i++)
-            d[i] = kiln__f16_to_f32(s[i]);
-        return KILN_OK;
-    }
-    if (src->dtype == KILN_DT_BFLOAT16 && dt == KILN_DT_FLOAT32) {
-        const uint16_t *s = src->data;
-        float *d = tmp->data;
-        for (int64_t i = 0; i < n; i++)
-            d[i] = kiln__bf16_to_f32(s[i]);
-        return KILN_OK;
-    }
     st = kiln__convert(dt, tmp->data, src->dtype, src->data, n);
     if (st != KILN_OK) {
         kiln__tensor_release(tmp);
@@ -518,20 +504,6 @@ static kiln_status store_out(kiln_kctx *ctx, const kiln_tensor *res, kiln_dtype 
     KILN_TRY(kiln__kout(ctx, 0, dt, res->ndim, res->dims));
     int64_t n = kiln__shape_numel(res->ndim, res->dims);
     kiln_tensor *o = ctx->out[0];
-    if (res->dtype == KILN_DT_FLOAT32 && dt == KILN_DT_FLOAT16) {
-        const float *s = res->data;
-        uint16_t *d = o->data;
-        for (int64_t i = 0; i < n; i++)
-            d[i] = kiln__f32_to_f16(s[i]);
-        return KILN_OK;
-    }
-    if (res->dtype == KILN_DT_FLOAT32 && dt == KILN_DT_BFLOAT16) {
-        const float *s = res->data;
-        uint16_t *d = o->data;
-        for (int64_t i = 0; i < n; i++)
-            d[i] = kiln__f32_to_bf16(s[i]);
-        return KILN_OK;
-    }
     kiln_status st = kiln__convert(dt, o->data, res->dtype, res->data, n);
     if (st != KILN_OK)
         kiln__err_prefix("%s node '%s'", ctx->node->op_type, ctx->node->name);

@@ -229,10 +229,7 @@ static kiln_status conv_setup(const kiln_kctx *ctx, const kiln_tensor *x, const 
 static int have_avx2(void)
 {
 #if CONV_X86
-    static int cached = -1;
-    if (cached < 0)
-        cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return cached;
+    return kiln__cpu_has(KILN_CPU_AVX2_FMA);
 #else
     return 0;
 #endif
@@ -628,10 +625,10 @@ static void bias_task(void *ctx, int64_t r0, int64_t r1)
 }
 
 /* y[m, 0:n] = b[m] for m < rows (row stride ld), multithreaded when large */
-static void fill_bias(int nt, float *y, int64_t rows, int64_t ld, int64_t n, const float *b)
+static void fill_bias(kiln_pool *pool, int nt, float *y, int64_t rows, int64_t ld, int64_t n, const float *b)
 {
     bias_job j = {.y = y, .ld = ld, .n = n, .b = b};
-    kiln__parallel_for(nt, rows, 1 + 32768 / (n + 1), bias_task, &j);
+    kiln__parallel_for(pool, nt, rows, 1 + 32768 / (n + 1), bias_task, &j);
 }
 
 /* Implicit im2col for 2-D (and 1-D as H = 1) convolutions: packs rows [k0, k0+kc) x columns
@@ -827,10 +824,7 @@ static void subsample_task(void *vctx, int64_t c0, int64_t c1)
 static bool have_avx512(void)
 {
 #if CONV_X86
-    static int cached = -1;
-    if (cached < 0)
-        cached = __builtin_cpu_supports("avx512f");
-    return cached;
+    return kiln__cpu_has(KILN_CPU_AVX512F);
 #else
     return false;
 #endif
@@ -932,7 +926,7 @@ static kiln_status conv_direct(const kiln_kctx *ctx, const conv_geom *g, const f
         for (int64_t gi = 0; gi < g->G; gi++) {
             int64_t row0 = n * g->M + gi * Mg;
             q.x = x + (n * g->C + gi * Cg) * g->in_sz;
-            kiln__parallel_for(nt, q.Hp, 1 + 8192 / (Cg * q.Wq * q.P + 1), convd_fill_task, &q);
+            kiln__parallel_for(ctx->pool, nt, q.Hp, 1 + 8192 / (Cg * q.Wq * q.P + 1), convd_fill_task, &q);
             kiln_epi e = {.bias = b ? b + gi * Mg : NULL, .row_bias = true};
             if (post) {
                 e.res = post->res ? post->res + row0 * g->out_sz : NULL;
@@ -942,7 +936,7 @@ static kiln_status conv_direct(const kiln_kctx *ctx, const conv_geom *g, const f
             kiln_convd d = {.M = Mg, .K = K, .A = w + gi * Mg * K, .lda = K, .xp = q.xp, .off = off, .Ho = p->Ho,
                             .Wo = p->Wo, .row_stride = p->sh * Cg * q.Wq, .C = y + row0 * g->out_sz, .ldc = g->out_sz,
                             .epi = &e};
-            kiln__conv_direct_f32(nt, &d);
+            kiln__conv_direct_f32(ctx->pool, nt, &d);
         }
     return KILN_OK;
 }
@@ -1156,7 +1150,7 @@ static void wino_task(void *vctx, int64_t b0, int64_t b1)
         for (int q = 0; q < 16; q++) {
             kiln_gemm gm = {.M = Mg, .N = Tb, .K = Cg, .alpha = 1.0f, .beta = 0.0f, .A = j->U + q * Mg * Cg,
                             .lda = Cg, .bpack = V + q * sv, .C = P + q * sp, .ldc = Tb};
-            kiln__sgemm_ex(1, &gm);
+            kiln__sgemm_ex(NULL, 1, &gm);
         }
         wino_out512(j, t0, t1, P, 0, Mg);
 #endif
@@ -1189,7 +1183,7 @@ static void wino_ph_gemm(void *vctx, int64_t q0, int64_t q1)
         kiln_gemm gm = {.M = j->Mg, .N = w->T, .K = j->Cg, .alpha = 1.0f, .beta = 0.0f,
                         .A = j->U + q * j->Mg * j->Cg, .lda = j->Cg, .bpack = w->V + q * w->sv, .C = w->P + q * w->sp,
                         .ldc = w->T};
-        kiln__sgemm_ex(1, &gm);
+        kiln__sgemm_ex(NULL, 1, &gm);
     }
 }
 
@@ -1222,7 +1216,7 @@ static bool wino_pays(const conv_geom *g, int64_t Cg, int64_t Mg)
 static kiln_status conv_wino(const kiln_kctx *ctx, const conv_geom *g, const float *x, const float *w,
                              const float *b, float *y, const kiln_epi *post)
 {
-    int nt = ctx->nthreads > 0 ? ctx->nthreads : kiln__default_threads();
+    int nt = ctx->nthreads;
     int64_t Cg = g->C / g->G, Mg = g->M / g->G, Ho = g->out[0], Wo = g->out[1];
     wino_job j = {.g = g, .Cg = Cg, .Mg = Mg, .tH = cdiv(Ho, 2), .tW = cdiv(Wo, 2)};
     j.Hp = 2 * j.tH + 2;
@@ -1258,10 +1252,10 @@ static kiln_status conv_wino(const kiln_kctx *ctx, const conv_geom *g, const flo
             kiln_gemm gw = {.M = 16, .N = Mg * Cg, .K = 9, .alpha = 1.0f, .beta = 0.0f, .trans_b = true, .A = tw,
                             .lda = 9, .B = w + gi * Mg * Cg * 9, .ldb = 9, .C = U, .ldc = Mg * Cg};
             if (n == 0 || g->G > 1)
-                kiln__sgemm_ex(nt, &gw);
+                kiln__sgemm_ex(ctx->pool, nt, &gw);
             /* zero-padded input [Cg][Hp][Wp]: padded row r = input row r - ph, column u = u - pw */
             q.x = x + (n * g->C + gi * Cg) * g->in_sz;
-            kiln__parallel_for(nt, Cg, 1, wino_fill_task, &q);
+            kiln__parallel_for(ctx->pool, nt, Cg, 1, wino_fill_task, &q);
             j.row0 = n * g->M + gi * Mg;
             j.y = y + j.row0 * g->out_sz;
             j.e = (kiln_epi){.bias = b ? b + gi * Mg : NULL, .row_bias = true};
@@ -1276,11 +1270,11 @@ static kiln_status conv_wino(const kiln_kctx *ctx, const conv_geom *g, const flo
                 if (T % 32)
                     for (int qq = 0; qq < 16; qq++)
                         memset(Vph + qq * svp + (cdiv(T, 32) - 1) * Cg * 32, 0, sizeof(float) * (size_t)(Cg * 32));
-                kiln__parallel_for(nt, Cg, 1 + 64 / cdiv(T, 16), wino_ph_in, &ph);
-                kiln__parallel_for(nt, 16, 1, wino_ph_gemm, &ph);
-                kiln__parallel_for(nt, Mg, 1 + 64 / cdiv(T, 16), wino_ph_out, &ph);
+                kiln__parallel_for(ctx->pool, nt, Cg, 1 + 64 / cdiv(T, 16), wino_ph_in, &ph);
+                kiln__parallel_for(ctx->pool, nt, 16, 1, wino_ph_gemm, &ph);
+                kiln__parallel_for(ctx->pool, nt, Mg, 1 + 64 / cdiv(T, 16), wino_ph_out, &ph);
             } else {
-                kiln__parallel_for(nt, cdiv(j.tH * j.tW, j.R), 1, wino_task, &j);
+                kiln__parallel_for(ctx->pool, nt, cdiv(j.tH * j.tW, j.R), 1, wino_task, &j);
             }
             if (j.failed)
                 return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (Winograd block buffers)");
@@ -1304,7 +1298,7 @@ static kiln_status conv_f32_ex(const kiln_kctx *ctx, const conv_geom *g, const f
         dw_view(g, &j.p);
         dw_plan(&j.p);
         int64_t per = mul_chk(g->out_sz, g->k_sz), grain = per >= 0 && per < 16384 ? 16384 / (per + 1) + 1 : 1;
-        kiln__parallel_for(nt, g->N * g->M, grain, dw_task, &j);
+        kiln__parallel_for(ctx->pool, nt, g->N * g->M, grain, dw_task, &j);
         return KILN_OK;
     }
     bool pointwise = g->k_sz == 1;
@@ -1360,14 +1354,14 @@ static kiln_status conv_f32_ex(const kiln_kctx *ctx, const conv_geom *g, const f
                 } else if (strided1x1) {
                     ic.x = xg;
                     subsample_job sj = {.c = &ic, .dst = sub, .Ho = g->out_sz / ic.Wo};
-                    kiln__parallel_for(nt, Cg, 1 + 16384 / (g->out_sz + 1), subsample_task, &sj);
+                    kiln__parallel_for(ctx->pool, nt, Cg, 1 + 16384 / (g->out_sz + 1), subsample_task, &sj);
                     gm.B = sub;
                     gm.ldb = g->out_sz;
                 } else {
                     gm.B = xg;
                     gm.ldb = g->in_sz;
                 }
-                kiln__sgemm_ex(nt, &gm);
+                kiln__sgemm_ex(ctx->pool, nt, &gm);
             }
         return KILN_OK;
     }
@@ -1388,7 +1382,7 @@ static kiln_status conv_f32_ex(const kiln_kctx *ctx, const conv_geom *g, const f
                 int64_t q1 = q0 + qc < outer ? q0 + qc : outer, nc = (q1 - q0) * Wo;
                 col_job j = {.g = g, .img = (float *)(x + (n * g->C + gi * Cg) * g->in_sz), .col = col,
                              .q0 = q0, .q1 = q1, .ncols = nc, .avx2 = have_avx2()};
-                kiln__parallel_for(nt, K, grain, im2col_task, &j);
+                kiln__parallel_for(ctx->pool, nt, K, grain, im2col_task, &j);
                 kiln_epi e = {.bias = b ? b + gi * Mg : NULL, .row_bias = true};
                 if (post) {
                     e.res = post->res ? post->res + row0 * g->out_sz + q0 * Wo : NULL;
@@ -1397,7 +1391,7 @@ static kiln_status conv_f32_ex(const kiln_kctx *ctx, const conv_geom *g, const f
                 }
                 kiln_gemm gm = {.M = Mg, .N = nc, .K = K, .alpha = 1.0f, .beta = 0.0f, .A = wg, .lda = K,
                                 .B = col, .ldb = nc, .C = yg + q0 * Wo, .ldc = g->out_sz, .epi = &e};
-                kiln__sgemm_ex(nt, &gm);
+                kiln__sgemm_ex(ctx->pool, nt, &gm);
             }
         }
     kiln__free(col);
@@ -1425,7 +1419,7 @@ static kiln_status convt_f32(const kiln_kctx *ctx, const conv_geom *g, const flo
         return KILN_OK;
     if (b)
         for (int64_t n = 0; n < g->N; n++)
-            fill_bias(nt, y + n * Cy * ys, Cy, ys, ys, b);
+            fill_bias(ctx->pool, nt, y + n * Cy * ys, Cy, ys, ys, b);
     if (xs == 0)
         return KILN_OK;
     bool direct = g->k_sz == 1;
@@ -1435,7 +1429,7 @@ static kiln_status convt_f32(const kiln_kctx *ctx, const conv_geom *g, const flo
     if (direct) {
         for (int64_t n = 0; n < g->N; n++)
             for (int64_t gi = 0; gi < g->G; gi++)
-                kiln__sgemm(nt, true, false, Cyg, xs, Cxg, 1.0f, w + gi * Cxg * K2, K2,
+                kiln__sgemm(ctx->pool, nt, true, false, Cyg, xs, Cxg, 1.0f, w + gi * Cxg * K2, K2,
                             x + (n * Cx + gi * Cxg) * xs, xs, 1.0f, y + (n * Cy + gi * Cyg) * ys, ys);
         return KILN_OK;
     }
@@ -1449,10 +1443,10 @@ static kiln_status convt_f32(const kiln_kctx *ctx, const conv_geom *g, const flo
             const float *xg = x + (n * Cx + gi * Cxg) * xs, *wg = w + gi * Cxg * K2;
             for (int64_t q0 = 0; q0 < outer; q0 += qc) {
                 int64_t q1 = q0 + qc < outer ? q0 + qc : outer, nc = (q1 - q0) * Wx;
-                kiln__sgemm(nt, true, false, K2, nc, Cxg, 1.0f, wg, K2, xg + q0 * Wx, xs, 0.0f, col, nc);
+                kiln__sgemm(ctx->pool, nt, true, false, K2, nc, Cxg, 1.0f, wg, K2, xg + q0 * Wx, xs, 0.0f, col, nc);
                 col_job j = {.g = g, .img = y + (n * Cy + gi * Cyg) * ys, .col = col, .q0 = q0, .q1 = q1,
                              .ncols = nc};
-                kiln__parallel_for(nt, Cyg, 1, col2im_task, &j);
+                kiln__parallel_for(ctx->pool, nt, Cyg, 1, col2im_task, &j);
             }
         }
     kiln__free(col);
@@ -1621,7 +1615,7 @@ static kiln_status run_float(kiln_kctx *ctx, const conv_geom *g, const kiln_tens
         return f32(ctx, g, x->data, w->data, b ? b->data : NULL, y->data);
     if (dt == KILN_DT_FLOAT64) {
         direct_job j = {.g = g, .x = x->data, .w = w->data, .b = b ? b->data : NULL, .y = y->data};
-        kiln__parallel_for(ctx->nthreads, planes, direct_grain(g, per_plane), dtask, &j);
+        kiln__parallel_for(ctx->pool, ctx->nthreads, planes, direct_grain(g, per_plane), dtask, &j);
         return KILN_OK;
     }
     float *fx = NULL, *fw = NULL, *fb = NULL, *fy = NULL;
@@ -1851,7 +1845,7 @@ static kiln_status k_conv_integer(kiln_kctx *ctx)
             dw[i] = (double)kiln__get_i64(w->dtype, w->data, i) - zw;
         }
         direct_job j = {.g = &g, .x = dx, .w = dw, .b = NULL, .y = dy};
-        kiln__parallel_for(ctx->nthreads, g.N * g.M, direct_grain(&g, mul_chk(g.out_sz, g.C / g.G)),
+        kiln__parallel_for(ctx->pool, ctx->nthreads, g.N * g.M, direct_grain(&g, mul_chk(g.out_sz, g.C / g.G)),
                            conv_direct_task, &j);
         int32_t *y = ctx->out[0]->data;
         for (int64_t i = 0; i < ny; i++)

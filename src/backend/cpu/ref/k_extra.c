@@ -531,7 +531,7 @@ static kiln_status k_gridsample(kiln_kctx *ctx)
     }
     int64_t pixels = j.N * j.Ho * j.Wo;
     int64_t grain = 1 + 4096 / (j.C + 1);
-    kiln__parallel_for(ctx->nthreads, pixels, grain, gs_task, &j);
+    kiln__parallel_for(ctx->pool, ctx->nthreads, pixels, grain, gs_task, &j);
     if (yd)
         st = kiln__convert(y->dtype, y->data, KILN_DT_FLOAT64, yd, ny);
 done:
@@ -813,7 +813,7 @@ static kiln_status fft_run(kiln_kctx *ctx, fft_job *j, int64_t lines, bool inver
     j->scale = inverse ? 1.0 / (double)j->n : 1.0;
     atomic_init(&j->failed, 0);
     int64_t grain = 1 + 65536 / (j->n * 8 + 1);
-    kiln__parallel_for(ctx->nthreads, lines, grain, fft_task, j);
+    kiln__parallel_for(ctx->pool, ctx->nthreads, lines, grain, fft_task, j);
     if (atomic_load(&j->failed)) {
         st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
         goto done;

@@ -20,7 +20,8 @@ static kiln_status call2(kiln_kctx *ctx, kiln_op op, const kiln_tensor *a, const
     const kiln_tensor *in[2] = {a, b};
     kiln_tensor *o[1] = {out};
     memset(out, 0, sizeof *out);
-    kiln_kctx sub = {.node = ctx->node, .n_in = b ? 2 : 1, .in = in, .n_out = 1, .out = o, .nthreads = ctx->nthreads};
+    kiln_kctx sub = {.node = ctx->node, .n_in = b ? 2 : 1, .in = in, .n_out = 1, .out = o, .pool = ctx->pool,
+                     .nthreads = ctx->nthreads};
     return kiln__ref_kernel(op)(&sub);
 }
 
@@ -92,7 +93,7 @@ static kiln_status apply_act(kiln_kctx *ctx)
     kiln_tensor *y = ctx->out[0];
     int64_t n = kiln_tensor_numel(y);
     if (y->dtype == KILN_DT_FLOAT32) {
-        kiln__act_apply_f32(&a, y->data, n, ctx->nthreads);
+        kiln__act_apply_f32(&a, y->data, n, ctx->pool, ctx->nthreads);
         return KILN_OK;
     }
     if (!kiln__dtype_is_float(y->dtype))
@@ -212,10 +213,7 @@ __attribute__((target("avx512f,avx512dq,fma"))) static void softmax_row512(float
 static void softmax_row(float *row, int64_t n)
 {
 #if KILN_VMATH_X86
-    static int v512 = -1;
-    if (v512 < 0)
-        v512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
-    if (v512) {
+    if (kiln__cpu_has(KILN_CPU_AVX512_DQ_FMA)) {
         softmax_row512(row, n);
         return;
     }
@@ -233,7 +231,7 @@ static void attn_task(void *p, int64_t b0, int64_t b1)
         return;
     }
     for (int64_t b = b0; b < b1; b++) {
-        kiln__sgemm(1, false, false, j->S, j->Sk, j->D, j->scale, j->q + b * j->S * j->D, j->D,
+        kiln__sgemm(NULL, 1, false, false, j->S, j->Sk, j->D, j->scale, j->q + b * j->S * j->D, j->D,
                     j->kt + b * j->D * j->Sk, j->Sk, 0.0f, sc, j->Sk);
         if (j->mask || j->bmask) {
             /* offset of mask element for score (b, s, k): decompose b over the leading dims */
@@ -254,7 +252,7 @@ static void attn_task(void *p, int64_t b0, int64_t b1)
         }
         for (int64_t s = 0; s < j->S; s++)
             softmax_row(sc + s * j->Sk, j->Sk);
-        kiln__sgemm(1, false, false, j->S, j->Dv, j->Sk, 1.0f, sc, j->Sk, j->v + b * j->Sk * j->Dv, j->Dv, 0.0f,
+        kiln__sgemm(NULL, 1, false, false, j->S, j->Dv, j->Sk, 1.0f, sc, j->Sk, j->v + b * j->Sk * j->Dv, j->Dv, 0.0f,
                     j->out + b * j->S * j->Dv, j->Dv);
     }
     kiln__free(sc);
@@ -309,7 +307,7 @@ static bool attn_fast(kiln_kctx *ctx, const kiln_tensor *q, const kiln_tensor *k
     for (int d = 0; d < r - 2; d++)
         nb *= q->dims[d];
     j.st = KILN_OK;
-    kiln__parallel_for(ctx->nthreads, nb, 1, attn_task, &j);
+    kiln__parallel_for(ctx->pool, ctx->nthreads, nb, 1, attn_task, &j);
     *st = j.st == KILN_OK ? KILN_OK : kiln__kerr(ctx, j.st, "out of memory");
     return true;
 }
@@ -347,7 +345,8 @@ static kiln_status k_attention(kiln_kctx *ctx)
             kiln__set_f64(s.dtype, fillt.data, 0, kiln__attr_f(ctx->node, "mask_fill", 0.0f));
             const kiln_tensor *in3[3] = {m, kind == 2 ? &s : &fillt, kind == 2 ? &fillt : &s};
             kiln_tensor *o1[1] = {&t};
-            kiln_kctx sub = {.node = ctx->node, .n_in = 3, .in = in3, .n_out = 1, .out = o1, .nthreads = ctx->nthreads};
+            kiln_kctx sub = {.node = ctx->node, .n_in = 3, .in = in3, .n_out = 1, .out = o1, .pool = ctx->pool,
+                              .nthreads = ctx->nthreads};
             st = kiln__ref_kernel(KILN_OP_Where)(&sub);
             kiln__tensor_release(&fillt);
             kiln__tensor_release(&s);

@@ -252,7 +252,7 @@ kiln_status kiln__k_gather(kiln_kctx *ctx)
         int64_t units = prod(x->dims, 0, axis) * nidx;
         if (ctx->nthreads != 1 && units > 1 && (int64_t)ctx->out[0]->nbytes >= (1 << 18)) {
             int64_t grain = (1 << 15) / j.row;
-            kiln__parallel_for(ctx->nthreads, units, grain < 1 ? 1 : grain, gather_run, &j);
+            kiln__parallel_for(ctx->pool, ctx->nthreads, units, grain < 1 ? 1 : grain, gather_run, &j);
         } else {
             gather_run(&j, 0, units);
         }

@@ -21,11 +21,6 @@
 #define LINALG_MAX_WORK 1.0e12
 #define LINALG_MAX_WORK_SLOW 1.0e10
 
-static int nthreads_of(const kiln_kctx *ctx)
-{
-    return ctx->nthreads > 0 ? ctx->nthreads : kiln__default_threads();
-}
-
 static int64_t numel_of(const kiln_tensor *t)
 {
     return kiln__shape_numel(t->ndim, t->dims);
@@ -42,27 +37,16 @@ static float *to_f32(const kiln_tensor *t, int64_t n)
     float *p = kiln__malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
     if (!p)
         return NULL;
-    const uint16_t *h = t->data;
-    if (t->dtype == KILN_DT_FLOAT16)
-        for (int64_t i = 0; i < n; i++)
-            p[i] = kiln__f16_to_f32(h[i]);
-    else if (t->dtype == KILN_DT_BFLOAT16)
-        for (int64_t i = 0; i < n; i++)
-            p[i] = kiln__bf16_to_f32(h[i]);
-    else if (n)
+    if (kiln__lowp_to_f32_array(t->dtype, p, t->data, n))
+        return p;
+    if (n)
         memcpy(p, t->data, (size_t)n * sizeof(float));
     return p;
 }
 
 static void from_f32(kiln_tensor *t, const float *p, int64_t n)
 {
-    uint16_t *h = t->data;
-    if (t->dtype == KILN_DT_FLOAT16)
-        for (int64_t i = 0; i < n; i++)
-            h[i] = kiln__f32_to_f16(p[i]);
-    else
-        for (int64_t i = 0; i < n; i++)
-            h[i] = kiln__f32_to_bf16(p[i]);
+    kiln__f32_to_lowp_array(t->dtype, t->data, p, n, true);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -177,12 +161,12 @@ static void mm_f32_batches(void *arg, int64_t begin, int64_t end)
     for (int64_t bi = begin; bi < end; bi++) {
         int64_t ao, bo;
         mm_offsets(p, bi, &ao, &bo);
-        kiln__sgemm(1, false, false, p->M, p->N, p->K, 1.0f, j->A + ao, p->K, j->B + bo, p->N, 0.0f,
+        kiln__sgemm(NULL, 1, false, false, p->M, p->N, p->K, 1.0f, j->A + ao, p->K, j->B + bo, p->N, 0.0f,
                     j->Y + bi * p->M * p->N, p->N);
     }
 }
 
-static void mm_f32(int nt, const mm_plan *p, const float *A, const float *B, float *Y)
+static void mm_f32(kiln_pool *pool, int nt, const mm_plan *p, const float *A, const float *B, float *Y)
 {
     if (p->nbatch == 0 || p->M == 0 || p->N == 0)
         return;
@@ -192,19 +176,19 @@ static void mm_f32(int nt, const mm_plan *p, const float *A, const float *B, flo
     }
     if (p->nbatch == 1 || (p->b_single && p->a_natural)) {
         /* one GEMM: [nbatch*M, K] x [K, N] */
-        kiln__sgemm(nt, false, false, p->nbatch * p->M, p->N, p->K, 1.0f, A, p->K, B, p->N, 0.0f, Y, p->N);
+        kiln__sgemm(pool, nt, false, false, p->nbatch * p->M, p->N, p->K, 1.0f, A, p->K, B, p->N, 0.0f, Y, p->N);
         return;
     }
     mm_f32_job j = {p, A, B, Y};
     double per = (double)p->M * (double)p->N * (double)p->K;
     if (nt > 1 && (p->nbatch >= nt || per < (double)(1 << 20))) {
-        kiln__parallel_for(nt, p->nbatch, 1, mm_f32_batches, &j);
+        kiln__parallel_for(pool, nt, p->nbatch, 1, mm_f32_batches, &j);
         return;
     }
     for (int64_t bi = 0; bi < p->nbatch; bi++) {
         int64_t ao, bo;
         mm_offsets(p, bi, &ao, &bo);
-        kiln__sgemm(nt, false, false, p->M, p->N, p->K, 1.0f, A + ao, p->K, B + bo, p->N, 0.0f, Y + bi * p->M * p->N,
+        kiln__sgemm(pool, nt, false, false, p->M, p->N, p->K, 1.0f, A + ao, p->K, B + bo, p->N, 0.0f, Y + bi * p->M * p->N,
                     p->N);
     }
 }
@@ -284,9 +268,9 @@ static kiln_status k_matmul(kiln_kctx *ctx)
     int64_t ny = numel_of(y);
     if (ny == 0 || p.K == 0)
         return KILN_OK;
-    int nt = nthreads_of(ctx);
+    int nt = ctx->nthreads;
     if (dt == KILN_DT_FLOAT32) {
-        mm_f32(nt, &p, a->data, b->data, y->data);
+        mm_f32(ctx->pool, nt, &p, a->data, b->data, y->data);
         return KILN_OK;
     }
     if (is_half(dt)) {
@@ -298,7 +282,7 @@ static kiln_status k_matmul(kiln_kctx *ctx)
             kiln__free(fy);
             return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
         }
-        mm_f32(nt, &p, fa, fb, fy);
+        mm_f32(ctx->pool, nt, &p, fa, fb, fy);
         from_f32(y, fy, ny);
         kiln__free(fa);
         kiln__free(fb);
@@ -355,7 +339,7 @@ kiln_status kiln__matmul_fused(kiln_kctx *ctx, const kiln_tensor *bias, const ki
         e.act = *act;
     kiln_gemm g = {.M = p.nbatch * p.M, .N = p.N, .K = p.K, .alpha = 1.0f, .beta = 0.0f, .A = a->data, .lda = p.K,
                    .B = b->data, .ldb = p.N, .C = y->data, .ldc = p.N, .epi = &e};
-    kiln__sgemm_ex(nthreads_of(ctx), &g);
+    kiln__sgemm_ex(ctx->pool, ctx->nthreads, &g);
     return KILN_OK;
 }
 
@@ -384,7 +368,7 @@ kiln_status kiln__gemm_fused(kiln_kctx *ctx, const kiln_act *act, bool *handled)
         e.act = *act;
     kiln_gemm g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = 0.0f, .trans_a = ta, .trans_b = tb, .A = a->data,
                    .lda = ta ? M : K, .B = b->data, .ldb = tb ? K : N, .C = ctx->out[0]->data, .ldc = N, .epi = &e};
-    kiln__sgemm_ex(nthreads_of(ctx), &g);
+    kiln__sgemm_ex(ctx->pool, ctx->nthreads, &g);
     return KILN_OK;
 }
 
@@ -432,7 +416,7 @@ static kiln_status k_gemm(kiln_kctx *ctx)
     if (M == 0 || N == 0)
         return KILN_OK;
     bool use_c = c && numel_of(c) > 0 && beta != 0.0f;
-    int nt = nthreads_of(ctx);
+    int nt = ctx->nthreads;
     if (dt == KILN_DT_FLOAT32 || is_half(dt)) {
         float *fa = (float *)a->data, *fb = (float *)b->data, *fc = (float *)(c ? c->data : NULL), *fy = y->data;
         if (is_half(dt)) {
@@ -462,7 +446,7 @@ static kiln_status k_gemm(kiln_kctx *ctx)
             bt = beta;
         }
         if (K > 0) {
-            kiln__sgemm(nt, ta, tb, M, N, K, alpha, fa, ta ? M : K, fb, tb ? K : N, bt, fy, N);
+            kiln__sgemm(ctx->pool, nt, ta, tb, M, N, K, alpha, fa, ta ? M : K, fb, tb ? K : N, bt, fy, N);
         } else {
             for (int64_t i = 0; i < M * N; i++)
                 fy[i] *= bt;
@@ -613,7 +597,7 @@ static void es_mm_batches(void *arg, int64_t begin, int64_t end)
 {
     const es_mm_job *j = arg;
     for (int64_t b = begin; b < end; b++)
-        kiln__sgemm(1, j->ta, j->tb, j->M, j->N, j->K, 1.0f, j->A + b * j->M * j->K, j->ta ? j->M : j->K,
+        kiln__sgemm(NULL, 1, j->ta, j->tb, j->M, j->N, j->K, 1.0f, j->A + b * j->M * j->K, j->ta ? j->M : j->K,
                     j->B + b * j->K * j->N, j->tb ? j->K : j->N, 0.0f, j->Y + b * j->M * j->N, j->N);
 }
 
@@ -763,14 +747,14 @@ static kiln_status es_fast2(kiln_kctx *ctx, const int *const dl[2], const int64_
     {
         es_mm_job j = {ta, tb, M, N, K, copy_a ? abuf : t[0]->data, copy_b ? bbuf : t[1]->data,
                        copy_y ? ybuf : y->data};
-        int nt = nthreads_of(ctx);
+        int nt = ctx->nthreads;
         if (B == 1) {
-            kiln__sgemm(nt, ta, tb, M, N, K, 1.0f, j.A, ta ? M : K, j.B, tb ? K : N, 0.0f, j.Y, N);
+            kiln__sgemm(ctx->pool, nt, ta, tb, M, N, K, 1.0f, j.A, ta ? M : K, j.B, tb ? K : N, 0.0f, j.Y, N);
         } else if (nt > 1 && (B >= nt || (double)M * (double)N * (double)K < (double)(1 << 20))) {
-            kiln__parallel_for(nt, B, 1, es_mm_batches, &j);
+            kiln__parallel_for(ctx->pool, nt, B, 1, es_mm_batches, &j);
         } else {
             for (int64_t b = 0; b < B; b++)
-                kiln__sgemm(nt, ta, tb, M, N, K, 1.0f, j.A + b * M * K, ta ? M : K, j.B + b * K * N, tb ? K : N, 0.0f,
+                kiln__sgemm(ctx->pool, nt, ta, tb, M, N, K, 1.0f, j.A + b * M * K, ta ? M : K, j.B + b * K * N, tb ? K : N, 0.0f,
                             j.Y + b * M * N, N);
         }
     }
@@ -1158,7 +1142,7 @@ static void imm_rows(void *arg, int64_t begin, int64_t end)
  * every partial sum over a K-chunk of (2^24 / (amax * bmax)) terms is an integer below 2^24,
  * so the float result is exact whatever the summation order; chunks are added in int32.
  * Returns false (nothing written) when not applicable or out of memory. */
-static bool imm_via_sgemm(int nt, const mm_plan *p, const int16_t *A, int64_t na, const int16_t *B, int64_t nb,
+static bool imm_via_sgemm(kiln_pool *pool, int nt, const mm_plan *p, const int16_t *A, int64_t na, const int16_t *B, int64_t nb,
                           int32_t *Y)
 {
     int32_t amax = 0, bmax = 0;
@@ -1199,7 +1183,7 @@ static bool imm_via_sgemm(int nt, const mm_plan *p, const int16_t *A, int64_t na
         int32_t *y = Y + bi * M * N;
         for (int64_t k0 = 0; k0 < K; k0 += chunk) {
             int64_t kc = K - k0 < chunk ? K - k0 : chunk;
-            kiln__sgemm(nt, false, false, M, N, kc, 1.0f, fa + ao + k0, K, fb + bo + k0 * N, N, 0.0f, fy, N);
+            kiln__sgemm(pool, nt, false, false, M, N, kc, 1.0f, fa + ao + k0, K, fb + bo + k0 * N, N, 0.0f, fy, N);
             if (k0 == 0)
                 for (int64_t e = 0; e < M * N; e++)
                     y[e] = (int32_t)fy[e];
@@ -1272,10 +1256,10 @@ static kiln_status int_matmul(kiln_kctx *ctx, const kiln_tensor *a, const kiln_t
             }
         }
         imm_job j = {p, A, B, Y, 0};
-        if (ny > 0 && K > 0 && !imm_via_sgemm(nthreads_of(ctx), p, A, na, B, nb, Y)) {
+        if (ny > 0 && K > 0 && !imm_via_sgemm(ctx->pool, ctx->nthreads, p, A, na, B, nb, Y)) {
             double per_row = (double)N * (double)K;
             int64_t grain = per_row > 65536 ? 1 : (int64_t)(65536 / (per_row + 1)) + 1;
-            kiln__parallel_for(nthreads_of(ctx), p->nbatch * M, grain, imm_rows, &j);
+            kiln__parallel_for(ctx->pool, ctx->nthreads, p->nbatch * M, grain, imm_rows, &j);
         }
     }
     kiln__free(zpa);

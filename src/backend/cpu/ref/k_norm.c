@@ -285,7 +285,7 @@ static kiln_status k_batchnorm(kiln_kctx *ctx)
     if (training) {
         bnstat sj = {x->dtype, x->data, N, C, S, bm, bv};
         int64_t per = N * S * 2;
-        kiln__parallel_for(ctx->nthreads, C, grain_for(per), bn_stats, &sj);
+        kiln__parallel_for(ctx->pool, ctx->nthreads, C, grain_for(per), bn_stats, &sj);
     }
     for (int64_t p = 0; p < P; p++) {
         double m = training ? bm[p] : mu[p], v = training ? bv[p] : va[p];
@@ -301,7 +301,7 @@ static kiln_status k_batchnorm(kiln_kctx *ctx)
         goto done;
     }
     bnjob j = {x->dtype, x->data, ctx->out[0]->data, P, inner, b, a, bi, fbuf, fbuf + P, fbuf + 2 * P};
-    kiln__parallel_for(ctx->nthreads, planes, grain_for(inner), bn_planes, &j);
+    kiln__parallel_for(ctx->pool, ctx->nthreads, planes, grain_for(inner), bn_planes, &j);
     if (training) {
         /* running_mean = input_mean * momentum + batch_mean * (1 - momentum); same for var */
         for (int64_t p = 0; p < P; p++) {
@@ -414,7 +414,7 @@ static kiln_status group_norm(kiln_kctx *ctx, bool instance)
             bi[c] = per_group ? pb[c / cpg] : pb[c];
         }
         gnjob j = {x->dtype, x->data, ctx->out[0]->data, C, G, cpg, S, eps, sc, bi};
-        kiln__parallel_for(ctx->nthreads, N * G, grain_for(cpg * S * 3), gn_blocks, &j);
+        kiln__parallel_for(ctx->pool, ctx->nthreads, N * G, grain_for(cpg * S * 3), gn_blocks, &j);
     }
     kiln__free(buf);
     return s;
@@ -591,7 +591,7 @@ static kiln_status k_layernorm(kiln_kctx *ctx)
             expand_param(bi, x, start, cnt, NULL, bbuf);
         }
     }
-    kiln__parallel_for(ctx->nthreads, rows, grain_for(M * 3), ln_rows, &j);
+    kiln__parallel_for(ctx->pool, ctx->nthreads, rows, grain_for(M * 3), ln_rows, &j);
     kiln__free(sbuf);
     kiln__free(bbuf);
     return KILN_OK;
@@ -668,7 +668,7 @@ static kiln_status k_lpnorm(kiln_kctx *ctx)
             inner *= x->dims[d];
     }
     lpjob j = {x->dtype, x->data, ctx->out[0]->data, R, inner, (int)p};
-    kiln__parallel_for(ctx->nthreads, outer * inner, grain_for(R * 2), lp_lines, &j);
+    kiln__parallel_for(ctx->pool, ctx->nthreads, outer * inner, grain_for(R * 2), lp_lines, &j);
     return KILN_OK;
 }
 
@@ -752,7 +752,7 @@ static kiln_status k_lrn(kiln_kctx *ctx)
                 kiln__attr_f(nd, "alpha", 1e-4f) / (float)size, kiln__attr_f(nd, "beta", 0.75f),
                 kiln__attr_f(nd, "bias", 1.0f)};
     int64_t win = size < C ? size : C;
-    kiln__parallel_for(ctx->nthreads, N * C, grain_for(S * (win + 2)), lrn_planes, &j);
+    kiln__parallel_for(ctx->pool, ctx->nthreads, N * C, grain_for(S * (win + 2)), lrn_planes, &j);
     return KILN_OK;
 }
 
@@ -884,7 +884,7 @@ static kiln_status k_mvn(kiln_kctx *ctx)
         j.rd[0] = 1;
         j.rs[0] = 0;
     }
-    kiln__parallel_for(ctx->nthreads, nout, grain_for(j.R * 3), mvn_rows, &j);
+    kiln__parallel_for(ctx->pool, ctx->nthreads, nout, grain_for(j.R * 3), mvn_rows, &j);
     return KILN_OK;
 }
 

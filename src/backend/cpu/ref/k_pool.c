@@ -514,11 +514,11 @@ static kiln_status run_pool(kiln_kctx *ctx, const kiln_tensor *x, const pool_geo
     int64_t grain = per >= 0 && per < 32768 ? 32768 / (per + 1) + 1 : 1;
     if (f32_fast) {
 #if POOL_X86
-        j->avx512 = __builtin_cpu_supports("avx512f");
+        j->avx512 = kiln__cpu_has(KILN_CPU_AVX512F);
 #endif
         j->xf = x->data;
         j->yf = ctx->out[0]->data;
-        kiln__parallel_for(ctx->nthreads, planes, grain, pool_f32_task, j);
+        kiln__parallel_for(ctx->pool, ctx->nthreads, planes, grain, pool_f32_task, j);
         return KILN_OK;
     }
     int64_t nx = kiln_tensor_numel(x), ny = kiln_tensor_numel(ctx->out[0]);
@@ -537,7 +537,7 @@ static kiln_status run_pool(kiln_kctx *ctx, const kiln_tensor *x, const pool_geo
         j->y = by;
     }
     if (st == KILN_OK)
-        kiln__parallel_for(ctx->nthreads, planes, grain, pool_generic_task, j);
+        kiln__parallel_for(ctx->pool, ctx->nthreads, planes, grain, pool_generic_task, j);
     if (st == KILN_OK && by)
         st = kiln__convert(x->dtype, ctx->out[0]->data, KILN_DT_FLOAT64, by, ny);
     kiln__free(bx);

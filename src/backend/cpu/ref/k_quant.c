@@ -75,6 +75,40 @@ static float sat_round_f(float v, float lo, float hi)
     return v < lo ? lo : (v > hi ? hi : v);
 }
 
+/* QuantizeLinear / DequantizeLinear with an FP8 quantized type (opset 19): y = fp8(x / s + z)
+ * with ONNX Cast's 'saturate' rule, and x = (float(q) - float(z)) * s, in float32. */
+static kiln_status fp8_qdq(kiln_kctx *ctx, const kiln_tensor *x, const kiln_tensor *scale, const kiln_tensor *zp,
+                           bool quantize)
+{
+    kiln_dtype qdt = quantize ? (zp ? zp->dtype : KILN_DT_UINT8) : x->dtype;
+    if (zp && zp->dtype != qdt)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "zero point dtype %s differs from input dtype %s",
+                          kiln_dtype_name(zp->dtype), kiln_dtype_name(qdt));
+    if (quantize && (kiln_dtype_size(x->dtype) == 0 || !kiln__dtype_is_float(x->dtype)))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported input dtype %s", kiln_dtype_name(x->dtype));
+    int64_t nch, inner;
+    KILN_TRY(q_axis(ctx, x, scale, zp, &nch, &inner));
+    kiln_dtype odt = quantize ? qdt : scale->dtype;
+    int64_t n = numel_of(x);
+    KILN_TRY(kiln__kout(ctx, 0, odt, x->ndim, x->dims));
+    if (nch == 1)
+        inner = n;
+    bool sat = kiln__attr_i(ctx->node, "saturate", 1) != 0;
+    void *y = ctx->out[0]->data;
+    for (int64_t c = 0, i = 0; i < n; c = (c + 1) % nch) {
+        float s = (float)kiln__get_f64(scale->dtype, scale->data, c);
+        float z = zp ? kiln__fp8_to_f32(qdt, ((const uint8_t *)zp->data)[c]) : 0.f;
+        for (int64_t end = i + inner; i < end; i++) {
+            float v = (float)kiln__get_f64(x->dtype, x->data, i);
+            if (quantize)
+                ((uint8_t *)y)[i] = kiln__f32_to_fp8(qdt, v / s + z, sat);
+            else
+                kiln__set_f64(odt, y, i, (double)((v - z) * s));
+        }
+    }
+    return KILN_OK;
+}
+
 static kiln_status k_quantize(kiln_kctx *ctx)
 {
     const kiln_tensor *x = kiln__kin(ctx, 0), *scale = kiln__kin(ctx, 1), *zp = kiln__kin(ctx, 2);
@@ -86,6 +120,8 @@ static kiln_status k_quantize(kiln_kctx *ctx)
     if (kiln_dtype_size(x->dtype) == 0)
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported input dtype %s", kiln_dtype_name(x->dtype));
     kiln_dtype odt = zp ? zp->dtype : KILN_DT_UINT8;
+    if (kiln__dtype_is_fp8(odt))
+        return fp8_qdq(ctx, x, scale, zp, true);
     double lo, hi;
     if (!q_range(odt, &lo, &hi))
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported quantized dtype %s", kiln_dtype_name(odt));
@@ -140,6 +176,8 @@ static kiln_status k_dequantize(kiln_kctx *ctx)
     if (!x || !scale)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input");
     KILN_TRY(check_scale_dtype(ctx, scale));
+    if (kiln__dtype_is_fp8(x->dtype))
+        return fp8_qdq(ctx, x, scale, zp, false);
     double lo, hi;
     if (!q_range(x->dtype, &lo, &hi) && x->dtype != KILN_DT_INT32)
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported quantized input dtype %s", kiln_dtype_name(x->dtype));
@@ -441,7 +479,7 @@ static kiln_status k_qlinearconv(kiln_kctx *ctx)
         job.ys = *(const float *)ys->data;
         job.yz = yz ? (float)kiln__get_i64(yz->dtype, yz->data, 0) : 0.f;
         int64_t per = osp * (g.C / g.group) * ksz;
-        kiln__parallel_for(ctx->nthreads, g.N * g.M, per > 0 ? 1 + (int64_t)(1 << 16) / per : 1, qconv_worker, &job);
+        kiln__parallel_for(ctx->pool, ctx->nthreads, g.N * g.M, per > 0 ? 1 + (int64_t)(1 << 16) / per : 1, qconv_worker, &job);
         kiln__free(xi);
         kiln__free(wi);
         kiln__free(koff);

@@ -607,16 +607,16 @@ static kiln_status reduce(kiln_kctx *ctx, int op)
     if (x->dtype == KILN_DT_FLOAT32 && L.contiguous) {
         fjob j = {op, x->data, y->data, L.outer, L.R, L.inner, 0};
         if (L.inner == 1) {
-            kiln__parallel_for(ctx->nthreads, L.outer, grain_for(L.R), f32_rows, &j);
+            kiln__parallel_for(ctx->pool, ctx->nthreads, L.outer, grain_for(L.R), f32_rows, &j);
         } else {
             j.nchunk = (L.inner + CHUNK - 1) / CHUNK;
             int64_t per = L.R * (L.inner < CHUNK ? L.inner : CHUNK);
-            kiln__parallel_for(ctx->nthreads, L.outer * j.nchunk, grain_for(per), f32_cols, &j);
+            kiln__parallel_for(ctx->pool, ctx->nthreads, L.outer * j.nchunk, grain_for(per), f32_cols, &j);
         }
         return KILN_OK;
     }
     gjob g = {op, x->dtype, x->data, y->data, &L};
-    kiln__parallel_for(ctx->nthreads, L.nout, grain_for(L.R * 4), gen_rows, &g);
+    kiln__parallel_for(ctx->pool, ctx->nthreads, L.nout, grain_for(L.R * 4), gen_rows, &g);
     return KILN_OK;
 }
 
@@ -840,15 +840,15 @@ static kiln_status softmax_like(kiln_kctx *ctx, int kind)
     sjob j = {kind, x->dtype, x->data, ctx->out[0]->data, outer, R, inner, 0};
     if (x->dtype == KILN_DT_FLOAT32 && kind != S_HARD) {
         if (inner == 1) {
-            kiln__parallel_for(ctx->nthreads, outer, grain_for(R * 4), sm_rows_f32, &j);
+            kiln__parallel_for(ctx->pool, ctx->nthreads, outer, grain_for(R * 4), sm_rows_f32, &j);
         } else {
             j.nchunk = (inner + CHUNK - 1) / CHUNK;
             int64_t per = R * (inner < CHUNK ? inner : CHUNK) * 4;
-            kiln__parallel_for(ctx->nthreads, outer * j.nchunk, grain_for(per), sm_cols_f32, &j);
+            kiln__parallel_for(ctx->pool, ctx->nthreads, outer * j.nchunk, grain_for(per), sm_cols_f32, &j);
         }
         return KILN_OK;
     }
-    kiln__parallel_for(ctx->nthreads, outer * inner, grain_for(R * 8), sm_lines_gen, &j);
+    kiln__parallel_for(ctx->pool, ctx->nthreads, outer * inner, grain_for(R * 8), sm_lines_gen, &j);
     return KILN_OK;
 }
 

@@ -594,7 +594,7 @@ static kiln_status rz_separable(kiln_kctx *ctx, const rz_params *p, const rz_axi
             void *dst = (q == na - 1 && f32) ? y->data : buf[q & 1];
             rz_pass_job j = {&ax[d], ax[d].out, dims[d], inner, src, dst, f32};
             int64_t grain = 16384 / (inner * ax[d].ntaps + 1) + 1;
-            kiln__parallel_for(nt, outer * ax[d].out, grain, rz_pass_range, &j);
+            kiln__parallel_for(ctx->pool, nt, outer * ax[d].out, grain, rz_pass_range, &j);
             dims[d] = ax[d].out;
             src = dst;
         }
@@ -710,11 +710,6 @@ static void rz_nearest_rows(void *arg, int64_t begin, int64_t end)
  * Setup shared by Resize and Upsample
  * ------------------------------------------------------------------------------------------ */
 
-static int rz_nthreads(const kiln_kctx *ctx)
-{
-    return ctx->nthreads > 0 ? ctx->nthreads : kiln__default_threads();
-}
-
 /* ax[d].in / .out / .scale / .out_len / roi set; builds tables, allocates and computes Y. */
 static kiln_status rz_run(kiln_kctx *ctx, const rz_params *p, const kiln_tensor *x, rz_axis *ax)
 {
@@ -741,7 +736,7 @@ static kiln_status rz_run(kiln_kctx *ctx, const rz_params *p, const kiln_tensor 
     }
     {
         rz_job j = {p, ax, nd, x, y, 0, 0, 0, 0, 0, 0};
-        int nt = rz_nthreads(ctx);
+        int nt = ctx->nthreads;
         bool fast = x->dtype == KILN_DT_FLOAT32 && nd >= 2 && ax[nd - 2].ntaps * ax[nd - 1].ntaps <= 16;
         for (int d = 0; d < nd - 2 && fast; d++)
             if (!ax[d].identity || ax[d].any_outside)
@@ -766,11 +761,11 @@ static kiln_status rz_run(kiln_kctx *ctx, const rz_params *p, const kiln_tensor 
             }
             int64_t per_row = j.OW * ax[nd - 2].ntaps * ax[nd - 1].ntaps;
             int64_t grain = per_row >= 16384 ? 1 : 16384 / (per_row + 1) + 1;
-            kiln__parallel_for(nt, j.P * j.OH, grain, rz_f32_rows, &j);
+            kiln__parallel_for(ctx->pool, nt, j.P * j.OH, grain, rz_f32_rows, &j);
         } else if (p->mode == RZ_NEAREST) {
             int64_t OW = odims[nd - 1];
             int64_t grain = 16384 / (OW + 1) + 1;
-            kiln__parallel_for(nt, onum / OW, grain, rz_nearest_rows, &j);
+            kiln__parallel_for(ctx->pool, nt, onum / OW, grain, rz_nearest_rows, &j);
         } else {
             st = rz_separable(ctx, p, ax, x, y, nt);
         }

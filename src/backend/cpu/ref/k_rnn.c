@@ -53,6 +53,7 @@ typedef struct rnn_cfg {
     const int64_t *lens;    /* [batch] */
     const void *X, *W, *R, *B, *h0, *c0, *P;   /* B, h0, c0, P may be NULL */
     void *Y, *Yh, *Yc;      /* NULL if not wanted */
+    kiln_pool *pool;
     int nthreads;
 } rnn_cfg;
 
@@ -64,7 +65,7 @@ static double clipv(const rnn_cfg *c, double v)
 }
 
 /* C[M,N] = A[M,K] * B[N,K]^T (row-major, leading dims) for double */
-static void gemm_nt_f64(int nthreads, int64_t M, int64_t N, int64_t K, const double *A, int64_t lda, const double *B,
+static void gemm_nt_f64(kiln_pool *pool, int nthreads, int64_t M, int64_t N, int64_t K, const double *A, int64_t lda, const double *B,
                         int64_t ldb, double *C, int64_t ldc)
 {
     (void)nthreads;
@@ -78,7 +79,7 @@ static void gemm_nt_f64(int nthreads, int64_t M, int64_t N, int64_t K, const dou
         }
 }
 
-static void gemm_nt_f32(int nthreads, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+static void gemm_nt_f32(kiln_pool *pool, int nthreads, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
                         int64_t ldb, float *C, int64_t ldc)
 {
     if (M <= 0 || N <= 0)
@@ -88,7 +89,7 @@ static void gemm_nt_f32(int nthreads, int64_t M, int64_t N, int64_t K, const flo
             memset(C + i * ldc, 0, sizeof(float) * (size_t)N);
         return;
     }
-    kiln__sgemm(nthreads, false, true, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+    kiln__sgemm(pool, nthreads, false, true, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
 }
 
 #define RNN_T float
@@ -284,6 +285,7 @@ static kiln_status rnn_common(kiln_kctx *ctx, cell_kind kind)
     c.h0 = h0 ? h0->data : NULL;
     c.c0 = c0 ? c0->data : NULL;
     c.P = P ? P->data : NULL;
+    c.pool = ctx->pool;
     c.nthreads = ctx->nthreads;
     /* outputs */
     kiln_status st = KILN_OK;
@@ -377,7 +379,7 @@ static kiln_status RNN_FN(rnn_run)(const rnn_cfg *c)
         const rnn_act *af = &c->act[d][0], *ag = &c->act[d][1], *ah = &c->act[d][2];
         bool rev = c->reverse[d];
         /* XW[row] = X[row] * W^T + biases; row order follows X's layout */
-        RNN_FN(gemm_nt)(c->nthreads, S * NB, GH, I, X, I, W, I, XW, GH);
+        RNN_FN(gemm_nt)(c->pool, c->nthreads, S * NB, GH, I, X, I, W, I, XW, GH);
         if (Wb) {
             for (int64_t r = 0; r < S * NB; r++) {
                 T *xw = XW + r * GH;
@@ -399,7 +401,7 @@ static kiln_status RNN_FN(rnn_run)(const rnn_cfg *c)
         }
         for (int64_t s = 0; s < S; s++) {
             int64_t ncols = (c->kind == CELL_GRU && !c->lbr) ? 2 * H : GH;
-            RNN_FN(gemm_nt)(c->nthreads, NB, ncols, H, Hs, H, R, H, HR, GH);
+            RNN_FN(gemm_nt)(c->pool, c->nthreads, NB, ncols, H, Hs, H, R, H, HR, GH);
             if (c->kind == CELL_GRU && !c->lbr) {
                 /* z, r; tmp = r .* Hprev; then HR[h] = tmp * Rh^T */
                 for (int64_t b = 0; b < NB; b++) {
@@ -416,7 +418,7 @@ static kiln_status RNN_FN(rnn_run)(const rnn_cfg *c)
                         tmp[b * H + j] = r * Hs[b * H + j];
                     }
                 }
-                RNN_FN(gemm_nt)(c->nthreads, NB, H, H, tmp, H, R + 2 * H * H, H, HR + 2 * H, GH);
+                RNN_FN(gemm_nt)(c->pool, c->nthreads, NB, H, H, tmp, H, R + 2 * H * H, H, HR + 2 * H, GH);
             }
             for (int64_t b = 0; b < NB; b++) {
                 if (s >= c->lens[b])

@@ -299,7 +299,7 @@ static void sc_run(void *vp, int64_t b, int64_t e)
 
 /* dst[i] = src[i] for every index of the shape dims, with byte strides ds (dst) and ss (src; may be
  * 0 for broadcasting or negative). nd <= SC_MAXD. */
-static void strided_copy(int nthreads, uint8_t *dst, const int64_t *ds_in, const uint8_t *src, const int64_t *ss_in,
+static void strided_copy(kiln_pool *pool, int nthreads, uint8_t *dst, const int64_t *ds_in, const uint8_t *src, const int64_t *ss_in,
                          int64_t es, int nd_in, const int64_t *dims_in)
 {
     int64_t dims[SC_MAXD], ss[SC_MAXD], ds[SC_MAXD];
@@ -375,14 +375,14 @@ static void strided_copy(int nthreads, uint8_t *dst, const int64_t *ds_in, const
     int64_t total = units * unit_bytes;
     if (nthreads != 1 && total >= (1 << 18) && units > 1) {
         int64_t grain = (1 << 16) / (unit_bytes ? unit_bytes : 1);
-        kiln__parallel_for(nthreads, units, grain < 1 ? 1 : grain, sc_run, &p);
+        kiln__parallel_for(pool, nthreads, units, grain < 1 ? 1 : grain, sc_run, &p);
     } else {
         sc_run(&p, 0, units);
     }
 }
 
 /* out[...] = in permuted: output dim i is input dim perm[i]. x is contiguous with the view shape vd. */
-static void permute_copy(int nthreads, uint8_t *dst, const uint8_t *src, int64_t es, int nd, const int64_t *vd,
+static void permute_copy(kiln_pool *pool, int nthreads, uint8_t *dst, const uint8_t *src, int64_t es, int nd, const int64_t *vd,
                          const int *perm)
 {
     int64_t ist[SC_MAXD], od[SC_MAXD], ss[SC_MAXD], ds[SC_MAXD];
@@ -392,7 +392,7 @@ static void permute_copy(int nthreads, uint8_t *dst, const uint8_t *src, int64_t
         ss[i] = ist[perm[i]];
     }
     cstrides(nd, od, es, ds);
-    strided_copy(nthreads, dst, ds, src, ss, es, nd, od);
+    strided_copy(pool, nthreads, dst, ds, src, ss, es, nd, od);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -495,7 +495,7 @@ static kiln_status k_concat(kiln_kctx *ctx)
         int64_t chunk = t->dims[axis] * inner;
         if (chunk) {
             int64_t d2[2] = {outer, chunk / (int64_t)es}, ss[2] = {chunk, (int64_t)es}, ds[2] = {orow, (int64_t)es};
-            strided_copy(ctx->nthreads, out + off, ds, t->data, ss, (int64_t)es, 2, d2);
+            strided_copy(ctx->pool, ctx->nthreads, out + off, ds, t->data, ss, (int64_t)es, 2, d2);
         }
         off += chunk;
     }
@@ -602,11 +602,11 @@ static kiln_status k_depth_to_space(kiln_kctx *ctx)
     if (!strcmp(mode, "DCR")) {
         int64_t vd[6] = {N, b, b, c2, H, W};
         int perm[6] = {0, 3, 4, 1, 5, 2};
-        permute_copy(ctx->nthreads, ctx->out[0]->data, x->data, (int64_t)es, 6, vd, perm);
+        permute_copy(ctx->pool, ctx->nthreads, ctx->out[0]->data, x->data, (int64_t)es, 6, vd, perm);
     } else if (!strcmp(mode, "CRD")) {
         int64_t vd[6] = {N, c2, b, b, H, W};
         int perm[6] = {0, 1, 4, 2, 5, 3};
-        permute_copy(ctx->nthreads, ctx->out[0]->data, x->data, (int64_t)es, 6, vd, perm);
+        permute_copy(ctx->pool, ctx->nthreads, ctx->out[0]->data, x->data, (int64_t)es, 6, vd, perm);
     } else {
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unknown mode '%s'", mode);
     }
@@ -634,7 +634,7 @@ static kiln_status k_space_to_depth(kiln_kctx *ctx)
         return KILN_OK;
     int64_t vd[6] = {N, C, H / b, b, W / b, b};
     int perm[6] = {0, 3, 5, 1, 2, 4};
-    permute_copy(ctx->nthreads, ctx->out[0]->data, x->data, (int64_t)es, 6, vd, perm);
+    permute_copy(ctx->pool, ctx->nthreads, ctx->out[0]->data, x->data, (int64_t)es, 6, vd, perm);
     return KILN_OK;
 }
 
@@ -673,7 +673,7 @@ static kiln_status k_expand(kiln_kctx *ctx)
     for (int d = 0; d < r; d++)
         ss[d] *= (int64_t)es;
     cstrides(r, od, (int64_t)es, ds);
-    strided_copy(ctx->nthreads, ctx->out[0]->data, ds, x->data, ss, (int64_t)es, r, od);
+    strided_copy(ctx->pool, ctx->nthreads, ctx->out[0]->data, ds, x->data, ss, (int64_t)es, r, od);
     return KILN_OK;
 }
 
@@ -710,7 +710,7 @@ static kiln_status k_tile(kiln_kctx *ctx)
         ss[2 * d + 1] = ist[d];
     }
     cstrides(2 * r, vd, (int64_t)es, ds);
-    strided_copy(ctx->nthreads, ctx->out[0]->data, ds, x->data, ss, (int64_t)es, 2 * r, vd);
+    strided_copy(ctx->pool, ctx->nthreads, ctx->out[0]->data, ds, x->data, ss, (int64_t)es, 2 * r, vd);
     return KILN_OK;
 }
 
@@ -747,7 +747,7 @@ static kiln_status k_transpose(kiln_kctx *ctx)
     KILN_TRY(kiln__kout(ctx, 0, x->dtype, r, od));
     if (!ctx->out[0]->nbytes)
         return KILN_OK;
-    permute_copy(ctx->nthreads, ctx->out[0]->data, x->data, (int64_t)es, r, x->dims, perm);
+    permute_copy(ctx->pool, ctx->nthreads, ctx->out[0]->data, x->data, (int64_t)es, r, x->dims, perm);
     return KILN_OK;
 }
 
@@ -994,7 +994,7 @@ static kiln_status k_slice(kiln_kctx *ctx)
         ss[d] = step[d] * ist[d];
     }
     cstrides(r, od, (int64_t)es, ds);
-    strided_copy(ctx->nthreads, ctx->out[0]->data, ds, (const uint8_t *)x->data + off, ss, (int64_t)es, r, od);
+    strided_copy(ctx->pool, ctx->nthreads, ctx->out[0]->data, ds, (const uint8_t *)x->data + off, ss, (int64_t)es, r, od);
     return KILN_OK;
 }
 
@@ -1089,7 +1089,7 @@ static kiln_status k_split(kiln_kctx *ctx)
             if (chunk && outer) {
                 int64_t d2[2] = {outer, chunk / (int64_t)es}, ss[2] = {irow, (int64_t)es},
                         ds[2] = {chunk, (int64_t)es};
-                strided_copy(ctx->nthreads, ctx->out[i]->data, ds, (const uint8_t *)x->data + off, ss, (int64_t)es,
+                strided_copy(ctx->pool, ctx->nthreads, ctx->out[i]->data, ds, (const uint8_t *)x->data + off, ss, (int64_t)es,
                              2, d2);
             }
             off += chunk;

@@ -259,14 +259,11 @@ static void ujob_run(void *vj, int64_t b, int64_t e)
         float buf[BLK];
         const uint16_t *x = j->in;
         uint16_t *o = j->out;
-        bool h = j->dt == KILN_DT_FLOAT16;
         for (int64_t s = b; s < e; s += BLK) {
             int64_t m = e - s < BLK ? e - s : BLK;
-            for (int64_t i = 0; i < m; i++)
-                buf[i] = h ? kiln__f16_to_f32(x[s + i]) : kiln__bf16_to_f32(x[s + i]);
+            kiln__lowp_to_f32_array(j->dt, buf, x + s, m);
             j->op->f32(buf, buf, m, j->p);
-            for (int64_t i = 0; i < m; i++)
-                o[s + i] = h ? kiln__f32_to_f16(buf[i]) : kiln__f32_to_bf16(buf[i]);
+            kiln__f32_to_lowp_array(j->dt, o + s, buf, m, true);
         }
         break;
     }
@@ -306,7 +303,7 @@ static kiln_status unary_run(kiln_kctx *ctx, const uop *op, const uparam *p)
     int64_t n = numel(x);
     ujob j = {.op = op, .p = p, .dt = dt, .in = x->data, .out = ctx->out[0]->data};
     if (n >= PAR_MIN && ctx->nthreads != 1)
-        kiln__parallel_for(ctx->nthreads, n, PAR_GRAIN, ujob_run, &j);
+        kiln__parallel_for(ctx->pool, ctx->nthreads, n, PAR_GRAIN, ujob_run, &j);
     else if (n > 0)
         ujob_run(&j, 0, n);
     return KILN_OK;
@@ -561,7 +558,7 @@ static kiln_status k_clip(kiln_kctx *ctx)
     j.in = x->data;
     j.out = ctx->out[0]->data;
     if (n >= PAR_MIN && ctx->nthreads != 1)
-        kiln__parallel_for(ctx->nthreads, n, PAR_GRAIN, cjob_run, &j);
+        kiln__parallel_for(ctx->pool, ctx->nthreads, n, PAR_GRAIN, cjob_run, &j);
     else if (n > 0)
         cjob_run(&j, 0, n);
     return KILN_OK;
@@ -651,6 +648,7 @@ static const cv_fn cv_tbl[KILN_DT_COUNT][KILN_DT_COUNT] = {SRC_TYPES(TBL_CV_ROW)
 
 typedef struct castjob {
     kiln_dtype sdt, ddt;
+    bool saturate;   /* FP8 targets: ONNX Cast-19 'saturate' */
     const char *src;
     char *dst;
     size_t ses, des;
@@ -662,8 +660,8 @@ static void cast_run(void *vj, int64_t b, int64_t e)
     const char *src = j->src + b * (int64_t)j->ses;
     char *dst = j->dst + b * (int64_t)j->des;
     int64_t n = e - b;
-    bool shalf = j->sdt == KILN_DT_FLOAT16 || j->sdt == KILN_DT_BFLOAT16;
-    bool dhalf = j->ddt == KILN_DT_FLOAT16 || j->ddt == KILN_DT_BFLOAT16;
+    /* float16 / bfloat16 / fp8 go through float32 blocks (numfmt array conversions) */
+    bool shalf = kiln__dtype_is_lowp_float(j->sdt), dhalf = kiln__dtype_is_lowp_float(j->ddt);
     if (!shalf && !dhalf) {
         cv_tbl[j->sdt][j->ddt](dst, src, n);
         return;
@@ -673,25 +671,12 @@ static void cast_run(void *vj, int64_t b, int64_t e)
         int64_t m = n - s < BLK ? n - s : BLK;
         const char *ps = src + s * (int64_t)j->ses;
         char *pd = dst + s * (int64_t)j->des;
-        if (shalf) {
-            const uint16_t *h = (const uint16_t *)ps;
-            if (j->sdt == KILN_DT_FLOAT16)
-                for (int64_t i = 0; i < m; i++)
-                    buf[i] = kiln__f16_to_f32(h[i]);
-            else
-                for (int64_t i = 0; i < m; i++)
-                    buf[i] = kiln__bf16_to_f32(h[i]);
-        } else {
+        if (shalf)
+            kiln__lowp_to_f32_array(j->sdt, buf, ps, m);
+        else
             cv_tbl[j->sdt][KILN_DT_FLOAT32](buf, ps, m);
-        }
         if (dhalf) {
-            uint16_t *h = (uint16_t *)pd;
-            if (j->ddt == KILN_DT_FLOAT16)
-                for (int64_t i = 0; i < m; i++)
-                    h[i] = kiln__f32_to_f16(buf[i]);
-            else
-                for (int64_t i = 0; i < m; i++)
-                    h[i] = kiln__f32_to_bf16(buf[i]);
+            kiln__f32_to_lowp_array(j->ddt, pd, buf, m, j->saturate);
         } else {
             cv_tbl[KILN_DT_FLOAT32][j->ddt](pd, buf, m);
         }
@@ -704,13 +689,14 @@ static bool castable(kiln_dtype dt)
     case KILN_DT_FLOAT32: case KILN_DT_FLOAT64: case KILN_DT_FLOAT16: case KILN_DT_BFLOAT16:
     case KILN_DT_INT8: case KILN_DT_UINT8: case KILN_DT_INT16: case KILN_DT_UINT16:
     case KILN_DT_INT32: case KILN_DT_UINT32: case KILN_DT_INT64: case KILN_DT_UINT64: case KILN_DT_BOOL:
+    case KILN_DT_FP8E4M3: case KILN_DT_FP8E4M3FNUZ: case KILN_DT_FP8E5M2: case KILN_DT_FP8E5M2FNUZ:
         return true;
     default:
         return false;
     }
 }
 
-static kiln_status do_cast(kiln_kctx *ctx, const kiln_tensor *x, int64_t to)
+static kiln_status do_cast(kiln_kctx *ctx, const kiln_tensor *x, int64_t to, bool saturate)
 {
     if (to <= 0 || to >= KILN_DT_COUNT)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "invalid target dtype %lld", (long long)to);
@@ -729,10 +715,10 @@ static kiln_status do_cast(kiln_kctx *ctx, const kiln_tensor *x, int64_t to)
         memcpy(ctx->out[0]->data, x->data, (size_t)n * kiln_dtype_size(ddt));
         return KILN_OK;
     }
-    castjob j = {.sdt = x->dtype, .ddt = ddt, .src = x->data, .dst = ctx->out[0]->data,
+    castjob j = {.sdt = x->dtype, .ddt = ddt, .saturate = saturate, .src = x->data, .dst = ctx->out[0]->data,
                  .ses = kiln_dtype_size(x->dtype), .des = kiln_dtype_size(ddt)};
     if (n >= PAR_MIN && ctx->nthreads != 1)
-        kiln__parallel_for(ctx->nthreads, n, PAR_GRAIN, cast_run, &j);
+        kiln__parallel_for(ctx->pool, ctx->nthreads, n, PAR_GRAIN, cast_run, &j);
     else
         cast_run(&j, 0, n);
     return KILN_OK;
@@ -746,7 +732,7 @@ static kiln_status k_cast(kiln_kctx *ctx)
     const kiln_attr *a = kiln__attr(ctx->node, "to");
     if (!a || a->type != KILN_ATTR_INT)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing integer attribute 'to'");
-    return do_cast(ctx, x, a->i);
+    return do_cast(ctx, x, a->i, kiln__attr_i(ctx->node, "saturate", 1) != 0);
 }
 
 static kiln_status k_castlike(kiln_kctx *ctx)
@@ -754,7 +740,7 @@ static kiln_status k_castlike(kiln_kctx *ctx)
     const kiln_tensor *x = kiln__kin(ctx, 0), *like = kiln__kin(ctx, 1);
     if (!x || !like)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "CastLike needs two inputs");
-    return do_cast(ctx, x, like->dtype);
+    return do_cast(ctx, x, like->dtype, kiln__attr_i(ctx->node, "saturate", 1) != 0);
 }
 
 const kiln_kernel_reg kiln__ref_unary[] = {

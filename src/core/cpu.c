@@ -1,0 +1,32 @@
+/* CPU features, detected once per process (pthread_once) and read-only afterwards, so any number
+ * of threads may ask at the same time. Every ISA-specific kernel path asks kiln__cpu_has(). */
+#include "core.h"
+#include <pthread.h>
+
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+static unsigned cpu_features;   /* written once under cpu_once, read-only afterwards */
+
+static void detect(void)
+{
+    unsigned f = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2"))
+        f |= KILN_CPU_AVX2;
+    if (__builtin_cpu_supports("fma"))
+        f |= KILN_CPU_FMA;
+    if (__builtin_cpu_supports("avx512f"))
+        f |= KILN_CPU_AVX512F;
+    if (__builtin_cpu_supports("avx512dq"))
+        f |= KILN_CPU_AVX512DQ;
+    if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx"))
+        f |= KILN_CPU_F16C;
+#endif
+    cpu_features = f;
+}
+
+bool kiln__cpu_has(unsigned features)
+{
+    pthread_once(&cpu_once, detect);
+    return (cpu_features & features) == features;
+}

@@ -1,0 +1,136 @@
+/* FP16 / BF16 array conversions with x86 fast paths, bit-identical to the scalar reference in
+ * numfmt_float.c (tests/unit/test_numfmt.c checks this on random odd-sized arrays):
+ *   FP16 <-> FP32: F16C (vcvtps2ph with an immediate round-to-nearest-even, vcvtph2ps).
+ *   BF16 <-> FP32: AVX-512F integer ops (the scalar algorithm, 16 lanes). vcvtneps2bf16 is not
+ *   used: it flushes FP32 subnormal inputs to zero, the scalar reference does not.
+ * CPU features come from kiln__cpu_has (cpu.c). */
+#include "core.h"
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define NUMFMT_X86 1
+#endif
+
+bool kiln__numfmt_has_f16c(void)
+{
+    return kiln__cpu_has(KILN_CPU_F16C);
+}
+
+bool kiln__numfmt_has_avx512(void)
+{
+    return kiln__cpu_has(KILN_CPU_AVX512F);
+}
+
+#ifdef NUMFMT_X86
+__attribute__((target("avx,f16c"))) static int64_t f16_to_f32_f16c(float *dst, const uint16_t *src, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    return i;
+}
+
+__attribute__((target("avx,f16c"))) static int64_t f32_to_f16_f16c(uint16_t *dst, const float *src, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), 0 /* RNE */));
+    return i;
+}
+
+__attribute__((target("avx512f"))) static int64_t bf16_to_f32_avx512(float *dst, const uint16_t *src, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + i)));
+        _mm512_storeu_si512(dst + i, _mm512_slli_epi32(h, 16));
+    }
+    return i;
+}
+
+__attribute__((target("avx512f"))) static int64_t f32_to_bf16_avx512(uint16_t *dst, const float *src, int64_t n)
+{
+    const __m512i absmask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x400000);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i x = _mm512_loadu_si512(src + i);
+        __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, absmask), inf);
+        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), one);
+        __m512i r = _mm512_add_epi32(x, _mm512_add_epi32(bias, lsb));
+        r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(x, quiet));
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+    }
+    return i;
+}
+#endif
+
+void kiln__f16_to_f32_array(float *dst, const uint16_t *src, int64_t n)
+{
+    int64_t i = 0;
+#ifdef NUMFMT_X86
+    if (kiln__numfmt_has_f16c())
+        i = f16_to_f32_f16c(dst, src, n);
+#endif
+    kiln__f16_to_f32_array_ref(dst + i, src + i, n - i);
+}
+
+void kiln__f32_to_f16_array(uint16_t *dst, const float *src, int64_t n)
+{
+    int64_t i = 0;
+#ifdef NUMFMT_X86
+    if (kiln__numfmt_has_f16c())
+        i = f32_to_f16_f16c(dst, src, n);
+#endif
+    kiln__f32_to_f16_array_ref(dst + i, src + i, n - i);
+}
+
+void kiln__bf16_to_f32_array(float *dst, const uint16_t *src, int64_t n)
+{
+    int64_t i = 0;
+#ifdef NUMFMT_X86
+    if (kiln__numfmt_has_avx512())
+        i = bf16_to_f32_avx512(dst, src, n);
+#endif
+    kiln__bf16_to_f32_array_ref(dst + i, src + i, n - i);
+}
+
+void kiln__f32_to_bf16_array(uint16_t *dst, const float *src, int64_t n)
+{
+    int64_t i = 0;
+#ifdef NUMFMT_X86
+    if (kiln__numfmt_has_avx512())
+        i = f32_to_bf16_avx512(dst, src, n);
+#endif
+    kiln__f32_to_bf16_array_ref(dst + i, src + i, n - i);
+}
+
+bool kiln__dtype_is_lowp_float(kiln_dtype dt)
+{
+    return dt == KILN_DT_FLOAT16 || dt == KILN_DT_BFLOAT16 || kiln__dtype_is_fp8(dt);
+}
+
+bool kiln__lowp_to_f32_array(kiln_dtype dt, float *dst, const void *src, int64_t n)
+{
+    if (dt == KILN_DT_FLOAT16)
+        kiln__f16_to_f32_array(dst, src, n);
+    else if (dt == KILN_DT_BFLOAT16)
+        kiln__bf16_to_f32_array(dst, src, n);
+    else if (kiln__dtype_is_fp8(dt))
+        kiln__fp8_to_f32_array(dt, dst, src, n);
+    else
+        return false;
+    return true;
+}
+
+bool kiln__f32_to_lowp_array(kiln_dtype dt, void *dst, const float *src, int64_t n, bool saturate)
+{
+    if (dt == KILN_DT_FLOAT16)
+        kiln__f32_to_f16_array(dst, src, n);
+    else if (dt == KILN_DT_BFLOAT16)
+        kiln__f32_to_bf16_array(dst, src, n);
+    else if (kiln__dtype_is_fp8(dt))
+        kiln__f32_to_fp8_array(dt, dst, src, n, saturate);
+    else
+        return false;
+    return true;
+}

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Generates the seed corpora of the fuzz harnesses into OUT/<harness>/ (default build-fuzz/seeds):
+#   onnx          model.onnx files of the ONNX backend suite (/usr/share/libonnx-testdata/data,
+#                 those under 64 KiB) and models/tiny_cnn.onnx
+#   tensor_pb     input/output .pb files of the suite under 4 KiB (deduplicated, at most 600)
+#   npy           small .npy files written by NumPy: every dtype kiln reads, ranks 0-4, empty
+#                 arrays, format versions 1-3, Fortran order, a few malformed headers
+#   engine        engines built by `kiln build` from tiny_cnn (fixed shapes, a profile, a timing
+#                 cache) and from a few suite models (control flow, recurrent, indexing ops)
+#   timing_cache  the cache `kiln build --timing-cache` writes, plus invalid ones
+# Usage: tests/fuzz/make_corpus.sh [KILN_BINARY] [OUT]      (idempotent; rerun to refresh)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+KILN="${1:-}"
+OUT="${2:-build-fuzz/seeds}"
+SUITE=/usr/share/libonnx-testdata/data
+if [ -z "$KILN" ]; then
+  # the plain build is much faster than the sanitized one; either makes the same engines
+  if [ -x build/kiln ]; then KILN=build/kiln; else KILN=build-fuzz/kiln; fi
+fi
+[ -x "$KILN" ] || { echo "make_corpus: $KILN not built (make build-fuzz)" >&2; exit 1; }
+[ -d "$SUITE" ] || { echo "make_corpus: $SUITE missing (scripts/bootstrap.sh)" >&2; exit 1; }
+rm -rf "$OUT.tmp"
+mkdir -p "$OUT.tmp"/{onnx,tensor_pb,npy,engine,timing_cache}
+T="$OUT.tmp"
+
+# content-addressed copy: identical seeds collapse, names are stable across runs
+put() { local h; h=$(sha1sum "$1" | cut -c1-16); cp "$1" "$T/$2/$h"; }
+
+# ---- onnx
+while IFS= read -r f; do put "$f" onnx; done < <(find "$SUITE" -name model.onnx -size -64k | sort)
+put models/tiny_cnn.onnx onnx
+
+# ---- tensor_pb
+find "$SUITE" -name '*.pb' -size -4k | sort | while IFS= read -r f; do put "$f" tensor_pb; done
+ls "$T/tensor_pb" | sort | tail -n +601 | while read -r f; do rm "$T/tensor_pb/$f"; done
+
+# ---- npy
+/usr/bin/python3 - "$T/npy" <<'PY'
+import sys, os, io
+import numpy as np
+out = sys.argv[1]
+rng = np.random.default_rng(1)
+n = 0
+def save(arr, version=None, name=None):
+    global n
+    b = io.BytesIO()
+    if version is None:
+        np.save(b, arr, allow_pickle=False)
+    else:
+        np.lib.format.write_array(b, arr, version=version, allow_pickle=False)
+    open(os.path.join(out, name or "np%03d.npy" % n), "wb").write(b.getvalue())
+    n += 1
+for dt in ["<f4", "<f8", "<f2", "<i8", "<i4", "<i2", "i1", "u1", "<u2", "<u4", "<u8", "?"]:
+    for shape in [(), (0,), (3,), (2, 3), (1, 2, 1, 2)]:
+        save((rng.standard_normal(shape) * 10).astype(dt))
+save(np.zeros((2, 2), "<f4"), version=(2, 0))
+save(np.zeros((2, 2), "<f4"), version=(3, 0))
+save(np.asfortranarray(np.arange(6, dtype="<f4").reshape(2, 3)))
+save(np.arange(4, dtype=">f4"))          # big-endian: refused
+save(np.zeros(2, dtype="<c8"))           # complex: refused
+def raw(hdr, data=b"", version=1, name=None):
+    global n
+    h = hdr.encode("latin1")
+    pre = b"\x93NUMPY" + bytes([version, 0]) + (len(h).to_bytes(2, "little") if version == 1 else len(h).to_bytes(4, "little"))
+    open(os.path.join(out, name or "raw%03d.npy" % n), "wb").write(pre + h + data)
+    n += 1
+raw("{'descr': '<f4', 'fortran_order': False, 'shape': (2147483647,), }\n")   # no data for a huge shape
+raw("{'descr': '<f4', 'fortran_order': False, 'shape': (3, -1), }\n", b"\0" * 12)
+raw("{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,1), }\n", b"\0" * 4)
+raw("{'descr': '<f4', 'shape': (2,), }\n", b"\0" * 8)
+raw("{'descr': '<f4', 'fortran_order': False, 'shape': (2L, 3L), }\n", b"\0" * 24)
+PY
+
+# ---- engine and timing_cache
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp" "$OUT.tmp"' EXIT
+build() { "$KILN" build "$@" >/dev/null 2>&1 || echo "make_corpus: kiln build $* failed (skipped)" >&2; }
+build models/tiny_cnn.onnx -o "$tmp/cnn_fixed.kiln" --shapes input:1x3x16x16 --timing-cache "$tmp/cache.json"
+build models/tiny_cnn.onnx -o "$tmp/cnn_profile.kiln" --min-shapes input:1x3x8x8 --opt-shapes input:1x3x16x16 \
+      --max-shapes input:2x3x32x32
+build models/tiny_cnn.onnx -o "$tmp/cnn_noopt.kiln" --shapes input:1x3x8x8 --no-optimize --no-tactics
+for t in conv_with_strides_padding gemm_default_matrix_bias lstm_defaults gru_defaults if loop11 scan9_sum \
+         matmul_2d add_bcast maxpool_2d_default averagepool_2d_pads softmax_axis_0 resize_upsample_scales_linear \
+         gather_0 gathernd_example_int32 scatternd reshape_extended_dims batchnorm_epsilon \
+         layer_normalization_2d_axis0 einsum_batch_matmul convtranspose nonmaxsuppression_center_point_box_format \
+         roialign_aligned_false tile expand_dim_changed slice concat_2d_axis_0 cumsum_1d onehot_with_axis \
+         where_example cast_FLOAT_to_FLOAT16 dequantizelinear dft transpose_default split_equal_parts_1d; do
+  [ -f "$SUITE/node/test_$t/model.onnx" ] && build "$SUITE/node/test_$t/model.onnx" -o "$tmp/$t.kiln"
+done
+for f in "$tmp"/*.kiln; do put "$f" engine; done
+[ -s "$tmp/cache.json" ] && put "$tmp/cache.json" timing_cache
+c="$T/timing_cache"
+printf '' > "$c/empty"
+printf '{}' > "$c/empty_object"
+printf '{"kiln_timing_cache": 1, "entries": []}' > "$c/entries_array"
+printf '{"kiln_timing_cache": 1, "entries": {"k": {"tactic": 5}, "k2": "st", "k3": {"tactic": "zz"}}}' > "$c/bad_entries"
+printf '{"kiln_timing_cache": 1, "entries": {"\\u0000": {"tactic": "st", "ms": 1e999}}}' > "$c/odd_key"
+printf '{"kiln_timing_cache": 1, "entries": {"a": {"tactic": "mt"' > "$c/truncated"
+head -c 200 models/tiny_cnn.onnx > "$c/not_json"
+
+rm -rf "$OUT"
+mv "$OUT.tmp" "$OUT"
+for h in onnx tensor_pb npy engine timing_cache; do
+  printf 'make_corpus: %-13s %4d seeds\n' "$h" "$(ls "$OUT/$h" | wc -l)"
+done

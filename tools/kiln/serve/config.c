@@ -1,0 +1,361 @@
+/* Model configuration: the config.pbtxt subset kiln serve reads, Triton-style auto-complete from
+ * the engine, and the JSON form shown at GET /v2/models/<m>/config. */
+#include "serve.h"
+#include <stdlib.h>
+#include <string.h>
+
+#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), false)
+
+/* The single value of field `key` (NULL if absent); false when it is repeated. */
+static bool one(json_t *o, const char *key, json_t **v, char *err, size_t errlen)
+{
+    json_t *a = json_object_get(o, key);
+    *v = NULL;
+    if (!a)
+        return true;
+    if (json_array_size(a) != 1)
+        return ERR("config.pbtxt: field '%s' must appear once", key);
+    *v = json_array_get(a, 0);
+    return true;
+}
+
+static bool get_int(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *out, bool *given, char *err,
+                    size_t errlen)
+{
+    json_t *v;
+    if (!one(o, key, &v, err, errlen))
+        return false;
+    if (given)
+        *given = v != NULL;
+    if (!v)
+        return true;
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return ERR("config.pbtxt: '%s' must be an integer in [%lld, %lld]", key, (long long)lo, (long long)hi);
+    *out = json_integer_value(v);
+    return true;
+}
+
+static bool get_str(json_t *o, const char *key, const char **out, char *err, size_t errlen)
+{
+    json_t *v;
+    if (!one(o, key, &v, err, errlen))
+        return false;
+    if (v && !json_is_string(v))
+        return ERR("config.pbtxt: '%s' must be a string", key);
+    *out = v ? json_string_value(v) : NULL;
+    return true;
+}
+
+/* Every key of o must be in the NULL-terminated list. */
+static bool only_keys(json_t *o, const char *where, const char *const *allowed, char *err, size_t errlen)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        bool ok = false;
+        for (int i = 0; allowed[i] && !ok; i++)
+            ok = !strcmp(allowed[i], k);
+        if (!ok)
+            return ERR("config.pbtxt: field '%s' in %s is not supported by kiln serve (see docs/SERVE.md)", k, where);
+    }
+    return true;
+}
+
+static bool read_io(json_t *arr, const char *what, sv_io *io, int *n, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"name", "data_type", "dims", NULL};
+    size_t i;
+    json_t *m;
+    json_array_foreach(arr, i, m) {
+        if (!json_is_object(m))
+            return ERR("config.pbtxt: %s must be a message", what);
+        if (*n >= SV_MAX_IO)
+            return ERR("config.pbtxt: more than %d %ss", SV_MAX_IO, what);
+        if (!only_keys(m, what, keys, err, errlen))
+            return false;
+        sv_io *x = &io[(*n)++];
+        memset(x, 0, sizeof *x);
+        x->ndim = -1;
+        const char *name, *dt;
+        if (!get_str(m, "name", &name, err, errlen) || !get_str(m, "data_type", &dt, err, errlen))
+            return false;
+        if (!name || strlen(name) >= SV_NAME_MAX)
+            return ERR("config.pbtxt: every %s needs a name (< %d chars)", what, SV_NAME_MAX);
+        strcpy(x->name, name);
+        if (dt && (x->dtype = sv_dtype_from_triton(dt)) == KILN_DT_UNDEFINED)
+            return ERR("config.pbtxt: %s '%s': unknown data_type '%s'", what, name, dt);
+        json_t *dims = json_object_get(m, "dims");
+        if (dims) {
+            if (json_array_size(dims) > KILN_MAX_DIMS)
+                return ERR("config.pbtxt: %s '%s': more than %d dims", what, name, KILN_MAX_DIMS);
+            x->ndim = (int)json_array_size(dims);
+            for (int d = 0; d < x->ndim; d++) {
+                json_t *v = json_array_get(dims, (size_t)d);
+                if (!json_is_integer(v) || json_integer_value(v) < -1 || json_integer_value(v) == 0 ||
+                    json_integer_value(v) > (1ll << 31))
+                    return ERR("config.pbtxt: %s '%s': dims must be positive integers or -1", what, name);
+                x->dims[d] = json_integer_value(v);
+            }
+        }
+    }
+    return true;
+}
+
+static bool read_batching(json_t *db, sv_config *c, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"preferred_batch_size", "max_queue_delay_microseconds", NULL};
+    if (!json_is_object(db) || !only_keys(db, "dynamic_batching", keys, err, errlen))
+        return json_is_object(db) ? false : ERR("config.pbtxt: dynamic_batching must be a message");
+    c->dynamic_batching = true;
+    json_t *pref = json_object_get(db, "preferred_batch_size");
+    size_t i;
+    json_t *v;
+    json_array_foreach(pref, i, v) {
+        if (c->n_preferred >= SV_MAX_PREFERRED || !json_is_integer(v) || json_integer_value(v) < 1 ||
+            json_integer_value(v) > 1024)
+            return ERR("config.pbtxt: preferred_batch_size: at most %d integers in [1, 1024]", SV_MAX_PREFERRED);
+        c->preferred[c->n_preferred++] = (int)json_integer_value(v);
+    }
+    c->sizes_given = c->n_preferred > 0;
+    return get_int(db, "max_queue_delay_microseconds", 0, 10000000, &c->max_queue_delay_us, &c->delay_given, err,
+                   errlen);
+}
+
+static bool read_instances(json_t *arr, sv_config *c, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"count", "kind", NULL};
+    if (json_array_size(arr) != 1 || !json_is_object(json_array_get(arr, 0)))
+        return ERR("config.pbtxt: exactly one instance_group message is supported");
+    json_t *g = json_array_get(arr, 0);
+    int64_t count = 1;
+    const char *kind = NULL;
+    if (!only_keys(g, "instance_group", keys, err, errlen) || !get_int(g, "count", 1, 64, &count, NULL, err, errlen) ||
+        !get_str(g, "kind", &kind, err, errlen))
+        return false;
+    if (kind && strcmp(kind, "KIND_CPU") && strcmp(kind, "KIND_AUTO"))
+        return ERR("config.pbtxt: instance_group kind %s is not available (this kiln build runs on the CPU: "
+                   "use KIND_CPU or KIND_AUTO)", kind);
+    c->instance_count = (int)count;
+    return true;
+}
+
+/* kiln's own parameters: { key: "precision" value: { string_value: "fp32" } } */
+static bool read_parameters(json_t *arr, sv_config *c, char *err, size_t errlen)
+{
+    size_t i;
+    json_t *p;
+    json_array_foreach(arr, i, p) {
+        const char *key;
+        json_t *val, *sv = NULL;
+        if (!json_is_object(p) || !get_str(p, "key", &key, err, errlen) || !one(p, "value", &val, err, errlen))
+            return json_is_object(p) ? false : ERR("config.pbtxt: parameters must be messages");
+        if (!key || !json_is_object(val) || !one(val, "string_value", &sv, err, errlen) || !json_is_string(sv))
+            return ERR("config.pbtxt: parameters need key and value { string_value: ... }");
+        const char *s = json_string_value(sv);
+        if (!strcmp(key, "precision")) {
+            if (strcmp(s, "fp32"))
+                return ERR("config.pbtxt: precision '%s' is not supported yet (only fp32)", s);
+        } else if (!strcmp(key, "calibration")) {
+            if (strcmp(s, "none"))
+                return ERR("config.pbtxt: calibration '%s' is not supported yet (only none)", s);
+        } else if (!strcmp(key, "threads")) {
+            int64_t t;
+            if (!sv_parse_i64(s, 0, 1024, &t))
+                return ERR("config.pbtxt: parameter threads must be an integer in [0, 1024]");
+            c->threads_per_instance = (int)t;
+        } else {
+            return ERR("config.pbtxt: unknown parameter '%s' (kiln knows precision, calibration, threads)", key);
+        }
+    }
+    return true;
+}
+
+bool sv_config_read(const char *model_dir, const char *model_name, sv_config *c, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->name, sizeof c->name, "%s", model_name);
+    c->max_batch_size = -1;   /* -1: not given, auto-complete decides */
+    c->instance_count = 1;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.pbtxt", model_dir);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return true;
+    c->from_file = true;
+    char *text = malloc(1 << 20);
+    size_t n = text ? fread(text, 1, (1 << 20) - 1, f) : 0;
+    bool too_big = text && !feof(f);
+    fclose(f);
+    if (!text || too_big) {
+        free(text);
+        return ERR("%s: %s", path, too_big ? "larger than 1 MiB" : "out of memory");
+    }
+    text[n] = 0;
+    if (strlen(text) != n) {
+        free(text);
+        return ERR("%s: contains a NUL byte", path);
+    }
+    json_t *o = sv_pbtxt_parse(text, err, errlen);
+    free(text);
+    if (!o)
+        return false;
+    static const char *const keys[] = {"name", "platform", "backend", "max_batch_size", "input", "output",
+                                       "dynamic_batching", "instance_group", "parameters", NULL};
+    const char *name = NULL;
+    int64_t mbs = -1;
+    json_t *db;
+    bool ok = only_keys(o, "the model config", keys, err, errlen) && get_str(o, "name", &name, err, errlen) &&
+              get_int(o, "max_batch_size", 0, 1024, &mbs, NULL, err, errlen) &&
+              read_io(json_object_get(o, "input"), "input", c->inputs, &c->n_inputs, err, errlen) &&
+              read_io(json_object_get(o, "output"), "output", c->outputs, &c->n_outputs, err, errlen) &&
+              one(o, "dynamic_batching", &db, err, errlen) && (!db || read_batching(db, c, err, errlen)) &&
+              (!json_object_get(o, "instance_group") ||
+               read_instances(json_object_get(o, "instance_group"), c, err, errlen)) &&
+              read_parameters(json_object_get(o, "parameters"), c, err, errlen);
+    if (ok && name && strcmp(name, model_name))
+        ok = ERR("config.pbtxt: name '%s' differs from the directory name '%s'", name, model_name);
+    c->max_batch_size = (int)mbs;
+    json_decref(o);
+    return ok;
+}
+
+/* Finds the config entry for an engine i/o name, appending an empty one if the config omits it. */
+static sv_io *io_for(sv_io *arr, int *n, const char *name)
+{
+    for (int i = 0; i < *n; i++)
+        if (!strcmp(arr[i].name, name))
+            return &arr[i];
+    if (*n >= SV_MAX_IO)
+        return NULL;
+    sv_io *x = &arr[(*n)++];
+    memset(x, 0, sizeof *x);
+    snprintf(x->name, sizeof x->name, "%s", name);
+    x->ndim = -1;
+    return x;
+}
+
+/* Merges one engine i/o into the config entry; engine dims (-1 = dynamic) are the truth where fixed. */
+static bool merge_io(sv_io *x, const kiln_io_info *inf, int batch_dims, const char *what, char *err, size_t errlen)
+{
+    kiln_dtype dt = inf->dtype != KILN_DT_UNDEFINED ? inf->dtype : KILN_DT_FLOAT32;
+    if (x->dtype != KILN_DT_UNDEFINED && x->dtype != dt)
+        return ERR("config: %s '%s' is %s in the model, config says %s", what, x->name, sv_dtype_triton(dt),
+                   sv_dtype_triton(x->dtype));
+    x->dtype = dt;
+    if (!sv_dtype_kserve(dt) || dt == KILN_DT_STRING)
+        return ERR("config: %s '%s' has type %s which kiln serve cannot carry", what, x->name, kiln_dtype_name(dt));
+    if (inf->ndim < 0) {
+        if (x->ndim < 0)
+            return ERR("config: %s '%s' has no declared shape: give dims in config.pbtxt", what, x->name);
+        return true;
+    }
+    int nd = inf->ndim - batch_dims;
+    if (x->ndim >= 0 && x->ndim != nd)
+        return ERR("config: %s '%s' has %d dims (after the batch dim) in the model, config says %d", what, x->name, nd,
+                   x->ndim);
+    for (int d = 0; d < nd; d++) {
+        int64_t md = inf->dims[d + batch_dims], cd = x->ndim >= 0 ? x->dims[d] : -1;
+        if (md >= 0 && cd >= 0 && md != cd)
+            return ERR("config: %s '%s' dim %d is %lld in the model, config says %lld", what, x->name, d + batch_dims,
+                       (long long)md, (long long)cd);
+        x->dims[d] = md >= 0 ? md : cd;
+    }
+    x->ndim = nd;
+    return true;
+}
+
+bool sv_config_complete(sv_config *c, kiln_engine_t e, char *err, size_t errlen)
+{
+    int ni = kiln_engine_num_inputs(e), no = kiln_engine_num_outputs(e);
+    if (ni > SV_MAX_IO || no > SV_MAX_IO)
+        return ERR("model has more than %d inputs or outputs", SV_MAX_IO);
+    kiln_io_info ii[SV_MAX_IO], oi[SV_MAX_IO];
+    bool all_dyn0 = ni > 0;
+    for (int k = 0; k < ni + no; k++) {
+        bool out = k >= ni;
+        kiln_io_info *inf = out ? &oi[k - ni] : &ii[k];
+        if (kiln_engine_io_info(e, out, out ? k - ni : k, inf) != KILN_OK)
+            return ERR("%s", kiln_last_error());
+        all_dyn0 = all_dyn0 && inf->ndim >= 1 && inf->dims[0] < 0;
+    }
+    /* config entries must name real inputs/outputs */
+    for (int k = 0; k < c->n_inputs + c->n_outputs; k++) {
+        bool out = k >= c->n_inputs;
+        const char *nm = out ? c->outputs[k - c->n_inputs].name : c->inputs[k].name;
+        bool found = false;
+        for (int j = 0; j < (out ? no : ni) && !found; j++)
+            found = !strcmp((out ? oi : ii)[j].name, nm);
+        if (!found)
+            return ERR("config: the model has no %s named '%s'", out ? "output" : "input", nm);
+    }
+    if (c->max_batch_size < 0)
+        c->max_batch_size = all_dyn0 ? 8 : 0;   /* Triton's auto-complete picks a small default too */
+    if (c->max_batch_size > 0 && !all_dyn0)
+        return ERR("config: max_batch_size %d needs a dynamic first dimension on every input and output",
+                   c->max_batch_size);
+    int bd = c->max_batch_size > 0;
+    /* reorder into engine order, completing what the config left out */
+    sv_io ins[SV_MAX_IO], outs[SV_MAX_IO];
+    int nin = c->n_inputs, nout = c->n_outputs;
+    memcpy(ins, c->inputs, sizeof ins);
+    memcpy(outs, c->outputs, sizeof outs);
+    for (int k = 0; k < ni; k++) {
+        sv_io *x = io_for(ins, &nin, ii[k].name);
+        if (!x || !merge_io(x, &ii[k], bd, "input", err, errlen))
+            return x ? false : ERR("too many inputs");
+        c->inputs[k] = *x;
+    }
+    for (int k = 0; k < no; k++) {
+        sv_io *x = io_for(outs, &nout, oi[k].name);
+        if (!x || !merge_io(x, &oi[k], bd, "output", err, errlen))
+            return x ? false : ERR("too many outputs");
+        c->outputs[k] = *x;
+    }
+    c->n_inputs = ni;
+    c->n_outputs = no;
+    if (!c->from_file && c->max_batch_size > 0)
+        c->dynamic_batching = true;   /* auto-complete: batch, with sizes derived from the engine */
+    for (int i = 0; i < c->n_preferred; i++)
+        if (c->preferred[i] > c->max_batch_size)
+            return ERR("config: preferred_batch_size %d exceeds max_batch_size %d", c->preferred[i], c->max_batch_size);
+    if (c->dynamic_batching && c->max_batch_size == 0)
+        return ERR("config: dynamic_batching needs max_batch_size > 0");
+    return true;
+}
+
+static json_t *io_json(const sv_io *x)
+{
+    json_t *dims = json_array();
+    for (int d = 0; d < x->ndim; d++)
+        json_array_append_new(dims, json_integer(x->dims[d]));
+    return json_pack("{s:s, s:s, s:o}", "name", x->name, "data_type", sv_dtype_triton(x->dtype), "dims", dims);
+}
+
+json_t *sv_config_json(const sv_config *c)
+{
+    json_t *ins = json_array(), *outs = json_array();
+    for (int i = 0; i < c->n_inputs; i++)
+        json_array_append_new(ins, io_json(&c->inputs[i]));
+    for (int i = 0; i < c->n_outputs; i++)
+        json_array_append_new(outs, io_json(&c->outputs[i]));
+    json_t *j = json_pack("{s:s, s:s, s:i, s:o, s:o, s:[{s:i, s:s}]}", "name", c->name, "platform", "kiln",
+                          "max_batch_size", c->max_batch_size, "input", ins, "output", outs, "instance_group", "count",
+                          c->instance_count, "kind", "KIND_CPU");
+    if (j && c->dynamic_batching) {
+        json_t *pref = json_array();
+        for (int i = 0; i < c->n_preferred; i++)
+            json_array_append_new(pref, json_integer(c->preferred[i]));
+        json_object_set_new(j, "dynamic_batching",
+                            json_pack("{s:o, s:I}", "preferred_batch_size", pref, "max_queue_delay_microseconds",
+                                      (json_int_t)c->max_queue_delay_us));
+    }
+    if (j && c->batching_info)
+        json_object_set(j, "kiln_batching", c->batching_info);
+    return j;
+}
+
+void sv_config_free(sv_config *c)
+{
+    json_decref(c->batching_info);
+    c->batching_info = NULL;
+}
