@@ -38,10 +38,6 @@ ALLOWED = {
 KNOWN = {
     ("engine", "runtime"): "builder/tactics live in src/engine and run the interpreter (to move to src/build)",
     ("engine", "passes"): "the builder lives in src/engine (to move to src/build)",
-    ("tools", "core"): "the CLI uses private headers",
-    ("tools", "engine"): "the CLI uses private headers",
-    ("tools", "runtime"): "the CLI uses private headers",
-    ("tools", "ir"): "the CLI uses private headers",
 }
 
 INC = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

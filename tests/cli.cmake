@@ -1,3 +1,13 @@
 # End-to-end command-line checks (build/run/inspect/bench/info, errors, external data).
 add_test(NAME cli COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_cli.sh $<TARGET_FILE:kiln> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli PROPERTIES LABELS "cli;sanitize" SKIP_RETURN_CODE 77 TIMEOUT 600)
+# every command answers --help / -h with its usage on stdout and exit status 0
+add_test(NAME cli_help COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_help.sh $<TARGET_FILE:kiln> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_help PROPERTIES LABELS "cli;sanitize" TIMEOUT 60)
+# the CLI compiles against kiln.h alone (no private includes, no kiln__ calls, no src/ include path)
+add_test(NAME cli_boundary COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_boundary.sh WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_boundary PROPERTIES LABELS "cli" TIMEOUT 60)
+# the CLI on the public API: synthetic inputs (dtypes without synthetic values never hang a build),
+# declared types of any rank
+add_test(NAME cli_api COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_api.sh $<TARGET_FILE:kiln> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_api PROPERTIES LABELS "cli;sanitize" SKIP_RETURN_CODE 77 TIMEOUT 300)

@@ -242,6 +242,167 @@ void kiln_context_memory(kiln_context_t c, size_t *arena_bytes, size_t *naive_by
 /* True if the file starts with the engine magic. */
 bool kiln_is_engine_file(const char *path);
 
+/* ==== introspection and tooling (what the kiln CLI uses; every tool can) ====
+ * Getters that return a kiln_status validate their arguments: a NULL handle or out pointer, or
+ * an index out of range, gives KILN_ERR_INVALID_ARG with a message naming the function. Getters
+ * that return a pointer return NULL (and set the error) on such arguments. Strings returned as
+ * `const char *` belong to the object they came from and stay valid while it lives. */
+
+/* ---- text and files ---- */
+/* Terminal-safe copy of `in` into `out` (n bytes, always NUL-terminated when n > 0): control
+ * characters, DEL, C1 controls and bytes that are not valid UTF-8 become \n, \t, \r or \xNN;
+ * other text (valid UTF-8 included) is unchanged. Idempotent. Returns the length the whole
+ * escaped text needs, excluding the NUL (like snprintf); out may be NULL when n is 0. */
+size_t kiln_escape(char *out, size_t n, const char *in);
+/* Reads a tensor file by extension: ".pb" an ONNX TensorProto, anything else .npy. */
+kiln_status kiln_tensor_read(const char *path, kiln_tensor *out);
+/* True when both paths exist and name the same file (same device and inode: other spellings,
+ * hard links and symlinks count). */
+bool kiln_same_file(const char *a, const char *b);
+/* Replaces `path` atomically: the data goes to a temporary file in the same directory, is
+ * fsync'ed and renamed over `path`, so readers see the old or the new file, never a partial one,
+ * and a failure leaves the old file unchanged. A symlink is written through; an existing path that
+ * is not a regular file is refused. */
+kiln_status kiln_write_file_atomic(const char *path, const void *data, size_t len);
+/* The same, streamed: open (fails early if `path` cannot be written), write any number of
+ * times, then commit (replaces `path`; releases f also on failure) or abort (releases f, leaves
+ * `path` untouched). A write error is reported by write or at the latest by commit. */
+typedef struct kiln_atomic_file *kiln_atomic_file_t;
+kiln_status kiln_atomic_file_open(const char *path, kiln_atomic_file_t *out);
+kiln_status kiln_atomic_file_write(kiln_atomic_file_t f, const void *data, size_t len);
+kiln_status kiln_atomic_file_commit(kiln_atomic_file_t f);
+void kiln_atomic_file_abort(kiln_atomic_file_t f);
+/* The threads a run asking for `requested` uses: requested > 0 is kept (capped at 64), 0 (or less)
+ * the number of online CPUs. */
+int kiln_resolve_threads(int requested);
+
+/* ---- shape sets: input name -> dims ----
+ * Parsed from the one spec syntax every tool takes, "NAME:1x3x224x224,NAME2:8x128": the last ':'
+ * of an entry separates the name from the dims (names may contain ':'), "NAME:" alone is a scalar,
+ * dims are decimal integers in [0, 2^63-1], at most KILN_MAX_DIMS of them, at most KILN_MAX_SHAPES
+ * entries, each name once. A malformed spec fails with KILN_ERR_INVALID_ARG and one message of the form
+ * "bad shape 'ENTRY': WHAT IS WRONG (want NAME:DIMS, e.g. input:1x3x224x224)". */
+#define KILN_MAX_SHAPES 64
+typedef struct kiln_shapes *kiln_shapes_t;
+kiln_status kiln_shapes_parse(const char *spec, kiln_shapes_t *out);
+kiln_status kiln_shapes_new(kiln_shapes_t *out);   /* an empty set, filled with kiln_shapes_add */
+kiln_status kiln_shapes_add(kiln_shapes_t s, const char *name, int ndim, const int64_t *dims);
+void kiln_shapes_free(kiln_shapes_t s);
+int kiln_shapes_count(kiln_shapes_t s);                    /* 0 for NULL */
+int kiln_shapes_find(kiln_shapes_t s, const char *name);   /* index of `name`, or -1 */
+/* Entry i: its name (valid while s lives), rank, and dims (KILN_MAX_DIMS room); outs may be NULL. */
+kiln_status kiln_shapes_get(kiln_shapes_t s, int i, const char **name, int *ndim, int64_t *dims);
+
+/* ---- synthetic inputs (benchmarks, calibration, tests) ----
+ * Deterministic for a given seed. Values: floating point uniform in [-1, 1); integers: token ids
+ * (the input's name contains "ids" but not "type") small random values in [0, 100), type ids
+ * (name contains "type") 0, every other integer or bool input (masks, sizes, indices, counts) 1.
+ * The engine builder's calibration run uses the same rule. Other dtypes (strings, complex,
+ * fp8/fp4, 4-bit integers) have no synthetic values: KILN_ERR_DTYPE. */
+kiln_status kiln_tensor_fill_synthetic(kiln_tensor *t, const char *name, uint64_t seed);   /* seed 0 = default */
+typedef struct kiln_synth_options {
+    kiln_shapes_t shapes;   /* dims per input (NULL = none); naming a non-input is an error */
+    int64_t batch;          /* > 0: replaces dim 0 of every input of rank >= 1 */
+    uint64_t seed;          /* 0 = the default seed */
+} kiln_synth_options;
+/* Fills inputs[0 .. num_inputs) in input order. An entry whose dtype is not KILN_DT_UNDEFINED is
+ * the caller's and kept (zero the array first); every other one gets a new tensor (free its data
+ * with kiln_free) whose shape comes from o->shapes, else (engines) the first profile's opt
+ * shapes, else the declared dims, a dynamic first dim defaulting to 1; any other dynamic dim is
+ * an error asking for the shape. On error no new tensor is left allocated. o may be NULL. */
+kiln_status kiln_model_synth_inputs(kiln_model_t m, const kiln_synth_options *o, kiln_tensor *inputs);
+kiln_status kiln_engine_synth_inputs(kiln_engine_t e, const kiln_synth_options *o, kiln_tensor *inputs);
+
+/* ---- value types: declared interface and inferred shapes ---- */
+typedef enum kiln_io { KILN_IO_INPUT = 0, KILN_IO_OUTPUT = 1 } kiln_io;
+typedef struct kiln_type_info {
+    bool is_tensor;                        /* false: a sequence, map or optional value */
+    kiln_dtype dtype;                      /* KILN_DT_UNDEFINED if unknown */
+    int rank;                              /* -1 if unknown */
+    int64_t dims[KILN_MAX_DIMS];           /* a dim's size, or -1 if it is not a known integer */
+    const char *dim_names[KILN_MAX_DIMS];  /* for a dim that is not a known integer: its symbolic
+                                            * name ("batch") or expression ("seq*2"), else NULL */
+} kiln_type_info;
+/* Declared type of input or output i (dims[d] -1 with dim_names[d] the dim_param, or NULL when
+ * the file gives neither). A file may declare a rank above KILN_MAX_DIMS (kiln cannot run such a
+ * model): out->rank is then that rank, dims/dim_names hold the first KILN_MAX_DIMS dims, and
+ * kiln_*_io_dim gives every dim. */
+kiln_status kiln_model_io_type(kiln_model_t m, kiln_io io, int i, kiln_type_info *out);
+kiln_status kiln_engine_io_type(kiln_engine_t e, kiln_io io, int i, kiln_type_info *out);
+/* Declared dim d (any d < rank) of input or output i: *size (-1 if not a fixed size) and *name
+ * (the dim_param or NULL); outs may be NULL. */
+kiln_status kiln_model_io_dim(kiln_model_t m, kiln_io io, int i, int d, int64_t *size, const char **name);
+kiln_status kiln_engine_io_dim(kiln_engine_t e, kiln_io io, int i, int d, int64_t *size, const char **name);
+
+/* Static shape inference over the whole model: every value's dtype and shape from the graph
+ * inputs (their declared types, or the dims `given` names, which must be inputs and agree with
+ * the declared rank and fixed dims; NULL = none) and the initializers only. Without `given`,
+ * dims are symbolic (names and expressions such as "(h+31)/32"); inconsistent models fail with
+ * KILN_ERR_SHAPE naming the node. The result lists graph inputs, every node output (node order)
+ * and graph outputs, each value once. */
+typedef struct kiln_value_shapes *kiln_value_shapes_t;
+kiln_status kiln_model_infer_shapes(kiln_model_t m, kiln_shapes_t given, kiln_value_shapes_t *out);
+int kiln_value_shapes_count(kiln_value_shapes_t v);   /* 0 for NULL */
+kiln_status kiln_value_shapes_get(kiln_value_shapes_t v, int i, const char **name, kiln_type_info *type);
+void kiln_value_shapes_free(kiln_value_shapes_t v);
+
+/* ---- model information ---- */
+const char *kiln_model_producer(kiln_model_t m);    /* "name version", "" if absent */
+int64_t kiln_model_ir_version(kiln_model_t m);      /* -1 for NULL */
+int kiln_model_num_nodes(kiln_model_t m);           /* top-level nodes; -1 for NULL */
+int kiln_model_num_opsets(kiln_model_t m);          /* -1 for NULL */
+/* Opset import i: its domain ("ai.onnx" for the default domain) and version. */
+kiln_status kiln_model_opset(kiln_model_t m, int i, const char **domain, int64_t *version);
+/* Initializers: total element count, bytes, and how many there are (outs may be NULL). */
+kiln_status kiln_model_parameters(kiln_model_t m, int64_t *count, int64_t *bytes, int64_t *num_initializers);
+typedef struct kiln_op_count { const char *op; int count; } kiln_op_count;
+/* Nodes per op type, subgraphs included, most frequent first (ties by name): *ops is an array of
+ * *num_ops entries (free with kiln_free; op names valid while m lives). */
+kiln_status kiln_model_op_histogram(kiln_model_t m, int *num_ops, kiln_op_count **ops);
+/* Nodes without a kernel: *count of them, and *text (free with kiln_free) describing each
+ * unsupported op type with an example node ("" when none). */
+kiln_status kiln_model_unsupported(kiln_model_t m, int *count, char **text);
+
+/* ---- operators ---- */
+int kiln_num_ops(void);                  /* registered operators, ids 0 .. kiln_num_ops()-1 */
+const char *kiln_op_name(int op);        /* NULL if out of range */
+bool kiln_op_has_kernel(int op);         /* false if out of range */
+
+/* ---- engine information ---- */
+int kiln_engine_num_profiles(kiln_engine_t e);   /* 0 for NULL (src/runtime/api_info.c) */
+int kiln_engine_profile_num_ranges(kiln_engine_t e, int profile);   /* -1 on a bad argument */
+/* Range k of a profile; out->input is valid while e lives. */
+kiln_status kiln_engine_profile_range(kiln_engine_t e, int profile, int k, kiln_shape_range *out);
+const char *kiln_engine_manifest(kiln_engine_t e);   /* build manifest (JSON text), NULL if none */
+/* The build-time memory plan: whether there is one, the arena it needs and what separate
+ * allocations of every planned tensor would hold (outs may be NULL). */
+kiln_status kiln_engine_memory_plan(kiln_engine_t e, bool *has_plan, size_t *arena_bytes, size_t *naive_bytes);
+
+/* Layers: the engine's nodes in execution order. */
+typedef struct kiln_layer_info {
+    const char *name;          /* "" if unnamed */
+    const char *op;            /* op type, e.g. "FusedConv" */
+    const char *domain;        /* "ai.onnx" for the default domain */
+    const char *fused_from;    /* comma-separated ONNX nodes fused into this layer, "" if none */
+    const char *precision;     /* "fp32", "fp16", "int8", ... */
+    const char *tactic;        /* chosen kernel variant, "ref" for the default */
+    int num_inputs, num_outputs;
+} kiln_layer_info;
+int kiln_engine_num_layers(kiln_engine_t e);   /* -1 for NULL */
+kiln_status kiln_engine_layer(kiln_engine_t e, int i, kiln_layer_info *out);
+
+/* ---- context introspection ---- */
+/* Call before the context's first run: that run then plans memory itself (instead of adopting
+ * the engine's build-time plan) and records every value's dtype and shape, for
+ * kiln_context_layer_type. */
+kiln_status kiln_context_record_shapes(kiln_context_t c);
+/* Type of input or output k of layer i as recorded by the context's last planning run (weights:
+ * their constant shape; dtype KILN_DT_UNDEFINED if not recorded or the input is omitted).
+ * *is_weight (may be NULL) tells whether it is a constant. dim_names are all NULL. */
+kiln_status kiln_context_layer_type(kiln_context_t c, int i, kiln_io io, int k, kiln_type_info *out, bool *is_weight);
+/* Per-layer profiling: runs the context `runs` times (inputs must be bound) and stores in
+ * layer_ms[i] the mean time of layer i in milliseconds (kiln_engine_num_layers entries). */
+kiln_status kiln_context_profile(kiln_context_t c, int runs, double *layer_ms);
 
 /* ---- engine I/O and profile info (used by `kiln serve`; implemented in src/runtime/api_info.c) ---- */
 /* Declared element type and shape of one engine input or output. dims[d] = -1 where the

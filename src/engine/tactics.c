@@ -4,6 +4,7 @@
  * same cache reproduces the same choices byte for byte) and recording every tensor's size for the
  * engine's memory plan. */
 #include "engine.h"
+#include "../core/synth.h"
 #include "../runtime/exec.h"
 #include "../runtime/plan.h"
 #include <errno.h>
@@ -118,15 +119,6 @@ static kiln_status tune(void *user, kiln_kctx *ctx, const kiln_layer *layer)
     return st;
 }
 
-static uint64_t rng = 0x853c49e6748fea9bull;
-static double rnd01(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (double)(rng >> 11) / 9007199254740992.0;
-}
-
 bool kiln__builder_input_shapes(const struct kiln_engine *e, kiln_tensor *shapes)
 {
     const kiln_graph *g = e->g;
@@ -155,26 +147,20 @@ bool kiln__builder_input_shapes(const struct kiln_engine *e, kiln_tensor *shapes
     return true;
 }
 
-/* Synthetic inputs at the calibration shapes; false if some input has no concrete shape. */
+/* Synthetic inputs at the calibration shapes (values by the one rule of core/synth.h); false if
+ * some input has no concrete shape. */
 static bool make_inputs(const struct kiln_engine *e, kiln_tensor *ins)
 {
     const kiln_graph *g = e->g;
     if (!kiln__builder_input_shapes(e, ins))
         return false;
+    uint64_t rng = KILN_SYNTH_SEED;
     for (int i = 0; i < g->n_inputs; i++) {
-        const kiln_value *v = &g->values[g->inputs[i]];
         kiln_tensor shape = ins[i];
-        kiln_dtype dt = shape.dtype;
-        if (kiln__tensor_alloc(&ins[i], dt, shape.ndim, shape.dims) != KILN_OK)
+        if (kiln__tensor_alloc(&ins[i], shape.dtype, shape.ndim, shape.dims) != KILN_OK ||
+            kiln__synth_fill(&ins[i], g->values[g->inputs[i]].name, &rng) != KILN_OK) {
+            kiln_clear_last_error();   /* no calibration, as for dynamic shapes */
             return false;
-        /* integer inputs: token ids get small random values, type ids 0, anything else (masks,
-         * sizes, indices, counts) 1 — the value least likely to make the run huge or invalid */
-        bool ids = strstr(v->name, "ids") != NULL && strstr(v->name, "type") == NULL;
-        for (int64_t k = 0; k < kiln_tensor_numel(&ins[i]); k++) {
-            if (kiln__dtype_is_float(dt))
-                kiln__set_f64(dt, ins[i].data, k, rnd01() * 2 - 1);
-            else
-                kiln__set_i64(dt, ins[i].data, k, ids ? (int64_t)(rnd01() * 100) : strstr(v->name, "type") ? 0 : 1);
         }
     }
     return true;

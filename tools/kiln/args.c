@@ -74,3 +74,23 @@ bool cli_input_arg(const char *cmd, char *spec, cli_input_opts *o, int cap)
     o->file_paths[o->n_files++] = eq + 1;
     return true;
 }
+
+bool cli_shapes_parse(const char *opt, const char *spec, kiln_shapes_t *s)
+{
+    kiln_status st = kiln_shapes_parse(spec, s);
+    if (st == KILN_OK)
+        return true;
+    fprintf(stderr, "kiln: %s: %s\n", opt, kiln_last_error());   /* already escaped by the library */
+    return false;
+}
+
+bool cli_is_help(const char *arg)
+{
+    return !strcmp(arg, "--help") || !strcmp(arg, "-h");
+}
+
+int cli_help(const char *usage)
+{
+    fputs(usage, stdout);
+    return 0;
+}

@@ -13,24 +13,16 @@ int cmd_build(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 
-/* Shape specs "NAME:1x3x224x224,..." (shapespec.c: the one parser for every option taking them). */
-#define CLI_MAX_SHAPES 64
-typedef struct cli_shape {
-    char *name;
-    int ndim;
-    int64_t dims[KILN_MAX_DIMS];
-} cli_shape;
-typedef struct cli_shape_set {
-    int n;
-    cli_shape v[CLI_MAX_SHAPES];
-} cli_shape_set;
-/* Prints one error naming `opt` and returns false on any malformed spec (s is then empty). */
-bool cli_shapes_parse(const char *opt, const char *spec, cli_shape_set *s);
-const cli_shape *cli_shapes_find(const cli_shape_set *s, const char *name);
-void cli_shapes_free(cli_shape_set *s);
+/* Shape specs "NAME:1x3x224x224,..." through the library's one parser (kiln_shapes_parse):
+ * on a malformed spec prints its error naming the option `opt` and returns false (*s NULL). */
+bool cli_shapes_parse(const char *opt, const char *spec, kiln_shapes_t *s);
+
+/* --help / -h: every command prints its usage to stdout and exits 0. */
+bool cli_is_help(const char *arg);
+int cli_help(const char *usage);
 
 typedef struct cli_input_opts {
-    const cli_shape_set *shapes;   /* --shapes, or NULL */
+    kiln_shapes_t shapes;          /* --shapes, or NULL */
     int batch;                     /* > 0: overrides dim 0 of every input */
     int n_files;
     const char **file_names, **file_paths;
@@ -38,9 +30,9 @@ typedef struct cli_input_opts {
 /* Opens an engine file, or builds an engine in memory from an ONNX model. */
 /* load_flags: KILN_ENGINE_LOAD_* (--no-mmap: KILN_ENGINE_LOAD_COPY); ignored for a model, which is built */
 kiln_status cli_open_engine(const char *path, unsigned load_flags, kiln_engine_t *e);
-/* Fills ins[]/names[] (engine input order) with file data or random data of the right shape.
- * A --input or --shapes name that is not an input of the model is an error. */
-kiln_status cli_make_inputs(kiln_engine_t e, const cli_input_opts *o, kiln_tensor *ins, const char **names);
+/* Fills ins[]/names[] (engine input order) with file data or the library's synthetic data.
+ * A --input or --shapes name that is not an input of the model is an error (printed). */
+bool cli_make_inputs(kiln_engine_t e, const cli_input_opts *o, kiln_tensor *ins, const char **names);
 
 /* Strict option values (args.c): the whole text must be a number in [lo, hi] (finite, no trailing
  * text); otherwise an error naming `opt` is printed and false returned. */
@@ -64,11 +56,10 @@ bool lat_add(lat_stats *l, double v);   /* false when out of memory */
 void lat_percentiles(lat_stats *l, double *p50, double *p90, double *p99);   /* sorts the sample */
 void lat_free(lat_stats *l);
 
-/* Loads a tensor from .npy or ONNX TensorProto .pb (by extension). */
-kiln_status cli_load_tensor(const char *path, kiln_tensor *t);
 /* Output files of a run (outnames.c): an injective map from output names to file names. */
 char **cli_output_files(int n, const char *const *names);
-kiln_status cli_write_output_index(const char *dir, int n, const char *const *names, char *const *files);
+/* Writes DIR/outputs.json atomically; prints any error and returns the exit status (0 = ok). */
+int cli_write_output_index(const char *dir, int n, const char *const *names, char *const *files);
 /* Terminal-safe text for printing model-supplied strings (a ring of 8 buffers: valid until 8 more calls). */
 const char *cli_esc(const char *s);
 /* A JSON string; jansson refuses text that is not UTF-8, which is then stored escaped. */

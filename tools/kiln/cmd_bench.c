@@ -1,6 +1,5 @@
 /* kiln bench: throughput and latency percentiles of an engine (or a model, built in memory). */
 #include "cli.h"
-#include "core/core.h"
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -12,6 +11,10 @@ static double now_ms(void)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
+static const char usage[] =
+    "usage: kiln bench MODEL|ENGINE [--shapes NAME:DIMS,...] [--batch N] [--threads N] [--warmup N]\n"
+    "                  [--iterations N | --duration S] [--input NAME=FILE] [--json] [--no-mmap]\n";
+
 int cmd_bench(int argc, char **argv)
 {
     const char *path = NULL;
@@ -22,14 +25,17 @@ int cmd_bench(int argc, char **argv)
     bool json = false;
     unsigned load_flags = KILN_ENGINE_LOAD_DEFAULT;
     const char *fnames[64], *fpaths[64];
-    cli_shape_set shapes = {0};
+    kiln_shapes_t shapes = NULL;
     io.file_names = fnames;
     io.file_paths = fpaths;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc, ok = true;
-        if (!strcmp(a, "--shapes") && has && !io.shapes)
-            ok = cli_shapes_parse("--shapes", argv[++i], &shapes), io.shapes = &shapes;
+        if (cli_is_help(a)) {
+            kiln_shapes_free(shapes);
+            return cli_help(usage);
+        } else if (!strcmp(a, "--shapes") && has && !io.shapes)
+            ok = cli_shapes_parse("--shapes", argv[++i], &shapes), io.shapes = shapes;
         else if (!strcmp(a, "--batch") && has)
             ok = cli_int_opt("--batch", argv[++i], 1, INT32_MAX, &io.batch);
         else if (!strcmp(a, "--threads") && has)
@@ -49,18 +55,18 @@ int cmd_bench(int argc, char **argv)
         else if (a[0] != '-' && !path)
             path = a;
         else {
-            fprintf(stderr, "kiln bench: unexpected argument '%s'\n", a);
+            fprintf(stderr, "kiln bench: unexpected argument '%s'\n", cli_esc(a));
+            kiln_shapes_free(shapes);
             return 2;
         }
         if (!ok) {
-            cli_shapes_free(&shapes);
+            kiln_shapes_free(shapes);
             return 2;
         }
     }
     if (!path || (iters && duration)) {
-        fprintf(stderr, "usage: kiln bench MODEL|ENGINE [--shapes NAME:DIMS,...] [--batch N] [--threads N] [--warmup N]\n"
-                        "                  [--iterations N | --duration S] [--input NAME=FILE] [--json] [--no-mmap]\n");
-        cli_shapes_free(&shapes);
+        fputs(usage, stderr);
+        kiln_shapes_free(shapes);
         return 2;
     }
     if (!iters && !duration)
@@ -84,7 +90,9 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "kiln bench: out of memory\n");
         goto done;
     }
-    if ((st = cli_make_inputs(e, &io, ins, names)) != KILN_OK || (st = kiln_context_create(e, &c)) != KILN_OK) {
+    if (!cli_make_inputs(e, &io, ins, names))
+        goto done;
+    if ((st = kiln_context_create(e, &c)) != KILN_OK) {
         rc = cli_die(st, "preparing inputs");
         goto done;
     }
@@ -124,7 +132,7 @@ int cmd_bench(int argc, char **argv)
     lat_percentiles(&ls, &p50, &p90, &p99);
     int batch = nin && ins[0].ndim > 0 ? (int)ins[0].dims[0] : 1;
     double thr = n ? (double)batch * (double)n / (total / 1e3) : 0;
-    int th = kiln__resolve_threads(threads);
+    int th = kiln_resolve_threads(threads);
     if (json) {
         printf("{\"throughput\": %.3f, \"latency_ms\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f, "
                "\"min\": %.4f, \"max\": %.4f}, \"batch\": %d, \"iterations\": %lld, \"precision\": \"fp32\", "
@@ -144,7 +152,7 @@ done:
     free(ins);
     free(names);
     lat_free(&ls);
-    cli_shapes_free(&shapes);
+    kiln_shapes_free(shapes);
     kiln_context_free(c);
     kiln_engine_free(e);
     return rc;

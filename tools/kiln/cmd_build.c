@@ -1,23 +1,60 @@
 /* kiln build: ONNX model -> optimized engine file (.kiln). */
 #include "cli.h"
-#include "core/core.h"
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_PROFILES 16
-#define MAX_RANGES CLI_MAX_SHAPES
+#define MAX_RANGES KILN_MAX_SHAPES
+
+static const char usage[] =
+    "usage: kiln build MODEL.onnx -o OUT.kiln [--passes-report] [--no-optimize] [--no-tactics]\n"
+    "       [--shapes NAME:DIMS,...] [--min-shapes ... --opt-shapes ... --max-shapes ...]\n"
+    "       [--timing-cache FILE] [--build-run-budget SECONDS (default 60)]\n"
+    "       (repeat --min/--opt/--max-shapes or --shapes for more profiles)\n";
+
+/* Entry k of s: name and dims. */
+static const char *entry(kiln_shapes_t s, int k, int *ndim, int64_t *dims)
+{
+    const char *name = NULL;
+    kiln_shapes_get(s, k, &name, ndim, dims);
+    return name;
+}
+
+/* Fills r from the min/opt/max sets of one profile for input k of `mins` (opts may be NULL: opt = max). */
+static bool make_range(kiln_shapes_t mins, kiln_shapes_t opts, kiln_shapes_t maxs, int k, kiln_shape_range *r)
+{
+    int64_t dims[KILN_MAX_DIMS];
+    memset(r, 0, sizeof *r);
+    r->input = entry(mins, k, &r->ndim, r->min);
+    int km = kiln_shapes_find(maxs, r->input), ko = opts ? kiln_shapes_find(opts, r->input) : -1, nd = -1;
+    bool ok = km >= 0 && (!opts || ko >= 0);
+    if (ok && (entry(maxs, km, &nd, r->max), nd != r->ndim))
+        ok = false;
+    if (ok && ko >= 0 && (entry(opts, ko, &nd, dims), nd != r->ndim))
+        ok = false;
+    if (!ok) {
+        fprintf(stderr, "kiln build: input '%s' needs min, opt and max shapes of the same rank\n", cli_esc(r->input));
+        return false;
+    }
+    for (int d = 0; d < r->ndim; d++)
+        r->opt[d] = ko >= 0 ? dims[d] : r->max[d];
+    return true;
+}
 
 int cmd_build(int argc, char **argv)
 {
     const char *model_path = NULL, *out_path = NULL, *cache = NULL;
     bool report = false, no_opt = false, no_tactics = false;
     double budget = 0;
-    cli_shape_set mins[MAX_PROFILES] = {0}, opts_[MAX_PROFILES] = {0}, maxs[MAX_PROFILES] = {0}, fixed[MAX_PROFILES] = {0};
+    kiln_shapes_t mins[MAX_PROFILES] = {0}, opts_[MAX_PROFILES] = {0}, maxs[MAX_PROFILES] = {0}, fixed[MAX_PROFILES] = {0};
     int nmin = 0, nopt = 0, nmax = 0, nfixed = 0, rc = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
-        if (!strcmp(a, "-o") && has)
+        if (cli_is_help(a)) {
+            rc = cli_help(usage);
+            goto done;
+        } else if (!strcmp(a, "-o") && has)
             out_path = argv[++i];
         else if (!strcmp(a, "--passes-report"))
             report = true;
@@ -51,10 +88,7 @@ int cmd_build(int argc, char **argv)
         }
     }
     if (!model_path || !out_path) {
-        fprintf(stderr, "usage: kiln build MODEL.onnx -o OUT.kiln [--passes-report] [--no-optimize] [--no-tactics]\n"
-                        "       [--shapes NAME:DIMS,...] [--min-shapes ... --opt-shapes ... --max-shapes ...]\n"
-                        "       [--timing-cache FILE] [--build-run-budget SECONDS (default 60)]\n"
-                        "       (repeat --min/--opt/--max-shapes or --shapes for more profiles)\n");
+        fputs(usage, stderr);
         goto done;
     }
     if (nmin != nmax || (nopt && nopt != nmin)) {
@@ -65,50 +99,32 @@ int cmd_build(int argc, char **argv)
     kiln_shape_range ranges[2 * MAX_PROFILES][MAX_RANGES];
     int np = 0;
     for (int p = 0; p < nmin; p++, np++) {
-        if (mins[p].n != maxs[p].n || (nopt && opts_[p].n != mins[p].n)) {
+        int n = kiln_shapes_count(mins[p]);
+        if (n != kiln_shapes_count(maxs[p]) || (nopt && kiln_shapes_count(opts_[p]) != n)) {
             fprintf(stderr, "kiln build: profile %d: min/opt/max name different inputs\n", p);
             goto done;
         }
-        for (int k = 0; k < mins[p].n; k++) {
-            kiln_shape_range *r = &ranges[np][k];
-            memset(r, 0, sizeof *r);
-            r->input = mins[p].v[k].name;
-            r->ndim = mins[p].v[k].ndim;
-            int km = -1, ko = -1;
-            for (int j = 0; j < maxs[p].n; j++)
-                if (!strcmp(maxs[p].v[j].name, r->input))
-                    km = j;
-            for (int j = 0; nopt && j < opts_[p].n; j++)
-                if (!strcmp(opts_[p].v[j].name, r->input))
-                    ko = j;
-            if (km < 0 || (nopt && ko < 0) || maxs[p].v[km].ndim != r->ndim || (ko >= 0 && opts_[p].v[ko].ndim != r->ndim)) {
-                fprintf(stderr, "kiln build: input '%s' needs min, opt and max shapes of the same rank\n", r->input);
+        for (int k = 0; k < n; k++)
+            if (!make_range(mins[p], nopt ? opts_[p] : NULL, maxs[p], k, &ranges[np][k]))
                 goto done;
-            }
-            for (int d = 0; d < r->ndim; d++) {
-                r->min[d] = mins[p].v[k].dims[d];
-                r->max[d] = maxs[p].v[km].dims[d];
-                r->opt[d] = ko >= 0 ? opts_[p].v[ko].dims[d] : r->max[d];
-            }
-        }
-        profiles[np] = (kiln_profile){mins[p].n, ranges[np]};
+        profiles[np] = (kiln_profile){n, ranges[np]};
     }
     for (int p = 0; p < nfixed; p++, np++) {
-        for (int k = 0; k < fixed[p].n; k++) {
+        int n = kiln_shapes_count(fixed[p]);
+        for (int k = 0; k < n; k++) {
             kiln_shape_range *r = &ranges[np][k];
             memset(r, 0, sizeof *r);
-            r->input = fixed[p].v[k].name;
-            r->ndim = fixed[p].v[k].ndim;
-            for (int d = 0; d < r->ndim; d++)
-                r->min[d] = r->opt[d] = r->max[d] = fixed[p].v[k].dims[d];
+            r->input = entry(fixed[p], k, &r->ndim, r->min);
+            memcpy(r->opt, r->min, sizeof r->min);
+            memcpy(r->max, r->min, sizeof r->min);
         }
-        profiles[np] = (kiln_profile){fixed[p].n, ranges[np]};
+        profiles[np] = (kiln_profile){n, ranges[np]};
     }
     /* the engine replaces -o atomically: it must not name the model or the timing cache (by any
      * spelling, hard link or symlink) */
-    if (kiln__same_file(out_path, model_path) || (cache && (kiln__same_file(out_path, cache) || !strcmp(out_path, cache)))) {
+    if (kiln_same_file(out_path, model_path) || (cache && (kiln_same_file(out_path, cache) || !strcmp(out_path, cache)))) {
         fprintf(stderr, "kiln build: -o '%s' names the %s; refusing to overwrite it\n", out_path,
-                kiln__same_file(out_path, model_path) ? "input model" : "timing cache");
+                kiln_same_file(out_path, model_path) ? "input model" : "timing cache");
         goto done;
     }
     kiln_model_t m = NULL;
@@ -144,10 +160,10 @@ int cmd_build(int argc, char **argv)
     rc = 0;
 done:
     for (int p = 0; p < MAX_PROFILES; p++) {
-        cli_shapes_free(&mins[p]);
-        cli_shapes_free(&opts_[p]);
-        cli_shapes_free(&maxs[p]);
-        cli_shapes_free(&fixed[p]);
+        kiln_shapes_free(mins[p]);
+        kiln_shapes_free(opts_[p]);
+        kiln_shapes_free(maxs[p]);
+        kiln_shapes_free(fixed[p]);
     }
     return rc;
 }

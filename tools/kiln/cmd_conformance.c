@@ -1,7 +1,6 @@
 /* kiln conformance: runs ONNX backend test directories (model.onnx + test_data_set_N/{input,output}_K.pb).
  * Each test runs in a forked child with a time limit, so a crash or hang is reported, not fatal. */
 #include "cli.h"
-#include "core/core.h"
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -335,6 +334,10 @@ static int run_isolated(const char *dir, int threads, int timeout_s, char *msg, 
     return code;
 }
 
+static const char usage[] =
+    "usage: kiln conformance DIR... [--expect PASSLIST] [--write-passes FILE] [--filter SUBSTR] [--threads N]\n"
+    "                        [--timeout S] [--quiet] [--optimize]\n";
+
 int cmd_conformance(int argc, char **argv)
 {
     strlist tests = {0}, expected = {0};
@@ -359,9 +362,11 @@ int cmd_conformance(int argc, char **argv)
             quiet = true;
         else if (!strcmp(argv[i], "--optimize"))
             g_optimize = true;
-        else if (argv[i][0] == '-') {
-            fprintf(stderr, "usage: kiln conformance DIR... [--expect PASSLIST] [--write-passes FILE] [--filter SUBSTR]"
-                            " [--threads N] [--timeout S] [--quiet] [--optimize]\n");
+        else if (cli_is_help(argv[i])) {
+            rc = cli_help(usage);
+            goto out;
+        } else if (argv[i][0] == '-') {
+            fputs(usage, stderr);
             goto out;
         } else
             find_tests(argv[i], &tests, 0);
@@ -384,8 +389,8 @@ int cmd_conformance(int argc, char **argv)
         }
         fclose(f);
     }
-    kiln__afile wf = {0};   /* the pass list replaces --write-passes atomically at the end */
-    kiln_status wst = write_file ? kiln__afile_open(&wf, write_file) : KILN_OK;
+    kiln_atomic_file_t wf = NULL;   /* the pass list replaces --write-passes atomically at the end */
+    kiln_status wst = write_file ? kiln_atomic_file_open(write_file, &wf) : KILN_OK;
     if (wst != KILN_OK) {
         rc = cli_die(wst, "--write-passes");
         goto out;
@@ -413,8 +418,10 @@ int cmd_conformance(int argc, char **argv)
         verdict[t] = r;
         if (r == R_PASS) {
             np++;
-            if (wf.f)
-                fprintf(wf.f, "%s\n", id);
+            if (wf) {   /* a write error is reported by the commit */
+                kiln_atomic_file_write(wf, id, strlen(id));
+                kiln_atomic_file_write(wf, "\n", 1);
+            }
         } else if (r == R_FAIL)
             nf++;
         else
@@ -429,7 +436,7 @@ int cmd_conformance(int argc, char **argv)
                 }
         fflush(stdout);
     }
-    bool write_failed = wf.f && (wst = kiln__afile_commit(&wf)) != KILN_OK;
+    bool write_failed = wf && (wst = kiln_atomic_file_commit(wf)) != KILN_OK;
     if (write_failed)
         cli_die(wst, "--write-passes");
     printf("%d passed, %d failed, %d skipped\n", np, nf, ns);

@@ -1,7 +1,6 @@
 /* kiln run: run a model on .npy / .pb inputs and write every output as .npy (file names from
  * outnames.c, listed in DIR/outputs.json). */
 #include "cli.h"
-#include "core/core.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,9 +9,9 @@
 /* An output file must not replace the model or an input file (by any spelling or link). */
 static bool clobbers(const char *path, const char *model_path, const cli_input_opts *io)
 {
-    const char *what = kiln__same_file(path, model_path) ? "the model" : NULL;
+    const char *what = kiln_same_file(path, model_path) ? "the model" : NULL;
     for (int k = 0; !what && k < io->n_files; k++)
-        if (kiln__same_file(path, io->file_paths[k]))
+        if (kiln_same_file(path, io->file_paths[k]))
             what = "an input file";
     if (what)
         fprintf(stderr, "kiln run: output file '%s' is %s; refusing to overwrite it (choose another --output-dir)\n",
@@ -46,14 +45,16 @@ static int write_outputs(const char *out_dir, int nout, const char **onames, con
         else
             printf("%s -> %s\n", cli_esc(onames[o]), cli_esc(path));
     }
-    kiln_status st = rc ? KILN_OK : cli_write_output_index(out_dir, nout, onames, files);
-    if (st != KILN_OK)
-        rc = cli_die(st, "writing output index");
+    if (!rc)
+        rc = cli_write_output_index(out_dir, nout, onames, files);
     for (int o = 0; o < nout; o++)
         free(files[o]);
     free(files);
     return rc;
 }
+
+static const char usage[] =
+    "usage: kiln run MODEL.onnx|M.kiln --input NAME=FILE ... --output-dir DIR [--threads N] [--no-optimize] [--no-mmap]\n";
 
 int cmd_run(int argc, char **argv)
 {
@@ -74,7 +75,10 @@ int cmd_run(int argc, char **argv)
         goto done;
     cli_catch_sigint();
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--input") && i + 1 < argc) {
+        if (cli_is_help(argv[i])) {
+            rc = cli_help(usage);
+            goto done;
+        } else if (!strcmp(argv[i], "--input") && i + 1 < argc) {
             if (!cli_input_arg("run", argv[++i], &io, argc))
                 goto done;
         } else if (!strcmp(argv[i], "--output-dir") && i + 1 < argc) {
@@ -94,11 +98,11 @@ int cmd_run(int argc, char **argv)
         }
     }
     if (!model_path || !out_dir) {
-        fprintf(stderr, "usage: kiln run MODEL.onnx|M.kiln --input NAME=FILE ... --output-dir DIR [--threads N] [--no-optimize] [--no-mmap]\n");
+        fputs(usage, stderr);
         goto done;
     }
     for (; nloaded < io.n_files; nloaded++) {
-        kiln_status st = cli_load_tensor(io.file_paths[nloaded], &ins[nloaded]);
+        kiln_status st = kiln_tensor_read(io.file_paths[nloaded], &ins[nloaded]);
         if (st != KILN_OK) {
             rc = cli_die(st, "reading input");
             goto done;

@@ -9,7 +9,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "kiln %s — ONNX inference optimizer and runtime\n\n"
-            "usage: kiln <command> [options]\n\n"
+            "usage: kiln <command> [options]      (kiln <command> --help: the usage of one command)\n\n"
             "commands:\n"
             "  run MODEL.onnx|M.kiln --input NAME=FILE.npy|.pb ... --output-dir DIR [--threads N]\n"
             "                      run a model, write DIR/<output>.npy for every output\n"

@@ -8,7 +8,6 @@
  *     on case-insensitive file systems) gets a "~2", "~3"... suffix.
  * DIR/outputs.json (name -> file) records the map. */
 #include "cli.h"
-#include "core/core.h"
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +80,7 @@ char **cli_output_files(int n, const char *const *names)
     return files;
 }
 
-kiln_status cli_write_output_index(const char *dir, int n, const char *const *names, char *const *files)
+int cli_write_output_index(const char *dir, int n, const char *const *names, char *const *files)
 {
     json_t *root = json_object();
     for (int i = 0; i < n; i++)
@@ -94,9 +93,15 @@ kiln_status cli_write_output_index(const char *dir, int n, const char *const *na
     snprintf(path, sizeof path, "%s/outputs.json", dir);
     if (line)
         snprintf(line, strlen(text) + 2, "%s\n", text);
-    kiln_status st = line ? kiln__write_file_atomic(path, line, strlen(line))
-                          : kiln__err(KILN_ERR_NOMEM, "out of memory writing '%s'", path);
+    int rc = 0;
+    if (!line) {
+        fprintf(stderr, "kiln: writing output index: out of memory writing '%s'\n", cli_esc(path));
+        rc = 1;
+    } else {
+        kiln_status st = kiln_write_file_atomic(path, line, strlen(line));
+        rc = st != KILN_OK ? cli_die(st, "writing output index") : 0;
+    }
     free(text);
     free(line);
-    return st;
+    return rc;
 }

@@ -1,8 +1,7 @@
 /* Helpers shared by the CLI subcommands. */
 #include "cli.h"
-#include "core/core.h"
-#include <stdlib.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 
 static volatile sig_atomic_t interrupted;
@@ -27,14 +26,6 @@ void cli_catch_sigint(void)
 
 bool cli_interrupted(void) { return interrupted != 0; }
 
-kiln_status cli_load_tensor(const char *path, kiln_tensor *t)
-{
-    size_t l = strlen(path);
-    if (l > 3 && strcmp(path + l - 3, ".pb") == 0)
-        return kiln_tensor_pb_read(path, t);
-    return kiln_npy_read(path, t);
-}
-
 const char *cli_esc(const char *s)
 {
     /* a ring of buffers so that one printf can escape several arguments */
@@ -43,7 +34,7 @@ const char *cli_esc(const char *s)
     static int next;
     int k = next;
     next = (next + 1) % 8;
-    size_t need = kiln__escape(NULL, 0, s) + 1;
+    size_t need = kiln_escape(NULL, 0, s) + 1;
     if (need > cap[k]) {
         char *p = realloc(ring[k], need);
         if (!p)
@@ -51,7 +42,7 @@ const char *cli_esc(const char *s)
         ring[k] = p;
         cap[k] = need;
     }
-    kiln__escape(ring[k], need, s);
+    kiln_escape(ring[k], need, s);
     return ring[k];
 }
 
