@@ -369,7 +369,7 @@ const char *kiln_op_name(int op);        /* NULL if out of range */
 bool kiln_op_has_kernel(int op);         /* false if out of range */
 
 /* ---- engine information ---- */
-int kiln_engine_num_profiles(kiln_engine_t e);   /* 0 for NULL (src/runtime/api_info.c) */
+int kiln_engine_num_profiles(kiln_engine_t e);   /* 0 for NULL */
 int kiln_engine_profile_num_ranges(kiln_engine_t e, int profile);   /* -1 on a bad argument */
 /* Range k of a profile; out->input is valid while e lives. */
 kiln_status kiln_engine_profile_range(kiln_engine_t e, int profile, int k, kiln_shape_range *out);
@@ -404,23 +404,6 @@ kiln_status kiln_context_layer_type(kiln_context_t c, int i, kiln_io io, int k, 
  * layer_ms[i] the mean time of layer i in milliseconds (kiln_engine_num_layers entries). */
 kiln_status kiln_context_profile(kiln_context_t c, int runs, double *layer_ms);
 
-/* ---- engine I/O and profile info (used by `kiln serve`; implemented in src/runtime/api_info.c) ---- */
-/* Declared element type and shape of one engine input or output. dims[d] = -1 where the
- * dimension is dynamic (symbolic or unknown); ndim = -1 when even the rank is unknown;
- * dtype = KILN_DT_UNDEFINED when the model does not declare it. `name` is owned by the engine. */
-typedef struct kiln_io_info {
-    const char *name;
-    kiln_dtype dtype;
-    int ndim;
-    int64_t dims[KILN_MAX_DIMS];
-} kiln_io_info;
-kiln_status kiln_engine_io_info(kiln_engine_t e, bool output, int i, kiln_io_info *out);
-int kiln_engine_num_profiles(kiln_engine_t e);
-/* min/opt/max of input `input` in profile `p` (arrays of KILN_MAX_DIMS); KILN_ERR_INVALID_ARG if the
- * profile or the input is not there. */
-kiln_status kiln_engine_profile_shape(kiln_engine_t e, int p, const char *input, int *ndim, int64_t *min,
-                                      int64_t *opt, int64_t *max);
-/* ---- end of engine I/O and profile info ---- */
 
 /* ---- post-training calibration (implemented in src/runtime/api_calib.c and src/quant/) ----
  * Runs the model on calibration data and chooses, for every float activation (graph inputs and

@@ -18,6 +18,8 @@ kiln_status kiln_engine_io_dim(kiln_engine_t e, kiln_io io, int i, int d, int64_
     return kiln__graph_io_dim("kiln_engine_io_dim", e->g, io, i, d, size, name);
 }
 
+int kiln_engine_num_profiles(kiln_engine_t e) { return e ? e->n_profiles : 0; }
+
 int kiln_engine_profile_num_ranges(kiln_engine_t e, int profile)
 {
     NEED(e, "kiln_engine_profile_num_ranges", -1);

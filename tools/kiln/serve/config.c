@@ -235,7 +235,31 @@ static sv_io *io_for(sv_io *arr, int *n, const char *name)
 }
 
 /* Merges one engine i/o into the config entry; engine dims (-1 = dynamic) are the truth where fixed. */
-static bool merge_io(sv_io *x, const kiln_io_info *inf, int batch_dims, const char *what, char *err, size_t errlen)
+/* Declared name, dtype and shape of one engine input or output (ndim -1: rank unknown or above
+ * KILN_MAX_DIMS; dims[d] -1: not a fixed size). */
+typedef struct io_decl {
+    const char *name;
+    kiln_dtype dtype;
+    int ndim;
+    int64_t dims[KILN_MAX_DIMS];
+} io_decl;
+
+static kiln_status io_decl_get(kiln_engine_t e, bool output, int i, io_decl *d)
+{
+    kiln_type_info t;
+    kiln_status st = kiln_engine_io_type(e, output ? KILN_IO_OUTPUT : KILN_IO_INPUT, i, &t);
+    if (st != KILN_OK)
+        return st;
+    memset(d, 0, sizeof *d);
+    d->name = output ? kiln_engine_output_name(e, i) : kiln_engine_input_name(e, i);
+    d->dtype = t.dtype;
+    d->ndim = t.rank > KILN_MAX_DIMS ? -1 : t.rank;
+    for (int k = 0; k < d->ndim; k++)
+        d->dims[k] = t.dims[k];
+    return KILN_OK;
+}
+
+static bool merge_io(sv_io *x, const io_decl *inf, int batch_dims, const char *what, char *err, size_t errlen)
 {
     kiln_dtype dt = inf->dtype != KILN_DT_UNDEFINED ? inf->dtype : KILN_DT_FLOAT32;
     if (x->dtype != KILN_DT_UNDEFINED && x->dtype != dt)
@@ -269,12 +293,12 @@ bool sv_config_complete(sv_config *c, kiln_engine_t e, char *err, size_t errlen)
     int ni = kiln_engine_num_inputs(e), no = kiln_engine_num_outputs(e);
     if (ni > SV_MAX_IO || no > SV_MAX_IO)
         return ERR("model has more than %d inputs or outputs", SV_MAX_IO);
-    kiln_io_info ii[SV_MAX_IO], oi[SV_MAX_IO];
+    io_decl ii[SV_MAX_IO], oi[SV_MAX_IO];
     bool all_dyn0 = ni > 0;
     for (int k = 0; k < ni + no; k++) {
         bool out = k >= ni;
-        kiln_io_info *inf = out ? &oi[k - ni] : &ii[k];
-        if (kiln_engine_io_info(e, out, out ? k - ni : k, inf) != KILN_OK)
+        io_decl *inf = out ? &oi[k - ni] : &ii[k];
+        if (io_decl_get(e, out, out ? k - ni : k, inf) != KILN_OK)
             return ERR("%s", kiln_last_error());
         all_dyn0 = all_dyn0 && inf->ndim >= 1 && inf->dims[0] < 0;
     }
