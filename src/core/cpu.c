@@ -2,6 +2,9 @@
  * of threads may ask at the same time. Every ISA-specific kernel path asks kiln__cpu_has(). */
 #include "core.h"
 #include <pthread.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 static unsigned cpu_features;   /* written once under cpu_once, read-only afterwards */
@@ -19,7 +22,10 @@ static void detect(void)
         f |= KILN_CPU_AVX512F;
     if (__builtin_cpu_supports("avx512dq"))
         f |= KILN_CPU_AVX512DQ;
-    if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx"))
+    /* F16C from CPUID leaf 1 (clang 14's __builtin_cpu_supports has no "f16c"); "avx" also
+     * checks that the OS saves the YMM state */
+    unsigned a, b, c, d;
+    if (__builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C))
         f |= KILN_CPU_F16C;
 #endif
     cpu_features = f;
