@@ -125,7 +125,7 @@ static void test_cache_roundtrip(void)
         CHECK(same_file_text(p, copy));
         free(copy);
     }
-    const char *garbage[] = {"", "hello\n", "# kiln calibration cache\n", "\x7f" "ELF\x01\x02"};
+    const char *garbage[] = {"", "hello\n", "# kiln calibration cache\n", "\177ELF\x01\x02"};
     for (size_t k = 0; k < sizeof garbage / sizeof garbage[0]; k++) {
         CHECK(kiln__write_file_atomic(p, garbage[k], strlen(garbage[k])) == KILN_OK);
         CHECK(kiln__calib_cache_read(p, t.model_hash, true, 42, "percentile:99.9", &r, &exists) == KILN_ERR_PARSE);
