@@ -1,7 +1,10 @@
 /* Running an engine: interface getters, profile checks, execution. */
 #include "engine.h"
 #include "../runtime/model.h"
+#include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int kiln_engine_num_inputs(kiln_engine_t e) { return e ? e->g->n_inputs : 0; }
 int kiln_engine_num_outputs(kiln_engine_t e) { return e ? e->g->n_outputs : 0; }
@@ -18,12 +21,15 @@ const char *kiln_engine_output_name(kiln_engine_t e, int i)
 
 bool kiln_is_engine_file(const char *path)
 {
-    FILE *f = path ? fopen(path, "rb") : NULL;
-    if (!f)
+    /* non-blocking and regular files only, as every other reader: a FIFO must not hang the probe */
+    int fd = path ? open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC) : -1;
+    if (fd < 0)
         return false;
+    struct stat sb;
     char m[8];
-    bool ok = fread(m, 1, 8, f) == 8 && memcmp(m, KILN_ENGINE_MAGIC, 8) == 0;
-    fclose(f);
+    bool ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && pread(fd, m, 8, 0) == 8 &&
+              memcmp(m, KILN_ENGINE_MAGIC, 8) == 0;
+    close(fd);
     return ok;
 }
 

@@ -179,6 +179,7 @@ expect_err "directory as model" "not a regular file" "$KILN" info "$T/adir"
 expect_err "directory as input" "not a regular file" "$KILN" run "$M" --input input="$T/adir" --output-dir "$T/x"
 mkfifo "$T/fifo"
 expect_err "FIFO as input" "not a regular file" "$KILN" run "$M" --input input="$T/fifo" --output-dir "$T/x"
+expect_err "FIFO as model (engine probe must not block)" "not a regular file" "$KILN" run "$T/fifo" --output-dir "$T/x"
 $PY - "$T/huge.npy" <<'PYEOF'
 import sys
 h = b"{'descr': '<f4', 'fortran_order': False, 'shape': (2147483647,), }"
