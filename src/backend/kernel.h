@@ -40,7 +40,22 @@ struct kiln_kctx {
     int nthreads;                  /* threads this layer may use, >= 1 (at most the pool's) */
     const kiln_krt *rt;            /* NULL: outputs on the heap, no subgraphs (constant folding, tests) */
     void *rt_user;                 /* the runtime's state for rt's functions */
+    /* The layer's prepared data (kiln_layer.blob: weights packed at build time by the op's
+     * kiln_kernel_prep_fn), or NULL: the kernel works from its inputs alone. Read-only, 64-byte
+     * aligned, possibly memory-mapped from an engine file: a kernel validates its header before
+     * trusting it and never writes to it. */
+    const void *prepared;
+    size_t prepared_size;
 };
+
+/* Build-time preparation of one layer: from the node and its constant inputs (consts[i] == NULL
+ * where input i is not a constant) makes opaque bytes that the kernel later reads through
+ * ctx->prepared (packed GEMM panels, transformed filters, quantized weights ...). The bytes are
+ * stored verbatim in the engine, so they hold no pointers, and start with a header naming their
+ * layout (and the ISA it needs) so that a kernel can refuse data it does not understand.
+ * *blob == NULL (KILN_OK) means nothing to prepare. *blob is allocated with kiln__malloc. */
+typedef kiln_status (*kiln_kernel_prep_fn)(const kiln_node *n, int n_in, const kiln_tensor *const *consts,
+                                           void **blob, size_t *size);
 
 typedef kiln_status (*kiln_kernel_fn)(kiln_kctx *ctx);
 

@@ -76,6 +76,8 @@ static void cpu_release(const kiln_backend *be, kiln_layer *l)
 static kiln_status cpu_run(const kiln_backend *be, const kiln_layer *l, kiln_kctx *ctx)
 {
     (void)be;
+    ctx->prepared = l->blob;
+    ctx->prepared_size = l->blob_size;
     return l->fn(ctx);
 }
 
