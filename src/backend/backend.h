@@ -56,6 +56,8 @@ typedef struct kiln_layer {
                                    * borrowed (restored by `load` from an engine's mapping, used in place) */
     uint32_t replaces;            /* bit i: the layer never reads input i's data (its blob holds it in the
                                    * backend's layout), so an engine need not store that constant */
+    uint32_t needs_isa;           /* what a host needs to use blob (CPU: KILN_ISA_* bits of the engine
+                                   * header), recorded in the engine when a replaced constant is dropped */
 } kiln_layer;
 
 typedef struct kiln_backend_ops {

@@ -98,6 +98,7 @@ static kiln_status cpu_prepare(const kiln_backend *be, const kiln_node *n, const
         return kiln__err(KILN_ERR_INTERNAL, "node '%s': prepared data without a valid header", n->name);
     }
     out->replaces = h.replaces;
+    out->needs_isa = h.engine_isa;
     return own_aligned(out, blob, size);
 }
 
@@ -111,13 +112,14 @@ static kiln_status cpu_load(const kiln_backend *be, const kiln_node *n, int kern
     if (!size)
         return KILN_OK;
     kiln_prep_hdr h;
-    if (!kiln__prep_header(blob, size, &h) || !kiln__cpu_prep_fn(n->op))
+    if (!kiln__prep_header(blob, size, &h) || !kiln__prep_fits_op(n->op, &h))
         return kiln__err(KILN_ERR_PARSE, "node '%s': invalid prepared data for the CPU backend (%zu bytes)", n->name,
                          size);
     /* borrowed: the blob stays where it is (an engine's read-only mapping), nothing is copied */
     out->blob = (void *)blob;
     out->blob_size = size;
     out->replaces = h.replaces;
+    out->needs_isa = h.engine_isa;
     return KILN_OK;
 }
 

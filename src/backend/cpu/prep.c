@@ -77,6 +77,14 @@ bool kiln__prep_header(const void *blob, size_t size, kiln_prep_hdr *h)
            h->payload_bytes == size - KILN_PREP_HDR_BYTES;
 }
 
+bool kiln__prep_fits_op(kiln_op op, const kiln_prep_hdr *h)
+{
+    bool conv = op == KILN_OP_Conv || op == KILN_OP_FusedConv;
+    bool gemm = op == KILN_OP_MatMul || op == KILN_OP_Gemm || op == KILN_OP_FusedMatMul || op == KILN_OP_FusedGemm;
+    uint32_t want = conv ? KILN_PREP_WINO_F23 : gemm ? KILN_PREP_GEMM_B : 0;
+    return want && h->layout == want && (h->replaces & ~(1u << 1)) == 0;
+}
+
 const void *kiln__prep_check(const kiln_kctx *ctx, uint32_t layout, kiln_dtype dt, int ndims, const int64_t *dims,
                              uint64_t payload_bytes)
 {

@@ -50,6 +50,9 @@ void *kiln__prep_alloc(uint32_t layout, uint32_t replaces, kiln_dtype dt, int nd
  * this host, else NULL (no error recorded). */
 const void *kiln__prep_check(const kiln_kctx *ctx, uint32_t layout, kiln_dtype dt, int ndims, const int64_t *dims,
                              uint64_t payload_bytes);
+/* Whether a header names a layout op's prepare function makes, replacing only the input it packs
+ * (the weights, input 1): what `load` accepts from an engine. */
+bool kiln__prep_fits_op(kiln_op op, const kiln_prep_hdr *h);
 /* Reads a blob's header (for the backend's load and the builder); false when it is not one. */
 bool kiln__prep_header(const void *blob, size_t size, kiln_prep_hdr *h);
 /* Error for a kernel whose weights input was dropped from the engine (data NULL) while its
