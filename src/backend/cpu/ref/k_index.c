@@ -145,39 +145,57 @@ typedef struct {
 
 static inline bool kp_lt(const kpair *a, const kpair *b) { return a->k < b->k || (a->k == b->k && a->i < b->i); }
 
-static void kp_sort(kpair *a, kpair *tmp, int64_t n)
+/* The one stable sort of this file: insertion-sorted runs of `run` elements, then bottom-up
+ * merges between a and tmp (n elements of es bytes each; tmp as large as a). lt(x, y, user):
+ * x orders strictly before y. Always inlined, so each caller gets a copy specialized for its
+ * element size and comparison. */
+typedef bool (*msort_lt)(const void *x, const void *y, const void *user);
+
+static inline __attribute__((always_inline)) void msort(void *va, void *vtmp, int64_t n, size_t es, msort_lt lt,
+                                                        const void *user, int64_t run)
 {
-    const int64_t RUN = 16;
-    for (int64_t s = 0; s < n; s += RUN) { /* insertion sort runs */
-        int64_t e = s + RUN < n ? s + RUN : n;
+    uint8_t *a = va, v[16];
+    for (int64_t s = 0; s < n; s += run) { /* insertion sort runs */
+        int64_t e = s + run < n ? s + run : n;
         for (int64_t i = s + 1; i < e; i++) {
-            kpair v = a[i];
+            memcpy(v, a + i * es, es);
             int64_t j = i - 1;
-            while (j >= s && kp_lt(&v, &a[j])) {
-                a[j + 1] = a[j];
+            while (j >= s && lt(v, a + j * es, user)) {
+                memcpy(a + (j + 1) * es, a + j * es, es);
                 j--;
             }
-            a[j + 1] = v;
+            memcpy(a + (j + 1) * es, v, es);
         }
     }
-    kpair *src = a, *dst = tmp;
-    for (int64_t w = RUN; w < n; w *= 2) {
+    uint8_t *src = a, *dst = vtmp;
+    for (int64_t w = run; w < n; w *= 2) {
         for (int64_t lo = 0; lo < n; lo += 2 * w) {
             int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
             int64_t i = lo, j = mid, k = lo;
             while (i < mid && j < hi)
-                dst[k++] = kp_lt(&src[j], &src[i]) ? src[j++] : src[i++];
-            while (i < mid)
-                dst[k++] = src[i++];
-            while (j < hi)
-                dst[k++] = src[j++];
+                memcpy(dst + k++ * es, lt(src + j * es, src + i * es, user) ? src + j++ * es : src + i++ * es, es);
+            memcpy(dst + k * es, src + i * es, (size_t)(mid - i) * es);
+            k += mid - i;
+            memcpy(dst + k * es, src + j * es, (size_t)(hi - j) * es);
         }
-        kpair *t = src;
+        uint8_t *t = src;
         src = dst;
         dst = t;
     }
     if (src != a)
-        memcpy(a, src, sizeof(kpair) * (size_t)n);
+        memcpy(a, src, es * (size_t)n);
+}
+
+static bool kp_lt_v(const void *x, const void *y, const void *user)
+{
+    (void)user;
+    return kp_lt(x, y);
+}
+
+static void kp_sort(kpair *a, kpair *tmp, int64_t n)
+{
+    _Static_assert(sizeof(kpair) <= 16, "msort's element buffer");
+    msort(a, tmp, n, sizeof *a, kp_lt_v, NULL, 16);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1025,26 +1043,24 @@ static inline bool item_lt(const uint64_t *K, int64_t L, int64_t a, int64_t b)
     return a < b;
 }
 
+typedef struct {
+    const uint64_t *K;
+    int64_t L;
+} item_keys;
+
+static bool item_lt_v(const void *x, const void *y, const void *user)
+{
+    const item_keys *k = user;
+    int64_t a, b;
+    memcpy(&a, x, sizeof a);
+    memcpy(&b, y, sizeof b);
+    return item_lt(k->K, k->L, a, b);
+}
+
 static void item_sort(int64_t *a, int64_t *tmp, int64_t n, const uint64_t *K, int64_t L)
 {
-    int64_t *src = a, *dst = tmp;
-    for (int64_t w = 1; w < n; w *= 2) {
-        for (int64_t lo = 0; lo < n; lo += 2 * w) {
-            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            int64_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi)
-                dst[k++] = item_lt(K, L, src[j], src[i]) ? src[j++] : src[i++];
-            while (i < mid)
-                dst[k++] = src[i++];
-            while (j < hi)
-                dst[k++] = src[j++];
-        }
-        int64_t *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != a)
-        memcpy(a, src, sizeof(int64_t) * (size_t)n);
+    item_keys k = {K, L};
+    msort(a, tmp, n, sizeof *a, item_lt_v, &k, 1);
 }
 
 kiln_status kiln__k_unique(kiln_kctx *ctx)
