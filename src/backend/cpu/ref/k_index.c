@@ -16,37 +16,15 @@
 /* ------------------------------------------------------------------------------------------ */
 /* helpers                                                                                    */
 
-static kiln_status need_in(const kiln_kctx *ctx, int i, const kiln_tensor **t)
-{
-    *t = kiln__kin(ctx, i);
-    if (!*t)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input %d", i);
-    if ((*t)->ndim < 0 || (*t)->ndim > MAXR)
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "input %d has invalid rank %d", i, (*t)->ndim);
-    return KILN_OK;
-}
-
-/* Element size of t's dtype; checks that the data buffer holds every element. */
-static kiln_status data_es(const kiln_kctx *ctx, const kiln_tensor *t, size_t *es)
-{
-    *es = kiln_dtype_size(t->dtype);
-    if (!*es)
-        return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "dtype %s is not supported", kiln_dtype_name(t->dtype));
-    int64_t n = kiln__shape_numel(t->ndim, t->dims);
-    if (n < 0 || (uint64_t)n > t->nbytes / *es || (n && !t->data))
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "tensor data does not match its shape");
-    return KILN_OK;
-}
-
 /* Checks an index tensor (int32 or int64). */
 static kiln_status index_in(const kiln_kctx *ctx, int i, const kiln_tensor **t)
 {
-    KILN_TRY(need_in(ctx, i, t));
+    KILN_TRY(kiln__kneed(ctx, i, t));
     if ((*t)->dtype != KILN_DT_INT64 && (*t)->dtype != KILN_DT_INT32)
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "indices must be int32 or int64, got %s",
                           kiln_dtype_name((*t)->dtype));
     size_t es;
-    return data_es(ctx, *t, &es);
+    return kiln__kdata_es(ctx, *t, &es);
 }
 
 static inline int64_t ix_get(const kiln_tensor *t, int64_t i)
@@ -226,10 +204,10 @@ static void gather_run(void *vj, int64_t b, int64_t e)
 kiln_status kiln__k_gather(kiln_kctx *ctx)
 {
     const kiln_tensor *x, *ind;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     KILN_TRY(index_in(ctx, 1, &ind));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     int r = x->ndim, q = ind->ndim;
     if (r < 1)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "Gather data must have rank >= 1");
@@ -381,10 +359,10 @@ static void red_apply(kiln_dtype dt, uint8_t *d, const uint8_t *s, int red, size
 static kiln_status elements_op(kiln_kctx *ctx, bool scatter)
 {
     const kiln_tensor *x, *ind, *upd = NULL;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     KILN_TRY(index_in(ctx, 1, &ind));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     int r = x->ndim;
     if (r < 1 || ind->ndim != r)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "data and indices must have the same rank >= 1 (%d vs %d)", r,
@@ -393,9 +371,9 @@ static kiln_status elements_op(kiln_kctx *ctx, bool scatter)
     KILN_TRY(kiln__norm_axis(ctx, kiln__attr_i(ctx->node, "axis", 0), r, &axis));
     int red = RED_NONE;
     if (scatter) {
-        KILN_TRY(need_in(ctx, 2, &upd));
+        KILN_TRY(kiln__kneed(ctx, 2, &upd));
         size_t ues;
-        KILN_TRY(data_es(ctx, upd, &ues));
+        KILN_TRY(kiln__kdata_es(ctx, upd, &ues));
         if (upd->dtype != x->dtype)
             return kiln__kerr(ctx, KILN_ERR_DTYPE, "updates dtype %s differs from data %s",
                               kiln_dtype_name(upd->dtype), kiln_dtype_name(x->dtype));
@@ -462,10 +440,10 @@ kiln_status kiln__k_scatter_elements(kiln_kctx *ctx) { return elements_op(ctx, t
 kiln_status kiln__k_gather_nd(kiln_kctx *ctx)
 {
     const kiln_tensor *x, *ind;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     KILN_TRY(index_in(ctx, 1, &ind));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     int r = x->ndim, q = ind->ndim;
     int64_t b = kiln__attr_i(ctx->node, "batch_dims", 0);
     if (r < 1 || q < 1 || b < 0 || b >= r || b >= q)
@@ -522,12 +500,12 @@ kiln_status kiln__k_gather_nd(kiln_kctx *ctx)
 kiln_status kiln__k_scatter_nd(kiln_kctx *ctx)
 {
     const kiln_tensor *x, *ind, *upd;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     KILN_TRY(index_in(ctx, 1, &ind));
-    KILN_TRY(need_in(ctx, 2, &upd));
+    KILN_TRY(kiln__kneed(ctx, 2, &upd));
     size_t es, ues;
-    KILN_TRY(data_es(ctx, x, &es));
-    KILN_TRY(data_es(ctx, upd, &ues));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, upd, &ues));
     if (upd->dtype != x->dtype)
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "updates dtype %s differs from data %s", kiln_dtype_name(upd->dtype),
                           kiln_dtype_name(x->dtype));
@@ -604,9 +582,9 @@ static inline bool nz(kiln_dtype dt, const uint8_t *p, size_t es)
 kiln_status kiln__k_nonzero(kiln_kctx *ctx)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     int r = x->ndim;
     int64_t n = kiln__shape_numel(r, x->dims), cnt = 0;
     const uint8_t *p = x->data;
@@ -635,11 +613,11 @@ kiln_status kiln__k_nonzero(kiln_kctx *ctx)
 kiln_status kiln__k_compress(kiln_kctx *ctx)
 {
     const kiln_tensor *x, *cond;
-    KILN_TRY(need_in(ctx, 0, &x));
-    KILN_TRY(need_in(ctx, 1, &cond));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 1, &cond));
     size_t es, ces;
-    KILN_TRY(data_es(ctx, x, &es));
-    KILN_TRY(data_es(ctx, cond, &ces));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, cond, &ces));
     if (cond->ndim != 1)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "condition must be 1-D");
     const uint8_t *cp = cond->data;
@@ -698,13 +676,13 @@ kiln_status kiln__k_compress(kiln_kctx *ctx)
 kiln_status kiln__k_onehot(kiln_kctx *ctx)
 {
     const kiln_tensor *ind, *dep, *val;
-    KILN_TRY(need_in(ctx, 0, &ind));
-    KILN_TRY(need_in(ctx, 1, &dep));
-    KILN_TRY(need_in(ctx, 2, &val));
+    KILN_TRY(kiln__kneed(ctx, 0, &ind));
+    KILN_TRY(kiln__kneed(ctx, 1, &dep));
+    KILN_TRY(kiln__kneed(ctx, 2, &val));
     size_t ies, des, es;
-    KILN_TRY(data_es(ctx, ind, &ies));
-    KILN_TRY(data_es(ctx, dep, &des));
-    KILN_TRY(data_es(ctx, val, &es));
+    KILN_TRY(kiln__kdata_es(ctx, ind, &ies));
+    KILN_TRY(kiln__kdata_es(ctx, dep, &des));
+    KILN_TRY(kiln__kdata_es(ctx, val, &es));
     if (!is_numeric(ind->dtype) || !is_numeric(dep->dtype))
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "indices and depth must be numeric");
     if (kiln__shape_numel(dep->ndim, dep->dims) != 1)
@@ -754,10 +732,10 @@ kiln_status kiln__k_onehot(kiln_kctx *ctx)
 kiln_status kiln__k_reverse_sequence(kiln_kctx *ctx)
 {
     const kiln_tensor *x, *sl;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     KILN_TRY(index_in(ctx, 1, &sl));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     int r = x->ndim;
     int64_t ta = kiln__attr_i(ctx->node, "time_axis", 0), ba = kiln__attr_i(ctx->node, "batch_axis", 1);
     if (r < 2 || !((ta == 0 && ba == 1) || (ta == 1 && ba == 0)))
@@ -815,10 +793,10 @@ kiln_status kiln__k_reverse_sequence(kiln_kctx *ctx)
 kiln_status kiln__k_cumsum(kiln_kctx *ctx)
 {
     const kiln_tensor *x, *at;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     KILN_TRY(index_in(ctx, 1, &at));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     if (kiln__shape_numel(at->ndim, at->dims) != 1)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "axis must be a scalar");
     int r = x->ndim, axis;
@@ -878,9 +856,9 @@ kiln_status kiln__k_cumsum(kiln_kctx *ctx)
 kiln_status kiln__k_topk(kiln_kctx *ctx)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     if (ctx->n_out < 1)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "TopK needs an output");
     int r = x->ndim, axis;
@@ -954,9 +932,9 @@ kiln_status kiln__k_topk(kiln_kctx *ctx)
 static kiln_status arg_ext(kiln_kctx *ctx, bool is_max)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     int r = x->ndim, axis;
     if (r < 1)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "input must have rank >= 1");
@@ -1066,9 +1044,9 @@ static void item_sort(int64_t *a, int64_t *tmp, int64_t n, const uint64_t *K, in
 kiln_status kiln__k_unique(kiln_kctx *ctx)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     int r = x->ndim, axis = -1;
     bool sorted = kiln__attr_i(ctx->node, "sorted", 1) != 0;
     int64_t m, outer = 1, inner = 1;
