@@ -130,6 +130,16 @@ kiln_status kiln__kdata_es(const kiln_kctx *ctx, const kiln_tensor *t, size_t *e
     return KILN_OK;
 }
 
+kiln_status kiln__kcheck(const kiln_kctx *ctx, const kiln_tensor *t, int idx)
+{
+    if (!t)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input %d", idx);
+    if (t->ndim < 0 || t->ndim > KILN_MAX_DIMS)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "input %d has invalid rank %d", idx, t->ndim);
+    size_t es;
+    return kiln__kdata_es(ctx, t, &es);
+}
+
 kiln_status kiln__broadcast_shape(const kiln_kctx *ctx, int n, const kiln_tensor *const *ts, int *ndim,
                                   int64_t *dims)
 {
