@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 #include "engine/engine.h"
+#include "runtime/exec.h"
 
 #define MODEL "models/tiny_cnn.onnx"
 
@@ -227,6 +228,14 @@ static void check_layer_plan(kiln_engine_t e, const unsigned char *b1, size_t l1
     CHECK(e->packed && e->packed_len > 0 && !strcmp(e->layers[0].backend, "cpu"));
     CHECK(e->layers[0].realized == KILN_DT_FLOAT32 && e->layers[0].requested == e->layers[0].realized);
     CHECK_MSG(packed_only >= 0 || kiln__sgemm_nr() != 32, "no constant is stored only packed");
+    if (packed_only >= 0) {   /* run without the layer plan: refused before any kernel reads it */
+        const kiln_tensor *feed[1] = {x};
+        kiln_tensor outs[4];
+        CHECK(g->n_inputs == 1 && g->n_outputs <= 4);
+        CHECK(kiln__exec_graph(g, NULL, feed, outs, NULL, 0) == KILN_ERR_UNSUPPORTED &&
+              strstr(kiln_last_error(), "stored only in packed form"));
+        kiln_clear_last_error();
+    }
     if (first < 0 || second < 0)
         return;
     size_t lay = section_at(b1, 6), pk = section_at(b1, 7);
