@@ -312,52 +312,89 @@ static void tile_c(const kiln_qgemm *g, const uint8_t *bs, const int32_t *bsum, 
     }
 }
 
+/* ---- scheduler ---- */
+
+void kiln__sched_plan(kiln_sched *s, int64_t M, int64_t N, int64_t K, int nthreads)
+{
+    int64_t tn = (N + KILN_QGEMM_STRIP - 1) / KILN_QGEMM_STRIP;
+    int nt = nthreads < 1 ? 1 : nthreads;
+    if ((double)M * (double)N * (double)(K + 16) < 1048576.0)
+        nt = 1;
+    /* rows per block: all of M unless there are too few strips to keep the threads busy */
+    int64_t tm = 1;
+    if (tn < 4 * nt)
+        tm = min64((4 * nt + tn - 1) / tn, (M + KILN_QGEMM_MR - 1) / KILN_QGEMM_MR);
+    int64_t mb = ((M + tm - 1) / tm + KILN_QGEMM_MR - 1) / KILN_QGEMM_MR * KILN_QGEMM_MR;
+    tm = (M + mb - 1) / mb;
+    if (nt > tn * tm)
+        nt = (int)(tn * tm);
+    *s = (kiln_sched){.M = M, .nt = nt, .tm = tm, .mb = mb, .ntask = tn * tm};
+}
+
+typedef struct sched_job {
+    const kiln_sched *s;
+    kiln_strip_task_fn fn;
+    void *ctx;
+    atomic_llong next;
+} sched_job;
+
+/* One worker slot: takes tasks (a strip's row blocks in order) until none is left. */
+static void sched_slot(void *arg, int64_t s0, int64_t s1)
+{
+    sched_job *j = arg;
+    const kiln_sched *s = j->s;
+    for (int64_t slot = s0; slot < s1; slot++)
+        for (;;) {
+            int64_t t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+            if (t >= s->ntask)
+                break;
+            int64_t i0 = (t % s->tm) * s->mb;
+            j->fn(j->ctx, slot, t / s->tm, i0, min64(s->M, i0 + s->mb));
+        }
+}
+
+void kiln__sched_run(kiln_pool *pool, const kiln_sched *s, kiln_strip_task_fn fn, void *ctx)
+{
+    sched_job j = {.s = s, .fn = fn, .ctx = ctx};
+    atomic_init(&j.next, 0);
+    kiln__parallel_for(s->nt > 1 ? pool : NULL, s->nt, s->nt, 1, sched_slot, &j);
+}
+
+/* ---- INT8 GEMM ---- */
+
 typedef struct qjob {
     const kiln_qgemm *g;
-    int64_t tm, mb, ntask;   /* row blocks, rows per block, tasks (strips x row blocks) */
     bool vnni;
-    uint8_t *bufs;           /* packb: one strip buffer per slot */
-    atomic_llong next;       /* next task */
+    uint8_t *bufs;       /* packb: one strip buffer per slot */
+    int64_t *packed;     /* packb: the strip each slot's buffer holds */
 } qjob;
 
-/* One worker slot: takes tasks (a strip's row blocks in order, so a packed strip is reused)
- * until none is left. */
-static void qgemm_slot(void *arg, int64_t s0, int64_t s1)
+static void qgemm_task(void *arg, int64_t slot, int64_t strip, int64_t i0, int64_t i1)
 {
     qjob *q = arg;
     const kiln_qgemm *g = q->g;
-    int64_t kp = kiln__qgemm_kp(g->K);
-    for (int64_t slot = s0; slot < s1; slot++) {
-        int64_t packed = -1;
-        uint8_t *buf = q->bufs ? q->bufs + slot * kp * KILN_QGEMM_STRIP : NULL;
-        int32_t sums[KILN_QGEMM_STRIP];
-        for (;;) {
-            int64_t t = atomic_fetch_add_explicit(&q->next, 1, memory_order_relaxed);
-            if (t >= q->ntask)
-                break;
-            int64_t strip = t / q->tm, j0 = strip * KILN_QGEMM_STRIP;
-            int64_t ie = min64(g->M, (t % q->tm + 1) * q->mb);
-            int ncols = (int)min64(KILN_QGEMM_STRIP, g->N - j0);
-            const uint8_t *bs;
-            const int32_t *bsum = NULL;
-            if (g->packb) {
-                if (packed != strip)
-                    g->packb(g->packb_ctx, j0, ncols, buf, g->packb_sums ? sums : NULL);
-                packed = strip;
-                bs = buf;
-                bsum = g->packb_sums ? sums : NULL;
-            } else {
-                bs = g->b + strip * KILN_QGEMM_NV * kp * KILN_QGEMM_NR;
-                bsum = g->b_sum ? g->b_sum + j0 : NULL;
-            }
-            for (int64_t i = (t % q->tm) * q->mb; i < ie; i += KILN_QGEMM_MR) {
-                int m = (int)min64(KILN_QGEMM_MR, ie - i);
-                if (q->vnni)
-                    kiln__qgemm_tile_vnni(g, bs, bsum, i, m, j0, (ncols + KILN_QGEMM_NR - 1) / KILN_QGEMM_NR, ncols);
-                else
-                    tile_c(g, bs, bsum, i, m, j0, ncols);
-            }
-        }
+    int64_t kp = kiln__qgemm_kp(g->K), j0 = strip * KILN_QGEMM_STRIP;
+    int ncols = (int)min64(KILN_QGEMM_STRIP, g->N - j0);
+    const uint8_t *bs;
+    const int32_t *bsum = NULL;
+    if (g->packb) {
+        uint8_t *buf = q->bufs + slot * (kp * KILN_QGEMM_STRIP + 64 * 4);
+        int32_t *sums = (int32_t *)(buf + kp * KILN_QGEMM_STRIP);
+        if (q->packed[slot] != strip)
+            g->packb(g->packb_ctx, j0, ncols, buf, g->packb_sums ? sums : NULL);
+        q->packed[slot] = strip;
+        bs = buf;
+        bsum = g->packb_sums ? sums : NULL;
+    } else {
+        bs = g->b + strip * KILN_QGEMM_NV * kp * KILN_QGEMM_NR;
+        bsum = g->b_sum ? g->b_sum + j0 : NULL;
+    }
+    for (int64_t i = i0; i < i1; i += KILN_QGEMM_MR) {
+        int m = (int)min64(KILN_QGEMM_MR, i1 - i);
+        if (q->vnni)
+            kiln__qgemm_tile_vnni(g, bs, bsum, i, m, j0, (ncols + KILN_QGEMM_NR - 1) / KILN_QGEMM_NR, ncols);
+        else
+            tile_c(g, bs, bsum, i, m, j0, ncols);
     }
 }
 
@@ -365,28 +402,24 @@ kiln_status kiln__qgemm(kiln_pool *pool, int nthreads, const kiln_qgemm *g)
 {
     if (g->M <= 0 || g->N <= 0)
         return KILN_OK;
-    int64_t tn = (g->N + KILN_QGEMM_STRIP - 1) / KILN_QGEMM_STRIP;
-    int nt = nthreads < 1 ? 1 : nthreads;
-    double work = (double)g->M * (double)g->N * (double)(g->K + 16);
-    if (work < 1048576.0)
-        nt = 1;
-    /* rows per block: all of M unless there are too few strips to keep the threads busy */
-    int64_t tm = 1;
-    if (tn < 4 * nt)
-        tm = min64((4 * nt + tn - 1) / tn, (g->M + KILN_QGEMM_MR - 1) / KILN_QGEMM_MR);
-    int64_t mb = ((g->M + tm - 1) / tm + KILN_QGEMM_MR - 1) / KILN_QGEMM_MR * KILN_QGEMM_MR;
-    tm = (g->M + mb - 1) / mb;
-    if (nt > tn * tm)
-        nt = (int)(tn * tm);
-    qjob q = {.g = g, .tm = tm, .mb = mb, .ntask = tn * tm, .vnni = kiln__qgemm_vnni_available()};
-    atomic_init(&q.next, 0);
-    if (g->packb) {
-        size_t bytes = (size_t)nt * (size_t)(kiln__qgemm_kp(g->K) * KILN_QGEMM_STRIP);
-        if (posix_memalign((void **)&q.bufs, 64, bytes) != 0)
-            return kiln__err(KILN_ERR_NOMEM, "out of memory (INT8 GEMM packing buffers, %zu bytes)", bytes);
+    kiln_sched s;
+    kiln__sched_plan(&s, g->M, g->N, g->K, nthreads);
+    qjob q = {.g = g, .vnni = kiln__qgemm_vnni_available()};
+    if (g->packb) { /* per slot: a strip of panels, then its 48 column sums (256 bytes) */
+        size_t per = (size_t)(kiln__qgemm_kp(g->K) * KILN_QGEMM_STRIP + 64 * 4);
+        if (posix_memalign((void **)&q.bufs, 64, per * (size_t)s.nt) != 0)
+            return kiln__err(KILN_ERR_NOMEM, "out of memory (INT8 GEMM packing buffers)");
+        q.packed = malloc(sizeof(int64_t) * (size_t)s.nt);
+        if (!q.packed) {
+            free(q.bufs);
+            return kiln__err(KILN_ERR_NOMEM, "out of memory");
+        }
+        for (int i = 0; i < s.nt; i++)
+            q.packed[i] = -1;
     }
-    kiln__parallel_for(nt > 1 ? pool : NULL, nt, nt, 1, qgemm_slot, &q);
+    kiln__sched_run(pool, &s, qgemm_task, &q);
     free(q.bufs);
+    free(q.packed);
     return KILN_OK;
 }
 

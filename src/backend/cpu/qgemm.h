@@ -103,6 +103,18 @@ kiln_status kiln__qgemm(kiln_pool *pool, int nthreads, const kiln_qgemm *g);
 void kiln__qgemm_ref(const kiln_qgemm *g);
 bool kiln__qgemm_vnni_available(void);
 
+/* ---- scheduler (also used by the BF16 GEMM): C cut into strips of KILN_QGEMM_STRIP columns and
+ * blocks of rows; slots (at most nthreads) take tasks in strip order, so a slot's consecutive
+ * tasks usually share a strip (and its packed panels). ---- */
+typedef void (*kiln_strip_task_fn)(void *ctx, int64_t slot, int64_t strip, int64_t i0, int64_t i1);
+typedef struct kiln_sched {
+    int64_t M;
+    int nt;                   /* slots: 0 .. nt-1 */
+    int64_t tm, mb, ntask;    /* row blocks per strip, rows per block, tasks */
+} kiln_sched;
+void kiln__sched_plan(kiln_sched *s, int64_t M, int64_t N, int64_t K, int nthreads);
+void kiln__sched_run(kiln_pool *pool, const kiln_sched *s, kiln_strip_task_fn fn, void *ctx);
+
 /* ---- packing ---- */
 
 /* dst[i] = src[i] ^ 0x80 when flip (moves a byte to the other signedness), else a copy. */

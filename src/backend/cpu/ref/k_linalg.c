@@ -11,6 +11,7 @@
 #include "../fused.h"
 #include "../gemm.h"
 #include "../qgemm.h"
+#include "../qgemm_bf16.h"
 #include <math.h>
 
 /* The fallback loops (float64 / integer matmul, integer accumulation) are plain streams; let
@@ -248,6 +249,8 @@ static void mm_generic(const mm_plan *p, kiln_dtype dt, const void *A, const voi
 
 static kiln_status k_matmul(kiln_kctx *ctx)
 {
+    if (kiln__mixed_weight(ctx, 1)) /* float32 A, FP16 / BF16 B (qgemm_bf16.h) */
+        return kiln__run_mixed(ctx, 1, k_matmul);
     const kiln_tensor *a = kiln__kin(ctx, 0), *b = kiln__kin(ctx, 1);
     if (!a || !b)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "MatMul needs 2 inputs");
@@ -380,6 +383,8 @@ kiln_status kiln__gemm_fused(kiln_kctx *ctx, const kiln_act *act, bool *handled)
 
 static kiln_status k_gemm(kiln_kctx *ctx)
 {
+    if (kiln__mixed_weight(ctx, 1)) /* float32 A, FP16 / BF16 B (qgemm_bf16.h) */
+        return kiln__run_mixed(ctx, 1, k_gemm);
     const kiln_tensor *a = kiln__kin(ctx, 0), *b = kiln__kin(ctx, 1), *c = kiln__kin(ctx, 2);
     if (!a || !b)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "Gemm needs inputs A and B");

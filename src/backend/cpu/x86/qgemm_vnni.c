@@ -59,6 +59,20 @@ TVNNI __attribute__((always_inline)) static inline void epi_store(const kiln_qge
     _mm512_mask_cvtepi32_storeu_epi8((uint8_t *)g->c + gi * g->ldc + j, km, q);
 }
 
+/* dot of a u8 vector and an s8 vector into acc, the broadcast A value being the s8 one if A_S8 */
+#define QDP(acc, av, bv) (A_S8 ? _mm512_dpbusd_epi32(acc, bv, av) : _mm512_dpbusd_epi32(acc, av, bv))
+/* one row's broadcast and its NV dot products (named accumulators: GCC keeps them in registers) */
+#define QROW(i)                                                                                                 \
+    {                                                                                                           \
+        __m512i a = bcast4(ar##i + gk * 4);                                                                     \
+        c##i##0 = QDP(c##i##0, a, b0);                                                                          \
+        if (NV > 1)                                                                                             \
+            c##i##1 = QDP(c##i##1, a, b1);                                                                      \
+        if (NV > 2)                                                                                             \
+            c##i##2 = QDP(c##i##2, a, b2);                                                                      \
+    }
+#define QSAVE(i) acc[i][0] = c##i##0, acc[i][1] = c##i##1, acc[i][2] = c##i##2;
+
 /* The tile body with NV panels and A's signedness as constants. */
 TVNNI __attribute__((always_inline)) static inline void tile_body(const kiln_qgemm *g, const uint8_t *bp,
                                                                    const int32_t *bsum, int64_t i0, int m,
@@ -66,24 +80,28 @@ TVNNI __attribute__((always_inline)) static inline void tile_body(const kiln_qge
                                                                    const bool A_S8)
 {
     int64_t kp = kiln__qgemm_kp(g->K), ng = kp / 4;
-    const uint8_t *ar[QMR];
-    for (int i = 0; i < QMR; i++)
-        ar[i] = g->a + (i0 + (i < m ? i : 0)) * g->lda;
-    const int64_t pstride = kp * KILN_QGEMM_NR;
-    __m512i acc[QMR][KILN_QGEMM_NV];
-    for (int i = 0; i < QMR; i++)
-        for (int v = 0; v < NV; v++)
-            acc[i][v] = _mm512_setzero_si512();
+    const int64_t lda = g->lda;
+    const uint8_t *a0 = g->a + i0 * lda;
+    /* rows beyond m read row 0 again (their results are not stored) */
+    const uint8_t *ar0 = a0, *ar1 = a0 + (1 < m ? lda : 0), *ar2 = a0 + (2 < m ? 2 * lda : 0);
+    const uint8_t *ar3 = a0 + (3 < m ? 3 * lda : 0), *ar4 = a0 + (4 < m ? 4 * lda : 0);
+    const uint8_t *ar5 = a0 + (5 < m ? 5 * lda : 0), *ar6 = a0 + (6 < m ? 6 * lda : 0);
+    const uint8_t *ar7 = a0 + (7 < m ? 7 * lda : 0);
+    const uint8_t *bp0 = bp, *bp1 = bp + kp * KILN_QGEMM_NR, *bp2 = bp + 2 * kp * KILN_QGEMM_NR;
+    const __m512i z = _mm512_setzero_si512();
+    __m512i c00 = z, c01 = z, c02 = z, c10 = z, c11 = z, c12 = z, c20 = z, c21 = z, c22 = z, c30 = z, c31 = z,
+            c32 = z, c40 = z, c41 = z, c42 = z, c50 = z, c51 = z, c52 = z, c60 = z, c61 = z, c62 = z, c70 = z,
+            c71 = z, c72 = z;
     for (int64_t gk = 0; gk < ng; gk++) {
-        __m512i b[KILN_QGEMM_NV];
-        for (int v = 0; v < NV; v++)
-            b[v] = _mm512_loadu_si512((const void *)(bp + v * pstride + gk * 64));
-        for (int i = 0; i < QMR; i++) {
-            __m512i a = bcast4(ar[i] + gk * 4);
-            for (int v = 0; v < NV; v++)
-                acc[i][v] = A_S8 ? _mm512_dpbusd_epi32(acc[i][v], b[v], a) : _mm512_dpbusd_epi32(acc[i][v], a, b[v]);
-        }
+        __m512i b0 = _mm512_loadu_si512((const void *)(bp0 + gk * 64)), b1 = z, b2 = z;
+        if (NV > 1)
+            b1 = _mm512_loadu_si512((const void *)(bp1 + gk * 64));
+        if (NV > 2)
+            b2 = _mm512_loadu_si512((const void *)(bp2 + gk * 64));
+        QROW(0) QROW(1) QROW(2) QROW(3) QROW(4) QROW(5) QROW(6) QROW(7)
     }
+    __m512i acc[QMR][KILN_QGEMM_NV];
+    QSAVE(0) QSAVE(1) QSAVE(2) QSAVE(3) QSAVE(4) QSAVE(5) QSAVE(6) QSAVE(7)
     for (int i = 0; i < m; i++)
         for (int v = 0; v < NV; v++) {
             int rem = ncols - v * 16;
@@ -93,6 +111,9 @@ TVNNI __attribute__((always_inline)) static inline void tile_body(const kiln_qge
             epi_store(g, bsum ? bsum + v * 16 : NULL, acc[i][v], i0 + i, j0 + v * 16, km);
         }
 }
+#undef QROW
+#undef QSAVE
+#undef QDP
 
 #define TILE_FN(nv, s8)                                                                                          \
     TVNNI static void tile_##nv##_##s8(const kiln_qgemm *g, const uint8_t *bs, const int32_t *bsum, int64_t i0, \
