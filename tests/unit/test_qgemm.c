@@ -163,6 +163,9 @@ static kiln_tensor mk_scales(int64_t n, float lo, float hi)
 /* Runs op with the fast kernel (what the registry picks) and the scalar reference; returns the
  * number of differing output elements (-1 on a status mismatch). *sat_lo / *sat_hi count
  * outputs at the saturation bounds; *out_ref gets the reference output (caller releases). */
+static int prep_mode; /* fast kernel's ctx->prepared: 0 none, 1 the layer's prep blob, 2 a blob with a bad header */
+static int64_t preps_used;
+
 static int64_t run_both(kiln_op op, const char *domain, kiln_attr *attrs, int nattr, const kiln_tensor **in, int nin,
                         int th, kiln_tensor *out_ref, bool approx_float)
 {
@@ -177,7 +180,18 @@ static int64_t run_both(kiln_op op, const char *domain, kiln_attr *attrs, int na
     kiln_kctx c1 = {.node = &node, .n_in = nin, .in = in, .n_out = 1, .out = o1, .pool = test_pool(th), .nthreads = th};
     kiln_kctx c2 = c1;
     c2.out = o2;
+    void *blob = NULL;
+    size_t bsize = 0;
+    if (prep_mode) {
+        bool conv = op == KILN_OP_QLinearConv || op == KILN_OP_ConvInteger;
+        CHECK((conv ? kiln__qprep_conv : kiln__qprep_matmul)(&node, nin, in, &blob, &bsize) == KILN_OK);
+        if (blob && prep_mode == 2)
+            ((uint32_t *)blob)[prep_mode == 2 ? (int)rnd(0, 3) : 0] ^= 1; /* magic, layout, isa or flags */
+        c1.prepared = blob, c1.prepared_size = bsize;
+        preps_used += blob != NULL;
+    }
     kiln_status s1 = kiln__ref_kernel(op)(&c1), s2 = kiln__cpu_ref_kernel(op)(&c2);
+    kiln__free(blob);
     int64_t bad = 0;
     if (s1 != s2 || s1 != KILN_OK) {
         bad = s1 == s2 ? 0 : -1;
@@ -428,10 +442,16 @@ int main(void)
               kiln__cpu_fast_kernel(KILN_OP_ConvInteger) && kiln__cpu_fast_kernel(KILN_OP_MatMulInteger));
     for (int i = 0; i < 300; i++)
         test_core(i);
-    for (int i = 0; i < 150; i++)
+    for (int i = 0; i < 150; i++) {
+        prep_mode = i % 3;
         test_matmul_like(i);
-    for (int i = 0; i < 120; i++)
+    }
+    for (int i = 0; i < 120; i++) {
+        prep_mode = i % 3;
         test_conv(i);
+    }
+    printf("%lld runs with a prepared (or corrupted) weight blob\n", (long long)preps_used);
+    CHECK(preps_used > 100);
     test_errors();
     printf("saturated outputs: %lld at the low end, %lld at the high end; %lld of %lld QLinearMatMul outputs 1 off "
            "the double-precision requantization\n",

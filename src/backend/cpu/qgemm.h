@@ -141,6 +141,10 @@ void kiln__qpack_rows(const uint8_t *src, int64_t ld, int64_t M, int64_t K, bool
 void kiln__qgemm_tile_vnni(const kiln_qgemm *g, const uint8_t *bs, const int32_t *bsum, int64_t i0, int m, int64_t j0,
                            int nv, int ncols);
 void kiln__qpanel_sums_vnni(const uint8_t *p, int64_t kp, int64_t npanels, bool s8, int32_t *sum);
+/* The epilogue of n elements of channel ch (acc[j] -> column j of dst), and the depthwise step
+ * acc[j] += (row[j] - zx) * wv over n bytes (s8: signed) with AVX-512 (the VNNI kernels' hosts). */
+void kiln__qepi_row_vnni(const kiln_qepi *e, const int32_t *acc, int64_t n, int64_t ch, void *dst);
+void kiln__qdw_row_vnni(int32_t *acc, const uint8_t *row, bool s8, int64_t n, int32_t zx, int32_t wv);
 
 /* QLinearConv / ConvInteger geometry (ONNX Conv attributes) of x [N, C, spatial] and
  * w [M, C/group, kernel] (ref/k_quant.c, shared by the reference and the fast kernels). */

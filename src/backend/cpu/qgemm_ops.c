@@ -49,7 +49,8 @@ static kiln_status prep_alloc(int layout, bool s8, int64_t K, int64_t N, int64_t
 static const qprep_hdr *prep_check(const void *blob, size_t size, int layout, int64_t K, int64_t N, int64_t groups)
 {
     const qprep_hdr *h = blob;
-    if (!blob || size < sizeof *h || h->magic != QPREP_MAGIC || h->layout != (uint32_t)layout || h->K != K ||
+    if (!blob || size < sizeof *h || h->magic != QPREP_MAGIC || h->layout != (uint32_t)layout ||
+        h->isa != KILN_CPU_AVX512VNNI || h->s8 != 1 || h->K != K ||
         h->N != N || h->groups != groups || h->total < 0 || (uint64_t)h->total > size || h->data_off < 0 ||
         h->sum_off < h->data_off || h->sum_off + (int64_t)sizeof(int32_t) * N * groups > h->total ||
         (h->data_off | h->sum_off) % 64)
@@ -345,6 +346,84 @@ static void qconv_packb(void *arg, int64_t j0, int64_t n, uint8_t *dst, int32_t 
         kiln__qpanel_sums(dst, pc->K, np * KILN_QGEMM_NR, false, sum);
 }
 
+/* ---- depthwise (one input and one output channel per group), 1-D / 2-D: direct int32 rows ---- */
+
+typedef struct qdw_job {
+    const kiln_qconv_geom *g;
+    const uint8_t *x, *w;
+    bool x_s8, w_s8;
+    int32_t zx;
+    const kiln_tensor *wz;
+    const kiln_qepi *e;
+    uint8_t *y;
+    size_t osz;
+    bool vec;
+    kiln_status st;
+} qdw_job;
+
+static void qdw_task(void *arg, int64_t p0, int64_t p1)
+{
+    qdw_job *j = arg;
+    const kiln_qconv_geom *g = j->g;
+    bool d2 = g->nsp == 2;
+    int64_t H = d2 ? g->in[0] : 1, W = g->in[g->nsp - 1], Ho = d2 ? g->out[0] : 1, Wo = g->out[g->nsp - 1];
+    int64_t kh = d2 ? g->k[0] : 1, kw = g->k[g->nsp - 1], sh = d2 ? g->stride[0] : 1, sw = g->stride[g->nsp - 1];
+    int64_t ph = d2 ? g->pad_b[0] : 0, pw = g->pad_b[g->nsp - 1], dh = d2 ? g->dil[0] : 1, dw = g->dil[g->nsp - 1];
+    int32_t *acc = kiln__malloc(sizeof(int32_t) * (size_t)Wo);
+    uint8_t *gath = kiln__malloc((size_t)Wo);
+    if (!acc || !gath) {
+        j->st = KILN_ERR_NOMEM;
+        kiln__free(acc);
+        kiln__free(gath);
+        return;
+    }
+    for (int64_t pl = p0; pl < p1; pl++) {
+        int64_t c = pl % g->C;
+        const uint8_t *xp = j->x + pl * H * W, *wp = j->w + c * kh * kw;
+        int32_t zw = zp_at(j->wz, c);
+        uint8_t *yp = j->y + (size_t)(pl * Ho * Wo) * j->osz;
+        for (int64_t oy = 0; oy < Ho; oy++) {
+            memset(acc, 0, sizeof(int32_t) * (size_t)Wo);
+            for (int64_t ky = 0; ky < kh; ky++) {
+                int64_t iy = oy * sh - ph + ky * dh;
+                if (iy < 0 || iy >= H)
+                    continue; /* padding: x - zx = 0 */
+                const uint8_t *row = xp + iy * W;
+                for (int64_t kx = 0; kx < kw; kx++) {
+                    int32_t wv = (j->w_s8 ? (int32_t)(int8_t)wp[ky * kw + kx] : (int32_t)wp[ky * kw + kx]) - zw;
+                    int64_t off = kx * dw - pw, a = 0, b = Wo;
+                    while (a < b && a * sw + off < 0) /* valid ox: 0 <= ox*sw + off < W */
+                        a++;
+                    while (b > a && (b - 1) * sw + off >= W)
+                        b--;
+                    if (a >= b)
+                        continue;
+                    const uint8_t *src = row + a * sw + off;
+                    if (sw != 1) { /* gather the strided pixels */
+                        for (int64_t q = 0; q < b - a; q++)
+                            gath[q] = src[q * sw];
+                        src = gath;
+                    }
+                    if (j->vec) {
+                        kiln__qdw_row_vnni(acc + a, src, j->x_s8, b - a, j->zx, wv);
+                    } else {
+                        for (int64_t q = 0; q < b - a; q++)
+                            acc[a + q] += ((j->x_s8 ? (int32_t)(int8_t)src[q] : (int32_t)src[q]) - j->zx) * wv;
+                    }
+                }
+            }
+            uint8_t *yr = yp + (size_t)(oy * Wo) * j->osz;
+            if (j->vec)
+                kiln__qepi_row_vnni(j->e, acc, Wo, c, yr);
+            else
+                for (int64_t q = 0; q < Wo; q++)
+                    kiln__qepi_store(j->e, yr, 0, c, q, acc[q]);
+        }
+    }
+    kiln__free(acc);
+    kiln__free(gath);
+}
+
 typedef struct qconv_args {
     const kiln_tensor *x, *xz, *w, *wz, *bias;
     const kiln_tensor *xs, *ws, *ys, *yz;
@@ -382,14 +461,24 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
     KILN_TRY(kiln__kout_uninit(ctx, 0, q->odt, x->ndim, odims));
     if (kiln_tensor_numel(ctx->out[0]) == 0)
         return KILN_OK;
-    void *own = NULL;
-    const qprep_hdr *h;
-    KILN_TRY(get_prep(ctx, kiln__qprep_conv, QPREP_ROWS, K, mpg, g.group, &own, &h));
     kiln_qepi e;
     float *sbuf = NULL;
-    kiln_status st = kiln__qepi_setup(ctx, &e, q->odt, true, g.M,
-                                      q->xs ? (float)kiln__get_f64(q->xs->dtype, q->xs->data, 0) : 1, q->ws, 1.0f,
-                                      q->ys, q->yz, &sbuf);
+    KILN_TRY(kiln__qepi_setup(ctx, &e, q->odt, true, g.M,
+                              q->xs ? (float)kiln__get_f64(q->xs->dtype, q->xs->data, 0) : 1, q->ws, 1.0f, q->ys,
+                              q->yz, &sbuf));
+    e.bias = q->bias ? q->bias->data : NULL;
+    if (cpg == 1 && mpg == 1) { /* depthwise */
+        qdw_job j = {.g = &g, .x = x->data, .w = w->data, .x_s8 = x->dtype == KILN_DT_INT8,
+                     .w_s8 = w->dtype == KILN_DT_INT8, .zx = zp_at(q->xz, 0), .wz = q->wz, .e = &e,
+                     .y = ctx->out[0]->data, .osz = kiln_dtype_size(q->odt), .vec = kiln__qgemm_vnni_available(),
+                     .st = KILN_OK};
+        kiln__parallel_for(ctx->pool, ctx->nthreads, g.N * g.C, 1 + 16384 / (osp * ksz + 1), qdw_task, &j);
+        kiln__free(sbuf);
+        return j.st == KILN_OK ? KILN_OK : kiln__kerr(ctx, j.st, "out of memory");
+    }
+    void *own = NULL;
+    const qprep_hdr *h;
+    kiln_status st = get_prep(ctx, kiln__qprep_conv, QPREP_ROWS, K, mpg, g.group, &own, &h);
     int32_t *wzp = NULL;
     if (st == KILN_OK) {
         bool x_flip = x->dtype == KILN_DT_INT8, w_flip = w->dtype == KILN_DT_UINT8;
@@ -413,7 +502,8 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
                 kiln_qepi eg = e;
                 if (e.scale)
                     eg.scale = e.scale + gi * mpg, eg.mult = e.mult + gi * mpg;
-                eg.bias = q->bias ? (const int32_t *)q->bias->data + gi * mpg : NULL;
+                if (e.bias)
+                    eg.bias = e.bias + gi * mpg;
                 kiln_qgemm gm = {.M = mpg, .N = osp, .K = K, .a = prep_data(h) + gi * mpg * kiln__qgemm_kp(K),
                                  .lda = kiln__qgemm_kp(K), .a_s8 = true,
                                  .a_sum = zxs ? prep_sums(h) + gi * mpg : NULL, .a_zp = wzp ? wzp + gi * mpg : NULL,

@@ -146,6 +146,36 @@ TVNNI void kiln__qpanel_sums_vnni(const uint8_t *p, int64_t kp, int64_t npanels,
     }
 }
 
+TVNNI void kiln__qepi_row_vnni(const kiln_qepi *e, const int32_t *acc, int64_t n, int64_t ch, void *dst)
+{
+    kiln_qgemm g = {.K = 0, .c = dst, .ldc = 0, .epi = *e};
+    g.epi.ch_row = true;
+    for (int64_t j = 0; j < n; j += 16) {
+        __mmask16 km = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1u);
+        epi_store(&g, NULL, _mm512_maskz_loadu_epi32(km, acc + j), ch, j, km);
+    }
+}
+
+TVNNI void kiln__qdw_row_vnni(int32_t *acc, const uint8_t *row, bool s8, int64_t n, int32_t zx, int32_t wv)
+{
+    const __m512i vz = _mm512_set1_epi32(zx), vw = _mm512_set1_epi32(wv);
+    for (int64_t j = 0; j < n; j += 16) {
+        __mmask16 km = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1u);
+        __m128i b;
+        if (n - j >= 16) {
+            b = _mm_loadu_si128((const __m128i *)(row + j));
+        } else { /* no byte-masked load without AVX512BW: copy the tail */
+            uint8_t t[16] = {0};
+            memcpy(t, row + j, (size_t)(n - j));
+            b = _mm_loadu_si128((const __m128i *)t);
+        }
+        __m512i x = s8 ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
+        __m512i a = _mm512_maskz_loadu_epi32(km, acc + j);
+        a = _mm512_add_epi32(a, _mm512_mullo_epi32(_mm512_sub_epi32(x, vz), vw));
+        _mm512_mask_storeu_epi32(acc + j, km, a);
+    }
+}
+
 #define QISA (KILN_CPU_AVX512_DQ_FMA | KILN_CPU_AVX512VNNI)
 const kiln_kernel_isa_reg kiln__x86_qgemm[] = {
     {KILN_OP_QLinearConv, kiln__k_qlinearconv_fast, QISA, "QLinearConv/avx512vnni"},
@@ -164,6 +194,14 @@ void kiln__qgemm_tile_vnni(const kiln_qgemm *g, const uint8_t *bs, const int32_t
 void kiln__qpanel_sums_vnni(const uint8_t *p, int64_t kp, int64_t npanels, bool s8, int32_t *sum)
 {
     (void)p, (void)kp, (void)npanels, (void)s8, (void)sum;
+}
+void kiln__qepi_row_vnni(const kiln_qepi *e, const int32_t *acc, int64_t n, int64_t ch, void *dst)
+{
+    (void)e, (void)acc, (void)n, (void)ch, (void)dst;
+}
+void kiln__qdw_row_vnni(int32_t *acc, const uint8_t *row, bool s8, int64_t n, int32_t zx, int32_t wv)
+{
+    (void)acc, (void)row, (void)s8, (void)n, (void)zx, (void)wv;
 }
 const kiln_kernel_isa_reg kiln__x86_qgemm[] = {{KILN_OP_COUNT, NULL, 0, NULL}};
 #endif
