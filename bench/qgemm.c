@@ -5,9 +5,14 @@
  * and summed; BF16: rows rounded to BF16) is inside the timed call. Rounds alternate between the
  * precisions so that load changes hit all of them alike; the best round is reported.
  *
+ * A second table times whole Conv layers through the kernels the registry picks (FP32 Conv,
+ * QLinearConv u8 x s8 with a fused Relu and its weights prepared by kiln__qprep_conv as a built
+ * engine's layer would have them, Conv with BF16 weights), the activations' packing included.
+ *
  *   build/bench_qgemm [rounds]          (built by CMake, not run by ctest) */
 #include "backend/cpu/qgemm_bf16.h"
 #include "core/numfmt.h"
+#include "ir/graph.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/qgemm.h"
 #include <stdio.h>
@@ -42,6 +47,104 @@ static void *xalloc(size_t n)
         exit(1);
     }
     return p;
+}
+
+/* ---- whole layers through the kernels the registry picks (FP32 Conv, QLinearConv u8, Conv with
+ * BF16 weights): im2col / packing included, weights packed per run (no prepared blob yet) ---- */
+
+typedef struct conv_shape {
+    const char *name;
+    int64_t C, M, H, W, k, s;
+} conv_shape;
+
+static const conv_shape convs[] = {
+    {"conv 3x3 64->64 56x56", 64, 64, 56, 56, 3, 1},      {"conv 1x1 64->256 56x56", 64, 256, 56, 56, 1, 1},
+    {"conv 3x3 128->128 28x28", 128, 128, 28, 28, 3, 1}, {"conv 3x3 256->256 14x14", 256, 256, 14, 14, 3, 1},
+    {"conv 1x1 1024->256 14x14", 1024, 256, 14, 14, 1, 1}, {"conv 3x3 512->512 7x7", 512, 512, 7, 7, 3, 1},
+};
+
+static kiln_tensor tens(kiln_dtype dt, int nd, const int64_t *dims, unsigned long long *seed)
+{
+    kiln_tensor t;
+    memset(&t, 0, sizeof t);
+    if (kiln__tensor_alloc(&t, dt, nd, dims) != KILN_OK)
+        exit(1);
+    for (size_t i = 0; i < t.nbytes; i++) {
+        *seed = *seed * 6364136223846793005ULL + 1;
+        ((uint8_t *)t.data)[i] = (uint8_t)(*seed >> 33);
+    }
+    if (dt == KILN_DT_FLOAT32)
+        for (int64_t i = 0; i < kiln_tensor_numel(&t); i++)
+            ((float *)t.data)[i] = (float)(((uint8_t *)t.data)[4 * i] % 64) / 64.0f - 0.5f;
+    if (dt == KILN_DT_BFLOAT16)
+        for (int64_t i = 0; i < kiln_tensor_numel(&t); i++)
+            ((uint16_t *)t.data)[i] = kiln__f32_to_bf16((float)(((uint8_t *)t.data)[2 * i] % 64) / 64.0f - 0.5f);
+    return t;
+}
+
+static double run_layer(kiln_op op, kiln_pool *pool, int th, const kiln_tensor **in, int nin, kiln_attr *attrs, int na,
+                        bool prep)
+{
+    int ids[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    kiln_node node = {.name = (char *)"l", .op_type = (char *)kiln__op_name(op), .domain = (char *)"", .op = op,
+                      .opset = 13, .n_in = nin, .n_out = 1, .in = ids, .out = ids + 9, .attrs = attrs, .n_attr = na};
+    kiln_tensor y;
+    memset(&y, 0, sizeof y);
+    kiln_tensor *o[1] = {&y};
+    kiln_kctx c = {.node = &node, .n_in = nin, .in = in, .n_out = 1, .out = o, .pool = pool, .nthreads = th};
+    void *blob = NULL;
+    size_t size = 0;
+    if (prep && kiln__qprep_conv(&node, nin, in, &blob, &size) == KILN_OK) /* as a built engine would have it */
+        c.prepared = blob, c.prepared_size = size;
+    double t0 = now();
+    kiln_status st = kiln__ref_kernel(op)(&c);
+    double t = now() - t0;
+    kiln__free(blob);
+    if (st != KILN_OK) {
+        fprintf(stderr, "%s: %s\n", kiln__op_name(op), kiln_last_error());
+        exit(1);
+    }
+    kiln__tensor_release(&y);
+    return t;
+}
+
+static void bench_layers(kiln_pool *pool, int rounds)
+{
+    printf("\n%-40s %3s %10s %10s %10s %7s %7s\n", "layer (batch 1, INT8 weights prepared)", "thr", "FP32 ms",
+           "INT8 ms", "BF16w ms", "FP/INT8", "FP/BF16");
+    unsigned long long seed = 5;
+    for (size_t ci = 0; ci < sizeof convs / sizeof convs[0]; ci++) {
+        const conv_shape *cs = &convs[ci];
+        int64_t xd[4] = {1, cs->C, cs->H, cs->W}, wd[4] = {cs->M, cs->C, cs->k, cs->k}, one = 1;
+        kiln_tensor xf = tens(KILN_DT_FLOAT32, 4, xd, &seed), wf = tens(KILN_DT_FLOAT32, 4, wd, &seed);
+        kiln_tensor wb = tens(KILN_DT_BFLOAT16, 4, wd, &seed);
+        kiln_tensor xq = tens(KILN_DT_UINT8, 4, xd, &seed), wq = tens(KILN_DT_INT8, 4, wd, &seed);
+        kiln_tensor sc = tens(KILN_DT_FLOAT32, 1, &one, &seed), zq = tens(KILN_DT_UINT8, 1, &one, &seed);
+        kiln_tensor zw = tens(KILN_DT_INT8, 1, &one, &seed);
+        ((float *)sc.data)[0] = 0.01f;
+        ((int8_t *)zw.data)[0] = 0;
+        int64_t pads[4] = {cs->k / 2, cs->k / 2, cs->k / 2, cs->k / 2}, st[2] = {cs->s, cs->s};
+        kiln_attr attrs[3] = {{.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 4, .ints = pads},
+                              {.name = (char *)"strides", .type = KILN_ATTR_INTS, .n = 2, .ints = st},
+                              {.name = (char *)"kiln_act", .type = KILN_ATTR_STRING, .s = (char *)"Relu", .s_len = 4}};
+        const kiln_tensor *inf[2] = {&xf, &wf}, *inb[2] = {&xf, &wb};
+        const kiln_tensor *inq[8] = {&xq, &sc, &zq, &wq, &sc, &zw, &sc, &zq};
+        for (int th = 1; th <= 2; th++) {
+            double best[3] = {1e30, 1e30, 1e30};
+            for (int r = 0; r < rounds; r++) {
+                double t = run_layer(KILN_OP_Conv, pool, th, inf, 2, attrs, 2, false);
+                best[0] = t < best[0] ? t : best[0];
+                t = run_layer(KILN_OP_QLinearConv, pool, th, inq, 8, attrs, 3, true);
+                best[1] = t < best[1] ? t : best[1];
+                t = run_layer(KILN_OP_Conv, pool, th, inb, 2, attrs, 2, false);
+                best[2] = t < best[2] ? t : best[2];
+            }
+            printf("%-40s %3d %10.3f %10.3f %10.3f %7.2f %7.2f\n", cs->name, th, best[0] * 1e3, best[1] * 1e3,
+                   best[2] * 1e3, best[0] / best[1], best[0] / best[2]);
+        }
+        kiln__tensor_release(&xf), kiln__tensor_release(&wf), kiln__tensor_release(&wb), kiln__tensor_release(&xq);
+        kiln__tensor_release(&wq), kiln__tensor_release(&sc), kiln__tensor_release(&zq), kiln__tensor_release(&zw);
+    }
 }
 
 int main(int argc, char **argv)
@@ -131,6 +234,7 @@ int main(int argc, char **argv)
         free(A), free(B), free(C), free(Aq), free(Bq), free(Cq), free(bpack), free(bq), free(ap), free(bsum);
         free(sc), free(mu);
     }
+    bench_layers(pool, rounds);
     kiln__pool_free(pool);
     return 0;
 }

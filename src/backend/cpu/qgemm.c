@@ -30,6 +30,7 @@ static int32_t q_bound(float x, float ys, int32_t zp, int32_t lo, int32_t hi)
 
 void kiln__qepi_init(kiln_qepi *e, kiln_qout out, const kiln_act *act, float ys, int32_t zp, int32_t lo, int32_t hi)
 {
+    *e = (kiln_qepi){0};
     e->out = out;
     e->act = act ? *act : (kiln_act){KILN_ACT_NONE, 0, 0};
     e->lin = e->act.kind == KILN_ACT_NONE || e->act.kind == KILN_ACT_RELU || e->act.kind == KILN_ACT_CLIP;
@@ -182,15 +183,15 @@ void kiln__qconv_bytes(uint8_t *dst, const uint8_t *src, int64_t n, bool flip)
 
 static inline int32_t byte_val(uint8_t b, bool s8) { return s8 ? (int32_t)(int8_t)b : (int32_t)b; }
 
-/* 16 columns of 4 rows (row r at s + r*sk, columns contiguous) into one 64-byte k-group */
-static inline void interleave16(const uint8_t *s, int64_t sk, uint8_t x, uint8_t *d)
+/* 16 columns of 4 rows (row r at s[r], columns contiguous) into one 64-byte k-group */
+static inline void interleave16p(const uint8_t *const *s, uint8_t x, uint8_t *d)
 {
 #if QG_SSE2
     const __m128i fx = _mm_set1_epi8((char)x);
-    __m128i r0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s), fx);
-    __m128i r1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(s + sk)), fx);
-    __m128i r2 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(s + 2 * sk)), fx);
-    __m128i r3 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(s + 3 * sk)), fx);
+    __m128i r0 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s[0]), fx);
+    __m128i r1 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s[1]), fx);
+    __m128i r2 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s[2]), fx);
+    __m128i r3 = _mm_xor_si128(_mm_loadu_si128((const __m128i *)s[3]), fx);
     __m128i a0 = _mm_unpacklo_epi8(r0, r1), a1 = _mm_unpackhi_epi8(r0, r1);
     __m128i b0 = _mm_unpacklo_epi8(r2, r3), b1 = _mm_unpackhi_epi8(r2, r3);
     _mm_storeu_si128((__m128i *)d, _mm_unpacklo_epi16(a0, b0));
@@ -200,8 +201,14 @@ static inline void interleave16(const uint8_t *s, int64_t sk, uint8_t x, uint8_t
 #else
     for (int c = 0; c < 16; c++)
         for (int r = 0; r < 4; r++)
-            d[c * 4 + r] = s[r * sk + c] ^ x;
+            d[c * 4 + r] = s[r][c] ^ x;
 #endif
+}
+
+static inline void interleave16(const uint8_t *s, int64_t sk, uint8_t x, uint8_t *d)
+{
+    const uint8_t *r[4] = {s, s + sk, s + 2 * sk, s + 3 * sk};
+    interleave16p(r, x, d);
 }
 
 void kiln__qpack_panels(const uint8_t *src, int64_t sk, int64_t sn, int64_t K, int64_t N, bool flip, uint8_t *dst)
@@ -243,10 +250,20 @@ void kiln__qpack_panels(const uint8_t *src, int64_t sk, int64_t sn, int64_t K, i
     }
 }
 
-void kiln__qpack_group4(const uint8_t *rows, int64_t ld, int64_t npanels, int64_t kp, int64_t k0, uint8_t *dst)
+void kiln__qpack_group4(const uint8_t *rows, int64_t ld, int64_t npanels, int64_t kp, int64_t k0, uint8_t x,
+                        uint8_t *dst)
 {
     for (int64_t p = 0; p < npanels; p++)
-        interleave16(rows + p * KILN_QGEMM_NR, ld, 0, dst + p * kp * KILN_QGEMM_NR + k0 * 16);
+        interleave16(rows + p * KILN_QGEMM_NR, ld, x, dst + p * kp * KILN_QGEMM_NR + k0 * 16);
+}
+
+void kiln__qpack_group4p(const uint8_t *const *rows, int64_t npanels, int64_t kp, int64_t k0, uint8_t x, uint8_t *dst)
+{
+    for (int64_t p = 0; p < npanels; p++) {
+        const uint8_t *r[4] = {rows[0] + p * KILN_QGEMM_NR, rows[1] + p * KILN_QGEMM_NR, rows[2] + p * KILN_QGEMM_NR,
+                               rows[3] + p * KILN_QGEMM_NR};
+        interleave16p(r, x, dst + p * kp * KILN_QGEMM_NR + k0 * 16);
+    }
 }
 
 void kiln__qpanel_sums(const uint8_t *p, int64_t K, int64_t N, bool s8, int32_t *sum)

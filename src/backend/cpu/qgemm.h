@@ -53,7 +53,7 @@ typedef struct kiln_qepi {
     int32_t zp, lo, hi;
 } kiln_qepi;
 
-/* Fills out, act, lin, inv_ys, zp, lo, hi for an output of kind `out` (U8/S8: zero point zp,
+/* Clears e, then fills out, act, lin, inv_ys, zp, lo, hi for an output of kind `out` (U8/S8: zero point zp,
  * scale ys, saturation bounds [lo, hi], which a 16-bit output of the references widens) with
  * activation act. */
 void kiln__qepi_init(kiln_qepi *e, kiln_qout out, const kiln_act *act, float ys, int32_t zp, int32_t lo, int32_t hi);
@@ -122,9 +122,12 @@ void kiln__qconv_bytes(uint8_t *dst, const uint8_t *src, int64_t n, bool flip);
 /* Packs the K x N matrix with element (k, n) at src[k*sk + n*sn] into the panel layout (flip:
  * x ^ 0x80); dst has kiln__qgemm_panel_bytes(K, N) bytes. */
 void kiln__qpack_panels(const uint8_t *src, int64_t sk, int64_t sn, int64_t K, int64_t N, bool flip, uint8_t *dst);
-/* One group of 4 k (k0 % 4 == 0): rows r = 0..3 at rows + r*ld, npanels*16 columns each, into
- * the panels at dst (panel stride kp*16 bytes). */
-void kiln__qpack_group4(const uint8_t *rows, int64_t ld, int64_t npanels, int64_t kp, int64_t k0, uint8_t *dst);
+/* One group of 4 k (k0 % 4 == 0): rows r = 0..3 at rows + r*ld, npanels*16 columns each, xored
+ * with x, into the panels at dst (panel stride kp*16 bytes). */
+void kiln__qpack_group4(const uint8_t *rows, int64_t ld, int64_t npanels, int64_t kp, int64_t k0, uint8_t x,
+                        uint8_t *dst);
+/* The same with the 4 rows at rows[0..3]. */
+void kiln__qpack_group4p(const uint8_t *const *rows, int64_t npanels, int64_t kp, int64_t k0, uint8_t x, uint8_t *dst);
 /* Per-column sums of a packed panel operand of N columns; s8: it holds s8 values. */
 void kiln__qpanel_sums(const uint8_t *p, int64_t K, int64_t N, bool s8, int32_t *sum);
 /* Copies M rows of K bytes (row stride ld) into rows of kp bytes (zero padded; flip: x ^ 0x80)

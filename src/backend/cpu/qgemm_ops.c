@@ -287,6 +287,13 @@ typedef struct qconv_pack {
     const uint8_t *x;      /* image n, channels of group gi */
     uint8_t xor_, pad;     /* flip of X's bytes; the padding value (x's stored zero point) */
     int64_t cpg, ksz, K;
+    bool pointwise;        /* 1x1, stride 1, no padding: pixel p of channel c is x[c * isp + p] */
+    int64_t isp;
+    /* stride-1 layers: the image copied with its padding (and x's flip), so that row k of the
+     * im2col matrix over "virtual" pixels q = oy * Wp + ox (ox < Wp, the padded width) is the
+     * contiguous run xpad + off[k] + q; columns with ox >= Wo are computed and dropped */
+    const uint8_t *xpad;
+    const int64_t *off;
 } qconv_pack;
 
 /* im2col row k (channel c, tap (ky, kx)) for pixels [j0, j0 + n) into d */
@@ -332,7 +339,18 @@ static void qconv_packb(void *arg, int64_t j0, int64_t n, uint8_t *dst, int32_t 
     const qconv_pack *pc = arg;
     int64_t kp = kiln__qgemm_kp(pc->K), np = (n + KILN_QGEMM_NR - 1) / KILN_QGEMM_NR;
     uint8_t rows[4][KILN_QGEMM_STRIP];
-    for (int64_t k0 = 0; k0 < kp; k0 += 4) {
+    static const uint8_t zero[KILN_QGEMM_STRIP];
+    for (int64_t k0 = 0; pc->xpad && k0 < kp; k0 += 4) { /* rows read in place (xpad has slack) */
+        const uint8_t *r[4];
+        for (int i = 0; i < 4; i++)
+            r[i] = k0 + i < pc->K ? pc->xpad + pc->off[k0 + i] + j0 : zero;
+        kiln__qpack_group4p(r, np, kp, k0, 0, dst);
+    }
+    for (int64_t k0 = 0; !pc->xpad && k0 < kp; k0 += 4) {
+        if (pc->pointwise && n == KILN_QGEMM_STRIP && k0 + 4 <= pc->K) { /* im2col is the image itself */
+            kiln__qpack_group4(pc->x + k0 * pc->isp + j0, pc->isp, np, kp, k0, pc->xor_, dst);
+            continue;
+        }
         for (int r = 0; r < 4; r++) {
             if (k0 + r < pc->K)
                 im2col_row(pc, k0 + r, j0, n, rows[r]);
@@ -340,7 +358,7 @@ static void qconv_packb(void *arg, int64_t j0, int64_t n, uint8_t *dst, int32_t 
                 memset(rows[r], 0, sizeof rows[r]);
             memset(rows[r] + n, 0, (size_t)(KILN_QGEMM_STRIP - n));
         }
-        kiln__qpack_group4(&rows[0][0], KILN_QGEMM_STRIP, np, kp, k0, dst);
+        kiln__qpack_group4(&rows[0][0], KILN_QGEMM_STRIP, np, kp, k0, 0, dst);
     }
     if (sum)
         kiln__qpanel_sums(dst, pc->K, np * KILN_QGEMM_NR, false, sum);
@@ -424,6 +442,65 @@ static void qdw_task(void *arg, int64_t p0, int64_t p1)
     kiln__free(gath);
 }
 
+/* ---- stride-1 convolutions: padded image, tap offsets, virtual-pixel output ---- */
+
+typedef struct qconv_padded {
+    int64_t hp, wp, plane;   /* padded rows / row length; bytes per channel plane */
+    uint8_t *xpad;           /* cpg planes and slack */
+    int64_t *off;            /* per k = (c, ky, kx): c * plane + ky * dh * wp + kx * dw */
+    uint8_t *y;              /* mpg x (Ho * wp) outputs before the dropped columns go */
+    size_t xbytes;
+} qconv_padded;
+
+static void padded_free(qconv_padded *p)
+{
+    kiln__free(p->xpad);
+    kiln__free(p->off);
+    kiln__free(p->y);
+    memset(p, 0, sizeof *p);
+}
+
+static kiln_status padded_init(const kiln_kctx *ctx, const kiln_qconv_geom *g, int64_t cpg, int64_t mpg, size_t osz,
+                               qconv_padded *p)
+{
+    int64_t kh = g->k[0], kw = g->k[1], Ho = g->out[0];
+    p->wp = g->out[1] + (kw - 1) * g->dil[1];
+    p->hp = Ho + (kh - 1) * g->dil[0];
+    p->plane = p->hp * p->wp;
+    /* slack: a strip reads 48 columns past any run start */
+    p->xbytes = (size_t)(cpg * p->plane + p->wp + 2 * KILN_QGEMM_STRIP);
+    p->xpad = kiln__malloc(p->xbytes);
+    p->off = kiln__malloc(sizeof(int64_t) * (size_t)(cpg * kh * kw));
+    p->y = kiln__malloc((size_t)(mpg * Ho * p->wp) * osz);
+    if (!p->xpad || !p->off || !p->y) {
+        padded_free(p);
+        return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (padded image)");
+    }
+    for (int64_t c = 0, k = 0; c < cpg; c++)
+        for (int64_t ky = 0; ky < kh; ky++)
+            for (int64_t kx = 0; kx < kw; kx++)
+                p->off[k++] = c * p->plane + ky * g->dil[0] * p->wp + kx * g->dil[1];
+    return KILN_OK;
+}
+
+/* x's cpg planes into the padded layout (padding = x's stored zero point) */
+static void padded_fill(qconv_padded *p, const kiln_qconv_geom *g, const uint8_t *x, int64_t cpg, uint8_t xr,
+                        uint8_t pad)
+{
+    int64_t H = g->in[0], W = g->in[1], pt = g->pad_b[0], pl = g->pad_b[1];
+    memset(p->xpad, pad, p->xbytes);
+    for (int64_t c = 0; c < cpg; c++)
+        for (int64_t py = 0; py < p->hp; py++) {
+            int64_t iy = py - pt;
+            if (iy < 0 || iy >= H)
+                continue;
+            /* padded columns px with 0 <= px - pl < W */
+            int64_t a = pl, b = pl + W < p->wp ? pl + W : p->wp;
+            if (a < b)
+                kiln__qconv_bytes(p->xpad + c * p->plane + py * p->wp + a, x + (c * H + iy) * W, b - a, xr != 0);
+        }
+}
+
 typedef struct qconv_args {
     const kiln_tensor *x, *xz, *w, *wz, *bias;
     const kiln_tensor *xs, *ws, *ys, *yz;
@@ -495,10 +572,21 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
             wzp[m] = zp_at(q->wz, m) - (w_flip ? 128 : 0);
         size_t osz = kiln_dtype_size(q->odt);
         int64_t isp = kiln_tensor_numel(x) / (g.N * g.C);
+        bool pointwise = ksz == 1 && osp == isp;
+        for (int d = 0; d < g.nsp; d++)
+            pointwise &= g.stride[d] == 1 && g.pad_b[d] == 0;
+        qconv_padded pd = {0};
+        if (st == KILN_OK && !pointwise && g.nsp == 2 && g.stride[0] == 1 && g.stride[1] == 1)
+            st = padded_init(ctx, &g, cpg, mpg, osz, &pd);
+        int64_t nv = pd.xpad ? g.out[0] * pd.wp : osp; /* GEMM columns: virtual or real pixels */
         for (int64_t n = 0; st == KILN_OK && n < g.N; n++)
             for (int64_t gi = 0; st == KILN_OK && gi < g.group; gi++) {
                 qconv_pack pc = {.g = &g, .x = (const uint8_t *)x->data + (n * g.C + gi * cpg) * isp,
-                                 .xor_ = x_flip ? 0x80 : 0, .pad = (uint8_t)zxs, .cpg = cpg, .ksz = ksz, .K = K};
+                                 .xor_ = x_flip ? 0x80 : 0, .pad = (uint8_t)zxs, .cpg = cpg, .ksz = ksz, .K = K,
+                                 .pointwise = pointwise, .isp = isp, .xpad = pd.xpad, .off = pd.off};
+                uint8_t *yg = (uint8_t *)ctx->out[0]->data + (size_t)((n * g.M + gi * mpg) * osp) * osz;
+                if (pd.xpad)
+                    padded_fill(&pd, &g, pc.x, cpg, pc.xor_, pc.pad);
                 kiln_qepi eg = e;
                 if (e.scale)
                     eg.scale = e.scale + gi * mpg, eg.mult = e.mult + gi * mpg;
@@ -508,11 +596,15 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
                                  .lda = kiln__qgemm_kp(K), .a_s8 = true,
                                  .a_sum = zxs ? prep_sums(h) + gi * mpg : NULL, .a_zp = wzp ? wzp + gi * mpg : NULL,
                                  .packb_sums = wzp != NULL, .b_zp0 = zxs, .packb = qconv_packb,
-                                 .packb_ctx = &pc,
-                                 .c = (uint8_t *)ctx->out[0]->data + (size_t)((n * g.M + gi * mpg) * osp) * osz,
-                                 .ldc = osp, .epi = eg};
+                                 .packb_ctx = &pc, .c = pd.xpad ? pd.y : yg, .ldc = nv, .epi = eg};
+                gm.N = nv;
                 st = kiln__qgemm(ctx->pool, ctx->nthreads, &gm);
+                if (st == KILN_OK && pd.xpad) /* keep the real columns */
+                    for (int64_t r = 0; r < mpg * g.out[0]; r++)
+                        memcpy(yg + (size_t)(r * g.out[1]) * osz, pd.y + (size_t)(r * pd.wp) * osz,
+                               (size_t)g.out[1] * osz);
             }
+        padded_free(&pd);
     }
     kiln__free(wzp);
     kiln__free(sbuf);
