@@ -1,0 +1,5 @@
+# Precision: explicit Q/DQ models fused into integer layers (fuse-qdq), and kiln build --precision.
+add_test(NAME fuse_qdq COMMAND ${CMAKE_SOURCE_DIR}/tests/passes/run_qdq.sh $<TARGET_FILE:kiln>
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(fuse_qdq PROPERTIES LABELS "passes;sanitize" TIMEOUT 600
+  ENVIRONMENT KILN_CHECK_IR=1)
