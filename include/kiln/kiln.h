@@ -184,7 +184,7 @@ typedef struct kiln_build_options {
      * names runs in that precision or the build fails naming it (KILN_ERR_UNSUPPORTED), unless
      * precision_fallback allows it. NULL / 0 everywhere: fp32, no requests. */
     const char *precision;         /* "fp32", "fp16", "bf16" or "int8": requested for every Conv,
-                                    * MatMul and Gemm (int8 keeps the first and the last of them in
+                                    * MatMul and Gemm with a constant weight (int8 keeps the first and the last of them in
                                     * fp32); NULL = fp32 */
     int num_layer_precisions;      /* rules "PATTERN:PRECISION" applied in order after `precision`
                                     * (PATTERN: a glob on node names and op types; a rule matching

@@ -87,6 +87,23 @@ static bool is_int8_layer(const kiln_node *n)
            n->op == KILN_OP_MatMulInteger || (n->op_type && !strcmp(n->op_type, "QGemm"));
 }
 
+/* A compute layer with a constant weight (input 1: an initializer, a Constant node, or a DQ of
+ * one): what --precision applies to. MatMuls of two activations (attention) stay float, as
+ * Softmax and the normalizations do, unless a --layer-precision rule names them. */
+static bool is_weight_layer(const kiln_graph *g, const kiln_node *n)
+{
+    if (!is_compute(n) || n->n_in < 2 || n->in[1] < 0)
+        return false;
+    int w = n->in[1], p = g->values[w].producer;
+    if (g->values[w].init)
+        return true;
+    if (p < 0 || g->nodes[p].dead)
+        return false;
+    const kiln_node *d = &g->nodes[p];
+    return d->op == KILN_OP_Constant ||
+           (d->op == KILN_OP_DequantizeLinear && d->n_in > 0 && d->in[0] >= 0 && g->values[d->in[0]].init);
+}
+
 static int req_of(const kiln_node *n) { return prec_parse(kiln__attr_s(n, REQ_ATTR, NULL)); }
 
 /* ---- requests ---- */
@@ -96,12 +113,12 @@ static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int 
     if (global != P_FP32) {
         int first = -1, last = -1;
         for (int i = 0; i < g->n_nodes; i++)
-            if (is_compute(&g->nodes[i])) {
+            if (is_weight_layer(g, &g->nodes[i])) {
                 first = first < 0 ? i : first;
                 last = i;
             }
         for (int i = 0; i < g->n_nodes; i++) {
-            if (!is_compute(&g->nodes[i]))
+            if (!is_weight_layer(g, &g->nodes[i]))
                 continue;
             bool keep = global == P_INT8 && (i == first || i == last);
             KILN_TRY(kiln__node_set_attr_s(&g->nodes[i], REQ_ATTR, prec_names[keep ? P_FP32 : global]));

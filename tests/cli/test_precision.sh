@@ -129,6 +129,33 @@ assert fc["requested_precision"] == "int8" and fc["precision"] == "fp32", fc'
 "$KILN" inspect "$T/fb.kiln" --shapes input:1x3x32x32 > "$T/text.txt" 2>&1
 grep -E "^[0-9]+ +fc_Gemm +Gemm +int8 +fp32 " "$T/text.txt" > /dev/null && ok "text inspect: req and prec columns" || bad "text inspect: $(grep fc_Gemm "$T/text.txt")"
 
+# a transformer: weight MatMuls become QLinearMatMul, attention (two activations) has no request
+B=models/tiny_bert.onnx
+mkdir -p "$T/bcal"
+$PY - "$T" <<'PY' || bad "numpy bert data"
+import numpy as np, sys
+t = sys.argv[1]
+rng = np.random.default_rng(1)
+for k in range(3):
+    np.save(f"{t}/bcal/input_ids_{k}.npy", rng.integers(0, 100, (2, 16)).astype(np.int64))
+    np.save(f"{t}/bcal/attention_mask_{k}.npy", np.ones((2, 16), np.int64))
+    np.save(f"{t}/bcal/token_type_ids_{k}.npy", np.zeros((2, 16), np.int64))
+PY
+BI=()
+for n in input_ids attention_mask token_type_ids; do BI+=(--input "$n=$T/bcal/${n}_0.npy"); done
+expect_ok "bert int8" "$KILN" build "$B" -o "$T/b8.kiln" --precision int8 --calib "$T/bcal" --calib-method minmax
+expect_ok "bert fp32" "$KILN" build "$B" -o "$T/b32.kiln"
+"$KILN" run "$T/b8.kiln" "${BI[@]}" --output-dir "$T/ob8" > /dev/null 2>&1 || bad "run bert int8"
+"$KILN" run "$T/b32.kiln" "${BI[@]}" --output-dir "$T/ob32" > /dev/null 2>&1 || bad "run bert fp32"
+"$KILN" inspect "$T/b8.kiln" --json --shapes input_ids:2x16,attention_mask:2x16,token_type_ids:2x16 > "$T/inspect.json" 2>&1
+check "bert int8" '
+q = [l for l in L if l["op"] == "QLinearMatMul"]
+assert len(q) >= 10 and all(l["requested_precision"] == "int8" for l in q), len(q)
+assert all(l["requested_precision"] is None for l in L if l["op"] == "Attention")
+a, b = [np.load(f"{t}/{d}/last_hidden_state.npy").astype(np.float64).ravel() for d in ("ob8", "ob32")]
+print("bert int8 cosine vs fp32", cos(a, b))
+assert cos(a, b) > 0.999'
+
 # an explicit QDQ model needs no option: its integer layers are realized int8
 $PY tests/passes/gen_qdq.py "$T" > /dev/null || bad "gen_qdq"
 expect_ok "build QDQ model" "$KILN" build "$T/qdq_chain.onnx" -o "$T/qdq.kiln"
