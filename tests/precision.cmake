@@ -7,3 +7,7 @@ set_tests_properties(fuse_qdq PROPERTIES LABELS "passes;sanitize" TIMEOUT 600
 add_test(NAME cli_precision COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_precision.sh $<TARGET_FILE:kiln>
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli_precision PROPERTIES LABELS "cli;sanitize" SKIP_RETURN_CODE 77 TIMEOUT 300)
+# engine size per precision on ResNet-50 (fp16 <= 0.52x fp32) and outputs against fp32
+add_test(NAME precision_resnet50 COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_precision_resnet.sh $<TARGET_FILE:kiln>
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(precision_resnet50 PROPERTIES LABELS "models" SKIP_RETURN_CODE 77 TIMEOUT 900)

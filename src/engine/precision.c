@@ -30,11 +30,16 @@
 enum { P_FP32 = 0, P_TF32, P_FP16, P_BF16, P_INT8, P_FP8, P_FP4, P_INT4, P_COUNT };
 static const char *const prec_names[P_COUNT] = {"fp32", "tf32", "fp16", "bf16", "int8", "fp8", "fp4", "int4"};
 
+/* A precision name: its code, -2 for names of issue 8 not implemented yet, -1 otherwise. */
 static int prec_parse(const char *s)
 {
+    static const char *const later[] = {"tf32", "fp8", "fp4", "nvfp4", "mxfp4", "int4", "auto"};
     for (int p = 0; s && p < P_COUNT; p++)
-        if (!strcmp(s, prec_names[p]))
-            return p == P_FP32 || p == P_FP16 || p == P_BF16 || p == P_INT8 ? p : -2;
+        if (!strcmp(s, prec_names[p]) && (p == P_FP32 || p == P_FP16 || p == P_BF16 || p == P_INT8))
+            return p;
+    for (size_t k = 0; s && k < sizeof later / sizeof later[0]; k++)
+        if (!strcmp(s, later[k]))
+            return -2;
     return -1;
 }
 
