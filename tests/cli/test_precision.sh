@@ -6,22 +6,7 @@
 # requested/realized precision in kiln inspect (text and JSON), usage errors.
 set -uo pipefail
 KILN=$1
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$ROOT"
-PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-passes=0
-ok() { passes=$((passes + 1)); echo "pass $1"; }
-bad() { fails=$((fails + 1)); echo "FAIL $1"; }
-expect_ok() { local name=$1; shift; if "$@" > "$T/out.txt" 2> "$T/stderr.txt"; then ok "$name"; else bad "$name: $(tail -2 "$T/stderr.txt")"; fi; }
-expect_rc() { # name rc pattern cmd...
-  local name=$1 want=$2 pat=$3; shift 3
-  "$@" > "$T/err.txt" 2>&1
-  local rc=$?
-  if [ $rc -eq "$want" ] && grep -q -- "$pat" "$T/err.txt"; then ok "$name"; else bad "$name (rc=$rc): $(tail -2 "$T/err.txt")"; fi
-}
+. "$(dirname "$0")/../lib.sh"
 # check NAME PYTHON-ASSERTIONS: runs Python with `d` = the JSON of the last inspect, `out` = run outputs
 check() {
   local name=$1 code=$2
@@ -164,5 +149,4 @@ check "QDQ model realized int8" '
 q = [l for l in L if l["op"] == "QLinearConv"]
 assert len(q) == 2 and all(l["precision"] == "int8" and l["requested_precision"] is None for l in q), q'
 
-echo "precision CLI: $passes passed, $fails failed"
-[ $fails -eq 0 ]
+finish "precision CLI"

@@ -6,13 +6,9 @@
 # 0.32 until then (docs/PRECISION.md).
 set -uo pipefail
 KILN=$1
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$ROOT"
-PY=/usr/bin/python3
+. "$(dirname "$0")/../lib.sh"
 M=models/resnet50.onnx
 [ -f "$M" ] || { echo "SKIP: $M missing (run scripts/bootstrap.sh)"; exit 77; }
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
 mkdir -p "$T/cal"
 $PY -c "
 import numpy as np

@@ -8,14 +8,8 @@
 # convolution, so a value lying within float error of a rounding midpoint may round the other way.
 set -uo pipefail
 KILN=$1
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$ROOT"
-PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/../lib.sh"
 $PY tests/passes/gen_qdq.py "$T" || { echo "FAIL: generating QDQ models"; exit 1; }
-fails=0
-passes=0
 while IFS='|' read -r name have gone shapes maxdq step; do
   [ -z "$name" ] && continue
   args=()
