@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Engine sizes per precision on ResNet-50 (issue 8: FP16 <= 0.52x FP32, INT8 <= 0.27x) and outputs
 # against FP32 (cosine, top-1), with a little calibration data at 64x64 so the test stays quick.
-# INT8 keeps the first conv and the fc in fp32 by default: the fc alone is 8.2 MB of fp32, which
-# puts INT8 at 0.313x; the fc needs QGemm to go int8 (then ~0.235x), so the bound checked here is
-# 0.32 until then (docs/PRECISION.md).
+# Sizes are checked against the model file (its fp32 weights): the fp32 engine also holds packed
+# (Winograd / GEMM-panel) copies, which would make any ratio to it look better than it is; both
+# ratios are printed. INT8 keeps the first conv and the fc in fp32 by default: the fc alone is
+# 8.2 MB of fp32, which puts INT8 at 0.314x; the fc needs QGemm to go int8 (then ~0.236x), so the
+# bound checked here is 0.32 until then (docs/PRECISION.md).
 set -uo pipefail
 KILN=$1
 . "$(dirname "$0")/../lib.sh"
@@ -31,11 +33,12 @@ limits = {"fp16": (0.52, 0.99999), "bf16": (0.52, 0.9999), "int8": (0.32, 0.999)
 bad = 0
 for p, (size_max, cos_min) in limits.items():
     a = np.load(f"{t}/o_{p}/logits.npy").astype(np.float64).ravel()
-    ratio = os.path.getsize(f"{t}/{p}.kiln") / os.path.getsize(f"{t}/fp32.kiln")
+    ratio = os.path.getsize(f"{t}/{p}.kiln") / os.path.getsize("models/resnet50.onnx")
+    vs_engine = os.path.getsize(f"{t}/{p}.kiln") / os.path.getsize(f"{t}/fp32.kiln")
     cos = a @ r / np.linalg.norm(a) / np.linalg.norm(r)
     ok = ratio <= size_max and cos >= cos_min and a.argmax() == r.argmax()
     bad += not ok
-    print(f"{'pass' if ok else 'FAIL'} {p}: engine {ratio:.3f}x fp32 (<= {size_max}), cosine {cos:.6f} (>= {cos_min}), "
+    print(f"{'pass' if ok else 'FAIL'} {p}: engine {ratio:.3f}x the fp32 model (<= {size_max}), {vs_engine:.3f}x the fp32 engine, cosine {cos:.6f} (>= {cos_min}), "
           f"max |diff| / max |ref| {abs(a - r).max() / abs(r).max():.4g}, top-1 {'same' if a.argmax() == r.argmax() else 'differs'}")
 sys.exit(1 if bad else 0)
 PY
