@@ -180,6 +180,20 @@ typedef struct kiln_build_options {
                                     * with KILN_ERR_LIMIT (e.g. a Loop with a huge trip count). */
     char *report;                  /* out: with want_report, a text report of passes, tactics and
                                     * memory plan (free with kiln_free); NULL otherwise */
+    /* Precision (docs/PRECISION.md, "Requested and realized precision"). Every layer a request
+     * names runs in that precision or the build fails naming it (KILN_ERR_UNSUPPORTED), unless
+     * precision_fallback allows it. NULL / 0 everywhere: fp32, no requests. */
+    const char *precision;         /* "fp32", "fp16", "bf16" or "int8": requested for every Conv,
+                                    * MatMul and Gemm with a constant weight (int8 keeps the first and the last of them in
+                                    * fp32); NULL = fp32 */
+    int num_layer_precisions;      /* rules "PATTERN:PRECISION" applied in order after `precision`
+                                    * (PATTERN: a glob on node names and op types; a rule matching
+                                    * no layer is an error) */
+    const char *const *layer_precisions;
+    bool precision_fallback;       /* build layers that cannot run as requested in what they can */
+    const struct kiln_calib_options *calib;   /* int8 layers: calibration data, method and cache */
+    char *precision_report;        /* out: with precision options, text lines saying which layers
+                                    * were kept in fp32 and each fallback (free with kiln_free) */
 } kiln_build_options;
 
 /* Optimizes a model into an engine. The model is not modified. */
@@ -390,6 +404,10 @@ typedef struct kiln_layer_info {
 } kiln_layer_info;
 int kiln_engine_num_layers(kiln_engine_t e);   /* -1 for NULL */
 kiln_status kiln_engine_layer(kiln_engine_t e, int i, kiln_layer_info *out);
+/* Layer i's requested precision ("" when the build asked for none) and realized precision (what
+ * it computes in: "fp32", "fp16", "bf16", "int8"; fp16/bf16 on the CPU are weights stored in that
+ * format and computed in fp32). Strings live as long as e. */
+kiln_status kiln_engine_layer_precision(kiln_engine_t e, int i, const char **requested, const char **realized);
 
 /* ---- context introspection ---- */
 /* Call before the context's first run: that run then plans memory itself (instead of adopting
