@@ -1,0 +1,126 @@
+/* Debugging runs (kiln_model_run_values, kiln_engine_run_values): a normal run through the
+ * interpreter's observe hook, which hands every float value a top-level node produces to the
+ * caller as float32; QuantizeLinear outputs are dequantized with the node's constant scale and zero
+ * point, so INT8 / FP8 layers compare against a float reference meaningfully. */
+#include "model.h"
+#include "exec.h"
+#include "../engine/engine.h"
+
+typedef struct values_run {
+    const kiln_graph *g;
+    kiln_value_fn fn;
+    void *user;
+} values_run;
+
+/* The constant tensor behind input k of n, or NULL (absent, or computed at run time). */
+static const kiln_tensor *const_input(const kiln_graph *g, const kiln_node *n, int k)
+{
+    return k < n->n_in && n->in[k] >= 0 ? g->values[n->in[k]].init : NULL;
+}
+
+/* y = (q - zero_point) * scale with a per-tensor or per-axis (attribute axis) scale; false when the
+ * node's parameters are not constants of a supported shape (the value is then not reported). */
+static bool dequantize(const kiln_graph *g, const kiln_node *n, const kiln_tensor *q, float *y)
+{
+    const kiln_tensor *sc = const_input(g, n, 1), *zp = const_input(g, n, 2);
+    if (!sc || (n->n_in > 2 && n->in[2] >= 0 && !zp) || kiln__attr_i(n, "block_size", 0) != 0 ||
+        kiln_dtype_size(q->dtype) == 0 || kiln_dtype_size(sc->dtype) == 0 || (zp && kiln_dtype_size(zp->dtype) == 0))
+        return false;
+    int64_t ns = kiln_tensor_numel(sc), nq = kiln_tensor_numel(q), axis = kiln__attr_i(n, "axis", 1), inner = 1,
+            len = 1;
+    if ((zp && kiln_tensor_numel(zp) != ns) || ns < 1)
+        return false;
+    if (ns > 1) {
+        if (axis < 0)
+            axis += q->ndim;
+        if (axis < 0 || axis >= q->ndim || q->dims[axis] != ns)
+            return false;
+        for (int d = (int)axis + 1; d < q->ndim; d++)
+            inner *= q->dims[d];
+        len = ns;
+    }
+    for (int64_t i = 0; i < nq; i++) {
+        int64_t c = (i / inner) % len;
+        double z = zp ? kiln__get_f64(zp->dtype, zp->data, c) : 0;
+        y[i] = (float)((kiln__get_f64(q->dtype, q->data, i) - z) * kiln__get_f64(sc->dtype, sc->data, c));
+    }
+    return true;
+}
+
+static kiln_status report(values_run *r, const kiln_node *n, int o, const kiln_tensor *t)
+{
+    bool quant = n->op == KILN_OP_QuantizeLinear && o == 0;
+    if (!quant && (!kiln__dtype_is_float(t->dtype) || kiln_dtype_size(t->dtype) == 0))
+        return KILN_OK;
+    int64_t numel = kiln_tensor_numel(t);
+    kiln_tensor f = *t;
+    f.flags = KILN_TENSOR_BORROWED;
+    float *buf = NULL;
+    if (t->dtype != KILN_DT_FLOAT32 || quant) {
+        if (numel < 0 || !(buf = kiln__calloc((size_t)numel + 1, sizeof *buf)))
+            return kiln__err(KILN_ERR_NOMEM, "out of memory converting value '%s' to float", r->g->values[n->out[o]].name);
+        bool ok = quant ? dequantize(r->g, n, t, buf) : kiln__convert(KILN_DT_FLOAT32, buf, t->dtype, t->data, numel) == KILN_OK;
+        if (!ok) {
+            kiln__free(buf);
+            kiln_clear_last_error();
+            return KILN_OK;
+        }
+        f.dtype = KILN_DT_FLOAT32;
+        f.data = buf;
+        f.nbytes = (size_t)numel * sizeof(float);
+    }
+    kiln_value_view v = {
+        .name = r->g->values[n->out[o]].name,
+        .node = n->name ? n->name : "",
+        .op = n->op_type,
+        .fused_from = n->fused_from ? n->fused_from : "",
+        .quantizes = quant && n->in[0] >= 0 ? r->g->values[n->in[0]].name : NULL,
+        .dtype = t->dtype,
+        .layer = (int)(n - r->g->nodes),
+        .value = &f,
+    };
+    kiln_status st = r->fn(r->user, &v);
+    kiln__free(buf);
+    return st;
+}
+
+static kiln_status observe(void *user, const kiln_node *n, const kiln_tensor *const *outputs)
+{
+    for (int o = 0; o < n->n_out; o++)
+        if (n->out[o] >= 0 && outputs[o])
+            KILN_TRY(report(user, n, o, outputs[o]));
+    return KILN_OK;
+}
+
+static kiln_status run_values(const kiln_graph *g, int num_inputs, const char *const *input_names,
+                              const kiln_tensor *inputs, const kiln_run_options *opts, kiln_value_fn fn, void *user)
+{
+    values_run r = {.g = g, .fn = fn, .user = user};
+    kiln_hooks hooks = {.observe = observe, .observe_user = &r};
+    kiln_tensor *outs = NULL;
+    int nout = 0;
+    KILN_TRY(kiln__graph_run_hooked(g, num_inputs, input_names, inputs, opts, &hooks, &nout, &outs));
+    kiln_tensors_free(outs, nout);
+    return KILN_OK;
+}
+
+kiln_status kiln_model_run_values(kiln_model_t m, int num_inputs, const char *const *input_names,
+                                  const kiln_tensor *inputs, const kiln_run_options *opts, kiln_value_fn fn,
+                                  void *user)
+{
+    if (!m || !fn)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_model_run_values: NULL argument");
+    return run_values(m->g, num_inputs, input_names, inputs, opts, fn, user);
+}
+
+kiln_status kiln_engine_run_values(kiln_engine_t e, int num_inputs, const char *const *input_names,
+                                   const kiln_tensor *inputs, const kiln_run_options *opts, kiln_value_fn fn,
+                                   void *user)
+{
+    if (!e || !fn)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_run_values: NULL argument");
+    if (num_inputs > 0 && (!input_names || !inputs))
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_run_values: NULL inputs");
+    KILN_TRY(kiln__engine_check_profiles(e, num_inputs, input_names, inputs));
+    return run_values(e->g, num_inputs, input_names, inputs, opts, fn, user);
+}
