@@ -64,6 +64,12 @@ os.makedirs(os.path.join(t, "data"))
 for k in range(3):
     np.save(os.path.join(t, "data", f"s{k}.npy"), rng.uniform(-1, 1, (4, 3, 20, 20)).astype(np.float32))
 np.save(os.path.join(t, "x1.npy"), rng.uniform(-1, 1, (1, 3, 24, 24)).astype(np.float32))
+# several inputs: NAME_KEY.npy (tiny_bert), plus a stray file of another input's name prefix
+os.makedirs(os.path.join(t, "bert"))
+for k in ("a", "b"):
+    np.save(os.path.join(t, "bert", f"input_ids_{k}.npy"), rng.integers(0, 100, (2, 7)).astype(np.int64))
+    np.save(os.path.join(t, "bert", f"attention_mask_{k}.npy"), np.ones((2, 7), np.int64))
+    np.save(os.path.join(t, "bert", f"token_type_ids_{k}.npy"), np.zeros((2, 7), np.int64))
 PY
 
 TIGHT=(--budget 'cosine>=0.99999' --budget 'snr>=80db' --budget 'top1>=100%' --budget 'top5>=100%' --budget 'maxrel<=1e-3')
@@ -126,6 +132,15 @@ assert b['cosine']['pass'] and not b['snr']['pass'], b"
 expect_rc "--data with --batch" 0 '"samples": 6' "$KILN" verify "$M" --reference "$M" --data "$T/data" --batch 2 --json
 json_check "data samples" "assert d['inputs'] == 'data' and d['outputs'][0]['shape'] == [2, 10]"
 expect_rc "--data --samples caps" 0 '"samples": 2' "$KILN" verify "$M" --reference "$M" --data "$T/data" --samples 2 --json
+expect_rc "--data, several inputs (NAME_KEY.npy)" 0 '"samples": 2' "$KILN" verify models/tiny_bert.onnx \
+  --reference models/tiny_bert.onnx --data "$T/bert" --json --budget 'cosine>=0.99999'
+json_check "two outputs, hidden state per token" "
+o = {x['name']: x for x in d['outputs']}
+assert o['last_hidden_state']['shape'] == [2, 7, 64] and o['last_hidden_state']['rows'] == 28, o
+assert o['pooler_output']['shape'] == [2, 64] and len(d['budgets']) == 2 and d['pass'], d"
+rm "$T/bert/token_type_ids_b.npy"
+expect_rc "--data, a missing input file" 1 "token_type_ids_b.npy" "$KILN" verify models/tiny_bert.onnx \
+  --reference models/tiny_bert.onnx --data "$T/bert"
 expect_rc "--input file" 0 "1 sample (input files)" "$KILN" verify "$M" --reference "$M" --input "input=$T/x1.npy"
 
 expect_rc "no reference" 2 "need --reference" "$KILN" verify "$M"

@@ -26,6 +26,22 @@ static bool ends_with(const char *s, const char *suf)
     return n >= m && !strcmp(s + n - m, suf);
 }
 
+/* f starts with NAME_ */
+static bool has_prefix(const char *f, const char *name)
+{
+    size_t n = strlen(name);
+    return !strncmp(f, name, n) && f[n] == '_';
+}
+
+/* f belongs to an input whose name extends input 0's ("x" and "x_mask": x_mask_1.npy is x_mask's). */
+static bool longer_input(const vsrc *s, const char *f)
+{
+    for (int i = 1; i < s->nin; i++)
+        if (strlen(s->names[i]) > strlen(s->names[0]) && has_prefix(f, s->names[i]))
+            return true;
+    return false;
+}
+
 /* The file group keys of DIR: file names (one input) or the KEY of NAME0_KEY.npy (several). */
 static bool list_keys(vsrc *s)
 {
@@ -42,7 +58,7 @@ static bool list_keys(vsrc *s)
         const char *f = de->d_name;
         if (f[0] == '.' || !ends_with(f, ".npy"))
             continue;
-        if (s->nin > 1 && (strncmp(f, n0, pre - 1) != 0 || f[pre - 1] != '_'))
+        if (s->nin > 1 && (!has_prefix(f, n0) || longer_input(s, f)))
             continue;
         char **k = realloc(s->keys, sizeof *k * ((size_t)s->nkeys + 1));
         char *key = strdup(s->nin > 1 ? f + pre : f);
