@@ -507,10 +507,13 @@ double kiln_budget_value(const kiln_budget *b, const kiln_compare_summary *s, bo
 
 /* ---- debugging runs: every intermediate value (kiln verify --per-layer) ----
  * Runs a model or an engine like kiln_model_run / kiln_engine_run and calls `fn` after each node
- * of the top-level graph, in execution order, once for each float output it produced (and for
- * each QuantizeLinear output, dequantized with the node's constant scale and zero point), given
- * as a float32 tensor valid only during the call. A non-OK return from fn stops the run with
- * that status. Outputs of other types (shapes, indices, masks) are not reported. */
+ * of the top-level graph, in execution order, once for each float output it produced, given as a
+ * float32 tensor valid only during the call. Quantized outputs are reported dequantized,
+ * (q - zero_point) * scale with constant parameters: QuantizeLinear (inputs 1, 2; per tensor or
+ * per axis), QLinearConv / QLinearMatMul (y_scale, y_zero_point), and Reshape, Transpose, Flatten,
+ * Squeeze, Unsqueeze, MaxPool, Identity, Slice of a per-tensor quantized input (same scale). A
+ * non-OK return from fn stops the run with that status. Outputs of other types (shapes, indices,
+ * masks) are not reported. */
 typedef struct kiln_value_view {
     const char *name;        /* the value's name in the graph */
     const char *node;        /* producing node (layer) name, "" if unnamed */
@@ -518,7 +521,8 @@ typedef struct kiln_value_view {
     const char *fused_from;  /* ONNX nodes fused into that layer, "" if none */
     const char *quantizes;   /* a dequantized QuantizeLinear output: the float value it quantizes
                               * (its input's name); NULL otherwise */
-    kiln_dtype dtype;        /* the dtype as produced (before conversion) */
+    const char *input;       /* the node's first input (NULL if none) */
+    kiln_dtype dtype;        /* the dtype as produced (before conversion; not float: dequantized) */
     int layer;               /* index of the node in execution order */
     const kiln_tensor *value;   /* float32 */
 } kiln_value_view;

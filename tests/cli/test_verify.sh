@@ -59,6 +59,42 @@ pos = [i for i, n in enumerate(g.node) if n.name == "MaxPool_0"][0]
 g.node.insert(pos + 1, helper.make_node("QuantizeLinear", ["MaxPool_0_output_0", "mp_scale", "mp_zp"], ["mp_q"], name="mp_Q"))
 g.node.insert(pos + 2, helper.make_node("DequantizeLinear", ["mp_q", "mp_scale", "mp_zp"], ["mp_dq"], name="mp_DQ"))
 onnx.save(m, os.path.join(t, "qdq.onnx"))
+# the same pair in FP8 E4M3 (opset 19; Debian's onnx 1.12 has no FP8 enum: data_type 17 by number)
+zp8 = onnx.TensorProto()
+zp8.name, zp8.data_type, zp8.raw_data = "mp_zp8", 17, bytes([0])
+g.initializer.append(zp8)
+for n in g.node:
+    if n.name in ("mp_Q", "mp_DQ"):
+        n.input[2] = "mp_zp8"
+m.opset_import[0].version = 19
+onnx.save(m, os.path.join(t, "qdq8.onnx"))
+
+# a quantized layer in the place of a float one (as fuse-qdq makes it): reference Conv c -> Relu r ->
+# MaxPool mp -> Flatten; candidate QuantizeLinear -> QLinearConv c (uint8, zero point 0: the Relu is
+# in the saturation) -> MaxPool mp on uint8 -> DequantizeLinear -> Flatten
+W = rng.uniform(-1, 1, (4, 3, 3, 3)).astype(np.float32)
+conv = dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+ref = helper.make_graph([helper.make_node("Conv", ["x", "W"], ["c_out"], name="c", **conv),
+                         helper.make_node("Relu", ["c_out"], ["r_out"], name="r"),
+                         helper.make_node("MaxPool", ["r_out"], ["mp_out"], name="mp", kernel_shape=[2, 2], strides=[2, 2]),
+                         helper.make_node("Flatten", ["mp_out"], ["y"], name="fl")],
+                        "ref", [x], [y], [numpy_helper.from_array(W, "W")])
+onnx.save(helper.make_model(ref, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(t, "qref.onnx"))
+ws = np.abs(W).reshape(4, -1).max(axis=1) / 127
+wq = np.round(W / ws[:, None, None, None]).astype(np.int8)
+ys = float(np.abs(W).reshape(4, -1).sum(axis=1).max()) / 255   # |x| <= 1: never saturates
+init = [numpy_helper.from_array(np.array(1 / 127, np.float32), "xs"), numpy_helper.from_array(np.array(128, np.uint8), "xz"),
+        numpy_helper.from_array(wq, "wq"), numpy_helper.from_array(ws.astype(np.float32), "ws"),
+        numpy_helper.from_array(np.zeros(4, np.int8), "wz"), numpy_helper.from_array(np.array(ys, np.float32), "ys"),
+        numpy_helper.from_array(np.array(0, np.uint8), "yz")]
+cand = helper.make_graph([helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="xQ"),
+                          helper.make_node("QLinearConv", ["xq", "xs", "xz", "wq", "ws", "wz", "ys", "yz"], ["c_q"], name="c", **conv),
+                          helper.make_node("MaxPool", ["c_q"], ["mp_q"], name="mp", kernel_shape=[2, 2], strides=[2, 2]),
+                          helper.make_node("DequantizeLinear", ["mp_q", "ys", "yz"], ["mp_dq"], name="mpDQ"),
+                          helper.make_node("Flatten", ["mp_dq"], ["y"], name="fl")], "cand", [x], [y], init)
+onnx.save(helper.make_model(cand, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(t, "qcand.onnx"))
 
 os.makedirs(os.path.join(t, "data"))
 for k in range(3):
@@ -129,6 +165,26 @@ assert p['matched'] == len(p['layers']) > 5 and p['reference_values'] >= p['matc
 b = {x['metric']: x for x in d['budgets']}
 assert b['cosine']['pass'] and not b['snr']['pass'], b"
 
+expect_rc "per-layer qdq fp8 (json)" 0 '"per_layer"' "$KILN" verify "$T/qdq8.onnx" --reference "$M" \
+  --shapes input:1x3x32x32 --per-layer --json
+json_check "FP8 QuantizeLinear output dequantized" "
+q = {r['value']: r for r in d['per_layer']['layers']}['MaxPool_0_output_0']
+assert q['dequantized_from'] == 'mp_q' and q['candidate_dtype'] != 'float32' and q['matched_by'] == 'quantizes', q
+assert 15 < q['snr_db'] < 60 and q['jump'] is True, q"
+expect_rc "per-layer: quantized layers matched by node name" 0 '"per_layer"' "$KILN" verify "$T/qcand.onnx" \
+  --reference "$T/qref.onnx" --per-layer --json --budget 'cosine>=0.99'
+json_check "QLinearConv dequantized against the Relu it folds in, MaxPool on uint8" "
+rows = {r['value']: r for r in d['per_layer']['layers']}
+assert 'c_out' not in rows, rows.keys()
+r = rows['r_out']
+assert r['matched_by'] == 'node' and r['candidate_value'] == 'c_q' and r['candidate_dtype'] == 'uint8', r
+assert 20 < r['snr_db'] < 70 and r['cosine'] > 0.99 and r['node'] == 'r', r
+m = rows['mp_out']
+assert m['matched_by'] == 'node' and m['candidate_value'] == 'mp_q' and m['candidate_dtype'] == 'uint8' and m['snr_db'] > 20, m
+assert rows['y']['matched_by'] == 'name' and rows['y']['candidate_dtype'] == 'float32'
+assert d['per_layer']['matched'] == 3, d['per_layer']"
+"$KILN" verify "$T/qcand.onnx" --reference "$T/qref.onnx" --per-layer > "$T/out.txt" 2>&1
+grep -q "r_out .*(by node name: c_q)" "$T/out.txt" && ok "text names the matched quantized value" || bad "text: $(cat "$T/out.txt")"
 expect_rc "--data with --batch" 0 '"samples": 6' "$KILN" verify "$M" --reference "$M" --data "$T/data" --batch 2 --json
 json_check "data samples" "assert d['inputs'] == 'data' and d['outputs'][0]['shape'] == [2, 10]"
 expect_rc "--data --samples caps" 0 '"samples": 2' "$KILN" verify "$M" --reference "$M" --data "$T/data" --samples 2 --json
