@@ -96,6 +96,15 @@ cand = helper.make_graph([helper.make_node("QuantizeLinear", ["x", "xs", "xz"], 
                           helper.make_node("Flatten", ["mp_dq"], ["y"], name="fl")], "cand", [x], [y], init)
 onnx.save(helper.make_model(cand, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(t, "qcand.onnx"))
 
+# names with terminal control sequences (printed escaped)
+m = onnx.load(src)
+for n in m.graph.node:
+    if n.name == "Relu_0":
+        n.name = "Relu\x1b[31m_0"
+    n.input[:] = ["Relu\x1b]0;x\x07_out" if x == "Relu_0_output_0" else x for x in n.input]
+    n.output[:] = ["Relu\x1b]0;x\x07_out" if x == "Relu_0_output_0" else x for x in n.output]
+onnx.save(m, os.path.join(t, "names.onnx"))
+
 os.makedirs(os.path.join(t, "data"))
 for k in range(3):
     np.save(os.path.join(t, "data", f"s{k}.npy"), rng.uniform(-1, 1, (4, 3, 20, 20)).astype(np.float32))
@@ -185,6 +194,12 @@ assert rows['y']['matched_by'] == 'name' and rows['y']['candidate_dtype'] == 'fl
 assert d['per_layer']['matched'] == 3, d['per_layer']"
 "$KILN" verify "$T/qcand.onnx" --reference "$T/qref.onnx" --per-layer > "$T/out.txt" 2>&1
 grep -q "r_out .*(by node name: c_q)" "$T/out.txt" && ok "text names the matched quantized value" || bad "text: $(cat "$T/out.txt")"
+expect_rc "per-layer, control characters in names" 0 "PASS" "$KILN" verify "$T/names.onnx" --reference "$T/names.onnx" \
+  --shapes input:1x3x16x16 --per-layer
+$PY -c "
+import sys; b = open('$T/out.txt', 'rb').read()
+assert b'x1b[31m_0' in b and not any(c < 0x20 and c != 0x0a for c in b), 'raw control bytes'" 2> "$T/py.txt" \
+  && ok "names printed escaped" || bad "escaping: $(cat "$T/py.txt")"
 expect_rc "--data with --batch" 0 '"samples": 6' "$KILN" verify "$M" --reference "$M" --data "$T/data" --batch 2 --json
 json_check "data samples" "assert d['inputs'] == 'data' and d['outputs'][0]['shape'] == [2, 10]"
 expect_rc "--data --samples caps" 0 '"samples": 2' "$KILN" verify "$M" --reference "$M" --data "$T/data" --samples 2 --json
