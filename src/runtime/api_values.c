@@ -7,6 +7,7 @@
 #include "exec.h"
 #include "../engine/engine.h"
 #include "../core/numfmt.h"
+#include "layers.h"
 
 /* Quantization parameters of an 8-bit (or FP8) value: the constant scale and zero point (zp may be
  * NULL) and the axis of a per-axis scale. */
@@ -142,7 +143,7 @@ static kiln_status observe(void *user, const kiln_node *n, const kiln_tensor *co
     return KILN_OK;
 }
 
-static kiln_status run_values(const kiln_graph *g, int num_inputs, const char *const *input_names,
+static kiln_status run_values(const kiln_graph *g, const kiln_layer *layers, int num_inputs, const char *const *input_names,
                               const kiln_tensor *inputs, const kiln_run_options *opts, kiln_value_fn fn, void *user)
 {
     values_run r = {.g = g, .fn = fn, .user = user, .q = kiln__calloc((size_t)g->n_values + 1, sizeof *r.q)};
@@ -151,7 +152,7 @@ static kiln_status run_values(const kiln_graph *g, int num_inputs, const char *c
     kiln_hooks hooks = {.observe = observe, .observe_user = &r};
     kiln_tensor *outs = NULL;
     int nout = 0;
-    kiln_status st = kiln__graph_run_hooked(g, num_inputs, input_names, inputs, opts, &hooks, &nout, &outs);
+    kiln_status st = kiln__graph_run_hooked(g, layers, num_inputs, input_names, inputs, opts, &hooks, &nout, &outs);
     if (st == KILN_OK)
         kiln_tensors_free(outs, nout);
     kiln__free(r.q);
@@ -164,7 +165,7 @@ kiln_status kiln_model_run_values(kiln_model_t m, int num_inputs, const char *co
 {
     if (!m || !fn)
         return kiln__err(KILN_ERR_INVALID_ARG, "kiln_model_run_values: NULL argument");
-    return run_values(m->g, num_inputs, input_names, inputs, opts, fn, user);
+    return run_values(m->g, NULL, num_inputs, input_names, inputs, opts, fn, user);
 }
 
 kiln_status kiln_engine_run_values(kiln_engine_t e, int num_inputs, const char *const *input_names,
@@ -176,5 +177,9 @@ kiln_status kiln_engine_run_values(kiln_engine_t e, int num_inputs, const char *
     if (num_inputs > 0 && (!input_names || !inputs))
         return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_run_values: NULL inputs");
     KILN_TRY(kiln__engine_check_profiles(e, num_inputs, input_names, inputs));
-    return run_values(e->g, num_inputs, input_names, inputs, opts, fn, user);
+    kiln_layer *layers;   /* the engine's layer plan (prepared weights), as kiln_engine_run uses it */
+    KILN_TRY(kiln__layers_restore(e, &layers));
+    kiln_status st = run_values(e->g, layers, num_inputs, input_names, inputs, opts, fn, user);
+    kiln__layers_release(layers, e->n_layers);
+    return st;
 }

@@ -6,15 +6,7 @@
 # negated) must show a large drop, so the metric can fail; kiln verify on the rec data agrees per step.
 set -uo pipefail
 KILN=$1
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$ROOT"
-PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-passes=0
-ok() { passes=$((passes + 1)); echo "pass $1"; }
-bad() { fails=$((fails + 1)); echo "FAIL $1"; }
+. "$(dirname "$0")/../lib.sh"
 CLS=models/ocr/ch_ppocr_mobile_v2.0_cls_infer.onnx
 REC=models/ocr/ch_PP-OCRv4_rec_infer.onnx
 for f in "$CLS" "$REC" /usr/bin/convert /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf; do
@@ -63,5 +55,4 @@ else grep -q "FAIL cls accuracy" "$T/acc.err" && ok "a floor missed exits 1" || 
 if "$KILN" verify "$REC" --reference "$REC" --data "$T/ocr/eval/rec" --samples 1 --budget 'top1>=99%' \
      --budget 'cosine>=0.9999' > "$T/v.txt" 2>&1; then ok "kiln verify rec on the OCR data"
 else bad "verify rec: $(tail -5 "$T/v.txt")"; fi
-echo "$passes passed, $fails failed"
-[ $fails -eq 0 ]
+finish

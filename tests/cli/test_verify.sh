@@ -6,18 +6,11 @@
 # --json schema; exit statuses; quiet in pipes; usage errors.
 set -uo pipefail
 KILN=$1
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$ROOT"
-PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-passes=0
-ok() { passes=$((passes + 1)); echo "pass $1"; }
-bad() { fails=$((fails + 1)); echo "FAIL $1"; }
-expect_rc() { # name rc pattern cmd...   (pattern searched in stdout+stderr)
+. "$(dirname "$0")/../lib.sh"
+expect_out() { # name rc pattern cmd...: exit status exactly rc, pattern in stdout+stderr (kept apart:
+               # stdout in $T/out.txt for the JSON checks, stderr in $T/err.txt)
   local name=$1 want=$2 pat=$3; shift 3
-  "$@" > "$T/out.txt" 2> "$T/err.txt"
+  timeout 120 "$@" > "$T/out.txt" 2> "$T/err.txt"
   local rc=$?
   if [ $rc -eq "$want" ] && cat "$T/out.txt" "$T/err.txt" | grep -q -- "$pat"; then ok "$name"
   else bad "$name (rc=$rc, want $want, pattern '$pat'): $(tail -3 "$T/out.txt") / $(tail -3 "$T/err.txt")"; fi
@@ -119,14 +112,14 @@ PY
 
 TIGHT=(--budget 'cosine>=0.99999' --budget 'snr>=80db' --budget 'top1>=100%' --budget 'top5>=100%' --budget 'maxrel<=1e-3')
 
-expect_rc "help" 0 "usage: kiln verify" "$KILN" verify --help
-expect_rc "fp32 model vs itself within tight budgets" 0 "^PASS" "$KILN" verify "$M" --reference "$M" \
+expect_out "help" 0 "usage: kiln verify" "$KILN" verify --help
+expect_out "fp32 model vs itself within tight budgets" 0 "^PASS" "$KILN" verify "$M" --reference "$M" \
   --shapes input:2x3x32x32 "${TIGHT[@]}"
 [ ! -s "$T/err.txt" ] && ok "quiet stderr in a pipe" || bad "stderr not empty: $(head -3 "$T/err.txt")"
 grep -q "snr_db" "$T/out.txt" && grep -q "top1 agreement 100" "$T/out.txt" && ok "text lists metrics" || bad "text metrics"
 
 "$KILN" build "$M" -o "$T/fp32.kiln" --shapes input:2x3x32x32 > /dev/null 2>&1 || bad "build engine"
-expect_rc "fp32 engine within tight budgets (json)" 0 '"pass": true' "$KILN" verify "$T/fp32.kiln" --reference "$M" \
+expect_out "fp32 engine within tight budgets (json)" 0 '"pass": true' "$KILN" verify "$T/fp32.kiln" --reference "$M" \
   "${TIGHT[@]}" --samples 3 --json
 json_check "json schema" "
 o = d['outputs'][0]
@@ -139,27 +132,29 @@ assert o['nonfinite'] == 0
 assert len(d['budgets']) == 5 and all(b['pass'] and b['output'] == 'logits' for b in d['budgets']), d['budgets']
 assert 'per_layer' not in d"
 
-expect_rc "perturbed weights violate the budgets" 3 "FAIL: " "$KILN" verify "$T/perturbed.onnx" --reference "$M" \
+expect_out "per-layer on an engine file (layer plan restored)" 0 "^matched [1-9]" "$KILN" verify "$T/fp32.kiln" \
+  --reference "$M" --per-layer --samples 1 "${TIGHT[@]}"
+expect_out "perturbed weights violate the budgets" 3 "FAIL: " "$KILN" verify "$T/perturbed.onnx" --reference "$M" \
   --shapes input:2x3x32x32 "${TIGHT[@]}"
 grep -q "FAIL budget snr>=80db" "$T/out.txt" && ok "names the failed budget" || bad "failed budget line"
 "$KILN" build "$T/perturbed.onnx" -o "$T/perturbed.kiln" --shapes input:2x3x32x32 > /dev/null 2>&1 || bad "build perturbed"
-expect_rc "engine of another model violates cosine (json)" 3 '"pass": false' "$KILN" verify "$T/perturbed.kiln" \
+expect_out "engine of another model violates cosine (json)" 3 '"pass": false' "$KILN" verify "$T/perturbed.kiln" \
   --reference "$M" --budget 'cosine>=0.99999' --json
 json_check "json of a violation" "
 b = d['budgets'][0]
 assert b['metric'] == 'cosine' and b['threshold'] == 0.99999 and b['pass'] is False and b['value'] < 0.99999, b"
-expect_rc "loose budget passes the perturbed model" 0 "^PASS" "$KILN" verify "$T/perturbed.onnx" --reference "$M" \
+expect_out "loose budget passes the perturbed model" 0 "^PASS" "$KILN" verify "$T/perturbed.onnx" --reference "$M" \
   --shapes input:2x3x32x32 --budget 'cosine>=0.5'
-expect_rc "NaN output fails without budgets" 3 "NaN/Inf" "$KILN" verify "$T/nan.onnx" --reference "$M" \
+expect_out "NaN output fails without budgets" 3 "NaN/Inf" "$KILN" verify "$T/nan.onnx" --reference "$M" \
   --shapes input:1x3x16x16
 
-expect_rc "per-layer (perturbed)" 3 "<-- jump" "$KILN" verify "$T/perturbed.onnx" --reference "$M" \
+expect_out "per-layer (perturbed)" 3 "<-- jump" "$KILN" verify "$T/perturbed.onnx" --reference "$M" \
   --shapes input:1x3x32x32 --per-layer --budget 'snr>=80db'
 first=$(grep -m1 -- "<-- jump" "$T/out.txt" | awk '{print $2}')
 [ "$first" = "Relu_2_output_0" ] && ok "first jump at the perturbed conv's output" || bad "first jump at '$first'"
 grep -q "^matched [1-9][0-9]* of [0-9]* reference float values" "$T/out.txt" && ok "matched count" || bad "matched count"
 
-expect_rc "per-layer qdq (json)" 3 '"per_layer"' "$KILN" verify "$T/qdq.onnx" --reference "$M" \
+expect_out "per-layer qdq (json)" 3 '"per_layer"' "$KILN" verify "$T/qdq.onnx" --reference "$M" \
   --shapes input:1x3x32x32 --per-layer --json --budget 'snr>=80db' --budget 'cosine>=0.99'
 json_check "dequantized QuantizeLinear output compared" "
 p = d['per_layer']
@@ -174,13 +169,13 @@ assert p['matched'] == len(p['layers']) > 5 and p['reference_values'] >= p['matc
 b = {x['metric']: x for x in d['budgets']}
 assert b['cosine']['pass'] and not b['snr']['pass'], b"
 
-expect_rc "per-layer qdq fp8 (json)" 0 '"per_layer"' "$KILN" verify "$T/qdq8.onnx" --reference "$M" \
+expect_out "per-layer qdq fp8 (json)" 0 '"per_layer"' "$KILN" verify "$T/qdq8.onnx" --reference "$M" \
   --shapes input:1x3x32x32 --per-layer --json
 json_check "FP8 QuantizeLinear output dequantized" "
 q = {r['value']: r for r in d['per_layer']['layers']}['MaxPool_0_output_0']
 assert q['dequantized_from'] == 'mp_q' and q['candidate_dtype'] != 'float32' and q['matched_by'] == 'quantizes', q
 assert 15 < q['snr_db'] < 60 and q['jump'] is True, q"
-expect_rc "per-layer: quantized layers matched by node name" 0 '"per_layer"' "$KILN" verify "$T/qcand.onnx" \
+expect_out "per-layer: quantized layers matched by node name" 0 '"per_layer"' "$KILN" verify "$T/qcand.onnx" \
   --reference "$T/qref.onnx" --per-layer --json --budget 'cosine>=0.99'
 json_check "QLinearConv dequantized against the Relu it folds in, MaxPool on uint8" "
 rows = {r['value']: r for r in d['per_layer']['layers']}
@@ -194,36 +189,35 @@ assert rows['y']['matched_by'] == 'name' and rows['y']['candidate_dtype'] == 'fl
 assert d['per_layer']['matched'] == 3, d['per_layer']"
 "$KILN" verify "$T/qcand.onnx" --reference "$T/qref.onnx" --per-layer > "$T/out.txt" 2>&1
 grep -q "r_out .*(by node name: c_q)" "$T/out.txt" && ok "text names the matched quantized value" || bad "text: $(cat "$T/out.txt")"
-expect_rc "per-layer, control characters in names" 0 "PASS" "$KILN" verify "$T/names.onnx" --reference "$T/names.onnx" \
+expect_out "per-layer, control characters in names" 0 "PASS" "$KILN" verify "$T/names.onnx" --reference "$T/names.onnx" \
   --shapes input:1x3x16x16 --per-layer
 $PY -c "
 import sys; b = open('$T/out.txt', 'rb').read()
 assert b'x1b[31m_0' in b and not any(c < 0x20 and c != 0x0a for c in b), 'raw control bytes'" 2> "$T/py.txt" \
   && ok "names printed escaped" || bad "escaping: $(cat "$T/py.txt")"
-expect_rc "--data with --batch" 0 '"samples": 6' "$KILN" verify "$M" --reference "$M" --data "$T/data" --batch 2 --json
+expect_out "--data with --batch" 0 '"samples": 6' "$KILN" verify "$M" --reference "$M" --data "$T/data" --batch 2 --json
 json_check "data samples" "assert d['inputs'] == 'data' and d['outputs'][0]['shape'] == [2, 10]"
-expect_rc "--data --samples caps" 0 '"samples": 2' "$KILN" verify "$M" --reference "$M" --data "$T/data" --samples 2 --json
-expect_rc "--data, several inputs (NAME_KEY.npy)" 0 '"samples": 2' "$KILN" verify models/tiny_bert.onnx \
+expect_out "--data --samples caps" 0 '"samples": 2' "$KILN" verify "$M" --reference "$M" --data "$T/data" --samples 2 --json
+expect_out "--data, several inputs (NAME_KEY.npy)" 0 '"samples": 2' "$KILN" verify models/tiny_bert.onnx \
   --reference models/tiny_bert.onnx --data "$T/bert" --json --budget 'cosine>=0.99999'
 json_check "two outputs, hidden state per token" "
 o = {x['name']: x for x in d['outputs']}
 assert o['last_hidden_state']['shape'] == [2, 7, 64] and o['last_hidden_state']['rows'] == 28, o
 assert o['pooler_output']['shape'] == [2, 64] and len(d['budgets']) == 2 and d['pass'], d"
 rm "$T/bert/token_type_ids_b.npy"
-expect_rc "--data, a missing input file" 1 "token_type_ids_b.npy" "$KILN" verify models/tiny_bert.onnx \
+expect_out "--data, a missing input file" 1 "token_type_ids_b.npy" "$KILN" verify models/tiny_bert.onnx \
   --reference models/tiny_bert.onnx --data "$T/bert"
-expect_rc "--input file" 0 "1 sample (input files)" "$KILN" verify "$M" --reference "$M" --input "input=$T/x1.npy"
+expect_out "--input file" 0 "1 sample (input files)" "$KILN" verify "$M" --reference "$M" --input "input=$T/x1.npy"
 
-expect_rc "no reference" 2 "need --reference" "$KILN" verify "$M"
-expect_rc "malformed budget" 2 "bad budget 'cosine>0.9'" "$KILN" verify "$M" --reference "$M" --budget 'cosine>0.9'
-expect_rc "budget wrong direction" 2 "its budget is maxrel<=X" "$KILN" verify "$M" --reference "$M" --budget 'maxrel>=0.1'
-expect_rc "unknown option" 2 "unknown option" "$KILN" verify "$M" --reference "$M" --bogus
-expect_rc "--data excludes --input" 2 "excludes" "$KILN" verify "$M" --reference "$M" --data "$T/data" --input "input=$T/x1.npy"
-expect_rc "bad --samples" 2 "samples" "$KILN" verify "$M" --reference "$M" --samples 0
-expect_rc "missing data dir" 1 "cannot open directory" "$KILN" verify "$M" --reference "$M" --data "$T/nope"
+expect_out "no reference" 2 "need --reference" "$KILN" verify "$M"
+expect_out "malformed budget" 2 "bad budget 'cosine>0.9'" "$KILN" verify "$M" --reference "$M" --budget 'cosine>0.9'
+expect_out "budget wrong direction" 2 "its budget is maxrel<=X" "$KILN" verify "$M" --reference "$M" --budget 'maxrel>=0.1'
+expect_out "unknown option" 2 "unknown option" "$KILN" verify "$M" --reference "$M" --bogus
+expect_out "--data excludes --input" 2 "excludes" "$KILN" verify "$M" --reference "$M" --data "$T/data" --input "input=$T/x1.npy"
+expect_out "bad --samples" 2 "samples" "$KILN" verify "$M" --reference "$M" --samples 0
+expect_out "missing data dir" 1 "cannot open directory" "$KILN" verify "$M" --reference "$M" --data "$T/nope"
 mkdir -p "$T/empty"
-expect_rc "empty data dir" 1 "holds no" "$KILN" verify "$M" --reference "$M" --data "$T/empty"
-expect_rc "missing reference" 1 "loading the reference" "$KILN" verify "$M" --reference "$T/nope.onnx"
-expect_rc "reference with other outputs" 1 "the reference has no output" "$KILN" verify "$M" --reference models/tiny_bert.onnx
-echo "$passes passed, $fails failed"
-[ $fails -eq 0 ]
+expect_out "empty data dir" 1 "holds no" "$KILN" verify "$M" --reference "$M" --data "$T/empty"
+expect_out "missing reference" 1 "loading the reference" "$KILN" verify "$M" --reference "$T/nope.onnx"
+expect_out "reference with other outputs" 1 "the reference has no output" "$KILN" verify "$M" --reference models/tiny_bert.onnx
+finish
