@@ -4,7 +4,7 @@ for any list of engines (one per precision), with the drop versus the first (the
 
     scripts/ocr_eval_data.py --out /tmp/ocr                       # the evaluation set (once)
     scripts/ocr_accuracy.py --data /tmp/ocr [--cls NAME=ENGINE ...] [--rec NAME=ENGINE ...]
-                            [--limit N] [--json] [--min-cls A --min-rec-exact A --min-rec-char A]
+                            [--limit N] [--batch N] [--json] [--min-cls A --min-rec-exact A --min-rec-char A]
 
 Without --cls / --rec, each defaults to fp32 = the ONNX model in models/ocr/. An ONNX model is
 built once into a temporary engine (`kiln build`); a .kiln engine is used as is. Every engine runs
@@ -58,16 +58,29 @@ def edit_distance(a, b):
     return prev[-1]
 
 
-def run_engine(kiln, engine, batches, limit, tmp, threads):
-    """Runs `engine` on every batch file; returns the concatenated first output (at most limit rows)."""
-    outs, n = [], 0
+def chunks(batches, limit, rows, tmp):
+    """The batch files cut to at most `limit` samples in all and `rows` per run (0: as stored)."""
+    n = 0
     for b in batches:
-        if n >= limit:
-            break
         x = np.load(b)
-        if n + len(x) > limit:   # a partial last batch
-            b = os.path.join(tmp, "partial.npy")
-            np.save(b, x[:limit - n])
+        step = rows or len(x)
+        for k in range(0, len(x), step):
+            if n >= limit:
+                return
+            part = x[k:k + min(step, limit - n)]
+            if len(part) == len(x):
+                yield b
+            else:
+                path = os.path.join(tmp, "chunk.npy")
+                np.save(path, part)
+                yield path
+            n += len(part)
+
+
+def run_engine(kiln, engine, batches, limit, tmp, threads, rows):
+    """Runs `engine` on every batch; returns the concatenated first output (at most limit rows)."""
+    outs = []
+    for b in chunks(batches, limit, rows, tmp):
         od = os.path.join(tmp, "out")
         cmd = [kiln, "run", engine, "--input", f"x={b}", "--output-dir", od]
         if threads:
@@ -78,7 +91,6 @@ def run_engine(kiln, engine, batches, limit, tmp, threads):
         with open(os.path.join(od, "outputs.json")) as f:
             files = json.load(f)
         outs.append(np.load(os.path.join(od, next(iter(files.values())))))
-        n += len(outs[-1])
     return np.concatenate(outs)
 
 
@@ -107,7 +119,7 @@ def evaluate(a, labels, tmp):
                          if f.endswith(".npy"))
         for spec in getattr(a, kind) or [f"fp32={DEFAULT[kind]}"]:
             name, eng = prepare(a.kiln, spec, kind, tmp)
-            y = run_engine(a.kiln, eng, batches, len(texts), tmp, a.threads)
+            y = run_engine(a.kiln, eng, batches, len(texts), tmp, a.threads, a.batch)
             if len(y) != len(texts):
                 sys.exit(f"ocr_accuracy: {name}: {len(y)} outputs for {len(texts)} samples")
             if kind == "cls":
@@ -146,14 +158,16 @@ def main():
     ap.add_argument("--rec", action="append", help="NAME=ENGINE|MODEL.onnx (repeatable; the first is the baseline)")
     ap.add_argument("--dict", default=os.path.join(OCR, "ppocr_keys_v1.txt"))
     ap.add_argument("--limit", type=int, default=1 << 30, help="use the first N samples")
+    ap.add_argument("--batch", type=int, default=0, help="samples per kiln run (default: as stored, 32); "
+                    "e.g. 1 for engines built for batch 1")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--min-cls", type=float, help="floor for the baseline's cls accuracy (fraction)")
     ap.add_argument("--min-rec-exact", type=float, help="floor for the baseline's rec exact match")
     ap.add_argument("--min-rec-char", type=float, help="floor for the baseline's rec char accuracy")
     a = ap.parse_args()
-    if a.limit < 1:
-        ap.error("--limit must be >= 1")
+    if a.limit < 1 or a.batch < 0 or a.threads < 0:
+        ap.error("--limit must be >= 1, --batch and --threads >= 0")
     with open(os.path.join(a.data, "eval", "labels.json")) as f:
         labels = json.load(f)
     with tempfile.TemporaryDirectory() as tmp:

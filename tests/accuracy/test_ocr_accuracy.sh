@@ -48,7 +48,7 @@ c = {r['name']: r for r in d['cls']}
 assert d['samples'] == 48 and c['fp32']['accuracy'] - c['broken']['accuracy'] > 0.5, d
 print('cls fp32 %.4f broken %.4f, rec exact %.4f char %.4f' % (c['fp32']['accuracy'], c['broken']['accuracy'], d['rec'][0]['exact'], d['rec'][0]['char']))
 " > "$T/py.txt" 2>&1 && ok "broken classifier shows the drop ($(cat "$T/py.txt"))" || bad "drop: $(cat "$T/py.txt")"
-if scripts/ocr_accuracy.py --data "$T/ocr" --kiln "$KILN" --cls "broken=$T/cls_broken.onnx" --rec "fp32=$REC" --limit 24 \
+if scripts/ocr_accuracy.py --data "$T/ocr" --kiln "$KILN" --cls "broken=$T/cls_broken.onnx" --rec "fp32=$REC" --limit 24 --batch 16 \
      --min-cls 0.95 > /dev/null 2> "$T/acc.err"; then bad "floor not enforced"
 else grep -q "FAIL cls accuracy" "$T/acc.err" && ok "a floor missed exits 1" || bad "floor message: $(cat "$T/acc.err")"; fi
 
