@@ -115,6 +115,7 @@ static int req_of(const kiln_node *n) { return prec_parse(kiln__attr_s(n, REQ_AT
 
 static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int global, sbuf *rep)
 {
+    int kept[2] = {-1, -1};   /* int8: the first and last weight layers, requested fp32 */
     if (global != P_FP32) {
         int first = -1, last = -1;
         for (int i = 0; i < g->n_nodes; i++)
@@ -127,10 +128,9 @@ static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int 
                 continue;
             bool keep = global == P_INT8 && (i == first || i == last);
             KILN_TRY(kiln__node_set_attr_s(&g->nodes[i], REQ_ATTR, prec_names[keep ? P_FP32 : global]));
-            if (keep)
-                sb_printf(rep, "kept in fp32: %s (%s, the %s layer; override with --layer-precision)\n",
-                          node_label(&g->nodes[i]), g->nodes[i].op_type, i == first ? "first" : "last");
         }
+        if (global == P_INT8)
+            kept[0] = first, kept[1] = last;
     }
     for (int r = 0; o && r < o->num_layer_precisions; r++) {
         const char *rule = o->layer_precisions ? o->layer_precisions[r] : NULL;
@@ -154,6 +154,10 @@ static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int 
             return kiln__err(KILN_ERR_INVALID_ARG, "layer precision '%s': no layer name or op type matches '%s'",
                              rule, pat);
     }
+    for (int k = 0; k < 2; k++)   /* said once the rules are applied: a rule may lower them after all */
+        if (kept[k] >= 0 && (k == 0 || kept[1] != kept[0]) && req_of(&g->nodes[kept[k]]) == P_FP32)
+            sb_printf(rep, "kept in fp32: %s (%s, the %s layer; override with --layer-precision)\n",
+                      node_label(&g->nodes[kept[k]]), g->nodes[kept[k]].op_type, k == 0 ? "first" : "last");
     return KILN_OK;
 }
 
@@ -265,14 +269,15 @@ static float calib_threshold(const qctx *q, const char *name)
     return -1.f;
 }
 
-/* A Relu (or Clip from 0) produces v, maybe through ops that only move or select values:
+/* A Relu (or Clip from 0) produces v, maybe through ops that move, select or average values:
  * non-negative values, quantized as uint8 with zero point 0. */
 static bool non_negative(const kiln_graph *g, int v)
 {
     int p = g->values[v].producer;
     for (int depth = 0; p >= 0 && depth < 16; depth++) {
         const kiln_node *n = &g->nodes[p];
-        bool moves = n->op == KILN_OP_MaxPool || n->op == KILN_OP_GlobalMaxPool || n->op == KILN_OP_Reshape ||
+        bool moves = n->op == KILN_OP_MaxPool || n->op == KILN_OP_GlobalMaxPool || n->op == KILN_OP_AveragePool ||
+                     n->op == KILN_OP_GlobalAveragePool || n->op == KILN_OP_Reshape ||
                      n->op == KILN_OP_Flatten || n->op == KILN_OP_Transpose || n->op == KILN_OP_Squeeze ||
                      n->op == KILN_OP_Unsqueeze;
         if (n->dead || !moves || n->n_in < 1 || n->in[0] < 0)
@@ -292,15 +297,16 @@ static bool non_negative(const kiln_graph *g, int v)
     return t && t->dtype == KILN_DT_FLOAT32 && kiln_tensor_numel(t) == 1 && *(const float *)t->data >= 0.f;
 }
 
-/* v -> Q -> DQ with v's calibrated scale; *out = the DQ'd value (-1: v is not calibrated).
- * Every reader of v except `keep` (-1: none) then reads the DQ'd value when reroute_all. */
-static kiln_status quantize_value(qctx *q, int v, bool reroute_all, int *out)
+/* v -> Q -> DQ with threshold t (<= 0: v's calibrated one); *out = the DQ'd value (-1: v is not
+ * calibrated). With reroute_all every other reader of v then reads the DQ'd value. */
+static kiln_status quantize_value(qctx *q, int v, float t, bool reroute_all, int *out)
 {
     kiln_graph *g = q->g;
     *out = v < q->cap ? q->dq_of[v] : -1;
     if (*out >= 0)
         return KILN_OK;
-    float t = calib_threshold(q, g->values[v].name);
+    if (t <= 0)
+        t = calib_threshold(q, g->values[v].name);
     if (!(t > 0) || !isfinite(t))
         return KILN_OK;
     bool u8 = non_negative(g, v);
@@ -369,12 +375,99 @@ static kiln_status quantize_weight(kiln_graph *g, int wv, int axis, int *wq, int
     return KILN_OK;
 }
 
+/* Removes the attributes named in `names` (NULL-terminated) from n. */
+static void drop_attrs(kiln_node *n, const char *const *names)
+{
+    int w = 0;
+    for (int a = 0; a < n->n_attr; a++) {
+        bool drop = false;
+        for (const char *const *k = names; *k && !drop; k++)
+            drop = !strcmp(n->attrs[a].name, *k);
+        if (drop)
+            kiln__attr_free(&n->attrs[a]);
+        else
+            n->attrs[w++] = n->attrs[a];
+    }
+    n->n_attr = w;
+}
+
+/* Gemm(A, B, C) with transA 0, alpha 1, constant B and a constant bias over N becomes
+ * MatMul(A, B or B^T) -> Add(beta * C), so that the MatMul can be an integer layer (the bias is then
+ * added in float after it; QGemm will take it as int32 instead). *t = the threshold for the
+ * MatMul's output: that of the Gemm's output plus max |beta * C| (|y - c| <= |y| + |c|). */
+static kiln_status gemm_to_matmul(qctx *q, int i, float *t)
+{
+    kiln_graph *g = q->g;
+    kiln_node *n = &g->nodes[i];
+    *t = -1.f;
+    const kiln_tensor *b = n->n_in > 1 && n->in[1] >= 0 ? g->values[n->in[1]].init : NULL;
+    const kiln_tensor *c = n->n_in > 2 && n->in[2] >= 0 ? g->values[n->in[2]].init : NULL;
+    int y = n->out[0];
+    float ty = calib_threshold(q, g->values[y].name), beta = kiln__attr_f(n, "beta", 1.f);
+    if (kiln__attr_i(n, "transA", 0) || kiln__attr_f(n, "alpha", 1.f) != 1.f || !b || b->dtype != KILN_DT_FLOAT32 ||
+        b->ndim != 2 || !(ty > 0) || (n->n_in > 2 && n->in[2] >= 0 && !c))
+        return KILN_OK;
+    bool tb = kiln__attr_i(n, "transB", 0) != 0;
+    int64_t K = b->dims[tb ? 1 : 0], N = b->dims[tb ? 0 : 1], dims[2] = {K, N};
+    if (c && (c->dtype != KILN_DT_FLOAT32 || kiln_tensor_numel(c) != N || c->dims[c->ndim - 1] != N))
+        return KILN_OK;
+    kiln_tensor w, cb;
+    KILN_TRY(kiln__tensor_alloc(&w, KILN_DT_FLOAT32, 2, dims));
+    const float *bs = b->data;
+    float *wd = w.data, cmax = 0.f;
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t j = 0; j < N; j++)
+            wd[k * N + j] = tb ? bs[j * K + k] : bs[k * N + j];
+    int wv = add_const(g, g->values[n->in[1]].name, &w), cv = -1;
+    if (wv < 0)
+        return nomem();
+    if (c) {
+        KILN_TRY(kiln__tensor_alloc(&cb, KILN_DT_FLOAT32, 1, &N));
+        for (int64_t j = 0; j < N; j++) {
+            ((float *)cb.data)[j] = beta * ((const float *)c->data)[j];
+            cmax = fmaxf(cmax, fabsf(((float *)cb.data)[j]));
+        }
+        if ((cv = add_const(g, g->values[n->in[2]].name, &cb)) < 0)
+            return nomem();
+    }
+    int m = c ? new_value(g, g->values[y].name, "__kiln_matmul", KILN_DT_FLOAT32) : y;
+    if (m < 0)
+        return nomem();
+    n = &g->nodes[i];
+    char *op = kiln__strdup("MatMul");
+    if (!op)
+        return nomem();
+    kiln__free(n->op_type);
+    n->op_type = op;
+    n->op = KILN_OP_MatMul;
+    static const char *const gemm_attrs[] = {"alpha", "beta", "transA", "transB", NULL};
+    drop_attrs(n, gemm_attrs);
+    n->in[1] = wv;
+    n->n_in = 2;
+    if (c) {
+        char nm[512];
+        int ain[2] = {m, cv};
+        n->out[0] = m;
+        g->values[m].producer = i;
+        snprintf(nm, sizeof nm, "%s__kiln_bias", node_label(n));
+        KILN_TRY(add_node(g, KILN_OP_Add, nm, 13, 2, ain, y, NULL));
+    }
+    *t = ty + cmax;
+    return KILN_OK;
+}
+
 /* One int8 layer: Q/DQ on its input and output activations, DQ(int8) for its weight. Layers
  * that cannot be quantized are left alone (their realized precision then says so). */
 static kiln_status quantize_layer(qctx *q, int i)
 {
     kiln_graph *g = q->g;
     kiln_node *n = &g->nodes[i];
+    float tout = -1.f;
+    if (n->op == KILN_OP_Gemm && n->n_out == 1 && n->out[0] >= 0 && n->in[0] >= 0 &&
+        (g->values[n->in[0]].producer >= 0 || calib_threshold(q, g->values[n->in[0]].name) > 0)) {
+        KILN_TRY(gemm_to_matmul(q, i, &tout));
+        n = &g->nodes[i];
+    }
     bool conv = n->op == KILN_OP_Conv, mm = n->op == KILN_OP_MatMul;
     if ((!conv && !mm) || n->n_out != 1 || n->out[0] < 0 || n->in[0] < 0 || g->values[n->in[0]].init)
         return KILN_OK;
@@ -399,13 +492,15 @@ static kiln_status quantize_layer(qctx *q, int i)
     int xd = n->in[0], yd, wq, ws, xp = g->values[xd].producer;
     bool ok;
     if (xp < 0 || g->nodes[xp].op != KILN_OP_DequantizeLinear)   /* else: an int8 layer's output */
-        KILN_TRY(quantize_value(q, n->in[0], false, &xd));
-    if (xd < 0 || calib_threshold(q, g->values[y].name) <= 0)
+        KILN_TRY(quantize_value(q, n->in[0], -1.f, false, &xd));
+    if (y != n->out[0])
+        tout = -1.f;   /* the Q goes after the activation: its own calibrated range */
+    if (xd < 0 || (tout <= 0 && calib_threshold(q, g->values[y].name) <= 0))
         return KILN_OK;
     KILN_TRY(quantize_weight(g, n->in[1], conv ? 0 : 1, &wq, &ws, &ok));
     if (!ok)
         return KILN_OK;
-    KILN_TRY(quantize_value(q, y, true, &yd));
+    KILN_TRY(quantize_value(q, y, tout, true, &yd));
     n = &g->nodes[i];
     int wd = new_value(g, g->values[n->in[1]].name, "__kiln_dq", KILN_DT_FLOAT32);
     if (wd < 0)
