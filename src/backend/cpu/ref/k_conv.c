@@ -27,6 +27,7 @@
 #include "../gemm.h"
 #include "../fused.h"
 #include "../prep.h"
+#include "../qgemm_bf16.h"
 #include "../scratch.h"
 #include "../vmath.h"
 #include <math.h>
@@ -1726,6 +1727,8 @@ static kiln_status conv_run(kiln_kctx *ctx, const kiln_tensor *res, const kiln_a
 
 static kiln_status k_conv(kiln_kctx *ctx)
 {
+    if (kiln__mixed_weight(ctx, 1)) /* float32 X, FP16 / BF16 W (qgemm_bf16.h) */
+        return kiln__run_mixed(ctx, 1, k_conv);
     bool handled;
     return conv_run(ctx, NULL, NULL, &handled);
 }

@@ -1,4 +1,5 @@
-/* Reference kernels: linalg — MatMul, Gemm, Einsum, MatMulInteger, QLinearMatMul.
+/* Reference kernels: linalg — MatMul, Gemm, Einsum, MatMulInteger, QLinearMatMul (requantized
+ * through qgemm.h's epilogue, the contract of the fast INT8 kernels).
  *
  * MatMul follows numpy.matmul: 1-D operands are promoted (and the added dimension removed
  * again), leading (batch) dimensions broadcast. float32 runs on kiln__sgemm: when the right
@@ -13,6 +14,8 @@
 #include "../fused.h"
 #include "../gemm.h"
 #include "../prep.h"
+#include "../qgemm.h"
+#include "../qgemm_bf16.h"
 #include <math.h>
 
 /* The fallback loops (float64 / integer matmul, integer accumulation) are plain streams; let
@@ -262,6 +265,8 @@ static void mm_generic(const mm_plan *p, kiln_dtype dt, const void *A, const voi
 
 static kiln_status k_matmul(kiln_kctx *ctx)
 {
+    if (kiln__mixed_weight(ctx, 1)) /* float32 A, FP16 / BF16 B (qgemm_bf16.h) */
+        return kiln__run_mixed(ctx, 1, k_matmul);
     const kiln_tensor *a = kiln__kin(ctx, 0), *b = kiln__kin(ctx, 1);
     if (!a || !b)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "MatMul needs 2 inputs");
@@ -404,6 +409,8 @@ kiln_status kiln__gemm_fused(kiln_kctx *ctx, const kiln_act *act, bool *handled)
 
 static kiln_status k_gemm(kiln_kctx *ctx)
 {
+    if (kiln__mixed_weight(ctx, 1)) /* float32 A, FP16 / BF16 B (qgemm_bf16.h) */
+        return kiln__run_mixed(ctx, 1, k_gemm);
     const kiln_tensor *a = kiln__kin(ctx, 0), *b = kiln__kin(ctx, 1), *c = kiln__kin(ctx, 2);
     if (!a || !b)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "Gemm needs inputs A and B");
@@ -1332,6 +1339,8 @@ static kiln_status k_qlinearmatmul(kiln_kctx *ctx)
     kiln_dtype ydt = yzp ? yzp->dtype : a->dtype;
     if (ydt != KILN_DT_UINT8 && ydt != KILN_DT_INT8)
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "y_zero_point must be uint8 or int8");
+    if (kiln__attr_i(ctx->node, "kiln_out_float", 0))
+        ydt = KILN_DT_FLOAT32;
     if (yzp && numel_of(yzp) != 1)
         return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "y_zero_point must be a scalar");
     const kiln_tensor *ys = kiln__kin(ctx, 6);
@@ -1342,7 +1351,8 @@ static kiln_status k_qlinearmatmul(kiln_kctx *ctx)
     KILN_TRY(int_matmul(ctx, a, b, kiln__kin(ctx, 2), kiln__kin(ctx, 5), &p, &Y));
     float *sa = kiln__malloc((size_t)(p.M > 0 ? p.M : 1) * sizeof(float));
     float *sb = kiln__malloc((size_t)(p.N > 0 ? p.N : 1) * sizeof(float));
-    float ysc = 1.0f;
+    float ysc = 1.0f, *ebuf = NULL;
+    kiln_qepi e;
     kiln_status st = KILN_OK;
     if (!sa || !sb) {
         st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
@@ -1352,29 +1362,26 @@ static kiln_status k_qlinearmatmul(kiln_kctx *ctx)
         (st = read_scale(ctx, kiln__kin(ctx, 4), p.N, sb, "b_scale")) != KILN_OK ||
         (st = read_scale(ctx, ys, 1, &ysc, "y_scale")) != KILN_OK)
         goto done;
+    /* requantization: qgemm.h's epilogue (docs/PRECISION.md), scales a_scale[m] * b_scale[n] */
+    if ((st = kiln__qepi_setup(ctx, &e, ydt, false, p.N, 1.0f, kiln__kin(ctx, 4), 1.0f, ys, yzp, &ebuf)) != KILN_OK)
+        goto done;
     if ((st = kiln__kout(ctx, 0, ydt, p.out_ndim, p.out_dims)) != KILN_OK)
         goto done;
     {
-        int32_t zp = yzp ? (int32_t)kiln__get_i64(yzp->dtype, yzp->data, 0) : 0;
-        int32_t lo = ydt == KILN_DT_UINT8 ? 0 : -128, hi = ydt == KILN_DT_UINT8 ? 255 : 127;
-        int64_t ny = p.nbatch * p.M * p.N;
-        for (int64_t e = 0; e < ny; e++) {
-            int64_t n = e % p.N, m = (e / p.N) % p.M;
-            double v = (double)Y[e] * ((double)sa[m] * (double)sb[n] / (double)ysc);
-            v = nearbyint(v) + zp; /* default rounding mode: half to even */
-            if (!(v >= lo)) /* also NaN */
-                v = isnan(v) ? zp : lo;
-            if (v > hi)
-                v = hi;
-            if (ydt == KILN_DT_UINT8)
-                ((uint8_t *)ctx->out[0]->data)[e] = (uint8_t)(int32_t)v;
-            else
-                ((int8_t *)ctx->out[0]->data)[e] = (int8_t)(int32_t)v;
+        size_t osz = kiln_dtype_size(ydt);
+        for (int64_t r = 0; r < p.nbatch * p.M; r++) {
+            for (int64_t n = 0; n < p.N; n++) {
+                ebuf[n] = sa[r % p.M] * sb[n];
+                ebuf[p.N + n] = ebuf[n] / ysc;
+            }
+            for (int64_t n = 0; n < p.N; n++)
+                kiln__qepi_store(&e, (uint8_t *)ctx->out[0]->data + (size_t)(r * p.N) * osz, p.N, 0, n, Y[r * p.N + n]);
         }
     }
 done:
     kiln__free(sa);
     kiln__free(sb);
+    kiln__free(ebuf);
     kiln__free(Y);
     return st;
 }
