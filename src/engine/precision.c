@@ -9,8 +9,8 @@
  *              calibration (uint8 with zero point 0 and T/255 after a Relu, else int8 T/127),
  *              symmetric per-output-channel int8 weights; the pass fuse-qdq then makes them
  *              QLinearConv / QLinearMatMul like any explicit QDQ model;
- *   fp16/bf16  (after the passes) constant weights of the layer are stored in that format
- *              (followed by a Cast to float32 until the kernels take them directly);
+ *   fp16/bf16  (after the passes) constant weights of the layer are stored in that format, which
+ *              the kernels take directly with float32 activations;
  *   realized   (after everything, every build) each layer's precision derived from its op and
  *              input types (node->precision, serialized with the graph); a layer whose realized precision differs
  *              from the requested one fails the build, naming it, unless fallback is allowed,
@@ -561,50 +561,39 @@ static kiln_status insert_qdq(kiln_graph *g, kiln_model_t m, const kiln_build_op
 
 static kiln_status reduce_weights(kiln_graph *g)
 {
-    int n0 = g->n_nodes, *done = kiln__malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    int n0 = g->n_nodes, nv0 = g->n_values, *done = kiln__malloc(sizeof(int) * (2 * (size_t)nv0 + 1));
     if (!done)
         return nomem();
-    int nv0 = g->n_values;
-    for (int v = 0; v < nv0; v++)
-        done[v] = -1;
+    for (int v = 0; v < 2 * nv0; v++)
+        done[v] = -1;   /* [2v]: the FP16 copy of value v, [2v + 1]: the BF16 one */
     kiln_status st = KILN_OK;
     for (int i = 0; i < n0 && st == KILN_OK; i++) {
         kiln_node *n = &g->nodes[i];
         int p = req_of(n);
         if (n->dead || !is_compute(n) || (p != P_FP16 && p != P_BF16) || n->n_in < 2 || n->in[1] < 0)
             continue;
-        int wv = n->in[1];
+        int wv = n->in[1], *slot = &done[2 * wv + (p == P_BF16)];
         const kiln_tensor *w = g->values[wv].init;
         bool input = false;
         for (int k = 0; k < g->n_inputs; k++)
             input |= g->inputs[k] == wv;
         if (!w || w->dtype != KILN_DT_FLOAT32 || input)
             continue;
-        if (done[wv] < 0) {
+        if (*slot < 0) {
             kiln_tensor t;
-            kiln_dtype dt = p == P_FP16 ? KILN_DT_FLOAT16 : KILN_DT_BFLOAT16;
-            if ((st = kiln__tensor_alloc(&t, dt, w->ndim, w->dims)) != KILN_OK)
+            if ((st = kiln__tensor_alloc(&t, p == P_FP16 ? KILN_DT_FLOAT16 : KILN_DT_BFLOAT16, w->ndim, w->dims)) != KILN_OK)
                 break;
             (p == P_FP16 ? kiln__f32_to_f16_array : kiln__f32_to_bf16_array)(t.data, w->data, kiln_tensor_numel(w));
-            char nm[512];
-            snprintf(nm, sizeof nm, "%s__kiln_cast", g->values[wv].name);
-            int c = add_const(g, g->values[wv].name, &t), out = new_value(g, g->values[wv].name, "__kiln_f32", KILN_DT_FLOAT32);
-            int cast;
-            if (c < 0 || out < 0 || (st = add_node(g, KILN_OP_Cast, nm, 13, 1, &c, out, &cast)) != KILN_OK) {
-                st = st != KILN_OK ? st : nomem();
-                break;
-            }
-            /* the kernels compute in float32 from the reduced weights (CPU: storage format) */
-            if ((st = kiln__node_set_attr_i(&g->nodes[cast], "to", KILN_DT_FLOAT32)) != KILN_OK)
-                break;
-            done[wv] = out;
+            if ((*slot = add_const(g, g->values[wv].name, &t)) < 0)
+                st = nomem();
         }
-        g->nodes[i].in[1] = done[wv];
+        /* the kernels take FP16 / BF16 weights with float32 activations (PRECISION.md) */
+        g->nodes[i].in[1] = *slot;
     }
     kiln__free(done);
     if (st == KILN_OK)
         release_unread(g);
-    return st == KILN_OK ? kiln__graph_toposort(g) : st;
+    return st;
 }
 
 /* ---- realized precision ---- */
