@@ -17,7 +17,7 @@
  *              and then it is listed in the precision report. */
 #include "engine.h"
 #include "precision.h"
-#include "../passes/passes.h"
+#include "../passes/rewrite.h"
 #include "../core/numfmt.h"
 #include <fnmatch.h>
 #include <math.h>
@@ -474,7 +474,7 @@ static kiln_status quantize_layer(qctx *q, int i)
     const kiln_tensor *w = g->values[n->in[1]].init;
     if (!w || w->dtype != KILN_DT_FLOAT32 || (mm && w->ndim != 2) || (conv && w->ndim < 3))
         return KILN_OK;
-    /* the value the output Q goes on: the layer's, or that of a Relu / Clip reading it alone */
+    /* the value the output Q goes on: the layer's, or that of an activation reading it alone */
     int y = n->out[0], readers = 0, act = -1;
     for (int k = 0; k < g->n_nodes; k++)
         for (int j = 0; !g->nodes[k].dead && j < g->nodes[k].n_in; j++)
@@ -484,8 +484,10 @@ static kiln_status quantize_layer(qctx *q, int i)
             }
     for (int k = 0; k < g->n_outputs; k++)
         readers += g->outputs[k] == y;
-    if (readers == 1 && act >= 0 && g->nodes[act].out[0] >= 0 && non_negative(g, g->nodes[act].out[0]))
-        y = g->nodes[act].out[0];
+    kiln_fused_act fa;
+    if (readers == 1 && act >= 0 && g->nodes[act].n_out == 1 && g->nodes[act].out[0] >= 0 &&
+        kiln__activation_of(g, &g->nodes[act], &fa) && calib_threshold(q, g->values[g->nodes[act].out[0]].name) > 0)
+        y = g->nodes[act].out[0];   /* fused as kiln_act (implied by the Q for Relu / Clip from 0) */
     for (int k = 0; k < g->n_outputs; k++)
         if (g->outputs[k] == y)
             return KILN_OK;   /* a graph output keeps its float value: the layer stays float */
@@ -533,9 +535,10 @@ static kiln_status insert_qdq(kiln_graph *g, kiln_model_t m, const kiln_build_op
     if (!o->calib || (!o->calib->data_dir && !o->calib->cache_path))
         return kiln__err(KILN_ERR_INVALID_ARG,
                          "int8 layers need calibration data: give --calib DIR (or a calibration cache)");
-    /* canonical form first, so that the layers' inputs and outputs are the tensors calibrated */
+    /* canonical form first, so that the layers' inputs and outputs are the tensors calibrated and
+     * decomposed activations are single nodes the integer layers can apply */
     static const char *const canon[] = {"remove-identity", "constant-fold", "fold-batchnorm", "fold-scale-shift",
-                                        "dead-nodes", NULL};
+                                        "fuse-hardswish", "fuse-gelu", "dead-nodes", NULL};
     KILN_TRY(run_passes(g, canon));
     qctx q = {.g = g};
     KILN_TRY(kiln_calibrate(m, o->calib, &q.cal));

@@ -15,13 +15,14 @@
  * Runtime does (round half to even of b / (x_scale * w_scale), float32 arithmetic); a bias that
  * is already DQ(int32, scale x_scale * w_scale, zero point 0) is taken as is.
  *
- * A Relu or Clip between the layer and Q is fused only where the Q's saturation implies it
- * exactly: Q(clip(v, lo, hi)) = clamp(Q(v), Q(lo), Q(hi)) because Q is monotonic, so the clip
- * can go when Q(lo) and Q(hi) are the ends of the integer range (a Relu before a uint8 Q with zero
- * point 0, as ONNX Runtime emits). Any other activation, a bias Add after MatMul/Gemm, and a
- * layer whose output is consumed in float (no Q) are left as Q/DQ around a float layer: they run
- * correctly as fake quantization (QGemm, with an int32 bias and float output, covers those once
- * it has a kernel). The fused layer takes the Q's slot and keeps the float layer's name and
+ * An activation between the layer and Q (Relu, Clip, LeakyRelu, Sigmoid, HardSigmoid, HardSwish,
+ * Tanh, Gelu) is fused: a Relu or Clip that the Q's saturation implies exactly disappears
+ * (Q(clip(v, lo, hi)) = clamp(Q(v), Q(lo), Q(hi)) because Q is monotonic, so the clip can go when
+ * Q(lo) and Q(hi) are the ends of the integer range: a Relu before a uint8 Q with zero point 0, as
+ * ONNX Runtime emits); any other becomes the `kiln_act` attributes, applied in float before
+ * requantization (PRECISION.md, "The kiln attributes of quantized nodes"). A bias Add after
+ * MatMul/Gemm and a layer whose output is consumed in float (no Q) are left as Q/DQ around a float
+ * layer and run correctly as fake quantization. The fused layer takes the Q's slot and keeps the float layer's name and
  * attributes (the builder's precision request included). */
 #include "rewrite.h"
 #include <float.h>
@@ -243,12 +244,20 @@ static kiln_status conv_bias(kiln_graph *g, int bv, float xs, const kiln_tensor 
     return KILN_OK;
 }
 
-/* Replaces layer `core` (+ activation `act`, -1 if none) and the Q `y` by `op` on inputs in[0..n). */
-static kiln_status emit(kiln_graph *g, int core, int act, const qp *y, kiln_op op, int n, const int *in)
+/* Replaces layer `core` (+ activation node `act`, -1 if none) and the Q `y` by `op` on inputs
+ * in[0..n); a non-NONE `fa` is applied in float before requantization (kiln_act attributes). */
+static kiln_status emit(kiln_graph *g, int core, int act, const kiln_fused_act *fa, const qp *y, kiln_op op, int n,
+                        const int *in)
 {
     KILN_TRY(kiln__move_node_into(g, core, y->node));
-    KILN_TRY(kiln__node_set_op(&g->nodes[y->node], op, "", g->nodes[y->node].opset));
+    kiln_node *f = &g->nodes[y->node];
+    KILN_TRY(kiln__node_set_op(f, op, "", f->opset));
     KILN_TRY(kiln__node_set_inputs(g, y->node, n, in));
+    if (fa->kind != KILN_FUSED_NONE) {
+        KILN_TRY(kiln__node_set_attr_s(&g->nodes[y->node], "kiln_act", kiln__fused_act_name(fa->kind)));
+        KILN_TRY(kiln__node_set_attr_f(&g->nodes[y->node], "kiln_act_alpha", fa->alpha));
+        KILN_TRY(kiln__node_set_attr_f(&g->nodes[y->node], "kiln_act_beta", fa->beta));
+    }
     return act >= 0 ? kiln__absorb(g, y->node, act) : KILN_OK;
 }
 
@@ -261,7 +270,7 @@ static kiln_status linear_inputs(kiln_graph *g, const qp *x, const qp *w, const 
     return zp_value(g, y, &in[7]);
 }
 
-static kiln_status fuse_layer(kiln_graph *g, int core, int act, const qp *y, bool *done)
+static kiln_status fuse_layer(kiln_graph *g, int core, int act, const kiln_fused_act *fa, const qp *y, bool *done)
 {
     const kiln_node *c = &g->nodes[core];
     qp x, w;
@@ -279,13 +288,13 @@ static kiln_status fuse_layer(kiln_graph *g, int core, int act, const qp *y, boo
             return KILN_OK;
         KILN_TRY(linear_inputs(g, &x, &w, y, in));
         in[8] = bias;
-        KILN_TRY(emit(g, core, act, y, KILN_OP_QLinearConv, bias >= 0 ? 9 : 8, in));
+        KILN_TRY(emit(g, core, act, fa, y, KILN_OP_QLinearConv, bias >= 0 ? 9 : 8, in));
     } else if (c->op == KILN_OP_MatMul) {
         const kiln_tensor *wt = NULL;
         if (!dq_weight(g, c->in[1], 1, &w) || !(wt = cval(g, w.x)) || (wt->ndim != 2 && numel(w.s) != 1))
             return KILN_OK;
         KILN_TRY(linear_inputs(g, &x, &w, y, in));
-        KILN_TRY(emit(g, core, act, y, KILN_OP_QLinearMatMul, 8, in));
+        KILN_TRY(emit(g, core, act, fa, y, KILN_OP_QLinearMatMul, 8, in));
     } else
         return KILN_OK;
     *done = true;
@@ -356,14 +365,16 @@ kiln_status kiln__pass_fuse_qdq(kiln_graph *g, const kiln_pass_ctx *pc, int *cha
             continue;
         kiln_node *p = kiln__producer(g, y.x);
         int v = y.x, act = -1;
-        if (p && (p->op == KILN_OP_Relu || p->op == KILN_OP_Clip) && p->n_in >= 1 &&
-            kiln__single_consumer(g, v) == i && act_implied(g, p, &y)) {
+        kiln_fused_act fa = {.kind = KILN_FUSED_NONE};
+        if (p && p->n_in >= 1 && kiln__single_consumer(g, v) == i && kiln__activation_of(g, p, &fa)) {
+            if ((p->op == KILN_OP_Relu || p->op == KILN_OP_Clip) && act_implied(g, p, &y))
+                fa.kind = KILN_FUSED_NONE;   /* the saturation does it */
             act = (int)(p - g->nodes);
             v = p->in[0];
             p = kiln__producer(g, v);
         }
         if (p && kiln__single_consumer(g, v) == (act >= 0 ? act : i))
-            KILN_TRY(fuse_layer(g, (int)(p - g->nodes), act, &y, &done));
+            KILN_TRY(fuse_layer(g, (int)(p - g->nodes), act, &fa, &y, &done));
         if (!done)
             KILN_TRY(drop_pair(g, &y, &done));
         *changed += done;
