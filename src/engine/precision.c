@@ -89,7 +89,7 @@ static bool is_compute(const kiln_node *n)
 static bool is_int8_layer(const kiln_node *n)
 {
     return n->op == KILN_OP_QLinearConv || n->op == KILN_OP_QLinearMatMul || n->op == KILN_OP_ConvInteger ||
-           n->op == KILN_OP_MatMulInteger || (n->op_type && !strcmp(n->op_type, "QGemm"));
+           n->op == KILN_OP_MatMulInteger || n->op == KILN_OP_QGemm;
 }
 
 /* A compute layer with a constant weight (input 1: an initializer, a Constant node, or a DQ of
@@ -297,16 +297,15 @@ static bool non_negative(const kiln_graph *g, int v)
     return t && t->dtype == KILN_DT_FLOAT32 && kiln_tensor_numel(t) == 1 && *(const float *)t->data >= 0.f;
 }
 
-/* v -> Q -> DQ with threshold t (<= 0: v's calibrated one); *out = the DQ'd value (-1: v is not
- * calibrated). With reroute_all every other reader of v then reads the DQ'd value. */
-static kiln_status quantize_value(qctx *q, int v, float t, bool reroute_all, int *out)
+/* v -> Q -> DQ with v's calibrated threshold; *out = the DQ'd value (-1: v is not calibrated).
+ * With reroute_all every other reader of v then reads the DQ'd value. */
+static kiln_status quantize_value(qctx *q, int v, bool reroute_all, int *out)
 {
     kiln_graph *g = q->g;
     *out = v < q->cap ? q->dq_of[v] : -1;
     if (*out >= 0)
         return KILN_OK;
-    if (t <= 0)
-        t = calib_threshold(q, g->values[v].name);
+    float t = calib_threshold(q, g->values[v].name);
     if (!(t > 0) || !isfinite(t))
         return KILN_OK;
     bool u8 = non_negative(g, v);
@@ -375,104 +374,21 @@ static kiln_status quantize_weight(kiln_graph *g, int wv, int axis, int *wq, int
     return KILN_OK;
 }
 
-/* Removes the attributes named in `names` (NULL-terminated) from n. */
-static void drop_attrs(kiln_node *n, const char *const *names)
-{
-    int w = 0;
-    for (int a = 0; a < n->n_attr; a++) {
-        bool drop = false;
-        for (const char *const *k = names; *k && !drop; k++)
-            drop = !strcmp(n->attrs[a].name, *k);
-        if (drop)
-            kiln__attr_free(&n->attrs[a]);
-        else
-            n->attrs[w++] = n->attrs[a];
-    }
-    n->n_attr = w;
-}
-
-/* Gemm(A, B, C) with transA 0, alpha 1, constant B and a constant bias over N becomes
- * MatMul(A, B or B^T) -> Add(beta * C), so that the MatMul can be an integer layer (the bias is then
- * added in float after it; QGemm will take it as int32 instead). *t = the threshold for the
- * MatMul's output: that of the Gemm's output plus max |beta * C| (|y - c| <= |y| + |c|). */
-static kiln_status gemm_to_matmul(qctx *q, int i, float *t)
-{
-    kiln_graph *g = q->g;
-    kiln_node *n = &g->nodes[i];
-    *t = -1.f;
-    const kiln_tensor *b = n->n_in > 1 && n->in[1] >= 0 ? g->values[n->in[1]].init : NULL;
-    const kiln_tensor *c = n->n_in > 2 && n->in[2] >= 0 ? g->values[n->in[2]].init : NULL;
-    int y = n->out[0];
-    float ty = calib_threshold(q, g->values[y].name), beta = kiln__attr_f(n, "beta", 1.f);
-    if (kiln__attr_i(n, "transA", 0) || kiln__attr_f(n, "alpha", 1.f) != 1.f || !b || b->dtype != KILN_DT_FLOAT32 ||
-        b->ndim != 2 || !(ty > 0) || (n->n_in > 2 && n->in[2] >= 0 && !c))
-        return KILN_OK;
-    bool tb = kiln__attr_i(n, "transB", 0) != 0;
-    int64_t K = b->dims[tb ? 1 : 0], N = b->dims[tb ? 0 : 1], dims[2] = {K, N};
-    if (c && (c->dtype != KILN_DT_FLOAT32 || kiln_tensor_numel(c) != N || c->dims[c->ndim - 1] != N))
-        return KILN_OK;
-    kiln_tensor w, cb;
-    KILN_TRY(kiln__tensor_alloc(&w, KILN_DT_FLOAT32, 2, dims));
-    const float *bs = b->data;
-    float *wd = w.data, cmax = 0.f;
-    for (int64_t k = 0; k < K; k++)
-        for (int64_t j = 0; j < N; j++)
-            wd[k * N + j] = tb ? bs[j * K + k] : bs[k * N + j];
-    int wv = add_const(g, g->values[n->in[1]].name, &w), cv = -1;
-    if (wv < 0)
-        return nomem();
-    if (c) {
-        KILN_TRY(kiln__tensor_alloc(&cb, KILN_DT_FLOAT32, 1, &N));
-        for (int64_t j = 0; j < N; j++) {
-            ((float *)cb.data)[j] = beta * ((const float *)c->data)[j];
-            cmax = fmaxf(cmax, fabsf(((float *)cb.data)[j]));
-        }
-        if ((cv = add_const(g, g->values[n->in[2]].name, &cb)) < 0)
-            return nomem();
-    }
-    int m = c ? new_value(g, g->values[y].name, "__kiln_matmul", KILN_DT_FLOAT32) : y;
-    if (m < 0)
-        return nomem();
-    n = &g->nodes[i];
-    char *op = kiln__strdup("MatMul");
-    if (!op)
-        return nomem();
-    kiln__free(n->op_type);
-    n->op_type = op;
-    n->op = KILN_OP_MatMul;
-    static const char *const gemm_attrs[] = {"alpha", "beta", "transA", "transB", NULL};
-    drop_attrs(n, gemm_attrs);
-    n->in[1] = wv;
-    n->n_in = 2;
-    if (c) {
-        char nm[512];
-        int ain[2] = {m, cv};
-        n->out[0] = m;
-        g->values[m].producer = i;
-        snprintf(nm, sizeof nm, "%s__kiln_bias", node_label(n));
-        KILN_TRY(add_node(g, KILN_OP_Add, nm, 13, 2, ain, y, NULL));
-    }
-    *t = ty + cmax;
-    return KILN_OK;
-}
-
 /* One int8 layer: Q/DQ on its input and output activations, DQ(int8) for its weight. Layers
  * that cannot be quantized are left alone (their realized precision then says so). */
 static kiln_status quantize_layer(qctx *q, int i)
 {
     kiln_graph *g = q->g;
     kiln_node *n = &g->nodes[i];
-    float tout = -1.f;
-    if (n->op == KILN_OP_Gemm && n->n_out == 1 && n->out[0] >= 0 && n->in[0] >= 0 &&
-        (g->values[n->in[0]].producer >= 0 || calib_threshold(q, g->values[n->in[0]].name) > 0)) {
-        KILN_TRY(gemm_to_matmul(q, i, &tout));
-        n = &g->nodes[i];
-    }
-    bool conv = n->op == KILN_OP_Conv, mm = n->op == KILN_OP_MatMul;
-    if ((!conv && !mm) || n->n_out != 1 || n->out[0] < 0 || n->in[0] < 0 || g->values[n->in[0]].init)
+    bool conv = n->op == KILN_OP_Conv, mm = n->op == KILN_OP_MatMul, gemm = n->op == KILN_OP_Gemm;
+    if ((!conv && !mm && !gemm) || n->n_out != 1 || n->out[0] < 0 || n->in[0] < 0 || g->values[n->in[0]].init)
         return KILN_OK;
     const kiln_tensor *w = g->values[n->in[1]].init;
-    if (!w || w->dtype != KILN_DT_FLOAT32 || (mm && w->ndim != 2) || (conv && w->ndim < 3))
+    if (!w || w->dtype != KILN_DT_FLOAT32 || (!conv && w->ndim != 2) || (conv && w->ndim < 3))
+        return KILN_OK;
+    /* Gemm -> QGemm: its bias must be a constant (made int32 by the fusion) */
+    int waxis = conv ? 0 : gemm && kiln__attr_i(n, "transB", 0) ? 0 : 1;
+    if (gemm && n->n_in > 2 && n->in[2] >= 0 && !g->values[n->in[2]].init)
         return KILN_OK;
     /* the value the output Q goes on: the layer's, or that of an activation reading it alone */
     int y = n->out[0], readers = 0, act = -1;
@@ -488,21 +404,24 @@ static kiln_status quantize_layer(qctx *q, int i)
     if (readers == 1 && act >= 0 && g->nodes[act].n_out == 1 && g->nodes[act].out[0] >= 0 &&
         kiln__activation_of(g, &g->nodes[act], &fa) && calib_threshold(q, g->values[g->nodes[act].out[0]].name) > 0)
         y = g->nodes[act].out[0];   /* fused as kiln_act (implied by the Q for Relu / Clip from 0) */
+    bool out_q = true;   /* a graph output keeps its float value: only a Gemm (QGemm) can give it */
     for (int k = 0; k < g->n_outputs; k++)
-        if (g->outputs[k] == y)
-            return KILN_OK;   /* a graph output keeps its float value: the layer stays float */
+        if (g->outputs[k] == y) {
+            if (!gemm || y != n->out[0])
+                return KILN_OK;
+            out_q = false;
+        }
     int xd = n->in[0], yd, wq, ws, xp = g->values[xd].producer;
     bool ok;
     if (xp < 0 || g->nodes[xp].op != KILN_OP_DequantizeLinear)   /* else: an int8 layer's output */
-        KILN_TRY(quantize_value(q, n->in[0], -1.f, false, &xd));
-    if (y != n->out[0])
-        tout = -1.f;   /* the Q goes after the activation: its own calibrated range */
-    if (xd < 0 || (tout <= 0 && calib_threshold(q, g->values[y].name) <= 0))
+        KILN_TRY(quantize_value(q, n->in[0], false, &xd));
+    if (xd < 0 || (out_q && calib_threshold(q, g->values[y].name) <= 0))
         return KILN_OK;
-    KILN_TRY(quantize_weight(g, n->in[1], conv ? 0 : 1, &wq, &ws, &ok));
+    KILN_TRY(quantize_weight(g, n->in[1], waxis, &wq, &ws, &ok));
     if (!ok)
         return KILN_OK;
-    KILN_TRY(quantize_value(q, y, tout, true, &yd));
+    if (out_q)
+        KILN_TRY(quantize_value(q, y, true, &yd));
     n = &g->nodes[i];
     int wd = new_value(g, g->values[n->in[1]].name, "__kiln_dq", KILN_DT_FLOAT32);
     if (wd < 0)
@@ -512,7 +431,7 @@ static kiln_status quantize_layer(qctx *q, int i)
     snprintf(nm, sizeof nm, "%s__kiln_weight", node_label(n));
     KILN_TRY(add_node(g, KILN_OP_DequantizeLinear, nm, 13, 2, din, wd, NULL));
     n = &g->nodes[i];
-    KILN_TRY(kiln__node_set_attr_i(&g->nodes[g->n_nodes - 1], "axis", conv ? 0 : 1));
+    KILN_TRY(kiln__node_set_attr_i(&g->nodes[g->n_nodes - 1], "axis", waxis));
     n->in[0] = xd;
     n->in[1] = wd;
     return KILN_OK;
@@ -642,8 +561,8 @@ static kiln_status realize(kiln_graph *g, const kiln_build_options *o, sbuf *rep
             real = P_INT8, out = P_FP32;
         else if (n->op == KILN_OP_Cast)
             out = n->n_in && n->in[0] >= 0 && g->values[n->in[0]].init ? real : dtype_prec((kiln_dtype)kiln__attr_i(n, "to", 1));
-        else if (is_compute(n) || (is_int8_layer(n) && (n->op_type && !strcmp(n->op_type, "QGemm") && n->n_in < 8)))
-            out = P_FP32;
+        else if (is_compute(n) || (n->op == KILN_OP_QGemm && (n->n_in < 8 || n->in[7] < 0)))
+            out = P_FP32;   /* float output (QGemm without y_scale) */
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] >= 0)
                 vp[n->out[k]] = out;

@@ -99,7 +99,7 @@ expect_rc "bad rule" 1 "want PATTERN:PRECISION" "$KILN" build "$M" -o "$T/x.kiln
 expect_rc "bad precision" 1 "want fp32, fp16, bf16 or int8" "$KILN" build "$M" -o "$T/x.kiln" --precision int3
 expect_rc "fp8 not yet" 1 "not supported yet" "$KILN" build "$M" -o "$T/x.kiln" --precision fp8
 
-# a Gemm (the last layer) lowered by a rule: MatMul on int8 + float bias
+# a Gemm (the last layer) lowered by a rule: com.microsoft QGemm with an int32 bias
 expect_ok "fc int8 by rule" "$KILN" build "$M" -o "$T/fc8.kiln" --precision int8 --calib-cache "$T/c.cache" --calib-method minmax \
   --layer-precision 'fc_Gemm:int8'
 grep -q "kept in fp32: fc_Gemm" "$T/out.txt" && bad "fc said kept in fp32 although a rule lowered it" || ok "rule overrides the fp32 default"
@@ -107,7 +107,7 @@ run "$T/fc8.kiln" ofc8
 inspect "$T/fc8.kiln"
 check "fc int8" '
 fc = [l for l in L if l["name"] == "fc_Gemm"][0]
-assert fc["op"] == "QLinearMatMul" and fc["requested_precision"] == fc["precision"] == "int8", fc
+assert fc["op"] == "QGemm" and fc["requested_precision"] == fc["precision"] == "int8", fc
 c = cos(out("ofc8"), out("o32"))
 print("int8 with the fc: cosine vs fp32", c)
 assert c > 0.999, c'

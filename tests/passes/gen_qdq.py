@@ -97,6 +97,25 @@ save("qdq_matmul",
                                         N("MatMul", ["xd", "b"], ["m"])] + qdq("m", "y", 0.04, S8(0), i),
      i, ["QLinearMatMul"], ["MatMul"], "x=2x5x16", 1, 0.04, in_shape=("n", 5, 16))
 
+# Gemm (transB, alpha, beta, float bias) + Relu before a uint8 Q -> com.microsoft QGemm (int32 bias)
+i = {}
+gq, gs = qweight((24, 16), 0)
+i["gq"], i["gs"], i["gc"] = gq, gs, (rng.standard_normal(24) * 0.2).astype(np.float32)
+save("qdq_gemm",
+     qdq("x", "xd", 0.02, U8(128), i) + [N("DequantizeLinear", ["gq", "gs"], ["gw"], axis=0),
+                                          N("Gemm", ["xd", "gw", "gc"], ["m"], transB=1, alpha=0.5, beta=2.0),
+                                          N("Relu", ["m"], ["r"])] + qdq("r", "y", 0.01, U8(0), i),
+     i, ["QGemm:1"], ["Gemm", "Relu"], "x=3x16", 1, 0.01, in_shape=("n", 16))
+
+# the same Gemm consumed in float (no Q after it): QGemm without y_scale, float32 output; the
+# only difference to the reference is the bias rounded to int32 (half a unit of a_scale * b_scale)
+i = {}
+i["gq"], i["gs"], i["gc"] = gq, gs, (rng.standard_normal(24) * 0.2).astype(np.float32)
+save("qdq_gemm_float",
+     qdq("x", "xd", 0.02, U8(128), i) + [N("DequantizeLinear", ["gq", "gs"], ["gw"], axis=0),
+                                          N("Gemm", ["xd", "gw", "gc"], ["y"], transB=1, alpha=0.5, beta=2.0)],
+     i, ["QGemm:1"], ["Gemm", "DequantizeLinear"], "x=3x16", 0, 0.001, in_shape=("n", 16))
+
 # two quantized convs with a MaxPool and a Reshape pair between them: activations stay uint8
 # throughout (DQ -> MaxPool -> Q on one scale runs MaxPool on uint8; DQ -> Q on one scale is dropped)
 i = {}
