@@ -103,10 +103,15 @@ static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int
 {
     const kiln_graph *g = f->g;
     const kiln_node *n = &g->nodes[idx];
-    /* layers without prepared data from the engine are prepared on the fly (no allocation) */
+    /* an engine's layers come from its layer plan (prepared at build time, blobs used in place);
+     * others are prepared on the fly (no packing, no allocation) */
     const kiln_backend *be = env && env->backend ? env->backend : kiln__cpu_backend();
     kiln_layer layer;
-    KILN_TRY(be->ops->prepare(be, n, NULL, &layer));
+    if (env && env->layers && g == env->layers_of)
+        layer = env->layers[idx];
+    else
+        KILN_TRY(be->ops->prepare(be, n, NULL, &layer));
+    be = layer.be;
     const kiln_tensor *in_buf[16];
     kiln_tensor *out_buf[16];
     kiln_tensor scratch_buf[16];

@@ -118,10 +118,11 @@ kiln_status kiln_model_run(kiln_model_t m, int num_inputs, const char *const *in
 {
     if (!m)
         return kiln__err(KILN_ERR_INVALID_ARG, "kiln_model_run: NULL model");
-    return kiln__graph_run_named(m->g, num_inputs, input_names, inputs, opts, num_outputs, outputs);
+    return kiln__graph_run_named(m->g, NULL, num_inputs, input_names, inputs, opts, num_outputs, outputs);
 }
 
-kiln_status kiln__graph_run_named(const kiln_graph *g, int num_inputs, const char *const *input_names,
+kiln_status kiln__graph_run_named(const kiln_graph *g, const kiln_layer *layers, int num_inputs,
+                                  const char *const *input_names,
                                   const kiln_tensor *inputs, const kiln_run_options *opts, int *num_outputs,
                                   kiln_tensor **outputs)
 {
@@ -165,7 +166,8 @@ kiln_status kiln__graph_run_named(const kiln_graph *g, int num_inputs, const cha
         goto fail;
     }
     kiln_run_ctl ctl = kiln__run_ctl(NULL, 0);
-    kiln_run_env env = {.pool = pool, .nthreads = kiln__pool_threads(pool), .ctl = &ctl};
+    kiln_run_env env = {.pool = pool, .nthreads = kiln__pool_threads(pool), .ctl = &ctl, .layers = layers,
+                        .layers_of = g};
     st = kiln__exec_graph(g, NULL, feed, outs, &env, 0);
     kiln__pool_free(pool);
     if (st != KILN_OK)
