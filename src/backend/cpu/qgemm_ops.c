@@ -5,61 +5,46 @@
  * activation scales, 3-D+ convolutions, 16-bit outputs, huge K) and every malformed input go to
  * the reference kernel, which reports errors.
  *
- * Constant weights are packed by kiln__qprep_conv / kiln__qprep_matmul (kiln_kernel_prep_fn):
- * the kernel reads the layer's ctx->prepared blob when it has one and its header matches the
- * inputs, and otherwise packs the weights into a temporary blob with the same function. */
+ * Constant weights are packed by kiln__qprep_conv / kiln__qprep_matmul (kiln_kernel_prep_fn,
+ * registered in prep.c's registry): the kernel reads the layer's ctx->prepared blob when
+ * kiln__prep_check accepts it for these dims, and otherwise packs the weights into a temporary
+ * blob with the same function. */
 #include "qgemm.h"
 #include "cpu_kernels.h"
+#include "prep.h"
 #include <math.h>
 
-/* ---- prepared blobs ---- */
-
-#define QPREP_MAGIC 0x3150514bu /* "KQP1" */
-enum { QPREP_PANELS = 1, QPREP_ROWS = 2 };
-
-/* Header of a prepared blob; data and sums follow at 64-byte aligned offsets. */
-typedef struct qprep_hdr {
-    uint32_t magic, layout;   /* QPREP_PANELS: B [K, N] as panels; QPREP_ROWS: W [M, K] per group as rows */
-    uint32_t isa;             /* KILN_CPU_* set the layout is meant for (both tiles read it) */
-    uint32_t s8;              /* the stored values are s8 */
-    int64_t K, N, groups;     /* N: columns (panels) or rows per group (rows) */
-    int64_t data_off, sum_off, total;
-} qprep_hdr;
+/* ---- prepared blobs (prep.h layouts KILN_PREP_QGEMM_B / KILN_PREP_QCONV_W): the weights as s8
+ * panels or rows, then their int32 sums at a 64-byte offset; the weights stay stored too
+ * (replaces = 0): the reference kernel, which cases the fast path leaves to it use, reads them ---- */
 
 static int64_t al64(int64_t x) { return (x + 63) & ~(int64_t)63; }
 
-static kiln_status prep_alloc(int layout, bool s8, int64_t K, int64_t N, int64_t groups, int64_t data_bytes,
-                              void **blob, size_t *size, qprep_hdr **h)
+typedef struct qprep {
+    const uint8_t *data;
+    const int32_t *sums;
+} qprep;
+
+static int64_t prep_data_bytes(uint32_t layout, int64_t K, int64_t N, int64_t groups)
 {
-    int64_t data_off = al64((int64_t)sizeof(qprep_hdr)), sum_off = al64(data_off + data_bytes);
-    int64_t total = al64(sum_off + (int64_t)sizeof(int32_t) * N * groups);
-    if ((uint64_t)total > kiln__max_tensor_bytes())
-        return kiln__err(KILN_ERR_LIMIT, "packed weights of %lld bytes are too large", (long long)total);
-    void *p = kiln__malloc((size_t)total); /* kernel.h: blobs come from kiln__malloc */
+    return layout == KILN_PREP_QGEMM_B ? kiln__qgemm_panel_bytes(K, N) : N * groups * kiln__qgemm_kp(K);
+}
+static uint64_t prep_payload(uint32_t layout, int64_t K, int64_t N, int64_t groups)
+{
+    return (uint64_t)(al64(prep_data_bytes(layout, K, N, groups)) + (int64_t)sizeof(int32_t) * N * groups);
+}
+
+static kiln_status prep_new(uint32_t layout, int64_t K, int64_t N, int64_t groups, void **blob, size_t *size,
+                            qprep *q)
+{
+    int64_t dims[3] = {K, N, groups};
+    uint8_t *p = kiln__prep_alloc(layout, 0, KILN_DT_INT8, 3, dims, prep_payload(layout, K, N, groups), blob, size);
     if (!p)
-        return kiln__err(KILN_ERR_NOMEM, "out of memory (packed weights, %lld bytes)", (long long)total);
-    *h = p;
-    **h = (qprep_hdr){QPREP_MAGIC, (uint32_t)layout, KILN_CPU_AVX512VNNI, s8, K, N, groups, data_off, sum_off, total};
-    *blob = p;
-    *size = (size_t)total;
+        return kiln__err(KILN_ERR_NOMEM, "out of memory (packed INT8 weights)");
+    q->data = p;
+    q->sums = (const int32_t *)(p + al64(prep_data_bytes(layout, K, N, groups)));
     return KILN_OK;
 }
-
-/* The blob if it is one of this layout and these dims, else NULL. */
-static const qprep_hdr *prep_check(const void *blob, size_t size, int layout, int64_t K, int64_t N, int64_t groups)
-{
-    const qprep_hdr *h = blob;
-    if (!blob || size < sizeof *h || h->magic != QPREP_MAGIC || h->layout != (uint32_t)layout ||
-        h->isa != KILN_CPU_AVX512VNNI || h->s8 != 1 || h->K != K ||
-        h->N != N || h->groups != groups || h->total < 0 || (uint64_t)h->total > size || h->data_off < 0 ||
-        h->sum_off < h->data_off || h->sum_off + (int64_t)sizeof(int32_t) * N * groups > h->total ||
-        (h->data_off | h->sum_off) % 64)
-        return NULL;
-    return h;
-}
-
-static const uint8_t *prep_data(const qprep_hdr *h) { return (const uint8_t *)h + h->data_off; }
-static const int32_t *prep_sums(const qprep_hdr *h) { return (const int32_t *)((const uint8_t *)h + h->sum_off); }
 
 static bool is_q8(const kiln_tensor *t) { return t && (t->dtype == KILN_DT_UINT8 || t->dtype == KILN_DT_INT8); }
 
@@ -72,18 +57,17 @@ kiln_status kiln__qprep_matmul(const kiln_node *n, int n_in, const kiln_tensor *
     *size = 0;
     int bi = mm_b_index(n->op);
     const kiln_tensor *b = bi < n_in ? consts[bi] : NULL;
-    if (!is_q8(b) || b->ndim != 2)
+    if (!is_q8(b) || b->ndim != 2 || !b->data)
         return KILN_OK; /* nothing to prepare: the kernel packs per run or uses the reference */
     bool tb = n->op == KILN_OP_QGemm && kiln__attr_i(n, "transB", 0) != 0;
     int64_t K = b->dims[tb ? 1 : 0], N = b->dims[tb ? 0 : 1];
     if (K <= 0 || N <= 0 || K > KILN_QGEMM_MAX_K)
         return KILN_OK;
-    qprep_hdr *h;
-    KILN_TRY(prep_alloc(QPREP_PANELS, true, K, N, 1, kiln__qgemm_panel_bytes(K, N), blob, size, &h));
-    uint8_t *d = (uint8_t *)h + h->data_off;
+    qprep q;
+    KILN_TRY(prep_new(KILN_PREP_QGEMM_B, K, N, 1, blob, size, &q));
     /* B goes to the s8 side: u8 values flip */
-    kiln__qpack_panels(b->data, tb ? 1 : N, tb ? K : 1, K, N, b->dtype == KILN_DT_UINT8, d);
-    kiln__qpanel_sums(d, K, N, true, (int32_t *)((uint8_t *)h + h->sum_off));
+    kiln__qpack_panels(b->data, tb ? 1 : N, tb ? K : 1, K, N, b->dtype == KILN_DT_UINT8, (uint8_t *)q.data);
+    kiln__qpanel_sums(q.data, K, N, true, (int32_t *)q.sums);
     return KILN_OK;
 }
 
@@ -94,34 +78,45 @@ kiln_status kiln__qprep_conv(const kiln_node *n, int n_in, const kiln_tensor *co
     int wi = n->op == KILN_OP_ConvInteger ? 1 : 3;
     const kiln_tensor *w = wi < n_in ? consts[wi] : NULL;
     int64_t G = kiln__attr_i(n, "group", 1);
-    if (!is_q8(w) || w->ndim < 3 || G < 1 || w->dims[0] % G || w->dims[0] <= 0)
+    if (!is_q8(w) || !w->data || w->ndim < 3 || G < 1 || w->dims[0] <= 0 || w->dims[0] % G)
         return KILN_OK;
-    int64_t M = w->dims[0], K = kiln_tensor_numel(w) / M, kp = kiln__qgemm_kp(K);
-    if (K <= 0 || K > KILN_QGEMM_MAX_K)
-        return KILN_OK;
-    qprep_hdr *h;
-    KILN_TRY(prep_alloc(QPREP_ROWS, true, K, M / G, G, M * kp, blob, size, &h));
-    kiln__qpack_rows(w->data, K, M, K, w->dtype == KILN_DT_UINT8, true, (uint8_t *)h + h->data_off,
-                     (int32_t *)((uint8_t *)h + h->sum_off));
+    int64_t M = w->dims[0], K = kiln_tensor_numel(w) / M;
+    if (K <= 0 || K > KILN_QGEMM_MAX_K || (w->dims[1] == 1 && M == G))
+        return KILN_OK; /* depthwise runs from the weights directly */
+    qprep q;
+    KILN_TRY(prep_new(KILN_PREP_QCONV_W, K, M / G, G, blob, size, &q));
+    kiln__qpack_rows(w->data, K, M, K, w->dtype == KILN_DT_UINT8, true, (uint8_t *)q.data, (int32_t *)q.sums);
     return KILN_OK;
 }
 
-/* The layer's prepared blob when valid for these dims, else one made now into *own. */
-static kiln_status get_prep(kiln_kctx *ctx, kiln_kernel_prep_fn fn, int layout, int64_t K, int64_t N, int64_t groups,
-                            void **own, const qprep_hdr **h)
+const kiln_prep_reg kiln__prep_qgemm[] = {
+    {KILN_OP_QLinearConv, kiln__qprep_conv},     {KILN_OP_ConvInteger, kiln__qprep_conv},
+    {KILN_OP_QLinearMatMul, kiln__qprep_matmul}, {KILN_OP_MatMulInteger, kiln__qprep_matmul},
+    {KILN_OP_QGemm, kiln__qprep_matmul},         {KILN_OP_COUNT, NULL},
+};
+
+/* The layer's prepared weights when valid for these dims, else packed now into *own. */
+static kiln_status get_prep(kiln_kctx *ctx, kiln_kernel_prep_fn fn, uint32_t layout, int64_t K, int64_t N,
+                            int64_t groups, void **own, qprep *q)
 {
     *own = NULL;
-    *h = prep_check(ctx->prepared, ctx->prepared_size, layout, K, N, groups);
-    if (*h)
+    int64_t dims[3] = {K, N, groups};
+    const uint8_t *p = kiln__prep_check(ctx, layout, KILN_DT_INT8, 3, dims, prep_payload(layout, K, N, groups));
+    if (p) {
+        q->data = p;
+        q->sums = (const int32_t *)(p + al64(prep_data_bytes(layout, K, N, groups)));
         return KILN_OK;
+    }
     size_t sz = 0;
     KILN_TRY(fn(ctx->node, ctx->n_in, ctx->in, own, &sz));
-    *h = prep_check(*own, sz, layout, K, N, groups);
-    if (!*h) {
+    if (!*own || sz != KILN_PREP_HDR_BYTES + prep_payload(layout, K, N, groups)) {
         kiln__free(*own);
         *own = NULL;
         return kiln__kerr(ctx, KILN_ERR_INTERNAL, "weight packing failed");
     }
+    p = (const uint8_t *)*own + KILN_PREP_HDR_BYTES;
+    q->data = p;
+    q->sums = (const int32_t *)(p + al64(prep_data_bytes(layout, K, N, groups)));
     return KILN_OK;
 }
 
@@ -206,8 +201,8 @@ static kiln_status qmm_run(kiln_kctx *ctx, const qmm_args *q)
     if (M == 0)
         return KILN_OK;
     void *own = NULL;
-    const qprep_hdr *h;
-    KILN_TRY(get_prep(ctx, kiln__qprep_matmul, QPREP_PANELS, K, N, 1, &own, &h));
+    qprep h;
+    KILN_TRY(get_prep(ctx, kiln__qprep_matmul, KILN_PREP_QGEMM_B, K, N, 1, &own, &h));
     kiln_qepi e;
     float *sbuf = NULL;
     kiln_status st = kiln__qepi_setup(ctx, &e, q->odt, false, N, q->as ? (float)kiln__get_f64(q->as->dtype, q->as->data, 0) : 1,
@@ -233,7 +228,7 @@ static kiln_status qmm_run(kiln_kctx *ctx, const qmm_args *q)
                 bzp[j] = zp_at(q->bz, j) - (b_flip ? 128 : 0);
             kiln__qpack_rows(a->data, K, M, K, a_flip, false, ap, asum);
             kiln_qgemm g = {.M = M, .N = N, .K = K, .a = ap, .lda = kp, .a_s8 = false, .a_sum = asum, .a_zp0 = za,
-                            .b = prep_data(h), .b_sum = za ? prep_sums(h) : NULL, .b_zp = bzp,
+                            .b = h.data, .b_sum = za ? h.sums : NULL, .b_zp = bzp,
                             .c = ctx->out[0]->data, .ldc = N, .epi = e};
             st = kiln__qgemm(ctx->pool, ctx->nthreads, &g);
         }
@@ -554,8 +549,8 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
         return j.st == KILN_OK ? KILN_OK : kiln__kerr(ctx, j.st, "out of memory");
     }
     void *own = NULL;
-    const qprep_hdr *h;
-    kiln_status st = get_prep(ctx, kiln__qprep_conv, QPREP_ROWS, K, mpg, g.group, &own, &h);
+    qprep h;
+    kiln_status st = get_prep(ctx, kiln__qprep_conv, KILN_PREP_QCONV_W, K, mpg, g.group, &own, &h);
     int32_t *wzp = NULL;
     if (st == KILN_OK) {
         bool x_flip = x->dtype == KILN_DT_INT8, w_flip = w->dtype == KILN_DT_UINT8;
@@ -592,9 +587,9 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
                     eg.scale = e.scale + gi * mpg, eg.mult = e.mult + gi * mpg;
                 if (e.bias)
                     eg.bias = e.bias + gi * mpg;
-                kiln_qgemm gm = {.M = mpg, .N = osp, .K = K, .a = prep_data(h) + gi * mpg * kiln__qgemm_kp(K),
+                kiln_qgemm gm = {.M = mpg, .N = osp, .K = K, .a = h.data + gi * mpg * kiln__qgemm_kp(K),
                                  .lda = kiln__qgemm_kp(K), .a_s8 = true,
-                                 .a_sum = zxs ? prep_sums(h) + gi * mpg : NULL, .a_zp = wzp ? wzp + gi * mpg : NULL,
+                                 .a_sum = zxs ? h.sums + gi * mpg : NULL, .a_zp = wzp ? wzp + gi * mpg : NULL,
                                  .packb_sums = wzp != NULL, .b_zp0 = zxs, .packb = qconv_packb,
                                  .packb_ctx = &pc, .c = pd.xpad ? pd.y : yg, .ldc = nv, .epi = eg};
                 gm.N = nv;
