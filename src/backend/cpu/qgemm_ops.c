@@ -284,9 +284,9 @@ typedef struct qconv_pack {
     int64_t cpg, ksz, K;
     bool pointwise;        /* 1x1, stride 1, no padding: pixel p of channel c is x[c * isp + p] */
     int64_t isp;
-    /* stride-1 layers: the image copied with its padding (and x's flip), so that row k of the
-     * im2col matrix over "virtual" pixels q = oy * Wp + ox (ox < Wp, the padded width) is the
-     * contiguous run xpad + off[k] + q; columns with ox >= Wo are computed and dropped */
+    /* 2-D layers: the image copied with its padding (and x's flip) into stride phases, so that
+     * row k of the im2col matrix over "virtual" pixels q = oy * wq + ox (ox < wq, the phase
+     * width) is the contiguous run xpad + off[k] + q; columns with ox >= Wo are dropped */
     const uint8_t *xpad;
     const int64_t *off;
 } qconv_pack;
@@ -437,13 +437,15 @@ static void qdw_task(void *arg, int64_t p0, int64_t p1)
     kiln__free(gath);
 }
 
-/* ---- stride-1 convolutions: padded image, tap offsets, virtual-pixel output ---- */
+/* ---- 2-D convolutions: padded image split into stride phases, tap offsets, virtual-pixel output ---- */
 
 typedef struct qconv_padded {
-    int64_t hp, wp, plane;   /* padded rows / row length; bytes per channel plane */
-    uint8_t *xpad;           /* cpg planes and slack */
-    int64_t *off;            /* per k = (c, ky, kx): c * plane + ky * dh * wp + kx * dw */
-    uint8_t *y;              /* mpg x (Ho * wp) outputs before the dropped columns go */
+    int64_t sh, sw;          /* strides: the padded image is split into sh x sw phases */
+    int64_t hq, wq, plane;   /* rows / row length of a phase plane; bytes per (phase, channel) plane */
+    uint8_t *xpad;           /* [phase][cpg][hq][wq], then slack */
+    int64_t *off;            /* per k = (c, ky, kx): its plane and the tap's shift within it */
+    bool used[16];           /* phases some tap reads */
+    uint8_t *y;              /* mpg x (Ho * wq) outputs before the dropped columns go */
     size_t xbytes;
 } qconv_padded;
 
@@ -455,44 +457,62 @@ static void padded_free(qconv_padded *p)
     memset(p, 0, sizeof *p);
 }
 
+/* Tap (ky, kx) of output (oy, ox) reads padded (oy*sh + ty, ox*sw + tx), ty = ky*dh, tx = kx*dw:
+ * phase (ty % sh, tx % sw), row oy + ty / sh, column ox + tx / sw of that phase's plane. */
 static kiln_status padded_init(const kiln_kctx *ctx, const kiln_qconv_geom *g, int64_t cpg, int64_t mpg, size_t osz,
                                qconv_padded *p)
 {
     int64_t kh = g->k[0], kw = g->k[1], Ho = g->out[0];
-    p->wp = g->out[1] + (kw - 1) * g->dil[1];
-    p->hp = Ho + (kh - 1) * g->dil[0];
-    p->plane = p->hp * p->wp;
+    p->sh = g->stride[0], p->sw = g->stride[1];
+    p->wq = g->out[1] + (kw - 1) * g->dil[1] / p->sw;
+    p->hq = Ho + (kh - 1) * g->dil[0] / p->sh;
+    p->plane = p->hq * p->wq;
     /* slack: a strip reads 48 columns past any run start */
-    p->xbytes = (size_t)(cpg * p->plane + p->wp + 2 * KILN_QGEMM_STRIP);
+    p->xbytes = (size_t)(p->sh * p->sw * cpg * p->plane + p->wq + 2 * KILN_QGEMM_STRIP);
     p->xpad = kiln__malloc(p->xbytes);
     p->off = kiln__malloc(sizeof(int64_t) * (size_t)(cpg * kh * kw));
-    p->y = kiln__malloc((size_t)(mpg * Ho * p->wp) * osz);
+    p->y = kiln__malloc((size_t)(mpg * Ho * p->wq) * osz);
     if (!p->xpad || !p->off || !p->y) {
         padded_free(p);
         return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (padded image)");
     }
     for (int64_t c = 0, k = 0; c < cpg; c++)
         for (int64_t ky = 0; ky < kh; ky++)
-            for (int64_t kx = 0; kx < kw; kx++)
-                p->off[k++] = c * p->plane + ky * g->dil[0] * p->wp + kx * g->dil[1];
+            for (int64_t kx = 0; kx < kw; kx++) {
+                int64_t ty = ky * g->dil[0], tx = kx * g->dil[1], ph = (ty % p->sh) * p->sw + tx % p->sw;
+                p->used[ph] = true;
+                p->off[k++] = (ph * cpg + c) * p->plane + ty / p->sh * p->wq + tx / p->sw;
+            }
     return KILN_OK;
 }
 
-/* x's cpg planes into the padded layout (padding = x's stored zero point) */
+/* x's cpg planes into the phase planes (padding = x's stored zero point) */
 static void padded_fill(qconv_padded *p, const kiln_qconv_geom *g, const uint8_t *x, int64_t cpg, uint8_t xr,
                         uint8_t pad)
 {
-    int64_t H = g->in[0], W = g->in[1], pt = g->pad_b[0], pl = g->pad_b[1];
+    int64_t H = g->in[0], W = g->in[1], pt = g->pad_b[0], pl = g->pad_b[1], sh = p->sh, sw = p->sw;
     memset(p->xpad, pad, p->xbytes);
-    for (int64_t c = 0; c < cpg; c++)
-        for (int64_t py = 0; py < p->hp; py++) {
-            int64_t iy = py - pt;
-            if (iy < 0 || iy >= H)
+    for (int64_t qy = 0; qy < sh; qy++)
+        for (int64_t qx = 0; qx < sw; qx++) {
+            if (!p->used[qy * sw + qx])
                 continue;
-            /* padded columns px with 0 <= px - pl < W */
-            int64_t a = pl, b = pl + W < p->wp ? pl + W : p->wp;
-            if (a < b)
-                kiln__qconv_bytes(p->xpad + c * p->plane + py * p->wp + a, x + (c * H + iy) * W, b - a, xr != 0);
+            /* columns x with 0 <= x*sw + qx - pl < W */
+            int64_t a = pl > qx ? (pl - qx + sw - 1) / sw : 0, b = (W + pl - qx + sw - 1) / sw;
+            b = b < p->wq ? b : p->wq;
+            for (int64_t c = 0; c < cpg; c++)
+                for (int64_t y = 0; y < p->hq && a < b; y++) {
+                    int64_t iy = y * sh + qy - pt;
+                    if (iy < 0 || iy >= H)
+                        continue;
+                    uint8_t *d = p->xpad + ((qy * sw + qx) * cpg + c) * p->plane + y * p->wq;
+                    const uint8_t *srow = x + (c * H + iy) * W + a * sw + qx - pl;
+                    if (sw == 1) {
+                        kiln__qconv_bytes(d + a, srow, b - a, xr != 0);
+                    } else {
+                        for (int64_t q = 0; q < b - a; q++)
+                            d[a + q] = srow[q * sw] ^ xr;
+                    }
+                }
         }
 }
 
@@ -571,9 +591,9 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
         for (int d = 0; d < g.nsp; d++)
             pointwise &= g.stride[d] == 1 && g.pad_b[d] == 0;
         qconv_padded pd = {0};
-        if (st == KILN_OK && !pointwise && g.nsp == 2 && g.stride[0] == 1 && g.stride[1] == 1)
+        if (st == KILN_OK && !pointwise && g.nsp == 2 && g.stride[0] * g.stride[1] <= 16)
             st = padded_init(ctx, &g, cpg, mpg, osz, &pd);
-        int64_t nv = pd.xpad ? g.out[0] * pd.wp : osp; /* GEMM columns: virtual or real pixels */
+        int64_t nv = pd.xpad ? g.out[0] * pd.wq : osp; /* GEMM columns: virtual or real pixels */
         for (int64_t n = 0; st == KILN_OK && n < g.N; n++)
             for (int64_t gi = 0; st == KILN_OK && gi < g.group; gi++) {
                 qconv_pack pc = {.g = &g, .x = (const uint8_t *)x->data + (n * g.C + gi * cpg) * isp,
@@ -596,7 +616,7 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
                 st = kiln__qgemm(ctx->pool, ctx->nthreads, &gm);
                 if (st == KILN_OK && pd.xpad) /* keep the real columns */
                     for (int64_t r = 0; r < mpg * g.out[0]; r++)
-                        memcpy(yg + (size_t)(r * g.out[1]) * osz, pd.y + (size_t)(r * pd.wp) * osz,
+                        memcpy(yg + (size_t)(r * g.out[1]) * osz, pd.y + (size_t)(r * pd.wq) * osz,
                                (size_t)g.out[1] * osz);
             }
         padded_free(&pd);
