@@ -234,8 +234,8 @@ static kiln_status conv_bf16(kiln_kctx *ctx, bool *handled)
             const float *xg = (const float *)x->data + (n * g.C + gi * cpg) * H * W;
             for (int64_t c = 0; c < cpg; c++)
                 for (int64_t iy = 0; iy < H; iy++)
-                    kiln__f32_to_bf16_array(xpad + c * plane + (iy + g.pad_b[0]) * wp + g.pad_b[1], xg + (c * H + iy) * W,
-                                            W);
+                    kiln__f32_to_bf16_array(xpad + c * plane + (iy + g.pad_b[0]) * wp + g.pad_b[1],
+                                            xg + (c * H + iy) * W, W);
             kiln_bgemm bg = {.M = mpg, .N = nv, .K = K, .A16 = a16 + gi * mpg * kp2, .packb = bconv_packb,
                              .packb_ctx = &bc, .C = yv, .ldc = nv};
             st = kiln__bgemm(ctx->pool, ctx->nthreads, &bg);

@@ -51,7 +51,8 @@ static bool is_q8(const kiln_tensor *t) { return t && (t->dtype == KILN_DT_UINT8
 /* B input index and transposition of a matmul-like node */
 static int mm_b_index(kiln_op op) { return op == KILN_OP_MatMulInteger ? 1 : 3; }
 
-kiln_status kiln__qprep_matmul(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob, size_t *size)
+kiln_status kiln__qprep_matmul(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob,
+                               size_t *size)
 {
     *blob = NULL;
     *size = 0;
@@ -171,9 +172,11 @@ static bool qmm_covered(const qmm_args *q, int64_t *M, int64_t *N, int64_t *K)
         return false;
     *M = kiln_tensor_numel(a) / *K;
     if ((q->az && (q->az->dtype != a->dtype || !is_scalar(q->az))) ||
-        (q->bz && (q->bz->dtype != b->dtype || (!is_scalar(q->bz) && kiln_tensor_numel(q->bz) != *N) || q->bz->ndim > 1)))
+        (q->bz && (q->bz->dtype != b->dtype || (!is_scalar(q->bz) && kiln_tensor_numel(q->bz) != *N) ||
+                   q->bz->ndim > 1)))
         return false;
-    if (q->bias && (q->bias->dtype != KILN_DT_INT32 || kiln_tensor_numel(q->bias) != *N || q->bias->dims[q->bias->ndim - 1] != *N))
+    if (q->bias && (q->bias->dtype != KILN_DT_INT32 || kiln_tensor_numel(q->bias) != *N ||
+                    q->bias->dims[q->bias->ndim - 1] != *N))
         return false;
     if (q->odt == KILN_DT_INT32)
         return true;
@@ -205,8 +208,8 @@ static kiln_status qmm_run(kiln_kctx *ctx, const qmm_args *q)
     KILN_TRY(get_prep(ctx, kiln__qprep_matmul, KILN_PREP_QGEMM_B, K, N, 1, &own, &h));
     kiln_qepi e;
     float *sbuf = NULL;
-    kiln_status st = kiln__qepi_setup(ctx, &e, q->odt, false, N, q->as ? (float)kiln__get_f64(q->as->dtype, q->as->data, 0) : 1,
-                                      q->bs, q->alpha, q->ys, q->yz, &sbuf);
+    float as = q->as ? (float)kiln__get_f64(q->as->dtype, q->as->data, 0) : 1.0f;
+    kiln_status st = kiln__qepi_setup(ctx, &e, q->odt, false, N, as, q->bs, q->alpha, q->ys, q->yz, &sbuf);
     int64_t kp = kiln__qgemm_kp(K);
     uint8_t *ap = NULL;
     int32_t *asum = NULL, *bzp = NULL;
