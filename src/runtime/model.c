@@ -126,6 +126,14 @@ kiln_status kiln__graph_run_named(const kiln_graph *g, const kiln_layer *layers,
                                   const kiln_tensor *inputs, const kiln_run_options *opts, int *num_outputs,
                                   kiln_tensor **outputs)
 {
+    return kiln__graph_run_hooked(g, layers, num_inputs, input_names, inputs, opts, NULL, num_outputs, outputs);
+}
+
+kiln_status kiln__graph_run_hooked(const kiln_graph *g, const kiln_layer *layers, int num_inputs,
+                                   const char *const *input_names, const kiln_tensor *inputs,
+                                   const kiln_run_options *opts, const kiln_hooks *hooks, int *num_outputs,
+                                   kiln_tensor **outputs)
+{
     if (!g || !outputs || !num_outputs || (num_inputs > 0 && (!input_names || !inputs)))
         return kiln__err(KILN_ERR_INVALID_ARG, "run: NULL argument");
     *outputs = NULL;
@@ -168,7 +176,7 @@ kiln_status kiln__graph_run_named(const kiln_graph *g, const kiln_layer *layers,
     kiln_run_ctl ctl = kiln__run_ctl(NULL, 0);
     kiln_run_env env = {.pool = pool, .nthreads = kiln__pool_threads(pool), .ctl = &ctl, .layers = layers,
                         .layers_of = g};
-    st = kiln__exec_graph(g, NULL, feed, outs, &env, 0);
+    st = kiln__exec_graph_ex(g, NULL, feed, outs, &env, 0, NULL, hooks);
     kiln__pool_free(pool);
     if (st != KILN_OK)
         goto fail;
