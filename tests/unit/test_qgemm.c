@@ -448,6 +448,33 @@ static void test_errors(void)
     kiln_kctx qc = {.node = &qn, .n_in = 8, .in = qin, .n_out = 1, .out = o, .nthreads = 1};
     CHECK(kiln__ref_kernel(KILN_OP_QLinearMatMul)(&qc) == KILN_ERR_INVALID_ARG);
     kiln__tensor_release(&y);
+    /* weights an engine stored only packed (data dropped): the fast kernel runs from the blob and
+     * gives the reference's result; without a fitting blob both fail cleanly */
+    qn.n_attr = 0;
+    void *blob = NULL, *al;
+    size_t bsize = 0;
+    CHECK(kiln__qprep_matmul(&qn, 8, qin, &blob, &bsize) == KILN_OK && blob);
+    al = aligned_alloc(64, (bsize + 63) / 64 * 64);
+    memcpy(al, blob, bsize);
+    kiln_tensor ref_y, dropped = b2;
+    memset(&ref_y, 0, sizeof ref_y);
+    o[0] = &ref_y;
+    CHECK(kiln__cpu_ref_kernel(KILN_OP_QLinearMatMul)(&qc) == KILN_OK);
+    dropped.data = NULL, dropped.nbytes = 0;
+    qin[3] = &dropped;
+    o[0] = &y;
+    memset(&y, 0, sizeof y);
+    CHECK(kiln__cpu_ref_kernel(KILN_OP_QLinearMatMul)(&qc) == KILN_ERR_UNSUPPORTED);
+    if (kiln__cpu_fast_kernel(KILN_OP_QLinearMatMul)) {
+        CHECK(kiln__ref_kernel(KILN_OP_QLinearMatMul)(&qc) == KILN_ERR_UNSUPPORTED); /* no blob */
+        qc.prepared = al, qc.prepared_size = bsize;
+        CHECK(kiln__ref_kernel(KILN_OP_QLinearMatMul)(&qc) == KILN_OK && y.nbytes == ref_y.nbytes &&
+              !memcmp(y.data, ref_y.data, y.nbytes));
+        kiln__tensor_release(&y);
+    }
+    kiln__tensor_release(&ref_y);
+    kiln__free(blob);
+    free(al);
     kiln__tensor_release(&a), kiln__tensor_release(&b), kiln__tensor_release(&f), kiln__tensor_release(&b2);
     kiln__tensor_release(&s), kiln__tensor_release(&z);
 }

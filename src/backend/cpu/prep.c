@@ -88,7 +88,9 @@ bool kiln__prep_fits_op(kiln_op op, const kiln_prep_hdr *h)
                     : qconv ? KILN_PREP_QCONV_W
                     : qgemm ? KILN_PREP_QGEMM_B
                             : 0;
-    return want && h->layout == want && (h->replaces & ~(1u << 1)) == 0;
+    /* the weights input: 1, or 3 for QLinearConv / QLinearMatMul / QGemm */
+    int wi = op == KILN_OP_QLinearConv || op == KILN_OP_QLinearMatMul || op == KILN_OP_QGemm ? 3 : 1;
+    return want && h->layout == want && (h->replaces & ~(1u << wi)) == 0;
 }
 
 const void *kiln__prep_check(const kiln_kctx *ctx, uint32_t layout, kiln_dtype dt, int ndims, const int64_t *dims,

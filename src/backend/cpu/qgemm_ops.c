@@ -15,8 +15,10 @@
 #include <math.h>
 
 /* ---- prepared blobs (prep.h layouts KILN_PREP_QGEMM_B / KILN_PREP_QCONV_W): the weights as s8
- * panels or rows, then their int32 sums at a 64-byte offset; the weights stay stored too
- * (replaces = 0): the reference kernel, which cases the fast path leaves to it use, reads them ---- */
+ * panels or rows, then their int32 sums at a 64-byte offset. Made on a host with the VNNI
+ * kernels, a blob replaces the weights input (an engine stores only the packed copy; the fast
+ * kernel never reads the weights' data then, and the reference kernel, on a host without the
+ * fast ones or for a case they leave to it, fails cleanly: kiln__prep_missing). ---- */
 
 static int64_t al64(int64_t x) { return (x + 63) & ~(int64_t)63; }
 
@@ -34,11 +36,13 @@ static uint64_t prep_payload(uint32_t layout, int64_t K, int64_t N, int64_t grou
     return (uint64_t)(al64(prep_data_bytes(layout, K, N, groups)) + (int64_t)sizeof(int32_t) * N * groups);
 }
 
-static kiln_status prep_new(uint32_t layout, int64_t K, int64_t N, int64_t groups, void **blob, size_t *size,
-                            qprep *q)
+static kiln_status prep_new(uint32_t layout, int wi, int64_t K, int64_t N, int64_t groups, void **blob,
+                            size_t *size, qprep *q)
 {
     int64_t dims[3] = {K, N, groups};
-    uint8_t *p = kiln__prep_alloc(layout, 0, KILN_DT_INT8, 3, dims, prep_payload(layout, K, N, groups), blob, size);
+    uint32_t replaces = kiln__qgemm_vnni_available() ? 1u << wi : 0;
+    uint8_t *p = kiln__prep_alloc(layout, replaces, KILN_DT_INT8, 3, dims, prep_payload(layout, K, N, groups), blob,
+                                  size);
     if (!p)
         return kiln__err(KILN_ERR_NOMEM, "out of memory (packed INT8 weights)");
     q->data = p;
@@ -65,7 +69,7 @@ kiln_status kiln__qprep_matmul(const kiln_node *n, int n_in, const kiln_tensor *
     if (K <= 0 || N <= 0 || K > KILN_QGEMM_MAX_K)
         return KILN_OK;
     qprep q;
-    KILN_TRY(prep_new(KILN_PREP_QGEMM_B, K, N, 1, blob, size, &q));
+    KILN_TRY(prep_new(KILN_PREP_QGEMM_B, bi, K, N, 1, blob, size, &q));
     /* B goes to the s8 side: u8 values flip */
     kiln__qpack_panels(b->data, tb ? 1 : N, tb ? K : 1, K, N, b->dtype == KILN_DT_UINT8, (uint8_t *)q.data);
     kiln__qpanel_sums(q.data, K, N, true, (int32_t *)q.sums);
@@ -85,7 +89,7 @@ kiln_status kiln__qprep_conv(const kiln_node *n, int n_in, const kiln_tensor *co
     if (K <= 0 || K > KILN_QGEMM_MAX_K || (w->dims[1] == 1 && M == G))
         return KILN_OK; /* depthwise runs from the weights directly */
     qprep q;
-    KILN_TRY(prep_new(KILN_PREP_QCONV_W, K, M / G, G, blob, size, &q));
+    KILN_TRY(prep_new(KILN_PREP_QCONV_W, wi, K, M / G, G, blob, size, &q));
     kiln__qpack_rows(w->data, K, M, K, w->dtype == KILN_DT_UINT8, true, (uint8_t *)q.data, (int32_t *)q.sums);
     return KILN_OK;
 }
@@ -96,8 +100,9 @@ const kiln_prep_reg kiln__prep_qgemm[] = {
     {KILN_OP_QGemm, kiln__qprep_matmul},         {KILN_OP_COUNT, NULL},
 };
 
-/* The layer's prepared weights when valid for these dims, else packed now into *own. */
-static kiln_status get_prep(kiln_kctx *ctx, kiln_kernel_prep_fn fn, uint32_t layout, int64_t K, int64_t N,
+/* The layer's prepared weights when valid for these dims, else packed now into *own (weights
+ * input wi; an error when an engine stored them only in a packed form that does not fit). */
+static kiln_status get_prep(kiln_kctx *ctx, kiln_kernel_prep_fn fn, int wi, uint32_t layout, int64_t K, int64_t N,
                             int64_t groups, void **own, qprep *q)
 {
     *own = NULL;
@@ -108,6 +113,8 @@ static kiln_status get_prep(kiln_kctx *ctx, kiln_kernel_prep_fn fn, uint32_t lay
         q->sums = (const int32_t *)(p + al64(prep_data_bytes(layout, K, N, groups)));
         return KILN_OK;
     }
+    if (kiln__prep_dropped(kiln__kin(ctx, wi)))
+        return kiln__prep_missing(ctx, wi);
     size_t sz = 0;
     KILN_TRY(fn(ctx->node, ctx->n_in, ctx->in, own, &sz));
     if (!*own || sz != KILN_PREP_HDR_BYTES + prep_payload(layout, K, N, groups)) {
@@ -205,7 +212,7 @@ static kiln_status qmm_run(kiln_kctx *ctx, const qmm_args *q)
         return KILN_OK;
     void *own = NULL;
     qprep h;
-    KILN_TRY(get_prep(ctx, kiln__qprep_matmul, KILN_PREP_QGEMM_B, K, N, 1, &own, &h));
+    KILN_TRY(get_prep(ctx, kiln__qprep_matmul, mm_b_index(ctx->node->op), KILN_PREP_QGEMM_B, K, N, 1, &own, &h));
     kiln_qepi e;
     float *sbuf = NULL;
     float as = q->as ? (float)kiln__get_f64(q->as->dtype, q->as->data, 0) : 1.0f;
@@ -562,7 +569,11 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
                               q->xs ? (float)kiln__get_f64(q->xs->dtype, q->xs->data, 0) : 1, q->ws, 1.0f, q->ys,
                               q->yz, &sbuf));
     e.bias = q->bias ? q->bias->data : NULL;
-    if (cpg == 1 && mpg == 1) { /* depthwise */
+    if (cpg == 1 && mpg == 1) { /* depthwise: from the weights (never packed) */
+        if (kiln__prep_dropped(w)) {
+            kiln__free(sbuf);
+            return kiln__prep_missing(ctx, ctx->node->op == KILN_OP_ConvInteger ? 1 : 3);
+        }
         qdw_job j = {.g = &g, .x = x->data, .w = w->data, .x_s8 = x->dtype == KILN_DT_INT8,
                      .w_s8 = w->dtype == KILN_DT_INT8, .zx = zp_at(q->xz, 0), .wz = q->wz, .e = &e,
                      .y = ctx->out[0]->data, .osz = kiln_dtype_size(q->odt), .vec = kiln__qgemm_vnni_available(),
@@ -573,7 +584,8 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
     }
     void *own = NULL;
     qprep h;
-    kiln_status st = get_prep(ctx, kiln__qprep_conv, KILN_PREP_QCONV_W, K, mpg, g.group, &own, &h);
+    kiln_status st = get_prep(ctx, kiln__qprep_conv, ctx->node->op == KILN_OP_ConvInteger ? 1 : 3, KILN_PREP_QCONV_W, K,
+                              mpg, g.group, &own, &h);
     int32_t *wzp = NULL;
     if (st == KILN_OK) {
         bool x_flip = x->dtype == KILN_DT_INT8, w_flip = w->dtype == KILN_DT_UINT8;
