@@ -1855,6 +1855,8 @@ static kiln_status k_conv_integer(kiln_kctx *ctx)
                       *wz = kiln__kin(ctx, 3);
     if (!x || !w)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input x or w");
+    if (kiln__prep_dropped(w)) /* stored only packed (INT8 fast kernel's layout) */
+        return kiln__prep_missing(ctx, 1);
     if ((x->dtype != KILN_DT_UINT8 && x->dtype != KILN_DT_INT8) ||
         (w->dtype != KILN_DT_UINT8 && w->dtype != KILN_DT_INT8))
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "x and w must be int8 or uint8 (got %s, %s)", kiln_dtype_name(x->dtype),
