@@ -159,13 +159,16 @@ expect_out "per-layer qdq (json)" 3 '"per_layer"' "$KILN" verify "$T/qdq.onnx" -
 json_check "dequantized QuantizeLinear output compared" "
 p = d['per_layer']
 rows = {r['value']: r for r in p['layers']}
-q = rows['MaxPool_0_output_0']
-assert q['dequantized_from'] == 'mp_q' and q['candidate_dtype'] == 'uint8' and q['node'] == 'MaxPool_0', q
+q = rows['MaxPool_0_output_0']   # its last row: the quantized form, after the float value's row
+f = [r for r in p['layers'] if r['value'] == 'MaxPool_0_output_0' and r['matched_by'] == 'name'][0]
+assert f['snr_db'] > 100 and f['jump'] is False and f['candidate_dtype'] == 'float32', f
+assert q['matched_by'] == 'quantizes' and q['dequantized_from'] == 'mp_q' and q['candidate_dtype'] == 'uint8', q
+assert q['node'] == 'MaxPool_0', q
 assert 25 < q['snr_db'] < 60 and q['cosine'] > 0.999 and q['jump'] is True, q
 first = [r for r in p['layers'] if r['jump']][0]
 assert first['value'] == 'MaxPool_0_output_0', first
 assert rows['Relu_0_output_0']['snr_db'] > 100 and rows['Relu_0_output_0']['dequantized_from'] is None
-assert p['matched'] == len(p['layers']) > 5 and p['reference_values'] >= p['matched'], p
+assert p['matched'] == len(rows) == len(p['layers']) - 1 > 5 and p['reference_values'] >= p['matched'], p
 b = {x['metric']: x for x in d['budgets']}
 assert b['cosine']['pass'] and not b['snr']['pass'], b"
 

@@ -2,8 +2,8 @@
  * The candidate runs first (kiln_engine_run_values) and its float values are kept (quantized ones
  * arrive dequantized); then the reference runs (kiln_model_run_values) and each of its values that
  * the candidate also has is compared on the spot, in the reference's (ONNX) order. A candidate value
- * matches a reference value by (1) being the dequantized QuantizeLinear of it, (2) its name, or
- * (3) for a quantized layer that took the place of a float one (QLinearConv from DQ -> Conv -> Q
+ * matches a reference value by (1) its name, (2) being the dequantized QuantizeLinear of it (both
+ * get a row when both exist: the float value, then its quantized form), or (3) for a quantized layer that took the place of a float one (QLinearConv from DQ -> Conv -> Q
  * keeps the Conv's node name), the name of the node producing it; a Relu / Clip that directly
  * follows that node in the reference may have been folded into the quantization, so the closer
  * of the two is kept. Values fused away in the candidate are simply absent. */
@@ -87,20 +87,14 @@ oom:
     return KILN_ERR_NOMEM;
 }
 
-/* The candidate value standing for reference value `name`: a dequantized QuantizeLinear output of
- * it first (what the next layer consumes), else the value of that name. */
-static const cval *find(const lrun *r, const char *name, const char **how)
+/* The candidate value of name `name` (quantized false), or the dequantized QuantizeLinear output of
+ * it (quantized true: what the next layer consumes); NULL if none. */
+static const cval *find(const lrun *r, const char *name, bool quantized)
 {
     for (int i = 0; i < r->n; i++)
-        if (r->v[i].quantizes && !strcmp(r->v[i].quantizes, name)) {
-            *how = "quantizes";
+        if (quantized ? r->v[i].quantizes && !strcmp(r->v[i].quantizes, name)
+                      : !r->v[i].quantizes && !strcmp(r->v[i].name, name))
             return &r->v[i];
-        }
-    for (int i = 0; i < r->n; i++)
-        if (!r->v[i].quantizes && !strcmp(r->v[i].name, name)) {
-            *how = "name";
-            return &r->v[i];
-        }
     return NULL;
 }
 
@@ -120,7 +114,6 @@ static void emit(lrun *r, const row_id *id, const cval *c, const kiln_compare_st
     bool jump = s->nonfinite > 0 || (s->snr_db < NOISE_DB && r->prev_snr - s->snr_db > r->o->jump_db);
     r->jumps += jump;
     r->prev_snr = s->snr_db;
-    r->matched++;
     if (!r->rows) {
         char note[320] = "";
         if (strcmp(how, "name"))
@@ -162,8 +155,10 @@ static void pending_clear(lrun *r)
 
 static void pending_flush(lrun *r)
 {
-    if (r->pend.c)
+    if (r->pend.c) {
         emit(r, &(row_id){r->pend.layer, r->pend.name, r->pend.node, r->pend.op}, r->pend.c, &r->pend.s, "node");
+        r->matched++;
+    }
     pending_clear(r);
 }
 
@@ -181,6 +176,7 @@ static kiln_status compare_reference(void *user, const kiln_value_view *v)
             return st;
         if (act && s.snr_db > r->pend.s.snr_db) {
             r->ref_values++;
+            r->matched++;
             emit(r, &id, r->pend.c, &s, "node");
             pending_clear(r);
             return KILN_OK;
@@ -188,13 +184,8 @@ static kiln_status compare_reference(void *user, const kiln_value_view *v)
         pending_flush(r);
     }
     r->ref_values++;
-    const char *how = NULL;
-    const cval *c = find(r, v->name, &how);
-    if (c && !same_shape(&c->t, t)) {
-        r->shape_mismatch++;
-        return KILN_OK;
-    }
-    if (!c && (c = find_by_node(r, v->node, t)) != NULL) {
+    const cval *byname = find(r, v->name, false), *byq = find(r, v->name, true), *c;
+    if (!byname && !byq && (c = find_by_node(r, v->node, t)) != NULL) {
         if ((st = kiln_compare(t, &c->t, &r->pend.s)) != KILN_OK)
             return st;
         r->pend.c = c;
@@ -209,11 +200,21 @@ static kiln_status compare_reference(void *user, const kiln_value_view *v)
         }
         return KILN_OK;
     }
-    if (!c)
-        return KILN_OK;
-    if ((st = kiln_compare(t, &c->t, &s)) != KILN_OK)
-        return st;
-    emit(r, &id, c, &s, how);
+    /* the float value of that name, then (a second row) its quantized form */
+    bool any = false;
+    for (int k = 0; k < 2; k++) {
+        if (!(c = k ? byq : byname))
+            continue;
+        if (!same_shape(&c->t, t)) {
+            r->shape_mismatch++;
+            continue;
+        }
+        if ((st = kiln_compare(t, &c->t, &s)) != KILN_OK)
+            return st;
+        emit(r, &id, c, &s, k ? "quantizes" : "name");
+        any = true;
+    }
+    r->matched += any;
     return KILN_OK;
 }
 
