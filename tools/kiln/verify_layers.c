@@ -16,6 +16,7 @@
 
 typedef struct cval {
     char *name, *quantizes, *layer, *op;
+    char *fused;         /* ",layer,fused_from...," for membership tests */
     kiln_dtype dtype;
     kiln_tensor t;       /* float32 copy */
 } cval;
@@ -76,9 +77,12 @@ static kiln_status keep_candidate(void *user, const kiln_value_view *v)
     c->quantizes = dup_or_null(v->quantizes);
     c->layer = strdup(v->node);
     c->op = strdup(v->op);
+    size_t fl = strlen(v->node) + strlen(v->fused_from) + 4;
+    if ((c->fused = malloc(fl)) != NULL)
+        snprintf(c->fused, fl, ",%s,%s,", v->node, v->fused_from);
     c->dtype = v->dtype;
     r->n++;
-    if (!c->t.data || !c->name || !c->layer || !c->op || (v->quantizes && !c->quantizes))
+    if (!c->t.data || !c->name || !c->layer || !c->op || !c->fused || (v->quantizes && !c->quantizes))
         goto oom;
     memcpy(c->t.data, v->value->data, v->value->nbytes);
     return KILN_OK;
@@ -98,12 +102,23 @@ static const cval *find(const lrun *r, const char *name, bool quantized)
     return NULL;
 }
 
-/* A quantized candidate value produced by a layer named `node` whose name is no reference value. */
+/* Whether reference node `node` is the candidate's layer or one of the ONNX nodes fused into it. */
+static bool in_layer(const cval *c, const char *node)
+{
+    size_t n = strlen(node);
+    for (const char *p = c->fused; n && (p = strstr(p, node)) != NULL; p++)
+        if (p[-1] == ',' && p[n] == ',')
+            return true;
+    return false;
+}
+
+/* A quantized candidate value (no reference value has its name) whose layer is, or fused, the
+ * reference node `node`. */
 static const cval *find_by_node(const lrun *r, const char *node, const kiln_tensor *t)
 {
     for (int i = 0; node[0] && i < r->n; i++) {
         const cval *c = &r->v[i];
-        if (c->dtype != KILN_DT_FLOAT32 && !c->quantizes && !strcmp(c->layer, node) && same_shape(&c->t, t))
+        if (c->dtype != KILN_DT_FLOAT32 && !c->quantizes && in_layer(c, node) && same_shape(&c->t, t))
             return c;
     }
     return NULL;
@@ -162,6 +177,20 @@ static void pending_flush(lrun *r)
     pending_clear(r);
 }
 
+/* Holds candidate c, compared (s) with reference value v, until the next value is seen. */
+static kiln_status pending_set(lrun *r, const cval *c, const kiln_compare_stats *s, const kiln_value_view *v)
+{
+    pending_clear(r);
+    r->pend = (pending){.c = c, .s = *s, .layer = v->layer, .name = strdup(v->name), .node = strdup(v->node),
+                        .op = strdup(v->op)};
+    if (!r->pend.name || !r->pend.node || !r->pend.op) {
+        pending_clear(r);
+        r->oom = true;
+        return KILN_ERR_NOMEM;
+    }
+    return KILN_OK;
+}
+
 static kiln_status compare_reference(void *user, const kiln_value_view *v)
 {
     lrun *r = user;
@@ -169,36 +198,26 @@ static kiln_status compare_reference(void *user, const kiln_value_view *v)
     row_id id = {v->layer, v->name, v->node, v->op};
     kiln_compare_stats s;
     kiln_status st;
-    if (r->pend.c) {   /* a Relu / Clip right after a node matched by name: which one is the candidate? */
+    if (r->pend.c) {
+        /* the pending layer's output stands for the last of the reference values its fused nodes
+         * produce; a Relu / Clip right after them may be folded into its saturation (closer wins) */
+        bool member = in_layer(r->pend.c, v->node) && same_shape(&r->pend.c->t, t);
         bool act = (!strcmp(v->op, "Relu") || !strcmp(v->op, "Clip")) && v->input && !strcmp(v->input, r->pend.name) &&
                    same_shape(&r->pend.c->t, t);
-        if (act && (st = kiln_compare(t, &r->pend.c->t, &s)) != KILN_OK)
+        if ((member || act) && (st = kiln_compare(t, &r->pend.c->t, &s)) != KILN_OK)
             return st;
-        if (act && s.snr_db > r->pend.s.snr_db) {
+        if (member || (act && s.snr_db > r->pend.s.snr_db)) {
             r->ref_values++;
-            r->matched++;
-            emit(r, &id, r->pend.c, &s, "node");
-            pending_clear(r);
-            return KILN_OK;
+            return pending_set(r, r->pend.c, &s, v);
         }
         pending_flush(r);
     }
     r->ref_values++;
     const cval *byname = find(r, v->name, false), *byq = find(r, v->name, true), *c;
     if (!byname && !byq && (c = find_by_node(r, v->node, t)) != NULL) {
-        if ((st = kiln_compare(t, &c->t, &r->pend.s)) != KILN_OK)
+        if ((st = kiln_compare(t, &c->t, &s)) != KILN_OK)
             return st;
-        r->pend.c = c;
-        r->pend.layer = v->layer;
-        r->pend.name = strdup(v->name);
-        r->pend.node = strdup(v->node);
-        r->pend.op = strdup(v->op);
-        if (!r->pend.name || !r->pend.node || !r->pend.op) {
-            pending_clear(r);
-            r->oom = true;
-            return KILN_ERR_NOMEM;
-        }
-        return KILN_OK;
+        return pending_set(r, c, &s, v);
     }
     /* the float value of that name, then (a second row) its quantized form */
     bool any = false;
@@ -265,6 +284,7 @@ done:
         free(r.v[i].quantizes);
         free(r.v[i].layer);
         free(r.v[i].op);
+        free(r.v[i].fused);
     }
     free(r.v);
     pending_clear(&r);
