@@ -198,6 +198,21 @@ $PY -c "
 import sys; b = open('$T/out.txt', 'rb').read()
 assert b'x1b[31m_0' in b and not any(c < 0x20 and c != 0x0a for c in b), 'raw control bytes'" 2> "$T/py.txt" \
   && ok "names printed escaped" || bad "escaping: $(cat "$T/py.txt")"
+# a real INT8 engine (kiln build --precision int8): QLinearConv layers matched through fused_from;
+# the error starts at the first quantized value, float values before it are exact
+if "$KILN" build "$M" -o "$T/int8.kiln" --precision int8 --calib "$T/data" > "$T/b.txt" 2>&1; then
+  expect_out "per-layer on an int8 engine" 3 '"per_layer"' "$KILN" verify "$T/int8.kiln" --reference "$M" \
+    --data "$T/data" --samples 1 --per-layer --json --budget 'snr>=80db'
+  json_check "int8 layers compared dequantized" "
+L = d['per_layer']['layers']
+q = [r for r in L if r['candidate_dtype'] in ('int8', 'uint8')]
+assert len([r for r in q if r['matched_by'] == 'node']) >= 3 and all(r['dequantized_from'] for r in q), L
+k = L.index(q[0])
+assert all(r['snr_db'] > 100 and not r['jump'] for r in L[:k]) and L[k]['jump'], L[:k + 1]
+assert d['per_layer']['matched'] >= 10 and d['outputs'][0]['worst']['snr_db'] < 80"
+else
+  bad "kiln build --precision int8: $(tail -2 "$T/b.txt")"
+fi
 expect_out "--data with --batch" 0 '"samples": 6' "$KILN" verify "$M" --reference "$M" --data "$T/data" --batch 2 --json
 json_check "data samples" "assert d['inputs'] == 'data' and d['outputs'][0]['shape'] == [2, 10]"
 expect_out "--data --samples caps" 0 '"samples": 2' "$KILN" verify "$M" --reference "$M" --data "$T/data" --samples 2 --json
