@@ -9,15 +9,15 @@
  *              calibration (uint8 with zero point 0 and T/255 after a Relu, else int8 T/127),
  *              symmetric per-output-channel int8 weights; the pass fuse-qdq then makes them
  *              QLinearConv / QLinearMatMul like any explicit QDQ model;
- *   fp16/bf16  (after the passes) constant weights of the layer are stored in that format
- *              (followed by a Cast to float32 until the kernels take them directly);
+ *   fp16/bf16  (after the passes) constant weights of the layer are stored in that format, which
+ *              the kernels take directly with float32 activations;
  *   realized   (after everything, every build) each layer's precision derived from its op and
  *              input types (node->precision, serialized with the graph); a layer whose realized precision differs
  *              from the requested one fails the build, naming it, unless fallback is allowed,
  *              and then it is listed in the precision report. */
 #include "engine.h"
 #include "precision.h"
-#include "../passes/passes.h"
+#include "../passes/rewrite.h"
 #include "../core/numfmt.h"
 #include <fnmatch.h>
 #include <math.h>
@@ -89,7 +89,7 @@ static bool is_compute(const kiln_node *n)
 static bool is_int8_layer(const kiln_node *n)
 {
     return n->op == KILN_OP_QLinearConv || n->op == KILN_OP_QLinearMatMul || n->op == KILN_OP_ConvInteger ||
-           n->op == KILN_OP_MatMulInteger || (n->op_type && !strcmp(n->op_type, "QGemm"));
+           n->op == KILN_OP_MatMulInteger || n->op == KILN_OP_QGemm;
 }
 
 /* A compute layer with a constant weight (input 1: an initializer, a Constant node, or a DQ of
@@ -115,6 +115,7 @@ static int req_of(const kiln_node *n) { return prec_parse(kiln__attr_s(n, REQ_AT
 
 static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int global, sbuf *rep)
 {
+    int kept[2] = {-1, -1};   /* int8: the first and last weight layers, requested fp32 */
     if (global != P_FP32) {
         int first = -1, last = -1;
         for (int i = 0; i < g->n_nodes; i++)
@@ -127,10 +128,9 @@ static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int 
                 continue;
             bool keep = global == P_INT8 && (i == first || i == last);
             KILN_TRY(kiln__node_set_attr_s(&g->nodes[i], REQ_ATTR, prec_names[keep ? P_FP32 : global]));
-            if (keep)
-                sb_printf(rep, "kept in fp32: %s (%s, the %s layer; override with --layer-precision)\n",
-                          node_label(&g->nodes[i]), g->nodes[i].op_type, i == first ? "first" : "last");
         }
+        if (global == P_INT8)
+            kept[0] = first, kept[1] = last;
     }
     for (int r = 0; o && r < o->num_layer_precisions; r++) {
         const char *rule = o->layer_precisions ? o->layer_precisions[r] : NULL;
@@ -154,6 +154,10 @@ static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int 
             return kiln__err(KILN_ERR_INVALID_ARG, "layer precision '%s': no layer name or op type matches '%s'",
                              rule, pat);
     }
+    for (int k = 0; k < 2; k++)   /* said once the rules are applied: a rule may lower them after all */
+        if (kept[k] >= 0 && (k == 0 || kept[1] != kept[0]) && req_of(&g->nodes[kept[k]]) == P_FP32)
+            sb_printf(rep, "kept in fp32: %s (%s, the %s layer; override with --layer-precision)\n",
+                      node_label(&g->nodes[kept[k]]), g->nodes[kept[k]].op_type, k == 0 ? "first" : "last");
     return KILN_OK;
 }
 
@@ -265,14 +269,15 @@ static float calib_threshold(const qctx *q, const char *name)
     return -1.f;
 }
 
-/* A Relu (or Clip from 0) produces v, maybe through ops that only move or select values:
+/* A Relu (or Clip from 0) produces v, maybe through ops that move, select or average values:
  * non-negative values, quantized as uint8 with zero point 0. */
 static bool non_negative(const kiln_graph *g, int v)
 {
     int p = g->values[v].producer;
     for (int depth = 0; p >= 0 && depth < 16; depth++) {
         const kiln_node *n = &g->nodes[p];
-        bool moves = n->op == KILN_OP_MaxPool || n->op == KILN_OP_GlobalMaxPool || n->op == KILN_OP_Reshape ||
+        bool moves = n->op == KILN_OP_MaxPool || n->op == KILN_OP_GlobalMaxPool || n->op == KILN_OP_AveragePool ||
+                     n->op == KILN_OP_GlobalAveragePool || n->op == KILN_OP_Reshape ||
                      n->op == KILN_OP_Flatten || n->op == KILN_OP_Transpose || n->op == KILN_OP_Squeeze ||
                      n->op == KILN_OP_Unsqueeze;
         if (n->dead || !moves || n->n_in < 1 || n->in[0] < 0)
@@ -292,8 +297,8 @@ static bool non_negative(const kiln_graph *g, int v)
     return t && t->dtype == KILN_DT_FLOAT32 && kiln_tensor_numel(t) == 1 && *(const float *)t->data >= 0.f;
 }
 
-/* v -> Q -> DQ with v's calibrated scale; *out = the DQ'd value (-1: v is not calibrated).
- * Every reader of v except `keep` (-1: none) then reads the DQ'd value when reroute_all. */
+/* v -> Q -> DQ with v's calibrated threshold; *out = the DQ'd value (-1: v is not calibrated).
+ * With reroute_all every other reader of v then reads the DQ'd value. */
 static kiln_status quantize_value(qctx *q, int v, bool reroute_all, int *out)
 {
     kiln_graph *g = q->g;
@@ -375,13 +380,17 @@ static kiln_status quantize_layer(qctx *q, int i)
 {
     kiln_graph *g = q->g;
     kiln_node *n = &g->nodes[i];
-    bool conv = n->op == KILN_OP_Conv, mm = n->op == KILN_OP_MatMul;
-    if ((!conv && !mm) || n->n_out != 1 || n->out[0] < 0 || n->in[0] < 0 || g->values[n->in[0]].init)
+    bool conv = n->op == KILN_OP_Conv, mm = n->op == KILN_OP_MatMul, gemm = n->op == KILN_OP_Gemm;
+    if ((!conv && !mm && !gemm) || n->n_out != 1 || n->out[0] < 0 || n->in[0] < 0 || g->values[n->in[0]].init)
         return KILN_OK;
     const kiln_tensor *w = g->values[n->in[1]].init;
-    if (!w || w->dtype != KILN_DT_FLOAT32 || (mm && w->ndim != 2) || (conv && w->ndim < 3))
+    if (!w || w->dtype != KILN_DT_FLOAT32 || (!conv && w->ndim != 2) || (conv && w->ndim < 3))
         return KILN_OK;
-    /* the value the output Q goes on: the layer's, or that of a Relu / Clip reading it alone */
+    /* Gemm -> QGemm: its bias must be a constant (made int32 by the fusion) */
+    int waxis = conv ? 0 : gemm && kiln__attr_i(n, "transB", 0) ? 0 : 1;
+    if (gemm && n->n_in > 2 && n->in[2] >= 0 && !g->values[n->in[2]].init)
+        return KILN_OK;
+    /* the value the output Q goes on: the layer's, or that of an activation reading it alone */
     int y = n->out[0], readers = 0, act = -1;
     for (int k = 0; k < g->n_nodes; k++)
         for (int j = 0; !g->nodes[k].dead && j < g->nodes[k].n_in; j++)
@@ -391,21 +400,28 @@ static kiln_status quantize_layer(qctx *q, int i)
             }
     for (int k = 0; k < g->n_outputs; k++)
         readers += g->outputs[k] == y;
-    if (readers == 1 && act >= 0 && g->nodes[act].out[0] >= 0 && non_negative(g, g->nodes[act].out[0]))
-        y = g->nodes[act].out[0];
+    kiln_fused_act fa;
+    if (readers == 1 && act >= 0 && g->nodes[act].n_out == 1 && g->nodes[act].out[0] >= 0 &&
+        kiln__activation_of(g, &g->nodes[act], &fa) && calib_threshold(q, g->values[g->nodes[act].out[0]].name) > 0)
+        y = g->nodes[act].out[0];   /* fused as kiln_act (implied by the Q for Relu / Clip from 0) */
+    bool out_q = true;   /* a graph output keeps its float value: only a Gemm (QGemm) can give it */
     for (int k = 0; k < g->n_outputs; k++)
-        if (g->outputs[k] == y)
-            return KILN_OK;   /* a graph output keeps its float value: the layer stays float */
+        if (g->outputs[k] == y) {
+            if (!gemm || y != n->out[0])
+                return KILN_OK;
+            out_q = false;
+        }
     int xd = n->in[0], yd, wq, ws, xp = g->values[xd].producer;
     bool ok;
     if (xp < 0 || g->nodes[xp].op != KILN_OP_DequantizeLinear)   /* else: an int8 layer's output */
         KILN_TRY(quantize_value(q, n->in[0], false, &xd));
-    if (xd < 0 || calib_threshold(q, g->values[y].name) <= 0)
+    if (xd < 0 || (out_q && calib_threshold(q, g->values[y].name) <= 0))
         return KILN_OK;
-    KILN_TRY(quantize_weight(g, n->in[1], conv ? 0 : 1, &wq, &ws, &ok));
+    KILN_TRY(quantize_weight(g, n->in[1], waxis, &wq, &ws, &ok));
     if (!ok)
         return KILN_OK;
-    KILN_TRY(quantize_value(q, y, true, &yd));
+    if (out_q)
+        KILN_TRY(quantize_value(q, y, true, &yd));
     n = &g->nodes[i];
     int wd = new_value(g, g->values[n->in[1]].name, "__kiln_dq", KILN_DT_FLOAT32);
     if (wd < 0)
@@ -415,7 +431,7 @@ static kiln_status quantize_layer(qctx *q, int i)
     snprintf(nm, sizeof nm, "%s__kiln_weight", node_label(n));
     KILN_TRY(add_node(g, KILN_OP_DequantizeLinear, nm, 13, 2, din, wd, NULL));
     n = &g->nodes[i];
-    KILN_TRY(kiln__node_set_attr_i(&g->nodes[g->n_nodes - 1], "axis", conv ? 0 : 1));
+    KILN_TRY(kiln__node_set_attr_i(&g->nodes[g->n_nodes - 1], "axis", waxis));
     n->in[0] = xd;
     n->in[1] = wd;
     return KILN_OK;
@@ -438,9 +454,10 @@ static kiln_status insert_qdq(kiln_graph *g, kiln_model_t m, const kiln_build_op
     if (!o->calib || (!o->calib->data_dir && !o->calib->cache_path))
         return kiln__err(KILN_ERR_INVALID_ARG,
                          "int8 layers need calibration data: give --calib DIR (or a calibration cache)");
-    /* canonical form first, so that the layers' inputs and outputs are the tensors calibrated */
+    /* canonical form first, so that the layers' inputs and outputs are the tensors calibrated and
+     * decomposed activations are single nodes the integer layers can apply */
     static const char *const canon[] = {"remove-identity", "constant-fold", "fold-batchnorm", "fold-scale-shift",
-                                        "dead-nodes", NULL};
+                                        "fuse-hardswish", "fuse-gelu", "dead-nodes", NULL};
     KILN_TRY(run_passes(g, canon));
     qctx q = {.g = g};
     KILN_TRY(kiln_calibrate(m, o->calib, &q.cal));
@@ -466,50 +483,39 @@ static kiln_status insert_qdq(kiln_graph *g, kiln_model_t m, const kiln_build_op
 
 static kiln_status reduce_weights(kiln_graph *g)
 {
-    int n0 = g->n_nodes, *done = kiln__malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    int n0 = g->n_nodes, nv0 = g->n_values, *done = kiln__malloc(sizeof(int) * (2 * (size_t)nv0 + 1));
     if (!done)
         return nomem();
-    int nv0 = g->n_values;
-    for (int v = 0; v < nv0; v++)
-        done[v] = -1;
+    for (int v = 0; v < 2 * nv0; v++)
+        done[v] = -1;   /* [2v]: the FP16 copy of value v, [2v + 1]: the BF16 one */
     kiln_status st = KILN_OK;
     for (int i = 0; i < n0 && st == KILN_OK; i++) {
         kiln_node *n = &g->nodes[i];
         int p = req_of(n);
         if (n->dead || !is_compute(n) || (p != P_FP16 && p != P_BF16) || n->n_in < 2 || n->in[1] < 0)
             continue;
-        int wv = n->in[1];
+        int wv = n->in[1], *slot = &done[2 * wv + (p == P_BF16)];
         const kiln_tensor *w = g->values[wv].init;
         bool input = false;
         for (int k = 0; k < g->n_inputs; k++)
             input |= g->inputs[k] == wv;
         if (!w || w->dtype != KILN_DT_FLOAT32 || input)
             continue;
-        if (done[wv] < 0) {
+        if (*slot < 0) {
             kiln_tensor t;
-            kiln_dtype dt = p == P_FP16 ? KILN_DT_FLOAT16 : KILN_DT_BFLOAT16;
-            if ((st = kiln__tensor_alloc(&t, dt, w->ndim, w->dims)) != KILN_OK)
+            if ((st = kiln__tensor_alloc(&t, p == P_FP16 ? KILN_DT_FLOAT16 : KILN_DT_BFLOAT16, w->ndim, w->dims)) != KILN_OK)
                 break;
             (p == P_FP16 ? kiln__f32_to_f16_array : kiln__f32_to_bf16_array)(t.data, w->data, kiln_tensor_numel(w));
-            char nm[512];
-            snprintf(nm, sizeof nm, "%s__kiln_cast", g->values[wv].name);
-            int c = add_const(g, g->values[wv].name, &t), out = new_value(g, g->values[wv].name, "__kiln_f32", KILN_DT_FLOAT32);
-            int cast;
-            if (c < 0 || out < 0 || (st = add_node(g, KILN_OP_Cast, nm, 13, 1, &c, out, &cast)) != KILN_OK) {
-                st = st != KILN_OK ? st : nomem();
-                break;
-            }
-            /* the kernels compute in float32 from the reduced weights (CPU: storage format) */
-            if ((st = kiln__node_set_attr_i(&g->nodes[cast], "to", KILN_DT_FLOAT32)) != KILN_OK)
-                break;
-            done[wv] = out;
+            if ((*slot = add_const(g, g->values[wv].name, &t)) < 0)
+                st = nomem();
         }
-        g->nodes[i].in[1] = done[wv];
+        /* the kernels take FP16 / BF16 weights with float32 activations (PRECISION.md) */
+        g->nodes[i].in[1] = *slot;
     }
     kiln__free(done);
     if (st == KILN_OK)
         release_unread(g);
-    return st == KILN_OK ? kiln__graph_toposort(g) : st;
+    return st;
 }
 
 /* ---- realized precision ---- */
@@ -555,8 +561,8 @@ static kiln_status realize(kiln_graph *g, const kiln_build_options *o, sbuf *rep
             real = P_INT8, out = P_FP32;
         else if (n->op == KILN_OP_Cast)
             out = n->n_in && n->in[0] >= 0 && g->values[n->in[0]].init ? real : dtype_prec((kiln_dtype)kiln__attr_i(n, "to", 1));
-        else if (is_compute(n) || (is_int8_layer(n) && (n->op_type && !strcmp(n->op_type, "QGemm") && n->n_in < 8)))
-            out = P_FP32;
+        else if (is_compute(n) || (n->op == KILN_OP_QGemm && (n->n_in < 8 || n->in[7] < 0)))
+            out = P_FP32;   /* float output (QGemm without y_scale) */
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] >= 0)
                 vp[n->out[k]] = out;

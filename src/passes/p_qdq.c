@@ -3,8 +3,9 @@
  *
  *   DQ(x_q) -> Conv(., DQ(w_q const) [, bias]) [-> Relu|Clip] -> Q     => QLinearConv
  *   DQ(a_q) -> MatMul(., DQ(b_q const))        [-> Relu|Clip] -> Q     => QLinearMatMul
- *   DQ(a_q) -> Gemm(., DQ(b_q const)), no C, alpha 1, transA 0 -> Q   => QLinearMatMul (B
- *              transposed once here when transB = 1)
+ *   DQ(a_q) -> Gemm(., DQ(b_q const) [, C]) [-> act] -> Q             => com.microsoft QGemm
+ *              (C as int32 in units of alpha * a_scale * b_scale[n], beta folded in); without
+ *              the Q (output consumed in float): QGemm without y_scale, float32 output
  *   DQ(x_q) -> Q, same scale / zero point / type                       => x_q (the pair is dropped)
  *   DQ(x_q) -> Reshape|Transpose|Flatten|Squeeze|Unsqueeze|MaxPool -> Q, same parameters
  *                                                                       => the op on x_q
@@ -15,13 +16,14 @@
  * Runtime does (round half to even of b / (x_scale * w_scale), float32 arithmetic); a bias that
  * is already DQ(int32, scale x_scale * w_scale, zero point 0) is taken as is.
  *
- * A Relu or Clip between the layer and Q is fused only where the Q's saturation implies it
- * exactly: Q(clip(v, lo, hi)) = clamp(Q(v), Q(lo), Q(hi)) because Q is monotonic, so the clip
- * can go when Q(lo) and Q(hi) are the ends of the integer range (a Relu before a uint8 Q with zero
- * point 0, as ONNX Runtime emits). Any other activation, a bias Add after MatMul/Gemm, and a
- * layer whose output is consumed in float (no Q) are left as Q/DQ around a float layer: they run
- * correctly as fake quantization (QGemm, with an int32 bias and float output, covers those once
- * it has a kernel). The fused layer takes the Q's slot and keeps the float layer's name and
+ * An activation between the layer and Q (Relu, Clip, LeakyRelu, Sigmoid, HardSigmoid, HardSwish,
+ * Tanh, Gelu) is fused: a Relu or Clip that the Q's saturation implies exactly disappears
+ * (Q(clip(v, lo, hi)) = clamp(Q(v), Q(lo), Q(hi)) because Q is monotonic, so the clip can go when
+ * Q(lo) and Q(hi) are the ends of the integer range: a Relu before a uint8 Q with zero point 0, as
+ * ONNX Runtime emits); any other becomes the `kiln_act` attributes, applied in float before
+ * requantization (PRECISION.md, "The kiln attributes of quantized nodes"). A bias Add after
+ * MatMul/Gemm and a layer whose output is consumed in float (no Q) are left as Q/DQ around a float
+ * layer and run correctly as fake quantization. The fused layer takes the Q's slot (the float-output QGemm its Gemm's) and keeps the layer's name and
  * attributes (the builder's precision request included). */
 #include "rewrite.h"
 #include <float.h>
@@ -65,7 +67,9 @@ static kiln_dtype qtype_of(const kiln_graph *g, int v)
     int p = g->values[v].producer;
     if (p >= 0 && !g->nodes[p].dead) {
         const kiln_node *n = &g->nodes[p];
-        int zslot = n->op == KILN_OP_QuantizeLinear ? 2 : (n->op == KILN_OP_QLinearConv || n->op == KILN_OP_QLinearMatMul) ? 7 : -1;
+        int zslot = n->op == KILN_OP_QuantizeLinear ? 2
+                    : (n->op == KILN_OP_QLinearConv || n->op == KILN_OP_QLinearMatMul) ? 7
+                    : n->op == KILN_OP_QGemm ? 8 : -1;
         if (zslot >= 0) {
             const kiln_tensor *z = zslot < n->n_in ? cval(g, n->in[zslot]) : NULL;
             return z ? z->dtype : KILN_DT_UINT8;
@@ -186,9 +190,11 @@ static bool act_implied(const kiln_graph *g, const kiln_node *a, const qp *y)
     return quantize1(mn, s, z, lo, hi) == lo && quantize1(mx, s, z, lo, hi) == hi;
 }
 
-/* Conv bias as int32 with scale x_scale * w_scale[m] (value id, or -1 when there is none).
- * *ok = false when it cannot be represented (not a constant, a non-zero zero point, overflow). */
-static kiln_status conv_bias(kiln_graph *g, int bv, float xs, const kiln_tensor *ws, int64_t M, int *out, bool *ok)
+/* A layer's bias as int32 in units of the accumulator, scale x_scale * w_scale[m] (* alpha for
+ * QGemm), of beta * the bias (value id, or -1 when there is none). *ok = false when it cannot be
+ * represented (not a constant, a non-zero zero point, overflow). */
+static kiln_status int_bias(kiln_graph *g, int bv, float xs, const kiln_tensor *ws, float alpha, float beta, int64_t M,
+                            int *out, bool *ok)
 {
     *out = -1;
     *ok = true;
@@ -216,17 +222,17 @@ static kiln_status conv_bias(kiln_graph *g, int bv, float xs, const kiln_tensor 
     KILN_TRY(kiln__tensor_alloc(&t, KILN_DT_INT32, 1, &M));
     int32_t *q = t.data;
     for (int64_t m = 0; m < M; m++) {
-        float s = xs * ((const float *)ws->data)[numel(ws) == 1 ? 0 : m], f;
+        float s = xs * ((const float *)ws->data)[numel(ws) == 1 ? 0 : m] * alpha, f;
         if (bi) {
             float s2 = ((const float *)bs->data)[numel(bs) == 1 ? 0 : m];
             int32_t v = ((const int32_t *)bi->data)[m];
-            if (s2 == s) {
+            if (s2 == s && beta == 1.f) {
                 q[m] = v;
                 continue;
             }
-            f = (float)v * s2;
+            f = (float)v * s2 * beta;
         } else
-            f = ((const float *)b->data)[m];
+            f = ((const float *)b->data)[m] * beta;
         float r = rintf(f / s);
         if (!(fabsf(r) < 2147483520.f)) {   /* the largest float below 2^31 */
             kiln__tensor_release(&t);
@@ -243,12 +249,21 @@ static kiln_status conv_bias(kiln_graph *g, int bv, float xs, const kiln_tensor 
     return KILN_OK;
 }
 
-/* Replaces layer `core` (+ activation `act`, -1 if none) and the Q `y` by `op` on inputs in[0..n). */
-static kiln_status emit(kiln_graph *g, int core, int act, const qp *y, kiln_op op, int n, const int *in)
+/* Replaces layer `core` (+ activation node `act`, -1 if none) and the Q `y` by `op` on inputs
+ * in[0..n); a non-NONE `fa` is applied in float before requantization (kiln_act attributes). */
+static kiln_status emit(kiln_graph *g, int core, int act, const kiln_fused_act *fa, const qp *y, kiln_op op, int n,
+                        const int *in)
 {
     KILN_TRY(kiln__move_node_into(g, core, y->node));
-    KILN_TRY(kiln__node_set_op(&g->nodes[y->node], op, "", g->nodes[y->node].opset));
+    kiln_node *f = &g->nodes[y->node];
+    bool ms = op == KILN_OP_QGemm;   /* com.microsoft, opset 1 */
+    KILN_TRY(kiln__node_set_op(f, op, ms ? "com.microsoft" : "", ms ? 1 : f->opset));
     KILN_TRY(kiln__node_set_inputs(g, y->node, n, in));
+    if (fa->kind != KILN_FUSED_NONE) {
+        KILN_TRY(kiln__node_set_attr_s(&g->nodes[y->node], "kiln_act", kiln__fused_act_name(fa->kind)));
+        KILN_TRY(kiln__node_set_attr_f(&g->nodes[y->node], "kiln_act_alpha", fa->alpha));
+        KILN_TRY(kiln__node_set_attr_f(&g->nodes[y->node], "kiln_act_beta", fa->beta));
+    }
     return act >= 0 ? kiln__absorb(g, y->node, act) : KILN_OK;
 }
 
@@ -261,7 +276,7 @@ static kiln_status linear_inputs(kiln_graph *g, const qp *x, const qp *w, const 
     return zp_value(g, y, &in[7]);
 }
 
-static kiln_status fuse_layer(kiln_graph *g, int core, int act, const qp *y, bool *done)
+static kiln_status fuse_layer(kiln_graph *g, int core, int act, const kiln_fused_act *fa, const qp *y, bool *done)
 {
     const kiln_node *c = &g->nodes[core];
     qp x, w;
@@ -274,18 +289,33 @@ static kiln_status fuse_layer(kiln_graph *g, int core, int act, const qp *y, boo
         if (!dq_weight(g, c->in[1], 0, &w))
             return KILN_OK;
         const kiln_tensor *wt = cval(g, w.x);
-        KILN_TRY(conv_bias(g, c->n_in > 2 ? c->in[2] : -1, *(const float *)x.s->data, w.s, wt->dims[0], &bias, &ok));
+        KILN_TRY(int_bias(g, c->n_in > 2 ? c->in[2] : -1, *(const float *)x.s->data, w.s, 1.f, 1.f, wt->dims[0], &bias, &ok));
         if (!ok)
             return KILN_OK;
         KILN_TRY(linear_inputs(g, &x, &w, y, in));
         in[8] = bias;
-        KILN_TRY(emit(g, core, act, y, KILN_OP_QLinearConv, bias >= 0 ? 9 : 8, in));
+        KILN_TRY(emit(g, core, act, fa, y, KILN_OP_QLinearConv, bias >= 0 ? 9 : 8, in));
     } else if (c->op == KILN_OP_MatMul) {
         const kiln_tensor *wt = NULL;
         if (!dq_weight(g, c->in[1], 1, &w) || !(wt = cval(g, w.x)) || (wt->ndim != 2 && numel(w.s) != 1))
             return KILN_OK;
         KILN_TRY(linear_inputs(g, &x, &w, y, in));
-        KILN_TRY(emit(g, core, act, y, KILN_OP_QLinearMatMul, 8, in));
+        KILN_TRY(emit(g, core, act, fa, y, KILN_OP_QLinearMatMul, 8, in));
+    } else if (c->op == KILN_OP_Gemm) {
+        /* QGemm: alpha, transA and transB kept; beta folded into the int32 bias */
+        bool ok, tb = kiln__attr_i(c, "transB", 0) != 0;
+        const kiln_tensor *wt = NULL, *xt = cval(g, x.x);
+        float alpha = kiln__attr_f(c, "alpha", 1.f), beta = kiln__attr_f(c, "beta", 1.f);
+        if (xt || !dq_weight(g, c->in[1], tb ? 0 : 1, &w) || !(wt = cval(g, w.x)) || wt->ndim != 2 || !(alpha > 0))
+            return KILN_OK;
+        KILN_TRY(int_bias(g, c->n_in > 2 ? c->in[2] : -1, *(const float *)x.s->data, w.s, alpha, beta, wt->dims[tb ? 0 : 1],
+                          &bias, &ok));
+        if (!ok)
+            return KILN_OK;
+        KILN_TRY(linear_inputs(g, &x, &w, y, in));
+        int qin[9] = {in[0], in[1], in[2], in[3], in[4], in[5], bias, in[6], in[7]};
+        KILN_TRY(emit(g, core, act, fa, y, KILN_OP_QGemm, 9, qin));
+        KILN_TRY(kiln__node_set_attr_f(&g->nodes[y->node], "beta", 1.f));
     } else
         return KILN_OK;
     *done = true;
@@ -343,6 +373,34 @@ static kiln_status drop_pair(kiln_graph *g, const qp *y, bool *done)
     return KILN_OK;
 }
 
+/* DQ(a_q) -> Gemm(., DQ(b_q const) [, C]) whose output stays float: QGemm without y_scale. */
+static kiln_status float_gemm(kiln_graph *g, int i, bool *done)
+{
+    const kiln_node *c = &g->nodes[i];
+    qp x, w;
+    bool ok, tb = kiln__attr_i(c, "transB", 0) != 0;
+    const kiln_tensor *wt = NULL;
+    float alpha = kiln__attr_f(c, "alpha", 1.f), beta = kiln__attr_f(c, "beta", 1.f);
+    int in[7], bias = -1;
+    *done = false;
+    if (c->n_out != 1 || c->n_in < 2 || !dq_of(g, c->in[0], &x) || cval(g, x.x) ||
+        !dq_weight(g, c->in[1], tb ? 0 : 1, &w) || !(wt = cval(g, w.x)) || wt->ndim != 2 || !(alpha > 0))
+        return KILN_OK;
+    KILN_TRY(int_bias(g, c->n_in > 2 ? c->in[2] : -1, *(const float *)x.s->data, w.s, alpha, beta, wt->dims[tb ? 0 : 1],
+                      &bias, &ok));
+    if (!ok)
+        return KILN_OK;
+    in[0] = x.x, in[1] = x.scale, in[3] = w.x, in[4] = w.scale, in[6] = bias;
+    KILN_TRY(zp_value(g, &x, &in[2]));
+    KILN_TRY(zp_value(g, &w, &in[5]));
+    kiln_node *n = &g->nodes[i];
+    KILN_TRY(kiln__node_set_op(n, KILN_OP_QGemm, "com.microsoft", 1));
+    KILN_TRY(kiln__node_set_attr_f(n, "beta", 1.f));
+    KILN_TRY(kiln__node_set_inputs(g, i, bias >= 0 ? 7 : 6, in));
+    *done = true;
+    return KILN_OK;
+}
+
 kiln_status kiln__pass_fuse_qdq(kiln_graph *g, const kiln_pass_ctx *pc, int *changed)
 {
     (void)pc;
@@ -356,16 +414,24 @@ kiln_status kiln__pass_fuse_qdq(kiln_graph *g, const kiln_pass_ctx *pc, int *cha
             continue;
         kiln_node *p = kiln__producer(g, y.x);
         int v = y.x, act = -1;
-        if (p && (p->op == KILN_OP_Relu || p->op == KILN_OP_Clip) && p->n_in >= 1 &&
-            kiln__single_consumer(g, v) == i && act_implied(g, p, &y)) {
+        kiln_fused_act fa = {.kind = KILN_FUSED_NONE};
+        if (p && p->n_in >= 1 && kiln__single_consumer(g, v) == i && kiln__activation_of(g, p, &fa)) {
+            if ((p->op == KILN_OP_Relu || p->op == KILN_OP_Clip) && act_implied(g, p, &y))
+                fa.kind = KILN_FUSED_NONE;   /* the saturation does it */
             act = (int)(p - g->nodes);
             v = p->in[0];
             p = kiln__producer(g, v);
         }
         if (p && kiln__single_consumer(g, v) == (act >= 0 ? act : i))
-            KILN_TRY(fuse_layer(g, (int)(p - g->nodes), act, &y, &done));
+            KILN_TRY(fuse_layer(g, (int)(p - g->nodes), act, &fa, &y, &done));
         if (!done)
             KILN_TRY(drop_pair(g, &y, &done));
+        *changed += done;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {   /* integer Gemms whose output is consumed in float */
+        bool done = false;
+        if (!g->nodes[i].dead && g->nodes[i].op == KILN_OP_Gemm)
+            KILN_TRY(float_gemm(g, i, &done));
         *changed += done;
     }
     return *changed ? kiln__graph_remove_dead(g) : KILN_OK;

@@ -99,20 +99,34 @@ expect_rc "bad rule" 1 "want PATTERN:PRECISION" "$KILN" build "$M" -o "$T/x.kiln
 expect_rc "bad precision" 1 "want fp32, fp16, bf16 or int8" "$KILN" build "$M" -o "$T/x.kiln" --precision int3
 expect_rc "fp8 not yet" 1 "not supported yet" "$KILN" build "$M" -o "$T/x.kiln" --precision fp8
 
+# a Gemm (the last layer) lowered by a rule: com.microsoft QGemm with an int32 bias
+expect_ok "fc int8 by rule" "$KILN" build "$M" -o "$T/fc8.kiln" --precision int8 --calib-cache "$T/c.cache" --calib-method minmax \
+  --layer-precision 'fc_Gemm:int8'
+grep -q "kept in fp32: fc_Gemm" "$T/out.txt" && bad "fc said kept in fp32 although a rule lowered it" || ok "rule overrides the fp32 default"
+run "$T/fc8.kiln" ofc8
+inspect "$T/fc8.kiln"
+check "fc int8" '
+fc = [l for l in L if l["name"] == "fc_Gemm"][0]
+assert fc["op"] == "QGemm" and fc["requested_precision"] == fc["precision"] == "int8", fc
+c = cos(out("ofc8"), out("o32"))
+print("int8 with the fc: cosine vs fp32", c)
+assert c > 0.999, c'
+
 # never silent: a request that cannot be realized fails naming the layer; --precision-fallback lists it
-expect_rc "unrealizable request fails" 1 "2 layers cannot run in the requested precision: GlobalAveragePool_0 (GlobalAveragePool: fp32), fc_Gemm (Gemm: fp32)" \
+expect_rc "unrealizable request fails" 1 "2 layers cannot run in the requested precision: GlobalAveragePool_0 (GlobalAveragePool: fp32), Flatten_0 (Flatten: fp32)" \
   "$KILN" build "$M" -o "$T/x.kiln" --precision int8 --calib-cache "$T/c.cache" --calib-method minmax \
-  --layer-precision 'fc_Gemm:int8' --layer-precision 'GlobalAveragePool:int8'
+  --layer-precision 'Flatten*:fp16' --layer-precision 'GlobalAveragePool:int8'
 [ -e "$T/x.kiln" ] && bad "failed build wrote an engine" || ok "failed build wrote nothing"
 expect_ok "fallback" "$KILN" build "$M" -o "$T/fb.kiln" --precision int8 --calib-cache "$T/c.cache" --calib-method minmax \
-  --layer-precision 'fc_Gemm:int8' --precision-fallback
-grep -q "fallback: fc_Gemm (Gemm) requested int8, runs in fp32" "$T/out.txt" && ok "fallback listed" || bad "fallback not listed: $(cat "$T/out.txt")"
+  --layer-precision 'GlobalAveragePool_0:int8' --precision-fallback
+grep -q "fallback: GlobalAveragePool_0 (GlobalAveragePool) requested int8, runs in fp32" "$T/out.txt" && ok "fallback listed" || bad "fallback not listed: $(cat "$T/out.txt")"
 inspect "$T/fb.kiln"
 check "inspect shows the fallback" '
-fc = [l for l in L if l["name"] == "fc_Gemm"][0]
-assert fc["requested_precision"] == "int8" and fc["precision"] == "fp32", fc'
+p = [l for l in L if l["name"] == "GlobalAveragePool_0"][0]
+assert p["requested_precision"] == "int8" and p["precision"] == "fp32", p'
 "$KILN" inspect "$T/fb.kiln" --shapes input:1x3x32x32 > "$T/text.txt" 2>&1
-grep -E "^[0-9]+ +fc_Gemm +Gemm +int8 +fp32 " "$T/text.txt" > /dev/null && ok "text inspect: req and prec columns" || bad "text inspect: $(grep fc_Gemm "$T/text.txt")"
+grep -E "^[0-9]+ +GlobalAveragePool_0 +GlobalAveragePool +int8 +fp32 " "$T/text.txt" > /dev/null && ok "text inspect: req and prec columns" \
+  || bad "text inspect: $(grep GlobalAveragePool_0 "$T/text.txt")"
 
 # a transformer: weight MatMuls become QLinearMatMul, attention (two activations) has no request
 B=models/tiny_bert.onnx

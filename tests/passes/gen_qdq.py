@@ -97,6 +97,25 @@ save("qdq_matmul",
                                         N("MatMul", ["xd", "b"], ["m"])] + qdq("m", "y", 0.04, S8(0), i),
      i, ["QLinearMatMul"], ["MatMul"], "x=2x5x16", 1, 0.04, in_shape=("n", 5, 16))
 
+# Gemm (transB, alpha, beta, float bias) + Relu before a uint8 Q -> com.microsoft QGemm (int32 bias)
+i = {}
+gq, gs = qweight((24, 16), 0)
+i["gq"], i["gs"], i["gc"] = gq, gs, (rng.standard_normal(24) * 0.2).astype(np.float32)
+save("qdq_gemm",
+     qdq("x", "xd", 0.02, U8(128), i) + [N("DequantizeLinear", ["gq", "gs"], ["gw"], axis=0),
+                                          N("Gemm", ["xd", "gw", "gc"], ["m"], transB=1, alpha=0.5, beta=2.0),
+                                          N("Relu", ["m"], ["r"])] + qdq("r", "y", 0.01, U8(0), i),
+     i, ["QGemm:1"], ["Gemm", "Relu"], "x=3x16", 1, 0.01, in_shape=("n", 16))
+
+# the same Gemm consumed in float (no Q after it): QGemm without y_scale, float32 output; the
+# only difference to the reference is the bias rounded to int32 (half a unit of a_scale * b_scale)
+i = {}
+i["gq"], i["gs"], i["gc"] = gq, gs, (rng.standard_normal(24) * 0.2).astype(np.float32)
+save("qdq_gemm_float",
+     qdq("x", "xd", 0.02, U8(128), i) + [N("DequantizeLinear", ["gq", "gs"], ["gw"], axis=0),
+                                          N("Gemm", ["xd", "gw", "gc"], ["y"], transB=1, alpha=0.5, beta=2.0)],
+     i, ["QGemm:1"], ["Gemm", "DequantizeLinear"], "x=3x16", 0, 0.001, in_shape=("n", 16))
+
 # two quantized convs with a MaxPool and a Reshape pair between them: activations stay uint8
 # throughout (DQ -> MaxPool -> Q on one scale runs MaxPool on uint8; DQ -> Q on one scale is dropped)
 i = {}
@@ -112,18 +131,31 @@ save("qdq_chain",
      + [N("Conv", ["rd2"] + wi2, ["c2"], pads=[1, 1, 1, 1])] + qdq("c2", "y", 0.05, U8(128), i),
      i, ["QLinearConv:2", "MaxPool:1", "Reshape:2", "QuantizeLinear:1"], ["Conv", "Relu"], "x=2x8x9x11", 1, 0.05)
 
-# not fusable, must stay correct as fake quantization: Sigmoid is not implied by the Q, Relu
-# before an int8 Q with zero point 0 is not implied (negative codes exist), and a float consumer
+# activations the Q does not imply become kiln_act (applied in float before requantization):
+# Sigmoid, LeakyRelu, and a Relu before an int8 Q with zero point 0 (negative codes exist)
 i = {}
 w1, wi1 = conv_w("c1", 8, 8, i)
 w2, wi2 = conv_w("c2", 8, 8, i)
 w3, wi3 = conv_w("c3", 8, 8, i)
-save("qdq_unfusable",
+save("qdq_kiln_act",
      qdq("x", "xd", 0.02, U8(128), i) + w1 + w2 + w3
      + [N("Conv", ["xd"] + wi1, ["c1"], pads=[1, 1, 1, 1]), N("Sigmoid", ["c1"], ["s1"])] + qdq("s1", "a", 0.004, U8(0), i)
      + [N("Conv", ["a"] + wi2, ["c2"], pads=[1, 1, 1, 1]), N("Relu", ["c2"], ["r2"])] + qdq("r2", "b", 0.02, S8(0), i)
-     + [N("Conv", ["b"] + wi3, ["c3"], pads=[1, 1, 1, 1]), N("Tanh", ["c3"], ["y"])],
-     i, ["QuantizeLinear:3"], ["QLinearConv"], "x=2x8x9x11", 3, 0.05)
+     + [N("Conv", ["b"] + wi3, ["c3"], pads=[1, 1, 1, 1]), N("LeakyRelu", ["c3"], ["l3"], alpha=0.1)]
+     + qdq("l3", "y", 0.03, S8(-5), i),
+     i, ["QLinearConv:3", "QuantizeLinear:1"], ["Conv", "Sigmoid", "Relu", "LeakyRelu"], "x=2x8x9x11", 1, 0.03)
+
+# not fusable, must stay correct as fake quantization: Softmax between the layer and Q, and a
+# layer whose output is consumed in float (no Q after it)
+i = {}
+w1, wi1 = conv_w("c1", 8, 8, i)
+w2, wi2 = conv_w("c2", 8, 8, i)
+save("qdq_unfusable",
+     qdq("x", "xd", 0.02, U8(128), i) + w1 + w2
+     + [N("Conv", ["xd"] + wi1, ["c1"], pads=[1, 1, 1, 1]), N("Softmax", ["c1"], ["s1"], axis=1)]
+     + qdq("s1", "a", 0.004, U8(0), i)
+     + [N("Conv", ["a"] + wi2, ["c2"], pads=[1, 1, 1, 1]), N("Tanh", ["c2"], ["y"])],
+     i, ["QuantizeLinear:2", "Softmax:1"], ["QLinearConv"], "x=2x8x9x11", 2, 0.05)
 
 with open(f"{out}/expect.txt", "w") as f:
     f.write("\n".join(expect) + "\n")
