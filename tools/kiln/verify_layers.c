@@ -3,10 +3,11 @@
  * arrive dequantized); then the reference runs (kiln_model_run_values) and each of its values that
  * the candidate also has is compared on the spot, in the reference's (ONNX) order. A candidate value
  * matches a reference value by (1) its name, (2) being the dequantized QuantizeLinear of it (both
- * get a row when both exist: the float value, then its quantized form), or (3) for a quantized layer that took the place of a float one (QLinearConv from DQ -> Conv -> Q
- * keeps the Conv's node name), the name of the node producing it; a Relu / Clip that directly
- * follows that node in the reference may have been folded into the quantization, so the closer
- * of the two is kept. Values fused away in the candidate are simply absent. */
+ * get a row when both exist: the float value, then its quantized form), or (3) for a quantized
+ * layer that took the place of float ones (QLinearConv from DQ -> Conv -> BN -> Q keeps the Conv's
+ * name and lists the fused nodes), the last reference value those nodes produce; a Relu / Clip
+ * right after them may have been folded into the quantization's saturation, so it is taken when
+ * closer. Values fused away in the candidate are simply absent (docs/VERIFY.md). */
 #include "verify.h"
 #include <math.h>
 #include <stdlib.h>
