@@ -98,6 +98,27 @@ for n in m.graph.node:
     n.output[:] = ["Relu\x1b]0;x\x07_out" if x == "Relu_0_output_0" else x for x in n.output]
 onnx.save(m, os.path.join(t, "names.onnx"))
 
+# QGemm (com.microsoft) in the place of a Gemm: its uint8 output is compared dequantized
+G = rng.uniform(-1, 1, (8, 4)).astype(np.float32)
+gx = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])
+gref = helper.make_graph([helper.make_node("Gemm", ["x", "G"], ["g_out"], name="g"),
+                          helper.make_node("Identity", ["g_out"], ["y"], name="id")],
+                         "gref", [gx], [y], [numpy_helper.from_array(G, "G")])
+onnx.save(helper.make_model(gref, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(t, "gref.onnx"))
+gs = float(np.abs(G).max()) / 127
+gys = float(np.abs(G).sum(axis=0).max()) / 127
+ginit = [numpy_helper.from_array(np.array(1 / 127, np.float32), "xs"), numpy_helper.from_array(np.array(128, np.uint8), "xz"),
+         numpy_helper.from_array(np.round(G / gs).astype(np.int8), "gq"), numpy_helper.from_array(np.array(gs, np.float32), "gs"),
+         numpy_helper.from_array(np.array(0, np.int8), "gz"), numpy_helper.from_array(np.array(gys, np.float32), "ys"),
+         numpy_helper.from_array(np.array(128, np.uint8), "yz")]
+gcand = helper.make_graph([helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="xQ"),
+                           helper.make_node("QGemm", ["xq", "xs", "xz", "gq", "gs", "gz", "", "ys", "yz"], ["g_q"], name="g",
+                                            domain="com.microsoft"),
+                           helper.make_node("DequantizeLinear", ["g_q", "ys", "yz"], ["y"], name="gDQ")],
+                          "gcand", [gx], [y], ginit)
+onnx.save(helper.make_model(gcand, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)]),
+          os.path.join(t, "gcand.onnx"))
+
 os.makedirs(os.path.join(t, "data"))
 for k in range(3):
     np.save(os.path.join(t, "data", f"s{k}.npy"), rng.uniform(-1, 1, (4, 3, 20, 20)).astype(np.float32))
@@ -198,6 +219,11 @@ $PY -c "
 import sys; b = open('$T/out.txt', 'rb').read()
 assert b'x1b[31m_0' in b and not any(c < 0x20 and c != 0x0a for c in b), 'raw control bytes'" 2> "$T/py.txt" \
   && ok "names printed escaped" || bad "escaping: $(cat "$T/py.txt")"
+expect_out "per-layer: QGemm" 0 '"per_layer"' "$KILN" verify "$T/gcand.onnx" --reference "$T/gref.onnx" --per-layer --json
+json_check "QGemm output dequantized, matched to the Gemm" "
+r = {x['value']: x for x in d['per_layer']['layers']}['g_out']
+assert r['matched_by'] == 'node' and r['candidate_value'] == 'g_q' and r['candidate_dtype'] == 'uint8', r
+assert 25 < r['snr_db'] < 70 and r['cosine'] > 0.99, r"
 # a real INT8 engine (kiln build --precision int8): QLinearConv layers matched through fused_from;
 # the error starts at the first quantized value, float values before it are exact
 if "$KILN" build "$M" -o "$T/int8.kiln" --precision int8 --calib "$T/data" > "$T/b.txt" 2>&1; then
