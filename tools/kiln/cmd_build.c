@@ -11,7 +11,7 @@ static const char usage[] =
     "       [--shapes NAME:DIMS,...] [--min-shapes ... --opt-shapes ... --max-shapes ...]\n"
     "       [--timing-cache FILE] [--build-run-budget SECONDS (default 60)]\n"
     "       [--precision fp32|fp16|bf16|int8] [--layer-precision PATTERN:PREC ...] [--precision-fallback]\n"
-    "       [--calib DIR] [--calib-method entropy|minmax|percentile[:P]|mse] [--calib-cache FILE]\n"
+    "       [--calib DIR] [--calib-method percentile[:P]|entropy|minmax|mse] [--calib-cache FILE]\n"
     "       (repeat --min/--opt/--max-shapes or --shapes for more profiles)\n"
     "  --precision P          precision requested for every Conv, MatMul and Gemm with a constant\n"
     "                         weight (int8 keeps the first and last of them in fp32 and needs\n"
@@ -57,7 +57,7 @@ int cmd_build(int argc, char **argv)
     const char *model_path = NULL, *out_path = NULL, *cache = NULL, *precision = NULL;
     const char *rules[MAX_LAYER_RULES];
     int nrules = 0;
-    kiln_calib_options calib = {0};
+    kiln_calib_options calib = {.method = KILN_CALIB_PERCENTILE, .param = 99.99};   /* as kiln calibrate */
     bool report = false, no_opt = false, no_tactics = false, fallback = false, use_calib = false;
     double budget = 0;
     kiln_shapes_t mins[MAX_PROFILES] = {0}, opts_[MAX_PROFILES] = {0}, maxs[MAX_PROFILES] = {0}, fixed[MAX_PROFILES] = {0};

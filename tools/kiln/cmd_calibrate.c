@@ -12,7 +12,7 @@ static void usage(FILE *f)
             "                      [--batch N] [--threads N] [--json]\n\n"
             "  --calib DIR          .npy files batched along axis 0: any *.npy for a one-input model,\n"
             "                       NAME_KEY.npy per input NAME for several inputs (one KEY = one sample)\n"
-            "  --calib-method M     entropy (default) | minmax | percentile[:99.99] | mse\n"
+            "  --calib-method M     percentile[:P] (default, P = 99.99) | entropy | minmax | mse\n"
             "  --calib-cache FILE   reuse FILE when its header matches (model, data, method, kiln\n"
             "                       version); otherwise calibrate and write it (a stale cache is an error)\n"
             "  --batch N            samples per run where the batch dim is dynamic (default 32)\n"
@@ -70,7 +70,7 @@ static int print_json(kiln_calibration_t r)
 int cmd_calibrate(int argc, char **argv)
 {
     const char *model = NULL;
-    kiln_calib_options o = {0};
+    kiln_calib_options o = {.method = KILN_CALIB_PERCENTILE, .param = 99.99};   /* see the help text */
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
