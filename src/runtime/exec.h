@@ -57,6 +57,7 @@ typedef struct kiln_run_env {
     int nthreads;              /* >= 1, at most the pool's threads */
     const kiln_run_ctl *ctl;   /* NULL: runs to the end */
     const kiln_backend *backend; /* NULL: the CPU backend */
+    struct kiln_dev *dev;      /* device run (device.h: residency hooks), NULL: host only */
 } kiln_run_env;
 
 /* The interpreter's state behind a kernel context (kiln_kctx.rt_user). */
