@@ -156,6 +156,26 @@ void kiln__dev_arena_free(kiln_dev *d, void *p)
         d->mod->free(d->be, p);
 }
 
+kiln_status kiln__dev_upload(kiln_dev *d, const kiln_tensor *h, kiln_tensor *out, bool shared)
+{
+    *out = *h;
+    out->data = NULL;
+    size_t n = h->nbytes ? h->nbytes : 1;
+    KILN_TRY(shared ? d->mod->shared_alloc(d->be, n, &out->data) : d->mod->alloc(d->be, n, &out->data));
+    kiln_status st = h->nbytes ? d->mod->h2d(d->be, out->data, h->data, h->nbytes) : KILN_OK;
+    if (st != KILN_OK) {
+        if (shared)
+            d->mod->shared_free(out->data);
+        else
+            d->mod->free(d->be, out->data);
+        memset(out, 0, sizeof *out);
+        return st;
+    }
+    out->flags = KILN_TENSOR_BORROWED | KILN_TENSOR_ON_DEVICE;
+    d->h2d_bytes += h->nbytes;
+    return KILN_OK;
+}
+
 void kiln__dev_tensor_free(kiln_dev *d, kiln_tensor *t)
 {
     if (t->data)

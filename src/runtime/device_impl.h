@@ -7,16 +7,16 @@ struct kiln_dev {
     const kiln_devmod *mod;
     kiln_backend *be;
     char description[256];
-    /* device copies of the top-level graph's initializers, by value id, made at first use; wsrc
-     * holds the host data each was copied from (a different one is copied again) */
-    const kiln_graph *wgraph;
-    kiln_tensor *weights;
-    const void **wsrc;
-    int n_weights;
+    struct kiln_dev_weights *weights;   /* the graph's weights on the device, shared (device.c) */
     /* the last run's counts */
     int n_device, n_host, n_fallback;
     unsigned long long h2d_bytes, d2h_bytes;
     char *fallback_ops;   /* op types that fell back to the host (grows, never shrinks) */
 };
 
+/* The device copy of initializer v of g, made at its first use by any kiln_dev on g. */
+kiln_status kiln__dev_weight(kiln_dev *d, const kiln_graph *g, int v, const kiln_tensor **out);
+/* A device copy of host tensor h: from the instance's pool, or (shared) plain device memory that
+ * outlives the instance (freed with kiln__dev_shared_free). */
+kiln_status kiln__dev_upload(kiln_dev *d, const kiln_tensor *h, kiln_tensor *out, bool shared);
 #endif

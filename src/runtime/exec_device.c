@@ -4,40 +4,16 @@
  *   - else on the device when the module has a kernel, else on the host ("fallback"), its device
  *     inputs copied to the host and its outputs copied back;
  *   - inputs a device layer reads on the host (kiln_devmod.host_inputs) are handed as host tensors;
- *   - initializers are copied to the device once (kiln_dev.weights); other host tensors a device
+ *   - initializers are copied to the device once per graph (device_weights.c); other host tensors a device
  *     layer reads are copied for that layer, and host-run outputs that device layers will want
  *     (floating point, or large) move to the device at once. */
 #include "device_impl.h"
 
 #define SMALL_NUMEL 4096   /* at most this many elements: shape data, kept on the host */
 
-void kiln__dev_weights_clear(kiln_dev *d)
-{
-    for (int v = 0; v < d->n_weights; v++)
-        if (d->weights[v].data)
-            kiln__dev_tensor_free(d, &d->weights[v]);
-    kiln__free(d->weights);
-    kiln__free(d->wsrc);
-    d->weights = NULL;
-    d->wsrc = NULL;
-    d->n_weights = 0;
-    d->wgraph = NULL;
-}
-
 static kiln_status to_device(kiln_dev *d, const kiln_tensor *h, kiln_tensor *out)
 {
-    *out = *h;
-    out->data = NULL;
-    KILN_TRY(d->mod->alloc(d->be, h->nbytes ? h->nbytes : 1, &out->data));
-    kiln_status st = h->nbytes ? d->mod->h2d(d->be, out->data, h->data, h->nbytes) : KILN_OK;
-    if (st != KILN_OK) {
-        d->mod->free(d->be, out->data);
-        memset(out, 0, sizeof *out);
-        return st;
-    }
-    out->flags = KILN_TENSOR_BORROWED | KILN_TENSOR_ON_DEVICE;
-    d->h2d_bytes += h->nbytes;
-    return KILN_OK;
+    return kiln__dev_upload(d, h, out, false);
 }
 
 static kiln_status to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out)
@@ -49,31 +25,6 @@ static kiln_status to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out)
         kiln__tensor_release(out);
     d->d2h_bytes += n;
     return st;
-}
-
-/* The device copy of initializer v of g (made at its first use). */
-static kiln_status weight(kiln_dev *d, const kiln_graph *g, int v, const kiln_tensor **out)
-{
-    if (d->wgraph != g) {
-        kiln__dev_weights_clear(d);
-        d->weights = kiln__calloc((size_t)g->n_values + 1, sizeof *d->weights);
-        d->wsrc = kiln__calloc((size_t)g->n_values + 1, sizeof *d->wsrc);
-        if (!d->weights || !d->wsrc) {
-            kiln__dev_weights_clear(d);
-            return kiln__err(KILN_ERR_NOMEM, "out of memory");
-        }
-        d->n_weights = g->n_values;
-        d->wgraph = g;
-    }
-    const kiln_tensor *h = g->values[v].init;
-    if (d->weights[v].data && (d->wsrc[v] != h->data || d->weights[v].nbytes != h->nbytes))
-        kiln__dev_tensor_free(d, &d->weights[v]);
-    if (!d->weights[v].data) {
-        KILN_TRY(to_device(d, h, &d->weights[v]));
-        d->wsrc[v] = h->data;
-    }
-    *out = &d->weights[v];
-    return KILN_OK;
 }
 
 static bool has_subgraphs(const kiln_node *n)
@@ -167,7 +118,7 @@ static kiln_status node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node 
         } else if (!want_host && !is_dev) {
             int v = n->in[i];
             if (v >= 0 && v < g->n_values && g->values[v].init && in[i] == g->values[v].init) {
-                KILN_TRY(weight(d, g, v, &in[i]));
+                KILN_TRY(kiln__dev_weight(d, g, v, &in[i]));
             } else {
                 KILN_TRY(add_tmp(dn, n, &t, true));
                 KILN_TRY(to_device(d, in[i], t));

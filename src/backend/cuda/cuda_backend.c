@@ -678,6 +678,17 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
 }
 
 static kiln_status mod_alloc(kiln_backend *be, size_t n, void **p) { return cu_alloc(cu_of(be), n, p); }
+
+static kiln_status mod_shared_alloc(kiln_backend *be, size_t n, void **p)
+{
+    return cu_check(cu_of(be), cudaMalloc(p, n ? n : 1), "allocating device memory for weights");
+}
+
+static void mod_shared_free(void *p)
+{
+    if (p)
+        cudaFree(p);
+}
 static void mod_free(kiln_backend *be, void *p) { cu_free(cu_of(be), p); }
 
 /* Host <-> device through the pinned staging buffer, double-buffered: the host copies one half
@@ -748,6 +759,8 @@ static const kiln_devmod cuda_module = {
     .accepts = mod_accepts,
     .alloc = mod_alloc,
     .free = mod_free,
+    .shared_alloc = mod_shared_alloc,
+    .shared_free = mod_shared_free,
     .h2d = mod_h2d,
     .d2h = mod_d2h,
     .describe = mod_describe,

@@ -50,6 +50,10 @@ typedef struct kiln_devmod {
     /* Device memory of this instance (freed blocks are cached for reuse by size). */
     kiln_status (*alloc)(kiln_backend *be, size_t n, void **p);
     void (*free)(kiln_backend *be, void *p);
+    /* Device memory shared by instances (weights shared by the contexts of one engine): plain
+     * allocations, not pooled by any instance. */
+    kiln_status (*shared_alloc)(kiln_backend *be, size_t n, void **p);
+    void (*shared_free)(void *p);
     /* Copies through the instance's pinned staging buffer; both return when the copy is done. */
     kiln_status (*h2d)(kiln_backend *be, void *dst, const void *src, size_t n);
     kiln_status (*d2h)(kiln_backend *be, void *dst, const void *src, size_t n);
