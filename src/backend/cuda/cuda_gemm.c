@@ -2,8 +2,9 @@
  * (Softmax(Q @ KT * scale + M) @ V) through cuBLASLt, float32 with FP32 compute (TF32 when the
  * context allows it). Row-major tensors are handed to cuBLASLt as their column-major transposes
  * (Y^T = B^T A^T). Bias and ReLU ride on cuBLASLt's epilogue, a residual on C (beta = 1), other
- * activations on kiln's epilogue kernel. Per node and shape the descriptors and the heuristic's
- * algorithm are kept. */
+ * activations on kiln's epilogue kernel. Per node and shape the descriptors and an algorithm are
+ * kept: the fastest of cuBLASLt's first heuristic candidates, timed once on the layer's own
+ * operands (when the output is not also an input). */
 #include "cuda_internal.h"
 #include <stdlib.h>
 
@@ -14,7 +15,8 @@ typedef struct gemm_args {
     bool ta, tb;
     int64_t M, N, K;
     const float *A, *B;
-    float *Y;                 /* also C when beta != 0 */
+    float *Y;
+    const float *C;           /* beta != 0: the addend (same layout as Y); NULL = Y itself */
     int64_t lda, ldb, ldy;
     float alpha, beta;
     const float *bias;        /* [N] or NULL */
@@ -54,6 +56,53 @@ static kiln_status layout(cu_be *b, cublasLtMatrixLayout_t *l, int64_t rows, int
     return KILN_OK;
 }
 
+#define LT_CANDIDATES 8
+
+static cublasStatus_t lt_matmul(cu_be *b, const lt_state *s, const gemm_args *g, const cublasLtMatmulAlgo_t *algo,
+                                void *ws, size_t wsz)
+{
+    return cublasLtMatmul(b->lt, s->op, &g->alpha, g->B, s->a, g->A, s->b, &g->beta, g->C ? g->C : g->Y, s->c, g->Y,
+                          s->c, algo, ws, wsz, b->stream);
+}
+
+/* The fastest of the heuristic's candidates on g's operands (1 warm-up + 3 timed runs each; the
+ * output is rewritten with the same values, so only when it is not also an input). */
+static kiln_status fastest(cu_be *b, const lt_state *s, const gemm_args *g, const cublasLtMatmulHeuristicResult_t *h,
+                           int n, int *pick)
+{
+    size_t wmax = 0;
+    for (int i = 0; i < n; i++)
+        wmax = h[i].workspaceSize > wmax ? h[i].workspaceSize : wmax;
+    void *ws = NULL;
+    if (wmax)
+        KILN_TRY(cu_workspace(b, wmax, &ws));
+    cudaEvent_t e0, e1;
+    KILN_TRY(cu_check(b, cudaEventCreate(&e0), "creating an event"));
+    if (cudaEventCreate(&e1) != cudaSuccess) {
+        cudaEventDestroy(e0);
+        return cu_err(b, KILN_ERR_INTERNAL, "creating an event");
+    }
+    float best = 0;
+    for (int i = 0; i < n; i++) {
+        if (lt_matmul(b, s, g, &h[i].algo, ws, h[i].workspaceSize) != CUBLAS_STATUS_SUCCESS)
+            continue;
+        cudaEventRecord(e0, b->stream);
+        bool ok = true;
+        for (int r = 0; r < 3 && ok; r++)
+            ok = lt_matmul(b, s, g, &h[i].algo, ws, h[i].workspaceSize) == CUBLAS_STATUS_SUCCESS;
+        cudaEventRecord(e1, b->stream);
+        float ms = 0;
+        if (ok && cudaEventSynchronize(e1) == cudaSuccess && cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess &&
+            (i == 0 || ms < best || best == 0)) {
+            best = ms;
+            *pick = i;
+        }
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return cu_check(b, cudaGetLastError(), "timing GEMM algorithms");
+}
+
 static kiln_status make_lt(cu_be *b, const kiln_kctx *ctx, const gemm_args *g, lt_state **out)
 {
     lt_state *s = calloc(1, sizeof *s);
@@ -91,21 +140,24 @@ static kiln_status make_lt(cu_be *b, const kiln_kctx *ctx, const gemm_args *g, l
     if (st == KILN_OK)
         st = cu_check_lt(b, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsmax,
                                                                  sizeof wsmax), "preference");
-    cublasLtMatmulHeuristicResult_t h[1];
+    cublasLtMatmulHeuristicResult_t h[LT_CANDIDATES];
     int got = 0;
     if (st == KILN_OK)
-        st = cu_check_lt(b, cublasLtMatmulAlgoGetHeuristic(b->lt, s->op, s->a, s->b, s->c, s->c, pref, 1, h, &got),
-                         "cublasLtMatmulAlgoGetHeuristic");
+        st = cu_check_lt(b, cublasLtMatmulAlgoGetHeuristic(b->lt, s->op, s->a, s->b, s->c, s->c, pref, LT_CANDIDATES, h,
+                                                           &got), "cublasLtMatmulAlgoGetHeuristic");
     if (pref)
         cublasLtMatmulPreferenceDestroy(pref);
     if (st == KILN_OK && got < 1)
         st = cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "cuBLASLt has no algorithm for this GEMM");
+    int pick = 0;
+    if (st == KILN_OK && got > 1 && (g->beta == 0.0f || (g->C && g->C != g->Y)))
+        st = fastest(b, s, g, h, got, &pick);
     if (st != KILN_OK) {
         lt_state_free(s);
         return st;
     }
-    s->algo = h[0].algo;
-    s->ws = h[0].workspaceSize;
+    s->algo = h[pick].algo;
+    s->ws = h[pick].workspaceSize;
     *out = s;
     return KILN_OK;
 }
@@ -132,8 +184,7 @@ static kiln_status gemm(cu_be *b, const kiln_kctx *ctx, int slot, const gemm_arg
     void *ws = NULL;
     if (s->ws)
         KILN_TRY(cu_workspace(b, s->ws, &ws));
-    return cu_check_lt(b, cublasLtMatmul(b->lt, s->op, &g->alpha, g->B, s->a, g->A, s->b, &g->beta, g->Y, s->c, g->Y,
-                                         s->c, &s->algo, ws, s->ws, b->stream), "cublasLtMatmul");
+    return cu_check_lt(b, lt_matmul(b, s, g, &s->algo, ws, s->ws), "cublasLtMatmul");
 }
 
 /* ---- MatMul / FusedMatMul */
@@ -214,9 +265,7 @@ static kiln_status matmul_run(cu_be *b, kiln_kctx *ctx, const kiln_tensor *A, co
     kiln_tensor *y = ctx->out[0];
     if (!y->nbytes)
         return KILN_OK;
-    if (res)
-        KILN_TRY(cu_check(b, cudaMemcpyAsync(y->data, res, y->nbytes, cudaMemcpyDeviceToDevice, b->stream), "residual"));
-    gemm_args g = {.M = m->M, .N = m->N, .K = m->K, .A = A->data, .B = B->data, .Y = y->data, .lda = m->K,
+    gemm_args g = {.M = m->M, .N = m->N, .K = m->K, .A = A->data, .B = B->data, .Y = y->data, .C = res, .lda = m->K,
                    .ldb = m->N, .ldy = m->N, .alpha = 1.0f, .beta = res ? 1.0f : 0.0f, .bias = bias,
                    .relu = act == CUK_RELU, .batch = 1};
     bool a_full = true, b_full = true, b_none = true;
@@ -248,6 +297,7 @@ static kiln_status matmul_run(cu_be *b, kiln_kctx *ctx, const kiln_tensor *A, co
             gi.A = (const float *)A->data + oa;
             gi.B = (const float *)B->data + ob;
             gi.Y = (float *)y->data + i * m->M * m->N;
+            gi.C = res ? res + i * m->M * m->N : NULL;
             KILN_TRY(gemm(b, ctx, 0, &gi));
         }
     }

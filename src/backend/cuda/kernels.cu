@@ -98,19 +98,29 @@ struct shape_arg {   // passed by value
     int64_t str[3][CUK_MAX_DIMS];
 };
 
-__device__ __forceinline__ void offsets(const shape_arg &sh, int64_t i, int64_t *o0, int64_t *o1, int64_t *o2)
+// Index decomposition in I (uint32_t when the element count allows it: 64-bit integer division is
+// many times slower on the GPU), offsets accumulated in 64 bits (strides may be negative).
+template <typename I>
+__device__ __forceinline__ void offsets(const shape_arg &sh, int64_t i64, int64_t *o0, int64_t *o1, int64_t *o2)
 {
     int64_t a = 0, b = 0, c = 0;
+    I i = (I)i64;
     for (int d = sh.ndim - 1; d >= 0; d--) {
-        int64_t k = i % sh.dims[d];
-        i /= sh.dims[d];
-        a += k * sh.str[0][d];
-        b += k * sh.str[1][d];
-        c += k * sh.str[2][d];
+        I dim = (I)sh.dims[d];
+        I k = i % dim;
+        i /= dim;
+        a += (int64_t)k * sh.str[0][d];
+        b += (int64_t)k * sh.str[1][d];
+        c += (int64_t)k * sh.str[2][d];
     }
     *o0 = a;
     *o1 = b;
     *o2 = c;
+}
+
+static inline bool small_index(int64_t n)
+{
+    return n <= (int64_t)UINT32_MAX;
 }
 
 template <typename T> __global__ void k_binary_same(int op, const T *a, const T *b, T *y, int64_t n)
@@ -118,11 +128,12 @@ template <typename T> __global__ void k_binary_same(int op, const T *a, const T 
     GRID_LOOP(i, n) y[i] = bin_apply<T>(op, a[i], b[i]);
 }
 
-template <typename T> __global__ void k_binary_bc(int op, const T *a, const T *b, T *y, int64_t n, shape_arg sh)
+template <typename T, typename I>
+__global__ void k_binary_bc(int op, const T *a, const T *b, T *y, int64_t n, shape_arg sh)
 {
     GRID_LOOP(i, n) {
         int64_t oa, ob, oc;
-        offsets(sh, i, &oa, &ob, &oc);
+        offsets<I>(sh, i, &oa, &ob, &oc);
         y[i] = bin_apply<T>(op, a[oa], b[ob]);
     }
 }
@@ -145,8 +156,10 @@ static void launch_binary(int op, const void *a, const void *b, void *y, int64_t
 {
     if (!sh)
         k_binary_same<T><<<grid_for(n), THREADS, 0, s>>>(op, (const T *)a, (const T *)b, (T *)y, n);
+    else if (small_index(n))
+        k_binary_bc<T, uint32_t><<<grid_for(n), THREADS, 0, s>>>(op, (const T *)a, (const T *)b, (T *)y, n, to_arg(sh));
     else
-        k_binary_bc<T><<<grid_for(n), THREADS, 0, s>>>(op, (const T *)a, (const T *)b, (T *)y, n, to_arg(sh));
+        k_binary_bc<T, uint64_t><<<grid_for(n), THREADS, 0, s>>>(op, (const T *)a, (const T *)b, (T *)y, n, to_arg(sh));
 }
 
 extern "C" cudaError_t cuk_binary(int dtype, int op, const void *a, const void *b, void *y, int64_t n,
@@ -168,7 +181,7 @@ __global__ void k_where(const bool *c, const T *a, const T *b, T *y, int64_t n, 
 {
     GRID_LOOP(i, n) {
         int64_t oc, oa, ob;
-        offsets(sh, i, &oc, &oa, &ob);
+        offsets<uint64_t>(sh, i, &oc, &oa, &ob);
         y[i] = c[oc] ? a[oa] : b[ob];
     }
 }
@@ -240,17 +253,28 @@ extern "C" cudaError_t cuk_cast(int src_dt, const void *x, int dst_dt, void *y, 
 }
 
 // ---- strided copies
-template <typename T> __global__ void k_strided(const T *x, int64_t base, T *y, int64_t n, shape_arg sh)
+template <typename T, typename I> __global__ void k_strided(const T *x, int64_t base, T *y, int64_t n, shape_arg sh)
 {
     GRID_LOOP(i, n) {
-        int64_t o = base, r = i;
+        int64_t o = base;
+        I r = (I)i;
         for (int d = sh.ndim - 1; d >= 0; d--) {
-            int64_t k = r % sh.dims[d];
-            r /= sh.dims[d];
-            o += k * sh.str[0][d];
+            I dim = (I)sh.dims[d];
+            I k = r % dim;
+            r /= dim;
+            o += (int64_t)k * sh.str[0][d];
         }
         y[i] = x[o];
     }
+}
+
+template <typename T>
+static void launch_strided(const void *x, int64_t base, void *y, int64_t n, const shape_arg &a, cudaStream_t s)
+{
+    if (small_index(n))
+        k_strided<T, uint32_t><<<grid_for(n), THREADS, 0, s>>>((const T *)x, base, (T *)y, n, a);
+    else
+        k_strided<T, uint64_t><<<grid_for(n), THREADS, 0, s>>>((const T *)x, base, (T *)y, n, a);
 }
 
 extern "C" cudaError_t cuk_strided_copy(size_t es, const void *x, int64_t base, void *y, int64_t n,
@@ -260,24 +284,24 @@ extern "C" cudaError_t cuk_strided_copy(size_t es, const void *x, int64_t base, 
         return cudaGetLastError();
     shape_arg a = to_arg(sh);
     switch (es) {
-    case 1: k_strided<unsigned char><<<grid_for(n), THREADS, 0, s>>>((const unsigned char *)x, base, (unsigned char *)y, n, a); break;
-    case 2: k_strided<unsigned short><<<grid_for(n), THREADS, 0, s>>>((const unsigned short *)x, base, (unsigned short *)y, n, a); break;
-    case 4: k_strided<unsigned int><<<grid_for(n), THREADS, 0, s>>>((const unsigned int *)x, base, (unsigned int *)y, n, a); break;
-    case 8: k_strided<unsigned long long><<<grid_for(n), THREADS, 0, s>>>((const unsigned long long *)x, base, (unsigned long long *)y, n, a); break;
+    case 1: launch_strided<unsigned char>(x, base, y, n, a, s); break;
+    case 2: launch_strided<unsigned short>(x, base, y, n, a, s); break;
+    case 4: launch_strided<unsigned int>(x, base, y, n, a, s); break;
+    case 8: launch_strided<unsigned long long>(x, base, y, n, a, s); break;
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();
 }
 
 // ---- gather
-template <typename T>
+template <typename T, typename I>
 __global__ void k_gather(const T *x, const void *idx, bool idx64, T *y, int64_t outer, int64_t axis_len, int64_t n_idx,
                          int64_t inner, int *bad)
 {
     int64_t n = outer * n_idx * inner;
     GRID_LOOP(i, n) {
-        int64_t in_ = i % inner, r = i / inner;
-        int64_t j = r % n_idx, o = r / n_idx;
+        I in_ = (I)i % (I)inner, r = (I)i / (I)inner;
+        I j = r % (I)n_idx, o = r / (I)n_idx;
         int64_t k = idx64 ? ((const long long *)idx)[j] : (int64_t)((const int *)idx)[j];
         if (k < 0)
             k += axis_len;
@@ -285,9 +309,22 @@ __global__ void k_gather(const T *x, const void *idx, bool idx64, T *y, int64_t 
             *bad = 1;
             y[i] = T(0);
         } else {
-            y[i] = x[(o * axis_len + k) * inner + in_];
+            y[i] = x[((int64_t)o * axis_len + k) * inner + (int64_t)in_];
         }
     }
+}
+
+template <typename T>
+static void launch_gather(const void *x, const void *idx, bool idx64, void *y, int64_t outer, int64_t axis_len,
+                          int64_t n_idx, int64_t inner, int *bad, cudaStream_t s)
+{
+    int64_t n = outer * n_idx * inner;
+    if (small_index(n))
+        k_gather<T, uint32_t><<<grid_for(n), THREADS, 0, s>>>((const T *)x, idx, idx64, (T *)y, outer, axis_len, n_idx,
+                                                              inner, bad);
+    else
+        k_gather<T, uint64_t><<<grid_for(n), THREADS, 0, s>>>((const T *)x, idx, idx64, (T *)y, outer, axis_len, n_idx,
+                                                              inner, bad);
 }
 
 extern "C" cudaError_t cuk_gather(size_t es, const void *x, const void *idx, bool idx64, void *y, int64_t outer,
@@ -297,10 +334,10 @@ extern "C" cudaError_t cuk_gather(size_t es, const void *x, const void *idx, boo
     if (n <= 0)
         return cudaGetLastError();
     switch (es) {
-    case 1: k_gather<unsigned char><<<grid_for(n), THREADS, 0, s>>>((const unsigned char *)x, idx, idx64, (unsigned char *)y, outer, axis_len, n_idx, inner, bad); break;
-    case 2: k_gather<unsigned short><<<grid_for(n), THREADS, 0, s>>>((const unsigned short *)x, idx, idx64, (unsigned short *)y, outer, axis_len, n_idx, inner, bad); break;
-    case 4: k_gather<unsigned int><<<grid_for(n), THREADS, 0, s>>>((const unsigned int *)x, idx, idx64, (unsigned int *)y, outer, axis_len, n_idx, inner, bad); break;
-    case 8: k_gather<unsigned long long><<<grid_for(n), THREADS, 0, s>>>((const unsigned long long *)x, idx, idx64, (unsigned long long *)y, outer, axis_len, n_idx, inner, bad); break;
+    case 1: launch_gather<unsigned char>(x, idx, idx64, y, outer, axis_len, n_idx, inner, bad, s); break;
+    case 2: launch_gather<unsigned short>(x, idx, idx64, y, outer, axis_len, n_idx, inner, bad, s); break;
+    case 4: launch_gather<unsigned int>(x, idx, idx64, y, outer, axis_len, n_idx, inner, bad, s); break;
+    case 8: launch_gather<unsigned long long>(x, idx, idx64, y, outer, axis_len, n_idx, inner, bad, s); break;
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();
@@ -561,13 +598,14 @@ extern "C" cudaError_t cuk_global_avgpool(const float *x, float *y, int64_t nc, 
     return cudaGetLastError();
 }
 
+template <typename I>
 __global__ void k_epilogue(float *y, int64_t n, int64_t channels, int64_t inner, const float *bias, const float *res,
                            int act, float a, float b)
 {
     GRID_LOOP(i, n) {
         float v = y[i];
         if (bias)
-            v += bias[(i / inner) % channels];
+            v += bias[((I)i / (I)inner) % (I)channels];
         if (res)
             v += res[i];
         y[i] = act_apply(act, v, a, b);
@@ -577,9 +615,12 @@ __global__ void k_epilogue(float *y, int64_t n, int64_t channels, int64_t inner,
 extern "C" cudaError_t cuk_epilogue(float *y, int64_t n, int64_t channels, int64_t inner, const float *bias,
                                     const float *res, int act, float alpha, float beta, cudaStream_t s)
 {
-    if (n > 0)
-        k_epilogue<<<grid_for(n), THREADS, 0, s>>>(y, n, channels > 0 ? channels : 1, inner > 0 ? inner : 1, bias, res,
-                                                   act, alpha, beta);
+    channels = channels > 0 ? channels : 1;
+    inner = inner > 0 ? inner : 1;
+    if (n > 0 && small_index(n))
+        k_epilogue<uint32_t><<<grid_for(n), THREADS, 0, s>>>(y, n, channels, inner, bias, res, act, alpha, beta);
+    else if (n > 0)
+        k_epilogue<uint64_t><<<grid_for(n), THREADS, 0, s>>>(y, n, channels, inner, bias, res, act, alpha, beta);
     return cudaGetLastError();
 }
 
