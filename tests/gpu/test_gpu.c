@@ -332,6 +332,18 @@ static void shape_cases(void)
     tg_outs(&t, 1);
     attr_ints(&t, "perm", 4, D(0, 2, 1, 3));
     run_case("Transpose 0213 (heads)", &t, 0);
+    t = tg_new(KILN_OP_Transpose, 13);
+    tg_in(&t, RT(4, 2, 17, 12, 64), false);
+    tg_outs(&t, 1);
+    attr_ints(&t, "perm", 4, D(0, 2, 1, 3));
+    run_case("Transpose 0213 (16-byte runs)", &t, 0);
+    t = tg_new(KILN_OP_Slice, 13);
+    tg_in(&t, RT(3, 5, 7, 34), false);
+    tg_in(&t, ints_tensor(1, D(2)), true);
+    tg_in(&t, ints_tensor(1, D(32)), true);
+    tg_in(&t, ints_tensor(1, D(2)), true);
+    tg_outs(&t, 1);
+    run_case("Slice inner (8-byte runs)", &t, 0);
     t = tg_new(KILN_OP_Slice, 13);
     tg_in(&t, RT(3, 9, 11, 13), false);
     tg_in(&t, ints_tensor(2, D(-2, 1)), true);
@@ -376,12 +388,32 @@ static void nn_cases(void)
     tg_outs(&t, 1);
     kiln__node_set_attr_i(tg_node(&t), "axis", 1);
     run_case("Softmax axis 1 (strided)", &t, 1e-5);
+    t = tg_new(KILN_OP_Softmax, 13);
+    tg_in(&t, rand_tensor(F32, 2, D(5, 2001), -5, 5), false);
+    tg_outs(&t, 1);
+    run_case("Softmax 2001 cols (block)", &t, 1e-5);
+    t = tg_new(KILN_OP_Softmax, 13);
+    tg_in(&t, rand_tensor(F32, 2, D(37, 31), -5, 5), false);
+    tg_outs(&t, 1);
+    run_case("Softmax 31 cols", &t, 1e-5);
     t = tg_new(KILN_OP_LayerNormalization, 17);
     tg_in(&t, rand_tensor(F32, 3, D(3, 17, 769), -3, 3), false);
     tg_in(&t, RT(1, 769), true);
     tg_in(&t, RT(1, 769), true);
     tg_outs(&t, 1);
     run_case("LayerNormalization", &t, 1e-5);
+    t = tg_new(KILN_OP_LayerNormalization, 17);
+    tg_in(&t, rand_tensor(F32, 2, D(9, 1501), -3, 3), false);
+    tg_in(&t, RT(1, 1501), true);
+    tg_outs(&t, 1);
+    run_case("LayerNormalization 1501 (block)", &t, 1e-5);
+    t = tg_new(KILN_OP_LayerNormalization, 17);
+    tg_in(&t, rand_tensor(F32, 3, D(4, 3, 50), -3, 3), false);
+    tg_in(&t, RT(2, 3, 50), true);
+    tg_in(&t, RT(2, 3, 50), true);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_i(tg_node(&t), "axis", 1);
+    run_case("LayerNormalization axis 1", &t, 1e-5);
     t = tg_new(KILN_OP_MaxPool, 13);
     tg_in(&t, RT(4, 2, 5, 17, 19), false);
     tg_outs(&t, 1);
@@ -530,6 +562,19 @@ static void gemm_cases(void)
     tg_outs(&t, 1);
     kiln__node_set_attr_f(tg_node(&t), "scale", 0.35f);
     run_case("Attention additive mask", &t, 1e-5);
+    for (int kind = 2; kind <= 3; kind++) {
+        t = tg_new(KILN_OP_Attention, 1);
+        tg_in(&t, RT(4, 2, 2, 9, 16), false);
+        tg_in(&t, RT(4, 2, 2, 16, 130), false);
+        tg_in(&t, RT(4, 2, 2, 130, 7), false);
+        kiln_tensor m = rand_tensor(KILN_DT_BOOL, 4, D(2, 1, 9, 130), -0.3, 1);   /* mostly true */
+        tg_in(&t, m, false);
+        tg_outs(&t, 1);
+        kiln__node_set_attr_f(tg_node(&t), "scale", 0.25f);
+        kiln__node_set_attr_i(tg_node(&t), "mask_kind", kind);
+        kiln__node_set_attr_f(tg_node(&t), "mask_fill", -1e4f);
+        run_case(kind == 2 ? "Attention bool keep mask" : "Attention bool fill mask", &t, 1e-5);
+    }
 }
 
 /* ---- model checks */

@@ -569,14 +569,43 @@ static kiln_status cuda_run(const kiln_backend *be, const kiln_layer *l, kiln_kc
     const cu_op *o = find_op(l->node->op);
     if (!o)
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "no CUDA kernel");
+    bool prof = b->profile && b->runs >= 3;   /* past the planning run and algorithm searches */
+    if (prof)
+        cudaEventRecord(b->prof[0], b->stream);
     KILN_TRY(o->fn(b, ctx));
+    if (prof) {   /* developer tool: serializes the layers */
+        float ms = 0;
+        cudaEventRecord(b->prof[1], b->stream);
+        if (cudaEventSynchronize(b->prof[1]) == cudaSuccess &&
+            cudaEventElapsedTime(&ms, b->prof[0], b->prof[1]) == cudaSuccess) {
+            b->op_ms[l->node->op] += ms;
+            if (!b->op_n[l->node->op]++)
+                snprintf(b->op_name[l->node->op], sizeof b->op_name[0], "%s", l->node->op_type);
+        }
+    }
     /* launch errors surface at once (asynchronous faults at the next synchronize) */
     return cu_check(b, cudaGetLastError(), ctx->node->op_type);
+}
+
+void cu_part_mark(cu_be *b, int k, int n)
+{
+    if (!b->profile || b->runs < 3)
+        return;
+    cudaEventRecord(b->part_ev[k], b->stream);
+    if (k == n) {
+        cudaEventSynchronize(b->part_ev[k]);
+        for (int i = 0; i < n; i++) {
+            float ms = 0;
+            if (cudaEventElapsedTime(&ms, b->part_ev[i], b->part_ev[i + 1]) == cudaSuccess)
+                b->part_ms[i] += ms;
+        }
+    }
 }
 
 static kiln_status cuda_synchronize(const kiln_backend *be)
 {
     cu_be *b = cu_of(be);
+    b->runs++;
     return cu_check(b, cudaStreamSynchronize(b->stream), "synchronizing");
 }
 
@@ -595,11 +624,38 @@ static const kiln_backend_ops cuda_ops = {
 
 /* ---- the module's entry points */
 
+static void print_profile(const cu_be *b)
+{
+    double total = 0;
+    for (int op = 0; op < KILN_OP_COUNT; op++)
+        total += b->op_ms[op];
+    fprintf(stderr, "kiln cuda profile (GPU time per op type, all runs of this context):\n");
+    for (int op = 0; op < KILN_OP_COUNT; op++)
+        if (b->op_n[op])
+            fprintf(stderr, "  %-22s %8ld layers %10.3f ms  %5.1f%%\n", b->op_name[op], b->op_n[op], b->op_ms[op],
+                    total > 0 ? 100.0 * b->op_ms[op] / total : 0.0);
+    fprintf(stderr, "  %-22s %8s        %10.3f ms   (%ld runs after the first 3)\n", "total", "", total,
+            b->runs > 3 ? b->runs - 3 : 0);
+    fprintf(stderr, "  Attention parts: QK^T %.3f ms, softmax %.3f ms, PV %.3f ms\n", b->part_ms[0], b->part_ms[1],
+            b->part_ms[2]);
+}
+
 static void mod_destroy(kiln_backend *be)
 {
     if (!be)
         return;
     cu_be *b = cu_of(be);
+    if (b->profile && b->op_ms)
+        print_profile(b);
+    for (int i = 0; i < 2; i++)
+        if (b->prof[i])
+            cudaEventDestroy(b->prof[i]);
+    for (int i = 0; i < 4; i++)
+        if (b->part_ev[i])
+            cudaEventDestroy(b->part_ev[i]);
+    free(b->op_ms);
+    free(b->op_n);
+    free(b->op_name);
     if (b->stream)
         cudaStreamSynchronize(b->stream);
     for (int i = 0; i < b->n_states; i++)
@@ -669,6 +725,17 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
     }
     if (st == KILN_OK)
         st = cu_check(b, cudaMemsetAsync(b->bad, 0, sizeof(int), b->stream), "clearing");
+    const char *prof = getenv("KILN_CUDA_PROFILE");
+    if (st == KILN_OK && prof && prof[0] && strcmp(prof, "0")) {
+        b->op_ms = calloc(KILN_OP_COUNT, sizeof *b->op_ms);
+        b->op_n = calloc(KILN_OP_COUNT, sizeof *b->op_n);
+        b->op_name = calloc(KILN_OP_COUNT, sizeof *b->op_name);
+        b->profile = b->op_ms && b->op_n && b->op_name;
+        for (int i = 0; i < 2 && st == KILN_OK; i++)
+            st = cu_check(b, cudaEventCreate(&b->prof[i]), "creating an event");
+        for (int i = 0; i < 4 && st == KILN_OK; i++)
+            st = cu_check(b, cudaEventCreate(&b->part_ev[i]), "creating an event");
+    }
     if (st != KILN_OK) {
         mod_destroy(&b->base);
         return st;

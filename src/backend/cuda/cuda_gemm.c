@@ -435,7 +435,9 @@ static kiln_status k_attention(cu_be *b, kiln_kctx *ctx)
     KILN_TRY(cu_tmp(b, &sc, KILN_DT_FLOAT32, r, sdims));
     gemm_args g1 = {.M = S, .N = Sk, .K = D, .A = q->data, .B = kt->data, .Y = sc.data, .lda = D, .ldb = Sk, .ldy = Sk,
                     .alpha = 1.0f, .beta = 0.0f, .batch = nb, .sa = S * D, .sb = D * Sk, .sy = S * Sk};
+    cu_part_mark(b, 0, 3);
     kiln_status st = gemm(b, ctx, 0, &g1);
+    cu_part_mark(b, 1, 3);
     if (st == KILN_OK) {
         cuk_shape sh = {.ndim = r};
         for (int d = 0; d < r; d++)
@@ -454,19 +456,23 @@ static kiln_status k_attention(cu_be *b, kiln_kctx *ctx)
     }
     gemm_args g2 = {.M = S, .N = Dv, .K = Sk, .A = sc.data, .B = v->data, .Y = y->data, .lda = Sk, .ldb = Dv, .ldy = Dv,
                     .alpha = 1.0f, .beta = 0.0f, .batch = nb, .sa = S * Sk, .sb = Sk * Dv, .sy = S * Dv};
+    cu_part_mark(b, 2, 3);
     if (st == KILN_OK)
         st = gemm(b, ctx, 1, &g2);
+    cu_part_mark(b, 3, 3);
     cu_tmp_free(b, &sc);   /* reused only by later work on this stream */
     return st;
 }
 
 static bool sup_mm(const kiln_bk_query *q) { return cu_q_f32(q, 15u); }
+/* Q, K^T, V float32; the mask float32 or bool as mask_kind says (checked by acc_attention) */
+static bool sup_attention(const kiln_bk_query *q) { return cu_q_f32(q, 7u); }
 
 const cu_op cu_ops_gemm[] = {
     {KILN_OP_MatMul, k_matmul, sup_mm, acc_matmul, 0},
     {KILN_OP_FusedMatMul, k_matmul, sup_mm, acc_matmul, 0},
     {KILN_OP_Gemm, k_gemm, sup_mm, acc_gemm, 0},
     {KILN_OP_FusedGemm, k_gemm, sup_mm, acc_gemm, 0},
-    {KILN_OP_Attention, k_attention, sup_mm, acc_attention, 0},
+    {KILN_OP_Attention, k_attention, sup_attention, acc_attention, 0},
     {KILN_OP_COUNT, NULL, NULL, NULL, 0},
 };

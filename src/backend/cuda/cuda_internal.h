@@ -25,6 +25,14 @@ typedef struct cu_be {
     int device;
     bool tf32;
     bool poison;                   /* KILN_CUDA_POISON=1: fresh device memory is filled with 0xFF (NaN) */
+    bool profile;                  /* KILN_CUDA_PROFILE=1: per-op GPU time, printed to stderr at the end */
+    cudaEvent_t prof[2];
+    double *op_ms;                 /* [KILN_OP_COUNT] */
+    long *op_n;
+    char (*op_name)[32];
+    long runs;                     /* synchronize calls (top-level runs); the profile skips the first 3 */
+    double part_ms[4];             /* profile of Attention's parts: QK^T, softmax, PV */
+    cudaEvent_t part_ev[4];
     cudaStream_t stream;
     cublasLtHandle_t lt;
     cudnnHandle_t dnn;
@@ -89,6 +97,9 @@ typedef struct cu_geom {
 } cu_geom;
 kiln_status cu_geometry(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *x, const int64_t *kernel, bool ceil_ok,
                         cu_geom *g);
+
+/* Profile mark k of a layer with parts (KILN_CUDA_PROFILE): call with k = 0 .. n in order. */
+void cu_part_mark(cu_be *b, int k, int n);
 
 /* The op tables of each file. */
 typedef kiln_status (*cu_op_fn)(cu_be *b, kiln_kctx *ctx);

@@ -288,6 +288,7 @@ extern "C" cudaError_t cuk_strided_copy(size_t es, const void *x, int64_t base, 
     case 2: launch_strided<unsigned short>(x, base, y, n, a, s); break;
     case 4: launch_strided<unsigned int>(x, base, y, n, a, s); break;
     case 8: launch_strided<unsigned long long>(x, base, y, n, a, s); break;
+    case 16: launch_strided<uint4>(x, base, y, n, a, s); break;
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();
@@ -407,8 +408,131 @@ static int row_threads(int64_t cols)
     return t;
 }
 
+// ---- one warp per row (cols <= 1024): the row lives in registers, reductions are warp shuffles
+#define ROWS_PER_BLOCK 8
+
+__device__ __forceinline__ int64_t warp_row(void)
+{
+    return (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+}
+
+// softmax(x * scale (+ mask | masked fill)) per row; the mask's offset for (row, 0) comes from the
+// row's index over sh's dims but the last (str[0]: the mask's strides, 0 = broadcast)
+template <int VPT>
+__global__ void k_softmax_warp(const float *x, float *y, int64_t rows, int cols, float scale, const void *mask,
+                               int kind, float fill, shape_arg sh)
+{
+    int64_t row = warp_row();
+    int lane = threadIdx.x & 31;
+    if (row >= rows)
+        return;   // the whole warp
+    const float *xr = x + row * cols;
+    float *yr = y + row * cols;
+    int64_t moff = 0, mk = 0;
+    if (mask) {
+        int64_t rem = row;
+        for (int d = sh.ndim - 2; d >= 0; d--) {
+            int64_t k = rem % sh.dims[d];
+            rem /= sh.dims[d];
+            moff += k * sh.str[0][d];
+        }
+        mk = sh.str[0][sh.ndim - 1];
+    }
+    float v[VPT];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < VPT; j++) {
+        int k = lane + j * 32;
+        float t = -INFINITY;
+        if (k < cols) {
+            t = xr[k] * scale;
+            if (mask) {
+                if (kind == 1)
+                    t += ((const float *)mask)[moff + k * mk];
+                else if ((((const bool *)mask)[moff + k * mk]) == (kind == 3))
+                    t = fill;
+            }
+            mx = fmaxf(mx, t);
+        }
+        v[j] = t;
+    }
+    mx = warp_max(mx);
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < VPT; j++)
+        if (lane + j * 32 < cols) {
+            v[j] = expf(v[j] - mx);
+            sum += v[j];
+        }
+    float inv = 1.0f / warp_sum(sum);
+#pragma unroll
+    for (int j = 0; j < VPT; j++)
+        if (lane + j * 32 < cols)
+            yr[lane + j * 32] = v[j] * inv;
+}
+
+template <int VPT>
+__global__ void k_layernorm_warp(const float *x, const float *scale, const float *bias, float *y, int64_t rows, int cols,
+                                 float eps)
+{
+    int64_t row = warp_row();
+    int lane = threadIdx.x & 31;
+    if (row >= rows)
+        return;
+    const float *xr = x + row * cols;
+    float *yr = y + row * cols;
+    float v[VPT];
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < VPT; j++) {
+        int k = lane + j * 32;
+        v[j] = k < cols ? xr[k] : 0.f;
+        s += v[j];
+    }
+    float mean = warp_sum(s) / (float)cols, q = 0.f;
+#pragma unroll
+    for (int j = 0; j < VPT; j++)
+        if (lane + j * 32 < cols) {
+            float d = v[j] - mean;
+            q += d * d;
+        }
+    float inv = 1.0f / sqrtf(warp_sum(q) / (float)cols + eps);
+#pragma unroll
+    for (int j = 0; j < VPT; j++) {
+        int k = lane + j * 32;
+        if (k < cols) {
+            float t = (v[j] - mean) * inv * scale[k];
+            yr[k] = bias ? t + bias[k] : t;
+        }
+    }
+}
+
+// Launches KERNEL<VPT> with the smallest VPT (values per lane) that holds cols; false if cols > 1024.
+#define WARP_ROWS(KERNEL, rows, cols, s, ...)                                                                   \
+    ([&]() -> bool {                                                                                            \
+        unsigned g_ = (unsigned)(((rows) + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);                              \
+        if ((cols) <= 32) KERNEL<1><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                         \
+        else if ((cols) <= 64) KERNEL<2><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                    \
+        else if ((cols) <= 128) KERNEL<4><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                   \
+        else if ((cols) <= 256) KERNEL<8><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                   \
+        else if ((cols) <= 512) KERNEL<16><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                  \
+        else if ((cols) <= 1024) KERNEL<32><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                 \
+        else return false;                                                                                      \
+        return true;                                                                                            \
+    }())
+
+static inline bool warp_rows_fit(int64_t rows)
+{
+    return rows > 0 && (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK <= 0x7fffffffLL;
+}
+
 extern "C" cudaError_t cuk_softmax_rows(const float *x, float *y, int64_t rows, int64_t cols, cudaStream_t s)
 {
+    shape_arg none;
+    memset(&none, 0, sizeof none);
+    if (cols > 0 && cols <= 1024 && warp_rows_fit(rows) &&
+        WARP_ROWS(k_softmax_warp, rows, cols, s, x, y, rows, (int)cols, 1.0f, nullptr, 0, 0.0f, none))
+        return cudaGetLastError();
     for (int64_t r0 = 0; r0 < rows; r0 += 2147483647LL) {
         int64_t nr = rows - r0 < 2147483647LL ? rows - r0 : 2147483647LL;
         if (nr > 0 && cols > 0)
@@ -489,6 +613,9 @@ __global__ void k_attn_softmax(float *sc, int64_t cols, float scale, const void 
 extern "C" cudaError_t cuk_attn_softmax(float *sc, int64_t rows, int64_t cols, float scale, const void *mask, int kind,
                                         float fill, const cuk_shape *sh, cudaStream_t s)
 {
+    if (cols > 0 && cols <= 1024 && warp_rows_fit(rows) &&
+        WARP_ROWS(k_softmax_warp, rows, cols, s, sc, sc, rows, (int)cols, scale, mask, kind, fill, to_arg(sh)))
+        return cudaGetLastError();
     if (rows > 0 && cols > 0)
         k_attn_softmax<<<(unsigned)rows, row_threads(cols), 0, s>>>(sc, cols, scale, mask, kind, fill, to_arg(sh));
     return cudaGetLastError();
@@ -518,6 +645,9 @@ __global__ void k_layernorm(const float *x, const float *scale, const float *bia
 extern "C" cudaError_t cuk_layernorm(const float *x, const float *scale, const float *bias, float *y, int64_t rows,
                                      int64_t cols, float eps, cudaStream_t s)
 {
+    if (cols > 0 && cols <= 1024 && warp_rows_fit(rows) &&
+        WARP_ROWS(k_layernorm_warp, rows, cols, s, x, scale, bias, y, rows, (int)cols, eps))
+        return cudaGetLastError();
     if (rows > 0 && cols > 0)
         k_layernorm<<<(unsigned)rows, row_threads(cols), 0, s>>>(x, scale, bias, y, cols, eps);
     return cudaGetLastError();
