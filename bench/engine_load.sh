@@ -12,7 +12,7 @@
 #   - ONNX Runtime's session creation for the same model (scripts/ort_run.js --session-only, the
 #     time of InferenceSession.create inside the node process, i.e. without node's own start-up).
 # The table shows medians over rounds, kiln's load + first run / ORT's session creation, and
-# kiln's peak RSS / the engine's weight bytes (the WEIGHTS section). Last, two engine_hold
+# kiln's peak RSS / the engine's weight bytes (the WEIGHTS and PACKED sections). Last, two engine_hold
 # processes load the same engine: the PSS the second one adds (/proc/PID/smaps_rollup, sum of both
 # after minus the first alone) as a share of the weight bytes. The page cache is warm (each model
 # is loaded once before measuring), as for a server restarting or a second worker starting.
@@ -52,15 +52,17 @@ timed() {
   t1=$EPOCHREALTIME
   echo "$($PY -c "print(round($t1 - $t0, 4))") $(cat "$OUT/time.txt")"
 }
-# WEIGHTS section bytes of an engine (section table: kind 3)
+# weight bytes of an engine: the WEIGHTS section (kind 3) plus the prepared blobs of PACKED (kind 7)
 weight_bytes() { $PY - "$1" <<'PYEOF'
 import struct, sys
 b = open(sys.argv[1], "rb").read(64 + 32 * 32)
 ns = struct.unpack_from("<I", b, 40)[0]
+total = 0
 for i in range(ns):
     kind, _, off, size = struct.unpack_from("<IIQQ", b, 64 + 32 * i)
-    if kind == 3:
-        print(size)
+    if kind in (3, 7):
+        total += size
+print(total)
 PYEOF
 }
 pss_kb() { awk '/^Pss:/ {print $2}' "/proc/$1/smaps_rollup"; }

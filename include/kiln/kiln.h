@@ -188,6 +188,9 @@ typedef struct kiln_build_options {
                                     * with KILN_ERR_LIMIT (e.g. a Loop with a huge trip count). */
     char *report;                  /* out: with want_report, a text report of passes, tactics and
                                     * memory plan (free with kiln_free); NULL otherwise */
+    kiln_device device;            /* the device the engine is for: KILN_DEVICE_CUDA keeps every weight
+                                    * as the model has it (no CPU layer plan with packed weights; layers
+                                    * that fall back to the CPU are prepared on the fly) */
 } kiln_build_options;
 
 /* Optimizes a model into an engine. The model is not modified. */

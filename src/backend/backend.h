@@ -52,6 +52,12 @@ typedef struct kiln_layer {
     int kernel;                   /* backend-specific id of the chosen kernel / tactic */
     void *blob;                   /* backend-owned prepared data (packed weights ...), or NULL */
     size_t blob_size;             /* bytes of blob, as stored in an engine */
+    void *blob_mem;               /* the allocation behind blob that `release` frees, or NULL: blob is
+                                   * borrowed (restored by `load` from an engine's mapping, used in place) */
+    uint32_t replaces;            /* bit i: the layer never reads input i's data (its blob holds it in the
+                                   * backend's layout), so an engine need not store that constant */
+    uint32_t needs_isa;           /* what a host needs to use blob (CPU: KILN_ISA_* bits of the engine
+                                   * header), recorded in the engine when a replaced constant is dropped */
 } kiln_layer;
 
 typedef struct kiln_backend_ops {
@@ -66,7 +72,10 @@ typedef struct kiln_backend_ops {
      * prepares layers without stored blobs on the fly). */
     kiln_status (*prepare)(const kiln_backend *be, const kiln_node *n, const kiln_tensor *const *consts,
                            kiln_layer *out);
-    kiln_status (*load)(const kiln_backend *be, const kiln_node *n, const void *blob, size_t size, kiln_layer *out);
+    /* Restores a layer from the blob `prepare` made (kernel: the id it chose), without copying: the
+     * layer borrows blob, which must outlive it (an engine's mapping). */
+    kiln_status (*load)(const kiln_backend *be, const kiln_node *n, int kernel, const void *blob, size_t size,
+                        kiln_layer *out);
     void (*release)(const kiln_backend *be, kiln_layer *l);
     kiln_status (*run)(const kiln_backend *be, const kiln_layer *l, kiln_kctx *ctx);
     kiln_status (*synchronize)(const kiln_backend *be);

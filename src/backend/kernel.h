@@ -74,6 +74,20 @@ static inline const kiln_tensor *kiln__kin(const kiln_kctx *ctx, int i)
 {
     return i < ctx->n_in ? ctx->in[i] : NULL;
 }
+/* Number of elements of t. */
+static inline int64_t kiln__knumel(const kiln_tensor *t)
+{
+    return kiln__shape_numel(t->ndim, t->dims);
+}
+/* The kernels' input prelude: input i, which must be present and have a valid rank. */
+kiln_status kiln__kneed(const kiln_kctx *ctx, int i, const kiln_tensor **t);
+/* Element size of t's dtype (error for dtypes without one); checks that t's buffer holds every
+ * element. */
+kiln_status kiln__kdata_es(const kiln_kctx *ctx, const kiln_tensor *t, size_t *es);
+/* Input tensor t (the node's input idx, NULL when absent) is present, has a valid rank, a dtype
+ * with an element size, and a buffer holding every element: kiln__kneed + kiln__kdata_es on a
+ * tensor at hand. */
+kiln_status kiln__kcheck(const kiln_kctx *ctx, const kiln_tensor *t, int idx);
 /* Reports an error prefixed with the node's op and name. */
 kiln_status kiln__kerr(const kiln_kctx *ctx, kiln_status s, const char *fmt, ...) KILN_PRINTF(3, 4);
 

@@ -6,10 +6,10 @@
 #include "../runtime/plan.h"
 
 #define KILN_ENGINE_MAGIC "KILNENG\0"
-#define KILN_ENGINE_FORMAT_VERSION 2u
+#define KILN_ENGINE_FORMAT_VERSION 3u
 #define KILN_ENGINE_HEADER_BYTES 64u
 #define KILN_ENGINE_SECTION_ALIGN 4096u   /* sections start at page boundaries (mmap, docs/ENGINE_FORMAT.md) */
-#define KILN_ENGINE_BLOB_ALIGN 64u        /* weight blobs inside the WEIGHTS section */
+#define KILN_ENGINE_BLOB_ALIGN 64u        /* weight blobs inside WEIGHTS, prepared blobs inside PACKED */
 
 enum kiln_section_kind {
     KILN_SEC_MANIFEST = 1,  /* JSON: kiln version, model hash, options, build time, pass report */
@@ -17,7 +17,21 @@ enum kiln_section_kind {
     KILN_SEC_WEIGHTS = 3,   /* initializer data, 64-byte aligned blobs */
     KILN_SEC_PROFILES = 4,  /* optimization profiles: per input min/opt/max shapes */
     KILN_SEC_PLAN = 5,      /* memory plan */
+    KILN_SEC_LAYERS = 6,    /* per top-level node: backend, kernel, precisions, prepared blob (layers.c) */
+    KILN_SEC_PACKED = 7,    /* prepared blobs (packed weights), 64-byte aligned, used in place */
 };
+
+/* One layer of the engine's layer plan (LAYERS section): what the builder's backend chose for
+ * one top-level node. Precisions are kiln_dtype codes (KILN_DT_UNDEFINED = not recorded):
+ * `requested` is what the build asked the layer to compute in (today: what it computes in; the
+ * precision planner will set it from the node), `realized` what the chosen kernel computes in. */
+typedef struct kiln_layer_rec {
+    char backend[16];        /* backend name, NUL-terminated ("cpu") */
+    int32_t kernel;          /* backend-specific kernel id */
+    int32_t requested, realized;
+    const void *blob;        /* prepared data inside the PACKED bytes, or NULL */
+    uint64_t blob_off, blob_size;
+} kiln_layer_rec;
 
 enum kiln_target_kind { KILN_TARGET_CPU = 1, KILN_TARGET_CUDA = 2 };
 
@@ -41,8 +55,15 @@ struct kiln_engine {
     int plan_n_inputs;
     int *plan_ndim;
     int64_t (*plan_dims)[KILN_MAX_DIMS];
+    /* layer plan (LAYERS + PACKED sections): n_layers == g->n_nodes, or 0 when the engine has none
+     * (every layer is then prepared on the fly, without packed weights) */
+    int n_layers;
+    kiln_layer_rec *layers;
+    const uint8_t *packed;   /* PACKED bytes: in backing (loaded engine) or packed_mem (built engine) */
+    size_t packed_len;
+    void *packed_mem;        /* the builder's allocation of the PACKED bytes, freed by kiln_engine_free */
     /* the bytes the initializer tensors borrow (KILN_TENSOR_BORROWED), released by kiln_engine_free */
-    void *backing;           /* mmap()ed file, or heap allocation (file read, or copy of the WEIGHTS section) */
+    void *backing;           /* mmap()ed file, or heap allocation (file read, or copy of the WEIGHTS and PACKED sections) */
     size_t backing_len;
     bool backing_mapped;     /* true: munmap(backing, backing_len); false: kiln__free(backing) */
 };
@@ -88,6 +109,16 @@ struct json_t *kiln__timing_cache_parse(const char *buf, size_t len);
 const char *kiln__timing_cache_tactic(struct json_t *entries, const char *key);
 
 uint32_t kiln__host_isa(void);
+
+/* True for an initializer stored only in packed form (no data: a prepared blob holds it). */
+static inline bool kiln__value_packed_only(const kiln_value *v)
+{
+    return v->init && !v->init->data && v->init->nbytes == 0;
+}
+/* Constants stored only packed: read only by top-level nodes that have prepared data (the
+ * backend checks, when it restores the layers, that the blob replaces exactly those inputs), never
+ * a graph output, never read by a subgraph. */
+kiln_status kiln__engine_check_packed_only(const struct kiln_engine *e);
 void kiln__engine_free_profiles(struct kiln_engine *e);
 
 #endif

@@ -178,23 +178,38 @@ bad:
     return kiln__err(KILN_ERR_PARSE, "corrupted engine: invalid memory plan section");
 }
 
+typedef struct sec_out {
+    uint32_t kind;
+    kiln_wbuf *b;
+} sec_out;
+
 kiln_status kiln_engine_serialize(kiln_engine_t e, void **out, size_t *out_len)
 {
     if (!e || !out || !out_len)
         return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_serialize: NULL argument");
-    kiln_wbuf sec[4] = {{0}}, weights = {0}, file = {0};
+    kiln_wbuf sec[5] = {{0}}, weights = {0}, packed = {0}, file = {0};
     kiln_status st = KILN_OK;
     kiln__w_bytes(&sec[0], e->manifest ? e->manifest : "{}", strlen(e->manifest ? e->manifest : "{}"));
     st = kiln__graph_write(&sec[1], &weights, e->g);
     write_profiles(&sec[2], e);
     if (e->has_plan)
         write_plan(&sec[3], e);
+    if (e->n_layers) {
+        kiln__layers_write(&sec[4], e);
+        kiln__w_bytes(&packed, e->packed, e->packed_len);
+    }
     if (st != KILN_OK)
         goto done;
-    const struct { uint32_t kind; kiln_wbuf *b; } secs[] = {
+    sec_out secs[7] = {
         {KILN_SEC_MANIFEST, &sec[0]}, {KILN_SEC_GRAPH, &sec[1]}, {KILN_SEC_WEIGHTS, &weights},
-        {KILN_SEC_PROFILES, &sec[2]}, {KILN_SEC_PLAN, &sec[3]}};
-    uint32_t ns = e->has_plan ? 5 : 4;
+        {KILN_SEC_PROFILES, &sec[2]}};
+    uint32_t ns = 4;
+    if (e->has_plan)
+        secs[ns++] = (sec_out){KILN_SEC_PLAN, &sec[3]};
+    if (e->n_layers) {
+        secs[ns++] = (sec_out){KILN_SEC_LAYERS, &sec[4]};
+        secs[ns++] = (sec_out){KILN_SEC_PACKED, &packed};
+    }
     /* header */
     kiln__w_bytes(&file, KILN_ENGINE_MAGIC, 8);
     kiln__w_u32(&file, KILN_ENGINE_FORMAT_VERSION);
@@ -226,7 +241,7 @@ kiln_status kiln_engine_serialize(kiln_engine_t e, void **out, size_t *out_len)
             for (int k = 0; k < 8; k++)
                 file.p[table_at + i * 32 + 8 + k] = (uint8_t)((uint64_t)off >> (8 * k));
     }
-    if (file.oom || sec[0].oom || sec[1].oom || sec[2].oom || sec[3].oom || weights.oom) {
+    if (file.oom || sec[0].oom || sec[1].oom || sec[2].oom || sec[3].oom || sec[4].oom || weights.oom || packed.oom) {
         st = kiln__err(KILN_ERR_NOMEM, "out of memory serializing engine");
         goto done;
     }
@@ -236,9 +251,10 @@ kiln_status kiln_engine_serialize(kiln_engine_t e, void **out, size_t *out_len)
     *out_len = file.len;
     file.p = NULL;
 done:
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         kiln__w_free(&sec[i]);
     kiln__w_free(&weights);
+    kiln__w_free(&packed);
     kiln__w_free(&file);
     return st;
 }
@@ -264,13 +280,15 @@ static const char *sec_name(uint32_t k)
     case KILN_SEC_WEIGHTS: return "weights";
     case KILN_SEC_PROFILES: return "profiles";
     case KILN_SEC_PLAN: return "plan";
+    case KILN_SEC_LAYERS: return "layers";
+    case KILN_SEC_PACKED: return "packed";
     default: return "unknown";
     }
 }
 
 typedef struct section_table {
-    kiln_rbuf sec[6];    /* by kind (1..5) */
-    bool have[6];
+    kiln_rbuf sec[8];    /* by kind (1..7) */
+    bool have[8];
     uint32_t target_kind, target_arch;
 } section_table;
 
@@ -362,7 +380,7 @@ static kiln_status read_section_table(const uint8_t *buf, size_t len, section_ta
         if (checksum(buf + off[i], (size_t)size[i]) != sum)
             return kiln__err(KILN_ERR_PARSE, "engine file is corrupted: checksum mismatch in the %s section",
                              sec_name(kind));
-        if (kind >= 1 && kind <= 5) {
+        if (kind >= 1 && kind <= 7) {
             if (st->have[kind])
                 return kiln__err(KILN_ERR_PARSE, "corrupted engine: duplicate %s section", sec_name(kind));
             st->have[kind] = true;
@@ -371,26 +389,30 @@ static kiln_status read_section_table(const uint8_t *buf, size_t len, section_ta
     }
     if (!padding_is_zero(buf, len, table_end, off, size, ns))
         return kiln__err(KILN_ERR_PARSE, "engine file is corrupted: non-zero bytes in the padding between sections");
-    if (!st->have[KILN_SEC_GRAPH] || !st->have[KILN_SEC_WEIGHTS] || !st->have[KILN_SEC_MANIFEST])
+    if (!st->have[KILN_SEC_GRAPH] || !st->have[KILN_SEC_WEIGHTS] || !st->have[KILN_SEC_MANIFEST] ||
+        st->have[KILN_SEC_LAYERS] != st->have[KILN_SEC_PACKED])
         return kiln__err(KILN_ERR_PARSE, "corrupted engine: a required section is missing");
     return KILN_OK;
 }
 
-/* One allocation holding a copy of the WEIGHTS section, its start aligned like the mapped file's
- * blobs (no memset: every byte is copied over). */
-static kiln_status copy_weights(struct kiln_engine *e, kiln_rbuf *w)
+/* One allocation holding copies of the WEIGHTS and PACKED sections, each start aligned like the
+ * mapped file's blobs (no memset: every byte is copied over). */
+static kiln_status copy_weights(struct kiln_engine *e, kiln_rbuf *w, kiln_rbuf *pk)
 {
-    size_t a = KILN_ENGINE_BLOB_ALIGN;
-    if (w->len > SIZE_MAX - a)
+    size_t a = KILN_ENGINE_BLOB_ALIGN, wl = (w->len + a - 1) / a * a;
+    if (w->len > SIZE_MAX / 4 || pk->len > SIZE_MAX / 4)
         return kiln__err(KILN_ERR_NOMEM, "out of memory");
-    e->backing = kiln__malloc(w->len + a);
+    e->backing = kiln__malloc(wl + pk->len + a);
     if (!e->backing)
-        return kiln__err(KILN_ERR_NOMEM, "out of memory copying %zu bytes of engine weights", w->len);
-    e->backing_len = w->len + a;
+        return kiln__err(KILN_ERR_NOMEM, "out of memory copying %zu bytes of engine weights", w->len + pk->len);
+    e->backing_len = wl + pk->len + a;
     uint8_t *p = (uint8_t *)e->backing + (a - (uintptr_t)e->backing % a) % a;
     if (w->len)
         memcpy(p, w->p, w->len);
+    if (pk->len)
+        memcpy(p + wl, pk->p, pk->len);
     w->p = p;
+    pk->p = p + wl;
     return KILN_OK;
 }
 
@@ -408,7 +430,7 @@ kiln_status kiln__engine_parse(const void *buf, size_t len, bool weights_in_plac
     e->manifest = kiln__strndup((const char *)sr[KILN_SEC_MANIFEST].p, sr[KILN_SEC_MANIFEST].len);
     kiln_status st = e->manifest ? KILN_OK : kiln__err(KILN_ERR_NOMEM, "out of memory");
     if (st == KILN_OK && !weights_in_place)
-        st = copy_weights(e, &sr[KILN_SEC_WEIGHTS]);
+        st = copy_weights(e, &sr[KILN_SEC_WEIGHTS], &sr[KILN_SEC_PACKED]);
     sr[KILN_SEC_WEIGHTS].lasting = true;   /* the weights are used in place, never copied per tensor */
     if (st == KILN_OK)
         st = kiln__graph_read(&sr[KILN_SEC_GRAPH], &sr[KILN_SEC_WEIGHTS], NULL, 0, &e->g);
@@ -418,6 +440,13 @@ kiln_status kiln__engine_parse(const void *buf, size_t len, bool weights_in_plac
         st = read_profiles(&sr[KILN_SEC_PROFILES], e);
     if (st == KILN_OK && tab.have[KILN_SEC_PLAN])
         st = read_plan(&sr[KILN_SEC_PLAN], e);
+    if (st == KILN_OK && tab.have[KILN_SEC_LAYERS]) {
+        e->packed = sr[KILN_SEC_PACKED].p;   /* used in place, like the weights */
+        e->packed_len = sr[KILN_SEC_PACKED].len;
+        st = kiln__layers_read(&sr[KILN_SEC_LAYERS], e);
+    }
+    if (st == KILN_OK)
+        st = kiln__engine_check_packed_only(e);
     if (st != KILN_OK) {
         kiln_engine_free(e);
         return st;

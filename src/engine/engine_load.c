@@ -41,6 +41,52 @@ static kiln_status map_file(const char *path, void **p, size_t *len)
     return st;
 }
 
+/* KILN_ENGINE_LOAD_COPY: the file read into one page-aligned allocation, so that its sections are
+ * aligned in memory as in a mapping (prepared blobs are read with aligned loads). *mem is what
+ * kiln_engine_free releases, *p the file's first byte. */
+static kiln_status read_aligned(const char *path, void **mem, void **p, size_t *len)
+{
+    *mem = *p = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return kiln__err(KILN_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    kiln_status st = KILN_OK;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0)
+        st = kiln__err(KILN_ERR_IO, "cannot stat '%s': %s", path, strerror(errno));
+    else if (!S_ISREG(sb.st_mode))
+        st = kiln__err(KILN_ERR_IO, "'%s' is not a regular file", path);
+    else if (sb.st_size < 0 || (uint64_t)sb.st_size > SIZE_MAX / 2)
+        st = kiln__err(KILN_ERR_LIMIT, "'%s' is too large to read (%lld bytes)", path, (long long)sb.st_size);
+    else if (!(*mem = kiln__malloc((size_t)sb.st_size + KILN_ENGINE_SECTION_ALIGN)))
+        st = kiln__err(KILN_ERR_NOMEM, "out of memory reading '%s' (%lld bytes)", path, (long long)sb.st_size);
+    if (st == KILN_OK) {
+        uint8_t *b = (uint8_t *)*mem + (KILN_ENGINE_SECTION_ALIGN - (uintptr_t)*mem % KILN_ENGINE_SECTION_ALIGN) %
+                                            KILN_ENGINE_SECTION_ALIGN;
+        size_t got = 0, want = (size_t)sb.st_size;
+        while (got < want) {
+            ssize_t k = read(fd, b + got, want - got);
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0) {
+                st = k < 0 ? kiln__err(KILN_ERR_IO, "cannot read '%s': %s", path, strerror(errno))
+                           : kiln__err(KILN_ERR_PARSE, "engine file '%s' shrank while being read", path);
+                break;
+            }
+            got += (size_t)k;
+        }
+        *p = b;
+        *len = want;
+    }
+    close(fd);
+    if (st != KILN_OK) {
+        kiln__free(*mem);
+        *mem = *p = NULL;
+    }
+    return st;
+}
+
 kiln_status kiln_engine_load_ex(const char *path, unsigned flags, kiln_engine_t *out)
 {
     if (!path || !out)
@@ -49,14 +95,14 @@ kiln_status kiln_engine_load_ex(const char *path, unsigned flags, kiln_engine_t 
     if (flags & ~KILN_ENGINE_LOAD_COPY)
         return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_load_ex: unknown flags 0x%x", flags & ~KILN_ENGINE_LOAD_COPY);
     bool mapped = !(flags & KILN_ENGINE_LOAD_COPY);
-    void *buf;
+    void *buf, *mem = NULL;
     size_t len;
-    KILN_TRY(mapped ? map_file(path, &buf, &len) : kiln__read_file(path, &buf, &len));
+    KILN_TRY(mapped ? map_file(path, &buf, &len) : read_aligned(path, &mem, &buf, &len));
     static const uint8_t empty[1];
     kiln_status st = kiln__engine_parse(buf ? buf : empty, len, true, out);
     if (st == KILN_OK) {
-        (*out)->backing = buf;
-        (*out)->backing_len = len;
+        (*out)->backing = mapped ? buf : mem;
+        (*out)->backing_len = mapped ? len : len + KILN_ENGINE_SECTION_ALIGN;   /* the allocation */
         (*out)->backing_mapped = mapped;
         return KILN_OK;
     }
@@ -64,7 +110,7 @@ kiln_status kiln_engine_load_ex(const char *path, unsigned flags, kiln_engine_t 
     if (mapped && buf)
         munmap(buf, len);
     else if (!mapped)
-        kiln__free(buf);
+        kiln__free(mem);
     return st;
 }
 
@@ -83,6 +129,8 @@ void kiln_engine_free(kiln_engine_t e)
     kiln__plan_free(&e->plan);
     kiln__free(e->plan_ndim);
     kiln__free(e->plan_dims);
+    kiln__free(e->layers);
+    kiln__free(e->packed_mem);
     if (e->backing_mapped)
         munmap(e->backing, e->backing_len);
     else

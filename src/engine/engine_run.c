@@ -80,5 +80,5 @@ kiln_status kiln_engine_run(kiln_engine_t e, int num_inputs, const char *const *
     if (num_inputs > 0 && (!input_names || !inputs))
         return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_run: NULL inputs");
     KILN_TRY(kiln__engine_check_profiles(e, num_inputs, input_names, inputs));
-    return kiln__graph_run_named(e->g, num_inputs, input_names, inputs, opts, num_outputs, outputs);
+    return kiln__engine_run_named(e, num_inputs, input_names, inputs, opts, num_outputs, outputs);
 }

@@ -65,8 +65,13 @@ static kiln_status write_graph(kiln_wbuf *w, kiln_wbuf *wt, const kiln_graph *g)
             kiln__w_str(w, v->dims[d].param);
         }
         kiln__w_u8(w, v->is_outer);
-        kiln__w_u8(w, v->init != NULL);
-        if (v->init) {
+        /* 2: a constant stored only in packed form (dtype and dims here, the data in a layer's
+         * prepared blob) */
+        bool packed_only = v->init && !v->init->data && v->init->nbytes == 0;
+        kiln__w_u8(w, packed_only ? 2 : v->init != NULL);
+        if (packed_only) {
+            write_tensor_header(w, v->init);
+        } else if (v->init) {
             write_tensor_header(w, v->init);
             kiln__w_align(wt, 64);
             kiln__w_u64(w, wt->len);
@@ -255,7 +260,21 @@ static kiln_status read_value(kiln_rbuf *r, const kiln_rbuf *wt, kiln_graph *g)
         }
     }
     v->is_outer = kiln__r_u8(r) != 0;
-    if (kiln__r_u8(r)) {
+    uint8_t has = kiln__r_u8(r);
+    if (has > 2 || (has == 2 && (g->parent || v->is_outer)))
+        return bad(r, "weights kind");
+    if (has == 2) {   /* dtype and dims only: the data lives in a layer's prepared blob */
+        kiln_tensor t;
+        KILN_TRY(read_tensor_header(r, &t));
+        if (kiln_tensor_numel(&t) <= 0)
+            return bad(r, "packed-only constant");
+        if (!(v->init = kiln__calloc(1, sizeof *v->init)))
+            return kiln__err(KILN_ERR_NOMEM, "out of memory");
+        *v->init = t;
+        v->init->data = NULL;
+        v->init->nbytes = 0;
+        v->init->flags = KILN_TENSOR_BORROWED;
+    } else if (has) {
         kiln_tensor t;
         KILN_TRY(read_tensor_header(r, &t));
         uint64_t off = kiln__r_u64(r), nb = kiln__r_u64(r);

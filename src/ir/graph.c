@@ -34,6 +34,7 @@ void kiln__graph_free(kiln_graph *g)
 {
     if (!g)
         return;
+    kiln__uses_free(g);   /* a use index left by a pipeline that stopped on an error */
     for (int i = 0; i < g->n_values; i++) {
         kiln_value *v = &g->values[i];
         kiln__free(v->name);

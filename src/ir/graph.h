@@ -14,6 +14,7 @@ typedef enum kiln_op {
 } kiln_op;
 
 #define KILN_DOMAIN "kiln"
+#define KILN_MS_DOMAIN "com.microsoft"   /* ONNX Runtime contrib ops (ops.def MS lines) */
 const char *kiln__op_name(kiln_op op);
 /* True for kiln's own fused ops (domain "kiln"). */
 bool kiln__op_is_kiln(kiln_op op);

@@ -130,23 +130,29 @@ kiln_status kiln__si_matmulint(kiln_ictx *c)
     return matmul_shape(c, a, b, KILN_DT_INT32, c->out[0]);
 }
 
-kiln_status kiln__si_qlinearmatmul(kiln_ictx *c)
+/* The output dtype of a quantized node: float32 with the internal attribute kiln_out_float
+ * (docs/PRECISION.md, INT8 kernels), else that of y_zero_point (input yz), else of x. */
+static kiln_dtype q_out_dtype(const kiln_ictx *c, int yz, kiln_dtype x)
 {
-    const kiln_vshape *a, *b, *zp = IN(c, 7);
-    KILN_TRY(kiln__need(c, 0, &a));
-    KILN_TRY(kiln__need(c, 3, &b));
-    return matmul_shape(c, a, b, zp ? zp->dtype : a->dtype, c->out[0]);
+    const kiln_vshape *zp = IN(c, yz);
+    return kiln__attr_i(c->n, "kiln_out_float", 0) ? KILN_DT_FLOAT32 : zp ? zp->dtype : x;
 }
 
-kiln_status kiln__si_gemm(kiln_ictx *c)
+kiln_status kiln__si_qlinearmatmul(kiln_ictx *c)
 {
     const kiln_vshape *a, *b;
     KILN_TRY(kiln__need(c, 0, &a));
-    KILN_TRY(kiln__need(c, 1, &b));
+    KILN_TRY(kiln__need(c, 3, &b));
+    return matmul_shape(c, a, b, q_out_dtype(c, 7, a->dtype), c->out[0]);
+}
+
+/* Gemm's [M, N] from A and B (transA / transB), output dtype dt */
+static kiln_status gemm_shape(kiln_ictx *c, const kiln_vshape *a, const kiln_vshape *b, kiln_dtype dt)
+{
     kiln_vshape *o = c->out[0];
-    kiln__vs_unknown(o, a->dtype);
+    kiln__vs_unknown(o, dt);
     if (a->rank < 0 || b->rank < 0)
-        return kiln__vs_fresh(c, o, a->dtype, 2), KILN_OK;
+        return kiln__vs_fresh(c, o, dt, 2), KILN_OK;
     if (a->rank != 2 || b->rank != 2)
         return kiln__ierr(c, KILN_ERR_SHAPE, "inputs of rank %d and %d, expected 2", a->rank, b->rank);
     bool ta = kiln__attr_i(c->n, "transA", 0) != 0, tb = kiln__attr_i(c->n, "transB", 0) != 0;
@@ -154,8 +160,25 @@ kiln_status kiln__si_gemm(kiln_ictx *c)
     int64_t x, y;
     if (kiln__sd_is_const(c->st, a->dims[ta ? 0 : 1], &x) && kiln__sd_is_const(c->st, b->dims[tb ? 1 : 0], &y) && x != y)
         return kiln__ierr(c, KILN_ERR_SHAPE, "inner dims differ: %lld vs %lld", (long long)x, (long long)y);
-    kiln__vs_set(o, a->dtype, 2, d);
+    kiln__vs_set(o, dt, 2, d);
     return KILN_OK;
+}
+
+kiln_status kiln__si_gemm(kiln_ictx *c)
+{
+    const kiln_vshape *a, *b;
+    KILN_TRY(kiln__need(c, 0, &a));
+    KILN_TRY(kiln__need(c, 1, &b));
+    return gemm_shape(c, a, b, a->dtype);
+}
+
+/* com.microsoft QGemm: Gemm of A (input 0) and B (input 3); float32 without y_scale (input 7) */
+kiln_status kiln__si_qgemm(kiln_ictx *c)
+{
+    const kiln_vshape *a, *b;
+    KILN_TRY(kiln__need(c, 0, &a));
+    KILN_TRY(kiln__need(c, 3, &b));
+    return gemm_shape(c, a, b, IN(c, 7) ? q_out_dtype(c, 8, a->dtype) : KILN_DT_FLOAT32);
 }
 
 /* Parses one einsum term at *p (up to ',', "->" or the end) into labels: letters, -1 for "...".
@@ -364,9 +387,9 @@ kiln_status kiln__si_convint(kiln_ictx *c) { return conv_shape(c, 0, 1, KILN_DT_
 
 kiln_status kiln__si_qlinearconv(kiln_ictx *c)
 {
-    const kiln_vshape *x, *zp = IN(c, 7);
+    const kiln_vshape *x;
     KILN_TRY(kiln__need(c, 0, &x));
-    return conv_shape(c, 0, 3, zp ? zp->dtype : x->dtype, c->out[0]);
+    return conv_shape(c, 0, 3, q_out_dtype(c, 7, x->dtype), c->out[0]);
 }
 
 kiln_status kiln__si_convtranspose(kiln_ictx *c)

@@ -1,5 +1,6 @@
 /* Execution contexts: bound inputs/outputs, a per-shape memory plan with its arena, outputs. */
 #include "model.h"
+#include "layers.h"
 #include "plan.h"
 #include "device.h"
 #include "../engine/engine.h"
@@ -25,6 +26,7 @@ struct kiln_context {
     double *node_ns;               /* profiling accumulators (NULL = off) */
     kiln_tensor *meta;             /* per value: dtype/shape seen in the planning run */
     bool use_engine_plan;          /* the engine's build-time plan applies until shapes differ */
+    kiln_layer *layers;            /* the engine's layers, restored once (blobs used in place), or NULL */
     kiln_dev *dev;                 /* layers run on a device (device.h), NULL: on the host */
 };
 
@@ -108,6 +110,11 @@ kiln_status kiln_context_create(kiln_engine_t e, kiln_context_t *out)
         kiln_context_free(c);
         return kiln__err(KILN_ERR_NOMEM, "out of memory");
     }
+    kiln_status st = kiln__layers_restore(e, &c->layers);
+    if (st != KILN_OK) {
+        kiln_context_free(c);
+        return st;
+    }
     if (e->has_plan && e->plan_n_inputs == g->n_inputs)
         c->use_engine_plan = true;
     *out = c;
@@ -143,6 +150,7 @@ void kiln_context_free(kiln_context_t c)
     kiln__free(c->node_ns);
     kiln__free(c->meta);
     kiln__pool_free(c->pool);
+    kiln__layers_release(c->layers, c->e->n_layers);
     kiln__free(c);
 }
 
@@ -270,7 +278,8 @@ kiln_status kiln_context_run(kiln_context_t c)
     if (!c->pool && !(c->pool = kiln__pool_create(c->nthreads)))
         return kiln__err(KILN_ERR_NOMEM, "out of memory creating the context's thread pool");
     kiln_run_ctl ctl = kiln__run_ctl(&c->cancel, 0);
-    kiln_run_env env = {.pool = c->pool, .nthreads = kiln__pool_threads(c->pool), .ctl = &ctl};
+    kiln_run_env env = {.pool = c->pool, .nthreads = kiln__pool_threads(c->pool), .ctl = &ctl, .layers = c->layers,
+                        .layers_of = g};
     if (c->dev) {
         env.dev = c->dev;
         env.backend = kiln__dev_backend(c->dev);

@@ -115,6 +115,7 @@ static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int
 {
     const kiln_graph *g = f->g;
     const kiln_node *n = &g->nodes[idx];
+    /* the backend is settled after the device hook below */
     const kiln_backend *be = env && env->backend ? env->backend : kiln__cpu_backend();
     kiln_layer layer;
     const kiln_tensor *in_buf[16];
@@ -151,12 +152,16 @@ static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int
     if (env && env->dev && (st = kiln__dev_node_begin(env->dev, g, n, in, &dn)) != KILN_OK)
         goto done;
     be = dn.be;
-    /* layers without prepared data from the engine are prepared on the fly (no allocation) */
-    if ((st = be->ops->prepare(be, n, NULL, &layer)) != KILN_OK) {
+    /* an engine's layers come from its layer plan (prepared at build time, blobs used in place);
+     * others, and layers a device runs, are prepared on the fly (no packing, no allocation) */
+    if (env && env->layers && g == env->layers_of && env->layers[idx].be == be) {
+        layer = env->layers[idx];
+    } else if ((st = be->ops->prepare(be, n, NULL, &layer)) != KILN_OK) {
         if (env && env->dev)
             kiln__dev_node_end(env->dev, &dn, n, out, st);
         goto done;
     }
+    be = layer.be;
     int nthreads = env ? env->nthreads : 1;
     kiln_exec ex = {.nthreads = nthreads, .frame = f, .depth = depth, .mem = dn.on_host ? NULL : mem, .env = env};
     kiln_kctx ctx = {.node = n, .n_in = n->n_in, .in = in, .n_out = n->n_out, .out = out,
@@ -202,7 +207,6 @@ done:
     }
     return st;
 }
-
 
 kiln_status kiln__exec_graph(const kiln_graph *g, const kiln_frame *parent, const kiln_tensor *const *inputs,
                              kiln_tensor *outputs, const kiln_run_env *env, int depth)

@@ -57,6 +57,10 @@ typedef struct kiln_run_env {
     int nthreads;              /* >= 1, at most the pool's threads */
     const kiln_run_ctl *ctl;   /* NULL: runs to the end */
     const kiln_backend *backend; /* NULL: the CPU backend */
+    /* the layers of an engine's top-level graph `layers_of`, restored from its layer plan (node i:
+     * layers[i], with its prepared data), or NULL: every layer is prepared on the fly */
+    const kiln_layer *layers;
+    const kiln_graph *layers_of;
     struct kiln_dev *dev;      /* device run (device.h: residency hooks), NULL: host only */
 } kiln_run_env;
 

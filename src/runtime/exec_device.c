@@ -87,20 +87,25 @@ static kiln_status node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node 
         return kiln__err(KILN_ERR_UNSUPPORTED, "node '%s' (%s): control flow is not supported on the CUDA device yet",
                          n->name, n->op_type);
     dn->on_host = runs_on_host(n, in);
-    if (!dn->on_host) {
+    if (dn->on_host) {
+        d->n_host++;
+    } else {
+        bool ok = n->n_in <= 16;
+        for (int i = 0; i < n->n_in && ok; i++) {
+            int v = n->in[i];   /* a weight the engine keeps only packed, for its CPU layer */
+            ok = !(v >= 0 && v < g->n_values && g->values[v].init && !g->values[v].init->data);
+        }
         kiln_dtype dts[16];
         int nq = n->n_in < 16 ? n->n_in : 16;
         for (int i = 0; i < nq; i++)
             dts[i] = in[i] ? in[i]->dtype : KILN_DT_UNDEFINED;
         kiln_bk_query q = {.node = n, .n_in = nq, .in_dtype = dts};
-        if (n->n_in > 16 || !d->be->ops->supports(d->be, &q) || !d->mod->accepts(d->be, n, n->n_in, in)) {
+        if (!ok || !d->be->ops->supports(d->be, &q) || !d->mod->accepts(d->be, n, n->n_in, in)) {
             dn->on_host = true;
             note_fallback(d, n);
         } else {
             d->n_device++;
         }
-    } else {
-        d->n_host++;
     }
     dn->be = dn->on_host ? kiln__cpu_backend() : d->be;
     uint32_t host_mask = dn->on_host ? 0xFFFFFFFFu : d->mod->host_inputs(n);

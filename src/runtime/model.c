@@ -119,10 +119,11 @@ kiln_status kiln_model_run(kiln_model_t m, int num_inputs, const char *const *in
 {
     if (!m)
         return kiln__err(KILN_ERR_INVALID_ARG, "kiln_model_run: NULL model");
-    return kiln__graph_run_named(m->g, num_inputs, input_names, inputs, opts, num_outputs, outputs);
+    return kiln__graph_run_named(m->g, NULL, num_inputs, input_names, inputs, opts, num_outputs, outputs);
 }
 
-kiln_status kiln__graph_run_named(const kiln_graph *g, int num_inputs, const char *const *input_names,
+kiln_status kiln__graph_run_named(const kiln_graph *g, const kiln_layer *layers, int num_inputs,
+                                  const char *const *input_names,
                                   const kiln_tensor *inputs, const kiln_run_options *opts, int *num_outputs,
                                   kiln_tensor **outputs)
 {
@@ -166,7 +167,8 @@ kiln_status kiln__graph_run_named(const kiln_graph *g, int num_inputs, const cha
         goto fail;
     }
     kiln_run_ctl ctl = kiln__run_ctl(NULL, 0);
-    kiln_run_env env = {.pool = pool, .nthreads = kiln__pool_threads(pool), .ctl = &ctl};
+    kiln_run_env env = {.pool = pool, .nthreads = kiln__pool_threads(pool), .ctl = &ctl, .layers = layers,
+                        .layers_of = g};
     kiln_dev *dev = NULL;   /* a device run: its own backend instance, weights copied for this run */
     if (opts && opts->device != KILN_DEVICE_CPU) {
         st = kiln__dev_open(opts->device, opts->device_flags, &dev);

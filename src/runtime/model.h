@@ -13,9 +13,16 @@ kiln_status kiln__graph_check_supported(const kiln_graph *g);
 kiln_status kiln__check_input(const kiln_value *v, const kiln_tensor *t);
 kiln_status kiln__engine_check_profiles(const struct kiln_engine *e, int n, const char *const *names,
                                         const kiln_tensor *ts);
-kiln_status kiln__graph_run_named(const kiln_graph *g, int num_inputs, const char *const *input_names,
-                                  const kiln_tensor *inputs, const kiln_run_options *opts, int *num_outputs,
-                                  kiln_tensor **outputs);
+struct kiln_layer;
+/* layers: g's layers restored from an engine's layer plan (layers.h), or NULL. */
+kiln_status kiln__graph_run_named(const kiln_graph *g, const struct kiln_layer *layers, int num_inputs,
+                                  const char *const *input_names, const kiln_tensor *inputs,
+                                  const kiln_run_options *opts, int *num_outputs, kiln_tensor **outputs);
+
+/* kiln__graph_run_named over an engine's graph with its layer plan (restored for this run). */
+kiln_status kiln__engine_run_named(const struct kiln_engine *e, int num_inputs, const char *const *input_names,
+                                   const kiln_tensor *inputs, const kiln_run_options *opts, int *num_outputs,
+                                   kiln_tensor **outputs);
 
 kiln_status kiln__context_enable_profiling(kiln_context_t c);
 const double *kiln__context_node_ns(kiln_context_t c);

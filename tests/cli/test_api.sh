@@ -8,21 +8,7 @@
 # in full (not read past the type's dims).
 set -uo pipefail
 KILN=$1
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$ROOT"
-PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-passes=0
-ok() { passes=$((passes + 1)); echo "pass $1"; }
-bad() { fails=$((fails + 1)); echo "FAIL $1"; }
-expect_err() { # name pattern cmd...
-  local name=$1 pat=$2; shift 2
-  timeout 60 "$@" > "$T/err.txt" 2>&1
-  local rc=$?
-  if [ $rc -ne 0 ] && [ $rc -lt 124 ] && grep -q "$pat" "$T/err.txt"; then ok "$name"; else bad "$name (rc=$rc): $(tail -2 "$T/err.txt")"; fi
-}
+. "$(dirname "$0")/../lib.sh"
 $PY -c "import onnx" 2> /dev/null || { echo "SKIP: python3 onnx missing"; exit 77; }
 $PY - "$T/fp8.onnx" <<'PYEOF'
 import sys
@@ -55,5 +41,4 @@ if [ -f "$M" ]; then
   timeout 120 "$KILN" bench "$M" --iterations 2 --shapes input_ids:2x8,attention_mask:2x8,token_type_ids:2x8 > "$T/out.txt" 2>&1 &&
     ok "bench: synthetic ids/mask/type inputs run" || bad "bench tiny_bert: $(tail -2 "$T/out.txt")"
 fi
-echo "$passes passed, $fails failed"
-[ $fails -eq 0 ]
+finish

@@ -4,22 +4,8 @@
 # refused and left untouched), quiet in pipes, usage errors.
 set -uo pipefail
 KILN=$1
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$ROOT"
-PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-passes=0
-ok() { passes=$((passes + 1)); echo "pass $1"; }
-bad() { fails=$((fails + 1)); echo "FAIL $1"; }
+. "$(dirname "$0")/../lib.sh"
 expect_ok() { local name=$1; shift; if "$@" > "$T/out.txt" 2> "$T/stderr.txt"; then ok "$name"; else bad "$name: $(tail -2 "$T/stderr.txt")"; fi; }
-expect_rc() { # name rc pattern cmd...
-  local name=$1 want=$2 pat=$3; shift 3
-  "$@" > "$T/err.txt" 2>&1
-  local rc=$?
-  if [ $rc -eq "$want" ] && grep -q -- "$pat" "$T/err.txt"; then ok "$name"; else bad "$name (rc=$rc): $(tail -2 "$T/err.txt")"; fi
-}
 
 M=models/tiny_cnn.onnx
 [ -f "$M" ] || { echo "SKIP: $M missing (run scripts/bootstrap.sh)"; exit 77; }
@@ -73,5 +59,4 @@ expect_rc "no data" 2 "need MODEL" "$KILN" calibrate "$M"
 expect_rc "missing dir" 1 "cannot open directory" "$KILN" calibrate "$M" --calib "$T/nope"
 expect_rc "unknown option" 2 "unknown option" "$KILN" calibrate "$M" --calib "$T/a" --frobnicate
 
-echo "calibrate CLI: $passes passed, $fails failed"
-[ $fails -eq 0 ]
+finish "calibrate CLI"

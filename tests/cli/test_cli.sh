@@ -4,22 +4,7 @@
 # bad inputs (truncated engine, out-of-profile shape, missing file, unsupported op).
 set -uo pipefail
 KILN=$1
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$ROOT"
-PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-passes=0
-ok() { passes=$((passes + 1)); echo "pass $1"; }
-bad() { fails=$((fails + 1)); echo "FAIL $1"; }
-expect_ok() { local name=$1; shift; if "$@" > "$T/out.txt" 2>&1; then ok "$name"; else bad "$name: $(tail -2 "$T/out.txt")"; fi; }
-expect_err() { # name pattern cmd...
-  local name=$1 pat=$2; shift 2
-  "$@" > "$T/err.txt" 2>&1
-  local rc=$?
-  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q "$pat" "$T/err.txt"; then ok "$name"; else bad "$name (rc=$rc): $(tail -2 "$T/err.txt")"; fi
-}
+. "$(dirname "$0")/../lib.sh"
 
 M=models/tiny_cnn.onnx
 [ -f "$M" ] || { echo "SKIP: $M missing (run scripts/bootstrap.sh)"; exit 77; }
@@ -94,5 +79,4 @@ expect_ok "external data values" $PY scripts/compare_npy.py "$T/ext" "$T/exp" --
 rm "$T/ext.bin"
 expect_err "missing external data" "external data" "$KILN" run "$T/ext.onnx" --input x="$T/ext_x.npy" --output-dir "$T/x"
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish

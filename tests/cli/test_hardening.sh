@@ -5,22 +5,7 @@
 # lying input files, strict number/shape/--input parsing in every command.
 set -uo pipefail
 KILN=$1
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$ROOT"
-PY=/usr/bin/python3
-T=$(mktemp -d)
-[ -n "${KEEP:-}" ] || trap 'rm -rf "$T"' EXIT
-fails=0
-passes=0
-ok() { passes=$((passes + 1)); echo "pass $1"; }
-bad() { fails=$((fails + 1)); echo "FAIL $1"; }
-expect_ok() { local name=$1; shift; if "$@" > "$T/out.txt" 2>&1; then ok "$name"; else bad "$name: $(tail -2 "$T/out.txt")"; fi; }
-expect_err() { # name pattern cmd...   (a clean error: non-zero exit, no signal, message matches)
-  local name=$1 pat=$2; shift 2
-  timeout 60 "$@" > "$T/err.txt" 2>&1
-  local rc=$?
-  if [ $rc -ne 0 ] && [ $rc -lt 124 ] && grep -q -- "$pat" "$T/err.txt"; then ok "$name"; else bad "$name (rc=$rc): $(tail -2 "$T/err.txt")"; fi
-}
+. "$(dirname "$0")/../lib.sh"
 same() { cmp -s "$1" "$2"; }
 
 M=models/tiny_cnn.onnx
@@ -226,5 +211,4 @@ expect_err "bench --input twice" "given twice" "$KILN" bench "$E" --input input=
 expect_err "bench --input not an input" "not an input" "$KILN" bench "$E" --input nosuch="$T/in/input.npy" --shapes $S
 expect_err "run --input not an input" "no input named" "$KILN" run "$E" --input nosuch="$T/in/input.npy" --output-dir "$T/x"
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish

@@ -3,12 +3,7 @@
 # stderr, and exit status 0; an unknown option still fails with the usage on stderr.
 set -uo pipefail
 KILN=$1
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-passes=0
-ok() { passes=$((passes + 1)); echo "pass $1"; }
-bad() { fails=$((fails + 1)); echo "FAIL $1"; }
+. "$(dirname "$0")/../lib.sh"
 
 "$KILN" --help > "$T/top.txt" 2> "$T/err.txt" && [ ! -s "$T/err.txt" ] && ok "kiln --help" || bad "kiln --help"
 cmds=$(sed -n '/^commands:/,$p' "$T/top.txt" | grep -oE '^  [a-z][a-z-]*' | tr -d ' ')
@@ -27,5 +22,4 @@ done
 "$KILN" build --no-such-option > "$T/out.txt" 2> "$T/err.txt"
 rc=$?
 [ $rc -ne 0 ] && [ $rc -lt 128 ] && [ ! -s "$T/out.txt" ] && ok "unknown option fails on stderr" || bad "unknown option (rc=$rc)"
-echo "$passes passed, $fails failed"
-[ $fails -eq 0 ]
+finish

@@ -8,6 +8,8 @@
 #   engine        engines built by `kiln build` from tiny_cnn (fixed shapes, a profile, a timing
 #                 cache) and from a few suite models (control flow, recurrent, indexing ops)
 #   timing_cache  the cache `kiln build --timing-cache` writes, plus invalid ones
+#   calib_cache   calibration caches with the header the harness expects (its fixed hashes and
+#                 method), valid ones (quoted/escaped names, extreme floats) and malformed ones
 # Usage: tests/fuzz/make_corpus.sh [KILN_BINARY] [OUT]      (idempotent; rerun to refresh)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -22,7 +24,7 @@ fi
 [ -x "$KILN" ] || { echo "make_corpus: $KILN not built (make build-fuzz)" >&2; exit 1; }
 [ -d "$SUITE" ] || { echo "make_corpus: $SUITE missing (scripts/bootstrap.sh)" >&2; exit 1; }
 rm -rf "$OUT.tmp"
-mkdir -p "$OUT.tmp"/{onnx,tensor_pb,npy,engine,timing_cache}
+mkdir -p "$OUT.tmp"/{onnx,tensor_pb,npy,engine,timing_cache,calib_cache}
 T="$OUT.tmp"
 
 # content-addressed copy: identical seeds collapse, names are stable across runs
@@ -100,8 +102,22 @@ printf '{"kiln_timing_cache": 1, "entries": {"\\u0000": {"tactic": "st", "ms": 1
 printf '{"kiln_timing_cache": 1, "entries": {"a": {"tactic": "mt"' > "$c/truncated"
 head -c 200 models/tiny_cnn.onnx > "$c/not_json"
 
+c="$T/calib_cache"
+hdr() { printf '# kiln calibration cache\nversion 1\nkiln 0.1.0\nmodel 0123456789abcdef\ndata fedcba9876543210\nmethod minmax\nsamples %s\ntensors %s\n' "$1" "$2"; }
+{ hdr 8 2; printf '"input" 0.0078740157 1\n"conv1 out" 0.031 4.2\n'; } > "$c/valid"
+{ hdr 1 3; printf '"a\\"b\\\\c" 1e-30 0\n"\\x01\\xff\\x7f" 3.40282347e+38 3.40282347e+38\n"" 1 1\n'; } > "$c/escapes_extremes"
+{ hdr 0 0; } > "$c/no_tensors"
+{ hdr 1 2; printf '"x" 1 1\n'; } > "$c/too_few_lines"
+{ hdr 1 1; printf '"x" -1 1\n'; } > "$c/negative_scale"
+{ hdr 1 1; printf '"x 1 1\n'; } > "$c/unterminated_name"
+{ hdr 1 1; printf '"x" nan inf\n'; } > "$c/nonfinite"
+{ hdr 1 99999999999; } > "$c/huge_count"
+{ hdr 1 1; printf '"x" 1 1\nextra\n'; } > "$c/trailing_text"
+printf '# kiln calibration cache\nversion 2\n' > "$c/future_version"
+head -c 200 models/tiny_cnn.onnx > "$c/not_text"
+
 rm -rf "$OUT"
 mv "$OUT.tmp" "$OUT"
-for h in onnx tensor_pb npy engine timing_cache; do
+for h in onnx tensor_pb npy engine timing_cache calib_cache; do
   printf 'make_corpus: %-13s %4d seeds\n' "$h" "$(ls "$OUT/$h" | wc -l)"
 done

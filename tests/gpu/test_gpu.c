@@ -603,7 +603,7 @@ static void model_case(const char *spec)
     int nin = 0;
     const char *why = NULL;
     double worst = 0;
-    kiln_build_options bo = {.no_tactics = true};
+    kiln_build_options bo = {.no_tactics = true, .device = KILN_DEVICE_CUDA};
     if (kiln_model_load(path, &m) != KILN_OK || (shapes_spec && kiln_shapes_parse(shapes_spec, &shapes) != KILN_OK) ||
         kiln_build(m, &bo, &e) != KILN_OK) {
         why = kiln_last_error();

@@ -5,21 +5,7 @@
 # kiln build: fold-shapes works from inference, without running the model.
 set -uo pipefail
 KILN=$1
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$ROOT"
-PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-passes=0
-ok() { passes=$((passes + 1)); echo "pass $1"; }
-bad() { fails=$((fails + 1)); echo "FAIL $1"; }
-expect_err() { # name pattern cmd...
-  local name=$1 pat=$2; shift 2
-  "$@" > "$T/err.txt" 2>&1
-  local rc=$?
-  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q "$pat" "$T/err.txt"; then ok "$name"; else bad "$name (rc=$rc): $(tail -2 "$T/err.txt")"; fi
-}
+. "$(dirname "$0")/../lib.sh"
 M=models/tiny_bert.onnx
 C=models/tiny_cnn.onnx
 [ -f "$M" ] && [ -f "$C" ] || { echo "SKIP: models missing (run scripts/bootstrap.sh)"; exit 77; }
@@ -120,5 +106,4 @@ grep -q "^fold-shapes *[1-9]" "$T/fold.txt" && ok "fold-shapes without a run" ||
 "$KILN" info "$T/fold.kiln" > /dev/null 2>&1   # (engine files are not models: just must not crash)
 [ $? -lt 128 ] && ok "info on an engine file fails cleanly" || bad "info on an engine file crashed"
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish

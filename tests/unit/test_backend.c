@@ -62,9 +62,9 @@ static void test_cpu_backend(void)
     CHECK(be->ops->prepare(be, &conv, NULL, &l) == KILN_OK && l.be == be && l.node == &conv && l.fn && !l.blob);
     be->ops->release(be, &l);
     CHECK(be->ops->prepare(be, &unk, NULL, &l) == KILN_ERR_UNSUPPORTED);
-    CHECK(be->ops->load(be, &conv, NULL, 0, &l) == KILN_OK && l.fn);
+    CHECK(be->ops->load(be, &conv, (int)KILN_OP_Conv, NULL, 0, &l) == KILN_OK && l.fn);
     const char junk[4] = "abc";
-    CHECK(be->ops->load(be, &conv, junk, sizeof junk, &l) == KILN_ERR_PARSE);   /* not a CPU blob */
+    CHECK(be->ops->load(be, &conv, (int)KILN_OP_Conv, junk, sizeof junk, &l) == KILN_ERR_PARSE);   /* not a CPU blob */
     kiln_clear_last_error();
 
     kiln_buffer a, b;

@@ -3,6 +3,7 @@
  * several contexts running concurrently over one engine. Uses models/tiny_cnn.onnx (bootstrap). */
 #include "kiln/kiln.h"
 #include "test.h"
+#include "backend/cpu/gemm.h"
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -137,7 +138,8 @@ static kiln_status load_as(const unsigned char *b, size_t len, int mode, const c
 }
 
 /* Every initializer of a loaded engine borrows its bytes from the engine's backing (mapping, file
- * copy or weights copy): none owned, none outside, each `align`-byte aligned. */
+ * copy or weights copy): none owned, none outside, each `align`-byte aligned; so does every
+ * prepared blob of its layer plan. Constants stored only packed (no data) are not counted. */
 static int borrowed_weights(kiln_engine_t e, size_t align)
 {
     const kiln_graph *g = e->g;
@@ -145,12 +147,17 @@ static int borrowed_weights(kiln_engine_t e, size_t align)
     int n = 0;
     for (int v = 0; v < g->n_values; v++) {
         const kiln_tensor *t = g->values[v].init;
-        if (!t)
+        if (!t || kiln__value_packed_only(&g->values[v]))
             continue;
         const char *d = t->data;
         if (!(t->flags & KILN_TENSOR_BORROWED) || d < lo || d + t->nbytes > hi || (uintptr_t)d % align)
             return -1;
         n++;
+    }
+    for (int i = 0; i < e->n_layers; i++) {
+        const char *d = e->layers[i].blob;
+        if (d && (d < lo || d + e->layers[i].blob_size > hi || (uintptr_t)d % 64))
+            return -1;
     }
     return n;
 }
@@ -159,6 +166,128 @@ static void set_le(unsigned char *p, uint64_t v, int n)
 {
     for (int k = 0; k < n; k++)
         p[k] = (unsigned char)(v >> (8 * k));
+}
+
+/* Offset of the section of `kind` in a valid engine image (0 if absent). */
+static size_t section_at(const unsigned char *b, uint32_t kind)
+{
+    uint32_t ns = (uint32_t)get_le(b + 40, 4);
+    for (uint32_t i = 0; i < ns; i++)
+        if (get_le(b + 64 + i * 32, 4) == kind)
+            return (size_t)get_le(b + 64 + i * 32 + 8, 8);
+    return 0;
+}
+
+/* A damaged copy of engine image b (checksums repaired) must be refused with `want` and a message
+ * containing `msg`, by the loader or, for what only the backend can judge (blob contents, kernel,
+ * backend name), when the runtime restores the layers; in all three load modes. */
+static void expect_refused(const unsigned char *c, size_t len, const char *fpath, const char *in_name,
+                           const kiln_tensor *x, kiln_status want, const char *msg, const char *what)
+{
+    for (int mode = 0; mode <= 2; mode++) {
+        kiln_engine_t e = NULL;
+        kiln_status st = load_as(c, len, mode, fpath, &e);
+        if (st == KILN_OK) {
+            kiln_tensor *out = NULL;
+            int nout = 0;
+            st = kiln_engine_run(e, 1, &in_name, x, NULL, &nout, &out);
+            if (st == KILN_OK)
+                kiln_tensors_free(out, nout);
+            kiln_context_t ctx = NULL;
+            kiln_status sc = kiln_context_create(e, &ctx);
+            /* the same refusal when a context restores the layers (the kernel's own checks come at run) */
+            CHECK_MSG(sc == st || (sc == KILN_OK && want == KILN_ERR_UNSUPPORTED), "%s: context creation says %s, run %s",
+                      what, kiln_status_str(sc), kiln_status_str(st));
+            kiln_context_free(ctx);
+            kiln_engine_free(e);
+        }
+        CHECK_MSG(st == want && strstr(kiln_last_error(), msg), "%s (mode %d): %s: %s", what, mode, kiln_status_str(st),
+                  kiln_last_error());
+        kiln_clear_last_error();
+    }
+}
+
+static void check_layer_plan(kiln_engine_t e, const unsigned char *b1, size_t l1, const char *fpath,
+                             const char *in_name, const kiln_tensor *x)
+{
+    const kiln_graph *g = e->g;
+    int blobs = 0, first = -1, second = -1, packed_only = -1, reader = -1;
+    for (int i = 0; i < e->n_layers; i++)
+        if (e->layers[i].blob_size) {
+            blobs++;
+            first = first < 0 ? i : first;
+        }
+    second = first == 0 ? 1 : 0;   /* another layer, made to claim the same bytes */
+    for (int i = 0; i < g->n_nodes && packed_only < 0; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] >= 0 && kiln__value_packed_only(&g->values[g->nodes[i].in[k]]))
+                packed_only = g->nodes[i].in[k], reader = i;
+    CHECK_MSG(e->n_layers == g->n_nodes && blobs >= 1 && g->n_nodes >= 2, "%d layers for %d nodes, %d blobs", e->n_layers, g->n_nodes,
+              blobs);
+    CHECK(e->packed && e->packed_len > 0 && !strcmp(e->layers[0].backend, "cpu"));
+    CHECK(e->layers[0].realized == KILN_DT_FLOAT32 && e->layers[0].requested == e->layers[0].realized);
+    CHECK_MSG(packed_only >= 0 || kiln__sgemm_nr() != 32, "no constant is stored only packed");
+    if (first < 0 || second < 0)
+        return;
+    size_t lay = section_at(b1, 6), pk = section_at(b1, 7);
+    CHECK(lay && pk);
+    unsigned char *c = malloc(l1);
+#define REC(i) (c + lay + 8 + (size_t)(i) * 48)
+    const struct { int field; uint64_t value; const char *msg, *what; } recs[] = {
+        {32, 4, "prepared blob offset", "misaligned blob offset"},
+        {32, 1u << 30, "prepared blob offset", "blob offset outside PACKED"},
+        {40, 1u << 30, "prepared blob offset", "blob size past PACKED"},
+        {28, 1, "layer precision", "reserved flags set"},
+        {20, 999, "layer precision", "precision out of range"},
+    };
+    for (size_t k = 0; k < sizeof recs / sizeof recs[0]; k++) {
+        memcpy(c, b1, l1);
+        set_le(REC(first) + recs[k].field, recs[k].value, recs[k].field < 32 ? 4 : 8);
+        fix_crcs(c, l1);
+        expect_refused(c, l1, fpath, in_name, x, KILN_ERR_PARSE, recs[k].msg, recs[k].what);
+    }
+    memcpy(c, b1, l1);   /* two layers claiming one blob */
+    memcpy(REC(second) + 32, REC(first) + 32, 16);
+    fix_crcs(c, l1);
+    expect_refused(c, l1, fpath, in_name, x, KILN_ERR_PARSE, "overlap", "overlapping blobs");
+    memcpy(c, b1, l1);   /* one record short */
+    set_le(c + lay, (uint64_t)(g->n_nodes - 1), 4);
+    fix_crcs(c, l1);
+    expect_refused(c, l1, fpath, in_name, x, KILN_ERR_PARSE, "layer count", "record count");
+    memcpy(c, b1, l1);   /* the blob's layout id (header bytes 8..11) */
+    size_t blob = pk + (size_t)e->layers[first].blob_off;
+    set_le(c + blob + 8, get_le(c + blob + 8, 4) ^ 3, 4);
+    fix_crcs(c, l1);
+    expect_refused(c, l1, fpath, in_name, x, KILN_ERR_PARSE, "invalid prepared data", "wrong layout id");
+    memcpy(c, b1, l1);   /* the blob's magic */
+    c[blob] ^= 1;
+    fix_crcs(c, l1);
+    expect_refused(c, l1, fpath, in_name, x, KILN_ERR_PARSE, "invalid prepared data", "bad blob magic");
+    memcpy(c, b1, l1);   /* a kernel the backend does not have for the node */
+    set_le(REC(first) + 16, 100000, 4);
+    fix_crcs(c, l1);
+    expect_refused(c, l1, fpath, in_name, x, KILN_ERR_PARSE, "no kernel", "wrong kernel id");
+    memcpy(c, b1, l1);   /* a backend this kiln lacks */
+    memcpy(REC(first), "gpu", 4);
+    fix_crcs(c, l1);
+    expect_refused(c, l1, fpath, in_name, x, KILN_ERR_UNSUPPORTED, "backend 'gpu'", "unknown backend");
+    if (packed_only >= 0) {
+        memcpy(c, b1, l1);   /* the reader of a packed-only constant loses its blob */
+        memset(REC(reader) + 32, 0, 16);
+        fix_crcs(c, l1);
+        expect_refused(c, l1, fpath, in_name, x, KILN_ERR_PARSE, "packed form", "packed-only constant without blob");
+        memcpy(c, b1, l1);   /* its blob no longer replaces the weights (header `replaces`, bytes 20..23) */
+        size_t rb = pk + (size_t)e->layers[reader].blob_off;
+        set_le(c + rb + 20, 0, 4);
+        fix_crcs(c, l1);
+        expect_refused(c, l1, fpath, in_name, x, KILN_ERR_PARSE, "packed form", "blob not replacing the constant");
+        memcpy(c, b1, l1);   /* its dims no longer fit the layer: the kernel refuses cleanly */
+        set_le(c + rb + 32, get_le(c + rb + 32, 8) + 1, 8);
+        fix_crcs(c, l1);
+        expect_refused(c, l1, fpath, in_name, x, KILN_ERR_UNSUPPORTED, "packed layout", "blob of other dims");
+    }
+#undef REC
+    free(c);
 }
 
 typedef struct {
@@ -280,8 +409,8 @@ int main(void)
     for (int mode = 1; mode <= 2; mode++) {
         kiln_engine_t ef;
         CHECK(load_as(b1, l1, mode, fpath, &ef) == KILN_OK);
-        /* mapped: blobs 64-byte aligned like in the file; read into a malloc()ed buffer: 16 */
-        CHECK(ef->backing_mapped == (mode == 1) && borrowed_weights(ef, mode == 1 ? 64 : 16) > 0);
+        /* mapped or read into a page-aligned buffer: blobs 64-byte aligned like in the file */
+        CHECK(ef->backing_mapped == (mode == 1) && borrowed_weights(ef, 64) > 0);
         CHECK(kiln_engine_run(ef, 1, &in_name, &x, NULL, &nout, &out) == KILN_OK);
         CHECK_MSG(max_diff(&out[0], &ref[0]) < 1e-4, "mode %d: engine vs model: %g", mode, max_diff(&out[0], &ref[0]));
         kiln_tensors_free(out, nout);
@@ -298,6 +427,9 @@ int main(void)
     CHECK(max_diff(&out[0], &ref[0]) < 1e-4);
     kiln_tensors_free(out, nout);
     kiln_engine_free(eb);
+
+    /* 4c. the layer plan: a record per node, prepared blobs in PACKED, constants stored only packed */
+    check_layer_plan(e, b1, l1, fpath, in_name, &x);
 
     /* 5. mutation: >= 1,000 damaged engines, half with repaired checksums so the parser sees them;
      * every other one starts from an engine with profile and memory-plan sections */
@@ -333,7 +465,7 @@ int main(void)
                 size_t at = pick == 0 ? test_rng(&rng) % (64 + 32 * (size_t)get_le(src + 40, 4))
                           : pick == 1 ? section_byte(src, 2, test_rng(&rng))
                           : pick == 2 ? section_byte(src, with_plan ? 5 : 4, test_rng(&rng))
-                          : pick == 3 ? section_byte(src, 1 + (uint32_t)(test_rng(&rng) % 5), test_rng(&rng))
+                          : pick == 3 ? section_byte(src, 1 + (uint32_t)(test_rng(&rng) % 7), test_rng(&rng))
                           : test_rng(&rng) % l0;
                 cbuf[at] = kind == 1 ? (unsigned char)(cbuf[at] ^ (1u << (test_rng(&rng) % 8)))
                                      : kind == 2 ? (unsigned char)test_rng(&rng) : (unsigned char)(cbuf[at] + 1);

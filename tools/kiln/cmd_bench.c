@@ -87,7 +87,7 @@ int cmd_bench(int argc, char **argv)
     const char **names = NULL;
     lat_stats ls = {.rng = 0x9E3779B97F4A7C15ull};
     cli_catch_sigint();
-    kiln_status st = cli_open_engine(path, load_flags, &e);
+    kiln_status st = cli_open_engine_for(path, load_flags, device, &e);
     if (st != KILN_OK) {
         rc = cli_die(st, "loading");
         goto done;

@@ -128,7 +128,7 @@ int cmd_run(int argc, char **argv)
     }
     if (!is_engine && !no_opt) {
         /* optimize in memory, exactly as `kiln build` would */
-        kiln_build_options bo = {0};
+        kiln_build_options bo = {.device = device};
         st = kiln_build(m, &bo, &e);
         kiln_free(bo.report);
         if (st != KILN_OK) {

@@ -1,7 +1,10 @@
 /* The CPU backend: host buffers, and layers prepared by choosing a kernel from the CPU kernel
- * registry (ref/registry.c). Nothing is transformed yet, so a prepared layer has no blob; packed
- * weights (GEMM panels, Winograd-transformed filters) will travel in it. */
+ * registry (ref/registry.c) and, at build time, packing the layer's constant inputs with the op's
+ * prepare function (prep.c registry: GEMM panels, Winograd-transformed filters). A blob made by
+ * `prepare` is owned by the layer (64-byte aligned copy); one restored by `load` is borrowed from
+ * the engine (used in place) and never freed by `release`. */
 #include "../backend.h"
+#include "prep.h"
 
 static bool cpu_supports(const kiln_backend *be, const kiln_bk_query *q)
 {
@@ -43,10 +46,8 @@ static kiln_status cpu_buf_copy(const kiln_backend *be, void *dst, const void *s
     return KILN_OK;
 }
 
-static kiln_status cpu_prepare(const kiln_backend *be, const kiln_node *n, const kiln_tensor *const *consts,
-                               kiln_layer *out)
+static kiln_status choose(const kiln_backend *be, const kiln_node *n, kiln_layer *out)
 {
-    (void)consts;
     kiln_kernel_fn fn = kiln__ref_kernel(n->op);
     if (!fn)
         return kiln__err(KILN_ERR_UNSUPPORTED, "no kernel for %s (domain '%s', opset %d) node '%s'", n->op_type,
@@ -55,21 +56,78 @@ static kiln_status cpu_prepare(const kiln_backend *be, const kiln_node *n, const
     return KILN_OK;
 }
 
-static kiln_status cpu_load(const kiln_backend *be, const kiln_node *n, const void *blob, size_t size,
+/* A blob copied to a 64-byte aligned address (prepared payloads are read with aligned loads; the
+ * engine stores blobs 64-byte aligned, so the layers it restores are aligned the same way). */
+static kiln_status own_aligned(kiln_layer *l, void *blob, size_t size)
+{
+    if ((uintptr_t)blob % 64 == 0) {
+        l->blob = l->blob_mem = blob;
+        l->blob_size = size;
+        return KILN_OK;
+    }
+    uint8_t *m = kiln__malloc(size + 64);
+    if (!m) {
+        kiln__free(blob);
+        return kiln__err(KILN_ERR_NOMEM, "out of memory preparing node '%s'", l->node->name);
+    }
+    uint8_t *a = m + (64 - (uintptr_t)m % 64) % 64;
+    memcpy(a, blob, size);
+    kiln__free(blob);
+    l->blob = a;
+    l->blob_mem = m;
+    l->blob_size = size;
+    return KILN_OK;
+}
+
+/* consts == NULL (layers prepared on the fly by the interpreter): no packing, no allocation. */
+static kiln_status cpu_prepare(const kiln_backend *be, const kiln_node *n, const kiln_tensor *const *consts,
+                               kiln_layer *out)
+{
+    KILN_TRY(choose(be, n, out));
+    kiln_kernel_prep_fn prep = consts ? kiln__cpu_prep_fn(n->op) : NULL;
+    if (!prep)
+        return KILN_OK;
+    void *blob = NULL;
+    size_t size = 0;
+    KILN_TRY(prep(n, n->n_in, consts, &blob, &size));
+    if (!blob)
+        return KILN_OK;
+    kiln_prep_hdr h;
+    if (!kiln__prep_header(blob, size, &h)) {
+        kiln__free(blob);
+        return kiln__err(KILN_ERR_INTERNAL, "node '%s': prepared data without a valid header", n->name);
+    }
+    out->replaces = h.replaces;
+    out->needs_isa = h.engine_isa;
+    return own_aligned(out, blob, size);
+}
+
+static kiln_status cpu_load(const kiln_backend *be, const kiln_node *n, int kernel, const void *blob, size_t size,
                             kiln_layer *out)
 {
-    (void)blob;
-    if (size)
-        return kiln__err(KILN_ERR_PARSE, "node '%s': the CPU backend stores no prepared data (got %zu bytes)",
-                         n->name, size);
-    return cpu_prepare(be, n, NULL, out);
+    KILN_TRY(choose(be, n, out));
+    if (kernel != (int)n->op)
+        return kiln__err(KILN_ERR_PARSE, "node '%s': the CPU backend has no kernel %d for %s", n->name, kernel,
+                         n->op_type);
+    if (!size)
+        return KILN_OK;
+    kiln_prep_hdr h;
+    if (!kiln__prep_header(blob, size, &h) || !kiln__prep_fits_op(n->op, &h))
+        return kiln__err(KILN_ERR_PARSE, "node '%s': invalid prepared data for the CPU backend (%zu bytes)", n->name,
+                         size);
+    /* borrowed: the blob stays where it is (an engine's read-only mapping), nothing is copied */
+    out->blob = (void *)blob;
+    out->blob_size = size;
+    out->replaces = h.replaces;
+    out->needs_isa = h.engine_isa;
+    return KILN_OK;
 }
 
 static void cpu_release(const kiln_backend *be, kiln_layer *l)
 {
     (void)be;
-    kiln__free(l->blob);
-    l->blob = NULL;
+    kiln__free(l->blob_mem);   /* NULL for a borrowed blob */
+    l->blob = l->blob_mem = NULL;
     l->blob_size = 0;
 }
 

@@ -1114,6 +1114,43 @@ int kiln__sgemm_nr(void)
     return select_impl()->nr;
 }
 
+int kiln__sgemm_kind(void)
+{
+    const gemm_impl *im = select_impl();
+#if GEMM_X86
+    if (im == &impl_avx512)
+        return 3;
+    if (im == &impl_avx2)
+        return 2;
+#endif
+    (void)im;
+    return 1;
+}
+
+int64_t kiln__sgemm_bpack_floats(int64_t K, int64_t N)
+{
+    int64_t nr = select_impl()->nr;
+    return ceil_div(N, nr) * K * nr;
+}
+
+bool kiln__sgemm_bpack(bool trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *dst)
+{
+    if (K <= 0 || N <= 0)
+        return true;
+    size_t bytes = (size_t)kiln__sgemm_bpack_floats(K, N) * sizeof(float);
+    void *tmp = (uintptr_t)dst % 64 ? kiln__malloc(bytes + 64) : NULL;
+    float *d = tmp ? (float *)(((uintptr_t)tmp + 63) & ~(uintptr_t)63) : dst;
+    if ((uintptr_t)dst % 64 && !tmp)
+        return false;
+    /* full-K panels: the packer's line stride is B's column stride, its k stride the row stride */
+    select_impl()->pack_b(B, trans_b ? ldb : 1, trans_b ? 1 : ldb, N, K, d);
+    if (tmp) {   /* the packers store aligned */
+        memcpy(dst, d, bytes);
+        kiln__free(tmp);
+    }
+    return true;
+}
+
 bool kiln__conv_direct_available(void)
 {
 #if GEMM_X86

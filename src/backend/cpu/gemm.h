@@ -37,6 +37,16 @@ typedef struct kiln_gemm {
 void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *g);
 /* The panel width of the packed B layout (32 with AVX-512). */
 int kiln__sgemm_nr(void);
+/* Which micro-kernel family runs on this host (1 portable C, 2 AVX2+FMA, 3 AVX-512): packed B
+ * panels made for one family are only valid for it (panel width and alignment differ). */
+int kiln__sgemm_kind(void);
+/* Floats of op(B) [K, N] packed over the whole K (the kiln_gemm.bpack layout): ceil(N/nr)*K*nr. */
+int64_t kiln__sgemm_bpack_floats(int64_t K, int64_t N);
+/* Packs op(B) (B row-major with leading dim ldb, transposed when trans_b) into dst, which holds
+ * kiln__sgemm_bpack_floats(K, N) floats (any alignment; the GEMM reads it 64-byte aligned):
+ * exactly the panels the GEMM would pack itself, so a product over them is bit-identical to one
+ * over B. False when out of memory (an unaligned dst is packed through a temporary). */
+bool kiln__sgemm_bpack(bool trans_b, int64_t K, int64_t N, const float *B, int64_t ldb, float *dst);
 
 /* Direct 2-D convolution tiles ("indirect B"): C[M, Ho*Wo] = epi(A[M, K] x B) where
  *   B(k, oy*Wo + ox) = xp[off[k] + oy*row_stride + ox]

@@ -547,9 +547,10 @@ static kiln_status cuda_prepare(const kiln_backend *be, const kiln_node *n, cons
     return KILN_OK;
 }
 
-static kiln_status cuda_load(const kiln_backend *be, const kiln_node *n, const void *blob, size_t size,
+static kiln_status cuda_load(const kiln_backend *be, const kiln_node *n, int kernel, const void *blob, size_t size,
                              kiln_layer *out)
 {
+    (void)kernel;
     (void)blob;
     if (size)
         return cu_err(cu_of(be), KILN_ERR_PARSE, "node '%s': the CUDA backend stores no prepared data yet", n->name);

@@ -34,26 +34,6 @@ typedef void (*row_fn)(void *o, const void *a, const void *b, const void *c, con
 
 /* ---------------------------------------------------------------- validation helpers */
 
-static kiln_status check_tensor(const kiln_kctx *ctx, const kiln_tensor *t, int idx)
-{
-    if (!t)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "input %d is missing", idx);
-    if (t->ndim < 0 || t->ndim > KILN_MAX_DIMS)
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "input %d has invalid rank %d", idx, t->ndim);
-    if (t->dtype == KILN_DT_STRING)
-        return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "string tensors are not supported");
-    size_t es = kiln_dtype_size(t->dtype);
-    if (es == 0)
-        return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "input %d has unsupported dtype %s", idx,
-                          kiln_dtype_name(t->dtype));
-    int64_t n = kiln__shape_numel(t->ndim, t->dims);
-    if (n < 0)
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "input %d has an invalid shape", idx);
-    if (n > 0 && (!t->data || t->nbytes / es < (uint64_t)n))
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "input %d buffer is too small for its shape", idx);
-    return KILN_OK;
-}
-
 static bool is_half(kiln_dtype dt)
 {
     return dt == KILN_DT_FLOAT16 || dt == KILN_DT_BFLOAT16;
@@ -516,8 +496,8 @@ static kiln_status store_out(kiln_kctx *ctx, const kiln_tensor *res, kiln_dtype 
 static kiln_status binop_t(kiln_kctx *ctx, const kiln_tensor *a, const kiln_tensor *b, const row_fn *tbl,
                            bool bool_out)
 {
-    KILN_TRY(check_tensor(ctx, a, 0));
-    KILN_TRY(check_tensor(ctx, b, 1));
+    KILN_TRY(kiln__kcheck(ctx, a, 0));
+    KILN_TRY(kiln__kcheck(ctx, b, 1));
     if (a->dtype != b->dtype)
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "input dtypes differ (%s vs %s)", kiln_dtype_name(a->dtype),
                           kiln_dtype_name(b->dtype));
@@ -576,7 +556,7 @@ static kiln_status variadic(kiln_kctx *ctx, const row_fn *tbl, bool mean)
     if (n > 4096)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "too many inputs (%d)", n);
     for (int i = 0; i < n; i++)
-        KILN_TRY(check_tensor(ctx, ctx->in[i], i));
+        KILN_TRY(kiln__kcheck(ctx, ctx->in[i], i));
     kiln_dtype dt = ctx->in[0]->dtype;
     for (int i = 1; i < n; i++)
         if (ctx->in[i]->dtype != dt)
@@ -707,7 +687,7 @@ static kiln_status k_bitshift(kiln_kctx *ctx)
 static kiln_status k_bitnot(kiln_kctx *ctx)
 {
     const kiln_tensor *x = kiln__kin(ctx, 0);
-    KILN_TRY(check_tensor(ctx, x, 0));
+    KILN_TRY(kiln__kcheck(ctx, x, 0));
     if (!kiln__dtype_is_int(x->dtype))
         return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "dtype %s is not supported", kiln_dtype_name(x->dtype));
     KILN_TRY(kiln__kout(ctx, 0, x->dtype, x->ndim, x->dims));
@@ -722,8 +702,8 @@ static kiln_status k_bitnot(kiln_kctx *ctx)
 static kiln_status k_prelu(kiln_kctx *ctx)
 {
     const kiln_tensor *x = kiln__kin(ctx, 0), *s = kiln__kin(ctx, 1);
-    KILN_TRY(check_tensor(ctx, x, 0));
-    KILN_TRY(check_tensor(ctx, s, 1));
+    KILN_TRY(kiln__kcheck(ctx, x, 0));
+    KILN_TRY(kiln__kcheck(ctx, s, 1));
     /* opset < 7: a 1-D slope of length C applies per channel (axis 1) */
     kiln_tensor view;
     if (ctx->node->opset < 7 && s->ndim == 1 && x->ndim >= 2 && s->dims[0] == x->dims[1] && x->dims[1] != 1) {
@@ -748,8 +728,8 @@ static kiln_status k_prelu(kiln_kctx *ctx)
 static kiln_status k_pow(kiln_kctx *ctx)
 {
     const kiln_tensor *a = kiln__kin(ctx, 0), *b = kiln__kin(ctx, 1);
-    KILN_TRY(check_tensor(ctx, a, 0));
-    KILN_TRY(check_tensor(ctx, b, 1));
+    KILN_TRY(kiln__kcheck(ctx, a, 0));
+    KILN_TRY(kiln__kcheck(ctx, b, 1));
     const kiln_tensor *ins[2] = {a, b};
     int nd;
     int64_t dims[KILN_MAX_DIMS];
@@ -818,9 +798,9 @@ static kiln_status k_pow(kiln_kctx *ctx)
 static kiln_status k_where(kiln_kctx *ctx)
 {
     const kiln_tensor *c = kiln__kin(ctx, 0), *x = kiln__kin(ctx, 1), *y = kiln__kin(ctx, 2);
-    KILN_TRY(check_tensor(ctx, c, 0));
-    KILN_TRY(check_tensor(ctx, x, 1));
-    KILN_TRY(check_tensor(ctx, y, 2));
+    KILN_TRY(kiln__kcheck(ctx, c, 0));
+    KILN_TRY(kiln__kcheck(ctx, x, 1));
+    KILN_TRY(kiln__kcheck(ctx, y, 2));
     if (c->dtype != KILN_DT_BOOL)
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "condition must be bool, got %s", kiln_dtype_name(c->dtype));
     if (x->dtype != y->dtype)

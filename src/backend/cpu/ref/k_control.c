@@ -4,11 +4,6 @@
 /* Loop iterations allowed before giving up (protects against unbounded loops). */
 #define LOOP_MAX_ITERS 10000000LL
 
-static int64_t numel_of(const kiln_tensor *t)
-{
-    return kiln__shape_numel(t->ndim, t->dims);
-}
-
 static const kiln_graph *get_graph(kiln_kctx *ctx, const char *name)
 {
     const kiln_attr *a = kiln__attr(ctx->node, name);
@@ -35,7 +30,7 @@ static void move_out(kiln_kctx *ctx, int i, kiln_tensor *t)
 
 static kiln_status tensor_truth(kiln_kctx *ctx, const kiln_tensor *t, const char *what, bool *v)
 {
-    if (!t || numel_of(t) < 1 || kiln_dtype_size(t->dtype) == 0)
+    if (!t || kiln__knumel(t) < 1 || kiln_dtype_size(t->dtype) == 0)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "%s must be a tensor with one element", what);
     if (kiln__dtype_is_float(t->dtype))
         *v = kiln__get_f64(t->dtype, t->data, 0) != 0.0;
@@ -166,7 +161,7 @@ static kiln_status k_loop(kiln_kctx *ctx)
     const kiln_tensor *tm = kiln__kin(ctx, 0), *tc = kiln__kin(ctx, 1);
     int64_t trip = INT64_MAX;
     if (tm) {
-        if (numel_of(tm) < 1 || !kiln__dtype_is_int(tm->dtype))
+        if (kiln__knumel(tm) < 1 || !kiln__dtype_is_int(tm->dtype))
             return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "M must be an integer tensor with one element");
         trip = kiln__get_i64(tm->dtype, tm->data, 0);
     }

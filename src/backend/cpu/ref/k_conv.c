@@ -8,7 +8,9 @@
  *     zero-padded band buffer, then every output row is computed without bounds checks,
  *     AVX2-vectorized for strides 1 and 2; multithreaded over (image, channel) planes;
  *   - Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions with enough channels and tiles
- *     (16 GEMMs instead of 36 multiplies per tile and channel pair; see conv_wino);
+ *     (16 GEMMs instead of 36 multiplies per tile and channel pair; see conv_wino); with
+ *     filters transformed at build time (prep_conv, a KILN_PREP_WINO_F23 blob in
+ *     ctx->prepared) for every tile count, and then the original weights are not read;
  *   - direct convolution (AVX-512) for 2-D layers with few output channels and wide rows: the
  *     input is copied once into a zero-padded, phase-split layout and the GEMM micro-kernel
  *     reads its B operand straight from it through an offset table (no im2col, no packing);
@@ -24,6 +26,8 @@
 #include "../../kernel.h"
 #include "../gemm.h"
 #include "../fused.h"
+#include "../prep.h"
+#include "../qgemm_bf16.h"
 #include "../scratch.h"
 #include "../vmath.h"
 #include <math.h>
@@ -1197,24 +1201,53 @@ static void wino_ph_out(void *vctx, int64_t m0, int64_t m1)
 #endif
 }
 
-/* Winograd pays when there are enough tiles to amortize the weight transform (16 M C floats
- * written per call): roughly 100 tiles and more. */
-static bool wino_pays(const conv_geom *g, int64_t Cg, int64_t Mg)
+/* Whether the Winograd path can run this layer: 2-D 3x3, stride and dilation 1, pads <= 2,
+ * enough channels, AVX-512 GEMM panels (everything but the tile count). */
+static bool wino_geom(const conv_geom *g, int64_t Cg, int64_t Mg)
 {
     if (!have_avx512() || kiln__sgemm_nr() != 32 || g->nsp != 2 || g->k[0] != 3 || g->k[1] != 3)
         return false;
     for (int i = 0; i < 2; i++)
         if (g->s[i] != 1 || g->d[i] != 1 || g->pb[i] > 2 || g->pe[i] > 2)
             return false;
+    return Cg >= 16 && Mg >= 16 && Cg * Mg <= ((int64_t)1 << 22);
+}
+
+/* Winograd pays when there are enough tiles to amortize the weight transform (16 M C floats
+ * written per call): roughly 100 tiles and more. With the filters transformed at build time
+ * there is no transform to amortize and it is taken for every tile count. */
+static bool wino_pays(const conv_geom *g, int64_t Cg, int64_t Mg)
+{
     int64_t tiles = cdiv(g->out[0], 2) * cdiv(g->out[1], 2);
 #ifndef WINO_MIN_TILES
 #define WINO_MIN_TILES 40
 #endif
-    return Cg >= 16 && Mg >= 16 && tiles >= WINO_MIN_TILES && Cg * Mg <= ((int64_t)1 << 22);
+    return wino_geom(g, Cg, Mg) && tiles >= WINO_MIN_TILES;
 }
 
+/* Floats of the transformed filters U of all groups: [G][16][Mg][Cg]. */
+static int64_t wino_u_floats(const conv_geom *g) { return 16 * (g->M / g->G) * (g->C / g->G) * g->G; }
+
+/* The layer's build-time transformed filters, when ctx->prepared holds them for this layer. */
+static const float *wino_prepared(const kiln_kctx *ctx, const conv_geom *g)
+{
+    int64_t dims[3] = {g->M, g->C / g->G, g->G};
+    return kiln__prep_check(ctx, KILN_PREP_WINO_F23, KILN_DT_FLOAT32, 3, dims,
+                            (uint64_t)wino_u_floats(g) * sizeof(float));
+}
+
+/* U[16][Mg*Cg] = Tw[16x9] x W^T for one group's filters W [Mg*Cg][9] (tw: 16 x 9 scratch). */
+static void wino_transform(kiln_pool *pool, int nt, const float *w, int64_t Mg, int64_t Cg, float *tw, float *U)
+{
+    wino_tw(tw);
+    kiln_gemm gw = {.M = 16, .N = Mg * Cg, .K = 9, .alpha = 1.0f, .beta = 0.0f, .trans_b = true, .A = tw,
+                    .lda = 9, .B = w, .ldb = 9, .C = U, .ldc = Mg * Cg};
+    kiln__sgemm_ex(pool, nt, &gw);
+}
+
+/* Up: the filters transformed at build time ([G][16][Mg][Cg]), or NULL: transformed from w here. */
 static kiln_status conv_wino(const kiln_kctx *ctx, const conv_geom *g, const float *x, const float *w,
-                             const float *b, float *y, const kiln_epi *post)
+                             const float *Up, const float *b, float *y, const kiln_epi *post)
 {
     int nt = ctx->nthreads;
     int64_t Cg = g->C / g->G, Mg = g->M / g->G, Ho = g->out[0], Wo = g->out[1];
@@ -1234,25 +1267,25 @@ static kiln_status conv_wino(const kiln_kctx *ctx, const conv_geom *g, const flo
     /* one block for everything and too few blocks for the threads: phased instead */
     bool phased = nt > 1 && cdiv(T, j.R) < 2 * nt && T <= rmax;
     int64_t svp = phased ? wino_stride(cdiv(T, 32) * 32 * Cg) : 0, spp = phased ? wino_stride(Mg * T) : 0;
-    size_t nU = (size_t)(16 * Mg * Cg), nX = (size_t)(Cg * j.Hp * j.Wp), nV = (size_t)(16 * (svp + spp));
+    size_t nU = Up ? 0 : (size_t)(16 * Mg * Cg), nX = (size_t)(Cg * j.Hp * j.Wp), nV = (size_t)(16 * (svp + spp));
     nU = (nU + 15) / 16 * 16;
     nX = (nX + 15) / 16 * 16;
     float *buf = kiln__scratch(KILN_SCRATCH_CONV, sizeof(float) * (nU + nX + nV + 16 * 9 + 64));
     if (!buf)
         return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (Winograd buffers)");
     float *U = buf, *xp = buf + nU, *Vph = xp + nX, *tw = Vph + nV;
-    wino_tw(tw);
-    j.U = U;
     j.xp = xp;
     convd_geom q = {.Cg = Cg, .P = 1, .Hp = j.Hp, .Wq = j.Wp, .xp = xp};
     dw_view(g, &q.p);
     for (int64_t n = 0; n < g->N; n++)
         for (int64_t gi = 0; gi < g->G; gi++) {
-            /* U[16][Mg*Cg] = Tw[16x9] x W^T, W viewed as [Mg*Cg][9] */
-            kiln_gemm gw = {.M = 16, .N = Mg * Cg, .K = 9, .alpha = 1.0f, .beta = 0.0f, .trans_b = true, .A = tw,
-                            .lda = 9, .B = w + gi * Mg * Cg * 9, .ldb = 9, .C = U, .ldc = Mg * Cg};
-            if (n == 0 || g->G > 1)
-                kiln__sgemm_ex(ctx->pool, nt, &gw);
+            /* U[16][Mg*Cg] = Tw[16x9] x W^T, W viewed as [Mg*Cg][9] (or transformed at build time) */
+            if (Up)
+                j.U = Up + gi * 16 * Mg * Cg;
+            else if (n == 0 || g->G > 1)
+                wino_transform(ctx->pool, nt, w + gi * Mg * Cg * 9, Mg, Cg, tw, U);
+            if (!Up)
+                j.U = U;
             /* zero-padded input [Cg][Hp][Wp]: padded row r = input row r - ph, column u = u - pw */
             q.x = x + (n * g->C + gi * Cg) * g->in_sz;
             kiln__parallel_for(ctx->pool, nt, Cg, 1, wino_fill_task, &q);
@@ -1293,6 +1326,11 @@ static kiln_status conv_f32_ex(const kiln_kctx *ctx, const conv_geom *g, const f
         return KILN_OK;
     if (kiln__epi_is_noop(post))
         post = NULL;
+    const float *Up = wino_geom(g, Cg, Mg) ? wino_prepared(ctx, g) : NULL;
+    if (!w && !Up)
+        return kiln__prep_missing(ctx, 1);   /* weights stored only in a layout that does not fit */
+    if (Up || wino_pays(g, Cg, Mg))
+        return conv_wino(ctx, g, x, w, Up, b, y, post);
     if (Cg == 1 && g->nsp <= 2) {
         dw_job j = {.g = g, .x = x, .w = w, .b = b, .y = y, .avx2 = have_avx2(), .post = post};
         dw_view(g, &j.p);
@@ -1305,8 +1343,6 @@ static kiln_status conv_f32_ex(const kiln_kctx *ctx, const conv_geom *g, const f
     for (int i = 0; i < g->nsp; i++)
         if (g->s[i] != 1 || g->pb[i] != 0 || g->pe[i] != 0)
             pointwise = false;
-    if (wino_pays(g, Cg, Mg))
-        return conv_wino(ctx, g, x, w, b, y, post);
     if (g->nsp <= 2 && !pointwise && direct_conv_pays(g, Mg, K))
         return conv_direct(ctx, g, x, w, b, y, post);
     /* 1x1 with strides and no padding (ResNet downsampling): subsample the input once, then
@@ -1654,6 +1690,8 @@ static kiln_status conv_run(kiln_kctx *ctx, const kiln_tensor *res, const kiln_a
     if (w->dtype != x->dtype)
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "W has dtype %s, X has %s", kiln_dtype_name(w->dtype),
                           kiln_dtype_name(x->dtype));
+    if (kiln__prep_dropped(w) && x->dtype != KILN_DT_FLOAT32)
+        return kiln__prep_missing(ctx, 1);
     conv_geom g;
     KILN_TRY(conv_setup(ctx, x, w, &g));
     KILN_TRY(check_bias(ctx, b, x->dtype, g.M));
@@ -1689,6 +1727,8 @@ static kiln_status conv_run(kiln_kctx *ctx, const kiln_tensor *res, const kiln_a
 
 static kiln_status k_conv(kiln_kctx *ctx)
 {
+    if (kiln__mixed_weight(ctx, 1)) /* float32 X, FP16 / BF16 W (qgemm_bf16.h) */
+        return kiln__run_mixed(ctx, 1, k_conv);
     bool handled;
     return conv_run(ctx, NULL, NULL, &handled);
 }
@@ -1856,6 +1896,55 @@ static kiln_status k_conv_integer(kiln_kctx *ctx)
     kiln__free(dy);
     return st;
 }
+
+/* Build time: Winograd-transformed filters for layers whose attributes and weights take the
+ * Winograd path (every tile count, once prepared), so the runtime never transforms them. The
+ * other float32 paths read the weights as they are (the AVX-512 GEMM reads row-major A in
+ * place), so they need no prepared copy. */
+static kiln_status prep_conv(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob,
+                             size_t *size)
+{
+    *blob = NULL;
+    *size = 0;
+    const kiln_tensor *w = consts && n_in > 1 ? consts[1] : NULL;
+    if (!w || !w->data || w->dtype != KILN_DT_FLOAT32 || w->ndim != 4)
+        return KILN_OK;
+    const kiln_kctx c = {.node = n};
+    conv_geom g = {.nsp = 2, .M = w->dims[0], .G = kiln__attr_i(n, "group", 1), .k = {w->dims[2], w->dims[3]}};
+    int64_t pads[4];
+    int ap;
+    bool bad = g.G < 1 || g.G > LIM || g.M % g.G || w->dims[1] < 1 || w->dims[1] > LIM;
+    bad = bad || get_ints(&c, "strides", 2, 1, 1, g.s, NULL) != KILN_OK;
+    bad = bad || get_ints(&c, "dilations", 2, 1, 1, g.d, NULL) != KILN_OK;
+    bad = bad || get_ints(&c, "pads", 4, 0, 0, pads, NULL) != KILN_OK || get_auto_pad(&c, &ap) != KILN_OK;
+    if (bad) {
+        kiln_clear_last_error();   /* the kernel reports bad attributes when it runs */
+        return KILN_OK;
+    }
+    g.C = w->dims[1] * g.G;
+    for (int i = 0; i < 2; i++) {   /* 3x3 stride 1: SAME pads 1 + 1, VALID 0 */
+        g.pb[i] = ap == AP_NOTSET ? pads[i] : ap == AP_VALID ? 0 : 1;
+        g.pe[i] = ap == AP_NOTSET ? pads[2 + i] : ap == AP_VALID ? 0 : 1;
+    }
+    int64_t Cg = g.C / g.G, Mg = g.M / g.G;
+    if (!wino_geom(&g, Cg, Mg))
+        return KILN_OK;
+    int64_t dims[3] = {g.M, Cg, g.G};
+    float *U = kiln__prep_alloc(KILN_PREP_WINO_F23, 1u << 1, KILN_DT_FLOAT32, 3, dims,
+                                (uint64_t)wino_u_floats(&g) * sizeof(float), blob, size);
+    if (!U)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory preparing Winograd filters of node '%s'", n->name);
+    float tw[16 * 9];
+    for (int64_t gi = 0; gi < g.G; gi++)
+        wino_transform(NULL, 1, (const float *)w->data + gi * Mg * Cg * 9, Mg, Cg, tw, U + gi * 16 * Mg * Cg);
+    return KILN_OK;
+}
+
+const kiln_prep_reg kiln__prep_conv[] = {
+    {KILN_OP_Conv, prep_conv},
+    {KILN_OP_FusedConv, prep_conv},
+    {KILN_OP_COUNT, NULL},
+};
 
 const kiln_kernel_reg kiln__ref_conv[] = {
     {KILN_OP_Conv, k_conv},

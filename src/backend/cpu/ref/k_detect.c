@@ -3,11 +3,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-static int64_t numel_of(const kiln_tensor *t)
-{
-    return kiln__shape_numel(t->ndim, t->dims);
-}
-
 /* ---- NonMaxSuppression ---- */
 
 typedef struct nms_cand {
@@ -69,19 +64,19 @@ static kiln_status k_nms(kiln_kctx *ctx)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "boxes must be [B,N,4] and scores [B,C,N]");
     int64_t nb = boxes->dims[0], ns = boxes->dims[1], nc = scores->dims[1];
     int64_t max_out = 0;
-    if (tmax && numel_of(tmax) > 0) {
+    if (tmax && kiln__knumel(tmax) > 0) {
         if (!kiln__dtype_is_int(tmax->dtype))
             return kiln__kerr(ctx, KILN_ERR_DTYPE, "max_output_boxes_per_class must be an integer");
         max_out = kiln__get_i64(tmax->dtype, tmax->data, 0);
     }
     float iou_thr = 0.f, sc_thr = 0.f;
     bool has_sc = false;
-    if (tiou && numel_of(tiou) > 0) {
+    if (tiou && kiln__knumel(tiou) > 0) {
         if (!kiln__dtype_is_float(tiou->dtype) || kiln_dtype_size(tiou->dtype) == 0)
             return kiln__kerr(ctx, KILN_ERR_DTYPE, "iou_threshold must be float");
         iou_thr = (float)kiln__get_f64(tiou->dtype, tiou->data, 0);
     }
-    if (tsc && numel_of(tsc) > 0) {
+    if (tsc && kiln__knumel(tsc) > 0) {
         if (!kiln__dtype_is_float(tsc->dtype) || kiln_dtype_size(tsc->dtype) == 0)
             return kiln__kerr(ctx, KILN_ERR_DTYPE, "score_threshold must be float");
         sc_thr = (float)kiln__get_f64(tsc->dtype, tsc->data, 0);
@@ -94,7 +89,7 @@ static kiln_status k_nms(kiln_kctx *ctx)
         max_out = 0;
     if (max_out > ns)
         max_out = ns;
-    int64_t nbox = numel_of(boxes);
+    int64_t nbox = kiln__knumel(boxes);
     /* selections: at most nb * nc * max_out triples */
     double cap_d = (double)nb * (double)nc * (double)max_out;
     if (cap_d * 24.0 > (double)kiln__max_tensor_bytes())

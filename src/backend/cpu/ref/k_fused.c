@@ -10,6 +10,7 @@
 #include "../epilogue.h"
 #include "../fused.h"
 #include "../gemm.h"
+#include "../qgemm_bf16.h"
 #include "../vmath.h"
 #include <math.h>
 
@@ -103,6 +104,8 @@ static kiln_status apply_act(kiln_kctx *ctx)
 
 static kiln_status k_fused_conv(kiln_kctx *ctx)
 {
+    if (kiln__mixed_weight(ctx, 1)) /* float32 X, FP16 / BF16 weights (qgemm_bf16.h) */
+        return kiln__run_mixed(ctx, 1, k_fused_conv);
     kiln_kctx sub = *ctx;
     sub.n_in = ctx->n_in < 3 ? ctx->n_in : 3;
     const kiln_tensor *r = kiln__kin(ctx, 3);
@@ -121,6 +124,8 @@ static kiln_status k_fused_conv(kiln_kctx *ctx)
 
 static kiln_status k_fused_matmul(kiln_kctx *ctx)
 {
+    if (kiln__mixed_weight(ctx, 1)) /* float32 X, FP16 / BF16 weights (qgemm_bf16.h) */
+        return kiln__run_mixed(ctx, 1, k_fused_matmul);
     kiln_kctx sub = *ctx;
     sub.n_in = 2;
     if (ctx->n_in < 2)
@@ -143,6 +148,8 @@ static kiln_status k_fused_matmul(kiln_kctx *ctx)
 
 static kiln_status k_fused_gemm(kiln_kctx *ctx)
 {
+    if (kiln__mixed_weight(ctx, 1)) /* float32 X, FP16 / BF16 weights (qgemm_bf16.h) */
+        return kiln__run_mixed(ctx, 1, k_fused_gemm);
     kiln_act a;
     KILN_TRY(kiln__act_from_node(ctx, &a));
     bool handled = false;

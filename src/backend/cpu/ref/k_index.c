@@ -16,37 +16,15 @@
 /* ------------------------------------------------------------------------------------------ */
 /* helpers                                                                                    */
 
-static kiln_status need_in(const kiln_kctx *ctx, int i, const kiln_tensor **t)
-{
-    *t = kiln__kin(ctx, i);
-    if (!*t)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input %d", i);
-    if ((*t)->ndim < 0 || (*t)->ndim > MAXR)
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "input %d has invalid rank %d", i, (*t)->ndim);
-    return KILN_OK;
-}
-
-/* Element size of t's dtype; checks that the data buffer holds every element. */
-static kiln_status data_es(const kiln_kctx *ctx, const kiln_tensor *t, size_t *es)
-{
-    *es = kiln_dtype_size(t->dtype);
-    if (!*es)
-        return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "dtype %s is not supported", kiln_dtype_name(t->dtype));
-    int64_t n = kiln__shape_numel(t->ndim, t->dims);
-    if (n < 0 || (uint64_t)n > t->nbytes / *es || (n && !t->data))
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "tensor data does not match its shape");
-    return KILN_OK;
-}
-
 /* Checks an index tensor (int32 or int64). */
 static kiln_status index_in(const kiln_kctx *ctx, int i, const kiln_tensor **t)
 {
-    KILN_TRY(need_in(ctx, i, t));
+    KILN_TRY(kiln__kneed(ctx, i, t));
     if ((*t)->dtype != KILN_DT_INT64 && (*t)->dtype != KILN_DT_INT32)
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "indices must be int32 or int64, got %s",
                           kiln_dtype_name((*t)->dtype));
     size_t es;
-    return data_es(ctx, *t, &es);
+    return kiln__kdata_es(ctx, *t, &es);
 }
 
 static inline int64_t ix_get(const kiln_tensor *t, int64_t i)
@@ -145,39 +123,57 @@ typedef struct {
 
 static inline bool kp_lt(const kpair *a, const kpair *b) { return a->k < b->k || (a->k == b->k && a->i < b->i); }
 
-static void kp_sort(kpair *a, kpair *tmp, int64_t n)
+/* The one stable sort of this file: insertion-sorted runs of `run` elements, then bottom-up
+ * merges between a and tmp (n elements of es bytes each; tmp as large as a). lt(x, y, user):
+ * x orders strictly before y. Always inlined, so each caller gets a copy specialized for its
+ * element size and comparison. */
+typedef bool (*msort_lt)(const void *x, const void *y, const void *user);
+
+static inline __attribute__((always_inline)) void msort(void *va, void *vtmp, int64_t n, size_t es, msort_lt lt,
+                                                        const void *user, int64_t run)
 {
-    const int64_t RUN = 16;
-    for (int64_t s = 0; s < n; s += RUN) { /* insertion sort runs */
-        int64_t e = s + RUN < n ? s + RUN : n;
+    uint8_t *a = va, v[16];
+    for (int64_t s = 0; s < n; s += run) { /* insertion sort runs */
+        int64_t e = s + run < n ? s + run : n;
         for (int64_t i = s + 1; i < e; i++) {
-            kpair v = a[i];
+            memcpy(v, a + i * es, es);
             int64_t j = i - 1;
-            while (j >= s && kp_lt(&v, &a[j])) {
-                a[j + 1] = a[j];
+            while (j >= s && lt(v, a + j * es, user)) {
+                memcpy(a + (j + 1) * es, a + j * es, es);
                 j--;
             }
-            a[j + 1] = v;
+            memcpy(a + (j + 1) * es, v, es);
         }
     }
-    kpair *src = a, *dst = tmp;
-    for (int64_t w = RUN; w < n; w *= 2) {
+    uint8_t *src = a, *dst = vtmp;
+    for (int64_t w = run; w < n; w *= 2) {
         for (int64_t lo = 0; lo < n; lo += 2 * w) {
             int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
             int64_t i = lo, j = mid, k = lo;
             while (i < mid && j < hi)
-                dst[k++] = kp_lt(&src[j], &src[i]) ? src[j++] : src[i++];
-            while (i < mid)
-                dst[k++] = src[i++];
-            while (j < hi)
-                dst[k++] = src[j++];
+                memcpy(dst + k++ * es, lt(src + j * es, src + i * es, user) ? src + j++ * es : src + i++ * es, es);
+            memcpy(dst + k * es, src + i * es, (size_t)(mid - i) * es);
+            k += mid - i;
+            memcpy(dst + k * es, src + j * es, (size_t)(hi - j) * es);
         }
-        kpair *t = src;
+        uint8_t *t = src;
         src = dst;
         dst = t;
     }
     if (src != a)
-        memcpy(a, src, sizeof(kpair) * (size_t)n);
+        memcpy(a, src, es * (size_t)n);
+}
+
+static bool kp_lt_v(const void *x, const void *y, const void *user)
+{
+    (void)user;
+    return kp_lt(x, y);
+}
+
+static void kp_sort(kpair *a, kpair *tmp, int64_t n)
+{
+    _Static_assert(sizeof(kpair) <= 16, "msort's element buffer");
+    msort(a, tmp, n, sizeof *a, kp_lt_v, NULL, 16);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -208,10 +204,10 @@ static void gather_run(void *vj, int64_t b, int64_t e)
 kiln_status kiln__k_gather(kiln_kctx *ctx)
 {
     const kiln_tensor *x, *ind;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     KILN_TRY(index_in(ctx, 1, &ind));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     int r = x->ndim, q = ind->ndim;
     if (r < 1)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "Gather data must have rank >= 1");
@@ -363,10 +359,10 @@ static void red_apply(kiln_dtype dt, uint8_t *d, const uint8_t *s, int red, size
 static kiln_status elements_op(kiln_kctx *ctx, bool scatter)
 {
     const kiln_tensor *x, *ind, *upd = NULL;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     KILN_TRY(index_in(ctx, 1, &ind));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     int r = x->ndim;
     if (r < 1 || ind->ndim != r)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "data and indices must have the same rank >= 1 (%d vs %d)", r,
@@ -375,9 +371,9 @@ static kiln_status elements_op(kiln_kctx *ctx, bool scatter)
     KILN_TRY(kiln__norm_axis(ctx, kiln__attr_i(ctx->node, "axis", 0), r, &axis));
     int red = RED_NONE;
     if (scatter) {
-        KILN_TRY(need_in(ctx, 2, &upd));
+        KILN_TRY(kiln__kneed(ctx, 2, &upd));
         size_t ues;
-        KILN_TRY(data_es(ctx, upd, &ues));
+        KILN_TRY(kiln__kdata_es(ctx, upd, &ues));
         if (upd->dtype != x->dtype)
             return kiln__kerr(ctx, KILN_ERR_DTYPE, "updates dtype %s differs from data %s",
                               kiln_dtype_name(upd->dtype), kiln_dtype_name(x->dtype));
@@ -444,10 +440,10 @@ kiln_status kiln__k_scatter_elements(kiln_kctx *ctx) { return elements_op(ctx, t
 kiln_status kiln__k_gather_nd(kiln_kctx *ctx)
 {
     const kiln_tensor *x, *ind;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     KILN_TRY(index_in(ctx, 1, &ind));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     int r = x->ndim, q = ind->ndim;
     int64_t b = kiln__attr_i(ctx->node, "batch_dims", 0);
     if (r < 1 || q < 1 || b < 0 || b >= r || b >= q)
@@ -504,12 +500,12 @@ kiln_status kiln__k_gather_nd(kiln_kctx *ctx)
 kiln_status kiln__k_scatter_nd(kiln_kctx *ctx)
 {
     const kiln_tensor *x, *ind, *upd;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     KILN_TRY(index_in(ctx, 1, &ind));
-    KILN_TRY(need_in(ctx, 2, &upd));
+    KILN_TRY(kiln__kneed(ctx, 2, &upd));
     size_t es, ues;
-    KILN_TRY(data_es(ctx, x, &es));
-    KILN_TRY(data_es(ctx, upd, &ues));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, upd, &ues));
     if (upd->dtype != x->dtype)
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "updates dtype %s differs from data %s", kiln_dtype_name(upd->dtype),
                           kiln_dtype_name(x->dtype));
@@ -586,9 +582,9 @@ static inline bool nz(kiln_dtype dt, const uint8_t *p, size_t es)
 kiln_status kiln__k_nonzero(kiln_kctx *ctx)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     int r = x->ndim;
     int64_t n = kiln__shape_numel(r, x->dims), cnt = 0;
     const uint8_t *p = x->data;
@@ -617,11 +613,11 @@ kiln_status kiln__k_nonzero(kiln_kctx *ctx)
 kiln_status kiln__k_compress(kiln_kctx *ctx)
 {
     const kiln_tensor *x, *cond;
-    KILN_TRY(need_in(ctx, 0, &x));
-    KILN_TRY(need_in(ctx, 1, &cond));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 1, &cond));
     size_t es, ces;
-    KILN_TRY(data_es(ctx, x, &es));
-    KILN_TRY(data_es(ctx, cond, &ces));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, cond, &ces));
     if (cond->ndim != 1)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "condition must be 1-D");
     const uint8_t *cp = cond->data;
@@ -680,13 +676,13 @@ kiln_status kiln__k_compress(kiln_kctx *ctx)
 kiln_status kiln__k_onehot(kiln_kctx *ctx)
 {
     const kiln_tensor *ind, *dep, *val;
-    KILN_TRY(need_in(ctx, 0, &ind));
-    KILN_TRY(need_in(ctx, 1, &dep));
-    KILN_TRY(need_in(ctx, 2, &val));
+    KILN_TRY(kiln__kneed(ctx, 0, &ind));
+    KILN_TRY(kiln__kneed(ctx, 1, &dep));
+    KILN_TRY(kiln__kneed(ctx, 2, &val));
     size_t ies, des, es;
-    KILN_TRY(data_es(ctx, ind, &ies));
-    KILN_TRY(data_es(ctx, dep, &des));
-    KILN_TRY(data_es(ctx, val, &es));
+    KILN_TRY(kiln__kdata_es(ctx, ind, &ies));
+    KILN_TRY(kiln__kdata_es(ctx, dep, &des));
+    KILN_TRY(kiln__kdata_es(ctx, val, &es));
     if (!is_numeric(ind->dtype) || !is_numeric(dep->dtype))
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "indices and depth must be numeric");
     if (kiln__shape_numel(dep->ndim, dep->dims) != 1)
@@ -736,10 +732,10 @@ kiln_status kiln__k_onehot(kiln_kctx *ctx)
 kiln_status kiln__k_reverse_sequence(kiln_kctx *ctx)
 {
     const kiln_tensor *x, *sl;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     KILN_TRY(index_in(ctx, 1, &sl));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     int r = x->ndim;
     int64_t ta = kiln__attr_i(ctx->node, "time_axis", 0), ba = kiln__attr_i(ctx->node, "batch_axis", 1);
     if (r < 2 || !((ta == 0 && ba == 1) || (ta == 1 && ba == 0)))
@@ -797,10 +793,10 @@ kiln_status kiln__k_reverse_sequence(kiln_kctx *ctx)
 kiln_status kiln__k_cumsum(kiln_kctx *ctx)
 {
     const kiln_tensor *x, *at;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     KILN_TRY(index_in(ctx, 1, &at));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     if (kiln__shape_numel(at->ndim, at->dims) != 1)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "axis must be a scalar");
     int r = x->ndim, axis;
@@ -860,9 +856,9 @@ kiln_status kiln__k_cumsum(kiln_kctx *ctx)
 kiln_status kiln__k_topk(kiln_kctx *ctx)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     if (ctx->n_out < 1)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "TopK needs an output");
     int r = x->ndim, axis;
@@ -936,9 +932,9 @@ kiln_status kiln__k_topk(kiln_kctx *ctx)
 static kiln_status arg_ext(kiln_kctx *ctx, bool is_max)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     int r = x->ndim, axis;
     if (r < 1)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "input must have rank >= 1");
@@ -1025,34 +1021,32 @@ static inline bool item_lt(const uint64_t *K, int64_t L, int64_t a, int64_t b)
     return a < b;
 }
 
+typedef struct {
+    const uint64_t *K;
+    int64_t L;
+} item_keys;
+
+static bool item_lt_v(const void *x, const void *y, const void *user)
+{
+    const item_keys *k = user;
+    int64_t a, b;
+    memcpy(&a, x, sizeof a);
+    memcpy(&b, y, sizeof b);
+    return item_lt(k->K, k->L, a, b);
+}
+
 static void item_sort(int64_t *a, int64_t *tmp, int64_t n, const uint64_t *K, int64_t L)
 {
-    int64_t *src = a, *dst = tmp;
-    for (int64_t w = 1; w < n; w *= 2) {
-        for (int64_t lo = 0; lo < n; lo += 2 * w) {
-            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            int64_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi)
-                dst[k++] = item_lt(K, L, src[j], src[i]) ? src[j++] : src[i++];
-            while (i < mid)
-                dst[k++] = src[i++];
-            while (j < hi)
-                dst[k++] = src[j++];
-        }
-        int64_t *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != a)
-        memcpy(a, src, sizeof(int64_t) * (size_t)n);
+    item_keys k = {K, L};
+    msort(a, tmp, n, sizeof *a, item_lt_v, &k, 1);
 }
 
 kiln_status kiln__k_unique(kiln_kctx *ctx)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     int r = x->ndim, axis = -1;
     bool sorted = kiln__attr_i(ctx->node, "sorted", 1) != 0;
     int64_t m, outer = 1, inner = 1;

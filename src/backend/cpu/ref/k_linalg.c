@@ -1,14 +1,21 @@
-/* Reference kernels: linalg — MatMul, Gemm, Einsum, MatMulInteger, QLinearMatMul.
+/* Reference kernels: linalg — MatMul, Gemm, Einsum, MatMulInteger, QLinearMatMul (requantized
+ * through qgemm.h's epilogue, the contract of the fast INT8 kernels).
  *
  * MatMul follows numpy.matmul: 1-D operands are promoted (and the added dimension removed
  * again), leading (batch) dimensions broadcast. float32 runs on kiln__sgemm: when the right
  * operand has no batch dimensions and the left one is not broadcast, the whole batch is a
  * single sgemm with M = batch * rows; otherwise one sgemm per batch matrix (batches in
  * parallel when they are small). float16 / bfloat16 go through float32; float64 and the
- * integer types use plain loops (integers wrap around like C unsigned arithmetic). */
+ * integer types use plain loops (integers wrap around like C unsigned arithmetic).
+ * A constant float32 2-D right operand (weights) is packed at build time into the GEMM's panel
+ * layout (prep_gemm_b, a KILN_PREP_GEMM_B blob in ctx->prepared); the float32 paths then read
+ * the panels instead of B, bit-identically to packing B at run time. */
 #include "../../kernel.h"
 #include "../fused.h"
 #include "../gemm.h"
+#include "../prep.h"
+#include "../qgemm.h"
+#include "../qgemm_bf16.h"
 #include <math.h>
 
 /* The fallback loops (float64 / integer matmul, integer accumulation) are plain streams; let
@@ -166,7 +173,17 @@ static void mm_f32_batches(void *arg, int64_t begin, int64_t end)
     }
 }
 
-static void mm_f32(kiln_pool *pool, int nt, const mm_plan *p, const float *A, const float *B, float *Y)
+/* op(B) [K, N] packed at build time for this layer (kiln_gemm.bpack), or NULL. */
+static const float *bpack_prepared(const kiln_kctx *ctx, int64_t K, int64_t N, bool trans_b)
+{
+    int64_t dims[4] = {K, N, kiln__sgemm_nr(), trans_b};
+    return kiln__prep_check(ctx, KILN_PREP_GEMM_B, KILN_DT_FLOAT32, 4, dims,
+                            (uint64_t)kiln__sgemm_bpack_floats(K, N) * sizeof(float));
+}
+
+/* bpack: B packed at build time (then B is not read; B 2-D, so one GEMM), or NULL. */
+static void mm_f32(kiln_pool *pool, int nt, const mm_plan *p, const float *A, const float *B, const float *bpack,
+                   float *Y)
 {
     if (p->nbatch == 0 || p->M == 0 || p->N == 0)
         return;
@@ -176,7 +193,9 @@ static void mm_f32(kiln_pool *pool, int nt, const mm_plan *p, const float *A, co
     }
     if (p->nbatch == 1 || (p->b_single && p->a_natural)) {
         /* one GEMM: [nbatch*M, K] x [K, N] */
-        kiln__sgemm(pool, nt, false, false, p->nbatch * p->M, p->N, p->K, 1.0f, A, p->K, B, p->N, 0.0f, Y, p->N);
+        kiln_gemm g = {.M = p->nbatch * p->M, .N = p->N, .K = p->K, .alpha = 1.0f, .A = A, .lda = p->K, .B = B,
+                       .ldb = p->N, .bpack = bpack, .C = Y, .ldc = p->N};
+        kiln__sgemm_ex(pool, nt, &g);
         return;
     }
     mm_f32_job j = {p, A, B, Y};
@@ -246,6 +265,8 @@ static void mm_generic(const mm_plan *p, kiln_dtype dt, const void *A, const voi
 
 static kiln_status k_matmul(kiln_kctx *ctx)
 {
+    if (kiln__mixed_weight(ctx, 1)) /* float32 A, FP16 / BF16 B (qgemm_bf16.h) */
+        return kiln__run_mixed(ctx, 1, k_matmul);
     const kiln_tensor *a = kiln__kin(ctx, 0), *b = kiln__kin(ctx, 1);
     if (!a || !b)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "MatMul needs 2 inputs");
@@ -258,6 +279,9 @@ static kiln_status k_matmul(kiln_kctx *ctx)
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(dt));
     mm_plan p;
     KILN_TRY(mm_plan_make(ctx, a, b, &p));
+    const float *bp = dt == KILN_DT_FLOAT32 && b->ndim == 2 ? bpack_prepared(ctx, p.K, p.N, false) : NULL;
+    if (kiln__prep_dropped(b) && !bp)
+        return kiln__prep_missing(ctx, 1);
     if (!kiln__dtype_is_float(dt) || dt == KILN_DT_FLOAT64) {
         double work = (double)p.nbatch * (double)p.M * (double)p.N * (double)p.K;
         if (work > LINALG_MAX_WORK_SLOW)
@@ -270,7 +294,7 @@ static kiln_status k_matmul(kiln_kctx *ctx)
         return KILN_OK;
     int nt = ctx->nthreads;
     if (dt == KILN_DT_FLOAT32) {
-        mm_f32(ctx->pool, nt, &p, a->data, b->data, y->data);
+        mm_f32(ctx->pool, nt, &p, a->data, b->data, bp, y->data);
         return KILN_OK;
     }
     if (is_half(dt)) {
@@ -282,7 +306,7 @@ static kiln_status k_matmul(kiln_kctx *ctx)
             kiln__free(fy);
             return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
         }
-        mm_f32(ctx->pool, nt, &p, fa, fb, fy);
+        mm_f32(ctx->pool, nt, &p, fa, fb, NULL, fy);
         from_f32(y, fy, ny);
         kiln__free(fa);
         kiln__free(fb);
@@ -328,6 +352,9 @@ kiln_status kiln__matmul_fused(kiln_kctx *ctx, const kiln_tensor *bias, const ki
         return KILN_OK;
     if (res && !(res->dtype == KILN_DT_FLOAT32 && trailing_shape(res, p.out_ndim, p.out_dims)))
         return KILN_OK;
+    const float *bp = b->ndim == 2 ? bpack_prepared(ctx, p.K, p.N, false) : NULL;
+    if (kiln__prep_dropped(b) && !bp)
+        return KILN_OK;   /* the generic path reports it */
     *handled = true;
     /* every element is written by the GEMM */
     KILN_TRY(kiln__kout_uninit(ctx, 0, KILN_DT_FLOAT32, p.out_ndim, p.out_dims));
@@ -338,7 +365,7 @@ kiln_status kiln__matmul_fused(kiln_kctx *ctx, const kiln_tensor *bias, const ki
     if (act)
         e.act = *act;
     kiln_gemm g = {.M = p.nbatch * p.M, .N = p.N, .K = p.K, .alpha = 1.0f, .beta = 0.0f, .A = a->data, .lda = p.K,
-                   .B = b->data, .ldb = p.N, .C = y->data, .ldc = p.N, .epi = &e};
+                   .B = b->data, .ldb = p.N, .bpack = bp, .C = y->data, .ldc = p.N, .epi = &e};
     kiln__sgemm_ex(ctx->pool, ctx->nthreads, &g);
     return KILN_OK;
 }
@@ -360,6 +387,9 @@ kiln_status kiln__gemm_fused(kiln_kctx *ctx, const kiln_act *act, bool *handled)
     if (c && !(c->dtype == KILN_DT_FLOAT32 && beta == 1.0f &&
                ((c->ndim == 1 && c->dims[0] == N) || (c->ndim == 2 && c->dims[0] == 1 && c->dims[1] == N))))
         return KILN_OK;
+    const float *bp = bpack_prepared(ctx, K, N, tb);
+    if (kiln__prep_dropped(b) && !bp)
+        return KILN_OK;   /* the generic path reports it */
     *handled = true;
     int64_t dims[2] = {M, N};
     KILN_TRY(kiln__kout_uninit(ctx, 0, KILN_DT_FLOAT32, 2, dims));
@@ -367,7 +397,8 @@ kiln_status kiln__gemm_fused(kiln_kctx *ctx, const kiln_act *act, bool *handled)
     if (act)
         e.act = *act;
     kiln_gemm g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = 0.0f, .trans_a = ta, .trans_b = tb, .A = a->data,
-                   .lda = ta ? M : K, .B = b->data, .ldb = tb ? K : N, .C = ctx->out[0]->data, .ldc = N, .epi = &e};
+                   .lda = ta ? M : K, .B = b->data, .ldb = tb ? K : N, .bpack = bp, .C = ctx->out[0]->data, .ldc = N,
+                   .epi = &e};
     kiln__sgemm_ex(ctx->pool, ctx->nthreads, &g);
     return KILN_OK;
 }
@@ -378,6 +409,8 @@ kiln_status kiln__gemm_fused(kiln_kctx *ctx, const kiln_act *act, bool *handled)
 
 static kiln_status k_gemm(kiln_kctx *ctx)
 {
+    if (kiln__mixed_weight(ctx, 1)) /* float32 A, FP16 / BF16 B (qgemm_bf16.h) */
+        return kiln__run_mixed(ctx, 1, k_gemm);
     const kiln_tensor *a = kiln__kin(ctx, 0), *b = kiln__kin(ctx, 1), *c = kiln__kin(ctx, 2);
     if (!a || !b)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "Gemm needs inputs A and B");
@@ -395,6 +428,9 @@ static kiln_status k_gemm(kiln_kctx *ctx)
     int64_t Kb = tb ? b->dims[1] : b->dims[0], N = tb ? b->dims[0] : b->dims[1];
     if (K != Kb)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "inner dimensions differ: %lld vs %lld", (long long)K, (long long)Kb);
+    const float *bp = dt == KILN_DT_FLOAT32 ? bpack_prepared(ctx, K, N, tb) : NULL;
+    if (kiln__prep_dropped(b) && !bp)
+        return kiln__prep_missing(ctx, 1);
     /* C: unidirectional broadcast to [M, N] */
     int64_t cm = 0, cn = 0; /* strides of C along m and n */
     if (c) {
@@ -446,7 +482,9 @@ static kiln_status k_gemm(kiln_kctx *ctx)
             bt = beta;
         }
         if (K > 0) {
-            kiln__sgemm(ctx->pool, nt, ta, tb, M, N, K, alpha, fa, ta ? M : K, fb, tb ? K : N, bt, fy, N);
+            kiln_gemm g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = bt, .trans_a = ta, .trans_b = tb, .A = fa,
+                           .lda = ta ? M : K, .B = fb, .ldb = tb ? K : N, .bpack = bp, .C = fy, .ldc = N};
+            kiln__sgemm_ex(ctx->pool, nt, &g);
         } else {
             for (int64_t i = 0; i < M * N; i++)
                 fy[i] *= bt;
@@ -1301,6 +1339,8 @@ static kiln_status k_qlinearmatmul(kiln_kctx *ctx)
     kiln_dtype ydt = yzp ? yzp->dtype : a->dtype;
     if (ydt != KILN_DT_UINT8 && ydt != KILN_DT_INT8)
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "y_zero_point must be uint8 or int8");
+    if (kiln__attr_i(ctx->node, "kiln_out_float", 0))
+        ydt = KILN_DT_FLOAT32;
     if (yzp && numel_of(yzp) != 1)
         return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "y_zero_point must be a scalar");
     const kiln_tensor *ys = kiln__kin(ctx, 6);
@@ -1311,7 +1351,8 @@ static kiln_status k_qlinearmatmul(kiln_kctx *ctx)
     KILN_TRY(int_matmul(ctx, a, b, kiln__kin(ctx, 2), kiln__kin(ctx, 5), &p, &Y));
     float *sa = kiln__malloc((size_t)(p.M > 0 ? p.M : 1) * sizeof(float));
     float *sb = kiln__malloc((size_t)(p.N > 0 ? p.N : 1) * sizeof(float));
-    float ysc = 1.0f;
+    float ysc = 1.0f, *ebuf = NULL;
+    kiln_qepi e;
     kiln_status st = KILN_OK;
     if (!sa || !sb) {
         st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
@@ -1321,32 +1362,66 @@ static kiln_status k_qlinearmatmul(kiln_kctx *ctx)
         (st = read_scale(ctx, kiln__kin(ctx, 4), p.N, sb, "b_scale")) != KILN_OK ||
         (st = read_scale(ctx, ys, 1, &ysc, "y_scale")) != KILN_OK)
         goto done;
+    /* requantization: qgemm.h's epilogue (docs/PRECISION.md), scales a_scale[m] * b_scale[n] */
+    if ((st = kiln__qepi_setup(ctx, &e, ydt, false, p.N, 1.0f, kiln__kin(ctx, 4), 1.0f, ys, yzp, &ebuf)) != KILN_OK)
+        goto done;
     if ((st = kiln__kout(ctx, 0, ydt, p.out_ndim, p.out_dims)) != KILN_OK)
         goto done;
     {
-        int32_t zp = yzp ? (int32_t)kiln__get_i64(yzp->dtype, yzp->data, 0) : 0;
-        int32_t lo = ydt == KILN_DT_UINT8 ? 0 : -128, hi = ydt == KILN_DT_UINT8 ? 255 : 127;
-        int64_t ny = p.nbatch * p.M * p.N;
-        for (int64_t e = 0; e < ny; e++) {
-            int64_t n = e % p.N, m = (e / p.N) % p.M;
-            double v = (double)Y[e] * ((double)sa[m] * (double)sb[n] / (double)ysc);
-            v = nearbyint(v) + zp; /* default rounding mode: half to even */
-            if (!(v >= lo)) /* also NaN */
-                v = isnan(v) ? zp : lo;
-            if (v > hi)
-                v = hi;
-            if (ydt == KILN_DT_UINT8)
-                ((uint8_t *)ctx->out[0]->data)[e] = (uint8_t)(int32_t)v;
-            else
-                ((int8_t *)ctx->out[0]->data)[e] = (int8_t)(int32_t)v;
+        size_t osz = kiln_dtype_size(ydt);
+        for (int64_t r = 0; r < p.nbatch * p.M; r++) {
+            for (int64_t n = 0; n < p.N; n++) {
+                ebuf[n] = sa[r % p.M] * sb[n];
+                ebuf[p.N + n] = ebuf[n] / ysc;
+            }
+            for (int64_t n = 0; n < p.N; n++)
+                kiln__qepi_store(&e, (uint8_t *)ctx->out[0]->data + (size_t)(r * p.N) * osz, p.N, 0, n, Y[r * p.N + n]);
         }
     }
 done:
     kiln__free(sa);
     kiln__free(sb);
+    kiln__free(ebuf);
     kiln__free(Y);
     return st;
 }
+
+/* Build time: op(B) of a float32 2-D constant right operand packed into the GEMM's panels
+ * (MatMul, FusedMatMul: B [K, N]; Gemm, FusedGemm: B or B^T by transB). */
+static kiln_status prep_gemm_b(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob,
+                               size_t *size)
+{
+    *blob = NULL;
+    *size = 0;
+    const kiln_tensor *b = consts && n_in > 1 ? consts[1] : NULL;
+    if (!b || !b->data || b->dtype != KILN_DT_FLOAT32 || b->ndim != 2)
+        return KILN_OK;
+    bool gemm = n->op == KILN_OP_Gemm || n->op == KILN_OP_FusedGemm;
+    bool tb = gemm && kiln__attr_i(n, "transB", 0) != 0;
+    int64_t K = tb ? b->dims[1] : b->dims[0], N = tb ? b->dims[0] : b->dims[1];
+    if (K <= 0 || N <= 0 || (double)K * (double)N > LINALG_MAX_WORK)
+        return KILN_OK;
+    int64_t dims[4] = {K, N, kiln__sgemm_nr(), tb};
+    float *dst = kiln__prep_alloc(KILN_PREP_GEMM_B, 1u << 1, KILN_DT_FLOAT32, 4, dims,
+                                  (uint64_t)kiln__sgemm_bpack_floats(K, N) * sizeof(float), blob, size);
+    if (!dst)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory packing the weights of node '%s'", n->name);
+    if (!kiln__sgemm_bpack(tb, K, N, b->data, b->dims[1], dst)) {
+        kiln__free(*blob);
+        *blob = NULL;
+        *size = 0;
+        return kiln__err(KILN_ERR_NOMEM, "out of memory packing the weights of node '%s'", n->name);
+    }
+    return KILN_OK;
+}
+
+const kiln_prep_reg kiln__prep_linalg[] = {
+    {KILN_OP_MatMul, prep_gemm_b},
+    {KILN_OP_Gemm, prep_gemm_b},
+    {KILN_OP_FusedMatMul, prep_gemm_b},
+    {KILN_OP_FusedGemm, prep_gemm_b},
+    {KILN_OP_COUNT, NULL},
+};
 
 const kiln_kernel_reg kiln__ref_linalg[] = {
     {KILN_OP_MatMul, k_matmul},

@@ -23,11 +23,6 @@ static bool mul_ok(int64_t a, int64_t b, int64_t *r)
     return true;
 }
 
-static int64_t numel_of(const kiln_tensor *t)
-{
-    return kiln__shape_numel(t->ndim, t->dims);
-}
-
 static int64_t grain_for(int64_t work_per_task)
 {
     int64_t g = 32768 / (work_per_task > 0 ? work_per_task : 1);
@@ -145,9 +140,9 @@ static kiln_status read_param(const kiln_kctx *ctx, const kiln_tensor *t, const 
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input %s", what);
     if (!is_floatish(t->dtype))
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "%s has unsupported dtype %s", what, kiln_dtype_name(t->dtype));
-    if (numel_of(t) != want)
+    if (kiln__knumel(t) != want)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "%s has %lld elements, expected %lld", what,
-                          (long long)numel_of(t), (long long)want);
+                          (long long)kiln__knumel(t), (long long)want);
     for (int64_t i = 0; i < want; i++)
         out[i] = kiln__get_f64(t->dtype, t->data, i);
     return KILN_OK;
@@ -258,9 +253,9 @@ static kiln_status k_batchnorm(kiln_kctx *ctx)
         const kiln_tensor *t = kiln__kin(ctx, i);
         if (!t)
             return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input %s", pname[i - 1]);
-        if (numel_of(t) != P)
+        if (kiln__knumel(t) != P)
             return kiln__kerr(ctx, KILN_ERR_SHAPE, "%s has %lld elements, expected %lld", pname[i - 1],
-                              (long long)numel_of(t), (long long)P);
+                              (long long)kiln__knumel(t), (long long)P);
     }
     double *buf = kiln__calloc((size_t)(P > 0 ? P : 1) * 8, sizeof(double));
     float *fbuf = kiln__calloc((size_t)(P > 0 ? P : 1) * 3, sizeof(float));
@@ -393,8 +388,8 @@ static kiln_status group_norm(kiln_kctx *ctx, bool instance)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing scale or bias");
     /* scale/bias: per channel [C] (InstanceNormalization, GroupNormalization-21) or per group
      * [num_groups] (GroupNormalization-18) */
-    int64_t ns = numel_of(st_);
-    if (numel_of(x) <= 0)
+    int64_t ns = kiln__knumel(st_);
+    if (kiln__knumel(x) <= 0)
         return kiln__kout(ctx, 0, x->dtype, x->ndim, x->dims);
     bool per_group = !instance && ns == G && (ns != C || nd->opset < 21);
     int64_t want = per_group ? G : C;
@@ -566,8 +561,8 @@ static kiln_status k_layernorm(kiln_kctx *ctx)
     void *sbuf = NULL, *bbuf = NULL;
     size_t es = f32 ? sizeof(float) : sizeof(double);
     /* direct use when Scale/B are float32 with exactly the normalized shape's elements */
-    bool s_direct = f32 && !row_var && sc->dtype == KILN_DT_FLOAT32 && numel_of(sc) == M;
-    bool b_direct = f32 && bi && !row_var && bi->dtype == KILN_DT_FLOAT32 && numel_of(bi) == M;
+    bool s_direct = f32 && !row_var && sc->dtype == KILN_DT_FLOAT32 && kiln__knumel(sc) == M;
+    bool b_direct = f32 && bi && !row_var && bi->dtype == KILN_DT_FLOAT32 && kiln__knumel(bi) == M;
     if (!s_direct && !(sbuf = kiln__malloc((size_t)cnt * es)))
         return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
     if (bi && !b_direct && !(bbuf = kiln__malloc((size_t)cnt * es))) {
@@ -655,7 +650,7 @@ static kiln_status k_lpnorm(kiln_kctx *ctx)
     int axis;
     KILN_TRY(kiln__norm_axis(ctx, kiln__attr_i(ctx->node, "axis", -1), x->ndim, &axis));
     KILN_TRY(kiln__kout(ctx, 0, x->dtype, x->ndim, x->dims));
-    int64_t numel = numel_of(x);
+    int64_t numel = kiln__knumel(x);
     if (numel <= 0)
         return KILN_OK;
     int64_t outer = 1, R = 1, inner = 1;
@@ -746,7 +741,7 @@ static kiln_status k_lrn(kiln_kctx *ctx)
         if (!mul_ok(S, x->dims[d], &S))
             return kiln__kerr(ctx, KILN_ERR_SHAPE, "shape overflows");
     KILN_TRY(kiln__kout(ctx, 0, x->dtype, x->ndim, x->dims));
-    if (numel_of(x) <= 0)
+    if (kiln__knumel(x) <= 0)
         return KILN_OK;
     lrnjob j = {x->dtype, x->data, ctx->out[0]->data, C, S, (size - 1) / 2, size / 2,
                 kiln__attr_f(nd, "alpha", 1e-4f) / (float)size, kiln__attr_f(nd, "beta", 0.75f),
@@ -847,7 +842,7 @@ static kiln_status k_mvn(kiln_kctx *ctx)
         red[a] = true;
     }
     KILN_TRY(kiln__kout(ctx, 0, x->dtype, rank, x->dims));
-    if (numel_of(x) <= 0)
+    if (kiln__knumel(x) <= 0)
         return KILN_OK;
     mvnjob j;
     memset(&j, 0, sizeof j);

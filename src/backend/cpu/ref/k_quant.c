@@ -1,5 +1,7 @@
-/* Reference kernels: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinearConv. */
-#include "../../kernel.h"
+/* Reference kernels: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinearConv, and
+ * com.microsoft QGemm. The quantized layers requantize through qgemm.h's epilogue (kiln__qepi_*),
+ * the definition the fast kernels match (docs/PRECISION.md, INT8 kernels). */
+#include "../qgemm.h"
 #include <math.h>
 
 /* Saturation range of a quantized integer type; false if unsupported. */
@@ -268,16 +270,7 @@ static kiln_status k_dynquant(kiln_kctx *ctx)
 
 /* ---- QLinearConv ---- */
 
-#define QC_MAX_SP (KILN_MAX_DIMS - 2)
-
-typedef struct qconv_geom {
-    int nsp;                     /* spatial rank */
-    int64_t N, C, M, group;
-    int64_t in[QC_MAX_SP], k[QC_MAX_SP], out[QC_MAX_SP];
-    int64_t stride[QC_MAX_SP], dil[QC_MAX_SP], pad_b[QC_MAX_SP];
-} qconv_geom;
-
-static kiln_status conv_geom(kiln_kctx *ctx, const kiln_tensor *x, const kiln_tensor *w, qconv_geom *g)
+kiln_status kiln__qconv_geom(const kiln_kctx *ctx, const kiln_tensor *x, const kiln_tensor *w, kiln_qconv_geom *g)
 {
     const kiln_node *nd = ctx->node;
     if (x->ndim < 3 || w->ndim != x->ndim)
@@ -335,31 +328,28 @@ static kiln_status conv_geom(kiln_kctx *ctx, const kiln_tensor *x, const kiln_te
 }
 
 typedef struct qconv_job {
-    const qconv_geom *g;
+    const kiln_qconv_geom *g;
     const int32_t *xi, *wi;
     const int64_t *koff;
-    const float *ws;
-    int64_t nws;
     const int32_t *bias;
+    const kiln_qepi *e;   /* requantization (qgemm.h), channel = output channel */
     void *y;
     kiln_dtype odt;
     int64_t osp, isp, ksz;
-    float xs, ys, yz, lo, hi;
 } qconv_job;
 
 /* Computes output planes [begin, end) of the N*M (batch, output channel) planes. */
 static void qconv_worker(void *arg, int64_t begin, int64_t end)
 {
     const qconv_job *j = arg;
-    const qconv_geom *g = j->g;
+    const kiln_qconv_geom *g = j->g;
     int64_t cpg = g->C / g->group, mpg = g->M / g->group;
     for (int64_t nm = begin; nm < end; nm++) {
         int64_t n = nm / g->M, m = nm % g->M;
         int64_t grp = m / mpg;
-        float mult = j->xs * j->ws[j->nws == 1 ? 0 : m] / j->ys;
         const int32_t *wm = j->wi + m * cpg * j->ksz;
         for (int64_t o = 0; o < j->osp; o++) {
-            int64_t base[QC_MAX_SP], r = o;
+            int64_t base[KILN_QC_MAX_SP], r = o;
             for (int d = g->nsp - 1; d >= 0; d--) {
                 base[d] = (r % g->out[d]) * g->stride[d] - g->pad_b[d];
                 r /= g->out[d];
@@ -383,14 +373,11 @@ static void qconv_worker(void *arg, int64_t begin, int64_t end)
                 for (int64_t c = 0; c < cpg; c++)
                     acc += (int64_t)xp[c * j->isp] * wp[c * j->ksz];
             }
-            float v = sat_round_f(rintf((float)acc * mult) + j->yz, j->lo, j->hi);
             int64_t oi = nm * j->osp + o;
-            if (j->odt == KILN_DT_UINT8)
-                ((uint8_t *)j->y)[oi] = (uint8_t)v;
-            else if (j->odt == KILN_DT_INT8)
-                ((int8_t *)j->y)[oi] = (int8_t)v;
+            if (j->odt == KILN_DT_FLOAT32)
+                ((float *)j->y)[oi] = kiln__qepi_f(j->e, (int32_t)acc, m);
             else
-                kiln__set_i64(j->odt, j->y, oi, (int64_t)v);
+                kiln__set_i64(j->odt, j->y, oi, kiln__qepi_q(j->e, (int32_t)acc, m));
         }
     }
 }
@@ -407,16 +394,16 @@ static kiln_status k_qlinearconv(kiln_kctx *ctx)
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "x and w must be uint8/int8");
     if ((xz && xz->dtype != x->dtype) || (wz && wz->dtype != w->dtype))
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "zero point dtype mismatch");
-    kiln_dtype odt = yz ? yz->dtype : x->dtype;
-    if (!q_range(odt, &lo, &hi))
+    kiln_dtype odt = kiln__attr_i(ctx->node, "kiln_out_float", 0) ? KILN_DT_FLOAT32 : yz ? yz->dtype : x->dtype;
+    if (odt != KILN_DT_FLOAT32 && !q_range(odt, &lo, &hi))
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported output dtype %s", kiln_dtype_name(odt));
     if (xs->dtype != KILN_DT_FLOAT32 || ws->dtype != KILN_DT_FLOAT32 || ys->dtype != KILN_DT_FLOAT32)
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "scales must be float32");
     if (b && b->dtype != KILN_DT_INT32)
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "bias must be int32");
-    qconv_geom g;
+    kiln_qconv_geom g;
     memset(&g, 0, sizeof g);
-    KILN_TRY(conv_geom(ctx, x, w, &g));
+    KILN_TRY(kiln__qconv_geom(ctx, x, w, &g));
     if (numel_of(xs) != 1 || numel_of(ys) != 1 || (xz && numel_of(xz) != 1) || (yz && numel_of(yz) != 1))
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "x/y scale and zero point must be scalars");
     int64_t nws = numel_of(ws);
@@ -439,11 +426,14 @@ static kiln_status k_qlinearconv(kiln_kctx *ctx)
     }
     KILN_TRY(kiln__kout(ctx, 0, odt, x->ndim, odims));
     int64_t nw = numel_of(w), nx = numel_of(x);
-    if (kiln__shape_numel(x->ndim, odims) == 0 || nw == 0)
-        goto fill_bias_only;
     /* work estimate guard: N * out_spatial * numel(w) MACs */
     if ((double)g.N * (double)osp * (double)nw > 4e11)
         return kiln__kerr(ctx, KILN_ERR_LIMIT, "convolution is too large for the reference kernel");
+    kiln_qepi e;
+    float *sbuf = NULL;
+    KILN_TRY(kiln__qepi_setup(ctx, &e, odt, true, g.M, *(const float *)xs->data, ws, 1.0f, ys, yz, &sbuf));
+    if (kiln__shape_numel(x->ndim, odims) == 0 || nw == 0)
+        goto fill_bias_only;
 
     {
         int32_t *xi = kiln__malloc(sizeof(int32_t) * (size_t)(nx ? nx : 1));
@@ -453,6 +443,7 @@ static kiln_status k_qlinearconv(kiln_kctx *ctx)
             kiln__free(xi);
             kiln__free(wi);
             kiln__free(koff);
+            kiln__free(sbuf);
             return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
         }
         int32_t xzv = xz ? (int32_t)kiln__get_i64(xz->dtype, xz->data, 0) : 0;
@@ -472,33 +463,104 @@ static kiln_status k_qlinearconv(kiln_kctx *ctx)
                 r /= g.k[d];
             }
         }
-        qconv_job job = {.g = &g, .xi = xi, .wi = wi, .koff = koff, .ws = ws->data, .nws = nws,
-                         .bias = b ? b->data : NULL, .y = ctx->out[0]->data, .odt = odt, .osp = osp, .isp = isp,
-                         .ksz = ksz, .lo = (float)lo, .hi = (float)hi};
-        job.xs = *(const float *)xs->data;
-        job.ys = *(const float *)ys->data;
-        job.yz = yz ? (float)kiln__get_i64(yz->dtype, yz->data, 0) : 0.f;
+        qconv_job job = {.g = &g, .xi = xi, .wi = wi, .koff = koff, .bias = b ? b->data : NULL, .e = &e,
+                         .y = ctx->out[0]->data, .odt = odt, .osp = osp, .isp = isp, .ksz = ksz};
         int64_t per = osp * (g.C / g.group) * ksz;
         kiln__parallel_for(ctx->pool, ctx->nthreads, g.N * g.M, per > 0 ? 1 + (int64_t)(1 << 16) / per : 1, qconv_worker, &job);
         kiln__free(xi);
         kiln__free(wi);
         kiln__free(koff);
+        kiln__free(sbuf);
         return KILN_OK;
     }
 fill_bias_only:
-    /* empty weights / output: y = saturate(round(bias * mult) + y_zero_point) */
+    /* empty weights / output: y = requantized bias */
     {
         int64_t total = kiln__shape_numel(x->ndim, odims);
-        float xsv = *(const float *)xs->data, ysv = *(const float *)ys->data;
-        float yzv = yz ? (float)kiln__get_i64(yz->dtype, yz->data, 0) : 0.f;
         for (int64_t i = 0; i < total; i++) {
             int64_t m = (i / (osp ? osp : 1)) % (g.M ? g.M : 1);
-            float mult = xsv * ((const float *)ws->data)[nws == 1 ? 0 : m] / ysv;
-            float acc = b ? (float)((const int32_t *)b->data)[m] : 0.f;
-            kiln__set_i64(odt, ctx->out[0]->data, i, (int64_t)sat_round_f(rintf(acc * mult) + yzv, (float)lo, (float)hi));
+            int32_t acc = b ? ((const int32_t *)b->data)[m] : 0;
+            if (odt == KILN_DT_FLOAT32)
+                ((float *)ctx->out[0]->data)[i] = kiln__qepi_f(&e, acc, m);
+            else
+                kiln__set_i64(odt, ctx->out[0]->data, i, kiln__qepi_q(&e, acc, m));
         }
     }
+    kiln__free(sbuf);
     return KILN_OK;
+}
+
+/* ---- com.microsoft QGemm ---- */
+
+/* element (i, j) of op(T) for a 2-D u8/s8 tensor, t = transposed */
+static int32_t q2d(const kiln_tensor *T, bool t, int64_t i, int64_t j)
+{
+    int64_t at = t ? j * T->dims[1] + i : i * T->dims[1] + j;
+    return T->dtype == KILN_DT_UINT8 ? ((const uint8_t *)T->data)[at] : ((const int8_t *)T->data)[at];
+}
+
+/* Y = requant(alpha * a_scale * b_scale[n] * ((A - a_zp) x (B - b_zp[n]) + C)), C int32 broadcast to
+ * [M, N]; y_scale absent: float32 Y. The node's kiln_act applies before requantization. */
+static kiln_status k_qgemm(kiln_kctx *ctx)
+{
+    const kiln_tensor *a = kiln__kin(ctx, 0), *as = kiln__kin(ctx, 1), *az = kiln__kin(ctx, 2);
+    const kiln_tensor *b = kiln__kin(ctx, 3), *bs = kiln__kin(ctx, 4), *bz = kiln__kin(ctx, 5);
+    const kiln_tensor *c = kiln__kin(ctx, 6), *ys = kiln__kin(ctx, 7), *yz = kiln__kin(ctx, 8);
+    if (!a || !as || !b || !bs)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input");
+    if ((a->dtype != KILN_DT_UINT8 && a->dtype != KILN_DT_INT8) || (b->dtype != KILN_DT_UINT8 && b->dtype != KILN_DT_INT8))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "A and B must be uint8/int8");
+    if (a->ndim != 2 || b->ndim != 2)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "A and B must be 2-D (ranks %d, %d)", a->ndim, b->ndim);
+    bool ta = kiln__attr_i(ctx->node, "transA", 0) != 0, tb = kiln__attr_i(ctx->node, "transB", 0) != 0;
+    int64_t M = a->dims[ta ? 1 : 0], K = a->dims[ta ? 0 : 1], N = b->dims[tb ? 0 : 1];
+    if (b->dims[tb ? 1 : 0] != K)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "inner dims differ: %lld vs %lld", (long long)K,
+                          (long long)b->dims[tb ? 1 : 0]);
+    KILN_TRY(check_scale_dtype(ctx, as));
+    KILN_TRY(check_scale_dtype(ctx, bs));
+    if (numel_of(as) != 1 || (az && (numel_of(az) != 1 || az->dtype != a->dtype)))
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "a_scale and a_zero_point must be scalars of A's type");
+    if ((numel_of(bs) != 1 && numel_of(bs) != N) || (bz && ((numel_of(bz) != 1 && numel_of(bz) != N) || bz->dtype != b->dtype)))
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "b_scale / b_zero_point must have 1 or N=%lld elements of B's type", (long long)N);
+    int64_t cr = 0, cc = 0; /* C's extent along M and N after broadcasting: 1 or the full size */
+    if (c) {
+        if (c->dtype != KILN_DT_INT32 || c->ndim > 2)
+            return kiln__kerr(ctx, KILN_ERR_DTYPE, "C must be an int32 tensor of rank <= 2");
+        cc = c->ndim >= 1 ? c->dims[c->ndim - 1] : 1;
+        cr = c->ndim == 2 ? c->dims[0] : 1;
+        if ((cc != 1 && cc != N) || (cr != 1 && cr != M))
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "C does not broadcast to [%lld, %lld]", (long long)M, (long long)N);
+    }
+    if (ys) {
+        KILN_TRY(check_scale_dtype(ctx, ys));
+        if (numel_of(ys) != 1 || (yz && numel_of(yz) != 1))
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "y_scale and y_zero_point must be scalars");
+    }
+    kiln_dtype odt = !ys ? KILN_DT_FLOAT32 : yz ? yz->dtype : a->dtype;
+    if (odt != KILN_DT_FLOAT32 && odt != KILN_DT_UINT8 && odt != KILN_DT_INT8)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported output dtype %s", kiln_dtype_name(odt));
+    if ((double)M * (double)N * (double)K > 4e11)
+        return kiln__kerr(ctx, KILN_ERR_LIMIT, "QGemm is too large for the reference kernel");
+    kiln_qepi e;
+    float *sbuf = NULL;
+    KILN_TRY(kiln__qepi_setup(ctx, &e, odt, false, N, (float)kiln__get_f64(as->dtype, as->data, 0), bs,
+                              kiln__attr_f(ctx->node, "alpha", 1.0f), ys, yz, &sbuf));
+    int64_t dims[2] = {M, N};
+    kiln_status st = kiln__kout(ctx, 0, odt, 2, dims);
+    int32_t za = az ? (int32_t)kiln__get_i64(az->dtype, az->data, 0) : 0;
+    for (int64_t i = 0; st == KILN_OK && i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            int32_t zb = bz ? (int32_t)kiln__get_i64(bz->dtype, bz->data, numel_of(bz) == 1 ? 0 : j) : 0;
+            int64_t acc = 0;
+            for (int64_t k = 0; k < K; k++)
+                acc += (int64_t)(q2d(a, ta, i, k) - za) * (q2d(b, tb, k, j) - zb);
+            if (c)
+                acc += ((const int32_t *)c->data)[(cr == 1 ? 0 : i) * cc + (cc == 1 ? 0 : j)];
+            kiln__qepi_store(&e, ctx->out[0]->data, N, i, j, (int32_t)(uint32_t)(uint64_t)acc);
+        }
+    kiln__free(sbuf);
+    return st;
 }
 
 const kiln_kernel_reg kiln__ref_quant[] = {
@@ -506,5 +568,6 @@ const kiln_kernel_reg kiln__ref_quant[] = {
     {KILN_OP_DequantizeLinear, k_dequantize},
     {KILN_OP_DynamicQuantizeLinear, k_dynquant},
     {KILN_OP_QLinearConv, k_qlinearconv},
+    {KILN_OP_QGemm, k_qgemm},
     {KILN_OP_COUNT, NULL},
 };

@@ -22,29 +22,6 @@
 /* ------------------------------------------------------------------------------------------ */
 /* small helpers                                                                              */
 
-/* Input i, which must be present. */
-static kiln_status need_in(const kiln_kctx *ctx, int i, const kiln_tensor **t)
-{
-    *t = kiln__kin(ctx, i);
-    if (!*t)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input %d", i);
-    if ((*t)->ndim < 0 || (*t)->ndim > MAXR)
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "input %d has invalid rank %d", i, (*t)->ndim);
-    return KILN_OK;
-}
-
-/* Element size of t's dtype; checks that the data buffer holds every element. */
-static kiln_status data_es(const kiln_kctx *ctx, const kiln_tensor *t, size_t *es)
-{
-    *es = kiln_dtype_size(t->dtype);
-    if (!*es)
-        return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "dtype %s is not supported", kiln_dtype_name(t->dtype));
-    int64_t n = kiln__shape_numel(t->ndim, t->dims);
-    if (n < 0 || (uint64_t)n > t->nbytes / *es || (n && !t->data))
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "tensor data does not match its shape");
-    return KILN_OK;
-}
-
 /* Reads a 0-D or 1-D int32/int64 tensor of at most max elements. */
 static kiln_status read_ints(const kiln_kctx *ctx, const kiln_tensor *t, const char *what, int64_t *v, int64_t max,
                              int64_t *n)
@@ -54,7 +31,7 @@ static kiln_status read_ints(const kiln_kctx *ctx, const kiln_tensor *t, const c
     if (t->ndim > 1)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "%s must be 1-D (rank %d)", what, t->ndim);
     size_t es;
-    KILN_TRY(data_es(ctx, t, &es));
+    KILN_TRY(kiln__kdata_es(ctx, t, &es));
     int64_t cnt = t->ndim ? t->dims[0] : 1;
     if (cnt > max)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "%s has %lld elements (at most %lld allowed)", what, (long long)cnt,
@@ -109,7 +86,7 @@ static void fill_pattern(uint8_t *dst, int64_t n, const void *val, size_t es)
 static kiln_status copy_reshaped(kiln_kctx *ctx, const kiln_tensor *x, int nd, const int64_t *dims)
 {
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     int64_t n = kiln__shape_numel(nd, dims);
     if (n < 0 || n != kiln__shape_numel(x->ndim, x->dims))
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "cannot reshape %lld elements to %lld",
@@ -401,7 +378,7 @@ static void permute_copy(kiln_pool *pool, int nthreads, uint8_t *dst, const uint
 static kiln_status k_shape(kiln_kctx *ctx)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     int64_t r = x->ndim, start = 0, end = r;
     if (ctx->node->opset >= 15) {
         start = kiln__attr_i(ctx->node, "start", 0);
@@ -424,7 +401,7 @@ static kiln_status k_shape(kiln_kctx *ctx)
 static kiln_status k_size(kiln_kctx *ctx)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     int64_t n = kiln__shape_numel(x->ndim, x->dims);
     if (n < 0)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "invalid input shape");
@@ -439,9 +416,9 @@ static kiln_status k_size(kiln_kctx *ctx)
 static kiln_status k_concat(kiln_kctx *ctx)
 {
     const kiln_tensor *x0;
-    KILN_TRY(need_in(ctx, 0, &x0));
+    KILN_TRY(kiln__kneed(ctx, 0, &x0));
     size_t es;
-    KILN_TRY(data_es(ctx, x0, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x0, &es));
     int r = x0->ndim;
     if (r < 1)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "Concat inputs must have rank >= 1");
@@ -454,13 +431,13 @@ static kiln_status k_concat(kiln_kctx *ctx)
     dims[axis] = 0;
     for (int i = 0; i < ctx->n_in; i++) {
         const kiln_tensor *t;
-        KILN_TRY(need_in(ctx, i, &t));
+        KILN_TRY(kiln__kneed(ctx, i, &t));
         if (t->dtype != x0->dtype)
             return kiln__kerr(ctx, KILN_ERR_DTYPE, "input %d has dtype %s, expected %s", i, kiln_dtype_name(t->dtype),
                               kiln_dtype_name(x0->dtype));
         if (t->ndim != r)
             return kiln__kerr(ctx, KILN_ERR_SHAPE, "input %d has rank %d, expected %d", i, t->ndim, r);
-        KILN_TRY(data_es(ctx, t, &es));
+        KILN_TRY(kiln__kdata_es(ctx, t, &es));
         for (int d = 0; d < r; d++)
             if (d != axis && t->dims[d] != x0->dims[d])
                 return kiln__kerr(ctx, KILN_ERR_SHAPE, "input %d dim %d is %lld, expected %lld", i, d,
@@ -508,7 +485,7 @@ static kiln_status k_concat(kiln_kctx *ctx)
 static kiln_status k_constant_of_shape(kiln_kctx *ctx)
 {
     const kiln_tensor *s;
-    KILN_TRY(need_in(ctx, 0, &s));
+    KILN_TRY(kiln__kneed(ctx, 0, &s));
     int64_t dims[MAXR], nd;
     KILN_TRY(read_ints(ctx, s, "shape", dims, MAXR, &nd));
     for (int i = 0; i < nd; i++)
@@ -521,7 +498,7 @@ static kiln_status k_constant_of_shape(kiln_kctx *ctx)
         if (a->type != KILN_ATTR_TENSOR || !a->t)
             return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "attribute 'value' must be a tensor");
         size_t es;
-        KILN_TRY(data_es(ctx, a->t, &es));
+        KILN_TRY(kiln__kdata_es(ctx, a->t, &es));
         if (kiln__shape_numel(a->t->ndim, a->t->dims) != 1 || es > sizeof val)
             return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "attribute 'value' must have exactly one element");
         dt = a->t->dtype;
@@ -552,7 +529,7 @@ static bool set_one(kiln_dtype dt, uint8_t *p)
 static kiln_status k_eyelike(kiln_kctx *ctx)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     if (x->ndim != 2)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "EyeLike input must be 2-D (rank %d)", x->ndim);
     kiln_dtype dt = (kiln_dtype)kiln__attr_i(ctx->node, "dtype", x->dtype);
@@ -581,9 +558,9 @@ static kiln_status k_eyelike(kiln_kctx *ctx)
 static kiln_status k_depth_to_space(kiln_kctx *ctx)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     if (x->ndim != 4)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "input must be 4-D (rank %d)", x->ndim);
     int64_t b = kiln__attr_i(ctx->node, "blocksize", 0);
@@ -616,9 +593,9 @@ static kiln_status k_depth_to_space(kiln_kctx *ctx)
 static kiln_status k_space_to_depth(kiln_kctx *ctx)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     if (x->ndim != 4)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "input must be 4-D (rank %d)", x->ndim);
     int64_t b = kiln__attr_i(ctx->node, "blocksize", 0);
@@ -644,10 +621,10 @@ static kiln_status k_space_to_depth(kiln_kctx *ctx)
 static kiln_status k_expand(kiln_kctx *ctx)
 {
     const kiln_tensor *x, *s;
-    KILN_TRY(need_in(ctx, 0, &x));
-    KILN_TRY(need_in(ctx, 1, &s));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 1, &s));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     int64_t sh[MAXR], ns;
     KILN_TRY(read_ints(ctx, s, "shape", sh, MAXR, &ns));
     int r = x->ndim > (int)ns ? x->ndim : (int)ns;
@@ -680,10 +657,10 @@ static kiln_status k_expand(kiln_kctx *ctx)
 static kiln_status k_tile(kiln_kctx *ctx)
 {
     const kiln_tensor *x, *rt;
-    KILN_TRY(need_in(ctx, 0, &x));
-    KILN_TRY(need_in(ctx, 1, &rt));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 1, &rt));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     int64_t rep[MAXR], nr;
     KILN_TRY(read_ints(ctx, rt, "repeats", rep, MAXR, &nr));
     int r = x->ndim;
@@ -717,9 +694,9 @@ static kiln_status k_tile(kiln_kctx *ctx)
 static kiln_status k_transpose(kiln_kctx *ctx)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     int r = x->ndim;
     int perm[MAXR];
     const int64_t *pv;
@@ -757,7 +734,7 @@ static kiln_status k_transpose(kiln_kctx *ctx)
 static kiln_status k_flatten(kiln_kctx *ctx)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     int r = x->ndim;
     int64_t axis = kiln__attr_i(ctx->node, "axis", 1);
     if (axis < -r || axis > r)
@@ -773,7 +750,7 @@ static kiln_status k_flatten(kiln_kctx *ctx)
 static kiln_status k_reshape(kiln_kctx *ctx)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     int64_t sh[MAXR], ns;
     if (ctx->node->opset < 5) {
         const int64_t *v;
@@ -784,7 +761,7 @@ static kiln_status k_reshape(kiln_kctx *ctx)
         ns = n;
     } else {
         const kiln_tensor *s;
-        KILN_TRY(need_in(ctx, 1, &s));
+        KILN_TRY(kiln__kneed(ctx, 1, &s));
         KILN_TRY(read_ints(ctx, s, "shape", sh, MAXR, &ns));
     }
     bool allowzero = ctx->node->opset >= 14 && kiln__attr_i(ctx->node, "allowzero", 0) != 0;
@@ -845,7 +822,7 @@ static kiln_status read_axes(kiln_kctx *ctx, int64_t *axes, int64_t *n)
 static kiln_status k_squeeze(kiln_kctx *ctx)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     int r = x->ndim;
     int64_t axes[MAXR], na;
     KILN_TRY(read_axes(ctx, axes, &na));
@@ -876,7 +853,7 @@ static kiln_status k_squeeze(kiln_kctx *ctx)
 static kiln_status k_unsqueeze(kiln_kctx *ctx)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     int64_t axes[MAXR], na;
     KILN_TRY(read_axes(ctx, axes, &na));
     if (na < 0)
@@ -924,9 +901,9 @@ static kiln_status slice_param(kiln_kctx *ctx, int i, const char *attr, int64_t 
 static kiln_status k_slice(kiln_kctx *ctx)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     int r = x->ndim;
     int64_t starts[MAXR], ends[MAXR], axes[MAXR], steps[MAXR], ns, ne, na, nst;
     KILN_TRY(slice_param(ctx, 1, "starts", starts, &ns));
@@ -1004,9 +981,9 @@ static kiln_status k_slice(kiln_kctx *ctx)
 static kiln_status k_split(kiln_kctx *ctx)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     int r = x->ndim, no = ctx->n_out;
     if (r < 1 || no < 1)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "Split needs a tensor of rank >= 1 and at least one output");
@@ -1132,9 +1109,9 @@ static inline int64_t pad_map(int64_t i, int64_t n, int mode)
 static kiln_status k_pad(kiln_kctx *ctx)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     int r = x->ndim;
     const char *ms = kiln__attr_s(ctx->node, "mode", "constant");
     int mode;
@@ -1167,7 +1144,7 @@ static kiln_status k_pad(kiln_kctx *ctx)
         }
     } else {
         const kiln_tensor *pt;
-        KILN_TRY(need_in(ctx, 1, &pt));
+        KILN_TRY(kiln__kneed(ctx, 1, &pt));
         int64_t raw[2 * MAXR];
         KILN_TRY(read_ints(ctx, pt, "pads", raw, 2 * MAXR, &np));
         const kiln_tensor *axt = kiln__kin(ctx, 3);
@@ -1195,7 +1172,7 @@ static kiln_status k_pad(kiln_kctx *ctx)
         const kiln_tensor *cv = kiln__kin(ctx, 2);
         if (cv && mode == PAD_CONSTANT) {
             size_t ces;
-            KILN_TRY(data_es(ctx, cv, &ces));
+            KILN_TRY(kiln__kdata_es(ctx, cv, &ces));
             if (cv->dtype != x->dtype)
                 return kiln__kerr(ctx, KILN_ERR_DTYPE, "constant_value dtype %s differs from input %s",
                                   kiln_dtype_name(cv->dtype), kiln_dtype_name(x->dtype));
@@ -1291,9 +1268,9 @@ static kiln_status k_range(kiln_kctx *ctx)
 {
     const kiln_tensor *t[3];
     for (int i = 0; i < 3; i++) {
-        KILN_TRY(need_in(ctx, i, &t[i]));
+        KILN_TRY(kiln__kneed(ctx, i, &t[i]));
         size_t es;
-        KILN_TRY(data_es(ctx, t[i], &es));
+        KILN_TRY(kiln__kdata_es(ctx, t[i], &es));
         if (kiln__shape_numel(t[i]->ndim, t[i]->dims) != 1)
             return kiln__kerr(ctx, KILN_ERR_SHAPE, "input %d must be a scalar", i);
         if (t[i]->dtype != t[0]->dtype)
@@ -1357,9 +1334,9 @@ static kiln_status k_range(kiln_kctx *ctx)
 static kiln_status k_trilu(kiln_kctx *ctx)
 {
     const kiln_tensor *x;
-    KILN_TRY(need_in(ctx, 0, &x));
+    KILN_TRY(kiln__kneed(ctx, 0, &x));
     size_t es;
-    KILN_TRY(data_es(ctx, x, &es));
+    KILN_TRY(kiln__kdata_es(ctx, x, &es));
     if (x->ndim < 2)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "Trilu input must have rank >= 2");
     int64_t k = 0;

@@ -16,26 +16,6 @@
 
 /* ---------------------------------------------------------------- validation */
 
-static kiln_status check_tensor(const kiln_kctx *ctx, const kiln_tensor *t, int idx)
-{
-    if (!t)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "input %d is missing", idx);
-    if (t->ndim < 0 || t->ndim > KILN_MAX_DIMS)
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "input %d has invalid rank %d", idx, t->ndim);
-    if (t->dtype == KILN_DT_STRING)
-        return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "string tensors are not supported");
-    size_t es = kiln_dtype_size(t->dtype);
-    if (es == 0)
-        return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "input %d has unsupported dtype %s", idx,
-                          kiln_dtype_name(t->dtype));
-    int64_t n = kiln__shape_numel(t->ndim, t->dims);
-    if (n < 0)
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "input %d has an invalid shape", idx);
-    if (n > 0 && (!t->data || t->nbytes / es < (uint64_t)n))
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "input %d buffer is too small for its shape", idx);
-    return KILN_OK;
-}
-
 static inline int64_t numel(const kiln_tensor *t)
 {
     return kiln__shape_numel(t->ndim, t->dims);
@@ -285,7 +265,7 @@ static void ujob_run(void *vj, int64_t b, int64_t e)
 static kiln_status unary_run(kiln_kctx *ctx, const uop *op, const uparam *p)
 {
     const kiln_tensor *x = kiln__kin(ctx, 0);
-    KILN_TRY(check_tensor(ctx, x, 0));
+    KILN_TRY(kiln__kcheck(ctx, x, 0));
     kiln_dtype dt = x->dtype;
     bool ok;
     switch (dt) {
@@ -398,7 +378,7 @@ static bool is_floatish(kiln_dtype dt)
 static kiln_status k_not(kiln_kctx *ctx)
 {
     const kiln_tensor *x = kiln__kin(ctx, 0);
-    KILN_TRY(check_tensor(ctx, x, 0));
+    KILN_TRY(kiln__kcheck(ctx, x, 0));
     if (x->dtype != KILN_DT_BOOL)
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "Not needs bool input, got %s", kiln_dtype_name(x->dtype));
     KILN_TRY(kiln__kout(ctx, 0, KILN_DT_BOOL, x->ndim, x->dims));
@@ -413,7 +393,7 @@ static kiln_status k_not(kiln_kctx *ctx)
 static kiln_status bool_classify(kiln_kctx *ctx, bool nan, bool neg, bool pos)
 {
     const kiln_tensor *x = kiln__kin(ctx, 0);
-    KILN_TRY(check_tensor(ctx, x, 0));
+    KILN_TRY(kiln__kcheck(ctx, x, 0));
     if (!is_floatish(x->dtype))
         return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "dtype %s is not supported", kiln_dtype_name(x->dtype));
     KILN_TRY(kiln__kout(ctx, 0, KILN_DT_BOOL, x->ndim, x->dims));
@@ -495,7 +475,7 @@ static void cjob_run(void *vj, int64_t b, int64_t e)
 static kiln_status clip_bound(const kiln_kctx *ctx, const kiln_tensor *t, int idx, kiln_dtype dt, double *f,
                               int64_t *si, uint64_t *ui)
 {
-    KILN_TRY(check_tensor(ctx, t, idx));
+    KILN_TRY(kiln__kcheck(ctx, t, idx));
     int64_t n = numel(t);
     if (n == 0)
         return KILN_OK; /* an empty bound is treated as absent */
@@ -521,7 +501,7 @@ static kiln_status clip_bound(const kiln_kctx *ctx, const kiln_tensor *t, int id
 static kiln_status k_clip(kiln_kctx *ctx)
 {
     const kiln_tensor *x = kiln__kin(ctx, 0);
-    KILN_TRY(check_tensor(ctx, x, 0));
+    KILN_TRY(kiln__kcheck(ctx, x, 0));
     kiln_dtype dt = x->dtype;
     if (!(is_floatish(dt) || kiln__dtype_is_int(dt)))
         return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "dtype %s is not supported", kiln_dtype_name(dt));
@@ -703,7 +683,7 @@ static kiln_status do_cast(kiln_kctx *ctx, const kiln_tensor *x, int64_t to, boo
     kiln_dtype ddt = (kiln_dtype)to;
     if (x->dtype == KILN_DT_STRING || ddt == KILN_DT_STRING)
         return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "string casts are not supported");
-    KILN_TRY(check_tensor(ctx, x, 0));
+    KILN_TRY(kiln__kcheck(ctx, x, 0));
     if (!castable(x->dtype) || !castable(ddt))
         return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "cast %s -> %s is not supported", kiln_dtype_name(x->dtype),
                           kiln_dtype_name(ddt));

@@ -109,6 +109,37 @@ kiln_status kiln__kerr(const kiln_kctx *ctx, kiln_status s, const char *fmt, ...
     return kiln__err(s, "%s node '%s': %s", ctx->node->op_type, ctx->node->name, msg);
 }
 
+kiln_status kiln__kneed(const kiln_kctx *ctx, int i, const kiln_tensor **t)
+{
+    *t = kiln__kin(ctx, i);
+    if (!*t)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input %d", i);
+    if ((*t)->ndim < 0 || (*t)->ndim > KILN_MAX_DIMS)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "input %d has invalid rank %d", i, (*t)->ndim);
+    return KILN_OK;
+}
+
+kiln_status kiln__kdata_es(const kiln_kctx *ctx, const kiln_tensor *t, size_t *es)
+{
+    *es = kiln_dtype_size(t->dtype);
+    if (!*es)
+        return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "dtype %s is not supported", kiln_dtype_name(t->dtype));
+    int64_t n = kiln__knumel(t);
+    if (n < 0 || (uint64_t)n > t->nbytes / *es || (n && !t->data))
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "tensor data does not match its shape");
+    return KILN_OK;
+}
+
+kiln_status kiln__kcheck(const kiln_kctx *ctx, const kiln_tensor *t, int idx)
+{
+    if (!t)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input %d", idx);
+    if (t->ndim < 0 || t->ndim > KILN_MAX_DIMS)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "input %d has invalid rank %d", idx, t->ndim);
+    size_t es;
+    return kiln__kdata_es(ctx, t, &es);
+}
+
 kiln_status kiln__broadcast_shape(const kiln_kctx *ctx, int n, const kiln_tensor *const *ts, int *ndim,
                                   int64_t *dims)
 {

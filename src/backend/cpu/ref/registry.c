@@ -5,7 +5,7 @@
 
 #define GROUPS(X) X(unary) X(binary) X(shape) X(reduce) X(norm) X(linalg) X(conv) X(pool) \
                   X(resize) X(quant) X(control) X(rnn) X(detect) X(misc) X(fused) X(extra)
-#define FAST_GROUPS(X) X(pool)
+#define FAST_GROUPS(X) X(pool) X(qgemm)
 
 #define DECL(g) extern const kiln_kernel_reg kiln__ref_##g[];
 GROUPS(DECL)

@@ -1,0 +1,110 @@
+/* Prepared-weight blobs of the CPU backend (prep.h): header, validation, and the registry of
+ * per-op prepare functions (next to the kernel registry: each kernel file that packs weights
+ * exports a kiln__prep_<group>[] table). */
+#include "prep.h"
+#include "gemm.h"
+#include <assert.h>
+#include <pthread.h>
+
+static_assert(sizeof(kiln_prep_hdr) == KILN_PREP_HDR_BYTES, "prepared blob header is 128 bytes");
+
+#define PREP_GROUPS(X) X(conv) X(linalg)
+#define DECL(g) extern const kiln_prep_reg kiln__prep_##g[];
+PREP_GROUPS(DECL)
+#undef DECL
+
+static kiln_kernel_prep_fn prep[KILN_OP_COUNT];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void init(void)
+{
+#define ADD(g)                                                                                     \
+    for (const kiln_prep_reg *r = kiln__prep_##g; r->fn; r++)                                      \
+        if (r->op >= 0 && r->op < KILN_OP_COUNT)                                                   \
+            prep[r->op] = r->fn;
+    PREP_GROUPS(ADD)
+#undef ADD
+}
+
+kiln_kernel_prep_fn kiln__cpu_prep_fn(kiln_op op)
+{
+    pthread_once(&once, init);
+    return op >= 0 && op < KILN_OP_COUNT ? prep[op] : NULL;
+}
+
+/* The engine ISA bits (KILN_ISA_*) a GEMM family needs. Only the widest family is chosen by
+ * every host that has its features, so only its blobs may replace their weights (prep fns pass
+ * `replaces` through kiln__prep_replaces). */
+static uint32_t isa_of_kind(int kind)
+{
+    return kind == 3 ? 1u | 4u : kind == 2 ? 1u | 2u : 0u;
+}
+
+void *kiln__prep_alloc(uint32_t layout, uint32_t replaces, kiln_dtype dt, int ndims, const int64_t *dims,
+                       uint64_t payload_bytes, void **blob, size_t *size)
+{
+    *blob = NULL;
+    *size = 0;
+    if (ndims < 0 || ndims > KILN_PREP_MAX_DIMS || payload_bytes > (uint64_t)kiln__max_tensor_bytes())
+        return NULL;
+    uint8_t *b = kiln__malloc(KILN_PREP_HDR_BYTES + (size_t)payload_bytes);
+    if (!b)
+        return NULL;
+    kiln_prep_hdr h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, KILN_PREP_MAGIC, 8);
+    h.layout = layout;
+    h.gemm_kind = (uint32_t)kiln__sgemm_kind();
+    h.engine_isa = isa_of_kind(kiln__sgemm_kind());
+    h.replaces = h.gemm_kind == 3 ? replaces : 0;
+    h.dtype = (int32_t)dt;
+    h.ndims = (uint32_t)ndims;
+    for (int i = 0; i < ndims; i++)
+        h.dims[i] = dims[i];
+    h.payload_bytes = payload_bytes;
+    memcpy(b, &h, sizeof h);
+    *blob = b;
+    *size = KILN_PREP_HDR_BYTES + (size_t)payload_bytes;
+    return b + KILN_PREP_HDR_BYTES;
+}
+
+bool kiln__prep_header(const void *blob, size_t size, kiln_prep_hdr *h)
+{
+    if (!blob || size < KILN_PREP_HDR_BYTES)
+        return false;
+    memcpy(h, blob, sizeof *h);
+    return !memcmp(h->magic, KILN_PREP_MAGIC, 8) && h->ndims <= KILN_PREP_MAX_DIMS &&
+           h->payload_bytes == size - KILN_PREP_HDR_BYTES;
+}
+
+bool kiln__prep_fits_op(kiln_op op, const kiln_prep_hdr *h)
+{
+    bool conv = op == KILN_OP_Conv || op == KILN_OP_FusedConv;
+    bool gemm = op == KILN_OP_MatMul || op == KILN_OP_Gemm || op == KILN_OP_FusedMatMul || op == KILN_OP_FusedGemm;
+    uint32_t want = conv ? KILN_PREP_WINO_F23 : gemm ? KILN_PREP_GEMM_B : 0;
+    return want && h->layout == want && (h->replaces & ~(1u << 1)) == 0;
+}
+
+const void *kiln__prep_check(const kiln_kctx *ctx, uint32_t layout, kiln_dtype dt, int ndims, const int64_t *dims,
+                             uint64_t payload_bytes)
+{
+    kiln_prep_hdr h;
+    if (!ctx->prepared || !kiln__prep_header(ctx->prepared, ctx->prepared_size, &h))
+        return NULL;
+    if (h.layout != layout || h.gemm_kind != (uint32_t)kiln__sgemm_kind() || h.dtype != (int32_t)dt ||
+        h.ndims != (uint32_t)ndims || h.payload_bytes != payload_bytes)
+        return NULL;
+    for (int i = 0; i < ndims; i++)
+        if (h.dims[i] != dims[i])
+            return NULL;
+    const uint8_t *p = (const uint8_t *)ctx->prepared + KILN_PREP_HDR_BYTES;
+    return (uintptr_t)p % 64 ? NULL : p;   /* packed panels are read with aligned loads */
+}
+
+kiln_status kiln__prep_missing(const kiln_kctx *ctx, int input)
+{
+    return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED,
+                      "input %d is stored only in a packed layout that does not fit this layer (%s); rebuild the "
+                      "engine on this machine",
+                      input, ctx->prepared ? "prepared data of another layout, shape or CPU" : "no prepared data");
+}

@@ -1,0 +1,77 @@
+/* Prepared weights of the CPU backend: the blobs the per-op kiln_kernel_prep_fn make at build
+ * time (stored verbatim in an engine's PACKED section, docs/ENGINE_FORMAT.md) and kernels read
+ * through kiln_kctx.prepared.
+ *
+ * A blob is a 128-byte header followed by the payload (64-byte aligned when the blob is). The
+ * header is little-endian x86-64 memory layout (the engine's byte order). A kernel trusts a blob
+ * only after kiln__prep_check() accepted its magic, layout, micro-kernel family (the host's must
+ * be the one the blob was packed for), dims (against the node's actual operands), payload size
+ * and alignment; otherwise it takes its unprepared path, or fails cleanly when the weights it
+ * would need were not stored (an engine drops a constant that only prepared layers read). */
+#ifndef KILN_BACKEND_CPU_PREP_H
+#define KILN_BACKEND_CPU_PREP_H
+
+#include "../kernel.h"
+
+#define KILN_PREP_MAGIC "KILNPRP1"
+#define KILN_PREP_HDR_BYTES 128u
+#define KILN_PREP_MAX_DIMS 8
+
+enum kiln_prep_layout {
+    /* op(B) of a GEMM packed over the whole K in nr-wide panels (kiln_gemm.bpack):
+     * dims = {K, N, nr}; payload = ceil(N/nr)*K*nr floats */
+    KILN_PREP_GEMM_B = 1,
+    /* Winograd F(2x2, 3x3) transformed filters U = (G (x) G) x W^T per group:
+     * dims = {M, C/group, group}; payload = group*16*(M/group)*(C/group) floats, [g][16][Mg][Cg] */
+    KILN_PREP_WINO_F23 = 2,
+};
+
+/* What the header's isa field records: the GEMM micro-kernel family (kiln__sgemm_kind()) the
+ * payload was packed for, and the engine ISA bits (KILN_ISA_*: 1 x86-64, 2 AVX2+FMA, 4 AVX-512)
+ * a host needs to use it. */
+typedef struct kiln_prep_hdr {
+    char magic[8];
+    uint32_t layout;                    /* enum kiln_prep_layout */
+    uint32_t gemm_kind;                 /* kiln__sgemm_kind() at packing time */
+    uint32_t engine_isa;                /* KILN_ISA_* bits the host needs */
+    uint32_t replaces;                  /* bit i: the kernel never reads input i's data when it has
+                                         * this blob (the engine may drop that constant) */
+    int32_t dtype;                      /* element type of the payload (kiln_dtype) */
+    uint32_t ndims;
+    int64_t dims[KILN_PREP_MAX_DIMS];
+    uint64_t payload_bytes;
+    uint8_t reserved[KILN_PREP_HDR_BYTES - 40 - 8 * KILN_PREP_MAX_DIMS];
+} kiln_prep_hdr;
+
+/* Allocates a blob (kiln__malloc; header filled, payload uninitialized) and returns its payload. */
+void *kiln__prep_alloc(uint32_t layout, uint32_t replaces, kiln_dtype dt, int ndims, const int64_t *dims,
+                       uint64_t payload_bytes, void **blob, size_t *size);
+/* The payload of ctx->prepared when it is a valid blob of this layout, element type and dims on
+ * this host, else NULL (no error recorded). */
+const void *kiln__prep_check(const kiln_kctx *ctx, uint32_t layout, kiln_dtype dt, int ndims, const int64_t *dims,
+                             uint64_t payload_bytes);
+/* Whether a header names a layout op's prepare function makes, replacing only the input it packs
+ * (the weights, input 1): what `load` accepts from an engine. */
+bool kiln__prep_fits_op(kiln_op op, const kiln_prep_hdr *h);
+/* Reads a blob's header (for the backend's load and the builder); false when it is not one. */
+bool kiln__prep_header(const void *blob, size_t size, kiln_prep_hdr *h);
+/* Error for a kernel whose weights input was dropped from the engine (data NULL) while its
+ * prepared data does not fit: the layer cannot run. */
+kiln_status kiln__prep_missing(const kiln_kctx *ctx, int input);
+/* True if input i is a tensor without data (a constant stored only in packed form). */
+static inline bool kiln__prep_dropped(const kiln_tensor *t)
+{
+    return t && !t->data && t->nbytes == 0 && kiln_tensor_numel(t) > 0;
+}
+
+/* The prepare function of op (a kiln_kernel_prep_fn), or NULL when the op packs nothing. */
+kiln_kernel_prep_fn kiln__cpu_prep_fn(kiln_op op);
+
+/* Registration: each kernel file with prepare functions exports a table terminated by
+ * {KILN_OP_COUNT, NULL}. */
+typedef struct kiln_prep_reg {
+    kiln_op op;
+    kiln_kernel_prep_fn fn;
+} kiln_prep_reg;
+
+#endif

@@ -1,0 +1,53 @@
+/* BF16 GEMM: float32 activations x BF16 weights -> float32, with AVX512-BF16 vdpbf16ps.
+ *
+ *   C[M,N] = epi(bf16(A)[M,K] x B[K,N])
+ *
+ * A (float32, row-major, the activations) is rounded to BF16 while its rows are packed (round to
+ * nearest even, docs/PRECISION.md); B (BF16, the constant weights) is packed once into panels of
+ * 16 columns with 2 consecutive k per 32-bit lane: element (k, n) at
+ *   (n / 16) * kp2 * 16 + (k / 2) * 32 + (n % 16) * 2 + k % 2      (kp2 = K rounded up to even).
+ * Products of BF16 values are exact in float32; they are accumulated in float32 (vdpbf16ps
+ * adds the two products of a pair, then the accumulator). The epilogue is gemm.h's float
+ * epilogue (bias, residual, activation). Hosts without AVX512-BF16 run a portable C tile with
+ * the same rounding of A (sums in another order). */
+#ifndef KILN_BACKEND_CPU_QGEMM_BF16_H
+#define KILN_BACKEND_CPU_QGEMM_BF16_H
+#include "../kernel.h"
+#include "epilogue.h"
+
+typedef struct kiln_bgemm_b {
+    int64_t K, N, kp2;
+    uint16_t *data;           /* panels, 64-byte aligned */
+} kiln_bgemm_b;
+
+/* Packs the K x N BF16 matrix with element (k, n) at src[k*sk + n*sn]. */
+kiln_status kiln__bgemm_pack_b(const uint16_t *src, int64_t sk, int64_t sn, int64_t K, int64_t N, kiln_bgemm_b **b);
+void kiln__bgemm_free_b(kiln_bgemm_b *b);
+
+typedef struct kiln_bgemm {
+    int64_t M, N, K;
+    const float *A;           /* row-major, lda floats per row */
+    int64_t lda;
+    const kiln_bgemm_b *b;
+    float *C;
+    int64_t ldc;
+    const kiln_epi *epi;      /* NULL: none; its residual must not overlap C */
+} kiln_bgemm;
+
+kiln_status kiln__bgemm(kiln_pool *pool, int nthreads, const kiln_bgemm *g);
+bool kiln__bgemm_available(void);   /* AVX512-BF16 on this host */
+
+/* x86/bgemm_bf16.c: an m x ncols tile (m <= 8, ncols <= 48) at (i0, j0) from the packed rows
+ * a (stride kp2 BF16 values) and the strip's panels bs, stored (plain) into C. */
+void kiln__bgemm_tile_bf16(const kiln_bgemm *g, const uint16_t *a, const uint16_t *bs, int64_t i0, int m, int64_t j0,
+                           int ncols);
+
+/* Float32 x FP16 / BF16 weights (Conv, FusedConv, MatMul, FusedMatMul, Gemm, FusedGemm): true
+ * when input 0 is float32 and input wi a FLOAT16 or BFLOAT16 tensor. kiln__run_mixed then runs
+ * the op: FP16 weights widened to float32 (exact) and the float32 kernel fn; BF16 weights with
+ * the activations rounded to BF16 (the vdpbf16ps GEMM for 2-D weights of MatMul / Gemm, else
+ * the float32 kernel fn on the rounded activations and widened weights: the same products). */
+bool kiln__mixed_weight(const kiln_kctx *ctx, int wi);
+kiln_status kiln__run_mixed(kiln_kctx *ctx, int wi, kiln_kernel_fn fn);
+
+#endif

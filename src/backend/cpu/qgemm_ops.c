@@ -1,0 +1,634 @@
+/* The fast quantized kernels on the INT8 GEMM core (qgemm.h): QLinearMatMul, MatMulInteger and
+ * com.microsoft QGemm (A as rows, B as panels), QLinearConv and ConvInteger (weights as rows,
+ * the image as panels packed strip by strip: an implicit im2col). Registered over the scalar
+ * references by x86/qgemm_vnni.c. Cases they do not cover (batched B, transA, non-scalar
+ * activation scales, 3-D+ convolutions, 16-bit outputs, huge K) and every malformed input go to
+ * the reference kernel, which reports errors.
+ *
+ * Constant weights are packed by kiln__qprep_conv / kiln__qprep_matmul (kiln_kernel_prep_fn):
+ * the kernel reads the layer's ctx->prepared blob when it has one and its header matches the
+ * inputs, and otherwise packs the weights into a temporary blob with the same function. */
+#include "qgemm.h"
+#include "cpu_kernels.h"
+#include <math.h>
+
+/* ---- prepared blobs ---- */
+
+#define QPREP_MAGIC 0x3150514bu /* "KQP1" */
+enum { QPREP_PANELS = 1, QPREP_ROWS = 2 };
+
+/* Header of a prepared blob; data and sums follow at 64-byte aligned offsets. */
+typedef struct qprep_hdr {
+    uint32_t magic, layout;   /* QPREP_PANELS: B [K, N] as panels; QPREP_ROWS: W [M, K] per group as rows */
+    uint32_t isa;             /* KILN_CPU_* set the layout is meant for (both tiles read it) */
+    uint32_t s8;              /* the stored values are s8 */
+    int64_t K, N, groups;     /* N: columns (panels) or rows per group (rows) */
+    int64_t data_off, sum_off, total;
+} qprep_hdr;
+
+static int64_t al64(int64_t x) { return (x + 63) & ~(int64_t)63; }
+
+static kiln_status prep_alloc(int layout, bool s8, int64_t K, int64_t N, int64_t groups, int64_t data_bytes,
+                              void **blob, size_t *size, qprep_hdr **h)
+{
+    int64_t data_off = al64((int64_t)sizeof(qprep_hdr)), sum_off = al64(data_off + data_bytes);
+    int64_t total = al64(sum_off + (int64_t)sizeof(int32_t) * N * groups);
+    if ((uint64_t)total > kiln__max_tensor_bytes())
+        return kiln__err(KILN_ERR_LIMIT, "packed weights of %lld bytes are too large", (long long)total);
+    void *p = kiln__malloc((size_t)total); /* kernel.h: blobs come from kiln__malloc */
+    if (!p)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory (packed weights, %lld bytes)", (long long)total);
+    *h = p;
+    **h = (qprep_hdr){QPREP_MAGIC, (uint32_t)layout, KILN_CPU_AVX512VNNI, s8, K, N, groups, data_off, sum_off, total};
+    *blob = p;
+    *size = (size_t)total;
+    return KILN_OK;
+}
+
+/* The blob if it is one of this layout and these dims, else NULL. */
+static const qprep_hdr *prep_check(const void *blob, size_t size, int layout, int64_t K, int64_t N, int64_t groups)
+{
+    const qprep_hdr *h = blob;
+    if (!blob || size < sizeof *h || h->magic != QPREP_MAGIC || h->layout != (uint32_t)layout ||
+        h->isa != KILN_CPU_AVX512VNNI || h->s8 != 1 || h->K != K ||
+        h->N != N || h->groups != groups || h->total < 0 || (uint64_t)h->total > size || h->data_off < 0 ||
+        h->sum_off < h->data_off || h->sum_off + (int64_t)sizeof(int32_t) * N * groups > h->total ||
+        (h->data_off | h->sum_off) % 64)
+        return NULL;
+    return h;
+}
+
+static const uint8_t *prep_data(const qprep_hdr *h) { return (const uint8_t *)h + h->data_off; }
+static const int32_t *prep_sums(const qprep_hdr *h) { return (const int32_t *)((const uint8_t *)h + h->sum_off); }
+
+static bool is_q8(const kiln_tensor *t) { return t && (t->dtype == KILN_DT_UINT8 || t->dtype == KILN_DT_INT8); }
+
+/* B input index and transposition of a matmul-like node */
+static int mm_b_index(kiln_op op) { return op == KILN_OP_MatMulInteger ? 1 : 3; }
+
+kiln_status kiln__qprep_matmul(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob, size_t *size)
+{
+    *blob = NULL;
+    *size = 0;
+    int bi = mm_b_index(n->op);
+    const kiln_tensor *b = bi < n_in ? consts[bi] : NULL;
+    if (!is_q8(b) || b->ndim != 2)
+        return KILN_OK; /* nothing to prepare: the kernel packs per run or uses the reference */
+    bool tb = n->op == KILN_OP_QGemm && kiln__attr_i(n, "transB", 0) != 0;
+    int64_t K = b->dims[tb ? 1 : 0], N = b->dims[tb ? 0 : 1];
+    if (K <= 0 || N <= 0 || K > KILN_QGEMM_MAX_K)
+        return KILN_OK;
+    qprep_hdr *h;
+    KILN_TRY(prep_alloc(QPREP_PANELS, true, K, N, 1, kiln__qgemm_panel_bytes(K, N), blob, size, &h));
+    uint8_t *d = (uint8_t *)h + h->data_off;
+    /* B goes to the s8 side: u8 values flip */
+    kiln__qpack_panels(b->data, tb ? 1 : N, tb ? K : 1, K, N, b->dtype == KILN_DT_UINT8, d);
+    kiln__qpanel_sums(d, K, N, true, (int32_t *)((uint8_t *)h + h->sum_off));
+    return KILN_OK;
+}
+
+kiln_status kiln__qprep_conv(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob, size_t *size)
+{
+    *blob = NULL;
+    *size = 0;
+    int wi = n->op == KILN_OP_ConvInteger ? 1 : 3;
+    const kiln_tensor *w = wi < n_in ? consts[wi] : NULL;
+    int64_t G = kiln__attr_i(n, "group", 1);
+    if (!is_q8(w) || w->ndim < 3 || G < 1 || w->dims[0] % G || w->dims[0] <= 0)
+        return KILN_OK;
+    int64_t M = w->dims[0], K = kiln_tensor_numel(w) / M, kp = kiln__qgemm_kp(K);
+    if (K <= 0 || K > KILN_QGEMM_MAX_K)
+        return KILN_OK;
+    qprep_hdr *h;
+    KILN_TRY(prep_alloc(QPREP_ROWS, true, K, M / G, G, M * kp, blob, size, &h));
+    kiln__qpack_rows(w->data, K, M, K, w->dtype == KILN_DT_UINT8, true, (uint8_t *)h + h->data_off,
+                     (int32_t *)((uint8_t *)h + h->sum_off));
+    return KILN_OK;
+}
+
+/* The layer's prepared blob when valid for these dims, else one made now into *own. */
+static kiln_status get_prep(kiln_kctx *ctx, kiln_kernel_prep_fn fn, int layout, int64_t K, int64_t N, int64_t groups,
+                            void **own, const qprep_hdr **h)
+{
+    *own = NULL;
+    *h = prep_check(ctx->prepared, ctx->prepared_size, layout, K, N, groups);
+    if (*h)
+        return KILN_OK;
+    size_t sz = 0;
+    KILN_TRY(fn(ctx->node, ctx->n_in, ctx->in, own, &sz));
+    *h = prep_check(*own, sz, layout, K, N, groups);
+    if (!*h) {
+        kiln__free(*own);
+        *own = NULL;
+        return kiln__kerr(ctx, KILN_ERR_INTERNAL, "weight packing failed");
+    }
+    return KILN_OK;
+}
+
+static kiln_status fallback(kiln_kctx *ctx)
+{
+    kiln_kernel_fn f = kiln__cpu_ref_kernel(ctx->node->op);
+    return f ? f(ctx) : kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "no reference kernel");
+}
+
+static bool is_scalar(const kiln_tensor *t) { return t && kiln_tensor_numel(t) == 1; }
+static bool float_scale(const kiln_tensor *t)
+{
+    return t && (t->dtype == KILN_DT_FLOAT32 || t->dtype == KILN_DT_FLOAT16 || t->dtype == KILN_DT_BFLOAT16 ||
+                 t->dtype == KILN_DT_FLOAT64);
+}
+/* finite and > 0 */
+static bool good_scales(const kiln_tensor *t)
+{
+    int64_t n = kiln_tensor_numel(t);
+    for (int64_t i = 0; i < n; i++) {
+        double v = kiln__get_f64(t->dtype, t->data, i);
+        if (!(v > 0) || !isfinite(v) || !isfinite((float)v) || (float)v == 0.0f)
+            return false;
+    }
+    return true;
+}
+static int32_t zp_at(const kiln_tensor *z, int64_t i)
+{
+    return z ? (int32_t)kiln__get_i64(z->dtype, z->data, kiln_tensor_numel(z) == 1 ? 0 : i) : 0;
+}
+
+/* ---- matmul-like: Y[.., M, N] = A[.., M, K] x B[K, N] ---- */
+
+typedef struct qmm_args {
+    const kiln_tensor *a, *az, *b, *bz;
+    bool trans_b;
+    const kiln_tensor *bias;     /* int32 [N] / [1, N], or NULL */
+    kiln_dtype odt;              /* INT32, FLOAT32, UINT8, INT8 */
+    const kiln_tensor *as, *bs, *ys, *yz;
+    float alpha;
+} qmm_args;
+
+/* Shapes this fast path covers; false: use the reference. */
+static bool qmm_covered(const qmm_args *q, int64_t *M, int64_t *N, int64_t *K)
+{
+    const kiln_tensor *a = q->a, *b = q->b;
+    if (!is_q8(a) || !is_q8(b) || b->ndim != 2 || a->ndim < 1)
+        return false;
+    *K = a->dims[a->ndim - 1];
+    *N = b->dims[q->trans_b ? 0 : 1];
+    if (b->dims[q->trans_b ? 1 : 0] != *K || *K > KILN_QGEMM_MAX_K || *K <= 0)
+        return false;
+    *M = kiln_tensor_numel(a) / *K;
+    if ((q->az && (q->az->dtype != a->dtype || !is_scalar(q->az))) ||
+        (q->bz && (q->bz->dtype != b->dtype || (!is_scalar(q->bz) && kiln_tensor_numel(q->bz) != *N) || q->bz->ndim > 1)))
+        return false;
+    if (q->bias && (q->bias->dtype != KILN_DT_INT32 || kiln_tensor_numel(q->bias) != *N || q->bias->dims[q->bias->ndim - 1] != *N))
+        return false;
+    if (q->odt == KILN_DT_INT32)
+        return true;
+    if (!float_scale(q->as) || !is_scalar(q->as) || !float_scale(q->bs) || q->bs->ndim > 1 ||
+        (!is_scalar(q->bs) && kiln_tensor_numel(q->bs) != *N) || !good_scales(q->as) || !good_scales(q->bs))
+        return false;
+    if (q->odt != KILN_DT_FLOAT32 && (!float_scale(q->ys) || !is_scalar(q->ys) || !good_scales(q->ys) ||
+                                      (q->yz && (!is_scalar(q->yz) || q->yz->dtype != q->odt))))
+        return false;
+    return true;
+}
+
+static kiln_status qmm_run(kiln_kctx *ctx, const qmm_args *q)
+{
+    int64_t M, N, K;
+    if (!qmm_covered(q, &M, &N, &K))
+        return fallback(ctx);
+    const kiln_tensor *a = q->a, *b = q->b;
+    int64_t odims[KILN_MAX_DIMS];
+    int ond = a->ndim;
+    for (int d = 0; d < a->ndim - 1; d++)
+        odims[d] = a->dims[d];
+    odims[ond - 1] = N;
+    KILN_TRY(kiln__kout_uninit(ctx, 0, q->odt, ond, odims));
+    if (M == 0)
+        return KILN_OK;
+    void *own = NULL;
+    const qprep_hdr *h;
+    KILN_TRY(get_prep(ctx, kiln__qprep_matmul, QPREP_PANELS, K, N, 1, &own, &h));
+    kiln_qepi e;
+    float *sbuf = NULL;
+    kiln_status st = kiln__qepi_setup(ctx, &e, q->odt, false, N, q->as ? (float)kiln__get_f64(q->as->dtype, q->as->data, 0) : 1,
+                                      q->bs, q->alpha, q->ys, q->yz, &sbuf);
+    int64_t kp = kiln__qgemm_kp(K);
+    uint8_t *ap = NULL;
+    int32_t *asum = NULL, *bzp = NULL;
+    if (st == KILN_OK) {
+        e.bias = q->bias ? q->bias->data : NULL;
+        bool a_flip = a->dtype == KILN_DT_INT8, b_flip = b->dtype == KILN_DT_UINT8;
+        /* stored-domain zero points: A on the u8 side (+128 when s8), B on the s8 side (-128 when u8) */
+        int32_t za = zp_at(q->az, 0) + (a_flip ? 128 : 0);
+        bool bz_nonzero = b_flip;
+        for (int64_t j = 0; q->bz && j < kiln_tensor_numel(q->bz); j++)
+            bz_nonzero |= zp_at(q->bz, j) != 0;
+        ap = kiln__malloc((size_t)(M * kp));
+        asum = bz_nonzero ? kiln__malloc(sizeof(int32_t) * (size_t)M) : NULL;
+        bzp = bz_nonzero ? kiln__malloc(sizeof(int32_t) * (size_t)N) : NULL;
+        if (!ap || (bz_nonzero && (!asum || !bzp))) {
+            st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+        } else {
+            for (int64_t j = 0; bzp && j < N; j++)
+                bzp[j] = zp_at(q->bz, j) - (b_flip ? 128 : 0);
+            kiln__qpack_rows(a->data, K, M, K, a_flip, false, ap, asum);
+            kiln_qgemm g = {.M = M, .N = N, .K = K, .a = ap, .lda = kp, .a_s8 = false, .a_sum = asum, .a_zp0 = za,
+                            .b = prep_data(h), .b_sum = za ? prep_sums(h) : NULL, .b_zp = bzp,
+                            .c = ctx->out[0]->data, .ldc = N, .epi = e};
+            st = kiln__qgemm(ctx->pool, ctx->nthreads, &g);
+        }
+    }
+    kiln__free(ap);
+    kiln__free(asum);
+    kiln__free(bzp);
+    kiln__free(sbuf);
+    kiln__free(own);
+    return st;
+}
+
+kiln_status kiln__k_qlinearmatmul_fast(kiln_kctx *ctx)
+{
+    const kiln_tensor *yz = kiln__kin(ctx, 7), *a = kiln__kin(ctx, 0);
+    kiln_dtype odt = yz ? yz->dtype : a ? a->dtype : KILN_DT_UINT8;
+    if (kiln__attr_i(ctx->node, "kiln_out_float", 0))
+        odt = KILN_DT_FLOAT32;
+    qmm_args q = {.a = a, .az = kiln__kin(ctx, 2), .b = kiln__kin(ctx, 3), .bz = kiln__kin(ctx, 5), .odt = odt,
+                  .as = kiln__kin(ctx, 1), .bs = kiln__kin(ctx, 4), .ys = kiln__kin(ctx, 6), .yz = yz, .alpha = 1};
+    if (odt != KILN_DT_UINT8 && odt != KILN_DT_INT8 && odt != KILN_DT_FLOAT32)
+        return fallback(ctx);
+    return qmm_run(ctx, &q);
+}
+
+kiln_status kiln__k_matmulinteger_fast(kiln_kctx *ctx)
+{
+    qmm_args q = {.a = kiln__kin(ctx, 0), .b = kiln__kin(ctx, 1), .az = kiln__kin(ctx, 2), .bz = kiln__kin(ctx, 3),
+                  .odt = KILN_DT_INT32, .alpha = 1};
+    return qmm_run(ctx, &q);
+}
+
+kiln_status kiln__k_qgemm_fast(kiln_kctx *ctx)
+{
+    const kiln_tensor *a = kiln__kin(ctx, 0), *ys = kiln__kin(ctx, 7), *yz = kiln__kin(ctx, 8);
+    kiln_dtype odt = !ys ? KILN_DT_FLOAT32 : yz ? yz->dtype : a ? a->dtype : KILN_DT_UINT8;
+    if (kiln__attr_i(ctx->node, "transA", 0) || !a || a->ndim != 2 ||
+        (odt != KILN_DT_UINT8 && odt != KILN_DT_INT8 && odt != KILN_DT_FLOAT32))
+        return fallback(ctx);
+    qmm_args q = {.a = a, .as = kiln__kin(ctx, 1), .az = kiln__kin(ctx, 2), .b = kiln__kin(ctx, 3),
+                  .bs = kiln__kin(ctx, 4), .bz = kiln__kin(ctx, 5), .bias = kiln__kin(ctx, 6), .ys = ys, .yz = yz,
+                  .odt = odt, .trans_b = kiln__attr_i(ctx->node, "transB", 0) != 0,
+                  .alpha = kiln__attr_f(ctx->node, "alpha", 1.0f)};
+    return qmm_run(ctx, &q);
+}
+
+/* ---- convolution: Y[n, g*mpg + m, p] = W_g[m, K] x im2col(X[n], g)[K, p] ---- */
+
+typedef struct qconv_pack {
+    const kiln_qconv_geom *g;
+    const uint8_t *x;      /* image n, channels of group gi */
+    uint8_t xor_, pad;     /* flip of X's bytes; the padding value (x's stored zero point) */
+    int64_t cpg, ksz, K;
+    bool pointwise;        /* 1x1, stride 1, no padding: pixel p of channel c is x[c * isp + p] */
+    int64_t isp;
+    /* stride-1 layers: the image copied with its padding (and x's flip), so that row k of the
+     * im2col matrix over "virtual" pixels q = oy * Wp + ox (ox < Wp, the padded width) is the
+     * contiguous run xpad + off[k] + q; columns with ox >= Wo are computed and dropped */
+    const uint8_t *xpad;
+    const int64_t *off;
+} qconv_pack;
+
+/* im2col row k (channel c, tap (ky, kx)) for pixels [j0, j0 + n) into d */
+static void im2col_row(const qconv_pack *pc, int64_t k, int64_t j0, int64_t n, uint8_t *d)
+{
+    const kiln_qconv_geom *g = pc->g;
+    int64_t c = k / pc->ksz, t = k % pc->ksz;
+    int64_t H = g->nsp == 2 ? g->in[0] : 1, W = g->in[g->nsp - 1], Wo = g->out[g->nsp - 1];
+    int64_t ky = g->nsp == 2 ? t / g->k[1] : 0, kx = g->nsp == 2 ? t % g->k[1] : t;
+    int64_t sh = g->nsp == 2 ? g->stride[0] : 1, sw = g->stride[g->nsp - 1];
+    int64_t oy0 = g->nsp == 2 ? g->pad_b[0] : 0, ox0 = g->pad_b[g->nsp - 1];
+    int64_t dh = g->nsp == 2 ? g->dil[0] : 1, dw = g->dil[g->nsp - 1];
+    const uint8_t *xc = pc->x + c * H * W;
+    for (int64_t p = j0; p < j0 + n;) {
+        int64_t oy = p / Wo, ox = p % Wo, run = Wo - ox < j0 + n - p ? Wo - ox : j0 + n - p;
+        int64_t iy = oy * sh - oy0 + ky * dh;
+        uint8_t *dd = d + (p - j0);
+        if (iy < 0 || iy >= H) {
+            memset(dd, pc->pad, (size_t)run);
+        } else if (sw == 1) { /* padding, one run of consecutive pixels, padding */
+            const uint8_t *row = xc + iy * W;
+            int64_t ix0 = ox + kx * dw - ox0, a = ix0 < 0 ? -ix0 : 0, e = W - ix0;
+            a = a < run ? a : run;
+            e = e < a ? a : e > run ? run : e;
+            memset(dd, pc->pad, (size_t)a);
+            kiln__qconv_bytes(dd + a, row + ix0 + a, e - a, pc->xor_ != 0);
+            memset(dd + e, pc->pad, (size_t)(run - e));
+        } else {
+            const uint8_t *row = xc + iy * W;
+            int64_t off = kx * dw - ox0;
+            for (int64_t q = 0; q < run; q++) {
+                int64_t ix = (ox + q) * sw + off;
+                dd[q] = ix >= 0 && ix < W ? row[ix] ^ pc->xor_ : pc->pad;
+            }
+        }
+        p += run;
+    }
+}
+
+/* kiln_qpackb_fn: the strip's im2col rows four at a time, interleaved into panels */
+static void qconv_packb(void *arg, int64_t j0, int64_t n, uint8_t *dst, int32_t *sum)
+{
+    const qconv_pack *pc = arg;
+    int64_t kp = kiln__qgemm_kp(pc->K), np = (n + KILN_QGEMM_NR - 1) / KILN_QGEMM_NR;
+    uint8_t rows[4][KILN_QGEMM_STRIP];
+    static const uint8_t zero[KILN_QGEMM_STRIP];
+    for (int64_t k0 = 0; pc->xpad && k0 < kp; k0 += 4) { /* rows read in place (xpad has slack) */
+        const uint8_t *r[4];
+        for (int i = 0; i < 4; i++)
+            r[i] = k0 + i < pc->K ? pc->xpad + pc->off[k0 + i] + j0 : zero;
+        kiln__qpack_group4p(r, np, kp, k0, 0, dst);
+    }
+    for (int64_t k0 = 0; !pc->xpad && k0 < kp; k0 += 4) {
+        if (pc->pointwise && n == KILN_QGEMM_STRIP && k0 + 4 <= pc->K) { /* im2col is the image itself */
+            kiln__qpack_group4(pc->x + k0 * pc->isp + j0, pc->isp, np, kp, k0, pc->xor_, dst);
+            continue;
+        }
+        for (int r = 0; r < 4; r++) {
+            if (k0 + r < pc->K)
+                im2col_row(pc, k0 + r, j0, n, rows[r]);
+            else
+                memset(rows[r], 0, sizeof rows[r]);
+            memset(rows[r] + n, 0, (size_t)(KILN_QGEMM_STRIP - n));
+        }
+        kiln__qpack_group4(&rows[0][0], KILN_QGEMM_STRIP, np, kp, k0, 0, dst);
+    }
+    if (sum)
+        kiln__qpanel_sums(dst, pc->K, np * KILN_QGEMM_NR, false, sum);
+}
+
+/* ---- depthwise (one input and one output channel per group), 1-D / 2-D: direct int32 rows ---- */
+
+typedef struct qdw_job {
+    const kiln_qconv_geom *g;
+    const uint8_t *x, *w;
+    bool x_s8, w_s8;
+    int32_t zx;
+    const kiln_tensor *wz;
+    const kiln_qepi *e;
+    uint8_t *y;
+    size_t osz;
+    bool vec;
+    kiln_status st;
+} qdw_job;
+
+static void qdw_task(void *arg, int64_t p0, int64_t p1)
+{
+    qdw_job *j = arg;
+    const kiln_qconv_geom *g = j->g;
+    bool d2 = g->nsp == 2;
+    int64_t H = d2 ? g->in[0] : 1, W = g->in[g->nsp - 1], Ho = d2 ? g->out[0] : 1, Wo = g->out[g->nsp - 1];
+    int64_t kh = d2 ? g->k[0] : 1, kw = g->k[g->nsp - 1], sh = d2 ? g->stride[0] : 1, sw = g->stride[g->nsp - 1];
+    int64_t ph = d2 ? g->pad_b[0] : 0, pw = g->pad_b[g->nsp - 1], dh = d2 ? g->dil[0] : 1, dw = g->dil[g->nsp - 1];
+    int32_t *acc = kiln__malloc(sizeof(int32_t) * (size_t)Wo);
+    uint8_t *gath = kiln__malloc((size_t)Wo);
+    if (!acc || !gath) {
+        j->st = KILN_ERR_NOMEM;
+        kiln__free(acc);
+        kiln__free(gath);
+        return;
+    }
+    for (int64_t pl = p0; pl < p1; pl++) {
+        int64_t c = pl % g->C;
+        const uint8_t *xp = j->x + pl * H * W, *wp = j->w + c * kh * kw;
+        int32_t zw = zp_at(j->wz, c);
+        uint8_t *yp = j->y + (size_t)(pl * Ho * Wo) * j->osz;
+        for (int64_t oy = 0; oy < Ho; oy++) {
+            memset(acc, 0, sizeof(int32_t) * (size_t)Wo);
+            for (int64_t ky = 0; ky < kh; ky++) {
+                int64_t iy = oy * sh - ph + ky * dh;
+                if (iy < 0 || iy >= H)
+                    continue; /* padding: x - zx = 0 */
+                const uint8_t *row = xp + iy * W;
+                for (int64_t kx = 0; kx < kw; kx++) {
+                    int32_t wv = (j->w_s8 ? (int32_t)(int8_t)wp[ky * kw + kx] : (int32_t)wp[ky * kw + kx]) - zw;
+                    int64_t off = kx * dw - pw, a = 0, b = Wo;
+                    while (a < b && a * sw + off < 0) /* valid ox: 0 <= ox*sw + off < W */
+                        a++;
+                    while (b > a && (b - 1) * sw + off >= W)
+                        b--;
+                    if (a >= b)
+                        continue;
+                    const uint8_t *src = row + a * sw + off;
+                    if (sw != 1) { /* gather the strided pixels */
+                        for (int64_t q = 0; q < b - a; q++)
+                            gath[q] = src[q * sw];
+                        src = gath;
+                    }
+                    if (j->vec) {
+                        kiln__qdw_row_vnni(acc + a, src, j->x_s8, b - a, j->zx, wv);
+                    } else {
+                        for (int64_t q = 0; q < b - a; q++)
+                            acc[a + q] += ((j->x_s8 ? (int32_t)(int8_t)src[q] : (int32_t)src[q]) - j->zx) * wv;
+                    }
+                }
+            }
+            uint8_t *yr = yp + (size_t)(oy * Wo) * j->osz;
+            if (j->vec)
+                kiln__qepi_row_vnni(j->e, acc, Wo, c, yr);
+            else
+                for (int64_t q = 0; q < Wo; q++)
+                    kiln__qepi_store(j->e, yr, 0, c, q, acc[q]);
+        }
+    }
+    kiln__free(acc);
+    kiln__free(gath);
+}
+
+/* ---- stride-1 convolutions: padded image, tap offsets, virtual-pixel output ---- */
+
+typedef struct qconv_padded {
+    int64_t hp, wp, plane;   /* padded rows / row length; bytes per channel plane */
+    uint8_t *xpad;           /* cpg planes and slack */
+    int64_t *off;            /* per k = (c, ky, kx): c * plane + ky * dh * wp + kx * dw */
+    uint8_t *y;              /* mpg x (Ho * wp) outputs before the dropped columns go */
+    size_t xbytes;
+} qconv_padded;
+
+static void padded_free(qconv_padded *p)
+{
+    kiln__free(p->xpad);
+    kiln__free(p->off);
+    kiln__free(p->y);
+    memset(p, 0, sizeof *p);
+}
+
+static kiln_status padded_init(const kiln_kctx *ctx, const kiln_qconv_geom *g, int64_t cpg, int64_t mpg, size_t osz,
+                               qconv_padded *p)
+{
+    int64_t kh = g->k[0], kw = g->k[1], Ho = g->out[0];
+    p->wp = g->out[1] + (kw - 1) * g->dil[1];
+    p->hp = Ho + (kh - 1) * g->dil[0];
+    p->plane = p->hp * p->wp;
+    /* slack: a strip reads 48 columns past any run start */
+    p->xbytes = (size_t)(cpg * p->plane + p->wp + 2 * KILN_QGEMM_STRIP);
+    p->xpad = kiln__malloc(p->xbytes);
+    p->off = kiln__malloc(sizeof(int64_t) * (size_t)(cpg * kh * kw));
+    p->y = kiln__malloc((size_t)(mpg * Ho * p->wp) * osz);
+    if (!p->xpad || !p->off || !p->y) {
+        padded_free(p);
+        return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (padded image)");
+    }
+    for (int64_t c = 0, k = 0; c < cpg; c++)
+        for (int64_t ky = 0; ky < kh; ky++)
+            for (int64_t kx = 0; kx < kw; kx++)
+                p->off[k++] = c * p->plane + ky * g->dil[0] * p->wp + kx * g->dil[1];
+    return KILN_OK;
+}
+
+/* x's cpg planes into the padded layout (padding = x's stored zero point) */
+static void padded_fill(qconv_padded *p, const kiln_qconv_geom *g, const uint8_t *x, int64_t cpg, uint8_t xr,
+                        uint8_t pad)
+{
+    int64_t H = g->in[0], W = g->in[1], pt = g->pad_b[0], pl = g->pad_b[1];
+    memset(p->xpad, pad, p->xbytes);
+    for (int64_t c = 0; c < cpg; c++)
+        for (int64_t py = 0; py < p->hp; py++) {
+            int64_t iy = py - pt;
+            if (iy < 0 || iy >= H)
+                continue;
+            /* padded columns px with 0 <= px - pl < W */
+            int64_t a = pl, b = pl + W < p->wp ? pl + W : p->wp;
+            if (a < b)
+                kiln__qconv_bytes(p->xpad + c * p->plane + py * p->wp + a, x + (c * H + iy) * W, b - a, xr != 0);
+        }
+}
+
+typedef struct qconv_args {
+    const kiln_tensor *x, *xz, *w, *wz, *bias;
+    const kiln_tensor *xs, *ws, *ys, *yz;
+    kiln_dtype odt;
+} qconv_args;
+
+static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
+{
+    const kiln_tensor *x = q->x, *w = q->w;
+    if (!is_q8(x) || !is_q8(w) || (q->xz && (q->xz->dtype != x->dtype || !is_scalar(q->xz))) ||
+        (q->wz && q->wz->dtype != w->dtype) || x->ndim < 3 || x->ndim > 4 || w->ndim != x->ndim)
+        return fallback(ctx);
+    kiln_qconv_geom g;
+    memset(&g, 0, sizeof g);
+    if (kiln__qconv_geom(ctx, x, w, &g) != KILN_OK)
+        return fallback(ctx); /* the reference reports it */
+    int64_t mpg = g.M / g.group, cpg = g.C / g.group, ksz = 1, osp = 1;
+    for (int d = 0; d < g.nsp; d++)
+        ksz *= g.k[d], osp *= g.out[d];
+    int64_t K = cpg * ksz;
+    if (K <= 0 || K > KILN_QGEMM_MAX_K || (q->wz && kiln_tensor_numel(q->wz) != 1 && kiln_tensor_numel(q->wz) != g.M) ||
+        (q->bias && (q->bias->dtype != KILN_DT_INT32 || kiln_tensor_numel(q->bias) != g.M)))
+        return fallback(ctx);
+    if (q->odt != KILN_DT_INT32) {
+        if (!float_scale(q->xs) || !is_scalar(q->xs) || !good_scales(q->xs) || !float_scale(q->ws) ||
+            (!is_scalar(q->ws) && kiln_tensor_numel(q->ws) != g.M) || !good_scales(q->ws))
+            return fallback(ctx);
+        if (q->odt != KILN_DT_FLOAT32 && (!float_scale(q->ys) || !is_scalar(q->ys) || !good_scales(q->ys) ||
+                                          (q->yz && (!is_scalar(q->yz) || q->yz->dtype != q->odt))))
+            return fallback(ctx);
+    }
+    int64_t odims[KILN_MAX_DIMS] = {g.N, g.M};
+    for (int d = 0; d < g.nsp; d++)
+        odims[2 + d] = g.out[d];
+    KILN_TRY(kiln__kout_uninit(ctx, 0, q->odt, x->ndim, odims));
+    if (kiln_tensor_numel(ctx->out[0]) == 0)
+        return KILN_OK;
+    kiln_qepi e;
+    float *sbuf = NULL;
+    KILN_TRY(kiln__qepi_setup(ctx, &e, q->odt, true, g.M,
+                              q->xs ? (float)kiln__get_f64(q->xs->dtype, q->xs->data, 0) : 1, q->ws, 1.0f, q->ys,
+                              q->yz, &sbuf));
+    e.bias = q->bias ? q->bias->data : NULL;
+    if (cpg == 1 && mpg == 1) { /* depthwise */
+        qdw_job j = {.g = &g, .x = x->data, .w = w->data, .x_s8 = x->dtype == KILN_DT_INT8,
+                     .w_s8 = w->dtype == KILN_DT_INT8, .zx = zp_at(q->xz, 0), .wz = q->wz, .e = &e,
+                     .y = ctx->out[0]->data, .osz = kiln_dtype_size(q->odt), .vec = kiln__qgemm_vnni_available(),
+                     .st = KILN_OK};
+        kiln__parallel_for(ctx->pool, ctx->nthreads, g.N * g.C, 1 + 16384 / (osp * ksz + 1), qdw_task, &j);
+        kiln__free(sbuf);
+        return j.st == KILN_OK ? KILN_OK : kiln__kerr(ctx, j.st, "out of memory");
+    }
+    void *own = NULL;
+    const qprep_hdr *h;
+    kiln_status st = get_prep(ctx, kiln__qprep_conv, QPREP_ROWS, K, mpg, g.group, &own, &h);
+    int32_t *wzp = NULL;
+    if (st == KILN_OK) {
+        bool x_flip = x->dtype == KILN_DT_INT8, w_flip = w->dtype == KILN_DT_UINT8;
+        int32_t zx = zp_at(q->xz, 0);
+        /* stored domain: X on the u8 side, W on the s8 side */
+        int32_t zxs = zx + (x_flip ? 128 : 0);
+        bool wz_nonzero = w_flip;
+        for (int64_t m = 0; q->wz && m < kiln_tensor_numel(q->wz); m++)
+            wz_nonzero |= zp_at(q->wz, m) != 0;
+        wzp = wz_nonzero ? kiln__malloc(sizeof(int32_t) * (size_t)g.M) : NULL;
+        if (wz_nonzero && !wzp)
+            st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+        for (int64_t m = 0; wzp && m < g.M; m++)
+            wzp[m] = zp_at(q->wz, m) - (w_flip ? 128 : 0);
+        size_t osz = kiln_dtype_size(q->odt);
+        int64_t isp = kiln_tensor_numel(x) / (g.N * g.C);
+        bool pointwise = ksz == 1 && osp == isp;
+        for (int d = 0; d < g.nsp; d++)
+            pointwise &= g.stride[d] == 1 && g.pad_b[d] == 0;
+        qconv_padded pd = {0};
+        if (st == KILN_OK && !pointwise && g.nsp == 2 && g.stride[0] == 1 && g.stride[1] == 1)
+            st = padded_init(ctx, &g, cpg, mpg, osz, &pd);
+        int64_t nv = pd.xpad ? g.out[0] * pd.wp : osp; /* GEMM columns: virtual or real pixels */
+        for (int64_t n = 0; st == KILN_OK && n < g.N; n++)
+            for (int64_t gi = 0; st == KILN_OK && gi < g.group; gi++) {
+                qconv_pack pc = {.g = &g, .x = (const uint8_t *)x->data + (n * g.C + gi * cpg) * isp,
+                                 .xor_ = x_flip ? 0x80 : 0, .pad = (uint8_t)zxs, .cpg = cpg, .ksz = ksz, .K = K,
+                                 .pointwise = pointwise, .isp = isp, .xpad = pd.xpad, .off = pd.off};
+                uint8_t *yg = (uint8_t *)ctx->out[0]->data + (size_t)((n * g.M + gi * mpg) * osp) * osz;
+                if (pd.xpad)
+                    padded_fill(&pd, &g, pc.x, cpg, pc.xor_, pc.pad);
+                kiln_qepi eg = e;
+                if (e.scale)
+                    eg.scale = e.scale + gi * mpg, eg.mult = e.mult + gi * mpg;
+                if (e.bias)
+                    eg.bias = e.bias + gi * mpg;
+                kiln_qgemm gm = {.M = mpg, .N = osp, .K = K, .a = prep_data(h) + gi * mpg * kiln__qgemm_kp(K),
+                                 .lda = kiln__qgemm_kp(K), .a_s8 = true,
+                                 .a_sum = zxs ? prep_sums(h) + gi * mpg : NULL, .a_zp = wzp ? wzp + gi * mpg : NULL,
+                                 .packb_sums = wzp != NULL, .b_zp0 = zxs, .packb = qconv_packb,
+                                 .packb_ctx = &pc, .c = pd.xpad ? pd.y : yg, .ldc = nv, .epi = eg};
+                gm.N = nv;
+                st = kiln__qgemm(ctx->pool, ctx->nthreads, &gm);
+                if (st == KILN_OK && pd.xpad) /* keep the real columns */
+                    for (int64_t r = 0; r < mpg * g.out[0]; r++)
+                        memcpy(yg + (size_t)(r * g.out[1]) * osz, pd.y + (size_t)(r * pd.wp) * osz,
+                               (size_t)g.out[1] * osz);
+            }
+        padded_free(&pd);
+    }
+    kiln__free(wzp);
+    kiln__free(sbuf);
+    kiln__free(own);
+    return st;
+}
+
+kiln_status kiln__k_qlinearconv_fast(kiln_kctx *ctx)
+{
+    const kiln_tensor *x = kiln__kin(ctx, 0), *yz = kiln__kin(ctx, 7);
+    kiln_dtype odt = yz ? yz->dtype : x ? x->dtype : KILN_DT_UINT8;
+    if (kiln__attr_i(ctx->node, "kiln_out_float", 0))
+        odt = KILN_DT_FLOAT32;
+    if (odt != KILN_DT_UINT8 && odt != KILN_DT_INT8 && odt != KILN_DT_FLOAT32)
+        return fallback(ctx);
+    qconv_args q = {.x = x, .xs = kiln__kin(ctx, 1), .xz = kiln__kin(ctx, 2), .w = kiln__kin(ctx, 3),
+                    .ws = kiln__kin(ctx, 4), .wz = kiln__kin(ctx, 5), .ys = kiln__kin(ctx, 6), .yz = yz,
+                    .bias = kiln__kin(ctx, 8), .odt = odt};
+    return qconv_run(ctx, &q);
+}
+
+kiln_status kiln__k_convinteger_fast(kiln_kctx *ctx)
+{
+    qconv_args q = {.x = kiln__kin(ctx, 0), .w = kiln__kin(ctx, 1), .xz = kiln__kin(ctx, 2), .wz = kiln__kin(ctx, 3),
+                    .odt = KILN_DT_INT32};
+    return qconv_run(ctx, &q);
+}

@@ -1,0 +1,163 @@
+/* BF16 GEMM (qgemm_bf16.h) and float32 x FP16 / BF16 weights in Conv, MatMul, Gemm and the fused
+ * ops.
+ *  - kiln__bgemm (vdpbf16ps where the host has AVX512-BF16, 1-3 threads, odd sizes, epilogue)
+ *    against a double-precision sum of bf16(A) x B: within float32 accumulation error.
+ *  - MatMul / Gemm / FusedMatMul / FusedGemm with a BF16 weight against the float32 kernel run on
+ *    bf16-rounded activations and widened weights (the same products; sums in another order).
+ *  - Conv / FusedConv with BF16, and every op with FP16 weights: exactly the float32 kernel on the
+ *    widened weights (and, for BF16, rounded activations). */
+#include "test.h"
+#include "backend/cpu/qgemm_bf16.h"
+#include "core/numfmt.h"
+#include "test_pool.h"
+#include <string.h>
+
+static unsigned long long seed = 777;
+static int64_t rnd(int64_t lo, int64_t hi) { return lo + (int64_t)(test_rng(&seed) % (uint64_t)(hi - lo + 1)); }
+
+static float bf16_round(float x) { return kiln__bf16_to_f32(kiln__f32_to_bf16(x)); }
+
+static void test_core(int it)
+{
+    int64_t M = rnd(1, 30), N = rnd(1, 120), K = rnd(1, 260);
+    int th = (int)rnd(1, 3);
+    float *A = malloc(sizeof(float) * (size_t)(M * K)), *C = malloc(sizeof(float) * (size_t)(M * N));
+    uint16_t *B = malloc(sizeof(uint16_t) * (size_t)(K * N));
+    float *bias = malloc(sizeof(float) * (size_t)N);
+    for (int64_t i = 0; i < M * K; i++)
+        A[i] = test_randf(&seed) * 4;
+    for (int64_t i = 0; i < K * N; i++)
+        B[i] = kiln__f32_to_bf16(test_randf(&seed));
+    for (int64_t j = 0; j < N; j++)
+        bias[j] = test_randf(&seed);
+    kiln_bgemm_b *pb;
+    CHECK(kiln__bgemm_pack_b(B, N, 1, K, N, &pb) == KILN_OK);
+    kiln_epi e = {.bias = bias, .act = {it % 2 ? KILN_ACT_RELU : KILN_ACT_NONE, 0, 0}};
+    kiln_bgemm g = {.M = M, .N = N, .K = K, .A = A, .lda = K, .b = pb, .C = C, .ldc = N, .epi = it % 3 ? &e : NULL};
+    CHECK(kiln__bgemm(test_pool(th), th, &g) == KILN_OK);
+    int bad = 0;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double s = 0, mag = 0;
+            for (int64_t k = 0; k < K; k++) {
+                double p = (double)bf16_round(A[i * K + k]) * kiln__bf16_to_f32(B[k * N + j]);
+                s += p;
+                mag += fabs(p);
+            }
+            if (g.epi) {
+                s += bias[j];
+                mag += fabs(bias[j]);
+                if (e.act.kind == KILN_ACT_RELU)
+                    s = s > 0 ? s : 0;
+            }
+            bad += !(fabs(C[i * N + j] - s) <= 1e-6 * mag + 1e-30);
+        }
+    CHECK_MSG(bad == 0, "bgemm M=%lld N=%lld K=%lld th=%d: %d outside the float32 accumulation bound", (long long)M,
+              (long long)N, (long long)K, th, bad);
+    kiln__bgemm_free_b(pb);
+    free(A), free(C), free(B), free(bias);
+}
+
+static kiln_tensor rand_f32(int nd, const int64_t *dims)
+{
+    kiln_tensor t;
+    memset(&t, 0, sizeof t);
+    CHECK(kiln__tensor_alloc(&t, KILN_DT_FLOAT32, nd, dims) == KILN_OK);
+    for (int64_t i = 0; i < kiln_tensor_numel(&t); i++)
+        ((float *)t.data)[i] = test_randf(&seed);
+    return t;
+}
+
+/* the low-precision copy of t (rounded) and t's float32 values replaced by the widened ones */
+static kiln_tensor lowp_of(kiln_tensor *t, kiln_dtype dt)
+{
+    kiln_tensor o;
+    memset(&o, 0, sizeof o);
+    CHECK(kiln__tensor_alloc(&o, dt, t->ndim, t->dims) == KILN_OK);
+    int64_t n = kiln_tensor_numel(t);
+    kiln__f32_to_lowp_array(dt, o.data, t->data, n, true);
+    kiln__lowp_to_f32_array(dt, t->data, o.data, n);
+    return o;
+}
+
+static kiln_status run(kiln_op op, kiln_attr *attrs, int na, const kiln_tensor **in, int nin, int th, kiln_tensor *y)
+{
+    int ids[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    kiln_node node = {.name = (char *)"m", .op_type = (char *)kiln__op_name(op), .domain = (char *)"", .op = op,
+                      .opset = 13, .n_in = nin, .n_out = 1, .in = ids, .out = ids + 7, .attrs = attrs, .n_attr = na};
+    kiln_tensor *o[1] = {y};
+    memset(y, 0, sizeof *y);
+    kiln_kctx c = {.node = &node, .n_in = nin, .in = in, .n_out = 1, .out = o, .pool = test_pool(th), .nthreads = th};
+    return kiln__ref_kernel(op)(&c);
+}
+
+static void test_op(int it)
+{
+    static const kiln_op ops[] = {KILN_OP_MatMul, KILN_OP_Gemm, KILN_OP_FusedMatMul, KILN_OP_FusedGemm, KILN_OP_Conv,
+                                  KILN_OP_FusedConv};
+    kiln_op op = ops[it % 6];
+    kiln_dtype wdt = (it / 6) % 2 ? KILN_DT_FLOAT16 : KILN_DT_BFLOAT16;
+    bool conv = op == KILN_OP_Conv || op == KILN_OP_FusedConv, gemm = op == KILN_OP_Gemm || op == KILN_OP_FusedGemm;
+    int th = (int)rnd(1, 3);
+    kiln_tensor x, w, b = {0};
+    int64_t M = rnd(1, 20), N = rnd(1, 70), K = rnd(1, 90);
+    kiln_attr attrs[3];
+    int na = 0, nin = 2;
+    static const int64_t pads[4] = {1, 0, 1, 1};
+    bool tb = gemm && rnd(0, 1);
+    if (conv) {
+        int64_t xd[4] = {rnd(1, 2), rnd(1, 6), rnd(3, 12), rnd(3, 12)}, wd[4] = {rnd(1, 9), xd[1], 3, 3};
+        x = rand_f32(4, xd), w = rand_f32(4, wd);
+        attrs[na++] = (kiln_attr){.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 4, .ints = (int64_t *)pads};
+        int64_t bd = wd[0];
+        b = rand_f32(1, &bd);
+        nin = 3;
+    } else {
+        int64_t xd[3] = {rnd(1, 2), M, K}, wd[2] = {tb ? N : K, tb ? K : N}, bd = N;
+        x = gemm ? rand_f32(2, xd + 1) : rand_f32(3, xd), w = rand_f32(2, wd);
+        if (gemm)
+            attrs[na++] = (kiln_attr){.name = (char *)"transB", .type = KILN_ATTR_INT, .i = tb};
+        if (op != KILN_OP_MatMul && rnd(0, 1))
+            b = rand_f32(1, &bd), nin = 3;
+    }
+    if (op == KILN_OP_FusedConv || op == KILN_OP_FusedMatMul || op == KILN_OP_FusedGemm)
+        attrs[na++] = (kiln_attr){.name = (char *)"activation", .type = KILN_ATTR_STRING, .s = (char *)"Relu", .s_len = 4};
+    kiln_tensor wl = lowp_of(&w, wdt); /* w now holds the widened values */
+    kiln_tensor xr = x;                 /* the activations the float32 kernel should see */
+    if (wdt == KILN_DT_BFLOAT16) {
+        memset(&xr, 0, sizeof xr);
+        CHECK(kiln__tensor_alloc(&xr, KILN_DT_FLOAT32, x.ndim, x.dims) == KILN_OK);
+        for (int64_t i = 0; i < kiln_tensor_numel(&x); i++)
+            ((float *)xr.data)[i] = bf16_round(((float *)x.data)[i]);
+    }
+    const kiln_tensor *in_mixed[3] = {&x, &wl, b.data ? &b : NULL}, *in_f32[3] = {&xr, &w, b.data ? &b : NULL};
+    kiln_tensor y1, y2;
+    kiln_status s1 = run(op, attrs, na, in_mixed, nin, th, &y1), s2 = run(op, attrs, na, in_f32, nin, th, &y2);
+    CHECK_MSG(s1 == KILN_OK && s2 == KILN_OK, "%s: %s", kiln__op_name(op), kiln_last_error());
+    bool exact = wdt == KILN_DT_FLOAT16 || conv; /* the same float32 kernel on the same values */
+    int bad = 0;
+    if (s1 == KILN_OK && s2 == KILN_OK) {
+        CHECK(y1.dtype == KILN_DT_FLOAT32 && kiln_tensor_numel(&y1) == kiln_tensor_numel(&y2));
+        for (int64_t i = 0; i < kiln_tensor_numel(&y1); i++) {
+            float a = ((float *)y1.data)[i], c = ((float *)y2.data)[i];
+            bad += exact ? memcmp(&a, &c, 4) != 0 : !(fabsf(a - c) <= 2e-5f * (1 + fabsf(c)) * sqrtf((float)K));
+        }
+    }
+    CHECK_MSG(bad == 0, "%s with %s weights (th=%d): %d differ", kiln__op_name(op), kiln_dtype_name(wdt), th, bad);
+    kiln__tensor_release(&y1), kiln__tensor_release(&y2), kiln__tensor_release(&wl), kiln__tensor_release(&w);
+    if (xr.data != x.data)
+        kiln__tensor_release(&xr);
+    kiln__tensor_release(&x);
+    if (b.data)
+        kiln__tensor_release(&b);
+}
+
+int main(void)
+{
+    printf("AVX512-BF16 %s\n", kiln__bgemm_available() ? "present" : "absent (portable tile)");
+    for (int i = 0; i < 120; i++)
+        test_core(i);
+    for (int i = 0; i < 96; i++)
+        test_op(i);
+    return TEST_SUMMARY();
+}

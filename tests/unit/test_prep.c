@@ -1,0 +1,295 @@
+/* Weights prepared at build time (src/backend/cpu/prep.h): for every op with a prepare function
+ * (Conv / FusedConv: Winograd-transformed filters; MatMul / Gemm / FusedMatMul / FusedGemm: GEMM
+ * panels), on odd sizes and several thread counts, the layer run with its prepared blob against
+ * the same layer run without one: bit-identical where both take the same path, within the
+ * kernels' tolerance where the unprepared layer takes another one (Winograd below its tile
+ * threshold). Also: the weights input dropped (data NULL) runs from the blob alone; a blob that
+ * does not fit (other layout, dims, magic, size, misaligned) is ignored, or refused cleanly when
+ * the weights were dropped; `load` borrows the blob (no copy) and `release` leaves it alone. */
+#include "test.h"
+#include "test_pool.h"
+#include "backend/backend.h"
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/prep.h"
+#include <string.h>
+
+static kiln_tensor mk(int ndim, const int64_t *dims, unsigned long long *seed)
+{
+    kiln_tensor t;
+    CHECK(kiln__tensor_alloc(&t, KILN_DT_FLOAT32, ndim, dims) == KILN_OK);
+    float *p = t.data;
+    for (int64_t i = 0; i < kiln_tensor_numel(&t); i++)
+        p[i] = test_randf(seed);
+    return t;
+}
+
+static kiln_node node_of(kiln_op op, const char *type, kiln_attr *attrs, int na)
+{
+    kiln_node n;
+    memset(&n, 0, sizeof n);
+    n.name = (char *)"layer";
+    n.op_type = (char *)type;
+    n.domain = (char *)(op == KILN_OP_FusedConv || op == KILN_OP_FusedMatMul || op == KILN_OP_FusedGemm ? "kiln" : "");
+    n.op = op;
+    n.opset = 17;
+    n.attrs = attrs;
+    n.n_attr = na;
+    return n;
+}
+
+static kiln_attr ints_attr(const char *name, int n, int64_t *v)
+{
+    kiln_attr a = {.name = (char *)name, .type = KILN_ATTR_INTS, .n = n, .ints = v};
+    return a;
+}
+
+static kiln_attr int_attr(const char *name, int64_t v)
+{
+    kiln_attr a = {.name = (char *)name, .type = KILN_ATTR_INT, .i = v};
+    return a;
+}
+
+/* Runs node n on inputs in[0..n_in) with layer l (NULL: the kernel with no prepared data). */
+static kiln_status run(const kiln_node *n, const kiln_layer *l, const kiln_tensor *const *in, int n_in, kiln_tensor *y,
+                       int nt)
+{
+    memset(y, 0, sizeof *y);
+    kiln_tensor *outp[1] = {y};
+    kiln_kctx ctx = {.node = n, .n_in = n_in, .in = in, .n_out = 1, .out = outp, .pool = test_pool(nt), .nthreads = nt};
+    if (l)
+        return l->be->ops->run(l->be, l, &ctx);
+    return kiln__ref_kernel(n->op)(&ctx);
+}
+
+static bool same_bits(const kiln_tensor *a, const kiln_tensor *b)
+{
+    return a->data && b->data && a->nbytes == b->nbytes && !memcmp(a->data, b->data, a->nbytes);
+}
+
+static bool close_to(const kiln_tensor *a, const kiln_tensor *b, double tol)
+{
+    if (!a->data || !b->data || a->nbytes != b->nbytes)
+        return false;
+    const float *p = a->data, *q = b->data;
+    for (size_t i = 0; i < a->nbytes / sizeof(float); i++)
+        if (!(fabs((double)p[i] - (double)q[i]) <= tol * fmax(1.0, fabs((double)q[i]))))
+            return false;
+    return true;
+}
+
+/* A layer over a modified copy of l's blob (aligned like an engine's), run with the weights
+ * present (must equal the unprepared result y0: the blob is ignored) and dropped (must fail). */
+static void check_rejected(const kiln_node *n, const kiln_layer *l, const kiln_tensor *const *in, int n_in,
+                           const kiln_tensor *y0, int what, int nt, const char *label)
+{
+    const kiln_backend *be = kiln__cpu_backend();
+    size_t size = l->blob_size - (what == 3 ? 64 : 0);
+    uint8_t *mem = malloc(l->blob_size + 128);
+    uint8_t *b = mem + (64 - (uintptr_t)mem % 64) % 64 + (what == 4 ? 4 : 0);
+    memcpy(b, l->blob, l->blob_size);
+    kiln_prep_hdr h;
+    memcpy(&h, b, sizeof h);
+    if (what == 0)
+        h.layout = h.layout == KILN_PREP_GEMM_B ? KILN_PREP_WINO_F23 : KILN_PREP_GEMM_B;
+    else if (what == 1)
+        h.dims[0]++;
+    else if (what == 2)
+        h.magic[0] = 'X';
+    else if (what == 3)
+        h.payload_bytes -= 64;
+    else if (what == 5)
+        h.gemm_kind ^= 7;
+    memcpy(b, &h, sizeof h);
+    kiln_layer bad = *l;
+    bad.blob = b;
+    bad.blob_size = size;
+    bad.blob_mem = NULL;
+    kiln_tensor y;
+    CHECK_MSG(run(n, &bad, in, n_in, &y, nt) == KILN_OK && same_bits(&y, y0), "%s: rejected blob %d", label, what);
+    kiln__tensor_release(&y);
+    const kiln_tensor *dropped_in[4];
+    kiln_tensor wd = *in[1];
+    wd.data = NULL;
+    wd.nbytes = 0;
+    for (int i = 0; i < n_in; i++)
+        dropped_in[i] = i == 1 ? &wd : in[i];
+    CHECK_MSG(run(n, &bad, dropped_in, n_in, &y, nt) == KILN_ERR_UNSUPPORTED, "%s: blob %d, weights dropped", label,
+              what);
+    kiln__tensor_release(&y);
+    kiln_clear_last_error();
+    (void)be;
+    free(mem);
+}
+
+/* exact: the unprepared layer takes the same path, so the results must be bit-identical. */
+static void check_layer(const kiln_node *node, const kiln_tensor *const *in, int n_in, bool expect_blob, bool exact,
+                        const char *label)
+{
+    kiln_node nn = *node;
+    nn.n_in = n_in;   /* the prepare function sees the node's input count */
+    const kiln_node *n = &nn;
+    const kiln_backend *be = kiln__cpu_backend();
+    const kiln_tensor *consts[4] = {NULL, in[1], NULL, NULL};
+    kiln_layer l;
+    CHECK_MSG(be->ops->prepare(be, n, consts, &l) == KILN_OK, "%s: %s", label, kiln_last_error());
+    CHECK_MSG(!l.blob == !expect_blob, "%s: blob %p, expected %d", label, l.blob, expect_blob);
+    CHECK(!l.blob || (uintptr_t)l.blob % 64 == 0);
+    kiln_layer none;
+    CHECK(be->ops->prepare(be, n, NULL, &none) == KILN_OK && !none.blob);   /* on the fly: packs nothing */
+    for (int nt = 1; nt <= 3; nt += 2) {
+        kiln_tensor y0, y1;
+        CHECK_MSG(run(n, NULL, in, n_in, &y0, nt) == KILN_OK, "%s: %s", label, kiln_last_error());
+        CHECK_MSG(run(n, &l, in, n_in, &y1, nt) == KILN_OK, "%s: %s", label, kiln_last_error());
+        if (exact)
+            CHECK_MSG(same_bits(&y0, &y1), "%s (%d threads): prepared differs from unprepared", label, nt);
+        else
+            CHECK_MSG(close_to(&y1, &y0, 1e-4), "%s (%d threads): prepared too far from unprepared", label, nt);
+        if (l.blob && nt == 3) {
+            /* restored from the blob as an engine does: borrowed, same result */
+            kiln_layer r;
+            CHECK(be->ops->load(be, n, l.kernel, l.blob, l.blob_size, &r) == KILN_OK && r.blob == l.blob &&
+                  !r.blob_mem);
+            kiln_tensor y2;
+            CHECK(run(n, &r, in, n_in, &y2, nt) == KILN_OK && same_bits(&y1, &y2));
+            kiln__tensor_release(&y2);
+            be->ops->release(be, &r);   /* must not free the borrowed blob (ASan) */
+            CHECK(be->ops->load(be, n, l.kernel + 1, l.blob, l.blob_size, &r) == KILN_ERR_PARSE);
+            CHECK(be->ops->load(be, n, l.kernel, l.blob, 100, &r) == KILN_ERR_PARSE);
+            kiln_clear_last_error();
+            /* the weights dropped: the blob alone computes the same bits */
+            kiln_tensor wd = *in[1];
+            wd.data = NULL;
+            wd.nbytes = 0;
+            const kiln_tensor *din[4];
+            for (int i = 0; i < n_in; i++)
+                din[i] = i == 1 ? &wd : in[i];
+            if (l.replaces & 2u) {
+                CHECK_MSG(run(n, &l, din, n_in, &y2, nt) == KILN_OK && same_bits(&y1, &y2), "%s: dropped weights",
+                          label);
+                kiln__tensor_release(&y2);
+            }
+            CHECK(run(n, NULL, din, n_in, &y2, nt) == KILN_ERR_UNSUPPORTED);
+            kiln__tensor_release(&y2);
+            kiln_clear_last_error();
+            for (int what = 0; what <= 5; what++)
+                check_rejected(n, &l, in, n_in, &y0, what, nt, label);
+        }
+        kiln__tensor_release(&y0);
+        kiln__tensor_release(&y1);
+    }
+    be->ops->release(be, &l);
+    CHECK(!l.blob && !l.blob_mem);
+}
+
+static void test_conv(void)
+{
+    unsigned long long seed = 12345;
+    bool wino = kiln__sgemm_kind() == 3;   /* the Winograd path needs the AVX-512 GEMM */
+    /* {N, C, H, W, M, group, pad, fused} */
+    static const int64_t cases[][8] = {
+        {1, 17, 9, 11, 19, 1, 1, 0},    /* few tiles: unprepared takes im2col, prepared Winograd */
+        {2, 16, 23, 29, 33, 1, 1, 1},   /* enough tiles: both Winograd, bit-identical */
+        {1, 34, 9, 7, 36, 2, 0, 0},     /* groups, no padding */
+        {1, 16, 1, 1, 16, 1, 1, 1},     /* one pixel */
+        {1, 19, 30, 17, 21, 1, 2, 0},   /* pads 2 */
+        {1, 3, 15, 15, 8, 1, 1, 0},     /* too few channels: nothing prepared */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int64_t *k = cases[c];
+        int64_t xd[4] = {k[0], k[1], k[2], k[3]}, wd[4] = {k[4], k[1] / k[5], 3, 3}, bd[1] = {k[4]};
+        kiln_tensor x = mk(4, xd, &seed), w = mk(4, wd, &seed), b = mk(1, bd, &seed);
+        int64_t pads[4] = {k[6], k[6], k[6], k[6]}, ks[2] = {3, 3};
+        kiln_attr at[4] = {ints_attr("pads", 4, pads), int_attr("group", k[5]), ints_attr("kernel_shape", 2, ks)};
+        bool fused = k[7] != 0;
+        kiln_attr act = {.name = (char *)"activation", .type = KILN_ATTR_STRING, .s = (char *)"Relu", .s_len = 4};
+        if (fused)
+            at[3] = act;
+        kiln_node n = node_of(fused ? KILN_OP_FusedConv : KILN_OP_Conv, fused ? "FusedConv" : "Conv", at, fused ? 4 : 3);
+        int64_t Ho = k[2] + 2 * k[6] - 2, Wo = k[3] + 2 * k[6] - 2, tiles = ((Ho + 1) / 2) * ((Wo + 1) / 2);
+        bool eligible = wino && k[1] / k[5] >= 16 && k[4] / k[5] >= 16;
+        const kiln_tensor *in[3] = {&x, &w, &b};
+        char label[64];
+        snprintf(label, sizeof label, "conv case %zu", c);
+        check_layer(&n, in, 3, eligible, !eligible || tiles >= 40, label);
+        kiln__tensor_release(&x);
+        kiln__tensor_release(&w);
+        kiln__tensor_release(&b);
+    }
+    /* strided: no Winograd, nothing prepared */
+    int64_t xd[4] = {1, 16, 12, 12}, wd[4] = {16, 16, 3, 3}, st[2] = {2, 2};
+    kiln_tensor x = mk(4, xd, &seed), w = mk(4, wd, &seed);
+    kiln_attr at[1] = {ints_attr("strides", 2, st)};
+    kiln_node n = node_of(KILN_OP_Conv, "Conv", at, 1);
+    const kiln_tensor *in[2] = {&x, &w};
+    check_layer(&n, in, 2, false, true, "strided conv");
+    kiln__tensor_release(&x);
+    kiln__tensor_release(&w);
+}
+
+static void test_gemm(void)
+{
+    unsigned long long seed = 777;
+    /* {M, K, N, batch} MatMul / FusedMatMul A [batch, M, K] x B [K, N] */
+    static const int64_t mm[][4] = {{5, 37, 45, 1}, {1, 64, 33, 1}, {129, 70, 100, 1}, {7, 19, 3, 3}, {33, 1, 65, 2}};
+    for (size_t c = 0; c < sizeof mm / sizeof mm[0]; c++) {
+        const int64_t *k = mm[c];
+        int64_t ad[3] = {k[3], k[0], k[1]}, bd[2] = {k[1], k[2]}, cd[1] = {k[2]};
+        kiln_tensor a = mk(3, ad, &seed), b = mk(2, bd, &seed), bias = mk(1, cd, &seed);
+        /* the packed path over B either way unless the unprepared GEMM is small (direct path) */
+        double flops = 2.0 * (double)(k[0] * k[3]) * (double)k[1] * (double)k[2];
+        bool exact = flops >= 65536.0 && k[0] * k[3] > 1 && k[2] > 1;
+        char label[64];
+        snprintf(label, sizeof label, "matmul case %zu", c);
+        kiln_node n = node_of(KILN_OP_MatMul, "MatMul", NULL, 0);
+        const kiln_tensor *in[3] = {&a, &b, &bias};
+        check_layer(&n, in, 2, true, exact, label);
+        kiln_attr act = {.name = (char *)"activation", .type = KILN_ATTR_STRING, .s = (char *)"Relu", .s_len = 4};
+        kiln_node f = node_of(KILN_OP_FusedMatMul, "FusedMatMul", &act, 1);
+        snprintf(label, sizeof label, "fused matmul case %zu", c);
+        check_layer(&f, in, 3, true, exact, label);
+        kiln__tensor_release(&a);
+        kiln__tensor_release(&b);
+        kiln__tensor_release(&bias);
+    }
+    /* {M, K, N, transA, transB} Gemm / FusedGemm with alpha, beta and a bias */
+    static const int64_t gm[][5] = {{3, 41, 57, 0, 1}, {66, 31, 35, 1, 0}, {1, 2048, 99, 0, 1}, {40, 8, 300, 0, 0}};
+    for (size_t c = 0; c < sizeof gm / sizeof gm[0]; c++) {
+        const int64_t *k = gm[c];
+        int64_t ad[2] = {k[3] ? k[1] : k[0], k[3] ? k[0] : k[1]}, bd[2] = {k[4] ? k[2] : k[1], k[4] ? k[1] : k[2]};
+        int64_t cd[1] = {k[2]};
+        kiln_tensor a = mk(2, ad, &seed), b = mk(2, bd, &seed), bias = mk(1, cd, &seed);
+        double flops = 2.0 * (double)k[0] * (double)k[1] * (double)k[2];
+        bool exact = flops >= 65536.0 && k[0] > 1 && k[2] > 1;
+        kiln_attr at[5] = {int_attr("transA", k[3]), int_attr("transB", k[4]),
+                           {.name = (char *)"alpha", .type = KILN_ATTR_FLOAT, .f = 0.75f},
+                           {.name = (char *)"beta", .type = KILN_ATTR_FLOAT, .f = 1.0f}};
+        char label[64];
+        snprintf(label, sizeof label, "gemm case %zu", c);
+        kiln_node n = node_of(KILN_OP_Gemm, "Gemm", at, 4);
+        const kiln_tensor *in[3] = {&a, &b, &bias};
+        check_layer(&n, in, 3, true, exact, label);
+        at[4] = (kiln_attr){.name = (char *)"activation", .type = KILN_ATTR_STRING, .s = (char *)"Relu", .s_len = 4};
+        kiln_node f = node_of(KILN_OP_FusedGemm, "FusedGemm", at, 5);
+        snprintf(label, sizeof label, "fused gemm case %zu", c);
+        check_layer(&f, in, 3, true, exact, label);
+        kiln__tensor_release(&a);
+        kiln__tensor_release(&b);
+        kiln__tensor_release(&bias);
+    }
+    /* integer and 1-D right operands: nothing to pack */
+    int64_t d1[1] = {5}, d2[2] = {3, 5};
+    kiln_tensor a = mk(2, d2, &seed), v = mk(1, d1, &seed);
+    kiln_node n = node_of(KILN_OP_MatMul, "MatMul", NULL, 0);
+    const kiln_tensor *in[2] = {&a, &v};
+    check_layer(&n, in, 2, false, true, "matmul by a vector");
+    kiln__tensor_release(&a);
+    kiln__tensor_release(&v);
+}
+
+int main(void)
+{
+    CHECK(kiln__cpu_prep_fn(KILN_OP_Conv) && kiln__cpu_prep_fn(KILN_OP_FusedGemm) && !kiln__cpu_prep_fn(KILN_OP_Add));
+    test_conv();
+    test_gemm();
+    return TEST_SUMMARY();
+}

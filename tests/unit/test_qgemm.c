@@ -1,0 +1,461 @@
+/* INT8 GEMM core and the quantized kernels: differential tests.
+ *
+ * 1. The core (kiln__qgemm: VNNI micro-kernel or portable tile, threads, packed or packb B)
+ *    against its scalar loop (kiln__qgemm_ref) and against naive int64 sums of the original
+ *    (unpacked, either signedness) matrices: integer results exact, requantized results exact
+ *    (same float operations), float results exact for linear activations.
+ * 2. QLinearMatMul, MatMulInteger, QGemm, QLinearConv, ConvInteger: the kernel the host runs
+ *    (the AVX512-VNNI one where available) against the scalar reference kernel on random odd
+ *    shapes, u8 and s8 activations and weights, zero points != 0, per-tensor / per-channel
+ *    scales, saturation at both ends, the kiln_act activations and kiln_out_float: every output
+ *    element equal. Against the ideal requantization computed in double, u8/s8 outputs may
+ *    differ by 1 where float32 rounding of acc * (a_scale * w_scale / y_scale) lands on the other
+ *    side of a .5 boundary; the test checks that bound and counts such elements. */
+#include "test.h"
+#include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/qgemm.h"
+#include "test_pool.h"
+#include <string.h>
+
+static unsigned long long seed = 12345;
+static int64_t rnd(int64_t lo, int64_t hi) { return lo + (int64_t)(test_rng(&seed) % (uint64_t)(hi - lo + 1)); }
+
+/* ---------------------------------------------------------------- core ---------------------- */
+
+typedef struct strip_src {
+    const uint8_t *full;   /* B packed over all N */
+    int64_t K;
+} strip_src;
+
+/* kiln_qpackb_fn over a fully packed B: copies the strip's panels */
+static void packb_copy(void *arg, int64_t j0, int64_t n, uint8_t *dst, int32_t *sum)
+{
+    const strip_src *s = arg;
+    int64_t kp = kiln__qgemm_kp(s->K), np = (n + 15) / 16;
+    memcpy(dst, s->full + (j0 / 16) * kp * 16, (size_t)(np * kp * 16));
+    if (sum)
+        kiln__qpanel_sums(dst, s->K, np * 16, true, sum); /* used with a_s8 == false: B holds s8 */
+}
+
+static void test_core(int iter)
+{
+    int64_t M = rnd(1, 40), N = rnd(1, 150), K = rnd(1, 300);
+    if (iter % 5 == 0)
+        K = rnd(1, 7);
+    bool a_signed = rnd(0, 1), b_signed = rnd(0, 1), a_s8 = rnd(0, 1), use_packb = rnd(0, 1) && !a_s8;
+    kiln_qout out = (kiln_qout)rnd(0, 3);
+    int th = (int)rnd(1, 3);
+    uint8_t *A = malloc((size_t)(M * K)), *B = malloc((size_t)(K * N));
+    for (int64_t i = 0; i < M * K; i++)
+        A[i] = (uint8_t)test_rng(&seed);
+    for (int64_t i = 0; i < K * N; i++)
+        B[i] = (uint8_t)test_rng(&seed);
+    int32_t za = (int32_t)(a_signed ? rnd(-128, 127) : rnd(0, 255));
+    int32_t *zb = malloc(sizeof(int32_t) * (size_t)N);
+    bool zb_per_col = rnd(0, 1);
+    for (int64_t j = 0; j < N; j++)
+        zb[j] = zb_per_col || j == 0 ? (int32_t)(b_signed ? rnd(-128, 127) : rnd(0, 255)) : zb[0];
+    /* stored domain: A on side a_s8, B on the other */
+    bool a_flip = a_signed != a_s8, b_flip = b_signed == a_s8;
+    int64_t kp = kiln__qgemm_kp(K);
+    uint8_t *ap = malloc((size_t)(M * kp)), *bp = aligned_alloc(64, (size_t)((kiln__qgemm_panel_bytes(K, N) + 63) / 64 * 64));
+    int32_t *asum = malloc(sizeof(int32_t) * (size_t)M), *bsum = malloc(sizeof(int32_t) * (size_t)(N + 16));
+    int32_t *zbs = malloc(sizeof(int32_t) * (size_t)N);
+    kiln__qpack_rows(A, K, M, K, a_flip, a_s8, ap, asum);
+    kiln__qpack_panels(B, N, 1, K, N, b_flip, bp);
+    kiln__qpanel_sums(bp, K, N, !a_s8, bsum);
+    for (int64_t j = 0; j < N; j++)
+        zbs[j] = zb[j] + (b_flip ? (b_signed ? 128 : -128) : 0);
+    int32_t zas = za + (a_flip ? (a_signed ? 128 : -128) : 0);
+    /* epilogue: channels along rows or columns */
+    bool ch_row = rnd(0, 1);
+    int64_t nch = ch_row ? M : N;
+    float *scale = malloc(sizeof(float) * (size_t)nch), *mult = malloc(sizeof(float) * (size_t)nch);
+    int32_t *bias = malloc(sizeof(int32_t) * (size_t)nch);
+    float ys = (float)rnd(1, 2000) * 0.37f;
+    for (int64_t c = 0; c < nch; c++) {
+        scale[c] = 0.001f + (float)rnd(0, 1000) * 0.0007f;
+        mult[c] = scale[c] / ys;
+        bias[c] = (int32_t)rnd(-40000, 40000);
+    }
+    kiln_act act = {(kiln_act_kind)(iter % 4 == 3 ? KILN_ACT_SIGMOID : iter % 3), -(float)rnd(0, 300), (float)rnd(0, 900)};
+    if (out == KILN_QOUT_S32)
+        act.kind = KILN_ACT_NONE;
+    kiln_qepi e;
+    int32_t yzp = out == KILN_QOUT_U8 ? (int32_t)rnd(0, 255) : (int32_t)rnd(-128, 127);
+    kiln__qepi_init(&e, out, &act, ys, yzp, out == KILN_QOUT_U8 ? 0 : -128, out == KILN_QOUT_U8 ? 255 : 127);
+    e.ch_row = ch_row, e.bias = rnd(0, 1) ? bias : NULL, e.scale = scale, e.mult = mult;
+    size_t esz = out == KILN_QOUT_U8 || out == KILN_QOUT_S8 ? 1 : 4;
+    uint8_t *c1 = malloc((size_t)(M * N) * esz), *c2 = malloc((size_t)(M * N) * esz);
+    memset(c1, 0xAB, (size_t)(M * N) * esz);
+    strip_src ss = {bp, K};
+    kiln_qgemm g = {.M = M, .N = N, .K = K, .a = ap, .lda = kp, .a_s8 = a_s8, .a_sum = asum, .a_zp0 = zas,
+                    .b = bp, .b_sum = bsum, .b_zp = zbs, .c = c1, .ldc = N, .epi = e};
+    if (use_packb)
+        g.packb = packb_copy, g.packb_ctx = &ss, g.packb_sums = true;
+    CHECK(kiln__qgemm(test_pool(th), th, &g) == KILN_OK);
+    g.packb = NULL, g.c = c2;
+    kiln__qgemm_ref(&g);
+    int bad = 0, bad_naive = 0;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            int64_t at = i * N + j;
+            if (out == KILN_QOUT_F32 && act.kind == KILN_ACT_SIGMOID) {
+                float x = ((float *)c1)[at], y = ((float *)c2)[at];
+                bad += !(fabsf(x - y) <= 1e-6f + 1e-5f * fabsf(y));
+            } else {
+                bad += memcmp(c1 + at * esz, c2 + at * esz, esz) != 0;
+            }
+            if (out == KILN_QOUT_S32) { /* naive sum on the original bytes */
+                int64_t s = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    int64_t av = a_signed ? (int8_t)A[i * K + k] : A[i * K + k];
+                    int64_t bv = b_signed ? (int8_t)B[k * N + j] : B[k * N + j];
+                    s += (av - za) * (bv - zb[j]);
+                }
+                s += e.bias ? bias[ch_row ? i : j] : 0;
+                bad_naive += ((int32_t *)c1)[at] != (int32_t)s;
+            }
+        }
+    CHECK_MSG(bad == 0 && bad_naive == 0,
+              "core M=%lld N=%lld K=%lld a_s8=%d a/b signed=%d/%d out=%d act=%d packb=%d th=%d: %d vs ref, %d vs naive",
+              (long long)M, (long long)N, (long long)K, a_s8, a_signed, b_signed, (int)out, (int)act.kind, use_packb,
+              th, bad, bad_naive);
+    free(A), free(B), free(zb), free(ap), free(bp), free(asum), free(bsum), free(zbs), free(scale), free(mult);
+    free(bias), free(c1), free(c2);
+}
+
+/* ---------------------------------------------------------------- kernels ------------------- */
+
+typedef struct tens {
+    kiln_tensor t;
+    void *buf;
+} tens;
+
+static kiln_tensor mk(kiln_dtype dt, int nd, const int64_t *dims)
+{
+    kiln_tensor t;
+    memset(&t, 0, sizeof t);
+    CHECK(kiln__tensor_alloc(&t, dt, nd, dims) == KILN_OK);
+    return t;
+}
+static kiln_tensor mk_bytes(kiln_dtype dt, int nd, const int64_t *dims)
+{
+    kiln_tensor t = mk(dt, nd, dims);
+    for (size_t i = 0; i < t.nbytes; i++)
+        ((uint8_t *)t.data)[i] = (uint8_t)test_rng(&seed);
+    return t;
+}
+static kiln_tensor mk_scalar_q(kiln_dtype dt)
+{
+    kiln_tensor t = mk(dt, 0, NULL);
+    *(uint8_t *)t.data = (uint8_t)(dt == KILN_DT_UINT8 ? rnd(0, 255) : rnd(-128, 127));
+    return t;
+}
+static kiln_tensor mk_scales(int64_t n, float lo, float hi)
+{
+    kiln_tensor t = n == 0 ? mk(KILN_DT_FLOAT32, 0, NULL) : mk(KILN_DT_FLOAT32, 1, &n);
+    for (int64_t i = 0; i < (n ? n : 1); i++)
+        ((float *)t.data)[i] = lo + (hi - lo) * (float)rnd(0, 10000) / 10000.0f;
+    return t;
+}
+
+/* Runs op with the fast kernel (what the registry picks) and the scalar reference; returns the
+ * number of differing output elements (-1 on a status mismatch). *sat_lo / *sat_hi count
+ * outputs at the saturation bounds; *out_ref gets the reference output (caller releases). */
+static int prep_mode; /* fast kernel's ctx->prepared: 0 none, 1 the layer's prep blob, 2 a blob with a bad header */
+static int64_t preps_used;
+
+static int64_t run_both(kiln_op op, const char *domain, kiln_attr *attrs, int nattr, const kiln_tensor **in, int nin,
+                        int th, kiln_tensor *out_ref, bool approx_float)
+{
+    int ids[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+    kiln_node node = {.name = (char *)"q", .op_type = (char *)kiln__op_name(op), .domain = (char *)domain, .op = op,
+                      .opset = 13, .n_in = nin, .n_out = 1, .in = ids, .out = ids + 11, .attrs = attrs,
+                      .n_attr = nattr};
+    kiln_tensor y1, y2;
+    memset(&y1, 0, sizeof y1);
+    memset(&y2, 0, sizeof y2);
+    kiln_tensor *o1[1] = {&y1}, *o2[1] = {&y2};
+    kiln_kctx c1 = {.node = &node, .n_in = nin, .in = in, .n_out = 1, .out = o1, .pool = test_pool(th), .nthreads = th};
+    kiln_kctx c2 = c1;
+    c2.out = o2;
+    void *blob = NULL;
+    size_t bsize = 0;
+    if (prep_mode) {
+        bool conv = op == KILN_OP_QLinearConv || op == KILN_OP_ConvInteger;
+        CHECK((conv ? kiln__qprep_conv : kiln__qprep_matmul)(&node, nin, in, &blob, &bsize) == KILN_OK);
+        if (blob && prep_mode == 2)
+            ((uint32_t *)blob)[prep_mode == 2 ? (int)rnd(0, 3) : 0] ^= 1; /* magic, layout, isa or flags */
+        c1.prepared = blob, c1.prepared_size = bsize;
+        preps_used += blob != NULL;
+    }
+    kiln_status s1 = kiln__ref_kernel(op)(&c1), s2 = kiln__cpu_ref_kernel(op)(&c2);
+    kiln__free(blob);
+    int64_t bad = 0;
+    if (s1 != s2 || s1 != KILN_OK) {
+        bad = s1 == s2 ? 0 : -1;
+        if (s1 != KILN_OK)
+            fprintf(stderr, "status %d / %d: %s\n", (int)s1, (int)s2, kiln_last_error());
+        bad = -1;
+    } else if (y1.dtype != y2.dtype || y1.nbytes != y2.nbytes || y1.ndim != y2.ndim) {
+        bad = -1;
+    } else {
+        int64_t n = kiln_tensor_numel(&y1);
+        size_t es = kiln_dtype_size(y1.dtype);
+        for (int64_t i = 0; i < n; i++) {
+            if (approx_float && y1.dtype == KILN_DT_FLOAT32) {
+                float a = ((float *)y1.data)[i], b = ((float *)y2.data)[i];
+                bad += !(fabsf(a - b) <= 1e-6f + 1e-5f * fabsf(b));
+            } else {
+                bad += memcmp((uint8_t *)y1.data + i * es, (uint8_t *)y2.data + i * es, es) != 0;
+            }
+        }
+    }
+    kiln__tensor_release(&y1);
+    *out_ref = y2;
+    return bad;
+}
+
+static int64_t sat_lo_seen, sat_hi_seen, off_by_one, checked_ideal;
+
+/* counts outputs at the bounds */
+static void count_sat(const kiln_tensor *y)
+{
+    if (y->dtype != KILN_DT_UINT8 && y->dtype != KILN_DT_INT8)
+        return;
+    int64_t n = kiln_tensor_numel(y);
+    for (int64_t i = 0; i < n; i++) {
+        int v = y->dtype == KILN_DT_UINT8 ? ((uint8_t *)y->data)[i] : ((int8_t *)y->data)[i];
+        sat_lo_seen += v == (y->dtype == KILN_DT_UINT8 ? 0 : -128);
+        sat_hi_seen += v == (y->dtype == KILN_DT_UINT8 ? 255 : 127);
+    }
+}
+
+static int32_t qv(const kiln_tensor *t, int64_t i)
+{
+    return t->dtype == KILN_DT_UINT8 ? ((const uint8_t *)t->data)[i] : ((const int8_t *)t->data)[i];
+}
+static int32_t qz(const kiln_tensor *z) { return z ? qv(z, 0) : 0; }
+
+static const char *const act_names[] = {NULL, "Relu", "Clip", "Sigmoid"};
+
+static void test_matmul_like(int iter)
+{
+    int which = iter % 3; /* 0 QLinearMatMul, 1 MatMulInteger, 2 QGemm */
+    int64_t M = rnd(1, 37), N = rnd(1, 130), K = rnd(1, 200), batch = which == 2 ? 1 : rnd(1, 3);
+    kiln_dtype adt = rnd(0, 1) ? KILN_DT_UINT8 : KILN_DT_INT8, bdt = rnd(0, 1) ? KILN_DT_UINT8 : KILN_DT_INT8;
+    bool trans_b = which == 2 && rnd(0, 1);
+    int64_t adims[3] = {batch, M, K}, bdims[2] = {trans_b ? N : K, trans_b ? K : N};
+    kiln_tensor a = batch > 1 ? mk_bytes(adt, 3, adims) : mk_bytes(adt, 2, adims + 1), b = mk_bytes(bdt, 2, bdims);
+    kiln_tensor az = mk_scalar_q(adt), bz;
+    bool per_col = rnd(0, 1);
+    if (per_col) {
+        bz = mk(bdt, 1, &N);
+        for (int64_t j = 0; j < N; j++)
+            ((uint8_t *)bz.data)[j] = (uint8_t)(bdt == KILN_DT_UINT8 ? rnd(100, 150) : rnd(-20, 20));
+    } else {
+        bz = mk_scalar_q(bdt);
+    }
+    kiln_tensor as = mk_scales(0, 0.005f, 0.05f), bs = mk_scales(per_col ? N : 0, 0.001f, 0.03f);
+    kiln_dtype ydt = rnd(0, 1) ? KILN_DT_UINT8 : KILN_DT_INT8;
+    kiln_tensor ys = mk_scales(0, 0.05f, 3.0f), yz = mk_scalar_q(ydt);
+    int64_t nb = N;
+    kiln_tensor bias = mk(KILN_DT_INT32, 1, &nb);
+    for (int64_t j = 0; j < N; j++)
+        ((int32_t *)bias.data)[j] = (int32_t)rnd(-30000, 30000);
+    int ak = (int)rnd(0, 3);
+    bool out_float = which != 1 && rnd(0, 3) == 0;
+    kiln_attr attrs[8];
+    int na = 0;
+    if (which != 1 && ak) {
+        attrs[na++] = (kiln_attr){.name = (char *)"kiln_act", .type = KILN_ATTR_STRING, .s = (char *)act_names[ak],
+                                  .s_len = strlen(act_names[ak])};
+        attrs[na++] = (kiln_attr){.name = (char *)"kiln_act_alpha", .type = KILN_ATTR_FLOAT, .f = -(float)rnd(0, 20)};
+        attrs[na++] = (kiln_attr){.name = (char *)"kiln_act_beta", .type = KILN_ATTR_FLOAT, .f = (float)rnd(1, 60)};
+    }
+    if (which == 0 && out_float)
+        attrs[na++] = (kiln_attr){.name = (char *)"kiln_out_float", .type = KILN_ATTR_INT, .i = 1};
+    if (which == 2) {
+        attrs[na++] = (kiln_attr){.name = (char *)"transB", .type = KILN_ATTR_INT, .i = trans_b};
+        attrs[na++] = (kiln_attr){.name = (char *)"alpha", .type = KILN_ATTR_FLOAT, .f = rnd(0, 1) ? 1.0f : 0.75f};
+    }
+    kiln_tensor y;
+    int th = (int)rnd(1, 3);
+    int64_t bad;
+    const char *name;
+    if (which == 0) {
+        const kiln_tensor *in[8] = {&a, &as, &az, &b, &bs, &bz, &ys, &yz};
+        bad = run_both(KILN_OP_QLinearMatMul, "", attrs, na, in, 8, th, &y, ak == 3);
+        name = "QLinearMatMul";
+    } else if (which == 1) {
+        const kiln_tensor *in[4] = {&a, &b, &az, &bz};
+        bad = run_both(KILN_OP_MatMulInteger, "", attrs, na, in, 4, th, &y, false);
+        name = "MatMulInteger";
+    } else {
+        bool has_bias = rnd(0, 1);
+        const kiln_tensor *in[9] = {&a, &as, &az, &b, &bs, &bz, has_bias ? &bias : NULL, &ys, &yz};
+        bad = run_both(KILN_OP_QGemm, KILN_MS_DOMAIN, attrs, na, in, out_float ? 7 : 9, th, &y, ak == 3);
+        name = "QGemm";
+    }
+    CHECK_MSG(bad == 0, "%s batch=%lld M=%lld N=%lld K=%lld a=%s b=%s y=%s per_col=%d act=%d float=%d th=%d: %lld differ",
+              name, (long long)batch, (long long)M, (long long)N, (long long)K, kiln_dtype_name(adt),
+              kiln_dtype_name(bdt), kiln_dtype_name(ydt), per_col, ak, out_float, th, (long long)bad);
+    count_sat(&y);
+    /* ideal requantization in double (QLinearMatMul without activation): within 1 */
+    if (which == 0 && !ak && !out_float && y.data) {
+        for (int64_t r = 0; r < batch * M; r++)
+            for (int64_t j = 0; j < N; j++) {
+                int64_t s = 0;
+                for (int64_t k = 0; k < K; k++)
+                    s += (int64_t)(qv(&a, r * K + k) - qz(&az)) * (qv(&b, k * N + j) - qv(&bz, per_col ? j : 0));
+                double m = (double)*(float *)as.data * ((float *)bs.data)[per_col ? j : 0] / *(float *)ys.data;
+                double t = nearbyint((double)s * m) + qz(&yz);
+                double lo = ydt == KILN_DT_UINT8 ? 0 : -128, hi = ydt == KILN_DT_UINT8 ? 255 : 127;
+                t = t < lo ? lo : t > hi ? hi : t;
+                int d = abs(qv(&y, r * N + j) - (int)t);
+                CHECK_MSG(d <= 1, "QLinearMatMul vs ideal: %d", d);
+                off_by_one += d == 1;
+                checked_ideal++;
+            }
+    }
+    kiln__tensor_release(&y);
+    kiln__tensor_release(&a), kiln__tensor_release(&b), kiln__tensor_release(&az), kiln__tensor_release(&bz);
+    kiln__tensor_release(&as), kiln__tensor_release(&bs), kiln__tensor_release(&ys), kiln__tensor_release(&yz);
+    kiln__tensor_release(&bias);
+}
+
+static void test_conv(int iter)
+{
+    bool integer = iter % 4 == 3;
+    int64_t G = rnd(0, 3) == 0 ? rnd(2, 3) : 1, n = rnd(1, 2);
+    int64_t cpg = rnd(1, 9), mpg = rnd(1, 21);
+    bool depthwise = iter % 7 == 5;
+    if (depthwise)
+        cpg = 1, mpg = 1, G = rnd(3, 17);
+    int64_t C = cpg * G, M = mpg * G, H = rnd(1, 19), W = rnd(1, 23);
+    int64_t kh = rnd(1, 3), kw = rnd(1, 3);
+    if (iter % 5 == 0)
+        kh = kw = 1;
+    int64_t sh = rnd(1, 2), sw = rnd(1, 2), dh = rnd(1, 2), dw = rnd(1, 2), p[4] = {rnd(0, 2), rnd(0, 2), rnd(0, 2), rnd(0, 2)};
+    if ((kh - 1) * dh + 1 > H + p[0] + p[2])
+        kh = 1;
+    if ((kw - 1) * dw + 1 > W + p[1] + p[3])
+        kw = 1;
+    kiln_dtype xdt = rnd(0, 1) ? KILN_DT_UINT8 : KILN_DT_INT8, wdt = rnd(0, 1) ? KILN_DT_UINT8 : KILN_DT_INT8;
+    int64_t xd[4] = {n, C, H, W}, wd[4] = {M, cpg, kh, kw};
+    kiln_tensor x = mk_bytes(xdt, 4, xd), w = mk_bytes(wdt, 4, wd), xz = mk_scalar_q(xdt), wz;
+    bool per_ch = rnd(0, 1);
+    if (per_ch && !integer) {
+        wz = mk(wdt, 1, &M);
+        for (int64_t m = 0; m < M; m++)
+            ((uint8_t *)wz.data)[m] = (uint8_t)(wdt == KILN_DT_UINT8 ? rnd(100, 150) : 0);
+    } else {
+        wz = mk_scalar_q(wdt);
+    }
+    kiln_tensor xs = mk_scales(0, 0.005f, 0.05f), ws = mk_scales(per_ch ? M : 0, 0.001f, 0.03f);
+    kiln_dtype ydt = rnd(0, 1) ? KILN_DT_UINT8 : KILN_DT_INT8;
+    kiln_tensor ys = mk_scales(0, 0.01f, 1.0f), yz = mk_scalar_q(ydt);
+    kiln_tensor bias = mk(KILN_DT_INT32, 1, &M);
+    for (int64_t m = 0; m < M; m++)
+        ((int32_t *)bias.data)[m] = (int32_t)rnd(-20000, 20000);
+    int64_t ks[2] = {kh, kw}, st[2] = {sh, sw}, dl[2] = {dh, dw};
+    int ak = (int)rnd(0, 3);
+    bool out_float = !integer && rnd(0, 4) == 0;
+    kiln_attr attrs[9] = {
+        {.name = (char *)"group", .type = KILN_ATTR_INT, .i = G},
+        {.name = (char *)"kernel_shape", .type = KILN_ATTR_INTS, .n = 2, .ints = ks},
+        {.name = (char *)"strides", .type = KILN_ATTR_INTS, .n = 2, .ints = st},
+        {.name = (char *)"dilations", .type = KILN_ATTR_INTS, .n = 2, .ints = dl},
+        {.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 4, .ints = p},
+    };
+    int na = 5;
+    if (!integer && ak) {
+        attrs[na++] = (kiln_attr){.name = (char *)"kiln_act", .type = KILN_ATTR_STRING, .s = (char *)act_names[ak],
+                                  .s_len = strlen(act_names[ak])};
+        attrs[na++] = (kiln_attr){.name = (char *)"kiln_act_alpha", .type = KILN_ATTR_FLOAT, .f = -(float)rnd(0, 20)};
+        attrs[na++] = (kiln_attr){.name = (char *)"kiln_act_beta", .type = KILN_ATTR_FLOAT, .f = (float)rnd(1, 60)};
+    }
+    if (out_float)
+        attrs[na++] = (kiln_attr){.name = (char *)"kiln_out_float", .type = KILN_ATTR_INT, .i = 1};
+    kiln_tensor y;
+    int th = (int)rnd(1, 3);
+    int64_t bad;
+    if (integer) {
+        const kiln_tensor *in[4] = {&x, &w, &xz, &wz};
+        bad = run_both(KILN_OP_ConvInteger, "", attrs, na, in, 4, th, &y, false);
+    } else {
+        bool has_bias = rnd(0, 1);
+        const kiln_tensor *in[9] = {&x, &xs, &xz, &w, &ws, &wz, &ys, &yz, &bias};
+        bad = run_both(KILN_OP_QLinearConv, "", attrs, na, in, has_bias ? 9 : 8, th, &y, ak == 3);
+    }
+    CHECK_MSG(bad == 0,
+              "%s N=%lld C=%lld M=%lld G=%lld HxW=%lldx%lld k=%lldx%lld s=%lld,%lld d=%lld,%lld p=%lld,%lld,%lld,%lld "
+              "x=%s w=%s act=%d float=%d th=%d: %lld differ",
+              integer ? "ConvInteger" : "QLinearConv", (long long)n, (long long)C, (long long)M, (long long)G,
+              (long long)H, (long long)W, (long long)kh, (long long)kw, (long long)sh, (long long)sw, (long long)dh,
+              (long long)dw, (long long)p[0], (long long)p[1], (long long)p[2], (long long)p[3], kiln_dtype_name(xdt),
+              kiln_dtype_name(wdt), ak, out_float, th, (long long)bad);
+    count_sat(&y);
+    kiln__tensor_release(&y);
+    kiln__tensor_release(&x), kiln__tensor_release(&w), kiln__tensor_release(&xz), kiln__tensor_release(&wz);
+    kiln__tensor_release(&xs), kiln__tensor_release(&ws), kiln__tensor_release(&ys), kiln__tensor_release(&yz);
+    kiln__tensor_release(&bias);
+}
+
+/* bad inputs: clean errors from the fast kernels too (they defer to the reference) */
+static void test_errors(void)
+{
+    int64_t d2[2] = {3, 5}, d2b[2] = {4, 6};
+    kiln_tensor a = mk_bytes(KILN_DT_UINT8, 2, d2), b = mk_bytes(KILN_DT_INT8, 2, d2b), f = mk(KILN_DT_FLOAT32, 2, d2b);
+    const kiln_tensor *in[4] = {&a, &b, NULL, NULL};
+    kiln_tensor y, *o[1] = {&y};
+    int ids[5] = {0, 1, 2, 3, 4};
+    kiln_node node = {.name = (char *)"e", .op_type = (char *)"MatMulInteger", .domain = (char *)"",
+                      .op = KILN_OP_MatMulInteger, .opset = 10, .n_in = 2, .n_out = 1, .in = ids, .out = ids + 4};
+    kiln_kctx c = {.node = &node, .n_in = 2, .in = in, .n_out = 1, .out = o, .nthreads = 1};
+    memset(&y, 0, sizeof y);
+    CHECK(kiln__ref_kernel(KILN_OP_MatMulInteger)(&c) == KILN_ERR_SHAPE); /* K 5 vs 4 */
+    in[1] = &f;
+    CHECK(kiln__ref_kernel(KILN_OP_MatMulInteger)(&c) == KILN_ERR_DTYPE);
+    kiln_attr bad_act = {.name = (char *)"kiln_act", .type = KILN_ATTR_STRING, .s = (char *)"Bogus", .s_len = 5};
+    int64_t d3[2] = {5, 6};
+    kiln_tensor b2 = mk_bytes(KILN_DT_INT8, 2, d3), s = mk_scales(0, 0.1f, 0.2f), z = mk_scalar_q(KILN_DT_UINT8);
+    const kiln_tensor *qin[8] = {&a, &s, &z, &b2, &s, NULL, &s, &z};
+    kiln_node qn = {.name = (char *)"q", .op_type = (char *)"QLinearMatMul", .domain = (char *)"",
+                    .op = KILN_OP_QLinearMatMul, .opset = 10, .n_in = 8, .n_out = 1, .in = ids, .out = ids + 4,
+                    .attrs = &bad_act, .n_attr = 1};
+    kiln_kctx qc = {.node = &qn, .n_in = 8, .in = qin, .n_out = 1, .out = o, .nthreads = 1};
+    CHECK(kiln__ref_kernel(KILN_OP_QLinearMatMul)(&qc) == KILN_ERR_INVALID_ARG);
+    kiln__tensor_release(&y);
+    kiln__tensor_release(&a), kiln__tensor_release(&b), kiln__tensor_release(&f), kiln__tensor_release(&b2);
+    kiln__tensor_release(&s), kiln__tensor_release(&z);
+}
+
+int main(void)
+{
+    bool vnni = kiln__qgemm_vnni_available();
+    printf("AVX512-VNNI %s; fast QLinearConv kernel: %s\n", vnni ? "present" : "absent",
+           kiln__cpu_fast_kernel(KILN_OP_QLinearConv) ? kiln__cpu_fast_kernel(KILN_OP_QLinearConv)->name : "none");
+    if (vnni)
+        CHECK(kiln__cpu_fast_kernel(KILN_OP_QLinearMatMul) && kiln__cpu_fast_kernel(KILN_OP_QGemm) &&
+              kiln__cpu_fast_kernel(KILN_OP_ConvInteger) && kiln__cpu_fast_kernel(KILN_OP_MatMulInteger));
+    for (int i = 0; i < 300; i++)
+        test_core(i);
+    for (int i = 0; i < 150; i++) {
+        prep_mode = i % 3;
+        test_matmul_like(i);
+    }
+    for (int i = 0; i < 120; i++) {
+        prep_mode = i % 3;
+        test_conv(i);
+    }
+    printf("%lld runs with a prepared (or corrupted) weight blob\n", (long long)preps_used);
+    CHECK(preps_used > 100);
+    test_errors();
+    printf("saturated outputs: %lld at the low end, %lld at the high end; %lld of %lld QLinearMatMul outputs 1 off "
+           "the double-precision requantization\n",
+           (long long)sat_lo_seen, (long long)sat_hi_seen, (long long)off_by_one, (long long)checked_ideal);
+    CHECK(sat_lo_seen > 0 && sat_hi_seen > 0);
+    return TEST_SUMMARY();
+}
