@@ -29,6 +29,7 @@ ALLOWED = {
     "build":    {"ir", "passes", "backend", "engine", "onnx", "quant", "core", "kiln.h"},
     "runtime":  {"engine", "backend", "ir", "onnx", "quant", "core", "kiln.h"},
     "quant":    {"ir", "core", "kiln.h"},
+    "verify":   {"core", "kiln.h"},   # accuracy metrics and budgets: math over tensors
     "tools":    {"kiln.h"},
     "examples": {"kiln.h"},
 }

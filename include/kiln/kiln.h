@@ -188,6 +188,20 @@ typedef struct kiln_build_options {
                                     * with KILN_ERR_LIMIT (e.g. a Loop with a huge trip count). */
     char *report;                  /* out: with want_report, a text report of passes, tactics and
                                     * memory plan (free with kiln_free); NULL otherwise */
+    /* Precision (docs/PRECISION.md, "Requested and realized precision"). Every layer a request
+     * names runs in that precision or the build fails naming it (KILN_ERR_UNSUPPORTED), unless
+     * precision_fallback allows it. NULL / 0 everywhere: fp32, no requests. */
+    const char *precision;         /* "fp32", "fp16", "bf16" or "int8": requested for every Conv,
+                                    * MatMul and Gemm with a constant weight (int8 keeps the first and the last of them in
+                                    * fp32); NULL = fp32 */
+    int num_layer_precisions;      /* rules "PATTERN:PRECISION" applied in order after `precision`
+                                    * (PATTERN: a glob on node names and op types; a rule matching
+                                    * no layer is an error) */
+    const char *const *layer_precisions;
+    bool precision_fallback;       /* build layers that cannot run as requested in what they can */
+    const struct kiln_calib_options *calib;   /* int8 layers: calibration data, method and cache */
+    char *precision_report;        /* out: with precision options, text lines saying which layers
+                                    * were kept in fp32 and each fallback (free with kiln_free) */
     kiln_device device;            /* the device the engine is for: KILN_DEVICE_CUDA keeps every weight
                                     * as the model has it (no CPU layer plan with packed weights; layers
                                     * that fall back to the CPU are prepared on the fly) */
@@ -418,6 +432,10 @@ typedef struct kiln_layer_info {
 } kiln_layer_info;
 int kiln_engine_num_layers(kiln_engine_t e);   /* -1 for NULL */
 kiln_status kiln_engine_layer(kiln_engine_t e, int i, kiln_layer_info *out);
+/* Layer i's requested precision ("" when the build asked for none) and realized precision (what
+ * it computes in: "fp32", "fp16", "bf16", "int8"; fp16/bf16 on the CPU are weights stored in that
+ * format and computed in fp32). Strings live as long as e. */
+kiln_status kiln_engine_layer_precision(kiln_engine_t e, int i, const char **requested, const char **realized);
 
 /* ---- context introspection ---- */
 /* Call before the context's first run: that run then plans memory itself (instead of adopting
@@ -481,6 +499,87 @@ bool kiln_calib_from_cache(kiln_calibration_t r);         /* true when the cache
 const char *kiln_calib_model_hash(kiln_calibration_t r);
 const char *kiln_calib_data_hash(kiln_calibration_t r);
 /* ---- end of calibration ---- */
+
+/* ---- accuracy: a candidate's tensors against a reference (kiln verify; src/verify/, docs/VERIFY.md) ----
+ * Both tensors must have the same shape and a float dtype (float32/16/64, bfloat16, fp8; converted
+ * to double). Elements where either side is NaN or infinite are counted (and never pass a budget)
+ * and left out of the other metrics. */
+#define KILN_SNR_MAX_DB 300.0   /* the SNR reported for identical tensors (no error at all) */
+typedef struct kiln_compare_stats {
+    int64_t count;            /* elements compared (both finite) */
+    int64_t nonfinite;        /* elements where the candidate or the reference is NaN or +-Inf */
+    double max_abs;           /* max |c - r| */
+    double max_rel;           /* max |c - r| / max(|r|, 1e-3 * max|r|): references below 0.1% of the
+                               * tensor's largest magnitude count as that much (no blow-up near 0) */
+    double mean_abs;          /* mean |c - r| */
+    double cosine;            /* <c,r> / (|c| |r|); 1 when both are all zero, 0 when only one is */
+    double snr_db;            /* 10 log10(sum r^2 / sum (c - r)^2), at most KILN_SNR_MAX_DB */
+    int64_t rows;             /* classifier-like (last dim >= 2): rows = elements / last dim; else 0 */
+    int64_t top1_agree;       /* rows whose arg max is the same */
+    int64_t top5_agree;       /* rows where the reference's arg max is among the candidate's top 5 */
+} kiln_compare_stats;
+kiln_status kiln_compare(const kiln_tensor *reference, const kiln_tensor *candidate, kiln_compare_stats *out);
+
+/* Several comparisons of one tensor (one per sample) summed up: the worst and the mean of each
+ * metric over the samples; agreement pooled over all rows. Zero-initialize, then add. */
+typedef struct kiln_compare_summary {
+    int samples;
+    int64_t nonfinite;                                   /* over all samples */
+    kiln_compare_stats worst;                            /* max of errors, min of cosine / SNR */
+    double mean_max_abs, mean_max_rel, mean_mean_abs, mean_cosine, mean_snr_db;
+    int64_t rows, top1_agree, top5_agree;                /* pooled over the samples */
+} kiln_compare_summary;
+void kiln_compare_summary_add(kiln_compare_summary *s, const kiln_compare_stats *one);
+
+/* Accuracy budgets: "cosine>=0.999", "snr>=30db", "top1>=99.5%", "top5>=0.99", "maxrel<=1e-2",
+ * "maxabs<=0.05", "meanabs<=1e-3" (spaces around the operator allowed; SNR in dB with or without
+ * the "db" suffix; agreement as a percentage with '%' or a fraction in [0, 1] without). Similarity
+ * metrics take >=, error metrics <=. A malformed budget fails with KILN_ERR_INVALID_ARG and one
+ * message naming what is wrong. */
+typedef enum kiln_metric {
+    KILN_METRIC_COSINE, KILN_METRIC_SNR, KILN_METRIC_TOP1, KILN_METRIC_TOP5,
+    KILN_METRIC_MAXREL, KILN_METRIC_MAXABS, KILN_METRIC_MEANABS
+} kiln_metric;
+typedef struct kiln_budget {
+    kiln_metric metric;
+    double threshold;      /* top1/top5 as a fraction; snr in dB */
+} kiln_budget;
+kiln_status kiln_budget_parse(const char *text, kiln_budget *out);
+const char *kiln_metric_name(kiln_metric m);   /* "cosine", "snr", ... ("?" if out of range) */
+/* The value a budget checks in a summary: the worst sample for cosine, SNR and the errors; the
+ * pooled rate for top1/top5 (NaN when the tensor is not classifier-like). *passes is false when
+ * the value misses the threshold, is NaN, or any element was not finite. */
+double kiln_budget_value(const kiln_budget *b, const kiln_compare_summary *s, bool *passes);
+
+/* ---- debugging runs: every intermediate value (kiln verify --per-layer) ----
+ * Runs a model or an engine like kiln_model_run / kiln_engine_run and calls `fn` after each node
+ * of the top-level graph, in execution order, once for each float output it produced, given as a
+ * float32 tensor valid only during the call. Quantized outputs are reported dequantized,
+ * (q - zero_point) * scale with constant parameters: QuantizeLinear (inputs 1, 2; per tensor or
+ * per axis), QLinearConv / QLinearMatMul (y_scale, y_zero_point), and Reshape, Transpose, Flatten,
+ * Squeeze, Unsqueeze, MaxPool, Identity, Slice of a per-tensor quantized input (same scale). A
+ * non-OK return from fn stops the run with that status. Outputs of other types (shapes, indices,
+ * masks) are not reported. */
+typedef struct kiln_value_view {
+    const char *name;        /* the value's name in the graph */
+    const char *node;        /* producing node (layer) name, "" if unnamed */
+    const char *op;          /* its op type */
+    const char *fused_from;  /* ONNX nodes fused into that layer, "" if none */
+    const char *quantizes;   /* a dequantized QuantizeLinear output: the float value it quantizes
+                              * (its input's name); NULL otherwise */
+    const char *input;       /* the node's first input (NULL if none) */
+    kiln_dtype dtype;        /* the dtype as produced (before conversion; not float: dequantized) */
+    int layer;               /* index of the node in execution order */
+    const kiln_tensor *value;   /* float32 */
+} kiln_value_view;
+typedef kiln_status (*kiln_value_fn)(void *user, const kiln_value_view *v);
+kiln_status kiln_model_run_values(kiln_model_t m, int num_inputs, const char *const *input_names,
+                                  const kiln_tensor *inputs, const kiln_run_options *opts,
+                                  kiln_value_fn fn, void *user);
+kiln_status kiln_engine_run_values(kiln_engine_t e, int num_inputs, const char *const *input_names,
+                                   const kiln_tensor *inputs, const kiln_run_options *opts,
+                                   kiln_value_fn fn, void *user);
+/* ---- end of accuracy ---- */
 
 #ifdef __cplusplus
 }

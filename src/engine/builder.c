@@ -4,6 +4,7 @@
 #include "engine.h"
 #include "bytes.h"
 #include "graph_ser.h"
+#include "precision.h"
 #include "../passes/passes.h"
 #include "../runtime/exec.h"
 #include "../runtime/layers.h"
@@ -241,7 +242,7 @@ kiln_status kiln_build(kiln_model_t m, kiln_build_options *o, kiln_engine_t *out
         return kiln__err(KILN_ERR_INVALID_ARG, "kiln_build: NULL argument");
     *out = NULL;
     if (o)
-        o->report = NULL;
+        o->report = o->precision_report = NULL;
     KILN_TRY(kiln__graph_check_supported(m->g));
     struct kiln_engine *e = kiln__calloc(1, sizeof *e);
     if (!e)
@@ -255,6 +256,8 @@ kiln_status kiln_build(kiln_model_t m, kiln_build_options *o, kiln_engine_t *out
     kiln_status st = clone_graph(m->g, &e->g, hash, sizeof hash);
     if (st == KILN_OK)
         st = set_profiles(e, o);
+    if (st == KILN_OK)
+        st = kiln__precision_before_passes(e->g, m, o);
     if (st == KILN_OK && optimize)
         st = kiln__optimize(e->g, kiln__builder_pass_ctx(), &rep);
     /* each run the builder makes on its own gets the time budget */
@@ -262,6 +265,8 @@ kiln_status kiln_build(kiln_model_t m, kiln_build_options *o, kiln_engine_t *out
     kiln_run_ctl ctl = kiln__run_ctl(NULL, budget);
     if (st == KILN_OK && optimize && kiln__engine_shapes_fixed(e))
         st = fold_shapes(e, &rep);
+    if (st == KILN_OK)
+        st = kiln__precision_after_passes(e->g, o);
     ctl = kiln__run_ctl(NULL, budget);
     kiln_calib_result cr;
     memset(&cr, 0, sizeof cr);

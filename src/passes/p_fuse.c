@@ -126,8 +126,7 @@ kiln_status kiln__pass_fuse_residual(kiln_graph *g, const kiln_pass_ctx *pc, int
     return *changed ? kiln__graph_remove_dead(g) : KILN_OK;
 }
 
-/* Maps an activation node to (kind, alpha, beta); false if it is not one we fuse. */
-static bool activation_of(const kiln_graph *g, const kiln_node *a, kiln_fused_act *out)
+bool kiln__activation_of(const kiln_graph *g, const kiln_node *a, kiln_fused_act *out)
 {
     memset(out, 0, sizeof *out);
     switch (a->op) {
@@ -209,7 +208,7 @@ kiln_status kiln__pass_fuse_activation(kiln_graph *g, const kiln_pass_ctx *pc, i
             continue;
         kiln_fused_act act;
         int c = kiln__single_consumer(g, n->out[0]), sig = -1;
-        if (c >= 0 && activation_of(g, &g->nodes[c], &act) && g->nodes[c].in[0] == n->out[0]) {
+        if (c >= 0 && kiln__activation_of(g, &g->nodes[c], &act) && g->nodes[c].in[0] == n->out[0]) {
             KILN_TRY(make_fused(&g->nodes[i]));
             KILN_TRY(kiln__node_set_fused_act(&g->nodes[i], &act));
             KILN_TRY(kiln__move_node_into(g, i, c));

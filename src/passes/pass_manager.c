@@ -4,6 +4,7 @@
 
 const kiln_pass_info kiln__passes[] = {
     {"remove-identity", kiln__pass_remove_identity},
+    {"fuse-qdq", kiln__pass_fuse_qdq},   /* before constant-fold turns DQ(weight) into float */
     {"constant-fold", kiln__pass_constant_fold},
     {"fold-batchnorm", kiln__pass_fold_batchnorm},
     {"fold-scale-shift", kiln__pass_fold_scale_shift},

@@ -53,6 +53,7 @@ kiln_status kiln__pass_fuse_attention(kiln_graph *g, const kiln_pass_ctx *pc, in
 kiln_status kiln__pass_cancel_transpose_reshape(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 kiln_status kiln__pass_fuse_bias(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 kiln_status kiln__pass_fuse_residual(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
+kiln_status kiln__pass_fuse_qdq(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 kiln_status kiln__pass_fuse_activation(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 /* Shape/Size -> constants where shape inference at the given input shapes (in_shapes: one per
  * graph input, dtype and dims, data unused; ndim < 0 or in_shapes NULL = declared) determines them. */

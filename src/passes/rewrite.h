@@ -2,6 +2,7 @@
 #ifndef KILN_PASSES_REWRITE_H
 #define KILN_PASSES_REWRITE_H
 #include "passes.h"
+#include "../ir/fused.h"
 
 /* The node producing v, or NULL (graph input, constant, or dead producer). */
 kiln_node *kiln__producer(kiln_graph *g, int v);
@@ -16,4 +17,7 @@ kiln_status kiln__node_set_op(kiln_node *n, kiln_op op, const char *domain, int 
 kiln_status kiln__node_add_fused_node(kiln_node *into, const kiln_node *n);
 /* Marks node idx dead and records its name in `into`'s fused_from. */
 kiln_status kiln__absorb(kiln_graph *g, int into, int idx);
+/* Maps an activation node (Relu, Clip, LeakyRelu, Sigmoid, HardSigmoid, HardSwish, Tanh, Gelu) to
+ * (kind, alpha, beta) of src/ir/fused.h; false if it is not one kiln fuses (p_fuse.c). */
+bool kiln__activation_of(const kiln_graph *g, const kiln_node *a, kiln_fused_act *out);
 #endif

@@ -127,6 +127,14 @@ kiln_status kiln__graph_run_named(const kiln_graph *g, const kiln_layer *layers,
                                   const kiln_tensor *inputs, const kiln_run_options *opts, int *num_outputs,
                                   kiln_tensor **outputs)
 {
+    return kiln__graph_run_hooked(g, layers, num_inputs, input_names, inputs, opts, NULL, num_outputs, outputs);
+}
+
+kiln_status kiln__graph_run_hooked(const kiln_graph *g, const kiln_layer *layers, int num_inputs,
+                                   const char *const *input_names, const kiln_tensor *inputs,
+                                   const kiln_run_options *opts, const kiln_hooks *hooks, int *num_outputs,
+                                   kiln_tensor **outputs)
+{
     if (!g || !outputs || !num_outputs || (num_inputs > 0 && (!input_names || !inputs)))
         return kiln__err(KILN_ERR_INVALID_ARG, "run: NULL argument");
     *outputs = NULL;
@@ -176,7 +184,7 @@ kiln_status kiln__graph_run_named(const kiln_graph *g, const kiln_layer *layers,
         env.backend = dev ? kiln__dev_backend(dev) : NULL;
     }
     if (st == KILN_OK)
-        st = kiln__exec_graph(g, NULL, feed, outs, &env, 0);
+        st = kiln__exec_graph_ex(g, NULL, feed, outs, &env, 0, NULL, hooks);
     kiln__dev_close(dev);
     kiln__pool_free(pool);
     if (st != KILN_OK)

@@ -24,6 +24,13 @@ kiln_status kiln__engine_run_named(const struct kiln_engine *e, int num_inputs, 
                                    const kiln_tensor *inputs, const kiln_run_options *opts, int *num_outputs,
                                    kiln_tensor **outputs);
 
+/* The same with instrumentation (exec.h's kiln_hooks, e.g. an observe callback; NULL = none). */
+struct kiln_hooks;
+kiln_status kiln__graph_run_hooked(const kiln_graph *g, const struct kiln_layer *layers, int num_inputs,
+                                   const char *const *input_names, const kiln_tensor *inputs,
+                                   const kiln_run_options *opts, const struct kiln_hooks *hooks,
+                                   int *num_outputs, kiln_tensor **outputs);
+
 kiln_status kiln__context_enable_profiling(kiln_context_t c);
 const double *kiln__context_node_ns(kiln_context_t c);
 /* Ignore the engine's stored plan so the first run records shapes (for inspect). */

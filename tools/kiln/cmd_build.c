@@ -10,7 +10,18 @@ static const char usage[] =
     "usage: kiln build MODEL.onnx -o OUT.kiln [--passes-report] [--no-optimize] [--no-tactics]\n"
     "       [--shapes NAME:DIMS,...] [--min-shapes ... --opt-shapes ... --max-shapes ...]\n"
     "       [--timing-cache FILE] [--build-run-budget SECONDS (default 60)]\n"
-    "       (repeat --min/--opt/--max-shapes or --shapes for more profiles)\n";
+    "       [--precision fp32|fp16|bf16|int8] [--layer-precision PATTERN:PREC ...] [--precision-fallback]\n"
+    "       [--calib DIR] [--calib-method entropy|minmax|percentile[:P]|mse] [--calib-cache FILE]\n"
+    "       (repeat --min/--opt/--max-shapes or --shapes for more profiles)\n"
+    "  --precision P          precision requested for every Conv, MatMul and Gemm with a constant\n"
+    "                         weight (int8 keeps the first and last of them in fp32 and needs\n"
+    "                         --calib or --calib-cache)\n"
+    "  --layer-precision R    PATTERN:PREC, a glob on layer names and op types (repeatable, later\n"
+    "                         rules win); a layer that cannot run as requested fails the build\n"
+    "  --precision-fallback   build such layers in the precision they can run in, listing each\n"
+    "  --calib DIR ...        calibration data for int8 (as kiln calibrate; docs/CALIBRATION.md)\n";
+
+#define MAX_LAYER_RULES 256
 
 /* Entry k of s: name and dims. */
 static const char *entry(kiln_shapes_t s, int k, int *ndim, int64_t *dims)
@@ -43,8 +54,11 @@ static bool make_range(kiln_shapes_t mins, kiln_shapes_t opts, kiln_shapes_t max
 
 int cmd_build(int argc, char **argv)
 {
-    const char *model_path = NULL, *out_path = NULL, *cache = NULL;
-    bool report = false, no_opt = false, no_tactics = false;
+    const char *model_path = NULL, *out_path = NULL, *cache = NULL, *precision = NULL;
+    const char *rules[MAX_LAYER_RULES];
+    int nrules = 0;
+    kiln_calib_options calib = {0};
+    bool report = false, no_opt = false, no_tactics = false, fallback = false, use_calib = false;
     double budget = 0;
     kiln_shapes_t mins[MAX_PROFILES] = {0}, opts_[MAX_PROFILES] = {0}, maxs[MAX_PROFILES] = {0}, fixed[MAX_PROFILES] = {0};
     int nmin = 0, nopt = 0, nmax = 0, nfixed = 0, rc = 1;
@@ -64,6 +78,23 @@ int cmd_build(int argc, char **argv)
             no_tactics = true;
         else if (!strcmp(a, "--timing-cache") && has)
             cache = argv[++i];
+        else if (!strcmp(a, "--precision") && has)
+            precision = argv[++i];
+        else if (!strcmp(a, "--layer-precision") && has && nrules < MAX_LAYER_RULES)
+            rules[nrules++] = argv[++i];
+        else if (!strcmp(a, "--precision-fallback"))
+            fallback = true;
+        else if (!strcmp(a, "--calib") && has)
+            calib.data_dir = argv[++i], use_calib = true;
+        else if (!strcmp(a, "--calib-cache") && has)
+            calib.cache_path = argv[++i], use_calib = true;
+        else if (!strcmp(a, "--calib-method") && has) {
+            if (kiln_calib_method_parse(argv[++i], &calib.method, &calib.param) != KILN_OK) {
+                fprintf(stderr, "kiln build: %s\n", kiln_last_error());
+                goto done;
+            }
+            use_calib = true;
+        }
         else if (!strcmp(a, "--build-run-budget") && has) {
             if (!cli_num_arg("--build-run-budget", argv[++i], 1e-3, 1e9, &budget))
                 goto done;
@@ -127,6 +158,10 @@ int cmd_build(int argc, char **argv)
                 kiln_same_file(out_path, model_path) ? "input model" : "timing cache");
         goto done;
     }
+    if (calib.cache_path && (kiln_same_file(out_path, calib.cache_path) || !strcmp(out_path, calib.cache_path))) {
+        fprintf(stderr, "kiln build: -o '%s' names the calibration cache; refusing to overwrite it\n", out_path);
+        goto done;
+    }
     kiln_model_t m = NULL;
     kiln_engine_t e = NULL;
     kiln_status st = kiln_model_load(model_path, &m);
@@ -135,9 +170,13 @@ int cmd_build(int argc, char **argv)
         goto done;
     }
     kiln_build_options bo = {.no_optimize = no_opt, .num_profiles = np, .profiles = profiles, .timing_cache = cache,
-                             .want_report = true, .no_tactics = no_tactics, .run_budget_s = budget};
+                             .want_report = true, .no_tactics = no_tactics, .run_budget_s = budget,
+                             .precision = precision, .num_layer_precisions = nrules, .layer_precisions = rules,
+                             .precision_fallback = fallback, .calib = use_calib ? &calib : NULL};
     st = kiln_build(m, &bo, &e);
     kiln_model_free(m);
+    cli_print_escaped_lines(bo.precision_report);   /* layers kept in fp32, fallbacks */
+    kiln_free(bo.precision_report);
     if (st != KILN_OK) {
         rc = cli_die(st, "building engine");
         goto done;

@@ -52,7 +52,7 @@ static json_t *layer_shapes(kiln_context_t c, int i, kiln_io io, int n, char *te
     return a;
 }
 
-static json_t *layer_json(int i, const kiln_layer_info *L, const char *fused, json_t *ji, json_t *jo)
+static json_t *layer_json(int i, const kiln_layer_info *L, const char *req, const char *fused, json_t *ji, json_t *jo)
 {
     json_t *o = json_object(), *jf = json_array();
     json_object_set_new(o, "index", json_integer(i));
@@ -65,6 +65,7 @@ static json_t *layer_json(int i, const kiln_layer_info *L, const char *fused, js
     free(dup);
     json_object_set_new(o, "fused_from", jf);
     json_object_set_new(o, "precision", json_string(L->precision));
+    json_object_set_new(o, "requested_precision", req[0] ? json_string(req) : json_null());
     json_object_set_new(o, "tactic", cli_json_str(L->tactic));
     json_object_set_new(o, "inputs", ji);
     json_object_set_new(o, "outputs", jo);
@@ -76,16 +77,18 @@ static json_t *layers(kiln_engine_t e, kiln_context_t c, const double *ms, doubl
 {
     json_t *arr = json_array();
     if (!json)
-        printf("%-4s %-28s %-22s %-5s %-9s %-34s %-24s %s\n", "#", "layer", "op", "prec", "tactic", "inputs", "outputs",
+        printf("%-4s %-28s %-22s %-5s %-5s %-9s %-34s %-24s %s\n", "#", "layer", "op", "req", "prec", "tactic", "inputs", "outputs",
                ms ? "time ms (share)  fused from" : "fused from");
     for (int i = 0; i < kiln_engine_num_layers(e); i++) {
         kiln_layer_info L;
+        const char *req = "";
         kiln_engine_layer(e, i, &L);
+        kiln_engine_layer_precision(e, i, &req, NULL);
         char insb[256] = "", outsb[256] = "", fused[512];
         json_t *ji = layer_shapes(c, i, KILN_IO_INPUT, L.num_inputs, insb, sizeof insb);
         json_t *jo = layer_shapes(c, i, KILN_IO_OUTPUT, L.num_outputs, outsb, sizeof outsb);
         snprintf(fused, sizeof fused, "%s%s%s", L.name[0] ? L.name : L.op, L.fused_from[0] ? "," : "", L.fused_from);
-        json_t *o = layer_json(i, &L, fused, ji, jo);
+        json_t *o = layer_json(i, &L, req, fused, ji, jo);
         if (ms) {
             json_object_set_new(o, "time_ms", json_real(ms[i]));
             json_object_set_new(o, "share", json_real(total > 0 ? ms[i] / total : 0));
@@ -95,8 +98,8 @@ static json_t *layers(kiln_engine_t e, kiln_context_t c, const double *ms, doubl
             char t[48] = "";
             if (ms)
                 snprintf(t, sizeof t, "%8.3f (%4.1f%%)  ", ms[i], total > 0 ? 100 * ms[i] / total : 0);
-            printf("%-4d %-28.28s %-22.22s %-5s %-9s %-34.34s %-24.24s %s%s\n", i, L.name[0] ? cli_esc(L.name) : "-",
-                   cli_esc(L.op), L.precision, cli_esc(L.tactic), insb, outsb, t, cli_esc(fused));
+            printf("%-4d %-28.28s %-22.22s %-5s %-5s %-9s %-34.34s %-24.24s %s%s\n", i, L.name[0] ? cli_esc(L.name) : "-",
+                   cli_esc(L.op), req[0] ? req : "-", L.precision, cli_esc(L.tactic), insb, outsb, t, cli_esc(fused));
         }
     }
     return arr;

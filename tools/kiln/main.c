@@ -4,6 +4,7 @@
 #include <string.h>
 
 int cmd_calibrate(int argc, char **argv);   /* cmd_calibrate.c */
+int cmd_verify(int argc, char **argv);      /* cmd_verify.c */
 
 static void usage(FILE *f)
 {
@@ -21,6 +22,9 @@ static void usage(FILE *f)
             "  calibrate MODEL.onnx --calib DIR [--calib-method entropy|minmax|percentile[:P]|mse]\n"
             "        [--calib-cache FILE] [--json]\n"
             "                      INT8 calibration: per-activation ranges and scales (docs/CALIBRATION.md)\n"
+            "  verify ENGINE|MODEL --reference MODEL.onnx [--data DIR] [--budget METRIC] [--per-layer] [--json]\n"
+            "                      accuracy against a float reference: per output error, cosine, SNR,\n"
+            "                      top-1/5 agreement; exit 3 when a budget is violated (docs/VERIFY.md)\n"
             "  inspect M.kiln [--json] [--profile] [--shapes ...]\n"
             "                      layers, fused nodes, precision, tactics, shapes, memory plan\n"
             "  info MODEL.onnx     inputs/outputs, opsets, op histogram, parameters, unsupported ops\n"
@@ -52,6 +56,8 @@ int main(int argc, char **argv)
         return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(c, "calibrate"))
         return cmd_calibrate(argc - 1, argv + 1);
+    if (!strcmp(c, "verify"))
+        return cmd_verify(argc - 1, argv + 1);
     if (!strcmp(c, "inspect"))
         return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(c, "serve"))

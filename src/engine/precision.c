@@ -1,0 +1,659 @@
+/* Precision plumbing of the builder (docs/PRECISION.md, "Requested and realized precision"):
+ *   requests   every layer the build options name gets an internal attribute `kiln_prec_req`
+ *              ("fp32", "fp16", "bf16", "int8"): --precision for Conv / MatMul / Gemm (int8 keeps
+ *              the first and the last of them in fp32), then --layer-precision rules (glob on node
+ *              names and op types, later rules win, any op), honoured exactly;
+ *   int8       (before the optimization passes) BatchNormalization and scale/shift are folded,
+ *              the model is calibrated (src/quant through kiln_calibrate) and Q/DQ nodes are
+ *              inserted around each int8 Conv / MatMul: per-tensor activation scales from the
+ *              calibration (uint8 with zero point 0 and T/255 after a Relu, else int8 T/127),
+ *              symmetric per-output-channel int8 weights; the pass fuse-qdq then makes them
+ *              QLinearConv / QLinearMatMul like any explicit QDQ model;
+ *   fp16/bf16  (after the passes) constant weights of the layer are stored in that format, which
+ *              the kernels take directly with float32 activations;
+ *   realized   (after everything, every build) each layer's precision derived from its op and
+ *              input types (node->precision, serialized with the graph); a layer whose realized precision differs
+ *              from the requested one fails the build, naming it, unless fallback is allowed,
+ *              and then it is listed in the precision report. */
+#include "engine.h"
+#include "precision.h"
+#include "../passes/rewrite.h"
+#include "../core/numfmt.h"
+#include <fnmatch.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#define REQ_ATTR "kiln_prec_req"
+
+/* Precision codes as node->precision stores them (the order of api_engine.c's names). */
+enum { P_FP32 = 0, P_TF32, P_FP16, P_BF16, P_INT8, P_FP8, P_FP4, P_INT4, P_COUNT };
+static const char *const prec_names[P_COUNT] = {"fp32", "tf32", "fp16", "bf16", "int8", "fp8", "fp4", "int4"};
+
+/* A precision name: its code, -2 for names of issue 8 not implemented yet, -1 otherwise. */
+static int prec_parse(const char *s)
+{
+    static const char *const later[] = {"tf32", "fp8", "fp4", "nvfp4", "mxfp4", "int4", "auto"};
+    for (int p = 0; s && p < P_COUNT; p++)
+        if (!strcmp(s, prec_names[p]) && (p == P_FP32 || p == P_FP16 || p == P_BF16 || p == P_INT8))
+            return p;
+    for (size_t k = 0; s && k < sizeof later / sizeof later[0]; k++)
+        if (!strcmp(s, later[k]))
+            return -2;
+    return -1;
+}
+
+static kiln_status nomem(void) { return kiln__err(KILN_ERR_NOMEM, "out of memory"); }
+
+/* ---- a growing text (the precision report) ---- */
+typedef struct sbuf { char *p; size_t len, cap; bool oom; } sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (b->oom || n < 0)
+        return;
+    if (b->len + (size_t)n + 1 > b->cap) {
+        size_t cap = (b->len + (size_t)n + 1) * 2;
+        char *p = kiln__realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+static const char *node_label(const kiln_node *n) { return n->name && n->name[0] ? n->name : n->op_type; }
+
+/* Conv / MatMul / Gemm and their fused forms: the layers --precision applies to. */
+static bool is_compute(const kiln_node *n)
+{
+    switch (n->op) {
+    case KILN_OP_Conv: case KILN_OP_MatMul: case KILN_OP_Gemm: case KILN_OP_FusedConv: case KILN_OP_FusedMatMul:
+    case KILN_OP_FusedGemm:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static bool is_int8_layer(const kiln_node *n)
+{
+    return n->op == KILN_OP_QLinearConv || n->op == KILN_OP_QLinearMatMul || n->op == KILN_OP_ConvInteger ||
+           n->op == KILN_OP_MatMulInteger || n->op == KILN_OP_QGemm;
+}
+
+/* A compute layer with a constant weight (input 1: an initializer, a Constant node, or a DQ of
+ * one): what --precision applies to. MatMuls of two activations (attention) stay float, as
+ * Softmax and the normalizations do, unless a --layer-precision rule names them. */
+static bool is_weight_layer(const kiln_graph *g, const kiln_node *n)
+{
+    if (!is_compute(n) || n->n_in < 2 || n->in[1] < 0)
+        return false;
+    int w = n->in[1], p = g->values[w].producer;
+    if (g->values[w].init)
+        return true;
+    if (p < 0 || g->nodes[p].dead)
+        return false;
+    const kiln_node *d = &g->nodes[p];
+    return d->op == KILN_OP_Constant ||
+           (d->op == KILN_OP_DequantizeLinear && d->n_in > 0 && d->in[0] >= 0 && g->values[d->in[0]].init);
+}
+
+static int req_of(const kiln_node *n) { return prec_parse(kiln__attr_s(n, REQ_ATTR, NULL)); }
+
+/* ---- requests ---- */
+
+static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int global, sbuf *rep)
+{
+    int kept[2] = {-1, -1};   /* int8: the first and last weight layers, requested fp32 */
+    if (global != P_FP32) {
+        int first = -1, last = -1;
+        for (int i = 0; i < g->n_nodes; i++)
+            if (is_weight_layer(g, &g->nodes[i])) {
+                first = first < 0 ? i : first;
+                last = i;
+            }
+        for (int i = 0; i < g->n_nodes; i++) {
+            if (!is_weight_layer(g, &g->nodes[i]))
+                continue;
+            bool keep = global == P_INT8 && (i == first || i == last);
+            KILN_TRY(kiln__node_set_attr_s(&g->nodes[i], REQ_ATTR, prec_names[keep ? P_FP32 : global]));
+        }
+        if (global == P_INT8)
+            kept[0] = first, kept[1] = last;
+    }
+    for (int r = 0; o && r < o->num_layer_precisions; r++) {
+        const char *rule = o->layer_precisions ? o->layer_precisions[r] : NULL;
+        const char *colon = rule ? strrchr(rule, ':') : NULL;
+        int p = colon ? prec_parse(colon + 1) : -1;
+        if (!colon || colon == rule || p < 0)
+            return kiln__err(KILN_ERR_INVALID_ARG, "layer precision '%s': %s", rule ? rule : "(null)",
+                             p == -2 ? "precision not supported yet (fp32, fp16, bf16, int8)"
+                                     : "want PATTERN:PRECISION with PRECISION one of fp32, fp16, bf16, int8");
+        char pat[512];
+        snprintf(pat, sizeof pat, "%.*s", (int)(colon - rule), rule);
+        int matched = 0;
+        for (int i = 0; i < g->n_nodes; i++) {
+            kiln_node *n = &g->nodes[i];
+            if ((n->name && n->name[0] && !fnmatch(pat, n->name, 0)) || !fnmatch(pat, n->op_type, 0)) {
+                KILN_TRY(kiln__node_set_attr_s(n, REQ_ATTR, prec_names[p]));
+                matched++;
+            }
+        }
+        if (!matched)
+            return kiln__err(KILN_ERR_INVALID_ARG, "layer precision '%s': no layer name or op type matches '%s'",
+                             rule, pat);
+    }
+    for (int k = 0; k < 2; k++)   /* said once the rules are applied: a rule may lower them after all */
+        if (kept[k] >= 0 && (k == 0 || kept[1] != kept[0]) && req_of(&g->nodes[kept[k]]) == P_FP32)
+            sb_printf(rep, "kept in fp32: %s (%s, the %s layer; override with --layer-precision)\n",
+                      node_label(&g->nodes[kept[k]]), g->nodes[kept[k]].op_type, k == 0 ? "first" : "last");
+    return KILN_OK;
+}
+
+/* ---- graph building helpers (outside the pass pipeline: no use index) ---- */
+
+static int new_value(kiln_graph *g, const char *base, const char *suffix, kiln_dtype dt)
+{
+    char name[512];
+    int k = 0;
+    do
+        snprintf(name, sizeof name, "%s%s%d", base, suffix, k++);
+    while (kiln__graph_find(g, name) >= 0);
+    int v = kiln__graph_add_value(g, name);
+    if (v >= 0)
+        g->values[v].dtype = dt;
+    return v;
+}
+
+/* Appends a node op(in) -> out (one output); the caller re-sorts the graph afterwards. */
+static kiln_status add_node(kiln_graph *g, kiln_op op, const char *name, int opset, int n_in, const int *in, int out,
+                            int *idx)
+{
+    int i = kiln__graph_add_node(g);
+    if (i < 0)
+        return nomem();
+    kiln_node *n = &g->nodes[i];
+    n->name = kiln__strdup(name);
+    n->op_type = kiln__strdup(kiln__op_name(op));
+    n->domain = kiln__strdup("");
+    n->in = kiln__malloc(sizeof(int) * (size_t)n_in);
+    n->out = kiln__malloc(sizeof(int));
+    if (!n->name || !n->op_type || !n->domain || !n->in || !n->out)
+        return nomem();
+    n->op = op;
+    n->opset = opset;
+    n->n_in = n_in;
+    memcpy(n->in, in, sizeof(int) * (size_t)n_in);
+    n->n_out = 1;
+    n->out[0] = out;
+    g->values[out].producer = i;
+    if (idx)
+        *idx = i;
+    return KILN_OK;
+}
+
+static int add_const(kiln_graph *g, const char *hint, kiln_tensor *t)
+{
+    int v = kiln__graph_add_const(g, hint, t);
+    if (v < 0)
+        kiln__tensor_release(t);
+    return v;
+}
+
+static int scalar_const(kiln_graph *g, const char *hint, kiln_dtype dt, double value)
+{
+    kiln_tensor t;
+    if (kiln__tensor_alloc(&t, dt, 0, NULL) != KILN_OK)
+        return -1;
+    kiln__set_f64(dt, t.data, 0, value);
+    return add_const(g, hint, &t);
+}
+
+/* Rewires every reader of `from` except node `skip` to `to` (graph outputs keep `from`). */
+static void reroute(kiln_graph *g, int from, int to, int skip)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int j = 0; i != skip && !g->nodes[i].dead && j < g->nodes[i].n_in; j++)
+            if (g->nodes[i].in[j] == from)
+                g->nodes[i].in[j] = to;
+}
+
+/* Releases the data of initializers no live node reads (and that are not graph inputs/outputs). */
+static void release_unread(kiln_graph *g)
+{
+    bool *read = kiln__calloc((size_t)g->n_values + 1, sizeof *read);
+    if (!read)
+        return;   /* only a size optimization */
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int j = 0; !g->nodes[i].dead && j < g->nodes[i].n_in; j++)
+            if (g->nodes[i].in[j] >= 0)
+                read[g->nodes[i].in[j]] = true;
+    for (int k = 0; k < g->n_inputs; k++)
+        read[g->inputs[k]] = true;
+    for (int k = 0; k < g->n_outputs; k++)
+        read[g->outputs[k]] = true;
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v].init && !read[v]) {
+            kiln__tensor_release(g->values[v].init);
+            kiln__free(g->values[v].init);
+            g->values[v].init = NULL;
+        }
+    kiln__free(read);
+}
+
+/* ---- int8: calibration and Q/DQ insertion ---- */
+
+typedef struct qctx {
+    kiln_graph *g;
+    kiln_calibration_t cal;
+    int *dq_of;      /* value -> its DQ'd copy (-1: none yet) */
+    int cap;
+} qctx;
+
+static float calib_threshold(const qctx *q, const char *name)
+{
+    for (int i = 0; i < kiln_calib_num_tensors(q->cal); i++)
+        if (!strcmp(kiln_calib_tensor_name(q->cal, i), name))
+            return kiln_calib_scale(q->cal, i) * 127.f;
+    return -1.f;
+}
+
+/* A Relu (or Clip from 0) produces v, maybe through ops that move, select or average values:
+ * non-negative values, quantized as uint8 with zero point 0. */
+static bool non_negative(const kiln_graph *g, int v)
+{
+    int p = g->values[v].producer;
+    for (int depth = 0; p >= 0 && depth < 16; depth++) {
+        const kiln_node *n = &g->nodes[p];
+        bool moves = n->op == KILN_OP_MaxPool || n->op == KILN_OP_GlobalMaxPool || n->op == KILN_OP_AveragePool ||
+                     n->op == KILN_OP_GlobalAveragePool || n->op == KILN_OP_Reshape ||
+                     n->op == KILN_OP_Flatten || n->op == KILN_OP_Transpose || n->op == KILN_OP_Squeeze ||
+                     n->op == KILN_OP_Unsqueeze;
+        if (n->dead || !moves || n->n_in < 1 || n->in[0] < 0)
+            break;
+        p = g->values[n->in[0]].producer;
+    }
+    if (p < 0 || g->nodes[p].dead)
+        return false;
+    const kiln_node *n = &g->nodes[p];
+    if (n->op == KILN_OP_Relu)
+        return true;
+    if (n->op != KILN_OP_Clip)
+        return false;
+    if (n->opset < 11)
+        return kiln__attr_f(n, "min", -1.f) >= 0.f;
+    const kiln_tensor *t = n->n_in > 1 && n->in[1] >= 0 ? g->values[n->in[1]].init : NULL;
+    return t && t->dtype == KILN_DT_FLOAT32 && kiln_tensor_numel(t) == 1 && *(const float *)t->data >= 0.f;
+}
+
+/* v -> Q -> DQ with v's calibrated threshold; *out = the DQ'd value (-1: v is not calibrated).
+ * With reroute_all every other reader of v then reads the DQ'd value. */
+static kiln_status quantize_value(qctx *q, int v, bool reroute_all, int *out)
+{
+    kiln_graph *g = q->g;
+    *out = v < q->cap ? q->dq_of[v] : -1;
+    if (*out >= 0)
+        return KILN_OK;
+    float t = calib_threshold(q, g->values[v].name);
+    if (!(t > 0) || !isfinite(t))
+        return KILN_OK;
+    bool u8 = non_negative(g, v);
+    kiln_dtype dt = u8 ? KILN_DT_UINT8 : KILN_DT_INT8;
+    const char *name = g->values[v].name;
+    int s = scalar_const(g, name, KILN_DT_FLOAT32, t / (u8 ? 255.f : 127.f));
+    int z = scalar_const(g, name, dt, 0);
+    int qv = new_value(g, name, "__kiln_q", dt), dv = new_value(g, name, "__kiln_dq", KILN_DT_FLOAT32);
+    if (s < 0 || z < 0 || qv < 0 || dv < 0)
+        return nomem();
+    int qi, qin[3] = {v, s, z}, din[3] = {qv, s, z};
+    char nm[512];
+    snprintf(nm, sizeof nm, "%s__kiln_quantize", name);
+    KILN_TRY(add_node(g, KILN_OP_QuantizeLinear, nm, 13, 3, qin, qv, &qi));
+    snprintf(nm, sizeof nm, "%s__kiln_dequantize", name);
+    KILN_TRY(add_node(g, KILN_OP_DequantizeLinear, nm, 13, 3, din, dv, NULL));
+    if (reroute_all)
+        reroute(g, v, dv, qi);
+    if (v < q->cap)
+        q->dq_of[v] = dv;
+    *out = dv;
+    return KILN_OK;
+}
+
+/* Symmetric per-channel int8 of a float32 weight along `axis` (PRECISION.md, INT8 per-channel:
+ * s = channel amax / 127, q = clamp(RNE(x / s), -127, 127), an all-zero channel s = 1).
+ * false (nothing added) when a value is not finite. */
+static kiln_status quantize_weight(kiln_graph *g, int wv, int axis, int *wq, int *ws, bool *ok)
+{
+    const kiln_tensor *w = g->values[wv].init;
+    int64_t nch = w->dims[axis], inner = 1, n = kiln_tensor_numel(w);
+    for (int d = axis + 1; d < w->ndim; d++)
+        inner *= w->dims[d];
+    const float *x = w->data;
+    *ok = false;
+    kiln_tensor ts, tq;
+    KILN_TRY(kiln__tensor_alloc(&ts, KILN_DT_FLOAT32, 1, &nch));
+    float *s = ts.data;
+    for (int64_t i = 0; i < n; i++) {
+        float a = fabsf(x[i]);
+        if (!isfinite(a)) {
+            kiln__tensor_release(&ts);
+            return KILN_OK;
+        }
+        int64_t c = (i / inner) % nch;
+        s[c] = a > s[c] ? a : s[c];
+    }
+    for (int64_t c = 0; c < nch; c++)
+        s[c] = s[c] > 0 ? s[c] / 127.f : 1.f;
+    kiln_status st = kiln__tensor_alloc(&tq, KILN_DT_INT8, w->ndim, w->dims);
+    if (st != KILN_OK) {
+        kiln__tensor_release(&ts);
+        return st;
+    }
+    int8_t *qd = tq.data;
+    for (int64_t i = 0; i < n; i++) {
+        float r = rintf(x[i] / s[(i / inner) % nch]);
+        qd[i] = (int8_t)(r < -127.f ? -127.f : (r > 127.f ? 127.f : r));
+    }
+    const char *name = g->values[wv].name;
+    *ws = add_const(g, name, &ts);
+    *wq = add_const(g, name, &tq);
+    if (*ws < 0 || *wq < 0)
+        return nomem();
+    *ok = true;
+    return KILN_OK;
+}
+
+/* One int8 layer: Q/DQ on its input and output activations, DQ(int8) for its weight. Layers
+ * that cannot be quantized are left alone (their realized precision then says so). */
+static kiln_status quantize_layer(qctx *q, int i)
+{
+    kiln_graph *g = q->g;
+    kiln_node *n = &g->nodes[i];
+    bool conv = n->op == KILN_OP_Conv, mm = n->op == KILN_OP_MatMul, gemm = n->op == KILN_OP_Gemm;
+    if ((!conv && !mm && !gemm) || n->n_out != 1 || n->out[0] < 0 || n->in[0] < 0 || g->values[n->in[0]].init)
+        return KILN_OK;
+    const kiln_tensor *w = g->values[n->in[1]].init;
+    if (!w || w->dtype != KILN_DT_FLOAT32 || (!conv && w->ndim != 2) || (conv && w->ndim < 3))
+        return KILN_OK;
+    /* Gemm -> QGemm: its bias must be a constant (made int32 by the fusion) */
+    int waxis = conv ? 0 : gemm && kiln__attr_i(n, "transB", 0) ? 0 : 1;
+    if (gemm && n->n_in > 2 && n->in[2] >= 0 && !g->values[n->in[2]].init)
+        return KILN_OK;
+    /* the value the output Q goes on: the layer's, or that of an activation reading it alone */
+    int y = n->out[0], readers = 0, act = -1;
+    for (int k = 0; k < g->n_nodes; k++)
+        for (int j = 0; !g->nodes[k].dead && j < g->nodes[k].n_in; j++)
+            if (g->nodes[k].in[j] == y) {
+                readers++;
+                act = k;
+            }
+    for (int k = 0; k < g->n_outputs; k++)
+        readers += g->outputs[k] == y;
+    kiln_fused_act fa;
+    if (readers == 1 && act >= 0 && g->nodes[act].n_out == 1 && g->nodes[act].out[0] >= 0 &&
+        kiln__activation_of(g, &g->nodes[act], &fa) && calib_threshold(q, g->values[g->nodes[act].out[0]].name) > 0)
+        y = g->nodes[act].out[0];   /* fused as kiln_act (implied by the Q for Relu / Clip from 0) */
+    bool out_q = true;   /* a graph output keeps its float value: only a Gemm (QGemm) can give it */
+    for (int k = 0; k < g->n_outputs; k++)
+        if (g->outputs[k] == y) {
+            if (!gemm || y != n->out[0])
+                return KILN_OK;
+            out_q = false;
+        }
+    int xd = n->in[0], yd, wq, ws, xp = g->values[xd].producer;
+    bool ok;
+    if (xp < 0 || g->nodes[xp].op != KILN_OP_DequantizeLinear)   /* else: an int8 layer's output */
+        KILN_TRY(quantize_value(q, n->in[0], false, &xd));
+    if (xd < 0 || (out_q && calib_threshold(q, g->values[y].name) <= 0))
+        return KILN_OK;
+    KILN_TRY(quantize_weight(g, n->in[1], waxis, &wq, &ws, &ok));
+    if (!ok)
+        return KILN_OK;
+    if (out_q)
+        KILN_TRY(quantize_value(q, y, true, &yd));
+    n = &g->nodes[i];
+    int wd = new_value(g, g->values[n->in[1]].name, "__kiln_dq", KILN_DT_FLOAT32);
+    if (wd < 0)
+        return nomem();
+    int din[2] = {wq, ws};
+    char nm[512];
+    snprintf(nm, sizeof nm, "%s__kiln_weight", node_label(n));
+    KILN_TRY(add_node(g, KILN_OP_DequantizeLinear, nm, 13, 2, din, wd, NULL));
+    n = &g->nodes[i];
+    KILN_TRY(kiln__node_set_attr_i(&g->nodes[g->n_nodes - 1], "axis", waxis));
+    n->in[0] = xd;
+    n->in[1] = wd;
+    return KILN_OK;
+}
+
+static kiln_status run_passes(kiln_graph *g, const char *const *names)
+{
+    for (; *names; names++) {
+        int changed;
+        const kiln_pass_info *p = kiln__pass_find(*names);
+        if (!p)
+            return kiln__err(KILN_ERR_INTERNAL, "no pass named %s", *names);
+        KILN_TRY(kiln__pass_run(p, g, kiln__builder_pass_ctx(), &changed));
+    }
+    return KILN_OK;
+}
+
+static kiln_status insert_qdq(kiln_graph *g, kiln_model_t m, const kiln_build_options *o, sbuf *rep)
+{
+    if (!o->calib || (!o->calib->data_dir && !o->calib->cache_path))
+        return kiln__err(KILN_ERR_INVALID_ARG,
+                         "int8 layers need calibration data: give --calib DIR (or a calibration cache)");
+    /* canonical form first, so that the layers' inputs and outputs are the tensors calibrated and
+     * decomposed activations are single nodes the integer layers can apply */
+    static const char *const canon[] = {"remove-identity", "constant-fold", "fold-batchnorm", "fold-scale-shift",
+                                        "fuse-hardswish", "fuse-gelu", "dead-nodes", NULL};
+    KILN_TRY(run_passes(g, canon));
+    qctx q = {.g = g};
+    KILN_TRY(kiln_calibrate(m, o->calib, &q.cal));
+    sb_printf(rep, "calibration: %s, %lld samples%s\n", kiln_calib_method_name(q.cal),
+              (long long)kiln_calib_num_samples(q.cal), kiln_calib_from_cache(q.cal) ? " (from cache)" : "");
+    q.cap = g->n_values;
+    q.dq_of = kiln__malloc(sizeof(int) * ((size_t)q.cap + 1));
+    kiln_status st = q.dq_of ? KILN_OK : nomem();
+    for (int v = 0; v < q.cap && q.dq_of; v++)
+        q.dq_of[v] = -1;
+    int n0 = g->n_nodes;
+    for (int i = 0; i < n0 && st == KILN_OK; i++)
+        if (!g->nodes[i].dead && req_of(&g->nodes[i]) == P_INT8)
+            st = quantize_layer(&q, i);
+    kiln__free(q.dq_of);
+    kiln_calibration_free(q.cal);
+    if (st == KILN_OK)
+        st = kiln__graph_toposort(g);
+    return st;
+}
+
+/* ---- fp16 / bf16 weights ---- */
+
+static kiln_status reduce_weights(kiln_graph *g)
+{
+    int n0 = g->n_nodes, nv0 = g->n_values, *done = kiln__malloc(sizeof(int) * (2 * (size_t)nv0 + 1));
+    if (!done)
+        return nomem();
+    for (int v = 0; v < 2 * nv0; v++)
+        done[v] = -1;   /* [2v]: the FP16 copy of value v, [2v + 1]: the BF16 one */
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < n0 && st == KILN_OK; i++) {
+        kiln_node *n = &g->nodes[i];
+        int p = req_of(n);
+        if (n->dead || !is_compute(n) || (p != P_FP16 && p != P_BF16) || n->n_in < 2 || n->in[1] < 0)
+            continue;
+        int wv = n->in[1], *slot = &done[2 * wv + (p == P_BF16)];
+        const kiln_tensor *w = g->values[wv].init;
+        bool input = false;
+        for (int k = 0; k < g->n_inputs; k++)
+            input |= g->inputs[k] == wv;
+        if (!w || w->dtype != KILN_DT_FLOAT32 || input)
+            continue;
+        if (*slot < 0) {
+            kiln_tensor t;
+            if ((st = kiln__tensor_alloc(&t, p == P_FP16 ? KILN_DT_FLOAT16 : KILN_DT_BFLOAT16, w->ndim, w->dims)) != KILN_OK)
+                break;
+            (p == P_FP16 ? kiln__f32_to_f16_array : kiln__f32_to_bf16_array)(t.data, w->data, kiln_tensor_numel(w));
+            if ((*slot = add_const(g, g->values[wv].name, &t)) < 0)
+                st = nomem();
+        }
+        /* the kernels take FP16 / BF16 weights with float32 activations (PRECISION.md) */
+        g->nodes[i].in[1] = *slot;
+    }
+    kiln__free(done);
+    if (st == KILN_OK)
+        release_unread(g);
+    return st;
+}
+
+/* ---- realized precision ---- */
+
+static int dtype_prec(kiln_dtype dt)
+{
+    switch (dt) {
+    case KILN_DT_FLOAT16: return P_FP16;
+    case KILN_DT_BFLOAT16: return P_BF16;
+    case KILN_DT_INT8: case KILN_DT_UINT8: return P_INT8;
+    default: return P_FP32;
+    }
+}
+
+/* Per value: the precision its data is in (constants: their type; seen through a Cast of a
+ * constant, which is how reduced weights are stored). Node outputs follow their first input
+ * except where the op decides (quantize, dequantize, integer layers). */
+static int layer_prec(const kiln_graph *g, const kiln_node *n, const int *vp)
+{
+    if (is_int8_layer(n))
+        return P_INT8;
+    int src = is_compute(n) && n->n_in > 1 ? n->in[1] : (n->n_in > 0 ? n->in[0] : -1);
+    (void)g;
+    return src >= 0 ? vp[src] : P_FP32;
+}
+
+static kiln_status realize(kiln_graph *g, const kiln_build_options *o, sbuf *rep)
+{
+    int *vp = kiln__malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    if (!vp)
+        return nomem();
+    for (int v = 0; v < g->n_values; v++)
+        vp[v] = g->values[v].init ? dtype_prec(g->values[v].init->dtype) : dtype_prec(g->values[v].dtype);
+    sbuf bad = {0};
+    int n_bad = 0;
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < g->n_nodes && st == KILN_OK; i++) {
+        kiln_node *n = &g->nodes[i];
+        int real = layer_prec(g, n, vp), out = real;
+        if (n->op == KILN_OP_QuantizeLinear)
+            real = out = P_INT8;
+        else if (n->op == KILN_OP_DequantizeLinear)
+            real = P_INT8, out = P_FP32;
+        else if (n->op == KILN_OP_Cast)
+            out = n->n_in && n->in[0] >= 0 && g->values[n->in[0]].init ? real : dtype_prec((kiln_dtype)kiln__attr_i(n, "to", 1));
+        else if (is_compute(n) || (n->op == KILN_OP_QGemm && (n->n_in < 8 || n->in[7] < 0)))
+            out = P_FP32;   /* float output (QGemm without y_scale) */
+        for (int k = 0; k < n->n_out; k++)
+            if (n->out[k] >= 0)
+                vp[n->out[k]] = out;
+        n->precision = real;
+        int req = req_of(n);
+        if (!kiln__attr(n, REQ_ATTR) || req == real)
+            continue;
+        if (o->precision_fallback)
+            sb_printf(rep, "fallback: %s (%s) requested %s, runs in %s\n", node_label(n), n->op_type,
+                      prec_names[req < 0 ? 0 : req], prec_names[real]);
+        else if (n_bad++ < 8)
+            sb_printf(&bad, "%s%s (%s: %s)", n_bad > 1 ? ", " : "", node_label(n), n->op_type, prec_names[real]);
+    }
+    kiln__free(vp);
+    if (st == KILN_OK && n_bad)
+        st = kiln__err(KILN_ERR_UNSUPPORTED,
+                       "%d layer%s cannot run in the requested precision: %s%s (no kernel or pattern for it; "
+                       "--precision-fallback builds anyway and lists each fallback)",
+                       n_bad, n_bad > 1 ? "s" : "", bad.p ? bad.p : "", n_bad > 8 ? ", ..." : "");
+    kiln__free(bad.p);
+    return st;
+}
+
+/* ---- the builder's two hooks ---- */
+
+static int global_prec(const kiln_build_options *o)
+{
+    return o && o->precision ? prec_parse(o->precision) : P_FP32;
+}
+
+static bool any_request(const kiln_graph *g, int p)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i].dead && req_of(&g->nodes[i]) == p)
+            return true;
+    return false;
+}
+
+kiln_status kiln__precision_before_passes(kiln_graph *g, kiln_model_t m, kiln_build_options *o)
+{
+    if (!o || (!o->precision && o->num_layer_precisions <= 0))
+        return KILN_OK;
+    int global = global_prec(o);
+    if (global < 0)
+        return kiln__err(KILN_ERR_INVALID_ARG, "precision '%s': %s", o->precision,
+                         global == -2 ? "not supported yet (fp32, fp16, bf16, int8)" : "want fp32, fp16, bf16 or int8");
+    if (o->num_layer_precisions < 0 || o->num_layer_precisions > 4096)
+        return kiln__err(KILN_ERR_INVALID_ARG, "invalid number of layer precision rules");
+    sbuf rep = {0};
+    kiln_status st = set_requests(g, o, global, &rep);
+    if (st == KILN_OK && any_request(g, P_INT8))
+        st = insert_qdq(g, m, o, &rep);
+    if (st == KILN_OK && rep.oom)
+        st = nomem();
+    if (st == KILN_OK)
+        o->precision_report = rep.p;
+    else
+        kiln__free(rep.p);
+    return st;
+}
+
+kiln_status kiln__precision_after_passes(kiln_graph *g, kiln_build_options *o)
+{
+    kiln_build_options none = {0};
+    if (!o)
+        o = &none;
+    sbuf rep = {.p = o->precision_report, .len = o->precision_report ? strlen(o->precision_report) : 0};
+    rep.cap = rep.p ? rep.len + 1 : 0;
+    o->precision_report = NULL;
+    kiln_status st = KILN_OK;
+    if (any_request(g, P_FP16) || any_request(g, P_BF16))
+        st = reduce_weights(g);
+    if (st == KILN_OK)
+        st = realize(g, o, &rep);
+    if (st == KILN_OK && rep.oom)
+        st = nomem();
+    if (st == KILN_OK)
+        o->precision_report = rep.p;
+    else
+        kiln__free(rep.p);
+    return st;
+}
+
+kiln_status kiln_engine_layer_precision(kiln_engine_t e, int i, const char **requested, const char **realized)
+{
+    if (!e || !e->g || i < 0 || i >= e->g->n_nodes)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_layer_precision: %s", !e ? "NULL engine" : "layer index out of range");
+    const kiln_node *n = &e->g->nodes[i];
+    if (requested)
+        *requested = kiln__attr_s(n, REQ_ATTR, "");
+    if (realized)
+        *realized = n->precision >= 0 && n->precision < P_COUNT ? prec_names[n->precision] : "?";
+    return KILN_OK;
+}

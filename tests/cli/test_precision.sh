@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# kiln build --precision end to end on tiny_cnn: int8 with NumPy calibration data (integer layers
+# in the engine, accuracy against fp32, the same engine from the calibration cache), fp16/bf16
+# weights stored reduced (engine shrinks, realized precision), --layer-precision honoured exactly,
+# the error naming layers that cannot run as requested and --precision-fallback listing them,
+# requested/realized precision in kiln inspect (text and JSON), usage errors.
+set -uo pipefail
+KILN=$1
+. "$(dirname "$0")/../lib.sh"
+# check NAME PYTHON-ASSERTIONS: runs Python with `d` = the JSON of the last inspect, `out` = run outputs
+check() {
+  local name=$1 code=$2
+  if $PY - "$T" > "$T/py.txt" 2>&1 <<PYEOF
+import json, sys
+import numpy as np
+t = sys.argv[1]
+d = json.load(open(t + "/inspect.json"))
+L = d["layers"]
+def out(p): return np.load(f"{t}/{p}/logits.npy").astype(np.float64).ravel()
+def cos(a, b): return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+$code
+PYEOF
+  then ok "$name"; cat "$T/py.txt"; else bad "$name: $(tail -3 "$T/py.txt")"; fi
+}
+inspect() { "$KILN" inspect "$1" --json --shapes input:1x3x32x32 > "$T/inspect.json" 2> "$T/stderr.txt" || bad "inspect $1: $(tail -1 "$T/stderr.txt")"; }
+run() { "$KILN" run "$1" --input "input=$T/x.npy" --output-dir "$T/$2" > /dev/null 2>&1 || bad "run $1"; }
+
+M=models/tiny_cnn.onnx
+[ -f "$M" ] || { echo "SKIP: $M missing (run scripts/bootstrap.sh)"; exit 77; }
+mkdir -p "$T/cal"
+$PY - "$T" <<'PY' || { echo "FAIL numpy data"; exit 1; }
+import numpy as np, sys
+t = sys.argv[1]
+rng = np.random.default_rng(5)
+for i in range(6):
+    np.save(f"{t}/cal/s{i}.npy", rng.standard_normal((2, 3, 32, 32)).astype(np.float32))
+np.save(f"{t}/x.npy", rng.standard_normal((1, 3, 32, 32)).astype(np.float32))
+PY
+
+expect_ok "help lists --precision" "$KILN" build --help
+grep -q -- "--layer-precision" "$T/out.txt" && grep -q -- "--precision-fallback" "$T/out.txt" && ok "help text" || bad "help text"
+
+# fp32 reference engine: no requests, every layer realized fp32
+expect_ok "build fp32" "$KILN" build "$M" -o "$T/f32.kiln"
+run "$T/f32.kiln" o32
+inspect "$T/f32.kiln"
+check "fp32: no requests" '
+assert all(l["requested_precision"] is None and l["precision"] == "fp32" for l in L), L'
+
+# int8 with calibration data
+expect_ok "build int8" "$KILN" build "$M" -o "$T/i8.kiln" --precision int8 --calib "$T/cal" --calib-method minmax --calib-cache "$T/c.cache"
+grep -q "kept in fp32: conv1_Conv_0 (Conv, the first layer" "$T/out.txt" && grep -q "kept in fp32: fc_Gemm (Gemm, the last layer" "$T/out.txt" \
+  && ok "int8 says which layers stay fp32" || bad "int8 report: $(cat "$T/out.txt")"
+run "$T/i8.kiln" o8
+inspect "$T/i8.kiln"
+check "int8: integer layers, requests honoured, accurate" '
+q = [l for l in L if l["op"] == "QLinearConv"]
+assert len(q) == 8, [l["op"] for l in L]
+assert all(l["requested_precision"] == "int8" and l["precision"] == "int8" for l in q), q
+assert not any(l["op"] in ("Conv", "FusedConv") and l["requested_precision"] == "int8" for l in L)
+assert [l["precision"] for l in L if l["name"] in ("conv1_Conv_0", "fc_Gemm")] == ["fp32", "fp32"]
+c = cos(out("o8"), out("o32"))
+print("int8 cosine vs fp32", c)
+assert c > 0.999, c'
+# the same engine from the calibration cache alone (deterministic build)
+expect_ok "int8 from cache" "$KILN" build "$M" -o "$T/i8c.kiln" --precision int8 --calib-method minmax --calib-cache "$T/c.cache"
+grep -q "(from cache)" "$T/out.txt" && ok "cache reused" || bad "cache not reused: $(cat "$T/out.txt")"
+cmp -s "$T/i8.kiln" "$T/i8c.kiln" && ok "byte-identical engine from the cache" || bad "engines differ"
+expect_rc "int8 needs calibration" 1 "need calibration data" "$KILN" build "$M" -o "$T/x.kiln" --precision int8
+
+# fp16 / bf16: weights stored reduced, engine smaller, outputs close
+for p in fp16 bf16; do
+  expect_ok "build $p" "$KILN" build "$M" -o "$T/$p.kiln" --precision $p
+  run "$T/$p.kiln" "o$p"
+  inspect "$T/$p.kiln"
+  check "$p: realized, smaller, close" "
+convs = [l for l in L if l['op'] in ('Conv', 'FusedConv', 'Gemm')]
+assert len(convs) == 10 and all(l['requested_precision'] == l['precision'] == '$p' for l in convs), convs
+import os
+r = os.path.getsize(t + '/$p.kiln') / os.path.getsize(t + '/f32.kiln')
+print('$p engine size ratio', r)
+assert r < 0.85, r
+c = cos(out('o$p'), out('o32'))
+assert c > (0.99999 if '$p' == 'fp16' else 0.9999), c"
+done
+
+# --layer-precision: honoured exactly, later rules win, any op
+expect_ok "layer rules" "$KILN" build "$M" -o "$T/mix.kiln" --precision int8 --calib-cache "$T/c.cache" --calib-method minmax \
+  --layer-precision 'layer2_*:fp16' --layer-precision 'layer2_0_conv2*:int8' --layer-precision 'conv1_Conv_0:bf16'
+inspect "$T/mix.kiln"
+check "layer rules honoured" '
+by = {l["name"]: l for l in L}
+assert by["conv1_Conv_0"]["requested_precision"] == by["conv1_Conv_0"]["precision"] == "bf16"
+assert by["layer2_0_conv1_Conv_0"]["precision"] == "fp16" and by["layer2_0_conv2_Conv_0"]["precision"] == "int8"
+assert by["layer1_0_conv1_Conv_0"]["precision"] == "int8"
+assert all(l["requested_precision"] in (None, l["precision"]) for l in L), [(l["name"], l["requested_precision"], l["precision"]) for l in L]'
+expect_rc "rule matching nothing" 1 "no layer name or op type matches 'nope\*'" "$KILN" build "$M" -o "$T/x.kiln" --layer-precision 'nope*:fp16'
+expect_rc "bad rule" 1 "want PATTERN:PRECISION" "$KILN" build "$M" -o "$T/x.kiln" --layer-precision 'conv1_Conv_0'
+expect_rc "bad precision" 1 "want fp32, fp16, bf16 or int8" "$KILN" build "$M" -o "$T/x.kiln" --precision int3
+expect_rc "fp8 not yet" 1 "not supported yet" "$KILN" build "$M" -o "$T/x.kiln" --precision fp8
+
+# a Gemm (the last layer) lowered by a rule: com.microsoft QGemm with an int32 bias
+expect_ok "fc int8 by rule" "$KILN" build "$M" -o "$T/fc8.kiln" --precision int8 --calib-cache "$T/c.cache" --calib-method minmax \
+  --layer-precision 'fc_Gemm:int8'
+grep -q "kept in fp32: fc_Gemm" "$T/out.txt" && bad "fc said kept in fp32 although a rule lowered it" || ok "rule overrides the fp32 default"
+run "$T/fc8.kiln" ofc8
+inspect "$T/fc8.kiln"
+check "fc int8" '
+fc = [l for l in L if l["name"] == "fc_Gemm"][0]
+assert fc["op"] == "QGemm" and fc["requested_precision"] == fc["precision"] == "int8", fc
+c = cos(out("ofc8"), out("o32"))
+print("int8 with the fc: cosine vs fp32", c)
+assert c > 0.999, c'
+
+# never silent: a request that cannot be realized fails naming the layer; --precision-fallback lists it
+expect_rc "unrealizable request fails" 1 "2 layers cannot run in the requested precision: GlobalAveragePool_0 (GlobalAveragePool: fp32), Flatten_0 (Flatten: fp32)" \
+  "$KILN" build "$M" -o "$T/x.kiln" --precision int8 --calib-cache "$T/c.cache" --calib-method minmax \
+  --layer-precision 'Flatten*:fp16' --layer-precision 'GlobalAveragePool:int8'
+[ -e "$T/x.kiln" ] && bad "failed build wrote an engine" || ok "failed build wrote nothing"
+expect_ok "fallback" "$KILN" build "$M" -o "$T/fb.kiln" --precision int8 --calib-cache "$T/c.cache" --calib-method minmax \
+  --layer-precision 'GlobalAveragePool_0:int8' --precision-fallback
+grep -q "fallback: GlobalAveragePool_0 (GlobalAveragePool) requested int8, runs in fp32" "$T/out.txt" && ok "fallback listed" || bad "fallback not listed: $(cat "$T/out.txt")"
+inspect "$T/fb.kiln"
+check "inspect shows the fallback" '
+p = [l for l in L if l["name"] == "GlobalAveragePool_0"][0]
+assert p["requested_precision"] == "int8" and p["precision"] == "fp32", p'
+"$KILN" inspect "$T/fb.kiln" --shapes input:1x3x32x32 > "$T/text.txt" 2>&1
+grep -E "^[0-9]+ +GlobalAveragePool_0 +GlobalAveragePool +int8 +fp32 " "$T/text.txt" > /dev/null && ok "text inspect: req and prec columns" \
+  || bad "text inspect: $(grep GlobalAveragePool_0 "$T/text.txt")"
+
+# a transformer: weight MatMuls become QLinearMatMul, attention (two activations) has no request
+B=models/tiny_bert.onnx
+mkdir -p "$T/bcal"
+$PY - "$T" <<'PY' || bad "numpy bert data"
+import numpy as np, sys
+t = sys.argv[1]
+rng = np.random.default_rng(1)
+for k in range(3):
+    np.save(f"{t}/bcal/input_ids_{k}.npy", rng.integers(0, 100, (2, 16)).astype(np.int64))
+    np.save(f"{t}/bcal/attention_mask_{k}.npy", np.ones((2, 16), np.int64))
+    np.save(f"{t}/bcal/token_type_ids_{k}.npy", np.zeros((2, 16), np.int64))
+PY
+BI=()
+for n in input_ids attention_mask token_type_ids; do BI+=(--input "$n=$T/bcal/${n}_0.npy"); done
+expect_ok "bert int8" "$KILN" build "$B" -o "$T/b8.kiln" --precision int8 --calib "$T/bcal" --calib-method minmax
+expect_ok "bert fp32" "$KILN" build "$B" -o "$T/b32.kiln"
+"$KILN" run "$T/b8.kiln" "${BI[@]}" --output-dir "$T/ob8" > /dev/null 2>&1 || bad "run bert int8"
+"$KILN" run "$T/b32.kiln" "${BI[@]}" --output-dir "$T/ob32" > /dev/null 2>&1 || bad "run bert fp32"
+"$KILN" inspect "$T/b8.kiln" --json --shapes input_ids:2x16,attention_mask:2x16,token_type_ids:2x16 > "$T/inspect.json" 2>&1
+check "bert int8" '
+q = [l for l in L if l["op"] == "QLinearMatMul"]
+assert len(q) >= 10 and all(l["requested_precision"] == "int8" for l in q), len(q)
+assert all(l["requested_precision"] is None for l in L if l["op"] == "Attention")
+a, b = [np.load(f"{t}/{d}/last_hidden_state.npy").astype(np.float64).ravel() for d in ("ob8", "ob32")]
+print("bert int8 cosine vs fp32", cos(a, b))
+assert cos(a, b) > 0.999'
+
+# an explicit QDQ model needs no option: its integer layers are realized int8
+$PY tests/passes/gen_qdq.py "$T" > /dev/null || bad "gen_qdq"
+expect_ok "build QDQ model" "$KILN" build "$T/qdq_chain.onnx" -o "$T/qdq.kiln"
+"$KILN" inspect "$T/qdq.kiln" --json --shapes x:1x8x9x11 > "$T/inspect.json" 2>&1
+check "QDQ model realized int8" '
+q = [l for l in L if l["op"] == "QLinearConv"]
+assert len(q) == 2 and all(l["precision"] == "int8" and l["requested_precision"] is None for l in q), q'
+
+finish "precision CLI"

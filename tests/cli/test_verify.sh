@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# kiln verify end to end on tiny_cnn: FP32 vs FP32 (model built in memory, engine file) within tight
+# budgets; deliberately broken candidates outside them (perturbed weights, an engine built from the
+# perturbed model, a NaN weight, a QDQ model with an 8-bit activation); --per-layer finds the layer
+# where the error starts (and compares the QuantizeLinear output dequantized); --data with --batch;
+# --json schema; exit statuses; quiet in pipes; usage errors.
+set -uo pipefail
+KILN=$1
+. "$(dirname "$0")/../lib.sh"
+expect_out() { # name rc pattern cmd...: exit status exactly rc, pattern in stdout+stderr (kept apart:
+               # stdout in $T/out.txt for the JSON checks, stderr in $T/err.txt)
+  local name=$1 want=$2 pat=$3; shift 3
+  timeout 120 "$@" > "$T/out.txt" 2> "$T/err.txt"
+  local rc=$?
+  if [ $rc -eq "$want" ] && cat "$T/out.txt" "$T/err.txt" | grep -q -- "$pat"; then ok "$name"
+  else bad "$name (rc=$rc, want $want, pattern '$pat'): $(tail -3 "$T/out.txt") / $(tail -3 "$T/err.txt")"; fi
+}
+json_check() { # name python-assertions (d = the JSON of $T/out.txt)
+  if $PY -c "import json; d = json.load(open('$T/out.txt')); $2" > "$T/py.txt" 2>&1; then ok "$1"; else bad "$1: $(tail -3 "$T/py.txt")"; fi
+}
+
+M=models/tiny_cnn.onnx
+[ -f "$M" ] || { echo "SKIP: $M missing (run scripts/bootstrap.sh)"; exit 77; }
+$PY - "$T" "$M" <<'PY' || { echo "FAIL generating models"; exit 1; }
+import sys, os, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto
+t, src = sys.argv[1], sys.argv[2]
+rng = np.random.default_rng(3)
+
+def with_weight(name, fn, out):
+    m = onnx.load(src)
+    for i, init in enumerate(m.graph.initializer):
+        if init.name == name:
+            w = numpy_helper.to_array(init).copy()
+            m.graph.initializer[i].CopyFrom(numpy_helper.from_array(fn(w).astype(np.float32), name))
+    onnx.save(m, os.path.join(t, out))
+
+# 20% multiplicative noise on one mid-network conv: the error starts at Relu_2
+with_weight("layer1.0.conv2.weight", lambda w: w * (1 + 0.2 * rng.standard_normal(w.shape)), "perturbed.onnx")
+with_weight("fc.weight", lambda w: np.where(np.arange(w.size).reshape(w.shape) == 0, np.nan, w), "nan.onnx")
+
+# an 8-bit activation: QuantizeLinear/DequantizeLinear after MaxPool_0 (uint8, scale 0.02)
+m = onnx.load(src)
+g = m.graph
+for n in g.node:
+    for k, x in enumerate(n.input):
+        if x == "MaxPool_0_output_0":
+            n.input[k] = "mp_dq"
+g.initializer.extend([numpy_helper.from_array(np.array(0.02, np.float32), "mp_scale"),
+                      numpy_helper.from_array(np.array(0, np.uint8), "mp_zp")])
+pos = [i for i, n in enumerate(g.node) if n.name == "MaxPool_0"][0]
+g.node.insert(pos + 1, helper.make_node("QuantizeLinear", ["MaxPool_0_output_0", "mp_scale", "mp_zp"], ["mp_q"], name="mp_Q"))
+g.node.insert(pos + 2, helper.make_node("DequantizeLinear", ["mp_q", "mp_scale", "mp_zp"], ["mp_dq"], name="mp_DQ"))
+onnx.save(m, os.path.join(t, "qdq.onnx"))
+# the same pair in FP8 E4M3 (opset 19; Debian's onnx 1.12 has no FP8 enum: data_type 17 by number)
+zp8 = onnx.TensorProto()
+zp8.name, zp8.data_type, zp8.raw_data = "mp_zp8", 17, bytes([0])
+g.initializer.append(zp8)
+for n in g.node:
+    if n.name in ("mp_Q", "mp_DQ"):
+        n.input[2] = "mp_zp8"
+m.opset_import[0].version = 19
+onnx.save(m, os.path.join(t, "qdq8.onnx"))
+
+# a quantized layer in the place of a float one (as fuse-qdq makes it): reference Conv c -> Relu r ->
+# MaxPool mp -> Flatten; candidate QuantizeLinear -> QLinearConv c (uint8, zero point 0: the Relu is
+# in the saturation) -> MaxPool mp on uint8 -> DequantizeLinear -> Flatten
+W = rng.uniform(-1, 1, (4, 3, 3, 3)).astype(np.float32)
+conv = dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+ref = helper.make_graph([helper.make_node("Conv", ["x", "W"], ["c_out"], name="c", **conv),
+                         helper.make_node("Relu", ["c_out"], ["r_out"], name="r"),
+                         helper.make_node("MaxPool", ["r_out"], ["mp_out"], name="mp", kernel_shape=[2, 2], strides=[2, 2]),
+                         helper.make_node("Flatten", ["mp_out"], ["y"], name="fl")],
+                        "ref", [x], [y], [numpy_helper.from_array(W, "W")])
+onnx.save(helper.make_model(ref, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(t, "qref.onnx"))
+ws = np.abs(W).reshape(4, -1).max(axis=1) / 127
+wq = np.round(W / ws[:, None, None, None]).astype(np.int8)
+ys = float(np.abs(W).reshape(4, -1).sum(axis=1).max()) / 255   # |x| <= 1: never saturates
+init = [numpy_helper.from_array(np.array(1 / 127, np.float32), "xs"), numpy_helper.from_array(np.array(128, np.uint8), "xz"),
+        numpy_helper.from_array(wq, "wq"), numpy_helper.from_array(ws.astype(np.float32), "ws"),
+        numpy_helper.from_array(np.zeros(4, np.int8), "wz"), numpy_helper.from_array(np.array(ys, np.float32), "ys"),
+        numpy_helper.from_array(np.array(0, np.uint8), "yz")]
+cand = helper.make_graph([helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="xQ"),
+                          helper.make_node("QLinearConv", ["xq", "xs", "xz", "wq", "ws", "wz", "ys", "yz"], ["c_q"], name="c", **conv),
+                          helper.make_node("MaxPool", ["c_q"], ["mp_q"], name="mp", kernel_shape=[2, 2], strides=[2, 2]),
+                          helper.make_node("DequantizeLinear", ["mp_q", "ys", "yz"], ["mp_dq"], name="mpDQ"),
+                          helper.make_node("Flatten", ["mp_dq"], ["y"], name="fl")], "cand", [x], [y], init)
+onnx.save(helper.make_model(cand, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(t, "qcand.onnx"))
+
+# names with terminal control sequences (printed escaped)
+m = onnx.load(src)
+for n in m.graph.node:
+    if n.name == "Relu_0":
+        n.name = "Relu\x1b[31m_0"
+    n.input[:] = ["Relu\x1b]0;x\x07_out" if x == "Relu_0_output_0" else x for x in n.input]
+    n.output[:] = ["Relu\x1b]0;x\x07_out" if x == "Relu_0_output_0" else x for x in n.output]
+onnx.save(m, os.path.join(t, "names.onnx"))
+
+os.makedirs(os.path.join(t, "data"))
+for k in range(3):
+    np.save(os.path.join(t, "data", f"s{k}.npy"), rng.uniform(-1, 1, (4, 3, 20, 20)).astype(np.float32))
+np.save(os.path.join(t, "x1.npy"), rng.uniform(-1, 1, (1, 3, 24, 24)).astype(np.float32))
+# several inputs: NAME_KEY.npy (tiny_bert), plus a stray file of another input's name prefix
+os.makedirs(os.path.join(t, "bert"))
+for k in ("a", "b"):
+    np.save(os.path.join(t, "bert", f"input_ids_{k}.npy"), rng.integers(0, 100, (2, 7)).astype(np.int64))
+    np.save(os.path.join(t, "bert", f"attention_mask_{k}.npy"), np.ones((2, 7), np.int64))
+    np.save(os.path.join(t, "bert", f"token_type_ids_{k}.npy"), np.zeros((2, 7), np.int64))
+PY
+
+TIGHT=(--budget 'cosine>=0.99999' --budget 'snr>=80db' --budget 'top1>=100%' --budget 'top5>=100%' --budget 'maxrel<=1e-3')
+
+expect_out "help" 0 "usage: kiln verify" "$KILN" verify --help
+expect_out "fp32 model vs itself within tight budgets" 0 "^PASS" "$KILN" verify "$M" --reference "$M" \
+  --shapes input:2x3x32x32 "${TIGHT[@]}"
+[ ! -s "$T/err.txt" ] && ok "quiet stderr in a pipe" || bad "stderr not empty: $(head -3 "$T/err.txt")"
+grep -q "snr_db" "$T/out.txt" && grep -q "top1 agreement 100" "$T/out.txt" && ok "text lists metrics" || bad "text metrics"
+
+"$KILN" build "$M" -o "$T/fp32.kiln" --shapes input:2x3x32x32 > /dev/null 2>&1 || bad "build engine"
+expect_out "fp32 engine within tight budgets (json)" 0 '"pass": true' "$KILN" verify "$T/fp32.kiln" --reference "$M" \
+  "${TIGHT[@]}" --samples 3 --json
+json_check "json schema" "
+o = d['outputs'][0]
+assert d['samples'] == 3 and d['inputs'] == 'synthetic' and d['pass'] is True, d
+assert o['name'] == 'logits' and o['reference_name'] == 'logits' and o['shape'] == [2, 10] and o['samples'] == 3, o
+for k in ('max_abs', 'max_rel', 'mean_abs', 'cosine', 'snr_db'):
+    assert k in o['worst'] and k in o['mean'], k
+assert o['worst']['cosine'] >= 0.99999 and o['worst']['snr_db'] >= 80 and o['top1'] == 1.0 and o['rows'] == 6, o
+assert o['nonfinite'] == 0
+assert len(d['budgets']) == 5 and all(b['pass'] and b['output'] == 'logits' for b in d['budgets']), d['budgets']
+assert 'per_layer' not in d"
+
+expect_out "per-layer on an engine file (layer plan restored)" 0 "^matched [1-9]" "$KILN" verify "$T/fp32.kiln" \
+  --reference "$M" --per-layer --samples 1 "${TIGHT[@]}"
+expect_out "perturbed weights violate the budgets" 3 "FAIL: " "$KILN" verify "$T/perturbed.onnx" --reference "$M" \
+  --shapes input:2x3x32x32 "${TIGHT[@]}"
+grep -q "FAIL budget snr>=80db" "$T/out.txt" && ok "names the failed budget" || bad "failed budget line"
+"$KILN" build "$T/perturbed.onnx" -o "$T/perturbed.kiln" --shapes input:2x3x32x32 > /dev/null 2>&1 || bad "build perturbed"
+expect_out "engine of another model violates cosine (json)" 3 '"pass": false' "$KILN" verify "$T/perturbed.kiln" \
+  --reference "$M" --budget 'cosine>=0.99999' --json
+json_check "json of a violation" "
+b = d['budgets'][0]
+assert b['metric'] == 'cosine' and b['threshold'] == 0.99999 and b['pass'] is False and b['value'] < 0.99999, b"
+expect_out "loose budget passes the perturbed model" 0 "^PASS" "$KILN" verify "$T/perturbed.onnx" --reference "$M" \
+  --shapes input:2x3x32x32 --budget 'cosine>=0.5'
+expect_out "NaN output fails without budgets" 3 "NaN/Inf" "$KILN" verify "$T/nan.onnx" --reference "$M" \
+  --shapes input:1x3x16x16
+
+expect_out "per-layer (perturbed)" 3 "<-- jump" "$KILN" verify "$T/perturbed.onnx" --reference "$M" \
+  --shapes input:1x3x32x32 --per-layer --budget 'snr>=80db'
+first=$(grep -m1 -- "<-- jump" "$T/out.txt" | awk '{print $2}')
+[ "$first" = "Relu_2_output_0" ] && ok "first jump at the perturbed conv's output" || bad "first jump at '$first'"
+grep -q "^matched [1-9][0-9]* of [0-9]* reference float values" "$T/out.txt" && ok "matched count" || bad "matched count"
+
+expect_out "per-layer qdq (json)" 3 '"per_layer"' "$KILN" verify "$T/qdq.onnx" --reference "$M" \
+  --shapes input:1x3x32x32 --per-layer --json --budget 'snr>=80db' --budget 'cosine>=0.99'
+json_check "dequantized QuantizeLinear output compared" "
+p = d['per_layer']
+rows = {r['value']: r for r in p['layers']}
+q = rows['MaxPool_0_output_0']
+assert q['dequantized_from'] == 'mp_q' and q['candidate_dtype'] == 'uint8' and q['node'] == 'MaxPool_0', q
+assert 25 < q['snr_db'] < 60 and q['cosine'] > 0.999 and q['jump'] is True, q
+first = [r for r in p['layers'] if r['jump']][0]
+assert first['value'] == 'MaxPool_0_output_0', first
+assert rows['Relu_0_output_0']['snr_db'] > 100 and rows['Relu_0_output_0']['dequantized_from'] is None
+assert p['matched'] == len(p['layers']) > 5 and p['reference_values'] >= p['matched'], p
+b = {x['metric']: x for x in d['budgets']}
+assert b['cosine']['pass'] and not b['snr']['pass'], b"
+
+expect_out "per-layer qdq fp8 (json)" 0 '"per_layer"' "$KILN" verify "$T/qdq8.onnx" --reference "$M" \
+  --shapes input:1x3x32x32 --per-layer --json
+json_check "FP8 QuantizeLinear output dequantized" "
+q = {r['value']: r for r in d['per_layer']['layers']}['MaxPool_0_output_0']
+assert q['dequantized_from'] == 'mp_q' and q['candidate_dtype'] != 'float32' and q['matched_by'] == 'quantizes', q
+assert 15 < q['snr_db'] < 60 and q['jump'] is True, q"
+expect_out "per-layer: quantized layers matched by node name" 0 '"per_layer"' "$KILN" verify "$T/qcand.onnx" \
+  --reference "$T/qref.onnx" --per-layer --json --budget 'cosine>=0.99'
+json_check "QLinearConv dequantized against the Relu it folds in, MaxPool on uint8" "
+rows = {r['value']: r for r in d['per_layer']['layers']}
+assert 'c_out' not in rows, rows.keys()
+r = rows['r_out']
+assert r['matched_by'] == 'node' and r['candidate_value'] == 'c_q' and r['candidate_dtype'] == 'uint8', r
+assert 20 < r['snr_db'] < 70 and r['cosine'] > 0.99 and r['node'] == 'r', r
+m = rows['mp_out']
+assert m['matched_by'] == 'node' and m['candidate_value'] == 'mp_q' and m['candidate_dtype'] == 'uint8' and m['snr_db'] > 20, m
+assert rows['y']['matched_by'] == 'name' and rows['y']['candidate_dtype'] == 'float32'
+assert d['per_layer']['matched'] == 3, d['per_layer']"
+"$KILN" verify "$T/qcand.onnx" --reference "$T/qref.onnx" --per-layer > "$T/out.txt" 2>&1
+grep -q "r_out .*(by node name: c_q)" "$T/out.txt" && ok "text names the matched quantized value" || bad "text: $(cat "$T/out.txt")"
+expect_out "per-layer, control characters in names" 0 "PASS" "$KILN" verify "$T/names.onnx" --reference "$T/names.onnx" \
+  --shapes input:1x3x16x16 --per-layer
+$PY -c "
+import sys; b = open('$T/out.txt', 'rb').read()
+assert b'x1b[31m_0' in b and not any(c < 0x20 and c != 0x0a for c in b), 'raw control bytes'" 2> "$T/py.txt" \
+  && ok "names printed escaped" || bad "escaping: $(cat "$T/py.txt")"
+expect_out "--data with --batch" 0 '"samples": 6' "$KILN" verify "$M" --reference "$M" --data "$T/data" --batch 2 --json
+json_check "data samples" "assert d['inputs'] == 'data' and d['outputs'][0]['shape'] == [2, 10]"
+expect_out "--data --samples caps" 0 '"samples": 2' "$KILN" verify "$M" --reference "$M" --data "$T/data" --samples 2 --json
+expect_out "--data, several inputs (NAME_KEY.npy)" 0 '"samples": 2' "$KILN" verify models/tiny_bert.onnx \
+  --reference models/tiny_bert.onnx --data "$T/bert" --json --budget 'cosine>=0.99999'
+json_check "two outputs, hidden state per token" "
+o = {x['name']: x for x in d['outputs']}
+assert o['last_hidden_state']['shape'] == [2, 7, 64] and o['last_hidden_state']['rows'] == 28, o
+assert o['pooler_output']['shape'] == [2, 64] and len(d['budgets']) == 2 and d['pass'], d"
+rm "$T/bert/token_type_ids_b.npy"
+expect_out "--data, a missing input file" 1 "token_type_ids_b.npy" "$KILN" verify models/tiny_bert.onnx \
+  --reference models/tiny_bert.onnx --data "$T/bert"
+expect_out "--input file" 0 "1 sample (input files)" "$KILN" verify "$M" --reference "$M" --input "input=$T/x1.npy"
+
+expect_out "no reference" 2 "need --reference" "$KILN" verify "$M"
+expect_out "malformed budget" 2 "bad budget 'cosine>0.9'" "$KILN" verify "$M" --reference "$M" --budget 'cosine>0.9'
+expect_out "budget wrong direction" 2 "its budget is maxrel<=X" "$KILN" verify "$M" --reference "$M" --budget 'maxrel>=0.1'
+expect_out "unknown option" 2 "unknown option" "$KILN" verify "$M" --reference "$M" --bogus
+expect_out "--data excludes --input" 2 "excludes" "$KILN" verify "$M" --reference "$M" --data "$T/data" --input "input=$T/x1.npy"
+expect_out "bad --samples" 2 "samples" "$KILN" verify "$M" --reference "$M" --samples 0
+expect_out "missing data dir" 1 "cannot open directory" "$KILN" verify "$M" --reference "$M" --data "$T/nope"
+mkdir -p "$T/empty"
+expect_out "empty data dir" 1 "holds no" "$KILN" verify "$M" --reference "$M" --data "$T/empty"
+expect_out "missing reference" 1 "loading the reference" "$KILN" verify "$M" --reference "$T/nope.onnx"
+expect_out "reference with other outputs" 1 "the reference has no output" "$KILN" verify "$M" --reference models/tiny_bert.onnx
+finish

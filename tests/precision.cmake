@@ -1,0 +1,13 @@
+# Precision: explicit Q/DQ models fused into integer layers (fuse-qdq), and kiln build --precision.
+add_test(NAME fuse_qdq COMMAND ${CMAKE_SOURCE_DIR}/tests/passes/run_qdq.sh $<TARGET_FILE:kiln>
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(fuse_qdq PROPERTIES LABELS "passes;sanitize" TIMEOUT 600
+  ENVIRONMENT KILN_CHECK_IR=1)
+# kiln build --precision fp16|bf16|int8, --layer-precision, --precision-fallback, inspect's columns
+add_test(NAME cli_precision COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_precision.sh $<TARGET_FILE:kiln>
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_precision PROPERTIES LABELS "cli;sanitize" SKIP_RETURN_CODE 77 TIMEOUT 300)
+# engine size per precision on ResNet-50 (fp16 <= 0.52x fp32) and outputs against fp32
+add_test(NAME precision_resnet50 COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_precision_resnet.sh $<TARGET_FILE:kiln>
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(precision_resnet50 PROPERTIES LABELS "models" SKIP_RETURN_CODE 77 TIMEOUT 900)

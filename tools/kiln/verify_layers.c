@@ -1,0 +1,272 @@
+/* kiln verify --per-layer: the candidate's intermediate values against the reference's.
+ * The candidate runs first (kiln_engine_run_values) and its float values are kept (quantized ones
+ * arrive dequantized); then the reference runs (kiln_model_run_values) and each of its values that
+ * the candidate also has is compared on the spot, in the reference's (ONNX) order. A candidate value
+ * matches a reference value by (1) being the dequantized QuantizeLinear of it, (2) its name, or
+ * (3) for a quantized layer that took the place of a float one (QLinearConv from DQ -> Conv -> Q
+ * keeps the Conv's node name), the name of the node producing it; a Relu / Clip that directly
+ * follows that node in the reference may have been folded into the quantization, so the closer
+ * of the two is kept. Values fused away in the candidate are simply absent. */
+#include "verify.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NOISE_DB 80.0   /* a jump must also go below this SNR (FP32 rounding differences are above) */
+
+typedef struct cval {
+    char *name, *quantizes, *layer, *op;
+    kiln_dtype dtype;
+    kiln_tensor t;       /* float32 copy */
+} cval;
+
+/* A reference value matched by node name, held until the next value shows whether a Relu / Clip
+ * folded into the candidate's quantization matches better. */
+typedef struct pending {
+    const cval *c;
+    kiln_compare_stats s;
+    int layer;
+    char *name, *node, *op;
+} pending;
+
+typedef struct lrun {
+    cval *v;
+    int n, cap;
+    int ref_values, matched, shape_mismatch, jumps;
+    double prev_snr;
+    const vlayer_opts *o;
+    json_t *rows;        /* JSON rows, or NULL: print */
+    pending pend;
+    bool oom;
+} lrun;
+
+/* What a row shows of the reference value. */
+typedef struct row_id {
+    int layer;
+    const char *name, *node, *op;
+} row_id;
+
+static bool same_shape(const kiln_tensor *a, const kiln_tensor *b)
+{
+    return a->ndim == b->ndim && !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim);
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static kiln_status keep_candidate(void *user, const kiln_value_view *v)
+{
+    lrun *r = user;
+    if (r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 64;
+        cval *nv = realloc(r->v, sizeof *nv * (size_t)cap);
+        if (!nv)
+            goto oom;
+        r->v = nv;
+        r->cap = cap;
+    }
+    cval *c = &r->v[r->n];
+    memset(c, 0, sizeof *c);
+    c->t = *v->value;
+    c->t.flags = 0;
+    c->t.data = malloc(v->value->nbytes ? v->value->nbytes : 1);
+    c->name = strdup(v->name);
+    c->quantizes = dup_or_null(v->quantizes);
+    c->layer = strdup(v->node);
+    c->op = strdup(v->op);
+    c->dtype = v->dtype;
+    r->n++;
+    if (!c->t.data || !c->name || !c->layer || !c->op || (v->quantizes && !c->quantizes))
+        goto oom;
+    memcpy(c->t.data, v->value->data, v->value->nbytes);
+    return KILN_OK;
+oom:
+    r->oom = true;
+    return KILN_ERR_NOMEM;
+}
+
+/* The candidate value standing for reference value `name`: a dequantized QuantizeLinear output of
+ * it first (what the next layer consumes), else the value of that name. */
+static const cval *find(const lrun *r, const char *name, const char **how)
+{
+    for (int i = 0; i < r->n; i++)
+        if (r->v[i].quantizes && !strcmp(r->v[i].quantizes, name)) {
+            *how = "quantizes";
+            return &r->v[i];
+        }
+    for (int i = 0; i < r->n; i++)
+        if (!r->v[i].quantizes && !strcmp(r->v[i].name, name)) {
+            *how = "name";
+            return &r->v[i];
+        }
+    return NULL;
+}
+
+/* A quantized candidate value produced by a layer named `node` whose name is no reference value. */
+static const cval *find_by_node(const lrun *r, const char *node, const kiln_tensor *t)
+{
+    for (int i = 0; node[0] && i < r->n; i++) {
+        const cval *c = &r->v[i];
+        if (c->dtype != KILN_DT_FLOAT32 && !c->quantizes && !strcmp(c->layer, node) && same_shape(&c->t, t))
+            return c;
+    }
+    return NULL;
+}
+
+static void emit(lrun *r, const row_id *id, const cval *c, const kiln_compare_stats *s, const char *how)
+{
+    bool jump = s->nonfinite > 0 || (s->snr_db < NOISE_DB && r->prev_snr - s->snr_db > r->o->jump_db);
+    r->jumps += jump;
+    r->prev_snr = s->snr_db;
+    r->matched++;
+    if (!r->rows) {
+        char note[320] = "";
+        if (strcmp(how, "name"))
+            snprintf(note, sizeof note, "  (%s %s)", !strcmp(how, "quantizes") ? "dequantized" : "by node name:",
+                     cli_esc(c->name));
+        printf("%5d  %-32s %-28s %-16s %12.8f %8.2f %12.4g%s%s%s\n", id->layer, cli_esc(id->name), cli_esc(id->node),
+               cli_esc(id->op), s->cosine, s->snr_db, s->max_abs, s->nonfinite ? "  NaN/Inf" : "",
+               jump ? "  <-- jump" : "", note);
+        return;
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "index", json_integer(id->layer));
+    json_object_set_new(o, "value", cli_json_str(id->name));
+    json_object_set_new(o, "node", cli_json_str(id->node));
+    json_object_set_new(o, "op", cli_json_str(id->op));
+    json_object_set_new(o, "matched_by", json_string(how));
+    json_object_set_new(o, "candidate_value", cli_json_str(c->name));
+    json_object_set_new(o, "candidate_layer", cli_json_str(c->layer));
+    json_object_set_new(o, "candidate_op", cli_json_str(c->op));
+    json_object_set_new(o, "candidate_dtype", json_string(kiln_dtype_name(c->dtype)));
+    json_object_set_new(o, "dequantized_from", c->dtype != KILN_DT_FLOAT32 ? cli_json_str(c->name) : json_null());
+    json_object_set_new(o, "cosine", json_real(s->cosine));
+    json_object_set_new(o, "snr_db", json_real(s->snr_db));
+    json_object_set_new(o, "max_abs", json_real(s->max_abs));
+    json_object_set_new(o, "max_rel", isfinite(s->max_rel) ? json_real(s->max_rel) : json_null());
+    json_object_set_new(o, "mean_abs", json_real(s->mean_abs));
+    json_object_set_new(o, "nonfinite", json_integer(s->nonfinite));
+    json_object_set_new(o, "jump", json_boolean(jump));
+    json_array_append_new(r->rows, o);
+}
+
+static void pending_clear(lrun *r)
+{
+    free(r->pend.name);
+    free(r->pend.node);
+    free(r->pend.op);
+    memset(&r->pend, 0, sizeof r->pend);
+}
+
+static void pending_flush(lrun *r)
+{
+    if (r->pend.c)
+        emit(r, &(row_id){r->pend.layer, r->pend.name, r->pend.node, r->pend.op}, r->pend.c, &r->pend.s, "node");
+    pending_clear(r);
+}
+
+static kiln_status compare_reference(void *user, const kiln_value_view *v)
+{
+    lrun *r = user;
+    const kiln_tensor *t = v->value;
+    row_id id = {v->layer, v->name, v->node, v->op};
+    kiln_compare_stats s;
+    kiln_status st;
+    if (r->pend.c) {   /* a Relu / Clip right after a node matched by name: which one is the candidate? */
+        bool act = (!strcmp(v->op, "Relu") || !strcmp(v->op, "Clip")) && v->input && !strcmp(v->input, r->pend.name) &&
+                   same_shape(&r->pend.c->t, t);
+        if (act && (st = kiln_compare(t, &r->pend.c->t, &s)) != KILN_OK)
+            return st;
+        if (act && s.snr_db > r->pend.s.snr_db) {
+            r->ref_values++;
+            emit(r, &id, r->pend.c, &s, "node");
+            pending_clear(r);
+            return KILN_OK;
+        }
+        pending_flush(r);
+    }
+    r->ref_values++;
+    const char *how = NULL;
+    const cval *c = find(r, v->name, &how);
+    if (c && !same_shape(&c->t, t)) {
+        r->shape_mismatch++;
+        return KILN_OK;
+    }
+    if (!c && (c = find_by_node(r, v->node, t)) != NULL) {
+        if ((st = kiln_compare(t, &c->t, &r->pend.s)) != KILN_OK)
+            return st;
+        r->pend.c = c;
+        r->pend.layer = v->layer;
+        r->pend.name = strdup(v->name);
+        r->pend.node = strdup(v->node);
+        r->pend.op = strdup(v->op);
+        if (!r->pend.name || !r->pend.node || !r->pend.op) {
+            pending_clear(r);
+            r->oom = true;
+            return KILN_ERR_NOMEM;
+        }
+        return KILN_OK;
+    }
+    if (!c)
+        return KILN_OK;
+    if ((st = kiln_compare(t, &c->t, &s)) != KILN_OK)
+        return st;
+    emit(r, &id, c, &s, how);
+    return KILN_OK;
+}
+
+bool verify_layers(kiln_engine_t e, kiln_model_t ref, int nin, const char **names, const kiln_tensor *ins,
+                   const vlayer_opts *o, json_t *json)
+{
+    lrun r = {.o = o, .prev_snr = KILN_SNR_MAX_DB, .rows = json ? json_array() : NULL};
+    kiln_run_options ro = {.num_threads = o->threads};
+    bool ok = false;
+    kiln_status st = kiln_engine_run_values(e, nin, names, ins, &ro, keep_candidate, &r);
+    if (st != KILN_OK) {
+        if (r.oom)
+            fprintf(stderr, "kiln verify: out of memory keeping the candidate's values\n");
+        else
+            cli_die(st, "running the candidate (per layer)");
+        goto done;
+    }
+    if (!json) {
+        printf("per-layer, sample 1: the candidate's values compared with the reference's (ONNX order)\n");
+        printf("%5s  %-32s %-28s %-16s %12s %8s %12s\n", "#", "value", "node", "op", "cosine", "snr_db", "max_abs");
+    }
+    if ((st = kiln_model_run_values(ref, nin, names, ins, &ro, compare_reference, &r)) != KILN_OK) {
+        if (r.oom)
+            fprintf(stderr, "kiln verify: out of memory\n");
+        else
+            cli_die(st, "running the reference (per layer)");
+        goto done;
+    }
+    pending_flush(&r);
+    if (json) {
+        json_object_set_new(json, "sample", json_integer(0));
+        json_object_set_new(json, "reference_values", json_integer(r.ref_values));
+        json_object_set_new(json, "candidate_values", json_integer(r.n));
+        json_object_set_new(json, "matched", json_integer(r.matched));
+        json_object_set_new(json, "shape_mismatch", json_integer(r.shape_mismatch));
+        json_object_set_new(json, "jump_db", json_real(o->jump_db));
+        json_object_set_new(json, "jumps", json_integer(r.jumps));
+        json_object_set(json, "layers", r.rows);
+    } else {
+        printf("matched %d of %d reference float values (the candidate has %d; %d with another shape); %d jump%s\n\n",
+               r.matched, r.ref_values, r.n, r.shape_mismatch, r.jumps, r.jumps == 1 ? "" : "s");
+    }
+    ok = true;
+done:
+    for (int i = 0; i < r.n; i++) {
+        free(r.v[i].t.data);
+        free(r.v[i].name);
+        free(r.v[i].quantizes);
+        free(r.v[i].layer);
+        free(r.v[i].op);
+    }
+    free(r.v);
+    pending_clear(&r);
+    json_decref(r.rows);
+    return ok;
+}
