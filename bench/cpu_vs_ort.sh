@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # kiln vs ONNX Runtime on this CPU, side by side in one invocation.
 #
-#   bench/cpu_vs_ort.sh [--build DIR] [--threads N] [--rounds R] [--iterations N] [--only NAME,...] [--json]
+#   bench/cpu_vs_ort.sh [--build DIR] [--threads N] [--rounds R] [--iterations N] [--only NAME,...]
+#                       [--precision fp32,fp16,bf16,int8] [--json]
 #
 # For each model (ResNet-50 1x3x224x224, BERT-base 1x128, PaddleOCR det 1x3x640x640, rec 1x3x48x320,
 # cls 1x3x48x192; batch 1) it builds a kiln engine for the fixed shape, then alternates R rounds of
@@ -9,12 +10,15 @@
 # so both see the same machine state. Each round gives a p50; the table shows the median over rounds
 # and the ratio kiln/ORT (< 1 means kiln is faster). Measure on an idle machine: under load ONNX
 # Runtime's spinning threads suffer more than kiln's and the ratio flatters kiln.
+# --precision adds a kiln engine per listed precision (`kiln build --precision P`; int8 calibrated on 8
+# seeded random samples, so the speed is real but the scales mean little) next to ONNX Runtime FP32;
+# each row also gives the time relative to kiln's own FP32 engine.
 # Progress goes to stderr; the table (or --json: one object with a "models" array) to stdout.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-BUILD=build THREADS=2 ROUNDS=3 ITERS=20 ONLY="" JSON=0
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
+BUILD=build THREADS=2 ROUNDS=3 ITERS=20 ONLY="" JSON=0 PRECS=fp32
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=$2; shift 2 ;;
@@ -22,11 +26,17 @@ while [ $# -gt 0 ]; do
     --rounds) ROUNDS=$2; shift 2 ;;
     --iterations) ITERS=$2; shift 2 ;;
     --only) ONLY=$2; shift 2 ;;
+    --precision) PRECS=$2; shift 2 ;;
     --json) JSON=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "cpu_vs_ort: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+IFS=, read -ra PREC_LIST <<< "$PRECS"
+for p in "${PREC_LIST[@]}"; do
+  case "$p" in fp32|fp16|bf16|int8) ;; *) echo "cpu_vs_ort: unknown precision '$p' (fp32,fp16,bf16,int8)" >&2; exit 2 ;; esac
+done
+[[ ",$PRECS," == *",fp32,"* ]] || PREC_LIST=(fp32 "${PREC_LIST[@]}")   # the baseline of the last column
 for v in "$THREADS" "$ROUNDS" "$ITERS"; do
   [[ "$v" =~ ^[1-9][0-9]{0,5}$ ]] || { echo "cpu_vs_ort: '$v' is not a positive count" >&2; exit 2; }
 done
@@ -45,23 +55,39 @@ for entry in "${MODELS[@]}"; do
   [ -f "$model" ] || { echo "cpu_vs_ort: $model missing (run scripts/bootstrap.sh)" >&2; exit 2; }
   d="$OUT/$name"
   mkdir -p "$d/in"
-  log "$name: building engine"
-  "$KILN" build "$model" -o "$d/$name.kiln" --shapes "$spec" >/dev/null
   mk=()
   IFS=, read -ra parts <<< "$spec"
   for p in "${parts[@]}"; do mk+=(--shape "${p%%:*}=${p#*:}"); done
   $PY scripts/make_inputs.py "$model" "${mk[@]}" --out "$d/in" --seed 1 >/dev/null
-  kp=() op=()
+  for p in "${PREC_LIST[@]}"; do
+    log "$name: building $p engine"
+    extra=()
+    if [ "$p" = int8 ]; then
+      mkdir -p "$d/calib"
+      for s in 1 2 3 4 5 6 7 8; do
+        $PY scripts/make_inputs.py "$model" "${mk[@]}" --out "$d/calib/s$s" --seed "$((100 + s))" >/dev/null
+        for f in "$d/calib/s$s"/*.npy; do b=$(basename "$f" .npy); mv "$f" "$d/calib/${b}_$s.npy"; done
+        rmdir "$d/calib/s$s"
+      done
+      extra=(--calib "$d/calib")
+    fi
+    "$KILN" build "$model" -o "$d/$name.$p.kiln" --shapes "$spec" --precision "$p" "${extra[@]}" >/dev/null
+  done
+  declare -A kp=()
+  op=()
   for r in $(seq 1 "$ROUNDS"); do
-    log "$name: round $r/$ROUNDS kiln"
-    k=$("$KILN" bench "$d/$name.kiln" --shapes "$spec" --threads "$THREADS" --iterations "$ITERS" --json)
-    kp+=("$(printf '%s' "$k" | $PY -c 'import json,sys; print(json.load(sys.stdin)["latency_ms"]["p50"])')")
+    for p in "${PREC_LIST[@]}"; do
+      log "$name: round $r/$ROUNDS kiln $p"
+      k=$("$KILN" bench "$d/$name.$p.kiln" --shapes "$spec" --threads "$THREADS" --iterations "$ITERS" --json)
+      kp[$p]+=" $(printf '%s' "$k" | $PY -c 'import json,sys; print(json.load(sys.stdin)["latency_ms"]["p50"])')"
+    done
     log "$name: round $r/$ROUNDS onnxruntime"
     o=$(node scripts/ort_run.js "$model" --input-dir "$d/in" --output-dir "$d/ort" --threads "$THREADS" \
           --bench "$ITERS" 2>/dev/null | tail -1)
     op+=("$(printf '%s' "$o" | $PY -c 'import json,sys; print(json.load(sys.stdin)["ort_ms_p50"])')")
   done
-  results+=("$name ${kp[*]} | ${op[*]}")
+  for p in "${PREC_LIST[@]}"; do results+=("$name $p ${kp[$p]} | ${op[*]}"); done
+  unset kp
 done
 log ""
 
@@ -69,20 +95,26 @@ $PY - "$JSON" "$THREADS" "$ROUNDS" "$ITERS" "${results[@]}" <<'PYEOF'
 import json, statistics, sys
 as_json, threads, rounds, iters = sys.argv[1] == "1", int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 rows = []
+fp32 = {}
 for line in sys.argv[5:]:
-    name, rest = line.split(" ", 1)
+    name, prec, rest = line.split(" ", 2)
     k, o = rest.split("|")
     k = [float(x) for x in k.split()]
     o = [float(x) for x in o.split()]
     km, om = statistics.median(k), statistics.median(o)
-    rows.append({"model": name, "kiln_p50_ms": round(km, 3), "ort_p50_ms": round(om, 3),
+    if prec == "fp32":
+        fp32[name] = km
+    rows.append({"model": name, "precision": prec, "kiln_p50_ms": round(km, 3), "ort_fp32_p50_ms": round(om, 3),
                  "ratio": round(km / om, 3), "kiln_rounds_ms": k, "ort_rounds_ms": o})
+for r in rows:
+    r["vs_kiln_fp32"] = round(r["kiln_p50_ms"] / fp32[r["model"]], 3)
 if as_json:
     print(json.dumps({"threads": threads, "rounds": rounds, "iterations": iters, "models": rows}))
 else:
     print(f"threads {threads}, {rounds} alternated rounds of {iters} iterations, batch 1, median of round p50s")
-    print(f"| {'model':<10} | {'kiln p50 ms':>11} | {'ORT p50 ms':>10} | {'kiln/ORT':>8} |")
-    print(f"|{'-'*12}|{'-'*13}|{'-'*12}|{'-'*10}|")
+    print(f"| {'model':<10} | {'precision':<9} | {'kiln p50 ms':>11} | {'ORT fp32 p50 ms':>15} | {'kiln/ORT':>8} | {'vs kiln fp32':>12} |")
+    print(f"|{'-'*12}|{'-'*11}|{'-'*13}|{'-'*17}|{'-'*10}|{'-'*14}|")
     for r in rows:
-        print(f"| {r['model']:<10} | {r['kiln_p50_ms']:>11.2f} | {r['ort_p50_ms']:>10.2f} | {r['ratio']:>8.2f} |")
+        print(f"| {r['model']:<10} | {r['precision']:<9} | {r['kiln_p50_ms']:>11.2f} | {r['ort_fp32_p50_ms']:>15.2f} | "
+              f"{r['ratio']:>8.2f} | {r['vs_kiln_fp32']:>12.2f} |")
 PYEOF

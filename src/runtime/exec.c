@@ -142,6 +142,13 @@ static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int
                            g->values[v].name);
             goto done;
         }
+        /* a constant an engine stores only packed reaches only a layer whose blob replaces it */
+        if (in[i] && !in[i]->data && !in[i]->nbytes && kiln_tensor_numel(in[i]) > 0 &&
+            (i >= 32 || !(layer.replaces >> i & 1u))) {
+            st = kiln__err(KILN_ERR_UNSUPPORTED, "node '%s' (%s): input '%s' is stored only in packed form and this "
+                           "layer has no prepared data for it", n->name, n->op_type, g->values[v].name);
+            goto done;
+        }
     }
     for (int o = 0; o < n->n_out; o++) {
         memset(&scratch[o], 0, sizeof scratch[o]);

@@ -54,14 +54,28 @@ static bool has_data(const kiln_value *v)
     return v->init && v->init->data;
 }
 
-/* The dtype a CPU layer computes in: that of its first input (kernels compute in their inputs'
- * precision). */
-static kiln_dtype compute_dtype(const kiln_graph *g, const kiln_node *n)
+/* A precision name of kiln_engine_layer_precision as the dtype it computes in (UNDEFINED: none). */
+static kiln_dtype prec_dtype(const char *s)
 {
-    for (int k = 0; k < n->n_in; k++)
-        if (n->in[k] >= 0)
-            return g->values[n->in[k]].init ? g->values[n->in[k]].init->dtype : g->values[n->in[k]].dtype;
+    static const struct { const char *name; kiln_dtype dt; } map[] = {
+        {"fp32", KILN_DT_FLOAT32}, {"tf32", KILN_DT_FLOAT32}, {"fp16", KILN_DT_FLOAT16}, {"bf16", KILN_DT_BFLOAT16},
+        {"int8", KILN_DT_INT8},    {"fp8", KILN_DT_FP8E4M3},  {"fp4", KILN_DT_FP4E2M1},  {"int4", KILN_DT_INT4}};
+    for (size_t k = 0; s && k < sizeof map / sizeof map[0]; k++)
+        if (!strcmp(s, map[k].name))
+            return map[k].dt;
     return KILN_DT_UNDEFINED;
+}
+
+/* Layer i's precisions as dtypes: realized = what the builder's precision step found the layer
+ * computes in (node->precision), requested = what the build asked for it (--precision /
+ * --layer-precision), or the realized one when nothing was asked. */
+static void layer_precisions(struct kiln_engine *e, int i, kiln_layer_rec *r)
+{
+    const char *req = NULL, *real = NULL;
+    if (kiln_engine_layer_precision(e, i, &req, &real) != KILN_OK)
+        kiln_clear_last_error();
+    r->realized = (int32_t)prec_dtype(real);
+    r->requested = req && *req ? (int32_t)prec_dtype(req) : r->realized;
 }
 
 /* Drops the data of constants read only through inputs that their layers' blobs replace. */
@@ -120,8 +134,7 @@ static kiln_status gather(struct kiln_engine *e, const kiln_layer *l)
         kiln_layer_rec *r = &e->layers[i];
         snprintf(r->backend, sizeof r->backend, "%s", l[i].be->ops->name);
         r->kernel = l[i].kernel;
-        r->realized = (int32_t)compute_dtype(g, &g->nodes[i]);
-        r->requested = r->realized;   /* the precision planner will request per layer */
+        layer_precisions(e, i, r);
         if (l[i].blob_size) {
             memcpy(p + off, l[i].blob, l[i].blob_size);
             size_t pad = (l[i].blob_size + PACK_ALIGN - 1) / PACK_ALIGN * PACK_ALIGN - l[i].blob_size;

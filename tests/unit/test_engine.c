@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 #include "engine/engine.h"
+#include "runtime/exec.h"
 
 #define MODEL "models/tiny_cnn.onnx"
 
@@ -227,6 +228,14 @@ static void check_layer_plan(kiln_engine_t e, const unsigned char *b1, size_t l1
     CHECK(e->packed && e->packed_len > 0 && !strcmp(e->layers[0].backend, "cpu"));
     CHECK(e->layers[0].realized == KILN_DT_FLOAT32 && e->layers[0].requested == e->layers[0].realized);
     CHECK_MSG(packed_only >= 0 || kiln__sgemm_nr() != 32, "no constant is stored only packed");
+    if (packed_only >= 0) {   /* run without the layer plan: refused before any kernel reads it */
+        const kiln_tensor *feed[1] = {x};
+        kiln_tensor outs[4];
+        CHECK(g->n_inputs == 1 && g->n_outputs <= 4);
+        CHECK(kiln__exec_graph(g, NULL, feed, outs, NULL, 0) == KILN_ERR_UNSUPPORTED &&
+              strstr(kiln_last_error(), "stored only in packed form"));
+        kiln_clear_last_error();
+    }
     if (first < 0 || second < 0)
         return;
     size_t lay = section_at(b1, 6), pk = section_at(b1, 7);
@@ -430,6 +439,26 @@ int main(void)
 
     /* 4c. the layer plan: a record per node, prepared blobs in PACKED, constants stored only packed */
     check_layer_plan(e, b1, l1, fpath, in_name, &x);
+    {   /* requested / realized precision of every record: what kiln_engine_layer_precision says */
+        kiln_build_options ho = {.precision = "fp16"};
+        kiln_engine_t eh;
+        CHECK_MSG(kiln_build(m, &ho, &eh) == KILN_OK, "%s", kiln_last_error());
+        kiln_free(ho.report);
+        kiln_free(ho.precision_report);
+        int half = 0;
+        for (int i = 0; i < eh->n_layers; i++) {
+            const char *req, *real;
+            CHECK(kiln_engine_layer_precision(eh, i, &req, &real) == KILN_OK);
+            kiln_dtype want_real = !strcmp(real, "fp16") ? KILN_DT_FLOAT16 : !strcmp(real, "fp32") ? KILN_DT_FLOAT32
+                                                                                                   : KILN_DT_UNDEFINED;
+            CHECK_MSG(eh->layers[i].realized == (int32_t)want_real, "layer %d realized %d (%s)", i,
+                      eh->layers[i].realized, real);
+            CHECK(eh->layers[i].requested == (*req ? (int32_t)KILN_DT_FLOAT16 : eh->layers[i].realized));
+            half += *req && eh->layers[i].requested == KILN_DT_FLOAT16;
+        }
+        CHECK(eh->n_layers == eh->g->n_nodes && half > 0);
+        kiln_engine_free(eh);
+    }
 
     /* 5. mutation: >= 1,000 damaged engines, half with repaired checksums so the parser sees them;
      * every other one starts from an engine with profile and memory-plan sections */

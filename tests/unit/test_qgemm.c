@@ -13,6 +13,7 @@
  *    side of a .5 boundary; the test checks that bound and counts such elements. */
 #include "test.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/prep.h"
 #include "backend/cpu/qgemm.h"
 #include "test_pool.h"
 #include <string.h>
@@ -163,8 +164,11 @@ static kiln_tensor mk_scales(int64_t n, float lo, float hi)
 /* Runs op with the fast kernel (what the registry picks) and the scalar reference; returns the
  * number of differing output elements (-1 on a status mismatch). *sat_lo / *sat_hi count
  * outputs at the saturation bounds; *out_ref gets the reference output (caller releases). */
-static int prep_mode; /* fast kernel's ctx->prepared: 0 none, 1 the layer's prep blob, 2 a blob with a bad header */
-static int64_t preps_used;
+/* fast kernel's ctx->prepared: 0 none, 1 the layer's prep blob, 2 that blob with a bad header
+ * (magic, layout, element type or a dim: must be refused, results equal), 3 a valid header over
+ * a zeroed payload (must be used: results differ somewhere) */
+static int prep_mode;
+static int64_t preps_used, zeroed_runs, zeroed_runs_differing;
 
 static int64_t run_both(kiln_op op, const char *domain, kiln_attr *attrs, int nattr, const kiln_tensor **in, int nin,
                         int th, kiln_tensor *out_ref, bool approx_float)
@@ -180,18 +184,29 @@ static int64_t run_both(kiln_op op, const char *domain, kiln_attr *attrs, int na
     kiln_kctx c1 = {.node = &node, .n_in = nin, .in = in, .n_out = 1, .out = o1, .pool = test_pool(th), .nthreads = th};
     kiln_kctx c2 = c1;
     c2.out = o2;
-    void *blob = NULL;
+    void *blob = NULL, *al = NULL;
     size_t bsize = 0;
-    if (prep_mode) {
+    int mode = prep_mode;
+    if (mode) {
         bool conv = op == KILN_OP_QLinearConv || op == KILN_OP_ConvInteger;
         CHECK((conv ? kiln__qprep_conv : kiln__qprep_matmul)(&node, nin, in, &blob, &bsize) == KILN_OK);
-        if (blob && prep_mode == 2)
-            ((uint32_t *)blob)[prep_mode == 2 ? (int)rnd(0, 3) : 0] ^= 1; /* magic, layout, isa or flags */
-        c1.prepared = blob, c1.prepared_size = bsize;
-        preps_used += blob != NULL;
+        if (blob) { /* as an engine holds it: 64-byte aligned */
+            al = aligned_alloc(64, (bsize + 63) / 64 * 64);
+            memcpy(al, blob, bsize);
+            static const int hdr_off[4] = {0, 8, 24, 32}; /* magic, layout, dtype, dims[0] */
+            if (mode == 2)
+                ((uint8_t *)al)[hdr_off[rnd(0, 3)]] ^= 1;
+            if (mode == 3)
+                memset((uint8_t *)al + KILN_PREP_HDR_BYTES, 0, bsize - KILN_PREP_HDR_BYTES);
+            c1.prepared = al, c1.prepared_size = bsize;
+            preps_used++;
+        } else {
+            mode = 0;
+        }
     }
     kiln_status s1 = kiln__ref_kernel(op)(&c1), s2 = kiln__cpu_ref_kernel(op)(&c2);
     kiln__free(blob);
+    free(al);
     int64_t bad = 0;
     if (s1 != s2 || s1 != KILN_OK) {
         bad = s1 == s2 ? 0 : -1;
@@ -214,6 +229,11 @@ static int64_t run_both(kiln_op op, const char *domain, kiln_attr *attrs, int na
     }
     kiln__tensor_release(&y1);
     *out_ref = y2;
+    if (mode == 3 && bad >= 0) { /* the zeroed weights were used */
+        zeroed_runs++;
+        zeroed_runs_differing += bad > 0;
+        return 0;
+    }
     return bad;
 }
 
@@ -428,6 +448,33 @@ static void test_errors(void)
     kiln_kctx qc = {.node = &qn, .n_in = 8, .in = qin, .n_out = 1, .out = o, .nthreads = 1};
     CHECK(kiln__ref_kernel(KILN_OP_QLinearMatMul)(&qc) == KILN_ERR_INVALID_ARG);
     kiln__tensor_release(&y);
+    /* weights an engine stored only packed (data dropped): the fast kernel runs from the blob and
+     * gives the reference's result; without a fitting blob both fail cleanly */
+    qn.n_attr = 0;
+    void *blob = NULL, *al;
+    size_t bsize = 0;
+    CHECK(kiln__qprep_matmul(&qn, 8, qin, &blob, &bsize) == KILN_OK && blob);
+    al = aligned_alloc(64, (bsize + 63) / 64 * 64);
+    memcpy(al, blob, bsize);
+    kiln_tensor ref_y, dropped = b2;
+    memset(&ref_y, 0, sizeof ref_y);
+    o[0] = &ref_y;
+    CHECK(kiln__cpu_ref_kernel(KILN_OP_QLinearMatMul)(&qc) == KILN_OK);
+    dropped.data = NULL, dropped.nbytes = 0;
+    qin[3] = &dropped;
+    o[0] = &y;
+    memset(&y, 0, sizeof y);
+    CHECK(kiln__cpu_ref_kernel(KILN_OP_QLinearMatMul)(&qc) == KILN_ERR_UNSUPPORTED);
+    if (kiln__cpu_fast_kernel(KILN_OP_QLinearMatMul)) {
+        CHECK(kiln__ref_kernel(KILN_OP_QLinearMatMul)(&qc) == KILN_ERR_UNSUPPORTED); /* no blob */
+        qc.prepared = al, qc.prepared_size = bsize;
+        CHECK(kiln__ref_kernel(KILN_OP_QLinearMatMul)(&qc) == KILN_OK && y.nbytes == ref_y.nbytes &&
+              !memcmp(y.data, ref_y.data, y.nbytes));
+        kiln__tensor_release(&y);
+    }
+    kiln__tensor_release(&ref_y);
+    kiln__free(blob);
+    free(al);
     kiln__tensor_release(&a), kiln__tensor_release(&b), kiln__tensor_release(&f), kiln__tensor_release(&b2);
     kiln__tensor_release(&s), kiln__tensor_release(&z);
 }
@@ -442,16 +489,17 @@ int main(void)
               kiln__cpu_fast_kernel(KILN_OP_ConvInteger) && kiln__cpu_fast_kernel(KILN_OP_MatMulInteger));
     for (int i = 0; i < 300; i++)
         test_core(i);
-    for (int i = 0; i < 150; i++) {
-        prep_mode = i % 3;
+    for (int i = 0; i < 160; i++) {
+        prep_mode = i % 4;
         test_matmul_like(i);
     }
-    for (int i = 0; i < 120; i++) {
-        prep_mode = i % 3;
+    for (int i = 0; i < 128; i++) {
+        prep_mode = i % 4;
         test_conv(i);
     }
-    printf("%lld runs with a prepared (or corrupted) weight blob\n", (long long)preps_used);
-    CHECK(preps_used > 100);
+    printf("%lld runs with a prepared (or corrupted) weight blob; %lld of %lld with zeroed packed weights differ\n",
+           (long long)preps_used, (long long)zeroed_runs_differing, (long long)zeroed_runs);
+    CHECK(preps_used > 100 && zeroed_runs > 20 && zeroed_runs_differing * 10 >= zeroed_runs * 8);
     test_errors();
     printf("saturated outputs: %lld at the low end, %lld at the high end; %lld of %lld QLinearMatMul outputs 1 off "
            "the double-precision requantization\n",

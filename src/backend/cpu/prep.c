@@ -8,7 +8,7 @@
 
 static_assert(sizeof(kiln_prep_hdr) == KILN_PREP_HDR_BYTES, "prepared blob header is 128 bytes");
 
-#define PREP_GROUPS(X) X(conv) X(linalg)
+#define PREP_GROUPS(X) X(conv) X(linalg) X(qgemm)
 #define DECL(g) extern const kiln_prep_reg kiln__prep_##g[];
 PREP_GROUPS(DECL)
 #undef DECL
@@ -81,8 +81,16 @@ bool kiln__prep_fits_op(kiln_op op, const kiln_prep_hdr *h)
 {
     bool conv = op == KILN_OP_Conv || op == KILN_OP_FusedConv;
     bool gemm = op == KILN_OP_MatMul || op == KILN_OP_Gemm || op == KILN_OP_FusedMatMul || op == KILN_OP_FusedGemm;
-    uint32_t want = conv ? KILN_PREP_WINO_F23 : gemm ? KILN_PREP_GEMM_B : 0;
-    return want && h->layout == want && (h->replaces & ~(1u << 1)) == 0;
+    bool qconv = op == KILN_OP_QLinearConv || op == KILN_OP_ConvInteger;
+    bool qgemm = op == KILN_OP_QLinearMatMul || op == KILN_OP_MatMulInteger || op == KILN_OP_QGemm;
+    uint32_t want = conv    ? KILN_PREP_WINO_F23
+                    : gemm  ? KILN_PREP_GEMM_B
+                    : qconv ? KILN_PREP_QCONV_W
+                    : qgemm ? KILN_PREP_QGEMM_B
+                            : 0;
+    /* the weights input: 1, or 3 for QLinearConv / QLinearMatMul / QGemm */
+    int wi = op == KILN_OP_QLinearConv || op == KILN_OP_QLinearMatMul || op == KILN_OP_QGemm ? 3 : 1;
+    return want && h->layout == want && (h->replaces & ~(1u << wi)) == 0;
 }
 
 const void *kiln__prep_check(const kiln_kctx *ctx, uint32_t layout, kiln_dtype dt, int ndims, const int64_t *dims,

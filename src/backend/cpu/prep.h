@@ -24,6 +24,12 @@ enum kiln_prep_layout {
     /* Winograd F(2x2, 3x3) transformed filters U = (G (x) G) x W^T per group:
      * dims = {M, C/group, group}; payload = group*16*(M/group)*(C/group) floats, [g][16][Mg][Cg] */
     KILN_PREP_WINO_F23 = 2,
+    /* INT8 B of QLinearMatMul / MatMulInteger / QGemm as s8 VNNI panels (qgemm.h):
+     * dims = {K, N, 1}; payload = panels, then N int32 column sums at a 64-byte offset */
+    KILN_PREP_QGEMM_B = 3,
+    /* INT8 weights of QLinearConv / ConvInteger as s8 rows of ceil4(K) bytes (qgemm.h):
+     * dims = {K, M/group, group}; payload = M rows, then M int32 row sums at a 64-byte offset */
+    KILN_PREP_QCONV_W = 4,
 };
 
 /* What the header's isa field records: the GEMM micro-kernel family (kiln__sgemm_kind()) the

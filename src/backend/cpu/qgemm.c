@@ -61,7 +61,10 @@ kiln_status kiln__qact_from_node(const kiln_kctx *ctx, kiln_act *a)
         const char *kn = kiln__act_name((kiln_act_kind)k);
         if (kn && !strcmp(kn, name)) {
             /* defaults: the ONNX op's (Clip: no bound, LeakyRelu 0.01, HardSigmoid 0.2 / 0.5) */
-            float da = k == KILN_ACT_CLIP ? -INFINITY : k == KILN_ACT_LEAKYRELU ? 0.01f : k == KILN_ACT_HARDSIGMOID ? 0.2f : 0;
+            float da = k == KILN_ACT_CLIP          ? -INFINITY
+                       : k == KILN_ACT_LEAKYRELU   ? 0.01f
+                       : k == KILN_ACT_HARDSIGMOID ? 0.2f
+                                                   : 0.0f;
             float db = k == KILN_ACT_CLIP ? INFINITY : k == KILN_ACT_HARDSIGMOID ? 0.5f : 0;
             a->kind = (kiln_act_kind)k;
             a->alpha = kiln__attr_f(ctx->node, "kiln_act_alpha", da);
@@ -450,6 +453,7 @@ void kiln__qgemm_ref(const kiln_qgemm *g)
             int64_t s = 0;
             for (int64_t k = 0; k < g->K; k++)
                 s += (int64_t)byte_val(ar[k], g->a_s8) * byte_val(bp[(k >> 2) * 64 + (k & 3)], !g->a_s8);
-            kiln__qepi_store(&g->epi, g->c, g->ldc, i, j, compensate(g, (int32_t)s, i, j, g->b_sum ? g->b_sum + j : NULL));
+            const int32_t *bs = g->b_sum ? g->b_sum + j : NULL;
+            kiln__qepi_store(&g->epi, g->c, g->ldc, i, j, compensate(g, (int32_t)s, i, j, bs));
         }
 }

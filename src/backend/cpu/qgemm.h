@@ -53,9 +53,9 @@ typedef struct kiln_qepi {
     int32_t zp, lo, hi;
 } kiln_qepi;
 
-/* Clears e, then fills out, act, lin, inv_ys, zp, lo, hi for an output of kind `out` (U8/S8: zero point zp,
- * scale ys, saturation bounds [lo, hi], which a 16-bit output of the references widens) with
- * activation act. */
+/* Clears e, then fills out, act, lin, inv_ys, zp, lo, hi for an output of kind `out` (U8/S8:
+ * zero point zp, scale ys, saturation bounds [lo, hi], which a 16-bit output of the references
+ * widens) with activation act. */
 void kiln__qepi_init(kiln_qepi *e, kiln_qout out, const kiln_act *act, float ys, int32_t zp, int32_t lo, int32_t hi);
 /* The whole epilogue of a quantized node: output dtype odt (FLOAT32, INT32, or the quantized
  * type UINT8/INT8/UINT16/INT16 with y_scale ys and zero point yz, tensors, yz may be NULL), nch
@@ -72,8 +72,9 @@ float kiln__qepi_f(const kiln_qepi *e, int32_t acc, int64_t ch);     /* F32 */
 void kiln__qepi_store(const kiln_qepi *e, void *c, int64_t ldc, int64_t i, int64_t j, int32_t acc);
 
 /* Packs columns [j0, j0 + n) (n <= KILN_QGEMM_STRIP) of the panel operand into dst (panel
- * layout, ceil(n / 16) panels, zero padded) and, when sum != NULL, their column sums
- * (sum[c] for column j0 + c). Called concurrently from several threads. */
+ * layout, ceil(n / 16) panels; columns >= n may hold anything: they are computed, not stored)
+ * and, when sum != NULL, their column sums (sum[c] for column j0 + c). Called concurrently
+ * from several threads. */
 typedef void (*kiln_qpackb_fn)(void *ctx, int64_t j0, int64_t n, uint8_t *dst, int32_t *sum);
 
 typedef struct kiln_qgemm {

@@ -4,6 +4,9 @@
 #include "qgemm.h"
 #include "../../core/numfmt.h"
 #include <stdlib.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t kp2_of(int64_t K) { return (K + 1) & ~(int64_t)1; }
@@ -47,7 +50,10 @@ void kiln__bgemm_free_b(kiln_bgemm_b *b)
 typedef struct bjob {
     const kiln_bgemm *g;
     uint16_t *a;           /* A rounded to BF16: M rows of kp2 */
+    const uint16_t *arows; /* the rows used: a or g->A16 */
     bool fast;
+    uint16_t *bufs;        /* packb: one strip per slot */
+    int64_t *packed;       /* packb: the strip each slot holds */
 } bjob;
 
 /* A's rows [r0, r1) rounded to BF16 (numfmt's RNE), zero padded */
@@ -87,18 +93,26 @@ static void tile_c(const kiln_bgemm *g, const uint16_t *a, const uint16_t *bs, i
 
 static void bgemm_task(void *arg, int64_t slot, int64_t strip, int64_t i0, int64_t i1)
 {
-    (void)slot;
-    const bjob *j = arg;
+    bjob *j = arg;
     const kiln_bgemm *g = j->g;
     int64_t kp2 = kp2_of(g->K), j0 = strip * KILN_QGEMM_STRIP;
     int ncols = (int)min64(KILN_QGEMM_STRIP, g->N - j0);
-    const uint16_t *bs = g->b->data + strip * KILN_QGEMM_NV * kp2 * 16;
+    const uint16_t *bs;
+    if (g->packb) {
+        uint16_t *buf = j->bufs + slot * kp2 * KILN_QGEMM_STRIP;
+        if (j->packed[slot] != strip)
+            g->packb(g->packb_ctx, j0, ncols, buf);
+        j->packed[slot] = strip;
+        bs = buf;
+    } else {
+        bs = g->b->data + strip * KILN_QGEMM_NV * kp2 * 16;
+    }
     for (int64_t i = i0; i < i1; i += KILN_QGEMM_MR) {
         int m = (int)min64(KILN_QGEMM_MR, i1 - i);
         if (j->fast)
-            kiln__bgemm_tile_bf16(g, j->a + i * kp2, bs, i, m, j0, ncols);
+            kiln__bgemm_tile_bf16(g, j->arows + i * kp2, bs, i, m, j0, ncols);
         else
-            tile_c(g, j->a + i * kp2, bs, i, m, j0, ncols);
+            tile_c(g, j->arows + i * kp2, bs, i, m, j0, ncols);
         if (g->epi)
             kiln__epi_apply_f32(g->epi, g->C + i * g->ldc + j0, g->ldc, m, ncols, i, j0);
     }
@@ -108,18 +122,138 @@ kiln_status kiln__bgemm(kiln_pool *pool, int nthreads, const kiln_bgemm *g)
 {
     if (g->M <= 0 || g->N <= 0)
         return KILN_OK;
-    if (g->b->K != g->K || g->b->N != g->N)
+    if (!g->packb && (g->b->K != g->K || g->b->N != g->N))
         return kiln__err(KILN_ERR_INTERNAL, "BF16 panels do not match the GEMM");
-    bjob j = {.g = g, .fast = kiln__bgemm_available()};
-    size_t bytes = (size_t)(g->M * kp2_of(g->K)) * sizeof(uint16_t);
-    if (posix_memalign((void **)&j.a, 64, bytes ? bytes : 64) != 0)
-        return kiln__err(KILN_ERR_NOMEM, "out of memory (BF16 activation rows, %zu bytes)", bytes);
-    kiln__parallel_for(pool, nthreads, g->M, 1 + 65536 / (g->K + 1), round_rows, &j);
+    bjob j = {.g = g, .fast = kiln__bgemm_available(), .arows = g->A16};
     kiln_sched s;
     kiln__sched_plan(&s, g->M, g->N, g->K, nthreads);
-    kiln__sched_run(pool, &s, bgemm_task, &j);
+    kiln_status st = KILN_OK;
+    if (!g->A16) {
+        size_t bytes = (size_t)(g->M * kp2_of(g->K)) * sizeof(uint16_t);
+        if (posix_memalign((void **)&j.a, 64, bytes ? bytes : 64) != 0)
+            return kiln__err(KILN_ERR_NOMEM, "out of memory (BF16 activation rows, %zu bytes)", bytes);
+        kiln__parallel_for(pool, nthreads, g->M, 1 + 65536 / (g->K + 1), round_rows, &j);
+        j.arows = j.a;
+    }
+    if (g->packb) {
+        size_t bytes = (size_t)s.nt * (size_t)(kp2_of(g->K) * KILN_QGEMM_STRIP) * sizeof(uint16_t);
+        j.packed = malloc(sizeof(int64_t) * (size_t)s.nt);
+        if (posix_memalign((void **)&j.bufs, 64, bytes) != 0 || !j.packed)
+            st = kiln__err(KILN_ERR_NOMEM, "out of memory (BF16 packing buffers)");
+        for (int i = 0; j.packed && i < s.nt; i++)
+            j.packed[i] = -1;
+    }
+    if (st == KILN_OK)
+        kiln__sched_run(pool, &s, bgemm_task, &j);
     free(j.a);
-    return KILN_OK;
+    free(j.bufs);
+    free(j.packed);
+    return st;
+}
+
+void kiln__bpack_pair16(const uint16_t *r0, const uint16_t *r1, uint16_t *dst)
+{
+#if defined(__SSE2__)
+    __m128i a0 = _mm_loadu_si128((const __m128i *)r0), a1 = _mm_loadu_si128((const __m128i *)(r0 + 8));
+    __m128i b0 = _mm_loadu_si128((const __m128i *)r1), b1 = _mm_loadu_si128((const __m128i *)(r1 + 8));
+    _mm_storeu_si128((__m128i *)dst, _mm_unpacklo_epi16(a0, b0));
+    _mm_storeu_si128((__m128i *)(dst + 8), _mm_unpackhi_epi16(a0, b0));
+    _mm_storeu_si128((__m128i *)(dst + 16), _mm_unpacklo_epi16(a1, b1));
+    _mm_storeu_si128((__m128i *)(dst + 24), _mm_unpackhi_epi16(a1, b1));
+#else
+    for (int c = 0; c < 16; c++)
+        dst[2 * c] = r0[c], dst[2 * c + 1] = r1[c];
+#endif
+}
+
+/* ---- Conv with BF16 weights, stride 1, 2-D: weights as rows, the image (rounded to BF16 and
+ * padded) read in place as panels over virtual pixels q = oy * wp + ox, as the INT8 conv does ---- */
+
+typedef struct bconv {
+    const uint16_t *xpad;   /* cpg planes of hp x wp BF16 values, then slack */
+    const int64_t *off;     /* per k = (c, ky, kx) */
+    int64_t K;
+} bconv;
+
+static void bconv_packb(void *arg, int64_t j0, int64_t n, uint16_t *dst)
+{
+    (void)n; /* the padded image has slack: whole strips are read, extra columns dropped */
+    const bconv *b = arg;
+    static const uint16_t zero[KILN_QGEMM_STRIP];
+    int64_t kp2 = kp2_of(b->K);
+    for (int64_t k0 = 0; k0 < kp2; k0 += 2) {
+        const uint16_t *r0 = b->xpad + b->off[k0] + j0, *r1 = k0 + 1 < b->K ? b->xpad + b->off[k0 + 1] + j0 : zero;
+        for (int p = 0; p < KILN_QGEMM_NV; p++)
+            kiln__bpack_pair16(r0 + p * 16, r1 + p * 16, dst + p * kp2 * 16 + k0 * 16);
+    }
+}
+
+static kiln_status conv_bf16(kiln_kctx *ctx, bool *handled)
+{
+    *handled = false;
+    const kiln_tensor *x = kiln__kin(ctx, 0), *w = kiln__kin(ctx, 1), *bias = kiln__kin(ctx, 2), *res = NULL;
+    kiln_qconv_geom g;
+    memset(&g, 0, sizeof g);
+    if (x->ndim != 4 || kiln__qconv_geom(ctx, x, w, &g) != KILN_OK || g.stride[0] != 1 || g.stride[1] != 1)
+        return KILN_OK; /* the generic path (and its errors) */
+    if (ctx->node->op == KILN_OP_FusedConv)
+        res = kiln__kin(ctx, 3);
+    int64_t cpg = g.C / g.group, mpg = g.M / g.group, kh = g.k[0], kw = g.k[1], K = cpg * kh * kw, kp2 = kp2_of(K);
+    int64_t Ho = g.out[0], Wo = g.out[1], osp = Ho * Wo, H = g.in[0], W = g.in[1];
+    if ((bias && (bias->dtype != KILN_DT_FLOAT32 || kiln_tensor_numel(bias) != g.M)) ||
+        (res && (res->dtype != KILN_DT_FLOAT32 || kiln_tensor_numel(res) != g.N * g.M * osp)) || K <= 0)
+        return KILN_OK;
+    kiln_epi e = {.bias = bias ? bias->data : NULL, .row_bias = true, .ldr = osp};
+    KILN_TRY(kiln__act_from_node(ctx, &e.act));
+    *handled = true;
+    int64_t odims[4] = {g.N, g.M, Ho, Wo};
+    KILN_TRY(kiln__kout_uninit(ctx, 0, KILN_DT_FLOAT32, 4, odims));
+    if (kiln_tensor_numel(ctx->out[0]) == 0)
+        return KILN_OK;
+    int64_t wp = Wo + (kw - 1) * g.dil[1], hp = Ho + (kh - 1) * g.dil[0], plane = hp * wp, nv = Ho * wp;
+    size_t xn = (size_t)(cpg * plane + wp + 2 * KILN_QGEMM_STRIP);
+    uint16_t *xpad = kiln__malloc(xn * sizeof(uint16_t)), *a16 = kiln__malloc(sizeof(uint16_t) * (size_t)(g.M * kp2));
+    int64_t *off = kiln__malloc(sizeof(int64_t) * (size_t)K);
+    float *yv = kiln__malloc(sizeof(float) * (size_t)(mpg * nv));
+    kiln_status st = KILN_OK;
+    if (!xpad || !a16 || !off || !yv)
+        st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+    for (int64_t m = 0; st == KILN_OK && m < g.M; m++) { /* weights: rows of kp2 */
+        memcpy(a16 + m * kp2, (const uint16_t *)w->data + m * K, sizeof(uint16_t) * (size_t)K);
+        if (kp2 > K)
+            a16[m * kp2 + K] = 0;
+    }
+    for (int64_t c = 0, k = 0; st == KILN_OK && c < cpg; c++)
+        for (int64_t ky = 0; ky < kh; ky++)
+            for (int64_t kx = 0; kx < kw; kx++)
+                off[k++] = c * plane + ky * g.dil[0] * wp + kx * g.dil[1];
+    bconv bc = {xpad, off, K};
+    for (int64_t n = 0; st == KILN_OK && n < g.N; n++)
+        for (int64_t gi = 0; st == KILN_OK && gi < g.group; gi++) {
+            memset(xpad, 0, xn * sizeof(uint16_t));
+            const float *xg = (const float *)x->data + (n * g.C + gi * cpg) * H * W;
+            for (int64_t c = 0; c < cpg; c++)
+                for (int64_t iy = 0; iy < H; iy++)
+                    kiln__f32_to_bf16_array(xpad + c * plane + (iy + g.pad_b[0]) * wp + g.pad_b[1],
+                                            xg + (c * H + iy) * W, W);
+            kiln_bgemm bg = {.M = mpg, .N = nv, .K = K, .A16 = a16 + gi * mpg * kp2, .packb = bconv_packb,
+                             .packb_ctx = &bc, .C = yv, .ldc = nv};
+            st = kiln__bgemm(ctx->pool, ctx->nthreads, &bg);
+            float *yg = (float *)ctx->out[0]->data + (n * g.M + gi * mpg) * osp;
+            for (int64_t r = 0; st == KILN_OK && r < mpg * Ho; r++)
+                memcpy(yg + r * Wo, yv + r * wp, sizeof(float) * (size_t)Wo);
+            if (st == KILN_OK && !kiln__epi_is_noop(&e)) {
+                kiln_epi eg = e;
+                eg.res = res ? (const float *)res->data + n * g.M * osp : NULL;
+                kiln__epi_apply_f32(&eg, (float *)ctx->out[0]->data + n * g.M * osp + gi * mpg * osp, osp, mpg, osp,
+                                    gi * mpg, 0);
+            }
+        }
+    kiln__free(xpad);
+    kiln__free(a16);
+    kiln__free(off);
+    kiln__free(yv);
+    return st;
 }
 
 /* ---- float32 x FP16 / BF16 weights ---- */
@@ -208,6 +342,12 @@ kiln_status kiln__run_mixed(kiln_kctx *ctx, int wi, kiln_kernel_fn fn)
         (op == KILN_OP_MatMul || op == KILN_OP_FusedMatMul || op == KILN_OP_Gemm || op == KILN_OP_FusedGemm)) {
         bool handled;
         KILN_TRY(mixed_bgemm(ctx, &handled));
+        if (handled)
+            return KILN_OK;
+    }
+    if (bf16 && wi == 1 && (op == KILN_OP_Conv || op == KILN_OP_FusedConv)) {
+        bool handled;
+        KILN_TRY(conv_bf16(ctx, &handled));
         if (handled)
             return KILN_OK;
     }

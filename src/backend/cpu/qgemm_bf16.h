@@ -24,17 +24,27 @@ typedef struct kiln_bgemm_b {
 kiln_status kiln__bgemm_pack_b(const uint16_t *src, int64_t sk, int64_t sn, int64_t K, int64_t N, kiln_bgemm_b **b);
 void kiln__bgemm_free_b(kiln_bgemm_b *b);
 
+/* Packs columns [j0, j0 + n) (n <= 48) of B into dst (3 panels of kp2 x 16, zero padded).
+ * Called concurrently from several threads. */
+typedef void (*kiln_bpackb_fn)(void *ctx, int64_t j0, int64_t n, uint16_t *dst);
+
 typedef struct kiln_bgemm {
     int64_t M, N, K;
-    const float *A;           /* row-major, lda floats per row */
+    const float *A;           /* row-major, lda floats per row, rounded to BF16 by the GEMM; or */
     int64_t lda;
-    const kiln_bgemm_b *b;
+    const uint16_t *A16;      /* rows already in BF16: kp2 values per row, zero padded */
+    const kiln_bgemm_b *b;    /* B packed; or */
+    kiln_bpackb_fn packb;     /* B packed strip by strip (implicit im2col) */
+    void *packb_ctx;
     float *C;
     int64_t ldc;
     const kiln_epi *epi;      /* NULL: none; its residual must not overlap C */
 } kiln_bgemm;
 
 kiln_status kiln__bgemm(kiln_pool *pool, int nthreads, const kiln_bgemm *g);
+/* Columns 16p .. 16p+15 of a strip from two rows of BF16 values (k0 and k0 + 1, 16 each) into the
+ * 32 values of their k pair. */
+void kiln__bpack_pair16(const uint16_t *r0, const uint16_t *r1, uint16_t *dst);
 bool kiln__bgemm_available(void);   /* AVX512-BF16 on this host */
 
 /* x86/bgemm_bf16.c: an m x ncols tile (m <= 8, ncols <= 48) at (i0, j0) from the packed rows

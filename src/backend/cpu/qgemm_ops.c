@@ -5,85 +5,74 @@
  * activation scales, 3-D+ convolutions, 16-bit outputs, huge K) and every malformed input go to
  * the reference kernel, which reports errors.
  *
- * Constant weights are packed by kiln__qprep_conv / kiln__qprep_matmul (kiln_kernel_prep_fn):
- * the kernel reads the layer's ctx->prepared blob when it has one and its header matches the
- * inputs, and otherwise packs the weights into a temporary blob with the same function. */
+ * Constant weights are packed by kiln__qprep_conv / kiln__qprep_matmul (kiln_kernel_prep_fn,
+ * registered in prep.c's registry): the kernel reads the layer's ctx->prepared blob when
+ * kiln__prep_check accepts it for these dims, and otherwise packs the weights into a temporary
+ * blob with the same function. */
 #include "qgemm.h"
 #include "cpu_kernels.h"
+#include "prep.h"
 #include <math.h>
 
-/* ---- prepared blobs ---- */
-
-#define QPREP_MAGIC 0x3150514bu /* "KQP1" */
-enum { QPREP_PANELS = 1, QPREP_ROWS = 2 };
-
-/* Header of a prepared blob; data and sums follow at 64-byte aligned offsets. */
-typedef struct qprep_hdr {
-    uint32_t magic, layout;   /* QPREP_PANELS: B [K, N] as panels; QPREP_ROWS: W [M, K] per group as rows */
-    uint32_t isa;             /* KILN_CPU_* set the layout is meant for (both tiles read it) */
-    uint32_t s8;              /* the stored values are s8 */
-    int64_t K, N, groups;     /* N: columns (panels) or rows per group (rows) */
-    int64_t data_off, sum_off, total;
-} qprep_hdr;
+/* ---- prepared blobs (prep.h layouts KILN_PREP_QGEMM_B / KILN_PREP_QCONV_W): the weights as s8
+ * panels or rows, then their int32 sums at a 64-byte offset. Made on a host with the VNNI
+ * kernels, a blob replaces the weights input (an engine stores only the packed copy; the fast
+ * kernel never reads the weights' data then, and the reference kernel, on a host without the
+ * fast ones or for a case they leave to it, fails cleanly: kiln__prep_missing). ---- */
 
 static int64_t al64(int64_t x) { return (x + 63) & ~(int64_t)63; }
 
-static kiln_status prep_alloc(int layout, bool s8, int64_t K, int64_t N, int64_t groups, int64_t data_bytes,
-                              void **blob, size_t *size, qprep_hdr **h)
+typedef struct qprep {
+    const uint8_t *data;
+    const int32_t *sums;
+} qprep;
+
+static int64_t prep_data_bytes(uint32_t layout, int64_t K, int64_t N, int64_t groups)
 {
-    int64_t data_off = al64((int64_t)sizeof(qprep_hdr)), sum_off = al64(data_off + data_bytes);
-    int64_t total = al64(sum_off + (int64_t)sizeof(int32_t) * N * groups);
-    if ((uint64_t)total > kiln__max_tensor_bytes())
-        return kiln__err(KILN_ERR_LIMIT, "packed weights of %lld bytes are too large", (long long)total);
-    void *p = kiln__malloc((size_t)total); /* kernel.h: blobs come from kiln__malloc */
+    return layout == KILN_PREP_QGEMM_B ? kiln__qgemm_panel_bytes(K, N) : N * groups * kiln__qgemm_kp(K);
+}
+static uint64_t prep_payload(uint32_t layout, int64_t K, int64_t N, int64_t groups)
+{
+    return (uint64_t)(al64(prep_data_bytes(layout, K, N, groups)) + (int64_t)sizeof(int32_t) * N * groups);
+}
+
+static kiln_status prep_new(uint32_t layout, int wi, int64_t K, int64_t N, int64_t groups, void **blob,
+                            size_t *size, qprep *q)
+{
+    int64_t dims[3] = {K, N, groups};
+    uint32_t replaces = kiln__qgemm_vnni_available() ? 1u << wi : 0;
+    uint8_t *p = kiln__prep_alloc(layout, replaces, KILN_DT_INT8, 3, dims, prep_payload(layout, K, N, groups), blob,
+                                  size);
     if (!p)
-        return kiln__err(KILN_ERR_NOMEM, "out of memory (packed weights, %lld bytes)", (long long)total);
-    *h = p;
-    **h = (qprep_hdr){QPREP_MAGIC, (uint32_t)layout, KILN_CPU_AVX512VNNI, s8, K, N, groups, data_off, sum_off, total};
-    *blob = p;
-    *size = (size_t)total;
+        return kiln__err(KILN_ERR_NOMEM, "out of memory (packed INT8 weights)");
+    q->data = p;
+    q->sums = (const int32_t *)(p + al64(prep_data_bytes(layout, K, N, groups)));
     return KILN_OK;
 }
-
-/* The blob if it is one of this layout and these dims, else NULL. */
-static const qprep_hdr *prep_check(const void *blob, size_t size, int layout, int64_t K, int64_t N, int64_t groups)
-{
-    const qprep_hdr *h = blob;
-    if (!blob || size < sizeof *h || h->magic != QPREP_MAGIC || h->layout != (uint32_t)layout ||
-        h->isa != KILN_CPU_AVX512VNNI || h->s8 != 1 || h->K != K ||
-        h->N != N || h->groups != groups || h->total < 0 || (uint64_t)h->total > size || h->data_off < 0 ||
-        h->sum_off < h->data_off || h->sum_off + (int64_t)sizeof(int32_t) * N * groups > h->total ||
-        (h->data_off | h->sum_off) % 64)
-        return NULL;
-    return h;
-}
-
-static const uint8_t *prep_data(const qprep_hdr *h) { return (const uint8_t *)h + h->data_off; }
-static const int32_t *prep_sums(const qprep_hdr *h) { return (const int32_t *)((const uint8_t *)h + h->sum_off); }
 
 static bool is_q8(const kiln_tensor *t) { return t && (t->dtype == KILN_DT_UINT8 || t->dtype == KILN_DT_INT8); }
 
 /* B input index and transposition of a matmul-like node */
 static int mm_b_index(kiln_op op) { return op == KILN_OP_MatMulInteger ? 1 : 3; }
 
-kiln_status kiln__qprep_matmul(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob, size_t *size)
+kiln_status kiln__qprep_matmul(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob,
+                               size_t *size)
 {
     *blob = NULL;
     *size = 0;
     int bi = mm_b_index(n->op);
     const kiln_tensor *b = bi < n_in ? consts[bi] : NULL;
-    if (!is_q8(b) || b->ndim != 2)
+    if (!is_q8(b) || b->ndim != 2 || !b->data)
         return KILN_OK; /* nothing to prepare: the kernel packs per run or uses the reference */
     bool tb = n->op == KILN_OP_QGemm && kiln__attr_i(n, "transB", 0) != 0;
     int64_t K = b->dims[tb ? 1 : 0], N = b->dims[tb ? 0 : 1];
     if (K <= 0 || N <= 0 || K > KILN_QGEMM_MAX_K)
         return KILN_OK;
-    qprep_hdr *h;
-    KILN_TRY(prep_alloc(QPREP_PANELS, true, K, N, 1, kiln__qgemm_panel_bytes(K, N), blob, size, &h));
-    uint8_t *d = (uint8_t *)h + h->data_off;
+    qprep q;
+    KILN_TRY(prep_new(KILN_PREP_QGEMM_B, bi, K, N, 1, blob, size, &q));
     /* B goes to the s8 side: u8 values flip */
-    kiln__qpack_panels(b->data, tb ? 1 : N, tb ? K : 1, K, N, b->dtype == KILN_DT_UINT8, d);
-    kiln__qpanel_sums(d, K, N, true, (int32_t *)((uint8_t *)h + h->sum_off));
+    kiln__qpack_panels(b->data, tb ? 1 : N, tb ? K : 1, K, N, b->dtype == KILN_DT_UINT8, (uint8_t *)q.data);
+    kiln__qpanel_sums(q.data, K, N, true, (int32_t *)q.sums);
     return KILN_OK;
 }
 
@@ -94,34 +83,48 @@ kiln_status kiln__qprep_conv(const kiln_node *n, int n_in, const kiln_tensor *co
     int wi = n->op == KILN_OP_ConvInteger ? 1 : 3;
     const kiln_tensor *w = wi < n_in ? consts[wi] : NULL;
     int64_t G = kiln__attr_i(n, "group", 1);
-    if (!is_q8(w) || w->ndim < 3 || G < 1 || w->dims[0] % G || w->dims[0] <= 0)
+    if (!is_q8(w) || !w->data || w->ndim < 3 || G < 1 || w->dims[0] <= 0 || w->dims[0] % G)
         return KILN_OK;
-    int64_t M = w->dims[0], K = kiln_tensor_numel(w) / M, kp = kiln__qgemm_kp(K);
-    if (K <= 0 || K > KILN_QGEMM_MAX_K)
-        return KILN_OK;
-    qprep_hdr *h;
-    KILN_TRY(prep_alloc(QPREP_ROWS, true, K, M / G, G, M * kp, blob, size, &h));
-    kiln__qpack_rows(w->data, K, M, K, w->dtype == KILN_DT_UINT8, true, (uint8_t *)h + h->data_off,
-                     (int32_t *)((uint8_t *)h + h->sum_off));
+    int64_t M = w->dims[0], K = kiln_tensor_numel(w) / M;
+    if (K <= 0 || K > KILN_QGEMM_MAX_K || (w->dims[1] == 1 && M == G))
+        return KILN_OK; /* depthwise runs from the weights directly */
+    qprep q;
+    KILN_TRY(prep_new(KILN_PREP_QCONV_W, wi, K, M / G, G, blob, size, &q));
+    kiln__qpack_rows(w->data, K, M, K, w->dtype == KILN_DT_UINT8, true, (uint8_t *)q.data, (int32_t *)q.sums);
     return KILN_OK;
 }
 
-/* The layer's prepared blob when valid for these dims, else one made now into *own. */
-static kiln_status get_prep(kiln_kctx *ctx, kiln_kernel_prep_fn fn, int layout, int64_t K, int64_t N, int64_t groups,
-                            void **own, const qprep_hdr **h)
+const kiln_prep_reg kiln__prep_qgemm[] = {
+    {KILN_OP_QLinearConv, kiln__qprep_conv},     {KILN_OP_ConvInteger, kiln__qprep_conv},
+    {KILN_OP_QLinearMatMul, kiln__qprep_matmul}, {KILN_OP_MatMulInteger, kiln__qprep_matmul},
+    {KILN_OP_QGemm, kiln__qprep_matmul},         {KILN_OP_COUNT, NULL},
+};
+
+/* The layer's prepared weights when valid for these dims, else packed now into *own (weights
+ * input wi; an error when an engine stored them only in a packed form that does not fit). */
+static kiln_status get_prep(kiln_kctx *ctx, kiln_kernel_prep_fn fn, int wi, uint32_t layout, int64_t K, int64_t N,
+                            int64_t groups, void **own, qprep *q)
 {
     *own = NULL;
-    *h = prep_check(ctx->prepared, ctx->prepared_size, layout, K, N, groups);
-    if (*h)
+    int64_t dims[3] = {K, N, groups};
+    const uint8_t *p = kiln__prep_check(ctx, layout, KILN_DT_INT8, 3, dims, prep_payload(layout, K, N, groups));
+    if (p) {
+        q->data = p;
+        q->sums = (const int32_t *)(p + al64(prep_data_bytes(layout, K, N, groups)));
         return KILN_OK;
+    }
+    if (kiln__prep_dropped(kiln__kin(ctx, wi)))
+        return kiln__prep_missing(ctx, wi);
     size_t sz = 0;
     KILN_TRY(fn(ctx->node, ctx->n_in, ctx->in, own, &sz));
-    *h = prep_check(*own, sz, layout, K, N, groups);
-    if (!*h) {
+    if (!*own || sz != KILN_PREP_HDR_BYTES + prep_payload(layout, K, N, groups)) {
         kiln__free(*own);
         *own = NULL;
         return kiln__kerr(ctx, KILN_ERR_INTERNAL, "weight packing failed");
     }
+    p = (const uint8_t *)*own + KILN_PREP_HDR_BYTES;
+    q->data = p;
+    q->sums = (const int32_t *)(p + al64(prep_data_bytes(layout, K, N, groups)));
     return KILN_OK;
 }
 
@@ -176,9 +179,11 @@ static bool qmm_covered(const qmm_args *q, int64_t *M, int64_t *N, int64_t *K)
         return false;
     *M = kiln_tensor_numel(a) / *K;
     if ((q->az && (q->az->dtype != a->dtype || !is_scalar(q->az))) ||
-        (q->bz && (q->bz->dtype != b->dtype || (!is_scalar(q->bz) && kiln_tensor_numel(q->bz) != *N) || q->bz->ndim > 1)))
+        (q->bz && (q->bz->dtype != b->dtype || (!is_scalar(q->bz) && kiln_tensor_numel(q->bz) != *N) ||
+                   q->bz->ndim > 1)))
         return false;
-    if (q->bias && (q->bias->dtype != KILN_DT_INT32 || kiln_tensor_numel(q->bias) != *N || q->bias->dims[q->bias->ndim - 1] != *N))
+    if (q->bias && (q->bias->dtype != KILN_DT_INT32 || kiln_tensor_numel(q->bias) != *N ||
+                    q->bias->dims[q->bias->ndim - 1] != *N))
         return false;
     if (q->odt == KILN_DT_INT32)
         return true;
@@ -206,12 +211,12 @@ static kiln_status qmm_run(kiln_kctx *ctx, const qmm_args *q)
     if (M == 0)
         return KILN_OK;
     void *own = NULL;
-    const qprep_hdr *h;
-    KILN_TRY(get_prep(ctx, kiln__qprep_matmul, QPREP_PANELS, K, N, 1, &own, &h));
+    qprep h;
+    KILN_TRY(get_prep(ctx, kiln__qprep_matmul, mm_b_index(ctx->node->op), KILN_PREP_QGEMM_B, K, N, 1, &own, &h));
     kiln_qepi e;
     float *sbuf = NULL;
-    kiln_status st = kiln__qepi_setup(ctx, &e, q->odt, false, N, q->as ? (float)kiln__get_f64(q->as->dtype, q->as->data, 0) : 1,
-                                      q->bs, q->alpha, q->ys, q->yz, &sbuf);
+    float as = q->as ? (float)kiln__get_f64(q->as->dtype, q->as->data, 0) : 1.0f;
+    kiln_status st = kiln__qepi_setup(ctx, &e, q->odt, false, N, as, q->bs, q->alpha, q->ys, q->yz, &sbuf);
     int64_t kp = kiln__qgemm_kp(K);
     uint8_t *ap = NULL;
     int32_t *asum = NULL, *bzp = NULL;
@@ -233,7 +238,7 @@ static kiln_status qmm_run(kiln_kctx *ctx, const qmm_args *q)
                 bzp[j] = zp_at(q->bz, j) - (b_flip ? 128 : 0);
             kiln__qpack_rows(a->data, K, M, K, a_flip, false, ap, asum);
             kiln_qgemm g = {.M = M, .N = N, .K = K, .a = ap, .lda = kp, .a_s8 = false, .a_sum = asum, .a_zp0 = za,
-                            .b = prep_data(h), .b_sum = za ? prep_sums(h) : NULL, .b_zp = bzp,
+                            .b = h.data, .b_sum = za ? h.sums : NULL, .b_zp = bzp,
                             .c = ctx->out[0]->data, .ldc = N, .epi = e};
             st = kiln__qgemm(ctx->pool, ctx->nthreads, &g);
         }
@@ -289,9 +294,9 @@ typedef struct qconv_pack {
     int64_t cpg, ksz, K;
     bool pointwise;        /* 1x1, stride 1, no padding: pixel p of channel c is x[c * isp + p] */
     int64_t isp;
-    /* stride-1 layers: the image copied with its padding (and x's flip), so that row k of the
-     * im2col matrix over "virtual" pixels q = oy * Wp + ox (ox < Wp, the padded width) is the
-     * contiguous run xpad + off[k] + q; columns with ox >= Wo are computed and dropped */
+    /* 2-D layers: the image copied with its padding (and x's flip) into stride phases, so that
+     * row k of the im2col matrix over "virtual" pixels q = oy * wq + ox (ox < wq, the phase
+     * width) is the contiguous run xpad + off[k] + q; columns with ox >= Wo are dropped */
     const uint8_t *xpad;
     const int64_t *off;
 } qconv_pack;
@@ -442,13 +447,15 @@ static void qdw_task(void *arg, int64_t p0, int64_t p1)
     kiln__free(gath);
 }
 
-/* ---- stride-1 convolutions: padded image, tap offsets, virtual-pixel output ---- */
+/* ---- 2-D convolutions: padded image split into stride phases, tap offsets, virtual-pixel output ---- */
 
 typedef struct qconv_padded {
-    int64_t hp, wp, plane;   /* padded rows / row length; bytes per channel plane */
-    uint8_t *xpad;           /* cpg planes and slack */
-    int64_t *off;            /* per k = (c, ky, kx): c * plane + ky * dh * wp + kx * dw */
-    uint8_t *y;              /* mpg x (Ho * wp) outputs before the dropped columns go */
+    int64_t sh, sw;          /* strides: the padded image is split into sh x sw phases */
+    int64_t hq, wq, plane;   /* rows / row length of a phase plane; bytes per (phase, channel) plane */
+    uint8_t *xpad;           /* [phase][cpg][hq][wq], then slack */
+    int64_t *off;            /* per k = (c, ky, kx): its plane and the tap's shift within it */
+    bool used[16];           /* phases some tap reads */
+    uint8_t *y;              /* mpg x (Ho * wq) outputs before the dropped columns go */
     size_t xbytes;
 } qconv_padded;
 
@@ -460,44 +467,62 @@ static void padded_free(qconv_padded *p)
     memset(p, 0, sizeof *p);
 }
 
+/* Tap (ky, kx) of output (oy, ox) reads padded (oy*sh + ty, ox*sw + tx), ty = ky*dh, tx = kx*dw:
+ * phase (ty % sh, tx % sw), row oy + ty / sh, column ox + tx / sw of that phase's plane. */
 static kiln_status padded_init(const kiln_kctx *ctx, const kiln_qconv_geom *g, int64_t cpg, int64_t mpg, size_t osz,
                                qconv_padded *p)
 {
     int64_t kh = g->k[0], kw = g->k[1], Ho = g->out[0];
-    p->wp = g->out[1] + (kw - 1) * g->dil[1];
-    p->hp = Ho + (kh - 1) * g->dil[0];
-    p->plane = p->hp * p->wp;
+    p->sh = g->stride[0], p->sw = g->stride[1];
+    p->wq = g->out[1] + (kw - 1) * g->dil[1] / p->sw;
+    p->hq = Ho + (kh - 1) * g->dil[0] / p->sh;
+    p->plane = p->hq * p->wq;
     /* slack: a strip reads 48 columns past any run start */
-    p->xbytes = (size_t)(cpg * p->plane + p->wp + 2 * KILN_QGEMM_STRIP);
+    p->xbytes = (size_t)(p->sh * p->sw * cpg * p->plane + p->wq + 2 * KILN_QGEMM_STRIP);
     p->xpad = kiln__malloc(p->xbytes);
     p->off = kiln__malloc(sizeof(int64_t) * (size_t)(cpg * kh * kw));
-    p->y = kiln__malloc((size_t)(mpg * Ho * p->wp) * osz);
+    p->y = kiln__malloc((size_t)(mpg * Ho * p->wq) * osz);
     if (!p->xpad || !p->off || !p->y) {
         padded_free(p);
         return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (padded image)");
     }
     for (int64_t c = 0, k = 0; c < cpg; c++)
         for (int64_t ky = 0; ky < kh; ky++)
-            for (int64_t kx = 0; kx < kw; kx++)
-                p->off[k++] = c * p->plane + ky * g->dil[0] * p->wp + kx * g->dil[1];
+            for (int64_t kx = 0; kx < kw; kx++) {
+                int64_t ty = ky * g->dil[0], tx = kx * g->dil[1], ph = (ty % p->sh) * p->sw + tx % p->sw;
+                p->used[ph] = true;
+                p->off[k++] = (ph * cpg + c) * p->plane + ty / p->sh * p->wq + tx / p->sw;
+            }
     return KILN_OK;
 }
 
-/* x's cpg planes into the padded layout (padding = x's stored zero point) */
+/* x's cpg planes into the phase planes (padding = x's stored zero point) */
 static void padded_fill(qconv_padded *p, const kiln_qconv_geom *g, const uint8_t *x, int64_t cpg, uint8_t xr,
                         uint8_t pad)
 {
-    int64_t H = g->in[0], W = g->in[1], pt = g->pad_b[0], pl = g->pad_b[1];
+    int64_t H = g->in[0], W = g->in[1], pt = g->pad_b[0], pl = g->pad_b[1], sh = p->sh, sw = p->sw;
     memset(p->xpad, pad, p->xbytes);
-    for (int64_t c = 0; c < cpg; c++)
-        for (int64_t py = 0; py < p->hp; py++) {
-            int64_t iy = py - pt;
-            if (iy < 0 || iy >= H)
+    for (int64_t qy = 0; qy < sh; qy++)
+        for (int64_t qx = 0; qx < sw; qx++) {
+            if (!p->used[qy * sw + qx])
                 continue;
-            /* padded columns px with 0 <= px - pl < W */
-            int64_t a = pl, b = pl + W < p->wp ? pl + W : p->wp;
-            if (a < b)
-                kiln__qconv_bytes(p->xpad + c * p->plane + py * p->wp + a, x + (c * H + iy) * W, b - a, xr != 0);
+            /* columns x with 0 <= x*sw + qx - pl < W */
+            int64_t a = pl > qx ? (pl - qx + sw - 1) / sw : 0, b = (W + pl - qx + sw - 1) / sw;
+            b = b < p->wq ? b : p->wq;
+            for (int64_t c = 0; c < cpg; c++)
+                for (int64_t y = 0; y < p->hq && a < b; y++) {
+                    int64_t iy = y * sh + qy - pt;
+                    if (iy < 0 || iy >= H)
+                        continue;
+                    uint8_t *d = p->xpad + ((qy * sw + qx) * cpg + c) * p->plane + y * p->wq;
+                    const uint8_t *srow = x + (c * H + iy) * W + a * sw + qx - pl;
+                    if (sw == 1) {
+                        kiln__qconv_bytes(d + a, srow, b - a, xr != 0);
+                    } else {
+                        for (int64_t q = 0; q < b - a; q++)
+                            d[a + q] = srow[q * sw] ^ xr;
+                    }
+                }
         }
 }
 
@@ -544,7 +569,11 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
                               q->xs ? (float)kiln__get_f64(q->xs->dtype, q->xs->data, 0) : 1, q->ws, 1.0f, q->ys,
                               q->yz, &sbuf));
     e.bias = q->bias ? q->bias->data : NULL;
-    if (cpg == 1 && mpg == 1) { /* depthwise */
+    if (cpg == 1 && mpg == 1) { /* depthwise: from the weights (never packed) */
+        if (kiln__prep_dropped(w)) {
+            kiln__free(sbuf);
+            return kiln__prep_missing(ctx, ctx->node->op == KILN_OP_ConvInteger ? 1 : 3);
+        }
         qdw_job j = {.g = &g, .x = x->data, .w = w->data, .x_s8 = x->dtype == KILN_DT_INT8,
                      .w_s8 = w->dtype == KILN_DT_INT8, .zx = zp_at(q->xz, 0), .wz = q->wz, .e = &e,
                      .y = ctx->out[0]->data, .osz = kiln_dtype_size(q->odt), .vec = kiln__qgemm_vnni_available(),
@@ -554,8 +583,9 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
         return j.st == KILN_OK ? KILN_OK : kiln__kerr(ctx, j.st, "out of memory");
     }
     void *own = NULL;
-    const qprep_hdr *h;
-    kiln_status st = get_prep(ctx, kiln__qprep_conv, QPREP_ROWS, K, mpg, g.group, &own, &h);
+    qprep h;
+    kiln_status st = get_prep(ctx, kiln__qprep_conv, ctx->node->op == KILN_OP_ConvInteger ? 1 : 3, KILN_PREP_QCONV_W, K,
+                              mpg, g.group, &own, &h);
     int32_t *wzp = NULL;
     if (st == KILN_OK) {
         bool x_flip = x->dtype == KILN_DT_INT8, w_flip = w->dtype == KILN_DT_UINT8;
@@ -576,9 +606,9 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
         for (int d = 0; d < g.nsp; d++)
             pointwise &= g.stride[d] == 1 && g.pad_b[d] == 0;
         qconv_padded pd = {0};
-        if (st == KILN_OK && !pointwise && g.nsp == 2 && g.stride[0] == 1 && g.stride[1] == 1)
+        if (st == KILN_OK && !pointwise && g.nsp == 2 && g.stride[0] * g.stride[1] <= 16)
             st = padded_init(ctx, &g, cpg, mpg, osz, &pd);
-        int64_t nv = pd.xpad ? g.out[0] * pd.wp : osp; /* GEMM columns: virtual or real pixels */
+        int64_t nv = pd.xpad ? g.out[0] * pd.wq : osp; /* GEMM columns: virtual or real pixels */
         for (int64_t n = 0; st == KILN_OK && n < g.N; n++)
             for (int64_t gi = 0; st == KILN_OK && gi < g.group; gi++) {
                 qconv_pack pc = {.g = &g, .x = (const uint8_t *)x->data + (n * g.C + gi * cpg) * isp,
@@ -592,16 +622,16 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
                     eg.scale = e.scale + gi * mpg, eg.mult = e.mult + gi * mpg;
                 if (e.bias)
                     eg.bias = e.bias + gi * mpg;
-                kiln_qgemm gm = {.M = mpg, .N = osp, .K = K, .a = prep_data(h) + gi * mpg * kiln__qgemm_kp(K),
+                kiln_qgemm gm = {.M = mpg, .N = osp, .K = K, .a = h.data + gi * mpg * kiln__qgemm_kp(K),
                                  .lda = kiln__qgemm_kp(K), .a_s8 = true,
-                                 .a_sum = zxs ? prep_sums(h) + gi * mpg : NULL, .a_zp = wzp ? wzp + gi * mpg : NULL,
+                                 .a_sum = zxs ? h.sums + gi * mpg : NULL, .a_zp = wzp ? wzp + gi * mpg : NULL,
                                  .packb_sums = wzp != NULL, .b_zp0 = zxs, .packb = qconv_packb,
                                  .packb_ctx = &pc, .c = pd.xpad ? pd.y : yg, .ldc = nv, .epi = eg};
                 gm.N = nv;
                 st = kiln__qgemm(ctx->pool, ctx->nthreads, &gm);
                 if (st == KILN_OK && pd.xpad) /* keep the real columns */
                     for (int64_t r = 0; r < mpg * g.out[0]; r++)
-                        memcpy(yg + (size_t)(r * g.out[1]) * osz, pd.y + (size_t)(r * pd.wp) * osz,
+                        memcpy(yg + (size_t)(r * g.out[1]) * osz, pd.y + (size_t)(r * pd.wq) * osz,
                                (size_t)g.out[1] * osz);
             }
         padded_free(&pd);

@@ -1855,6 +1855,8 @@ static kiln_status k_conv_integer(kiln_kctx *ctx)
                       *wz = kiln__kin(ctx, 3);
     if (!x || !w)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input x or w");
+    if (kiln__prep_dropped(w)) /* stored only packed (INT8 fast kernel's layout) */
+        return kiln__prep_missing(ctx, 1);
     if ((x->dtype != KILN_DT_UINT8 && x->dtype != KILN_DT_INT8) ||
         (w->dtype != KILN_DT_UINT8 && w->dtype != KILN_DT_INT8))
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "x and w must be int8 or uint8 (got %s, %s)", kiln_dtype_name(x->dtype),
@@ -1898,9 +1900,12 @@ static kiln_status k_conv_integer(kiln_kctx *ctx)
 }
 
 /* Build time: Winograd-transformed filters for layers whose attributes and weights take the
- * Winograd path (every tile count, once prepared), so the runtime never transforms them. The
- * other float32 paths read the weights as they are (the AVX-512 GEMM reads row-major A in
- * place), so they need no prepared copy. */
+ * Winograd path (every tile count, once prepared), so the runtime never transforms them. Not for
+ * filters whose transform exceeds 4 MiB (Cg * Mg > 2^16): with few tiles (a 7x7 image) Winograd
+ * is then bound by reading U from memory and im2col wins (measured: 512 x 512 channels at 7x7,
+ * 3.0 ms against 2.3 ms), so those keep the unprepared choice. The other float32 paths read the
+ * weights as they are (the AVX-512 GEMM reads row-major A in place): no prepared copy. */
+#define WINO_PREP_MAX_PAIRS ((int64_t)1 << 16)
 static kiln_status prep_conv(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob,
                              size_t *size)
 {
@@ -1927,7 +1932,7 @@ static kiln_status prep_conv(const kiln_node *n, int n_in, const kiln_tensor *co
         g.pe[i] = ap == AP_NOTSET ? pads[2 + i] : ap == AP_VALID ? 0 : 1;
     }
     int64_t Cg = g.C / g.G, Mg = g.M / g.G;
-    if (!wino_geom(&g, Cg, Mg))
+    if (!wino_geom(&g, Cg, Mg) || Cg * Mg > WINO_PREP_MAX_PAIRS)
         return KILN_OK;
     int64_t dims[3] = {g.M, Cg, g.G};
     float *U = kiln__prep_alloc(KILN_PREP_WINO_F23, 1u << 1, KILN_DT_FLOAT32, 3, dims,

@@ -1241,6 +1241,8 @@ static kiln_status int_matmul(kiln_kctx *ctx, const kiln_tensor *a, const kiln_t
                               const kiln_tensor *bzp, mm_plan *p, int32_t **out)
 {
     *out = NULL;
+    if (kiln__prep_dropped(b)) /* stored only packed (INT8 fast kernel's layout) */
+        return kiln__prep_missing(ctx, ctx->node->op == KILN_OP_MatMulInteger ? 1 : 3);
     if ((a->dtype != KILN_DT_UINT8 && a->dtype != KILN_DT_INT8) ||
         (b->dtype != KILN_DT_UINT8 && b->dtype != KILN_DT_INT8))
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "operands must be uint8 or int8");

@@ -1,6 +1,7 @@
 /* Reference kernels: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinearConv, and
  * com.microsoft QGemm. The quantized layers requantize through qgemm.h's epilogue (kiln__qepi_*),
  * the definition the fast kernels match (docs/PRECISION.md, INT8 kernels). */
+#include "../prep.h"
 #include "../qgemm.h"
 #include <math.h>
 
@@ -389,6 +390,8 @@ static kiln_status k_qlinearconv(kiln_kctx *ctx)
     const kiln_tensor *ys = kiln__kin(ctx, 6), *yz = kiln__kin(ctx, 7), *b = kiln__kin(ctx, 8);
     if (!x || !xs || !w || !ws || !ys)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input");
+    if (kiln__prep_dropped(w)) /* stored only packed, for the fast kernel of another host */
+        return kiln__prep_missing(ctx, 3);
     double lo, hi;
     if ((x->dtype != KILN_DT_UINT8 && x->dtype != KILN_DT_INT8) || (w->dtype != KILN_DT_UINT8 && w->dtype != KILN_DT_INT8))
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "x and w must be uint8/int8");
@@ -508,6 +511,8 @@ static kiln_status k_qgemm(kiln_kctx *ctx)
     const kiln_tensor *c = kiln__kin(ctx, 6), *ys = kiln__kin(ctx, 7), *yz = kiln__kin(ctx, 8);
     if (!a || !as || !b || !bs)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input");
+    if (kiln__prep_dropped(b))
+        return kiln__prep_missing(ctx, 3);
     if ((a->dtype != KILN_DT_UINT8 && a->dtype != KILN_DT_INT8) || (b->dtype != KILN_DT_UINT8 && b->dtype != KILN_DT_INT8))
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "A and B must be uint8/int8");
     if (a->ndim != 2 || b->ndim != 2)

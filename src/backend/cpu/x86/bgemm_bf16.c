@@ -57,18 +57,14 @@ TBF16 __attribute__((always_inline)) static inline void tile_body(const kiln_bge
 #undef BROW
 #undef BSAVE
 
-TBF16 static void tile1(const kiln_bgemm *g, const uint16_t *a, const uint16_t *bs, int64_t i0, int m, int64_t j0, int n)
-{
-    tile_body(g, a, bs, i0, m, j0, n, 1);
-}
-TBF16 static void tile2(const kiln_bgemm *g, const uint16_t *a, const uint16_t *bs, int64_t i0, int m, int64_t j0, int n)
-{
-    tile_body(g, a, bs, i0, m, j0, n, 2);
-}
-TBF16 static void tile3(const kiln_bgemm *g, const uint16_t *a, const uint16_t *bs, int64_t i0, int m, int64_t j0, int n)
-{
-    tile_body(g, a, bs, i0, m, j0, n, 3);
-}
+#define TILE_FN(nv)                                                                                              \
+    TBF16 static void tile##nv(const kiln_bgemm *g, const uint16_t *a, const uint16_t *bs, int64_t i0, int m,      \
+                               int64_t j0, int n)                                                                \
+    {                                                                                                            \
+        tile_body(g, a, bs, i0, m, j0, n, nv);                                                                    \
+    }
+TILE_FN(1) TILE_FN(2) TILE_FN(3)
+#undef TILE_FN
 
 void kiln__bgemm_tile_bf16(const kiln_bgemm *g, const uint16_t *a, const uint16_t *bs, int64_t i0, int m, int64_t j0,
                            int ncols)

@@ -39,7 +39,8 @@ TVNNI __attribute__((always_inline)) static inline void epi_store(const kiln_qge
         acc = _mm512_sub_epi32(acc, _mm512_mullo_epi32(_mm512_set1_epi32(za), _mm512_maskz_loadu_epi32(km, bsum)));
     }
     if (e->bias)
-        acc = _mm512_add_epi32(acc, e->ch_row ? _mm512_set1_epi32(e->bias[gi]) : _mm512_maskz_loadu_epi32(km, e->bias + j));
+        acc = _mm512_add_epi32(acc, e->ch_row ? _mm512_set1_epi32(e->bias[gi])
+                                              : _mm512_maskz_loadu_epi32(km, e->bias + j));
     if (e->out == KILN_QOUT_S32) {
         _mm512_mask_storeu_epi32((int32_t *)g->c + gi * g->ldc + j, km, acc);
         return;
