@@ -142,13 +142,6 @@ static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int
                            g->values[v].name);
             goto done;
         }
-        /* a constant an engine stores only packed reaches only a layer whose blob replaces it */
-        if (in[i] && !in[i]->data && !in[i]->nbytes && kiln_tensor_numel(in[i]) > 0 &&
-            (i >= 32 || !(layer.replaces >> i & 1u))) {
-            st = kiln__err(KILN_ERR_UNSUPPORTED, "node '%s' (%s): input '%s' is stored only in packed form and this "
-                           "layer has no prepared data for it", n->name, n->op_type, g->values[v].name);
-            goto done;
-        }
     }
     for (int o = 0; o < n->n_out; o++) {
         memset(&scratch[o], 0, sizeof scratch[o]);
@@ -169,6 +162,17 @@ static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int
         goto done;
     }
     be = layer.be;
+    /* a constant an engine stores only packed reaches only a layer whose blob replaces it */
+    for (int i = 0; i < n->n_in && st == KILN_OK; i++)
+        if (in[i] && !in[i]->data && !in[i]->nbytes && kiln_tensor_numel(in[i]) > 0 &&
+            (i >= 32 || !(layer.replaces >> i & 1u)))
+            st = kiln__err(KILN_ERR_UNSUPPORTED, "node '%s' (%s): input '%s' is stored only in packed form and this "
+                           "layer has no prepared data for it", n->name, n->op_type, g->values[n->in[i]].name);
+    if (st != KILN_OK) {
+        if (env && env->dev)
+            kiln__dev_node_end(env->dev, &dn, n, out, st);
+        goto done;
+    }
     int nthreads = env ? env->nthreads : 1;
     kiln_exec ex = {.nthreads = nthreads, .frame = f, .depth = depth, .mem = dn.on_host ? NULL : mem, .env = env};
     kiln_kctx ctx = {.node = n, .n_in = n->n_in, .in = in, .n_out = n->n_out, .out = out,
