@@ -556,7 +556,7 @@ double kiln_budget_value(const kiln_budget *b, const kiln_compare_summary *s, bo
  * of the top-level graph, in execution order, once for each float output it produced, given as a
  * float32 tensor valid only during the call. Quantized outputs are reported dequantized,
  * (q - zero_point) * scale with constant parameters: QuantizeLinear (inputs 1, 2; per tensor or
- * per axis), QLinearConv / QLinearMatMul (y_scale, y_zero_point), and Reshape, Transpose, Flatten,
+ * per axis), QLinearConv / QLinearMatMul / QGemm (y_scale, y_zero_point), and Reshape, Transpose, Flatten,
  * Squeeze, Unsqueeze, MaxPool, Identity, Slice of a per-tensor quantized input (same scale). A
  * non-OK return from fn stops the run with that status. Outputs of other types (shapes, indices,
  * masks) are not reported. */

@@ -1,6 +1,6 @@
 /* Debugging runs (kiln_model_run_values, kiln_engine_run_values): a normal run through the
  * interpreter's observe hook, which hands every float value a top-level node produces to the
- * caller as float32; quantized outputs (QuantizeLinear, QLinearConv, QLinearMatMul, and ops that
+ * caller as float32; quantized outputs (QuantizeLinear, QLinearConv, QLinearMatMul, QGemm, and ops that
  * move quantized data without changing its scale) are dequantized with their constant scale and
  * zero point, so INT8 / FP8 layers compare against a float reference meaningfully. */
 #include "model.h"
@@ -43,8 +43,9 @@ static bool keeps_scale(kiln_op op)
 }
 
 /* The quantization parameters of output 0 of n: QuantizeLinear (scale, zero point = inputs 1, 2),
- * QLinearConv / QLinearMatMul (y_scale, y_zero_point = inputs 6, 7), or an op that keeps the scale
- * of its quantized input 0 (per-tensor only: a per-axis scale may not follow a reshape). */
+ * QLinearConv / QLinearMatMul (y_scale, y_zero_point = inputs 6, 7), QGemm (7, 8), or an op that
+ * keeps the scale of its quantized input 0 (per-tensor only: a per-axis scale may not follow a
+ * reshape). */
 static bool find_qparams(const values_run *r, const kiln_node *n, kiln_dtype out_dt, qparams *q)
 {
     const kiln_graph *g = r->g;
@@ -53,6 +54,8 @@ static bool find_qparams(const values_run *r, const kiln_node *n, kiln_dtype out
         si = 1;
     else if (n->op == KILN_OP_QLinearConv || n->op == KILN_OP_QLinearMatMul)
         si = 6;
+    else if (n->op == KILN_OP_QGemm)   /* com.microsoft: y_scale, y_zero_point = inputs 7, 8 */
+        si = 7;
     if (si > 0) {
         *q = (qparams){.scale = const_input(g, n, si), .zp = const_input(g, n, si + 1),
                        .axis = n->op == KILN_OP_QuantizeLinear ? kiln__attr_i(n, "axis", 1) : 0};

@@ -98,6 +98,27 @@ for n in m.graph.node:
     n.output[:] = ["Relu\x1b]0;x\x07_out" if x == "Relu_0_output_0" else x for x in n.output]
 onnx.save(m, os.path.join(t, "names.onnx"))
 
+# QGemm (com.microsoft) in the place of a Gemm: its uint8 output is compared dequantized
+G = rng.uniform(-1, 1, (8, 4)).astype(np.float32)
+gx = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])
+gref = helper.make_graph([helper.make_node("Gemm", ["x", "G"], ["g_out"], name="g"),
+                          helper.make_node("Identity", ["g_out"], ["y"], name="id")],
+                         "gref", [gx], [y], [numpy_helper.from_array(G, "G")])
+onnx.save(helper.make_model(gref, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(t, "gref.onnx"))
+gs = float(np.abs(G).max()) / 127
+gys = float(np.abs(G).sum(axis=0).max()) / 127
+ginit = [numpy_helper.from_array(np.array(1 / 127, np.float32), "xs"), numpy_helper.from_array(np.array(128, np.uint8), "xz"),
+         numpy_helper.from_array(np.round(G / gs).astype(np.int8), "gq"), numpy_helper.from_array(np.array(gs, np.float32), "gs"),
+         numpy_helper.from_array(np.array(0, np.int8), "gz"), numpy_helper.from_array(np.array(gys, np.float32), "ys"),
+         numpy_helper.from_array(np.array(128, np.uint8), "yz")]
+gcand = helper.make_graph([helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="xQ"),
+                           helper.make_node("QGemm", ["xq", "xs", "xz", "gq", "gs", "gz", "", "ys", "yz"], ["g_q"], name="g",
+                                            domain="com.microsoft"),
+                           helper.make_node("DequantizeLinear", ["g_q", "ys", "yz"], ["y"], name="gDQ")],
+                          "gcand", [gx], [y], ginit)
+onnx.save(helper.make_model(gcand, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)]),
+          os.path.join(t, "gcand.onnx"))
+
 os.makedirs(os.path.join(t, "data"))
 for k in range(3):
     np.save(os.path.join(t, "data", f"s{k}.npy"), rng.uniform(-1, 1, (4, 3, 20, 20)).astype(np.float32))
@@ -159,13 +180,16 @@ expect_out "per-layer qdq (json)" 3 '"per_layer"' "$KILN" verify "$T/qdq.onnx" -
 json_check "dequantized QuantizeLinear output compared" "
 p = d['per_layer']
 rows = {r['value']: r for r in p['layers']}
-q = rows['MaxPool_0_output_0']
-assert q['dequantized_from'] == 'mp_q' and q['candidate_dtype'] == 'uint8' and q['node'] == 'MaxPool_0', q
+q = rows['MaxPool_0_output_0']   # its last row: the quantized form, after the float value's row
+f = [r for r in p['layers'] if r['value'] == 'MaxPool_0_output_0' and r['matched_by'] == 'name'][0]
+assert f['snr_db'] > 100 and f['jump'] is False and f['candidate_dtype'] == 'float32', f
+assert q['matched_by'] == 'quantizes' and q['dequantized_from'] == 'mp_q' and q['candidate_dtype'] == 'uint8', q
+assert q['node'] == 'MaxPool_0', q
 assert 25 < q['snr_db'] < 60 and q['cosine'] > 0.999 and q['jump'] is True, q
 first = [r for r in p['layers'] if r['jump']][0]
 assert first['value'] == 'MaxPool_0_output_0', first
 assert rows['Relu_0_output_0']['snr_db'] > 100 and rows['Relu_0_output_0']['dequantized_from'] is None
-assert p['matched'] == len(p['layers']) > 5 and p['reference_values'] >= p['matched'], p
+assert p['matched'] == len(rows) == len(p['layers']) - 1 > 5 and p['reference_values'] >= p['matched'], p
 b = {x['metric']: x for x in d['budgets']}
 assert b['cosine']['pass'] and not b['snr']['pass'], b"
 
@@ -195,6 +219,26 @@ $PY -c "
 import sys; b = open('$T/out.txt', 'rb').read()
 assert b'x1b[31m_0' in b and not any(c < 0x20 and c != 0x0a for c in b), 'raw control bytes'" 2> "$T/py.txt" \
   && ok "names printed escaped" || bad "escaping: $(cat "$T/py.txt")"
+expect_out "per-layer: QGemm" 0 '"per_layer"' "$KILN" verify "$T/gcand.onnx" --reference "$T/gref.onnx" --per-layer --json
+json_check "QGemm output dequantized, matched to the Gemm" "
+r = {x['value']: x for x in d['per_layer']['layers']}['g_out']
+assert r['matched_by'] == 'node' and r['candidate_value'] == 'g_q' and r['candidate_dtype'] == 'uint8', r
+assert 25 < r['snr_db'] < 70 and r['cosine'] > 0.99, r"
+# a real INT8 engine (kiln build --precision int8): QLinearConv layers matched through fused_from;
+# the error starts at the first quantized value, float values before it are exact
+if "$KILN" build "$M" -o "$T/int8.kiln" --precision int8 --calib "$T/data" > "$T/b.txt" 2>&1; then
+  expect_out "per-layer on an int8 engine" 3 '"per_layer"' "$KILN" verify "$T/int8.kiln" --reference "$M" \
+    --data "$T/data" --samples 1 --per-layer --json --budget 'snr>=80db'
+  json_check "int8 layers compared dequantized" "
+L = d['per_layer']['layers']
+q = [r for r in L if r['candidate_dtype'] in ('int8', 'uint8')]
+assert len([r for r in q if r['matched_by'] == 'node']) >= 3 and all(r['dequantized_from'] for r in q), L
+k = L.index(q[0])
+assert all(r['snr_db'] > 100 and not r['jump'] for r in L[:k]) and L[k]['jump'], L[:k + 1]
+assert d['per_layer']['matched'] >= 10 and d['outputs'][0]['worst']['snr_db'] < 80"
+else
+  bad "kiln build --precision int8: $(tail -2 "$T/b.txt")"
+fi
 expect_out "--data with --batch" 0 '"samples": 6' "$KILN" verify "$M" --reference "$M" --data "$T/data" --batch 2 --json
 json_check "data samples" "assert d['inputs'] == 'data' and d['outputs'][0]['shape'] == [2, 10]"
 expect_out "--data --samples caps" 0 '"samples": 2' "$KILN" verify "$M" --reference "$M" --data "$T/data" --samples 2 --json

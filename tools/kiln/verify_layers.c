@@ -2,11 +2,12 @@
  * The candidate runs first (kiln_engine_run_values) and its float values are kept (quantized ones
  * arrive dequantized); then the reference runs (kiln_model_run_values) and each of its values that
  * the candidate also has is compared on the spot, in the reference's (ONNX) order. A candidate value
- * matches a reference value by (1) being the dequantized QuantizeLinear of it, (2) its name, or
- * (3) for a quantized layer that took the place of a float one (QLinearConv from DQ -> Conv -> Q
- * keeps the Conv's node name), the name of the node producing it; a Relu / Clip that directly
- * follows that node in the reference may have been folded into the quantization, so the closer
- * of the two is kept. Values fused away in the candidate are simply absent. */
+ * matches a reference value by (1) its name, (2) being the dequantized QuantizeLinear of it (both
+ * get a row when both exist: the float value, then its quantized form), or (3) for a quantized
+ * layer that took the place of float ones (QLinearConv from DQ -> Conv -> BN -> Q keeps the Conv's
+ * name and lists the fused nodes), the last reference value those nodes produce; a Relu / Clip
+ * right after them may have been folded into the quantization's saturation, so it is taken when
+ * closer. Values fused away in the candidate are simply absent (docs/VERIFY.md). */
 #include "verify.h"
 #include <math.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 
 typedef struct cval {
     char *name, *quantizes, *layer, *op;
+    char *fused;         /* ",layer,fused_from...," for membership tests */
     kiln_dtype dtype;
     kiln_tensor t;       /* float32 copy */
 } cval;
@@ -76,9 +78,12 @@ static kiln_status keep_candidate(void *user, const kiln_value_view *v)
     c->quantizes = dup_or_null(v->quantizes);
     c->layer = strdup(v->node);
     c->op = strdup(v->op);
+    size_t fl = strlen(v->node) + strlen(v->fused_from) + 4;
+    if ((c->fused = malloc(fl)) != NULL)
+        snprintf(c->fused, fl, ",%s,%s,", v->node, v->fused_from);
     c->dtype = v->dtype;
     r->n++;
-    if (!c->t.data || !c->name || !c->layer || !c->op || (v->quantizes && !c->quantizes))
+    if (!c->t.data || !c->name || !c->layer || !c->op || !c->fused || (v->quantizes && !c->quantizes))
         goto oom;
     memcpy(c->t.data, v->value->data, v->value->nbytes);
     return KILN_OK;
@@ -87,29 +92,34 @@ oom:
     return KILN_ERR_NOMEM;
 }
 
-/* The candidate value standing for reference value `name`: a dequantized QuantizeLinear output of
- * it first (what the next layer consumes), else the value of that name. */
-static const cval *find(const lrun *r, const char *name, const char **how)
+/* The candidate value of name `name` (quantized false), or the dequantized QuantizeLinear output of
+ * it (quantized true: what the next layer consumes); NULL if none. */
+static const cval *find(const lrun *r, const char *name, bool quantized)
 {
     for (int i = 0; i < r->n; i++)
-        if (r->v[i].quantizes && !strcmp(r->v[i].quantizes, name)) {
-            *how = "quantizes";
+        if (quantized ? r->v[i].quantizes && !strcmp(r->v[i].quantizes, name)
+                      : !r->v[i].quantizes && !strcmp(r->v[i].name, name))
             return &r->v[i];
-        }
-    for (int i = 0; i < r->n; i++)
-        if (!r->v[i].quantizes && !strcmp(r->v[i].name, name)) {
-            *how = "name";
-            return &r->v[i];
-        }
     return NULL;
 }
 
-/* A quantized candidate value produced by a layer named `node` whose name is no reference value. */
+/* Whether reference node `node` is the candidate's layer or one of the ONNX nodes fused into it. */
+static bool in_layer(const cval *c, const char *node)
+{
+    size_t n = strlen(node);
+    for (const char *p = c->fused; n && (p = strstr(p, node)) != NULL; p++)
+        if (p[-1] == ',' && p[n] == ',')
+            return true;
+    return false;
+}
+
+/* A quantized candidate value (no reference value has its name) whose layer is, or fused, the
+ * reference node `node`. */
 static const cval *find_by_node(const lrun *r, const char *node, const kiln_tensor *t)
 {
     for (int i = 0; node[0] && i < r->n; i++) {
         const cval *c = &r->v[i];
-        if (c->dtype != KILN_DT_FLOAT32 && !c->quantizes && !strcmp(c->layer, node) && same_shape(&c->t, t))
+        if (c->dtype != KILN_DT_FLOAT32 && !c->quantizes && in_layer(c, node) && same_shape(&c->t, t))
             return c;
     }
     return NULL;
@@ -120,7 +130,6 @@ static void emit(lrun *r, const row_id *id, const cval *c, const kiln_compare_st
     bool jump = s->nonfinite > 0 || (s->snr_db < NOISE_DB && r->prev_snr - s->snr_db > r->o->jump_db);
     r->jumps += jump;
     r->prev_snr = s->snr_db;
-    r->matched++;
     if (!r->rows) {
         char note[320] = "";
         if (strcmp(how, "name"))
@@ -162,9 +171,25 @@ static void pending_clear(lrun *r)
 
 static void pending_flush(lrun *r)
 {
-    if (r->pend.c)
+    if (r->pend.c) {
         emit(r, &(row_id){r->pend.layer, r->pend.name, r->pend.node, r->pend.op}, r->pend.c, &r->pend.s, "node");
+        r->matched++;
+    }
     pending_clear(r);
+}
+
+/* Holds candidate c, compared (s) with reference value v, until the next value is seen. */
+static kiln_status pending_set(lrun *r, const cval *c, const kiln_compare_stats *s, const kiln_value_view *v)
+{
+    pending_clear(r);
+    r->pend = (pending){.c = c, .s = *s, .layer = v->layer, .name = strdup(v->name), .node = strdup(v->node),
+                        .op = strdup(v->op)};
+    if (!r->pend.name || !r->pend.node || !r->pend.op) {
+        pending_clear(r);
+        r->oom = true;
+        return KILN_ERR_NOMEM;
+    }
+    return KILN_OK;
 }
 
 static kiln_status compare_reference(void *user, const kiln_value_view *v)
@@ -174,46 +199,42 @@ static kiln_status compare_reference(void *user, const kiln_value_view *v)
     row_id id = {v->layer, v->name, v->node, v->op};
     kiln_compare_stats s;
     kiln_status st;
-    if (r->pend.c) {   /* a Relu / Clip right after a node matched by name: which one is the candidate? */
+    if (r->pend.c) {
+        /* the pending layer's output stands for the last of the reference values its fused nodes
+         * produce; a Relu / Clip right after them may be folded into its saturation (closer wins) */
+        bool member = in_layer(r->pend.c, v->node) && same_shape(&r->pend.c->t, t);
         bool act = (!strcmp(v->op, "Relu") || !strcmp(v->op, "Clip")) && v->input && !strcmp(v->input, r->pend.name) &&
                    same_shape(&r->pend.c->t, t);
-        if (act && (st = kiln_compare(t, &r->pend.c->t, &s)) != KILN_OK)
+        if ((member || act) && (st = kiln_compare(t, &r->pend.c->t, &s)) != KILN_OK)
             return st;
-        if (act && s.snr_db > r->pend.s.snr_db) {
+        if (member || (act && s.snr_db > r->pend.s.snr_db)) {
             r->ref_values++;
-            emit(r, &id, r->pend.c, &s, "node");
-            pending_clear(r);
-            return KILN_OK;
+            return pending_set(r, r->pend.c, &s, v);
         }
         pending_flush(r);
     }
     r->ref_values++;
-    const char *how = NULL;
-    const cval *c = find(r, v->name, &how);
-    if (c && !same_shape(&c->t, t)) {
-        r->shape_mismatch++;
-        return KILN_OK;
-    }
-    if (!c && (c = find_by_node(r, v->node, t)) != NULL) {
-        if ((st = kiln_compare(t, &c->t, &r->pend.s)) != KILN_OK)
+    const cval *byname = find(r, v->name, false), *byq = find(r, v->name, true), *c;
+    if (!byname && !byq && (c = find_by_node(r, v->node, t)) != NULL) {
+        if ((st = kiln_compare(t, &c->t, &s)) != KILN_OK)
             return st;
-        r->pend.c = c;
-        r->pend.layer = v->layer;
-        r->pend.name = strdup(v->name);
-        r->pend.node = strdup(v->node);
-        r->pend.op = strdup(v->op);
-        if (!r->pend.name || !r->pend.node || !r->pend.op) {
-            pending_clear(r);
-            r->oom = true;
-            return KILN_ERR_NOMEM;
-        }
-        return KILN_OK;
+        return pending_set(r, c, &s, v);
     }
-    if (!c)
-        return KILN_OK;
-    if ((st = kiln_compare(t, &c->t, &s)) != KILN_OK)
-        return st;
-    emit(r, &id, c, &s, how);
+    /* the float value of that name, then (a second row) its quantized form */
+    bool any = false;
+    for (int k = 0; k < 2; k++) {
+        if (!(c = k ? byq : byname))
+            continue;
+        if (!same_shape(&c->t, t)) {
+            r->shape_mismatch++;
+            continue;
+        }
+        if ((st = kiln_compare(t, &c->t, &s)) != KILN_OK)
+            return st;
+        emit(r, &id, c, &s, k ? "quantizes" : "name");
+        any = true;
+    }
+    r->matched += any;
     return KILN_OK;
 }
 
@@ -264,6 +285,7 @@ done:
         free(r.v[i].quantizes);
         free(r.v[i].layer);
         free(r.v[i].op);
+        free(r.v[i].fused);
     }
     free(r.v);
     pending_clear(&r);
