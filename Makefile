@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all bootstrap build build-asan build-tsan test test-fast test-asan test-tsan demo clean
+.PHONY: all bootstrap build build-asan build-tsan test test-fast test-asan test-tsan test-gpu demo clean
 
 all: build
 
@@ -35,6 +35,11 @@ test-fast: build
 test-asan: build-asan
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --output-on-failure -j2 -L sanitize
+
+# On a machine with an NVIDIA GPU (docs/CUDA.md): the CUDA backend's per-layer and model checks
+# against the CPU; fails (rather than skips) when the module or the GPU is missing.
+test-gpu: build
+	@$(BUILD)/test_gpu --require-gpu
 
 test-tsan: build-tsan
 	@cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest --output-on-failure -j2 -L tsan

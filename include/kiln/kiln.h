@@ -139,9 +139,17 @@ const char *kiln_model_output_name(kiln_model_t m, int i);
 /* Checks that every node has a kernel; on failure the message lists all unsupported nodes. */
 kiln_status kiln_model_check_supported(kiln_model_t m);
 
+/* Where layers run (docs/CUDA.md). KILN_DEVICE_CUDA needs the CUDA module (libkiln_cuda.so, next
+ * to the executable or named by the KILN_CUDA_MODULE environment variable) and an NVIDIA GPU;
+ * without them, choosing it is one clean KILN_ERR_UNSUPPORTED. */
+typedef enum kiln_device { KILN_DEVICE_CPU = 0, KILN_DEVICE_CUDA = 1 } kiln_device;
+#define KILN_DEVICE_ALLOW_TF32 1u   /* device flag: FP32 convolutions / GEMMs may use TF32 */
+
 typedef struct kiln_run_options {
     int num_threads;   /* 0 = default (number of online CPUs, at most 64); the run uses threads of
                         * its own, so concurrent runs do not share or wait for each other's threads */
+    kiln_device device;      /* KILN_DEVICE_CPU (0) by default */
+    unsigned device_flags;   /* KILN_DEVICE_* flags */
 } kiln_run_options;
 
 /* Runs the model. Inputs are matched by name; every graph input without an initializer
@@ -194,6 +202,9 @@ typedef struct kiln_build_options {
     const struct kiln_calib_options *calib;   /* int8 layers: calibration data, method and cache */
     char *precision_report;        /* out: with precision options, text lines saying which layers
                                     * were kept in fp32 and each fallback (free with kiln_free) */
+    kiln_device device;            /* the device the engine is for: KILN_DEVICE_CUDA keeps every weight
+                                    * as the model has it (no CPU layer plan with packed weights; layers
+                                    * that fall back to the CPU are prepared on the fly) */
 } kiln_build_options;
 
 /* Optimizes a model into an engine. The model is not modified. */
@@ -252,6 +263,23 @@ void kiln_cancel_all(void);
 const kiln_tensor *kiln_context_output(kiln_context_t c, int i);
 /* Activation memory of the current plan: arena bytes, and the sum of all planned tensors. */
 void kiln_context_memory(kiln_context_t c, size_t *arena_bytes, size_t *naive_bytes);
+/* Runs the context's layers on device d (before its first run; KILN_DEVICE_CPU goes back to the
+ * host). On a device the activation arena is device memory, the weights are copied there once,
+ * inputs and outputs move through pinned buffers, and a layer without a device kernel runs on
+ * the CPU with explicit copies (counted in kiln_device_stats). */
+kiln_status kiln_context_set_device(kiln_context_t c, kiln_device d, unsigned flags);
+typedef struct kiln_device_stats {
+    kiln_device device;
+    int device_layers;       /* layer runs on the device, last run */
+    int host_layers;         /* layer runs on the host by design (shape arithmetic), last run */
+    int fallback_layers;     /* layer runs on the host for want of a device kernel, last run */
+    const char *fallback_ops;   /* comma-separated op types of those (owned by the context) */
+    unsigned long long h2d_bytes, d2h_bytes;   /* copied during the last run */
+    char description[256];   /* GPU, compute capability, driver and library versions */
+} kiln_device_stats;
+kiln_status kiln_context_device_stats(kiln_context_t c, kiln_device_stats *out);
+/* Parses "cpu" / "cuda"; false for anything else. */
+bool kiln_device_parse(const char *name, kiln_device *out);
 
 /* True if the file starts with the engine magic. */
 bool kiln_is_engine_file(const char *path);

@@ -277,7 +277,7 @@ kiln_status kiln_build(kiln_model_t m, kiln_build_options *o, kiln_engine_t *out
         st = adopt_plan(e, &cr);
     /* the layer plan: each layer prepared once, weights packed for the engine (--no-optimize keeps
      * the model's graph and weights as they are: no plan, layers prepared on the fly) */
-    if (st == KILN_OK && optimize)
+    if (st == KILN_OK && optimize && !(o && o->device != KILN_DEVICE_CPU))   /* device engines: weights kept */
         st = kiln__layers_prepare(e, kiln__cpu_backend());
     if (st == KILN_OK && !(e->manifest = make_manifest(hash, o, &rep, optimize)))
         st = kiln__err(KILN_ERR_NOMEM, "out of memory");

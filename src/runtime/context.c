@@ -2,6 +2,7 @@
 #include "model.h"
 #include "layers.h"
 #include "plan.h"
+#include "device.h"
 #include "../engine/engine.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +27,26 @@ struct kiln_context {
     kiln_tensor *meta;             /* per value: dtype/shape seen in the planning run */
     bool use_engine_plan;          /* the engine's build-time plan applies until shapes differ */
     kiln_layer *layers;            /* the engine's layers, restored once (blobs used in place), or NULL */
+    kiln_dev *dev;                 /* layers run on a device (device.h), NULL: on the host */
 };
+
+/* The activation arena: host memory, or device memory on a device context. */
+static void *arena_alloc(struct kiln_context *c, size_t n)
+{
+    void *p = NULL;
+    if (c->dev)
+        return kiln__dev_arena_alloc(c->dev, n, &p) == KILN_OK ? p : NULL;
+    return kiln__malloc(n ? n : 1);
+}
+
+static void arena_free(struct kiln_context *c)
+{
+    if (c->dev)
+        kiln__dev_arena_free(c->dev, c->arena);
+    else
+        kiln__free(c->arena);
+    c->arena = NULL;
+}
 
 /* Adopts the engine's build-time plan when the bound shapes are the ones it was made for. */
 static bool take_engine_plan(struct kiln_context *c)
@@ -48,17 +68,16 @@ static bool take_engine_plan(struct kiln_context *c)
     q.offset = kiln__malloc(sizeof(int64_t) * ((size_t)p->n_values + 1));
     q.cap = kiln__malloc(sizeof(size_t) * ((size_t)p->n_values + 1));
     q.inplace = kiln__malloc((size_t)p->n_values + 1);
-    uint8_t *arena = kiln__malloc(p->arena_size ? p->arena_size : 1);
-    if (!q.offset || !q.cap || !q.inplace || !arena) {
+    uint8_t *arena = q.offset && q.cap && q.inplace ? arena_alloc(c, p->arena_size) : NULL;
+    if (!arena) {
         kiln__plan_free(&q);
-        kiln__free(arena);
         return false;
     }
     memcpy(q.offset, p->offset, sizeof(int64_t) * (size_t)p->n_values);
     memcpy(q.cap, p->cap, sizeof(size_t) * (size_t)p->n_values);
     memcpy(q.inplace, p->inplace, (size_t)p->n_values);
     kiln__plan_free(&c->plan);
-    kiln__free(c->arena);
+    arena_free(c);
     c->plan = q;
     c->arena = arena;
     for (int i = 0; i < g->n_inputs; i++) {
@@ -126,7 +145,8 @@ void kiln_context_free(kiln_context_t c)
     kiln__free(c->out_buf);
     kiln__free(c->out_cap);
     kiln__plan_free(&c->plan);
-    kiln__free(c->arena);
+    arena_free(c);
+    kiln__dev_close(c->dev);
     kiln__free(c->node_ns);
     kiln__free(c->meta);
     kiln__pool_free(c->pool);
@@ -195,8 +215,7 @@ static kiln_status plan_for_shapes(struct kiln_context *c, const kiln_run_env *e
 {
     const kiln_graph *g = c->e->g;
     kiln__plan_free(&c->plan);
-    kiln__free(c->arena);
-    c->arena = NULL;
+    arena_free(c);
     c->planned = false;
     size_t *rec = kiln__calloc((size_t)g->n_values + 1, sizeof(size_t));
     if (!rec)
@@ -216,7 +235,7 @@ static kiln_status plan_for_shapes(struct kiln_context *c, const kiln_run_env *e
     kiln__free(rec);
     if (st != KILN_OK)
         return st;
-    c->arena = kiln__malloc(c->plan.arena_size ? c->plan.arena_size : 1);
+    c->arena = arena_alloc(c, c->plan.arena_size);
     if (!c->arena) {
         kiln__plan_free(&c->plan);
         return kiln__err(KILN_ERR_NOMEM, "out of memory allocating a %zu-byte activation arena", c->plan.arena_size);
@@ -261,6 +280,11 @@ kiln_status kiln_context_run(kiln_context_t c)
     kiln_run_ctl ctl = kiln__run_ctl(&c->cancel, 0);
     kiln_run_env env = {.pool = c->pool, .nthreads = kiln__pool_threads(c->pool), .ctl = &ctl, .layers = c->layers,
                         .layers_of = g};
+    if (c->dev) {
+        env.dev = c->dev;
+        env.backend = kiln__dev_backend(c->dev);
+        kiln__dev_run_begin(c->dev);
+    }
     kiln_status st;
     if (!same_key(c) && !take_engine_plan(c)) {
         st = plan_for_shapes(c, &env);
@@ -308,3 +332,36 @@ void kiln__context_replan_on_first_run(kiln_context_t c) { c->use_engine_plan = 
 const kiln_tensor *kiln__context_value_meta(kiln_context_t c) { return c->meta; }
 kiln_engine_t kiln__context_engine(kiln_context_t c) { return c->e; }
 void kiln__context_pool_stats(kiln_context_t c, kiln_pool_stats *out) { kiln__pool_stats_get(c->pool, out); }
+
+kiln_status kiln_context_set_device(kiln_context_t c, kiln_device d, unsigned flags)
+{
+    if (!c)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_context_set_device: NULL context");
+    if (d != KILN_DEVICE_CPU && d != KILN_DEVICE_CUDA)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_context_set_device: unknown device %d", (int)d);
+    kiln_dev *dev = NULL;
+    if (d != KILN_DEVICE_CPU)
+        KILN_TRY(kiln__dev_open(d, flags, &dev));
+    /* the plan and arena belong to the old device: the next run plans again */
+    drop_outputs(c);
+    kiln__plan_free(&c->plan);
+    arena_free(c);
+    c->planned = false;
+    kiln__dev_close(c->dev);
+    c->dev = dev;
+    return KILN_OK;
+}
+
+kiln_status kiln_context_device_stats(kiln_context_t c, kiln_device_stats *out)
+{
+    if (!c || !out)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_context_device_stats: NULL argument");
+    if (c->dev) {
+        kiln__dev_stats(c->dev, out);
+    } else {
+        memset(out, 0, sizeof *out);
+        out->device = KILN_DEVICE_CPU;
+        snprintf(out->description, sizeof out->description, "cpu");
+    }
+    return KILN_OK;
+}

@@ -1,5 +1,6 @@
 /* Interpreter: executes nodes in topological order, frees each intermediate after its last use. */
 #include "exec.h"
+#include "device.h"
 #include <limits.h>
 #include <stdio.h>
 #include <time.h>
@@ -98,20 +99,25 @@ static kiln_status rt_run_graph(void *user, const kiln_kctx *ctx, const kiln_gra
 
 static const kiln_krt exec_rt = {.place = rt_place, .owns = rt_owns, .run_graph = rt_run_graph};
 
+/* Releases a value's tensor unless it lives in the planned arena (device tensors: device.h). */
+static void release(kiln_mem *mem, const kiln_run_env *env, kiln_tensor *t)
+{
+    if (kiln__in_arena(mem, t->data))
+        memset(t, 0, sizeof *t);
+    else if (kiln__on_device(t) && env && env->dev)
+        kiln__dev_tensor_free(env->dev, t);
+    else
+        kiln__tensor_release(t);
+}
+
 static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int depth, kiln_mem *mem,
                             const kiln_hooks *hooks)
 {
     const kiln_graph *g = f->g;
     const kiln_node *n = &g->nodes[idx];
-    /* an engine's layers come from its layer plan (prepared at build time, blobs used in place);
-     * others are prepared on the fly (no packing, no allocation) */
+    /* the backend is settled after the device hook below */
     const kiln_backend *be = env && env->backend ? env->backend : kiln__cpu_backend();
     kiln_layer layer;
-    if (env && env->layers && g == env->layers_of)
-        layer = env->layers[idx];
-    else
-        KILN_TRY(be->ops->prepare(be, n, NULL, &layer));
-    be = layer.be;
     const kiln_tensor *in_buf[16];
     kiln_tensor *out_buf[16];
     kiln_tensor scratch_buf[16];
@@ -136,20 +142,39 @@ static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int
                            g->values[v].name);
             goto done;
         }
-        /* a constant an engine stores only packed reaches only a layer whose blob replaces it */
-        if (in[i] && !in[i]->data && !in[i]->nbytes && kiln_tensor_numel(in[i]) > 0 &&
-            (i >= 32 || !(layer.replaces >> i & 1u))) {
-            st = kiln__err(KILN_ERR_UNSUPPORTED, "node '%s' (%s): input '%s' is stored only in packed form and this "
-                           "layer has no prepared data for it", n->name, n->op_type, g->values[v].name);
-            goto done;
-        }
     }
     for (int o = 0; o < n->n_out; o++) {
         memset(&scratch[o], 0, sizeof scratch[o]);
         out[o] = n->out[o] >= 0 ? &f->owned[n->out[o]] : &scratch[o];
     }
+    /* device hook: where the node runs, its inputs moved there (host-run nodes get no arena) */
+    kiln_dev_node dn = {.be = be};
+    if (env && env->dev && (st = kiln__dev_node_begin(env->dev, g, n, in, &dn)) != KILN_OK)
+        goto done;
+    be = dn.be;
+    /* an engine's layers come from its layer plan (prepared at build time, blobs used in place);
+     * others, and layers a device runs, are prepared on the fly (no packing, no allocation) */
+    if (env && env->layers && g == env->layers_of && env->layers[idx].be == be) {
+        layer = env->layers[idx];
+    } else if ((st = be->ops->prepare(be, n, NULL, &layer)) != KILN_OK) {
+        if (env && env->dev)
+            kiln__dev_node_end(env->dev, &dn, n, out, st);
+        goto done;
+    }
+    be = layer.be;
+    /* a constant an engine stores only packed reaches only a layer whose blob replaces it */
+    for (int i = 0; i < n->n_in && st == KILN_OK; i++)
+        if (in[i] && !in[i]->data && !in[i]->nbytes && kiln_tensor_numel(in[i]) > 0 &&
+            (i >= 32 || !(layer.replaces >> i & 1u)))
+            st = kiln__err(KILN_ERR_UNSUPPORTED, "node '%s' (%s): input '%s' is stored only in packed form and this "
+                           "layer has no prepared data for it", n->name, n->op_type, g->values[n->in[i]].name);
+    if (st != KILN_OK) {
+        if (env && env->dev)
+            kiln__dev_node_end(env->dev, &dn, n, out, st);
+        goto done;
+    }
     int nthreads = env ? env->nthreads : 1;
-    kiln_exec ex = {.nthreads = nthreads, .frame = f, .depth = depth, .mem = mem, .env = env};
+    kiln_exec ex = {.nthreads = nthreads, .frame = f, .depth = depth, .mem = dn.on_host ? NULL : mem, .env = env};
     kiln_kctx ctx = {.node = n, .n_in = n->n_in, .in = in, .n_out = n->n_out, .out = out,
                      .pool = env ? env->pool : NULL, .nthreads = nthreads, .rt = &exec_rt, .rt_user = &ex};
     /* tactic "st": this layer runs single-threaded (chosen by the builder when faster) */
@@ -164,11 +189,11 @@ static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int
         clock_gettime(CLOCK_MONOTONIC, &t1);
         node_ns[idx] += (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
     }
+    if (env && env->dev)   /* device hook: drop the moved copies, move host results over */
+        st = kiln__dev_node_end(env->dev, &dn, n, out, st);
     for (int o = 0; o < n->n_out; o++) {
         if (n->out[o] < 0) {
-            if (kiln__in_arena(mem, scratch[o].data))
-                scratch[o].data = NULL;
-            kiln__tensor_release(&scratch[o]);
+            release(mem, env, &scratch[o]);
         } else if (st == KILN_OK) {
             if (mem && mem->record)
                 mem->record[n->out[o]] = out[o]->nbytes;
@@ -192,15 +217,6 @@ done:
         kiln__free(scratch);
     }
     return st;
-}
-
-/* Releases a value's tensor unless it lives in the planned arena. */
-static void release(kiln_mem *mem, kiln_tensor *t)
-{
-    if (kiln__in_arena(mem, t->data))
-        memset(t, 0, sizeof *t);
-    else
-        kiln__tensor_release(t);
 }
 
 kiln_status kiln__exec_graph(const kiln_graph *g, const kiln_frame *parent, const kiln_tensor *const *inputs,
@@ -261,14 +277,14 @@ kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, c
         for (int j = 0; j < (has_subgraphs ? nv : n->n_in); j++) {
             int v = has_subgraphs ? j : n->in[j];
             if (v >= 0 && last_use[v] == i && f.val[v] == &f.owned[v]) {
-                release(mem, &f.owned[v]);
+                release(mem, env, &f.owned[v]);
                 f.val[v] = NULL;
             }
         }
         for (int o = 0; o < n->n_out; o++) {
             int v = n->out[o];
             if (v >= 0 && last_use[v] < 0) {  /* never used */
-                release(mem, &f.owned[v]);
+                release(mem, env, &f.owned[v]);
                 f.val[v] = NULL;
             }
         }
@@ -277,6 +293,9 @@ kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, c
         const kiln_backend *be = env && env->backend ? env->backend : kiln__cpu_backend();
         if ((st = be->ops->synchronize(be)) != KILN_OK)
             goto done;
+        /* device hook: outputs resident on the device are copied to host tensors in outputs[] */
+        if (env && env->dev && (st = kiln__dev_fetch_outputs(env->dev, g, f.val, outputs)) != KILN_OK)
+            goto done;
     }
     for (int o = 0; o < g->n_outputs; o++) {
         int v = g->outputs[o];
@@ -284,6 +303,8 @@ kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, c
             st = kiln__err(KILN_ERR_INTERNAL, "graph output '%s' was not computed", g->values[v].name);
             goto done;
         }
+        if (outputs[o].data)
+            continue;   /* fetched from the device */
         if (f.val[v] == &f.owned[v] && !kiln__in_arena(mem, f.owned[v].data)) {
             /* move, unless another output slot refers to the same value */
             bool dup = false;
@@ -308,7 +329,7 @@ done:
             kiln__tensor_release(&outputs[o]);
     if (f.owned)
         for (int v = 0; v < nv; v++)
-            release(mem, &f.owned[v]);
+            release(mem, env, &f.owned[v]);
     kiln__free(f.owned);
     kiln__free(f.val);
     kiln__free(last_use);

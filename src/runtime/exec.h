@@ -61,6 +61,7 @@ typedef struct kiln_run_env {
      * layers[i], with its prepared data), or NULL: every layer is prepared on the fly */
     const kiln_layer *layers;
     const kiln_graph *layers_of;
+    struct kiln_dev *dev;      /* device run (device.h: residency hooks), NULL: host only */
 } kiln_run_env;
 
 /* The interpreter's state behind a kernel context (kiln_kctx.rt_user). */

@@ -1,6 +1,7 @@
 /* Public model API: load an ONNX model, inspect its interface, run it. */
 #include "model.h"
 #include "exec.h"
+#include "device.h"
 #include <stdio.h>
 
 kiln_status kiln_model_load_buffer(const void *buf, size_t len, const char *base_dir, kiln_model_t *out)
@@ -176,7 +177,15 @@ kiln_status kiln__graph_run_hooked(const kiln_graph *g, const kiln_layer *layers
     kiln_run_ctl ctl = kiln__run_ctl(NULL, 0);
     kiln_run_env env = {.pool = pool, .nthreads = kiln__pool_threads(pool), .ctl = &ctl, .layers = layers,
                         .layers_of = g};
-    st = kiln__exec_graph_ex(g, NULL, feed, outs, &env, 0, NULL, hooks);
+    kiln_dev *dev = NULL;   /* a device run: its own backend instance, weights copied for this run */
+    if (opts && opts->device != KILN_DEVICE_CPU) {
+        st = kiln__dev_open(opts->device, opts->device_flags, &dev);
+        env.dev = dev;
+        env.backend = dev ? kiln__dev_backend(dev) : NULL;
+    }
+    if (st == KILN_OK)
+        st = kiln__exec_graph_ex(g, NULL, feed, outs, &env, 0, NULL, hooks);
+    kiln__dev_close(dev);
     kiln__pool_free(pool);
     if (st != KILN_OK)
         goto fail;

@@ -30,6 +30,8 @@ typedef struct cli_input_opts {
 /* Opens an engine file, or builds an engine in memory from an ONNX model. */
 /* load_flags: KILN_ENGINE_LOAD_* (--no-mmap: KILN_ENGINE_LOAD_COPY); ignored for a model, which is built */
 kiln_status cli_open_engine(const char *path, unsigned load_flags, kiln_engine_t *e);
+/* Same, a model built for `device` (kiln_build_options.device). */
+kiln_status cli_open_engine_for(const char *path, unsigned load_flags, kiln_device device, kiln_engine_t *e);
 /* Fills ins[]/names[] (engine input order) with file data or the library's synthetic data.
  * A --input or --shapes name that is not an input of the model is an error (printed). */
 bool cli_make_inputs(kiln_engine_t e, const cli_input_opts *o, kiln_tensor *ins, const char **names);

@@ -13,7 +13,8 @@ static double now_ms(void)
 
 static const char usage[] =
     "usage: kiln bench MODEL|ENGINE [--shapes NAME:DIMS,...] [--batch N] [--threads N] [--warmup N]\n"
-    "                  [--iterations N | --duration S] [--input NAME=FILE] [--json] [--no-mmap]\n";
+    "                  [--iterations N | --duration S] [--input NAME=FILE] [--json] [--no-mmap]\n"
+    "                  [--device cpu|cuda] [--tf32]\n";
 
 int cmd_bench(int argc, char **argv)
 {
@@ -23,6 +24,8 @@ int cmd_bench(int argc, char **argv)
     long long iters = 0;
     double duration = 0;
     bool json = false;
+    kiln_device device = KILN_DEVICE_CPU;
+    unsigned device_flags = 0;
     unsigned load_flags = KILN_ENGINE_LOAD_DEFAULT;
     const char *fnames[64], *fpaths[64];
     kiln_shapes_t shapes = NULL;
@@ -48,6 +51,12 @@ int cmd_bench(int argc, char **argv)
             ok = cli_num_arg("--duration", argv[++i], 1e-6, 1e9, &duration);
         else if (!strcmp(a, "--json"))
             json = true;
+        else if (!strcmp(a, "--device") && has) {
+            ok = kiln_device_parse(argv[++i], &device);
+            if (!ok)
+                fprintf(stderr, "kiln bench: --device takes cpu or cuda, not '%s'\n", cli_esc(argv[i]));
+        } else if (!strcmp(a, "--tf32"))
+            device_flags |= KILN_DEVICE_ALLOW_TF32;
         else if (!strcmp(a, "--no-mmap"))
             load_flags = KILN_ENGINE_LOAD_COPY;
         else if (!strcmp(a, "--input") && has)
@@ -78,7 +87,7 @@ int cmd_bench(int argc, char **argv)
     const char **names = NULL;
     lat_stats ls = {.rng = 0x9E3779B97F4A7C15ull};
     cli_catch_sigint();
-    kiln_status st = cli_open_engine(path, load_flags, &e);
+    kiln_status st = cli_open_engine_for(path, load_flags, device, &e);
     if (st != KILN_OK) {
         rc = cli_die(st, "loading");
         goto done;
@@ -97,6 +106,10 @@ int cmd_bench(int argc, char **argv)
         goto done;
     }
     kiln_context_set_threads(c, threads);
+    if (device != KILN_DEVICE_CPU && (st = kiln_context_set_device(c, device, device_flags)) != KILN_OK) {
+        rc = cli_die(st, "opening the device");
+        goto done;
+    }
     for (int i = 0; i < nin; i++)
         if ((st = kiln_context_set_input(c, names[i], &ins[i])) != KILN_OK) {
             rc = cli_die(st, "binding input");
@@ -133,14 +146,30 @@ int cmd_bench(int argc, char **argv)
     int batch = nin && ins[0].ndim > 0 ? (int)ins[0].dims[0] : 1;
     double thr = n ? (double)batch * (double)n / (total / 1e3) : 0;
     int th = kiln_resolve_threads(threads);
+    kiln_device_stats ds;
+    if ((st = kiln_context_device_stats(c, &ds)) != KILN_OK) {
+        rc = cli_die(st, "reading device statistics");
+        goto done;
+    }
+    const char *dev = device == KILN_DEVICE_CUDA ? "cuda" : "cpu";
+    const char *prec = device_flags & KILN_DEVICE_ALLOW_TF32 ? "tf32" : "fp32";
     if (json) {
         printf("{\"throughput\": %.3f, \"latency_ms\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f, "
-               "\"min\": %.4f, \"max\": %.4f}, \"batch\": %d, \"iterations\": %lld, \"precision\": \"fp32\", "
-               "\"device\": \"cpu\", \"threads\": %d}\n",
-               thr, sum / (double)n, p50, p90, p99, ls.min, ls.max, batch, (long long)n,
-               th);
+               "\"min\": %.4f, \"max\": %.4f}, \"batch\": %d, \"iterations\": %lld, \"precision\": \"%s\", "
+               "\"device\": \"%s\", \"threads\": %d",
+               thr, sum / (double)n, p50, p90, p99, ls.min, ls.max, batch, (long long)n, prec, dev, th);
+        if (device != KILN_DEVICE_CPU)
+            printf(", \"gpu\": \"%s\", \"device_layers\": %d, \"host_layers\": %d, \"fallback_layers\": %d, "
+                   "\"fallback_ops\": \"%s\"",
+                   cli_esc(ds.description), ds.device_layers, ds.host_layers, ds.fallback_layers,
+                   cli_esc(ds.fallback_ops));
+        printf("}\n");
     } else {
-        printf("model: %s\ndevice: cpu, threads: %d, precision: fp32, batch: %d\n", cli_esc(path), th, batch);
+        printf("model: %s\ndevice: %s, threads: %d, precision: %s, batch: %d\n", cli_esc(path), dev, th, prec, batch);
+        if (device != KILN_DEVICE_CPU)
+            printf("gpu: %s\nlayers: %d on the device, %d on the host (shape arithmetic), %d fallen back to the CPU%s%s\n",
+                   cli_esc(ds.description), ds.device_layers, ds.host_layers, ds.fallback_layers,
+                   ds.fallback_layers ? ": " : "", cli_esc(ds.fallback_ops));
         printf("iterations: %lld (after %d warm-up)\nthroughput: %.2f items/s\n", (long long)n, warmup, thr);
         printf("latency ms: mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  min %.3f  max %.3f\n", sum / (double)n,
                p50, p90, p99, ls.min, ls.max);

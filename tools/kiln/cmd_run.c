@@ -54,13 +54,18 @@ static int write_outputs(const char *out_dir, int nout, const char **onames, con
 }
 
 static const char usage[] =
-    "usage: kiln run MODEL.onnx|M.kiln --input NAME=FILE ... --output-dir DIR [--threads N] [--no-optimize] [--no-mmap]\n";
+    "usage: kiln run MODEL.onnx|M.kiln --input NAME=FILE ... --output-dir DIR [--threads N] [--no-optimize] [--no-mmap]\n"
+    "                [--device cpu|cuda] [--tf32]\n"
+    "  --device cuda  run the layers on the NVIDIA GPU (needs libkiln_cuda.so and a GPU; docs/CUDA.md)\n"
+    "  --tf32         on cuda: FP32 convolutions / GEMMs may use TF32 tensor cores\n";
 
 int cmd_run(int argc, char **argv)
 {
     const char *model_path = NULL, *out_dir = NULL;
     int threads = 0, rc = 1;
     bool no_opt = false;
+    kiln_device device = KILN_DEVICE_CPU;
+    unsigned device_flags = 0;
     unsigned load_flags = KILN_ENGINE_LOAD_DEFAULT;
     cli_input_opts io = {0};
     io.file_names = calloc((size_t)argc, sizeof(char *));
@@ -87,6 +92,13 @@ int cmd_run(int argc, char **argv)
             no_opt = true;
         } else if (!strcmp(argv[i], "--no-mmap")) {
             load_flags = KILN_ENGINE_LOAD_COPY;
+        } else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+            if (!kiln_device_parse(argv[++i], &device)) {
+                fprintf(stderr, "kiln run: --device takes cpu or cuda, not '%s'\n", cli_esc(argv[i]));
+                goto done;
+            }
+        } else if (!strcmp(argv[i], "--tf32")) {
+            device_flags |= KILN_DEVICE_ALLOW_TF32;
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             if (!cli_int_opt("--threads", argv[++i], 0, CLI_MAX_THREADS, &threads))
                 goto done;
@@ -116,7 +128,7 @@ int cmd_run(int argc, char **argv)
     }
     if (!is_engine && !no_opt) {
         /* optimize in memory, exactly as `kiln build` would */
-        kiln_build_options bo = {0};
+        kiln_build_options bo = {.device = device};
         st = kiln_build(m, &bo, &e);
         kiln_free(bo.report);
         if (st != KILN_OK) {
@@ -124,7 +136,7 @@ int cmd_run(int argc, char **argv)
             goto done;
         }
     }
-    kiln_run_options opts = {.num_threads = threads};
+    kiln_run_options opts = {.num_threads = threads, .device = device, .device_flags = device_flags};
     st = cli_interrupted() ? KILN_ERR_CANCELLED
        : e ? kiln_engine_run(e, io.n_files, io.file_names, ins, &opts, &nout, &outs)
        : kiln_model_run(m, io.n_files, io.file_names, ins, &opts, &nout, &outs);

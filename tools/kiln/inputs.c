@@ -6,13 +6,18 @@
 
 kiln_status cli_open_engine(const char *path, unsigned load_flags, kiln_engine_t *e)
 {
+    return cli_open_engine_for(path, load_flags, KILN_DEVICE_CPU, e);
+}
+
+kiln_status cli_open_engine_for(const char *path, unsigned load_flags, kiln_device device, kiln_engine_t *e)
+{
     if (kiln_is_engine_file(path))
         return kiln_engine_load_ex(path, load_flags, e);
     kiln_model_t m;
     kiln_status st = kiln_model_load(path, &m);
     if (st != KILN_OK)
         return st;
-    kiln_build_options bo = {0};
+    kiln_build_options bo = {.device = device};
     st = kiln_build(m, &bo, e);
     kiln_free(bo.report);
     kiln_model_free(m);

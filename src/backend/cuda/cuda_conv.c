@@ -1,0 +1,231 @@
+/* Conv and FusedConv (act(Conv(X, W, B) + R)) through cuDNN 9's legacy convolution API
+ * (cudnnConvolutionForward; the graph API is a later step, docs/CUDA.md). NCHW float32; 1-D
+ * convolutions run as 2-D ones of height 1. Per node and input shape the descriptors and the
+ * algorithm (cudnnFindConvolutionForwardAlgorithm: timed once, FMA math unless TF32 is allowed)
+ * are kept. Bias + ReLU (+ residual) go through cudnnConvolutionBiasActivationForward; other
+ * activations through kiln's epilogue kernel. */
+#include "cuda_internal.h"
+#include <stdlib.h>
+
+#define IN(i) (i < ctx->n_in ? ctx->in[i] : NULL)
+
+typedef struct conv_state {
+    cudnnTensorDescriptor_t x, y, bias;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t conv;
+    cudnnActivationDescriptor_t relu;
+    cudnnConvolutionFwdAlgo_t algo;
+    size_t ws;
+    int64_t ydims[4];
+    bool no_fused;   /* cudnnConvolutionBiasActivationForward refused the algorithm */
+} conv_state;
+
+static void conv_state_free(void *p)
+{
+    conv_state *s = p;
+    if (s->x) cudnnDestroyTensorDescriptor(s->x);
+    if (s->y) cudnnDestroyTensorDescriptor(s->y);
+    if (s->bias) cudnnDestroyTensorDescriptor(s->bias);
+    if (s->w) cudnnDestroyFilterDescriptor(s->w);
+    if (s->conv) cudnnDestroyConvolutionDescriptor(s->conv);
+    if (s->relu) cudnnDestroyActivationDescriptor(s->relu);
+    free(s);
+}
+
+/* x / w viewed as 4-D (a 1-D conv gets height 1) */
+static void as4d(const kiln_tensor *t, int64_t *d)
+{
+    if (t->ndim == 3) {
+        d[0] = t->dims[0];
+        d[1] = t->dims[1];
+        d[2] = 1;
+        d[3] = t->dims[2];
+    } else {
+        memcpy(d, t->dims, 4 * sizeof(int64_t));
+    }
+}
+
+static bool fits_int(const int64_t *d, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (d[i] < 0 || d[i] > 0x7fffffff)
+            return false;
+    return true;
+}
+
+/* Geometry of the conv as 2-D (1-D: height 1, no padding, stride 1 on it). */
+static kiln_status conv_geom(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *x, const kiln_tensor *w, cu_geom *g2)
+{
+    int64_t k[3];
+    for (int i = 0; i < x->ndim - 2; i++)
+        k[i] = w->dims[2 + i];
+    const int64_t *ks;
+    int nk = b->host->attr_ints(ctx->node, "kernel_shape", &ks);
+    if (nk >= 0 && (nk != x->ndim - 2 || memcmp(ks, k, sizeof(int64_t) * (size_t)nk)))
+        return cu_kerr(b, ctx, KILN_ERR_SHAPE, "kernel_shape disagrees with W");
+    cu_geom g;
+    KILN_TRY(cu_geometry(b, ctx, x, k, false, &g));
+    if (x->ndim == 3) {
+        *g2 = (cu_geom){.nsp = 2, .k = {1, g.k[0]}, .s = {1, g.s[0]}, .d = {1, g.d[0]}, .pb = {0, g.pb[0]},
+                        .pe = {0, g.pe[0]}, .out = {1, g.out[0]}};
+    } else {
+        *g2 = g;
+    }
+    return KILN_OK;
+}
+
+static bool acc_conv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
+{
+    if (n_in < 2 || !in[0] || !in[1] || (in[0]->ndim != 4 && in[0]->ndim != 3) || in[1]->ndim != in[0]->ndim)
+        return false;
+    const kiln_tensor *x = in[0], *w = in[1];
+    int64_t group = b->host->attr_i(n, "group", 1);
+    if (group < 1 || x->dims[1] != w->dims[1] * group || w->dims[0] % group)
+        return false;
+    kiln_kctx ctx = {.node = n, .n_in = n_in, .in = in};
+    cu_geom g;
+    if (conv_geom(b, &ctx, x, w, &g) != KILN_OK)
+        return false;
+    for (int i = 0; i < 2; i++)
+        if (g.pb[i] != g.pe[i])
+            return false;   /* cuDNN pads symmetrically */
+    if (n_in > 2 && in[2] && cu_numel(in[2]) != w->dims[0])
+        return false;
+    int64_t ny = x->dims[0] * w->dims[0] * g.out[0] * g.out[1];
+    if (n_in > 3 && in[3] && cu_numel(in[3]) != ny)
+        return false;   /* residual of the output's shape only (broadcasts run on the host) */
+    int64_t xd[4], wd[4];
+    as4d(x, xd);
+    as4d(w, wd);
+    return fits_int(xd, 4) && fits_int(wd, 4);
+}
+
+static kiln_status make_state(cu_be *b, kiln_kctx *ctx, const int64_t *xd, const int64_t *wd, const cu_geom *g,
+                              int group, conv_state **out)
+{
+    conv_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return cu_err(b, KILN_ERR_NOMEM, "out of memory");
+    kiln_status st = KILN_OK;
+#define DNN(call) do { if (st == KILN_OK) st = cu_check_dnn(b, (call), #call); } while (0)
+    DNN(cudnnCreateTensorDescriptor(&s->x));
+    DNN(cudnnCreateTensorDescriptor(&s->y));
+    DNN(cudnnCreateTensorDescriptor(&s->bias));
+    DNN(cudnnCreateFilterDescriptor(&s->w));
+    DNN(cudnnCreateConvolutionDescriptor(&s->conv));
+    DNN(cudnnCreateActivationDescriptor(&s->relu));
+    DNN(cudnnSetTensor4dDescriptor(s->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)xd[0], (int)xd[1], (int)xd[2],
+                                   (int)xd[3]));
+    DNN(cudnnSetFilter4dDescriptor(s->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)wd[0], (int)wd[1], (int)wd[2],
+                                   (int)wd[3]));
+    DNN(cudnnSetConvolution2dDescriptor(s->conv, (int)g->pb[0], (int)g->pb[1], (int)g->s[0], (int)g->s[1],
+                                        (int)g->d[0], (int)g->d[1], CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    DNN(cudnnSetConvolutionGroupCount(s->conv, group));
+    DNN(cudnnSetConvolutionMathType(s->conv, b->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    int yd[4] = {0};
+    DNN(cudnnGetConvolution2dForwardOutputDim(s->conv, s->x, s->w, &yd[0], &yd[1], &yd[2], &yd[3]));
+    if (st == KILN_OK && (yd[2] != g->out[0] || yd[3] != g->out[1]))
+        st = cu_kerr(b, ctx, KILN_ERR_INTERNAL, "cuDNN output %dx%d, expected %lldx%lld", yd[2], yd[3],
+                     (long long)g->out[0], (long long)g->out[1]);
+    DNN(cudnnSetTensor4dDescriptor(s->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, yd[0], yd[1], yd[2], yd[3]));
+    DNN(cudnnSetTensor4dDescriptor(s->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, yd[1], 1, 1));
+    DNN(cudnnSetActivationDescriptor(s->relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+    for (int i = 0; i < 4; i++)
+        s->ydims[i] = yd[i];
+    /* the fastest algorithm of an acceptable math type, timed by cuDNN */
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    int got = 0;
+    DNN(cudnnFindConvolutionForwardAlgorithm(b->dnn, s->x, s->w, s->conv, s->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
+                                             perf));
+    /* strict FP32: whatever the timing ran with, the descriptor says FMA math (no TF32), and an
+     * algorithm that cannot run so is skipped (its workspace query fails) */
+    int pick = -1;
+    for (int i = 0; st == KILN_OK && i < got && pick < 0; i++) {
+        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > ((size_t)2 << 30) ||
+            (!b->tf32 && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH))
+            continue;
+        if (cudnnSetConvolutionMathType(s->conv, b->tf32 ? perf[i].mathType : CUDNN_FMA_MATH) == CUDNN_STATUS_SUCCESS &&
+            cudnnGetConvolutionForwardWorkspaceSize(b->dnn, s->x, s->w, s->conv, s->y, perf[i].algo, &s->ws) ==
+                CUDNN_STATUS_SUCCESS) {
+            pick = i;
+            s->algo = perf[i].algo;
+        }
+    }
+    if (st == KILN_OK && pick < 0)
+        st = cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "cuDNN has no usable FP32 algorithm for this convolution");
+#undef DNN
+    if (st != KILN_OK) {
+        conv_state_free(s);
+        return st;
+    }
+    *out = s;
+    return KILN_OK;
+}
+
+static kiln_status k_conv(cu_be *b, kiln_kctx *ctx)
+{
+    const kiln_tensor *x = IN(0), *w = IN(1), *bias = IN(2), *res = ctx->node->op == KILN_OP_FusedConv ? IN(3) : NULL;
+    if (!x || !w || (x->ndim != 4 && x->ndim != 3) || w->ndim != x->ndim)
+        return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "only 1-D and 2-D convolutions");
+    int act = CUK_IDENTITY;
+    float aa = 0, ab = 0;
+    if (ctx->node->op == KILN_OP_FusedConv && !cu_fused_act(b, ctx->node, &act, &aa, &ab))
+        return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "unknown fused activation");
+    int64_t group = b->host->attr_i(ctx->node, "group", 1);
+    int64_t xd[4], wd[4];
+    as4d(x, xd);
+    as4d(w, wd);
+    int64_t key[9] = {x->ndim, xd[0], xd[1], xd[2], xd[3], wd[0], wd[1], wd[2], wd[3]};
+    conv_state *s = cu_state_get(b, ctx->node, key, 9);
+    if (!s) {
+        cu_geom g;
+        KILN_TRY(conv_geom(b, ctx, x, w, &g));
+        if (g.pb[0] != g.pe[0] || g.pb[1] != g.pe[1])
+            return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "asymmetric padding");
+        KILN_TRY(make_state(b, ctx, xd, wd, &g, (int)group, &s));
+        KILN_TRY(cu_state_put(b, ctx->node, key, 9, s, conv_state_free));
+    }
+    int64_t yd[4] = {s->ydims[0], s->ydims[1], s->ydims[2], s->ydims[3]};
+    if (x->ndim == 3)
+        KILN_TRY(cu_out(b, ctx, 0, KILN_DT_FLOAT32, 3, (int64_t[]){yd[0], yd[1], yd[3]}));
+    else
+        KILN_TRY(cu_out(b, ctx, 0, KILN_DT_FLOAT32, 4, yd));
+    kiln_tensor *y = ctx->out[0];
+    int64_t ny = cu_numel(y);
+    if (res && cu_numel(res) != ny)
+        return cu_kerr(b, ctx, KILN_ERR_SHAPE, "residual must have the output's shape");
+    void *ws = NULL;
+    if (s->ws)
+        KILN_TRY(cu_workspace(b, s->ws, &ws));
+    float one = 1.0f, zero = 0.0f;
+    if (bias && act == CUK_RELU && !s->no_fused) {
+        /* y = relu(conv(x) + 1 * z + bias), z = residual (or y itself with weight 0) */
+        float a2 = res ? 1.0f : 0.0f;
+        const void *z = res ? res->data : y->data;
+        if (!res)   /* z = y is scaled by 0, but 0 * NaN would still be NaN: clear it */
+            KILN_TRY(cu_check(b, cudaMemsetAsync(y->data, 0, y->nbytes, b->stream), "clearing"));
+        cudnnStatus_t e = cudnnConvolutionBiasActivationForward(b->dnn, &one, s->x, x->data, s->w, w->data, s->conv,
+                                                                s->algo, ws, s->ws, &a2, s->y, z, s->bias, bias->data,
+                                                                s->relu, s->y, y->data);
+        if (e != CUDNN_STATUS_NOT_SUPPORTED)
+            return cu_check_dnn(b, e, "cudnnConvolutionBiasActivationForward");
+        s->no_fused = true;   /* this algorithm has no fused form: convolution, then kiln's epilogue */
+    }
+    KILN_TRY(cu_check_dnn(b, cudnnConvolutionForward(b->dnn, &one, s->x, x->data, s->w, w->data, s->conv, s->algo, ws,
+                                                     s->ws, &zero, s->y, y->data), "cudnnConvolutionForward"));
+    if (!bias && !res && act == CUK_IDENTITY)
+        return KILN_OK;
+    return cu_check(b, cuk_epilogue(y->data, ny, yd[1], yd[2] * yd[3], bias ? bias->data : NULL,
+                                    res ? res->data : NULL, act, aa, ab, b->stream), "conv epilogue");
+}
+
+static bool sup_conv(const kiln_bk_query *q)
+{
+    return cu_q_f32(q, 15u);
+}
+
+const cu_op cu_ops_conv[] = {
+    {KILN_OP_Conv, k_conv, sup_conv, acc_conv, 0},
+    {KILN_OP_FusedConv, k_conv, sup_conv, acc_conv, 0},
+    {KILN_OP_COUNT, NULL, NULL, NULL, 0},
+};

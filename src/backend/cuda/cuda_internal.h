@@ -1,0 +1,122 @@
+/* The CUDA backend's shared state and helpers (module-internal). */
+#ifndef KILN_BACKEND_CUDA_INTERNAL_H
+#define KILN_BACKEND_CUDA_INTERNAL_H
+#include "cuda_module.h"
+#include "kernels.h"
+#include <cublasLt.h>
+#include <cudnn.h>
+
+typedef struct cu_block {
+    void *p;
+    size_t n;
+} cu_block;
+
+/* Per-layer state (descriptors, chosen algorithms) for one node at one input shape. */
+typedef struct cu_state {
+    const kiln_node *node;
+    int64_t key[24];
+    void *st;
+    void (*destroy)(void *st);
+} cu_state;
+
+typedef struct cu_be {
+    kiln_backend base;             /* base.state == this */
+    const kiln_devmod_host *host;
+    int device;
+    bool tf32;
+    bool poison;                   /* KILN_CUDA_POISON=1: fresh device memory is filled with 0xFF (NaN) */
+    bool profile;                  /* KILN_CUDA_PROFILE=1: per-op GPU time, printed to stderr at the end */
+    cudaEvent_t prof[2];
+    double *op_ms;                 /* [KILN_OP_COUNT] */
+    long *op_n;
+    char (*op_name)[32];
+    long runs;                     /* synchronize calls (top-level runs); the profile skips the first 3 */
+    double part_ms[4];             /* profile of Attention's parts: QK^T, softmax, PV */
+    cudaEvent_t part_ev[4];
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    cudnnHandle_t dnn;
+    void *ws;                      /* workspace shared by the layers (used in stream order) */
+    size_t ws_size;
+    void *pinned;                  /* host staging for copies: two halves, used in turn */
+    size_t pinned_size;
+    cudaEvent_t staged[2];         /* recorded after each half's last copy */
+    int *bad;                      /* device flag for out-of-range Gather indices */
+    cu_block *pool;                /* freed device blocks kept for reuse */
+    int n_pool, cap_pool;
+    cu_block *live;                /* open-addressing map of live blocks: pointer -> size */
+    int n_live, cap_live;
+    cu_state *states;
+    int n_states, cap_states;
+    char desc[256];
+} cu_be;
+
+static inline cu_be *cu_of(const kiln_backend *be) { return (cu_be *)be->state; }
+
+kiln_status cu_err(const cu_be *b, kiln_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Error prefixed with the node (op and name). */
+kiln_status cu_kerr(const cu_be *b, const kiln_kctx *ctx, kiln_status s, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+kiln_status cu_check(const cu_be *b, cudaError_t e, const char *what);
+kiln_status cu_check_dnn(const cu_be *b, cudnnStatus_t e, const char *what);
+kiln_status cu_check_lt(const cu_be *b, cublasStatus_t e, const char *what);
+
+kiln_status cu_alloc(cu_be *b, size_t n, void **p);
+void cu_free(cu_be *b, void *p);
+/* The shared workspace, grown to at least n bytes. */
+kiln_status cu_workspace(cu_be *b, size_t n, void **p);
+/* Output i of the layer on the device: its arena slot when the runtime has one, else device memory. */
+kiln_status cu_out(cu_be *b, kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims);
+/* Scratch device tensor not owned by the runtime (freed with cu_tmp_free). */
+kiln_status cu_tmp(cu_be *b, kiln_tensor *t, kiln_dtype dt, int ndim, const int64_t *dims);
+void cu_tmp_free(cu_be *b, kiln_tensor *t);
+
+/* Layer state for (node, key), or NULL. A node keeps one state per key[0] (a slot: layers with
+ * several library calls use one each); a new key replaces the slot's old state. */
+void *cu_state_get(cu_be *b, const kiln_node *n, const int64_t *key, int nkey);
+kiln_status cu_state_put(cu_be *b, const kiln_node *n, const int64_t *key, int nkey, void *st, void (*destroy)(void *));
+
+/* Maps a node's fused activation to a kernel activation; false if unknown. */
+bool cu_fused_act(const cu_be *b, const kiln_node *n, int *act, float *alpha, float *beta);
+int64_t cu_numel(const kiln_tensor *t);
+size_t cu_es(kiln_dtype dt);
+/* Normalizes axis for rank r; false when out of range. */
+bool cu_axis(int64_t axis, int r, int *out);
+/* Output shape of a multidirectional broadcast of n tensors; false if incompatible. */
+bool cu_broadcast(int n, const kiln_tensor *const *ts, int *ndim, int64_t *dims);
+/* Fills sh (dims = out dims, str[k] = strides of ts[k] over them); false if rank > CUK_MAX_DIMS. */
+bool cu_shape_of(int n, const kiln_tensor *const *ts, int ndim, const int64_t *dims, cuk_shape *sh);
+/* Reads host integer input i (int64 or int32) into v (up to cap values); returns the count or -1. */
+int cu_host_ints(const kiln_kctx *ctx, int i, int64_t *v, int cap);
+
+/* Window geometry of Conv / pooling over the spatial dims of x (rank 2 + nsp): kernel k, strides s,
+ * dilations d, begin / end pads and output sizes, from the node's attributes (auto_pad, ceil_mode). */
+typedef struct cu_geom {
+    int nsp;
+    int64_t k[3], s[3], d[3], pb[3], pe[3], out[3];
+} cu_geom;
+kiln_status cu_geometry(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *x, const int64_t *kernel, bool ceil_ok,
+                        cu_geom *g);
+
+/* Profile mark k of a layer with parts (KILN_CUDA_PROFILE): call with k = 0 .. n in order. */
+void cu_part_mark(cu_be *b, int k, int n);
+
+/* The op tables of each file. */
+typedef kiln_status (*cu_op_fn)(cu_be *b, kiln_kctx *ctx);
+typedef struct cu_op {
+    kiln_op op;
+    cu_op_fn fn;
+    /* dtype / attribute check (query) and shape check (accepts); NULL = anything */
+    bool (*supports)(const kiln_bk_query *q);
+    bool (*accepts)(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in);
+    uint32_t host_inputs;          /* inputs read on the host */
+} cu_op;
+extern const cu_op cu_ops_basic[];
+extern const cu_op cu_ops_shape[];
+extern const cu_op cu_ops_nn[];
+extern const cu_op cu_ops_conv[];
+extern const cu_op cu_ops_gemm[];
+
+/* float32 for inputs in mask (bits), from the query's dtypes */
+bool cu_q_f32(const kiln_bk_query *q, uint32_t mask);
+#endif

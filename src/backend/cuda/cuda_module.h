@@ -1,0 +1,66 @@
+/* The ABI between kiln's runtime and a separately loadable device module (libkiln_cuda.so).
+ *
+ * libkiln never links CUDA: the runtime (src/runtime/device.c) dlopen()s the module on
+ * `--device cuda`, resolves KILN_DEVMOD_ENTRY and checks `abi`. The module calls back into
+ * libkiln only through the host services table it is given (errors, node attributes), so it
+ * needs no symbols from the executable. Its kiln_backend runs layers on tensors whose `data` are
+ * device pointers (flag KILN_TENSOR_ON_DEVICE); dims always stay on the host. */
+#ifndef KILN_BACKEND_CUDA_MODULE_H
+#define KILN_BACKEND_CUDA_MODULE_H
+#include "../backend.h"
+#include "../../ir/fused.h"
+
+#define KILN_DEVMOD_ABI 1u
+#define KILN_DEVMOD_ENTRY "kiln_devmod_entry"
+
+/* A tensor whose data is device memory. Always set together with KILN_TENSOR_BORROWED, so that
+ * host code that does not know about devices never frees it; the runtime frees it through the
+ * module (kiln_devmod.free) unless it lies in a context's device arena. */
+#define KILN_TENSOR_ON_DEVICE (1u << 8)
+
+/* What libkiln provides the module (filled by the runtime). */
+typedef struct kiln_devmod_host {
+    kiln_status (*err)(kiln_status s, const char *msg);   /* records msg as the thread's last error */
+    void (*log)(kiln_log_level lvl, const char *msg);
+    int64_t (*attr_i)(const kiln_node *n, const char *name, int64_t def);
+    float (*attr_f)(const kiln_node *n, const char *name, float def);
+    const char *(*attr_s)(const kiln_node *n, const char *name, const char *def);
+    int (*attr_ints)(const kiln_node *n, const char *name, const int64_t **v);   /* -1 if absent */
+    bool (*fused_act)(const kiln_node *n, kiln_fused_act *a);                     /* false: unknown */
+} kiln_devmod_host;
+
+/* Options of one backend instance (one per execution context: its own stream and handles). */
+typedef struct kiln_devmod_opts {
+    int device;            /* GPU ordinal */
+    bool allow_tf32;       /* FP32 convolutions / GEMMs may use TF32 tensor cores */
+} kiln_devmod_opts;
+
+typedef struct kiln_devmod {
+    uint32_t abi;          /* KILN_DEVMOD_ABI */
+    const char *name;      /* "cuda" */
+    /* A backend instance on a GPU; a clean error (host->err) when there is none. */
+    kiln_status (*create)(const kiln_devmod_host *host, const kiln_devmod_opts *o, kiln_backend **out);
+    void (*destroy)(kiln_backend *be);
+    /* Bit i set: the layer reads input i on the host (shape tensors, Reshape targets, Slice
+     * starts ...): the runtime hands it a host tensor there. */
+    uint32_t (*host_inputs)(const kiln_node *n);
+    /* After supports(): can the layer run on these inputs (shapes, broadcasts, attribute values
+     * seen with the data)? false: the runtime runs it on the host instead. Reads dims only. */
+    bool (*accepts)(kiln_backend *be, const kiln_node *n, int n_in, const kiln_tensor *const *in);
+    /* Device memory of this instance (freed blocks are cached for reuse by size). */
+    kiln_status (*alloc)(kiln_backend *be, size_t n, void **p);
+    void (*free)(kiln_backend *be, void *p);
+    /* Device memory shared by instances (weights shared by the contexts of one engine): plain
+     * allocations, not pooled by any instance. */
+    kiln_status (*shared_alloc)(kiln_backend *be, size_t n, void **p);
+    void (*shared_free)(void *p);
+    /* Copies through the instance's pinned staging buffer; both return when the copy is done. */
+    kiln_status (*h2d)(kiln_backend *be, void *dst, const void *src, size_t n);
+    kiln_status (*d2h)(kiln_backend *be, void *dst, const void *src, size_t n);
+    /* One line: GPU name, compute capability, driver / runtime / cuDNN / cuBLASLt versions. */
+    void (*describe)(kiln_backend *be, char *buf, size_t n);
+} kiln_devmod;
+
+typedef const kiln_devmod *(*kiln_devmod_entry_fn)(void);
+
+#endif

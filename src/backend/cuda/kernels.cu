@@ -1,0 +1,767 @@
+// kiln's own CUDA kernels: elementwise math with broadcasting, casts, strided copies (Transpose,
+// Slice, Expand), Gather, Softmax, attention softmax, LayerNorm, pooling, fused epilogues.
+// FP32 first, written for correctness: grid-stride loops, 64-bit indices, warp reductions.
+#include "kernels.h"
+#include <cuda_fp16.h>
+#include <math.h>
+
+#define THREADS 256
+
+static inline unsigned grid_for(int64_t n)
+{
+    int64_t b = (n + THREADS - 1) / THREADS;
+    if (b < 1)
+        b = 1;
+    return (unsigned)(b > 65535LL * 32 ? 65535LL * 32 : b);
+}
+
+#define GRID_LOOP(i, n) for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+                             i += (int64_t)gridDim.x * blockDim.x)
+
+__device__ __forceinline__ float act_apply(int act, float x, float a, float b)
+{
+    switch (act) {
+    case CUK_IDENTITY: return x;
+    case CUK_RELU: return x > 0.f ? x : 0.f;
+    case CUK_CLIP: return x < a ? a : (x > b ? b : x);
+    case CUK_LEAKYRELU: return x >= 0.f ? x : a * x;
+    case CUK_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case CUK_HARDSIGMOID: { float v = a * x + b; return v < 0.f ? 0.f : (v > 1.f ? 1.f : v); }
+    case CUK_HARDSWISH: { float v = x / 6.0f + 0.5f; return x * (v < 0.f ? 0.f : (v > 1.f ? 1.f : v)); }
+    case CUK_SILU: return x / (1.0f + expf(-x));
+    case CUK_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case CUK_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    case CUK_TANH: return tanhf(x);
+    case CUK_EXP: return expf(x);
+    case CUK_LOG: return logf(x);
+    case CUK_SQRT: return sqrtf(x);
+    case CUK_NEG: return -x;
+    case CUK_ABS: return fabsf(x);
+    case CUK_ERF: return erff(x);
+    case CUK_RECIPROCAL: return 1.0f / x;
+    case CUK_FLOOR: return floorf(x);
+    case CUK_CEIL: return ceilf(x);
+    case CUK_ELU: return x >= 0.f ? x : a * (expf(x) - 1.0f);
+    case CUK_SOFTPLUS: return x > 20.f ? x : log1pf(expf(x));
+    case CUK_SIN: return sinf(x);
+    case CUK_COS: return cosf(x);
+    case CUK_SELU: return x > 0.f ? b * x : b * (a * expf(x) - a);
+    case CUK_ROUND: return rintf(x);
+    case CUK_SIGN: return (float)((x > 0.f) - (x < 0.f));
+    }
+    return x;
+}
+
+__global__ void k_unary(int act, const float *x, float *y, int64_t n, float a, float b)
+{
+    GRID_LOOP(i, n) y[i] = act_apply(act, x[i], a, b);
+}
+
+extern "C" cudaError_t cuk_unary_f32(int act, const float *x, float *y, int64_t n, float alpha, float beta,
+                                     cudaStream_t s)
+{
+    if (n > 0)
+        k_unary<<<grid_for(n), THREADS, 0, s>>>(act, x, y, n, alpha, beta);
+    return cudaGetLastError();
+}
+
+template <typename T> __device__ __forceinline__ T bin_apply(int op, T a, T b)
+{
+    switch (op) {
+    case CUK_ADD: return a + b;
+    case CUK_SUB: return a - b;
+    case CUK_MUL: return a * b;
+    case CUK_DIV: return b == T(0) ? T(0) : a / b;   // integer division by zero: 0 (floats below)
+    case CUK_MAX: return a > b ? a : b;
+    case CUK_MIN: return a < b ? a : b;
+    case CUK_POW: return (T)pow((double)a, (double)b);
+    }
+    return a;
+}
+template <> __device__ __forceinline__ float bin_apply<float>(int op, float a, float b)
+{
+    switch (op) {
+    case CUK_ADD: return a + b;
+    case CUK_SUB: return a - b;
+    case CUK_MUL: return a * b;
+    case CUK_DIV: return a / b;
+    case CUK_MAX: return a != a || b != b ? (a + b) : fmaxf(a, b);   // NaN propagates
+    case CUK_MIN: return a != a || b != b ? (a + b) : fminf(a, b);
+    case CUK_POW: return powf(a, b);
+    }
+    return a;
+}
+
+struct shape_arg {   // passed by value
+    int ndim;
+    int64_t dims[CUK_MAX_DIMS];
+    int64_t str[3][CUK_MAX_DIMS];
+};
+
+// Index decomposition in I (uint32_t when the element count allows it: 64-bit integer division is
+// many times slower on the GPU), offsets accumulated in 64 bits (strides may be negative).
+template <typename I>
+__device__ __forceinline__ void offsets(const shape_arg &sh, int64_t i64, int64_t *o0, int64_t *o1, int64_t *o2)
+{
+    int64_t a = 0, b = 0, c = 0;
+    I i = (I)i64;
+    for (int d = sh.ndim - 1; d >= 0; d--) {
+        I dim = (I)sh.dims[d];
+        I k = i % dim;
+        i /= dim;
+        a += (int64_t)k * sh.str[0][d];
+        b += (int64_t)k * sh.str[1][d];
+        c += (int64_t)k * sh.str[2][d];
+    }
+    *o0 = a;
+    *o1 = b;
+    *o2 = c;
+}
+
+static inline bool small_index(int64_t n)
+{
+    return n <= (int64_t)UINT32_MAX;
+}
+
+template <typename T> __global__ void k_binary_same(int op, const T *a, const T *b, T *y, int64_t n)
+{
+    GRID_LOOP(i, n) y[i] = bin_apply<T>(op, a[i], b[i]);
+}
+
+template <typename T, typename I>
+__global__ void k_binary_bc(int op, const T *a, const T *b, T *y, int64_t n, shape_arg sh)
+{
+    GRID_LOOP(i, n) {
+        int64_t oa, ob, oc;
+        offsets<I>(sh, i, &oa, &ob, &oc);
+        y[i] = bin_apply<T>(op, a[oa], b[ob]);
+    }
+}
+
+static shape_arg to_arg(const cuk_shape *sh)
+{
+    shape_arg a;
+    memset(&a, 0, sizeof a);
+    a.ndim = sh->ndim;
+    for (int d = 0; d < sh->ndim; d++) {
+        a.dims[d] = sh->dims[d];
+        for (int k = 0; k < 3; k++)
+            a.str[k][d] = sh->str[k][d];
+    }
+    return a;
+}
+
+template <typename T>
+static void launch_binary(int op, const void *a, const void *b, void *y, int64_t n, const cuk_shape *sh, cudaStream_t s)
+{
+    if (!sh)
+        k_binary_same<T><<<grid_for(n), THREADS, 0, s>>>(op, (const T *)a, (const T *)b, (T *)y, n);
+    else if (small_index(n))
+        k_binary_bc<T, uint32_t><<<grid_for(n), THREADS, 0, s>>>(op, (const T *)a, (const T *)b, (T *)y, n, to_arg(sh));
+    else
+        k_binary_bc<T, uint64_t><<<grid_for(n), THREADS, 0, s>>>(op, (const T *)a, (const T *)b, (T *)y, n, to_arg(sh));
+}
+
+extern "C" cudaError_t cuk_binary(int dtype, int op, const void *a, const void *b, void *y, int64_t n,
+                                  const cuk_shape *sh, cudaStream_t s)
+{
+    if (n <= 0)
+        return cudaGetLastError();
+    if (dtype == 0)
+        launch_binary<float>(op, a, b, y, n, sh, s);
+    else if (dtype == 1)
+        launch_binary<long long>(op, a, b, y, n, sh, s);
+    else
+        launch_binary<int>(op, a, b, y, n, sh, s);
+    return cudaGetLastError();
+}
+
+template <typename T>
+__global__ void k_where(const bool *c, const T *a, const T *b, T *y, int64_t n, shape_arg sh)
+{
+    GRID_LOOP(i, n) {
+        int64_t oc, oa, ob;
+        offsets<uint64_t>(sh, i, &oc, &oa, &ob);
+        y[i] = c[oc] ? a[oa] : b[ob];
+    }
+}
+
+extern "C" cudaError_t cuk_where(size_t es, const bool *cond, const void *a, const void *b, void *y, int64_t n,
+                                 const cuk_shape *sh, cudaStream_t s)
+{
+    if (n <= 0)
+        return cudaGetLastError();
+    if (es == 8)
+        k_where<long long><<<grid_for(n), THREADS, 0, s>>>(cond, (const long long *)a, (const long long *)b,
+                                                            (long long *)y, n, to_arg(sh));
+    else if (es == 4)
+        k_where<int><<<grid_for(n), THREADS, 0, s>>>(cond, (const int *)a, (const int *)b, (int *)y, n, to_arg(sh));
+    else
+        return cudaErrorInvalidValue;
+    return cudaGetLastError();
+}
+
+// ---- casts (ONNX dtype ids)
+__device__ __forceinline__ double load_as(int dt, const void *x, int64_t i)
+{
+    switch (dt) {
+    case 1: return (double)((const float *)x)[i];
+    case 2: return (double)((const unsigned char *)x)[i];
+    case 3: return (double)((const signed char *)x)[i];
+    case 6: return (double)((const int *)x)[i];
+    case 7: return (double)((const long long *)x)[i];
+    case 9: return ((const bool *)x)[i] ? 1.0 : 0.0;
+    case 10: return (double)__half2float(((const __half *)x)[i]);
+    }
+    return 0;
+}
+
+__device__ __forceinline__ long long to_int_trunc(double v)
+{
+    return v != v ? 0 : (long long)v;
+}
+
+__global__ void k_cast(int sdt, const void *x, int ddt, void *y, int64_t n)
+{
+    GRID_LOOP(i, n) {
+        if (sdt == 7 && ddt == 7) {   // exact for large int64
+            ((long long *)y)[i] = ((const long long *)x)[i];
+            continue;
+        }
+        if (sdt == 7 && ddt == 6) {
+            ((int *)y)[i] = (int)((const long long *)x)[i];
+            continue;
+        }
+        double v = load_as(sdt, x, i);
+        switch (ddt) {
+        case 1: ((float *)y)[i] = sdt == 7 ? (float)((const long long *)x)[i] : (float)v; break;
+        case 2: ((unsigned char *)y)[i] = (unsigned char)to_int_trunc(v); break;
+        case 3: ((signed char *)y)[i] = (signed char)to_int_trunc(v); break;
+        case 6: ((int *)y)[i] = (int)to_int_trunc(v); break;
+        case 7: ((long long *)y)[i] = to_int_trunc(v); break;
+        case 9: ((bool *)y)[i] = v != 0.0; break;
+        case 10: ((__half *)y)[i] = __float2half_rn((float)v); break;
+        }
+    }
+}
+
+extern "C" cudaError_t cuk_cast(int src_dt, const void *x, int dst_dt, void *y, int64_t n, cudaStream_t s)
+{
+    if (n > 0)
+        k_cast<<<grid_for(n), THREADS, 0, s>>>(src_dt, x, dst_dt, y, n);
+    return cudaGetLastError();
+}
+
+// ---- strided copies
+template <typename T, typename I> __global__ void k_strided(const T *x, int64_t base, T *y, int64_t n, shape_arg sh)
+{
+    GRID_LOOP(i, n) {
+        int64_t o = base;
+        I r = (I)i;
+        for (int d = sh.ndim - 1; d >= 0; d--) {
+            I dim = (I)sh.dims[d];
+            I k = r % dim;
+            r /= dim;
+            o += (int64_t)k * sh.str[0][d];
+        }
+        y[i] = x[o];
+    }
+}
+
+template <typename T>
+static void launch_strided(const void *x, int64_t base, void *y, int64_t n, const shape_arg &a, cudaStream_t s)
+{
+    if (small_index(n))
+        k_strided<T, uint32_t><<<grid_for(n), THREADS, 0, s>>>((const T *)x, base, (T *)y, n, a);
+    else
+        k_strided<T, uint64_t><<<grid_for(n), THREADS, 0, s>>>((const T *)x, base, (T *)y, n, a);
+}
+
+extern "C" cudaError_t cuk_strided_copy(size_t es, const void *x, int64_t base, void *y, int64_t n,
+                                        const cuk_shape *sh, cudaStream_t s)
+{
+    if (n <= 0)
+        return cudaGetLastError();
+    shape_arg a = to_arg(sh);
+    switch (es) {
+    case 1: launch_strided<unsigned char>(x, base, y, n, a, s); break;
+    case 2: launch_strided<unsigned short>(x, base, y, n, a, s); break;
+    case 4: launch_strided<unsigned int>(x, base, y, n, a, s); break;
+    case 8: launch_strided<unsigned long long>(x, base, y, n, a, s); break;
+    case 16: launch_strided<uint4>(x, base, y, n, a, s); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+// ---- gather
+template <typename T, typename I>
+__global__ void k_gather(const T *x, const void *idx, bool idx64, T *y, int64_t outer, int64_t axis_len, int64_t n_idx,
+                         int64_t inner, int *bad)
+{
+    int64_t n = outer * n_idx * inner;
+    GRID_LOOP(i, n) {
+        I in_ = (I)i % (I)inner, r = (I)i / (I)inner;
+        I j = r % (I)n_idx, o = r / (I)n_idx;
+        int64_t k = idx64 ? ((const long long *)idx)[j] : (int64_t)((const int *)idx)[j];
+        if (k < 0)
+            k += axis_len;
+        if (k < 0 || k >= axis_len) {
+            *bad = 1;
+            y[i] = T(0);
+        } else {
+            y[i] = x[((int64_t)o * axis_len + k) * inner + (int64_t)in_];
+        }
+    }
+}
+
+template <typename T>
+static void launch_gather(const void *x, const void *idx, bool idx64, void *y, int64_t outer, int64_t axis_len,
+                          int64_t n_idx, int64_t inner, int *bad, cudaStream_t s)
+{
+    int64_t n = outer * n_idx * inner;
+    if (small_index(n))
+        k_gather<T, uint32_t><<<grid_for(n), THREADS, 0, s>>>((const T *)x, idx, idx64, (T *)y, outer, axis_len, n_idx,
+                                                              inner, bad);
+    else
+        k_gather<T, uint64_t><<<grid_for(n), THREADS, 0, s>>>((const T *)x, idx, idx64, (T *)y, outer, axis_len, n_idx,
+                                                              inner, bad);
+}
+
+extern "C" cudaError_t cuk_gather(size_t es, const void *x, const void *idx, bool idx64, void *y, int64_t outer,
+                                  int64_t axis_len, int64_t n_idx, int64_t inner, int *bad, cudaStream_t s)
+{
+    int64_t n = outer * n_idx * inner;
+    if (n <= 0)
+        return cudaGetLastError();
+    switch (es) {
+    case 1: launch_gather<unsigned char>(x, idx, idx64, y, outer, axis_len, n_idx, inner, bad, s); break;
+    case 2: launch_gather<unsigned short>(x, idx, idx64, y, outer, axis_len, n_idx, inner, bad, s); break;
+    case 4: launch_gather<unsigned int>(x, idx, idx64, y, outer, axis_len, n_idx, inner, bad, s); break;
+    case 8: launch_gather<unsigned long long>(x, idx, idx64, y, outer, axis_len, n_idx, inner, bad, s); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+// ---- reductions: one block per row
+__device__ __forceinline__ float warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+// block-wide reduction (blockDim.x a multiple of 32, at most 1024); every thread gets the result
+__device__ float block_reduce(float v, bool is_max)
+{
+    __shared__ float part[32];
+    __shared__ float result;
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = is_max ? warp_max(v) : warp_sum(v);
+    if (lane == 0)
+        part[w] = v;
+    __syncthreads();
+    if (w == 0) {
+        float t = lane < nw ? part[lane] : (is_max ? -INFINITY : 0.f);
+        t = is_max ? warp_max(t) : warp_sum(t);
+        if (lane == 0)
+            result = t;
+    }
+    __syncthreads();
+    float r = result;
+    __syncthreads();   // part / result reused by the next call
+    return r;
+}
+
+// softmax of one row in place or out of place; mask per element given by a functor-like switch
+__global__ void k_softmax_rows(const float *x, float *y, int64_t cols)
+{
+    const float *xr = x + blockIdx.x * cols;
+    float *yr = y + blockIdx.x * cols;
+    float mx = -INFINITY;
+    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x)
+        mx = fmaxf(mx, xr[k]);   // fmaxf ignores NaN like the CPU's maximum
+    mx = block_reduce(mx, true);
+    float sum = 0.f;
+    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) {
+        float e = expf(xr[k] - mx);
+        yr[k] = e;
+        sum += e;
+    }
+    sum = block_reduce(sum, false);
+    float inv = 1.0f / sum;
+    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x)
+        yr[k] *= inv;
+}
+
+static int row_threads(int64_t cols)
+{
+    int t = 32;
+    while (t < 1024 && t < cols)
+        t *= 2;
+    return t;
+}
+
+// ---- one warp per row (cols <= 1024): the row lives in registers, reductions are warp shuffles
+#define ROWS_PER_BLOCK 8
+
+__device__ __forceinline__ int64_t warp_row(void)
+{
+    return (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
+}
+
+// softmax(x * scale (+ mask | masked fill)) per row; the mask's offset for (row, 0) comes from the
+// row's index over sh's dims but the last (str[0]: the mask's strides, 0 = broadcast)
+template <int VPT>
+__global__ void k_softmax_warp(const float *x, float *y, int64_t rows, int cols, float scale, const void *mask,
+                               int kind, float fill, shape_arg sh)
+{
+    int64_t row = warp_row();
+    int lane = threadIdx.x & 31;
+    if (row >= rows)
+        return;   // the whole warp
+    const float *xr = x + row * cols;
+    float *yr = y + row * cols;
+    int64_t moff = 0, mk = 0;
+    if (mask) {
+        int64_t rem = row;
+        for (int d = sh.ndim - 2; d >= 0; d--) {
+            int64_t k = rem % sh.dims[d];
+            rem /= sh.dims[d];
+            moff += k * sh.str[0][d];
+        }
+        mk = sh.str[0][sh.ndim - 1];
+    }
+    float v[VPT];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < VPT; j++) {
+        int k = lane + j * 32;
+        float t = -INFINITY;
+        if (k < cols) {
+            t = xr[k] * scale;
+            if (mask) {
+                if (kind == 1)
+                    t += ((const float *)mask)[moff + k * mk];
+                else if ((((const bool *)mask)[moff + k * mk]) == (kind == 3))
+                    t = fill;
+            }
+            mx = fmaxf(mx, t);
+        }
+        v[j] = t;
+    }
+    mx = warp_max(mx);
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < VPT; j++)
+        if (lane + j * 32 < cols) {
+            v[j] = expf(v[j] - mx);
+            sum += v[j];
+        }
+    float inv = 1.0f / warp_sum(sum);
+#pragma unroll
+    for (int j = 0; j < VPT; j++)
+        if (lane + j * 32 < cols)
+            yr[lane + j * 32] = v[j] * inv;
+}
+
+template <int VPT>
+__global__ void k_layernorm_warp(const float *x, const float *scale, const float *bias, float *y, int64_t rows, int cols,
+                                 float eps)
+{
+    int64_t row = warp_row();
+    int lane = threadIdx.x & 31;
+    if (row >= rows)
+        return;
+    const float *xr = x + row * cols;
+    float *yr = y + row * cols;
+    float v[VPT];
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < VPT; j++) {
+        int k = lane + j * 32;
+        v[j] = k < cols ? xr[k] : 0.f;
+        s += v[j];
+    }
+    float mean = warp_sum(s) / (float)cols, q = 0.f;
+#pragma unroll
+    for (int j = 0; j < VPT; j++)
+        if (lane + j * 32 < cols) {
+            float d = v[j] - mean;
+            q += d * d;
+        }
+    float inv = 1.0f / sqrtf(warp_sum(q) / (float)cols + eps);
+#pragma unroll
+    for (int j = 0; j < VPT; j++) {
+        int k = lane + j * 32;
+        if (k < cols) {
+            float t = (v[j] - mean) * inv * scale[k];
+            yr[k] = bias ? t + bias[k] : t;
+        }
+    }
+}
+
+// Launches KERNEL<VPT> with the smallest VPT (values per lane) that holds cols; false if cols > 1024.
+#define WARP_ROWS(KERNEL, rows, cols, s, ...)                                                                   \
+    ([&]() -> bool {                                                                                            \
+        unsigned g_ = (unsigned)(((rows) + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);                              \
+        if ((cols) <= 32) KERNEL<1><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                         \
+        else if ((cols) <= 64) KERNEL<2><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                    \
+        else if ((cols) <= 128) KERNEL<4><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                   \
+        else if ((cols) <= 256) KERNEL<8><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                   \
+        else if ((cols) <= 512) KERNEL<16><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                  \
+        else if ((cols) <= 1024) KERNEL<32><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                 \
+        else return false;                                                                                      \
+        return true;                                                                                            \
+    }())
+
+static inline bool warp_rows_fit(int64_t rows)
+{
+    return rows > 0 && (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK <= 0x7fffffffLL;
+}
+
+extern "C" cudaError_t cuk_softmax_rows(const float *x, float *y, int64_t rows, int64_t cols, cudaStream_t s)
+{
+    shape_arg none;
+    memset(&none, 0, sizeof none);
+    if (cols > 0 && cols <= 1024 && warp_rows_fit(rows) &&
+        WARP_ROWS(k_softmax_warp, rows, cols, s, x, y, rows, (int)cols, 1.0f, nullptr, 0, 0.0f, none))
+        return cudaGetLastError();
+    for (int64_t r0 = 0; r0 < rows; r0 += 2147483647LL) {
+        int64_t nr = rows - r0 < 2147483647LL ? rows - r0 : 2147483647LL;
+        if (nr > 0 && cols > 0)
+            k_softmax_rows<<<(unsigned)nr, row_threads(cols), 0, s>>>(x + r0 * cols, y + r0 * cols, cols);
+    }
+    return cudaGetLastError();
+}
+
+__global__ void k_softmax_strided(const float *x, float *y, int64_t outer, int64_t axis, int64_t inner)
+{
+    GRID_LOOP(t, outer * inner) {
+        int64_t o = t / inner, i = t % inner;
+        const float *xr = x + o * axis * inner + i;
+        float *yr = y + o * axis * inner + i;
+        float mx = -INFINITY, sum = 0.f;
+        for (int64_t k = 0; k < axis; k++)
+            mx = fmaxf(mx, xr[k * inner]);
+        for (int64_t k = 0; k < axis; k++) {
+            float e = expf(xr[k * inner] - mx);
+            yr[k * inner] = e;
+            sum += e;
+        }
+        float inv = 1.0f / sum;
+        for (int64_t k = 0; k < axis; k++)
+            yr[k * inner] *= inv;
+    }
+}
+
+extern "C" cudaError_t cuk_softmax_strided(const float *x, float *y, int64_t outer, int64_t axis, int64_t inner,
+                                           cudaStream_t s)
+{
+    if (outer * inner > 0 && axis > 0)
+        k_softmax_strided<<<grid_for(outer * inner), THREADS, 0, s>>>(x, y, outer, axis, inner);
+    return cudaGetLastError();
+}
+
+__global__ void k_attn_softmax(float *sc, int64_t cols, float scale, const void *mask, int kind, float fill,
+                               shape_arg sh)
+{
+    int64_t row = blockIdx.x;
+    float *r = sc + row * cols;
+    // mask offset of (row, 0): decompose the row index over the score dims but the last
+    int64_t moff = 0;
+    if (mask) {
+        int64_t rem = row;
+        for (int d = sh.ndim - 2; d >= 0; d--) {
+            int64_t k = rem % sh.dims[d];
+            rem /= sh.dims[d];
+            moff += k * sh.str[0][d];
+        }
+    }
+    int64_t mk = mask ? sh.str[0][sh.ndim - 1] : 0;
+    float mx = -INFINITY;
+    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) {
+        float v = r[k] * scale;
+        if (mask) {
+            if (kind == 1)
+                v += ((const float *)mask)[moff + k * mk];
+            else if ((((const bool *)mask)[moff + k * mk]) == (kind == 3))
+                v = fill;
+        }
+        r[k] = v;
+        mx = fmaxf(mx, v);
+    }
+    mx = block_reduce(mx, true);
+    float sum = 0.f;
+    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) {
+        float e = expf(r[k] - mx);
+        r[k] = e;
+        sum += e;
+    }
+    sum = block_reduce(sum, false);
+    float inv = 1.0f / sum;
+    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x)
+        r[k] *= inv;
+}
+
+extern "C" cudaError_t cuk_attn_softmax(float *sc, int64_t rows, int64_t cols, float scale, const void *mask, int kind,
+                                        float fill, const cuk_shape *sh, cudaStream_t s)
+{
+    if (cols > 0 && cols <= 1024 && warp_rows_fit(rows) &&
+        WARP_ROWS(k_softmax_warp, rows, cols, s, sc, sc, rows, (int)cols, scale, mask, kind, fill, to_arg(sh)))
+        return cudaGetLastError();
+    if (rows > 0 && cols > 0)
+        k_attn_softmax<<<(unsigned)rows, row_threads(cols), 0, s>>>(sc, cols, scale, mask, kind, fill, to_arg(sh));
+    return cudaGetLastError();
+}
+
+__global__ void k_layernorm(const float *x, const float *scale, const float *bias, float *y, int64_t cols, float eps)
+{
+    const float *xr = x + blockIdx.x * cols;
+    float *yr = y + blockIdx.x * cols;
+    float s = 0.f;
+    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x)
+        s += xr[k];
+    float mean = block_reduce(s, false) / (float)cols;
+    float v = 0.f;
+    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) {
+        float d = xr[k] - mean;
+        v += d * d;
+    }
+    float var = block_reduce(v, false) / (float)cols;
+    float inv = 1.0f / sqrtf(var + eps);
+    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) {
+        float t = (xr[k] - mean) * inv * scale[k];
+        yr[k] = bias ? t + bias[k] : t;
+    }
+}
+
+extern "C" cudaError_t cuk_layernorm(const float *x, const float *scale, const float *bias, float *y, int64_t rows,
+                                     int64_t cols, float eps, cudaStream_t s)
+{
+    if (cols > 0 && cols <= 1024 && warp_rows_fit(rows) &&
+        WARP_ROWS(k_layernorm_warp, rows, cols, s, x, scale, bias, y, rows, (int)cols, eps))
+        return cudaGetLastError();
+    if (rows > 0 && cols > 0)
+        k_layernorm<<<(unsigned)rows, row_threads(cols), 0, s>>>(x, scale, bias, y, cols, eps);
+    return cudaGetLastError();
+}
+
+// ---- pooling
+struct pool_arg {
+    int kind;
+    int64_t nc, h, w, oh, ow;
+    int kh, kw, sh, sw, ph, pw, dh, dw;
+    int peh, pew;
+    bool cip;
+};
+
+__global__ void k_pool2d(pool_arg p, const float *x, float *y)
+{
+    GRID_LOOP(i, p.nc * p.oh * p.ow) {
+        int64_t ox = i % p.ow, oy = (i / p.ow) % p.oh, c = i / (p.ow * p.oh);
+        const float *xp = x + c * p.h * p.w;
+        int64_t y0 = oy * p.sh - p.ph, x0 = ox * p.sw - p.pw;
+        float acc = p.kind == 0 ? -INFINITY : 0.f;
+        int cnt = 0;
+        for (int ky = 0; ky < p.kh; ky++) {
+            int64_t yy = y0 + (int64_t)ky * p.dh;
+            if (yy < 0 || yy >= p.h)
+                continue;
+            for (int kx = 0; kx < p.kw; kx++) {
+                int64_t xx = x0 + (int64_t)kx * p.dw;
+                if (xx < 0 || xx >= p.w)
+                    continue;
+                float v = xp[yy * p.w + xx];
+                if (p.kind == 0)
+                    acc = (v > acc || v != v) ? v : acc;
+                else
+                    acc += v;
+                cnt++;
+            }
+        }
+        if (p.kind == 1) {
+            int64_t div = cnt;
+            if (p.cip) {   // the window clipped to the padded input
+                int64_t ye = y0 + (int64_t)(p.kh - 1) * p.dh + 1, xe = x0 + (int64_t)(p.kw - 1) * p.dw + 1;
+                int64_t yl = ye < p.h + p.peh ? ye : p.h + p.peh, xl = xe < p.w + p.pew ? xe : p.w + p.pew;
+                int64_t hy = (yl - y0 + p.dh - 1) / p.dh, wx = (xl - x0 + p.dw - 1) / p.dw;
+                div = hy * wx;
+            }
+            acc = div > 0 ? acc / (float)div : 0.f;
+        }
+        y[i] = acc;
+    }
+}
+
+extern "C" cudaError_t cuk_pool2d(const cuk_pool *p, const float *x, float *y, cudaStream_t s)
+{
+    pool_arg a = {p->kind, p->nc, p->h, p->w, p->oh, p->ow, p->kh, p->kw, p->sh, p->sw, p->ph, p->pw, p->dh, p->dw,
+                  p->peh, p->pew, p->count_include_pad};
+    int64_t n = p->nc * p->oh * p->ow;
+    if (n > 0)
+        k_pool2d<<<grid_for(n), THREADS, 0, s>>>(a, x, y);
+    return cudaGetLastError();
+}
+
+__global__ void k_gap(const float *x, float *y, int64_t hw)
+{
+    const float *xr = x + blockIdx.x * hw;
+    float s = 0.f;
+    for (int64_t k = threadIdx.x; k < hw; k += blockDim.x)
+        s += xr[k];
+    s = block_reduce(s, false);
+    if (threadIdx.x == 0)
+        y[blockIdx.x] = s / (float)hw;
+}
+
+extern "C" cudaError_t cuk_global_avgpool(const float *x, float *y, int64_t nc, int64_t hw, cudaStream_t s)
+{
+    if (nc > 0 && hw > 0)
+        k_gap<<<(unsigned)nc, row_threads(hw), 0, s>>>(x, y, hw);
+    return cudaGetLastError();
+}
+
+template <typename I>
+__global__ void k_epilogue(float *y, int64_t n, int64_t channels, int64_t inner, const float *bias, const float *res,
+                           int act, float a, float b)
+{
+    GRID_LOOP(i, n) {
+        float v = y[i];
+        if (bias)
+            v += bias[((I)i / (I)inner) % (I)channels];
+        if (res)
+            v += res[i];
+        y[i] = act_apply(act, v, a, b);
+    }
+}
+
+extern "C" cudaError_t cuk_epilogue(float *y, int64_t n, int64_t channels, int64_t inner, const float *bias,
+                                    const float *res, int act, float alpha, float beta, cudaStream_t s)
+{
+    channels = channels > 0 ? channels : 1;
+    inner = inner > 0 ? inner : 1;
+    if (n > 0 && small_index(n))
+        k_epilogue<uint32_t><<<grid_for(n), THREADS, 0, s>>>(y, n, channels, inner, bias, res, act, alpha, beta);
+    else if (n > 0)
+        k_epilogue<uint64_t><<<grid_for(n), THREADS, 0, s>>>(y, n, channels, inner, bias, res, act, alpha, beta);
+    return cudaGetLastError();
+}
+
+__global__ void k_fill(float *y, int64_t n, float v)
+{
+    GRID_LOOP(i, n) y[i] = v;
+}
+
+extern "C" cudaError_t cuk_fill_f32(float *y, int64_t n, float v, cudaStream_t s)
+{
+    if (n > 0)
+        k_fill<<<grid_for(n), THREADS, 0, s>>>(y, n, v);
+    return cudaGetLastError();
+}

@@ -1,0 +1,52 @@
+/* Device execution (docs/CUDA.md): a context or run on `--device cuda` holds a kiln_dev, which
+ * owns a backend instance of the dlopen()ed device module and the device copies of the weights.
+ * The interpreter (exec.c) calls the three hooks below around every node and at the end of the
+ * top-level graph; everything that knows about host/device residency lives here. */
+#ifndef KILN_RUNTIME_DEVICE_H
+#define KILN_RUNTIME_DEVICE_H
+#include "../backend/cuda/cuda_module.h"
+
+typedef struct kiln_dev kiln_dev;
+
+/* Opens a backend instance on `kind` (KILN_DEVICE_CUDA). One clean error when no module or no GPU. */
+kiln_status kiln__dev_open(kiln_device kind, unsigned flags, kiln_dev **out);
+/* Resets the per-run counters (kiln_device_stats): at the start of a top-level run. */
+void kiln__dev_run_begin(kiln_dev *d);
+void kiln__dev_close(kiln_dev *d);
+const kiln_backend *kiln__dev_backend(const kiln_dev *d);
+/* Device memory for a context's activation arena. */
+kiln_status kiln__dev_arena_alloc(kiln_dev *d, size_t n, void **p);
+void kiln__dev_arena_free(kiln_dev *d, void *p);
+/* Frees a tensor the device produced (KILN_TENSOR_ON_DEVICE) and clears it. */
+void kiln__dev_tensor_free(kiln_dev *d, kiln_tensor *t);
+void kiln__dev_stats(const kiln_dev *d, kiln_device_stats *s);
+/* Drops the device copies of the weights. A kiln_dev serves one graph (a context's engine, one
+ * model run): call this before it runs another graph (tests) or when the graph is freed. */
+void kiln__dev_weights_clear(kiln_dev *d);
+
+/* Where one node runs, with its inputs moved there. */
+typedef struct kiln_dev_node {
+    const kiln_backend *be;        /* the device backend, or the CPU backend */
+    bool on_host;                  /* runs on the CPU (shape arithmetic, or no device kernel) */
+    int n_tmp;
+    kiln_tensor tmp[16];           /* copies made for this node, freed by kiln__dev_node_end */
+    bool tmp_dev[16];
+} kiln_dev_node;
+
+/* Chooses where node n of g runs and rewrites in[] (n->n_in entries) to tensors resident there. */
+kiln_status kiln__dev_node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node *n, const kiln_tensor **in,
+                                 kiln_dev_node *dn);
+/* After the node ran: frees the copies; outputs of a host-run node that device layers will want
+ * (floats, large tensors) are moved to the device. */
+kiln_status kiln__dev_node_end(kiln_dev *d, kiln_dev_node *dn, const kiln_node *n, kiln_tensor *const *out,
+                               kiln_status st);
+/* Top-level graph outputs resident on the device are copied into host tensors outputs[o]. */
+kiln_status kiln__dev_fetch_outputs(kiln_dev *d, const kiln_graph *g, const kiln_tensor *const *val,
+                                    kiln_tensor *outputs);
+
+static inline bool kiln__on_device(const kiln_tensor *t)
+{
+    return t && (t->flags & KILN_TENSOR_ON_DEVICE);
+}
+
+#endif

@@ -1,0 +1,180 @@
+/* Where each node runs on a device context, and moving its tensors there (docs/CUDA.md):
+ *   - Shape / Size read only dims: they run on the host whatever their input's residency;
+ *   - a node whose inputs are all on the host, integer and small (shape arithmetic) runs on the host;
+ *   - else on the device when the module has a kernel, else on the host ("fallback"), its device
+ *     inputs copied to the host and its outputs copied back;
+ *   - inputs a device layer reads on the host (kiln_devmod.host_inputs) are handed as host tensors;
+ *   - initializers are copied to the device once per graph (device_weights.c); other host tensors a device
+ *     layer reads are copied for that layer, and host-run outputs that device layers will want
+ *     (floating point, or large) move to the device at once. */
+#include "device_impl.h"
+
+#define SMALL_NUMEL 4096   /* at most this many elements: shape data, kept on the host */
+
+static kiln_status to_device(kiln_dev *d, const kiln_tensor *h, kiln_tensor *out)
+{
+    return kiln__dev_upload(d, h, out, false);
+}
+
+static kiln_status to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out)
+{
+    KILN_TRY(kiln__tensor_alloc(out, t->dtype, t->ndim, t->dims));
+    size_t n = t->nbytes < out->nbytes ? t->nbytes : out->nbytes;
+    kiln_status st = n ? d->mod->d2h(d->be, out->data, t->data, n) : KILN_OK;
+    if (st != KILN_OK)
+        kiln__tensor_release(out);
+    d->d2h_bytes += n;
+    return st;
+}
+
+static bool has_subgraphs(const kiln_node *n)
+{
+    for (int a = 0; a < n->n_attr; a++)
+        if (n->attrs[a].g || n->attrs[a].graphs)
+            return true;
+    return false;
+}
+
+static bool runs_on_host(const kiln_node *n, const kiln_tensor *const *in)
+{
+    if (n->op == KILN_OP_Shape || n->op == KILN_OP_Size)
+        return true;
+    int64_t total = 0;
+    for (int i = 0; i < n->n_in; i++) {
+        if (!in[i])
+            continue;
+        if (kiln__on_device(in[i]) || kiln__dtype_is_float(in[i]->dtype))
+            return false;
+        total += kiln_tensor_numel(in[i]);
+    }
+    return total <= SMALL_NUMEL;
+}
+
+static void note_fallback(kiln_dev *d, const kiln_node *n)
+{
+    d->n_fallback++;
+    size_t have = d->fallback_ops ? strlen(d->fallback_ops) : 0, add = strlen(n->op_type);
+    for (const char *p = d->fallback_ops; p && *p;) {   /* already listed? */
+        const char *e = strchr(p, ',');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l == add && !strncmp(p, n->op_type, l))
+            return;
+        p = e ? e + 1 : p + l;
+    }
+    char *s = kiln__realloc(d->fallback_ops, have + add + 2);
+    if (!s)
+        return;
+    snprintf(s + have, add + 2, "%s%s", have ? "," : "", n->op_type);
+    d->fallback_ops = s;
+    kiln__log(KILN_LOG_WARN, "cuda: %s layers run on the CPU (no CUDA kernel for them yet), e.g. node '%s'",
+              n->op_type, n->name);
+}
+
+static kiln_status add_tmp(kiln_dev_node *dn, const kiln_node *n, kiln_tensor **slot, bool dev)
+{
+    if (dn->n_tmp >= 16)
+        return kiln__err(KILN_ERR_UNSUPPORTED, "node '%s' (%s): more than 16 inputs to move between host and device",
+                         n->name, n->op_type);
+    dn->tmp_dev[dn->n_tmp] = dev;
+    *slot = &dn->tmp[dn->n_tmp++];
+    return KILN_OK;
+}
+
+static kiln_status node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node *n, const kiln_tensor **in,
+                              kiln_dev_node *dn)
+{
+    if (has_subgraphs(n))
+        return kiln__err(KILN_ERR_UNSUPPORTED, "node '%s' (%s): control flow is not supported on the CUDA device yet",
+                         n->name, n->op_type);
+    dn->on_host = runs_on_host(n, in);
+    if (dn->on_host) {
+        d->n_host++;
+    } else {
+        bool ok = n->n_in <= 16;
+        for (int i = 0; i < n->n_in && ok; i++) {
+            int v = n->in[i];   /* a weight the engine keeps only packed, for its CPU layer */
+            ok = !(v >= 0 && v < g->n_values && g->values[v].init && !g->values[v].init->data);
+        }
+        kiln_dtype dts[16];
+        int nq = n->n_in < 16 ? n->n_in : 16;
+        for (int i = 0; i < nq; i++)
+            dts[i] = in[i] ? in[i]->dtype : KILN_DT_UNDEFINED;
+        kiln_bk_query q = {.node = n, .n_in = nq, .in_dtype = dts};
+        if (!ok || !d->be->ops->supports(d->be, &q) || !d->mod->accepts(d->be, n, n->n_in, in)) {
+            dn->on_host = true;
+            note_fallback(d, n);
+        } else {
+            d->n_device++;
+        }
+    }
+    dn->be = dn->on_host ? kiln__cpu_backend() : d->be;
+    uint32_t host_mask = dn->on_host ? 0xFFFFFFFFu : d->mod->host_inputs(n);
+    bool dims_only = n->op == KILN_OP_Shape || n->op == KILN_OP_Size;
+    for (int i = 0; i < n->n_in; i++) {
+        if (!in[i])
+            continue;
+        bool want_host = i < 32 ? (host_mask >> i) & 1u : dn->on_host;
+        bool is_dev = kiln__on_device(in[i]);
+        kiln_tensor *t = NULL;
+        if (want_host && is_dev && !dims_only) {
+            KILN_TRY(add_tmp(dn, n, &t, false));
+            KILN_TRY(to_host(d, in[i], t));
+            in[i] = t;
+        } else if (!want_host && !is_dev) {
+            int v = n->in[i];
+            if (v >= 0 && v < g->n_values && g->values[v].init && in[i] == g->values[v].init) {
+                KILN_TRY(kiln__dev_weight(d, g, v, &in[i]));
+            } else {
+                KILN_TRY(add_tmp(dn, n, &t, true));
+                KILN_TRY(to_device(d, in[i], t));
+                in[i] = t;
+            }
+        }
+    }
+    return KILN_OK;
+}
+
+kiln_status kiln__dev_node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node *n, const kiln_tensor **in,
+                                 kiln_dev_node *dn)
+{
+    memset(dn, 0, sizeof *dn);
+    kiln_status st = node_begin(d, g, n, in, dn);
+    return st == KILN_OK ? st : kiln__dev_node_end(d, dn, n, NULL, st);   /* frees the copies made */
+}
+
+kiln_status kiln__dev_node_end(kiln_dev *d, kiln_dev_node *dn, const kiln_node *n, kiln_tensor *const *out,
+                               kiln_status st)
+{
+    for (int k = 0; k < dn->n_tmp; k++) {
+        if (dn->tmp_dev[k])
+            kiln__dev_tensor_free(d, &dn->tmp[k]);
+        else
+            kiln__tensor_release(&dn->tmp[k]);
+    }
+    dn->n_tmp = 0;
+    if (st != KILN_OK || !dn->on_host)
+        return st;
+    for (int o = 0; o < n->n_out; o++) {
+        kiln_tensor *t = out[o];
+        if (!t || !t->data || kiln__on_device(t) || n->out[o] < 0)
+            continue;
+        if (!kiln__dtype_is_float(t->dtype) && kiln_tensor_numel(t) <= SMALL_NUMEL)
+            continue;   /* shape data stays on the host */
+        kiln_tensor dt;
+        KILN_TRY(to_device(d, t, &dt));
+        kiln__tensor_release(t);
+        *t = dt;
+    }
+    return KILN_OK;
+}
+
+kiln_status kiln__dev_fetch_outputs(kiln_dev *d, const kiln_graph *g, const kiln_tensor *const *val,
+                                    kiln_tensor *outputs)
+{
+    for (int o = 0; o < g->n_outputs; o++) {
+        const kiln_tensor *t = val[g->outputs[o]];
+        if (kiln__on_device(t))
+            KILN_TRY(to_host(d, t, &outputs[o]));
+    }
+    return KILN_OK;
+}

@@ -1,0 +1,15 @@
+# GPU tests (docs/CUDA.md): built everywhere, skipped (exit 77) without the CUDA module or a GPU.
+# `make test-gpu` runs them with --require-gpu (a skip is then a failure).
+add_executable(test_gpu ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_gpu.c)
+target_include_directories(test_gpu PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_CURRENT_SOURCE_DIR}/unit)
+target_link_libraries(test_gpu PRIVATE kilnlib)
+set_target_properties(test_gpu PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+add_test(NAME gpu/test_gpu COMMAND test_gpu WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(gpu/test_gpu PROPERTIES LABELS "gpu" SKIP_RETURN_CODE 77 TIMEOUT 1200)
+# the one-node cases on the CPU alone: keeps the harness itself checked where there is no GPU
+add_test(NAME gpu/test_gpu_cases COMMAND test_gpu --cpu-only WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(gpu/test_gpu_cases PROPERTIES LABELS "unit;sanitize")
+# --device where the module cannot be used: clean errors; the kiln binary does not link CUDA
+add_test(NAME gpu/device_cli COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_device_cli.sh $<TARGET_FILE:kiln>
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(gpu/device_cli PROPERTIES LABELS "cli;sanitize")

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# --device on the CLI where the CUDA module cannot be used: one clean error, never a crash, on any
+# machine (KILN_CUDA_MODULE names a file that does not exist / is not a module); a bad device name
+# is a usage error. And the default kiln binary does not link CUDA (docs/CUDA.md).
+KILN="$1"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$ROOT"
+fails=0
+check() {   # check NAME WANT_RC PATTERN CMD...
+  local name=$1 want=$2 pat=$3
+  shift 3
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [ "$rc" -ne "$want" ] || ! grep -q -- "$pat" <<<"$out"; then
+    echo "FAIL $name (rc=$rc, want $want): $out"; fails=$((fails + 1))
+  else
+    echo "pass $name"
+  fi
+}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+check "bench, no module" 1 "could not be loaded" env KILN_CUDA_MODULE="$tmp/none.so" \
+  "$KILN" bench models/tiny_cnn.onnx --shapes input:1x3x32x32 --device cuda --iterations 1
+echo "not a module" > "$tmp/bad.so"
+check "bench, not a module" 1 "could not be loaded" env KILN_CUDA_MODULE="$tmp/bad.so" \
+  "$KILN" bench models/tiny_cnn.onnx --shapes input:1x3x32x32 --device cuda --iterations 1
+# a float32 [1,3,32,32] .npy of zeros (written here: no numpy needed)
+hdr="{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 32, 32), }"
+while [ $(( (10 + ${#hdr} + 1) % 64 )) -ne 0 ]; do hdr="$hdr "; done
+{ printf '\x93NUMPY\x01\x00'; printf "\\x$(printf %02x $(( (${#hdr} + 1) % 256 )))\\x$(printf %02x $(( (${#hdr} + 1) / 256 )))"; \
+  printf '%s\n' "$hdr"; head -c $((3 * 32 * 32 * 4)) /dev/zero; } > "$tmp/x.npy"
+check "run, no module" 1 "--device cuda" env KILN_CUDA_MODULE="$tmp/none.so" \
+  "$KILN" run models/tiny_cnn.onnx --input input="$tmp/x.npy" --output-dir "$tmp/o" --device cuda
+check "bad device name" 2 "cpu or cuda" "$KILN" bench models/tiny_cnn.onnx --device gpu
+check "device cpu" 0 "device: cpu" "$KILN" bench models/tiny_cnn.onnx --shapes input:1x3x32x32 --device cpu --iterations 2
+if ldd "$KILN" | grep -E -q "libcuda|libcudart|libcudnn|libcublas"; then
+  echo "FAIL: kiln links CUDA libraries"; fails=$((fails + 1))
+else
+  echo "pass kiln does not link CUDA"
+fi
+[ $fails -eq 0 ]

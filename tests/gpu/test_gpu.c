@@ -1,0 +1,742 @@
+/* GPU tests of the CUDA backend (docs/CUDA.md): `make test-gpu` on a machine with an NVIDIA GPU;
+ * the CTest entry gpu/test_gpu exits 77 (skipped) with a message where there is no CUDA module or
+ * no GPU, so CI passes.
+ *
+ * 1. Per-layer checks: one-node graphs over random, odd-sized inputs run by the interpreter on the
+ *    CPU (the reference kernels) and with --device cuda; every layer must run on the device (not
+ *    fall back) and match: max |gpu - cpu| <= tol * max(1, max |cpu|), NaN never passes, and
+ *    integer / data-movement outputs exactly. Device memory is poisoned (KILN_CUDA_POISON: every
+ *    block the CUDA backend hands out is filled with NaN), so unwritten elements fail.
+ * 2. Model checks: the models given on the command line (default: models/tiny_cnn.onnx,
+ *    models/tiny_bert.onnx, and models/resnet50.onnx, models/bert_base.onnx when present) built
+ *    and run on the CPU and on the GPU from the same synthetic inputs; the max relative error is
+ *    printed per output, and the whole model must run on the device.
+ * Usage: test_gpu [--require-gpu] [MODEL.onnx@SHAPES ...]; test_gpu --cpu-only runs the one-node cases on
+ * the CPU alone (CI: checks the cases themselves). */
+#include "test.h"
+#include "ir/fused.h"
+#include "runtime/device.h"
+#include "runtime/exec.h"
+#include <float.h>
+#include <stdint.h>
+#include <string.h>
+
+static unsigned long long rng = 0x2545F4914F6CDD1Dull;
+static kiln_dev *dev;
+
+/* ---- one-node graphs */
+
+typedef struct tgraph {
+    kiln_graph *g;
+    int node;
+    int n_feed;
+    kiln_tensor feed[8];
+} tgraph;
+
+static kiln_tensor rand_tensor(kiln_dtype dt, int nd, const int64_t *dims, double lo, double hi)
+{
+    kiln_tensor t;
+    if (kiln__tensor_alloc(&t, dt, nd, dims) != KILN_OK) {
+        fprintf(stderr, "test_gpu: out of memory\n");
+        exit(2);
+    }
+    int64_t n = kiln_tensor_numel(&t);
+    for (int64_t i = 0; i < n; i++) {
+        double u = (test_randf(&rng) + 1.0) * 0.5;
+        double v = lo + (hi - lo) * u;
+        if (dt == KILN_DT_FLOAT32)
+            ((float *)t.data)[i] = (float)v;
+        else if (dt == KILN_DT_BOOL)
+            ((uint8_t *)t.data)[i] = v > 0;
+        else
+            kiln__set_i64(dt, t.data, i, (int64_t)floor(v));
+    }
+    return t;
+}
+
+static kiln_tensor ints_tensor(int n, const int64_t *v)
+{
+    int64_t d = n;
+    kiln_tensor t;
+    if (kiln__tensor_alloc(&t, KILN_DT_INT64, 1, &d) != KILN_OK)
+        exit(2);
+    memcpy(t.data, v, sizeof(int64_t) * (size_t)n);
+    return t;
+}
+
+static tgraph tg_new(kiln_op op, int opset)
+{
+    tgraph t = {.g = kiln__graph_new(NULL)};
+    t.node = kiln__graph_add_node(t.g);
+    kiln_node *n = &t.g->nodes[t.node];
+    n->name = kiln__strdup("case");
+    n->op_type = kiln__strdup(kiln__op_name(op));
+    n->domain = kiln__strdup(kiln__op_is_kiln(op) ? KILN_DOMAIN : "");
+    n->op = op;
+    n->opset = opset;
+    return t;
+}
+
+static kiln_node *tg_node(tgraph *t) { return &t->g->nodes[t->node]; }
+
+/* Appends an input: a graph input fed with `x` (moved in) or, const_, an initializer. */
+static void tg_in(tgraph *t, kiln_tensor x, bool const_)
+{
+    char name[32];
+    snprintf(name, sizeof name, "x%d", tg_node(t)->n_in);
+    int v = kiln__graph_add_value(t->g, name);
+    if (const_) {
+        t->g->values[v].init = kiln__calloc(1, sizeof(kiln_tensor));
+        *t->g->values[v].init = x;
+    } else {
+        t->g->inputs = kiln__realloc(t->g->inputs, sizeof(int) * (size_t)(t->g->n_inputs + 1));
+        t->g->inputs[t->g->n_inputs++] = v;
+        t->feed[t->n_feed++] = x;
+    }
+    kiln__node_add_input(t->g, t->node, v);
+}
+
+static void tg_outs(tgraph *t, int n)
+{
+    kiln_node *nd = tg_node(t);
+    nd->out = kiln__calloc((size_t)n, sizeof(int));
+    nd->n_out = n;
+    t->g->outputs = kiln__calloc((size_t)n, sizeof(int));
+    for (int o = 0; o < n; o++) {
+        char name[32];
+        snprintf(name, sizeof name, "y%d", o);
+        int v = kiln__graph_add_value(t->g, name);
+        nd = tg_node(t);
+        kiln__node_set_output(t->g, t->node, o, v);
+        t->g->outputs[t->g->n_outputs++] = v;
+    }
+}
+
+static void attr_ints(tgraph *t, const char *name, int n, const int64_t *v)
+{
+    kiln_node *nd = tg_node(t);
+    kiln__node_set_attr_i(nd, name, 0);
+    for (int a = 0; a < nd->n_attr; a++)
+        if (!strcmp(nd->attrs[a].name, name)) {
+            nd->attrs[a].type = KILN_ATTR_INTS;
+            nd->attrs[a].ints = kiln__malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+            memcpy(nd->attrs[a].ints, v, sizeof(int64_t) * (size_t)n);
+            nd->attrs[a].n = n;
+        }
+}
+
+static void set_act(tgraph *t, kiln_fused_act_kind k, float a, float b)
+{
+    kiln_fused_act fa = {k, a, b};
+    kiln__node_set_fused_act(tg_node(t), &fa);
+}
+
+static void tg_free(tgraph *t)
+{
+    for (int i = 0; i < t->n_feed; i++)
+        kiln__tensor_release(&t->feed[i]);
+    kiln__graph_free(t->g);
+}
+
+/* max |a - b| / max(1, max |b|); INFINITY on NaN mismatch or shape / dtype difference */
+static double compare(const kiln_tensor *a, const kiln_tensor *b)
+{
+    if (a->dtype != b->dtype || a->ndim != b->ndim || memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim))
+        return INFINITY;
+    int64_t n = kiln_tensor_numel(a);
+    if (a->dtype != KILN_DT_FLOAT32)
+        return memcmp(a->data, b->data, a->nbytes) ? INFINITY : 0.0;
+    const float *x = a->data, *y = b->data;
+    double mx = 1.0, err = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        mx = fabs(y[i]) > mx ? fabs(y[i]) : mx;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(x[i]) != isnan(y[i]) || (isinf(y[i]) && x[i] != y[i]))
+            return INFINITY;
+        if (!isnan(y[i]) && !isinf(y[i]))
+            err = fmax(err, fabs((double)x[i] - y[i]) / mx);
+    }
+    return err;
+}
+
+static void run_case(const char *name, tgraph *t, double tol)
+{
+    kiln_graph *g = t->g;
+    const kiln_tensor *feed[8];
+    for (int i = 0; i < t->n_feed; i++)
+        feed[i] = &t->feed[i];
+    kiln_tensor ref[4] = {0}, got[4] = {0};
+    kiln_run_env cpu = {.nthreads = 1};
+    kiln_status s = kiln__exec_graph(g, NULL, feed, ref, &cpu, 0);
+    test_checks++;
+    if (s != KILN_OK || !dev) {   /* --cpu-only: the cases themselves are checked */
+        if (s != KILN_OK)
+            printf("FAIL %-28s CPU reference failed: %s\n", name, kiln_last_error());
+        else
+            printf("cpu  %-28s\n", name);
+        test_failures += s != KILN_OK;
+        for (int o = 0; o < g->n_outputs; o++)
+            kiln__tensor_release(&ref[o]);
+        tg_free(t);
+        return;
+    }
+    kiln_run_env gpu = {.nthreads = 1, .dev = dev, .backend = kiln__dev_backend(dev)};
+    kiln__dev_run_begin(dev);
+    s = kiln__exec_graph(g, NULL, feed, got, &gpu, 0);
+    kiln__dev_weights_clear(dev);   /* this graph goes away: the next one may reuse its addresses */
+    kiln_device_stats st;
+    kiln__dev_stats(dev, &st);
+    double worst = 0;
+    const char *why = NULL;
+    if (s != KILN_OK)
+        why = kiln_last_error();
+    else if (st.device_layers != 1)
+        why = "the layer did not run on the GPU";
+    for (int o = 0; !why && o < g->n_outputs; o++)
+        worst = fmax(worst, compare(&got[o], &ref[o]));
+    bool ok = !why && worst <= tol;
+    printf("%s %-28s max rel err %.3g (tol %.1g)%s%s\n", ok ? "ok  " : "FAIL", name, worst, tol, why ? ": " : "",
+           why ? why : "");
+    test_failures += !ok;
+    for (int o = 0; o < g->n_outputs; o++) {
+        kiln__tensor_release(&ref[o]);
+        kiln__tensor_release(&got[o]);
+    }
+    tg_free(t);
+}
+
+#define F32 KILN_DT_FLOAT32
+#define D(...) ((const int64_t[]){__VA_ARGS__})
+#define RT(nd, ...) rand_tensor(F32, nd, D(__VA_ARGS__), -1, 1)
+
+static void binary_cases(void)
+{
+    static const kiln_op ops[] = {KILN_OP_Add, KILN_OP_Sub, KILN_OP_Mul, KILN_OP_Div, KILN_OP_Max, KILN_OP_Min};
+    for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
+        tgraph t = tg_new(ops[k], 13);
+        tg_in(&t, RT(3, 3, 1, 7), false);
+        tg_in(&t, ops[k] == KILN_OP_Div ? rand_tensor(F32, 2, D(5, 7), 0.5, 2) : RT(2, 5, 7), false);
+        tg_outs(&t, 1);
+        char name[64];
+        snprintf(name, sizeof name, "%s broadcast", kiln__op_name(ops[k]));
+        run_case(name, &t, 1e-6);
+    }
+    tgraph t = tg_new(KILN_OP_Add, 13);
+    tg_in(&t, RT(2, 17, 33), false);
+    tg_in(&t, RT(2, 17, 33), false);
+    tg_outs(&t, 1);
+    run_case("Add same shape", &t, 1e-6);
+    t = tg_new(KILN_OP_Mul, 13);
+    tg_in(&t, RT(4, 2, 3, 5, 7), false);
+    tg_in(&t, RT(1, 7), true);
+    tg_outs(&t, 1);
+    run_case("Mul by const row", &t, 1e-6);
+    t = tg_new(KILN_OP_Pow, 13);
+    tg_in(&t, rand_tensor(F32, 2, D(9, 11), 0.1, 3), false);
+    tg_in(&t, rand_tensor(F32, 1, D(11), -2, 2), false);
+    tg_outs(&t, 1);
+    run_case("Pow", &t, 1e-5);
+    t = tg_new(KILN_OP_Add, 13);
+    tg_in(&t, rand_tensor(KILN_DT_INT64, 2, D(65, 67), -1000, 1000), false);
+    tg_in(&t, rand_tensor(KILN_DT_INT64, 1, D(67), -1000, 1000), false);
+    tg_outs(&t, 1);
+    run_case("Add int64", &t, 0);
+}
+
+static void unary_cases(void)
+{
+    static const kiln_op ops[] = {KILN_OP_Relu, KILN_OP_Sigmoid, KILN_OP_Tanh, KILN_OP_Exp, KILN_OP_Erf, KILN_OP_Neg,
+                                  KILN_OP_Abs, KILN_OP_HardSwish, KILN_OP_Softplus, KILN_OP_Floor};
+    for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
+        tgraph t = tg_new(ops[k], 13);
+        tg_in(&t, rand_tensor(F32, 3, D(3, 17, 129), -4, 4), false);
+        tg_outs(&t, 1);
+        run_case(kiln__op_name(ops[k]), &t, 1e-5);
+    }
+    tgraph t = tg_new(KILN_OP_Sqrt, 13);
+    tg_in(&t, rand_tensor(F32, 2, D(31, 37), 0, 9), false);
+    tg_outs(&t, 1);
+    run_case("Sqrt", &t, 1e-6);
+    t = tg_new(KILN_OP_LeakyRelu, 13);
+    tg_in(&t, RT(2, 31, 37), false);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_f(tg_node(&t), "alpha", 0.13f);
+    run_case("LeakyRelu", &t, 1e-6);
+    t = tg_new(KILN_OP_Gelu, 20);
+    tg_in(&t, rand_tensor(F32, 2, D(31, 37), -4, 4), false);
+    tg_outs(&t, 1);
+    run_case("Gelu", &t, 1e-5);
+    t = tg_new(KILN_OP_Clip, 13);
+    tg_in(&t, RT(2, 31, 37), false);
+    float lo = -0.3f, hi = 0.45f;
+    kiln_tensor a, b;
+    kiln__tensor_alloc(&a, F32, 0, NULL);
+    kiln__tensor_alloc(&b, F32, 0, NULL);
+    *(float *)a.data = lo;
+    *(float *)b.data = hi;
+    tg_in(&t, a, true);
+    tg_in(&t, b, true);
+    tg_outs(&t, 1);
+    run_case("Clip (min/max inputs)", &t, 0);
+}
+
+static void cast_where_cases(void)
+{
+    tgraph t = tg_new(KILN_OP_Cast, 13);
+    tg_in(&t, rand_tensor(KILN_DT_INT64, 2, D(65, 67), -5000, 5000), false);   /* > 4096: not shape data */
+    tg_outs(&t, 1);
+    kiln__node_set_attr_i(tg_node(&t), "to", KILN_DT_FLOAT32);
+    run_case("Cast int64->float", &t, 0);
+    t = tg_new(KILN_OP_Cast, 13);
+    tg_in(&t, rand_tensor(F32, 2, D(7, 13), -50, 50), false);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_i(tg_node(&t), "to", KILN_DT_INT64);
+    run_case("Cast float->int64", &t, 0);
+    t = tg_new(KILN_OP_Where, 13);
+    tg_in(&t, rand_tensor(KILN_DT_BOOL, 2, D(1, 19), -1, 1), false);
+    tg_in(&t, RT(2, 11, 19), false);
+    tg_in(&t, RT(2, 11, 1), false);
+    tg_outs(&t, 1);
+    run_case("Where broadcast", &t, 0);
+}
+
+static void shape_cases(void)
+{
+    tgraph t = tg_new(KILN_OP_Reshape, 13);
+    tg_in(&t, RT(3, 3, 5, 7), false);
+    tg_in(&t, ints_tensor(2, D(0, -1)), true);
+    tg_outs(&t, 1);
+    run_case("Reshape 0,-1", &t, 0);
+    t = tg_new(KILN_OP_Flatten, 13);
+    tg_in(&t, RT(4, 3, 5, 7, 2), false);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_i(tg_node(&t), "axis", 2);
+    run_case("Flatten axis 2", &t, 0);
+    t = tg_new(KILN_OP_Unsqueeze, 13);
+    tg_in(&t, RT(2, 3, 5), false);
+    tg_in(&t, ints_tensor(2, D(0, -1)), true);
+    tg_outs(&t, 1);
+    run_case("Unsqueeze", &t, 0);
+    t = tg_new(KILN_OP_Squeeze, 13);
+    tg_in(&t, RT(4, 3, 1, 5, 1), false);
+    tg_in(&t, ints_tensor(1, D(-1)), true);
+    tg_outs(&t, 1);
+    run_case("Squeeze", &t, 0);
+    t = tg_new(KILN_OP_Transpose, 13);
+    tg_in(&t, RT(4, 3, 5, 7, 2), false);
+    tg_outs(&t, 1);
+    attr_ints(&t, "perm", 4, D(2, 0, 3, 1));
+    run_case("Transpose 2031", &t, 0);
+    t = tg_new(KILN_OP_Transpose, 13);
+    tg_in(&t, RT(4, 2, 17, 12, 9), false);
+    tg_outs(&t, 1);
+    attr_ints(&t, "perm", 4, D(0, 2, 1, 3));
+    run_case("Transpose 0213 (heads)", &t, 0);
+    t = tg_new(KILN_OP_Transpose, 13);
+    tg_in(&t, RT(4, 2, 17, 12, 64), false);
+    tg_outs(&t, 1);
+    attr_ints(&t, "perm", 4, D(0, 2, 1, 3));
+    run_case("Transpose 0213 (16-byte runs)", &t, 0);
+    t = tg_new(KILN_OP_Slice, 13);
+    tg_in(&t, RT(3, 5, 7, 34), false);
+    tg_in(&t, ints_tensor(1, D(2)), true);
+    tg_in(&t, ints_tensor(1, D(32)), true);
+    tg_in(&t, ints_tensor(1, D(2)), true);
+    tg_outs(&t, 1);
+    run_case("Slice inner (8-byte runs)", &t, 0);
+    t = tg_new(KILN_OP_Slice, 13);
+    tg_in(&t, RT(3, 9, 11, 13), false);
+    tg_in(&t, ints_tensor(2, D(-2, 1)), true);
+    tg_in(&t, ints_tensor(2, D(0, 100)), true);
+    tg_in(&t, ints_tensor(2, D(1, 2)), true);
+    tg_in(&t, ints_tensor(2, D(-3, 2)), true);
+    tg_outs(&t, 1);
+    run_case("Slice steps -3, 2", &t, 0);
+    t = tg_new(KILN_OP_Expand, 13);
+    tg_in(&t, RT(2, 5, 1), false);
+    tg_in(&t, ints_tensor(3, D(3, 5, 7)), true);
+    tg_outs(&t, 1);
+    run_case("Expand", &t, 0);
+    t = tg_new(KILN_OP_Concat, 13);
+    tg_in(&t, RT(3, 3, 2, 5), false);
+    tg_in(&t, RT(3, 3, 7, 5), false);
+    tg_in(&t, RT(3, 3, 1, 5), true);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_i(tg_node(&t), "axis", 1);
+    run_case("Concat axis 1", &t, 0);
+    t = tg_new(KILN_OP_Gather, 13);
+    tg_in(&t, RT(3, 5, 9, 3), false);
+    tg_in(&t, ints_tensor(4, D(0, -1, 4, 2)), true);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_i(tg_node(&t), "axis", 1);
+    run_case("Gather axis 1", &t, 0);
+    t = tg_new(KILN_OP_Gather, 13);
+    tg_in(&t, RT(2, 1000, 33), true);
+    tg_in(&t, rand_tensor(KILN_DT_INT64, 2, D(3, 129), 0, 999), false);
+    tg_outs(&t, 1);
+    run_case("Gather embedding", &t, 0);
+}
+
+static void nn_cases(void)
+{
+    tgraph t = tg_new(KILN_OP_Softmax, 13);
+    tg_in(&t, rand_tensor(F32, 3, D(3, 17, 129), -5, 5), false);
+    tg_outs(&t, 1);
+    run_case("Softmax last axis", &t, 1e-5);
+    t = tg_new(KILN_OP_Softmax, 13);
+    tg_in(&t, rand_tensor(F32, 3, D(3, 17, 13), -5, 5), false);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_i(tg_node(&t), "axis", 1);
+    run_case("Softmax axis 1 (strided)", &t, 1e-5);
+    t = tg_new(KILN_OP_Softmax, 13);
+    tg_in(&t, rand_tensor(F32, 2, D(5, 2001), -5, 5), false);
+    tg_outs(&t, 1);
+    run_case("Softmax 2001 cols (block)", &t, 1e-5);
+    t = tg_new(KILN_OP_Softmax, 13);
+    tg_in(&t, rand_tensor(F32, 2, D(37, 31), -5, 5), false);
+    tg_outs(&t, 1);
+    run_case("Softmax 31 cols", &t, 1e-5);
+    t = tg_new(KILN_OP_LayerNormalization, 17);
+    tg_in(&t, rand_tensor(F32, 3, D(3, 17, 769), -3, 3), false);
+    tg_in(&t, RT(1, 769), true);
+    tg_in(&t, RT(1, 769), true);
+    tg_outs(&t, 1);
+    run_case("LayerNormalization", &t, 1e-5);
+    t = tg_new(KILN_OP_LayerNormalization, 17);
+    tg_in(&t, rand_tensor(F32, 2, D(9, 1501), -3, 3), false);
+    tg_in(&t, RT(1, 1501), true);
+    tg_outs(&t, 1);
+    run_case("LayerNormalization 1501 (block)", &t, 1e-5);
+    t = tg_new(KILN_OP_LayerNormalization, 17);
+    tg_in(&t, rand_tensor(F32, 3, D(4, 3, 50), -3, 3), false);
+    tg_in(&t, RT(2, 3, 50), true);
+    tg_in(&t, RT(2, 3, 50), true);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_i(tg_node(&t), "axis", 1);
+    run_case("LayerNormalization axis 1", &t, 1e-5);
+    t = tg_new(KILN_OP_MaxPool, 13);
+    tg_in(&t, RT(4, 2, 5, 17, 19), false);
+    tg_outs(&t, 1);
+    attr_ints(&t, "kernel_shape", 2, D(3, 3));
+    attr_ints(&t, "strides", 2, D(2, 2));
+    attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
+    run_case("MaxPool 3x3 s2 p1", &t, 0);
+    for (int cip = 0; cip < 2; cip++) {
+        t = tg_new(KILN_OP_AveragePool, 13);
+        tg_in(&t, RT(4, 2, 3, 15, 14), false);
+        tg_outs(&t, 1);
+        attr_ints(&t, "kernel_shape", 2, D(3, 2));
+        attr_ints(&t, "strides", 2, D(2, 3));
+        attr_ints(&t, "pads", 4, D(1, 0, 2, 1));
+        kiln__node_set_attr_i(tg_node(&t), "ceil_mode", 1);
+        kiln__node_set_attr_i(tg_node(&t), "count_include_pad", cip);
+        run_case(cip ? "AveragePool ceil, incl pad" : "AveragePool ceil, excl pad", &t, 1e-6);
+    }
+    t = tg_new(KILN_OP_GlobalAveragePool, 13);
+    tg_in(&t, RT(4, 3, 33, 7, 9), false);
+    tg_outs(&t, 1);
+    run_case("GlobalAveragePool", &t, 1e-6);
+}
+
+static void conv_cases(void)
+{
+    tgraph t = tg_new(KILN_OP_Conv, 13);
+    tg_in(&t, RT(4, 2, 6, 15, 13), false);
+    tg_in(&t, RT(4, 8, 3, 3, 3), true);
+    tg_in(&t, RT(1, 8), true);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_i(tg_node(&t), "group", 2);
+    attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
+    attr_ints(&t, "strides", 2, D(2, 1));
+    run_case("Conv 3x3 group 2 s(2,1)", &t, 1e-5);
+    t = tg_new(KILN_OP_Conv, 13);
+    tg_in(&t, RT(4, 3, 17, 9, 11), false);
+    tg_in(&t, RT(4, 5, 17, 1, 1), true);
+    tg_outs(&t, 1);
+    run_case("Conv 1x1 no bias", &t, 1e-5);
+    t = tg_new(KILN_OP_Conv, 13);
+    tg_in(&t, RT(4, 1, 4, 19, 23), false);
+    tg_in(&t, RT(4, 6, 4, 3, 3), true);
+    tg_outs(&t, 1);
+    attr_ints(&t, "dilations", 2, D(2, 2));
+    kiln__node_set_attr_s(tg_node(&t), "auto_pad", "SAME_UPPER");
+    run_case("Conv dilated SAME_UPPER", &t, 1e-5);
+    t = tg_new(KILN_OP_Conv, 13);
+    tg_in(&t, RT(3, 2, 5, 31), false);
+    tg_in(&t, RT(3, 7, 5, 3), true);
+    tg_in(&t, RT(1, 7), true);
+    tg_outs(&t, 1);
+    attr_ints(&t, "pads", 2, D(1, 1));
+    run_case("Conv 1-D", &t, 1e-5);
+    t = tg_new(KILN_OP_FusedConv, 1);
+    tg_in(&t, RT(4, 3, 16, 14, 14), false);
+    tg_in(&t, RT(4, 32, 16, 3, 3), true);
+    tg_in(&t, RT(1, 32), true);
+    tg_in(&t, RT(4, 3, 32, 14, 14), false);
+    tg_outs(&t, 1);
+    attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
+    set_act(&t, KILN_FUSED_RELU, 0, 0);
+    run_case("FusedConv bias+res+Relu", &t, 1e-5);
+    t = tg_new(KILN_OP_FusedConv, 1);
+    tg_in(&t, RT(4, 2, 16, 9, 9), false);
+    tg_in(&t, RT(4, 8, 16, 1, 1), true);
+    tg_in(&t, RT(1, 8), true);
+    tg_outs(&t, 1);
+    set_act(&t, KILN_FUSED_RELU, 0, 0);
+    run_case("FusedConv bias+Relu", &t, 1e-5);
+    t = tg_new(KILN_OP_FusedConv, 1);
+    tg_in(&t, RT(4, 2, 16, 9, 9), false);
+    tg_in(&t, RT(4, 8, 16, 3, 3), true);
+    tg_in(&t, RT(1, 8), true);
+    tg_outs(&t, 1);
+    attr_ints(&t, "strides", 2, D(2, 2));
+    set_act(&t, KILN_FUSED_SILU, 0, 0);
+    run_case("FusedConv SiLU s2", &t, 1e-5);
+}
+
+static void gemm_cases(void)
+{
+    tgraph t = tg_new(KILN_OP_MatMul, 13);
+    tg_in(&t, RT(3, 3, 17, 33), false);
+    tg_in(&t, RT(2, 33, 9), true);
+    tg_outs(&t, 1);
+    run_case("MatMul [3,17,33]x[33,9]", &t, 1e-5);
+    t = tg_new(KILN_OP_MatMul, 13);
+    tg_in(&t, RT(4, 2, 3, 5, 7), false);
+    tg_in(&t, RT(4, 2, 3, 7, 4), false);
+    tg_outs(&t, 1);
+    run_case("MatMul batched", &t, 1e-5);
+    t = tg_new(KILN_OP_MatMul, 13);
+    tg_in(&t, RT(2, 5, 7), false);
+    tg_in(&t, RT(3, 3, 7, 4), false);
+    tg_outs(&t, 1);
+    run_case("MatMul broadcast A", &t, 1e-5);
+    t = tg_new(KILN_OP_MatMul, 13);
+    tg_in(&t, RT(1, 7), false);
+    tg_in(&t, RT(3, 2, 7, 5), false);
+    tg_outs(&t, 1);
+    run_case("MatMul 1-D A", &t, 1e-5);
+    t = tg_new(KILN_OP_FusedMatMul, 1);
+    tg_in(&t, RT(3, 2, 17, 65), false);
+    tg_in(&t, RT(2, 65, 33), true);
+    tg_in(&t, RT(1, 33), true);
+    tg_in(&t, RT(3, 2, 17, 33), false);
+    tg_outs(&t, 1);
+    set_act(&t, KILN_FUSED_GELU, 0, 0);
+    run_case("FusedMatMul bias+res+Gelu", &t, 1e-5);
+    t = tg_new(KILN_OP_FusedMatMul, 1);
+    tg_in(&t, RT(3, 2, 17, 65), false);
+    tg_in(&t, RT(2, 65, 33), true);
+    tg_in(&t, RT(1, 33), true);
+    tg_outs(&t, 1);
+    set_act(&t, KILN_FUSED_RELU, 0, 0);
+    run_case("FusedMatMul bias+Relu", &t, 1e-5);
+    t = tg_new(KILN_OP_Gemm, 13);
+    tg_in(&t, RT(2, 7, 130), false);
+    tg_in(&t, RT(2, 33, 130), true);
+    tg_in(&t, RT(1, 33), true);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_i(tg_node(&t), "transB", 1);
+    kiln__node_set_attr_f(tg_node(&t), "alpha", 0.5f);
+    run_case("Gemm transB bias alpha", &t, 1e-5);
+    t = tg_new(KILN_OP_Gemm, 13);
+    tg_in(&t, RT(2, 130, 7), false);
+    tg_in(&t, RT(2, 130, 33), true);
+    tg_in(&t, RT(2, 7, 1), true);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_i(tg_node(&t), "transA", 1);
+    kiln__node_set_attr_f(tg_node(&t), "beta", 0.3f);
+    run_case("Gemm transA C[M,1] beta", &t, 1e-5);
+    t = tg_new(KILN_OP_FusedGemm, 1);
+    tg_in(&t, RT(2, 5, 64), false);
+    tg_in(&t, RT(2, 64, 48), true);
+    tg_in(&t, RT(1, 48), true);
+    tg_outs(&t, 1);
+    set_act(&t, KILN_FUSED_TANH, 0, 0);
+    run_case("FusedGemm Tanh", &t, 1e-5);
+    t = tg_new(KILN_OP_Attention, 1);
+    tg_in(&t, RT(4, 2, 3, 17, 8), false);
+    tg_in(&t, RT(4, 2, 3, 8, 19), false);
+    tg_in(&t, RT(4, 2, 3, 19, 5), false);
+    tg_in(&t, rand_tensor(F32, 4, D(2, 1, 1, 19), -3, 0), false);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_f(tg_node(&t), "scale", 0.35f);
+    run_case("Attention additive mask", &t, 1e-5);
+    for (int kind = 2; kind <= 3; kind++) {
+        t = tg_new(KILN_OP_Attention, 1);
+        tg_in(&t, RT(4, 2, 2, 9, 16), false);
+        tg_in(&t, RT(4, 2, 2, 16, 130), false);
+        tg_in(&t, RT(4, 2, 2, 130, 7), false);
+        kiln_tensor m = rand_tensor(KILN_DT_BOOL, 4, D(2, 1, 9, 130), -0.3, 1);   /* mostly true */
+        tg_in(&t, m, false);
+        tg_outs(&t, 1);
+        kiln__node_set_attr_f(tg_node(&t), "scale", 0.25f);
+        kiln__node_set_attr_i(tg_node(&t), "mask_kind", kind);
+        kiln__node_set_attr_f(tg_node(&t), "mask_fill", -1e4f);
+        run_case(kind == 2 ? "Attention bool keep mask" : "Attention bool fill mask", &t, 1e-5);
+    }
+}
+
+/* ---- model checks */
+
+static void model_case(const char *spec)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s", spec);
+    char *colon = strchr(path, '@');   /* MODEL.onnx@SHAPES */
+    const char *shapes_spec = NULL;
+    if (colon) {
+        *colon = 0;
+        shapes_spec = colon + 1;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        printf("skip %-28s (not present)\n", path);
+        return;
+    }
+    fclose(f);
+    kiln_model_t m = NULL;
+    kiln_engine_t e = NULL;
+    kiln_context_t cc = NULL, gc = NULL;
+    kiln_shapes_t shapes = NULL;
+    kiln_tensor in[8] = {0};
+    int nin = 0;
+    const char *why = NULL;
+    double worst = 0;
+    kiln_build_options bo = {.no_tactics = true, .device = KILN_DEVICE_CUDA};
+    if (kiln_model_load(path, &m) != KILN_OK || (shapes_spec && kiln_shapes_parse(shapes_spec, &shapes) != KILN_OK) ||
+        kiln_build(m, &bo, &e) != KILN_OK) {
+        why = kiln_last_error();
+        goto done;
+    }
+    nin = kiln_engine_num_inputs(e);
+    kiln_synth_options so = {.shapes = shapes, .seed = 7};
+    if (nin > 8 || kiln_engine_synth_inputs(e, &so, in) != KILN_OK || kiln_context_create(e, &cc) != KILN_OK ||
+        kiln_context_create(e, &gc) != KILN_OK || kiln_context_set_device(gc, KILN_DEVICE_CUDA, 0) != KILN_OK) {
+        why = kiln_last_error();
+        goto done;
+    }
+    for (int i = 0; i < nin; i++)
+        if (kiln_context_set_input(cc, kiln_engine_input_name(e, i), &in[i]) != KILN_OK ||
+            kiln_context_set_input(gc, kiln_engine_input_name(e, i), &in[i]) != KILN_OK) {
+            why = kiln_last_error();
+            goto done;
+        }
+    if (kiln_context_run(cc) != KILN_OK) {
+        why = kiln_last_error();
+        goto done;
+    }
+    unsigned long long h2d_first = 0;
+    for (int rep = 0; rep < 2 && !why; rep++) {   /* the first run plans memory, the second uses the arena */
+        if (kiln_context_run(gc) != KILN_OK) {
+            why = kiln_last_error();
+            break;
+        }
+        if (rep == 0) {
+            kiln_device_stats s1;
+            kiln_context_device_stats(gc, &s1);
+            h2d_first = s1.h2d_bytes;
+        }
+        for (int o = 0; o < kiln_engine_num_outputs(e); o++) {
+            double err = compare(kiln_context_output(gc, o), kiln_context_output(cc, o));
+            worst = fmax(worst, err);
+            printf("     %-28s run %d output %-20s max rel err %.3g\n", path, rep + 1, kiln_engine_output_name(e, o), err);
+        }
+    }
+    /* a second context of the engine shares the weights already on the GPU: its first run copies
+     * only the inputs (and shape data) */
+    kiln_context_t gc2 = NULL;
+    if (!why && (kiln_context_create(e, &gc2) != KILN_OK || kiln_context_set_device(gc2, KILN_DEVICE_CUDA, 0) != KILN_OK))
+        why = kiln_last_error();
+    for (int i = 0; !why && i < nin; i++)
+        if (kiln_context_set_input(gc2, kiln_engine_input_name(e, i), &in[i]) != KILN_OK)
+            why = kiln_last_error();
+    if (!why && kiln_context_run(gc2) != KILN_OK)
+        why = kiln_last_error();
+    if (!why) {
+        kiln_device_stats s2;
+        kiln_context_device_stats(gc2, &s2);
+        for (int o = 0; o < kiln_engine_num_outputs(e); o++)
+            worst = fmax(worst, compare(kiln_context_output(gc2, o), kiln_context_output(cc, o)));
+        printf("     %-28s first run copied %llu bytes to the GPU, a second context's %llu\n", path, h2d_first,
+               s2.h2d_bytes);
+        if (s2.h2d_bytes >= h2d_first)
+            why = "the second context copied the weights again";
+    }
+    kiln_context_free(gc2);
+    kiln_device_stats ds;
+    kiln_context_device_stats(gc, &ds);
+    printf("     %-28s %d layers on the GPU, %d on the host (shapes), %d fallbacks %s\n", path, ds.device_layers,
+           ds.host_layers, ds.fallback_layers, ds.fallback_ops);
+    if (!why && ds.fallback_layers)
+        why = "layers fell back to the CPU";
+done:;
+    bool ok = !why && worst <= 1e-4;
+    printf("%s %-28s max rel err %.3g (tol 1e-4)%s%s\n", ok ? "ok  " : "FAIL", path, worst, why ? ": " : "",
+           why ? why : "");
+    test_checks++;
+    test_failures += !ok;
+    for (int i = 0; i < nin; i++)
+        kiln_free(in[i].data);
+    kiln_context_free(cc);
+    kiln_context_free(gc);
+    kiln_engine_free(e);
+    kiln_model_free(m);
+    kiln_shapes_free(shapes);
+}
+
+int main(int argc, char **argv)
+{
+    bool require = false, cpu_only = false;
+    int first_model = argc;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--require-gpu"))
+            require = true;
+        else if (!strcmp(argv[i], "--cpu-only"))
+            cpu_only = true;
+        else if (first_model == argc)
+            first_model = i;
+    }
+    if (cpu_only) {   /* the one-node cases on the CPU alone (checks this harness without a GPU) */
+        binary_cases();
+        unary_cases();
+        cast_where_cases();
+        shape_cases();
+        nn_cases();
+        conv_cases();
+        gemm_cases();
+        printf("test_gpu --cpu-only: ");
+        return TEST_SUMMARY();
+    }
+    setenv("KILN_CUDA_POISON", "1", 1);
+    if (kiln__dev_open(KILN_DEVICE_CUDA, 0, &dev) != KILN_OK) {
+        printf("test_gpu: SKIP: %s\n", kiln_last_error());
+        return require ? 1 : 77;
+    }
+    kiln_device_stats st;
+    kiln__dev_stats(dev, &st);
+    printf("test_gpu: %s\n", st.description);
+    binary_cases();
+    unary_cases();
+    cast_where_cases();
+    shape_cases();
+    nn_cases();
+    conv_cases();
+    gemm_cases();
+    kiln__dev_close(dev);
+    static const char *defaults[] = {"models/tiny_cnn.onnx@input:2x3x32x32",
+                                     "models/tiny_bert.onnx@input_ids:2x16,attention_mask:2x16,token_type_ids:2x16",
+                                     "models/resnet50.onnx@input:2x3x224x224",
+                                     "models/bert_base.onnx@input_ids:2x128,attention_mask:2x128,token_type_ids:2x128"};
+    if (first_model < argc) {
+        for (int i = first_model; i < argc; i++)
+            if (strcmp(argv[i], "--require-gpu"))
+                model_case(argv[i]);
+    } else {
+        for (size_t i = 0; i < sizeof defaults / sizeof *defaults; i++)
+            model_case(defaults[i]);
+    }
+    printf("test_gpu: ");
+    return TEST_SUMMARY();
+}
