@@ -12,13 +12,14 @@
 # Runtime's spinning threads suffer more than kiln's and the ratio flatters kiln.
 # --precision adds a kiln engine per listed precision (`kiln build --precision P`; int8 calibrated on 8
 # seeded random samples, so the speed is real but the scales mean little) next to ONNX Runtime FP32;
-# each row also gives the time relative to kiln's own FP32 engine.
+# each row also gives the time relative to kiln's own FP32 engine. Layers with no kernel in the
+# precision stay in a higher one (--precision-fallback; out/bench-cpu/MODEL/*.build.log lists them).
 # Progress goes to stderr; the table (or --json: one object with a "models" array) to stdout.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 BUILD=build THREADS=2 ROUNDS=3 ITERS=20 ONLY="" JSON=0 PRECS=fp32
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=$2; shift 2 ;;
@@ -71,7 +72,10 @@ for entry in "${MODELS[@]}"; do
       done
       extra=(--calib "$d/calib")
     fi
-    "$KILN" build "$model" -o "$d/$name.$p.kiln" --shapes "$spec" --precision "$p" "${extra[@]}" >/dev/null
+    # layers without a kernel in p stay in higher precision and are listed in the build log
+    [ "$p" = fp32 ] || extra+=(--precision-fallback)
+    "$KILN" build "$model" -o "$d/$name.$p.kiln" --shapes "$spec" --precision "$p" "${extra[@]}" \
+        > "$d/$name.$p.build.log" 2>&1 || { cat "$d/$name.$p.build.log" >&2; exit 1; }
   done
   declare -A kp=()
   op=()
