@@ -287,10 +287,60 @@ static void test_gemm(void)
     kiln__tensor_release(&v);
 }
 
+/* BF16 weights (qgemm_bf16.h): panels packed at build time, bit-identical to packing per run; the
+ * weights are replaced only where the BF16 GEMM surely takes the layer (alpha 1, a constant bias). */
+static kiln_tensor to_bf16(const kiln_tensor *f)
+{
+    kiln_tensor t;
+    CHECK(kiln__tensor_alloc(&t, KILN_DT_BFLOAT16, f->ndim, f->dims) == KILN_OK);
+    kiln__f32_to_bf16_array(t.data, f->data, kiln_tensor_numel(f));
+    return t;
+}
+
+static void test_bf16(void)
+{
+    unsigned long long seed = 4242;
+    /* {M, K, N, op: 0 MatMul, 1 FusedMatMul, 2 Gemm alpha 1 transB 1, 3 Gemm alpha 0.75} */
+    static const int64_t cs[][4] = {{5, 37, 45, 0}, {129, 70, 100, 0}, {33, 1, 65, 1}, {7, 96, 17, 1},
+                                    {3, 41, 57, 2}, {40, 8, 300, 2}, {6, 31, 35, 3}};
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        const int64_t *k = cs[c];
+        bool tb = k[3] == 2;
+        int64_t ad[2] = {k[0], k[1]}, bd[2] = {tb ? k[2] : k[1], tb ? k[1] : k[2]}, cd[1] = {k[2]};
+        kiln_tensor a = mk(2, ad, &seed), bf = mk(2, bd, &seed), bias = mk(1, cd, &seed), b = to_bf16(&bf);
+        kiln_attr at[4] = {int_attr("transB", tb),
+                           {.name = (char *)"alpha", .type = KILN_ATTR_FLOAT, .f = k[3] == 3 ? 0.75f : 1.0f},
+                           {.name = (char *)"activation", .type = KILN_ATTR_STRING, .s = (char *)"Relu", .s_len = 4}};
+        kiln_node n = k[3] == 0   ? node_of(KILN_OP_MatMul, "MatMul", NULL, 0)
+                      : k[3] == 1 ? node_of(KILN_OP_FusedMatMul, "FusedMatMul", &at[2], 1)
+                                  : node_of(KILN_OP_Gemm, "Gemm", at, 2);
+        const kiln_tensor *in[3] = {&a, &b, &bias};
+        char label[64];
+        snprintf(label, sizeof label, "bf16 case %zu", c);
+        check_layer(&n, in, k[3] == 0 ? 2 : 3, true, true, label);
+        /* where the BF16 GEMM surely runs, the blob replaces the weights */
+        kiln_node nn = n;
+        nn.n_in = k[3] == 0 ? 2 : 3;
+        const kiln_tensor *consts[3] = {NULL, &b, &bias};
+        kiln_layer l;
+        CHECK(kiln__cpu_backend()->ops->prepare(kiln__cpu_backend(), &nn, consts, &l) == KILN_OK);
+        kiln_prep_hdr h;
+        CHECK(kiln__prep_header(l.blob, l.blob_size, &h) && h.layout == KILN_PREP_BGEMM_B);
+        if (kiln__sgemm_kind() == 3)
+            CHECK_MSG(!(h.replaces & 2u) == (k[3] == 3), "%s: replaces %u", label, h.replaces);
+        kiln__cpu_backend()->ops->release(kiln__cpu_backend(), &l);
+        kiln__tensor_release(&a);
+        kiln__tensor_release(&bf);
+        kiln__tensor_release(&b);
+        kiln__tensor_release(&bias);
+    }
+}
+
 int main(void)
 {
     CHECK(kiln__cpu_prep_fn(KILN_OP_Conv) && kiln__cpu_prep_fn(KILN_OP_FusedGemm) && !kiln__cpu_prep_fn(KILN_OP_Add));
     test_conv();
     test_gemm();
+    test_bf16();
     return TEST_SUMMARY();
 }

@@ -90,6 +90,8 @@ bool kiln__prep_fits_op(kiln_op op, const kiln_prep_hdr *h)
                             : 0;
     /* the weights input: 1, or 3 for QLinearConv / QLinearMatMul / QGemm */
     int wi = op == KILN_OP_QLinearConv || op == KILN_OP_QLinearMatMul || op == KILN_OP_QGemm ? 3 : 1;
+    if (gemm && h->layout == KILN_PREP_BGEMM_B)   /* BF16 weights (qgemm_bf16.h) */
+        want = KILN_PREP_BGEMM_B;
     return want && h->layout == want && (h->replaces & ~(1u << wi)) == 0;
 }
 

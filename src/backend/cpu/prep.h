@@ -30,6 +30,9 @@ enum kiln_prep_layout {
     /* INT8 weights of QLinearConv / ConvInteger as s8 rows of ceil4(K) bytes (qgemm.h):
      * dims = {K, M/group, group}; payload = M rows, then M int32 row sums at a 64-byte offset */
     KILN_PREP_QCONV_W = 4,
+    /* BF16 B of MatMul / Gemm / FusedMatMul / FusedGemm as the BF16 GEMM's panels (qgemm_bf16.h):
+     * dims = {K, N, kp2, transB}; payload = ceil(N/16)*kp2*16 BF16 values */
+    KILN_PREP_BGEMM_B = 5,
 };
 
 /* What the header's isa field records: the GEMM micro-kernel family (kiln__sgemm_kind()) the

@@ -1,6 +1,7 @@
 /* BF16 GEMM (qgemm_bf16.h): packing, the driver on the INT8 GEMM's scheduler (qgemm.h), a
  * portable tile, and the float32 x FP16 / BF16 weight paths of Conv / MatMul / Gemm. */
 #include "qgemm_bf16.h"
+#include "prep.h"
 #include "qgemm.h"
 #include "../../core/numfmt.h"
 #include <stdlib.h>
@@ -16,25 +17,37 @@ bool kiln__bgemm_available(void)
     return kiln__cpu_has(KILN_CPU_AVX512F | KILN_CPU_AVX512BF16);
 }
 
+/* BF16 values of the panels of a K x N B */
+static size_t bpanel_values(int64_t K, int64_t N)
+{
+    return (size_t)((N + 15) / 16 * kp2_of(K) * 16);
+}
+
+/* Packs B (element (k, n) at src[k*sk + n*sn]) into the panels at dst (bpanel_values entries). */
+static void bpack_into(const uint16_t *src, int64_t sk, int64_t sn, int64_t K, int64_t N, uint16_t *dst)
+{
+    int64_t kp2 = kp2_of(K);
+    memset(dst, 0, bpanel_values(K, N) * sizeof(uint16_t));
+    for (int64_t n = 0; n < N; n++) {
+        uint16_t *d = dst + (n / 16) * kp2 * 16 + (n % 16) * 2;
+        for (int64_t k = 0; k < K; k++)
+            d[(k >> 1) * 32 + (k & 1)] = src[k * sk + n * sn];
+    }
+}
+
 kiln_status kiln__bgemm_pack_b(const uint16_t *src, int64_t sk, int64_t sn, int64_t K, int64_t N, kiln_bgemm_b **out)
 {
     *out = NULL;
-    int64_t kp2 = kp2_of(K), np = (N + 15) / 16;
     kiln_bgemm_b *b = kiln__malloc(sizeof *b);
     if (!b)
         return kiln__err(KILN_ERR_NOMEM, "out of memory");
-    size_t bytes = (size_t)(np * kp2 * 16) * sizeof(uint16_t);
+    size_t bytes = bpanel_values(K, N) * sizeof(uint16_t);
     if (posix_memalign((void **)&b->data, 64, bytes ? bytes : 64) != 0) {
         kiln__free(b);
         return kiln__err(KILN_ERR_NOMEM, "out of memory (BF16 weight panels, %zu bytes)", bytes);
     }
-    memset(b->data, 0, bytes);
-    b->K = K, b->N = N, b->kp2 = kp2;
-    for (int64_t n = 0; n < N; n++) {
-        uint16_t *d = b->data + (n / 16) * kp2 * 16 + (n % 16) * 2;
-        for (int64_t k = 0; k < K; k++)
-            d[(k >> 1) * 32 + (k & 1)] = src[k * sk + n * sn];
-    }
+    b->K = K, b->N = N, b->kp2 = kp2_of(K);
+    bpack_into(src, sk, sn, K, N, b->data);
     *out = b;
     return KILN_OK;
 }
@@ -324,13 +337,56 @@ static kiln_status mixed_bgemm(kiln_kctx *ctx, bool *handled)
     KILN_TRY(kiln__act_from_node(ctx, &e.act));
     *handled = true;
     KILN_TRY(kiln__kout_uninit(ctx, 0, KILN_DT_FLOAT32, a->ndim, odims));
-    kiln_bgemm_b *pb;
-    KILN_TRY(kiln__bgemm_pack_b(b->data, tb ? 1 : N, tb ? K : 1, K, N, &pb));
+    /* the panels made at build time (kiln__bgemm_prep), else packed now */
+    int64_t pd[4] = {K, N, kp2_of(K), tb};
+    const uint16_t *pre = kiln__prep_check(ctx, KILN_PREP_BGEMM_B, KILN_DT_BFLOAT16, 4, pd,
+                                           bpanel_values(K, N) * sizeof(uint16_t));
+    kiln_bgemm_b view = {K, N, kp2_of(K), (uint16_t *)pre}, *pb = &view;
+    if (!pre) {
+        if (kiln__prep_dropped(b))
+            return kiln__prep_missing(ctx, 1);
+        KILN_TRY(kiln__bgemm_pack_b(b->data, tb ? 1 : N, tb ? K : 1, K, N, &pb));
+    }
     kiln_bgemm g = {.M = M, .N = N, .K = K, .A = a->data, .lda = K, .b = pb, .C = ctx->out[0]->data, .ldc = N,
                     .epi = kiln__epi_is_noop(&e) ? NULL : &e};
     kiln_status st = kiln__bgemm(ctx->pool, ctx->nthreads, &g);
-    kiln__bgemm_free_b(pb);
+    if (!pre)
+        kiln__bgemm_free_b(pb);
     return st;
+}
+
+kiln_status kiln__bgemm_prep(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob,
+                             size_t *size)
+{
+    *blob = NULL;
+    *size = 0;
+    const kiln_tensor *b = consts && n_in > 1 ? consts[1] : NULL;
+    if (!b || !b->data || b->dtype != KILN_DT_BFLOAT16 || b->ndim != 2)
+        return KILN_OK;
+    bool gemm = n->op == KILN_OP_Gemm || n->op == KILN_OP_FusedGemm;
+    bool tb = gemm && kiln__attr_i(n, "transB", 0) != 0;
+    int64_t K = b->dims[tb ? 1 : 0], N = b->dims[tb ? 0 : 1];
+    if (K <= 0 || N <= 0 || (double)K * (double)N > (double)((int64_t)1 << 31))
+        return KILN_OK;
+    /* the weights may be dropped only where mixed_bgemm surely takes the layer: its other
+     * conditions are the node's attributes and the bias (a constant here) */
+    bool sure = true;
+    const kiln_tensor *c = n_in > 2 ? consts[2] : NULL;
+    bool no_bias = n_in < 3 || (n->in && n->in[2] < 0);
+    if (gemm)
+        sure = !kiln__attr_i(n, "transA", 0) && kiln__attr_f(n, "alpha", 1.0f) == 1.0f &&
+               (no_bias ||
+                (c && c->dtype == KILN_DT_FLOAT32 && kiln__attr_f(n, "beta", 1.0f) == 1.0f &&
+                 kiln_tensor_numel(c) == N && c->dims[c->ndim - 1] == N));
+    else if (n->op == KILN_OP_FusedMatMul)
+        sure = no_bias || (c && c->dtype == KILN_DT_FLOAT32 && kiln_tensor_numel(c) == N);
+    int64_t dims[4] = {K, N, kp2_of(K), tb};
+    uint16_t *dst = kiln__prep_alloc(KILN_PREP_BGEMM_B, sure ? 1u << 1 : 0, KILN_DT_BFLOAT16, 4, dims,
+                                     bpanel_values(K, N) * sizeof(uint16_t), blob, size);
+    if (!dst)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory packing the weights of node '%s'", n->name);
+    bpack_into(b->data, tb ? 1 : N, tb ? K : 1, K, N, dst);
+    return KILN_OK;
 }
 
 kiln_status kiln__run_mixed(kiln_kctx *ctx, int wi, kiln_kernel_fn fn)
@@ -352,6 +408,8 @@ kiln_status kiln__run_mixed(kiln_kctx *ctx, int wi, kiln_kernel_fn fn)
             return KILN_OK;
     }
     /* the float32 kernel on widened weights (and, for BF16, activations rounded to BF16) */
+    if (kiln__prep_dropped(w))
+        return kiln__prep_missing(ctx, wi);
     kiln_tensor wf, xf;
     KILN_TRY(to_f32(ctx, w, false, &wf));
     kiln_status st = bf16 ? to_f32(ctx, ctx->in[0], true, &xf) : KILN_OK;

@@ -58,6 +58,11 @@ void kiln__bgemm_tile_bf16(const kiln_bgemm *g, const uint16_t *a, const uint16_
  * the activations rounded to BF16 (the vdpbf16ps GEMM for 2-D weights of MatMul / Gemm, else
  * the float32 kernel fn on the rounded activations and widened weights: the same products). */
 bool kiln__mixed_weight(const kiln_kctx *ctx, int wi);
+/* Build-time packing of a constant 2-D BF16 B of MatMul / Gemm / FusedMatMul / FusedGemm into the
+ * BF16 GEMM's panels (a KILN_PREP_BGEMM_B blob, prep.h); the blob replaces the weights only where
+ * the node's attributes and constant inputs guarantee the BF16 GEMM takes the layer. */
+kiln_status kiln__bgemm_prep(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob,
+                             size_t *size);
 kiln_status kiln__run_mixed(kiln_kctx *ctx, int wi, kiln_kernel_fn fn);
 
 #endif

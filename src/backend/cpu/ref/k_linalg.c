@@ -1396,6 +1396,8 @@ static kiln_status prep_gemm_b(const kiln_node *n, int n_in, const kiln_tensor *
     *blob = NULL;
     *size = 0;
     const kiln_tensor *b = consts && n_in > 1 ? consts[1] : NULL;
+    if (b && b->dtype == KILN_DT_BFLOAT16)   /* BF16 weights: the BF16 GEMM's panels */
+        return kiln__bgemm_prep(n, n_in, consts, blob, size);
     if (!b || !b->data || b->dtype != KILN_DT_FLOAT32 || b->ndim != 2)
         return KILN_OK;
     bool gemm = n->op == KILN_OP_Gemm || n->op == KILN_OP_FusedGemm;
