@@ -74,7 +74,8 @@ int kiln__in_syms(const kiln_ictx *c, int i, kiln_sdim *v, int max)
     for (int k = 0; k < s->nval; k++) {
         if (kiln__dt_int_like(s->dtype))
             v[k] = s->val[k].i;
-        else if (s->val[k].f == (double)(int64_t)s->val[k].f)
+        else if (s->val[k].f >= -0x1p63 && s->val[k].f < 0x1p63 &&   /* the cast below is defined */
+                 s->val[k].f == (double)(int64_t)s->val[k].f)
             v[k] = kiln__C(c, (int64_t)s->val[k].f);
         else
             return -1;
