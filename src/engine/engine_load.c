@@ -13,28 +13,45 @@
  * and the header must agree with it (checked by the parser) before anything is trusted.
  * MAP_POPULATE: the checksums read every page anyway, and populating the page tables in one call
  * is cheaper than a fault per page (about 20% of the load time of a 100 MB engine). */
-static kiln_status map_file(const char *path, void **p, size_t *len)
+/* Opens path for reading: a regular file of at most SIZE_MAX / 2 bytes (what = "map" or "read",
+ * for the message). On success *fd is open and *size its size. */
+static kiln_status open_engine_file(const char *path, const char *what, int *fd, size_t *size)
 {
-    *p = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
+    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (*fd < 0)
         return kiln__err(KILN_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     kiln_status st = KILN_OK;
     struct stat sb;
-    if (fstat(fd, &sb) != 0)
+    if (fstat(*fd, &sb) != 0)
         st = kiln__err(KILN_ERR_IO, "cannot stat '%s': %s", path, strerror(errno));
     else if (!S_ISREG(sb.st_mode))
         st = kiln__err(KILN_ERR_IO, "'%s' is not a regular file", path);
     else if (sb.st_size < 0 || (uint64_t)sb.st_size > SIZE_MAX / 2)
-        st = kiln__err(KILN_ERR_LIMIT, "'%s' is too large to map (%lld bytes)", path, (long long)sb.st_size);
-    else if (sb.st_size > 0) {
-        void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+        st = kiln__err(KILN_ERR_LIMIT, "'%s' is too large to %s (%lld bytes)", path, what, (long long)sb.st_size);
+    if (st != KILN_OK) {
+        close(*fd);
+        *fd = -1;
+        return st;
+    }
+    *size = (size_t)sb.st_size;
+    return KILN_OK;
+}
+
+static kiln_status map_file(const char *path, void **p, size_t *len)
+{
+    *p = NULL;
+    *len = 0;
+    int fd;
+    size_t size;
+    KILN_TRY(open_engine_file(path, "map", &fd, &size));
+    kiln_status st = KILN_OK;
+    if (size > 0) {
+        void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
         if (m == MAP_FAILED)
             st = kiln__err(KILN_ERR_IO, "cannot map '%s': %s", path, strerror(errno));
         else {
             *p = m;
-            *len = (size_t)sb.st_size;
+            *len = size;
         }
     }
     close(fd);
@@ -48,23 +65,16 @@ static kiln_status read_aligned(const char *path, void **mem, void **p, size_t *
 {
     *mem = *p = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return kiln__err(KILN_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    int fd;
+    size_t want;
+    KILN_TRY(open_engine_file(path, "read", &fd, &want));
     kiln_status st = KILN_OK;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0)
-        st = kiln__err(KILN_ERR_IO, "cannot stat '%s': %s", path, strerror(errno));
-    else if (!S_ISREG(sb.st_mode))
-        st = kiln__err(KILN_ERR_IO, "'%s' is not a regular file", path);
-    else if (sb.st_size < 0 || (uint64_t)sb.st_size > SIZE_MAX / 2)
-        st = kiln__err(KILN_ERR_LIMIT, "'%s' is too large to read (%lld bytes)", path, (long long)sb.st_size);
-    else if (!(*mem = kiln__malloc((size_t)sb.st_size + KILN_ENGINE_SECTION_ALIGN)))
-        st = kiln__err(KILN_ERR_NOMEM, "out of memory reading '%s' (%lld bytes)", path, (long long)sb.st_size);
+    if (!(*mem = kiln__malloc(want + KILN_ENGINE_SECTION_ALIGN)))
+        st = kiln__err(KILN_ERR_NOMEM, "out of memory reading '%s' (%zu bytes)", path, want);
     if (st == KILN_OK) {
         uint8_t *b = (uint8_t *)*mem + (KILN_ENGINE_SECTION_ALIGN - (uintptr_t)*mem % KILN_ENGINE_SECTION_ALIGN) %
                                             KILN_ENGINE_SECTION_ALIGN;
-        size_t got = 0, want = (size_t)sb.st_size;
+        size_t got = 0;
         while (got < want) {
             ssize_t k = read(fd, b + got, want - got);
             if (k < 0 && errno == EINTR)
