@@ -251,12 +251,20 @@ static kiln_status qmm_run(kiln_kctx *ctx, const qmm_args *q)
     return st;
 }
 
+/* Output type of QLinearConv / QLinearMatMul (y_zero_point at input 7, else that of input 0;
+ * float32 with the internal kiln_out_float attribute). */
+static kiln_dtype qlinear_out_dtype(const kiln_kctx *ctx)
+{
+    const kiln_tensor *x = kiln__kin(ctx, 0), *yz = kiln__kin(ctx, 7);
+    if (kiln__attr_i(ctx->node, "kiln_out_float", 0))
+        return KILN_DT_FLOAT32;
+    return yz ? yz->dtype : x ? x->dtype : KILN_DT_UINT8;
+}
+
 kiln_status kiln__k_qlinearmatmul_fast(kiln_kctx *ctx)
 {
     const kiln_tensor *yz = kiln__kin(ctx, 7), *a = kiln__kin(ctx, 0);
-    kiln_dtype odt = yz ? yz->dtype : a ? a->dtype : KILN_DT_UINT8;
-    if (kiln__attr_i(ctx->node, "kiln_out_float", 0))
-        odt = KILN_DT_FLOAT32;
+    kiln_dtype odt = qlinear_out_dtype(ctx);
     qmm_args q = {.a = a, .az = kiln__kin(ctx, 2), .b = kiln__kin(ctx, 3), .bz = kiln__kin(ctx, 5), .odt = odt,
                   .as = kiln__kin(ctx, 1), .bs = kiln__kin(ctx, 4), .ys = kiln__kin(ctx, 6), .yz = yz, .alpha = 1};
     if (odt != KILN_DT_UINT8 && odt != KILN_DT_INT8 && odt != KILN_DT_FLOAT32)
@@ -645,9 +653,7 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
 kiln_status kiln__k_qlinearconv_fast(kiln_kctx *ctx)
 {
     const kiln_tensor *x = kiln__kin(ctx, 0), *yz = kiln__kin(ctx, 7);
-    kiln_dtype odt = yz ? yz->dtype : x ? x->dtype : KILN_DT_UINT8;
-    if (kiln__attr_i(ctx->node, "kiln_out_float", 0))
-        odt = KILN_DT_FLOAT32;
+    kiln_dtype odt = qlinear_out_dtype(ctx);
     if (odt != KILN_DT_UINT8 && odt != KILN_DT_INT8 && odt != KILN_DT_FLOAT32)
         return fallback(ctx);
     qconv_args q = {.x = x, .xs = kiln__kin(ctx, 1), .xz = kiln__kin(ctx, 2), .w = kiln__kin(ctx, 3),
