@@ -437,6 +437,50 @@ static kiln_status quantize_layer(qctx *q, int i)
     return KILN_OK;
 }
 
+/* The DQ'd copy of value v: v itself when a DequantizeLinear makes it, else the one quantize_value
+ * made (-1: none). */
+static int dq_value(const qctx *q, int v)
+{
+    int p = v >= 0 ? q->g->values[v].producer : -1;
+    if (p >= 0 && !q->g->nodes[p].dead && q->g->nodes[p].op == KILN_OP_DequantizeLinear)
+        return v;
+    return v >= 0 && v < q->cap ? q->dq_of[v] : -1;
+}
+
+/* Residual Adds between int8 layers: an Add whose result (or that of an activation reading it
+ * alone) is quantized for an int8 layer reads the DQ'd copies of its two inputs, so that fuse-qdq
+ * makes DQ, DQ -> Add [-> activation] -> Q one integer layer (com.microsoft QLinearAdd) and the
+ * activations stay 8-bit across the block (an input such as a block's shortcut was otherwise read
+ * in float, its Q/DQ serving only the int8 layers); the other readers of its result read the DQ'd
+ * copy, as those of an int8 layer's output do. */
+static void quantize_adds(qctx *q)
+{
+    kiln_graph *g = q->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        kiln_node *n = &g->nodes[i];
+        if (n->dead || n->op != KILN_OP_Add || n->n_in != 2 || n->n_out != 1 || n->out[0] < 0)
+            continue;
+        int y = n->out[0], readers = 0, act = -1;
+        for (int k = 0; k < g->n_nodes; k++)
+            for (int j = 0; !g->nodes[k].dead && j < g->nodes[k].n_in; j++)
+                if (g->nodes[k].in[j] == y)
+                    readers++, act = k;
+        kiln_fused_act fa;
+        if (readers == 1 && g->nodes[act].n_out == 1 && g->nodes[act].out[0] >= 0 &&
+            kiln__activation_of(g, &g->nodes[act], &fa))
+            y = g->nodes[act].out[0];
+        int da = dq_value(q, n->in[0]), db = dq_value(q, n->in[1]);
+        if (y >= q->cap || q->dq_of[y] < 0 || da < 0 || db < 0)
+            continue;
+        n->in[0] = da;
+        n->in[1] = db;
+        /* as for an int8 layer's output: every other reader takes the DQ'd result too */
+        int dq = g->values[q->dq_of[y]].producer, qn = dq >= 0 ? g->values[g->nodes[dq].in[0]].producer : -1;
+        if (qn >= 0)
+            reroute(g, y, q->dq_of[y], qn);
+    }
+}
+
 static kiln_status run_passes(kiln_graph *g, const char *const *names)
 {
     for (; *names; names++) {
@@ -472,6 +516,8 @@ static kiln_status insert_qdq(kiln_graph *g, kiln_model_t m, const kiln_build_op
     for (int i = 0; i < n0 && st == KILN_OK; i++)
         if (!g->nodes[i].dead && req_of(&g->nodes[i]) == P_INT8)
             st = quantize_layer(&q, i);
+    if (st == KILN_OK)
+        quantize_adds(&q);
     kiln__free(q.dq_of);
     kiln_calibration_free(q.cal);
     if (st == KILN_OK)
