@@ -179,14 +179,28 @@ void kiln__bpack_pair16(const uint16_t *r0, const uint16_t *r1, uint16_t *dst)
 #endif
 }
 
-/* ---- Conv with BF16 weights, stride 1, 2-D: weights as rows, the image (rounded to BF16 and
- * padded) read in place as panels over virtual pixels q = oy * wp + ox, as the INT8 conv does ---- */
+/* ---- Conv with BF16 weights, 2-D: weights as rows, the image rounded to BF16 into its padded stride
+ * phases (qgemm.h, kiln_conv_phases) and read in place as panels over virtual pixels
+ * q = oy * wq + ox, as the INT8 conv does ---- */
 
 typedef struct bconv {
-    const uint16_t *xpad;   /* cpg planes of hp x wp BF16 values, then slack */
+    uint16_t *xpad;         /* the phase planes of cpg channels, then slack */
     const int64_t *off;     /* per k = (c, ky, kx) */
     int64_t K;
+    const float *x;         /* while filling: the group's input planes */
 } bconv;
+
+/* kiln_phase_copy_fn: float32 -> BF16 (round to nearest even) */
+static void bconv_copy(void *arg, int64_t dst_off, int64_t src_off, int64_t n, int64_t sw)
+{
+    bconv *b = arg;
+    if (sw == 1) {
+        kiln__f32_to_bf16_array(b->xpad + dst_off, b->x + src_off, n);
+        return;
+    }
+    for (int64_t q = 0; q < n; q++)
+        b->xpad[dst_off + q] = kiln__f32_to_bf16(b->x[src_off + q * sw]);
+}
 
 static void bconv_packb(void *arg, int64_t j0, int64_t n, uint16_t *dst)
 {
@@ -207,7 +221,7 @@ static kiln_status conv_bf16(kiln_kctx *ctx, bool *handled)
     const kiln_tensor *x = kiln__kin(ctx, 0), *w = kiln__kin(ctx, 1), *bias = kiln__kin(ctx, 2), *res = NULL;
     kiln_qconv_geom g;
     memset(&g, 0, sizeof g);
-    if (x->ndim != 4 || kiln__qconv_geom(ctx, x, w, &g) != KILN_OK || g.stride[0] != 1 || g.stride[1] != 1)
+    if (x->ndim != 4 || kiln__qconv_geom(ctx, x, w, &g) != KILN_OK || g.stride[0] * g.stride[1] > 16)
         return KILN_OK; /* the generic path (and its errors) */
     if (ctx->node->op == KILN_OP_FusedConv)
         res = kiln__kin(ctx, 3);
@@ -223,38 +237,36 @@ static kiln_status conv_bf16(kiln_kctx *ctx, bool *handled)
     KILN_TRY(kiln__kout_uninit(ctx, 0, KILN_DT_FLOAT32, 4, odims));
     if (kiln_tensor_numel(ctx->out[0]) == 0)
         return KILN_OK;
-    int64_t wp = Wo + (kw - 1) * g.dil[1], hp = Ho + (kh - 1) * g.dil[0], plane = hp * wp, nv = Ho * wp;
-    size_t xn = (size_t)(cpg * plane + wp + 2 * KILN_QGEMM_STRIP);
-    uint16_t *xpad = kiln__malloc(xn * sizeof(uint16_t)), *a16 = kiln__malloc(sizeof(uint16_t) * (size_t)(g.M * kp2));
     int64_t *off = kiln__malloc(sizeof(int64_t) * (size_t)K);
+    kiln_conv_phases ph;
+    if (!off || !kiln__conv_phases_init(&g, cpg, &ph, off)) {
+        kiln__free(off);
+        return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+    }
+    int64_t wq = ph.wq, nv = Ho * wq;
+    size_t xn = (size_t)kiln__conv_phases_elems(&ph, cpg, KILN_QGEMM_STRIP);
+    uint16_t *xpad = kiln__malloc(xn * sizeof(uint16_t)), *a16 = kiln__malloc(sizeof(uint16_t) * (size_t)(g.M * kp2));
     float *yv = kiln__malloc(sizeof(float) * (size_t)(mpg * nv));
     kiln_status st = KILN_OK;
-    if (!xpad || !a16 || !off || !yv)
+    if (!xpad || !a16 || !yv)
         st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
     for (int64_t m = 0; st == KILN_OK && m < g.M; m++) { /* weights: rows of kp2 */
         memcpy(a16 + m * kp2, (const uint16_t *)w->data + m * K, sizeof(uint16_t) * (size_t)K);
         if (kp2 > K)
             a16[m * kp2 + K] = 0;
     }
-    for (int64_t c = 0, k = 0; st == KILN_OK && c < cpg; c++)
-        for (int64_t ky = 0; ky < kh; ky++)
-            for (int64_t kx = 0; kx < kw; kx++)
-                off[k++] = c * plane + ky * g.dil[0] * wp + kx * g.dil[1];
-    bconv bc = {xpad, off, K};
+    bconv bc = {xpad, off, K, NULL};
     for (int64_t n = 0; st == KILN_OK && n < g.N; n++)
         for (int64_t gi = 0; st == KILN_OK && gi < g.group; gi++) {
             memset(xpad, 0, xn * sizeof(uint16_t));
-            const float *xg = (const float *)x->data + (n * g.C + gi * cpg) * H * W;
-            for (int64_t c = 0; c < cpg; c++)
-                for (int64_t iy = 0; iy < H; iy++)
-                    kiln__f32_to_bf16_array(xpad + c * plane + (iy + g.pad_b[0]) * wp + g.pad_b[1],
-                                            xg + (c * H + iy) * W, W);
+            bc.x = (const float *)x->data + (n * g.C + gi * cpg) * H * W;
+            kiln__conv_phases_fill(&ph, &g, cpg, bconv_copy, &bc);
             kiln_bgemm bg = {.M = mpg, .N = nv, .K = K, .A16 = a16 + gi * mpg * kp2, .packb = bconv_packb,
                              .packb_ctx = &bc, .C = yv, .ldc = nv};
             st = kiln__bgemm(ctx->pool, ctx->nthreads, &bg);
             float *yg = (float *)ctx->out[0]->data + (n * g.M + gi * mpg) * osp;
             for (int64_t r = 0; st == KILN_OK && r < mpg * Ho; r++)
-                memcpy(yg + r * Wo, yv + r * wp, sizeof(float) * (size_t)Wo);
+                memcpy(yg + r * Wo, yv + r * wq, sizeof(float) * (size_t)Wo);
             if (st == KILN_OK && !kiln__epi_is_noop(&e)) {
                 kiln_epi eg = e;
                 eg.res = res ? (const float *)res->data + n * g.M * osp : NULL;
