@@ -33,6 +33,9 @@ enum kiln_prep_layout {
     /* BF16 B of MatMul / Gemm / FusedMatMul / FusedGemm as the BF16 GEMM's panels (qgemm_bf16.h):
      * dims = {K, N, kp2, transB}; payload = ceil(N/16)*kp2*16 BF16 values */
     KILN_PREP_BGEMM_B = 5,
+    /* BF16 weights of Conv / FusedConv (2-D) as the BF16 conv's rows (qgemm_bf16.h): M rows of kp2
+     * BF16 values (K = C/group * kh * kw, zero padded to even): dims = {K, M, kp2} */
+    KILN_PREP_BCONV_W = 6,
 };
 
 /* What the header's isa field records: the GEMM micro-kernel family (kiln__sgemm_kind()) the

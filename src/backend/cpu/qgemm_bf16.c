@@ -215,6 +215,43 @@ static void bconv_packb(void *arg, int64_t j0, int64_t n, uint16_t *dst)
     }
 }
 
+/* rows of kp2 BF16 values from the M x K weights (zero padded) */
+static void bconv_rows(const uint16_t *w, int64_t M, int64_t K, uint16_t *dst)
+{
+    int64_t kp2 = kp2_of(K);
+    for (int64_t m = 0; m < M; m++) {
+        memcpy(dst + m * kp2, w + m * K, sizeof(uint16_t) * (size_t)K);
+        if (kp2 > K)
+            dst[m * kp2 + K] = 0;
+    }
+}
+
+kiln_status kiln__bconv_prep(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob,
+                             size_t *size)
+{
+    *blob = NULL;
+    *size = 0;
+    const kiln_tensor *w = consts && n_in > 1 ? consts[1] : NULL;
+    if (!w || !w->data || w->dtype != KILN_DT_BFLOAT16 || w->ndim != 4 || w->dims[0] <= 0)
+        return KILN_OK;
+    int64_t M = w->dims[0], K = kiln_tensor_numel(w) / M, G = kiln__attr_i(n, "group", 1), sp = 1;
+    const kiln_attr *s = kiln__attr(n, "strides");
+    for (int i = 0; s && s->type == KILN_ATTR_INTS && i < s->n; i++)
+        sp *= s->ints[i] > 0 && s->ints[i] <= 16 ? s->ints[i] : 17;
+    if (K <= 0 || (double)M * (double)K > (double)((int64_t)1 << 31))
+        return KILN_OK;
+    /* the weights may be dropped where conv_bf16 surely runs: its other conditions are the input
+     * (4-D for a 4-D weight, channels matching: else the layer is malformed and fails cleanly) */
+    bool sure = G >= 1 && M % G == 0 && sp <= 16 && (!s || s->type == KILN_ATTR_INTS);
+    int64_t kp2 = kp2_of(K), dims[3] = {K, M, kp2};
+    uint16_t *dst = kiln__prep_alloc(KILN_PREP_BCONV_W, sure ? 1u << 1 : 0, KILN_DT_BFLOAT16, 3, dims,
+                                     (uint64_t)(M * kp2) * sizeof(uint16_t), blob, size);
+    if (!dst)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory preparing BF16 conv weights of node '%s'", n->name);
+    bconv_rows(w->data, M, K, dst);
+    return KILN_OK;
+}
+
 static kiln_status conv_bf16(kiln_kctx *ctx, bool *handled)
 {
     *handled = false;
@@ -243,17 +280,22 @@ static kiln_status conv_bf16(kiln_kctx *ctx, bool *handled)
         kiln__free(off);
         return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
     }
-    int64_t wq = ph.wq, nv = Ho * wq;
+    int64_t wq = ph.wq, nv = Ho * wq, pdims[3] = {K, g.M, kp2};
+    /* the weights as rows of kp2: made at build time (kiln__bconv_prep), else now */
+    const uint16_t *rows = kiln__prep_check(ctx, KILN_PREP_BCONV_W, KILN_DT_BFLOAT16, 3, pdims,
+                                            (uint64_t)(g.M * kp2) * sizeof(uint16_t));
     size_t xn = (size_t)kiln__conv_phases_elems(&ph, cpg, KILN_QGEMM_STRIP);
-    uint16_t *xpad = kiln__malloc(xn * sizeof(uint16_t)), *a16 = kiln__malloc(sizeof(uint16_t) * (size_t)(g.M * kp2));
+    uint16_t *xpad = kiln__malloc(xn * sizeof(uint16_t));
+    uint16_t *a16 = rows || kiln__prep_dropped(w) ? NULL : kiln__malloc(sizeof(uint16_t) * (size_t)(g.M * kp2));
     float *yv = kiln__malloc(sizeof(float) * (size_t)(mpg * nv));
     kiln_status st = KILN_OK;
-    if (!xpad || !a16 || !yv)
+    if (!rows && kiln__prep_dropped(w))
+        st = kiln__prep_missing(ctx, 1);
+    else if (!xpad || (!rows && !a16) || !yv)
         st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
-    for (int64_t m = 0; st == KILN_OK && m < g.M; m++) { /* weights: rows of kp2 */
-        memcpy(a16 + m * kp2, (const uint16_t *)w->data + m * K, sizeof(uint16_t) * (size_t)K);
-        if (kp2 > K)
-            a16[m * kp2 + K] = 0;
+    if (st == KILN_OK && !rows) {
+        bconv_rows(w->data, g.M, K, a16);
+        rows = a16;
     }
     bconv bc = {xpad, off, K, NULL};
     for (int64_t n = 0; st == KILN_OK && n < g.N; n++)
@@ -261,7 +303,7 @@ static kiln_status conv_bf16(kiln_kctx *ctx, bool *handled)
             memset(xpad, 0, xn * sizeof(uint16_t));
             bc.x = (const float *)x->data + (n * g.C + gi * cpg) * H * W;
             kiln__conv_phases_fill(&ph, &g, cpg, bconv_copy, &bc);
-            kiln_bgemm bg = {.M = mpg, .N = nv, .K = K, .A16 = a16 + gi * mpg * kp2, .packb = bconv_packb,
+            kiln_bgemm bg = {.M = mpg, .N = nv, .K = K, .A16 = rows + gi * mpg * kp2, .packb = bconv_packb,
                              .packb_ctx = &bc, .C = yv, .ldc = nv};
             st = kiln__bgemm(ctx->pool, ctx->nthreads, &bg);
             float *yg = (float *)ctx->out[0]->data + (n * g.M + gi * mpg) * osp;
