@@ -178,13 +178,18 @@ static inline int64_t kiln__conv_phases_elems(const kiln_conv_phases *p, int64_t
 {
     return p->sh * p->sw * cpg * p->plane + p->wq + 2 * strip;
 }
-/* Copies n input elements (src_off, src_off + sw, ...: channel c's row, x's layout [cpg][H][W])
- * to buffer elements dst_off .. dst_off + n - 1 (converting them as the caller needs). */
-typedef void (*kiln_phase_copy_fn)(void *ctx, int64_t dst_off, int64_t src_off, int64_t n, int64_t sw);
-/* Calls copy for every run of real (not padding) pixels of the used phases; the caller has set
- * the buffer to the padding value first. */
-void kiln__conv_phases_fill(const kiln_conv_phases *p, const kiln_qconv_geom *g, int64_t cpg, kiln_phase_copy_fn copy,
-                            void *ctx);
+/* Sets n buffer elements from dst_off to the padding value (n < 0: nothing), then copies them:
+ * n input elements (src_off, src_off + sw, ...: a row of x's layout [cpg][H][W]) to buffer
+ * elements dst_off .. dst_off + n - 1, converted as the caller needs. */
+typedef struct kiln_phase_fill {
+    void (*clear)(void *ctx, int64_t dst_off, int64_t n);
+    void (*copy)(void *ctx, int64_t dst_off, int64_t src_off, int64_t n, int64_t sw);
+    void *ctx;
+} kiln_phase_fill;
+/* The whole buffer: padding everywhere, the real pixels of the used phases copied; channels are
+ * shared among up to nthreads threads of pool. */
+void kiln__conv_phases_fill(const kiln_conv_phases *p, const kiln_qconv_geom *g, int64_t cpg, const kiln_phase_fill *f,
+                            kiln_pool *pool, int nthreads);
 
 /* ---- the quantized kernels (qgemm_ops.c), registered over the references by x86/qgemm_vnni.c ---- */
 

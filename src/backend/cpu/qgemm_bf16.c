@@ -190,7 +190,13 @@ typedef struct bconv {
     const float *x;         /* while filling: the group's input planes */
 } bconv;
 
-/* kiln_phase_copy_fn: float32 -> BF16 (round to nearest even) */
+static void bconv_clear(void *arg, int64_t dst_off, int64_t n)
+{
+    bconv *b = arg;
+    memset(b->xpad + dst_off, 0, sizeof(uint16_t) * (size_t)n);
+}
+
+/* float32 -> BF16 (round to nearest even) */
 static void bconv_copy(void *arg, int64_t dst_off, int64_t src_off, int64_t n, int64_t sw)
 {
     bconv *b = arg;
@@ -287,11 +293,12 @@ static kiln_status conv_bf16(kiln_kctx *ctx, bool *handled)
     size_t xn = (size_t)kiln__conv_phases_elems(&ph, cpg, KILN_QGEMM_STRIP);
     uint16_t *xpad = kiln__malloc(xn * sizeof(uint16_t));
     uint16_t *a16 = rows || kiln__prep_dropped(w) ? NULL : kiln__malloc(sizeof(uint16_t) * (size_t)(g.M * kp2));
-    float *yv = kiln__malloc(sizeof(float) * (size_t)(mpg * nv));
+    bool direct = wq == Wo;   /* no dropped columns: the GEMM writes the output itself */
+    float *yv = direct ? NULL : kiln__malloc(sizeof(float) * (size_t)(mpg * nv));
     kiln_status st = KILN_OK;
     if (!rows && kiln__prep_dropped(w))
         st = kiln__prep_missing(ctx, 1);
-    else if (!xpad || (!rows && !a16) || !yv)
+    else if (!xpad || (!rows && !a16) || (!direct && !yv))
         st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
     if (st == KILN_OK && !rows) {
         bconv_rows(w->data, g.M, K, a16);
@@ -300,21 +307,22 @@ static kiln_status conv_bf16(kiln_kctx *ctx, bool *handled)
     bconv bc = {xpad, off, K, NULL};
     for (int64_t n = 0; st == KILN_OK && n < g.N; n++)
         for (int64_t gi = 0; st == KILN_OK && gi < g.group; gi++) {
-            memset(xpad, 0, xn * sizeof(uint16_t));
             bc.x = (const float *)x->data + (n * g.C + gi * cpg) * H * W;
-            kiln__conv_phases_fill(&ph, &g, cpg, bconv_copy, &bc);
-            kiln_bgemm bg = {.M = mpg, .N = nv, .K = K, .A16 = rows + gi * mpg * kp2, .packb = bconv_packb,
-                             .packb_ctx = &bc, .C = yv, .ldc = nv};
-            st = kiln__bgemm(ctx->pool, ctx->nthreads, &bg);
+            kiln_phase_fill f = {bconv_clear, bconv_copy, &bc};
+            kiln__conv_phases_fill(&ph, &g, cpg, &f, ctx->pool, ctx->nthreads);
+            /* the epilogue runs on each tile inside the GEMM, except a residual over virtual columns */
             float *yg = (float *)ctx->out[0]->data + (n * g.M + gi * mpg) * osp;
-            for (int64_t r = 0; st == KILN_OK && r < mpg * Ho; r++)
+            kiln_epi eg = e;
+            eg.bias = e.bias ? e.bias + gi * mpg : NULL;
+            eg.res = res ? (const float *)res->data + (n * g.M + gi * mpg) * osp : NULL;
+            bool in_gemm = !kiln__epi_is_noop(&eg) && (direct || !eg.res);
+            kiln_bgemm bg = {.M = mpg, .N = nv, .K = K, .A16 = rows + gi * mpg * kp2, .packb = bconv_packb,
+                             .packb_ctx = &bc, .C = direct ? yg : yv, .ldc = nv, .epi = in_gemm ? &eg : NULL};
+            st = kiln__bgemm(ctx->pool, ctx->nthreads, &bg);
+            for (int64_t r = 0; st == KILN_OK && !direct && r < mpg * Ho; r++)
                 memcpy(yg + r * Wo, yv + r * wq, sizeof(float) * (size_t)Wo);
-            if (st == KILN_OK && !kiln__epi_is_noop(&e)) {
-                kiln_epi eg = e;
-                eg.res = res ? (const float *)res->data + n * g.M * osp : NULL;
-                kiln__epi_apply_f32(&eg, (float *)ctx->out[0]->data + n * g.M * osp + gi * mpg * osp, osp, mpg, osp,
-                                    gi * mpg, 0);
-            }
+            if (st == KILN_OK && !in_gemm && !kiln__epi_is_noop(&eg))
+                kiln__epi_apply_f32(&eg, yg, osp, mpg, osp, 0, 0);
         }
     kiln__free(xpad);
     kiln__free(a16);

@@ -463,8 +463,8 @@ typedef struct qconv_padded {
     int64_t *off;            /* per k = (c, ky, kx): its plane and the tap's shift within it */
     uint8_t *y;              /* mpg x (Ho * wq) outputs before the dropped columns go */
     size_t xbytes;
-    const uint8_t *x;        /* while filling: the group's input planes, and x's flip */
-    uint8_t xr;
+    const uint8_t *x;        /* while filling: the group's input planes, x's flip, the padding */
+    uint8_t xr, pad;
 } qconv_padded;
 
 static void padded_free(qconv_padded *p)
@@ -497,26 +497,48 @@ bool kiln__conv_phases_init(const kiln_qconv_geom *g, int64_t cpg, kiln_conv_pha
     return true;
 }
 
-void kiln__conv_phases_fill(const kiln_conv_phases *p, const kiln_qconv_geom *g, int64_t cpg, kiln_phase_copy_fn copy,
-                            void *ctx)
+typedef struct phase_job {
+    const kiln_conv_phases *p;
+    const kiln_qconv_geom *g;
+    int64_t cpg;
+    const kiln_phase_fill *f;
+} phase_job;
+
+/* channels [c0, c1): their planes of every phase cleared, the real pixels of the used ones copied */
+static void phase_task(void *arg, int64_t c0, int64_t c1)
 {
+    const phase_job *j = arg;
+    const kiln_conv_phases *p = j->p;
+    const kiln_qconv_geom *g = j->g;
     int64_t H = g->in[0], W = g->in[1], pt = g->pad_b[0], pl = g->pad_b[1], sh = p->sh, sw = p->sw;
     for (int64_t qy = 0; qy < sh; qy++)
         for (int64_t qx = 0; qx < sw; qx++) {
-            if (!p->used[qy * sw + qx])
+            int64_t ph = qy * sw + qx;
+            for (int64_t c = c0; c < c1; c++)
+                j->f->clear(j->f->ctx, (ph * j->cpg + c) * p->plane, p->plane);
+            if (!p->used[ph])
                 continue;
             /* columns x with 0 <= x*sw + qx - pl < W */
             int64_t a = pl > qx ? (pl - qx + sw - 1) / sw : 0, b = (W + pl - qx + sw - 1) / sw;
             b = b < p->wq ? b : p->wq;
-            for (int64_t c = 0; c < cpg; c++)
+            for (int64_t c = c0; c < c1; c++)
                 for (int64_t y = 0; y < p->hq && a < b; y++) {
                     int64_t iy = y * sh + qy - pt;
                     if (iy < 0 || iy >= H)
                         continue;
-                    copy(ctx, ((qy * sw + qx) * cpg + c) * p->plane + y * p->wq + a,
-                         (c * H + iy) * W + a * sw + qx - pl, b - a, sw);
+                    j->f->copy(j->f->ctx, (ph * j->cpg + c) * p->plane + y * p->wq + a,
+                               (c * H + iy) * W + a * sw + qx - pl, b - a, sw);
                 }
         }
+}
+
+void kiln__conv_phases_fill(const kiln_conv_phases *p, const kiln_qconv_geom *g, int64_t cpg, const kiln_phase_fill *f,
+                            kiln_pool *pool, int nthreads)
+{
+    int64_t planes = p->sh * p->sw * cpg * p->plane;
+    f->clear(f->ctx, planes, kiln__conv_phases_elems(p, cpg, KILN_QGEMM_STRIP) - planes); /* the slack */
+    phase_job j = {p, g, cpg, f};
+    kiln__parallel_for(pool, nthreads, cpg, 1 + 32768 / (p->sh * p->sw * p->plane + 1), phase_task, &j);
 }
 
 static kiln_status padded_init(const kiln_kctx *ctx, const kiln_qconv_geom *g, int64_t cpg, int64_t mpg, size_t osz,
@@ -544,7 +566,13 @@ static kiln_status padded_init(const kiln_kctx *ctx, const kiln_qconv_geom *g, i
     return KILN_OK;
 }
 
-/* kiln_phase_copy_fn: bytes (flipped as x's) */
+static void padded_clear(void *arg, int64_t dst_off, int64_t n)
+{
+    const qconv_padded *p = arg;
+    memset(p->xpad + dst_off, p->pad, (size_t)n);
+}
+
+/* bytes (flipped as x's) */
 static void padded_copy(void *arg, int64_t dst_off, int64_t src_off, int64_t n, int64_t sw)
 {
     const qconv_padded *p = arg;
@@ -560,11 +588,11 @@ static void padded_copy(void *arg, int64_t dst_off, int64_t src_off, int64_t n, 
 
 /* x's cpg planes into the phase planes (padding = x's stored zero point) */
 static void padded_fill(qconv_padded *p, const kiln_qconv_geom *g, const uint8_t *x, int64_t cpg, uint8_t xr,
-                        uint8_t pad)
+                        uint8_t pad, kiln_pool *pool, int nthreads)
 {
-    memset(p->xpad, pad, p->xbytes);
-    p->x = x, p->xr = xr;
-    kiln__conv_phases_fill(&p->ph, g, cpg, padded_copy, p);
+    p->x = x, p->xr = xr, p->pad = pad;
+    kiln_phase_fill f = {padded_clear, padded_copy, p};
+    kiln__conv_phases_fill(&p->ph, g, cpg, &f, pool, nthreads);
 }
 
 typedef struct qconv_args {
@@ -657,7 +685,7 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
                                  .pointwise = pointwise, .isp = isp, .xpad = pd.xpad, .off = pd.off};
                 uint8_t *yg = (uint8_t *)ctx->out[0]->data + (size_t)((n * g.M + gi * mpg) * osp) * osz;
                 if (pd.xpad)
-                    padded_fill(&pd, &g, pc.x, cpg, pc.xor_, pc.pad);
+                    padded_fill(&pd, &g, pc.x, cpg, pc.xor_, pc.pad, ctx->pool, ctx->nthreads);
                 kiln_qepi eg = e;
                 if (e.scale)
                     eg.scale = e.scale + gi * mpg, eg.mult = e.mult + gi * mpg;
