@@ -126,7 +126,7 @@ static void bgemm_task(void *arg, int64_t slot, int64_t strip, int64_t i0, int64
             kiln__bgemm_tile_bf16(g, j->arows + i * kp2, bs, i, m, j0, ncols);
         else
             tile_c(g, j->arows + i * kp2, bs, i, m, j0, ncols);
-        if (g->epi)
+        if (g->epi && !j->fast) /* the AVX512-BF16 tile applies it while storing */
             kiln__epi_apply_f32(g->epi, g->C + i * g->ldc + j0, g->ldc, m, ncols, i, j0);
     }
 }
@@ -187,8 +187,16 @@ typedef struct bconv {
     uint16_t *xpad;         /* the phase planes of cpg channels, then slack */
     const int64_t *off;     /* per k = (c, ky, kx) */
     int64_t K;
-    const float *x;         /* while filling: the group's input planes */
+    const float *x;         /* while filling: the group's input planes (float32) ... */
+    uint16_t *x16;          /* ... rounded to BF16 plane by plane first (long vector conversions) */
+    int64_t hw;             /* elements per plane */
 } bconv;
+
+static void bconv_round(void *arg, int64_t c0, int64_t c1)
+{
+    bconv *b = arg;
+    kiln__f32_to_bf16_array(b->x16 + c0 * b->hw, b->x + c0 * b->hw, (c1 - c0) * b->hw);
+}
 
 static void bconv_clear(void *arg, int64_t dst_off, int64_t n)
 {
@@ -196,16 +204,16 @@ static void bconv_clear(void *arg, int64_t dst_off, int64_t n)
     memset(b->xpad + dst_off, 0, sizeof(uint16_t) * (size_t)n);
 }
 
-/* float32 -> BF16 (round to nearest even) */
+/* BF16 values of the rounded planes */
 static void bconv_copy(void *arg, int64_t dst_off, int64_t src_off, int64_t n, int64_t sw)
 {
     bconv *b = arg;
     if (sw == 1) {
-        kiln__f32_to_bf16_array(b->xpad + dst_off, b->x + src_off, n);
+        memcpy(b->xpad + dst_off, b->x16 + src_off, sizeof(uint16_t) * (size_t)n);
         return;
     }
     for (int64_t q = 0; q < n; q++)
-        b->xpad[dst_off + q] = kiln__f32_to_bf16(b->x[src_off + q * sw]);
+        b->xpad[dst_off + q] = b->x16[src_off + q * sw];
 }
 
 static void bconv_packb(void *arg, int64_t j0, int64_t n, uint16_t *dst)
@@ -292,22 +300,24 @@ static kiln_status conv_bf16(kiln_kctx *ctx, bool *handled)
                                             (uint64_t)(g.M * kp2) * sizeof(uint16_t));
     size_t xn = (size_t)kiln__conv_phases_elems(&ph, cpg, KILN_QGEMM_STRIP);
     uint16_t *xpad = kiln__malloc(xn * sizeof(uint16_t));
+    uint16_t *x16 = kiln__malloc(sizeof(uint16_t) * (size_t)(cpg * H * W + 1));
     uint16_t *a16 = rows || kiln__prep_dropped(w) ? NULL : kiln__malloc(sizeof(uint16_t) * (size_t)(g.M * kp2));
     bool direct = wq == Wo;   /* no dropped columns: the GEMM writes the output itself */
     float *yv = direct ? NULL : kiln__malloc(sizeof(float) * (size_t)(mpg * nv));
     kiln_status st = KILN_OK;
     if (!rows && kiln__prep_dropped(w))
         st = kiln__prep_missing(ctx, 1);
-    else if (!xpad || (!rows && !a16) || (!direct && !yv))
+    else if (!xpad || !x16 || (!rows && !a16) || (!direct && !yv))
         st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
     if (st == KILN_OK && !rows) {
         bconv_rows(w->data, g.M, K, a16);
         rows = a16;
     }
-    bconv bc = {xpad, off, K, NULL};
+    bconv bc = {.xpad = xpad, .off = off, .K = K, .x16 = x16, .hw = H * W};
     for (int64_t n = 0; st == KILN_OK && n < g.N; n++)
         for (int64_t gi = 0; st == KILN_OK && gi < g.group; gi++) {
             bc.x = (const float *)x->data + (n * g.C + gi * cpg) * H * W;
+            kiln__parallel_for(ctx->pool, ctx->nthreads, cpg, 1 + 16384 / (H * W + 1), bconv_round, &bc);
             kiln_phase_fill f = {bconv_clear, bconv_copy, &bc};
             kiln__conv_phases_fill(&ph, &g, cpg, &f, ctx->pool, ctx->nthreads);
             /* the epilogue runs on each tile inside the GEMM, except a residual over virtual columns */
@@ -325,6 +335,7 @@ static kiln_status conv_bf16(kiln_kctx *ctx, bool *handled)
                 kiln__epi_apply_f32(&eg, yg, osp, mpg, osp, 0, 0);
         }
     kiln__free(xpad);
+    kiln__free(x16);
     kiln__free(a16);
     kiln__free(off);
     kiln__free(yv);
