@@ -6,7 +6,7 @@
 #include "scratch.h"
 #include <math.h>
 
-#define W_BLOCK_FLOATS ((int64_t)1 << 18)   /* dequantized filters per convolution block (1 MiB) */
+static int64_t w_block_floats = (int64_t)1 << 18;   /* dequantized filters per convolution block (1 MiB) */
 #define SPAN 256                            /* floats dequantized at a time by the B packer */
 
 static _Thread_local int active;   /* this thread is inside kiln__run_lowbit: nested kernels run fp32 */
@@ -395,7 +395,7 @@ static kiln_status run_conv(kiln_kctx *ctx, kiln_kernel_fn fn, const qw *q, cons
     *handled = false;
     const kiln_tensor *w = kiln__kin(ctx, 1), *b = kiln__kin(ctx, 2), *res = kiln__kin(ctx, 3);
     int64_t M = q->L.rows, K = q->L.k;
-    int64_t mb = W_BLOCK_FLOATS / K < 16 ? 16 : W_BLOCK_FLOATS / K;
+    int64_t mb = w_block_floats / K < 16 ? 16 : w_block_floats / K;
     if (kiln__attr_i(ctx->node, "group", 1) != 1 || mb >= M || x->ndim != w->ndim || x->ndim < 3 || x->dims[0] < 1 ||
         (b && (b->dtype != KILN_DT_FLOAT32 || kiln_tensor_numel(b) != M)) || ctx->n_in > 4 ||
         (res && (res->dtype != KILN_DT_FLOAT32 || res->ndim != x->ndim || res->dims[0] != x->dims[0] ||
@@ -541,6 +541,11 @@ kiln_status kiln__run_lowbit(kiln_kctx *ctx, kiln_kernel_fn fn)
 }
 
 /* ---- scalar references (tests) ---- */
+
+void kiln__lowbit_set_block_floats(int64_t floats)
+{
+    w_block_floats = floats > 0 ? floats : (int64_t)1 << 18;
+}
 
 kiln_status kiln__lowbit_ref_weight(const kiln_node *n, const kiln_tensor *w, float *y)
 {

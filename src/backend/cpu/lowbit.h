@@ -34,6 +34,9 @@ kiln_status kiln__lowbit_prep(const kiln_node *n, int n_in, const kiln_tensor *c
  * quantized and dequantized into y (numel(w) floats, w's layout), with the FP16 rounding of
  * weight-only layers. For tests. */
 kiln_status kiln__lowbit_ref_weight(const kiln_node *n, const kiln_tensor *w, float *y);
+/* Tests: the convolution block size in floats (<= 0: the default, 1 MiB of filters); blocks
+ * hold at least 16 output channels. */
+void kiln__lowbit_set_block_floats(int64_t floats);
 /* The scalar reference of the activation rounding of node n applied to x (n floats, in place). */
 kiln_status kiln__lowbit_ref_act(const kiln_node *n, float *x, int64_t count);
 
