@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The real-task accuracy table per precision: builds the PaddleOCR direction classifier (cls) and
-# text recognizer (rec) at every precision kiln realizes today, int8 once per calibration method
-# (calibrated on the set's own calibration lines, disjoint from the evaluation lines), and prints
+# text recognizer (rec) at every precision kiln realizes, int8 once per calibration method
+# (calibrated on the set's own calibration lines, disjoint from the evaluation lines; fp8 takes
+# its activation scales from the same lines), and prints
 # scripts/ocr_accuracy.py's table (accuracy and drop versus FP32) for each model.
 #
 #   scripts/ocr_precision.sh [--data DIR] [--limit N] [--precision LIST] [--methods LIST] [--json]
 #
 #   --data DIR        evaluation set (made by scripts/ocr_eval_data.py when DIR has none; default out/ocr)
 #   --limit N         first N evaluation samples only (a quick look; default all)
-#   --precision LIST  default fp32,fp16,bf16,int8 (fp32 is always first: the baseline)
+#   --precision LIST  default fp32,fp16,bf16,int8,fp8,nvfp4,mxfp4 (fp32 is always first: the baseline)
 #   --methods LIST    int8 calibration methods, default minmax,entropy,percentile:99.99,mse
 # Engines go to DIR/engines/ (built for batch 32, the batch the set is stored in; with
 # --precision-fallback, each build's log beside its engine lists the layers kept in higher
@@ -16,7 +17,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-DATA=out/ocr LIMIT="" PRECS=fp32,fp16,bf16,int8 METHODS=minmax,entropy,percentile:99.99,mse JSON=()
+DATA=out/ocr LIMIT="" PRECS=fp32,fp16,bf16,int8,fp8,nvfp4,mxfp4 METHODS=minmax,entropy,percentile:99.99,mse JSON=()
 KILN="${KILN:-build/kiln}"
 PY=/usr/bin/python3
 usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -55,8 +56,10 @@ for m in cls rec; do
       done
     else
       log "building $m $p"
+      calib=()   # fp8: activation scales from the calibration lines (their amax / 448)
+      [ "$p" = fp8 ] && calib=(--calib "$DATA/calib/$m")
       "$KILN" build "${MODEL[$m]}" -o "$E/$m.$p.kiln" --shapes "${SHAPE[$m]}" --precision "$p" --precision-fallback \
-          > "$E/$m.$p.log" 2>&1 || { cat "$E/$m.$p.log" >&2; exit 1; }
+          "${calib[@]}" > "$E/$m.$p.log" 2>&1 || { cat "$E/$m.$p.log" >&2; exit 1; }
       args+=("--$m" "$p=$E/$m.$p.kiln")
     fi
   done

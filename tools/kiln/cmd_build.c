@@ -10,16 +10,16 @@ static const char usage[] =
     "usage: kiln build MODEL.onnx -o OUT.kiln [--passes-report] [--no-optimize] [--no-tactics]\n"
     "       [--shapes NAME:DIMS,...] [--min-shapes ... --opt-shapes ... --max-shapes ...]\n"
     "       [--timing-cache FILE] [--build-run-budget SECONDS (default 60)]\n"
-    "       [--precision fp32|fp16|bf16|int8] [--layer-precision PATTERN:PREC ...] [--precision-fallback]\n"
+    "       [--precision fp32|fp16|bf16|int8|fp8|nvfp4|mxfp4|int4] [--layer-precision PATTERN:PREC ...] [--precision-fallback]\n"
     "       [--calib DIR] [--calib-method percentile[:P]|entropy|minmax|mse] [--calib-cache FILE]\n"
     "       (repeat --min/--opt/--max-shapes or --shapes for more profiles)\n"
     "  --precision P          precision requested for every Conv, MatMul and Gemm with a constant\n"
-    "                         weight (int8 keeps the first and last of them in fp32 and needs\n"
-    "                         --calib or --calib-cache)\n"
+    "                         weight (fp4 = nvfp4; int8, fp8, nvfp4, mxfp4 and int4 keep the first\n"
+    "                         and last of them in fp32; int8 and fp8 need --calib or --calib-cache)\n"
     "  --layer-precision R    PATTERN:PREC, a glob on layer names and op types (repeatable, later\n"
     "                         rules win); a layer that cannot run as requested fails the build\n"
     "  --precision-fallback   build such layers in the precision they can run in, listing each\n"
-    "  --calib DIR ...        calibration data for int8 (as kiln calibrate; docs/CALIBRATION.md)\n";
+    "  --calib DIR ...        calibration data for int8 / fp8 (as kiln calibrate; docs/CALIBRATION.md)\n";
 
 #define MAX_LAYER_RULES 256
 
