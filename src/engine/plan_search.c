@@ -61,7 +61,7 @@ void kiln__ps_apply(search *s)
             s->req[s->c[k].node] = s->c[k].pick;
 }
 
-static kiln_status check(search *s, const char *what, kiln_plan_score *sc)
+kiln_status kiln__ps_check(search *s, const char *what, kiln_plan_score *sc)
 {
     kiln__ps_apply(s);
     int lowered = 0;
@@ -115,7 +115,7 @@ kiln_status kiln__ps_search(search *s, int refine)
         s->c[k].lowered = k < hi;
     if (hi == 0)
         return KILN_OK;
-    KILN_TRY(check(s, "every layer", &sc));
+    KILN_TRY(kiln__ps_check(s, "every layer", &sc));
     if (sc.pass) {
         s->final = sc;
         return KILN_OK;
@@ -124,7 +124,7 @@ kiln_status kiln__ps_search(search *s, int refine)
         int mid = lo + (hi - lo) / 2;
         for (int k = 0; k < s->n; k++)
             s->c[k].lowered = k < mid;
-        KILN_TRY(check(s, "a prefix", &sc));
+        KILN_TRY(kiln__ps_check(s, "a prefix", &sc));
         if (sc.pass) {
             lo = mid;
             s->final = sc;
@@ -137,7 +137,7 @@ kiln_status kiln__ps_search(search *s, int refine)
         s->c[k].lowered = true;
         char what[300];
         snprintf(what, sizeof what, "%s", kiln__ps_label(&s->ev->m->g->nodes[s->c[k].node]));
-        KILN_TRY(check(s, what, &sc));
+        KILN_TRY(kiln__ps_check(s, what, &sc));
         if (sc.pass)
             s->final = sc;
         else {

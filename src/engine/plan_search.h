@@ -40,6 +40,8 @@ kiln_status kiln__ps_init(search *s, kiln_plan_eval *ev, const kiln_build_option
 void kiln__ps_free(search *s);
 /* s->req = the base with every lowered candidate at its pick. */
 void kiln__ps_apply(search *s);
+/* Measures the plan (kiln__ps_apply) on the data; pass includes "realized"; `what` for progress. */
+kiln_status kiln__ps_check(search *s, const char *what, kiln_plan_score *sc);
 /* Measures candidate k lowered to prec alone on the probe batches. */
 kiln_status kiln__ps_probe(search *s, int k, const char *prec, kiln_plan_score *sc);
 /* Orders the candidates: those with a pick first, least sensitive (best probe) first. */
