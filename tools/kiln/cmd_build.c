@@ -12,6 +12,7 @@ static const char usage[] =
     "       [--timing-cache FILE] [--build-run-budget SECONDS (default 60)]\n"
     "       [--precision fp32|fp16|bf16|int8] [--layer-precision PATTERN:PREC ...] [--precision-fallback]\n"
     "       [--calib DIR] [--calib-method percentile[:P]|entropy|minmax|mse] [--calib-cache FILE]\n"
+    "       [--device cpu|cuda]\n"
     "       (repeat --min/--opt/--max-shapes or --shapes for more profiles)\n"
     "  --precision P          precision requested for every Conv, MatMul and Gemm with a constant\n"
     "                         weight (int8 keeps the first and last of them in fp32 and needs\n"
@@ -19,7 +20,9 @@ static const char usage[] =
     "  --layer-precision R    PATTERN:PREC, a glob on layer names and op types (repeatable, later\n"
     "                         rules win); a layer that cannot run as requested fails the build\n"
     "  --precision-fallback   build such layers in the precision they can run in, listing each\n"
-    "  --calib DIR ...        calibration data for int8 (as kiln calibrate; docs/CALIBRATION.md)\n";
+    "  --calib DIR ...        calibration data for int8 (as kiln calibrate; docs/CALIBRATION.md)\n"
+    "  --device D             the device the engine is for (cuda: weights kept as the model has them,\n"
+    "                         in the requested precision, no CPU-packed copies; docs/CUDA.md)\n";
 
 #define MAX_LAYER_RULES 256
 
@@ -55,6 +58,7 @@ static bool make_range(kiln_shapes_t mins, kiln_shapes_t opts, kiln_shapes_t max
 int cmd_build(int argc, char **argv)
 {
     const char *model_path = NULL, *out_path = NULL, *cache = NULL, *precision = NULL;
+    kiln_device device = KILN_DEVICE_CPU;
     const char *rules[MAX_LAYER_RULES];
     int nrules = 0;
     kiln_calib_options calib = {.method = KILN_CALIB_PERCENTILE, .param = 99.99};   /* as kiln calibrate */
@@ -84,6 +88,13 @@ int cmd_build(int argc, char **argv)
             rules[nrules++] = argv[++i];
         else if (!strcmp(a, "--precision-fallback"))
             fallback = true;
+        else if (!strcmp(a, "--device") && has) {
+            if (!kiln_device_parse(argv[++i], &device)) {
+                fprintf(stderr, "kiln build: --device takes cpu or cuda, not '%s'\n", cli_esc(argv[i]));
+                rc = 2;
+                goto done;
+            }
+        }
         else if (!strcmp(a, "--calib") && has)
             calib.data_dir = argv[++i], use_calib = true;
         else if (!strcmp(a, "--calib-cache") && has)
@@ -172,7 +183,8 @@ int cmd_build(int argc, char **argv)
     kiln_build_options bo = {.no_optimize = no_opt, .num_profiles = np, .profiles = profiles, .timing_cache = cache,
                              .want_report = true, .no_tactics = no_tactics, .run_budget_s = budget,
                              .precision = precision, .num_layer_precisions = nrules, .layer_precisions = rules,
-                             .precision_fallback = fallback, .calib = use_calib ? &calib : NULL};
+                             .precision_fallback = fallback, .calib = use_calib ? &calib : NULL,
+                             .device = device};
     st = kiln_build(m, &bo, &e);
     kiln_model_free(m);
     cli_print_escaped_lines(bo.precision_report);   /* layers kept in fp32, fallbacks */
