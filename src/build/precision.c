@@ -15,7 +15,7 @@
  *              input types (node->precision, serialized with the graph); a layer whose realized precision differs
  *              from the requested one fails the build, naming it, unless fallback is allowed,
  *              and then it is listed in the precision report. */
-#include "engine.h"
+#include "build.h"
 #include "precision.h"
 #include "../passes/rewrite.h"
 #include "../core/numfmt.h"
