@@ -16,6 +16,7 @@ static const char usage[] =
     "       [--calib DIR] [--calib-method percentile[:P]|entropy|minmax|mse] [--calib-cache FILE]\n"
     "       [--allow fp16,bf16,int8] [--accuracy-budget METRIC] [--val DIR] [--auto-objective speed|size]\n"
     "       [--auto-probe-batches N] [--auto-max-batches N]\n"
+    "       [--device cpu|cuda]\n"
     "       (repeat --min/--opt/--max-shapes or --shapes for more profiles)\n"
     "  --precision P          precision requested for every Conv, MatMul and Gemm with a constant\n"
     "                         weight (fp4 = nvfp4; int8, fp8, nvfp4, mxfp4 and int4 keep the first\n"
@@ -48,6 +49,7 @@ static int split_list(char *text, const char **out, int cap)
         out[n++] = t;
     return n;
 }
+    kiln_device device = KILN_DEVICE_CPU;
 
 #define MAX_LAYER_RULES 256
 
@@ -134,6 +136,12 @@ int cmd_build(int argc, char **argv)
         } else if (!strcmp(a, "--auto-max-batches") && has) {
             if (!cli_int_opt("--auto-max-batches", argv[++i], 1, 1 << 16, &max_batches))
                 goto done;
+        } else if (!strcmp(a, "--device") && has) {
+            if (!kiln_device_parse(argv[++i], &device)) {
+                fprintf(stderr, "kiln build: --device takes cpu or cuda, not '%s'\n", cli_esc(argv[i]));
+                rc = 2;
+                goto done;
+            }
         }
         else if (!strcmp(a, "--calib") && has)
             calib.data_dir = argv[++i], use_calib = true;
@@ -235,7 +243,7 @@ int cmd_build(int argc, char **argv)
                              .precision_fallback = fallback, .calib = use_calib ? &calib : NULL,
                              .accuracy_budget = budget_text, .num_allow = nallow, .allow = allow, .val_dir = val_dir,
                              .auto_objective = objective, .auto_probe_batches = probe_batches,
-                             .auto_max_batches = max_batches};
+                             .auto_max_batches = max_batches, .device = device};
     bool tty = isatty(2);
     if (is_auto && tty)
         bo.auto_progress = progress_line;   /* progress on a terminal, quiet in pipes */
