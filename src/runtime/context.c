@@ -285,7 +285,7 @@ kiln_status kiln_context_run(kiln_context_t c)
         env.backend = kiln__dev_backend(c->dev);
         kiln__dev_run_begin(c->dev);
     }
-    kiln_status st;
+    kiln_status st = KILN_OK;
     if (!same_key(c) && !take_engine_plan(c)) {
         st = plan_for_shapes(c, &env);
     } else if (!c->dev || !kiln__dev_graph_replay(c->dev, g, c->bound, c->outs, &st)) {
