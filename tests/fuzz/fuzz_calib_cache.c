@@ -5,6 +5,7 @@
 #include "fuzz_common.h"
 #include "quant/quant.h"
 #include <math.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,7 @@ static void check_round_trip(const kiln_calib_table *t)
 {
     static char path[4096];
     if (!path[0])
-        snprintf(path, sizeof path, "%s/calib.cache", fuzz_init());
+        snprintf(path, sizeof path, "%s/calib.%d.cache", fuzz_init(), (int)getpid());   /* per process: parallel workers share the directory */
     if (kiln__calib_cache_write(path, t) != KILN_OK)
         abort();   /* anything the parser accepts must be writable */
     kiln_calib_table u = {0};

@@ -234,7 +234,8 @@ static kiln_status k_roialign(kiln_kctx *ctx)
             gh_d = 0;
         if (gw_d < 0)
             gw_d = 0;
-        if (gh_d * gw_d * (double)oh * (double)ow > 1e7) {
+        /* each factor on its own too: 0 * huge passes the product but not the cast to int64 */
+        if (gh_d > 1e7 || gw_d > 1e7 || gh_d * gw_d * (double)oh * (double)ow > 1e7) {
             st = kiln__kerr(ctx, KILN_ERR_LIMIT, "roi %lld needs too many samples", (long long)r);
             break;
         }
