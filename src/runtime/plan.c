@@ -1,5 +1,8 @@
-/* Liveness-based arena planning (greedy by size, first fit in address order among the blocks
- * whose lifetimes overlap), with in-place reuse for elementwise ops. */
+/* Liveness-based arena planning, with in-place reuse for elementwise ops: greedy by size (largest
+ * first), each block at the lowest offset where it clashes with no placed block whose lifetime
+ * overlaps its own. The placed blocks are kept in a segment tree over node indices (time), so
+ * finding the ones that overlap a lifetime costs O((K + 1) log N) for K of them, and placing a
+ * block O(log N): O(B log B + sum of K log N) in all, instead of comparing every pair. */
 #include "plan.h"
 #include <stdlib.h>
 
@@ -11,12 +14,136 @@ typedef struct block {
     int64_t offset;
 } block;
 
+/* Larger first; then earlier start; then creation order (a total order: the plan is the same
+ * whatever the sort). */
 static int by_size_desc(const void *a, const void *b)
 {
     const block *x = *(block *const *)a, *y = *(block *const *)b;
     if (x->size != y->size)
         return x->size < y->size ? 1 : -1;
-    return x->start - y->start;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+static int by_offset(const void *a, const void *b)
+{
+    const block *x = *(block *const *)a, *y = *(block *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* ---- placed blocks by lifetime: a segment tree over node indices [0, n) ----
+ * A block's lifetime [start, end] is stored at the O(log n) tree nodes that cover it exactly;
+ * cnt[t] counts the entries in t's subtree, so a query skips empty subtrees. */
+typedef struct tentry {
+    block *b;
+    int next;   /* next entry of the same tree node, -1 at the end */
+} tentry;
+
+typedef struct timeline {
+    int n;             /* leaves: node indices 0..n-1 */
+    int *head, *cnt;   /* per tree node (1-based heap layout over 4n slots) */
+    tentry *e;
+    int ne, cap;
+    int *stamp;        /* per block index: the query that last reported it */
+    int query;
+} timeline;
+
+static kiln_status tl_add(timeline *tl, int t, block *b)
+{
+    if (tl->ne == tl->cap) {
+        int cap = tl->cap ? 2 * tl->cap : 1024;
+        tentry *e = kiln__realloc(tl->e, sizeof *e * (size_t)cap);
+        if (!e)
+            return kiln__err(KILN_ERR_NOMEM, "out of memory planning memory");
+        tl->e = e;
+        tl->cap = cap;
+    }
+    tl->e[tl->ne] = (tentry){b, tl->head[t]};
+    tl->head[t] = tl->ne++;
+    return KILN_OK;
+}
+
+static kiln_status tl_insert(timeline *tl, int t, int lo, int hi, block *b)
+{
+    if (b->end < lo || hi < b->start)
+        return KILN_OK;
+    tl->cnt[t]++;
+    if (b->start <= lo && hi <= b->end)
+        return tl_add(tl, t, b);
+    int mid = lo + (hi - lo) / 2;
+    KILN_TRY(tl_insert(tl, 2 * t, lo, mid, b));
+    return tl_insert(tl, 2 * t + 1, mid + 1, hi, b);
+}
+
+/* Appends to out[*n] every placed block whose lifetime overlaps [b->start, b->end], once. */
+static void tl_query(timeline *tl, int t, int lo, int hi, const block *b, const block *base, block **out, int *n)
+{
+    if (!tl->cnt[t] || b->end < lo || hi < b->start)
+        return;
+    for (int k = tl->head[t]; k >= 0; k = tl->e[k].next) {
+        block *c = tl->e[k].b;
+        if (tl->stamp[c - base] != tl->query) {
+            tl->stamp[c - base] = tl->query;
+            out[(*n)++] = c;
+        }
+    }
+    if (lo == hi)
+        return;
+    int mid = lo + (hi - lo) / 2;
+    tl_query(tl, 2 * t, lo, mid, b, base, out, n);
+    tl_query(tl, 2 * t + 1, mid + 1, hi, b, base, out, n);
+}
+
+/* Places blocks[0..nb) (lifetimes inside [0, n_times)) largest first, each at the lowest offset
+ * that clashes with no placed block of overlapping lifetime; returns the arena size in *arena. */
+static kiln_status place_blocks(block *blocks, int nb, int n_times, size_t *arena)
+{
+    *arena = 0;
+    if (nb == 0)
+        return KILN_OK;
+    timeline tl = {.n = n_times > 0 ? n_times : 1, .query = 0};
+    tl.head = kiln__malloc(sizeof(int) * 4 * (size_t)tl.n);
+    tl.cnt = kiln__calloc(4 * (size_t)tl.n, sizeof(int));
+    tl.stamp = kiln__malloc(sizeof(int) * (size_t)nb);
+    block **order = kiln__malloc(sizeof(block *) * (size_t)nb);
+    block **near = kiln__malloc(sizeof(block *) * (size_t)nb);
+    kiln_status st = KILN_OK;
+    if (!tl.head || !tl.cnt || !tl.stamp || !order || !near) {
+        st = kiln__err(KILN_ERR_NOMEM, "out of memory planning memory");
+        goto done;
+    }
+    for (int t = 0; t < 4 * tl.n; t++)
+        tl.head[t] = -1;
+    for (int k = 0; k < nb; k++) {
+        tl.stamp[k] = -1;
+        order[k] = &blocks[k];
+    }
+    qsort(order, (size_t)nb, sizeof(block *), by_size_desc);
+    for (int k = 0; k < nb && st == KILN_OK; k++) {
+        block *b = order[k];
+        int nn = 0;
+        tl.query = k;
+        tl_query(&tl, 1, 0, tl.n - 1, b, blocks, near, &nn);
+        qsort(near, (size_t)nn, sizeof(block *), by_offset);
+        /* the first gap in address order that holds b */
+        size_t off = 0;
+        for (int q = 0; q < nn && (size_t)near[q]->offset < off + b->size; q++)
+            if ((size_t)near[q]->offset + near[q]->size > off)
+                off = (size_t)near[q]->offset + near[q]->size;
+        b->offset = (int64_t)off;
+        if (off + b->size > *arena)
+            *arena = off + b->size;
+        st = tl_insert(&tl, 1, 0, tl.n - 1, b);
+    }
+done:
+    kiln__free(tl.head);
+    kiln__free(tl.cnt);
+    kiln__free(tl.e);
+    kiln__free(tl.stamp);
+    kiln__free(order);
+    kiln__free(near);
+    return st;
 }
 
 void kiln__plan_mem(const kiln_plan *p, uint8_t *arena, kiln_mem *m)
@@ -40,9 +167,8 @@ kiln_status kiln__plan_make(const kiln_graph *g, const size_t *bytes, kiln_plan 
     int *last = kiln__malloc(sizeof(int) * ((size_t)nv + 1));
     int *blk_of = kiln__malloc(sizeof(int) * ((size_t)nv + 1));
     block *blocks = kiln__calloc((size_t)nv + 1, sizeof(block));
-    block **order = kiln__calloc((size_t)nv + 1, sizeof(block *));
     kiln_status st = KILN_OK;
-    if (!p->offset || !p->cap || !p->inplace || !last || !blk_of || !blocks || !order) {
+    if (!p->offset || !p->cap || !p->inplace || !last || !blk_of || !blocks) {
         st = kiln__err(KILN_ERR_NOMEM, "out of memory planning memory");
         goto done;
     }
@@ -92,38 +218,9 @@ kiln_status kiln__plan_make(const kiln_graph *g, const size_t *bytes, kiln_plan 
         }
     }
     kiln__free(is_out);
-    for (int b = 0; b < nb; b++)
-        order[b] = &blocks[b];
-    qsort(order, (size_t)nb, sizeof(block *), by_size_desc);
-    /* place each block at the lowest offset that clashes with no placed, time-overlapping block */
-    block **placed = kiln__calloc((size_t)nb + 1, sizeof(block *));
-    if (!placed) {
-        st = kiln__err(KILN_ERR_NOMEM, "out of memory planning memory");
+    st = place_blocks(blocks, nb, g->n_nodes, &p->arena_size);
+    if (st != KILN_OK)
         goto done;
-    }
-    int np = 0;
-    for (int k = 0; k < nb; k++) {
-        block *b = order[k];
-        size_t off = 0;
-        bool moved = true;
-        while (moved) {
-            moved = false;
-            for (int q = 0; q < np; q++) {
-                block *c = placed[q];
-                bool overlap_t = !(c->end < b->start || b->end < c->start);
-                bool overlap_m = (size_t)c->offset < off + b->size && off < (size_t)c->offset + c->size;
-                if (overlap_t && overlap_m) {
-                    off = (size_t)c->offset + c->size;
-                    moved = true;
-                }
-            }
-        }
-        b->offset = (int64_t)off;
-        placed[np++] = b;
-        if (off + b->size > p->arena_size)
-            p->arena_size = off + b->size;
-    }
-    kiln__free(placed);
     for (int v = 0; v < nv; v++)
         if (blk_of[v] >= 0)
             p->offset[v] = blocks[blk_of[v]].offset;
@@ -131,7 +228,6 @@ done:
     kiln__free(last);
     kiln__free(blk_of);
     kiln__free(blocks);
-    kiln__free(order);
     if (st != KILN_OK)
         kiln__plan_free(p);
     return st;

@@ -6,6 +6,7 @@
 #include "test.h"
 #include "test_pool.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/ref/window.h"
 #include <string.h>
 #include <time.h>
 
@@ -926,6 +927,87 @@ static void test_pools(unsigned long long *seed)
 }
 
 /* ---------------------------------------------------------------------------------------
+ * the window geometry Conv and the pools share (cpu/ref/window.h), case by case against the
+ * ONNX formulas, errors included
+ * --------------------------------------------------------------------------------------- */
+
+typedef struct wcase {
+    int64_t in, k, s, d, pb, pe;   /* one spatial axis; pads given when pb >= 0 */
+    const char *auto_pad;          /* NULL: not set */
+    bool ceil;
+    kiln_status st;                /* expected status */
+    int64_t out, want_pb, want_pe;
+} wcase;
+
+static kiln_status win_run(const wcase *c, kiln_window *w)
+{
+    tnode t = {.na = 0};
+    add_ints(&t, "strides", 1, &c->s);
+    add_ints(&t, "dilations", 1, &c->d);
+    if (c->pb >= 0)
+        add_ints(&t, "pads", 2, (int64_t[]){c->pb, c->pe});
+    if (c->auto_pad)
+        add_str(&t, "auto_pad", c->auto_pad);
+    kiln_attr attrs[12];
+    memset(attrs, 0, sizeof attrs);
+    for (int i = 0; i < t.na; i++) {
+        attrs[i].name = (char *)t.a[i].name;
+        attrs[i].type = t.a[i].n == -2 ? KILN_ATTR_STRING : KILN_ATTR_INTS;
+        attrs[i].s = (char *)t.a[i].s;
+        attrs[i].s_len = t.a[i].s ? strlen(t.a[i].s) : 0;
+        attrs[i].n = t.a[i].n;
+        attrs[i].ints = t.a[i].v;
+    }
+    kiln_node node = {.name = (char *)"w", .op_type = (char *)"MaxPool", .domain = (char *)"", .n_attr = t.na,
+                      .attrs = attrs};
+    kiln_kctx ctx = {.node = &node};
+    memset(w, 0, sizeof *w);
+    w->nsp = 1;
+    w->in[0] = c->in;
+    w->k[0] = c->k;
+    return kiln__win_setup(&ctx, w, c->ceil);
+}
+
+static void test_window(void)
+{
+    const wcase cases[] = {
+        {7, 3, 2, 1, 1, 2, NULL, false, KILN_OK, 4, 1, 2},          /* floor((7 + 3 - 3) / 2) + 1 */
+        {7, 2, 2, 1, 0, 0, NULL, false, KILN_OK, 3, 0, 0},
+        {7, 2, 2, 1, 0, 0, NULL, true, KILN_OK, 4, 0, 0},           /* ceil mode rounds up */
+        {6, 2, 2, 1, 0, 1, NULL, true, KILN_OK, 3, 0, 1},           /* a 4th window would start in the end pad */
+        {10, 1, 5, 1, -1, 0, "SAME_UPPER", false, KILN_OK, 2, 0, 0}, /* ceil(10 / 5); no padding needed */
+        {5, 4, 1, 1, -1, 0, "SAME_UPPER", false, KILN_OK, 5, 1, 2},  /* odd padding at the end */
+        {5, 4, 1, 1, -1, 0, "SAME_LOWER", false, KILN_OK, 5, 2, 1},  /* ... at the start */
+        {9, 3, 2, 2, -1, 0, "SAME_UPPER", true, KILN_OK, 5, 2, 2},   /* dilated: effective 5; ceil ignored */
+        {5, 3, 1, 2, 4, 4, "VALID", false, KILN_OK, 1, 0, 0},        /* VALID ignores pads */
+        {4, 3, 1, 2, -1, 0, "VALID", false, KILN_ERR_SHAPE, 0, 0, 0},  /* effective kernel 5 > 4 */
+        {2, 5, 1, 1, 1, 1, NULL, false, KILN_ERR_SHAPE, 0, 0, 0},
+        {5, 3, 1, 1, -1, 0, "BOGUS", false, KILN_ERR_INVALID_ARG, 0, 0, 0},
+        {5, 3, 0, 1, 0, 0, NULL, false, KILN_ERR_INVALID_ARG, 0, 0, 0},      /* stride 0 */
+        {5, 3, 1, 1, -1, 0, NULL, false, KILN_OK, 3, 0, 0},                  /* no pads: zero */
+        {5, 3, 1, 1, 0, (int64_t)1 << 40, NULL, false, KILN_ERR_INVALID_ARG, 0, 0, 0}, /* pad past 2^31 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const wcase *c = &cases[i];
+        kiln_window w;
+        kiln_status st = win_run(c, &w);
+        kiln_clear_last_error();
+        CHECK_MSG(st == c->st, "window case %zu: status %d, expected %d", i, (int)st, (int)c->st);
+        if (st == KILN_OK && c->st == KILN_OK)
+            CHECK_MSG(w.out[0] == c->out && w.pb[0] == c->want_pb && w.pe[0] == c->want_pe && w.out_sz == c->out &&
+                          w.in_sz == c->in && w.k_sz == c->k,
+                      "window case %zu: out %lld pads %lld %lld, expected %lld pads %lld %lld", i,
+                      (long long)w.out[0], (long long)w.pb[0], (long long)w.pe[0], (long long)c->out,
+                      (long long)c->want_pb, (long long)c->want_pe);
+    }
+    /* sizes past 2^48 elements are refused, not overflowed */
+    kiln_window w = {.nsp = 3, .in = {LIM, LIM, LIM}, .out = {1, 1, 1}, .k = {1, 1, 1}};
+    kiln_node node = {.name = (char *)"w", .op_type = (char *)"MaxPool", .domain = (char *)""};
+    CHECK(kiln__win_sizes(&(kiln_kctx){.node = &node}, &w) == KILN_ERR_LIMIT);
+    kiln_clear_last_error();
+}
+
+/* ---------------------------------------------------------------------------------------
  * timing (information only)
  * --------------------------------------------------------------------------------------- */
 
@@ -1026,6 +1108,7 @@ static void bench(unsigned long long *seed)
 int main(int argc, char **argv)
 {
     unsigned long long seed = 0x9E3779B97F4A7C15ull;
+    test_window();
     test_conv_configs(&seed);
     test_fused_conv(&seed);
     test_conv_integer(&seed);

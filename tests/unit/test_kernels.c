@@ -1182,6 +1182,87 @@ static void fam_batchnorm(prob *p, const kcase *c, unsigned long long *seed)
 }
 
 /* ---------------------------------------------------------------------------------------
+ * Einsum
+ * --------------------------------------------------------------------------------------- */
+
+/* s[0] = equation over lowercase letters (no ellipsis), sh[0..nsh) the inputs: the sum over
+ * every assignment of the labels of the product of the operands, by brute force. Dims of size 1
+ * broadcast against the label's size; without "->" the output is the letters seen once, sorted. */
+static void fam_einsum(prob *p, const kcase *c, unsigned long long *seed)
+{
+    int nops = c->nsh;
+    p->nd = make_node(KILN_OP_Einsum, nops, 1);
+    p->n_in = nops;
+    set_opset(p, c, 12);
+    add_attr_s(p->nd, "equation", c->s[0]);
+    const kiln_tensor *in[3];
+    int lab[3][KILN_MAX_DIMS], out[26], n_out = 0, seen[26] = {0};
+    int64_t size[26];
+    for (int l = 0; l < 26; l++)
+        size[l] = 1;
+    const char *q = c->s[0];
+    for (int i = 0; i < nops; i++, q++) {
+        kiln_tensor *t = in_shape(p, i, c->dt, &c->sh[i]);
+        if (is_float(c->dt))
+            fill_uni(t, seed, -1.0, 1.0);
+        else
+            fill_uni(t, seed, -9.0, 9.0);
+        in[i] = t;
+        for (int d = 0; d < t->ndim; d++, q++) {
+            lab[i][d] = *q - 'a';
+            seen[lab[i][d]]++;
+            if (t->dims[d] != 1)
+                size[lab[i][d]] = t->dims[d];
+        }
+    }
+    if (q[-1] == '>' || (q[0] == '>' && q++)) /* "->": q is past the arrow */
+        for (; *q; q++)
+            out[n_out++] = *q - 'a';
+    else
+        for (int l = 0; l < 26; l++)
+            if (seen[l] == 1)
+                out[n_out++] = l;
+    int64_t dims[KILN_MAX_DIMS];
+    for (int j = 0; j < n_out; j++)
+        dims[j] = size[out[j]];
+    bool fl = is_float(c->dt);
+    expect *e = ex_new(p, 0, fl ? EK_FLOAT : EK_INT, fl ? TOL_REL : TOL_EXACT, c->dt, n_out, dims);
+    double *sc = fl ? ex_scale(e) : NULL;
+    int used[26], nu = 0;
+    for (int l = 0; l < 26; l++)
+        if (seen[l])
+            used[nu++] = l;
+    int64_t total = 1, idx[26] = {0};
+    for (int k = 0; k < nu; k++)
+        total *= size[used[k]];
+    for (int64_t a = 0; a < total; a++) {
+        int64_t r = a;
+        for (int k = nu - 1; k >= 0; k--) {
+            idx[used[k]] = r % size[used[k]];
+            r /= size[used[k]];
+        }
+        double pr = 1;
+        int64_t pi = 1;
+        for (int i = 0; i < nops; i++) {
+            int64_t off = 0;
+            for (int d = 0; d < in[i]->ndim; d++)
+                off = off * in[i]->dims[d] + (in[i]->dims[d] == 1 ? 0 : idx[lab[i][d]]);
+            pr *= getd(in[i], off);
+            pi *= geti(in[i], off);
+        }
+        int64_t o = 0;
+        for (int j = 0; j < n_out; j++)
+            o = o * dims[j] + idx[out[j]];
+        if (fl) {
+            e->v[o] += pr;
+            sc[o] += fabs(pr);
+        } else {
+            e->iv[o] += pi;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
  * MatMul, Gemm
  * --------------------------------------------------------------------------------------- */
 
@@ -1599,6 +1680,19 @@ static const kcase k_cases[] = {
     BN(SH(2, 3, 5, 7)), BN(SH(1, 17, 1, 1)), BN(SH(4, 8)), BN(SH(2, 16, 47, 47)), BN(SH(3, 5, 7, 3, 2)),
     {.build = fam_batchnorm, .op = KILN_OP_BatchNormalization, .dt = F32, .sh = {SH(2, 7, 33)}, .nf = 1,
      .f = {1e-2}},
+
+    /* ---- Einsum: the fast float32 two-operand path, and the generic loop ---- */
+#define ES(DT, EQ, N, ...) {.build = fam_einsum, .op = KILN_OP_Einsum, .dt = DT, .nsh = N, .sh = {__VA_ARGS__}, .s = {EQ}}
+    ES(F32, "ij,jk->ik", 2, SH(7, 17), SH(17, 5)), ES(F32, "bij,bjk->bik", 2, SH(3, 7, 17), SH(3, 17, 5)),
+    ES(F32, "ij,kj->ik", 2, SH(33, 7), SH(3, 7)), ES(F32, "ij,ij->", 2, SH(5, 7), SH(5, 7)),
+    ES(F32, "i,j->ij", 2, SH(7), SH(3)), ES(F32, "ij,jk", 2, SH(3, 4), SH(4, 5)),
+    ES(F32, "bhqd,bhkd->bhqk", 2, SH(1, 3, 7, 5), SH(1, 3, 9, 5)), ES(F32, "ii->i", 1, SH(7, 7)),
+    ES(F32, "ij->ji", 1, SH(3, 17)), ES(F32, "ij->", 1, SH(3, 17)), ES(F32, "ii", 1, SH(5, 5)),
+    ES(F32, "ij,jk,kl->il", 3, SH(3, 4), SH(4, 5), SH(5, 2)), ES(F32, "ij,ij->ij", 2, SH(1, 7), SH(3, 7)),
+    ES(F32, "bij,bjk->bik", 2, SH(1, 3, 4), SH(2, 4, 5)), ES(F32, "ij,jk->ik", 2, SH(3, 0), SH(0, 4)),
+    ES(KILN_DT_FLOAT64, "ij,jk->ki", 2, SH(3, 4), SH(4, 5)), ES(F16, "ij,jk->ik", 2, SH(5, 7), SH(7, 3)),
+    ES(I64, "ij,jk->ik", 2, SH(3, 4), SH(4, 5)), ES(I32, "iij->j", 1, SH(3, 3, 4)),
+#undef ES
 
     /* ---- MatMul ---- */
     MM(F32, SH(3, 5), SH(5, 7)), MM(F32, SH(1, 1), SH(1, 1)), MM(F32, SH(17, 33), SH(33, 1)),

@@ -454,6 +454,165 @@ static kiln_status empty_scan_out(kiln_kctx *ctx, const scan_spec *sp, int k, in
     return kiln__tensor_alloc(t, declared_dtype(sp->g, v), r + off, od);
 }
 
+/* Scan buffers shared by the opset 8 and 9+ paths (k_scan owns and frees them). */
+typedef struct scan_bufs {
+    int first;                  /* the first state input (opset 8: 1, after sequence_lens) */
+    int *in_axes;               /* M */
+    const kiln_tensor **states; /* N */
+    const kiln_tensor **xs;     /* M */
+    kiln_tensor *final, *souts; /* N final states, K scan outputs */
+    kiln_tensor *bst, *res;     /* opset 8: per-batch slices (N + M), assembled outputs (N + K) */
+} scan_bufs;
+
+/* Opset 9+: scan inputs along their scan_input_axes, one sequence length for all. */
+static kiln_status scan_v9(kiln_kctx *ctx, const scan_spec *sp, scan_bufs *b, const int64_t *in_axes_raw, int n_ia)
+{
+    int N = sp->N, M = sp->M, K = sp->K;
+    int64_t T = -1;
+    for (int m = 0; m < M; m++) {
+        const kiln_tensor *x = kiln__kin(ctx, b->first + N + m);
+        if (x->ndim < 1)
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "scan input %d must have rank >= 1", m);
+        KILN_TRY(kiln__norm_axis(ctx, n_ia > 0 ? in_axes_raw[m] : 0, x->ndim, &b->in_axes[m]));
+        int64_t tl = x->dims[b->in_axes[m]];
+        if (T >= 0 && tl != T)
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "scan inputs have different sequence lengths (%lld vs %lld)",
+                              (long long)T, (long long)tl);
+        T = tl;
+        b->xs[m] = x;
+    }
+    for (int n = 0; n < N; n++)
+        b->states[n] = kiln__kin(ctx, b->first + n);
+    KILN_TRY(scan_core(ctx, sp, b->states, b->xs, T, T, b->final, b->souts));
+    for (int k = 0; k < K && T == 0; k++)
+        KILN_TRY(empty_scan_out(ctx, sp, k, -1, &b->souts[k]));
+    for (int n = 0; n < N; n++)
+        move_out(ctx, n, &b->final[n]);
+    for (int k = 0; k < K; k++)
+        move_out(ctx, N + k, &b->souts[k]);
+    return KILN_OK;
+}
+
+/* Opset 8: the batch size B and sequence length T every input agrees on (states [B, ...], scan
+ * inputs [B, T, ...]) and a valid sequence_lens. */
+static kiln_status scan_v8_dims(kiln_kctx *ctx, const scan_spec *sp, int64_t *B, int64_t *T)
+{
+    const kiln_tensor *sl = kiln__kin(ctx, 0);
+    *B = *T = -1;
+    for (int i = 0; i < sp->N + sp->M; i++) {
+        const kiln_tensor *t = kiln__kin(ctx, 1 + i);
+        int need = i < sp->N ? 1 : 2;
+        if (t->ndim < need || (*B >= 0 && t->dims[0] != *B))
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "input %d must have a batch dimension matching the others", 1 + i);
+        *B = t->dims[0];
+        if (i >= sp->N) {
+            if (*T >= 0 && t->dims[1] != *T)
+                return kiln__kerr(ctx, KILN_ERR_SHAPE, "scan inputs have different sequence lengths");
+            *T = t->dims[1];
+        }
+    }
+    if (sl && (!kiln__dtype_is_int(sl->dtype) || sl->ndim != 1 || sl->dims[0] != *B))
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "sequence_lens must be an integer tensor [batch]");
+    return KILN_OK;
+}
+
+/* Opset 8: puts batch entry b's result r (a final state or scan output) into res = [B, r's shape],
+ * allocated at the first entry that produced one; later entries must have the same shape. */
+static kiln_status scan_v8_place(kiln_kctx *ctx, int j, int64_t B, int64_t b, const kiln_tensor *r, kiln_tensor *res)
+{
+    if (!res->data) {
+        int64_t od[KILN_MAX_DIMS];
+        if (r->ndim + 1 > KILN_MAX_DIMS)
+            return kiln__kerr(ctx, KILN_ERR_LIMIT, "output rank too large");
+        od[0] = B;
+        for (int d = 0; d < r->ndim; d++)
+            od[d + 1] = r->dims[d];
+        KILN_TRY(kiln__tensor_alloc(res, r->dtype, r->ndim + 1, od));
+    } else {
+        bool ok = res->dtype == r->dtype && res->ndim == r->ndim + 1;
+        for (int d = 0; ok && d < r->ndim; d++)
+            ok = res->dims[d + 1] == r->dims[d];
+        if (!ok)
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "output %d shape differs between batch entries", j);
+    }
+    place_axis(res, 0, b, r);
+    return KILN_OK;
+}
+
+/* Opset 8: every input has a leading batch dimension; each batch entry scans its own
+ * sequence_lens[b] steps along axis 1, and the results are stacked along the batch. */
+static kiln_status scan_v8(kiln_kctx *ctx, const scan_spec *sp, scan_bufs *bf)
+{
+    int N = sp->N, M = sp->M, K = sp->K;
+    const kiln_tensor *sl = kiln__kin(ctx, 0);
+    int64_t B, T;
+    KILN_TRY(scan_v8_dims(ctx, sp, &B, &T));
+    for (int m = 0; m < M; m++)
+        bf->in_axes[m] = 0;
+    for (int i = 0; i < N + M; i++) {
+        const kiln_tensor *t = kiln__kin(ctx, 1 + i);
+        int64_t sd[KILN_MAX_DIMS];
+        for (int d = 1; d < t->ndim; d++)
+            sd[d - 1] = t->dims[d];
+        KILN_TRY(kiln__tensor_alloc(&bf->bst[i], t->dtype, t->ndim - 1, sd));
+        if (i < N)
+            bf->states[i] = &bf->bst[i];
+        else
+            bf->xs[i - N] = &bf->bst[i];
+    }
+    for (int64_t b = 0; b < B; b++) {
+        int64_t L = sl ? kiln__get_i64(sl->dtype, sl->data, b) : T;
+        if (L < 0 || L > T)
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "sequence_lens[%lld]=%lld out of range", (long long)b,
+                              (long long)L);
+        for (int i = 0; i < N + M; i++)
+            slice_axis(kiln__kin(ctx, 1 + i), 0, b, &bf->bst[i]);
+        KILN_TRY(scan_core(ctx, sp, bf->states, bf->xs, L, T, bf->final, bf->souts));
+        for (int j = 0; j < N + K; j++) {
+            const kiln_tensor *r = j < N ? &bf->final[j] : &bf->souts[j - N];
+            if (r->data) /* else L == 0: scan output not produced for this batch entry */
+                KILN_TRY(scan_v8_place(ctx, j, B, b, r, &bf->res[j]));
+        }
+        release_all(bf->final, N);
+        release_all(bf->souts, K);
+    }
+    for (int j = 0; j < N + K; j++) {
+        if (!bf->res[j].data) {
+            if (j < N) /* B == 0: states keep their (empty) input shape */
+                KILN_TRY(kiln__tensor_clone(&bf->res[j], kiln__kin(ctx, 1 + j)));
+            else
+                KILN_TRY(empty_scan_out(ctx, sp, j - N, B, &bf->res[j]));
+        }
+        move_out(ctx, j, &bf->res[j]);
+    }
+    return KILN_OK;
+}
+
+/* Checks the node against its body; sets *M (scan inputs), *N (states), *K (scan outputs). */
+static kiln_status scan_counts(kiln_kctx *ctx, const kiln_graph *g, int first, int *N, int *M, int *K)
+{
+    int64_t M64 = kiln__attr_i(ctx->node, "num_scan_inputs", -1);
+    int nin = ctx->n_in - first;
+    if (M64 < 1 || M64 > nin)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "invalid num_scan_inputs %lld", (long long)M64);
+    *M = (int)M64;
+    *N = nin - *M;
+    *K = g->n_outputs - *N;
+    if (g->n_inputs != *N + *M || *K < 0)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "body has %d inputs / %d outputs, expected %d inputs", g->n_inputs,
+                          g->n_outputs, *N + *M);
+    if (ctx->n_out > *N + *K)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "node has %d outputs, body provides %d", ctx->n_out, *N + *K);
+    for (int i = 0; i < nin; i++) {
+        const kiln_tensor *t = kiln__kin(ctx, first + i);
+        if (!t)
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "input %d is absent", first + i);
+        if (kiln_dtype_size(t->dtype) == 0)
+            return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "dtype %s not supported", kiln_dtype_name(t->dtype));
+    }
+    return KILN_OK;
+}
+
 static kiln_status k_scan(kiln_kctx *ctx)
 {
     const kiln_node *nd = ctx->node;
@@ -462,24 +621,8 @@ static kiln_status k_scan(kiln_kctx *ctx)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing body subgraph");
     bool v8 = nd->opset < 9;
     int first = v8 ? 1 : 0; /* opset 8: input 0 is sequence_lens */
-    int64_t M64 = kiln__attr_i(nd, "num_scan_inputs", -1);
-    int nin = ctx->n_in - first;
-    if (M64 < 1 || M64 > nin)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "invalid num_scan_inputs %lld", (long long)M64);
-    int M = (int)M64, N = nin - M;
-    int K = g->n_outputs - N;
-    if (g->n_inputs != N + M || K < 0)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "body has %d inputs / %d outputs, expected %d inputs", g->n_inputs,
-                          g->n_outputs, N + M);
-    if (ctx->n_out > N + K)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "node has %d outputs, body provides %d", ctx->n_out, N + K);
-    for (int i = 0; i < nin; i++) {
-        const kiln_tensor *t = kiln__kin(ctx, first + i);
-        if (!t)
-            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "input %d is absent", first + i);
-        if (kiln_dtype_size(t->dtype) == 0)
-            return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "dtype %s not supported", kiln_dtype_name(t->dtype));
-    }
+    int N = 0, M = 0, K = 0;
+    KILN_TRY(scan_counts(ctx, g, first, &N, &M, &K));
     const int64_t *in_dirs = NULL, *out_axes = NULL, *out_dirs = NULL, *in_axes_raw = NULL;
     int n_id = kiln__attr_ints(nd, v8 ? "directions" : "scan_input_directions", &in_dirs);
     int n_ia = v8 ? -1 : kiln__attr_ints(nd, "scan_input_axes", &in_axes_raw);
@@ -495,161 +638,40 @@ static kiln_status k_scan(kiln_kctx *ctx)
             return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "scan_output_directions must be 0 or 1");
 
     kiln_status st = KILN_OK;
-    int *in_axes = kiln__calloc((size_t)M + 1, sizeof *in_axes);
     int64_t *zdirs = kiln__calloc((size_t)M + 1, sizeof *zdirs);
-    const kiln_tensor **states = kiln__calloc((size_t)N + 1, sizeof *states);
-    const kiln_tensor **xs = kiln__calloc((size_t)M + 1, sizeof *xs);
-    kiln_tensor *final = kiln__calloc((size_t)N + 1, sizeof *final);
-    kiln_tensor *souts = kiln__calloc((size_t)K + 1, sizeof *souts);
-    kiln_tensor *bst = kiln__calloc((size_t)(N + M) + 1, sizeof *bst);  /* opset 8 per-batch slices */
-    kiln_tensor *res = kiln__calloc((size_t)(N + K) + 1, sizeof *res);  /* opset 8 assembled outputs */
-    if (!in_axes || !zdirs || !states || !xs || !final || !souts || !bst || !res) {
+    scan_bufs b = {
+        .first = first,
+        .in_axes = kiln__calloc((size_t)M + 1, sizeof *b.in_axes),
+        .states = kiln__calloc((size_t)N + 1, sizeof *b.states),
+        .xs = kiln__calloc((size_t)M + 1, sizeof *b.xs),
+        .final = kiln__calloc((size_t)N + 1, sizeof *b.final),
+        .souts = kiln__calloc((size_t)K + 1, sizeof *b.souts),
+        .bst = kiln__calloc((size_t)(N + M) + 1, sizeof *b.bst),
+        .res = kiln__calloc((size_t)(N + K) + 1, sizeof *b.res),
+    };
+    if (!zdirs || !b.in_axes || !b.states || !b.xs || !b.final || !b.souts || !b.bst || !b.res) {
         st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
-        goto done;
+    } else {
+        scan_spec sp = {.g = g, .N = N, .M = M, .K = K, .in_axes = b.in_axes, .in_dirs = n_id > 0 ? in_dirs : zdirs,
+                        .out_axes = n_oa > 0 ? out_axes : NULL, .out_dirs = n_od > 0 ? out_dirs : NULL};
+        st = v8 ? scan_v8(ctx, &sp, &b) : scan_v9(ctx, &sp, &b, in_axes_raw, n_ia);
     }
-    scan_spec sp = {.g = g, .N = N, .M = M, .K = K, .in_axes = in_axes, .in_dirs = n_id > 0 ? in_dirs : zdirs,
-                    .out_axes = n_oa > 0 ? out_axes : NULL, .out_dirs = n_od > 0 ? out_dirs : NULL};
-    if (!v8) {
-        int64_t T = -1;
-        for (int m = 0; m < M; m++) {
-            const kiln_tensor *x = kiln__kin(ctx, first + N + m);
-            if (x->ndim < 1) {
-                st = kiln__kerr(ctx, KILN_ERR_SHAPE, "scan input %d must have rank >= 1", m);
-                goto done;
-            }
-            if ((st = kiln__norm_axis(ctx, n_ia > 0 ? in_axes_raw[m] : 0, x->ndim, &in_axes[m])) != KILN_OK)
-                goto done;
-            int64_t tl = x->dims[in_axes[m]];
-            if (T >= 0 && tl != T) {
-                st = kiln__kerr(ctx, KILN_ERR_SHAPE, "scan inputs have different sequence lengths (%lld vs %lld)",
-                                (long long)T, (long long)tl);
-                goto done;
-            }
-            T = tl;
-            xs[m] = x;
-        }
-        for (int n = 0; n < N; n++)
-            states[n] = kiln__kin(ctx, first + n);
-        if ((st = scan_core(ctx, &sp, states, xs, T, T, final, souts)) != KILN_OK)
-            goto done;
-        for (int k = 0; k < K && T == 0; k++)
-            if ((st = empty_scan_out(ctx, &sp, k, -1, &souts[k])) != KILN_OK)
-                goto done;
-        for (int n = 0; n < N; n++)
-            move_out(ctx, n, &final[n]);
-        for (int k = 0; k < K; k++)
-            move_out(ctx, N + k, &souts[k]);
-        goto done;
-    }
-    /* opset 8: every input has a leading batch dimension; scan inputs scan along axis 1 */
-    {
-        const kiln_tensor *sl = kiln__kin(ctx, 0);
-        int64_t B = -1, T = -1;
-        for (int i = 0; i < N + M; i++) {
-            const kiln_tensor *t = kiln__kin(ctx, first + i);
-            int need = i < N ? 1 : 2;
-            if (t->ndim < need || (B >= 0 && t->dims[0] != B)) {
-                st = kiln__kerr(ctx, KILN_ERR_SHAPE, "input %d must have a batch dimension matching the others",
-                                first + i);
-                goto done;
-            }
-            B = t->dims[0];
-            if (i >= N) {
-                if (T >= 0 && t->dims[1] != T) {
-                    st = kiln__kerr(ctx, KILN_ERR_SHAPE, "scan inputs have different sequence lengths");
-                    goto done;
-                }
-                T = t->dims[1];
-            }
-        }
-        if (sl && (!kiln__dtype_is_int(sl->dtype) || sl->ndim != 1 || sl->dims[0] != B)) {
-            st = kiln__kerr(ctx, KILN_ERR_SHAPE, "sequence_lens must be an integer tensor [batch]");
-            goto done;
-        }
-        for (int m = 0; m < M; m++)
-            in_axes[m] = 0;
-        for (int i = 0; i < N + M; i++) {
-            const kiln_tensor *t = kiln__kin(ctx, first + i);
-            int64_t sd[KILN_MAX_DIMS];
-            for (int d = 1; d < t->ndim; d++)
-                sd[d - 1] = t->dims[d];
-            if ((st = kiln__tensor_alloc(&bst[i], t->dtype, t->ndim - 1, sd)) != KILN_OK)
-                goto done;
-            if (i < N)
-                states[i] = &bst[i];
-            else
-                xs[i - N] = &bst[i];
-        }
-        for (int64_t b = 0; b < B; b++) {
-            int64_t L = sl ? kiln__get_i64(sl->dtype, sl->data, b) : T;
-            if (L < 0 || L > T) {
-                st = kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "sequence_lens[%lld]=%lld out of range", (long long)b,
-                                (long long)L);
-                goto done;
-            }
-            for (int i = 0; i < N + M; i++)
-                slice_axis(kiln__kin(ctx, first + i), 0, b, &bst[i]);
-            if ((st = scan_core(ctx, &sp, states, xs, L, T, final, souts)) != KILN_OK)
-                goto done;
-            for (int j = 0; j < N + K; j++) {
-                kiln_tensor *r = j < N ? &final[j] : &souts[j - N];
-                if (!r->data)
-                    continue; /* L == 0: scan output not produced for this batch entry */
-                if (!res[j].data) {
-                    int64_t od[KILN_MAX_DIMS];
-                    if (r->ndim + 1 > KILN_MAX_DIMS) {
-                        st = kiln__kerr(ctx, KILN_ERR_LIMIT, "output rank too large");
-                        goto done;
-                    }
-                    od[0] = B;
-                    for (int d = 0; d < r->ndim; d++)
-                        od[d + 1] = r->dims[d];
-                    if ((st = kiln__tensor_alloc(&res[j], r->dtype, r->ndim + 1, od)) != KILN_OK)
-                        goto done;
-                } else {
-                    bool ok = res[j].dtype == r->dtype && res[j].ndim == r->ndim + 1;
-                    for (int d = 0; ok && d < r->ndim; d++)
-                        ok = res[j].dims[d + 1] == r->dims[d];
-                    if (!ok) {
-                        st = kiln__kerr(ctx, KILN_ERR_SHAPE, "output %d shape differs between batch entries", j);
-                        goto done;
-                    }
-                }
-                place_axis(&res[j], 0, b, r);
-            }
-            release_all(final, N);
-            release_all(souts, K);
-        }
-        for (int j = 0; j < N + K; j++) {
-            if (!res[j].data) {
-                if (j < N) {
-                    /* B == 0: states keep their (empty) input shape */
-                    if ((st = kiln__tensor_clone(&res[j], kiln__kin(ctx, first + j))) != KILN_OK)
-                        goto done;
-                } else if ((st = empty_scan_out(ctx, &sp, j - N, B, &res[j])) != KILN_OK) {
-                    goto done;
-                }
-            }
-            move_out(ctx, j, &res[j]);
-        }
-    }
-done:
-    if (final)
-        release_all(final, N);
-    if (souts)
-        release_all(souts, K);
-    if (bst)
-        release_all(bst, N + M);
-    if (res)
-        release_all(res, N + K);
-    kiln__free(in_axes);
+    if (b.final)
+        release_all(b.final, N);
+    if (b.souts)
+        release_all(b.souts, K);
+    if (b.bst)
+        release_all(b.bst, N + M);
+    if (b.res)
+        release_all(b.res, N + K);
+    kiln__free(b.in_axes);
     kiln__free(zdirs);
-    kiln__free(states);
-    kiln__free(xs);
-    kiln__free(final);
-    kiln__free(souts);
-    kiln__free(bst);
-    kiln__free(res);
+    kiln__free(b.states);
+    kiln__free(b.xs);
+    kiln__free(b.final);
+    kiln__free(b.souts);
+    kiln__free(b.bst);
+    kiln__free(b.res);
     return st;
 }
 

@@ -31,6 +31,7 @@
 #include "../qgemm_bf16.h"
 #include "../scratch.h"
 #include "../vmath.h"
+#include "window.h"
 #include <math.h>
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -40,133 +41,27 @@
 #define CONV_X86 0
 #endif
 
-#define SP_MAX (KILN_MAX_DIMS - 2)
-#define LIM ((int64_t)1 << 31)      /* bound on every size and attribute: products fit in int64 */
 #ifndef COL_BUDGET
 #define COL_BUDGET ((int64_t)1 << 20) /* floats in one im2col chunk (soft target) */
 #endif
 
-enum { AP_NOTSET, AP_VALID, AP_SAME_UPPER, AP_SAME_LOWER };
-
-/* Geometry in the convolution's view. For Conv: "in" is the input image, "out" the output.
- * For ConvTranspose (the adjoint of a Conv): "in" is the ConvTranspose OUTPUT image (C = its
- * channels) and "out" is the ConvTranspose input (M = its channels), so im2col / col2im index
+/* Geometry in the convolution's view (window.h). For Conv: "in" is the input image, "out" the
+ * output. For ConvTranspose (the adjoint of a Conv): "in" is the ConvTranspose OUTPUT image (C =
+ * its channels) and "out" is the ConvTranspose input (M = its channels), so im2col / col2im index
  * the same way for both. */
-typedef struct conv_geom {
-    int nsp;
-    int64_t N, C, M, G;
-    int64_t in[SP_MAX], out[SP_MAX], k[SP_MAX], s[SP_MAX], d[SP_MAX], pb[SP_MAX], pe[SP_MAX];
-    int64_t in_sz, out_sz, k_sz;
-} conv_geom;
-
-static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-/* Range [*a, *b) of o in [0, n) with 0 <= o * s + off < lim (s > 0). */
-static inline void valid_range(int64_t off, int64_t s, int64_t lim, int64_t n, int64_t *a, int64_t *b)
-{
-    int64_t lo = off >= 0 ? 0 : cdiv(-off, s);
-    int64_t hi = lim - 1 - off < 0 ? 0 : (lim - 1 - off) / s + 1;
-    if (hi > n)
-        hi = n;
-    if (lo > hi)
-        lo = hi;
-    *a = lo;
-    *b = hi;
-}
-
-/* a * b, or -1 on overflow (a, b >= 0) */
-static inline int64_t mul_chk(int64_t a, int64_t b)
-{
-    if (a < 0 || b < 0 || (b && a > INT64_MAX / b))
-        return -1;
-    return a * b;
-}
-
-static kiln_status scratch(const kiln_kctx *ctx, int64_t count, size_t elsize, void **p)
-{
-    *p = NULL;
-    if (count < 0 || (uint64_t)count > kiln__max_tensor_bytes() / elsize)
-        return kiln__kerr(ctx, KILN_ERR_LIMIT, "scratch buffer of %lld elements is too large", (long long)count);
-    *p = kiln__malloc((size_t)(count ? count : 1) * elsize);
-    if (!*p)
-        return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (scratch buffer of %lld elements)", (long long)count);
-    return KILN_OK;
-}
-
-/* Reads an INTS attribute of exactly n values in [lo, LIM], or fills def when absent. */
-static kiln_status get_ints(const kiln_kctx *ctx, const char *name, int n, int64_t def, int64_t lo, int64_t *out,
-                            bool *present)
-{
-    const int64_t *v;
-    int c = kiln__attr_ints(ctx->node, name, &v);
-    if (present)
-        *present = c >= 0;
-    if (c < 0) {
-        for (int i = 0; i < n; i++)
-            out[i] = def;
-        return KILN_OK;
-    }
-    if (c != n)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "attribute '%s' has %d values, expected %d", name, c, n);
-    for (int i = 0; i < n; i++) {
-        if (v[i] < lo || v[i] > LIM)
-            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "attribute '%s' value %lld is out of range", name,
-                              (long long)v[i]);
-        out[i] = v[i];
-    }
-    return KILN_OK;
-}
-
-static kiln_status get_auto_pad(const kiln_kctx *ctx, int *ap)
-{
-    const char *s = kiln__attr_s(ctx->node, "auto_pad", "NOTSET");
-    if (!strcmp(s, "NOTSET") || !*s)
-        *ap = AP_NOTSET;
-    else if (!strcmp(s, "VALID"))
-        *ap = AP_VALID;
-    else if (!strcmp(s, "SAME_UPPER"))
-        *ap = AP_SAME_UPPER;
-    else if (!strcmp(s, "SAME_LOWER"))
-        *ap = AP_SAME_LOWER;
-    else
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unknown auto_pad '%s'", s);
-    return KILN_OK;
-}
+typedef kiln_window conv_geom;
 
 /* Checks the kernel_shape attribute (optional) against the weight's spatial dims. */
 static kiln_status check_kernel_shape(const kiln_kctx *ctx, const conv_geom *g)
 {
     int64_t ks[SP_MAX];
     bool has;
-    KILN_TRY(get_ints(ctx, "kernel_shape", g->nsp, 1, 1, ks, &has));
+    KILN_TRY(kiln__win_ints(ctx, "kernel_shape", g->nsp, 1, 1, ks, &has));
     if (has)
         for (int i = 0; i < g->nsp; i++)
             if (ks[i] != g->k[i])
                 return kiln__kerr(ctx, KILN_ERR_SHAPE, "kernel_shape[%d] = %lld does not match the weight (%lld)", i,
                                   (long long)ks[i], (long long)g->k[i]);
-    return KILN_OK;
-}
-
-static kiln_status finish_sizes(const kiln_kctx *ctx, conv_geom *g)
-{
-    g->in_sz = g->out_sz = g->k_sz = 1;
-    for (int i = 0; i < g->nsp; i++) {
-        g->in_sz = mul_chk(g->in_sz, g->in[i]);
-        g->out_sz = mul_chk(g->out_sz, g->out[i]);
-        g->k_sz = mul_chk(g->k_sz, g->k[i]);
-        if (g->in_sz < 0 || g->out_sz < 0 || g->k_sz < 0 || g->in_sz > ((int64_t)1 << 48) ||
-            g->out_sz > ((int64_t)1 << 48) || g->k_sz > ((int64_t)1 << 48))
-            return kiln__kerr(ctx, KILN_ERR_LIMIT, "spatial size is too large");
-    }
-    return KILN_OK;
-}
-
-static kiln_status check_dims(const kiln_kctx *ctx, const kiln_tensor *t, const char *what)
-{
-    for (int i = 0; i < t->ndim; i++)
-        if (t->dims[i] < 0 || t->dims[i] > LIM)
-            return kiln__kerr(ctx, KILN_ERR_LIMIT, "%s dimension %d (%lld) is out of range", what, i,
-                              (long long)t->dims[i]);
     return KILN_OK;
 }
 
@@ -178,8 +73,8 @@ static kiln_status conv_setup(const kiln_kctx *ctx, const kiln_tensor *x, const 
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "X must have rank >= 3, got %d", x->ndim);
     if (w->ndim != x->ndim)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "W has rank %d, X has rank %d", w->ndim, x->ndim);
-    KILN_TRY(check_dims(ctx, x, "X"));
-    KILN_TRY(check_dims(ctx, w, "W"));
+    KILN_TRY(kiln__win_check_dims(ctx, x, "X"));
+    KILN_TRY(kiln__win_check_dims(ctx, w, "W"));
     g->nsp = x->ndim - 2;
     g->N = x->dims[0];
     g->C = x->dims[1];
@@ -193,42 +88,14 @@ static kiln_status conv_setup(const kiln_kctx *ctx, const kiln_tensor *x, const 
     if (w->dims[1] != g->C / g->G)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "W has %lld input channels per group, expected %lld",
                           (long long)w->dims[1], (long long)(g->C / g->G));
-    int nsp = g->nsp, ap = AP_NOTSET;
-    for (int i = 0; i < nsp; i++) {
+    for (int i = 0; i < g->nsp; i++) {
         g->in[i] = x->dims[2 + i];
         g->k[i] = w->dims[2 + i];
         if (g->k[i] < 1)
             return kiln__kerr(ctx, KILN_ERR_SHAPE, "kernel dimension %d is empty", i);
     }
     KILN_TRY(check_kernel_shape(ctx, g));
-    int64_t pads[2 * SP_MAX];
-    KILN_TRY(get_ints(ctx, "strides", nsp, 1, 1, g->s, NULL));
-    KILN_TRY(get_ints(ctx, "dilations", nsp, 1, 1, g->d, NULL));
-    KILN_TRY(get_ints(ctx, "pads", 2 * nsp, 0, 0, pads, NULL));
-    KILN_TRY(get_auto_pad(ctx, &ap));
-    for (int i = 0; i < nsp; i++) {
-        int64_t effk = (g->k[i] - 1) * g->d[i] + 1;
-        if (ap == AP_NOTSET) {
-            g->pb[i] = pads[i];
-            g->pe[i] = pads[nsp + i];
-        } else if (ap == AP_VALID) {
-            g->pb[i] = g->pe[i] = 0;
-        } else {
-            int64_t o = cdiv(g->in[i], g->s[i]);
-            int64_t tot = (o - 1) * g->s[i] + effk - g->in[i];
-            if (tot < 0)
-                tot = 0;
-            g->pb[i] = ap == AP_SAME_UPPER ? tot / 2 : tot - tot / 2;
-            g->pe[i] = tot - g->pb[i];
-        }
-        int64_t span = g->in[i] + g->pb[i] + g->pe[i] - effk;
-        if (span < 0)
-            return kiln__kerr(ctx, KILN_ERR_SHAPE,
-                              "kernel (effective size %lld) is larger than the padded input (%lld) on axis %d",
-                              (long long)effk, (long long)(g->in[i] + g->pb[i] + g->pe[i]), i + 2);
-        g->out[i] = span / g->s[i] + 1;
-    }
-    return finish_sizes(ctx, g);
+    return kiln__win_setup(ctx, g, false);
 }
 
 static int have_avx2(void)
@@ -1408,7 +1275,7 @@ static kiln_status conv_f32_ex(const kiln_kctx *ctx, const conv_geom *g, const f
     int64_t Wo = g->out[L], outer = g->out_sz / Wo;
     int64_t qc = chunk_rows(mul_chk(K, Wo), outer);
     float *col;
-    KILN_TRY(scratch(ctx, mul_chk(mul_chk(K, qc), Wo), sizeof(float), (void **)&col));
+    KILN_TRY(kiln__win_scratch(ctx, mul_chk(mul_chk(K, qc), Wo), sizeof(float), (void **)&col));
     int64_t grain = 1 + 8192 / (qc * Wo);
     for (int64_t n = 0; n < g->N; n++)
         for (int64_t gi = 0; gi < g->G; gi++) {
@@ -1474,7 +1341,7 @@ static kiln_status convt_f32(const kiln_kctx *ctx, const conv_geom *g, const flo
     int64_t Wx = g->out[L], outer = xs / Wx;
     int64_t qc = chunk_rows(mul_chk(K2, Wx), outer);
     float *col;
-    KILN_TRY(scratch(ctx, mul_chk(mul_chk(K2, qc), Wx), sizeof(float), (void **)&col));
+    KILN_TRY(kiln__win_scratch(ctx, mul_chk(mul_chk(K2, qc), Wx), sizeof(float), (void **)&col));
     for (int64_t n = 0; n < g->N; n++)
         for (int64_t gi = 0; gi < g->G; gi++) {
             const float *xg = x + (n * Cx + gi * Cxg) * xs, *wg = w + gi * Cxg * K2;
@@ -1628,7 +1495,7 @@ static kiln_status to_buf(const kiln_kctx *ctx, const kiln_tensor *t, int64_t n,
     *out = NULL;
     if (!t)
         return KILN_OK;
-    KILN_TRY(scratch(ctx, n, kiln_dtype_size(dt), out));
+    KILN_TRY(kiln__win_scratch(ctx, n, kiln_dtype_size(dt), out));
     kiln_status st = kiln__convert(dt, *out, t->dtype, t->data, n);
     if (st != KILN_OK) {
         kiln__free(*out);
@@ -1662,7 +1529,7 @@ static kiln_status run_float(kiln_kctx *ctx, const conv_geom *g, const kiln_tens
     if (st == KILN_OK && b)
         st = to_buf(ctx, b, b->dims[0], KILN_DT_FLOAT32, (void **)&fb);
     if (st == KILN_OK)
-        st = scratch(ctx, ny, sizeof(float), (void **)&fy);
+        st = kiln__win_scratch(ctx, ny, sizeof(float), (void **)&fy);
     if (st == KILN_OK) {
         memset(fy, 0, sizeof(float) * (size_t)ny);
         st = f32(ctx, g, fx, fw, fb, fy);
@@ -1755,8 +1622,8 @@ static kiln_status k_conv_transpose(kiln_kctx *ctx)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "X must have rank >= 3, got %d", x->ndim);
     if (w->ndim != x->ndim)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "W has rank %d, X has rank %d", w->ndim, x->ndim);
-    KILN_TRY(check_dims(ctx, x, "X"));
-    KILN_TRY(check_dims(ctx, w, "W"));
+    KILN_TRY(kiln__win_check_dims(ctx, x, "X"));
+    KILN_TRY(kiln__win_check_dims(ctx, w, "W"));
     conv_geom g;
     memset(&g, 0, sizeof g);
     int nsp = g.nsp = x->ndim - 2;
@@ -1781,11 +1648,11 @@ static kiln_status k_conv_transpose(kiln_kctx *ctx)
     int64_t pads[2 * SP_MAX], opad[SP_MAX], oshape[SP_MAX + 2];
     int ap = AP_NOTSET;
     bool has_os = false;
-    KILN_TRY(get_ints(ctx, "strides", nsp, 1, 1, g.s, NULL));
-    KILN_TRY(get_ints(ctx, "dilations", nsp, 1, 1, g.d, NULL));
-    KILN_TRY(get_ints(ctx, "pads", 2 * nsp, 0, 0, pads, NULL));
-    KILN_TRY(get_ints(ctx, "output_padding", nsp, 0, 0, opad, NULL));
-    KILN_TRY(get_auto_pad(ctx, &ap));
+    KILN_TRY(kiln__win_ints(ctx, "strides", nsp, 1, 1, g.s, NULL));
+    KILN_TRY(kiln__win_ints(ctx, "dilations", nsp, 1, 1, g.d, NULL));
+    KILN_TRY(kiln__win_ints(ctx, "pads", 2 * nsp, 0, 0, pads, NULL));
+    KILN_TRY(kiln__win_ints(ctx, "output_padding", nsp, 0, 0, opad, NULL));
+    KILN_TRY(kiln__win_auto_pad(ctx, &ap));
     {
         const int64_t *v;
         int c = kiln__attr_ints(ctx->node, "output_shape", &v);
@@ -1827,7 +1694,7 @@ static kiln_status k_conv_transpose(kiln_kctx *ctx)
                 return kiln__kerr(ctx, KILN_ERR_SHAPE, "pads make the output negative on axis %d", i + 2);
         }
     }
-    KILN_TRY(finish_sizes(ctx, &g));
+    KILN_TRY(kiln__win_sizes(ctx, &g));
     KILN_TRY(check_bias(ctx, b, x->dtype, g.C));
     int64_t dims[KILN_MAX_DIMS] = {g.N, g.C};
     for (int i = 0; i < nsp; i++)
@@ -1874,11 +1741,11 @@ static kiln_status k_conv_integer(kiln_kctx *ctx)
     KILN_TRY(kiln__kout(ctx, 0, KILN_DT_INT32, x->ndim, dims));
     int64_t nx = kiln_tensor_numel(x), nw = kiln_tensor_numel(w), ny = kiln_tensor_numel(ctx->out[0]);
     double *dx = NULL, *dw = NULL, *dy = NULL;
-    kiln_status st = scratch(ctx, nx, sizeof(double), (void **)&dx);
+    kiln_status st = kiln__win_scratch(ctx, nx, sizeof(double), (void **)&dx);
     if (st == KILN_OK)
-        st = scratch(ctx, nw, sizeof(double), (void **)&dw);
+        st = kiln__win_scratch(ctx, nw, sizeof(double), (void **)&dw);
     if (st == KILN_OK)
-        st = scratch(ctx, ny, sizeof(double), (void **)&dy);
+        st = kiln__win_scratch(ctx, ny, sizeof(double), (void **)&dy);
     if (st == KILN_OK) {
         double zx = xz ? (double)kiln__get_i64(xz->dtype, xz->data, 0) : 0.0;
         for (int64_t i = 0; i < nx; i++)
@@ -1924,9 +1791,9 @@ static kiln_status prep_conv(const kiln_node *n, int n_in, const kiln_tensor *co
     int64_t pads[4];
     int ap;
     bool bad = g.G < 1 || g.G > LIM || g.M % g.G || w->dims[1] < 1 || w->dims[1] > LIM;
-    bad = bad || get_ints(&c, "strides", 2, 1, 1, g.s, NULL) != KILN_OK;
-    bad = bad || get_ints(&c, "dilations", 2, 1, 1, g.d, NULL) != KILN_OK;
-    bad = bad || get_ints(&c, "pads", 4, 0, 0, pads, NULL) != KILN_OK || get_auto_pad(&c, &ap) != KILN_OK;
+    bad = bad || kiln__win_ints(&c, "strides", 2, 1, 1, g.s, NULL) != KILN_OK;
+    bad = bad || kiln__win_ints(&c, "dilations", 2, 1, 1, g.d, NULL) != KILN_OK;
+    bad = bad || kiln__win_ints(&c, "pads", 4, 0, 0, pads, NULL) != KILN_OK || kiln__win_auto_pad(&c, &ap) != KILN_OK;
     if (bad) {
         kiln_clear_last_error();   /* the kernel reports bad attributes when it runs */
         return KILN_OK;

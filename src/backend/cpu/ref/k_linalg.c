@@ -824,264 +824,312 @@ done:
     return st;
 }
 
+/* An Einsum equation resolved against its inputs: terms, label sizes, output labels and the
+ * loop order (output labels, then the reduced ones). Labels ES_LETTERS.. are ellipsis dims. */
+typedef struct es_eq {
+    int nops;
+    kiln_dtype dt;
+    es_term terms[ES_MAX_OPS], outt;
+    bool arrow;
+    int64_t size[ES_MAX_LABELS];   /* -1: label unused */
+    int count[ES_MAX_LABELS];      /* occurrences in the inputs */
+    int ell_rank, ell_of[ES_MAX_OPS];
+    int out_lab[ES_MAX_LABELS], n_out;
+    bool in_out[ES_MAX_LABELS];
+    int loop[ES_MAX_LABELS], nl;
+} es_eq;
+
+static char es_label_char(int l) { return (char)(l < 26 ? 'A' + l : 'a' + (l - 26)); }
+
+/* Inputs present, one supported dtype. */
+static kiln_status es_check_inputs(kiln_kctx *ctx, es_eq *q)
+{
+    q->nops = ctx->n_in;
+    if (q->nops < 1 || q->nops > ES_MAX_OPS)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "Einsum needs 1..%d inputs (got %d)", ES_MAX_OPS, q->nops);
+    for (int i = 0; i < q->nops; i++) {
+        const kiln_tensor *t = kiln__kin(ctx, i);
+        if (!t)
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "input %d is missing", i);
+        if (i == 0)
+            q->dt = t->dtype;
+        else if (t->dtype != q->dt)
+            return kiln__kerr(ctx, KILN_ERR_DTYPE, "input dtypes differ");
+    }
+    kiln_dtype dt = q->dt;
+    if (!(dt == KILN_DT_FLOAT32 || dt == KILN_DT_FLOAT64 || is_half(dt) || kiln__dtype_is_int(dt) ||
+          dt == KILN_DT_BOOL))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(dt));
+    return KILN_OK;
+}
+
+/* Splits "t0,t1,...->out" into its terms, one per input. */
+static kiln_status es_split(kiln_kctx *ctx, const char *eq, es_eq *q)
+{
+    const char *arrow = strstr(eq, "->");
+    size_t lhs_len = arrow ? (size_t)(arrow - eq) : strlen(eq);
+    int nt = 0;
+    size_t st = 0;
+    for (size_t i = 0; i <= lhs_len; i++) {
+        if (i == lhs_len || eq[i] == ',') {
+            if (nt >= q->nops)
+                return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "equation has more terms than the %d inputs", q->nops);
+            KILN_TRY(es_parse_term(ctx, eq + st, i - st, &q->terms[nt]));
+            nt++;
+            st = i + 1;
+        }
+    }
+    if (nt != q->nops)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "equation has %d terms but there are %d inputs", nt, q->nops);
+    q->arrow = arrow != NULL;
+    if (arrow) {
+        const char *o = arrow + 2;
+        if (strstr(o, "->") || strchr(o, ','))
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "malformed equation output");
+        KILN_TRY(es_parse_term(ctx, o, strlen(o), &q->outt));
+    }
+    return KILN_OK;
+}
+
+/* Size s of one input dim for label l: equal sizes, or 1 broadcasting. */
+static kiln_status es_size_label(kiln_kctx *ctx, es_eq *q, int l, int64_t s)
+{
+    if (s < 0)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "negative dimension");
+    if (q->size[l] < 0 || q->size[l] == 1)
+        q->size[l] = s;
+    else if (s != q->size[l] && s != 1)
+        return l >= ES_LETTERS ? kiln__kerr(ctx, KILN_ERR_SHAPE, "ellipsis dimensions cannot broadcast")
+                               : kiln__kerr(ctx, KILN_ERR_SHAPE, "label '%c' has inconsistent sizes %lld and %lld",
+                                            es_label_char(l), (long long)q->size[l], (long long)s);
+    return KILN_OK;
+}
+
+/* The ellipsis rank of every input and the size of every label. */
+static kiln_status es_label_sizes(kiln_kctx *ctx, es_eq *q)
+{
+    for (int l = 0; l < ES_MAX_LABELS; l++) {
+        q->size[l] = -1;
+        q->count[l] = 0;
+    }
+    q->ell_rank = 0;
+    for (int i = 0; i < q->nops; i++) {
+        const kiln_tensor *t = kiln__kin(ctx, i);
+        int nlet = q->terms[i].n - (q->terms[i].has_ell ? 1 : 0);
+        int e = t->ndim - nlet;
+        if (e < 0 || (!q->terms[i].has_ell && e != 0))
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "term %d has %d labels but input rank is %d", i, nlet, t->ndim);
+        q->ell_of[i] = e;
+        if (e > q->ell_rank)
+            q->ell_rank = e;
+    }
+    for (int i = 0; i < q->nops; i++) {
+        const kiln_tensor *t = kiln__kin(ctx, i);
+        const es_term *tm = &q->terms[i];
+        int d = 0;
+        for (int j = 0; j < tm->n; j++) {
+            if (tm->lab[j] < 0) {
+                for (int e = 0; e < q->ell_of[i]; e++, d++)
+                    KILN_TRY(es_size_label(ctx, q, ES_LETTERS + q->ell_rank - q->ell_of[i] + e, t->dims[d]));
+                continue;
+            }
+            q->count[tm->lab[j]]++;
+            KILN_TRY(es_size_label(ctx, q, tm->lab[j], t->dims[d++]));
+        }
+    }
+    for (int l = ES_LETTERS; l < ES_LETTERS + q->ell_rank; l++)
+        if (q->size[l] < 0)
+            q->size[l] = 1;
+    return KILN_OK;
+}
+
+static void es_add_out(es_eq *q, int l)
+{
+    q->out_lab[q->n_out++] = l;
+    q->in_out[l] = true;
+}
+
+/* Output labels (explicit, or the implicit ellipsis + once-seen letters in order), then the loop
+ * order: output labels, then the reduced ones. */
+static kiln_status es_output_labels(kiln_kctx *ctx, es_eq *q)
+{
+    q->n_out = 0;
+    memset(q->in_out, 0, sizeof q->in_out);
+    if (q->arrow) {
+        for (int j = 0; j < q->outt.n; j++) {
+            int l = q->outt.lab[j];
+            if (l < 0) {
+                for (int e = 0; e < q->ell_rank; e++)
+                    es_add_out(q, ES_LETTERS + e);
+                continue;
+            }
+            if (q->count[l] == 0)
+                return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "output label '%c' does not appear in the inputs",
+                                  es_label_char(l));
+            if (q->in_out[l])
+                return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "output label repeated");
+            es_add_out(q, l);
+        }
+    } else {
+        for (int e = 0; e < q->ell_rank; e++)
+            es_add_out(q, ES_LETTERS + e);
+        for (int l = 0; l < ES_LETTERS; l++)
+            if (q->count[l] == 1)
+                es_add_out(q, l);
+    }
+    if (q->n_out > KILN_MAX_DIMS)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "output rank %d exceeds %d", q->n_out, KILN_MAX_DIMS);
+    q->nl = 0;
+    for (int j = 0; j < q->n_out; j++)
+        q->loop[q->nl++] = q->out_lab[j];
+    for (int l = 0; l < ES_LETTERS + q->ell_rank; l++)
+        if (q->size[l] >= 0 && !q->in_out[l])
+            q->loop[q->nl++] = l;
+    return KILN_OK;
+}
+
+/* Input i as doubles (float dtypes) or int64 (the others), and its stride for each loop label
+ * (diagonals add up; broadcast dims of size 1 have stride 0). */
+static kiln_status es_stage_input(kiln_kctx *ctx, const es_eq *q, int i, bool is_f, void **vals,
+                                  int64_t *str)
+{
+    const kiln_tensor *t = kiln__kin(ctx, i);
+    int64_t n = numel_of(t);
+    *vals = kiln__malloc((size_t)(n > 0 ? n : 1) * 8);
+    if (!*vals)
+        return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+    for (int64_t e = 0; e < n; e++) {
+        if (is_f)
+            ((double *)*vals)[e] = kiln__get_f64(q->dt, t->data, e);
+        else
+            ((int64_t *)*vals)[e] = kiln__get_i64(q->dt, t->data, e);
+    }
+    int dl[KILN_MAX_DIMS];
+    es_dim_labels(&q->terms[i], q->ell_of[i], q->ell_rank, dl);
+    int64_t s = 1, lstr[ES_MAX_LABELS] = {0};
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (!(t->dims[d] == 1 && q->size[dl[d]] != 1))
+            lstr[dl[d]] += s;
+        s *= t->dims[d];
+    }
+    for (int j = 0; j < q->nl; j++)
+        str[j] = lstr[q->loop[j]];
+    return KILN_OK;
+}
+
+/* The generic path: for each output element, the sum over the reduced labels of the product of
+ * the operands, walked with an odometer over the loop labels (double or wrapping int64). */
+static void es_loop(const es_eq *q, bool is_f, void *const *vals, const int64_t (*str)[ES_MAX_LABELS], int64_t onum,
+                    int64_t rnum, kiln_tensor *y)
+{
+    int nops = q->nops, nl = q->nl;
+    int64_t idx[ES_MAX_LABELS] = {0}, off[ES_MAX_OPS] = {0}, lsz[ES_MAX_LABELS];
+    for (int j = 0; j < nl; j++)
+        lsz[j] = q->size[q->loop[j]];
+    for (int64_t o = 0; o < onum; o++) {
+        double accf = 0.0;
+        uint64_t acci = 0;
+        for (int64_t r = 0; r < rnum; r++) {
+            if (is_f) {
+                double pr = 1.0;
+                for (int i = 0; i < nops; i++)
+                    pr *= ((const double *)vals[i])[off[i]];
+                accf += pr;
+            } else {
+                uint64_t pr = 1;
+                for (int i = 0; i < nops; i++)
+                    pr *= (uint64_t)((const int64_t *)vals[i])[off[i]];
+                acci += pr;
+            }
+            /* advance the odometer */
+            for (int j = nl - 1; j >= 0; j--) {
+                if (++idx[j] < lsz[j]) {
+                    for (int i = 0; i < nops; i++)
+                        off[i] += str[i][j];
+                    break;
+                }
+                idx[j] = 0;
+                for (int i = 0; i < nops; i++)
+                    off[i] -= str[i][j] * (lsz[j] - 1);
+            }
+        }
+        if (is_f)
+            kiln__set_f64(q->dt, y->data, o, accf);
+        else
+            kiln__set_i64(q->dt, y->data, o, (int64_t)acci);
+    }
+}
+
 static kiln_status k_einsum(kiln_kctx *ctx)
 {
     const char *eq = kiln__attr_s(ctx->node, "equation", NULL);
     if (!eq)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing 'equation' attribute");
-    int nops = ctx->n_in;
-    if (nops < 1 || nops > ES_MAX_OPS)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "Einsum needs 1..%d inputs (got %d)", ES_MAX_OPS, nops);
-    kiln_dtype dt = KILN_DT_UNDEFINED;
-    for (int i = 0; i < nops; i++) {
-        const kiln_tensor *t = kiln__kin(ctx, i);
-        if (!t)
-            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "input %d is missing", i);
-        if (i == 0)
-            dt = t->dtype;
-        else if (t->dtype != dt)
-            return kiln__kerr(ctx, KILN_ERR_DTYPE, "input dtypes differ");
-    }
-    bool is_f = kiln__dtype_is_float(dt);
-    if (!(dt == KILN_DT_FLOAT32 || dt == KILN_DT_FLOAT64 || is_half(dt) || kiln__dtype_is_int(dt) ||
-          dt == KILN_DT_BOOL))
-        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(dt));
-
-    /* split equation */
-    const char *arrow = strstr(eq, "->");
-    size_t lhs_len = arrow ? (size_t)(arrow - eq) : strlen(eq);
-    es_term terms[ES_MAX_OPS], outt;
-    int nt = 0;
-    {
-        size_t st = 0;
-        for (size_t i = 0; i <= lhs_len; i++) {
-            if (i == lhs_len || eq[i] == ',') {
-                if (nt >= nops)
-                    return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "equation has more terms than the %d inputs", nops);
-                KILN_TRY(es_parse_term(ctx, eq + st, i - st, &terms[nt]));
-                nt++;
-                st = i + 1;
-            }
-        }
-    }
-    if (nt != nops)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "equation has %d terms but there are %d inputs", nt, nops);
-    if (arrow) {
-        const char *o = arrow + 2;
-        if (strstr(o, "->") || strchr(o, ','))
-            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "malformed equation output");
-        KILN_TRY(es_parse_term(ctx, o, strlen(o), &outt));
-    }
-
-    /* label sizes */
-    int64_t size[ES_MAX_LABELS];
-    int count[ES_MAX_LABELS];
-    for (int l = 0; l < ES_MAX_LABELS; l++) {
-        size[l] = -1;
-        count[l] = 0;
-    }
-    int ell_rank = 0;
-    int ell_of[ES_MAX_OPS];
-    for (int i = 0; i < nops; i++) {
-        const kiln_tensor *t = kiln__kin(ctx, i);
-        int nlet = terms[i].n - (terms[i].has_ell ? 1 : 0);
-        int e = t->ndim - nlet;
-        if (e < 0 || (!terms[i].has_ell && e != 0))
-            return kiln__kerr(ctx, KILN_ERR_SHAPE, "term %d has %d labels but input rank is %d", i, nlet, t->ndim);
-        ell_of[i] = e;
-        if (e > ell_rank)
-            ell_rank = e;
-    }
-    for (int i = 0; i < nops; i++) {
-        const kiln_tensor *t = kiln__kin(ctx, i);
-        int d = 0;
-        for (int j = 0; j < terms[i].n; j++) {
-            if (terms[i].lab[j] < 0) {
-                for (int q = 0; q < ell_of[i]; q++, d++) {
-                    int l = ES_LETTERS + ell_rank - ell_of[i] + q;
-                    int64_t s = t->dims[d];
-                    if (s < 0)
-                        return kiln__kerr(ctx, KILN_ERR_SHAPE, "negative dimension");
-                    if (size[l] < 0 || size[l] == 1)
-                        size[l] = s;
-                    else if (s != size[l] && s != 1)
-                        return kiln__kerr(ctx, KILN_ERR_SHAPE, "ellipsis dimensions cannot broadcast");
-                }
-                continue;
-            }
-            int l = terms[i].lab[j];
-            int64_t s = t->dims[d++];
-            if (s < 0)
-                return kiln__kerr(ctx, KILN_ERR_SHAPE, "negative dimension");
-            count[l]++;
-            if (size[l] < 0 || size[l] == 1)
-                size[l] = s;
-            else if (s != size[l] && s != 1)
-                return kiln__kerr(ctx, KILN_ERR_SHAPE, "label '%c' has inconsistent sizes %lld and %lld",
-                                  l < 26 ? 'A' + l : 'a' + (l - 26), (long long)size[l], (long long)s);
-        }
-    }
-    for (int l = ES_LETTERS; l < ES_LETTERS + ell_rank; l++)
-        if (size[l] < 0)
-            size[l] = 1;
-
-    /* output labels */
-    int out_lab[ES_MAX_LABELS];
-    int n_out = 0;
-    bool in_out[ES_MAX_LABELS] = {false};
-    if (arrow) {
-        for (int j = 0; j < outt.n; j++) {
-            if (outt.lab[j] < 0) {
-                for (int q = 0; q < ell_rank; q++) {
-                    out_lab[n_out++] = ES_LETTERS + q;
-                    in_out[ES_LETTERS + q] = true;
-                }
-                continue;
-            }
-            int l = outt.lab[j];
-            if (count[l] == 0)
-                return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "output label '%c' does not appear in the inputs",
-                                  l < 26 ? 'A' + l : 'a' + (l - 26));
-            if (in_out[l])
-                return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "output label repeated");
-            in_out[l] = true;
-            out_lab[n_out++] = l;
-        }
-    } else {
-        for (int q = 0; q < ell_rank; q++) {
-            out_lab[n_out++] = ES_LETTERS + q;
-            in_out[ES_LETTERS + q] = true;
-        }
-        for (int l = 0; l < ES_LETTERS; l++)
-            if (count[l] == 1) {
-                out_lab[n_out++] = l;
-                in_out[l] = true;
-            }
-    }
-    if (n_out > KILN_MAX_DIMS)
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "output rank %d exceeds %d", n_out, KILN_MAX_DIMS);
-    /* loop labels: output labels, then reduced ones */
-    int loop[ES_MAX_LABELS];
-    int nl = 0;
-    for (int j = 0; j < n_out; j++)
-        loop[nl++] = out_lab[j];
-    for (int l = 0; l < ES_LETTERS + ell_rank; l++)
-        if (size[l] >= 0 && !in_out[l])
-            loop[nl++] = l;
+    es_eq *q = kiln__calloc(1, sizeof *q);
+    if (!q)
+        return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+    int64_t (*str)[ES_MAX_LABELS] = NULL;
+    void **vals = NULL;
+    kiln_status st = es_check_inputs(ctx, q);
+    if (st == KILN_OK)
+        st = es_split(ctx, eq, q);
+    if (st == KILN_OK)
+        st = es_label_sizes(ctx, q);
+    if (st == KILN_OK)
+        st = es_output_labels(ctx, q);
+    if (st != KILN_OK)
+        goto done;
+    int nops = q->nops;
     int64_t odims[KILN_MAX_DIMS];
-    for (int j = 0; j < n_out; j++)
-        odims[j] = size[out_lab[j]];
-    int64_t onum = kiln__shape_numel(n_out, odims);
+    for (int j = 0; j < q->n_out; j++)
+        odims[j] = q->size[q->out_lab[j]];
+    int64_t onum = kiln__shape_numel(q->n_out, odims);
     double red = 1.0;
     bool empty_red = false;
-    for (int j = n_out; j < nl; j++) {
-        red *= (double)size[loop[j]];
-        if (size[loop[j]] == 0)
-            empty_red = true;
+    for (int j = q->n_out; j < q->nl; j++) {
+        red *= (double)q->size[q->loop[j]];
+        empty_red = empty_red || q->size[q->loop[j]] == 0;
     }
-    if (onum < 0)
-        return kiln__kerr(ctx, KILN_ERR_LIMIT, "output size overflows");
-    if (dt == KILN_DT_FLOAT32 && nops == 2 && onum > 0 && !empty_red) {
+    if (onum < 0) {
+        st = kiln__kerr(ctx, KILN_ERR_LIMIT, "output size overflows");
+        goto done;
+    }
+    if (q->dt == KILN_DT_FLOAT32 && nops == 2 && onum > 0 && !empty_red) {
         int dl0[KILN_MAX_DIMS], dl1[KILN_MAX_DIMS];
-        es_dim_labels(&terms[0], ell_of[0], ell_rank, dl0);
-        es_dim_labels(&terms[1], ell_of[1], ell_rank, dl1);
+        es_dim_labels(&q->terms[0], q->ell_of[0], q->ell_rank, dl0);
+        es_dim_labels(&q->terms[1], q->ell_of[1], q->ell_rank, dl1);
         const int *dls[2] = {dl0, dl1};
-        bool done = false;
-        KILN_TRY(es_fast2(ctx, dls, size, out_lab, n_out, odims, &done));
-        if (done)
-            return KILN_OK;
+        bool fast = false;
+        st = es_fast2(ctx, dls, q->size, q->out_lab, q->n_out, odims, &fast);
+        if (st != KILN_OK || fast)
+            goto done;
     }
     double work = (double)onum * red * (double)nops;
-    if (work > 1.0e9)
-        return kiln__kerr(ctx, KILN_ERR_LIMIT, "einsum of %.3g operations exceeds the work limit", work);
-    KILN_TRY(kiln__kout(ctx, 0, dt, n_out, odims));
-    kiln_tensor *y = ctx->out[0];
-    if (onum == 0 || empty_red)
-        return KILN_OK;
-    int64_t rnum = (int64_t)red;
-
-    /* per-operand strides for each loop label (diagonals add up), and operand data as
-     * double / int64 */
-    int64_t (*str)[ES_MAX_LABELS] = kiln__calloc((size_t)nops, sizeof *str);
-    void **vals = kiln__calloc((size_t)nops, sizeof(void *));
-    kiln_status st = KILN_OK;
+    if (work > 1.0e9) {
+        st = kiln__kerr(ctx, KILN_ERR_LIMIT, "einsum of %.3g operations exceeds the work limit", work);
+        goto done;
+    }
+    st = kiln__kout(ctx, 0, q->dt, q->n_out, odims);
+    if (st != KILN_OK || onum == 0 || empty_red)
+        goto done;
+    str = kiln__calloc((size_t)nops, sizeof *str);
+    vals = kiln__calloc((size_t)nops, sizeof(void *));
     if (!str || !vals) {
         st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
         goto done;
     }
-    for (int i = 0; i < nops; i++) {
-        const kiln_tensor *t = kiln__kin(ctx, i);
-        int64_t n = numel_of(t);
-        vals[i] = kiln__malloc((size_t)(n > 0 ? n : 1) * 8);
-        if (!vals[i]) {
-            st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-        for (int64_t e = 0; e < n; e++) {
-            if (is_f)
-                ((double *)vals[i])[e] = kiln__get_f64(dt, t->data, e);
-            else
-                ((int64_t *)vals[i])[e] = kiln__get_i64(dt, t->data, e);
-        }
-        /* dim -> label, natural strides */
-        int dl[KILN_MAX_DIMS];
-        es_dim_labels(&terms[i], ell_of[i], ell_rank, dl);
-        int d;
-        int64_t s = 1;
-        int64_t lstr[ES_MAX_LABELS] = {0};
-        for (d = t->ndim - 1; d >= 0; d--) {
-            if (!(t->dims[d] == 1 && size[dl[d]] != 1))
-                lstr[dl[d]] += s;
-            s *= t->dims[d];
-        }
-        for (int j = 0; j < nl; j++)
-            str[i][j] = lstr[loop[j]];
-    }
-    {
-        int64_t idx[ES_MAX_LABELS] = {0};
-        int64_t off[ES_MAX_OPS] = {0};
-        int64_t lsz[ES_MAX_LABELS];
-        for (int j = 0; j < nl; j++)
-            lsz[j] = size[loop[j]];
-        for (int64_t o = 0; o < onum; o++) {
-            double accf = 0.0;
-            uint64_t acci = 0;
-            for (int64_t r = 0; r < rnum; r++) {
-                if (is_f) {
-                    double pr = 1.0;
-                    for (int i = 0; i < nops; i++)
-                        pr *= ((const double *)vals[i])[off[i]];
-                    accf += pr;
-                } else {
-                    uint64_t pr = 1;
-                    for (int i = 0; i < nops; i++)
-                        pr *= (uint64_t)((const int64_t *)vals[i])[off[i]];
-                    acci += pr;
-                }
-                /* advance the odometer */
-                for (int j = nl - 1; j >= 0; j--) {
-                    if (++idx[j] < lsz[j]) {
-                        for (int i = 0; i < nops; i++)
-                            off[i] += str[i][j];
-                        break;
-                    }
-                    idx[j] = 0;
-                    for (int i = 0; i < nops; i++)
-                        off[i] -= str[i][j] * (lsz[j] - 1);
-                }
-            }
-            if (is_f)
-                kiln__set_f64(dt, y->data, o, accf);
-            else
-                kiln__set_i64(dt, y->data, o, (int64_t)acci);
-        }
-    }
+    bool is_f = kiln__dtype_is_float(q->dt);
+    for (int i = 0; i < nops && st == KILN_OK; i++)
+        st = es_stage_input(ctx, q, i, is_f, &vals[i], str[i]);
+    if (st == KILN_OK)
+        es_loop(q, is_f, vals, (const int64_t(*)[ES_MAX_LABELS])str, onum, (int64_t)red, ctx->out[0]);
 done:
     if (vals)
-        for (int i = 0; i < nops; i++)
+        for (int i = 0; i < q->nops; i++)
             kiln__free(vals[i]);
     kiln__free(vals);
     kiln__free(str);
+    kiln__free(q);
     return st;
 }
 

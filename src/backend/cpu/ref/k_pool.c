@@ -6,92 +6,12 @@
  * strides 1 and 2 (pool.h). Every other case (3-D, other dtypes, LpPool) converts to double and
  * runs a generic N-D loop. Global pools are pools whose kernel is the whole plane. */
 #include "../pool.h"
+#include "window.h"
 #include <math.h>
 
-#define SP_MAX (KILN_MAX_DIMS - 2)
-#define LIM ((int64_t)1 << 31)
-
-enum { AP_NOTSET, AP_VALID, AP_SAME_UPPER, AP_SAME_LOWER };
 enum { P_MAX, P_AVG, P_LP };
 
-typedef struct pool_geom {
-    int nsp;
-    int64_t N, C;
-    int64_t in[SP_MAX], out[SP_MAX], k[SP_MAX], s[SP_MAX], d[SP_MAX], pb[SP_MAX], pe[SP_MAX];
-    int64_t in_sz, out_sz;
-} pool_geom;
-
-static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-/* Range [*a, *b) of o in [0, n) with 0 <= o * s + off < lim (s > 0). */
-static inline void valid_range(int64_t off, int64_t s, int64_t lim, int64_t n, int64_t *a, int64_t *b)
-{
-    int64_t lo = off >= 0 ? 0 : cdiv(-off, s);
-    int64_t hi = lim - 1 - off < 0 ? 0 : (lim - 1 - off) / s + 1;
-    if (hi > n)
-        hi = n;
-    if (lo > hi)
-        lo = hi;
-    *a = lo;
-    *b = hi;
-}
-
-static inline int64_t mul_chk(int64_t a, int64_t b)
-{
-    if (a < 0 || b < 0 || (b && a > INT64_MAX / b))
-        return -1;
-    return a * b;
-}
-
-static kiln_status scratch(const kiln_kctx *ctx, int64_t count, size_t elsize, void **p)
-{
-    *p = NULL;
-    if (count < 0 || (uint64_t)count > kiln__max_tensor_bytes() / elsize)
-        return kiln__kerr(ctx, KILN_ERR_LIMIT, "scratch buffer of %lld elements is too large", (long long)count);
-    *p = kiln__malloc((size_t)(count ? count : 1) * elsize);
-    if (!*p)
-        return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (scratch buffer of %lld elements)", (long long)count);
-    return KILN_OK;
-}
-
-static kiln_status get_ints(const kiln_kctx *ctx, const char *name, int n, int64_t def, int64_t lo, int64_t *out,
-                            bool *present)
-{
-    const int64_t *v;
-    int c = kiln__attr_ints(ctx->node, name, &v);
-    if (present)
-        *present = c >= 0;
-    if (c < 0) {
-        for (int i = 0; i < n; i++)
-            out[i] = def;
-        return KILN_OK;
-    }
-    if (c != n)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "attribute '%s' has %d values, expected %d", name, c, n);
-    for (int i = 0; i < n; i++) {
-        if (v[i] < lo || v[i] > LIM)
-            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "attribute '%s' value %lld is out of range", name,
-                              (long long)v[i]);
-        out[i] = v[i];
-    }
-    return KILN_OK;
-}
-
-static kiln_status get_auto_pad(const kiln_kctx *ctx, int *ap)
-{
-    const char *s = kiln__attr_s(ctx->node, "auto_pad", "NOTSET");
-    if (!strcmp(s, "NOTSET") || !*s)
-        *ap = AP_NOTSET;
-    else if (!strcmp(s, "VALID"))
-        *ap = AP_VALID;
-    else if (!strcmp(s, "SAME_UPPER"))
-        *ap = AP_SAME_UPPER;
-    else if (!strcmp(s, "SAME_LOWER"))
-        *ap = AP_SAME_LOWER;
-    else
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unknown auto_pad '%s'", s);
-    return KILN_OK;
-}
+typedef kiln_window pool_geom;   /* M = G = 0 */
 
 static kiln_status check_x(const kiln_kctx *ctx, const kiln_tensor *x)
 {
@@ -99,23 +19,7 @@ static kiln_status check_x(const kiln_kctx *ctx, const kiln_tensor *x)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input X");
     if (x->ndim < 3)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "X must have rank >= 3, got %d", x->ndim);
-    for (int i = 0; i < x->ndim; i++)
-        if (x->dims[i] < 0 || x->dims[i] > LIM)
-            return kiln__kerr(ctx, KILN_ERR_LIMIT, "X dimension %d (%lld) is out of range", i,
-                              (long long)x->dims[i]);
-    return KILN_OK;
-}
-
-static kiln_status finish_sizes(const kiln_kctx *ctx, pool_geom *g)
-{
-    g->in_sz = g->out_sz = 1;
-    for (int i = 0; i < g->nsp; i++) {
-        g->in_sz = mul_chk(g->in_sz, g->in[i]);
-        g->out_sz = mul_chk(g->out_sz, g->out[i]);
-        if (g->in_sz < 0 || g->out_sz < 0 || g->in_sz > ((int64_t)1 << 48) || g->out_sz > ((int64_t)1 << 48))
-            return kiln__kerr(ctx, KILN_ERR_LIMIT, "spatial size is too large");
-    }
-    return KILN_OK;
+    return kiln__win_check_dims(ctx, x, "X");
 }
 
 /* Geometry of a windowed pool from X and the attributes. */
@@ -123,50 +27,16 @@ static kiln_status pool_setup(const kiln_kctx *ctx, const kiln_tensor *x, pool_g
 {
     memset(g, 0, sizeof *g);
     KILN_TRY(check_x(ctx, x));
-    int nsp = g->nsp = x->ndim - 2, ap = AP_NOTSET;
+    g->nsp = x->ndim - 2;
     g->N = x->dims[0];
     g->C = x->dims[1];
+    for (int i = 0; i < g->nsp; i++)
+        g->in[i] = x->dims[2 + i];
     bool has_k;
-    int64_t pads[2 * SP_MAX];
-    KILN_TRY(get_ints(ctx, "kernel_shape", nsp, 1, 1, g->k, &has_k));
+    KILN_TRY(kiln__win_ints(ctx, "kernel_shape", g->nsp, 1, 1, g->k, &has_k));
     if (!has_k)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "attribute 'kernel_shape' is required");
-    KILN_TRY(get_ints(ctx, "strides", nsp, 1, 1, g->s, NULL));
-    KILN_TRY(get_ints(ctx, "dilations", nsp, 1, 1, g->d, NULL));
-    KILN_TRY(get_ints(ctx, "pads", 2 * nsp, 0, 0, pads, NULL));
-    KILN_TRY(get_auto_pad(ctx, &ap));
-    bool ceil_mode = kiln__attr_i(ctx->node, "ceil_mode", 0) != 0;
-    for (int i = 0; i < nsp; i++) {
-        g->in[i] = x->dims[2 + i];
-        int64_t effk = (g->k[i] - 1) * g->d[i] + 1;
-        if (ap == AP_SAME_UPPER || ap == AP_SAME_LOWER) {
-            int64_t o = cdiv(g->in[i], g->s[i]);
-            int64_t tot = (o - 1) * g->s[i] + effk - g->in[i];
-            if (tot < 0)
-                tot = 0;
-            g->pb[i] = ap == AP_SAME_UPPER ? tot / 2 : tot - tot / 2;
-            g->pe[i] = tot - g->pb[i];
-            g->out[i] = o;
-            continue;
-        }
-        if (ap == AP_VALID) {
-            g->pb[i] = g->pe[i] = 0;
-        } else {
-            g->pb[i] = pads[i];
-            g->pe[i] = pads[nsp + i];
-        }
-        int64_t span = g->in[i] + g->pb[i] + g->pe[i] - effk;
-        if (span < 0)
-            return kiln__kerr(ctx, KILN_ERR_SHAPE,
-                              "kernel (effective size %lld) is larger than the padded input (%lld) on axis %d",
-                              (long long)effk, (long long)(g->in[i] + g->pb[i] + g->pe[i]), i + 2);
-        int64_t o = (ceil_mode && ap == AP_NOTSET ? cdiv(span, g->s[i]) : span / g->s[i]) + 1;
-        /* ceil mode: a window may not start inside the end padding */
-        if (ceil_mode && o > 1 && (o - 1) * g->s[i] >= g->in[i] + g->pb[i])
-            o--;
-        g->out[i] = o;
-    }
-    return finish_sizes(ctx, g);
+    return kiln__win_setup(ctx, g, kiln__attr_i(ctx->node, "ceil_mode", 0) != 0);
 }
 
 /* Global pools: one window covering the whole plane. */
@@ -183,7 +53,7 @@ static kiln_status global_setup(const kiln_kctx *ctx, const kiln_tensor *x, pool
         g->s[i] = g->d[i] = 1;
         g->out[i] = 1;
     }
-    return finish_sizes(ctx, g);
+    return kiln__win_sizes(ctx, g);
 }
 
 typedef struct pool_job {
@@ -459,9 +329,9 @@ static kiln_status run_pool(kiln_kctx *ctx, const kiln_tensor *x, const pool_geo
         j->x = x->data;
         j->y = ctx->out[0]->data;
     } else {
-        st = scratch(ctx, nx, sizeof(double), (void **)&bx);
+        st = kiln__win_scratch(ctx, nx, sizeof(double), (void **)&bx);
         if (st == KILN_OK)
-            st = scratch(ctx, ny, sizeof(double), (void **)&by);
+            st = kiln__win_scratch(ctx, ny, sizeof(double), (void **)&by);
         if (st == KILN_OK)
             st = kiln__convert(KILN_DT_FLOAT64, bx, x->dtype, x->data, nx);
         j->x = bx;
@@ -567,11 +437,11 @@ static kiln_status k_maxunpool(kiln_kctx *ctx)
     int nsp = x->ndim - 2;
     int64_t k[SP_MAX], s[SP_MAX], pads[2 * SP_MAX], dims[KILN_MAX_DIMS];
     bool has_k;
-    KILN_TRY(get_ints(ctx, "kernel_shape", nsp, 1, 1, k, &has_k));
+    KILN_TRY(kiln__win_ints(ctx, "kernel_shape", nsp, 1, 1, k, &has_k));
     if (!has_k)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "attribute 'kernel_shape' is required");
-    KILN_TRY(get_ints(ctx, "strides", nsp, 1, 1, s, NULL));
-    KILN_TRY(get_ints(ctx, "pads", 2 * nsp, 0, 0, pads, NULL));
+    KILN_TRY(kiln__win_ints(ctx, "strides", nsp, 1, 1, s, NULL));
+    KILN_TRY(kiln__win_ints(ctx, "pads", 2 * nsp, 0, 0, pads, NULL));
     /* Indices refer to the inferred output shape; an explicit output_shape places that
      * result at the origin of the requested shape (padding at the end, cropping if smaller). */
     int64_t inf[KILN_MAX_DIMS] = {x->dims[0], x->dims[1]};
