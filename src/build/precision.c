@@ -25,17 +25,22 @@
 #include <stdio.h>
 
 #define REQ_ATTR "kiln_prec_req"
+#define AUTO_ATTR "kiln_prec_auto"   /* 1: the request was made by --precision auto's planner */
 
 /* Precision codes as node->precision stores them (the order of api_engine.c's names). */
-enum { P_FP32 = 0, P_TF32, P_FP16, P_BF16, P_INT8, P_FP8, P_FP4, P_INT4, P_COUNT };
-static const char *const prec_names[P_COUNT] = {"fp32", "tf32", "fp16", "bf16", "int8", "fp8", "fp4", "int4"};
+enum { P_FP32 = 0, P_TF32, P_FP16, P_BF16, P_INT8, P_FP8, P_FP4, P_INT4, P_MXFP4, P_COUNT };
+static const char *const prec_names[P_COUNT] = {"fp32", "tf32", "fp16",  "bf16", "int8",
+                                                "fp8",  "nvfp4", "int4", "mxfp4"};
+#define PREC_LIST "fp32, fp16, bf16, int8, fp8, nvfp4 (or fp4), mxfp4, int4"
 
 /* A precision name: its code, -2 for names of issue 8 not implemented yet, -1 otherwise. */
 static int prec_parse(const char *s)
 {
-    static const char *const later[] = {"tf32", "fp8", "fp4", "nvfp4", "mxfp4", "int4", "auto"};
+    static const char *const later[] = {"tf32", "auto"};
+    if (s && !strcmp(s, "fp4"))
+        return P_FP4;   /* a synonym of nvfp4 */
     for (int p = 0; s && p < P_COUNT; p++)
-        if (!strcmp(s, prec_names[p]) && (p == P_FP32 || p == P_FP16 || p == P_BF16 || p == P_INT8))
+        if (!strcmp(s, prec_names[p]) && p != P_TF32)
             return p;
     for (size_t k = 0; s && k < sizeof later / sizeof later[0]; k++)
         if (!strcmp(s, later[k]))
@@ -111,9 +116,53 @@ static bool is_weight_layer(const kiln_graph *g, const kiln_node *n)
 
 static int req_of(const kiln_node *n) { return prec_parse(kiln__attr_s(n, REQ_ATTR, NULL)); }
 
+/* Precisions whose weights are quantized (the first and last weight layers stay fp32). */
+static bool quantized(int p) { return p == P_INT8 || p == P_FP8 || p == P_FP4 || p == P_MXFP4 || p == P_INT4; }
+
+/* The weight formats of the low-bit layers (lowbit.h in the CPU backend): precision -> format. */
+static bool lowbit_fmt(int p, kiln__qfmt *f)
+{
+    switch (p) {
+    case P_FP8: *f = KILN_QF_FP8; return true;
+    case P_FP4: *f = KILN_QF_NVFP4; return true;
+    case P_MXFP4: *f = KILN_QF_MXFP4; return true;
+    case P_INT4: *f = KILN_QF_INT4; return true;
+    default: return false;
+    }
+}
+
+int kiln__precision_code(const char *name) { return prec_parse(name); }
+const char *kiln__precision_name(int code) { return code >= 0 && code < P_COUNT ? prec_names[code] : NULL; }
+bool kiln__precision_weight_layer(const kiln_graph *g, int node) { return is_weight_layer(g, &g->nodes[node]); }
+
+/* The glob of rule "PATTERN:PREC" into pat (false when the rule has no ':' or an empty pattern). */
+static bool rule_pattern(const char *rule, char *pat, size_t n)
+{
+    const char *colon = rule ? strrchr(rule, ':') : NULL;
+    if (!colon || colon == rule)
+        return false;
+    snprintf(pat, n, "%.*s", (int)(colon - rule), rule);
+    return true;
+}
+
+static bool pattern_names(const char *pat, const kiln_node *n)
+{
+    return (n->name && n->name[0] && !fnmatch(pat, n->name, 0)) || !fnmatch(pat, n->op_type, 0);
+}
+
+bool kiln__precision_rule_names(const kiln_build_options *o, const kiln_node *n)
+{
+    char pat[512];
+    for (int r = 0; o && o->layer_precisions && r < o->num_layer_precisions; r++)
+        if (rule_pattern(o->layer_precisions[r], pat, sizeof pat) && pattern_names(pat, n))
+            return true;
+    return false;
+}
+
 /* ---- requests ---- */
 
-static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int global, sbuf *rep)
+static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int global, const kiln_prec_plan *plan,
+                                sbuf *rep)
 {
     int kept[2] = {-1, -1};   /* int8: the first and last weight layers, requested fp32 */
     if (global != P_FP32) {
@@ -126,26 +175,35 @@ static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int 
         for (int i = 0; i < g->n_nodes; i++) {
             if (!is_weight_layer(g, &g->nodes[i]))
                 continue;
-            bool keep = global == P_INT8 && (i == first || i == last);
+            bool keep = quantized(global) && (i == first || i == last);
             KILN_TRY(kiln__node_set_attr_s(&g->nodes[i], REQ_ATTR, prec_names[keep ? P_FP32 : global]));
         }
-        if (global == P_INT8)
+        if (quantized(global))
             kept[0] = first, kept[1] = last;
     }
+    if (plan && plan->req && plan->n_nodes != g->n_nodes)
+        return kiln__err(KILN_ERR_INTERNAL, "precision plan for %d nodes, graph of %d", plan->n_nodes, g->n_nodes);
+    for (int i = 0; plan && plan->req && i < g->n_nodes; i++)
+        if (plan->req[i]) {
+            if (prec_parse(plan->req[i]) < 0)
+                return kiln__err(KILN_ERR_INTERNAL, "precision plan: '%s'", plan->req[i]);
+            KILN_TRY(kiln__node_set_attr_s(&g->nodes[i], REQ_ATTR, plan->req[i]));
+            if (plan->mark_auto)
+                KILN_TRY(kiln__node_set_attr_i(&g->nodes[i], AUTO_ATTR, 1));
+        }
     for (int r = 0; o && r < o->num_layer_precisions; r++) {
         const char *rule = o->layer_precisions ? o->layer_precisions[r] : NULL;
         const char *colon = rule ? strrchr(rule, ':') : NULL;
         int p = colon ? prec_parse(colon + 1) : -1;
-        if (!colon || colon == rule || p < 0)
-            return kiln__err(KILN_ERR_INVALID_ARG, "layer precision '%s': %s", rule ? rule : "(null)",
-                             p == -2 ? "precision not supported yet (fp32, fp16, bf16, int8)"
-                                     : "want PATTERN:PRECISION with PRECISION one of fp32, fp16, bf16, int8");
         char pat[512];
-        snprintf(pat, sizeof pat, "%.*s", (int)(colon - rule), rule);
+        if (!rule_pattern(rule, pat, sizeof pat) || p < 0)
+            return kiln__err(KILN_ERR_INVALID_ARG, "layer precision '%s': %s", rule ? rule : "(null)",
+                             p == -2 ? "precision not supported yet (" PREC_LIST ")"
+                                     : "want PATTERN:PRECISION with PRECISION one of " PREC_LIST);
         int matched = 0;
         for (int i = 0; i < g->n_nodes; i++) {
             kiln_node *n = &g->nodes[i];
-            if ((n->name && n->name[0] && !fnmatch(pat, n->name, 0)) || !fnmatch(pat, n->op_type, 0)) {
+            if (pattern_names(pat, n)) {
                 KILN_TRY(kiln__node_set_attr_s(n, REQ_ATTR, prec_names[p]));
                 matched++;
             }
@@ -493,20 +551,52 @@ static kiln_status run_passes(kiln_graph *g, const char *const *names)
     return KILN_OK;
 }
 
-static kiln_status insert_qdq(kiln_graph *g, kiln_model_t m, const kiln_build_options *o, sbuf *rep)
+/* The graph in canonical form and its calibration (for int8 and fp8 layers): the planner's (given,
+ * not owned) or made now from --calib (*cal owned by the caller when given is NULL). */
+static kiln_status calibrate(kiln_graph *g, kiln_model_t m, const kiln_build_options *o, sbuf *rep,
+                             kiln_calibration_t given, kiln_calibration_t *cal)
 {
-    if (!o->calib || (!o->calib->data_dir && !o->calib->cache_path))
+    if (!given && (!o->calib || (!o->calib->data_dir && !o->calib->cache_path)))
         return kiln__err(KILN_ERR_INVALID_ARG,
-                         "int8 layers need calibration data: give --calib DIR (or a calibration cache)");
+                         "int8 and fp8 layers need calibration data: give --calib DIR (or a calibration cache)");
     /* canonical form first, so that the layers' inputs and outputs are the tensors calibrated and
      * decomposed activations are single nodes the integer layers can apply */
     static const char *const canon[] = {"remove-identity", "constant-fold", "fold-batchnorm", "fold-scale-shift",
                                         "fuse-hardswish", "fuse-gelu", "dead-nodes", NULL};
     KILN_TRY(run_passes(g, canon));
-    qctx q = {.g = g};
-    KILN_TRY(kiln_calibrate(m, o->calib, &q.cal));
-    sb_printf(rep, "calibration: %s, %lld samples%s\n", kiln_calib_method_name(q.cal),
-              (long long)kiln_calib_num_samples(q.cal), kiln_calib_from_cache(q.cal) ? " (from cache)" : "");
+    if (given) {
+        *cal = given;
+        return KILN_OK;
+    }
+    KILN_TRY(kiln_calibrate(m, o->calib, cal));
+    sb_printf(rep, "calibration: %s, %lld samples%s\n", kiln_calib_method_name(*cal),
+              (long long)kiln_calib_num_samples(*cal), kiln_calib_from_cache(*cal) ? " (from cache)" : "");
+    return KILN_OK;
+}
+
+/* FP8 layers: the per-tensor scale of their input activation, amax / 448 over the calibration
+ * data (max calibration, the FP8 recipe; the calibration method only shapes int8 thresholds).
+ * A layer whose input was not calibrated gets none and is then not realized in fp8. */
+static kiln_status fp8_scales(kiln_graph *g, kiln_calibration_t cal)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        kiln_node *n = &g->nodes[i];
+        if (n->dead || req_of(n) != P_FP8 || !is_compute(n) || n->n_in < 1 || n->in[0] < 0)
+            continue;
+        for (int t = 0; t < kiln_calib_num_tensors(cal); t++) {
+            float amax = kiln_calib_amax(cal, t);
+            if (strcmp(kiln_calib_tensor_name(cal, t), g->values[n->in[0]].name) || !isfinite(amax) || amax < 0)
+                continue;
+            KILN_TRY(kiln__node_set_attr_f(n, KILN_ATTR_AQ_SCALE, amax > 0 ? amax / 448.0f : 1.0f));
+            break;
+        }
+    }
+    return KILN_OK;
+}
+
+static kiln_status insert_qdq(kiln_graph *g, kiln_calibration_t cal)
+{
+    qctx q = {.g = g, .cal = cal};
     q.cap = g->n_values;
     q.dq_of = kiln__malloc(sizeof(int) * ((size_t)q.cap + 1));
     kiln_status st = q.dq_of ? KILN_OK : nomem();
@@ -519,7 +609,6 @@ static kiln_status insert_qdq(kiln_graph *g, kiln_model_t m, const kiln_build_op
     if (st == KILN_OK)
         quantize_adds(&q);
     kiln__free(q.dq_of);
-    kiln_calibration_free(q.cal);
     if (st == KILN_OK)
         st = kiln__graph_toposort(g);
     return st;
@@ -564,6 +653,50 @@ static kiln_status reduce_weights(kiln_graph *g)
     return st;
 }
 
+/* ---- fp8 / nvfp4 / mxfp4 / int4 weights ---- */
+
+/* The layer takes low-bit weights: a finite float32 constant weight of the shape the kernels
+ * take (Conv: rank >= 3; MatMul / Gemm: 2-D), float32 activations, and for fp8 a calibrated
+ * activation scale. */
+static bool lowbit_ok(const kiln_graph *g, const kiln_node *n, int p)
+{
+    if (!is_compute(n) || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0 ||
+        (g->values[n->in[0]].dtype != KILN_DT_FLOAT32 && g->values[n->in[0]].dtype != KILN_DT_UNDEFINED) ||
+        (p == P_FP8 && !kiln__attr(n, KILN_ATTR_AQ_SCALE)))
+        return false;
+    int wv = n->in[1];
+    const kiln_tensor *w = g->values[wv].init;
+    for (int k = 0; k < g->n_inputs; k++)
+        if (g->inputs[k] == wv)
+            return false;
+    bool conv = n->op == KILN_OP_Conv || n->op == KILN_OP_FusedConv;
+    if (!w || !w->data || w->dtype != KILN_DT_FLOAT32 || (conv ? w->ndim < 3 : w->ndim != 2) ||
+        kiln_tensor_numel(w) <= 0)
+        return false;
+    const float *x = w->data;
+    for (int64_t i = 0; i < kiln_tensor_numel(w); i++)
+        if (!isfinite(x[i]))
+            return false;
+    return true;
+}
+
+/* Marks each layer requested in a low-bit format that can take it (the CPU backend stores its
+ * weight quantized at packing time and runs it with the activations rounded: FP8 with the
+ * calibrated scale, FP16 for the weight-only 4-bit formats). */
+static kiln_status lower_weights(kiln_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        kiln_node *n = &g->nodes[i];
+        int p = req_of(n);
+        kiln__qfmt f;
+        if (n->dead || !lowbit_fmt(p, &f) || !lowbit_ok(g, n, p))
+            continue;
+        KILN_TRY(kiln__node_set_attr_s(n, KILN_ATTR_WQ, kiln__lowbit_name(f)));
+        KILN_TRY(kiln__node_set_attr_s(n, KILN_ATTR_AQ, p == P_FP8 ? "fp8" : "fp16"));
+    }
+    return KILN_OK;
+}
+
 /* ---- realized precision ---- */
 
 static int dtype_prec(kiln_dtype dt)
@@ -583,6 +716,9 @@ static int layer_prec(const kiln_graph *g, const kiln_node *n, const int *vp)
 {
     if (is_int8_layer(n))
         return P_INT8;
+    kiln__qfmt f;
+    if (is_compute(n) && kiln__lowbit_parse(kiln__attr_s(n, KILN_ATTR_WQ, NULL), &f))
+        return f == KILN_QF_FP8 ? P_FP8 : f == KILN_QF_NVFP4 ? P_FP4 : f == KILN_QF_MXFP4 ? P_MXFP4 : P_INT4;
     int src = is_compute(n) && n->n_in > 1 ? n->in[1] : (n->n_in > 0 ? n->in[0] : -1);
     (void)g;
     return src >= 0 ? vp[src] : P_FP32;
@@ -647,20 +783,31 @@ static bool any_request(const kiln_graph *g, int p)
     return false;
 }
 
-kiln_status kiln__precision_before_passes(kiln_graph *g, kiln_model_t m, kiln_build_options *o)
+kiln_status kiln__precision_before_passes(kiln_graph *g, kiln_model_t m, kiln_build_options *o,
+                                          const kiln_prec_plan *plan)
 {
-    if (!o || (!o->precision && o->num_layer_precisions <= 0))
+    if (!o || (!o->precision && o->num_layer_precisions <= 0 && !plan))
         return KILN_OK;
     int global = global_prec(o);
     if (global < 0)
         return kiln__err(KILN_ERR_INVALID_ARG, "precision '%s': %s", o->precision,
-                         global == -2 ? "not supported yet (fp32, fp16, bf16, int8)" : "want fp32, fp16, bf16 or int8");
+                         global == -2 ? "not supported yet (" PREC_LIST ")" : "want one of " PREC_LIST);
     if (o->num_layer_precisions < 0 || o->num_layer_precisions > 4096)
         return kiln__err(KILN_ERR_INVALID_ARG, "invalid number of layer precision rules");
     sbuf rep = {0};
-    kiln_status st = set_requests(g, o, global, &rep);
-    if (st == KILN_OK && any_request(g, P_INT8))
-        st = insert_qdq(g, m, o, &rep);
+    if (plan && plan->report)
+        sb_printf(&rep, "%s", plan->report);
+    kiln_status st = set_requests(g, o, global, plan, &rep);
+    bool i8 = st == KILN_OK && any_request(g, P_INT8), f8 = st == KILN_OK && any_request(g, P_FP8);
+    kiln_calibration_t given = plan ? plan->cal : NULL, cal = NULL;
+    if (i8 || f8)
+        st = calibrate(g, m, o, &rep, given, &cal);
+    if (st == KILN_OK && f8)
+        st = fp8_scales(g, cal);
+    if (st == KILN_OK && i8)
+        st = insert_qdq(g, cal);
+    if (cal && cal != given)
+        kiln_calibration_free(cal);
     if (st == KILN_OK && rep.oom)
         st = nomem();
     if (st == KILN_OK)
@@ -682,6 +829,8 @@ kiln_status kiln__precision_after_passes(kiln_graph *g, kiln_build_options *o)
     if (any_request(g, P_FP16) || any_request(g, P_BF16))
         st = reduce_weights(g);
     if (st == KILN_OK)
+        st = lower_weights(g);
+    if (st == KILN_OK)
         st = realize(g, o, &rep);
     if (st == KILN_OK && rep.oom)
         st = nomem();
@@ -698,7 +847,7 @@ kiln_status kiln_engine_layer_precision(kiln_engine_t e, int i, const char **req
         return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_layer_precision: %s", !e ? "NULL engine" : "layer index out of range");
     const kiln_node *n = &e->g->nodes[i];
     if (requested)
-        *requested = kiln__attr_s(n, REQ_ATTR, "");
+        *requested = kiln__attr_i(n, AUTO_ATTR, 0) ? "auto" : kiln__attr_s(n, REQ_ATTR, "");
     if (realized)
         *realized = n->precision >= 0 && n->precision < P_COUNT ? prec_names[n->precision] : "?";
     return KILN_OK;

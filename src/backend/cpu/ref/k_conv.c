@@ -27,6 +27,7 @@
 #include "../gemm.h"
 #include "../fused.h"
 #include "../prep.h"
+#include "../lowbit.h"
 #include "../qgemm_bf16.h"
 #include "../scratch.h"
 #include "../vmath.h"
@@ -1727,6 +1728,8 @@ static kiln_status conv_run(kiln_kctx *ctx, const kiln_tensor *res, const kiln_a
 
 static kiln_status k_conv(kiln_kctx *ctx)
 {
+    if (kiln__lowbit_layer(ctx)) /* FP8 / FP4 / INT4 weights (lowbit.h) */
+        return kiln__run_lowbit(ctx, k_conv);
     if (kiln__mixed_weight(ctx, 1)) /* float32 X, FP16 / BF16 W (qgemm_bf16.h) */
         return kiln__run_mixed(ctx, 1, k_conv);
     bool handled;
