@@ -9,7 +9,11 @@
 #
 #   --data DIR        evaluation set (made by scripts/ocr_eval_data.py when DIR has none; default out/ocr)
 #   --limit N         first N evaluation samples only (a quick look; default all)
-#   --precision LIST  default fp32,fp16,bf16,int8,fp8,nvfp4,mxfp4 (fp32 is always first: the baseline)
+#   --precision LIST  default fp32,fp16,bf16,int8,fp8,nvfp4,mxfp4,auto (fp32 is always first: the baseline); auto is
+#                     --precision auto --allow $AUTO_ALLOW --accuracy-budget $AUTO_BUDGET (environment;
+#                     default int8,fp16 and cosine>=0.99), planned on the calibration lines;
+#                     int8-keep is int8 with the layers kiln debug precision --budget $KEEP_BUDGET
+#                     (default top1>=99.5%) says must stay fp32 (not in the default list: slow)
 #   --methods LIST    int8 calibration methods, default minmax,entropy,percentile:99.99,mse
 # Engines go to DIR/engines/ (built for batch 32, the batch the set is stored in; with
 # --precision-fallback, each build's log beside its engine lists the layers kept in higher
@@ -17,10 +21,11 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-DATA=out/ocr LIMIT="" PRECS=fp32,fp16,bf16,int8,fp8,nvfp4,mxfp4 METHODS=minmax,entropy,percentile:99.99,mse JSON=()
+DATA=out/ocr LIMIT="" PRECS=fp32,fp16,bf16,int8,fp8,nvfp4,mxfp4,auto METHODS=minmax,entropy,percentile:99.99,mse JSON=()
 KILN="${KILN:-build/kiln}"
 PY=/usr/bin/python3
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
+AUTO_ALLOW="${AUTO_ALLOW:-int8,fp16}" AUTO_BUDGET="${AUTO_BUDGET:-cosine>=0.99}" KEEP_BUDGET="${KEEP_BUDGET:-top1>=99.5%}"
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --data) DATA=$2; shift 2 ;;
@@ -54,6 +59,19 @@ for m in cls rec; do
             --calib "$DATA/calib/$m" --calib-method "$meth" > "$E/$m.$tag.log" 2>&1 || { cat "$E/$m.$tag.log" >&2; exit 1; }
         args+=("--$m" "$tag=$E/$m.$tag.kiln")
       done
+    elif [ "$p" = auto ]; then
+      log "building $m auto (planning: probes every layer)"
+      "$KILN" build "${MODEL[$m]}" -o "$E/$m.auto.kiln" --shapes "${SHAPE[$m]}" --precision auto --allow "$AUTO_ALLOW" \
+          --accuracy-budget "$AUTO_BUDGET" --calib "$DATA/calib/$m" > "$E/$m.auto.log" 2>&1 || { cat "$E/$m.auto.log" >&2; exit 1; }
+      args+=("--$m" "auto=$E/$m.auto.kiln")
+    elif [ "$p" = int8-keep ]; then
+      log "debugging $m int8 (which layers must stay fp32)"
+      "$KILN" debug precision "${MODEL[$m]}" --precision int8 --budget "$KEEP_BUDGET" --calib "$DATA/calib/$m" \
+          --shapes "${SHAPE[$m]}" > "$E/$m.int8-keep.debug" 2>&1 || { cat "$E/$m.int8-keep.debug" >&2; exit 1; }
+      eval "keep=($(tail -1 "$E/$m.int8-keep.debug"))"
+      "$KILN" build "${MODEL[$m]}" -o "$E/$m.int8-keep.kiln" --shapes "${SHAPE[$m]}" "${keep[@]}" \
+          --calib "$DATA/calib/$m" > "$E/$m.int8-keep.log" 2>&1 || { cat "$E/$m.int8-keep.log" >&2; exit 1; }
+      args+=("--$m" "int8-keep=$E/$m.int8-keep.kiln")
     else
       log "building $m $p"
       calib=()   # fp8: activation scales from the calibration lines (their amax / 448)

@@ -205,7 +205,32 @@ typedef struct kiln_build_options {
     kiln_device device;            /* the device the engine is for: KILN_DEVICE_CUDA keeps every weight
                                     * as the model has it (no CPU layer plan with packed weights; layers
                                     * that fall back to the CPU are prepared on the fly) */
+    /* precision "auto" (docs/PRECISION.md, "Automatic mixed precision"): a planner measures each
+     * candidate layer's sensitivity (the model-output error when only it is lowered) and what
+     * lowering it saves in time, lowers the least sensitive first and checks the whole model
+     * against accuracy_budget on the data (backing off when it is violated). Layers named by
+     * --layer-precision rules are not planned. Also used by kiln_precision_debug. */
+    const char *accuracy_budget;   /* a budget of kiln_budget_parse ("cosine>=0.99"); required */
+    int num_allow;                 /* precisions the planner may lower to ("fp16", "bf16", "int8");
+                                    * 0 = fp16, bf16, int8 */
+    const char *const *allow;
+    int auto_objective;            /* KILN_AUTO_SPEED (0): only layers whose kernel measured faster
+                                    * in the lower precision; KILN_AUTO_SIZE: any layer the budget allows */
+    const char *val_dir;           /* .npy data the accuracy is measured on (the layout of calibration
+                                    * data); NULL = calib->data_dir */
+    int auto_probe_batches;        /* batches of data each per-layer probe runs (0 = 1) */
+    int auto_max_batches;          /* batches the whole-model checks run (0 = 8) */
+    void (*auto_progress)(const char *line, void *user);   /* progress lines, or NULL */
+    void *auto_progress_user;
+    double auto_value;             /* out: the budget's metric the plan reaches (worst output) */
+    double auto_speedup_est;       /* out: model time / time with the lowered layers' measured kernel
+                                    * times (1 when nothing is lowered) */
+    double auto_speedup;           /* out: measured whole-model speed-up of the plan (trial engines) */
+    int auto_lowered, auto_candidates;   /* out: layers lowered / planned */
+    bool budget_unmet;             /* out: the build failed because no plan meets the budget */
 } kiln_build_options;
+#define KILN_AUTO_SPEED 0
+#define KILN_AUTO_SIZE 1
 
 /* Optimizes a model into an engine. The model is not modified. */
 kiln_status kiln_build(kiln_model_t m, kiln_build_options *opts, kiln_engine_t *out);
@@ -276,6 +301,7 @@ typedef struct kiln_device_stats {
     const char *fallback_ops;   /* comma-separated op types of those (owned by the context) */
     unsigned long long h2d_bytes, d2h_bytes;   /* copied during the last run */
     char description[256];   /* GPU, compute capability, driver and library versions */
+    long graph_replays;      /* runs made by replaying a captured CUDA graph, so far */
 } kiln_device_stats;
 kiln_status kiln_context_device_stats(kiln_context_t c, kiln_device_stats *out);
 /* Parses "cpu" / "cuda"; false for anything else. */
@@ -579,6 +605,37 @@ kiln_status kiln_model_run_values(kiln_model_t m, int num_inputs, const char *co
 kiln_status kiln_engine_run_values(kiln_engine_t e, int num_inputs, const char *const *input_names,
                                    const kiln_tensor *inputs, const kiln_run_options *opts,
                                    kiln_value_fn fn, void *user);
+/* ---- precision debugging (kiln debug precision; docs/PRECISION.md) ----
+ * Lowers every candidate layer (Conv / MatMul / Gemm with a constant weight, not named by a
+ * --layer-precision rule) to o->precision and finds a minimal set of them that must stay in
+ * `keep` (e.g. "fp32") for the model to meet o->accuracy_budget on the data (o->val_dir, else the
+ * calibration data): layers ordered by their sensitivity (the metric when only that layer is
+ * lowered), the smallest such prefix found by bisection, then each kept layer tried lowered once
+ * more (the set is 1-minimal: lowering any one of them violates the budget). When even keeping
+ * every layer misses the budget, the result says so (met false). */
+typedef struct kiln_precision_debug *kiln_precision_debug_t;
+kiln_status kiln_precision_debug(kiln_model_t m, kiln_build_options *o, const char *keep, kiln_precision_debug_t *out);
+typedef struct kiln_precision_debug_info {
+    kiln_budget budget;
+    double value_lowered;      /* the metric with every candidate lowered */
+    double value_final;        /* with the minimal set kept */
+    double value_baseline;     /* nothing lowered */
+    bool met;                  /* value_final meets the budget */
+    int num_layers;            /* candidates (kiln_precision_debug_layer) */
+    int num_keep;              /* the minimal set */
+    int builds;                /* trial engines built and measured */
+} kiln_precision_debug_info;
+typedef struct kiln_precision_debug_layer {
+    const char *name, *op;     /* the ONNX node */
+    double value;              /* the metric with only this layer lowered (NaN: not measured) */
+    bool realizable;           /* the layer runs in the lower precision (else it stays in keep) */
+    bool keep;                 /* in the minimal set */
+    const char *rule;          /* "NAME:PREC" for --layer-precision reproducing the measured build, or NULL */
+} kiln_precision_debug_layer;
+kiln_status kiln_precision_debug_info_get(kiln_precision_debug_t r, kiln_precision_debug_info *out);
+kiln_status kiln_precision_debug_layer_get(kiln_precision_debug_t r, int i, kiln_precision_debug_layer *out);
+void kiln_precision_debug_free(kiln_precision_debug_t r);
+
 /* ---- end of accuracy ---- */
 
 #ifdef __cplusplus

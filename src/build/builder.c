@@ -243,6 +243,35 @@ kiln_status kiln_build(kiln_model_t m, kiln_build_options *o, kiln_engine_t *out
     *out = NULL;
     if (o)
         o->report = o->precision_report = NULL;
+    if (!o || !o->precision || strcmp(o->precision, "auto"))
+        return kiln__build_planned(m, o, NULL, out);
+    /* --precision auto: the planner measures and chooses each layer's precision (precision_plan.c) */
+    const char **req = NULL;
+    char *report = NULL;
+    kiln_calibration_t cal = NULL;
+    kiln_status st = kiln__plan_auto(m, o, &req, &report, &cal);
+    if (st == KILN_OK) {
+        kiln_build_options fo = *o;
+        fo.precision = NULL;
+        kiln_prec_plan plan = {.n_nodes = m->g->n_nodes, .req = req, .mark_auto = true, .cal = cal, .report = report};
+        st = kiln__build_planned(m, &fo, &plan, out);
+        o->report = fo.report;
+        o->precision_report = fo.precision_report;
+    } else if (report) {
+        o->precision_report = report;   /* what the planner found (an unmet budget) */
+        report = NULL;
+    }
+    kiln__free(req);
+    kiln__free(report);
+    kiln_calibration_free(cal);
+    return st;
+}
+
+kiln_status kiln__build_planned(kiln_model_t m, kiln_build_options *o, const kiln_prec_plan *plan, kiln_engine_t *out)
+{
+    *out = NULL;
+    if (o)
+        o->report = o->precision_report = NULL;
     KILN_TRY(kiln__graph_check_supported(m->g));
     struct kiln_engine *e = kiln__calloc(1, sizeof *e);
     if (!e)
@@ -257,7 +286,7 @@ kiln_status kiln_build(kiln_model_t m, kiln_build_options *o, kiln_engine_t *out
     if (st == KILN_OK)
         st = set_profiles(e, o);
     if (st == KILN_OK)
-        st = kiln__precision_before_passes(e->g, m, o);
+        st = kiln__precision_before_passes(e->g, m, o, plan);
     if (st == KILN_OK && optimize)
         st = kiln__optimize(e->g, kiln__builder_pass_ctx(), &rep);
     /* each run the builder makes on its own gets the time budget */

@@ -25,6 +25,7 @@
 #include <stdio.h>
 
 #define REQ_ATTR "kiln_prec_req"
+#define AUTO_ATTR "kiln_prec_auto"   /* 1: the request was made by --precision auto's planner */
 
 /* Precision codes as node->precision stores them (the order of api_engine.c's names). */
 enum { P_FP32 = 0, P_TF32, P_FP16, P_BF16, P_INT8, P_FP8, P_FP4, P_INT4, P_MXFP4, P_COUNT };
@@ -130,9 +131,38 @@ static bool lowbit_fmt(int p, kiln__qfmt *f)
     }
 }
 
+int kiln__precision_code(const char *name) { return prec_parse(name); }
+const char *kiln__precision_name(int code) { return code >= 0 && code < P_COUNT ? prec_names[code] : NULL; }
+bool kiln__precision_weight_layer(const kiln_graph *g, int node) { return is_weight_layer(g, &g->nodes[node]); }
+
+/* The glob of rule "PATTERN:PREC" into pat (false when the rule has no ':' or an empty pattern). */
+static bool rule_pattern(const char *rule, char *pat, size_t n)
+{
+    const char *colon = rule ? strrchr(rule, ':') : NULL;
+    if (!colon || colon == rule)
+        return false;
+    snprintf(pat, n, "%.*s", (int)(colon - rule), rule);
+    return true;
+}
+
+static bool pattern_names(const char *pat, const kiln_node *n)
+{
+    return (n->name && n->name[0] && !fnmatch(pat, n->name, 0)) || !fnmatch(pat, n->op_type, 0);
+}
+
+bool kiln__precision_rule_names(const kiln_build_options *o, const kiln_node *n)
+{
+    char pat[512];
+    for (int r = 0; o && o->layer_precisions && r < o->num_layer_precisions; r++)
+        if (rule_pattern(o->layer_precisions[r], pat, sizeof pat) && pattern_names(pat, n))
+            return true;
+    return false;
+}
+
 /* ---- requests ---- */
 
-static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int global, sbuf *rep)
+static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int global, const kiln_prec_plan *plan,
+                                sbuf *rep)
 {
     int kept[2] = {-1, -1};   /* int8: the first and last weight layers, requested fp32 */
     if (global != P_FP32) {
@@ -151,20 +181,29 @@ static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int 
         if (quantized(global))
             kept[0] = first, kept[1] = last;
     }
+    if (plan && plan->req && plan->n_nodes != g->n_nodes)
+        return kiln__err(KILN_ERR_INTERNAL, "precision plan for %d nodes, graph of %d", plan->n_nodes, g->n_nodes);
+    for (int i = 0; plan && plan->req && i < g->n_nodes; i++)
+        if (plan->req[i]) {
+            if (prec_parse(plan->req[i]) < 0)
+                return kiln__err(KILN_ERR_INTERNAL, "precision plan: '%s'", plan->req[i]);
+            KILN_TRY(kiln__node_set_attr_s(&g->nodes[i], REQ_ATTR, plan->req[i]));
+            if (plan->mark_auto)
+                KILN_TRY(kiln__node_set_attr_i(&g->nodes[i], AUTO_ATTR, 1));
+        }
     for (int r = 0; o && r < o->num_layer_precisions; r++) {
         const char *rule = o->layer_precisions ? o->layer_precisions[r] : NULL;
         const char *colon = rule ? strrchr(rule, ':') : NULL;
         int p = colon ? prec_parse(colon + 1) : -1;
-        if (!colon || colon == rule || p < 0)
+        char pat[512];
+        if (!rule_pattern(rule, pat, sizeof pat) || p < 0)
             return kiln__err(KILN_ERR_INVALID_ARG, "layer precision '%s': %s", rule ? rule : "(null)",
                              p == -2 ? "precision not supported yet (" PREC_LIST ")"
                                      : "want PATTERN:PRECISION with PRECISION one of " PREC_LIST);
-        char pat[512];
-        snprintf(pat, sizeof pat, "%.*s", (int)(colon - rule), rule);
         int matched = 0;
         for (int i = 0; i < g->n_nodes; i++) {
             kiln_node *n = &g->nodes[i];
-            if ((n->name && n->name[0] && !fnmatch(pat, n->name, 0)) || !fnmatch(pat, n->op_type, 0)) {
+            if (pattern_names(pat, n)) {
                 KILN_TRY(kiln__node_set_attr_s(n, REQ_ATTR, prec_names[p]));
                 matched++;
             }
@@ -456,6 +495,50 @@ static kiln_status quantize_layer(qctx *q, int i)
     return KILN_OK;
 }
 
+/* The DQ'd copy of value v: v itself when a DequantizeLinear makes it, else the one quantize_value
+ * made (-1: none). */
+static int dq_value(const qctx *q, int v)
+{
+    int p = v >= 0 ? q->g->values[v].producer : -1;
+    if (p >= 0 && !q->g->nodes[p].dead && q->g->nodes[p].op == KILN_OP_DequantizeLinear)
+        return v;
+    return v >= 0 && v < q->cap ? q->dq_of[v] : -1;
+}
+
+/* Residual Adds between int8 layers: an Add whose result (or that of an activation reading it
+ * alone) is quantized for an int8 layer reads the DQ'd copies of its two inputs, so that fuse-qdq
+ * makes DQ, DQ -> Add [-> activation] -> Q one integer layer (com.microsoft QLinearAdd) and the
+ * activations stay 8-bit across the block (an input such as a block's shortcut was otherwise read
+ * in float, its Q/DQ serving only the int8 layers); the other readers of its result read the DQ'd
+ * copy, as those of an int8 layer's output do. */
+static void quantize_adds(qctx *q)
+{
+    kiln_graph *g = q->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        kiln_node *n = &g->nodes[i];
+        if (n->dead || n->op != KILN_OP_Add || n->n_in != 2 || n->n_out != 1 || n->out[0] < 0)
+            continue;
+        int y = n->out[0], readers = 0, act = -1;
+        for (int k = 0; k < g->n_nodes; k++)
+            for (int j = 0; !g->nodes[k].dead && j < g->nodes[k].n_in; j++)
+                if (g->nodes[k].in[j] == y)
+                    readers++, act = k;
+        kiln_fused_act fa;
+        if (readers == 1 && g->nodes[act].n_out == 1 && g->nodes[act].out[0] >= 0 &&
+            kiln__activation_of(g, &g->nodes[act], &fa))
+            y = g->nodes[act].out[0];
+        int da = dq_value(q, n->in[0]), db = dq_value(q, n->in[1]);
+        if (y >= q->cap || q->dq_of[y] < 0 || da < 0 || db < 0)
+            continue;
+        n->in[0] = da;
+        n->in[1] = db;
+        /* as for an int8 layer's output: every other reader takes the DQ'd result too */
+        int dq = g->values[q->dq_of[y]].producer, qn = dq >= 0 ? g->values[g->nodes[dq].in[0]].producer : -1;
+        if (qn >= 0)
+            reroute(g, y, q->dq_of[y], qn);
+    }
+}
+
 static kiln_status run_passes(kiln_graph *g, const char *const *names)
 {
     for (; *names; names++) {
@@ -468,11 +551,12 @@ static kiln_status run_passes(kiln_graph *g, const char *const *names)
     return KILN_OK;
 }
 
-/* The graph in canonical form and its calibration (for int8 and fp8 layers). */
+/* The graph in canonical form and its calibration (for int8 and fp8 layers): the planner's (given,
+ * not owned) or made now from --calib (*cal owned by the caller when given is NULL). */
 static kiln_status calibrate(kiln_graph *g, kiln_model_t m, const kiln_build_options *o, sbuf *rep,
-                             kiln_calibration_t *cal)
+                             kiln_calibration_t given, kiln_calibration_t *cal)
 {
-    if (!o->calib || (!o->calib->data_dir && !o->calib->cache_path))
+    if (!given && (!o->calib || (!o->calib->data_dir && !o->calib->cache_path)))
         return kiln__err(KILN_ERR_INVALID_ARG,
                          "int8 and fp8 layers need calibration data: give --calib DIR (or a calibration cache)");
     /* canonical form first, so that the layers' inputs and outputs are the tensors calibrated and
@@ -480,6 +564,10 @@ static kiln_status calibrate(kiln_graph *g, kiln_model_t m, const kiln_build_opt
     static const char *const canon[] = {"remove-identity", "constant-fold", "fold-batchnorm", "fold-scale-shift",
                                         "fuse-hardswish", "fuse-gelu", "dead-nodes", NULL};
     KILN_TRY(run_passes(g, canon));
+    if (given) {
+        *cal = given;
+        return KILN_OK;
+    }
     KILN_TRY(kiln_calibrate(m, o->calib, cal));
     sb_printf(rep, "calibration: %s, %lld samples%s\n", kiln_calib_method_name(*cal),
               (long long)kiln_calib_num_samples(*cal), kiln_calib_from_cache(*cal) ? " (from cache)" : "");
@@ -518,6 +606,8 @@ static kiln_status insert_qdq(kiln_graph *g, kiln_calibration_t cal)
     for (int i = 0; i < n0 && st == KILN_OK; i++)
         if (!g->nodes[i].dead && req_of(&g->nodes[i]) == P_INT8)
             st = quantize_layer(&q, i);
+    if (st == KILN_OK)
+        quantize_adds(&q);
     kiln__free(q.dq_of);
     if (st == KILN_OK)
         st = kiln__graph_toposort(g);
@@ -693,9 +783,10 @@ static bool any_request(const kiln_graph *g, int p)
     return false;
 }
 
-kiln_status kiln__precision_before_passes(kiln_graph *g, kiln_model_t m, kiln_build_options *o)
+kiln_status kiln__precision_before_passes(kiln_graph *g, kiln_model_t m, kiln_build_options *o,
+                                          const kiln_prec_plan *plan)
 {
-    if (!o || (!o->precision && o->num_layer_precisions <= 0))
+    if (!o || (!o->precision && o->num_layer_precisions <= 0 && !plan))
         return KILN_OK;
     int global = global_prec(o);
     if (global < 0)
@@ -704,16 +795,18 @@ kiln_status kiln__precision_before_passes(kiln_graph *g, kiln_model_t m, kiln_bu
     if (o->num_layer_precisions < 0 || o->num_layer_precisions > 4096)
         return kiln__err(KILN_ERR_INVALID_ARG, "invalid number of layer precision rules");
     sbuf rep = {0};
-    kiln_status st = set_requests(g, o, global, &rep);
+    if (plan && plan->report)
+        sb_printf(&rep, "%s", plan->report);
+    kiln_status st = set_requests(g, o, global, plan, &rep);
     bool i8 = st == KILN_OK && any_request(g, P_INT8), f8 = st == KILN_OK && any_request(g, P_FP8);
-    kiln_calibration_t cal = NULL;
+    kiln_calibration_t given = plan ? plan->cal : NULL, cal = NULL;
     if (i8 || f8)
-        st = calibrate(g, m, o, &rep, &cal);
+        st = calibrate(g, m, o, &rep, given, &cal);
     if (st == KILN_OK && f8)
         st = fp8_scales(g, cal);
     if (st == KILN_OK && i8)
         st = insert_qdq(g, cal);
-    if (cal)
+    if (cal && cal != given)
         kiln_calibration_free(cal);
     if (st == KILN_OK && rep.oom)
         st = nomem();
@@ -754,7 +847,7 @@ kiln_status kiln_engine_layer_precision(kiln_engine_t e, int i, const char **req
         return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_layer_precision: %s", !e ? "NULL engine" : "layer index out of range");
     const kiln_node *n = &e->g->nodes[i];
     if (requested)
-        *requested = kiln__attr_s(n, REQ_ATTR, "");
+        *requested = kiln__attr_i(n, AUTO_ATTR, 0) ? "auto" : kiln__attr_s(n, REQ_ATTR, "");
     if (realized)
         *realized = n->precision >= 0 && n->precision < P_COUNT ? prec_names[n->precision] : "?";
     return KILN_OK;

@@ -3,12 +3,44 @@
 #define KILN_BUILD_PRECISION_H
 #include "../ir/graph.h"
 
+/* Per-layer requests made by the precision planner (precision_plan.c) rather than by options:
+ * req[i] is node i of the model graph's requested precision (a name kiln__precision_code accepts)
+ * or NULL; with mark_auto, each node with a request is recorded as planned ("auto"). `cal` (or
+ * NULL) is a calibration reused for int8 layers instead of calibrating again; `report` (or NULL)
+ * starts the precision report. Rules (--layer-precision) still apply after these requests. */
+typedef struct kiln_prec_plan {
+    int n_nodes;
+    const char *const *req;
+    bool mark_auto;
+    kiln_calibration_t cal;
+    const char *report;
+} kiln_prec_plan;
+
 /* Before the optimization passes: sets each layer's requested precision (attribute
- * kiln_prec_req) from o->precision / o->layer_precisions and, for int8 layers, calibrates m and
- * inserts Q/DQ nodes. Starts o->precision_report. No-op without precision options. */
-kiln_status kiln__precision_before_passes(kiln_graph *g, kiln_model_t m, kiln_build_options *o);
+ * kiln_prec_req) from o->precision / o->layer_precisions (and plan, or NULL) and, for int8 layers,
+ * calibrates m (or takes plan->cal) and inserts Q/DQ nodes. Starts o->precision_report. No-op
+ * without precision options or plan. */
+kiln_status kiln__precision_before_passes(kiln_graph *g, kiln_model_t m, kiln_build_options *o,
+                                          const kiln_prec_plan *plan);
 /* After the passes: stores fp16/bf16 layers' weights in that format, sets every node's realized
  * precision (node->precision) and fails, naming the layers, where it differs from the request
  * (unless o->precision_fallback: then each is listed in o->precision_report). o may be NULL. */
 kiln_status kiln__precision_after_passes(kiln_graph *g, kiln_build_options *o);
+
+/* What the planner needs to know of precisions: a precision name's code (>= 0), -2 for a name
+ * kiln knows but cannot build yet, -1 otherwise; its canonical name (NULL if out of range). */
+int kiln__precision_code(const char *name);
+const char *kiln__precision_name(int code);
+/* A layer --precision applies to (Conv / MatMul / Gemm with a constant weight). */
+bool kiln__precision_weight_layer(const kiln_graph *g, int node);
+/* True when one of o's --layer-precision rules names node n (by name or op type). */
+bool kiln__precision_rule_names(const kiln_build_options *o, const kiln_node *n);
+
+/* The builder with planned requests (builder.c): kiln_build does this with plan NULL, after the
+ * planner when o->precision is "auto". */
+kiln_status kiln__build_planned(kiln_model_t m, kiln_build_options *o, const kiln_prec_plan *plan, kiln_engine_t *out);
+/* The planner behind --precision auto (precision_plan.c): measures, chooses and fills plan
+ * (req owned by the caller through *req_out, free with kiln__free, and the report text). */
+kiln_status kiln__plan_auto(kiln_model_t m, kiln_build_options *o, const char ***req_out, char **report,
+                            kiln_calibration_t *cal);
 #endif

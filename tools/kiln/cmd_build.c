@@ -1,7 +1,9 @@
 /* kiln build: ONNX model -> optimized engine file (.kiln). */
 #include "cli.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_PROFILES 16
 #define MAX_RANGES KILN_MAX_SHAPES
@@ -10,8 +12,11 @@ static const char usage[] =
     "usage: kiln build MODEL.onnx -o OUT.kiln [--passes-report] [--no-optimize] [--no-tactics]\n"
     "       [--shapes NAME:DIMS,...] [--min-shapes ... --opt-shapes ... --max-shapes ...]\n"
     "       [--timing-cache FILE] [--build-run-budget SECONDS (default 60)]\n"
-    "       [--precision fp32|fp16|bf16|int8|fp8|nvfp4|mxfp4|int4] [--layer-precision PATTERN:PREC ...] [--precision-fallback]\n"
+    "       [--precision fp32|fp16|bf16|int8|fp8|nvfp4|mxfp4|int4|auto] [--layer-precision PATTERN:PREC ...] [--precision-fallback]\n"
     "       [--calib DIR] [--calib-method percentile[:P]|entropy|minmax|mse] [--calib-cache FILE]\n"
+    "       [--allow fp16,bf16,int8] [--accuracy-budget METRIC] [--val DIR] [--auto-objective speed|size]\n"
+    "       [--auto-probe-batches N] [--auto-max-batches N]\n"
+    "       [--device cpu|cuda]\n"
     "       (repeat --min/--opt/--max-shapes or --shapes for more profiles)\n"
     "  --precision P          precision requested for every Conv, MatMul and Gemm with a constant\n"
     "                         weight (fp4 = nvfp4; int8, fp8, nvfp4, mxfp4 and int4 keep the first\n"
@@ -19,7 +24,32 @@ static const char usage[] =
     "  --layer-precision R    PATTERN:PREC, a glob on layer names and op types (repeatable, later\n"
     "                         rules win); a layer that cannot run as requested fails the build\n"
     "  --precision-fallback   build such layers in the precision they can run in, listing each\n"
-    "  --calib DIR ...        calibration data for int8 / fp8 (as kiln calibrate; docs/CALIBRATION.md)\n";
+    "  --calib DIR ...        calibration data for int8 / fp8 (as kiln calibrate; docs/CALIBRATION.md)\n"
+    "  --precision auto       plan each layer's precision: lower the least sensitive layers whose kernels\n"
+    "                         measured faster to the --allow precisions (default fp16,bf16,int8; any\n"
+    "                         of those above) while the model meets --accuracy-budget (cosine>=0.99,\n"
+    "                         snr>=30db, top1>=99%%, ...)\n"
+    "                         against the float model on the data (--val DIR, else --calib DIR); exit 3\n"
+    "                         when no plan meets it (docs/PRECISION.md)\n"
+    "  --auto-objective size  lower every layer the budget allows, faster or not (default speed)\n"
+    "  --auto-probe-batches N batches of data each per-layer probe runs (default 1); --auto-max-batches N\n"
+    "                         batches the whole-model checks run (default 8)\n";
+
+static void progress_line(const char *line, void *user)
+{
+    (void)user;
+    fprintf(stderr, "\r\033[K%s", cli_esc(line));
+}
+
+/* "a,b,c" into at most cap strings (text is modified). */
+static int split_list(char *text, const char **out, int cap)
+{
+    int n = 0;
+    for (char *t = strtok(text, ","); t && n < cap; t = strtok(NULL, ","))
+        out[n++] = t;
+    return n;
+}
+    kiln_device device = KILN_DEVICE_CPU;
 
 #define MAX_LAYER_RULES 256
 
@@ -54,9 +84,9 @@ static bool make_range(kiln_shapes_t mins, kiln_shapes_t opts, kiln_shapes_t max
 
 int cmd_build(int argc, char **argv)
 {
-    const char *model_path = NULL, *out_path = NULL, *cache = NULL, *precision = NULL;
-    const char *rules[MAX_LAYER_RULES];
-    int nrules = 0;
+    const char *model_path = NULL, *out_path = NULL, *cache = NULL, *precision = NULL, *budget_text = NULL;
+    const char *rules[MAX_LAYER_RULES], *allow[16], *val_dir = NULL;
+    int nrules = 0, nallow = 0, objective = KILN_AUTO_SPEED, probe_batches = 0, max_batches = 0;
     kiln_calib_options calib = {.method = KILN_CALIB_PERCENTILE, .param = 99.99};   /* as kiln calibrate */
     bool report = false, no_opt = false, no_tactics = false, fallback = false, use_calib = false;
     double budget = 0;
@@ -84,6 +114,35 @@ int cmd_build(int argc, char **argv)
             rules[nrules++] = argv[++i];
         else if (!strcmp(a, "--precision-fallback"))
             fallback = true;
+        else if (!strcmp(a, "--allow") && has) {
+            if ((nallow = split_list(argv[++i], allow, 16)) == 0) {
+                fprintf(stderr, "kiln build: --allow needs a list of precisions (e.g. int8,fp16)\n");
+                goto done;
+            }
+        } else if (!strcmp(a, "--accuracy-budget") && has)
+            budget_text = argv[++i];
+        else if (!strcmp(a, "--val") && has)
+            val_dir = argv[++i];
+        else if (!strcmp(a, "--auto-objective") && has) {
+            const char *v = argv[++i];
+            if (strcmp(v, "speed") && strcmp(v, "size")) {
+                fprintf(stderr, "kiln build: --auto-objective '%s': want speed or size\n", cli_esc(v));
+                goto done;
+            }
+            objective = strcmp(v, "size") ? KILN_AUTO_SPEED : KILN_AUTO_SIZE;
+        } else if (!strcmp(a, "--auto-probe-batches") && has) {
+            if (!cli_int_opt("--auto-probe-batches", argv[++i], 1, 1 << 16, &probe_batches))
+                goto done;
+        } else if (!strcmp(a, "--auto-max-batches") && has) {
+            if (!cli_int_opt("--auto-max-batches", argv[++i], 1, 1 << 16, &max_batches))
+                goto done;
+        } else if (!strcmp(a, "--device") && has) {
+            if (!kiln_device_parse(argv[++i], &device)) {
+                fprintf(stderr, "kiln build: --device takes cpu or cuda, not '%s'\n", cli_esc(argv[i]));
+                rc = 2;
+                goto done;
+            }
+        }
         else if (!strcmp(a, "--calib") && has)
             calib.data_dir = argv[++i], use_calib = true;
         else if (!strcmp(a, "--calib-cache") && has)
@@ -120,6 +179,15 @@ int cmd_build(int argc, char **argv)
     }
     if (!model_path || !out_path) {
         fputs(usage, stderr);
+        goto done;
+    }
+    bool is_auto = precision && !strcmp(precision, "auto");
+    if (!is_auto && (budget_text || nallow || val_dir || objective != KILN_AUTO_SPEED || probe_batches || max_batches)) {
+        fprintf(stderr, "kiln build: --allow, --accuracy-budget, --val and --auto-* go with --precision auto\n");
+        goto done;
+    }
+    if (is_auto && !budget_text) {
+        fprintf(stderr, "kiln build: --precision auto needs --accuracy-budget METRIC (e.g. cosine>=0.99)\n");
         goto done;
     }
     if (nmin != nmax || (nopt && nopt != nmin)) {
@@ -172,15 +240,29 @@ int cmd_build(int argc, char **argv)
     kiln_build_options bo = {.no_optimize = no_opt, .num_profiles = np, .profiles = profiles, .timing_cache = cache,
                              .want_report = true, .no_tactics = no_tactics, .run_budget_s = budget,
                              .precision = precision, .num_layer_precisions = nrules, .layer_precisions = rules,
-                             .precision_fallback = fallback, .calib = use_calib ? &calib : NULL};
+                             .precision_fallback = fallback, .calib = use_calib ? &calib : NULL,
+                             .accuracy_budget = budget_text, .num_allow = nallow, .allow = allow, .val_dir = val_dir,
+                             .auto_objective = objective, .auto_probe_batches = probe_batches,
+                             .auto_max_batches = max_batches, .device = device};
+    bool tty = isatty(2);
+    if (is_auto && tty)
+        bo.auto_progress = progress_line;   /* progress on a terminal, quiet in pipes */
     st = kiln_build(m, &bo, &e);
+    if (is_auto && tty)
+        fprintf(stderr, "\r\033[K");
     kiln_model_free(m);
     cli_print_escaped_lines(bo.precision_report);   /* layers kept in fp32, fallbacks */
     kiln_free(bo.precision_report);
     if (st != KILN_OK) {
         rc = cli_die(st, "building engine");
+        if (bo.budget_unmet)
+            rc = 3;   /* as kiln verify: a budget violated */
         goto done;
     }
+    if (is_auto)
+        printf("auto: budget %s reached: %.6g; %d of %d layers lowered; estimated speed-up %.2fx (measured %.2fx)\n",
+               cli_esc(budget_text), bo.auto_value, bo.auto_lowered, bo.auto_candidates, bo.auto_speedup_est,
+               bo.auto_speedup);
     if (report && bo.report) {
         cli_print_escaped_lines(bo.report);
     } else if (bo.report && strstr(bo.report, "nodes:")) {

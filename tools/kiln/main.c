@@ -5,6 +5,7 @@
 
 int cmd_calibrate(int argc, char **argv);   /* cmd_calibrate.c */
 int cmd_verify(int argc, char **argv);      /* cmd_verify.c */
+int cmd_debug(int argc, char **argv);       /* cmd_debug.c */
 
 static void usage(FILE *f)
 {
@@ -25,6 +26,8 @@ static void usage(FILE *f)
             "  verify ENGINE|MODEL --reference MODEL.onnx [--data DIR] [--budget METRIC] [--per-layer] [--json]\n"
             "                      accuracy against a float reference: per output error, cosine, SNR,\n"
             "                      top-1/5 agreement; exit 3 when a budget is violated (docs/VERIFY.md)\n"
+            "  debug precision MODEL.onnx --precision int8 --budget METRIC [--calib DIR] [--json]\n"
+            "                      the minimal set of layers that must stay in higher precision\n"
             "  inspect M.kiln [--json] [--profile] [--shapes ...]\n"
             "                      layers, fused nodes, precision, tactics, shapes, memory plan\n"
             "  info MODEL.onnx     inputs/outputs, opsets, op histogram, parameters, unsupported ops\n"
@@ -58,6 +61,8 @@ int main(int argc, char **argv)
         return cmd_calibrate(argc - 1, argv + 1);
     if (!strcmp(c, "verify"))
         return cmd_verify(argc - 1, argv + 1);
+    if (!strcmp(c, "debug"))
+        return cmd_debug(argc - 1, argv + 1);
     if (!strcmp(c, "inspect"))
         return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(c, "serve"))

@@ -113,6 +113,8 @@ bool kiln__prep_fits_op(kiln_op op, const kiln_prep_hdr *h)
     int wi = op == KILN_OP_QLinearConv || op == KILN_OP_QLinearMatMul || op == KILN_OP_QGemm ? 3 : 1;
     if (gemm && h->layout == KILN_PREP_BGEMM_B)   /* BF16 weights (qgemm_bf16.h) */
         want = KILN_PREP_BGEMM_B;
+    if (conv && h->layout == KILN_PREP_BCONV_W)   /* BF16 conv weights (qgemm_bf16.h) */
+        want = KILN_PREP_BCONV_W;
     if ((gemm || conv) && h->layout == KILN_PREP_LOWBIT_W)   /* FP8 / FP4 / INT4 weights (lowbit.h) */
         want = h->gemm_kind == 0 ? KILN_PREP_LOWBIT_W : 0;
     return want && h->layout == want && (h->replaces & ~(1u << wi)) == 0;

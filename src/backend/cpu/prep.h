@@ -33,12 +33,15 @@ enum kiln_prep_layout {
     /* BF16 B of MatMul / Gemm / FusedMatMul / FusedGemm as the BF16 GEMM's panels (qgemm_bf16.h):
      * dims = {K, N, kp2, transB}; payload = ceil(N/16)*kp2*16 BF16 values */
     KILN_PREP_BGEMM_B = 5,
+    /* BF16 weights of Conv / FusedConv (2-D) as the BF16 conv's rows (qgemm_bf16.h): M rows of kp2
+     * BF16 values (K = C/group * kh * kw, zero padded to even): dims = {K, M, kp2} */
+    KILN_PREP_BCONV_W = 6,
     /* FP8 / NVFP4 / MXFP4 / INT4 weights of Conv / MatMul / Gemm and their fused forms
      * (lowbit.h): dims = {kiln__qfmt, rows, k, trans}, the weight as a rows x k matrix (rows =
      * output channels; trans: stored transposed from the tensor's [k, rows]); payload = packed
      * elements, block scales at the next 64-byte offset, then the FP32 tensor scale at the next
      * 64-byte offset (64 bytes). Plain bytes: gemm_kind 0, every host reads them. */
-    KILN_PREP_LOWBIT_W = 6,
+    KILN_PREP_LOWBIT_W = 7,
 };
 
 /* What the header's isa field records: the GEMM micro-kernel family (kiln__sgemm_kind()) the

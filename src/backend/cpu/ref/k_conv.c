@@ -1915,6 +1915,8 @@ static kiln_status prep_conv(const kiln_node *n, int n_in, const kiln_tensor *co
     *blob = NULL;
     *size = 0;
     const kiln_tensor *w = consts && n_in > 1 ? consts[1] : NULL;
+    if (w && w->dtype == KILN_DT_BFLOAT16)   /* BF16 weights: the BF16 conv's rows */
+        return kiln__bconv_prep(n, n_in, consts, blob, size);
     if (!w || !w->data || w->dtype != KILN_DT_FLOAT32 || w->ndim != 4)
         return KILN_OK;
     const kiln_kctx c = {.node = n};
