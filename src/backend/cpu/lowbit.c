@@ -54,6 +54,8 @@ static kiln_status read_attrs(const kiln_node *n, lb_attrs *a)
  * tensor is [k, rows] (MatMul, Gemm without transB). False for shapes the layers do not take. */
 static bool w_view(const kiln_node *n, int ndim, const int64_t *dims, int64_t *rows, int64_t *k, bool *trans)
 {
+    if (ndim > KILN_MAX_DIMS)
+        return false;
     if (is_conv(n->op)) {
         if (ndim < 3)
             return false;
@@ -512,9 +514,13 @@ kiln_status kiln__run_lowbit(kiln_kctx *ctx, kiln_kernel_fn fn)
     const kiln_tensor *x0 = kiln__kin(ctx, 0), *w = kiln__kin(ctx, 1);
     if (!x0 || !w || ctx->n_in < 2)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input X or W");
-    if (x0->dtype != KILN_DT_FLOAT32 || (x0->data == NULL && kiln_tensor_numel(x0) > 0))
+    KILN_TRY(kiln__kcheck(ctx, x0, 0));
+    if (x0->dtype != KILN_DT_FLOAT32)
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "low-bit weights need float32 activations, got %s",
                           kiln_dtype_name(x0->dtype));
+    for (int i = 2; i < ctx->n_in; i++)   /* bias, C, residual: read in place by the GEMM path */
+        if (ctx->in[i])
+            KILN_TRY(kiln__kcheck(ctx, ctx->in[i], i));
     qw q;
     KILN_TRY(qw_get(ctx, &a, &q));
     kiln_tensor x = *x0;
