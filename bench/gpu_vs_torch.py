@@ -2,13 +2,17 @@
 """kiln --device cuda vs PyTorch on the same ONNX weights, one command on a GPU machine.
 
     python3 bench/gpu_vs_torch.py [--kiln build/kiln] [--models models] [--iters 30] [--json OUT.json]
+                                  [--precisions fp32,fp16,bf16]
 
 Models: ResNet-50 (batch 1 and large batches) and BERT-base (sequence 128) from
 scripts/gen_models.py (generated into --models when missing). PyTorch runs the same weights:
 torchvision's resnet50 with the ONNX initializers loaded by name, and a BERT encoder written here
 op for op like the ONNX graph (exact GELU, additive mask, LayerNorm eps 1e-12), with
 F.scaled_dot_product_attention. Precision: FP32 with TF32 off on both sides (kiln's default;
-torch.backends.*.allow_tf32 = False), and TF32 on both sides with --tf32.
+torch.backends.*.allow_tf32 = False), and TF32 on both sides with --tf32. FP16 / BF16: kiln engines
+built with `kiln build --precision fp16|bf16 --device cuda` (half weights and activations on the
+GPU, FP32 accumulation) against PyTorch's model converted to that dtype (ResNet-50 channels_last),
+eager and CUDA graph; each kiln precision's outputs are checked against PyTorch FP32.
 
 Timing. kiln: `kiln bench --device cuda --json` (host wall clock around kiln_context_run: it
 includes copying the inputs from host memory to the GPU and the outputs back). PyTorch: median of
@@ -92,7 +96,7 @@ class Bert(nn.Module):
         H, D = self.heads, self.hidden // self.heads
         x = self.word[ids] + self.ttype[types] + self.pos[:S][None]
         x = F.layer_norm(x, (self.hidden,), *self.ln[0], eps=1e-12)
-        m = (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
+        m = (1.0 - mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
         lin = lambda v, wb: torch.matmul(v, wb[0]) + wb[1]
         for d in self.layers:
             q = lin(x, d["attention.self.query"]).view(B, S, H, D).transpose(1, 2)
@@ -158,6 +162,28 @@ def torch_rows(name, model, inputs, batch, iters):
     return [(impl, batch / (ms / 1e3), ms) for impl, ms in rows]
 
 
+def kiln_engine(kiln, model, prec, tmpdir):
+    """The model itself for fp32; else an engine built for the GPU in that precision."""
+    if prec == "fp32":
+        return model
+    out = os.path.join(tmpdir, os.path.basename(model).replace(".onnx", f".{prec}.kiln"))
+    if not os.path.exists(out):
+        t0 = time.time()
+        r = subprocess.run([kiln, "build", model, "-o", out, "--precision", prec, "--device", "cuda", "--no-tactics"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"kiln build --precision {prec} failed: {r.stderr.strip()[-800:]}")
+        log(f"  built {os.path.basename(out)} in {time.time() - t0:.1f} s")
+    return out
+
+
+def half_model(model, prec, channels_last=False):
+    import copy
+    dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[prec]
+    m = copy.deepcopy(model).to(dt)
+    return m.to(memory_format=torch.channels_last) if channels_last else m
+
+
 def kiln_bench(kiln, model, shapes, iters, tf32):
     cmd = [kiln, "bench", model, "--shapes", shapes, "--device", "cuda", "--iterations", str(iters),
            "--warmup", "5", "--json"] + (["--tf32"] if tf32 else [])
@@ -206,6 +232,7 @@ def main():
     ap.add_argument("--bert-batches", default="1,64")
     ap.add_argument("--tf32", action="store_true", help="TF32 for FP32 on both sides")
     ap.add_argument("--json", help="write all rows here")
+    ap.add_argument("--precisions", default="fp32", help="kiln precisions, e.g. fp32,fp16,bf16 (torch the same)")
     a = ap.parse_args()
 
     torch.backends.cuda.matmul.allow_tf32 = a.tf32
@@ -223,6 +250,8 @@ def main():
     log(f"GPU: {prop.name} ({smi}); torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}; "
         f"precision {'TF32' if a.tf32 else 'FP32 (TF32 off)'}")
     rows = []
+    a.precs = [p for p in a.precisions.split(",") if p]
+    a.tmp = tempfile.mkdtemp(prefix="kiln_bench_")
     rn = os.path.join(a.models, "resnet50.onnx")
     bt = os.path.join(a.models, "bert_base.onnx")
     rng = np.random.default_rng(0)
@@ -250,22 +279,32 @@ def main():
 def _resnet(a, rn, rng, rows):
     net = torch_resnet50(onnx_weights(rn)).cuda()
     x = rng.uniform(-1, 1, (2, 3, 224, 224)).astype(np.float32)
-    outs, err = kiln_run_outputs(a.kiln, rn, {"input": x}, a.tf32)
     with torch.no_grad():
         ref = net(torch.from_numpy(x).cuda()).cpu().numpy()
-    e = rel_err(outs["logits"], ref)
-    log(f"resnet50 batch 2: kiln cuda vs torch max rel err {e:.3g}" + (f"  [{err.strip()[-300:]}]" if err.strip() else ""))
-    rows.append({"check": "resnet50", "max_rel_err": e})
-    for bsz in [int(v) for v in a.resnet_batches.split(",") if v]:
-        iters = a.iters if bsz < 128 else max(10, a.iters // 2)
-        k = kiln_bench(a.kiln, rn, f"input:{bsz}x3x224x224", iters, a.tf32)
-        if k:
-            rows.append({"model": "resnet50", "batch": bsz, "impl": "kiln cuda", "throughput": k["throughput"],
-                         "p50_ms": k["latency_ms"]["p50"], "fallback_layers": k.get("fallback_layers")})
-        xt = torch.from_numpy(rng.uniform(-1, 1, (bsz, 3, 224, 224)).astype(np.float32))
-        for impl, thr, ms in torch_rows("resnet50", net, [xt], bsz, iters):
-            rows.append({"model": "resnet50", "batch": bsz, "impl": impl, "throughput": thr, "p50_ms": ms})
-        log(f"  resnet50 batch {bsz} done")
+    for prec in a.precs:
+        eng = kiln_engine(a.kiln, rn, prec, a.tmp)
+        outs, err = kiln_run_outputs(a.kiln, eng, {"input": x}, a.tf32)
+        e = rel_err(outs["logits"], ref)
+        log(f"resnet50 batch 2 {prec}: kiln cuda vs torch fp32 max rel err {e:.3g}" +
+            (f"  [{err.strip()[-300:]}]" if err.strip() else ""))
+        rows.append({"check": "resnet50", "prec": prec, "max_rel_err": e})
+    for prec in a.precs:
+        eng = kiln_engine(a.kiln, rn, prec, a.tmp)
+        tnet = net if prec == "fp32" else half_model(net, prec, channels_last=True)
+        for bsz in [int(v) for v in a.resnet_batches.split(",") if v]:
+            iters = a.iters if bsz < 128 else max(10, a.iters // 2)
+            k = kiln_bench(a.kiln, eng, f"input:{bsz}x3x224x224", iters, a.tf32)
+            if k:
+                rows.append({"model": "resnet50", "prec": prec, "batch": bsz, "impl": "kiln cuda",
+                             "throughput": k["throughput"], "p50_ms": k["latency_ms"]["p50"],
+                             "fallback_layers": k.get("fallback_layers")})
+            xt = torch.from_numpy(rng.uniform(-1, 1, (bsz, 3, 224, 224)).astype(np.float32))
+            if prec != "fp32":
+                xt = xt.to(next(tnet.parameters()).dtype).contiguous(memory_format=torch.channels_last)
+            for impl, thr, ms in torch_rows("resnet50", tnet, [xt], bsz, iters):
+                rows.append({"model": "resnet50", "prec": prec, "batch": bsz, "impl": impl, "throughput": thr,
+                             "p50_ms": ms})
+            log(f"  resnet50 {prec} batch {bsz} done")
 
 
 def _bert(a, bt, rng, rows):
@@ -275,36 +314,45 @@ def _bert(a, bt, rng, rows):
     mask = np.ones((2, S), np.int64)
     mask[1, 100:] = 0
     types = np.zeros((2, S), np.int64)
-    outs, err = kiln_run_outputs(a.kiln, bt, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}, a.tf32)
     with torch.no_grad():
         h, p = bert(*[torch.from_numpy(v).cuda() for v in (ids, mask, types)])
-    e = max(rel_err(outs["last_hidden_state"], h.cpu().numpy()), rel_err(outs["pooler_output"], p.cpu().numpy()))
-    log(f"bert_base batch 2 seq {S}: kiln cuda vs torch max rel err {e:.3g}" + (f"  [{err.strip()[-300:]}]" if err.strip() else ""))
-    rows.append({"check": "bert_base", "max_rel_err": e})
-    for bsz in [int(v) for v in a.bert_batches.split(",") if v]:
-        k = kiln_bench(a.kiln, bt, f"input_ids:{bsz}x{S},attention_mask:{bsz}x{S},token_type_ids:{bsz}x{S}", a.iters,
-                       a.tf32)
-        if k:
-            rows.append({"model": "bert_base", "batch": bsz, "impl": "kiln cuda", "throughput": k["throughput"],
-                         "p50_ms": k["latency_ms"]["p50"], "fallback_layers": k.get("fallback_layers")})
-        tin = [torch.from_numpy(rng.integers(0, 30522, (bsz, S)).astype(np.int64)),
-               torch.ones((bsz, S), dtype=torch.int64), torch.zeros((bsz, S), dtype=torch.int64)]
-        for impl, thr, ms in torch_rows("bert_base", bert, tin, bsz, a.iters):
-            rows.append({"model": "bert_base", "batch": bsz, "impl": impl, "throughput": thr, "p50_ms": ms})
-        log(f"  bert_base batch {bsz} done")
-
+    for prec in a.precs:
+        eng = kiln_engine(a.kiln, bt, prec, a.tmp)
+        outs, err = kiln_run_outputs(a.kiln, eng, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types},
+                                     a.tf32)
+        e = max(rel_err(outs["last_hidden_state"], h.cpu().numpy()), rel_err(outs["pooler_output"], p.cpu().numpy()))
+        log(f"bert_base batch 2 seq {S} {prec}: kiln cuda vs torch fp32 max rel err {e:.3g}" +
+            (f"  [{err.strip()[-300:]}]" if err.strip() else ""))
+        rows.append({"check": "bert_base", "prec": prec, "max_rel_err": e})
+    for prec in a.precs:
+        eng = kiln_engine(a.kiln, bt, prec, a.tmp)
+        tb = bert if prec == "fp32" else half_model(bert, prec)
+        for bsz in [int(v) for v in a.bert_batches.split(",") if v]:
+            k = kiln_bench(a.kiln, eng, f"input_ids:{bsz}x{S},attention_mask:{bsz}x{S},token_type_ids:{bsz}x{S}",
+                           a.iters, a.tf32)
+            if k:
+                rows.append({"model": "bert_base", "prec": prec, "batch": bsz, "impl": "kiln cuda",
+                             "throughput": k["throughput"], "p50_ms": k["latency_ms"]["p50"],
+                             "fallback_layers": k.get("fallback_layers")})
+            tin = [torch.from_numpy(rng.integers(0, 30522, (bsz, S)).astype(np.int64)),
+                   torch.ones((bsz, S), dtype=torch.int64), torch.zeros((bsz, S), dtype=torch.int64)]
+            for impl, thr, ms in torch_rows("bert_base", tb, tin, bsz, a.iters):
+                rows.append({"model": "bert_base", "prec": prec, "batch": bsz, "impl": impl, "throughput": thr,
+                             "p50_ms": ms})
+            log(f"  bert_base {prec} batch {bsz} done")
 
 
 def print_table(rows):
     log("")
-    log(f"{'model':<10} {'batch':>5}  {'impl':<20} {'items/s':>10} {'p50 ms':>9} {'kiln/this':>9}")
+    log(f"{'model':<10} {'prec':<5} {'batch':>5}  {'impl':<20} {'items/s':>10} {'p50 ms':>9} {'kiln/this':>9}")
     for r in rows:
         if "impl" not in r:
             continue
         kiln = next((q for q in rows if q.get("impl") == "kiln cuda" and q.get("model") == r["model"] and
-                     q.get("batch") == r["batch"]), None)
+                     q.get("batch") == r["batch"] and q.get("prec") == r.get("prec")), None)
         ratio = f"{kiln['throughput'] / r['throughput']:.2f}" if kiln and r["impl"] != "kiln cuda" else ""
-        log(f"{r['model']:<10} {r['batch']:>5}  {r['impl']:<20} {r['throughput']:>10.1f} {r['p50_ms']:>9.3f} {ratio:>9}")
+        log(f"{r['model']:<10} {r.get('prec', 'fp32'):<5} {r['batch']:>5}  {r['impl']:<20} {r['throughput']:>10.1f} "
+            f"{r['p50_ms']:>9.3f} {ratio:>9}")
 
 
 if __name__ == "__main__":

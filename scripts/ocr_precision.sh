@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The real-task accuracy table per precision: builds the PaddleOCR direction classifier (cls) and
-# text recognizer (rec) at every precision kiln realizes today, int8 once per calibration method
-# (calibrated on the set's own calibration lines, disjoint from the evaluation lines), and prints
+# text recognizer (rec) at every precision kiln realizes, int8 once per calibration method
+# (calibrated on the set's own calibration lines, disjoint from the evaluation lines; fp8 takes
+# its activation scales from the same lines), and prints
 # scripts/ocr_accuracy.py's table (accuracy and drop versus FP32) for each model.
 #
 #   scripts/ocr_precision.sh [--data DIR] [--limit N] [--precision LIST] [--methods LIST] [--json]
 #
 #   --data DIR        evaluation set (made by scripts/ocr_eval_data.py when DIR has none; default out/ocr)
 #   --limit N         first N evaluation samples only (a quick look; default all)
-#   --precision LIST  default fp32,fp16,bf16,int8,auto (fp32 is always first: the baseline); auto is
+#   --precision LIST  default fp32,fp16,bf16,int8,fp8,nvfp4,mxfp4,auto (fp32 is always first: the baseline); auto is
 #                     --precision auto --allow $AUTO_ALLOW --accuracy-budget $AUTO_BUDGET (environment;
 #                     default int8,fp16 and cosine>=0.99), planned on the calibration lines;
 #                     int8-keep is int8 with the layers kiln debug precision --budget $KEEP_BUDGET
@@ -20,11 +21,11 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-DATA=out/ocr LIMIT="" PRECS=fp32,fp16,bf16,int8,auto METHODS=minmax,entropy,percentile:99.99,mse JSON=()
+DATA=out/ocr LIMIT="" PRECS=fp32,fp16,bf16,int8,fp8,nvfp4,mxfp4,auto METHODS=minmax,entropy,percentile:99.99,mse JSON=()
 KILN="${KILN:-build/kiln}"
 PY=/usr/bin/python3
 AUTO_ALLOW="${AUTO_ALLOW:-int8,fp16}" AUTO_BUDGET="${AUTO_BUDGET:-cosine>=0.99}" KEEP_BUDGET="${KEEP_BUDGET:-top1>=99.5%}"
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --data) DATA=$2; shift 2 ;;
@@ -73,8 +74,10 @@ for m in cls rec; do
       args+=("--$m" "int8-keep=$E/$m.int8-keep.kiln")
     else
       log "building $m $p"
+      calib=()   # fp8: activation scales from the calibration lines (their amax / 448)
+      [ "$p" = fp8 ] && calib=(--calib "$DATA/calib/$m")
       "$KILN" build "${MODEL[$m]}" -o "$E/$m.$p.kiln" --shapes "${SHAPE[$m]}" --build-run-budget 900 --precision "$p" --precision-fallback \
-          > "$E/$m.$p.log" 2>&1 || { cat "$E/$m.$p.log" >&2; exit 1; }
+          "${calib[@]}" > "$E/$m.$p.log" 2>&1 || { cat "$E/$m.$p.log" >&2; exit 1; }
       args+=("--$m" "$p=$E/$m.$p.kiln")
     fi
   done

@@ -11,6 +11,10 @@ set_tests_properties(cli_precision PROPERTIES LABELS "cli;sanitize" SKIP_RETURN_
 add_test(NAME precision_resnet50 COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_precision_resnet.sh $<TARGET_FILE:kiln>
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(precision_resnet50 PROPERTIES LABELS "models" SKIP_RETURN_CODE 77 TIMEOUT 900)
+# kiln build --precision fp8|nvfp4|mxfp4|int4: realized per layer, sizes, accuracy, rules, fallback, verify
+add_test(NAME cli_precision_lowbit COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_precision_lowbit.sh $<TARGET_FILE:kiln>
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_precision_lowbit PROPERTIES LABELS "cli;sanitize" SKIP_RETURN_CODE 77 TIMEOUT 300)
 # the precision planner: kiln build --precision auto and kiln debug precision on a generated model
 # with layers made deliberately sensitive (tests/precision/gen_sensitive.py)
 add_test(NAME cli_auto_precision COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_auto_precision.sh $<TARGET_FILE:kiln>

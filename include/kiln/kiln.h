@@ -301,6 +301,7 @@ typedef struct kiln_device_stats {
     const char *fallback_ops;   /* comma-separated op types of those (owned by the context) */
     unsigned long long h2d_bytes, d2h_bytes;   /* copied during the last run */
     char description[256];   /* GPU, compute capability, driver and library versions */
+    long graph_replays;      /* runs made by replaying a captured CUDA graph, so far */
 } kiln_device_stats;
 kiln_status kiln_context_device_stats(kiln_context_t c, kiln_device_stats *out);
 /* Parses "cpu" / "cuda"; false for anything else. */

@@ -65,6 +65,7 @@ typedef enum kiln__qfmt {
     KILN_QF_INT4,        /* int4 symmetric [-7,7], block size 32/64/128/..., FP16 or FP32 scale */
     KILN_QF_INT8_CHANNEL,/* int8 symmetric [-127,127], one FP32 scale per row */
     KILN_QF_INT8_TENSOR, /* int8 [-128,127], one given FP32 scale for the whole matrix */
+    KILN_QF_FP8,         /* FP8 E4M3 (OCP E4M3FN), one FP32 scale for the whole matrix: amax / 448 */
 } kiln__qfmt;
 
 typedef struct kiln__qlayout {
@@ -91,7 +92,23 @@ void kiln__qunpack_rows(const kiln__qlayout *L, const uint8_t *data, const void 
                         int64_t r0, int64_t r1, float *y);
 /* Dequantizes the whole matrix. */
 void kiln__qunpack(const kiln__qlayout *L, const uint8_t *data, const void *scales, float tensor_scale, float *y);
-/* The effective (FP32) scale of block b of row r, including the NVFP4 tensor scale. */
+/* Dequantizes elements [k0, k1) of row r into y[0 .. k1 - k0) (a panel of a GEMM operand). */
+void kiln__qunpack_span(const kiln__qlayout *L, const uint8_t *data, const void *scales, float tensor_scale, int64_t r,
+                        int64_t k0, int64_t k1, float *y);
+/* The effective (FP32) scale of block b of row r, including the NVFP4 / FP8 tensor scale. */
 float kiln__qblock_scale(const kiln__qlayout *L, const void *scales, float tensor_scale, int64_t r, int64_t b);
+
+/* ---- Layers with reduced-precision weights (docs/PRECISION.md, "FP8, NVFP4, MXFP4 and INT4
+ * layers"): the builder marks a Conv / MatMul / Gemm (or fused form) with these attributes and
+ * the CPU kernels honour them. */
+#define KILN_ATTR_WQ "kiln_wq"             /* string: weight format, a name of kiln__lowbit_parse */
+#define KILN_ATTR_AQ "kiln_aq"             /* string: "fp8" or "fp16", activations quantize-dequantized */
+#define KILN_ATTR_AQ_SCALE "kiln_aq_scale" /* float: the FP8 activation scale (calibrated amax / 448) */
+#define KILN_INT4_BLOCK 32                 /* INT4 weight-only layers: 32-element blocks, FP16 scales */
+/* "fp8", "nvfp4" (also "fp4"), "mxfp4", "int4": true and *fmt set; false for anything else. */
+bool kiln__lowbit_parse(const char *name, kiln__qfmt *fmt);
+const char *kiln__lowbit_name(kiln__qfmt fmt);   /* "fp8", "nvfp4", "mxfp4", "int4"; NULL otherwise */
+/* The layout of a layer's weight in that format: rows output channels, k the reduction. */
+kiln_status kiln__lowbit_layout(kiln__qlayout *L, kiln__qfmt fmt, int64_t rows, int64_t k);
 
 #endif

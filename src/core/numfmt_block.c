@@ -4,6 +4,7 @@
 #include "core.h"
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 
 #define NVFP4_BLOCK 16
 #define MXFP4_BLOCK 32
@@ -47,8 +48,9 @@ kiln_status kiln__qlayout_init(kiln__qlayout *L, kiln__qfmt fmt, int64_t rows, i
         break;
     case KILN_QF_INT8_CHANNEL:
     case KILN_QF_INT8_TENSOR:
+    case KILN_QF_FP8:
         L->block = k > 0 ? k : 1, L->scale_dt = KILN_DT_FLOAT32;
-        tensor_bytes = fmt == KILN_QF_INT8_TENSOR ? 4 : 0;
+        tensor_bytes = fmt == KILN_QF_INT8_CHANNEL ? 0 : 4;
         break;
     default:
         return kiln__err(KILN_ERR_INVALID_ARG, "unknown quantized format %d", (int)fmt);
@@ -59,7 +61,7 @@ kiln_status kiln__qlayout_init(kiln__qlayout *L, kiln__qfmt fmt, int64_t rows, i
     size_t nscales = 0, nelem;
     bool ok = mul_ok((size_t)rows, (size_t)k, &nelem) && nelem <= (size_t)INT64_MAX &&
               mul_ok((size_t)rows, (size_t)L->row_bytes, &L->data_bytes);
-    if (fmt != KILN_QF_INT8_TENSOR)
+    if (fmt != KILN_QF_INT8_TENSOR && fmt != KILN_QF_FP8)
         ok = ok && mul_ok((size_t)rows, (size_t)L->nblk, &nscales) && mul_ok(nscales, ssize, &L->scale_bytes);
     ok = ok && !__builtin_add_overflow(L->data_bytes, L->scale_bytes, &L->total_bytes) &&
          !__builtin_add_overflow(L->total_bytes, tensor_bytes, &L->total_bytes);
@@ -208,10 +210,10 @@ kiln_status kiln__qpack(const kiln__qlayout *L, const float *x, uint8_t *data, v
         if (!(ts > 0 && ts <= FLT_MAX))
             return kiln__err(KILN_ERR_INVALID_ARG, "INT8 per-tensor scale must be finite and > 0, got %g", (double)ts);
     }
-    if (L->fmt == KILN_QF_NVFP4) {
+    if (L->fmt == KILN_QF_NVFP4 || L->fmt == KILN_QF_FP8) {
         bool finite;
         float amax = block_amax(x, L->rows * L->k, &finite);
-        ts = amax / (FP4_MAX * E4M3_MAX);
+        ts = amax / (L->fmt == KILN_QF_FP8 ? E4M3_MAX : FP4_MAX * E4M3_MAX);
         if (!(ts > 0))
             ts = 1.0f;   /* all-zero (or all non-finite) tensor */
         if (tensor_scale)
@@ -234,6 +236,10 @@ kiln_status kiln__qpack(const kiln__qlayout *L, const float *x, uint8_t *data, v
             break;
         }
         case KILN_QF_INT8_TENSOR: pack_int8_row(xr, L->k, (int8_t *)row, ts, -128, 127); break;
+        case KILN_QF_FP8:
+            for (int64_t i = 0; i < L->k; i++)
+                row[i] = kiln__f32_to_fp8(KILN_DT_FP8E4M3, xr[i] / ts, true);
+            break;
         }
     }
     return KILN_OK;
@@ -245,35 +251,87 @@ float kiln__qblock_scale(const kiln__qlayout *L, const void *scales, float tenso
 {
     switch (L->fmt) {
     case KILN_QF_NVFP4: return load_scale(L->scale_dt, scales, r * L->nblk + b) * tensor_scale;
-    case KILN_QF_INT8_TENSOR: return tensor_scale;
+    case KILN_QF_INT8_TENSOR:
+    case KILN_QF_FP8: return tensor_scale;
     default: return load_scale(L->scale_dt, scales, r * L->nblk + b);
+    }
+}
+
+/* The unscaled element values of each 4-bit / 8-bit code, built once. */
+static float lut_fp4[16], lut_int4[16], lut_fp8[256];
+static pthread_once_t lut_once = PTHREAD_ONCE_INIT;
+
+static void lut_init(void)
+{
+    for (int c = 0; c < 16; c++) {
+        lut_fp4[c] = kiln__fp4_to_f32((uint8_t)c);
+        lut_int4[c] = (float)((c ^ 8) - 8);   /* sign-extended nibble */
+    }
+    for (int c = 0; c < 256; c++)
+        lut_fp8[c] = kiln__fp8_to_f32(KILN_DT_FP8E4M3, (uint8_t)c);
+}
+
+void kiln__qunpack_span(const kiln__qlayout *L, const uint8_t *data, const void *scales, float tensor_scale, int64_t r,
+                        int64_t k0, int64_t k1, float *y)
+{
+    pthread_once(&lut_once, lut_init);
+    const uint8_t *row = data + r * L->row_bytes;
+    bool four = L->fmt == KILN_QF_NVFP4 || L->fmt == KILN_QF_MXFP4 || L->fmt == KILN_QF_INT4;
+    const float *lut = L->fmt == KILN_QF_INT4 ? lut_int4 : four ? lut_fp4 : lut_fp8;
+    for (int64_t i = k0; i < k1;) {
+        int64_t b = i / L->block, end = (b + 1) * L->block < k1 ? (b + 1) * L->block : k1;
+        float S = kiln__qblock_scale(L, scales, tensor_scale, r, b);
+        if (four)
+            for (; i < end; i++)
+                y[i - k0] = lut[nib_get(row, i)] * S;
+        else if (L->fmt == KILN_QF_FP8)
+            for (; i < end; i++)
+                y[i - k0] = lut[row[i]] * S;
+        else
+            for (; i < end; i++)
+                y[i - k0] = (float)(int8_t)row[i] * S;
     }
 }
 
 void kiln__qunpack_rows(const kiln__qlayout *L, const uint8_t *data, const void *scales, float tensor_scale,
                         int64_t r0, int64_t r1, float *y)
 {
-    bool four = L->fmt == KILN_QF_NVFP4 || L->fmt == KILN_QF_MXFP4 || L->fmt == KILN_QF_INT4;
-    for (int64_t r = r0; r < r1; r++, y += L->k) {
-        const uint8_t *row = data + r * L->row_bytes;
-        for (int64_t b = 0; b < L->nblk; b++) {
-            int64_t lo = b * L->block, n = L->k - lo < L->block ? L->k - lo : L->block;
-            float S = kiln__qblock_scale(L, scales, tensor_scale, r, b);
-            for (int64_t i = lo; i < lo + n; i++) {
-                float q;
-                if (!four)
-                    q = (float)(int8_t)row[i];
-                else if (L->fmt == KILN_QF_INT4)
-                    q = (float)((int)(nib_get(row, i) ^ 8u) - 8);   /* sign-extend the nibble */
-                else
-                    q = kiln__fp4_to_f32(nib_get(row, i));
-                y[i] = q * S;
-            }
-        }
-    }
+    for (int64_t r = r0; r < r1; r++, y += L->k)
+        kiln__qunpack_span(L, data, scales, tensor_scale, r, 0, L->k, y);
 }
 
 void kiln__qunpack(const kiln__qlayout *L, const uint8_t *data, const void *scales, float tensor_scale, float *y)
 {
     kiln__qunpack_rows(L, data, scales, tensor_scale, 0, L->rows, y);
+}
+
+/* ---- layers with reduced-precision weights */
+
+static const struct { const char *name; kiln__qfmt fmt; } lowbit_names[] = {
+    {"fp8", KILN_QF_FP8}, {"nvfp4", KILN_QF_NVFP4}, {"fp4", KILN_QF_NVFP4}, {"mxfp4", KILN_QF_MXFP4},
+    {"int4", KILN_QF_INT4}};
+
+bool kiln__lowbit_parse(const char *name, kiln__qfmt *fmt)
+{
+    for (size_t i = 0; name && i < sizeof lowbit_names / sizeof lowbit_names[0]; i++)
+        if (!strcmp(name, lowbit_names[i].name)) {
+            *fmt = lowbit_names[i].fmt;
+            return true;
+        }
+    return false;
+}
+
+const char *kiln__lowbit_name(kiln__qfmt fmt)
+{
+    for (size_t i = 0; i < sizeof lowbit_names / sizeof lowbit_names[0]; i++)
+        if (lowbit_names[i].fmt == fmt)
+            return lowbit_names[i].name;
+    return NULL;
+}
+
+kiln_status kiln__lowbit_layout(kiln__qlayout *L, kiln__qfmt fmt, int64_t rows, int64_t k)
+{
+    if (!kiln__lowbit_name(fmt))
+        return kiln__err(KILN_ERR_INVALID_ARG, "format %d is not a layer weight format", (int)fmt);
+    return kiln__qlayout_init(L, fmt, rows, k, KILN_INT4_BLOCK, KILN_DT_FLOAT16);
 }

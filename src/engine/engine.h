@@ -3,7 +3,7 @@
 #ifndef KILN_ENGINE_H
 #define KILN_ENGINE_H
 #include "../ir/graph.h"
-#include "../runtime/plan.h"
+#include "mem_plan.h"
 
 #define KILN_ENGINE_MAGIC "KILNENG\0"
 #define KILN_ENGINE_FORMAT_VERSION 3u
@@ -78,35 +78,8 @@ kiln_status kiln__engine_parse(const void *buf, size_t len, bool weights_in_plac
 #define KILN_ISA_AVX2 2u
 #define KILN_ISA_AVX512 4u
 
+/* Most graph inputs a PLAN section records shapes for (the calibration shapes of the build). */
 #define KILN_MAX_CALIB_INPUTS 64
-typedef struct kiln_calib_result {
-    bool calibrated;            /* false: no concrete shapes (or synthetic data invalid) */
-    int tuned, from_cache;      /* layers timed now / taken from the timing cache */
-    kiln_plan plan;             /* memory plan at the calibration shapes */
-    int n_inputs;
-    int ndim[KILN_MAX_CALIB_INPUTS];
-    int64_t dims[KILN_MAX_CALIB_INPUTS][KILN_MAX_DIMS];
-} kiln_calib_result;
-
-/* Runs the optimized graph once at the opt shapes: tactic timing (+ timing cache) and memory plan.
- * A run stopped by `ctl` (time budget, cancellation) is an error; other run failures only skip
- * the calibration. */
-kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_path, int nthreads, bool tune_tactics,
-                                    kiln_calib_result *res, const kiln_run_ctl *ctl);
-
-/* Each graph input's dtype and dims (data NULL) at the calibration shapes (the first profile's
- * opt shapes, else static dims); false if some input has no concrete shape. */
-bool kiln__builder_input_shapes(const struct kiln_engine *e, kiln_tensor *shapes);
-bool kiln__engine_shapes_fixed(const struct kiln_engine *e);
-/* What the optimization passes need from the builder (constant evaluation by the reference kernels). */
-const struct kiln_pass_ctx *kiln__builder_pass_ctx(void);
-
-/* Timing cache (tactics.c): the "entries" object of a cache document held in memory (a new
- * reference), or NULL when buf is not a kiln timing cache; and the tactic an entry selects (one of
- * kiln's tactic names, or NULL). */
-struct json_t;
-struct json_t *kiln__timing_cache_parse(const char *buf, size_t len);
-const char *kiln__timing_cache_tactic(struct json_t *entries, const char *key);
 
 uint32_t kiln__host_isa(void);
 

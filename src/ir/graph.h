@@ -120,6 +120,10 @@ int kiln__graph_add_node(kiln_graph *g);
 /* Sorts nodes topologically; error naming a node on a cycle or an undefined input. */
 kiln_status kiln__graph_toposort(kiln_graph *g);
 void kiln__attr_free(kiln_attr *a);
+/* Raises last[v] to the index of the last node of g that reads value v: as an input, or by name
+ * from one of its subgraphs at any depth (outer-scope reads). Callers initialize `last`
+ * (last_use.c; liveness for the memory planner and the plan check). */
+void kiln__mark_last_uses(const kiln_graph *g, int *last);
 
 /* editing (src/ir/graph_edit.c)
  * The use index maps every value to the live node input slots reading it, so the reader queries

@@ -272,6 +272,17 @@ kiln_status kiln__si_bcast(kiln_ictx *c)
     return bcast_to(c, 0, x->dtype);
 }
 
+/* com.microsoft QLinearAdd: A (input 0) and B (input 3) broadcast; C_zero_point's type, else A's */
+kiln_status kiln__si_qlinearadd(kiln_ictx *c)
+{
+    const kiln_vshape *a, *b;
+    KILN_TRY(kiln__need(c, 0, &a));
+    KILN_TRY(kiln__need(c, 3, &b));
+    const kiln_vshape *zp = IN(c, 7), *ab[2] = {a, b};
+    kiln__vs_unknown(c->out[0], zp ? zp->dtype : a->dtype);
+    return kiln__bcast(c, 2, ab, c->out[0]);
+}
+
 kiln_status kiln__si_compare(kiln_ictx *c) { return bcast_to(c, 0, KILN_DT_BOOL); }
 
 kiln_status kiln__si_where(kiln_ictx *c)

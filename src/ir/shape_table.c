@@ -65,7 +65,7 @@ static const kiln_infer_fn table[KILN_OP_COUNT] = {
     [KILN_OP_FusedConv] = kiln__si_fusedconv, [KILN_OP_FusedMatMul] = kiln__si_fusedmatmul,
     [KILN_OP_FusedGemm] = kiln__si_fusedgemm, [KILN_OP_Attention] = kiln__si_attention,
     /* ONNX Runtime contrib ops */
-    [KILN_OP_QGemm] = kiln__si_qgemm,
+    [KILN_OP_QGemm] = kiln__si_qgemm, [KILN_OP_QLinearAdd] = kiln__si_qlinearadd,
 };
 
 kiln_infer_fn kiln__infer_fn(kiln_op op) { return op >= 0 && op < KILN_OP_COUNT ? table[op] : NULL; }

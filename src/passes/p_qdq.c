@@ -6,6 +6,7 @@
  *   DQ(a_q) -> Gemm(., DQ(b_q const) [, C]) [-> act] -> Q             => com.microsoft QGemm
  *              (C as int32 in units of alpha * a_scale * b_scale[n], beta folded in); without
  *              the Q (output consumed in float): QGemm without y_scale, float32 output
+ *   DQ(a_q), DQ(b_q) -> Add [-> act] -> Q (per tensor)                 => com.microsoft QLinearAdd
  *   DQ(x_q) -> Q, same scale / zero point / type                       => x_q (the pair is dropped)
  *   DQ(x_q) -> Reshape|Transpose|Flatten|Squeeze|Unsqueeze|MaxPool -> Q, same parameters
  *                                                                       => the op on x_q
@@ -256,7 +257,7 @@ static kiln_status emit(kiln_graph *g, int core, int act, const kiln_fused_act *
 {
     KILN_TRY(kiln__move_node_into(g, core, y->node));
     kiln_node *f = &g->nodes[y->node];
-    bool ms = op == KILN_OP_QGemm;   /* com.microsoft, opset 1 */
+    bool ms = op == KILN_OP_QGemm || op == KILN_OP_QLinearAdd;   /* com.microsoft, opset 1 */
     KILN_TRY(kiln__node_set_op(f, op, ms ? "com.microsoft" : "", ms ? 1 : f->opset));
     KILN_TRY(kiln__node_set_inputs(g, y->node, n, in));
     if (fa->kind != KILN_FUSED_NONE) {
@@ -316,6 +317,17 @@ static kiln_status fuse_layer(kiln_graph *g, int core, int act, const kiln_fused
         int qin[9] = {in[0], in[1], in[2], in[3], in[4], in[5], bias, in[6], in[7]};
         KILN_TRY(emit(g, core, act, fa, y, KILN_OP_QGemm, 9, qin));
         KILN_TRY(kiln__node_set_attr_f(&g->nodes[y->node], "beta", 1.f));
+    } else if (c->op == KILN_OP_Add) {
+        /* QLinearAdd: A, A_scale, A_zp, B, B_scale, B_zp, C_scale, C_zp (the same float operations
+         * as the DQ / Add / activation / Q it replaces: src/backend/cpu/qadd.h) */
+        qp b;
+        if (c->n_in != 2 || !dq_of(g, c->in[1], &b))
+            return KILN_OK;
+        int ain[8] = {x.x, x.scale, -1, b.x, b.scale, -1, y->scale, -1};
+        KILN_TRY(zp_value(g, &x, &ain[2]));
+        KILN_TRY(zp_value(g, &b, &ain[5]));
+        KILN_TRY(zp_value(g, y, &ain[7]));
+        KILN_TRY(emit(g, core, act, fa, y, KILN_OP_QLinearAdd, 8, ain));
     } else
         return KILN_OK;
     *done = true;

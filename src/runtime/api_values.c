@@ -43,7 +43,7 @@ static bool keeps_scale(kiln_op op)
 }
 
 /* The quantization parameters of output 0 of n: QuantizeLinear (scale, zero point = inputs 1, 2),
- * QLinearConv / QLinearMatMul (y_scale, y_zero_point = inputs 6, 7), QGemm (7, 8), or an op that
+ * QLinearConv / QLinearMatMul / QLinearAdd (y_scale, y_zero_point = inputs 6, 7), QGemm (7, 8), or an op that
  * keeps the scale of its quantized input 0 (per-tensor only: a per-axis scale may not follow a
  * reshape). */
 static bool find_qparams(const values_run *r, const kiln_node *n, kiln_dtype out_dt, qparams *q)
@@ -52,7 +52,7 @@ static bool find_qparams(const values_run *r, const kiln_node *n, kiln_dtype out
     int si = -1;
     if (n->op == KILN_OP_QuantizeLinear)
         si = 1;
-    else if (n->op == KILN_OP_QLinearConv || n->op == KILN_OP_QLinearMatMul)
+    else if (n->op == KILN_OP_QLinearConv || n->op == KILN_OP_QLinearMatMul || n->op == KILN_OP_QLinearAdd)
         si = 6;
     else if (n->op == KILN_OP_QGemm)   /* com.microsoft: y_scale, y_zero_point = inputs 7, 8 */
         si = 7;

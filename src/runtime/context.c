@@ -288,11 +288,19 @@ kiln_status kiln_context_run(kiln_context_t c)
     kiln_status st;
     if (!same_key(c) && !take_engine_plan(c)) {
         st = plan_for_shapes(c, &env);
-    } else {
-        kiln_mem m;
-        kiln__plan_mem(&c->plan, c->arena, &m);
-        kiln_hooks h = {.node_ns = c->node_ns};
-        st = kiln__exec_graph_ex(g, NULL, c->bound, c->outs, &env, 0, &m, &h);
+    } else if (!c->dev || !kiln__dev_graph_replay(c->dev, g, c->bound, c->outs, &st)) {
+        /* on a device, the third run at these shapes is captured as a CUDA graph (device_graph.c) */
+        if (c->dev && !c->node_ns)
+            kiln__dev_graph_arm(c->dev, g, c->bound);
+        for (int attempt = 0; attempt < 2; attempt++) {
+            kiln_mem m;
+            kiln__plan_mem(&c->plan, c->arena, &m);
+            kiln_hooks h = {.node_ns = c->node_ns};
+            st = kiln__exec_graph_ex(g, NULL, c->bound, c->outs, &env, 0, &m, &h);
+            if (!c->dev || !kiln__dev_graph_retry(c->dev))
+                break;
+            drop_outputs(c);   /* the capture failed: the same run layer by layer */
+        }
     }
     if (st == KILN_ERR_CANCELLED)
         atomic_store(&c->cancel, 0);

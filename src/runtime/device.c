@@ -129,6 +129,9 @@ kiln_status kiln__dev_open(kiln_device kind, unsigned flags, kiln_dev **out)
         return st;
     }
     m->describe(d->be, d->description, sizeof d->description);
+    const char *graphs = getenv("KILN_CUDA_GRAPHS");
+    d->graphs = !graphs || strcmp(graphs, "0");
+    d->cap_input = -1;
     *out = d;
     return KILN_OK;
 }
@@ -138,6 +141,9 @@ void kiln__dev_close(kiln_dev *d)
     if (!d)
         return;
     kiln__dev_weights_clear(d);
+    kiln__dev_graph_drop(d);
+    kiln__free(d->key);
+    kiln__free(d->up);
     d->mod->destroy(d->be);
     kiln__free(d->fallback_ops);
     kiln__free(d);
@@ -147,17 +153,23 @@ const kiln_backend *kiln__dev_backend(const kiln_dev *d) { return d->be; }
 
 kiln_status kiln__dev_arena_alloc(kiln_dev *d, size_t n, void **p)
 {
+    d->arena_gen++;
     return d->mod->alloc(d->be, n ? n : 1, p);
 }
 
 void kiln__dev_arena_free(kiln_dev *d, void *p)
 {
+    d->arena_gen++;
     if (p)
         d->mod->free(d->be, p);
 }
 
 kiln_status kiln__dev_upload(kiln_dev *d, const kiln_tensor *h, kiln_tensor *out, bool shared)
 {
+    if (d->cap_open && shared)   /* a weight's first upload: not inside a CUDA graph capture */
+        return kiln__err(KILN_ERR_UNSUPPORTED, "a weight upload cannot be captured in a CUDA graph");
+    if (d->cap_open)
+        return kiln__dev_graph_upload(d, h, out);
     *out = *h;
     out->data = NULL;
     size_t n = h->nbytes ? h->nbytes : 1;
@@ -193,6 +205,7 @@ void kiln__dev_stats(const kiln_dev *d, kiln_device_stats *s)
     s->fallback_ops = d->fallback_ops ? d->fallback_ops : "";
     s->h2d_bytes = d->h2d_bytes;
     s->d2h_bytes = d->d2h_bytes;
+    s->graph_replays = d->replays;
     snprintf(s->description, sizeof s->description, "%s", d->description);
 }
 

@@ -41,6 +41,16 @@ kiln_status kiln__dev_node_begin(kiln_dev *d, const kiln_graph *g, const kiln_no
 kiln_status kiln__dev_node_end(kiln_dev *d, kiln_dev_node *dn, const kiln_node *n, kiln_tensor *const *out,
                                kiln_status st);
 /* Top-level graph outputs resident on the device are copied into host tensors outputs[o]. */
+/* CUDA graphs (device_graph.c, docs/CUDA.md), called by a context around each run at planned shapes:
+ * replay: runs the graph captured for these inputs, if any (true: the run is done, *st its status,
+ * outputs fetched into outs); arm: captures this run when it is the third at these shapes; retry:
+ * after the run, true when a capture failed and the run must be made again layer by layer. */
+bool kiln__dev_graph_replay(kiln_dev *d, const kiln_graph *g, const kiln_tensor *const *in, kiln_tensor *outs,
+                            kiln_status *st);
+void kiln__dev_graph_arm(kiln_dev *d, const kiln_graph *g, const kiln_tensor *const *in);
+bool kiln__dev_graph_retry(kiln_dev *d);
+/* CUDA graph replays so far. */
+long kiln__dev_graph_replays(const kiln_dev *d);
 kiln_status kiln__dev_fetch_outputs(kiln_dev *d, const kiln_graph *g, const kiln_tensor *const *val,
                                     kiln_tensor *outputs);
 

@@ -12,7 +12,37 @@ struct kiln_dev {
     int n_device, n_host, n_fallback;
     unsigned long long h2d_bytes, d2h_bytes;
     char *fallback_ops;   /* op types that fell back to the host (grows, never shrinks) */
+    unsigned arena_gen;   /* bumped by every arena allocation / free */
+    /* CUDA graph of the current input shapes (device_graph.c) */
+    bool graphs;                  /* enabled (KILN_CUDA_GRAPHS unset or not "0") */
+    bool cap_open;                /* this run is being captured */
+    bool no_capture;              /* a capture at these shapes failed: run layer by layer */
+    bool cap_failed;              /* this run's capture failed: make the run again */
+    int cap_input;                /* graph input index of the upload being made (-1: none) */
+    const kiln_graph *cap_g;      /* the graph being captured / of `graph` */
+    void *graph;                  /* the module's graph for key, or NULL */
+    unsigned graph_arena_gen;
+    int same_runs;                /* runs at key in a row */
+    int n_key;
+    kiln_tensor *key;             /* the inputs' dtypes and dims (no data) */
+    struct kiln_dev_up { int input; void *staged; size_t n; } *up;   /* uploads the graph replays */
+    int n_up, cap_up;
+    int n_gout;
+    kiln_tensor *gout;            /* the graph outputs on the device, as the capture left them */
+    int g_device, g_host;
+    unsigned long long g_h2d;
+    long replays;
 };
+
+/* Host copy of device tensor t (FP16 / BF16-held float32 widened). */
+kiln_status kiln__dev_to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out);
+/* Capture hooks (device_graph.c): the upload of graph input k (-1: another host tensor) during a
+ * capture; the end of a captured run (before its outputs are fetched); freeing the graph state. */
+kiln_status kiln__dev_graph_upload(kiln_dev *d, const kiln_tensor *h, kiln_tensor *out);
+kiln_status kiln__dev_graph_finish(kiln_dev *d, const kiln_graph *g, const kiln_tensor *const *val);
+void kiln__dev_graph_drop(kiln_dev *d);
+/* The graph input index of value v of g, or -1. */
+int kiln__dev_input_index(const kiln_graph *g, int v);
 
 /* The device copy of initializer v of g, made at its first use by any kiln_dev on g. */
 kiln_status kiln__dev_weight(kiln_dev *d, const kiln_graph *g, int v, const kiln_tensor **out);

@@ -87,10 +87,6 @@ kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, c
                                 kiln_tensor *outputs, const kiln_run_env *env, int depth, kiln_mem *mem,
                                 const kiln_hooks *hooks);
 
-/* Raises last[v] to the index of the last node of g that reads value v: as an input, or by name
- * from one of its subgraphs at any depth (outer-scope reads). Callers initialize `last`. */
-void kiln__mark_last_uses(const kiln_graph *g, int *last);
-
 /* Appends "op_type (domain, opset N) node 'name'" for each node without a kernel, recursing
  * into subgraphs. Returns the count. buf may be NULL. */
 int kiln__list_unsupported(const kiln_graph *g, char *buf, size_t buflen);

@@ -8,6 +8,7 @@
  *     layer reads are copied for that layer, and host-run outputs that device layers will want
  *     (floating point, or large) move to the device at once. */
 #include "device_impl.h"
+#include "../core/numfmt.h"
 
 #define SMALL_NUMEL 4096   /* at most this many elements: shape data, kept on the host */
 
@@ -16,8 +17,47 @@ static kiln_status to_device(kiln_dev *d, const kiln_tensor *h, kiln_tensor *out
     return kiln__dev_upload(d, h, out, false);
 }
 
+static kiln_status to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out);
+
+kiln_status kiln__dev_to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out)
+{
+    return to_host(d, t, out);
+}
+
+/* A float32 tensor the device holds as FP16 / BF16 (KILN_TENSOR_DEV_HALF): copied, then widened. */
+static kiln_status half_to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out)
+{
+    KILN_TRY(kiln__tensor_alloc(out, KILN_DT_FLOAT32, t->ndim, t->dims));
+    int64_t n = kiln_tensor_numel(out);
+    uint16_t *h = n ? kiln__malloc((size_t)n * 2) : NULL;
+    if (n && !h) {
+        kiln__tensor_release(out);
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    }
+    kiln_status st = n ? d->mod->d2h(d->be, h, t->data, (size_t)n * 2) : KILN_OK;
+    if (st == KILN_OK && (t->flags & KILN_TENSOR_DEV_F16))
+        kiln__f16_to_f32_array(out->data, h, n);
+    else if (st == KILN_OK)
+        kiln__bf16_to_f32_array(out->data, h, n);
+    kiln__free(h);
+    if (st != KILN_OK)
+        kiln__tensor_release(out);
+    d->d2h_bytes += (unsigned long long)n * 2;
+    return st;
+}
+
 static kiln_status to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out)
 {
+    if (t->flags & KILN_TENSOR_DEV_NHWC) {   /* held channels-last: back to its ONNX layout first */
+        kiln_tensor c;
+        KILN_TRY(d->mod->canonical(d->be, t, &c));
+        c.flags &= ~KILN_TENSOR_DEV_NHWC;
+        kiln_status st = to_host(d, &c, out);
+        d->mod->free(d->be, c.data);
+        return st;
+    }
+    if (t->dtype == KILN_DT_FLOAT32 && (t->flags & KILN_TENSOR_DEV_HALF))
+        return half_to_host(d, t, out);
     KILN_TRY(kiln__tensor_alloc(out, t->dtype, t->ndim, t->dims));
     size_t n = t->nbytes < out->nbytes ? t->nbytes : out->nbytes;
     kiln_status st = n ? d->mod->d2h(d->be, out->data, t->data, n) : KILN_OK;
@@ -35,10 +75,24 @@ static bool has_subgraphs(const kiln_node *n)
     return false;
 }
 
-static bool runs_on_host(const kiln_node *n, const kiln_tensor *const *in)
+/* During a capture, a layer that reads a graph input's data runs on the device: the graph replays it
+ * on each run's inputs (a host result would be baked into the graph). */
+static bool reads_graph_input(const kiln_dev *d, const kiln_graph *g, const kiln_node *n)
+{
+    if (!d->cap_open || g != d->cap_g)
+        return false;
+    for (int i = 0; i < n->n_in; i++)
+        if (n->in[i] >= 0 && kiln__dev_input_index(g, n->in[i]) >= 0)
+            return true;
+    return false;
+}
+
+static bool runs_on_host(const kiln_dev *d, const kiln_graph *g, const kiln_node *n, const kiln_tensor *const *in)
 {
     if (n->op == KILN_OP_Shape || n->op == KILN_OP_Size)
         return true;
+    if (reads_graph_input(d, g, n))
+        return false;
     int64_t total = 0;
     for (int i = 0; i < n->n_in; i++) {
         if (!in[i])
@@ -86,7 +140,7 @@ static kiln_status node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node 
     if (has_subgraphs(n))
         return kiln__err(KILN_ERR_UNSUPPORTED, "node '%s' (%s): control flow is not supported on the CUDA device yet",
                          n->name, n->op_type);
-    dn->on_host = runs_on_host(n, in);
+    dn->on_host = runs_on_host(d, g, n, in);
     if (dn->on_host) {
         d->n_host++;
     } else {
@@ -101,6 +155,9 @@ static kiln_status node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node 
             dts[i] = in[i] ? in[i]->dtype : KILN_DT_UNDEFINED;
         kiln_bk_query q = {.node = n, .n_in = nq, .in_dtype = dts};
         if (!ok || !d->be->ops->supports(d->be, &q) || !d->mod->accepts(d->be, n, n->n_in, in)) {
+            if (reads_graph_input(d, g, n))
+                return kiln__err(KILN_ERR_UNSUPPORTED, "node '%s' (%s) reads a graph input on the host: no CUDA graph",
+                                 n->name, n->op_type);
             dn->on_host = true;
             note_fallback(d, n);
         } else {
@@ -116,6 +173,10 @@ static kiln_status node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node 
         bool want_host = i < 32 ? (host_mask >> i) & 1u : dn->on_host;
         bool is_dev = kiln__on_device(in[i]);
         kiln_tensor *t = NULL;
+        int gi = d->cap_open && g == d->cap_g && !dims_only ? kiln__dev_input_index(g, n->in[i]) : -1;
+        if (want_host && !is_dev && gi >= 0)   /* its data read on the host would be baked into the graph */
+            return kiln__err(KILN_ERR_UNSUPPORTED, "node '%s' reads graph input data on the host: no CUDA graph",
+                             n->name);
         if (want_host && is_dev && !dims_only) {
             KILN_TRY(add_tmp(dn, n, &t, false));
             KILN_TRY(to_host(d, in[i], t));
@@ -126,7 +187,10 @@ static kiln_status node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node 
                 KILN_TRY(kiln__dev_weight(d, g, v, &in[i]));
             } else {
                 KILN_TRY(add_tmp(dn, n, &t, true));
-                KILN_TRY(to_device(d, in[i], t));
+                d->cap_input = gi;   /* a graph input's upload is refreshed before each replay */
+                kiln_status st = to_device(d, in[i], t);
+                d->cap_input = -1;
+                KILN_TRY(st);
                 in[i] = t;
             }
         }
@@ -171,6 +235,8 @@ kiln_status kiln__dev_node_end(kiln_dev *d, kiln_dev_node *dn, const kiln_node *
 kiln_status kiln__dev_fetch_outputs(kiln_dev *d, const kiln_graph *g, const kiln_tensor *const *val,
                                     kiln_tensor *outputs)
 {
+    if (d->cap_open)   /* a captured run: its graph is launched now, then the outputs come back as usual */
+        KILN_TRY(kiln__dev_graph_finish(d, g, val));
     for (int o = 0; o < g->n_outputs; o++) {
         const kiln_tensor *t = val[g->outputs[o]];
         if (kiln__on_device(t))

@@ -62,6 +62,19 @@ assert [l["precision"] for l in L if l["name"] in ("conv1_Conv_0", "fc_Gemm")] =
 c = cos(out("o8"), out("o32"))
 print("int8 cosine vs fp32", c)
 assert c > 0.999, c'
+# activations stay 8-bit between the int8 layers: the residual Add of the first block (its Relu
+# output read by the next block's convs) is one QLinearAdd; the only QuantizeLinear is the
+# network input's (after the fp32 first conv and MaxPool), the only DequantizeLinears feed the last
+# block's Add, whose result goes to the float GlobalAveragePool / fc
+check "int8: no Q/DQ pairs between integer layers" '
+ops = [l["op"] for l in L]
+assert ops.count("QLinearAdd") == 1 and ops.count("Add") == 1, ops
+assert ops.count("QuantizeLinear") == 1 and ops.count("DequantizeLinear") == 2, ops
+first = ops.index("QuantizeLinear")
+tail = min(i for i, o in enumerate(ops) if o == "DequantizeLinear")
+assert all(o in ("QLinearConv", "QLinearAdd") for o in ops[first + 1:tail]), ops
+assert all(i["dtype"] in ("uint8", "int8") for l in L if l["op"].startswith("QLinear") for i in l["inputs"]), L
+print("int8 layers:", " ".join(ops))'
 # the same engine from the calibration cache alone (deterministic build)
 expect_ok "int8 from cache" "$KILN" build "$M" -o "$T/i8c.kiln" --precision int8 --calib-method minmax --calib-cache "$T/c.cache"
 grep -q "(from cache)" "$T/out.txt" && ok "cache reused" || bad "cache not reused: $(cat "$T/out.txt")"
@@ -96,8 +109,9 @@ assert by["layer1_0_conv1_Conv_0"]["precision"] == "int8"
 assert all(l["requested_precision"] in (None, l["precision"]) for l in L), [(l["name"], l["requested_precision"], l["precision"]) for l in L]'
 expect_rc "rule matching nothing" 1 "no layer name or op type matches 'nope\*'" "$KILN" build "$M" -o "$T/x.kiln" --layer-precision 'nope*:fp16'
 expect_rc "bad rule" 1 "want PATTERN:PRECISION" "$KILN" build "$M" -o "$T/x.kiln" --layer-precision 'conv1_Conv_0'
-expect_rc "bad precision" 1 "want fp32, fp16, bf16 or int8" "$KILN" build "$M" -o "$T/x.kiln" --precision int3
-expect_rc "fp8 not yet" 1 "not supported yet" "$KILN" build "$M" -o "$T/x.kiln" --precision fp8
+expect_rc "bad precision" 1 "want one of fp32, fp16, bf16, int8, fp8, nvfp4 (or fp4), mxfp4, int4" "$KILN" build "$M" -o "$T/x.kiln" --precision int3
+expect_rc "auto not yet" 1 "not supported yet" "$KILN" build "$M" -o "$T/x.kiln" --precision auto
+expect_rc "fp8 without calibration" 1 "fp8 layers need calibration data" "$KILN" build "$M" -o "$T/x.kiln" --precision fp8
 
 # a Gemm (the last layer) lowered by a rule: com.microsoft QGemm with an int32 bias
 expect_ok "fc int8 by rule" "$KILN" build "$M" -o "$T/fc8.kiln" --precision int8 --calib-cache "$T/c.cache" --calib-method minmax \

@@ -1,6 +1,7 @@
-/* libFuzzer harness: timing cache parsing (src/engine/tactics.c): the document's entries, and the
+/* libFuzzer harness: timing cache parsing (src/build/tactics.c): the document's entries, and the
  * tactic each entry would select. */
 #include "fuzz_common.h"
+#include "build/build.h"
 #include <jansson.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

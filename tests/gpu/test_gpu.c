@@ -10,19 +10,39 @@
  * 2. Model checks: the models given on the command line (default: models/tiny_cnn.onnx,
  *    models/tiny_bert.onnx, and models/resnet50.onnx, models/bert_base.onnx when present) built
  *    and run on the CPU and on the GPU from the same synthetic inputs; the max relative error is
- *    printed per output, and the whole model must run on the device.
+ *    printed per output, and the whole model must run on the device; the fourth run must replay the
+ *    context's CUDA graph, and a replay on new inputs must match the CPU on those.
+ * 3. FP16 / BF16: layers with FP16 / BF16 weights, and every layer case again with the module holding
+ *    float activations in FP16, then BF16 (KILN_CUDA_ACT), half convolutions channels-last; models
+ *    given as MODEL.onnx@SHAPES#fp16|bf16 are built in that precision.
  * Usage: test_gpu [--require-gpu] [MODEL.onnx@SHAPES ...]; test_gpu --cpu-only runs the one-node cases on
  * the CPU alone (CI: checks the cases themselves). */
 #include "test.h"
 #include "ir/fused.h"
 #include "runtime/device.h"
 #include "runtime/exec.h"
+#include "core/numfmt.h"
 #include <float.h>
 #include <stdint.h>
 #include <string.h>
 
 static unsigned long long rng = 0x2545F4914F6CDD1Dull;
 static kiln_dev *dev;
+/* Half pass (KILN_CUDA_ACT=fp16|bf16: the module holds every float activation in that format): the
+ * float inputs and weights of each case are rounded to it first, so the GPU's error is its own
+ * rounding of results; half_tol is then the tolerance of every float output. */
+static kiln_dtype half_mode = KILN_DT_UNDEFINED;
+static double half_tol;
+
+/* Rounds the float32 values of t to FP16 / BF16 (round to nearest even) in place. */
+static void round_half(kiln_tensor *t, kiln_dtype h)
+{
+    if (t->dtype != KILN_DT_FLOAT32 || !t->data)
+        return;
+    float *x = t->data;
+    for (int64_t i = 0; i < kiln_tensor_numel(t); i++)
+        x[i] = h == KILN_DT_FLOAT16 ? kiln__f16_to_f32(kiln__f32_to_f16(x[i])) : kiln__bf16_to_f32(kiln__f32_to_bf16(x[i]));
+}
 
 /* ---- one-node graphs */
 
@@ -162,6 +182,14 @@ static double compare(const kiln_tensor *a, const kiln_tensor *b)
 static void run_case(const char *name, tgraph *t, double tol)
 {
     kiln_graph *g = t->g;
+    if (half_mode != KILN_DT_UNDEFINED) {
+        for (int i = 0; i < t->n_feed; i++)
+            round_half(&t->feed[i], half_mode);
+        for (int v = 0; v < g->n_values; v++)
+            if (g->values[v].init)
+                round_half(g->values[v].init, half_mode);
+        tol = fmax(tol, half_tol);
+    }
     const kiln_tensor *feed[8];
     for (int i = 0; i < t->n_feed; i++)
         feed[i] = &t->feed[i];
@@ -577,12 +605,105 @@ static void gemm_cases(void)
     }
 }
 
+/* ---- FP16 / BF16 weights (what `--precision fp16|bf16` engines hold): the layer computes in that
+ * format on the GPU, FP32 accumulation, half output; the CPU reference computes in float32 from the
+ * same (pre-rounded) activations */
+
+static kiln_tensor half_weight(kiln_dtype h, int nd, const int64_t *dims)
+{
+    kiln_tensor f = rand_tensor(F32, nd, dims, -1, 1), t;
+    if (kiln__tensor_alloc(&t, h, nd, dims) != KILN_OK)
+        exit(2);
+    const float *x = f.data;
+    uint16_t *o = t.data;
+    for (int64_t i = 0; i < kiln_tensor_numel(&f); i++)
+        o[i] = h == KILN_DT_FLOAT16 ? kiln__f32_to_f16(x[i]) : kiln__f32_to_bf16(x[i]);
+    kiln__tensor_release(&f);
+    return t;
+}
+
+static kiln_tensor half_act(kiln_dtype h, int nd, const int64_t *dims)
+{
+    kiln_tensor t = rand_tensor(F32, nd, dims, -1, 1);
+    round_half(&t, h);
+    return t;
+}
+
+static void half_weight_cases(void)
+{
+    static const kiln_dtype hs[2] = {KILN_DT_FLOAT16, KILN_DT_BFLOAT16};
+    for (int k = 0; k < 2; k++) {
+        kiln_dtype h = hs[k];
+        double tol = h == KILN_DT_FLOAT16 ? 2e-3 : 1.6e-2;
+        char name[64];
+        const char *hn = h == KILN_DT_FLOAT16 ? "fp16" : "bf16";
+        tgraph t = tg_new(KILN_OP_Conv, 13);
+        tg_in(&t, half_act(h, 4, D(2, 16, 15, 13)), false);
+        tg_in(&t, half_weight(h, 4, D(24, 16, 3, 3)), true);
+        tg_in(&t, RT(1, 24), true);
+        tg_outs(&t, 1);
+        attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
+        snprintf(name, sizeof name, "Conv %s W bias", hn);
+        run_case(name, &t, tol);
+        t = tg_new(KILN_OP_FusedConv, 1);
+        tg_in(&t, half_act(h, 4, D(3, 8, 9, 11)), false);
+        tg_in(&t, half_weight(h, 4, D(16, 8, 3, 3)), true);
+        tg_in(&t, RT(1, 16), true);
+        tg_in(&t, half_act(h, 4, D(3, 16, 5, 6)), false);
+        tg_outs(&t, 1);
+        attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
+        attr_ints(&t, "strides", 2, D(2, 2));
+        set_act(&t, KILN_FUSED_RELU, 0, 0);
+        snprintf(name, sizeof name, "FusedConv %s W bias+res+Relu", hn);
+        run_case(name, &t, tol);
+        t = tg_new(KILN_OP_MatMul, 13);
+        tg_in(&t, half_act(h, 3, D(3, 17, 65)), false);
+        tg_in(&t, half_weight(h, 2, D(65, 33)), true);
+        tg_outs(&t, 1);
+        snprintf(name, sizeof name, "MatMul %s W", hn);
+        run_case(name, &t, tol);
+        t = tg_new(KILN_OP_FusedMatMul, 1);
+        tg_in(&t, half_act(h, 3, D(2, 19, 64)), false);
+        tg_in(&t, half_weight(h, 2, D(64, 40)), true);
+        tg_in(&t, RT(1, 40), true);
+        tg_in(&t, half_act(h, 3, D(2, 19, 40)), false);
+        tg_outs(&t, 1);
+        set_act(&t, KILN_FUSED_GELU, 0, 0);
+        snprintf(name, sizeof name, "FusedMatMul %s W bias+res+Gelu", hn);
+        run_case(name, &t, tol);
+        t = tg_new(KILN_OP_FusedMatMul, 1);
+        tg_in(&t, half_act(h, 2, D(37, 96)), false);
+        tg_in(&t, half_weight(h, 2, D(96, 72)), true);
+        tg_in(&t, RT(1, 72), true);
+        tg_outs(&t, 1);
+        set_act(&t, KILN_FUSED_RELU, 0, 0);
+        snprintf(name, sizeof name, "FusedMatMul %s W bias+Relu", hn);
+        run_case(name, &t, tol);
+        t = tg_new(KILN_OP_Gemm, 13);
+        tg_in(&t, half_act(h, 2, D(7, 130)), false);
+        tg_in(&t, half_weight(h, 2, D(33, 130)), true);
+        tg_in(&t, RT(1, 33), true);
+        tg_outs(&t, 1);
+        kiln__node_set_attr_i(tg_node(&t), "transB", 1);
+        snprintf(name, sizeof name, "Gemm %s W transB bias", hn);
+        run_case(name, &t, tol);
+    }
+}
+
 /* ---- model checks */
 
 static void model_case(const char *spec)
 {
     char path[512];
     snprintf(path, sizeof path, "%s", spec);
+    char *hash = strchr(path, '#');   /* MODEL.onnx@SHAPES#PRECISION */
+    const char *prec = NULL;
+    if (hash) {
+        *hash = 0;
+        prec = hash + 1;
+    }
+    /* fp16 / bf16 engines: max |gpu - cpu| / max(1, max |cpu|) within these */
+    double tol = !prec || !strcmp(prec, "fp32") ? 1e-4 : !strcmp(prec, "fp16") ? 1e-2 : 5e-2;
     char *colon = strchr(path, '@');   /* MODEL.onnx@SHAPES */
     const char *shapes_spec = NULL;
     if (colon) {
@@ -603,7 +724,7 @@ static void model_case(const char *spec)
     int nin = 0;
     const char *why = NULL;
     double worst = 0;
-    kiln_build_options bo = {.no_tactics = true, .device = KILN_DEVICE_CUDA};
+    kiln_build_options bo = {.no_tactics = true, .device = KILN_DEVICE_CUDA, .precision = prec};
     if (kiln_model_load(path, &m) != KILN_OK || (shapes_spec && kiln_shapes_parse(shapes_spec, &shapes) != KILN_OK) ||
         kiln_build(m, &bo, &e) != KILN_OK) {
         why = kiln_last_error();
@@ -627,7 +748,9 @@ static void model_case(const char *spec)
         goto done;
     }
     unsigned long long h2d_first = 0;
-    for (int rep = 0; rep < 2 && !why; rep++) {   /* the first run plans memory, the second uses the arena */
+    /* the first run plans memory, the second uses the arena, the third is captured as a CUDA graph,
+     * the fourth replays it */
+    for (int rep = 0; rep < 4 && !why; rep++) {
         if (kiln_context_run(gc) != KILN_OK) {
             why = kiln_last_error();
             break;
@@ -643,6 +766,30 @@ static void model_case(const char *spec)
             printf("     %-28s run %d output %-20s max rel err %.3g\n", path, rep + 1, kiln_engine_output_name(e, o), err);
         }
     }
+    /* a replay on new inputs: the graph must read them, not the captured ones */
+    kiln_tensor in2[8] = {0};
+    kiln_synth_options so2 = {.shapes = shapes, .seed = 8};
+    if (!why && kiln_engine_synth_inputs(e, &so2, in2) != KILN_OK)
+        why = kiln_last_error();
+    for (int i = 0; !why && i < nin; i++)
+        if (kiln_context_set_input(cc, kiln_engine_input_name(e, i), &in2[i]) != KILN_OK ||
+            kiln_context_set_input(gc, kiln_engine_input_name(e, i), &in2[i]) != KILN_OK)
+            why = kiln_last_error();
+    if (!why && (kiln_context_run(cc) != KILN_OK || kiln_context_run(gc) != KILN_OK))
+        why = kiln_last_error();
+    for (int o = 0; !why && o < kiln_engine_num_outputs(e); o++) {
+        double err = compare(kiln_context_output(gc, o), kiln_context_output(cc, o));
+        worst = fmax(worst, err);
+        printf("     %-28s new inputs output %-20s max rel err %.3g\n", path, kiln_engine_output_name(e, o), err);
+    }
+    for (int i = 0; i < nin; i++)   /* the contexts below use the first inputs again */
+        if (!why && (kiln_context_set_input(cc, kiln_engine_input_name(e, i), &in[i]) != KILN_OK ||
+                     kiln_context_set_input(gc, kiln_engine_input_name(e, i), &in[i]) != KILN_OK))
+            why = kiln_last_error();
+    if (!why && kiln_context_run(cc) != KILN_OK)
+        why = kiln_last_error();
+    for (int i = 0; i < nin; i++)
+        kiln_free(in2[i].data);
     /* a second context of the engine shares the weights already on the GPU: its first run copies
      * only the inputs (and shape data) */
     kiln_context_t gc2 = NULL;
@@ -666,14 +813,17 @@ static void model_case(const char *spec)
     kiln_context_free(gc2);
     kiln_device_stats ds;
     kiln_context_device_stats(gc, &ds);
-    printf("     %-28s %d layers on the GPU, %d on the host (shapes), %d fallbacks %s\n", path, ds.device_layers,
-           ds.host_layers, ds.fallback_layers, ds.fallback_ops);
+    printf("     %-28s %d layers on the GPU, %d on the host (shapes), %d fallbacks %s, %ld CUDA graph replays\n", path,
+           ds.device_layers, ds.host_layers, ds.fallback_layers, ds.fallback_ops, ds.graph_replays);
     if (!why && ds.fallback_layers)
         why = "layers fell back to the CPU";
+    const char *graphs = getenv("KILN_CUDA_GRAPHS");
+    if (!why && ds.graph_replays < 1 && (!graphs || strcmp(graphs, "0")))
+        why = "the fourth run did not replay a CUDA graph";
 done:;
-    bool ok = !why && worst <= 1e-4;
-    printf("%s %-28s max rel err %.3g (tol 1e-4)%s%s\n", ok ? "ok  " : "FAIL", path, worst, why ? ": " : "",
-           why ? why : "");
+    bool ok = !why && worst <= tol;
+    printf("%s %-28s %-4s max rel err %.3g (tol %.0e)%s%s\n", ok ? "ok  " : "FAIL", path, prec ? prec : "fp32", worst,
+           tol, why ? ": " : "", why ? why : "");
     test_checks++;
     test_failures += !ok;
     for (int i = 0; i < nin; i++)
@@ -683,6 +833,17 @@ done:;
     kiln_engine_free(e);
     kiln_model_free(m);
     kiln_shapes_free(shapes);
+}
+
+static void layer_cases(void)
+{
+    binary_cases();
+    unary_cases();
+    cast_where_cases();
+    shape_cases();
+    nn_cases();
+    conv_cases();
+    gemm_cases();
 }
 
 int main(int argc, char **argv)
@@ -699,17 +860,14 @@ int main(int argc, char **argv)
             first_model = i;
     }
     if (cpu_only) {   /* the one-node cases on the CPU alone (checks this harness without a GPU) */
-        binary_cases();
-        unary_cases();
-        cast_where_cases();
-        shape_cases();
-        nn_cases();
-        conv_cases();
-        gemm_cases();
+        layer_cases();
+        half_weight_cases();
         printf("test_gpu --cpu-only: ");
         return TEST_SUMMARY();
     }
     setenv("KILN_CUDA_POISON", "1", 1);
+    if (!getenv("KILN_CUDA_NHWC"))   /* half convolutions channels-last at every batch size (the cases are small) */
+        setenv("KILN_CUDA_NHWC", "1", 1);
     if (kiln__dev_open(KILN_DEVICE_CUDA, 0, &dev) != KILN_OK) {
         printf("test_gpu: SKIP: %s\n", kiln_last_error());
         return require ? 1 : 77;
@@ -717,18 +875,35 @@ int main(int argc, char **argv)
     kiln_device_stats st;
     kiln__dev_stats(dev, &st);
     printf("test_gpu: %s\n", st.description);
-    binary_cases();
-    unary_cases();
-    cast_where_cases();
-    shape_cases();
-    nn_cases();
-    conv_cases();
-    gemm_cases();
+    layer_cases();
+    half_weight_cases();
+    /* every layer again with its float activations held in FP16, then BF16 */
+    for (int h = 0; h < 2; h++) {
+        kiln__dev_close(dev);
+        setenv("KILN_CUDA_ACT", h ? "bf16" : "fp16", 1);
+        if (kiln__dev_open(KILN_DEVICE_CUDA, 0, &dev) != KILN_OK) {
+            printf("FAIL reopening the device: %s\n", kiln_last_error());
+            return 1;
+        }
+        half_mode = h ? KILN_DT_BFLOAT16 : KILN_DT_FLOAT16;
+        half_tol = h ? 1.6e-2 : 2e-3;
+        printf("test_gpu: float activations held as %s (tol %.1g)\n", h ? "BF16" : "FP16", half_tol);
+        layer_cases();
+    }
+    half_mode = KILN_DT_UNDEFINED;
+    unsetenv("KILN_CUDA_ACT");
     kiln__dev_close(dev);
-    static const char *defaults[] = {"models/tiny_cnn.onnx@input:2x3x32x32",
-                                     "models/tiny_bert.onnx@input_ids:2x16,attention_mask:2x16,token_type_ids:2x16",
-                                     "models/resnet50.onnx@input:2x3x224x224",
-                                     "models/bert_base.onnx@input_ids:2x128,attention_mask:2x128,token_type_ids:2x128"};
+    static const char *defaults[] = {
+        "models/tiny_cnn.onnx@input:2x3x32x32",
+        "models/tiny_bert.onnx@input_ids:2x16,attention_mask:2x16,token_type_ids:2x16",
+        "models/resnet50.onnx@input:2x3x224x224",
+        "models/bert_base.onnx@input_ids:2x128,attention_mask:2x128,token_type_ids:2x128",
+        "models/tiny_cnn.onnx@input:2x3x32x32#fp16",
+        "models/tiny_bert.onnx@input_ids:2x16,attention_mask:2x16,token_type_ids:2x16#bf16",
+        "models/resnet50.onnx@input:2x3x224x224#fp16",
+        "models/resnet50.onnx@input:2x3x224x224#bf16",
+        "models/bert_base.onnx@input_ids:2x128,attention_mask:2x128,token_type_ids:2x128#fp16",
+        "models/bert_base.onnx@input_ids:2x128,attention_mask:2x128,token_type_ids:2x128#bf16"};
     if (first_model < argc) {
         for (int i = first_model; i < argc; i++)
             if (strcmp(argv[i], "--require-gpu"))

@@ -131,6 +131,22 @@ save("qdq_chain",
      + [N("Conv", ["rd2"] + wi2, ["c2"], pads=[1, 1, 1, 1])] + qdq("c2", "y", 0.05, U8(128), i),
      i, ["QLinearConv:2", "MaxPool:1", "Reshape:2", "QuantizeLinear:1"], ["Conv", "Relu"], "x=2x8x9x11", 1, 0.05)
 
+# residual blocks: DQ, DQ -> Add [-> Relu] -> Q becomes com.microsoft QLinearAdd (exactly the float
+# operations it replaces), so activations stay 8-bit from block to block: a uint8 block output
+# (Relu implied by the Q), then an Add without activation into int8 with a zero point
+i = {}
+w1, wi1 = conv_w("c1", 8, 8, i)
+w2, wi2 = conv_w("c2", 8, 8, i)
+w3, wi3 = conv_w("c3", 8, 8, i)
+save("qdq_residual",
+     qdq("x", "xd", 0.02, U8(128), i) + w1 + w2 + w3
+     + [N("Conv", ["xd"] + wi1, ["c1"], pads=[1, 1, 1, 1]), N("Relu", ["c1"], ["r1"])] + qdq("r1", "a", 0.03, U8(0), i)
+     + [N("Conv", ["a"] + wi2, ["c2"], pads=[1, 1, 1, 1])] + qdq("c2", "c2d", 0.04, S8(0), i)
+     + [N("Add", ["c2d", "xd"], ["s1"]), N("Relu", ["s1"], ["r2"])] + qdq("r2", "b", 0.05, U8(0), i)
+     + [N("Conv", ["b"] + wi3, ["c3"], pads=[1, 1, 1, 1])] + qdq("c3", "c3d", 0.05, S8(0), i)
+     + [N("Add", ["b", "c3d"], ["s2"])] + qdq("s2", "y", 0.1, S8(-7), i),
+     i, ["QLinearConv:3", "QLinearAdd:2", "QuantizeLinear:1"], ["Conv", "Add", "Relu"], "x=2x8x9x11", 1, 0.1)
+
 # activations the Q does not imply become kiln_act (applied in float before requantization):
 # Sigmoid, LeakyRelu, and a Relu before an int8 Q with zero point 0 (negative codes exist)
 i = {}

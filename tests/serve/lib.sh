@@ -56,6 +56,15 @@ stop_server() {
   [ "$rc" -eq 0 ] || fail "server exited with $rc after SIGTERM"
 }
 
+# onnx_python: a Python that imports onnx and numpy (Debian's python3-onnx first, then PATH's).
+onnx_python() {
+  local p
+  for p in /usr/bin/python3 python3; do
+    "$p" -c 'import onnx, numpy' 2>/dev/null && { echo "$p"; return; }
+  done
+  fail "no Python with onnx and numpy (scripts/bootstrap.sh installs python3-onnx)"
+}
+
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$SPID/status"; }
 # http_code METHOD PATH [curl args...]: prints the status code; the body goes to $TMP/body
 http_code() {

@@ -5,7 +5,7 @@ KILN="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 source "$(dirname "$0")/lib.sh"
 make_repo "$TMP/repo"
 # command-line errors: exit status 2 with a message, nothing started
-for args in "--http-port 99999" "--http-port 12x" "--max-body-mb 0" "--device cuda" "--bogus 1" "--threads"; do
+for args in "--http-port 99999" "--http-port 12x" "--max-body-mb 0" "--device tpu" "--bogus 1" "--threads"; do
   rc=0; "$KILN" serve --model-repository "$TMP/repo" $args > "$TMP/cli.txt" 2>&1 || rc=$?
   [ "$rc" = 2 ] && [ -s "$TMP/cli.txt" ] || fail "kiln serve $args: exit $rc"
 done
@@ -18,12 +18,16 @@ pass "command-line errors"
 mkdir -p "$TMP/repo/broken/1" && echo "not onnx" > "$TMP/repo/broken/1/model.onnx"
 mkdir -p "$TMP/repo/badcfg/1" && cp "$ROOT/models/tiny_cnn.onnx" "$TMP/repo/badcfg/1/model.onnx"
 printf 'max_batch_size: 8\nbogus_field: 1\n' > "$TMP/repo/badcfg/config.pbtxt"
-for m in badsyntax baddims badbatch; do
+for m in badsyntax baddims badbatch badprec int8nocal badcal; do
   mkdir -p "$TMP/repo/$m/1" && cp "$ROOT/models/tiny_cnn.onnx" "$TMP/repo/$m/1/model.onnx"
 done
 printf 'max_batch_size: 8\ninput [ { name: "input" dims: [3, 32, 32] }\n' > "$TMP/repo/badsyntax/config.pbtxt"
 printf 'max_batch_size: 8\noutput [ { name: "logits" dims: [11] } ]\n' > "$TMP/repo/baddims/config.pbtxt"
 printf 'max_batch_size: 8\ndynamic_batching { preferred_batch_size: [16] }\n' > "$TMP/repo/badbatch/config.pbtxt"
+param() { printf 'parameters { key: "%s" value: { string_value: "%s" } }\n' "$1" "$2"; }
+param precision fp12 > "$TMP/repo/badprec/config.pbtxt"
+param precision int8 > "$TMP/repo/int8nocal/config.pbtxt"
+{ param precision int8; param calibration ../../etc; } > "$TMP/repo/badcal/config.pbtxt"
 start_server "$TMP/repo" --max-body-mb 1
 
 # expect CODE DESCRIPTION METHOD PATH [curl args...]
@@ -112,6 +116,9 @@ grep -q "bogus_field" "$TMP/body" || fail "config error does not name the field"
 expect 400 "config.pbtxt syntax error" POST /v2/repository/models/badsyntax/load
 expect 400 "config dims disagreeing with the model" POST /v2/repository/models/baddims/load
 expect 400 "preferred batch over max_batch_size" POST /v2/repository/models/badbatch/load
+expect 400 "unknown precision" POST /v2/repository/models/badprec/load
+expect 400 "int8 without calibration data" POST /v2/repository/models/int8nocal/load
+expect 400 "calibration directory outside the model's" POST /v2/repository/models/badcal/load
 expect 404 "unknown endpoint" GET /v2/nothing
 expect 404 "outside /v2" GET /../../etc/passwd --path-as-is
 expect 405 "wrong method" GET /v2/models/tiny_cnn/infer

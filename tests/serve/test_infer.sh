@@ -21,7 +21,11 @@ c = json.load(open(sys.argv[1]))
 b = c["kiln_batching"]
 assert c["max_batch_size"] == 8 and b["source"] == "measured", b
 assert set(b["latency_us"]) == {"1", "2", "4", "8"}, b
-assert c["dynamic_batching"]["preferred_batch_size"][0] in (1, 2, 4, 8), c
+pref = c["dynamic_batching"]["preferred_batch_size"]
+per = {int(k): v for k, v in b["per_item_us"].items()}
+assert per == {k: v / k for k, v in ((int(k), v) for k, v in b["latency_us"].items())}, b
+# the rule, checked against the curve the server shows: the smallest batch within 10% of the best
+assert pref == [min(k for k in per if per[k] <= 1.1 * min(per.values()))], (pref, b)
 assert 0 < c["dynamic_batching"]["max_queue_delay_microseconds"] <= b["latency_us"]["1"] / 2 + 1, c
 PY
 [ "$(http_code GET /v2/models/auto/config)" = 200 ] || fail "auto config"

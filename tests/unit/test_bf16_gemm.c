@@ -4,7 +4,8 @@
  *    against a double-precision sum of bf16(A) x B: within float32 accumulation error.
  *  - MatMul / Gemm / FusedMatMul / FusedGemm with a BF16 weight against the float32 kernel run on
  *    bf16-rounded activations and widened weights (the same products; sums in another order).
- *  - Conv / FusedConv with BF16 weights (the BF16 GEMM over the padded image, bias, residual-free
+ *  - Conv / FusedConv with BF16 weights (the BF16 GEMM over the padded image's stride phases: 1x1
+ *    and 3x3 kernels, strides 1-3; bias, residual-free
  *    Relu) against the float32 Conv on rounded activations and widened weights, within float32
  *    summation error; every op with FP16 weights: exactly the float32 kernel on widened weights. */
 #include "test.h"
@@ -104,22 +105,26 @@ static void test_op(int it)
     int64_t M = rnd(1, 20), N = rnd(1, 70), K = rnd(1, 90), kdepth = K;
     kiln_attr attrs[4];
     int na = 0, nin = 2;
-    static const int64_t pads[4] = {1, 0, 1, 1};
+    static const int64_t pads[4] = {1, 0, 1, 1}, no_pads[4] = {0, 0, 0, 0};
     int64_t strides[2] = {1, 1};
     kiln_tensor res = {0};
     bool tb = gemm && rnd(0, 1);
     if (conv) {
-        int64_t xd[4] = {rnd(1, 2), rnd(1, 6), rnd(3, 12), rnd(3, 12)}, wd[4] = {rnd(1, 9), xd[1], 3, 3};
+        int64_t kk = rnd(0, 2) ? 3 : 1; /* 3x3 padded, or 1x1 (pointwise / strided downsampling) */
+        int64_t xd[4] = {rnd(1, 2), rnd(1, 6), rnd(3, 12), rnd(3, 12)}, wd[4] = {rnd(1, 9), xd[1], kk, kk};
         x = rand_f32(4, xd), w = rand_f32(4, wd);
-        kdepth = wd[1] * 9;
-        attrs[na++] = (kiln_attr){.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 4, .ints = (int64_t *)pads};
-        strides[0] = strides[1] = rnd(0, 3) ? 1 : 2; /* stride 2: the float32 path on rounded activations */
+        kdepth = wd[1] * kk * kk;
+        attrs[na++] = (kiln_attr){.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 4,
+                                  .ints = (int64_t *)(kk == 3 ? pads : no_pads)};
+        /* strides 2 and 3: the stride phases of the padded image */
+        strides[0] = rnd(0, 2) ? 1 : rnd(2, 3), strides[1] = rnd(0, 3) ? strides[0] : rnd(1, 3);
         attrs[na++] = (kiln_attr){.name = (char *)"strides", .type = KILN_ATTR_INTS, .n = 2, .ints = strides};
         int64_t bd = wd[0];
         b = rand_f32(1, &bd);
         nin = 3;
         if (op == KILN_OP_FusedConv && rnd(0, 1)) { /* residual of the output's shape */
-            int64_t rd[4] = {xd[0], wd[0], (xd[2] + 2 - 3) / strides[0] + 1, (xd[3] + 1 - 3) / strides[1] + 1};
+            int64_t ph = kk == 3 ? 2 : 0, pw = kk == 3 ? 1 : 0;
+            int64_t rd[4] = {xd[0], wd[0], (xd[2] + ph - kk) / strides[0] + 1, (xd[3] + pw - kk) / strides[1] + 1};
             res = rand_f32(4, rd);
             nin = 4;
         }
@@ -170,7 +175,7 @@ int main(void)
     printf("AVX512-BF16 %s\n", kiln__bgemm_available() ? "present" : "absent (portable tile)");
     for (int i = 0; i < 120; i++)
         test_core(i);
-    for (int i = 0; i < 96; i++)
+    for (int i = 0; i < 144; i++)
         test_op(i);
     return TEST_SUMMARY();
 }

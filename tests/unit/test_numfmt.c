@@ -409,6 +409,12 @@ static double half_step(kiln__qfmt fmt, double v, double *qmax)
     case KILN_QF_NVFP4: case KILN_QF_MXFP4: *qmax = 6; return v < 2 ? 0.25 : v < 4 ? 0.5 : 1.0;
     case KILN_QF_INT4: *qmax = 7; return 0.5;
     case KILN_QF_INT8_CHANNEL: *qmax = 127; return 0.5;
+    case KILN_QF_FP8: {   /* E4M3: 3 mantissa bits, subnormal step 2^-9 */
+        int e;
+        frexp(v, &e);
+        *qmax = 448;
+        return v < ldexp(1, -6) ? ldexp(1, -10) : ldexp(1, e - 1 - 4);
+    }
     default: *qmax = 127; return 0.5;
     }
 }
@@ -445,8 +451,10 @@ static int check_scales(const qbuf *b, const float *x)
         tamax = fmax(tamax, fabs(x[i]));
     if (L->fmt == KILN_QF_NVFP4 && tamax > 0)
         bad += fabs(b->ts - tamax / 2688.0) > 1e-6 * b->ts;
+    if (L->fmt == KILN_QF_FP8)
+        bad += fabs(b->ts - (tamax > 0 ? tamax / 448.0 : 1.0)) > 1e-6 * b->ts;
     for (int64_t r = 0; r < L->rows; r++)
-        for (int64_t bk = 0; bk < L->nblk && L->fmt != KILN_QF_INT8_TENSOR; bk++) {
+        for (int64_t bk = 0; bk < L->nblk && L->fmt != KILN_QF_INT8_TENSOR && L->fmt != KILN_QF_FP8; bk++) {
             double amax = 0;
             for (int64_t i = bk * L->block; i < L->k && i < (bk + 1) * L->block; i++)
                 amax = fmax(amax, fabs(x[r * L->k + i]));
@@ -475,7 +483,7 @@ static void test_block_bounds(void)
     static const struct { kiln__qfmt fmt; int64_t block; kiln_dtype sdt; } cfg[] = {
         {KILN_QF_NVFP4, 0, 0}, {KILN_QF_MXFP4, 0, 0}, {KILN_QF_INT4, 32, KILN_DT_FLOAT16},
         {KILN_QF_INT4, 64, KILN_DT_FLOAT32}, {KILN_QF_INT4, 128, KILN_DT_FLOAT16}, {KILN_QF_INT4, 7, KILN_DT_FLOAT32},
-        {KILN_QF_INT8_CHANNEL, 0, 0}, {KILN_QF_INT8_TENSOR, 0, 0},
+        {KILN_QF_INT8_CHANNEL, 0, 0}, {KILN_QF_INT8_TENSOR, 0, 0}, {KILN_QF_FP8, 0, 0},
     };
     unsigned long long seed = 777;
     for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
@@ -490,7 +498,8 @@ static void test_block_bounds(void)
                 int e = check_error_bound(&b, x), s = check_scales(&b, x);
                 CHECK_MSG(e == 0 && s == 0, "fmt %d block %lld k %lld dist %d: %d errors over bound, %d bad scales",
                           (int)cfg[c].fmt, (long long)b.L.block, (long long)k, dist, e, s);
-                if ((k & 1) && cfg[c].fmt != KILN_QF_INT8_CHANNEL && cfg[c].fmt != KILN_QF_INT8_TENSOR)   /* 4-bit, odd k: padding nibble 0 */
+                if ((k & 1) && cfg[c].fmt != KILN_QF_INT8_CHANNEL && cfg[c].fmt != KILN_QF_INT8_TENSOR &&
+                    cfg[c].fmt != KILN_QF_FP8)   /* 4-bit, odd k: padding nibble 0 */
                     for (int64_t r = 0; r < rows; r++)
                         CHECK((b.data[r * b.L.row_bytes + b.L.row_bytes - 1] >> 4) == 0);
                 qfree(&b);
@@ -653,6 +662,94 @@ static void test_block_sizes_and_errors(void)
     qfree(&b);
 }
 
+/* FP8 per-tensor weights; round-to-nearest-even ties of every block format (elements and
+ * scales); subnormal E4M3 block scales; the E8M0 clamp; span dequantization */
+static void test_block_fp8_ties_spans(void)
+{
+    kiln__qlayout L;
+    CHECK(kiln__qlayout_init(&L, KILN_QF_FP8, 2048, 2048, 0, 0) == KILN_OK);
+    CHECK(L.total_bytes == 2048u * 2048 + 4 && L.scale_bytes == 0 && L.row_bytes == 2048);
+    qbuf b;
+    /* FP8: values on the E4M3 grid times 2^-3 with amax 448 * 2^-3 come back exact */
+    float x[64];
+    for (int i = 0; i < 64; i++)
+        x[i] = kiln__fp8_to_f32(KILN_DT_FP8E4M3, (uint8_t)(i * 4 + (i & 1) * 128)) * 0.125f;
+    x[63] = 448 * 0.125f;
+    CHECK(qrun(&b, KILN_QF_FP8, 4, 16, 0, 0, x, 0) == KILN_OK && b.ts == 0.125f);
+    CHECK(memcmp(b.y, x, sizeof x) == 0);
+    qfree(&b);
+    /* FP8: NaN stays NaN, +-Inf and overflow saturate (not counted in amax), -0 kept, zero tensor */
+    float f[6] = {NAN, INFINITY, -INFINITY, -0.0f, 448.0f, 1.0f};
+    CHECK(qrun(&b, KILN_QF_FP8, 1, 6, 0, 0, f, 0) == KILN_OK && b.ts == 1.0f);
+    CHECK(isnan(b.y[0]) && b.y[1] == 448 && b.y[2] == -448 && b.y[3] == 0 && signbit(b.y[3]) && b.y[5] == 1);
+    qfree(&b);
+    float z[3] = {0, 0, 0};
+    CHECK(qrun(&b, KILN_QF_FP8, 1, 3, 0, 0, z, 0) == KILN_OK && b.ts == 1.0f && b.y[0] == 0);
+    qfree(&b);
+    /* FP8: ties of x / ts (ts = 1): 1.0625 -> 1 (even), 1.1875 -> 1.25, 464 -> 448 */
+    float t8[4] = {1.0625f, 1.1875f, 448, -1.0625f};
+    CHECK(qrun(&b, KILN_QF_FP8, 1, 4, 0, 0, t8, 0) == KILN_OK && b.ts == 1.0f);
+    CHECK(b.y[0] == 1.0f && b.y[1] == 1.25f && b.y[3] == -1.0f);
+    qfree(&b);
+    /* INT4 (scale 1) and INT8 per-tensor: integer ties to even, signed */
+    float t4[6] = {7, 2.5f, -2.5f, 3.5f, 0.5f, -1.5f};
+    CHECK(qrun(&b, KILN_QF_INT4, 1, 6, 8, KILN_DT_FLOAT32, t4, 0) == KILN_OK);
+    CHECK(b.y[1] == 2 && b.y[2] == -2 && b.y[3] == 4 && b.y[4] == 0 && b.y[5] == -2);
+    qfree(&b);
+    CHECK(qrun(&b, KILN_QF_INT8_TENSOR, 1, 6, 0, 0, t4, 1.0f) == KILN_OK);
+    CHECK(b.y[1] == 2 && b.y[2] == -2 && b.y[3] == 4 && b.y[4] == 0 && b.y[5] == -2);
+    qfree(&b);
+    /* MXFP4: amax 6 -> X = 0, element ties 2.5 -> 2, 3.5 -> 4, 5 -> 4, 0.25 -> 0, 0.75 -> 1 */
+    float tm[6] = {6, 2.5f, 3.5f, 5, 0.25f, 0.75f};
+    CHECK(qrun(&b, KILN_QF_MXFP4, 1, 6, 0, 0, tm, 0) == KILN_OK && ((uint8_t *)b.scales)[0] == 127);
+    CHECK(b.y[1] == 2 && b.y[2] == 4 && b.y[3] == 4 && b.y[4] == 0 && b.y[5] == 1);
+    qfree(&b);
+    /* MXFP4: a block below 2^-125 clamps its exponent at -127 (code 0) and rounds to zero */
+    float tiny[2] = {ldexpf(1, -140), -ldexpf(1, -141)};
+    CHECK(qrun(&b, KILN_QF_MXFP4, 1, 2, 0, 0, tiny, 0) == KILN_OK && ((uint8_t *)b.scales)[0] == 0);
+    CHECK(b.y[0] == 0 && b.y[1] == 0 && signbit(b.y[1]));
+    qfree(&b);
+    /* NVFP4 with tensor scale 1 (amax 2688): block scales at E4M3 ties round to even
+     * (6.375 / 6 = 1.0625 -> 1.0 = 0x38; 7.125 / 6 = 1.1875 -> 1.25 = 0x3a); subnormal block
+     * scales (6 * 2^-8 -> 2^-8 = 0x02, exact); a block whose scale underflows is zero */
+    float tn[5 * 16] = {0};
+    tn[0] = 2688, tn[16] = 6.375f, tn[32] = 7.125f, tn[48] = 6 * ldexpf(1, -8), tn[49] = -3 * ldexpf(1, -8);
+    tn[64] = 6 * ldexpf(1, -11);
+    CHECK(qrun(&b, KILN_QF_NVFP4, 1, 80, 0, 0, tn, 0) == KILN_OK && b.ts == 1.0f);
+    const uint8_t *sc = b.scales;
+    CHECK(sc[0] == 0x7e && sc[1] == 0x38 && sc[2] == 0x3a && sc[3] == 0x02 && sc[4] == 0x00);
+    CHECK(b.y[0] == 2688 && b.y[16] == 6 && b.y[32] == 7.5f && b.y[48] == tn[48] && b.y[49] == tn[49] && b.y[64] == 0);
+    qfree(&b);
+    /* kiln__qunpack_span equals the matching slice of the full dequantization, any range */
+    unsigned long long seed = 31;
+    static const kiln__qfmt fmts[] = {KILN_QF_NVFP4, KILN_QF_MXFP4, KILN_QF_INT4, KILN_QF_INT8_CHANNEL,
+                                      KILN_QF_INT8_TENSOR, KILN_QF_FP8};
+    enum { R = 3, K = 77 };
+    float w[R * K], y[K];
+    for (int i = 0; i < R * K; i++)
+        w[i] = test_randf(&seed) * 4;
+    for (size_t fi = 0; fi < sizeof fmts / sizeof *fmts; fi++) {
+        CHECK(qrun(&b, fmts[fi], R, K, 32, KILN_DT_FLOAT16, w, 0.05f) == KILN_OK);
+        int bad = 0;
+        for (int t = 0; t < 200; t++) {
+            int64_t r = (int64_t)(test_rng(&seed) % R), k0 = (int64_t)(test_rng(&seed) % K);
+            int64_t k1 = k0 + (int64_t)(test_rng(&seed) % (uint64_t)(K - k0 + 1));
+            kiln__qunpack_span(&b.L, b.data, b.scales, b.ts, r, k0, k1, y);
+            bad += memcmp(y, b.y + r * K + k0, sizeof(float) * (size_t)(k1 - k0)) != 0;
+        }
+        CHECK_MSG(bad == 0, "fmt %d: %d spans differ", (int)fmts[fi], bad);
+        qfree(&b);
+    }
+    /* the layer formats' names and layouts */
+    kiln__qfmt q;
+    CHECK(kiln__lowbit_parse("fp4", &q) && q == KILN_QF_NVFP4 && kiln__lowbit_parse("mxfp4", &q) && q == KILN_QF_MXFP4);
+    CHECK(!kiln__lowbit_parse("int8", &q) && !kiln__lowbit_parse(NULL, &q));
+    CHECK(!strcmp(kiln__lowbit_name(KILN_QF_NVFP4), "nvfp4") && kiln__lowbit_name(KILN_QF_INT8_TENSOR) == NULL);
+    CHECK(kiln__lowbit_layout(&L, KILN_QF_INT4, 5, 70) == KILN_OK && L.block == KILN_INT4_BLOCK &&
+          L.scale_dt == KILN_DT_FLOAT16 && L.nblk == 3);
+    CHECK(kiln__lowbit_layout(&L, KILN_QF_INT8_CHANNEL, 5, 70) == KILN_ERR_INVALID_ARG);
+}
+
 int main(void)
 {
     test_known_values();
@@ -666,5 +763,6 @@ int main(void)
     test_block_exact();
     test_block_edges();
     test_block_sizes_and_errors();
+    test_block_fp8_ties_spans();
     return TEST_SUMMARY();
 }

@@ -13,7 +13,7 @@
  * On a small instance the built engine must compute what the model computes, and the use index
  * must stay consistent through every pass; on the big one the fused-op counts must be exact.
  * KILN_SCALING_NODES overrides the big instance's size (to measure other sizes). */
-#include "engine/engine.h"
+#include "build/build.h"
 #include "runtime/model.h"
 #include "passes/passes.h"
 #include "kiln/kiln.h"

@@ -1,6 +1,6 @@
 /* Every optimization pass, alone and as the full pipeline, must leave model outputs unchanged
  * (within float rounding) on random inputs, and must actually fire where its pattern exists. */
-#include "engine/engine.h"
+#include "build/build.h"
 #include "runtime/model.h"
 #include "passes/passes.h"
 #include "kiln/kiln.h"

@@ -87,17 +87,18 @@ int main(void)
     kiln_engine_free(e);
 
     /* bad options: clean errors, no engine */
-    const char *null_rule[] = {NULL}, *empty_pat[] = {":fp16"}, *no_prec[] = {"conv1_Conv_0"}, *nf4[] = {"*:nvfp4"};
+    const char *null_rule[] = {NULL}, *empty_pat[] = {":fp16"}, *no_prec[] = {"conv1_Conv_0"}, *tf32[] = {"*:tf32"};
     struct { kiln_build_options o; const char *msg; } bad[] = {
-        {{.precision = "int3"}, "want fp32, fp16, bf16 or int8"},
-        {{.precision = "fp8"}, "not supported yet"},
+        {{.precision = "int3"}, "want one of fp32, fp16, bf16, int8, fp8, nvfp4 (or fp4), mxfp4, int4"},
+        {{.precision = "auto"}, "not supported yet"},
+        {{.precision = "fp8"}, "int8 and fp8 layers need calibration data"},
         {{.precision = "int8"}, "need calibration data"},
         {{.precision = "int8", .calib = &(kiln_calib_options){.method = KILN_CALIB_MINMAX}}, "need calibration data"},
         {{.num_layer_precisions = 1, .layer_precisions = NULL}, "(null)"},
         {{.num_layer_precisions = 1, .layer_precisions = null_rule}, "(null)"},
         {{.num_layer_precisions = 1, .layer_precisions = empty_pat}, "want PATTERN:PRECISION"},
         {{.num_layer_precisions = 1, .layer_precisions = no_prec}, "want PATTERN:PRECISION"},
-        {{.num_layer_precisions = 1, .layer_precisions = nf4}, "not supported yet"},
+        {{.num_layer_precisions = 1, .layer_precisions = tf32}, "not supported yet"},
         {{.precision = "fp16", .num_layer_precisions = -1}, "invalid number"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {

@@ -336,11 +336,50 @@ static void test_bf16(void)
     }
 }
 
+/* BF16 conv weights (qgemm_bf16.h): rows made at build time, bit-identical to making them per run;
+ * they replace the weights where the BF16 conv surely runs (stride product <= 16). */
+static void test_bf16_conv(void)
+{
+    unsigned long long seed = 99;
+    /* {N, C, H, W, M, k, stride h, stride w, fused} */
+    static const int64_t cs[][9] = {{1, 5, 9, 11, 7, 3, 1, 1, 0}, {2, 3, 13, 10, 17, 3, 2, 2, 1},
+                                    {1, 16, 7, 9, 33, 1, 1, 1, 0}, {1, 9, 12, 12, 5, 1, 2, 2, 1},
+                                    {1, 4, 11, 13, 6, 3, 3, 2, 0}, {1, 3, 17, 17, 4, 1, 5, 5, 0}};
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        const int64_t *k = cs[c];
+        int64_t xd[4] = {k[0], k[1], k[2], k[3]}, wd[4] = {k[4], k[1], k[5], k[5]}, bd[1] = {k[4]};
+        int64_t strides[2] = {k[6], k[7]}, pads[4] = {k[5] / 2, k[5] / 2, k[5] / 2, k[5] / 2};
+        kiln_tensor x = mk(4, xd, &seed), wf = mk(4, wd, &seed), bias = mk(1, bd, &seed), w = to_bf16(&wf);
+        kiln_attr at[3] = {{.name = (char *)"strides", .type = KILN_ATTR_INTS, .n = 2, .ints = strides},
+                           {.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 4, .ints = pads},
+                           {.name = (char *)"activation", .type = KILN_ATTR_STRING, .s = (char *)"Relu", .s_len = 4}};
+        kiln_node n = k[8] ? node_of(KILN_OP_FusedConv, "FusedConv", at, 3) : node_of(KILN_OP_Conv, "Conv", at, 2);
+        const kiln_tensor *in[3] = {&x, &w, &bias};
+        char label[64];
+        snprintf(label, sizeof label, "bf16 conv case %zu", c);
+        check_layer(&n, in, 3, true, true, label);
+        kiln_node nn = n;
+        nn.n_in = 3;
+        const kiln_tensor *consts[3] = {NULL, &w, NULL};
+        kiln_layer l;
+        CHECK(kiln__cpu_backend()->ops->prepare(kiln__cpu_backend(), &nn, consts, &l) == KILN_OK);
+        kiln_prep_hdr h;
+        CHECK(kiln__prep_header(l.blob, l.blob_size, &h) && h.layout == KILN_PREP_BCONV_W);
+        CHECK_MSG(!(h.replaces & 2u) == (k[6] * k[7] > 16), "%s: replaces %u", label, h.replaces);
+        kiln__cpu_backend()->ops->release(kiln__cpu_backend(), &l);
+        kiln__tensor_release(&x);
+        kiln__tensor_release(&wf);
+        kiln__tensor_release(&w);
+        kiln__tensor_release(&bias);
+    }
+}
+
 int main(void)
 {
     CHECK(kiln__cpu_prep_fn(KILN_OP_Conv) && kiln__cpu_prep_fn(KILN_OP_FusedGemm) && !kiln__cpu_prep_fn(KILN_OP_Add));
     test_conv();
     test_gemm();
     test_bf16();
+    test_bf16_conv();
     return TEST_SUMMARY();
 }

@@ -160,16 +160,17 @@ int cmd_bench(int argc, char **argv)
                thr, sum / (double)n, p50, p90, p99, ls.min, ls.max, batch, (long long)n, prec, dev, th);
         if (device != KILN_DEVICE_CPU)
             printf(", \"gpu\": \"%s\", \"device_layers\": %d, \"host_layers\": %d, \"fallback_layers\": %d, "
-                   "\"fallback_ops\": \"%s\"",
+                   "\"fallback_ops\": \"%s\", \"graph_replays\": %ld",
                    cli_esc(ds.description), ds.device_layers, ds.host_layers, ds.fallback_layers,
-                   cli_esc(ds.fallback_ops));
+                   cli_esc(ds.fallback_ops), ds.graph_replays);
         printf("}\n");
     } else {
         printf("model: %s\ndevice: %s, threads: %d, precision: %s, batch: %d\n", cli_esc(path), dev, th, prec, batch);
         if (device != KILN_DEVICE_CPU)
-            printf("gpu: %s\nlayers: %d on the device, %d on the host (shape arithmetic), %d fallen back to the CPU%s%s\n",
+            printf("gpu: %s\nlayers: %d on the device, %d on the host (shape arithmetic), %d fallen back to the CPU%s%s\n"
+                   "CUDA graph replays: %ld\n",
                    cli_esc(ds.description), ds.device_layers, ds.host_layers, ds.fallback_layers,
-                   ds.fallback_layers ? ": " : "", cli_esc(ds.fallback_ops));
+                   ds.fallback_layers ? ": " : "", cli_esc(ds.fallback_ops), ds.graph_replays);
         printf("iterations: %lld (after %d warm-up)\nthroughput: %.2f items/s\n", (long long)n, warmup, thr);
         printf("latency ms: mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  min %.3f  max %.3f\n", sum / (double)n,
                p50, p90, p99, ls.min, ls.max);

@@ -12,24 +12,26 @@ static const char usage[] =
     "usage: kiln build MODEL.onnx -o OUT.kiln [--passes-report] [--no-optimize] [--no-tactics]\n"
     "       [--shapes NAME:DIMS,...] [--min-shapes ... --opt-shapes ... --max-shapes ...]\n"
     "       [--timing-cache FILE] [--build-run-budget SECONDS (default 60)]\n"
-    "       [--precision fp32|fp16|bf16|int8|auto] [--layer-precision PATTERN:PREC ...] [--precision-fallback]\n"
+    "       [--precision fp32|fp16|bf16|int8|fp8|nvfp4|mxfp4|int4|auto] [--layer-precision PATTERN:PREC ...] [--precision-fallback]\n"
     "       [--calib DIR] [--calib-method percentile[:P]|entropy|minmax|mse] [--calib-cache FILE]\n"
     "       [--calib-images DIR --preprocess SPEC]\n"
     "       [--allow fp16,bf16,int8] [--accuracy-budget METRIC] [--val DIR] [--auto-objective speed|size]\n"
     "       [--auto-probe-batches N] [--auto-max-batches N]\n"
+    "       [--device cpu|cuda]\n"
     "       (repeat --min/--opt/--max-shapes or --shapes for more profiles)\n"
     "  --precision P          precision requested for every Conv, MatMul and Gemm with a constant\n"
-    "                         weight (int8 keeps the first and last of them in fp32 and needs\n"
-    "                         --calib or --calib-cache)\n"
+    "                         weight (fp4 = nvfp4; int8, fp8, nvfp4, mxfp4 and int4 keep the first\n"
+    "                         and last of them in fp32; int8 and fp8 need --calib or --calib-cache)\n"
     "  --layer-precision R    PATTERN:PREC, a glob on layer names and op types (repeatable, later\n"
     "                         rules win); a layer that cannot run as requested fails the build\n"
     "  --precision-fallback   build such layers in the precision they can run in, listing each\n"
-    "  --calib DIR ...        calibration data for int8 (as kiln calibrate; docs/CALIBRATION.md)\n"
+    "  --calib DIR ...        calibration data for int8 / fp8 (as kiln calibrate; docs/CALIBRATION.md)\n"
     "  --calib-images DIR     PNG / JPEG calibration images, with --preprocess resize=HxW[,keep-ratio,pad]\n"
     "                         [,mean=V[,V,V]][,std=V[,V,V]][,bgr][,nhwc] (as kiln calibrate)\n"
     "  --precision auto       plan each layer's precision: lower the least sensitive layers whose kernels\n"
-    "                         measured faster to the --allow precisions (default fp16,bf16,int8) while\n"
-    "                         the model meets --accuracy-budget (cosine>=0.99, snr>=30db, top1>=99%%, ...)\n"
+    "                         measured faster to the --allow precisions (default fp16,bf16,int8; any\n"
+    "                         of those above) while the model meets --accuracy-budget (cosine>=0.99,\n"
+    "                         snr>=30db, top1>=99%%, ...)\n"
     "                         against the float model on the data (--val DIR, else --calib DIR); exit 3\n"
     "                         when no plan meets it (docs/PRECISION.md)\n"
     "  --auto-objective size  lower every layer the budget allows, faster or not (default speed)\n"
@@ -50,6 +52,7 @@ static int split_list(char *text, const char **out, int cap)
         out[n++] = t;
     return n;
 }
+    kiln_device device = KILN_DEVICE_CPU;
 
 #define MAX_LAYER_RULES 256
 
@@ -137,6 +140,12 @@ int cmd_build(int argc, char **argv)
         } else if (!strcmp(a, "--auto-max-batches") && has) {
             if (!cli_int_opt("--auto-max-batches", argv[++i], 1, 1 << 16, &max_batches))
                 goto done;
+        } else if (!strcmp(a, "--device") && has) {
+            if (!kiln_device_parse(argv[++i], &device)) {
+                fprintf(stderr, "kiln build: --device takes cpu or cuda, not '%s'\n", cli_esc(argv[i]));
+                rc = 2;
+                goto done;
+            }
         }
         else if (cli_images_arg(&im, argc, argv, &i))
             use_calib = true;
@@ -242,7 +251,7 @@ int cmd_build(int argc, char **argv)
                              .precision_fallback = fallback, .calib = use_calib ? &calib : NULL,
                              .accuracy_budget = budget_text, .num_allow = nallow, .allow = allow, .val_dir = val_dir,
                              .auto_objective = objective, .auto_probe_batches = probe_batches,
-                             .auto_max_batches = max_batches};
+                             .auto_max_batches = max_batches, .device = device};
     bool tty = isatty(2);
     if (is_auto && tty)
         bo.auto_progress = progress_line;   /* progress on a terminal, quiet in pipes */

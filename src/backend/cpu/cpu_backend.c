@@ -84,7 +84,7 @@ static kiln_status cpu_prepare(const kiln_backend *be, const kiln_node *n, const
                                kiln_layer *out)
 {
     KILN_TRY(choose(be, n, out));
-    kiln_kernel_prep_fn prep = consts ? kiln__cpu_prep_fn(n->op) : NULL;
+    kiln_kernel_prep_fn prep = consts ? kiln__cpu_prep_node(n) : NULL;
     if (!prep)
         return KILN_OK;
     void *blob = NULL;

@@ -3,6 +3,7 @@
  * exports a kiln__prep_<group>[] table). */
 #include "prep.h"
 #include "gemm.h"
+#include "lowbit.h"
 #include <assert.h>
 #include <pthread.h>
 
@@ -30,6 +31,11 @@ kiln_kernel_prep_fn kiln__cpu_prep_fn(kiln_op op)
 {
     pthread_once(&once, init);
     return op >= 0 && op < KILN_OP_COUNT ? prep[op] : NULL;
+}
+
+kiln_kernel_prep_fn kiln__cpu_prep_node(const kiln_node *n)
+{
+    return kiln__lowbit_node(n) ? kiln__lowbit_prep : kiln__cpu_prep_fn(n->op);
 }
 
 /* The engine ISA bits (KILN_ISA_*) a GEMM family needs. Only the widest family is chosen by
@@ -68,6 +74,21 @@ void *kiln__prep_alloc(uint32_t layout, uint32_t replaces, kiln_dtype dt, int nd
     return b + KILN_PREP_HDR_BYTES;
 }
 
+void *kiln__prep_alloc_any(uint32_t layout, uint32_t replaces, kiln_dtype dt, int ndims, const int64_t *dims,
+                           uint64_t payload_bytes, void **blob, size_t *size)
+{
+    uint8_t *p = kiln__prep_alloc(layout, replaces, dt, ndims, dims, payload_bytes, blob, size);
+    if (p) {
+        kiln_prep_hdr h;
+        memcpy(&h, *blob, sizeof h);
+        h.gemm_kind = 0;
+        h.engine_isa = 0;
+        h.replaces = replaces;
+        memcpy(*blob, &h, sizeof h);
+    }
+    return p;
+}
+
 bool kiln__prep_header(const void *blob, size_t size, kiln_prep_hdr *h)
 {
     if (!blob || size < KILN_PREP_HDR_BYTES)
@@ -92,6 +113,10 @@ bool kiln__prep_fits_op(kiln_op op, const kiln_prep_hdr *h)
     int wi = op == KILN_OP_QLinearConv || op == KILN_OP_QLinearMatMul || op == KILN_OP_QGemm ? 3 : 1;
     if (gemm && h->layout == KILN_PREP_BGEMM_B)   /* BF16 weights (qgemm_bf16.h) */
         want = KILN_PREP_BGEMM_B;
+    if (conv && h->layout == KILN_PREP_BCONV_W)   /* BF16 conv weights (qgemm_bf16.h) */
+        want = KILN_PREP_BCONV_W;
+    if ((gemm || conv) && h->layout == KILN_PREP_LOWBIT_W)   /* FP8 / FP4 / INT4 weights (lowbit.h) */
+        want = h->gemm_kind == 0 ? KILN_PREP_LOWBIT_W : 0;
     return want && h->layout == want && (h->replaces & ~(1u << wi)) == 0;
 }
 
@@ -101,7 +126,8 @@ const void *kiln__prep_check(const kiln_kctx *ctx, uint32_t layout, kiln_dtype d
     kiln_prep_hdr h;
     if (!ctx->prepared || !kiln__prep_header(ctx->prepared, ctx->prepared_size, &h))
         return NULL;
-    if (h.layout != layout || h.gemm_kind != (uint32_t)kiln__sgemm_kind() || h.dtype != (int32_t)dt ||
+    uint32_t kind = layout == KILN_PREP_LOWBIT_W ? 0u : (uint32_t)kiln__sgemm_kind();   /* plain bytes: any host */
+    if (h.layout != layout || h.gemm_kind != kind || h.dtype != (int32_t)dt ||
         h.ndims != (uint32_t)ndims || h.payload_bytes != payload_bytes)
         return NULL;
     for (int i = 0; i < ndims; i++)

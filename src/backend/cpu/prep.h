@@ -33,6 +33,15 @@ enum kiln_prep_layout {
     /* BF16 B of MatMul / Gemm / FusedMatMul / FusedGemm as the BF16 GEMM's panels (qgemm_bf16.h):
      * dims = {K, N, kp2, transB}; payload = ceil(N/16)*kp2*16 BF16 values */
     KILN_PREP_BGEMM_B = 5,
+    /* BF16 weights of Conv / FusedConv (2-D) as the BF16 conv's rows (qgemm_bf16.h): M rows of kp2
+     * BF16 values (K = C/group * kh * kw, zero padded to even): dims = {K, M, kp2} */
+    KILN_PREP_BCONV_W = 6,
+    /* FP8 / NVFP4 / MXFP4 / INT4 weights of Conv / MatMul / Gemm and their fused forms
+     * (lowbit.h): dims = {kiln__qfmt, rows, k, trans}, the weight as a rows x k matrix (rows =
+     * output channels; trans: stored transposed from the tensor's [k, rows]); payload = packed
+     * elements, block scales at the next 64-byte offset, then the FP32 tensor scale at the next
+     * 64-byte offset (64 bytes). Plain bytes: gemm_kind 0, every host reads them. */
+    KILN_PREP_LOWBIT_W = 7,
 };
 
 /* What the header's isa field records: the GEMM micro-kernel family (kiln__sgemm_kind()) the
@@ -55,6 +64,10 @@ typedef struct kiln_prep_hdr {
 /* Allocates a blob (kiln__malloc; header filled, payload uninitialized) and returns its payload. */
 void *kiln__prep_alloc(uint32_t layout, uint32_t replaces, kiln_dtype dt, int ndims, const int64_t *dims,
                        uint64_t payload_bytes, void **blob, size_t *size);
+/* kiln__prep_alloc for a payload of plain bytes that any host reads (gemm_kind 0, no ISA
+ * needed), so the blob always replaces the inputs in `replaces`. */
+void *kiln__prep_alloc_any(uint32_t layout, uint32_t replaces, kiln_dtype dt, int ndims, const int64_t *dims,
+                           uint64_t payload_bytes, void **blob, size_t *size);
 /* The payload of ctx->prepared when it is a valid blob of this layout, element type and dims on
  * this host, else NULL (no error recorded). */
 const void *kiln__prep_check(const kiln_kctx *ctx, uint32_t layout, kiln_dtype dt, int ndims, const int64_t *dims,
@@ -75,6 +88,9 @@ static inline bool kiln__prep_dropped(const kiln_tensor *t)
 
 /* The prepare function of op (a kiln_kernel_prep_fn), or NULL when the op packs nothing. */
 kiln_kernel_prep_fn kiln__cpu_prep_fn(kiln_op op);
+/* The prepare function for node n: the low-bit weights' (lowbit.h) when n asks for them, else
+ * kiln__cpu_prep_fn(n->op). */
+kiln_kernel_prep_fn kiln__cpu_prep_node(const kiln_node *n);
 
 /* Registration: each kernel file with prepare functions exports a table terminated by
  * {KILN_OP_COUNT, NULL}. */

@@ -161,6 +161,36 @@ typedef struct kiln_qconv_geom {
 } kiln_qconv_geom;
 kiln_status kiln__qconv_geom(const kiln_kctx *ctx, const kiln_tensor *x, const kiln_tensor *w, kiln_qconv_geom *g);
 
+/* A 2-D convolution's padded input split into its sh x sw stride phases (phase (qy, qx) holds the
+ * padded pixels (y*sh + qy, x*sw + qx)), so that tap (ky, kx) of output pixel (oy, ox) is element
+ * off[k] + oy*wq + ox of one phase plane: the im2col matrix over "virtual" pixels oy*wq + ox
+ * (ox < wq; columns ox >= Wo are computed and dropped) reads contiguous runs (the INT8 and BF16
+ * convolutions). Buffer: sh*sw*cpg planes of plane = hq*wq elements, [phase][channel][hq][wq],
+ * plus slack (kiln__conv_phases_elems). */
+typedef struct kiln_conv_phases {
+    int64_t sh, sw, hq, wq, plane;
+    bool used[16];                  /* phases some tap reads */
+} kiln_conv_phases;
+/* Fills p and off[k] for k = (c, ky, kx), c < cpg; false when sh * sw > 16. */
+bool kiln__conv_phases_init(const kiln_qconv_geom *g, int64_t cpg, kiln_conv_phases *p, int64_t *off);
+/* Elements of the buffer: the planes, then slack for strips of `strip` columns read past a run. */
+static inline int64_t kiln__conv_phases_elems(const kiln_conv_phases *p, int64_t cpg, int64_t strip)
+{
+    return p->sh * p->sw * cpg * p->plane + p->wq + 2 * strip;
+}
+/* Sets n buffer elements from dst_off to the padding value (n < 0: nothing), then copies them:
+ * n input elements (src_off, src_off + sw, ...: a row of x's layout [cpg][H][W]) to buffer
+ * elements dst_off .. dst_off + n - 1, converted as the caller needs. */
+typedef struct kiln_phase_fill {
+    void (*clear)(void *ctx, int64_t dst_off, int64_t n);
+    void (*copy)(void *ctx, int64_t dst_off, int64_t src_off, int64_t n, int64_t sw);
+    void *ctx;
+} kiln_phase_fill;
+/* The whole buffer: padding everywhere, the real pixels of the used phases copied; channels are
+ * shared among up to nthreads threads of pool. */
+void kiln__conv_phases_fill(const kiln_conv_phases *p, const kiln_qconv_geom *g, int64_t cpg, const kiln_phase_fill *f,
+                            kiln_pool *pool, int nthreads);
+
 /* ---- the quantized kernels (qgemm_ops.c), registered over the references by x86/qgemm_vnni.c ---- */
 
 /* The "kiln_act" / "kiln_act_alpha" / "kiln_act_beta" attributes of a quantized node (the fused

@@ -126,7 +126,7 @@ static void bgemm_task(void *arg, int64_t slot, int64_t strip, int64_t i0, int64
             kiln__bgemm_tile_bf16(g, j->arows + i * kp2, bs, i, m, j0, ncols);
         else
             tile_c(g, j->arows + i * kp2, bs, i, m, j0, ncols);
-        if (g->epi)
+        if (g->epi && !j->fast) /* the AVX512-BF16 tile applies it while storing */
             kiln__epi_apply_f32(g->epi, g->C + i * g->ldc + j0, g->ldc, m, ncols, i, j0);
     }
 }
@@ -179,14 +179,42 @@ void kiln__bpack_pair16(const uint16_t *r0, const uint16_t *r1, uint16_t *dst)
 #endif
 }
 
-/* ---- Conv with BF16 weights, stride 1, 2-D: weights as rows, the image (rounded to BF16 and
- * padded) read in place as panels over virtual pixels q = oy * wp + ox, as the INT8 conv does ---- */
+/* ---- Conv with BF16 weights, 2-D: weights as rows, the image rounded to BF16 into its padded stride
+ * phases (qgemm.h, kiln_conv_phases) and read in place as panels over virtual pixels
+ * q = oy * wq + ox, as the INT8 conv does ---- */
 
 typedef struct bconv {
-    const uint16_t *xpad;   /* cpg planes of hp x wp BF16 values, then slack */
+    uint16_t *xpad;         /* the phase planes of cpg channels, then slack */
     const int64_t *off;     /* per k = (c, ky, kx) */
     int64_t K;
+    const float *x;         /* while filling: the group's input planes (float32) ... */
+    uint16_t *x16;          /* ... rounded to BF16 plane by plane first (long vector conversions) */
+    int64_t hw;             /* elements per plane */
 } bconv;
+
+static void bconv_round(void *arg, int64_t c0, int64_t c1)
+{
+    bconv *b = arg;
+    kiln__f32_to_bf16_array(b->x16 + c0 * b->hw, b->x + c0 * b->hw, (c1 - c0) * b->hw);
+}
+
+static void bconv_clear(void *arg, int64_t dst_off, int64_t n)
+{
+    bconv *b = arg;
+    memset(b->xpad + dst_off, 0, sizeof(uint16_t) * (size_t)n);
+}
+
+/* BF16 values of the rounded planes */
+static void bconv_copy(void *arg, int64_t dst_off, int64_t src_off, int64_t n, int64_t sw)
+{
+    bconv *b = arg;
+    if (sw == 1) {
+        memcpy(b->xpad + dst_off, b->x16 + src_off, sizeof(uint16_t) * (size_t)n);
+        return;
+    }
+    for (int64_t q = 0; q < n; q++)
+        b->xpad[dst_off + q] = b->x16[src_off + q * sw];
+}
 
 static void bconv_packb(void *arg, int64_t j0, int64_t n, uint16_t *dst)
 {
@@ -201,13 +229,50 @@ static void bconv_packb(void *arg, int64_t j0, int64_t n, uint16_t *dst)
     }
 }
 
+/* rows of kp2 BF16 values from the M x K weights (zero padded) */
+static void bconv_rows(const uint16_t *w, int64_t M, int64_t K, uint16_t *dst)
+{
+    int64_t kp2 = kp2_of(K);
+    for (int64_t m = 0; m < M; m++) {
+        memcpy(dst + m * kp2, w + m * K, sizeof(uint16_t) * (size_t)K);
+        if (kp2 > K)
+            dst[m * kp2 + K] = 0;
+    }
+}
+
+kiln_status kiln__bconv_prep(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob,
+                             size_t *size)
+{
+    *blob = NULL;
+    *size = 0;
+    const kiln_tensor *w = consts && n_in > 1 ? consts[1] : NULL;
+    if (!w || !w->data || w->dtype != KILN_DT_BFLOAT16 || w->ndim != 4 || w->dims[0] <= 0)
+        return KILN_OK;
+    int64_t M = w->dims[0], K = kiln_tensor_numel(w) / M, G = kiln__attr_i(n, "group", 1), sp = 1;
+    const kiln_attr *s = kiln__attr(n, "strides");
+    for (int i = 0; s && s->type == KILN_ATTR_INTS && i < s->n; i++)
+        sp *= s->ints[i] > 0 && s->ints[i] <= 16 ? s->ints[i] : 17;
+    if (K <= 0 || (double)M * (double)K > (double)((int64_t)1 << 31))
+        return KILN_OK;
+    /* the weights may be dropped where conv_bf16 surely runs: its other conditions are the input
+     * (4-D for a 4-D weight, channels matching: else the layer is malformed and fails cleanly) */
+    bool sure = G >= 1 && M % G == 0 && sp <= 16 && (!s || s->type == KILN_ATTR_INTS);
+    int64_t kp2 = kp2_of(K), dims[3] = {K, M, kp2};
+    uint16_t *dst = kiln__prep_alloc(KILN_PREP_BCONV_W, sure ? 1u << 1 : 0, KILN_DT_BFLOAT16, 3, dims,
+                                     (uint64_t)(M * kp2) * sizeof(uint16_t), blob, size);
+    if (!dst)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory preparing BF16 conv weights of node '%s'", n->name);
+    bconv_rows(w->data, M, K, dst);
+    return KILN_OK;
+}
+
 static kiln_status conv_bf16(kiln_kctx *ctx, bool *handled)
 {
     *handled = false;
     const kiln_tensor *x = kiln__kin(ctx, 0), *w = kiln__kin(ctx, 1), *bias = kiln__kin(ctx, 2), *res = NULL;
     kiln_qconv_geom g;
     memset(&g, 0, sizeof g);
-    if (x->ndim != 4 || kiln__qconv_geom(ctx, x, w, &g) != KILN_OK || g.stride[0] != 1 || g.stride[1] != 1)
+    if (x->ndim != 4 || kiln__qconv_geom(ctx, x, w, &g) != KILN_OK || g.stride[0] * g.stride[1] > 16)
         return KILN_OK; /* the generic path (and its errors) */
     if (ctx->node->op == KILN_OP_FusedConv)
         res = kiln__kin(ctx, 3);
@@ -223,46 +288,54 @@ static kiln_status conv_bf16(kiln_kctx *ctx, bool *handled)
     KILN_TRY(kiln__kout_uninit(ctx, 0, KILN_DT_FLOAT32, 4, odims));
     if (kiln_tensor_numel(ctx->out[0]) == 0)
         return KILN_OK;
-    int64_t wp = Wo + (kw - 1) * g.dil[1], hp = Ho + (kh - 1) * g.dil[0], plane = hp * wp, nv = Ho * wp;
-    size_t xn = (size_t)(cpg * plane + wp + 2 * KILN_QGEMM_STRIP);
-    uint16_t *xpad = kiln__malloc(xn * sizeof(uint16_t)), *a16 = kiln__malloc(sizeof(uint16_t) * (size_t)(g.M * kp2));
     int64_t *off = kiln__malloc(sizeof(int64_t) * (size_t)K);
-    float *yv = kiln__malloc(sizeof(float) * (size_t)(mpg * nv));
-    kiln_status st = KILN_OK;
-    if (!xpad || !a16 || !off || !yv)
-        st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
-    for (int64_t m = 0; st == KILN_OK && m < g.M; m++) { /* weights: rows of kp2 */
-        memcpy(a16 + m * kp2, (const uint16_t *)w->data + m * K, sizeof(uint16_t) * (size_t)K);
-        if (kp2 > K)
-            a16[m * kp2 + K] = 0;
+    kiln_conv_phases ph;
+    if (!off || !kiln__conv_phases_init(&g, cpg, &ph, off)) {
+        kiln__free(off);
+        return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
     }
-    for (int64_t c = 0, k = 0; st == KILN_OK && c < cpg; c++)
-        for (int64_t ky = 0; ky < kh; ky++)
-            for (int64_t kx = 0; kx < kw; kx++)
-                off[k++] = c * plane + ky * g.dil[0] * wp + kx * g.dil[1];
-    bconv bc = {xpad, off, K};
+    int64_t wq = ph.wq, nv = Ho * wq, pdims[3] = {K, g.M, kp2};
+    /* the weights as rows of kp2: made at build time (kiln__bconv_prep), else now */
+    const uint16_t *rows = kiln__prep_check(ctx, KILN_PREP_BCONV_W, KILN_DT_BFLOAT16, 3, pdims,
+                                            (uint64_t)(g.M * kp2) * sizeof(uint16_t));
+    size_t xn = (size_t)kiln__conv_phases_elems(&ph, cpg, KILN_QGEMM_STRIP);
+    uint16_t *xpad = kiln__malloc(xn * sizeof(uint16_t));
+    uint16_t *x16 = kiln__malloc(sizeof(uint16_t) * (size_t)(cpg * H * W + 1));
+    uint16_t *a16 = rows || kiln__prep_dropped(w) ? NULL : kiln__malloc(sizeof(uint16_t) * (size_t)(g.M * kp2));
+    bool direct = wq == Wo;   /* no dropped columns: the GEMM writes the output itself */
+    float *yv = direct ? NULL : kiln__malloc(sizeof(float) * (size_t)(mpg * nv));
+    kiln_status st = KILN_OK;
+    if (!rows && kiln__prep_dropped(w))
+        st = kiln__prep_missing(ctx, 1);
+    else if (!xpad || !x16 || (!rows && !a16) || (!direct && !yv))
+        st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+    if (st == KILN_OK && !rows) {
+        bconv_rows(w->data, g.M, K, a16);
+        rows = a16;
+    }
+    bconv bc = {.xpad = xpad, .off = off, .K = K, .x16 = x16, .hw = H * W};
     for (int64_t n = 0; st == KILN_OK && n < g.N; n++)
         for (int64_t gi = 0; st == KILN_OK && gi < g.group; gi++) {
-            memset(xpad, 0, xn * sizeof(uint16_t));
-            const float *xg = (const float *)x->data + (n * g.C + gi * cpg) * H * W;
-            for (int64_t c = 0; c < cpg; c++)
-                for (int64_t iy = 0; iy < H; iy++)
-                    kiln__f32_to_bf16_array(xpad + c * plane + (iy + g.pad_b[0]) * wp + g.pad_b[1],
-                                            xg + (c * H + iy) * W, W);
-            kiln_bgemm bg = {.M = mpg, .N = nv, .K = K, .A16 = a16 + gi * mpg * kp2, .packb = bconv_packb,
-                             .packb_ctx = &bc, .C = yv, .ldc = nv};
-            st = kiln__bgemm(ctx->pool, ctx->nthreads, &bg);
+            bc.x = (const float *)x->data + (n * g.C + gi * cpg) * H * W;
+            kiln__parallel_for(ctx->pool, ctx->nthreads, cpg, 1 + 16384 / (H * W + 1), bconv_round, &bc);
+            kiln_phase_fill f = {bconv_clear, bconv_copy, &bc};
+            kiln__conv_phases_fill(&ph, &g, cpg, &f, ctx->pool, ctx->nthreads);
+            /* the epilogue runs on each tile inside the GEMM, except a residual over virtual columns */
             float *yg = (float *)ctx->out[0]->data + (n * g.M + gi * mpg) * osp;
-            for (int64_t r = 0; st == KILN_OK && r < mpg * Ho; r++)
-                memcpy(yg + r * Wo, yv + r * wp, sizeof(float) * (size_t)Wo);
-            if (st == KILN_OK && !kiln__epi_is_noop(&e)) {
-                kiln_epi eg = e;
-                eg.res = res ? (const float *)res->data + n * g.M * osp : NULL;
-                kiln__epi_apply_f32(&eg, (float *)ctx->out[0]->data + n * g.M * osp + gi * mpg * osp, osp, mpg, osp,
-                                    gi * mpg, 0);
-            }
+            kiln_epi eg = e;
+            eg.bias = e.bias ? e.bias + gi * mpg : NULL;
+            eg.res = res ? (const float *)res->data + (n * g.M + gi * mpg) * osp : NULL;
+            bool in_gemm = !kiln__epi_is_noop(&eg) && (direct || !eg.res);
+            kiln_bgemm bg = {.M = mpg, .N = nv, .K = K, .A16 = rows + gi * mpg * kp2, .packb = bconv_packb,
+                             .packb_ctx = &bc, .C = direct ? yg : yv, .ldc = nv, .epi = in_gemm ? &eg : NULL};
+            st = kiln__bgemm(ctx->pool, ctx->nthreads, &bg);
+            for (int64_t r = 0; st == KILN_OK && !direct && r < mpg * Ho; r++)
+                memcpy(yg + r * Wo, yv + r * wq, sizeof(float) * (size_t)Wo);
+            if (st == KILN_OK && !in_gemm && !kiln__epi_is_noop(&eg))
+                kiln__epi_apply_f32(&eg, yg, osp, mpg, osp, 0, 0);
         }
     kiln__free(xpad);
+    kiln__free(x16);
     kiln__free(a16);
     kiln__free(off);
     kiln__free(yv);

@@ -63,6 +63,11 @@ bool kiln__mixed_weight(const kiln_kctx *ctx, int wi);
  * the node's attributes and constant inputs guarantee the BF16 GEMM takes the layer. */
 kiln_status kiln__bgemm_prep(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob,
                              size_t *size);
+/* Build-time packing of a constant 4-D BF16 weight of Conv / FusedConv into the BF16 conv's rows (a
+ * KILN_PREP_BCONV_W blob); it replaces the weights where the BF16 conv surely takes the layer
+ * (stride product <= 16; valid groups). */
+kiln_status kiln__bconv_prep(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob,
+                             size_t *size);
 kiln_status kiln__run_mixed(kiln_kctx *ctx, int wi, kiln_kernel_fn fn);
 
 #endif

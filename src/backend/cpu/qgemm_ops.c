@@ -458,13 +458,13 @@ static void qdw_task(void *arg, int64_t p0, int64_t p1)
 /* ---- 2-D convolutions: padded image split into stride phases, tap offsets, virtual-pixel output ---- */
 
 typedef struct qconv_padded {
-    int64_t sh, sw;          /* strides: the padded image is split into sh x sw phases */
-    int64_t hq, wq, plane;   /* rows / row length of a phase plane; bytes per (phase, channel) plane */
+    kiln_conv_phases ph;     /* the stride phases (qgemm.h) */
     uint8_t *xpad;           /* [phase][cpg][hq][wq], then slack */
     int64_t *off;            /* per k = (c, ky, kx): its plane and the tap's shift within it */
-    bool used[16];           /* phases some tap reads */
     uint8_t *y;              /* mpg x (Ho * wq) outputs before the dropped columns go */
     size_t xbytes;
+    const uint8_t *x;        /* while filling: the group's input planes, x's flip, the padding */
+    uint8_t xr, pad;
 } qconv_padded;
 
 static void padded_free(qconv_padded *p)
@@ -477,61 +477,122 @@ static void padded_free(qconv_padded *p)
 
 /* Tap (ky, kx) of output (oy, ox) reads padded (oy*sh + ty, ox*sw + tx), ty = ky*dh, tx = kx*dw:
  * phase (ty % sh, tx % sw), row oy + ty / sh, column ox + tx / sw of that phase's plane. */
-static kiln_status padded_init(const kiln_kctx *ctx, const kiln_qconv_geom *g, int64_t cpg, int64_t mpg, size_t osz,
-                               qconv_padded *p)
+bool kiln__conv_phases_init(const kiln_qconv_geom *g, int64_t cpg, kiln_conv_phases *p, int64_t *off)
 {
-    int64_t kh = g->k[0], kw = g->k[1], Ho = g->out[0];
+    int64_t kh = g->k[0], kw = g->k[1];
+    memset(p, 0, sizeof *p);
     p->sh = g->stride[0], p->sw = g->stride[1];
+    if (p->sh * p->sw > 16)
+        return false;
     p->wq = g->out[1] + (kw - 1) * g->dil[1] / p->sw;
-    p->hq = Ho + (kh - 1) * g->dil[0] / p->sh;
+    p->hq = g->out[0] + (kh - 1) * g->dil[0] / p->sh;
     p->plane = p->hq * p->wq;
-    /* slack: a strip reads 48 columns past any run start */
-    p->xbytes = (size_t)(p->sh * p->sw * cpg * p->plane + p->wq + 2 * KILN_QGEMM_STRIP);
-    p->xpad = kiln__malloc(p->xbytes);
-    p->off = kiln__malloc(sizeof(int64_t) * (size_t)(cpg * kh * kw));
-    p->y = kiln__malloc((size_t)(mpg * Ho * p->wq) * osz);
-    if (!p->xpad || !p->off || !p->y) {
-        padded_free(p);
-        return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (padded image)");
-    }
     for (int64_t c = 0, k = 0; c < cpg; c++)
         for (int64_t ky = 0; ky < kh; ky++)
             for (int64_t kx = 0; kx < kw; kx++) {
                 int64_t ty = ky * g->dil[0], tx = kx * g->dil[1], ph = (ty % p->sh) * p->sw + tx % p->sw;
                 p->used[ph] = true;
-                p->off[k++] = (ph * cpg + c) * p->plane + ty / p->sh * p->wq + tx / p->sw;
+                off[k++] = (ph * cpg + c) * p->plane + ty / p->sh * p->wq + tx / p->sw;
             }
-    return KILN_OK;
+    return true;
 }
 
-/* x's cpg planes into the phase planes (padding = x's stored zero point) */
-static void padded_fill(qconv_padded *p, const kiln_qconv_geom *g, const uint8_t *x, int64_t cpg, uint8_t xr,
-                        uint8_t pad)
+typedef struct phase_job {
+    const kiln_conv_phases *p;
+    const kiln_qconv_geom *g;
+    int64_t cpg;
+    const kiln_phase_fill *f;
+} phase_job;
+
+/* channels [c0, c1): their planes of every phase cleared, the real pixels of the used ones copied */
+static void phase_task(void *arg, int64_t c0, int64_t c1)
 {
+    const phase_job *j = arg;
+    const kiln_conv_phases *p = j->p;
+    const kiln_qconv_geom *g = j->g;
     int64_t H = g->in[0], W = g->in[1], pt = g->pad_b[0], pl = g->pad_b[1], sh = p->sh, sw = p->sw;
-    memset(p->xpad, pad, p->xbytes);
     for (int64_t qy = 0; qy < sh; qy++)
         for (int64_t qx = 0; qx < sw; qx++) {
-            if (!p->used[qy * sw + qx])
+            int64_t ph = qy * sw + qx;
+            for (int64_t c = c0; c < c1; c++)
+                j->f->clear(j->f->ctx, (ph * j->cpg + c) * p->plane, p->plane);
+            if (!p->used[ph])
                 continue;
             /* columns x with 0 <= x*sw + qx - pl < W */
             int64_t a = pl > qx ? (pl - qx + sw - 1) / sw : 0, b = (W + pl - qx + sw - 1) / sw;
             b = b < p->wq ? b : p->wq;
-            for (int64_t c = 0; c < cpg; c++)
+            for (int64_t c = c0; c < c1; c++)
                 for (int64_t y = 0; y < p->hq && a < b; y++) {
                     int64_t iy = y * sh + qy - pt;
                     if (iy < 0 || iy >= H)
                         continue;
-                    uint8_t *d = p->xpad + ((qy * sw + qx) * cpg + c) * p->plane + y * p->wq;
-                    const uint8_t *srow = x + (c * H + iy) * W + a * sw + qx - pl;
-                    if (sw == 1) {
-                        kiln__qconv_bytes(d + a, srow, b - a, xr != 0);
-                    } else {
-                        for (int64_t q = 0; q < b - a; q++)
-                            d[a + q] = srow[q * sw] ^ xr;
-                    }
+                    j->f->copy(j->f->ctx, (ph * j->cpg + c) * p->plane + y * p->wq + a,
+                               (c * H + iy) * W + a * sw + qx - pl, b - a, sw);
                 }
         }
+}
+
+void kiln__conv_phases_fill(const kiln_conv_phases *p, const kiln_qconv_geom *g, int64_t cpg, const kiln_phase_fill *f,
+                            kiln_pool *pool, int nthreads)
+{
+    int64_t planes = p->sh * p->sw * cpg * p->plane;
+    f->clear(f->ctx, planes, kiln__conv_phases_elems(p, cpg, KILN_QGEMM_STRIP) - planes); /* the slack */
+    phase_job j = {p, g, cpg, f};
+    kiln__parallel_for(pool, nthreads, cpg, 1 + 32768 / (p->sh * p->sw * p->plane + 1), phase_task, &j);
+}
+
+static kiln_status padded_init(const kiln_kctx *ctx, const kiln_qconv_geom *g, int64_t cpg, int64_t mpg, size_t osz,
+                               qconv_padded *p)
+{
+    int64_t kh = g->k[0], kw = g->k[1];
+    memset(p, 0, sizeof *p);
+    p->off = kiln__malloc(sizeof(int64_t) * (size_t)(cpg * kh * kw));
+    if (!p->off) {
+        padded_free(p);
+        return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (padded image)");
+    }
+    if (!kiln__conv_phases_init(g, cpg, &p->ph, p->off)) { /* the caller checked the strides */
+        padded_free(p);
+        return kiln__kerr(ctx, KILN_ERR_INTERNAL, "too many stride phases");
+    }
+    /* slack: a strip reads 48 columns past any run start */
+    p->xbytes = (size_t)kiln__conv_phases_elems(&p->ph, cpg, KILN_QGEMM_STRIP);
+    p->xpad = kiln__malloc(p->xbytes);
+    p->y = kiln__malloc((size_t)(mpg * g->out[0] * p->ph.wq) * osz);
+    if (!p->xpad || !p->y) {
+        padded_free(p);
+        return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (padded image)");
+    }
+    return KILN_OK;
+}
+
+static void padded_clear(void *arg, int64_t dst_off, int64_t n)
+{
+    const qconv_padded *p = arg;
+    memset(p->xpad + dst_off, p->pad, (size_t)n);
+}
+
+/* bytes (flipped as x's) */
+static void padded_copy(void *arg, int64_t dst_off, int64_t src_off, int64_t n, int64_t sw)
+{
+    const qconv_padded *p = arg;
+    uint8_t *d = p->xpad + dst_off;
+    const uint8_t *s = p->x + src_off;
+    if (sw == 1) {
+        kiln__qconv_bytes(d, s, n, p->xr != 0);
+    } else {
+        for (int64_t q = 0; q < n; q++)
+            d[q] = s[q * sw] ^ p->xr;
+    }
+}
+
+/* x's cpg planes into the phase planes (padding = x's stored zero point) */
+static void padded_fill(qconv_padded *p, const kiln_qconv_geom *g, const uint8_t *x, int64_t cpg, uint8_t xr,
+                        uint8_t pad, kiln_pool *pool, int nthreads)
+{
+    p->x = x, p->xr = xr, p->pad = pad;
+    kiln_phase_fill f = {padded_clear, padded_copy, p};
+    kiln__conv_phases_fill(&p->ph, g, cpg, &f, pool, nthreads);
 }
 
 typedef struct qconv_args {
@@ -616,7 +677,7 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
         qconv_padded pd = {0};
         if (st == KILN_OK && !pointwise && g.nsp == 2 && g.stride[0] * g.stride[1] <= 16)
             st = padded_init(ctx, &g, cpg, mpg, osz, &pd);
-        int64_t nv = pd.xpad ? g.out[0] * pd.wq : osp; /* GEMM columns: virtual or real pixels */
+        int64_t nv = pd.xpad ? g.out[0] * pd.ph.wq : osp; /* GEMM columns: virtual or real pixels */
         for (int64_t n = 0; st == KILN_OK && n < g.N; n++)
             for (int64_t gi = 0; st == KILN_OK && gi < g.group; gi++) {
                 qconv_pack pc = {.g = &g, .x = (const uint8_t *)x->data + (n * g.C + gi * cpg) * isp,
@@ -624,7 +685,7 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
                                  .pointwise = pointwise, .isp = isp, .xpad = pd.xpad, .off = pd.off};
                 uint8_t *yg = (uint8_t *)ctx->out[0]->data + (size_t)((n * g.M + gi * mpg) * osp) * osz;
                 if (pd.xpad)
-                    padded_fill(&pd, &g, pc.x, cpg, pc.xor_, pc.pad);
+                    padded_fill(&pd, &g, pc.x, cpg, pc.xor_, pc.pad, ctx->pool, ctx->nthreads);
                 kiln_qepi eg = e;
                 if (e.scale)
                     eg.scale = e.scale + gi * mpg, eg.mult = e.mult + gi * mpg;
@@ -639,7 +700,7 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
                 st = kiln__qgemm(ctx->pool, ctx->nthreads, &gm);
                 if (st == KILN_OK && pd.xpad) /* keep the real columns */
                     for (int64_t r = 0; r < mpg * g.out[0]; r++)
-                        memcpy(yg + (size_t)(r * g.out[1]) * osz, pd.y + (size_t)(r * pd.wq) * osz,
+                        memcpy(yg + (size_t)(r * g.out[1]) * osz, pd.y + (size_t)(r * pd.ph.wq) * osz,
                                (size_t)g.out[1] * osz);
             }
         padded_free(&pd);

@@ -11,7 +11,8 @@
 #define KILN_BACKEND_CPU_SCRATCH_H
 #include <stddef.h>
 
-enum { KILN_SCRATCH_GEMM, KILN_SCRATCH_CONV, KILN_SCRATCH_WINO, KILN_SCRATCH_SLOTS };
+enum { KILN_SCRATCH_GEMM, KILN_SCRATCH_CONV, KILN_SCRATCH_WINO, KILN_SCRATCH_LOWBIT_W, KILN_SCRATCH_LOWBIT_X,
+       KILN_SCRATCH_SLOTS };
 
 /* A buffer of at least `bytes` bytes for this thread's `slot`, or NULL if out of memory. */
 void *kiln__scratch(int slot, size_t bytes);

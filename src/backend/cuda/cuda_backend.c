@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #define PINNED_BYTES ((size_t)32 << 20)   /* two halves of 16 MiB */
+#define NHWC_MIN_BATCH 16
 
 /* ---- errors */
 
@@ -120,6 +121,7 @@ static size_t live_take(cu_be *b, const void *p)
 
 static void pool_release_all(cu_be *b)
 {
+    b->mem_gen++;   /* captured graphs may use these blocks as scratch */
     for (int i = 0; i < b->n_pool; i++)
         cudaFree(b->pool[i].p);
     b->n_pool = 0;
@@ -189,12 +191,16 @@ void cu_free(cu_be *b, void *p)
             return;
         }
     }
+    b->mem_gen++;
     cudaFree(p);
 }
 
 kiln_status cu_workspace(cu_be *b, size_t n, void **p)
 {
     if (n > b->ws_size) {
+        if (b->capturing)
+            return cu_not_in_capture(b, "growing the workspace");
+        b->mem_gen++;
         /* the old workspace may still be in use by queued work: wait before freeing it */
         if (b->ws) {
             cudaStreamSynchronize(b->stream);
@@ -240,11 +246,19 @@ static int64_t shape_numel(int ndim, const int64_t *dims)
     return n;
 }
 
-static kiln_status make_tensor(cu_be *b, const kiln_kctx *ctx, kiln_tensor *t, kiln_dtype dt, int ndim,
-                               const int64_t *dims, void *data)
+static uint32_t half_flag(kiln_dtype dt, kiln_dtype sdt)
+{
+    if (dt != KILN_DT_FLOAT32)
+        return 0;
+    return sdt == KILN_DT_FLOAT16 ? KILN_TENSOR_DEV_F16 : sdt == KILN_DT_BFLOAT16 ? KILN_TENSOR_DEV_BF16 : 0;
+}
+
+static kiln_status make_tensor(cu_be *b, const kiln_kctx *ctx, kiln_tensor *t, kiln_dtype dt, kiln_dtype sdt,
+                               int ndim, const int64_t *dims, void *data)
 {
     int64_t n = shape_numel(ndim, dims);
-    size_t es = cu_es(dt);
+    uint32_t half = half_flag(dt, sdt);
+    size_t es = half ? 2 : cu_es(dt);
     if (n < 0 || !es || ndim > KILN_MAX_DIMS)
         return ctx ? cu_kerr(b, ctx, KILN_ERR_SHAPE, "bad output shape or dtype")
                    : cu_err(b, KILN_ERR_SHAPE, "bad tensor shape or dtype");
@@ -254,17 +268,17 @@ static kiln_status make_tensor(cu_be *b, const kiln_kctx *ctx, kiln_tensor *t, k
     for (int d = 0; d < ndim; d++)
         t->dims[d] = dims[d];
     t->nbytes = (size_t)n * es;
-    t->flags = KILN_TENSOR_BORROWED | KILN_TENSOR_ON_DEVICE;
+    t->flags = KILN_TENSOR_BORROWED | KILN_TENSOR_ON_DEVICE | half;
     t->data = data;
     return KILN_OK;
 }
 
-kiln_status cu_out(cu_be *b, kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims)
+kiln_status cu_out_s(cu_be *b, kiln_kctx *ctx, int i, kiln_dtype dt, kiln_dtype sdt, int ndim, const int64_t *dims)
 {
     kiln_tensor *t = ctx->out[i];
     if (!t)
         return cu_kerr(b, ctx, KILN_ERR_INTERNAL, "output %d has no tensor", i);
-    KILN_TRY(make_tensor(b, ctx, t, dt, ndim, dims, NULL));
+    KILN_TRY(make_tensor(b, ctx, t, dt, sdt, ndim, dims, NULL));
     bool fresh = true;
     void *p = ctx->rt && ctx->rt->place ? ctx->rt->place(ctx->rt_user, ctx, i, t->nbytes, &fresh) : NULL;
     if (!p) {
@@ -278,10 +292,90 @@ kiln_status cu_out(cu_be *b, kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, con
     return KILN_OK;
 }
 
+kiln_status cu_out(cu_be *b, kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims)
+{
+    return cu_out_s(b, ctx, i, dt, dt, ndim, dims);
+}
+
+kiln_status cu_out_like(cu_be *b, kiln_kctx *ctx, int i, const kiln_tensor *x, int ndim, const int64_t *dims)
+{
+    return cu_out_s(b, ctx, i, x->dtype, cu_sdt(x), ndim, dims);
+}
+
+kiln_dtype cu_sdt(const kiln_tensor *t)
+{
+    if (t->flags & KILN_TENSOR_DEV_F16)
+        return KILN_DT_FLOAT16;
+    if (t->flags & KILN_TENSOR_DEV_BF16)
+        return KILN_DT_BFLOAT16;
+    return t->dtype;
+}
+
+size_t cu_tes(const kiln_tensor *t)
+{
+    return cu_es(cu_sdt(t));
+}
+
+int cu_fdt(kiln_dtype sdt)
+{
+    return sdt == KILN_DT_FLOAT32 ? CUK_F32 : sdt == KILN_DT_FLOAT16 ? CUK_F16 : sdt == KILN_DT_BFLOAT16 ? CUK_BF16 : -1;
+}
+
+kiln_dtype cu_act_sdt(const cu_be *b, const kiln_kctx *ctx, uint32_t mask)
+{
+    if (b->force_act != KILN_DT_UNDEFINED)
+        return b->force_act;
+    for (int i = 0; i < ctx->n_in && i < 32; i++)
+        if ((mask >> i & 1u) && ctx->in[i] && ctx->in[i]->dtype == KILN_DT_FLOAT32 &&
+            (ctx->in[i]->flags & KILN_TENSOR_DEV_HALF))
+            return cu_sdt(ctx->in[i]);
+    return KILN_DT_FLOAT32;
+}
+
+kiln_status cu_as(cu_be *b, const kiln_tensor *x, kiln_dtype sdt, kiln_tensor *tmp, const kiln_tensor **out)
+{
+    memset(tmp, 0, sizeof *tmp);
+    *out = x;
+    if (!x || x->dtype != KILN_DT_FLOAT32 || cu_sdt(x) == sdt)
+        return KILN_OK;
+    KILN_TRY(make_tensor(b, NULL, tmp, KILN_DT_FLOAT32, sdt, x->ndim, x->dims, NULL));
+    tmp->flags |= x->flags & KILN_TENSOR_DEV_NHWC;   /* an elementwise conversion keeps the layout */
+    void *p;
+    KILN_TRY(cu_alloc(b, tmp->nbytes, &p));
+    tmp->data = p;
+    *out = tmp;
+    return cu_check(b, cuk_cast((int)cu_sdt(x), x->data, (int)sdt, p, cu_numel(x), b->stream), "converting");
+}
+
+kiln_status cu_relayout(cu_be *b, const kiln_tensor *x, bool nhwc, kiln_tensor *tmp, const kiln_tensor **out)
+{
+    memset(tmp, 0, sizeof *tmp);
+    *out = x;
+    if (!x || x->ndim != 4 || cu_is_nhwc(x) == nhwc)
+        return KILN_OK;
+    KILN_TRY(make_tensor(b, NULL, tmp, x->dtype, cu_sdt(x), 4, x->dims, NULL));
+    void *p;
+    KILN_TRY(cu_alloc(b, tmp->nbytes, &p));
+    tmp->data = p;
+    if (nhwc)
+        tmp->flags |= KILN_TENSOR_DEV_NHWC;
+    *out = tmp;
+    int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
+    /* NCHW -> NHWC: y[n,h,w,c] = x[n,c,h,w]; NHWC -> NCHW: y[n,c,h,w] = x[n,h,w,c] */
+    cuk_shape sh = {.ndim = 4};
+    int64_t d_nhwc[4] = {N, H, W, C}, s_nhwc[4] = {C * H * W, W, 1, H * W};
+    int64_t d_nchw[4] = {N, C, H, W}, s_nchw[4] = {H * W * C, 1, W * C, C};
+    for (int i = 0; i < 4; i++) {
+        sh.dims[i] = nhwc ? d_nhwc[i] : d_nchw[i];
+        sh.str[0][i] = nhwc ? s_nhwc[i] : s_nchw[i];
+    }
+    return cu_check(b, cuk_strided_copy(cu_tes(x), x->data, 0, p, cu_numel(x), &sh, b->stream), "relayout");
+}
+
 kiln_status cu_tmp(cu_be *b, kiln_tensor *t, kiln_dtype dt, int ndim, const int64_t *dims)
 {
     memset(t, 0, sizeof *t);
-    KILN_TRY(make_tensor(b, NULL, t, dt, ndim, dims, NULL));
+    KILN_TRY(make_tensor(b, NULL, t, dt, dt, ndim, dims, NULL));
     void *p;
     KILN_TRY(cu_alloc(b, t->nbytes, &p));
     t->data = p;
@@ -290,7 +384,8 @@ kiln_status cu_tmp(cu_be *b, kiln_tensor *t, kiln_dtype dt, int ndim, const int6
 
 void cu_tmp_free(cu_be *b, kiln_tensor *t)
 {
-    cu_free(b, t->data);
+    if (t->data)
+        cu_free(b, t->data);
     memset(t, 0, sizeof *t);
 }
 
@@ -532,6 +627,8 @@ static kiln_status cuda_buf_copy(const kiln_backend *be, void *dst, const void *
     cu_be *b = cu_of(be);
     if (!n)
         return KILN_OK;
+    if (b->capturing)
+        return cu_not_in_capture(b, "a synchronous copy");
     KILN_TRY(cu_check(b, cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, b->stream), "copying"));
     return cu_check(b, cudaStreamSynchronize(b->stream), "copying");
 }
@@ -564,16 +661,80 @@ static void cuda_release(const kiln_backend *be, kiln_layer *l)
     l->blob_size = 0;
 }
 
+/* The inputs an op reads in NHWC (bit i: input i); every other NHWC input is handed over in its
+ * ONNX layout. Elementwise ops keep the layout (k_binary when both inputs share it). */
+static uint32_t nhwc_inputs(kiln_op op)
+{
+    switch (op) {
+    case KILN_OP_Conv: case KILN_OP_FusedConv: return 1u | 8u;
+    case KILN_OP_MaxPool: case KILN_OP_AveragePool: case KILN_OP_GlobalAveragePool: return 1u;
+    case KILN_OP_Add: case KILN_OP_Sub: case KILN_OP_Mul: case KILN_OP_Div: case KILN_OP_Max: case KILN_OP_Min:
+    case KILN_OP_Pow: return 3u;
+    case KILN_OP_Relu: case KILN_OP_Sigmoid: case KILN_OP_Tanh: case KILN_OP_Exp: case KILN_OP_Log: case KILN_OP_Sqrt:
+    case KILN_OP_Neg: case KILN_OP_Abs: case KILN_OP_Erf: case KILN_OP_Reciprocal: case KILN_OP_Floor:
+    case KILN_OP_Ceil: case KILN_OP_Softplus: case KILN_OP_Sin: case KILN_OP_Cos: case KILN_OP_Round:
+    case KILN_OP_Sign: case KILN_OP_HardSwish: case KILN_OP_HardSigmoid: case KILN_OP_LeakyRelu: case KILN_OP_Elu:
+    case KILN_OP_Selu: case KILN_OP_Gelu: case KILN_OP_Clip: return 1u;
+    default: return 0;
+    }
+}
+
+/* Runs the op on its inputs in the storage and layout it takes: NHWC inputs it does not read so are
+ * transposed back first. With KILN_CUDA_ACT set (tests), a float32 input 0 held in float32 (a graph
+ * input, a host result) is first converted to the forced storage (and, 4-D for an op that reads
+ * NHWC, to NHWC), so that every op's half and channels-last paths are exercised. */
+static kiln_status run_forced(cu_be *b, const cu_op *o, kiln_kctx *ctx)
+{
+    uint32_t aware = nhwc_inputs(ctx->node->op);
+    bool change = false;
+    for (int i = 0; i < ctx->n_in && i < 16; i++)
+        change |= cu_is_nhwc(ctx->in[i]) && !(aware >> i & 1u);
+    const kiln_tensor *x = ctx->n_in > 0 ? ctx->in[0] : NULL;
+    bool to_nhwc = (aware & 1u) && b->nhwc == 1 && x && x->ndim == 4 && !cu_is_nhwc(x);
+    bool force = b->force_act != KILN_DT_UNDEFINED && x && x->dtype == KILN_DT_FLOAT32 &&
+                 (x->flags & KILN_TENSOR_ON_DEVICE) && (cu_sdt(x) != b->force_act || to_nhwc);
+    if ((!change && !force) || ctx->n_in > 16)
+        return o->fn(b, ctx);
+    const kiln_tensor *in[16];
+    kiln_tensor tmp[17];
+    memset(tmp, 0, sizeof tmp);
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < ctx->n_in; i++) {
+        in[i] = ctx->in[i];
+        if (st == KILN_OK && cu_is_nhwc(in[i]) && !(aware >> i & 1u))
+            st = cu_relayout(b, in[i], false, &tmp[i], &in[i]);
+    }
+    if (st == KILN_OK && force) {
+        st = cu_as(b, in[0], b->force_act, &tmp[16], &in[0]);
+        if (st == KILN_OK && to_nhwc) {
+            kiln_tensor t2;
+            st = cu_relayout(b, in[0], true, &t2, &in[0]);
+            if (t2.data) {   /* keep one scratch per slot: free the storage copy now (stream order) */
+                cu_tmp_free(b, &tmp[16]);
+                tmp[16] = t2;
+                in[0] = &tmp[16];
+            }
+        }
+    }
+    kiln_kctx c2 = *ctx;
+    c2.in = in;
+    if (st == KILN_OK)
+        st = o->fn(b, &c2);
+    for (int i = 0; i < 17; i++)
+        cu_tmp_free(b, &tmp[i]);
+    return st;
+}
+
 static kiln_status cuda_run(const kiln_backend *be, const kiln_layer *l, kiln_kctx *ctx)
 {
     cu_be *b = cu_of(be);
     const cu_op *o = find_op(l->node->op);
     if (!o)
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "no CUDA kernel");
-    bool prof = b->profile && b->runs >= 3;   /* past the planning run and algorithm searches */
+    bool prof = b->profile && b->runs >= 3 && !b->capturing;   /* past the planning run and algorithm searches */
     if (prof)
         cudaEventRecord(b->prof[0], b->stream);
-    KILN_TRY(o->fn(b, ctx));
+    KILN_TRY(run_forced(b, o, ctx));
     if (prof) {   /* developer tool: serializes the layers */
         float ms = 0;
         cudaEventRecord(b->prof[1], b->stream);
@@ -590,7 +751,7 @@ static kiln_status cuda_run(const kiln_backend *be, const kiln_layer *l, kiln_kc
 
 void cu_part_mark(cu_be *b, int k, int n)
 {
-    if (!b->profile || b->runs < 3)
+    if (!b->profile || b->runs < 3 || b->capturing)
         return;
     cudaEventRecord(b->part_ev[k], b->stream);
     if (k == n) {
@@ -606,6 +767,8 @@ void cu_part_mark(cu_be *b, int k, int n)
 static kiln_status cuda_synchronize(const kiln_backend *be)
 {
     cu_be *b = cu_of(be);
+    if (b->capturing)   /* the end of a captured run: the runtime ends the capture and launches the graph */
+        return b->cap_status;
     b->runs++;
     return cu_check(b, cudaStreamSynchronize(b->stream), "synchronizing");
 }
@@ -699,6 +862,13 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
     b->tf32 = o->allow_tf32;
     const char *poison = getenv("KILN_CUDA_POISON");
     b->poison = poison && poison[0] && strcmp(poison, "0");
+    /* channels-last half convolutions: measured faster at batch 256, slower at batch 1 (docs/CUDA.md);
+     * KILN_CUDA_NHWC=0 never, =1 always, unset from batch NHWC_MIN_BATCH on */
+    const char *nhwc = getenv("KILN_CUDA_NHWC");
+    b->nhwc = !nhwc || !nhwc[0] ? NHWC_MIN_BATCH : !strcmp(nhwc, "0") ? 0 : 1;
+    const char *act = getenv("KILN_CUDA_ACT");
+    b->force_act = act && !strcmp(act, "fp16") ? KILN_DT_FLOAT16 : act && !strcmp(act, "bf16") ? KILN_DT_BFLOAT16
+                                                                                            : KILN_DT_UNDEFINED;
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count <= o->device) {
@@ -752,8 +922,26 @@ static kiln_status mod_shared_alloc(kiln_backend *be, size_t n, void **p)
     return cu_check(cu_of(be), cudaMalloc(p, n ? n : 1), "allocating device memory for weights");
 }
 
+static unsigned long weights_gen;
+
+unsigned long cu_weights_gen(void) { return __atomic_load_n(&weights_gen, __ATOMIC_ACQUIRE); }
+
+static kiln_status mod_canonical(kiln_backend *be, const kiln_tensor *t, kiln_tensor *out)
+{
+    const kiln_tensor *r;
+    KILN_TRY(cu_relayout(cu_of(be), t, false, out, &r));
+    if (r == t) {   /* already in its ONNX layout: a plain copy */
+        cu_be *b = cu_of(be);
+        *out = *t;
+        KILN_TRY(cu_alloc(b, t->nbytes ? t->nbytes : 1, &out->data));
+        return cu_check(b, cudaMemcpyAsync(out->data, t->data, t->nbytes, cudaMemcpyDeviceToDevice, b->stream), "copy");
+    }
+    return KILN_OK;
+}
+
 static void mod_shared_free(void *p)
 {
+    __atomic_add_fetch(&weights_gen, 1, __ATOMIC_ACQ_REL);
     if (p)
         cudaFree(p);
 }
@@ -764,6 +952,8 @@ static void mod_free(kiln_backend *be, void *p) { cu_free(cu_of(be), p); }
 static kiln_status mod_h2d(kiln_backend *be, void *dst, const void *src, size_t n)
 {
     cu_be *b = cu_of(be);
+    if (b->capturing)
+        return cu_not_in_capture(b, "a copy to the GPU");
     size_t half = b->pinned_size / 2;
     int i = 0;
     for (size_t o = 0; o < n; o += half, i++) {
@@ -782,6 +972,8 @@ static kiln_status mod_h2d(kiln_backend *be, void *dst, const void *src, size_t 
 static kiln_status mod_d2h(kiln_backend *be, void *dst, const void *src, size_t n)
 {
     cu_be *b = cu_of(be);
+    if (b->capturing)
+        return cu_not_in_capture(b, "a copy from the GPU");
     size_t half = b->pinned_size / 2, prev_o = 0, prev_c = 0;
     int i = 0;
     for (size_t o = 0; o < n; o += half, i++) {
@@ -832,6 +1024,12 @@ static const kiln_devmod cuda_module = {
     .h2d = mod_h2d,
     .d2h = mod_d2h,
     .describe = mod_describe,
+    .canonical = mod_canonical,
+    .graph_begin = cu_graph_begin,
+    .graph_h2d = cu_graph_h2d,
+    .graph_end = cu_graph_end,
+    .graph_launch = cu_graph_launch,
+    .graph_free = cu_graph_free,
 };
 
 __attribute__((visibility("default"))) const kiln_devmod *kiln_devmod_entry(void);

@@ -18,6 +18,10 @@ typedef struct conv_state {
     size_t ws;
     int64_t ydims[4];
     bool no_fused;   /* cudnnConvolutionBiasActivationForward refused the algorithm */
+    bool nhwc;       /* x, y channels-last; the filter KRSC in w_nhwc */
+    void *w_nhwc;    /* the weight transposed KCRS -> KRSC (own device memory) */
+    const void *w_src;
+    unsigned long w_gen;
 } conv_state;
 
 static void conv_state_free(void *p)
@@ -29,6 +33,7 @@ static void conv_state_free(void *p)
     if (s->w) cudnnDestroyFilterDescriptor(s->w);
     if (s->conv) cudnnDestroyConvolutionDescriptor(s->conv);
     if (s->relu) cudnnDestroyActivationDescriptor(s->relu);
+    if (s->w_nhwc) cudaFree(s->w_nhwc);
     free(s);
 }
 
@@ -100,9 +105,20 @@ static bool acc_conv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *
     return fits_int(xd, 4) && fits_int(wd, 4);
 }
 
-static kiln_status make_state(cu_be *b, kiln_kctx *ctx, const int64_t *xd, const int64_t *wd, const cu_geom *g,
-                              int group, conv_state **out)
+static cudnnDataType_t dnn_ty(kiln_dtype sdt)
 {
+    return sdt == KILN_DT_FLOAT16 ? CUDNN_DATA_HALF : sdt == KILN_DT_BFLOAT16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+}
+
+static kiln_status make_state(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, bool nhwc, const int64_t *xd,
+                              const int64_t *wd, const cu_geom *g, int group, conv_state **out)
+{
+    if (b->capturing)
+        return cu_not_in_capture(b, "choosing a convolution algorithm");
+    cudnnDataType_t ty = dnn_ty(sdt);
+    bool half = sdt != KILN_DT_FLOAT32;
+    /* half operands: tensor cores, FP32 accumulation */
+    cudnnMathType_t math = half ? CUDNN_TENSOR_OP_MATH : b->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
     conv_state *s = calloc(1, sizeof *s);
     if (!s)
         return cu_err(b, KILN_ERR_NOMEM, "out of memory");
@@ -114,20 +130,22 @@ static kiln_status make_state(cu_be *b, kiln_kctx *ctx, const int64_t *xd, const
     DNN(cudnnCreateFilterDescriptor(&s->w));
     DNN(cudnnCreateConvolutionDescriptor(&s->conv));
     DNN(cudnnCreateActivationDescriptor(&s->relu));
-    DNN(cudnnSetTensor4dDescriptor(s->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)xd[0], (int)xd[1], (int)xd[2],
+    cudnnTensorFormat_t fmt = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    s->nhwc = nhwc;
+    DNN(cudnnSetTensor4dDescriptor(s->x, fmt, ty, (int)xd[0], (int)xd[1], (int)xd[2],
                                    (int)xd[3]));
-    DNN(cudnnSetFilter4dDescriptor(s->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)wd[0], (int)wd[1], (int)wd[2],
+    DNN(cudnnSetFilter4dDescriptor(s->w, ty, fmt, (int)wd[0], (int)wd[1], (int)wd[2],
                                    (int)wd[3]));
     DNN(cudnnSetConvolution2dDescriptor(s->conv, (int)g->pb[0], (int)g->pb[1], (int)g->s[0], (int)g->s[1],
                                         (int)g->d[0], (int)g->d[1], CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     DNN(cudnnSetConvolutionGroupCount(s->conv, group));
-    DNN(cudnnSetConvolutionMathType(s->conv, b->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    DNN(cudnnSetConvolutionMathType(s->conv, math));
     int yd[4] = {0};
     DNN(cudnnGetConvolution2dForwardOutputDim(s->conv, s->x, s->w, &yd[0], &yd[1], &yd[2], &yd[3]));
     if (st == KILN_OK && (yd[2] != g->out[0] || yd[3] != g->out[1]))
         st = cu_kerr(b, ctx, KILN_ERR_INTERNAL, "cuDNN output %dx%d, expected %lldx%lld", yd[2], yd[3],
                      (long long)g->out[0], (long long)g->out[1]);
-    DNN(cudnnSetTensor4dDescriptor(s->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, yd[0], yd[1], yd[2], yd[3]));
+    DNN(cudnnSetTensor4dDescriptor(s->y, fmt, ty, yd[0], yd[1], yd[2], yd[3]));
     DNN(cudnnSetTensor4dDescriptor(s->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, yd[1], 1, 1));
     DNN(cudnnSetActivationDescriptor(s->relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
     for (int i = 0; i < 4; i++)
@@ -142,9 +160,10 @@ static kiln_status make_state(cu_be *b, kiln_kctx *ctx, const int64_t *xd, const
     int pick = -1;
     for (int i = 0; st == KILN_OK && i < got && pick < 0; i++) {
         if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > ((size_t)2 << 30) ||
-            (!b->tf32 && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH))
+            (!b->tf32 && !half && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH))
             continue;
-        if (cudnnSetConvolutionMathType(s->conv, b->tf32 ? perf[i].mathType : CUDNN_FMA_MATH) == CUDNN_STATUS_SUCCESS &&
+        if (cudnnSetConvolutionMathType(s->conv, b->tf32 || half ? perf[i].mathType : CUDNN_FMA_MATH) ==
+                CUDNN_STATUS_SUCCESS &&
             cudnnGetConvolutionForwardWorkspaceSize(b->dnn, s->x, s->w, s->conv, s->y, perf[i].algo, &s->ws) ==
                 CUDNN_STATUS_SUCCESS) {
             pick = i;
@@ -152,7 +171,7 @@ static kiln_status make_state(cu_be *b, kiln_kctx *ctx, const int64_t *xd, const
         }
     }
     if (st == KILN_OK && pick < 0)
-        st = cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "cuDNN has no usable FP32 algorithm for this convolution");
+        st = cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "cuDNN has no usable algorithm for this convolution");
 #undef DNN
     if (st != KILN_OK) {
         conv_state_free(s);
@@ -162,11 +181,38 @@ static kiln_status make_state(cu_be *b, kiln_kctx *ctx, const int64_t *xd, const
     return KILN_OK;
 }
 
-static kiln_status k_conv(cu_be *b, kiln_kctx *ctx)
+/* The filter in the state's layout: w itself, or (NHWC) its KRSC copy, made again when the weight
+ * changed (another pointer, or weights freed since). */
+static kiln_status conv_filter(cu_be *b, conv_state *s, const kiln_tensor *w, const void **out)
 {
-    const kiln_tensor *x = IN(0), *w = IN(1), *bias = IN(2), *res = ctx->node->op == KILN_OP_FusedConv ? IN(3) : NULL;
-    if (!x || !w || (x->ndim != 4 && x->ndim != 3) || w->ndim != x->ndim)
-        return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "only 1-D and 2-D convolutions");
+    *out = w->data;
+    if (!s->nhwc)
+        return KILN_OK;
+    unsigned long gen = cu_weights_gen();
+    if (s->w_nhwc && s->w_src == w->data && s->w_gen == gen && b->force_act == KILN_DT_UNDEFINED) {
+        *out = s->w_nhwc;
+        return KILN_OK;
+    }
+    if (!s->w_nhwc)
+        KILN_TRY(cu_check(b, cudaMalloc(&s->w_nhwc, w->nbytes ? w->nbytes : 1), "allocating a filter"));
+    /* KCRS -> KRSC is NCHW -> NHWC of the filter as a 4-D tensor */
+    kiln_tensor wv = *w, tmp;
+    wv.flags &= ~KILN_TENSOR_DEV_NHWC;
+    const kiln_tensor *r;
+    KILN_TRY(cu_relayout(b, &wv, true, &tmp, &r));
+    kiln_status st = cu_check(b, cudaMemcpyAsync(s->w_nhwc, r->data, w->nbytes, cudaMemcpyDeviceToDevice, b->stream),
+                              "copying a filter");
+    cu_tmp_free(b, &tmp);
+    KILN_TRY(st);
+    s->w_src = w->data;
+    s->w_gen = gen;
+    *out = s->w_nhwc;
+    return KILN_OK;
+}
+
+static kiln_status conv_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, bool nhwc, const kiln_tensor *x,
+                            const kiln_tensor *w, const kiln_tensor *bias, const kiln_tensor *res)
+{
     int act = CUK_IDENTITY;
     float aa = 0, ab = 0;
     if (ctx->node->op == KILN_OP_FusedConv && !cu_fused_act(b, ctx->node, &act, &aa, &ab))
@@ -175,22 +221,26 @@ static kiln_status k_conv(cu_be *b, kiln_kctx *ctx)
     int64_t xd[4], wd[4];
     as4d(x, xd);
     as4d(w, wd);
-    int64_t key[9] = {x->ndim, xd[0], xd[1], xd[2], xd[3], wd[0], wd[1], wd[2], wd[3]};
-    conv_state *s = cu_state_get(b, ctx->node, key, 9);
+    int64_t key[11] = {x->ndim, xd[0], xd[1], xd[2], xd[3], wd[0], wd[1], wd[2], wd[3], sdt, nhwc};
+    conv_state *s = cu_state_get(b, ctx->node, key, 11);
     if (!s) {
         cu_geom g;
         KILN_TRY(conv_geom(b, ctx, x, w, &g));
         if (g.pb[0] != g.pe[0] || g.pb[1] != g.pe[1])
             return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "asymmetric padding");
-        KILN_TRY(make_state(b, ctx, xd, wd, &g, (int)group, &s));
-        KILN_TRY(cu_state_put(b, ctx->node, key, 9, s, conv_state_free));
+        KILN_TRY(make_state(b, ctx, sdt, nhwc, xd, wd, &g, (int)group, &s));
+        KILN_TRY(cu_state_put(b, ctx->node, key, 11, s, conv_state_free));
     }
+    const void *wp;
+    KILN_TRY(conv_filter(b, s, w, &wp));
     int64_t yd[4] = {s->ydims[0], s->ydims[1], s->ydims[2], s->ydims[3]};
     if (x->ndim == 3)
-        KILN_TRY(cu_out(b, ctx, 0, KILN_DT_FLOAT32, 3, (int64_t[]){yd[0], yd[1], yd[3]}));
+        KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, 3, (int64_t[]){yd[0], yd[1], yd[3]}));
     else
-        KILN_TRY(cu_out(b, ctx, 0, KILN_DT_FLOAT32, 4, yd));
+        KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, 4, yd));
     kiln_tensor *y = ctx->out[0];
+    if (nhwc)
+        y->flags |= KILN_TENSOR_DEV_NHWC;
     int64_t ny = cu_numel(y);
     if (res && cu_numel(res) != ny)
         return cu_kerr(b, ctx, KILN_ERR_SHAPE, "residual must have the output's shape");
@@ -198,30 +248,65 @@ static kiln_status k_conv(cu_be *b, kiln_kctx *ctx)
     if (s->ws)
         KILN_TRY(cu_workspace(b, s->ws, &ws));
     float one = 1.0f, zero = 0.0f;
-    if (bias && act == CUK_RELU && !s->no_fused) {
+    if (bias && act == CUK_RELU && !s->no_fused && sdt == KILN_DT_FLOAT32) {
         /* y = relu(conv(x) + 1 * z + bias), z = residual (or y itself with weight 0) */
         float a2 = res ? 1.0f : 0.0f;
         const void *z = res ? res->data : y->data;
         if (!res)   /* z = y is scaled by 0, but 0 * NaN would still be NaN: clear it */
             KILN_TRY(cu_check(b, cudaMemsetAsync(y->data, 0, y->nbytes, b->stream), "clearing"));
-        cudnnStatus_t e = cudnnConvolutionBiasActivationForward(b->dnn, &one, s->x, x->data, s->w, w->data, s->conv,
+        cudnnStatus_t e = cudnnConvolutionBiasActivationForward(b->dnn, &one, s->x, x->data, s->w, wp, s->conv,
                                                                 s->algo, ws, s->ws, &a2, s->y, z, s->bias, bias->data,
                                                                 s->relu, s->y, y->data);
         if (e != CUDNN_STATUS_NOT_SUPPORTED)
             return cu_check_dnn(b, e, "cudnnConvolutionBiasActivationForward");
         s->no_fused = true;   /* this algorithm has no fused form: convolution, then kiln's epilogue */
     }
-    KILN_TRY(cu_check_dnn(b, cudnnConvolutionForward(b->dnn, &one, s->x, x->data, s->w, w->data, s->conv, s->algo, ws,
+    KILN_TRY(cu_check_dnn(b, cudnnConvolutionForward(b->dnn, &one, s->x, x->data, s->w, wp, s->conv, s->algo, ws,
                                                      s->ws, &zero, s->y, y->data), "cudnnConvolutionForward"));
     if (!bias && !res && act == CUK_IDENTITY)
         return KILN_OK;
-    return cu_check(b, cuk_epilogue(y->data, ny, yd[1], yd[2] * yd[3], bias ? bias->data : NULL,
-                                    res ? res->data : NULL, act, aa, ab, b->stream), "conv epilogue");
+    /* NHWC: the channel is the innermost index */
+    return cu_check(b, cuk_epilogue(cu_fdt(sdt), y->data, ny, yd[1], nhwc ? 1 : yd[2] * yd[3],
+                                    bias ? bias->data : NULL, res ? res->data : NULL, act, aa, ab, b->stream),
+                    "conv epilogue");
+}
+
+static kiln_status k_conv(cu_be *b, kiln_kctx *ctx)
+{
+    const kiln_tensor *w = IN(1);
+    if (!IN(0) || !w || (IN(0)->ndim != 4 && IN(0)->ndim != 3) || w->ndim != IN(0)->ndim)
+        return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "only 1-D and 2-D convolutions");
+    /* computed in a FP16 / BF16 weight's format (or the forced activation storage), else float32;
+     * half 2-D convolutions channels-last (tensor cores without cuDNN's own transposes) */
+    kiln_dtype sdt = w->dtype != KILN_DT_FLOAT32 ? w->dtype
+                     : b->force_act != KILN_DT_UNDEFINED ? b->force_act : KILN_DT_FLOAT32;
+    bool nhwc = b->nhwc > 0 && sdt != KILN_DT_FLOAT32 && IN(0)->ndim == 4 && IN(0)->dims[0] >= b->nhwc;
+    kiln_tensor tmp[4], lay[4];
+    const kiln_tensor *o[4];
+    memset(tmp, 0, sizeof tmp);
+    memset(lay, 0, sizeof lay);
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < 4 && st == KILN_OK; i++) {
+        const kiln_tensor *t = i == 3 && ctx->node->op != KILN_OP_FusedConv ? NULL : IN(i);
+        st = cu_as(b, t, i == 2 ? KILN_DT_FLOAT32 : sdt, &tmp[i], &o[i]);
+        if (st == KILN_OK && (i == 0 || i == 3))   /* activations in the convolution's layout */
+            st = cu_relayout(b, o[i], nhwc, &lay[i], &o[i]);
+    }
+    if (st == KILN_OK)
+        st = conv_run(b, ctx, sdt, nhwc, o[0], o[1], o[2], o[3]);
+    for (int i = 0; i < 4; i++) {
+        cu_tmp_free(b, &tmp[i]);
+        cu_tmp_free(b, &lay[i]);
+    }
+    return st;
 }
 
 static bool sup_conv(const kiln_bk_query *q)
 {
-    return cu_q_f32(q, 15u);
+    if (!cu_q_f32(q, 13u))
+        return false;
+    kiln_dtype w = q->in_dtype && q->n_in > 1 ? q->in_dtype[1] : KILN_DT_FLOAT32;
+    return w == KILN_DT_FLOAT32 || w == KILN_DT_FLOAT16 || w == KILN_DT_BFLOAT16 || w == KILN_DT_UNDEFINED;
 }
 
 const cu_op cu_ops_conv[] = {

@@ -13,10 +13,11 @@
 
 typedef struct gemm_args {
     bool ta, tb;
+    cudaDataType_t ty;        /* A, B, C, Y: CUDA_R_32F, CUDA_R_16F or CUDA_R_16BF (FP32 compute for all) */
     int64_t M, N, K;
-    const float *A, *B;
-    float *Y;
-    const float *C;           /* beta != 0: the addend (same layout as Y); NULL = Y itself */
+    const void *A, *B;
+    void *Y;
+    const void *C;            /* beta != 0: the addend (same layout as Y); NULL = Y itself */
     int64_t lda, ldb, ldy;
     float alpha, beta;
     const float *bias;        /* [N] or NULL */
@@ -41,10 +42,10 @@ static void lt_state_free(void *p)
     free(s);
 }
 
-static kiln_status layout(cu_be *b, cublasLtMatrixLayout_t *l, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
-                          int64_t stride)
+static kiln_status layout(cu_be *b, cublasLtMatrixLayout_t *l, cudaDataType_t ty, int64_t rows, int64_t cols,
+                          int64_t ld, int64_t batch, int64_t stride)
 {
-    KILN_TRY(cu_check_lt(b, cublasLtMatrixLayoutCreate(l, CUDA_R_32F, (uint64_t)rows, (uint64_t)cols, ld),
+    KILN_TRY(cu_check_lt(b, cublasLtMatrixLayoutCreate(l, ty, (uint64_t)rows, (uint64_t)cols, ld),
                          "cublasLtMatrixLayoutCreate"));
     if (batch > 1) {
         int32_t n = (int32_t)batch;
@@ -105,11 +106,14 @@ static kiln_status fastest(cu_be *b, const lt_state *s, const gemm_args *g, cons
 
 static kiln_status make_lt(cu_be *b, const kiln_kctx *ctx, const gemm_args *g, lt_state **out)
 {
+    if (b->capturing)
+        return cu_not_in_capture(b, "choosing a GEMM algorithm");
     lt_state *s = calloc(1, sizeof *s);
     if (!s)
         return cu_err(b, KILN_ERR_NOMEM, "out of memory");
-    kiln_status st = cu_check_lt(b, cublasLtMatmulDescCreate(&s->op, b->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                                           : CUBLAS_COMPUTE_32F, CUDA_R_32F),
+    bool tf32 = b->tf32 && g->ty == CUDA_R_32F;
+    kiln_status st = cu_check_lt(b, cublasLtMatmulDescCreate(&s->op, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                       : CUBLAS_COMPUTE_32F, CUDA_R_32F),
                                  "cublasLtMatmulDescCreate");
     /* column-major view: Y^T[N,M] = op(B^T)[N,K] * op(A^T)[K,M] */
     cublasOperation_t opa = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -128,11 +132,13 @@ static kiln_status make_lt(cu_be *b, const kiln_kctx *ctx, const gemm_args *g, l
                          "bias");
     }
     if (st == KILN_OK)
-        st = g->tb ? layout(b, &s->a, g->K, g->N, g->ldb, g->batch, g->sb) : layout(b, &s->a, g->N, g->K, g->ldb, g->batch, g->sb);
+        st = g->tb ? layout(b, &s->a, g->ty, g->K, g->N, g->ldb, g->batch, g->sb)
+                   : layout(b, &s->a, g->ty, g->N, g->K, g->ldb, g->batch, g->sb);
     if (st == KILN_OK)
-        st = g->ta ? layout(b, &s->b, g->M, g->K, g->lda, g->batch, g->sa) : layout(b, &s->b, g->K, g->M, g->lda, g->batch, g->sa);
+        st = g->ta ? layout(b, &s->b, g->ty, g->M, g->K, g->lda, g->batch, g->sa)
+                   : layout(b, &s->b, g->ty, g->K, g->M, g->lda, g->batch, g->sa);
     if (st == KILN_OK)
-        st = layout(b, &s->c, g->N, g->M, g->ldy, g->batch, g->sy);
+        st = layout(b, &s->c, g->ty, g->N, g->M, g->ldy, g->batch, g->sy);
     cublasLtMatmulPreference_t pref = NULL;
     if (st == KILN_OK)
         st = cu_check_lt(b, cublasLtMatmulPreferenceCreate(&pref), "preference");
@@ -142,9 +148,14 @@ static kiln_status make_lt(cu_be *b, const kiln_kctx *ctx, const gemm_args *g, l
                                                                  sizeof wsmax), "preference");
     cublasLtMatmulHeuristicResult_t h[LT_CANDIDATES];
     int got = 0;
-    if (st == KILN_OK)
-        st = cu_check_lt(b, cublasLtMatmulAlgoGetHeuristic(b->lt, s->op, s->a, s->b, s->c, s->c, pref, LT_CANDIDATES, h,
-                                                           &got), "cublasLtMatmulAlgoGetHeuristic");
+    if (st == KILN_OK) {
+        cublasStatus_t e = cublasLtMatmulAlgoGetHeuristic(b->lt, s->op, s->a, s->b, s->c, s->c, pref, LT_CANDIDATES, h,
+                                                          &got);
+        if (e == CUBLAS_STATUS_NOT_SUPPORTED || e == CUBLAS_STATUS_INVALID_VALUE)
+            got = 0;   /* no algorithm for this combination: reported below as unsupported */
+        else
+            st = cu_check_lt(b, e, "cublasLtMatmulAlgoGetHeuristic");
+    }
     if (pref)
         cublasLtMatmulPreferenceDestroy(pref);
     if (st == KILN_OK && got < 1)
@@ -170,7 +181,7 @@ static kiln_status gemm(cu_be *b, const kiln_kctx *ctx, int slot, const gemm_arg
     if (g->K <= 0)   /* refused by the accepts checks (the host runs empty sums) */
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "GEMM with K = 0");
     int64_t key[16] = {slot, g->ta, g->tb, g->M, g->N, g->K, g->lda, g->ldb, g->ldy, g->bias != NULL, g->relu,
-                       g->batch, g->sa, g->sb, g->sy, 0};
+                       g->batch, g->sa, g->sb, g->sy, g->ty};
     lt_state *s = cu_state_get(b, ctx->node, key, 16);
     if (!s) {
         KILN_TRY(make_lt(b, ctx, g, &s));
@@ -185,6 +196,100 @@ static kiln_status gemm(cu_be *b, const kiln_kctx *ctx, int slot, const gemm_arg
     if (s->ws)
         KILN_TRY(cu_workspace(b, s->ws, &ws));
     return cu_check_lt(b, lt_matmul(b, s, g, &s->algo, ws, s->ws), "cublasLtMatmul");
+}
+
+static int fdt_of(cudaDataType_t ty)
+{
+    return ty == CUDA_R_16F ? CUK_F16 : ty == CUDA_R_16BF ? CUK_BF16 : CUK_F32;
+}
+
+static kiln_dtype kiln_ty(cudaDataType_t ty)
+{
+    return ty == CUDA_R_16F ? KILN_DT_FLOAT16 : ty == CUDA_R_16BF ? KILN_DT_BFLOAT16 : KILN_DT_FLOAT32;
+}
+
+/* gemm() with its bias / ReLU epilogue. With half operands cuBLASLt's bias epilogue wants the bias in
+ * the operands' type: the float32 bias is converted for the call (N values); where cuBLASLt still has
+ * no algorithm, the GEMM runs plain and kiln's epilogue kernel adds the float32 bias and ReLU. */
+static kiln_status gemm_epi(cu_be *b, const kiln_kctx *ctx, int slot, const gemm_args *g)
+{
+    if (g->ty == CUDA_R_32F || (!g->bias && !g->relu))
+        return gemm(b, ctx, slot, g);
+    int64_t key[16] = {slot + 100, g->ta, g->tb, g->M, g->N, g->K, g->lda, g->ldb, g->ldy, g->bias != NULL, g->relu,
+                       g->batch, g->sa, g->sb, g->sy, g->ty};
+    if (!cu_state_get(b, ctx->node, key, 16)) {   /* not yet known to be refused */
+        kiln_tensor bf = {.dtype = KILN_DT_FLOAT32, .ndim = 1, .dims = {g->N}, .data = (void *)g->bias,
+                          .nbytes = (size_t)g->N * 4, .flags = KILN_TENSOR_BORROWED | KILN_TENSOR_ON_DEVICE};
+        kiln_tensor tmp;
+        const kiln_tensor *bh = NULL;
+        gemm_args p = *g;
+        kiln_status st = g->bias ? cu_as(b, &bf, kiln_ty(g->ty), &tmp, &bh) : KILN_OK;
+        if (g->bias && st == KILN_OK)
+            p.bias = bh->data;
+        if (st == KILN_OK)
+            st = gemm(b, ctx, slot, &p);
+        if (g->bias)
+            cu_tmp_free(b, &tmp);   /* used in stream order only */
+        if (st != KILN_ERR_UNSUPPORTED)
+            return st;
+        KILN_TRY(cu_state_put(b, ctx->node, key, 16, calloc(1, 1), free));
+    }
+    gemm_args p = *g;
+    p.bias = NULL;
+    p.relu = false;
+    KILN_TRY(gemm(b, ctx, slot, &p));
+    if (g->ldy != g->N || (g->batch > 1 && g->sy != g->M * g->N))
+        return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "GEMM epilogue on a strided output");
+    return cu_check(b, cuk_epilogue(fdt_of(g->ty), g->Y, g->M * g->N * g->batch, g->N, 1, g->bias, NULL,
+                                    g->relu ? CUK_RELU : CUK_IDENTITY, 0, 0, b->stream), "epilogue");
+}
+
+static cudaDataType_t cuda_ty(kiln_dtype sdt)
+{
+    return sdt == KILN_DT_FLOAT16 ? CUDA_R_16F : sdt == KILN_DT_BFLOAT16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+/* The storage a GEMM-like layer computes in: a FP16 / BF16 weight's (B, input 1), the forced one, or
+ * half when both A and B are half activations; else float32. */
+static kiln_dtype gemm_sdt(const cu_be *b, const kiln_kctx *ctx)
+{
+    const kiln_tensor *B = IN(1);
+    if (B && (B->dtype == KILN_DT_FLOAT16 || B->dtype == KILN_DT_BFLOAT16))
+        return B->dtype;
+    if (b->force_act != KILN_DT_UNDEFINED)
+        return b->force_act;
+    if (B && (B->flags & KILN_TENSOR_DEV_HALF) && IN(0) && cu_sdt(IN(0)) == cu_sdt(B))
+        return cu_sdt(B);
+    return KILN_DT_FLOAT32;
+}
+
+/* Operands of a GEMM-like layer in storage sdt: A (0), B (1), and with res_i > 0 the residual; the
+ * bias (bias_i > 0) as float32. Copies go to tmp[4]; free them with free_ops. */
+static kiln_status gemm_ops(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, int bias_i, int res_i, kiln_tensor *tmp,
+                            const kiln_tensor **ops)
+{
+    memset(tmp, 0, 4 * sizeof *tmp);
+    for (int k = 0; k < 4; k++)
+        ops[k] = NULL;
+    int idx[4] = {0, 1, bias_i, res_i};
+    for (int k = 0; k < 4; k++) {
+        if (idx[k] <= 0 && k >= 2)
+            continue;
+        const kiln_tensor *x = IN(idx[k]);
+        if (x && x->dtype != KILN_DT_FLOAT32 && x->dtype != sdt && k != 2)
+            return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "operand %d has dtype %d for a %d GEMM", idx[k],
+                           (int)x->dtype, (int)sdt);
+        KILN_TRY(cu_as(b, x, k == 2 ? KILN_DT_FLOAT32 : sdt, &tmp[k], &ops[k]));
+    }
+    if (ops[2] && ops[2]->dtype != KILN_DT_FLOAT32)
+        return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "bias must be float32");
+    return KILN_OK;
+}
+
+static void free_ops(cu_be *b, kiln_tensor *tmp)
+{
+    for (int k = 0; k < 4; k++)
+        cu_tmp_free(b, &tmp[k]);
 }
 
 /* ---- MatMul / FusedMatMul */
@@ -258,14 +363,15 @@ static bool acc_matmul(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor
 }
 
 /* Y = A @ B (+ bias, + R, act) for the batch layout of m */
-static kiln_status matmul_run(cu_be *b, kiln_kctx *ctx, const kiln_tensor *A, const kiln_tensor *B, const mm_shape *m,
-                              const float *bias, const float *res, int act, float aa, float ab)
+static kiln_status matmul_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const kiln_tensor *A, const kiln_tensor *B,
+                              const mm_shape *m, const float *bias, const void *res, int act, float aa, float ab)
 {
-    KILN_TRY(cu_out(b, ctx, 0, KILN_DT_FLOAT32, m->nd, m->dims));
+    KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, m->nd, m->dims));
     kiln_tensor *y = ctx->out[0];
     if (!y->nbytes)
         return KILN_OK;
-    gemm_args g = {.M = m->M, .N = m->N, .K = m->K, .A = A->data, .B = B->data, .Y = y->data, .C = res, .lda = m->K,
+    size_t es = cu_es(sdt);
+    gemm_args g = {.ty = cuda_ty(sdt), .M = m->M, .N = m->N, .K = m->K, .A = A->data, .B = B->data, .Y = y->data, .C = res, .lda = m->K,
                    .ldb = m->N, .ldy = m->N, .alpha = 1.0f, .beta = res ? 1.0f : 0.0f, .bias = bias,
                    .relu = act == CUK_RELU, .batch = 1};
     bool a_full = true, b_full = true, b_none = true;
@@ -277,13 +383,13 @@ static kiln_status matmul_run(cu_be *b, kiln_kctx *ctx, const kiln_tensor *A, co
     }
     if (b_none && a_full) {   /* B shared by the whole batch: one GEMM of batch * M rows */
         g.M = m->M * m->batch;
-        KILN_TRY(gemm(b, ctx, 0, &g));
+        KILN_TRY(gemm_epi(b, ctx, 0, &g));
     } else if (a_full && b_full) {   /* identical batch dims: strided batched */
         g.batch = m->batch;
         g.sa = m->M * m->K;
         g.sb = m->K * m->N;
         g.sy = m->M * m->N;
-        KILN_TRY(gemm(b, ctx, 0, &g));
+        KILN_TRY(gemm_epi(b, ctx, 0, &g));
     } else {   /* other broadcasts of the batch dims: one GEMM per output matrix */
         for (int64_t i = 0; i < m->batch; i++) {
             int64_t oa = 0, ob = 0, rem = i;
@@ -294,16 +400,17 @@ static kiln_status matmul_run(cu_be *b, kiln_kctx *ctx, const kiln_tensor *A, co
                 ob += k * m->bsb[d];
             }
             gemm_args gi = g;
-            gi.A = (const float *)A->data + oa;
-            gi.B = (const float *)B->data + ob;
-            gi.Y = (float *)y->data + i * m->M * m->N;
-            gi.C = res ? res + i * m->M * m->N : NULL;
-            KILN_TRY(gemm(b, ctx, 0, &gi));
+            gi.A = (const char *)A->data + oa * (int64_t)es;
+            gi.B = (const char *)B->data + ob * (int64_t)es;
+            gi.Y = (char *)y->data + i * m->M * m->N * (int64_t)es;
+            gi.C = res ? (const char *)res + i * m->M * m->N * (int64_t)es : NULL;
+            KILN_TRY(gemm_epi(b, ctx, 0, &gi));
         }
     }
     if (act == CUK_IDENTITY || act == CUK_RELU)
         return KILN_OK;
-    return cu_check(b, cuk_epilogue(y->data, cu_numel(y), 1, 1, NULL, NULL, act, aa, ab, b->stream), "epilogue");
+    return cu_check(b, cuk_epilogue(cu_fdt(sdt), y->data, cu_numel(y), 1, 1, NULL, NULL, act, aa, ab, b->stream),
+                    "epilogue");
 }
 
 static kiln_status k_matmul(cu_be *b, kiln_kctx *ctx)
@@ -314,16 +421,21 @@ static kiln_status k_matmul(cu_be *b, kiln_kctx *ctx)
         return cu_kerr(b, ctx, KILN_ERR_SHAPE, "incompatible MatMul operands");
     int act = CUK_IDENTITY;
     float aa = 0, ab = 0;
-    const kiln_tensor *bias = NULL, *res = NULL;
-    if (ctx->node->op == KILN_OP_FusedMatMul) {
+    bool fused = ctx->node->op == KILN_OP_FusedMatMul;
+    if (fused) {
         if (!cu_fused_act(b, ctx->node, &act, &aa, &ab))
             return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "unknown fused activation");
-        bias = IN(2);
-        res = IN(3);
-        if ((bias && cu_numel(bias) != m.N) || (res && cu_numel(res) != m.batch * m.M * m.N))
+        if ((IN(2) && cu_numel(IN(2)) != m.N) || (IN(3) && cu_numel(IN(3)) != m.batch * m.M * m.N))
             return cu_kerr(b, ctx, KILN_ERR_SHAPE, "bias / residual shape");
     }
-    return matmul_run(b, ctx, A, B, &m, bias ? bias->data : NULL, res ? res->data : NULL, act, aa, ab);
+    kiln_dtype sdt = gemm_sdt(b, ctx);
+    kiln_tensor tmp[4];
+    const kiln_tensor *o[4];
+    kiln_status st = gemm_ops(b, ctx, sdt, fused ? 2 : 0, fused ? 3 : 0, tmp, o);
+    if (st == KILN_OK)
+        st = matmul_run(b, ctx, sdt, o[0], o[1], &m, o[2] ? o[2]->data : NULL, o[3] ? o[3]->data : NULL, act, aa, ab);
+    free_ops(b, tmp);
+    return st;
 }
 
 /* ---- Gemm / FusedGemm */
@@ -336,11 +448,9 @@ static bool acc_gemm(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *
     return K > 0;
 }
 
-static kiln_status k_gemm(cu_be *b, kiln_kctx *ctx)
+static kiln_status gemm_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const kiln_tensor *A, const kiln_tensor *B,
+                            const kiln_tensor *C)
 {
-    const kiln_tensor *A = IN(0), *B = IN(1), *C = IN(2);
-    if (!A || !B || A->ndim != 2 || B->ndim != 2)
-        return cu_kerr(b, ctx, KILN_ERR_SHAPE, "A and B must be 2-D");
     const kiln_node *n = ctx->node;
     bool ta = b->host->attr_i(n, "transA", 0) != 0, tb = b->host->attr_i(n, "transB", 0) != 0;
     float alpha = b->host->attr_f(n, "alpha", 1.0f), beta = b->host->attr_f(n, "beta", 1.0f);
@@ -353,16 +463,18 @@ static kiln_status k_gemm(cu_be *b, kiln_kctx *ctx)
     if (n->op == KILN_OP_FusedGemm && !cu_fused_act(b, n, &act, &aa, &ab))
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "unknown fused activation");
     int64_t dims[2] = {M, N};
-    KILN_TRY(cu_out(b, ctx, 0, KILN_DT_FLOAT32, 2, dims));
+    KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, 2, dims));
     kiln_tensor *y = ctx->out[0];
     if (!y->nbytes)
         return KILN_OK;
-    gemm_args g = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .A = A->data, .B = B->data, .Y = y->data,
-                   .lda = A->dims[1], .ldb = B->dims[1], .ldy = N, .alpha = alpha, .beta = 0.0f,
+    gemm_args g = {.ta = ta, .tb = tb, .ty = cuda_ty(sdt), .M = M, .N = N, .K = K, .A = A->data, .B = B->data,
+                   .Y = y->data, .lda = A->dims[1], .ldb = B->dims[1], .ldy = N, .alpha = alpha, .beta = 0.0f,
                    .relu = act == CUK_RELU, .batch = 1};
+    kiln_tensor cs;   /* C in the output's storage, when it is broadcast into Y */
+    memset(&cs, 0, sizeof cs);
     if (C && beta != 0.0f) {
         bool row_bias = cu_numel(C) == N && (C->ndim == 1 || (C->ndim == 2 && C->dims[0] == 1));
-        if (row_bias && beta == 1.0f) {
+        if (row_bias && beta == 1.0f && cu_sdt(C) == KILN_DT_FLOAT32) {
             g.bias = C->data;
         } else {   /* C broadcast into Y, then Y = alpha AB + beta Y */
             const kiln_tensor *two[2] = {C, y};
@@ -373,14 +485,33 @@ static kiln_status k_gemm(cu_be *b, kiln_kctx *ctx)
                 !cu_shape_of(1, two, nd, bd, &sh))
                 return cu_kerr(b, ctx, KILN_ERR_SHAPE, "C does not broadcast to [%lld, %lld]", (long long)M,
                                (long long)N);
-            KILN_TRY(cu_check(b, cuk_strided_copy(4, C->data, 0, y->data, M * N, &sh, b->stream), "broadcast C"));
+            const kiln_tensor *c2;
+            KILN_TRY(cu_as(b, C, sdt, &cs, &c2));
+            kiln_status st = cu_check(b, cuk_strided_copy(cu_es(sdt), c2->data, 0, y->data, M * N, &sh, b->stream),
+                                      "broadcast C");
+            cu_tmp_free(b, &cs);
+            KILN_TRY(st);
             g.beta = beta;
         }
     }
-    KILN_TRY(gemm(b, ctx, 0, &g));
+    KILN_TRY(gemm_epi(b, ctx, 0, &g));
     if (act == CUK_IDENTITY || act == CUK_RELU)
         return KILN_OK;
-    return cu_check(b, cuk_epilogue(y->data, M * N, 1, 1, NULL, NULL, act, aa, ab, b->stream), "epilogue");
+    return cu_check(b, cuk_epilogue(cu_fdt(sdt), y->data, M * N, 1, 1, NULL, NULL, act, aa, ab, b->stream), "epilogue");
+}
+
+static kiln_status k_gemm(cu_be *b, kiln_kctx *ctx)
+{
+    if (!IN(0) || !IN(1) || IN(0)->ndim != 2 || IN(1)->ndim != 2)
+        return cu_kerr(b, ctx, KILN_ERR_SHAPE, "A and B must be 2-D");
+    kiln_dtype sdt = gemm_sdt(b, ctx);
+    kiln_tensor tmp[4];
+    const kiln_tensor *o[4];
+    kiln_status st = gemm_ops(b, ctx, sdt, 0, 0, tmp, o);
+    if (st == KILN_OK)
+        st = gemm_run(b, ctx, sdt, o[0], o[1], IN(2));
+    free_ops(b, tmp);
+    return st;
 }
 
 /* ---- Attention */
@@ -412,11 +543,9 @@ static bool acc_attention(cu_be *b, const kiln_node *n, int n_in, const kiln_ten
     return true;
 }
 
-static kiln_status k_attention(cu_be *b, kiln_kctx *ctx)
+static kiln_status attention_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const kiln_tensor *q, const kiln_tensor *kt,
+                                 const kiln_tensor *v, const kiln_tensor *m)
 {
-    const kiln_tensor *q = IN(0), *kt = IN(1), *v = IN(2), *m = IN(3);
-    if (!acc_attention(b, ctx->node, ctx->n_in, ctx->in))
-        return cu_kerr(b, ctx, KILN_ERR_SHAPE, "unsupported attention shapes");
     int r = q->ndim, kind = (int)b->host->attr_i(ctx->node, "mask_kind", 1);
     float scale = b->host->attr_f(ctx->node, "scale", 1.0f), fill = b->host->attr_f(ctx->node, "mask_fill", 0.0f);
     int64_t S = q->dims[r - 2], D = q->dims[r - 1], Sk = kt->dims[r - 1], Dv = v->dims[r - 1], nb = 1;
@@ -427,17 +556,23 @@ static kiln_status k_attention(cu_be *b, kiln_kctx *ctx)
     odims[r - 1] = Dv;
     memcpy(sdims, q->dims, sizeof(int64_t) * (size_t)r);
     sdims[r - 1] = Sk;
-    KILN_TRY(cu_out(b, ctx, 0, KILN_DT_FLOAT32, r, odims));
+    KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, r, odims));
     kiln_tensor *y = ctx->out[0];
     if (!y->nbytes || !S || !Sk)
         return KILN_OK;
-    kiln_tensor sc;
-    KILN_TRY(cu_tmp(b, &sc, KILN_DT_FLOAT32, r, sdims));
-    gemm_args g1 = {.M = S, .N = Sk, .K = D, .A = q->data, .B = kt->data, .Y = sc.data, .lda = D, .ldb = Sk, .ldy = Sk,
-                    .alpha = 1.0f, .beta = 0.0f, .batch = nb, .sa = S * D, .sb = D * Sk, .sy = S * Sk};
+    bool half = sdt != KILN_DT_FLOAT32;
+    kiln_tensor sc, ws;
+    memset(&ws, 0, sizeof ws);
+    KILN_TRY(cu_tmp(b, &sc, sdt, r, sdims));
+    /* half scores: the scale goes into the GEMM (they stay in range), the softmax reads them in float32 */
+    gemm_args g1 = {.ty = cuda_ty(sdt), .M = S, .N = Sk, .K = D, .A = q->data, .B = kt->data, .Y = sc.data, .lda = D,
+                    .ldb = Sk, .ldy = Sk, .alpha = half ? scale : 1.0f, .beta = 0.0f, .batch = nb, .sa = S * D,
+                    .sb = D * Sk, .sy = S * Sk};
     cu_part_mark(b, 0, 3);
     kiln_status st = gemm(b, ctx, 0, &g1);
     cu_part_mark(b, 1, 3);
+    if (st == KILN_OK && !cuk_attn_softmax_fits(nb * S, Sk))
+        st = cu_tmp(b, &ws, KILN_DT_FLOAT32, r, sdims);
     if (st == KILN_OK) {
         cuk_shape sh = {.ndim = r};
         for (int d = 0; d < r; d++)
@@ -451,20 +586,48 @@ static kiln_status k_attention(cu_be *b, kiln_kctx *ctx)
                 acc *= x;
             }
         }
-        st = cu_check(b, cuk_attn_softmax(sc.data, nb * S, Sk, scale, m ? m->data : NULL, kind, fill, &sh, b->stream),
-                      "attention softmax");
+        st = cu_check(b, cuk_attn_softmax(cu_fdt(sdt), sc.data, ws.data, nb * S, Sk, half ? 1.0f : scale,
+                                          m ? m->data : NULL, kind, fill, &sh, b->stream), "attention softmax");
     }
-    gemm_args g2 = {.M = S, .N = Dv, .K = Sk, .A = sc.data, .B = v->data, .Y = y->data, .lda = Sk, .ldb = Dv, .ldy = Dv,
-                    .alpha = 1.0f, .beta = 0.0f, .batch = nb, .sa = S * Sk, .sb = Sk * Dv, .sy = S * Dv};
+    gemm_args g2 = {.ty = cuda_ty(sdt), .M = S, .N = Dv, .K = Sk, .A = sc.data, .B = v->data, .Y = y->data, .lda = Sk,
+                    .ldb = Dv, .ldy = Dv, .alpha = 1.0f, .beta = 0.0f, .batch = nb, .sa = S * Sk, .sb = Sk * Dv,
+                    .sy = S * Dv};
     cu_part_mark(b, 2, 3);
     if (st == KILN_OK)
         st = gemm(b, ctx, 1, &g2);
     cu_part_mark(b, 3, 3);
     cu_tmp_free(b, &sc);   /* reused only by later work on this stream */
+    cu_tmp_free(b, &ws);
     return st;
 }
 
-static bool sup_mm(const kiln_bk_query *q) { return cu_q_f32(q, 15u); }
+static kiln_status k_attention(cu_be *b, kiln_kctx *ctx)
+{
+    if (!acc_attention(b, ctx->node, ctx->n_in, ctx->in))
+        return cu_kerr(b, ctx, KILN_ERR_SHAPE, "unsupported attention shapes");
+    /* Q, K^T, V in the activations' storage; an additive mask in float32 */
+    kiln_dtype sdt = cu_act_sdt(b, ctx, 7u);
+    kiln_tensor tmp[4];
+    const kiln_tensor *x[4];
+    memset(tmp, 0, sizeof tmp);
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < 4 && st == KILN_OK; i++)
+        st = cu_as(b, IN(i), i == 3 ? KILN_DT_FLOAT32 : sdt, &tmp[i], &x[i]);
+    if (st == KILN_OK)
+        st = attention_run(b, ctx, sdt, x[0], x[1], x[2], x[3]);
+    for (int i = 0; i < 4; i++)
+        cu_tmp_free(b, &tmp[i]);
+    return st;
+}
+
+/* A, bias, residual float32; B float32 or a FP16 / BF16 weight */
+static bool sup_mm(const kiln_bk_query *q)
+{
+    if (!cu_q_f32(q, 13u))
+        return false;
+    kiln_dtype w = q->in_dtype && q->n_in > 1 ? q->in_dtype[1] : KILN_DT_FLOAT32;
+    return w == KILN_DT_FLOAT32 || w == KILN_DT_FLOAT16 || w == KILN_DT_BFLOAT16 || w == KILN_DT_UNDEFINED;
+}
 /* Q, K^T, V float32; the mask float32 or bool as mask_kind says (checked by acc_attention) */
 static bool sup_attention(const kiln_bk_query *q) { return cu_q_f32(q, 7u); }
 

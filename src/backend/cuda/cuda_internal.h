@@ -25,6 +25,8 @@ typedef struct cu_be {
     int device;
     bool tf32;
     bool poison;                   /* KILN_CUDA_POISON=1: fresh device memory is filled with 0xFF (NaN) */
+    kiln_dtype force_act;          /* KILN_CUDA_ACT=fp16|bf16: every float activation in that storage (tests) */
+    int nhwc;                      /* half 2-D convolutions channels-last from this batch size on (KILN_CUDA_NHWC) */
     bool profile;                  /* KILN_CUDA_PROFILE=1: per-op GPU time, printed to stderr at the end */
     cudaEvent_t prof[2];
     double *op_ms;                 /* [KILN_OP_COUNT] */
@@ -48,6 +50,12 @@ typedef struct cu_be {
     int n_live, cap_live;
     cu_state *states;
     int n_states, cap_states;
+    /* CUDA graph capture (cuda_graph.c) */
+    bool capturing;
+    kiln_status cap_status;        /* the first failure during the capture */
+    char *cap_stage;               /* pinned memory of the capture's uploads */
+    size_t cap_stage_size, cap_used;
+    unsigned mem_gen;              /* bumped when memory a graph may use is freed (workspace, cached blocks) */
     char desc[256];
 } cu_be;
 
@@ -67,6 +75,28 @@ void cu_free(cu_be *b, void *p);
 kiln_status cu_workspace(cu_be *b, size_t n, void **p);
 /* Output i of the layer on the device: its arena slot when the runtime has one, else device memory. */
 kiln_status cu_out(cu_be *b, kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims);
+/* Output i as a FLOAT32 tensor held in storage sdt (FLOAT32, FLOAT16 or BFLOAT16: the DEV_F16 / DEV_BF16
+ * flags); other dtypes are their own storage. */
+kiln_status cu_out_s(cu_be *b, kiln_kctx *ctx, int i, kiln_dtype dt, kiln_dtype sdt, int ndim, const int64_t *dims);
+/* Output i with the dtype and storage of x. */
+kiln_status cu_out_like(cu_be *b, kiln_kctx *ctx, int i, const kiln_tensor *x, int ndim, const int64_t *dims);
+/* Storage dtype of a device tensor (FLOAT16 / BFLOAT16 for half-held float32), its element size, and
+ * the kernels' code for a float storage (enum cuk_fdt; -1 for other dtypes). */
+kiln_dtype cu_sdt(const kiln_tensor *t);
+size_t cu_tes(const kiln_tensor *t);
+int cu_fdt(kiln_dtype sdt);
+/* The storage of a layer's float outputs: the forced one (KILN_CUDA_ACT), else the half storage of the
+ * first input in mask held in half, else FLOAT32. */
+kiln_dtype cu_act_sdt(const cu_be *b, const kiln_kctx *ctx, uint32_t mask);
+/* x (a float32 tensor) in storage sdt: x itself, or a converted copy in *tmp (then tmp->data is set: free
+ * it with cu_tmp_free after the layer's kernels are queued). Non-float tensors are returned as they are. */
+kiln_status cu_as(cu_be *b, const kiln_tensor *x, kiln_dtype sdt, kiln_tensor *tmp, const kiln_tensor **out);
+/* x (4-D) in NHWC (nhwc) or in its ONNX layout: x itself or a transposed copy in *tmp (free it
+ * with cu_tmp_free). */
+kiln_status cu_relayout(cu_be *b, const kiln_tensor *x, bool nhwc, kiln_tensor *tmp, const kiln_tensor **out);
+static inline bool cu_is_nhwc(const kiln_tensor *t) { return t && (t->flags & KILN_TENSOR_DEV_NHWC); }
+/* Bumped whenever a shared (weight) block is freed: caches of transformed weights check it. */
+unsigned long cu_weights_gen(void);
 /* Scratch device tensor not owned by the runtime (freed with cu_tmp_free). */
 kiln_status cu_tmp(cu_be *b, kiln_tensor *t, kiln_dtype dt, int ndim, const int64_t *dims);
 void cu_tmp_free(cu_be *b, kiln_tensor *t);
@@ -97,6 +127,15 @@ typedef struct cu_geom {
 } cu_geom;
 kiln_status cu_geometry(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *x, const int64_t *kernel, bool ceil_ok,
                         cu_geom *g);
+
+/* While capturing a CUDA graph: records what cannot be captured (the capture will fail) and returns an
+ * error for it. */
+kiln_status cu_not_in_capture(cu_be *b, const char *what);
+kiln_status cu_graph_begin(kiln_backend *be, size_t stage_bytes);
+kiln_status cu_graph_h2d(kiln_backend *be, void *dst, const void *src, size_t n, void **staged);
+kiln_status cu_graph_end(kiln_backend *be, void **graph);
+kiln_status cu_graph_launch(kiln_backend *be, void *graph);
+void cu_graph_free(kiln_backend *be, void *graph);
 
 /* Profile mark k of a layer with parts (KILN_CUDA_PROFILE): call with k = 0 .. n in order. */
 void cu_part_mark(cu_be *b, int k, int n);

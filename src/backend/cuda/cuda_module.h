@@ -10,13 +10,21 @@
 #include "../backend.h"
 #include "../../ir/fused.h"
 
-#define KILN_DEVMOD_ABI 1u
+#define KILN_DEVMOD_ABI 2u
 #define KILN_DEVMOD_ENTRY "kiln_devmod_entry"
 
 /* A tensor whose data is device memory. Always set together with KILN_TENSOR_BORROWED, so that
  * host code that does not know about devices never frees it; the runtime frees it through the
  * module (kiln_devmod.free) unless it lies in a context's device arena. */
 #define KILN_TENSOR_ON_DEVICE (1u << 8)
+/* A device tensor of dtype FLOAT32 whose data the module holds as FP16 / BF16 (half activations,
+ * docs/CUDA.md): numel * 2 bytes. The runtime widens it when it copies it to the host. */
+#define KILN_TENSOR_DEV_F16 (1u << 9)
+#define KILN_TENSOR_DEV_BF16 (1u << 10)
+#define KILN_TENSOR_DEV_HALF (KILN_TENSOR_DEV_F16 | KILN_TENSOR_DEV_BF16)
+/* A 4-D device tensor whose dims say NCHW but whose data the module holds channels-last (NHWC):
+ * copies to the host go through kiln_devmod.canonical first. */
+#define KILN_TENSOR_DEV_NHWC (1u << 11)
 
 /* What libkiln provides the module (filled by the runtime). */
 typedef struct kiln_devmod_host {
@@ -59,6 +67,21 @@ typedef struct kiln_devmod {
     kiln_status (*d2h)(kiln_backend *be, void *dst, const void *src, size_t n);
     /* One line: GPU name, compute capability, driver / runtime / cuDNN / cuBLASLt versions. */
     void (*describe)(kiln_backend *be, char *buf, size_t n);
+    /* CUDA graphs (docs/CUDA.md): graph_begin starts capturing the instance's stream (stage_bytes of
+     * pinned memory for the uploads made during the capture); while capturing, host<->device copies
+     * and synchronizations fail (the runtime then runs the layers again without a capture), except
+     * graph_h2d, which copies src into the capture's pinned memory (*staged: where, for the caller to
+     * refresh before each launch) and records the upload. graph_end ends the capture: a launchable
+     * graph, or an error (the capture is discarded). graph_launch runs it on the stream (in order with
+     * later d2h); it fails when memory the graph uses was reallocated since (drop it). */
+    /* An NHWC-held tensor (KILN_TENSOR_DEV_NHWC) in its ONNX layout: a device copy in out, freed
+     * with `free` (its data) after use. */
+    kiln_status (*canonical)(kiln_backend *be, const kiln_tensor *t, kiln_tensor *out);
+    kiln_status (*graph_begin)(kiln_backend *be, size_t stage_bytes);
+    kiln_status (*graph_h2d)(kiln_backend *be, void *dst, const void *src, size_t n, void **staged);
+    kiln_status (*graph_end)(kiln_backend *be, void **graph);
+    kiln_status (*graph_launch)(kiln_backend *be, void *graph);
+    void (*graph_free)(kiln_backend *be, void *graph);
 } kiln_devmod;
 
 typedef const kiln_devmod *(*kiln_devmod_entry_fn)(void);

@@ -5,6 +5,20 @@
 
 #define IN(i) (i < ctx->n_in ? ctx->in[i] : NULL)
 
+/* x in the layer's activation storage (a copy in tmp when converted); its kernel code in *fdt */
+static kiln_status act_in(cu_be *b, kiln_kctx *ctx, const kiln_tensor **x, kiln_tensor *tmp, int *fdt)
+{
+    kiln_dtype sdt = cu_act_sdt(b, ctx, 1u);
+    *fdt = cu_fdt(sdt);
+    return cu_as(b, *x, sdt, tmp, x);
+}
+
+/* Scale / bias input as float32 (LayerNorm's kernels read them so). */
+static kiln_status f32_in(cu_be *b, const kiln_tensor **x, kiln_tensor *tmp)
+{
+    return cu_as(b, *x, KILN_DT_FLOAT32, tmp, x);
+}
+
 kiln_status cu_geometry(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *x, const int64_t *kernel, bool ceil_ok,
                         cu_geom *g)
 {
@@ -78,7 +92,15 @@ static kiln_status k_softmax(cu_be *b, kiln_kctx *ctx)
     int axis;
     if (!x || !cu_axis(b->host->attr_i(ctx->node, "axis", legacy ? 1 : -1), x->ndim, &axis))
         return cu_kerr(b, ctx, KILN_ERR_INVALID_ARG, "bad axis");
-    KILN_TRY(cu_out(b, ctx, 0, x->dtype, x->ndim, x->dims));
+    kiln_tensor tmp;
+    int fdt;
+    kiln_status st = act_in(b, ctx, &x, &tmp, &fdt);
+    if (st == KILN_OK)
+        st = cu_out_like(b, ctx, 0, x, x->ndim, x->dims);
+    if (st != KILN_OK) {
+        cu_tmp_free(b, &tmp);
+        return st;
+    }
     kiln_tensor *y = ctx->out[0];
     int64_t outer = 1, len = 1, inner = 1;
     for (int d = 0; d < x->ndim; d++) {
@@ -90,8 +112,11 @@ static kiln_status k_softmax(cu_be *b, kiln_kctx *ctx)
             inner *= x->dims[d];
     }
     if (inner == 1)
-        return cu_check(b, cuk_softmax_rows(x->data, y->data, outer, len, b->stream), "softmax");
-    return cu_check(b, cuk_softmax_strided(x->data, y->data, outer, len, inner, b->stream), "softmax");
+        st = cu_check(b, cuk_softmax_rows(fdt, x->data, y->data, outer, len, b->stream), "softmax");
+    else
+        st = cu_check(b, cuk_softmax_strided(fdt, x->data, y->data, outer, len, inner, b->stream), "softmax");
+    cu_tmp_free(b, &tmp);
+    return st;
 }
 
 /* ---- LayerNormalization (Mean / InvStdDev outputs not produced on the GPU) */
@@ -102,6 +127,16 @@ static bool sup_layernorm(const kiln_bk_query *q)
         if (q->node->out[o] >= 0)
             return false;
     return cu_q_f32(q, 7u);
+}
+
+static kiln_status layernorm_run(cu_be *b, kiln_kctx *ctx, const kiln_tensor *x, const kiln_tensor *sc,
+                                 const kiln_tensor *bias, int fdt, int64_t rows, int64_t cols)
+{
+    KILN_TRY(cu_out_like(b, ctx, 0, x, x->ndim, x->dims));
+    kiln_tensor *y = ctx->out[0];
+    float eps = b->host->attr_f(ctx->node, "epsilon", 1e-5f);
+    return cu_check(b, cuk_layernorm(fdt, x->data, sc->data, bias ? bias->data : NULL, y->data, rows, cols, eps,
+                                     b->stream), "layernorm");
 }
 
 static bool acc_layernorm(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
@@ -132,11 +167,19 @@ static kiln_status k_layernorm(cu_be *b, kiln_kctx *ctx)
     if (cu_numel(sc) != cols || (bias && cu_numel(bias) != cols))
         return cu_kerr(b, ctx, KILN_ERR_SHAPE, "Scale / B must have the normalized block's %lld elements",
                        (long long)cols);
-    KILN_TRY(cu_out(b, ctx, 0, x->dtype, x->ndim, x->dims));
-    kiln_tensor *y = ctx->out[0];
-    float eps = b->host->attr_f(ctx->node, "epsilon", 1e-5f);
-    return cu_check(b, cuk_layernorm(x->data, sc->data, bias ? bias->data : NULL, y->data, rows, cols, eps, b->stream),
-                    "layernorm");
+    kiln_tensor tmp[3];
+    int fdt;
+    memset(tmp, 0, sizeof tmp);
+    kiln_status st = act_in(b, ctx, &x, &tmp[0], &fdt);
+    if (st == KILN_OK)
+        st = f32_in(b, &sc, &tmp[1]);
+    if (st == KILN_OK)
+        st = f32_in(b, &bias, &tmp[2]);
+    if (st == KILN_OK)
+        st = layernorm_run(b, ctx, x, sc, bias, fdt, rows, cols);
+    for (int i = 0; i < 3; i++)
+        cu_tmp_free(b, &tmp[i]);
+    return st;
 }
 
 /* ---- pooling */
@@ -165,14 +208,27 @@ static kiln_status k_pool(cu_be *b, kiln_kctx *ctx)
     cu_geom g;
     KILN_TRY(cu_geometry(b, ctx, x, kv, true, &g));
     int64_t dims[4] = {x->dims[0], x->dims[1], g.out[0], g.out[1]};
-    KILN_TRY(cu_out(b, ctx, 0, x->dtype, 4, dims));
+    kiln_tensor tmp;
+    int fdt;
+    kiln_status st = act_in(b, ctx, &x, &tmp, &fdt);
+    if (st == KILN_OK)
+        st = cu_out_like(b, ctx, 0, x, 4, dims);
+    if (st != KILN_OK) {
+        cu_tmp_free(b, &tmp);
+        return st;
+    }
+    if (cu_is_nhwc(x))   /* channels-last in, channels-last out */
+        ctx->out[0]->flags |= KILN_TENSOR_DEV_NHWC;
     kiln_tensor *y = ctx->out[0];
     cuk_pool p = {.kind = ctx->node->op == KILN_OP_MaxPool ? 0 : 1, .nc = x->dims[0] * x->dims[1], .h = x->dims[2],
                   .w = x->dims[3], .oh = g.out[0], .ow = g.out[1], .kh = (int)g.k[0], .kw = (int)g.k[1],
                   .sh = (int)g.s[0], .sw = (int)g.s[1], .ph = (int)g.pb[0], .pw = (int)g.pb[1], .dh = (int)g.d[0],
                   .dw = (int)g.d[1], .peh = (int)g.pe[0], .pew = (int)g.pe[1],
-                  .count_include_pad = b->host->attr_i(ctx->node, "count_include_pad", 0) != 0};
-    return cu_check(b, cuk_pool2d(&p, x->data, y->data, b->stream), "pool");
+                  .count_include_pad = b->host->attr_i(ctx->node, "count_include_pad", 0) != 0,
+                  .c = cu_is_nhwc(x) ? x->dims[1] : 0};
+    st = cu_check(b, cuk_pool2d(fdt, &p, x->data, y->data, b->stream), "pool");
+    cu_tmp_free(b, &tmp);
+    return st;
 }
 
 static bool acc_gap(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
@@ -193,11 +249,20 @@ static kiln_status k_gap(cu_be *b, kiln_kctx *ctx)
         if (d >= 2)
             hw *= x->dims[d];
     }
-    KILN_TRY(cu_out(b, ctx, 0, x->dtype, x->ndim, dims));
+    kiln_tensor tmp;
+    int fdt;
+    kiln_status st = act_in(b, ctx, &x, &tmp, &fdt);
+    if (st == KILN_OK)
+        st = cu_out_like(b, ctx, 0, x, x->ndim, dims);
     kiln_tensor *y = ctx->out[0];
-    if (!hw)
-        return cu_check(b, cuk_fill_f32(y->data, cu_numel(y), NAN, b->stream), "fill");
-    return cu_check(b, cuk_global_avgpool(x->data, y->data, x->dims[0] * x->dims[1], hw, b->stream), "pool");
+    if (st == KILN_OK && !hw)
+        st = cu_check(b, cuk_fill(fdt, y->data, cu_numel(y), NAN, b->stream), "fill");
+    else if (st == KILN_OK && cu_is_nhwc(x))   /* [N, C, 1, 1] is the same in either layout */
+        st = cu_check(b, cuk_global_avgpool_nhwc(fdt, x->data, y->data, x->dims[0], x->dims[1], hw, b->stream), "pool");
+    else if (st == KILN_OK)
+        st = cu_check(b, cuk_global_avgpool(fdt, x->data, y->data, x->dims[0] * x->dims[1], hw, b->stream), "pool");
+    cu_tmp_free(b, &tmp);
+    return st;
 }
 
 static bool sup_f32(const kiln_bk_query *q) { return cu_q_f32(q, 1u); }

@@ -5,8 +5,21 @@
 #include "cuda_internal.h"
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #define IN(i) (i < ctx->n_in ? ctx->in[i] : NULL)
+
+/* The storage the layer computes x's dtype in: the activations' (cu_act_sdt over mask) for float32. */
+static kiln_dtype sdt_for(const cu_be *b, const kiln_kctx *ctx, const kiln_tensor *x, uint32_t mask)
+{
+    return x->dtype == KILN_DT_FLOAT32 ? cu_act_sdt(b, ctx, mask) : x->dtype;
+}
+
+/* Input i of the layer in storage sdt (a converted copy in tmp when needed). */
+static kiln_status in_as(cu_be *b, kiln_kctx *ctx, int i, kiln_dtype sdt, kiln_tensor *tmp, const kiln_tensor **x)
+{
+    return cu_as(b, IN(i), sdt, tmp, x);
+}
 
 /* ---- binary arithmetic */
 
@@ -26,7 +39,14 @@ static int bin_code(kiln_op op)
 
 static int dt_code(kiln_dtype dt)
 {
-    return dt == KILN_DT_FLOAT32 ? 0 : dt == KILN_DT_INT64 ? 1 : dt == KILN_DT_INT32 ? 2 : -1;
+    switch (dt) {
+    case KILN_DT_FLOAT32: return 0;
+    case KILN_DT_INT64: return 1;
+    case KILN_DT_INT32: return 2;
+    case KILN_DT_FLOAT16: return 3;
+    case KILN_DT_BFLOAT16: return 4;
+    default: return -1;
+    }
 }
 
 static bool sup_binary(const kiln_bk_query *q)
@@ -50,22 +70,51 @@ static bool acc_binary(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor
     return n_in == 2 && in[0] && in[1] && cu_broadcast(2, in, &nd, dims) && cu_shape_of(2, in, nd, dims, &sh);
 }
 
-static kiln_status k_binary(cu_be *b, kiln_kctx *ctx)
+static kiln_status binary_run(cu_be *b, kiln_kctx *ctx, const kiln_tensor *const *x, kiln_dtype sdt)
 {
-    const kiln_tensor *x[2] = {IN(0), IN(1)};
     int nd;
     int64_t dims[KILN_MAX_DIMS];
-    if (!x[0] || !x[1] || !cu_broadcast(2, x, &nd, dims))
+    if (!cu_broadcast(2, x, &nd, dims))
         return cu_kerr(b, ctx, KILN_ERR_SHAPE, "inputs do not broadcast");
-    KILN_TRY(cu_out(b, ctx, 0, x[0]->dtype, nd, dims));
+    KILN_TRY(cu_out_s(b, ctx, 0, x[0]->dtype, sdt, nd, dims));
     kiln_tensor *y = ctx->out[0];
     int64_t n = cu_numel(y);
     bool same = cu_numel(x[0]) == n && cu_numel(x[1]) == n;
+    if (cu_is_nhwc(x[0]))   /* both NHWC and the same shape (k_binary) */
+        y->flags |= KILN_TENSOR_DEV_NHWC;
     cuk_shape sh;
     if (!same && !cu_shape_of(2, x, nd, dims, &sh))
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "broadcast of rank > %d", CUK_MAX_DIMS);
-    return cu_check(b, cuk_binary(dt_code(x[0]->dtype), bin_code(ctx->node->op), x[0]->data, x[1]->data, y->data, n,
+    return cu_check(b, cuk_binary(dt_code(sdt), bin_code(ctx->node->op), x[0]->data, x[1]->data, y->data, n,
                                   same ? NULL : &sh, b->stream), "binary");
+}
+
+static kiln_status k_binary(cu_be *b, kiln_kctx *ctx)
+{
+    if (!IN(0) || !IN(1))
+        return cu_kerr(b, ctx, KILN_ERR_INVALID_ARG, "missing input");
+    kiln_dtype sdt = sdt_for(b, ctx, IN(0), 3u);
+    kiln_tensor tmp[2];
+    const kiln_tensor *x[2];
+    kiln_status st = in_as(b, ctx, 0, sdt, &tmp[0], &x[0]);
+    if (st == KILN_OK)
+        st = in_as(b, ctx, 1, sdt, &tmp[1], &x[1]);
+    else
+        memset(&tmp[1], 0, sizeof tmp[1]);
+    /* channels-last operands stay so only as a same-shape pair; otherwise both in ONNX layout */
+    kiln_tensor lay[2];
+    memset(lay, 0, sizeof lay);
+    bool keep = st == KILN_OK && cu_is_nhwc(x[0]) && cu_is_nhwc(x[1]) && x[0]->ndim == x[1]->ndim &&
+                !memcmp(x[0]->dims, x[1]->dims, sizeof(int64_t) * (size_t)x[0]->ndim);
+    for (int i = 0; i < 2 && st == KILN_OK && !keep; i++)
+        st = cu_relayout(b, x[i], false, &lay[i], &x[i]);
+    if (st == KILN_OK)
+        st = binary_run(b, ctx, x, sdt);
+    for (int i = 0; i < 2; i++) {
+        cu_tmp_free(b, &tmp[i]);
+        cu_tmp_free(b, &lay[i]);
+    }
+    return st;
 }
 
 /* ---- unary */
@@ -147,14 +196,22 @@ static kiln_status k_unary(cu_be *b, kiln_kctx *ctx)
         KILN_TRY(read_scalar_f32(b, ctx, 1, &a));
         KILN_TRY(read_scalar_f32(b, ctx, 2, &c));
     }
-    KILN_TRY(cu_out(b, ctx, 0, x->dtype, x->ndim, x->dims));
+    kiln_dtype sdt = sdt_for(b, ctx, x, 1u);
+    kiln_tensor tmp;
+    kiln_status st = cu_as(b, x, sdt, &tmp, &x);
+    if (st == KILN_OK)
+        st = cu_out_s(b, ctx, 0, x->dtype, sdt, x->ndim, x->dims);
     kiln_tensor *y = ctx->out[0];
-    if (code == CUK_IDENTITY) {
-        if (y->data == x->data || !y->nbytes)
-            return KILN_OK;
-        return cu_check(b, cudaMemcpyAsync(y->data, x->data, y->nbytes, cudaMemcpyDeviceToDevice, b->stream), "copy");
+    if (st == KILN_OK && cu_is_nhwc(x))   /* elementwise: the layout carries over */
+        y->flags |= KILN_TENSOR_DEV_NHWC;
+    if (st != KILN_OK || (code == CUK_IDENTITY && (y->data == x->data || !y->nbytes))) {
+    } else if (code == CUK_IDENTITY) {
+        st = cu_check(b, cudaMemcpyAsync(y->data, x->data, y->nbytes, cudaMemcpyDeviceToDevice, b->stream), "copy");
+    } else {
+        st = cu_check(b, cuk_unary(cu_fdt(sdt), code, x->data, y->data, cu_numel(y), a, c, b->stream), "unary");
     }
-    return cu_check(b, cuk_unary_f32(code, x->data, y->data, cu_numel(y), a, c, b->stream), "unary");
+    cu_tmp_free(b, &tmp);
+    return st;
 }
 
 static bool sup_identity(const kiln_bk_query *q)
@@ -169,7 +226,7 @@ static bool sup_identity(const kiln_bk_query *q)
 static bool cast_dt(kiln_dtype d)
 {
     return d == KILN_DT_FLOAT32 || d == KILN_DT_UINT8 || d == KILN_DT_INT8 || d == KILN_DT_INT32 ||
-           d == KILN_DT_INT64 || d == KILN_DT_BOOL || d == KILN_DT_FLOAT16;
+           d == KILN_DT_INT64 || d == KILN_DT_BOOL || d == KILN_DT_FLOAT16 || d == KILN_DT_BFLOAT16;
 }
 
 static bool sup_cast(const kiln_bk_query *q)
@@ -195,7 +252,7 @@ static kiln_status k_cast(cu_be *b, kiln_kctx *ctx)
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "cast to dtype %d", (int)to);
     KILN_TRY(cu_out(b, ctx, 0, to, x->ndim, x->dims));
     kiln_tensor *y = ctx->out[0];
-    return cu_check(b, cuk_cast((int)x->dtype, x->data, (int)to, y->data, cu_numel(y), b->stream), "cast");
+    return cu_check(b, cuk_cast((int)cu_sdt(x), x->data, (int)to, y->data, cu_numel(y), b->stream), "cast");
 }
 
 static bool sup_where(const kiln_bk_query *q)
@@ -203,7 +260,7 @@ static bool sup_where(const kiln_bk_query *q)
     if (!q->in_dtype || q->n_in != 3)
         return q->n_in == 3 || !q->in_dtype;
     size_t es = cu_es(q->in_dtype[1]);
-    return q->in_dtype[0] == KILN_DT_BOOL && q->in_dtype[1] == q->in_dtype[2] && (es == 4 || es == 8);
+    return q->in_dtype[0] == KILN_DT_BOOL && q->in_dtype[1] == q->in_dtype[2] && (es == 2 || es == 4 || es == 8);
 }
 
 static bool acc_where(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
@@ -216,18 +273,36 @@ static bool acc_where(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor 
     return n_in == 3 && in[0] && in[1] && in[2] && cu_broadcast(3, in, &nd, dims) && cu_shape_of(3, in, nd, dims, &sh);
 }
 
-static kiln_status k_where(cu_be *b, kiln_kctx *ctx)
+static kiln_status where_run(cu_be *b, kiln_kctx *ctx, const kiln_tensor *const *x, kiln_dtype sdt)
 {
-    const kiln_tensor *x[3] = {IN(0), IN(1), IN(2)};
     int nd;
     int64_t dims[KILN_MAX_DIMS];
     cuk_shape sh;
-    if (!x[0] || !x[1] || !x[2] || !cu_broadcast(3, x, &nd, dims) || !cu_shape_of(3, x, nd, dims, &sh))
+    if (!cu_broadcast(3, x, &nd, dims) || !cu_shape_of(3, x, nd, dims, &sh))
         return cu_kerr(b, ctx, KILN_ERR_SHAPE, "inputs do not broadcast");
-    KILN_TRY(cu_out(b, ctx, 0, x[1]->dtype, nd, dims));
+    KILN_TRY(cu_out_s(b, ctx, 0, x[1]->dtype, sdt, nd, dims));
     kiln_tensor *y = ctx->out[0];
-    return cu_check(b, cuk_where(cu_es(y->dtype), x[0]->data, x[1]->data, x[2]->data, y->data, cu_numel(y), &sh,
+    return cu_check(b, cuk_where(cu_es(sdt), x[0]->data, x[1]->data, x[2]->data, y->data, cu_numel(y), &sh,
                                  b->stream), "where");
+}
+
+static kiln_status k_where(cu_be *b, kiln_kctx *ctx)
+{
+    if (!IN(0) || !IN(1) || !IN(2))
+        return cu_kerr(b, ctx, KILN_ERR_INVALID_ARG, "missing input");
+    kiln_dtype sdt = sdt_for(b, ctx, IN(1), 6u);
+    kiln_tensor tmp[2];
+    const kiln_tensor *x[3] = {IN(0), NULL, NULL};
+    kiln_status st = in_as(b, ctx, 1, sdt, &tmp[0], &x[1]);
+    if (st == KILN_OK)
+        st = in_as(b, ctx, 2, sdt, &tmp[1], &x[2]);
+    else
+        memset(&tmp[1], 0, sizeof tmp[1]);
+    if (st == KILN_OK)
+        st = where_run(b, ctx, x, sdt);
+    cu_tmp_free(b, &tmp[0]);
+    cu_tmp_free(b, &tmp[1]);
+    return st;
 }
 
 /* ---- shape ops: same bytes, new dims */
@@ -240,7 +315,7 @@ static kiln_status copy_as(cu_be *b, kiln_kctx *ctx, const kiln_tensor *x, int n
     if (n != cu_numel(x))
         return cu_kerr(b, ctx, KILN_ERR_SHAPE, "cannot reshape %lld elements to %lld", (long long)cu_numel(x),
                        (long long)n);
-    KILN_TRY(cu_out(b, ctx, 0, x->dtype, nd, dims));
+    KILN_TRY(cu_out_like(b, ctx, 0, x, nd, dims));
     kiln_tensor *y = ctx->out[0];
     if (y->data == x->data || !y->nbytes)
         return KILN_OK;
@@ -359,7 +434,7 @@ static kiln_status k_unsqueeze(cu_be *b, kiln_kctx *ctx)
 static kiln_status strided(cu_be *b, kiln_kctx *ctx, const kiln_tensor *x, int64_t base, int nd, const int64_t *dims,
                            const int64_t *str)
 {
-    KILN_TRY(cu_out(b, ctx, 0, x->dtype, nd, dims));
+    KILN_TRY(cu_out_like(b, ctx, 0, x, nd, dims));
     kiln_tensor *y = ctx->out[0];
     cuk_shape sh = {0};
     /* drop size-1 dims, merge contiguous runs */
@@ -384,7 +459,7 @@ static kiln_status strided(cu_be *b, kiln_kctx *ctx, const kiln_tensor *x, int64
     }
     sh.ndim = m;
     int64_t n = cu_numel(y);
-    size_t es = cu_es(x->dtype);
+    size_t es = cu_tes(x);
     if (m == 1 && sh.str[0][0] == 1 && n)   /* contiguous */
         return cu_check(b, cudaMemcpyAsync(y->data, (const char *)x->data + base * (int64_t)es, y->nbytes,
                                            cudaMemcpyDeviceToDevice, b->stream), "copy");
@@ -550,17 +625,14 @@ static bool acc_concat(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor
     return n_in >= 1;
 }
 
-static kiln_status k_concat(cu_be *b, kiln_kctx *ctx)
+static kiln_status concat_run(cu_be *b, kiln_kctx *ctx, const kiln_tensor *const *xs, int axis)
 {
-    const kiln_tensor *x0 = IN(0);
-    int axis;
-    if (!x0 || !cu_axis(b->host->attr_i(ctx->node, "axis", 0), x0->ndim, &axis))
-        return cu_kerr(b, ctx, KILN_ERR_INVALID_ARG, "bad axis");
+    const kiln_tensor *x0 = xs[0];
     int64_t dims[KILN_MAX_DIMS];
     memcpy(dims, x0->dims, sizeof dims);
     dims[axis] = 0;
     for (int i = 0; i < ctx->n_in; i++) {
-        const kiln_tensor *x = IN(i);
+        const kiln_tensor *x = xs[i];
         if (!x || x->ndim != x0->ndim || x->dtype != x0->dtype)
             return cu_kerr(b, ctx, KILN_ERR_SHAPE, "inputs differ in rank or dtype");
         for (int d = 0; d < x->ndim; d++)
@@ -568,9 +640,9 @@ static kiln_status k_concat(cu_be *b, kiln_kctx *ctx)
                 return cu_kerr(b, ctx, KILN_ERR_SHAPE, "inputs differ off the concat axis");
         dims[axis] += x->dims[axis];
     }
-    KILN_TRY(cu_out(b, ctx, 0, x0->dtype, x0->ndim, dims));
+    KILN_TRY(cu_out_like(b, ctx, 0, x0, x0->ndim, dims));
     kiln_tensor *y = ctx->out[0];
-    size_t es = cu_es(x0->dtype);
+    size_t es = cu_tes(x0);
     int64_t outer = 1, inner = 1;
     for (int d = 0; d < axis; d++)
         outer *= dims[d];
@@ -578,14 +650,35 @@ static kiln_status k_concat(cu_be *b, kiln_kctx *ctx)
         inner *= dims[d];
     size_t dpitch = (size_t)(dims[axis] * inner) * es, off = 0;
     for (int i = 0; i < ctx->n_in; i++) {
-        const kiln_tensor *x = IN(i);
-        size_t w = (size_t)(x->dims[axis] * inner) * es;
+        size_t w = (size_t)(xs[i]->dims[axis] * inner) * es;
         if (w && outer)
-            KILN_TRY(cu_check(b, cudaMemcpy2DAsync((char *)y->data + off, dpitch, x->data, w, w, (size_t)outer,
+            KILN_TRY(cu_check(b, cudaMemcpy2DAsync((char *)y->data + off, dpitch, xs[i]->data, w, w, (size_t)outer,
                                                    cudaMemcpyDeviceToDevice, b->stream), "concat"));
         off += w;
     }
     return KILN_OK;
+}
+
+static kiln_status k_concat(cu_be *b, kiln_kctx *ctx)
+{
+    const kiln_tensor *x0 = IN(0);
+    int axis;
+    if (!x0 || !cu_axis(b->host->attr_i(ctx->node, "axis", 0), x0->ndim, &axis))
+        return cu_kerr(b, ctx, KILN_ERR_INVALID_ARG, "bad axis");
+    /* every input in one storage (float32 inputs: the activations') */
+    kiln_dtype sdt = sdt_for(b, ctx, x0, 0xFFFFFFFFu);
+    kiln_tensor *tmp = calloc((size_t)ctx->n_in, sizeof *tmp);
+    const kiln_tensor **xs = calloc((size_t)ctx->n_in, sizeof *xs);
+    kiln_status st = tmp && xs ? KILN_OK : cu_err(b, KILN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < ctx->n_in && st == KILN_OK; i++)
+        st = in_as(b, ctx, i, sdt, &tmp[i], &xs[i]);
+    if (st == KILN_OK)
+        st = concat_run(b, ctx, xs, axis);
+    for (int i = 0; tmp && i < ctx->n_in; i++)
+        cu_tmp_free(b, &tmp[i]);
+    free(tmp);
+    free(xs);
+    return st;
 }
 
 /* ---- Gather */
@@ -617,9 +710,9 @@ static kiln_status k_gather(cu_be *b, kiln_kctx *ctx)
         dims[nd++] = x->dims[d];
         inner *= x->dims[d];
     }
-    KILN_TRY(cu_out(b, ctx, 0, x->dtype, nd, dims));
+    KILN_TRY(cu_out_like(b, ctx, 0, x, nd, dims));
     kiln_tensor *y = ctx->out[0];
-    return cu_check(b, cuk_gather(cu_es(x->dtype), x->data, idx->data, idx->dtype == KILN_DT_INT64, y->data, outer,
+    return cu_check(b, cuk_gather(cu_tes(x), x->data, idx->data, idx->dtype == KILN_DT_INT64, y->data, outer,
                                   x->dims[axis], cu_numel(idx), inner, b->bad, b->stream), "gather");
 }
 

@@ -2,6 +2,7 @@
 // Slice, Expand), Gather, Softmax, attention softmax, LayerNorm, pooling, fused epilogues.
 // FP32 first, written for correctness: grid-stride loops, 64-bit indices, warp reductions.
 #include "kernels.h"
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <math.h>
 
@@ -17,6 +18,22 @@ static inline unsigned grid_for(int64_t n)
 
 #define GRID_LOOP(i, n) for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
                              i += (int64_t)gridDim.x * blockDim.x)
+
+// Float storage: float32, FP16 or BF16 (CUK_F32 / CUK_F16 / CUK_BF16); arithmetic is always float32.
+__device__ __forceinline__ float ldf(const float *p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float ldf(const __half *p, int64_t i) { return __half2float(p[i]); }
+__device__ __forceinline__ float ldf(const __nv_bfloat16 *p, int64_t i) { return __bfloat162float(p[i]); }
+__device__ __forceinline__ void stf(float *p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void stf(__half *p, int64_t i, float v) { p[i] = __float2half_rn(v); }
+__device__ __forceinline__ void stf(__nv_bfloat16 *p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+// Runs BODY with T bound to the storage type of fdt.
+#define FDT_DISPATCH(fdt, ...)                                                                                  \
+    do {                                                                                                        \
+        if ((fdt) == CUK_F16) { typedef __half T; __VA_ARGS__; }                                                \
+        else if ((fdt) == CUK_BF16) { typedef __nv_bfloat16 T; __VA_ARGS__; }                                   \
+        else { typedef float T; __VA_ARGS__; }                                                                  \
+    } while (0)
 
 __device__ __forceinline__ float act_apply(int act, float x, float a, float b)
 {
@@ -52,16 +69,16 @@ __device__ __forceinline__ float act_apply(int act, float x, float a, float b)
     return x;
 }
 
-__global__ void k_unary(int act, const float *x, float *y, int64_t n, float a, float b)
+template <typename T> __global__ void k_unary(int act, const T *x, T *y, int64_t n, float a, float b)
 {
-    GRID_LOOP(i, n) y[i] = act_apply(act, x[i], a, b);
+    GRID_LOOP(i, n) stf(y, i, act_apply(act, ldf(x, i), a, b));
 }
 
-extern "C" cudaError_t cuk_unary_f32(int act, const float *x, float *y, int64_t n, float alpha, float beta,
-                                     cudaStream_t s)
+extern "C" cudaError_t cuk_unary(int fdt, int act, const void *x, void *y, int64_t n, float alpha, float beta,
+                                 cudaStream_t s)
 {
     if (n > 0)
-        k_unary<<<grid_for(n), THREADS, 0, s>>>(act, x, y, n, alpha, beta);
+        FDT_DISPATCH(fdt, k_unary<T><<<grid_for(n), THREADS, 0, s>>>(act, (const T *)x, (T *)y, n, alpha, beta));
     return cudaGetLastError();
 }
 
@@ -151,6 +168,36 @@ static shape_arg to_arg(const cuk_shape *sh)
     return a;
 }
 
+// float storage (float32 / FP16 / BF16): computed in float32
+template <typename T> __global__ void k_binary_same_f(int op, const T *a, const T *b, T *y, int64_t n)
+{
+    GRID_LOOP(i, n) stf(y, i, bin_apply<float>(op, ldf(a, i), ldf(b, i)));
+}
+
+template <typename T, typename I>
+__global__ void k_binary_bc_f(int op, const T *a, const T *b, T *y, int64_t n, shape_arg sh)
+{
+    GRID_LOOP(i, n) {
+        int64_t oa, ob, oc;
+        offsets<I>(sh, i, &oa, &ob, &oc);
+        stf(y, i, bin_apply<float>(op, ldf(a, oa), ldf(b, ob)));
+    }
+}
+
+template <typename T>
+static void launch_binary_f(int op, const void *a, const void *b, void *y, int64_t n, const cuk_shape *sh,
+                            cudaStream_t s)
+{
+    if (!sh)
+        k_binary_same_f<T><<<grid_for(n), THREADS, 0, s>>>(op, (const T *)a, (const T *)b, (T *)y, n);
+    else if (small_index(n))
+        k_binary_bc_f<T, uint32_t><<<grid_for(n), THREADS, 0, s>>>(op, (const T *)a, (const T *)b, (T *)y, n,
+                                                                   to_arg(sh));
+    else
+        k_binary_bc_f<T, uint64_t><<<grid_for(n), THREADS, 0, s>>>(op, (const T *)a, (const T *)b, (T *)y, n,
+                                                                   to_arg(sh));
+}
+
 template <typename T>
 static void launch_binary(int op, const void *a, const void *b, void *y, int64_t n, const cuk_shape *sh, cudaStream_t s)
 {
@@ -168,7 +215,11 @@ extern "C" cudaError_t cuk_binary(int dtype, int op, const void *a, const void *
     if (n <= 0)
         return cudaGetLastError();
     if (dtype == 0)
-        launch_binary<float>(op, a, b, y, n, sh, s);
+        launch_binary_f<float>(op, a, b, y, n, sh, s);
+    else if (dtype == 3)
+        launch_binary_f<__half>(op, a, b, y, n, sh, s);
+    else if (dtype == 4)
+        launch_binary_f<__nv_bfloat16>(op, a, b, y, n, sh, s);
     else if (dtype == 1)
         launch_binary<long long>(op, a, b, y, n, sh, s);
     else
@@ -194,6 +245,10 @@ extern "C" cudaError_t cuk_where(size_t es, const bool *cond, const void *a, con
     if (es == 8)
         k_where<long long><<<grid_for(n), THREADS, 0, s>>>(cond, (const long long *)a, (const long long *)b,
                                                             (long long *)y, n, to_arg(sh));
+    else if (es == 2)
+        k_where<unsigned short><<<grid_for(n), THREADS, 0, s>>>(cond, (const unsigned short *)a,
+                                                                (const unsigned short *)b, (unsigned short *)y, n,
+                                                                to_arg(sh));
     else if (es == 4)
         k_where<int><<<grid_for(n), THREADS, 0, s>>>(cond, (const int *)a, (const int *)b, (int *)y, n, to_arg(sh));
     else
@@ -212,6 +267,7 @@ __device__ __forceinline__ double load_as(int dt, const void *x, int64_t i)
     case 7: return (double)((const long long *)x)[i];
     case 9: return ((const bool *)x)[i] ? 1.0 : 0.0;
     case 10: return (double)__half2float(((const __half *)x)[i]);
+    case 16: return (double)__bfloat162float(((const __nv_bfloat16 *)x)[i]);
     }
     return 0;
 }
@@ -240,7 +296,10 @@ __global__ void k_cast(int sdt, const void *x, int ddt, void *y, int64_t n)
         case 6: ((int *)y)[i] = (int)to_int_trunc(v); break;
         case 7: ((long long *)y)[i] = to_int_trunc(v); break;
         case 9: ((bool *)y)[i] = v != 0.0; break;
-        case 10: ((__half *)y)[i] = __float2half_rn((float)v); break;
+        case 10: ((__half *)y)[i] = __float2half_rn(sdt == 7 ? (float)((const long long *)x)[i] : (float)v); break;
+        case 16:
+            ((__nv_bfloat16 *)y)[i] = __float2bfloat16_rn(sdt == 7 ? (float)((const long long *)x)[i] : (float)v);
+            break;
         }
     }
 }
@@ -379,25 +438,22 @@ __device__ float block_reduce(float v, bool is_max)
     return r;
 }
 
-// softmax of one row in place or out of place; mask per element given by a functor-like switch
-__global__ void k_softmax_rows(const float *x, float *y, int64_t cols)
+// softmax of one row (block per row); T the storage, float32 arithmetic
+template <typename T> __global__ void k_softmax_rows(const T *x, T *y, int64_t cols)
 {
-    const float *xr = x + blockIdx.x * cols;
-    float *yr = y + blockIdx.x * cols;
+    const T *xr = x + blockIdx.x * cols;
+    T *yr = y + blockIdx.x * cols;
     float mx = -INFINITY;
     for (int64_t k = threadIdx.x; k < cols; k += blockDim.x)
-        mx = fmaxf(mx, xr[k]);   // fmaxf ignores NaN like the CPU's maximum
+        mx = fmaxf(mx, ldf(xr, k));   // fmaxf ignores NaN like the CPU's maximum
     mx = block_reduce(mx, true);
     float sum = 0.f;
-    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) {
-        float e = expf(xr[k] - mx);
-        yr[k] = e;
-        sum += e;
-    }
+    for (int64_t k = threadIdx.x; k < cols; k += blockDim.x)
+        sum += expf(ldf(xr, k) - mx);
     sum = block_reduce(sum, false);
     float inv = 1.0f / sum;
     for (int64_t k = threadIdx.x; k < cols; k += blockDim.x)
-        yr[k] *= inv;
+        stf(yr, k, expf(ldf(xr, k) - mx) * inv);
 }
 
 static int row_threads(int64_t cols)
@@ -416,28 +472,38 @@ __device__ __forceinline__ int64_t warp_row(void)
     return (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
 }
 
-// softmax(x * scale (+ mask | masked fill)) per row; the mask's offset for (row, 0) comes from the
-// row's index over sh's dims but the last (str[0]: the mask's strides, 0 = broadcast)
-template <int VPT>
-__global__ void k_softmax_warp(const float *x, float *y, int64_t rows, int cols, float scale, const void *mask,
-                               int kind, float fill, shape_arg sh)
+// mask value k of a row (kind 1: additive float32; 2 / 3: bool keep / fill)
+__device__ __forceinline__ float masked(float t, const void *mask, int kind, float fill, int64_t off)
+{
+    if (kind == 1)
+        return t + ((const float *)mask)[off];
+    return (((const bool *)mask)[off]) == (kind == 3) ? fill : t;
+}
+
+// mask offset of (row, 0): the row's index over sh's dims but the last (str[0]: the mask's strides)
+__device__ __forceinline__ int64_t mask_row_off(const shape_arg &sh, int64_t row)
+{
+    int64_t moff = 0, rem = row;
+    for (int d = sh.ndim - 2; d >= 0; d--) {
+        int64_t k = rem % sh.dims[d];
+        rem /= sh.dims[d];
+        moff += k * sh.str[0][d];
+    }
+    return moff;
+}
+
+// softmax(x * scale (+ mask | masked fill)) per row
+template <typename T, int VPT>
+__global__ void k_softmax_warp(const T *x, T *y, int64_t rows, int cols, float scale, const void *mask, int kind,
+                               float fill, shape_arg sh)
 {
     int64_t row = warp_row();
     int lane = threadIdx.x & 31;
     if (row >= rows)
         return;   // the whole warp
-    const float *xr = x + row * cols;
-    float *yr = y + row * cols;
-    int64_t moff = 0, mk = 0;
-    if (mask) {
-        int64_t rem = row;
-        for (int d = sh.ndim - 2; d >= 0; d--) {
-            int64_t k = rem % sh.dims[d];
-            rem /= sh.dims[d];
-            moff += k * sh.str[0][d];
-        }
-        mk = sh.str[0][sh.ndim - 1];
-    }
+    const T *xr = x + row * cols;
+    T *yr = y + row * cols;
+    int64_t moff = mask ? mask_row_off(sh, row) : 0, mk = mask ? sh.str[0][sh.ndim - 1] : 0;
     float v[VPT];
     float mx = -INFINITY;
 #pragma unroll
@@ -445,13 +511,9 @@ __global__ void k_softmax_warp(const float *x, float *y, int64_t rows, int cols,
         int k = lane + j * 32;
         float t = -INFINITY;
         if (k < cols) {
-            t = xr[k] * scale;
-            if (mask) {
-                if (kind == 1)
-                    t += ((const float *)mask)[moff + k * mk];
-                else if ((((const bool *)mask)[moff + k * mk]) == (kind == 3))
-                    t = fill;
-            }
+            t = ldf(xr, k) * scale;
+            if (mask)
+                t = masked(t, mask, kind, fill, moff + k * mk);
             mx = fmaxf(mx, t);
         }
         v[j] = t;
@@ -468,25 +530,25 @@ __global__ void k_softmax_warp(const float *x, float *y, int64_t rows, int cols,
 #pragma unroll
     for (int j = 0; j < VPT; j++)
         if (lane + j * 32 < cols)
-            yr[lane + j * 32] = v[j] * inv;
+            stf(yr, lane + j * 32, v[j] * inv);
 }
 
-template <int VPT>
-__global__ void k_layernorm_warp(const float *x, const float *scale, const float *bias, float *y, int64_t rows, int cols,
+template <typename T, int VPT>
+__global__ void k_layernorm_warp(const T *x, const float *scale, const float *bias, T *y, int64_t rows, int cols,
                                  float eps)
 {
     int64_t row = warp_row();
     int lane = threadIdx.x & 31;
     if (row >= rows)
         return;
-    const float *xr = x + row * cols;
-    float *yr = y + row * cols;
+    const T *xr = x + row * cols;
+    T *yr = y + row * cols;
     float v[VPT];
     float s = 0.f;
 #pragma unroll
     for (int j = 0; j < VPT; j++) {
         int k = lane + j * 32;
-        v[j] = k < cols ? xr[k] : 0.f;
+        v[j] = k < cols ? ldf(xr, k) : 0.f;
         s += v[j];
     }
     float mean = warp_sum(s) / (float)cols, q = 0.f;
@@ -502,21 +564,21 @@ __global__ void k_layernorm_warp(const float *x, const float *scale, const float
         int k = lane + j * 32;
         if (k < cols) {
             float t = (v[j] - mean) * inv * scale[k];
-            yr[k] = bias ? t + bias[k] : t;
+            stf(yr, k, bias ? t + bias[k] : t);
         }
     }
 }
 
-// Launches KERNEL<VPT> with the smallest VPT (values per lane) that holds cols; false if cols > 1024.
-#define WARP_ROWS(KERNEL, rows, cols, s, ...)                                                                   \
+// Launches KERNEL<T, VPT> with the smallest VPT (values per lane) that holds cols; false if cols > 1024.
+#define WARP_ROWS(KERNEL, T, rows, cols, s, ...)                                                                \
     ([&]() -> bool {                                                                                            \
         unsigned g_ = (unsigned)(((rows) + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);                              \
-        if ((cols) <= 32) KERNEL<1><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                         \
-        else if ((cols) <= 64) KERNEL<2><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                    \
-        else if ((cols) <= 128) KERNEL<4><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                   \
-        else if ((cols) <= 256) KERNEL<8><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                   \
-        else if ((cols) <= 512) KERNEL<16><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                  \
-        else if ((cols) <= 1024) KERNEL<32><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                 \
+        if ((cols) <= 32) KERNEL<T, 1><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                      \
+        else if ((cols) <= 64) KERNEL<T, 2><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                 \
+        else if ((cols) <= 128) KERNEL<T, 4><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                \
+        else if ((cols) <= 256) KERNEL<T, 8><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);                \
+        else if ((cols) <= 512) KERNEL<T, 16><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);               \
+        else if ((cols) <= 1024) KERNEL<T, 32><<<g_, 32 * ROWS_PER_BLOCK, 0, s>>>(__VA_ARGS__);              \
         else return false;                                                                                      \
         return true;                                                                                            \
     }())
@@ -526,130 +588,141 @@ static inline bool warp_rows_fit(int64_t rows)
     return rows > 0 && (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK <= 0x7fffffffLL;
 }
 
-extern "C" cudaError_t cuk_softmax_rows(const float *x, float *y, int64_t rows, int64_t cols, cudaStream_t s)
+template <typename T> static void softmax_rows(const T *x, T *y, int64_t rows, int64_t cols, cudaStream_t s)
 {
     shape_arg none;
     memset(&none, 0, sizeof none);
     if (cols > 0 && cols <= 1024 && warp_rows_fit(rows) &&
-        WARP_ROWS(k_softmax_warp, rows, cols, s, x, y, rows, (int)cols, 1.0f, nullptr, 0, 0.0f, none))
-        return cudaGetLastError();
+        WARP_ROWS(k_softmax_warp, T, rows, cols, s, x, y, rows, (int)cols, 1.0f, nullptr, 0, 0.0f, none))
+        return;
     for (int64_t r0 = 0; r0 < rows; r0 += 2147483647LL) {
         int64_t nr = rows - r0 < 2147483647LL ? rows - r0 : 2147483647LL;
         if (nr > 0 && cols > 0)
-            k_softmax_rows<<<(unsigned)nr, row_threads(cols), 0, s>>>(x + r0 * cols, y + r0 * cols, cols);
+            k_softmax_rows<T><<<(unsigned)nr, row_threads(cols), 0, s>>>(x + r0 * cols, y + r0 * cols, cols);
     }
+}
+
+extern "C" cudaError_t cuk_softmax_rows(int fdt, const void *x, void *y, int64_t rows, int64_t cols, cudaStream_t s)
+{
+    FDT_DISPATCH(fdt, softmax_rows<T>((const T *)x, (T *)y, rows, cols, s));
     return cudaGetLastError();
 }
 
-__global__ void k_softmax_strided(const float *x, float *y, int64_t outer, int64_t axis, int64_t inner)
+template <typename T> __global__ void k_softmax_strided(const T *x, T *y, int64_t outer, int64_t axis, int64_t inner)
 {
     GRID_LOOP(t, outer * inner) {
         int64_t o = t / inner, i = t % inner;
-        const float *xr = x + o * axis * inner + i;
-        float *yr = y + o * axis * inner + i;
+        const T *xr = x + o * axis * inner + i;
+        T *yr = y + o * axis * inner + i;
         float mx = -INFINITY, sum = 0.f;
         for (int64_t k = 0; k < axis; k++)
-            mx = fmaxf(mx, xr[k * inner]);
-        for (int64_t k = 0; k < axis; k++) {
-            float e = expf(xr[k * inner] - mx);
-            yr[k * inner] = e;
-            sum += e;
-        }
+            mx = fmaxf(mx, ldf(xr, k * inner));
+        for (int64_t k = 0; k < axis; k++)
+            sum += expf(ldf(xr, k * inner) - mx);
         float inv = 1.0f / sum;
         for (int64_t k = 0; k < axis; k++)
-            yr[k * inner] *= inv;
+            stf(yr, k * inner, expf(ldf(xr, k * inner) - mx) * inv);
     }
 }
 
-extern "C" cudaError_t cuk_softmax_strided(const float *x, float *y, int64_t outer, int64_t axis, int64_t inner,
+extern "C" cudaError_t cuk_softmax_strided(int fdt, const void *x, void *y, int64_t outer, int64_t axis, int64_t inner,
                                            cudaStream_t s)
 {
     if (outer * inner > 0 && axis > 0)
-        k_softmax_strided<<<grid_for(outer * inner), THREADS, 0, s>>>(x, y, outer, axis, inner);
+        FDT_DISPATCH(fdt, k_softmax_strided<T><<<grid_for(outer * inner), THREADS, 0, s>>>((const T *)x, (T *)y, outer,
+                                                                                           axis, inner));
     return cudaGetLastError();
 }
 
-__global__ void k_attn_softmax(float *sc, int64_t cols, float scale, const void *mask, int kind, float fill,
+// rows longer than a warp holds: one block per row, the masked and scaled row kept in float32 (ws)
+template <typename T>
+__global__ void k_attn_softmax(T *sc, float *ws, int64_t cols, float scale, const void *mask, int kind, float fill,
                                shape_arg sh)
 {
     int64_t row = blockIdx.x;
-    float *r = sc + row * cols;
-    // mask offset of (row, 0): decompose the row index over the score dims but the last
-    int64_t moff = 0;
-    if (mask) {
-        int64_t rem = row;
-        for (int d = sh.ndim - 2; d >= 0; d--) {
-            int64_t k = rem % sh.dims[d];
-            rem /= sh.dims[d];
-            moff += k * sh.str[0][d];
-        }
-    }
-    int64_t mk = mask ? sh.str[0][sh.ndim - 1] : 0;
+    T *r = sc + row * cols;
+    float *w = ws + row * cols;
+    int64_t moff = mask ? mask_row_off(sh, row) : 0, mk = mask ? sh.str[0][sh.ndim - 1] : 0;
     float mx = -INFINITY;
     for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) {
-        float v = r[k] * scale;
-        if (mask) {
-            if (kind == 1)
-                v += ((const float *)mask)[moff + k * mk];
-            else if ((((const bool *)mask)[moff + k * mk]) == (kind == 3))
-                v = fill;
-        }
-        r[k] = v;
+        float v = ldf(r, k) * scale;
+        if (mask)
+            v = masked(v, mask, kind, fill, moff + k * mk);
+        w[k] = v;
         mx = fmaxf(mx, v);
     }
     mx = block_reduce(mx, true);
     float sum = 0.f;
     for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) {
-        float e = expf(r[k] - mx);
-        r[k] = e;
+        float e = expf(w[k] - mx);
+        w[k] = e;
         sum += e;
     }
     sum = block_reduce(sum, false);
     float inv = 1.0f / sum;
     for (int64_t k = threadIdx.x; k < cols; k += blockDim.x)
-        r[k] *= inv;
+        stf(r, k, w[k] * inv);
 }
 
-extern "C" cudaError_t cuk_attn_softmax(float *sc, int64_t rows, int64_t cols, float scale, const void *mask, int kind,
-                                        float fill, const cuk_shape *sh, cudaStream_t s)
+extern "C" bool cuk_attn_softmax_fits(int64_t rows, int64_t cols)
 {
-    if (cols > 0 && cols <= 1024 && warp_rows_fit(rows) &&
-        WARP_ROWS(k_softmax_warp, rows, cols, s, sc, sc, rows, (int)cols, scale, mask, kind, fill, to_arg(sh)))
+    return cols > 0 && cols <= 1024 && warp_rows_fit(rows);
+}
+
+extern "C" cudaError_t cuk_attn_softmax(int fdt, void *sc, float *ws, int64_t rows, int64_t cols, float scale,
+                                        const void *mask, int kind, float fill, const cuk_shape *sh, cudaStream_t s)
+{
+    bool done = false;
+    if (cuk_attn_softmax_fits(rows, cols))
+        FDT_DISPATCH(fdt, done = WARP_ROWS(k_softmax_warp, T, rows, cols, s, (const T *)sc, (T *)sc, rows, (int)cols,
+                                           scale, mask, kind, fill, to_arg(sh)));
+    if (done)
         return cudaGetLastError();
+    if (!ws)
+        return cudaErrorInvalidValue;
     if (rows > 0 && cols > 0)
-        k_attn_softmax<<<(unsigned)rows, row_threads(cols), 0, s>>>(sc, cols, scale, mask, kind, fill, to_arg(sh));
+        FDT_DISPATCH(fdt, k_attn_softmax<T><<<(unsigned)rows, row_threads(cols), 0, s>>>((T *)sc, ws, cols, scale, mask,
+                                                                                         kind, fill, to_arg(sh)));
     return cudaGetLastError();
 }
 
-__global__ void k_layernorm(const float *x, const float *scale, const float *bias, float *y, int64_t cols, float eps)
+template <typename T>
+__global__ void k_layernorm(const T *x, const float *scale, const float *bias, T *y, int64_t cols, float eps)
 {
-    const float *xr = x + blockIdx.x * cols;
-    float *yr = y + blockIdx.x * cols;
+    const T *xr = x + blockIdx.x * cols;
+    T *yr = y + blockIdx.x * cols;
     float s = 0.f;
     for (int64_t k = threadIdx.x; k < cols; k += blockDim.x)
-        s += xr[k];
+        s += ldf(xr, k);
     float mean = block_reduce(s, false) / (float)cols;
     float v = 0.f;
     for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) {
-        float d = xr[k] - mean;
+        float d = ldf(xr, k) - mean;
         v += d * d;
     }
     float var = block_reduce(v, false) / (float)cols;
     float inv = 1.0f / sqrtf(var + eps);
     for (int64_t k = threadIdx.x; k < cols; k += blockDim.x) {
-        float t = (xr[k] - mean) * inv * scale[k];
-        yr[k] = bias ? t + bias[k] : t;
+        float t = (ldf(xr, k) - mean) * inv * scale[k];
+        stf(yr, k, bias ? t + bias[k] : t);
     }
 }
 
-extern "C" cudaError_t cuk_layernorm(const float *x, const float *scale, const float *bias, float *y, int64_t rows,
-                                     int64_t cols, float eps, cudaStream_t s)
+template <typename T>
+static void layernorm(const T *x, const float *scale, const float *bias, T *y, int64_t rows, int64_t cols, float eps,
+                      cudaStream_t s)
 {
     if (cols > 0 && cols <= 1024 && warp_rows_fit(rows) &&
-        WARP_ROWS(k_layernorm_warp, rows, cols, s, x, scale, bias, y, rows, (int)cols, eps))
-        return cudaGetLastError();
+        WARP_ROWS(k_layernorm_warp, T, rows, cols, s, x, scale, bias, y, rows, (int)cols, eps))
+        return;
     if (rows > 0 && cols > 0)
-        k_layernorm<<<(unsigned)rows, row_threads(cols), 0, s>>>(x, scale, bias, y, cols, eps);
+        k_layernorm<T><<<(unsigned)rows, row_threads(cols), 0, s>>>(x, scale, bias, y, cols, eps);
+}
+
+extern "C" cudaError_t cuk_layernorm(int fdt, const void *x, const float *scale, const float *bias, void *y,
+                                     int64_t rows, int64_t cols, float eps, cudaStream_t s)
+{
+    FDT_DISPATCH(fdt, layernorm<T>((const T *)x, scale, bias, (T *)y, rows, cols, eps, s));
     return cudaGetLastError();
 }
 
@@ -660,13 +733,27 @@ struct pool_arg {
     int kh, kw, sh, sw, ph, pw, dh, dw;
     int peh, pew;
     bool cip;
+    int64_t c;   // NHWC channels (0: NCHW)
 };
 
-__global__ void k_pool2d(pool_arg p, const float *x, float *y)
+template <typename T> __global__ void k_pool2d(pool_arg p, const T *x, T *y)
 {
     GRID_LOOP(i, p.nc * p.oh * p.ow) {
-        int64_t ox = i % p.ow, oy = (i / p.ow) % p.oh, c = i / (p.ow * p.oh);
-        const float *xp = x + c * p.h * p.w;
+        // NCHW: i over (plane, oy, ox); NHWC: i over (n, oy, ox, c), elements C apart
+        int64_t ox, oy, step;
+        const T *xp;
+        if (p.c) {
+            int64_t r = i / p.c, ch = i % p.c;
+            ox = r % p.ow;
+            oy = (r / p.ow) % p.oh;
+            xp = x + (r / (p.ow * p.oh)) * p.h * p.w * p.c + ch;
+            step = p.c;
+        } else {
+            ox = i % p.ow;
+            oy = (i / p.ow) % p.oh;
+            xp = x + (i / (p.ow * p.oh)) * p.h * p.w;
+            step = 1;
+        }
         int64_t y0 = oy * p.sh - p.ph, x0 = ox * p.sw - p.pw;
         float acc = p.kind == 0 ? -INFINITY : 0.f;
         int cnt = 0;
@@ -678,7 +765,7 @@ __global__ void k_pool2d(pool_arg p, const float *x, float *y)
                 int64_t xx = x0 + (int64_t)kx * p.dw;
                 if (xx < 0 || xx >= p.w)
                     continue;
-                float v = xp[yy * p.w + xx];
+                float v = ldf(xp, (yy * p.w + xx) * step);
                 if (p.kind == 0)
                     acc = (v > acc || v != v) ? v : acc;
                 else
@@ -696,72 +783,93 @@ __global__ void k_pool2d(pool_arg p, const float *x, float *y)
             }
             acc = div > 0 ? acc / (float)div : 0.f;
         }
-        y[i] = acc;
+        stf(y, i, acc);
     }
 }
 
-extern "C" cudaError_t cuk_pool2d(const cuk_pool *p, const float *x, float *y, cudaStream_t s)
+extern "C" cudaError_t cuk_pool2d(int fdt, const cuk_pool *p, const void *x, void *y, cudaStream_t s)
 {
     pool_arg a = {p->kind, p->nc, p->h, p->w, p->oh, p->ow, p->kh, p->kw, p->sh, p->sw, p->ph, p->pw, p->dh, p->dw,
-                  p->peh, p->pew, p->count_include_pad};
+                  p->peh, p->pew, p->count_include_pad, p->c};
     int64_t n = p->nc * p->oh * p->ow;
     if (n > 0)
-        k_pool2d<<<grid_for(n), THREADS, 0, s>>>(a, x, y);
+        FDT_DISPATCH(fdt, k_pool2d<T><<<grid_for(n), THREADS, 0, s>>>(a, (const T *)x, (T *)y));
     return cudaGetLastError();
 }
 
-__global__ void k_gap(const float *x, float *y, int64_t hw)
+template <typename T> __global__ void k_gap(const T *x, T *y, int64_t hw)
 {
-    const float *xr = x + blockIdx.x * hw;
+    const T *xr = x + blockIdx.x * hw;
     float s = 0.f;
     for (int64_t k = threadIdx.x; k < hw; k += blockDim.x)
-        s += xr[k];
+        s += ldf(xr, k);
     s = block_reduce(s, false);
     if (threadIdx.x == 0)
-        y[blockIdx.x] = s / (float)hw;
+        stf(y, blockIdx.x, s / (float)hw);
 }
 
-extern "C" cudaError_t cuk_global_avgpool(const float *x, float *y, int64_t nc, int64_t hw, cudaStream_t s)
+extern "C" cudaError_t cuk_global_avgpool(int fdt, const void *x, void *y, int64_t nc, int64_t hw, cudaStream_t s)
 {
     if (nc > 0 && hw > 0)
-        k_gap<<<(unsigned)nc, row_threads(hw), 0, s>>>(x, y, hw);
+        FDT_DISPATCH(fdt, k_gap<T><<<(unsigned)nc, row_threads(hw), 0, s>>>((const T *)x, (T *)y, hw));
     return cudaGetLastError();
 }
 
-template <typename I>
-__global__ void k_epilogue(float *y, int64_t n, int64_t channels, int64_t inner, const float *bias, const float *res,
-                           int act, float a, float b)
+template <typename T> __global__ void k_gap_nhwc(const T *x, T *y, int64_t n, int64_t c, int64_t hw)
+{
+    GRID_LOOP(i, n * c) {
+        const T *xp = x + (i / c) * hw * c + i % c;
+        float s = 0.f;
+        for (int64_t k = 0; k < hw; k++)
+            s += ldf(xp, k * c);
+        stf(y, i, s / (float)hw);
+    }
+}
+
+extern "C" cudaError_t cuk_global_avgpool_nhwc(int fdt, const void *x, void *y, int64_t n, int64_t c, int64_t hw,
+                                               cudaStream_t s)
+{
+    if (n * c > 0 && hw > 0)
+        FDT_DISPATCH(fdt, k_gap_nhwc<T><<<grid_for(n * c), THREADS, 0, s>>>((const T *)x, (T *)y, n, c, hw));
+    return cudaGetLastError();
+}
+
+template <typename T, typename I>
+__global__ void k_epilogue(T *y, int64_t n, int64_t channels, int64_t inner, const float *bias, const T *res, int act,
+                           float a, float b)
 {
     GRID_LOOP(i, n) {
-        float v = y[i];
+        float v = ldf(y, i);
         if (bias)
             v += bias[((I)i / (I)inner) % (I)channels];
         if (res)
-            v += res[i];
-        y[i] = act_apply(act, v, a, b);
+            v += ldf(res, i);
+        stf(y, i, act_apply(act, v, a, b));
     }
 }
 
-extern "C" cudaError_t cuk_epilogue(float *y, int64_t n, int64_t channels, int64_t inner, const float *bias,
-                                    const float *res, int act, float alpha, float beta, cudaStream_t s)
+extern "C" cudaError_t cuk_epilogue(int fdt, void *y, int64_t n, int64_t channels, int64_t inner, const float *bias,
+                                    const void *res, int act, float alpha, float beta, cudaStream_t s)
 {
     channels = channels > 0 ? channels : 1;
     inner = inner > 0 ? inner : 1;
     if (n > 0 && small_index(n))
-        k_epilogue<uint32_t><<<grid_for(n), THREADS, 0, s>>>(y, n, channels, inner, bias, res, act, alpha, beta);
+        FDT_DISPATCH(fdt, k_epilogue<T, uint32_t><<<grid_for(n), THREADS, 0, s>>>((T *)y, n, channels, inner, bias,
+                                                                                  (const T *)res, act, alpha, beta));
     else if (n > 0)
-        k_epilogue<uint64_t><<<grid_for(n), THREADS, 0, s>>>(y, n, channels, inner, bias, res, act, alpha, beta);
+        FDT_DISPATCH(fdt, k_epilogue<T, uint64_t><<<grid_for(n), THREADS, 0, s>>>((T *)y, n, channels, inner, bias,
+                                                                                  (const T *)res, act, alpha, beta));
     return cudaGetLastError();
 }
 
-__global__ void k_fill(float *y, int64_t n, float v)
+template <typename T> __global__ void k_fill(T *y, int64_t n, float v)
 {
-    GRID_LOOP(i, n) y[i] = v;
+    GRID_LOOP(i, n) stf(y, i, v);
 }
 
-extern "C" cudaError_t cuk_fill_f32(float *y, int64_t n, float v, cudaStream_t s)
+extern "C" cudaError_t cuk_fill(int fdt, void *y, int64_t n, float v, cudaStream_t s)
 {
     if (n > 0)
-        k_fill<<<grid_for(n), THREADS, 0, s>>>(y, n, v);
+        FDT_DISPATCH(fdt, k_fill<T><<<grid_for(n), THREADS, 0, s>>>((T *)y, n, v));
     return cudaGetLastError();
 }

@@ -18,6 +18,8 @@ enum cuk_act {
     CUK_GELU, CUK_GELU_TANH, CUK_TANH, CUK_EXP, CUK_LOG, CUK_SQRT, CUK_NEG, CUK_ABS, CUK_ERF, CUK_RECIPROCAL,
     CUK_FLOOR, CUK_CEIL, CUK_ELU, CUK_SOFTPLUS, CUK_SIN, CUK_COS, CUK_SELU, CUK_ROUND, CUK_SIGN, CUK_ACT_COUNT
 };
+/* Float storage of an activation: float32, FP16, BF16 (arithmetic is float32 in every kernel). */
+enum cuk_fdt { CUK_F32 = 0, CUK_F16 = 1, CUK_BF16 = 2 };
 enum cuk_binop { CUK_ADD = 0, CUK_SUB, CUK_MUL, CUK_DIV, CUK_POW, CUK_MAX, CUK_MIN, CUK_BINOP_COUNT };
 
 /* An output shape and, per operand, its element strides over it (0 where broadcast). */
@@ -27,14 +29,17 @@ typedef struct cuk_shape {
     int64_t str[3][CUK_MAX_DIMS];
 } cuk_shape;
 
-cudaError_t cuk_unary_f32(int act, const float *x, float *y, int64_t n, float alpha, float beta, cudaStream_t s);
-/* y = a op b; sh == NULL: same shape, n elements. dtype: 0 float32, 1 int64, 2 int32. */
+/* Unary kernels and fused epilogues take fdt (enum cuk_fdt): x, y, res in that storage; bias and
+ * LayerNorm scale / bias are float32. */
+cudaError_t cuk_unary(int fdt, int act, const void *x, void *y, int64_t n, float alpha, float beta, cudaStream_t s);
+/* y = a op b; sh == NULL: same shape, n elements. dtype: 0 float32, 1 int64, 2 int32, 3 FP16, 4 BF16. */
 cudaError_t cuk_binary(int dtype, int op, const void *a, const void *b, void *y, int64_t n, const cuk_shape *sh,
                        cudaStream_t s);
-/* y = cond ? a : b (float32 / int64 / int32 by elem size 4 or 8), broadcast by sh (str[0] cond, [1] a, [2] b). */
+/* y = cond ? a : b (by elem size 2, 4 or 8), broadcast by sh (str[0] cond, [1] a, [2] b). */
 cudaError_t cuk_where(size_t es, const bool *cond, const void *a, const void *b, void *y, int64_t n,
                       const cuk_shape *sh, cudaStream_t s);
-/* Casts between float32 (1), uint8 (2), int8 (3), int32 (6), int64 (7), bool (9), float16 (10) (ONNX ids). */
+/* Casts between float32 (1), uint8 (2), int8 (3), int32 (6), int64 (7), bool (9), float16 (10), bfloat16 (16)
+ * (ONNX ids). */
 cudaError_t cuk_cast(int src_dt, const void *x, int dst_dt, void *y, int64_t n, cudaStream_t s);
 /* y[i] = x[base + sum_d idx_d(i) * sh->str[0][d]] over sh's dims: Transpose, Slice, Expand. */
 cudaError_t cuk_strided_copy(size_t es, const void *x, int64_t base, void *y, int64_t n, const cuk_shape *sh,
@@ -43,17 +48,20 @@ cudaError_t cuk_strided_copy(size_t es, const void *x, int64_t base, void *y, in
 cudaError_t cuk_gather(size_t es, const void *x, const void *idx, bool idx64, void *y, int64_t outer,
                        int64_t axis_len, int64_t n_idx, int64_t inner, int *bad, cudaStream_t s);
 /* Softmax over cols of each row of x (rows x cols; inner stride 1) after x * scale. */
-cudaError_t cuk_softmax_rows(const float *x, float *y, int64_t rows, int64_t cols, cudaStream_t s);
+cudaError_t cuk_softmax_rows(int fdt, const void *x, void *y, int64_t rows, int64_t cols, cudaStream_t s);
 /* Softmax over the axis of [outer, axis, inner] (inner > 1). */
-cudaError_t cuk_softmax_strided(const float *x, float *y, int64_t outer, int64_t axis, int64_t inner, cudaStream_t s);
+cudaError_t cuk_softmax_strided(int fdt, const void *x, void *y, int64_t outer, int64_t axis, int64_t inner,
+                                cudaStream_t s);
 /* Attention scores (in place): row r of [lead..., S, Sk] = softmax(row * scale (+ mask | masked fill)).
  * sh: the score dims and str[0] the mask's strides (0 = broadcast); mask NULL = none.
  * kind 1 additive float mask, 2 keep where true (bool), 3 fill where true (bool). */
-cudaError_t cuk_attn_softmax(float *sc, int64_t rows, int64_t cols, float scale, const void *mask, int kind,
-                             float fill, const cuk_shape *sh, cudaStream_t s);
+cudaError_t cuk_attn_softmax(int fdt, void *sc, float *ws, int64_t rows, int64_t cols, float scale, const void *mask,
+                             int kind, float fill, const cuk_shape *sh, cudaStream_t s);
+/* True when cuk_attn_softmax needs no ws (rows x cols float32 scratch) for these sizes. */
+bool cuk_attn_softmax_fits(int64_t rows, int64_t cols);
 /* LayerNorm over cols: y = (x - mean) / sqrt(var + eps) * scale + bias (bias may be NULL). */
-cudaError_t cuk_layernorm(const float *x, const float *scale, const float *bias, float *y, int64_t rows, int64_t cols,
-                          float eps, cudaStream_t s);
+cudaError_t cuk_layernorm(int fdt, const void *x, const float *scale, const float *bias, void *y, int64_t rows,
+                          int64_t cols, float eps, cudaStream_t s);
 /* 2-D pooling over NCHW planes (nc planes of h x w). kind 0 max, 1 average. */
 typedef struct cuk_pool {
     int kind;
@@ -61,13 +69,16 @@ typedef struct cuk_pool {
     int kh, kw, sh, sw, ph, pw, dh, dw;
     int peh, pew;             /* end pads (count_include_pad's window) */
     bool count_include_pad;
+    int64_t c;                /* NHWC: x is [nc / c, h, w, c] (0: NCHW planes) */
 } cuk_pool;
-cudaError_t cuk_pool2d(const cuk_pool *p, const float *x, float *y, cudaStream_t s);
-cudaError_t cuk_global_avgpool(const float *x, float *y, int64_t nc, int64_t hw, cudaStream_t s);
+cudaError_t cuk_pool2d(int fdt, const cuk_pool *p, const void *x, void *y, cudaStream_t s);
+cudaError_t cuk_global_avgpool(int fdt, const void *x, void *y, int64_t nc, int64_t hw, cudaStream_t s);
+/* The same over NHWC data [n, hw, c] (y: [n, c]). */
+cudaError_t cuk_global_avgpool_nhwc(int fdt, const void *x, void *y, int64_t n, int64_t c, int64_t hw, cudaStream_t s);
 /* y = act(y + bias[(i / inner) % channels] + res[i]) for n elements; bias / res may be NULL. */
-cudaError_t cuk_epilogue(float *y, int64_t n, int64_t channels, int64_t inner, const float *bias, const float *res,
-                         int act, float alpha, float beta, cudaStream_t s);
-cudaError_t cuk_fill_f32(float *y, int64_t n, float v, cudaStream_t s);
+cudaError_t cuk_epilogue(int fdt, void *y, int64_t n, int64_t channels, int64_t inner, const float *bias,
+                         const void *res, int act, float alpha, float beta, cudaStream_t s);
+cudaError_t cuk_fill(int fdt, void *y, int64_t n, float v, cudaStream_t s);
 
 #ifdef __cplusplus
 }

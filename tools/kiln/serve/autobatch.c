@@ -1,13 +1,14 @@
 /* Batching derived from the engine: when the config gives no preferred batch sizes or no queue
  * delay, measure the latency of batches 1, 2, 4, ... max_batch_size on one execution context at
- * load time, prefer the batch where the time per item stops improving by at least 10%, and
- * bound the queue delay by half of the batch-1 latency. The measurements and the reason are
+ * load time, prefer the smallest batch whose time per item is within 10% of the best measured
+ * one (a larger batch would add latency for little gain), and bound the queue delay by half of
+ * the batch-1 latency. The measurements and the reason are
  * kept in cfg.batching_info and shown by GET /v2/models/<m>/config. */
 #include "serve.h"
 #include <stdlib.h>
 #include <string.h>
 
-#define GAIN 0.9          /* doubling the batch must cut the per-item time below 90% */
+#define SLACK 1.1         /* the preferred batch: time per item at most 10% above the best */
 #define DELAY_FRACTION 0.5
 #define RUNS 5
 
@@ -96,10 +97,10 @@ void sv_autobatch(sv_model *m)
     json_t *lat = json_object(), *per = json_object();
     json_object_set_new(info, "latency_us", lat);
     json_object_set_new(info, "per_item_us", per);
-    double prev = 0, lat1 = 0;
-    int best = 1;
-    bool stopped = false;
-    for (int64_t b = 1; b <= c->max_batch_size; b = b * 2 > c->max_batch_size && b < c->max_batch_size ? c->max_batch_size : b * 2) {
+    double lat1 = 0, per_item[64];
+    int64_t sizes[64];
+    int n = 0;
+    for (int64_t b = 1; b <= c->max_batch_size && n < 64; b = b * 2 > c->max_batch_size && b < c->max_batch_size ? c->max_batch_size : b * 2) {
         double l = measure(m, b, &seed);
         if (l <= 0) {
             fallback(c, info, "the probe run failed at load time");
@@ -112,21 +113,30 @@ void sv_autobatch(sv_model *m)
         json_object_set_new(per, key, json_real(l / (double)b));
         if (b == 1)
             lat1 = l;
-        else if (!stopped && l / (double)b < GAIN * prev)
-            best = (int)b;
-        else
-            stopped = true;
-        prev = l / (double)b;
+        sizes[n] = b;
+        per_item[n++] = l / (double)b;
         if (b == c->max_batch_size)
             break;
     }
     memset(&m->metrics, 0, sizeof m->metrics);   /* the probe is not traffic */
+    if (n == 0) {
+        fallback(c, info, "max_batch_size is 0: nothing to measure");
+        return;
+    }
+    int lo = 0;
+    for (int i = 1; i < n; i++)
+        if (per_item[i] < per_item[lo])
+            lo = i;
+    int pick = 0;
+    while (per_item[pick] > SLACK * per_item[lo])
+        pick++;
+    int best = (int)sizes[pick];
     char why[512];
     snprintf(why, sizeof why,
-             "time per item improves by >= %.0f%% per doubling up to batch %d%s; queue delay = %.0f%% of the batch-1 "
-             "latency (%.0f us)",
-             (1 - GAIN) * 100, best, best == c->max_batch_size ? " (= max_batch_size)" : " and not beyond",
-             DELAY_FRACTION * 100, lat1);
+             "batch %d is the smallest whose time per item is within %.0f%% of the best measured (batch %lld: %.1f us per "
+             "item)%s; queue delay = %.0f%% of the batch-1 latency (%.0f us)",
+             best, (SLACK - 1) * 100, (long long)sizes[lo], per_item[lo],
+             best == c->max_batch_size ? " (= max_batch_size)" : "", DELAY_FRACTION * 100, lat1);
     if (!c->sizes_given) {
         c->n_preferred = 1;
         c->preferred[0] = best;

@@ -6,9 +6,11 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: kiln serve --model-repository DIR [--http-port 8000] [--metrics-port P] [--device cpu]\n"
+    fprintf(f, "usage: kiln serve --model-repository DIR [--http-port 8000] [--metrics-port P] [--device cpu|cuda]\n"
                "                  [--max-body-mb 64] [--threads N] [--http-threads N] [--drain-timeout S]\n"
-               "  --http-port 0 picks a free port (printed as 'listening on port N')\n");
+               "  --http-port 0 picks a free port (printed as 'listening on port N')\n"
+               "  --device cuda runs the instances of models whose instance_group kind is KIND_AUTO (or absent)\n"
+               "  on the GPU (needs libkiln_cuda.so); KIND_GPU / KIND_CPU in config.pbtxt choose per model\n");
 }
 
 /* Strict integer option: the whole value must be a number in [lo, hi]. */
@@ -65,8 +67,9 @@ int cmd_serve(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (strcmp(device, "cpu")) {
-        fprintf(stderr, "kiln serve: --device %s: this kiln build has only the CPU backend\n", device);
+    kiln_device dev;
+    if (!kiln_device_parse(device, &dev)) {
+        fprintf(stderr, "kiln serve: --device %s: use cpu or cuda\n", device);
         return 2;
     }
     /* block the stop signals before any thread starts, then wait for them here */
@@ -78,7 +81,7 @@ int cmd_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     char err[1024];
-    sv_options o = {.threads = (int)threads, .max_body = max_body_mb << 20};
+    sv_options o = {.threads = (int)threads, .max_body = max_body_mb << 20, .device = dev};
     sv_repo *repo = sv_repo_open(repo_dir, &o, err, sizeof err);
     if (!repo) {
         fprintf(stderr, "kiln serve: %s\n", err);

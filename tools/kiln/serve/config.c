@@ -132,9 +132,14 @@ static bool read_instances(json_t *arr, sv_config *c, char *err, size_t errlen)
     if (!only_keys(g, "instance_group", keys, err, errlen) || !get_int(g, "count", 1, 64, &count, NULL, err, errlen) ||
         !get_str(g, "kind", &kind, err, errlen))
         return false;
-    if (kind && strcmp(kind, "KIND_CPU") && strcmp(kind, "KIND_AUTO"))
-        return ERR("config.pbtxt: instance_group kind %s is not available (this kiln build runs on the CPU: "
-                   "use KIND_CPU or KIND_AUTO)", kind);
+    if (!kind || !strcmp(kind, "KIND_AUTO"))
+        c->kind = SV_KIND_AUTO;
+    else if (!strcmp(kind, "KIND_CPU"))
+        c->kind = SV_KIND_CPU;
+    else if (!strcmp(kind, "KIND_GPU"))
+        c->kind = SV_KIND_GPU;
+    else
+        return ERR("config.pbtxt: instance_group kind %s is not available (use KIND_AUTO, KIND_CPU or KIND_GPU)", kind);
     c->instance_count = (int)count;
     return true;
 }
@@ -153,20 +158,37 @@ static bool read_parameters(json_t *arr, sv_config *c, char *err, size_t errlen)
             return ERR("config.pbtxt: parameters need key and value { string_value: ... }");
         const char *s = json_string_value(sv);
         if (!strcmp(key, "precision")) {
-            if (strcmp(s, "fp32"))
-                return ERR("config.pbtxt: precision '%s' is not supported yet (only fp32)", s);
+            if (strcmp(s, "fp32") && strcmp(s, "fp16") && strcmp(s, "bf16") && strcmp(s, "int8"))
+                return ERR("config.pbtxt: precision '%s' is not one of fp32, fp16, bf16, int8", s);
+            snprintf(c->precision, sizeof c->precision, "%s", s);
         } else if (!strcmp(key, "calibration")) {
-            if (strcmp(s, "none"))
-                return ERR("config.pbtxt: calibration '%s' is not supported yet (only none)", s);
+            /* a directory of .npy files inside the model's directory: one name, no path */
+            if (!sv_name_ok(s))
+                return ERR("config.pbtxt: calibration must name a directory inside the model's directory "
+                           "([A-Za-z0-9_.-], not starting with '.')");
+            snprintf(c->calibration, sizeof c->calibration, "%s", s);
+        } else if (!strcmp(key, "calibration_method")) {
+            kiln_calib_method meth;
+            double param;
+            if (kiln_calib_method_parse(s, &meth, &param) != KILN_OK || strlen(s) >= sizeof c->calibration_method)
+                return ERR("config.pbtxt: calibration_method '%s' is not entropy, minmax, percentile[:P] or mse", s);
+            snprintf(c->calibration_method, sizeof c->calibration_method, "%s", s);
         } else if (!strcmp(key, "threads")) {
             int64_t t;
             if (!sv_parse_i64(s, 0, 1024, &t))
                 return ERR("config.pbtxt: parameter threads must be an integer in [0, 1024]");
             c->threads_per_instance = (int)t;
         } else {
-            return ERR("config.pbtxt: unknown parameter '%s' (kiln knows precision, calibration, threads)", key);
+            return ERR("config.pbtxt: unknown parameter '%s' (kiln knows precision, calibration, calibration_method, "
+                       "threads)", key);
         }
     }
+    bool int8 = !strcmp(c->precision, "int8"), calibrated = c->calibration[0] != 0;
+    if (int8 != calibrated)
+        return ERR(calibrated ? "config.pbtxt: calibration is only used with precision int8"
+                              : "config.pbtxt: precision int8 needs a calibration directory (parameter calibration)");
+    if (c->calibration_method[0] && !c->calibration[0])
+        return ERR("config.pbtxt: calibration_method without calibration");
     return true;
 }
 
@@ -176,6 +198,7 @@ bool sv_config_read(const char *model_dir, const char *model_name, sv_config *c,
     snprintf(c->name, sizeof c->name, "%s", model_name);
     c->max_batch_size = -1;   /* -1: not given, auto-complete decides */
     c->instance_count = 1;
+    snprintf(c->precision, sizeof c->precision, "fp32");
     char path[4096];
     snprintf(path, sizeof path, "%s/config.pbtxt", model_dir);
     FILE *f = fopen(path, "rb");
@@ -355,7 +378,12 @@ static json_t *io_json(const sv_io *x)
     return json_pack("{s:s, s:s, s:o}", "name", x->name, "data_type", sv_dtype_triton(x->dtype), "dims", dims);
 }
 
-json_t *sv_config_json(const sv_config *c)
+kiln_device sv_config_device(const sv_config *c, kiln_device server_default)
+{
+    return c->kind == SV_KIND_GPU ? KILN_DEVICE_CUDA : c->kind == SV_KIND_CPU ? KILN_DEVICE_CPU : server_default;
+}
+
+json_t *sv_config_json(const sv_config *c, kiln_device device)
 {
     json_t *ins = json_array(), *outs = json_array();
     for (int i = 0; i < c->n_inputs; i++)
@@ -364,7 +392,7 @@ json_t *sv_config_json(const sv_config *c)
         json_array_append_new(outs, io_json(&c->outputs[i]));
     json_t *j = json_pack("{s:s, s:s, s:i, s:o, s:o, s:[{s:i, s:s}]}", "name", c->name, "platform", "kiln",
                           "max_batch_size", c->max_batch_size, "input", ins, "output", outs, "instance_group", "count",
-                          c->instance_count, "kind", "KIND_CPU");
+                          c->instance_count, "kind", device == KILN_DEVICE_CUDA ? "KIND_GPU" : "KIND_CPU");
     if (j && c->dynamic_batching) {
         json_t *pref = json_array();
         for (int i = 0; i < c->n_preferred; i++)
@@ -372,6 +400,20 @@ json_t *sv_config_json(const sv_config *c)
         json_object_set_new(j, "dynamic_batching",
                             json_pack("{s:o, s:I}", "preferred_batch_size", pref, "max_queue_delay_microseconds",
                                       (json_int_t)c->max_queue_delay_us));
+    }
+    if (j) {   /* kiln's parameters, as Triton shows parameters: {"key": {"string_value": "..."}} */
+        json_t *par = json_object();
+        json_object_set_new(par, "precision", json_pack("{s:s}", "string_value", c->precision));
+        if (c->calibration[0])
+            json_object_set_new(par, "calibration", json_pack("{s:s}", "string_value", c->calibration));
+        if (c->calibration_method[0])
+            json_object_set_new(par, "calibration_method", json_pack("{s:s}", "string_value", c->calibration_method));
+        if (c->threads_per_instance) {
+            char t[16];
+            snprintf(t, sizeof t, "%d", c->threads_per_instance);
+            json_object_set_new(par, "threads", json_pack("{s:s}", "string_value", t));
+        }
+        json_object_set_new(j, "parameters", par);
     }
     if (j && c->batching_info)
         json_object_set(j, "kiln_batching", c->batching_info);

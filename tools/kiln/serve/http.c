@@ -146,7 +146,7 @@ static enum MHD_Result model_get(conn_ctx *x, struct MHD_Connection *c, const ch
     sv_model *m = sv_repo_acquire(x->s->repo, model, version, &status, err, sizeof err);
     if (!m)
         return ERROR((unsigned)status, "%s", err);
-    json_t *j = !*what ? sv_model_metadata(m) : !strcmp(what, "config") ? sv_config_json(&m->cfg) : json_object();
+    json_t *j = !*what ? sv_model_metadata(m) : !strcmp(what, "config") ? sv_config_json(&m->cfg, m->device) : json_object();
     sv_model_release(m);
     if (!strcmp(what, "ready")) {
         json_decref(j);

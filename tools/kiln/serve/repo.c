@@ -38,11 +38,6 @@ static bool is_dir(const char *p)
     struct stat st;
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
-static bool is_file(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
 
 /* Entry for `name` (created if absent); call with the lock held. */
 static sv_entry *entry(sv_repo *r, const char *name, bool create)
@@ -136,100 +131,14 @@ static int64_t latest_version(const char *mdir)
             continue;
         snprintf(p, sizeof p, "%s/%s", mdir, de->d_name);
         snprintf(q, sizeof q, "%s/model.kiln", p);
-        bool has = is_file(q);
+        bool has = sv_is_file(q);
         snprintf(q, sizeof q, "%s/model.onnx", p);
-        if (has || is_file(q))
+        if (has || sv_is_file(q))
             best = v;
     }
     if (d)
         closedir(d);
     return best;
-}
-
-static char *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *len = (size_t)(n > 0 ? n : 0);
-    return buf;
-}
-
-/* Writes buf to path atomically: a temporary file in the same directory, fsync, rename. */
-static bool write_atomic(const char *path, const void *buf, size_t len)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0)
-        return false;
-    const char *p = buf;
-    size_t done = 0;
-    while (done < len) {
-        ssize_t w = write(fd, p + done, len - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            break;
-        done += (size_t)w;
-    }
-    bool ok = done == len && fchmod(fd, 0644) == 0 && fsync(fd) == 0;
-    ok = close(fd) == 0 && ok;
-    ok = ok && rename(tmp, path) == 0;
-    if (!ok)
-        unlink(tmp);
-    return ok;
-}
-
-#define BUILD_OPTIONS "profiles=none;tactics=default"
-
-/* model.kiln as is, or model.onnx built into an engine (cached by model hash + options + version). */
-static bool open_engine(const char *vdir, kiln_engine_t *e, char *err, size_t errlen)
-{
-    char path[4200], cache[4300];
-    snprintf(path, sizeof path, "%s/model.kiln", vdir);
-    if (is_file(path)) {
-        if (kiln_engine_load(path, e) != KILN_OK)
-            return snprintf(err, errlen, "%s: %s", path, kiln_last_error()), false;
-        return true;
-    }
-    snprintf(path, sizeof path, "%s/model.onnx", vdir);
-    size_t len;
-    char *bytes = read_all(path, &len);
-    if (!bytes)
-        return snprintf(err, errlen, "%s: cannot read", path), false;
-    uint64_t h = sv_fnv1a(0xcbf29ce484222325ull, bytes, len);
-    h = sv_fnv1a(h, BUILD_OPTIONS, sizeof BUILD_OPTIONS);
-    h = sv_fnv1a(h, KILN_VERSION_STRING, sizeof KILN_VERSION_STRING);
-    snprintf(cache, sizeof cache, "%s/.kiln-cache-%016llx-%zu.kiln", vdir, (unsigned long long)h, len);
-    if (is_file(cache) && kiln_engine_load(cache, e) == KILN_OK) {
-        fprintf(stderr, "kiln serve: engine from cache %s\n", cache);
-        free(bytes);
-        return true;
-    }
-    kiln_model_t model = NULL;
-    kiln_build_options bo = {0};
-    bool ok = kiln_model_load_buffer(bytes, len, vdir, &model) == KILN_OK && kiln_build(model, &bo, e) == KILN_OK;
-    free(bytes);
-    kiln_free(bo.report);
-    kiln_model_free(model);
-    if (!ok)
-        return snprintf(err, errlen, "%s: %s", path, kiln_last_error()), false;
-    void *buf;
-    size_t blen;
-    if (kiln_engine_serialize(*e, &buf, &blen) == KILN_OK) {
-        if (!write_atomic(cache, buf, blen))
-            fprintf(stderr, "kiln serve: warning: cannot write engine cache %s: %s\n", cache, strerror(errno));
-        kiln_free(buf);
-    }
-    return true;
 }
 
 static sv_model *model_open(sv_repo *r, const char *name, char *err, size_t errlen)
@@ -254,8 +163,9 @@ static sv_model *model_open(sv_repo *r, const char *name, char *err, size_t errl
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&m->cv, &ca);
     pthread_condattr_destroy(&ca);
-    bool ok = sv_config_read(mdir, name, &m->cfg, err, errlen) && open_engine(vdir, &m->engine, err, errlen) &&
-              sv_config_complete(&m->cfg, m->engine, err, errlen);
+    bool ok = sv_config_read(mdir, name, &m->cfg, err, errlen);
+    m->device = sv_config_device(&m->cfg, r->opt.device);
+    ok = ok && sv_open_engine(mdir, vdir, &m->cfg, m->device, &m->engine, err, errlen) && sv_config_complete(&m->cfg, m->engine, err, errlen);
     if (ok && !(m->ctxs = calloc((size_t)m->cfg.instance_count, sizeof *m->ctxs))) {
         snprintf(err, errlen, "out of memory");
         ok = false;
@@ -267,6 +177,10 @@ static sv_model *model_open(sv_repo *r, const char *name, char *err, size_t errl
             snprintf(err, errlen, "creating an execution context: %s", kiln_last_error());
         else if (threads > 0)
             kiln_context_set_threads(m->ctxs[i], threads);
+        if (ok && m->device != KILN_DEVICE_CPU && kiln_context_set_device(m->ctxs[i], m->device, 0) != KILN_OK) {
+            snprintf(err, errlen, "instance %d on the GPU: %s", i, kiln_last_error());
+            ok = false;
+        }
     }
     if (ok) {
         sv_autobatch(m);
@@ -312,9 +226,9 @@ int sv_repo_load(sv_repo *r, const char *name, char *err, size_t errlen)
     }
     if (old)
         sv_model_release(old);
-    fprintf(stderr, "kiln serve: loaded '%s' version %lld in %.0f ms (max_batch_size %d, %d instance(s), batching %s)\n",
+    fprintf(stderr, "kiln serve: loaded '%s' version %lld in %.0f ms (max_batch_size %d, %d instance(s) on the %s, batching %s)\n",
             name, (long long)m->version, (double)(sv_now_ns() - t0) / 1e6, m->cfg.max_batch_size,
-            m->cfg.instance_count, m->cfg.dynamic_batching ? "on" : "off");
+            m->cfg.instance_count, m->device == KILN_DEVICE_CUDA ? "GPU" : "CPU", m->cfg.dynamic_batching ? "on" : "off");
     return 200;
 }
 

@@ -15,6 +15,7 @@
 
 /* ---- small helpers (util.c) ---- */
 uint64_t sv_now_ns(void);
+bool sv_is_file(const char *path);   /* a regular file (after symlinks) */
 /* KServe datatype name ("FP32") of a kiln dtype, or NULL when KServe has none. */
 const char *sv_dtype_kserve(kiln_dtype dt);
 /* kiln dtype of a KServe datatype name; KILN_DT_STRING for BYTES, UNDEFINED if unknown. */
@@ -47,6 +48,9 @@ typedef struct sv_io {
     int64_t dims[KILN_MAX_DIMS];  /* -1 = any */
 } sv_io;
 
+/* instance_group kind: KIND_AUTO (or none) runs where --device says, KIND_CPU / KIND_GPU force it. */
+typedef enum sv_kind { SV_KIND_AUTO = 0, SV_KIND_CPU, SV_KIND_GPU } sv_kind;
+
 typedef struct sv_config {
     char name[SV_NAME_MAX];
     int max_batch_size;           /* 0: the model does not batch (shapes are full shapes) */
@@ -58,16 +62,29 @@ typedef struct sv_config {
     int64_t max_queue_delay_us;
     bool sizes_given, delay_given;    /* from config.pbtxt; otherwise derived from the engine */
     int instance_count;
+    sv_kind kind;                 /* instance_group kind: where the instances run */
     int threads_per_instance;
+    char precision[8];            /* kiln: "fp32" (default), "fp16", "bf16" or "int8" */
+    char calibration[SV_NAME_MAX];    /* kiln, int8: calibration data directory inside the model's */
+    char calibration_method[32];  /* kiln, int8: as kiln calibrate --method (default percentile:99.99) */
     bool from_file;               /* a config.pbtxt existed */
     json_t *batching_info;        /* how batching was chosen (latency curve, reason) */
 } sv_config;
+
+/* The engine of version directory vdir of model directory mdir, for device dev: model.kiln as
+ * is, or model.onnx built with cfg's precision (int8: calibrated on mdir/<cfg->calibration>) and
+ * cached beside it, keyed by the model, the build options, the calibration data and kiln's
+ * version (engine.c). */
+bool sv_open_engine(const char *mdir, const char *vdir, const sv_config *cfg, kiln_device dev, kiln_engine_t *e,
+                    char *err, size_t errlen);
 
 /* Reads DIR/config.pbtxt into cfg (defaults when absent). */
 bool sv_config_read(const char *model_dir, const char *model_name, sv_config *cfg, char *err, size_t errlen);
 /* Completes cfg from the engine (Triton's auto-complete) and checks that it agrees with it. */
 bool sv_config_complete(sv_config *cfg, kiln_engine_t e, char *err, size_t errlen);
-json_t *sv_config_json(const sv_config *cfg);
+/* The device instances of cfg run on, given the server's --device. */
+kiln_device sv_config_device(const sv_config *cfg, kiln_device server_default);
+json_t *sv_config_json(const sv_config *cfg, kiln_device device);
 void sv_config_free(sv_config *cfg);
 
 /* ---- metrics (metrics.c) ---- */
@@ -95,6 +112,7 @@ typedef struct sv_model {
     char name[SV_NAME_MAX];
     int64_t version;
     sv_config cfg;
+    kiln_device device;               /* where its instances run */
     kiln_engine_t engine;
     atomic_int refs;
     sv_metrics metrics;
@@ -123,6 +141,7 @@ void sv_autobatch(sv_model *m);
 /* ---- repository (repo.c) ---- */
 typedef struct sv_options {
     int threads;          /* per execution context; 0 = default */
+    kiln_device device;   /* --device: where KIND_AUTO instances run */
     int64_t max_body;     /* bytes */
     bool verbose;
 } sv_options;

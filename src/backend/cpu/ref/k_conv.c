@@ -27,6 +27,7 @@
 #include "../gemm.h"
 #include "../fused.h"
 #include "../prep.h"
+#include "../lowbit.h"
 #include "../qgemm_bf16.h"
 #include "../scratch.h"
 #include "../vmath.h"
@@ -1727,6 +1728,8 @@ static kiln_status conv_run(kiln_kctx *ctx, const kiln_tensor *res, const kiln_a
 
 static kiln_status k_conv(kiln_kctx *ctx)
 {
+    if (kiln__lowbit_layer(ctx)) /* FP8 / FP4 / INT4 weights (lowbit.h) */
+        return kiln__run_lowbit(ctx, k_conv);
     if (kiln__mixed_weight(ctx, 1)) /* float32 X, FP16 / BF16 W (qgemm_bf16.h) */
         return kiln__run_mixed(ctx, 1, k_conv);
     bool handled;
@@ -1912,6 +1915,8 @@ static kiln_status prep_conv(const kiln_node *n, int n_in, const kiln_tensor *co
     *blob = NULL;
     *size = 0;
     const kiln_tensor *w = consts && n_in > 1 ? consts[1] : NULL;
+    if (w && w->dtype == KILN_DT_BFLOAT16)   /* BF16 weights: the BF16 conv's rows */
+        return kiln__bconv_prep(n, n_in, consts, blob, size);
     if (!w || !w->data || w->dtype != KILN_DT_FLOAT32 || w->ndim != 4)
         return KILN_OK;
     const kiln_kctx c = {.node = n};

@@ -10,6 +10,7 @@
 #include "../epilogue.h"
 #include "../fused.h"
 #include "../gemm.h"
+#include "../lowbit.h"
 #include "../qgemm_bf16.h"
 #include "../vmath.h"
 #include <math.h>
@@ -104,6 +105,8 @@ static kiln_status apply_act(kiln_kctx *ctx)
 
 static kiln_status k_fused_conv(kiln_kctx *ctx)
 {
+    if (kiln__lowbit_layer(ctx)) /* FP8 / FP4 / INT4 weights (lowbit.h) */
+        return kiln__run_lowbit(ctx, k_fused_conv);
     if (kiln__mixed_weight(ctx, 1)) /* float32 X, FP16 / BF16 weights (qgemm_bf16.h) */
         return kiln__run_mixed(ctx, 1, k_fused_conv);
     kiln_kctx sub = *ctx;
@@ -124,6 +127,8 @@ static kiln_status k_fused_conv(kiln_kctx *ctx)
 
 static kiln_status k_fused_matmul(kiln_kctx *ctx)
 {
+    if (kiln__lowbit_layer(ctx)) /* FP8 / FP4 / INT4 weights (lowbit.h) */
+        return kiln__run_lowbit(ctx, k_fused_matmul);
     if (kiln__mixed_weight(ctx, 1)) /* float32 X, FP16 / BF16 weights (qgemm_bf16.h) */
         return kiln__run_mixed(ctx, 1, k_fused_matmul);
     kiln_kctx sub = *ctx;
@@ -148,6 +153,8 @@ static kiln_status k_fused_matmul(kiln_kctx *ctx)
 
 static kiln_status k_fused_gemm(kiln_kctx *ctx)
 {
+    if (kiln__lowbit_layer(ctx)) /* FP8 / FP4 / INT4 weights (lowbit.h) */
+        return kiln__run_lowbit(ctx, k_fused_gemm);
     if (kiln__mixed_weight(ctx, 1)) /* float32 X, FP16 / BF16 weights (qgemm_bf16.h) */
         return kiln__run_mixed(ctx, 1, k_fused_gemm);
     kiln_act a;

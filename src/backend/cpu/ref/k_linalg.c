@@ -15,6 +15,7 @@
 #include "../gemm.h"
 #include "../prep.h"
 #include "../qgemm.h"
+#include "../lowbit.h"
 #include "../qgemm_bf16.h"
 #include <math.h>
 
@@ -265,6 +266,8 @@ static void mm_generic(const mm_plan *p, kiln_dtype dt, const void *A, const voi
 
 static kiln_status k_matmul(kiln_kctx *ctx)
 {
+    if (kiln__lowbit_layer(ctx)) /* FP8 / FP4 / INT4 weights (lowbit.h) */
+        return kiln__run_lowbit(ctx, k_matmul);
     if (kiln__mixed_weight(ctx, 1)) /* float32 A, FP16 / BF16 B (qgemm_bf16.h) */
         return kiln__run_mixed(ctx, 1, k_matmul);
     const kiln_tensor *a = kiln__kin(ctx, 0), *b = kiln__kin(ctx, 1);
@@ -409,6 +412,8 @@ kiln_status kiln__gemm_fused(kiln_kctx *ctx, const kiln_act *act, bool *handled)
 
 static kiln_status k_gemm(kiln_kctx *ctx)
 {
+    if (kiln__lowbit_layer(ctx)) /* FP8 / FP4 / INT4 weights (lowbit.h) */
+        return kiln__run_lowbit(ctx, k_gemm);
     if (kiln__mixed_weight(ctx, 1)) /* float32 A, FP16 / BF16 B (qgemm_bf16.h) */
         return kiln__run_mixed(ctx, 1, k_gemm);
     const kiln_tensor *a = kiln__kin(ctx, 0), *b = kiln__kin(ctx, 1), *c = kiln__kin(ctx, 2);

@@ -4,8 +4,8 @@
 #include <pthread.h>
 
 #define GROUPS(X) X(unary) X(binary) X(shape) X(reduce) X(norm) X(linalg) X(conv) X(pool) \
-                  X(resize) X(quant) X(control) X(rnn) X(detect) X(misc) X(fused) X(extra)
-#define FAST_GROUPS(X) X(pool) X(qgemm)
+                  X(resize) X(quant) X(control) X(rnn) X(detect) X(misc) X(fused) X(extra) X(qadd)
+#define FAST_GROUPS(X) X(pool) X(qgemm) X(qadd)
 
 #define DECL(g) extern const kiln_kernel_reg kiln__ref_##g[];
 GROUPS(DECL)

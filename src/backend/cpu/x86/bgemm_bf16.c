@@ -1,12 +1,16 @@
 /* AVX512-BF16 GEMM micro-kernel (vdpbf16ps): up to 8 rows of BF16 A (a pair of k broadcast to
  * every lane) by up to 3 panels of 16 columns (a pair of k per lane), 24 float32 accumulators,
- * stored with masked stores (qgemm_bf16.h). */
+ * passed through the GEMM's float epilogue (bias, residual, activation: the operations of
+ * kiln__epi_apply_f32, in its order) while in registers and stored with masked stores
+ * (qgemm_bf16.h). */
 #include "../qgemm_bf16.h"
+#include "../vmath.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
 
-#define TBF16 __attribute__((target("avx512f,avx512bf16")))
+/* every AVX512-BF16 host has AVX512DQ and FMA (what the vector activations use) */
+#define TBF16 __attribute__((target("avx512f,avx512dq,fma,avx512bf16")))
 
 #define BROW(i)                                                                                                 \
     {                                                                                                           \
@@ -45,14 +49,26 @@ TBF16 __attribute__((always_inline)) static inline void tile_body(const kiln_bge
     }
     __m512 acc[8][3];
     BSAVE(0) BSAVE(1) BSAVE(2) BSAVE(3) BSAVE(4) BSAVE(5) BSAVE(6) BSAVE(7)
-    for (int i = 0; i < m; i++)
+    const kiln_epi *e = kiln__epi_is_noop(g->epi) ? NULL : g->epi;
+    for (int i = 0; i < m; i++) {
+        int64_t gi = i0 + i;
+        const __m512 vb = _mm512_set1_ps(e && e->bias && e->row_bias ? e->bias[gi] : 0.0f);
         for (int v = 0; v < NV; v++) {
             int rem = ncols - v * 16;
             if (rem <= 0)
                 break;
             __mmask16 km = rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1u);
-            _mm512_mask_storeu_ps(g->C + (i0 + i) * g->ldc + j0 + v * 16, km, acc[i][v]);
+            int64_t j = j0 + v * 16;
+            __m512 y = acc[i][v];
+            if (e) { /* y = act(y + bias + residual), as kiln__epi_apply_f32 */
+                y = _mm512_add_ps(y, e->bias && !e->row_bias ? _mm512_maskz_loadu_ps(km, e->bias + j) : vb);
+                if (e->res)
+                    y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(km, e->res + gi * e->ldr + j));
+                y = kiln_v_act(&e->act, y);
+            }
+            _mm512_mask_storeu_ps(g->C + gi * g->ldc + j, km, y);
         }
+    }
 }
 #undef BROW
 #undef BSAVE

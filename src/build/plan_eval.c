@@ -3,7 +3,7 @@
  * as kiln verify runs it: kiln's interpreter, unoptimized), trial engines built with per-layer
  * requests and scored with the verify metrics against one budget, and per-layer kernel times. */
 #include "plan_eval.h"
-#include "engine.h"
+#include "../engine/engine.h"
 #include "../quant/quant.h"
 #include "../runtime/model.h"
 #include <math.h>

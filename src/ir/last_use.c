@@ -1,6 +1,6 @@
 /* Where each value of a graph is last read: by a node's inputs, or by name from a subgraph of a
  * node (If / Loop / Scan bodies, at any depth of nesting), which reads it while that node runs. */
-#include "exec.h"
+#include "graph.h"
 
 /* Is `name` defined by a graph strictly between sg and g (so sg's reference resolves there)? */
 static bool defined_between(const kiln_graph *g, const kiln_graph *sg, const char *name)

@@ -15,7 +15,7 @@
  *              input types (node->precision, serialized with the graph); a layer whose realized precision differs
  *              from the requested one fails the build, naming it, unless fallback is allowed,
  *              and then it is listed in the precision report. */
-#include "engine.h"
+#include "build.h"
 #include "precision.h"
 #include "../passes/rewrite.h"
 #include "../core/numfmt.h"
@@ -28,15 +28,19 @@
 #define AUTO_ATTR "kiln_prec_auto"   /* 1: the request was made by --precision auto's planner */
 
 /* Precision codes as node->precision stores them (the order of api_engine.c's names). */
-enum { P_FP32 = 0, P_TF32, P_FP16, P_BF16, P_INT8, P_FP8, P_FP4, P_INT4, P_COUNT };
-static const char *const prec_names[P_COUNT] = {"fp32", "tf32", "fp16", "bf16", "int8", "fp8", "fp4", "int4"};
+enum { P_FP32 = 0, P_TF32, P_FP16, P_BF16, P_INT8, P_FP8, P_FP4, P_INT4, P_MXFP4, P_COUNT };
+static const char *const prec_names[P_COUNT] = {"fp32", "tf32", "fp16",  "bf16", "int8",
+                                                "fp8",  "nvfp4", "int4", "mxfp4"};
+#define PREC_LIST "fp32, fp16, bf16, int8, fp8, nvfp4 (or fp4), mxfp4, int4"
 
 /* A precision name: its code, -2 for names of issue 8 not implemented yet, -1 otherwise. */
 static int prec_parse(const char *s)
 {
-    static const char *const later[] = {"tf32", "fp8", "fp4", "nvfp4", "mxfp4", "int4", "auto"};
+    static const char *const later[] = {"tf32", "auto"};
+    if (s && !strcmp(s, "fp4"))
+        return P_FP4;   /* a synonym of nvfp4 */
     for (int p = 0; s && p < P_COUNT; p++)
-        if (!strcmp(s, prec_names[p]) && (p == P_FP32 || p == P_FP16 || p == P_BF16 || p == P_INT8))
+        if (!strcmp(s, prec_names[p]) && p != P_TF32)
             return p;
     for (size_t k = 0; s && k < sizeof later / sizeof later[0]; k++)
         if (!strcmp(s, later[k]))
@@ -112,6 +116,21 @@ static bool is_weight_layer(const kiln_graph *g, const kiln_node *n)
 
 static int req_of(const kiln_node *n) { return prec_parse(kiln__attr_s(n, REQ_ATTR, NULL)); }
 
+/* Precisions whose weights are quantized (the first and last weight layers stay fp32). */
+static bool quantized(int p) { return p == P_INT8 || p == P_FP8 || p == P_FP4 || p == P_MXFP4 || p == P_INT4; }
+
+/* The weight formats of the low-bit layers (lowbit.h in the CPU backend): precision -> format. */
+static bool lowbit_fmt(int p, kiln__qfmt *f)
+{
+    switch (p) {
+    case P_FP8: *f = KILN_QF_FP8; return true;
+    case P_FP4: *f = KILN_QF_NVFP4; return true;
+    case P_MXFP4: *f = KILN_QF_MXFP4; return true;
+    case P_INT4: *f = KILN_QF_INT4; return true;
+    default: return false;
+    }
+}
+
 int kiln__precision_code(const char *name) { return prec_parse(name); }
 const char *kiln__precision_name(int code) { return code >= 0 && code < P_COUNT ? prec_names[code] : NULL; }
 bool kiln__precision_weight_layer(const kiln_graph *g, int node) { return is_weight_layer(g, &g->nodes[node]); }
@@ -156,10 +175,10 @@ static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int 
         for (int i = 0; i < g->n_nodes; i++) {
             if (!is_weight_layer(g, &g->nodes[i]))
                 continue;
-            bool keep = global == P_INT8 && (i == first || i == last);
+            bool keep = quantized(global) && (i == first || i == last);
             KILN_TRY(kiln__node_set_attr_s(&g->nodes[i], REQ_ATTR, prec_names[keep ? P_FP32 : global]));
         }
-        if (global == P_INT8)
+        if (quantized(global))
             kept[0] = first, kept[1] = last;
     }
     if (plan && plan->req && plan->n_nodes != g->n_nodes)
@@ -179,8 +198,8 @@ static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int 
         char pat[512];
         if (!rule_pattern(rule, pat, sizeof pat) || p < 0)
             return kiln__err(KILN_ERR_INVALID_ARG, "layer precision '%s': %s", rule ? rule : "(null)",
-                             p == -2 ? "precision not supported yet (fp32, fp16, bf16, int8)"
-                                     : "want PATTERN:PRECISION with PRECISION one of fp32, fp16, bf16, int8");
+                             p == -2 ? "precision not supported yet (" PREC_LIST ")"
+                                     : "want PATTERN:PRECISION with PRECISION one of " PREC_LIST);
         int matched = 0;
         for (int i = 0; i < g->n_nodes; i++) {
             kiln_node *n = &g->nodes[i];
@@ -476,6 +495,50 @@ static kiln_status quantize_layer(qctx *q, int i)
     return KILN_OK;
 }
 
+/* The DQ'd copy of value v: v itself when a DequantizeLinear makes it, else the one quantize_value
+ * made (-1: none). */
+static int dq_value(const qctx *q, int v)
+{
+    int p = v >= 0 ? q->g->values[v].producer : -1;
+    if (p >= 0 && !q->g->nodes[p].dead && q->g->nodes[p].op == KILN_OP_DequantizeLinear)
+        return v;
+    return v >= 0 && v < q->cap ? q->dq_of[v] : -1;
+}
+
+/* Residual Adds between int8 layers: an Add whose result (or that of an activation reading it
+ * alone) is quantized for an int8 layer reads the DQ'd copies of its two inputs, so that fuse-qdq
+ * makes DQ, DQ -> Add [-> activation] -> Q one integer layer (com.microsoft QLinearAdd) and the
+ * activations stay 8-bit across the block (an input such as a block's shortcut was otherwise read
+ * in float, its Q/DQ serving only the int8 layers); the other readers of its result read the DQ'd
+ * copy, as those of an int8 layer's output do. */
+static void quantize_adds(qctx *q)
+{
+    kiln_graph *g = q->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        kiln_node *n = &g->nodes[i];
+        if (n->dead || n->op != KILN_OP_Add || n->n_in != 2 || n->n_out != 1 || n->out[0] < 0)
+            continue;
+        int y = n->out[0], readers = 0, act = -1;
+        for (int k = 0; k < g->n_nodes; k++)
+            for (int j = 0; !g->nodes[k].dead && j < g->nodes[k].n_in; j++)
+                if (g->nodes[k].in[j] == y)
+                    readers++, act = k;
+        kiln_fused_act fa;
+        if (readers == 1 && g->nodes[act].n_out == 1 && g->nodes[act].out[0] >= 0 &&
+            kiln__activation_of(g, &g->nodes[act], &fa))
+            y = g->nodes[act].out[0];
+        int da = dq_value(q, n->in[0]), db = dq_value(q, n->in[1]);
+        if (y >= q->cap || q->dq_of[y] < 0 || da < 0 || db < 0)
+            continue;
+        n->in[0] = da;
+        n->in[1] = db;
+        /* as for an int8 layer's output: every other reader takes the DQ'd result too */
+        int dq = g->values[q->dq_of[y]].producer, qn = dq >= 0 ? g->values[g->nodes[dq].in[0]].producer : -1;
+        if (qn >= 0)
+            reroute(g, y, q->dq_of[y], qn);
+    }
+}
+
 static kiln_status run_passes(kiln_graph *g, const char *const *names)
 {
     for (; *names; names++) {
@@ -488,23 +551,52 @@ static kiln_status run_passes(kiln_graph *g, const char *const *names)
     return KILN_OK;
 }
 
-static kiln_status insert_qdq(kiln_graph *g, kiln_model_t m, const kiln_build_options *o, kiln_calibration_t cal,
-                              sbuf *rep)
+/* The graph in canonical form and its calibration (for int8 and fp8 layers): the planner's (given,
+ * not owned) or made now from --calib (*cal owned by the caller when given is NULL). */
+static kiln_status calibrate(kiln_graph *g, kiln_model_t m, const kiln_build_options *o, sbuf *rep,
+                             kiln_calibration_t given, kiln_calibration_t *cal)
 {
-    if (!cal && (!o->calib || (!o->calib->data_dir && !o->calib->cache_path)))
+    if (!given && (!o->calib || (!o->calib->data_dir && !o->calib->cache_path)))
         return kiln__err(KILN_ERR_INVALID_ARG,
-                         "int8 layers need calibration data: give --calib DIR (or a calibration cache)");
+                         "int8 and fp8 layers need calibration data: give --calib DIR (or a calibration cache)");
     /* canonical form first, so that the layers' inputs and outputs are the tensors calibrated and
      * decomposed activations are single nodes the integer layers can apply */
     static const char *const canon[] = {"remove-identity", "constant-fold", "fold-batchnorm", "fold-scale-shift",
                                         "fuse-hardswish", "fuse-gelu", "dead-nodes", NULL};
     KILN_TRY(run_passes(g, canon));
-    qctx q = {.g = g, .cal = cal};
-    if (!cal) {
-        KILN_TRY(kiln_calibrate(m, o->calib, &q.cal));
-        sb_printf(rep, "calibration: %s, %lld samples%s\n", kiln_calib_method_name(q.cal),
-                  (long long)kiln_calib_num_samples(q.cal), kiln_calib_from_cache(q.cal) ? " (from cache)" : "");
+    if (given) {
+        *cal = given;
+        return KILN_OK;
     }
+    KILN_TRY(kiln_calibrate(m, o->calib, cal));
+    sb_printf(rep, "calibration: %s, %lld samples%s\n", kiln_calib_method_name(*cal),
+              (long long)kiln_calib_num_samples(*cal), kiln_calib_from_cache(*cal) ? " (from cache)" : "");
+    return KILN_OK;
+}
+
+/* FP8 layers: the per-tensor scale of their input activation, amax / 448 over the calibration
+ * data (max calibration, the FP8 recipe; the calibration method only shapes int8 thresholds).
+ * A layer whose input was not calibrated gets none and is then not realized in fp8. */
+static kiln_status fp8_scales(kiln_graph *g, kiln_calibration_t cal)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        kiln_node *n = &g->nodes[i];
+        if (n->dead || req_of(n) != P_FP8 || !is_compute(n) || n->n_in < 1 || n->in[0] < 0)
+            continue;
+        for (int t = 0; t < kiln_calib_num_tensors(cal); t++) {
+            float amax = kiln_calib_amax(cal, t);
+            if (strcmp(kiln_calib_tensor_name(cal, t), g->values[n->in[0]].name) || !isfinite(amax) || amax < 0)
+                continue;
+            KILN_TRY(kiln__node_set_attr_f(n, KILN_ATTR_AQ_SCALE, amax > 0 ? amax / 448.0f : 1.0f));
+            break;
+        }
+    }
+    return KILN_OK;
+}
+
+static kiln_status insert_qdq(kiln_graph *g, kiln_calibration_t cal)
+{
+    qctx q = {.g = g, .cal = cal};
     q.cap = g->n_values;
     q.dq_of = kiln__malloc(sizeof(int) * ((size_t)q.cap + 1));
     kiln_status st = q.dq_of ? KILN_OK : nomem();
@@ -514,9 +606,9 @@ static kiln_status insert_qdq(kiln_graph *g, kiln_model_t m, const kiln_build_op
     for (int i = 0; i < n0 && st == KILN_OK; i++)
         if (!g->nodes[i].dead && req_of(&g->nodes[i]) == P_INT8)
             st = quantize_layer(&q, i);
+    if (st == KILN_OK)
+        quantize_adds(&q);
     kiln__free(q.dq_of);
-    if (!cal)
-        kiln_calibration_free(q.cal);
     if (st == KILN_OK)
         st = kiln__graph_toposort(g);
     return st;
@@ -561,6 +653,50 @@ static kiln_status reduce_weights(kiln_graph *g)
     return st;
 }
 
+/* ---- fp8 / nvfp4 / mxfp4 / int4 weights ---- */
+
+/* The layer takes low-bit weights: a finite float32 constant weight of the shape the kernels
+ * take (Conv: rank >= 3; MatMul / Gemm: 2-D), float32 activations, and for fp8 a calibrated
+ * activation scale. */
+static bool lowbit_ok(const kiln_graph *g, const kiln_node *n, int p)
+{
+    if (!is_compute(n) || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0 ||
+        (g->values[n->in[0]].dtype != KILN_DT_FLOAT32 && g->values[n->in[0]].dtype != KILN_DT_UNDEFINED) ||
+        (p == P_FP8 && !kiln__attr(n, KILN_ATTR_AQ_SCALE)))
+        return false;
+    int wv = n->in[1];
+    const kiln_tensor *w = g->values[wv].init;
+    for (int k = 0; k < g->n_inputs; k++)
+        if (g->inputs[k] == wv)
+            return false;
+    bool conv = n->op == KILN_OP_Conv || n->op == KILN_OP_FusedConv;
+    if (!w || !w->data || w->dtype != KILN_DT_FLOAT32 || (conv ? w->ndim < 3 : w->ndim != 2) ||
+        kiln_tensor_numel(w) <= 0)
+        return false;
+    const float *x = w->data;
+    for (int64_t i = 0; i < kiln_tensor_numel(w); i++)
+        if (!isfinite(x[i]))
+            return false;
+    return true;
+}
+
+/* Marks each layer requested in a low-bit format that can take it (the CPU backend stores its
+ * weight quantized at packing time and runs it with the activations rounded: FP8 with the
+ * calibrated scale, FP16 for the weight-only 4-bit formats). */
+static kiln_status lower_weights(kiln_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        kiln_node *n = &g->nodes[i];
+        int p = req_of(n);
+        kiln__qfmt f;
+        if (n->dead || !lowbit_fmt(p, &f) || !lowbit_ok(g, n, p))
+            continue;
+        KILN_TRY(kiln__node_set_attr_s(n, KILN_ATTR_WQ, kiln__lowbit_name(f)));
+        KILN_TRY(kiln__node_set_attr_s(n, KILN_ATTR_AQ, p == P_FP8 ? "fp8" : "fp16"));
+    }
+    return KILN_OK;
+}
+
 /* ---- realized precision ---- */
 
 static int dtype_prec(kiln_dtype dt)
@@ -580,6 +716,9 @@ static int layer_prec(const kiln_graph *g, const kiln_node *n, const int *vp)
 {
     if (is_int8_layer(n))
         return P_INT8;
+    kiln__qfmt f;
+    if (is_compute(n) && kiln__lowbit_parse(kiln__attr_s(n, KILN_ATTR_WQ, NULL), &f))
+        return f == KILN_QF_FP8 ? P_FP8 : f == KILN_QF_NVFP4 ? P_FP4 : f == KILN_QF_MXFP4 ? P_MXFP4 : P_INT4;
     int src = is_compute(n) && n->n_in > 1 ? n->in[1] : (n->n_in > 0 ? n->in[0] : -1);
     (void)g;
     return src >= 0 ? vp[src] : P_FP32;
@@ -652,15 +791,23 @@ kiln_status kiln__precision_before_passes(kiln_graph *g, kiln_model_t m, kiln_bu
     int global = global_prec(o);
     if (global < 0)
         return kiln__err(KILN_ERR_INVALID_ARG, "precision '%s': %s", o->precision,
-                         global == -2 ? "not supported yet (fp32, fp16, bf16, int8)" : "want fp32, fp16, bf16 or int8");
+                         global == -2 ? "not supported yet (" PREC_LIST ")" : "want one of " PREC_LIST);
     if (o->num_layer_precisions < 0 || o->num_layer_precisions > 4096)
         return kiln__err(KILN_ERR_INVALID_ARG, "invalid number of layer precision rules");
     sbuf rep = {0};
     if (plan && plan->report)
         sb_printf(&rep, "%s", plan->report);
     kiln_status st = set_requests(g, o, global, plan, &rep);
-    if (st == KILN_OK && any_request(g, P_INT8))
-        st = insert_qdq(g, m, o, plan ? plan->cal : NULL, &rep);
+    bool i8 = st == KILN_OK && any_request(g, P_INT8), f8 = st == KILN_OK && any_request(g, P_FP8);
+    kiln_calibration_t given = plan ? plan->cal : NULL, cal = NULL;
+    if (i8 || f8)
+        st = calibrate(g, m, o, &rep, given, &cal);
+    if (st == KILN_OK && f8)
+        st = fp8_scales(g, cal);
+    if (st == KILN_OK && i8)
+        st = insert_qdq(g, cal);
+    if (cal && cal != given)
+        kiln_calibration_free(cal);
     if (st == KILN_OK && rep.oom)
         st = nomem();
     if (st == KILN_OK)
@@ -681,6 +828,8 @@ kiln_status kiln__precision_after_passes(kiln_graph *g, kiln_build_options *o)
     kiln_status st = KILN_OK;
     if (any_request(g, P_FP16) || any_request(g, P_BF16))
         st = reduce_weights(g);
+    if (st == KILN_OK)
+        st = lower_weights(g);
     if (st == KILN_OK)
         st = realize(g, o, &rep);
     if (st == KILN_OK && rep.oom)

@@ -3,7 +3,7 @@
  * of every heavy layer (results cached in an optional JSON timing cache, so rebuilding with the
  * same cache reproduces the same choices byte for byte) and recording every tensor's size for the
  * engine's memory plan. */
-#include "engine.h"
+#include "build.h"
 #include "../core/synth.h"
 #include "../runtime/exec.h"
 #include "../runtime/plan.h"

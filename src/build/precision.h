@@ -1,6 +1,6 @@
 /* The builder's precision hooks (precision.c; docs/PRECISION.md). */
-#ifndef KILN_ENGINE_PRECISION_H
-#define KILN_ENGINE_PRECISION_H
+#ifndef KILN_BUILD_PRECISION_H
+#define KILN_BUILD_PRECISION_H
 #include "../ir/graph.h"
 
 /* Per-layer requests made by the precision planner (precision_plan.c) rather than by options:

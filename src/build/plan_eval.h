@@ -1,8 +1,8 @@
 /* Measurements for the precision planner (plan_eval.c): the data set, the float reference's
  * outputs on it, trial engines built with per-layer requests and compared against the reference
  * with the verify metrics under one budget, and per-layer kernel times. */
-#ifndef KILN_ENGINE_PLAN_EVAL_H
-#define KILN_ENGINE_PLAN_EVAL_H
+#ifndef KILN_BUILD_PLAN_EVAL_H
+#define KILN_BUILD_PLAN_EVAL_H
 #include "precision.h"
 
 typedef struct kiln_plan_eval {

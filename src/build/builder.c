@@ -1,9 +1,9 @@
 /* The builder: clones the model graph, runs the optimization passes, attaches profiles and a
  * build manifest, and yields an engine. Output is deterministic for the same model and options
  * (no wall-clock time is recorded unless SOURCE_DATE_EPOCH or KILN_BUILD_TIMESTAMP is set). */
-#include "engine.h"
-#include "bytes.h"
-#include "graph_ser.h"
+#include "build.h"
+#include "../engine/bytes.h"
+#include "../engine/graph_ser.h"
 #include "precision.h"
 #include "../passes/passes.h"
 #include "../runtime/exec.h"

@@ -4,7 +4,7 @@
  * least sensitive first, the largest prefix that can be lowered found by bisection, then each
  * remaining layer tried lowered once more; what is left is the set, 1-minimal. */
 #include "plan_search.h"
-#include "engine.h"
+#include "../engine/engine.h"
 #include "../runtime/model.h"
 #include <limits.h>
 #include <math.h>

@@ -12,7 +12,7 @@
  *                         the prefix, minimized one by one, are the set that must stay higher.
  * Measurements: plan_eval.c. */
 #include "plan_search.h"
-#include "engine.h"
+#include "../engine/engine.h"
 #include "../runtime/model.h"
 #include <math.h>
 #include <stdarg.h>

@@ -1,6 +1,6 @@
 /* Running an engine: interface getters, profile checks, execution. */
-#include "engine.h"
-#include "../runtime/model.h"
+#include "../engine/engine.h"
+#include "model.h"
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>

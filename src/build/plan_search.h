@@ -1,8 +1,8 @@
 /* The search shared by the precision planner (precision_plan.c, --precision auto) and the
  * precision debugger (precision_debug.c): candidates, their probes, the ordering and the prefix
  * bisection (plan_search.c; docs/PRECISION.md, "Automatic mixed precision"). */
-#ifndef KILN_ENGINE_PLAN_SEARCH_H
-#define KILN_ENGINE_PLAN_SEARCH_H
+#ifndef KILN_BUILD_PLAN_SEARCH_H
+#define KILN_BUILD_PLAN_SEARCH_H
 #include "plan_eval.h"
 
 #define KILN_PS_MAX_ALLOW 8

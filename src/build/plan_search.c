@@ -1,6 +1,6 @@
 /* The search shared by --precision auto and kiln debug precision (plan_search.h). */
 #include "plan_search.h"
-#include "engine.h"
+#include "../engine/engine.h"
 #include "../runtime/model.h"
 #include <math.h>
 #include <stdarg.h>

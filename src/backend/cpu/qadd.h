@@ -1,0 +1,47 @@
+/* com.microsoft QLinearAdd: C = Q_c(act(DQ_a(A) + DQ_b(B))), the integer form of
+ * DequantizeLinear x2 -> Add [-> activation] -> QuantizeLinear that the fuse-qdq pass builds, so
+ * that a residual Add between INT8 layers reads and writes 8-bit tensors.
+ *
+ * Inputs: A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale [, C_zero_point]; scales
+ * float scalars (finite, > 0), zero points 8-bit scalars of their tensor's type (absent: 0); A and
+ * B uint8/int8 (each its own), broadcast as Add; C has C_zero_point's type (absent: A's). The
+ * activation is the node's kiln_act (qgemm.h, kiln__qact_from_node). Every element is computed
+ * with exactly the float32 operations of the unfused graph's kernels (DequantizeLinear, Add, the
+ * activation, QuantizeLinear), so the fused layer equals the graph it replaces bit for bit:
+ *   v = act((float)(a - za) * sa + (float)(b - zb) * sb)       (two products, then one sum)
+ *   c = clamp(rint(v / sc) + zc, lo, hi)                        (NaN -> 0, as QuantizeLinear)
+ * The reference (ref/k_qadd.c) runs any case; the AVX-512 kernel (x86/qadd_avx512.c) the common
+ * one (A and B of one shape, activation none / Relu / Clip) with the same operations per lane. */
+#ifndef KILN_BACKEND_CPU_QADD_H
+#define KILN_BACKEND_CPU_QADD_H
+#include "../kernel.h"
+#include "epilogue.h"
+#include <math.h>
+
+typedef struct kiln_qadd {
+    float sa, sb, sc;
+    int32_t za, zb, zc, lo, hi;   /* zero points; [lo, hi] the range of C's type */
+    kiln_act act;
+    kiln_dtype cdt;
+} kiln_qadd;
+
+/* Validates the node's inputs (clean KILN_ERR_* on anything malformed) and fills p. */
+kiln_status kiln__qadd_setup(const kiln_kctx *ctx, kiln_qadd *p);
+
+/* One element (the definition above). */
+static inline int32_t kiln__qadd1(const kiln_qadd *p, int32_t a, int32_t b)
+{
+    float fa = (float)(a - p->za) * p->sa;
+    float fb = (float)(b - p->zb) * p->sb;
+    float v = fa + fb;
+    v = kiln__act_scalar(&p->act, v);
+    float r = rintf(v / p->sc) + (float)p->zc;
+    if (r != r)
+        return 0;
+    return r < (float)p->lo ? p->lo : r > (float)p->hi ? p->hi : (int32_t)r;
+}
+
+/* The reference kernel (ref/k_qadd.c), also the fast kernel's fallback. */
+kiln_status kiln__k_qlinearadd_ref(kiln_kctx *ctx);
+
+#endif

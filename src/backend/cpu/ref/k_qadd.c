@@ -1,0 +1,98 @@
+/* Reference kernel of com.microsoft QLinearAdd (contract in ../qadd.h): any shapes ONNX Add
+ * broadcasts, any kiln_act activation, one element at a time. */
+#include "../qadd.h"
+#include "../qgemm.h"
+
+static bool is_q8(kiln_dtype dt) { return dt == KILN_DT_UINT8 || dt == KILN_DT_INT8; }
+
+/* scale input i: a float scalar, finite and > 0 */
+static kiln_status scale_in(const kiln_kctx *ctx, int i, float *s)
+{
+    const kiln_tensor *t = kiln__kin(ctx, i);
+    if (!t)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing scale input %d", i);
+    if (t->dtype != KILN_DT_FLOAT32 && t->dtype != KILN_DT_FLOAT16 && t->dtype != KILN_DT_BFLOAT16 &&
+        t->dtype != KILN_DT_FLOAT64)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "scale input %d must be float, got %s", i, kiln_dtype_name(t->dtype));
+    if (kiln_tensor_numel(t) != 1)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "scale input %d must be a scalar", i);
+    *s = (float)kiln__get_f64(t->dtype, t->data, 0);
+    if (!(*s > 0) || !isfinite(*s))
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "scale input %d must be finite and > 0", i);
+    return KILN_OK;
+}
+
+/* zero point input i of a tensor of type dt: absent (0) or a scalar of type dt */
+static kiln_status zp_in(const kiln_kctx *ctx, int i, kiln_dtype dt, int32_t *z)
+{
+    const kiln_tensor *t = kiln__kin(ctx, i);
+    *z = 0;
+    if (!t)
+        return KILN_OK;
+    if (t->dtype != dt)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "zero point input %d is %s, expected %s", i, kiln_dtype_name(t->dtype),
+                          kiln_dtype_name(dt));
+    if (kiln_tensor_numel(t) != 1)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "zero point input %d must be a scalar", i);
+    *z = (int32_t)kiln__get_i64(dt, t->data, 0);
+    return KILN_OK;
+}
+
+kiln_status kiln__qadd_setup(const kiln_kctx *ctx, kiln_qadd *p)
+{
+    memset(p, 0, sizeof *p);
+    const kiln_tensor *a = kiln__kin(ctx, 0), *b = kiln__kin(ctx, 3), *cz = kiln__kin(ctx, 7);
+    if (!a || !b)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input A or B");
+    if (!is_q8(a->dtype) || !is_q8(b->dtype))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "A and B must be uint8/int8 (%s, %s)", kiln_dtype_name(a->dtype),
+                          kiln_dtype_name(b->dtype));
+    p->cdt = cz ? cz->dtype : a->dtype;
+    if (!is_q8(p->cdt))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "C_zero_point must be uint8/int8, got %s", kiln_dtype_name(p->cdt));
+    KILN_TRY(scale_in(ctx, 1, &p->sa));
+    KILN_TRY(scale_in(ctx, 4, &p->sb));
+    KILN_TRY(scale_in(ctx, 6, &p->sc));
+    KILN_TRY(zp_in(ctx, 2, a->dtype, &p->za));
+    KILN_TRY(zp_in(ctx, 5, b->dtype, &p->zb));
+    KILN_TRY(zp_in(ctx, 7, p->cdt, &p->zc));
+    p->lo = p->cdt == KILN_DT_UINT8 ? 0 : -128;
+    p->hi = p->cdt == KILN_DT_UINT8 ? 255 : 127;
+    return kiln__qact_from_node(ctx, &p->act);
+}
+
+static int32_t q8(kiln_dtype dt, const void *d, int64_t i)
+{
+    return dt == KILN_DT_UINT8 ? ((const uint8_t *)d)[i] : ((const int8_t *)d)[i];
+}
+
+kiln_status kiln__k_qlinearadd_ref(kiln_kctx *ctx)
+{
+    kiln_qadd p;
+    KILN_TRY(kiln__qadd_setup(ctx, &p));
+    const kiln_tensor *a = kiln__kin(ctx, 0), *b = kiln__kin(ctx, 3), *ab[2] = {a, b};
+    int nd;
+    int64_t dims[KILN_MAX_DIMS], sa[KILN_MAX_DIMS], sb[KILN_MAX_DIMS], idx[KILN_MAX_DIMS] = {0};
+    KILN_TRY(kiln__broadcast_shape(ctx, 2, ab, &nd, dims));
+    KILN_TRY(kiln__kout(ctx, 0, p.cdt, nd, dims));
+    kiln__broadcast_strides(a, nd, dims, sa);
+    kiln__broadcast_strides(b, nd, dims, sb);
+    int64_t n = kiln_tensor_numel(ctx->out[0]), ia = 0, ib = 0;
+    uint8_t *c = ctx->out[0]->data;
+    for (int64_t i = 0; i < n; i++) {
+        c[i] = (uint8_t)kiln__qadd1(&p, q8(a->dtype, a->data, ia), q8(b->dtype, b->data, ib));
+        for (int d = nd - 1; d >= 0; d--) { /* next index: odometer over the output dims */
+            ia += sa[d], ib += sb[d];
+            if (++idx[d] < dims[d])
+                break;
+            ia -= sa[d] * dims[d], ib -= sb[d] * dims[d];
+            idx[d] = 0;
+        }
+    }
+    return KILN_OK;
+}
+
+const kiln_kernel_reg kiln__ref_qadd[] = {
+    {KILN_OP_QLinearAdd, kiln__k_qlinearadd_ref},
+    {KILN_OP_COUNT, NULL},
+};

@@ -1,0 +1,97 @@
+/* AVX-512 com.microsoft QLinearAdd (contract in ../qadd.h), registered over the reference for
+ * hosts with AVX-512F: A and B of one shape, activation none / Relu / Clip; 16 elements per step
+ * through the reference's float32 operations in the same order (two products, one sum, the
+ * activation as max / min, a true division by C_scale, round to nearest even, + C_zero_point,
+ * clamp), so every element equals the reference's. Anything else runs the reference. */
+#include "../cpu_kernels.h"
+#include "../qadd.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+
+#define TQA __attribute__((target("avx512f")))
+
+typedef struct qadd_job {
+    const kiln_qadd *p;
+    const uint8_t *a, *b;
+    bool a_s8, b_s8;
+    uint8_t *c;
+    int64_t n;
+} qadd_job;
+
+/* 16 bytes at s (n of them valid) widened to int32 */
+TQA static inline __m512i load16(const uint8_t *s, int64_t n, bool s8)
+{
+    __m128i v;
+    if (n >= 16) {
+        v = _mm_loadu_si128((const __m128i *)s);
+    } else { /* no byte-masked load without AVX512BW: copy the tail */
+        uint8_t t[16] = {0};
+        memcpy(t, s, (size_t)n);
+        v = _mm_loadu_si128((const __m128i *)t);
+    }
+    return s8 ? _mm512_cvtepi8_epi32(v) : _mm512_cvtepu8_epi32(v);
+}
+
+/* blocks [b0, b1) of 16 elements */
+TQA static void qadd_task(void *arg, int64_t b0, int64_t b1)
+{
+    const qadd_job *j = arg;
+    const kiln_qadd *p = j->p;
+    const __m512i za = _mm512_set1_epi32(p->za), zb = _mm512_set1_epi32(p->zb);
+    const __m512 sa = _mm512_set1_ps(p->sa), sb = _mm512_set1_ps(p->sb), sc = _mm512_set1_ps(p->sc);
+    const __m512 zc = _mm512_set1_ps((float)p->zc), lo = _mm512_set1_ps((float)p->lo), hi = _mm512_set1_ps((float)p->hi);
+    const __m512 alo = _mm512_set1_ps(p->act.kind == KILN_ACT_CLIP ? p->act.alpha : 0.0f);
+    const __m512 ahi = _mm512_set1_ps(p->act.beta);
+    for (int64_t blk = b0; blk < b1; blk++) {
+        int64_t i = blk * 16, n = j->n - i < 16 ? j->n - i : 16;
+        __m512 fa = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(load16(j->a + i, n, j->a_s8), za)), sa);
+        __m512 fb = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(load16(j->b + i, n, j->b_s8), zb)), sb);
+        __m512 v = _mm512_add_ps(fa, fb);
+        if (p->act.kind != KILN_ACT_NONE) /* Relu: max(v, 0); Clip: min(beta, max(alpha, v)) */
+            v = _mm512_max_ps(v, alo);
+        if (p->act.kind == KILN_ACT_CLIP)
+            v = _mm512_min_ps(v, ahi);
+        __m512 r = _mm512_roundscale_ps(_mm512_div_ps(v, sc), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        r = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(r, zc), lo), hi);
+        __mmask16 km = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+        _mm512_mask_cvtepi32_storeu_epi8(j->c + i, km, _mm512_cvtps_epi32(r));
+    }
+}
+
+static bool same_shape(const kiln_tensor *a, const kiln_tensor *b)
+{
+    if (a->ndim != b->ndim)
+        return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->dims[d] != b->dims[d])
+            return false;
+    return true;
+}
+
+static kiln_status k_qlinearadd_fast(kiln_kctx *ctx)
+{
+    kiln_qadd p;
+    if (kiln__qadd_setup(ctx, &p) != KILN_OK)
+        return kiln__k_qlinearadd_ref(ctx); /* which reports the error */
+    const kiln_tensor *a = kiln__kin(ctx, 0), *b = kiln__kin(ctx, 3);
+    /* products stay finite (|a - za| <= 255), so no NaN reaches the clamp (where the reference's
+     * NaN -> 0 and the vector max differ); Clip with alpha <= beta is min(beta, max(alpha, v)) */
+    bool act_ok = p.act.kind == KILN_ACT_NONE || p.act.kind == KILN_ACT_RELU ||
+                  (p.act.kind == KILN_ACT_CLIP && p.act.alpha <= p.act.beta);
+    if (!same_shape(a, b) || !act_ok || !(p.sa < 1e35f) || !(p.sb < 1e35f))
+        return kiln__k_qlinearadd_ref(ctx);
+    KILN_TRY(kiln__kout_uninit(ctx, 0, p.cdt, a->ndim, a->dims));
+    qadd_job j = {.p = &p, .a = a->data, .b = b->data, .a_s8 = a->dtype == KILN_DT_INT8,
+                  .b_s8 = b->dtype == KILN_DT_INT8, .c = ctx->out[0]->data, .n = kiln_tensor_numel(a)};
+    kiln__parallel_for(ctx->pool, ctx->nthreads, (j.n + 15) / 16, 2048, qadd_task, &j);
+    return KILN_OK;
+}
+
+const kiln_kernel_isa_reg kiln__x86_qadd[] = {
+    {KILN_OP_QLinearAdd, k_qlinearadd_fast, KILN_CPU_AVX512F, "QLinearAdd/avx512"},
+    {KILN_OP_COUNT, NULL, 0, NULL},
+};
+#else
+const kiln_kernel_isa_reg kiln__x86_qadd[] = {{KILN_OP_COUNT, NULL, 0, NULL}};
+#endif

@@ -1,0 +1,114 @@
+/* The engine's memory plan: which ops may compute in place, freeing, and the check of a plan read
+ * from an engine file (mem_plan.h). */
+#include "mem_plan.h"
+
+/* Ops whose kernels compute out[i] from in[i] (same index) and may therefore overwrite an input. */
+bool kiln__plan_inplace_op(kiln_op op)
+{
+    switch (op) {
+    case KILN_OP_Relu: case KILN_OP_Sigmoid: case KILN_OP_Tanh: case KILN_OP_Clip: case KILN_OP_LeakyRelu:
+    case KILN_OP_HardSigmoid: case KILN_OP_HardSwish: case KILN_OP_Elu: case KILN_OP_Selu: case KILN_OP_Exp:
+    case KILN_OP_Erf: case KILN_OP_Sqrt: case KILN_OP_Neg: case KILN_OP_Abs: case KILN_OP_Add: case KILN_OP_Sub:
+    case KILN_OP_Mul: case KILN_OP_Div: case KILN_OP_Gelu: case KILN_OP_Softplus: case KILN_OP_Mish:
+        return true;
+    default:
+        return false;
+    }
+}
+
+void kiln__plan_free(kiln_plan *p)
+{
+    kiln__free(p->offset);
+    kiln__free(p->cap);
+    kiln__free(p->inplace);
+    memset(p, 0, sizeof *p);
+}
+
+/* ---- validation of a plan read from an engine file ---- */
+
+typedef struct live_slot {
+    uint64_t off, end;   /* bytes [off, end) */
+    int v;
+} live_slot;
+
+/* True if v may share u's bytes: v is computed in place over u by an op that allows it (the way
+ * kiln__plan_make pairs them): v is output 0 of an in-place op, u one of its first two inputs
+ * and dies there, and both occupy the same bytes. */
+static bool inplace_pair(const kiln_graph *g, const kiln_plan *p, const int *last, int u, int v)
+{
+    int i = g->values[v].producer;
+    const kiln_node *n = &g->nodes[i];
+    if (!p->inplace[v] || !kiln__plan_inplace_op(n->op) || n->n_out < 1 || n->out[0] != v || last[u] != i ||
+        p->offset[u] != p->offset[v] || p->cap[u] != p->cap[v])
+        return false;
+    for (int j = 0; j < n->n_in && j < 2; j++)
+        if (n->in[j] == u)
+            return true;
+    return false;
+}
+
+kiln_status kiln__plan_validate(const kiln_graph *g, const kiln_plan *p)
+{
+    int nv = g->n_values;
+    if (p->n_values != nv)
+        return kiln__err(KILN_ERR_PARSE, "memory plan covers %d values, the graph has %d", p->n_values, nv);
+    int *last = kiln__malloc(sizeof(int) * ((size_t)nv + 1));
+    live_slot *live = kiln__malloc(sizeof(live_slot) * ((size_t)nv + 1));
+    kiln_status st = KILN_OK;
+    if (!last || !live) {
+        st = kiln__err(KILN_ERR_NOMEM, "out of memory validating the memory plan");
+        goto done;
+    }
+    /* lifetimes: from the producing node to the last consuming node (graph outputs: to the end) */
+    for (int v = 0; v < nv; v++)
+        last[v] = g->values[v].producer;
+    kiln__mark_last_uses(g, last);
+    for (int o = 0; o < g->n_outputs; o++)
+        last[g->outputs[o]] = g->n_nodes;
+    for (int v = 0; v < nv; v++) {
+        if (p->offset[v] < 0) {
+            if (p->inplace[v] || p->offset[v] != -1)
+                goto bad_value;
+            continue;
+        }
+        /* only values computed by a node of this graph live in the arena, inside it */
+        int i = g->values[v].producer;
+        if (i < 0 || i >= g->n_nodes || g->values[v].init || p->cap[v] == 0 || p->cap[v] > p->arena_size ||
+            (uint64_t)p->offset[v] > p->arena_size - p->cap[v])
+            goto bad_value;
+    }
+    /* sweep the nodes in order, keeping the slots live at the current node: a new slot must not
+     * share a byte with any of them unless it is computed in place over that one */
+    int nlive = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        int k = 0;
+        for (int q = 0; q < nlive; q++)
+            if (last[live[q].v] >= i)
+                live[k++] = live[q];
+        nlive = k;
+        const kiln_node *n = &g->nodes[i];
+        for (int o = 0; o < n->n_out; o++) {
+            int v = n->out[o];
+            if (v < 0 || v >= nv || p->offset[v] < 0 || g->values[v].producer != i)
+                continue;
+            uint64_t off = (uint64_t)p->offset[v], end = off + p->cap[v];
+            for (int q = 0; q < nlive; q++)
+                if (live[q].off < end && off < live[q].end && !inplace_pair(g, p, last, live[q].v, v)) {
+                    st = kiln__err(KILN_ERR_PARSE,
+                                   "corrupted engine: memory plan places '%s' over '%s' while both are live",
+                                   g->values[v].name, g->values[live[q].v].name);
+                    goto done;
+                }
+            if (p->inplace[v] && !(o == 0 && kiln__plan_inplace_op(n->op)))
+                goto bad_value;
+            live[nlive++] = (live_slot){off, end, v};
+        }
+    }
+    goto done;
+bad_value:
+    st = kiln__err(KILN_ERR_PARSE, "corrupted engine: invalid memory plan entry");
+done:
+    kiln__free(last);
+    kiln__free(live);
+    return st;
+}

@@ -1,0 +1,314 @@
+/* Layers with FP8 / NVFP4 / MXFP4 / INT4 weights (backend/cpu/lowbit.h) against their scalar
+ * reference: the weight quantized and dequantized element by element (numfmt, checked
+ * exhaustively by test_numfmt), the activations rounded element by element, then the float32
+ * kernel of the op on a node without the low-bit attributes. Odd sizes, 1 and 2 threads, every
+ * path (dequantizing GEMM packer, blocked convolution, whole dequantized copy); the blob path and
+ * the on-the-fly path give identical results, a dropped weight runs from the blob alone, and
+ * corrupted blobs are refused cleanly. */
+#include "test.h"
+#include "backend/cpu/lowbit.h"
+#include "backend/cpu/prep.h"
+#include "backend/kernel.h"
+#include "test_pool.h"
+#include <string.h>
+
+static unsigned long long seed = 2024;
+
+static kiln_tensor rnd(int ndim, const int64_t *dims, float scale)
+{
+    kiln_tensor t;
+    memset(&t, 0, sizeof t);
+    CHECK(kiln__tensor_alloc(&t, KILN_DT_FLOAT32, ndim, dims) == KILN_OK);
+    float *p = t.data;
+    for (int64_t i = 0; i < kiln_tensor_numel(&t); i++)
+        p[i] = test_randf(&seed) * scale;
+    return t;
+}
+
+#define MAX_ATTR 12
+typedef struct layer {
+    kiln_node node;
+    kiln_attr attrs[MAX_ATTR];
+    int ids[8];
+    int n_plain;   /* attributes before the low-bit ones */
+} layer;
+
+static void add_i(layer *l, const char *name, int64_t v)
+{
+    l->attrs[l->node.n_attr++] = (kiln_attr){.name = (char *)name, .type = KILN_ATTR_INT, .i = v};
+}
+static void add_f(layer *l, const char *name, float v)
+{
+    l->attrs[l->node.n_attr++] = (kiln_attr){.name = (char *)name, .type = KILN_ATTR_FLOAT, .f = v};
+}
+static void add_s(layer *l, const char *name, const char *v)
+{
+    l->attrs[l->node.n_attr++] =
+        (kiln_attr){.name = (char *)name, .type = KILN_ATTR_STRING, .s = (char *)v, .s_len = strlen(v)};
+}
+
+static void layer_init(layer *l, kiln_op op, int n_in)
+{
+    memset(l, 0, sizeof *l);
+    for (int i = 0; i < 8; i++)
+        l->ids[i] = i;
+    l->node = (kiln_node){.name = (char *)"L", .op_type = (char *)kiln__op_name(op), .domain = (char *)"", .op = op,
+                          .opset = 17, .n_in = n_in, .n_out = 1, .in = l->ids, .out = l->ids + 7, .attrs = l->attrs};
+}
+
+/* appends the low-bit attributes of format fmt (fp8: activation scale s) */
+static void lowbit(layer *l, const char *fmt, float s)
+{
+    l->n_plain = l->node.n_attr;
+    add_s(l, KILN_ATTR_WQ, fmt);
+    add_s(l, KILN_ATTR_AQ, strcmp(fmt, "fp8") ? "fp16" : "fp8");
+    if (!strcmp(fmt, "fp8"))
+        add_f(l, KILN_ATTR_AQ_SCALE, s);
+}
+
+static kiln_status run(const kiln_node *n, int n_in, const kiln_tensor *const *in, const void *blob, size_t size,
+                       int nt, kiln_tensor *y)
+{
+    kiln_tensor *out[1] = {y};
+    memset(y, 0, sizeof *y);
+    kiln_kctx c = {.node = n, .n_in = n_in, .in = in, .n_out = 1, .out = out, .pool = test_pool(nt), .nthreads = nt,
+                   .prepared = blob, .prepared_size = size};
+    return kiln__ref_kernel(n->op)(&c);
+}
+
+/* a 64-byte aligned copy of a blob (engines store them aligned) */
+static void *aligned_copy(const void *b, size_t size)
+{
+    void *p = aligned_alloc(64, (size + 63) / 64 * 64);
+    memcpy(p, b, size);
+    return p;
+}
+
+static bool same_bits(const kiln_tensor *a, const kiln_tensor *b)
+{
+    return a->data && b->data && a->nbytes == b->nbytes && a->ndim == b->ndim &&
+           !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim) && !memcmp(a->data, b->data, a->nbytes);
+}
+
+/* the layer against its reference, with and without a blob, on nt threads */
+static void check_layer(const char *what, layer *l, const kiln_tensor *const *in, int nt)
+{
+    kiln_node *n = &l->node;
+    const kiln_tensor *x = in[0], *w = in[1];
+    /* reference: rounded activations, quantized-dequantized weight, float32 kernel */
+    kiln_tensor xr = rnd(x->ndim, x->dims, 0), wr = rnd(w->ndim, w->dims, 0), yr, yb, yf, yd;
+    memcpy(xr.data, x->data, x->nbytes);
+    CHECK(kiln__lowbit_ref_act(n, xr.data, kiln_tensor_numel(x)) == KILN_OK);
+    CHECK(kiln__lowbit_ref_weight(n, w, wr.data) == KILN_OK);
+    kiln_node plain = *n;
+    plain.n_attr = l->n_plain;
+    const kiln_tensor *rin[8];
+    for (int i = 0; i < n->n_in; i++)
+        rin[i] = in[i];
+    rin[0] = &xr, rin[1] = &wr;
+    CHECK(run(&plain, n->n_in, rin, NULL, 0, 1, &yr) == KILN_OK);
+    /* blob */
+    void *blob = NULL;
+    size_t size = 0;
+    CHECK(kiln__cpu_prep_node(n) == kiln__lowbit_prep);
+    CHECK(kiln__lowbit_prep(n, n->n_in, in, &blob, &size) == KILN_OK && blob);
+    kiln_prep_hdr h;
+    CHECK(kiln__prep_header(blob, size, &h) && kiln__prep_fits_op(n->op, &h) && h.replaces == 2 && h.gemm_kind == 0);
+    void *ab = aligned_copy(blob, size);
+    kiln__free(blob);
+    CHECK_MSG(run(n, n->n_in, in, ab, size, nt, &yb) == KILN_OK, "%s: %s", what, kiln_last_error());
+    CHECK_MSG(run(n, n->n_in, in, NULL, 0, nt, &yf) == KILN_OK, "%s: %s", what, kiln_last_error());
+    CHECK_MSG(same_bits(&yb, &yf), "%s: blob and on-the-fly results differ", what);
+    /* the weight dropped from the engine: the blob alone */
+    kiln_tensor wd = *w;
+    wd.data = NULL, wd.nbytes = 0;
+    const kiln_tensor *din[8];
+    memcpy(din, in, sizeof(kiln_tensor *) * (size_t)n->n_in);
+    din[1] = &wd;
+    CHECK_MSG(run(n, n->n_in, din, ab, size, nt, &yd) == KILN_OK, "%s: %s", what, kiln_last_error());
+    CHECK_MSG(same_bits(&yb, &yd), "%s: dropped-weight result differs", what);
+    /* against the reference: the same products, summed in another order */
+    double amax = 1, err = 0;
+    int64_t ny = kiln_tensor_numel(&yr);
+    CHECK_MSG(yb.data && yb.nbytes == yr.nbytes && !memcmp(yb.dims, yr.dims, sizeof(int64_t) * (size_t)yr.ndim),
+              "%s: output shape", what);
+    for (int64_t i = 0; yb.data && yb.nbytes == yr.nbytes && i < ny; i++) {
+        double a = ((float *)yr.data)[i], b = ((float *)yb.data)[i];
+        double d = isnan(a) != isnan(b) ? INFINITY : isnan(a) ? 0 : fabs(a - b);
+        amax = fabs(a) > amax ? fabs(a) : amax;
+        err = d > err ? d : err;
+    }
+    CHECK_MSG(err <= 2e-5 * amax, "%s (threads %d): max |diff| %g vs reference (max |ref| %g)", what, nt, err, amax);
+    /* corrupted blobs: refused (the dropped weight then cannot run), never read */
+    for (int k = 0; k < 6; k++) {
+        void *bad = aligned_copy(ab, size);
+        kiln_prep_hdr *bh = bad;
+        size_t bsize = size;
+        switch (k) {
+        case 0: bh->layout = KILN_PREP_GEMM_B; break;
+        case 1: bh->dims[1]++; break;
+        case 2: bh->dims[0] = bh->dims[0] == KILN_QF_FP8 ? KILN_QF_NVFP4 : KILN_QF_FP8; break;
+        case 3: bh->gemm_kind = 3; break;
+        case 4: bsize -= 64; break;
+        case 5: bh->payload_bytes += 64; break;
+        }
+        kiln_tensor yc;
+        kiln_status st = run(n, n->n_in, din, bad, bsize, nt, &yc);
+        CHECK_MSG(st == KILN_ERR_UNSUPPORTED, "%s: corrupted blob %d accepted (%d)", what, k, (int)st);
+        kiln__tensor_release(&yc);
+        if (k == 3)   /* what the engine's load refuses too */
+            CHECK(!kiln__prep_fits_op(n->op, bh));
+        free(bad);
+    }
+    free(ab);
+    kiln__tensor_release(&xr);
+    kiln__tensor_release(&wr);
+    kiln__tensor_release(&yr);
+    kiln__tensor_release(&yb);
+    kiln__tensor_release(&yf);
+    kiln__tensor_release(&yd);
+}
+
+static const char *const FMTS[] = {"fp8", "nvfp4", "mxfp4", "int4"};
+
+static void case_matmul(const char *fmt, int nt)
+{
+    static const struct { int xnd; int64_t xd[3], K, N; bool fused; } c[] = {
+        {3, {3, 5, 37}, 37, 19, false}, {1, {37}, 37, 19, false}, {2, {7, 45}, 45, 33, true}, {2, {1, 1}, 1, 5, false}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        layer l;
+        layer_init(&l, c[i].fused ? KILN_OP_FusedMatMul : KILN_OP_MatMul, c[i].fused ? 4 : 2);
+        if (c[i].fused)
+            add_s(&l, "activation", "Relu");
+        lowbit(&l, fmt, 0.01f);
+        int64_t wd[2] = {c[i].K, c[i].N}, od[2] = {c[i].xd[0], c[i].N};
+        kiln_tensor x = rnd(c[i].xnd, c[i].xd, 3), w = rnd(2, wd, 1), b = rnd(1, wd + 1, 1), r = rnd(2, od, 1);
+        ((float *)x.data)[0] = 10.0f;   /* past the FP8 range at scale 0.01: saturates */
+        const kiln_tensor *in[4] = {&x, &w, &b, &r};
+        char what[96];
+        snprintf(what, sizeof what, "%s %s case %zu", fmt, l.node.op_type, i);
+        check_layer(what, &l, in, nt);
+        kiln__tensor_release(&x), kiln__tensor_release(&w), kiln__tensor_release(&b), kiln__tensor_release(&r);
+    }
+}
+
+static void case_gemm(const char *fmt, int nt)
+{
+    /* transA, transB, C shape (0 none, 1 [N], 2 [1, N], 3 [M, N]: the whole-copy path), alpha, beta, fused */
+    static const struct { int ta, tb, c; float alpha, beta; bool fused; } c[] = {
+        {0, 1, 1, 0.5f, 1, false}, {1, 0, 2, 1, 1, false}, {0, 0, 3, 1, 0.7f, false}, {0, 1, 0, 1, 1, true},
+        {0, 1, 1, 1, 2, false}};
+    const int64_t M = 9, K = 50, N = 23;
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        layer l;
+        layer_init(&l, c[i].fused ? KILN_OP_FusedGemm : KILN_OP_Gemm, c[i].c ? 3 : 2);
+        add_i(&l, "transA", c[i].ta);
+        add_i(&l, "transB", c[i].tb);
+        add_f(&l, "alpha", c[i].alpha);
+        add_f(&l, "beta", c[i].beta);
+        if (c[i].fused)
+            add_s(&l, "activation", "Relu");
+        lowbit(&l, fmt, 0.02f);
+        int64_t xd[2] = {c[i].ta ? K : M, c[i].ta ? M : K}, wd[2] = {c[i].tb ? N : K, c[i].tb ? K : N};
+        int64_t cd[2] = {c[i].c == 3 ? M : 1, N};
+        kiln_tensor x = rnd(2, xd, 2), w = rnd(2, wd, 1),
+                    cc = c[i].c == 1 ? rnd(1, &N, 1) : rnd(2, cd, 1);
+        const kiln_tensor *in[3] = {&x, &w, &cc};
+        char what[96];
+        snprintf(what, sizeof what, "%s %s case %zu", fmt, l.node.op_type, i);
+        check_layer(what, &l, in, nt);
+        kiln__tensor_release(&x), kiln__tensor_release(&w), kiln__tensor_release(&cc);
+    }
+}
+
+static void case_conv(const char *fmt, int nt)
+{
+    static const struct {
+        int nd;
+        int64_t xd[5], wd[5];
+        int group, stride, pad;
+        bool bias, fused;
+    } c[] = {
+        {4, {2, 6, 13, 11}, {37, 6, 3, 3}, 1, 1, 1, true, false},    /* blocks of 16 + 16 + 5 channels */
+        {4, {2, 6, 13, 11}, {37, 6, 3, 3}, 1, 1, 1, true, true},     /* + residual and Relu */
+        {4, {1, 6, 9, 9}, {33, 6, 1, 1}, 1, 2, 0, false, false},     /* strided 1x1 */
+        {3, {2, 4, 29, 0}, {21, 4, 5, 0}, 1, 1, 2, true, false},     /* 1-D */
+        {5, {1, 3, 5, 6, 7}, {19, 3, 2, 2, 2}, 1, 1, 0, true, false}, /* 3-D */
+        {4, {2, 6, 9, 9}, {20, 3, 3, 3}, 2, 1, 1, true, false},      /* grouped: whole copy */
+        {4, {1, 8, 7, 7}, {8, 1, 3, 3}, 8, 1, 1, false, true},       /* depthwise */
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        layer l;
+        layer_init(&l, c[i].fused ? KILN_OP_FusedConv : KILN_OP_Conv, c[i].fused ? 4 : c[i].bias ? 3 : 2);
+        int nsp = c[i].nd - 2;
+        int64_t st[3] = {c[i].stride, c[i].stride, c[i].stride}, pads[6];
+        for (int k = 0; k < 6; k++)
+            pads[k] = c[i].pad;
+        l.attrs[l.node.n_attr++] = (kiln_attr){.name = (char *)"strides", .type = KILN_ATTR_INTS, .n = nsp, .ints = st};
+        l.attrs[l.node.n_attr++] = (kiln_attr){.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 2 * nsp, .ints = pads};
+        add_i(&l, "group", c[i].group);
+        if (c[i].fused)
+            add_s(&l, "activation", "Relu");
+        lowbit(&l, fmt, 0.01f);
+        kiln_tensor x = rnd(c[i].nd, c[i].xd, 2), w = rnd(c[i].nd, c[i].wd, 0.5f), b = rnd(1, c[i].wd, 1), r;
+        /* the residual has the output's shape: the float32 kernel tells it */
+        kiln_tensor y0;
+        const kiln_tensor *in0[3] = {&x, &w, c[i].bias ? &b : NULL};
+        layer p = l;
+        p.node.attrs = p.attrs;
+        p.node.op = KILN_OP_Conv, p.node.n_in = 3, p.node.n_attr = l.n_plain - (c[i].fused ? 1 : 0);
+        CHECK(run(&p.node, 3, in0, NULL, 0, 1, &y0) == KILN_OK);
+        r = rnd(y0.ndim, y0.dims, 1);
+        kiln__tensor_release(&y0);
+        const kiln_tensor *in[4] = {&x, &w, c[i].bias ? &b : NULL, &r};
+        char what[96];
+        snprintf(what, sizeof what, "%s %s case %zu", fmt, l.node.op_type, i);
+        l.node.attrs = l.attrs;
+        check_layer(what, &l, in, nt);
+        kiln__tensor_release(&x), kiln__tensor_release(&w), kiln__tensor_release(&b), kiln__tensor_release(&r);
+    }
+}
+
+/* bad attributes and inputs: clean errors */
+static void case_errors(void)
+{
+    int64_t xd[2] = {3, 8}, wd[2] = {8, 5}, w3[3] = {2, 4, 5};
+    kiln_tensor x = rnd(2, xd, 1), w = rnd(2, wd, 1), wbad = rnd(3, w3, 1), y;
+    const kiln_tensor *in[2] = {&x, &w}, *inb[2] = {&x, &wbad};
+    layer l;
+    layer_init(&l, KILN_OP_MatMul, 2);
+    add_s(&l, KILN_ATTR_WQ, "fp3");
+    CHECK(run(&l.node, 2, in, NULL, 0, 1, &y) == KILN_ERR_INVALID_ARG);
+    CHECK(strstr(kiln_last_error(), "unknown weight format 'fp3'") != NULL);
+    layer_init(&l, KILN_OP_MatMul, 2);
+    lowbit(&l, "fp8", 0);   /* FP8 without a valid activation scale */
+    CHECK(run(&l.node, 2, in, NULL, 0, 1, &y) == KILN_ERR_INVALID_ARG);
+    layer_init(&l, KILN_OP_MatMul, 2);
+    lowbit(&l, "nvfp4", 0);
+    l.attrs[l.node.n_attr - 1].s = (char *)"int2";
+    CHECK(run(&l.node, 2, in, NULL, 0, 1, &y) == KILN_ERR_INVALID_ARG);
+    layer_init(&l, KILN_OP_MatMul, 2);
+    lowbit(&l, "mxfp4", 0);
+    CHECK(run(&l.node, 2, inb, NULL, 0, 1, &y) == KILN_ERR_SHAPE);   /* a 3-D weight */
+    kiln_tensor wd0 = w;
+    wd0.data = NULL, wd0.nbytes = 0;
+    const kiln_tensor *ind[2] = {&x, &wd0};
+    CHECK(run(&l.node, 2, ind, NULL, 0, 1, &y) == KILN_ERR_UNSUPPORTED);   /* dropped weight, no blob */
+    kiln__tensor_release(&y);
+    kiln__tensor_release(&x), kiln__tensor_release(&w), kiln__tensor_release(&wbad);
+}
+
+int main(void)
+{
+    kiln__lowbit_set_block_floats(1);   /* 16-channel convolution blocks: the blocked path on small layers */
+    for (int f = 0; f < 4; f++)
+        for (int nt = 1; nt <= 2; nt++) {
+            case_matmul(FMTS[f], nt);
+            case_gemm(FMTS[f], nt);
+            case_conv(FMTS[f], nt);
+        }
+    kiln__lowbit_set_block_floats(0);
+    case_conv("nvfp4", 2);   /* default blocks: one block per layer here */
+    case_errors();
+    return TEST_SUMMARY();
+}
