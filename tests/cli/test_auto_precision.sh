@@ -88,7 +88,16 @@ expect_rc "auto needs a budget" 1 "needs --accuracy-budget" "$KILN" build "$M" -
 expect_rc "budget needs auto" 1 "go with --precision auto" "$KILN" build "$M" -o "$T/x.kiln" --accuracy-budget 'cosine>=0.9'
 expect_rc "bad budget" 1 "cosine" "$KILN" build "$M" -o "$T/x.kiln" --precision auto --accuracy-budget 'cosine>=2' --calib "$T/cal"
 expect_rc "allow fp32" 1 "want lower precisions" "$KILN" build "$M" -o "$T/x.kiln" --precision auto --allow fp32 --accuracy-budget 'cosine>=0.9' --calib "$T/cal"
-expect_rc "allow nvfp4 not yet" 1 "not supported yet" "$KILN" build "$M" -o "$T/x.kiln" --precision auto --allow nvfp4 --accuracy-budget 'cosine>=0.9' --calib "$T/cal"
+expect_rc "allow an unknown precision" 1 "int3" "$KILN" build "$M" -o "$T/x.kiln" --precision auto --allow int3 --accuracy-budget 'cosine>=0.9' --calib "$T/cal"
+# the low-bit formats plan like the others: the sensitive layers stay out, the plan meets the budget
+expect_ok "auto fp8/nvfp4 (size)" "$KILN" build "$M" -o "$T/e.kiln" --precision auto --allow fp8,nvfp4 --accuracy-budget 'cosine>=0.99' \
+  --calib "$T/cal" --auto-objective size
+"$KILN" inspect "$T/e.kiln" --json --shapes x:8x64 > "$T/j.json" 2>&1 || bad "inspect fp8/nvfp4 plan"
+check "fp8/nvfp4 plan: some layers lowered to a low-bit format, every request auto" '
+L = {l["name"]: l for l in d["layers"]}
+assert any(L[n]["precision"] in ("fp8", "nvfp4") for n in ("L0", "L3", "L4")), L
+assert all(l["requested_precision"] in (None, "auto") for l in d["layers"])'
+expect_ok "fp8/nvfp4 plan verified" "$KILN" verify "$T/e.kiln" --reference "$M" --data "$T/val" --budget 'cosine>=0.99'
 expect_rc "int8 needs calibration" 1 "need calibration data" "$KILN" build "$M" -o "$T/x.kiln" --precision auto --allow int8 --accuracy-budget 'cosine>=0.9' --val "$T/val"
 expect_rc "no data" 1 "needs data" "$KILN" build "$M" -o "$T/x.kiln" --precision auto --allow fp16 --accuracy-budget 'cosine>=0.9'
 expect_rc "bad objective" 1 "want speed or size" "$KILN" build "$M" -o "$T/x.kiln" --precision auto --auto-objective fast

@@ -90,7 +90,7 @@ int main(void)
     const char *null_rule[] = {NULL}, *empty_pat[] = {":fp16"}, *no_prec[] = {"conv1_Conv_0"}, *tf32[] = {"*:tf32"};
     struct { kiln_build_options o; const char *msg; } bad[] = {
         {{.precision = "int3"}, "want one of fp32, fp16, bf16, int8, fp8, nvfp4 (or fp4), mxfp4, int4"},
-        {{.precision = "auto"}, "not supported yet"},
+        {{.precision = "auto"}, "needs --accuracy-budget"},
         {{.precision = "fp8"}, "int8 and fp8 layers need calibration data"},
         {{.precision = "int8"}, "need calibration data"},
         {{.precision = "int8", .calib = &(kiln_calib_options){.method = KILN_CALIB_MINMAX}}, "need calibration data"},
