@@ -34,7 +34,8 @@ DEB_PKGS=(cmake gcc make protobuf-c-compiler libprotobuf-c-dev libonnx-dev libon
           python3-onnx python3-numpy libmicrohttpd-dev libjansson-dev zlib1g-dev pkg-config
           libcurl4-openssl-dev curl libxxhash-dev   # libxxhash-dev: engine checksums, calibration hashes
           clang-14 libclang-rt-14-dev   # clang + libFuzzer/ASan/UBSan runtimes: make build-fuzz (docs/FUZZING.md)
-          imagemagick fonts-dejavu-core)   # OCR accuracy set: text lines rendered by scripts/ocr_eval_data.py
+          imagemagick fonts-dejavu-core   # OCR accuracy set: text lines rendered by scripts/ocr_eval_data.py
+          libpng-dev libjpeg-dev)   # calibration images (--calib-images, src/quant/images.c)
 missing=()
 for p in "${DEB_PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -55,28 +55,28 @@ for m in cls rec; do
       for meth in "${ML[@]}"; do
         tag="int8-${meth%%:*}"
         log "building $m $tag"
-        "$KILN" build "${MODEL[$m]}" -o "$E/$m.$tag.kiln" --shapes "${SHAPE[$m]}" --precision int8 --precision-fallback \
+        "$KILN" build "${MODEL[$m]}" -o "$E/$m.$tag.kiln" --shapes "${SHAPE[$m]}" --build-run-budget 900 --precision int8 --precision-fallback \
             --calib "$DATA/calib/$m" --calib-method "$meth" > "$E/$m.$tag.log" 2>&1 || { cat "$E/$m.$tag.log" >&2; exit 1; }
         args+=("--$m" "$tag=$E/$m.$tag.kiln")
       done
     elif [ "$p" = auto ]; then
       log "building $m auto (planning: probes every layer)"
-      "$KILN" build "${MODEL[$m]}" -o "$E/$m.auto.kiln" --shapes "${SHAPE[$m]}" --precision auto --allow "$AUTO_ALLOW" \
+      "$KILN" build "${MODEL[$m]}" -o "$E/$m.auto.kiln" --shapes "${SHAPE[$m]}" --build-run-budget 900 --precision auto --allow "$AUTO_ALLOW" \
           --accuracy-budget "$AUTO_BUDGET" --calib "$DATA/calib/$m" > "$E/$m.auto.log" 2>&1 || { cat "$E/$m.auto.log" >&2; exit 1; }
       args+=("--$m" "auto=$E/$m.auto.kiln")
     elif [ "$p" = int8-keep ]; then
       log "debugging $m int8 (which layers must stay fp32)"
       "$KILN" debug precision "${MODEL[$m]}" --precision int8 --budget "$KEEP_BUDGET" --calib "$DATA/calib/$m" \
-          --shapes "${SHAPE[$m]}" > "$E/$m.int8-keep.debug" 2>&1 || { cat "$E/$m.int8-keep.debug" >&2; exit 1; }
+          --shapes "${SHAPE[$m]}" --build-run-budget 900 > "$E/$m.int8-keep.debug" 2>&1 || { cat "$E/$m.int8-keep.debug" >&2; exit 1; }
       eval "keep=($(tail -1 "$E/$m.int8-keep.debug"))"
-      "$KILN" build "${MODEL[$m]}" -o "$E/$m.int8-keep.kiln" --shapes "${SHAPE[$m]}" "${keep[@]}" \
+      "$KILN" build "${MODEL[$m]}" -o "$E/$m.int8-keep.kiln" --shapes "${SHAPE[$m]}" --build-run-budget 900 "${keep[@]}" \
           --calib "$DATA/calib/$m" > "$E/$m.int8-keep.log" 2>&1 || { cat "$E/$m.int8-keep.log" >&2; exit 1; }
       args+=("--$m" "int8-keep=$E/$m.int8-keep.kiln")
     else
       log "building $m $p"
       calib=()   # fp8: activation scales from the calibration lines (their amax / 448)
       [ "$p" = fp8 ] && calib=(--calib "$DATA/calib/$m")
-      "$KILN" build "${MODEL[$m]}" -o "$E/$m.$p.kiln" --shapes "${SHAPE[$m]}" --precision "$p" --precision-fallback \
+      "$KILN" build "${MODEL[$m]}" -o "$E/$m.$p.kiln" --shapes "${SHAPE[$m]}" --build-run-budget 900 --precision "$p" --precision-fallback \
           "${calib[@]}" > "$E/$m.$p.log" 2>&1 || { cat "$E/$m.$p.log" >&2; exit 1; }
       args+=("--$m" "$p=$E/$m.$p.kiln")
     fi

@@ -524,6 +524,27 @@ bool kiln_calib_from_cache(kiln_calibration_t r);         /* true when the cache
 /* Model and data hashes of the result, as 16 hex digits (owned by r). */
 const char *kiln_calib_model_hash(kiln_calibration_t r);
 const char *kiln_calib_data_hash(kiln_calibration_t r);
+/* Images as model input (calibration data from PNG / JPEG files: kiln calibrate / build
+ * --calib-images DIR --preprocess SPEC; docs/CALIBRATION.md, "Images"). Decoded to 8-bit RGB
+ * (PNG alpha composited over white), resized bilinearly (OpenCV's INTER_LINEAR: half-pixel
+ * centres, no antialiasing) to height x width, or with keep_ratio to height x min(width,
+ * ceil(height * w / h)) and zero padding on the right (PaddleOCR's resize_norm_img), then
+ * (x / 255 - mean[c]) / std[c] per channel, in RGB or BGR order, NCHW or NHWC. */
+typedef struct kiln_image_preprocess {
+    int height, width;
+    bool keep_ratio;
+    bool bgr;                  /* channel 0 is blue (OpenCV's order) */
+    bool nhwc;                 /* [N, H, W, 3] instead of [N, 3, H, W] */
+    float mean[3], std[3];     /* of x / 255 per channel (after the bgr reordering) */
+} kiln_image_preprocess;
+/* "resize=HxW[,keep-ratio,pad][,mean=V[,V,V]][,std=V[,V,V]][,rgb|bgr][,nchw|nhwc]" (one value
+ * applies to every channel; defaults mean 0, std 1, rgb, nchw; keep-ratio needs pad). */
+kiln_status kiln_image_preprocess_parse(const char *spec, kiln_image_preprocess *out);
+/* One image file into height * width * 3 floats in the layout of p (one row of the tensor). */
+kiln_status kiln_image_read(const char *path, const kiln_image_preprocess *p, float *out);
+/* Every *.png, *.jpg, *.jpeg of dir (names starting with '.' skipped), in file name order, as one
+ * float32 tensor [N, 3, H, W] (or [N, H, W, 3]); out->data is freed with kiln_free. */
+kiln_status kiln_images_read(const char *dir, const kiln_image_preprocess *p, kiln_tensor *out);
 /* ---- end of calibration ---- */
 
 /* ---- accuracy: a candidate's tensors against a reference (kiln verify; src/verify/, docs/VERIFY.md) ----

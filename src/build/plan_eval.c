@@ -104,6 +104,8 @@ kiln_status kiln__peval_open(kiln_plan_eval *ev, kiln_model_t m, const kiln_buil
     ev->trial.want_report = false;
     ev->trial.timing_cache = NULL;
     ev->trial.precision_fallback = true;   /* trials tell what is realizable; the final build is strict */
+    if (ev->trial.run_budget_s == 0)
+        ev->trial.run_budget_s = 600;   /* trial builds' own runs: a loaded machine is not a hung model */
     ev->probe_batches = o->auto_probe_batches > 0 ? o->auto_probe_batches : 1;
     ev->max_batches = o->auto_max_batches > 0 ? o->auto_max_batches : DEFAULT_MAX_BATCHES;
     if (!o->accuracy_budget)
@@ -239,7 +241,7 @@ kiln_status kiln__peval_time(kiln_plan_eval *ev, kiln_engine_t e, int rounds, in
         if ((st = kiln_context_profile(c, runs, t)) != KILN_OK)
             break;
         for (int i = 0; i < n; i++)
-            layer_ms[i] = r == 0 || t[i] < layer_ms[i] ? t[i] : layer_ms[i];
+            layer_ms[i] = t[i] < layer_ms[i] ? t[i] : layer_ms[i];
     }
     kiln_context_free(c);
     kiln__free(t);

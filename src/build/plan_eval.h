@@ -35,8 +35,9 @@ kiln_status kiln__peval_build(kiln_plan_eval *ev, const char *const *req, kiln_e
 kiln_status kiln__peval_score(kiln_plan_eval *ev, kiln_engine_t e, int batches, kiln_plan_score *s);
 /* Build + score. */
 kiln_status kiln__peval_measure(kiln_plan_eval *ev, const char *const *req, int batches, kiln_plan_score *s);
-/* Per-layer mean times (ms; kiln_engine_num_layers entries) of e on the first batch: the minimum
- * of `rounds` profiles of `runs` runs each. */
+/* Per-layer mean times (ms; kiln_engine_num_layers entries) of e on the first batch, `rounds`
+ * profiles of `runs` runs each: layer_ms[i] becomes the minimum of its value and every round's
+ * (start from +infinity). */
 kiln_status kiln__peval_time(kiln_plan_eval *ev, kiln_engine_t e, int rounds, int runs, double *layer_ms);
 /* A score's metric made "larger is better" (similarities as they are, errors negated, NaN -inf). */
 double kiln__peval_goodness(const kiln_plan_eval *ev, double value);

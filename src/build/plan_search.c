@@ -107,7 +107,7 @@ void kiln__ps_order(search *s)
 /* Lowers the largest prefix of the order that meets the budget (bisection: the first k pass, the
  * first k+1 do not), then tries the next `refine` layers one by one. s->final: the last passing
  * score (the caller has measured the base, which passes, into it). */
-kiln_status kiln__ps_search(search *s, int refine)
+kiln_status kiln__ps_search(search *s, int refine, const kiln_plan_score *all)
 {
     int lo = 0, hi = s->n_order;
     kiln_plan_score sc;
@@ -115,7 +115,10 @@ kiln_status kiln__ps_search(search *s, int refine)
         s->c[k].lowered = k < hi;
     if (hi == 0)
         return KILN_OK;
-    KILN_TRY(kiln__ps_check(s, "every layer", &sc));
+    if (all && hi == s->n)
+        sc = *all;
+    else
+        KILN_TRY(kiln__ps_check(s, "every layer", &sc));
     if (sc.pass) {
         s->final = sc;
         return KILN_OK;

@@ -48,8 +48,9 @@ kiln_status kiln__ps_probe(search *s, int k, const char *prec, kiln_plan_score *
 void kiln__ps_order(search *s);
 /* Lowers the largest prefix of the order meeting the budget (bisection), then tries the next
  * `refine` candidates one by one; s->final holds the last passing score (the caller measured the
- * base, which passes, into it); the rest get a reason in `why`. */
-kiln_status kiln__ps_search(search *s, int refine);
+ * base, which passes, into it); the rest get a reason in `why`. `all` (or NULL): the score
+ * already measured with every candidate lowered, used when every candidate is in the order. */
+kiln_status kiln__ps_search(search *s, int refine, const kiln_plan_score *all);
 /* The allowed precisions of o (default fp16, bf16, int8) as canonical names, validated. */
 kiln_status kiln__ps_allowed(const kiln_build_options *o, const char **out, int *n, bool *int8);
 /* Calibrates m with o->calib when `need` (int8), else *cal = NULL. */

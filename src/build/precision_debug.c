@@ -120,7 +120,7 @@ static kiln_status run(struct kiln_precision_debug *r, kiln_model_t m, kiln_buil
         st = nomem();
     for (int k = 0; st == KILN_OK && k < s.n; k++)
         s.base[s.c[k].node] = keep;
-    kiln_plan_score sc;
+    kiln_plan_score sc, all = {0};
     if (st == KILN_OK) {
         kiln__ps_progress(o, "measuring the model with every layer in %s", keep);
         st = kiln__peval_measure(&ev, s.base, 0, &sc);
@@ -132,25 +132,34 @@ static kiln_status run(struct kiln_precision_debug *r, kiln_model_t m, kiln_buil
         kiln__ps_progress(o, "measuring the model with every layer in %s", low);
         st = lowered_all(&s, low, realizable, &sc);
         r->info.value_lowered = sc.value;
+        all = sc;
+        all.pass = all.pass && all.realized;
     }
-    for (int k = 0; st == KILN_OK && r->info.met && k < s.n; k++) {
+    /* every layer lowered already meets the budget: the set is empty, no probe needed */
+    bool probe = st == KILN_OK && r->info.met && !all.pass;
+    for (int k = 0; probe && k < s.n; k++) {
         if (!realizable[k])
             continue;
         kiln__ps_progress(o, "probing layer %d/%d %s", k + 1, s.n, kiln__ps_label(&m->g->nodes[s.c[k].node]));
         kiln_plan_score p;
         if ((st = kiln__ps_probe(&s, k, low, &p)) != KILN_OK)
             break;
-        s.c[k].pick = low;
         s.c[k].value = p.value;
         s.c[k].good = kiln__peval_goodness(&ev, p.value);
         s.c[k].snr = p.snr_db;
     }
+    for (int k = 0; k < s.n && realizable; k++)
+        if (realizable[k]) {
+            s.c[k].pick = low;
+            s.c[k].value = probe ? s.c[k].value : NAN;
+            s.c[k].good = probe ? s.c[k].good : 0;
+        }
     if (st == KILN_OK && r->info.met) {
         /* order() moves candidates: carry realizable along through the pick (NULL: not realizable) */
         kiln__ps_order(&s);
         for (int k = 0; k < s.n; k++)
             realizable[k] = s.c[k].pick != NULL;
-        st = kiln__ps_search(&s, INT_MAX);
+        st = kiln__ps_search(&s, INT_MAX, &all);
     }
     if (st == KILN_OK) {
         r->info.value_final = s.final.value;

@@ -32,7 +32,8 @@ typedef struct timing {
     int n;
 } timing;
 
-static kiln_status time_engine(kiln_plan_eval *ev, const char *const *req, timing *t)
+/* Builds the trial engine of req for timing (layer times +infinity until timed). */
+static kiln_status timing_build(kiln_plan_eval *ev, const char *const *req, timing *t)
 {
     bool realized;
     KILN_TRY(kiln__peval_build(ev, req, &t->e, &realized));
@@ -40,7 +41,19 @@ static kiln_status time_engine(kiln_plan_eval *ev, const char *const *req, timin
     t->ms = kiln__calloc((size_t)t->n + 1, sizeof *t->ms);
     if (!t->ms)
         return nomem();
-    return kiln__peval_time(ev, t->e, 2, 3, t->ms);
+    for (int i = 0; i < t->n; i++)
+        t->ms[i] = INFINITY;
+    return KILN_OK;
+}
+
+/* Times two engines alternately (the machine's load changes between them), minimum per layer. */
+static kiln_status time_pair(kiln_plan_eval *ev, timing *a, timing *b, int rounds)
+{
+    for (int r = 0; r < rounds; r++) {
+        KILN_TRY(kiln__peval_time(ev, a->e, 1, 3, a->ms));
+        KILN_TRY(kiln__peval_time(ev, b->e, 1, 3, b->ms));
+    }
+    return KILN_OK;
 }
 
 static void timing_free(timing *t)
@@ -88,23 +101,23 @@ static kiln_status time_options(search *s, const char *const *allow, int na, dou
 {
     const kiln_graph *g = s->ev->m->g;
     timing base = {0};
-    kiln__ps_progress(s->o, "timing the layers: %s", "fp32");
-    kiln_status st = time_engine(s->ev, s->base, &base);
-    *t_model = st == KILN_OK ? kiln__ps_total_ms(base.ms, base.n) : 0;
-    for (int k = 0; st == KILN_OK && k < s->n; k++)
-        t[k][0] = layer_ms(&base, kiln__ps_label(&g->nodes[s->c[k].node]));
+    kiln_status st = timing_build(s->ev, s->base, &base);
     for (int p = 0; st == KILN_OK && p < na; p++) {
         timing lo = {0};
-        kiln__ps_progress(s->o, "timing the layers: %s", allow[p]);
+        kiln__ps_progress(s->o, "timing the layers: fp32 and %s", allow[p]);
         memcpy(s->req, s->base, sizeof *s->req * (size_t)s->n_nodes);
         for (int k = 0; k < s->n; k++)
             s->req[s->c[k].node] = allow[p];
-        if ((st = time_engine(s->ev, s->req, &lo)) == KILN_OK)
+        if ((st = timing_build(s->ev, s->req, &lo)) == KILN_OK && (st = time_pair(s->ev, &base, &lo, 2)) == KILN_OK)
             charge_conversions(&lo);
         for (int k = 0; st == KILN_OK && k < s->n; k++)
-                t[k][p + 1] = layer_ms(&lo, kiln__ps_label(&g->nodes[s->c[k].node]));
+            t[k][p + 1] = layer_ms(&lo, kiln__ps_label(&g->nodes[s->c[k].node]));
         timing_free(&lo);
     }
+    /* the base's times: the minimum over its rounds next to every precision */
+    *t_model = st == KILN_OK ? kiln__ps_total_ms(base.ms, base.n) : 0;
+    for (int k = 0; st == KILN_OK && k < s->n; k++)
+        t[k][0] = layer_ms(&base, kiln__ps_label(&g->nodes[s->c[k].node]));
     timing_free(&base);
     return st;
 }
@@ -167,11 +180,11 @@ static kiln_status time_plan(search *s, const kiln_plan_score *base, double t_mo
     const kiln_graph *g = s->ev->m->g;
     timing tb = {0}, tp = {0};
     kiln__ps_progress(s->o, "timing the plan");
-    kiln_status st = time_engine(s->ev, s->base, &tb);
+    kiln_status st = timing_build(s->ev, s->base, &tb);
     for (int round = 0; st == KILN_OK && round < 4; round++) {
         timing_free(&tp);
         kiln__ps_apply(s);
-        if ((st = time_engine(s->ev, s->req, &tp)) != KILN_OK)
+        if ((st = timing_build(s->ev, s->req, &tp)) != KILN_OK || (st = time_pair(s->ev, &tb, &tp, 2)) != KILN_OK)
             break;
         charge_conversions(&tp);
         int dropped = 0;
@@ -294,7 +307,7 @@ kiln_status kiln__plan_auto(kiln_model_t m, kiln_build_options *o, const char **
         st = probe_options(&s, allow, na, t, speed);
     if (st == KILN_OK) {
         kiln__ps_order(&s);
-        st = kiln__ps_search(&s, MAX_REFINE);
+        st = kiln__ps_search(&s, MAX_REFINE, NULL);
     }
     if (st == KILN_OK && speed)
         st = time_plan(&s, &base, t_model, &est, &meas);

@@ -46,6 +46,16 @@ bool cli_num_arg(const char *opt, const char *text, double lo, double hi, double
 /* --input NAME=FILE into o (at most cap): malformed, or a NAME given twice, is an error. */
 bool cli_input_arg(const char *cmd, char *spec, cli_input_opts *o, int cap);
 
+/* --calib-images DIR --preprocess SPEC (calib_images.c): arguments, then the images as a
+ * temporary .npy directory set as o->data_dir (printing any error), removed by cli_images_done. */
+typedef struct cli_images {
+    const char *dir, *spec;
+    char tmp[512], file[544];
+} cli_images;
+bool cli_images_arg(cli_images *im, int argc, char **argv, int *i);   /* consumed argv[*i] (and its value) */
+bool cli_images_prepare(const char *cmd, cli_images *im, kiln_calib_options *o);
+void cli_images_done(cli_images *im);
+
 /* Latency statistics in bounded memory (latency.c): exact count/sum/min/max, percentiles from at
  * most LAT_MAX_SAMPLES stored samples (a uniform random sample once there are more). */
 #define LAT_MAX_SAMPLES ((int64_t)1 << 20)

@@ -14,6 +14,7 @@ static const char usage[] =
     "       [--timing-cache FILE] [--build-run-budget SECONDS (default 60)]\n"
     "       [--precision fp32|fp16|bf16|int8|fp8|nvfp4|mxfp4|int4|auto] [--layer-precision PATTERN:PREC ...] [--precision-fallback]\n"
     "       [--calib DIR] [--calib-method percentile[:P]|entropy|minmax|mse] [--calib-cache FILE]\n"
+    "       [--calib-images DIR --preprocess SPEC]\n"
     "       [--allow fp16,bf16,int8] [--accuracy-budget METRIC] [--val DIR] [--auto-objective speed|size]\n"
     "       [--auto-probe-batches N] [--auto-max-batches N]\n"
     "       [--device cpu|cuda]\n"
@@ -25,6 +26,8 @@ static const char usage[] =
     "                         rules win); a layer that cannot run as requested fails the build\n"
     "  --precision-fallback   build such layers in the precision they can run in, listing each\n"
     "  --calib DIR ...        calibration data for int8 / fp8 (as kiln calibrate; docs/CALIBRATION.md)\n"
+    "  --calib-images DIR     PNG / JPEG calibration images, with --preprocess resize=HxW[,keep-ratio,pad]\n"
+    "                         [,mean=V[,V,V]][,std=V[,V,V]][,bgr][,nhwc] (as kiln calibrate)\n"
     "  --precision auto       plan each layer's precision: lower the least sensitive layers whose kernels\n"
     "                         measured faster to the --allow precisions (default fp16,bf16,int8; any\n"
     "                         of those above) while the model meets --accuracy-budget (cosine>=0.99,\n"
@@ -88,6 +91,7 @@ int cmd_build(int argc, char **argv)
     const char *rules[MAX_LAYER_RULES], *allow[16], *val_dir = NULL;
     int nrules = 0, nallow = 0, objective = KILN_AUTO_SPEED, probe_batches = 0, max_batches = 0;
     kiln_calib_options calib = {.method = KILN_CALIB_PERCENTILE, .param = 99.99};   /* as kiln calibrate */
+    cli_images im = {0};
     bool report = false, no_opt = false, no_tactics = false, fallback = false, use_calib = false;
     double budget = 0;
     kiln_shapes_t mins[MAX_PROFILES] = {0}, opts_[MAX_PROFILES] = {0}, maxs[MAX_PROFILES] = {0}, fixed[MAX_PROFILES] = {0};
@@ -143,6 +147,8 @@ int cmd_build(int argc, char **argv)
                 goto done;
             }
         }
+        else if (cli_images_arg(&im, argc, argv, &i))
+            use_calib = true;
         else if (!strcmp(a, "--calib") && has)
             calib.data_dir = argv[++i], use_calib = true;
         else if (!strcmp(a, "--calib-cache") && has)
@@ -230,6 +236,8 @@ int cmd_build(int argc, char **argv)
         fprintf(stderr, "kiln build: -o '%s' names the calibration cache; refusing to overwrite it\n", out_path);
         goto done;
     }
+    if (!cli_images_prepare("build", &im, &calib))
+        goto done;
     kiln_model_t m = NULL;
     kiln_engine_t e = NULL;
     kiln_status st = kiln_model_load(model_path, &m);
@@ -280,6 +288,7 @@ int cmd_build(int argc, char **argv)
     printf("engine written to %s\n", out_path);
     rc = 0;
 done:
+    cli_images_done(&im);
     for (int p = 0; p < MAX_PROFILES; p++) {
         kiln_shapes_free(mins[p]);
         kiln_shapes_free(opts_[p]);

@@ -9,9 +9,11 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: kiln calibrate MODEL.onnx --calib DIR [--calib-method M] [--calib-cache FILE]\n"
-            "                      [--batch N] [--threads N] [--json]\n\n"
+            "                      [--calib-images DIR --preprocess SPEC] [--batch N] [--threads N] [--json]\n\n"
             "  --calib DIR          .npy files batched along axis 0: any *.npy for a one-input model,\n"
             "                       NAME_KEY.npy per input NAME for several inputs (one KEY = one sample)\n"
+            "  --calib-images DIR   PNG / JPEG files instead (one-input image models), preprocessed by\n"
+            "  --preprocess SPEC    resize=HxW[,keep-ratio,pad][,mean=V[,V,V]][,std=V[,V,V]][,bgr][,nhwc]\n"
             "  --calib-method M     percentile[:P] (default, P = 99.99) | entropy | minmax | mse\n"
             "  --calib-cache FILE   reuse FILE when its header matches (model, data, method, kiln\n"
             "                       version); otherwise calibrate and write it (a stale cache is an error)\n"
@@ -72,6 +74,7 @@ int cmd_calibrate(int argc, char **argv)
     const char *model = NULL;
     kiln_calib_options o = {.method = KILN_CALIB_PERCENTILE, .param = 99.99};   /* see the help text */
     bool json = false;
+    cli_images im = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_val = i + 1 < argc;
@@ -80,6 +83,7 @@ int cmd_calibrate(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--json")) {
             json = true;
+        } else if (cli_images_arg(&im, argc, argv, &i)) {
         } else if (!strcmp(a, "--calib") && has_val) {
             o.data_dir = argv[++i];
         } else if (!strcmp(a, "--calib-cache") && has_val) {
@@ -106,21 +110,26 @@ int cmd_calibrate(int argc, char **argv)
             return 2;
         }
     }
-    if (!model || (!o.data_dir && !o.cache_path)) {
+    if (!model || (!o.data_dir && !im.dir && !o.cache_path)) {
         fprintf(stderr, "kiln calibrate: need MODEL.onnx and --calib DIR (or an existing --calib-cache)\n");
         usage(stderr);
         return 2;
     }
+    if (!cli_images_prepare("calibrate", &im, &o))
+        return 2;
     if (isatty(2))
         o.progress = progress;
     cli_catch_sigint();
     kiln_model_t m;
     kiln_status st = kiln_model_load(model, &m);
-    if (st != KILN_OK)
+    if (st != KILN_OK) {
+        cli_images_done(&im);
         return cli_die(st, "loading the model");
+    }
     kiln_calibration_t r;
     st = kiln_calibrate(m, &o, &r);
     kiln_model_free(m);
+    cli_images_done(&im);
     if (st != KILN_OK)
         return cli_die(st, "calibration");
     int rc = 0;

@@ -11,8 +11,10 @@
 
 static const char usage[] =
     "usage: kiln debug precision MODEL.onnx --precision fp16|bf16|int8 --budget METRIC [--keep fp32|fp16|bf16]\n"
-    "       [--calib DIR] [--calib-method M] [--calib-cache FILE] [--val DIR] [--shapes NAME:DIMS,...]\n"
-    "       [--layer-precision PATTERN:PREC ...] [--probe-batches N] [--max-batches N] [--json]\n\n"
+    "       [--calib DIR | --calib-images DIR --preprocess SPEC] [--calib-method M] [--calib-cache FILE]\n"
+    "       [--val DIR] [--shapes NAME:DIMS,...]\n"
+    "       [--layer-precision PATTERN:PREC ...] [--probe-batches N] [--max-batches N]\n"
+    "       [--build-run-budget SECONDS] [--json]\n\n"
     "Lowers every Conv / MatMul / Gemm with a constant weight to --precision and finds a minimal set of\n"
     "layers that must stay in --keep (default fp32) for the model to meet the budget against the float\n"
     "model on the data (--val DIR, else the calibration data): each layer's sensitivity is the metric\n"
@@ -119,9 +121,11 @@ static int debug_precision(int argc, char **argv)
 {
     const char *model = NULL, *low = NULL, *keep = "fp32", *budget = NULL, *val = NULL, *rules[MAX_RULES];
     int nrules = 0, probe = 0, maxb = 0, rc = 2;
+    double budget_s = 0;
     bool json = false, use_calib = false;
     kiln_calib_options calib = {.method = KILN_CALIB_PERCENTILE, .param = 99.99};
     kiln_shapes_t shapes = NULL;
+    cli_images im = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
@@ -137,6 +141,8 @@ static int debug_precision(int argc, char **argv)
             val = argv[++i];
         else if (!strcmp(a, "--json"))
             json = true;
+        else if (cli_images_arg(&im, argc, argv, &i))
+            use_calib = true;
         else if (!strcmp(a, "--calib") && has)
             calib.data_dir = argv[++i], use_calib = true;
         else if (!strcmp(a, "--calib-cache") && has)
@@ -153,6 +159,9 @@ static int debug_precision(int argc, char **argv)
                 goto done;
         } else if (!strcmp(a, "--max-batches") && has) {
             if (!cli_int_opt("--max-batches", argv[++i], 1, 1 << 16, &maxb))
+                goto done;
+        } else if (!strcmp(a, "--build-run-budget") && has) {
+            if (!cli_num_arg("--build-run-budget", argv[++i], 1e-3, 1e9, &budget_s))
                 goto done;
         } else if (!strcmp(a, "--shapes") && has && !shapes) {
             if (!cli_shapes_parse("--shapes", argv[++i], &shapes))
@@ -184,6 +193,8 @@ static int debug_precision(int argc, char **argv)
         memcpy(r->max, r->min, sizeof r->min);
     }
     rc = 1;
+    if (!cli_images_prepare("debug precision", &im, &calib))
+        goto done;
     kiln_model_t m = NULL;
     kiln_status st = kiln_model_load(model, &m);
     if (st != KILN_OK) {
@@ -193,7 +204,7 @@ static int debug_precision(int argc, char **argv)
     cli_catch_sigint();
     kiln_build_options o = {.precision = low, .accuracy_budget = budget, .val_dir = val, .calib = use_calib ? &calib : NULL,
                             .num_layer_precisions = nrules, .layer_precisions = rules, .auto_probe_batches = probe,
-                            .auto_max_batches = maxb, .num_profiles = prof.num_ranges ? 1 : 0, .profiles = &prof};
+                            .auto_max_batches = maxb, .run_budget_s = budget_s, .num_profiles = prof.num_ranges ? 1 : 0, .profiles = &prof};
     bool tty = isatty(2);
     if (tty)
         o.auto_progress = progress_line;
@@ -208,6 +219,7 @@ static int debug_precision(int argc, char **argv)
     kiln_precision_debug_free(r);
     kiln_model_free(m);
 done:
+    cli_images_done(&im);
     kiln_shapes_free(shapes);
     return rc;
 }
