@@ -1201,7 +1201,7 @@ static void fam_einsum(prob *p, const kcase *c, unsigned long long *seed)
     for (int l = 0; l < 26; l++)
         size[l] = 1;
     const char *q = c->s[0];
-    for (int i = 0; i < nops; i++, q++) {
+    for (int i = 0; i < nops; i++) {
         kiln_tensor *t = in_shape(p, i, c->dt, &c->sh[i]);
         if (is_float(c->dt))
             fill_uni(t, seed, -1.0, 1.0);
@@ -1214,9 +1214,11 @@ static void fam_einsum(prob *p, const kcase *c, unsigned long long *seed)
             if (t->dims[d] != 1)
                 size[lab[i][d]] = t->dims[d];
         }
+        if (*q == ',')
+            q++;
     }
-    if (q[-1] == '>' || (q[0] == '>' && q++)) /* "->": q is past the arrow */
-        for (; *q; q++)
+    if (q[0] == '-' && q[1] == '>')   /* explicit output; else implicit (never read past the string's end) */
+        for (q += 2; *q; q++)
             out[n_out++] = *q - 'a';
     else
         for (int l = 0; l < 26; l++)
