@@ -582,11 +582,19 @@ static const cu_op *find_op(kiln_op op)
     return NULL;
 }
 
+/* A layer the builder marked for an emulated low-bit format (core/numfmt.h: "kiln_wq" weight format,
+ * "kiln_aq" activation rounding; FP8 / NVFP4 / MXFP4 / INT4): this module has no such kernels, and
+ * running its float weights here would silently compute another precision, so it stays on the CPU
+ * backend (a visible CPU fallback). */
+static bool lowbit_layer(const cu_be *b, const kiln_node *n)
+{
+    return b->host->attr_s(n, "kiln_wq", NULL) != NULL || b->host->attr_s(n, "kiln_aq", NULL) != NULL;
+}
+
 static bool cuda_supports(const kiln_backend *be, const kiln_bk_query *q)
 {
-    (void)be;
     const cu_op *o = q->node ? find_op(q->node->op) : NULL;
-    if (!o)
+    if (!o || lowbit_layer(cu_of(be), q->node))
         return false;
     if (q->layout != KILN_LAYOUT_ANY && q->layout != KILN_LAYOUT_NCHW)
         return false;
@@ -598,7 +606,7 @@ static bool cuda_supports(const kiln_backend *be, const kiln_bk_query *q)
 static bool mod_accepts(kiln_backend *be, const kiln_node *n, int n_in, const kiln_tensor *const *in)
 {
     const cu_op *o = find_op(n->op);
-    return o && (!o->accepts || o->accepts(cu_of(be), n, n_in, in));
+    return o && !lowbit_layer(cu_of(be), n) && (!o->accepts || o->accepts(cu_of(be), n, n_in, in));
 }
 
 static uint32_t mod_host_inputs(const kiln_node *n)
