@@ -783,6 +783,19 @@ static bool any_request(const kiln_graph *g, int p)
     return false;
 }
 
+/* Hands the report to o->precision_report when the step succeeded (out of memory while writing it is
+ * the step's failure), else frees it. */
+static kiln_status finish_report(kiln_build_options *o, sbuf *rep, kiln_status st)
+{
+    if (st == KILN_OK && rep->oom)
+        st = nomem();
+    if (st == KILN_OK)
+        o->precision_report = rep->p;
+    else
+        kiln__free(rep->p);
+    return st;
+}
+
 kiln_status kiln__precision_before_passes(kiln_graph *g, kiln_model_t m, kiln_build_options *o,
                                           const kiln_prec_plan *plan)
 {
@@ -808,13 +821,7 @@ kiln_status kiln__precision_before_passes(kiln_graph *g, kiln_model_t m, kiln_bu
         st = insert_qdq(g, cal);
     if (cal && cal != given)
         kiln_calibration_free(cal);
-    if (st == KILN_OK && rep.oom)
-        st = nomem();
-    if (st == KILN_OK)
-        o->precision_report = rep.p;
-    else
-        kiln__free(rep.p);
-    return st;
+    return finish_report(o, &rep, st);
 }
 
 kiln_status kiln__precision_after_passes(kiln_graph *g, kiln_build_options *o)
@@ -832,13 +839,7 @@ kiln_status kiln__precision_after_passes(kiln_graph *g, kiln_build_options *o)
         st = lower_weights(g);
     if (st == KILN_OK)
         st = realize(g, o, &rep);
-    if (st == KILN_OK && rep.oom)
-        st = nomem();
-    if (st == KILN_OK)
-        o->precision_report = rep.p;
-    else
-        kiln__free(rep.p);
-    return st;
+    return finish_report(o, &rep, st);
 }
 
 kiln_status kiln_engine_layer_precision(kiln_engine_t e, int i, const char **requested, const char **realized)
