@@ -54,6 +54,10 @@ typedef struct cli_images {
 } cli_images;
 bool cli_images_arg(cli_images *im, int argc, char **argv, int *i);   /* consumed argv[*i] (and its value) */
 bool cli_images_prepare(const char *cmd, cli_images *im, kiln_calib_options *o);
+/* --calib DIR, --calib-cache FILE, --calib-method M, --calib-images DIR, --preprocess SPEC into o / im:
+ * 1 when argv[*i] (and its value, *i advanced) was one of them, 0 when not, -1 after printing an
+ * error ("kiln CMD: ...") for a bad method */
+int cli_calib_arg(const char *cmd, kiln_calib_options *o, cli_images *im, int argc, char **argv, int *i);
 void cli_images_done(cli_images *im);
 
 /* Latency statistics in bounded memory (latency.c): exact count/sum/min/max, percentiles from at
