@@ -302,6 +302,9 @@ typedef struct kiln_device_stats {
     unsigned long long h2d_bytes, d2h_bytes;   /* copied during the last run */
     char description[256];   /* GPU, compute capability, driver and library versions */
     long graph_replays;      /* runs made by replaying a captured CUDA graph, so far */
+    double graph_ms;         /* device time of the last run when it was a replay (CUDA events around the graph
+                              * launch: the graph's own uploads of the inputs included, the host copies into
+                              * pinned memory and of the outputs not); 0 otherwise */
 } kiln_device_stats;
 kiln_status kiln_context_device_stats(kiln_context_t c, kiln_device_stats *out);
 /* Parses "cpu" / "cuda"; false for anything else. */

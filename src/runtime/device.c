@@ -206,6 +206,9 @@ void kiln__dev_stats(const kiln_dev *d, kiln_device_stats *s)
     s->h2d_bytes = d->h2d_bytes;
     s->d2h_bytes = d->d2h_bytes;
     s->graph_replays = d->replays;
+    s->graph_ms = d->replayed && d->mod->graph_ms ? d->mod->graph_ms(d->be) : 0.0;
+    if (s->graph_ms < 0)
+        s->graph_ms = 0.0;
     snprintf(s->description, sizeof s->description, "%s", d->description);
 }
 
@@ -213,4 +216,5 @@ void kiln__dev_run_begin(kiln_dev *d)
 {
     d->n_device = d->n_host = d->n_fallback = 0;
     d->h2d_bytes = d->d2h_bytes = 0;
+    d->replayed = false;
 }

@@ -32,6 +32,7 @@ struct kiln_dev {
     int g_device, g_host;
     unsigned long long g_h2d;
     long replays;
+    bool replayed;                /* the last run was a replay (graph_ms) */
 };
 
 /* Host copy of device tensor t (FP16 / BF16-held float32 widened). */

@@ -582,7 +582,13 @@ static void gemm_cases(void)
     tg_outs(&t, 1);
     set_act(&t, KILN_FUSED_TANH, 0, 0);
     run_case("FusedGemm Tanh", &t, 1e-5);
-    t = tg_new(KILN_OP_Attention, 1);
+}
+
+/* in FP16 / BF16 (the KILN_CUDA_ACT passes) these run the fused attention kernel, and again the
+ * two-GEMM path with KILN_CUDA_FUSED_ATTN=0 */
+static void attention_cases(void)
+{
+    tgraph t = tg_new(KILN_OP_Attention, 1);
     tg_in(&t, RT(4, 2, 3, 17, 8), false);
     tg_in(&t, RT(4, 2, 3, 8, 19), false);
     tg_in(&t, RT(4, 2, 3, 19, 5), false);
@@ -603,6 +609,31 @@ static void gemm_cases(void)
         kiln__node_set_attr_f(tg_node(&t), "mask_fill", -1e4f);
         run_case(kind == 2 ? "Attention bool keep mask" : "Attention bool fill mask", &t, 1e-5);
     }
+    /* BERT-base's shape (heads of 64, sequence 128, mask over the keys), sizes off the 16-grid (several
+     * key chunks, query rows past the block's 64, head sizes of 40 and 128), no mask */
+    t = tg_new(KILN_OP_Attention, 1);
+    tg_in(&t, RT(4, 2, 12, 128, 64), false);
+    tg_in(&t, RT(4, 2, 12, 64, 128), false);
+    tg_in(&t, RT(4, 2, 12, 128, 64), false);
+    tg_in(&t, rand_tensor(F32, 4, D(2, 1, 1, 128), -3, 0), false);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_f(tg_node(&t), "scale", 0.125f);
+    run_case("Attention BERT 12x128x64", &t, 1e-5);
+    t = tg_new(KILN_OP_Attention, 1);
+    tg_in(&t, RT(3, 3, 77, 40), false);
+    tg_in(&t, RT(3, 3, 40, 141), false);
+    tg_in(&t, RT(3, 3, 141, 40), false);
+    tg_in(&t, rand_tensor(F32, 3, D(3, 77, 141), -2, 1), false);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_f(tg_node(&t), "scale", 0.16f);
+    run_case("Attention 77x141 d40 full mask", &t, 1e-5);
+    t = tg_new(KILN_OP_Attention, 1);
+    tg_in(&t, RT(3, 2, 70, 128), false);
+    tg_in(&t, RT(3, 2, 128, 33), false);
+    tg_in(&t, RT(3, 2, 33, 128), false);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_f(tg_node(&t), "scale", 0.09f);
+    run_case("Attention d128 no mask", &t, 1e-5);
 }
 
 /* ---- FP16 / BF16 weights (what `--precision fp16|bf16` engines hold): the layer computes in that
@@ -655,6 +686,44 @@ static void half_weight_cases(void)
         attr_ints(&t, "strides", 2, D(2, 2));
         set_act(&t, KILN_FUSED_RELU, 0, 0);
         snprintf(name, sizeof name, "FusedConv %s W bias+res+Relu", hn);
+        run_case(name, &t, tol);
+        /* ResNet's shapes: 1x1 stride-2 projection (bias, no activation), 3x3 bias + ReLU, channels
+         * multiples of 8; then odd channel counts (engines may refuse them: another path runs) */
+        t = tg_new(KILN_OP_FusedConv, 1);
+        tg_in(&t, half_act(h, 4, D(2, 32, 14, 14)), false);
+        tg_in(&t, half_weight(h, 4, D(64, 32, 1, 1)), true);
+        tg_in(&t, RT(1, 64), true);
+        tg_outs(&t, 1);
+        attr_ints(&t, "strides", 2, D(2, 2));
+        snprintf(name, sizeof name, "FusedConv %s W 1x1 s2 bias", hn);
+        run_case(name, &t, tol);
+        t = tg_new(KILN_OP_FusedConv, 1);
+        tg_in(&t, half_act(h, 4, D(3, 64, 7, 9)), false);
+        tg_in(&t, half_weight(h, 4, D(64, 64, 3, 3)), true);
+        tg_in(&t, RT(1, 64), true);
+        tg_in(&t, half_act(h, 4, D(3, 64, 7, 9)), false);
+        tg_outs(&t, 1);
+        attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
+        set_act(&t, KILN_FUSED_RELU, 0, 0);
+        snprintf(name, sizeof name, "FusedConv %s W 3x3 64 bias+res+Relu", hn);
+        run_case(name, &t, tol);
+        t = tg_new(KILN_OP_FusedConv, 1);
+        tg_in(&t, half_act(h, 4, D(1, 5, 11, 7)), false);
+        tg_in(&t, half_weight(h, 4, D(7, 5, 3, 3)), true);
+        tg_in(&t, RT(1, 7), true);
+        tg_in(&t, half_act(h, 4, D(1, 7, 11, 7)), false);
+        tg_outs(&t, 1);
+        attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
+        set_act(&t, KILN_FUSED_RELU, 0, 0);
+        snprintf(name, sizeof name, "FusedConv %s W odd C bias+res+Relu", hn);
+        run_case(name, &t, tol);
+        t = tg_new(KILN_OP_FusedConv, 1);
+        tg_in(&t, half_act(h, 4, D(2, 8, 10, 10)), false);
+        tg_in(&t, half_weight(h, 4, D(16, 8, 3, 3)), true);
+        tg_in(&t, RT(1, 16), true);
+        tg_outs(&t, 1);
+        set_act(&t, KILN_FUSED_SILU, 0, 0);
+        snprintf(name, sizeof name, "FusedConv %s W bias+SiLU", hn);
         run_case(name, &t, tol);
         t = tg_new(KILN_OP_MatMul, 13);
         tg_in(&t, half_act(h, 3, D(3, 17, 65)), false);
@@ -844,6 +913,7 @@ static void layer_cases(void)
     nn_cases();
     conv_cases();
     gemm_cases();
+    attention_cases();
 }
 
 int main(int argc, char **argv)
@@ -877,6 +947,16 @@ int main(int argc, char **argv)
     printf("test_gpu: %s\n", st.description);
     layer_cases();
     half_weight_cases();
+    /* the half convolutions again through cuDNN's legacy API (the graph API's fallback) */
+    kiln__dev_close(dev);
+    setenv("KILN_CUDA_CONV_GRAPH", "0", 1);
+    if (kiln__dev_open(KILN_DEVICE_CUDA, 0, &dev) != KILN_OK) {
+        printf("FAIL reopening the device: %s\n", kiln_last_error());
+        return 1;
+    }
+    printf("test_gpu: half convolutions through cuDNN's legacy API (KILN_CUDA_CONV_GRAPH=0)\n");
+    half_weight_cases();
+    unsetenv("KILN_CUDA_CONV_GRAPH");
     /* every layer again with its float activations held in FP16, then BF16 */
     for (int h = 0; h < 2; h++) {
         kiln__dev_close(dev);
@@ -889,6 +969,15 @@ int main(int argc, char **argv)
         half_tol = h ? 1.6e-2 : 2e-3;
         printf("test_gpu: float activations held as %s (tol %.1g)\n", h ? "BF16" : "FP16", half_tol);
         layer_cases();
+        kiln__dev_close(dev);
+        setenv("KILN_CUDA_FUSED_ATTN", "0", 1);
+        if (kiln__dev_open(KILN_DEVICE_CUDA, 0, &dev) != KILN_OK) {
+            printf("FAIL reopening the device: %s\n", kiln_last_error());
+            return 1;
+        }
+        printf("test_gpu: %s attention as two GEMMs and a softmax (KILN_CUDA_FUSED_ATTN=0)\n", h ? "BF16" : "FP16");
+        attention_cases();
+        unsetenv("KILN_CUDA_FUSED_ATTN");
     }
     half_mode = KILN_DT_UNDEFINED;
     unsetenv("KILN_CUDA_ACT");

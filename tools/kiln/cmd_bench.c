@@ -86,6 +86,7 @@ int cmd_bench(int argc, char **argv)
     kiln_tensor *ins = NULL;
     const char **names = NULL;
     lat_stats ls = {.rng = 0x9E3779B97F4A7C15ull};
+    lat_stats gs = {.rng = 0x9E3779B97F4A7C15ull};   /* device time of CUDA graph replays */
     cli_catch_sigint();
     kiln_status st = cli_open_engine_for(path, load_flags, device, &e);
     if (st != KILN_OK) {
@@ -131,7 +132,11 @@ int cmd_bench(int argc, char **argv)
             rc = cli_die(st, "running");
             goto done;
         }
-        if (!lat_add(&ls, now_ms() - t0)) {
+        double dt = now_ms() - t0;
+        kiln_device_stats rs;
+        bool gok = device == KILN_DEVICE_CPU || kiln_context_device_stats(c, &rs) != KILN_OK || rs.graph_ms <= 0 ||
+                   lat_add(&gs, rs.graph_ms);
+        if (!lat_add(&ls, dt) || !gok) {
             fprintf(stderr, "kiln bench: out of memory recording latencies\n");
             goto done;
         }
@@ -143,6 +148,9 @@ int cmd_bench(int argc, char **argv)
     }
     double total = now_ms() - t_start, sum = ls.sum, p50, p90, p99;
     lat_percentiles(&ls, &p50, &p90, &p99);
+    double g50 = 0, g90, g99;
+    if (gs.n)
+        lat_percentiles(&gs, &g50, &g90, &g99);
     int batch = nin && ins[0].ndim > 0 ? (int)ins[0].dims[0] : 1;
     double thr = n ? (double)batch * (double)n / (total / 1e3) : 0;
     int th = kiln_resolve_threads(threads);
@@ -152,7 +160,9 @@ int cmd_bench(int argc, char **argv)
         goto done;
     }
     const char *dev = device == KILN_DEVICE_CUDA ? "cuda" : "cpu";
-    const char *prec = device_flags & KILN_DEVICE_ALLOW_TF32 ? "tf32" : "fp32";
+    cli_precision pr;
+    cli_precision_summary(e, device_flags & KILN_DEVICE_ALLOW_TF32, &pr);
+    const char *prec = pr.name;
     if (json) {
         printf("{\"throughput\": %.3f, \"latency_ms\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f, "
                "\"min\": %.4f, \"max\": %.4f}, \"batch\": %d, \"iterations\": %lld, \"precision\": \"%s\", "
@@ -163,9 +173,16 @@ int cmd_bench(int argc, char **argv)
                    "\"fallback_ops\": \"%s\", \"graph_replays\": %ld",
                    cli_esc(ds.description), ds.device_layers, ds.host_layers, ds.fallback_layers,
                    cli_esc(ds.fallback_ops), ds.graph_replays);
-        printf("}\n");
+        if (gs.n)   /* device time of the replays: kiln's work with the inputs already in pinned memory */
+            printf(", \"graph_ms\": {\"p50\": %.4f, \"p90\": %.4f, \"n\": %lld}, \"device_throughput\": %.3f", g50, g90,
+                   (long long)gs.n, g50 > 0 ? (double)batch * 1e3 / g50 : 0.0);
+        printf(", \"layer_precisions\": {");
+        for (int k = 0; k < pr.nkinds; k++)
+            printf("%s\"%s\": %d", k ? ", " : "", cli_esc(pr.kinds[k].name), pr.kinds[k].layers);
+        printf("}}\n");
     } else {
-        printf("model: %s\ndevice: %s, threads: %d, precision: %s, batch: %d\n", cli_esc(path), dev, th, prec, batch);
+        printf("model: %s\ndevice: %s, threads: %d, precision: %s (layers: %s), batch: %d\n", cli_esc(path), dev, th,
+               prec, cli_esc(pr.layers), batch);
         if (device != KILN_DEVICE_CPU)
             printf("gpu: %s\nlayers: %d on the device, %d on the host (shape arithmetic), %d fallen back to the CPU%s%s\n"
                    "CUDA graph replays: %ld\n",
@@ -174,6 +191,9 @@ int cmd_bench(int argc, char **argv)
         printf("iterations: %lld (after %d warm-up)\nthroughput: %.2f items/s\n", (long long)n, warmup, thr);
         printf("latency ms: mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  min %.3f  max %.3f\n", sum / (double)n,
                p50, p90, p99, ls.min, ls.max);
+        if (gs.n)
+            printf("device time of the CUDA graph replays ms: p50 %.3f  p90 %.3f  (%lld replays; %.2f items/s)\n", g50,
+                   g90, (long long)gs.n, g50 > 0 ? (double)batch * 1e3 / g50 : 0.0);
     }
     rc = 0;
 done:
@@ -182,6 +202,7 @@ done:
     free(ins);
     free(names);
     lat_free(&ls);
+    lat_free(&gs);
     kiln_shapes_free(shapes);
     kiln_context_free(c);
     kiln_engine_free(e);

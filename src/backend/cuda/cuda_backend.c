@@ -833,6 +833,10 @@ static void mod_destroy(kiln_backend *be)
     for (int i = 0; i < b->n_states; i++)
         b->states[i].destroy(b->states[i].st);
     free(b->states);
+    cu_cg_free_all(b);
+    for (int i = 0; i < 2; i++)
+        if (b->launch_ev[i])
+            cudaEventDestroy(b->launch_ev[i]);
     pool_release_all(b);
     free(b->pool);
     for (int i = 0; i < b->cap_live; i++)
@@ -872,8 +876,13 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
     b->poison = poison && poison[0] && strcmp(poison, "0");
     /* channels-last half convolutions: measured faster at batch 256, slower at batch 1 (docs/CUDA.md);
      * KILN_CUDA_NHWC=0 never, =1 always, unset from batch NHWC_MIN_BATCH on */
+    const char *cg = getenv("KILN_CUDA_CONV_GRAPH");   /* half convolutions through cuDNN's graph API */
+    b->conv_graph = !cg || strcmp(cg, "0");
+    /* with the graph API NHWC won at batch 1 too (0.38 against 0.91 ms, ResNet-50 FP16) */
     const char *nhwc = getenv("KILN_CUDA_NHWC");
-    b->nhwc = !nhwc || !nhwc[0] ? NHWC_MIN_BATCH : !strcmp(nhwc, "0") ? 0 : 1;
+    b->nhwc = !nhwc || !nhwc[0] ? (b->conv_graph ? 1 : NHWC_MIN_BATCH) : !strcmp(nhwc, "0") ? 0 : 1;
+    const char *fa = getenv("KILN_CUDA_FUSED_ATTN");   /* half attention in one kernel */
+    b->fused_attn = !fa || strcmp(fa, "0");
     const char *act = getenv("KILN_CUDA_ACT");
     b->force_act = act && !strcmp(act, "fp16") ? KILN_DT_FLOAT16 : act && !strcmp(act, "bf16") ? KILN_DT_BFLOAT16
                                                                                             : KILN_DT_UNDEFINED;
@@ -1038,6 +1047,7 @@ static const kiln_devmod cuda_module = {
     .graph_end = cu_graph_end,
     .graph_launch = cu_graph_launch,
     .graph_free = cu_graph_free,
+    .graph_ms = cu_graph_ms,
 };
 
 __attribute__((visibility("default"))) const kiln_devmod *kiln_devmod_entry(void);

@@ -22,6 +22,8 @@ typedef struct conv_state {
     void *w_nhwc;    /* the weight transposed KCRS -> KRSC (own device memory) */
     const void *w_src;
     unsigned long w_gen;
+    bool graph_ok;   /* half, one group: try cuDNN's graph API (cuda_conv_graph.c) first */
+    cu_cg_key gkey;  /* its configuration without the fused parts */
 } conv_state;
 
 static void conv_state_free(void *p)
@@ -150,6 +152,20 @@ static kiln_status make_state(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, bool nhw
     DNN(cudnnSetActivationDescriptor(s->relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
     for (int i = 0; i < 4; i++)
         s->ydims[i] = yd[i];
+    s->graph_ok = half && group == 1 && b->conv_graph;
+    memset(&s->gkey, 0, sizeof s->gkey);
+    s->gkey.ty = (int32_t)ty;
+    s->gkey.nhwc = nhwc;
+    for (int i = 0; i < 4; i++) {
+        s->gkey.xd[i] = xd[i];
+        s->gkey.wd[i] = wd[i];
+        s->gkey.yd[i] = yd[i];
+    }
+    for (int i = 0; i < 2; i++) {
+        s->gkey.pad[i] = g->pb[i];
+        s->gkey.str[i] = g->s[i];
+        s->gkey.dil[i] = g->d[i];
+    }
     /* the fastest algorithm of an acceptable math type, timed by cuDNN */
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int got = 0;
@@ -210,6 +226,62 @@ static kiln_status conv_filter(cu_be *b, conv_state *s, const kiln_tensor *w, co
     return KILN_OK;
 }
 
+/* The graph configuration of state s: with what is fused (bias in bias_ty), or the convolution alone. */
+static void graph_key(const conv_state *s, bool fuse, bool bias, bool res, bool relu, cudnnDataType_t bias_ty,
+                      cu_cg_key *k)
+{
+    *k = s->gkey;
+    k->bias = fuse && bias;
+    k->res = fuse && res;
+    k->relu = fuse && relu;
+    k->bias_ty = k->bias ? (int32_t)bias_ty : 0;
+}
+
+/* y = act(conv(x) + bias + res) through cuDNN's graph API, trying in turn: everything fused with the
+ * float32 bias, with the bias in the half format, the convolution alone then kiln's epilogue. *done
+ * false: no engine takes any of them (the legacy API runs it). Activations other than ReLU are left
+ * to the caller. */
+static kiln_status conv_graph_run(cu_be *b, kiln_kctx *ctx, conv_state *s, const kiln_tensor *x, const void *wp,
+                                  const kiln_tensor *bias, const kiln_tensor *res, kiln_tensor *y, int act, bool *done)
+{
+    *done = false;
+    kiln_dtype sdt = cu_sdt(y);
+    cudnnDataType_t ty = (cudnnDataType_t)s->gkey.ty;
+    bool relu = act == CUK_RELU, other_act = act != CUK_IDENTITY && !relu;
+    kiln_tensor hb;
+    memset(&hb, 0, sizeof hb);
+    kiln_status st = KILN_OK;
+    for (int v = 0; v < 3 && st == KILN_OK && !*done; v++) {
+        if (v == 1 && !bias)
+            continue;
+        cu_cg_key k;
+        graph_key(s, v < 2, bias != NULL, res != NULL, relu && !other_act, v == 0 ? CUDNN_DATA_FLOAT : ty, &k);
+        const void *bp = bias ? bias->data : NULL;
+        if (v == 1) {   /* the bias converted to the half format (K values) */
+            const kiln_tensor *o;
+            st = cu_as(b, bias, sdt, &hb, &o);
+            bp = st == KILN_OK ? o->data : NULL;
+        }
+        const void *ptr[5] = {x->data, wp, bp, res ? res->data : NULL, y->data};
+        cu_cg *g = NULL;
+        if (st == KILN_OK)
+            st = cu_cg_get(b, &k, ptr, &g);
+        if (st == KILN_OK && g)
+            st = cu_cg_run(b, g, ptr);
+        if (st == KILN_OK && g) {
+            *done = true;
+            if (v == 2 && (bias || res || relu))   /* convolution alone: kiln's epilogue adds the rest */
+                st = cu_check(b, cuk_epilogue(cu_fdt(sdt), y->data, cu_numel(y), s->ydims[1],
+                                              s->nhwc ? 1 : s->ydims[2] * s->ydims[3], bias ? bias->data : NULL,
+                                              res ? res->data : NULL, relu ? CUK_RELU : CUK_IDENTITY, 0, 0, b->stream),
+                              "conv epilogue");
+        }
+    }
+    cu_tmp_free(b, &hb);
+    (void)ctx;
+    return st;
+}
+
 static kiln_status conv_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, bool nhwc, const kiln_tensor *x,
                             const kiln_tensor *w, const kiln_tensor *bias, const kiln_tensor *res)
 {
@@ -244,6 +316,15 @@ static kiln_status conv_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, bool nhwc,
     int64_t ny = cu_numel(y);
     if (res && cu_numel(res) != ny)
         return cu_kerr(b, ctx, KILN_ERR_SHAPE, "residual must have the output's shape");
+    if (s->graph_ok) {   /* half: convolution and epilogue as one cuDNN graph when an engine takes it */
+        bool done = false;
+        KILN_TRY(conv_graph_run(b, ctx, s, x, wp, bias, res, y, act, &done));
+        if (done)
+            return act == CUK_IDENTITY || act == CUK_RELU
+                       ? KILN_OK
+                       : cu_check(b, cuk_epilogue(cu_fdt(sdt), y->data, ny, yd[1], nhwc ? 1 : yd[2] * yd[3], NULL,
+                                                  NULL, act, aa, ab, b->stream), "conv activation");
+    }
     void *ws = NULL;
     if (s->ws)
         KILN_TRY(cu_workspace(b, s->ws, &ws));

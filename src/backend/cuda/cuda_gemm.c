@@ -561,6 +561,26 @@ static kiln_status attention_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const
     if (!y->nbytes || !S || !Sk)
         return KILN_OK;
     bool half = sdt != KILN_DT_FLOAT32;
+    cuk_shape sh = {.ndim = r};
+    for (int d = 0; d < r; d++)
+        sh.dims[d] = sdims[d];
+    if (m) {   /* the mask's strides over the score dims (0 = broadcast) */
+        int64_t acc = 1;
+        for (int d = r - 1; d >= 0; d--) {
+            int md = d - (r - m->ndim);
+            int64_t x = md >= 0 ? m->dims[md] : 1;
+            sh.str[0][d] = x == 1 ? 0 : acc;
+            acc *= x;
+        }
+    }
+    if (half && b->fused_attn && cuk_attn_fused_fits(cu_fdt(sdt), nb, S, Sk, D, Dv)) {   /* one kernel */
+        cu_part_mark(b, 0, 1);
+        kiln_status st = cu_check(b, cuk_attn_fused(cu_fdt(sdt), q->data, kt->data, v->data, y->data, nb, S, Sk, D,
+                                                    Dv, scale, m ? m->data : NULL, kind, fill, &sh, b->stream),
+                                  "fused attention");
+        cu_part_mark(b, 1, 1);
+        return st;
+    }
     kiln_tensor sc, ws;
     memset(&ws, 0, sizeof ws);
     KILN_TRY(cu_tmp(b, &sc, sdt, r, sdims));
@@ -573,22 +593,9 @@ static kiln_status attention_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const
     cu_part_mark(b, 1, 3);
     if (st == KILN_OK && !cuk_attn_softmax_fits(nb * S, Sk))
         st = cu_tmp(b, &ws, KILN_DT_FLOAT32, r, sdims);
-    if (st == KILN_OK) {
-        cuk_shape sh = {.ndim = r};
-        for (int d = 0; d < r; d++)
-            sh.dims[d] = sdims[d];
-        if (m) {   /* the mask's strides over the score dims (0 = broadcast) */
-            int64_t acc = 1;
-            for (int d = r - 1; d >= 0; d--) {
-                int md = d - (r - m->ndim);
-                int64_t x = md >= 0 ? m->dims[md] : 1;
-                sh.str[0][d] = x == 1 ? 0 : acc;
-                acc *= x;
-            }
-        }
+    if (st == KILN_OK)
         st = cu_check(b, cuk_attn_softmax(cu_fdt(sdt), sc.data, ws.data, nb * S, Sk, half ? 1.0f : scale,
                                           m ? m->data : NULL, kind, fill, &sh, b->stream), "attention softmax");
-    }
     gemm_args g2 = {.ty = cuda_ty(sdt), .M = S, .N = Dv, .K = Sk, .A = sc.data, .B = v->data, .Y = y->data, .lda = Sk,
                     .ldb = Dv, .ldy = Dv, .alpha = 1.0f, .beta = 0.0f, .batch = nb, .sa = S * Sk, .sb = Sk * Dv,
                     .sy = S * Dv};

@@ -98,7 +98,27 @@ kiln_status cu_graph_launch(kiln_backend *be, void *graph)
     if (g->mem_gen != b->mem_gen)
         return cu_err(b, KILN_ERR_UNSUPPORTED, "memory the CUDA graph uses was reallocated");
     b->runs++;
-    return cu_check(b, cudaGraphLaunch(g->exec, b->stream), "launching the CUDA graph");
+    /* events around the launch: the graph's device time (cu_graph_ms) */
+    b->launch_timed = false;
+    for (int i = 0; i < 2; i++)
+        if (!b->launch_ev[i] && cudaEventCreate(&b->launch_ev[i]) != cudaSuccess)
+            b->launch_ev[i] = NULL;
+    bool timed = b->launch_ev[0] && b->launch_ev[1] && cudaEventRecord(b->launch_ev[0], b->stream) == cudaSuccess;
+    KILN_TRY(cu_check(b, cudaGraphLaunch(g->exec, b->stream), "launching the CUDA graph"));
+    b->launch_timed = timed && cudaEventRecord(b->launch_ev[1], b->stream) == cudaSuccess;
+    cudaGetLastError();
+    return KILN_OK;
+}
+
+double cu_graph_ms(kiln_backend *be)
+{
+    cu_be *b = cu_of(be);
+    float ms = -1;
+    if (!b->launch_timed || cudaEventSynchronize(b->launch_ev[1]) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, b->launch_ev[0], b->launch_ev[1]) != cudaSuccess)
+        ms = -1;
+    cudaGetLastError();
+    return ms;
 }
 
 void cu_graph_free(kiln_backend *be, void *graph)

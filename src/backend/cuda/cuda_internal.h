@@ -56,6 +56,14 @@ typedef struct cu_be {
     char *cap_stage;               /* pinned memory of the capture's uploads */
     size_t cap_stage_size, cap_used;
     unsigned mem_gen;              /* bumped when memory a graph may use is freed (workspace, cached blocks) */
+    /* fused half convolutions through cuDNN's graph API (cuda_conv_graph.c) */
+    bool conv_graph;               /* KILN_CUDA_CONV_GRAPH unset or not "0" */
+    bool fused_attn;               /* half attention in one kernel (KILN_CUDA_FUSED_ATTN unset or not "0") */
+    struct cu_cg **cg;             /* plans per configuration */
+    int n_cg, cap_cg;
+    /* device time of the last CUDA graph launch (events around it, cuda_graph.c) */
+    cudaEvent_t launch_ev[2];
+    bool launch_timed;
     char desc[256];
 } cu_be;
 
@@ -136,9 +144,24 @@ kiln_status cu_graph_h2d(kiln_backend *be, void *dst, const void *src, size_t n,
 kiln_status cu_graph_end(kiln_backend *be, void **graph);
 kiln_status cu_graph_launch(kiln_backend *be, void *graph);
 void cu_graph_free(kiln_backend *be, void *graph);
+double cu_graph_ms(kiln_backend *be);
 
 /* Profile mark k of a layer with parts (KILN_CUDA_PROFILE): call with k = 0 .. n in order. */
 void cu_part_mark(cu_be *b, int k, int n);
+
+/* A half 2-D convolution as one cuDNN operation graph (cuda_conv_graph.c): y = relu?(conv(x, w) + bias?
+ * + residual?), logical NCHW dims, channels-last when nhwc. Zero it before filling it (compared bytewise). */
+typedef struct cu_cg_key {
+    int32_t ty, bias_ty;           /* cudnnDataType_t of x, w, residual, y; of the bias */
+    int32_t nhwc, bias, res, relu;
+    int64_t xd[4], wd[4], yd[4], pad[2], str[2], dil[2];
+} cu_cg_key;
+typedef struct cu_cg cu_cg;
+/* The plan of configuration k (made on first use: the engine timed on the operands ptr = x, w, bias,
+ * residual, y); *out NULL when no engine takes it (remembered). */
+kiln_status cu_cg_get(cu_be *b, const cu_cg_key *k, const void *const *ptr, cu_cg **out);
+kiln_status cu_cg_run(cu_be *b, const cu_cg *g, const void *const *ptr);
+void cu_cg_free_all(cu_be *b);
 
 /* The op tables of each file. */
 typedef kiln_status (*cu_op_fn)(cu_be *b, kiln_kctx *ctx);

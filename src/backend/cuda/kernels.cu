@@ -1,10 +1,7 @@
 // kiln's own CUDA kernels: elementwise math with broadcasting, casts, strided copies (Transpose,
 // Slice, Expand), Gather, Softmax, attention softmax, LayerNorm, pooling, fused epilogues.
 // FP32 first, written for correctness: grid-stride loops, 64-bit indices, warp reductions.
-#include "kernels.h"
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <math.h>
+#include "kernels_common.cuh"
 
 #define THREADS 256
 
@@ -18,22 +15,6 @@ static inline unsigned grid_for(int64_t n)
 
 #define GRID_LOOP(i, n) for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
                              i += (int64_t)gridDim.x * blockDim.x)
-
-// Float storage: float32, FP16 or BF16 (CUK_F32 / CUK_F16 / CUK_BF16); arithmetic is always float32.
-__device__ __forceinline__ float ldf(const float *p, int64_t i) { return p[i]; }
-__device__ __forceinline__ float ldf(const __half *p, int64_t i) { return __half2float(p[i]); }
-__device__ __forceinline__ float ldf(const __nv_bfloat16 *p, int64_t i) { return __bfloat162float(p[i]); }
-__device__ __forceinline__ void stf(float *p, int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void stf(__half *p, int64_t i, float v) { p[i] = __float2half_rn(v); }
-__device__ __forceinline__ void stf(__nv_bfloat16 *p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
-
-// Runs BODY with T bound to the storage type of fdt.
-#define FDT_DISPATCH(fdt, ...)                                                                                  \
-    do {                                                                                                        \
-        if ((fdt) == CUK_F16) { typedef __half T; __VA_ARGS__; }                                                \
-        else if ((fdt) == CUK_BF16) { typedef __nv_bfloat16 T; __VA_ARGS__; }                                   \
-        else { typedef float T; __VA_ARGS__; }                                                                  \
-    } while (0)
 
 __device__ __forceinline__ float act_apply(int act, float x, float a, float b)
 {
@@ -109,12 +90,6 @@ template <> __device__ __forceinline__ float bin_apply<float>(int op, float a, f
     return a;
 }
 
-struct shape_arg {   // passed by value
-    int ndim;
-    int64_t dims[CUK_MAX_DIMS];
-    int64_t str[3][CUK_MAX_DIMS];
-};
-
 // Index decomposition in I (uint32_t when the element count allows it: 64-bit integer division is
 // many times slower on the GPU), offsets accumulated in 64 bits (strides may be negative).
 template <typename I>
@@ -153,19 +128,6 @@ __global__ void k_binary_bc(int op, const T *a, const T *b, T *y, int64_t n, sha
         offsets<I>(sh, i, &oa, &ob, &oc);
         y[i] = bin_apply<T>(op, a[oa], b[ob]);
     }
-}
-
-static shape_arg to_arg(const cuk_shape *sh)
-{
-    shape_arg a;
-    memset(&a, 0, sizeof a);
-    a.ndim = sh->ndim;
-    for (int d = 0; d < sh->ndim; d++) {
-        a.dims[d] = sh->dims[d];
-        for (int k = 0; k < 3; k++)
-            a.str[k][d] = sh->str[k][d];
-    }
-    return a;
 }
 
 // float storage (float32 / FP16 / BF16): computed in float32
@@ -470,26 +432,6 @@ static int row_threads(int64_t cols)
 __device__ __forceinline__ int64_t warp_row(void)
 {
     return (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
-}
-
-// mask value k of a row (kind 1: additive float32; 2 / 3: bool keep / fill)
-__device__ __forceinline__ float masked(float t, const void *mask, int kind, float fill, int64_t off)
-{
-    if (kind == 1)
-        return t + ((const float *)mask)[off];
-    return (((const bool *)mask)[off]) == (kind == 3) ? fill : t;
-}
-
-// mask offset of (row, 0): the row's index over sh's dims but the last (str[0]: the mask's strides)
-__device__ __forceinline__ int64_t mask_row_off(const shape_arg &sh, int64_t row)
-{
-    int64_t moff = 0, rem = row;
-    for (int d = sh.ndim - 2; d >= 0; d--) {
-        int64_t k = rem % sh.dims[d];
-        rem /= sh.dims[d];
-        moff += k * sh.str[0][d];
-    }
-    return moff;
 }
 
 // softmax(x * scale (+ mask | masked fill)) per row

@@ -57,6 +57,13 @@ cudaError_t cuk_softmax_strided(int fdt, const void *x, void *y, int64_t outer, 
  * kind 1 additive float mask, 2 keep where true (bool), 3 fill where true (bool). */
 cudaError_t cuk_attn_softmax(int fdt, void *sc, float *ws, int64_t rows, int64_t cols, float scale, const void *mask,
                              int kind, float fill, const cuk_shape *sh, cudaStream_t s);
+/* Fused attention (kernels_attn.cu) over nb matrices: y = softmax(q kt * scale (+ mask | fill)) v with
+ * q [nb, S, D], kt [nb, D, Sk], v [nb, Sk, Dv], y [nb, S, Dv] in FP16 / BF16 (fdt), FP32 accumulation;
+ * mask / sh as for cuk_attn_softmax. _fits: whether it takes these sizes (D, Dv <= 128). */
+bool cuk_attn_fused_fits(int fdt, int64_t nb, int64_t S, int64_t Sk, int64_t D, int64_t Dv);
+cudaError_t cuk_attn_fused(int fdt, const void *q, const void *kt, const void *v, void *y, int64_t nb, int64_t S,
+                           int64_t Sk, int64_t D, int64_t Dv, float scale, const void *mask, int kind, float fill,
+                           const cuk_shape *sh, cudaStream_t s);
 /* True when cuk_attn_softmax needs no ws (rows x cols float32 scratch) for these sizes. */
 bool cuk_attn_softmax_fits(int64_t rows, int64_t cols);
 /* LayerNorm over cols: y = (x - mean) / sqrt(var + eps) * scale + bias (bias may be NULL). */

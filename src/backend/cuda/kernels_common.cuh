@@ -1,0 +1,65 @@
+// Device helpers shared by kiln's CUDA kernel files (kernels.cu, kernels_attn.cu).
+#ifndef KILN_BACKEND_CUDA_KERNELS_COMMON_CUH
+#define KILN_BACKEND_CUDA_KERNELS_COMMON_CUH
+#include "kernels.h"
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <string.h>
+
+// Float storage: float32, FP16 or BF16 (CUK_F32 / CUK_F16 / CUK_BF16); arithmetic is always float32.
+__device__ __forceinline__ float ldf(const float *p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float ldf(const __half *p, int64_t i) { return __half2float(p[i]); }
+__device__ __forceinline__ float ldf(const __nv_bfloat16 *p, int64_t i) { return __bfloat162float(p[i]); }
+__device__ __forceinline__ void stf(float *p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void stf(__half *p, int64_t i, float v) { p[i] = __float2half_rn(v); }
+__device__ __forceinline__ void stf(__nv_bfloat16 *p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+// Runs BODY with T bound to the storage type of fdt.
+#define FDT_DISPATCH(fdt, ...)                                                                                  \
+    do {                                                                                                        \
+        if ((fdt) == CUK_F16) { typedef __half T; __VA_ARGS__; }                                                \
+        else if ((fdt) == CUK_BF16) { typedef __nv_bfloat16 T; __VA_ARGS__; }                                   \
+        else { typedef float T; __VA_ARGS__; }                                                                  \
+    } while (0)
+
+struct shape_arg {   // passed by value
+    int ndim;
+    int64_t dims[CUK_MAX_DIMS];
+    int64_t str[3][CUK_MAX_DIMS];
+};
+
+static inline shape_arg to_arg(const cuk_shape *sh)
+{
+    shape_arg a;
+    memset(&a, 0, sizeof a);
+    a.ndim = sh->ndim;
+    for (int d = 0; d < sh->ndim; d++) {
+        a.dims[d] = sh->dims[d];
+        for (int k = 0; k < 3; k++)
+            a.str[k][d] = sh->str[k][d];
+    }
+    return a;
+}
+
+// mask value k of a row (kind 1: additive float32; 2 / 3: bool keep / fill)
+__device__ __forceinline__ float masked(float t, const void *mask, int kind, float fill, int64_t off)
+{
+    if (kind == 1)
+        return t + ((const float *)mask)[off];
+    return (((const bool *)mask)[off]) == (kind == 3) ? fill : t;
+}
+
+// mask offset of (row, 0): the row's index over sh's dims but the last (str[0]: the mask's strides)
+__device__ __forceinline__ int64_t mask_row_off(const shape_arg &sh, int64_t row)
+{
+    int64_t moff = 0, rem = row;
+    for (int d = sh.ndim - 2; d >= 0; d--) {
+        int64_t k = rem % sh.dims[d];
+        rem /= sh.dims[d];
+        moff += k * sh.str[0][d];
+    }
+    return moff;
+}
+
+#endif
