@@ -4,7 +4,8 @@
  * layer shape once; the table gives the best of R rounds (rounds alternate over the layers so that
  * load changes hit all of them alike), GFLOP/s, and the model's total (each shape times its count).
  * Meant for A/B comparisons of the FP32 conv path on a shared machine: run two builds one after the
- * other and compare per layer.
+ * other and compare per layer. The MaxPool after the stem (3x3/2, pad 1) is timed alike, on its own
+ * line after the convs' total.
  *
  *   build/bench_conv_f32 [rounds] [threads] [name-substring]   (built by CMake, not run by ctest) */
 #include "backend/cpu/prep.h"
@@ -27,32 +28,34 @@ typedef struct layer {
     int64_t C, M, H, W, k, s;
     int count;    /* occurrences in ResNet-50 */
     bool res;     /* residual input (bottleneck conv3) */
+    bool pool;    /* MaxPool k x k / s instead of a conv (not in the convs' total) */
 } layer;
 
 static const layer layers[] = {
-    {"stem 7x7/2 3->64 @224", 3, 64, 224, 224, 7, 2, 1, false},
-    {"1x1 64->64 @56", 64, 64, 56, 56, 1, 1, 1, false},
-    {"3x3 64->64 @56", 64, 64, 56, 56, 3, 1, 3, false},
-    {"1x1 64->256 @56 (+res)", 64, 256, 56, 56, 1, 1, 4, true},
-    {"1x1 256->64 @56", 256, 64, 56, 56, 1, 1, 2, false},
-    {"1x1 256->128 @56", 256, 128, 56, 56, 1, 1, 1, false},
-    {"3x3/2 128->128 @56", 128, 128, 56, 56, 3, 2, 1, false},
-    {"1x1/2 256->512 @56", 256, 512, 56, 56, 1, 2, 1, false},
-    {"1x1 128->512 @28 (+res)", 128, 512, 28, 28, 1, 1, 4, true},
-    {"1x1 512->128 @28", 512, 128, 28, 28, 1, 1, 3, false},
-    {"3x3 128->128 @28", 128, 128, 28, 28, 3, 1, 3, false},
-    {"1x1 512->256 @28", 512, 256, 28, 28, 1, 1, 1, false},
-    {"3x3/2 256->256 @28", 256, 256, 28, 28, 3, 2, 1, false},
-    {"1x1/2 512->1024 @28", 512, 1024, 28, 28, 1, 2, 1, false},
-    {"1x1 256->1024 @14 (+res)", 256, 1024, 14, 14, 1, 1, 6, true},
-    {"1x1 1024->256 @14", 1024, 256, 14, 14, 1, 1, 5, false},
-    {"3x3 256->256 @14", 256, 256, 14, 14, 3, 1, 5, false},
-    {"1x1 1024->512 @14", 1024, 512, 14, 14, 1, 1, 1, false},
-    {"3x3/2 512->512 @14", 512, 512, 14, 14, 3, 2, 1, false},
-    {"1x1/2 1024->2048 @14", 1024, 2048, 14, 14, 1, 2, 1, false},
-    {"1x1 512->2048 @7 (+res)", 512, 2048, 7, 7, 1, 1, 3, true},
-    {"1x1 2048->512 @7", 2048, 512, 7, 7, 1, 1, 2, false},
-    {"3x3 512->512 @7", 512, 512, 7, 7, 3, 1, 2, false},
+    {"stem 7x7/2 3->64 @224", 3, 64, 224, 224, 7, 2, 1, false, false},
+    {"1x1 64->64 @56", 64, 64, 56, 56, 1, 1, 1, false, false},
+    {"3x3 64->64 @56", 64, 64, 56, 56, 3, 1, 3, false, false},
+    {"1x1 64->256 @56 (+res)", 64, 256, 56, 56, 1, 1, 4, true, false},
+    {"1x1 256->64 @56", 256, 64, 56, 56, 1, 1, 2, false, false},
+    {"1x1 256->128 @56", 256, 128, 56, 56, 1, 1, 1, false, false},
+    {"3x3/2 128->128 @56", 128, 128, 56, 56, 3, 2, 1, false, false},
+    {"1x1/2 256->512 @56", 256, 512, 56, 56, 1, 2, 1, false, false},
+    {"1x1 128->512 @28 (+res)", 128, 512, 28, 28, 1, 1, 4, true, false},
+    {"1x1 512->128 @28", 512, 128, 28, 28, 1, 1, 3, false, false},
+    {"3x3 128->128 @28", 128, 128, 28, 28, 3, 1, 3, false, false},
+    {"1x1 512->256 @28", 512, 256, 28, 28, 1, 1, 1, false, false},
+    {"3x3/2 256->256 @28", 256, 256, 28, 28, 3, 2, 1, false, false},
+    {"1x1/2 512->1024 @28", 512, 1024, 28, 28, 1, 2, 1, false, false},
+    {"1x1 256->1024 @14 (+res)", 256, 1024, 14, 14, 1, 1, 6, true, false},
+    {"1x1 1024->256 @14", 1024, 256, 14, 14, 1, 1, 5, false, false},
+    {"3x3 256->256 @14", 256, 256, 14, 14, 3, 1, 5, false, false},
+    {"1x1 1024->512 @14", 1024, 512, 14, 14, 1, 1, 1, false, false},
+    {"3x3/2 512->512 @14", 512, 512, 14, 14, 3, 2, 1, false, false},
+    {"1x1/2 1024->2048 @14", 1024, 2048, 14, 14, 1, 2, 1, false, false},
+    {"1x1 512->2048 @7 (+res)", 512, 2048, 7, 7, 1, 1, 3, true, false},
+    {"1x1 2048->512 @7", 2048, 512, 7, 7, 1, 1, 2, false, false},
+    {"3x3 512->512 @7", 512, 512, 7, 7, 3, 1, 2, false, false},
+    {"maxpool 3x3/2 64 @112", 64, 64, 112, 112, 3, 2, 1, false, true},
 };
 enum { NL = sizeof layers / sizeof layers[0] };
 
@@ -71,7 +74,7 @@ static kiln_tensor tens(int nd, const int64_t *dims, unsigned long long *seed)
 
 typedef struct inst {
     kiln_tensor x, w, b, r;
-    int64_t pads[4], st[2];
+    int64_t pads[4], st[2], ks[2];
     kiln_attr attrs[3];
     int ids[10];
     kiln_node node;
@@ -98,6 +101,15 @@ static void setup(inst *in, const layer *l, unsigned long long *seed)
     in->attrs[2] = (kiln_attr){.name = (char *)"activation", .type = KILN_ATTR_STRING, .s = (char *)"Relu", .s_len = 4};
     for (int i = 0; i < 10; i++)
         in->ids[i] = i;
+    if (l->pool) {
+        in->ks[0] = in->ks[1] = l->k;
+        in->attrs[2] = (kiln_attr){.name = (char *)"kernel_shape", .type = KILN_ATTR_INTS, .n = 2, .ints = in->ks};
+        in->node = (kiln_node){.name = (char *)"p", .op_type = (char *)"MaxPool", .domain = (char *)"",
+                               .op = KILN_OP_MaxPool, .opset = 12, .n_in = 1, .n_out = 1, .in = in->ids,
+                               .out = in->ids + 9, .attrs = in->attrs, .n_attr = 3};
+        in->flops = (double)(l->C * l->k * l->k) * (double)(Ho * Wo);   /* one max per window element */
+        return;
+    }
     int nin = l->res ? 4 : 3;
     in->node = (kiln_node){.name = (char *)"l", .op_type = (char *)"FusedConv", .domain = (char *)"kiln",
                            .op = KILN_OP_FusedConv, .opset = 1, .n_in = nin, .n_out = 1, .in = in->ids,
@@ -124,10 +136,10 @@ static double run(inst *in, const layer *l, kiln_pool *pool, int th)
     kiln_tensor y;
     memset(&y, 0, sizeof y);
     kiln_tensor *o[1] = {&y};
-    kiln_kctx c = {.node = &in->node, .n_in = l->res ? 4 : 3, .in = cin, .n_out = 1, .out = o, .pool = pool,
+    kiln_kctx c = {.node = &in->node, .n_in = in->node.n_in, .in = cin, .n_out = 1, .out = o, .pool = pool,
                    .nthreads = th, .prepared = in->blob, .prepared_size = in->size};
     double t0 = now();
-    kiln_status st = kiln__ref_kernel(KILN_OP_FusedConv)(&c);
+    kiln_status st = kiln__ref_kernel(in->node.op)(&c);
     double t = now() - t0;
     if (st != KILN_OK) {
         fprintf(stderr, "%s: %s\n", l->name, kiln_last_error());
@@ -169,17 +181,20 @@ int main(int argc, char **argv)
         }
     printf("%-28s %5s %9s %8s %9s\n", "layer (FusedConv+Relu)", "count", "best ms", "GF/s", "total ms");
     double tot = 0, totf = 0;
-    for (int i = 0; i < NL; i++) {
-        if (only && !strstr(layers[i].name, only))
-            continue;
-        double t = best[i] * layers[i].count;
-        tot += t;
-        totf += ins[i].flops * layers[i].count;
-        printf("%-28s %5d %9.3f %8.1f %9.3f\n", layers[i].name, layers[i].count, best[i] * 1e3,
-               ins[i].flops / best[i] * 1e-9, t * 1e3);
+    for (int pass = 0; pass < 2; pass++) {   /* the convs and their total, then the pool */
+        for (int i = 0; i < NL; i++) {
+            if ((only && !strstr(layers[i].name, only)) || layers[i].pool != (pass == 1))
+                continue;
+            double t = best[i] * layers[i].count;
+            tot += pass == 0 ? t : 0;
+            totf += pass == 0 ? ins[i].flops * layers[i].count : 0;
+            printf("%-28s %5d %9.3f %8.1f %9.3f\n", layers[i].name, layers[i].count, best[i] * 1e3,
+                   ins[i].flops / best[i] * 1e-9, t * 1e3);
+        }
+        if (pass == 0)
+            printf("%-28s %5s %9s %8.1f %9.3f   (%d thread(s), best of %d)\n", "all convs", "", "",
+                   tot > 0 ? totf / tot * 1e-9 : 0, tot * 1e3, th, rounds);
     }
-    printf("%-28s %5s %9s %8.1f %9.3f   (%d thread(s), best of %d)\n", "all convs", "", "", totf / tot * 1e-9,
-           tot * 1e3, th, rounds);
     for (int i = 0; i < NL; i++) {
         kiln__tensor_release(&ins[i].x), kiln__tensor_release(&ins[i].w), kiln__tensor_release(&ins[i].b);
         kiln__tensor_release(&ins[i].r);

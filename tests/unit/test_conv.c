@@ -6,6 +6,7 @@
 #include "test.h"
 #include "test_pool.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/pool.h"
 #include "backend/cpu/prep.h"
 #include "backend/cpu/ref/window.h"
 #include <stdlib.h>
@@ -827,7 +828,7 @@ static void naive_pool(const pcfg *c, int kind, const double *x, double *y, int6
             for (int64_t b = 0; b < o3[1]; b++)
                 for (int64_t cc = 0; cc < o3[2]; cc++) {
                     double best = -INFINITY, sum = 0, cnt = 0;
-                    int64_t bi = -1, n_inside = 0;
+                    int64_t bi = -1, n_inside = 0, n_nan = 0;
                     for (int64_t p = 0; p < k3[0]; p++)
                         for (int64_t q = 0; q < k3[1]; q++)
                             for (int64_t r = 0; r < k3[2]; r++) {
@@ -849,20 +850,22 @@ static void naive_pool(const pcfg *c, int kind, const double *x, double *y, int6
                                     sum += v;
                                     cnt += 1;
                                     n_inside++;
+                                    n_nan += isnan(v);
                                 } else if (in_pad && c->count_pad) {
                                     cnt += 1;
                                 }
                             }
                     int64_t oi = pl * osz + (a * o3[1] + b) * o3[2] + cc;
                     y[oi] = kind == 0 ? best : sum / cnt;
-                    if (kind == 0 && bi < 0 && n_inside > 0)
-                        y[oi] = NAN; /* every element NaN */
+                    if (kind == 0 && bi < 0 && n_inside > 0 && n_nan == n_inside)
+                        y[oi] = NAN; /* every element NaN (NaN and -inf only: -inf) */
                     if (idx)
                         idx[oi] = bi < 0 ? -1 : pl * isz + bi;
                 }
 }
 
-/* want_idx: MaxPool also returns indices; nan_pct: percentage of NaN inputs (MaxPool only). */
+/* want_idx: MaxPool also returns indices; nan_pct: percentage of NaN inputs (MaxPool only; one
+ * in four of them -inf instead). */
 static void check_pool_ex(const pcfg *c, int kind, int nthreads, bool want_idx, int nan_pct, unsigned long long *seed)
 {
     int nsp = c->nsp;
@@ -878,7 +881,7 @@ static void check_pool_ex(const pcfg *c, int kind, int nthreads, bool want_idx, 
     int64_t *ridx = malloc(sizeof(int64_t) * (size_t)ny);
     for (int64_t i = 0; i < nx; i++) {
         if (nan_pct && rnd(seed, 0, 99) < nan_pct)
-            fx[i] = NAN;
+            fx[i] = rnd(seed, 0, 3) ? NAN : -INFINITY;
         dx[i] = fx[i];
     }
     naive_pool(c, kind, dx, ref, ridx);
@@ -958,6 +961,32 @@ static void test_pools(unsigned long long *seed)
             c.in[d] = (lo < 1 ? 1 : lo) + (last ? rnd(seed, 0, 80) : rnd(seed, 0, 6));
         }
         check_pool_ex(&c, kind, 1 + i % 2, false, kind == 0 && i % 3 == 0 ? rnd(seed, 1, 30) : 0, seed);
+    }
+
+    /* MaxPool's whole-row path (dilation 1, column stride 1 or 2; ResNet's 3x3/2 pad 1 after the
+     * stem first): odd widths around the 16-lane blocks, ceil_mode, NaN / -inf inputs up to
+     * all-NaN windows, and rows wider than the path takes (KILN_POOL_MAXROW_W: the other path) */
+    for (int i = 0; i < 120; i++) {
+        pcfg c;
+        memset(&c, 0, sizeof c);
+        c.nsp = i % 8 == 0 || i >= 118 ? 1 : 2;
+        c.N = 1;
+        c.C = rnd(seed, 1, 3);
+        c.ceil = rnd(seed, 0, 3) == 0;
+        bool resnet = i < 60;
+        for (int d = 0; d < c.nsp; d++) {
+            bool last = d == c.nsp - 1;
+            c.k[d] = resnet ? 3 : rnd(seed, 1, 5);
+            c.s[d] = resnet ? 2 : rnd(seed, 1, 2);
+            c.d[d] = 1;
+            c.pb[d] = resnet ? 1 : rnd(seed, 0, c.k[d] - 1);
+            c.pe[d] = resnet ? 1 : rnd(seed, 0, c.k[d] - 1);
+            int64_t lo = c.k[d] - c.pb[d] - c.pe[d];
+            c.in[d] = (lo < 1 ? 1 : lo) + (last ? rnd(seed, 0, 140) : rnd(seed, 0, 9));
+        }
+        if (i >= 118)
+            c.in[0] = KILN_POOL_MAXROW_W - 8 + rnd(seed, 0, 16);
+        check_pool_ex(&c, 0, 1 + i % 2, false, i % 3 == 0 ? rnd(seed, 1, 95) : 0, seed);
     }
 
     for (int i = 0; i < 300; i++) {

@@ -2,7 +2,8 @@
  *
  * Pooling works per (image, channel) plane, multithreaded over planes. float32 1-D/2-D
  * MaxPool/AveragePool have a direct scalar path; its vectorized variant (cpu/x86/pool_avx512.c,
- * registered over these by ISA) only replaces the interior columns of each output row for column
+ * registered over these by ISA) does whole output rows of MaxPool with dilation 1 (max over the
+ * rows first, then over the columns), else the interior columns of each output row, for column
  * strides 1 and 2 (pool.h). Every other case (3-D, other dtypes, LpPool) converts to double and
  * runs a generic N-D loop. Global pools are pools whose kernel is the whole plane. */
 #include "../pool.h"
@@ -67,6 +68,7 @@ typedef struct pool_job {
     float *yf;
     int64_t *idx;      /* MaxPool indices or NULL */
     kiln_pool_row_fn row; /* float32 path: vectorized row interiors, or NULL (scalar) */
+    kiln_pool_maxrow_fn maxrow; /* float32 MaxPool: vectorized whole rows, or NULL */
 } pool_job;
 
 /* Flat index within a plane -> the index reported by MaxPool (plane offset added by caller). */
@@ -243,9 +245,20 @@ static void pool_f32_task(void *vctx, int64_t b, int64_t e)
                 valid_range(hs + ph, dh, H + ph + peh, kh, &ca, &cb);
             float *yr = yp + oy * Wo;
             int64_t *ir = ip ? ip + oy * Wo : NULL;
-            /* interior columns [oxa, oxb): every window column inside the row */
+            const float *rows[64];
+            int nr = 0;
+            if (kib - kia <= 64)
+                for (int64_t ki = kia; ki < kib; ki++)
+                    rows[nr++] = xp + (hs + ki * dh) * W;
+            /* outputs [oxa, oxb) done by a vectorized function, the rest by the scalar loop */
             int64_t oxa = Wo, oxb = Wo;
-            if (j->row && !ip && (sw == 1 || sw == 2) && kib > kia && kib - kia <= 64) {
+            bool redo = false;   /* some vectorized output is -inf: NaN windows, redone below */
+            if (j->maxrow && j->kind == P_MAX && !ip && nr > 0 && dw == 1 && (sw == 1 || sw == 2) &&
+                pw + W <= KILN_POOL_MAXROW_W && (Wo - 1) * sw + kw <= KILN_POOL_MAXROW_W) {
+                oxa = 0;
+                redo = j->maxrow(rows, nr, W, kw, sw, pw, Wo, yr);
+            } else if (j->row && !ip && (sw == 1 || sw == 2) && nr > 0) {
+                /* interior columns: every window column inside the row */
                 oxa = pw > 0 ? (pw + sw - 1) / sw : 0;
                 int64_t last = W - 1 - (kw - 1) * dw + pw; /* ox * sw <= last */
                 oxb = last < 0 ? 0 : last / sw + 1;
@@ -253,22 +266,19 @@ static void pool_f32_task(void *vctx, int64_t b, int64_t e)
                     oxb = Wo;
                 if (oxa > oxb)
                     oxa = oxb;
+                if (oxa < oxb) {
+                    for (int r = 0; r < nr; r++)
+                        rows[r] -= pw;
+                    int64_t cnt = j->count_pad ? (cb - ca) * kw : (kib - kia) * kw;
+                    redo = j->row(j->kind == P_MAX, rows, nr, kw, dw, sw, oxa, oxb, (float)cnt, yr);
+                }
             }
             for (int64_t ox = 0; ox < oxa; ox++)
                 pool_one(j, xp, H, W, hs, kia, kib, ca, cb, ox, kw, sw, dh, dw, pw, pew, yr + ox, ir ? ir + ox : NULL, pl,
                          g->in_sz);
-            if (oxa < oxb) {
-                const float *rows[64];
-                int nr = 0;
-                for (int64_t ki = kia; ki < kib; ki++)
-                    rows[nr++] = xp + (hs + ki * dh) * W - pw;
-                int64_t cnt = j->count_pad ? (cb - ca) * kw : (kib - kia) * kw;
-                if (j->row(j->kind == P_MAX, rows, nr, kw, dw, sw, oxa, oxb, (float)cnt, yr))
-                    for (int64_t ox = oxa; ox < oxb; ox++)
-                        if (yr[ox] == -INFINITY) /* all-NaN windows (or a true -inf): the scalar loop */
-                            pool_one(j, xp, H, W, hs, kia, kib, ca, cb, ox, kw, sw, dh, dw, pw, pew, yr + ox, NULL, pl,
-                                     g->in_sz);
-            }
+            for (int64_t ox = oxa; redo && ox < oxb; ox++)
+                if (yr[ox] == -INFINITY) /* all-NaN windows (or a true -inf): the scalar loop */
+                    pool_one(j, xp, H, W, hs, kia, kib, ca, cb, ox, kw, sw, dh, dw, pw, pew, yr + ox, NULL, pl, g->in_sz);
             for (int64_t ox = oxb; ox < Wo; ox++)
                 pool_one(j, xp, H, W, hs, kia, kib, ca, cb, ox, kw, sw, dh, dw, pw, pew, yr + ox, ir ? ir + ox : NULL, pl,
                          g->in_sz);
@@ -355,7 +365,7 @@ static kiln_status check_pool_dtype(const kiln_kctx *ctx, const kiln_tensor *x, 
     return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(x->dtype));
 }
 
-kiln_status kiln__maxpool(kiln_kctx *ctx, kiln_pool_row_fn row)
+kiln_status kiln__maxpool(kiln_kctx *ctx, kiln_pool_row_fn row, kiln_pool_maxrow_fn maxrow)
 {
     const kiln_tensor *x = kiln__kin(ctx, 0);
     KILN_TRY(check_pool_dtype(ctx, x, true));
@@ -364,7 +374,7 @@ kiln_status kiln__maxpool(kiln_kctx *ctx, kiln_pool_row_fn row)
     int64_t so = kiln__attr_i(ctx->node, "storage_order", 0);
     if (so != 0 && so != 1)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "storage_order must be 0 or 1, got %lld", (long long)so);
-    pool_job j = {.kind = P_MAX, .col_major = so == 1, .row = row};
+    pool_job j = {.kind = P_MAX, .col_major = so == 1, .row = row, .maxrow = maxrow};
     return run_pool(ctx, x, &g, &j, ctx->n_out > 1 && ctx->out[1]);
 }
 
@@ -378,7 +388,7 @@ kiln_status kiln__avgpool(kiln_kctx *ctx, kiln_pool_row_fn row)
     return run_pool(ctx, x, &g, &j, false);
 }
 
-static kiln_status k_maxpool(kiln_kctx *ctx) { return kiln__maxpool(ctx, NULL); }
+static kiln_status k_maxpool(kiln_kctx *ctx) { return kiln__maxpool(ctx, NULL, NULL); }
 static kiln_status k_avgpool(kiln_kctx *ctx) { return kiln__avgpool(ctx, NULL); }
 
 static kiln_status get_p(const kiln_kctx *ctx, double *p)

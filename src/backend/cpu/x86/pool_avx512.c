@@ -57,7 +57,91 @@ __attribute__((target("avx512f"))) static bool pool_row512(bool is_max, const fl
     return ninf != 0;
 }
 
-static kiln_status k_maxpool_avx512(kiln_kctx *ctx) { return kiln__maxpool(ctx, pool_row512); }
+/* The max over the nr rows of input columns [c, c + 16), -inf for columns outside [0, W) (the
+ * padding); NaN inputs ignored. NR > 0: nr known at compile time. */
+__attribute__((target("avx512f"), always_inline)) static inline __m512 col_max16(const float *const *rows, int nr,
+                                                                                  int64_t c, int64_t W, const int NR)
+{
+    const __m512 minf = _mm512_set1_ps(-INFINITY);
+    const int n = NR > 0 ? NR : nr;
+    __m512 acc = minf;
+    if (c >= 0 && c + 16 <= W) {
+        for (int r = 0; r < n; r++)
+            acc = _mm512_max_ps(_mm512_loadu_ps(rows[r] + c), acc);   /* NaN keeps acc */
+        return acc;
+    }
+    int64_t lo = c < 0 ? -c : 0, hi = W - c < 16 ? W - c : 16;   /* lanes [lo, hi) inside the row */
+    if (hi <= lo)
+        return minf;
+    __mmask16 m = (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+    for (int r = 0; r < n; r++)   /* the masked-off lanes (the padding) are not read */
+        acc = _mm512_max_ps(_mm512_mask_loadu_ps(minf, m, rows[r] + c), acc);
+    return acc;
+}
+
+/* 3-wide windows at stride 2 (ResNet's MaxPool after the stem): per 16 outputs the column maxima
+ * V0, V1, V2 of 48 columns from c0 = 16 * 2 * block - pw (V2 is the next block's V0); taps 0 and 1
+ * are the even and odd lanes of V0:V1, tap 2 the even lanes shifted by one with V2's first lane. */
+__attribute__((target("avx512f"), always_inline)) static inline __mmask16
+maxrow_k3s2(const float *const *rows, int nr, int64_t W, int64_t pw, int64_t Wo, float *yo, const int NR)
+{
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512 minf = _mm512_set1_ps(-INFINITY);
+    __mmask16 ninf = 0;
+    __m512 v0 = col_max16(rows, nr, -pw, W, NR);
+    for (int64_t ox = 0; ox < Wo; ox += 16) {
+        int64_t c0 = 2 * ox - pw;
+        __m512 v1 = col_max16(rows, nr, c0 + 16, W, NR), v2 = col_max16(rows, nr, c0 + 32, W, NR);
+        __m512 e = _mm512_permutex2var_ps(v0, even, v1), o = _mm512_permutex2var_ps(v0, odd, v1);
+        __m512 e2 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(v2), _mm512_castps_si512(e), 1));
+        __m512 acc = _mm512_max_ps(_mm512_max_ps(e, o), e2);
+        __mmask16 m = Wo - ox >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (Wo - ox)) - 1u);
+        ninf |= _mm512_mask_cmp_ps_mask(m, acc, minf, _CMP_EQ_OQ);
+        _mm512_mask_storeu_ps(yo + ox, m, acc);
+        v0 = v2;
+    }
+    return ninf;
+}
+
+/* A kiln_pool_maxrow_fn (pool.h). 3 wide at stride 2: maxrow_k3s2. Otherwise the max over the rows
+ * of every input column into v (with -inf for the padding columns on both sides), then the max
+ * over kw columns of v at stride sw. */
+__attribute__((target("avx512f"))) static bool pool_maxrow512(const float *const *rows, int nr, int64_t W, int64_t kw,
+                                                              int64_t sw, int64_t pw, int64_t Wo, float *yo)
+{
+    if (kw == 3 && sw == 2)
+        return (nr == 3 ? maxrow_k3s2(rows, nr, W, pw, Wo, yo, 3) : maxrow_k3s2(rows, nr, W, pw, Wo, yo, 0)) != 0;
+    /* v[i] = column i - pw; outputs read v[ox * sw + j], j < kw, plus up to 31 more lanes */
+    float v[KILN_POOL_MAXROW_W + 64] __attribute__((aligned(64)));
+    int64_t need = (Wo - 1) * sw + kw + 32, fill_end = need > pw + W ? need : pw + W;
+    for (int64_t i = 0; i < pw; i++)
+        v[i] = -INFINITY;
+    for (int64_t i = pw + W; i < fill_end; i++)
+        v[i] = -INFINITY;
+    for (int64_t x = 0; x < W; x += 16) {
+        __mmask16 m = W - x >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (W - x)) - 1u);
+        _mm512_mask_storeu_ps(v + pw + x, m, col_max16(rows, nr, x, W, 0));
+    }
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512 minf = _mm512_set1_ps(-INFINITY);
+    __mmask16 ninf = 0;
+    for (int64_t ox = 0; ox < Wo; ox += 16) {
+        __mmask16 m = Wo - ox >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (Wo - ox)) - 1u);
+        const float *q = v + ox * sw;
+        __m512 acc = minf;
+        for (int64_t j = 0; j < kw; j++) {
+            __m512 c = sw == 1 ? _mm512_loadu_ps(q + j)
+                               : _mm512_permutex2var_ps(_mm512_loadu_ps(q + j), even, _mm512_loadu_ps(q + j + 16));
+            acc = _mm512_max_ps(c, acc);
+        }
+        ninf |= _mm512_mask_cmp_ps_mask(m, acc, minf, _CMP_EQ_OQ);
+        _mm512_mask_storeu_ps(yo + ox, m, acc);
+    }
+    return ninf != 0;
+}
+
+static kiln_status k_maxpool_avx512(kiln_kctx *ctx) { return kiln__maxpool(ctx, pool_row512, pool_maxrow512); }
 static kiln_status k_avgpool_avx512(kiln_kctx *ctx) { return kiln__avgpool(ctx, pool_row512); }
 
 const kiln_kernel_isa_reg kiln__x86_pool[] = {
