@@ -9,6 +9,8 @@
 #   - `kiln bench ENGINE --iterations 1 --warmup 0` (process wall time and peak RSS from
 #     /usr/bin/time: exec, load, verify, first run, exit), memory-mapped (default) and --no-mmap;
 #   - the engine load alone (build/engine_hold: exec, map, verify, parse, exit);
+#   - one steady-state run (p50 of `kiln bench --iterations 5 --warmup 2`): what a first run cannot
+#     beat, so load + first run >= load only + steady run;
 #   - ONNX Runtime's session creation for the same model (scripts/ort_run.js --session-only, the
 #     time of InferenceSession.create inside the node process, i.e. without node's own start-up).
 # The table shows medians over rounds, kiln's load + first run / ORT's session creation, and
@@ -21,7 +23,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 BUILD=build THREADS=2 ROUNDS=3 ONLY="" JSON=0 REBUILD=0
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=$2; shift 2 ;;
@@ -101,7 +103,7 @@ for entry in "${MODELS[@]}"; do
   fi
   wb=$(weight_bytes "$eng")
   "$KILN" bench "$eng" --shapes "$spec" --threads "$THREADS" --iterations 1 --warmup 0 >/dev/null   # warm the page cache
-  km=() kr=() cm=() cr=() om=() lo=()
+  km=() kr=() cm=() cr=() om=() lo=() sr=()
   for r in $(seq 1 "$ROUNDS"); do
     log "$name: round $r/$ROUNDS kiln (mmap)"
     read -r w m < <(timed "$KILN" bench "$eng" --shapes "$spec" --threads "$THREADS" --iterations 1 --warmup 0)
@@ -109,6 +111,9 @@ for entry in "${MODELS[@]}"; do
     log "$name: round $r/$ROUNDS kiln load only"
     read -r w m < <(timed "$HOLD" "$eng" </dev/null)
     lo+=("$w")
+    log "$name: round $r/$ROUNDS kiln steady run"
+    sr+=("$("$KILN" bench "$eng" --shapes "$spec" --threads "$THREADS" --iterations 5 --warmup 2 --json | \
+      $PY -c 'import json,sys; print(json.load(sys.stdin)["latency_ms"]["p50"] / 1000)')")
     log "$name: round $r/$ROUNDS kiln (--no-mmap)"
     read -r w m < <(timed "$KILN" bench "$eng" --shapes "$spec" --threads "$THREADS" --iterations 1 --warmup 0 --no-mmap)
     cm+=("$w") cr+=("$m")
@@ -118,7 +123,7 @@ for entry in "${MODELS[@]}"; do
   done
   log "$name: second process PSS"
   read -r alone added < <(second_pss "$eng")
-  results+=("$name $wb $alone $added ${km[*]} | ${kr[*]} | ${cm[*]} | ${cr[*]} | ${om[*]} | ${lo[*]}")
+  results+=("$name $wb $alone $added ${km[*]} | ${kr[*]} | ${cm[*]} | ${cr[*]} | ${om[*]} | ${lo[*]} | ${sr[*]}")
 done
 log ""
 
@@ -128,13 +133,14 @@ as_json, threads, rounds = sys.argv[1] == "1", int(sys.argv[2]), int(sys.argv[3]
 med = lambda s: statistics.median(float(x) for x in s.split())
 rows = []
 for line in sys.argv[4:]:
-    head, kr, cm, cr, om, lo = line.split("|")
+    head, kr, cm, cr, om, lo, sr = line.split("|")
     name, wb, alone, added = head.split()[:4]
     km = " ".join(head.split()[4:])
     wb, added = int(wb), int(added) * 1024
     r = {"model": name, "weight_mb": wb / 2**20,
          "kiln_s": med(km), "kiln_rss_mb": med(kr) / 1024, "copy_s": med(cm), "copy_rss_mb": med(cr) / 1024,
-         "ort_session_s": med(om), "second_pss_mb": added / 2**20, "load_only_s": med(lo)}
+         "ort_session_s": med(om), "second_pss_mb": added / 2**20, "load_only_s": med(lo),
+         "steady_run_s": med(sr)}
     r["load_vs_ort"] = r["kiln_s"] / r["ort_session_s"]
     r["rss_vs_weights"] = r["kiln_rss_mb"] / r["weight_mb"] if wb else None
     r["second_pss_vs_weights"] = added / wb if wb else None
@@ -144,12 +150,12 @@ if as_json:
     sys.exit(0)
 print(f"threads {threads}, median of {rounds} alternated rounds, warm page cache; kiln = process wall time and peak RSS of "
       "`kiln bench ENGINE --iterations 1 --warmup 0` (load + first run); ORT = InferenceSession.create")
-print("| model | weights MB | kiln load+run s | ORT session s | kiln/ORT | kiln load only s | load/ORT | peak RSS MB "
+print("| model | weights MB | kiln load+run s | ORT session s | kiln/ORT | kiln load only s | load/ORT | steady run s | peak RSS MB "
       "| RSS/weights | --no-mmap s | --no-mmap RSS MB | 2nd process PSS MB (of weights) |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for r in rows:
     rw = f"{r['rss_vs_weights']:.2f}" if r["rss_vs_weights"] is not None else "-"
     sp = f"{100 * r['second_pss_vs_weights']:.1f}%" if r["second_pss_vs_weights"] is not None else "-"
     print(f"| {r['model']} | {r['weight_mb']:.1f} | {r['kiln_s']:.3f} | {r['ort_session_s']:.3f} | {r['load_vs_ort']:.2f} "
-          f"| {r['load_only_s']:.3f} | {r['load_only_s'] / r['ort_session_s']:.2f} | {r['kiln_rss_mb']:.1f} | {rw} | {r['copy_s']:.3f} | {r['copy_rss_mb']:.1f} | {r['second_pss_mb']:.1f} ({sp}) |")
+          f"| {r['load_only_s']:.3f} | {r['load_only_s'] / r['ort_session_s']:.2f} | {r['steady_run_s']:.3f} | {r['kiln_rss_mb']:.1f} | {rw} | {r['copy_s']:.3f} | {r['copy_rss_mb']:.1f} | {r['second_pss_mb']:.1f} ({sp}) |")
 PYEOF

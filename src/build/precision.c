@@ -327,34 +327,6 @@ static float calib_threshold(const qctx *q, const char *name)
     return -1.f;
 }
 
-/* A Relu (or Clip from 0) produces v, maybe through ops that move, select or average values:
- * non-negative values, quantized as uint8 with zero point 0. */
-static bool non_negative(const kiln_graph *g, int v)
-{
-    int p = g->values[v].producer;
-    for (int depth = 0; p >= 0 && depth < 16; depth++) {
-        const kiln_node *n = &g->nodes[p];
-        bool moves = n->op == KILN_OP_MaxPool || n->op == KILN_OP_GlobalMaxPool || n->op == KILN_OP_AveragePool ||
-                     n->op == KILN_OP_GlobalAveragePool || n->op == KILN_OP_Reshape ||
-                     n->op == KILN_OP_Flatten || n->op == KILN_OP_Transpose || n->op == KILN_OP_Squeeze ||
-                     n->op == KILN_OP_Unsqueeze;
-        if (n->dead || !moves || n->n_in < 1 || n->in[0] < 0)
-            break;
-        p = g->values[n->in[0]].producer;
-    }
-    if (p < 0 || g->nodes[p].dead)
-        return false;
-    const kiln_node *n = &g->nodes[p];
-    if (n->op == KILN_OP_Relu)
-        return true;
-    if (n->op != KILN_OP_Clip)
-        return false;
-    if (n->opset < 11)
-        return kiln__attr_f(n, "min", -1.f) >= 0.f;
-    const kiln_tensor *t = n->n_in > 1 && n->in[1] >= 0 ? g->values[n->in[1]].init : NULL;
-    return t && t->dtype == KILN_DT_FLOAT32 && kiln_tensor_numel(t) == 1 && *(const float *)t->data >= 0.f;
-}
-
 /* v -> Q -> DQ with v's calibrated threshold; *out = the DQ'd value (-1: v is not calibrated).
  * With reroute_all every other reader of v then reads the DQ'd value. */
 static kiln_status quantize_value(qctx *q, int v, bool reroute_all, int *out)
@@ -363,14 +335,16 @@ static kiln_status quantize_value(qctx *q, int v, bool reroute_all, int *out)
     *out = v < q->cap ? q->dq_of[v] : -1;
     if (*out >= 0)
         return KILN_OK;
-    float t = calib_threshold(q, g->values[v].name);
+    float t = calib_threshold(q, g->values[v].name), scale;
     if (!(t > 0) || !isfinite(t))
         return KILN_OK;
-    bool u8 = non_negative(g, v);
+    bool u8;
+    int zp;
+    kiln__int8_act_params(g, v, t, &u8, &scale, &zp);
     kiln_dtype dt = u8 ? KILN_DT_UINT8 : KILN_DT_INT8;
     const char *name = g->values[v].name;
-    int s = scalar_const(g, name, KILN_DT_FLOAT32, t / (u8 ? 255.f : 127.f));
-    int z = scalar_const(g, name, dt, 0);
+    int s = scalar_const(g, name, KILN_DT_FLOAT32, scale);
+    int z = scalar_const(g, name, dt, zp);
     int qv = new_value(g, name, "__kiln_q", dt), dv = new_value(g, name, "__kiln_dq", KILN_DT_FLOAT32);
     if (s < 0 || z < 0 || qv < 0 || dv < 0)
         return nomem();

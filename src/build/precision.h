@@ -36,6 +36,18 @@ bool kiln__precision_weight_layer(const kiln_graph *g, int node);
 /* True when one of o's --layer-precision rules names node n (by name or op type). */
 bool kiln__precision_rule_names(const kiln_build_options *o, const kiln_node *n);
 
+/* Int8 activations (precision_range.c): true and *lo when value v of g cannot be below lo, by what
+ * produces it (Relu, Clip, Sigmoid, HardSwish, x * Sigmoid(x), Gelu, ..., through ops that move or
+ * average values, Mul / Div by a positive scalar constant, Add / Sub of a scalar constant, and the
+ * Q -> DQ pairs of the int8 step). */
+bool kiln__value_lower_bound(const kiln_graph *g, int v, float *lo);
+/* The int8 parameters of activation v with calibrated threshold t > 0 (PRECISION.md, "Implicit
+ * INT8"): int8 over [-t, t] (scale t / 127, zero point 0); uint8 over [0, t] (t / 255, zero point
+ * 0) when v cannot be negative; uint8 over [lo, t] when v cannot be below lo, -t < lo < 0: scale
+ * (t - lo) / 255 and the zero point rint(-lo / scale) that puts 0 on the grid, so the codes int8
+ * spends below lo (HardSwish, SiLU, Gelu, ...: nearly half of them) resolve [lo, t] instead. */
+void kiln__int8_act_params(const kiln_graph *g, int v, float t, bool *u8, float *scale, int *zp);
+
 /* The builder with planned requests (builder.c): kiln_build does this with plan NULL, after the
  * planner when o->precision is "auto". */
 kiln_status kiln__build_planned(kiln_model_t m, kiln_build_options *o, const kiln_prec_plan *plan, kiln_engine_t *out);

@@ -52,6 +52,14 @@ kiln_status kiln__convert(kiln_dtype dst_dt, void *dst, kiln_dtype src_dt, const
 /* tensors */
 /* numel of a shape, or -1 on overflow / negative dim */
 int64_t kiln__shape_numel(int ndim, const int64_t *dims);
+/* *r = a * b for a, b >= 0; false (and *r untouched) when either is negative or it overflows */
+static inline bool kiln__mul_nonneg(int64_t a, int64_t b, int64_t *r)
+{
+    if (a < 0 || b < 0 || (a && b > INT64_MAX / a))
+        return false;
+    *r = a * b;
+    return true;
+}
 /* Allocates t->data for the given dtype/shape (zeroed); enforces the size limit. */
 kiln_status kiln__tensor_alloc(kiln_tensor *t, kiln_dtype dt, int ndim, const int64_t *dims);
 void kiln__tensor_release(kiln_tensor *t);            /* frees data (unless borrowed), keeps struct */

@@ -97,6 +97,19 @@ c = cos(out('o$p'), out('o32'))
 assert c > (0.99999 if '$p' == 'fp16' else 0.9999), c"
 done
 
+# kiln bench says what an engine computes in (not "fp32" whatever the engine holds)
+bench_prec() {   # ENGINE EXPECTED-PRECISION PYTHON-CHECK-OF-layer_precisions
+  "$KILN" bench "$1" --shapes input:1x3x32x32 --iterations 1 --warmup 0 --json > "$T/bench.json" 2> "$T/stderr.txt" \
+    || { bad "bench $1: $(tail -1 "$T/stderr.txt")"; return; }
+  $PY -c "
+import json; d = json.load(open('$T/bench.json')); lp = d['layer_precisions']
+assert d['precision'] == '$2', d
+$3" > "$T/py.txt" 2>&1 && ok "bench reports $2 ($(basename "$1"))" || bad "bench precision $1: $(tail -1 "$T/py.txt")"
+}
+bench_prec "$T/f32.kiln" fp32 "assert list(lp) == ['fp32'], lp"
+bench_prec "$T/fp16.kiln" fp16 "assert lp['fp16'] == 10 and set(lp) == {'fp16', 'fp32'}, lp"
+bench_prec "$T/bf16.kiln" bf16 "assert lp['bf16'] == 10 and set(lp) == {'bf16', 'fp32'}, lp"
+
 # --layer-precision: honoured exactly, later rules win, any op
 expect_ok "layer rules" "$KILN" build "$M" -o "$T/mix.kiln" --precision int8 --calib-cache "$T/c.cache" --calib-method minmax \
   --layer-precision 'layer2_*:fp16' --layer-precision 'layer2_0_conv2*:int8' --layer-precision 'conv1_Conv_0:bf16'
@@ -107,6 +120,7 @@ assert by["conv1_Conv_0"]["requested_precision"] == by["conv1_Conv_0"]["precisio
 assert by["layer2_0_conv1_Conv_0"]["precision"] == "fp16" and by["layer2_0_conv2_Conv_0"]["precision"] == "int8"
 assert by["layer1_0_conv1_Conv_0"]["precision"] == "int8"
 assert all(l["requested_precision"] in (None, l["precision"]) for l in L), [(l["name"], l["requested_precision"], l["precision"]) for l in L]'
+bench_prec "$T/mix.kiln" mixed "assert {'bf16', 'fp16', 'int8'} <= set(lp), lp"
 expect_rc "rule matching nothing" 1 "no layer name or op type matches 'nope\*'" "$KILN" build "$M" -o "$T/x.kiln" --layer-precision 'nope*:fp16'
 expect_rc "bad rule" 1 "want PATTERN:PRECISION" "$KILN" build "$M" -o "$T/x.kiln" --layer-precision 'conv1_Conv_0'
 expect_rc "bad precision" 1 "want one of fp32, fp16, bf16, int8, fp8, nvfp4 (or fp4), mxfp4, int4" "$KILN" build "$M" -o "$T/x.kiln" --precision int3

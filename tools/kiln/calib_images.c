@@ -20,6 +20,27 @@ bool cli_images_arg(cli_images *im, int argc, char **argv, int *i)
     return true;
 }
 
+int cli_calib_arg(const char *cmd, kiln_calib_options *o, cli_images *im, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    if (cli_images_arg(im, argc, argv, i))
+        return 1;
+    if (*i + 1 >= argc)
+        return 0;
+    if (!strcmp(a, "--calib"))
+        o->data_dir = argv[++*i];
+    else if (!strcmp(a, "--calib-cache"))
+        o->cache_path = argv[++*i];
+    else if (!strcmp(a, "--calib-method")) {
+        if (kiln_calib_method_parse(argv[++*i], &o->method, &o->param) != KILN_OK) {
+            fprintf(stderr, "kiln %s: --calib-method: %s\n", cmd, kiln_last_error());
+            return -1;
+        }
+    } else
+        return 0;
+    return 1;
+}
+
 bool cli_images_prepare(const char *cmd, cli_images *im, kiln_calib_options *o)
 {
     if (!im->dir && !im->spec)

@@ -54,7 +54,22 @@ typedef struct cli_images {
 } cli_images;
 bool cli_images_arg(cli_images *im, int argc, char **argv, int *i);   /* consumed argv[*i] (and its value) */
 bool cli_images_prepare(const char *cmd, cli_images *im, kiln_calib_options *o);
+/* --calib DIR, --calib-cache FILE, --calib-method M, --calib-images DIR, --preprocess SPEC into o / im:
+ * 1 when argv[*i] (and its value, *i advanced) was one of them, 0 when not, -1 after printing an
+ * error ("kiln CMD: ...") for a bad method */
+int cli_calib_arg(const char *cmd, kiln_calib_options *o, cli_images *im, int argc, char **argv, int *i);
 void cli_images_done(cli_images *im);
+
+/* An engine's precision as kiln bench reports it (precision_summary.c): `name` is the realized
+ * precision of the layers the build gave a precision request ("fp16", "int8", ...; "mixed" when they
+ * realize several; "fp32" - "tf32" with tf32 - when no layer had a request); `layers` lists the realized
+ * precision of every layer with its count, most first ("fp16 51, fp32 22"), also as kinds[]. */
+typedef struct cli_precision {
+    char name[16], layers[256];
+    struct { const char *name; int layers; } kinds[16];
+    int nkinds;
+} cli_precision;
+void cli_precision_summary(kiln_engine_t e, bool tf32, cli_precision *out);
 
 /* Latency statistics in bounded memory (latency.c): exact count/sum/min/max, percentiles from at
  * most LAT_MAX_SAMPLES stored samples (a uniform random sample once there are more). */

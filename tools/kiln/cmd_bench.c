@@ -162,7 +162,9 @@ int cmd_bench(int argc, char **argv)
         goto done;
     }
     const char *dev = device == KILN_DEVICE_CUDA ? "cuda" : "cpu";
-    const char *prec = device_flags & KILN_DEVICE_ALLOW_TF32 ? "tf32" : "fp32";
+    cli_precision pr;
+    cli_precision_summary(e, device_flags & KILN_DEVICE_ALLOW_TF32, &pr);
+    const char *prec = pr.name;
     if (json) {
         printf("{\"throughput\": %.3f, \"latency_ms\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f, "
                "\"min\": %.4f, \"max\": %.4f}, \"batch\": %d, \"iterations\": %lld, \"precision\": \"%s\", "
@@ -176,9 +178,13 @@ int cmd_bench(int argc, char **argv)
         if (gs.n)   /* device time of the replays: kiln's work with the inputs already in pinned memory */
             printf(", \"graph_ms\": {\"p50\": %.4f, \"p90\": %.4f, \"n\": %lld}, \"device_throughput\": %.3f", g50, g90,
                    (long long)gs.n, g50 > 0 ? (double)batch * 1e3 / g50 : 0.0);
-        printf("}\n");
+        printf(", \"layer_precisions\": {");
+        for (int k = 0; k < pr.nkinds; k++)
+            printf("%s\"%s\": %d", k ? ", " : "", cli_esc(pr.kinds[k].name), pr.kinds[k].layers);
+        printf("}}\n");
     } else {
-        printf("model: %s\ndevice: %s, threads: %d, precision: %s, batch: %d\n", cli_esc(path), dev, th, prec, batch);
+        printf("model: %s\ndevice: %s, threads: %d, precision: %s (layers: %s), batch: %d\n", cli_esc(path), dev, th,
+               prec, cli_esc(pr.layers), batch);
         if (device != KILN_DEVICE_CPU)
             printf("gpu: %s\nlayers: %d on the device, %d on the host (shape arithmetic), %d fallen back to the CPU%s%s\n"
                    "CUDA graph replays: %ld\n",

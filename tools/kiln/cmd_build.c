@@ -52,8 +52,6 @@ static int split_list(char *text, const char **out, int cap)
         out[n++] = t;
     return n;
 }
-    kiln_device device = KILN_DEVICE_CPU;
-
 #define MAX_LAYER_RULES 256
 
 /* Entry k of s: name and dims. */
@@ -85,173 +83,222 @@ static bool make_range(kiln_shapes_t mins, kiln_shapes_t opts, kiln_shapes_t max
     return true;
 }
 
-int cmd_build(int argc, char **argv)
+/* Everything on kiln build's command line. */
+typedef struct build_args {
+    const char *model_path, *out_path, *cache, *precision, *budget_text, *val_dir;
+    const char *rules[MAX_LAYER_RULES], *allow[16];
+    int nrules, nallow, objective, probe_batches, max_batches;
+    kiln_calib_options calib;
+    cli_images im;
+    bool report, no_opt, no_tactics, fallback, use_calib;
+    double budget;
+    kiln_device device;
+    kiln_shapes_t mins[MAX_PROFILES], opts[MAX_PROFILES], maxs[MAX_PROFILES], fixed[MAX_PROFILES];
+    int nmin, nopt, nmax, nfixed;
+} build_args;
+
+/* The shape options: --min/--opt/--max-shapes and --shapes (1 consumed, 0 not one, -1 error). */
+static int shapes_arg(build_args *b, int argc, char **argv, int *i)
 {
-    const char *model_path = NULL, *out_path = NULL, *cache = NULL, *precision = NULL, *budget_text = NULL;
-    const char *rules[MAX_LAYER_RULES], *allow[16], *val_dir = NULL;
-    int nrules = 0, nallow = 0, objective = KILN_AUTO_SPEED, probe_batches = 0, max_batches = 0;
-    kiln_calib_options calib = {.method = KILN_CALIB_PERCENTILE, .param = 99.99};   /* as kiln calibrate */
-    cli_images im = {0};
-    bool report = false, no_opt = false, no_tactics = false, fallback = false, use_calib = false;
-    double budget = 0;
-    kiln_shapes_t mins[MAX_PROFILES] = {0}, opts_[MAX_PROFILES] = {0}, maxs[MAX_PROFILES] = {0}, fixed[MAX_PROFILES] = {0};
-    int nmin = 0, nopt = 0, nmax = 0, nfixed = 0, rc = 1;
+    static const char *const names[] = {"--min-shapes", "--opt-shapes", "--max-shapes", "--shapes"};
+    kiln_shapes_t *sets[] = {b->mins, b->opts, b->maxs, b->fixed};
+    int *counts[] = {&b->nmin, &b->nopt, &b->nmax, &b->nfixed};
+    if (*i + 1 >= argc)
+        return 0;
+    for (int k = 0; k < 4; k++)
+        if (!strcmp(argv[*i], names[k]) && *counts[k] < MAX_PROFILES) {
+            ++*i;
+            return cli_shapes_parse(names[k], argv[*i], &sets[k][(*counts[k])++]) ? 1 : -1;
+        }
+    return 0;
+}
+
+/* The --precision auto options (1 consumed, 0 not one, -1 error). */
+static int auto_arg(build_args *b, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    if (*i + 1 >= argc)
+        return 0;
+    if (!strcmp(a, "--allow")) {
+        if ((b->nallow = split_list(argv[++*i], b->allow, 16)) == 0) {
+            fprintf(stderr, "kiln build: --allow needs a list of precisions (e.g. int8,fp16)\n");
+            return -1;
+        }
+    } else if (!strcmp(a, "--accuracy-budget"))
+        b->budget_text = argv[++*i];
+    else if (!strcmp(a, "--val"))
+        b->val_dir = argv[++*i];
+    else if (!strcmp(a, "--auto-objective")) {
+        const char *v = argv[++*i];
+        if (strcmp(v, "speed") && strcmp(v, "size")) {
+            fprintf(stderr, "kiln build: --auto-objective '%s': want speed or size\n", cli_esc(v));
+            return -1;
+        }
+        b->objective = strcmp(v, "size") ? KILN_AUTO_SPEED : KILN_AUTO_SIZE;
+    } else if (!strcmp(a, "--auto-probe-batches")) {
+        if (!cli_int_opt("--auto-probe-batches", argv[++*i], 1, 1 << 16, &b->probe_batches))
+            return -1;
+    } else if (!strcmp(a, "--auto-max-batches")) {
+        if (!cli_int_opt("--auto-max-batches", argv[++*i], 1, 1 << 16, &b->max_batches))
+            return -1;
+    } else
+        return 0;
+    return 1;
+}
+
+/* Parses argv into b: 0 to go on, else the exit code (help printed: 0 through *done). */
+static int parse_build_args(int argc, char **argv, build_args *b, bool *done)
+{
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
+        int r;
         if (cli_is_help(a)) {
-            rc = cli_help(usage);
-            goto done;
+            *done = true;
+            return cli_help(usage);
         } else if (!strcmp(a, "-o") && has)
-            out_path = argv[++i];
+            b->out_path = argv[++i];
         else if (!strcmp(a, "--passes-report"))
-            report = true;
+            b->report = true;
         else if (!strcmp(a, "--no-optimize"))
-            no_opt = true;
+            b->no_opt = true;
         else if (!strcmp(a, "--no-tactics"))
-            no_tactics = true;
+            b->no_tactics = true;
         else if (!strcmp(a, "--timing-cache") && has)
-            cache = argv[++i];
+            b->cache = argv[++i];
         else if (!strcmp(a, "--precision") && has)
-            precision = argv[++i];
-        else if (!strcmp(a, "--layer-precision") && has && nrules < MAX_LAYER_RULES)
-            rules[nrules++] = argv[++i];
+            b->precision = argv[++i];
+        else if (!strcmp(a, "--layer-precision") && has && b->nrules < MAX_LAYER_RULES)
+            b->rules[b->nrules++] = argv[++i];
         else if (!strcmp(a, "--precision-fallback"))
-            fallback = true;
-        else if (!strcmp(a, "--allow") && has) {
-            if ((nallow = split_list(argv[++i], allow, 16)) == 0) {
-                fprintf(stderr, "kiln build: --allow needs a list of precisions (e.g. int8,fp16)\n");
-                goto done;
-            }
-        } else if (!strcmp(a, "--accuracy-budget") && has)
-            budget_text = argv[++i];
-        else if (!strcmp(a, "--val") && has)
-            val_dir = argv[++i];
-        else if (!strcmp(a, "--auto-objective") && has) {
-            const char *v = argv[++i];
-            if (strcmp(v, "speed") && strcmp(v, "size")) {
-                fprintf(stderr, "kiln build: --auto-objective '%s': want speed or size\n", cli_esc(v));
-                goto done;
-            }
-            objective = strcmp(v, "size") ? KILN_AUTO_SPEED : KILN_AUTO_SIZE;
-        } else if (!strcmp(a, "--auto-probe-batches") && has) {
-            if (!cli_int_opt("--auto-probe-batches", argv[++i], 1, 1 << 16, &probe_batches))
-                goto done;
-        } else if (!strcmp(a, "--auto-max-batches") && has) {
-            if (!cli_int_opt("--auto-max-batches", argv[++i], 1, 1 << 16, &max_batches))
-                goto done;
+            b->fallback = true;
+        else if ((r = auto_arg(b, argc, argv, &i)) != 0) {
+            if (r < 0)
+                return 1;
         } else if (!strcmp(a, "--device") && has) {
-            if (!kiln_device_parse(argv[++i], &device)) {
+            if (!kiln_device_parse(argv[++i], &b->device)) {
                 fprintf(stderr, "kiln build: --device takes cpu or cuda, not '%s'\n", cli_esc(argv[i]));
-                rc = 2;
-                goto done;
+                return 2;
             }
-        }
-        else if (cli_images_arg(&im, argc, argv, &i))
-            use_calib = true;
-        else if (!strcmp(a, "--calib") && has)
-            calib.data_dir = argv[++i], use_calib = true;
-        else if (!strcmp(a, "--calib-cache") && has)
-            calib.cache_path = argv[++i], use_calib = true;
-        else if (!strcmp(a, "--calib-method") && has) {
-            if (kiln_calib_method_parse(argv[++i], &calib.method, &calib.param) != KILN_OK) {
-                fprintf(stderr, "kiln build: %s\n", kiln_last_error());
-                goto done;
-            }
-            use_calib = true;
-        }
-        else if (!strcmp(a, "--build-run-budget") && has) {
-            if (!cli_num_arg("--build-run-budget", argv[++i], 1e-3, 1e9, &budget))
-                goto done;
-        }
-        else if (!strcmp(a, "--min-shapes") && has && nmin < MAX_PROFILES) {
-            if (!cli_shapes_parse("--min-shapes", argv[++i], &mins[nmin++]))
-                goto done;
-        } else if (!strcmp(a, "--opt-shapes") && has && nopt < MAX_PROFILES) {
-            if (!cli_shapes_parse("--opt-shapes", argv[++i], &opts_[nopt++]))
-                goto done;
-        } else if (!strcmp(a, "--max-shapes") && has && nmax < MAX_PROFILES) {
-            if (!cli_shapes_parse("--max-shapes", argv[++i], &maxs[nmax++]))
-                goto done;
-        } else if (!strcmp(a, "--shapes") && has && nfixed < MAX_PROFILES) {
-            if (!cli_shapes_parse("--shapes", argv[++i], &fixed[nfixed++]))
-                goto done;
-        } else if (a[0] != '-' && !model_path)
-            model_path = a;
+        } else if ((r = cli_calib_arg("build", &b->calib, &b->im, argc, argv, &i)) != 0) {
+            if (r < 0)
+                return 1;
+            b->use_calib = true;
+        } else if (!strcmp(a, "--build-run-budget") && has) {
+            if (!cli_num_arg("--build-run-budget", argv[++i], 1e-3, 1e9, &b->budget))
+                return 1;
+        } else if ((r = shapes_arg(b, argc, argv, &i)) != 0) {
+            if (r < 0)
+                return 1;
+        } else if (a[0] != '-' && !b->model_path)
+            b->model_path = a;
         else {
             fprintf(stderr, "kiln build: unexpected argument '%s'\n", a);
-            goto done;
+            return 1;
         }
     }
-    if (!model_path || !out_path) {
+    if (!b->model_path || !b->out_path) {
         fputs(usage, stderr);
-        goto done;
+        return 1;
     }
-    bool is_auto = precision && !strcmp(precision, "auto");
-    if (!is_auto && (budget_text || nallow || val_dir || objective != KILN_AUTO_SPEED || probe_batches || max_batches)) {
+    bool is_auto = b->precision && !strcmp(b->precision, "auto");
+    if (!is_auto && (b->budget_text || b->nallow || b->val_dir || b->objective != KILN_AUTO_SPEED || b->probe_batches ||
+                     b->max_batches)) {
         fprintf(stderr, "kiln build: --allow, --accuracy-budget, --val and --auto-* go with --precision auto\n");
-        goto done;
+        return 1;
     }
-    if (is_auto && !budget_text) {
+    if (is_auto && !b->budget_text) {
         fprintf(stderr, "kiln build: --precision auto needs --accuracy-budget METRIC (e.g. cosine>=0.99)\n");
-        goto done;
+        return 1;
     }
-    if (nmin != nmax || (nopt && nopt != nmin)) {
+    if (b->nmin != b->nmax || (b->nopt && b->nopt != b->nmin)) {
         fprintf(stderr, "kiln build: give --min-shapes and --max-shapes (and optionally --opt-shapes) the same number of times\n");
-        goto done;
+        return 1;
     }
-    kiln_profile profiles[2 * MAX_PROFILES];
-    kiln_shape_range ranges[2 * MAX_PROFILES][MAX_RANGES];
-    int np = 0;
-    for (int p = 0; p < nmin; p++, np++) {
-        int n = kiln_shapes_count(mins[p]);
-        if (n != kiln_shapes_count(maxs[p]) || (nopt && kiln_shapes_count(opts_[p]) != n)) {
+    return 0;
+}
+
+/* One profile per --min/--opt/--max-shapes set, then one fixed profile per --shapes. */
+static bool make_profiles(const build_args *b, kiln_profile *profiles, kiln_shape_range (*ranges)[MAX_RANGES], int *np)
+{
+    *np = 0;
+    for (int p = 0; p < b->nmin; p++, ++*np) {
+        int n = kiln_shapes_count(b->mins[p]);
+        if (n != kiln_shapes_count(b->maxs[p]) || (b->nopt && kiln_shapes_count(b->opts[p]) != n)) {
             fprintf(stderr, "kiln build: profile %d: min/opt/max name different inputs\n", p);
-            goto done;
+            return false;
         }
         for (int k = 0; k < n; k++)
-            if (!make_range(mins[p], nopt ? opts_[p] : NULL, maxs[p], k, &ranges[np][k]))
-                goto done;
-        profiles[np] = (kiln_profile){n, ranges[np]};
+            if (!make_range(b->mins[p], b->nopt ? b->opts[p] : NULL, b->maxs[p], k, &ranges[*np][k]))
+                return false;
+        profiles[*np] = (kiln_profile){n, ranges[*np]};
     }
-    for (int p = 0; p < nfixed; p++, np++) {
-        int n = kiln_shapes_count(fixed[p]);
+    for (int p = 0; p < b->nfixed; p++, ++*np) {
+        int n = kiln_shapes_count(b->fixed[p]);
         for (int k = 0; k < n; k++) {
-            kiln_shape_range *r = &ranges[np][k];
+            kiln_shape_range *r = &ranges[*np][k];
             memset(r, 0, sizeof *r);
-            r->input = entry(fixed[p], k, &r->ndim, r->min);
+            r->input = entry(b->fixed[p], k, &r->ndim, r->min);
             memcpy(r->opt, r->min, sizeof r->min);
             memcpy(r->max, r->min, sizeof r->min);
         }
-        profiles[np] = (kiln_profile){n, ranges[np]};
+        profiles[*np] = (kiln_profile){n, ranges[*np]};
     }
-    /* the engine replaces -o atomically: it must not name the model or the timing cache (by any
-     * spelling, hard link or symlink) */
-    if (kiln_same_file(out_path, model_path) || (cache && (kiln_same_file(out_path, cache) || !strcmp(out_path, cache)))) {
-        fprintf(stderr, "kiln build: -o '%s' names the %s; refusing to overwrite it\n", out_path,
-                kiln_same_file(out_path, model_path) ? "input model" : "timing cache");
-        goto done;
+    return true;
+}
+
+/* The engine replaces -o atomically: it must not name the model, the timing cache or the
+ * calibration cache (by any spelling, hard link or symlink). */
+static bool out_path_ok(const build_args *b)
+{
+    const char *out = b->out_path;
+    if (kiln_same_file(out, b->model_path) || (b->cache && (kiln_same_file(out, b->cache) || !strcmp(out, b->cache)))) {
+        fprintf(stderr, "kiln build: -o '%s' names the %s; refusing to overwrite it\n", out,
+                kiln_same_file(out, b->model_path) ? "input model" : "timing cache");
+        return false;
     }
-    if (calib.cache_path && (kiln_same_file(out_path, calib.cache_path) || !strcmp(out_path, calib.cache_path))) {
-        fprintf(stderr, "kiln build: -o '%s' names the calibration cache; refusing to overwrite it\n", out_path);
-        goto done;
+    const char *cc = b->calib.cache_path;
+    if (cc && (kiln_same_file(out, cc) || !strcmp(out, cc))) {
+        fprintf(stderr, "kiln build: -o '%s' names the calibration cache; refusing to overwrite it\n", out);
+        return false;
     }
-    if (!cli_images_prepare("build", &im, &calib))
-        goto done;
+    return true;
+}
+
+/* What the build says on stdout: the auto plan's result and the passes report (or its summary). */
+static void print_build_result(const build_args *b, const kiln_build_options *bo, bool is_auto)
+{
+    if (is_auto)
+        printf("auto: budget %s reached: %.6g; %d of %d layers lowered; estimated speed-up %.2fx (measured %.2fx)\n",
+               cli_esc(b->budget_text), bo->auto_value, bo->auto_lowered, bo->auto_candidates, bo->auto_speedup_est,
+               bo->auto_speedup);
+    if (b->report && bo->report) {
+        cli_print_escaped_lines(bo->report);
+    } else if (bo->report && strstr(bo->report, "nodes:")) {
+        const char *nodes = strstr(bo->report, "nodes:");
+        char *line = strndup(nodes, strcspn(nodes, "\n"));
+        printf("%s\n", line ? cli_esc(line) : "");
+        free(line);
+    }
+}
+
+/* Load, build with the given profiles, save: the exit code. */
+static int run_build(build_args *b, kiln_profile *profiles, int np)
+{
     kiln_model_t m = NULL;
     kiln_engine_t e = NULL;
-    kiln_status st = kiln_model_load(model_path, &m);
-    if (st != KILN_OK) {
-        rc = cli_die(st, "loading model");
-        goto done;
-    }
-    kiln_build_options bo = {.no_optimize = no_opt, .num_profiles = np, .profiles = profiles, .timing_cache = cache,
-                             .want_report = true, .no_tactics = no_tactics, .run_budget_s = budget,
-                             .precision = precision, .num_layer_precisions = nrules, .layer_precisions = rules,
-                             .precision_fallback = fallback, .calib = use_calib ? &calib : NULL,
-                             .accuracy_budget = budget_text, .num_allow = nallow, .allow = allow, .val_dir = val_dir,
-                             .auto_objective = objective, .auto_probe_batches = probe_batches,
-                             .auto_max_batches = max_batches, .device = device};
+    kiln_status st = kiln_model_load(b->model_path, &m);
+    if (st != KILN_OK)
+        return cli_die(st, "loading model");
+    bool is_auto = b->precision && !strcmp(b->precision, "auto");
+    kiln_build_options bo = {.no_optimize = b->no_opt, .num_profiles = np, .profiles = profiles, .timing_cache = b->cache,
+                             .want_report = true, .no_tactics = b->no_tactics, .run_budget_s = b->budget,
+                             .precision = b->precision, .num_layer_precisions = b->nrules, .layer_precisions = b->rules,
+                             .precision_fallback = b->fallback, .calib = b->use_calib ? &b->calib : NULL,
+                             .accuracy_budget = b->budget_text, .num_allow = b->nallow, .allow = b->allow,
+                             .val_dir = b->val_dir, .auto_objective = b->objective,
+                             .auto_probe_batches = b->probe_batches, .auto_max_batches = b->max_batches,
+                             .device = b->device};
     bool tty = isatty(2);
     if (is_auto && tty)
         bo.auto_progress = progress_line;   /* progress on a terminal, quiet in pipes */
@@ -262,38 +309,47 @@ int cmd_build(int argc, char **argv)
     cli_print_escaped_lines(bo.precision_report);   /* layers kept in fp32, fallbacks */
     kiln_free(bo.precision_report);
     if (st != KILN_OK) {
-        rc = cli_die(st, "building engine");
-        if (bo.budget_unmet)
-            rc = 3;   /* as kiln verify: a budget violated */
-        goto done;
+        kiln_free(bo.report);
+        int rc = cli_die(st, "building engine");
+        return bo.budget_unmet ? 3 : rc;   /* 3 as kiln verify: a budget violated */
     }
-    if (is_auto)
-        printf("auto: budget %s reached: %.6g; %d of %d layers lowered; estimated speed-up %.2fx (measured %.2fx)\n",
-               cli_esc(budget_text), bo.auto_value, bo.auto_lowered, bo.auto_candidates, bo.auto_speedup_est,
-               bo.auto_speedup);
-    if (report && bo.report) {
-        cli_print_escaped_lines(bo.report);
-    } else if (bo.report && strstr(bo.report, "nodes:")) {
-        char *line = strndup(strstr(bo.report, "nodes:"), strcspn(strstr(bo.report, "nodes:"), "\n"));
-        printf("%s\n", line ? cli_esc(line) : "");
-        free(line);
-    }
+    print_build_result(b, &bo, is_auto);
     kiln_free(bo.report);
-    st = kiln_engine_save(e, out_path);
+    st = kiln_engine_save(e, b->out_path);
     kiln_engine_free(e);
-    if (st != KILN_OK) {
-        rc = cli_die(st, "saving engine");
-        goto done;
+    if (st != KILN_OK)
+        return cli_die(st, "saving engine");
+    printf("engine written to %s\n", b->out_path);
+    return 0;
+}
+
+int cmd_build(int argc, char **argv)
+{
+    build_args *b = calloc(1, sizeof *b);
+    if (!b) {
+        fprintf(stderr, "kiln build: out of memory\n");
+        return 1;
     }
-    printf("engine written to %s\n", out_path);
-    rc = 0;
-done:
-    cli_images_done(&im);
+    b->objective = KILN_AUTO_SPEED;
+    b->device = KILN_DEVICE_CPU;
+    b->calib = (kiln_calib_options){.method = KILN_CALIB_PERCENTILE, .param = 99.99};   /* as kiln calibrate */
+    bool done = false;
+    int rc = parse_build_args(argc, argv, b, &done);
+    if (!done && rc == 0) {
+        kiln_profile profiles[2 * MAX_PROFILES];
+        kiln_shape_range ranges[2 * MAX_PROFILES][MAX_RANGES];
+        int np = 0;
+        rc = 1;
+        if (make_profiles(b, profiles, ranges, &np) && out_path_ok(b) && cli_images_prepare("build", &b->im, &b->calib))
+            rc = run_build(b, profiles, np);
+    }
+    cli_images_done(&b->im);
     for (int p = 0; p < MAX_PROFILES; p++) {
-        kiln_shapes_free(mins[p]);
-        kiln_shapes_free(opts_[p]);
-        kiln_shapes_free(maxs[p]);
-        kiln_shapes_free(fixed[p]);
+        kiln_shapes_free(b->mins[p]);
+        kiln_shapes_free(b->opts[p]);
+        kiln_shapes_free(b->maxs[p]);
+        kiln_shapes_free(b->fixed[p]);
     }
+    free(b);
     return rc;
 }

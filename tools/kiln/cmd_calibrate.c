@@ -78,21 +78,15 @@ int cmd_calibrate(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_val = i + 1 < argc;
+        int ca;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "--json")) {
             json = true;
-        } else if (cli_images_arg(&im, argc, argv, &i)) {
-        } else if (!strcmp(a, "--calib") && has_val) {
-            o.data_dir = argv[++i];
-        } else if (!strcmp(a, "--calib-cache") && has_val) {
-            o.cache_path = argv[++i];
-        } else if (!strcmp(a, "--calib-method") && has_val) {
-            if (kiln_calib_method_parse(argv[++i], &o.method, &o.param) != KILN_OK) {
-                fprintf(stderr, "kiln calibrate: --calib-method: %s\n", kiln_last_error());
+        } else if ((ca = cli_calib_arg("calibrate", &o, &im, argc, argv, &i)) != 0) {
+            if (ca < 0)
                 return 2;
-            }
         } else if (!strcmp(a, "--batch") && has_val) {
             if (!cli_int_opt("--batch", argv[++i], 1, 1 << 20, &o.max_batch))
                 return 2;

@@ -129,6 +129,7 @@ static int debug_precision(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
+        int ca;
         if (cli_is_help(a))
             return cli_help(usage);
         if (!strcmp(a, "--precision") && has)
@@ -141,17 +142,10 @@ static int debug_precision(int argc, char **argv)
             val = argv[++i];
         else if (!strcmp(a, "--json"))
             json = true;
-        else if (cli_images_arg(&im, argc, argv, &i))
-            use_calib = true;
-        else if (!strcmp(a, "--calib") && has)
-            calib.data_dir = argv[++i], use_calib = true;
-        else if (!strcmp(a, "--calib-cache") && has)
-            calib.cache_path = argv[++i], use_calib = true;
-        else if (!strcmp(a, "--calib-method") && has) {
-            if (kiln_calib_method_parse(argv[++i], &calib.method, &calib.param) != KILN_OK) {
-                fprintf(stderr, "kiln debug precision: %s\n", kiln_last_error());
+        else if ((ca = cli_calib_arg("debug precision", &calib, &im, argc, argv, &i)) != 0) {
+            if (ca < 0)
                 goto done;
-            }
+            use_calib = true;
         } else if (!strcmp(a, "--layer-precision") && has && nrules < MAX_RULES)
             rules[nrules++] = argv[++i];
         else if (!strcmp(a, "--probe-batches") && has) {

@@ -1,7 +1,9 @@
 /* kiln — command-line entry point; dispatches to one subcommand per file. */
 #include "cli.h"
-#include "serve/cmds.h"
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int cmd_calibrate(int argc, char **argv);   /* cmd_calibrate.c */
 int cmd_verify(int argc, char **argv);      /* cmd_verify.c */
@@ -40,6 +42,41 @@ static void usage(FILE *f)
             KILN_VERSION_STRING);
 }
 
+/* `kiln serve|loadgen ...` runs kiln-serve (the program beside this one, else on the PATH) with
+ * the same arguments, in this process (exec: same PID, signals and exit status). */
+static int exec_serve(int argc, char **argv)
+{
+    char self[4096], path[4096 + 16];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    const char *prog = "kiln-serve";
+    if (n > 0) {
+        self[n] = 0;
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(path, sizeof path, "%s/kiln-serve", self);
+            if (access(path, X_OK) == 0)
+                prog = path;
+        }
+    }
+    char **args = calloc((size_t)argc + 1, sizeof *args);
+    if (!args) {
+        fprintf(stderr, "kiln %s: out of memory\n", argv[1]);
+        return 1;
+    }
+    args[0] = "kiln-serve";
+    for (int i = 1; i < argc; i++)
+        args[i] = argv[i];
+    fflush(NULL);
+    if (prog == path)
+        execv(prog, args);
+    else
+        execvp(prog, args);
+    fprintf(stderr, "kiln %s: cannot run %s: %s (it is built with kiln: make build)\n", argv[1], prog, strerror(errno));
+    free(args);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -65,10 +102,8 @@ int main(int argc, char **argv)
         return cmd_debug(argc - 1, argv + 1);
     if (!strcmp(c, "inspect"))
         return cmd_inspect(argc - 1, argv + 1);
-    if (!strcmp(c, "serve"))
-        return cmd_serve(argc - 1, argv + 1);
-    if (!strcmp(c, "loadgen"))
-        return cmd_loadgen(argc - 1, argv + 1);
+    if (!strcmp(c, "serve") || !strcmp(c, "loadgen"))
+        return exec_serve(argc, argv);
     if (!strcmp(c, "ops"))
         return cmd_ops(argc - 1, argv + 1);
     if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) {

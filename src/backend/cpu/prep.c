@@ -111,6 +111,8 @@ bool kiln__prep_fits_op(kiln_op op, const kiln_prep_hdr *h)
                             : 0;
     /* the weights input: 1, or 3 for QLinearConv / QLinearMatMul / QGemm */
     int wi = op == KILN_OP_QLinearConv || op == KILN_OP_QLinearMatMul || op == KILN_OP_QGemm ? 3 : 1;
+    if (conv && h->layout == KILN_PREP_WINO_F43)   /* Winograd F(4x4, 3x3) filters (ref/wino.h) */
+        want = KILN_PREP_WINO_F43;
     if (gemm && h->layout == KILN_PREP_BGEMM_B)   /* BF16 weights (qgemm_bf16.h) */
         want = KILN_PREP_BGEMM_B;
     if (conv && h->layout == KILN_PREP_BCONV_W)   /* BF16 conv weights (qgemm_bf16.h) */

@@ -42,6 +42,9 @@ enum kiln_prep_layout {
      * elements, block scales at the next 64-byte offset, then the FP32 tensor scale at the next
      * 64-byte offset (64 bytes). Plain bytes: gemm_kind 0, every host reads them. */
     KILN_PREP_LOWBIT_W = 7,
+    /* Winograd F(4x4, 3x3) transformed filters U = (G (x) G) x W^T per group (ref/wino.h):
+     * dims = {M, C/group, group}; payload = group*36*(M/group)*(C/group) floats, [g][36][Mg][Cg] */
+    KILN_PREP_WINO_F43 = 8,
 };
 
 /* What the header's isa field records: the GEMM micro-kernel family (kiln__sgemm_kind()) the

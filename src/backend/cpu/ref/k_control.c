@@ -143,11 +143,9 @@ static kiln_status acc_push(kiln_kctx *ctx, scan_acc *a, const kiln_tensor *t, i
     return KILN_OK;
 }
 
-static kiln_status k_loop(kiln_kctx *ctx)
+/* Loop's signature against its body (N carried values, K scan outputs), trip count M and cond */
+static kiln_status loop_read_inputs(kiln_kctx *ctx, const kiln_graph *g, int *pN, int *pK, int64_t *trip, bool *cond)
 {
-    const kiln_graph *g = get_graph(ctx, "body");
-    if (!g)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing body subgraph");
     if (ctx->n_in < 2)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "Loop needs inputs M and cond (possibly empty)");
     int N = ctx->n_in - 2;
@@ -159,19 +157,65 @@ static kiln_status k_loop(kiln_kctx *ctx)
     if (ctx->n_out > N + K)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "node has %d outputs, body provides %d", ctx->n_out, N + K);
     const kiln_tensor *tm = kiln__kin(ctx, 0), *tc = kiln__kin(ctx, 1);
-    int64_t trip = INT64_MAX;
+    *trip = INT64_MAX;
     if (tm) {
         if (kiln__knumel(tm) < 1 || !kiln__dtype_is_int(tm->dtype))
             return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "M must be an integer tensor with one element");
-        trip = kiln__get_i64(tm->dtype, tm->data, 0);
+        *trip = kiln__get_i64(tm->dtype, tm->data, 0);
     }
-    bool cond = true;
+    *cond = true;
     if (tc)
-        KILN_TRY(tensor_truth(ctx, tc, "cond", &cond));
+        KILN_TRY(tensor_truth(ctx, tc, "cond", cond));
     for (int n = 0; n < N; n++)
         if (!kiln__kin(ctx, 2 + n))
             return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "loop-carried value %d is absent (optional types)", n);
+    *pN = N;
+    *pK = K;
+    return KILN_OK;
+}
 
+/* scan output k (node output N + k): the iterations' values stacked along a new axis 0; with no
+ * iteration, an empty tensor of the body's declared dtype and shape */
+static kiln_status loop_emit_scan(kiln_kctx *ctx, const kiln_graph *g, const scan_acc *acc, int N, int k)
+{
+    int64_t dims[KILN_MAX_DIMS];
+    int nd;
+    kiln_dtype dt;
+    if (acc->have) {
+        if (acc->first.ndim + 1 > KILN_MAX_DIMS)
+            return kiln__kerr(ctx, KILN_ERR_LIMIT, "scan output rank too large");
+        nd = acc->first.ndim + 1;
+        dt = acc->first.dtype;
+        for (int d = 1; d < nd; d++)
+            dims[d] = acc->first.dims[d - 1];
+    } else {
+        int dn;
+        int64_t dd[KILN_MAX_DIMS];
+        dt = declared_dtype(g, g->outputs[1 + N + k]);
+        if (declared_shape(g, g->outputs[1 + N + k], &dn, dd) && dn + 1 <= KILN_MAX_DIMS) {
+            nd = dn + 1;
+            for (int d = 0; d < dn; d++)
+                dims[d + 1] = dd[d];
+        } else {
+            nd = 1;
+        }
+    }
+    dims[0] = acc->count;
+    KILN_TRY(kiln__kout(ctx, N + k, dt, nd, dims));
+    if (acc->len)
+        memcpy(ctx->out[N + k]->data, acc->buf, acc->len);
+    return KILN_OK;
+}
+
+static kiln_status k_loop(kiln_kctx *ctx)
+{
+    const kiln_graph *g = get_graph(ctx, "body");
+    if (!g)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing body subgraph");
+    int N = 0, K = 0;
+    int64_t trip = 0;
+    bool cond = false;
+    KILN_TRY(loop_read_inputs(ctx, g, &N, &K, &trip, &cond));
     kiln_status st = KILN_OK;
     int nbo = g->n_outputs;
     const kiln_tensor **ins = kiln__calloc((size_t)N + 2, sizeof *ins);
@@ -232,37 +276,9 @@ static kiln_status k_loop(kiln_kctx *ctx)
         }
     }
     /* scan outputs: stacked along a new axis 0 */
-    for (int k = 0; k < K && N + k < ctx->n_out; k++) {
-        int64_t dims[KILN_MAX_DIMS];
-        int nd;
-        kiln_dtype dt;
-        if (acc[k].have) {
-            if (acc[k].first.ndim + 1 > KILN_MAX_DIMS) {
-                st = kiln__kerr(ctx, KILN_ERR_LIMIT, "scan output rank too large");
-                goto done;
-            }
-            nd = acc[k].first.ndim + 1;
-            dt = acc[k].first.dtype;
-            for (int d = 1; d < nd; d++)
-                dims[d] = acc[k].first.dims[d - 1];
-        } else {
-            int dn;
-            int64_t dd[KILN_MAX_DIMS];
-            dt = declared_dtype(g, g->outputs[1 + N + k]);
-            if (declared_shape(g, g->outputs[1 + N + k], &dn, dd) && dn + 1 <= KILN_MAX_DIMS) {
-                nd = dn + 1;
-                for (int d = 0; d < dn; d++)
-                    dims[d + 1] = dd[d];
-            } else {
-                nd = 1;
-            }
-        }
-        dims[0] = acc[k].count;
-        if ((st = kiln__kout(ctx, N + k, dt, nd, dims)) != KILN_OK)
+    for (int k = 0; k < K && N + k < ctx->n_out; k++)
+        if ((st = loop_emit_scan(ctx, g, &acc[k], N, k)) != KILN_OK)
             goto done;
-        if (acc[k].len)
-            memcpy(ctx->out[N + k]->data, acc[k].buf, acc[k].len);
-    }
 done:
     if (own)
         release_all(own, N);

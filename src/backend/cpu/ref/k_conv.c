@@ -7,10 +7,11 @@
  *   - depthwise (one input channel per group, 1-D/2-D): rows of the plane are copied into a
  *     zero-padded band buffer, then every output row is computed without bounds checks,
  *     AVX2-vectorized for strides 1 and 2; multithreaded over (image, channel) planes;
- *   - Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions with enough channels and tiles
- *     (16 GEMMs instead of 36 multiplies per tile and channel pair; see conv_wino); with
- *     filters transformed at build time (prep_conv, a KILN_PREP_WINO_F23 blob in
- *     ctx->prepared) for every tile count, and then the original weights are not read;
+ *   - Winograd for 3x3 stride-1 convolutions with enough channels and tiles (wino.h; see
+ *     conv_wino): F(2x2, 3x3), 16 GEMMs instead of 36 multiplies per tile and channel pair;
+ *     with filters transformed at build time (prep_conv: a KILN_PREP_WINO_F43 blob, F(4x4, 3x3),
+ *     for up to 2^14 channel pairs, else KILN_PREP_WINO_F23) for every tile count, and then
+ *     the original weights are not read;
  *   - direct convolution (AVX-512) for 2-D layers with few output channels and wide rows: the
  *     input is copied once into a zero-padded, phase-split layout and the GEMM micro-kernel
  *     reads its B operand straight from it through an offset table (no im2col, no packing);
@@ -32,6 +33,7 @@
 #include "../scratch.h"
 #include "../vmath.h"
 #include "window.h"
+#include "wino.h"
 #include <math.h>
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -836,201 +838,45 @@ static void wino_fill_task(void *vctx, int64_t c0, int64_t c1)
     }
 }
 
-/* ---- Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions ----
+/* ---- Winograd for 3x3 stride-1 convolutions (wino.h: F(2x2, 3x3) and F(4x4, 3x3)) ----
  *
- * Y = A^T [ (G g G^T) . (B^T d B) ] A over 2x2 output tiles: 16 multiplies per tile and channel
- * pair instead of 36. The 16 element-wise products summed over channels are 16 GEMMs
- * U[xi] (M x C) x V[xi] (C x tiles). The weights are transformed once per call by one GEMM
- * (U = Tw x W^T, Tw = G (x) G, 16 x 9); the input is copied into a zero-padded buffer; then
- * blocks of tile rows are processed independently (one per task): input transform into
- * V (16 x C x tiles, L2-sized), 16 GEMMs into P (16 x M x tiles), output transform with the
- * epilogue. The transforms work on 16 tiles at a time with AVX-512. */
-
-typedef struct wino_job {
-    const conv_geom *g;
-    int64_t Cg, Mg, tH, tW, Hp, Wp, R;  /* R: tiles per block */
-    const float *xp;                     /* padded image [Cg][Hp][Wp] */
-    const float *U;                      /* [16][Mg][Cg] */
-    float *y;                            /* output of this image and group [Mg][Ho*Wo] */
-    kiln_epi e;                          /* bias (row), residual, activation */
-    int64_t row0;                        /* row of channel 0 in the [N*M, out] output */
-    bool failed;
-} wino_job;
-
-/* G (x) G: Tw[a*4+b][i*3+j] = G[a][i] G[b][j] */
-static void wino_tw(float *tw)
-{
-    static const float G[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
-    for (int a = 0; a < 4; a++)
-        for (int b = 0; b < 4; b++)
-            for (int i = 0; i < 3; i++)
-                for (int j = 0; j < 3; j++)
-                    tw[(a * 4 + b) * 9 + i * 3 + j] = G[a][i] * G[b][j];
-}
-
-/* Stride between the 16 planes of V / P: padded by a cache line so that the 16 streams of the
- * transforms do not all map to the same L1 set (a plane is often a multiple of 4 KB). */
-static inline int64_t wino_stride(int64_t n) { return (n + 15) / 16 * 16 + 16; }
-
-#if CONV_X86
-/* Calls f(ty, tx, cnt, col) for the tiles [t0, t1) (row-major tile order) in chunks of at most
- * 16 tiles within one tile row; col is the chunk's first column in the block. */
-#define WINO_CHUNKS(j, t0, t1, ...)                                                                     \
-    for (int64_t t_ = (t0); t_ < (t1);) {                                                             \
-        int64_t ty = t_ / (j)->tW, tx = t_ % (j)->tW;                                                  \
-        int64_t rem_ = (j)->tW - tx < (t1) - t_ ? (j)->tW - tx : (t1) - t_;                            \
-        int cnt = rem_ < 16 ? (int)rem_ : 16;                                                          \
-        int64_t col = t_ - (t0);                                                                       \
-        __mmask16 m = cnt == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cnt) - 1u);                  \
-        __VA_ARGS__;                                                                                   \
-        t_ += cnt;                                                                                     \
-    }
-
-/* Input transform of tiles [t0, t1) (all channels) into V[16] (packed 32-tile panels [p][Cg][32]). */
-__attribute__((target("avx512f"))) static void wino_in512(const wino_job *j, int64_t t0, int64_t t1, float *V,
-                                                          int64_t c0, int64_t c1)
-{
-    const int64_t Cg = j->Cg, Tb = t1 - t0, xs = wino_stride(cdiv(Tb, 32) * 32 * Cg); /* between the 16 products */
-    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    for (int64_t c = c0; c < c1; c++) {
-        const float *xc = j->xp + c * j->Hp * j->Wp;
-        WINO_CHUNKS(j, t0, t1, {
-            /* t = B^T d, B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], accumulated row by row */
-            __m512 t[4][4];
-            _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
-                const float *row = xc + (ty * 2 + i) * j->Wp + 2 * tx; /* the padded buffer has slack */
-                __m512 a = _mm512_loadu_ps(row), b = _mm512_loadu_ps(row + 16);
-                __m512i ci = _mm512_castps_si512(_mm512_loadu_ps(row + 32));
-                /* lane l: x[2l], x[2l+1], x[2l+2], x[2l+3]; the last lane's x[32], x[33] come from ci */
-                __m512 d[4];
-                d[0] = _mm512_permutex2var_ps(a, ev, b);
-                d[1] = _mm512_permutex2var_ps(a, od, b);
-                d[2] = _mm512_castsi512_ps(_mm512_alignr_epi32(ci, _mm512_castps_si512(d[0]), 1));
-                d[3] = _mm512_castsi512_ps(
-                    _mm512_alignr_epi32(_mm512_alignr_epi32(ci, ci, 1), _mm512_castps_si512(d[1]), 1));
-                _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
-                    if (i == 0) {
-                        t[0][q] = d[q];
-                    } else if (i == 1) {
-                        t[1][q] = d[q];
-                        t[2][q] = _mm512_sub_ps(_mm512_setzero_ps(), d[q]);
-                        t[3][q] = d[q];
-                    } else if (i == 2) {
-                        t[0][q] = _mm512_sub_ps(t[0][q], d[q]);
-                        t[1][q] = _mm512_add_ps(t[1][q], d[q]);
-                        t[2][q] = _mm512_add_ps(t[2][q], d[q]);
-                    } else {
-                        t[3][q] = _mm512_sub_ps(t[3][q], d[q]);
-                    }
-                }
-            }
-            /* V[xi] in the GEMM's packed-B layout: 32-tile panels [p][c][32]; a chunk may end in
-             * the next panel (second store, its lane k0 landing on that panel's lane 0) */
-            int64_t off0 = col % 32, k0 = 32 - off0;
-            float *v1 = V + (col / 32) * Cg * 32 + c * 32 + off0, *v2 = v1 + Cg * 32 - 32;
-            __mmask16 m1 = k0 >= 16 ? m : (__mmask16)(m & ((1u << k0) - 1u)), m2 = (__mmask16)(m & ~m1);
-            __m512 o[16];
-            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
-                o[p * 4 + 0] = _mm512_sub_ps(t[p][0], t[p][2]);
-                o[p * 4 + 1] = _mm512_add_ps(t[p][1], t[p][2]);
-                o[p * 4 + 2] = _mm512_sub_ps(t[p][2], t[p][1]);
-                o[p * 4 + 3] = _mm512_sub_ps(t[p][1], t[p][3]);
-            }
-            _Pragma("GCC unroll 16") for (int q = 0; q < 16; q++) {
-                _mm512_mask_storeu_ps(v1 + q * xs, m1, o[q]);
-                if (m2)
-                    _mm512_mask_storeu_ps(v2 + q * xs, m2, o[q]);
-            }
-        })
-    }
-}
-
-/* Output transform of P[16][Mg][Tb] for tiles [t0, t1), with the epilogue. */
-__attribute__((target("avx512f,avx512dq,fma"))) static void wino_out512(const wino_job *j, int64_t t0, int64_t t1,
-                                                                         const float *P, int64_t m0, int64_t m1)
-{
-    const conv_geom *g = j->g;
-    const int64_t Mg = j->Mg, Tb = t1 - t0, Ho = g->out[0], Wo = g->out[1], xs = wino_stride(Mg * Tb);
-    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-    const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-    const bool act = j->e.act.kind != KILN_ACT_NONE;
-    for (int64_t mo = m0; mo < m1; mo++) {
-        float *ym = j->y + mo * g->out_sz;
-        const __m512 vbias = _mm512_set1_ps(j->e.bias ? j->e.bias[mo] : 0.0f);
-        const float *res = j->e.res ? j->e.res + mo * j->e.ldr : NULL;
-        WINO_CHUNKS(j, t0, t1, {
-            const float *p = P + mo * Tb + col;
-            /* t = A^T s, A^T = [1 1 1 0; 0 1 -1 -1], accumulated row by row */
-            __m512 ta[4], tb[4];
-            _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
-                __m512 s0 = _mm512_maskz_loadu_ps(m, p + q * xs), s1 = _mm512_maskz_loadu_ps(m, p + (4 + q) * xs);
-                __m512 s2 = _mm512_maskz_loadu_ps(m, p + (8 + q) * xs), s3 = _mm512_maskz_loadu_ps(m, p + (12 + q) * xs);
-                ta[q] = _mm512_add_ps(_mm512_add_ps(s0, s1), s2);
-                tb[q] = _mm512_sub_ps(_mm512_sub_ps(s1, s2), s3);
-            }
-            __m512 yv[2][2];
-            yv[0][0] = _mm512_add_ps(_mm512_add_ps(ta[0], ta[1]), ta[2]);
-            yv[0][1] = _mm512_sub_ps(_mm512_sub_ps(ta[1], ta[2]), ta[3]);
-            yv[1][0] = _mm512_add_ps(_mm512_add_ps(tb[0], tb[1]), tb[2]);
-            yv[1][1] = _mm512_sub_ps(_mm512_sub_ps(tb[1], tb[2]), tb[3]);
-            int64_t oy = 2 * ty, ox = 2 * tx, ncol = Wo - ox < 2 * cnt ? Wo - ox : 2 * cnt;
-            __mmask16 ma = ncol >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << ncol) - 1u);
-            __mmask16 mb = ncol >= 32 ? (__mmask16)0xFFFF : ncol > 16 ? (__mmask16)((1u << (ncol - 16)) - 1u) : 0;
-            _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++) {
-                if (oy + i >= Ho)
-                    break;
-                float *yr = ym + (oy + i) * Wo + ox;
-                __m512 a = _mm512_add_ps(_mm512_permutex2var_ps(yv[i][0], lo, yv[i][1]), vbias);
-                __m512 b = _mm512_add_ps(_mm512_permutex2var_ps(yv[i][0], hi, yv[i][1]), vbias);
-                if (res) {
-                    const float *rr = res + (oy + i) * Wo + ox;
-                    a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(ma, rr));
-                    b = _mm512_add_ps(b, _mm512_maskz_loadu_ps(mb, rr + 16));
-                }
-                if (act) {
-                    a = kiln_v_act(&j->e.act, a);
-                    b = kiln_v_act(&j->e.act, b);
-                }
-                _mm512_mask_storeu_ps(yr, ma, a);
-                _mm512_mask_storeu_ps(yr + 16, mb, b);
-            }
-        })
-    }
-}
-#undef WINO_CHUNKS
-#endif
+ * The np element-wise products of a variant, summed over channels, are np GEMMs
+ * U[xi] (M x C) x V[xi] (C x tiles). The weights are transformed at build time (prep_conv) or
+ * once per call by one GEMM (U = Tw x W^T, Tw = G (x) G, np x 9); the input is copied into a
+ * zero-padded buffer; then blocks of tile rows are processed independently (one per task):
+ * input transform into V (np x C x tiles, L2-sized), np GEMMs into P (np x M x tiles), output
+ * transform with the epilogue. The transforms work on 16 tiles at a time with AVX-512.
+ * F(4x4, 3x3) does 4/9 of F(2x2)'s multiplies per output and moves less data through V and P,
+ * but its filters are 36/16 the size: it is taken where the filters are small (few channel
+ * pairs), i.e. in a CNN's early, large-image layers; F(2x2) for the wider ones. */
+#define WINO43_MAX_PAIRS ((int64_t)1 << 14)
 
 static void wino_task(void *vctx, int64_t b0, int64_t b1)
 {
     wino_job *j = vctx;
-    const int64_t Cg = j->Cg, Mg = j->Mg, T = j->tH * j->tW;
+    const int64_t Cg = j->Cg, Mg = j->Mg, T = j->tH * j->tW, NP = j->k->np;
     for (int64_t blk = b0; blk < b1; blk++) {
         int64_t t0 = blk * j->R, t1 = t0 + j->R < T ? t0 + j->R : T, Tb = t1 - t0;
         const int64_t np = cdiv(Tb, 32), sv = wino_stride(np * 32 * Cg), sp = wino_stride(Mg * Tb);
-        float *V = kiln__scratch(KILN_SCRATCH_WINO, sizeof(float) * (size_t)(16 * (sv + sp) + 64));
+        float *V = kiln__scratch(KILN_SCRATCH_WINO, sizeof(float) * (size_t)(NP * (sv + sp) + 64));
         if (!V) {
             j->failed = true;
             return;
         }
-        float *P = V + 16 * sv;
-#if CONV_X86
-        if (Tb % 32) /* the last panel's unused lanes: keep them finite */
-            for (int q = 0; q < 16; q++)
-                memset(V + q * sv + (np - 1) * Cg * 32, 0, sizeof(float) * (size_t)(Cg * 32));
-        wino_in512(j, t0, t1, V, 0, Cg);
-        for (int q = 0; q < 16; q++) {
+        float *P = V + NP * sv;
+        kiln__wino_zero_tail(V, sv, (int)NP, Cg, Tb); /* the last panel's unused lanes: keep them finite */
+        j->k->in(j, t0, t1, V, 0, Cg);
+        for (int64_t q = 0; q < NP; q++) {
             kiln_gemm gm = {.M = Mg, .N = Tb, .K = Cg, .alpha = 1.0f, .beta = 0.0f, .A = j->U + q * Mg * Cg,
                             .lda = Cg, .bpack = V + q * sv, .C = P + q * sp, .ldc = Tb};
             kiln__sgemm_ex(NULL, 1, &gm);
         }
-        wino_out512(j, t0, t1, P, 0, Mg);
-#endif
+        j->k->out(j, t0, t1, P, 0, Mg);
     }
 }
 
 /* Few tiles (one block): the phases run one after the other, each split over the threads
- * (channels for the input transform, the 16 products for the GEMMs, output channels last). */
+ * (channels for the input transform, the np products for the GEMMs, output channels last). */
 typedef struct wino_phase {
     wino_job *j;
     float *V, *P;
@@ -1039,12 +885,8 @@ typedef struct wino_phase {
 
 static void wino_ph_in(void *vctx, int64_t c0, int64_t c1)
 {
-#if CONV_X86
     const wino_phase *w = vctx;
-    wino_in512(w->j, 0, w->T, w->V, c0, c1);
-#else
-    (void)vctx, (void)c0, (void)c1;
-#endif
+    w->j->k->in(w->j, 0, w->T, w->V, c0, c1);
 }
 
 static void wino_ph_gemm(void *vctx, int64_t q0, int64_t q1)
@@ -1061,12 +903,8 @@ static void wino_ph_gemm(void *vctx, int64_t q0, int64_t q1)
 
 static void wino_ph_out(void *vctx, int64_t m0, int64_t m1)
 {
-#if CONV_X86
     const wino_phase *w = vctx;
-    wino_out512(w->j, 0, w->T, w->P, m0, m1);
-#else
-    (void)vctx, (void)m0, (void)m1;
-#endif
+    w->j->k->out(w->j, 0, w->T, w->P, m0, m1);
 }
 
 /* Whether the Winograd path can run this layer: 2-D 3x3, stride and dilation 1, pads <= 2,
@@ -1093,38 +931,49 @@ static bool wino_pays(const conv_geom *g, int64_t Cg, int64_t Mg)
     return wino_geom(g, Cg, Mg) && tiles >= WINO_MIN_TILES;
 }
 
-/* Floats of the transformed filters U of all groups: [G][16][Mg][Cg]. */
-static int64_t wino_u_floats(const conv_geom *g) { return 16 * (g->M / g->G) * (g->C / g->G) * g->G; }
-
-/* The layer's build-time transformed filters, when ctx->prepared holds them for this layer. */
-static const float *wino_prepared(const kiln_kctx *ctx, const conv_geom *g)
+/* The variant for a layer's channel pairs (prepared or not): F(4x4) for small filters. */
+static const wino_kind *wino_kind_for(int64_t Cg, int64_t Mg)
 {
-    int64_t dims[3] = {g->M, g->C / g->G, g->G};
-    return kiln__prep_check(ctx, KILN_PREP_WINO_F23, KILN_DT_FLOAT32, 3, dims,
-                            (uint64_t)wino_u_floats(g) * sizeof(float));
+    return Cg * Mg <= WINO43_MAX_PAIRS ? &kiln__wino_f43 : &kiln__wino_f23;
 }
 
-/* U[16][Mg*Cg] = Tw[16x9] x W^T for one group's filters W [Mg*Cg][9] (tw: 16 x 9 scratch). */
-static void wino_transform(kiln_pool *pool, int nt, const float *w, int64_t Mg, int64_t Cg, float *tw, float *U)
+/* Floats of the transformed filters U of all groups: [G][np][Mg][Cg]. */
+static int64_t wino_u_floats(const conv_geom *g, const wino_kind *k)
 {
-    wino_tw(tw);
-    kiln_gemm gw = {.M = 16, .N = Mg * Cg, .K = 9, .alpha = 1.0f, .beta = 0.0f, .trans_b = true, .A = tw,
+    return k->np * (g->M / g->G) * (g->C / g->G) * g->G;
+}
+
+/* The layer's build-time transformed filters of variant k, when ctx->prepared holds them. */
+static const float *wino_prepared(const kiln_kctx *ctx, const conv_geom *g, const wino_kind *k)
+{
+    int64_t dims[3] = {g->M, g->C / g->G, g->G};
+    return kiln__prep_check(ctx, k->layout, KILN_DT_FLOAT32, 3, dims, (uint64_t)wino_u_floats(g, k) * sizeof(float));
+}
+
+/* U[np][Mg*Cg] = Tw[np x 9] x W^T for one group's filters W [Mg*Cg][9] (tw: np x 9 scratch). */
+static void wino_transform(kiln_pool *pool, int nt, const wino_kind *k, const float *w, int64_t Mg, int64_t Cg,
+                           float *tw, float *U)
+{
+    k->tw(tw);
+    kiln_gemm gw = {.M = k->np, .N = Mg * Cg, .K = 9, .alpha = 1.0f, .beta = 0.0f, .trans_b = true, .A = tw,
                     .lda = 9, .B = w, .ldb = 9, .C = U, .ldc = Mg * Cg};
     kiln__sgemm_ex(pool, nt, &gw);
 }
 
-/* Up: the filters transformed at build time ([G][16][Mg][Cg]), or NULL: transformed from w here. */
-static kiln_status conv_wino(const kiln_kctx *ctx, const conv_geom *g, const float *x, const float *w,
-                             const float *Up, const float *b, float *y, const kiln_epi *post)
+/* Up: the filters of variant k transformed at build time ([G][np][Mg][Cg]), or NULL:
+ * transformed from w here. */
+static kiln_status conv_wino(const kiln_kctx *ctx, const conv_geom *g, const wino_kind *k, const float *x,
+                             const float *w, const float *Up, const float *b, float *y, const kiln_epi *post)
 {
     int nt = ctx->nthreads;
+    const int64_t NP = k->np, tm = k->m;
     int64_t Cg = g->C / g->G, Mg = g->M / g->G, Ho = g->out[0], Wo = g->out[1];
-    wino_job j = {.g = g, .Cg = Cg, .Mg = Mg, .tH = cdiv(Ho, 2), .tW = cdiv(Wo, 2)};
-    j.Hp = 2 * j.tH + 2;
-    j.Wp = 2 * j.tW + 2 + 48;   /* slack: the input transform reads 48 floats per 16-tile chunk */
+    wino_job j = {.g = g, .k = k, .Cg = Cg, .Mg = Mg, .tH = cdiv(Ho, tm), .tW = cdiv(Wo, tm)};
+    j.Hp = tm * j.tH + 2;
+    j.Wp = tm * j.tW + 2;
     /* tiles per block (R): a multiple of 32 (the GEMM panels), V and P within ~1.5 MB, and
      * several blocks per thread where the tiles allow */
-    int64_t T = j.tH * j.tW, rmax = 393216 / (16 * (Cg + Mg)) / 32 * 32;
+    int64_t T = j.tH * j.tW, rmax = 393216 / (16 * (Cg + Mg)) * 16 / NP / 32 * 32;
     if (rmax < 32)
         rmax = 32;
     j.R = cdiv(cdiv(T, 3 * nt), 32) * 32;
@@ -1135,10 +984,10 @@ static kiln_status conv_wino(const kiln_kctx *ctx, const conv_geom *g, const flo
     /* one block for everything and too few blocks for the threads: phased instead */
     bool phased = nt > 1 && cdiv(T, j.R) < 2 * nt && T <= rmax;
     int64_t svp = phased ? wino_stride(cdiv(T, 32) * 32 * Cg) : 0, spp = phased ? wino_stride(Mg * T) : 0;
-    size_t nU = Up ? 0 : (size_t)(16 * Mg * Cg), nX = (size_t)(Cg * j.Hp * j.Wp), nV = (size_t)(16 * (svp + spp));
+    size_t nU = Up ? 0 : (size_t)(NP * Mg * Cg), nX = (size_t)(Cg * j.Hp * j.Wp), nV = (size_t)(NP * (svp + spp));
     nU = (nU + 15) / 16 * 16;
     nX = (nX + 15) / 16 * 16;
-    float *buf = kiln__scratch(KILN_SCRATCH_CONV, sizeof(float) * (nU + nX + nV + 16 * 9 + 64));
+    float *buf = kiln__scratch(KILN_SCRATCH_CONV, sizeof(float) * (nU + nX + nV + (size_t)NP * 9 + 64));
     if (!buf)
         return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (Winograd buffers)");
     float *U = buf, *xp = buf + nU, *Vph = xp + nX, *tw = Vph + nV;
@@ -1147,11 +996,11 @@ static kiln_status conv_wino(const kiln_kctx *ctx, const conv_geom *g, const flo
     dw_view(g, &q.p);
     for (int64_t n = 0; n < g->N; n++)
         for (int64_t gi = 0; gi < g->G; gi++) {
-            /* U[16][Mg*Cg] = Tw[16x9] x W^T, W viewed as [Mg*Cg][9] (or transformed at build time) */
+            /* U[np][Mg*Cg] = Tw[np x 9] x W^T, W viewed as [Mg*Cg][9] (or transformed at build time) */
             if (Up)
-                j.U = Up + gi * 16 * Mg * Cg;
+                j.U = Up + gi * NP * Mg * Cg;
             else if (n == 0 || g->G > 1)
-                wino_transform(ctx->pool, nt, w + gi * Mg * Cg * 9, Mg, Cg, tw, U);
+                wino_transform(ctx->pool, nt, k, w + gi * Mg * Cg * 9, Mg, Cg, tw, U);
             if (!Up)
                 j.U = U;
             /* zero-padded input [Cg][Hp][Wp]: padded row r = input row r - ph, column u = u - pw */
@@ -1167,12 +1016,10 @@ static kiln_status conv_wino(const kiln_kctx *ctx, const conv_geom *g, const flo
             }
             j.failed = false;
             if (phased) {
-                wino_phase ph = {.j = &j, .V = Vph, .P = Vph + 16 * svp, .sv = svp, .sp = spp, .T = T};
-                if (T % 32)
-                    for (int qq = 0; qq < 16; qq++)
-                        memset(Vph + qq * svp + (cdiv(T, 32) - 1) * Cg * 32, 0, sizeof(float) * (size_t)(Cg * 32));
+                wino_phase ph = {.j = &j, .V = Vph, .P = Vph + NP * svp, .sv = svp, .sp = spp, .T = T};
+                kiln__wino_zero_tail(Vph, svp, (int)NP, Cg, T);
                 kiln__parallel_for(ctx->pool, nt, Cg, 1 + 64 / cdiv(T, 16), wino_ph_in, &ph);
-                kiln__parallel_for(ctx->pool, nt, 16, 1, wino_ph_gemm, &ph);
+                kiln__parallel_for(ctx->pool, nt, NP, 1, wino_ph_gemm, &ph);
                 kiln__parallel_for(ctx->pool, nt, Mg, 1 + 64 / cdiv(T, 16), wino_ph_out, &ph);
             } else {
                 kiln__parallel_for(ctx->pool, nt, cdiv(j.tH * j.tW, j.R), 1, wino_task, &j);
@@ -1194,11 +1041,18 @@ static kiln_status conv_f32_ex(const kiln_kctx *ctx, const conv_geom *g, const f
         return KILN_OK;
     if (kiln__epi_is_noop(post))
         post = NULL;
-    const float *Up = wino_geom(g, Cg, Mg) ? wino_prepared(ctx, g) : NULL;
+    /* Winograd: the prepared filters' variant; unprepared layers (transformed per call) F(2x2) */
+    const wino_kind *wk = &kiln__wino_f23;
+    const float *Up = NULL;
+    if (wino_geom(g, Cg, Mg)) {
+        const float *u43 = wino_prepared(ctx, g, &kiln__wino_f43), *u23 = u43 ? NULL : wino_prepared(ctx, g, &kiln__wino_f23);
+        Up = u43 ? u43 : u23;
+        wk = u43 ? &kiln__wino_f43 : u23 ? &kiln__wino_f23 : wk;
+    }
     if (!w && !Up)
         return kiln__prep_missing(ctx, 1);   /* weights stored only in a layout that does not fit */
     if (Up || wino_pays(g, Cg, Mg))
-        return conv_wino(ctx, g, x, w, Up, b, y, post);
+        return conv_wino(ctx, g, wk, x, w, Up, b, y, post);
     if (Cg == 1 && g->nsp <= 2) {
         dw_job j = {.g = g, .x = x, .w = w, .b = b, .y = y, .avx2 = have_avx2(), .post = post};
         dw_view(g, &j.p);
@@ -1806,14 +1660,15 @@ static kiln_status prep_conv(const kiln_node *n, int n_in, const kiln_tensor *co
     int64_t Cg = g.C / g.G, Mg = g.M / g.G;
     if (!wino_geom(&g, Cg, Mg) || Cg * Mg > WINO_PREP_MAX_PAIRS)
         return KILN_OK;
+    const wino_kind *k = wino_kind_for(Cg, Mg);
     int64_t dims[3] = {g.M, Cg, g.G};
-    float *U = kiln__prep_alloc(KILN_PREP_WINO_F23, 1u << 1, KILN_DT_FLOAT32, 3, dims,
-                                (uint64_t)wino_u_floats(&g) * sizeof(float), blob, size);
+    float *U = kiln__prep_alloc(k->layout, 1u << 1, KILN_DT_FLOAT32, 3, dims,
+                                (uint64_t)wino_u_floats(&g, k) * sizeof(float), blob, size);
     if (!U)
         return kiln__err(KILN_ERR_NOMEM, "out of memory preparing Winograd filters of node '%s'", n->name);
-    float tw[16 * 9];
+    float tw[36 * 9];
     for (int64_t gi = 0; gi < g.G; gi++)
-        wino_transform(NULL, 1, (const float *)w->data + gi * Mg * Cg * 9, Mg, Cg, tw, U + gi * 16 * Mg * Cg);
+        wino_transform(NULL, 1, k, (const float *)w->data + gi * Mg * Cg * 9, Mg, Cg, tw, U + gi * k->np * Mg * Cg);
     return KILN_OK;
 }
 

@@ -160,6 +160,151 @@ typedef struct roi_pc {
     double w1, w2, w3, w4;
 } roi_pc;
 
+/* one roi's sampling grid: start (y0, x0), bin size, samples per bin (gh x gw) */
+typedef struct roi_box {
+    double y0, x0, bh, bw;
+    int64_t gh, gw;
+} roi_box;
+
+typedef struct roi_cfg {
+    bool is_max, half_pixel;
+    int64_t oh, ow, sr;
+    double scale;
+} roi_cfg;
+
+static kiln_status roi_read_attrs(kiln_kctx *ctx, roi_cfg *g)
+{
+    const kiln_node *nd = ctx->node;
+    const char *mode = kiln__attr_s(nd, "mode", "avg");
+    if (!strcmp(mode, "avg"))
+        g->is_max = false;
+    else if (!strcmp(mode, "max"))
+        g->is_max = true;
+    else
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unknown mode '%s'", mode);
+    g->oh = kiln__attr_i(nd, "output_height", 1);
+    g->ow = kiln__attr_i(nd, "output_width", 1);
+    g->sr = kiln__attr_i(nd, "sampling_ratio", 0);
+    g->scale = kiln__attr_f(nd, "spatial_scale", 1.0f);
+    const char *ctm = kiln__attr_s(nd, "coordinate_transformation_mode", nd->opset >= 16 ? "half_pixel" : "output_half_pixel");
+    if (!strcmp(ctm, "half_pixel"))
+        g->half_pixel = true;
+    else if (!strcmp(ctm, "output_half_pixel"))
+        g->half_pixel = false;
+    else
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unknown coordinate_transformation_mode '%s'", ctm);
+    if (g->oh < 1 || g->ow < 1 || g->sr < 0 || g->oh > (1 << 20) || g->ow > (1 << 20) || g->sr > 4096)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "invalid output size or sampling_ratio");
+    return KILN_OK;
+}
+
+/* roi r's box in input pixels and its sample grid; an error for non-finite boxes or too many samples */
+static kiln_status roi_make_box(kiln_kctx *ctx, const roi_cfg *g, const kiln_tensor *rois, int64_t r, roi_box *bx)
+{
+    double off = g->half_pixel ? 0.5 : 0.0;
+    double v[4];
+    for (int i = 0; i < 4; i++)
+        v[i] = kiln__get_f64(rois->dtype, rois->data, r * 4 + i) * g->scale - off;
+    double rw = v[2] - v[0], rh = v[3] - v[1];
+    if (!g->half_pixel) {
+        rw = fmax(rw, 1.0);
+        rh = fmax(rh, 1.0);
+    }
+    if (!isfinite(rw) || !isfinite(rh) || !isfinite(v[0]) || !isfinite(v[1]))
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "roi %lld is not finite", (long long)r);
+    double gh_d = g->sr > 0 ? (double)g->sr : ceil(rh / (double)g->oh);
+    double gw_d = g->sr > 0 ? (double)g->sr : ceil(rw / (double)g->ow);
+    if (gh_d < 0)
+        gh_d = 0;
+    if (gw_d < 0)
+        gw_d = 0;
+    /* each factor on its own too: 0 * huge passes the product but not the cast to int64 */
+    if (gh_d > 1e7 || gw_d > 1e7 || gh_d * gw_d * (double)g->oh * (double)g->ow > 1e7)
+        return kiln__kerr(ctx, KILN_ERR_LIMIT, "roi %lld needs too many samples", (long long)r);
+    *bx = (roi_box){v[1], v[0], rh / (double)g->oh, rw / (double)g->ow, (int64_t)gh_d, (int64_t)gw_d};
+    return KILN_OK;
+}
+
+/* the bilinear taps of one sample point (all-zero weights outside [-1, H] x [-1, W]) */
+static roi_pc roi_tap(double yy, double xx, int64_t H, int64_t W)
+{
+    if (yy < -1.0 || yy > (double)H || xx < -1.0 || xx > (double)W)
+        return (roi_pc){0, 0, 0, 0, 0, 0, 0, 0};
+    double y = yy <= 0 ? 0 : yy, xv = xx <= 0 ? 0 : xx;
+    int64_t yl = (int64_t)y, xl = (int64_t)xv, yh, xh;
+    if (yl >= H - 1) {
+        yh = yl = H - 1;
+        y = (double)yl;
+    } else {
+        yh = yl + 1;
+    }
+    if (xl >= W - 1) {
+        xh = xl = W - 1;
+        xv = (double)xl;
+    } else {
+        xh = xl + 1;
+    }
+    double ly = y - (double)yl, lx = xv - (double)xl, hy = 1. - ly, hx = 1. - lx;
+    return (roi_pc){yl * W + xl, yl * W + xh, yh * W + xl, yh * W + xh, hy * hx, hy * lx, ly * hx, ly * lx};
+}
+
+/* taps for every (output cell, sample) of a box, in the order roi_pool reads them */
+static void roi_fill_taps(roi_pc *pc, const roi_box *bx, int64_t oh, int64_t ow, int64_t H, int64_t W)
+{
+    size_t k = 0;
+    for (int64_t ph = 0; ph < oh; ph++)
+        for (int64_t pw = 0; pw < ow; pw++)
+            for (int64_t iy = 0; iy < bx->gh; iy++) {
+                double yy = bx->y0 + (double)ph * bx->bh + ((double)iy + 0.5) * bx->bh / (double)bx->gh;
+                for (int64_t ix = 0; ix < bx->gw; ix++, k++) {
+                    double xx = bx->x0 + (double)pw * bx->bw + ((double)ix + 0.5) * bx->bw / (double)bx->gw;
+                    pc[k] = roi_tap(yy, xx, H, W);
+                }
+            }
+}
+
+/* one channel plane of one roi: average or max over each output cell's samples */
+static void roi_pool(const kiln_tensor *x, int64_t base, kiln_tensor *out, int64_t obase, const roi_pc *pc,
+                     const roi_box *bx, const roi_cfg *g)
+{
+    bool f32 = x->dtype == KILN_DT_FLOAT32;
+    const float *xf = x->data;
+    int64_t ns = bx->gh * bx->gw, cnt = ns > 1 ? ns : 1;
+    size_t k = 0;
+    for (int64_t q = 0; q < g->oh * g->ow; q++) {
+        double acc = 0;
+        bool first = true;
+        for (int64_t s = 0; s < ns; s++, k++) {
+            const roi_pc *p = &pc[k];
+            double v1, v2, v3, v4;
+            if (f32) {
+                v1 = xf[base + p->p1];
+                v2 = xf[base + p->p2];
+                v3 = xf[base + p->p3];
+                v4 = xf[base + p->p4];
+            } else {
+                v1 = kiln__get_f64(x->dtype, x->data, base + p->p1);
+                v2 = kiln__get_f64(x->dtype, x->data, base + p->p2);
+                v3 = kiln__get_f64(x->dtype, x->data, base + p->p3);
+                v4 = kiln__get_f64(x->dtype, x->data, base + p->p4);
+            }
+            if (!g->is_max) {
+                acc += p->w1 * v1 + p->w2 * v2 + p->w3 * v3 + p->w4 * v4;
+            } else {
+                double v = fmax(fmax(p->w1 * v1, p->w2 * v2), fmax(p->w3 * v3, p->w4 * v4));
+                acc = first ? v : fmax(acc, v);
+                first = false;
+            }
+        }
+        if (!g->is_max)
+            acc /= (double)cnt;
+        if (f32)
+            ((float *)out->data)[obase + q] = (float)acc;
+        else
+            kiln__set_f64(x->dtype, out->data, obase + q, acc);
+    }
+}
+
 static kiln_status k_roialign(kiln_kctx *ctx)
 {
     const kiln_tensor *x = kiln__kin(ctx, 0), *rois = kiln__kin(ctx, 1), *bi = kiln__kin(ctx, 2);
@@ -171,30 +316,10 @@ static kiln_status k_roialign(kiln_kctx *ctx)
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "batch_indices must be an integer tensor");
     if (x->ndim != 4 || rois->ndim != 2 || rois->dims[1] != 4 || bi->ndim != 1 || bi->dims[0] != rois->dims[0])
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "expected X [N,C,H,W], rois [R,4], batch_indices [R]");
-    const kiln_node *nd = ctx->node;
-    const char *mode = kiln__attr_s(nd, "mode", "avg");
-    bool is_max;
-    if (!strcmp(mode, "avg"))
-        is_max = false;
-    else if (!strcmp(mode, "max"))
-        is_max = true;
-    else
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unknown mode '%s'", mode);
-    int64_t oh = kiln__attr_i(nd, "output_height", 1), ow = kiln__attr_i(nd, "output_width", 1);
-    int64_t sr = kiln__attr_i(nd, "sampling_ratio", 0);
-    double scale = kiln__attr_f(nd, "spatial_scale", 1.0f);
-    const char *ctm = kiln__attr_s(nd, "coordinate_transformation_mode", nd->opset >= 16 ? "half_pixel" : "output_half_pixel");
-    bool half_pixel;
-    if (!strcmp(ctm, "half_pixel"))
-        half_pixel = true;
-    else if (!strcmp(ctm, "output_half_pixel"))
-        half_pixel = false;
-    else
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unknown coordinate_transformation_mode '%s'", ctm);
-    if (oh < 1 || ow < 1 || sr < 0 || oh > (1 << 20) || ow > (1 << 20) || sr > 4096)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "invalid output size or sampling_ratio");
+    roi_cfg g = {0};
+    KILN_TRY(roi_read_attrs(ctx, &g));
     int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3], R = rois->dims[0];
-    int64_t od[4] = {R, C, oh, ow};
+    int64_t od[4] = {R, C, g.oh, g.ow};
     KILN_TRY(kiln__kout(ctx, 0, x->dtype, 4, od));
     if (kiln__shape_numel(4, od) == 0)
         return KILN_OK;
@@ -206,42 +331,16 @@ static kiln_status k_roialign(kiln_kctx *ctx)
     }
     if (H == 0 || W == 0)
         return KILN_OK; /* zero-filled */
-    bool f32 = x->dtype == KILN_DT_FLOAT32;
-    const float *xf = x->data;
-    double off = half_pixel ? 0.5 : 0.0;
     roi_pc *pc = NULL;
     size_t pc_cap = 0;
     kiln_status st = KILN_OK;
     for (int64_t r = 0; r < R && st == KILN_OK; r++) {
         int64_t b = kiln__get_i64(bi->dtype, bi->data, r);
-        double rs_w = kiln__get_f64(rois->dtype, rois->data, r * 4) * scale - off;
-        double rs_h = kiln__get_f64(rois->dtype, rois->data, r * 4 + 1) * scale - off;
-        double re_w = kiln__get_f64(rois->dtype, rois->data, r * 4 + 2) * scale - off;
-        double re_h = kiln__get_f64(rois->dtype, rois->data, r * 4 + 3) * scale - off;
-        double rw = re_w - rs_w, rh = re_h - rs_h;
-        if (!half_pixel) {
-            rw = fmax(rw, 1.0);
-            rh = fmax(rh, 1.0);
-        }
-        if (!isfinite(rw) || !isfinite(rh) || !isfinite(rs_w) || !isfinite(rs_h)) {
-            st = kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "roi %lld is not finite", (long long)r);
+        roi_box bx = {0};
+        st = roi_make_box(ctx, &g, rois, r, &bx);
+        if (st != KILN_OK)
             break;
-        }
-        double bh = rh / (double)oh, bw = rw / (double)ow;
-        double gh_d = sr > 0 ? (double)sr : ceil(rh / (double)oh);
-        double gw_d = sr > 0 ? (double)sr : ceil(rw / (double)ow);
-        if (gh_d < 0)
-            gh_d = 0;
-        if (gw_d < 0)
-            gw_d = 0;
-        /* each factor on its own too: 0 * huge passes the product but not the cast to int64 */
-        if (gh_d > 1e7 || gw_d > 1e7 || gh_d * gw_d * (double)oh * (double)ow > 1e7) {
-            st = kiln__kerr(ctx, KILN_ERR_LIMIT, "roi %lld needs too many samples", (long long)r);
-            break;
-        }
-        int64_t gh = (int64_t)gh_d, gw = (int64_t)gw_d;
-        int64_t cnt = gh * gw > 1 ? gh * gw : 1;
-        size_t need = (size_t)(oh * ow * gh * gw);
+        size_t need = (size_t)(g.oh * g.ow * bx.gh * bx.gw);
         if (need > pc_cap) {
             roi_pc *np = kiln__realloc(pc, need * sizeof *pc);
             if (!np) {
@@ -251,81 +350,9 @@ static kiln_status k_roialign(kiln_kctx *ctx)
             pc = np;
             pc_cap = need;
         }
-        /* precompute bilinear positions and weights */
-        size_t k = 0;
-        for (int64_t ph = 0; ph < oh; ph++)
-            for (int64_t pw = 0; pw < ow; pw++)
-                for (int64_t iy = 0; iy < gh; iy++) {
-                    double yy = rs_h + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;
-                    for (int64_t ix = 0; ix < gw; ix++, k++) {
-                        double xx = rs_w + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw;
-                        roi_pc *p = &pc[k];
-                        if (yy < -1.0 || yy > (double)H || xx < -1.0 || xx > (double)W) {
-                            *p = (roi_pc){0, 0, 0, 0, 0, 0, 0, 0};
-                            continue;
-                        }
-                        double y = yy <= 0 ? 0 : yy, xv = xx <= 0 ? 0 : xx;
-                        int64_t yl = (int64_t)y, xl = (int64_t)xv, yh, xh;
-                        if (yl >= H - 1) {
-                            yh = yl = H - 1;
-                            y = (double)yl;
-                        } else {
-                            yh = yl + 1;
-                        }
-                        if (xl >= W - 1) {
-                            xh = xl = W - 1;
-                            xv = (double)xl;
-                        } else {
-                            xh = xl + 1;
-                        }
-                        double ly = y - (double)yl, lx = xv - (double)xl, hy = 1. - ly, hx = 1. - lx;
-                        p->p1 = yl * W + xl;
-                        p->p2 = yl * W + xh;
-                        p->p3 = yh * W + xl;
-                        p->p4 = yh * W + xh;
-                        p->w1 = hy * hx;
-                        p->w2 = hy * lx;
-                        p->w3 = ly * hx;
-                        p->w4 = ly * lx;
-                    }
-                }
-        for (int64_t c = 0; c < C; c++) {
-            int64_t base = (b * C + c) * H * W;
-            int64_t obase = (r * C + c) * oh * ow;
-            k = 0;
-            for (int64_t q = 0; q < oh * ow; q++) {
-                double acc = 0;
-                bool first = true;
-                for (int64_t s = 0; s < gh * gw; s++, k++) {
-                    const roi_pc *p = &pc[k];
-                    double v1, v2, v3, v4;
-                    if (f32) {
-                        v1 = xf[base + p->p1];
-                        v2 = xf[base + p->p2];
-                        v3 = xf[base + p->p3];
-                        v4 = xf[base + p->p4];
-                    } else {
-                        v1 = kiln__get_f64(x->dtype, x->data, base + p->p1);
-                        v2 = kiln__get_f64(x->dtype, x->data, base + p->p2);
-                        v3 = kiln__get_f64(x->dtype, x->data, base + p->p3);
-                        v4 = kiln__get_f64(x->dtype, x->data, base + p->p4);
-                    }
-                    if (!is_max) {
-                        acc += p->w1 * v1 + p->w2 * v2 + p->w3 * v3 + p->w4 * v4;
-                    } else {
-                        double v = fmax(fmax(p->w1 * v1, p->w2 * v2), fmax(p->w3 * v3, p->w4 * v4));
-                        acc = first ? v : fmax(acc, v);
-                        first = false;
-                    }
-                }
-                if (!is_max)
-                    acc /= (double)cnt;
-                if (f32)
-                    ((float *)ctx->out[0]->data)[obase + q] = (float)acc;
-                else
-                    kiln__set_f64(x->dtype, ctx->out[0]->data, obase + q, acc);
-            }
-        }
+        roi_fill_taps(pc, &bx, g.oh, g.ow, H, W);
+        for (int64_t c = 0; c < C; c++)
+            roi_pool(x, (b * C + c) * H * W, ctx->out[0], (r * C + c) * g.oh * g.ow, pc, &bx, &g);
     }
     kiln__free(pc);
     return st;

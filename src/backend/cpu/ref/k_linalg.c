@@ -644,6 +644,150 @@ static void es_mm_batches(void *arg, int64_t begin, int64_t end)
                     j->B + b * j->K * j->N, j->tb ? j->K : j->N, 0.0f, j->Y + b * j->M * j->N, j->N);
 }
 
+/* The batched GEMM an Einsum of two operands reduces to: label groups (batch: in both operands
+ * and the output; m: first operand and output; n: second and output; k: summed over both), their
+ * sizes, and each operand's position and stride per label. */
+typedef struct es_mm_plan {
+    int pos[2][ES_MAX_LABELS];          /* dim of each label in operand i, -1 if absent */
+    int64_t nstr[2][KILN_MAX_DIMS];     /* natural (contiguous) strides of each operand */
+    int bl[ES_MAX_LABELS], ml[ES_MAX_LABELS], nl[ES_MAX_LABELS], kl[ES_MAX_LABELS];
+    int nb, nm, nn, nk;
+    int64_t B, M, N, K;
+    /* wanted layouts: A [b, m, k] or [b, k, m]; B [b, k, n] or [b, n, k]; Y [b, m, n] */
+    int wa[2][KILN_MAX_DIMS], wb[2][KILN_MAX_DIMS], wy[KILN_MAX_DIMS];
+    int na, nb2, ny;
+} es_mm_plan;
+
+/* labels into b/m/n/k groups; false when the equation is not a plain batched GEMM */
+static bool es_mm_classify(es_mm_plan *p, const kiln_tensor *const t[2], const int *const dl[2], const int64_t *size,
+                           const int *out_lab, int n_out)
+{
+    int opos[ES_MAX_LABELS];
+    for (int l = 0; l < ES_MAX_LABELS; l++)
+        p->pos[0][l] = p->pos[1][l] = opos[l] = -1;
+    for (int j = 0; j < n_out; j++)
+        opos[out_lab[j]] = j;
+    for (int i = 0; i < 2; i++) {
+        int64_t s = 1;
+        for (int d = t[i]->ndim - 1; d >= 0; d--) {
+            int l = dl[i][d];
+            if (p->pos[i][l] >= 0 || t[i]->dims[d] != size[l])
+                return false;
+            p->pos[i][l] = d;
+            p->nstr[i][d] = s;
+            s *= t[i]->dims[d];
+        }
+    }
+    for (int l = 0; l < ES_MAX_LABELS; l++)
+        if ((p->pos[0][l] >= 0 || p->pos[1][l] >= 0) && opos[l] < 0 && !(p->pos[0][l] >= 0 && p->pos[1][l] >= 0))
+            return false; /* summed over one operand only */
+    p->nb = p->nm = p->nn = p->nk = 0;
+    for (int j = 0; j < n_out; j++) {
+        int l = out_lab[j];
+        if (p->pos[0][l] >= 0 && p->pos[1][l] >= 0)
+            p->bl[p->nb++] = l;
+        else if (p->pos[0][l] >= 0)
+            p->ml[p->nm++] = l;
+        else if (p->pos[1][l] >= 0)
+            p->nl[p->nn++] = l;
+        else
+            return false;
+    }
+    for (int d = 0; d < t[0]->ndim; d++)
+        if (opos[dl[0][d]] < 0)
+            p->kl[p->nk++] = dl[0][d];
+    p->B = p->M = p->N = p->K = 1;
+    for (int q = 0; q < p->nb; q++)
+        p->B *= size[p->bl[q]];
+    for (int q = 0; q < p->nm; q++)
+        p->M *= size[p->ml[q]];
+    for (int q = 0; q < p->nn; q++)
+        p->N *= size[p->nl[q]];
+    for (int q = 0; q < p->nk; q++)
+        p->K *= size[p->kl[q]];
+    return true;
+}
+
+/* the label orders of A (both transpositions), B (both) and Y; false when they miss an operand dim */
+static bool es_mm_layouts(es_mm_plan *p, const kiln_tensor *const t[2], int n_out)
+{
+    int na = 0, nb2 = 0, ny = 0;
+    for (int q = 0; q < p->nb; q++) {
+        p->wa[0][na] = p->wa[1][na] = p->bl[q];
+        na++;
+        p->wb[0][nb2] = p->wb[1][nb2] = p->bl[q];
+        nb2++;
+        p->wy[ny++] = p->bl[q];
+    }
+    for (int q = 0; q < p->nm; q++) {
+        p->wa[0][na + q] = p->ml[q];
+        p->wa[1][na + p->nk + q] = p->ml[q];
+        p->wy[ny++] = p->ml[q];
+    }
+    for (int q = 0; q < p->nk; q++) {
+        p->wa[0][na + p->nm + q] = p->kl[q];
+        p->wa[1][na + q] = p->kl[q];
+        p->wb[0][nb2 + q] = p->kl[q];
+        p->wb[1][nb2 + p->nn + q] = p->kl[q];
+    }
+    for (int q = 0; q < p->nn; q++) {
+        p->wb[0][nb2 + p->nk + q] = p->nl[q];
+        p->wb[1][nb2 + q] = p->nl[q];
+        p->wy[ny++] = p->nl[q];
+    }
+    p->na = na + p->nm + p->nk;
+    p->nb2 = nb2 + p->nn + p->nk;
+    p->ny = ny;
+    return p->na == t[0]->ndim && p->nb2 == t[1]->ndim && p->ny == n_out;
+}
+
+/* which of the two wanted layouts `labels` already has (*trans = it is the second); false: neither */
+static bool es_mm_stored_as(const int *labels, int n, const int want[2][KILN_MAX_DIMS], bool *trans)
+{
+    for (int v = 0; v < 2; v++) {
+        bool same = true;
+        for (int d = 0; d < n; d++)
+            if (labels[d] != want[v][d])
+                same = false;
+        if (same) {
+            *trans = v == 1;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* a copy of operand i in wanted layout `want` (numel elements), or NULL when out of memory */
+static float *es_mm_gather(const es_mm_plan *p, int i, const kiln_tensor *t, const int *want, int n, const int64_t *size,
+                           int64_t numel)
+{
+    int64_t dims[KILN_MAX_DIMS], str[KILN_MAX_DIMS];
+    for (int d = 0; d < n; d++) {
+        dims[d] = size[want[d]];
+        str[d] = p->nstr[i][p->pos[i][want[d]]];
+    }
+    float *buf = kiln__malloc(sizeof(float) * (size_t)numel);
+    if (buf)
+        es_permute_f32(buf, t->data, n, dims, str);
+    return buf;
+}
+
+/* Y[b] = op(A[b]) op(B[b]) for every batch: one GEMM, batches across threads, or GEMMs in turn */
+static void es_mm_run(kiln_kctx *ctx, const es_mm_job *j, int64_t B)
+{
+    int nt = ctx->nthreads;
+    int64_t M = j->M, N = j->N, K = j->K;
+    if (B == 1) {
+        kiln__sgemm(ctx->pool, nt, j->ta, j->tb, M, N, K, 1.0f, j->A, j->ta ? M : K, j->B, j->tb ? K : N, 0.0f, j->Y, N);
+    } else if (nt > 1 && (B >= nt || (double)M * (double)N * (double)K < (double)(1 << 20))) {
+        kiln__parallel_for(ctx->pool, nt, B, 1, es_mm_batches, (void *)j);
+    } else {
+        for (int64_t b = 0; b < B; b++)
+            kiln__sgemm(ctx->pool, nt, j->ta, j->tb, M, N, K, 1.0f, j->A + b * M * K, j->ta ? M : K, j->B + b * K * N,
+                        j->tb ? K : N, 0.0f, j->Y + b * M * N, N);
+    }
+}
+
 /* Two float32 operands without diagonals, broadcasting or one-sided reductions: a batched
  * GEMM after (possibly no-op) permutations. *done = false when the equation does not fit. */
 static kiln_status es_fast2(kiln_kctx *ctx, const int *const dl[2], const int64_t *size, const int *out_lab,
@@ -651,163 +795,39 @@ static kiln_status es_fast2(kiln_kctx *ctx, const int *const dl[2], const int64_
 {
     *done = false;
     const kiln_tensor *t[2] = {kiln__kin(ctx, 0), kiln__kin(ctx, 1)};
-    int pos[2][ES_MAX_LABELS], opos[ES_MAX_LABELS];
-    int64_t nstr[2][KILN_MAX_DIMS];
-    for (int l = 0; l < ES_MAX_LABELS; l++)
-        pos[0][l] = pos[1][l] = opos[l] = -1;
-    for (int j = 0; j < n_out; j++)
-        opos[out_lab[j]] = j;
-    for (int i = 0; i < 2; i++) {
-        int64_t s = 1;
-        for (int d = t[i]->ndim - 1; d >= 0; d--) {
-            int l = dl[i][d];
-            if (pos[i][l] >= 0 || t[i]->dims[d] != size[l])
-                return KILN_OK;
-            pos[i][l] = d;
-            nstr[i][d] = s;
-            s *= t[i]->dims[d];
-        }
-    }
-    int bl[ES_MAX_LABELS], ml[ES_MAX_LABELS], nl[ES_MAX_LABELS], kl[ES_MAX_LABELS];
-    int nb = 0, nm = 0, nn = 0, nk = 0;
-    for (int l = 0; l < ES_MAX_LABELS; l++)
-        if ((pos[0][l] >= 0 || pos[1][l] >= 0) && opos[l] < 0 && !(pos[0][l] >= 0 && pos[1][l] >= 0))
-            return KILN_OK; /* summed over one operand only */
-    for (int j = 0; j < n_out; j++) {
-        int l = out_lab[j];
-        if (pos[0][l] >= 0 && pos[1][l] >= 0)
-            bl[nb++] = l;
-        else if (pos[0][l] >= 0)
-            ml[nm++] = l;
-        else if (pos[1][l] >= 0)
-            nl[nn++] = l;
-        else
-            return KILN_OK;
-    }
-    for (int d = 0; d < t[0]->ndim; d++) {
-        int l = dl[0][d];
-        if (opos[l] < 0)
-            kl[nk++] = l;
-    }
-    int64_t B = 1, M = 1, N = 1, K = 1;
-    for (int q = 0; q < nb; q++)
-        B *= size[bl[q]];
-    for (int q = 0; q < nm; q++)
-        M *= size[ml[q]];
-    for (int q = 0; q < nn; q++)
-        N *= size[nl[q]];
-    for (int q = 0; q < nk; q++)
-        K *= size[kl[q]];
-    if ((double)B * (double)M * (double)N * (double)K > LINALG_MAX_WORK)
+    es_mm_plan p;
+    if (!es_mm_classify(&p, t, dl, size, out_lab, n_out))
+        return KILN_OK;
+    if ((double)p.B * (double)p.M * (double)p.N * (double)p.K > LINALG_MAX_WORK)
         return kiln__kerr(ctx, KILN_ERR_LIMIT, "einsum exceeds the work limit");
-    /* wanted layouts: A [b, m, k] or [b, k, m]; B [b, k, n] or [b, n, k]; Y [b, m, n] */
-    int wa[2][KILN_MAX_DIMS], wb[2][KILN_MAX_DIMS], wy[KILN_MAX_DIMS];
-    int na = 0, nb2 = 0, ny = 0;
-    for (int q = 0; q < nb; q++) {
-        wa[0][na] = wa[1][na] = bl[q];
-        na++;
-        wb[0][nb2] = wb[1][nb2] = bl[q];
-        nb2++;
-        wy[ny++] = bl[q];
-    }
-    for (int q = 0; q < nm; q++) {
-        wa[0][na + q] = ml[q];
-        wa[1][na + nk + q] = ml[q];
-        wy[ny++] = ml[q];
-    }
-    for (int q = 0; q < nk; q++) {
-        wa[0][na + nm + q] = kl[q];
-        wa[1][na + q] = kl[q];
-        wb[0][nb2 + q] = kl[q];
-        wb[1][nb2 + nn + q] = kl[q];
-    }
-    for (int q = 0; q < nn; q++) {
-        wb[0][nb2 + nk + q] = nl[q];
-        wb[1][nb2 + q] = nl[q];
-        wy[ny++] = nl[q];
-    }
-    na += nm + nk;
-    nb2 += nn + nk;
-    if (na != t[0]->ndim || nb2 != t[1]->ndim || ny != n_out)
+    if (!es_mm_layouts(&p, t, n_out))
         return KILN_OK;
     /* pick a layout that matches the operand as stored, else copy to the first one */
-    bool ta = false, tb = false, copy_a = true, copy_b = true, copy_y = false;
-    for (int v = 0; v < 2 && copy_a; v++) {
-        bool same = true;
-        for (int d = 0; d < na; d++)
-            if (dl[0][d] != wa[v][d])
-                same = false;
-        if (same) {
-            copy_a = false;
-            ta = v == 1;
-        }
-    }
-    for (int v = 0; v < 2 && copy_b; v++) {
-        bool same = true;
-        for (int d = 0; d < nb2; d++)
-            if (dl[1][d] != wb[v][d])
-                same = false;
-        if (same) {
-            copy_b = false;
-            tb = v == 1;
-        }
-    }
-    for (int d = 0; d < ny; d++)
-        if (wy[d] != out_lab[d])
+    bool ta = false, tb = false, copy_y = false;
+    bool copy_a = !es_mm_stored_as(dl[0], p.na, p.wa, &ta), copy_b = !es_mm_stored_as(dl[1], p.nb2, p.wb, &tb);
+    for (int d = 0; d < p.ny; d++)
+        if (p.wy[d] != out_lab[d])
             copy_y = true;
     KILN_TRY(kiln__kout(ctx, 0, KILN_DT_FLOAT32, n_out, odims));
     *done = true;
     kiln_tensor *y = ctx->out[0];
     float *abuf = NULL, *bbuf = NULL, *ybuf = NULL;
     kiln_status st = KILN_OK;
-    if (copy_a) {
-        int64_t dims[KILN_MAX_DIMS], str[KILN_MAX_DIMS];
-        for (int d = 0; d < na; d++) {
-            dims[d] = size[wa[0][d]];
-            str[d] = nstr[0][pos[0][wa[0][d]]];
-        }
-        abuf = kiln__malloc(sizeof(float) * (size_t)(B * M * K));
-        if (!abuf)
-            goto nomem;
-        es_permute_f32(abuf, t[0]->data, na, dims, str);
-    }
-    if (copy_b) {
-        int64_t dims[KILN_MAX_DIMS], str[KILN_MAX_DIMS];
-        for (int d = 0; d < nb2; d++) {
-            dims[d] = size[wb[0][d]];
-            str[d] = nstr[1][pos[1][wb[0][d]]];
-        }
-        bbuf = kiln__malloc(sizeof(float) * (size_t)(B * K * N));
-        if (!bbuf)
-            goto nomem;
-        es_permute_f32(bbuf, t[1]->data, nb2, dims, str);
-    }
-    if (copy_y) {
-        ybuf = kiln__malloc(sizeof(float) * (size_t)(B * M * N));
-        if (!ybuf)
-            goto nomem;
-    }
-    {
-        es_mm_job j = {ta, tb, M, N, K, copy_a ? abuf : t[0]->data, copy_b ? bbuf : t[1]->data,
-                       copy_y ? ybuf : y->data};
-        int nt = ctx->nthreads;
-        if (B == 1) {
-            kiln__sgemm(ctx->pool, nt, ta, tb, M, N, K, 1.0f, j.A, ta ? M : K, j.B, tb ? K : N, 0.0f, j.Y, N);
-        } else if (nt > 1 && (B >= nt || (double)M * (double)N * (double)K < (double)(1 << 20))) {
-            kiln__parallel_for(ctx->pool, nt, B, 1, es_mm_batches, &j);
-        } else {
-            for (int64_t b = 0; b < B; b++)
-                kiln__sgemm(ctx->pool, nt, ta, tb, M, N, K, 1.0f, j.A + b * M * K, ta ? M : K, j.B + b * K * N, tb ? K : N, 0.0f,
-                            j.Y + b * M * N, N);
-        }
-    }
+    if (copy_a && !(abuf = es_mm_gather(&p, 0, t[0], p.wa[0], p.na, size, p.B * p.M * p.K)))
+        goto nomem;
+    if (copy_b && !(bbuf = es_mm_gather(&p, 1, t[1], p.wb[0], p.nb2, size, p.B * p.K * p.N)))
+        goto nomem;
+    if (copy_y && !(ybuf = kiln__malloc(sizeof(float) * (size_t)(p.B * p.M * p.N))))
+        goto nomem;
+    es_mm_job j = {ta, tb, p.M, p.N, p.K, copy_a ? abuf : t[0]->data, copy_b ? bbuf : t[1]->data, copy_y ? ybuf : y->data};
+    es_mm_run(ctx, &j, p.B);
     if (copy_y) {
         /* ybuf is [b, m, n] (label order wy); the output wants out_lab order */
         int64_t ystr[ES_MAX_LABELS];
         int64_t s = 1;
-        for (int d = ny - 1; d >= 0; d--) {
-            ystr[wy[d]] = s;
-            s *= size[wy[d]];
+        for (int d = p.ny - 1; d >= 0; d--) {
+            ystr[p.wy[d]] = s;
+            s *= size[p.wy[d]];
         }
         int64_t str[KILN_MAX_DIMS];
         for (int d = 0; d < n_out; d++)

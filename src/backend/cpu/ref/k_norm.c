@@ -6,6 +6,7 @@
  * Layer/Group/InstanceNormalization compute two-pass statistics over contiguous blocks.
  * Other float dtypes go through double arithmetic with the generic element accessors. */
 #include "../../kernel.h"
+#include "v4f.h"
 #include <math.h>
 
 static bool is_floatish(kiln_dtype dt)
@@ -13,40 +14,11 @@ static bool is_floatish(kiln_dtype dt)
     return dt == KILN_DT_FLOAT32 || dt == KILN_DT_FLOAT64 || dt == KILN_DT_FLOAT16 || dt == KILN_DT_BFLOAT16;
 }
 
-static bool mul_ok(int64_t a, int64_t b, int64_t *r)
-{
-    if (a < 0 || b < 0)
-        return false;
-    if (a && b > INT64_MAX / a)
-        return false;
-    *r = a * b;
-    return true;
-}
-
 static int64_t grain_for(int64_t work_per_task)
 {
     int64_t g = 32768 / (work_per_task > 0 ? work_per_task : 1);
     return g < 1 ? 1 : g;
 }
-
-/* ------------------------------------------------------------------------------------------ */
-/* 4-wide float vectors (SSE2 is the x86-64 baseline)                                          */
-
-typedef float v4f __attribute__((vector_size(16)));
-
-static inline v4f vld(const float *p)
-{
-    v4f v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline void vst(float *p, v4f v) { memcpy(p, &v, sizeof v); }
-static inline v4f vset(float a)
-{
-    v4f v = {a, a, a, a};
-    return v;
-}
-static inline float vhsum(v4f v) { return (v[0] + v[1]) + (v[2] + v[3]); }
 
 static double sum_f32(const float *x, int64_t n)
 {
@@ -233,7 +205,7 @@ static kiln_status k_batchnorm(kiln_kctx *ctx)
     const int64_t N = x->dims[0], C = x->dims[1];
     int64_t S = 1;
     for (int d = 2; d < x->ndim; d++)
-        if (!mul_ok(S, x->dims[d], &S))
+        if (!kiln__mul_nonneg(S, x->dims[d], &S))
             return kiln__kerr(ctx, KILN_ERR_SHAPE, "shape overflows");
     const double eps = kiln__attr_f(nd, "epsilon", 1e-5f);
     const double momentum = kiln__attr_f(nd, "momentum", 0.9f);
@@ -242,7 +214,7 @@ static kiln_status k_batchnorm(kiln_kctx *ctx)
     /* opset < 9 with spatial=0: statistics per (C, D1, ...) position */
     int64_t P = C, inner = S;
     if (!spatial && !training) {
-        if (!mul_ok(C, S, &P))
+        if (!kiln__mul_nonneg(C, S, &P))
             return kiln__kerr(ctx, KILN_ERR_SHAPE, "shape overflows");
         inner = 1;
     }
@@ -291,7 +263,7 @@ static kiln_status k_batchnorm(kiln_kctx *ctx)
         fbuf[2 * P + p] = (float)bi[p];
     }
     int64_t planes;
-    if (!mul_ok(N, P, &planes)) {
+    if (!kiln__mul_nonneg(N, P, &planes)) {
         st = kiln__kerr(ctx, KILN_ERR_SHAPE, "shape overflows");
         goto done;
     }
@@ -373,7 +345,7 @@ static kiln_status group_norm(kiln_kctx *ctx, bool instance)
     const int64_t N = x->dims[0], C = x->dims[1];
     int64_t S = 1;
     for (int d = 2; d < x->ndim; d++)
-        if (!mul_ok(S, x->dims[d], &S))
+        if (!kiln__mul_nonneg(S, x->dims[d], &S))
             return kiln__kerr(ctx, KILN_ERR_SHAPE, "shape overflows");
     const double eps = kiln__attr_f(nd, "epsilon", 1e-5f);
     int64_t G = C;
@@ -519,7 +491,7 @@ static kiln_status k_layernorm(kiln_kctx *ctx)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unsupported stash_type %lld", (long long)stash);
     int64_t rows = 1, M = 1;
     for (int d = 0; d < rank; d++)
-        if (!mul_ok(d < axis ? rows : M, x->dims[d], d < axis ? &rows : &M))
+        if (!kiln__mul_nonneg(d < axis ? rows : M, x->dims[d], d < axis ? &rows : &M))
             return kiln__kerr(ctx, KILN_ERR_SHAPE, "shape overflows");
     /* Scale and B must broadcast to X's shape; they may vary over the leading dims */
     bool row_var = false;
@@ -738,7 +710,7 @@ static kiln_status k_lrn(kiln_kctx *ctx)
     const int64_t N = x->dims[0], C = x->dims[1];
     int64_t S = 1;
     for (int d = 2; d < x->ndim; d++)
-        if (!mul_ok(S, x->dims[d], &S))
+        if (!kiln__mul_nonneg(S, x->dims[d], &S))
             return kiln__kerr(ctx, KILN_ERR_SHAPE, "shape overflows");
     KILN_TRY(kiln__kout(ctx, 0, x->dtype, x->ndim, x->dims));
     if (kiln__knumel(x) <= 0)

@@ -9,21 +9,12 @@
  * rows. Everything else (other dtypes, non-contiguous axis sets) goes through a generic
  * strided walker with double (or exact int64 for integer sum/prod/max/min) accumulators. */
 #include "../../kernel.h"
+#include "v4f.h"
 #include <math.h>
 
 enum { R_L1, R_L2, R_LOGSUM, R_LSE, R_MAX, R_MIN, R_MEAN, R_PROD, R_SUM, R_SUMSQ };
 
 #define CHUNK 256 /* inner-dimension chunk for column-wise loops */
-
-static bool mul_ok(int64_t a, int64_t b, int64_t *r)
-{
-    if (a < 0 || b < 0)
-        return false;
-    if (a && b > INT64_MAX / a)
-        return false;
-    *r = a * b;
-    return true;
-}
 
 static bool supported_numeric(kiln_dtype dt)
 {
@@ -42,27 +33,6 @@ static bool is_floatish(kiln_dtype dt)
     return dt == KILN_DT_FLOAT32 || dt == KILN_DT_FLOAT64 || dt == KILN_DT_FLOAT16 || dt == KILN_DT_BFLOAT16;
 }
 
-/* 4-wide float vectors (GCC/Clang vector extensions; SSE2 is the x86-64 baseline) so that the
- * hot loops vectorize whatever the optimizer's cost model. */
-typedef float v4f __attribute__((vector_size(16)));
-typedef int32_t v4i __attribute__((vector_size(16)));
-
-static inline v4f vld(const float *p)
-{
-    v4f v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline void vst(float *p, v4f v) { memcpy(p, &v, sizeof v); }
-static inline v4f vset(float a)
-{
-    v4f v = {a, a, a, a};
-    return v;
-}
-static inline v4f vsel(v4i m, v4f a, v4f b) { return (v4f)((m & (v4i)a) | (~m & (v4i)b)); }
-static inline v4f vmax(v4f a, v4f b) { return vsel(a > b, a, b); }
-static inline v4f vmin(v4f a, v4f b) { return vsel(a < b, a, b); }
-static inline v4f vabs(v4f a) { return (v4f)((v4i)a & 0x7fffffff); }
 
 /* exp(x), Cephes-style: x = n*ln2 + r, exp(r) by a degree-6 polynomial, 2^n through the
  * exponent bits. Relative error ~1e-7; 0 below -87.3 (true value < 1.2e-38). The scalar and
@@ -126,7 +96,7 @@ static kiln_status build_layout(const kiln_kctx *ctx, const kiln_tensor *x, cons
         if (x->dims[d] == 1)
             continue;
         if (nm > 0 && mr[nm - 1] == red[d]) {
-            if (!mul_ok(md[nm - 1], x->dims[d], &md[nm - 1]))
+            if (!kiln__mul_nonneg(md[nm - 1], x->dims[d], &md[nm - 1]))
                 return kiln__kerr(ctx, KILN_ERR_SHAPE, "shape overflows");
         } else {
             md[nm] = x->dims[d];
@@ -137,7 +107,7 @@ static kiln_status build_layout(const kiln_kctx *ctx, const kiln_tensor *x, cons
     int64_t ms[KILN_MAX_DIMS], s = 1;
     for (int d = nm - 1; d >= 0; d--) {
         ms[d] = s;
-        if (!mul_ok(s, md[d], &s))
+        if (!kiln__mul_nonneg(s, md[d], &s))
             return kiln__kerr(ctx, KILN_ERR_SHAPE, "shape overflows");
     }
     memset(L, 0, sizeof *L);
@@ -149,7 +119,7 @@ static kiln_status build_layout(const kiln_kctx *ctx, const kiln_tensor *x, cons
             L->rd[L->nr] = md[d];
             L->rs[L->nr] = ms[d];
             L->nr++;
-            if (!mul_ok(L->R, md[d], &L->R))
+            if (!kiln__mul_nonneg(L->R, md[d], &L->R))
                 return kiln__kerr(ctx, KILN_ERR_SHAPE, "shape overflows");
             if (first_r < 0)
                 first_r = d;
@@ -158,7 +128,7 @@ static kiln_status build_layout(const kiln_kctx *ctx, const kiln_tensor *x, cons
             L->kd[L->nk] = md[d];
             L->ks[L->nk] = ms[d];
             L->nk++;
-            if (!mul_ok(L->nout, md[d], &L->nout))
+            if (!kiln__mul_nonneg(L->nout, md[d], &L->nout))
                 return kiln__kerr(ctx, KILN_ERR_SHAPE, "shape overflows");
         }
     }

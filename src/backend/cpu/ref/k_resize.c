@@ -795,9 +795,115 @@ static kiln_status rz_out_from_scale(const kiln_kctx *ctx, rz_axis *a, double s,
     return KILN_OK;
 }
 
-static kiln_status k_resize(kiln_kctx *ctx)
+/* mode, coordinate transformation, nearest rounding and the numeric attributes */
+static kiln_status rz_read_attrs(kiln_kctx *ctx, rz_params *p)
 {
     const kiln_node *n = ctx->node;
+    int opset = n->opset;
+    memset(p, 0, sizeof *p);
+    const char *mode = kiln__attr_s(n, "mode", "nearest");
+    if (!strcmp(mode, "nearest"))
+        p->mode = RZ_NEAREST;
+    else if (!strcmp(mode, "linear") || !strcmp(mode, "bilinear"))
+        p->mode = RZ_LINEAR;
+    else if (!strcmp(mode, "cubic") && (opset <= 0 || opset >= 11))
+        p->mode = RZ_CUBIC;
+    else
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unsupported mode '%s'", mode);
+    if (opset > 0 && opset < 11) {
+        p->ctm = CT_ASYMMETRIC;
+        p->nearest_mode = NM_SIMPLE;
+    } else {
+        const char *ctm = kiln__attr_s(n, "coordinate_transformation_mode", "half_pixel");
+        static const char *const ctms[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                                           "tf_crop_and_resize", "tf_half_pixel_for_nn", "half_pixel_symmetric"};
+        p->ctm = -1;
+        for (int i = 0; i < (int)(sizeof ctms / sizeof ctms[0]); i++)
+            if (!strcmp(ctm, ctms[i]))
+                p->ctm = i;
+        if (p->ctm < 0)
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unsupported coordinate_transformation_mode '%s'", ctm);
+        const char *nm = kiln__attr_s(n, "nearest_mode", "round_prefer_floor");
+        static const char *const nms[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+        p->nearest_mode = -1;
+        for (int i = 0; i < 4; i++)
+            if (!strcmp(nm, nms[i]))
+                p->nearest_mode = i;
+        if (p->nearest_mode < 0)
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unsupported nearest_mode '%s'", nm);
+    }
+    p->cubic_a = kiln__attr_f(n, "cubic_coeff_a", -0.75f);
+    p->exclude_outside = kiln__attr_i(n, "exclude_outside", 0) != 0;
+    p->extrapolation = kiln__attr_f(n, "extrapolation_value", 0.0f);
+    p->antialias = kiln__attr_i(n, "antialias", 0) != 0;
+    return KILN_OK;
+}
+
+/* the resized axes: the 'axes' attribute (opset 18), else all nd of them */
+static kiln_status rz_read_axes(kiln_kctx *ctx, int nd, int *axes, int *nax)
+{
+    const int64_t *av = NULL;
+    int an = kiln__attr_ints(ctx->node, "axes", &av);
+    if (an < 0) {
+        for (int i = 0; i < nd; i++)
+            axes[i] = i;
+        *nax = nd;
+        return KILN_OK;
+    }
+    if (an < 1 || an > nd)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "bad 'axes' length %d for rank %d", an, nd);
+    bool seen[KILN_MAX_DIMS] = {false};
+    for (int i = 0; i < an; i++) {
+        KILN_TRY(kiln__norm_axis(ctx, av[i], nd, &axes[i]));
+        if (seen[axes[i]])
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "repeated axis %d", axes[i]);
+        seen[axes[i]] = true;
+    }
+    *nax = an;
+    return KILN_OK;
+}
+
+/* output sizes from the 'sizes' input, with keep_aspect_ratio_policy (opset 18) */
+static kiln_status rz_from_sizes(kiln_kctx *ctx, const kiln_tensor *sizes, const int *axes, int nax, rz_axis *ax)
+{
+    if (kiln__shape_numel(sizes->ndim, sizes->dims) != nax || !kiln__dtype_is_int(sizes->dtype))
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "sizes must be an integer tensor of %d values", nax);
+    const char *pol = kiln__attr_s(ctx->node, "keep_aspect_ratio_policy", "stretch");
+    int policy = !strcmp(pol, "not_larger") ? 1 : !strcmp(pol, "not_smaller") ? 2 : 0;
+    if (!policy && strcmp(pol, "stretch"))
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unsupported keep_aspect_ratio_policy '%s'", pol);
+    double common = policy == 1 ? INFINITY : 0.0;
+    for (int i = 0; i < nax; i++) {
+        rz_axis *a = &ax[axes[i]];
+        int64_t v = kiln__get_i64(sizes->dtype, sizes->data, i);
+        if (v < 0 || v > ((int64_t)1 << 50))
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "invalid size %lld for axis %d", (long long)v, axes[i]);
+        if (a->in == 0 && v > 0)
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "cannot resize an empty axis %d", axes[i]);
+        a->out = v;
+        a->scale = a->in > 0 ? (double)v / (double)a->in : 1.0;
+        a->out_len = (double)v;
+        if (policy == 1 && a->scale < common)
+            common = a->scale;
+        if (policy == 2 && a->scale > common)
+            common = a->scale;
+    }
+    if (!policy)
+        return KILN_OK;
+    for (int i = 0; i < nax; i++) {
+        rz_axis *a = &ax[axes[i]];
+        double o = floor(common * (double)a->in + 0.5);
+        if (!(o >= 0.0) || o > 9.0e15)
+            return kiln__kerr(ctx, KILN_ERR_LIMIT, "output dimension too large");
+        a->out = (int64_t)o;
+        a->scale = common;
+        a->out_len = (double)a->out;
+    }
+    return KILN_OK;
+}
+
+static kiln_status k_resize(kiln_kctx *ctx)
+{
     const kiln_tensor *x = kiln__kin(ctx, 0);
     if (!x)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input X");
@@ -806,7 +912,7 @@ static kiln_status k_resize(kiln_kctx *ctx)
     int nd = x->ndim;
     if (nd < 1)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "X must have rank >= 1");
-    int opset = n->opset;
+    int opset = ctx->node->opset;
     const kiln_tensor *roi = NULL, *scales = NULL, *sizes = NULL;
     if (opset > 0 && opset < 11) {
         scales = kiln__kin(ctx, 1);
@@ -816,63 +922,9 @@ static kiln_status k_resize(kiln_kctx *ctx)
         sizes = kiln__kin(ctx, 3);
     }
     rz_params p;
-    memset(&p, 0, sizeof p);
-    const char *mode = kiln__attr_s(n, "mode", "nearest");
-    if (!strcmp(mode, "nearest"))
-        p.mode = RZ_NEAREST;
-    else if (!strcmp(mode, "linear") || !strcmp(mode, "bilinear"))
-        p.mode = RZ_LINEAR;
-    else if (!strcmp(mode, "cubic") && (opset <= 0 || opset >= 11))
-        p.mode = RZ_CUBIC;
-    else
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unsupported mode '%s'", mode);
-    if (opset > 0 && opset < 11) {
-        p.ctm = CT_ASYMMETRIC;
-        p.nearest_mode = NM_SIMPLE;
-    } else {
-        const char *ctm = kiln__attr_s(n, "coordinate_transformation_mode", "half_pixel");
-        static const char *const ctms[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
-                                           "tf_crop_and_resize", "tf_half_pixel_for_nn", "half_pixel_symmetric"};
-        p.ctm = -1;
-        for (int i = 0; i < (int)(sizeof ctms / sizeof ctms[0]); i++)
-            if (!strcmp(ctm, ctms[i]))
-                p.ctm = i;
-        if (p.ctm < 0)
-            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unsupported coordinate_transformation_mode '%s'", ctm);
-        const char *nm = kiln__attr_s(n, "nearest_mode", "round_prefer_floor");
-        static const char *const nms[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
-        p.nearest_mode = -1;
-        for (int i = 0; i < 4; i++)
-            if (!strcmp(nm, nms[i]))
-                p.nearest_mode = i;
-        if (p.nearest_mode < 0)
-            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unsupported nearest_mode '%s'", nm);
-    }
-    p.cubic_a = kiln__attr_f(n, "cubic_coeff_a", -0.75f);
-    p.exclude_outside = kiln__attr_i(n, "exclude_outside", 0) != 0;
-    p.extrapolation = kiln__attr_f(n, "extrapolation_value", 0.0f);
-    p.antialias = kiln__attr_i(n, "antialias", 0) != 0;
-
-    /* axes (opset 18) */
+    KILN_TRY(rz_read_attrs(ctx, &p));
     int axes[KILN_MAX_DIMS], nax = nd;
-    const int64_t *av = NULL;
-    int an = kiln__attr_ints(n, "axes", &av);
-    if (an >= 0) {
-        if (an < 1 || an > nd)
-            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "bad 'axes' length %d for rank %d", an, nd);
-        nax = an;
-        bool seen[KILN_MAX_DIMS] = {false};
-        for (int i = 0; i < an; i++) {
-            KILN_TRY(kiln__norm_axis(ctx, av[i], nd, &axes[i]));
-            if (seen[axes[i]])
-                return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "repeated axis %d", axes[i]);
-            seen[axes[i]] = true;
-        }
-    } else {
-        for (int i = 0; i < nd; i++)
-            axes[i] = i;
-    }
-
+    KILN_TRY(rz_read_axes(ctx, nd, axes, &nax));
     rz_axis ax[KILN_MAX_DIMS];
     memset(ax, 0, sizeof ax);
     for (int d = 0; d < nd; d++) {
@@ -896,39 +948,7 @@ static kiln_status k_resize(kiln_kctx *ctx)
     int64_t sn = scales ? kiln__shape_numel(scales->ndim, scales->dims) : 0;
     int64_t zn = sizes ? kiln__shape_numel(sizes->ndim, sizes->dims) : 0;
     if (zn > 0) {
-        if (zn != nax || !kiln__dtype_is_int(sizes->dtype))
-            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "sizes must be an integer tensor of %d values", nax);
-        const char *pol = kiln__attr_s(n, "keep_aspect_ratio_policy", "stretch");
-        int policy = !strcmp(pol, "not_larger") ? 1 : !strcmp(pol, "not_smaller") ? 2 : 0;
-        if (!policy && strcmp(pol, "stretch"))
-            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unsupported keep_aspect_ratio_policy '%s'", pol);
-        double common = policy == 1 ? INFINITY : 0.0;
-        for (int i = 0; i < nax; i++) {
-            rz_axis *a = &ax[axes[i]];
-            int64_t v = kiln__get_i64(sizes->dtype, sizes->data, i);
-            if (v < 0 || v > ((int64_t)1 << 50))
-                return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "invalid size %lld for axis %d", (long long)v, axes[i]);
-            if (a->in == 0 && v > 0)
-                return kiln__kerr(ctx, KILN_ERR_SHAPE, "cannot resize an empty axis %d", axes[i]);
-            a->out = v;
-            a->scale = a->in > 0 ? (double)v / (double)a->in : 1.0;
-            a->out_len = (double)v;
-            if (policy == 1 && a->scale < common)
-                common = a->scale;
-            if (policy == 2 && a->scale > common)
-                common = a->scale;
-        }
-        if (policy) {
-            for (int i = 0; i < nax; i++) {
-                rz_axis *a = &ax[axes[i]];
-                double o = floor(common * (double)a->in + 0.5);
-                if (!(o >= 0.0) || o > 9.0e15)
-                    return kiln__kerr(ctx, KILN_ERR_LIMIT, "output dimension too large");
-                a->out = (int64_t)o;
-                a->scale = common;
-                a->out_len = (double)a->out;
-            }
-        }
+        KILN_TRY(rz_from_sizes(ctx, sizes, axes, nax, ax));
     } else if (sn > 0) {
         if (sn != nax || !kiln__dtype_is_float(scales->dtype))
             return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "scales must be a float tensor of %d values", nax);

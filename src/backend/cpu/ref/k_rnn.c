@@ -143,179 +143,207 @@ static bool float_dtype_ok(kiln_dtype dt)
     return dt == KILN_DT_FLOAT32 || dt == KILN_DT_FLOAT64;
 }
 
-static kiln_status rnn_common(kiln_kctx *ctx, cell_kind kind)
+/* direction, layout and the shapes of X, W, R, B, initial_h/c and P into c */
+static kiln_status rnn_read_shapes(kiln_kctx *ctx, rnn_cfg *c, const kiln_tensor *const in[8])
 {
     const kiln_node *nd = ctx->node;
-    const kiln_tensor *X = kiln__kin(ctx, 0), *W = kiln__kin(ctx, 1), *R = kiln__kin(ctx, 2);
-    const kiln_tensor *B = kiln__kin(ctx, 3), *SL = kiln__kin(ctx, 4), *h0 = kiln__kin(ctx, 5);
-    const kiln_tensor *c0 = kind == CELL_LSTM ? kiln__kin(ctx, 6) : NULL;
-    const kiln_tensor *P = kind == CELL_LSTM ? kiln__kin(ctx, 7) : NULL;
-    if (!X || !W || !R)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input");
-    kiln_dtype dt = X->dtype;
-    if (!float_dtype_ok(dt))
-        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(dt));
-    const kiln_tensor *same[] = {W, R, B, h0, c0, P};
-    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
-        if (same[i] && same[i]->dtype != dt)
-            return kiln__kerr(ctx, KILN_ERR_DTYPE, "inputs must all be %s", kiln_dtype_name(dt));
-    rnn_cfg c;
-    memset(&c, 0, sizeof c);
-    c.kind = kind;
-    c.G = kind == CELL_RNN ? 1 : (kind == CELL_GRU ? 3 : 4);
-    int nact = kind == CELL_RNN ? 1 : (kind == CELL_GRU ? 2 : 3);
-    c.layout = nd->opset >= 14 ? (int)kiln__attr_i(nd, "layout", 0) : 0;
-    if (c.layout != 0 && c.layout != 1)
+    const kiln_tensor *X = in[0], *W = in[1], *R = in[2], *B = in[3], *h0 = in[5], *c0 = in[6], *P = in[7];
+    c->layout = nd->opset >= 14 ? (int)kiln__attr_i(nd, "layout", 0) : 0;
+    if (c->layout != 0 && c->layout != 1)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "layout must be 0 or 1");
     const char *dir = kiln__attr_s(nd, "direction", "forward");
     if (!strcmp(dir, "forward")) {
-        c.ndir = 1;
+        c->ndir = 1;
     } else if (!strcmp(dir, "reverse")) {
-        c.ndir = 1;
-        c.reverse[0] = true;
+        c->ndir = 1;
+        c->reverse[0] = true;
     } else if (!strcmp(dir, "bidirectional")) {
-        c.ndir = 2;
-        c.reverse[1] = true;
+        c->ndir = 2;
+        c->reverse[1] = true;
     } else {
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unknown direction '%s'", dir);
     }
     if (X->ndim != 3)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "X must be rank 3");
-    c.seq = c.layout ? X->dims[1] : X->dims[0];
-    c.batch = c.layout ? X->dims[0] : X->dims[1];
-    c.input = X->dims[2];
+    c->seq = c->layout ? X->dims[1] : X->dims[0];
+    c->batch = c->layout ? X->dims[0] : X->dims[1];
+    c->input = X->dims[2];
     if (W->ndim != 3 || R->ndim != 3)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "W and R must be rank 3");
     int64_t H = kiln__attr_i(nd, "hidden_size", R->dims[2]);
     if (H < 0 || H > ((int64_t)1 << 30))
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "invalid hidden_size");
-    c.H = H;
-    int64_t GH = c.G * H;
-    if (W->dims[0] != c.ndir || W->dims[1] != GH || W->dims[2] != c.input)
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "W must be [%d,%lld,%lld]", c.ndir, (long long)GH, (long long)c.input);
-    if (R->dims[0] != c.ndir || R->dims[1] != GH || R->dims[2] != H)
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "R must be [%d,%lld,%lld]", c.ndir, (long long)GH, (long long)H);
-    if (B && (B->ndim != 2 || B->dims[0] != c.ndir || B->dims[1] != 2 * GH))
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "B must be [%d,%lld]", c.ndir, (long long)(2 * GH));
+    c->H = H;
+    int64_t GH = c->G * H;
+    if (W->dims[0] != c->ndir || W->dims[1] != GH || W->dims[2] != c->input)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "W must be [%d,%lld,%lld]", c->ndir, (long long)GH, (long long)c->input);
+    if (R->dims[0] != c->ndir || R->dims[1] != GH || R->dims[2] != H)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "R must be [%d,%lld,%lld]", c->ndir, (long long)GH, (long long)H);
+    if (B && (B->ndim != 2 || B->dims[0] != c->ndir || B->dims[1] != 2 * GH))
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "B must be [%d,%lld]", c->ndir, (long long)(2 * GH));
     const kiln_tensor *states[2] = {h0, c0};
     for (int i = 0; i < 2; i++) {
         const kiln_tensor *s = states[i];
         if (!s)
             continue;
-        int64_t e0 = c.layout ? c.batch : c.ndir, e1 = c.layout ? c.ndir : c.batch;
+        int64_t e0 = c->layout ? c->batch : c->ndir, e1 = c->layout ? c->ndir : c->batch;
         if (s->ndim != 3 || s->dims[0] != e0 || s->dims[1] != e1 || s->dims[2] != H)
             return kiln__kerr(ctx, KILN_ERR_SHAPE, "%s has the wrong shape", i ? "initial_c" : "initial_h");
     }
-    if (P && (P->ndim != 2 || P->dims[0] != c.ndir || P->dims[1] != 3 * H))
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "P must be [%d,%lld]", c.ndir, (long long)(3 * H));
-    /* attributes */
+    if (P && (P->ndim != 2 || P->dims[0] != c->ndir || P->dims[1] != 3 * H))
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "P must be [%d,%lld]", c->ndir, (long long)(3 * H));
+    return KILN_OK;
+}
+
+/* clip, linear_before_reset, input_forget and the activations (defaults, then the attribute) */
+static kiln_status rnn_read_attrs(kiln_kctx *ctx, rnn_cfg *c)
+{
+    const kiln_node *nd = ctx->node;
+    int nact = c->kind == CELL_RNN ? 1 : (c->kind == CELL_GRU ? 2 : 3);
     const kiln_attr *ca = kiln__attr(nd, "clip");
     if (ca) {
-        c.has_clip = true;
-        c.clip = ca->f;
-        if (!(c.clip >= 0))
+        c->has_clip = true;
+        c->clip = ca->f;
+        if (!(c->clip >= 0))
             return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "clip must be non-negative");
     }
-    c.lbr = kind == CELL_GRU && kiln__attr_i(nd, "linear_before_reset", 0) != 0;
-    c.input_forget = kind == CELL_LSTM && kiln__attr_i(nd, "input_forget", 0) != 0;
+    c->lbr = c->kind == CELL_GRU && kiln__attr_i(nd, "linear_before_reset", 0) != 0;
+    c->input_forget = c->kind == CELL_LSTM && kiln__attr_i(nd, "input_forget", 0) != 0;
     for (int d = 0; d < 2; d++) {
-        if (kind == CELL_RNN) {
-            c.act[d][0] = (rnn_act){A_TANH, 0, 0};
+        if (c->kind == CELL_RNN) {
+            c->act[d][0] = (rnn_act){A_TANH, 0, 0};
         } else {
-            c.act[d][0] = (rnn_act){A_SIGMOID, 0, 0};
-            c.act[d][1] = (rnn_act){A_TANH, 0, 0};
-            c.act[d][2] = (rnn_act){A_TANH, 0, 0};
+            c->act[d][0] = (rnn_act){A_SIGMOID, 0, 0};
+            c->act[d][1] = (rnn_act){A_TANH, 0, 0};
+            c->act[d][2] = (rnn_act){A_TANH, 0, 0};
         }
     }
     const kiln_attr *aa = kiln__attr(nd, "activations");
-    if (aa && aa->n > 0) {
-        if (aa->type != KILN_ATTR_STRINGS || !aa->strings)
-            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "activations must be a list of strings");
-        if (aa->n != nact * c.ndir && aa->n != nact)
-            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "expected %d activations, got %d", nact * c.ndir, aa->n);
-        const float *al = NULL, *be = NULL;
-        int nal = kiln__attr_floats(nd, "activation_alpha", &al);
-        int nbe = kiln__attr_floats(nd, "activation_beta", &be);
-        int ia = 0, ib = 0;
-        for (int d = 0; d < c.ndir; d++)
-            for (int k = 0; k < nact; k++) {
-                int idx = aa->n == nact ? k : d * nact + k;
-                const char *s = aa->strings[idx] ? aa->strings[idx] : "";
-                rnn_act *a = &c.act[d][k];
-                if (!parse_act(s, a))
-                    return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "unsupported activation '%s'", s);
-                if (aa->n == nact && d == 1) {
-                    *a = c.act[0][k];
-                    continue;
-                }
-                int na, nb;
-                act_arg_usage(a->kind, &na, &nb);
-                if (na && ia < nal)
-                    a->alpha = al[ia++];
-                if (nb && ib < nbe)
-                    a->beta = be[ib++];
+    if (!aa || aa->n <= 0)
+        return KILN_OK;
+    if (aa->type != KILN_ATTR_STRINGS || !aa->strings)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "activations must be a list of strings");
+    if (aa->n != nact * c->ndir && aa->n != nact)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "expected %d activations, got %d", nact * c->ndir, aa->n);
+    const float *al = NULL, *be = NULL;
+    int nal = kiln__attr_floats(nd, "activation_alpha", &al);
+    int nbe = kiln__attr_floats(nd, "activation_beta", &be);
+    int ia = 0, ib = 0;
+    for (int d = 0; d < c->ndir; d++)
+        for (int k = 0; k < nact; k++) {
+            int idx = aa->n == nact ? k : d * nact + k;
+            const char *s = aa->strings[idx] ? aa->strings[idx] : "";
+            rnn_act *a = &c->act[d][k];
+            if (!parse_act(s, a))
+                return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "unsupported activation '%s'", s);
+            if (aa->n == nact && d == 1) {
+                *a = c->act[0][k];
+                continue;
             }
-    }
-    /* sequence lengths */
-    int64_t *lens = kiln__calloc((size_t)(c.batch > 0 ? c.batch : 1), sizeof(int64_t));
+            int na, nb;
+            act_arg_usage(a->kind, &na, &nb);
+            if (na && ia < nal)
+                a->alpha = al[ia++];
+            if (nb && ib < nbe)
+                a->beta = be[ib++];
+        }
+    return KILN_OK;
+}
+
+/* per-batch sequence lengths (seq without sequence_lens); *out is freed by the caller */
+static kiln_status rnn_read_lens(kiln_kctx *ctx, const rnn_cfg *c, const kiln_tensor *SL, int64_t **out)
+{
+    int64_t *lens = kiln__calloc((size_t)(c->batch > 0 ? c->batch : 1), sizeof(int64_t));
     if (!lens)
         return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
-    for (int64_t b = 0; b < c.batch; b++)
-        lens[b] = c.seq;
-    if (SL) {
-        if (!kiln__dtype_is_int(SL->dtype) || SL->ndim != 1 || SL->dims[0] != c.batch) {
-            kiln__free(lens);
-            return kiln__kerr(ctx, KILN_ERR_SHAPE, "sequence_lens must be an integer tensor [batch]");
-        }
-        for (int64_t b = 0; b < c.batch; b++) {
-            int64_t l = kiln__get_i64(SL->dtype, SL->data, b);
-            if (l < 0 || l > c.seq) {
-                kiln__free(lens);
-                return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "sequence_lens[%lld]=%lld out of range [0,%lld]",
-                                  (long long)b, (long long)l, (long long)c.seq);
-            }
-            lens[b] = l;
-        }
+    *out = lens;
+    for (int64_t b = 0; b < c->batch; b++)
+        lens[b] = c->seq;
+    if (!SL)
+        return KILN_OK;
+    if (!kiln__dtype_is_int(SL->dtype) || SL->ndim != 1 || SL->dims[0] != c->batch)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "sequence_lens must be an integer tensor [batch]");
+    for (int64_t b = 0; b < c->batch; b++) {
+        int64_t l = kiln__get_i64(SL->dtype, SL->data, b);
+        if (l < 0 || l > c->seq)
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "sequence_lens[%lld]=%lld out of range [0,%lld]",
+                              (long long)b, (long long)l, (long long)c->seq);
+        lens[b] = l;
     }
+    return KILN_OK;
+}
+
+/* Y [seq, dir, batch, H] (layout 1: [batch, seq, dir, H]), Y_h and Y_c [dir, batch, H] (layout 1:
+ * [batch, dir, H]), each only where the node has that output */
+static kiln_status rnn_place_outputs(kiln_kctx *ctx, rnn_cfg *c, kiln_dtype dt)
+{
+    int64_t yd[4], hd[3];
+    if (c->layout) {
+        yd[0] = c->batch, yd[1] = c->seq, yd[2] = c->ndir, yd[3] = c->H;
+        hd[0] = c->batch, hd[1] = c->ndir, hd[2] = c->H;
+    } else {
+        yd[0] = c->seq, yd[1] = c->ndir, yd[2] = c->batch, yd[3] = c->H;
+        hd[0] = c->ndir, hd[1] = c->batch, hd[2] = c->H;
+    }
+    void **dst[3] = {&c->Y, &c->Yh, &c->Yc};
+    int nout = c->kind == CELL_LSTM ? 3 : 2;
+    for (int i = 0; i < nout && i < ctx->n_out; i++) {
+        if (!ctx->out[i])
+            continue;
+        kiln_status st = i == 0 ? kiln__kout(ctx, 0, dt, 4, yd) : kiln__kout(ctx, i, dt, 3, hd);
+        if (st != KILN_OK)
+            return st;
+        *dst[i] = ctx->out[i]->data;
+    }
+    return KILN_OK;
+}
+
+static kiln_status rnn_common(kiln_kctx *ctx, cell_kind kind)
+{
+    const kiln_tensor *in[8] = {kiln__kin(ctx, 0), kiln__kin(ctx, 1), kiln__kin(ctx, 2), kiln__kin(ctx, 3),
+                                kiln__kin(ctx, 4), kiln__kin(ctx, 5), NULL, NULL};
+    if (kind == CELL_LSTM) {
+        in[6] = kiln__kin(ctx, 6);
+        in[7] = kiln__kin(ctx, 7);
+    }
+    if (!in[0] || !in[1] || !in[2])
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input");
+    kiln_dtype dt = in[0]->dtype;
+    if (!float_dtype_ok(dt))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(dt));
+    for (int i = 1; i < 8; i++)
+        if (i != 4 && in[i] && in[i]->dtype != dt)
+            return kiln__kerr(ctx, KILN_ERR_DTYPE, "inputs must all be %s", kiln_dtype_name(dt));
+    rnn_cfg c;
+    memset(&c, 0, sizeof c);
+    c.kind = kind;
+    c.G = kind == CELL_RNN ? 1 : (kind == CELL_GRU ? 3 : 4);
+    kiln_status st = rnn_read_shapes(ctx, &c, in);
+    if (st == KILN_OK)
+        st = rnn_read_attrs(ctx, &c);
+    if (st != KILN_OK)
+        return st;
+    int64_t *lens = NULL;
+    st = rnn_read_lens(ctx, &c, in[4], &lens);
     c.lens = lens;
-    c.X = X->data;
-    c.W = W->data;
-    c.R = R->data;
-    c.B = B ? B->data : NULL;
-    c.h0 = h0 ? h0->data : NULL;
-    c.c0 = c0 ? c0->data : NULL;
-    c.P = P ? P->data : NULL;
+    c.X = in[0]->data;
+    c.W = in[1]->data;
+    c.R = in[2]->data;
+    c.B = in[3] ? in[3]->data : NULL;
+    c.h0 = in[5] ? in[5]->data : NULL;
+    c.c0 = in[6] ? in[6]->data : NULL;
+    c.P = in[7] ? in[7]->data : NULL;
     c.pool = ctx->pool;
     c.nthreads = ctx->nthreads;
-    /* outputs */
-    kiln_status st = KILN_OK;
-    int64_t yd[4], hd[3];
-    if (c.layout) {
-        yd[0] = c.batch, yd[1] = c.seq, yd[2] = c.ndir, yd[3] = H;
-        hd[0] = c.batch, hd[1] = c.ndir, hd[2] = H;
-    } else {
-        yd[0] = c.seq, yd[1] = c.ndir, yd[2] = c.batch, yd[3] = H;
-        hd[0] = c.ndir, hd[1] = c.batch, hd[2] = H;
-    }
-    if (ctx->n_out > 0 && ctx->out[0]) {
-        st = kiln__kout(ctx, 0, dt, 4, yd);
-        c.Y = st == KILN_OK ? ctx->out[0]->data : NULL;
-    }
-    if (st == KILN_OK && ctx->n_out > 1 && ctx->out[1]) {
-        st = kiln__kout(ctx, 1, dt, 3, hd);
-        c.Yh = st == KILN_OK ? ctx->out[1]->data : NULL;
-    }
-    if (st == KILN_OK && kind == CELL_LSTM && ctx->n_out > 2 && ctx->out[2]) {
-        st = kiln__kout(ctx, 2, dt, 3, hd);
-        c.Yc = st == KILN_OK ? ctx->out[2]->data : NULL;
-    }
+    if (st == KILN_OK)
+        st = rnn_place_outputs(ctx, &c, dt);
     /* work size check: seq*batch*GH elements */
     if (st == KILN_OK) {
-        double work = (double)c.seq * (double)c.batch * (double)GH * (double)kiln_dtype_size(dt);
+        double work = (double)c.seq * (double)c.batch * (double)(c.G * c.H) * (double)kiln_dtype_size(dt);
         if (work > (double)kiln__max_tensor_bytes())
             st = kiln__kerr(ctx, KILN_ERR_LIMIT, "recurrent work buffer too large");
     }
-    if (st == KILN_OK && c.seq > 0 && c.batch > 0 && H > 0) {
+    if (st == KILN_OK && c.seq > 0 && c.batch > 0 && c.H > 0) {
         st = dt == KILN_DT_FLOAT32 ? rnn_run_f32(&c) : rnn_run_f64(&c);
         if (st != KILN_OK)
             st = kiln__kerr(ctx, st, "out of memory");

@@ -1106,6 +1106,101 @@ static inline int64_t pad_map(int64_t i, int64_t n, int mode)
     }
 }
 
+/* opset < 11: pads (or paddings) and value are attributes */
+static kiln_status pad_read_attrs(kiln_kctx *ctx, const kiln_tensor *x, int64_t *pads, uint8_t *cval)
+{
+    int r = x->ndim;
+    const int64_t *v;
+    int c = kiln__attr_ints(ctx->node, "pads", &v);
+    if (c < 0)
+        c = kiln__attr_ints(ctx->node, "paddings", &v);
+    if (c != 2 * r)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "pads has %d entries for rank %d", c, r);
+    memcpy(pads, v, sizeof(int64_t) * (size_t)c);
+    float f = kiln__attr_f(ctx->node, "value", 0.0f);
+    if (f != 0.0f) {
+        if (!(kiln__dtype_is_int(x->dtype) || x->dtype == KILN_DT_BOOL || x->dtype == KILN_DT_FLOAT32 ||
+              x->dtype == KILN_DT_FLOAT64 || x->dtype == KILN_DT_FLOAT16 || x->dtype == KILN_DT_BFLOAT16))
+            return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "pad value for dtype %s", kiln_dtype_name(x->dtype));
+        kiln__set_f64(x->dtype, cval, 0, f);
+    }
+    return KILN_OK;
+}
+
+/* opset >= 11: pads, constant_value and (opset 18) axes are inputs */
+static kiln_status pad_read_inputs(kiln_kctx *ctx, const kiln_tensor *x, size_t es, int mode, int64_t *pads,
+                                   uint8_t *cval)
+{
+    int r = x->ndim;
+    const kiln_tensor *pt;
+    KILN_TRY(kiln__kneed(ctx, 1, &pt));
+    int64_t raw[2 * MAXR], np;
+    KILN_TRY(read_ints(ctx, pt, "pads", raw, 2 * MAXR, &np));
+    const kiln_tensor *axt = kiln__kin(ctx, 3);
+    if (axt) {
+        int64_t ax[MAXR], na;
+        KILN_TRY(read_ints(ctx, axt, "axes", ax, MAXR, &na));
+        if (np != 2 * na)
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "pads has %lld entries for %lld axes", (long long)np,
+                              (long long)na);
+        bool seen[MAXR] = {false};
+        for (int i = 0; i < na; i++) {
+            int a;
+            KILN_TRY(kiln__norm_axis(ctx, ax[i], r, &a));
+            if (r == 0 || seen[a])
+                return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "repeated axis %d", a);
+            seen[a] = true;
+            pads[a] = raw[i];
+            pads[r + a] = raw[na + i];
+        }
+    } else {
+        if (np != 2 * r)
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "pads has %lld entries for rank %d", (long long)np, r);
+        memcpy(pads, raw, sizeof(int64_t) * (size_t)np);
+    }
+    const kiln_tensor *cv = kiln__kin(ctx, 2);
+    if (!cv || mode != PAD_CONSTANT)
+        return KILN_OK;
+    size_t ces;
+    KILN_TRY(kiln__kdata_es(ctx, cv, &ces));
+    if (cv->dtype != x->dtype)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "constant_value dtype %s differs from input %s",
+                          kiln_dtype_name(cv->dtype), kiln_dtype_name(x->dtype));
+    int64_t cn = kiln__shape_numel(cv->ndim, cv->dims);
+    if (cn > 1)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "constant_value must be a scalar");
+    if (cn == 1)
+        memcpy(cval, cv->data, es);
+    return KILN_OK;
+}
+
+/* output dims from pads, each pad within +-2^40 and no dimension negative */
+static kiln_status pad_out_dims(kiln_kctx *ctx, const kiln_tensor *x, const int64_t *pads, int64_t *od)
+{
+    int r = x->ndim;
+    for (int d = 0; d < 2 * r; d++)
+        if (pads[d] > ((int64_t)1 << 40) || pads[d] < -((int64_t)1 << 40))
+            return kiln__kerr(ctx, KILN_ERR_LIMIT, "pad %lld is too large", (long long)pads[d]);
+    for (int d = 0; d < r; d++) {
+        int64_t lo = pads[d], hi = pads[r + d], o;
+        if (__builtin_add_overflow(x->dims[d], lo, &o) || __builtin_add_overflow(o, hi, &o) || o < 0)
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "invalid pads %lld,%lld for dimension %lld", (long long)lo,
+                              (long long)hi, (long long)x->dims[d]);
+        od[d] = o;
+    }
+    return KILN_OK;
+}
+
+/* output positions [o0, o1) of one innermost row, each from the source element pad_map picks */
+static void pad_row_edges(uint8_t *out, const uint8_t *srow, int64_t o0, int64_t o1, int64_t lo, int64_t n, int mode,
+                          const uint8_t *cval, size_t es)
+{
+    for (int64_t o = o0; o < o1; o++) {
+        int64_t si = pad_map(o - lo, n, mode);
+        memcpy(out + o * (int64_t)es, si < 0 ? cval : srow + si * (int64_t)es, es);
+    }
+}
+
 static kiln_status k_pad(kiln_kctx *ctx)
 {
     const kiln_tensor *x;
@@ -1125,75 +1220,14 @@ static kiln_status k_pad(kiln_kctx *ctx)
         mode = PAD_WRAP;
     else
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unknown pad mode '%s'", ms);
-    int64_t pads[2 * MAXR] = {0}, np;
+    int64_t pads[2 * MAXR] = {0};
     uint8_t cval[16] = {0};
-    if (ctx->node->opset < 11) {
-        const int64_t *v;
-        int c = kiln__attr_ints(ctx->node, "pads", &v);
-        if (c < 0)
-            c = kiln__attr_ints(ctx->node, "paddings", &v);
-        if (c != 2 * r)
-            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "pads has %d entries for rank %d", c, r);
-        memcpy(pads, v, sizeof(int64_t) * (size_t)c);
-        float f = kiln__attr_f(ctx->node, "value", 0.0f);
-        if (f != 0.0f) {
-            if (!(kiln__dtype_is_int(x->dtype) || x->dtype == KILN_DT_BOOL || x->dtype == KILN_DT_FLOAT32 ||
-                  x->dtype == KILN_DT_FLOAT64 || x->dtype == KILN_DT_FLOAT16 || x->dtype == KILN_DT_BFLOAT16))
-                return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "pad value for dtype %s", kiln_dtype_name(x->dtype));
-            kiln__set_f64(x->dtype, cval, 0, f);
-        }
-    } else {
-        const kiln_tensor *pt;
-        KILN_TRY(kiln__kneed(ctx, 1, &pt));
-        int64_t raw[2 * MAXR];
-        KILN_TRY(read_ints(ctx, pt, "pads", raw, 2 * MAXR, &np));
-        const kiln_tensor *axt = kiln__kin(ctx, 3);
-        if (axt) {
-            int64_t ax[MAXR], na;
-            KILN_TRY(read_ints(ctx, axt, "axes", ax, MAXR, &na));
-            if (np != 2 * na)
-                return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "pads has %lld entries for %lld axes", (long long)np,
-                                  (long long)na);
-            bool seen[MAXR] = {false};
-            for (int i = 0; i < na; i++) {
-                int a;
-                KILN_TRY(kiln__norm_axis(ctx, ax[i], r, &a));
-                if (r == 0 || seen[a])
-                    return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "repeated axis %d", a);
-                seen[a] = true;
-                pads[a] = raw[i];
-                pads[r + a] = raw[na + i];
-            }
-        } else {
-            if (np != 2 * r)
-                return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "pads has %lld entries for rank %d", (long long)np, r);
-            memcpy(pads, raw, sizeof(int64_t) * (size_t)np);
-        }
-        const kiln_tensor *cv = kiln__kin(ctx, 2);
-        if (cv && mode == PAD_CONSTANT) {
-            size_t ces;
-            KILN_TRY(kiln__kdata_es(ctx, cv, &ces));
-            if (cv->dtype != x->dtype)
-                return kiln__kerr(ctx, KILN_ERR_DTYPE, "constant_value dtype %s differs from input %s",
-                                  kiln_dtype_name(cv->dtype), kiln_dtype_name(x->dtype));
-            int64_t cn = kiln__shape_numel(cv->ndim, cv->dims);
-            if (cn > 1)
-                return kiln__kerr(ctx, KILN_ERR_SHAPE, "constant_value must be a scalar");
-            if (cn == 1)
-                memcpy(cval, cv->data, es);
-        }
-    }
+    if (ctx->node->opset < 11)
+        KILN_TRY(pad_read_attrs(ctx, x, pads, cval));
+    else
+        KILN_TRY(pad_read_inputs(ctx, x, es, mode, pads, cval));
     int64_t od[MAXR];
-    for (int d = 0; d < 2 * r; d++)
-        if (pads[d] > ((int64_t)1 << 40) || pads[d] < -((int64_t)1 << 40))
-            return kiln__kerr(ctx, KILN_ERR_LIMIT, "pad %lld is too large", (long long)pads[d]);
-    for (int d = 0; d < r; d++) {
-        int64_t lo = pads[d], hi = pads[r + d], o;
-        if (__builtin_add_overflow(x->dims[d], lo, &o) || __builtin_add_overflow(o, hi, &o) || o < 0)
-            return kiln__kerr(ctx, KILN_ERR_SHAPE, "invalid pads %lld,%lld for dimension %lld", (long long)lo,
-                              (long long)hi, (long long)x->dims[d]);
-        od[d] = o;
-    }
+    KILN_TRY(pad_out_dims(ctx, x, pads, od));
     KILN_TRY(kiln__kout(ctx, 0, x->dtype, r, od));
     int64_t total = kiln_tensor_numel(ctx->out[0]);
     if (!total)
@@ -1235,22 +1269,10 @@ static kiln_status k_pad(kiln_kctx *ctx)
             fill_pattern(out, L, cval, es);
         } else {
             const uint8_t *srow = src + soff;
-            for (int64_t o = 0; o < c0; o++) {
-                int64_t si = pad_map(o - lo, n, mode);
-                if (si < 0)
-                    memcpy(out + o * (int64_t)es, cval, es);
-                else
-                    memcpy(out + o * (int64_t)es, srow + si * (int64_t)es, es);
-            }
+            pad_row_edges(out, srow, 0, c0, lo, n, mode, cval, es);
             if (c1 > c0)
                 memcpy(out + c0 * (int64_t)es, srow + (c0 - lo) * (int64_t)es, (size_t)(c1 - c0) * es);
-            for (int64_t o = c1; o < L; o++) {
-                int64_t si = pad_map(o - lo, n, mode);
-                if (si < 0)
-                    memcpy(out + o * (int64_t)es, cval, es);
-                else
-                    memcpy(out + o * (int64_t)es, srow + si * (int64_t)es, es);
-            }
+            pad_row_edges(out, srow, c1, L, lo, n, mode, cval, es);
         }
         for (int d = last - 1; d >= 0; d--) {
             if (++idx[d] < od[d])

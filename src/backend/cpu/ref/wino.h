@@ -1,0 +1,52 @@
+/* Winograd convolution of 3x3 stride-1 float32 layers (driver: k_conv.c conv_wino; transforms:
+ * wino.c). Two variants, F(m x m, 3x3) for output tiles of m x m pixels from (m+2) x (m+2) input
+ * tiles, with np = (m+2)^2 element-wise products per tile and channel pair:
+ *   - F(2x2, 3x3): 16 products for 4 outputs (2.25x fewer multiplies than direct);
+ *   - F(4x4, 3x3): 36 products for 16 outputs (4x fewer), points 0, +-1, +-2 (Lavin & Gray),
+ *     slightly larger rounding errors (its transforms have coefficients up to 8 and 1/24).
+ * Y = A^T [ (G g G^T) . (B^T d B) ] A: the np products summed over input channels are np GEMMs
+ * U[xi] (M x C) x V[xi] (C x tiles) into P[xi] (M x tiles). Private to cpu/ref. */
+#ifndef KILN_BACKEND_CPU_REF_WINO_H
+#define KILN_BACKEND_CPU_REF_WINO_H
+
+#include "../epilogue.h"
+#include "window.h"
+
+struct wino_job;
+
+typedef struct wino_kind {
+    int m;            /* output tile side */
+    int np;           /* products per tile: (m + 2)^2 */
+    uint32_t layout;  /* the prepared filters' layout (prep.h: KILN_PREP_WINO_F23 / F43) */
+    /* Tw[np x 9] = G (x) G: U[xi] = sum over the 9 taps of Tw[xi][tap] * w[tap] */
+    void (*tw)(float *tw);
+    /* input transform of tiles [t0, t1), channels [c0, c1), into V (np planes, packed B panels) */
+    void (*in)(const struct wino_job *j, int64_t t0, int64_t t1, float *V, int64_t c0, int64_t c1);
+    /* output transform of P (np planes of [Mg][t1 - t0]) for output channels [m0, m1), epilogue */
+    void (*out)(const struct wino_job *j, int64_t t0, int64_t t1, const float *P, int64_t m0, int64_t m1);
+} wino_kind;
+
+typedef struct wino_job {
+    const kiln_window *g;
+    const wino_kind *k;
+    int64_t Cg, Mg, tH, tW, Hp, Wp, R;   /* R: tiles per block */
+    const float *xp;                      /* padded image [Cg][Hp][Wp] */
+    const float *U;                       /* [np][Mg][Cg] */
+    float *y;                             /* output of this image and group [Mg][Ho*Wo] */
+    kiln_epi e;                           /* bias (row), residual, activation */
+    int64_t row0;                         /* row of channel 0 in the [N*M, out] output */
+    bool failed;
+} wino_job;
+
+/* Stride between the np planes of V / P: padded by a cache line so that the streams of the
+ * transforms do not all map to the same L1 set (a plane is often a multiple of 4 KB). */
+static inline int64_t wino_stride(int64_t n) { return (n + 15) / 16 * 16 + 16; }
+
+/* Zeroes the lanes [Tb % 32, 32) of the last 32-tile panel of each of the np planes of V (sv
+ * apart): the GEMM reads whole panels, the input transform writes only the tiles' lanes. */
+void kiln__wino_zero_tail(float *V, int64_t sv, int np, int64_t Cg, int64_t Tb);
+
+/* The two variants (AVX-512 transforms; only used where the AVX-512 GEMM runs). */
+extern const wino_kind kiln__wino_f23, kiln__wino_f43;
+
+#endif
