@@ -13,7 +13,7 @@ static const char usage[] =
     "       [--shapes NAME:DIMS,...] [--min-shapes ... --opt-shapes ... --max-shapes ...]\n"
     "       [--timing-cache FILE] [--build-run-budget SECONDS (default 60)]\n"
     "       [--precision fp32|fp16|bf16|int8|fp8|nvfp4|mxfp4|int4|auto] [--layer-precision PATTERN:PREC ...] [--precision-fallback]\n"
-    "       [--calib DIR] [--calib-method percentile[:P]|entropy|minmax|mse] [--calib-cache FILE]\n"
+    "       [--calib DIR] [--calib-method mse|percentile[:P]|entropy|minmax] [--calib-cache FILE]\n"
     "       [--calib-images DIR --preprocess SPEC]\n"
     "       [--allow fp16,bf16,int8] [--accuracy-budget METRIC] [--val DIR] [--auto-objective speed|size]\n"
     "       [--auto-probe-batches N] [--auto-max-batches N]\n"
@@ -90,7 +90,7 @@ int cmd_build(int argc, char **argv)
     const char *model_path = NULL, *out_path = NULL, *cache = NULL, *precision = NULL, *budget_text = NULL;
     const char *rules[MAX_LAYER_RULES], *allow[16], *val_dir = NULL;
     int nrules = 0, nallow = 0, objective = KILN_AUTO_SPEED, probe_batches = 0, max_batches = 0;
-    kiln_calib_options calib = {.method = KILN_CALIB_PERCENTILE, .param = 99.99};   /* as kiln calibrate */
+    kiln_calib_options calib = {.method = KILN_CALIB_MSE};   /* as kiln calibrate */
     cli_images im = {0};
     bool report = false, no_opt = false, no_tactics = false, fallback = false, use_calib = false;
     double budget = 0;
