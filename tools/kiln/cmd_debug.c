@@ -10,7 +10,7 @@
 #define MAX_RULES 256
 
 static const char usage[] =
-    "usage: kiln debug precision MODEL.onnx --precision fp16|bf16|int8 --budget METRIC [--keep fp32|fp16|bf16]\n"
+    "usage: kiln debug precision MODEL.onnx --precision fp16|bf16|int8|fp8|... --budget METRIC [--keep fp32|fp16|bf16]\n"
     "       [--calib DIR | --calib-images DIR --preprocess SPEC] [--calib-method M] [--calib-cache FILE]\n"
     "       [--val DIR] [--shapes NAME:DIMS,...]\n"
     "       [--layer-precision PATTERN:PREC ...] [--probe-batches N] [--max-batches N]\n"
