@@ -18,8 +18,11 @@ Timing. kiln: `kiln bench --device cuda --json` (host wall clock around kiln_con
 includes copying the inputs from host memory to the GPU and the outputs back). PyTorch: median of
 CUDA-event timings of (a) eager and (b) a captured CUDA graph with the input already on the GPU,
 and (c) eager including the host->GPU input copy and the output copy back (what kiln's number
-includes). Before timing, each model's kiln output is checked against PyTorch's (max relative
-error printed). The table: throughput (items/s), p50 latency (ms), and kiln / PyTorch throughput.
+includes). When kiln's timed runs replay its CUDA graph, a second kiln row gives the device time
+of a replay (`graph_ms`: CUDA events around the graph launch, inputs already in pinned memory),
+the number to compare with PyTorch's eager and graph rows. Before timing, each model's kiln output
+is checked against PyTorch's (max relative error printed). The table: throughput (items/s), p50
+latency (ms), kiln / PyTorch and kiln device / PyTorch throughput.
 """
 import argparse
 import json

@@ -144,6 +144,7 @@ kiln_status kiln_model_check_supported(kiln_model_t m);
  * without them, choosing it is one clean KILN_ERR_UNSUPPORTED. */
 typedef enum kiln_device { KILN_DEVICE_CPU = 0, KILN_DEVICE_CUDA = 1 } kiln_device;
 #define KILN_DEVICE_ALLOW_TF32 1u   /* device flag: FP32 convolutions / GEMMs may use TF32 */
+#define KILN_DEVICE_STRICT 2u       /* device flag: a layer without a device kernel is a run error (no CPU fallback) */
 
 typedef struct kiln_run_options {
     int num_threads;   /* 0 = default (number of online CPUs, at most 64); the run uses threads of

@@ -180,7 +180,12 @@ void kiln__ps_free(search *s)
 }
 
 /* The allowed precisions (default fp16, bf16, int8), validated. */
-kiln_status kiln__ps_allowed(const kiln_build_options *o, const char **out, int *n, bool *int8)
+bool kiln__ps_needs_calib(const char *precision)
+{
+    return precision && (!strcmp(precision, "int8") || !strcmp(precision, "fp8"));
+}
+
+kiln_status kiln__ps_allowed(const kiln_build_options *o, const char **out, int *n, bool *calib)
 {
     static const char *const def[] = {"fp16", "bf16", "int8"};
     const char *const *a = o->num_allow > 0 ? o->allow : def;
@@ -188,7 +193,7 @@ kiln_status kiln__ps_allowed(const kiln_build_options *o, const char **out, int 
     if (o->num_allow < 0 || na > KILN_PS_MAX_ALLOW || !a)
         return kiln__err(KILN_ERR_INVALID_ARG, "--allow: between 1 and %d precisions", KILN_PS_MAX_ALLOW);
     *n = 0;
-    *int8 = false;
+    *calib = false;
     for (int k = 0; k < na; k++) {
         int code = kiln__precision_code(a[k]);
         const char *name = kiln__precision_name(code);
@@ -201,7 +206,7 @@ kiln_status kiln__ps_allowed(const kiln_build_options *o, const char **out, int 
             dup |= out[j] == name;
         if (!dup)
             out[(*n)++] = name;
-        *int8 |= !strcmp(name, "int8");
+        *calib |= kiln__ps_needs_calib(name);
     }
     return KILN_OK;
 }
@@ -212,7 +217,7 @@ kiln_status kiln__ps_calibrate(kiln_model_t m, const kiln_build_options *o, bool
     if (!need)
         return KILN_OK;
     if (!o->calib || (!o->calib->data_dir && !o->calib->cache_path))
-        return kiln__err(KILN_ERR_INVALID_ARG, "int8 layers need calibration data: give --calib DIR (or a calibration cache)");
+        return kiln__err(KILN_ERR_INVALID_ARG, "int8 and fp8 layers need calibration data: give --calib DIR (or a calibration cache)");
     return kiln_calibrate(m, o->calib, cal);
 }
 

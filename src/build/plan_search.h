@@ -52,8 +52,10 @@ void kiln__ps_order(search *s);
  * already measured with every candidate lowered, used when every candidate is in the order. */
 kiln_status kiln__ps_search(search *s, int refine, const kiln_plan_score *all);
 /* The allowed precisions of o (default fp16, bf16, int8) as canonical names, validated. */
-kiln_status kiln__ps_allowed(const kiln_build_options *o, const char **out, int *n, bool *int8);
-/* Calibrates m with o->calib when `need` (int8), else *cal = NULL. */
+kiln_status kiln__ps_allowed(const kiln_build_options *o, const char **out, int *n, bool *calib);
+/* The precision (a canonical name) takes its activation scales from calibration: int8, fp8. */
+bool kiln__ps_needs_calib(const char *precision);
+/* Calibrates m with o->calib when `need` (int8 or fp8 among the precisions), else *cal = NULL. */
 kiln_status kiln__ps_calibrate(kiln_model_t m, const kiln_build_options *o, bool need, kiln_calibration_t *cal);
 /* The engine layer standing for model node `name` (its own name or a node it fused), or -1. */
 int kiln__ps_find_layer(kiln_engine_t e, const char *name);

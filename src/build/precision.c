@@ -114,6 +114,22 @@ static bool is_weight_layer(const kiln_graph *g, const kiln_node *n)
            (d->op == KILN_OP_DequantizeLinear && d->n_in > 0 && d->in[0] >= 0 && g->values[d->in[0]].init);
 }
 
+/* A MatMul of two computed operands (attention: Q·Kᵀ, whose result feeds a Softmax, and the
+ * weighting of V by it): with --precision int8 / fp8 / fp4 it is requested fp32, the layers
+ * TensorRT users keep in higher precision besides the first and the last; a --layer-precision
+ * rule may ask otherwise (no quantized kernel takes two computed operands: fallback or error). */
+static bool is_attention(const kiln_graph *g, const kiln_node *n)
+{
+    if (n->dead || (n->op != KILN_OP_MatMul && n->op != KILN_OP_FusedMatMul) || n->n_in < 2 || is_weight_layer(g, n))
+        return false;
+    for (int k = 0; k < 2; k++) {
+        int v = n->in[k], p = v >= 0 ? g->values[v].producer : -1;
+        if (p < 0 || g->values[v].init || g->nodes[p].dead || g->nodes[p].op == KILN_OP_Constant)
+            return false;   /* graph inputs and constants are not computed */
+    }
+    return true;
+}
+
 static int req_of(const kiln_node *n) { return prec_parse(kiln__attr_s(n, REQ_ATTR, NULL)); }
 
 /* Precisions whose weights are quantized (the first and last weight layers stay fp32). */
@@ -173,6 +189,10 @@ static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int 
                 last = i;
             }
         for (int i = 0; i < g->n_nodes; i++) {
+            if (quantized(global) && is_attention(g, &g->nodes[i])) {   /* kept: see is_attention */
+                KILN_TRY(kiln__node_set_attr_s(&g->nodes[i], REQ_ATTR, prec_names[P_FP32]));
+                continue;
+            }
             if (!is_weight_layer(g, &g->nodes[i]))
                 continue;
             bool keep = quantized(global) && (i == first || i == last);
@@ -212,6 +232,10 @@ static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int 
             return kiln__err(KILN_ERR_INVALID_ARG, "layer precision '%s': no layer name or op type matches '%s'",
                              rule, pat);
     }
+    for (int i = 0; quantized(global) && i < g->n_nodes; i++)
+        if (is_attention(g, &g->nodes[i]) && req_of(&g->nodes[i]) == P_FP32)
+            sb_printf(rep, "kept in fp32: %s (%s, both operands computed: attention scores or their weighting)\n",
+                      node_label(&g->nodes[i]), g->nodes[i].op_type);
     for (int k = 0; k < 2; k++)   /* said once the rules are applied: a rule may lower them after all */
         if (kept[k] >= 0 && (k == 0 || kept[1] != kept[0]) && req_of(&g->nodes[kept[k]]) == P_FP32)
             sb_printf(rep, "kept in fp32: %s (%s, the %s layer; override with --layer-precision)\n",

@@ -55,7 +55,7 @@ static kiln_status fill(struct kiln_precision_debug *r, const search *s, const c
         return nomem();
     r->info.num_layers = n;
     int first = first_last_weight_layer(g, false), last = first_last_weight_layer(g, true);
-    bool int8 = !strcmp(low, "int8");
+    bool ends = strcmp(low, "fp16") && strcmp(low, "bf16");   /* quantized: --precision keeps first / last */
     int j = 0;
     for (int i = 0; i < g->n_nodes; i++)
         for (int k = 0; k < n; k++) {
@@ -73,9 +73,9 @@ static kiln_status fill(struct kiln_precision_debug *r, const search *s, const c
             /* a rule where plain --precision LOW would differ from what was measured */
             if (L->keep)
                 own[2] = make_rule(kiln__ps_label(nd), keep);
-            else if (int8 && (i == first || i == last))
+            else if (ends && (i == first || i == last))
                 own[2] = make_rule(kiln__ps_label(nd), low);
-            if (!own[0] || !own[1] || ((L->keep || (int8 && (i == first || i == last))) && !own[2]))
+            if (!own[0] || !own[1] || ((L->keep || (ends && (i == first || i == last))) && !own[2]))
                 return nomem();
             L->name = own[0];
             L->op = own[1];
@@ -181,7 +181,7 @@ kiln_status kiln_precision_debug(kiln_model_t m, kiln_build_options *o, const ch
     const char *low = kiln__precision_name(kiln__precision_code(o->precision));
     const char *hi = kiln__precision_name(kiln__precision_code(keep ? keep : "fp32"));
     if (!low || !strcmp(low, "fp32"))
-        return kiln__err(KILN_ERR_INVALID_ARG, "precision debugging: --precision '%s': want fp16, bf16 or int8",
+        return kiln__err(KILN_ERR_INVALID_ARG, "precision debugging: --precision '%s': want fp16, bf16, int8, fp8, nvfp4, mxfp4 or int4",
                          o->precision ? o->precision : "(null)");
     if (!hi || hi == low)
         return kiln__err(KILN_ERR_INVALID_ARG, "precision debugging: --keep '%s': want a precision other than %s",
@@ -194,7 +194,7 @@ kiln_status kiln_precision_debug(kiln_model_t m, kiln_build_options *o, const ch
     if (!r)
         return nomem();
     kiln_calibration_t cal = NULL;
-    kiln_status st = kiln__ps_calibrate(m, o, !strcmp(low, "int8") || !strcmp(hi, "int8"), &cal);
+    kiln_status st = kiln__ps_calibrate(m, o, kiln__ps_needs_calib(low) || kiln__ps_needs_calib(hi), &cal);
     if (st == KILN_OK)
         st = run(r, m, o, low, hi, cal);
     kiln_calibration_free(cal);

@@ -266,15 +266,15 @@ kiln_status kiln__plan_auto(kiln_model_t m, kiln_build_options *o, const char **
     o->auto_lowered = o->auto_candidates = 0;
     const char *allow[MAX_ALLOW];
     int na;
-    bool int8, speed = o->auto_objective != KILN_AUTO_SIZE;
+    bool calib, speed = o->auto_objective != KILN_AUTO_SIZE;
     if (o->auto_objective != KILN_AUTO_SPEED && o->auto_objective != KILN_AUTO_SIZE)
         return kiln__err(KILN_ERR_INVALID_ARG, "auto_objective %d: want KILN_AUTO_SPEED or KILN_AUTO_SIZE", o->auto_objective);
-    KILN_TRY(kiln__ps_allowed(o, allow, &na, &int8));
+    KILN_TRY(kiln__ps_allowed(o, allow, &na, &calib));
     kiln_budget b;
     if (!o->accuracy_budget)
         return kiln__err(KILN_ERR_INVALID_ARG, "--precision auto needs --accuracy-budget (e.g. cosine>=0.99)");
     KILN_TRY(kiln_budget_parse(o->accuracy_budget, &b));
-    KILN_TRY(kiln__ps_calibrate(m, o, int8, cal));
+    KILN_TRY(kiln__ps_calibrate(m, o, calib, cal));
     kiln_plan_eval ev;
     search s;
     text r = {0};

@@ -131,6 +131,7 @@ kiln_status kiln__dev_open(kiln_device kind, unsigned flags, kiln_dev **out)
     m->describe(d->be, d->description, sizeof d->description);
     const char *graphs = getenv("KILN_CUDA_GRAPHS");
     d->graphs = !graphs || strcmp(graphs, "0");
+    d->strict = (flags & KILN_DEVICE_STRICT) != 0;
     d->cap_input = -1;
     *out = d;
     return KILN_OK;

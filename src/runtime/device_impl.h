@@ -15,6 +15,7 @@ struct kiln_dev {
     unsigned arena_gen;   /* bumped by every arena allocation / free */
     /* CUDA graph of the current input shapes (device_graph.c) */
     bool graphs;                  /* enabled (KILN_CUDA_GRAPHS unset or not "0") */
+    bool strict;                  /* KILN_DEVICE_STRICT: no CPU fallback */
     bool cap_open;                /* this run is being captured */
     bool no_capture;              /* a capture at these shapes failed: run layer by layer */
     bool cap_failed;              /* this run's capture failed: make the run again */

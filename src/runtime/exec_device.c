@@ -155,6 +155,10 @@ static kiln_status node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node 
             dts[i] = in[i] ? in[i]->dtype : KILN_DT_UNDEFINED;
         kiln_bk_query q = {.node = n, .n_in = nq, .in_dtype = dts};
         if (!ok || !d->be->ops->supports(d->be, &q) || !d->mod->accepts(d->be, n, n->n_in, in)) {
+            if (d->strict)
+                return kiln__err(KILN_ERR_UNSUPPORTED,
+                                 "node '%s' (%s) has no CUDA kernel for these inputs and --strict-device forbids the "
+                                 "CPU fallback", n->name, n->op_type);
             if (reads_graph_input(d, g, n))
                 return kiln__err(KILN_ERR_UNSUPPORTED, "node '%s' (%s) reads a graph input on the host: no CUDA graph",
                                  n->name, n->op_type);

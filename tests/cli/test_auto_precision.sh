@@ -76,6 +76,13 @@ eval "args=($line)"
 expect_ok "build with the ready line" "$KILN" build "$M" -o "$T/d.kiln" "${args[@]}" --calib "$T/cal"
 expect_ok "ready line meets the budget" "$KILN" verify "$T/d.kiln" --reference "$M" --data "$T/val" --budget 'cosine>=0.99'
 
+# fp8 too: its activation scales come from the one calibration, so every layer is realizable in fp8
+"$KILN" debug precision "$M" --precision fp8 --keep fp16 --budget 'cosine>=0.999' --calib "$T/cal" --json > "$T/j.json" \
+  2> "$T/err.txt" && ok "debug precision fp8" || bad "debug precision fp8: $(cat "$T/err.txt")"
+check "fp8: every layer realizable, the set meets the budget" '
+assert d["met"] and d["value_final"] >= 0.999 and len(d["layers"]) == 5, d
+assert all(l["realizable"] for l in d["layers"]), d["layers"]'
+
 # budgets that cannot be met: exit 3 with a message
 expect_rc "auto: unmeetable budget exits 3" 3 "cannot be met" "$KILN" build "$M" -o "$T/x.kiln" --precision auto --allow int8 \
   --accuracy-budget 'cosine>=0.99' --calib "$T/cal" --layer-precision 'L2:int8'
@@ -101,7 +108,7 @@ expect_ok "fp8/nvfp4 plan verified" "$KILN" verify "$T/e.kiln" --reference "$M" 
 expect_rc "int8 needs calibration" 1 "need calibration data" "$KILN" build "$M" -o "$T/x.kiln" --precision auto --allow int8 --accuracy-budget 'cosine>=0.9' --val "$T/val"
 expect_rc "no data" 1 "needs data" "$KILN" build "$M" -o "$T/x.kiln" --precision auto --allow fp16 --accuracy-budget 'cosine>=0.9'
 expect_rc "bad objective" 1 "want speed or size" "$KILN" build "$M" -o "$T/x.kiln" --precision auto --auto-objective fast
-expect_rc "debug: fp32 is not lower" 1 "want fp16, bf16 or int8" "$KILN" debug precision "$M" --precision fp32 --budget 'cosine>=0.9' --calib "$T/cal"
+expect_rc "debug: fp32 is not lower" 1 "want fp16, bf16, int8, fp8" "$KILN" debug precision "$M" --precision fp32 --budget 'cosine>=0.9' --calib "$T/cal"
 expect_rc "debug: keep = precision" 1 "want a precision other than" "$KILN" debug precision "$M" --precision fp16 --keep fp16 --budget 'cosine>=0.9' --val "$T/val"
 expect_rc "debug: needs budget" 2 "need MODEL, --precision and --budget" "$KILN" debug precision "$M" --precision int8
 expect_rc "debug: no subcommand" 2 "want a subcommand" "$KILN" debug

@@ -37,6 +37,11 @@ assert d['method'] == '$want', d['method']" > "$T/m.txt" 2>&1 && ok "json $m" ||
   [ -s "$T/stderr.txt" ] && bad "quiet in a pipe ($m): $(head -c 200 "$T/stderr.txt")" || ok "quiet in a pipe ($m)"
 done
 
+# without --calib-method: mse (docs/CALIBRATION.md says why)
+expect_ok "default method" "$KILN" calibrate "$M" --calib "$T/a" --json
+$PY -c "import json; d=json.load(open('$T/out.txt')); assert d['method'] == 'mse', d['method']" > "$T/m.txt" 2>&1 \
+  && ok "default method is mse" || bad "default method: $(cat "$T/m.txt")"
+
 expect_ok "write cache" "$KILN" calibrate "$M" --calib "$T/a" --calib-cache "$T/a.cache"
 head -1 "$T/a.cache" | grep -q "^# kiln calibration cache" && ok "cache header" || bad "cache header"
 expect_ok "shuffled names" "$KILN" calibrate "$M" --calib "$T/b" --calib-cache "$T/b.cache"
@@ -44,7 +49,7 @@ cmp -s "$T/a.cache" "$T/b.cache" && ok "byte-identical cache under shuffled name
 expect_ok "reuse without data" "$KILN" calibrate "$M" --calib-cache "$T/a.cache"
 grep -q "(from cache)" "$T/out.txt" && ok "reused" || bad "not reused: $(head -1 "$T/out.txt")"
 cp "$T/a.cache" "$T/keep.cache"
-expect_rc "other method refused" 1 "stale or foreign" "$KILN" calibrate "$M" --calib "$T/a" --calib-cache "$T/a.cache" --calib-method mse
+expect_rc "other method refused" 1 "stale or foreign" "$KILN" calibrate "$M" --calib "$T/a" --calib-cache "$T/a.cache" --calib-method percentile
 expect_rc "other model refused" 1 "model hash" "$KILN" calibrate models/ocr/ch_ppocr_mobile_v2.0_cls_infer.onnx --calib-cache "$T/a.cache"
 cp "$T/a/x00.npy" "$T/a/x99.npy"
 expect_rc "other data refused" 1 "data hash" "$KILN" calibrate "$M" --calib "$T/a" --calib-cache "$T/a.cache"

@@ -79,4 +79,9 @@ expect_ok "external data values" $PY scripts/compare_npy.py "$T/ext" "$T/exp" --
 rm "$T/ext.bin"
 expect_err "missing external data" "external data" "$KILN" run "$T/ext.onnx" --input x="$T/ext_x.npy" --output-dir "$T/x"
 
+# kiln serve / loadgen exec kiln-serve (beside kiln, else on the PATH): same exit status; missing, a clear error
+expect_rc "serve via kiln-serve" 2 "usage: kiln serve" "$KILN" serve --no-such-option
+mkdir -p "$T/solo" && cp "$KILN" "$T/solo/kiln"
+expect_rc "kiln-serve missing" 1 "cannot run kiln-serve" env PATH=/usr/bin:/bin "$T/solo/kiln" loadgen --help
+
 finish

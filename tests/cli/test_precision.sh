@@ -156,7 +156,8 @@ assert p["requested_precision"] == "int8" and p["precision"] == "fp32", p'
 grep -E "^[0-9]+ +GlobalAveragePool_0 +GlobalAveragePool +int8 +fp32 " "$T/text.txt" > /dev/null && ok "text inspect: req and prec columns" \
   || bad "text inspect: $(grep GlobalAveragePool_0 "$T/text.txt")"
 
-# a transformer: weight MatMuls become QLinearMatMul, attention (two activations) has no request
+# a transformer: weight MatMuls become QLinearMatMul; attention (MatMuls of two computed operands)
+# is kept in fp32 by default like the first and last layers: said, requested fp32, realized fp32
 B=models/tiny_bert.onnx
 mkdir -p "$T/bcal"
 $PY - "$T" <<'PY' || bad "numpy bert data"
@@ -171,6 +172,8 @@ PY
 BI=()
 for n in input_ids attention_mask token_type_ids; do BI+=(--input "$n=$T/bcal/${n}_0.npy"); done
 expect_ok "bert int8" "$KILN" build "$B" -o "$T/b8.kiln" --precision int8 --calib "$T/bcal" --calib-method minmax
+n=$(grep -c "kept in fp32: MatMul_[0-9]* (MatMul, both operands computed: attention" "$T/out.txt")
+[ "$n" = 4 ] && ok "bert int8 says the 4 attention MatMuls stay fp32" || bad "bert attention report ($n): $(cat "$T/out.txt")"
 expect_ok "bert fp32" "$KILN" build "$B" -o "$T/b32.kiln"
 "$KILN" run "$T/b8.kiln" "${BI[@]}" --output-dir "$T/ob8" > /dev/null 2>&1 || bad "run bert int8"
 "$KILN" run "$T/b32.kiln" "${BI[@]}" --output-dir "$T/ob32" > /dev/null 2>&1 || bad "run bert fp32"
@@ -178,10 +181,20 @@ expect_ok "bert fp32" "$KILN" build "$B" -o "$T/b32.kiln"
 check "bert int8" '
 q = [l for l in L if l["op"] == "QLinearMatMul"]
 assert len(q) >= 10 and all(l["requested_precision"] == "int8" for l in q), len(q)
-assert all(l["requested_precision"] is None for l in L if l["op"] == "Attention")
+att = [l for l in L if l["op"] == "Attention"]
+assert len(att) == 2 and all(l["requested_precision"] == "fp32" and l["precision"] == "fp32" for l in att), att
 a, b = [np.load(f"{t}/{d}/last_hidden_state.npy").astype(np.float64).ravel() for d in ("ob8", "ob32")]
 print("bert int8 cosine vs fp32", cos(a, b))
 assert cos(a, b) > 0.999'
+
+# a rule overrides the attention default; no integer kernel takes two computed operands, so the
+# request is not realized: an error naming the layer, or with --precision-fallback a listed fallback
+expect_rc "attention int8 by rule" 1 "MatMul_4" "$KILN" build "$B" -o "$T/b8r.kiln" --precision int8 --calib "$T/bcal" \
+  --calib-method minmax --layer-precision 'MatMul_4:int8'
+expect_ok "attention int8 by rule, fallback" "$KILN" build "$B" -o "$T/b8r.kiln" --precision int8 --calib "$T/bcal" \
+  --calib-method minmax --layer-precision 'MatMul_4:int8' --precision-fallback
+grep -q "kept in fp32: MatMul_4 " "$T/out.txt" && bad "MatMul_4 said kept although a rule asked int8" || ok "rule overrides the attention default"
+grep -q "fallback: MatMul_4 .*requested int8, runs in fp32" "$T/out.txt" && ok "attention fallback listed" || bad "no fallback: $(cat "$T/out.txt")"
 
 # an explicit QDQ model needs no option: its integer layers are realized int8
 $PY tests/passes/gen_qdq.py "$T" > /dev/null || bad "gen_qdq"

@@ -584,8 +584,8 @@ static void gemm_cases(void)
     run_case("FusedGemm Tanh", &t, 1e-5);
 }
 
-/* in FP16 / BF16 (the KILN_CUDA_ACT passes) these run the fused attention kernel, and again the
- * two-GEMM path with KILN_CUDA_FUSED_ATTN=0 */
+/* in FP16 / BF16 (the KILN_CUDA_ACT passes) these run the fused attention kernel (KILN_CUDA_FUSED_ATTN=1),
+ * and again the two-GEMM path (=0, the default) */
 static void attention_cases(void)
 {
     tgraph t = tg_new(KILN_OP_Attention, 1);
@@ -756,6 +756,41 @@ static void half_weight_cases(void)
         kiln__node_set_attr_i(tg_node(&t), "transB", 1);
         snprintf(name, sizeof name, "Gemm %s W transB bias", hn);
         run_case(name, &t, tol);
+    }
+}
+
+/* --strict-device (KILN_DEVICE_STRICT): a layer without a CUDA kernel (ReduceMean) is an error instead of
+ * a CPU fallback; without it the same graph runs with one fallback */
+static void strict_case(void)
+{
+    for (int strict = 0; strict < 2; strict++) {
+        kiln_dev *sd = NULL;
+        test_checks++;
+        if (kiln__dev_open(KILN_DEVICE_CUDA, strict ? KILN_DEVICE_STRICT : 0, &sd) != KILN_OK) {
+            printf("FAIL opening the device: %s\n", kiln_last_error());
+            test_failures++;
+            return;
+        }
+        tgraph t = tg_new(KILN_OP_ReduceMean, 13);
+        tg_in(&t, RT(3, 2, 5, 7), false);
+        tg_outs(&t, 1);
+        attr_ints(&t, "axes", 1, D(1));
+        const kiln_tensor *feed[1] = {&t.feed[0]};
+        kiln_tensor got[1] = {0};
+        kiln_run_env gpu = {.nthreads = 1, .dev = sd, .backend = kiln__dev_backend(sd)};
+        kiln__dev_run_begin(sd);
+        kiln_status s = kiln__exec_graph(t.g, NULL, feed, got, &gpu, 0);
+        kiln_device_stats st;
+        kiln__dev_stats(sd, &st);
+        bool ok = strict ? s == KILN_ERR_UNSUPPORTED && strstr(kiln_last_error(), "--strict-device")
+                         : s == KILN_OK && st.fallback_layers == 1;
+        printf("%s ReduceMean %s: %s\n", ok ? "ok  " : "FAIL", strict ? "--strict-device refused" : "fell back to the CPU",
+               s == KILN_OK ? "ran" : kiln_last_error());
+        test_failures += !ok;
+        kiln__tensor_release(&got[0]);
+        kiln__dev_weights_clear(sd);
+        tg_free(&t);
+        kiln__dev_close(sd);
     }
 }
 
@@ -947,6 +982,7 @@ int main(int argc, char **argv)
     printf("test_gpu: %s\n", st.description);
     layer_cases();
     half_weight_cases();
+    strict_case();
     /* the half convolutions again through cuDNN's legacy API (the graph API's fallback) */
     kiln__dev_close(dev);
     setenv("KILN_CUDA_CONV_GRAPH", "0", 1);
@@ -961,6 +997,7 @@ int main(int argc, char **argv)
     for (int h = 0; h < 2; h++) {
         kiln__dev_close(dev);
         setenv("KILN_CUDA_ACT", h ? "bf16" : "fp16", 1);
+        setenv("KILN_CUDA_FUSED_ATTN", "1", 1);   /* the fused kernel, whatever the default */
         if (kiln__dev_open(KILN_DEVICE_CUDA, 0, &dev) != KILN_OK) {
             printf("FAIL reopening the device: %s\n", kiln_last_error());
             return 1;

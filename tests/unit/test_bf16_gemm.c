@@ -9,6 +9,7 @@
  *    Relu) against the float32 Conv on rounded activations and widened weights, within float32
  *    summation error; every op with FP16 weights: exactly the float32 kernel on widened weights. */
 #include "test.h"
+#include "test_tensor.h"
 #include "backend/cpu/qgemm_bf16.h"
 #include "core/numfmt.h"
 #include "test_pool.h"
@@ -60,15 +61,7 @@ static void test_core(int it)
     free(A), free(C), free(B), free(bias);
 }
 
-static kiln_tensor rand_f32(int nd, const int64_t *dims)
-{
-    kiln_tensor t;
-    memset(&t, 0, sizeof t);
-    CHECK(kiln__tensor_alloc(&t, KILN_DT_FLOAT32, nd, dims) == KILN_OK);
-    for (int64_t i = 0; i < kiln_tensor_numel(&t); i++)
-        ((float *)t.data)[i] = test_randf(&seed);
-    return t;
-}
+static kiln_tensor rand_f32(int nd, const int64_t *dims) { return test_tensor_f32(nd, dims, 1.0f, &seed); }
 
 /* the low-precision copy of t (rounded) and t's float32 values replaced by the widened ones */
 static kiln_tensor lowp_of(kiln_tensor *t, kiln_dtype dt)

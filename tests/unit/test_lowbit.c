@@ -6,6 +6,7 @@
  * the on-the-fly path give identical results, a dropped weight runs from the blob alone, and
  * corrupted blobs are refused cleanly. */
 #include "test.h"
+#include "test_tensor.h"
 #include "backend/cpu/lowbit.h"
 #include "backend/cpu/prep.h"
 #include "backend/kernel.h"
@@ -14,16 +15,7 @@
 
 static unsigned long long seed = 2024;
 
-static kiln_tensor rnd(int ndim, const int64_t *dims, float scale)
-{
-    kiln_tensor t;
-    memset(&t, 0, sizeof t);
-    CHECK(kiln__tensor_alloc(&t, KILN_DT_FLOAT32, ndim, dims) == KILN_OK);
-    float *p = t.data;
-    for (int64_t i = 0; i < kiln_tensor_numel(&t); i++)
-        p[i] = test_randf(&seed) * scale;
-    return t;
-}
+static kiln_tensor rnd(int ndim, const int64_t *dims, float scale) { return test_tensor_f32(ndim, dims, scale, &seed); }
 
 #define MAX_ATTR 12
 typedef struct layer {

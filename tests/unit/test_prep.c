@@ -7,21 +7,14 @@
  * does not fit (other layout, dims, magic, size, misaligned) is ignored, or refused cleanly when
  * the weights were dropped; `load` borrows the blob (no copy) and `release` leaves it alone. */
 #include "test.h"
+#include "test_tensor.h"
 #include "test_pool.h"
 #include "backend/backend.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/prep.h"
 #include <string.h>
 
-static kiln_tensor mk(int ndim, const int64_t *dims, unsigned long long *seed)
-{
-    kiln_tensor t;
-    CHECK(kiln__tensor_alloc(&t, KILN_DT_FLOAT32, ndim, dims) == KILN_OK);
-    float *p = t.data;
-    for (int64_t i = 0; i < kiln_tensor_numel(&t); i++)
-        p[i] = test_randf(seed);
-    return t;
-}
+static kiln_tensor mk(int ndim, const int64_t *dims, unsigned long long *seed) { return test_tensor_f32(ndim, dims, 1.0f, seed); }
 
 static kiln_node node_of(kiln_op op, const char *type, kiln_attr *attrs, int na)
 {

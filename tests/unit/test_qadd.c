@@ -8,6 +8,7 @@
  *    equal (the fusion is exact, not within a step).
  * 3. Malformed inputs: a clean KILN_ERR_* from both kernels. */
 #include "test.h"
+#include "test_tensor.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/qadd.h"
 #include "test_pool.h"
@@ -16,20 +17,8 @@
 static unsigned long long seed = 777;
 static int64_t rnd(int64_t lo, int64_t hi) { return lo + (int64_t)(test_rng(&seed) % (uint64_t)(hi - lo + 1)); }
 
-static kiln_tensor mk(kiln_dtype dt, int nd, const int64_t *dims)
-{
-    kiln_tensor t;
-    memset(&t, 0, sizeof t);
-    CHECK(kiln__tensor_alloc(&t, dt, nd, dims) == KILN_OK);
-    return t;
-}
-static kiln_tensor mk_bytes(kiln_dtype dt, int nd, const int64_t *dims)
-{
-    kiln_tensor t = mk(dt, nd, dims);
-    for (size_t i = 0; i < t.nbytes; i++)
-        ((uint8_t *)t.data)[i] = (uint8_t)test_rng(&seed);
-    return t;
-}
+static kiln_tensor mk(kiln_dtype dt, int nd, const int64_t *dims) { return test_tensor(dt, nd, dims); }
+static kiln_tensor mk_bytes(kiln_dtype dt, int nd, const int64_t *dims) { return test_tensor_bytes(dt, nd, dims, &seed); }
 static kiln_tensor mk_f(float v)
 {
     kiln_tensor t = mk(KILN_DT_FLOAT32, 0, NULL);

@@ -12,6 +12,7 @@
  *    differ by 1 where float32 rounding of acc * (a_scale * w_scale / y_scale) lands on the other
  *    side of a .5 boundary; the test checks that bound and counts such elements. */
 #include "test.h"
+#include "test_tensor.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/prep.h"
 #include "backend/cpu/qgemm.h"
@@ -133,20 +134,8 @@ typedef struct tens {
     void *buf;
 } tens;
 
-static kiln_tensor mk(kiln_dtype dt, int nd, const int64_t *dims)
-{
-    kiln_tensor t;
-    memset(&t, 0, sizeof t);
-    CHECK(kiln__tensor_alloc(&t, dt, nd, dims) == KILN_OK);
-    return t;
-}
-static kiln_tensor mk_bytes(kiln_dtype dt, int nd, const int64_t *dims)
-{
-    kiln_tensor t = mk(dt, nd, dims);
-    for (size_t i = 0; i < t.nbytes; i++)
-        ((uint8_t *)t.data)[i] = (uint8_t)test_rng(&seed);
-    return t;
-}
+static kiln_tensor mk(kiln_dtype dt, int nd, const int64_t *dims) { return test_tensor(dt, nd, dims); }
+static kiln_tensor mk_bytes(kiln_dtype dt, int nd, const int64_t *dims) { return test_tensor_bytes(dt, nd, dims, &seed); }
 static kiln_tensor mk_scalar_q(kiln_dtype dt)
 {
     kiln_tensor t = mk(dt, 0, NULL);

@@ -14,7 +14,7 @@ static double now_ms(void)
 static const char usage[] =
     "usage: kiln bench MODEL|ENGINE [--shapes NAME:DIMS,...] [--batch N] [--threads N] [--warmup N]\n"
     "                  [--iterations N | --duration S] [--input NAME=FILE] [--json] [--no-mmap]\n"
-    "                  [--device cpu|cuda] [--tf32]\n";
+    "                  [--device cpu|cuda] [--tf32] [--strict-device]\n";
 
 int cmd_bench(int argc, char **argv)
 {
@@ -57,6 +57,8 @@ int cmd_bench(int argc, char **argv)
                 fprintf(stderr, "kiln bench: --device takes cpu or cuda, not '%s'\n", cli_esc(argv[i]));
         } else if (!strcmp(a, "--tf32"))
             device_flags |= KILN_DEVICE_ALLOW_TF32;
+        else if (!strcmp(a, "--strict-device"))
+            device_flags |= KILN_DEVICE_STRICT;
         else if (!strcmp(a, "--no-mmap"))
             load_flags = KILN_ENGINE_LOAD_COPY;
         else if (!strcmp(a, "--input") && has)

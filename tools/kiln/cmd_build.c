@@ -13,7 +13,7 @@ static const char usage[] =
     "       [--shapes NAME:DIMS,...] [--min-shapes ... --opt-shapes ... --max-shapes ...]\n"
     "       [--timing-cache FILE] [--build-run-budget SECONDS (default 60)]\n"
     "       [--precision fp32|fp16|bf16|int8|fp8|nvfp4|mxfp4|int4|auto] [--layer-precision PATTERN:PREC ...] [--precision-fallback]\n"
-    "       [--calib DIR] [--calib-method percentile[:P]|entropy|minmax|mse] [--calib-cache FILE]\n"
+    "       [--calib DIR] [--calib-method mse|percentile[:P]|entropy|minmax] [--calib-cache FILE]\n"
     "       [--calib-images DIR --preprocess SPEC]\n"
     "       [--allow fp16,bf16,int8] [--accuracy-budget METRIC] [--val DIR] [--auto-objective speed|size]\n"
     "       [--auto-probe-batches N] [--auto-max-batches N]\n"
@@ -332,7 +332,7 @@ int cmd_build(int argc, char **argv)
     }
     b->objective = KILN_AUTO_SPEED;
     b->device = KILN_DEVICE_CPU;
-    b->calib = (kiln_calib_options){.method = KILN_CALIB_PERCENTILE, .param = 99.99};   /* as kiln calibrate */
+    b->calib = (kiln_calib_options){.method = KILN_CALIB_MSE};   /* as kiln calibrate */
     bool done = false;
     int rc = parse_build_args(argc, argv, b, &done);
     if (!done && rc == 0) {

@@ -14,7 +14,7 @@ static void usage(FILE *f)
             "                       NAME_KEY.npy per input NAME for several inputs (one KEY = one sample)\n"
             "  --calib-images DIR   PNG / JPEG files instead (one-input image models), preprocessed by\n"
             "  --preprocess SPEC    resize=HxW[,keep-ratio,pad][,mean=V[,V,V]][,std=V[,V,V]][,bgr][,nhwc]\n"
-            "  --calib-method M     percentile[:P] (default, P = 99.99) | entropy | minmax | mse\n"
+            "  --calib-method M     mse (default) | percentile[:P] (P = 99.99 if not given) | entropy | minmax\n"
             "  --calib-cache FILE   reuse FILE when its header matches (model, data, method, kiln\n"
             "                       version); otherwise calibrate and write it (a stale cache is an error)\n"
             "  --batch N            samples per run where the batch dim is dynamic (default 32)\n"
@@ -72,7 +72,7 @@ static int print_json(kiln_calibration_t r)
 int cmd_calibrate(int argc, char **argv)
 {
     const char *model = NULL;
-    kiln_calib_options o = {.method = KILN_CALIB_PERCENTILE, .param = 99.99};   /* see the help text */
+    kiln_calib_options o = {.method = KILN_CALIB_MSE};   /* see the help text */
     bool json = false;
     cli_images im = {0};
     for (int i = 1; i < argc; i++) {

@@ -10,7 +10,7 @@
 #define MAX_RULES 256
 
 static const char usage[] =
-    "usage: kiln debug precision MODEL.onnx --precision fp16|bf16|int8 --budget METRIC [--keep fp32|fp16|bf16]\n"
+    "usage: kiln debug precision MODEL.onnx --precision fp16|bf16|int8|fp8|... --budget METRIC [--keep fp32|fp16|bf16]\n"
     "       [--calib DIR | --calib-images DIR --preprocess SPEC] [--calib-method M] [--calib-cache FILE]\n"
     "       [--val DIR] [--shapes NAME:DIMS,...]\n"
     "       [--layer-precision PATTERN:PREC ...] [--probe-batches N] [--max-batches N]\n"
@@ -123,7 +123,7 @@ static int debug_precision(int argc, char **argv)
     int nrules = 0, probe = 0, maxb = 0, rc = 2;
     double budget_s = 0;
     bool json = false, use_calib = false;
-    kiln_calib_options calib = {.method = KILN_CALIB_PERCENTILE, .param = 99.99};
+    kiln_calib_options calib = {.method = KILN_CALIB_MSE};   /* as kiln calibrate */
     kiln_shapes_t shapes = NULL;
     cli_images im = {0};
     for (int i = 1; i < argc; i++) {

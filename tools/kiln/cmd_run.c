@@ -55,9 +55,10 @@ static int write_outputs(const char *out_dir, int nout, const char **onames, con
 
 static const char usage[] =
     "usage: kiln run MODEL.onnx|M.kiln --input NAME=FILE ... --output-dir DIR [--threads N] [--no-optimize] [--no-mmap]\n"
-    "                [--device cpu|cuda] [--tf32]\n"
+    "                [--device cpu|cuda] [--tf32] [--strict-device]\n"
     "  --device cuda  run the layers on the NVIDIA GPU (needs libkiln_cuda.so and a GPU; docs/CUDA.md)\n"
-    "  --tf32         on cuda: FP32 convolutions / GEMMs may use TF32 tensor cores\n";
+    "  --tf32         on cuda: FP32 convolutions / GEMMs may use TF32 tensor cores\n"
+    "  --strict-device  on cuda: a layer without a CUDA kernel is an error instead of a CPU fallback\n";
 
 int cmd_run(int argc, char **argv)
 {
@@ -99,6 +100,8 @@ int cmd_run(int argc, char **argv)
             }
         } else if (!strcmp(argv[i], "--tf32")) {
             device_flags |= KILN_DEVICE_ALLOW_TF32;
+        } else if (!strcmp(argv[i], "--strict-device")) {
+            device_flags |= KILN_DEVICE_STRICT;
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             if (!cli_int_opt("--threads", argv[++i], 0, CLI_MAX_THREADS, &threads))
                 goto done;

@@ -58,7 +58,7 @@ typedef struct cu_be {
     unsigned mem_gen;              /* bumped when memory a graph may use is freed (workspace, cached blocks) */
     /* fused half convolutions through cuDNN's graph API (cuda_conv_graph.c) */
     bool conv_graph;               /* KILN_CUDA_CONV_GRAPH unset or not "0" */
-    bool fused_attn;               /* half attention in one kernel (KILN_CUDA_FUSED_ATTN unset or not "0") */
+    bool fused_attn;               /* half attention in one kernel (KILN_CUDA_FUSED_ATTN=1) */
     struct cu_cg **cg;             /* plans per configuration */
     int n_cg, cap_cg;
     /* device time of the last CUDA graph launch (events around it, cuda_graph.c) */

@@ -4,9 +4,10 @@
 //
 // One block of 4 warps takes 64 query rows of one (batch, head) and walks the keys 64 at a time:
 // it stages the K^T and V chunk in shared memory (zero-padded past Sk, D, Dv), each warp computes
-// its 16 rows' scores (16x16x16 MMAs), updates their running max / sum, writes the probabilities
-// in the half format and adds P V to its rows of the output accumulator, which stays in shared
-// memory in float32 (rescaled when the running max moves). Any S, Sk; D and Dv up to 128.
+// its 16 rows' scores (16x16x16 MMAs), updates their running max / sum (two lanes a row, all rows
+// at once), writes the probabilities in the half format and adds P V to its rows of the output
+// accumulator, which stays in shared memory in float32 (rescaled when the running max moves).
+// Any S, Sk; D and Dv up to 128.
 #include "kernels_common.cuh"
 #include <mma.h>
 
@@ -111,12 +112,10 @@ __global__ void __launch_bounds__(AWARPS * 32)
     for (int r = threadIdx.x; r < AQ; r += nt)
         smo[r] = mask && s0 + r < S ? mask_row_off(sh, b * S + s0 + r) : 0;
     const int64_t mk = mask ? sh.str[0][sh.ndim - 1] : 0;
-    float m[16], l[16];
-#pragma unroll
-    for (int r = 0; r < 16; r++) {
-        m[r] = -INFINITY;
-        l[r] = 0.f;
-    }
+    // the online softmax: lane owns row rr of the warp's 16 and the chunk's columns hf, hf + 2, ... (its
+    // partner lane ^ 16 the others); m_i, l_i: the row's running max and sum
+    const int rr = lane & 15, hf = lane >> 4;
+    float m_i = -INFINITY, l_i = 0.f;
     T *wq = sq + warp * 16 * L.ldq, *wp = sp + warp * 16 * L.ldp;
     float *ws = ss + warp * 16 * L.lds, *wo = so + warp * 16 * L.ldo;
     for (int k0 = 0; k0 < Sk; k0 += AK) {
@@ -138,36 +137,42 @@ __global__ void __launch_bounds__(AWARPS * 32)
             wmma::store_matrix_sync(ws + f * 16, acc, L.lds, wmma::mem_row_major);
         }
         __syncwarp();
-        // online softmax: each lane holds columns lane and lane + 32 of a row
+        // online softmax, all 16 rows at once (2 lanes a row, 32 columns each)
+        {
+            const int64_t mo = smo[warp * 16 + rr];
+            float x[AK / 2];
 #pragma unroll
-        for (int r = 0; r < 16; r++) {
-            const int row = warp * 16 + r;
-            float x[2];
-#pragma unroll
-            for (int j = 0; j < 2; j++) {
-                int c = lane + 32 * j, kk = k0 + c;
+            for (int j = 0; j < AK / 2; j++) {
+                int c = hf + 2 * j, kk = k0 + c;
                 float t = -INFINITY;
                 if (kk < Sk) {
-                    t = ws[r * L.lds + c] * scale;
+                    t = ws[rr * L.lds + c] * scale;
                     if (mask)
-                        t = masked(t, mask, kind, fill, smo[row] + kk * mk);
+                        t = masked(t, mask, kind, fill, mo + kk * mk);
                 }
                 x[j] = t;
             }
-            float mnew = fmaxf(m[r], warp_max(fmaxf(x[0], x[1])));
-            float alpha = 1.f, p0 = 0.f, p1 = 0.f;
-            if (mnew != -INFINITY) {
-                alpha = __expf(m[r] - mnew);
-                p0 = __expf(x[0] - mnew);
-                p1 = __expf(x[1] - mnew);
+            float mx = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < AK / 2; j++)
+                mx = fmaxf(mx, x[j]);
+            float mnew = fmaxf(m_i, fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16)));
+            float alpha = 1.f, sum = 0.f;
+#pragma unroll
+            for (int j = 0; j < AK / 2; j++) {
+                x[j] = mnew == -INFINITY ? 0.f : __expf(x[j] - mnew);
+                sum += x[j];
             }
-            l[r] = l[r] * alpha + warp_sum(p0 + p1);
-            m[r] = mnew;
-            stf(wp, r * L.ldp + lane, p0);
-            stf(wp, r * L.ldp + lane + 32, p1);
+            if (mnew != -INFINITY)
+                alpha = __expf(m_i - mnew);
+            l_i = l_i * alpha + sum + __shfl_xor_sync(0xffffffffu, sum, 16);
+            m_i = mnew;
+#pragma unroll
+            for (int j = 0; j < AK / 2; j++)
+                stf(wp, rr * L.ldp + hf + 2 * j, x[j]);
             if (alpha != 1.f)
-                for (int e = lane; e < dvp; e += 32)
-                    wo[r * L.ldo + e] *= alpha;
+                for (int e = hf; e < dvp; e += 2)
+                    wo[rr * L.ldo + e] *= alpha;
         }
         __syncwarp();
         // this warp's rows of the output += P V
@@ -185,11 +190,11 @@ __global__ void __launch_bounds__(AWARPS * 32)
         }
         __syncwarp();
     }
-#pragma unroll
     for (int r = 0; r < 16; r++) {
         const int s = s0 + warp * 16 + r;
+        float lr = __shfl_sync(0xffffffffu, l_i, r);   // lane r owns row r
         if (s < S) {
-            float inv = 1.0f / l[r];
+            float inv = 1.0f / lr;
             for (int e = lane; e < Dv; e += 32)
                 stf(y, (int64_t)s * Dv + e, wo[r * L.ldo + e] * inv);
         }

@@ -109,7 +109,7 @@ static kiln_status build(const char *bytes, size_t len, const char *mdir, const 
                          kiln_device dev, kiln_engine_t *e)
 {
     char calib_dir[4400];
-    kiln_calib_options calib = {.method = KILN_CALIB_PERCENTILE, .param = 99.99};   /* as kiln calibrate */
+    kiln_calib_options calib = {.method = KILN_CALIB_MSE};   /* as kiln calibrate */
     if (cfg->calibration[0]) {
         snprintf(calib_dir, sizeof calib_dir, "%s/%s", mdir, cfg->calibration);
         calib.data_dir = calib_dir;
