@@ -105,7 +105,10 @@ static char *make_manifest(const char *hash, const kiln_build_options *o, const 
     json_object_set_new(opts, "optimize", json_boolean(optimized));
     json_object_set_new(opts, "profiles", json_integer(o ? o->num_profiles : 0));
     json_object_set_new(opts, "timing_cache", o && o->timing_cache ? json_string(o->timing_cache) : json_null());
-    json_object_set_new(opts, "target", json_string("cpu"));
+    /* what the engine's layers were prepared for: "cpu" (packed weights in the CPU kernels' layouts,
+     * each blob tagged with the ISA it needs) or "cuda" (weights as the model has them, in the
+     * requested precision; GPU algorithms are chosen per context at run time, docs/CUDA.md) */
+    json_object_set_new(opts, "target", json_string(o && o->device == KILN_DEVICE_CUDA ? "cuda" : "cpu"));
     json_object_set_new(m, "options", opts);
     const char *epoch = getenv("SOURCE_DATE_EPOCH");
     if (!epoch)

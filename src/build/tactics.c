@@ -4,6 +4,7 @@
  * same cache reproduces the same choices byte for byte) and recording every tensor's size for the
  * engine's memory plan. */
 #include "build.h"
+#include "tactic_time.h"
 #include "../core/synth.h"
 #include "../runtime/exec.h"
 #include "../runtime/plan.h"
@@ -12,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-#include <time.h>
 
 typedef struct tune_state {
     json_t *entries;     /* timing cache: key -> {"tactic", "ms"} */
@@ -35,11 +35,18 @@ static bool heavy(kiln_op op)
 
 static const char *const tactics[] = {"mt", "st"};   /* all threads / one thread */
 
-static double now_ns(void)
+/* One run of a layer with tactic t of tactics[] (tactic_time.h's run function). */
+typedef struct tactic_run {
+    const kiln_layer *layer;
+    kiln_kctx *ctx;
+    int full;   /* all threads */
+} tactic_run;
+
+static kiln_status run_tactic(void *user, int t)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+    tactic_run *r = user;
+    r->ctx->nthreads = t == 1 ? 1 : r->full;
+    return kiln__layer_run(r->layer, r->ctx);
 }
 
 static void key_of(const kiln_kctx *ctx, char *k, size_t n)
@@ -84,29 +91,24 @@ static kiln_status tune(void *user, kiln_kctx *ctx, const kiln_layer *layer)
     if (choice) {
         ts->from_cache++;
     } else {
-        double best = 1e300;
-        for (size_t t = 0; t < sizeof tactics / sizeof tactics[0]; t++) {
-            ctx->nthreads = t == 1 ? 1 : full;
-            KILN_TRY(kiln__layer_run(layer, ctx));   /* warm-up */
-            double m = 1e300;
-            for (int rep = 0; rep < 3; rep++) {
-                double t0 = now_ns();
-                KILN_TRY(kiln__layer_run(layer, ctx));
-                double d = now_ns() - t0;
-                m = d < m ? d : m;
-            }
-            /* the default (multi-threaded) keeps the layer unless another is clearly faster */
-            if (t == 0 || m < best * 0.9) {
-                best = m;
-                choice = tactics[t];
-            }
-        }
-        best_ms = best / 1e6;
+        enum { NT = sizeof tactics / sizeof tactics[0] };
+        double ns[KILN_TACTIC_ROUNDS * NT];
+        tactic_run tr = {layer, ctx, full};
+        kiln_status ts_st = kiln__tactic_time(NT, KILN_TACTIC_ROUNDS, run_tactic, &tr, NULL, NULL, ns);
+        ctx->nthreads = full;
+        KILN_TRY(ts_st);
+        int pick = kiln__tactic_pick(ns, NT, KILN_TACTIC_ROUNDS, KILN_TACTIC_MARGIN);
+        choice = tactics[pick];
+        best_ms = kiln__tactic_min(ns, NT, KILN_TACTIC_ROUNDS, pick) / 1e6;
         ts->tuned++;
         if (ts->entries) {
             json_t *e = json_object();
             json_object_set_new(e, "tactic", json_string(choice));
             json_object_set_new(e, "ms", json_real(best_ms));
+            json_t *all = json_object();   /* every candidate's fastest run, for the record */
+            for (int t = 0; t < NT; t++)
+                json_object_set_new(all, tactics[t], json_real(kiln__tactic_min(ns, NT, KILN_TACTIC_ROUNDS, t) / 1e6));
+            json_object_set_new(e, "candidates_ms", all);
             json_object_set_new(ts->entries, key, e);
             ts->dirty = true;
         }

@@ -33,6 +33,16 @@ check "run, no module" 1 "--device cuda" env KILN_CUDA_MODULE="$tmp/none.so" \
   "$KILN" run models/tiny_cnn.onnx --input input="$tmp/x.npy" --output-dir "$tmp/o" --device cuda
 check "bad device name" 2 "cpu or cuda" "$KILN" bench models/tiny_cnn.onnx --device gpu
 check "device cpu" 0 "device: cpu" "$KILN" bench models/tiny_cnn.onnx --shapes input:1x3x32x32 --device cpu --iterations 2
+# the engine says what its layers were prepared for (no GPU needed to build for one)
+target_of() { "$KILN" inspect "$1" --json | grep -o '"target": *"[a-z]*"' | grep -o '[a-z]*"$' | tr -d '"'; }
+for d in cpu cuda; do
+  if "$KILN" build models/tiny_cnn.onnx -o "$tmp/$d.kiln" --shapes input:1x3x32x32 --device $d > /dev/null 2>&1 &&
+     [ "$(target_of "$tmp/$d.kiln")" = "$d" ]; then
+    echo "pass build --device $d: manifest target $d"
+  else
+    echo "FAIL build --device $d: manifest target '$(target_of "$tmp/$d.kiln")'"; fails=$((fails + 1))
+  fi
+done
 if ldd "$KILN" | grep -E -q "libcuda|libcudart|libcudnn|libcublas"; then
   echo "FAIL: kiln links CUDA libraries"; fails=$((fails + 1))
 else

@@ -1,9 +1,10 @@
-/* Conv and FusedConv (act(Conv(X, W, B) + R)) through cuDNN 9's legacy convolution API
- * (cudnnConvolutionForward; the graph API is a later step, docs/CUDA.md). NCHW float32; 1-D
+/* Conv and FusedConv (act(Conv(X, W, B) + R)). FP16 / BF16 ones with one group first try cuDNN's
+ * graph API with the epilogue fused (cuda_conv_graph.c); the rest, and those no engine takes, go
+ * through cuDNN 9's legacy convolution API (cudnnConvolutionForward), docs/CUDA.md. 1-D
  * convolutions run as 2-D ones of height 1. Per node and input shape the descriptors and the
  * algorithm (cudnnFindConvolutionForwardAlgorithm: timed once, FMA math unless TF32 is allowed)
- * are kept. Bias + ReLU (+ residual) go through cudnnConvolutionBiasActivationForward; other
- * activations through kiln's epilogue kernel. */
+ * are kept. Float32 bias + ReLU (+ residual) go through cudnnConvolutionBiasActivationForward;
+ * other activations through kiln's epilogue kernel. */
 #include "cuda_internal.h"
 #include <stdlib.h>
 
