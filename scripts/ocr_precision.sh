@@ -13,7 +13,8 @@
 #                     --precision auto --allow $AUTO_ALLOW --accuracy-budget $AUTO_BUDGET (environment;
 #                     default int8,fp16 and cosine>=0.99), planned on the calibration lines;
 #                     int8-keep is int8 with the layers kiln debug precision --budget $KEEP_BUDGET
-#                     (default top1>=99.5%) says must stay fp32 (not in the default list: slow)
+#                     (default top1>=99.5%) says must stay fp32, fp8-keep fp8 with those it says
+#                     must stay fp16 (not in the default list: slow)
 #   --methods LIST    int8 calibration methods, default minmax,entropy,percentile:99.99,mse
 # Engines go to DIR/engines/ (built for batch 32, the batch the set is stored in; with
 # --precision-fallback, each build's log beside its engine lists the layers kept in higher
@@ -25,7 +26,7 @@ DATA=out/ocr LIMIT="" PRECS=fp32,fp16,bf16,int8,fp8,nvfp4,mxfp4,auto METHODS=min
 KILN="${KILN:-build/kiln}"
 PY=/usr/bin/python3
 AUTO_ALLOW="${AUTO_ALLOW:-int8,fp16}" AUTO_BUDGET="${AUTO_BUDGET:-cosine>=0.99}" KEEP_BUDGET="${KEEP_BUDGET:-top1>=99.5%}"
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --data) DATA=$2; shift 2 ;;
@@ -64,14 +65,16 @@ for m in cls rec; do
       "$KILN" build "${MODEL[$m]}" -o "$E/$m.auto.kiln" --shapes "${SHAPE[$m]}" --build-run-budget 900 --precision auto --allow "$AUTO_ALLOW" \
           --accuracy-budget "$AUTO_BUDGET" --calib "$DATA/calib/$m" > "$E/$m.auto.log" 2>&1 || { cat "$E/$m.auto.log" >&2; exit 1; }
       args+=("--$m" "auto=$E/$m.auto.kiln")
-    elif [ "$p" = int8-keep ]; then
-      log "debugging $m int8 (which layers must stay fp32)"
-      "$KILN" debug precision "${MODEL[$m]}" --precision int8 --budget "$KEEP_BUDGET" --calib "$DATA/calib/$m" \
-          --shapes "${SHAPE[$m]}" --build-run-budget 900 > "$E/$m.int8-keep.debug" 2>&1 || { cat "$E/$m.int8-keep.debug" >&2; exit 1; }
-      eval "keep=($(tail -1 "$E/$m.int8-keep.debug"))"
-      "$KILN" build "${MODEL[$m]}" -o "$E/$m.int8-keep.kiln" --shapes "${SHAPE[$m]}" --build-run-budget 900 "${keep[@]}" \
-          --calib "$DATA/calib/$m" > "$E/$m.int8-keep.log" 2>&1 || { cat "$E/$m.int8-keep.log" >&2; exit 1; }
-      args+=("--$m" "int8-keep=$E/$m.int8-keep.kiln")
+    elif [ "$p" = int8-keep ] || [ "$p" = fp8-keep ]; then
+      low=${p%-keep} hi=fp32
+      [ "$low" = fp8 ] && hi=fp16
+      log "debugging $m $low (which layers must stay $hi)"
+      "$KILN" debug precision "${MODEL[$m]}" --precision "$low" --keep "$hi" --budget "$KEEP_BUDGET" --calib "$DATA/calib/$m" \
+          --shapes "${SHAPE[$m]}" --build-run-budget 900 > "$E/$m.$p.debug" 2>&1 || { cat "$E/$m.$p.debug" >&2; exit 1; }
+      eval "keep=($(tail -1 "$E/$m.$p.debug"))"
+      "$KILN" build "${MODEL[$m]}" -o "$E/$m.$p.kiln" --shapes "${SHAPE[$m]}" --build-run-budget 900 "${keep[@]}" \
+          --calib "$DATA/calib/$m" > "$E/$m.$p.log" 2>&1 || { cat "$E/$m.$p.log" >&2; exit 1; }
+      args+=("--$m" "$p=$E/$m.$p.kiln")
     else
       log "building $m $p"
       calib=()   # fp8: activation scales from the calibration lines (their amax / 448)

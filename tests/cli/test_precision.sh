@@ -196,6 +196,44 @@ expect_ok "attention int8 by rule, fallback" "$KILN" build "$B" -o "$T/b8r.kiln"
 grep -q "kept in fp32: MatMul_4 " "$T/out.txt" && bad "MatMul_4 said kept although a rule asked int8" || ok "rule overrides the attention default"
 grep -q "fallback: MatMul_4 .*requested int8, runs in fp32" "$T/out.txt" && ok "attention fallback listed" || bad "no fallback: $(cat "$T/out.txt")"
 
+# activations bounded below: Conv -> HardSwish -> (x * 0.5 + 0.1) -> Conv and Conv -> x*Sigmoid(x) ->
+# Conv; the second conv of each reads uint8 (zero point: the bound on the grid), the output stays
+# close to fp32 (PRECISION.md, "Implicit INT8")
+$PY - "$T" <<'PY' || bad "gen bounded"
+import numpy as np, onnx, sys
+from onnx import TensorProto, helper, numpy_helper
+t = sys.argv[1]
+rng = np.random.default_rng(3)
+W = {k: (rng.standard_normal(s) * 0.3).astype(np.float32) for k, s in
+     {"w0": (8, 3, 3, 3), "w1": (8, 8, 1, 1), "w2": (8, 3, 3, 3), "w3": (8, 8, 1, 1)}.items()}
+W["a"], W["b"] = np.array(0.5, np.float32), np.array(0.1, np.float32)
+N = helper.make_node
+nodes = [N("Conv", ["x", "w0"], ["c0"], name="C0", pads=[1, 1, 1, 1]), N("HardSwish", ["c0"], ["h"], name="H"),
+         N("Mul", ["h", "a"], ["ha"], name="A"), N("Add", ["ha", "b"], ["hb"], name="B"),
+         N("Conv", ["hb", "w1"], ["y1"], name="C1"),
+         N("Conv", ["x", "w2"], ["c2"], name="C2", pads=[1, 1, 1, 1]), N("Sigmoid", ["c2"], ["s"], name="S"),
+         N("Mul", ["c2", "s"], ["sw"], name="SW"), N("Conv", ["sw", "w3"], ["y2"], name="C3"),
+         N("Add", ["y1", "y2"], ["y"], name="Y")]
+g = helper.make_graph(nodes, "bounded", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 12, 12])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                      [numpy_helper.from_array(v, k) for k, v in W.items()])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+m.ir_version = 8
+onnx.save(m, f"{t}/bounded.onnx")
+import os
+os.makedirs(f"{t}/bcal2", exist_ok=True)
+for i in range(4):
+    np.save(f"{t}/bcal2/s{i}.npy", rng.standard_normal((2, 3, 12, 12)).astype(np.float32))
+PY
+expect_ok "bounded int8" "$KILN" build "$T/bounded.onnx" -o "$T/bd8.kiln" --precision int8 --calib "$T/bcal2" \
+  --layer-precision 'C0:int8' --layer-precision 'C3:int8'
+"$KILN" inspect "$T/bd8.kiln" --json > "$T/inspect.json" 2>&1
+check "bounded activations read as uint8" '
+q = {l["name"]: l for l in L if l["op"] == "QLinearConv"}
+assert set(q) == {"C0", "C1", "C2", "C3"}, [(l["name"], l["op"]) for l in L]
+assert q["C1"]["inputs"][0]["dtype"] == "uint8" and q["C3"]["inputs"][0]["dtype"] == "uint8", q'
+expect_ok "bounded verify" "$KILN" verify "$T/bd8.kiln" --reference "$T/bounded.onnx" --data "$T/bcal2" --budget 'cosine>=0.999'
+
 # an explicit QDQ model needs no option: its integer layers are realized int8
 $PY tests/passes/gen_qdq.py "$T" > /dev/null || bad "gen_qdq"
 expect_ok "build QDQ model" "$KILN" build "$T/qdq_chain.onnx" -o "$T/qdq.kiln"
