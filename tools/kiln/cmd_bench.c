@@ -118,7 +118,9 @@ int cmd_bench(int argc, char **argv)
             rc = cli_die(st, "binding input");
             goto done;
         }
-    for (int i = 0; i < warmup + 1; i++)   /* the first run also plans memory */
+    /* --warmup 0: the first timed run is the context's first run (memory planning, CUDA tuning
+     * included), so `--iterations 1 --warmup 0` measures exactly one inference */
+    for (int i = 0; i < warmup; i++)
         if ((st = kiln_context_run(c)) != KILN_OK || cli_interrupted()) {
             rc = cli_die(st, "running");
             goto done;
