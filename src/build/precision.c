@@ -24,7 +24,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#define REQ_ATTR "kiln_prec_req"
+#define REQ_ATTR KILN_ATTR_PREC_REQ
 #define AUTO_ATTR "kiln_prec_auto"   /* 1: the request was made by --precision auto's planner */
 
 /* Precision codes as node->precision stores them (the order of api_engine.c's names). */
@@ -722,6 +722,44 @@ static int layer_prec(const kiln_graph *g, const kiln_node *n, const int *vp)
     return src >= 0 ? vp[src] : P_FP32;
 }
 
+/* The requests of Conv / MatMul / Gemm nodes fused into layer n (KILN_ATTR_PREC_FUSED lines
+ * "label\top\tprecision") that n, realized in `real`, does not honour: each listed as a fallback
+ * (allowed) or into bad (the first 8); returns how many went to bad. Requests of other fused ops
+ * (a Relu or BatchNormalization matched by a glob rule) follow the layer they are fused into. */
+static int fused_unmet(const kiln_node *n, int real, bool fallback, sbuf *rep, sbuf *bad, int n_bad)
+{
+    const char *s = kiln__attr_s(n, KILN_ATTR_PREC_FUSED, NULL);
+    int added = 0;
+    while (s && *s) {
+        const char *end = strchr(s, '\n'), *t1 = memchr(s, '\t', end ? (size_t)(end - s) : strlen(s));
+        const char *t2 = t1 ? memchr(t1 + 1, '\t', (size_t)((end ? end : t1 + strlen(t1)) - t1 - 1)) : NULL;
+        size_t line = end ? (size_t)(end - s) : strlen(s);
+        if (t1 && t2) {
+            char op[64], pr[16];
+            snprintf(op, sizeof op, "%.*s", (int)(t2 - t1 - 1), t1 + 1);
+            snprintf(pr, sizeof pr, "%.*s", (int)(s + line - t2 - 1), t2 + 1);
+            static const char *const weighty_ops[] = {"Conv", "MatMul", "Gemm", "FusedConv", "FusedMatMul", "FusedGemm"};
+            bool weighty = false;
+            for (size_t k = 0; k < sizeof weighty_ops / sizeof weighty_ops[0]; k++)
+                weighty = weighty || !strcmp(op, weighty_ops[k]);
+            int req = prec_parse(pr);
+            if (weighty && req >= 0 && req != real) {
+                if (fallback)
+                    sb_printf(rep, "fallback: %.*s (%s, fused into %s) requested %s, runs in %s\n", (int)(t1 - s), s, op,
+                              node_label(n), prec_names[req], prec_names[real]);
+                else {
+                    if (n_bad + added < 8)
+                        sb_printf(bad, "%s%.*s (%s fused into %s: %s)", n_bad + added > 0 ? ", " : "", (int)(t1 - s),
+                                  s, op, node_label(n), prec_names[real]);
+                    added++;
+                }
+            }
+        }
+        s = end ? end + 1 : NULL;
+    }
+    return added;
+}
+
 static kiln_status realize(kiln_graph *g, const kiln_build_options *o, sbuf *rep)
 {
     int *vp = kiln__malloc(sizeof(int) * ((size_t)g->n_values + 1));
@@ -747,6 +785,7 @@ static kiln_status realize(kiln_graph *g, const kiln_build_options *o, sbuf *rep
             if (n->out[k] >= 0)
                 vp[n->out[k]] = out;
         n->precision = real;
+        n_bad += fused_unmet(n, real, o->precision_fallback, rep, &bad, n_bad);
         int req = req_of(n);
         if (!kiln__attr(n, REQ_ATTR) || req == real)
             continue;

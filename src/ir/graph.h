@@ -169,6 +169,12 @@ kiln_status kiln__value_set_const(kiln_graph *g, int v, kiln_tensor *t);
 kiln_status kiln__graph_remove_dead(kiln_graph *g);
 /* Appends "text" to node->fused_from (comma separated). */
 kiln_status kiln__node_add_fused(kiln_node *n, const char *text);
+/* Builder attributes that fusion keeps (src/passes/rewrite.c): KILN_ATTR_PREC_REQ is a node's
+ * requested precision ("fp16", "int8", ...); when a node absorbs another that had one, the absorbed
+ * request is appended to the survivor's KILN_ATTR_PREC_FUSED as "label\top\tprecision" lines, so
+ * the builder can check that every request was honoured (src/build/precision.c, realize). */
+#define KILN_ATTR_PREC_REQ "kiln_prec_req"
+#define KILN_ATTR_PREC_FUSED "kiln_prec_fused"
 /* Sets (or replaces) an attribute on a node. */
 kiln_status kiln__node_set_attr_i(kiln_node *n, const char *name, int64_t v);
 kiln_status kiln__node_set_attr_f(kiln_node *n, const char *name, float v);

@@ -1,5 +1,7 @@
 /* Node rewriting helpers for fusion passes. */
 #include "rewrite.h"
+#include <stdio.h>
+#include <string.h>
 
 kiln_node *kiln__producer(kiln_graph *g, int v)
 {
@@ -18,12 +20,36 @@ bool kiln__const_scalar(const kiln_graph *g, int v, double *out)
     return true;
 }
 
+/* n's precision request (and those n carried) appended to into's KILN_ATTR_PREC_FUSED lines */
+static kiln_status carry_prec_requests(kiln_node *into, const kiln_node *n)
+{
+    const char *req = kiln__attr_s(n, KILN_ATTR_PREC_REQ, NULL), *more = kiln__attr_s(n, KILN_ATTR_PREC_FUSED, NULL);
+    if (!req && !more)
+        return KILN_OK;
+    const char *have = kiln__attr_s(into, KILN_ATTR_PREC_FUSED, NULL), *label = n->name[0] ? n->name : n->op_type;
+    size_t len = (have ? strlen(have) + 1 : 0) + (req ? strlen(label) + strlen(n->op_type) + strlen(req) + 3 : 0) +
+                 (more ? strlen(more) + 1 : 0) + 1;
+    char *s = kiln__malloc(len);
+    if (!s)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    size_t k = 0;
+    if (have)
+        k += (size_t)snprintf(s + k, len - k, "%s", have);
+    if (req)
+        k += (size_t)snprintf(s + k, len - k, "%s%s\t%s\t%s", k ? "\n" : "", label, n->op_type, req);
+    if (more)
+        k += (size_t)snprintf(s + k, len - k, "%s%s", k ? "\n" : "", more);
+    kiln_status st = kiln__node_set_attr_s(into, KILN_ATTR_PREC_FUSED, s);
+    kiln__free(s);
+    return st;
+}
+
 kiln_status kiln__node_add_fused_node(kiln_node *into, const kiln_node *n)
 {
     KILN_TRY(kiln__node_add_fused(into, n->name[0] ? n->name : n->op_type));
     if (n->fused_from)
         KILN_TRY(kiln__node_add_fused(into, n->fused_from));
-    return KILN_OK;
+    return carry_prec_requests(into, n);
 }
 
 kiln_status kiln__absorb(kiln_graph *g, int into, int idx)

@@ -195,6 +195,14 @@ expect_ok "attention int8 by rule, fallback" "$KILN" build "$B" -o "$T/b8r.kiln"
   --calib-method minmax --layer-precision 'MatMul_4:int8' --precision-fallback
 grep -q "kept in fp32: MatMul_4 " "$T/out.txt" && bad "MatMul_4 said kept although a rule asked int8" || ok "rule overrides the attention default"
 grep -q "fallback: MatMul_4 .*requested int8, runs in fp32" "$T/out.txt" && ok "attention fallback listed" || bad "no fallback: $(cat "$T/out.txt")"
+# the other MatMul of that attention (fused into the layer named MatMul_4): its request is not
+# dropped with it, but checked like the layer's own
+expect_rc "fused attention MatMul by rule" 1 "MatMul_3 (MatMul fused into MatMul_4: fp32)" "$KILN" build "$B" \
+  -o "$T/b8r.kiln" --precision int8 --calib "$T/bcal" --calib-method minmax --layer-precision 'MatMul_3:int8'
+expect_ok "fused attention MatMul by rule, fallback" "$KILN" build "$B" -o "$T/b8r.kiln" --precision int8 --calib "$T/bcal" \
+  --calib-method minmax --layer-precision 'MatMul_3:int8' --precision-fallback
+grep -q "fallback: MatMul_3 (MatMul, fused into MatMul_4) requested int8, runs in fp32" "$T/out.txt" &&
+  ok "fused MatMul fallback listed" || bad "no fused fallback: $(cat "$T/out.txt")"
 
 # activations bounded below: Conv -> HardSwish -> (x * 0.5 + 0.1) -> Conv and Conv -> x*Sigmoid(x) ->
 # Conv; the second conv of each reads uint8 (zero point: the bound on the grid), the output stays
