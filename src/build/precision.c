@@ -722,35 +722,47 @@ static int layer_prec(const kiln_graph *g, const kiln_node *n, const int *vp)
     return src >= 0 ? vp[src] : P_FP32;
 }
 
-/* The requests of Conv / MatMul / Gemm nodes fused into layer n (KILN_ATTR_PREC_FUSED lines
- * "label\top\tprecision") that n, realized in `real`, does not honour: each listed as a fallback
- * (allowed) or into bad (the first 8); returns how many went to bad. Requests of other fused ops
- * (a Relu or BatchNormalization matched by a glob rule) follow the layer they are fused into. */
+/* Line [s, e) split at tabs into at most n fields (start, length); returns how many. */
+static int tab_fields(const char *s, const char *e, const char **f, int *len, int n)
+{
+    int k = 0;
+    while (k < n) {
+        const char *t = memchr(s, '\t', (size_t)(e - s));
+        f[k] = s;
+        len[k++] = (int)((t ? t : e) - s);
+        if (!t)
+            break;
+        s = t + 1;
+    }
+    return k;
+}
+
+/* The requests of compute layers (is_compute) fused into layer n (KILN_ATTR_PREC_FUSED lines
+ * "label\tdomain\top\tprecision") that n, realized in `real`, does not honour: each listed as a
+ * fallback (allowed) or into bad (the first 8); returns how many went to bad. Requests of other
+ * fused ops (a Relu or BatchNormalization matched by a glob rule) follow the layer they are fused into. */
 static int fused_unmet(const kiln_node *n, int real, bool fallback, sbuf *rep, sbuf *bad, int n_bad)
 {
     const char *s = kiln__attr_s(n, KILN_ATTR_PREC_FUSED, NULL);
     int added = 0;
     while (s && *s) {
-        const char *end = strchr(s, '\n'), *t1 = memchr(s, '\t', end ? (size_t)(end - s) : strlen(s));
-        const char *t2 = t1 ? memchr(t1 + 1, '\t', (size_t)((end ? end : t1 + strlen(t1)) - t1 - 1)) : NULL;
-        size_t line = end ? (size_t)(end - s) : strlen(s);
-        if (t1 && t2) {
-            char op[64], pr[16];
-            snprintf(op, sizeof op, "%.*s", (int)(t2 - t1 - 1), t1 + 1);
-            snprintf(pr, sizeof pr, "%.*s", (int)(s + line - t2 - 1), t2 + 1);
-            static const char *const weighty_ops[] = {"Conv", "MatMul", "Gemm", "FusedConv", "FusedMatMul", "FusedGemm"};
-            bool weighty = false;
-            for (size_t k = 0; k < sizeof weighty_ops / sizeof weighty_ops[0]; k++)
-                weighty = weighty || !strcmp(op, weighty_ops[k]);
+        const char *end = strchr(s, '\n'), *f[4];
+        int len[4];
+        if (tab_fields(s, end ? end : s + strlen(s), f, len, 4) == 4) {
+            char dom[64], op[64], pr[16];
+            snprintf(dom, sizeof dom, "%.*s", len[1], f[1]);
+            snprintf(op, sizeof op, "%.*s", len[2], f[2]);
+            snprintf(pr, sizeof pr, "%.*s", len[3], f[3]);
+            kiln_node probe = {.op = kiln__op_lookup(dom, op)};
             int req = prec_parse(pr);
-            if (weighty && req >= 0 && req != real) {
+            if (is_compute(&probe) && req >= 0 && req != real) {
                 if (fallback)
-                    sb_printf(rep, "fallback: %.*s (%s, fused into %s) requested %s, runs in %s\n", (int)(t1 - s), s, op,
+                    sb_printf(rep, "fallback: %.*s (%s, fused into %s) requested %s, runs in %s\n", len[0], f[0], op,
                               node_label(n), prec_names[req], prec_names[real]);
                 else {
                     if (n_bad + added < 8)
-                        sb_printf(bad, "%s%.*s (%s fused into %s: %s)", n_bad + added > 0 ? ", " : "", (int)(t1 - s),
-                                  s, op, node_label(n), prec_names[real]);
+                        sb_printf(bad, "%s%.*s (%s fused into %s: %s)", n_bad + added > 0 ? ", " : "", len[0], f[0], op,
+                                  node_label(n), prec_names[real]);
                     added++;
                 }
             }

@@ -171,7 +171,7 @@ kiln_status kiln__graph_remove_dead(kiln_graph *g);
 kiln_status kiln__node_add_fused(kiln_node *n, const char *text);
 /* Builder attributes that fusion keeps (src/passes/rewrite.c): KILN_ATTR_PREC_REQ is a node's
  * requested precision ("fp16", "int8", ...); when a node absorbs another that had one, the absorbed
- * request is appended to the survivor's KILN_ATTR_PREC_FUSED as "label\top\tprecision" lines, so
+ * request is appended to the survivor's KILN_ATTR_PREC_FUSED as "label\tdomain\top\tprecision" lines, so
  * the builder can check that every request was honoured (src/build/precision.c, realize). */
 #define KILN_ATTR_PREC_REQ "kiln_prec_req"
 #define KILN_ATTR_PREC_FUSED "kiln_prec_fused"
