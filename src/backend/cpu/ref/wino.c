@@ -60,6 +60,25 @@ __attribute__((target("avx512f"), always_inline)) static inline void store_v(flo
     }
 }
 
+/* The first n (<= 0: none, >= 16: all) of 16 lanes. */
+static inline __mmask16 lanes16(int64_t n)
+{
+    return n >= 16 ? (__mmask16)0xFFFF : n > 0 ? (__mmask16)((1u << n) - 1u) : (__mmask16)0;
+}
+
+/* 16 output pixels (lanes in mk) with the epilogue: + bias, + residual row rr (NULL: none), the
+ * fused activation (act), stored to y. */
+__attribute__((target("avx512f,avx512dq,fma"), always_inline)) static inline void epi_store16(
+    float *y, const float *rr, __mmask16 mk, __m512 x, __m512 vbias, bool act, const kiln_act *a)
+{
+    x = _mm512_add_ps(x, vbias);
+    if (rr)
+        x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mk, rr));
+    if (act)
+        x = kiln_v_act(a, x);
+    _mm512_mask_storeu_ps(y, mk, x);
+}
+
 /* Mask of the lanes of the v-th 16-float vector from a row position with `avail` floats left in
  * the padded row: the transforms load whole vectors, nothing past the row is read. */
 static inline __mmask16 row_mask(int64_t avail, int v)
@@ -150,25 +169,15 @@ __attribute__((target("avx512f,avx512dq,fma"))) static void out_f23(const wino_j
             yv[1][0] = _mm512_add_ps(_mm512_add_ps(tb[0], tb[1]), tb[2]);
             yv[1][1] = _mm512_sub_ps(_mm512_sub_ps(tb[1], tb[2]), tb[3]);
             int64_t oy = 2 * ty, ox = 2 * tx, ncol = Wo - ox < 2 * cnt ? Wo - ox : 2 * cnt;
-            __mmask16 ma = ncol >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << ncol) - 1u);
-            __mmask16 mb = ncol >= 32 ? (__mmask16)0xFFFF : ncol > 16 ? (__mmask16)((1u << (ncol - 16)) - 1u) : 0;
+            __mmask16 ma = lanes16(ncol), mb = lanes16(ncol - 16);
             _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++) {
                 if (oy + i >= Ho)
                     break;
                 float *yr = ym + (oy + i) * Wo + ox;
-                __m512 a = _mm512_add_ps(_mm512_permutex2var_ps(yv[i][0], lo, yv[i][1]), vbias);
-                __m512 b = _mm512_add_ps(_mm512_permutex2var_ps(yv[i][0], hi, yv[i][1]), vbias);
-                if (res) {
-                    const float *rr = res + (oy + i) * Wo + ox;
-                    a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(ma, rr));
-                    b = _mm512_add_ps(b, _mm512_maskz_loadu_ps(mb, rr + 16));
-                }
-                if (act) {
-                    a = kiln_v_act(&j->e.act, a);
-                    b = kiln_v_act(&j->e.act, b);
-                }
-                _mm512_mask_storeu_ps(yr, ma, a);
-                _mm512_mask_storeu_ps(yr + 16, mb, b);
+                const float *rr = res ? res + (oy + i) * Wo + ox : NULL;
+                epi_store16(yr, rr, ma, _mm512_permutex2var_ps(yv[i][0], lo, yv[i][1]), vbias, act, &j->e.act);
+                epi_store16(yr + 16, rr ? rr + 16 : NULL, mb, _mm512_permutex2var_ps(yv[i][0], hi, yv[i][1]), vbias, act,
+                            &j->e.act);
             }
         })
     }
@@ -309,13 +318,7 @@ __attribute__((target("avx512f,avx512dq,fma"))) static void out_f43(const wino_j
                     int64_t n = ncol - 16 * v;
                     if (n <= 0)
                         break;
-                    __mmask16 mk = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
-                    __m512 x = _mm512_add_ps(out[v], vbias);
-                    if (rr)
-                        x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mk, rr + 16 * v));
-                    if (act)
-                        x = kiln_v_act(&j->e.act, x);
-                    _mm512_mask_storeu_ps(yr + 16 * v, mk, x);
+                    epi_store16(yr + 16 * v, rr ? rr + 16 * v : NULL, lanes16(n), out[v], vbias, act, &j->e.act);
                 }
             }
         })
