@@ -902,16 +902,25 @@ static kiln_status rz_from_sizes(kiln_kctx *ctx, const kiln_tensor *sizes, const
     return KILN_OK;
 }
 
-static kiln_status k_resize(kiln_kctx *ctx)
+/* Resize's and Upsample's X: present, of a supported dtype, rank >= 1 */
+static kiln_status rz_input(kiln_kctx *ctx, const kiln_tensor **px)
 {
     const kiln_tensor *x = kiln__kin(ctx, 0);
     if (!x)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input X");
     if (!rz_dtype_ok(x->dtype))
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(x->dtype));
-    int nd = x->ndim;
-    if (nd < 1)
+    if (x->ndim < 1)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "X must have rank >= 1");
+    *px = x;
+    return KILN_OK;
+}
+
+static kiln_status k_resize(kiln_kctx *ctx)
+{
+    const kiln_tensor *x;
+    KILN_TRY(rz_input(ctx, &x));
+    int nd = x->ndim;
     int opset = ctx->node->opset;
     const kiln_tensor *roi = NULL, *scales = NULL, *sizes = NULL;
     if (opset > 0 && opset < 11) {
@@ -963,14 +972,9 @@ static kiln_status k_resize(kiln_kctx *ctx)
 static kiln_status k_upsample(kiln_kctx *ctx)
 {
     const kiln_node *n = ctx->node;
-    const kiln_tensor *x = kiln__kin(ctx, 0);
-    if (!x)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input X");
-    if (!rz_dtype_ok(x->dtype))
-        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(x->dtype));
+    const kiln_tensor *x;
+    KILN_TRY(rz_input(ctx, &x));
     int nd = x->ndim;
-    if (nd < 1)
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "X must have rank >= 1");
     rz_params p;
     memset(&p, 0, sizeof p);
     const char *mode = kiln__attr_s(n, "mode", "nearest");
