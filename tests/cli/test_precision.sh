@@ -250,4 +250,25 @@ check "QDQ model realized int8" '
 q = [l for l in L if l["op"] == "QLinearConv"]
 assert len(q) == 2 and all(l["precision"] == "int8" and l["requested_precision"] is None for l in q), q'
 
+# a model carrying kiln's internal fused-request attribute itself: malformed lines (too few fields,
+# empty fields, an unknown op or precision, overlong text) are skipped without harm; a well-formed
+# one is checked like any fused request (here: int8 asked of a MatMul that runs fp32)
+$PY - "$T" <<'PYEOF' || bad "write kiln_prec_fused model"
+import sys, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto
+t = sys.argv[1]
+def model(fused):
+    w = numpy_helper.from_array(np.ones((4, 3), np.float32), "w")
+    n = helper.make_node("MatMul", ["x", "w"], ["y"], name="mm", kiln_prec_fused=fused)
+    g = helper.make_graph([n], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], [w])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+junk = "\n".join(["", "\t", "a\t\t", "b\t\tRelu\tint8", "c\t\tMatMul\tint9", "d" * 5000 + "\t" + "e" * 5000,
+                   "f\tno.such\tMatMul\tint8", "\t\t\t\t\t"])
+onnx.save(model(junk), f"{t}/junk_fused.onnx")
+onnx.save(model(junk + "\nA\t\tMatMul\tint8"), f"{t}/fake_fused.onnx")
+PYEOF
+expect_ok "malformed fused requests ignored" "$KILN" build "$T/junk_fused.onnx" -o "$T/jf.kiln"
+expect_rc "well-formed fused request checked" 1 "A (MatMul fused into mm: fp32)" "$KILN" build "$T/fake_fused.onnx" -o "$T/jf.kiln"
+
 finish "precision CLI"
