@@ -16,72 +16,166 @@ static const char usage[] =
     "                  [--iterations N | --duration S] [--input NAME=FILE] [--json] [--no-mmap]\n"
     "                  [--device cpu|cuda] [--tf32] [--strict-device]\n";
 
-int cmd_bench(int argc, char **argv)
-{
-    const char *path = NULL;
-    cli_input_opts io = {0};
-    int threads = 0, warmup = 5, rc = 1;
-    long long iters = 0;
-    double duration = 0;
-    bool json = false;
-    kiln_device device = KILN_DEVICE_CPU;
-    unsigned device_flags = 0;
-    unsigned load_flags = KILN_ENGINE_LOAD_DEFAULT;
+/* Everything on kiln bench's command line. */
+typedef struct bench_args {
+    const char *path;
+    cli_input_opts io;
     const char *fnames[64], *fpaths[64];
-    kiln_shapes_t shapes = NULL;
-    io.file_names = fnames;
-    io.file_paths = fpaths;
+    kiln_shapes_t shapes;
+    int threads, warmup;
+    long long iters;
+    double duration;
+    bool json;
+    kiln_device device;
+    unsigned device_flags, load_flags;
+} bench_args;
+
+/* argv into b: 0 to go on, else the exit code (*done: --help answered). */
+static int parse_bench_args(int argc, char **argv, bench_args *b, bool *done)
+{
+    b->io.file_names = b->fnames;
+    b->io.file_paths = b->fpaths;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc, ok = true;
         if (cli_is_help(a)) {
-            kiln_shapes_free(shapes);
+            *done = true;
             return cli_help(usage);
-        } else if (!strcmp(a, "--shapes") && has && !io.shapes)
-            ok = cli_shapes_parse("--shapes", argv[++i], &shapes), io.shapes = shapes;
+        } else if (!strcmp(a, "--shapes") && has && !b->io.shapes)
+            ok = cli_shapes_parse("--shapes", argv[++i], &b->shapes), b->io.shapes = b->shapes;
         else if (!strcmp(a, "--batch") && has)
-            ok = cli_int_opt("--batch", argv[++i], 1, INT32_MAX, &io.batch);
+            ok = cli_int_opt("--batch", argv[++i], 1, INT32_MAX, &b->io.batch);
         else if (!strcmp(a, "--threads") && has)
-            ok = cli_int_opt("--threads", argv[++i], 0, CLI_MAX_THREADS, &threads);
+            ok = cli_int_opt("--threads", argv[++i], 0, CLI_MAX_THREADS, &b->threads);
         else if (!strcmp(a, "--warmup") && has)
-            ok = cli_int_opt("--warmup", argv[++i], 0, 1000000000, &warmup);
+            ok = cli_int_opt("--warmup", argv[++i], 0, 1000000000, &b->warmup);
         else if (!strcmp(a, "--iterations") && has)
-            ok = cli_int_arg("--iterations", argv[++i], 1, (long long)1 << 50, &iters);
+            ok = cli_int_arg("--iterations", argv[++i], 1, (long long)1 << 50, &b->iters);
         else if (!strcmp(a, "--duration") && has)
-            ok = cli_num_arg("--duration", argv[++i], 1e-6, 1e9, &duration);
+            ok = cli_num_arg("--duration", argv[++i], 1e-6, 1e9, &b->duration);
         else if (!strcmp(a, "--json"))
-            json = true;
+            b->json = true;
         else if (!strcmp(a, "--device") && has) {
-            ok = kiln_device_parse(argv[++i], &device);
+            ok = kiln_device_parse(argv[++i], &b->device);
             if (!ok)
                 fprintf(stderr, "kiln bench: --device takes cpu or cuda, not '%s'\n", cli_esc(argv[i]));
         } else if (!strcmp(a, "--tf32"))
-            device_flags |= KILN_DEVICE_ALLOW_TF32;
+            b->device_flags |= KILN_DEVICE_ALLOW_TF32;
         else if (!strcmp(a, "--strict-device"))
-            device_flags |= KILN_DEVICE_STRICT;
+            b->device_flags |= KILN_DEVICE_STRICT;
         else if (!strcmp(a, "--no-mmap"))
-            load_flags = KILN_ENGINE_LOAD_COPY;
+            b->load_flags = KILN_ENGINE_LOAD_COPY;
         else if (!strcmp(a, "--input") && has)
-            ok = cli_input_arg("bench", argv[++i], &io, 64);
-        else if (a[0] != '-' && !path)
-            path = a;
+            ok = cli_input_arg("bench", argv[++i], &b->io, 64);
+        else if (a[0] != '-' && !b->path)
+            b->path = a;
         else {
             fprintf(stderr, "kiln bench: unexpected argument '%s'\n", cli_esc(a));
-            kiln_shapes_free(shapes);
             return 2;
         }
-        if (!ok) {
-            kiln_shapes_free(shapes);
+        if (!ok)
             return 2;
-        }
     }
-    if (!path || (iters && duration)) {
+    if (!b->path || (b->iters && b->duration)) {
         fputs(usage, stderr);
-        kiln_shapes_free(shapes);
         return 2;
     }
-    if (!iters && !duration)
-        iters = 50;
+    if (!b->iters && !b->duration)
+        b->iters = 50;
+    return 0;
+}
+
+/* The warm-up runs, then the timed ones into ls (and the device time of CUDA graph replays into
+ * gs): the exit code on failure, 0 when done (*t_start: when timing began). */
+static int timed_runs(kiln_context_t c, const bench_args *b, lat_stats *ls, lat_stats *gs, double *t_start)
+{
+    kiln_status st;
+    /* --warmup 0: the first timed run is the context's first run (memory planning, CUDA tuning
+     * included), so `--iterations 1 --warmup 0` measures exactly one inference */
+    for (int i = 0; i < b->warmup; i++)
+        if ((st = kiln_context_run(c)) != KILN_OK || cli_interrupted())
+            return cli_die(st, "running");
+    *t_start = now_ms();
+    for (;;) {
+        if (b->iters && ls->n >= b->iters)
+            break;
+        if (!b->iters && now_ms() - *t_start >= b->duration * 1e3)
+            break;
+        double t0 = now_ms();
+        if ((st = kiln_context_run(c)) != KILN_OK || cli_interrupted())
+            return cli_die(st, "running");
+        double dt = now_ms() - t0;
+        kiln_device_stats rs;
+        bool gok = b->device == KILN_DEVICE_CPU || kiln_context_device_stats(c, &rs) != KILN_OK || rs.graph_ms <= 0 ||
+                   lat_add(gs, rs.graph_ms);
+        if (!lat_add(ls, dt) || !gok) {
+            fprintf(stderr, "kiln bench: out of memory recording latencies\n");
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The results, as one JSON object (--json) or as text. */
+static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, lat_stats *gs, double total, int batch,
+                          const kiln_device_stats *ds)
+{
+    int64_t n = ls->n;
+    double sum = ls->sum, p50, p90, p99;
+    lat_percentiles(ls, &p50, &p90, &p99);
+    double g50 = 0, g90, g99;
+    if (gs->n)
+        lat_percentiles(gs, &g50, &g90, &g99);
+    double thr = n ? (double)batch * (double)n / (total / 1e3) : 0;
+    int th = kiln_resolve_threads(b->threads);
+    const char *dev = b->device == KILN_DEVICE_CUDA ? "cuda" : "cpu";
+    cli_precision pr;
+    cli_precision_summary(e, b->device_flags & KILN_DEVICE_ALLOW_TF32, &pr);
+    const char *prec = pr.name;
+    if (b->json) {
+        printf("{\"throughput\": %.3f, \"latency_ms\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f, "
+               "\"min\": %.4f, \"max\": %.4f}, \"batch\": %d, \"iterations\": %lld, \"precision\": \"%s\", "
+               "\"device\": \"%s\", \"threads\": %d",
+               thr, sum / (double)n, p50, p90, p99, ls->min, ls->max, batch, (long long)n, prec, dev, th);
+        if (b->device != KILN_DEVICE_CPU)
+            printf(", \"gpu\": \"%s\", \"device_layers\": %d, \"host_layers\": %d, \"fallback_layers\": %d, "
+                   "\"fallback_ops\": \"%s\", \"graph_replays\": %ld",
+                   cli_esc(ds->description), ds->device_layers, ds->host_layers, ds->fallback_layers,
+                   cli_esc(ds->fallback_ops), ds->graph_replays);
+        if (gs->n)   /* device time of the replays: kiln's work with the inputs already in pinned memory */
+            printf(", \"graph_ms\": {\"p50\": %.4f, \"p90\": %.4f, \"n\": %lld}, \"device_throughput\": %.3f", g50, g90,
+                   (long long)gs->n, g50 > 0 ? (double)batch * 1e3 / g50 : 0.0);
+        printf(", \"layer_precisions\": {");
+        for (int k = 0; k < pr.nkinds; k++)
+            printf("%s\"%s\": %d", k ? ", " : "", cli_esc(pr.kinds[k].name), pr.kinds[k].layers);
+        printf("}}\n");
+        return;
+    }
+    printf("model: %s\ndevice: %s, threads: %d, precision: %s (layers: %s), batch: %d\n", cli_esc(b->path), dev, th,
+           prec, cli_esc(pr.layers), batch);
+    if (b->device != KILN_DEVICE_CPU)
+        printf("gpu: %s\nlayers: %d on the device, %d on the host (shape arithmetic), %d fallen back to the CPU%s%s\n"
+               "CUDA graph replays: %ld\n",
+               cli_esc(ds->description), ds->device_layers, ds->host_layers, ds->fallback_layers,
+               ds->fallback_layers ? ": " : "", cli_esc(ds->fallback_ops), ds->graph_replays);
+    printf("iterations: %lld (after %d warm-up)\nthroughput: %.2f items/s\n", (long long)n, b->warmup, thr);
+    printf("latency ms: mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  min %.3f  max %.3f\n", sum / (double)n, p50, p90, p99,
+           ls->min, ls->max);
+    if (gs->n)
+        printf("device time of the CUDA graph replays ms: p50 %.3f  p90 %.3f  (%lld replays; %.2f items/s)\n", g50,
+               g90, (long long)gs->n, g50 > 0 ? (double)batch * 1e3 / g50 : 0.0);
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    bench_args b = {.warmup = 5, .device = KILN_DEVICE_CPU, .load_flags = KILN_ENGINE_LOAD_DEFAULT};
+    bool done = false;
+    int rc = parse_bench_args(argc, argv, &b, &done);
+    if (done || rc) {
+        kiln_shapes_free(b.shapes);
+        return rc;
+    }
+    rc = 1;
     kiln_engine_t e = NULL;
     kiln_context_t c = NULL;
     int nin = 0;
@@ -90,7 +184,7 @@ int cmd_bench(int argc, char **argv)
     lat_stats ls = {.rng = 0x9E3779B97F4A7C15ull};
     lat_stats gs = {.rng = 0x9E3779B97F4A7C15ull};   /* device time of CUDA graph replays */
     cli_catch_sigint();
-    kiln_status st = cli_open_engine_for(path, load_flags, device, &e);
+    kiln_status st = cli_open_engine_for(b.path, b.load_flags, b.device, &e);
     if (st != KILN_OK) {
         rc = cli_die(st, "loading");
         goto done;
@@ -102,14 +196,14 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "kiln bench: out of memory\n");
         goto done;
     }
-    if (!cli_make_inputs(e, &io, ins, names))
+    if (!cli_make_inputs(e, &b.io, ins, names))
         goto done;
     if ((st = kiln_context_create(e, &c)) != KILN_OK) {
         rc = cli_die(st, "preparing inputs");
         goto done;
     }
-    kiln_context_set_threads(c, threads);
-    if (device != KILN_DEVICE_CPU && (st = kiln_context_set_device(c, device, device_flags)) != KILN_OK) {
+    kiln_context_set_threads(c, b.threads);
+    if (b.device != KILN_DEVICE_CPU && (st = kiln_context_set_device(c, b.device, b.device_flags)) != KILN_OK) {
         rc = cli_die(st, "opening the device");
         goto done;
     }
@@ -118,87 +212,21 @@ int cmd_bench(int argc, char **argv)
             rc = cli_die(st, "binding input");
             goto done;
         }
-    /* --warmup 0: the first timed run is the context's first run (memory planning, CUDA tuning
-     * included), so `--iterations 1 --warmup 0` measures exactly one inference */
-    for (int i = 0; i < warmup; i++)
-        if ((st = kiln_context_run(c)) != KILN_OK || cli_interrupted()) {
-            rc = cli_die(st, "running");
-            goto done;
-        }
-    double t_start = now_ms();
-    for (;;) {
-        if (iters && ls.n >= iters)
-            break;
-        if (!iters && now_ms() - t_start >= duration * 1e3)
-            break;
-        double t0 = now_ms();
-        if ((st = kiln_context_run(c)) != KILN_OK || cli_interrupted()) {
-            rc = cli_die(st, "running");
-            goto done;
-        }
-        double dt = now_ms() - t0;
-        kiln_device_stats rs;
-        bool gok = device == KILN_DEVICE_CPU || kiln_context_device_stats(c, &rs) != KILN_OK || rs.graph_ms <= 0 ||
-                   lat_add(&gs, rs.graph_ms);
-        if (!lat_add(&ls, dt) || !gok) {
-            fprintf(stderr, "kiln bench: out of memory recording latencies\n");
-            goto done;
-        }
-    }
-    int64_t n = ls.n;
-    if (n == 0) {
-        fprintf(stderr, "kiln bench: no iteration completed within --duration %g s\n", duration);
+    double t_start = 0;
+    if ((rc = timed_runs(c, &b, &ls, &gs, &t_start)) != 0)
+        goto done;
+    rc = 1;
+    if (ls.n == 0) {
+        fprintf(stderr, "kiln bench: no iteration completed within --duration %g s\n", b.duration);
         goto done;
     }
-    double total = now_ms() - t_start, sum = ls.sum, p50, p90, p99;
-    lat_percentiles(&ls, &p50, &p90, &p99);
-    double g50 = 0, g90, g99;
-    if (gs.n)
-        lat_percentiles(&gs, &g50, &g90, &g99);
-    int batch = nin && ins[0].ndim > 0 ? (int)ins[0].dims[0] : 1;
-    double thr = n ? (double)batch * (double)n / (total / 1e3) : 0;
-    int th = kiln_resolve_threads(threads);
+    double total = now_ms() - t_start;
     kiln_device_stats ds;
     if ((st = kiln_context_device_stats(c, &ds)) != KILN_OK) {
         rc = cli_die(st, "reading device statistics");
         goto done;
     }
-    const char *dev = device == KILN_DEVICE_CUDA ? "cuda" : "cpu";
-    cli_precision pr;
-    cli_precision_summary(e, device_flags & KILN_DEVICE_ALLOW_TF32, &pr);
-    const char *prec = pr.name;
-    if (json) {
-        printf("{\"throughput\": %.3f, \"latency_ms\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f, "
-               "\"min\": %.4f, \"max\": %.4f}, \"batch\": %d, \"iterations\": %lld, \"precision\": \"%s\", "
-               "\"device\": \"%s\", \"threads\": %d",
-               thr, sum / (double)n, p50, p90, p99, ls.min, ls.max, batch, (long long)n, prec, dev, th);
-        if (device != KILN_DEVICE_CPU)
-            printf(", \"gpu\": \"%s\", \"device_layers\": %d, \"host_layers\": %d, \"fallback_layers\": %d, "
-                   "\"fallback_ops\": \"%s\", \"graph_replays\": %ld",
-                   cli_esc(ds.description), ds.device_layers, ds.host_layers, ds.fallback_layers,
-                   cli_esc(ds.fallback_ops), ds.graph_replays);
-        if (gs.n)   /* device time of the replays: kiln's work with the inputs already in pinned memory */
-            printf(", \"graph_ms\": {\"p50\": %.4f, \"p90\": %.4f, \"n\": %lld}, \"device_throughput\": %.3f", g50, g90,
-                   (long long)gs.n, g50 > 0 ? (double)batch * 1e3 / g50 : 0.0);
-        printf(", \"layer_precisions\": {");
-        for (int k = 0; k < pr.nkinds; k++)
-            printf("%s\"%s\": %d", k ? ", " : "", cli_esc(pr.kinds[k].name), pr.kinds[k].layers);
-        printf("}}\n");
-    } else {
-        printf("model: %s\ndevice: %s, threads: %d, precision: %s (layers: %s), batch: %d\n", cli_esc(path), dev, th,
-               prec, cli_esc(pr.layers), batch);
-        if (device != KILN_DEVICE_CPU)
-            printf("gpu: %s\nlayers: %d on the device, %d on the host (shape arithmetic), %d fallen back to the CPU%s%s\n"
-                   "CUDA graph replays: %ld\n",
-                   cli_esc(ds.description), ds.device_layers, ds.host_layers, ds.fallback_layers,
-                   ds.fallback_layers ? ": " : "", cli_esc(ds.fallback_ops), ds.graph_replays);
-        printf("iterations: %lld (after %d warm-up)\nthroughput: %.2f items/s\n", (long long)n, warmup, thr);
-        printf("latency ms: mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  min %.3f  max %.3f\n", sum / (double)n,
-               p50, p90, p99, ls.min, ls.max);
-        if (gs.n)
-            printf("device time of the CUDA graph replays ms: p50 %.3f  p90 %.3f  (%lld replays; %.2f items/s)\n", g50,
-                   g90, (long long)gs.n, g50 > 0 ? (double)batch * 1e3 / g50 : 0.0);
-    }
+    print_results(&b, e, &ls, &gs, total, nin && ins[0].ndim > 0 ? (int)ins[0].dims[0] : 1, &ds);
     rc = 0;
 done:
     for (int i = 0; i < nin && ins; i++)
@@ -207,7 +235,7 @@ done:
     free(names);
     lat_free(&ls);
     lat_free(&gs);
-    kiln_shapes_free(shapes);
+    kiln_shapes_free(b.shapes);
     kiln_context_free(c);
     kiln_engine_free(e);
     return rc;
