@@ -494,6 +494,16 @@ static void test_conv_configs(unsigned long long *seed)
     /* a column chunking case: many channels x large image (im2col buffer over the budget) */
     cfg big = cfg2d(1, 48, 8, 1, 70, 70, 3, 1, 1, 1, true);
     check_conv(&big, false, KILN_DT_FLOAT32, 2, seed);
+    /* 3-D with column stride 2 over wide rows: the N-D im2col's stride-2 gathers (kiln_conv_isa.gather2) */
+    cfg vol;
+    memset(&vol, 0, sizeof vol);
+    vol.nsp = 3, vol.N = 1, vol.C = 3, vol.M = 5, vol.G = 1, vol.bias = true;
+    for (int d = 0; d < 3; d++) {
+        vol.in[d] = d == 2 ? 53 : 4 + d;
+        vol.k[d] = 3, vol.s[d] = d == 1 ? 1 : 2, vol.d[d] = 1, vol.pb[d] = 1, vol.pe[d] = d == 2 ? 2 : 1;
+    }
+    for (int t = 0; t < 3; t++)
+        check_conv(&vol, false, KILN_DT_FLOAT32, threads[t], seed);
     for (int i = 0; i < 400; i++) {
         cfg c = random_cfg(seed, false);
         check_conv(&c, false, KILN_DT_FLOAT32, threads[i % 3], seed);
