@@ -796,6 +796,120 @@ static void strict_case(void)
 
 /* ---- model checks */
 
+/* One model check: the engine, a CPU and a CUDA context, their synthetic inputs. */
+typedef struct model_run {
+    const char *path;
+    kiln_engine_t e;
+    kiln_context_t cc, gc;   /* CPU, CUDA */
+    kiln_tensor in[8];
+    int nin;
+    double worst;            /* max rel err over every comparison */
+} model_run;
+
+/* Sets inputs in[0..nin) on contexts a and b (b may be NULL); the error, or NULL. */
+static const char *set_inputs(const model_run *r, kiln_context_t a, kiln_context_t b, const kiln_tensor *in)
+{
+    for (int i = 0; i < r->nin; i++)
+        if (kiln_context_set_input(a, kiln_engine_input_name(r->e, i), &in[i]) != KILN_OK ||
+            (b && kiln_context_set_input(b, kiln_engine_input_name(r->e, i), &in[i]) != KILN_OK))
+            return kiln_last_error();
+    return NULL;
+}
+
+/* Compares every output of context c with the CPU context's, printing each with label. */
+static void compare_outputs(model_run *r, kiln_context_t c, const char *label)
+{
+    for (int o = 0; o < kiln_engine_num_outputs(r->e); o++) {
+        double err = compare(kiln_context_output(c, o), kiln_context_output(r->cc, o));
+        r->worst = fmax(r->worst, err);
+        if (label)
+            printf("     %-28s %s output %-20s max rel err %.3g\n", r->path, label, kiln_engine_output_name(r->e, o), err);
+    }
+}
+
+/* The first run plans memory, the second uses the arena, the third is captured as a CUDA graph,
+ * the fourth replays it; *h2d_first: the bytes the first run copied to the GPU. */
+static const char *model_runs(model_run *r, unsigned long long *h2d_first)
+{
+    for (int rep = 0; rep < 4; rep++) {
+        if (kiln_context_run(r->gc) != KILN_OK)
+            return kiln_last_error();
+        if (rep == 0) {
+            kiln_device_stats s1;
+            kiln_context_device_stats(r->gc, &s1);
+            *h2d_first = s1.h2d_bytes;
+        }
+        char label[16];
+        snprintf(label, sizeof label, "run %d", rep + 1);
+        compare_outputs(r, r->gc, label);
+    }
+    return NULL;
+}
+
+/* A replay on new inputs: the graph must read them, not the captured ones. Both contexts get the
+ * first inputs back after. */
+static const char *model_new_inputs(model_run *r, const kiln_synth_options *base)
+{
+    kiln_tensor in2[8] = {0};
+    kiln_synth_options so2 = *base;
+    so2.seed = 8;
+    const char *why = kiln_engine_synth_inputs(r->e, &so2, in2) != KILN_OK ? kiln_last_error() : NULL;
+    if (!why)
+        why = set_inputs(r, r->cc, r->gc, in2);
+    if (!why && (kiln_context_run(r->cc) != KILN_OK || kiln_context_run(r->gc) != KILN_OK))
+        why = kiln_last_error();
+    if (!why)
+        compare_outputs(r, r->gc, "new inputs");
+    if (!why)   /* the contexts below use the first inputs again */
+        why = set_inputs(r, r->cc, r->gc, r->in);
+    if (!why && kiln_context_run(r->cc) != KILN_OK)
+        why = kiln_last_error();
+    for (int i = 0; i < r->nin; i++)
+        kiln_free(in2[i].data);
+    return why;
+}
+
+/* A second context of the engine shares the weights already on the GPU: its first run copies
+ * only the inputs (and shape data). */
+static const char *model_second_context(model_run *r, unsigned long long h2d_first)
+{
+    kiln_context_t gc2 = NULL;
+    const char *why = NULL;
+    if (kiln_context_create(r->e, &gc2) != KILN_OK || kiln_context_set_device(gc2, KILN_DEVICE_CUDA, 0) != KILN_OK)
+        why = kiln_last_error();
+    if (!why)
+        why = set_inputs(r, gc2, NULL, r->in);
+    if (!why && kiln_context_run(gc2) != KILN_OK)
+        why = kiln_last_error();
+    if (!why) {
+        kiln_device_stats s2;
+        kiln_context_device_stats(gc2, &s2);
+        compare_outputs(r, gc2, NULL);
+        printf("     %-28s first run copied %llu bytes to the GPU, a second context's %llu\n", r->path, h2d_first,
+               s2.h2d_bytes);
+        if (s2.h2d_bytes >= h2d_first)
+            why = "the second context copied the weights again";
+    }
+    kiln_context_free(gc2);
+    return why;
+}
+
+/* Every layer ran on the GPU and the fourth run replayed a CUDA graph (unless KILN_CUDA_GRAPHS=0). */
+static const char *model_device_stats(const model_run *r)
+{
+    kiln_device_stats ds;
+    kiln_context_device_stats(r->gc, &ds);
+    printf("     %-28s %d layers on the GPU, %d on the host (shapes), %d fallbacks %s, %ld CUDA graph replays\n",
+           r->path, ds.device_layers, ds.host_layers, ds.fallback_layers, ds.fallback_ops, ds.graph_replays);
+    if (ds.fallback_layers)
+        return "layers fell back to the CPU";
+    const char *graphs = getenv("KILN_CUDA_GRAPHS");
+    if (ds.graph_replays < 1 && (!graphs || strcmp(graphs, "0")))
+        return "the fourth run did not replay a CUDA graph";
+    return NULL;
+}
+
+/* MODEL.onnx[@SHAPES][#PRECISION]: the engine built for CUDA, run on the GPU against the CPU. */
 static void model_case(const char *spec)
 {
     char path[512];
@@ -820,121 +934,48 @@ static void model_case(const char *spec)
         return;
     }
     fclose(f);
+    model_run r = {.path = path};
     kiln_model_t m = NULL;
-    kiln_engine_t e = NULL;
-    kiln_context_t cc = NULL, gc = NULL;
     kiln_shapes_t shapes = NULL;
-    kiln_tensor in[8] = {0};
-    int nin = 0;
     const char *why = NULL;
-    double worst = 0;
-    kiln_build_options bo = {.no_tactics = true, .device = KILN_DEVICE_CUDA, .precision = prec};
-    if (kiln_model_load(path, &m) != KILN_OK || (shapes_spec && kiln_shapes_parse(shapes_spec, &shapes) != KILN_OK) ||
-        kiln_build(m, &bo, &e) != KILN_OK) {
-        why = kiln_last_error();
-        goto done;
-    }
-    nin = kiln_engine_num_inputs(e);
-    kiln_synth_options so = {.shapes = shapes, .seed = 7};
-    if (nin > 8 || kiln_engine_synth_inputs(e, &so, in) != KILN_OK || kiln_context_create(e, &cc) != KILN_OK ||
-        kiln_context_create(e, &gc) != KILN_OK || kiln_context_set_device(gc, KILN_DEVICE_CUDA, 0) != KILN_OK) {
-        why = kiln_last_error();
-        goto done;
-    }
-    for (int i = 0; i < nin; i++)
-        if (kiln_context_set_input(cc, kiln_engine_input_name(e, i), &in[i]) != KILN_OK ||
-            kiln_context_set_input(gc, kiln_engine_input_name(e, i), &in[i]) != KILN_OK) {
-            why = kiln_last_error();
-            goto done;
-        }
-    if (kiln_context_run(cc) != KILN_OK) {
-        why = kiln_last_error();
-        goto done;
-    }
     unsigned long long h2d_first = 0;
-    /* the first run plans memory, the second uses the arena, the third is captured as a CUDA graph,
-     * the fourth replays it */
-    for (int rep = 0; rep < 4 && !why; rep++) {
-        if (kiln_context_run(gc) != KILN_OK) {
-            why = kiln_last_error();
-            break;
-        }
-        if (rep == 0) {
-            kiln_device_stats s1;
-            kiln_context_device_stats(gc, &s1);
-            h2d_first = s1.h2d_bytes;
-        }
-        for (int o = 0; o < kiln_engine_num_outputs(e); o++) {
-            double err = compare(kiln_context_output(gc, o), kiln_context_output(cc, o));
-            worst = fmax(worst, err);
-            printf("     %-28s run %d output %-20s max rel err %.3g\n", path, rep + 1, kiln_engine_output_name(e, o), err);
-        }
+    kiln_build_options bo = {.no_tactics = true, .device = KILN_DEVICE_CUDA, .precision = prec};
+    kiln_synth_options so = {.shapes = NULL, .seed = 7};
+    if (kiln_model_load(path, &m) != KILN_OK || (shapes_spec && kiln_shapes_parse(shapes_spec, &shapes) != KILN_OK) ||
+        kiln_build(m, &bo, &r.e) != KILN_OK) {
+        why = kiln_last_error();
+        goto done;
     }
-    /* a replay on new inputs: the graph must read them, not the captured ones */
-    kiln_tensor in2[8] = {0};
-    kiln_synth_options so2 = {.shapes = shapes, .seed = 8};
-    if (!why && kiln_engine_synth_inputs(e, &so2, in2) != KILN_OK)
+    r.nin = kiln_engine_num_inputs(r.e);
+    so.shapes = shapes;
+    if (r.nin > 8 || kiln_engine_synth_inputs(r.e, &so, r.in) != KILN_OK || kiln_context_create(r.e, &r.cc) != KILN_OK ||
+        kiln_context_create(r.e, &r.gc) != KILN_OK || kiln_context_set_device(r.gc, KILN_DEVICE_CUDA, 0) != KILN_OK) {
         why = kiln_last_error();
-    for (int i = 0; !why && i < nin; i++)
-        if (kiln_context_set_input(cc, kiln_engine_input_name(e, i), &in2[i]) != KILN_OK ||
-            kiln_context_set_input(gc, kiln_engine_input_name(e, i), &in2[i]) != KILN_OK)
-            why = kiln_last_error();
-    if (!why && (kiln_context_run(cc) != KILN_OK || kiln_context_run(gc) != KILN_OK))
-        why = kiln_last_error();
-    for (int o = 0; !why && o < kiln_engine_num_outputs(e); o++) {
-        double err = compare(kiln_context_output(gc, o), kiln_context_output(cc, o));
-        worst = fmax(worst, err);
-        printf("     %-28s new inputs output %-20s max rel err %.3g\n", path, kiln_engine_output_name(e, o), err);
+        goto done;
     }
-    for (int i = 0; i < nin; i++)   /* the contexts below use the first inputs again */
-        if (!why && (kiln_context_set_input(cc, kiln_engine_input_name(e, i), &in[i]) != KILN_OK ||
-                     kiln_context_set_input(gc, kiln_engine_input_name(e, i), &in[i]) != KILN_OK))
-            why = kiln_last_error();
-    if (!why && kiln_context_run(cc) != KILN_OK)
+    why = set_inputs(&r, r.cc, r.gc, r.in);
+    if (!why && kiln_context_run(r.cc) != KILN_OK)
         why = kiln_last_error();
-    for (int i = 0; i < nin; i++)
-        kiln_free(in2[i].data);
-    /* a second context of the engine shares the weights already on the GPU: its first run copies
-     * only the inputs (and shape data) */
-    kiln_context_t gc2 = NULL;
-    if (!why && (kiln_context_create(e, &gc2) != KILN_OK || kiln_context_set_device(gc2, KILN_DEVICE_CUDA, 0) != KILN_OK))
-        why = kiln_last_error();
-    for (int i = 0; !why && i < nin; i++)
-        if (kiln_context_set_input(gc2, kiln_engine_input_name(e, i), &in[i]) != KILN_OK)
-            why = kiln_last_error();
-    if (!why && kiln_context_run(gc2) != KILN_OK)
-        why = kiln_last_error();
-    if (!why) {
-        kiln_device_stats s2;
-        kiln_context_device_stats(gc2, &s2);
-        for (int o = 0; o < kiln_engine_num_outputs(e); o++)
-            worst = fmax(worst, compare(kiln_context_output(gc2, o), kiln_context_output(cc, o)));
-        printf("     %-28s first run copied %llu bytes to the GPU, a second context's %llu\n", path, h2d_first,
-               s2.h2d_bytes);
-        if (s2.h2d_bytes >= h2d_first)
-            why = "the second context copied the weights again";
-    }
-    kiln_context_free(gc2);
-    kiln_device_stats ds;
-    kiln_context_device_stats(gc, &ds);
-    printf("     %-28s %d layers on the GPU, %d on the host (shapes), %d fallbacks %s, %ld CUDA graph replays\n", path,
-           ds.device_layers, ds.host_layers, ds.fallback_layers, ds.fallback_ops, ds.graph_replays);
-    if (!why && ds.fallback_layers)
-        why = "layers fell back to the CPU";
-    const char *graphs = getenv("KILN_CUDA_GRAPHS");
-    if (!why && ds.graph_replays < 1 && (!graphs || strcmp(graphs, "0")))
-        why = "the fourth run did not replay a CUDA graph";
+    if (!why)
+        why = model_runs(&r, &h2d_first);
+    if (!why)
+        why = model_new_inputs(&r, &so);
+    if (!why)
+        why = model_second_context(&r, h2d_first);
+    const char *stats = model_device_stats(&r);
+    if (!why)
+        why = stats;
 done:;
-    bool ok = !why && worst <= tol;
-    printf("%s %-28s %-4s max rel err %.3g (tol %.0e)%s%s\n", ok ? "ok  " : "FAIL", path, prec ? prec : "fp32", worst,
+    bool ok = !why && r.worst <= tol;
+    printf("%s %-28s %-4s max rel err %.3g (tol %.0e)%s%s\n", ok ? "ok  " : "FAIL", path, prec ? prec : "fp32", r.worst,
            tol, why ? ": " : "", why ? why : "");
     test_checks++;
     test_failures += !ok;
-    for (int i = 0; i < nin; i++)
-        kiln_free(in[i].data);
-    kiln_context_free(cc);
-    kiln_context_free(gc);
-    kiln_engine_free(e);
+    for (int i = 0; i < r.nin && i < 8; i++)
+        kiln_free(r.in[i].data);
+    kiln_context_free(r.cc);
+    kiln_context_free(r.gc);
+    kiln_engine_free(r.e);
     kiln_model_free(m);
     kiln_shapes_free(shapes);
 }
