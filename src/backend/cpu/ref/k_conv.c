@@ -655,10 +655,9 @@ static kiln_status conv_f32_ex(const kiln_kctx *ctx, const kiln_conv_isa *isa, c
         kiln__parallel_for(ctx->pool, ctx->nthreads, g->N * g->M, grain, dw_task, &j);
         return KILN_OK;
     }
-    bool nd = g->nsp > 2 || (g->C / g->G * g->k_sz == 0 && !strided_1x1(g));
-    if (kiln__conv_pointwise(g) || !nd)
-        return conv_gemm(ctx, isa, g, x, w, b, y, post);
-    return conv_im2col(ctx, isa, g, x, w, b, y, post);
+    /* one GEMM per image and group (pointwise, 1-D / 2-D), else the N-D im2col in chunks */
+    bool gemm = kiln__conv_pointwise(g) || (g->nsp <= 2 && (g->C / g->G * g->k_sz > 0 || strided_1x1(g)));
+    return gemm ? conv_gemm(ctx, isa, g, x, w, b, y, post) : conv_im2col(ctx, isa, g, x, w, b, y, post);
 }
 
 static kiln_status conv_f32(const kiln_kctx *ctx, const kiln_conv_isa *isa, const conv_geom *g, const float *x,
