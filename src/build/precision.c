@@ -23,6 +23,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #define REQ_ATTR KILN_ATTR_PREC_REQ
 #define AUTO_ATTR "kiln_prec_auto"   /* 1: the request was made by --precision auto's planner */
@@ -604,6 +605,30 @@ static kiln_status fp8_scales(kiln_graph *g, kiln_calibration_t cal)
     return KILN_OK;
 }
 
+/* FP8 layers' bias correction on the calibration data (calib_bias.c), when the data is at hand
+ * (a calibration cache holds only scales) and not turned off (KILN_FP8_BIAS_CORRECTION=0). */
+static kiln_status fp8_bias(kiln_graph *g, const kiln_build_options *o, const kiln_prec_plan *plan, sbuf *rep)
+{
+    const char *env = getenv("KILN_FP8_BIAS_CORRECTION");
+    if (env && !strcmp(env, "0")) {
+        sb_printf(rep, "fp8 bias correction: off (KILN_FP8_BIAS_CORRECTION=0)\n");
+        return KILN_OK;
+    }
+    if (!o->calib || !o->calib->data_dir) {
+        sb_printf(rep, "fp8 bias correction: not done (it needs the calibration data, --calib DIR: a calibration "
+                       "cache holds only scales)\n");
+        return KILN_OK;
+    }
+    int done;
+    int64_t rows;
+    KILN_TRY(kiln__fp8_bias_correct(g, o->calib->data_dir, o->num_threads, plan ? plan->bias : NULL, &done, &rows));
+    if (done && rows)
+        sb_printf(rep, "fp8 bias correction: %d layers, measured on %lld calibration samples\n", done, (long long)rows);
+    else if (done)
+        sb_printf(rep, "fp8 bias correction: %d layers (as measured for an earlier trial build)\n", done);
+    return KILN_OK;
+}
+
 static kiln_status insert_qdq(kiln_graph *g, kiln_calibration_t cal)
 {
     qctx q = {.g = g, .cal = cal};
@@ -879,6 +904,8 @@ kiln_status kiln__precision_before_passes(kiln_graph *g, kiln_model_t m, kiln_bu
         st = calibrate(g, m, o, &rep, given, &cal);
     if (st == KILN_OK && f8)
         st = fp8_scales(g, cal);
+    if (st == KILN_OK && f8)
+        st = fp8_bias(g, o, plan, &rep);
     if (st == KILN_OK && i8)
         st = insert_qdq(g, cal);
     if (cal && cal != given)
