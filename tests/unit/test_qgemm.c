@@ -11,7 +11,8 @@
  *    element equal. Against the ideal requantization computed in double, u8/s8 outputs may
  *    differ by 1 where float32 rounding of acc * (a_scale * w_scale / y_scale) lands on the other
  *    side of a .5 boundary; the test checks that bound and counts such elements. QLinearMatMul
- *    also with kiln's int32 bias (input 8). */
+ *    also with kiln's int32 bias (input 8).
+ * 3. QuantizeLinear: the AVX-512 kernel against the reference, byte for byte (test_quantize). */
 #include "test.h"
 #include "test_tensor.h"
 #include "backend/cpu/cpu_kernels.h"
@@ -486,6 +487,39 @@ static void test_errors(void)
     kiln__tensor_release(&s), kiln__tensor_release(&z);
 }
 
+/* QuantizeLinear: the AVX-512 kernel against the reference on odd lengths, u8 / s8 with and without
+ * a zero point, values at .5 steps, saturating, NaN, +-Inf, -0; per-axis scales (the reference's
+ * case) give the same through the fallback */
+static void test_quantize(int iter)
+{
+    int64_t n = iter % 7 == 0 ? rnd(1, 17) : rnd(1, 5000), d2[2] = {3, n};
+    bool per_axis = iter % 9 == 4, has_zp = rnd(0, 2) != 0;
+    kiln_dtype zdt = rnd(0, 1) ? KILN_DT_UINT8 : KILN_DT_INT8;
+    kiln_tensor x = mk(KILN_DT_FLOAT32, 2, d2), sc = mk_scales(per_axis ? n : 0, 0.001f, 0.5f);
+    kiln_tensor zp = per_axis ? mk(zdt, 1, &n) : mk_scalar_q(zdt);
+    float s0 = *(float *)sc.data;
+    static const float special[] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f, 3.0e38f, -3.0e38f, 1e-30f};
+    for (int64_t i = 0; i < 3 * n; i++) {
+        float *v = (float *)x.data + i;
+        switch (rnd(0, 9)) {
+        case 0: *v = special[rnd(0, 7)]; break;
+        case 1: case 2: *v = ((float)rnd(-300, 300) + 0.5f) * s0; break;   /* halfway cases */
+        default: *v = (float)rnd(-400000, 400000) / 1000.0f * s0;
+        }
+    }
+    for (int64_t i = 0; per_axis && i < n; i++)
+        ((uint8_t *)zp.data)[i] = (uint8_t)rnd(0, 255);
+    const kiln_tensor *in[3] = {&x, &sc, has_zp ? &zp : NULL};
+    kiln_attr ax = {.name = (char *)"axis", .type = KILN_ATTR_INT, .i = 1};
+    kiln_tensor y;
+    int th = (int)rnd(1, 3);
+    int64_t bad = run_both(KILN_OP_QuantizeLinear, "", &ax, per_axis, in, has_zp ? 3 : 2, th, &y, false);
+    CHECK_MSG(bad == 0, "QuantizeLinear n=%lld %s zp=%d per_axis=%d th=%d: %lld differ", (long long)(3 * n),
+              kiln_dtype_name(zdt), has_zp, per_axis, th, (long long)bad);
+    count_sat(&y);
+    kiln__tensor_release(&y), kiln__tensor_release(&x), kiln__tensor_release(&sc), kiln__tensor_release(&zp);
+}
+
 int main(void)
 {
     bool vnni = kiln__qgemm_vnni_available();
@@ -508,6 +542,10 @@ int main(void)
            (long long)preps_used, (long long)zeroed_runs_differing, (long long)zeroed_runs);
     CHECK(preps_used > 100 && zeroed_runs > 20 && zeroed_runs_differing * 10 >= zeroed_runs * 8);
     test_errors();
+    CHECK(!kiln__cpu_has(KILN_CPU_AVX512F) || kiln__cpu_fast_kernel(KILN_OP_QuantizeLinear));
+    prep_mode = 0;
+    for (int i = 0; i < 200; i++)
+        test_quantize(i);
     printf("saturated outputs: %lld at the low end, %lld at the high end; %lld of %lld QLinearMatMul outputs 1 off "
            "the double-precision requantization\n",
            (long long)sat_lo_seen, (long long)sat_hi_seen, (long long)off_by_one, (long long)checked_ideal);
