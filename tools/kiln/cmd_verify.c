@@ -14,7 +14,7 @@
 static const char *usage =
     "usage: kiln verify ENGINE|MODEL --reference MODEL.onnx [--data DIR [--batch N] | --input NAME=FILE ...\n"
     "                   | --shapes NAME:DIMS,... --seed S] [--samples N] [--budget METRIC ...]\n"
-    "                   [--per-layer [--jump-db X]] [--json] [--threads N] [--no-mmap]\n\n"
+    "                   [--per-layer [--jump-db X]] [--json] [--threads N] [--no-mmap] [--device cpu|cuda]\n\n"
     "Runs the candidate (an engine file, or a model optimized in memory) and the reference model\n"
     "(kiln's float interpreter, unoptimized) on the same inputs; per output prints the worst and\n"
     "mean over the samples of max abs / max rel / mean abs error, cosine similarity and SNR (dB),\n"
@@ -33,6 +33,8 @@ static const char *usage =
     "                     with the reference, on the first sample, marking where the error jumps\n"
     "  --jump-db X        an SNR drop above X dB vs the previous value is a jump (default 10)\n"
     "  --json             machine-readable output (docs/CLI.md)\n"
+    "  --device cuda      run the candidate on the NVIDIA GPU (the reference stays on the CPU;\n"
+    "                     docs/CUDA.md); --per-layer compares on the CPU\n"
     "Exit status: 0 within every budget, 3 a budget violated or a NaN/Inf output, 1 error, 2 usage.\n";
 
 typedef struct vout {
@@ -51,6 +53,7 @@ typedef struct vargs {
     kiln_budget budgets[MAX_BUDGETS];
     const char *budget_text[MAX_BUDGETS];
     bool per_layer, json;
+    kiln_device device;            /* the candidate's (--device) */
     double jump_db;
     unsigned load_flags;
 } vargs;
@@ -72,7 +75,12 @@ static int parse_args(int argc, char **argv, vargs *a)
             a->per_layer = true;
         else if (!strcmp(s, "--no-mmap"))
             a->load_flags = KILN_ENGINE_LOAD_COPY;
-        else if (!strcmp(s, "--reference") && v)
+        else if (!strcmp(s, "--device") && v) {
+            if (!kiln_device_parse(argv[++i], &a->device)) {
+                fprintf(stderr, "kiln verify: --device takes cpu or cuda, not '%s'\n", cli_esc(argv[i]));
+                return 2;
+            }
+        } else if (!strcmp(s, "--reference") && v)
             a->ref = argv[++i];
         else if (!strcmp(s, "--data") && v)
             a->dir = argv[++i];
@@ -162,10 +170,10 @@ static bool match_outputs(kiln_engine_t e, kiln_model_t m, vout *outs, int n)
 static int run_sample(kiln_engine_t e, kiln_model_t m, const vargs *a, const char **names, const kiln_tensor *ins,
                       int nin, vout *outs, int nout)
 {
-    kiln_run_options ro = {.num_threads = a->threads};
+    kiln_run_options ro = {.num_threads = a->threads}, co_opts = {.num_threads = a->threads, .device = a->device};
     kiln_tensor *co = NULL, *rf = NULL;
     int nc = 0, nr = 0, rc = 0;
-    kiln_status st = kiln_engine_run(e, nin, names, ins, &ro, &nc, &co);
+    kiln_status st = kiln_engine_run(e, nin, names, ins, &co_opts, &nc, &co);
     if (st != KILN_OK)
         return cli_die(st, "running the candidate");
     if ((st = kiln_model_run(m, nin, names, ins, &ro, &nr, &rf)) != KILN_OK) {
