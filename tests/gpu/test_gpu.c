@@ -179,6 +179,22 @@ static double compare(const kiln_tensor *a, const kiln_tensor *b)
     return err;
 }
 
+/* cosine similarity of two float32 tensors of one shape (-1 when they differ or hold NaN) */
+static double cosine(const kiln_tensor *a, const kiln_tensor *b)
+{
+    if (a->dtype != KILN_DT_FLOAT32 || b->dtype != KILN_DT_FLOAT32 || kiln_tensor_numel(a) != kiln_tensor_numel(b))
+        return -1;
+    const float *x = a->data, *y = b->data;
+    double xy = 0, xx = 0, yy = 0;
+    for (int64_t i = 0; i < kiln_tensor_numel(a); i++) {
+        xy += (double)x[i] * y[i];
+        xx += (double)x[i] * x[i];
+        yy += (double)y[i] * y[i];
+    }
+    double c = xx > 0 && yy > 0 ? xy / sqrt(xx * yy) : xx == yy ? 1.0 : 0.0;
+    return isnan(c) ? -1 : c;
+}
+
 static void run_case(const char *name, tgraph *t, double tol)
 {
     kiln_graph *g = t->g;
@@ -946,7 +962,12 @@ static void model_case(const char *spec)
         prec = hash + 1;
     }
     /* fp16 / bf16 engines: max |gpu - cpu| / max(1, max |cpu|) within these */
-    double tol = !prec || !strcmp(prec, "fp32") ? 1e-4 : !strcmp(prec, "fp16") ? 1e-2 : 5e-2;
+    /* fp8: an activation that lands on the other side of an E4M3 rounding midpoint on the GPU (other sums'
+     * order, FP16 storage between layers) moves by a whole E4M3 step (6-12%) and carries that through the
+     * layers, so fp8 engines get a looser max error and a cosine bound (GPU vs CPU emulation, each output) */
+    bool fp8 = prec && !strcmp(prec, "fp8");
+    double tol = !prec || !strcmp(prec, "fp32") ? 1e-4 : !strcmp(prec, "fp16") ? 1e-2 : fp8 ? 0.25 : 5e-2;
+    double cos_min = 1.0, cos_tol = fp8 ? 0.999 : -1.0;
     char *colon = strchr(path, '@');   /* MODEL.onnx@SHAPES */
     const char *shapes_spec = NULL;
     if (colon) {
@@ -1021,8 +1042,11 @@ static void model_case(const char *spec)
         }
         for (int o = 0; o < kiln_engine_num_outputs(e); o++) {
             double err = compare(kiln_context_output(gc, o), kiln_context_output(cc, o));
+            double cs = cosine(kiln_context_output(gc, o), kiln_context_output(cc, o));
             worst = fmax(worst, err);
-            printf("     %-28s run %d output %-20s max rel err %.3g\n", path, rep + 1, kiln_engine_output_name(e, o), err);
+            cos_min = fmin(cos_min, cs);
+            printf("     %-28s run %d output %-20s max rel err %.3g cosine %.6f\n", path, rep + 1,
+                   kiln_engine_output_name(e, o), err, cs);
         }
     }
     /* a replay on new inputs: the graph must read them, not the captured ones */
@@ -1038,8 +1062,11 @@ static void model_case(const char *spec)
         why = kiln_last_error();
     for (int o = 0; !why && o < kiln_engine_num_outputs(e); o++) {
         double err = compare(kiln_context_output(gc, o), kiln_context_output(cc, o));
+        double cs = cosine(kiln_context_output(gc, o), kiln_context_output(cc, o));
         worst = fmax(worst, err);
-        printf("     %-28s new inputs output %-20s max rel err %.3g\n", path, kiln_engine_output_name(e, o), err);
+        cos_min = fmin(cos_min, cs);
+        printf("     %-28s new inputs output %-20s max rel err %.3g cosine %.6f\n", path, kiln_engine_output_name(e, o),
+               err, cs);
     }
     for (int i = 0; i < nin; i++)   /* the contexts below use the first inputs again */
         if (!why && (kiln_context_set_input(cc, kiln_engine_input_name(e, i), &in[i]) != KILN_OK ||
@@ -1080,9 +1107,9 @@ static void model_case(const char *spec)
     if (!why && ds.graph_replays < 1 && (!graphs || strcmp(graphs, "0")))
         why = "the fourth run did not replay a CUDA graph";
 done:;
-    bool ok = !why && worst <= tol;
-    printf("%s %-28s %-4s max rel err %.3g (tol %.0e)%s%s\n", ok ? "ok  " : "FAIL", path, prec ? prec : "fp32", worst,
-           tol, why ? ": " : "", why ? why : "");
+    bool ok = !why && worst <= tol && cos_min >= cos_tol;
+    printf("%s %-28s %-4s max rel err %.3g (tol %.0e), cosine >= %.6f%s%s\n", ok ? "ok  " : "FAIL", path,
+           prec ? prec : "fp32", worst, tol, cos_min, why ? ": " : "", why ? why : "");
     test_checks++;
     test_failures += !ok;
     for (int i = 0; i < nin; i++)
@@ -1146,6 +1173,9 @@ int main(int argc, char **argv)
      * inside each MMA with fewer bits than float32 (measured up to 3.6e-4 on these cases, H200) */
     static const char *outs[3] = {"fp32", "fp16", "bf16"};
     static const double out_tol[3] = {1e-3, 2e-3, 1.6e-2};
+    const char *fp8_out = getenv("KILN_CUDA_FP8_OUT");   /* the models below run with the caller's */
+    char fp8_keep[16];
+    snprintf(fp8_keep, sizeof fp8_keep, "%s", fp8_out ? fp8_out : "");
     for (int k = 0; k < 3; k++) {
         kiln__dev_close(dev);
         setenv("KILN_CUDA_FP8_OUT", outs[k], 1);
@@ -1156,7 +1186,10 @@ int main(int argc, char **argv)
         printf("test_gpu: FP8 GEMMs with %s outputs (KILN_CUDA_FP8_OUT=%s)\n", outs[k], outs[k]);
         fp8_cases(out_tol[k]);
     }
-    unsetenv("KILN_CUDA_FP8_OUT");
+    if (fp8_keep[0])
+        setenv("KILN_CUDA_FP8_OUT", fp8_keep, 1);
+    else
+        unsetenv("KILN_CUDA_FP8_OUT");
     /* the half convolutions again through cuDNN's legacy API (the graph API's fallback) */
     kiln__dev_close(dev);
     setenv("KILN_CUDA_CONV_GRAPH", "0", 1);
