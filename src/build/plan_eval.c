@@ -142,13 +142,14 @@ void kiln__peval_close(kiln_plan_eval *ev)
     kiln__free(ev->refs);
     kiln__free(ev->ins);
     kiln__free(ev->in_names);
+    kiln__bc_cache_free(&ev->bias);
     memset(ev, 0, sizeof *ev);
 }
 
 kiln_status kiln__peval_build(kiln_plan_eval *ev, const char *const *req, kiln_engine_t *e, bool *realized)
 {
     kiln_build_options o = ev->trial;
-    kiln_prec_plan plan = {.n_nodes = ev->m->g->n_nodes, .req = req, .cal = ev->cal};
+    kiln_prec_plan plan = {.n_nodes = ev->m->g->n_nodes, .req = req, .cal = ev->cal, .bias = &ev->bias};
     kiln_status st = kiln__build_planned(ev->m, &o, &plan, e);
     kiln__free(o.report);
     kiln__free(o.precision_report);

@@ -16,6 +16,7 @@ typedef struct kiln_plan_eval {
     kiln_tensor **refs;            /* [batch][n_out]: the float model's outputs */
     int probe_batches, max_batches;
     int builds;                    /* trial engines built */
+    kiln_bc_cache bias;            /* FP8 bias corrections, measured once for all trials */
 } kiln_plan_eval;
 
 typedef struct kiln_plan_score {

@@ -7,13 +7,15 @@
  * req[i] is node i of the model graph's requested precision (a name kiln__precision_code accepts)
  * or NULL; with mark_auto, each node with a request is recorded as planned ("auto"). `cal` (or
  * NULL) is a calibration reused for int8 layers instead of calibrating again; `report` (or NULL)
- * starts the precision report. Rules (--layer-precision) still apply after these requests. */
+ * starts the precision report; `bias` (or NULL) keeps the FP8 bias corrections from one trial
+ * build to the next. Rules (--layer-precision) still apply after these requests. */
 typedef struct kiln_prec_plan {
     int n_nodes;
     const char *const *req;
     bool mark_auto;
     kiln_calibration_t cal;
     const char *report;
+    struct kiln_bc_cache *bias;   /* FP8 bias corrections measured by earlier trial builds, or NULL */
 } kiln_prec_plan;
 
 /* Before the optimization passes: sets each layer's requested precision (attribute
@@ -47,6 +49,34 @@ bool kiln__value_lower_bound(const kiln_graph *g, int v, float *lo);
  * (t - lo) / 255 and the zero point rint(-lo / scale) that puts 0 on the grid, so the codes int8
  * spends below lo (HardSwish, SiLU, Gelu, ...: nearly half of them) resolve [lo, t] instead. */
 void kiln__int8_act_params(const kiln_graph *g, int v, float t, bool *u8, float *scale, int *zp);
+
+/* FP8 bias correction (calib_bias.c; docs/PRECISION.md, "FP8 bias correction"). Runs g (float)
+ * on the calibration set in calib_dir and shifts the bias of every Conv (2-D), Gemm (no transA,
+ * beta 1) and MatMul (read by an Add of a constant vector) carrying an FP8 activation scale
+ * (KILN_ATTR_AQ_SCALE) by the mean error its rounding causes per output channel on that data,
+ * E[W x] - E[Wq xq], with Wq the weight as the fp8 kernel stores it and xq = fp8(x / s) * s,
+ * means taken at each weight tap over the output positions (zero padding included). The layer
+ * then reads a new bias constant. *corrected: layers shifted; *samples: rows of data used (0
+ * when every layer's shift came from `cache`). `cache` (or NULL) keeps the shifts by layer name
+ * for further builds of the same model, scales and data (the planner's trial builds): the shifts
+ * are measured on the float graph, so they do not depend on which other layers are lowered. */
+typedef struct kiln_bc_cache {
+    int n, cap;
+    char **name;
+    int64_t *rows;
+    double **shift;
+} kiln_bc_cache;
+void kiln__bc_cache_free(kiln_bc_cache *c);
+kiln_status kiln__fp8_bias_correct(kiln_graph *g, const char *calib_dir, int nthreads, struct kiln_bc_cache *cache,
+                                   int *corrected, int64_t *samples);
+/* Its steps for one layer (tests): the statistics of node `node` of g (*l = NULL when the layer is
+ * not one bias correction takes), one input tensor added, and the shift per output channel
+ * (shift may be NULL: *rows only). */
+typedef struct kiln_bc_layer kiln_bc_layer;
+kiln_status kiln__bc_begin(const kiln_graph *g, int node, kiln_bc_layer **l);
+kiln_status kiln__bc_add(const kiln_graph *g, kiln_bc_layer *l, const kiln_tensor *x);
+kiln_status kiln__bc_shift(const kiln_graph *g, const kiln_bc_layer *l, double *shift, int64_t *rows);
+void kiln__bc_free(kiln_bc_layer *l);
 
 /* The builder with planned requests (builder.c): kiln_build does this with plan NULL, after the
  * planner when o->precision is "auto". */

@@ -47,6 +47,7 @@ for p in fp8 nvfp4 mxfp4 int4; do
   extra=()
   [ $p = fp8 ] && extra=(--calib "$T/cal" --calib-cache "$T/c.cache")
   expect_ok "build $p" "$KILN" build "$M" -o "$T/$p.kiln" --precision $p "${extra[@]}"
+  cp "$T/out.txt" "$T/$p.log"
   grep -q "kept in fp32: conv1_Conv_0 (Conv, the first layer" "$T/out.txt" && grep -q "kept in fp32: fc_Gemm (Gemm, the last layer" "$T/out.txt" \
     && ok "$p says which layers stay fp32" || bad "$p report: $(cat "$T/out.txt")"
   run "$T/$p.kiln" "o$p"
@@ -63,8 +64,16 @@ print('$p: engine', round(r, 3), 'x fp32, cosine', c)
 assert r < 0.8 and c > ${COS[$p]}, (r, c)"
 done
 expect_rc "fp8 needs calibration" 1 "fp8 layers need calibration data" "$KILN" build "$M" -o "$T/x.kiln" --precision fp8
-expect_ok "fp8 from the cache" "$KILN" build "$M" -o "$T/fp8c.kiln" --precision fp8 --calib-cache "$T/c.cache"
+grep -q "fp8 bias correction: [0-9]* layers, measured on" "$T/fp8.log" && ok "fp8 bias correction reported" \
+  || bad "fp8 report: $(cat "$T/fp8.log")"
+# the cache gives the scales (no calibration run); the bias correction is measured on the data again
+expect_ok "fp8 from the cache" "$KILN" build "$M" -o "$T/fp8c.kiln" --precision fp8 --calib-cache "$T/c.cache" --calib "$T/cal"
+grep -q "(from cache)" "$T/out.txt" && ok "fp8 cache reused" || bad "cache not reused: $(cat "$T/out.txt")"
 cmp -s "$T/fp8.kiln" "$T/fp8c.kiln" && ok "fp8: byte-identical engine from the cache" || bad "fp8 engines differ"
+# the cache alone: scales only, so the build says the bias correction was not done
+expect_ok "fp8 from the cache alone" "$KILN" build "$M" -o "$T/fp8n.kiln" --precision fp8 --calib-cache "$T/c.cache"
+grep -q "fp8 bias correction: not done" "$T/out.txt" && ok "fp8 without data: bias correction said not done" \
+  || bad "cache-only report: $(cat "$T/out.txt")"
 
 # fp4 is nvfp4; every layer lowered by rules, formats mixed, realized exactly
 expect_ok "mixed rules" "$KILN" build "$M" -o "$T/mix.kiln" --precision fp4 --calib-cache "$T/c.cache" \

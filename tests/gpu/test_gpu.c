@@ -356,6 +356,15 @@ static void shape_cases(void)
     tg_outs(&t, 1);
     kiln__node_set_attr_i(tg_node(&t), "axis", 2);
     run_case("Flatten axis 2", &t, 0);
+    for (int axis = -4; axis <= -1; axis++) {   /* negative: counted from the rank (ONNX range [-r, r]) */
+        char name[32];
+        snprintf(name, sizeof name, "Flatten axis %d", axis);
+        t = tg_new(KILN_OP_Flatten, 13);
+        tg_in(&t, RT(4, 3, 5, 7, 2), false);
+        tg_outs(&t, 1);
+        kiln__node_set_attr_i(tg_node(&t), "axis", axis);
+        run_case(name, &t, 0);
+    }
     t = tg_new(KILN_OP_Unsqueeze, 13);
     tg_in(&t, RT(2, 3, 5), false);
     tg_in(&t, ints_tensor(2, D(0, -1)), true);

@@ -1418,7 +1418,7 @@ static kiln_status k_qlinearmatmul(kiln_kctx *ctx)
         ydt = KILN_DT_FLOAT32;
     if (yzp && numel_of(yzp) != 1)
         return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "y_zero_point must be a scalar");
-    const kiln_tensor *ys = kiln__kin(ctx, 6);
+    const kiln_tensor *ys = kiln__kin(ctx, 6), *bias = kiln__kin(ctx, 8);   /* 8: kiln's int32 bias */
     if (!ys || numel_of(ys) != 1)
         return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "y_scale must be a scalar");
     mm_plan p;
@@ -1442,6 +1442,11 @@ static kiln_status k_qlinearmatmul(kiln_kctx *ctx)
         goto done;
     if ((st = kiln__kout(ctx, 0, ydt, p.out_ndim, p.out_dims)) != KILN_OK)
         goto done;
+    if (bias && (bias->dtype != KILN_DT_INT32 || bias->ndim != 1 || bias->dims[0] != p.N)) {
+        st = kiln__kerr(ctx, KILN_ERR_SHAPE, "bias (input 8) must be int32 [%lld]", (long long)p.N);
+        goto done;
+    }
+    e.bias = bias ? bias->data : NULL;
     {
         size_t osz = kiln_dtype_size(ydt);
         for (int64_t r = 0; r < p.nbatch * p.M; r++) {
