@@ -610,7 +610,7 @@ double kiln_budget_value(const kiln_budget *b, const kiln_compare_summary *s, bo
  * per axis), QLinearConv / QLinearMatMul / QGemm (y_scale, y_zero_point), and Reshape, Transpose, Flatten,
  * Squeeze, Unsqueeze, MaxPool, Identity, Slice of a per-tensor quantized input (same scale). A
  * non-OK return from fn stops the run with that status. Outputs of other types (shapes, indices,
- * masks) are not reported. */
+ * masks) are not reported. CPU only: opts->device other than KILN_DEVICE_CPU is KILN_ERR_UNSUPPORTED. */
 typedef struct kiln_value_view {
     const char *name;        /* the value's name in the graph */
     const char *node;        /* producing node (layer) name, "" if unnamed */

@@ -431,6 +431,15 @@ static kiln_status quantize_weight(kiln_graph *g, int wv, int axis, int *wq, int
     return KILN_OK;
 }
 
+/* Add node a reads y and a constant 1-D float32 bias of n elements. */
+static bool bias_add(const kiln_graph *g, const kiln_node *a, int y, int64_t n)
+{
+    if (a->op != KILN_OP_Add || a->n_in != 2 || (a->in[0] == y) == (a->in[1] == y))
+        return false;
+    const kiln_tensor *b = g->values[a->in[a->in[0] == y ? 1 : 0]].init;
+    return b && b->dtype == KILN_DT_FLOAT32 && b->ndim == 1 && b->dims[0] == n;
+}
+
 /* One int8 layer: Q/DQ on its input and output activations, DQ(int8) for its weight. Layers
  * that cannot be quantized are left alone (their realized precision then says so). */
 static kiln_status quantize_layer(qctx *q, int i)
@@ -461,7 +470,10 @@ static kiln_status quantize_layer(qctx *q, int i)
     if (readers == 1 && act >= 0 && g->nodes[act].n_out == 1 && g->nodes[act].out[0] >= 0 &&
         kiln__activation_of(g, &g->nodes[act], &fa) && calib_threshold(q, g->values[g->nodes[act].out[0]].name) > 0)
         y = g->nodes[act].out[0];   /* fused as kiln_act (implied by the Q for Relu / Clip from 0) */
-    bool out_q = true;   /* a graph output keeps its float value: only a Gemm (QGemm) can give it */
+    /* a MatMul read only by its bias Add gets no output Q: fuse-qdq makes it a QLinearMatMul with an
+     * int32 bias whose output is float, or requantized where an int8 reader quantizes the sum (or
+     * the activation after it) */
+    bool out_q = !(mm && readers == 1 && act >= 0 && bias_add(g, &g->nodes[act], y, w->dims[1]));
     for (int k = 0; k < g->n_outputs; k++)
         if (g->outputs[k] == y) {
             if (!gemm || y != n->out[0])
@@ -816,8 +828,9 @@ static kiln_status realize(kiln_graph *g, const kiln_build_options *o, sbuf *rep
             real = P_INT8, out = P_FP32;
         else if (n->op == KILN_OP_Cast)
             out = n->n_in && n->in[0] >= 0 && g->values[n->in[0]].init ? real : dtype_prec((kiln_dtype)kiln__attr_i(n, "to", 1));
-        else if (is_compute(n) || (n->op == KILN_OP_QGemm && (n->n_in < 8 || n->in[7] < 0)))
-            out = P_FP32;   /* float output (QGemm without y_scale) */
+        else if (is_compute(n) || (n->op == KILN_OP_QGemm && (n->n_in < 8 || n->in[7] < 0)) ||
+                 (is_int8_layer(n) && kiln__attr_i(n, "kiln_out_float", 0)))
+            out = P_FP32;   /* float output (QGemm without y_scale, kiln_out_float) */
         for (int k = 0; k < n->n_out; k++)
             if (n->out[k] >= 0)
                 vp[n->out[k]] = out;

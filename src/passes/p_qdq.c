@@ -3,6 +3,8 @@
  *
  *   DQ(x_q) -> Conv(., DQ(w_q const) [, bias]) [-> Relu|Clip] -> Q     => QLinearConv
  *   DQ(a_q) -> MatMul(., DQ(b_q const))        [-> Relu|Clip] -> Q     => QLinearMatMul
+ *   DQ(a_q) -> MatMul(., DQ(b_q const)) -> Add(1-D bias) [-> act] -> Q  => QLinearMatMul + int32 bias
+ *              (kiln's input 8); without the Q (sum consumed in float): the same with kiln_out_float
  *   DQ(a_q) -> Gemm(., DQ(b_q const) [, C]) [-> act] -> Q             => com.microsoft QGemm
  *              (C as int32 in units of alpha * a_scale * b_scale[n], beta folded in); without
  *              the Q (output consumed in float): QGemm without y_scale, float32 output
@@ -22,9 +24,9 @@
  * (Q(clip(v, lo, hi)) = clamp(Q(v), Q(lo), Q(hi)) because Q is monotonic, so the clip can go when
  * Q(lo) and Q(hi) are the ends of the integer range: a Relu before a uint8 Q with zero point 0, as
  * ONNX Runtime emits); any other becomes the `kiln_act` attributes, applied in float before
- * requantization (PRECISION.md, "The kiln attributes of quantized nodes"). A bias Add after
- * MatMul/Gemm and a layer whose output is consumed in float (no Q) are left as Q/DQ around a float
- * layer and run correctly as fake quantization. The fused layer takes the Q's slot (the float-output QGemm its Gemm's) and keeps the layer's name and
+ * requantization (PRECISION.md, "The kiln attributes of quantized nodes"). A Conv or a MatMul
+ * without bias whose output is consumed in float (no Q) is left as Q/DQ around a float layer and
+ * runs correctly as fake quantization. The fused layer takes the Q's slot (the float-output QGemm its Gemm's) and keeps the layer's name and
  * attributes (the builder's precision request included). */
 #include "rewrite.h"
 #include <float.h>
@@ -277,14 +279,65 @@ static kiln_status linear_inputs(kiln_graph *g, const qp *x, const qp *w, const 
     return zp_value(g, y, &in[7]);
 }
 
+/* Add node `add` = MatMul output + a constant 1-D float32 bias (either order), the MatMul's output
+ * read by the Add alone: *mm = the MatMul node, *bias = the bias value. */
+static bool matmul_bias_add(kiln_graph *g, int add, int *mm, int *bias)
+{
+    const kiln_node *a = &g->nodes[add];
+    if (a->dead || a->op != KILN_OP_Add || a->n_in != 2 || a->n_out != 1 || a->out[0] < 0)
+        return false;
+    for (int k = 0; k < 2; k++) {
+        int v = a->in[k], b = a->in[1 - k];
+        const kiln_node *p = v >= 0 ? kiln__producer(g, v) : NULL;
+        const kiln_tensor *t = b >= 0 ? cval(g, b) : NULL;
+        if (!p || p->op != KILN_OP_MatMul || p->n_out != 1 || kiln__single_consumer(g, v) != add || !t ||
+            t->dtype != KILN_DT_FLOAT32 || t->ndim != 1)
+            continue;
+        *mm = (int)(p - g->nodes);
+        *bias = b;
+        return true;
+    }
+    return false;
+}
+
+/* QLinearMatMul inputs of DQ(a_q) -> MatMul `core` (., DQ(b_q const)) with output parameters y and,
+ * when bv >= 0, kiln's int32 bias input 8 made from the float bias bv (*n: 8 or 9 inputs);
+ * *ok = false when the pattern does not hold. */
+static kiln_status matmul_inputs(kiln_graph *g, int core, int bv, const qp *y, int *in, int *n, bool *ok)
+{
+    const kiln_node *c = &g->nodes[core];
+    const kiln_tensor *wt = NULL;
+    qp x, w;
+    *ok = false;
+    if (c->n_out != 1 || c->n_in < 2 || !dq_of(g, c->in[0], &x) || !dq_weight(g, c->in[1], 1, &w) ||
+        !(wt = cval(g, w.x)) || (wt->ndim != 2 && (numel(w.s) != 1 || bv >= 0)))
+        return KILN_OK;
+    int bias = -1;
+    KILN_TRY(int_bias(g, bv, *(const float *)x.s->data, w.s, 1.f, 1.f, bv >= 0 ? wt->dims[1] : 0, &bias, ok));
+    if (!*ok)
+        return KILN_OK;
+    KILN_TRY(linear_inputs(g, &x, &w, y ? y : &x, in));
+    in[8] = bias;
+    *n = bias >= 0 ? 9 : 8;
+    return KILN_OK;
+}
+
 static kiln_status fuse_layer(kiln_graph *g, int core, int act, const kiln_fused_act *fa, const qp *y, bool *done)
 {
     const kiln_node *c = &g->nodes[core];
     qp x, w;
+    int in[9], bias = -1, mm, n_in;
     *done = false;
+    if (matmul_bias_add(g, core, &mm, &bias)) {
+        /* DQ(a_q) -> MatMul(., DQ(b_q const)) -> Add(bias) [-> act] -> Q: QLinearMatMul + int32 bias */
+        KILN_TRY(matmul_inputs(g, mm, bias, y, in, &n_in, done));
+        if (!*done)
+            return KILN_OK;
+        KILN_TRY(emit(g, mm, act, fa, y, KILN_OP_QLinearMatMul, n_in, in));
+        return kiln__absorb(g, y->node, core);
+    }
     if (c->n_out != 1 || c->n_in < 2 || !dq_of(g, c->in[0], &x))
         return KILN_OK;
-    int in[9], bias = -1;
     if (c->op == KILN_OP_Conv) {
         bool ok;
         if (!dq_weight(g, c->in[1], 0, &w))
@@ -297,11 +350,11 @@ static kiln_status fuse_layer(kiln_graph *g, int core, int act, const kiln_fused
         in[8] = bias;
         KILN_TRY(emit(g, core, act, fa, y, KILN_OP_QLinearConv, bias >= 0 ? 9 : 8, in));
     } else if (c->op == KILN_OP_MatMul) {
-        const kiln_tensor *wt = NULL;
-        if (!dq_weight(g, c->in[1], 1, &w) || !(wt = cval(g, w.x)) || (wt->ndim != 2 && numel(w.s) != 1))
+        bool ok;
+        KILN_TRY(matmul_inputs(g, core, -1, y, in, &n_in, &ok));
+        if (!ok)
             return KILN_OK;
-        KILN_TRY(linear_inputs(g, &x, &w, y, in));
-        KILN_TRY(emit(g, core, act, fa, y, KILN_OP_QLinearMatMul, 8, in));
+        KILN_TRY(emit(g, core, act, fa, y, KILN_OP_QLinearMatMul, n_in, in));
     } else if (c->op == KILN_OP_Gemm) {
         /* QGemm: alpha, transA and transB kept; beta folded into the int32 bias */
         bool ok, tb = kiln__attr_i(c, "transB", 0) != 0;
@@ -413,6 +466,23 @@ static kiln_status float_gemm(kiln_graph *g, int i, bool *done)
     return KILN_OK;
 }
 
+/* DQ(a_q) -> MatMul(., DQ(b_q const)) -> Add(bias) whose sum stays float (node i: the Add):
+ * QLinearMatMul with kiln's int32 bias and kiln_out_float, in the Add's slot. */
+static kiln_status float_matmul(kiln_graph *g, int i, bool *done)
+{
+    int mm, bias, in[9], n_in;
+    *done = false;
+    if (!matmul_bias_add(g, i, &mm, &bias))
+        return KILN_OK;
+    KILN_TRY(matmul_inputs(g, mm, bias, NULL, in, &n_in, done));
+    if (!*done)
+        return KILN_OK;
+    KILN_TRY(kiln__move_node_into(g, mm, i));
+    KILN_TRY(kiln__node_set_op(&g->nodes[i], KILN_OP_QLinearMatMul, "", g->nodes[i].opset));
+    KILN_TRY(kiln__node_set_inputs(g, i, n_in, in));
+    return kiln__node_set_attr_i(&g->nodes[i], "kiln_out_float", 1);
+}
+
 kiln_status kiln__pass_fuse_qdq(kiln_graph *g, const kiln_pass_ctx *pc, int *changed)
 {
     (void)pc;
@@ -440,10 +510,12 @@ kiln_status kiln__pass_fuse_qdq(kiln_graph *g, const kiln_pass_ctx *pc, int *cha
             KILN_TRY(drop_pair(g, &y, &done));
         *changed += done;
     }
-    for (int i = 0; i < g->n_nodes; i++) {   /* integer Gemms whose output is consumed in float */
+    for (int i = 0; i < g->n_nodes; i++) {   /* integer Gemms / MatMul + bias consumed in float */
         bool done = false;
         if (!g->nodes[i].dead && g->nodes[i].op == KILN_OP_Gemm)
             KILN_TRY(float_gemm(g, i, &done));
+        else if (!g->nodes[i].dead && g->nodes[i].op == KILN_OP_Add)
+            KILN_TRY(float_matmul(g, i, &done));
         *changed += done;
     }
     return *changed ? kiln__graph_remove_dead(g) : KILN_OK;

@@ -53,6 +53,10 @@ bool kiln__dev_graph_retry(kiln_dev *d);
 long kiln__dev_graph_replays(const kiln_dev *d);
 kiln_status kiln__dev_fetch_outputs(kiln_dev *d, const kiln_graph *g, const kiln_tensor *const *val,
                                     kiln_tensor *outputs);
+/* The same copies without ending a capture: a subgraph's device outputs for the host-run control-flow
+ * node (If / Loop / Scan) that ran it. */
+kiln_status kiln__dev_fetch_values(kiln_dev *d, const kiln_graph *g, const kiln_tensor *const *val,
+                                   kiln_tensor *outputs);
 
 static inline bool kiln__on_device(const kiln_tensor *t)
 {

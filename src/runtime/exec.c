@@ -296,6 +296,8 @@ kiln_status kiln__exec_graph_ex(const kiln_graph *g, const kiln_frame *parent, c
         /* device hook: outputs resident on the device are copied to host tensors in outputs[] */
         if (env && env->dev && (st = kiln__dev_fetch_outputs(env->dev, g, f.val, outputs)) != KILN_OK)
             goto done;
+    } else if (env && env->dev && (st = kiln__dev_fetch_values(env->dev, g, f.val, outputs)) != KILN_OK) {
+        goto done;   /* a subgraph of a control-flow node, which runs on the host */
     }
     for (int o = 0; o < g->n_outputs; o++) {
         int v = g->outputs[o];

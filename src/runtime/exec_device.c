@@ -137,14 +137,14 @@ static kiln_status add_tmp(kiln_dev_node *dn, const kiln_node *n, kiln_tensor **
 static kiln_status node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node *n, const kiln_tensor **in,
                               kiln_dev_node *dn)
 {
-    if (has_subgraphs(n))
-        return kiln__err(KILN_ERR_UNSUPPORTED, "node '%s' (%s): control flow is not supported on the CUDA device yet",
-                         n->name, n->op_type);
-    dn->on_host = runs_on_host(d, g, n, in);
+    /* control flow (If / Loop / Scan) runs on the CPU, a counted fallback: its subgraphs' layers still go
+     * through these hooks (device or host each), and their outputs come back to the host for it */
+    bool control = has_subgraphs(n);
+    dn->on_host = !control && runs_on_host(d, g, n, in);
     if (dn->on_host) {
         d->n_host++;
     } else {
-        bool ok = n->n_in <= 16;
+        bool ok = !control && n->n_in <= 16;
         for (int i = 0; i < n->n_in && ok; i++) {
             int v = n->in[i];   /* a weight the engine keeps only packed, for its CPU layer */
             ok = !(v >= 0 && v < g->n_values && g->values[v].init && !g->values[v].init->data);
@@ -241,6 +241,12 @@ kiln_status kiln__dev_fetch_outputs(kiln_dev *d, const kiln_graph *g, const kiln
 {
     if (d->cap_open)   /* a captured run: its graph is launched now, then the outputs come back as usual */
         KILN_TRY(kiln__dev_graph_finish(d, g, val));
+    return kiln__dev_fetch_values(d, g, val, outputs);
+}
+
+kiln_status kiln__dev_fetch_values(kiln_dev *d, const kiln_graph *g, const kiln_tensor *const *val,
+                                   kiln_tensor *outputs)
+{
     for (int o = 0; o < g->n_outputs; o++) {
         const kiln_tensor *t = val[g->outputs[o]];
         if (kiln__on_device(t))

@@ -142,6 +142,39 @@ printf 'old/list\n' > "$T/passes.txt"
 expect_ok "conformance --write-passes" "$KILN" conformance "$T/conf" --write-passes "$T/passes.txt"
 [ "$(cat "$T/passes.txt")" = "node/test_relu" ] && ok "pass list replaced" || bad "pass list: $(cat "$T/passes.txt")"
 expect_err "conformance --write-passes to a directory" "not a regular file" "$KILN" conformance "$T/conf" --write-passes "$T/adir"
+# --jobs N: tests run in parallel processes, reported in order with the same verdicts as --jobs 1,
+# a failing test and a hanging one (killed by --timeout) included
+$PY - "$T/conf/node" <<'PYEOF'
+import sys, os, numpy as np, onnx
+from onnx import helper, TensorProto, numpy_helper
+def save(d, nodes, ins, outs, feeds, expect):
+    os.makedirs(f"{d}/test_data_set_0")
+    onnx.save(helper.make_model(helper.make_graph(nodes, "g", ins, outs), opset_imports=[helper.make_opsetid("", 13)]),
+              f"{d}/model.onnx")
+    for i, (n, a) in enumerate(feeds):
+        open(f"{d}/test_data_set_0/input_{i}.pb", "wb").write(numpy_helper.from_array(a, n).SerializeToString())
+    open(f"{d}/test_data_set_0/output_0.pb", "wb").write(numpy_helper.from_array(expect, "y").SerializeToString())
+v = lambda n, t, s: helper.make_tensor_value_info(n, t, s)
+a = np.array([-1, 0, 2], np.float32)
+save(f"{sys.argv[1]}/test_neg_wrong", [helper.make_node("Neg", ["x"], ["y"])], [v("x", TensorProto.FLOAT, [3])],
+     [v("y", TensorProto.FLOAT, [3])], [("x", a)], a)          # expects x itself: fails
+body = helper.make_graph([helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("Identity", ["s"], ["s_out"])],
+                         "body", [v("i", TensorProto.INT64, []), v("c", TensorProto.BOOL, []), v("s", TensorProto.FLOAT, [3])],
+                         [v("c_out", TensorProto.BOOL, []), v("s_out", TensorProto.FLOAT, [3])])
+save(f"{sys.argv[1]}/test_loop_hang", [helper.make_node("Loop", ["m", "c", "x"], ["y"], body=body)],
+     [v("m", TensorProto.INT64, []), v("c", TensorProto.BOOL, []), v("x", TensorProto.FLOAT, [3])],
+     [v("y", TensorProto.FLOAT, [3])], [("m", np.array(1 << 50, np.int64)), ("c", np.array(True)), ("x", a)], a)
+PYEOF
+"$KILN" conformance "$T/conf" --timeout 2 > "$T/j1.txt" 2>&1
+"$KILN" conformance "$T/conf" --timeout 2 --jobs 3 > "$T/j3.txt" 2>&1
+if cmp -s "$T/j1.txt" "$T/j3.txt" && grep -q "^FAIL   node/test_loop_hang: HANG" "$T/j3.txt" &&
+   grep -q "^FAIL   node/test_neg_wrong: set 0" "$T/j3.txt" && grep -q "^pass   node/test_relu" "$T/j3.txt" &&
+   tail -1 "$T/j3.txt" | grep -q "^1 passed, 2 failed, 0 skipped"; then
+  ok "conformance --jobs 3 = --jobs 1 (pass, fail, hang)"
+else
+  bad "conformance --jobs: $(cat "$T/j1.txt") /// $(cat "$T/j3.txt")"
+fi
+expect_err "conformance --jobs 0" "--jobs" "$KILN" conformance "$T/conf" --jobs 0
 
 # ---- item 4: --timing-cache never replaces a file that is not a kiln timing cache
 head -c 3000 /dev/urandom > "$T/garbage.bin"

@@ -183,6 +183,11 @@ q = [l for l in L if l["op"] == "QLinearMatMul"]
 assert len(q) >= 10 and all(l["requested_precision"] == "int8" for l in q), len(q)
 att = [l for l in L if l["op"] == "Attention"]
 assert len(att) == 2 and all(l["requested_precision"] == "fp32" and l["precision"] == "fp32" for l in att), att
+# bias Adds (and the FFN activation) fused into the QLinearMatMuls: no DQ / Add / Gelu pass between
+# them; projections read in float (attention, residual) have float outputs
+assert not [l for l in L if l["op"] in ("DequantizeLinear", "Gelu")], [l["op"] for l in L]
+assert all(any(f.startswith("Add") for f in l["fused_from"]) for l in q), [l["fused_from"] for l in q]
+assert sum(l["outputs"][0]["dtype"] == "float32" for l in q) >= len(q) // 2, [l["outputs"] for l in q]
 a, b = [np.load(f"{t}/{d}/last_hidden_state.npy").astype(np.float64).ravel() for d in ("ob8", "ob32")]
 print("bert int8 cosine vs fp32", cos(a, b))
 assert cos(a, b) > 0.999'

@@ -31,7 +31,15 @@ while [ $(( (10 + ${#hdr} + 1) % 64 )) -ne 0 ]; do hdr="$hdr "; done
   printf '%s\n' "$hdr"; head -c $((3 * 32 * 32 * 4)) /dev/zero; } > "$tmp/x.npy"
 check "run, no module" 1 "--device cuda" env KILN_CUDA_MODULE="$tmp/none.so" \
   "$KILN" run models/tiny_cnn.onnx --input input="$tmp/x.npy" --output-dir "$tmp/o" --device cuda
+check "verify, no module" 1 "could not be loaded" env KILN_CUDA_MODULE="$tmp/none.so" \
+  "$KILN" verify models/tiny_cnn.onnx --reference models/tiny_cnn.onnx --shapes input:1x3x32x32 --device cuda
+check "verify --per-layer on cuda" 2 "per-layer" "$KILN" verify models/tiny_cnn.onnx \
+  --reference models/tiny_cnn.onnx --per-layer --device cuda
+check "verify --device cpu" 0 "on cpu" "$KILN" verify models/tiny_cnn.onnx --reference models/tiny_cnn.onnx \
+  --shapes input:1x3x32x32 --samples 1 --device cpu
 check "bad device name" 2 "cpu or cuda" "$KILN" bench models/tiny_cnn.onnx --device gpu
+check "bad device name (verify)" 2 "cpu or cuda" "$KILN" verify models/tiny_cnn.onnx --reference models/tiny_cnn.onnx --device gpu
+check "bad device name (run)" 1 "cpu or cuda" "$KILN" run models/tiny_cnn.onnx --device gpu
 check "device cpu" 0 "device: cpu" "$KILN" bench models/tiny_cnn.onnx --shapes input:1x3x32x32 --device cpu --iterations 2
 # the engine says what its layers were prepared for (no GPU needed to build for one)
 target_of() { "$KILN" inspect "$1" --json | grep -o '"target": *"[a-z]*"' | grep -o '[a-z]*"$' | tr -d '"'; }

@@ -97,6 +97,27 @@ save("qdq_matmul",
                                         N("MatMul", ["xd", "b"], ["m"])] + qdq("m", "y", 0.04, S8(0), i),
      i, ["QLinearMatMul"], ["MatMul"], "x=2x5x16", 1, 0.04, in_shape=("n", 5, 16))
 
+# MatMul + bias Add (+ an activation) before a Q, as `--precision int8` leaves a transformer's
+# projections: one QLinearMatMul with kiln's int32 bias (input 8) and the activation as kiln_act
+i = {}
+i["bq"], i["bs"] = qweight((16, 24), 1)
+i["mb"] = (rng.standard_normal(24) * 0.2).astype(np.float32)
+save("qdq_matmul_bias",
+     qdq("x", "xd", 0.02, S8(0), i) + [N("DequantizeLinear", ["bq", "bs"], ["b"], axis=1),
+                                        N("MatMul", ["xd", "b"], ["m"]), N("Add", ["m", "mb"], ["ma"]),
+                                        N("LeakyRelu", ["ma"], ["l"], alpha=0.1)] + qdq("l", "y", 0.04, S8(3), i),
+     i, ["QLinearMatMul:1"], ["MatMul", "Add", "LeakyRelu"], "x=2x5x16", 1, 0.04, in_shape=("n", 5, 16))
+
+# the same MatMul + bias (bias first) consumed in float: QLinearMatMul with kiln_out_float, no DQ
+# left; the only difference to the reference is the bias rounded to int32 (as qdq_gemm_float)
+i = {}
+i["bq"], i["bs"] = qweight((16, 24), 1)
+i["mb"] = (rng.standard_normal(24) * 0.2).astype(np.float32)
+save("qdq_matmul_bias_float",
+     qdq("x", "xd", 0.02, U8(128), i) + [N("DequantizeLinear", ["bq", "bs"], ["b"], axis=1),
+                                          N("MatMul", ["xd", "b"], ["m"]), N("Add", ["mb", "m"], ["y"])],
+     i, ["QLinearMatMul:1"], ["MatMul", "Add", "DequantizeLinear"], "x=2x5x16", 0, 0.001, in_shape=("n", 5, 16))
+
 # Gemm (transB, alpha, beta, float bias) + Relu before a uint8 Q -> com.microsoft QGemm (int32 bias)
 i = {}
 gq, gs = qweight((24, 16), 0)

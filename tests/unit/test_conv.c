@@ -15,6 +15,9 @@
 
 /* true: run_op runs the scalar reference kernels instead of the fastest the host has (cpu/x86) */
 static bool scalar_ref;
+/* >= 0: run_op runs the host's g_fast_at-th fast kernel of the op (kiln__cpu_fast_kernel_at) where
+ * it has one, e.g. the AVX2 Conv on an AVX-512 host */
+static int g_fast_at = -1;
 /* true: run_op gives the kernel the weights (input 1) prepared as a built engine stores them
  * (prep.h: Winograd-transformed filters), 64-byte aligned */
 static bool g_prepared;
@@ -100,6 +103,9 @@ static kiln_status run_op(kiln_op op, const char *op_type, int opset, const tnod
         outp[i] = &out[i];
     kiln_kctx ctx = {.node = &node, .n_in = n_in, .in = in, .n_out = n_out, .out = outp, .pool = test_pool(nthreads), .nthreads = nthreads};
     kiln_kernel_fn fn = scalar_ref ? kiln__cpu_ref_kernel(op) : kiln__ref_kernel(op);
+    const kiln_kernel_isa_reg *fast_at = kiln__cpu_fast_kernel_at(op, g_fast_at);
+    if (fast_at)
+        fn = fast_at->fn;
     if (!fn)
         return KILN_ERR_UNSUPPORTED;
     void *blob = NULL, *aligned = NULL;
@@ -488,6 +494,16 @@ static void test_conv_configs(unsigned long long *seed)
     /* a column chunking case: many channels x large image (im2col buffer over the budget) */
     cfg big = cfg2d(1, 48, 8, 1, 70, 70, 3, 1, 1, 1, true);
     check_conv(&big, false, KILN_DT_FLOAT32, 2, seed);
+    /* 3-D with column stride 2 over wide rows: the N-D im2col's stride-2 gathers (kiln_conv_isa.gather2) */
+    cfg vol;
+    memset(&vol, 0, sizeof vol);
+    vol.nsp = 3, vol.N = 1, vol.C = 3, vol.M = 5, vol.G = 1, vol.bias = true;
+    for (int d = 0; d < 3; d++) {
+        vol.in[d] = d == 2 ? 53 : 4 + d;
+        vol.k[d] = 3, vol.s[d] = d == 1 ? 1 : 2, vol.d[d] = 1, vol.pb[d] = 1, vol.pe[d] = d == 2 ? 2 : 1;
+    }
+    for (int t = 0; t < 3; t++)
+        check_conv(&vol, false, KILN_DT_FLOAT32, threads[t], seed);
     for (int i = 0; i < 400; i++) {
         cfg c = random_cfg(seed, false);
         check_conv(&c, false, KILN_DT_FLOAT32, threads[i % 3], seed);
@@ -700,7 +716,7 @@ static void test_fused_conv(unsigned long long *seed)
 }
 
 /* Winograd with the filters prepared at build time, as engines run it: F(4x4, 3x3) up to 2^14
- * channel pairs, F(2x2, 3x3) above (k_conv.c). Odd sizes, pads 0..2 (asymmetric), groups,
+ * channel pairs, F(2x2, 3x3) above (x86/conv_wino.c). Odd sizes, pads 0..2 (asymmetric), groups,
  * batches, every epilogue. F(4x4) rounds more (transform coefficients up to 8 and 1/24): it gets
  * 5e-4 where every other path is held to 1e-4 (measured worst here below 2e-4; a wrong transform
  * coefficient gives errors of order 1). */
@@ -1200,12 +1216,27 @@ int main(int argc, char **argv)
     test_wino_prepared(&seed);
     test_conv_integer(&seed);
     test_pools(&seed);
-    /* every fast pooling kernel the host runs was tested above; the scalar references too */
-    for (int k = 0; k < 2; k++) {
-        const kiln_kernel_isa_reg *f = kiln__cpu_fast_kernel(k ? KILN_OP_AveragePool : KILN_OP_MaxPool);
-        printf("%s: %s, and the scalar reference\n", k ? "AveragePool" : "MaxPool", f ? f->name : "reference only");
+    /* every fast kernel the host runs (cpu/x86) was tested above; now the scalar references */
+    static const kiln_op fast_ops[] = {KILN_OP_Conv, KILN_OP_FusedConv, KILN_OP_MaxPool, KILN_OP_AveragePool};
+    for (size_t k = 0; k < sizeof fast_ops / sizeof fast_ops[0]; k++) {
+        const kiln_kernel_isa_reg *f = kiln__cpu_fast_kernel(fast_ops[k]);
+        printf("%s: %s, and the scalar reference\n", kiln__op_name(fast_ops[k]), f ? f->name : "reference only");
+        CHECK(!f || f->fn != kiln__cpu_ref_kernel(fast_ops[k]));
     }
+    /* the other fast convolution kernels the host runs (overridden by the fastest) */
+    for (g_fast_at = 0; kiln__cpu_fast_kernel_at(KILN_OP_Conv, g_fast_at); g_fast_at++) {
+        const kiln_kernel_isa_reg *f = kiln__cpu_fast_kernel_at(KILN_OP_Conv, g_fast_at);
+        if (f == kiln__cpu_fast_kernel(KILN_OP_Conv))
+            continue;
+        printf("also: %s, %s\n", f->name, kiln__cpu_fast_kernel_at(KILN_OP_FusedConv, g_fast_at)->name);
+        test_conv_configs(&seed);
+        test_fused_conv(&seed);
+    }
+    g_fast_at = -1;
     scalar_ref = true;
+    test_conv_configs(&seed);
+    test_fused_conv(&seed);
+    test_wino_prepared(&seed);   /* the reference ignores the Winograd blob (it has the weights) */
     test_pools(&seed);
     scalar_ref = false;
     printf("%d conv cases\n", n_conv_cases);

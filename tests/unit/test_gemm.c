@@ -4,6 +4,7 @@
 #include "test.h"
 #include "test_pool.h"
 #include "backend/kernel.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "backend/cpu/gemm.h"
 #include <time.h>
 #include <pthread.h>
@@ -327,8 +328,8 @@ static void test_act_accuracy(void)
  * FusedMatMul / FusedGemm kernels (float32 fast paths) against loops in double
  * --------------------------------------------------------------------------------------- */
 
-static kiln_status run_fused(kiln_op op, const char *type, kiln_attr *attrs, int na, int n_in,
-                             const kiln_tensor *const *in, kiln_tensor *out, int nthreads)
+static kiln_status run_fused_fn(kiln_kernel_fn fn, kiln_op op, const char *type, kiln_attr *attrs, int na, int n_in,
+                                const kiln_tensor *const *in, kiln_tensor *out, int nthreads)
 {
     kiln_node node;
     memset(&node, 0, sizeof node);
@@ -341,7 +342,13 @@ static kiln_status run_fused(kiln_op op, const char *type, kiln_attr *attrs, int
     node.attrs = attrs;
     kiln_tensor *outp[1] = {out};
     kiln_kctx ctx = {.node = &node, .n_in = n_in, .in = in, .n_out = 1, .out = outp, .pool = test_pool(nthreads), .nthreads = nthreads};
-    return kiln__ref_kernel(op)(&ctx);
+    return fn(&ctx);
+}
+
+static kiln_status run_fused(kiln_op op, const char *type, kiln_attr *attrs, int na, int n_in,
+                             const kiln_tensor *const *in, kiln_tensor *out, int nthreads)
+{
+    return run_fused_fn(kiln__ref_kernel(op), op, type, attrs, na, n_in, in, out, nthreads);
 }
 
 static kiln_tensor tens(int ndim, const int64_t *dims, float *data)
@@ -430,6 +437,68 @@ static void test_fused_kernels(unsigned long long *seed)
     }
 }
 
+/* Attention = Softmax(Q KT * scale + mask) V against loops in double: odd sizes, an additive mask
+ * broadcast over the batch (or none); the fastest kernel the host runs (x86/attn_avx512.c: the
+ * vectorized row softmax) and the scalar reference (cpu/ref/k_fused.c). */
+static void test_attention(unsigned long long *seed)
+{
+    for (int it = 0; it < 40; it++) {
+        bool scalar = it % 2;
+        int64_t B0 = 1 + (int64_t)(test_rng(seed) % 3), S = 1 + (int64_t)(test_rng(seed) % 40);
+        int64_t Sk = 1 + (int64_t)(test_rng(seed) % 70), D = 1 + (int64_t)(test_rng(seed) % 33);
+        int64_t Dv = 1 + (int64_t)(test_rng(seed) % 29);
+        bool has_mask = it % 3 != 0;
+        float scale = 0.125f + (float)(it % 4);
+        float *Q = rand_buf((size_t)(B0 * S * D), seed), *KT = rand_buf((size_t)(B0 * D * Sk), seed);
+        float *V = rand_buf((size_t)(B0 * Sk * Dv), seed), *Mk = rand_buf((size_t)(S * Sk), seed);
+        int64_t qd[3] = {B0, S, D}, kd[3] = {B0, D, Sk}, vd[3] = {B0, Sk, Dv}, md[2] = {S, Sk};
+        kiln_tensor Qt = tens(3, qd, Q), Kt = tens(3, kd, KT), Vt = tens(3, vd, V), Mt = tens(2, md, Mk);
+        const kiln_tensor *in[4] = {&Qt, &Kt, &Vt, has_mask ? &Mt : NULL};
+        kiln_attr at[1];
+        memset(at, 0, sizeof at);
+        at[0].name = (char *)"scale", at[0].type = KILN_ATTR_FLOAT, at[0].f = scale;
+        kiln_tensor out;
+        memset(&out, 0, sizeof out);
+        kiln_kernel_fn fn = scalar ? kiln__cpu_ref_kernel(KILN_OP_Attention) : kiln__ref_kernel(KILN_OP_Attention);
+        kiln_status st = run_fused_fn(fn, KILN_OP_Attention, "Attention", at, 1, has_mask ? 4 : 3, in, &out, 1 + it % 3);
+        CHECK_MSG(st == KILN_OK, "Attention failed: %s", kiln_last_error());
+        double *p = malloc(sizeof(double) * (size_t)Sk);
+        for (int64_t b = 0; st == KILN_OK && b < B0; b++)
+            for (int64_t i = 0; i < S; i++) {
+                double mx = -INFINITY, sum = 0;
+                for (int64_t k = 0; k < Sk; k++) {
+                    double acc = 0;
+                    for (int64_t d = 0; d < D; d++)
+                        acc += (double)Q[(b * S + i) * D + d] * KT[(b * D + d) * Sk + k];
+                    p[k] = acc * scale + (has_mask ? Mk[i * Sk + k] : 0.0);
+                    mx = p[k] > mx ? p[k] : mx;
+                }
+                for (int64_t k = 0; k < Sk; k++)
+                    sum += p[k] = exp(p[k] - mx);
+                for (int64_t j = 0; j < Dv; j++) {
+                    double want = 0;
+                    for (int64_t k = 0; k < Sk; k++)
+                        want += p[k] / sum * V[(b * Sk + k) * Dv + j];
+                    double got = ((float *)out.data)[(b * S + i) * Dv + j];
+                    if (!(fabs(got - want) <= 1e-5 + 1e-4 * fabs(want))) {
+                        CHECK_MSG(0, "Attention (%s) B=%lld S=%lld Sk=%lld D=%lld Dv=%lld mask=%d: (%lld,%lld,%lld) %g vs %g",
+                                  scalar ? "scalar reference" : "fastest", (long long)B0, (long long)S, (long long)Sk,
+                                  (long long)D, (long long)Dv, has_mask, (long long)b, (long long)i, (long long)j, got,
+                                  want);
+                        b = B0, i = S;
+                        break;
+                    }
+                }
+            }
+        test_checks++;
+        free(p);
+        kiln__tensor_release(&out);
+        free(Q), free(KT), free(V), free(Mk);
+    }
+    const kiln_kernel_isa_reg *f = kiln__cpu_fast_kernel(KILN_OP_Attention);
+    printf("Attention: %s, and the scalar reference\n", f ? f->name : "reference only");
+}
+
 int main(int argc, char **argv)
 {
     unsigned long long seed = 0x9E3779B97F4A7C15ull;
@@ -508,6 +577,7 @@ int main(int argc, char **argv)
     fails += test_epilogues(&seed);
     test_act_accuracy();
     test_fused_kernels(&seed);
+    test_attention(&seed);
     printf("%d gemm cases compared, %d with epilogues, %d mismatched\n", n_cases, n_epi_cases, fails);
 
     if (argc < 2 || argv[1][0] != 'q') {

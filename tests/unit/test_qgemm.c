@@ -10,7 +10,9 @@
  *    scales, saturation at both ends, the kiln_act activations and kiln_out_float: every output
  *    element equal. Against the ideal requantization computed in double, u8/s8 outputs may
  *    differ by 1 where float32 rounding of acc * (a_scale * w_scale / y_scale) lands on the other
- *    side of a .5 boundary; the test checks that bound and counts such elements. */
+ *    side of a .5 boundary; the test checks that bound and counts such elements. QLinearMatMul
+ *    also with kiln's int32 bias (input 8).
+ * 3. QuantizeLinear: the AVX-512 kernel against the reference, byte for byte (test_quantize). */
 #include "test.h"
 #include "test_tensor.h"
 #include "backend/cpu/cpu_kernels.h"
@@ -293,9 +295,10 @@ static void test_matmul_like(int iter)
     int th = (int)rnd(1, 3);
     int64_t bad;
     const char *name;
+    bool mm_bias = which == 0 && rnd(0, 1);   /* kiln's int32 bias, input 8 (fuse-qdq: MatMul + Add) */
     if (which == 0) {
-        const kiln_tensor *in[8] = {&a, &as, &az, &b, &bs, &bz, &ys, &yz};
-        bad = run_both(KILN_OP_QLinearMatMul, "", attrs, na, in, 8, th, &y, ak == 3);
+        const kiln_tensor *in[9] = {&a, &as, &az, &b, &bs, &bz, &ys, &yz, &bias};
+        bad = run_both(KILN_OP_QLinearMatMul, "", attrs, na, in, mm_bias ? 9 : 8, th, &y, ak == 3);
         name = "QLinearMatMul";
     } else if (which == 1) {
         const kiln_tensor *in[4] = {&a, &b, &az, &bz};
@@ -307,15 +310,16 @@ static void test_matmul_like(int iter)
         bad = run_both(KILN_OP_QGemm, KILN_MS_DOMAIN, attrs, na, in, out_float ? 7 : 9, th, &y, ak == 3);
         name = "QGemm";
     }
-    CHECK_MSG(bad == 0, "%s batch=%lld M=%lld N=%lld K=%lld a=%s b=%s y=%s per_col=%d act=%d float=%d th=%d: %lld differ",
+    CHECK_MSG(bad == 0,
+              "%s batch=%lld M=%lld N=%lld K=%lld a=%s b=%s y=%s per_col=%d act=%d float=%d bias=%d th=%d: %lld differ",
               name, (long long)batch, (long long)M, (long long)N, (long long)K, kiln_dtype_name(adt),
-              kiln_dtype_name(bdt), kiln_dtype_name(ydt), per_col, ak, out_float, th, (long long)bad);
+              kiln_dtype_name(bdt), kiln_dtype_name(ydt), per_col, ak, out_float, mm_bias, th, (long long)bad);
     count_sat(&y);
     /* ideal requantization in double (QLinearMatMul without activation): within 1 */
     if (which == 0 && !ak && !out_float && y.data) {
         for (int64_t r = 0; r < batch * M; r++)
             for (int64_t j = 0; j < N; j++) {
-                int64_t s = 0;
+                int64_t s = mm_bias ? ((int32_t *)bias.data)[j] : 0;
                 for (int64_t k = 0; k < K; k++)
                     s += (int64_t)(qv(&a, r * K + k) - qz(&az)) * (qv(&b, k * N + j) - qv(&bz, per_col ? j : 0));
                 double m = (double)*(float *)as.data * ((float *)bs.data)[per_col ? j : 0] / *(float *)ys.data;
@@ -437,6 +441,21 @@ static void test_errors(void)
     kiln_kctx qc = {.node = &qn, .n_in = 8, .in = qin, .n_out = 1, .out = o, .nthreads = 1};
     CHECK(kiln__ref_kernel(KILN_OP_QLinearMatMul)(&qc) == KILN_ERR_INVALID_ARG);
     kiln__tensor_release(&y);
+    /* kiln's int32 bias (input 8) of the wrong length or type: a clean error from both kernels */
+    int64_t nb5 = 5;
+    kiln_tensor bb = mk(KILN_DT_INT32, 1, &nb5), bf = mk(KILN_DT_FLOAT32, 1, d3 + 1);
+    const kiln_tensor *qin9[9] = {&a, &s, &z, &b2, &s, NULL, &s, &z, &bb};
+    kiln_kctx bc = qc;
+    kiln_node bn = qn;
+    bn.n_attr = 0, bn.n_in = 9, bc.node = &bn, bc.n_in = 9, bc.in = qin9;
+    for (int k = 0; k < 2; k++) {
+        qin9[8] = k ? &bf : &bb;
+        CHECK(kiln__ref_kernel(KILN_OP_QLinearMatMul)(&bc) == KILN_ERR_SHAPE);
+        kiln__tensor_release(&y);
+        CHECK(kiln__cpu_ref_kernel(KILN_OP_QLinearMatMul)(&bc) == KILN_ERR_SHAPE);
+        kiln__tensor_release(&y);
+    }
+    kiln__tensor_release(&bb), kiln__tensor_release(&bf);
     /* weights an engine stored only packed (data dropped): the fast kernel runs from the blob and
      * gives the reference's result; without a fitting blob both fail cleanly */
     qn.n_attr = 0;
@@ -468,6 +487,39 @@ static void test_errors(void)
     kiln__tensor_release(&s), kiln__tensor_release(&z);
 }
 
+/* QuantizeLinear: the AVX-512 kernel against the reference on odd lengths, u8 / s8 with and without
+ * a zero point, values at .5 steps, saturating, NaN, +-Inf, -0; per-axis scales (the reference's
+ * case) give the same through the fallback */
+static void test_quantize(int iter)
+{
+    int64_t n = iter % 7 == 0 ? rnd(1, 17) : rnd(1, 5000), d2[2] = {3, n};
+    bool per_axis = iter % 9 == 4, has_zp = rnd(0, 2) != 0;
+    kiln_dtype zdt = rnd(0, 1) ? KILN_DT_UINT8 : KILN_DT_INT8;
+    kiln_tensor x = mk(KILN_DT_FLOAT32, 2, d2), sc = mk_scales(per_axis ? n : 0, 0.001f, 0.5f);
+    kiln_tensor zp = per_axis ? mk(zdt, 1, &n) : mk_scalar_q(zdt);
+    float s0 = *(float *)sc.data;
+    static const float special[] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f, 3.0e38f, -3.0e38f, 1e-30f};
+    for (int64_t i = 0; i < 3 * n; i++) {
+        float *v = (float *)x.data + i;
+        switch (rnd(0, 9)) {
+        case 0: *v = special[rnd(0, 7)]; break;
+        case 1: case 2: *v = ((float)rnd(-300, 300) + 0.5f) * s0; break;   /* halfway cases */
+        default: *v = (float)rnd(-400000, 400000) / 1000.0f * s0;
+        }
+    }
+    for (int64_t i = 0; per_axis && i < n; i++)
+        ((uint8_t *)zp.data)[i] = (uint8_t)rnd(0, 255);
+    const kiln_tensor *in[3] = {&x, &sc, has_zp ? &zp : NULL};
+    kiln_attr ax = {.name = (char *)"axis", .type = KILN_ATTR_INT, .i = 1};
+    kiln_tensor y;
+    int th = (int)rnd(1, 3);
+    int64_t bad = run_both(KILN_OP_QuantizeLinear, "", &ax, per_axis, in, has_zp ? 3 : 2, th, &y, false);
+    CHECK_MSG(bad == 0, "QuantizeLinear n=%lld %s zp=%d per_axis=%d th=%d: %lld differ", (long long)(3 * n),
+              kiln_dtype_name(zdt), has_zp, per_axis, th, (long long)bad);
+    count_sat(&y);
+    kiln__tensor_release(&y), kiln__tensor_release(&x), kiln__tensor_release(&sc), kiln__tensor_release(&zp);
+}
+
 int main(void)
 {
     bool vnni = kiln__qgemm_vnni_available();
@@ -490,6 +542,10 @@ int main(void)
            (long long)preps_used, (long long)zeroed_runs_differing, (long long)zeroed_runs);
     CHECK(preps_used > 100 && zeroed_runs > 20 && zeroed_runs_differing * 10 >= zeroed_runs * 8);
     test_errors();
+    CHECK(!kiln__cpu_has(KILN_CPU_AVX512F) || kiln__cpu_fast_kernel(KILN_OP_QuantizeLinear));
+    prep_mode = 0;
+    for (int i = 0; i < 200; i++)
+        test_quantize(i);
     printf("saturated outputs: %lld at the low end, %lld at the high end; %lld of %lld QLinearMatMul outputs 1 off "
            "the double-precision requantization\n",
            (long long)sat_lo_seen, (long long)sat_hi_seen, (long long)off_by_one, (long long)checked_ideal);

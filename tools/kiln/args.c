@@ -84,6 +84,22 @@ bool cli_shapes_parse(const char *opt, const char *spec, kiln_shapes_t *s)
     return false;
 }
 
+int cli_device_arg(const char *cmd, int argc, char **argv, int *i, cli_device_opts *d)
+{
+    const char *a = argv[*i];
+    if (!strcmp(a, "--tf32"))
+        d->flags |= KILN_DEVICE_ALLOW_TF32;
+    else if (!strcmp(a, "--strict-device"))
+        d->flags |= KILN_DEVICE_STRICT;
+    else if (strcmp(a, "--device") || *i + 1 >= argc)
+        return 0;
+    else if (!kiln_device_parse(argv[++*i], &d->device)) {
+        fprintf(stderr, "kiln %s: --device takes cpu or cuda, not '%s'\n", cmd, cli_esc(argv[*i]));
+        return -1;
+    }
+    return 1;
+}
+
 bool cli_is_help(const char *arg)
 {
     return !strcmp(arg, "--help") || !strcmp(arg, "-h");

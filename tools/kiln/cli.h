@@ -43,6 +43,17 @@ bool cli_int_arg(const char *opt, const char *text, long long lo, long long hi, 
 bool cli_int_opt(const char *opt, const char *text, int lo, int hi, int *out);
 bool cli_num_arg(const char *opt, const char *text, double lo, double hi, double *out);
 #define CLI_MAX_THREADS 1024
+/* --device cpu|cuda, --tf32, --strict-device (run, bench, verify): 1 when argv[*i] (and its value, *i
+ * advanced) was one of them, 0 when not, -1 after printing a usage error ("kiln CMD: ...") */
+typedef struct cli_device_opts {
+    kiln_device device;
+    unsigned flags;   /* KILN_DEVICE_ALLOW_TF32 | KILN_DEVICE_STRICT */
+} cli_device_opts;
+int cli_device_arg(const char *cmd, int argc, char **argv, int *i, cli_device_opts *d);
+#define CLI_DEVICE_USAGE \
+    "  --device cuda  run the layers on the NVIDIA GPU (needs libkiln_cuda.so and a GPU; docs/CUDA.md)\n" \
+    "  --tf32         on cuda: FP32 convolutions / GEMMs may use TF32 tensor cores\n" \
+    "  --strict-device  on cuda: a layer without a CUDA kernel is an error instead of a CPU fallback\n"
 /* --input NAME=FILE into o (at most cap): malformed, or a NAME given twice, is an error. */
 bool cli_input_arg(const char *cmd, char *spec, cli_input_opts *o, int cap);
 

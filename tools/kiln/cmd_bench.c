@@ -14,7 +14,7 @@ static double now_ms(void)
 static const char usage[] =
     "usage: kiln bench MODEL|ENGINE [--shapes NAME:DIMS,...] [--batch N] [--threads N] [--warmup N]\n"
     "                  [--iterations N | --duration S] [--input NAME=FILE] [--json] [--no-mmap]\n"
-    "                  [--device cpu|cuda] [--tf32] [--strict-device]\n";
+    "                  [--device cpu|cuda] [--tf32] [--strict-device]\n" CLI_DEVICE_USAGE;
 
 /* Everything on kiln bench's command line. */
 typedef struct bench_args {
@@ -26,8 +26,8 @@ typedef struct bench_args {
     long long iters;
     double duration;
     bool json;
-    kiln_device device;
-    unsigned device_flags, load_flags;
+    cli_device_opts dev;
+    unsigned load_flags;
 } bench_args;
 
 /* argv into b: 0 to go on, else the exit code (*done: --help answered). */
@@ -38,6 +38,7 @@ static int parse_bench_args(int argc, char **argv, bench_args *b, bool *done)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc, ok = true;
+        int dr;
         if (cli_is_help(a)) {
             *done = true;
             return cli_help(usage);
@@ -55,14 +56,8 @@ static int parse_bench_args(int argc, char **argv, bench_args *b, bool *done)
             ok = cli_num_arg("--duration", argv[++i], 1e-6, 1e9, &b->duration);
         else if (!strcmp(a, "--json"))
             b->json = true;
-        else if (!strcmp(a, "--device") && has) {
-            ok = kiln_device_parse(argv[++i], &b->device);
-            if (!ok)
-                fprintf(stderr, "kiln bench: --device takes cpu or cuda, not '%s'\n", cli_esc(argv[i]));
-        } else if (!strcmp(a, "--tf32"))
-            b->device_flags |= KILN_DEVICE_ALLOW_TF32;
-        else if (!strcmp(a, "--strict-device"))
-            b->device_flags |= KILN_DEVICE_STRICT;
+        else if ((dr = cli_device_arg("bench", argc, argv, &i, &b->dev)) != 0)
+            ok = dr > 0;
         else if (!strcmp(a, "--no-mmap"))
             b->load_flags = KILN_ENGINE_LOAD_COPY;
         else if (!strcmp(a, "--input") && has)
@@ -106,7 +101,7 @@ static int timed_runs(kiln_context_t c, const bench_args *b, lat_stats *ls, lat_
             return cli_die(st, "running");
         double dt = now_ms() - t0;
         kiln_device_stats rs;
-        bool gok = b->device == KILN_DEVICE_CPU || kiln_context_device_stats(c, &rs) != KILN_OK || rs.graph_ms <= 0 ||
+        bool gok = b->dev.device == KILN_DEVICE_CPU || kiln_context_device_stats(c, &rs) != KILN_OK || rs.graph_ms <= 0 ||
                    lat_add(gs, rs.graph_ms);
         if (!lat_add(ls, dt) || !gok) {
             fprintf(stderr, "kiln bench: out of memory recording latencies\n");
@@ -128,16 +123,16 @@ static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, l
         lat_percentiles(gs, &g50, &g90, &g99);
     double thr = n ? (double)batch * (double)n / (total / 1e3) : 0;
     int th = kiln_resolve_threads(b->threads);
-    const char *dev = b->device == KILN_DEVICE_CUDA ? "cuda" : "cpu";
+    const char *dev = b->dev.device == KILN_DEVICE_CUDA ? "cuda" : "cpu";
     cli_precision pr;
-    cli_precision_summary(e, b->device_flags & KILN_DEVICE_ALLOW_TF32, &pr);
+    cli_precision_summary(e, b->dev.flags & KILN_DEVICE_ALLOW_TF32, &pr);
     const char *prec = pr.name;
     if (b->json) {
         printf("{\"throughput\": %.3f, \"latency_ms\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f, "
                "\"min\": %.4f, \"max\": %.4f}, \"batch\": %d, \"iterations\": %lld, \"precision\": \"%s\", "
                "\"device\": \"%s\", \"threads\": %d",
                thr, sum / (double)n, p50, p90, p99, ls->min, ls->max, batch, (long long)n, prec, dev, th);
-        if (b->device != KILN_DEVICE_CPU)
+        if (b->dev.device != KILN_DEVICE_CPU)
             printf(", \"gpu\": \"%s\", \"device_layers\": %d, \"host_layers\": %d, \"fallback_layers\": %d, "
                    "\"fallback_ops\": \"%s\", \"graph_replays\": %ld",
                    cli_esc(ds->description), ds->device_layers, ds->host_layers, ds->fallback_layers,
@@ -153,7 +148,7 @@ static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, l
     }
     printf("model: %s\ndevice: %s, threads: %d, precision: %s (layers: %s), batch: %d\n", cli_esc(b->path), dev, th,
            prec, cli_esc(pr.layers), batch);
-    if (b->device != KILN_DEVICE_CPU)
+    if (b->dev.device != KILN_DEVICE_CPU)
         printf("gpu: %s\nlayers: %d on the device, %d on the host (shape arithmetic), %d fallen back to the CPU%s%s\n"
                "CUDA graph replays: %ld\n",
                cli_esc(ds->description), ds->device_layers, ds->host_layers, ds->fallback_layers,
@@ -168,7 +163,7 @@ static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, l
 
 int cmd_bench(int argc, char **argv)
 {
-    bench_args b = {.warmup = 5, .device = KILN_DEVICE_CPU, .load_flags = KILN_ENGINE_LOAD_DEFAULT};
+    bench_args b = {.warmup = 5, .dev = {KILN_DEVICE_CPU, 0}, .load_flags = KILN_ENGINE_LOAD_DEFAULT};
     bool done = false;
     int rc = parse_bench_args(argc, argv, &b, &done);
     if (done || rc) {
@@ -184,7 +179,7 @@ int cmd_bench(int argc, char **argv)
     lat_stats ls = {.rng = 0x9E3779B97F4A7C15ull};
     lat_stats gs = {.rng = 0x9E3779B97F4A7C15ull};   /* device time of CUDA graph replays */
     cli_catch_sigint();
-    kiln_status st = cli_open_engine_for(b.path, b.load_flags, b.device, &e);
+    kiln_status st = cli_open_engine_for(b.path, b.load_flags, b.dev.device, &e);
     if (st != KILN_OK) {
         rc = cli_die(st, "loading");
         goto done;
@@ -203,7 +198,7 @@ int cmd_bench(int argc, char **argv)
         goto done;
     }
     kiln_context_set_threads(c, b.threads);
-    if (b.device != KILN_DEVICE_CPU && (st = kiln_context_set_device(c, b.device, b.device_flags)) != KILN_OK) {
+    if (b.dev.device != KILN_DEVICE_CPU && (st = kiln_context_set_device(c, b.dev.device, b.dev.flags)) != KILN_OK) {
         rc = cli_die(st, "opening the device");
         goto done;
     }

@@ -171,10 +171,15 @@ static int count_files(const char *dir, const char *prefix)
     }
 }
 
-/* Runs one test in the current process; writes a one-line verdict to `msg`. */
-static bool g_optimize;
+/* What every test of a run shares. */
+typedef struct conf_opts {
+    int threads, timeout_s;
+    bool optimize;
+    cli_device_opts dev;
+} conf_opts;
 
-static int run_test(const char *dir, int threads, char *msg, size_t msglen)
+/* Runs one test in the current process; writes a one-line verdict to `msg`. */
+static int run_test(const char *dir, const conf_opts *co, char *msg, size_t msglen)
 {
     char p[4096];
     snprintf(p, sizeof p, "%s/model.onnx", dir);
@@ -191,8 +196,8 @@ static int run_test(const char *dir, int threads, char *msg, size_t msglen)
         return R_SKIP;
     }
     kiln_engine_t eng = NULL;
-    if (g_optimize) {
-        kiln_build_options bo = {0};
+    if (co->optimize) {
+        kiln_build_options bo = {.device = co->dev.device};
         st = kiln_build(m, &bo, &eng);
         kiln_free(bo.report);
         if (st != KILN_OK) {
@@ -229,7 +234,7 @@ static int run_test(const char *dir, int threads, char *msg, size_t msglen)
             }
         }
         if (result == R_PASS) {
-            kiln_run_options opts = {.num_threads = threads};
+            kiln_run_options opts = {.num_threads = co->threads, .device = co->dev.device, .device_flags = co->dev.flags};
             st = eng ? kiln_engine_run(eng, nin, names, ins, &opts, &nout, &outs)
                      : kiln_model_run(m, nin, names, ins, &opts, &nout, &outs);
             if (st != KILN_OK) {
@@ -287,21 +292,28 @@ static const char *base_name(const char *p)
     return s ? s + 1 : p;
 }
 
-/* Forks a child for the test; returns the verdict and fills msg. */
-static int run_isolated(const char *dir, int threads, int timeout_s, char *msg, size_t msglen)
+/* A test running in a forked child (so a crash or hang is a verdict, not the end of the run); its
+ * one-line message comes back through a pipe (at most 1 KiB: it never fills the pipe, so the child
+ * never blocks on it and can be reaped before the pipe is read). */
+typedef struct conf_job {
+    pid_t pid;
+    int fd, test;
+} conf_job;
+
+static bool spawn_test(const char *dir, const conf_opts *co, int test, conf_job *j, char *msg, size_t msglen)
 {
     int fds[2];
     if (pipe(fds) != 0) {
         snprintf(msg, msglen, "pipe: %s", strerror(errno));
-        return R_FAIL;
+        return false;
     }
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
         close(fds[0]);
-        alarm((unsigned)timeout_s);
+        alarm((unsigned)co->timeout_s);
         char m[1024] = "";
-        int r = run_test(dir, threads, m, sizeof m);
+        int r = run_test(dir, co, m, sizeof m);
         if (write(fds[1], m, strlen(m)) < 0)
             _exit(100);
         _exit(r);
@@ -310,17 +322,21 @@ static int run_isolated(const char *dir, int threads, int timeout_s, char *msg, 
     if (pid < 0) {
         close(fds[0]);
         snprintf(msg, msglen, "fork: %s", strerror(errno));
-        return R_FAIL;
+        return false;
     }
+    *j = (conf_job){.pid = pid, .fd = fds[0], .test = test};
+    return true;
+}
+
+/* The verdict of a job whose child ended with `status`; fills msg and closes the pipe. */
+static int finish_test(conf_job *j, int status, int timeout_s, char *msg, size_t msglen)
+{
     size_t got = 0;
     ssize_t k;
-    while (got + 1 < msglen && (k = read(fds[0], msg + got, msglen - 1 - got)) > 0)
+    while (got + 1 < msglen && (k = read(j->fd, msg + got, msglen - 1 - got)) > 0)
         got += (size_t)k;
     msg[got] = 0;
-    close(fds[0]);
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
+    close(j->fd);
     if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);
         snprintf(msg, msglen, sig == SIGALRM ? "HANG: timed out after %d s" : "CRASH: signal %d", sig == SIGALRM ? timeout_s : sig);
@@ -336,120 +352,205 @@ static int run_isolated(const char *dir, int threads, int timeout_s, char *msg, 
 
 static const char usage[] =
     "usage: kiln conformance DIR... [--expect PASSLIST] [--write-passes FILE] [--filter SUBSTR] [--threads N]\n"
-    "                        [--timeout S] [--quiet] [--optimize]\n";
+    "                        [--timeout S] [--quiet] [--optimize] [--jobs N] [--device cpu|cuda] [--strict-device]\n"
+    "  --jobs N       run N tests at once (each in its own process; default 1)\n"
+    "The tests run on --device (float32 as on the CPU, TF32 only with --tf32; tolerances are the same):\n"
+    CLI_DEVICE_USAGE;
 
-int cmd_conformance(int argc, char **argv)
+/* Everything on the command line. */
+typedef struct conf_args {
+    strlist tests, expected;
+    const char *expect_file, *write_file, *filter;
+    int jobs;
+    bool quiet;
+    conf_opts co;
+} conf_args;
+
+/* 0 to go on, else the exit status (-1: --help answered, exit 0). */
+static int parse_conf_args(int argc, char **argv, conf_args *a)
 {
-    strlist tests = {0}, expected = {0};
-    const char *expect_file = NULL, *write_file = NULL, *filter = NULL;
-    int threads = 1, timeout_s = 120;
-    bool quiet = false;
-    int rc = 2;
     for (int i = 1; i < argc; i++) {
+        int dr;
         if (!strcmp(argv[i], "--expect") && i + 1 < argc)
-            expect_file = argv[++i];
+            a->expect_file = argv[++i];
         else if (!strcmp(argv[i], "--write-passes") && i + 1 < argc)
-            write_file = argv[++i];
+            a->write_file = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            if (!cli_int_opt("--threads", argv[++i], 0, CLI_MAX_THREADS, &threads))
-                goto out;
+            if (!cli_int_opt("--threads", argv[++i], 0, CLI_MAX_THREADS, &a->co.threads))
+                return 2;
         } else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
-            if (!cli_int_opt("--timeout", argv[++i], 1, 86400, &timeout_s))
-                goto out;
+            if (!cli_int_opt("--timeout", argv[++i], 1, 86400, &a->co.timeout_s))
+                return 2;
+        } else if (!strcmp(argv[i], "--jobs") && i + 1 < argc) {
+            if (!cli_int_opt("--jobs", argv[++i], 1, 256, &a->jobs))
+                return 2;
+        } else if ((dr = cli_device_arg("conformance", argc, argv, &i, &a->co.dev)) != 0) {
+            if (dr < 0)
+                return 2;
         } else if (!strcmp(argv[i], "--filter") && i + 1 < argc)
-            filter = argv[++i];
+            a->filter = argv[++i];
         else if (!strcmp(argv[i], "--quiet"))
-            quiet = true;
+            a->quiet = true;
         else if (!strcmp(argv[i], "--optimize"))
-            g_optimize = true;
-        else if (cli_is_help(argv[i])) {
-            rc = cli_help(usage);
-            goto out;
-        } else if (argv[i][0] == '-') {
+            a->co.optimize = true;
+        else if (cli_is_help(argv[i]))
+            return cli_help(usage) - 1;
+        else if (argv[i][0] == '-') {
             fputs(usage, stderr);
-            goto out;
+            return 2;
         } else
-            find_tests(argv[i], &tests, 0);
+            find_tests(argv[i], &a->tests, 0);
     }
-    if (tests.n == 0) {
+    if (a->tests.n == 0) {
         fprintf(stderr, "kiln conformance: no test directories (with model.onnx) found\n");
-        goto out;
+        return 2;
     }
-    if (expect_file) {
-        FILE *f = fopen(expect_file, "r");
+    if (a->expect_file) {
+        FILE *f = fopen(a->expect_file, "r");
         if (!f) {
-            fprintf(stderr, "kiln conformance: cannot open '%s'\n", expect_file);
-            goto out;
+            fprintf(stderr, "kiln conformance: cannot open '%s'\n", a->expect_file);
+            return 2;
         }
         char line[1024];
         while (fgets(line, sizeof line, f)) {
             line[strcspn(line, "\r\n")] = 0;
             if (line[0] && line[0] != '#')
-                sl_add(&expected, line);
+                sl_add(&a->expected, line);
         }
         fclose(f);
     }
-    kiln_atomic_file_t wf = NULL;   /* the pass list replaces --write-passes atomically at the end */
-    kiln_status wst = write_file ? kiln_atomic_file_open(write_file, &wf) : KILN_OK;
-    if (wst != KILN_OK) {
-        rc = cli_die(wst, "--write-passes");
-        goto out;
-    }
-    int np = 0, nf = 0, ns = 0, regressions = 0;
-    int *verdict = calloc((size_t)tests.n, sizeof(int));
-    for (int t = 0; t < tests.n; t++) {
-        /* test id: parent-dir/test-name, e.g. node/test_abs */
-        const char *dir = tests.v[t], *name = base_name(dir);
-        char id[512];
-        const char *end = name - 1;
-        const char *start = end;
-        while (start > dir && start[-1] != '/')
-            start--;
-        if (end > dir)
-            snprintf(id, sizeof id, "%.*s/%s", (int)(end - start), start, name);
-        else
-            snprintf(id, sizeof id, "%s", name);
-        if (filter && !strstr(id, filter)) {
-            verdict[t] = -1;
-            continue;
+    return 0;
+}
+
+/* test id: parent-dir/test-name, e.g. node/test_abs */
+static void test_id(const char *dir, char *id, size_t n)
+{
+    const char *name = base_name(dir), *end = name - 1, *start = end;
+    while (start > dir && start[-1] != '/')
+        start--;
+    if (end > dir)
+        snprintf(id, n, "%.*s/%s", (int)(end - start), start, name);
+    else
+        snprintf(id, n, "%s", name);
+}
+
+/* Counts, prints and records one finished test; returns the regressions it adds. */
+typedef struct conf_tally {
+    int pass, fail, skip;
+    kiln_atomic_file_t wf;
+} conf_tally;
+
+static int tally_test(const conf_args *a, conf_tally *t, const char *id, int r, const char *msg)
+{
+    int regressions = 0;
+    if (r == R_PASS) {
+        t->pass++;
+        if (t->wf) {   /* a write error is reported by the commit */
+            kiln_atomic_file_write(t->wf, id, strlen(id));
+            kiln_atomic_file_write(t->wf, "\n", 1);
         }
-        char msg[1024];
-        int r = run_isolated(dir, threads, timeout_s, msg, sizeof msg);
-        verdict[t] = r;
-        if (r == R_PASS) {
-            np++;
-            if (wf) {   /* a write error is reported by the commit */
-                kiln_atomic_file_write(wf, id, strlen(id));
-                kiln_atomic_file_write(wf, "\n", 1);
+    } else if (r == R_FAIL)
+        t->fail++;
+    else
+        t->skip++;
+    if (!a->quiet || r == R_FAIL)
+        printf("%-6s %s: %s\n", r == R_PASS ? "pass" : r == R_FAIL ? "FAIL" : "skip", cli_esc(id), cli_esc(msg));
+    if (r != R_PASS)
+        for (int e = 0; e < a->expected.n; e++)
+            if (!strcmp(a->expected.v[e], id)) {
+                printf("REGRESSION %s (expected to pass)\n", cli_esc(id));
+                regressions++;
             }
-        } else if (r == R_FAIL)
-            nf++;
-        else
-            ns++;
-        if (!quiet || r == R_FAIL)
-            printf("%-6s %s: %s\n", r == R_PASS ? "pass" : r == R_FAIL ? "FAIL" : "skip", cli_esc(id), cli_esc(msg));
-        if (r != R_PASS)
-            for (int e = 0; e < expected.n; e++)
-                if (!strcmp(expected.v[e], id)) {
-                    printf("REGRESSION %s (expected to pass)\n", cli_esc(id));
-                    regressions++;
-                }
-        fflush(stdout);
+    fflush(stdout);
+    return regressions;
+}
+
+enum { V_FILTERED = -1, V_PENDING = -2 };
+
+/* Runs the tests, up to a->jobs at once, and reports them in order; returns the regressions. */
+static int run_all(const conf_args *a, conf_tally *t)
+{
+    int n = a->tests.n, jobs = a->jobs > 0 ? a->jobs : 1, running = 0, regressions = 0, next = 0, shown = 0;
+    int *verdict = malloc(sizeof(int) * (size_t)n);
+    char **msgs = calloc((size_t)n, sizeof *msgs);
+    conf_job *slots = calloc((size_t)jobs, sizeof *slots);
+    if (!verdict || !msgs || !slots) {
+        fprintf(stderr, "kiln conformance: out of memory\n");
+        exit(1);
     }
-    bool write_failed = wf && (wst = kiln_atomic_file_commit(wf)) != KILN_OK;
-    if (write_failed)
-        cli_die(wst, "--write-passes");
-    printf("%d passed, %d failed, %d skipped\n", np, nf, ns);
+    char msg[1024], id[512];
+    while (shown < n) {
+        while (running < jobs && next < n) {
+            int k = next++;
+            test_id(a->tests.v[k], id, sizeof id);
+            verdict[k] = V_FILTERED;
+            if (a->filter && !strstr(id, a->filter))
+                continue;
+            verdict[k] = V_PENDING;
+            if (!spawn_test(a->tests.v[k], &a->co, k, &slots[running], msg, sizeof msg)) {
+                verdict[k] = R_FAIL;
+                msgs[k] = strdup(msg);
+            } else {
+                running++;
+            }
+        }
+        if (running) {
+            int status;
+            pid_t pid;
+            while ((pid = waitpid(-1, &status, 0)) < 0 && errno == EINTR)
+                ;
+            for (int s = 0; pid > 0 && s < running; s++)
+                if (slots[s].pid == pid) {
+                    int k = slots[s].test;
+                    verdict[k] = finish_test(&slots[s], status, a->co.timeout_s, msg, sizeof msg);
+                    msgs[k] = strdup(msg);
+                    slots[s] = slots[--running];
+                    break;
+                }
+            if (pid < 0) {
+                fprintf(stderr, "kiln conformance: waitpid: %s\n", strerror(errno));
+                exit(1);
+            }
+        }
+        for (; shown < next && verdict[shown] != V_PENDING; shown++) {
+            if (verdict[shown] == V_FILTERED)
+                continue;
+            test_id(a->tests.v[shown], id, sizeof id);
+            regressions += tally_test(a, t, id, verdict[shown], msgs[shown] ? msgs[shown] : "out of memory");
+            free(msgs[shown]);
+        }
+    }
     free(verdict);
-    if (expect_file && regressions)
-        printf("conformance: %d regression(s) against %s\n", regressions, expect_file);
-    rc = write_failed ? 1 : expect_file ? regressions != 0 : nf != 0;
-out:
-    for (int i = 0; i < tests.n; i++)
-        free(tests.v[i]);
-    for (int i = 0; i < expected.n; i++)
-        free(expected.v[i]);
-    free(tests.v);
-    free(expected.v);
-    return rc;
+    free(msgs);
+    free(slots);
+    return regressions;
+}
+
+int cmd_conformance(int argc, char **argv)
+{
+    conf_args a = {.jobs = 1, .co = {.threads = 1, .timeout_s = 120, .dev = {KILN_DEVICE_CPU, 0}}};
+    int rc = parse_conf_args(argc, argv, &a);
+    if (rc == 0) {
+        conf_tally t = {0};
+        kiln_status wst = a.write_file ? kiln_atomic_file_open(a.write_file, &t.wf) : KILN_OK;
+        if (wst != KILN_OK) {   /* the pass list replaces --write-passes atomically at the end */
+            rc = cli_die(wst, "--write-passes");
+        } else {
+            int regressions = run_all(&a, &t);
+            bool write_failed = t.wf && (wst = kiln_atomic_file_commit(t.wf)) != KILN_OK;
+            if (write_failed)
+                cli_die(wst, "--write-passes");
+            printf("%d passed, %d failed, %d skipped\n", t.pass, t.fail, t.skip);
+            if (a.expect_file && regressions)
+                printf("conformance: %d regression(s) against %s\n", regressions, a.expect_file);
+            rc = write_failed ? 1 : a.expect_file ? regressions != 0 : t.fail != 0;
+        }
+    }
+    for (int i = 0; i < a.tests.n; i++)
+        free(a.tests.v[i]);
+    for (int i = 0; i < a.expected.n; i++)
+        free(a.expected.v[i]);
+    free(a.tests.v);
+    free(a.expected.v);
+    return rc < 0 ? 0 : rc;
 }

@@ -55,18 +55,15 @@ static int write_outputs(const char *out_dir, int nout, const char **onames, con
 
 static const char usage[] =
     "usage: kiln run MODEL.onnx|M.kiln --input NAME=FILE ... --output-dir DIR [--threads N] [--no-optimize] [--no-mmap]\n"
-    "                [--device cpu|cuda] [--tf32] [--strict-device]\n"
-    "  --device cuda  run the layers on the NVIDIA GPU (needs libkiln_cuda.so and a GPU; docs/CUDA.md)\n"
-    "  --tf32         on cuda: FP32 convolutions / GEMMs may use TF32 tensor cores\n"
-    "  --strict-device  on cuda: a layer without a CUDA kernel is an error instead of a CPU fallback\n";
+    "                [--device cpu|cuda] [--tf32] [--strict-device]\n" CLI_DEVICE_USAGE;
 
 int cmd_run(int argc, char **argv)
 {
     const char *model_path = NULL, *out_dir = NULL;
     int threads = 0, rc = 1;
     bool no_opt = false;
-    kiln_device device = KILN_DEVICE_CPU;
-    unsigned device_flags = 0;
+    cli_device_opts dev = {KILN_DEVICE_CPU, 0};
+    int dr;
     unsigned load_flags = KILN_ENGINE_LOAD_DEFAULT;
     cli_input_opts io = {0};
     io.file_names = calloc((size_t)argc, sizeof(char *));
@@ -93,15 +90,9 @@ int cmd_run(int argc, char **argv)
             no_opt = true;
         } else if (!strcmp(argv[i], "--no-mmap")) {
             load_flags = KILN_ENGINE_LOAD_COPY;
-        } else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
-            if (!kiln_device_parse(argv[++i], &device)) {
-                fprintf(stderr, "kiln run: --device takes cpu or cuda, not '%s'\n", cli_esc(argv[i]));
+        } else if ((dr = cli_device_arg("run", argc, argv, &i, &dev)) != 0) {
+            if (dr < 0)
                 goto done;
-            }
-        } else if (!strcmp(argv[i], "--tf32")) {
-            device_flags |= KILN_DEVICE_ALLOW_TF32;
-        } else if (!strcmp(argv[i], "--strict-device")) {
-            device_flags |= KILN_DEVICE_STRICT;
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             if (!cli_int_opt("--threads", argv[++i], 0, CLI_MAX_THREADS, &threads))
                 goto done;
@@ -131,7 +122,7 @@ int cmd_run(int argc, char **argv)
     }
     if (!is_engine && !no_opt) {
         /* optimize in memory, exactly as `kiln build` would */
-        kiln_build_options bo = {.device = device};
+        kiln_build_options bo = {.device = dev.device};
         st = kiln_build(m, &bo, &e);
         kiln_free(bo.report);
         if (st != KILN_OK) {
@@ -139,7 +130,7 @@ int cmd_run(int argc, char **argv)
             goto done;
         }
     }
-    kiln_run_options opts = {.num_threads = threads, .device = device, .device_flags = device_flags};
+    kiln_run_options opts = {.num_threads = threads, .device = dev.device, .device_flags = dev.flags};
     st = cli_interrupted() ? KILN_ERR_CANCELLED
        : e ? kiln_engine_run(e, io.n_files, io.file_names, ins, &opts, &nout, &outs)
        : kiln_model_run(m, io.n_files, io.file_names, ins, &opts, &nout, &outs);

@@ -14,7 +14,8 @@
 static const char *usage =
     "usage: kiln verify ENGINE|MODEL --reference MODEL.onnx [--data DIR [--batch N] | --input NAME=FILE ...\n"
     "                   | --shapes NAME:DIMS,... --seed S] [--samples N] [--budget METRIC ...]\n"
-    "                   [--per-layer [--jump-db X]] [--json] [--threads N] [--no-mmap]\n\n"
+    "                   [--per-layer [--jump-db X]] [--json] [--threads N] [--no-mmap]\n"
+    "                   [--device cpu|cuda] [--tf32] [--strict-device]\n\n"
     "Runs the candidate (an engine file, or a model optimized in memory) and the reference model\n"
     "(kiln's float interpreter, unoptimized) on the same inputs; per output prints the worst and\n"
     "mean over the samples of max abs / max rel / mean abs error, cosine similarity and SNR (dB),\n"
@@ -33,6 +34,7 @@ static const char *usage =
     "                     with the reference, on the first sample, marking where the error jumps\n"
     "  --jump-db X        an SNR drop above X dB vs the previous value is a jump (default 10)\n"
     "  --json             machine-readable output (docs/CLI.md)\n"
+    "The candidate runs on --device (the reference always on the CPU, in float32):\n" CLI_DEVICE_USAGE
     "Exit status: 0 within every budget, 3 a budget violated or a NaN/Inf output, 1 error, 2 usage.\n";
 
 typedef struct vout {
@@ -53,6 +55,7 @@ typedef struct vargs {
     bool per_layer, json;
     double jump_db;
     unsigned load_flags;
+    cli_device_opts dev;
 } vargs;
 
 static int parse_args(int argc, char **argv, vargs *a)
@@ -64,9 +67,13 @@ static int parse_args(int argc, char **argv, vargs *a)
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         bool v = i + 1 < argc;
+        int dr;
         if (cli_is_help(s))
             return cli_help(usage) - 1;   /* -1: done, exit 0 */
-        if (!strcmp(s, "--json"))
+        if ((dr = cli_device_arg("verify", argc, argv, &i, &a->dev)) != 0) {
+            if (dr < 0)
+                return 2;
+        } else if (!strcmp(s, "--json"))
             a->json = true;
         else if (!strcmp(s, "--per-layer"))
             a->per_layer = true;
@@ -126,7 +133,9 @@ static int parse_args(int argc, char **argv, vargs *a)
                       : !a->ref ? "need --reference MODEL.onnx"
                       : a->dir && (a->io.n_files || a->io.shapes) ? "--data excludes --input and --shapes"
                       : a->batch && !a->dir ? "--batch applies to --data only"
-                                            : NULL;
+                      : a->per_layer && a->dev.device != KILN_DEVICE_CPU
+                          ? "--per-layer reads every value on the CPU: verify per layer without --device cuda"
+                          : NULL;
     if (why) {
         fprintf(stderr, "kiln verify: %s\n%s", why, usage);
         return 2;
@@ -162,10 +171,12 @@ static bool match_outputs(kiln_engine_t e, kiln_model_t m, vout *outs, int n)
 static int run_sample(kiln_engine_t e, kiln_model_t m, const vargs *a, const char **names, const kiln_tensor *ins,
                       int nin, vout *outs, int nout)
 {
-    kiln_run_options ro = {.num_threads = a->threads};
+    kiln_run_options ro = {.num_threads = a->threads}, co_ro = ro;
+    co_ro.device = a->dev.device;
+    co_ro.device_flags = a->dev.flags;
     kiln_tensor *co = NULL, *rf = NULL;
     int nc = 0, nr = 0, rc = 0;
-    kiln_status st = kiln_engine_run(e, nin, names, ins, &ro, &nc, &co);
+    kiln_status st = kiln_engine_run(e, nin, names, ins, &co_ro, &nc, &co);
     if (st != KILN_OK)
         return cli_die(st, "running the candidate");
     if ((st = kiln_model_run(m, nin, names, ins, &ro, &nr, &rf)) != KILN_OK) {
@@ -288,14 +299,20 @@ static int check_budgets(kiln_engine_t e, const vargs *a, const vout *outs, int 
     return bad;
 }
 
+static const char *device_name(const vargs *a)
+{
+    return a->dev.device == KILN_DEVICE_CUDA ? "cuda" : "cpu";
+}
+
 static int report(kiln_engine_t e, kiln_model_t m, const vargs *a, const vout *outs, int nout, int samples,
                   json_t *layers)
 {
     json_t *root = a->json ? json_object() : NULL, *jo = a->json ? json_array() : NULL;
     json_t *jb = a->json ? json_array() : NULL;
     if (!a->json)
-        printf("candidate %s, reference %s: %d sample%s (%s)\n", cli_esc(a->cand), cli_esc(a->ref), samples,
-               samples == 1 ? "" : "s", a->dir ? "data" : a->io.n_files ? "input files" : "synthetic");
+        printf("candidate %s (on %s), reference %s: %d sample%s (%s)\n", cli_esc(a->cand), device_name(a),
+               cli_esc(a->ref), samples, samples == 1 ? "" : "s",
+               a->dir ? "data" : a->io.n_files ? "input files" : "synthetic");
     for (int i = 0; i < nout; i++) {
         if (jo)
             json_array_append_new(jo, output_json(e, m, &outs[i]));
@@ -306,6 +323,7 @@ static int report(kiln_engine_t e, kiln_model_t m, const vargs *a, const vout *o
     if (root) {
         json_object_set_new(root, "candidate", cli_json_str(a->cand));
         json_object_set_new(root, "reference", cli_json_str(a->ref));
+        json_object_set_new(root, "device", json_string(device_name(a)));
         json_object_set_new(root, "inputs", json_string(a->dir ? "data" : a->io.n_files ? "files" : "synthetic"));
         json_object_set_new(root, "samples", json_integer(samples));
         json_object_set_new(root, "outputs", jo);
@@ -337,7 +355,7 @@ int cmd_verify(int argc, char **argv)
     vout *outs = NULL;
     kiln_tensor *ins = NULL;
     json_t *layers = NULL;
-    kiln_status st = cli_open_engine(a.cand, a.load_flags, &e);
+    kiln_status st = cli_open_engine_for(a.cand, a.load_flags, a.dev.device, &e);
     if (st != KILN_OK) {
         rc = cli_die(st, "loading the candidate");
         goto done;

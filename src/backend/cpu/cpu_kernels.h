@@ -20,5 +20,8 @@ typedef struct kiln_kernel_isa_reg {
 kiln_kernel_fn kiln__cpu_ref_kernel(kiln_op op);
 /* The fast kernel for op the host runs, or NULL (then kiln__ref_kernel is the reference). */
 const kiln_kernel_isa_reg *kiln__cpu_fast_kernel(kiln_op op);
+/* The i-th fast kernel for op the host runs, in registration order (the last is
+ * kiln__cpu_fast_kernel's), or NULL past the end: the tests run each one. */
+const kiln_kernel_isa_reg *kiln__cpu_fast_kernel_at(kiln_op op, int i);
 
 #endif

@@ -1,14 +1,10 @@
 /* Fused float32 fast paths of the reference kernels, used by the kiln-domain fused layers
- * (k_fused.c). Each returns with *handled == false, having done nothing, when its fast path
- * does not apply; the caller then runs the generic composition. */
+ * (k_fused.c; the fused convolution is in conv.h). Each returns with *handled == false, having
+ * done nothing, when its fast path does not apply; the caller then runs the generic composition. */
 #ifndef KILN_BACKEND_CPU_FUSED_H
 #define KILN_BACKEND_CPU_FUSED_H
 #include "../kernel.h"
 #include "epilogue.h"
-
-/* act(Conv(X, W, B) + res), ctx->in = {X, W, B?}; res (NULL = none) must be float32 with the
- * output's shape (leading ones allowed). */
-kiln_status kiln__conv_fused(kiln_kctx *ctx, const kiln_tensor *res, const kiln_act *act, bool *handled);
 
 /* act(MatMul(A, B) + bias + res), ctx->in = {A, B}: float32, one GEMM (B shared by the whole
  * batch); bias (or NULL) has the last output dim's length, res (or NULL) the output's shape. */
@@ -18,5 +14,10 @@ kiln_status kiln__matmul_fused(kiln_kctx *ctx, const kiln_tensor *bias, const ki
 /* act(Gemm(A, B, C)), ctx->in = {A, B, C?}: float32 2-D; C absent or a bias of the output's
  * last dim ([N] or [1, N]) with beta == 1. */
 kiln_status kiln__gemm_fused(kiln_kctx *ctx, const kiln_act *act, bool *handled);
+
+/* softmax in place over one row of n floats, NaNs ignored by the maximum */
+typedef void (*kiln_softmax_row_fn)(float *row, int64_t n);
+/* Attention (k_fused.c) with a vectorized row softmax (NULL: the scalar loop). */
+kiln_status kiln__attention(kiln_kctx *ctx, kiln_softmax_row_fn softmax);
 
 #endif

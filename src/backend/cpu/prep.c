@@ -10,11 +10,15 @@
 static_assert(sizeof(kiln_prep_hdr) == KILN_PREP_HDR_BYTES, "prepared blob header is 128 bytes");
 
 #define PREP_GROUPS(X) X(conv) X(linalg) X(qgemm)
+#define FAST_PREP_GROUPS(X) X(conv)
 #define DECL(g) extern const kiln_prep_reg kiln__prep_##g[];
 PREP_GROUPS(DECL)
 #undef DECL
+#define DECL(g) extern const kiln_prep_isa_reg kiln__x86_prep_##g[];
+FAST_PREP_GROUPS(DECL)
+#undef DECL
 
-static kiln_kernel_prep_fn prep[KILN_OP_COUNT];
+static kiln_kernel_prep_fn ref_prep[KILN_OP_COUNT], prep[KILN_OP_COUNT];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void init(void)
@@ -22,8 +26,15 @@ static void init(void)
 #define ADD(g)                                                                                     \
     for (const kiln_prep_reg *r = kiln__prep_##g; r->fn; r++)                                      \
         if (r->op >= 0 && r->op < KILN_OP_COUNT)                                                   \
-            prep[r->op] = r->fn;
+            ref_prep[r->op] = r->fn;
     PREP_GROUPS(ADD)
+#undef ADD
+    memcpy(prep, ref_prep, sizeof prep);
+#define ADD(g)                                                                                     \
+    for (const kiln_prep_isa_reg *r = kiln__x86_prep_##g; r->fn; r++)                              \
+        if (r->op >= 0 && r->op < KILN_OP_COUNT && kiln__cpu_has(r->isa))                          \
+            prep[r->op] = r->fn;
+    FAST_PREP_GROUPS(ADD)
 #undef ADD
 }
 
@@ -31,6 +42,12 @@ kiln_kernel_prep_fn kiln__cpu_prep_fn(kiln_op op)
 {
     pthread_once(&once, init);
     return op >= 0 && op < KILN_OP_COUNT ? prep[op] : NULL;
+}
+
+kiln_kernel_prep_fn kiln__cpu_ref_prep_fn(kiln_op op)
+{
+    pthread_once(&once, init);
+    return op >= 0 && op < KILN_OP_COUNT ? ref_prep[op] : NULL;
 }
 
 kiln_kernel_prep_fn kiln__cpu_prep_node(const kiln_node *n)
@@ -111,7 +128,7 @@ bool kiln__prep_fits_op(kiln_op op, const kiln_prep_hdr *h)
                             : 0;
     /* the weights input: 1, or 3 for QLinearConv / QLinearMatMul / QGemm */
     int wi = op == KILN_OP_QLinearConv || op == KILN_OP_QLinearMatMul || op == KILN_OP_QGemm ? 3 : 1;
-    if (conv && h->layout == KILN_PREP_WINO_F43)   /* Winograd F(4x4, 3x3) filters (ref/wino.h) */
+    if (conv && h->layout == KILN_PREP_WINO_F43)   /* Winograd F(4x4, 3x3) filters (x86/wino.h) */
         want = KILN_PREP_WINO_F43;
     if (gemm && h->layout == KILN_PREP_BGEMM_B)   /* BF16 weights (qgemm_bf16.h) */
         want = KILN_PREP_BGEMM_B;

@@ -42,7 +42,7 @@ enum kiln_prep_layout {
      * elements, block scales at the next 64-byte offset, then the FP32 tensor scale at the next
      * 64-byte offset (64 bytes). Plain bytes: gemm_kind 0, every host reads them. */
     KILN_PREP_LOWBIT_W = 7,
-    /* Winograd F(4x4, 3x3) transformed filters U = (G (x) G) x W^T per group (ref/wino.h):
+    /* Winograd F(4x4, 3x3) transformed filters U = (G (x) G) x W^T per group (x86/wino.h):
      * dims = {M, C/group, group}; payload = group*36*(M/group)*(C/group) floats, [g][36][Mg][Cg] */
     KILN_PREP_WINO_F43 = 8,
 };
@@ -89,11 +89,24 @@ static inline bool kiln__prep_dropped(const kiln_tensor *t)
     return t && !t->data && t->nbytes == 0 && kiln_tensor_numel(t) > 0;
 }
 
-/* The prepare function of op (a kiln_kernel_prep_fn), or NULL when the op packs nothing. */
+/* The prepare function of op (a kiln_kernel_prep_fn) for the kernel the host runs (a fast one
+ * registered over the reference's, see below), or NULL when the op packs nothing. */
 kiln_kernel_prep_fn kiln__cpu_prep_fn(kiln_op op);
 /* The prepare function for node n: the low-bit weights' (lowbit.h) when n asks for them, else
  * kiln__cpu_prep_fn(n->op). */
 kiln_kernel_prep_fn kiln__cpu_prep_node(const kiln_node *n);
+
+/* The reference's prepare function of op (the one a fast prepare function may fall back to). */
+kiln_kernel_prep_fn kiln__cpu_ref_prep_fn(kiln_op op);
+
+/* A prepare function registered over the reference's for hosts with every feature in isa (a
+ * kiln__cpu_has() set), next to the fast kernel that reads its blobs: cpu/x86 files export
+ * kiln__x86_prep_<group>[] tables (terminated by {KILN_OP_COUNT, NULL, 0}), listed in prep.c. */
+typedef struct kiln_prep_isa_reg {
+    kiln_op op;
+    kiln_kernel_prep_fn fn;
+    unsigned isa;
+} kiln_prep_isa_reg;
 
 /* Registration: each kernel file with prepare functions exports a table terminated by
  * {KILN_OP_COUNT, NULL}. */

@@ -202,6 +202,9 @@ kiln_status kiln__k_convinteger_fast(kiln_kctx *ctx);
 kiln_status kiln__k_qlinearmatmul_fast(kiln_kctx *ctx);
 kiln_status kiln__k_matmulinteger_fast(kiln_kctx *ctx);
 kiln_status kiln__k_qgemm_fast(kiln_kctx *ctx);
+/* QuantizeLinear of float32 with scalar parameters (x86/quant_avx512.c, AVX-512F; registered in
+ * the same table): every element equal to the reference's; other cases run the reference. */
+kiln_status kiln__k_quantize_fast(kiln_kctx *ctx);
 
 /* Build-time packing of a quantized layer's constant weights (kernel.h): QLinearConv /
  * ConvInteger (weights as rows), QLinearMatMul / MatMulInteger / QGemm (constant B as panels). */

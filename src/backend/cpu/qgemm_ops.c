@@ -266,7 +266,8 @@ kiln_status kiln__k_qlinearmatmul_fast(kiln_kctx *ctx)
     const kiln_tensor *yz = kiln__kin(ctx, 7), *a = kiln__kin(ctx, 0);
     kiln_dtype odt = qlinear_out_dtype(ctx);
     qmm_args q = {.a = a, .az = kiln__kin(ctx, 2), .b = kiln__kin(ctx, 3), .bz = kiln__kin(ctx, 5), .odt = odt,
-                  .as = kiln__kin(ctx, 1), .bs = kiln__kin(ctx, 4), .ys = kiln__kin(ctx, 6), .yz = yz, .alpha = 1};
+                  .as = kiln__kin(ctx, 1), .bs = kiln__kin(ctx, 4), .ys = kiln__kin(ctx, 6), .yz = yz, .alpha = 1,
+                  .bias = kiln__kin(ctx, 8)};   /* kiln's int32 bias (fuse-qdq: MatMul + Add) */
     if (odt != KILN_DT_UINT8 && odt != KILN_DT_INT8 && odt != KILN_DT_FLOAT32)
         return fallback(ctx);
     return qmm_run(ctx, &q);

@@ -234,14 +234,13 @@ static bool sup_cast(const kiln_bk_query *q)
     return q->n_in < 1 || !q->in_dtype || cast_dt(q->in_dtype[0]);
 }
 
+/* the target dtype is an attribute: a type the kernel cannot write (double, ...) leaves the layer to
+ * the CPU (a counted fallback) instead of failing the run */
 static bool acc_cast(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
 {
-    (void)b;
     (void)n_in;
     (void)in;
-    /* the target dtype is an attribute; checked at run (host attribute reader) */
-    (void)n;
-    return true;
+    return cast_dt((kiln_dtype)b->host->attr_i(n, "to", 0));
 }
 
 static kiln_status k_cast(cu_be *b, kiln_kctx *ctx)
@@ -364,8 +363,10 @@ static kiln_status k_reshape(cu_be *b, kiln_kctx *ctx)
 static kiln_status k_flatten(cu_be *b, kiln_kctx *ctx)
 {
     const kiln_tensor *x = IN(0);
-    int axis;
-    if (!x || !cu_axis(b->host->attr_i(ctx->node, "axis", 1), x->ndim + 1, &axis) || axis > x->ndim)
+    int64_t axis = x ? b->host->attr_i(ctx->node, "axis", 1) : 0;   /* in [-r, r]; negative counts from r */
+    if (axis < 0 && x)
+        axis += x->ndim;
+    if (!x || axis < 0 || axis > x->ndim)
         return cu_kerr(b, ctx, KILN_ERR_INVALID_ARG, "bad axis");
     int64_t d[2] = {1, 1};
     for (int i = 0; i < x->ndim; i++)

@@ -8,11 +8,12 @@
  * the reference kernel of the main op, then the epilogue as separate passes. */
 #include "../../kernel.h"
 #include "../epilogue.h"
+#include "../conv.h"
+#include "../cpu_kernels.h"
 #include "../fused.h"
 #include "../gemm.h"
 #include "../lowbit.h"
 #include "../qgemm_bf16.h"
-#include "../vmath.h"
 #include <math.h>
 
 /* Runs kernel `op` on (a, b) into a fresh heap tensor `out` (no arena), with the same node. */
@@ -103,12 +104,12 @@ static kiln_status apply_act(kiln_kctx *ctx)
     return KILN_OK;
 }
 
-static kiln_status k_fused_conv(kiln_kctx *ctx)
+kiln_status kiln__fused_conv(kiln_kctx *ctx, const kiln_conv_isa *isa, kiln_kernel_fn self)
 {
     if (kiln__lowbit_layer(ctx)) /* FP8 / FP4 / INT4 weights (lowbit.h) */
-        return kiln__run_lowbit(ctx, k_fused_conv);
+        return kiln__run_lowbit(ctx, self);
     if (kiln__mixed_weight(ctx, 1)) /* float32 X, FP16 / BF16 weights (qgemm_bf16.h) */
-        return kiln__run_mixed(ctx, 1, k_fused_conv);
+        return kiln__run_mixed(ctx, 1, self);
     kiln_kctx sub = *ctx;
     sub.n_in = ctx->n_in < 3 ? ctx->n_in : 3;
     const kiln_tensor *r = kiln__kin(ctx, 3);
@@ -116,14 +117,17 @@ static kiln_status k_fused_conv(kiln_kctx *ctx)
     KILN_TRY(kiln__act_from_node(ctx, &a));
     /* float32: bias, residual and activation applied while the GEMM's tiles are in registers */
     bool handled = false;
-    KILN_TRY(kiln__conv_fused(&sub, r, &a, &handled));
+    KILN_TRY(kiln__conv_fused(&sub, isa, r, &a, &handled));
     if (handled)
         return KILN_OK;
-    KILN_TRY(kiln__ref_kernel(KILN_OP_Conv)(&sub));
+    /* the Conv kernel of the same kind: the fastest with hooks, the scalar reference without */
+    KILN_TRY((isa ? kiln__ref_kernel(KILN_OP_Conv) : kiln__cpu_ref_kernel(KILN_OP_Conv))(&sub));
     if (r)
         KILN_TRY(add_into(ctx, r));
     return apply_act(ctx);
 }
+
+static kiln_status k_fused_conv(kiln_kctx *ctx) { return kiln__fused_conv(ctx, NULL, k_fused_conv); }
 
 static kiln_status k_fused_matmul(kiln_kctx *ctx)
 {
@@ -181,10 +185,11 @@ typedef struct {
     int64_t sdims[KILN_MAX_DIMS];     /* score dims */
     int64_t mstr[KILN_MAX_DIMS];      /* mask strides over score dims (0 = broadcast) */
     float **scratch;
+    kiln_softmax_row_fn softmax;      /* in place over one score row */
     kiln_status st;
 } attn_job;
 
-/* row = softmax(row) over n elements (NaNs ignored by the maximum, like the scalar loop) */
+/* row = softmax(row) over n elements (NaNs ignored by the maximum) */
 static void softmax_row_scalar(float *row, int64_t n)
 {
     float mx = -INFINITY, sum = 0;
@@ -197,40 +202,6 @@ static void softmax_row_scalar(float *row, int64_t n)
     float inv = 1.0f / sum;
     for (int64_t k = 0; k < n; k++)
         row[k] *= inv;
-}
-
-#if KILN_VMATH_X86
-__attribute__((target("avx512f,avx512dq,fma"))) static void softmax_row512(float *row, int64_t n)
-{
-    __m512 vmx = _mm512_set1_ps(-INFINITY);
-    for (int64_t k = 0; k < n; k += 16) {
-        __mmask16 m = n - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - k)) - 1u);
-        vmx = _mm512_mask_max_ps(vmx, m, _mm512_maskz_loadu_ps(m, row + k), vmx); /* NaN keeps vmx */
-    }
-    __m512 vm = _mm512_set1_ps(_mm512_reduce_max_ps(vmx)), vsum = _mm512_setzero_ps();
-    for (int64_t k = 0; k < n; k += 16) {
-        __mmask16 m = n - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - k)) - 1u);
-        __m512 e = kiln_v_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + k), vm));
-        _mm512_mask_storeu_ps(row + k, m, e);
-        vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(m, e));
-    }
-    __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
-    for (int64_t k = 0; k < n; k += 16) {
-        __mmask16 m = n - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - k)) - 1u);
-        _mm512_mask_storeu_ps(row + k, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + k), inv));
-    }
-}
-#endif
-
-static void softmax_row(float *row, int64_t n)
-{
-#if KILN_VMATH_X86
-    if (kiln__cpu_has(KILN_CPU_AVX512_DQ_FMA)) {
-        softmax_row512(row, n);
-        return;
-    }
-#endif
-    softmax_row_scalar(row, n);
 }
 
 static void attn_task(void *p, int64_t b0, int64_t b1)
@@ -263,7 +234,7 @@ static void attn_task(void *p, int64_t b0, int64_t b1)
                 }
         }
         for (int64_t s = 0; s < j->S; s++)
-            softmax_row(sc + s * j->Sk, j->Sk);
+            j->softmax(sc + s * j->Sk, j->Sk);
         kiln__sgemm(NULL, 1, false, false, j->S, j->Dv, j->Sk, 1.0f, sc, j->Sk, j->v + b * j->Sk * j->Dv, j->Dv, 0.0f,
                     j->out + b * j->S * j->Dv, j->Dv);
     }
@@ -272,8 +243,8 @@ static void attn_task(void *p, int64_t b0, int64_t b1)
 
 /* The fast path applies when Q, KT, V are float32 with identical leading dims and the mask is
  * float32 and broadcastable to the score shape. */
-static bool attn_fast(kiln_kctx *ctx, const kiln_tensor *q, const kiln_tensor *kt, const kiln_tensor *v,
-                      const kiln_tensor *m, float scale, kiln_status *st)
+static bool attn_fast(kiln_kctx *ctx, kiln_softmax_row_fn softmax, const kiln_tensor *q, const kiln_tensor *kt,
+                      const kiln_tensor *v, const kiln_tensor *m, float scale, kiln_status *st)
 {
     int kind = (int)kiln__attr_i(ctx->node, "mask_kind", 1);
     if (q->dtype != KILN_DT_FLOAT32 || kt->dtype != KILN_DT_FLOAT32 || v->dtype != KILN_DT_FLOAT32 ||
@@ -286,6 +257,7 @@ static bool attn_fast(kiln_kctx *ctx, const kiln_tensor *q, const kiln_tensor *k
         if (q->dims[d] != kt->dims[d] || q->dims[d] != v->dims[d])
             return false;
     attn_job j = {.q = q->data, .kt = kt->data, .v = v->data, .scale = scale, .rank = r, .mask_kind = kind,
+                  .softmax = softmax ? softmax : softmax_row_scalar,
                   .fill = kiln__attr_f(ctx->node, "mask_fill", 0.0f)};
     if (m && kind == 1)
         j.mask = m->data;
@@ -324,14 +296,14 @@ static bool attn_fast(kiln_kctx *ctx, const kiln_tensor *q, const kiln_tensor *k
     return true;
 }
 
-static kiln_status k_attention(kiln_kctx *ctx)
+kiln_status kiln__attention(kiln_kctx *ctx, kiln_softmax_row_fn softmax)
 {
     const kiln_tensor *q = kiln__kin(ctx, 0), *kt = kiln__kin(ctx, 1), *v = kiln__kin(ctx, 2), *m = kiln__kin(ctx, 3);
     if (!q || !kt || !v)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "needs Q, K^T and V");
     float scale = kiln__attr_f(ctx->node, "scale", 1.0f);
     kiln_status st;
-    if (attn_fast(ctx, q, kt, v, m, scale, &st))
+    if (attn_fast(ctx, softmax, q, kt, v, m, scale, &st))
         return st;
     /* generic: the same computation through the reference kernels */
     kiln_tensor s = {0}, t = {0}, p = {0};
@@ -377,6 +349,8 @@ static kiln_status k_attention(kiln_kctx *ctx)
     kiln__tensor_release(&t);
     return st;
 }
+
+static kiln_status k_attention(kiln_kctx *ctx) { return kiln__attention(ctx, NULL); }
 
 const kiln_kernel_reg kiln__ref_fused[] = {
     {KILN_OP_FusedConv, k_fused_conv},

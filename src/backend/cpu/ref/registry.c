@@ -5,7 +5,7 @@
 
 #define GROUPS(X) X(unary) X(binary) X(shape) X(reduce) X(norm) X(linalg) X(conv) X(pool) \
                   X(resize) X(quant) X(control) X(rnn) X(detect) X(misc) X(fused) X(extra) X(qadd)
-#define FAST_GROUPS(X) X(pool) X(qgemm) X(qadd)
+#define FAST_GROUPS(X) X(pool) X(qgemm) X(qadd) X(conv_avx2) X(conv_avx512) X(attn)
 
 #define DECL(g) extern const kiln_kernel_reg kiln__ref_##g[];
 GROUPS(DECL)
@@ -16,6 +16,9 @@ FAST_GROUPS(DECL)
 
 static kiln_kernel_fn ref[KILN_OP_COUNT];
 static const kiln_kernel_isa_reg *fast[KILN_OP_COUNT];
+enum { MAX_FAST = 4 };   /* fast kernels of one op the host runs */
+static const kiln_kernel_isa_reg *fast_all[KILN_OP_COUNT][MAX_FAST];
+static int n_fast[KILN_OP_COUNT];
 static kiln_kernel_fn best[KILN_OP_COUNT];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -29,8 +32,11 @@ static void add(const kiln_kernel_reg *r)
 static void add_fast(const kiln_kernel_isa_reg *r)
 {
     for (; r->fn; r++)
-        if (r->op >= 0 && r->op < KILN_OP_COUNT && ref[r->op] && kiln__cpu_has(r->isa))
+        if (r->op >= 0 && r->op < KILN_OP_COUNT && ref[r->op] && kiln__cpu_has(r->isa)) {
             fast[r->op] = r;
+            if (n_fast[r->op] < MAX_FAST)
+                fast_all[r->op][n_fast[r->op]++] = r;
+        }
 }
 
 static void init(void)
@@ -61,4 +67,10 @@ const kiln_kernel_isa_reg *kiln__cpu_fast_kernel(kiln_op op)
 {
     pthread_once(&once, init);
     return (op >= 0 && op < KILN_OP_COUNT) ? fast[op] : NULL;
+}
+
+const kiln_kernel_isa_reg *kiln__cpu_fast_kernel_at(kiln_op op, int i)
+{
+    pthread_once(&once, init);
+    return op >= 0 && op < KILN_OP_COUNT && i >= 0 && i < n_fast[op] ? fast_all[op][i] : NULL;
 }

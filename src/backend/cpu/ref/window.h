@@ -1,7 +1,8 @@
 /* Window geometry shared by the convolution and pooling kernels (k_conv.c, k_pool.c): the
  * spatial sizes, kernel, strides, dilations and pads of an N-D windowed op over [N, C, spatial]
  * tensors, read from the node's attributes and checked once, and the small index helpers both
- * use. Private to the CPU kernels of cpu/ref (the short names below are theirs). */
+ * use. Private to the CPU kernels of cpu/ref and their cpu/x86 variants (the short names below
+ * are theirs). */
 #ifndef KILN_BACKEND_CPU_REF_WINDOW_H
 #define KILN_BACKEND_CPU_REF_WINDOW_H
 

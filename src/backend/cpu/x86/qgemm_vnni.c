@@ -184,6 +184,7 @@ const kiln_kernel_isa_reg kiln__x86_qgemm[] = {
     {KILN_OP_QLinearMatMul, kiln__k_qlinearmatmul_fast, QISA, "QLinearMatMul/avx512vnni"},
     {KILN_OP_MatMulInteger, kiln__k_matmulinteger_fast, QISA, "MatMulInteger/avx512vnni"},
     {KILN_OP_QGemm, kiln__k_qgemm_fast, QISA, "QGemm/avx512vnni"},
+    {KILN_OP_QuantizeLinear, kiln__k_quantize_fast, KILN_CPU_AVX512F, "QuantizeLinear/avx512"},   /* quant_avx512.c */
     {KILN_OP_COUNT, NULL, 0, NULL},
 };
 #else

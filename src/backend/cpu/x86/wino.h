@@ -1,16 +1,16 @@
-/* Winograd convolution of 3x3 stride-1 float32 layers (driver: k_conv.c conv_wino; transforms:
- * wino.c). Two variants, F(m x m, 3x3) for output tiles of m x m pixels from (m+2) x (m+2) input
+/* Winograd convolution of 3x3 stride-1 float32 layers (driver: conv_wino.c; transforms:
+ * wino_avx512.c). Two variants, F(m x m, 3x3) for output tiles of m x m pixels from (m+2) x (m+2) input
  * tiles, with np = (m+2)^2 element-wise products per tile and channel pair:
  *   - F(2x2, 3x3): 16 products for 4 outputs (2.25x fewer multiplies than direct);
  *   - F(4x4, 3x3): 36 products for 16 outputs (4x fewer), points 0, +-1, +-2 (Lavin & Gray),
  *     slightly larger rounding errors (its transforms have coefficients up to 8 and 1/24).
  * Y = A^T [ (G g G^T) . (B^T d B) ] A: the np products summed over input channels are np GEMMs
- * U[xi] (M x C) x V[xi] (C x tiles) into P[xi] (M x tiles). Private to cpu/ref. */
-#ifndef KILN_BACKEND_CPU_REF_WINO_H
-#define KILN_BACKEND_CPU_REF_WINO_H
+ * U[xi] (M x C) x V[xi] (C x tiles) into P[xi] (M x tiles). Private to cpu/x86 (x86-64 only). */
+#ifndef KILN_BACKEND_CPU_X86_WINO_H
+#define KILN_BACKEND_CPU_X86_WINO_H
 
 #include "../epilogue.h"
-#include "window.h"
+#include "../ref/window.h"
 
 struct wino_job;
 
@@ -46,7 +46,8 @@ static inline int64_t wino_stride(int64_t n) { return (n + 15) / 16 * 16 + 16; }
  * apart): the GEMM reads whole panels, the input transform writes only the tiles' lanes. */
 void kiln__wino_zero_tail(float *V, int64_t sv, int np, int64_t Cg, int64_t Tb);
 
-/* The two variants (AVX-512 transforms; only used where the AVX-512 GEMM runs). */
+/* The two variants (AVX-512 transforms; only used where the AVX-512 GEMM runs; AVX512DQ for the
+ * output transforms' epilogue). */
 extern const wino_kind kiln__wino_f23, kiln__wino_f43;
 
 #endif

@@ -1,16 +1,13 @@
-/* Winograd transforms of the 3x3 stride-1 float32 convolution (wino.h; driver: k_conv.c):
+/* Winograd transforms of the 3x3 stride-1 float32 convolution (wino.h; driver: conv_wino.c):
  * filter transform matrices (Tw = G (x) G), and the AVX-512 input and output transforms of
  * F(2x2, 3x3) and F(4x4, 3x3), 16 tiles of one tile row per vector. */
 #include "wino.h"
 #include "../prep.h"
 #include "../vmath.h"
+#include "conv_x86.h"
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define WINO_X86 1
+#if KILN_CONV_X86
 #include <immintrin.h>
-#else
-#define WINO_X86 0
-#endif
 
 /* Tw[a*n+b][i*3+j] = G[a][i] G[b][j] for G of n rows (n x 3, row-major) */
 static void kron_g(const float *G, int n, float *tw)
@@ -29,7 +26,6 @@ static void tw_f23(float *tw)
     kron_g(G, 4, tw);
 }
 
-#if WINO_X86
 /* Calls f(ty, tx, cnt, col) for the tiles [t0, t1) (row-major tile order) in chunks of at most
  * 16 tiles within one tile row; col is the chunk's first column in the block. */
 #define WINO_CHUNKS(j, t0, t1, ...)                                                                     \
@@ -182,7 +178,6 @@ __attribute__((target("avx512f,avx512dq,fma"))) static void out_f23(const wino_j
         })
     }
 }
-#endif
 
 /* ---- F(4x4, 3x3) ----
  * B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
@@ -196,7 +191,6 @@ static void tw_f43(float *tw)
     kron_g(G, 6, tw);
 }
 
-#if WINO_X86
 /* r = B^T a (6 values, element-wise over the lanes) */
 __attribute__((target("avx512f,fma"), always_inline)) static inline void bt6(const __m512 *a, __m512 *r)
 {
@@ -325,26 +319,8 @@ __attribute__((target("avx512f,avx512dq,fma"))) static void out_f43(const wino_j
     }
 }
 #undef WINO_CHUNKS
-#define IN_F23 in_f23
-#define OUT_F23 out_f23
-#define IN_F43 in_f43
-#define OUT_F43 out_f43
-#else
-static void no_in(const wino_job *j, int64_t t0, int64_t t1, float *V, int64_t c0, int64_t c1)
-{
-    (void)j, (void)t0, (void)t1, (void)V, (void)c0, (void)c1;
-}
-static void no_out(const wino_job *j, int64_t t0, int64_t t1, const float *P, int64_t m0, int64_t m1)
-{
-    (void)j, (void)t0, (void)t1, (void)P, (void)m0, (void)m1;
-}
-#define IN_F23 no_in
-#define OUT_F23 no_out
-#define IN_F43 no_in
-#define OUT_F43 no_out
-#endif
 
-#if WINO_X86
+/* the lanes [r, 32) of the last panel of each of the np planes */
 __attribute__((target("avx512f"))) static void zero_tail512(float *last, int64_t sv, int np, int64_t Cg, int r)
 {
     const __mmask16 m0 = (__mmask16)~row_mask(r, 0), m1 = (__mmask16)~row_mask(r, 1);
@@ -355,24 +331,15 @@ __attribute__((target("avx512f"))) static void zero_tail512(float *last, int64_t
             _mm512_mask_storeu_ps(last + q * sv + c * 32 + 16, m1, z);
         }
 }
-#endif
 
 void kiln__wino_zero_tail(float *V, int64_t sv, int np, int64_t Cg, int64_t Tb)
 {
     int r = (int)(Tb % 32);
     if (!r)
         return;
-    float *last = V + (cdiv(Tb, 32) - 1) * Cg * 32;
-#if WINO_X86
-    if (kiln__cpu_has(KILN_CPU_AVX512F)) {
-        zero_tail512(last, sv, np, Cg, r);
-        return;
-    }
-#endif
-    for (int q = 0; q < np; q++)
-        for (int64_t c = 0; c < Cg; c++)
-            memset(last + q * sv + c * 32 + r, 0, sizeof(float) * (size_t)(32 - r));
+    zero_tail512(V + (cdiv(Tb, 32) - 1) * Cg * 32, sv, np, Cg, r);
 }
 
-const wino_kind kiln__wino_f23 = {2, 16, KILN_PREP_WINO_F23, tw_f23, IN_F23, OUT_F23};
-const wino_kind kiln__wino_f43 = {4, 36, KILN_PREP_WINO_F43, tw_f43, IN_F43, OUT_F43};
+const wino_kind kiln__wino_f23 = {2, 16, KILN_PREP_WINO_F23, tw_f23, in_f23, out_f23};
+const wino_kind kiln__wino_f43 = {4, 36, KILN_PREP_WINO_F43, tw_f43, in_f43, out_f43};
+#endif

@@ -1,0 +1,112 @@
+/* AVX-512 float32 Conv / FusedConv: the reference kernels (cpu/ref/k_conv.c) with the AVX2
+ * depthwise rows and gathers (conv_avx2.c), AVX-512 implicit-im2col panels, and the whole-layer
+ * strategies tried first: Winograd (conv_wino.c) and the direct convolution (conv_direct.c).
+ * Registered over the AVX2 kernels for hosts with AVX-512F/DQ. */
+#include "../cpu_kernels.h"
+#include "conv_x86.h"
+
+#if KILN_CONV_X86
+#include <immintrin.h>
+
+/* bits [lo, hi) of a 32-bit mask, lo and hi clamped to [0, 32] */
+static inline uint32_t bits32(int64_t lo, int64_t hi)
+{
+    lo = lo < 0 ? 0 : lo > 32 ? 32 : lo;
+    hi = hi < 0 ? 0 : hi > 32 ? 32 : hi;
+    if (hi <= lo)
+        return 0;
+    uint32_t h = hi == 32 ? 0xFFFFFFFFu : (1u << hi) - 1u;
+    return h & ~((1u << lo) - 1u);
+}
+
+/* kiln_conv_isa.im2col_panel32: rows [k0, k0 + kc) of one 32-column panel, column strides 1
+ * and 2, with masked loads (nothing outside the input row is read) and stores. */
+__attribute__((target("avx512f"))) static void im2col_panel512(const kiln_im2col *c, const kiln_im2col_seg *segs,
+                                                               int ns, int width, int64_t k0, int64_t kc, float *d)
+{
+    enum { NR = 32 };
+    const int64_t ksz = c->kh * c->kw, plane = c->H * c->W, W = c->W, sw = c->sw;
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    int64_t ch = k0 / ksz, kk = k0 % ksz, ki = kk / c->kw, kj = kk % c->kw;
+    const __mmask16 pad_lo = (__mmask16)~bits32(0, width), pad_hi = (__mmask16)(~bits32(0, width) >> 16);
+    for (int64_t k = 0; k < kc; k++, d += NR) {
+        const float *xc = c->x + ch * plane;
+        const int64_t dy = ki * c->dh, dx = kj * c->dw;
+        for (int s = 0; s < ns; s++) {
+            const kiln_im2col_seg *sg = &segs[s];
+            float *ds = d + sg->lane;
+            const int len = sg->len;
+            const __mmask16 st0 = (__mmask16)bits32(0, len), st1 = (__mmask16)(bits32(0, len) >> 16);
+            const int64_t iy = sg->y0 + dy, ix0 = sg->x0 + dx;
+            __m512 v0 = _mm512_setzero_ps(), v1 = v0;
+            if (iy >= 0 && iy < c->H) {
+                const float *row = xc + iy * W;
+                if (sw == 1) {
+                    uint32_t m = ix0 >= 0 && ix0 + len <= W ? bits32(0, len) : bits32(-ix0, W - ix0) & bits32(0, len);
+                    v0 = _mm512_maskz_loadu_ps((__mmask16)m, row + ix0);
+                    if (len > 16)
+                        v1 = _mm512_maskz_loadu_ps((__mmask16)(m >> 16), row + ix0 + 16);
+                } else {
+                    /* stride 2: raw elements ix0 .. ix0 + 2 len - 1, evens picked by permutes */
+                    for (int h = 0; h < 2 && h * 16 < len; h++) {
+                        int64_t base = ix0 + 32 * h;
+                        int cnt = len - 16 * h < 16 ? len - 16 * h : 16;
+                        uint32_t m = bits32(-base, W - base) & bits32(0, 2 * cnt - 1);
+                        __m512 a = _mm512_maskz_loadu_ps((__mmask16)m, row + base);
+                        __m512 b = _mm512_maskz_loadu_ps((__mmask16)(m >> 16), row + base + 16);
+                        __m512 v = _mm512_permutex2var_ps(a, even, b);
+                        if (h == 0)
+                            v0 = v;
+                        else
+                            v1 = v;
+                    }
+                }
+            }
+            _mm512_mask_storeu_ps(ds, st0, v0);
+            if (len > 16)
+                _mm512_mask_storeu_ps(ds + 16, st1, v1);
+        }
+        if (width < NR) {
+            _mm512_mask_storeu_ps(d, pad_lo, _mm512_setzero_ps());
+            _mm512_mask_storeu_ps(d + 16, pad_hi, _mm512_setzero_ps());
+        }
+        if (++kj == c->kw) {
+            kj = 0;
+            if (++ki == c->kh) {
+                ki = 0;
+                ch++;
+            }
+        }
+    }
+}
+
+/* kiln_conv_isa.layer: Winograd where it applies or its filters were prepared, else the direct
+ * convolution where it pays. */
+static kiln_status layer512(const kiln_kctx *ctx, const kiln_window *g, const float *x, const float *w,
+                            const float *b, float *y, const kiln_epi *post, bool *done)
+{
+    KILN_TRY(kiln__conv_wino_layer(ctx, g, x, w, b, y, post, done));
+    if (*done)
+        return KILN_OK;
+    return kiln__conv_direct_layer(ctx, g, x, w, b, y, post, done);
+}
+
+static const kiln_conv_isa isa_avx512 = {.dw_row = kiln__conv_dw_row_avx2,
+                                         .gather2 = kiln__conv_gather2_avx2,
+                                         .im2col_panel32 = im2col_panel512,
+                                         .layer = layer512};
+
+static kiln_status k_conv_avx512(kiln_kctx *ctx) { return kiln__conv(ctx, &isa_avx512, k_conv_avx512); }
+static kiln_status k_fused_conv_avx512(kiln_kctx *ctx)
+{
+    return kiln__fused_conv(ctx, &isa_avx512, k_fused_conv_avx512);
+}
+
+const kiln_kernel_isa_reg kiln__x86_conv_avx512[] = {
+    {KILN_OP_Conv, k_conv_avx512, KILN_CONV_AVX512_ISA, "Conv/avx512"},
+    {KILN_OP_FusedConv, k_fused_conv_avx512, KILN_CONV_AVX512_ISA, "FusedConv/avx512"},
+    {KILN_OP_COUNT, NULL, 0, NULL},
+};
+#else
+const kiln_kernel_isa_reg kiln__x86_conv_avx512[] = {{KILN_OP_COUNT, NULL, 0, NULL}};
+#endif

@@ -1,0 +1,71 @@
+/* AVX-512 QuantizeLinear, registered over the reference (ref/k_quant.c) with the INT8 kernels
+ * (x86/qgemm_vnni.c's table) for hosts with AVX-512F: float32 input, a scalar float32 scale, a
+ * scalar uint8 / int8 zero point (or none: uint8 0). 16 elements per step through the
+ * reference's float32 operations in the same order (a true division by the scale, round to
+ * nearest even, + zero point, NaN -> 0, clamp), so every element equals the reference's; split
+ * over the layer's threads. Anything else (per-axis or block scales, other types) runs the
+ * reference, which also reports the errors. `--precision int8` leaves one such layer before each
+ * group of integer layers reading a float tensor (BERT: the LayerNorm outputs, the attention's). */
+#include "../cpu_kernels.h"
+#include "../qgemm.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+
+#define TQ __attribute__((target("avx512f")))
+
+typedef struct quant_job {
+    const float *x;
+    uint8_t *y;
+    int64_t n;
+    float s, z, lo, hi;
+} quant_job;
+
+/* blocks [b0, b1) of 16 elements */
+TQ static void quant_task(void *arg, int64_t b0, int64_t b1)
+{
+    const quant_job *j = arg;
+    const __m512 s = _mm512_set1_ps(j->s), z = _mm512_set1_ps(j->z);
+    const __m512 lo = _mm512_set1_ps(j->lo), hi = _mm512_set1_ps(j->hi);
+    for (int64_t blk = b0; blk < b1; blk++) {
+        int64_t i = blk * 16, n = j->n - i < 16 ? j->n - i : 16;
+        __mmask16 km = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+        __m512 v = _mm512_maskz_loadu_ps(km, j->x + i);
+        __m512 r = _mm512_add_ps(_mm512_roundscale_ps(_mm512_div_ps(v, s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
+        r = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(r, r, _CMP_ORD_Q), r);   /* NaN -> 0, as the reference */
+        r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+        _mm512_mask_cvtepi32_storeu_epi8(j->y + i, km, _mm512_cvtps_epi32(r));
+    }
+}
+
+static bool scalar_of(const kiln_tensor *t, kiln_dtype dt)
+{
+    return t && t->ndim == 0 && t->dtype == dt && t->data;
+}
+
+kiln_status kiln__k_quantize_fast(kiln_kctx *ctx)
+{
+    const kiln_tensor *x = kiln__kin(ctx, 0), *sc = kiln__kin(ctx, 1), *zp = kiln__kin(ctx, 2);
+    kiln_kernel_fn ref = kiln__cpu_ref_kernel(KILN_OP_QuantizeLinear);
+    kiln_dtype odt = zp ? zp->dtype : KILN_DT_UINT8;
+    if (!ref)
+        return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "no reference kernel");
+    if (!x || x->dtype != KILN_DT_FLOAT32 || !scalar_of(sc, KILN_DT_FLOAT32) ||
+        (odt != KILN_DT_UINT8 && odt != KILN_DT_INT8) || (zp && !scalar_of(zp, odt)) ||
+        kiln__attr_i(ctx->node, "block_size", 0) != 0 || kiln__attr_i(ctx->node, "output_dtype", 0) != 0)
+        return ref(ctx);
+    KILN_TRY(kiln__kout_uninit(ctx, 0, odt, x->ndim, x->dims));
+    bool u8 = odt == KILN_DT_UINT8;
+    quant_job j = {.x = x->data, .y = ctx->out[0]->data, .n = kiln_tensor_numel(x), .s = *(const float *)sc->data,
+                   .z = !zp ? 0.0f : u8 ? (float)*(const uint8_t *)zp->data : (float)*(const int8_t *)zp->data,
+                   .lo = u8 ? 0.0f : -128.0f, .hi = u8 ? 255.0f : 127.0f};
+    if (j.n > 0)
+        kiln__parallel_for(ctx->pool, ctx->nthreads, (j.n + 15) / 16, 1024, quant_task, &j);
+    return KILN_OK;
+}
+#else
+kiln_status kiln__k_quantize_fast(kiln_kctx *ctx)
+{
+    return kiln__cpu_ref_kernel(KILN_OP_QuantizeLinear)(ctx);
+}
+#endif
