@@ -2,6 +2,7 @@
 #ifndef KILN_BUILD_PRECISION_H
 #define KILN_BUILD_PRECISION_H
 #include "../ir/graph.h"
+#include "../quant/quant.h"
 
 /* Per-layer requests made by the precision planner (precision_plan.c) rather than by options:
  * req[i] is node i of the model graph's requested precision (a name kiln__precision_code accepts)
@@ -38,11 +39,8 @@ bool kiln__precision_weight_layer(const kiln_graph *g, int node);
 /* True when one of o's --layer-precision rules names node n (by name or op type). */
 bool kiln__precision_rule_names(const kiln_build_options *o, const kiln_node *n);
 
-/* Int8 activations (precision_range.c): true and *lo when value v of g cannot be below lo, by what
- * produces it (Relu, Clip, Sigmoid, HardSwish, x * Sigmoid(x), Gelu, ..., through ops that move or
- * average values, Mul / Div by a positive scalar constant, Add / Sub of a scalar constant, and the
- * Q -> DQ pairs of the int8 step). */
-bool kiln__value_lower_bound(const kiln_graph *g, int v, float *lo);
+/* Int8 activations: kiln__value_lower_bound (src/quant/range.c, quant.h) tells the lower bound
+ * of a value by what produces it. */
 /* The int8 parameters of activation v with calibrated threshold t > 0 (PRECISION.md, "Implicit
  * INT8"): int8 over [-t, t] (scale t / 127, zero point 0); uint8 over [0, t] (t / 255, zero point
  * 0) when v cannot be negative; uint8 over [lo, t] when v cannot be below lo, -t < lo < 0: scale

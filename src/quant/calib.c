@@ -145,14 +145,20 @@ static void bin_moments(int j, double w, double *m1, double *m2)
     *m2 = (a * a + a * b + b * b) / 3;
 }
 
-double kiln__calib_sq_error(const uint64_t *h, int nbins, double amax, double t)
+/* The grid step for threshold t: (t - lo) / steps, or int8's t / 127 when t does not reach above -lo. */
+static double grid_step(double t, int steps, double lo)
+{
+    return t > -lo ? (t - lo) / steps : t / (KILN_CALIB_LEVELS - 1);
+}
+
+double kiln__calib_sq_error_grid(const uint64_t *h, int nbins, double amax, double t, int steps, double lo)
 {
     double w = amax / nbins, err = 0;
     int k = t > 0 ? (int)ceil(t / w - 1e-9) : 0;   /* bins [0, k) lie below t (t is a bin edge) */
     if (k > nbins)
         k = nbins;
     if (k > 0)
-        err += rounding_error(h, k, w, t / (KILN_CALIB_LEVELS - 1));
+        err += rounding_error(h, k, w, grid_step(t, steps, lo));
     for (int j = k; j < nbins; j++) {
         double m1, m2;
         bin_moments(j, w, &m1, &m2);
@@ -161,9 +167,14 @@ double kiln__calib_sq_error(const uint64_t *h, int nbins, double amax, double t)
     return err;
 }
 
-double kiln__calib_mse(const uint64_t *h, int nbins, double amax)
+double kiln__calib_sq_error(const uint64_t *h, int nbins, double amax, double t)
 {
-    if (amax <= 0 || total_count(h, nbins) <= 0)
+    return kiln__calib_sq_error_grid(h, nbins, amax, t, KILN_CALIB_LEVELS - 1, 0);
+}
+
+double kiln__calib_mse_grid(const uint64_t *h, int nbins, double amax, int steps, double lo)
+{
+    if (amax <= 0 || total_count(h, nbins) <= 0 || steps < 1 || !(lo <= 0))
         return amax;
     int last = nbins;   /* thresholds above the last non-empty bin only add rounding error */
     while (last > 1 && !h[last - 1])
@@ -181,7 +192,7 @@ double kiln__calib_mse(const uint64_t *h, int nbins, double amax)
     }
     for (int k = 1; s0 && s1 && s2 && k <= last; k++) {
         double t = k * w;
-        double e = rounding_error(h, k, w, t / (KILN_CALIB_LEVELS - 1)) + s2[k] - 2 * t * s1[k] + t * t * s0[k];
+        double e = rounding_error(h, k, w, grid_step(t, steps, lo)) + s2[k] - 2 * t * s1[k] + t * t * s0[k];
         if (e < best_err) {
             best_err = e;
             best = k;
@@ -193,6 +204,11 @@ double kiln__calib_mse(const uint64_t *h, int nbins, double amax)
     return amax * best / nbins;
 }
 
+double kiln__calib_mse(const uint64_t *h, int nbins, double amax)
+{
+    return kiln__calib_mse_grid(h, nbins, amax, KILN_CALIB_LEVELS - 1, 0);
+}
+
 double kiln__calib_threshold(kiln_calib_method m, double param, const uint64_t *h, int nbins, double amax)
 {
     switch (m) {
@@ -202,6 +218,13 @@ double kiln__calib_threshold(kiln_calib_method m, double param, const uint64_t *
     case KILN_CALIB_ENTROPY: break;
     }
     return kiln__calib_entropy(h, nbins, amax);
+}
+
+double kiln__calib_threshold_grid(kiln_calib_method m, double param, const uint64_t *h, int nbins, double amax,
+                                  int steps, double lo)
+{
+    return m == KILN_CALIB_MSE ? kiln__calib_mse_grid(h, nbins, amax, steps, lo)
+                               : kiln__calib_threshold(m, param, h, nbins, amax);
 }
 
 void kiln__calib_method_str(kiln_calib_method m, double param, char *buf, size_t n)

@@ -23,10 +23,28 @@ double kiln__calib_mse(const uint64_t *h, int nbins, double amax);
  * values uniform inside each bin: rounding error below t, clipping error above. */
 double kiln__calib_sq_error(const uint64_t *h, int nbins, double amax, double t);
 double kiln__calib_threshold(kiln_calib_method m, double param, const uint64_t *h, int nbins, double amax);
+/* The same searches on the grid the value will be quantized on: `steps` grid steps over [lo, T]
+ * (lo <= 0): 127 and 0 for symmetric int8 (the functions above), 255 and 0 for uint8 after a
+ * Relu, 255 and lo for uint8 with a zero point; a threshold T <= -lo falls back to int8's grid
+ * (the builder then uses int8, kiln__int8_act_params). Only mse depends on the grid. */
+double kiln__calib_sq_error_grid(const uint64_t *h, int nbins, double amax, double t, int steps, double lo);
+double kiln__calib_mse_grid(const uint64_t *h, int nbins, double amax, int steps, double lo);
+double kiln__calib_threshold_grid(kiln_calib_method m, double param, const uint64_t *h, int nbins, double amax,
+                                  int steps, double lo);
 /* "entropy", "minmax", "percentile:P", "mse" (percentile's parameter printed canonically). */
 void kiln__calib_method_str(kiln_calib_method m, double param, char *buf, size_t n);
 /* INT8 scale of a threshold: t / 127, or 1 for t = 0 (an all-zero tensor is exact at any scale). */
 float kiln__calib_scale(double t);
+
+/* ---- activation ranges (range.c) ----
+ * True and *lo when value v of g cannot be below lo, by what produces it (Relu, Clip, Sigmoid,
+ * HardSigmoid, Softmax, Softplus, HardSwish, x * Sigmoid(x), x * k * Clip(x + c, 0, m), Gelu),
+ * through ops that move or average values, Mul / Div by a positive scalar constant, Add / Sub of
+ * a scalar constant, and the Q -> DQ pairs of the builder's int8 step. */
+bool kiln__value_lower_bound(const kiln_graph *g, int v, float *lo);
+/* The grid of the int8 step for value v (for kiln__calib_threshold_grid): 255 steps from
+ * min(lo, 0) when v has a bound lo (uint8), else 127 steps from 0 (symmetric int8). */
+void kiln__calib_grid(const kiln_graph *g, int v, int *steps, double *lo);
 
 /* ---- hashing (hash.c: XXH3 from Debian's libxxhash) ---- */
 uint64_t kiln__hash64(const void *p, size_t n, uint64_t seed);

@@ -180,6 +180,7 @@ static kiln_status run_pass(calib_run *r, const kiln_calib_set *set, int pass)
 }
 
 typedef struct thresh_job {
+    const kiln_graph *g;
     const kiln_calib_stats *s;
     const kiln_calib_options *o;
     const int *slots;
@@ -191,9 +192,11 @@ static void thresholds(void *ctx, int64_t begin, int64_t end)
     thresh_job *j = ctx;
     for (int64_t i = begin; i < end; i++) {
         int k = j->slots[i];
-        double amax = j->s->amax[k];
-        double t = kiln__calib_threshold(j->o->method, j->o->param, j->s->hist + (size_t)k * KILN_CALIB_BINS,
-                                         KILN_CALIB_BINS, amax);
+        double amax = j->s->amax[k], lo;
+        int steps;
+        kiln__calib_grid(j->g, j->s->value[k], &steps, &lo);   /* uint8 tensors: their 255-step grid */
+        double t = kiln__calib_threshold_grid(j->o->method, j->o->param, j->s->hist + (size_t)k * KILN_CALIB_BINS,
+                                              KILN_CALIB_BINS, amax, steps, lo);
         j->t->scale[i] = kiln__calib_scale(t);
         j->t->amax[i] = (float)amax;
     }
@@ -226,7 +229,7 @@ static kiln_status make_table(calib_run *r, const kiln_calib_options *o, kiln_ca
         t->n = n + 1;
         slots[n++] = k;
     }
-    thresh_job job = {.s = s, .o = o, .slots = slots, .t = t};
+    thresh_job job = {.g = r->g, .s = s, .o = o, .slots = slots, .t = t};
     kiln__parallel_for(r->pool, 0, n, 1, thresholds, &job);
     kiln__free(slots);
     return KILN_OK;

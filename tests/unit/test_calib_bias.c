@@ -1,7 +1,7 @@
 /* FP8 bias correction (src/build/calib_bias.c) against a scalar reference: the mean per output
  * channel of layer(x, W) - layer(xq, Wq) computed here by brute force (direct convolution / GEMM
  * in double over every output position, xq = e4m3(x / s) * s, Wq = e4m3(W / sw) * sw with
- * sw = amax / 448), for 2-D convolutions with odd shapes, padding (asymmetric), strides,
+ * sw = amax / 448 of each output channel), for 2-D convolutions with odd shapes, padding (asymmetric), strides,
  * dilations and groups (depthwise included), Gemm (transB, alpha) and MatMul, over several input
  * tensors of different batch and spatial sizes; then the whole step on a graph run on .npy
  * calibration files: the new bias equals the old one plus the reference shift (a Conv without a
@@ -64,16 +64,20 @@ static float fp8(float x, float s)
     return kiln__fp8_to_f32(KILN_DT_FP8E4M3, kiln__f32_to_fp8(KILN_DT_FP8E4M3, x / s, true)) * s;
 }
 
-/* W quantized per tensor as the fp8 layers store it (PRECISION.md, "FP8 (per tensor)") */
-static float *wq_of(const kiln_tensor *w)
+/* W quantized as the fp8 layers store it (PRECISION.md, "FP8 layers"): per output channel (a row
+ * of rows x k, or a column of a [k, rows] weight when kn), s = amax / 448 */
+static float *wq_of(const kiln_tensor *w, int64_t rows, bool kn)
 {
-    int64_t n = kiln_tensor_numel(w);
+    int64_t n = kiln_tensor_numel(w), k = n / rows;
     const float *x = w->data;
-    float amax = 0, *y = kiln__malloc(sizeof(float) * (size_t)n);
-    for (int64_t i = 0; i < n; i++)
-        amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
-    for (int64_t i = 0; i < n; i++)
-        y[i] = fp8(x[i], amax / 448.0f);
+    float *y = kiln__malloc(sizeof(float) * (size_t)n);
+    for (int64_t r = 0; r < rows; r++) {
+        float amax = 0;
+        for (int64_t i = 0; i < k; i++)
+            amax = fmaxf(amax, fabsf(x[kn ? i * rows + r : r * k + i]));
+        for (int64_t i = 0; i < k; i++)
+            y[kn ? i * rows + r : r * k + i] = fp8(x[kn ? i * rows + r : r * k + i], amax / 448.0f);
+    }
     return y;
 }
 
@@ -119,7 +123,7 @@ static void conv_case(int64_t C, int64_t M, int64_t KH, int64_t KW, geo q, float
     for (int64_t m = 0; m < M; m++)   /* channel ranges over orders of magnitude, as BN-folded filters */
         for (int64_t i = 0; i < C / q.grp * KH * KW; i++)
             wf[m * (C / q.grp) * KH * KW + i] *= powf(10.0f, (float)(m % 4) - 2.0f);
-    float *wq = wq_of(&w);
+    float *wq = wq_of(&w, M, false);
     int x = val("x"), y = val("y"), wv = cst("w", w);
     int i = node(KILN_OP_Conv, "conv", 2, (int[]){x, wv}, y);
     CHECK(kiln__node_set_attr_i(&g->nodes[i], "group", q.grp) == KILN_OK);
@@ -184,7 +188,7 @@ static void gemm_case(kiln_op op, int64_t K, int64_t N, bool tb, float alpha)
     g = kiln__graph_new(NULL);
     int64_t bd[2] = {tb ? N : K, tb ? K : N};
     kiln_tensor b = test_tensor_f32(2, bd, 0.5f, &seed);
-    float *bq = wq_of(&b);
+    float *bq = wq_of(&b, N, !tb);
     int x = val("x"), y = val("y"), bv = cst("b", b);
     int i = node(op, "mm", 2, (int[]){x, bv}, y);
     if (op == KILN_OP_Gemm) {
@@ -296,7 +300,7 @@ static void driver_conv(void)
     set_io(x, 2, (int[]){y1, y2});
     kiln_tensor data[2];
     write_set(dir, 2, 4, (int64_t[]){2, C, 6, 9}, true, data);
-    float *wq = wq_of(g->values[wv].init), *dq = wq_of(g->values[dv].init);
+    float *wq = wq_of(g->values[wv].init, M, false), *dq = wq_of(g->values[dv].init, C, false);
     double r1[4] = {0}, q1[4] = {0}, r2[3] = {0}, q2[3] = {0}, n1 = 0, n2 = 0;
     geo g1 = {.grp = 1, .sh = 1, .sw = 1, .pads = {1, 1, 1, 1}, .dh = 1, .dw = 1}, g2 = g1;
     g2.grp = C, g2.sh = g2.sw = 2, memset(g2.pads, 0, sizeof g2.pads);
@@ -350,7 +354,7 @@ static void driver_gemm(void)
     g->outputs[2] = y4, g->n_outputs = 3;
     kiln_tensor data[3];
     write_set(dir, 3, 2, (int64_t[]){4, K}, false, data);
-    float *bq = wq_of(g->values[bv].init), *b2q = wq_of(g->values[b2v].init);
+    float *bq = wq_of(g->values[bv].init, N, true), *b2q = wq_of(g->values[b2v].init, N, false);
     double r[5] = {0}, q[5] = {0}, r2[5] = {0}, q2[5] = {0}, n = 0;
     for (int k = 0; k < 3; k++) {
         n += gemm_sums(&data[k], g->values[bv].init->data, K, N, false, 1, 0, r);

@@ -1,7 +1,9 @@
 /* Calibration threshold methods (src/quant/calib.c) on synthetic distributions whose answer is known
  * or bounded: minmax is amax; percentile is within one bin of NumPy's percentile (python3-numpy, run
  * from the test); entropy stays near amax for uniform data and clips heavy tails; MSE matches a brute
- * force search over the raw samples. */
+ * force search over the raw samples, also on the uint8 grids of bounded activations (255 steps over
+ * [0, T] after a Relu, over [lo, T] with a zero point after a HardSwish), whose thresholds differ
+ * from int8's. */
 #include "quant/quant.h"
 #include "test.h"
 #include <stdint.h>
@@ -131,6 +133,59 @@ static void test_methods(dist *d, int kind)
            best_t, kiln__calib_percentile(d->h, B, d->amax, 99.99));
 }
 
+/* Mean squared error of the builder's uint8 quantization over [lo, T] (lo <= 0; scale (T - lo) / 255,
+ * zero point rint(-lo / scale): kiln__int8_act_params) over the raw samples. */
+static double sample_mse_u8(const dist *d, double t, double lo)
+{
+    double s = (t - lo) / 255, zp = nearbyint(-lo / s), e = 0;
+    for (int64_t i = 0; i < d->n; i++) {
+        double x = d->x[i], q = (fmax(0, fmin(255, nearbyint(x / s) + zp)) - zp) * s;
+        e += (x - q) * (x - q);
+    }
+    return e / d->n;
+}
+
+/* uint8 grids: relu(Laplace with outliers) on [0, T], hardswish(3 N(0, 1)) on [-0.375, T] */
+static void test_grids(void)
+{
+    static dist d;
+    for (int kind = 0; kind < 2; kind++) {
+        make(&d, kind ? "hardswish" : "relu", kind ? 1 : 2, 40000);
+        double lo = kind ? -0.375 : 0;
+        for (int64_t i = 0; i < d.n; i++) {
+            double x = kind ? 3 * d.x[i] : d.x[i];
+            d.x[i] = (float)(kind ? x * fmin(fmax(x + 3, 0), 6) / 6 : fmax(x, 0));
+        }
+        finish(&d);
+        double tg = kiln__calib_mse_grid(d.h, B, d.amax, 255, lo), t8 = kiln__calib_mse(d.h, B, d.amax);
+        CHECK(kiln__calib_threshold_grid(KILN_CALIB_MSE, 0, d.h, B, d.amax, 255, lo) == tg);
+        CHECK(kiln__calib_threshold_grid(KILN_CALIB_MSE, 0, d.h, B, d.amax, 127, 0) == t8);
+        CHECK(kiln__calib_threshold_grid(KILN_CALIB_PERCENTILE, 99.9, d.h, B, d.amax, 255, lo) ==
+              kiln__calib_percentile(d.h, B, d.amax, 99.9));
+        double best = INFINITY, best_t = 0;
+        for (int k = 1; k <= B; k++) {
+            double t = d.amax * k / B;
+            if (t <= -lo)
+                continue;
+            double e = sample_mse_u8(&d, t, lo);
+            if (e < best)
+                best = e, best_t = t;
+        }
+        double got = sample_mse_u8(&d, tg, lo), model = kiln__calib_sq_error_grid(d.h, B, d.amax, tg, 255, lo) / d.n;
+        CHECK_MSG(got <= best * 1.03, "%s: uint8 mse threshold %g has error %g, brute force %g at %g", d.name, tg, got,
+                  best, best_t);
+        /* (Relu's zeros, half the samples, are modelled as uniform over the first bin: a little more error) */
+        CHECK_MSG(fabs(model - got) <= (kind ? 0.05 : 0.1) * got, "%s: modelled uint8 error %g, measured %g", d.name,
+                  model, got);
+        /* the 127-step search picks another threshold, worse on the uint8 grid */
+        CHECK_MSG(fabs(t8 - tg) > 2 * d.amax / B && sample_mse_u8(&d, t8, lo) > got, "%s: int8 %g vs uint8 %g", d.name,
+                  t8, tg);
+        printf("%-10s amax %-9.4g mse int8 grid %-9.4g uint8 grid %-9.4g (brute force %.4g)\n", d.name, d.amax, t8, tg,
+               best_t);
+        free(d.x);
+    }
+}
+
 static void test_edges(void)
 {
     static uint64_t h[B];
@@ -187,5 +242,6 @@ int main(void)
         free(d[k].x);
     }
     test_edges();
+    test_grids();
     return TEST_SUMMARY();
 }

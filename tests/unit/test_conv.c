@@ -716,7 +716,7 @@ static void test_fused_conv(unsigned long long *seed)
 }
 
 /* Winograd with the filters prepared at build time, as engines run it: F(4x4, 3x3) up to 2^14
- * channel pairs, F(2x2, 3x3) above (k_conv.c). Odd sizes, pads 0..2 (asymmetric), groups,
+ * channel pairs, F(2x2, 3x3) above (x86/conv_wino.c). Odd sizes, pads 0..2 (asymmetric), groups,
  * batches, every epilogue. F(4x4) rounds more (transform coefficients up to 8 and 1/24): it gets
  * 5e-4 where every other path is held to 1e-4 (measured worst here below 2e-4; a wrong transform
  * coefficient gives errors of order 1). */

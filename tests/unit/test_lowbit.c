@@ -290,8 +290,50 @@ static void case_errors(void)
     kiln__tensor_release(&x), kiln__tensor_release(&w), kiln__tensor_release(&wbad);
 }
 
+/* FP8 weights have one scale per output channel: a MatMul on the identity (1 is exact in FP8 at
+ * activation scale 1/256) returns the dequantized weight; each column's largest |w| comes back
+ * (to float rounding of amax / 448 * 448) and columns 10^6 smaller than others keep E4M3's relative precision (a scale for the
+ * whole tensor would flush them to 0). */
+static void case_fp8_channels(void)
+{
+    const int64_t K = 11, N = 6;
+    layer l;
+    layer_init(&l, KILN_OP_MatMul, 2);
+    lowbit(&l, "fp8", 1.0f / 256);
+    int64_t wd[2] = {K, N}, xd[2] = {K, K};
+    kiln_tensor w = rnd(2, wd, 1), x = rnd(2, xd, 0), y;
+    float *wf = w.data, *xf = x.data;
+    for (int64_t k = 0; k < K; k++) {
+        xf[k * K + k] = 1;
+        for (int64_t n = 0; n < N; n++)
+            wf[k * N + n] *= powf(10.0f, -(float)n * 1.2f);   /* column n ~ 10^(-1.2 n) */
+    }
+    void *blob = NULL;
+    size_t size = 0;
+    const kiln_tensor *in[2] = {&x, &w};
+    CHECK(kiln__lowbit_prep(&l.node, 2, in, &blob, &size) == KILN_OK && blob);
+    void *ab = blob ? aligned_copy(blob, size) : NULL;
+    kiln__free(blob);
+    CHECK(ab && run(&l.node, 2, in, ab, size, 1, &y) == KILN_OK);
+    const float *yf = y.data;
+    for (int64_t n = 0; yf && n < N; n++) {
+        float wmax = 0, ymax = 0;
+        double rel = 0;
+        for (int64_t k = 0; k < K; k++) {
+            wmax = fmaxf(wmax, fabsf(wf[k * N + n])), ymax = fmaxf(ymax, fabsf(yf[k * N + n]));
+            rel = fmax(rel, fabs(yf[k * N + n] - wf[k * N + n]) / fabs(wf[k * N + n]));
+        }
+        CHECK_MSG(fabsf(wmax - ymax) <= 1e-6f * wmax, "column %lld: largest |w| %g comes back as %g", (long long)n,
+                  (double)wmax, (double)ymax);
+        CHECK_MSG(rel <= 1.0 / 16 + 1e-6, "column %lld: relative error %g", (long long)n, rel);
+    }
+    kiln__tensor_release(&y), kiln__tensor_release(&x), kiln__tensor_release(&w);
+    free(ab);
+}
+
 int main(void)
 {
+    case_fp8_channels();
     kiln__lowbit_set_block_floats(1);   /* 16-channel convolution blocks: the blocked path on small layers */
     for (int f = 0; f < 4; f++)
         for (int nt = 1; nt <= 2; nt++) {

@@ -123,6 +123,40 @@ static void test_bounds(void)
     }
     expect("deep chain", deep, false, 0);
 
+    /* HardSwish as opset < 14 exporters write it: x * Clip(x + 3, 0, 6) / 6, x * (Clip(x + 3, 0, 6) / 6) */
+    int a3 = bin(KILN_OP_Add, "a3", x, cst("three", 3));
+    int r6 = node(KILN_OP_Clip, "r6", 3, (int[]){a3, cst("z0", 0), cst("six", 6)});
+    expect("x * clip(x + 3, 0, 6) / 6", bin(KILN_OP_Div, "hsd", bin(KILN_OP_Mul, "hsm", x, r6), cst("six2", 6)), true,
+           (float)scan_min(hswish));
+    expect("x * (clip(3 + x, 0, 6) / 6)",
+           bin(KILN_OP_Mul, "hsm2", bin(KILN_OP_Div, "r6d", node(KILN_OP_Clip, "r6b", 3,
+               (int[]){bin(KILN_OP_Add, "a3b", cst("three2", 3), x), cst("z1", 0), cst("six3", 6)}), cst("six4", 6)), x),
+           true, (float)scan_min(hswish));
+    int r6old = un(KILN_OP_Clip, "r6old", a3);   /* opset 6 Clip: bounds as attributes */
+    g->nodes[g->values[r6old].producer].opset = 6;
+    CHECK(kiln__node_set_attr_f(&g->nodes[g->values[r6old].producer], "min", 0) == KILN_OK);
+    CHECK(kiln__node_set_attr_f(&g->nodes[g->values[r6old].producer], "max", 6) == KILN_OK);
+    expect("x * clip6(x + 3) (opset 6)", bin(KILN_OP_Mul, "hsold", r6old, x), true, -2.25f);
+    expect("y * clip(x + 3, 0, 6)", bin(KILN_OP_Mul, "noths", other, r6), false, 0);
+    expect("x * clip(x + 3, -1, 6)",
+           bin(KILN_OP_Mul, "noths2", x, node(KILN_OP_Clip, "r6c", 3, (int[]){a3, cst("m1b", -1), cst("six5", 6)})), false, 0);
+    expect("x * clip(x + 3, 0, 1) (max below c / 2)",
+           bin(KILN_OP_Mul, "noths3", x, node(KILN_OP_Clip, "r6e", 3, (int[]){a3, cst("z2", 0), cst("one2", 1)})), false, 0);
+    expect("x * clip(x + 3, 0, 6) / -6",
+           bin(KILN_OP_Mul, "noths4", x, bin(KILN_OP_Div, "r6n", r6, cst("m6", -6))), false, 0);
+
+    /* the calibration's grid: 255 steps from the bound, else int8's 127 */
+    int steps;
+    double glo;
+    kiln__calib_grid(g, x, &steps, &glo);
+    CHECK(steps == 127 && glo == 0);
+    kiln__calib_grid(g, hs, &steps, &glo);
+    CHECK(steps == 255 && fabs(glo + 0.375) < 1e-7);
+    kiln__calib_grid(g, un(KILN_OP_Relu, "r5", x), &steps, &glo);
+    CHECK(steps == 255 && glo == 0);
+    kiln__calib_grid(g, bin(KILN_OP_Add, "pos", un(KILN_OP_Relu, "r6f", x), cst("c3", 1)), &steps, &glo);
+    CHECK(steps == 255 && glo == 0);   /* a bound above 0: uint8 over [0, T] */
+
     /* int8 parameters */
     bool u8;
     float s;

@@ -205,7 +205,7 @@ static void test_conv(void)
         const kiln_tensor *in[3] = {&x, &w, &b};
         char label[64];
         snprintf(label, sizeof label, "conv case %zu", c);
-        /* prepared filters are F(4x4, 3x3) up to 2^14 channel pairs (k_conv.c WINO43_MAX_PAIRS), the
+        /* prepared filters are F(4x4, 3x3) up to 2^14 channel pairs (x86/conv_wino.c WINO43_MAX_PAIRS), the
          * unprepared layer transforms F(2x2, 3x3) per call: the same path only above that */
         bool f43 = (k[1] / k[5]) * (k[4] / k[5]) <= 16384;
         check_layer(&n, in, 3, eligible, !eligible || (tiles >= 40 && !f43), label);

@@ -59,6 +59,15 @@ kiln_status kiln__conv_fused(kiln_kctx *ctx, const kiln_conv_isa *isa, const kil
 /* FusedConv (k_fused.c) with the hooks of isa. */
 kiln_status kiln__fused_conv(kiln_kctx *ctx, const kiln_conv_isa *isa, kiln_kernel_fn self);
 
+/* d[0..n) = pw zeros, the input row's W values, zeros (as many of each as fit in n). */
+static inline void kiln__conv_pad_row(float *d, int64_t n, const float *row, int64_t W, int64_t pw)
+{
+    int64_t lead = pw < n ? pw : n, ncopy = W < n - lead ? W : n - lead;
+    memset(d, 0, sizeof(float) * (size_t)lead);
+    memcpy(d + lead, row, sizeof(float) * (size_t)ncopy);
+    memset(d + lead + ncopy, 0, sizeof(float) * (size_t)(n - lead - ncopy));
+}
+
 /* The 2-D view of a 1-D or 2-D geometry (band fields zero). */
 void kiln__conv2d_view(const kiln_window *g, kiln_conv2d *p);
 /* 1x1, stride 1, no padding: one GEMM W x X per image and group. */

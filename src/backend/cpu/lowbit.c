@@ -75,11 +75,16 @@ static bool w_view(const kiln_node *n, int ndim, const int64_t *dims, int64_t *r
 
 static uint64_t align64(uint64_t v) { return (v + 63) / 64 * 64; }
 
-/* Blob payload layout: elements, scales at off_s, tensor scale at off_t. */
+/* FP8 weights have one FP32 scale per row (output channel), amax / 448 of the row: each row is a
+ * 1 x k matrix of numfmt's per-tensor FP8 format, its scale stored where the block formats keep
+ * their block scales (docs/PRECISION.md, "FP8 layers"). */
+static bool per_row(const kiln__qlayout *L) { return L->fmt == KILN_QF_FP8; }
+
+/* Blob payload layout: elements, scales at off_s (FP8: the row scales), tensor scale at off_t. */
 static uint64_t payload_bytes(const kiln__qlayout *L, uint64_t *off_s, uint64_t *off_t)
 {
     *off_s = align64(L->data_bytes);
-    *off_t = align64(*off_s + L->scale_bytes);
+    *off_t = align64(*off_s + (per_row(L) ? sizeof(float) * (uint64_t)L->rows : L->scale_bytes));
     return *off_t + 64;
 }
 
@@ -106,7 +111,18 @@ static kiln_status quantize(const kiln__qlayout *L, const float *w, bool trans, 
         src = tmp;
     }
     float ts = 1.0f;
-    kiln_status st = kiln__qpack(L, src, p, p + off_s, &ts);
+    kiln_status st = KILN_OK;
+    if (per_row(L)) {
+        kiln__qlayout row;
+        st = kiln__lowbit_layout(&row, L->fmt, 1, L->k);
+        for (int64_t r = 0; st == KILN_OK && r < L->rows; r++) {
+            float rs = 1.0f;
+            st = kiln__qpack(&row, src + r * L->k, p + r * L->row_bytes, NULL, &rs);
+            memcpy(p + off_s + sizeof(float) * (size_t)r, &rs, sizeof rs);
+        }
+    } else {
+        st = kiln__qpack(L, src, p, p + off_s, &ts);
+    }
     memcpy(p + off_t, &ts, sizeof ts);
     kiln__free(tmp);
     return st;
@@ -118,6 +134,7 @@ typedef struct qw {
     const uint8_t *data;
     const void *scales;
     float ts;
+    const float *row_scale;   /* FP8: one scale per row, else NULL */
     bool trans, f16;   /* f16: dequantized values rounded to FP16 (weight-only layers) */
     uint8_t *own;
 } qw;
@@ -139,6 +156,7 @@ static void qw_point(qw *q, const uint8_t *p)
     payload_bytes(&q->L, &off_s, &off_t);
     q->data = p;
     q->scales = p + off_s;
+    q->row_scale = per_row(&q->L) ? (const float *)(const void *)(p + off_s) : NULL;   /* 64-byte aligned */
     memcpy(&q->ts, p + off_t, sizeof q->ts);
 }
 
@@ -206,7 +224,7 @@ static void round_f16(float *y, int64_t n)
 /* Row r, elements [k0, k1) of the dequantized weight (k1 - k0 <= SPAN). */
 static void dq_span(const qw *q, int64_t r, int64_t k0, int64_t k1, float *y)
 {
-    kiln__qunpack_span(&q->L, q->data, q->scales, q->ts, r, k0, k1, y);
+    kiln__qunpack_span(&q->L, q->data, q->scales, q->row_scale ? q->row_scale[r] : q->ts, r, k0, k1, y);
     if (q->f16)
         round_f16(y, k1 - k0);
 }
@@ -553,6 +571,24 @@ void kiln__lowbit_set_block_floats(int64_t floats)
     w_block_floats = floats > 0 ? floats : (int64_t)1 << 18;
 }
 
+/* FP8: per row, s = amax / 448 over its finite values (1 when that is 0), y = e4m3(x / s) * s. */
+static void ref_fp8_rows(const float *w, int64_t rows, int64_t k, bool trans, float *y)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        float amax = 0;
+        for (int64_t i = 0; i < k; i++) {
+            float v = fabsf(w[trans ? i * rows + r : r * k + i]);
+            amax = isfinite(v) && v > amax ? v : amax;
+        }
+        float s = amax / 448.0f;
+        s = s > 0 ? s : 1.0f;   /* an all-zero row, or one whose scale underflows */
+        for (int64_t i = 0; i < k; i++) {
+            int64_t at = trans ? i * rows + r : r * k + i;
+            y[at] = kiln__fp8_to_f32(KILN_DT_FP8E4M3, kiln__f32_to_fp8(KILN_DT_FP8E4M3, w[at] / s, true)) * s;
+        }
+    }
+}
+
 kiln_status kiln__lowbit_ref_weight(const kiln_node *n, const kiln_tensor *w, float *y)
 {
     lb_attrs a;
@@ -561,6 +597,10 @@ kiln_status kiln__lowbit_ref_weight(const kiln_node *n, const kiln_tensor *w, fl
     int64_t dims[4];
     memset(&q, 0, sizeof q);
     KILN_TRY(qw_layout(n, a.fmt, w, &q, dims));
+    if (per_row(&q.L)) {
+        ref_fp8_rows(w->data, q.L.rows, q.L.k, q.trans, y);
+        return KILN_OK;
+    }
     uint64_t off_s, off_t, total = payload_bytes(&q.L, &off_s, &off_t);
     uint8_t *p = kiln__malloc((size_t)total);
     if (!p)

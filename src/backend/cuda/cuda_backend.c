@@ -583,12 +583,13 @@ static const cu_op *find_op(kiln_op op)
 }
 
 /* A layer the builder marked for an emulated low-bit format (core/numfmt.h: "kiln_wq" weight format,
- * "kiln_aq" activation rounding; FP8 / NVFP4 / MXFP4 / INT4): this module has no such kernels, and
- * running its float weights here would silently compute another precision, so it stays on the CPU
- * backend (a visible CPU fallback). */
+ * "kiln_aq" activation rounding; FP8 / NVFP4 / MXFP4 / INT4) that this module has no kernel for (all but
+ * the FP8 GEMMs of cuda_fp8.c): running its float weights here would silently compute another
+ * precision, so it stays on the CPU backend (a visible CPU fallback). */
 static bool lowbit_layer(const cu_be *b, const kiln_node *n)
 {
-    return b->host->attr_s(n, "kiln_wq", NULL) != NULL || b->host->attr_s(n, "kiln_aq", NULL) != NULL;
+    return (b->host->attr_s(n, "kiln_wq", NULL) != NULL || b->host->attr_s(n, "kiln_aq", NULL) != NULL) &&
+           !cu_fp8_layer(b, n, NULL);
 }
 
 static bool cuda_supports(const kiln_backend *be, const kiln_bk_query *q)
@@ -606,7 +607,10 @@ static bool cuda_supports(const kiln_backend *be, const kiln_bk_query *q)
 static bool mod_accepts(kiln_backend *be, const kiln_node *n, int n_in, const kiln_tensor *const *in)
 {
     const cu_op *o = find_op(n->op);
-    return o && !lowbit_layer(cu_of(be), n) && (!o->accepts || o->accepts(cu_of(be), n, n_in, in));
+    cu_be *b = cu_of(be);
+    if (!o || lowbit_layer(b, n) || (cu_fp8_layer(b, n, NULL) && !cu_fp8_accepts(b, n, n_in, in)))
+        return false;
+    return !o->accepts || o->accepts(b, n, n_in, in);
 }
 
 static uint32_t mod_host_inputs(const kiln_node *n)
@@ -757,7 +761,7 @@ static kiln_status cuda_run(const kiln_backend *be, const kiln_layer *l, kiln_kc
     return cu_check(b, cudaGetLastError(), ctx->node->op_type);
 }
 
-void cu_part_mark(cu_be *b, int k, int n)
+void cu_part_mark(cu_be *b, int base, int k, int n)
 {
     if (!b->profile || b->runs < 3 || b->capturing)
         return;
@@ -767,7 +771,7 @@ void cu_part_mark(cu_be *b, int k, int n)
         for (int i = 0; i < n; i++) {
             float ms = 0;
             if (cudaEventElapsedTime(&ms, b->part_ev[i], b->part_ev[i + 1]) == cudaSuccess)
-                b->part_ms[i] += ms;
+                b->part_ms[base + i] += ms;
         }
     }
 }
@@ -810,6 +814,9 @@ static void print_profile(const cu_be *b)
             b->runs > 3 ? b->runs - 3 : 0);
     fprintf(stderr, "  Attention parts: QK^T %.3f ms, softmax %.3f ms, PV %.3f ms\n", b->part_ms[0], b->part_ms[1],
             b->part_ms[2]);
+    if (b->part_ms[4] > 0 || b->part_ms[5] > 0)
+        fprintf(stderr, "  FP8 GEMM parts: activation quantization %.3f ms, GEMM %.3f ms\n", b->part_ms[4],
+                b->part_ms[5]);
 }
 
 static void mod_destroy(kiln_backend *be)
@@ -888,6 +895,11 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
     const char *act = getenv("KILN_CUDA_ACT");
     b->force_act = act && !strcmp(act, "fp16") ? KILN_DT_FLOAT16 : act && !strcmp(act, "bf16") ? KILN_DT_BFLOAT16
                                                                                             : KILN_DT_UNDEFINED;
+    const char *f8 = getenv("KILN_CUDA_FP8_OUT");   /* FP8 GEMMs' output storage (cuda_fp8.c) */
+    b->fp8_out = f8 && !strcmp(f8, "fp32") ? KILN_DT_FLOAT32 : f8 && !strcmp(f8, "bf16") ? KILN_DT_BFLOAT16
+                                                                                          : KILN_DT_FLOAT16;
+    const char *fa8 = getenv("KILN_CUDA_FP8_FAST_ACCUM");
+    b->fp8_fast_accum = fa8 && !strcmp(fa8, "1");
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count <= o->device) {

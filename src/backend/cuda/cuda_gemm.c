@@ -5,25 +5,11 @@
  * activations on kiln's epilogue kernel. Per node and shape the descriptors and an algorithm are
  * kept: the fastest of cuBLASLt's first heuristic candidates, timed once on the layer's own
  * operands (when the output is not also an input). */
-#include "cuda_internal.h"
+#include "cuda_gemm.h"
 #include <stdlib.h>
 
 #define IN(i) (i < ctx->n_in ? ctx->in[i] : NULL)
 #define LT_WS ((size_t)32 << 20)
-
-typedef struct gemm_args {
-    bool ta, tb;
-    cudaDataType_t ty;        /* A, B, C, Y: CUDA_R_32F, CUDA_R_16F or CUDA_R_16BF (FP32 compute for all) */
-    int64_t M, N, K;
-    const void *A, *B;
-    void *Y;
-    const void *C;            /* beta != 0: the addend (same layout as Y); NULL = Y itself */
-    int64_t lda, ldb, ldy;
-    float alpha, beta;
-    const float *bias;        /* [N] or NULL */
-    bool relu;
-    int64_t batch, sa, sb, sy;   /* strided batch (batch 1: strides unused) */
-} gemm_args;
 
 typedef struct lt_state {
     cublasLtMatmulDesc_t op;
@@ -58,6 +44,7 @@ static kiln_status layout(cu_be *b, cublasLtMatrixLayout_t *l, cudaDataType_t ty
 }
 
 #define LT_CANDIDATES 8
+#define LT_CANDIDATES_FP8 24   /* cuBLASLt's first FP8 guesses were measured slow at BERT-base's shapes */
 
 static cublasStatus_t lt_matmul(cu_be *b, const lt_state *s, const gemm_args *g, const cublasLtMatmulAlgo_t *algo,
                                 void *ws, size_t wsz)
@@ -104,6 +91,14 @@ static kiln_status fastest(cu_be *b, const lt_state *s, const gemm_args *g, cons
     return cu_check(b, cudaGetLastError(), "timing GEMM algorithms");
 }
 
+/* FP8: the weight's scale (B in row-major terms, cuBLASLt's A) is read from device memory */
+static kiln_status lt_scale(cu_be *b, const lt_state *s, const gemm_args *g)
+{
+    const void *p = g->b_scale;
+    return cu_check_lt(b, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &p, sizeof p),
+                       "FP8 scale");
+}
+
 static kiln_status make_lt(cu_be *b, const kiln_kctx *ctx, const gemm_args *g, lt_state **out)
 {
     if (b->capturing)
@@ -130,13 +125,24 @@ static kiln_status make_lt(cu_be *b, const kiln_kctx *ctx, const gemm_args *g, l
         const void *bp = g->bias;   /* the pointer is set per call too; the heuristic wants it present */
         st = cu_check_lt(b, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp),
                          "bias");
+        int32_t bty = g->ty;   /* FP8 GEMMs default to another bias type for some outputs: say which */
+        if (st == KILN_OK && g->fp8)
+            st = cu_check_lt(b, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bty,
+                                                               sizeof bty), "bias type");
     }
+    if (st == KILN_OK && g->fp8)
+        st = lt_scale(b, s, g);
+    int8_t fast = b->fp8_fast_accum;
+    if (st == KILN_OK && g->fp8 && fast)
+        st = cu_check_lt(b, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast),
+                         "fast accumulation");
+    cudaDataType_t in_ty = g->fp8 ? CUDA_R_8F_E4M3 : g->ty;
     if (st == KILN_OK)
-        st = g->tb ? layout(b, &s->a, g->ty, g->K, g->N, g->ldb, g->batch, g->sb)
-                   : layout(b, &s->a, g->ty, g->N, g->K, g->ldb, g->batch, g->sb);
+        st = g->tb ? layout(b, &s->a, in_ty, g->K, g->N, g->ldb, g->batch, g->sb)
+                   : layout(b, &s->a, in_ty, g->N, g->K, g->ldb, g->batch, g->sb);
     if (st == KILN_OK)
-        st = g->ta ? layout(b, &s->b, g->ty, g->M, g->K, g->lda, g->batch, g->sa)
-                   : layout(b, &s->b, g->ty, g->K, g->M, g->lda, g->batch, g->sa);
+        st = g->ta ? layout(b, &s->b, in_ty, g->M, g->K, g->lda, g->batch, g->sa)
+                   : layout(b, &s->b, in_ty, g->K, g->M, g->lda, g->batch, g->sa);
     if (st == KILN_OK)
         st = layout(b, &s->c, g->ty, g->N, g->M, g->ldy, g->batch, g->sy);
     cublasLtMatmulPreference_t pref = NULL;
@@ -146,10 +152,11 @@ static kiln_status make_lt(cu_be *b, const kiln_kctx *ctx, const gemm_args *g, l
     if (st == KILN_OK)
         st = cu_check_lt(b, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsmax,
                                                                  sizeof wsmax), "preference");
-    cublasLtMatmulHeuristicResult_t h[LT_CANDIDATES];
+    cublasLtMatmulHeuristicResult_t h[LT_CANDIDATES_FP8];
+    int want = g->fp8 ? LT_CANDIDATES_FP8 : LT_CANDIDATES;
     int got = 0;
     if (st == KILN_OK) {
-        cublasStatus_t e = cublasLtMatmulAlgoGetHeuristic(b->lt, s->op, s->a, s->b, s->c, s->c, pref, LT_CANDIDATES, h,
+        cublasStatus_t e = cublasLtMatmulAlgoGetHeuristic(b->lt, s->op, s->a, s->b, s->c, s->c, pref, want, h,
                                                           &got);
         if (e == CUBLAS_STATUS_NOT_SUPPORTED || e == CUBLAS_STATUS_INVALID_VALUE)
             got = 0;   /* no algorithm for this combination: reported below as unsupported */
@@ -180,13 +187,15 @@ static kiln_status gemm(cu_be *b, const kiln_kctx *ctx, int slot, const gemm_arg
         return KILN_OK;
     if (g->K <= 0)   /* refused by the accepts checks (the host runs empty sums) */
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "GEMM with K = 0");
-    int64_t key[16] = {slot, g->ta, g->tb, g->M, g->N, g->K, g->lda, g->ldb, g->ldy, g->bias != NULL, g->relu,
-                       g->batch, g->sa, g->sb, g->sy, g->ty};
-    lt_state *s = cu_state_get(b, ctx->node, key, 16);
+    int64_t key[17] = {slot, g->ta, g->tb, g->M, g->N, g->K, g->lda, g->ldb, g->ldy, g->bias != NULL, g->relu,
+                       g->batch, g->sa, g->sb, g->sy, g->ty, g->fp8};
+    lt_state *s = cu_state_get(b, ctx->node, key, 17);
     if (!s) {
         KILN_TRY(make_lt(b, ctx, g, &s));
-        KILN_TRY(cu_state_put(b, ctx->node, key, 16, s, lt_state_free));
+        KILN_TRY(cu_state_put(b, ctx->node, key, 17, s, lt_state_free));
     }
+    if (g->fp8)
+        KILN_TRY(lt_scale(b, s, g));
     if (g->bias) {
         const void *bp = g->bias;
         KILN_TRY(cu_check_lt(b, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp),
@@ -209,15 +218,16 @@ static kiln_dtype kiln_ty(cudaDataType_t ty)
 }
 
 /* gemm() with its bias / ReLU epilogue. With half operands cuBLASLt's bias epilogue wants the bias in
- * the operands' type: the float32 bias is converted for the call (N values); where cuBLASLt still has
- * no algorithm, the GEMM runs plain and kiln's epilogue kernel adds the float32 bias and ReLU. */
-static kiln_status gemm_epi(cu_be *b, const kiln_kctx *ctx, int slot, const gemm_args *g)
+ * the operands' type: the float32 bias is converted for the call (N values); FP8 GEMMs take it in the
+ * output's type; where cuBLASLt still has no algorithm, the GEMM runs plain and kiln's epilogue kernel
+ * adds the float32 bias and ReLU. */
+kiln_status cu_gemm_epi(cu_be *b, const kiln_kctx *ctx, int slot, const gemm_args *g)
 {
-    if (g->ty == CUDA_R_32F || (!g->bias && !g->relu))
+    if ((g->ty == CUDA_R_32F && !g->fp8) || (!g->bias && !g->relu))
         return gemm(b, ctx, slot, g);
-    int64_t key[16] = {slot + 100, g->ta, g->tb, g->M, g->N, g->K, g->lda, g->ldb, g->ldy, g->bias != NULL, g->relu,
-                       g->batch, g->sa, g->sb, g->sy, g->ty};
-    if (!cu_state_get(b, ctx->node, key, 16)) {   /* not yet known to be refused */
+    int64_t key[17] = {slot + 100, g->ta, g->tb, g->M, g->N, g->K, g->lda, g->ldb, g->ldy, g->bias != NULL, g->relu,
+                       g->batch, g->sa, g->sb, g->sy, g->ty, g->fp8};
+    if (!cu_state_get(b, ctx->node, key, 17)) {   /* not yet known to be refused */
         kiln_tensor bf = {.dtype = KILN_DT_FLOAT32, .ndim = 1, .dims = {g->N}, .data = (void *)g->bias,
                           .nbytes = (size_t)g->N * 4, .flags = KILN_TENSOR_BORROWED | KILN_TENSOR_ON_DEVICE};
         kiln_tensor tmp;
@@ -232,7 +242,7 @@ static kiln_status gemm_epi(cu_be *b, const kiln_kctx *ctx, int slot, const gemm
             cu_tmp_free(b, &tmp);   /* used in stream order only */
         if (st != KILN_ERR_UNSUPPORTED)
             return st;
-        KILN_TRY(cu_state_put(b, ctx->node, key, 16, calloc(1, 1), free));
+        KILN_TRY(cu_state_put(b, ctx->node, key, 17, calloc(1, 1), free));
     }
     gemm_args p = *g;
     p.bias = NULL;
@@ -244,7 +254,7 @@ static kiln_status gemm_epi(cu_be *b, const kiln_kctx *ctx, int slot, const gemm
                                     g->relu ? CUK_RELU : CUK_IDENTITY, 0, 0, b->stream), "epilogue");
 }
 
-static cudaDataType_t cuda_ty(kiln_dtype sdt)
+cudaDataType_t cu_cuda_ty(kiln_dtype sdt)
 {
     return sdt == KILN_DT_FLOAT16 ? CUDA_R_16F : sdt == KILN_DT_BFLOAT16 ? CUDA_R_16BF : CUDA_R_32F;
 }
@@ -294,16 +304,7 @@ static void free_ops(cu_be *b, kiln_tensor *tmp)
 
 /* ---- MatMul / FusedMatMul */
 
-typedef struct mm_shape {
-    int64_t M, N, K;
-    int nd;                          /* output rank */
-    int64_t dims[KILN_MAX_DIMS];
-    int nb;                          /* batch rank */
-    int64_t bdims[KILN_MAX_DIMS], bsa[KILN_MAX_DIMS], bsb[KILN_MAX_DIMS];   /* batch dims, A / B strides */
-    int64_t batch;
-} mm_shape;
-
-static bool mm_shape_of(const kiln_tensor *a, const kiln_tensor *b, mm_shape *m)
+bool cu_mm_shape(const kiln_tensor *a, const kiln_tensor *b, mm_shape *m)
 {
     memset(m, 0, sizeof *m);
     if (a->ndim < 1 || b->ndim < 1)
@@ -350,7 +351,7 @@ static bool acc_matmul(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor
 {
     (void)b;
     mm_shape m;
-    if (n_in < 2 || !in[0] || !in[1] || !mm_shape_of(in[0], in[1], &m) || m.K <= 0)
+    if (n_in < 2 || !in[0] || !in[1] || !cu_mm_shape(in[0], in[1], &m) || m.K <= 0)
         return false;
     if (n->op == KILN_OP_FusedMatMul) {
         int64_t ny = m.batch * m.M * m.N;
@@ -371,7 +372,7 @@ static kiln_status matmul_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const ki
     if (!y->nbytes)
         return KILN_OK;
     size_t es = cu_es(sdt);
-    gemm_args g = {.ty = cuda_ty(sdt), .M = m->M, .N = m->N, .K = m->K, .A = A->data, .B = B->data, .Y = y->data, .C = res, .lda = m->K,
+    gemm_args g = {.ty = cu_cuda_ty(sdt), .M = m->M, .N = m->N, .K = m->K, .A = A->data, .B = B->data, .Y = y->data, .C = res, .lda = m->K,
                    .ldb = m->N, .ldy = m->N, .alpha = 1.0f, .beta = res ? 1.0f : 0.0f, .bias = bias,
                    .relu = act == CUK_RELU, .batch = 1};
     bool a_full = true, b_full = true, b_none = true;
@@ -383,13 +384,13 @@ static kiln_status matmul_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const ki
     }
     if (b_none && a_full) {   /* B shared by the whole batch: one GEMM of batch * M rows */
         g.M = m->M * m->batch;
-        KILN_TRY(gemm_epi(b, ctx, 0, &g));
+        KILN_TRY(cu_gemm_epi(b, ctx, 0, &g));
     } else if (a_full && b_full) {   /* identical batch dims: strided batched */
         g.batch = m->batch;
         g.sa = m->M * m->K;
         g.sb = m->K * m->N;
         g.sy = m->M * m->N;
-        KILN_TRY(gemm_epi(b, ctx, 0, &g));
+        KILN_TRY(cu_gemm_epi(b, ctx, 0, &g));
     } else {   /* other broadcasts of the batch dims: one GEMM per output matrix */
         for (int64_t i = 0; i < m->batch; i++) {
             int64_t oa = 0, ob = 0, rem = i;
@@ -404,7 +405,7 @@ static kiln_status matmul_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const ki
             gi.B = (const char *)B->data + ob * (int64_t)es;
             gi.Y = (char *)y->data + i * m->M * m->N * (int64_t)es;
             gi.C = res ? (const char *)res + i * m->M * m->N * (int64_t)es : NULL;
-            KILN_TRY(gemm_epi(b, ctx, 0, &gi));
+            KILN_TRY(cu_gemm_epi(b, ctx, 0, &gi));
         }
     }
     if (act == CUK_IDENTITY || act == CUK_RELU)
@@ -415,9 +416,11 @@ static kiln_status matmul_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const ki
 
 static kiln_status k_matmul(cu_be *b, kiln_kctx *ctx)
 {
+    if (cu_fp8_layer(b, ctx->node, NULL))
+        return cu_fp8_run(b, ctx);
     const kiln_tensor *A = IN(0), *B = IN(1);
     mm_shape m;
-    if (!A || !B || !mm_shape_of(A, B, &m))
+    if (!A || !B || !cu_mm_shape(A, B, &m))
         return cu_kerr(b, ctx, KILN_ERR_SHAPE, "incompatible MatMul operands");
     int act = CUK_IDENTITY;
     float aa = 0, ab = 0;
@@ -448,6 +451,34 @@ static bool acc_gemm(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *
     return K > 0;
 }
 
+kiln_status cu_gemm_c(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *C, float beta, kiln_dtype sdt,
+                      kiln_tensor *y, gemm_args *g)
+{
+    if (!C || beta == 0.0f)
+        return KILN_OK;
+    int64_t M = g->M, N = g->N;
+    bool row_bias = cu_numel(C) == N && (C->ndim == 1 || (C->ndim == 2 && C->dims[0] == 1));
+    if (row_bias && beta == 1.0f && cu_sdt(C) == KILN_DT_FLOAT32) {
+        g->bias = C->data;
+        return KILN_OK;
+    }
+    /* C broadcast into Y, then Y = alpha AB + beta Y */
+    const kiln_tensor *two[2] = {C, y};
+    int nd;
+    int64_t bd[KILN_MAX_DIMS];
+    cuk_shape sh;
+    if (!cu_broadcast(2, two, &nd, bd) || nd != 2 || bd[0] != M || bd[1] != N || !cu_shape_of(1, two, nd, bd, &sh))
+        return cu_kerr(b, ctx, KILN_ERR_SHAPE, "C does not broadcast to [%lld, %lld]", (long long)M, (long long)N);
+    kiln_tensor cs;   /* C in the output's storage */
+    const kiln_tensor *c2;
+    KILN_TRY(cu_as(b, C, sdt, &cs, &c2));
+    kiln_status st = cu_check(b, cuk_strided_copy(cu_es(sdt), c2->data, 0, y->data, M * N, &sh, b->stream),
+                              "broadcast C");
+    cu_tmp_free(b, &cs);
+    g->beta = beta;
+    return st;
+}
+
 static kiln_status gemm_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const kiln_tensor *A, const kiln_tensor *B,
                             const kiln_tensor *C)
 {
@@ -467,34 +498,11 @@ static kiln_status gemm_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const kiln
     kiln_tensor *y = ctx->out[0];
     if (!y->nbytes)
         return KILN_OK;
-    gemm_args g = {.ta = ta, .tb = tb, .ty = cuda_ty(sdt), .M = M, .N = N, .K = K, .A = A->data, .B = B->data,
+    gemm_args g = {.ta = ta, .tb = tb, .ty = cu_cuda_ty(sdt), .M = M, .N = N, .K = K, .A = A->data, .B = B->data,
                    .Y = y->data, .lda = A->dims[1], .ldb = B->dims[1], .ldy = N, .alpha = alpha, .beta = 0.0f,
                    .relu = act == CUK_RELU, .batch = 1};
-    kiln_tensor cs;   /* C in the output's storage, when it is broadcast into Y */
-    memset(&cs, 0, sizeof cs);
-    if (C && beta != 0.0f) {
-        bool row_bias = cu_numel(C) == N && (C->ndim == 1 || (C->ndim == 2 && C->dims[0] == 1));
-        if (row_bias && beta == 1.0f && cu_sdt(C) == KILN_DT_FLOAT32) {
-            g.bias = C->data;
-        } else {   /* C broadcast into Y, then Y = alpha AB + beta Y */
-            const kiln_tensor *two[2] = {C, y};
-            int nd;
-            int64_t bd[KILN_MAX_DIMS];
-            cuk_shape sh;
-            if (!cu_broadcast(2, two, &nd, bd) || nd != 2 || bd[0] != M || bd[1] != N ||
-                !cu_shape_of(1, two, nd, bd, &sh))
-                return cu_kerr(b, ctx, KILN_ERR_SHAPE, "C does not broadcast to [%lld, %lld]", (long long)M,
-                               (long long)N);
-            const kiln_tensor *c2;
-            KILN_TRY(cu_as(b, C, sdt, &cs, &c2));
-            kiln_status st = cu_check(b, cuk_strided_copy(cu_es(sdt), c2->data, 0, y->data, M * N, &sh, b->stream),
-                                      "broadcast C");
-            cu_tmp_free(b, &cs);
-            KILN_TRY(st);
-            g.beta = beta;
-        }
-    }
-    KILN_TRY(gemm_epi(b, ctx, 0, &g));
+    KILN_TRY(cu_gemm_c(b, ctx, C, beta, sdt, y, &g));
+    KILN_TRY(cu_gemm_epi(b, ctx, 0, &g));
     if (act == CUK_IDENTITY || act == CUK_RELU)
         return KILN_OK;
     return cu_check(b, cuk_epilogue(cu_fdt(sdt), y->data, M * N, 1, 1, NULL, NULL, act, aa, ab, b->stream), "epilogue");
@@ -502,6 +510,8 @@ static kiln_status gemm_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const kiln
 
 static kiln_status k_gemm(cu_be *b, kiln_kctx *ctx)
 {
+    if (cu_fp8_layer(b, ctx->node, NULL))
+        return cu_fp8_run(b, ctx);
     if (!IN(0) || !IN(1) || IN(0)->ndim != 2 || IN(1)->ndim != 2)
         return cu_kerr(b, ctx, KILN_ERR_SHAPE, "A and B must be 2-D");
     kiln_dtype sdt = gemm_sdt(b, ctx);
@@ -574,35 +584,35 @@ static kiln_status attention_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const
         }
     }
     if (half && b->fused_attn && cuk_attn_fused_fits(cu_fdt(sdt), nb, S, Sk, D, Dv)) {   /* one kernel */
-        cu_part_mark(b, 0, 1);
+        cu_part_mark(b, 0, 0, 1);
         kiln_status st = cu_check(b, cuk_attn_fused(cu_fdt(sdt), q->data, kt->data, v->data, y->data, nb, S, Sk, D,
                                                     Dv, scale, m ? m->data : NULL, kind, fill, &sh, b->stream),
                                   "fused attention");
-        cu_part_mark(b, 1, 1);
+        cu_part_mark(b, 0, 1, 1);
         return st;
     }
     kiln_tensor sc, ws;
     memset(&ws, 0, sizeof ws);
     KILN_TRY(cu_tmp(b, &sc, sdt, r, sdims));
     /* half scores: the scale goes into the GEMM (they stay in range), the softmax reads them in float32 */
-    gemm_args g1 = {.ty = cuda_ty(sdt), .M = S, .N = Sk, .K = D, .A = q->data, .B = kt->data, .Y = sc.data, .lda = D,
+    gemm_args g1 = {.ty = cu_cuda_ty(sdt), .M = S, .N = Sk, .K = D, .A = q->data, .B = kt->data, .Y = sc.data, .lda = D,
                     .ldb = Sk, .ldy = Sk, .alpha = half ? scale : 1.0f, .beta = 0.0f, .batch = nb, .sa = S * D,
                     .sb = D * Sk, .sy = S * Sk};
-    cu_part_mark(b, 0, 3);
+    cu_part_mark(b, 0, 0, 3);
     kiln_status st = gemm(b, ctx, 0, &g1);
-    cu_part_mark(b, 1, 3);
+    cu_part_mark(b, 0, 1, 3);
     if (st == KILN_OK && !cuk_attn_softmax_fits(nb * S, Sk))
         st = cu_tmp(b, &ws, KILN_DT_FLOAT32, r, sdims);
     if (st == KILN_OK)
         st = cu_check(b, cuk_attn_softmax(cu_fdt(sdt), sc.data, ws.data, nb * S, Sk, half ? 1.0f : scale,
                                           m ? m->data : NULL, kind, fill, &sh, b->stream), "attention softmax");
-    gemm_args g2 = {.ty = cuda_ty(sdt), .M = S, .N = Dv, .K = Sk, .A = sc.data, .B = v->data, .Y = y->data, .lda = Sk,
+    gemm_args g2 = {.ty = cu_cuda_ty(sdt), .M = S, .N = Dv, .K = Sk, .A = sc.data, .B = v->data, .Y = y->data, .lda = Sk,
                     .ldb = Dv, .ldy = Dv, .alpha = 1.0f, .beta = 0.0f, .batch = nb, .sa = S * Sk, .sb = Sk * Dv,
                     .sy = S * Dv};
-    cu_part_mark(b, 2, 3);
+    cu_part_mark(b, 0, 2, 3);
     if (st == KILN_OK)
         st = gemm(b, ctx, 1, &g2);
-    cu_part_mark(b, 3, 3);
+    cu_part_mark(b, 0, 3, 3);
     cu_tmp_free(b, &sc);   /* reused only by later work on this stream */
     cu_tmp_free(b, &ws);
     return st;

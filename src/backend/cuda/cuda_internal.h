@@ -26,6 +26,8 @@ typedef struct cu_be {
     bool tf32;
     bool poison;                   /* KILN_CUDA_POISON=1: fresh device memory is filled with 0xFF (NaN) */
     kiln_dtype force_act;          /* KILN_CUDA_ACT=fp16|bf16: every float activation in that storage (tests) */
+    kiln_dtype fp8_out;            /* KILN_CUDA_FP8_OUT=fp32|fp16|bf16: FP8 GEMMs' output storage (FP16) */
+    bool fp8_fast_accum;           /* KILN_CUDA_FP8_FAST_ACCUM=1: cuBLASLt's FP8 fast accumulation */
     int nhwc;                      /* half 2-D convolutions channels-last from this batch size on (KILN_CUDA_NHWC) */
     bool profile;                  /* KILN_CUDA_PROFILE=1: per-op GPU time, printed to stderr at the end */
     cudaEvent_t prof[2];
@@ -33,7 +35,8 @@ typedef struct cu_be {
     long *op_n;
     char (*op_name)[32];
     long runs;                     /* synchronize calls (top-level runs); the profile skips the first 3 */
-    double part_ms[4];             /* profile of Attention's parts: QK^T, softmax, PV */
+    double part_ms[8];             /* profile of layers' parts: [0..3) Attention's QK^T, softmax, PV; [4..6) the
+                                    * FP8 GEMMs' activation quantization and GEMM (+ epilogue) */
     cudaEvent_t part_ev[4];
     cudaStream_t stream;
     cublasLtHandle_t lt;
@@ -146,8 +149,9 @@ kiln_status cu_graph_launch(kiln_backend *be, void *graph);
 void cu_graph_free(kiln_backend *be, void *graph);
 double cu_graph_ms(kiln_backend *be);
 
-/* Profile mark k of a layer with parts (KILN_CUDA_PROFILE): call with k = 0 .. n in order. */
-void cu_part_mark(cu_be *b, int k, int n);
+/* Profile mark k of a layer with parts (KILN_CUDA_PROFILE): call with k = 0 .. n in order; part i's time
+ * adds to part_ms[base + i]. */
+void cu_part_mark(cu_be *b, int base, int k, int n);
 
 /* A half 2-D convolution as one cuDNN operation graph (cuda_conv_graph.c): y = relu?(conv(x, w) + bias?
  * + residual?), logical NCHW dims, channels-last when nhwc. Zero it before filling it (compared bytewise). */
@@ -162,6 +166,12 @@ typedef struct cu_cg cu_cg;
 kiln_status cu_cg_get(cu_be *b, const cu_cg_key *k, const void *const *ptr, cu_cg **out);
 kiln_status cu_cg_run(cu_be *b, const cu_cg *g, const void *const *ptr);
 void cu_cg_free_all(cu_be *b);
+
+/* FP8 GEMM layers (cuda_fp8.c): whether node n is one (kiln_wq / kiln_aq "fp8", its activation scale in
+ * *ascale), whether the FP8 GEMM takes these operands (else the layer runs on the CPU), and its run. */
+bool cu_fp8_layer(const cu_be *b, const kiln_node *n, float *ascale);
+bool cu_fp8_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in);
+kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx);
 
 /* The op tables of each file. */
 typedef kiln_status (*cu_op_fn)(cu_be *b, kiln_kctx *ctx);

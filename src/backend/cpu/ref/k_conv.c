@@ -94,6 +94,29 @@ static kiln_status conv_setup(const kiln_kctx *ctx, const kiln_tensor *x, const 
  * ------------------------------------------------------------------------------------------ */
 
 
+/* Advances the odometer v over the extents lim[0..n) (last digit fastest), wrapping to zero. */
+static void odo_next(int64_t *v, const int64_t *lim, int n)
+{
+    for (int d = n - 1; d >= 0; d--) {
+        if (++v[d] < lim[d])
+            return;
+        v[d] = 0;
+    }
+}
+
+/* The input offset tap kk of output position o reads, or -1 in the padding. */
+static int64_t tap_index(const conv_geom *g, const int64_t *o, const int64_t *kk)
+{
+    int64_t idx = 0;
+    for (int d = 0; d < g->nsp; d++) {
+        int64_t i = o[d] * g->s[d] - g->pb[d] + kk[d] * g->d[d];
+        if (i < 0 || i >= g->in[d])
+            return -1;
+        idx = idx * g->in[d] + i;
+    }
+    return idx;
+}
+
 typedef struct col_job {
     const conv_geom *g;
     float *img;        /* image: channel 0 of the group (read by im2col, accumulated by col2im) */
@@ -135,11 +158,7 @@ static void col_rows(const col_job *j, int64_t r0, int64_t r1, bool acc)
                 }
                 base = base * g->in[d] + i;
             }
-            for (int d = L - 1; d >= 0; d--) { /* advance the outer odometer */
-                if (++o[d] < g->out[d])
-                    break;
-                o[d] = 0;
-            }
+            odo_next(o, g->out, L); /* advance the outer odometer */
             if (acc) {
                 if (!ok || xa >= xb)
                     continue;
@@ -254,19 +273,13 @@ static void dw_plan(dw_geom *p)
 /* Copies input rows [r0 - ph, ...) of the plane into the zero-padded band buffer. */
 static void dw_fill(const dw_geom *p, const float *xp, int64_t r0, int64_t nrows, float *buf)
 {
-    int64_t ncopy = p->W < p->Wp - p->pw ? p->W : p->Wp - p->pw, lead = p->pw < p->Wp ? p->pw : p->Wp;
-    if (ncopy < 0)
-        ncopy = 0;
     for (int64_t r = 0; r < nrows; r++) {
         float *row = buf + r * p->Wp;
         int64_t iy = r0 + r - p->ph;
-        if (iy < 0 || iy >= p->H) {
+        if (iy < 0 || iy >= p->H)
             memset(row, 0, sizeof(float) * (size_t)p->Wp);
-            continue;
-        }
-        memset(row, 0, sizeof(float) * (size_t)lead);
-        memcpy(row + lead, xp + iy * p->W, sizeof(float) * (size_t)ncopy);
-        memset(row + lead + ncopy, 0, sizeof(float) * (size_t)(p->Wp - lead - ncopy));
+        else
+            kiln__conv_pad_row(row, p->Wp, xp + iy * p->W, p->W, p->pw);
     }
 }
 
@@ -642,10 +655,9 @@ static kiln_status conv_f32_ex(const kiln_kctx *ctx, const kiln_conv_isa *isa, c
         kiln__parallel_for(ctx->pool, ctx->nthreads, g->N * g->M, grain, dw_task, &j);
         return KILN_OK;
     }
-    bool nd = g->nsp > 2 || (g->C / g->G * g->k_sz == 0 && !strided_1x1(g));
-    if (kiln__conv_pointwise(g) || !nd)
-        return conv_gemm(ctx, isa, g, x, w, b, y, post);
-    return conv_im2col(ctx, isa, g, x, w, b, y, post);
+    /* one GEMM per image and group (pointwise, 1-D / 2-D), else the N-D im2col in chunks */
+    bool gemm = kiln__conv_pointwise(g) || (g->nsp <= 2 && (g->C / g->G * g->k_sz > 0 || strided_1x1(g)));
+    return gemm ? conv_gemm(ctx, isa, g, x, w, b, y, post) : conv_im2col(ctx, isa, g, x, w, b, y, post);
 }
 
 static kiln_status conv_f32(const kiln_kctx *ctx, const kiln_conv_isa *isa, const conv_geom *g, const float *x,
@@ -719,7 +731,6 @@ static void conv_direct_task(void *ctx, int64_t b0, int64_t e0)
 {
     const direct_job *j = ctx;
     const conv_geom *g = j->g;
-    int nsp = g->nsp;
     int64_t Cg = g->C / g->G, Mg = g->M / g->G;
     for (int64_t pl = b0; pl < e0; pl++) {
         int64_t n = pl / g->M, m = pl % g->M, gi = m / Mg;
@@ -732,31 +743,14 @@ static void conv_direct_task(void *ctx, int64_t b0, int64_t e0)
                 const double *wc = j->w + (m * Cg + c) * g->k_sz;
                 int64_t kk[SP_MAX] = {0};
                 for (int64_t kp = 0; kp < g->k_sz; kp++) {
-                    int64_t idx = 0;
-                    bool ok = true;
-                    for (int d = 0; d < nsp; d++) {
-                        int64_t i = o[d] * g->s[d] - g->pb[d] + kk[d] * g->d[d];
-                        if (i < 0 || i >= g->in[d]) {
-                            ok = false;
-                            break;
-                        }
-                        idx = idx * g->in[d] + i;
-                    }
-                    if (ok)
+                    int64_t idx = tap_index(g, o, kk);
+                    if (idx >= 0)
                         acc += xc[idx] * wc[kp];
-                    for (int d = nsp - 1; d >= 0; d--) {
-                        if (++kk[d] < g->k[d])
-                            break;
-                        kk[d] = 0;
-                    }
+                    odo_next(kk, g->k, g->nsp);
                 }
             }
             yp[op] = acc;
-            for (int d = nsp - 1; d >= 0; d--) {
-                if (++o[d] < g->out[d])
-                    break;
-                o[d] = 0;
-            }
+            odo_next(o, g->out, g->nsp);
         }
     }
 }
@@ -766,7 +760,6 @@ static void convt_direct_task(void *ctx, int64_t b0, int64_t e0)
 {
     const direct_job *j = ctx;
     const conv_geom *g = j->g;
-    int nsp = g->nsp;
     int64_t Cx = g->M, Cy = g->C, Cxg = Cx / g->G, Cyg = Cy / g->G;
     for (int64_t pl = b0; pl < e0; pl++) {
         int64_t n = pl / Cy, m = pl % Cy, gi = m / Cyg, mm = m % Cyg;
@@ -781,29 +774,12 @@ static void convt_direct_task(void *ctx, int64_t b0, int64_t e0)
                 double xv = xc[op];
                 int64_t kk[SP_MAX] = {0};
                 for (int64_t kp = 0; kp < g->k_sz; kp++) {
-                    int64_t idx = 0;
-                    bool ok = true;
-                    for (int d = 0; d < nsp; d++) {
-                        int64_t i = o[d] * g->s[d] - g->pb[d] + kk[d] * g->d[d];
-                        if (i < 0 || i >= g->in[d]) {
-                            ok = false;
-                            break;
-                        }
-                        idx = idx * g->in[d] + i;
-                    }
-                    if (ok)
+                    int64_t idx = tap_index(g, o, kk);
+                    if (idx >= 0)
                         yp[idx] += xv * wc[kp];
-                    for (int d = nsp - 1; d >= 0; d--) {
-                        if (++kk[d] < g->k[d])
-                            break;
-                        kk[d] = 0;
-                    }
+                    odo_next(kk, g->k, g->nsp);
                 }
-                for (int d = nsp - 1; d >= 0; d--) {
-                    if (++o[d] < g->out[d])
-                        break;
-                    o[d] = 0;
-                }
+                odo_next(o, g->out, g->nsp);
             }
         }
     }

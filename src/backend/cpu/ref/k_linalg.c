@@ -410,13 +410,126 @@ kiln_status kiln__gemm_fused(kiln_kctx *ctx, const kiln_act *act, bool *handled)
  * Gemm: Y = alpha * op(A) * op(B) + beta * C
  * ------------------------------------------------------------------------------------------ */
 
+/* One Gemm's operands and attributes (C broadcast through the strides cm, cn). */
+typedef struct gemm_op {
+    const kiln_tensor *a, *b, *c;
+    kiln_tensor *y;
+    bool ta, tb, use_c;
+    int64_t M, N, K, cm, cn;
+    float alpha, beta;
+    const float *bp;   /* B's prepared panels, or NULL */
+} gemm_op;
+
+/* float32 (and float16 / bfloat16 through float32): Y = C broadcast, then the GEMM with beta. */
+static kiln_status gemm_f32(kiln_kctx *ctx, const gemm_op *o)
+{
+    const int64_t M = o->M, N = o->N, K = o->K;
+    bool half = is_half(o->a->dtype), use_c = o->use_c;
+    float *fa = (float *)o->a->data, *fb = (float *)o->b->data, *fc = (float *)(o->c ? o->c->data : NULL),
+          *fy = o->y->data;
+    if (half) {
+        fa = to_f32(o->a, M * K);
+        fb = to_f32(o->b, K * N);
+        fc = use_c ? to_f32(o->c, numel_of(o->c)) : NULL;
+        fy = kiln__malloc((size_t)(M * N) * sizeof(float));
+        if (!fa || !fb || !fy || (use_c && !fc)) {
+            kiln__free(fa);
+            kiln__free(fb);
+            kiln__free(fc);
+            kiln__free(fy);
+            return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+        }
+    }
+    float bt = 0.0f;
+    if (use_c) {
+        for (int64_t m = 0; m < M; m++) {
+            float *yr = fy + m * N;
+            const float *cr = fc + m * o->cm;
+            if (o->cn)
+                memcpy(yr, cr, sizeof(float) * (size_t)N);
+            else
+                for (int64_t n = 0; n < N; n++)
+                    yr[n] = cr[0];
+        }
+        bt = o->beta;
+    }
+    if (K > 0) {
+        kiln_gemm g = {.M = M, .N = N, .K = K, .alpha = o->alpha, .beta = bt, .trans_a = o->ta, .trans_b = o->tb,
+                       .A = fa, .lda = o->ta ? M : K, .B = fb, .ldb = o->tb ? K : N, .bpack = o->bp, .C = fy, .ldc = N};
+        kiln__sgemm_ex(ctx->pool, ctx->nthreads, &g);
+    } else {
+        for (int64_t i = 0; i < M * N; i++)
+            fy[i] *= bt;
+    }
+    if (half) {
+        from_f32(o->y, fy, M * N);
+        kiln__free(fa);
+        kiln__free(fb);
+        kiln__free(fc);
+        kiln__free(fy);
+    }
+    return KILN_OK;
+}
+
+/* float64 in double, integers exactly in 64-bit (or in double when alpha / beta are not 1). */
+static void gemm_generic(const gemm_op *o)
+{
+    const kiln_dtype dt = o->a->dtype;
+    const int64_t M = o->M, N = o->N, K = o->K;
+    const void *A = o->a->data, *B = o->b->data, *C = o->c ? o->c->data : NULL;
+    bool exact_int = kiln__dtype_is_int(dt) && o->alpha == 1.0f && (o->beta == 1.0f || !o->use_c);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            int64_t oi = m * N + n, ci = m * o->cm + n * o->cn;
+            if (exact_int) {
+                uint64_t acc = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    int64_t ai = o->ta ? k * M + m : m * K + k, bi = o->tb ? n * K + k : k * N + n;
+                    acc += (uint64_t)kiln__get_i64(dt, A, ai) * (uint64_t)kiln__get_i64(dt, B, bi);
+                }
+                if (o->use_c)
+                    acc += (uint64_t)kiln__get_i64(dt, C, ci);
+                kiln__set_i64(dt, o->y->data, oi, (int64_t)acc);
+            } else {
+                double acc = 0.0;
+                for (int64_t k = 0; k < K; k++) {
+                    int64_t ai = o->ta ? k * M + m : m * K + k, bi = o->tb ? n * K + k : k * N + n;
+                    acc += kiln__get_f64(dt, A, ai) * kiln__get_f64(dt, B, bi);
+                }
+                double v = (double)o->alpha * acc;
+                if (o->use_c)
+                    v += (double)o->beta * kiln__get_f64(dt, C, ci);
+                kiln__set_f64(dt, o->y->data, oi, v);
+            }
+        }
+}
+
+/* C's strides along m and n for its unidirectional broadcast to [M, N]. */
+static kiln_status gemm_c_strides(kiln_kctx *ctx, gemm_op *o)
+{
+    const kiln_tensor *c = o->c;
+    o->cm = o->cn = 0;
+    if (!c)
+        return KILN_OK;
+    if (c->ndim > 2)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "C has rank %d > 2", c->ndim);
+    int64_t c0 = c->ndim == 2 ? c->dims[0] : 1, c1 = c->ndim >= 1 ? c->dims[c->ndim - 1] : 1;
+    if ((c0 != o->M && c0 != 1) || (c1 != o->N && c1 != 1))
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "C [%lld,%lld] cannot broadcast to [%lld,%lld]", (long long)c0,
+                          (long long)c1, (long long)o->M, (long long)o->N);
+    o->cn = c1 == 1 ? 0 : 1;
+    o->cm = c0 == 1 ? 0 : c1;
+    return KILN_OK;
+}
+
 static kiln_status k_gemm(kiln_kctx *ctx)
 {
     if (kiln__lowbit_layer(ctx)) /* FP8 / FP4 / INT4 weights (lowbit.h) */
         return kiln__run_lowbit(ctx, k_gemm);
     if (kiln__mixed_weight(ctx, 1)) /* float32 A, FP16 / BF16 B (qgemm_bf16.h) */
         return kiln__run_mixed(ctx, 1, k_gemm);
-    const kiln_tensor *a = kiln__kin(ctx, 0), *b = kiln__kin(ctx, 1), *c = kiln__kin(ctx, 2);
+    gemm_op o = {.a = kiln__kin(ctx, 0), .b = kiln__kin(ctx, 1), .c = kiln__kin(ctx, 2)};
+    const kiln_tensor *a = o.a, *b = o.b, *c = o.c;
     if (!a || !b)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "Gemm needs inputs A and B");
     if (a->ndim != 2 || b->ndim != 2)
@@ -427,109 +540,29 @@ static kiln_status k_gemm(kiln_kctx *ctx)
     bool ok = dt == KILN_DT_FLOAT32 || dt == KILN_DT_FLOAT64 || is_half(dt) || kiln__dtype_is_int(dt);
     if (!ok)
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(dt));
-    bool ta = kiln__attr_i(ctx->node, "transA", 0) != 0, tb = kiln__attr_i(ctx->node, "transB", 0) != 0;
-    float alpha = kiln__attr_f(ctx->node, "alpha", 1.0f), beta = kiln__attr_f(ctx->node, "beta", 1.0f);
-    int64_t M = ta ? a->dims[1] : a->dims[0], K = ta ? a->dims[0] : a->dims[1];
-    int64_t Kb = tb ? b->dims[1] : b->dims[0], N = tb ? b->dims[0] : b->dims[1];
-    if (K != Kb)
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "inner dimensions differ: %lld vs %lld", (long long)K, (long long)Kb);
-    const float *bp = dt == KILN_DT_FLOAT32 ? bpack_prepared(ctx, K, N, tb) : NULL;
-    if (kiln__prep_dropped(b) && !bp)
+    o.ta = kiln__attr_i(ctx->node, "transA", 0) != 0, o.tb = kiln__attr_i(ctx->node, "transB", 0) != 0;
+    o.alpha = kiln__attr_f(ctx->node, "alpha", 1.0f), o.beta = kiln__attr_f(ctx->node, "beta", 1.0f);
+    o.M = o.ta ? a->dims[1] : a->dims[0], o.K = o.ta ? a->dims[0] : a->dims[1];
+    int64_t Kb = o.tb ? b->dims[1] : b->dims[0];
+    o.N = o.tb ? b->dims[0] : b->dims[1];
+    if (o.K != Kb)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "inner dimensions differ: %lld vs %lld", (long long)o.K, (long long)Kb);
+    o.bp = dt == KILN_DT_FLOAT32 ? bpack_prepared(ctx, o.K, o.N, o.tb) : NULL;
+    if (kiln__prep_dropped(b) && !o.bp)
         return kiln__prep_missing(ctx, 1);
-    /* C: unidirectional broadcast to [M, N] */
-    int64_t cm = 0, cn = 0; /* strides of C along m and n */
-    if (c) {
-        if (c->ndim > 2)
-            return kiln__kerr(ctx, KILN_ERR_SHAPE, "C has rank %d > 2", c->ndim);
-        int64_t c0 = c->ndim == 2 ? c->dims[0] : 1, c1 = c->ndim >= 1 ? c->dims[c->ndim - 1] : 1;
-        if ((c0 != M && c0 != 1) || (c1 != N && c1 != 1))
-            return kiln__kerr(ctx, KILN_ERR_SHAPE, "C [%lld,%lld] cannot broadcast to [%lld,%lld]", (long long)c0,
-                              (long long)c1, (long long)M, (long long)N);
-        cn = c1 == 1 ? 0 : 1;
-        cm = c0 == 1 ? 0 : c1;
-    }
-    double work = (double)M * (double)N * (double)K;
+    KILN_TRY(gemm_c_strides(ctx, &o));
+    double work = (double)o.M * (double)o.N * (double)o.K;
     if (work > (dt == KILN_DT_FLOAT32 || is_half(dt) ? LINALG_MAX_WORK : LINALG_MAX_WORK_SLOW))
         return kiln__kerr(ctx, KILN_ERR_LIMIT, "gemm of %.3g multiply-adds exceeds the work limit", work);
-    int64_t dims[2] = {M, N};
+    int64_t dims[2] = {o.M, o.N};
     KILN_TRY(kiln__kout(ctx, 0, dt, 2, dims));
-    kiln_tensor *y = ctx->out[0];
-    if (M == 0 || N == 0)
+    o.y = ctx->out[0];
+    if (o.M == 0 || o.N == 0)
         return KILN_OK;
-    bool use_c = c && numel_of(c) > 0 && beta != 0.0f;
-    int nt = ctx->nthreads;
-    if (dt == KILN_DT_FLOAT32 || is_half(dt)) {
-        float *fa = (float *)a->data, *fb = (float *)b->data, *fc = (float *)(c ? c->data : NULL), *fy = y->data;
-        if (is_half(dt)) {
-            fa = to_f32(a, M * K);
-            fb = to_f32(b, K * N);
-            fc = use_c ? to_f32(c, numel_of(c)) : NULL;
-            fy = kiln__malloc((size_t)(M * N) * sizeof(float));
-            if (!fa || !fb || !fy || (use_c && !fc)) {
-                kiln__free(fa);
-                kiln__free(fb);
-                kiln__free(fc);
-                kiln__free(fy);
-                return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
-            }
-        }
-        float bt = 0.0f;
-        if (use_c) {
-            for (int64_t m = 0; m < M; m++) {
-                float *yr = fy + m * N;
-                const float *cr = fc + m * cm;
-                if (cn)
-                    memcpy(yr, cr, sizeof(float) * (size_t)N);
-                else
-                    for (int64_t n = 0; n < N; n++)
-                        yr[n] = cr[0];
-            }
-            bt = beta;
-        }
-        if (K > 0) {
-            kiln_gemm g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = bt, .trans_a = ta, .trans_b = tb, .A = fa,
-                           .lda = ta ? M : K, .B = fb, .ldb = tb ? K : N, .bpack = bp, .C = fy, .ldc = N};
-            kiln__sgemm_ex(ctx->pool, nt, &g);
-        } else {
-            for (int64_t i = 0; i < M * N; i++)
-                fy[i] *= bt;
-        }
-        if (is_half(dt)) {
-            from_f32(y, fy, M * N);
-            kiln__free(fa);
-            kiln__free(fb);
-            kiln__free(fc);
-            kiln__free(fy);
-        }
-        return KILN_OK;
-    }
-    /* generic: float64 in double, integers exactly in 64-bit (or in double when alpha/beta are
-     * not 1) */
-    bool exact_int = kiln__dtype_is_int(dt) && alpha == 1.0f && (beta == 1.0f || !use_c);
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t n = 0; n < N; n++) {
-            int64_t oi = m * N + n;
-            if (exact_int) {
-                uint64_t acc = 0;
-                for (int64_t k = 0; k < K; k++) {
-                    int64_t ai = ta ? k * M + m : m * K + k, bi = tb ? n * K + k : k * N + n;
-                    acc += (uint64_t)kiln__get_i64(dt, a->data, ai) * (uint64_t)kiln__get_i64(dt, b->data, bi);
-                }
-                if (use_c)
-                    acc += (uint64_t)kiln__get_i64(dt, c->data, m * cm + n * cn);
-                kiln__set_i64(dt, y->data, oi, (int64_t)acc);
-            } else {
-                double acc = 0.0;
-                for (int64_t k = 0; k < K; k++) {
-                    int64_t ai = ta ? k * M + m : m * K + k, bi = tb ? n * K + k : k * N + n;
-                    acc += kiln__get_f64(dt, a->data, ai) * kiln__get_f64(dt, b->data, bi);
-                }
-                double v = (double)alpha * acc;
-                if (use_c)
-                    v += (double)beta * kiln__get_f64(dt, c->data, m * cm + n * cn);
-                kiln__set_f64(dt, y->data, oi, v);
-            }
-        }
+    o.use_c = c && numel_of(c) > 0 && o.beta != 0.0f;
+    if (dt == KILN_DT_FLOAT32 || is_half(dt))
+        return gemm_f32(ctx, &o);
+    gemm_generic(&o);
     return KILN_OK;
 }
 

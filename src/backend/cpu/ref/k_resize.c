@@ -130,6 +130,81 @@ static double rz_ntaps(const rz_params *p, const rz_axis *a)
     return 2.0 - 2.0 * start;
 }
 
+/* w[0..n) /= their sum (unless it is zero). */
+static void rz_normalize(double *w, int64_t n)
+{
+    double sum = 0.0;
+    for (int64_t t = 0; t < n; t++)
+        sum += w[t];
+    if (sum != 0.0)
+        for (int64_t t = 0; t < n; t++)
+            w[t] /= sum;
+}
+
+/* The source index of nearest mode at coordinate x (axis of I inputs). */
+static int64_t rz_nearest_src(const rz_params *p, const rz_axis *a, double x)
+{
+    double f = floor(x), r = x - f, v;
+    switch (p->nearest_mode) {
+    case NM_ROUND_PREFER_CEIL: v = r == 0.0 ? f : (r < 0.5 ? f : f + 1.0); break;
+    case NM_FLOOR: v = f; break;
+    case NM_CEIL: v = ceil(x); break;
+    case NM_SIMPLE: v = a->scale < 1.0 ? ceil(x) : f; break;
+    default: v = r == 0.0 ? f : (r <= 0.5 ? f : f + 1.0); break;
+    }
+    return clamp_idx(v, a->in);
+}
+
+/* The nt linear / cubic weights w of the taps at offsets start, start + 1, ... from floor(x),
+ * r = x - floor(x) (antialiased when downscaling with antialias); returns start. */
+static int64_t rz_weights(const rz_params *p, const rz_axis *a, double r, int64_t nt, double *w)
+{
+    double s = a->scale;
+    bool aa = p->antialias && s < 1.0;
+    int64_t start;
+    if (p->mode == RZ_LINEAR) {
+        if (!aa) {
+            w[0] = 1.0 - r;
+            w[1] = r;
+            return 0;
+        }
+        start = (int64_t)(floor(-1.0 / s) + 1.0);
+        for (int64_t t = 0; t < nt; t++) {
+            double c = 1.0 - fabs(((double)(start + t) - r) * s);
+            w[t] = c > 0.0 ? (c < 1.0 ? c : 1.0) : 0.0;
+        }
+    } else {
+        if (!aa) {
+            double A = p->cubic_a;
+            w[0] = ((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A;
+            w[1] = ((A + 2) * r - (A + 3)) * r * r + 1;
+            w[2] = ((A + 2) * (1 - r) - (A + 3)) * (1 - r) * (1 - r) + 1;
+            w[3] = ((A * ((1 - r) + 1) - 5 * A) * ((1 - r) + 1) + 8 * A) * ((1 - r) + 1) - 4 * A;
+            return -1;
+        }
+        start = (int64_t)(floor(-2.0 / s) + 1.0);
+        for (int64_t t = 0; t < nt; t++)
+            w[t] = cubic_w(((double)(start + t) - r) * s, p->cubic_a);
+    }
+    rz_normalize(w, nt);
+    return start;
+}
+
+/* Whether a linear / cubic table is still the identity (e.g. scale 1 with half_pixel). */
+static bool rz_table_identity(const rz_axis *a)
+{
+    int64_t nt = a->ntaps;
+    if (a->out != a->in || a->any_outside)
+        return false;
+    for (int64_t o = 0; o < a->out; o++)
+        for (int64_t t = 0; t < nt; t++) {
+            double wt = a->wd[o * nt + t];
+            if (!(wt == 0.0 || (wt == 1.0 && a->idx[o * nt + t] == o)))
+                return false;
+        }
+    return true;
+}
+
 /* Builds one axis's tap table. */
 static kiln_status rz_build_axis(const kiln_kctx *ctx, const rz_params *p, rz_axis *a)
 {
@@ -167,94 +242,27 @@ static kiln_status rz_build_axis(const kiln_kctx *ctx, const rz_params *p, rz_ax
         if (x > 1.0e15)
             x = 1.0e15;
         if (p->mode == RZ_NEAREST) {
-            double f = floor(x), r = x - f, v;
-            switch (p->nearest_mode) {
-            case NM_ROUND_PREFER_CEIL: v = r == 0.0 ? f : (r < 0.5 ? f : f + 1.0); break;
-            case NM_FLOOR: v = f; break;
-            case NM_CEIL: v = ceil(x); break;
-            case NM_SIMPLE: v = a->scale < 1.0 ? ceil(x) : f; break;
-            default: v = r == 0.0 ? f : (r <= 0.5 ? f : f + 1.0); break;
-            }
-            ix[0] = clamp_idx(v, I);
+            ix[0] = rz_nearest_src(p, a, x);
             w[0] = 1.0;
             if (ix[0] != o)
                 a->identity = false;
             continue;
         }
-        double f = floor(x), r = x - f;
-        int64_t fi = (int64_t)f;
-        double s = a->scale;
-        bool aa = p->antialias && s < 1.0;
-        int64_t start;
-        if (p->mode == RZ_LINEAR) {
-            if (!aa) {
-                start = 0;
-                w[0] = 1.0 - r;
-                w[1] = r;
-            } else {
-                start = (int64_t)(floor(-1.0 / s) + 1.0);
-                double sum = 0.0;
-                for (int64_t t = 0; t < nt; t++) {
-                    double arg = ((double)(start + t) - r) * s;
-                    double c = 1.0 - fabs(arg);
-                    w[t] = c > 0.0 ? (c < 1.0 ? c : 1.0) : 0.0;
-                    sum += w[t];
-                }
-                if (sum != 0.0)
-                    for (int64_t t = 0; t < nt; t++)
-                        w[t] /= sum;
-            }
-        } else {
-            if (!aa) {
-                start = -1;
-                double A = p->cubic_a;
-                w[0] = ((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A;
-                w[1] = ((A + 2) * r - (A + 3)) * r * r + 1;
-                w[2] = ((A + 2) * (1 - r) - (A + 3)) * (1 - r) * (1 - r) + 1;
-                w[3] = ((A * ((1 - r) + 1) - 5 * A) * ((1 - r) + 1) + 8 * A) * ((1 - r) + 1) - 4 * A;
-            } else {
-                start = (int64_t)(floor(-2.0 / s) + 1.0);
-                double sum = 0.0;
-                for (int64_t t = 0; t < nt; t++) {
-                    w[t] = cubic_w(((double)(start + t) - r) * s, p->cubic_a);
-                    sum += w[t];
-                }
-                if (sum != 0.0)
-                    for (int64_t t = 0; t < nt; t++)
-                        w[t] /= sum;
-            }
-        }
+        double f = floor(x);
+        int64_t start = rz_weights(p, a, x - f, nt, w);
         for (int64_t t = 0; t < nt; t++) {
-            int64_t src = fi + start + t;
+            int64_t src = (int64_t)f + start + t;
             if (p->exclude_outside && (src < 0 || src >= I))
                 w[t] = 0.0;
             ix[t] = src < 0 ? 0 : (src >= I ? I - 1 : src);
         }
-        if (p->exclude_outside) {
-            double sum = 0.0;
-            for (int64_t t = 0; t < nt; t++)
-                sum += w[t];
-            if (sum != 0.0)
-                for (int64_t t = 0; t < nt; t++)
-                    w[t] /= sum;
-        }
+        if (p->exclude_outside)
+            rz_normalize(w, nt);
     }
     for (int64_t i = 0; i < O * nt; i++)
         a->wf[i] = (float)a->wd[i];
-    /* a linear / cubic table can still be the identity (e.g. scale 1 with half_pixel) */
-    if (p->mode != RZ_NEAREST && a->out == a->in && !a->any_outside) {
-        bool id = true;
-        for (int64_t o = 0; o < O && id; o++)
-            for (int64_t t = 0; t < nt; t++) {
-                double wt = a->wd[o * nt + t];
-                int64_t src = a->idx[o * nt + t];
-                if (!(wt == 0.0 || (wt == 1.0 && src == o))) {
-                    id = false;
-                    break;
-                }
-            }
-        a->identity = id;
-    }
+    if (p->mode != RZ_NEAREST)
+        a->identity = rz_table_identity(a);
     return KILN_OK;
 }
 
@@ -296,6 +304,113 @@ static void rz_f32_hrow(const rz_axis *axx, const float *restrict sr, int64_t OW
 
 #define RZ_SLOTS 32
 
+/* Cache of horizontally interpolated source rows, keyed by plane * H + source row (-1: free). */
+typedef struct rz_cache {
+    float *rows;     /* [nslots][OW] */
+    int nslots;
+    int64_t key[RZ_SLOTS];
+} rz_cache;
+
+/* Nearest: output row dst from source row sr (each input column repeated j->rep times, or
+ * through the column table). */
+static void rz_nearest_row(const rz_job *j, const rz_axis *axx, const float *sr, float *dst)
+{
+    int64_t W = j->W, OW = j->OW;
+    if (j->rep == 2) {
+        float *restrict d = dst;
+        for (int64_t i = 0; i < W; i++) {
+            float v = sr[i];
+            d[2 * i] = v;
+            d[2 * i + 1] = v;
+        }
+    } else if (j->rep > 0) {
+        int64_t k = j->rep;
+        for (int64_t i = 0; i < W; i++) {
+            float v = sr[i];
+            for (int64_t q = 0; q < k; q++)
+                dst[i * k + q] = v;
+        }
+    } else {
+        const int64_t *ix = axx->idx;
+        for (int64_t ox = 0; ox < OW; ox++)
+            dst[ox] = sr[ix[ox]];
+    }
+}
+
+/* h[ty]: the horizontally interpolated source rows iy[0..tyn) of plane pl, from the cache or
+ * computed into a slot no tap of this output row uses (rows the previous output row shared
+ * are kept). */
+static void rz_cached_rows(const rz_job *j, const rz_axis *axx, rz_cache *c, const float *src, int64_t pl,
+                           const int64_t *iy, int tyn, const float **h)
+{
+    int64_t OW = j->OW;
+    bool used[RZ_SLOTS] = {false};
+    for (int ty = 0; ty < tyn; ty++)
+        for (int i = 0; i < c->nslots; i++)
+            if (c->key[i] == pl * j->H + iy[ty]) {
+                used[i] = true;
+                break;
+            }
+    for (int ty = 0; ty < tyn; ty++) {
+        int64_t kk = pl * j->H + iy[ty];
+        int sl = -1;
+        for (int i = 0; i < c->nslots && sl < 0; i++)
+            if (c->key[i] == kk && used[i])
+                sl = i;
+        if (sl < 0) {
+            sl = 0;
+            while (sl < c->nslots && used[sl])
+                sl++;
+            /* nslots = 2 * tyn > taps of this row, so a free slot exists */
+            used[sl] = true;
+            c->key[sl] = kk;
+            rz_f32_hrow(axx, src + iy[ty] * j->W, OW, c->rows + sl * OW);
+        }
+        h[ty] = c->rows + sl * OW;
+    }
+}
+
+/* dst = sum over ty of wy[ty] * h[ty] */
+static void rz_vblend(const float *const *h, const float *wy, int tyn, int64_t OW, float *dst)
+{
+    if (tyn == 2) {
+        const float *restrict h0 = h[0], *restrict h1 = h[1];
+        float *restrict d = dst;
+        float w0 = wy[0], w1 = wy[1];
+        for (int64_t ox = 0; ox < OW; ox++)
+            d[ox] = w0 * h0[ox] + w1 * h1[ox];
+        return;
+    }
+    for (int64_t ox = 0; ox < OW; ox++)
+        dst[ox] = wy[0] * h[0][ox];
+    for (int ty = 1; ty < tyn; ty++) {
+        const float *hh = h[ty];
+        float w = wy[ty];
+        for (int64_t ox = 0; ox < OW; ox++)
+            dst[ox] += w * hh[ox];
+    }
+}
+
+/* Without a cache (too many taps): every output from its tyn x txn taps. */
+static void rz_direct_row(const rz_job *j, const rz_axis *axx, const float *src, const int64_t *iy, const float *wy,
+                          int tyn, float *dst)
+{
+    int txn = axx->ntaps;
+    for (int64_t ox = 0; ox < j->OW; ox++) {
+        const int64_t *ix = axx->idx + ox * txn;
+        const float *wx = axx->wf + ox * txn;
+        float acc = 0.0f;
+        for (int ty = 0; ty < tyn; ty++) {
+            const float *sr = src + iy[ty] * j->W;
+            float hv = 0.0f;
+            for (int tx = 0; tx < txn; tx++)
+                hv += wx[tx] * sr[ix[tx]];
+            acc += wy[ty] * hv;
+        }
+        dst[ox] = acc;
+    }
+}
+
 static void rz_f32_rows(void *arg, int64_t begin, int64_t end)
 {
     const rz_job *j = arg;
@@ -304,16 +419,13 @@ static void rz_f32_rows(void *arg, int64_t begin, int64_t end)
     float *Y = j->y->data;
     const float ext = j->p->extrapolation;
     int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;
-    int tyn = ay->ntaps, txn = axx->ntaps;
-    bool nearest = tyn == 1 && txn == 1;
-    /* cache of horizontally interpolated source rows, keyed by (plane, source row) */
-    int nslots = 2 * tyn;
-    float *cache = NULL;
-    int64_t key[RZ_SLOTS];
-    if (!nearest && nslots <= RZ_SLOTS) {
-        cache = kiln__malloc(sizeof(float) * (size_t)(nslots * OW));
-        for (int i = 0; i < nslots; i++)
-            key[i] = -1;
+    int tyn = ay->ntaps;
+    bool nearest = tyn == 1 && axx->ntaps == 1;
+    rz_cache cache = {.nslots = 2 * tyn};
+    if (!nearest && cache.nslots <= RZ_SLOTS) {
+        cache.rows = kiln__malloc(sizeof(float) * (size_t)(cache.nslots * OW));
+        for (int i = 0; i < cache.nslots; i++)
+            cache.key[i] = -1;
     }
     for (int64_t row = begin; row < end; row++) {
         int64_t pl = row / OH, oy = row % OH;
@@ -326,104 +438,25 @@ static void rz_f32_rows(void *arg, int64_t begin, int64_t end)
         }
         const int64_t *iy = ay->idx + oy * tyn;
         const float *wy = ay->wf + oy * tyn;
+        if (nearest && row > begin && oy > 0 && !ay->outside[oy - 1] && iy[-1] == iy[0]) {
+            memcpy(dst, dst - OW, sizeof(float) * (size_t)OW);   /* the previous row, outside columns included */
+            continue;
+        }
         if (nearest) {
-            if (row > begin && oy > 0 && !ay->outside[oy - 1] && iy[-1] == iy[0]) {
-                memcpy(dst, dst - OW, sizeof(float) * (size_t)OW);
-                continue;
-            }
-            const float *sr = src + iy[0] * W;
-            if (j->rep == 2) {
-                float *restrict d = dst;
-                for (int64_t i = 0; i < W; i++) {
-                    float v = sr[i];
-                    d[2 * i] = v;
-                    d[2 * i + 1] = v;
-                }
-            } else if (j->rep > 0) {
-                int64_t k = j->rep;
-                for (int64_t i = 0; i < W; i++) {
-                    float v = sr[i];
-                    for (int64_t q = 0; q < k; q++)
-                        dst[i * k + q] = v;
-                }
-            } else {
-                const int64_t *ix = axx->idx;
-                for (int64_t ox = 0; ox < OW; ox++)
-                    dst[ox] = sr[ix[ox]];
-            }
-        } else if (cache) {
+            rz_nearest_row(j, axx, src + iy[0] * W, dst);
+        } else if (cache.rows) {
             const float *h[RZ_SLOTS];
-            bool used[RZ_SLOTS] = {false};
-            for (int ty = 0; ty < tyn; ty++) {
-                int64_t kk = pl * H + iy[ty];
-                int sl = -1;
-                for (int i = 0; i < nslots; i++)
-                    if (key[i] == kk) {
-                        sl = i;
-                        break;
-                    }
-                if (sl >= 0) {
-                    used[sl] = true;
-                    h[ty] = cache + sl * OW;
-                }
-            }
-            for (int ty = 0; ty < tyn; ty++) {
-                int64_t kk = pl * H + iy[ty];
-                bool hit = false;
-                for (int i = 0; i < nslots; i++)
-                    if (key[i] == kk && used[i]) {
-                        h[ty] = cache + i * OW;
-                        hit = true;
-                        break;
-                    }
-                if (hit)
-                    continue;
-                int sl = 0;
-                while (sl < nslots && used[sl])
-                    sl++;
-                /* nslots = 2 * tyn > taps of this row, so a free slot exists */
-                used[sl] = true;
-                key[sl] = kk;
-                h[ty] = cache + sl * OW;
-                rz_f32_hrow(axx, src + iy[ty] * W, OW, cache + sl * OW);
-            }
-            if (tyn == 2) {
-                const float *restrict h0 = h[0], *restrict h1 = h[1];
-                float *restrict d = dst;
-                float w0 = wy[0], w1 = wy[1];
-                for (int64_t ox = 0; ox < OW; ox++)
-                    d[ox] = w0 * h0[ox] + w1 * h1[ox];
-            } else {
-                for (int64_t ox = 0; ox < OW; ox++)
-                    dst[ox] = wy[0] * h[0][ox];
-                for (int ty = 1; ty < tyn; ty++) {
-                    const float *hh = h[ty];
-                    float w = wy[ty];
-                    for (int64_t ox = 0; ox < OW; ox++)
-                        dst[ox] += w * hh[ox];
-                }
-            }
+            rz_cached_rows(j, axx, &cache, src, pl, iy, tyn, h);
+            rz_vblend(h, wy, tyn, OW, dst);
         } else {
-            for (int64_t ox = 0; ox < OW; ox++) {
-                const int64_t *ix = axx->idx + ox * txn;
-                const float *wx = axx->wf + ox * txn;
-                float acc = 0.0f;
-                for (int ty = 0; ty < tyn; ty++) {
-                    const float *sr = src + iy[ty] * W;
-                    float hv = 0.0f;
-                    for (int tx = 0; tx < txn; tx++)
-                        hv += wx[tx] * sr[ix[tx]];
-                    acc += wy[ty] * hv;
-                }
-                dst[ox] = acc;
-            }
+            rz_direct_row(j, axx, src, iy, wy, tyn, dst);
         }
         if (axx->any_outside)
             for (int64_t ox = 0; ox < OW; ox++)
                 if (axx->outside[ox])
                     dst[ox] = ext;
     }
-    kiln__free(cache);
+    kiln__free(cache.rows);
 }
 
 static bool rz_is_int(kiln_dtype dt)

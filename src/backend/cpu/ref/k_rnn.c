@@ -380,146 +380,197 @@ const kiln_kernel_reg kiln__ref_rnn[] = {
 #define RNN_CAT(a, b) RNN_CAT2(a, b)
 #define RNN_FN(name) RNN_CAT(name, RNN_SFX)
 
+#define T RNN_T
+
+/* One direction's weights and activations. */
+typedef struct RNN_FN(rnn_dir) {
+    int d;
+    const T *W, *R, *Wb, *Rb, *P;   /* Wb, Rb (the biases), P (peepholes) may be NULL */
+    const rnn_act *af, *ag, *ah;
+    bool rev;
+} RNN_FN(rnn_dir);
+
+/* XW[row] = X[row] * W^T + the biases (the recurrent ones too, but GRU's linear-before-reset
+ * h-gate bias); row order follows X's layout. */
+static void RNN_FN(rnn_xw)(const rnn_cfg *c, const RNN_FN(rnn_dir) *dr, T *XW)
+{
+    const int64_t H = c->H, GH = c->G * H, rows = c->seq * c->batch;
+    RNN_FN(gemm_nt)(c->pool, c->nthreads, rows, GH, c->input, c->X, c->input, dr->W, c->input, XW, GH);
+    if (!dr->Wb)
+        return;
+    for (int64_t r = 0; r < rows; r++) {
+        T *xw = XW + r * GH;
+        for (int64_t j = 0; j < GH; j++) {
+            T b = dr->Wb[j];
+            if (!(c->kind == CELL_GRU && c->lbr && j >= 2 * H))
+                b += dr->Rb[j];
+            xw[j] += b;
+        }
+    }
+}
+
+/* Row of X (in XW) of batch entry b at step s, or -1 past its sequence length. */
+static int64_t RNN_FN(rnn_row)(const rnn_cfg *c, const RNN_FN(rnn_dir) *dr, int64_t s, int64_t b)
+{
+    if (s >= c->lens[b])
+        return -1;
+    int64_t t = dr->rev ? c->lens[b] - 1 - s : s;
+    return c->layout ? b * c->seq + t : t * c->batch + b;
+}
+
+/* GRU without linear-before-reset, step s: HR's z gates become z, and its h gates
+ * (r .* Hprev) * Rh^T (tmp: r .* Hprev). */
+static void RNN_FN(rnn_gru_reset)(const rnn_cfg *c, const RNN_FN(rnn_dir) *dr, int64_t s, const T *XW, T *HR,
+                                  const T *Hs, T *tmp)
+{
+    const int64_t H = c->H, GH = c->G * H;
+    for (int64_t b = 0; b < c->batch; b++) {
+        T *hr = HR + b * GH;
+        int64_t row = RNN_FN(rnn_row)(c, dr, s, b);
+        if (row < 0) {
+            memset(tmp + b * H, 0, sizeof(T) * (size_t)H);
+            continue;
+        }
+        const T *xw = XW + row * GH;
+        for (int64_t j = 0; j < H; j++) {
+            hr[j] = (T)act_apply(dr->af, clipv(c, (double)(xw[j] + hr[j])));                 /* z */
+            T r = (T)act_apply(dr->af, clipv(c, (double)(xw[H + j] + hr[H + j])));            /* r */
+            tmp[b * H + j] = r * Hs[b * H + j];
+        }
+    }
+    RNN_FN(gemm_nt)(c->pool, c->nthreads, c->batch, H, H, tmp, H, dr->R + 2 * H * H, H, HR + 2 * H, GH);
+}
+
+/* One cell step of one batch entry: the new hidden state hs (and cell state cs) from the input
+ * projections xw and the recurrent ones hr. */
+static void RNN_FN(rnn_cell)(const rnn_cfg *c, const RNN_FN(rnn_dir) *dr, const T *xw, const T *hr, T *hs, T *cs)
+{
+    const int64_t H = c->H;
+    const rnn_act *af = dr->af, *ag = dr->ag;
+    const T *P = dr->P;
+    switch (c->kind) {
+    case CELL_RNN:
+        for (int64_t j = 0; j < H; j++)
+            hs[j] = (T)act_apply(af, clipv(c, (double)(xw[j] + hr[j])));
+        break;
+    case CELL_GRU:
+        for (int64_t j = 0; j < H; j++) {
+            T z, h;
+            if (c->lbr) {
+                z = (T)act_apply(af, clipv(c, (double)(xw[j] + hr[j])));
+                T r = (T)act_apply(af, clipv(c, (double)(xw[H + j] + hr[H + j])));
+                T rbh = dr->Rb ? dr->Rb[2 * H + j] : 0;
+                h = (T)act_apply(ag, clipv(c, (double)(xw[2 * H + j] + r * (hr[2 * H + j] + rbh))));
+            } else {
+                z = hr[j];
+                h = (T)act_apply(ag, clipv(c, (double)(xw[2 * H + j] + hr[2 * H + j])));
+            }
+            hs[j] = (1 - z) * h + z * hs[j];
+        }
+        break;
+    case CELL_LSTM:
+        for (int64_t j = 0; j < H; j++) {
+            T cp = cs[j];
+            T gi = xw[j] + hr[j], go = xw[H + j] + hr[H + j];
+            T gf = xw[2 * H + j] + hr[2 * H + j], gc = xw[3 * H + j] + hr[3 * H + j];
+            if (P) {
+                gi += P[j] * cp;
+                gf += P[2 * H + j] * cp;
+            }
+            T i = (T)act_apply(af, clipv(c, (double)gi));
+            T f = c->input_forget ? 1 - i : (T)act_apply(af, clipv(c, (double)gf));
+            T cc = (T)act_apply(ag, clipv(c, (double)gc));
+            T cn = f * cp + i * cc;
+            if (P)
+                go += P[H + j] * cn;
+            T o = (T)act_apply(af, clipv(c, (double)go));
+            cs[j] = cn;
+            hs[j] = o * (T)act_apply(dr->ah, (double)cn); /* no clip on h() input (as ONNX Runtime) */
+        }
+        break;
+    }
+}
+
+/* The states of direction d: read from the initial ones (h0, c0; zero when absent) into Hs, Cs
+ * (out == false), or Hs, Cs written to the final ones Yh, Yc (zero for empty sequences). */
+static void RNN_FN(rnn_states)(const rnn_cfg *c, int d, T *Hs, T *Cs, bool out)
+{
+    const int64_t H = c->H, NB = c->batch;
+    const T *h0 = c->h0, *c0 = c->c0;
+    T *Yh = c->Yh, *Yc = c->Yc;
+    for (int64_t b = 0; b < NB; b++) {
+        int64_t si = c->layout ? (b * c->ndir + d) * H : ((int64_t)d * NB + b) * H;
+        bool zero = c->lens[b] == 0;
+        for (int64_t j = 0; j < H; j++) {
+            if (!out) {
+                Hs[b * H + j] = h0 ? h0[si + j] : 0;
+                Cs[b * H + j] = c0 ? c0[si + j] : 0;
+                continue;
+            }
+            if (Yh)
+                Yh[si + j] = zero ? 0 : Hs[b * H + j];
+            if (Yc)
+                Yc[si + j] = zero ? 0 : Cs[b * H + j];
+        }
+    }
+}
+
+/* One direction: the input projections, then the steps (recurrent GEMM, cells, Y rows). */
+static void RNN_FN(rnn_direction)(const rnn_cfg *c, const RNN_FN(rnn_dir) *dr, T *XW, T *HR, T *Hs, T *Cs, T *tmp)
+{
+    const int64_t H = c->H, GH = c->G * H, NB = c->batch, S = c->seq;
+    T *Y = c->Y;
+    RNN_FN(rnn_xw)(c, dr, XW);
+    RNN_FN(rnn_states)(c, dr->d, Hs, Cs, false);
+    bool gru_reset = c->kind == CELL_GRU && !c->lbr;
+    for (int64_t s = 0; s < S; s++) {
+        RNN_FN(gemm_nt)(c->pool, c->nthreads, NB, gru_reset ? 2 * H : GH, H, Hs, H, dr->R, H, HR, GH);
+        if (gru_reset)
+            RNN_FN(rnn_gru_reset)(c, dr, s, XW, HR, Hs, tmp);
+        for (int64_t b = 0; b < NB; b++) {
+            int64_t row = RNN_FN(rnn_row)(c, dr, s, b);
+            if (row < 0)
+                continue;
+            T *hs = Hs + b * H;
+            RNN_FN(rnn_cell)(c, dr, XW + row * GH, HR + b * GH, hs, Cs + b * H);
+            if (Y) {
+                int64_t t = dr->rev ? c->lens[b] - 1 - s : s;
+                int64_t yi = c->layout ? ((b * S + t) * c->ndir + dr->d) * H : ((t * c->ndir + dr->d) * NB + b) * H;
+                memcpy(Y + yi, hs, sizeof(T) * (size_t)H);
+            }
+        }
+    }
+    RNN_FN(rnn_states)(c, dr->d, Hs, Cs, true);
+}
+
 /* Runs all directions. Returns KILN_ERR_NOMEM on allocation failure (caller adds context). */
 static kiln_status RNN_FN(rnn_run)(const rnn_cfg *c)
 {
-    typedef RNN_T T;
     const int64_t H = c->H, GH = c->G * H, NB = c->batch, S = c->seq, I = c->input;
-    const T *X = c->X, *Wall = c->W, *Rall = c->R, *Ball = c->B, *h0 = c->h0, *c0 = c->c0, *Pall = c->P;
-    T *Y = c->Y, *Yh = c->Yh, *Yc = c->Yc;
     T *XW = kiln__malloc(sizeof(T) * (size_t)(S * NB * GH));
     T *HR = kiln__malloc(sizeof(T) * (size_t)(NB * GH));
     T *Hs = kiln__calloc((size_t)(NB * H), sizeof(T));
     T *Cs = kiln__calloc((size_t)(NB * H), sizeof(T));
     T *tmp = kiln__calloc((size_t)(NB * H), sizeof(T));
-    if (!XW || !HR || !Hs || !Cs || !tmp) {
-        kiln__free(XW);
-        kiln__free(HR);
-        kiln__free(Hs);
-        kiln__free(Cs);
-        kiln__free(tmp);
-        return KILN_ERR_NOMEM;
-    }
-    for (int d = 0; d < c->ndir; d++) {
-        const T *W = Wall + (int64_t)d * GH * I, *R = Rall + (int64_t)d * GH * H;
-        const T *Wb = Ball ? Ball + (int64_t)d * 2 * GH : NULL, *Rb = Wb ? Wb + GH : NULL;
-        const T *P = Pall ? Pall + (int64_t)d * 3 * H : NULL;
-        const rnn_act *af = &c->act[d][0], *ag = &c->act[d][1], *ah = &c->act[d][2];
-        bool rev = c->reverse[d];
-        /* XW[row] = X[row] * W^T + biases; row order follows X's layout */
-        RNN_FN(gemm_nt)(c->pool, c->nthreads, S * NB, GH, I, X, I, W, I, XW, GH);
-        if (Wb) {
-            for (int64_t r = 0; r < S * NB; r++) {
-                T *xw = XW + r * GH;
-                for (int64_t j = 0; j < GH; j++) {
-                    T b = Wb[j];
-                    if (!(c->kind == CELL_GRU && c->lbr && j >= 2 * H))
-                        b += Rb[j];
-                    xw[j] += b;
-                }
-            }
-        }
-        /* initial state */
-        for (int64_t b = 0; b < NB; b++) {
-            int64_t si = c->layout ? (b * c->ndir + d) * H : ((int64_t)d * NB + b) * H;
-            for (int64_t j = 0; j < H; j++) {
-                Hs[b * H + j] = h0 ? h0[si + j] : 0;
-                Cs[b * H + j] = c0 ? c0[si + j] : 0;
-            }
-        }
-        for (int64_t s = 0; s < S; s++) {
-            int64_t ncols = (c->kind == CELL_GRU && !c->lbr) ? 2 * H : GH;
-            RNN_FN(gemm_nt)(c->pool, c->nthreads, NB, ncols, H, Hs, H, R, H, HR, GH);
-            if (c->kind == CELL_GRU && !c->lbr) {
-                /* z, r; tmp = r .* Hprev; then HR[h] = tmp * Rh^T */
-                for (int64_t b = 0; b < NB; b++) {
-                    T *hr = HR + b * GH;
-                    if (s >= c->lens[b]) {
-                        memset(tmp + b * H, 0, sizeof(T) * (size_t)H);
-                        continue;
-                    }
-                    int64_t t = rev ? c->lens[b] - 1 - s : s;
-                    const T *xw = XW + (c->layout ? b * S + t : t * NB + b) * GH;
-                    for (int64_t j = 0; j < H; j++) {
-                        hr[j] = (T)act_apply(af, clipv(c, (double)(xw[j] + hr[j])));                 /* z */
-                        T r = (T)act_apply(af, clipv(c, (double)(xw[H + j] + hr[H + j])));            /* r */
-                        tmp[b * H + j] = r * Hs[b * H + j];
-                    }
-                }
-                RNN_FN(gemm_nt)(c->pool, c->nthreads, NB, H, H, tmp, H, R + 2 * H * H, H, HR + 2 * H, GH);
-            }
-            for (int64_t b = 0; b < NB; b++) {
-                if (s >= c->lens[b])
-                    continue;
-                int64_t t = rev ? c->lens[b] - 1 - s : s;
-                const T *xw = XW + (c->layout ? b * S + t : t * NB + b) * GH;
-                T *hr = HR + b * GH, *hs = Hs + b * H, *cs = Cs + b * H;
-                switch (c->kind) {
-                case CELL_RNN:
-                    for (int64_t j = 0; j < H; j++)
-                        hs[j] = (T)act_apply(af, clipv(c, (double)(xw[j] + hr[j])));
-                    break;
-                case CELL_GRU:
-                    for (int64_t j = 0; j < H; j++) {
-                        T z, h;
-                        if (c->lbr) {
-                            z = (T)act_apply(af, clipv(c, (double)(xw[j] + hr[j])));
-                            T r = (T)act_apply(af, clipv(c, (double)(xw[H + j] + hr[H + j])));
-                            T rbh = Rb ? Rb[2 * H + j] : 0;
-                            h = (T)act_apply(ag, clipv(c, (double)(xw[2 * H + j] + r * (hr[2 * H + j] + rbh))));
-                        } else {
-                            z = hr[j];
-                            h = (T)act_apply(ag, clipv(c, (double)(xw[2 * H + j] + hr[2 * H + j])));
-                        }
-                        hs[j] = (1 - z) * h + z * hs[j];
-                    }
-                    break;
-                case CELL_LSTM:
-                    for (int64_t j = 0; j < H; j++) {
-                        T cp = cs[j];
-                        T gi = xw[j] + hr[j], go = xw[H + j] + hr[H + j];
-                        T gf = xw[2 * H + j] + hr[2 * H + j], gc = xw[3 * H + j] + hr[3 * H + j];
-                        if (P) {
-                            gi += P[j] * cp;
-                            gf += P[2 * H + j] * cp;
-                        }
-                        T i = (T)act_apply(af, clipv(c, (double)gi));
-                        T f = c->input_forget ? 1 - i : (T)act_apply(af, clipv(c, (double)gf));
-                        T cc = (T)act_apply(ag, clipv(c, (double)gc));
-                        T cn = f * cp + i * cc;
-                        if (P)
-                            go += P[H + j] * cn;
-                        T o = (T)act_apply(af, clipv(c, (double)go));
-                        cs[j] = cn;
-                        hs[j] = o * (T)act_apply(ah, (double)cn); /* no clip on h() input (as ONNX Runtime) */
-                    }
-                    break;
-                }
-                if (Y) {
-                    int64_t yi = c->layout ? ((b * S + t) * c->ndir + d) * H : ((t * c->ndir + d) * NB + b) * H;
-                    memcpy(Y + yi, hs, sizeof(T) * (size_t)H);
-                }
-            }
-        }
-        for (int64_t b = 0; b < NB; b++) {
-            int64_t si = c->layout ? (b * c->ndir + d) * H : ((int64_t)d * NB + b) * H;
-            bool zero = c->lens[b] == 0;
-            for (int64_t j = 0; j < H; j++) {
-                if (Yh)
-                    Yh[si + j] = zero ? 0 : Hs[b * H + j];
-                if (Yc)
-                    Yc[si + j] = zero ? 0 : Cs[b * H + j];
-            }
-        }
+    kiln_status st = XW && HR && Hs && Cs && tmp ? KILN_OK : KILN_ERR_NOMEM;
+    for (int d = 0; st == KILN_OK && d < c->ndir; d++) {
+        const T *Ball = c->B, *Pall = c->P;
+        RNN_FN(rnn_dir) dr = {.d = d, .W = (const T *)c->W + (int64_t)d * GH * I,
+                              .R = (const T *)c->R + (int64_t)d * GH * H,
+                              .Wb = Ball ? Ball + (int64_t)d * 2 * GH : NULL, .P = Pall ? Pall + (int64_t)d * 3 * H : NULL,
+                              .af = &c->act[d][0], .ag = &c->act[d][1], .ah = &c->act[d][2], .rev = c->reverse[d]};
+        dr.Rb = dr.Wb ? dr.Wb + GH : NULL;
+        RNN_FN(rnn_direction)(c, &dr, XW, HR, Hs, Cs, tmp);
     }
     kiln__free(XW);
     kiln__free(HR);
     kiln__free(Hs);
     kiln__free(Cs);
     kiln__free(tmp);
-    return KILN_OK;
+    return st;
 }
 
+#undef T
 #undef RNN_FN
 #undef RNN_CAT
 #undef RNN_CAT2

@@ -25,12 +25,7 @@ static void convd_fill_task(void *vctx, int64_t r0, int64_t r1)
             for (int64_t ch = 0; ch < q->Cg; ch++, d += q->Wq) {
                 const float *row = q->x + (ch * p->H + iy) * p->W;
                 if (q->P == 1) {
-                    /* columns: pw zeros, the row, zeros */
-                    int64_t lead = p->pw < q->Wq ? p->pw : q->Wq;
-                    int64_t ncopy = p->W < q->Wq - lead ? p->W : q->Wq - lead;
-                    memset(d, 0, sizeof(float) * (size_t)lead);
-                    memcpy(d + lead, row, sizeof(float) * (size_t)ncopy);
-                    memset(d + lead + ncopy, 0, sizeof(float) * (size_t)(q->Wq - lead - ncopy));
+                    kiln__conv_pad_row(d, q->Wq, row, p->W, p->pw);
                 } else {
                     for (int64_t w = 0; w < q->Wq; w++) {
                         int64_t ix = w * q->P + ph - p->pw;

@@ -23,11 +23,7 @@ static void wino_fill_task(void *vctx, int64_t c0, int64_t c1)
                 memset(d, 0, sizeof(float) * (size_t)q->Wq);
                 continue;
             }
-            int64_t lead = p->pw < q->Wq ? p->pw : q->Wq;
-            int64_t ncopy = p->W < q->Wq - lead ? p->W : q->Wq - lead;
-            memset(d, 0, sizeof(float) * (size_t)lead);
-            memcpy(d + lead, q->x + (ch * p->H + iy) * p->W, sizeof(float) * (size_t)ncopy);
-            memset(d + lead + ncopy, 0, sizeof(float) * (size_t)(q->Wq - lead - ncopy));
+            kiln__conv_pad_row(d, q->Wq, q->x + (ch * p->H + iy) * p->W, p->W, p->pw);
         }
     }
 }

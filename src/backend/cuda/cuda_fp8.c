@@ -1,0 +1,191 @@
+/* FP8 layers on the GPU (docs/CUDA.md, "FP8"): a MatMul / FusedMatMul / Gemm / FusedGemm that the
+ * builder marked fp8 (kiln_wq "fp8", kiln_aq "fp8" with its calibrated kiln_aq_scale; PRECISION.md) runs
+ * as one cuBLASLt FP8 GEMM: E4M3 activations and weights, each with its per-tensor scale (the weight's
+ * in device memory, the activation's folded into alpha), FP32 accumulation, the output in FP16 by
+ * default (KILN_CUDA_FP8_OUT=fp32|fp16|bf16; a half activation's storage or KILN_CUDA_ACT win), bias /
+ * ReLU in cuBLASLt's epilogue where it has one. The weight is quantized once per layer on the GPU
+ * (amax / 448, round to nearest even, saturating: the CPU emulation's rule) and stored [N, K], the "TN"
+ * layout cuBLASLt's FP8 kernels need; the activation is quantized into a scratch buffer per run with
+ * the same rounding, so the GPU computes what the CPU emulates up to the order of the sums. Shapes
+ * cuBLASLt's FP8 kernels do not take (K or N not a multiple of 16, Gemm's transA, a batched weight) are
+ * not accepted: such a layer falls back to the CPU, visibly (counted; an error with --strict-device). */
+#include "cuda_gemm.h"
+#include <math.h>
+#include <stdlib.h>
+
+#define IN(i) (i < ctx->n_in ? ctx->in[i] : NULL)
+#define FP8_SLOT 60   /* the state slot of a layer's quantized weight */
+
+static bool is_gemm_op(kiln_op op) { return op == KILN_OP_Gemm || op == KILN_OP_FusedGemm; }
+
+bool cu_fp8_layer(const cu_be *b, const kiln_node *n, float *ascale)
+{
+    if (!n || (n->op != KILN_OP_MatMul && n->op != KILN_OP_FusedMatMul && !is_gemm_op(n->op)))
+        return false;
+    const char *wq = b->host->attr_s(n, "kiln_wq", NULL), *aq = b->host->attr_s(n, "kiln_aq", NULL);
+    float s = b->host->attr_f(n, "kiln_aq_scale", NAN);
+    if (!wq || !aq || strcmp(wq, "fp8") || strcmp(aq, "fp8") || !(s > 0 && isfinite(s)))
+        return false;
+    if (ascale)
+        *ascale = s;
+    return true;
+}
+
+/* K, N of the layer and whether its weight is [K, N] (trans: MatMul, Gemm without transB); false when
+ * the FP8 GEMM cannot take the operands. */
+static bool fp8_dims(const cu_be *b, const kiln_node *n, const kiln_tensor *a, const kiln_tensor *w, int64_t *K,
+                     int64_t *N, bool *trans)
+{
+    if (!a || !w || w->ndim != 2 || w->dtype != KILN_DT_FLOAT32 || a->dtype != KILN_DT_FLOAT32 || a->ndim < 1)
+        return false;
+    bool gemm = is_gemm_op(n->op);
+    if (gemm && (a->ndim != 2 || b->host->attr_i(n, "transA", 0)))
+        return false;
+    *trans = !(gemm && b->host->attr_i(n, "transB", 0));
+    *K = *trans ? w->dims[0] : w->dims[1];
+    *N = *trans ? w->dims[1] : w->dims[0];
+    /* cuBLASLt's FP8 kernels: leading dimensions of 16 bytes, sizes multiples of 16 */
+    return a->dims[a->ndim - 1] == *K && *K > 0 && *N > 0 && *K % 16 == 0 && *N % 16 == 0;
+}
+
+bool cu_fp8_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
+{
+    int64_t K, N;
+    bool trans;
+    return n_in >= 2 && fp8_dims(b, n, in[0], in[1], &K, &N, &trans);
+}
+
+/* A layer's weight in E4M3, [N, K], with its scale (device memory of its own). */
+typedef struct fp8_w {
+    uint8_t *q;
+    float *scale;        /* [0] the scale, [1] amax scratch */
+    size_t bytes;
+    const void *src;     /* the float32 weight it was made from, and cu_weights_gen() then */
+    unsigned long gen;
+} fp8_w;
+
+static void fp8_w_free(void *p)
+{
+    fp8_w *w = p;
+    cudaFree(w->q);
+    cudaFree(w->scale);
+    free(w);
+}
+
+/* The quantized weight of the layer, made again when the float32 weight changed (another pointer, or
+ * weights freed since). */
+static kiln_status fp8_weight(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *W, bool trans, int64_t K, int64_t N,
+                              fp8_w **out)
+{
+    int64_t key[1] = {FP8_SLOT};
+    fp8_w *w = cu_state_get(b, ctx->node, key, 1);
+    unsigned long gen = cu_weights_gen();
+    size_t bytes = (size_t)(K * N);
+    if (w && w->src == W->data && w->gen == gen && w->bytes == bytes) {
+        *out = w;
+        return KILN_OK;
+    }
+    if (b->capturing)
+        return cu_not_in_capture(b, "quantizing a weight to FP8");
+    if (!w) {
+        w = calloc(1, sizeof *w);
+        if (!w)
+            return cu_err(b, KILN_ERR_NOMEM, "out of memory");
+        kiln_status st = cu_check(b, cudaMalloc((void **)&w->scale, 2 * sizeof(float)), "allocating an FP8 scale");
+        if (st == KILN_OK)
+            st = cu_state_put(b, ctx->node, key, 1, w, fp8_w_free);
+        if (st != KILN_OK) {
+            cudaFree(w->scale);
+            free(w);
+            return st;
+        }
+    }
+    if (w->bytes != bytes) {
+        cudaFree(w->q);
+        w->q = NULL;
+        w->bytes = 0;
+        KILN_TRY(cu_check(b, cudaMalloc((void **)&w->q, bytes), "allocating an FP8 weight"));
+        w->bytes = bytes;
+    }
+    w->src = NULL;
+    KILN_TRY(cu_check(b, cuk_fp8_weight(W->data, trans, K, N, (unsigned *)(w->scale + 1), w->scale, w->q, b->stream),
+                      "quantizing a weight to FP8"));
+    w->src = W->data;
+    w->gen = gen;
+    *out = w;
+    return KILN_OK;
+}
+
+/* The output's storage: KILN_CUDA_ACT's, a half input's, else KILN_CUDA_FP8_OUT's (FP16 by default). */
+static kiln_dtype fp8_out_sdt(const cu_be *b, const kiln_tensor *a)
+{
+    if (b->force_act != KILN_DT_UNDEFINED)
+        return b->force_act;
+    if (a->flags & KILN_TENSOR_DEV_HALF)
+        return cu_sdt(a);
+    return b->fp8_out;
+}
+
+kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
+{
+    const kiln_node *n = ctx->node;
+    const kiln_tensor *A = IN(0), *W = IN(1);
+    float as = 0;
+    int64_t K, N;
+    bool trans;
+    if (!cu_fp8_layer(b, n, &as) || !fp8_dims(b, n, A, W, &K, &N, &trans))
+        return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "operands the FP8 GEMM does not take");
+    bool gemm = is_gemm_op(n->op), fused = n->op == KILN_OP_FusedMatMul || n->op == KILN_OP_FusedGemm;
+    int act = CUK_IDENTITY;
+    float aa = 0, ab = 0;
+    if (fused && !cu_fused_act(b, n, &act, &aa, &ab))
+        return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "unknown fused activation");
+    int64_t numel = cu_numel(A), M = numel / K;
+    int64_t dims[KILN_MAX_DIMS];
+    int nd = A->ndim;
+    memcpy(dims, A->dims, sizeof(int64_t) * (size_t)nd);
+    if (nd == 1)
+        dims[0] = N;   /* MatMul of a vector: [K] @ [K, N] -> [N] */
+    else
+        dims[nd - 1] = N;
+    const kiln_tensor *R = !gemm && fused ? IN(3) : NULL, *bias = !gemm && fused ? IN(2) : NULL;
+    if ((bias && cu_numel(bias) != N) || (R && cu_numel(R) != M * N))
+        return cu_kerr(b, ctx, KILN_ERR_SHAPE, "bias / residual shape");
+    kiln_dtype sdt = fp8_out_sdt(b, A);
+    fp8_w *w = NULL;
+    KILN_TRY(fp8_weight(b, ctx, W, trans, K, N, &w));
+    KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, nd, dims));
+    kiln_tensor *y = ctx->out[0];
+    if (!y->nbytes)
+        return KILN_OK;
+    kiln_tensor xq, rt, bt;   /* the quantized activations; the residual in sdt, the bias in float32 */
+    memset(&rt, 0, sizeof rt);
+    memset(&bt, 0, sizeof bt);
+    KILN_TRY(cu_tmp(b, &xq, KILN_DT_UINT8, 1, (const int64_t[]){numel}));
+    const kiln_tensor *r2 = NULL, *b2 = NULL;
+    cu_part_mark(b, 4, 0, 2);
+    kiln_status st = cu_check(b, cuk_fp8_quant(cu_fdt(cu_sdt(A)), A->data, xq.data, numel, as, b->stream),
+                              "quantizing activations to FP8");
+    cu_part_mark(b, 4, 1, 2);
+    if (st == KILN_OK && R)
+        st = cu_as(b, R, sdt, &rt, &r2);
+    if (st == KILN_OK && bias)
+        st = cu_as(b, bias, KILN_DT_FLOAT32, &bt, &b2);
+    float alpha = gemm ? b->host->attr_f(n, "alpha", 1.0f) : 1.0f;
+    gemm_args g = {.tb = true, .ty = cu_cuda_ty(sdt), .fp8 = true, .b_scale = w->scale, .M = M, .N = N, .K = K,
+                   .A = xq.data, .B = w->q, .Y = y->data, .C = r2 ? r2->data : NULL, .lda = K, .ldb = K, .ldy = N,
+                   .alpha = alpha * as, .beta = r2 ? 1.0f : 0.0f, .bias = b2 ? b2->data : NULL,
+                   .relu = act == CUK_RELU, .batch = 1};
+    if (st == KILN_OK && gemm)
+        st = cu_gemm_c(b, ctx, IN(2), b->host->attr_f(n, "beta", 1.0f), sdt, y, &g);
+    if (st == KILN_OK)
+        st = cu_gemm_epi(b, ctx, 0, &g);
+    if (st == KILN_OK && act != CUK_IDENTITY && act != CUK_RELU)
+        st = cu_check(b, cuk_epilogue(cu_fdt(sdt), y->data, M * N, 1, 1, NULL, NULL, act, aa, ab, b->stream),
+                      "epilogue");
+    cu_part_mark(b, 4, 2, 2);
+    cu_tmp_free(b, &xq);   /* used in stream order only */
+    cu_tmp_free(b, &rt);
+    cu_tmp_free(b, &bt);
+    return st;
+}

@@ -1,0 +1,42 @@
+/* cuBLASLt GEMMs shared by the GEMM layers (cuda_gemm.c) and the FP8 layers (cuda_fp8.c). */
+#ifndef KILN_BACKEND_CUDA_GEMM_H
+#define KILN_BACKEND_CUDA_GEMM_H
+#include "cuda_internal.h"
+
+/* One (batched) GEMM in row-major terms: Y = alpha op(A) op(B) + beta C (+ bias, ReLU). */
+typedef struct gemm_args {
+    bool ta, tb;
+    cudaDataType_t ty;        /* C, Y (and A, B unless fp8): CUDA_R_32F, CUDA_R_16F or CUDA_R_16BF; FP32 compute */
+    bool fp8;                 /* A, B are FP8 E4M3 (cuBLASLt's "TN" only: tb set, ta clear) */
+    const float *b_scale;     /* fp8: device pointer to B's scale (NULL = 1) */
+    int64_t M, N, K;
+    const void *A, *B;
+    void *Y;
+    const void *C;            /* beta != 0: the addend (same layout as Y); NULL = Y itself */
+    int64_t lda, ldb, ldy;
+    float alpha, beta;
+    const float *bias;        /* [N] or NULL */
+    bool relu;
+    int64_t batch, sa, sb, sy;   /* strided batch (batch 1: strides unused) */
+} gemm_args;
+
+/* MatMul's shapes: A [..., M, K] @ B [..., K, N] with broadcast batch dims. */
+typedef struct mm_shape {
+    int64_t M, N, K;
+    int nd;                          /* output rank */
+    int64_t dims[KILN_MAX_DIMS];
+    int nb;                          /* batch rank */
+    int64_t bdims[KILN_MAX_DIMS], bsa[KILN_MAX_DIMS], bsb[KILN_MAX_DIMS];   /* batch dims, A / B strides */
+    int64_t batch;
+} mm_shape;
+bool cu_mm_shape(const kiln_tensor *a, const kiln_tensor *b, mm_shape *m);
+
+/* g with its bias / ReLU epilogue (cuBLASLt's where it has one, else kiln's kernel); `slot` tells a
+ * layer's GEMMs apart. */
+kiln_status cu_gemm_epi(cu_be *b, const kiln_kctx *ctx, int slot, const gemm_args *g);
+/* Gemm's C (beta) into g for the output y [M, N] in storage sdt: a float32 row bias with beta 1 as g->bias,
+ * else C broadcast into y and g->beta = beta. */
+kiln_status cu_gemm_c(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *C, float beta, kiln_dtype sdt,
+                      kiln_tensor *y, gemm_args *g);
+cudaDataType_t cu_cuda_ty(kiln_dtype sdt);
+#endif
