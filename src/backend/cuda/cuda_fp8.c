@@ -1,7 +1,8 @@
 /* FP8 layers on the GPU (docs/CUDA.md, "FP8"): a MatMul / FusedMatMul / Gemm / FusedGemm that the
  * builder marked fp8 (kiln_wq "fp8", kiln_aq "fp8" with its calibrated kiln_aq_scale; PRECISION.md) runs
  * as one cuBLASLt FP8 GEMM: E4M3 activations and weights, each with its per-tensor scale (the weight's
- * in device memory, the activation's folded into alpha), FP32 accumulation, the output in FP16 by
+ * in device memory, the activation's folded into alpha; the builder marks a --device cuda build's FP8
+ * layers kiln_wq_tensor so the CPU emulates and bias-corrects them with that per-tensor weight scale), FP32 accumulation, the output in FP16 by
  * default (KILN_CUDA_FP8_OUT=fp32|fp16|bf16; a half activation's storage or KILN_CUDA_ACT win), bias /
  * ReLU in cuBLASLt's epilogue where it has one. The weight is quantized once per layer on the GPU
  * (amax / 448, round to nearest even, saturating: the CPU emulation's rule) and stored [N, K], the "TN"
@@ -25,6 +26,10 @@ bool cu_fp8_layer(const cu_be *b, const kiln_node *n, float *ascale)
     const char *wq = b->host->attr_s(n, "kiln_wq", NULL), *aq = b->host->attr_s(n, "kiln_aq", NULL);
     float s = b->host->attr_f(n, "kiln_aq_scale", NAN);
     if (!wq || !aq || strcmp(wq, "fp8") || strcmp(aq, "fp8") || !(s > 0 && isfinite(s)))
+        return false;
+    /* one weight scale per tensor is what this GEMM computes: a layer built with one per output channel
+     * (a CPU engine's FP8, docs/PRECISION.md) is not this precision, so it stays on the CPU (counted) */
+    if (b->host->attr_i(n, "kiln_wq_tensor", 0) != 1)
         return false;
     if (ascale)
         *ascale = s;
