@@ -588,12 +588,16 @@ static kiln_status calibrate(kiln_graph *g, kiln_model_t m, const kiln_build_opt
 /* FP8 layers: the per-tensor scale of their input activation, amax / 448 over the calibration
  * data (max calibration, the FP8 recipe; the calibration method only shapes int8 thresholds).
  * A layer whose input was not calibrated gets none and is then not realized in fp8. */
-static kiln_status fp8_scales(kiln_graph *g, kiln_calibration_t cal)
+static kiln_status fp8_scales(kiln_graph *g, kiln_calibration_t cal, kiln_device device)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         kiln_node *n = &g->nodes[i];
         if (n->dead || req_of(n) != P_FP8 || !is_compute(n) || n->n_in < 1 || n->in[0] < 0)
             continue;
+        /* the GPU's FP8 GEMM scales its weight per tensor: a CUDA engine's FP8 layers are emulated (and
+         * bias-corrected) that way too, so the CPU computes what the GPU will */
+        if (device == KILN_DEVICE_CUDA)
+            KILN_TRY(kiln__node_set_attr_i(n, KILN_ATTR_WQ_TENSOR, 1));
         for (int t = 0; t < kiln_calib_num_tensors(cal); t++) {
             float amax = kiln_calib_amax(cal, t);
             if (strcmp(kiln_calib_tensor_name(cal, t), g->values[n->in[0]].name) || !isfinite(amax) || amax < 0)
@@ -903,7 +907,7 @@ kiln_status kiln__precision_before_passes(kiln_graph *g, kiln_model_t m, kiln_bu
     if (i8 || f8)
         st = calibrate(g, m, o, &rep, given, &cal);
     if (st == KILN_OK && f8)
-        st = fp8_scales(g, cal);
+        st = fp8_scales(g, cal, o->device);
     if (st == KILN_OK && f8)
         st = fp8_bias(g, o, plan, &rep);
     if (st == KILN_OK && i8)

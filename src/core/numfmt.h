@@ -104,6 +104,9 @@ float kiln__qblock_scale(const kiln__qlayout *L, const void *scales, float tenso
 #define KILN_ATTR_WQ "kiln_wq"             /* string: weight format, a name of kiln__lowbit_parse */
 #define KILN_ATTR_AQ "kiln_aq"             /* string: "fp8" or "fp16", activations quantize-dequantized */
 #define KILN_ATTR_AQ_SCALE "kiln_aq_scale" /* float: the FP8 activation scale (calibrated amax / 448) */
+#define KILN_ATTR_WQ_TENSOR "kiln_wq_tensor" /* int 1: FP8 weights with one scale for the whole tensor (what the
+                                              * CUDA FP8 GEMM runs; set for --device cuda builds); absent: one
+                                              * scale per output channel */
 #define KILN_INT4_BLOCK 32                 /* INT4 weight-only layers: 32-element blocks, FP16 scales */
 /* "fp8", "nvfp4" (also "fp4"), "mxfp4", "int4": true and *fmt set; false for anything else. */
 bool kiln__lowbit_parse(const char *name, kiln__qfmt *fmt);

@@ -839,6 +839,19 @@ static void mark_fp8(tgraph *t, float amax)
     kiln__node_set_attr_s(tg_node(t), KILN_ATTR_WQ, "fp8");
     kiln__node_set_attr_s(tg_node(t), KILN_ATTR_AQ, "fp8");
     kiln__node_set_attr_f(tg_node(t), KILN_ATTR_AQ_SCALE, amax / 448.0f);
+    kiln__node_set_attr_i(tg_node(t), KILN_ATTR_WQ_TENSOR, 1);   /* as a --device cuda build marks them */
+}
+
+/* FP8 weights with one scale per output channel (a CPU engine's FP8): not what the GPU's GEMM computes */
+static tgraph fp8_per_channel_graph(void)
+{
+    tgraph t = tg_new(KILN_OP_MatMul, 13);
+    tg_in(&t, RT(2, 5, 32), false);
+    tg_in(&t, RT(2, 32, 16), true);
+    tg_outs(&t, 1);
+    mark_fp8(&t, 1.0f);
+    kiln__node_set_attr_i(tg_node(&t), KILN_ATTR_WQ_TENSOR, 0);
+    return t;
 }
 
 /* K = 33: not a multiple of 16, so cuBLASLt's FP8 GEMM cannot take it */
@@ -860,19 +873,6 @@ static tgraph fp8_trans_a_graph(void)
     tg_outs(&t, 1);
     kiln__node_set_attr_i(tg_node(&t), "transA", 1);
     mark_fp8(&t, 1.0f);
-    return t;
-}
-
-/* Gemm's C other than a row bias (here [M, N] with beta 0.3): the channel scales come after the GEMM */
-static tgraph fp8_gemm_c_graph(void)
-{
-    tgraph t = tg_new(KILN_OP_Gemm, 13);
-    tg_in(&t, RT(2, 9, 32), false);
-    tg_in(&t, RT(2, 32, 16), true);
-    tg_in(&t, RT(2, 9, 16), true);
-    tg_outs(&t, 1);
-    kiln__node_set_attr_f(tg_node(&t), "beta", 0.3f);
-    mark_fp8(&t, 0.9f);
     return t;
 }
 
@@ -921,10 +921,11 @@ static void fp8_cases(double tol)
     t = tg_new(KILN_OP_Gemm, 13);
     tg_in(&t, RT(2, 9, 32), false);
     tg_in(&t, RT(2, 32, 16), true);
-    tg_in(&t, RT(2, 1, 16), true);
+    tg_in(&t, RT(2, 9, 16), true);
     tg_outs(&t, 1);
+    kiln__node_set_attr_f(tg_node(&t), "beta", 0.3f);
     mark_fp8(&t, 0.9f);
-    run_case("FP8 Gemm C[1,N]", &t, tol);
+    run_case("FP8 Gemm C[M,N] beta", &t, tol);
     t = tg_new(KILN_OP_FusedGemm, 1);
     tg_in(&t, RT(2, 5, 64), false);
     tg_in(&t, RT(2, 64, 48), true);
@@ -1262,7 +1263,7 @@ int main(int argc, char **argv)
     strict_check("ReduceMean", reduce_mean_graph);
     strict_check("FP8 MatMul K 33", fp8_illegal_graph);
     strict_check("FP8 Gemm transA", fp8_trans_a_graph);
-    strict_check("FP8 Gemm C[M,N] beta", fp8_gemm_c_graph);
+    strict_check("FP8 MatMul per-channel weight scales", fp8_per_channel_graph);
     /* FP8 GEMMs with each output storage: float32, FP16 (the default) and BF16 (plus their rounding of the
      * output). The quantized operands are the CPU's exactly; the sums differ: Hopper's FP8 tensor cores add
      * inside each MMA with fewer bits than float32 (measured up to 3.6e-4 on these cases, H200) */

@@ -331,9 +331,49 @@ static void case_fp8_channels(void)
     free(ab);
 }
 
+/* A --device cuda build marks FP8 layers KILN_ATTR_WQ_TENSOR (the GPU's GEMM scales the weight per
+ * tensor): the CPU then emulates exactly that, every element e4m3(w / s) * s with s = amax / 448 over
+ * the whole tensor, both through the blob and on the fly (the columns 10^6 below the largest flush). */
+static void case_fp8_tensor(void)
+{
+    const int64_t K = 11, N = 6;
+    layer l;
+    layer_init(&l, KILN_OP_MatMul, 2);
+    lowbit(&l, "fp8", 1.0f / 256);
+    add_i(&l, KILN_ATTR_WQ_TENSOR, 1);
+    int64_t wd[2] = {K, N}, xd[2] = {K, K};
+    kiln_tensor w = rnd(2, wd, 1), x = rnd(2, xd, 0), y1, y2;
+    float *wf = w.data, *xf = x.data, amax = 0;
+    for (int64_t k = 0; k < K; k++) {
+        xf[k * K + k] = 1;
+        for (int64_t n = 0; n < N; n++) {
+            wf[k * N + n] *= powf(10.0f, -(float)n * 1.2f);
+            amax = fmaxf(amax, fabsf(wf[k * N + n]));
+        }
+    }
+    float sc = amax / 448.0f;
+    void *blob = NULL;
+    size_t size = 0;
+    const kiln_tensor *in[2] = {&x, &w};
+    CHECK(kiln__lowbit_prep(&l.node, 2, in, &blob, &size) == KILN_OK && blob);
+    void *ab = blob ? aligned_copy(blob, size) : NULL;
+    kiln__free(blob);
+    CHECK(ab && run(&l.node, 2, in, ab, size, 1, &y1) == KILN_OK);
+    CHECK(run(&l.node, 2, in, NULL, 0, 1, &y2) == KILN_OK);
+    int bad = 0;
+    for (int64_t i = 0; i < K * N; i++) {
+        float want = kiln__fp8_to_f32(KILN_DT_FP8E4M3, kiln__f32_to_fp8(KILN_DT_FP8E4M3, wf[i] / sc, true)) * sc;
+        bad += ((float *)y1.data)[i] != want || ((float *)y2.data)[i] != want;
+    }
+    CHECK_MSG(bad == 0, "%d of %lld elements differ from the per-tensor FP8 rule", bad, (long long)(K * N));
+    kiln__tensor_release(&y1), kiln__tensor_release(&y2), kiln__tensor_release(&x), kiln__tensor_release(&w);
+    free(ab);
+}
+
 int main(void)
 {
     case_fp8_channels();
+    case_fp8_tensor();
     kiln__lowbit_set_block_floats(1);   /* 16-channel convolution blocks: the blocked path on small layers */
     for (int f = 0; f < 4; f++)
         for (int nt = 1; nt <= 2; nt++) {

@@ -1,15 +1,15 @@
 /* FP8 layers on the GPU (docs/CUDA.md, "FP8"): a MatMul / FusedMatMul / Gemm / FusedGemm that the
  * builder marked fp8 (kiln_wq "fp8", kiln_aq "fp8" with its calibrated kiln_aq_scale; PRECISION.md) runs
- * as a cuBLASLt FP8 GEMM: E4M3 activations (one calibrated scale, folded into alpha) and E4M3 weights
- * (one scale per output channel, as the CPU emulation), FP32 accumulation, the output in FP16 by default
- * (KILN_CUDA_FP8_OUT=fp32|fp16|bf16; a half activation's storage or KILN_CUDA_ACT win); the channel
- * scales, bias, residual and activation in one pass after it (scale kernel, then kiln's epilogue). The
- * weight is quantized once per layer on the GPU (row amax / 448, round to nearest even, saturating: the
- * CPU emulation's rule) and stored [N, K], the "TN" layout cuBLASLt's FP8 kernels need; the activation
- * is quantized into a scratch buffer per run with the same rounding, so the GPU computes what the CPU
- * emulates up to the order of the sums. Shapes cuBLASLt's FP8 kernels do not take (K or N not a
- * multiple of 16, Gemm's transA or a C that is not a row bias, a batched weight) are not accepted: such
- * a layer falls back to the CPU, visibly (counted; an error with --strict-device). */
+ * as one cuBLASLt FP8 GEMM: E4M3 activations and weights, each with its per-tensor scale (the weight's
+ * in device memory, the activation's folded into alpha; the builder marks a --device cuda build's FP8
+ * layers kiln_wq_tensor so the CPU emulates and bias-corrects them with that per-tensor weight scale), FP32 accumulation, the output in FP16 by
+ * default (KILN_CUDA_FP8_OUT=fp32|fp16|bf16; a half activation's storage or KILN_CUDA_ACT win), bias /
+ * ReLU in cuBLASLt's epilogue where it has one. The weight is quantized once per layer on the GPU
+ * (amax / 448, round to nearest even, saturating: the CPU emulation's rule) and stored [N, K], the "TN"
+ * layout cuBLASLt's FP8 kernels need; the activation is quantized into a scratch buffer per run with
+ * the same rounding, so the GPU computes what the CPU emulates up to the order of the sums. Shapes
+ * cuBLASLt's FP8 kernels do not take (K or N not a multiple of 16, Gemm's transA, a batched weight) are
+ * not accepted: such a layer falls back to the CPU, visibly (counted; an error with --strict-device). */
 #include "cuda_gemm.h"
 #include <math.h>
 #include <stdlib.h>
@@ -27,28 +27,25 @@ bool cu_fp8_layer(const cu_be *b, const kiln_node *n, float *ascale)
     float s = b->host->attr_f(n, "kiln_aq_scale", NAN);
     if (!wq || !aq || strcmp(wq, "fp8") || strcmp(aq, "fp8") || !(s > 0 && isfinite(s)))
         return false;
+    /* one weight scale per tensor is what this GEMM computes: a layer built with one per output channel
+     * (a CPU engine's FP8, docs/PRECISION.md) is not this precision, so it stays on the CPU (counted) */
+    if (b->host->attr_i(n, "kiln_wq_tensor", 0) != 1)
+        return false;
     if (ascale)
         *ascale = s;
     return true;
 }
 
 /* K, N of the layer and whether its weight is [K, N] (trans: MatMul, Gemm without transB); false when
- * the FP8 GEMM cannot take the operands (c: Gemm's C or NULL). */
-static bool fp8_dims(const cu_be *b, const kiln_node *n, const kiln_tensor *a, const kiln_tensor *w,
-                     const kiln_tensor *c, int64_t *K, int64_t *N, bool *trans)
+ * the FP8 GEMM cannot take the operands. */
+static bool fp8_dims(const cu_be *b, const kiln_node *n, const kiln_tensor *a, const kiln_tensor *w, int64_t *K,
+                     int64_t *N, bool *trans)
 {
     if (!a || !w || w->ndim != 2 || w->dtype != KILN_DT_FLOAT32 || a->dtype != KILN_DT_FLOAT32 || a->ndim < 1)
         return false;
     bool gemm = is_gemm_op(n->op);
     if (gemm && (a->ndim != 2 || b->host->attr_i(n, "transA", 0)))
         return false;
-    if (gemm && c) {   /* Gemm's C: only a float32 row bias with beta 1 (added after the channel scales) */
-        int64_t cn = c->ndim >= 1 ? c->dims[c->ndim - 1] : 0;
-        if (c->dtype != KILN_DT_FLOAT32 || b->host->attr_f(n, "beta", 1.0f) != 1.0f ||
-            !(c->ndim == 1 || (c->ndim == 2 && c->dims[0] == 1)) || cn != (b->host->attr_i(n, "transB", 0)
-                                                                              ? w->dims[0] : w->dims[1]))
-            return false;
-    }
     *trans = !(gemm && b->host->attr_i(n, "transB", 0));
     *K = *trans ? w->dims[0] : w->dims[1];
     *N = *trans ? w->dims[1] : w->dims[0];
@@ -60,15 +57,14 @@ bool cu_fp8_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *c
 {
     int64_t K, N;
     bool trans;
-    return n_in >= 2 && fp8_dims(b, n, in[0], in[1], is_gemm_op(n->op) && n_in > 2 ? in[2] : NULL, &K, &N, &trans);
+    return n_in >= 2 && fp8_dims(b, n, in[0], in[1], &K, &N, &trans);
 }
 
-/* A layer's weight in E4M3, [N, K], with its N channel scales (device memory of its own). */
+/* A layer's weight in E4M3, [N, K], with its scale (device memory of its own). */
 typedef struct fp8_w {
     uint8_t *q;
-    float *scale;        /* [N] */
-    size_t bytes;        /* of q (N * K) */
-    int64_t n;           /* of scale */
+    float *scale;        /* [0] the scale, [1] amax scratch */
+    size_t bytes;
     const void *src;     /* the float32 weight it was made from, and cu_weights_gen() then */
     unsigned long gen;
 } fp8_w;
@@ -100,26 +96,25 @@ static kiln_status fp8_weight(cu_be *b, const kiln_kctx *ctx, const kiln_tensor 
         w = calloc(1, sizeof *w);
         if (!w)
             return cu_err(b, KILN_ERR_NOMEM, "out of memory");
-        kiln_status st = cu_state_put(b, ctx->node, key, 1, w, fp8_w_free);
+        kiln_status st = cu_check(b, cudaMalloc((void **)&w->scale, 2 * sizeof(float)), "allocating an FP8 scale");
+        if (st == KILN_OK)
+            st = cu_state_put(b, ctx->node, key, 1, w, fp8_w_free);
         if (st != KILN_OK) {
+            cudaFree(w->scale);
             free(w);
             return st;
         }
     }
-    if (w->bytes != bytes || w->n != N) {
+    if (w->bytes != bytes) {
         cudaFree(w->q);
-        cudaFree(w->scale);
         w->q = NULL;
-        w->scale = NULL;
         w->bytes = 0;
-        w->n = 0;
         KILN_TRY(cu_check(b, cudaMalloc((void **)&w->q, bytes), "allocating an FP8 weight"));
-        KILN_TRY(cu_check(b, cudaMalloc((void **)&w->scale, sizeof(float) * (size_t)N), "allocating FP8 scales"));
         w->bytes = bytes;
-        w->n = N;
     }
     w->src = NULL;
-    KILN_TRY(cu_check(b, cuk_fp8_weight(W->data, trans, K, N, w->scale, w->q, b->stream), "quantizing a weight to FP8"));
+    KILN_TRY(cu_check(b, cuk_fp8_weight(W->data, trans, K, N, (unsigned *)(w->scale + 1), w->scale, w->q, b->stream),
+                      "quantizing a weight to FP8"));
     w->src = W->data;
     w->gen = gen;
     *out = w;
@@ -143,9 +138,9 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
     float as = 0;
     int64_t K, N;
     bool trans;
-    bool gemm = is_gemm_op(n->op), fused = n->op == KILN_OP_FusedMatMul || n->op == KILN_OP_FusedGemm;
-    if (!cu_fp8_layer(b, n, &as) || !fp8_dims(b, n, A, W, gemm ? IN(2) : NULL, &K, &N, &trans))
+    if (!cu_fp8_layer(b, n, &as) || !fp8_dims(b, n, A, W, &K, &N, &trans))
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "operands the FP8 GEMM does not take");
+    bool gemm = is_gemm_op(n->op), fused = n->op == KILN_OP_FusedMatMul || n->op == KILN_OP_FusedGemm;
     int act = CUK_IDENTITY;
     float aa = 0, ab = 0;
     if (fused && !cu_fused_act(b, n, &act, &aa, &ab))
@@ -158,7 +153,7 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
         dims[0] = N;   /* MatMul of a vector: [K] @ [K, N] -> [N] */
     else
         dims[nd - 1] = N;
-    const kiln_tensor *R = !gemm && fused ? IN(3) : NULL, *bias = !gemm && fused ? IN(2) : gemm ? IN(2) : NULL;
+    const kiln_tensor *R = !gemm && fused ? IN(3) : NULL, *bias = !gemm && fused ? IN(2) : NULL;
     if ((bias && cu_numel(bias) != N) || (R && cu_numel(R) != M * N))
         return cu_kerr(b, ctx, KILN_ERR_SHAPE, "bias / residual shape");
     kiln_dtype sdt = fp8_out_sdt(b, A);
@@ -182,16 +177,17 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
     if (st == KILN_OK && bias)
         st = cu_as(b, bias, KILN_DT_FLOAT32, &bt, &b2);
     float alpha = gemm ? b->host->attr_f(n, "alpha", 1.0f) : 1.0f;
-    /* Y = alpha s_x (qx qw^T), then Y = act(Y * s_w[n] + bias + R) */
-    gemm_args g = {.tb = true, .ty = cu_cuda_ty(sdt), .fp8 = true, .M = M, .N = N, .K = K, .A = xq.data,
-                   .B = w->q, .Y = y->data, .lda = K, .ldb = K, .ldy = N, .alpha = alpha * as, .batch = 1};
+    gemm_args g = {.tb = true, .ty = cu_cuda_ty(sdt), .fp8 = true, .b_scale = w->scale, .M = M, .N = N, .K = K,
+                   .A = xq.data, .B = w->q, .Y = y->data, .C = r2 ? r2->data : NULL, .lda = K, .ldb = K, .ldy = N,
+                   .alpha = alpha * as, .beta = r2 ? 1.0f : 0.0f, .bias = b2 ? b2->data : NULL,
+                   .relu = act == CUK_RELU, .batch = 1};
+    if (st == KILN_OK && gemm)
+        st = cu_gemm_c(b, ctx, IN(2), b->host->attr_f(n, "beta", 1.0f), sdt, y, &g);
     if (st == KILN_OK)
         st = cu_gemm_epi(b, ctx, 0, &g);
-    if (st == KILN_OK)
-        st = cu_check(b, cuk_fp8_colscale(cu_fdt(sdt), y->data, M, N, w->scale, b->stream), "FP8 channel scales");
-    if (st == KILN_OK && (b2 || r2 || act != CUK_IDENTITY))
-        st = cu_check(b, cuk_epilogue(cu_fdt(sdt), y->data, M * N, N, 1, b2 ? b2->data : NULL, r2 ? r2->data : NULL,
-                                      act, aa, ab, b->stream), "epilogue");
+    if (st == KILN_OK && act != CUK_IDENTITY && act != CUK_RELU)
+        st = cu_check(b, cuk_epilogue(cu_fdt(sdt), y->data, M * N, 1, 1, NULL, NULL, act, aa, ab, b->stream),
+                      "epilogue");
     cu_part_mark(b, 4, 2, 2);
     cu_tmp_free(b, &xq);   /* used in stream order only */
     cu_tmp_free(b, &rt);

@@ -1,6 +1,6 @@
 // FP8 E4M3 quantization for the FP8 GEMM layers (cuda_fp8.c): the same rounding as the CPU's emulation
-// (core/numfmt, backend/cpu/lowbit.c: q = e4m3(x / s), round to nearest even, saturating to +-448, NaN ->
-// NaN; the weight scales s = amax / 448 per output channel over its finite elements, 1 when that is 0).
+// (core/numfmt: q = e4m3(x / s), round to nearest even, saturating to +-448, NaN -> NaN; the weight scale
+// s = amax / 448 over the finite elements, 1 when that is 0).
 #include "kernels_common.cuh"
 #include <cuda_fp8.h>
 
@@ -11,60 +11,49 @@ __device__ __forceinline__ uint8_t to_e4m3(float v, float s)
     return (uint8_t)__nv_cvt_float_to_fp8(__fdiv_rn(v, s), __NV_SATFINITE, __NV_E4M3);
 }
 
-// One block per output channel n (a row of the [N, K] view; w is [K, N] when trans, else [N, K]): its
-// amax over the finite values, scale[n] = amax / 448 (1 when that is 0), q[n][k] = e4m3(w / scale[n]).
-__global__ void k_quant_weight(const float *w, bool trans, int64_t K, int64_t N, float *scale, uint8_t *q)
+// *amax_bits = max over finite |w| (float bits compare as unsigned for non-negative floats)
+__global__ void k_amax(const float *w, int64_t n, unsigned *amax_bits)
 {
-    __shared__ float part[32];
-    __shared__ float s_row;
-    int64_t n = blockIdx.x;
     float m = 0.0f;
-    for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
-        float a = fabsf(w[trans ? k * N + n : n * K + k]);
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float a = fabsf(w[i]);
         if (a <= 3.402823466e38f && a > m)
             m = a;
     }
     for (int o = 16; o > 0; o >>= 1)
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     if ((threadIdx.x & 31) == 0)
-        part[threadIdx.x >> 5] = m;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float a = 0.0f;
-        for (int i = 0; i < (int)(blockDim.x >> 5); i++)
-            a = fmaxf(a, part[i]);
-        float sc = a / E4M3_MAX;
-        s_row = sc > 0.0f ? sc : 1.0f;
-        scale[n] = s_row;
+        atomicMax(amax_bits, __float_as_uint(m));
+}
+
+__global__ void k_scale(const unsigned *amax_bits, float *scale)
+{
+    float s = __uint_as_float(*amax_bits) / E4M3_MAX;
+    *scale = s > 0.0f ? s : 1.0f;
+}
+
+// q[n][k] = e4m3(w / s) with w [K][N] (trans) or [N][K]
+__global__ void k_quant_weight(const float *w, bool trans, int64_t K, int64_t N, const float *scale, uint8_t *q)
+{
+    float s = *scale;
+    int64_t total = K * N;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t n = i / K, k = i - n * K;
+        q[i] = to_e4m3(w[trans ? k * N + n : i], s);
     }
-    __syncthreads();
-    float sc = s_row;
-    for (int64_t k = threadIdx.x; k < K; k += blockDim.x)
-        q[n * K + k] = to_e4m3(w[trans ? k * N + n : n * K + k], sc);
 }
 
-cudaError_t cuk_fp8_weight(const float *w, bool trans, int64_t K, int64_t N, float *scale, uint8_t *q, cudaStream_t s)
+cudaError_t cuk_fp8_weight(const float *w, bool trans, int64_t K, int64_t N, unsigned *amax_bits, float *scale,
+                           uint8_t *q, cudaStream_t s)
 {
-    if (K <= 0 || N <= 0)
-        return cudaSuccess;
-    k_quant_weight<<<(unsigned)N, 256, 0, s>>>(w, trans, K, N, scale, q);
-    return cudaGetLastError();
-}
-
-// y[m][n] *= scale[n] over M x N (the weight's per-channel scale after an unscaled FP8 GEMM)
-template <typename T> __global__ void k_colscale(T *y, int64_t total, int64_t N, const float *scale)
-{
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x)
-        stf(y, i, ldf(y, i) * scale[i % N]);
-}
-
-cudaError_t cuk_fp8_colscale(int fdt, void *y, int64_t M, int64_t N, const float *scale, cudaStream_t s)
-{
-    int64_t total = M * N;
-    if (total <= 0)
-        return cudaSuccess;
-    unsigned blocks = (unsigned)((total + 255) / 256 < 65536 ? (total + 255) / 256 : 65536);
-    FDT_DISPATCH(fdt, k_colscale<T><<<blocks, 256, 0, s>>>((T *)y, total, N, scale));
+    int64_t n = K * N;
+    cudaError_t e = cudaMemsetAsync(amax_bits, 0, sizeof(unsigned), s);
+    if (e != cudaSuccess || n <= 0)
+        return e;
+    int blocks = (int)((n + 255) / 256 < 1024 ? (n + 255) / 256 : 1024);
+    k_amax<<<blocks, 256, 0, s>>>(w, n, amax_bits);
+    k_scale<<<1, 1, 0, s>>>(amax_bits, scale);
+    k_quant_weight<<<blocks, 256, 0, s>>>(w, trans, K, N, scale, q);
     return cudaGetLastError();
 }
 
