@@ -842,28 +842,27 @@ static void mark_fp8(tgraph *t, float amax)
     kiln__node_set_attr_i(tg_node(t), KILN_ATTR_WQ_TENSOR, 1);   /* as a --device cuda build marks them */
 }
 
+/* An fp8 MatMul [5, k] x [k, 16] (constant weight). */
+static tgraph fp8_matmul(int64_t k)
+{
+    tgraph t = tg_new(KILN_OP_MatMul, 13);
+    tg_in(&t, RT(2, 5, k), false);
+    tg_in(&t, RT(2, k, 16), true);
+    tg_outs(&t, 1);
+    mark_fp8(&t, 1.0f);
+    return t;
+}
+
 /* FP8 weights with one scale per output channel (a CPU engine's FP8): not what the GPU's GEMM computes */
 static tgraph fp8_per_channel_graph(void)
 {
-    tgraph t = tg_new(KILN_OP_MatMul, 13);
-    tg_in(&t, RT(2, 5, 32), false);
-    tg_in(&t, RT(2, 32, 16), true);
-    tg_outs(&t, 1);
-    mark_fp8(&t, 1.0f);
+    tgraph t = fp8_matmul(32);
     kiln__node_set_attr_i(tg_node(&t), KILN_ATTR_WQ_TENSOR, 0);
     return t;
 }
 
 /* K = 33: not a multiple of 16, so cuBLASLt's FP8 GEMM cannot take it */
-static tgraph fp8_illegal_graph(void)
-{
-    tgraph t = tg_new(KILN_OP_MatMul, 13);
-    tg_in(&t, RT(2, 5, 33), false);
-    tg_in(&t, RT(2, 33, 16), true);
-    tg_outs(&t, 1);
-    mark_fp8(&t, 1.0f);
-    return t;
-}
+static tgraph fp8_illegal_graph(void) { return fp8_matmul(33); }
 
 static tgraph fp8_trans_a_graph(void)
 {

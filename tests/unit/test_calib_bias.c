@@ -10,6 +10,7 @@
 #include "build/precision.h"
 #include "core/numfmt.h"
 #include "test.h"
+#include "test_graph.h"
 #include "test_tensor.h"
 #include <string.h>
 #include <unistd.h>
@@ -33,20 +34,7 @@ static int cst(const char *name, kiln_tensor t)
 
 static int node(kiln_op op, const char *name, int n_in, const int *in, int out)
 {
-    int i = kiln__graph_add_node(g);
-    CHECK(i >= 0);
-    kiln_node *n = &g->nodes[i];
-    n->op = op;
-    n->op_type = kiln__strdup(kiln__op_name(op));
-    n->name = kiln__strdup(name);
-    n->domain = kiln__strdup("");
-    n->opset = 17;
-    n->out = kiln__malloc(sizeof(int));
-    n->n_out = 1;
-    n->out[0] = -1;
-    CHECK(kiln__node_set_inputs(g, i, n_in, in) == KILN_OK);
-    kiln__node_set_output(g, i, 0, out);
-    return i;
+    return test_graph_node(g, op, name, n_in, in, out);
 }
 
 static void set_ints(int i, const char *name, int n, const int64_t *v)

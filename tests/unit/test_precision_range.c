@@ -5,6 +5,7 @@
  * against their definition (the grid covers [lo, t] within half a step and holds 0 exactly). */
 #include "build/precision.h"
 #include "test.h"
+#include "test_graph.h"
 #include <math.h>
 #include <string.h>
 
@@ -30,19 +31,8 @@ static int cst(const char *name, float c)
 /* op(in...) -> a new value named name; returns the value. */
 static int node(kiln_op op, const char *name, int n_in, const int *in)
 {
-    int out = val(name), i = kiln__graph_add_node(g);
-    CHECK(i >= 0);
-    kiln_node *n = &g->nodes[i];
-    n->op = op;
-    n->op_type = kiln__strdup(kiln__op_name(op));
-    n->name = kiln__strdup(name);
-    n->domain = kiln__strdup("");
-    n->opset = 17;
-    n->out = kiln__malloc(sizeof(int));
-    n->n_out = 1;
-    n->out[0] = -1;
-    CHECK(kiln__node_set_inputs(g, i, n_in, in) == KILN_OK);
-    kiln__node_set_output(g, i, 0, out);
+    int out = val(name);
+    test_graph_node(g, op, name, n_in, in, out);
     return out;
 }
 
