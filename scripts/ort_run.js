@@ -3,6 +3,7 @@
 //
 //   node scripts/ort_run.js MODEL.onnx [--input NAME=FILE.npy ...] [--input-dir DIR]
 //        [--output-dir DIR] [--threads N] [--bench N] [--opt all|extended|basic|disabled] [--session-only]
+//        [--profile PREFIX]
 //
 // Inputs: each --input NAME=FILE.npy; --input-dir DIR fills every model input not given
 // explicitly from DIR/<sanitized name>.npy (the layout scripts/make_inputs.py writes).
@@ -13,6 +14,8 @@
 // line to stdout: {"ort_ms_mean":..,"ort_ms_p50":..,"ort_ms_min":..,"iters":N,"threads":T}.
 // --session-only: create the session, print ONE JSON line {"ort_session_ms":..,"threads":T} to
 // stdout and exit (no inputs needed; for bench/engine_load.sh).
+// --profile PREFIX: ONNX Runtime's per-node profiler on (every run, warm-ups included); its JSON trace
+// is written as PREFIX_<date>.json at the end (bench/layer_compare.py reads it).
 // Everything else goes to stderr, so stdout stays machine-readable.
 // The onnxruntime-node package is loaded from third_party/npm/node_modules (scripts/bootstrap.sh),
 // or from $KILN_ORT_NODE when set.
@@ -143,6 +146,7 @@ function parseArgs(argv) {
     else if (f === '--bench') { a.bench = parseInt(need(i, f), 10); i++; }
     else if (f === '--opt') { a.opt = need(i, f); i++; }
     else if (f === '--session-only') { a.sessionOnly = true; }
+    else if (f === '--profile') { a.profile = need(i, f); i++; }
     else if (f === '-h' || f === '--help') {
       process.stderr.write(fs.readFileSync(__filename, 'utf8').split('\n').filter((l) => l.startsWith('//'))
         .map((l) => l.slice(3)).join('\n') + '\n');
@@ -164,6 +168,7 @@ async function main() {
   const opts = { graphOptimizationLevel: a.opt, executionProviders: ['cpu'], logSeverityLevel: 3,
     executionMode: 'sequential' };
   if (a.threads > 0) { opts.intraOpNumThreads = a.threads; opts.interOpNumThreads = 1; }
+  if (a.profile) { opts.enableProfiling = true; opts.profileFilePrefix = a.profile; }
   let sess;
   const t0 = performance.now();
   try { sess = await ort.InferenceSession.create(a.model, opts); } catch (e) { die(`cannot load ${a.model}: ${e.message}`); }
@@ -218,6 +223,7 @@ async function main() {
     process.stdout.write(JSON.stringify({ ort_ms_mean: r(mean), ort_ms_p50: r(p50), ort_ms_min: r(sorted[0]),
       iters: a.bench, threads: a.threads || null }) + '\n');
   }
+  if (a.profile) sess.endProfiling();
   if (typeof sess.release === 'function') await sess.release();
 }
 

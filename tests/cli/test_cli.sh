@@ -27,6 +27,9 @@ for l in d['layers']:
     for k in ('name','op','precision','tactic','fused_from','inputs','outputs','time_ms','share'): assert k in l, k
 assert d['memory']['peak_activation_bytes'] <= d['memory']['naive_activation_bytes']
 " && ok "inspect JSON schema" || bad "inspect JSON schema"
+expect_ok "inspect --profile --threads 1" "$KILN" inspect "$T/m.kiln" --profile --threads 1 --iterations 2
+grep -q "total: .* ms per run (2 runs)" "$T/out.txt" && ok "inspect --threads profiles" || bad "inspect --threads profiles"
+expect_rc "inspect --threads -1" 2 "--threads" "$KILN" inspect "$T/m.kiln" --profile --threads -1
 expect_ok "bench --json" "$KILN" bench "$T/m.kiln" --iterations 5 --warmup 1 --json
 $PY -c "
 import json

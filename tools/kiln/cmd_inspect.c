@@ -6,7 +6,8 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: kiln inspect ENGINE|MODEL [--json] [--profile] [--iterations N] [--shapes NAME:DIMS,...] [--no-mmap]\n";
+    "usage: kiln inspect ENGINE|MODEL [--json] [--profile] [--iterations N] [--threads N] [--shapes NAME:DIMS,...]\n"
+    "                    [--no-mmap]\n";
 
 static void shape_text(const kiln_type_info *t, char *buf, size_t n)
 {
@@ -146,7 +147,7 @@ int cmd_inspect(int argc, char **argv)
     const char *path = NULL;
     bool json = false, profile = false;
     unsigned load_flags = KILN_ENGINE_LOAD_DEFAULT;
-    int iters = 20, rc = 1;
+    int iters = 20, threads = 0, rc = 1;
     cli_input_opts io = {0};
     kiln_shapes_t shapes = NULL;
     for (int i = 1; i < argc; i++) {
@@ -161,6 +162,9 @@ int cmd_inspect(int argc, char **argv)
             load_flags = KILN_ENGINE_LOAD_COPY;
         else if (!strcmp(argv[i], "--iterations") && i + 1 < argc) {
             if (!cli_int_opt("--iterations", argv[++i], 1, 1000000000, &iters))
+                goto bad_args;
+        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            if (!cli_int_opt("--threads", argv[++i], 0, CLI_MAX_THREADS, &threads))
                 goto bad_args;
         } else if (!strcmp(argv[i], "--shapes") && i + 1 < argc && !io.shapes) {
             if (!cli_shapes_parse("--shapes", argv[++i], &shapes))
@@ -202,6 +206,7 @@ int cmd_inspect(int argc, char **argv)
         rc = cli_die(st, "preparing inputs");
         goto done;
     }
+    kiln_context_set_threads(c, threads);
     for (int i = 0; i < nin; i++)
         if ((st = kiln_context_set_input(c, names[i], &ins[i])) != KILN_OK) {
             rc = cli_die(st, "binding input");
