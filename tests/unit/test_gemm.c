@@ -188,11 +188,12 @@ static void test_packb(void *vctx, int64_t k0, int64_t kc, int64_t j0, int64_t n
 
 static int n_epi_cases;
 
-/* packer: 0 built-in packing, 1 a packing callback, 2 op(B) pre-packed (bpack) */
-static int run_epi_case(int nthreads, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, float beta,
-                        int bias_kind, bool res, kiln_act act, int packer, unsigned long long *seed)
+/* packer: 0 built-in packing, 1 a packing callback, 2 op(B) pre-packed (bpack); A's leading
+ * dimension is its row length plus apad */
+static int run_epi_case_lda(int nthreads, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, float beta,
+                            int bias_kind, bool res, kiln_act act, int packer, int64_t apad, unsigned long long *seed)
 {
-    int64_t lda = (ta ? M : K) + 1, ldb = (tb ? K : N) + 2, ldc = N + 3, ldr = N + 5;
+    int64_t lda = (ta ? M : K) + apad, ldb = (tb ? K : N) + 2, ldc = N + 3, ldr = N + 5;
     float *A = rand_buf((size_t)((ta ? K : M) * lda), seed), *B = rand_buf((size_t)((tb ? N : K) * ldb), seed);
     float *C = rand_buf((size_t)(M * ldc), seed), *R = rand_buf((size_t)(M * ldc), seed);
     float *bias = rand_buf((size_t)(M > N ? M : N), seed), *res_m = rand_buf((size_t)(M * ldr), seed);
@@ -255,6 +256,36 @@ static int run_epi_case(int nthreads, bool ta, bool tb, int64_t M, int64_t N, in
     n_epi_cases++;
     free(A), free(B), free(C), free(R), free(bias), free(res_m);
     return ok;
+}
+
+static int run_epi_case(int nthreads, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, float beta,
+                        int bias_kind, bool res, kiln_act act, int packer, unsigned long long *seed)
+{
+    return run_epi_case_lda(nthreads, ta, tb, M, N, K, alpha, beta, bias_kind, res, act, packer, 1, seed);
+}
+
+/* Row-major A read in place: the 12-row tiles (mixed with 8-row ones so that every height is
+ * covered: 12a + 8b and a partial last tile), wide and narrow last column panels, and A rows
+ * 2 KB apart (lda a multiple of 512 floats), which the GEMM first copies to a padded stride. */
+static int test_tall_tiles(unsigned long long *seed)
+{
+    int fails = 0;
+    static const int64_t ms[] = {9, 12, 13, 16, 20, 23, 24, 28, 36, 44, 100, 131};
+    static const int64_t ns[] = {17, 18, 31, 32, 33, 50, 65, 97};
+    static const int64_t ks[] = {1, 7, 300, 512, 1024};
+    int i = 0;
+    for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++, i++) {
+            int64_t K = ks[(a + b) % (sizeof ks / sizeof ks[0])];
+            kiln_act act = {.kind = i % 3 == 0 ? KILN_ACT_GELU : i % 3 == 1 ? KILN_ACT_RELU : KILN_ACT_NONE};
+            fails += !run_epi_case_lda(1 + i % 2, false, false, ms[a], ns[b], K, i % 5 ? 1.0f : 0.5f,
+                                       i % 4 ? 0.0f : 0.75f, i % 3, i % 2 == 0, act, i % 3, K % 512 ? 3 : 0, seed);
+        }
+    /* BERT-base's FFN down-projection (lda 3072) and a 1x1 conv's weights (lda 1024), pre-packed B */
+    kiln_act none = {.kind = KILN_ACT_NONE}, relu = {.kind = KILN_ACT_RELU};
+    fails += !run_epi_case_lda(2, false, false, 128, 768, 3072, 1.0f, 0.0f, 2, true, none, 2, 0, seed);
+    fails += !run_epi_case_lda(1, false, false, 256, 196, 1024, 1.0f, 0.0f, 1, false, relu, 0, 0, seed);
+    return fails;
 }
 
 static int test_epilogues(unsigned long long *seed)
@@ -575,6 +606,7 @@ int main(int argc, char **argv)
         CHECK(D[0] == 0.5f && D[3] == 2.0f);
     }
     fails += test_epilogues(&seed);
+    fails += test_tall_tiles(&seed);
     test_act_accuracy();
     test_fused_kernels(&seed);
     test_attention(&seed);

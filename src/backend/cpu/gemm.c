@@ -19,8 +19,12 @@
  *     k-major panels.
  *   - Micro-kernels, chosen at run time with kiln__cpu_has(): AVX-512F+FMA 8 x 32
  *     (with cheaper variants for 1-, 16- and 17-column edge tiles; with A read in place the
- *     17th column is a dot product along k), AVX2+FMA 6 x 16, and portable C 6 x 8 (GNU
- *     vector extensions).
+ *     17th column is a dot product along k) and 12 x 32 for A read in place (12 FMAs per B
+ *     vector; mixed with 8-row tiles so that heights split without waste), AVX2+FMA 6 x 16, and
+ *     portable C 6 x 8 (GNU vector extensions).
+ *   - A read in place whose rows are a multiple of 2 KB apart is first copied to a padded stride
+ *     (unalias_a: such rows share L1 sets); pre-packed B panels are prefetched into L2 one panel
+ *     ahead.
  *   - A grid split only along N gets several tasks per thread (dynamic scheduling); each
  *     thread's packing buffer is a reusable per-thread scratch buffer (scratch.h).
  *   - Tiny problems and GEMV shapes (M == 1 or N == 1) take a direct path without packing.
@@ -44,6 +48,7 @@ typedef struct tile_args {
     const kiln_epi *epi;
     int64_t i0, j0;
     const float *pf_a;   /* direct A: the next tile's rows (pf_a + i*lda), prefetched meanwhile; or NULL */
+    int pf_rows;         /* how many rows of pf_a (tall kernel; the 8-row kernels prefetch 8) */
     const float *colv;   /* direct A, 17-column tile: column 16 of the B panel, contiguous (AVX-512) */
 } tile_args;
 
@@ -62,6 +67,9 @@ typedef struct gemm_impl {
     gemm_pack_fn pack_a, pack_b;   /* pack_a: width mr, pack_b: width nr */
     int64_t mc, kc, nc;            /* cache blocking targets */
     bool direct_a;                 /* the micro-kernel can read row-major A in place */
+    int mr_tall;                   /* rows of ukr_tall (0: none) */
+    gemm_ukr_fn ukr_tall;          /* full-height tiles of direct A, more than nr/2 + 1 columns: more
+                                    * rows per B load (mr_tall > mr) */
 } gemm_impl;
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -186,7 +194,7 @@ static void pack_c_b(const float *src, int64_t si, int64_t sk, int64_t n, int64_
     pack_generic(src, si, sk, n, kc, dst, NR_C);
 }
 
-static const gemm_impl impl_c = {MR_C, NR_C, ukr_c, pack_c_a, pack_c_b, 128, 256, 1024, false};
+static const gemm_impl impl_c = {MR_C, NR_C, ukr_c, pack_c_a, pack_c_b, 128, 256, 1024, false, 0, NULL};
 
 #if GEMM_X86
 /* ------------------------------------------------------------------------------------------
@@ -253,7 +261,7 @@ __attribute__((target("avx2,fma"))) static void pack_avx2_b(const float *src, in
     pack_generic(src, si, sk, n, kc, dst, NR_AVX2);
 }
 
-static const gemm_impl impl_avx2 = {MR_AVX2, NR_AVX2, ukr_avx2, pack_avx2_a, pack_avx2_b, 144, 256, 1024, false};
+static const gemm_impl impl_avx2 = {MR_AVX2, NR_AVX2, ukr_avx2, pack_avx2_a, pack_avx2_b, 144, 256, 1024, false, 0, NULL};
 
 /* ------------------------------------------------------------------------------------------
  * AVX-512F + FMA micro-kernel: 8 x 32
@@ -620,6 +628,69 @@ T512 static void ukr_avx512(int64_t kc, const float *a, int64_t lda, const float
     }
 }
 
+/* The tall direct-A tile: 12 rows x up to 32 columns (more than 17), A read in place. 24
+ * accumulators: each B vector loaded feeds 12 FMAs instead of 8, so a B panel slice that streams
+ * from L2 (or memory) is read 1.5x less often per flop. Rows 0-3 / 4-7 / 8-11 are addressed from
+ * three moving pointers. */
+#define MR_TALL 12
+T512 static void ukr512_tall(int64_t kc, const float *a, int64_t lda, const float *pb, float *c, int64_t ldc, int m,
+                             int n, const tile_args *t)
+{
+    (void)m;   /* always MR_TALL */
+    __m512 c0[MR_TALL], c1[MR_TALL];
+#pragma GCC unroll 12
+    for (int i = 0; i < MR_TALL; i++)
+        c0[i] = c1[i] = _mm512_setzero_ps();
+    for (int i = 0; i < MR_TALL; i++) {
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + n - 1), _MM_HINT_T0);
+    }
+    if (t->epi && t->epi->res)
+        for (int i = 0; i < MR_TALL; i++) {
+            const float *r = t->epi->res + (t->i0 + i) * t->epi->ldr + t->j0;
+            _mm_prefetch((const char *)r, _MM_HINT_T0);
+            _mm_prefetch((const char *)(r + n - 1), _MM_HINT_T0);
+        }
+    const int64_t l1 = lda, l2 = 2 * lda, l3 = 3 * lda;
+    const float *q0 = a, *q4 = a + 4 * lda, *q8 = a + 8 * lda;
+#define A_AT(i) (((i) < 4 ? q0 : (i) < 8 ? q4 : q8)[(i) % 4 == 0 ? 0 : (i) % 4 == 1 ? l1 : (i) % 4 == 2 ? l2 : l3])
+#define STEP_TALL()                                                                                      \
+    do {                                                                                                 \
+        __m512 b0 = _mm512_load_ps(pb), b1 = _mm512_load_ps(pb + 16);                                   \
+        _Pragma("GCC unroll 12") for (int i = 0; i < MR_TALL; i++)                                       \
+        {                                                                                                \
+            __m512 av = _mm512_set1_ps(A_AT(i));                                                         \
+            c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);                                                      \
+            c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);                                                      \
+        }                                                                                                \
+        q0++;                                                                                            \
+        q4++;                                                                                            \
+        q8++;                                                                                            \
+        pb += NR_512;                                                                                    \
+    } while (0)
+    int64_t k = 0;
+    const float *pf = t->pf_a;
+    if (pf) {
+        /* one cache line of each of the next tile's rows every 16 steps */
+        for (; k + 16 <= kc; k += 16) {
+            for (int i = 0; i < t->pf_rows; i++)
+                _mm_prefetch((const char *)(pf + i * lda + k), _MM_HINT_T0);
+#pragma GCC unroll 2
+            for (int u = 0; u < 16; u++)
+                STEP_TALL();
+        }
+    }
+#pragma GCC unroll 2
+    for (; k < kc; k++)
+        STEP_TALL();
+#undef STEP_TALL
+#undef A_AT
+    tile_args t8 = *t;
+    store512(c0, c1, _mm256_setzero_ps(), c, ldc, MR_512, n, t, W_FULL);
+    t8.i0 = t->i0 + MR_512;
+    store512(c0 + MR_512, c1 + MR_512, _mm256_setzero_ps(), c + MR_512 * ldc, ldc, MR_TALL - MR_512, n, &t8, W_FULL);
+}
+
 /* Direct convolution tile: like the direct-A W_FULL / W_16 kernel, with B(k, l) = xb[off[k] + l].
  * Edge rows (m < 8) are copied into a full 8-row block first (kc <= KC_CONV). */
 #define KC_CONV 256
@@ -733,7 +804,7 @@ T512 static void convd_task(void *ctx, int64_t t0, int64_t t1)
 #define GEMM_NC512 1024
 #endif
 static const gemm_impl impl_avx512 = {MR_512, NR_512, ukr_avx512, pack_avx512_a, pack_avx512_b,
-                                      GEMM_MC512, GEMM_KC512, GEMM_NC512, true};
+                                      GEMM_MC512, GEMM_KC512, GEMM_NC512, true, MR_TALL, ukr512_tall};
 #endif /* GEMM_X86 */
 
 #ifndef GEMM_MIN_FLOPS_PER_THREAD
@@ -904,6 +975,13 @@ static void direct_task_cols(void *ctx, int64_t begin, int64_t end)
  * Packed path
  * ------------------------------------------------------------------------------------------ */
 
+/* Rows of the next tile when r rows are left and the tall kernel may be used: tall tiles while
+ * the rest still splits into full tiles (12a + 8b covers every multiple of 4 but 4 and 16). */
+static int64_t tile_rows(const gemm_impl *im, int64_t r)
+{
+    return r >= im->mr_tall && r != 2 * im->mr ? im->mr_tall : im->mr;
+}
+
 /* Rows [m0,m1) x columns [n0,n1) of C, with this task's packing buffers pa (unused with
  * direct A) and pb. */
 static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *pa, float *pb,
@@ -942,12 +1020,25 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
                             colv[k] = bp[k * nr + 16];
                         t.colv = colv;
                     }
-                    for (int64_t ir = 0; ir < mc; ir += mr) {
-                        int m = (int)min64(mr, mc - ir);
+                    /* pre-packed B streams from memory: while this panel slice is used by every row
+                     * tile (from L1/L2), the next one is fetched into L2, a share per tile */
+                    const char *nb = g->bpack && mc > mr && jr + nr < nc ? (const char *)(bp + K * nr) : NULL;
+                    const int64_t nb_lines = kc * nr * (int64_t)sizeof(float) / 64;
+                    const int64_t nb_step = ceil_div(nb_lines, ceil_div(mc, mr));
+                    /* 12-row tiles where A's rows spread over enough L1 sets (see unalias_a) */
+                    const bool tall = direct && im->ukr_tall && n > 17 && g->a_rs % 512 != 0;
+                    for (int64_t ir = 0, pl = 0, h; ir < mc; ir += h, pl += nb_step) {
+                        h = tall ? tile_rows(im, mc - ir) : mr;
+                        int m = (int)min64(h, mc - ir);
+                        for (int64_t l = pl; nb && l < min64(pl + nb_step, nb_lines); l++)
+                            __builtin_prefetch(nb + l * 64, 0, 2);
                         t.i0 = ic + ir;
                         const float *a = direct ? g->A + (ic + ir) * g->a_rs + pc : pa + ir * kc;
-                        t.pf_a = direct && ir + 2 * mr <= mc ? a + mr * g->a_rs : NULL;
-                        im->ukr(kc, a, direct ? g->a_rs : 0, bp, cblk + ir * ldc + jr, ldc, m, n, &t);
+                        int64_t hn = tall && ir + h < mc ? tile_rows(im, mc - ir - h) : mr;
+                        t.pf_a = direct && ir + h + hn <= mc ? a + h * g->a_rs : NULL;
+                        t.pf_rows = (int)hn;
+                        (h == im->mr_tall ? im->ukr_tall : im->ukr)(kc, a, direct ? g->a_rs : 0, bp, cblk + ir * ldc + jr,
+                                                                     ldc, m, n, &t);
                     }
                 }
             }
@@ -990,6 +1081,25 @@ static void gemm_task(void *ctx, int64_t begin, int64_t end)
         else
             packed_block_small(g, m0, m1, n0, n1);
     }
+}
+
+/* Direct A whose row stride is a multiple of 2 KB puts the rows of a tile in one or two L1 sets
+ * (64 sets of 64-byte lines: a 4 KB period), more rows than the cache has ways: they evict one
+ * another on every k step. Such an A (several tiles high) is copied once into a scratch buffer
+ * with a row stride of K rounded up to 16 floats plus 16, which spreads the rows over the sets,
+ * when C is wide enough (N >= 512) for the copy to cost little next to the product. */
+static void unalias_a(gemm_job *g)
+{
+    if (!g->direct_a || g->M <= g->im->mr || g->N < 512 || g->a_rs % 512 != 0)
+        return;
+    int64_t ld = (g->K + 15) / 16 * 16 + 16;
+    float *ac = kiln__scratch(KILN_SCRATCH_GEMM_A, (size_t)(g->M * ld) * sizeof(float));
+    if (!ac)
+        return;   /* out of memory: aliased but correct */
+    for (int64_t i = 0; i < g->M; i++)
+        memcpy(ac + i * ld, g->A + i * g->a_rs, (size_t)g->K * sizeof(float));
+    g->A = ac;
+    g->a_rs = ld;
 }
 
 /* Picks the task grid tm x tn (tm * tn <= nt) minimizing the largest task plus its packing. */
@@ -1074,6 +1184,7 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
         return;
     }
 
+    unalias_a(&g);
     plan_grid(&g, nthreads);
     /* a grid split only along N gets several tasks per thread (taken dynamically by the pool):
      * no operand is packed twice, and a thread that is descheduled for a while (a shared
