@@ -35,5 +35,13 @@ const struct kiln_pass_ctx *kiln__builder_pass_ctx(void);
 struct json_t;
 struct json_t *kiln__timing_cache_parse(const char *buf, size_t len);
 const char *kiln__timing_cache_tactic(struct json_t *entries, const char *key);
+/* The thread tactic of a layer (tactics.c): 0 "mt" (all threads) or 1 "st" (one thread) from the
+ * samples of kiln__tactic_time over these two: kiln__tactic_pick's choice, except that a layer
+ * whose fastest one-thread run takes KILN_TACTIC_ST_MAX_NS or more keeps all threads. Splitting
+ * such a layer costs a fork and a join (microseconds) against a milliseconds-long loop; when one
+ * thread still measured faster, another process held a core during the build (a loaded machine),
+ * and the engine must not keep that: BERT-base's FFN GEMMs built so ran on one thread. */
+#define KILN_TACTIC_ST_MAX_NS 250e3
+int kiln__tactic_pick_threads(const double *ns, int rounds);
 
 #endif

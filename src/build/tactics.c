@@ -34,6 +34,7 @@ static bool heavy(kiln_op op)
 }
 
 static const char *const tactics[] = {"mt", "st"};   /* all threads / one thread */
+_Static_assert(sizeof tactics / sizeof tactics[0] == 2, "kiln__tactic_pick_threads picks among mt and st");
 
 /* One run of a layer with tactic t of tactics[] (tactic_time.h's run function). */
 typedef struct tactic_run {
@@ -77,6 +78,12 @@ static void key_of(const kiln_kctx *ctx, char *k, size_t n)
         snprintf(k + o, n - o, "|t%d|isa%u", ctx->nthreads, kiln__host_isa());
 }
 
+int kiln__tactic_pick_threads(const double *ns, int rounds)
+{
+    int pick = kiln__tactic_pick(ns, 2, rounds, KILN_TACTIC_MARGIN);
+    return pick == 1 && kiln__tactic_min(ns, 2, rounds, 1) >= KILN_TACTIC_ST_MAX_NS ? 0 : pick;
+}
+
 static kiln_status tune(void *user, kiln_kctx *ctx, const kiln_layer *layer)
 {
     tune_state *ts = user;
@@ -97,7 +104,7 @@ static kiln_status tune(void *user, kiln_kctx *ctx, const kiln_layer *layer)
         kiln_status ts_st = kiln__tactic_time(NT, KILN_TACTIC_ROUNDS, run_tactic, &tr, NULL, NULL, ns);
         ctx->nthreads = full;
         KILN_TRY(ts_st);
-        int pick = kiln__tactic_pick(ns, NT, KILN_TACTIC_ROUNDS, KILN_TACTIC_MARGIN);
+        int pick = kiln__tactic_pick_threads(ns, KILN_TACTIC_ROUNDS);
         choice = tactics[pick];
         best_ms = kiln__tactic_min(ns, NT, KILN_TACTIC_ROUNDS, pick) / 1e6;
         ts->tuned++;

@@ -4,9 +4,11 @@
  * 2. the default stays unless another candidate's fastest run is >= 5% faster (4% is noise, 6% is
  *    not) and it wins at least 3/4 of the rounds: a few lucky runs or load spikes on one
  *    candidate's runs do not move the choice;
- * 3. a failing run stops the timing with its status. */
+ * 3. a failing run stops the timing with its status;
+ * 4. the thread tactic keeps all threads for a layer whose one-thread run is long. */
 #include "test.h"
 #include "build/tactic_time.h"
+#include "build/build.h"
 
 enum { MAXRUN = 64, R = KILN_TACTIC_ROUNDS };
 
@@ -125,8 +127,32 @@ static void test_failure(void)
     }
 }
 
+/* The thread tactic (tactics.c): one thread only for a layer lighter than KILN_TACTIC_ST_MAX_NS
+ * run on one thread; a heavier layer where one thread measured faster (a core busy with another
+ * process during the build) keeps all threads. */
+static void test_thread_rule(void)
+{
+    double ns[2 * R];
+    const double st_max = KILN_TACTIC_ST_MAX_NS;
+    /* {mt, st} per round: st 40% faster in every round */
+    static const double scale[] = {0.2, 0.5, 0.99, 1.0, 1.5, 8.0};
+    for (size_t i = 0; i < sizeof scale / sizeof scale[0]; i++) {
+        for (int r = 0; r < R; r++) {
+            ns[2 * r] = scale[i] * st_max / 0.6 * (1.0 + 0.01 * r);
+            ns[2 * r + 1] = scale[i] * st_max * (1.0 + 0.01 * r);
+        }
+        CHECK(kiln__tactic_pick(ns, 2, R, KILN_TACTIC_MARGIN) == 1);
+        CHECK_MSG(kiln__tactic_pick_threads(ns, R) == (scale[i] < 1.0 ? 1 : 0), "st at %g x the limit", scale[i]);
+    }
+    /* mt faster: mt, whatever the size */
+    for (int r = 0; r < R; r++)
+        ns[2 * r] = 0.1 * st_max, ns[2 * r + 1] = 0.2 * st_max;
+    CHECK(kiln__tactic_pick_threads(ns, R) == 0);
+}
+
 int main(void)
 {
+    test_thread_rule();
     test_order_and_samples();
     test_rule();
     test_failure();
