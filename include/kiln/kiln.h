@@ -306,6 +306,8 @@ typedef struct kiln_device_stats {
     double graph_ms;         /* device time of the last run when it was a replay (CUDA events around the graph
                               * launch: the graph's own uploads of the inputs included, the host copies into
                               * pinned memory and of the outputs not); 0 otherwise */
+    double graph_compute_ms; /* the same without the uploads of the graph inputs that begin the run (trtexec's
+                              * "GPU compute time"; equal to graph_ms when no upload comes first); 0 otherwise */
 } kiln_device_stats;
 kiln_status kiln_context_device_stats(kiln_context_t c, kiln_device_stats *out);
 /* Parses "cpu" / "cuda"; false for anything else. */

@@ -207,9 +207,11 @@ void kiln__dev_stats(const kiln_dev *d, kiln_device_stats *s)
     s->h2d_bytes = d->h2d_bytes;
     s->d2h_bytes = d->d2h_bytes;
     s->graph_replays = d->replays;
-    s->graph_ms = d->replayed && d->mod->graph_ms ? d->mod->graph_ms(d->be) : 0.0;
-    if (s->graph_ms < 0)
-        s->graph_ms = 0.0;
+    double cms = 0.0;
+    s->graph_ms = d->replayed && d->mod->graph_ms ? d->mod->graph_ms(d->be, &cms) : 0.0;
+    if (s->graph_ms < 0 || cms < 0)
+        s->graph_ms = cms = 0.0;
+    s->graph_compute_ms = cms;
     snprintf(s->description, sizeof s->description, "%s", d->description);
 }
 

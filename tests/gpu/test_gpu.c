@@ -84,17 +84,36 @@ static kiln_tensor ints_tensor(int n, const int64_t *v)
     return t;
 }
 
-static tgraph tg_new(kiln_op op, int opset)
+static int tg_add_node(kiln_graph *g, kiln_op op, int opset, const char *name)
 {
-    tgraph t = {.g = kiln__graph_new(NULL)};
-    t.node = kiln__graph_add_node(t.g);
-    kiln_node *n = &t.g->nodes[t.node];
-    n->name = kiln__strdup("case");
+    int i = kiln__graph_add_node(g);
+    kiln_node *n = &g->nodes[i];
+    n->name = kiln__strdup(name);
     n->op_type = kiln__strdup(kiln__op_name(op));
     n->domain = kiln__strdup(kiln__op_is_kiln(op) ? KILN_DOMAIN : "");
     n->op = op;
     n->opset = opset;
+    return i;
+}
+
+static tgraph tg_new(kiln_op op, int opset)
+{
+    tgraph t = {.g = kiln__graph_new(NULL)};
+    t.node = tg_add_node(t.g, op, opset, "case");
     return t;
+}
+
+/* Ends the current node with one output and appends a node of op reading it; tg_in / tg_outs / attributes
+ * then apply to the new node. */
+static void tg_then(tgraph *t, kiln_op op, int opset)
+{
+    int v = kiln__graph_add_value(t->g, "mid");
+    kiln_node *nd = &t->g->nodes[t->node];
+    nd->out = kiln__calloc(1, sizeof(int));
+    nd->n_out = 1;
+    kiln__node_set_output(t->g, t->node, 0, v);
+    t->node = tg_add_node(t->g, op, opset, "next");
+    kiln__node_add_input(t->g, t->node, v);
 }
 
 static kiln_node *tg_node(tgraph *t) { return &t->g->nodes[t->node]; }
@@ -234,8 +253,8 @@ static void run_case(const char *name, tgraph *t, double tol)
     const char *why = NULL;
     if (s != KILN_OK)
         why = kiln_last_error();
-    else if (st.device_layers != 1)
-        why = "the layer did not run on the GPU";
+    else if (st.device_layers != g->n_nodes)
+        why = "a layer did not run on the GPU";
     for (int o = 0; !why && o < g->n_outputs; o++)
         worst = fmax(worst, compare(&got[o], &ref[o]));
     bool ok = !why && worst <= tol;
@@ -749,6 +768,27 @@ static void half_weight_cases(void)
         tg_outs(&t, 1);
         set_act(&t, KILN_FUSED_SILU, 0, 0);
         snprintf(name, sizeof name, "FusedConv %s W bias+SiLU", hn);
+        run_case(name, &t, tol);
+        /* a half convolution writes NHWC: the max pools after it take the 8-channel vector path */
+        t = tg_new(KILN_OP_Conv, 13);
+        tg_in(&t, half_act(h, 4, D(2, 8, 15, 13)), false);
+        tg_in(&t, half_weight(h, 4, D(16, 8, 1, 1)), true);
+        tg_then(&t, KILN_OP_MaxPool, 13);
+        tg_outs(&t, 1);
+        attr_ints(&t, "kernel_shape", 2, D(3, 3));
+        attr_ints(&t, "strides", 2, D(2, 2));
+        attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
+        snprintf(name, sizeof name, "Conv %s -> MaxPool 3x3 s2 NHWC", hn);
+        run_case(name, &t, tol);
+        t = tg_new(KILN_OP_Conv, 13);
+        tg_in(&t, half_act(h, 4, D(3, 8, 11, 9)), false);
+        tg_in(&t, half_weight(h, 4, D(24, 8, 3, 3)), true);
+        tg_then(&t, KILN_OP_MaxPool, 13);
+        tg_outs(&t, 1);
+        attr_ints(&t, "kernel_shape", 2, D(2, 3));
+        attr_ints(&t, "dilations", 2, D(2, 1));
+        attr_ints(&t, "pads", 4, D(0, 1, 1, 0));
+        snprintf(name, sizeof name, "Conv %s -> MaxPool 2x3 d2 NHWC", hn);
         run_case(name, &t, tol);
         t = tg_new(KILN_OP_MatMul, 13);
         tg_in(&t, half_act(h, 3, D(3, 17, 65)), false);

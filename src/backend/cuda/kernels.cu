@@ -729,12 +729,54 @@ template <typename T> __global__ void k_pool2d(pool_arg p, const T *x, T *y)
     }
 }
 
+// Max pooling over NHWC half data, 8 channels (16 bytes) a thread, 32-bit indexing: the NHWC path of
+// k_pool2d for C % 8 == 0 (ResNet's stem pool), same results (NaN propagates, -inf for empty windows).
+template <typename T2> __device__ __forceinline__ T2 max2_nan(T2 a, T2 b) { return __hmax2_nan(a, b); }
+template <typename T, typename T2> __global__ void k_maxpool_nhwc8(pool_arg p, const T *x, T *y, uint32_t groups)
+{
+    uint32_t c8 = (uint32_t)p.c / 8, ow = (uint32_t)p.ow, oh = (uint32_t)p.oh;
+    for (uint32_t g = blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += gridDim.x * blockDim.x) {
+        uint32_t cg = g % c8, r = g / c8, ox = r % ow, r2 = r / ow, oy = r2 % oh, n = r2 / oh;
+        int y0 = (int)oy * p.sh - p.ph, x0 = (int)ox * p.sw - p.pw;
+        const T *xn = x + (size_t)n * (uint32_t)p.h * (uint32_t)p.w * (uint32_t)p.c + cg * 8;
+        T2 m[4];
+        for (int k = 0; k < 4; k++)
+            m[k] = T2(T(-INFINITY), T(-INFINITY));
+        for (int ky = 0; ky < p.kh; ky++) {
+            int yy = y0 + ky * p.dh;
+            if (yy < 0 || yy >= (int)p.h)
+                continue;
+            for (int kx = 0; kx < p.kw; kx++) {
+                int xx = x0 + kx * p.dw;
+                if (xx < 0 || xx >= (int)p.w)
+                    continue;
+                uint4 v = *(const uint4 *)(xn + ((size_t)yy * (uint32_t)p.w + (uint32_t)xx) * (uint32_t)p.c);
+                const T2 *h = (const T2 *)&v;
+                for (int k = 0; k < 4; k++)
+                    m[k] = max2_nan(m[k], h[k]);
+            }
+        }
+        *(uint4 *)(y + (size_t)g * 8) = *(const uint4 *)m;
+    }
+}
+
 extern "C" cudaError_t cuk_pool2d(int fdt, const cuk_pool *p, const void *x, void *y, cudaStream_t s)
 {
     pool_arg a = {p->kind, p->nc, p->h, p->w, p->oh, p->ow, p->kh, p->kw, p->sh, p->sw, p->ph, p->pw, p->dh, p->dw,
                   p->peh, p->pew, p->count_include_pad, p->c};
     int64_t n = p->nc * p->oh * p->ow;
-    if (n > 0)
+    if (n <= 0)
+        return cudaGetLastError();
+    bool vec = p->kind == 0 && fdt != CUK_F32 && p->c > 0 && p->c % 8 == 0 && n < INT32_MAX &&
+               p->nc * p->h * p->w < INT32_MAX && p->h < INT32_MAX / 4 && p->w < INT32_MAX / 4 &&
+               ((uintptr_t)x | (uintptr_t)y) % 16 == 0;
+    if (vec && fdt == CUK_F16)
+        k_maxpool_nhwc8<__half, __half2><<<grid_for(n / 8), THREADS, 0, s>>>(a, (const __half *)x, (__half *)y,
+                                                                              (uint32_t)(n / 8));
+    else if (vec)
+        k_maxpool_nhwc8<__nv_bfloat16, __nv_bfloat162><<<grid_for(n / 8), THREADS, 0, s>>>(
+            a, (const __nv_bfloat16 *)x, (__nv_bfloat16 *)y, (uint32_t)(n / 8));
+    else
         FDT_DISPATCH(fdt, k_pool2d<T><<<grid_for(n), THREADS, 0, s>>>(a, (const T *)x, (T *)y));
     return cudaGetLastError();
 }
