@@ -265,14 +265,15 @@ static int run_epi_case(int nthreads, bool ta, bool tb, int64_t M, int64_t N, in
 }
 
 /* Row-major A read in place: the 12-row tiles (mixed with 8-row ones so that every height is
- * covered: 12a + 8b and a partial last tile), wide and narrow last column panels, and A rows
- * 2 KB apart (lda a multiple of 512 floats), which the GEMM first copies to a padded stride. */
+ * covered: 12a + 8b and a partial last tile), wide and narrow last column panels, one K slice
+ * (K <= 256: row tiles outside the panels) or several, and A rows 2 KB apart (lda a multiple of
+ * 512 floats), which the GEMM first copies to a padded stride. */
 static int test_tall_tiles(unsigned long long *seed)
 {
     int fails = 0;
     static const int64_t ms[] = {9, 12, 13, 16, 20, 23, 24, 28, 36, 44, 100, 131};
     static const int64_t ns[] = {17, 18, 31, 32, 33, 50, 65, 97};
-    static const int64_t ks[] = {1, 7, 300, 512, 1024};
+    static const int64_t ks[] = {1, 7, 64, 201, 300, 512, 1024};
     int i = 0;
     for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
         for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++, i++) {
