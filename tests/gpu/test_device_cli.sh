@@ -37,6 +37,10 @@ check "verify --per-layer on cuda" 2 "per-layer" "$KILN" verify models/tiny_cnn.
   --reference models/tiny_cnn.onnx --per-layer --device cuda
 check "verify --device cpu" 0 "on cpu" "$KILN" verify models/tiny_cnn.onnx --reference models/tiny_cnn.onnx \
   --shapes input:1x3x32x32 --samples 1 --device cpu
+check "inspect, no module" 1 "could not be loaded" env KILN_CUDA_MODULE="$tmp/none.so" \
+  "$KILN" inspect models/tiny_cnn.onnx --shapes input:1x3x32x32 --device cuda
+check "inspect --profile on cuda" 2 "KILN_CUDA_PROFILE" "$KILN" inspect models/tiny_cnn.onnx --profile --device cuda
+check "bad device name (inspect)" 2 "cpu or cuda" "$KILN" inspect models/tiny_cnn.onnx --device gpu
 check "bad device name" 2 "cpu or cuda" "$KILN" bench models/tiny_cnn.onnx --device gpu
 check "bad device name (verify)" 2 "cpu or cuda" "$KILN" verify models/tiny_cnn.onnx --reference models/tiny_cnn.onnx --device gpu
 check "bad device name (run)" 1 "cpu or cuda" "$KILN" run models/tiny_cnn.onnx --device gpu

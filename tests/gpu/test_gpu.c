@@ -1135,6 +1135,19 @@ static const char *model_device_stats(const model_run *r)
            r->path, ds.device_layers, ds.host_layers, ds.fallback_layers, ds.fallback_ops, ds.graph_replays);
     if (ds.fallback_layers)
         return "layers fell back to the CPU";
+    /* kiln_context_layer_place agrees with the counts (these models have no subgraphs), and a CPU context
+     * has no places */
+    int count[4] = {0};
+    for (int i = 0; i < kiln_engine_num_layers(r->e); i++) {
+        kiln_layer_place p = KILN_PLACE_NONE, q = KILN_PLACE_DEVICE;
+        if (kiln_context_layer_place(r->gc, i, &p) != KILN_OK || kiln_context_layer_place(r->cc, i, &q) != KILN_OK ||
+            q != KILN_PLACE_NONE || p > KILN_PLACE_FALLBACK)
+            return "kiln_context_layer_place failed";
+        count[p]++;
+    }
+    if (count[KILN_PLACE_DEVICE] != ds.device_layers || count[KILN_PLACE_HOST] != ds.host_layers ||
+        count[KILN_PLACE_FALLBACK] != 0 || count[KILN_PLACE_NONE] != 0)
+        return "kiln_context_layer_place disagrees with kiln_device_stats";
     const char *graphs = getenv("KILN_CUDA_GRAPHS");
     if (ds.graph_replays < 1 && (!graphs || strcmp(graphs, "0")))
         return "the fourth run did not replay a CUDA graph";
