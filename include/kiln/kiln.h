@@ -308,6 +308,9 @@ typedef struct kiln_device_stats {
                               * pinned memory and of the outputs not); 0 otherwise */
     double graph_compute_ms; /* the same without the uploads of the graph inputs that begin the run (trtexec's
                               * "GPU compute time"; equal to graph_ms when no upload comes first); 0 otherwise */
+    double replay_host_ms[3];   /* host wall time of the last run when it was a replay: copying the inputs into
+                                 * pinned memory, launching and waiting for the GPU, copying the outputs back
+                                 * (into new host tensors, half storage widened); 0 otherwise */
 } kiln_device_stats;
 kiln_status kiln_context_device_stats(kiln_context_t c, kiln_device_stats *out);
 /* Where layer i ran in the context's last interpreted run on its device (a CUDA graph replay repeats the run

@@ -213,6 +213,8 @@ void kiln__dev_stats(const kiln_dev *d, kiln_device_stats *s)
     if (s->graph_ms < 0 || cms < 0)
         s->graph_ms = cms = 0.0;
     s->graph_compute_ms = cms;
+    for (int k = 0; k < 3; k++)
+        s->replay_host_ms[k] = d->replayed ? d->replay_host_ms[k] : 0.0;
     snprintf(s->description, sizeof s->description, "%s", d->description);
 }
 
