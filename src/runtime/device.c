@@ -147,6 +147,7 @@ void kiln__dev_close(kiln_dev *d)
     kiln__free(d->up);
     d->mod->destroy(d->be);
     kiln__free(d->fallback_ops);
+    kiln__free(d->place);
     kiln__free(d);
 }
 
@@ -212,11 +213,19 @@ void kiln__dev_stats(const kiln_dev *d, kiln_device_stats *s)
     if (s->graph_ms < 0 || cms < 0)
         s->graph_ms = cms = 0.0;
     s->graph_compute_ms = cms;
+    for (int k = 0; k < 3; k++)
+        s->replay_host_ms[k] = d->replayed ? d->replay_host_ms[k] : 0.0;
     snprintf(s->description, sizeof s->description, "%s", d->description);
+}
+
+int kiln__dev_layer_place(const kiln_dev *d, const kiln_graph *g, int i)
+{
+    return d->place && d->place_g == g && i >= 0 && i < d->n_place ? d->place[i] : KILN_PLACE_NONE;
 }
 
 void kiln__dev_run_begin(kiln_dev *d)
 {
+    d->place_run = false;
     d->n_device = d->n_host = d->n_fallback = 0;
     d->h2d_bytes = d->d2h_bytes = 0;
     d->replayed = false;

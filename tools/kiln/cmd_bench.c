@@ -103,7 +103,9 @@ static int timed_runs(kiln_context_t c, const bench_args *b, lat_stats *ls, lat_
         double dt = now_ms() - t0;
         kiln_device_stats rs;
         bool gok = b->dev.device == KILN_DEVICE_CPU || kiln_context_device_stats(c, &rs) != KILN_OK || rs.graph_ms <= 0 ||
-                   (lat_add(&gs[0], rs.graph_ms) && lat_add(&gs[1], rs.graph_compute_ms));
+                   (lat_add(&gs[0], rs.graph_ms) && lat_add(&gs[1], rs.graph_compute_ms) &&
+                    lat_add(&gs[2], rs.replay_host_ms[0]) && lat_add(&gs[3], rs.replay_host_ms[1]) &&
+                    lat_add(&gs[4], rs.replay_host_ms[2]));
         if (!lat_add(ls, dt) || !gok) {
             fprintf(stderr, "kiln bench: out of memory recording latencies\n");
             return 1;
@@ -119,10 +121,12 @@ static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, l
     int64_t n = ls->n;
     double sum = ls->sum, p50, p90, p99;
     lat_percentiles(ls, &p50, &p90, &p99);
-    double g50 = 0, g90, g99, c50 = 0, c90, c99;
+    double g50 = 0, g90, g99, c50 = 0, c90, c99, h50[3] = {0}, h90, h99;
     if (gs[0].n) {
         lat_percentiles(&gs[0], &g50, &g90, &g99);
         lat_percentiles(&gs[1], &c50, &c90, &c99);
+        for (int k = 0; k < 3; k++)
+            lat_percentiles(&gs[2 + k], &h50[k], &h90, &h99);
     }
     double thr = n ? (double)batch * (double)n / (total / 1e3) : 0;
     int th = kiln_resolve_threads(b->threads);
@@ -145,6 +149,8 @@ static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, l
                    (long long)gs[0].n, g50 > 0 ? (double)batch * 1e3 / g50 : 0.0);
             printf(", \"compute_ms\": {\"p50\": %.4f, \"p90\": %.4f, \"n\": %lld}, \"compute_throughput\": %.3f", c50,
                    c90, (long long)gs[1].n, c50 > 0 ? (double)batch * 1e3 / c50 : 0.0);
+            printf(", \"replay_host_ms\": {\"inputs\": %.4f, \"launch_wait\": %.4f, \"outputs\": %.4f}", h50[0], h50[1],
+                   h50[2]);
         }
         printf(", \"layer_precisions\": {");
         for (int k = 0; k < pr.nkinds; k++)
@@ -167,6 +173,8 @@ static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, l
                g90, (long long)gs[0].n, g50 > 0 ? (double)batch * 1e3 / g50 : 0.0);
         printf("GPU compute time (without the input uploads) ms: p50 %.3f  p90 %.3f  (%.2f items/s)\n", c50, c90,
                c50 > 0 ? (double)batch * 1e3 / c50 : 0.0);
+        printf("host time of a replay ms (p50): inputs into pinned memory %.3f, launch + wait %.3f, outputs back %.3f\n",
+               h50[0], h50[1], h50[2]);
     }
 }
 
@@ -186,7 +194,9 @@ int cmd_bench(int argc, char **argv)
     kiln_tensor *ins = NULL;
     const char **names = NULL;
     lat_stats ls = {.rng = 0x9E3779B97F4A7C15ull};
-    lat_stats gs[2] = {{.rng = 0x9E3779B97F4A7C15ull}, {.rng = 0x9E3779B97F4A7C15ull}};   /* CUDA graph replays */
+    lat_stats gs[5];   /* CUDA graph replays: device time, compute time, host inputs / wait / outputs */
+    for (int k = 0; k < 5; k++)
+        gs[k] = (lat_stats){.rng = 0x9E3779B97F4A7C15ull};
     cli_catch_sigint();
     kiln_status st = cli_open_engine_for(b.path, b.load_flags, b.dev.device, &e);
     if (st != KILN_OK) {
@@ -238,8 +248,8 @@ done:
     free(ins);
     free(names);
     lat_free(&ls);
-    lat_free(&gs[0]);
-    lat_free(&gs[1]);
+    for (int k = 0; k < 5; k++)
+        lat_free(&gs[k]);
     kiln_shapes_free(b.shapes);
     kiln_context_free(c);
     kiln_engine_free(e);
