@@ -19,8 +19,9 @@
  *     k-major panels.
  *   - Micro-kernels, chosen at run time with kiln__cpu_has(): AVX-512F+FMA 8 x 32
  *     (with cheaper variants for 1-, 16- and 17-column edge tiles; with A read in place the
- *     17th column is a dot product along k) and 12 x 32 for A read in place (12 FMAs per B
- *     vector; mixed with 8-row tiles so that heights split without waste), AVX2+FMA 6 x 16, and
+ *     17th column is a dot product along k) and 12 x 32 for A read in place against pre-packed
+ *     B (12 FMAs per B vector; mixed with 8-row tiles so that heights split without waste),
+ *     AVX2+FMA 6 x 16, and
  *     portable C 6 x 8 (GNU vector extensions).
  *   - A read in place whose rows are a multiple of 2 KB apart is first copied to a padded stride
  *     (unalias_a: such rows share L1 sets); pre-packed B panels are prefetched into L2 one panel
@@ -989,7 +990,7 @@ static int64_t tile_rows(const gemm_impl *im, int64_t r)
  * one panel at a time: too many streams), and the packed B block (<= 512 KB) stays in L2 for every
  * row tile. Small-K 1x1 convs (ResNet-50's 64->256 @56 with the residual: 2.1-2.5 -> 1.7-1.9 ms on
  * one thread) write C the most per flop; a C that fits in L2 (the Winograd GEMMs) gains nothing. */
-static bool rows_outer(const gemm_job *g, int64_t kc, int64_t nc)
+static bool rows_outer(const gemm_job *g, int64_t kc, int64_t nc)   /* (8-row tiles: B is not pre-packed) */
 {
     return g->direct_a && !g->bpack && kc == g->K && kc * nc <= 128 * 1024 && g->M * g->N >= 256 * 1024;
 }
@@ -1012,18 +1013,12 @@ static const float *panel_at(const gemm_job *g, tile_args *t, const float *pb, f
     return bp;
 }
 
-/* One tile: m rows of C from row ir of the block at (ic, pc) (c: its column), panel bp of n columns.
- * A 12-row tile runs the 12-row kernel, or 8 + 4 rows where that does not apply (n <= 17). */
+/* One tile: m rows of C from row ir of the block at (ic, pc) (c: its column), panel bp of n columns;
+ * more than mr rows (only where the 12-row kernel applies) run the 12-row kernel. */
 static void run_tile(const gemm_job *g, tile_args *t, const float *pa, const float *bp, float *c, int64_t ic,
                      int64_t pc, int64_t kc, int64_t ir, int m, int n)
 {
     const gemm_impl *im = g->im;
-    if (m > im->mr && n <= 17) {
-        t->pf_a = NULL;
-        run_tile(g, t, pa, bp, c, ic, pc, kc, ir, im->mr, n);
-        run_tile(g, t, pa, bp, c, ic, pc, kc, ir + im->mr, m - im->mr, n);
-        return;
-    }
     t->i0 = ic + ir;
     const bool direct = g->direct_a;
     const float *a = direct ? g->A + (ic + ir) * g->a_rs + pc : pa + ir * kc;
@@ -1039,8 +1034,11 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
     const int mr = im->mr, nr = im->nr;
     const int64_t K = g->K, ldc = g->ldc;
     const bool direct = g->direct_a;
-    /* 12-row tiles where A's rows spread over enough L1 sets (see unalias_a) */
-    const bool tall_ok = direct && im->ukr_tall && g->a_rs % 512 != 0;
+    /* 12-row tiles against pre-packed B (MatMul / Gemm weights streaming from memory: 1.5x fewer
+     * passes over each panel) where A's rows spread over enough L1 sets (see unalias_a). Conv
+     * GEMMs keep 8-row tiles: 12 in-model gave them nothing measurable (ResNet-50 per layer 0.93 to
+     * 1.04 of the 8-row tiles over five alternated runs at load 3-5). */
+    const bool tall_ok = direct && im->ukr_tall && g->bpack && g->a_rs % 512 != 0;
     for (int64_t jc = n0; jc < n1; jc += g->nc) {
         int64_t nc = min64(g->nc, n1 - jc);
         for (int64_t pc = 0; pc < K; pc += g->kc) {
@@ -1060,16 +1058,14 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
                 float *cblk = g->C + ic * ldc + jc;
                 if (rows_outer(g, kc, nc)) {
                     /* one K slice: each row tile runs across every panel of the block (see rows_outer) */
-                    for (int64_t ir = 0, h; ir < mc; ir += h) {
-                        h = tall_ok ? tile_rows(im, mc - ir) : mr;
-                        int64_t hn = tall_ok && ir + h < mc ? tile_rows(im, mc - ir - h) : mr;
+                    for (int64_t ir = 0; ir < mc; ir += mr) {
                         for (int64_t jr = 0; jr < nc; jr += nr) {
                             int n = (int)min64(nr, nc - jr);
                             const float *bp = panel_at(g, &t, pb, colv, jc, jr, pc, kc, n);
                             /* the next row tile's A (weights, from memory) during the first panel */
-                            t.pf_a = jr == 0 && ir + h + hn <= mc ? g->A + (ic + ir + h) * g->a_rs + pc : NULL;
-                            t.pf_rows = (int)hn;
-                            run_tile(g, &t, pa, bp, cblk + jr, ic, pc, kc, ir, (int)min64(h, mc - ir), n);
+                            t.pf_a = jr == 0 && ir + 2 * mr <= mc ? g->A + (ic + ir + mr) * g->a_rs + pc : NULL;
+                            t.pf_rows = mr;
+                            run_tile(g, &t, pa, bp, cblk + jr, ic, pc, kc, ir, (int)min64(mr, mc - ir), n);
                         }
                     }
                     continue;
