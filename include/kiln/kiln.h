@@ -306,8 +306,20 @@ typedef struct kiln_device_stats {
     double graph_ms;         /* device time of the last run when it was a replay (CUDA events around the graph
                               * launch: the graph's own uploads of the inputs included, the host copies into
                               * pinned memory and of the outputs not); 0 otherwise */
+    double graph_compute_ms; /* the same without the uploads of the graph inputs that begin the run (trtexec's
+                              * "GPU compute time"; equal to graph_ms when no upload comes first); 0 otherwise */
 } kiln_device_stats;
 kiln_status kiln_context_device_stats(kiln_context_t c, kiln_device_stats *out);
+/* Where layer i ran in the context's last interpreted run on its device (a CUDA graph replay repeats the run
+ * it captured): on the device, on the host by design (shape arithmetic), or on the CPU for want of a
+ * device kernel (control flow included). KILN_PLACE_NONE on a CPU context or before the first run. */
+typedef enum kiln_layer_place {
+    KILN_PLACE_NONE = 0,
+    KILN_PLACE_DEVICE = 1,
+    KILN_PLACE_HOST = 2,
+    KILN_PLACE_FALLBACK = 3
+} kiln_layer_place;
+kiln_status kiln_context_layer_place(kiln_context_t c, int i, kiln_layer_place *out);
 /* Parses "cpu" / "cuda"; false for anything else. */
 bool kiln_device_parse(const char *name, kiln_device *out);
 

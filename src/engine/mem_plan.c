@@ -2,7 +2,8 @@
  * from an engine file (mem_plan.h). */
 #include "mem_plan.h"
 
-/* Ops whose kernels compute out[i] from in[i] (same index) and may therefore overwrite an input. */
+/* Ops whose kernels compute out[i] from in[i] (same index) and may therefore overwrite an input; the
+ * reshaping ops among them then move no bytes at all (their kernels skip the copy onto itself). */
 bool kiln__plan_inplace_op(kiln_op op)
 {
     switch (op) {
@@ -10,6 +11,7 @@ bool kiln__plan_inplace_op(kiln_op op)
     case KILN_OP_HardSigmoid: case KILN_OP_HardSwish: case KILN_OP_Elu: case KILN_OP_Selu: case KILN_OP_Exp:
     case KILN_OP_Erf: case KILN_OP_Sqrt: case KILN_OP_Neg: case KILN_OP_Abs: case KILN_OP_Add: case KILN_OP_Sub:
     case KILN_OP_Mul: case KILN_OP_Div: case KILN_OP_Gelu: case KILN_OP_Softplus: case KILN_OP_Mish:
+    case KILN_OP_Reshape: case KILN_OP_Flatten: case KILN_OP_Squeeze: case KILN_OP_Unsqueeze:
         return true;
     default:
         return false;

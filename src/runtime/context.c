@@ -360,6 +360,17 @@ kiln_status kiln_context_set_device(kiln_context_t c, kiln_device d, unsigned fl
     return KILN_OK;
 }
 
+kiln_status kiln_context_layer_place(kiln_context_t c, int i, kiln_layer_place *out)
+{
+    if (!c || !out)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_context_layer_place: NULL argument");
+    if (i < 0 || i >= c->e->g->n_nodes)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_context_layer_place: layer %d out of range [0, %d)", i,
+                         c->e->g->n_nodes);
+    *out = c->dev ? (kiln_layer_place)kiln__dev_layer_place(c->dev, c->e->g, i) : KILN_PLACE_NONE;
+    return KILN_OK;
+}
+
 kiln_status kiln_context_device_stats(kiln_context_t c, kiln_device_stats *out)
 {
     if (!c || !out)

@@ -147,6 +147,7 @@ void kiln__dev_close(kiln_dev *d)
     kiln__free(d->up);
     d->mod->destroy(d->be);
     kiln__free(d->fallback_ops);
+    kiln__free(d->place);
     kiln__free(d);
 }
 
@@ -207,14 +208,22 @@ void kiln__dev_stats(const kiln_dev *d, kiln_device_stats *s)
     s->h2d_bytes = d->h2d_bytes;
     s->d2h_bytes = d->d2h_bytes;
     s->graph_replays = d->replays;
-    s->graph_ms = d->replayed && d->mod->graph_ms ? d->mod->graph_ms(d->be) : 0.0;
-    if (s->graph_ms < 0)
-        s->graph_ms = 0.0;
+    double cms = 0.0;
+    s->graph_ms = d->replayed && d->mod->graph_ms ? d->mod->graph_ms(d->be, &cms) : 0.0;
+    if (s->graph_ms < 0 || cms < 0)
+        s->graph_ms = cms = 0.0;
+    s->graph_compute_ms = cms;
     snprintf(s->description, sizeof s->description, "%s", d->description);
+}
+
+int kiln__dev_layer_place(const kiln_dev *d, const kiln_graph *g, int i)
+{
+    return d->place && d->place_g == g && i >= 0 && i < d->n_place ? d->place[i] : KILN_PLACE_NONE;
 }
 
 void kiln__dev_run_begin(kiln_dev *d)
 {
+    d->place_run = false;
     d->n_device = d->n_host = d->n_fallback = 0;
     d->h2d_bytes = d->d2h_bytes = 0;
     d->replayed = false;

@@ -20,6 +20,8 @@ void kiln__dev_arena_free(kiln_dev *d, void *p);
 /* Frees a tensor the device produced (KILN_TENSOR_ON_DEVICE) and clears it. */
 void kiln__dev_tensor_free(kiln_dev *d, kiln_tensor *t);
 void kiln__dev_stats(const kiln_dev *d, kiln_device_stats *s);
+/* Where node i of g ran in the last interpreted run (kiln_layer_place; NONE if g is not the graph run). */
+int kiln__dev_layer_place(const kiln_dev *d, const kiln_graph *g, int i);
 /* Drops the device copies of the weights. A kiln_dev serves one graph (a context's engine, one
  * model run): call this before it runs another graph (tests) or when the graph is freed. */
 void kiln__dev_weights_clear(kiln_dev *d);

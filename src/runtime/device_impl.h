@@ -34,6 +34,11 @@ struct kiln_dev {
     unsigned long long g_h2d;
     long replays;
     bool replayed;                /* the last run was a replay (graph_ms) */
+    /* where each node of the top-level graph ran in the last interpreted run (kiln_layer_place values) */
+    const kiln_graph *place_g;
+    uint8_t *place;
+    int n_place;
+    bool place_run;               /* this run's first node was seen (place reset for it) */
 };
 
 /* Host copy of device tensor t (FP16 / BF16-held float32 widened). */

@@ -134,6 +134,25 @@ static kiln_status add_tmp(kiln_dev_node *dn, const kiln_node *n, kiln_tensor **
     return KILN_OK;
 }
 
+/* Records where node n of the run's top-level graph ran (the first node a run sees is that graph's). */
+static void note_place(kiln_dev *d, const kiln_graph *g, const kiln_node *n, kiln_layer_place p)
+{
+    if (!d->place_run) {
+        d->place_run = true;
+        d->place_g = g;
+        if (d->n_place != g->n_nodes) {
+            kiln__free(d->place);
+            d->place = kiln__calloc((size_t)g->n_nodes + 1, 1);
+            d->n_place = d->place ? g->n_nodes : 0;
+        }
+        if (d->place)
+            memset(d->place, KILN_PLACE_NONE, (size_t)d->n_place);
+    }
+    long i = (long)(n - g->nodes);
+    if (g == d->place_g && d->place && i >= 0 && i < d->n_place)
+        d->place[i] = (uint8_t)p;
+}
+
 static kiln_status node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node *n, const kiln_tensor **in,
                               kiln_dev_node *dn)
 {
@@ -143,6 +162,7 @@ static kiln_status node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node 
     dn->on_host = !control && runs_on_host(d, g, n, in);
     if (dn->on_host) {
         d->n_host++;
+        note_place(d, g, n, KILN_PLACE_HOST);
     } else {
         bool ok = !control && n->n_in <= 16;
         for (int i = 0; i < n->n_in && ok; i++) {
@@ -164,8 +184,10 @@ static kiln_status node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node 
                                  n->name, n->op_type);
             dn->on_host = true;
             note_fallback(d, n);
+            note_place(d, g, n, KILN_PLACE_FALLBACK);
         } else {
             d->n_device++;
+            note_place(d, g, n, KILN_PLACE_DEVICE);
         }
     }
     dn->be = dn->on_host ? kiln__cpu_backend() : d->be;

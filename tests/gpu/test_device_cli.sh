@@ -37,6 +37,10 @@ check "verify --per-layer on cuda" 2 "per-layer" "$KILN" verify models/tiny_cnn.
   --reference models/tiny_cnn.onnx --per-layer --device cuda
 check "verify --device cpu" 0 "on cpu" "$KILN" verify models/tiny_cnn.onnx --reference models/tiny_cnn.onnx \
   --shapes input:1x3x32x32 --samples 1 --device cpu
+check "inspect, no module" 1 "could not be loaded" env KILN_CUDA_MODULE="$tmp/none.so" \
+  "$KILN" inspect models/tiny_cnn.onnx --shapes input:1x3x32x32 --device cuda
+check "inspect --profile on cuda" 2 "KILN_CUDA_PROFILE" "$KILN" inspect models/tiny_cnn.onnx --profile --device cuda
+check "bad device name (inspect)" 2 "cpu or cuda" "$KILN" inspect models/tiny_cnn.onnx --device gpu
 check "bad device name" 2 "cpu or cuda" "$KILN" bench models/tiny_cnn.onnx --device gpu
 check "bad device name (verify)" 2 "cpu or cuda" "$KILN" verify models/tiny_cnn.onnx --reference models/tiny_cnn.onnx --device gpu
 check "bad device name (run)" 1 "cpu or cuda" "$KILN" run models/tiny_cnn.onnx --device gpu
@@ -51,6 +55,15 @@ for d in cpu cuda; do
     echo "FAIL build --device $d: manifest target '$(target_of "$tmp/$d.kiln")'"; fails=$((fails + 1))
   fi
 done
+# the build's device check: without a usable GPU nothing is checked (a note; an error with --strict-device,
+# and then no engine file)
+check "build --device cuda, no module: note" 0 "not checked against the GPU" env KILN_CUDA_MODULE="$tmp/none.so" \
+  "$KILN" build models/tiny_cnn.onnx -o "$tmp/n.kiln" --shapes input:1x3x32x32 --device cuda
+check "build --strict-device, no module: error" 1 "not checked against the GPU" env KILN_CUDA_MODULE="$tmp/none.so" \
+  "$KILN" build models/tiny_cnn.onnx -o "$tmp/s.kiln" --shapes input:1x3x32x32 --device cuda --strict-device
+if [ -e "$tmp/s.kiln" ]; then echo "FAIL build --strict-device wrote an engine"; fails=$((fails + 1)); fi
+check "build --strict-device without --device cuda" 2 "needs --device cuda" \
+  "$KILN" build models/tiny_cnn.onnx -o "$tmp/t.kiln" --strict-device
 if ldd "$KILN" | grep -E -q "libcuda|libcudart|libcudnn|libcublas"; then
   echo "FAIL: kiln links CUDA libraries"; fails=$((fails + 1))
 else

@@ -84,17 +84,36 @@ static kiln_tensor ints_tensor(int n, const int64_t *v)
     return t;
 }
 
-static tgraph tg_new(kiln_op op, int opset)
+static int tg_add_node(kiln_graph *g, kiln_op op, int opset, const char *name)
 {
-    tgraph t = {.g = kiln__graph_new(NULL)};
-    t.node = kiln__graph_add_node(t.g);
-    kiln_node *n = &t.g->nodes[t.node];
-    n->name = kiln__strdup("case");
+    int i = kiln__graph_add_node(g);
+    kiln_node *n = &g->nodes[i];
+    n->name = kiln__strdup(name);
     n->op_type = kiln__strdup(kiln__op_name(op));
     n->domain = kiln__strdup(kiln__op_is_kiln(op) ? KILN_DOMAIN : "");
     n->op = op;
     n->opset = opset;
+    return i;
+}
+
+static tgraph tg_new(kiln_op op, int opset)
+{
+    tgraph t = {.g = kiln__graph_new(NULL)};
+    t.node = tg_add_node(t.g, op, opset, "case");
     return t;
+}
+
+/* Ends the current node with one output and appends a node of op reading it; tg_in / tg_outs / attributes
+ * then apply to the new node. */
+static void tg_then(tgraph *t, kiln_op op, int opset)
+{
+    int v = kiln__graph_add_value(t->g, "mid");
+    kiln_node *nd = &t->g->nodes[t->node];
+    nd->out = kiln__calloc(1, sizeof(int));
+    nd->n_out = 1;
+    kiln__node_set_output(t->g, t->node, 0, v);
+    t->node = tg_add_node(t->g, op, opset, "next");
+    kiln__node_add_input(t->g, t->node, v);
 }
 
 static kiln_node *tg_node(tgraph *t) { return &t->g->nodes[t->node]; }
@@ -234,8 +253,8 @@ static void run_case(const char *name, tgraph *t, double tol)
     const char *why = NULL;
     if (s != KILN_OK)
         why = kiln_last_error();
-    else if (st.device_layers != 1)
-        why = "the layer did not run on the GPU";
+    else if (st.device_layers != g->n_nodes)
+        why = "a layer did not run on the GPU";
     for (int o = 0; !why && o < g->n_outputs; o++)
         worst = fmax(worst, compare(&got[o], &ref[o]));
     bool ok = !why && worst <= tol;
@@ -390,6 +409,15 @@ static void shape_cases(void)
     tg_outs(&t, 1);
     attr_ints(&t, "perm", 4, D(0, 2, 1, 3));
     run_case("Transpose 0213 (16-byte runs)", &t, 0);
+    t = tg_new(KILN_OP_Transpose, 13);   /* K^T of attention: a batched 2-D transpose (tiles) */
+    tg_in(&t, RT(4, 2, 37, 3, 40), false);
+    tg_outs(&t, 1);
+    attr_ints(&t, "perm", 4, D(0, 2, 3, 1));
+    run_case("Transpose 0231 (tiles)", &t, 0);
+    t = tg_new(KILN_OP_Transpose, 13);
+    tg_in(&t, RT(2, 67, 45), false);
+    tg_outs(&t, 1);
+    run_case("Transpose 2-D (tiles)", &t, 0);
     t = tg_new(KILN_OP_Slice, 13);
     tg_in(&t, RT(3, 5, 7, 34), false);
     tg_in(&t, ints_tensor(1, D(2)), true);
@@ -449,12 +477,31 @@ static void nn_cases(void)
     tg_in(&t, rand_tensor(F32, 2, D(37, 31), -5, 5), false);
     tg_outs(&t, 1);
     run_case("Softmax 31 cols", &t, 1e-5);
+    t = tg_new(KILN_OP_Softmax, 13);
+    tg_in(&t, rand_tensor(F32, 2, D(37, 136), -5, 5), false);
+    tg_outs(&t, 1);
+    run_case("Softmax 136 cols", &t, 1e-5);
+    t = tg_new(KILN_OP_Softmax, 13);
+    tg_in(&t, rand_tensor(F32, 2, D(5, 40), -5, 5), false);
+    tg_outs(&t, 1);
+    run_case("Softmax 40 cols", &t, 1e-5);
     t = tg_new(KILN_OP_LayerNormalization, 17);
     tg_in(&t, rand_tensor(F32, 3, D(3, 17, 769), -3, 3), false);
     tg_in(&t, RT(1, 769), true);
     tg_in(&t, RT(1, 769), true);
     tg_outs(&t, 1);
     run_case("LayerNormalization", &t, 1e-5);
+    t = tg_new(KILN_OP_LayerNormalization, 17);
+    tg_in(&t, rand_tensor(F32, 3, D(3, 17, 768), -3, 3), false);
+    tg_in(&t, RT(1, 768), true);
+    tg_in(&t, RT(1, 768), true);
+    tg_outs(&t, 1);
+    run_case("LayerNormalization 768", &t, 1e-5);
+    t = tg_new(KILN_OP_LayerNormalization, 17);
+    tg_in(&t, rand_tensor(F32, 2, D(5, 200), -3, 3), false);
+    tg_in(&t, RT(1, 200), true);
+    tg_outs(&t, 1);
+    run_case("LayerNormalization 200 no bias", &t, 1e-5);
     t = tg_new(KILN_OP_LayerNormalization, 17);
     tg_in(&t, rand_tensor(F32, 2, D(9, 1501), -3, 3), false);
     tg_in(&t, RT(1, 1501), true);
@@ -659,6 +706,25 @@ static void attention_cases(void)
     tg_outs(&t, 1);
     kiln__node_set_attr_f(tg_node(&t), "scale", 0.09f);
     run_case("Attention d128 no mask", &t, 1e-5);
+    /* key counts that are multiples of 8 (half storage: 16-byte rows in the softmax), 4 and 32 lanes a row */
+    t = tg_new(KILN_OP_Attention, 1);
+    tg_in(&t, RT(4, 2, 3, 11, 16), false);
+    tg_in(&t, RT(4, 2, 3, 16, 24), false);
+    tg_in(&t, RT(4, 2, 3, 24, 8), false);
+    tg_in(&t, rand_tensor(KILN_DT_BOOL, 4, D(2, 1, 11, 24), -0.3, 1), false);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_f(tg_node(&t), "scale", 0.25f);
+    kiln__node_set_attr_i(tg_node(&t), "mask_kind", 3);
+    kiln__node_set_attr_f(tg_node(&t), "mask_fill", -1e4f);
+    run_case("Attention Sk 24 fill mask", &t, 1e-5);
+    t = tg_new(KILN_OP_Attention, 1);
+    tg_in(&t, RT(4, 2, 5, 9, 32), false);
+    tg_in(&t, RT(4, 2, 5, 32, 264), false);
+    tg_in(&t, RT(4, 2, 5, 264, 16), false);
+    tg_in(&t, rand_tensor(F32, 4, D(2, 1, 1, 264), -3, 0), false);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_f(tg_node(&t), "scale", 0.2f);
+    run_case("Attention Sk 264 additive mask", &t, 1e-5);
 }
 
 /* ---- FP16 / BF16 weights (what `--precision fp16|bf16` engines hold): the layer computes in that
@@ -749,6 +815,27 @@ static void half_weight_cases(void)
         tg_outs(&t, 1);
         set_act(&t, KILN_FUSED_SILU, 0, 0);
         snprintf(name, sizeof name, "FusedConv %s W bias+SiLU", hn);
+        run_case(name, &t, tol);
+        /* a half convolution writes NHWC: the max pools after it take the 8-channel vector path */
+        t = tg_new(KILN_OP_Conv, 13);
+        tg_in(&t, half_act(h, 4, D(2, 8, 15, 13)), false);
+        tg_in(&t, half_weight(h, 4, D(16, 8, 1, 1)), true);
+        tg_then(&t, KILN_OP_MaxPool, 13);
+        tg_outs(&t, 1);
+        attr_ints(&t, "kernel_shape", 2, D(3, 3));
+        attr_ints(&t, "strides", 2, D(2, 2));
+        attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
+        snprintf(name, sizeof name, "Conv %s -> MaxPool 3x3 s2 NHWC", hn);
+        run_case(name, &t, tol);
+        t = tg_new(KILN_OP_Conv, 13);
+        tg_in(&t, half_act(h, 4, D(3, 8, 11, 9)), false);
+        tg_in(&t, half_weight(h, 4, D(24, 8, 3, 3)), true);
+        tg_then(&t, KILN_OP_MaxPool, 13);
+        tg_outs(&t, 1);
+        attr_ints(&t, "kernel_shape", 2, D(2, 3));
+        attr_ints(&t, "dilations", 2, D(2, 1));
+        attr_ints(&t, "pads", 4, D(0, 1, 1, 0));
+        snprintf(name, sizeof name, "Conv %s -> MaxPool 2x3 d2 NHWC", hn);
         run_case(name, &t, tol);
         t = tg_new(KILN_OP_MatMul, 13);
         tg_in(&t, half_act(h, 3, D(3, 17, 65)), false);
@@ -1048,6 +1135,19 @@ static const char *model_device_stats(const model_run *r)
            r->path, ds.device_layers, ds.host_layers, ds.fallback_layers, ds.fallback_ops, ds.graph_replays);
     if (ds.fallback_layers)
         return "layers fell back to the CPU";
+    /* kiln_context_layer_place agrees with the counts (these models have no subgraphs), and a CPU context
+     * has no places */
+    int count[4] = {0};
+    for (int i = 0; i < kiln_engine_num_layers(r->e); i++) {
+        kiln_layer_place p = KILN_PLACE_NONE, q = KILN_PLACE_DEVICE;
+        if (kiln_context_layer_place(r->gc, i, &p) != KILN_OK || kiln_context_layer_place(r->cc, i, &q) != KILN_OK ||
+            q != KILN_PLACE_NONE || p > KILN_PLACE_FALLBACK)
+            return "kiln_context_layer_place failed";
+        count[p]++;
+    }
+    if (count[KILN_PLACE_DEVICE] != ds.device_layers || count[KILN_PLACE_HOST] != ds.host_layers ||
+        count[KILN_PLACE_FALLBACK] != 0 || count[KILN_PLACE_NONE] != 0)
+        return "kiln_context_layer_place disagrees with kiln_device_stats";
     const char *graphs = getenv("KILN_CUDA_GRAPHS");
     if (ds.graph_replays < 1 && (!graphs || strcmp(graphs, "0")))
         return "the fourth run did not replay a CUDA graph";
@@ -1265,9 +1365,12 @@ int main(int argc, char **argv)
     strict_check("FP8 MatMul per-channel weight scales", fp8_per_channel_graph);
     /* FP8 GEMMs with each output storage: float32, FP16 (the default) and BF16 (plus their rounding of the
      * output). The quantized operands are the CPU's exactly; the sums differ: Hopper's FP8 tensor cores add
-     * inside each MMA with fewer bits than float32 (measured up to 3.6e-4 on these cases, H200) */
+     * inside each MMA keeping about 14 bits (DeepSeek-V3 report, sec. 3.3.2). These cases sum up to 96
+     * products of operands in [-1, 1] to partial sums of magnitude ~8, whose 14-bit ulp is 4.9e-4: a few
+     * such roundings per output. Measured on the H200: up to 3.6e-4 on one draw of the data, 1.04e-3 on
+     * another (float32 outputs), so float32 outputs get 2e-3 (4 ulps), like FP16's own rounding */
     static const char *outs[3] = {"fp32", "fp16", "bf16"};
-    static const double out_tol[3] = {1e-3, 2e-3, 1.6e-2};
+    static const double out_tol[3] = {2e-3, 2e-3, 1.6e-2};
     const char *fp8_out = getenv("KILN_CUDA_FP8_OUT");   /* the models below run with the caller's */
     char fp8_keep[16];
     snprintf(fp8_keep, sizeof fp8_keep, "%s", fp8_out ? fp8_out : "");

@@ -226,6 +226,13 @@ static void test_engine(kiln_model_t m)
     CHECK(total > 0);
     CHECK(kiln_context_profile(c, 0, ms) == KILN_ERR_INVALID_ARG && kiln_context_profile(c, 1, NULL) == KILN_ERR_INVALID_ARG);
     free(ms);
+    /* layer placement: none on a CPU context (the GPU's is checked by test_gpu); bad arguments refused */
+    kiln_layer_place pl = KILN_PLACE_DEVICE;
+    CHECK(kiln_context_layer_place(c, nl - 1, &pl) == KILN_OK && pl == KILN_PLACE_NONE);
+    CHECK(kiln_context_layer_place(c, nl, &pl) == KILN_ERR_INVALID_ARG &&
+          kiln_context_layer_place(c, -1, &pl) == KILN_ERR_INVALID_ARG &&
+          kiln_context_layer_place(c, 0, NULL) == KILN_ERR_INVALID_ARG &&
+          kiln_context_layer_place(NULL, 0, &pl) == KILN_ERR_INVALID_ARG);
     kiln_context_free(c);
     for (int i = 0; i < 3; i++)
         kiln_free(ins[i].data);

@@ -35,6 +35,9 @@ kiln_status cli_open_engine_for(const char *path, unsigned load_flags, kiln_devi
 /* Fills ins[]/names[] (engine input order) with file data or the library's synthetic data.
  * A --input or --shapes name that is not an input of the model is an error (printed). */
 bool cli_make_inputs(kiln_engine_t e, const cli_input_opts *o, kiln_tensor *ins, const char **names);
+/* kiln build --device cuda (device_check.c): runs e once on the GPU and warns about the layers that would fall
+ * back to the CPU; 1 when strict and some did, or nothing could be checked (no GPU, no shapes), else 0. */
+int cli_device_check(kiln_engine_t e, bool strict);
 
 /* Strict option values (args.c): the whole text must be a number in [lo, hi] (finite, no trailing
  * text); otherwise an error naming `opt` is printed and false returned. */

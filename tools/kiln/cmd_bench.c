@@ -81,7 +81,8 @@ static int parse_bench_args(int argc, char **argv, bench_args *b, bool *done)
 }
 
 /* The warm-up runs, then the timed ones into ls (and the device time of CUDA graph replays into
- * gs): the exit code on failure, 0 when done (*t_start: when timing began). */
+ * gs[0], its compute part without the input uploads into gs[1]): the exit code on failure, 0 when done
+ * (*t_start: when timing began). */
 static int timed_runs(kiln_context_t c, const bench_args *b, lat_stats *ls, lat_stats *gs, double *t_start)
 {
     kiln_status st;
@@ -102,7 +103,7 @@ static int timed_runs(kiln_context_t c, const bench_args *b, lat_stats *ls, lat_
         double dt = now_ms() - t0;
         kiln_device_stats rs;
         bool gok = b->dev.device == KILN_DEVICE_CPU || kiln_context_device_stats(c, &rs) != KILN_OK || rs.graph_ms <= 0 ||
-                   lat_add(gs, rs.graph_ms);
+                   (lat_add(&gs[0], rs.graph_ms) && lat_add(&gs[1], rs.graph_compute_ms));
         if (!lat_add(ls, dt) || !gok) {
             fprintf(stderr, "kiln bench: out of memory recording latencies\n");
             return 1;
@@ -118,9 +119,11 @@ static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, l
     int64_t n = ls->n;
     double sum = ls->sum, p50, p90, p99;
     lat_percentiles(ls, &p50, &p90, &p99);
-    double g50 = 0, g90, g99;
-    if (gs->n)
-        lat_percentiles(gs, &g50, &g90, &g99);
+    double g50 = 0, g90, g99, c50 = 0, c90, c99;
+    if (gs[0].n) {
+        lat_percentiles(&gs[0], &g50, &g90, &g99);
+        lat_percentiles(&gs[1], &c50, &c90, &c99);
+    }
     double thr = n ? (double)batch * (double)n / (total / 1e3) : 0;
     int th = kiln_resolve_threads(b->threads);
     const char *dev = b->dev.device == KILN_DEVICE_CUDA ? "cuda" : "cpu";
@@ -137,9 +140,12 @@ static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, l
                    "\"fallback_ops\": \"%s\", \"graph_replays\": %ld",
                    cli_esc(ds->description), ds->device_layers, ds->host_layers, ds->fallback_layers,
                    cli_esc(ds->fallback_ops), ds->graph_replays);
-        if (gs->n)   /* device time of the replays: kiln's work with the inputs already in pinned memory */
+        if (gs[0].n) {   /* device time of the replays: kiln's work with the inputs already in pinned memory */
             printf(", \"graph_ms\": {\"p50\": %.4f, \"p90\": %.4f, \"n\": %lld}, \"device_throughput\": %.3f", g50, g90,
-                   (long long)gs->n, g50 > 0 ? (double)batch * 1e3 / g50 : 0.0);
+                   (long long)gs[0].n, g50 > 0 ? (double)batch * 1e3 / g50 : 0.0);
+            printf(", \"compute_ms\": {\"p50\": %.4f, \"p90\": %.4f, \"n\": %lld}, \"compute_throughput\": %.3f", c50,
+                   c90, (long long)gs[1].n, c50 > 0 ? (double)batch * 1e3 / c50 : 0.0);
+        }
         printf(", \"layer_precisions\": {");
         for (int k = 0; k < pr.nkinds; k++)
             printf("%s\"%s\": %d", k ? ", " : "", cli_esc(pr.kinds[k].name), pr.kinds[k].layers);
@@ -156,9 +162,12 @@ static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, l
     printf("iterations: %lld (after %d warm-up)\nthroughput: %.2f items/s\n", (long long)n, b->warmup, thr);
     printf("latency ms: mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  min %.3f  max %.3f\n", sum / (double)n, p50, p90, p99,
            ls->min, ls->max);
-    if (gs->n)
+    if (gs[0].n) {
         printf("device time of the CUDA graph replays ms: p50 %.3f  p90 %.3f  (%lld replays; %.2f items/s)\n", g50,
-               g90, (long long)gs->n, g50 > 0 ? (double)batch * 1e3 / g50 : 0.0);
+               g90, (long long)gs[0].n, g50 > 0 ? (double)batch * 1e3 / g50 : 0.0);
+        printf("GPU compute time (without the input uploads) ms: p50 %.3f  p90 %.3f  (%.2f items/s)\n", c50, c90,
+               c50 > 0 ? (double)batch * 1e3 / c50 : 0.0);
+    }
 }
 
 int cmd_bench(int argc, char **argv)
@@ -177,7 +186,7 @@ int cmd_bench(int argc, char **argv)
     kiln_tensor *ins = NULL;
     const char **names = NULL;
     lat_stats ls = {.rng = 0x9E3779B97F4A7C15ull};
-    lat_stats gs = {.rng = 0x9E3779B97F4A7C15ull};   /* device time of CUDA graph replays */
+    lat_stats gs[2] = {{.rng = 0x9E3779B97F4A7C15ull}, {.rng = 0x9E3779B97F4A7C15ull}};   /* CUDA graph replays */
     cli_catch_sigint();
     kiln_status st = cli_open_engine_for(b.path, b.load_flags, b.dev.device, &e);
     if (st != KILN_OK) {
@@ -208,7 +217,7 @@ int cmd_bench(int argc, char **argv)
             goto done;
         }
     double t_start = 0;
-    if ((rc = timed_runs(c, &b, &ls, &gs, &t_start)) != 0)
+    if ((rc = timed_runs(c, &b, &ls, gs, &t_start)) != 0)
         goto done;
     rc = 1;
     if (ls.n == 0) {
@@ -221,7 +230,7 @@ int cmd_bench(int argc, char **argv)
         rc = cli_die(st, "reading device statistics");
         goto done;
     }
-    print_results(&b, e, &ls, &gs, total, nin && ins[0].ndim > 0 ? (int)ins[0].dims[0] : 1, &ds);
+    print_results(&b, e, &ls, gs, total, nin && ins[0].ndim > 0 ? (int)ins[0].dims[0] : 1, &ds);
     rc = 0;
 done:
     for (int i = 0; i < nin && ins; i++)
@@ -229,7 +238,8 @@ done:
     free(ins);
     free(names);
     lat_free(&ls);
-    lat_free(&gs);
+    lat_free(&gs[0]);
+    lat_free(&gs[1]);
     kiln_shapes_free(b.shapes);
     kiln_context_free(c);
     kiln_engine_free(e);

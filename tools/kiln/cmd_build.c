@@ -17,7 +17,7 @@ static const char usage[] =
     "       [--calib-images DIR --preprocess SPEC]\n"
     "       [--allow fp16,bf16,int8] [--accuracy-budget METRIC] [--val DIR] [--auto-objective speed|size]\n"
     "       [--auto-probe-batches N] [--auto-max-batches N]\n"
-    "       [--device cpu|cuda]\n"
+    "       [--device cpu|cuda] [--strict-device]\n"
     "       (repeat --min/--opt/--max-shapes or --shapes for more profiles)\n"
     "  --precision P          precision requested for every Conv, MatMul and Gemm with a constant\n"
     "                         weight (fp4 = nvfp4; int8, fp8, nvfp4, mxfp4 and int4 keep the first\n"
@@ -34,6 +34,9 @@ static const char usage[] =
     "                         snr>=30db, top1>=99%%, ...)\n"
     "                         against the float model on the data (--val DIR, else --calib DIR); exit 3\n"
     "                         when no plan meets it (docs/PRECISION.md)\n"
+    "  --device cuda          prepare the engine for the GPU (weights as the model has them); when a GPU is here,\n"
+    "                         one run on it (first profile's min shapes) warns about layers without a CUDA kernel\n"
+    "  --strict-device        such a layer (or no GPU to check on) fails the build; no engine is written\n"
     "  --auto-objective size  lower every layer the budget allows, faster or not (default speed)\n"
     "  --auto-probe-batches N batches of data each per-layer probe runs (default 1); --auto-max-batches N\n"
     "                         batches the whole-model checks run (default 8)\n";
@@ -90,7 +93,7 @@ typedef struct build_args {
     int nrules, nallow, objective, probe_batches, max_batches;
     kiln_calib_options calib;
     cli_images im;
-    bool report, no_opt, no_tactics, fallback, use_calib;
+    bool report, no_opt, no_tactics, fallback, use_calib, strict_device;
     double budget;
     kiln_device device;
     kiln_shapes_t mins[MAX_PROFILES], opts[MAX_PROFILES], maxs[MAX_PROFILES], fixed[MAX_PROFILES];
@@ -175,6 +178,8 @@ static int parse_build_args(int argc, char **argv, build_args *b, bool *done)
         else if ((r = auto_arg(b, argc, argv, &i)) != 0) {
             if (r < 0)
                 return 1;
+        } else if (!strcmp(a, "--strict-device")) {
+            b->strict_device = true;
         } else if (!strcmp(a, "--device") && has) {
             if (!kiln_device_parse(argv[++i], &b->device)) {
                 fprintf(stderr, "kiln build: --device takes cpu or cuda, not '%s'\n", cli_esc(argv[i]));
@@ -315,6 +320,10 @@ static int run_build(build_args *b, kiln_profile *profiles, int np)
     }
     print_build_result(b, &bo, is_auto);
     kiln_free(bo.report);
+    if (b->device == KILN_DEVICE_CUDA && cli_device_check(e, b->strict_device)) {
+        kiln_engine_free(e);
+        return 1;
+    }
     st = kiln_engine_save(e, b->out_path);
     kiln_engine_free(e);
     if (st != KILN_OK)
@@ -335,6 +344,10 @@ int cmd_build(int argc, char **argv)
     b->calib = (kiln_calib_options){.method = KILN_CALIB_MSE};   /* as kiln calibrate */
     bool done = false;
     int rc = parse_build_args(argc, argv, b, &done);
+    if (!done && rc == 0 && b->strict_device && b->device != KILN_DEVICE_CUDA) {
+        fprintf(stderr, "kiln build: --strict-device needs --device cuda\n");
+        rc = 2;
+    }
     if (!done && rc == 0) {
         kiln_profile profiles[2 * MAX_PROFILES];
         kiln_shape_range ranges[2 * MAX_PROFILES][MAX_RANGES];

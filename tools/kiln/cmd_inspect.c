@@ -1,12 +1,28 @@
 /* kiln inspect: per-layer view of an engine (fused nodes, precision, tactic, shapes, optional
- * measured time) and its memory plan; --json emits one object with a top-level "layers" array. */
+ * measured time, with --device where each layer ran) and its memory plan; --json emits one object with a
+ * top-level "layers" array. */
 #include "cli.h"
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const char usage[] =
-    "usage: kiln inspect ENGINE|MODEL [--json] [--profile] [--iterations N] [--shapes NAME:DIMS,...] [--no-mmap]\n";
+    "usage: kiln inspect ENGINE|MODEL [--json] [--profile] [--iterations N] [--shapes NAME:DIMS,...] [--no-mmap]\n"
+    "                    [--device cpu|cuda] [--tf32] [--strict-device]\n"
+    "  runs the engine once on synthetic inputs (shapes, memory plan); --profile times each layer on the CPU;\n"
+    "  with --device cuda a column says where each layer ran: gpu, host (shape arithmetic) or cpu (no CUDA\n"
+    "  kernel: a counted fallback); per-layer GPU times: KILN_CUDA_PROFILE=1 kiln bench ENGINE --device cuda\n"
+    CLI_DEVICE_USAGE;
+
+static const char *place_name(kiln_layer_place p)
+{
+    switch (p) {
+    case KILN_PLACE_DEVICE: return "gpu";
+    case KILN_PLACE_HOST: return "host";
+    case KILN_PLACE_FALLBACK: return "cpu";
+    default: return "-";
+    }
+}
 
 static void shape_text(const kiln_type_info *t, char *buf, size_t n)
 {
@@ -72,13 +88,13 @@ static json_t *layer_json(int i, const kiln_layer_info *L, const char *req, cons
     return o;
 }
 
-/* Prints (text) or collects (JSON) every layer; ms: per-layer times or NULL. */
-static json_t *layers(kiln_engine_t e, kiln_context_t c, const double *ms, double total, bool json)
+/* Prints (text) or collects (JSON) every layer; ms: per-layer times or NULL; dev: show where each ran. */
+static json_t *layers(kiln_engine_t e, kiln_context_t c, const double *ms, double total, bool json, bool dev)
 {
     json_t *arr = json_array();
     if (!json)
-        printf("%-4s %-28s %-22s %-5s %-5s %-9s %-34s %-24s %s\n", "#", "layer", "op", "req", "prec", "tactic", "inputs", "outputs",
-               ms ? "time ms (share)  fused from" : "fused from");
+        printf("%-4s %-28s %-22s %-5s %-5s %-9s %s%-34s %-24s %s\n", "#", "layer", "op", "req", "prec", "tactic",
+               dev ? "dev  " : "", "inputs", "outputs", ms ? "time ms (share)  fused from" : "fused from");
     for (int i = 0; i < kiln_engine_num_layers(e); i++) {
         kiln_layer_info L;
         const char *req = "";
@@ -89,6 +105,9 @@ static json_t *layers(kiln_engine_t e, kiln_context_t c, const double *ms, doubl
         json_t *jo = layer_shapes(c, i, KILN_IO_OUTPUT, L.num_outputs, outsb, sizeof outsb);
         snprintf(fused, sizeof fused, "%s%s%s", L.name[0] ? L.name : L.op, L.fused_from[0] ? "," : "", L.fused_from);
         json_t *o = layer_json(i, &L, req, fused, ji, jo);
+        kiln_layer_place pl = KILN_PLACE_NONE;
+        if (dev && kiln_context_layer_place(c, i, &pl) == KILN_OK)
+            json_object_set_new(o, "device", pl == KILN_PLACE_NONE ? json_null() : json_string(place_name(pl)));
         if (ms) {
             json_object_set_new(o, "time_ms", json_real(ms[i]));
             json_object_set_new(o, "share", json_real(total > 0 ? ms[i] / total : 0));
@@ -98,15 +117,21 @@ static json_t *layers(kiln_engine_t e, kiln_context_t c, const double *ms, doubl
             char t[48] = "";
             if (ms)
                 snprintf(t, sizeof t, "%8.3f (%4.1f%%)  ", ms[i], total > 0 ? 100 * ms[i] / total : 0);
-            printf("%-4d %-28.28s %-22.22s %-5s %-5s %-9s %-34.34s %-24.24s %s%s\n", i, L.name[0] ? cli_esc(L.name) : "-",
-                   cli_esc(L.op), req[0] ? req : "-", L.precision, cli_esc(L.tactic), insb, outsb, t, cli_esc(fused));
+            char where[8] = "";
+            if (dev)
+                snprintf(where, sizeof where, "%-4s ", place_name(pl));
+            printf("%-4d %-28.28s %-22.22s %-5s %-5s %-9s %s%-34.34s %-24.24s %s%s\n", i,
+                   L.name[0] ? cli_esc(L.name) : "-", cli_esc(L.op), req[0] ? req : "-", L.precision, cli_esc(L.tactic),
+                   where, insb, outsb, t, cli_esc(fused));
         }
     }
     return arr;
 }
 
-static int report(const char *path, kiln_engine_t e, kiln_context_t c, const double *ms, int iters, bool json)
+static int report(const char *path, kiln_engine_t e, kiln_context_t c, const double *ms, int iters, bool json,
+                  kiln_device device)
 {
+    bool dev = device != KILN_DEVICE_CPU;
     double total = 0;
     for (int i = 0; ms && i < kiln_engine_num_layers(e); i++)
         total += ms[i];
@@ -114,7 +139,21 @@ static int report(const char *path, kiln_engine_t e, kiln_context_t c, const dou
     kiln_context_memory(c, &arena, &naive);
     json_t *root = json_object(), *mem = json_object();
     json_object_set_new(root, "engine", cli_json_str(path));
-    json_object_set_new(root, "layers", layers(e, c, ms, total, json));
+    json_object_set_new(root, "layers", layers(e, c, ms, total, json, dev));
+    kiln_device_stats ds;
+    if (dev && kiln_context_device_stats(c, &ds) == KILN_OK) {
+        json_t *jd = json_object();
+        json_object_set_new(jd, "gpu", cli_json_str(ds.description));
+        json_object_set_new(jd, "device_layers", json_integer(ds.device_layers));
+        json_object_set_new(jd, "host_layers", json_integer(ds.host_layers));
+        json_object_set_new(jd, "fallback_layers", json_integer(ds.fallback_layers));
+        json_object_set_new(jd, "fallback_ops", cli_json_str(ds.fallback_ops));
+        json_object_set_new(root, "device", jd);
+        if (!json)
+            printf("gpu: %s\nlayers: %d on the device, %d on the host (shape arithmetic), %d fallen back to the CPU%s%s\n",
+                   cli_esc(ds.description), ds.device_layers, ds.host_layers, ds.fallback_layers,
+                   ds.fallback_layers ? ": " : "", cli_esc(ds.fallback_ops));
+    }
     json_object_set_new(mem, "peak_activation_bytes", json_integer((json_int_t)arena));
     json_object_set_new(mem, "naive_activation_bytes", json_integer((json_int_t)naive));
     json_object_set_new(mem, "ratio", json_real(naive ? (double)arena / (double)naive : 0));
@@ -146,8 +185,9 @@ int cmd_inspect(int argc, char **argv)
     const char *path = NULL;
     bool json = false, profile = false;
     unsigned load_flags = KILN_ENGINE_LOAD_DEFAULT;
-    int iters = 20, rc = 1;
+    int iters = 20, rc = 1, dr;
     cli_input_opts io = {0};
+    cli_device_opts dev = {KILN_DEVICE_CPU, 0};
     kiln_shapes_t shapes = NULL;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
@@ -166,6 +206,9 @@ int cmd_inspect(int argc, char **argv)
             if (!cli_shapes_parse("--shapes", argv[++i], &shapes))
                 return 2;
             io.shapes = shapes;
+        } else if ((dr = cli_device_arg("inspect", argc, argv, &i, &dev)) != 0) {
+            if (dr < 0)
+                goto bad_args;
         } else if (argv[i][0] != '-' && !path)
             path = argv[i];
         else {
@@ -177,13 +220,18 @@ int cmd_inspect(int argc, char **argv)
         fputs(usage, stderr);
         goto bad_args;
     }
+    if (profile && dev.device != KILN_DEVICE_CPU) {
+        fprintf(stderr, "kiln inspect: --profile times layers on the CPU; per-layer GPU times: KILN_CUDA_PROFILE=1 "
+                        "kiln bench ENGINE --device cuda\n");
+        goto bad_args;
+    }
     kiln_engine_t e = NULL;
     kiln_context_t c = NULL;
     kiln_tensor *ins = NULL;
     const char **names = NULL;
     double *ms = NULL;
     int nin = 0;
-    kiln_status st = cli_open_engine(path, load_flags, &e);
+    kiln_status st = cli_open_engine_for(path, load_flags, dev.device, &e);
     if (st != KILN_OK) {
         rc = cli_die(st, "loading");
         goto done;
@@ -202,6 +250,10 @@ int cmd_inspect(int argc, char **argv)
         rc = cli_die(st, "preparing inputs");
         goto done;
     }
+    if (dev.device != KILN_DEVICE_CPU && (st = kiln_context_set_device(c, dev.device, dev.flags)) != KILN_OK) {
+        rc = cli_die(st, "opening the device");
+        goto done;
+    }
     for (int i = 0; i < nin; i++)
         if ((st = kiln_context_set_input(c, names[i], &ins[i])) != KILN_OK) {
             rc = cli_die(st, "binding input");
@@ -211,7 +263,7 @@ int cmd_inspect(int argc, char **argv)
         rc = cli_die(st, "running");   /* the first run records shapes and plans memory */
         goto done;
     }
-    rc = report(path, e, c, ms, iters, json);
+    rc = report(path, e, c, ms, iters, json, dev.device);
 done:
     kiln_shapes_free(shapes);
     for (int i = 0; i < nin && ins; i++)

@@ -841,7 +841,7 @@ static void mod_destroy(kiln_backend *be)
         b->states[i].destroy(b->states[i].st);
     free(b->states);
     cu_cg_free_all(b);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         if (b->launch_ev[i])
             cudaEventDestroy(b->launch_ev[i]);
     pool_release_all(b);

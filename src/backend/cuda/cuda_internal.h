@@ -65,7 +65,7 @@ typedef struct cu_be {
     struct cu_cg **cg;             /* plans per configuration */
     int n_cg, cap_cg;
     /* device time of the last CUDA graph launch (events around it, cuda_graph.c) */
-    cudaEvent_t launch_ev[2];
+    cudaEvent_t launch_ev[3];      /* before the graph's uploads, after them (the compute starts), after the graph */
     bool launch_timed;
     char desc[256];
 } cu_be;
@@ -147,7 +147,7 @@ kiln_status cu_graph_h2d(kiln_backend *be, void *dst, const void *src, size_t n,
 kiln_status cu_graph_end(kiln_backend *be, void **graph);
 kiln_status cu_graph_launch(kiln_backend *be, void *graph);
 void cu_graph_free(kiln_backend *be, void *graph);
-double cu_graph_ms(kiln_backend *be);
+double cu_graph_ms(kiln_backend *be, double *compute_ms);
 
 /* Profile mark k of a layer with parts (KILN_CUDA_PROFILE): call with k = 0 .. n in order; part i's time
  * adds to part_ms[base + i]. */

@@ -10,7 +10,7 @@
 #include "../backend.h"
 #include "../../ir/fused.h"
 
-#define KILN_DEVMOD_ABI 3u
+#define KILN_DEVMOD_ABI 4u
 #define KILN_DEVMOD_ENTRY "kiln_devmod_entry"
 
 /* A tensor whose data is device memory. Always set together with KILN_TENSOR_BORROWED, so that
@@ -82,8 +82,9 @@ typedef struct kiln_devmod {
     kiln_status (*graph_end)(kiln_backend *be, void **graph);
     kiln_status (*graph_launch)(kiln_backend *be, void *graph);
     void (*graph_free)(kiln_backend *be, void *graph);
-    /* Device time in ms of the last graph_launch (CUDA events around it; waits for it to end), or -1. */
-    double (*graph_ms)(kiln_backend *be);
+    /* Device time in ms of the last graph_launch (CUDA events around it; waits for it to end), or -1;
+     * *compute_ms (may be NULL): the same without the uploads of the graph inputs that began it, or -1. */
+    double (*graph_ms)(kiln_backend *be, double *compute_ms);
 } kiln_devmod;
 
 typedef const kiln_devmod *(*kiln_devmod_entry_fn)(void);

@@ -298,12 +298,58 @@ static void launch_strided(const void *x, int64_t base, void *y, int64_t n, cons
         k_strided<T, uint64_t><<<grid_for(n), THREADS, 0, s>>>((const T *)x, base, (T *)y, n, a);
 }
 
+// Batched 2-D transpose through shared memory, for an output whose innermost dim q walks x with stride sq
+// and whose next dim p walks it with stride 1: y[(b * P + p) * Q + q] = x[base + b * sb + p + q * sq].
+// 32 x 32 tiles: reads coalesced along p, writes along q (the strided kernel's reads would be 2-4 bytes
+// a lane, sq apart).
+#define TT 32
+template <typename T>
+__global__ void k_transpose_tiles(const T *x, int64_t base, T *y, int64_t P, int64_t Q, int64_t sb, int64_t sq,
+                                  int64_t tiles_p, int64_t tiles_q)
+{
+    __shared__ T tile[TT][TT + 1];
+    for (int64_t t = blockIdx.x; t < tiles_p * tiles_q; t += gridDim.x) {
+        int64_t tq = t % tiles_q, tp = t / tiles_q;
+        int64_t b = blockIdx.y;
+        const T *xb = x + base + b * sb;
+        int64_t p0 = tp * TT, q0 = tq * TT;
+        for (int r = threadIdx.y; r < TT; r += blockDim.y) {   // rows of the tile: q
+            int64_t q = q0 + r, p = p0 + threadIdx.x;
+            if (q < Q && p < P)
+                tile[r][threadIdx.x] = xb[p + q * sq];
+        }
+        __syncthreads();
+        for (int r = threadIdx.y; r < TT; r += blockDim.y) {   // rows of the output tile: p
+            int64_t p = p0 + r, q = q0 + threadIdx.x;
+            if (q < Q && p < P)
+                y[(b * P + p) * Q + q] = tile[threadIdx.x][r];
+        }
+        __syncthreads();
+    }
+}
+
 extern "C" cudaError_t cuk_strided_copy(size_t es, const void *x, int64_t base, void *y, int64_t n,
                                         const cuk_shape *sh, cudaStream_t s)
 {
     if (n <= 0)
         return cudaGetLastError();
     shape_arg a = to_arg(sh);
+    // [nb,] P, Q with Q's input stride > 1 and P's 1: a (batched) 2-D transpose, tiled
+    int m = sh->ndim;
+    if ((m == 2 || m == 3) && sh->str[0][m - 1] != 1 && sh->str[0][m - 2] == 1 && (es == 2 || es == 4) &&
+        (m == 2 || sh->dims[0] <= 65535)) {
+        int64_t nb = m == 3 ? sh->dims[0] : 1, sb = m == 3 ? sh->str[0][0] : 0;
+        int64_t P = sh->dims[m - 2], Q = sh->dims[m - 1], sq = sh->str[0][m - 1];
+        int64_t tp = (P + TT - 1) / TT, tq = (Q + TT - 1) / TT, tiles = tp * tq;
+        dim3 grid((unsigned)(tiles < 65535 * 32 ? tiles : 65535 * 32), (unsigned)nb), blk(TT, 8);
+        if (es == 2)
+            k_transpose_tiles<unsigned short><<<grid, blk, 0, s>>>((const unsigned short *)x, base, (unsigned short *)y,
+                                                                    P, Q, sb, sq, tp, tq);
+        else
+            k_transpose_tiles<unsigned int><<<grid, blk, 0, s>>>((const unsigned int *)x, base, (unsigned int *)y, P,
+                                                                  Q, sb, sq, tp, tq);
+        return cudaGetLastError();
+    }
     switch (es) {
     case 1: launch_strided<unsigned char>(x, base, y, n, a, s); break;
     case 2: launch_strided<unsigned short>(x, base, y, n, a, s); break;
@@ -530,10 +576,180 @@ static inline bool warp_rows_fit(int64_t rows)
     return rows > 0 && (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK <= 0x7fffffffLL;
 }
 
+// ---- half rows in 16-byte chunks (8 values a lane a load): G lanes a row (G divides 32), CH chunks a lane
+template <typename T> __device__ __forceinline__ void ld8(const T *p, float *f)
+{
+    uint4 u = *(const uint4 *)p;
+    const T *h = (const T *)&u;
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        f[k] = ldf(h, k);
+}
+template <typename T> __device__ __forceinline__ void st8(T *p, const float *f)
+{
+    uint4 u;
+    T *h = (T *)&u;
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        stf(h, k, f[k]);
+    *(uint4 *)p = u;
+}
+template <int G> __device__ __forceinline__ float group_sum(float v)
+{
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+template <int G> __device__ __forceinline__ float group_max(float v)
+{
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// k_softmax_warp over 16-byte chunks. Every lane joins the shuffles (rows past the end compute the last row
+// again and store nothing).
+template <typename T, int G, int CH>
+__global__ void k_softmax_vec(const T *x, T *y, int64_t rows, int cols, float scale, const void *mask, int kind,
+                              float fill, shape_arg sh)
+{
+    int sub = threadIdx.x % G;
+    int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / G;
+    bool active = row < rows;
+    int64_t r = active ? row : rows - 1;
+    const T *xr = x + r * cols;
+    int64_t moff = mask ? mask_row_off(sh, r) : 0, mk = mask ? sh.str[0][sh.ndim - 1] : 0;
+    float v[CH][8];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < CH; j++) {
+        int c = (sub + j * G) * 8;
+        if (c < cols) {
+            ld8(xr + c, v[j]);
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                float t = v[j][k] * scale;
+                if (mask)
+                    t = masked(t, mask, kind, fill, moff + (int64_t)(c + k) * mk);
+                v[j][k] = t;
+                mx = fmaxf(mx, t);
+            }
+        }
+    }
+    mx = group_max<G>(mx);
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < CH; j++)
+        if ((sub + j * G) * 8 < cols)
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                v[j][k] = expf(v[j][k] - mx);
+                sum += v[j][k];
+            }
+    float inv = 1.0f / group_sum<G>(sum);
+#pragma unroll
+    for (int j = 0; j < CH; j++) {
+        int c = (sub + j * G) * 8;
+        if (active && c < cols) {
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                v[j][k] *= inv;
+            st8(y + r * cols + c, v[j]);
+        }
+    }
+}
+
+template <typename T, int CH>
+__global__ void k_layernorm_vec(const T *x, const float *scale, const float *bias, T *y, int64_t rows, int cols,
+                                float eps)
+{
+    int lane = threadIdx.x & 31;
+    int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (row >= rows)
+        return;   // the whole warp (32 lanes a row)
+    const T *xr = x + row * cols;
+    float v[CH][8];
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < CH; j++) {
+        int c = (lane + j * 32) * 8;
+        if (c < cols) {
+            ld8(xr + c, v[j]);
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                s += v[j][k];
+        }
+    }
+    float mean = group_sum<32>(s) / (float)cols, q = 0.f;
+#pragma unroll
+    for (int j = 0; j < CH; j++)
+        if ((lane + j * 32) * 8 < cols)
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                float d = v[j][k] - mean;
+                q += d * d;
+            }
+    float inv = 1.0f / sqrtf(group_sum<32>(q) / (float)cols + eps);
+#pragma unroll
+    for (int j = 0; j < CH; j++) {
+        int c = (lane + j * 32) * 8;
+        if (c < cols) {
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                float t = (v[j][k] - mean) * inv * scale[c + k];
+                v[j][k] = bias ? t + bias[c + k] : t;
+            }
+            st8(y + row * cols + c, v[j]);
+        }
+    }
+}
+
+// Whether rows of cols half values at x and y take the 16-byte kernels.
+template <typename T> static bool vec_rows(const void *x, const void *y, int64_t rows, int64_t cols)
+{
+    return sizeof(T) == 2 && cols > 0 && cols % 8 == 0 && cols <= 1024 && rows > 0 && rows <= 0x3fffffffLL &&
+           ((uintptr_t)x | (uintptr_t)y) % 16 == 0;
+}
+
+template <typename T>
+static void softmax_vec(const T *x, T *y, int64_t rows, int cols, float scale, const void *mask, int kind, float fill,
+                        const shape_arg &sh, cudaStream_t s)
+{
+    int chunks = cols / 8;
+    auto go = [&](auto kern, int g) {
+        int64_t threads = rows * g;
+        kern<<<(unsigned)((threads + 255) / 256), 256, 0, s>>>(x, y, rows, cols, scale, mask, kind, fill, sh);
+    };
+    if (chunks <= 4) go(k_softmax_vec<T, 4, 1>, 4);
+    else if (chunks <= 8) go(k_softmax_vec<T, 8, 1>, 8);
+    else if (chunks <= 16) go(k_softmax_vec<T, 16, 1>, 16);
+    else if (chunks <= 32) go(k_softmax_vec<T, 32, 1>, 32);
+    else if (chunks <= 64) go(k_softmax_vec<T, 32, 2>, 32);
+    else go(k_softmax_vec<T, 32, 4>, 32);
+}
+
+template <typename T>
+static void layernorm_vec(const T *x, const float *scale, const float *bias, T *y, int64_t rows, int cols, float eps,
+                          cudaStream_t s)
+{
+    unsigned g = (unsigned)((rows * 32 + 255) / 256);
+    int chunks = cols / 8;
+    if (chunks <= 32) k_layernorm_vec<T, 1><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
+    else if (chunks <= 64) k_layernorm_vec<T, 2><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
+    else if (chunks <= 96) k_layernorm_vec<T, 3><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
+    else k_layernorm_vec<T, 4><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
+}
+
 template <typename T> static void softmax_rows(const T *x, T *y, int64_t rows, int64_t cols, cudaStream_t s)
 {
     shape_arg none;
     memset(&none, 0, sizeof none);
+    if (vec_rows<T>(x, y, rows, cols)) {
+        softmax_vec<T>(x, y, rows, (int)cols, 1.0f, nullptr, 0, 0.0f, none, s);
+        return;
+    }
     if (cols > 0 && cols <= 1024 && warp_rows_fit(rows) &&
         WARP_ROWS(k_softmax_warp, T, rows, cols, s, x, y, rows, (int)cols, 1.0f, nullptr, 0, 0.0f, none))
         return;
@@ -616,8 +832,11 @@ extern "C" cudaError_t cuk_attn_softmax(int fdt, void *sc, float *ws, int64_t ro
 {
     bool done = false;
     if (cuk_attn_softmax_fits(rows, cols))
-        FDT_DISPATCH(fdt, done = WARP_ROWS(k_softmax_warp, T, rows, cols, s, (const T *)sc, (T *)sc, rows, (int)cols,
-                                           scale, mask, kind, fill, to_arg(sh)));
+        FDT_DISPATCH(fdt, done = vec_rows<T>(sc, sc, rows, cols)
+                                     ? (softmax_vec<T>((const T *)sc, (T *)sc, rows, (int)cols, scale, mask, kind, fill,
+                                                       to_arg(sh), s), true)
+                                     : WARP_ROWS(k_softmax_warp, T, rows, cols, s, (const T *)sc, (T *)sc, rows,
+                                                 (int)cols, scale, mask, kind, fill, to_arg(sh)));
     if (done)
         return cudaGetLastError();
     if (!ws)
@@ -654,6 +873,10 @@ template <typename T>
 static void layernorm(const T *x, const float *scale, const float *bias, T *y, int64_t rows, int64_t cols, float eps,
                       cudaStream_t s)
 {
+    if (vec_rows<T>(x, y, rows, cols)) {
+        layernorm_vec<T>(x, scale, bias, y, rows, (int)cols, eps, s);
+        return;
+    }
     if (cols > 0 && cols <= 1024 && warp_rows_fit(rows) &&
         WARP_ROWS(k_layernorm_warp, T, rows, cols, s, x, scale, bias, y, rows, (int)cols, eps))
         return;
@@ -729,12 +952,54 @@ template <typename T> __global__ void k_pool2d(pool_arg p, const T *x, T *y)
     }
 }
 
+// Max pooling over NHWC half data, 8 channels (16 bytes) a thread, 32-bit indexing: the NHWC path of
+// k_pool2d for C % 8 == 0 (ResNet's stem pool), same results (NaN propagates, -inf for empty windows).
+template <typename T2> __device__ __forceinline__ T2 max2_nan(T2 a, T2 b) { return __hmax2_nan(a, b); }
+template <typename T, typename T2> __global__ void k_maxpool_nhwc8(pool_arg p, const T *x, T *y, uint32_t groups)
+{
+    uint32_t c8 = (uint32_t)p.c / 8, ow = (uint32_t)p.ow, oh = (uint32_t)p.oh;
+    for (uint32_t g = blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += gridDim.x * blockDim.x) {
+        uint32_t cg = g % c8, r = g / c8, ox = r % ow, r2 = r / ow, oy = r2 % oh, n = r2 / oh;
+        int y0 = (int)oy * p.sh - p.ph, x0 = (int)ox * p.sw - p.pw;
+        const T *xn = x + (size_t)n * (uint32_t)p.h * (uint32_t)p.w * (uint32_t)p.c + cg * 8;
+        T2 m[4];
+        for (int k = 0; k < 4; k++)
+            m[k] = T2(T(-INFINITY), T(-INFINITY));
+        for (int ky = 0; ky < p.kh; ky++) {
+            int yy = y0 + ky * p.dh;
+            if (yy < 0 || yy >= (int)p.h)
+                continue;
+            for (int kx = 0; kx < p.kw; kx++) {
+                int xx = x0 + kx * p.dw;
+                if (xx < 0 || xx >= (int)p.w)
+                    continue;
+                uint4 v = *(const uint4 *)(xn + ((size_t)yy * (uint32_t)p.w + (uint32_t)xx) * (uint32_t)p.c);
+                const T2 *h = (const T2 *)&v;
+                for (int k = 0; k < 4; k++)
+                    m[k] = max2_nan(m[k], h[k]);
+            }
+        }
+        *(uint4 *)(y + (size_t)g * 8) = *(const uint4 *)m;
+    }
+}
+
 extern "C" cudaError_t cuk_pool2d(int fdt, const cuk_pool *p, const void *x, void *y, cudaStream_t s)
 {
     pool_arg a = {p->kind, p->nc, p->h, p->w, p->oh, p->ow, p->kh, p->kw, p->sh, p->sw, p->ph, p->pw, p->dh, p->dw,
                   p->peh, p->pew, p->count_include_pad, p->c};
     int64_t n = p->nc * p->oh * p->ow;
-    if (n > 0)
+    if (n <= 0)
+        return cudaGetLastError();
+    bool vec = p->kind == 0 && fdt != CUK_F32 && p->c > 0 && p->c % 8 == 0 && n < INT32_MAX &&
+               p->nc * p->h * p->w < INT32_MAX && p->h < INT32_MAX / 4 && p->w < INT32_MAX / 4 &&
+               ((uintptr_t)x | (uintptr_t)y) % 16 == 0;
+    if (vec && fdt == CUK_F16)
+        k_maxpool_nhwc8<__half, __half2><<<grid_for(n / 8), THREADS, 0, s>>>(a, (const __half *)x, (__half *)y,
+                                                                              (uint32_t)(n / 8));
+    else if (vec)
+        k_maxpool_nhwc8<__nv_bfloat16, __nv_bfloat162><<<grid_for(n / 8), THREADS, 0, s>>>(
+            a, (const __nv_bfloat16 *)x, (__nv_bfloat16 *)y, (uint32_t)(n / 8));
+    else
         FDT_DISPATCH(fdt, k_pool2d<T><<<grid_for(n), THREADS, 0, s>>>(a, (const T *)x, (T *)y));
     return cudaGetLastError();
 }

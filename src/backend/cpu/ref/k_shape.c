@@ -92,7 +92,7 @@ static kiln_status copy_reshaped(kiln_kctx *ctx, const kiln_tensor *x, int nd, c
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "cannot reshape %lld elements to %lld",
                           (long long)kiln__shape_numel(x->ndim, x->dims), (long long)n);
     KILN_TRY(kiln__kout(ctx, 0, x->dtype, nd, dims));
-    if (n)
+    if (n && ctx->out[0]->data != x->data)   /* planned in place: the bytes are already there */
         memcpy(ctx->out[0]->data, x->data, (size_t)n * es);
     return KILN_OK;
 }
