@@ -2,8 +2,8 @@
 # The real-task accuracy table per precision: builds the PaddleOCR direction classifier (cls) and
 # text recognizer (rec) at every precision kiln realizes, int8 once per calibration method
 # (calibrated on the set's own calibration lines, disjoint from the evaluation lines; fp8 takes
-# its activation scales and bias correction from the same lines), and prints
-# scripts/ocr_accuracy.py's table (accuracy and drop versus FP32) for each model.
+# its activation scales, bias correction and weight-scale recipe from the same lines), and
+# prints scripts/ocr_accuracy.py's table (accuracy and drop versus FP32) for each model.
 #
 #   scripts/ocr_precision.sh [--data DIR] [--limit N] [--precision LIST] [--methods LIST] [--json]
 #
@@ -77,7 +77,7 @@ for m in cls rec; do
       args+=("--$m" "$p=$E/$m.$p.kiln")
     else
       log "building $m $p"
-      calib=()   # fp8: activation scales (amax / 448) and bias correction from the calibration lines
+      calib=()   # fp8: activation scales (amax / 448), bias correction and weight recipe from the calibration lines
       [ "$p" = fp8 ] && calib=(--calib "$DATA/calib/$m")
       "$KILN" build "${MODEL[$m]}" -o "$E/$m.$p.kiln" --shapes "${SHAPE[$m]}" --build-run-budget 900 --precision "$p" --precision-fallback \
           "${calib[@]}" > "$E/$m.$p.log" 2>&1 || { cat "$E/$m.$p.log" >&2; exit 1; }

@@ -246,6 +246,8 @@ kiln_status kiln_build(kiln_model_t m, kiln_build_options *o, kiln_engine_t *out
     *out = NULL;
     if (o)
         o->report = o->precision_report = NULL;
+    if (kiln__fp8_wq_applies(o))   /* fp8: the weight-scale recipe measured per model (precision_wq.c) */
+        return kiln__build_fp8(m, o, out);
     if (!o || !o->precision || strcmp(o->precision, "auto"))
         return kiln__build_planned(m, o, NULL, out);
     /* --precision auto: the planner measures and chooses each layer's precision (precision_plan.c) */

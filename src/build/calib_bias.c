@@ -3,7 +3,8 @@
  * weight multiplies, zero padding included), in float32 and rounded to FP8 with the layer's scale,
  * gives the mean output error the layer's rounding causes per output channel,
  *   E[W x] - E[Wq xq] = sum_taps W * mean(x) - Wq * mean(xq),
- * which is added to its bias (Nagel et al. 2019, "empirical bias correction"). */
+ * which is added to its bias (Nagel et al. 2019, "empirical bias correction"). On the same run each
+ * layer's weight-scale granularity is chosen (calib_wq.c) before its shift is computed. */
 #include "build.h"
 #include "precision.h"
 #include "../quant/quant.h"
@@ -21,6 +22,8 @@ struct kiln_bc_layer {
     float s;                                     /* the FP8 activation scale */
     double *sx, *sq;                             /* [taps]: sums of x and of fp8(x) */
     double count;                                /* output positions (conv) or rows (gemm) summed */
+    bool choose;                                 /* the weight-scale granularity is chosen here */
+    kiln_wq_meas *meas;                          /* its measurement (calib_wq.c), or NULL */
 };
 typedef struct kiln_bc_layer bc_layer;
 
@@ -29,6 +32,7 @@ typedef struct bc_run {
     const kiln_graph *g;
     bc_layer **l;
     int n;
+    const kiln_run_env *env;
 } bc_run;
 
 static float fp8_round(float x, float s)
@@ -143,8 +147,11 @@ static kiln_status bc_gemm_add(const kiln_graph *g, bc_layer *l, const kiln_tens
 static kiln_status bc_value(bc_run *r, int v, const kiln_tensor *t)
 {
     for (int i = 0; i < r->n; i++)
-        if (r->l[i]->x == v)
+        if (r->l[i]->x == v) {
             KILN_TRY(kiln__bc_add(r->g, r->l[i], t));
+            if (r->l[i]->choose)
+                KILN_TRY(kiln__wq_meas_add(r->g, r->l[i]->node, t, r->env->pool, r->env->nthreads, &r->l[i]->meas));
+        }
     return KILN_OK;
 }
 
@@ -190,17 +197,10 @@ static kiln_status bc_collect(bc_run *r, const kiln_calib_set *set, const kiln_r
  * backend's own reference (the kernel's function), on a copy of n marked fp8. */
 static kiln_status weight_dq(const kiln_node *n, const kiln_tensor *w, float *y)
 {
-    kiln_attr *a = kiln__calloc((size_t)n->n_attr + 2, sizeof *a);
-    if (!a)
-        return kiln__err(KILN_ERR_NOMEM, "out of memory");
-    memcpy(a, n->attrs, sizeof *a * (size_t)n->n_attr);
-    a[n->n_attr] = (kiln_attr){.name = (char *)KILN_ATTR_WQ, .type = KILN_ATTR_STRING, .s = (char *)"fp8", .s_len = 3};
-    a[n->n_attr + 1] = (kiln_attr){.name = (char *)KILN_ATTR_AQ, .type = KILN_ATTR_STRING, .s = (char *)"fp8", .s_len = 3};
-    kiln_node tmp = *n;
-    tmp.attrs = a;
-    tmp.n_attr = n->n_attr + 2;
+    kiln_node tmp;
+    KILN_TRY(kiln__fp8_node(n, false, &tmp));   /* n's own KILN_ATTR_WQ_TENSOR, if any, decides */
     kiln_status st = kiln__lowbit_ref_weight(&tmp, w, y);
-    kiln__free(a);
+    kiln__free(tmp.attrs);
     return st;
 }
 
@@ -227,6 +227,7 @@ void kiln__bc_free(kiln_bc_layer *l)
     if (l) {
         kiln__free(l->sx);
         kiln__free(l->sq);
+        kiln__wq_meas_free(l->meas);
         kiln__free(l);
     }
 }
@@ -348,6 +349,7 @@ void kiln__bc_cache_free(kiln_bc_cache *c)
     kiln__free(c->name);
     kiln__free(c->rows);
     kiln__free(c->shift);
+    kiln__free(c->tensor);
     memset(c, 0, sizeof *c);
 }
 
@@ -359,8 +361,8 @@ static int cache_find(const kiln_bc_cache *c, const char *name)
     return -1;
 }
 
-/* Moves shift (rows values) into the cache under name. */
-static kiln_status cache_put(kiln_bc_cache *c, const char *name, double *shift, int64_t rows)
+/* Moves shift (rows values) into the cache under name, with the layer's weight-scale choice. */
+static kiln_status cache_put(kiln_bc_cache *c, const char *name, double *shift, int64_t rows, bool tensor)
 {
     if (c->n == c->cap) {
         int cap = c->cap ? 2 * c->cap : 16;
@@ -371,11 +373,14 @@ static kiln_status cache_put(kiln_bc_cache *c, const char *name, double *shift, 
         if (nr)
             c->rows = nr;
         double **ns = nr ? kiln__realloc(c->shift, sizeof *ns * (size_t)cap) : NULL;
-        if (!ns) {
+        if (ns)
+            c->shift = ns;
+        bool *nt = ns ? kiln__realloc(c->tensor, sizeof *nt * (size_t)cap) : NULL;
+        if (!nt) {
             kiln__free(shift);
             return kiln__err(KILN_ERR_NOMEM, "out of memory");
         }
-        c->shift = ns;
+        c->tensor = nt;
         c->cap = cap;
     }
     if (!(c->name[c->n] = kiln__strdup(name))) {
@@ -383,15 +388,36 @@ static kiln_status cache_put(kiln_bc_cache *c, const char *name, double *shift, 
         return kiln__err(KILN_ERR_NOMEM, "out of memory");
     }
     c->rows[c->n] = rows;
+    c->tensor[c->n] = tensor;
     c->shift[c->n++] = shift;
     return KILN_OK;
 }
 
-/* The shift of layer l, measured (then kept in the cache when there is one) and applied. */
+/* Layer l's weight scaled per tensor: keeps the granularity with the smaller output error left
+ * after bias correction (calib_wq.c) when it was measured, else what the node says. */
+static kiln_status choose_wq(kiln_graph *g, const kiln_bc_layer *l, int64_t rows, bool *tensor)
+{
+    kiln_node *n = &g->nodes[l->node];
+    if (l->choose && l->meas) {
+        int node;
+        const kiln_tensor *base;
+        double err[2];
+        kiln__wq_meas_error(l->meas, bias_slot(g, l->node, rows, &node, &base) >= 0, err);
+        if (err[KILN_WQ_TENSOR] < err[KILN_WQ_CHANNEL])
+            KILN_TRY(kiln__node_set_attr_i(n, KILN_ATTR_WQ_TENSOR, 1));
+    }
+    *tensor = kiln__attr_i(n, KILN_ATTR_WQ_TENSOR, 0) != 0;
+    return KILN_OK;
+}
+
+/* The shift of layer l, measured (then kept in the cache when there is one) and applied, after
+ * its weight-scale granularity is chosen. */
 static kiln_status correct_layer(kiln_graph *g, const kiln_bc_layer *l, kiln_bc_cache *cache, bool *done)
 {
     int64_t rows;
+    bool tensor;
     KILN_TRY(kiln__bc_shift(g, l, NULL, &rows));
+    KILN_TRY(choose_wq(g, l, rows, &tensor));
     double *shift = kiln__malloc(sizeof(double) * (size_t)rows);
     if (!shift)
         return kiln__err(KILN_ERR_NOMEM, "out of memory");
@@ -399,13 +425,13 @@ static kiln_status correct_layer(kiln_graph *g, const kiln_bc_layer *l, kiln_bc_
     if (st == KILN_OK)
         st = apply_shift(g, l->node, shift, rows, done);
     if (st == KILN_OK && cache)
-        return cache_put(cache, g->nodes[l->node].name, shift, rows);
+        return cache_put(cache, g->nodes[l->node].name, shift, rows, tensor);
     kiln__free(shift);
     return st;
 }
 
 kiln_status kiln__fp8_bias_correct(kiln_graph *g, const char *calib_dir, int nthreads, kiln_bc_cache *cache,
-                                   int *corrected, int64_t *samples)
+                                   bool choose, int *corrected, int64_t *samples)
 {
     *corrected = 0, *samples = 0;
     bc_run r = {.g = g, .l = kiln__calloc((size_t)g->n_nodes + 1, sizeof *r.l)};
@@ -417,12 +443,15 @@ kiln_status kiln__fp8_bias_correct(kiln_graph *g, const char *calib_dir, int nth
         st = kiln__bc_begin(g, i, &l);
         int k = l ? cache_find(cache, g->nodes[i].name) : -1;
         bool done = false;
-        if (k >= 0) {   /* measured before (another trial build of the planner): the same shift */
+        if (k >= 0) {   /* measured before (another trial build of the planner): the same choice and shift */
             kiln__bc_free(l);
+            if (st == KILN_OK && cache->tensor[k])
+                st = kiln__node_set_attr_i(&g->nodes[i], KILN_ATTR_WQ_TENSOR, 1);
             if (st == KILN_OK)
                 st = apply_shift(g, i, cache->shift[k], cache->rows[k], &done);
             *corrected += done;
         } else if (l) {
+            l->choose = choose && !kiln__attr_i(&g->nodes[i], KILN_ATTR_WQ_TENSOR, 0);
             r.l[r.n++] = l;
         }
     }
@@ -438,9 +467,12 @@ kiln_status kiln__fp8_bias_correct(kiln_graph *g, const char *calib_dir, int nth
     kiln_pool *pool = st == KILN_OK && r.n > 0 ? kiln__pool_create(nthreads) : NULL;
     if (st == KILN_OK && r.n > 0) {
         kiln_run_ctl ctl = kiln__run_ctl(NULL, 0);
-        kiln_run_env env = {.pool = pool, .nthreads = pool ? kiln__pool_threads(pool) : 1, .ctl = &ctl};
-        st = bc_collect(&r, &set, &env);
+        kiln_run_env renv = {.pool = pool, .nthreads = pool ? kiln__pool_threads(pool) : 1, .ctl = &ctl};
+        r.env = &renv;
+        st = bc_collect(&r, &set, &renv);
         *samples = set.rows;
+        if (cache)
+            cache->samples = set.rows;
     }
     kiln__pool_free(pool);
     kiln__calib_set_free(&set);

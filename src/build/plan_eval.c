@@ -203,7 +203,7 @@ kiln_status kiln__peval_score(kiln_plan_eval *ev, kiln_engine_t e, int batches, 
     }
     s->pass = true;
     s->value = NAN;
-    s->snr_db = INFINITY;
+    s->snr_db = s->mean_snr_db = INFINITY;
     for (int o = 0; st == KILN_OK && o < ev->n_out; o++) {
         bool pass;
         double v = kiln_budget_value(&ev->budget, &sum[o], &pass);
@@ -212,6 +212,8 @@ kiln_status kiln__peval_score(kiln_plan_eval *ev, kiln_engine_t e, int batches, 
             s->value = v;
         double snr = sum[o].nonfinite ? -INFINITY : sum[o].worst.snr_db;
         s->snr_db = snr < s->snr_db ? snr : s->snr_db;
+        double mean = sum[o].nonfinite ? -INFINITY : sum[o].mean_snr_db;
+        s->mean_snr_db = mean < s->mean_snr_db ? mean : s->mean_snr_db;
     }
     kiln__free(sum);
     return st;

@@ -22,6 +22,7 @@ typedef struct kiln_plan_eval {
 typedef struct kiln_plan_score {
     double value;                  /* the budget's metric, worst over the outputs */
     double snr_db;                 /* the worst output's worst-sample SNR (a finer tie-break) */
+    double mean_snr_db;            /* the lowest over the outputs of the mean SNR over the samples */
     bool pass;                     /* every output meets the budget (and is finite) */
     bool realized;                 /* every requested layer runs in its requested precision */
 } kiln_plan_score;

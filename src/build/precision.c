@@ -580,23 +580,31 @@ static kiln_status calibrate(kiln_graph *g, kiln_model_t m, const kiln_build_opt
         return KILN_OK;
     }
     KILN_TRY(kiln_calibrate(m, o->calib, cal));
-    sb_printf(rep, "calibration: %s, %lld samples%s\n", kiln_calib_method_name(*cal),
-              (long long)kiln_calib_num_samples(*cal), kiln_calib_from_cache(*cal) ? " (from cache)" : "");
+    char line[160];
+    kiln__calib_describe(*cal, line, sizeof line);
+    sb_printf(rep, "%s", line);
     return KILN_OK;
+}
+
+void kiln__calib_describe(kiln_calibration_t cal, char *buf, size_t n)
+{
+    snprintf(buf, n, "calibration: %s, %lld samples%s\n", kiln_calib_method_name(cal),
+             (long long)kiln_calib_num_samples(cal), kiln_calib_from_cache(cal) ? " (from cache)" : "");
 }
 
 /* FP8 layers: the per-tensor scale of their input activation, amax / 448 over the calibration
  * data (max calibration, the FP8 recipe; the calibration method only shapes int8 thresholds).
  * A layer whose input was not calibrated gets none and is then not realized in fp8. */
-static kiln_status fp8_scales(kiln_graph *g, kiln_calibration_t cal, kiln_device device)
+static kiln_status fp8_scales(kiln_graph *g, kiln_calibration_t cal, kiln_device device, int wq)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         kiln_node *n = &g->nodes[i];
         if (n->dead || req_of(n) != P_FP8 || !is_compute(n) || n->n_in < 1 || n->in[0] < 0)
             continue;
         /* the GPU's FP8 GEMM scales its weight per tensor: a CUDA engine's FP8 layers are emulated (and
-         * bias-corrected) that way too, so the CPU computes what the GPU will */
-        if (device == KILN_DEVICE_CUDA)
+         * bias-corrected) that way too, so the CPU computes what the GPU will; a CPU build may ask
+         * for it (kiln_prec_plan.fp8_wq, chosen by precision_wq.c) */
+        if (device == KILN_DEVICE_CUDA || wq == KILN_WQ_TENSOR)
             KILN_TRY(kiln__node_set_attr_i(n, KILN_ATTR_WQ_TENSOR, 1));
         for (int t = 0; t < kiln_calib_num_tensors(cal); t++) {
             float amax = kiln_calib_amax(cal, t);
@@ -625,11 +633,25 @@ static kiln_status fp8_bias(kiln_graph *g, const kiln_build_options *o, const ki
     }
     int done;
     int64_t rows;
-    KILN_TRY(kiln__fp8_bias_correct(g, o->calib->data_dir, o->num_threads, plan ? plan->bias : NULL, &done, &rows));
+    bool choose = plan && plan->fp8_wq == KILN_WQ_LAYER && o->device != KILN_DEVICE_CUDA;
+    KILN_TRY(kiln__fp8_bias_correct(g, o->calib->data_dir, o->num_threads, plan ? plan->bias : NULL, choose, &done,
+                                    &rows));
     if (done && rows)
         sb_printf(rep, "fp8 bias correction: %d layers, measured on %lld calibration samples\n", done, (long long)rows);
+    else if (done && plan && plan->bias && plan->bias->samples > 0)
+        sb_printf(rep, "fp8 bias correction: %d layers, measured on %lld calibration samples (for a trial build)\n",
+                  done, (long long)plan->bias->samples);
     else if (done)
         sb_printf(rep, "fp8 bias correction: %d layers (as measured for an earlier trial build)\n", done);
+    int fp8 = 0, tensor = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i].dead && kiln__attr(&g->nodes[i], KILN_ATTR_AQ_SCALE)) {
+            fp8++;
+            tensor += kiln__attr_i(&g->nodes[i], KILN_ATTR_WQ_TENSOR, 0) != 0;
+        }
+    if (fp8 && o->device != KILN_DEVICE_CUDA)
+        sb_printf(rep, "fp8 weight scales: per tensor on %d of %d layers, per output channel on the others\n", tensor,
+                  fp8);
     return KILN_OK;
 }
 
@@ -907,7 +929,7 @@ kiln_status kiln__precision_before_passes(kiln_graph *g, kiln_model_t m, kiln_bu
     if (i8 || f8)
         st = calibrate(g, m, o, &rep, given, &cal);
     if (st == KILN_OK && f8)
-        st = fp8_scales(g, cal, o->device);
+        st = fp8_scales(g, cal, o->device, plan ? plan->fp8_wq : KILN_WQ_CHANNEL);
     if (st == KILN_OK && f8)
         st = fp8_bias(g, o, plan, &rep);
     if (st == KILN_OK && i8)

@@ -17,6 +17,7 @@ typedef struct kiln_prec_plan {
     kiln_calibration_t cal;
     const char *report;
     struct kiln_bc_cache *bias;   /* FP8 bias corrections measured by earlier trial builds, or NULL */
+    int fp8_wq;                   /* FP8 weight scales: KILN_WQ_CHANNEL (0), KILN_WQ_TENSOR or KILN_WQ_LAYER */
 } kiln_prec_plan;
 
 /* Before the optimization passes: sets each layer's requested precision (attribute
@@ -63,10 +64,12 @@ typedef struct kiln_bc_cache {
     char **name;
     int64_t *rows;
     double **shift;
+    bool *tensor;   /* the layer's weight scaled per tensor (kiln__wq_meas_error's choice) */
+    int64_t samples;   /* calibration rows the shifts were measured on */
 } kiln_bc_cache;
 void kiln__bc_cache_free(kiln_bc_cache *c);
 kiln_status kiln__fp8_bias_correct(kiln_graph *g, const char *calib_dir, int nthreads, struct kiln_bc_cache *cache,
-                                   int *corrected, int64_t *samples);
+                                   bool choose, int *corrected, int64_t *samples);
 /* Its steps for one layer (tests): the statistics of node `node` of g (*l = NULL when the layer is
  * not one bias correction takes), one input tensor added, and the shift per output channel
  * (shift may be NULL: *rows only). */
@@ -76,9 +79,39 @@ kiln_status kiln__bc_add(const kiln_graph *g, kiln_bc_layer *l, const kiln_tenso
 kiln_status kiln__bc_shift(const kiln_graph *g, const kiln_bc_layer *l, double *shift, int64_t *rows);
 void kiln__bc_free(kiln_bc_layer *l);
 
+/* FP8 weight-scale granularity per layer (calib_wq.c; docs/PRECISION.md, "FP8 weight scales per
+ * layer"). During bias correction's float run, every fp8 layer that bias correction takes and whose
+ * weight the build has not already tied to one scale per tensor (a --device cuda build) is also run
+ * on its calibration input in float32 and in FP8 with its weight scaled per output channel
+ * (KILN_WQ_CHANNEL, the default) and per tensor (KILN_WQ_TENSOR); the granularity whose output error
+ * left after bias correction is smaller is kept (KILN_ATTR_WQ_TENSOR), ties per channel. A build
+ * asks for it with kiln_prec_plan.fp8_wq = KILN_WQ_LAYER (kiln__fp8_bias_correct's `choose`). */
+enum { KILN_WQ_CHANNEL = 0, KILN_WQ_TENSOR = 1, KILN_WQ_LAYER = 2 };
+typedef struct kiln_wq_meas kiln_wq_meas;
+/* Adds one input x of node `node` of g (its other inputs constants) to *m (allocated on the first
+ * call, *m == NULL): runs the layer in float32 and in both FP8 variants on pool's threads. */
+kiln_status kiln__wq_meas_add(const kiln_graph *g, int node, const kiln_tensor *x, kiln_pool *pool, int nthreads,
+                              kiln_wq_meas **m);
+/* err[v]: the summed squared output error of variant v, with each output channel's mean error
+ * removed when `corrected` (the layer is bias-corrected). m may be NULL (zeros). */
+void kiln__wq_meas_error(const kiln_wq_meas *m, bool corrected, double err[2]);
+void kiln__wq_meas_free(kiln_wq_meas *m);
+/* A copy of node n marked as an fp8 layer (KILN_ATTR_WQ and KILN_ATTR_AQ "fp8", and with tensor,
+ * KILN_ATTR_WQ_TENSOR 1), n's own attributes after those; free tmp->attrs with kiln__free. */
+kiln_status kiln__fp8_node(const kiln_node *n, bool tensor, kiln_node *tmp);
+
 /* The builder with planned requests (builder.c): kiln_build does this with plan NULL, after the
  * planner when o->precision is "auto". */
 kiln_status kiln__build_planned(kiln_model_t m, kiln_build_options *o, const kiln_prec_plan *plan, kiln_engine_t *out);
+/* FP8 weight scales chosen per model (precision_wq.c; docs/PRECISION.md, "FP8 weight scales"):
+ * kiln__fp8_wq_applies says whether kiln_build takes this path (a CPU --precision fp8 build with
+ * calibration data); kiln__build_fp8 builds a trial engine per recipe (KILN_WQ_CHANNEL,
+ * KILN_WQ_TENSOR, KILN_WQ_LAYER), scores each on the data against the float model (mean output
+ * SNR) and builds with the best. KILN_FP8_WQ=channel|tensor|layer skips the trials (measurements). */
+bool kiln__fp8_wq_applies(const kiln_build_options *o);
+/* The report line of a calibration ("calibration: METHOD, N samples[ (from cache)]\n") into buf. */
+void kiln__calib_describe(kiln_calibration_t cal, char *buf, size_t n);
+kiln_status kiln__build_fp8(kiln_model_t m, kiln_build_options *o, kiln_engine_t *out);
 /* The planner behind --precision auto (precision_plan.c): measures, chooses and fills plan
  * (req owned by the caller through *req_out, free with kiln__free, and the report text). */
 kiln_status kiln__plan_auto(kiln_model_t m, kiln_build_options *o, const char ***req_out, char **report,

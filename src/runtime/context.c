@@ -17,6 +17,7 @@ struct kiln_context {
     void **out_buf;                /* per graph output: caller buffer or NULL */
     size_t *out_cap;
     kiln_tensor *outs;             /* last run's outputs (heap, owned) */
+    kiln_tensor *spare;            /* on a device: the run before's outputs, their buffers reused by a replay */
     /* plan cache: valid for one set of input shapes */
     bool planned;
     int64_t (*key)[KILN_MAX_DIMS];
@@ -106,7 +107,8 @@ kiln_status kiln_context_create(kiln_engine_t e, kiln_context_t *out)
     c->out_buf = kiln__calloc((size_t)g->n_outputs + 1, sizeof(void *));
     c->out_cap = kiln__calloc((size_t)g->n_outputs + 1, sizeof(size_t));
     c->outs = kiln__calloc((size_t)g->n_outputs + 1, sizeof(kiln_tensor));
-    if (!c->bound || !c->fed || !c->key || !c->key_ndim || !c->out_buf || !c->out_cap || !c->outs) {
+    c->spare = kiln__calloc((size_t)g->n_outputs + 1, sizeof(kiln_tensor));
+    if (!c->bound || !c->fed || !c->key || !c->key_ndim || !c->out_buf || !c->out_cap || !c->outs || !c->spare) {
         kiln_context_free(c);
         return kiln__err(KILN_ERR_NOMEM, "out of memory");
     }
@@ -121,14 +123,27 @@ kiln_status kiln_context_create(kiln_engine_t e, kiln_context_t *out)
     return KILN_OK;
 }
 
+/* The last run's outputs go (valid until the next run): on a device context their buffers are kept as
+ * spares for the next CUDA graph replay to write into (large outputs: no fresh pages to fault in). */
 static void drop_outputs(struct kiln_context *c)
 {
     for (int o = 0; o < c->e->g->n_outputs; o++) {
-        if (c->out_buf[o] && c->outs[o].data == c->out_buf[o])
+        if (c->out_buf[o] && c->outs[o].data == c->out_buf[o]) {
             memset(&c->outs[o], 0, sizeof c->outs[o]);
-        else
+        } else if (c->dev && c->spare && c->outs[o].data && !(c->outs[o].flags & KILN_TENSOR_BORROWED)) {
+            kiln__tensor_release(&c->spare[o]);
+            c->spare[o] = c->outs[o];
+            memset(&c->outs[o], 0, sizeof c->outs[o]);
+        } else {
             kiln__tensor_release(&c->outs[o]);
+        }
     }
+}
+
+static void drop_spares(struct kiln_context *c)
+{
+    for (int o = 0; c->spare && o < c->e->g->n_outputs; o++)
+        kiln__tensor_release(&c->spare[o]);
 }
 
 void kiln_context_free(kiln_context_t c)
@@ -137,7 +152,9 @@ void kiln_context_free(kiln_context_t c)
         return;
     if (c->outs)
         drop_outputs(c);
+    drop_spares(c);
     kiln__free(c->outs);
+    kiln__free(c->spare);
     kiln__free(c->bound);
     kiln__free(c->fed);
     kiln__free(c->key);
@@ -288,7 +305,7 @@ kiln_status kiln_context_run(kiln_context_t c)
     kiln_status st = KILN_OK;
     if (!same_key(c) && !take_engine_plan(c)) {
         st = plan_for_shapes(c, &env);
-    } else if (!c->dev || !kiln__dev_graph_replay(c->dev, g, c->bound, c->outs, &st)) {
+    } else if (!c->dev || !kiln__dev_graph_replay(c->dev, g, c->bound, c->outs, c->spare, &st)) {
         /* on a device, the third run at these shapes is captured as a CUDA graph (device_graph.c) */
         if (c->dev && !c->node_ns)
             kiln__dev_graph_arm(c->dev, g, c->bound);

@@ -148,6 +148,7 @@ void kiln__dev_close(kiln_dev *d)
     d->mod->destroy(d->be);
     kiln__free(d->fallback_ops);
     kiln__free(d->place);
+    kiln__free(d->scratch);
     kiln__free(d);
 }
 

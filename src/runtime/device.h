@@ -48,7 +48,7 @@ kiln_status kiln__dev_node_end(kiln_dev *d, kiln_dev_node *dn, const kiln_node *
  * outputs fetched into outs); arm: captures this run when it is the third at these shapes; retry:
  * after the run, true when a capture failed and the run must be made again layer by layer. */
 bool kiln__dev_graph_replay(kiln_dev *d, const kiln_graph *g, const kiln_tensor *const *in, kiln_tensor *outs,
-                            kiln_status *st);
+                            kiln_tensor *spare, kiln_status *st);
 void kiln__dev_graph_arm(kiln_dev *d, const kiln_graph *g, const kiln_tensor *const *in);
 bool kiln__dev_graph_retry(kiln_dev *d);
 /* CUDA graph replays so far. */

@@ -35,6 +35,8 @@ struct kiln_dev {
     long replays;
     bool replayed;                /* the last run was a replay (graph_ms) */
     double replay_host_ms[3];     /* its host wall time: inputs into pinned memory, waiting, outputs back */
+    uint16_t *scratch;            /* half outputs on their way to the host (half_to_host), kept between runs */
+    size_t scratch_cap;
     /* where each node of the top-level graph ran in the last interpreted run (kiln_layer_place values) */
     const kiln_graph *place_g;
     uint8_t *place;
@@ -44,6 +46,8 @@ struct kiln_dev {
 
 /* Host copy of device tensor t (FP16 / BF16-held float32 widened). */
 kiln_status kiln__dev_to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out);
+/* The same into spare's buffer (moved into out) when it holds exactly the bytes (spare may be NULL). */
+kiln_status kiln__dev_to_host_reuse(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out, kiln_tensor *spare);
 /* Capture hooks (device_graph.c): the upload of graph input k (-1: another host tensor) during a
  * capture; the end of a captured run (before its outputs are fetched); freeing the graph state. */
 kiln_status kiln__dev_graph_upload(kiln_dev *d, const kiln_tensor *h, kiln_tensor *out);

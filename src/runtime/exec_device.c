@@ -17,48 +17,77 @@ static kiln_status to_device(kiln_dev *d, const kiln_tensor *h, kiln_tensor *out
     return kiln__dev_upload(d, h, out, false);
 }
 
-static kiln_status to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out);
+static kiln_status to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out, kiln_tensor *spare);
 
 kiln_status kiln__dev_to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out)
 {
-    return to_host(d, t, out);
+    return to_host(d, t, out, NULL);
 }
 
-/* A float32 tensor the device holds as FP16 / BF16 (KILN_TENSOR_DEV_HALF): copied, then widened. */
-static kiln_status half_to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out)
+kiln_status kiln__dev_to_host_reuse(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out, kiln_tensor *spare)
 {
-    KILN_TRY(kiln__tensor_alloc(out, KILN_DT_FLOAT32, t->ndim, t->dims));
+    return to_host(d, t, out, spare);
+}
+
+/* A host tensor of dtype dt and shape dims in *out: spare's buffer (moved into out) when it owns exactly the
+ * bytes needed, so repeated runs do not map and fault in fresh pages for large outputs; else a new one. */
+static kiln_status host_alloc(kiln_tensor *out, kiln_dtype dt, int ndim, const int64_t *dims, kiln_tensor *spare)
+{
+    int64_t n = kiln__shape_numel(ndim, dims);
+    size_t es = kiln_dtype_size(dt);
+    if (!spare || !spare->data || (spare->flags & KILN_TENSOR_BORROWED) || !es || n < 0 ||
+        spare->nbytes != (size_t)n * es || ndim < 0 || ndim > KILN_MAX_DIMS)
+        return kiln__tensor_alloc(out, dt, ndim, dims);
+    *out = *spare;
+    memset(spare, 0, sizeof *spare);
+    out->dtype = dt;
+    out->ndim = ndim;
+    for (int k = 0; k < ndim; k++)
+        out->dims[k] = dims[k];
+    return KILN_OK;
+}
+
+/* A float32 tensor the device holds as FP16 / BF16 (KILN_TENSOR_DEV_HALF): copied (into the instance's
+ * scratch, kept between runs), then widened. */
+static kiln_status half_to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out, kiln_tensor *spare)
+{
+    KILN_TRY(host_alloc(out, KILN_DT_FLOAT32, t->ndim, t->dims, spare));
     int64_t n = kiln_tensor_numel(out);
-    uint16_t *h = n ? kiln__malloc((size_t)n * 2) : NULL;
-    if (n && !h) {
-        kiln__tensor_release(out);
-        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    if ((size_t)n * 2 > d->scratch_cap) {
+        uint16_t *h = kiln__malloc((size_t)n * 2);
+        if (!h) {
+            kiln__tensor_release(out);
+            return kiln__err(KILN_ERR_NOMEM, "out of memory");
+        }
+        kiln__free(d->scratch);
+        d->scratch = h;
+        d->scratch_cap = (size_t)n * 2;
     }
+    uint16_t *h = d->scratch;
     kiln_status st = n ? d->mod->d2h(d->be, h, t->data, (size_t)n * 2) : KILN_OK;
     if (st == KILN_OK && (t->flags & KILN_TENSOR_DEV_F16))
         kiln__f16_to_f32_array(out->data, h, n);
     else if (st == KILN_OK)
         kiln__bf16_to_f32_array(out->data, h, n);
-    kiln__free(h);
     if (st != KILN_OK)
         kiln__tensor_release(out);
     d->d2h_bytes += (unsigned long long)n * 2;
     return st;
 }
 
-static kiln_status to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out)
+static kiln_status to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out, kiln_tensor *spare)
 {
     if (t->flags & KILN_TENSOR_DEV_NHWC) {   /* held channels-last: back to its ONNX layout first */
         kiln_tensor c;
         KILN_TRY(d->mod->canonical(d->be, t, &c));
         c.flags &= ~KILN_TENSOR_DEV_NHWC;
-        kiln_status st = to_host(d, &c, out);
+        kiln_status st = to_host(d, &c, out, spare);
         d->mod->free(d->be, c.data);
         return st;
     }
     if (t->dtype == KILN_DT_FLOAT32 && (t->flags & KILN_TENSOR_DEV_HALF))
-        return half_to_host(d, t, out);
-    KILN_TRY(kiln__tensor_alloc(out, t->dtype, t->ndim, t->dims));
+        return half_to_host(d, t, out, spare);
+    KILN_TRY(host_alloc(out, t->dtype, t->ndim, t->dims, spare));
     size_t n = t->nbytes < out->nbytes ? t->nbytes : out->nbytes;
     kiln_status st = n ? d->mod->d2h(d->be, out->data, t->data, n) : KILN_OK;
     if (st != KILN_OK)
@@ -205,7 +234,7 @@ static kiln_status node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node 
                              n->name);
         if (want_host && is_dev && !dims_only) {
             KILN_TRY(add_tmp(dn, n, &t, false));
-            KILN_TRY(to_host(d, in[i], t));
+            KILN_TRY(to_host(d, in[i], t, NULL));
             in[i] = t;
         } else if (!want_host && !is_dev) {
             int v = n->in[i];
@@ -272,7 +301,7 @@ kiln_status kiln__dev_fetch_values(kiln_dev *d, const kiln_graph *g, const kiln_
     for (int o = 0; o < g->n_outputs; o++) {
         const kiln_tensor *t = val[g->outputs[o]];
         if (kiln__on_device(t))
-            KILN_TRY(to_host(d, t, &outputs[o]));
+            KILN_TRY(to_host(d, t, &outputs[o], NULL));
     }
     return KILN_OK;
 }

@@ -66,6 +66,20 @@ done
 expect_rc "fp8 needs calibration" 1 "fp8 layers need calibration data" "$KILN" build "$M" -o "$T/x.kiln" --precision fp8
 grep -q "fp8 bias correction: [0-9]* layers, measured on" "$T/fp8.log" && ok "fp8 bias correction reported" \
   || bad "fp8 report: $(cat "$T/fp8.log")"
+# the weight-scale recipe is measured per model: both trials' SNRs and the choice reported
+grep -q "fp8 weight scales per output channel: mean output SNR [0-9.]* dB" "$T/fp8.log" \
+  && grep -q "fp8 weight scales per tensor: mean output SNR [0-9.]* dB" "$T/fp8.log" \
+  && grep -Eq "fp8 weight scales: per (output channel|tensor) \(the highest SNR\)" "$T/fp8.log" \
+  && ok "fp8 weight-scale recipe chosen and reported" || bad "fp8 recipe report: $(cat "$T/fp8.log")"
+# forced recipes (measurements): per tensor marks every fp8 layer, per layer reports its count; a bad value is an error
+KILN_FP8_WQ=tensor expect_ok "fp8 forced per tensor" "$KILN" build "$M" -o "$T/fp8t.kiln" --precision fp8 --calib "$T/cal"
+grep -q "fp8 weight scales: per tensor on 8 of 8 layers" "$T/out.txt" && grep -q "per tensor (KILN_FP8_WQ)" "$T/out.txt" \
+  && ok "KILN_FP8_WQ=tensor honoured" || bad "forced per tensor: $(cat "$T/out.txt")"
+KILN_FP8_WQ=layer expect_ok "fp8 forced per layer" "$KILN" build "$M" -o "$T/fp8l.kiln" --precision fp8 --calib "$T/cal"
+grep -q "fp8 weight scales: per tensor on [0-8] of 8 layers" "$T/out.txt" && grep -q "per layer (KILN_FP8_WQ)" "$T/out.txt" \
+  && ok "KILN_FP8_WQ=layer honoured" || bad "forced per layer: $(cat "$T/out.txt")"
+KILN_FP8_WQ=bogus expect_rc "KILN_FP8_WQ checked" 1 "want auto, channel, tensor or layer" "$KILN" build "$M" -o "$T/x.kiln" \
+  --precision fp8 --calib "$T/cal"
 # the cache gives the scales (no calibration run); the bias correction is measured on the data again
 expect_ok "fp8 from the cache" "$KILN" build "$M" -o "$T/fp8c.kiln" --precision fp8 --calib-cache "$T/c.cache" --calib "$T/cal"
 grep -q "(from cache)" "$T/out.txt" && ok "fp8 cache reused" || bad "cache not reused: $(cat "$T/out.txt")"

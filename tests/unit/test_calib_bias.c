@@ -8,9 +8,7 @@
  * bias gets one, a MatMul's shift goes into the constant of the Add reading it), a layer it cannot
  * take keeps its inputs, and bad data is a clean error. */
 #include "build/precision.h"
-#include "core/numfmt.h"
-#include "test.h"
-#include "test_graph.h"
+#include "test_fp8_ref.h"
 #include "test_tensor.h"
 #include <string.h>
 #include <unistd.h>
@@ -18,87 +16,33 @@
 static unsigned long long seed = 77;
 static kiln_graph *g;
 
-static int val(const char *name)
-{
-    int v = kiln__graph_add_value(g, name);
-    CHECK(v >= 0);
-    return v;
-}
+static int val(const char *name) { return test_graph_value(g, name); }
 
-static int cst(const char *name, kiln_tensor t)
-{
-    int v = kiln__graph_add_const(g, name, &t);
-    CHECK(v >= 0);
-    return v;
-}
+static int cst(const char *name, kiln_tensor t) { return test_graph_const(g, name, t); }
 
 static int node(kiln_op op, const char *name, int n_in, const int *in, int out)
 {
     return test_graph_node(g, op, name, n_in, in, out);
 }
 
-static void set_ints(int i, const char *name, int n, const int64_t *v)
-{
-    CHECK(kiln__node_set_attr_i(&g->nodes[i], name, 0) == KILN_OK);
-    kiln_attr *a = (kiln_attr *)kiln__attr(&g->nodes[i], name);
-    a->type = KILN_ATTR_INTS;
-    a->n = n;
-    a->ints = kiln__malloc(sizeof(int64_t) * (size_t)n);
-    memcpy(a->ints, v, sizeof(int64_t) * (size_t)n);
-}
+static void set_ints(int i, const char *name, int n, const int64_t *v) { test_set_ints(g, i, name, n, v); }
 
-static float fp8(float x, float s)
-{
-    return kiln__fp8_to_f32(KILN_DT_FP8E4M3, kiln__f32_to_fp8(KILN_DT_FP8E4M3, x / s, true)) * s;
-}
+static float *wq_of(const kiln_tensor *w, int64_t rows, bool kn) { return test_wq_of(w, rows, kn, false); }
 
-/* W quantized as the fp8 layers store it (PRECISION.md, "FP8 layers"): per output channel (a row
- * of rows x k, or a column of a [k, rows] weight when kn), s = amax / 448 */
-static float *wq_of(const kiln_tensor *w, int64_t rows, bool kn)
-{
-    int64_t n = kiln_tensor_numel(w), k = n / rows;
-    const float *x = w->data;
-    float *y = kiln__malloc(sizeof(float) * (size_t)n);
-    for (int64_t r = 0; r < rows; r++) {
-        float amax = 0;
-        for (int64_t i = 0; i < k; i++)
-            amax = fmaxf(amax, fabsf(x[kn ? i * rows + r : r * k + i]));
-        for (int64_t i = 0; i < k; i++)
-            y[kn ? i * rows + r : r * k + i] = fp8(x[kn ? i * rows + r : r * k + i], amax / 448.0f);
-    }
-    return y;
-}
-
-typedef struct geo {
-    int64_t grp, sh, sw, pads[4], dh, dw;
-} geo;
+typedef test_geo geo;
 
 /* sum over n, oh, ow of conv(x, w)[n, m, oh, ow] into acc[m] (x rounded with s when s > 0) */
 static double conv_sums(const kiln_tensor *x, const float *w, const int64_t *wd, const geo *q, float s, double *acc)
 {
-    int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3], M = wd[0], Cg = wd[1], KH = wd[2], KW = wd[3];
-    int64_t OH = (H + q->pads[0] + q->pads[2] - q->dh * (KH - 1) - 1) / q->sh + 1;
-    int64_t OW = (W + q->pads[1] + q->pads[3] - q->dw * (KW - 1) - 1) / q->sw + 1;
-    const float *xd = x->data;
-    (void)C;
+    int64_t per = (int64_t)test_conv_out(x, w, wd, q, s, NULL), M = wd[0], N = x->dims[0];
+    double *y = kiln__malloc(sizeof(double) * (size_t)(per * M));
+    test_conv_out(x, w, wd, q, s, y);
     for (int64_t n = 0; n < N; n++)
         for (int64_t m = 0; m < M; m++)
-            for (int64_t oh = 0; oh < OH; oh++)
-                for (int64_t ow = 0; ow < OW; ow++) {
-                    double y = 0;
-                    for (int64_t c = 0; c < Cg; c++)
-                        for (int64_t kh = 0; kh < KH; kh++)
-                            for (int64_t kw = 0; kw < KW; kw++) {
-                                int64_t ih = oh * q->sh - q->pads[0] + kh * q->dh, iw = ow * q->sw - q->pads[1] + kw * q->dw;
-                                if (ih < 0 || ih >= H || iw < 0 || iw >= W)
-                                    continue;
-                                int64_t ci = m / (M / q->grp) * Cg + c;
-                                float v = xd[((n * C + ci) * H + ih) * W + iw];
-                                y += (double)w[((m * Cg + c) * KH + kh) * KW + kw] * (s > 0 ? fp8(v, s) : v);
-                            }
-                    acc[m] += y;
-                }
-    return (double)(N * OH * OW);
+            for (int64_t j = 0; j < per / N; j++)
+                acc[m] += y[(n * M + m) * (per / N) + j];
+    kiln__free(y);
+    return (double)per;
 }
 
 /* one convolution: random x tensors of several shapes, shift vs reference */
@@ -158,16 +102,12 @@ static double gemm_sums(const kiln_tensor *x, const float *b, int64_t K, int64_t
                         double *acc)
 {
     int64_t rows = kiln_tensor_numel(x) / K;
-    const float *xd = x->data;
+    double *y = kiln__malloc(sizeof(double) * (size_t)(rows * N + 1));
+    test_gemm_out(x, b, K, N, tb, alpha, s, y);
     for (int64_t r = 0; r < rows; r++)
-        for (int64_t n = 0; n < N; n++) {
-            double y = 0;
-            for (int64_t k = 0; k < K; k++) {
-                float v = xd[r * K + k];
-                y += (double)b[tb ? n * K + k : k * N + n] * (s > 0 ? fp8(v, s) : v);
-            }
-            acc[n] += alpha * y;
-        }
+        for (int64_t n = 0; n < N; n++)
+            acc[n] += y[r * N + n];
+    kiln__free(y);
     return (double)rows;
 }
 
@@ -300,7 +240,7 @@ static void driver_conv(void)
     }
     int done = -1;
     int64_t rows = -1;
-    CHECK(kiln__fp8_bias_correct(g, dir, 1, NULL, &done, &rows) == KILN_OK);
+    CHECK(kiln__fp8_bias_correct(g, dir, 1, NULL, false, &done, &rows) == KILN_OK);
     CHECK(done == 2 && rows == 5);
     const float *nb1 = const_of(c1, 2), *nb2 = const_of(c2, 2);
     CHECK(nb1 && nb2 && g->nodes[c2].n_in == 3);
@@ -309,7 +249,7 @@ static void driver_conv(void)
     for (int m = 0; nb2 && m < C; m++)
         CHECK_CLOSE(nb2[m], (r2[m] - q2[m]) / n2, 1e-5);
     CHECK(((const float *)g->values[bv].init->data)[0] == b0[0]);   /* the old constant is left as it was */
-    CHECK(kiln__fp8_bias_correct(g, "/nonexistent/kiln_bc", 1, NULL, &done, &rows) != KILN_OK);
+    CHECK(kiln__fp8_bias_correct(g, "/nonexistent/kiln_bc", 1, NULL, false, &done, &rows) != KILN_OK);
     kiln__free(wq), kiln__free(dq);
     remove_set(dir, 2, data);
     kiln__graph_free(g);
@@ -353,7 +293,7 @@ static void driver_gemm(void)
     int done = -1;
     int64_t rows = -1;
     kiln_bc_cache cache = {0};
-    CHECK(kiln__fp8_bias_correct(g, dir, 2, &cache, &done, &rows) == KILN_OK);
+    CHECK(kiln__fp8_bias_correct(g, dir, 2, &cache, false, &done, &rows) == KILN_OK);
     CHECK(done == 2 && rows == 15 && cache.n == 3);
     const float *nc = const_of(add, 1), *gc = const_of(gm, 2);
     CHECK(nc && gc && g->nodes[m2].n_in == 2 && g->nodes[add].in[0] == t);
@@ -362,7 +302,7 @@ static void driver_gemm(void)
         CHECK_CLOSE(gc[j], (r2[j] - q2[j]) / n, 1e-5);
     }
     /* again with the cache: no data read (the directory is gone), the same shifts added once more */
-    CHECK(kiln__fp8_bias_correct(g, "/nonexistent/kiln_bc", 1, &cache, &done, &rows) == KILN_OK);
+    CHECK(kiln__fp8_bias_correct(g, "/nonexistent/kiln_bc", 1, &cache, false, &done, &rows) == KILN_OK);
     CHECK(done == 2 && rows == 0 && cache.n == 3);
     nc = const_of(add, 1), gc = const_of(gm, 2);
     for (int j = 0; nc && gc && j < N; j++) {
@@ -373,6 +313,66 @@ static void driver_gemm(void)
     kiln__free(bq), kiln__free(b2q);
     remove_set(dir, 3, data);
     kiln__graph_free(g);
+}
+
+/* Two Gemms (transB) with per-tensor and per-channel weights chosen per layer (choose): on integer
+ * activations 0..16 with one 448 (scale 1: every value exact in E4M3), "pt"'s weight [[448, 1],
+ * [5, 3.25]] is exact with one scale for the tensor (1) but not per channel (3.25 / (5 / 448) =
+ * 291.2 rounds to 288), so its per-tensor error is 0 and it goes per tensor, with a zero shift;
+ * "pc"'s second row [0.0013, 0.001] falls below E4M3's normal range with the tensor's scale (both
+ * round to 2^-9) but not with its own, so it stays per channel. Without choose neither changes;
+ * a second graph takes the choices from the cache. */
+static kiln_graph *choice_graph(int *pt, int *pc)
+{
+    g = kiln__graph_new(NULL);
+    int64_t wd[2] = {2, 2};
+    kiln_tensor w1 = test_tensor(KILN_DT_FLOAT32, 2, wd), w2 = test_tensor(KILN_DT_FLOAT32, 2, wd);
+    memcpy(w1.data, (float[]){448, 1, 5, 3.25f}, 4 * sizeof(float));
+    memcpy(w2.data, (float[]){448, 1, 0.0013f, 0.001f}, 4 * sizeof(float));
+    int x = val("x"), y1 = val("y1"), y2 = val("y2");
+    *pt = node(KILN_OP_Gemm, "pt", 2, (int[]){x, cst("w1", w1)}, y1);
+    *pc = node(KILN_OP_Gemm, "pc", 2, (int[]){x, cst("w2", w2)}, y2);
+    for (int i = 0; i < 2; i++) {
+        CHECK(kiln__node_set_attr_i(&g->nodes[i ? *pc : *pt], "transB", 1) == KILN_OK);
+        CHECK(kiln__node_set_attr_f(&g->nodes[i ? *pc : *pt], KILN_ATTR_AQ_SCALE, 1.0f) == KILN_OK);
+    }
+    set_io(x, 2, (int[]){y1, y2});
+    return g;
+}
+
+static void driver_choice(void)
+{
+    char dir[] = "/tmp/kiln_bc_XXXXXX", path[600];
+    CHECK(mkdtemp(dir) != NULL);
+    int64_t xd[2] = {7, 2};
+    kiln_tensor data = test_tensor(KILN_DT_FLOAT32, 2, xd);
+    for (int64_t i = 0; i < 14; i++)
+        ((float *)data.data)[i] = i ? (float)((i * 5) % 17) : 448.0f;
+    snprintf(path, sizeof path, "%s/b0.npy", dir);
+    CHECK(kiln_npy_write(path, &data) == KILN_OK);
+    kiln__tensor_release(&data);
+    int pt, pc, done = -1;
+    int64_t rows = -1;
+    kiln_bc_cache cache = {0};
+    for (int choose = 0; choose < 2; choose++) {
+        choice_graph(&pt, &pc);
+        CHECK(kiln__fp8_bias_correct(g, dir, 2, choose ? &cache : NULL, choose, &done, &rows) == KILN_OK);
+        CHECK(done == 2 && rows == 7);
+        CHECK(kiln__attr_i(&g->nodes[pt], KILN_ATTR_WQ_TENSOR, 0) == choose);
+        CHECK(!kiln__attr(&g->nodes[pc], KILN_ATTR_WQ_TENSOR));
+        const float *b = const_of(pt, 2);
+        CHECK_MSG(b && (choose ? b[0] == 0 && b[1] == 0 : b[1] != 0), "choose %d: pt's shift %g", choose, b ? b[1] : NAN);
+        kiln__graph_free(g);
+    }
+    CHECK(cache.n == 2 && cache.samples == 7);
+    choice_graph(&pt, &pc);   /* from the cache: no data read, the same choices */
+    CHECK(kiln__fp8_bias_correct(g, "/nonexistent/kiln_bc", 1, &cache, false, &done, &rows) == KILN_OK);
+    CHECK(done == 2 && rows == 0 && kiln__attr_i(&g->nodes[pt], KILN_ATTR_WQ_TENSOR, 0) == 1);
+    CHECK(!kiln__attr(&g->nodes[pc], KILN_ATTR_WQ_TENSOR));
+    kiln__graph_free(g);
+    kiln__bc_cache_free(&cache);
+    unlink(path);
+    rmdir(dir);
 }
 
 int main(void)
@@ -386,5 +386,6 @@ int main(void)
     gemm_case(KILN_OP_MatMul, 17, 5, false, 1.0f);
     driver_conv();
     driver_gemm();
+    driver_choice();
     return TEST_SUMMARY();
 }

@@ -23,4 +23,20 @@ static inline int test_graph_node(kiln_graph *g, kiln_op op, const char *name, i
     return i;
 }
 
+/* A new value named `name` of g. */
+static inline int test_graph_value(kiln_graph *g, const char *name)
+{
+    int v = kiln__graph_add_value(g, name);
+    CHECK(v >= 0);
+    return v;
+}
+
+/* A new constant of g holding t (moved in). */
+static inline int test_graph_const(kiln_graph *g, const char *name, kiln_tensor t)
+{
+    int v = kiln__graph_add_const(g, name, &t);
+    CHECK(v >= 0);
+    return v;
+}
+
 #endif
