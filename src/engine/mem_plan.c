@@ -67,17 +67,27 @@ kiln_status kiln__plan_validate(const kiln_graph *g, const kiln_plan *p)
     kiln__mark_last_uses(g, last);
     for (int o = 0; o < g->n_outputs; o++)
         last[g->outputs[o]] = g->n_nodes;
+    /* the planner puts each block at the lowest offset clear of the blocks it overlaps in time, so its arena
+     * never exceeds the sum of the (aligned) slots: a larger one is corrupt, and would be allocated */
+    uint64_t slots = 0;
     for (int v = 0; v < nv; v++) {
         if (p->offset[v] < 0) {
             if (p->inplace[v] || p->offset[v] != -1)
                 goto bad_value;
             continue;
         }
+        uint64_t c = ((uint64_t)p->cap[v] + KILN_PLAN_ALIGN - 1) / KILN_PLAN_ALIGN * KILN_PLAN_ALIGN;
+        slots = c < p->cap[v] || slots + c < slots ? UINT64_MAX : slots + c;
         /* only values computed by a node of this graph live in the arena, inside it */
         int i = g->values[v].producer;
         if (i < 0 || i >= g->n_nodes || g->values[v].init || p->cap[v] == 0 || p->cap[v] > p->arena_size ||
             (uint64_t)p->offset[v] > p->arena_size - p->cap[v])
             goto bad_value;
+    }
+    if ((uint64_t)p->arena_size > slots) {
+        st = kiln__err(KILN_ERR_PARSE, "corrupted engine: memory plan's arena (%zu bytes) exceeds the sum of its slots "
+                       "(%llu)", p->arena_size, (unsigned long long)slots);
+        goto done;
     }
     /* sweep the nodes in order, keeping the slots live at the current node: a new slot must not
      * share a byte with any of them unless it is computed in place over that one */

@@ -15,6 +15,9 @@ typedef struct kiln_plan {
     int n_planned, n_inplace;
 } kiln_plan;
 
+/* Slot alignment of the runtime's planner (src/runtime/plan.c): each block's size is rounded up to it. */
+#define KILN_PLAN_ALIGN 64
+
 void kiln__plan_free(kiln_plan *p);
 /* Ops whose kernels compute out[i] from in[i] (same index) and may therefore overwrite an input:
  * output 0 of such a node may share the slot of one of its first two inputs dying there. */

@@ -6,7 +6,7 @@
 #include "plan.h"
 #include <stdlib.h>
 
-#define ALIGN 64
+#define ALIGN KILN_PLAN_ALIGN
 
 typedef struct block {
     size_t size;
