@@ -11,16 +11,14 @@
  * device. Anything else fails the capture: the run is made again layer by layer and these shapes
  * are not captured again. */
 #include "device_impl.h"
+#include "exec.h"
 #include <pthread.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 static double now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+    return (double)kiln__now_ns() / 1e6;
 }
 
 #define STAGE_EXTRA ((size_t)4 << 20)    /* pinned bytes for host tensors other than the inputs */
@@ -148,7 +146,7 @@ bool kiln__dev_graph_replay(kiln_dev *d, const kiln_graph *g, const kiln_tensor 
     double t2 = now_ms();
     int o = 0;
     for (; o < d->n_gout && *st == KILN_OK; o++)
-        *st = kiln__dev_to_host_reuse(d, &d->gout[o], &outs[o], spare ? &spare[o] : NULL);
+        *st = kiln__dev_to_host(d, &d->gout[o], &outs[o], spare ? &spare[o] : NULL);
     d->replay_host_ms[0] = t1 - t0;
     d->replay_host_ms[1] = t2 - t1;
     d->replay_host_ms[2] = now_ms() - t2;

@@ -45,6 +45,8 @@ typedef struct kiln_run_ctl {
     double budget_s;           /* for the message */
 } kiln_run_ctl;
 
+/* CLOCK_MONOTONIC in nanoseconds. */
+int64_t kiln__now_ns(void);
 /* A control for a run starting now: cancel flag (or NULL) and a budget (<= 0: none). */
 kiln_run_ctl kiln__run_ctl(const atomic_int *cancel, double budget_s);
 /* KILN_ERR_CANCELLED / KILN_ERR_LIMIT with a message once the run must stop, else KILN_OK. */

@@ -19,12 +19,7 @@ static kiln_status to_device(kiln_dev *d, const kiln_tensor *h, kiln_tensor *out
 
 static kiln_status to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out, kiln_tensor *spare);
 
-kiln_status kiln__dev_to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out)
-{
-    return to_host(d, t, out, NULL);
-}
-
-kiln_status kiln__dev_to_host_reuse(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out, kiln_tensor *spare)
+kiln_status kiln__dev_to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out, kiln_tensor *spare)
 {
     return to_host(d, t, out, spare);
 }
@@ -33,10 +28,11 @@ kiln_status kiln__dev_to_host_reuse(kiln_dev *d, const kiln_tensor *t, kiln_tens
  * bytes needed, so repeated runs do not map and fault in fresh pages for large outputs; else a new one. */
 static kiln_status host_alloc(kiln_tensor *out, kiln_dtype dt, int ndim, const int64_t *dims, kiln_tensor *spare)
 {
+    if (!spare || !spare->data || (spare->flags & KILN_TENSOR_BORROWED) || ndim < 0 || ndim > KILN_MAX_DIMS)
+        return kiln__tensor_alloc(out, dt, ndim, dims);
     int64_t n = kiln__shape_numel(ndim, dims);
     size_t es = kiln_dtype_size(dt);
-    if (!spare || !spare->data || (spare->flags & KILN_TENSOR_BORROWED) || !es || n < 0 ||
-        spare->nbytes != (size_t)n * es || ndim < 0 || ndim > KILN_MAX_DIMS)
+    if (!es || n < 0 || spare->nbytes != (size_t)n * es)
         return kiln__tensor_alloc(out, dt, ndim, dims);
     *out = *spare;
     memset(spare, 0, sizeof *spare);

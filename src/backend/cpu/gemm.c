@@ -270,6 +270,23 @@ static const gemm_impl impl_avx2 = {MR_AVX2, NR_AVX2, ukr_avx2, pack_avx2_a, pac
 
 #define MR_512 8
 #define NR_512 32
+/* The tile's m output rows (n columns) and its residual rows into L1 before the k loop: the epilogue's stores
+ * and loads then find them there. */
+__attribute__((always_inline)) static inline void prefetch_tile_out(const float *c, int64_t ldc, int m, int n,
+                                                                    const tile_args *t)
+{
+    for (int i = 0; i < m; i++) {
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + n - 1), _MM_HINT_T0);
+    }
+    if (t->epi && t->epi->res)
+        for (int i = 0; i < m; i++) {
+            const float *r = t->epi->res + (t->i0 + i) * t->epi->ldr + t->j0;
+            _mm_prefetch((const char *)r, _MM_HINT_T0);
+            _mm_prefetch((const char *)(r + n - 1), _MM_HINT_T0);
+        }
+}
+
 #define T512 __attribute__((target("avx512f,avx512dq,fma")))
 
 /* Edge-tile variants of the 8 x 32 kernel, so a narrow last panel does not pay for 32 columns. */
@@ -347,16 +364,7 @@ T512 __attribute__((always_inline)) static inline void ukr512_body(int64_t kc, c
 #pragma GCC unroll 8
     for (int i = 0; i < MR_512; i++)
         c0[i] = c1[i] = _mm512_setzero_ps();
-    for (int i = 0; i < m; i++) {
-        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(c + i * ldc + n - 1), _MM_HINT_T0);
-    }
-    if (t->epi && t->epi->res)
-        for (int i = 0; i < m; i++) {
-            const float *r = t->epi->res + (t->i0 + i) * t->epi->ldr + t->j0;
-            _mm_prefetch((const char *)r, _MM_HINT_T0);
-            _mm_prefetch((const char *)(r + n - 1), _MM_HINT_T0);
-        }
+    prefetch_tile_out(c, ldc, m, n, t);
     const int64_t l1 = direct ? lda : 1, l2 = 2 * l1, l3 = 3 * l1, as = direct ? 1 : MR_512;
     const float *q0 = a, *q4 = a + 4 * l1;
 #define A_PTR(i) ((i) < 4 ? q0 + ((i) == 0 ? 0 : (i) == 1 ? l1 : (i) == 2 ? l2 : l3) \
@@ -642,16 +650,7 @@ T512 static void ukr512_tall(int64_t kc, const float *a, int64_t lda, const floa
 #pragma GCC unroll 12
     for (int i = 0; i < MR_TALL; i++)
         c0[i] = c1[i] = _mm512_setzero_ps();
-    for (int i = 0; i < MR_TALL; i++) {
-        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(c + i * ldc + n - 1), _MM_HINT_T0);
-    }
-    if (t->epi && t->epi->res)
-        for (int i = 0; i < MR_TALL; i++) {
-            const float *r = t->epi->res + (t->i0 + i) * t->epi->ldr + t->j0;
-            _mm_prefetch((const char *)r, _MM_HINT_T0);
-            _mm_prefetch((const char *)(r + n - 1), _MM_HINT_T0);
-        }
+    prefetch_tile_out(c, ldc, MR_TALL, n, t);
     const int64_t l1 = lda, l2 = 2 * lda, l3 = 3 * lda;
     const float *q0 = a, *q4 = a + 4 * lda, *q8 = a + 8 * lda;
 #define A_AT(i) (((i) < 4 ? q0 : (i) < 8 ? q4 : q8)[(i) % 4 == 0 ? 0 : (i) % 4 == 1 ? l1 : (i) % 4 == 2 ? l2 : l3])
@@ -709,16 +708,7 @@ T512 static void ukr512_conv(int64_t kc, const float *a, int64_t lda, const floa
 #pragma GCC unroll 8
     for (int i = 0; i < MR_512; i++)
         c0[i] = c1[i] = _mm512_setzero_ps();
-    for (int i = 0; i < m; i++) {
-        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(c + i * ldc + n - 1), _MM_HINT_T0);
-    }
-    if (t->epi && t->epi->res)
-        for (int i = 0; i < m; i++) {
-            const float *r = t->epi->res + (t->i0 + i) * t->epi->ldr + t->j0;
-            _mm_prefetch((const char *)r, _MM_HINT_T0);
-            _mm_prefetch((const char *)(r + n - 1), _MM_HINT_T0);
-        }
+    prefetch_tile_out(c, ldc, m, n, t);
     const int64_t l1 = lda, l2 = 2 * lda, l3 = 3 * lda;
     const float *q0 = a, *q4 = a + 4 * lda;
 #define A_AT(i) ((i) < 4 ? q0[(i) == 0 ? 0 : (i) == 1 ? l1 : (i) == 2 ? l2 : l3] \

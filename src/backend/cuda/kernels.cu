@@ -411,19 +411,7 @@ extern "C" cudaError_t cuk_gather(size_t es, const void *x, const void *idx, boo
     return cudaGetLastError();
 }
 
-// ---- reductions: one block per row
-__device__ __forceinline__ float warp_sum(float v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-__device__ __forceinline__ float warp_max(float v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
+// ---- reductions: one block per row (warp_sum / warp_max: kernels_common.cuh)
 // block-wide reduction (blockDim.x a multiple of 32, at most 1024); every thread gets the result
 __device__ float block_reduce(float v, bool is_max)
 {
@@ -594,20 +582,6 @@ template <typename T> __device__ __forceinline__ void st8(T *p, const float *f)
         stf(h, k, f[k]);
     *(uint4 *)p = u;
 }
-template <int G> __device__ __forceinline__ float group_sum(float v)
-{
-#pragma unroll
-    for (int o = G / 2; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-template <int G> __device__ __forceinline__ float group_max(float v)
-{
-#pragma unroll
-    for (int o = G / 2; o > 0; o >>= 1)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
 
 // k_softmax_warp over 16-byte chunks. Every lane joins the shuffles (rows past the end compute the last row
 // again and store nothing).
@@ -682,7 +656,7 @@ __global__ void k_layernorm_vec(const T *x, const float *scale, const float *bia
                 s += v[j][k];
         }
     }
-    float mean = group_sum<32>(s) / (float)cols, q = 0.f;
+    float mean = warp_sum(s) / (float)cols, q = 0.f;
 #pragma unroll
     for (int j = 0; j < CH; j++)
         if ((lane + j * 32) * 8 < cols)
@@ -691,7 +665,7 @@ __global__ void k_layernorm_vec(const T *x, const float *scale, const float *bia
                 float d = v[j][k] - mean;
                 q += d * d;
             }
-    float inv = 1.0f / sqrtf(group_sum<32>(q) / (float)cols + eps);
+    float inv = 1.0f / sqrtf(warp_sum(q) / (float)cols + eps);
 #pragma unroll
     for (int j = 0; j < CH; j++) {
         int c = (lane + j * 32) * 8;
@@ -954,7 +928,6 @@ template <typename T> __global__ void k_pool2d(pool_arg p, const T *x, T *y)
 
 // Max pooling over NHWC half data, 8 channels (16 bytes) a thread, 32-bit indexing: the NHWC path of
 // k_pool2d for C % 8 == 0 (ResNet's stem pool), same results (NaN propagates, -inf for empty windows).
-template <typename T2> __device__ __forceinline__ T2 max2_nan(T2 a, T2 b) { return __hmax2_nan(a, b); }
 template <typename T, typename T2> __global__ void k_maxpool_nhwc8(pool_arg p, const T *x, T *y, uint32_t groups)
 {
     uint32_t c8 = (uint32_t)p.c / 8, ow = (uint32_t)p.ow, oh = (uint32_t)p.oh;
@@ -976,7 +949,7 @@ template <typename T, typename T2> __global__ void k_maxpool_nhwc8(pool_arg p, c
                 uint4 v = *(const uint4 *)(xn + ((size_t)yy * (uint32_t)p.w + (uint32_t)xx) * (uint32_t)p.c);
                 const T2 *h = (const T2 *)&v;
                 for (int k = 0; k < 4; k++)
-                    m[k] = max2_nan(m[k], h[k]);
+                    m[k] = __hmax2_nan(m[k], h[k]);
             }
         }
         *(uint4 *)(y + (size_t)g * 8) = *(const uint4 *)m;

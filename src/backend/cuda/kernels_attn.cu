@@ -51,20 +51,6 @@ template <typename T> __device__ __forceinline__ T tzero();
 template <> __device__ __forceinline__ __half tzero<__half>() { return __float2half_rn(0.f); }
 template <> __device__ __forceinline__ __nv_bfloat16 tzero<__nv_bfloat16>() { return __float2bfloat16_rn(0.f); }
 
-__device__ __forceinline__ float warp_max(float v)
-{
-    for (int o = 16; o > 0; o /= 2)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v)
-{
-    for (int o = 16; o > 0; o /= 2)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 // dst[r * ldd + c] = src[r * lsrc + c] for r < rows, c < cols, else 0, over R x C (C a multiple of 8).
 // vec: cols and lsrc multiples of 8 and src 16-byte aligned: 16-byte loads, several in flight per thread.
 template <typename T>

@@ -15,6 +15,25 @@ __device__ __forceinline__ void stf(float *p, int64_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void stf(__half *p, int64_t i, float v) { p[i] = __float2half_rn(v); }
 __device__ __forceinline__ void stf(__nv_bfloat16 *p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
 
+// Reductions over G consecutive lanes (G a power of two dividing 32; every lane of the warp takes part), and
+// over the whole warp.
+template <int G> __device__ __forceinline__ float group_sum(float v)
+{
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+template <int G> __device__ __forceinline__ float group_max(float v)
+{
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+__device__ __forceinline__ float warp_sum(float v) { return group_sum<32>(v); }
+__device__ __forceinline__ float warp_max(float v) { return group_max<32>(v); }
+
 // Runs BODY with T bound to the storage type of fdt.
 #define FDT_DISPATCH(fdt, ...)                                                                                  \
     do {                                                                                                        \
