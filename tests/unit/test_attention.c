@@ -159,6 +159,7 @@ static void test_kernel(unsigned long long *seed)
         kiln_dtype dt = f64 ? KILN_DT_FLOAT64 : KILN_DT_FLOAT32;
         int64_t S = odd ? 1 + (int64_t)(test_rng(seed) % 20) : 17, Sk = odd ? 1 + (int64_t)(test_rng(seed) % 23) : 19;
         int64_t D = odd ? 1 + (int64_t)(test_rng(seed) % 9) : 8, Dv = odd ? 1 + (int64_t)(test_rng(seed) % 7) : 5;
+        D = it == 9 ? 0 : D, Sk = it == 21 ? 0 : Sk, S = it == 33 ? 0 : S;   /* empty operands */
         int64_t lead[2] = {r == 4 ? 2 : 3, 3}, qd[4], kd[4], vd[4], md[4];
         int nl = r - 2;
         for (int d = 0; d < nl; d++)
