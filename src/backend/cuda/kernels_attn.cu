@@ -1,8 +1,8 @@
 // Fused attention in FP16 / BF16: Y = softmax(Q K^T * scale (+ mask | masked fill)) V in one kernel,
 // FlashAttention-2 style: the scores and probabilities live in registers, never in memory.
 //
-// A block of 4 warps takes 64 query rows of one (lead index: batch, head, ...) and walks the keys 64
-// at a time. Q's rows are staged in shared memory once and kept in registers as mma.sync A fragments;
+// A block of NW warps (4 or 8) takes 16 * NW query rows of one (lead index: batch, head, ...) and walks
+// the keys 64 at a time. Q's rows are staged in shared memory once and kept in registers as mma.sync A fragments;
 // each chunk of K and V is staged (cp.async, 16 bytes a copy where rows are whole aligned vectors),
 // each warp computes its 16 rows' scores with m16n8k16 tensor-core MMAs (FP32 accumulation), applies
 // scale, bounds and mask, updates the rows' running max and sum (FP32 online softmax), turns the
@@ -15,9 +15,7 @@
 // up to 128.
 #include "kernels_common.cuh"
 
-#define FQ 64   // query rows per block (16 per warp)
 #define FK 64   // keys per chunk
-#define FWARPS 4
 
 struct flash_params {
     cuk_attn_io io;
@@ -30,11 +28,14 @@ struct flash_params {
     shape_arg sh;
 };
 
-template <int DP> struct flash_smem {
+// Shared memory: Q's rows, then two stages of (K chunk, V chunk, the chunk's row-broadcast mask values).
+template <int DP, int NW> struct flash_smem {
+    static constexpr int FQ = 16 * NW;       // query rows of a block
     static constexpr int LD = DP + 8;        // Q, V and key-major K rows (padding: no bank conflicts)
     static constexpr int LDT = FK + 8;       // D-major K rows
     static constexpr int KSZ = FK * LD > DP * LDT ? FK * LD : DP * LDT;
-    static constexpr size_t bytes(size_t es) { return (size_t)(FQ * LD + KSZ + FK * LD) * es; }
+    static constexpr int STAGE = KSZ + FK * LD + FK * 2;   // elements; the mask's FK floats take 2 each
+    static constexpr size_t bytes(size_t es) { return (size_t)(FQ * LD + 2 * STAGE) * es; }
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -94,7 +95,7 @@ __device__ __forceinline__ void stage(T *dst, int ldd, const T *src, int64_t rs,
 {
     const int cv = C / 8;
     const T z = tzero<T>();
-    for (int i = threadIdx.x; i < R * cv; i += FWARPS * 32) {
+    for (int i = threadIdx.x; i < R * cv; i += blockDim.x) {
         const int r = i / cv, c = (i % cv) * 8;
         T *d = dst + r * ldd + c;
         if (vec && r < rows && c + 8 <= cols) {
@@ -105,22 +106,40 @@ __device__ __forceinline__ void stage(T *dst, int ldd, const T *src, int64_t rs,
                 d[e] = r < rows && c + e < cols ? src[r * rs + (int64_t)(c + e) * cs] : z;
         }
     }
-    asm volatile("cp.async.commit_group;\n" ::);
 }
 
-__device__ __forceinline__ void stage_wait() { asm volatile("cp.async.wait_all;\n" ::); }
+__device__ __forceinline__ void stage_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// waits until at most n of the committed groups are still in flight
+template <int N> __device__ __forceinline__ void stage_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-template <typename T, int DP>
-__global__ void __launch_bounds__(FWARPS * 32) k_flash(const flash_params p)
+// A row-broadcast mask's values for keys k0 .. k0 + FK: kind 1 the additive value, kinds 2 / 3 1 where the
+// score becomes the fill value (0 past Sk)
+__device__ __forceinline__ void stage_mask(float *dst, const flash_params &p, int64_t mlo, int k0, int Sk, int64_t mk)
 {
-    typedef flash_smem<DP> L;
+    for (int c = threadIdx.x; c < FK; c += blockDim.x) {
+        float x = 0.f;
+        if (k0 + c < Sk) {
+            const int64_t off = mlo + (int64_t)(k0 + c) * mk;
+            x = p.kind == 1 ? ((const float *)p.mask)[off]
+                            : (float)((((const bool *)p.mask)[off]) == (p.kind == 3));
+        }
+        dst[c] = x;
+    }
+}
+
+// head sizes up to 64: registers capped at 128 a thread so that 16 warps fit an SM
+template <typename T, int DP, int NW>
+__global__ void __launch_bounds__(NW * 32, DP <= 64 ? 16 / NW : 1) k_flash(const flash_params p)
+{
+    typedef flash_smem<DP, NW> L;
+    const int FQ = L::FQ;
     extern __shared__ __align__(128) unsigned char smem[];
-    T *sq = (T *)smem, *sk = sq + FQ * L::LD, *sv = sk + L::KSZ;
+    T *sq = (T *)smem;
     const cuk_attn_io &io = p.io;
     const int S = (int)io.S, Sk = (int)io.Sk, D = (int)io.D, Dv = (int)io.Dv;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane >> 2, tig = lane & 3;
     const int64_t b = blockIdx.x;
-    int64_t qo = 0, ko = 0, vo = 0, yo = 0, rem = b;
+    int64_t qo = 0, ko = 0, vo = 0, yo = 0, mlo = 0, rem = b;
     for (int d = io.nlead - 1; d >= 0; d--) {
         const int64_t i = rem % io.lead[d];
         rem /= io.lead[d];
@@ -128,11 +147,28 @@ __global__ void __launch_bounds__(FWARPS * 32) k_flash(const flash_params p)
         ko += i * io.kl[d];
         vo += i * io.vl[d];
         yo += i * io.yl[d];
+        mlo += i * p.sh.str[0][d];   // the mask's strides over the score dims (0 without a mask)
     }
     const int s0 = blockIdx.y * FQ;
     const T *q = (const T *)io.q + qo + s0 * io.qs, *k = (const T *)io.k + ko, *v = (const T *)io.v + vo;
+    const int64_t mk = p.mask ? p.sh.str[0][p.sh.ndim - 1] : 0, ms = p.mask ? p.sh.str[0][p.sh.ndim - 2] : 0;
+    const bool mbcast = p.mask && ms == 0;   // one mask row for every query row: staged with the chunk
+    // chunk j of K and V (and the broadcast mask) into stage buffer j % 2; one commit group
+    auto stage_chunk = [&](int j) {
+        T *sk = sq + FQ * L::LD + (j & 1) * L::STAGE, *sv = sk + L::KSZ;
+        const int k0 = j * FK, kn = Sk - k0 < FK ? Sk - k0 : FK;
+        if (p.kmajor)
+            stage(sk, L::LD, k + k0 * io.ks, io.ks, io.kd, kn, D, FK, DP, p.vec & 2);
+        else
+            stage(sk, L::LDT, k + k0 * io.ks, io.kd, io.ks, D, kn, DP, FK, p.vec & 2);
+        stage(sv, L::LD, v + k0 * io.vs, io.vs, io.vd, kn, Dv, FK, DP, p.vec & 4);
+        if (mbcast)
+            stage_mask((float *)(sv + FK * L::LD), p, mlo, k0, Sk, mk);
+        stage_commit();
+    };
     stage(sq, L::LD, q, io.qs, io.qd, S - s0, D, FQ, DP, p.vec & 1);
-    stage_wait();
+    stage_chunk(0);   // one group with Q
+    stage_wait<0>();
     __syncthreads();
     // this warp's 16 rows of Q as A fragments (16 x 16 each, d steps of 16)
     uint32_t qf[DP / 16][4];
@@ -142,26 +178,24 @@ __global__ void __launch_bounds__(FWARPS * 32) k_flash(const flash_params p)
     // rows gid and gid + 8 of the warp's 16: running max, this thread's part of the sum, mask offsets
     const int r0 = s0 + warp * 16 + gid, r1 = r0 + 8;
     float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
-    int64_t mo[2] = {0, 0};
-    const int64_t mk = p.mask ? p.sh.str[0][p.sh.ndim - 1] : 0;
-    if (p.mask) {
-        mo[0] = r0 < S ? mask_row_off(p.sh, b * S + r0) : 0;
-        mo[1] = r1 < S ? mask_row_off(p.sh, b * S + r1) : 0;
-    }
+    const int64_t mo[2] = {mlo + (r0 < S ? r0 : 0) * ms, mlo + (r1 < S ? r1 : 0) * ms};   // rows past S: unused
     float o[DP / 8][4];
 #pragma unroll
     for (int n = 0; n < DP / 8; n++)
         o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-    for (int k0 = 0; k0 < Sk; k0 += FK) {
-        __syncthreads();   // every warp is done with the previous chunk
-        const int kn = Sk - k0 < FK ? Sk - k0 : FK;
-        if (p.kmajor)
-            stage(sk, L::LD, k + k0 * io.ks, io.ks, io.kd, kn, D, FK, DP, p.vec & 2);
-        else
-            stage(sk, L::LDT, k + k0 * io.ks, io.kd, io.ks, D, kn, DP, FK, p.vec & 2);
-        stage(sv, L::LD, v + k0 * io.vs, io.vs, io.vd, kn, Dv, FK, DP, p.vec & 4);
-        stage_wait();
-        __syncthreads();
+    const int nch = (Sk + FK - 1) / FK;
+    for (int j = 0; j < nch; j++) {
+        const int k0 = j * FK;
+        const T *sk = sq + FQ * L::LD + (j & 1) * L::STAGE, *sv = sk + L::KSZ;
+        const float *smk = (const float *)(sv + FK * L::LD);
+        if (j + 1 < nch) {   // the next chunk streams in while this one is used
+            __syncthreads();   // every warp is done with chunk j - 1, whose buffer it takes
+            stage_chunk(j + 1);
+            stage_wait<1>();
+        } else {
+            stage_wait<0>();
+        }
+        __syncthreads();   // chunk j staged by every thread
         float sc[FK / 8][4];
 #pragma unroll
         for (int n = 0; n < FK / 8; n++)
@@ -189,8 +223,12 @@ __global__ void __launch_bounds__(FWARPS * 32) k_flash(const flash_params p)
                 float t = -INFINITY;
                 if (key < Sk) {
                     t = sc[n][e] * p.scale;
-                    if (p.mask)
+                    if (mbcast) {
+                        const float mv = smk[key - k0];
+                        t = p.kind == 1 ? t + mv : mv != 0.f ? p.fill : t;
+                    } else if (p.mask) {
                         t = masked(t, p.mask, p.kind, p.fill, mo[e >> 1] + key * mk);
+                    }
                 }
                 sc[n][e] = t;
                 mx[e >> 1] = fmaxf(mx[e >> 1], t);
@@ -271,8 +309,8 @@ extern "C" bool cuk_attn_fused_fits(int fdt, const cuk_attn_io *io)
     int64_t nb = 1;
     for (int d = 0; d < io->nlead; d++)
         nb *= io->lead[d];
-    return nb > 0 && nb <= INT32_MAX && io->S > 0 && io->Sk > 0 && io->S <= INT32_MAX - FQ &&
-           io->Sk <= INT32_MAX - FK && (io->S + FQ - 1) / FQ <= 65535;
+    return nb > 0 && nb <= INT32_MAX && io->S > 0 && io->Sk > 0 && io->S <= INT32_MAX - 128 &&
+           io->Sk <= INT32_MAX - FK && (io->S + 63) / 64 <= 65535;
 }
 
 static bool aligned16(const void *p, int64_t off) { return ((uintptr_t)p + (uintptr_t)off * 2) % 16 == 0; }
@@ -288,26 +326,35 @@ static bool vec_rows(const void *base, int64_t rs, int64_t cs, const int64_t *le
     return true;
 }
 
-template <typename T, int DP> static cudaError_t flash_launch(const flash_params &p, cudaStream_t s)
+template <typename T, int DP, int NW> static cudaError_t flash_launch(const flash_params &p, cudaStream_t s)
 {
-    const size_t bytes = flash_smem<DP>::bytes(sizeof(T));
-    cudaError_t e = cudaFuncSetAttribute(k_flash<T, DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    typedef flash_smem<DP, NW> L;
+    const size_t bytes = L::bytes(sizeof(T));
+    cudaError_t e = cudaFuncSetAttribute(k_flash<T, DP, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
     if (e != cudaSuccess)
         return e;
     int64_t nb = 1;
     for (int d = 0; d < p.io.nlead; d++)
         nb *= p.io.lead[d];
-    dim3 grid((unsigned)nb, (unsigned)((p.io.S + FQ - 1) / FQ));
-    k_flash<T, DP><<<grid, FWARPS * 32, bytes, s>>>(p);
+    dim3 grid((unsigned)nb, (unsigned)((p.io.S + L::FQ - 1) / L::FQ));
+    k_flash<T, DP, NW><<<grid, NW * 32, bytes, s>>>(p);
     return cudaGetLastError();
+}
+
+// 8 warps (128 query rows: K and V staged once per 128 rows) past 64 rows, else 4
+template <typename T, int DP> static cudaError_t flash_rows(const flash_params &p, cudaStream_t s)
+{
+    static const char *w = getenv("KILN_CUDA_ATTN_WARPS");   // developer knob: 4 or 8
+    const int nw = w && w[0] == '4' ? 4 : w && w[0] == '8' ? 8 : p.io.S > 64 ? 8 : 4;
+    return nw == 8 ? flash_launch<T, DP, 8>(p, s) : flash_launch<T, DP, 4>(p, s);
 }
 
 template <typename T> static cudaError_t flash_dispatch(const flash_params &p, cudaStream_t s)
 {
     switch (flash_dp(&p.io)) {
-    case 32: return flash_launch<T, 32>(p, s);
-    case 64: return flash_launch<T, 64>(p, s);
-    default: return flash_launch<T, 128>(p, s);
+    case 32: return flash_rows<T, 32>(p, s);
+    case 64: return flash_rows<T, 64>(p, s);
+    default: return flash_rows<T, 128>(p, s);
     }
 }
 

@@ -46,7 +46,8 @@ __device__ __forceinline__ void mma_f16(float c[4], const uint32_t a[4], uint32_
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// E2M1 code values and sign-extended INT4
+// E2M1 code values and sign-extended INT4 (copied to shared memory per block: the lanes of a warp look up
+// different codes, which constant memory would serialize)
 __constant__ float c_fp4[16] = {0.f, .5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f, -0.f, -.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f};
 __constant__ float c_int4[16] = {0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1};
 
@@ -106,9 +107,8 @@ __device__ __forceinline__ w_piece w_load(const fp4_params &p, int64_t n0, int64
 }
 
 // Decodes the piece into 16 FP16 values of its row of the shared W tile (0 past K).
-__device__ __forceinline__ void w_store(const fp4_params &p, const w_piece &w, __half *sw, int64_t k0)
+__device__ __forceinline__ void w_store(const fp4_params &p, const w_piece &w, __half *sw, int64_t k0, const float *lut)
 {
-    const float *lut = p.fmt == CUK_Q_INT4 ? c_int4 : c_fp4;
     const int r = threadIdx.x / 2, c = (threadIdx.x % 2) * 16;
     const int64_t k = k0 + c;
     uint32_t out[8];
@@ -168,6 +168,10 @@ __global__ void __launch_bounds__(GTHREADS) k_fp4_gemm(const fp4_params p)
 {
     __shared__ __align__(128) __half sa[2][GM * GLD];
     __shared__ __align__(128) __half sw[2][GN * GLD];
+    __shared__ float lut[16];
+    if (threadIdx.x < 16)
+        lut[threadIdx.x] = p.fmt == CUK_Q_INT4 ? c_int4[threadIdx.x] : c_fp4[threadIdx.x];
+    __syncthreads();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane >> 2, tig = lane & 3;
     const int wm = warp / 4, wn = warp % 4;   // 2 x 4 warps, 64 x 32 each
     const int64_t m0 = (int64_t)blockIdx.y * GM, n0 = (int64_t)blockIdx.x * GN;
@@ -180,7 +184,7 @@ __global__ void __launch_bounds__(GTHREADS) k_fp4_gemm(const fp4_params p)
     const int nk = (int)((p.K + GK - 1) / GK);
     a_stage(p, sa[0], m0, 0);
     w_piece w = w_load(p, n0, 0);
-    w_store(p, w, sw[0], 0);
+    w_store(p, w, sw[0], 0, lut);
     for (int t = 0; t < nk; t++) {
         const int cur = t & 1;
         asm volatile("cp.async.wait_all;\n" ::);
@@ -210,7 +214,7 @@ __global__ void __launch_bounds__(GTHREADS) k_fp4_gemm(const fp4_params p)
                 }
         }
         if (t + 1 < nk)
-            w_store(p, w, sw[cur ^ 1], (int64_t)(t + 1) * GK);   // read after the next barrier
+            w_store(p, w, sw[cur ^ 1], (int64_t)(t + 1) * GK, lut);   // read after the next barrier
     }
     OT *y = (OT *)p.y;
     const bool pairs = p.N % 2 == 0;
