@@ -424,13 +424,18 @@ static void test_pass_algebra(unsigned long long *seed)
             opnd[i] = add_transpose(g, add_input(g, name, KILN_DT_FLOAT32, r, xd, NULL), r, t[i]);
         }
         int64_t md[2] = {S, Sk};
-        opnd[3] = add_input(g, "mask", KILN_DT_FLOAT32, 2, md, NULL);
+        bool bmask = it % 3 == 0;   /* boolean: keep where true (mask_kind 2), else additive */
+        opnd[3] = add_input(g, "mask", bmask ? KILN_DT_BOOL : KILN_DT_FLOAT32, 2, md, NULL);
         if (two_uses)   /* Q's Transpose also read by a Relu (a graph output): must stay */
             add_output(g, out_of(g, add_node(g, KILN_OP_Relu, 1, &opnd[0])));
         if (graph_out)   /* V's Transpose is a graph output: must stay */
             add_output(g, opnd[2]);
         int at = add_node(g, KILN_OP_Attention, 4, opnd);
         CHECK(kiln__node_set_attr_f(&g->nodes[at], "scale", 0.7f) == KILN_OK);
+        if (bmask) {
+            CHECK(kiln__node_set_attr_i(&g->nodes[at], "mask_kind", 2) == KILN_OK);
+            CHECK(kiln__node_set_attr_f(&g->nodes[at], "mask_fill", -5.0f) == KILN_OK);
+        }
         for (int i = 0; i < KILN_ATTN_NPERM; i++)
             set_perm(g, at, kiln__attn_perm_names[i], r, a[i]);
         int y = out_of(g, at);
