@@ -1,0 +1,64 @@
+// Developer micro-benchmark (docs/CUDA.md): kiln's fused attention and 4-bit weight-only GEMM kernels alone at
+// BERT-base shapes, CUDA events around 20 launches. Build and run on a GPU machine:
+//   nvcc -std=c++17 -Iinclude -Isrc -gencode=arch=compute_90a,code=sm_90a -O2 -o cuda_kernels \
+//        bench/cuda_kernels.cu src/backend/cuda/kernels_attn.cu src/backend/cuda/kernels_fp4.cu && ./cuda_kernels
+#include "backend/cuda/kernels.h"
+#include <cuda_fp16.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static float time_it(void (*fn)(void *), void *a, int reps)
+{
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0); cudaEventCreate(&e1);
+    fn(a); cudaDeviceSynchronize();
+    cudaEventRecord(e0);
+    for (int i = 0; i < reps; i++) fn(a);
+    cudaEventRecord(e1); cudaEventSynchronize(e1);
+    float ms; cudaEventElapsedTime(&ms, e0, e1);
+    return ms * 1000.f / reps;
+}
+struct attn_arg { cuk_attn_io io; const void *mask; cuk_shape sh; };
+static void run_attn(void *p) { attn_arg *a = (attn_arg *)p; cuk_attn_fused(CUK_F16, &a->io, 0.125f, a->mask, 1, 0.f, &a->sh, 0); }
+struct gemm_arg { const void *a; const uint8_t *w; const void *s; void *y; int64_t M, N, K; int fmt; };
+static void run_gemm(void *p) { gemm_arg *g = (gemm_arg *)p; cuk_fp4_gemm(CUK_F16, g->a, g->K, g->M, g->K, g->w, g->s, g->fmt, g->fmt == CUK_Q_NVFP4 ? 16 : 32, 1.0f, g->y, g->N, 0); }
+int main()
+{
+    const int64_t B = 128, H = 12, S = 128, D = 64;
+    size_t n = (size_t)(B * H * S * D);
+    void *q, *k, *v, *y; float *mask;
+    cudaMalloc(&q, n * 2); cudaMalloc(&k, n * 2); cudaMalloc(&v, n * 2); cudaMalloc(&y, n * 2); cudaMalloc(&mask, B * S * 4);
+    cudaMemset(q, 0x21, n * 2); cudaMemset(k, 0x22, n * 2); cudaMemset(v, 0x23, n * 2); cudaMemset(mask, 0, B * S * 4);
+    for (int layout = 0; layout < 2; layout++) for (int m = 0; m < 2; m++) {
+        attn_arg a; memset(&a, 0, sizeof a);
+        a.io.q = q; a.io.k = k; a.io.v = v; a.io.y = y; a.io.nlead = 2; a.io.lead[0] = B; a.io.lead[1] = H;
+        a.io.S = S; a.io.Sk = S; a.io.D = D; a.io.Dv = D;
+        if (layout == 0) {   // [B,H,S,D] Q, V, Y; K^T [B,H,D,S]
+            a.io.ql[0] = H*S*D; a.io.ql[1] = S*D; a.io.qs = D; a.io.qd = 1;
+            a.io.kl[0] = H*S*D; a.io.kl[1] = S*D; a.io.kd = S; a.io.ks = 1;
+            memcpy(a.io.vl, a.io.ql, sizeof a.io.vl); a.io.vs = D; a.io.vd = 1;
+            memcpy(a.io.yl, a.io.ql, sizeof a.io.yl); a.io.ys = D; a.io.yd = 1;
+        } else {   // all [B,S,H,D]
+            a.io.ql[0] = S*H*D; a.io.ql[1] = D; a.io.qs = H*D; a.io.qd = 1;
+            memcpy(a.io.kl, a.io.ql, sizeof a.io.kl); a.io.ks = H*D; a.io.kd = 1;
+            memcpy(a.io.vl, a.io.ql, sizeof a.io.vl); a.io.vs = H*D; a.io.vd = 1;
+            memcpy(a.io.yl, a.io.ql, sizeof a.io.yl); a.io.ys = H*D; a.io.yd = 1;
+        }
+        if (m) { a.mask = mask; a.sh.ndim = 4; a.sh.dims[0] = B; a.sh.dims[1] = H; a.sh.dims[2] = S; a.sh.dims[3] = S;
+                 a.sh.str[0][0] = S; a.sh.str[0][1] = 0; a.sh.str[0][2] = 0; a.sh.str[0][3] = 1; }
+        float us = time_it(run_attn, &a, 20);
+        printf("attention b128 %s %s: %.1f us (%.0f GB/s of Q K V Y)  err %s\n", layout ? "BSHD" : "BHSD/KT", m ? "mask" : "nomask", us,
+               4.0 * n * 2 / us / 1e3, cudaGetErrorString(cudaGetLastError()));
+    }
+    int64_t shapes[6][3] = {{16384, 768, 768}, {16384, 3072, 768}, {16384, 768, 3072}, {128, 768, 768}, {128, 3072, 768}, {128, 768, 3072}};
+    void *a, *w, *s, *yy;
+    cudaMalloc(&a, 16384 * 3072 * 2); cudaMalloc(&w, 3072 * 3072); cudaMalloc(&s, 3072 * 3072); cudaMalloc(&yy, 16384 * 3072 * 2);
+    cudaMemset(a, 0x11, 16384 * 3072 * 2); cudaMemset(w, 0x35, 3072 * 3072); cudaMemset(s, 0x38, 3072 * 3072);
+    for (int i = 0; i < 6; i++) {
+        gemm_arg g = {a, (const uint8_t *)w, s, yy, shapes[i][0], shapes[i][1], shapes[i][2], CUK_Q_NVFP4};
+        float us = time_it(run_gemm, &g, 20);
+        printf("nvfp4 gemm M %lld N %lld K %lld: %.1f us = %.0f TFLOP/s  err %s\n", (long long)g.M, (long long)g.N, (long long)g.K, us,
+               2.0 * g.M * g.N * g.K / us / 1e6, cudaGetErrorString(cudaGetLastError()));
+    }
+    return 0;
+}
