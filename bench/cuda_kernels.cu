@@ -20,8 +20,8 @@ static float time_it(void (*fn)(void *), void *a, int reps)
 }
 struct attn_arg { cuk_attn_io io; const void *mask; cuk_shape sh; };
 static void run_attn(void *p) { attn_arg *a = (attn_arg *)p; cuk_attn_fused(CUK_F16, &a->io, 0.125f, a->mask, 1, 0.f, &a->sh, 0); }
-struct gemm_arg { const void *a; const uint8_t *w; const void *s; void *y; int64_t M, N, K; int fmt; };
-static void run_gemm(void *p) { gemm_arg *g = (gemm_arg *)p; cuk_fp4_gemm(CUK_F16, g->a, g->K, g->M, g->K, g->w, g->s, g->fmt, g->fmt == CUK_Q_NVFP4 ? 16 : 32, 1.0f, g->y, g->N, 0); }
+struct gemm_arg { const void *a; const uint8_t *w; const void *s; void *y; int64_t M, N, K; int fmt; float *ws; };
+static void run_gemm(void *p) { gemm_arg *g = (gemm_arg *)p; cuk_fp4_gemm(CUK_F16, g->a, g->K, g->M, g->K, g->w, g->s, g->fmt, g->fmt == CUK_Q_NVFP4 ? 16 : 32, 1.0f, g->y, g->N, g->ws, cuk_fp4_gemm_splits(g->M, g->N, g->K), 0); }
 int main()
 {
     const int64_t B = 128, H = 12, S = 128, D = 64;
@@ -53,9 +53,10 @@ int main()
     int64_t shapes[6][3] = {{16384, 768, 768}, {16384, 3072, 768}, {16384, 768, 3072}, {128, 768, 768}, {128, 3072, 768}, {128, 768, 3072}};
     void *a, *w, *s, *yy;
     cudaMalloc(&a, 16384 * 3072 * 2); cudaMalloc(&w, 3072 * 3072); cudaMalloc(&s, 3072 * 3072); cudaMalloc(&yy, 16384 * 3072 * 2);
+    void *ws4; cudaMalloc(&ws4, 128 * 3072 * 4);
     cudaMemset(a, 0x11, 16384 * 3072 * 2); cudaMemset(w, 0x35, 3072 * 3072); cudaMemset(s, 0x38, 3072 * 3072);
     for (int i = 0; i < 6; i++) {
-        gemm_arg g = {a, (const uint8_t *)w, s, yy, shapes[i][0], shapes[i][1], shapes[i][2], CUK_Q_NVFP4};
+        gemm_arg g = {a, (const uint8_t *)w, s, yy, shapes[i][0], shapes[i][1], shapes[i][2], CUK_Q_NVFP4, (float *)ws4};
         float us = time_it(run_gemm, &g, 20);
         printf("nvfp4 gemm M %lld N %lld K %lld: %.1f us = %.0f TFLOP/s  err %s\n", (long long)g.M, (long long)g.N, (long long)g.K, us,
                2.0 * g.M * g.N * g.K / us / 1e6, cudaGetErrorString(cudaGetLastError()));

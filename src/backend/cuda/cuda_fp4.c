@@ -245,16 +245,22 @@ kiln_status cu_fp4_run(cu_be *b, kiln_kctx *ctx)
         st = cu_as(b, R, sdt, &rt, &r2);
     if (st == KILN_OK && bias)
         st = cu_as(b, bias, KILN_DT_FLOAT32, &bt, &b2);
+    kiln_tensor ws;   /* split K (few output tiles): the parts' FP32 sums */
+    memset(&ws, 0, sizeof ws);
+    int splits = cuk_fp4_gemm_splits(M, N, K);
+    if (st == KILN_OK && splits > 1)
+        st = cu_tmp(b, &ws, KILN_DT_FLOAT32, 2, (const int64_t[]){M, N});
     cu_part_mark(b, 4, 0, 2);
     if (st == KILN_OK)
         st = cu_check(b, cuk_fp4_gemm(cu_fdt(sdt), a2->data, K, M, K, w->dev, w->dev + w->L.off_s, fmt, w->L.block,
-                                      w->ts, y->data, N, b->stream), "4-bit weight GEMM");
+                                      w->ts, y->data, N, ws.data, splits, b->stream), "4-bit weight GEMM");
     cu_part_mark(b, 4, 1, 2);
     if (st == KILN_OK && (b2 || r2 || act != CUK_IDENTITY))
         st = cu_check(b, cuk_epilogue(cu_fdt(sdt), y->data, M * N, N, 1, b2 ? b2->data : NULL, r2 ? r2->data : NULL,
                                       act, aa, ab, b->stream), "epilogue");
     cu_part_mark(b, 4, 2, 2);
     cu_tmp_free(b, &at);   /* used in stream order only */
+    cu_tmp_free(b, &ws);
     cu_tmp_free(b, &rt);
     cu_tmp_free(b, &bt);
     return st;

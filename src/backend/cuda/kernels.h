@@ -81,7 +81,11 @@ cudaError_t cuk_attn_fused(int fdt, const cuk_attn_io *io, float scale, const vo
  * INT4: FP16), each weight decoded to FP16 as the CPU emulation does (docs/PRECISION.md). */
 enum cuk_qfmt { CUK_Q_NVFP4 = 0, CUK_Q_MXFP4 = 1, CUK_Q_INT4 = 2 };
 cudaError_t cuk_fp4_gemm(int out_fdt, const void *a, int64_t lda, int64_t M, int64_t K, const uint8_t *w,
-                         const void *scales, int fmt, int64_t block, float ts, void *y, int64_t N, cudaStream_t s);
+                         const void *scales, int fmt, int64_t block, float ts, void *y, int64_t N, float *ws,
+                         int splits, cudaStream_t s);
+/* Parts of K that cuk_fp4_gemm should split a grid of few output tiles into (small M): > 1 wants ws, M x N
+ * float32 (the parts' sums, added atomically: their order varies from run to run). */
+int cuk_fp4_gemm_splits(int64_t M, int64_t N, int64_t K);
 /* True when cuk_attn_softmax needs no ws (rows x cols float32 scratch) for these sizes. */
 bool cuk_attn_softmax_fits(int64_t rows, int64_t cols);
 /* LayerNorm over cols: y = (x - mean) / sqrt(var + eps) * scale + bias (bias may be NULL). */

@@ -10,6 +10,7 @@
 // time with two shared-memory stages: the next A tile arrives by cp.async and the next W tile's packed
 // bytes and scales are loaded into registers while the current one is multiplied.
 #include "kernels_common.cuh"
+#include <type_traits>
 
 #define GM 128
 #define GN 128
@@ -27,6 +28,8 @@ struct fp4_params {
     float ts;               // NVFP4's tensor scale
     void *y;
     int vec_a, vec_w;       // 16-byte A copies; 8-byte W loads
+    float *ws;              // split K (gridDim.z parts): FP32 sums added here (zeroed), else NULL
+    int tiles;              // K tiles a part
 };
 
 __device__ __forceinline__ uint32_t sm_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -181,17 +184,19 @@ __global__ void __launch_bounds__(GTHREADS) k_fp4_gemm(const fp4_params p)
 #pragma unroll
         for (int j = 0; j < 4; j++)
             acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
-    const int nk = (int)((p.K + GK - 1) / GK);
-    a_stage(p, sa[0], m0, 0);
-    w_piece w = w_load(p, n0, 0);
-    w_store(p, w, sw[0], 0, lut);
+    const int nkt = (int)((p.K + GK - 1) / GK), t0 = blockIdx.z * p.tiles;
+    const int nk = nkt - t0 < p.tiles ? nkt - t0 : p.tiles;   // this part's tiles: t0 .. t0 + nk
+    const int64_t kb = (int64_t)t0 * GK;
+    a_stage(p, sa[0], m0, kb);
+    w_piece w = w_load(p, n0, kb);
+    w_store(p, w, sw[0], kb, lut);
     for (int t = 0; t < nk; t++) {
         const int cur = t & 1;
         asm volatile("cp.async.wait_all;\n" ::);
         __syncthreads();   // tile t staged; every warp done with tile t - 1
         if (t + 1 < nk) {   // the next tile: A on its way, W's bytes in registers
-            a_stage(p, sa[cur ^ 1], m0, (int64_t)(t + 1) * GK);
-            w = w_load(p, n0, (int64_t)(t + 1) * GK);
+            a_stage(p, sa[cur ^ 1], m0, kb + (int64_t)(t + 1) * GK);
+            w = w_load(p, n0, kb + (int64_t)(t + 1) * GK);
         }
         const __half *A = sa[cur], *W = sw[cur];
 #pragma unroll
@@ -214,7 +219,7 @@ __global__ void __launch_bounds__(GTHREADS) k_fp4_gemm(const fp4_params p)
                 }
         }
         if (t + 1 < nk)
-            w_store(p, w, sw[cur ^ 1], (int64_t)(t + 1) * GK, lut);   // read after the next barrier
+            w_store(p, w, sw[cur ^ 1], kb + (int64_t)(t + 1) * GK, lut);   // read after the next barrier
     }
     OT *y = (OT *)p.y;
     const bool pairs = p.N % 2 == 0;
@@ -229,7 +234,11 @@ __global__ void __launch_bounds__(GTHREADS) k_fp4_gemm(const fp4_params p)
                 if (row >= p.M || col >= p.N)
                     continue;
                 const float v0 = acc[mt][nt][2 * h], v1 = acc[mt][nt][2 * h + 1];
-                if (pairs || col + 1 >= p.N)
+                if (p.ws) {   // a part of K: its sums added to the others'
+                    atomicAdd(p.ws + row * p.N + col, v0);
+                    if (col + 1 < p.N)
+                        atomicAdd(p.ws + row * p.N + col + 1, v1);
+                } else if (pairs || col + 1 >= p.N)
                     st2<OT>(y, row * p.N + col, v0, v1, pairs);
                 else {
                     st2<OT>(y, row * p.N + col, v0, 0.f, false);
@@ -239,9 +248,30 @@ __global__ void __launch_bounds__(GTHREADS) k_fp4_gemm(const fp4_params p)
         }
 }
 
+template <typename OT> __global__ void k_fp4_split_out(const float *ws, OT *y, int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = std::is_same<OT, __half>::value ? (OT)__float2half_rn(ws[i]) : (OT)__float2bfloat16_rn(ws[i]);
+}
+
+// Parts of K for a grid of few tiles (small M): about two blocks an SM, each part at least 4 tiles of K.
+extern "C" int cuk_fp4_gemm_splits(int64_t M, int64_t N, int64_t K)
+{
+    int64_t tiles = ((M + GM - 1) / GM) * ((N + GN - 1) / GN), nk = (K + GK - 1) / GK;
+    int sms = 132;
+    int dev;
+    if (cudaGetDevice(&dev) == cudaSuccess)
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (tiles >= sms || nk < 8)
+        return 1;
+    int64_t want = (2 * (int64_t)sms + tiles - 1) / tiles, most = nk / 4;
+    int64_t sp = want < most ? want : most;
+    return sp < 1 ? 1 : sp > 64 ? 64 : (int)sp;
+}
+
 extern "C" cudaError_t cuk_fp4_gemm(int out_fdt, const void *a, int64_t lda, int64_t M, int64_t K, const uint8_t *w,
                                     const void *scales, int fmt, int64_t block, float ts, void *y, int64_t N,
-                                    cudaStream_t s)
+                                    float *ws, int splits, cudaStream_t s)
 {
     if (M <= 0 || N <= 0 || K <= 0 || (block != 16 && block != 32) || (N + GN - 1) / GN > INT32_MAX ||
         (M + GM - 1) / GM > 65535 || (out_fdt != CUK_F16 && out_fdt != CUK_BF16))
@@ -263,10 +293,26 @@ extern "C" cudaError_t cuk_fp4_gemm(int out_fdt, const void *a, int64_t lda, int
     p.y = y;
     p.vec_a = lda % 8 == 0 && (uintptr_t)a % 16 == 0;
     p.vec_w = p.row_bytes % 8 == 0 && (uintptr_t)w % 8 == 0;
-    dim3 grid((unsigned)((N + GN - 1) / GN), (unsigned)((M + GM - 1) / GM));
+    const int64_t nk = (K + GK - 1) / GK;
+    if (splits < 1 || !ws)
+        splits = 1;
+    p.tiles = (int)((nk + splits - 1) / splits);
+    splits = (int)((nk + p.tiles - 1) / p.tiles);   // no empty part
+    p.ws = splits > 1 ? ws : NULL;
+    if (p.ws && cudaMemsetAsync(ws, 0, sizeof(float) * (size_t)(M * N), s) != cudaSuccess)
+        return cudaGetLastError();
+    dim3 grid((unsigned)((N + GN - 1) / GN), (unsigned)((M + GM - 1) / GM), (unsigned)splits);
     if (out_fdt == CUK_F16)
         k_fp4_gemm<__half><<<grid, GTHREADS, 0, s>>>(p);
     else
         k_fp4_gemm<__nv_bfloat16><<<grid, GTHREADS, 0, s>>>(p);
+    if (p.ws) {
+        const int64_t n = M * N;
+        const unsigned blocks = (unsigned)(n / 256 + 1 < 4096 ? n / 256 + 1 : 4096);
+        if (out_fdt == CUK_F16)
+            k_fp4_split_out<__half><<<blocks, 256, 0, s>>>(ws, (__half *)y, n);
+        else
+            k_fp4_split_out<__nv_bfloat16><<<blocks, 256, 0, s>>>(ws, (__nv_bfloat16 *)y, n);
+    }
     return cudaGetLastError();
 }
