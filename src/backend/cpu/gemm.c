@@ -28,7 +28,8 @@
  *     ahead.
  *   - A grid split only along N gets several tasks per thread (dynamic scheduling); each
  *     thread's packing buffer is a reusable per-thread scratch buffer (scratch.h).
- *   - Tiny problems and GEMV shapes (M == 1 or N == 1) take a direct path without packing.
+ *   - Tiny problems and GEMV shapes (M == 1 or N == 1) take a direct path without packing; one
+ *     row against pre-packed B (a classifier's last Gemm) streams the panels once (row512).
  * Edge tiles are handled by zero padding in the packed panels and masked / partial stores, so
  * every size is supported. With beta == 0, C is never read. */
 #include "gemm.h"
@@ -754,6 +755,40 @@ T512 static void ukr512_conv(int64_t kc, const float *a, int64_t lda, const floa
 #undef A_AT
 }
 
+/* One row of C (M == 1) against pre-packed B panels [p0, p1) (a classifier's last Gemm: the weights
+ * stream from memory once, 2 FMAs per 128 bytes): c[j] = epi(alpha * sum_k a[k*as] B(k, j) + beta * c[j]).
+ * Four accumulator pairs along k hide the FMA latency. t: alpha, beta, epilogue (i0 = 0). */
+T512 static void row512(int64_t K, const float *a, int64_t as, const float *bpack, int64_t p0, int64_t p1, int64_t N,
+                        float *c, const tile_args *t)
+{
+    for (int64_t p = p0; p < p1; p++) {
+        const float *pb = bpack + p * K * NR_512;
+        __m512 s0[4], s1[4];
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++)
+            s0[u] = s1[u] = _mm512_setzero_ps();
+        int64_t k = 0;
+        for (; k + 4 <= K; k += 4, pb += 4 * NR_512) {
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++) {
+                __m512 av = _mm512_set1_ps(a[(k + u) * as]);
+                s0[u] = _mm512_fmadd_ps(av, _mm512_load_ps(pb + u * NR_512), s0[u]);
+                s1[u] = _mm512_fmadd_ps(av, _mm512_load_ps(pb + u * NR_512 + 16), s1[u]);
+            }
+        }
+        for (; k < K; k++, pb += NR_512) {
+            __m512 av = _mm512_set1_ps(a[k * as]);
+            s0[0] = _mm512_fmadd_ps(av, _mm512_load_ps(pb), s0[0]);
+            s1[0] = _mm512_fmadd_ps(av, _mm512_load_ps(pb + 16), s1[0]);
+        }
+        __m512 c0 = _mm512_add_ps(_mm512_add_ps(s0[0], s0[1]), _mm512_add_ps(s0[2], s0[3]));
+        __m512 c1 = _mm512_add_ps(_mm512_add_ps(s1[0], s1[1]), _mm512_add_ps(s1[2], s1[3]));
+        tile_args tp = *t;
+        tp.j0 = p * NR_512;
+        store512(&c0, &c1, _mm256_setzero_ps(), c + tp.j0, 0, 1, (int)min64(NR_512, N - tp.j0), &tp, W_FULL);
+    }
+}
+
 typedef struct convd_job {
     const kiln_convd *d;
     int64_t tw;           /* tiles per output row */
@@ -961,6 +996,16 @@ static void direct_task_cols(void *ctx, int64_t begin, int64_t end)
     const gemm_job *g = ctx;
     direct_block(g, 0, g->M, begin * 256, min64(g->N, end * 256));
 }
+
+#if GEMM_X86
+/* M == 1 against pre-packed B (AVX-512): panels [begin, end) by row512 */
+static void row_task(void *ctx, int64_t begin, int64_t end)
+{
+    const gemm_job *g = ctx;
+    tile_args t = {.alpha = g->alpha, .beta = g->beta, .epi = g->epi};
+    row512(g->K, g->A, g->a_cs, g->bpack, begin, end, g->N, g->C, &t);
+}
+#endif
 
 /* ------------------------------------------------------------------------------------------
  * Packed path
@@ -1222,6 +1267,13 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
         return;
     }
 
+#if GEMM_X86
+    /* one row against pre-packed B: a GEMV over the panels, each streamed once */
+    if (g.bpack && M == 1 && im == &impl_avx512) {
+        kiln__parallel_for(pool, nthreads, ceil_div(N, im->nr), 1, row_task, &g);
+        return;
+    }
+#endif
     unalias_a(&g);
     plan_grid(&g, nthreads);
     /* a grid split only along N gets several tasks per thread (taken dynamically by the pool):
