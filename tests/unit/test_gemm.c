@@ -310,6 +310,25 @@ static int test_row_bpack(unsigned long long *seed)
     return fails;
 }
 
+/* Grids split along M (M large, N small) at 2-3 threads, where op(B) is packed once for all the
+ * tasks (a packing callback, or K <= 512): odd N (partial last panel), B transposed or not, one
+ * and several K slices, every epilogue; K > 512 with the built-in packer for comparison. */
+static int test_shared_b(unsigned long long *seed)
+{
+    int fails = 0;
+    static const int64_t ns[] = {1, 17, 33, 49, 100, 196};
+    static const int64_t ks[] = {3, 64, 257, 512, 700};
+    int i = 0;
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+        for (size_t b = 0; b < sizeof ks / sizeof ks[0]; b++, i++) {
+            kiln_act act = {.kind = i % 3 == 0 ? KILN_ACT_RELU : KILN_ACT_NONE};
+            int64_t M = 200 + 37 * (i % 4);
+            fails += !run_epi_case(2 + i % 2, false, i % 3 == 1, M, ns[a], ks[b], 1.0f, i % 5 == 0 ? 0.5f : 0.0f,
+                                   i % 3, i % 2 == 1, act, i % 2, seed);
+        }
+    return fails;
+}
+
 static int test_epilogues(unsigned long long *seed)
 {
     int fails = 0;
@@ -630,6 +649,7 @@ int main(int argc, char **argv)
     fails += test_epilogues(&seed);
     fails += test_tall_tiles(&seed);
     fails += test_row_bpack(&seed);
+    fails += test_shared_b(&seed);
     test_act_accuracy();
     test_fused_kernels(&seed);
     test_attention(&seed);
