@@ -311,6 +311,9 @@ typedef struct kiln_device_stats {
     double replay_host_ms[3];   /* host wall time of the last run when it was a replay: copying the inputs into
                                  * pinned memory, launching and waiting for the GPU, copying the outputs back
                                  * (into new host tensors, half storage widened); 0 otherwise */
+    unsigned long long weight_bytes;   /* device memory holding the engine's weights: the copies shared by its
+                                        * contexts plus this context's own forms of them (FP8 / 4-bit weights,
+                                        * channels-last filters); 0 on the CPU */
 } kiln_device_stats;
 kiln_status kiln_context_device_stats(kiln_context_t c, kiln_device_stats *out);
 /* Where layer i ran in the context's last interpreted run on its device (a CUDA graph replay repeats the run

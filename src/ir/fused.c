@@ -1,4 +1,4 @@
-/* Fused-activation attributes of kiln's fused ops (see fused.h). */
+/* Fused-activation attributes of kiln's fused ops and Attention's permutations (see fused.h). */
 #include "fused.h"
 
 static const char *const act_names[KILN_FUSED_ACT_COUNT] = {NULL, "Relu", "Clip", "LeakyRelu", "Sigmoid",
@@ -34,4 +34,28 @@ kiln_status kiln__node_set_fused_act(kiln_node *n, const kiln_fused_act *a)
     KILN_TRY(kiln__node_set_attr_s(n, "activation", name));
     KILN_TRY(kiln__node_set_attr_f(n, "activation_alpha", a->alpha));
     return kiln__node_set_attr_f(n, "activation_beta", a->beta);
+}
+
+const char *const kiln__attn_perm_names[KILN_ATTN_NPERM] = {"q_perm", "kt_perm", "v_perm", "y_perm"};
+
+bool kiln__attn_perm(const kiln_node *n, int which, int rank, int *perm)
+{
+    if (which < 0 || which >= KILN_ATTN_NPERM || rank < 0 || rank > KILN_MAX_DIMS)
+        return false;
+    const kiln_attr *a = kiln__attr(n, kiln__attn_perm_names[which]);
+    for (int j = 0; j < rank; j++)
+        perm[j] = j;
+    if (!a)
+        return true;
+    if (a->type != KILN_ATTR_INTS || a->n != rank)
+        return false;
+    bool seen[KILN_MAX_DIMS] = {0};
+    for (int j = 0; j < rank; j++) {
+        int64_t p = a->ints[j];
+        if (p < 0 || p >= rank || seen[p])
+            return false;
+        seen[p] = true;
+        perm[j] = (int)p;
+    }
+    return true;
 }

@@ -22,4 +22,15 @@ const char *kiln__fused_act_name(kiln_fused_act_kind k);
 bool kiln__fused_act_of(const kiln_node *n, kiln_fused_act *a);
 /* Sets the activation attributes of a fused node. */
 kiln_status kiln__node_set_fused_act(kiln_node *n, const kiln_fused_act *a);
+
+/* Attention's operand permutations (INTS attributes, absent = identity; docs/OPS.md): input i's
+ * logical operand is Transpose(physical input i, perm), perm = "q_perm", "kt_perm", "v_perm" for
+ * i = 0, 1, 2 (logical.dims[j] = physical.dims[perm[j]]); the physical output is
+ * Transpose(logical output, "y_perm"). */
+enum { KILN_ATTN_Q, KILN_ATTN_KT, KILN_ATTN_V, KILN_ATTN_Y, KILN_ATTN_NPERM };
+extern const char *const kiln__attn_perm_names[KILN_ATTN_NPERM];
+/* perm[0..rank) = the attribute `which` of Attention node n (the identity when absent). False,
+ * perm unspecified, when the attribute is not INTS of length rank holding a permutation of
+ * 0..rank-1 (or rank is outside 0..KILN_MAX_DIMS). */
+bool kiln__attn_perm(const kiln_node *n, int which, int rank, int *perm);
 #endif

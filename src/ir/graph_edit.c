@@ -232,6 +232,17 @@ kiln_status kiln__node_set_attr_f(kiln_node *n, const char *name, float v)
     return KILN_OK;
 }
 
+kiln_status kiln__node_set_attr_ints(kiln_node *n, const char *name, int count, const int64_t *v)
+{
+    kiln_attr *a = attr_slot(n, name, KILN_ATTR_INTS);
+    if (!a || (count > 0 && !(a->ints = kiln__malloc(sizeof(int64_t) * (size_t)count))))
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    if (count > 0)
+        memcpy(a->ints, v, sizeof(int64_t) * (size_t)count);
+    a->n = count;
+    return KILN_OK;
+}
+
 kiln_status kiln__node_set_attr_s(kiln_node *n, const char *name, const char *v)
 {
     kiln_attr *a = attr_slot(n, name, KILN_ATTR_STRING);

@@ -2,6 +2,7 @@
  * detection, losses, signal processing, and kiln's fused ops (same geometry as the kernels in
  * src/backend/cpu/ref: k_conv.c, k_pool.c, k_resize.c, k_fused.c, ...). */
 #include "shape_impl.h"
+#include "fused.h"
 #include <math.h>
 
 #define SP_MAX (KILN_MAX_DIMS - 2)
@@ -791,14 +792,34 @@ kiln_status kiln__si_fusedmatmul(kiln_ictx *c)
 
 kiln_status kiln__si_fusedgemm(kiln_ictx *c) { return kiln__si_gemm(c); }
 
+/* o = Transpose(x, Attention's permutation `which`): o.dims[j] = x.dims[perm[j]] (x when its rank is unknown) */
+static kiln_status attn_permute(kiln_ictx *c, int which, const kiln_vshape *x, kiln_vshape *o)
+{
+    if (x->rank < 0) {
+        kiln__vs_unknown(o, x->dtype);
+        return KILN_OK;
+    }
+    int p[KILN_MAX_DIMS];
+    if (!kiln__attn_perm(c->n, which, x->rank, p))
+        return kiln__ierr(c, KILN_ERR_INVALID_ARG, "%s is not a permutation of 0..%d", kiln__attn_perm_names[which],
+                          x->rank - 1);
+    kiln_sdim d[KILN_MAX_DIMS];
+    for (int j = 0; j < x->rank; j++)
+        d[j] = x->dims[p[j]];
+    kiln__vs_set(o, x->dtype, x->rank, d);
+    return KILN_OK;
+}
+
 kiln_status kiln__si_attention(kiln_ictx *c)
 {
-    const kiln_vshape *q, *kt, *v;
-    KILN_TRY(kiln__need(c, 0, &q));
-    KILN_TRY(kiln__need(c, 1, &kt));
-    KILN_TRY(kiln__need(c, 2, &v));
-    kiln_vshape s;
-    KILN_TRY(matmul_shape(c, q, kt, q->dtype, &s));
+    const kiln_vshape *in[3];
+    kiln_vshape lg[3], s, y;
+    for (int i = 0; i < 3; i++) {
+        KILN_TRY(kiln__need(c, i, &in[i]));
+        KILN_TRY(attn_permute(c, i, in[i], &lg[i]));   /* the logical Q, K^T, V */
+    }
+    KILN_TRY(matmul_shape(c, &lg[0], &lg[1], in[0]->dtype, &s));
     KILN_TRY(add_bcast(c, &s, IN(c, 3)));   /* additive mask, or Where(mask, scores, fill) */
-    return matmul_shape(c, &s, v, q->dtype, c->out[0]);
+    KILN_TRY(matmul_shape(c, &s, &lg[2], in[0]->dtype, &y));
+    return attn_permute(c, KILN_ATTN_Y, &y, c->out[0]);
 }

@@ -13,6 +13,7 @@ const kiln_pass_info kiln__passes[] = {
     {"fuse-gelu", kiln__pass_fuse_gelu},
     {"fuse-hardswish", kiln__pass_fuse_hardswish},
     {"fuse-attention", kiln__pass_fuse_attention},
+    {"attention-transpose", kiln__pass_attention_transpose},   /* Transposes around Attention -> its perms */
     {"fuse-bias", kiln__pass_fuse_bias},
     {"fuse-residual", kiln__pass_fuse_residual},
     {"fuse-activation", kiln__pass_fuse_activation},

@@ -50,6 +50,7 @@ kiln_status kiln__pass_fuse_layernorm(kiln_graph *g, const kiln_pass_ctx *pc, in
 kiln_status kiln__pass_fuse_gelu(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 kiln_status kiln__pass_fuse_hardswish(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 kiln_status kiln__pass_fuse_attention(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
+kiln_status kiln__pass_attention_transpose(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 kiln_status kiln__pass_cancel_transpose_reshape(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 kiln_status kiln__pass_fuse_bias(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 kiln_status kiln__pass_fuse_residual(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);

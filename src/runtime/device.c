@@ -2,6 +2,7 @@
  * instance per kiln_dev, device memory and copies through the module. The per-node residency
  * logic is in exec_device.c. */
 #include "device_impl.h"
+#include "../backend/cpu/lowbit.h"
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
@@ -19,6 +20,8 @@ static const kiln_devmod_host host_services = {
     .attr_s = kiln__attr_s,
     .attr_ints = kiln__attr_ints,
     .fused_act = kiln__fused_act_of,
+    .lowbit_prep = kiln__lowbit_prep,
+    .free_blob = kiln__free,
 };
 
 /* ---- the module: opened once per process, never closed */
@@ -217,6 +220,7 @@ void kiln__dev_stats(const kiln_dev *d, kiln_device_stats *s)
     for (int k = 0; k < 3; k++)
         s->replay_host_ms[k] = d->replayed ? d->replay_host_ms[k] : 0.0;
     snprintf(s->description, sizeof s->description, "%s", d->description);
+    s->weight_bytes = kiln__dev_weights_bytes(d) + (d->mod->own_weight_bytes ? d->mod->own_weight_bytes(d->be) : 0);
 }
 
 int kiln__dev_layer_place(const kiln_dev *d, const kiln_graph *g, int i)

@@ -33,11 +33,13 @@ typedef struct kiln_dev_node {
     int n_tmp;
     kiln_tensor tmp[16];           /* copies made for this node, freed by kiln__dev_node_end */
     bool tmp_dev[16];
+    const kiln_layer *blob_of;     /* the engine's CPU layer whose blob the device layer runs from, or NULL */
 } kiln_dev_node;
 
-/* Chooses where node n of g runs and rewrites in[] (n->n_in entries) to tensors resident there. */
+/* Chooses where node n of g runs and rewrites in[] (n->n_in entries) to tensors resident there. host_layer:
+ * the engine's CPU layer of n (its build-time blob, which the device module may run from), or NULL. */
 kiln_status kiln__dev_node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node *n, const kiln_tensor **in,
-                                 kiln_dev_node *dn);
+                                 const kiln_layer *host_layer, kiln_dev_node *dn);
 /* After the node ran: frees the copies; outputs of a host-run node that device layers will want
  * (floats, large tensors) are moved to the device. */
 kiln_status kiln__dev_node_end(kiln_dev *d, kiln_dev_node *dn, const kiln_node *n, kiln_tensor *const *out,

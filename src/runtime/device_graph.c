@@ -12,9 +12,7 @@
  * are not captured again. */
 #include "device_impl.h"
 #include "exec.h"
-#include <pthread.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 static double now_ms(void)
 {
@@ -80,48 +78,23 @@ static void key_set(kiln_dev *d, const kiln_graph *g, const kiln_tensor *const *
     }
 }
 
-/* memcpy in up to 8 threads for large inputs (ResNet-50 at batch 256: 154 MB into the graph's pinned
- * memory before each replay; one thread copies it at a fraction of the memory bandwidth). */
-#define PAR_COPY_MIN ((size_t)8 << 20)
-#define PAR_COPY_THREADS 8
-
+/* memcpy in parallel for large inputs (ResNet-50 at batch 256: 154 MB into the graph's pinned memory before
+ * each replay) */
 typedef struct par_copy {
     char *dst;
     const char *src;
-    size_t n;
 } par_copy;
 
-static void *par_copy_run(void *a)
+static void par_copy_part(void *a, size_t lo, size_t hi)
 {
     par_copy *c = a;
-    memcpy(c->dst, c->src, c->n);
-    return NULL;
+    memcpy(c->dst + lo, c->src + lo, hi - lo);
 }
 
 static void copy_input(void *dst, const void *src, size_t n)
 {
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int nt = ncpu < 2 ? 1 : ncpu > PAR_COPY_THREADS ? PAR_COPY_THREADS : (int)ncpu;
-    if (n < PAR_COPY_MIN || nt < 2) {
-        memcpy(dst, src, n);
-        return;
-    }
-    pthread_t th[PAR_COPY_THREADS];
-    par_copy part[PAR_COPY_THREADS];
-    bool started[PAR_COPY_THREADS] = {false};
-    size_t step = (n / (size_t)nt + 4095) / 4096 * 4096;
-    for (int i = 0; i < nt; i++) {
-        size_t at = step * (size_t)i;
-        part[i] = (par_copy){(char *)dst + at, (const char *)src + at, at >= n ? 0 : n - at < step ? n - at : step};
-        /* part 0 is copied by this thread; a thread that cannot start copies its part here too */
-        started[i] = i > 0 && part[i].n && pthread_create(&th[i], NULL, par_copy_run, &part[i]) == 0;
-    }
-    for (int i = 0; i < nt; i++)
-        if (!started[i] && part[i].n)
-            par_copy_run(&part[i]);
-    for (int i = 1; i < nt; i++)
-        if (started[i])
-            pthread_join(th[i], NULL);
+    par_copy c = {dst, src};
+    kiln__host_par(n, n, 4096, par_copy_part, &c);
 }
 
 bool kiln__dev_graph_replay(kiln_dev *d, const kiln_graph *g, const kiln_tensor *const *in, kiln_tensor *outs,

@@ -55,6 +55,11 @@ void kiln__dev_graph_drop(kiln_dev *d);
 /* The graph input index of value v of g, or -1. */
 int kiln__dev_input_index(const kiln_graph *g, int v);
 
+/* fn(arg, lo, hi) over [0, n) in up to 8 threads when the work moves `bytes` >= 8 MiB (parts a multiple of
+ * grain), else on this thread (host_par.c). */
+void kiln__host_par(size_t n, size_t bytes, size_t grain, void (*fn)(void *arg, size_t lo, size_t hi), void *arg);
+/* Bytes of the shared device copies of the graph's weights d is bound to. */
+uint64_t kiln__dev_weights_bytes(const kiln_dev *d);
 /* The device copy of initializer v of g, made at its first use by any kiln_dev on g. */
 kiln_status kiln__dev_weight(kiln_dev *d, const kiln_graph *g, int v, const kiln_tensor **out);
 /* A device copy of host tensor h: from the instance's pool, or (shared) plain device memory that

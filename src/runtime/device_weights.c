@@ -81,6 +81,19 @@ static kiln_status bind(kiln_dev *d, const kiln_graph *g)
     return s ? KILN_OK : kiln__err(KILN_ERR_NOMEM, "out of memory");
 }
 
+uint64_t kiln__dev_weights_bytes(const kiln_dev *d)
+{
+    kiln_dev_weights *s = d->weights;
+    if (!s)
+        return 0;
+    uint64_t n = 0;
+    pthread_mutex_lock(&s->lock);
+    for (int v = 0; v < s->n; v++)
+        n += s->w[v].data ? s->w[v].nbytes : 0;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
 kiln_status kiln__dev_weight(kiln_dev *d, const kiln_graph *g, int v, const kiln_tensor **out)
 {
     if (!d->weights || d->weights->g != g)

@@ -149,7 +149,8 @@ static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int
     }
     /* device hook: where the node runs, its inputs moved there (host-run nodes get no arena) */
     kiln_dev_node dn = {.be = be};
-    if (env && env->dev && (st = kiln__dev_node_begin(env->dev, g, n, in, &dn)) != KILN_OK)
+    const kiln_layer *host_layer = env && env->layers && g == env->layers_of ? &env->layers[idx] : NULL;
+    if (env && env->dev && (st = kiln__dev_node_begin(env->dev, g, n, in, host_layer, &dn)) != KILN_OK)
         goto done;
     be = dn.be;
     /* an engine's layers come from its layer plan (prepared at build time, blobs used in place);
@@ -162,6 +163,11 @@ static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int
         goto done;
     }
     be = layer.be;
+    if (dn.blob_of && !dn.on_host) {   /* the device layer runs from the CPU layer's build-time blob */
+        layer.blob = dn.blob_of->blob;
+        layer.blob_size = dn.blob_of->blob_size;
+        layer.replaces = dn.blob_of->replaces;
+    }
     /* a constant an engine stores only packed reaches only a layer whose blob replaces it */
     for (int i = 0; i < n->n_in && st == KILN_OK; i++)
         if (in[i] && !in[i]->data && !in[i]->nbytes && kiln_tensor_numel(in[i]) > 0 &&

@@ -43,8 +43,23 @@ static kiln_status host_alloc(kiln_tensor *out, kiln_dtype dt, int ndim, const i
     return KILN_OK;
 }
 
+typedef struct widen_job {
+    float *dst;
+    const uint16_t *src;
+    bool f16;
+} widen_job;
+
+static void widen_part(void *a, size_t lo, size_t hi)
+{
+    widen_job *j = a;
+    if (j->f16)
+        kiln__f16_to_f32_array(j->dst + lo, j->src + lo, (int64_t)(hi - lo));
+    else
+        kiln__bf16_to_f32_array(j->dst + lo, j->src + lo, (int64_t)(hi - lo));
+}
+
 /* A float32 tensor the device holds as FP16 / BF16 (KILN_TENSOR_DEV_HALF): copied (into the instance's
- * scratch, kept between runs), then widened. */
+ * scratch, kept between runs), then widened (in parallel when large). */
 static kiln_status half_to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out, kiln_tensor *spare)
 {
     KILN_TRY(host_alloc(out, KILN_DT_FLOAT32, t->ndim, t->dims, spare));
@@ -61,10 +76,9 @@ static kiln_status half_to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *
     }
     uint16_t *h = d->scratch;
     kiln_status st = n ? d->mod->d2h(d->be, h, t->data, (size_t)n * 2) : KILN_OK;
-    if (st == KILN_OK && (t->flags & KILN_TENSOR_DEV_F16))
-        kiln__f16_to_f32_array(out->data, h, n);
-    else if (st == KILN_OK)
-        kiln__bf16_to_f32_array(out->data, h, n);
+    widen_job j = {out->data, h, (t->flags & KILN_TENSOR_DEV_F16) != 0};
+    if (st == KILN_OK)
+        kiln__host_par((size_t)n, (size_t)n * 6, 64, widen_part, &j);
     if (st != KILN_OK)
         kiln__tensor_release(out);
     d->d2h_bytes += (unsigned long long)n * 2;
@@ -178,8 +192,20 @@ static void note_place(kiln_dev *d, const kiln_graph *g, const kiln_node *n, kil
         d->place[i] = (uint8_t)p;
 }
 
+/* Inputs of n that the engine keeps only packed (for its CPU layer's blob). */
+static uint32_t packed_inputs(const kiln_graph *g, const kiln_node *n)
+{
+    uint32_t m = 0;
+    for (int i = 0; i < n->n_in && i < 32; i++) {
+        int v = n->in[i];
+        if (v >= 0 && v < g->n_values && g->values[v].init && !g->values[v].init->data)
+            m |= 1u << i;
+    }
+    return m;
+}
+
 static kiln_status node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node *n, const kiln_tensor **in,
-                              kiln_dev_node *dn)
+                              const kiln_layer *host_layer, kiln_dev_node *dn)
 {
     /* control flow (If / Loop / Scan) runs on the CPU, a counted fallback: its subgraphs' layers still go
      * through these hooks (device or host each), and their outputs come back to the host for it */
@@ -190,10 +216,13 @@ static kiln_status node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node 
         note_place(d, g, n, KILN_PLACE_HOST);
     } else {
         bool ok = !control && n->n_in <= 16;
-        for (int i = 0; i < n->n_in && ok; i++) {
-            int v = n->in[i];   /* a weight the engine keeps only packed, for its CPU layer */
-            ok = !(v >= 0 && v < g->n_values && g->values[v].init && !g->values[v].init->data);
-        }
+        /* a weight the engine keeps only packed, for its CPU layer: the device layer needs to run from that
+         * layer's blob (one the module reads, replacing it) */
+        if (ok && host_layer && host_layer->blob && d->mod->reads_blob &&
+            d->mod->reads_blob(d->be, n, host_layer->blob, host_layer->blob_size))
+            dn->blob_of = host_layer;
+        uint32_t packed = packed_inputs(g, n);
+        ok = ok && (packed & ~(dn->blob_of ? dn->blob_of->replaces : 0u)) == 0;
         kiln_dtype dts[16];
         int nq = n->n_in < 16 ? n->n_in : 16;
         for (int i = 0; i < nq; i++)
@@ -208,6 +237,7 @@ static kiln_status node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node 
                 return kiln__err(KILN_ERR_UNSUPPORTED, "node '%s' (%s) reads a graph input on the host: no CUDA graph",
                                  n->name, n->op_type);
             dn->on_host = true;
+            dn->blob_of = NULL;
             note_fallback(d, n);
             note_place(d, g, n, KILN_PLACE_FALLBACK);
         } else {
@@ -216,7 +246,7 @@ static kiln_status node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node 
         }
     }
     dn->be = dn->on_host ? kiln__cpu_backend() : d->be;
-    uint32_t host_mask = dn->on_host ? 0xFFFFFFFFu : d->mod->host_inputs(n);
+    uint32_t host_mask = dn->on_host ? 0xFFFFFFFFu : d->mod->host_inputs(d->be, n);
     bool dims_only = n->op == KILN_OP_Shape || n->op == KILN_OP_Size;
     for (int i = 0; i < n->n_in; i++) {
         if (!in[i])
@@ -250,10 +280,10 @@ static kiln_status node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node 
 }
 
 kiln_status kiln__dev_node_begin(kiln_dev *d, const kiln_graph *g, const kiln_node *n, const kiln_tensor **in,
-                                 kiln_dev_node *dn)
+                                 const kiln_layer *host_layer, kiln_dev_node *dn)
 {
     memset(dn, 0, sizeof *dn);
-    kiln_status st = node_begin(d, g, n, in, dn);
+    kiln_status st = node_begin(d, g, n, in, host_layer, dn);
     return st == KILN_OK ? st : kiln__dev_node_end(d, dn, n, NULL, st);   /* frees the copies made */
 }
 

@@ -152,7 +152,7 @@ static kiln_status gather(struct kiln_engine *e, const kiln_layer *l)
     return KILN_OK;
 }
 
-kiln_status kiln__layers_prepare(struct kiln_engine *e, const kiln_backend *be)
+kiln_status kiln__layers_prepare(struct kiln_engine *e, const kiln_backend *be, bool (*want)(const kiln_node *n))
 {
     kiln_graph *g = e->g;
     int n = g->n_nodes, max_in = 1;
@@ -166,7 +166,7 @@ kiln_status kiln__layers_prepare(struct kiln_engine *e, const kiln_backend *be)
         const kiln_node *nd = &g->nodes[done];
         for (int k = 0; k < nd->n_in; k++)
             consts[k] = nd->in[k] >= 0 && has_data(&g->values[nd->in[k]]) ? g->values[nd->in[k]].init : NULL;
-        st = be->ops->prepare(be, nd, consts, &l[done]);
+        st = be->ops->prepare(be, nd, !want || want(nd) ? consts : NULL, &l[done]);
         if (st != KILN_OK)
             break;
     }

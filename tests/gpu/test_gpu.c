@@ -1022,6 +1022,63 @@ static void fp8_cases(double tol)
     run_case("FP8 FusedGemm Tanh", &t, tol);
 }
 
+/* ---- 4-bit weight-only layers (`--precision nvfp4|mxfp4|int4` engines): kiln_wq the format, kiln_aq "fp16".
+ * The GPU decodes the CPU backend's packing of the weight to the emulation's FP16 weights exactly and
+ * multiplies FP16-rounded activations with FP32 sums; its output is FP16 (one rounding: 2e-3). Sizes off
+ * every tile: K not a multiple of the 16 / 32-element blocks, several 128-row / 128-column tiles, N odd. */
+static void mark_fp4(tgraph *t, const char *fmt)
+{
+    kiln__node_set_attr_s(tg_node(t), KILN_ATTR_WQ, fmt);
+    kiln__node_set_attr_s(tg_node(t), KILN_ATTR_AQ, "fp16");
+}
+
+static void fp4_cases(void)
+{
+    static const char *fmts[3] = {"nvfp4", "mxfp4", "int4"};
+    char name[64];
+    for (int f = 0; f < 3; f++) {
+        tgraph t = tg_new(KILN_OP_MatMul, 13);
+        tg_in(&t, RT(3, 3, 17, 70), false);
+        tg_in(&t, RT(2, 70, 33), true);
+        tg_outs(&t, 1);
+        mark_fp4(&t, fmts[f]);
+        snprintf(name, sizeof name, "%s MatMul K 70 N 33", fmts[f]);
+        run_case(name, &t, 2e-3);
+        t = tg_new(KILN_OP_FusedMatMul, 1);
+        tg_in(&t, RT(3, 2, 150, 768), false);
+        tg_in(&t, RT(2, 768, 200), true);
+        tg_in(&t, RT(1, 200), true);
+        tg_in(&t, RT(3, 2, 150, 200), false);
+        tg_outs(&t, 1);
+        set_act(&t, KILN_FUSED_GELU, 0, 0);
+        mark_fp4(&t, fmts[f]);
+        snprintf(name, sizeof name, "%s FusedMatMul 300x768x200 Gelu", fmts[f]);
+        run_case(name, &t, 2e-3);
+    }
+    tgraph t = tg_new(KILN_OP_MatMul, 13);
+    tg_in(&t, RT(1, 64), false);
+    tg_in(&t, RT(2, 64, 16), true);
+    tg_outs(&t, 1);
+    mark_fp4(&t, "nvfp4");
+    run_case("nvfp4 MatMul 1-D A", &t, 2e-3);
+    t = tg_new(KILN_OP_Gemm, 13);
+    tg_in(&t, RT(2, 7, 130), false);
+    tg_in(&t, RT(2, 48, 130), true);
+    tg_in(&t, RT(1, 48), true);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_i(tg_node(&t), "transB", 1);
+    mark_fp4(&t, "mxfp4");
+    run_case("mxfp4 Gemm transB bias", &t, 2e-3);
+    t = tg_new(KILN_OP_FusedGemm, 1);
+    tg_in(&t, RT(2, 5, 64), false);
+    tg_in(&t, RT(2, 64, 48), true);
+    tg_in(&t, RT(1, 48), true);
+    tg_outs(&t, 1);
+    set_act(&t, KILN_FUSED_RELU, 0, 0);
+    mark_fp4(&t, "int4");
+    run_case("int4 FusedGemm bias Relu", &t, 2e-3);
+}
+
 /* ---- model checks */
 
 /* One model check: the engine, a CPU and a CUDA context, their synthetic inputs. */
@@ -1131,8 +1188,9 @@ static const char *model_device_stats(const model_run *r)
 {
     kiln_device_stats ds;
     kiln_context_device_stats(r->gc, &ds);
-    printf("     %-28s %d layers on the GPU, %d on the host (shapes), %d fallbacks %s, %ld CUDA graph replays\n",
-           r->path, ds.device_layers, ds.host_layers, ds.fallback_layers, ds.fallback_ops, ds.graph_replays);
+    printf("     %-28s %d layers on the GPU, %d on the host (shapes), %d fallbacks %s, %ld CUDA graph replays, "
+           "%.1f MB of weights on the GPU\n", r->path, ds.device_layers, ds.host_layers, ds.fallback_layers,
+           ds.fallback_ops, ds.graph_replays, (double)ds.weight_bytes / 1e6);
     if (ds.fallback_layers)
         return "layers fell back to the CPU";
     /* kiln_context_layer_place agrees with the counts (these models have no subgraphs), and a CPU context
@@ -1344,6 +1402,7 @@ int main(int argc, char **argv)
         layer_cases();
         half_weight_cases();
         fp8_cases(0);
+        fp4_cases();
         printf("test_gpu --cpu-only: ");
         return TEST_SUMMARY();
     }
@@ -1363,6 +1422,7 @@ int main(int argc, char **argv)
     strict_check("FP8 MatMul K 33", fp8_illegal_graph);
     strict_check("FP8 Gemm transA", fp8_trans_a_graph);
     strict_check("FP8 MatMul per-channel weight scales", fp8_per_channel_graph);
+    fp4_cases();
     /* FP8 GEMMs with each output storage: float32, FP16 (the default) and BF16 (plus their rounding of the
      * output). The quantized operands are the CPU's exactly; the sums differ: Hopper's FP8 tensor cores add
      * inside each MMA keeping about 14 bits (DeepSeek-V3 report, sec. 3.3.2). These cases sum up to 96
@@ -1436,7 +1496,10 @@ int main(int argc, char **argv)
         "models/bert_base.onnx@input_ids:2x128,attention_mask:2x128,token_type_ids:2x128#fp16",
         "models/bert_base.onnx@input_ids:2x128,attention_mask:2x128,token_type_ids:2x128#bf16",
         "models/tiny_bert.onnx@input_ids:2x16,attention_mask:2x16,token_type_ids:2x16#fp8",
-        "models/bert_base.onnx@input_ids:2x128,attention_mask:2x128,token_type_ids:2x128#fp8"};
+        "models/bert_base.onnx@input_ids:2x128,attention_mask:2x128,token_type_ids:2x128#fp8",
+        "models/tiny_bert.onnx@input_ids:2x16,attention_mask:2x16,token_type_ids:2x16#nvfp4",
+        "models/tiny_bert.onnx@input_ids:2x16,attention_mask:2x16,token_type_ids:2x16#mxfp4",
+        "models/bert_base.onnx@input_ids:2x128,attention_mask:2x128,token_type_ids:2x128#nvfp4"};
     if (first_model < argc) {
         for (int i = first_model; i < argc; i++)
             if (strcmp(argv[i], "--require-gpu"))

@@ -141,9 +141,9 @@ static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, l
                thr, sum / (double)n, p50, p90, p99, ls->min, ls->max, batch, (long long)n, prec, dev, th);
         if (b->dev.device != KILN_DEVICE_CPU)
             printf(", \"gpu\": \"%s\", \"device_layers\": %d, \"host_layers\": %d, \"fallback_layers\": %d, "
-                   "\"fallback_ops\": \"%s\", \"graph_replays\": %ld",
+                   "\"fallback_ops\": \"%s\", \"graph_replays\": %ld, \"weight_bytes\": %llu",
                    cli_esc(ds->description), ds->device_layers, ds->host_layers, ds->fallback_layers,
-                   cli_esc(ds->fallback_ops), ds->graph_replays);
+                   cli_esc(ds->fallback_ops), ds->graph_replays, ds->weight_bytes);
         if (gs[0].n) {   /* device time of the replays: kiln's work with the inputs already in pinned memory */
             printf(", \"graph_ms\": {\"p50\": %.4f, \"p90\": %.4f, \"n\": %lld}, \"device_throughput\": %.3f", g50, g90,
                    (long long)gs[0].n, g50 > 0 ? (double)batch * 1e3 / g50 : 0.0);
@@ -162,9 +162,10 @@ static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, l
            prec, cli_esc(pr.layers), batch);
     if (b->dev.device != KILN_DEVICE_CPU)
         printf("gpu: %s\nlayers: %d on the device, %d on the host (shape arithmetic), %d fallen back to the CPU%s%s\n"
-               "CUDA graph replays: %ld\n",
+               "CUDA graph replays: %ld\nweights in device memory: %.1f MB\n",
                cli_esc(ds->description), ds->device_layers, ds->host_layers, ds->fallback_layers,
-               ds->fallback_layers ? ": " : "", cli_esc(ds->fallback_ops), ds->graph_replays);
+               ds->fallback_layers ? ": " : "", cli_esc(ds->fallback_ops), ds->graph_replays,
+               (double)ds->weight_bytes / 1e6);
     printf("iterations: %lld (after %d warm-up)\nthroughput: %.2f items/s\n", (long long)n, b->warmup, thr);
     printf("latency ms: mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  min %.3f  max %.3f\n", sum / (double)n, p50, p90, p99,
            ls->min, ls->max);

@@ -15,9 +15,15 @@ kiln_status kiln__matmul_fused(kiln_kctx *ctx, const kiln_tensor *bias, const ki
  * last dim ([N] or [1, N]) with beta == 1. */
 kiln_status kiln__gemm_fused(kiln_kctx *ctx, const kiln_act *act, bool *handled);
 
+/* Runs kernel `op` on (a, b) (b NULL: a alone) into a fresh heap tensor `out` (no arena), with
+ * ctx's node for attributes (k_fused.c). */
+kiln_status kiln__kcall(kiln_kctx *ctx, kiln_op op, const kiln_tensor *a, const kiln_tensor *b, kiln_tensor *out);
+/* Replaces ctx->out[0] by t (moved). */
+void kiln__kreplace_out(kiln_kctx *ctx, kiln_tensor *t);
+
 /* softmax in place over one row of n floats, NaNs ignored by the maximum */
 typedef void (*kiln_softmax_row_fn)(float *row, int64_t n);
-/* Attention (k_fused.c) with a vectorized row softmax (NULL: the scalar loop). */
+/* Attention (k_attention.c; operand permutations of src/ir/fused.h) with a vectorized row softmax (NULL: the scalar loop). */
 kiln_status kiln__attention(kiln_kctx *ctx, kiln_softmax_row_fn softmax);
 
 #endif

@@ -589,7 +589,7 @@ static const cu_op *find_op(kiln_op op)
 static bool lowbit_layer(const cu_be *b, const kiln_node *n)
 {
     return (b->host->attr_s(n, "kiln_wq", NULL) != NULL || b->host->attr_s(n, "kiln_aq", NULL) != NULL) &&
-           !cu_fp8_layer(b, n, NULL);
+           !cu_fp8_layer(b, n, NULL) && !cu_fp4_layer(b, n, NULL);
 }
 
 static bool cuda_supports(const kiln_backend *be, const kiln_bk_query *q)
@@ -610,14 +610,24 @@ static bool mod_accepts(kiln_backend *be, const kiln_node *n, int n_in, const ki
     cu_be *b = cu_of(be);
     if (!o || lowbit_layer(b, n) || (cu_fp8_layer(b, n, NULL) && !cu_fp8_accepts(b, n, n_in, in)))
         return false;
+    if (cu_fp4_layer(b, n, NULL))
+        return cu_fp4_accepts(b, n, n_in, in);
     return !o->accepts || o->accepts(b, n, n_in, in);
 }
 
-static uint32_t mod_host_inputs(const kiln_node *n)
+static uint32_t mod_host_inputs(kiln_backend *be, const kiln_node *n)
 {
     const cu_op *o = find_op(n->op);
-    return o ? o->host_inputs : 0;
+    /* a 4-bit layer packs its float32 weight on the host when it has no engine blob (cuda_fp4.c) */
+    return (o ? o->host_inputs : 0) | (cu_fp4_layer(cu_of(be), n, NULL) ? 2u : 0u);
 }
+
+static bool mod_reads_blob(kiln_backend *be, const kiln_node *n, const void *blob, size_t size)
+{
+    return cu_fp4_reads_blob(cu_of(be), n, blob, size);
+}
+
+static uint64_t mod_own_weight_bytes(kiln_backend *be) { return cu_of(be)->own_weight_bytes; }
 
 static kiln_status cuda_buf_alloc(const kiln_backend *be, size_t size, kiln_buffer *buf)
 {
@@ -744,6 +754,8 @@ static kiln_status cuda_run(const kiln_backend *be, const kiln_layer *l, kiln_kc
     if (!o)
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "no CUDA kernel");
     bool prof = b->profile && b->runs >= 3 && !b->capturing;   /* past the planning run and algorithm searches */
+    ctx->prepared = l->blob;   /* a blob of the engine's CPU layer this module runs from (reads_blob) */
+    ctx->prepared_size = l->blob_size;
     if (prof)
         cudaEventRecord(b->prof[0], b->stream);
     KILN_TRY(run_forced(b, o, ctx));
@@ -888,10 +900,9 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
     /* with the graph API NHWC won at batch 1 too (0.38 against 0.91 ms, ResNet-50 FP16) */
     const char *nhwc = getenv("KILN_CUDA_NHWC");
     b->nhwc = !nhwc || !nhwc[0] ? (b->conv_graph ? 1 : NHWC_MIN_BATCH) : !strcmp(nhwc, "0") ? 0 : 1;
-    /* half attention in one kernel: opt-in (KILN_CUDA_FUSED_ATTN=1), measured slower than the two GEMMs
-     * at BERT-base's shapes (docs/CUDA.md) */
+    /* half attention in one kernel (KILN_CUDA_FUSED_ATTN=0: two GEMMs and the softmax) */
     const char *fa = getenv("KILN_CUDA_FUSED_ATTN");
-    b->fused_attn = fa && !strcmp(fa, "1");
+    b->fused_attn = !fa || strcmp(fa, "0");
     const char *act = getenv("KILN_CUDA_ACT");
     b->force_act = act && !strcmp(act, "fp16") ? KILN_DT_FLOAT16 : act && !strcmp(act, "bf16") ? KILN_DT_BFLOAT16
                                                                                             : KILN_DT_UNDEFINED;
@@ -1047,6 +1058,8 @@ static const kiln_devmod cuda_module = {
     .create = mod_create,
     .destroy = mod_destroy,
     .host_inputs = mod_host_inputs,
+    .reads_blob = mod_reads_blob,
+    .own_weight_bytes = mod_own_weight_bytes,
     .accepts = mod_accepts,
     .alloc = mod_alloc,
     .free = mod_free,

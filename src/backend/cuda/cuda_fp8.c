@@ -67,11 +67,13 @@ typedef struct fp8_w {
     size_t bytes;
     const void *src;     /* the float32 weight it was made from, and cu_weights_gen() then */
     unsigned long gen;
+    uint64_t *own;       /* the backend's count of weight bytes of its own */
 } fp8_w;
 
 static void fp8_w_free(void *p)
 {
     fp8_w *w = p;
+    *w->own -= w->bytes;
     cudaFree(w->q);
     cudaFree(w->scale);
     free(w);
@@ -96,6 +98,7 @@ static kiln_status fp8_weight(cu_be *b, const kiln_kctx *ctx, const kiln_tensor 
         w = calloc(1, sizeof *w);
         if (!w)
             return cu_err(b, KILN_ERR_NOMEM, "out of memory");
+        w->own = &b->own_weight_bytes;
         kiln_status st = cu_check(b, cudaMalloc((void **)&w->scale, 2 * sizeof(float)), "allocating an FP8 scale");
         if (st == KILN_OK)
             st = cu_state_put(b, ctx->node, key, 1, w, fp8_w_free);
@@ -107,10 +110,12 @@ static kiln_status fp8_weight(cu_be *b, const kiln_kctx *ctx, const kiln_tensor 
     }
     if (w->bytes != bytes) {
         cudaFree(w->q);
+        *w->own -= w->bytes;
         w->q = NULL;
         w->bytes = 0;
         KILN_TRY(cu_check(b, cudaMalloc((void **)&w->q, bytes), "allocating an FP8 weight"));
         w->bytes = bytes;
+        *w->own += bytes;
     }
     w->src = NULL;
     KILN_TRY(cu_check(b, cuk_fp8_weight(W->data, trans, K, N, (unsigned *)(w->scale + 1), w->scale, w->q, b->stream),

@@ -418,6 +418,8 @@ static kiln_status k_matmul(cu_be *b, kiln_kctx *ctx)
 {
     if (cu_fp8_layer(b, ctx->node, NULL))
         return cu_fp8_run(b, ctx);
+    if (cu_fp4_layer(b, ctx->node, NULL))
+        return cu_fp4_run(b, ctx);
     const kiln_tensor *A = IN(0), *B = IN(1);
     mm_shape m;
     if (!A || !B || !cu_mm_shape(A, B, &m))
@@ -512,6 +514,8 @@ static kiln_status k_gemm(cu_be *b, kiln_kctx *ctx)
 {
     if (cu_fp8_layer(b, ctx->node, NULL))
         return cu_fp8_run(b, ctx);
+    if (cu_fp4_layer(b, ctx->node, NULL))
+        return cu_fp4_run(b, ctx);
     if (!IN(0) || !IN(1) || IN(0)->ndim != 2 || IN(1)->ndim != 2)
         return cu_kerr(b, ctx, KILN_ERR_SHAPE, "A and B must be 2-D");
     kiln_dtype sdt = gemm_sdt(b, ctx);
@@ -526,26 +530,91 @@ static kiln_status k_gemm(cu_be *b, kiln_kctx *ctx)
 
 /* ---- Attention */
 
+/* A tensor seen through an Attention perm (q_perm, kt_perm, v_perm: the logical operand is
+ * Transpose(input, perm)): the logical dims and the element strides of the physical data. */
+typedef struct attn_view {
+    int64_t dims[KILN_MAX_DIMS], str[KILN_MAX_DIMS];
+} attn_view;
+
+/* The perm attribute `name` of n for rank r: NULL when absent, false when it is not a permutation of r axes. */
+static bool attn_perm(const cu_be *b, const kiln_node *n, const char *name, int r, const int64_t **perm)
+{
+    *perm = NULL;
+    int c = b->host->attr_ints(n, name, perm);
+    if (c < 0) {
+        *perm = NULL;
+        return true;
+    }
+    if (c != r)
+        return false;
+    bool seen[KILN_MAX_DIMS] = {false};
+    for (int j = 0; j < r; j++) {
+        if ((*perm)[j] < 0 || (*perm)[j] >= r || seen[(*perm)[j]])
+            return false;
+        seen[(*perm)[j]] = true;
+    }
+    return true;
+}
+
+static void attn_view_of(const kiln_tensor *t, const int64_t *perm, attn_view *v)
+{
+    int64_t cs[KILN_MAX_DIMS], acc = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        cs[d] = acc;
+        acc *= t->dims[d];
+    }
+    for (int j = 0; j < t->ndim; j++) {
+        v->dims[j] = t->dims[perm ? perm[j] : j];
+        v->str[j] = cs[perm ? perm[j] : j];
+    }
+}
+
+/* Q, K^T, V (and Y) of an Attention node through its perms */
+typedef struct attn_geo {
+    int r;
+    attn_view q, kt, v;
+    const int64_t *yperm;
+    int64_t ydims[KILN_MAX_DIMS];   /* logical output [lead..., S, Dv] */
+} attn_geo;
+
+static bool attn_geometry(const cu_be *b, const kiln_node *n, const kiln_tensor *q, const kiln_tensor *kt,
+                          const kiln_tensor *v, attn_geo *g)
+{
+    int r = g->r = q->ndim;
+    const int64_t *pq, *pk, *pv;
+    if (r < 2 || kt->ndim != r || v->ndim != r || r > CUK_MAX_DIMS || !attn_perm(b, n, "q_perm", r, &pq) ||
+        !attn_perm(b, n, "kt_perm", r, &pk) || !attn_perm(b, n, "v_perm", r, &pv) ||
+        !attn_perm(b, n, "y_perm", r, &g->yperm))
+        return false;
+    attn_view_of(q, pq, &g->q);
+    attn_view_of(kt, pk, &g->kt);
+    attn_view_of(v, pv, &g->v);
+    for (int d = 0; d < r - 2; d++)
+        if (g->q.dims[d] != g->kt.dims[d] || g->q.dims[d] != g->v.dims[d])
+            return false;
+    if (g->kt.dims[r - 2] != g->q.dims[r - 1] || g->v.dims[r - 2] != g->kt.dims[r - 1])
+        return false;
+    memcpy(g->ydims, g->q.dims, sizeof(int64_t) * (size_t)r);
+    g->ydims[r - 1] = g->v.dims[r - 1];
+    return true;
+}
+
 static bool acc_attention(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
 {
     int kind = (int)b->host->attr_i(n, "mask_kind", 1);
     if (n_in < 3 || !in[0] || !in[1] || !in[2] || kind < 1 || kind > 3)
         return false;
-    const kiln_tensor *q = in[0], *kt = in[1], *v = in[2], *m = n_in > 3 ? in[3] : NULL;
-    int r = q->ndim;
-    if (r < 2 || kt->ndim != r || v->ndim != r || r > CUK_MAX_DIMS)
+    const kiln_tensor *m = n_in > 3 ? in[3] : NULL;
+    attn_geo g;
+    if (!attn_geometry(b, n, in[0], in[1], in[2], &g))
         return false;
-    for (int d = 0; d < r - 2; d++)
-        if (q->dims[d] != kt->dims[d] || q->dims[d] != v->dims[d])
-            return false;
-    if (kt->dims[r - 2] != q->dims[r - 1] || v->dims[r - 2] != kt->dims[r - 1])
-        return false;
+    int r = g.r;
     if (m) {
         if (m->ndim > r || m->dtype != (kind == 1 ? KILN_DT_FLOAT32 : KILN_DT_BOOL))
             return false;
         for (int d = 0; d < m->ndim; d++) {
             int sd = r - m->ndim + d;
-            int64_t want = sd == r - 1 ? kt->dims[r - 1] : q->dims[sd];
+            int64_t want = sd == r - 1 ? g.kt.dims[r - 1] : g.q.dims[sd];
             if (m->dims[d] != 1 && m->dims[d] != want)
                 return false;
         }
@@ -553,20 +622,66 @@ static bool acc_attention(cu_be *b, const kiln_node *n, int n_in, const kiln_ten
     return true;
 }
 
+/* contiguous strides of dims */
+static void contig_strides(const int64_t *dims, int r, int64_t *str)
+{
+    int64_t acc = 1;
+    for (int d = r - 1; d >= 0; d--) {
+        str[d] = acc;
+        acc *= dims[d];
+    }
+}
+
+static bool is_identity(const attn_view *v, int r)
+{
+    int64_t cs[KILN_MAX_DIMS];
+    contig_strides(v->dims, r, cs);
+    for (int d = 0; d < r; d++)
+        if (v->dims[d] != 1 && v->str[d] != cs[d])
+            return false;
+    return true;
+}
+
+/* t = the logical operand v of x, contiguous (a strided copy unless it already is) */
+static kiln_status attn_contig(cu_be *b, const kiln_tensor *x, const attn_view *v, int r, kiln_dtype sdt,
+                               kiln_tensor *t, const void **data)
+{
+    *data = x->data;
+    if (is_identity(v, r))
+        return KILN_OK;
+    KILN_TRY(cu_tmp(b, t, sdt, r, v->dims));
+    cuk_shape sh = {.ndim = r};
+    for (int d = 0; d < r; d++) {
+        sh.dims[d] = v->dims[d];
+        sh.str[0][d] = v->str[d];
+    }
+    *data = t->data;
+    return cu_check(b, cuk_strided_copy(sdt == KILN_DT_FLOAT32 ? 4 : 2, x->data, 0, t->data, cu_numel(t), &sh,
+                                        b->stream),
+                    "attention operand copy");
+}
+
 static kiln_status attention_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const kiln_tensor *q, const kiln_tensor *kt,
                                  const kiln_tensor *v, const kiln_tensor *m)
 {
-    int r = q->ndim, kind = (int)b->host->attr_i(ctx->node, "mask_kind", 1);
+    attn_geo geo;
+    if (!attn_geometry(b, ctx->node, q, kt, v, &geo))
+        return cu_kerr(b, ctx, KILN_ERR_SHAPE, "unsupported attention shapes");
+    int r = geo.r, kind = (int)b->host->attr_i(ctx->node, "mask_kind", 1);
     float scale = b->host->attr_f(ctx->node, "scale", 1.0f), fill = b->host->attr_f(ctx->node, "mask_fill", 0.0f);
-    int64_t S = q->dims[r - 2], D = q->dims[r - 1], Sk = kt->dims[r - 1], Dv = v->dims[r - 1], nb = 1;
+    int64_t S = geo.q.dims[r - 2], D = geo.q.dims[r - 1], Sk = geo.kt.dims[r - 1], Dv = geo.v.dims[r - 1], nb = 1;
     for (int d = 0; d < r - 2; d++)
-        nb *= q->dims[d];
-    int64_t odims[KILN_MAX_DIMS], sdims[KILN_MAX_DIMS];
-    memcpy(odims, q->dims, sizeof(int64_t) * (size_t)r);
-    odims[r - 1] = Dv;
-    memcpy(sdims, q->dims, sizeof(int64_t) * (size_t)r);
+        nb *= geo.q.dims[d];
+    /* the physical output: Transpose(logical Y, y_perm); ylog: the logical Y's strides in it */
+    int64_t pdims[KILN_MAX_DIMS], pstr[KILN_MAX_DIMS], ylog[KILN_MAX_DIMS], sdims[KILN_MAX_DIMS];
+    for (int j = 0; j < r; j++)
+        pdims[j] = geo.ydims[geo.yperm ? geo.yperm[j] : j];
+    contig_strides(pdims, r, pstr);
+    for (int j = 0; j < r; j++)
+        ylog[geo.yperm ? geo.yperm[j] : j] = pstr[j];
+    memcpy(sdims, geo.q.dims, sizeof(int64_t) * (size_t)r);
     sdims[r - 1] = Sk;
-    KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, r, odims));
+    KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, r, pdims));
     kiln_tensor *y = ctx->out[0];
     if (!y->nbytes || !S || !Sk)
         return KILN_OK;
@@ -583,38 +698,86 @@ static kiln_status attention_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const
             acc *= x;
         }
     }
-    if (half && b->fused_attn && cuk_attn_fused_fits(cu_fdt(sdt), nb, S, Sk, D, Dv)) {   /* one kernel */
+    cuk_attn_io io = {.q = q->data, .k = kt->data, .v = v->data, .y = y->data, .nlead = r - 2, .S = S, .Sk = Sk,
+                      .D = D, .Dv = Dv, .qs = geo.q.str[r - 2], .qd = geo.q.str[r - 1], .kd = geo.kt.str[r - 2],
+                      .ks = geo.kt.str[r - 1], .vs = geo.v.str[r - 2], .vd = geo.v.str[r - 1], .ys = ylog[r - 2],
+                      .yd = ylog[r - 1]};
+    for (int d = 0; d < r - 2; d++) {
+        io.lead[d] = geo.q.dims[d];
+        io.ql[d] = geo.q.str[d];
+        io.kl[d] = geo.kt.str[d];
+        io.vl[d] = geo.v.str[d];
+        io.yl[d] = ylog[d];
+    }
+    if (half && b->fused_attn && cuk_attn_fused_fits(cu_fdt(sdt), &io)) {   /* one kernel */
         cu_part_mark(b, 0, 0, 1);
-        kiln_status st = cu_check(b, cuk_attn_fused(cu_fdt(sdt), q->data, kt->data, v->data, y->data, nb, S, Sk, D,
-                                                    Dv, scale, m ? m->data : NULL, kind, fill, &sh, b->stream),
-                                  "fused attention");
+        kiln_status st = cu_check(b, cuk_attn_fused(cu_fdt(sdt), &io, scale, m ? m->data : NULL, kind, fill, &sh,
+                                                    b->stream), "fused attention");
         cu_part_mark(b, 0, 1, 1);
         return st;
     }
-    kiln_tensor sc, ws;
+    /* two GEMMs and the softmax on contiguous logical operands (strided copies where perms say so) */
+    size_t es = half ? 2 : 4;
+    kiln_tensor sc, ws, tq, tk, tv, ty;
     memset(&ws, 0, sizeof ws);
-    KILN_TRY(cu_tmp(b, &sc, sdt, r, sdims));
+    memset(&tq, 0, sizeof tq);
+    memset(&tk, 0, sizeof tk);
+    memset(&tv, 0, sizeof tv);
+    memset(&ty, 0, sizeof ty);
+    const void *qd = NULL, *kd = NULL, *vd = NULL;
+    attn_view yv = {{0}, {0}};
+    memcpy(yv.dims, geo.ydims, sizeof(int64_t) * (size_t)r);
+    memcpy(yv.str, ylog, sizeof(int64_t) * (size_t)r);
+    bool ycopy = !is_identity(&yv, r);
+    kiln_status st = attn_contig(b, q, &geo.q, r, sdt, &tq, &qd);
+    if (st == KILN_OK)
+        st = attn_contig(b, kt, &geo.kt, r, sdt, &tk, &kd);
+    if (st == KILN_OK)
+        st = attn_contig(b, v, &geo.v, r, sdt, &tv, &vd);
+    if (st == KILN_OK && ycopy)
+        st = cu_tmp(b, &ty, sdt, r, geo.ydims);
+    void *yd = ycopy ? ty.data : y->data;
+    if (st == KILN_OK)
+        st = cu_tmp(b, &sc, sdt, r, sdims);
+    else
+        memset(&sc, 0, sizeof sc);
     /* half scores: the scale goes into the GEMM (they stay in range), the softmax reads them in float32 */
-    gemm_args g1 = {.ty = cu_cuda_ty(sdt), .M = S, .N = Sk, .K = D, .A = q->data, .B = kt->data, .Y = sc.data, .lda = D,
+    gemm_args g1 = {.ty = cu_cuda_ty(sdt), .M = S, .N = Sk, .K = D, .A = qd, .B = kd, .Y = sc.data, .lda = D,
                     .ldb = Sk, .ldy = Sk, .alpha = half ? scale : 1.0f, .beta = 0.0f, .batch = nb, .sa = S * D,
                     .sb = D * Sk, .sy = S * Sk};
     cu_part_mark(b, 0, 0, 3);
-    kiln_status st = gemm(b, ctx, 0, &g1);
+    if (st == KILN_OK)
+        st = gemm(b, ctx, 0, &g1);
     cu_part_mark(b, 0, 1, 3);
     if (st == KILN_OK && !cuk_attn_softmax_fits(nb * S, Sk))
         st = cu_tmp(b, &ws, KILN_DT_FLOAT32, r, sdims);
     if (st == KILN_OK)
         st = cu_check(b, cuk_attn_softmax(cu_fdt(sdt), sc.data, ws.data, nb * S, Sk, half ? 1.0f : scale,
                                           m ? m->data : NULL, kind, fill, &sh, b->stream), "attention softmax");
-    gemm_args g2 = {.ty = cu_cuda_ty(sdt), .M = S, .N = Dv, .K = Sk, .A = sc.data, .B = v->data, .Y = y->data, .lda = Sk,
+    gemm_args g2 = {.ty = cu_cuda_ty(sdt), .M = S, .N = Dv, .K = Sk, .A = sc.data, .B = vd, .Y = yd, .lda = Sk,
                     .ldb = Dv, .ldy = Dv, .alpha = 1.0f, .beta = 0.0f, .batch = nb, .sa = S * Sk, .sb = Sk * Dv,
                     .sy = S * Dv};
     cu_part_mark(b, 0, 2, 3);
     if (st == KILN_OK)
         st = gemm(b, ctx, 1, &g2);
     cu_part_mark(b, 0, 3, 3);
+    if (st == KILN_OK && ycopy) {   /* physical element j gathers the logical element at ylog's offsets */
+        cuk_shape ysh = {.ndim = r};
+        int64_t lc[KILN_MAX_DIMS];
+        contig_strides(geo.ydims, r, lc);
+        for (int j = 0; j < r; j++) {
+            ysh.dims[j] = pdims[j];
+            ysh.str[0][j] = lc[geo.yperm[j]];
+        }
+        st = cu_check(b, cuk_strided_copy(es, ty.data, 0, y->data, cu_numel(y), &ysh, b->stream),
+                      "attention output copy");
+    }
     cu_tmp_free(b, &sc);   /* reused only by later work on this stream */
     cu_tmp_free(b, &ws);
+    cu_tmp_free(b, &tq);
+    cu_tmp_free(b, &tk);
+    cu_tmp_free(b, &tv);
+    cu_tmp_free(b, &ty);
     return st;
 }
 

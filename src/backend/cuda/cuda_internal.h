@@ -61,7 +61,8 @@ typedef struct cu_be {
     unsigned mem_gen;              /* bumped when memory a graph may use is freed (workspace, cached blocks) */
     /* fused half convolutions through cuDNN's graph API (cuda_conv_graph.c) */
     bool conv_graph;               /* KILN_CUDA_CONV_GRAPH unset or not "0" */
-    bool fused_attn;               /* half attention in one kernel (KILN_CUDA_FUSED_ATTN=1) */
+    bool fused_attn;               /* half attention in one kernel (off: KILN_CUDA_FUSED_ATTN=0) */
+    uint64_t own_weight_bytes;     /* device memory of weights in this instance's own forms (FP8, 4-bit) */
     struct cu_cg **cg;             /* plans per configuration */
     int n_cg, cap_cg;
     /* device time of the last CUDA graph launch (events around it, cuda_graph.c) */
@@ -172,6 +173,12 @@ void cu_cg_free_all(cu_be *b);
 bool cu_fp8_layer(const cu_be *b, const kiln_node *n, float *ascale);
 bool cu_fp8_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in);
 kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx);
+/* 4-bit weight-only layers (cuda_fp4.c): NVFP4 / MXFP4 / INT4 weights with FP16 activations (*fmt: enum
+ * cuk_qfmt); whether the engine's CPU blob of such a layer is one this module runs from. */
+bool cu_fp4_layer(const cu_be *b, const kiln_node *n, int *fmt);
+bool cu_fp4_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in);
+bool cu_fp4_reads_blob(const cu_be *b, const kiln_node *n, const void *blob, size_t size);
+kiln_status cu_fp4_run(cu_be *b, kiln_kctx *ctx);
 
 /* The op tables of each file. */
 typedef kiln_status (*cu_op_fn)(cu_be *b, kiln_kctx *ctx);

@@ -10,7 +10,7 @@
 #include "../backend.h"
 #include "../../ir/fused.h"
 
-#define KILN_DEVMOD_ABI 4u
+#define KILN_DEVMOD_ABI 5u
 #define KILN_DEVMOD_ENTRY "kiln_devmod_entry"
 
 /* A tensor whose data is device memory. Always set together with KILN_TENSOR_BORROWED, so that
@@ -35,6 +35,12 @@ typedef struct kiln_devmod_host {
     const char *(*attr_s)(const kiln_node *n, const char *name, const char *def);
     int (*attr_ints)(const kiln_node *n, const char *name, const int64_t **v);   /* -1 if absent */
     bool (*fused_act)(const kiln_node *n, kiln_fused_act *a);                     /* false: unknown */
+    /* The CPU backend's build-time preparation of a low-bit layer (a KILN_PREP_LOWBIT_W blob: the weight,
+     * consts[1], packed as docs/PRECISION.md says), for a layer run without an engine's blob; *blob == NULL
+     * when there is nothing to pack. The blob is freed with free_blob. */
+    kiln_status (*lowbit_prep)(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob,
+                               size_t *size);
+    void (*free_blob)(void *blob);
 } kiln_devmod_host;
 
 /* Options of one backend instance (one per execution context: its own stream and handles). */
@@ -51,7 +57,12 @@ typedef struct kiln_devmod {
     void (*destroy)(kiln_backend *be);
     /* Bit i set: the layer reads input i on the host (shape tensors, Reshape targets, Slice
      * starts ...): the runtime hands it a host tensor there. */
-    uint32_t (*host_inputs)(const kiln_node *n);
+    uint32_t (*host_inputs)(kiln_backend *be, const kiln_node *n);
+    /* Whether the layer of node n runs from the blob the engine's CPU layer holds for it (build-time
+     * packed weights the module reads, e.g. KILN_PREP_LOWBIT_W): then the runtime hands it over in
+     * kiln_kctx.prepared (host memory, read-only, valid while the engine lives) and the inputs the blob
+     * replaces need no data. NULL: never. */
+    bool (*reads_blob)(kiln_backend *be, const kiln_node *n, const void *blob, size_t size);
     /* After supports(): can the layer run on these inputs (shapes, broadcasts, attribute values
      * seen with the data)? false: the runtime runs it on the host instead. Reads dims only. */
     bool (*accepts)(kiln_backend *be, const kiln_node *n, int n_in, const kiln_tensor *const *in);
@@ -85,6 +96,9 @@ typedef struct kiln_devmod {
     /* Device time in ms of the last graph_launch (CUDA events around it; waits for it to end), or -1;
      * *compute_ms (may be NULL): the same without the uploads of the graph inputs that began it, or -1. */
     double (*graph_ms)(kiln_backend *be, double *compute_ms);
+    /* Bytes of device memory holding weights in forms of this instance's own (FP8 / 4-bit weights,
+     * channels-last filter copies, converted biases), beyond the shared copies of the graph's weights. */
+    uint64_t (*own_weight_bytes)(kiln_backend *be);
 } kiln_devmod;
 
 typedef const kiln_devmod *(*kiln_devmod_entry_fn)(void);

@@ -57,13 +57,31 @@ cudaError_t cuk_softmax_strided(int fdt, const void *x, void *y, int64_t outer, 
  * kind 1 additive float mask, 2 keep where true (bool), 3 fill where true (bool). */
 cudaError_t cuk_attn_softmax(int fdt, void *sc, float *ws, int64_t rows, int64_t cols, float scale, const void *mask,
                              int kind, float fill, const cuk_shape *sh, cudaStream_t s);
-/* Fused attention (kernels_attn.cu) over nb matrices: y = softmax(q kt * scale (+ mask | fill)) v with
- * q [nb, S, D], kt [nb, D, Sk], v [nb, Sk, Dv], y [nb, S, Dv] in FP16 / BF16 (fdt), FP32 accumulation;
- * mask / sh as for cuk_attn_softmax. _fits: whether it takes these sizes (D, Dv <= 128). */
-bool cuk_attn_fused_fits(int fdt, int64_t nb, int64_t S, int64_t Sk, int64_t D, int64_t Dv);
-cudaError_t cuk_attn_fused(int fdt, const void *q, const void *kt, const void *v, void *y, int64_t nb, int64_t S,
-                           int64_t Sk, int64_t D, int64_t Dv, float scale, const void *mask, int kind, float fill,
+/* Fused attention (kernels_attn.cu): per lead index (batch, head, ...) y = softmax(q kt * scale (+ mask | fill)) v
+ * with FP32 accumulation, every operand read through strides: element (lead l, row s, col d) of Q at
+ * q + sum l_i * ql[i] + s * qs + d * qd; K's key j, dim d at k + ... + j * ks + d * kd (K, not K^T); V's key j,
+ * col e at v + ... + j * vs + e * vd; Y's row s, col e at y + ... + s * ys + e * yd. Elements in FP16 / BF16
+ * (fdt). mask / sh as for cuk_attn_softmax over the logical score dims [lead..., S, Sk]. _fits: whether it
+ * takes these sizes (D, Dv <= 128). */
+typedef struct cuk_attn_io {
+    const void *q, *k, *v;
+    void *y;
+    int nlead;
+    int64_t lead[CUK_MAX_DIMS];
+    int64_t ql[CUK_MAX_DIMS], kl[CUK_MAX_DIMS], vl[CUK_MAX_DIMS], yl[CUK_MAX_DIMS];
+    int64_t qs, qd, ks, kd, vs, vd, ys, yd;
+    int64_t S, Sk, D, Dv;
+} cuk_attn_io;
+bool cuk_attn_fused_fits(int fdt, const cuk_attn_io *io);
+cudaError_t cuk_attn_fused(int fdt, const cuk_attn_io *io, float scale, const void *mask, int kind, float fill,
                            const cuk_shape *sh, cudaStream_t s);
+/* Weight-only 4-bit GEMM (kernels_fp4.cu): y[M, N] (FP16 or BF16, out_fdt) = a[M, K] (FP16, row stride lda)
+ * times the transpose of w, N rows of ceil(K / 2) packed bytes (the even element in the low nibble) with
+ * one scale per `block` elements of a row at `scales` (NVFP4: E4M3 bytes, times ts; MXFP4: E8M0 bytes;
+ * INT4: FP16), each weight decoded to FP16 as the CPU emulation does (docs/PRECISION.md). */
+enum cuk_qfmt { CUK_Q_NVFP4 = 0, CUK_Q_MXFP4 = 1, CUK_Q_INT4 = 2 };
+cudaError_t cuk_fp4_gemm(int out_fdt, const void *a, int64_t lda, int64_t M, int64_t K, const uint8_t *w,
+                         const void *scales, int fmt, int64_t block, float ts, void *y, int64_t N, cudaStream_t s);
 /* True when cuk_attn_softmax needs no ws (rows x cols float32 scratch) for these sizes. */
 bool cuk_attn_softmax_fits(int64_t rows, int64_t cols);
 /* LayerNorm over cols: y = (x - mean) / sqrt(var + eps) * scale + bias (bias may be NULL). */

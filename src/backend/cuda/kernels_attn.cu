@@ -1,230 +1,387 @@
-// Fused attention in FP16 / BF16: Y = softmax(Q K^T * scale (+ mask | masked fill)) V in one kernel
-// (flash-attention style: the scores never leave shared memory), on tensor cores through WMMA with
-// FP32 accumulation and an FP32 online softmax.
+// Fused attention in FP16 / BF16: Y = softmax(Q K^T * scale (+ mask | masked fill)) V in one kernel,
+// FlashAttention-2 style: the scores and probabilities live in registers, never in memory.
 //
-// One block of 4 warps takes 64 query rows of one (batch, head) and walks the keys 64 at a time:
-// it stages the K^T and V chunk in shared memory (zero-padded past Sk, D, Dv), each warp computes
-// its 16 rows' scores (16x16x16 MMAs), updates their running max / sum (two lanes a row, all rows
-// at once), writes the probabilities in the half format and adds P V to its rows of the output
-// accumulator, which stays in shared memory in float32 (rescaled when the running max moves).
-// Any S, Sk; D and Dv up to 128.
+// A block of NW warps (4 or 8) takes 16 * NW query rows of one (lead index: batch, head, ...) and walks
+// the keys 64 at a time. Q's rows are staged in shared memory once and kept in registers as mma.sync A fragments;
+// each chunk of K and V is staged (cp.async, 16 bytes a copy where rows are whole aligned vectors),
+// each warp computes its 16 rows' scores with m16n8k16 tensor-core MMAs (FP32 accumulation), applies
+// scale, bounds and mask, updates the rows' running max and sum (FP32 online softmax), turns the
+// probabilities into A fragments in the half format (no trip through shared memory) and accumulates
+// P V into FP32 registers. The output is that accumulator over the row sum.
+//
+// Every operand is read through strides (cuk_attn_io): Q, K, V and Y may be views of [B, S, H, D]
+// tensors (the Transposes around BERT's attention folded into the node), K either key-major (each
+// key's D values contiguous) or D-major (K^T rows contiguous, ldmatrix.trans). Any S, Sk; D and Dv
+// up to 128.
 #include "kernels_common.cuh"
-#include <mma.h>
 
-using namespace nvcuda;
+#define FK 64   // keys per chunk
 
-#define AQ 64        // query rows per block (16 per warp)
-#define AK 64        // keys per chunk
-#define AWARPS 4
-#define AMAX_D 128
-
-// Shared-memory layout (element strides padded against bank conflicts; every region 32-byte aligned
-// as WMMA loads require).
-struct attn_smem {
-    int ldq, ldk, ldv, lds, ldp, ldo;
-    size_t q, k, v, s, p, o, m, bytes;
+struct flash_params {
+    cuk_attn_io io;
+    float scale;
+    const void *mask;
+    int kind;
+    float fill;
+    int vec;   // bit 0 Q, 1 K, 2 V: rows staged with 16-byte copies; bit 3: Y written two values at a time
+    int kmajor;   // K's D values contiguous (else K^T's keys contiguous)
+    shape_arg sh;
 };
 
-static size_t up128(size_t x) { return (x + 127) / 128 * 128; }
+// Shared memory: Q's rows, then two stages of (K chunk, V chunk, the chunk's row-broadcast mask values).
+template <int DP, int NW> struct flash_smem {
+    static constexpr int FQ = 16 * NW;       // query rows of a block
+    static constexpr int LD = DP + 8;        // Q, V and key-major K rows (padding: no bank conflicts)
+    static constexpr int LDT = FK + 8;       // D-major K rows
+    static constexpr int KSZ = FK * LD > DP * LDT ? FK * LD : DP * LDT;
+    static constexpr int STAGE = KSZ + FK * LD + FK * 2;   // elements; the mask's FK floats take 2 each
+    static constexpr size_t bytes(size_t es) { return (size_t)(FQ * LD + 2 * STAGE) * es; }
+};
 
-static attn_smem attn_layout(int dp, int dvp, size_t es)
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p)
 {
-    attn_smem a;
-    a.ldq = dp + 8;
-    a.ldk = AK + 8;
-    a.ldv = dvp + 8;
-    a.lds = AK + 4;
-    a.ldp = AK + 8;
-    a.ldo = dvp + 4;
-    a.q = 0;
-    a.k = up128(a.q + (size_t)AQ * a.ldq * es);
-    a.v = up128(a.k + (size_t)dp * a.ldk * es);
-    a.s = up128(a.v + (size_t)AK * a.ldv * es);
-    a.p = up128(a.s + (size_t)AQ * a.lds * sizeof(float));
-    a.o = up128(a.p + (size_t)AQ * a.ldp * es);
-    a.m = up128(a.o + (size_t)AQ * a.ldo * sizeof(float));
-    a.bytes = up128(a.m + (size_t)AQ * sizeof(int64_t));
-    return a;
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+}
+
+__device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const void *p)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+}
+
+template <typename T> __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
+template <> __device__ __forceinline__ void mma16816<__half>(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma16816<__nv_bfloat16>(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi)
+{
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *(uint32_t *)&h;
+}
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi)
+{
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&h;
 }
 
 template <typename T> __device__ __forceinline__ T tzero();
 template <> __device__ __forceinline__ __half tzero<__half>() { return __float2half_rn(0.f); }
 template <> __device__ __forceinline__ __nv_bfloat16 tzero<__nv_bfloat16>() { return __float2bfloat16_rn(0.f); }
 
-// dst[r * ldd + c] = src[r * lsrc + c] for r < rows, c < cols, else 0, over R x C (C a multiple of 8).
-// vec: cols and lsrc multiples of 8 and src 16-byte aligned: 16-byte loads, several in flight per thread.
+// dst[r * ldd + c] = src[r * rs + c * cs] for r < rows, c < cols, else 0, over R x C (C a multiple of 8).
+// vec (cs == 1, rs and the base 16-byte aligned): whole 8-element pieces inside the tile by cp.async.
 template <typename T>
-__device__ __forceinline__ void stage(T *dst, int ldd, const T *src, int64_t lsrc, int rows, int cols, int R, int C,
-                                      bool vec)
+__device__ __forceinline__ void stage(T *dst, int ldd, const T *src, int64_t rs, int64_t cs, int rows, int cols,
+                                      int R, int C, bool vec)
 {
-    if (vec) {
-        const int cv = C / 8;
-#pragma unroll 4
-        for (int i = threadIdx.x; i < R * cv; i += blockDim.x) {
-            int r = i / cv, c = (i % cv) * 8;
-            uint4 x = make_uint4(0, 0, 0, 0);
-            if (r < rows && c < cols)
-                x = *(const uint4 *)(src + r * lsrc + c);
-            *(uint4 *)(dst + r * ldd + c) = x;
-        }
-        return;
-    }
+    const int cv = C / 8;
     const T z = tzero<T>();
-#pragma unroll 8
-    for (int i = threadIdx.x; i < R * C; i += blockDim.x) {
-        int r = i / C, c = i % C;
-        dst[r * ldd + c] = r < rows && c < cols ? src[r * lsrc + c] : z;
+    for (int i = threadIdx.x; i < R * cv; i += blockDim.x) {
+        const int r = i / cv, c = (i % cv) * 8;
+        T *d = dst + r * ldd + c;
+        if (vec && r < rows && c + 8 <= cols) {
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(d)), "l"(src + r * rs + c));
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                d[e] = r < rows && c + e < cols ? src[r * rs + (int64_t)(c + e) * cs] : z;
+        }
     }
 }
 
-template <typename T>
-__global__ void __launch_bounds__(AWARPS * 32)
-    k_attn_fused(const T *q, const T *kt, const T *v, T *y, int S, int Sk, int D, int Dv, int dp, int dvp, float scale,
-                 const void *mask, int kind, float fill, shape_arg sh, attn_smem L, int vec)
+__device__ __forceinline__ void stage_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// waits until at most n of the committed groups are still in flight
+template <int N> __device__ __forceinline__ void stage_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// A row-broadcast mask's values for keys k0 .. k0 + FK: kind 1 the additive value, kinds 2 / 3 1 where the
+// score becomes the fill value (0 past Sk)
+__device__ __forceinline__ void stage_mask(float *dst, const flash_params &p, int64_t mlo, int k0, int Sk, int64_t mk)
 {
+    for (int c = threadIdx.x; c < FK; c += blockDim.x) {
+        float x = 0.f;
+        if (k0 + c < Sk) {
+            const int64_t off = mlo + (int64_t)(k0 + c) * mk;
+            x = p.kind == 1 ? ((const float *)p.mask)[off]
+                            : (float)((((const bool *)p.mask)[off]) == (p.kind == 3));
+        }
+        dst[c] = x;
+    }
+}
+
+// head sizes up to 64: registers capped at 128 a thread so that 16 warps fit an SM
+template <typename T, int DP, int NW>
+__global__ void __launch_bounds__(NW * 32, DP <= 64 ? 16 / NW : 1) k_flash(const flash_params p)
+{
+    typedef flash_smem<DP, NW> L;
+    const int FQ = L::FQ;
     extern __shared__ __align__(128) unsigned char smem[];
-    T *sq = (T *)(smem + L.q), *sk = (T *)(smem + L.k), *sv = (T *)(smem + L.v), *sp = (T *)(smem + L.p);
-    float *ss = (float *)(smem + L.s), *so = (float *)(smem + L.o);
-    int64_t *smo = (int64_t *)(smem + L.m);
+    T *sq = (T *)smem;
+    const cuk_attn_io &io = p.io;
+    const int S = (int)io.S, Sk = (int)io.Sk, D = (int)io.D, Dv = (int)io.Dv;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane >> 2, tig = lane & 3;
     const int64_t b = blockIdx.x;
-    const int s0 = blockIdx.y * AQ, warp = threadIdx.x / 32, lane = threadIdx.x % 32, nt = blockDim.x;
-    q += b * S * D;
-    kt += b * D * Sk;
-    v += b * Sk * Dv;
-    y += b * S * Dv;
-    stage(sq, L.ldq, q + (int64_t)s0 * D, D, S - s0, D, AQ, dp, vec & 1);
-    for (int i = threadIdx.x; i < AQ * dvp; i += nt)
-        so[(i / dvp) * L.ldo + i % dvp] = 0.f;
-    for (int r = threadIdx.x; r < AQ; r += nt)
-        smo[r] = mask && s0 + r < S ? mask_row_off(sh, b * S + s0 + r) : 0;
-    const int64_t mk = mask ? sh.str[0][sh.ndim - 1] : 0;
-    // the online softmax: lane owns row rr of the warp's 16 and the chunk's columns hf, hf + 2, ... (its
-    // partner lane ^ 16 the others); m_i, l_i: the row's running max and sum
-    const int rr = lane & 15, hf = lane >> 4;
-    float m_i = -INFINITY, l_i = 0.f;
-    T *wq = sq + warp * 16 * L.ldq, *wp = sp + warp * 16 * L.ldp;
-    float *ws = ss + warp * 16 * L.lds, *wo = so + warp * 16 * L.ldo;
-    for (int k0 = 0; k0 < Sk; k0 += AK) {
-        __syncthreads();   // the previous chunk's K^T / V are no longer read
-        stage(sk, L.ldk, kt + k0, Sk, D, Sk - k0, dp, AK, vec & 2);
-        stage(sv, L.ldv, v + (int64_t)k0 * Dv, Dv, Sk - k0, Dv, AK, dvp, vec & 4);
-        __syncthreads();
-        // scores of this warp's 16 rows
-        for (int f = 0; f < AK / 16; f++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-            wmma::fill_fragment(acc, 0.f);
-            for (int d = 0; d < dp; d += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
-                wmma::load_matrix_sync(fa, wq + d, L.ldq);
-                wmma::load_matrix_sync(fb, sk + d * L.ldk + f * 16, L.ldk);
-                wmma::mma_sync(acc, fa, fb, acc);
-            }
-            wmma::store_matrix_sync(ws + f * 16, acc, L.lds, wmma::mem_row_major);
-        }
-        __syncwarp();
-        // online softmax, all 16 rows at once (2 lanes a row, 32 columns each)
-        {
-            const int64_t mo = smo[warp * 16 + rr];
-            float x[AK / 2];
+    int64_t qo = 0, ko = 0, vo = 0, yo = 0, mlo = 0, rem = b;
+    for (int d = io.nlead - 1; d >= 0; d--) {
+        const int64_t i = rem % io.lead[d];
+        rem /= io.lead[d];
+        qo += i * io.ql[d];
+        ko += i * io.kl[d];
+        vo += i * io.vl[d];
+        yo += i * io.yl[d];
+        mlo += i * p.sh.str[0][d];   // the mask's strides over the score dims (0 without a mask)
+    }
+    const int s0 = blockIdx.y * FQ;
+    const T *q = (const T *)io.q + qo + s0 * io.qs, *k = (const T *)io.k + ko, *v = (const T *)io.v + vo;
+    const int64_t mk = p.mask ? p.sh.str[0][p.sh.ndim - 1] : 0, ms = p.mask ? p.sh.str[0][p.sh.ndim - 2] : 0;
+    const bool mbcast = p.mask && ms == 0;   // one mask row for every query row: staged with the chunk
+    // chunk j of K and V (and the broadcast mask) into stage buffer j % 2; one commit group
+    auto stage_chunk = [&](int j) {
+        T *sk = sq + FQ * L::LD + (j & 1) * L::STAGE, *sv = sk + L::KSZ;
+        const int k0 = j * FK, kn = Sk - k0 < FK ? Sk - k0 : FK;
+        if (p.kmajor)
+            stage(sk, L::LD, k + k0 * io.ks, io.ks, io.kd, kn, D, FK, DP, p.vec & 2);
+        else
+            stage(sk, L::LDT, k + k0 * io.ks, io.kd, io.ks, D, kn, DP, FK, p.vec & 2);
+        stage(sv, L::LD, v + k0 * io.vs, io.vs, io.vd, kn, Dv, FK, DP, p.vec & 4);
+        if (mbcast)
+            stage_mask((float *)(sv + FK * L::LD), p, mlo, k0, Sk, mk);
+        stage_commit();
+    };
+    stage(sq, L::LD, q, io.qs, io.qd, S - s0, D, FQ, DP, p.vec & 1);
+    stage_chunk(0);   // one group with Q
+    stage_wait<0>();
+    __syncthreads();
+    // this warp's 16 rows of Q as A fragments (16 x 16 each, d steps of 16)
+    uint32_t qf[DP / 16][4];
 #pragma unroll
-            for (int j = 0; j < AK / 2; j++) {
-                int c = hf + 2 * j, kk = k0 + c;
+    for (int ks = 0; ks < DP / 16; ks++)
+        ldsm_x4(qf[ks], sq + (warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * L::LD + ks * 16 + (lane >> 4) * 8);
+    // rows gid and gid + 8 of the warp's 16: running max, this thread's part of the sum, mask offsets
+    const int r0 = s0 + warp * 16 + gid, r1 = r0 + 8;
+    float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+    const int64_t mo[2] = {mlo + (r0 < S ? r0 : 0) * ms, mlo + (r1 < S ? r1 : 0) * ms};   // rows past S: unused
+    float o[DP / 8][4];
+#pragma unroll
+    for (int n = 0; n < DP / 8; n++)
+        o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    const int nch = (Sk + FK - 1) / FK;
+    for (int j = 0; j < nch; j++) {
+        const int k0 = j * FK;
+        const T *sk = sq + FQ * L::LD + (j & 1) * L::STAGE, *sv = sk + L::KSZ;
+        const float *smk = (const float *)(sv + FK * L::LD);
+        if (j + 1 < nch) {   // the next chunk streams in while this one is used
+            __syncthreads();   // every warp is done with chunk j - 1, whose buffer it takes
+            stage_chunk(j + 1);
+            stage_wait<1>();
+        } else {
+            stage_wait<0>();
+        }
+        __syncthreads();   // chunk j staged by every thread
+        float sc[FK / 8][4];
+#pragma unroll
+        for (int n = 0; n < FK / 8; n++)
+            sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < DP / 16; ks++) {
+#pragma unroll
+            for (int n2 = 0; n2 < FK / 16; n2++) {
+                uint32_t bf[4];
+                if (p.kmajor)
+                    ldsm_x4(bf, sk + (n2 * 16 + (lane & 7) + (lane >> 4) * 8) * L::LD + ks * 16 + ((lane >> 3) & 1) * 8);
+                else
+                    ldsm_x4_t(bf, sk + (ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * L::LDT + n2 * 16 + (lane >> 4) * 8);
+                mma16816<T>(sc[2 * n2], qf[ks], bf[0], bf[1]);
+                mma16816<T>(sc[2 * n2 + 1], qf[ks], bf[2], bf[3]);
+            }
+        }
+        // scale, bounds, mask; then the online softmax of rows r0 (values 0, 1) and r1 (2, 3)
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int n = 0; n < FK / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = k0 + n * 8 + tig * 2 + (e & 1);
                 float t = -INFINITY;
-                if (kk < Sk) {
-                    t = ws[rr * L.lds + c] * scale;
-                    if (mask)
-                        t = masked(t, mask, kind, fill, mo + kk * mk);
+                if (key < Sk) {
+                    t = sc[n][e] * p.scale;
+                    if (mbcast) {
+                        const float mv = smk[key - k0];
+                        t = p.kind == 1 ? t + mv : mv != 0.f ? p.fill : t;
+                    } else if (p.mask) {
+                        t = masked(t, p.mask, p.kind, p.fill, mo[e >> 1] + key * mk);
+                    }
                 }
-                x[j] = t;
+                sc[n][e] = t;
+                mx[e >> 1] = fmaxf(mx[e >> 1], t);
             }
-            float mx = -INFINITY;
+        float alpha[2];
 #pragma unroll
-            for (int j = 0; j < AK / 2; j++)
-                mx = fmaxf(mx, x[j]);
-            float mnew = fmaxf(m_i, fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16)));
-            float alpha = 1.f, sum = 0.f;
-#pragma unroll
-            for (int j = 0; j < AK / 2; j++) {
-                x[j] = mnew == -INFINITY ? 0.f : __expf(x[j] - mnew);
-                sum += x[j];
-            }
-            if (mnew != -INFINITY)
-                alpha = __expf(m_i - mnew);
-            l_i = l_i * alpha + sum + __shfl_xor_sync(0xffffffffu, sum, 16);
-            m_i = mnew;
-#pragma unroll
-            for (int j = 0; j < AK / 2; j++)
-                stf(wp, rr * L.ldp + hf + 2 * j, x[j]);
-            if (alpha != 1.f)
-                for (int e = hf; e < dvp; e += 2)
-                    wo[rr * L.ldo + e] *= alpha;
+        for (int h = 0; h < 2; h++) {
+            const float mnew = fmaxf(mrow[h], group_max<4>(mx[h]));
+            alpha[h] = mnew == -INFINITY ? 1.f : __expf(mrow[h] - mnew);
+            mrow[h] = mnew;
+            lrow[h] *= alpha[h];
         }
-        __syncwarp();
-        // this warp's rows of the output += P V
-        for (int e = 0; e < dvp; e += 16) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-            wmma::load_matrix_sync(acc, wo + e, L.ldo, wmma::mem_row_major);
-            for (int c = 0; c < AK; c += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
-                wmma::load_matrix_sync(fa, wp + c, L.ldp);
-                wmma::load_matrix_sync(fb, sv + c * L.ldv + e, L.ldv);
-                wmma::mma_sync(acc, fa, fb, acc);
+#pragma unroll
+        for (int n = 0; n < FK / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float m = mrow[e >> 1];
+                const float x = m == -INFINITY ? 0.f : __expf(sc[n][e] - m);
+                sc[n][e] = x;
+                lrow[e >> 1] += x;
             }
-            wmma::store_matrix_sync(wo + e, acc, L.ldo, wmma::mem_row_major);
+#pragma unroll
+        for (int n = 0; n < DP / 8; n++) {
+            o[n][0] *= alpha[0];
+            o[n][1] *= alpha[0];
+            o[n][2] *= alpha[1];
+            o[n][3] *= alpha[1];
         }
-        __syncwarp();
+        // O += P V: P's accumulator fragments are the A fragments of 16-key steps
+#pragma unroll
+        for (int kk = 0; kk < FK / 16; kk++) {
+            uint32_t a[4] = {pack2<T>(sc[2 * kk][0], sc[2 * kk][1]), pack2<T>(sc[2 * kk][2], sc[2 * kk][3]),
+                             pack2<T>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
+                             pack2<T>(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+#pragma unroll
+            for (int n2 = 0; n2 < DP / 16; n2++) {
+                uint32_t bf[4];
+                ldsm_x4_t(bf, sv + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * L::LD + n2 * 16 + (lane >> 4) * 8);
+                mma16816<T>(o[2 * n2], a, bf[0], bf[1]);
+                mma16816<T>(o[2 * n2 + 1], a, bf[2], bf[3]);
+            }
+        }
     }
-    for (int r = 0; r < 16; r++) {
-        const int s = s0 + warp * 16 + r;
-        float lr = __shfl_sync(0xffffffffu, l_i, r);   // lane r owns row r
-        if (s < S) {
-            float inv = 1.0f / lr;
-            for (int e = lane; e < Dv; e += 32)
-                stf(y, (int64_t)s * Dv + e, wo[r * L.ldo + e] * inv);
+    T *y = (T *)io.y + yo;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int r = h ? r1 : r0;
+        const float inv = 1.0f / group_sum<4>(lrow[h]);
+        if (r >= S)
+            continue;
+        T *yr = y + r * io.ys;
+#pragma unroll
+        for (int n = 0; n < DP / 8; n++) {
+            const int c = n * 8 + tig * 2;
+            const float y0 = o[n][2 * h] * inv, y1 = o[n][2 * h + 1] * inv;
+            if ((p.vec & 8) && c + 1 < Dv) {
+                *(uint32_t *)(yr + c) = pack2<T>(y0, y1);
+            } else {
+                if (c < Dv)
+                    stf(yr, c * io.yd, y0);
+                if (c + 1 < Dv)
+                    stf(yr, (int64_t)(c + 1) * io.yd, y1);
+            }
         }
     }
 }
 
-extern "C" bool cuk_attn_fused_fits(int fdt, int64_t nb, int64_t S, int64_t Sk, int64_t D, int64_t Dv)
+static int flash_dp(const cuk_attn_io *io)
 {
-    return (fdt == CUK_F16 || fdt == CUK_BF16) && nb > 0 && nb <= INT32_MAX && S > 0 && Sk > 0 && D > 0 &&
-           Dv > 0 && D <= AMAX_D && Dv <= AMAX_D && (S + AQ - 1) / AQ <= 65535 && S * D <= INT32_MAX &&
-           Sk * D <= INT32_MAX && Sk * Dv <= INT32_MAX && S * Dv <= INT32_MAX;
+    const int64_t d = io->D > io->Dv ? io->D : io->Dv;
+    return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 0;
 }
 
-template <typename T>
-static cudaError_t attn_launch(const void *q, const void *kt, const void *v, void *y, int64_t nb, int64_t S,
-                               int64_t Sk, int64_t D, int64_t Dv, float scale, const void *mask, int kind, float fill,
-                               const cuk_shape *sh, cudaStream_t s)
+extern "C" bool cuk_attn_fused_fits(int fdt, const cuk_attn_io *io)
 {
-    int dp = (int)((D + 15) / 16 * 16), dvp = (int)((Dv + 15) / 16 * 16);
-    attn_smem L = attn_layout(dp, dvp, sizeof(T));
-    cudaError_t e = cudaFuncSetAttribute(k_attn_fused<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L.bytes);
+    if ((fdt != CUK_F16 && fdt != CUK_BF16) || !flash_dp(io) || io->nlead < 0 || io->nlead > CUK_MAX_DIMS)
+        return false;
+    int64_t nb = 1;
+    for (int d = 0; d < io->nlead; d++)
+        nb *= io->lead[d];
+    return nb > 0 && nb <= INT32_MAX && io->S > 0 && io->Sk > 0 && io->S <= INT32_MAX - 128 &&
+           io->Sk <= INT32_MAX - FK && (io->S + 63) / 64 <= 65535;
+}
+
+static bool aligned16(const void *p, int64_t off) { return ((uintptr_t)p + (uintptr_t)off * 2) % 16 == 0; }
+
+// 16-byte copies of rows: unit inner stride, the row stride and every lead stride whole 16-byte vectors
+static bool vec_rows(const void *base, int64_t rs, int64_t cs, const int64_t *lead_str, int nlead)
+{
+    if (cs != 1 || rs % 8 || !aligned16(base, 0))
+        return false;
+    for (int d = 0; d < nlead; d++)
+        if (lead_str[d] % 8)
+            return false;
+    return true;
+}
+
+template <typename T, int DP, int NW> static cudaError_t flash_launch(const flash_params &p, cudaStream_t s)
+{
+    typedef flash_smem<DP, NW> L;
+    const size_t bytes = L::bytes(sizeof(T));
+    cudaError_t e = cudaFuncSetAttribute(k_flash<T, DP, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
     if (e != cudaSuccess)
         return e;
-    shape_arg a;
-    memset(&a, 0, sizeof a);
-    if (mask)
-        a = to_arg(sh);
-    dim3 grid((unsigned)nb, (unsigned)((S + AQ - 1) / AQ));
-    /* 16-byte staging where rows are whole vectors and the bases aligned */
-    int vec = (D % 8 == 0 && (uintptr_t)q % 16 == 0 ? 1 : 0) | (Sk % 8 == 0 && (uintptr_t)kt % 16 == 0 ? 2 : 0) |
-              (Dv % 8 == 0 && (uintptr_t)v % 16 == 0 ? 4 : 0);
-    k_attn_fused<T><<<grid, AWARPS * 32, L.bytes, s>>>((const T *)q, (const T *)kt, (const T *)v, (T *)y, (int)S,
-                                                       (int)Sk, (int)D, (int)Dv, dp, dvp, scale, mask, kind, fill, a,
-                                                       L, vec);
+    int64_t nb = 1;
+    for (int d = 0; d < p.io.nlead; d++)
+        nb *= p.io.lead[d];
+    dim3 grid((unsigned)nb, (unsigned)((p.io.S + L::FQ - 1) / L::FQ));
+    k_flash<T, DP, NW><<<grid, NW * 32, bytes, s>>>(p);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t cuk_attn_fused(int fdt, const void *q, const void *kt, const void *v, void *y, int64_t nb,
-                                      int64_t S, int64_t Sk, int64_t D, int64_t Dv, float scale, const void *mask,
-                                      int kind, float fill, const cuk_shape *sh, cudaStream_t s)
+// 8 warps (128 query rows: K and V staged once per 128 rows) past 64 rows, else 4
+template <typename T, int DP> static cudaError_t flash_rows(const flash_params &p, cudaStream_t s)
 {
-    if (!cuk_attn_fused_fits(fdt, nb, S, Sk, D, Dv))
+    static const char *w = getenv("KILN_CUDA_ATTN_WARPS");   // developer knob: 4 or 8
+    const int nw = w && w[0] == '4' ? 4 : w && w[0] == '8' ? 8 : p.io.S > 64 ? 8 : 4;
+    return nw == 8 ? flash_launch<T, DP, 8>(p, s) : flash_launch<T, DP, 4>(p, s);
+}
+
+template <typename T> static cudaError_t flash_dispatch(const flash_params &p, cudaStream_t s)
+{
+    switch (flash_dp(&p.io)) {
+    case 32: return flash_rows<T, 32>(p, s);
+    case 64: return flash_rows<T, 64>(p, s);
+    default: return flash_rows<T, 128>(p, s);
+    }
+}
+
+extern "C" cudaError_t cuk_attn_fused(int fdt, const cuk_attn_io *io, float scale, const void *mask, int kind,
+                                      float fill, const cuk_shape *sh, cudaStream_t s)
+{
+    if (!cuk_attn_fused_fits(fdt, io))
         return cudaErrorInvalidValue;
+    flash_params p;
+    memset(&p, 0, sizeof p);
+    p.io = *io;
+    p.scale = scale;
+    p.mask = mask;
+    p.kind = kind;
+    p.fill = fill;
+    if (mask)
+        p.sh = to_arg(sh);
+    p.kmajor = io->kd == 1 || io->ks != 1;
+    const bool kv = p.kmajor ? vec_rows(io->k, io->ks, io->kd, io->kl, io->nlead)
+                             : vec_rows(io->k, io->kd, io->ks, io->kl, io->nlead);
+    p.vec = (vec_rows(io->q, io->qs, io->qd, io->ql, io->nlead) ? 1 : 0) | (kv ? 2 : 0) |
+            (vec_rows(io->v, io->vs, io->vd, io->vl, io->nlead) ? 4 : 0);
+    bool yv = io->yd == 1 && io->ys % 2 == 0 && (uintptr_t)io->y % 4 == 0;
+    for (int d = 0; d < io->nlead; d++)
+        yv = yv && io->yl[d] % 2 == 0;
+    p.vec |= yv ? 8 : 0;
     if (fdt == CUK_F16)
-        return attn_launch<__half>(q, kt, v, y, nb, S, Sk, D, Dv, scale, mask, kind, fill, sh, s);
-    return attn_launch<__nv_bfloat16>(q, kt, v, y, nb, S, Sk, D, Dv, scale, mask, kind, fill, sh, s);
+        return flash_dispatch<__half>(p, s);
+    return flash_dispatch<__nv_bfloat16>(p, s);
 }

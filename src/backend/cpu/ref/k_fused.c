@@ -2,7 +2,7 @@
  *   FusedConv(X, W, B?, R?)     = act(Conv(X, W, B) + R)
  *   FusedMatMul(A, B, bias?, R?) = act(MatMul(A, B) + bias + R)
  *   FusedGemm(A, B, C?)          = act(Gemm(A, B, C))
- *   Attention(Q, KT, V, M?)      = Softmax(Q @ KT * scale + M) @ V   (softmax over the last axis)
+ *   Attention(Q, KT, V, M?)      = Softmax(Q @ KT * scale + M) @ V   (k_attention.c)
  * float32 takes fast paths that fold the bias, residual and activation into the GEMM /
  * convolution output stores (fused.h); anything else (other dtypes, unusual broadcasting) runs
  * the reference kernel of the main op, then the epilogue as separate passes. */
@@ -16,8 +16,7 @@
 #include "../qgemm_bf16.h"
 #include <math.h>
 
-/* Runs kernel `op` on (a, b) into a fresh heap tensor `out` (no arena), with the same node. */
-static kiln_status call2(kiln_kctx *ctx, kiln_op op, const kiln_tensor *a, const kiln_tensor *b, kiln_tensor *out)
+kiln_status kiln__kcall(kiln_kctx *ctx, kiln_op op, const kiln_tensor *a, const kiln_tensor *b, kiln_tensor *out)
 {
     const kiln_tensor *in[2] = {a, b};
     kiln_tensor *o[1] = {out};
@@ -27,8 +26,7 @@ static kiln_status call2(kiln_kctx *ctx, kiln_op op, const kiln_tensor *a, const
     return kiln__ref_kernel(op)(&sub);
 }
 
-/* Replaces ctx->out[0] by t (moved). */
-static void replace_out(kiln_kctx *ctx, kiln_tensor *t)
+void kiln__kreplace_out(kiln_kctx *ctx, kiln_tensor *t)
 {
     kiln_tensor *y = ctx->out[0];
     kiln__kout_release(ctx, y);
@@ -63,8 +61,8 @@ static kiln_status add_into(kiln_kctx *ctx, const kiln_tensor *r)
         return KILN_OK;
     }
     kiln_tensor t;
-    KILN_TRY(call2(ctx, KILN_OP_Add, y, r, &t));
-    replace_out(ctx, &t);
+    KILN_TRY(kiln__kcall(ctx, KILN_OP_Add, y, r, &t));
+    kiln__kreplace_out(ctx, &t);
     return KILN_OK;
 }
 
@@ -171,185 +169,7 @@ static kiln_status k_fused_gemm(kiln_kctx *ctx)
     return apply_act(ctx);
 }
 
-/* ------------------------------------------------------------------ attention */
-
-typedef struct {
-    const float *q, *kt, *v, *mask;
-    const uint8_t *bmask;             /* boolean mask (Where forms) */
-    int mask_kind;                    /* 1 additive, 2 keep where true, 3 fill where true */
-    float fill;
-    float *out;
-    int64_t S, Sk, D, Dv;
-    float scale;
-    int rank;                         /* rank of the score tensor [lead..., S, Sk] */
-    int64_t sdims[KILN_MAX_DIMS];     /* score dims */
-    int64_t mstr[KILN_MAX_DIMS];      /* mask strides over score dims (0 = broadcast) */
-    float **scratch;
-    kiln_softmax_row_fn softmax;      /* in place over one score row */
-    kiln_status st;
-} attn_job;
-
-/* row = softmax(row) over n elements (NaNs ignored by the maximum) */
-static void softmax_row_scalar(float *row, int64_t n)
-{
-    float mx = -INFINITY, sum = 0;
-    for (int64_t k = 0; k < n; k++)
-        mx = row[k] > mx ? row[k] : mx;
-    for (int64_t k = 0; k < n; k++) {
-        row[k] = expf(row[k] - mx);
-        sum += row[k];
-    }
-    float inv = 1.0f / sum;
-    for (int64_t k = 0; k < n; k++)
-        row[k] *= inv;
-}
-
-static void attn_task(void *p, int64_t b0, int64_t b1)
-{
-    attn_job *j = p;
-    int64_t nsc = j->S * j->Sk;
-    float *sc = kiln__malloc(sizeof(float) * (size_t)(nsc > 0 ? nsc : 1));
-    if (!sc) {
-        j->st = KILN_ERR_NOMEM;
-        return;
-    }
-    for (int64_t b = b0; b < b1; b++) {
-        kiln__sgemm(NULL, 1, false, false, j->S, j->Sk, j->D, j->scale, j->q + b * j->S * j->D, j->D,
-                    j->kt + b * j->D * j->Sk, j->Sk, 0.0f, sc, j->Sk);
-        if (j->mask || j->bmask) {
-            /* offset of mask element for score (b, s, k): decompose b over the leading dims */
-            int64_t moff = 0, rem = b;
-            for (int d = j->rank - 3; d >= 0; d--) {
-                moff += (rem % j->sdims[d]) * j->mstr[d];
-                rem /= j->sdims[d];
-            }
-            int64_t ss = j->mstr[j->rank - 2], sk = j->mstr[j->rank - 1];
-            for (int64_t s = 0; s < j->S; s++)
-                for (int64_t k = 0; k < j->Sk; k++) {
-                    int64_t mi = moff + s * ss + k * sk;
-                    if (j->mask_kind == 1)
-                        sc[s * j->Sk + k] += j->mask[mi];
-                    else if ((j->bmask[mi] != 0) == (j->mask_kind == 3))
-                        sc[s * j->Sk + k] = j->fill;
-                }
-        }
-        for (int64_t s = 0; s < j->S; s++)
-            j->softmax(sc + s * j->Sk, j->Sk);
-        kiln__sgemm(NULL, 1, false, false, j->S, j->Dv, j->Sk, 1.0f, sc, j->Sk, j->v + b * j->Sk * j->Dv, j->Dv, 0.0f,
-                    j->out + b * j->S * j->Dv, j->Dv);
-    }
-    kiln__free(sc);
-}
-
-/* The fast path applies when Q, KT, V are float32 with identical leading dims and the mask is
- * float32 and broadcastable to the score shape. */
-static bool attn_fast(kiln_kctx *ctx, kiln_softmax_row_fn softmax, const kiln_tensor *q, const kiln_tensor *kt,
-                      const kiln_tensor *v, const kiln_tensor *m, float scale, kiln_status *st)
-{
-    int kind = (int)kiln__attr_i(ctx->node, "mask_kind", 1);
-    if (q->dtype != KILN_DT_FLOAT32 || kt->dtype != KILN_DT_FLOAT32 || v->dtype != KILN_DT_FLOAT32 ||
-        (m && m->dtype != (kind == 1 ? KILN_DT_FLOAT32 : KILN_DT_BOOL)) || kind < 1 || kind > 3)
-        return false;
-    int r = q->ndim;
-    if (r < 2 || kt->ndim != r || v->ndim != r || (m && m->ndim > r))
-        return false;
-    for (int d = 0; d < r - 2; d++)
-        if (q->dims[d] != kt->dims[d] || q->dims[d] != v->dims[d])
-            return false;
-    attn_job j = {.q = q->data, .kt = kt->data, .v = v->data, .scale = scale, .rank = r, .mask_kind = kind,
-                  .softmax = softmax ? softmax : softmax_row_scalar,
-                  .fill = kiln__attr_f(ctx->node, "mask_fill", 0.0f)};
-    if (m && kind == 1)
-        j.mask = m->data;
-    else if (m)
-        j.bmask = m->data;
-    j.S = q->dims[r - 2];
-    j.D = q->dims[r - 1];
-    j.Sk = kt->dims[r - 1];
-    j.Dv = v->dims[r - 1];
-    if (kt->dims[r - 2] != j.D || v->dims[r - 2] != j.Sk)
-        return false;
-    for (int d = 0; d < r; d++)
-        j.sdims[d] = d < r - 2 ? q->dims[d] : d == r - 2 ? j.S : j.Sk;
-    if (m) {
-        kiln_tensor sshape = {.dtype = KILN_DT_FLOAT32, .ndim = r};
-        memcpy(sshape.dims, j.sdims, sizeof j.sdims);
-        int off = r - m->ndim;
-        for (int d = 0; d < m->ndim; d++)
-            if (m->dims[d] != 1 && m->dims[d] != j.sdims[off + d])
-                return false;
-        kiln__broadcast_strides(m, r, j.sdims, j.mstr);
-    }
-    int64_t odims[KILN_MAX_DIMS];
-    memcpy(odims, q->dims, sizeof(int64_t) * (size_t)r);
-    odims[r - 1] = j.Dv;
-    *st = kiln__kout(ctx, 0, KILN_DT_FLOAT32, r, odims);
-    if (*st != KILN_OK)
-        return true;
-    j.out = ctx->out[0]->data;
-    int64_t nb = 1;
-    for (int d = 0; d < r - 2; d++)
-        nb *= q->dims[d];
-    j.st = KILN_OK;
-    kiln__parallel_for(ctx->pool, ctx->nthreads, nb, 1, attn_task, &j);
-    *st = j.st == KILN_OK ? KILN_OK : kiln__kerr(ctx, j.st, "out of memory");
-    return true;
-}
-
-kiln_status kiln__attention(kiln_kctx *ctx, kiln_softmax_row_fn softmax)
-{
-    const kiln_tensor *q = kiln__kin(ctx, 0), *kt = kiln__kin(ctx, 1), *v = kiln__kin(ctx, 2), *m = kiln__kin(ctx, 3);
-    if (!q || !kt || !v)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "needs Q, K^T and V");
-    float scale = kiln__attr_f(ctx->node, "scale", 1.0f);
-    kiln_status st;
-    if (attn_fast(ctx, softmax, q, kt, v, m, scale, &st))
-        return st;
-    /* generic: the same computation through the reference kernels */
-    kiln_tensor s = {0}, t = {0}, p = {0};
-    st = call2(ctx, KILN_OP_MatMul, q, kt, &s);
-    if (st == KILN_OK && kiln__dtype_is_float(s.dtype)) {
-        int64_t n = kiln_tensor_numel(&s);
-        for (int64_t i = 0; i < n; i++)
-            kiln__set_f64(s.dtype, s.data, i, kiln__get_f64(s.dtype, s.data, i) * scale);
-    } else if (st == KILN_OK) {
-        st = kiln__kerr(ctx, KILN_ERR_DTYPE, "attention on %s", kiln_dtype_name(s.dtype));
-    }
-    int kind = (int)kiln__attr_i(ctx->node, "mask_kind", 1);
-    if (st == KILN_OK && m && kind == 1) {
-        st = call2(ctx, KILN_OP_Add, &s, m, &t);
-        kiln__tensor_release(&s);
-        s = t;
-        memset(&t, 0, sizeof t);
-    } else if (st == KILN_OK && m) {
-        /* Where(cond, scores, fill) or Where(cond, fill, scores) through the Where kernel */
-        kiln_tensor fillt;
-        st = kiln__tensor_alloc(&fillt, s.dtype, 0, NULL);
-        if (st == KILN_OK) {
-            kiln__set_f64(s.dtype, fillt.data, 0, kiln__attr_f(ctx->node, "mask_fill", 0.0f));
-            const kiln_tensor *in3[3] = {m, kind == 2 ? &s : &fillt, kind == 2 ? &fillt : &s};
-            kiln_tensor *o1[1] = {&t};
-            kiln_kctx sub = {.node = ctx->node, .n_in = 3, .in = in3, .n_out = 1, .out = o1, .pool = ctx->pool,
-                              .nthreads = ctx->nthreads};
-            st = kiln__ref_kernel(KILN_OP_Where)(&sub);
-            kiln__tensor_release(&fillt);
-            kiln__tensor_release(&s);
-            s = t;
-            memset(&t, 0, sizeof t);
-        }
-    }
-    if (st == KILN_OK)
-        st = call2(ctx, KILN_OP_Softmax, &s, NULL, &p);
-    if (st == KILN_OK)
-        st = call2(ctx, KILN_OP_MatMul, &p, v, &t);
-    if (st == KILN_OK)
-        replace_out(ctx, &t);
-    kiln__tensor_release(&s);
-    kiln__tensor_release(&p);
-    kiln__tensor_release(&t);
-    return st;
-}
-
+/* Attention: k_attention.c */
 static kiln_status k_attention(kiln_kctx *ctx) { return kiln__attention(ctx, NULL); }
 
 const kiln_kernel_reg kiln__ref_fused[] = {

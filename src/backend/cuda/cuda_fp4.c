@@ -1,0 +1,261 @@
+/* 4-bit weight-only layers on the GPU (docs/CUDA.md, "NVFP4, MXFP4 and INT4 weights"): a MatMul /
+ * FusedMatMul / Gemm / FusedGemm that the builder marked with an NVFP4, MXFP4 or INT4 weight and FP16
+ * activations (kiln_wq "nvfp4" | "mxfp4" | "int4", kiln_aq "fp16": PRECISION.md) runs kiln's weight-only
+ * GEMM (kernels_fp4.cu) on the weight exactly as the CPU backend packed it (KILN_PREP_LOWBIT_W): the
+ * engine's blob when the runtime hands it over (kiln_devmod.reads_blob), else the CPU backend's packing
+ * of the float32 weight (the host service lowbit_prep). Those packed bytes are copied to device memory
+ * once per layer and are all the layer keeps there: 4.5 (NVFP4), 4.25 (MXFP4) or 4.5 (INT4) bits a
+ * weight. The activations are rounded to FP16 (the CPU emulation's rounding), each weight tile is decoded
+ * to FP16 in shared memory (value times block scale in FP32, rounded to FP16: the emulation's weight),
+ * FP32 accumulation; bias, residual and activation in kiln's epilogue kernel. */
+#include "cuda_gemm.h"
+#include "backend/cpu/prep.h"
+#include "core/numfmt.h"
+#include <math.h>
+#include <stdlib.h>
+
+#define IN(i) (i < ctx->n_in ? ctx->in[i] : NULL)
+#define FP4_SLOT 61   /* the state slot of a layer's packed weight */
+
+static bool is_gemm_op(kiln_op op) { return op == KILN_OP_Gemm || op == KILN_OP_FusedGemm; }
+
+bool cu_fp4_layer(const cu_be *b, const kiln_node *n, int *fmt)
+{
+    if (!n || (n->op != KILN_OP_MatMul && n->op != KILN_OP_FusedMatMul && !is_gemm_op(n->op)))
+        return false;
+    const char *wq = b->host->attr_s(n, "kiln_wq", NULL), *aq = b->host->attr_s(n, "kiln_aq", NULL);
+    if (!wq || !aq || strcmp(aq, "fp16"))
+        return false;
+    int f = !strcmp(wq, "nvfp4") || !strcmp(wq, "fp4") ? CUK_Q_NVFP4 : !strcmp(wq, "mxfp4") ? CUK_Q_MXFP4
+          : !strcmp(wq, "int4")                        ? CUK_Q_INT4
+                                                       : -1;
+    if (f < 0)
+        return false;
+    if (fmt)
+        *fmt = f;
+    return true;
+}
+
+/* K, N and whether the weight tensor is [K, N] (MatMul, Gemm without transB). Reads dims only: an
+ * engine may keep the weight only packed. */
+static bool fp4_dims(const cu_be *b, const kiln_node *n, const kiln_tensor *a, const kiln_tensor *w, int64_t *K,
+                     int64_t *N, bool *trans)
+{
+    if (!a || !w || w->ndim != 2 || a->dtype != KILN_DT_FLOAT32 || a->ndim < 1)
+        return false;
+    bool gemm = is_gemm_op(n->op);
+    if (gemm && (a->ndim != 2 || b->host->attr_i(n, "transA", 0) || b->host->attr_f(n, "alpha", 1.0f) != 1.0f))
+        return false;
+    *trans = !(gemm && b->host->attr_i(n, "transB", 0));
+    *K = *trans ? w->dims[0] : w->dims[1];
+    *N = *trans ? w->dims[1] : w->dims[0];
+    return a->dims[a->ndim - 1] == *K && *K > 0 && *N > 0;
+}
+
+bool cu_fp4_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
+{
+    int64_t K, N;
+    bool trans;
+    if (n_in < 2 || !fp4_dims(b, n, in[0], in[1], &K, &N, &trans))
+        return false;
+    if (is_gemm_op(n->op) && n_in > 2 && in[2]) {   /* C: a row bias (beta 1) only */
+        int64_t c = 1;
+        for (int d = 0; d < in[2]->ndim; d++)
+            c *= in[2]->dims[d];
+        if (c != N || in[2]->dims[in[2]->ndim > 0 ? in[2]->ndim - 1 : 0] != N || b->host->attr_f(n, "beta", 1.0f) != 1.0f)
+            return false;
+    }
+    return true;
+}
+
+/* A KILN_PREP_LOWBIT_W blob of this layer: its format, rows and k; the payload's scales / tensor scale
+ * offsets. False for anything else (another layout, sizes that do not add up). */
+typedef struct fp4_blob {
+    int fmt;
+    int64_t rows, k, block, row_bytes, nblk;
+    size_t scale_es;
+    uint64_t off_s, off_t, total;
+} fp4_blob;
+
+static uint64_t align64(uint64_t v) { return (v + 63) / 64 * 64; }
+
+static bool blob_parse(const void *blob, size_t size, fp4_blob *o)
+{
+    kiln_prep_hdr h;
+    if (!blob || size < KILN_PREP_HDR_BYTES)
+        return false;
+    memcpy(&h, blob, sizeof h);
+    if (memcmp(h.magic, KILN_PREP_MAGIC, 8) || h.layout != KILN_PREP_LOWBIT_W || h.ndims != 4 ||
+        h.payload_bytes > size - KILN_PREP_HDR_BYTES)
+        return false;
+    int fmt = h.dims[0] == KILN_QF_NVFP4 ? CUK_Q_NVFP4 : h.dims[0] == KILN_QF_MXFP4 ? CUK_Q_MXFP4
+            : h.dims[0] == KILN_QF_INT4  ? CUK_Q_INT4
+                                         : -1;
+    if (fmt < 0 || h.dims[1] <= 0 || h.dims[2] <= 0 || h.dims[1] > ((int64_t)1 << 40) / h.dims[2] ||
+        (h.dims[3] & ~(int64_t)1))
+        return false;
+    o->fmt = fmt;
+    o->rows = h.dims[1];
+    o->k = h.dims[2];
+    o->block = fmt == CUK_Q_NVFP4 ? 16 : 32;
+    o->scale_es = fmt == CUK_Q_INT4 ? 2 : 1;
+    o->row_bytes = (o->k + 1) / 2;
+    o->nblk = (o->k + o->block - 1) / o->block;
+    o->off_s = align64((uint64_t)(o->rows * o->row_bytes));
+    o->off_t = align64(o->off_s + (uint64_t)(o->rows * o->nblk) * o->scale_es);
+    o->total = o->off_t + 64;
+    return h.payload_bytes == o->total;
+}
+
+/* The engine's blob fits this layer (checked again against the operands when it runs) */
+bool cu_fp4_reads_blob(const cu_be *b, const kiln_node *n, const void *blob, size_t size)
+{
+    int fmt;
+    fp4_blob o;
+    return cu_fp4_layer(b, n, &fmt) && blob_parse(blob, size, &o) && o.fmt == fmt;
+}
+
+/* A layer's packed weight in device memory (the payload as the CPU stores it). */
+typedef struct fp4_w {
+    uint8_t *dev;
+    fp4_blob L;
+    float ts;
+    const void *src;     /* the blob or float32 weight it was made from, and cu_weights_gen() then */
+    unsigned long gen;
+    uint64_t *own;       /* the backend's count of weight bytes of its own */
+} fp4_w;
+
+static void fp4_w_free(void *p)
+{
+    fp4_w *w = p;
+    if (w->dev && w->own)
+        *w->own -= w->L.total;
+    cudaFree(w->dev);
+    free(w);
+}
+
+static kiln_status fp4_upload(cu_be *b, fp4_w *w, const void *blob, size_t size, int fmt, int64_t N, int64_t K)
+{
+    fp4_blob L;
+    if (!blob_parse(blob, size, &L) || L.fmt != fmt || L.rows != N || L.k != K)
+        return cu_err(b, KILN_ERR_PARSE, "a 4-bit weight blob that does not fit its layer");
+    if (w->dev) {
+        *w->own -= w->L.total;
+        cudaFree(w->dev);
+        w->dev = NULL;
+    }
+    const uint8_t *payload = (const uint8_t *)blob + KILN_PREP_HDR_BYTES;
+    KILN_TRY(cu_check(b, cudaMalloc((void **)&w->dev, L.total), "allocating a 4-bit weight"));
+    w->L = L;
+    *w->own += L.total;
+    memcpy(&w->ts, payload + L.off_t, sizeof w->ts);
+    KILN_TRY(cu_check(b, cudaMemcpyAsync(w->dev, payload, L.total, cudaMemcpyHostToDevice, b->stream),
+                      "copying a 4-bit weight"));
+    return cu_check(b, cudaStreamSynchronize(b->stream), "copying a 4-bit weight");
+}
+
+/* The layer's packed weight on the device: from ctx->prepared, else packed now from the float32 weight
+ * (a host tensor: host_inputs), made again when its source changed. */
+static kiln_status fp4_weight(cu_be *b, const kiln_kctx *ctx, int fmt, int64_t N, int64_t K, fp4_w **out)
+{
+    int64_t key[1] = {FP4_SLOT};
+    fp4_w *w = cu_state_get(b, ctx->node, key, 1);
+    const kiln_tensor *W = IN(1);
+    const void *src = ctx->prepared ? ctx->prepared : W->data;
+    unsigned long gen = cu_weights_gen();
+    if (w && w->dev && w->src == src && w->gen == gen) {
+        *out = w;
+        return KILN_OK;
+    }
+    if (b->capturing)
+        return cu_not_in_capture(b, "copying a 4-bit weight");
+    if (!src)
+        return cu_kerr(b, (kiln_kctx *)ctx, KILN_ERR_UNSUPPORTED, "no packed 4-bit weight and no float32 weight");
+    if (!w) {
+        if (!(w = calloc(1, sizeof *w)))
+            return cu_err(b, KILN_ERR_NOMEM, "out of memory");
+        w->own = &b->own_weight_bytes;
+        kiln_status pst = cu_state_put(b, ctx->node, key, 1, w, fp4_w_free);
+        if (pst != KILN_OK) {
+            free(w);
+            return pst;
+        }
+    }
+    w->src = NULL;
+    kiln_status st;
+    if (ctx->prepared) {
+        st = fp4_upload(b, w, ctx->prepared, ctx->prepared_size, fmt, N, K);
+    } else {
+        if (W->dtype != KILN_DT_FLOAT32 || (W->flags & KILN_TENSOR_ON_DEVICE))
+            return cu_kerr(b, (kiln_kctx *)ctx, KILN_ERR_DTYPE, "a 4-bit layer needs its float32 weight on the host");
+        void *blob = NULL;
+        size_t size = 0;
+        st = b->host->lowbit_prep(ctx->node, ctx->n_in, ctx->in, &blob, &size);
+        if (st == KILN_OK)
+            st = fp4_upload(b, w, blob, size, fmt, N, K);
+        b->host->free_blob(blob);
+    }
+    if (st != KILN_OK)
+        return st;
+    w->src = src;
+    w->gen = gen;
+    *out = w;
+    return KILN_OK;
+}
+
+kiln_status cu_fp4_run(cu_be *b, kiln_kctx *ctx)
+{
+    const kiln_node *n = ctx->node;
+    const kiln_tensor *A = IN(0);
+    int fmt;
+    int64_t K, N;
+    bool trans;
+    if (!cu_fp4_layer(b, n, &fmt) || !cu_fp4_accepts(b, n, ctx->n_in, ctx->in) || !fp4_dims(b, n, A, IN(1), &K, &N,
+                                                                                              &trans))
+        return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "operands the 4-bit GEMM does not take");
+    bool gemm = is_gemm_op(n->op), fused = n->op == KILN_OP_FusedMatMul || n->op == KILN_OP_FusedGemm;
+    int act = CUK_IDENTITY;
+    float aa = 0, ab = 0;
+    if (fused && !cu_fused_act(b, n, &act, &aa, &ab))
+        return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "unknown fused activation");
+    int64_t numel = cu_numel(A), M = numel / K;
+    int64_t dims[KILN_MAX_DIMS];
+    int nd = A->ndim;
+    memcpy(dims, A->dims, sizeof(int64_t) * (size_t)nd);
+    dims[nd - 1] = N;   /* MatMul of a vector: [K] @ [K, N] -> [N] */
+    const kiln_tensor *R = !gemm && fused ? IN(3) : NULL, *bias = gemm ? IN(2) : fused ? IN(2) : NULL;
+    if ((bias && cu_numel(bias) != N) || (R && cu_numel(R) != M * N))
+        return cu_kerr(b, ctx, KILN_ERR_SHAPE, "bias / residual shape");
+    fp4_w *w = NULL;
+    KILN_TRY(fp4_weight(b, ctx, fmt, N, K, &w));
+    /* output storage: a half input's, KILN_CUDA_ACT's, else FP16 (what the layer's FP16 rounding makes) */
+    kiln_dtype sdt = b->force_act == KILN_DT_BFLOAT16 || (A->flags & KILN_TENSOR_DEV_BF16) ? KILN_DT_BFLOAT16
+                                                                                           : KILN_DT_FLOAT16;
+    KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, nd, dims));
+    kiln_tensor *y = ctx->out[0];
+    if (!y->nbytes)
+        return KILN_OK;
+    kiln_tensor at, rt, bt;   /* A rounded to FP16 (the layer's activation rounding); residual in sdt; bias */
+    memset(&at, 0, sizeof at);
+    memset(&rt, 0, sizeof rt);
+    memset(&bt, 0, sizeof bt);
+    const kiln_tensor *a2 = NULL, *r2 = NULL, *b2 = NULL;
+    kiln_status st = cu_as(b, A, KILN_DT_FLOAT16, &at, &a2);
+    if (st == KILN_OK && R)
+        st = cu_as(b, R, sdt, &rt, &r2);
+    if (st == KILN_OK && bias)
+        st = cu_as(b, bias, KILN_DT_FLOAT32, &bt, &b2);
+    cu_part_mark(b, 4, 0, 2);
+    if (st == KILN_OK)
+        st = cu_check(b, cuk_fp4_gemm(cu_fdt(sdt), a2->data, K, M, K, w->dev, w->dev + w->L.off_s, fmt, w->L.block,
+                                      w->ts, y->data, N, b->stream), "4-bit weight GEMM");
+    cu_part_mark(b, 4, 1, 2);
+    if (st == KILN_OK && (b2 || r2 || act != CUK_IDENTITY))
+        st = cu_check(b, cuk_epilogue(cu_fdt(sdt), y->data, M * N, N, 1, b2 ? b2->data : NULL, r2 ? r2->data : NULL,
+                                      act, aa, ab, b->stream), "epilogue");
+    cu_part_mark(b, 4, 2, 2);
+    cu_tmp_free(b, &at);   /* used in stream order only */
+    cu_tmp_free(b, &rt);
+    cu_tmp_free(b, &bt);
+    return st;
+}
