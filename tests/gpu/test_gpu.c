@@ -656,6 +656,48 @@ static void gemm_cases(void)
     run_case("FusedGemm Tanh", &t, 1e-5);
 }
 
+/* Attention reading its operands through perms (the attention-transpose pass folds the Transposes around it):
+ * BERT's [B, S, H, D] layout with K key-major, K^T d-major, a lead-axis swap, a Q whose head dim is not the
+ * innermost axis (no 16-byte rows), 3-D, a per-row mask; each against the CPU's strided reference */
+static void perm_case(const char *name, const int64_t *dq, const int64_t *dk, const int64_t *dv, int r,
+                      const int64_t *pq, const int64_t *pk, const int64_t *pv, const int64_t *py, kiln_tensor mask)
+{
+    tgraph t = tg_new(KILN_OP_Attention, 1);
+    tg_in(&t, rand_tensor(F32, r, dq, -1, 1), false);
+    tg_in(&t, rand_tensor(F32, r, dk, -1, 1), false);
+    tg_in(&t, rand_tensor(F32, r, dv, -1, 1), false);
+    if (mask.data)
+        tg_in(&t, mask, false);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_f(tg_node(&t), "scale", 0.3f);
+    if (pq)
+        kiln__node_set_attr_ints(tg_node(&t), "q_perm", r, pq);
+    if (pk)
+        kiln__node_set_attr_ints(tg_node(&t), "kt_perm", r, pk);
+    if (pv)
+        kiln__node_set_attr_ints(tg_node(&t), "v_perm", r, pv);
+    if (py)
+        kiln__node_set_attr_ints(tg_node(&t), "y_perm", r, py);
+    run_case(name, &t, 1e-5);
+}
+
+static void attention_perm_cases(void)
+{
+    static const int64_t p0213[4] = {0, 2, 1, 3}, p0231[4] = {0, 2, 3, 1}, p0132[4] = {0, 1, 3, 2},
+                         p1023[4] = {1, 0, 2, 3}, p102[3] = {1, 0, 2}, p120[3] = {1, 2, 0};
+    kiln_tensor none = {0};
+    perm_case("Attention BSHD BERT 2x128x12x64", D(2, 128, 12, 64), D(2, 128, 12, 64), D(2, 128, 12, 64), 4, p0213,
+              p0231, p0213, p0213, rand_tensor(F32, 4, D(2, 1, 1, 128), -3, 0));
+    perm_case("Attention BSHD 17x19 d8 dv5", D(2, 17, 3, 8), D(2, 3, 19, 8), D(2, 19, 3, 5), 4, p0213, p0132, p0213,
+              p0213, rand_tensor(F32, 4, D(2, 1, 17, 19), -2, 1));
+    perm_case("Attention lead swap, K^T", D(3, 2, 70, 40), D(2, 3, 40, 141), D(3, 2, 141, 40), 4, p1023, NULL, p1023,
+              p1023, rand_tensor(F32, 4, D(2, 1, 1, 141), -3, 0));
+    perm_case("Attention Q d-major (strided)", D(2, 16, 3, 33), D(2, 3, 33, 16), D(2, 3, 33, 16), 4, p0231, p0132,
+              NULL, NULL, none);
+    perm_case("Attention 3-D SHD", D(37, 4, 32), D(45, 4, 32), D(45, 4, 24), 3, p102, p120, p102, p102,
+              rand_tensor(F32, 3, D(4, 37, 45), -2, 1));
+}
+
 /* in FP16 / BF16 (the KILN_CUDA_ACT passes) these run the fused attention kernel (KILN_CUDA_FUSED_ATTN=1),
  * and again the two-GEMM path (=0, the default) */
 static void attention_cases(void)
@@ -725,6 +767,7 @@ static void attention_cases(void)
     tg_outs(&t, 1);
     kiln__node_set_attr_f(tg_node(&t), "scale", 0.2f);
     run_case("Attention Sk 264 additive mask", &t, 1e-5);
+    attention_perm_cases();
 }
 
 /* ---- FP16 / BF16 weights (what `--precision fp16|bf16` engines hold): the layer computes in that

@@ -901,6 +901,8 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
     const char *nhwc = getenv("KILN_CUDA_NHWC");
     b->nhwc = !nhwc || !nhwc[0] ? (b->conv_graph ? 1 : NHWC_MIN_BATCH) : !strcmp(nhwc, "0") ? 0 : 1;
     /* half attention in one kernel (KILN_CUDA_FUSED_ATTN=0: two GEMMs and the softmax) */
+    const char *lc = getenv("KILN_CUDA_GEMM_CANDIDATES");   /* float / half GEMMs (FP8: 24) */
+    b->lt_candidates = lc && atoi(lc) >= 1 ? (atoi(lc) > 32 ? 32 : atoi(lc)) : 8;
     const char *fa = getenv("KILN_CUDA_FUSED_ATTN");
     b->fused_attn = !fa || strcmp(fa, "0");
     const char *act = getenv("KILN_CUDA_ACT");

@@ -43,8 +43,8 @@ static kiln_status layout(cu_be *b, cublasLtMatrixLayout_t *l, cudaDataType_t ty
     return KILN_OK;
 }
 
-#define LT_CANDIDATES 8
 #define LT_CANDIDATES_FP8 24   /* cuBLASLt's first FP8 guesses were measured slow at BERT-base's shapes */
+#define LT_CANDIDATES_MAX 32
 
 static cublasStatus_t lt_matmul(cu_be *b, const lt_state *s, const gemm_args *g, const cublasLtMatmulAlgo_t *algo,
                                 void *ws, size_t wsz)
@@ -152,8 +152,8 @@ static kiln_status make_lt(cu_be *b, const kiln_kctx *ctx, const gemm_args *g, l
     if (st == KILN_OK)
         st = cu_check_lt(b, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsmax,
                                                                  sizeof wsmax), "preference");
-    cublasLtMatmulHeuristicResult_t h[LT_CANDIDATES_FP8];
-    int want = g->fp8 ? LT_CANDIDATES_FP8 : LT_CANDIDATES;
+    cublasLtMatmulHeuristicResult_t h[LT_CANDIDATES_MAX];
+    int want = g->fp8 ? LT_CANDIDATES_FP8 : b->lt_candidates;
     int got = 0;
     if (st == KILN_OK) {
         cublasStatus_t e = cublasLtMatmulAlgoGetHeuristic(b->lt, s->op, s->a, s->b, s->c, s->c, pref, want, h,

@@ -62,6 +62,7 @@ typedef struct cu_be {
     /* fused half convolutions through cuDNN's graph API (cuda_conv_graph.c) */
     bool conv_graph;               /* KILN_CUDA_CONV_GRAPH unset or not "0" */
     bool fused_attn;               /* half attention in one kernel (off: KILN_CUDA_FUSED_ATTN=0) */
+    int lt_candidates;             /* cuBLASLt heuristic candidates timed per GEMM (KILN_CUDA_GEMM_CANDIDATES, 8) */
     uint64_t own_weight_bytes;     /* device memory of weights in this instance's own forms (FP8, 4-bit) */
     struct cu_cg **cg;             /* plans per configuration */
     int n_cg, cap_cg;
