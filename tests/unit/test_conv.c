@@ -1,4 +1,4 @@
-/* Conv / ConvTranspose / ConvInteger / MaxPool / AveragePool kernels against naive loops
+/* Conv / ConvTranspose / ConvInteger / MaxPool / AveragePool / GlobalAveragePool kernels against naive loops
  * written here with double accumulation: many odd configurations (groups, depthwise,
  * kernels, strides, pads, dilations, batch 1..2, odd sizes, 1-D/2-D/3-D), several thread
  * counts, float32 fast paths plus float64 / float16 / integer paths. Ends with timings of a
@@ -1028,6 +1028,63 @@ static void test_pools(unsigned long long *seed)
     }
 }
 
+/* GlobalAveragePool (float32: the fast kernel where the host has one, else the reference) against
+ * a double mean, and bit-identical to the scalar reference (both sum each plane in order): odd
+ * channel counts around the 16 planes of a vector, 1-D / 2-D / 3-D planes, batch 1..3, ResNet-50's
+ * 2048 x 7 x 7; a NaN input stays in its own plane. */
+static void test_global_avgpool(unsigned long long *seed)
+{
+    for (int i = 0; i < 90; i++) {
+        int nsp = i % 6 == 0 ? 1 : i % 6 == 1 ? 3 : 2;
+        int64_t xd[5] = {rnd(seed, 1, 3), rnd(seed, 1, 40)};
+        for (int d = 0; d < nsp; d++)
+            xd[2 + d] = rnd(seed, 1, nsp == 3 ? 5 : 13);
+        if (i == 2)
+            xd[0] = 1, xd[1] = 2048, xd[2] = xd[3] = 7;
+        int64_t yd[5] = {xd[0], xd[1], 1, 1, 1};
+        int64_t nx = prod(nsp + 2, xd), planes = xd[0] * xd[1], sz = nx / planes;
+        float *fx = rand_buf(nx, seed);
+        int64_t nan_at = i % 5 == 4 ? rnd(seed, 0, nx - 1) : -1;
+        if (nan_at >= 0)
+            fx[nan_at] = NAN;
+        kiln_tensor X = mk(KILN_DT_FLOAT32, nsp + 2, xd, fx);
+        const kiln_tensor *in[1] = {&X};
+        kiln_tensor out[2];
+        memset(out, 0, sizeof out);
+        tnode t = {.na = 0};
+        int nthreads = 1 + i % 3;
+        kiln_status st = run_op(KILN_OP_GlobalAveragePool, "GlobalAveragePool", 1, &t, 1, in, 1, out, nthreads);
+        bool was = scalar_ref;
+        scalar_ref = true;
+        kiln_status st2 = run_op(KILN_OP_GlobalAveragePool, "GlobalAveragePool", 1, &t, 1, in, 1, out + 1, nthreads);
+        scalar_ref = was;
+        CHECK_MSG(st == KILN_OK && st2 == KILN_OK, "GlobalAveragePool failed: %s", kiln_last_error());
+        bool shape_ok = st == KILN_OK && out[0].ndim == nsp + 2 &&
+                        !memcmp(out[0].dims, yd, sizeof(int64_t) * (size_t)(nsp + 2));
+        CHECK_MSG(shape_ok, "GlobalAveragePool output shape mismatch (nsp %d)", nsp);
+        for (int64_t p = 0; shape_ok && st2 == KILN_OK && p < planes; p++) {
+            double ref = 0;
+            for (int64_t k = 0; k < sz; k++)
+                ref += fx[p * sz + k];
+            ref /= (double)sz;
+            float y = ((const float *)out[0].data)[p], yr = ((const float *)out[1].data)[p];
+            bool nan_plane = nan_at >= 0 && nan_at / sz == p;
+            if (nan_plane ? !isnan(y) : !(fabs(y - ref) <= 1e-5 * fmax(1.0, fabs(ref)))) {
+                CHECK_MSG(0, "GlobalAveragePool plane %lld of %lld (size %lld): got %g want %g", (long long)p,
+                          (long long)planes, (long long)sz, y, ref);
+                break;
+            }
+            if (memcmp(&y, &yr, sizeof y) != 0) {
+                CHECK_MSG(0, "GlobalAveragePool plane %lld: %.9g, the scalar reference %.9g", (long long)p, y, yr);
+                break;
+            }
+        }
+        kiln__tensor_release(&out[0]);
+        kiln__tensor_release(&out[1]);
+        free(fx);
+    }
+}
+
 /* ---------------------------------------------------------------------------------------
  * the window geometry Conv and the pools share (cpu/ref/window.h), case by case against the
  * ONNX formulas, errors included
@@ -1216,8 +1273,10 @@ int main(int argc, char **argv)
     test_wino_prepared(&seed);
     test_conv_integer(&seed);
     test_pools(&seed);
+    test_global_avgpool(&seed);
     /* every fast kernel the host runs (cpu/x86) was tested above; now the scalar references */
-    static const kiln_op fast_ops[] = {KILN_OP_Conv, KILN_OP_FusedConv, KILN_OP_MaxPool, KILN_OP_AveragePool};
+    static const kiln_op fast_ops[] = {KILN_OP_Conv, KILN_OP_FusedConv, KILN_OP_MaxPool, KILN_OP_AveragePool,
+                                       KILN_OP_GlobalAveragePool};
     for (size_t k = 0; k < sizeof fast_ops / sizeof fast_ops[0]; k++) {
         const kiln_kernel_isa_reg *f = kiln__cpu_fast_kernel(fast_ops[k]);
         printf("%s: %s, and the scalar reference\n", kiln__op_name(fast_ops[k]), f ? f->name : "reference only");

@@ -290,6 +290,45 @@ static int test_tall_tiles(unsigned long long *seed)
     return fails;
 }
 
+/* One row (M == 1) against pre-packed B (a classifier's last Gemm: the AVX-512 GEMV over the
+ * panels): every K remainder of its 4-step loop, narrow / wide / partial last panels, A
+ * transposed (a column with a stride), alpha / beta, row or column bias, residual, activations,
+ * 1-3 threads; and the other packers for comparison. */
+static int test_row_bpack(unsigned long long *seed)
+{
+    int fails = 0;
+    static const int64_t ns[] = {1, 5, 16, 17, 31, 32, 33, 100, 1000};
+    static const int64_t ks[] = {1, 2, 3, 4, 5, 7, 64, 301, 768, 2048};
+    int i = 0;
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+        for (size_t b = 0; b < sizeof ks / sizeof ks[0]; b++, i++) {
+            kiln_act act = {.kind = i % 4 == 0 ? KILN_ACT_GELU : i % 4 == 1 ? KILN_ACT_RELU : KILN_ACT_NONE};
+            fails += !run_epi_case_lda(1 + i % 3, i % 5 == 1, false, 1, ns[a], ks[b], i % 6 ? 1.0f : 0.5f,
+                                       i % 4 == 3 ? 0.75f : 0.0f, i % 3, i % 2 == 0, act, i % 7 == 6 ? i % 2 : 2,
+                                       i % 5 == 1 ? 2 : 1, seed);
+        }
+    return fails;
+}
+
+/* Grids split along M (M large, N small) at 2-3 threads, where op(B) is packed once for all the
+ * tasks (a packing callback, or K <= 512): odd N (partial last panel), B transposed or not, one
+ * and several K slices, every epilogue; K > 512 with the built-in packer for comparison. */
+static int test_shared_b(unsigned long long *seed)
+{
+    int fails = 0;
+    static const int64_t ns[] = {1, 17, 33, 49, 100, 196};
+    static const int64_t ks[] = {3, 64, 257, 512, 700};
+    int i = 0;
+    for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+        for (size_t b = 0; b < sizeof ks / sizeof ks[0]; b++, i++) {
+            kiln_act act = {.kind = i % 3 == 0 ? KILN_ACT_RELU : KILN_ACT_NONE};
+            int64_t M = 200 + 37 * (i % 4);
+            fails += !run_epi_case(2 + i % 2, false, i % 3 == 1, M, ns[a], ks[b], 1.0f, i % 5 == 0 ? 0.5f : 0.0f,
+                                   i % 3, i % 2 == 1, act, i % 2, seed);
+        }
+    return fails;
+}
+
 static int test_epilogues(unsigned long long *seed)
 {
     int fails = 0;
@@ -609,6 +648,8 @@ int main(int argc, char **argv)
     }
     fails += test_epilogues(&seed);
     fails += test_tall_tiles(&seed);
+    fails += test_row_bpack(&seed);
+    fails += test_shared_b(&seed);
     test_act_accuracy();
     test_fused_kernels(&seed);
     test_attention(&seed);

@@ -27,8 +27,10 @@
  *     (unalias_a: such rows share L1 sets); pre-packed B panels are prefetched into L2 one panel
  *     ahead.
  *   - A grid split only along N gets several tasks per thread (dynamic scheduling); each
- *     thread's packing buffer is a reusable per-thread scratch buffer (scratch.h).
- *   - Tiny problems and GEMV shapes (M == 1 or N == 1) take a direct path without packing.
+ *     thread's packing buffer is a reusable per-thread scratch buffer (scratch.h). A grid split
+ *     along M packs op(B) once for all its tasks where packing costs (share_b).
+ *   - Tiny problems and GEMV shapes (M == 1 or N == 1) take a direct path without packing; one
+ *     row against pre-packed B (a classifier's last Gemm) streams the panels once (row512).
  * Edge tiles are handled by zero padding in the packed panels and masked / partial stores, so
  * every size is supported. With beta == 0, C is never read. */
 #include "gemm.h"
@@ -754,6 +756,40 @@ T512 static void ukr512_conv(int64_t kc, const float *a, int64_t lda, const floa
 #undef A_AT
 }
 
+/* One row of C (M == 1) against pre-packed B panels [p0, p1) (a classifier's last Gemm: the weights
+ * stream from memory once, 2 FMAs per 128 bytes): c[j] = epi(alpha * sum_k a[k*as] B(k, j) + beta * c[j]).
+ * Four accumulator pairs along k hide the FMA latency. t: alpha, beta, epilogue (i0 = 0). */
+T512 static void row512(int64_t K, const float *a, int64_t as, const float *bpack, int64_t p0, int64_t p1, int64_t N,
+                        float *c, const tile_args *t)
+{
+    for (int64_t p = p0; p < p1; p++) {
+        const float *pb = bpack + p * K * NR_512;
+        __m512 s0[4], s1[4];
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++)
+            s0[u] = s1[u] = _mm512_setzero_ps();
+        int64_t k = 0;
+        for (; k + 4 <= K; k += 4, pb += 4 * NR_512) {
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++) {
+                __m512 av = _mm512_set1_ps(a[(k + u) * as]);
+                s0[u] = _mm512_fmadd_ps(av, _mm512_load_ps(pb + u * NR_512), s0[u]);
+                s1[u] = _mm512_fmadd_ps(av, _mm512_load_ps(pb + u * NR_512 + 16), s1[u]);
+            }
+        }
+        for (; k < K; k++, pb += NR_512) {
+            __m512 av = _mm512_set1_ps(a[k * as]);
+            s0[0] = _mm512_fmadd_ps(av, _mm512_load_ps(pb), s0[0]);
+            s1[0] = _mm512_fmadd_ps(av, _mm512_load_ps(pb + 16), s1[0]);
+        }
+        __m512 c0 = _mm512_add_ps(_mm512_add_ps(s0[0], s0[1]), _mm512_add_ps(s0[2], s0[3]));
+        __m512 c1 = _mm512_add_ps(_mm512_add_ps(s1[0], s1[1]), _mm512_add_ps(s1[2], s1[3]));
+        tile_args tp = *t;
+        tp.j0 = p * NR_512;
+        store512(&c0, &c1, _mm256_setzero_ps(), c + tp.j0, 0, 1, (int)min64(NR_512, N - tp.j0), &tp, W_FULL);
+    }
+}
+
 typedef struct convd_job {
     const kiln_convd *d;
     int64_t tw;           /* tiles per output row */
@@ -834,6 +870,7 @@ typedef struct gemm_job {
     kiln_gemm_packb_fn packb;
     void *packb_ctx;
     const float *bpack;   /* op(B) pre-packed in full-K panels, or NULL */
+    bool b_shared;        /* bpack was packed by this call for all its tasks (share_b), not given */
     const kiln_epi *epi;  /* NULL when there is nothing to do */
     bool direct_a;        /* the micro-kernel reads A in place */
     /* task grid */
@@ -962,6 +999,16 @@ static void direct_task_cols(void *ctx, int64_t begin, int64_t end)
     direct_block(g, 0, g->M, begin * 256, min64(g->N, end * 256));
 }
 
+#if GEMM_X86
+/* M == 1 against pre-packed B (AVX-512): panels [begin, end) by row512 */
+static void row_task(void *ctx, int64_t begin, int64_t end)
+{
+    const gemm_job *g = ctx;
+    tile_args t = {.alpha = g->alpha, .beta = g->beta, .epi = g->epi};
+    row512(g->K, g->A, g->a_cs, g->bpack, begin, end, g->N, g->C, &t);
+}
+#endif
+
 /* ------------------------------------------------------------------------------------------
  * Packed path
  * ------------------------------------------------------------------------------------------ */
@@ -982,7 +1029,8 @@ static int64_t tile_rows(const gemm_impl *im, int64_t r)
  * one thread) write C the most per flop; a C that fits in L2 (the Winograd GEMMs) gains nothing. */
 static bool rows_outer(const gemm_job *g, int64_t kc, int64_t nc)   /* (8-row tiles: B is not pre-packed) */
 {
-    return g->direct_a && !g->bpack && kc == g->K && kc * nc <= 128 * 1024 && g->M * g->N >= 256 * 1024;
+    return g->direct_a && (!g->bpack || g->b_shared) && kc == g->K && kc * nc <= 128 * 1024 &&
+           g->M * g->N >= 256 * 1024;
 }
 
 /* The K slice [pc, pc+kc) of panel jr of the block at column jc, for the micro-kernels: in the
@@ -1028,7 +1076,7 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
      * passes over each panel) where A's rows spread over enough L1 sets (see unalias_a). Conv
      * GEMMs keep 8-row tiles: 12 in-model gave them nothing measurable (ResNet-50 per layer 0.93 to
      * 1.04 of the 8-row tiles over five alternated runs at load 3-5). */
-    const bool tall_ok = direct && im->ukr_tall && g->bpack && g->a_rs % 512 != 0;
+    const bool tall_ok = direct && im->ukr_tall && g->bpack && !g->b_shared && g->a_rs % 512 != 0;
     for (int64_t jc = n0; jc < n1; jc += g->nc) {
         int64_t nc = min64(g->nc, n1 - jc);
         for (int64_t pc = 0; pc < K; pc += g->kc) {
@@ -1140,6 +1188,48 @@ static void unalias_a(gemm_job *g)
     g->a_rs = ld;
 }
 
+/* Columns [b*nr, e*nr) of op(B) packed over the whole K into the kiln_gemm.bpack layout at dst. */
+typedef struct packb_job {
+    const gemm_job *g;
+    float *dst;
+} packb_job;
+
+static void packb_task(void *ctx, int64_t b, int64_t e)
+{
+    const packb_job *j = ctx;
+    const gemm_job *g = j->g;
+    const int nr = g->im->nr;
+    int64_t j0 = b * nr, nc = min64(e * nr, g->N) - j0;
+    float *d = j->dst + b * g->K * nr;
+    if (g->packb)
+        g->packb(g->packb_ctx, 0, g->K, j0, nc, nr, d);
+    else
+        g->im->pack_b(g->B + j0 * g->b_cs, g->b_cs, g->b_rs, nc, g->K, d);
+}
+
+/* A grid split along M (a small N: a CNN's 28x28 and smaller layers) has every task pack all of
+ * op(B) for itself: nthreads packings of the same data. Where packing costs (a caller's packer:
+ * implicit im2col, dequantized weights) or K is small (K <= 512), op(B) is instead packed once,
+ * each thread a share of the panels, into a scratch buffer that the tasks then read as
+ * pre-packed B (up to 16 MB of it). ResNet-50, 2 threads (build/bench_conv_f32, alternated):
+ * the 3x3 stride-2 convs 0.87-0.93x, 1x1 128->512 and 512->256 at 28x28 0.88-0.92x; with K >= 1024
+ * a plain copy of B is cheap and each thread's own copy stays in its own L2 (sharing: 1.0-1.1x). */
+static void share_b(kiln_pool *pool, int nthreads, gemm_job *g)
+{
+    if (g->tm < 2 || g->bpack || nthreads < 2 || (!g->packb && g->K > 512))
+        return;
+    int64_t pn = ceil_div(g->N, g->im->nr), floats = pn * g->K * g->im->nr;
+    if (floats > 4 * 1024 * 1024)
+        return;
+    float *dst = kiln__scratch(KILN_SCRATCH_GEMM_B, (size_t)floats * sizeof(float));
+    if (!dst)
+        return;   /* out of memory: each task packs its own */
+    packb_job j = {g, dst};
+    kiln__parallel_for(pool, nthreads, pn, 1, packb_task, &j);
+    g->bpack = dst;
+    g->b_shared = true;
+}
+
 /* Picks the task grid tm x tn (tm * tn <= nt) minimizing the largest task plus its packing. */
 static void plan_grid(gemm_job *g, int nt)
 {
@@ -1222,6 +1312,13 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
         return;
     }
 
+#if GEMM_X86
+    /* one row against pre-packed B: a GEMV over the panels, each streamed once */
+    if (g.bpack && M == 1 && im == &impl_avx512) {
+        kiln__parallel_for(pool, nthreads, ceil_div(N, im->nr), 1, row_task, &g);
+        return;
+    }
+#endif
     unalias_a(&g);
     plan_grid(&g, nthreads);
     /* a grid split only along N gets several tasks per thread (taken dynamically by the pool):
@@ -1247,6 +1344,7 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
     int64_t nb = ceil_div(g.nstep, im->nc);
     g.nc = ceil_div(ceil_div(g.nstep, nb), im->nr) * im->nr;
     g.buf_floats = (size_t)(g.nc * g.kc + g.kc + 16 + (g.direct_a ? 0 : g.mc * g.kc));
+    share_b(pool, ntask_threads, &g);
     kiln__parallel_for(pool, ntask_threads, g.tm * g.tn, 1, gemm_task, &g);
 }
 

@@ -151,6 +151,43 @@ static void wino_transform(kiln_pool *pool, int nt, const wino_kind *k, const fl
     kiln__sgemm_ex(pool, nt, &gw);
 }
 
+/* The most tiles one of nt threads gets when blocks of r tiles (the last one shorter) are taken
+ * in order by whichever thread has done the least so far (the pool's dynamic chunks). */
+static int64_t wino_makespan(int64_t T, int nt, int64_t r)
+{
+    int64_t load[64] = {0};
+    nt = nt > 64 ? 64 : nt;
+    for (int64_t t0 = 0; t0 < T; t0 += r) {
+        int lo = 0;
+        for (int i = 1; i < nt; i++)
+            lo = load[i] < load[lo] ? i : lo;
+        load[lo] += T - t0 < r ? T - t0 : r;
+    }
+    int64_t mx = 0;
+    for (int i = 0; i < nt; i++)
+        mx = load[i] > mx ? load[i] : mx;
+    return mx;
+}
+
+/* Tiles per block: r, or a smaller multiple of 32 where the threads' shares of the blocks come out
+ * more even. ResNet-50's 64-channel 56x56 layers (196 tiles of F(4x4), r = 64): blocks of 64, 64,
+ * 64 and 4 tiles give two threads 128 and 68; blocks of 32 give them 100 and 96 (the smaller
+ * blocks cost ~1% on one thread). */
+static int64_t wino_balance(int64_t T, int nt, int64_t r)
+{
+    if (nt < 2)
+        return r;
+    int64_t best = r, span = wino_makespan(T, nt, r);
+    for (int64_t c = r - 32; c >= 32; c -= 32) {
+        int64_t s = wino_makespan(T, nt, c);
+        if (s * 20 < span * 19) {   /* at least 5% fewer tiles on the busiest thread */
+            best = c;
+            span = s;
+        }
+    }
+    return best;
+}
+
 /* Up: the filters of variant k transformed at build time ([G][np][Mg][Cg]), or NULL:
  * transformed from w here. */
 static kiln_status conv_wino(const kiln_kctx *ctx, const kiln_window *g, const wino_kind *k, const float *x,
@@ -175,6 +212,8 @@ static kiln_status conv_wino(const kiln_kctx *ctx, const kiln_window *g, const w
     /* too few blocks for the threads and V, P for all tiles within ~3 MB (L3): phased instead
      * (measured on 256 x 256 channels at 14x14: 0.58-0.60 ms against 0.68-0.70 in two blocks) */
     bool phased = nt > 1 && cdiv(T, j.R) < 2 * nt && T <= 2 * rmax;
+    if (!phased)
+        j.R = wino_balance(T, nt, j.R);
     int64_t svp = phased ? wino_stride(cdiv(T, 32) * 32 * Cg) : 0, spp = phased ? wino_stride(Mg * T) : 0;
     size_t nU = Up ? 0 : (size_t)(NP * Mg * Cg), nX = (size_t)(Cg * j.Hp * j.Wp), nV = (size_t)(NP * (svp + spp));
     nU = (nU + 15) / 16 * 16;

@@ -1,5 +1,6 @@
 /* AVX-512 MaxPool / AveragePool: the reference kernels (cpu/ref/k_pool.c) with the interior of
- * each float32 output row vectorized, registered over them for hosts with AVX-512F. */
+ * each float32 output row vectorized, registered over them for hosts with AVX-512F; and a float32
+ * GlobalAveragePool over 16 planes at a time. */
 #include "../cpu_kernels.h"
 #include "../pool.h"
 #include <math.h>
@@ -141,12 +142,93 @@ __attribute__((target("avx512f"))) static bool pool_maxrow512(const float *const
     return ninf != 0;
 }
 
+/* GlobalAveragePool, float32, 1-D or 2-D planes: 16 planes at a time, one per lane, each summed
+ * element by element in the reference's order (so bit-identical to it): 16 columns of the 16
+ * planes loaded as rows and transposed in registers (16 x 16), then added column by column. */
+typedef struct gap_job {
+    const float *x;
+    float *y;
+    int64_t planes, sz;
+} gap_job;
+
+/* out[k] lane p = r[p] lane k */
+__attribute__((target("avx512f"), always_inline)) static inline void tr16x16(const __m512 r[16], __m512 out[16])
+{
+    __m512 t[16], u[16];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {   /* 128-bit lane L: r[2j][4L], r[2j+1][4L], r[2j][4L+1], ... */
+        t[2 * j] = _mm512_unpacklo_ps(r[2 * j], r[2 * j + 1]);
+        t[2 * j + 1] = _mm512_unpackhi_ps(r[2 * j], r[2 * j + 1]);
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {   /* u[4g + c], lane L: rows 4g..4g+3, element 4L + c */
+        u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+        u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {   /* the 4 x 4 transpose of 128-bit lanes (row group, L) */
+        __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
+        __m512 w0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44), w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
+        out[c] = _mm512_shuffle_f32x4(v0, w0, 0x88);
+        out[4 + c] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
+        out[8 + c] = _mm512_shuffle_f32x4(v1, w1, 0x88);
+        out[12 + c] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
+    }
+}
+
+__attribute__((target("avx512f"))) static void gap_task(void *ctx, int64_t b, int64_t e)
+{
+    const gap_job *j = ctx;
+    const __m512 cnt = _mm512_set1_ps((float)j->sz);
+    for (int64_t g = b; g < e; g++) {
+        int64_t p0 = g * 16, n = j->planes - p0 < 16 ? j->planes - p0 : 16;
+        const float *x = j->x + p0 * j->sz;
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t i = 0; i < j->sz; i += 16) {
+            int64_t w = j->sz - i < 16 ? j->sz - i : 16;
+            __mmask16 km = w == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << w) - 1u);
+            __m512 r[16], c[16];
+#pragma GCC unroll 16
+            for (int p = 0; p < 16; p++)
+                r[p] = p < n ? _mm512_maskz_loadu_ps(km, x + p * j->sz + i) : _mm512_setzero_ps();
+            tr16x16(r, c);
+#pragma GCC unroll 16
+            for (int k = 0; k < 16; k++)
+                if (k < w)
+                    acc = _mm512_add_ps(acc, c[k]);
+        }
+        __mmask16 m = n == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+        _mm512_mask_storeu_ps(j->y + p0, m, _mm512_div_ps(acc, cnt));
+    }
+}
+
+/* The reference kernel outside float32 1-D / 2-D planes. */
+static kiln_status k_global_avgpool_avx512(kiln_kctx *ctx)
+{
+    const kiln_tensor *x = kiln__kin(ctx, 0);
+    if (!x || x->dtype != KILN_DT_FLOAT32 || x->ndim < 3 || x->ndim > 4)
+        return kiln__cpu_ref_kernel(KILN_OP_GlobalAveragePool)(ctx);
+    int64_t sz = 1, dims[4] = {x->dims[0], x->dims[1], 1, 1};
+    for (int i = 2; i < x->ndim; i++)
+        sz *= x->dims[i];
+    if (sz <= 0 || x->dims[0] <= 0 || x->dims[1] <= 0)
+        return kiln__cpu_ref_kernel(KILN_OP_GlobalAveragePool)(ctx);
+    KILN_TRY(kiln__kout_uninit(ctx, 0, KILN_DT_FLOAT32, x->ndim, dims));
+    gap_job j = {.x = x->data, .y = ctx->out[0]->data, .planes = x->dims[0] * x->dims[1], .sz = sz};
+    int64_t groups = (j.planes + 15) / 16;
+    kiln__parallel_for(ctx->pool, ctx->nthreads, groups, 1 + 2048 / sz, gap_task, &j);
+    return KILN_OK;
+}
+
 static kiln_status k_maxpool_avx512(kiln_kctx *ctx) { return kiln__maxpool(ctx, pool_row512, pool_maxrow512); }
 static kiln_status k_avgpool_avx512(kiln_kctx *ctx) { return kiln__avgpool(ctx, pool_row512); }
 
 const kiln_kernel_isa_reg kiln__x86_pool[] = {
     {KILN_OP_MaxPool, k_maxpool_avx512, KILN_CPU_AVX512F, "MaxPool/avx512f"},
     {KILN_OP_AveragePool, k_avgpool_avx512, KILN_CPU_AVX512F, "AveragePool/avx512f"},
+    {KILN_OP_GlobalAveragePool, k_global_avgpool_avx512, KILN_CPU_AVX512F, "GlobalAveragePool/avx512f"},
     {KILN_OP_COUNT, NULL, 0, NULL},
 };
 #else
