@@ -21,7 +21,7 @@ static bool is_gemm_op(kiln_op op) { return op == KILN_OP_Gemm || op == KILN_OP_
 
 bool cu_fp4_layer(const cu_be *b, const kiln_node *n, int *fmt)
 {
-    if (!n || (n->op != KILN_OP_MatMul && n->op != KILN_OP_FusedMatMul && !is_gemm_op(n->op)))
+    if (!n || !cu_wgemm_op(n->op))
         return false;
     const char *wq = b->host->attr_s(n, "kiln_wq", NULL), *aq = b->host->attr_s(n, "kiln_aq", NULL);
     if (!wq || !aq || strcmp(aq, "fp16"))
@@ -41,15 +41,7 @@ bool cu_fp4_layer(const cu_be *b, const kiln_node *n, int *fmt)
 static bool fp4_dims(const cu_be *b, const kiln_node *n, const kiln_tensor *a, const kiln_tensor *w, int64_t *K,
                      int64_t *N, bool *trans)
 {
-    if (!a || !w || w->ndim != 2 || a->dtype != KILN_DT_FLOAT32 || a->ndim < 1)
-        return false;
-    bool gemm = is_gemm_op(n->op);
-    if (gemm && (a->ndim != 2 || b->host->attr_i(n, "transA", 0) || b->host->attr_f(n, "alpha", 1.0f) != 1.0f))
-        return false;
-    *trans = !(gemm && b->host->attr_i(n, "transB", 0));
-    *K = *trans ? w->dims[0] : w->dims[1];
-    *N = *trans ? w->dims[1] : w->dims[0];
-    return a->dims[a->ndim - 1] == *K && *K > 0 && *N > 0;
+    return cu_wgemm_dims(b, n, a, w, K, N, trans) && (!is_gemm_op(n->op) || b->host->attr_f(n, "alpha", 1.0f) == 1.0f);
 }
 
 bool cu_fp4_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)

@@ -21,7 +21,7 @@ static bool is_gemm_op(kiln_op op) { return op == KILN_OP_Gemm || op == KILN_OP_
 
 bool cu_fp8_layer(const cu_be *b, const kiln_node *n, float *ascale)
 {
-    if (!n || (n->op != KILN_OP_MatMul && n->op != KILN_OP_FusedMatMul && !is_gemm_op(n->op)))
+    if (!n || !cu_wgemm_op(n->op))
         return false;
     const char *wq = b->host->attr_s(n, "kiln_wq", NULL), *aq = b->host->attr_s(n, "kiln_aq", NULL);
     float s = b->host->attr_f(n, "kiln_aq_scale", NAN);
@@ -41,16 +41,10 @@ bool cu_fp8_layer(const cu_be *b, const kiln_node *n, float *ascale)
 static bool fp8_dims(const cu_be *b, const kiln_node *n, const kiln_tensor *a, const kiln_tensor *w, int64_t *K,
                      int64_t *N, bool *trans)
 {
-    if (!a || !w || w->ndim != 2 || w->dtype != KILN_DT_FLOAT32 || a->dtype != KILN_DT_FLOAT32 || a->ndim < 1)
+    if (!w || w->dtype != KILN_DT_FLOAT32 || !cu_wgemm_dims(b, n, a, w, K, N, trans))
         return false;
-    bool gemm = is_gemm_op(n->op);
-    if (gemm && (a->ndim != 2 || b->host->attr_i(n, "transA", 0)))
-        return false;
-    *trans = !(gemm && b->host->attr_i(n, "transB", 0));
-    *K = *trans ? w->dims[0] : w->dims[1];
-    *N = *trans ? w->dims[1] : w->dims[0];
     /* cuBLASLt's FP8 kernels: leading dimensions of 16 bytes, sizes multiples of 16 */
-    return a->dims[a->ndim - 1] == *K && *K > 0 && *N > 0 && *K % 16 == 0 && *N % 16 == 0;
+    return *K % 16 == 0 && *N % 16 == 0;
 }
 
 bool cu_fp8_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)

@@ -254,6 +254,25 @@ kiln_status cu_gemm_epi(cu_be *b, const kiln_kctx *ctx, int slot, const gemm_arg
                                     g->relu ? CUK_RELU : CUK_IDENTITY, 0, 0, b->stream), "epilogue");
 }
 
+bool cu_wgemm_op(kiln_op op)
+{
+    return op == KILN_OP_MatMul || op == KILN_OP_FusedMatMul || op == KILN_OP_Gemm || op == KILN_OP_FusedGemm;
+}
+
+bool cu_wgemm_dims(const cu_be *b, const kiln_node *n, const kiln_tensor *a, const kiln_tensor *w, int64_t *K,
+                   int64_t *N, bool *trans)
+{
+    if (!a || !w || w->ndim != 2 || a->dtype != KILN_DT_FLOAT32 || a->ndim < 1)
+        return false;
+    bool gemm = n->op == KILN_OP_Gemm || n->op == KILN_OP_FusedGemm;
+    if (gemm && (a->ndim != 2 || b->host->attr_i(n, "transA", 0)))
+        return false;
+    *trans = !(gemm && b->host->attr_i(n, "transB", 0));
+    *K = *trans ? w->dims[0] : w->dims[1];
+    *N = *trans ? w->dims[1] : w->dims[0];
+    return a->dims[a->ndim - 1] == *K && *K > 0 && *N > 0;
+}
+
 cudaDataType_t cu_cuda_ty(kiln_dtype sdt)
 {
     return sdt == KILN_DT_FLOAT16 ? CUDA_R_16F : sdt == KILN_DT_BFLOAT16 ? CUDA_R_16BF : CUDA_R_32F;
