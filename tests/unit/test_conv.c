@@ -470,6 +470,9 @@ static void test_conv_configs(unsigned long long *seed)
         cfg2d(1, 4, 8, 4, 20, 70, 3, 1, 2, 2, true),     /* depthwise multiplier 2, dilation 2 */
         cfg2d(1, 5, 5, 5, 3, 3, 3, 1, 1, 1, true),       /* depthwise, tiny */
         cfg2d(1, 32, 24, 1, 28, 28, 3, 2, 1, 1, true),   /* 3x3 s2 */
+        cfg2d(1, 7, 5, 1, 13, 71, 3, 2, 1, 1, true),     /* 3x3 s2, wide odd rows: three-tap im2col */
+        cfg2d(1, 37, 6, 1, 9, 67, 3, 2, 0, 1, false),    /* 3x3 s2 unpadded, K = 333 over slices */
+        cfg2d(1, 30, 5, 1, 17, 66, 3, 2, 1, 1, true),    /* 3x3 s2, even row: right-edge padding */
         cfg2d(1, 8, 8, 2, 11, 11, 3, 1, 2, 2, true),     /* grouped, dilated */
         cfg2d(1, 64, 64, 1, 14, 14, 3, 1, 1, 1, true),   /* ResNet 3x3 at 14x14 */
         cfg2d(1, 2, 3, 1, 1, 1, 1, 1, 0, 1, true),       /* 1x1 on a 1x1 image */

@@ -19,6 +19,33 @@ static inline uint32_t bits32(int64_t lo, int64_t hi)
     return h & ~((1u << lo) - 1u);
 }
 
+/* The three taps kj = 0, 1, 2 of one row of a 3-wide, column-stride-2, undilated kernel into d,
+ * d + 32 and d + 64: tap kj reads raw elements ix0 + kj + 2 i, so one set of loads (33 elements
+ * per 16 columns) serves all three, evens, odds and evens + 2 picked by permutes. */
+__attribute__((target("avx512f"))) static void taps3_s2(const float *row, int64_t W, int64_t ix0, int len,
+                                                        float *d)
+{
+    enum { NR = 32 };
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    /* lane 15 of the evens + 2 is raw element 32, blended in from the 33rd element */
+    const __m512i even2 = _mm512_setr_epi32(2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 0);
+    for (int h = 0; h < 2 && h * 16 < len; h++) {
+        const int64_t base = ix0 + 32 * h;
+        const int cnt = len - 16 * h < 16 ? len - 16 * h : 16;
+        const uint32_t m = bits32(-base, W - base) & bits32(0, 2 * cnt + 1);
+        const __m512 a = _mm512_maskz_loadu_ps((__mmask16)m, row + base);
+        const __m512 b = _mm512_maskz_loadu_ps((__mmask16)(m >> 16), row + base + 16);
+        const float last = cnt == 16 && base + 32 >= 0 && base + 32 < W ? row[base + 32] : 0.0f;
+        const __mmask16 st = (__mmask16)bits32(0, cnt);
+        float *dh = d + 16 * h;
+        _mm512_mask_storeu_ps(dh, st, _mm512_permutex2var_ps(a, even, b));
+        _mm512_mask_storeu_ps(dh + NR, st, _mm512_permutex2var_ps(a, odd, b));
+        __m512 v2 = _mm512_mask_mov_ps(_mm512_permutex2var_ps(a, even2, b), (__mmask16)0x8000, _mm512_set1_ps(last));
+        _mm512_mask_storeu_ps(dh + 2 * NR, st, v2);
+    }
+}
+
 /* kiln_conv_isa.im2col_panel32: rows [k0, k0 + kc) of one 32-column panel, column strides 1
  * and 2, with masked loads (nothing outside the input row is read) and stores. */
 __attribute__((target("avx512f"))) static void im2col_panel512(const kiln_im2col *c, const kiln_im2col_seg *segs,
@@ -27,19 +54,27 @@ __attribute__((target("avx512f"))) static void im2col_panel512(const kiln_im2col
     enum { NR = 32 };
     const int64_t ksz = c->kh * c->kw, plane = c->H * c->W, W = c->W, sw = c->sw;
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const bool row3 = sw == 2 && c->kw == 3 && c->dw == 1;
     int64_t ch = k0 / ksz, kk = k0 % ksz, ki = kk / c->kw, kj = kk % c->kw;
     const __mmask16 pad_lo = (__mmask16)~bits32(0, width), pad_hi = (__mmask16)(~bits32(0, width) >> 16);
-    for (int64_t k = 0; k < kc; k++, d += NR) {
+    for (int64_t k = 0; k < kc;) {
         const float *xc = c->x + ch * plane;
         const int64_t dy = ki * c->dh, dx = kj * c->dw;
+        /* a whole kernel row in this slice: its three taps at once */
+        const int nrows = row3 && kj == 0 && k + 3 <= kc ? 3 : 1;
         for (int s = 0; s < ns; s++) {
             const kiln_im2col_seg *sg = &segs[s];
             float *ds = d + sg->lane;
             const int len = sg->len;
             const __mmask16 st0 = (__mmask16)bits32(0, len), st1 = (__mmask16)(bits32(0, len) >> 16);
             const int64_t iy = sg->y0 + dy, ix0 = sg->x0 + dx;
+            const bool inside = iy >= 0 && iy < c->H;
+            if (nrows == 3 && inside) {
+                taps3_s2(xc + iy * W, W, ix0, len, ds);
+                continue;
+            }
             __m512 v0 = _mm512_setzero_ps(), v1 = v0;
-            if (iy >= 0 && iy < c->H) {
+            if (inside) {
                 const float *row = xc + iy * W;
                 if (sw == 1) {
                     uint32_t m = ix0 >= 0 && ix0 + len <= W ? bits32(0, len) : bits32(-ix0, W - ix0) & bits32(0, len);
@@ -62,19 +97,23 @@ __attribute__((target("avx512f"))) static void im2col_panel512(const kiln_im2col
                     }
                 }
             }
-            _mm512_mask_storeu_ps(ds, st0, v0);
-            if (len > 16)
-                _mm512_mask_storeu_ps(ds + 16, st1, v1);
+            for (int r = 0; r < nrows; r++) {
+                _mm512_mask_storeu_ps(ds + r * NR, st0, v0);
+                if (len > 16)
+                    _mm512_mask_storeu_ps(ds + r * NR + 16, st1, v1);
+            }
         }
-        if (width < NR) {
-            _mm512_mask_storeu_ps(d, pad_lo, _mm512_setzero_ps());
-            _mm512_mask_storeu_ps(d + 16, pad_hi, _mm512_setzero_ps());
-        }
-        if (++kj == c->kw) {
-            kj = 0;
-            if (++ki == c->kh) {
-                ki = 0;
-                ch++;
+        for (int r = 0; r < nrows; r++, k++, d += NR) {
+            if (width < NR) {
+                _mm512_mask_storeu_ps(d, pad_lo, _mm512_setzero_ps());
+                _mm512_mask_storeu_ps(d + 16, pad_hi, _mm512_setzero_ps());
+            }
+            if (++kj == c->kw) {
+                kj = 0;
+                if (++ki == c->kh) {
+                    ki = 0;
+                    ch++;
+                }
             }
         }
     }
