@@ -227,6 +227,15 @@ size_t cu_es(kiln_dtype dt)
     }
 }
 
+void cu_contig_strides(int ndim, const int64_t *dims, int64_t *s)
+{
+    int64_t acc = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        s[d] = acc;
+        acc *= dims[d];
+    }
+}
+
 int64_t cu_numel(const kiln_tensor *t)
 {
     int64_t n = 1;

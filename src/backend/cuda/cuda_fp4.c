@@ -17,8 +17,6 @@
 #define IN(i) (i < ctx->n_in ? ctx->in[i] : NULL)
 #define FP4_SLOT 61   /* the state slot of a layer's packed weight */
 
-static bool is_gemm_op(kiln_op op) { return op == KILN_OP_Gemm || op == KILN_OP_FusedGemm; }
-
 bool cu_fp4_layer(const cu_be *b, const kiln_node *n, int *fmt)
 {
     if (!n || !cu_wgemm_op(n->op))
@@ -41,7 +39,7 @@ bool cu_fp4_layer(const cu_be *b, const kiln_node *n, int *fmt)
 static bool fp4_dims(const cu_be *b, const kiln_node *n, const kiln_tensor *a, const kiln_tensor *w, int64_t *K,
                      int64_t *N, bool *trans)
 {
-    return cu_wgemm_dims(b, n, a, w, K, N, trans) && (!is_gemm_op(n->op) || b->host->attr_f(n, "alpha", 1.0f) == 1.0f);
+    return cu_wgemm_dims(b, n, a, w, K, N, trans) && (!cu_is_gemm(n->op) || b->host->attr_f(n, "alpha", 1.0f) == 1.0f);
 }
 
 bool cu_fp4_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
@@ -50,7 +48,7 @@ bool cu_fp4_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *c
     bool trans;
     if (n_in < 2 || !fp4_dims(b, n, in[0], in[1], &K, &N, &trans))
         return false;
-    if (is_gemm_op(n->op) && n_in > 2 && in[2]) {   /* C: a row bias (beta 1) only */
+    if (cu_is_gemm(n->op) && n_in > 2 && in[2]) {   /* C: a row bias (beta 1) only */
         int64_t c = 1;
         for (int d = 0; d < in[2]->ndim; d++)
             c *= in[2]->dims[d];
@@ -205,7 +203,7 @@ kiln_status cu_fp4_run(cu_be *b, kiln_kctx *ctx)
     if (!cu_fp4_layer(b, n, &fmt) || !cu_fp4_accepts(b, n, ctx->n_in, ctx->in) || !fp4_dims(b, n, A, IN(1), &K, &N,
                                                                                               &trans))
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "operands the 4-bit GEMM does not take");
-    bool gemm = is_gemm_op(n->op), fused = n->op == KILN_OP_FusedMatMul || n->op == KILN_OP_FusedGemm;
+    bool gemm = cu_is_gemm(n->op), fused = n->op == KILN_OP_FusedMatMul || n->op == KILN_OP_FusedGemm;
     int act = CUK_IDENTITY;
     float aa = 0, ab = 0;
     if (fused && !cu_fused_act(b, n, &act, &aa, &ab))

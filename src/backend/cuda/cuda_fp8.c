@@ -17,8 +17,6 @@
 #define IN(i) (i < ctx->n_in ? ctx->in[i] : NULL)
 #define FP8_SLOT 60   /* the state slot of a layer's quantized weight */
 
-static bool is_gemm_op(kiln_op op) { return op == KILN_OP_Gemm || op == KILN_OP_FusedGemm; }
-
 bool cu_fp8_layer(const cu_be *b, const kiln_node *n, float *ascale)
 {
     if (!n || !cu_wgemm_op(n->op))
@@ -139,7 +137,7 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
     bool trans;
     if (!cu_fp8_layer(b, n, &as) || !fp8_dims(b, n, A, W, &K, &N, &trans))
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "operands the FP8 GEMM does not take");
-    bool gemm = is_gemm_op(n->op), fused = n->op == KILN_OP_FusedMatMul || n->op == KILN_OP_FusedGemm;
+    bool gemm = cu_is_gemm(n->op), fused = n->op == KILN_OP_FusedMatMul || n->op == KILN_OP_FusedGemm;
     int act = CUK_IDENTITY;
     float aa = 0, ab = 0;
     if (fused && !cu_fused_act(b, n, &act, &aa, &ab))

@@ -259,12 +259,14 @@ bool cu_wgemm_op(kiln_op op)
     return op == KILN_OP_MatMul || op == KILN_OP_FusedMatMul || op == KILN_OP_Gemm || op == KILN_OP_FusedGemm;
 }
 
+bool cu_is_gemm(kiln_op op) { return op == KILN_OP_Gemm || op == KILN_OP_FusedGemm; }
+
 bool cu_wgemm_dims(const cu_be *b, const kiln_node *n, const kiln_tensor *a, const kiln_tensor *w, int64_t *K,
                    int64_t *N, bool *trans)
 {
     if (!a || !w || w->ndim != 2 || a->dtype != KILN_DT_FLOAT32 || a->ndim < 1)
         return false;
-    bool gemm = n->op == KILN_OP_Gemm || n->op == KILN_OP_FusedGemm;
+    bool gemm = cu_is_gemm(n->op);
     if (gemm && (a->ndim != 2 || b->host->attr_i(n, "transA", 0)))
         return false;
     *trans = !(gemm && b->host->attr_i(n, "transB", 0));
@@ -577,11 +579,8 @@ static bool attn_perm(const cu_be *b, const kiln_node *n, const char *name, int 
 
 static void attn_view_of(const kiln_tensor *t, const int64_t *perm, attn_view *v)
 {
-    int64_t cs[KILN_MAX_DIMS], acc = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        cs[d] = acc;
-        acc *= t->dims[d];
-    }
+    int64_t cs[KILN_MAX_DIMS];
+    cu_contig_strides(t->ndim, t->dims, cs);
     for (int j = 0; j < t->ndim; j++) {
         v->dims[j] = t->dims[perm ? perm[j] : j];
         v->str[j] = cs[perm ? perm[j] : j];
@@ -641,20 +640,10 @@ static bool acc_attention(cu_be *b, const kiln_node *n, int n_in, const kiln_ten
     return true;
 }
 
-/* contiguous strides of dims */
-static void contig_strides(const int64_t *dims, int r, int64_t *str)
-{
-    int64_t acc = 1;
-    for (int d = r - 1; d >= 0; d--) {
-        str[d] = acc;
-        acc *= dims[d];
-    }
-}
-
 static bool is_identity(const attn_view *v, int r)
 {
     int64_t cs[KILN_MAX_DIMS];
-    contig_strides(v->dims, r, cs);
+    cu_contig_strides(r, v->dims, cs);
     for (int d = 0; d < r; d++)
         if (v->dims[d] != 1 && v->str[d] != cs[d])
             return false;
@@ -695,7 +684,7 @@ static kiln_status attention_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const
     int64_t pdims[KILN_MAX_DIMS], pstr[KILN_MAX_DIMS], ylog[KILN_MAX_DIMS], sdims[KILN_MAX_DIMS];
     for (int j = 0; j < r; j++)
         pdims[j] = geo.ydims[geo.yperm ? geo.yperm[j] : j];
-    contig_strides(pdims, r, pstr);
+    cu_contig_strides(r, pdims, pstr);
     for (int j = 0; j < r; j++)
         ylog[geo.yperm ? geo.yperm[j] : j] = pstr[j];
     memcpy(sdims, geo.q.dims, sizeof(int64_t) * (size_t)r);
@@ -783,7 +772,7 @@ static kiln_status attention_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const
     if (st == KILN_OK && ycopy) {   /* physical element j gathers the logical element at ylog's offsets */
         cuk_shape ysh = {.ndim = r};
         int64_t lc[KILN_MAX_DIMS];
-        contig_strides(geo.ydims, r, lc);
+        cu_contig_strides(r, geo.ydims, lc);
         for (int j = 0; j < r; j++) {
             ysh.dims[j] = pdims[j];
             ysh.str[0][j] = lc[geo.yperm[j]];

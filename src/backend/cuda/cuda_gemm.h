@@ -41,6 +41,8 @@ kiln_status cu_gemm_c(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *C, floa
 cudaDataType_t cu_cuda_ty(kiln_dtype sdt);
 /* MatMul / FusedMatMul / Gemm / FusedGemm: the ops a low-bit weight GEMM (FP8, 4-bit) runs. */
 bool cu_wgemm_op(kiln_op op);
+/* Gemm or FusedGemm */
+bool cu_is_gemm(kiln_op op);
 /* Such a layer's K, N, and whether its 2-D weight w is [K, N] (trans: MatMul, Gemm without transB); false
  * for operands no low-bit GEMM takes (a not float32, Gemm's transA or a non-2-D A, K mismatch). Dims only. */
 bool cu_wgemm_dims(const cu_be *b, const kiln_node *n, const kiln_tensor *a, const kiln_tensor *w, int64_t *K,

@@ -122,6 +122,8 @@ kiln_status cu_state_put(cu_be *b, const kiln_node *n, const int64_t *key, int n
 /* Maps a node's fused activation to a kernel activation; false if unknown. */
 bool cu_fused_act(const cu_be *b, const kiln_node *n, int *act, float *alpha, float *beta);
 int64_t cu_numel(const kiln_tensor *t);
+/* s[d] = the element stride of dim d of a contiguous tensor of these dims */
+void cu_contig_strides(int ndim, const int64_t *dims, int64_t *s);
 size_t cu_es(kiln_dtype dt);
 /* Normalizes axis for rank r; false when out of range. */
 bool cu_axis(int64_t axis, int r, int *out);

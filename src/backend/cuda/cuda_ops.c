@@ -484,15 +484,6 @@ static kiln_status strided(cu_be *b, kiln_kctx *ctx, const kiln_tensor *x, int64
     return cu_check(b, cuk_strided_copy(es, x->data, base, y->data, n, &sh, b->stream), "strided copy");
 }
 
-static void contiguous_strides(const kiln_tensor *x, int64_t *s)
-{
-    int64_t acc = 1;
-    for (int d = x->ndim - 1; d >= 0; d--) {
-        s[d] = acc;
-        acc *= x->dims[d];
-    }
-}
-
 static kiln_status k_transpose(cu_be *b, kiln_kctx *ctx)
 {
     const kiln_tensor *x = IN(0);
@@ -510,7 +501,7 @@ static kiln_status k_transpose(cu_be *b, kiln_kctx *ctx)
             return cu_kerr(b, ctx, KILN_ERR_INVALID_ARG, "perm is not a permutation");
         seen[p[d]] = true;
     }
-    contiguous_strides(x, xs);
+    cu_contig_strides(x->ndim, x->dims, xs);
     for (int d = 0; d < x->ndim; d++) {
         dims[d] = x->dims[p[d]];
         str[d] = xs[p[d]];
@@ -580,7 +571,7 @@ static kiln_status k_slice(cu_be *b, kiln_kctx *ctx)
         start[a] = dims[a] ? s : 0;
         step[a] = k;
     }
-    contiguous_strides(x, xs);
+    cu_contig_strides(x->ndim, x->dims, xs);
     int64_t base = 0;
     for (int d = 0; d < r; d++) {
         base += start[d] * xs[d];

@@ -10,7 +10,7 @@
 // time with two shared-memory stages: the next A tile arrives by cp.async and the next W tile's packed
 // bytes and scales are loaded into registers while the current one is multiplied.
 #include "kernels_common.cuh"
-#include <type_traits>
+#include <cuda_fp8.h>
 
 #define GM 128
 #define GN 128
@@ -32,40 +32,13 @@ struct fp4_params {
     int tiles;              // K tiles a part
 };
 
-__device__ __forceinline__ uint32_t sm_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void ldsm4(uint32_t r[4], const void *p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(sm_u32(p)));
-}
-
-__device__ __forceinline__ void mma_f16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // E2M1 code values and sign-extended INT4 (copied to shared memory per block: the lanes of a warp look up
 // different codes, which constant memory would serialize)
 __constant__ float c_fp4[16] = {0.f, .5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f, -0.f, -.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f};
 __constant__ float c_int4[16] = {0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1};
 
-__device__ __forceinline__ float e4m3_val(uint8_t v)
-{
-    const int s = v >> 7, e = (v >> 3) & 15, m = v & 7;
-    float x;
-    if (e == 15 && m == 7)
-        x = NAN;
-    else if (e == 0)
-        x = ldexpf((float)m, -9);   // subnormal: m / 8 * 2^-6
-    else
-        x = ldexpf(1.f + m / 8.f, e - 7);
-    return s ? -x : x;
-}
+// every E4M3 value (NaN included) is exact in FP16
+__device__ __forceinline__ float e4m3_val(uint8_t v) { return __half2float(__half(__nv_cvt_fp8_to_halfraw(v, __NV_E4M3))); }
 
 __device__ __forceinline__ float e8m0_val(uint8_t v) { return v == 0xff ? NAN : ldexpf(1.f, (int)v - 127); }
 
@@ -139,7 +112,7 @@ __device__ __forceinline__ void a_stage(const fp4_params &p, __half *sa, int64_t
         const int64_t m = m0 + r, k = k0 + c;
         __half *d = sa + r * GLD + c;
         if (p.vec_a && m < p.M && k + 8 <= p.K) {
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sm_u32(d)), "l"(p.a + m * p.lda + k));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(d)), "l"(p.a + m * p.lda + k));
         } else {
 #pragma unroll
             for (int e = 0; e < 8; e++)
@@ -147,23 +120,6 @@ __device__ __forceinline__ void a_stage(const fp4_params &p, __half *sa, int64_t
         }
     }
     asm volatile("cp.async.commit_group;\n" ::);
-}
-
-template <typename OT> __device__ __forceinline__ void st2(OT *y, int64_t i, float a, float b, bool pair);
-template <> __device__ __forceinline__ void st2<__half>(__half *y, int64_t i, float a, float b, bool pair)
-{
-    if (pair)
-        *(__half2 *)(y + i) = __floats2half2_rn(a, b);
-    else
-        y[i] = __float2half_rn(a);
-}
-template <>
-__device__ __forceinline__ void st2<__nv_bfloat16>(__nv_bfloat16 *y, int64_t i, float a, float b, bool pair)
-{
-    if (pair)
-        *(__nv_bfloat162 *)(y + i) = __floats2bfloat162_rn(a, b);
-    else
-        y[i] = __float2bfloat16_rn(a);
 }
 
 template <typename OT>
@@ -204,18 +160,18 @@ __global__ void __launch_bounds__(GTHREADS) k_fp4_gemm(const fp4_params p)
             uint32_t af[4][4], bf[2][4];
 #pragma unroll
             for (int mt = 0; mt < 4; mt++)
-                ldsm4(af[mt], A + (wm * 64 + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * GLD + ks * 16 +
+                ldsm_x4(af[mt], A + (wm * 64 + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * GLD + ks * 16 +
                                   (lane >> 4) * 8);
 #pragma unroll
             for (int n2 = 0; n2 < 2; n2++)
-                ldsm4(bf[n2], W + (wn * 32 + n2 * 16 + (lane & 7) + (lane >> 4) * 8) * GLD + ks * 16 +
+                ldsm_x4(bf[n2], W + (wn * 32 + n2 * 16 + (lane & 7) + (lane >> 4) * 8) * GLD + ks * 16 +
                                   ((lane >> 3) & 1) * 8);
 #pragma unroll
             for (int mt = 0; mt < 4; mt++)
 #pragma unroll
                 for (int n2 = 0; n2 < 2; n2++) {
-                    mma_f16(acc[mt][2 * n2], af[mt], bf[n2][0], bf[n2][1]);
-                    mma_f16(acc[mt][2 * n2 + 1], af[mt], bf[n2][2], bf[n2][3]);
+                    mma16816<__half>(acc[mt][2 * n2], af[mt], bf[n2][0], bf[n2][1]);
+                    mma16816<__half>(acc[mt][2 * n2 + 1], af[mt], bf[n2][2], bf[n2][3]);
                 }
         }
         if (t + 1 < nk)
@@ -238,11 +194,12 @@ __global__ void __launch_bounds__(GTHREADS) k_fp4_gemm(const fp4_params p)
                     atomicAdd(p.ws + row * p.N + col, v0);
                     if (col + 1 < p.N)
                         atomicAdd(p.ws + row * p.N + col + 1, v1);
-                } else if (pairs || col + 1 >= p.N)
-                    st2<OT>(y, row * p.N + col, v0, v1, pairs);
-                else {
-                    st2<OT>(y, row * p.N + col, v0, 0.f, false);
-                    st2<OT>(y, row * p.N + col + 1, v1, 0.f, false);
+                } else if (pairs) {   // N even: col, col + 1 one aligned pair
+                    *(uint32_t *)(y + row * p.N + col) = pack2<OT>(v0, v1);
+                } else {
+                    stf(y, row * p.N + col, v0);
+                    if (col + 1 < p.N)
+                        stf(y, row * p.N + col + 1, v1);
                 }
             }
         }
@@ -251,7 +208,7 @@ __global__ void __launch_bounds__(GTHREADS) k_fp4_gemm(const fp4_params p)
 template <typename OT> __global__ void k_fp4_split_out(const float *ws, OT *y, int64_t n)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        y[i] = std::is_same<OT, __half>::value ? (OT)__float2half_rn(ws[i]) : (OT)__float2bfloat16_rn(ws[i]);
+        stf(y, i, ws[i]);
 }
 
 // Parts of K for a grid of few tiles (small M): about two blocks an SM, each part at least 4 tiles of K.
