@@ -82,6 +82,69 @@ __device__ __forceinline__ void stage_mask(float *dst, const flash_params &p, in
     }
 }
 
+// The online softmax of one key chunk for this thread's rows r0 (values 0, 1 of each score fragment) and
+// r1 (2, 3): the masked scores sc (their maxima mx over this thread's keys) become probabilities against the
+// rows' running max mrow; the running sums lrow and the output accumulators o are rescaled when it moves.
+template <int DP>
+__device__ __forceinline__ void online_softmax(float (&sc)[FK / 8][4], const float (&mx)[2], float (&mrow)[2],
+                                               float (&lrow)[2], float (&o)[DP / 8][4])
+{
+    float alpha[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const float mnew = fmaxf(mrow[h], group_max<4>(mx[h]));
+        alpha[h] = mnew == -INFINITY ? 1.f : __expf(mrow[h] - mnew);
+        mrow[h] = mnew;
+        lrow[h] *= alpha[h];
+    }
+#pragma unroll
+    for (int n = 0; n < FK / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float m = mrow[e >> 1];
+            const float x = m == -INFINITY ? 0.f : __expf(sc[n][e] - m);
+            sc[n][e] = x;
+            lrow[e >> 1] += x;
+        }
+#pragma unroll
+    for (int n = 0; n < DP / 8; n++) {
+        o[n][0] *= alpha[0];
+        o[n][1] *= alpha[0];
+        o[n][2] *= alpha[1];
+        o[n][3] *= alpha[1];
+    }
+}
+
+// This thread's part of rows r0 and r1 of the output: the accumulators over the rows' sums (whole across the
+// four lanes of a row), into y through its row / column strides.
+template <typename T, int DP>
+__device__ __forceinline__ void store_rows(const flash_params &p, T *y, int r0, int r1, int S, int Dv, int tig,
+                                           const float (&lrow)[2], const float (&o)[DP / 8][4])
+{
+    const cuk_attn_io &io = p.io;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int r = h ? r1 : r0;
+        const float inv = 1.0f / group_sum<4>(lrow[h]);
+        if (r >= S)
+            continue;
+        T *yr = y + r * io.ys;
+#pragma unroll
+        for (int n = 0; n < DP / 8; n++) {
+            const int c = n * 8 + tig * 2;
+            const float y0 = o[n][2 * h] * inv, y1 = o[n][2 * h + 1] * inv;
+            if ((p.vec & 8) && c + 1 < Dv) {
+                *(uint32_t *)(yr + c) = pack2<T>(y0, y1);
+            } else {
+                if (c < Dv)
+                    stf(yr, c * io.yd, y0);
+                if (c + 1 < Dv)
+                    stf(yr, (int64_t)(c + 1) * io.yd, y1);
+            }
+        }
+    }
+}
+
 // head sizes up to 64: registers capped at 128 a thread so that 16 warps fit an SM
 template <typename T, int DP, int NW>
 __global__ void __launch_bounds__(NW * 32, DP <= 64 ? 16 / NW : 1) k_flash(const flash_params p)
@@ -188,30 +251,7 @@ __global__ void __launch_bounds__(NW * 32, DP <= 64 ? 16 / NW : 1) k_flash(const
                 sc[n][e] = t;
                 mx[e >> 1] = fmaxf(mx[e >> 1], t);
             }
-        float alpha[2];
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const float mnew = fmaxf(mrow[h], group_max<4>(mx[h]));
-            alpha[h] = mnew == -INFINITY ? 1.f : __expf(mrow[h] - mnew);
-            mrow[h] = mnew;
-            lrow[h] *= alpha[h];
-        }
-#pragma unroll
-        for (int n = 0; n < FK / 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float m = mrow[e >> 1];
-                const float x = m == -INFINITY ? 0.f : __expf(sc[n][e] - m);
-                sc[n][e] = x;
-                lrow[e >> 1] += x;
-            }
-#pragma unroll
-        for (int n = 0; n < DP / 8; n++) {
-            o[n][0] *= alpha[0];
-            o[n][1] *= alpha[0];
-            o[n][2] *= alpha[1];
-            o[n][3] *= alpha[1];
-        }
+        online_softmax<DP>(sc, mx, mrow, lrow, o);
         // O += P V: P's accumulator fragments are the A fragments of 16-key steps
 #pragma unroll
         for (int kk = 0; kk < FK / 16; kk++) {
@@ -227,28 +267,7 @@ __global__ void __launch_bounds__(NW * 32, DP <= 64 ? 16 / NW : 1) k_flash(const
             }
         }
     }
-    T *y = (T *)io.y + yo;
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int r = h ? r1 : r0;
-        const float inv = 1.0f / group_sum<4>(lrow[h]);
-        if (r >= S)
-            continue;
-        T *yr = y + r * io.ys;
-#pragma unroll
-        for (int n = 0; n < DP / 8; n++) {
-            const int c = n * 8 + tig * 2;
-            const float y0 = o[n][2 * h] * inv, y1 = o[n][2 * h + 1] * inv;
-            if ((p.vec & 8) && c + 1 < Dv) {
-                *(uint32_t *)(yr + c) = pack2<T>(y0, y1);
-            } else {
-                if (c < Dv)
-                    stf(yr, c * io.yd, y0);
-                if (c + 1 < Dv)
-                    stf(yr, (int64_t)(c + 1) * io.yd, y1);
-            }
-        }
-    }
+    store_rows<T, DP>(p, (T *)io.y + yo, r0, r1, S, Dv, tig, lrow, o);
 }
 
 static int flash_dp(const cuk_attn_io *io)
