@@ -22,6 +22,7 @@
 #include "passes/passes.h"
 #include "runtime/model.h"
 #include "test.h"
+#include "test_graph.h"
 #include "test_pool.h"
 #include <math.h>
 #include <string.h>
@@ -278,23 +279,15 @@ static void add_output(kiln_graph *g, int v)
 /* op(in...) with one new output value, domain "kiln" for Attention; returns the node index */
 static int add_node(kiln_graph *g, kiln_op op, int n_in, const int *in)
 {
-    char name[64];
-    snprintf(name, sizeof name, "v%d", g->n_values);
-    int y = kiln__graph_add_value(g, name), i = kiln__graph_add_node(g);
-    kiln_node *n = &g->nodes[i];
-    snprintf(name, sizeof name, "%s_%d", kiln__op_name(op), i);
-    n->name = kiln__strdup(name);
-    n->op_type = kiln__strdup(kiln__op_name(op));
-    n->domain = kiln__strdup(op == KILN_OP_Attention ? "kiln" : "");
-    n->op = op;
-    n->opset = op == KILN_OP_Attention ? 1 : 17;
-    n->n_in = n_in;
-    n->in = kiln__malloc(sizeof(int) * (size_t)n_in);
-    memcpy(n->in, in, sizeof(int) * (size_t)n_in);
-    n->n_out = 1;
-    n->out = kiln__malloc(sizeof(int));
-    n->out[0] = y;
-    g->values[y].producer = i;
+    char vname[32], nname[64];
+    snprintf(vname, sizeof vname, "v%d", g->n_values);
+    snprintf(nname, sizeof nname, "%s_%d", kiln__op_name(op), g->n_nodes);
+    int i = test_graph_node(g, op, nname, n_in, in, test_graph_value(g, vname));
+    if (op == KILN_OP_Attention) {   /* kiln's own op */
+        kiln__free(g->nodes[i].domain);
+        g->nodes[i].domain = kiln__strdup("kiln");
+        g->nodes[i].opset = 1;
+    }
     return i;
 }
 
