@@ -1,7 +1,9 @@
-// Developer micro-benchmark (docs/CUDA.md): kiln's fused attention and 4-bit weight-only GEMM kernels alone at
-// BERT-base shapes, CUDA events around 20 launches. Build and run on a GPU machine:
-//   nvcc -std=c++17 -Iinclude -Isrc -gencode=arch=compute_90a,code=sm_90a -O2 -o cuda_kernels \
-//        bench/cuda_kernels.cu src/backend/cuda/kernels_attn.cu src/backend/cuda/kernels_fp4.cu && ./cuda_kernels
+// Developer micro-benchmark (docs/CUDA.md): kiln's fused attention, LayerNorm, GELU epilogue, FP8 activation
+// quantization and 4-bit weight-only GEMM kernels alone at BERT-base batch-128 shapes, CUDA events around 20
+// launches. Build and run on a GPU machine:
+//   nvcc -std=c++17 -Iinclude -Isrc -gencode=arch=compute_90a,code=sm_90a -O2 -o cuda_kernels bench/cuda_kernels.cu \
+//        src/backend/cuda/kernels.cu src/backend/cuda/kernels_attn.cu src/backend/cuda/kernels_fp4.cu \
+//        src/backend/cuda/kernels_fp8.cu && ./cuda_kernels
 #include "backend/cuda/kernels.h"
 #include <cuda_fp16.h>
 #include <stdio.h>
@@ -22,6 +24,17 @@ struct attn_arg { cuk_attn_io io; const void *mask; cuk_shape sh; };
 static void run_attn(void *p) { attn_arg *a = (attn_arg *)p; cuk_attn_fused(CUK_F16, &a->io, 0.125f, a->mask, 1, 0.f, &a->sh, 0); }
 struct gemm_arg { const void *a; const uint8_t *w; const void *s; void *y; int64_t M, N, K; int fmt; float *ws; };
 static void run_gemm(void *p) { gemm_arg *g = (gemm_arg *)p; cuk_fp4_gemm(CUK_F16, g->a, g->K, g->M, g->K, g->w, g->s, g->fmt, g->fmt == CUK_Q_NVFP4 ? 16 : 32, 1.0f, g->y, g->N, g->ws, cuk_fp4_gemm_splits(g->M, g->N, g->K), 0); }
+struct ew_arg { void *x, *y; uint8_t *q; float *scale, *bias; int64_t rows, cols; };
+static void run_ln(void *p) { ew_arg *a = (ew_arg *)p; cuk_layernorm(CUK_F16, a->x, a->scale, a->bias, a->y, a->rows, a->cols, 1e-12f, 0); }
+static void run_gelu(void *p) { ew_arg *a = (ew_arg *)p; cuk_epilogue(CUK_F16, a->y, a->rows * a->cols, a->cols, 1, a->bias, NULL, CUK_GELU, 0.f, 0.f, 0); }
+static void run_quant(void *p) { ew_arg *a = (ew_arg *)p; cuk_fp8_quant(CUK_F16, a->x, a->q, a->rows * a->cols, 0.05f, 0); }
+// rows x cols half values, read and / or written: GB/s over the bytes moved
+static void ew_report(const char *what, void (*fn)(void *), ew_arg *a, double bytes_per_elem)
+{
+    float us = time_it(fn, a, 20);
+    printf("%s %lldx%lld: %.1f us (%.0f GB/s)  err %s\n", what, (long long)a->rows, (long long)a->cols, us,
+           bytes_per_elem * a->rows * a->cols / us / 1e3, cudaGetErrorString(cudaGetLastError()));
+}
 int main()
 {
     const int64_t B = 128, H = 12, S = 128, D = 64;
@@ -49,6 +62,20 @@ int main()
         float us = time_it(run_attn, &a, 20);
         printf("attention b128 %s %s: %.1f us (%.0f GB/s of Q K V Y)  err %s\n", layout ? "BSHD" : "BHSD/KT", m ? "mask" : "nomask", us,
                4.0 * n * 2 / us / 1e3, cudaGetErrorString(cudaGetLastError()));
+    }
+    {
+        ew_arg e; memset(&e, 0, sizeof e);
+        cudaMalloc(&e.x, 16384 * 3072 * 2); cudaMalloc(&e.y, 16384 * 3072 * 2); cudaMalloc((void **)&e.q, 16384 * 3072);
+        cudaMalloc((void **)&e.scale, 3072 * 4); cudaMalloc((void **)&e.bias, 3072 * 4);
+        cudaMemset(e.x, 0x31, 16384 * 3072 * 2); cudaMemset(e.y, 0x31, 16384 * 3072 * 2);
+        cudaMemset(e.scale, 0, 3072 * 4); cudaMemset(e.bias, 0, 3072 * 4);
+        e.rows = 16384; e.cols = 768;
+        ew_report("layernorm", run_ln, &e, 4);
+        ew_report("fp8 quant", run_quant, &e, 3);
+        e.cols = 3072;
+        ew_report("fp8 quant", run_quant, &e, 3);
+        ew_report("bias+gelu epilogue", run_gelu, &e, 4);
+        cudaFree(e.x); cudaFree(e.y); cudaFree(e.q); cudaFree(e.scale); cudaFree(e.bias);
     }
     int64_t shapes[6][3] = {{16384, 768, 768}, {16384, 3072, 768}, {16384, 768, 3072}, {128, 768, 768}, {128, 3072, 768}, {128, 768, 3072}};
     void *a, *w, *s, *yy;

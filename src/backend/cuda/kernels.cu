@@ -55,11 +55,54 @@ template <typename T> __global__ void k_unary(int act, const T *x, T *y, int64_t
     GRID_LOOP(i, n) stf(y, i, act_apply(act, ldf(x, i), a, b));
 }
 
+// Elements VW at a time, one 16-byte load / store each (4 float32 or 8 half values); the same arithmetic per
+// element as the scalar kernels, so the results are identical.
+template <typename T> struct vw {
+    static constexpr int N = 16 / sizeof(T);
+};
+static bool aligned16(const void *p) { return (uintptr_t)p % 16 == 0; }
+
+// ACT >= 0: that activation, resolved at compile time (the hot ones); -1: act at run time
+template <typename T, int ACT> __global__ void k_unary_v(int act, const T *x, T *y, int64_t nv, float a, float b)
+{
+    constexpr int V = vw<T>::N;
+    GRID_LOOP(i, nv) {
+        uint4 u = ((const uint4 *)x)[i];
+        T *h = (T *)&u;
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            stf(h, k, act_apply(ACT < 0 ? act : ACT, ldf(h, k), a, b));
+        ((uint4 *)y)[i] = u;
+    }
+}
+
+// the launch of a vector kernel K<T, ACT> over nv vectors, ACT chosen from act
+#define ACT_DISPATCH(K, act, nv, ...)                                                                          \
+    do {                                                                                                       \
+        const unsigned g_ = grid_for(nv);                                                                      \
+        switch (act) {                                                                                         \
+        case CUK_IDENTITY: K<T, CUK_IDENTITY><<<g_, THREADS, 0, s>>>(__VA_ARGS__); break;                      \
+        case CUK_RELU: K<T, CUK_RELU><<<g_, THREADS, 0, s>>>(__VA_ARGS__); break;                              \
+        case CUK_GELU: K<T, CUK_GELU><<<g_, THREADS, 0, s>>>(__VA_ARGS__); break;                              \
+        default: K<T, -1><<<g_, THREADS, 0, s>>>(__VA_ARGS__); break;                                          \
+        }                                                                                                      \
+    } while (0)
+
+template <typename T>
+static void unary_launch(int act, const void *x, void *y, int64_t n, float alpha, float beta, cudaStream_t s)
+{
+    const int64_t V = vw<T>::N;
+    if (n % V == 0 && aligned16(x) && aligned16(y))
+        ACT_DISPATCH(k_unary_v, act, n / V, act, (const T *)x, (T *)y, n / V, alpha, beta);
+    else
+        k_unary<T><<<grid_for(n), THREADS, 0, s>>>(act, (const T *)x, (T *)y, n, alpha, beta);
+}
+
 extern "C" cudaError_t cuk_unary(int fdt, int act, const void *x, void *y, int64_t n, float alpha, float beta,
                                  cudaStream_t s)
 {
     if (n > 0)
-        FDT_DISPATCH(fdt, k_unary<T><<<grid_for(n), THREADS, 0, s>>>(act, (const T *)x, (T *)y, n, alpha, beta));
+        FDT_DISPATCH(fdt, unary_launch<T>(act, x, y, n, alpha, beta, s));
     return cudaGetLastError();
 }
 
@@ -1028,15 +1071,74 @@ __global__ void k_epilogue(T *y, int64_t n, int64_t channels, int64_t inner, con
     }
 }
 
+// k_epilogue over vectors of V elements that share one bias value (inner % V == 0) or take V consecutive ones
+// (inner == 1, channels % V == 0)
+template <typename T, int ACT>
+__global__ void k_epilogue_v(T *y, int64_t nv, int64_t channels, int64_t inner, const float *bias, const T *res,
+                             int act, float a, float b)
+{
+    constexpr int V = vw<T>::N;
+    GRID_LOOP(i, nv) {
+        uint4 u = ((const uint4 *)y)[i];
+        T *h = (T *)&u;
+        float v[V];
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            v[k] = ldf(h, k);
+        if (bias) {
+            const int64_t e = i * V;
+            if (inner == 1) {
+                const float *bc = bias + e % channels;
+#pragma unroll
+                for (int k = 0; k < V; k++)
+                    v[k] += bc[k];
+            } else {
+                const float bv = bias[(e / inner) % channels];
+#pragma unroll
+                for (int k = 0; k < V; k++)
+                    v[k] += bv;
+            }
+        }
+        if (res) {
+            uint4 r = ((const uint4 *)res)[i];
+            const T *rh = (const T *)&r;
+#pragma unroll
+            for (int k = 0; k < V; k++)
+                v[k] += ldf(rh, k);
+        }
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            stf(h, k, act_apply(ACT < 0 ? act : ACT, v[k], a, b));
+        ((uint4 *)y)[i] = u;
+    }
+}
+
+template <typename T>
+static bool epilogue_vec(void *y, int64_t n, int64_t channels, int64_t inner, const float *bias, const void *res,
+                         int act, float alpha, float beta, cudaStream_t s)
+{
+    const int64_t V = vw<T>::N;
+    if (n % V || !aligned16(y) || (res && !aligned16(res)) ||
+        (bias && !(inner % V == 0 || (inner == 1 && channels % V == 0))))
+        return false;
+    ACT_DISPATCH(k_epilogue_v, act, n / V, (T *)y, n / V, channels, inner, bias, (const T *)res, act, alpha, beta);
+    return true;
+}
+
 extern "C" cudaError_t cuk_epilogue(int fdt, void *y, int64_t n, int64_t channels, int64_t inner, const float *bias,
                                     const void *res, int act, float alpha, float beta, cudaStream_t s)
 {
     channels = channels > 0 ? channels : 1;
     inner = inner > 0 ? inner : 1;
-    if (n > 0 && small_index(n))
+    bool done = false;
+    if (n > 0)
+        FDT_DISPATCH(fdt, done = epilogue_vec<T>(y, n, channels, inner, bias, res, act, alpha, beta, s));
+    if (done || n <= 0)
+        return cudaGetLastError();
+    if (small_index(n))
         FDT_DISPATCH(fdt, k_epilogue<T, uint32_t><<<grid_for(n), THREADS, 0, s>>>((T *)y, n, channels, inner, bias,
                                                                                   (const T *)res, act, alpha, beta));
-    else if (n > 0)
+    else
         FDT_DISPATCH(fdt, k_epilogue<T, uint64_t><<<grid_for(n), THREADS, 0, s>>>((T *)y, n, channels, inner, bias,
                                                                                   (const T *)res, act, alpha, beta));
     return cudaGetLastError();
