@@ -214,7 +214,8 @@ static double cosine(const kiln_tensor *a, const kiln_tensor *b)
     return isnan(c) ? -1 : c;
 }
 
-static void run_case(const char *name, tgraph *t, double tol)
+/* One run of t's graph on the GPU against the CPU (t stays: run_case frees it). */
+static void check_case(const char *name, tgraph *t, double tol)
 {
     kiln_graph *g = t->g;
     if (half_mode != KILN_DT_UNDEFINED) {
@@ -240,7 +241,6 @@ static void run_case(const char *name, tgraph *t, double tol)
         test_failures += s != KILN_OK;
         for (int o = 0; o < g->n_outputs; o++)
             kiln__tensor_release(&ref[o]);
-        tg_free(t);
         return;
     }
     kiln_run_env gpu = {.nthreads = 1, .dev = dev, .backend = kiln__dev_backend(dev)};
@@ -265,6 +265,11 @@ static void run_case(const char *name, tgraph *t, double tol)
         kiln__tensor_release(&ref[o]);
         kiln__tensor_release(&got[o]);
     }
+}
+
+static void run_case(const char *name, tgraph *t, double tol)
+{
+    check_case(name, t, tol);
     tg_free(t);
 }
 
@@ -1018,6 +1023,8 @@ static tgraph fp8_trans_a_graph(void)
 
 /* inputs in [-1, 1]: amax 0.8 saturates the largest fifth of them, amax 50 puts small ones in E4M3's
  * subnormals; odd M, K and N multiples of 16 (what cuBLASLt's FP8 kernels take) */
+static void fp8_shared_input_case(double tol);
+
 static void fp8_cases(double tol)
 {
     tgraph t = tg_new(KILN_OP_MatMul, 13);
@@ -1074,6 +1081,51 @@ static void fp8_cases(double tol)
     set_act(&t, KILN_FUSED_TANH, 0, 0);
     mark_fp8(&t, 1.0f);
     run_case("FP8 FusedGemm Tanh", &t, tol);
+    fp8_shared_input_case(tol);
+}
+
+/* FP8 layers reading one tensor (BERT's Q, K and V GEMMs): the GPU quantizes it once and the next layers with the
+ * same scale reuse it; a layer with another scale quantizes again. Run twice with other data in the same graph
+ * input (the kept quantization must not outlive the upload), each run against the CPU. */
+static void fp8_shared_input_case(double tol)
+{
+    tgraph t = tg_new(KILN_OP_MatMul, 13);
+    tg_in(&t, RT(3, 2, 9, 64), false);
+    tg_in(&t, RT(2, 64, 32), true);
+    mark_fp8(&t, 1.0f);
+    int x = tg_node(&t)->in[0];
+    const float amax[2] = {1.0f, 0.5f};   /* the second scale saturates: results differ if it reused the first */
+    for (int k = 0; k < 2; k++) {
+        int nd = tg_add_node(t.g, KILN_OP_MatMul, 13, k ? "other_scale" : "same_scale");
+        kiln__node_add_input(t.g, nd, x);
+        int w = kiln__graph_add_value(t.g, k ? "w_other" : "w_same");
+        t.g->values[w].init = kiln__calloc(1, sizeof(kiln_tensor));
+        *t.g->values[w].init = RT(2, 64, 48);
+        kiln__node_add_input(t.g, nd, w);
+        int y = kiln__graph_add_value(t.g, k ? "y_other" : "y_same");
+        t.g->nodes[nd].out = kiln__calloc(1, sizeof(int));
+        t.g->nodes[nd].n_out = 1;
+        kiln__node_set_output(t.g, nd, 0, y);
+        int keep = t.node;
+        t.node = nd;
+        mark_fp8(&t, amax[k]);
+        t.node = keep;
+    }
+    tg_outs(&t, 1);   /* the first node's output, then the other two as graph outputs */
+    for (int n = 1; n <= 2; n++) {
+        t.g->outputs = kiln__realloc(t.g->outputs, sizeof(int) * (size_t)(t.g->n_outputs + 1));
+        t.g->outputs[t.g->n_outputs++] = t.g->nodes[n].out[0];
+    }
+    for (int run = 0; run < 2; run++) {
+        if (run) {   /* other data in the same input for the second run */
+            kiln__tensor_release(&t.feed[0]);
+            t.feed[0] = rand_tensor(F32, 3, D(2, 9, 64), -1, 1);
+        }
+        char name[64];
+        snprintf(name, sizeof name, "FP8 shared input, run %d", run + 1);
+        check_case(name, &t, tol);
+    }
+    tg_free(&t);
 }
 
 /* ---- 4-bit weight-only layers (`--precision nvfp4|mxfp4|int4` engines): kiln_wq the format, kiln_aq "fp16".

@@ -767,7 +767,9 @@ static kiln_status cuda_run(const kiln_backend *be, const kiln_layer *l, kiln_kc
     ctx->prepared_size = l->blob_size;
     if (prof)
         cudaEventRecord(b->prof[0], b->stream);
-    KILN_TRY(run_forced(b, o, ctx));
+    kiln_status st = run_forced(b, o, ctx);
+    cu_fp8_wrote(b, ctx);   /* also after a failure: the outputs may be half written */
+    KILN_TRY(st);
     if (prof) {   /* developer tool: serializes the layers */
         float ms = 0;
         cudaEventRecord(b->prof[1], b->stream);
@@ -858,6 +860,7 @@ static void mod_destroy(kiln_backend *be)
     free(b->op_name);
     if (b->stream)
         cudaStreamSynchronize(b->stream);
+    cu_fp8_forget(b);
     for (int i = 0; i < b->n_states; i++)
         b->states[i].destroy(b->states[i].st);
     free(b->states);
@@ -1005,6 +1008,7 @@ static void mod_free(kiln_backend *be, void *p) { cu_free(cu_of(be), p); }
 static kiln_status mod_h2d(kiln_backend *be, void *dst, const void *src, size_t n)
 {
     cu_be *b = cu_of(be);
+    cu_fp8_forget(b);
     if (b->capturing)
         return cu_not_in_capture(b, "a copy to the GPU");
     size_t half = b->pinned_size / 2;

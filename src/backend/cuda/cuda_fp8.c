@@ -128,6 +128,51 @@ static kiln_dtype fp8_out_sdt(const cu_be *b, const kiln_tensor *a)
     return b->fp8_out;
 }
 
+void cu_fp8_forget(cu_be *b)
+{
+    cu_tmp_free(b, &b->fp8_act.q);   /* used in stream order only */
+    b->fp8_act.valid = false;
+}
+
+void cu_fp8_wrote(cu_be *b, const kiln_kctx *ctx)
+{
+    if (!b->fp8_act.valid)
+        return;
+    const char *lo = b->fp8_act.src, *hi = lo + b->fp8_act.bytes;
+    for (int i = 0; i < ctx->n_out; i++) {
+        const kiln_tensor *t = ctx->out[i];
+        if (t && t->data && t->nbytes && (const char *)t->data < hi && (const char *)t->data + t->nbytes > lo) {
+            cu_fp8_forget(b);
+            return;
+        }
+    }
+}
+
+/* b->fp8_act.q: A (numel values) quantized with scale s, kept from an earlier FP8 layer when it read the same
+ * data with the same scale and nothing has written that data since (cu_fp8_wrote, cu_fp8_forget), else made
+ * here. */
+static kiln_status fp8_act(cu_be *b, const kiln_tensor *A, int64_t numel, float s)
+{
+    const int fdt = cu_fdt(cu_sdt(A));
+    if (b->fp8_act.valid && b->fp8_act.src == A->data && b->fp8_act.q.nbytes == (size_t)numel &&
+        b->fp8_act.scale == s && b->fp8_act.fdt == fdt)
+        return KILN_OK;
+    cu_fp8_forget(b);
+    KILN_TRY(cu_tmp(b, &b->fp8_act.q, KILN_DT_UINT8, 1, (const int64_t[]){numel}));
+    kiln_status st = cu_check(b, cuk_fp8_quant(fdt, A->data, b->fp8_act.q.data, numel, s, b->stream),
+                              "quantizing activations to FP8");
+    if (st != KILN_OK) {
+        cu_fp8_forget(b);
+        return st;
+    }
+    b->fp8_act.valid = true;
+    b->fp8_act.src = A->data;
+    b->fp8_act.bytes = (size_t)numel * (fdt == CUK_F32 ? 4 : 2);
+    b->fp8_act.scale = s;
+    b->fp8_act.fdt = fdt;
+    return KILN_OK;
+}
+
 kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
 {
     const kiln_node *n = ctx->node;
@@ -160,22 +205,21 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
     kiln_tensor *y = ctx->out[0];
     if (!y->nbytes)
         return KILN_OK;
-    kiln_tensor xq, rt, bt;   /* the quantized activations; the residual in sdt, the bias in float32 */
+    kiln_tensor rt, bt;   /* the residual in sdt, the bias in float32 */
     memset(&rt, 0, sizeof rt);
     memset(&bt, 0, sizeof bt);
-    KILN_TRY(cu_tmp(b, &xq, KILN_DT_UINT8, 1, (const int64_t[]){numel}));
     const kiln_tensor *r2 = NULL, *b2 = NULL;
     cu_part_mark(b, 4, 0, 2);
-    kiln_status st = cu_check(b, cuk_fp8_quant(cu_fdt(cu_sdt(A)), A->data, xq.data, numel, as, b->stream),
-                              "quantizing activations to FP8");
+    kiln_status st = fp8_act(b, A, numel, as);
     cu_part_mark(b, 4, 1, 2);
+    const kiln_tensor *xq = &b->fp8_act.q;
     if (st == KILN_OK && R)
         st = cu_as(b, R, sdt, &rt, &r2);
     if (st == KILN_OK && bias)
         st = cu_as(b, bias, KILN_DT_FLOAT32, &bt, &b2);
     float alpha = gemm ? b->host->attr_f(n, "alpha", 1.0f) : 1.0f;
     gemm_args g = {.tb = true, .ty = cu_cuda_ty(sdt), .fp8 = true, .b_scale = w->scale, .M = M, .N = N, .K = K,
-                   .A = xq.data, .B = w->q, .Y = y->data, .C = r2 ? r2->data : NULL, .lda = K, .ldb = K, .ldy = N,
+                   .A = xq->data, .B = w->q, .Y = y->data, .C = r2 ? r2->data : NULL, .lda = K, .ldb = K, .ldy = N,
                    .alpha = alpha * as, .beta = r2 ? 1.0f : 0.0f, .bias = b2 ? b2->data : NULL,
                    .relu = act == CUK_RELU, .batch = 1};
     if (st == KILN_OK && gemm)
@@ -186,8 +230,7 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
         st = cu_check(b, cuk_epilogue(cu_fdt(sdt), y->data, M * N, 1, 1, NULL, NULL, act, aa, ab, b->stream),
                       "epilogue");
     cu_part_mark(b, 4, 2, 2);
-    cu_tmp_free(b, &xq);   /* used in stream order only */
-    cu_tmp_free(b, &rt);
+    cu_tmp_free(b, &rt);   /* used in stream order only */
     cu_tmp_free(b, &bt);
     return st;
 }

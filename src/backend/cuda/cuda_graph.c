@@ -33,6 +33,7 @@ kiln_status cu_not_in_capture(cu_be *b, const char *what)
 kiln_status cu_graph_begin(kiln_backend *be, size_t stage_bytes)
 {
     cu_be *b = cu_of(be);
+    cu_fp8_forget(b);   /* device memory is written outside the layers */
     if (b->capturing)
         return cu_err(b, KILN_ERR_INTERNAL, "already capturing");
     if (b->profile)   /* the per-layer profile synchronizes */
@@ -56,6 +57,7 @@ kiln_status cu_graph_begin(kiln_backend *be, size_t stage_bytes)
 kiln_status cu_graph_h2d(kiln_backend *be, void *dst, const void *src, size_t n, void **staged)
 {
     cu_be *b = cu_of(be);
+    cu_fp8_forget(b);   /* device memory is written outside the layers */
     if (!b->capturing)
         return cu_err(b, KILN_ERR_INTERNAL, "graph_h2d outside a capture");
     size_t at = (b->cap_used + 255) / 256 * 256;
@@ -104,6 +106,7 @@ static void hoist_uploads(cu_graph *g, cudaGraph_t graph, const char *stage, siz
 kiln_status cu_graph_end(kiln_backend *be, void **out)
 {
     cu_be *b = cu_of(be);
+    cu_fp8_forget(b);   /* device memory is written outside the layers */
     *out = NULL;
     if (!b->capturing)
         return cu_err(b, KILN_ERR_INTERNAL, "not capturing");
@@ -137,6 +140,7 @@ kiln_status cu_graph_end(kiln_backend *be, void **out)
 kiln_status cu_graph_launch(kiln_backend *be, void *graph)
 {
     cu_be *b = cu_of(be);
+    cu_fp8_forget(b);   /* device memory is written outside the layers */
     cu_graph *g = graph;
     if (g->mem_gen != b->mem_gen)
         return cu_err(b, KILN_ERR_UNSUPPORTED, "memory the CUDA graph uses was reallocated");

@@ -64,6 +64,17 @@ typedef struct cu_be {
     bool fused_attn;               /* half attention in one kernel (off: KILN_CUDA_FUSED_ATTN=0) */
     int lt_candidates;             /* cuBLASLt heuristic candidates timed per GEMM (KILN_CUDA_GEMM_CANDIDATES, 8) */
     uint64_t own_weight_bytes;     /* device memory of weights in this instance's own forms (FP8, 4-bit) */
+    /* The last FP8 layer's quantized activations (cuda_fp8.c), reused by the next FP8 layers that quantize the
+     * same device data with the same scale (BERT's Q, K and V GEMMs read one tensor): valid until a layer's
+     * output overlaps that data or anything else writes device memory (copies, graphs): cu_fp8_forget */
+    struct {
+        bool valid;
+        const void *src;
+        size_t bytes;              /* of src */
+        float scale;
+        int fdt;
+        kiln_tensor q;             /* E4M3, numel bytes (scratch of this instance) */
+    } fp8_act;
     struct cu_cg **cg;             /* plans per configuration */
     int n_cg, cap_cg;
     /* device time of the last CUDA graph launch (events around it, cuda_graph.c) */
@@ -176,6 +187,10 @@ void cu_cg_free_all(cu_be *b);
 bool cu_fp8_layer(const cu_be *b, const kiln_node *n, float *ascale);
 bool cu_fp8_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in);
 kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx);
+/* Drop the kept quantized activations (see cu_be.fp8_act); cu_fp8_wrote: after a layer, when one of its
+ * outputs overlaps their source */
+void cu_fp8_forget(cu_be *b);
+void cu_fp8_wrote(cu_be *b, const kiln_kctx *ctx);
 /* 4-bit weight-only layers (cuda_fp4.c): NVFP4 / MXFP4 / INT4 weights with FP16 activations (*fmt: enum
  * cuk_qfmt); whether the engine's CPU blob of such a layer is one this module runs from. */
 bool cu_fp4_layer(const cu_be *b, const kiln_node *n, int *fmt);
