@@ -9,8 +9,11 @@
 #include "test_tensor.h"
 #include "backend/cpu/lowbit.h"
 #include "backend/cpu/prep.h"
+#include "backend/lowbit_blob.h"
 #include "backend/kernel.h"
 #include "test_pool.h"
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static unsigned long long seed = 2024;
@@ -368,10 +371,73 @@ static void case_fp8_tensor(void)
     free(ab);
 }
 
+/* The blob format (backend/lowbit_blob.h, shared with the CUDA module) against numfmt's packed layout and
+ * the blobs kiln__lowbit_prep makes: elements and scales where numfmt puts them, every blob parses to the
+ * layer's format, rows, k and flags, and a header that lies (flags, format, dtype, size) is refused. */
+static void case_blob_format(void)
+{
+    static const int64_t KS[] = {1, 15, 16, 17, 33, 64, 100};
+    for (int f = 0; f < 4; f++)
+        for (int t = 0; t < 2; t++)
+            for (size_t ki = 0; ki < sizeof KS / sizeof *KS; ki++) {
+                kiln__qfmt fmt;
+                CHECK(kiln__lowbit_parse(FMTS[f], &fmt));
+                int64_t rows = 3 + (int64_t)ki, k = KS[ki];
+                kiln__qlayout Q;
+                kiln_lowbit_blob B = {0};
+                CHECK(kiln__lowbit_layout(&Q, fmt, rows, k) == KILN_OK);
+                CHECK(kiln__lowbit_blob_layout(fmt, rows, k, true, t, &B));
+                uint64_t scales = fmt == KILN_QF_FP8 ? (t ? 0 : 4 * (uint64_t)rows) : Q.scale_bytes;
+                CHECK_MSG(B.data_bytes == Q.data_bytes && B.off_s == (Q.data_bytes + 63) / 64 * 64 &&
+                              B.off_t == (B.off_s + scales + 63) / 64 * 64 && B.total == B.off_t + 64 &&
+                              B.tensor == (t && fmt == KILN_QF_FP8),
+                          "%s %lld x %lld tensor %d", FMTS[f], (long long)rows, (long long)k, t);
+                /* the blob of a MatMul with this weight */
+                layer l;
+                layer_init(&l, KILN_OP_MatMul, 2);
+                lowbit(&l, FMTS[f], 0.01f);
+                if (t)
+                    add_i(&l, KILN_ATTR_WQ_TENSOR, 1);
+                int64_t wd[2] = {k, rows};
+                kiln_tensor w = rnd(2, wd, 1);
+                const kiln_tensor *in[2] = {NULL, &w};
+                void *blob = NULL;
+                size_t size = 0;
+                kiln_lowbit_blob P = {0};
+                CHECK(kiln__lowbit_prep(&l.node, 2, in, &blob, &size) == KILN_OK && blob);
+                CHECK(kiln__lowbit_blob_parse(blob, size, &P) == (const uint8_t *)blob + KILN_PREP_HDR_BYTES &&
+                      P.fmt == fmt && P.rows == rows && P.k == k && P.trans && P.tensor == B.tensor &&
+                      P.total == B.total);
+                kiln_prep_hdr h;
+                for (int bad = 0; blob && bad < 6; bad++) {
+                    memcpy(&h, blob, sizeof h);
+                    size_t sz = size;
+                    switch (bad) {
+                    case 0: h.dims[3] |= 4; break;                                          /* unknown flag */
+                    case 1: h.dims[3] ^= 2; break;                                          /* tensor flag flipped */
+                    case 2: h.dims[0] = KILN_QF_INT8_CHANNEL; break;                        /* not a layer format */
+                    case 3: h.dtype = KILN_DT_FLOAT32; break;                               /* element type */
+                    case 4: h.payload_bytes += 64; break;                                   /* sizes do not add up */
+                    case 5: sz = KILN_PREP_HDR_BYTES + (size_t)h.payload_bytes - 1; break;  /* truncated */
+                    }
+                    if (bad == 1 && fmt == KILN_QF_FP8 && !t)
+                        continue;   /* per row -> per tensor: another valid layout, refused by its size */
+                    void *c = malloc(size);
+                    memcpy(c, blob, size);
+                    memcpy(c, &h, sizeof h);
+                    CHECK_MSG(!kiln__lowbit_blob_parse(c, sz, &P), "%s tensor %d: lie %d accepted", FMTS[f], t, bad);
+                    free(c);
+                }
+                kiln__free(blob);
+                kiln__tensor_release(&w);
+            }
+}
+
 int main(void)
 {
     case_fp8_channels();
     case_fp8_tensor();
+    case_blob_format();
     kiln__lowbit_set_block_floats(1);   /* 16-channel convolution blocks: the blocked path on small layers */
     for (int f = 0; f < 4; f++)
         for (int nt = 1; nt <= 2; nt++) {

@@ -9,8 +9,7 @@
  * to FP16 in shared memory (value times block scale in FP32, rounded to FP16: the emulation's weight),
  * FP32 accumulation; bias, residual and activation in kiln's epilogue kernel. */
 #include "cuda_gemm.h"
-#include "backend/cpu/prep.h"
-#include "core/numfmt.h"
+#include "backend/lowbit_blob.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -58,57 +57,31 @@ bool cu_fp4_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *c
     return true;
 }
 
-/* A KILN_PREP_LOWBIT_W blob of this layer: its format, rows and k; the payload's scales / tensor scale
- * offsets. False for anything else (another layout, sizes that do not add up). */
-typedef struct fp4_blob {
-    int fmt;
-    int64_t rows, k, block, row_bytes, nblk;
-    size_t scale_es;
-    uint64_t off_s, off_t, total;
-} fp4_blob;
-
-static uint64_t align64(uint64_t v) { return (v + 63) / 64 * 64; }
-
-static bool blob_parse(const void *blob, size_t size, fp4_blob *o)
+/* The CPU format of a cuk_qfmt */
+static kiln__qfmt qfmt_of(int fmt)
 {
-    kiln_prep_hdr h;
-    if (!blob || size < KILN_PREP_HDR_BYTES)
-        return false;
-    memcpy(&h, blob, sizeof h);
-    if (memcmp(h.magic, KILN_PREP_MAGIC, 8) || h.layout != KILN_PREP_LOWBIT_W || h.ndims != 4 ||
-        h.payload_bytes > size - KILN_PREP_HDR_BYTES)
-        return false;
-    int fmt = h.dims[0] == KILN_QF_NVFP4 ? CUK_Q_NVFP4 : h.dims[0] == KILN_QF_MXFP4 ? CUK_Q_MXFP4
-            : h.dims[0] == KILN_QF_INT4  ? CUK_Q_INT4
-                                         : -1;
-    if (fmt < 0 || h.dims[1] <= 0 || h.dims[2] <= 0 || h.dims[1] > ((int64_t)1 << 40) / h.dims[2] ||
-        (h.dims[3] & ~(int64_t)1))
-        return false;
-    o->fmt = fmt;
-    o->rows = h.dims[1];
-    o->k = h.dims[2];
-    o->block = fmt == CUK_Q_NVFP4 ? 16 : 32;
-    o->scale_es = fmt == CUK_Q_INT4 ? 2 : 1;
-    o->row_bytes = (o->k + 1) / 2;
-    o->nblk = (o->k + o->block - 1) / o->block;
-    o->off_s = align64((uint64_t)(o->rows * o->row_bytes));
-    o->off_t = align64(o->off_s + (uint64_t)(o->rows * o->nblk) * o->scale_es);
-    o->total = o->off_t + 64;
-    return h.payload_bytes == o->total;
+    return fmt == CUK_Q_NVFP4 ? KILN_QF_NVFP4 : fmt == CUK_Q_MXFP4 ? KILN_QF_MXFP4 : KILN_QF_INT4;
+}
+
+/* A KILN_PREP_LOWBIT_W blob of format fmt (backend/lowbit_blob.h): its payload, or NULL. */
+static const uint8_t *blob_parse(const void *blob, size_t size, int fmt, kiln_lowbit_blob *o)
+{
+    const uint8_t *p = kiln__lowbit_blob_parse(blob, size, o);
+    return p && o->fmt == qfmt_of(fmt) && !o->tensor ? p : NULL;
 }
 
 /* The engine's blob fits this layer (checked again against the operands when it runs) */
 bool cu_fp4_reads_blob(const cu_be *b, const kiln_node *n, const void *blob, size_t size)
 {
     int fmt;
-    fp4_blob o;
-    return cu_fp4_layer(b, n, &fmt) && blob_parse(blob, size, &o) && o.fmt == fmt;
+    kiln_lowbit_blob o;
+    return cu_fp4_layer(b, n, &fmt) && blob_parse(blob, size, fmt, &o);
 }
 
 /* A layer's packed weight in device memory (the payload as the CPU stores it). */
 typedef struct fp4_w {
     uint8_t *dev;
-    fp4_blob L;
+    kiln_lowbit_blob L;
     float ts;
     const void *src;     /* the blob or float32 weight it was made from, and cu_weights_gen() then */
     unsigned long gen;
@@ -126,15 +99,15 @@ static void fp4_w_free(void *p)
 
 static kiln_status fp4_upload(cu_be *b, fp4_w *w, const void *blob, size_t size, int fmt, int64_t N, int64_t K)
 {
-    fp4_blob L;
-    if (!blob_parse(blob, size, &L) || L.fmt != fmt || L.rows != N || L.k != K)
+    kiln_lowbit_blob L;
+    const uint8_t *payload = blob_parse(blob, size, fmt, &L);
+    if (!payload || L.rows != N || L.k != K)
         return cu_err(b, KILN_ERR_PARSE, "a 4-bit weight blob that does not fit its layer");
     if (w->dev) {
         *w->own -= w->L.total;
         cudaFree(w->dev);
         w->dev = NULL;
     }
-    const uint8_t *payload = (const uint8_t *)blob + KILN_PREP_HDR_BYTES;
     KILN_TRY(cu_check(b, cudaMalloc((void **)&w->dev, L.total), "allocating a 4-bit weight"));
     w->L = L;
     *w->own += L.total;
