@@ -3,13 +3,13 @@
  * activations (kiln_wq "nvfp4" | "mxfp4" | "int4", kiln_aq "fp16": PRECISION.md) runs kiln's weight-only
  * GEMM (kernels_fp4.cu) on the weight exactly as the CPU backend packed it (KILN_PREP_LOWBIT_W): the
  * engine's blob when the runtime hands it over (kiln_devmod.reads_blob), else the CPU backend's packing
- * of the float32 weight (the host service lowbit_prep). Those packed bytes are copied to device memory
- * once per layer and are all the layer keeps there: 4.5 (NVFP4), 4.25 (MXFP4) or 4.5 (INT4) bits a
- * weight. The activations are rounded to FP16 (the CPU emulation's rounding), each weight tile is decoded
- * to FP16 in shared memory (value times block scale in FP32, rounded to FP16: the emulation's weight),
- * FP32 accumulation; bias, residual and activation in kiln's epilogue kernel. */
+ * of the float32 weight (the host service lowbit_prep), cuda_lowbit.c. Those packed bytes are copied to
+ * device memory once per layer and are all the layer keeps there: 4.5 (NVFP4), 4.25 (MXFP4) or 4.5 (INT4)
+ * bits a weight. The activations are rounded to FP16 (the CPU emulation's rounding), each weight tile is
+ * decoded to FP16 in shared memory (value times block scale in FP32, rounded to FP16: the emulation's
+ * weight), FP32 accumulation; bias, residual and activation in kiln's epilogue kernel. */
 #include "cuda_gemm.h"
-#include "backend/lowbit_blob.h"
+#include "cuda_lowbit.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -63,107 +63,11 @@ static kiln__qfmt qfmt_of(int fmt)
     return fmt == CUK_Q_NVFP4 ? KILN_QF_NVFP4 : fmt == CUK_Q_MXFP4 ? KILN_QF_MXFP4 : KILN_QF_INT4;
 }
 
-/* A KILN_PREP_LOWBIT_W blob of format fmt (backend/lowbit_blob.h): its payload, or NULL. */
-static const uint8_t *blob_parse(const void *blob, size_t size, int fmt, kiln_lowbit_blob *o)
-{
-    const uint8_t *p = kiln__lowbit_blob_parse(blob, size, o);
-    return p && o->fmt == qfmt_of(fmt) && !o->tensor ? p : NULL;
-}
-
 /* The engine's blob fits this layer (checked again against the operands when it runs) */
 bool cu_fp4_reads_blob(const cu_be *b, const kiln_node *n, const void *blob, size_t size)
 {
     int fmt;
-    kiln_lowbit_blob o;
-    return cu_fp4_layer(b, n, &fmt) && blob_parse(blob, size, fmt, &o);
-}
-
-/* A layer's packed weight in device memory (the payload as the CPU stores it). */
-typedef struct fp4_w {
-    uint8_t *dev;
-    kiln_lowbit_blob L;
-    float ts;
-    const void *src;     /* the blob or float32 weight it was made from, and cu_weights_gen() then */
-    unsigned long gen;
-    uint64_t *own;       /* the backend's count of weight bytes of its own */
-} fp4_w;
-
-static void fp4_w_free(void *p)
-{
-    fp4_w *w = p;
-    if (w->dev && w->own)
-        *w->own -= w->L.total;
-    cudaFree(w->dev);
-    free(w);
-}
-
-static kiln_status fp4_upload(cu_be *b, fp4_w *w, const void *blob, size_t size, int fmt, int64_t N, int64_t K)
-{
-    kiln_lowbit_blob L;
-    const uint8_t *payload = blob_parse(blob, size, fmt, &L);
-    if (!payload || L.rows != N || L.k != K)
-        return cu_err(b, KILN_ERR_PARSE, "a 4-bit weight blob that does not fit its layer");
-    if (w->dev) {
-        *w->own -= w->L.total;
-        cudaFree(w->dev);
-        w->dev = NULL;
-    }
-    KILN_TRY(cu_check(b, cudaMalloc((void **)&w->dev, L.total), "allocating a 4-bit weight"));
-    w->L = L;
-    *w->own += L.total;
-    memcpy(&w->ts, payload + L.off_t, sizeof w->ts);
-    KILN_TRY(cu_check(b, cudaMemcpyAsync(w->dev, payload, L.total, cudaMemcpyHostToDevice, b->stream),
-                      "copying a 4-bit weight"));
-    return cu_check(b, cudaStreamSynchronize(b->stream), "copying a 4-bit weight");
-}
-
-/* The layer's packed weight on the device: from ctx->prepared, else packed now from the float32 weight
- * (a host tensor: host_inputs), made again when its source changed. */
-static kiln_status fp4_weight(cu_be *b, const kiln_kctx *ctx, int fmt, int64_t N, int64_t K, fp4_w **out)
-{
-    int64_t key[1] = {FP4_SLOT};
-    fp4_w *w = cu_state_get(b, ctx->node, key, 1);
-    const kiln_tensor *W = IN(1);
-    const void *src = ctx->prepared ? ctx->prepared : W->data;
-    unsigned long gen = cu_weights_gen();
-    if (w && w->dev && w->src == src && w->gen == gen) {
-        *out = w;
-        return KILN_OK;
-    }
-    if (b->capturing)
-        return cu_not_in_capture(b, "copying a 4-bit weight");
-    if (!src)
-        return cu_kerr(b, (kiln_kctx *)ctx, KILN_ERR_UNSUPPORTED, "no packed 4-bit weight and no float32 weight");
-    if (!w) {
-        if (!(w = calloc(1, sizeof *w)))
-            return cu_err(b, KILN_ERR_NOMEM, "out of memory");
-        w->own = &b->own_weight_bytes;
-        kiln_status pst = cu_state_put(b, ctx->node, key, 1, w, fp4_w_free);
-        if (pst != KILN_OK) {
-            free(w);
-            return pst;
-        }
-    }
-    w->src = NULL;
-    kiln_status st;
-    if (ctx->prepared) {
-        st = fp4_upload(b, w, ctx->prepared, ctx->prepared_size, fmt, N, K);
-    } else {
-        if (W->dtype != KILN_DT_FLOAT32 || (W->flags & KILN_TENSOR_ON_DEVICE))
-            return cu_kerr(b, (kiln_kctx *)ctx, KILN_ERR_DTYPE, "a 4-bit layer needs its float32 weight on the host");
-        void *blob = NULL;
-        size_t size = 0;
-        st = b->host->lowbit_prep(ctx->node, ctx->n_in, ctx->in, &blob, &size);
-        if (st == KILN_OK)
-            st = fp4_upload(b, w, blob, size, fmt, N, K);
-        b->host->free_blob(blob);
-    }
-    if (st != KILN_OK)
-        return st;
-    w->src = src;
-    w->gen = gen;
-    *out = w;
-    return KILN_OK;
+    return cu_fp4_layer(b, n, &fmt) && cu_lowbit_blob_is(blob, size, qfmt_of(fmt), false);
 }
 
 kiln_status cu_fp4_run(cu_be *b, kiln_kctx *ctx)
@@ -189,8 +93,8 @@ kiln_status cu_fp4_run(cu_be *b, kiln_kctx *ctx)
     const kiln_tensor *R = !gemm && fused ? IN(3) : NULL, *bias = gemm ? IN(2) : fused ? IN(2) : NULL;
     if ((bias && cu_numel(bias) != N) || (R && cu_numel(R) != M * N))
         return cu_kerr(b, ctx, KILN_ERR_SHAPE, "bias / residual shape");
-    fp4_w *w = NULL;
-    KILN_TRY(fp4_weight(b, ctx, fmt, N, K, &w));
+    cu_lowbit_w *w = NULL;
+    KILN_TRY(cu_lowbit_weight(b, ctx, FP4_SLOT, qfmt_of(fmt), false, N, K, &w));
     /* output storage: a half input's, KILN_CUDA_ACT's, else FP16 (what the layer's FP16 rounding makes) */
     kiln_dtype sdt = b->force_act == KILN_DT_BFLOAT16 || (A->flags & KILN_TENSOR_DEV_BF16) ? KILN_DT_BFLOAT16
                                                                                            : KILN_DT_FLOAT16;
