@@ -41,20 +41,29 @@ static bool fp4_dims(const cu_be *b, const kiln_node *n, const kiln_tensor *a, c
     return cu_wgemm_dims(b, n, a, w, K, N, trans) && (!cu_is_gemm(n->op) || b->host->attr_f(n, "alpha", 1.0f) == 1.0f);
 }
 
-bool cu_fp4_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
+/* The operands the 4-bit GEMM takes (fp4_dims, and Gemm's C a row bias with beta 1): K, N and trans as
+ * fp4_dims's; false for anything else. Dims only. */
+static bool fp4_operands(const cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in, int64_t *K,
+                         int64_t *N, bool *trans)
 {
-    int64_t K, N;
-    bool trans;
-    if (n_in < 2 || !fp4_dims(b, n, in[0], in[1], &K, &N, &trans))
+    if (n_in < 2 || !fp4_dims(b, n, in[0], in[1], K, N, trans))
         return false;
     if (cu_is_gemm(n->op) && n_in > 2 && in[2]) {   /* C: a row bias (beta 1) only */
         int64_t c = 1;
         for (int d = 0; d < in[2]->ndim; d++)
             c *= in[2]->dims[d];
-        if (c != N || in[2]->dims[in[2]->ndim > 0 ? in[2]->ndim - 1 : 0] != N || b->host->attr_f(n, "beta", 1.0f) != 1.0f)
+        if (c != *N || in[2]->dims[in[2]->ndim > 0 ? in[2]->ndim - 1 : 0] != *N ||
+            b->host->attr_f(n, "beta", 1.0f) != 1.0f)
             return false;
     }
     return true;
+}
+
+bool cu_fp4_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
+{
+    int64_t K, N;
+    bool trans;
+    return fp4_operands(b, n, n_in, in, &K, &N, &trans);
 }
 
 /* The CPU format of a cuk_qfmt */
@@ -77,8 +86,7 @@ kiln_status cu_fp4_run(cu_be *b, kiln_kctx *ctx)
     int fmt;
     int64_t K, N;
     bool trans;
-    if (!cu_fp4_layer(b, n, &fmt) || !cu_fp4_accepts(b, n, ctx->n_in, ctx->in) || !fp4_dims(b, n, A, IN(1), &K, &N,
-                                                                                              &trans))
+    if (!cu_fp4_layer(b, n, &fmt) || !fp4_operands(b, n, ctx->n_in, ctx->in, &K, &N, &trans))
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "operands the 4-bit GEMM does not take");
     bool gemm = cu_is_gemm(n->op), fused = n->op == KILN_OP_FusedMatMul || n->op == KILN_OP_FusedGemm;
     int act = CUK_IDENTITY;
