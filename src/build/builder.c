@@ -161,12 +161,13 @@ static char *make_report(const kiln_pass_report *rep, const kiln_calib_result *c
 }
 
 /* Constant folding evaluates nodes with the reference kernels (passes know no backend). */
-/* A layer with 4-bit weights (NVFP4 / MXFP4 / INT4): packed at build time in device engines too. */
-static bool packed_4bit(const kiln_node *n)
+/* A layer with low-bit weights (FP8 / NVFP4 / MXFP4 / INT4): packed at build time in device engines too.
+ * The CUDA module runs FP8 (per-tensor scale) and 4-bit layers from that blob (kiln_devmod.reads_blob), and
+ * a layer it does not take falls back to the CPU, which reads the same blob. */
+static bool packed_lowbit(const kiln_node *n)
 {
     kiln__qfmt f;
-    return kiln__lowbit_parse(kiln__attr_s(n, KILN_ATTR_WQ, NULL), &f) &&
-           (f == KILN_QF_NVFP4 || f == KILN_QF_MXFP4 || f == KILN_QF_INT4);
+    return kiln__lowbit_parse(kiln__attr_s(n, KILN_ATTR_WQ, NULL), &f);
 }
 
 static kiln_status eval_node(void *user, const kiln_node *n, const kiln_tensor *const *in, kiln_tensor *out)
@@ -319,10 +320,11 @@ kiln_status kiln__build_planned(kiln_model_t m, kiln_build_options *o, const kil
         st = adopt_plan(e, &cr);
     /* the layer plan: each layer prepared once, weights packed for the engine (--no-optimize keeps
      * the model's graph and weights as they are: no plan, layers prepared on the fly). Device engines keep
-     * their weights as they are but for 4-bit layers, whose packed weights the CUDA module runs from */
+     * their weights as they are but for low-bit (FP8, 4-bit) layers, whose packed weights the CUDA module
+     * runs from */
     bool device = o && o->device != KILN_DEVICE_CPU;
     if (st == KILN_OK && optimize)
-        st = kiln__layers_prepare(e, kiln__cpu_backend(), device ? packed_4bit : NULL);
+        st = kiln__layers_prepare(e, kiln__cpu_backend(), device ? packed_lowbit : NULL);
     if (st == KILN_OK && !(e->manifest = make_manifest(hash, o, &rep, optimize)))
         st = kiln__err(KILN_ERR_NOMEM, "out of memory");
     if (st == KILN_OK && o && o->want_report)

@@ -22,6 +22,7 @@ static const kiln_devmod_host host_services = {
     .fused_act = kiln__fused_act_of,
     .lowbit_prep = kiln__lowbit_prep,
     .free_blob = kiln__free,
+    .attn_perm = kiln__attn_perm,
 };
 
 /* ---- the module: opened once per process, never closed */

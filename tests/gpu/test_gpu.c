@@ -14,10 +14,12 @@
  *    context's CUDA graph, and a replay on new inputs must match the CPU on those.
  * 3. FP16 / BF16: layers with FP16 / BF16 weights, and every layer case again with the module holding
  *    float activations in FP16, then BF16 (KILN_CUDA_ACT), half convolutions channels-last; models
- *    given as MODEL.onnx@SHAPES#fp16|bf16 are built in that precision.
+ *    given as MODEL.onnx@SHAPES#fp16|bf16 are built in that precision (#fp8, #nvfp4, #mxfp4, #int4 too:
+ *    those hold their low-bit weights on the GPU only packed, checked by their weight bytes).
  * Usage: test_gpu [--require-gpu] [MODEL.onnx@SHAPES ...]; test_gpu --cpu-only runs the one-node cases on
  * the CPU alone (CI: checks the cases themselves). */
 #include "test.h"
+#include "engine/engine.h"
 #include "ir/fused.h"
 #include "runtime/device.h"
 #include "runtime/exec.h"
@@ -1318,6 +1320,33 @@ static const char *model_device_stats(const model_run *r)
     return NULL;
 }
 
+/* A low-bit engine (FP8, 4-bit) holds its low-bit layers' weights on the GPU only packed (the CPU backend's
+ * blobs, cuda_lowbit.c), never beside a float32 copy: the device's weight bytes (kiln_device_stats, as `kiln
+ * bench --json` reports them) are at most the float32 bytes of all the engine's weights less 2 bytes for each
+ * low-bit weight element (FP8 keeps 1 of its 4 bytes, a 4-bit format about 0.56). NULL when so. */
+static const char *lowbit_weight_bytes(const model_run *r)
+{
+    const kiln_graph *g = r->e->g;
+    uint64_t all = 0, lowbit = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        const kiln_tensor *t = g->values[v].init;
+        if (t)
+            all += (uint64_t)kiln_tensor_numel(t) * kiln_dtype_size(t->dtype);
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kiln_node *n = &g->nodes[i];
+        if (kiln__attr_s(n, KILN_ATTR_WQ, NULL) && n->n_in > 1 && n->in[1] >= 0 && g->values[n->in[1]].init)
+            lowbit += (uint64_t)kiln_tensor_numel(g->values[n->in[1]].init);
+    }
+    kiln_device_stats ds;
+    kiln_context_device_stats(r->gc, &ds);
+    printf("     %-28s %.1f MB of weights on the GPU: float32 weights %.1f MB, %.1f M low-bit weight elements\n",
+           r->path, (double)ds.weight_bytes / 1e6, (double)all / 1e6, (double)lowbit / 1e6);
+    if (!lowbit)
+        return "no low-bit layers";
+    return ds.weight_bytes + 2 * lowbit <= all ? NULL : "the low-bit layers' weights are held beyond their packed bytes";
+}
+
 /* Calibration data for an fp8 build (its activation scales): 4 samples of synthetic inputs (seeds 100 to
  * 103) as NAME_K.npy in a fresh directory, removed by calib_rm; *e32: the float32 engine they came from
  * (the accuracy reference of fp8_accuracy; the caller frees it). */
@@ -1463,6 +1492,10 @@ static void model_case(const char *spec)
     const char *stats = model_device_stats(&r);
     if (!why)
         why = stats;
+    bool lowbit = prec && (fp8 || !strcmp(prec, "nvfp4") || !strcmp(prec, "mxfp4") || !strcmp(prec, "int4"));
+    const char *wb = lowbit && r.gc ? lowbit_weight_bytes(&r) : NULL;
+    if (!why)
+        why = wb;
 done:;
     bool ok = !why && r.worst <= tol && r.cos_min >= cos_tol;
     printf("%s %-28s %-4s max rel err %.3g (tol %.0e), cosine >= %.6f%s%s\n", ok ? "ok  " : "FAIL", path,

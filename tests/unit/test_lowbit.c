@@ -9,8 +9,12 @@
 #include "test_tensor.h"
 #include "backend/cpu/lowbit.h"
 #include "backend/cpu/prep.h"
+#include "backend/lowbit_blob.h"
 #include "backend/kernel.h"
 #include "test_pool.h"
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static unsigned long long seed = 2024;
@@ -368,10 +372,155 @@ static void case_fp8_tensor(void)
     free(ab);
 }
 
+/* The blob format (backend/lowbit_blob.h, shared with the CUDA module) against numfmt's packed layout and
+ * the blobs kiln__lowbit_prep makes: elements and scales where numfmt puts them, every blob parses to the
+ * layer's format, rows, k and flags, and a header that lies (flags, format, dtype, size) is refused. */
+static void case_blob_format(void)
+{
+    static const int64_t KS[] = {1, 15, 16, 17, 33, 64, 100};
+    for (int f = 0; f < 4; f++)
+        for (int t = 0; t < 2; t++)
+            for (size_t ki = 0; ki < sizeof KS / sizeof *KS; ki++) {
+                kiln__qfmt fmt;
+                CHECK(kiln__lowbit_parse(FMTS[f], &fmt));
+                int64_t rows = 3 + (int64_t)ki, k = KS[ki];
+                kiln__qlayout Q;
+                kiln_lowbit_blob B = {0};
+                CHECK(kiln__lowbit_layout(&Q, fmt, rows, k) == KILN_OK);
+                CHECK(kiln__lowbit_blob_layout(fmt, rows, k, true, t, &B));
+                uint64_t scales = fmt == KILN_QF_FP8 ? (t ? 0 : 4 * (uint64_t)rows) : Q.scale_bytes;
+                CHECK_MSG(B.data_bytes == Q.data_bytes && B.off_s == (Q.data_bytes + 63) / 64 * 64 &&
+                              B.off_t == (B.off_s + scales + 63) / 64 * 64 && B.total == B.off_t + 64 &&
+                              B.tensor == (t && fmt == KILN_QF_FP8),
+                          "%s %lld x %lld tensor %d", FMTS[f], (long long)rows, (long long)k, t);
+                /* the blob of a MatMul with this weight */
+                layer l;
+                layer_init(&l, KILN_OP_MatMul, 2);
+                lowbit(&l, FMTS[f], 0.01f);
+                if (t)
+                    add_i(&l, KILN_ATTR_WQ_TENSOR, 1);
+                int64_t wd[2] = {k, rows};
+                kiln_tensor w = rnd(2, wd, 1);
+                const kiln_tensor *in[2] = {NULL, &w};
+                void *blob = NULL;
+                size_t size = 0;
+                kiln_lowbit_blob P = {0};
+                CHECK(kiln__lowbit_prep(&l.node, 2, in, &blob, &size) == KILN_OK && blob);
+                CHECK(kiln__lowbit_blob_parse(blob, size, &P) == (const uint8_t *)blob + KILN_PREP_HDR_BYTES &&
+                      P.fmt == fmt && P.rows == rows && P.k == k && P.trans && P.tensor == B.tensor &&
+                      P.total == B.total);
+                kiln_prep_hdr h;
+                for (int bad = 0; blob && bad < 6; bad++) {
+                    memcpy(&h, blob, sizeof h);
+                    size_t sz = size;
+                    switch (bad) {
+                    case 0: h.dims[3] |= 4; break;                                          /* unknown flag */
+                    case 1: h.dims[3] ^= 2; break;                                          /* tensor flag flipped */
+                    case 2: h.dims[0] = KILN_QF_INT8_CHANNEL; break;                        /* not a layer format */
+                    case 3: h.dtype = KILN_DT_FLOAT32; break;                               /* element type */
+                    case 4: h.payload_bytes += 64; break;                                   /* sizes do not add up */
+                    case 5: sz = KILN_PREP_HDR_BYTES + (size_t)h.payload_bytes - 1; break;  /* truncated */
+                    }
+                    if (bad == 1 && fmt == KILN_QF_FP8 && !t)
+                        continue;   /* per row -> per tensor: another valid layout, refused by its size */
+                    void *c = malloc(size);
+                    memcpy(c, blob, size);
+                    memcpy(c, &h, sizeof h);
+                    CHECK_MSG(!kiln__lowbit_blob_parse(c, sz, &P), "%s tensor %d: lie %d accepted", FMTS[f], t, bad);
+                    free(c);
+                }
+                kiln__free(blob);
+                kiln__tensor_release(&w);
+            }
+}
+
+/* E4M3 as cuda_fp8.h's __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3) (what the GPU's activation
+ * quantizer and its former weight quantizer use) defines it, written from the format: the nearest finite
+ * code (ties to the even one), +-448 beyond (and for +-Inf), 0x7f for NaN. */
+static uint8_t e4m3_satfinite(float x)
+{
+    if (isnan(x))
+        return 0x7f;
+    uint8_t sign = signbit(x) ? 0x80 : 0;
+    double a = fabs((double)x), best_d = INFINITY;
+    if (a >= 448)
+        return sign | 0x7e;
+    int best = 0;
+    for (int c = 0; c <= 0x7e; c++) {
+        double v = c >> 3 ? ldexp(8 + (c & 7), (c >> 3) - 10) : ldexp(c & 7, -9), d = fabs(v - a);
+        if (d < best_d || (d == best_d && !(c & 1)))
+            best_d = d, best = c;
+    }
+    return sign | (uint8_t)best;
+}
+
+/* The per-tensor FP8 blob of a --device cuda build's layer is what the GPU's FP8 GEMM needs, bit for bit
+ * the GPU's former weight quantizer (kernels_fp8.cu k_amax / k_scale / k_quant_weight, replaced by this
+ * blob): E4M3 bytes [N, K] (from MatMul's [K, N] and from Gemm's transB [N, K]), q = e4m3(w / s) with the
+ * float division, s = amax / 448 over the finite |w| (1 when that is 0) at the tensor scale's offset.
+ * Weights with +-Inf, NaN, zeros of both signs, E4M3 subnormals and values beyond the scale; a negative
+ * NaN is the one difference (the CPU keeps its sign, 0xff; the GPU writes 0x7f): both are NaN. */
+static void case_fp8_gpu_rule(void)
+{
+    enum { K = 48, N = 32 };
+    for (int z = 0; z < 2; z++)
+        for (int gemm = 0; gemm < 2; gemm++) {
+            layer l;
+            layer_init(&l, gemm ? KILN_OP_Gemm : KILN_OP_MatMul, 2);
+            if (gemm)
+                add_i(&l, "transB", 1);
+            lowbit(&l, "fp8", 0.01f);
+            add_i(&l, KILN_ATTR_WQ_TENSOR, 1);
+            int64_t wd[2] = {gemm ? N : K, gemm ? K : N};
+            kiln_tensor w = rnd(2, wd, 3);
+            float *wf = w.data;
+            if (z)
+                memset(wf, 0, w.nbytes);   /* all zero: scale 1 */
+            else {
+                wf[1] = INFINITY, wf[2] = -INFINITY, wf[3] = NAN, wf[4] = -0.0f, wf[5] = 0.0f, wf[6] = -NAN;
+                for (int i = 7; i < 40; i++)
+                    wf[i] = ldexpf(wf[i], -12);   /* E4M3 subnormals and below, after the scale */
+            }
+            float amax = 0;   /* k_amax: finite |w| only */
+            for (int i = 0; i < K * N; i++)
+                amax = fabsf(wf[i]) <= FLT_MAX && fabsf(wf[i]) > amax ? fabsf(wf[i]) : amax;
+            float s = amax / 448.0f;   /* k_scale */
+            s = s > 0.0f ? s : 1.0f;
+            const kiln_tensor *in[2] = {NULL, &w};
+            void *blob = NULL;
+            size_t size = 0;
+            kiln_lowbit_blob B = {0};
+            CHECK(kiln__lowbit_prep(&l.node, 2, in, &blob, &size) == KILN_OK);
+            const uint8_t *p = kiln__lowbit_blob_parse(blob, size, &B);
+            CHECK(p && B.tensor && B.rows == N && B.k == K && B.trans == !gemm);
+            if (!p) {
+                kiln__free(blob);
+                kiln__tensor_release(&w);
+                continue;
+            }
+            float ts;
+            memcpy(&ts, p + B.off_t, sizeof ts);
+            CHECK_MSG(ts == s, "scale %g, the GPU's rule %g", (double)ts, (double)s);
+            int bad = 0;
+            for (int n = 0; n < N; n++)   /* k_quant_weight: q[n][k] = e4m3(w[k][n] / s) (trans) or w[n][k] */
+                for (int k = 0; k < K; k++) {
+                    float v = wf[gemm ? n * K + k : k * N + n];
+                    uint8_t want = e4m3_satfinite(v / s), got = p[n * K + k];
+                    bad += got != want && !(isnan(v) && (got & 0x7f) == 0x7f);
+                }
+            CHECK_MSG(bad == 0, "%s%s: %d of %d bytes differ from the GPU's rule", gemm ? "Gemm transB" : "MatMul",
+                      z ? " (zeros)" : "", bad, K * N);
+            kiln__free(blob);
+            kiln__tensor_release(&w);
+        }
+}
+
 int main(void)
 {
     case_fp8_channels();
     case_fp8_tensor();
+    case_fp8_gpu_rule();
+    case_blob_format();
     kiln__lowbit_set_block_floats(1);   /* 16-channel convolution blocks: the blocked path on small layers */
     for (int f = 0; f < 4; f++)
         for (int nt = 1; nt <= 2; nt++) {

@@ -3,6 +3,7 @@
 #include "epilogue.h"
 #include "gemm.h"
 #include "prep.h"
+#include "../lowbit_blob.h"
 #include "scratch.h"
 #include <math.h>
 
@@ -73,33 +74,19 @@ static bool w_view(const kiln_node *n, int ndim, const int64_t *dims, int64_t *r
     return *rows > 0 && *k > 0;
 }
 
-static uint64_t align64(uint64_t v) { return (v + 63) / 64 * 64; }
-
 /* FP8 weights have one FP32 scale per row (output channel), amax / 448 of the row: each row is a
  * 1 x k matrix of numfmt's per-tensor FP8 format, its scale stored where the block formats keep
  * their block scales (docs/PRECISION.md, "FP8 layers") -- unless the layer asks for one scale for
  * the whole tensor (KILN_ATTR_WQ_TENSOR: what the CUDA FP8 GEMM computes). */
 static bool per_row(const kiln__qlayout *L, bool tensor) { return L->fmt == KILN_QF_FP8 && !tensor; }
 
-/* Blob payload layout: elements, scales at off_s (FP8: the row scales), tensor scale at off_t. */
-static uint64_t payload_bytes(const kiln__qlayout *L, bool tensor, uint64_t *off_s, uint64_t *off_t)
+/* Quantizes the float32 weight w (rows x k view, transposed when trans) into payload p, laid out as B
+ * (../lowbit_blob.h: elements, scales at off_s (FP8: the row scales), tensor scale at off_t). */
+static kiln_status quantize(const kiln__qlayout *L, const kiln_lowbit_blob *B, const float *w, bool trans, uint8_t *p)
 {
-    *off_s = align64(L->data_bytes);
-    *off_t = align64(*off_s + (per_row(L, tensor) ? sizeof(float) * (uint64_t)L->rows : L->scale_bytes));
-    return *off_t + 64;
-}
-
-static kiln_dtype elem_dtype(kiln__qfmt f)
-{
-    return f == KILN_QF_FP8 ? KILN_DT_FP8E4M3 : f == KILN_QF_INT4 ? KILN_DT_INT4 : KILN_DT_FP4E2M1;
-}
-
-/* Quantizes the float32 weight w (rows x k view, transposed when trans) into payload p. */
-static kiln_status quantize(const kiln__qlayout *L, bool tensor, const float *w, bool trans, uint8_t *p)
-{
-    uint64_t off_s, off_t;
-    uint64_t total = payload_bytes(L, tensor, &off_s, &off_t);
-    memset(p, 0, (size_t)total);
+    bool tensor = B->tensor;
+    uint64_t off_s = B->off_s, off_t = B->off_t;
+    memset(p, 0, (size_t)B->total);
     const float *src = w;
     float *tmp = NULL;
     if (trans) {
@@ -138,6 +125,7 @@ typedef struct qw {
     const float *row_scale;   /* FP8: one scale per row, else NULL */
     bool trans, f16;   /* f16: dequantized values rounded to FP16 (weight-only layers) */
     bool tensor;       /* FP8 with one scale for the whole tensor (KILN_ATTR_WQ_TENSOR) */
+    kiln_lowbit_blob B;   /* the payload's layout */
     uint8_t *own;
 } qw;
 
@@ -149,18 +137,23 @@ static kiln_status qw_layout(const kiln_node *n, kiln__qfmt fmt, const kiln_tens
                          n->name, kiln__lowbit_name(fmt));
     KILN_TRY(kiln__lowbit_layout(&q->L, fmt, rows, k));
     q->tensor = fmt == KILN_QF_FP8 && kiln__attr_i(n, KILN_ATTR_WQ_TENSOR, 0) != 0;
-    dims[0] = fmt, dims[1] = rows, dims[2] = k, dims[3] = q->trans | (int64_t)q->tensor << 1;
+    if (!kiln__lowbit_blob_layout(fmt, rows, k, q->trans, q->tensor, &q->B))
+        return kiln__err(KILN_ERR_SHAPE, "%s node '%s': a %lld x %lld weight is too large for %s", n->op_type, n->name,
+                         (long long)rows, (long long)k, kiln__lowbit_name(fmt));
+    /* the blob format (../lowbit_blob.h) holds what numfmt packs: its elements and its block scales */
+    if (q->B.data_bytes != q->L.data_bytes || q->B.off_s + (per_row(&q->L, q->tensor) ? 0 : q->L.scale_bytes) > q->B.off_t)
+        return kiln__err(KILN_ERR_INTERNAL, "%s node '%s': the %s blob layout disagrees with numfmt's", n->op_type,
+                         n->name, kiln__lowbit_name(fmt));
+    kiln__lowbit_blob_dims(&q->B, dims);
     return KILN_OK;
 }
 
 static void qw_point(qw *q, const uint8_t *p)
 {
-    uint64_t off_s, off_t;
-    payload_bytes(&q->L, q->tensor, &off_s, &off_t);
     q->data = p;
-    q->scales = p + off_s;
-    q->row_scale = per_row(&q->L, q->tensor) ? (const float *)(const void *)(p + off_s) : NULL;   /* 64-byte aligned */
-    memcpy(&q->ts, p + off_t, sizeof q->ts);
+    q->scales = p + q->B.off_s;
+    q->row_scale = per_row(&q->L, q->tensor) ? (const float *)(const void *)(p + q->B.off_s) : NULL;   /* 64-byte aligned */
+    memcpy(&q->ts, p + q->B.off_t, sizeof q->ts);
 }
 
 static kiln_status qw_get(const kiln_kctx *ctx, const lb_attrs *a, qw *q)
@@ -170,8 +163,8 @@ static kiln_status qw_get(const kiln_kctx *ctx, const lb_attrs *a, qw *q)
     int64_t dims[4];
     KILN_TRY(qw_layout(ctx->node, a->fmt, w, q, dims));
     q->f16 = a->aq == AQ_FP16;
-    uint64_t off_s, off_t, total = payload_bytes(&q->L, q->tensor, &off_s, &off_t);
-    const uint8_t *p = kiln__prep_check(ctx, KILN_PREP_LOWBIT_W, elem_dtype(a->fmt), 4, dims, total);
+    uint64_t total = q->B.total;
+    const uint8_t *p = kiln__prep_check(ctx, KILN_PREP_LOWBIT_W, kiln__lowbit_blob_dtype(a->fmt), 4, dims, total);
     if (p) {
         qw_point(q, p);
         return KILN_OK;
@@ -181,7 +174,7 @@ static kiln_status qw_get(const kiln_kctx *ctx, const lb_attrs *a, qw *q)
                                      : kiln__kerr(ctx, KILN_ERR_DTYPE, "low-bit layer needs float32 weights");
     if (!(q->own = kiln__malloc((size_t)total)))
         return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
-    KILN_TRY(quantize(&q->L, q->tensor, w->data, q->trans, q->own));
+    KILN_TRY(quantize(&q->L, &q->B, w->data, q->trans, q->own));
     qw_point(q, q->own);
     return KILN_OK;
 }
@@ -199,11 +192,11 @@ kiln_status kiln__lowbit_prep(const kiln_node *n, int n_in, const kiln_tensor *c
     qw q;
     int64_t dims[4];
     KILN_TRY(qw_layout(n, a.fmt, w, &q, dims));
-    uint64_t off_s, off_t, total = payload_bytes(&q.L, q.tensor, &off_s, &off_t);
-    uint8_t *p = kiln__prep_alloc_any(KILN_PREP_LOWBIT_W, 1u << 1, elem_dtype(a.fmt), 4, dims, total, blob, size);
+    uint8_t *p = kiln__prep_alloc_any(KILN_PREP_LOWBIT_W, 1u << 1, kiln__lowbit_blob_dtype(a.fmt), 4, dims, q.B.total,
+                                      blob, size);
     if (!p)
         return kiln__err(KILN_ERR_NOMEM, "out of memory quantizing the weights of node '%s'", n->name);
-    kiln_status st = quantize(&q.L, q.tensor, w->data, q.trans, p);
+    kiln_status st = quantize(&q.L, &q.B, w->data, q.trans, p);
     if (st != KILN_OK) {
         kiln__free(*blob);
         *blob = NULL;
@@ -604,11 +597,10 @@ kiln_status kiln__lowbit_ref_weight(const kiln_node *n, const kiln_tensor *w, fl
         ref_fp8_rows(w->data, q.L.rows, q.L.k, q.trans, y);
         return KILN_OK;
     }
-    uint64_t off_s, off_t, total = payload_bytes(&q.L, q.tensor, &off_s, &off_t);
-    uint8_t *p = kiln__malloc((size_t)total);
+    uint8_t *p = kiln__malloc((size_t)q.B.total);
     if (!p)
         return kiln__err(KILN_ERR_NOMEM, "out of memory");
-    kiln_status st = quantize(&q.L, q.tensor, w->data, q.trans, p);
+    kiln_status st = quantize(&q.L, &q.B, w->data, q.trans, p);
     if (st == KILN_OK) {
         qw_point(&q, p);
         float *t = kiln__malloc(sizeof(float) * (size_t)(q.L.rows * q.L.k));

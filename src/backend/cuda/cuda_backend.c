@@ -627,13 +627,15 @@ static bool mod_accepts(kiln_backend *be, const kiln_node *n, int n_in, const ki
 static uint32_t mod_host_inputs(kiln_backend *be, const kiln_node *n)
 {
     const cu_op *o = find_op(n->op);
-    /* a 4-bit layer packs its float32 weight on the host when it has no engine blob (cuda_fp4.c) */
-    return (o ? o->host_inputs : 0) | (cu_fp4_layer(cu_of(be), n, NULL) ? 2u : 0u);
+    /* an FP8 or 4-bit layer runs from its weight packed by the CPU backend: the engine's blob, else packed on
+     * the host from the float32 weight (cuda_lowbit.c), which is then never copied to the device */
+    cu_be *b = cu_of(be);
+    return (o ? o->host_inputs : 0) | (cu_fp8_layer(b, n, NULL) || cu_fp4_layer(b, n, NULL) ? 2u : 0u);
 }
 
 static bool mod_reads_blob(kiln_backend *be, const kiln_node *n, const void *blob, size_t size)
 {
-    return cu_fp4_reads_blob(cu_of(be), n, blob, size);
+    return cu_fp8_reads_blob(cu_of(be), n, blob, size) || cu_fp4_reads_blob(cu_of(be), n, blob, size);
 }
 
 static uint64_t mod_own_weight_bytes(kiln_backend *be) { return cu_of(be)->own_weight_bytes; }

@@ -3,14 +3,13 @@
  * activations (kiln_wq "nvfp4" | "mxfp4" | "int4", kiln_aq "fp16": PRECISION.md) runs kiln's weight-only
  * GEMM (kernels_fp4.cu) on the weight exactly as the CPU backend packed it (KILN_PREP_LOWBIT_W): the
  * engine's blob when the runtime hands it over (kiln_devmod.reads_blob), else the CPU backend's packing
- * of the float32 weight (the host service lowbit_prep). Those packed bytes are copied to device memory
- * once per layer and are all the layer keeps there: 4.5 (NVFP4), 4.25 (MXFP4) or 4.5 (INT4) bits a
- * weight. The activations are rounded to FP16 (the CPU emulation's rounding), each weight tile is decoded
- * to FP16 in shared memory (value times block scale in FP32, rounded to FP16: the emulation's weight),
- * FP32 accumulation; bias, residual and activation in kiln's epilogue kernel. */
+ * of the float32 weight (the host service lowbit_prep), cuda_lowbit.c. Those packed bytes are copied to
+ * device memory once per layer and are all the layer keeps there: 4.5 (NVFP4), 4.25 (MXFP4) or 4.5 (INT4)
+ * bits a weight. The activations are rounded to FP16 (the CPU emulation's rounding), each weight tile is
+ * decoded to FP16 in shared memory (value times block scale in FP32, rounded to FP16: the emulation's
+ * weight), FP32 accumulation; bias, residual and activation in kiln's epilogue kernel. */
 #include "cuda_gemm.h"
-#include "backend/cpu/prep.h"
-#include "core/numfmt.h"
+#include "cuda_lowbit.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -42,155 +41,42 @@ static bool fp4_dims(const cu_be *b, const kiln_node *n, const kiln_tensor *a, c
     return cu_wgemm_dims(b, n, a, w, K, N, trans) && (!cu_is_gemm(n->op) || b->host->attr_f(n, "alpha", 1.0f) == 1.0f);
 }
 
-bool cu_fp4_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
+/* The operands the 4-bit GEMM takes (fp4_dims, and Gemm's C a row bias with beta 1): K, N and trans as
+ * fp4_dims's; false for anything else. Dims only. */
+static bool fp4_operands(const cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in, int64_t *K,
+                         int64_t *N, bool *trans)
 {
-    int64_t K, N;
-    bool trans;
-    if (n_in < 2 || !fp4_dims(b, n, in[0], in[1], &K, &N, &trans))
+    if (n_in < 2 || !fp4_dims(b, n, in[0], in[1], K, N, trans))
         return false;
     if (cu_is_gemm(n->op) && n_in > 2 && in[2]) {   /* C: a row bias (beta 1) only */
         int64_t c = 1;
         for (int d = 0; d < in[2]->ndim; d++)
             c *= in[2]->dims[d];
-        if (c != N || in[2]->dims[in[2]->ndim > 0 ? in[2]->ndim - 1 : 0] != N || b->host->attr_f(n, "beta", 1.0f) != 1.0f)
+        if (c != *N || in[2]->dims[in[2]->ndim > 0 ? in[2]->ndim - 1 : 0] != *N ||
+            b->host->attr_f(n, "beta", 1.0f) != 1.0f)
             return false;
     }
     return true;
 }
 
-/* A KILN_PREP_LOWBIT_W blob of this layer: its format, rows and k; the payload's scales / tensor scale
- * offsets. False for anything else (another layout, sizes that do not add up). */
-typedef struct fp4_blob {
-    int fmt;
-    int64_t rows, k, block, row_bytes, nblk;
-    size_t scale_es;
-    uint64_t off_s, off_t, total;
-} fp4_blob;
-
-static uint64_t align64(uint64_t v) { return (v + 63) / 64 * 64; }
-
-static bool blob_parse(const void *blob, size_t size, fp4_blob *o)
+bool cu_fp4_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
 {
-    kiln_prep_hdr h;
-    if (!blob || size < KILN_PREP_HDR_BYTES)
-        return false;
-    memcpy(&h, blob, sizeof h);
-    if (memcmp(h.magic, KILN_PREP_MAGIC, 8) || h.layout != KILN_PREP_LOWBIT_W || h.ndims != 4 ||
-        h.payload_bytes > size - KILN_PREP_HDR_BYTES)
-        return false;
-    int fmt = h.dims[0] == KILN_QF_NVFP4 ? CUK_Q_NVFP4 : h.dims[0] == KILN_QF_MXFP4 ? CUK_Q_MXFP4
-            : h.dims[0] == KILN_QF_INT4  ? CUK_Q_INT4
-                                         : -1;
-    if (fmt < 0 || h.dims[1] <= 0 || h.dims[2] <= 0 || h.dims[1] > ((int64_t)1 << 40) / h.dims[2] ||
-        (h.dims[3] & ~(int64_t)1))
-        return false;
-    o->fmt = fmt;
-    o->rows = h.dims[1];
-    o->k = h.dims[2];
-    o->block = fmt == CUK_Q_NVFP4 ? 16 : 32;
-    o->scale_es = fmt == CUK_Q_INT4 ? 2 : 1;
-    o->row_bytes = (o->k + 1) / 2;
-    o->nblk = (o->k + o->block - 1) / o->block;
-    o->off_s = align64((uint64_t)(o->rows * o->row_bytes));
-    o->off_t = align64(o->off_s + (uint64_t)(o->rows * o->nblk) * o->scale_es);
-    o->total = o->off_t + 64;
-    return h.payload_bytes == o->total;
+    int64_t K, N;
+    bool trans;
+    return fp4_operands(b, n, n_in, in, &K, &N, &trans);
+}
+
+/* The CPU format of a cuk_qfmt */
+static kiln__qfmt qfmt_of(int fmt)
+{
+    return fmt == CUK_Q_NVFP4 ? KILN_QF_NVFP4 : fmt == CUK_Q_MXFP4 ? KILN_QF_MXFP4 : KILN_QF_INT4;
 }
 
 /* The engine's blob fits this layer (checked again against the operands when it runs) */
 bool cu_fp4_reads_blob(const cu_be *b, const kiln_node *n, const void *blob, size_t size)
 {
     int fmt;
-    fp4_blob o;
-    return cu_fp4_layer(b, n, &fmt) && blob_parse(blob, size, &o) && o.fmt == fmt;
-}
-
-/* A layer's packed weight in device memory (the payload as the CPU stores it). */
-typedef struct fp4_w {
-    uint8_t *dev;
-    fp4_blob L;
-    float ts;
-    const void *src;     /* the blob or float32 weight it was made from, and cu_weights_gen() then */
-    unsigned long gen;
-    uint64_t *own;       /* the backend's count of weight bytes of its own */
-} fp4_w;
-
-static void fp4_w_free(void *p)
-{
-    fp4_w *w = p;
-    if (w->dev && w->own)
-        *w->own -= w->L.total;
-    cudaFree(w->dev);
-    free(w);
-}
-
-static kiln_status fp4_upload(cu_be *b, fp4_w *w, const void *blob, size_t size, int fmt, int64_t N, int64_t K)
-{
-    fp4_blob L;
-    if (!blob_parse(blob, size, &L) || L.fmt != fmt || L.rows != N || L.k != K)
-        return cu_err(b, KILN_ERR_PARSE, "a 4-bit weight blob that does not fit its layer");
-    if (w->dev) {
-        *w->own -= w->L.total;
-        cudaFree(w->dev);
-        w->dev = NULL;
-    }
-    const uint8_t *payload = (const uint8_t *)blob + KILN_PREP_HDR_BYTES;
-    KILN_TRY(cu_check(b, cudaMalloc((void **)&w->dev, L.total), "allocating a 4-bit weight"));
-    w->L = L;
-    *w->own += L.total;
-    memcpy(&w->ts, payload + L.off_t, sizeof w->ts);
-    KILN_TRY(cu_check(b, cudaMemcpyAsync(w->dev, payload, L.total, cudaMemcpyHostToDevice, b->stream),
-                      "copying a 4-bit weight"));
-    return cu_check(b, cudaStreamSynchronize(b->stream), "copying a 4-bit weight");
-}
-
-/* The layer's packed weight on the device: from ctx->prepared, else packed now from the float32 weight
- * (a host tensor: host_inputs), made again when its source changed. */
-static kiln_status fp4_weight(cu_be *b, const kiln_kctx *ctx, int fmt, int64_t N, int64_t K, fp4_w **out)
-{
-    int64_t key[1] = {FP4_SLOT};
-    fp4_w *w = cu_state_get(b, ctx->node, key, 1);
-    const kiln_tensor *W = IN(1);
-    const void *src = ctx->prepared ? ctx->prepared : W->data;
-    unsigned long gen = cu_weights_gen();
-    if (w && w->dev && w->src == src && w->gen == gen) {
-        *out = w;
-        return KILN_OK;
-    }
-    if (b->capturing)
-        return cu_not_in_capture(b, "copying a 4-bit weight");
-    if (!src)
-        return cu_kerr(b, (kiln_kctx *)ctx, KILN_ERR_UNSUPPORTED, "no packed 4-bit weight and no float32 weight");
-    if (!w) {
-        if (!(w = calloc(1, sizeof *w)))
-            return cu_err(b, KILN_ERR_NOMEM, "out of memory");
-        w->own = &b->own_weight_bytes;
-        kiln_status pst = cu_state_put(b, ctx->node, key, 1, w, fp4_w_free);
-        if (pst != KILN_OK) {
-            free(w);
-            return pst;
-        }
-    }
-    w->src = NULL;
-    kiln_status st;
-    if (ctx->prepared) {
-        st = fp4_upload(b, w, ctx->prepared, ctx->prepared_size, fmt, N, K);
-    } else {
-        if (W->dtype != KILN_DT_FLOAT32 || (W->flags & KILN_TENSOR_ON_DEVICE))
-            return cu_kerr(b, (kiln_kctx *)ctx, KILN_ERR_DTYPE, "a 4-bit layer needs its float32 weight on the host");
-        void *blob = NULL;
-        size_t size = 0;
-        st = b->host->lowbit_prep(ctx->node, ctx->n_in, ctx->in, &blob, &size);
-        if (st == KILN_OK)
-            st = fp4_upload(b, w, blob, size, fmt, N, K);
-        b->host->free_blob(blob);
-    }
-    if (st != KILN_OK)
-        return st;
-    w->src = src;
-    w->gen = gen;
-    *out = w;
-    return KILN_OK;
+    return cu_fp4_layer(b, n, &fmt) && cu_lowbit_blob_is(blob, size, qfmt_of(fmt), false);
 }
 
 kiln_status cu_fp4_run(cu_be *b, kiln_kctx *ctx)
@@ -200,8 +86,7 @@ kiln_status cu_fp4_run(cu_be *b, kiln_kctx *ctx)
     int fmt;
     int64_t K, N;
     bool trans;
-    if (!cu_fp4_layer(b, n, &fmt) || !cu_fp4_accepts(b, n, ctx->n_in, ctx->in) || !fp4_dims(b, n, A, IN(1), &K, &N,
-                                                                                              &trans))
+    if (!cu_fp4_layer(b, n, &fmt) || !fp4_operands(b, n, ctx->n_in, ctx->in, &K, &N, &trans))
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "operands the 4-bit GEMM does not take");
     bool gemm = cu_is_gemm(n->op), fused = n->op == KILN_OP_FusedMatMul || n->op == KILN_OP_FusedGemm;
     int act = CUK_IDENTITY;
@@ -216,8 +101,8 @@ kiln_status cu_fp4_run(cu_be *b, kiln_kctx *ctx)
     const kiln_tensor *R = !gemm && fused ? IN(3) : NULL, *bias = gemm ? IN(2) : fused ? IN(2) : NULL;
     if ((bias && cu_numel(bias) != N) || (R && cu_numel(R) != M * N))
         return cu_kerr(b, ctx, KILN_ERR_SHAPE, "bias / residual shape");
-    fp4_w *w = NULL;
-    KILN_TRY(fp4_weight(b, ctx, fmt, N, K, &w));
+    cu_lowbit_w *w = NULL;
+    KILN_TRY(cu_lowbit_weight(b, ctx, FP4_SLOT, qfmt_of(fmt), false, N, K, &w));
     /* output storage: a half input's, KILN_CUDA_ACT's, else FP16 (what the layer's FP16 rounding makes) */
     kiln_dtype sdt = b->force_act == KILN_DT_BFLOAT16 || (A->flags & KILN_TENSOR_DEV_BF16) ? KILN_DT_BFLOAT16
                                                                                            : KILN_DT_FLOAT16;

@@ -1,21 +1,24 @@
-/* FP8 layers on the GPU (docs/CUDA.md, "FP8"): a MatMul / FusedMatMul / Gemm / FusedGemm that the
- * builder marked fp8 (kiln_wq "fp8", kiln_aq "fp8" with its calibrated kiln_aq_scale; PRECISION.md) runs
- * as one cuBLASLt FP8 GEMM: E4M3 activations and weights, each with its per-tensor scale (the weight's
- * in device memory, the activation's folded into alpha; the builder marks a --device cuda build's FP8
- * layers kiln_wq_tensor so the CPU emulates and bias-corrects them with that per-tensor weight scale), FP32 accumulation, the output in FP16 by
- * default (KILN_CUDA_FP8_OUT=fp32|fp16|bf16; a half activation's storage or KILN_CUDA_ACT win), bias /
- * ReLU in cuBLASLt's epilogue where it has one. The weight is quantized once per layer on the GPU
- * (amax / 448, round to nearest even, saturating: the CPU emulation's rule) and stored [N, K], the "TN"
- * layout cuBLASLt's FP8 kernels need; the activation is quantized into a scratch buffer per run with
- * the same rounding, so the GPU computes what the CPU emulates up to the order of the sums. Shapes
- * cuBLASLt's FP8 kernels do not take (K or N not a multiple of 16, Gemm's transA, a batched weight) are
- * not accepted: such a layer falls back to the CPU, visibly (counted; an error with --strict-device). */
+/* FP8 layers on the GPU (docs/CUDA.md, "FP8"): a MatMul / FusedMatMul / Gemm / FusedGemm that the builder marked
+ * fp8 (kiln_wq "fp8", kiln_aq "fp8" with its calibrated kiln_aq_scale; PRECISION.md) runs as one cuBLASLt FP8
+ * GEMM: E4M3 activations and weights, each with its per-tensor scale (the weight's in device memory, the
+ * activation's folded into alpha; the builder marks a --device cuda build's FP8 layers kiln_wq_tensor so the CPU
+ * emulates and bias-corrects them with that per-tensor weight scale), FP32 accumulation, the output in FP16 by
+ * default (KILN_CUDA_FP8_OUT=fp32|fp16|bf16; a half activation's storage or KILN_CUDA_ACT win), bias / ReLU in
+ * cuBLASLt's epilogue where it has one. The weight is the CPU backend's KILN_PREP_LOWBIT_W blob with one scale
+ * per tensor (backend/lowbit_blob.h: E4M3 bytes [N, K], the "TN" layout cuBLASLt's FP8 kernels need, and
+ * s = amax / 448): the engine's, or the host service lowbit_prep's packing of the float32 weight for a graph run
+ * without an engine; copied to the device once per layer (cuda_lowbit.c), the only copy of the weight the layer
+ * keeps there. The activation is quantized into a scratch buffer per run with the same rounding (round to
+ * nearest even, saturating), so the GPU computes what the CPU emulates up to the order of the sums. Shapes
+ * cuBLASLt's FP8 kernels do not take (K or N not a multiple of 16, Gemm's transA, a batched weight) are not
+ * accepted: such a layer falls back to the CPU, visibly (counted; an error with --strict-device). */
 #include "cuda_gemm.h"
+#include "cuda_lowbit.h"
 #include <math.h>
 #include <stdlib.h>
 
 #define IN(i) (i < ctx->n_in ? ctx->in[i] : NULL)
-#define FP8_SLOT 60   /* the state slot of a layer's quantized weight */
+#define FP8_SLOT 60   /* the state slot of a layer's packed weight */
 
 bool cu_fp8_layer(const cu_be *b, const kiln_node *n, float *ascale)
 {
@@ -52,70 +55,11 @@ bool cu_fp8_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *c
     return n_in >= 2 && fp8_dims(b, n, in[0], in[1], &K, &N, &trans);
 }
 
-/* A layer's weight in E4M3, [N, K], with its scale (device memory of its own). */
-typedef struct fp8_w {
-    uint8_t *q;
-    float *scale;        /* [0] the scale, [1] amax scratch */
-    size_t bytes;
-    const void *src;     /* the float32 weight it was made from, and cu_weights_gen() then */
-    unsigned long gen;
-    uint64_t *own;       /* the backend's count of weight bytes of its own */
-} fp8_w;
-
-static void fp8_w_free(void *p)
+/* The engine's blob fits this layer: FP8 with one scale per tensor (checked again against the operands when it
+ * runs) */
+bool cu_fp8_reads_blob(const cu_be *b, const kiln_node *n, const void *blob, size_t size)
 {
-    fp8_w *w = p;
-    *w->own -= w->bytes;
-    cudaFree(w->q);
-    cudaFree(w->scale);
-    free(w);
-}
-
-/* The quantized weight of the layer, made again when the float32 weight changed (another pointer, or
- * weights freed since). */
-static kiln_status fp8_weight(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *W, bool trans, int64_t K, int64_t N,
-                              fp8_w **out)
-{
-    int64_t key[1] = {FP8_SLOT};
-    fp8_w *w = cu_state_get(b, ctx->node, key, 1);
-    unsigned long gen = cu_weights_gen();
-    size_t bytes = (size_t)(K * N);
-    if (w && w->src == W->data && w->gen == gen && w->bytes == bytes) {
-        *out = w;
-        return KILN_OK;
-    }
-    if (b->capturing)
-        return cu_not_in_capture(b, "quantizing a weight to FP8");
-    if (!w) {
-        w = calloc(1, sizeof *w);
-        if (!w)
-            return cu_err(b, KILN_ERR_NOMEM, "out of memory");
-        w->own = &b->own_weight_bytes;
-        kiln_status st = cu_check(b, cudaMalloc((void **)&w->scale, 2 * sizeof(float)), "allocating an FP8 scale");
-        if (st == KILN_OK)
-            st = cu_state_put(b, ctx->node, key, 1, w, fp8_w_free);
-        if (st != KILN_OK) {
-            cudaFree(w->scale);
-            free(w);
-            return st;
-        }
-    }
-    if (w->bytes != bytes) {
-        cudaFree(w->q);
-        *w->own -= w->bytes;
-        w->q = NULL;
-        w->bytes = 0;
-        KILN_TRY(cu_check(b, cudaMalloc((void **)&w->q, bytes), "allocating an FP8 weight"));
-        w->bytes = bytes;
-        *w->own += bytes;
-    }
-    w->src = NULL;
-    KILN_TRY(cu_check(b, cuk_fp8_weight(W->data, trans, K, N, (unsigned *)(w->scale + 1), w->scale, w->q, b->stream),
-                      "quantizing a weight to FP8"));
-    w->src = W->data;
-    w->gen = gen;
-    *out = w;
-    return KILN_OK;
+    return cu_fp8_layer(b, n, NULL) && cu_lowbit_blob_is(blob, size, KILN_QF_FP8, true);
 }
 
 /* The output's storage: KILN_CUDA_ACT's, a half input's, else KILN_CUDA_FP8_OUT's (FP16 by default). */
@@ -199,8 +143,8 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
     if ((bias && cu_numel(bias) != N) || (R && cu_numel(R) != M * N))
         return cu_kerr(b, ctx, KILN_ERR_SHAPE, "bias / residual shape");
     kiln_dtype sdt = fp8_out_sdt(b, A);
-    fp8_w *w = NULL;
-    KILN_TRY(fp8_weight(b, ctx, W, trans, K, N, &w));
+    cu_lowbit_w *w = NULL;
+    KILN_TRY(cu_lowbit_weight(b, ctx, FP8_SLOT, KILN_QF_FP8, true, N, K, &w));
     KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, nd, dims));
     kiln_tensor *y = ctx->out[0];
     if (!y->nbytes)
@@ -218,10 +162,11 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
     if (st == KILN_OK && bias)
         st = cu_as(b, bias, KILN_DT_FLOAT32, &bt, &b2);
     float alpha = gemm ? b->host->attr_f(n, "alpha", 1.0f) : 1.0f;
-    gemm_args g = {.tb = true, .ty = cu_cuda_ty(sdt), .fp8 = true, .b_scale = w->scale, .M = M, .N = N, .K = K,
-                   .A = xq->data, .B = w->q, .Y = y->data, .C = r2 ? r2->data : NULL, .lda = K, .ldb = K, .ldy = N,
-                   .alpha = alpha * as, .beta = r2 ? 1.0f : 0.0f, .bias = b2 ? b2->data : NULL,
-                   .relu = act == CUK_RELU, .batch = 1};
+    /* B: the blob's E4M3 elements [N, K]; its scale: the blob's FP32 tensor scale, in device memory */
+    gemm_args g = {.tb = true, .ty = cu_cuda_ty(sdt), .fp8 = true, .b_scale = (const float *)(w->dev + w->L.off_t),
+                   .M = M, .N = N, .K = K, .A = xq->data, .B = w->dev, .Y = y->data, .C = r2 ? r2->data : NULL,
+                   .lda = K, .ldb = K, .ldy = N, .alpha = alpha * as, .beta = r2 ? 1.0f : 0.0f,
+                   .bias = b2 ? b2->data : NULL, .relu = act == CUK_RELU, .batch = 1};
     if (st == KILN_OK && gemm)
         st = cu_gemm_c(b, ctx, IN(2), b->host->attr_f(n, "beta", 1.0f), sdt, y, &g);
     if (st == KILN_OK)

@@ -557,33 +557,13 @@ typedef struct attn_view {
     int64_t dims[KILN_MAX_DIMS], str[KILN_MAX_DIMS];
 } attn_view;
 
-/* The perm attribute `name` of n for rank r: NULL when absent, false when it is not a permutation of r axes. */
-static bool attn_perm(const cu_be *b, const kiln_node *n, const char *name, int r, const int64_t **perm)
-{
-    *perm = NULL;
-    int c = b->host->attr_ints(n, name, perm);
-    if (c < 0) {
-        *perm = NULL;
-        return true;
-    }
-    if (c != r)
-        return false;
-    bool seen[KILN_MAX_DIMS] = {false};
-    for (int j = 0; j < r; j++) {
-        if ((*perm)[j] < 0 || (*perm)[j] >= r || seen[(*perm)[j]])
-            return false;
-        seen[(*perm)[j]] = true;
-    }
-    return true;
-}
-
-static void attn_view_of(const kiln_tensor *t, const int64_t *perm, attn_view *v)
+static void attn_view_of(const kiln_tensor *t, const int *perm, attn_view *v)
 {
     int64_t cs[KILN_MAX_DIMS];
     cu_contig_strides(t->ndim, t->dims, cs);
     for (int j = 0; j < t->ndim; j++) {
-        v->dims[j] = t->dims[perm ? perm[j] : j];
-        v->str[j] = cs[perm ? perm[j] : j];
+        v->dims[j] = t->dims[perm[j]];
+        v->str[j] = cs[perm[j]];
     }
 }
 
@@ -591,7 +571,7 @@ static void attn_view_of(const kiln_tensor *t, const int64_t *perm, attn_view *v
 typedef struct attn_geo {
     int r;
     attn_view q, kt, v;
-    const int64_t *yperm;
+    int yperm[KILN_MAX_DIMS];       /* y_perm (the identity when absent) */
     int64_t ydims[KILN_MAX_DIMS];   /* logical output [lead..., S, Dv] */
 } attn_geo;
 
@@ -599,10 +579,12 @@ static bool attn_geometry(const cu_be *b, const kiln_node *n, const kiln_tensor 
                           const kiln_tensor *v, attn_geo *g)
 {
     int r = g->r = q->ndim;
-    const int64_t *pq, *pk, *pv;
-    if (r < 2 || kt->ndim != r || v->ndim != r || r > CUK_MAX_DIMS || !attn_perm(b, n, "q_perm", r, &pq) ||
-        !attn_perm(b, n, "kt_perm", r, &pk) || !attn_perm(b, n, "v_perm", r, &pv) ||
-        !attn_perm(b, n, "y_perm", r, &g->yperm))
+    int pq[KILN_MAX_DIMS], pk[KILN_MAX_DIMS], pv[KILN_MAX_DIMS];
+    /* the perms as the CPU reads them (ir/fused.c kiln__attn_perm, a host service): a permutation of the
+     * r axes each, the identity when absent */
+    if (r < 2 || kt->ndim != r || v->ndim != r || r > CUK_MAX_DIMS || !b->host->attn_perm(n, KILN_ATTN_Q, r, pq) ||
+        !b->host->attn_perm(n, KILN_ATTN_KT, r, pk) || !b->host->attn_perm(n, KILN_ATTN_V, r, pv) ||
+        !b->host->attn_perm(n, KILN_ATTN_Y, r, g->yperm))
         return false;
     attn_view_of(q, pq, &g->q);
     attn_view_of(kt, pk, &g->kt);
@@ -683,10 +665,10 @@ static kiln_status attention_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const
     /* the physical output: Transpose(logical Y, y_perm); ylog: the logical Y's strides in it */
     int64_t pdims[KILN_MAX_DIMS], pstr[KILN_MAX_DIMS], ylog[KILN_MAX_DIMS], sdims[KILN_MAX_DIMS];
     for (int j = 0; j < r; j++)
-        pdims[j] = geo.ydims[geo.yperm ? geo.yperm[j] : j];
+        pdims[j] = geo.ydims[geo.yperm[j]];
     cu_contig_strides(r, pdims, pstr);
     for (int j = 0; j < r; j++)
-        ylog[geo.yperm ? geo.yperm[j] : j] = pstr[j];
+        ylog[geo.yperm[j]] = pstr[j];
     memcpy(sdims, geo.q.dims, sizeof(int64_t) * (size_t)r);
     sdims[r - 1] = Sk;
     KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, r, pdims));

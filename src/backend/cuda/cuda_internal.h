@@ -183,9 +183,11 @@ kiln_status cu_cg_run(cu_be *b, const cu_cg *g, const void *const *ptr);
 void cu_cg_free_all(cu_be *b);
 
 /* FP8 GEMM layers (cuda_fp8.c): whether node n is one (kiln_wq / kiln_aq "fp8", its activation scale in
- * *ascale), whether the FP8 GEMM takes these operands (else the layer runs on the CPU), and its run. */
+ * *ascale), whether the FP8 GEMM takes these operands (else the layer runs on the CPU), whether the engine's
+ * CPU blob of such a layer is one this module runs from, and its run. */
 bool cu_fp8_layer(const cu_be *b, const kiln_node *n, float *ascale);
 bool cu_fp8_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in);
+bool cu_fp8_reads_blob(const cu_be *b, const kiln_node *n, const void *blob, size_t size);
 kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx);
 /* Drop the kept quantized activations (see cu_be.fp8_act); cu_fp8_wrote: after a layer, when one of its
  * outputs overlaps their source */

@@ -10,7 +10,7 @@
 #include "../backend.h"
 #include "../../ir/fused.h"
 
-#define KILN_DEVMOD_ABI 5u
+#define KILN_DEVMOD_ABI 6u   /* 6: host service attn_perm */
 #define KILN_DEVMOD_ENTRY "kiln_devmod_entry"
 
 /* A tensor whose data is device memory. Always set together with KILN_TENSOR_BORROWED, so that
@@ -41,6 +41,9 @@ typedef struct kiln_devmod_host {
     kiln_status (*lowbit_prep)(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob,
                                size_t *size);
     void (*free_blob)(void *blob);
+    /* Attention's operand permutation `which` (KILN_ATTN_Q .. KILN_ATTN_Y, ir/fused.h) for rank: the CPU's
+     * own reading of it (kiln__attn_perm: the identity when absent; false when not a permutation). */
+    bool (*attn_perm)(const kiln_node *n, int which, int rank, int *perm);
 } kiln_devmod_host;
 
 /* Options of one backend instance (one per execution context: its own stream and handles). */

@@ -108,11 +108,8 @@ cudaError_t cuk_global_avgpool_nhwc(int fdt, const void *x, void *y, int64_t n, 
 cudaError_t cuk_epilogue(int fdt, void *y, int64_t n, int64_t channels, int64_t inner, const float *bias,
                          const void *res, int act, float alpha, float beta, cudaStream_t s);
 cudaError_t cuk_fill(int fdt, void *y, int64_t n, float v, cudaStream_t s);
-/* FP8 E4M3 (kernels_fp8.cu; the CPU emulation's rounding: RNE, saturating to +-448). A weight w ([K, N]
- * when trans, else [N, K]) into q [N, K] with its scale s = amax / 448 (1 when amax is 0) in *scale
- * (amax_bits: one unsigned of scratch); activations q = e4m3(x / scale) for n elements in storage fdt. */
-cudaError_t cuk_fp8_weight(const float *w, bool trans, int64_t K, int64_t N, unsigned *amax_bits, float *scale,
-                           uint8_t *q, cudaStream_t s);
+/* FP8 E4M3 (kernels_fp8.cu; the CPU emulation's rounding: RNE, saturating to +-448): activations
+ * q = e4m3(x / scale) for n elements in storage fdt. */
 cudaError_t cuk_fp8_quant(int fdt, const void *x, uint8_t *q, int64_t n, float scale, cudaStream_t s);
 
 #ifdef __cplusplus

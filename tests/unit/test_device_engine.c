@@ -1,0 +1,198 @@
+/* Engines built for --device cuda (no GPU needed to build them): the layer plan packs the low-bit
+ * layers, and only those (src/build/builder.c). On tiny_bert at --precision fp8 (calibrated on
+ * synthetic inputs), every FP8 layer has a KILN_PREP_LOWBIT_W blob with one scale per tensor that the
+ * CUDA module runs from (backend/lowbit_blob.h: E4M3 [N, K] and the scale amax / 448), its float32
+ * weight is stored only packed, and the engine file shrinks accordingly; the float32 device engine
+ * packs nothing. The CPU runs the device engine (its emulation of the GPU's FP8) from those blobs: the
+ * same outputs after a save / load round trip. Exits 77 without the model. */
+#include "test.h"
+#include "backend/lowbit_blob.h"
+#include "engine/engine.h"
+#include "kiln/kiln.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *MODEL = "models/tiny_bert.onnx";
+static const char *SHAPES = "input_ids:2x16,attention_mask:2x16,token_type_ids:2x16";
+
+/* 3 samples of synthetic inputs of e as NAME_K.npy in dir */
+static kiln_status calib_data(kiln_engine_t e, kiln_shapes_t shapes, const char *dir)
+{
+    kiln_status st = KILN_OK;
+    int nin = kiln_engine_num_inputs(e);
+    for (int k = 0; st == KILN_OK && k < 3; k++) {
+        kiln_tensor in[8] = {0};
+        kiln_synth_options so = {.shapes = shapes, .seed = 40 + (uint64_t)k};
+        st = nin > 8 ? KILN_ERR_UNSUPPORTED : kiln_engine_synth_inputs(e, &so, in);
+        for (int i = 0; i < nin && st == KILN_OK; i++) {
+            char path[600];
+            snprintf(path, sizeof path, "%s/%s_%d.npy", dir, kiln_engine_input_name(e, i), k);
+            st = kiln_npy_write(path, &in[i]);
+        }
+        for (int i = 0; i < nin && i < 8; i++)
+            kiln_free(in[i].data);
+    }
+    return st;
+}
+
+/* Bytes of the engine file of e */
+static size_t file_bytes(kiln_engine_t e)
+{
+    void *buf = NULL;
+    size_t len = 0;
+    CHECK(kiln_engine_serialize(e, &buf, &len) == KILN_OK);
+    kiln_free(buf);
+    return len;
+}
+
+/* Weight input 1 of node n: its value, or NULL */
+static const kiln_value *weight_of(const kiln_graph *g, const kiln_node *n)
+{
+    return n->n_in > 1 && n->in[1] >= 0 && g->values[n->in[1]].init ? &g->values[n->in[1]] : NULL;
+}
+
+/* The FP8 layers of a device engine: a per-tensor FP8 blob of the weight's [N, K] view, the weight dropped.
+ * Returns the FP8 weights' element count; *blobs: layers with a blob of any kind. */
+static int64_t check_fp8_layers(kiln_engine_t e, int *blobs)
+{
+    const kiln_graph *g = e->g;
+    int64_t elems = 0;
+    int fp8 = 0;
+    *blobs = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kiln_node *n = &g->nodes[i];
+        const kiln_layer_rec *r = &e->layers[i];
+        *blobs += r->blob_size > 0;
+        const char *wq = NULL;
+        for (int a = 0; a < n->n_attr; a++)
+            if (!strcmp(n->attrs[a].name, KILN_ATTR_WQ) && n->attrs[a].type == KILN_ATTR_STRING)
+                wq = n->attrs[a].s;
+        if (!wq || strcmp(wq, "fp8"))
+            continue;
+        fp8++;
+        const kiln_value *w = weight_of(g, n);
+        CHECK_MSG(w && w->init->ndim == 2, "%s: no 2-D weight", n->name);
+        if (!w || w->init->ndim != 2)
+            continue;
+        bool transb = false;
+        for (int a = 0; a < n->n_attr; a++)
+            transb |= !strcmp(n->attrs[a].name, "transB") && n->attrs[a].i;
+        int64_t K = transb ? w->init->dims[1] : w->init->dims[0], N = transb ? w->init->dims[0] : w->init->dims[1];
+        elems += N * K;
+        kiln_lowbit_blob L;
+        const uint8_t *p = kiln__lowbit_blob_parse(r->blob, (size_t)r->blob_size, &L);
+        CHECK_MSG(p, "%s: no FP8 blob", n->name);
+        if (!p)
+            continue;
+        float ts;
+        memcpy(&ts, p + L.off_t, sizeof ts);
+        CHECK_MSG(L.fmt == KILN_QF_FP8 && L.tensor && L.rows == N && L.k == K && L.trans == !transb && ts > 0,
+                  "%s: blob fmt %d tensor %d %lld x %lld for N %lld K %lld, scale %g", n->name, (int)L.fmt, L.tensor,
+                  (long long)L.rows, (long long)L.k, (long long)N, (long long)K, (double)ts);
+        CHECK_MSG(!w->init->data && !w->init->nbytes, "%s: its float32 weight is stored too", n->name);
+    }
+    CHECK_MSG(fp8 >= 10, "%d FP8 layers", fp8);
+    return elems;
+}
+
+static void run_cpu(kiln_engine_t e, const kiln_tensor *in, kiln_tensor *out, int *nout)
+{
+    kiln_context_t c = NULL;
+    *nout = 0;
+    CHECK(kiln_context_create(e, &c) == KILN_OK);
+    for (int i = 0; c && i < kiln_engine_num_inputs(e); i++)
+        CHECK(kiln_context_set_input(c, kiln_engine_input_name(e, i), &in[i]) == KILN_OK);
+    CHECK_MSG(c && kiln_context_run(c) == KILN_OK, "%s", kiln_last_error());
+    for (int o = 0; c && o < kiln_engine_num_outputs(e) && o < 4; o++) {
+        const kiln_tensor *t = kiln_context_output(c, o);
+        CHECK(t && t->data);
+        out[o] = t ? *t : (kiln_tensor){0};
+        out[o].data = t && t->data ? malloc(t->nbytes) : NULL;
+        if (out[o].data) {
+            memcpy(out[o].data, t->data, t->nbytes);
+            (*nout)++;
+        }
+    }
+    kiln_context_free(c);
+}
+
+int main(void)
+{
+    kiln_model_t m = NULL;
+    if (kiln_model_load(MODEL, &m) != KILN_OK) {
+        printf("SKIP: %s missing\n", MODEL);
+        return 77;
+    }
+    kiln_shapes_t shapes = NULL;
+    CHECK(kiln_shapes_parse(SHAPES, &shapes) == KILN_OK);
+    kiln_engine_t e32 = NULL, e8 = NULL, e8b = NULL;
+    kiln_build_options b32 = {.no_tactics = true, .device = KILN_DEVICE_CUDA};
+    CHECK(kiln_build(m, &b32, &e32) == KILN_OK && e32);
+    char dir[64] = "/tmp/kiln_devengine_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    CHECK(e32 && calib_data(e32, shapes, dir) == KILN_OK);
+    kiln_calib_options co = {.data_dir = dir, .method = KILN_CALIB_MINMAX};
+    kiln_build_options b8 = {.no_tactics = true, .device = KILN_DEVICE_CUDA, .precision = "fp8", .calib = &co};
+    CHECK_MSG(kiln_build(m, &b8, &e8) == KILN_OK && e8, "%s", kiln_last_error());
+    kiln_free(b8.precision_report);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+    if (!e32 || !e8)
+        return TEST_SUMMARY();
+
+    /* the float32 device engine packs nothing: the GPU copies its float32 weights */
+    int blobs32 = 0;
+    for (int i = 0; i < e32->n_layers; i++)
+        blobs32 += e32->layers[i].blob_size > 0;
+    CHECK_MSG(blobs32 == 0, "%d layers of the float32 device engine have blobs", blobs32);
+
+    /* the FP8 device engine: blobs for its FP8 layers only (the rest are float32 layers the GPU runs from the
+     * model's weights), each FP8 weight stored as 1 byte an element + 64-byte aligned scale instead of 4 */
+    int blobs8 = 0;
+    int64_t elems = check_fp8_layers(e8, &blobs8);
+    size_t s32 = file_bytes(e32), s8 = file_bytes(e8);
+    int fp8_layers = 0;
+    for (int i = 0; i < e8->g->n_nodes; i++) {
+        const char *req = NULL, *real = NULL;
+        CHECK(kiln_engine_layer_precision(e8, i, &req, &real) == KILN_OK);
+        fp8_layers += real && !strcmp(real, "fp8");
+    }
+    CHECK_MSG(blobs8 == fp8_layers, "%d blobs for %d fp8 layers", blobs8, fp8_layers);
+    printf("tiny_bert device engines: float32 %zu bytes, fp8 %zu bytes (%lld FP8 weight elements)\n", s32, s8,
+           (long long)elems);
+    CHECK_MSG(s8 + (size_t)elems * 3 <= s32 + (size_t)fp8_layers * 512 + 8192,
+              "fp8 engine %zu bytes, float32 %zu: the FP8 weights (%lld elements) are not stored 1 byte each", s8, s32,
+              (long long)elems);
+
+    /* the CPU runs it from the blobs, the same after a round trip through the file */
+    void *buf = NULL;
+    size_t len = 0;
+    CHECK(kiln_engine_serialize(e8, &buf, &len) == KILN_OK);
+    CHECK(buf && kiln_engine_load_buffer(buf, len, &e8b) == KILN_OK && e8b);
+    kiln_tensor in[8] = {0}, y1[4], y2[4];
+    int nin = kiln_engine_num_inputs(e8), n1 = 0, n2 = 0;
+    kiln_synth_options so = {.shapes = shapes, .seed = 9};
+    CHECK(nin <= 8 && kiln_engine_synth_inputs(e8, &so, in) == KILN_OK);
+    run_cpu(e8, in, y1, &n1);
+    if (e8b)
+        run_cpu(e8b, in, y2, &n2);
+    CHECK(n1 == 2 && n2 == n1);
+    for (int o = 0; o < n1 && o < n2; o++) {
+        CHECK_MSG(y1[o].nbytes == y2[o].nbytes && !memcmp(y1[o].data, y2[o].data, y1[o].nbytes),
+                  "output %d differs after the round trip", o);
+        free(y1[o].data);
+        free(y2[o].data);
+    }
+    for (int i = 0; i < nin && i < 8; i++)
+        kiln_free(in[i].data);
+    kiln_engine_free(e8b);
+    kiln_free(buf);
+    kiln_engine_free(e8);
+    kiln_engine_free(e32);
+    kiln_shapes_free(shapes);
+    kiln_model_free(m);
+    return TEST_SUMMARY();
+}
