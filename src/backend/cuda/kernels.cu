@@ -678,7 +678,9 @@ __global__ void k_softmax_vec(const T *x, T *y, int64_t rows, int cols, float sc
     }
 }
 
-template <typename T, int CH>
+// GV: scale and bias (float32) read as 16-byte vectors together with the row, before the reductions (their
+// latency hidden behind the row's; H200, 16384 x 768 FP16: 34.4 -> 26.5 us); else one value at a time after them.
+template <typename T, int CH, bool GV>
 __global__ void k_layernorm_vec(const T *x, const float *scale, const float *bias, T *y, int64_t rows, int cols,
                                 float eps)
 {
@@ -687,13 +689,21 @@ __global__ void k_layernorm_vec(const T *x, const float *scale, const float *bia
     if (row >= rows)
         return;   // the whole warp (32 lanes a row)
     const T *xr = x + row * cols;
-    float v[CH][8];
+    float v[CH][8], g[GV ? CH : 1][8], bb[GV ? CH : 1][8];
     float s = 0.f;
 #pragma unroll
     for (int j = 0; j < CH; j++) {
         int c = (lane + j * 32) * 8;
         if (c < cols) {
             ld8(xr + c, v[j]);
+            if constexpr (GV) {
+                *(float4 *)&g[j][0] = *(const float4 *)(scale + c);
+                *(float4 *)&g[j][4] = *(const float4 *)(scale + c + 4);
+                if (bias) {
+                    *(float4 *)&bb[j][0] = *(const float4 *)(bias + c);
+                    *(float4 *)&bb[j][4] = *(const float4 *)(bias + c + 4);
+                }
+            }
 #pragma unroll
             for (int k = 0; k < 8; k++)
                 s += v[j][k];
@@ -715,8 +725,8 @@ __global__ void k_layernorm_vec(const T *x, const float *scale, const float *bia
         if (c < cols) {
 #pragma unroll
             for (int k = 0; k < 8; k++) {
-                float t = (v[j][k] - mean) * inv * scale[c + k];
-                v[j][k] = bias ? t + bias[c + k] : t;
+                float t = (v[j][k] - mean) * inv * (GV ? g[GV ? j : 0][k] : scale[c + k]);
+                v[j][k] = bias ? t + (GV ? bb[GV ? j : 0][k] : bias[c + k]) : t;
             }
             st8(y + row * cols + c, v[j]);
         }
@@ -753,10 +763,17 @@ static void layernorm_vec(const T *x, const float *scale, const float *bias, T *
 {
     unsigned g = (unsigned)((rows * 32 + 255) / 256);
     int chunks = cols / 8;
-    if (chunks <= 32) k_layernorm_vec<T, 1><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
-    else if (chunks <= 64) k_layernorm_vec<T, 2><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
-    else if (chunks <= 96) k_layernorm_vec<T, 3><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
-    else k_layernorm_vec<T, 4><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
+    if (((uintptr_t)scale | (uintptr_t)bias) % 16 == 0) {
+        if (chunks <= 32) k_layernorm_vec<T, 1, true><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
+        else if (chunks <= 64) k_layernorm_vec<T, 2, true><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
+        else if (chunks <= 96) k_layernorm_vec<T, 3, true><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
+        else k_layernorm_vec<T, 4, true><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
+        return;
+    }
+    if (chunks <= 32) k_layernorm_vec<T, 1, false><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
+    else if (chunks <= 64) k_layernorm_vec<T, 2, false><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
+    else if (chunks <= 96) k_layernorm_vec<T, 3, false><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
+    else k_layernorm_vec<T, 4, false><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
 }
 
 template <typename T> static void softmax_rows(const T *x, T *y, int64_t rows, int64_t cols, cudaStream_t s)
