@@ -19,6 +19,7 @@
  * Usage: test_gpu [--require-gpu] [MODEL.onnx@SHAPES ...]; test_gpu --cpu-only runs the one-node cases on
  * the CPU alone (CI: checks the cases themselves). */
 #include "test.h"
+#include "test_calib.h"
 #include "engine/engine.h"
 #include "ir/fused.h"
 #include "runtime/device.h"
@@ -1359,19 +1360,8 @@ static kiln_status fp8_calib(kiln_model_t m, kiln_shapes_t shapes, char *dir, si
     kiln_build_options bo = {.no_tactics = true, .device = KILN_DEVICE_CUDA};
     kiln_status st = kiln_build(m, &bo, &e);
     *e32 = e;
-    int nin = st == KILN_OK ? kiln_engine_num_inputs(e) : 0;
-    for (int k = 0; st == KILN_OK && k < 4; k++) {
-        kiln_tensor in[8] = {0};
-        kiln_synth_options so = {.shapes = shapes, .seed = 100 + (uint64_t)k};
-        st = nin > 8 ? KILN_ERR_UNSUPPORTED : kiln_engine_synth_inputs(e, &so, in);
-        for (int i = 0; i < nin && st == KILN_OK; i++) {
-            char path[600];
-            snprintf(path, sizeof path, "%s/%s_%d.npy", dir, kiln_engine_input_name(e, i), k);
-            st = kiln_npy_write(path, &in[i]);
-        }
-        for (int i = 0; i < nin && i < 8; i++)
-            kiln_free(in[i].data);
-    }
+    if (st == KILN_OK)
+        st = test_calib_samples(e, shapes, dir, 4, 100);
     return st;
 }
 

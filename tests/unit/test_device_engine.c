@@ -6,6 +6,7 @@
  * packs nothing. The CPU runs the device engine (its emulation of the GPU's FP8) from those blobs: the
  * same outputs after a save / load round trip. Exits 77 without the model. */
 #include "test.h"
+#include "test_calib.h"
 #include "backend/lowbit_blob.h"
 #include "engine/engine.h"
 #include "kiln/kiln.h"
@@ -16,26 +17,6 @@
 
 static const char *MODEL = "models/tiny_bert.onnx";
 static const char *SHAPES = "input_ids:2x16,attention_mask:2x16,token_type_ids:2x16";
-
-/* 3 samples of synthetic inputs of e as NAME_K.npy in dir */
-static kiln_status calib_data(kiln_engine_t e, kiln_shapes_t shapes, const char *dir)
-{
-    kiln_status st = KILN_OK;
-    int nin = kiln_engine_num_inputs(e);
-    for (int k = 0; st == KILN_OK && k < 3; k++) {
-        kiln_tensor in[8] = {0};
-        kiln_synth_options so = {.shapes = shapes, .seed = 40 + (uint64_t)k};
-        st = nin > 8 ? KILN_ERR_UNSUPPORTED : kiln_engine_synth_inputs(e, &so, in);
-        for (int i = 0; i < nin && st == KILN_OK; i++) {
-            char path[600];
-            snprintf(path, sizeof path, "%s/%s_%d.npy", dir, kiln_engine_input_name(e, i), k);
-            st = kiln_npy_write(path, &in[i]);
-        }
-        for (int i = 0; i < nin && i < 8; i++)
-            kiln_free(in[i].data);
-    }
-    return st;
-}
 
 /* Bytes of the engine file of e */
 static size_t file_bytes(kiln_engine_t e)
@@ -132,7 +113,7 @@ int main(void)
     CHECK(kiln_build(m, &b32, &e32) == KILN_OK && e32);
     char dir[64] = "/tmp/kiln_devengine_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
-    CHECK(e32 && calib_data(e32, shapes, dir) == KILN_OK);
+    CHECK(e32 && test_calib_samples(e32, shapes, dir, 3, 40) == KILN_OK);
     kiln_calib_options co = {.data_dir = dir, .method = KILN_CALIB_MINMAX};
     kiln_build_options b8 = {.no_tactics = true, .device = KILN_DEVICE_CUDA, .precision = "fp8", .calib = &co};
     CHECK_MSG(kiln_build(m, &b8, &e8) == KILN_OK && e8, "%s", kiln_last_error());
