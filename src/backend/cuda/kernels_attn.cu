@@ -145,8 +145,12 @@ __device__ __forceinline__ void store_rows(const flash_params &p, T *y, int r0, 
     }
 }
 
+// The mask, known at compile time so that the scores' loop has no branches: none, one row broadcast to every
+// query row (staged in shared memory with its key chunk, any kind), or any other (read per score).
+enum { MK_NONE = 0, MK_BCAST = 1, MK_ROWS = 2 };
+
 // head sizes up to 64: registers capped at 128 a thread so that 16 warps fit an SM
-template <typename T, int DP, int NW>
+template <typename T, int DP, int NW, int MK>
 __global__ void __launch_bounds__(NW * 32, DP <= 64 ? 16 / NW : 1) k_flash(const flash_params p)
 {
     typedef flash_smem<DP, NW> L;
@@ -170,7 +174,7 @@ __global__ void __launch_bounds__(NW * 32, DP <= 64 ? 16 / NW : 1) k_flash(const
     const int s0 = blockIdx.y * FQ;
     const T *q = (const T *)io.q + qo + s0 * io.qs, *k = (const T *)io.k + ko, *v = (const T *)io.v + vo;
     const int64_t mk = p.mask ? p.sh.str[0][p.sh.ndim - 1] : 0, ms = p.mask ? p.sh.str[0][p.sh.ndim - 2] : 0;
-    const bool mbcast = p.mask && ms == 0;   // one mask row for every query row: staged with the chunk
+    const bool mbcast = MK == MK_BCAST;   // one mask row for every query row (ms == 0): staged with the chunk
     // chunk j of K and V (and the broadcast mask) into stage buffer j % 2; one commit group
     auto stage_chunk = [&](int j) {
         T *sk = sq + FQ * L::LD + (j & 1) * L::STAGE, *sv = sk + L::KSZ;
@@ -233,24 +237,29 @@ __global__ void __launch_bounds__(NW * 32, DP <= 64 ? 16 / NW : 1) k_flash(const
         }
         // scale, bounds, mask; then the online softmax of rows r0 (values 0, 1) and r1 (2, 3)
         float mx[2] = {-INFINITY, -INFINITY};
+        const float scale = p.scale, fill = p.fill;
+        const bool additive = p.kind == 1;
 #pragma unroll
-        for (int n = 0; n < FK / 8; n++)
+        for (int n = 0; n < FK / 8; n++) {
+            const int kb = n * 8 + tig * 2;   // this thread's keys in the chunk: kb (values 0, 2), kb + 1 (1, 3)
+            float2 mv = make_float2(0.f, 0.f);
+            if (MK == MK_BCAST)
+                mv = *(const float2 *)(smk + kb);
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const int key = k0 + n * 8 + tig * 2 + (e & 1);
-                float t = -INFINITY;
-                if (key < Sk) {
-                    t = sc[n][e] * p.scale;
-                    if (mbcast) {
-                        const float mv = smk[key - k0];
-                        t = p.kind == 1 ? t + mv : mv != 0.f ? p.fill : t;
-                    } else if (p.mask) {
-                        t = masked(t, p.mask, p.kind, p.fill, mo[e >> 1] + key * mk);
-                    }
+                const int key = k0 + kb + (e & 1);
+                float t = sc[n][e] * scale;
+                if (MK == MK_BCAST) {
+                    const float m = (e & 1) ? mv.y : mv.x;
+                    t = additive ? t + m : (m != 0.f ? fill : t);
+                } else if (MK == MK_ROWS && key < Sk) {
+                    t = masked(t, p.mask, p.kind, p.fill, mo[e >> 1] + key * mk);
                 }
+                t = key < Sk ? t : -INFINITY;
                 sc[n][e] = t;
                 mx[e >> 1] = fmaxf(mx[e >> 1], t);
             }
+        }
         online_softmax<DP>(sc, mx, mrow, lrow, o);
         // O += P V: P's accumulator fragments are the A fragments of 16-key steps
 #pragma unroll
@@ -300,19 +309,28 @@ static bool vec_rows(const void *base, int64_t rs, int64_t cs, const int64_t *le
     return true;
 }
 
-template <typename T, int DP, int NW> static cudaError_t flash_launch(const flash_params &p, cudaStream_t s)
+template <typename T, int DP, int NW, int MK> static cudaError_t flash_launch_mk(const flash_params &p, cudaStream_t s)
 {
     typedef flash_smem<DP, NW> L;
     const size_t bytes = L::bytes(sizeof(T));
-    cudaError_t e = cudaFuncSetAttribute(k_flash<T, DP, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    cudaError_t e = cudaFuncSetAttribute(k_flash<T, DP, NW, MK>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
     if (e != cudaSuccess)
         return e;
     int64_t nb = 1;
     for (int d = 0; d < p.io.nlead; d++)
         nb *= p.io.lead[d];
     dim3 grid((unsigned)nb, (unsigned)((p.io.S + L::FQ - 1) / L::FQ));
-    k_flash<T, DP, NW><<<grid, NW * 32, bytes, s>>>(p);
+    k_flash<T, DP, NW, MK><<<grid, NW * 32, bytes, s>>>(p);
     return cudaGetLastError();
+}
+
+template <typename T, int DP, int NW> static cudaError_t flash_launch(const flash_params &p, cudaStream_t s)
+{
+    if (!p.mask)
+        return flash_launch_mk<T, DP, NW, MK_NONE>(p, s);
+    if (p.sh.str[0][p.sh.ndim - 2] == 0)
+        return flash_launch_mk<T, DP, NW, MK_BCAST>(p, s);
+    return flash_launch_mk<T, DP, NW, MK_ROWS>(p, s);
 }
 
 // 8 warps (128 query rows: K and V staged once per 128 rows) past 64 rows, else 4 (BERT-base b128, H200:
