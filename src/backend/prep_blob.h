@@ -25,10 +25,12 @@ enum kiln_prep_layout {
      * dims = {K, M/group, group}; payload = M rows, then M int32 row sums at a 64-byte offset */
     KILN_PREP_QCONV_W = 4,
     /* BF16 B of MatMul / Gemm / FusedMatMul / FusedGemm as the BF16 GEMM's panels (qgemm_bf16.h):
-     * dims = {K, N, kp2, transB}; payload = ceil(N/16)*kp2*16 BF16 values */
+     * dims = {K, N, kp2, transB}; payload = ceil(N/16)*kp2*16 BF16 values. Plain bytes (gemm_kind 0):
+     * the AVX512-BF16 tile and the portable one read the same panels, on every host */
     KILN_PREP_BGEMM_B = 5,
     /* BF16 weights of Conv / FusedConv (2-D) as the BF16 conv's rows (qgemm_bf16.h): M rows of kp2
-     * BF16 values (K = C/group * kh * kw, zero padded to even): dims = {K, M, kp2} */
+     * BF16 values (K = C/group * kh * kw, zero padded to even): dims = {K, M, kp2}. Plain bytes
+     * (gemm_kind 0), like KILN_PREP_BGEMM_B */
     KILN_PREP_BCONV_W = 6,
     /* FP8 / NVFP4 / MXFP4 / INT4 weights of Conv / MatMul / Gemm and their fused forms
      * (cpu/lowbit.h): dims = {kiln__qfmt, rows, k, trans | tensor << 1}, the weight as a rows x k

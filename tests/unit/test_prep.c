@@ -323,8 +323,9 @@ static void test_bf16(void)
         CHECK(kiln__cpu_backend()->ops->prepare(kiln__cpu_backend(), &nn, consts, &l) == KILN_OK);
         kiln_prep_hdr h;
         CHECK(kiln__prep_header(l.blob, l.blob_size, &h) && h.layout == KILN_PREP_BGEMM_B);
-        if (kiln__sgemm_kind() == 3)
-            CHECK_MSG(!(h.replaces & 2u) == (k[3] == 3), "%s: replaces %u", label, h.replaces);
+        /* portable panels (gemm_kind 0): on every host, AVX512-BF16 or not */
+        CHECK_MSG(h.gemm_kind == 0 && h.engine_isa == 0, "%s: gemm kind %u", label, h.gemm_kind);
+        CHECK_MSG(!(h.replaces & 2u) == (k[3] == 3), "%s: replaces %u", label, h.replaces);
         kiln__cpu_backend()->ops->release(kiln__cpu_backend(), &l);
         kiln__tensor_release(&a);
         kiln__tensor_release(&bf);
@@ -362,6 +363,7 @@ static void test_bf16_conv(void)
         CHECK(kiln__cpu_backend()->ops->prepare(kiln__cpu_backend(), &nn, consts, &l) == KILN_OK);
         kiln_prep_hdr h;
         CHECK(kiln__prep_header(l.blob, l.blob_size, &h) && h.layout == KILN_PREP_BCONV_W);
+        CHECK_MSG(h.gemm_kind == 0 && h.engine_isa == 0, "%s: gemm kind %u", label, h.gemm_kind);
         CHECK_MSG(!(h.replaces & 2u) == (k[6] * k[7] > 16), "%s: replaces %u", label, h.replaces);
         kiln__cpu_backend()->ops->release(kiln__cpu_backend(), &l);
         kiln__tensor_release(&x);

@@ -56,8 +56,8 @@ kiln_kernel_prep_fn kiln__cpu_prep_node(const kiln_node *n)
 }
 
 /* The engine ISA bits (KILN_ISA_*) a GEMM family needs. Only the widest family is chosen by
- * every host that has its features, so only its blobs may replace their weights (prep fns pass
- * `replaces` through kiln__prep_replaces). */
+ * every host that has its features, so only its blobs may replace their weights; a portable
+ * layout (kiln__prep_portable, made by kiln__prep_alloc_any) replaces them on every host. */
 static uint32_t isa_of_kind(int kind)
 {
     return kind == 3 ? 1u | 4u : kind == 2 ? 1u | 2u : 0u;
@@ -106,6 +106,11 @@ void *kiln__prep_alloc_any(uint32_t layout, uint32_t replaces, kiln_dtype dt, in
     return p;
 }
 
+bool kiln__prep_portable(uint32_t layout)
+{
+    return layout == KILN_PREP_LOWBIT_W || layout == KILN_PREP_BGEMM_B || layout == KILN_PREP_BCONV_W;
+}
+
 bool kiln__prep_header(const void *blob, size_t size, kiln_prep_hdr *h)
 {
     if (!blob || size < KILN_PREP_HDR_BYTES)
@@ -145,8 +150,13 @@ const void *kiln__prep_check(const kiln_kctx *ctx, uint32_t layout, kiln_dtype d
     kiln_prep_hdr h;
     if (!ctx->prepared || !kiln__prep_header(ctx->prepared, ctx->prepared_size, &h))
         return NULL;
-    uint32_t kind = layout == KILN_PREP_LOWBIT_W ? 0u : (uint32_t)kiln__sgemm_kind();   /* plain bytes: any host */
-    if (h.layout != layout || h.gemm_kind != kind || h.dtype != (int32_t)dt ||
+    uint32_t kind = (uint32_t)kiln__sgemm_kind();
+    /* plain bytes (kiln__prep_alloc_any): any host; the BF16 / INT8 layouts were stamped with the
+     * packing host's family before they were made portable, with the same payload */
+    bool kind_ok = layout == KILN_PREP_LOWBIT_W ? h.gemm_kind == 0
+                   : kiln__prep_portable(layout) ? h.gemm_kind == 0 || h.gemm_kind == kind
+                                                 : h.gemm_kind == kind;
+    if (h.layout != layout || !kind_ok || h.dtype != (int32_t)dt ||
         h.ndims != (uint32_t)ndims || h.payload_bytes != payload_bytes)
         return NULL;
     for (int i = 0; i < ndims; i++)

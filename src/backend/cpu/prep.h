@@ -21,6 +21,10 @@ void *kiln__prep_alloc(uint32_t layout, uint32_t replaces, kiln_dtype dt, int nd
  * needed), so the blob always replaces the inputs in `replaces`. */
 void *kiln__prep_alloc_any(uint32_t layout, uint32_t replaces, kiln_dtype dt, int ndims, const int64_t *dims,
                            uint64_t payload_bytes, void **blob, size_t *size);
+/* Whether a layout's payload is the same on every host (made with kiln__prep_alloc_any, read by a
+ * portable kernel wherever the host has no faster one): the low-bit and BF16 weights. Such a blob
+ * replaces its weights whatever the host that built the engine. */
+bool kiln__prep_portable(uint32_t layout);
 /* The payload of ctx->prepared when it is a valid blob of this layout, element type and dims on
  * this host, else NULL (no error recorded). */
 const void *kiln__prep_check(const kiln_kctx *ctx, uint32_t layout, kiln_dtype dt, int ndims, const int64_t *dims,
