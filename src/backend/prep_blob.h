@@ -19,10 +19,12 @@ enum kiln_prep_layout {
      * dims = {M, C/group, group}; payload = group*16*(M/group)*(C/group) floats, [g][16][Mg][Cg] */
     KILN_PREP_WINO_F23 = 2,
     /* INT8 B of QLinearMatMul / MatMulInteger / QGemm as s8 VNNI panels (qgemm.h):
-     * dims = {K, N, 1}; payload = panels, then N int32 column sums at a 64-byte offset */
+     * dims = {K, N, 1}; payload = panels, then N int32 column sums at a 64-byte offset. Plain
+     * bytes (gemm_kind 0): the VNNI tile and the portable one read the same panels */
     KILN_PREP_QGEMM_B = 3,
     /* INT8 weights of QLinearConv / ConvInteger as s8 rows of ceil4(K) bytes (qgemm.h):
-     * dims = {K, M/group, group}; payload = M rows, then M int32 row sums at a 64-byte offset */
+     * dims = {K, M/group, group}; payload = M rows, then M int32 row sums at a 64-byte offset.
+     * Plain bytes (gemm_kind 0) */
     KILN_PREP_QCONV_W = 4,
     /* BF16 B of MatMul / Gemm / FusedMatMul / FusedGemm as the BF16 GEMM's panels (qgemm_bf16.h):
      * dims = {K, N, kp2, transB}; payload = ceil(N/16)*kp2*16 BF16 values. Plain bytes (gemm_kind 0):

@@ -108,7 +108,8 @@ void *kiln__prep_alloc_any(uint32_t layout, uint32_t replaces, kiln_dtype dt, in
 
 bool kiln__prep_portable(uint32_t layout)
 {
-    return layout == KILN_PREP_LOWBIT_W || layout == KILN_PREP_BGEMM_B || layout == KILN_PREP_BCONV_W;
+    return layout == KILN_PREP_LOWBIT_W || layout == KILN_PREP_BGEMM_B || layout == KILN_PREP_BCONV_W ||
+           layout == KILN_PREP_QGEMM_B || layout == KILN_PREP_QCONV_W;
 }
 
 bool kiln__prep_header(const void *blob, size_t size, kiln_prep_hdr *h)

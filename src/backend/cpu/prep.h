@@ -22,8 +22,8 @@ void *kiln__prep_alloc(uint32_t layout, uint32_t replaces, kiln_dtype dt, int nd
 void *kiln__prep_alloc_any(uint32_t layout, uint32_t replaces, kiln_dtype dt, int ndims, const int64_t *dims,
                            uint64_t payload_bytes, void **blob, size_t *size);
 /* Whether a layout's payload is the same on every host (made with kiln__prep_alloc_any, read by a
- * portable kernel wherever the host has no faster one): the low-bit and BF16 weights. Such a blob
- * replaces its weights whatever the host that built the engine. */
+ * portable kernel wherever the host has no faster one): the low-bit, BF16 and INT8 weights. Such a
+ * blob replaces its weights whatever the host that built the engine. */
 bool kiln__prep_portable(uint32_t layout);
 /* The payload of ctx->prepared when it is a valid blob of this layout, element type and dims on
  * this host, else NULL (no error recorded). */
