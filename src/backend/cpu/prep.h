@@ -34,6 +34,11 @@ const void *kiln__prep_check(const kiln_kctx *ctx, uint32_t layout, kiln_dtype d
 bool kiln__prep_fits_op(kiln_op op, const kiln_prep_hdr *h);
 /* Reads a blob's header (for the backend's load and the builder); false when it is not one. */
 bool kiln__prep_header(const void *blob, size_t size, kiln_prep_hdr *h);
+/* A GEMM_B blob packed for another GEMM micro-kernel family (an engine built on a host of another
+ * ISA, its float32 weights stored only packed) repacked into this host's panels: *out a new blob
+ * (kiln__malloc, header of this host's family, the same `replaces`), or NULL when blob is not such
+ * a blob. The kernels then compute exactly what they compute from the weights. */
+kiln_status kiln__prep_gemm_b_rehost(const void *blob, size_t size, void **out, size_t *out_size);
 /* Error for a kernel whose weights input was dropped from the engine (data NULL) while its
  * prepared data does not fit: the layer cannot run. */
 kiln_status kiln__prep_missing(const kiln_kctx *ctx, int input);
