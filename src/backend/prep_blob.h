@@ -19,16 +19,20 @@ enum kiln_prep_layout {
      * dims = {M, C/group, group}; payload = group*16*(M/group)*(C/group) floats, [g][16][Mg][Cg] */
     KILN_PREP_WINO_F23 = 2,
     /* INT8 B of QLinearMatMul / MatMulInteger / QGemm as s8 VNNI panels (qgemm.h):
-     * dims = {K, N, 1}; payload = panels, then N int32 column sums at a 64-byte offset */
+     * dims = {K, N, 1}; payload = panels, then N int32 column sums at a 64-byte offset. Plain
+     * bytes (gemm_kind 0): the VNNI tile and the portable one read the same panels */
     KILN_PREP_QGEMM_B = 3,
     /* INT8 weights of QLinearConv / ConvInteger as s8 rows of ceil4(K) bytes (qgemm.h):
-     * dims = {K, M/group, group}; payload = M rows, then M int32 row sums at a 64-byte offset */
+     * dims = {K, M/group, group}; payload = M rows, then M int32 row sums at a 64-byte offset.
+     * Plain bytes (gemm_kind 0) */
     KILN_PREP_QCONV_W = 4,
     /* BF16 B of MatMul / Gemm / FusedMatMul / FusedGemm as the BF16 GEMM's panels (qgemm_bf16.h):
-     * dims = {K, N, kp2, transB}; payload = ceil(N/16)*kp2*16 BF16 values */
+     * dims = {K, N, kp2, transB}; payload = ceil(N/16)*kp2*16 BF16 values. Plain bytes (gemm_kind 0):
+     * the AVX512-BF16 tile and the portable one read the same panels, on every host */
     KILN_PREP_BGEMM_B = 5,
     /* BF16 weights of Conv / FusedConv (2-D) as the BF16 conv's rows (qgemm_bf16.h): M rows of kp2
-     * BF16 values (K = C/group * kh * kw, zero padded to even): dims = {K, M, kp2} */
+     * BF16 values (K = C/group * kh * kw, zero padded to even): dims = {K, M, kp2}. Plain bytes
+     * (gemm_kind 0), like KILN_PREP_BGEMM_B */
     KILN_PREP_BCONV_W = 6,
     /* FP8 / NVFP4 / MXFP4 / INT4 weights of Conv / MatMul / Gemm and their fused forms
      * (cpu/lowbit.h): dims = {kiln__qfmt, rows, k, trans | tensor << 1}, the weight as a rows x k

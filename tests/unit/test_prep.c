@@ -5,7 +5,8 @@
  * kernels' tolerance where the unprepared layer takes another one (Winograd below its tile
  * threshold). Also: the weights input dropped (data NULL) runs from the blob alone; a blob that
  * does not fit (other layout, dims, magic, size, misaligned) is ignored, or refused cleanly when
- * the weights were dropped; `load` borrows the blob (no copy) and `release` leaves it alone. */
+ * the weights were dropped; `load` borrows the blob (no copy) and `release` leaves it alone, except
+ * GEMM panels of another GEMM family, which `load` repacks for this host. */
 #include "test.h"
 #include "test_tensor.h"
 #include "test_pool.h"
@@ -114,6 +115,51 @@ static void check_rejected(const kiln_node *n, const kiln_layer *l, const kiln_t
     free(mem);
 }
 
+/* GEMM panels packed for the other x86 GEMM family (an engine built on a host of another ISA,
+ * weights stored only packed): `load` repacks them for this host into a blob the layer owns, and
+ * the layer computes the same bits from it as from its own panels (y1), the weights dropped. */
+static void check_foreign_panels(const kiln_node *n, const kiln_layer *l, const kiln_tensor *const *in, int n_in,
+                                 const kiln_tensor *y1, int nt, const char *label)
+{
+    kiln_prep_hdr h;
+    if (!kiln__prep_header(l->blob, l->blob_size, &h) || h.layout != KILN_PREP_GEMM_B)
+        return;
+    CHECK_MSG(h.replaces == 2u, "%s: GEMM panels replace the weights on every host (%u)", label, h.replaces);
+    const kiln_backend *be = kiln__cpu_backend();
+    int64_t K = h.dims[0], N = h.dims[1], tb = h.dims[3];
+    int kind = kiln__sgemm_kind() == 3 ? 2 : 3, nr = kind == 3 ? 32 : 16;
+    size_t payload = (size_t)((N + nr - 1) / nr * K * nr) * sizeof(float), size = KILN_PREP_HDR_BYTES + payload;
+    uint8_t *mem = aligned_alloc(64, (size + 63) / 64 * 64);
+    memset(mem, 0, size);
+    h.gemm_kind = (uint32_t)kind;
+    h.dims[2] = nr;
+    h.payload_bytes = payload;
+    memcpy(mem, &h, sizeof h);
+    float *p = (float *)(mem + KILN_PREP_HDR_BYTES);
+    const float *w = in[1]->data;
+    for (int64_t j = 0; j < N; j++)
+        for (int64_t k = 0; k < K; k++)
+            p[(j / nr) * K * nr + k * nr + j % nr] = tb ? w[j * K + k] : w[k * N + j];
+    kiln_layer r;
+    CHECK_MSG(be->ops->load(be, n, l->kernel, mem, size, &r) == KILN_OK && r.blob && r.blob_mem && r.blob != mem &&
+                  r.replaces == h.replaces,
+              "%s: family %d panels not repacked on load", label, kind);
+    kiln_prep_hdr rh;
+    CHECK(r.blob && kiln__prep_header(r.blob, r.blob_size, &rh) && rh.gemm_kind == (uint32_t)kiln__sgemm_kind() &&
+          rh.dims[2] == kiln__sgemm_nr() && rh.replaces == h.replaces);
+    kiln_tensor wd = *in[1], y2;
+    wd.data = NULL;
+    wd.nbytes = 0;
+    const kiln_tensor *din[4];
+    for (int i = 0; i < n_in; i++)
+        din[i] = i == 1 ? &wd : in[i];
+    CHECK_MSG(run(n, &r, din, n_in, &y2, nt) == KILN_OK && same_bits(y1, &y2), "%s: repacked family %d panels",
+              label, kind);
+    kiln__tensor_release(&y2);
+    be->ops->release(be, &r);
+    free(mem);
+}
+
 /* exact: the unprepared layer takes the same path, so the results must be bit-identical. */
 static void check_layer(const kiln_node *node, const kiln_tensor *const *in, int n_in, bool expect_blob, bool exact,
                         const char *label)
@@ -166,6 +212,7 @@ static void check_layer(const kiln_node *node, const kiln_tensor *const *in, int
             kiln_clear_last_error();
             for (int what = 0; what <= 5; what++)
                 check_rejected(n, &l, in, n_in, &y0, what, nt, label);
+            check_foreign_panels(n, &l, in, n_in, &y1, nt, label);
         }
         kiln__tensor_release(&y0);
         kiln__tensor_release(&y1);
@@ -323,8 +370,9 @@ static void test_bf16(void)
         CHECK(kiln__cpu_backend()->ops->prepare(kiln__cpu_backend(), &nn, consts, &l) == KILN_OK);
         kiln_prep_hdr h;
         CHECK(kiln__prep_header(l.blob, l.blob_size, &h) && h.layout == KILN_PREP_BGEMM_B);
-        if (kiln__sgemm_kind() == 3)
-            CHECK_MSG(!(h.replaces & 2u) == (k[3] == 3), "%s: replaces %u", label, h.replaces);
+        /* portable panels (gemm_kind 0): on every host, AVX512-BF16 or not */
+        CHECK_MSG(h.gemm_kind == 0 && h.engine_isa == 0, "%s: gemm kind %u", label, h.gemm_kind);
+        CHECK_MSG(!(h.replaces & 2u) == (k[3] == 3), "%s: replaces %u", label, h.replaces);
         kiln__cpu_backend()->ops->release(kiln__cpu_backend(), &l);
         kiln__tensor_release(&a);
         kiln__tensor_release(&bf);
@@ -362,6 +410,7 @@ static void test_bf16_conv(void)
         CHECK(kiln__cpu_backend()->ops->prepare(kiln__cpu_backend(), &nn, consts, &l) == KILN_OK);
         kiln_prep_hdr h;
         CHECK(kiln__prep_header(l.blob, l.blob_size, &h) && h.layout == KILN_PREP_BCONV_W);
+        CHECK_MSG(h.gemm_kind == 0 && h.engine_isa == 0, "%s: gemm kind %u", label, h.gemm_kind);
         CHECK_MSG(!(h.replaces & 2u) == (k[6] * k[7] > 16), "%s: replaces %u", label, h.replaces);
         kiln__cpu_backend()->ops->release(kiln__cpu_backend(), &l);
         kiln__tensor_release(&x);

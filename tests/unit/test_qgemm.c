@@ -181,6 +181,11 @@ static int64_t run_both(kiln_op op, const char *domain, kiln_attr *attrs, int na
     if (mode) {
         bool conv = op == KILN_OP_QLinearConv || op == KILN_OP_ConvInteger;
         CHECK((conv ? kiln__qprep_conv : kiln__qprep_matmul)(&node, nin, in, &blob, &bsize) == KILN_OK);
+        kiln_prep_hdr h;
+        int wi = op == KILN_OP_ConvInteger || op == KILN_OP_MatMulInteger ? 1 : 3;
+        /* plain bytes any host reads, replacing the weights on every host */
+        CHECK(!blob || (kiln__prep_header(blob, bsize, &h) && h.gemm_kind == 0 && h.engine_isa == 0 &&
+                        h.replaces == 1u << wi));
         if (blob) { /* as an engine holds it: 64-byte aligned */
             al = aligned_alloc(64, (bsize + 63) / 64 * 64);
             memcpy(al, blob, bsize);
@@ -525,9 +530,10 @@ int main(void)
     bool vnni = kiln__qgemm_vnni_available();
     printf("AVX512-VNNI %s; fast QLinearConv kernel: %s\n", vnni ? "present" : "absent",
            kiln__cpu_fast_kernel(KILN_OP_QLinearConv) ? kiln__cpu_fast_kernel(KILN_OP_QLinearConv)->name : "none");
-    if (vnni)
-        CHECK(kiln__cpu_fast_kernel(KILN_OP_QLinearMatMul) && kiln__cpu_fast_kernel(KILN_OP_QGemm) &&
-              kiln__cpu_fast_kernel(KILN_OP_ConvInteger) && kiln__cpu_fast_kernel(KILN_OP_MatMulInteger));
+    /* the packed-weight kernels run on every host (the VNNI tile or the portable one) */
+    CHECK(kiln__cpu_fast_kernel(KILN_OP_QLinearConv) && kiln__cpu_fast_kernel(KILN_OP_QLinearMatMul) &&
+          kiln__cpu_fast_kernel(KILN_OP_QGemm) && kiln__cpu_fast_kernel(KILN_OP_ConvInteger) &&
+          kiln__cpu_fast_kernel(KILN_OP_MatMulInteger));
     for (int i = 0; i < 300; i++)
         test_core(i);
     for (int i = 0; i < 160; i++) {

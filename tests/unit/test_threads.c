@@ -106,7 +106,11 @@ static void make_inputs(kiln_model_t m, bool bert, int t, ctx_arg *a)
                 v[k] = strstr(a->names[i], "ids") && !strstr(a->names[i], "type") ? (int64_t)(test_rng(&seed) % 100)
                        : strstr(a->names[i], "mask") ? 1 : 0;
         } else {
-            int64_t dims[4] = {2, 3, 56 + 8 * t, 64};
+            /* large enough that a layer splits on every ISA: the float32 GEMM takes a second
+             * thread only from 4 MFLOP (gemm.c, GEMM_MIN_FLOPS_PER_THREAD), which tiny_cnn's
+             * convolutions reach at 2 x 112 x 128 pixels; at 2 x 56 x 64 an AVX2 host (no
+             * AVX-512 direct convolution) split no layer of context 0 (MaxPool from 64 rows) */
+            int64_t dims[4] = {2, 3, 112 + 16 * t, 128};
             a->in[i] = make_tensor(KILN_DT_FLOAT32, 4, dims);
             float *v = a->in[i].data;
             for (int64_t k = 0; k < kiln_tensor_numel(&a->in[i]); k++)

@@ -115,11 +115,17 @@ static kiln_status cpu_load(const kiln_backend *be, const kiln_node *n, int kern
     if (!kiln__prep_header(blob, size, &h) || !kiln__prep_fits_op(n->op, &h))
         return kiln__err(KILN_ERR_PARSE, "node '%s': invalid prepared data for the CPU backend (%zu bytes)", n->name,
                          size);
+    out->replaces = h.replaces;
+    out->needs_isa = h.engine_isa;
+    /* GEMM panels of another host's GEMM family: repacked for this host's, owned by the layer */
+    void *own = NULL;
+    size_t own_size = 0;
+    KILN_TRY(kiln__prep_gemm_b_rehost(blob, size, &own, &own_size));
+    if (own)
+        return own_aligned(out, own, own_size);
     /* borrowed: the blob stays where it is (an engine's read-only mapping), nothing is copied */
     out->blob = (void *)blob;
     out->blob_size = size;
-    out->replaces = h.replaces;
-    out->needs_isa = h.engine_isa;
     return KILN_OK;
 }
 

@@ -56,8 +56,10 @@ kiln_kernel_prep_fn kiln__cpu_prep_node(const kiln_node *n)
 }
 
 /* The engine ISA bits (KILN_ISA_*) a GEMM family needs. Only the widest family is chosen by
- * every host that has its features, so only its blobs may replace their weights (prep fns pass
- * `replaces` through kiln__prep_replaces). */
+ * every host that has its features, so only its blobs may replace their weights; a portable
+ * layout (kiln__prep_portable, made by kiln__prep_alloc_any) replaces them on every host, and so
+ * does GEMM_B of any family: a host of another family repacks it when it restores the layer
+ * (kiln__prep_gemm_b_rehost). */
 static uint32_t isa_of_kind(int kind)
 {
     return kind == 3 ? 1u | 4u : kind == 2 ? 1u | 2u : 0u;
@@ -79,7 +81,7 @@ void *kiln__prep_alloc(uint32_t layout, uint32_t replaces, kiln_dtype dt, int nd
     h.layout = layout;
     h.gemm_kind = (uint32_t)kiln__sgemm_kind();
     h.engine_isa = isa_of_kind(kiln__sgemm_kind());
-    h.replaces = h.gemm_kind == 3 ? replaces : 0;
+    h.replaces = h.gemm_kind == 3 || layout == KILN_PREP_GEMM_B ? replaces : 0;
     h.dtype = (int32_t)dt;
     h.ndims = (uint32_t)ndims;
     for (int i = 0; i < ndims; i++)
@@ -104,6 +106,12 @@ void *kiln__prep_alloc_any(uint32_t layout, uint32_t replaces, kiln_dtype dt, in
         memcpy(*blob, &h, sizeof h);
     }
     return p;
+}
+
+bool kiln__prep_portable(uint32_t layout)
+{
+    return layout == KILN_PREP_LOWBIT_W || layout == KILN_PREP_BGEMM_B || layout == KILN_PREP_BCONV_W ||
+           layout == KILN_PREP_QGEMM_B || layout == KILN_PREP_QCONV_W;
 }
 
 bool kiln__prep_header(const void *blob, size_t size, kiln_prep_hdr *h)
@@ -145,8 +153,13 @@ const void *kiln__prep_check(const kiln_kctx *ctx, uint32_t layout, kiln_dtype d
     kiln_prep_hdr h;
     if (!ctx->prepared || !kiln__prep_header(ctx->prepared, ctx->prepared_size, &h))
         return NULL;
-    uint32_t kind = layout == KILN_PREP_LOWBIT_W ? 0u : (uint32_t)kiln__sgemm_kind();   /* plain bytes: any host */
-    if (h.layout != layout || h.gemm_kind != kind || h.dtype != (int32_t)dt ||
+    uint32_t kind = (uint32_t)kiln__sgemm_kind();
+    /* plain bytes (kiln__prep_alloc_any): any host; the BF16 / INT8 layouts were stamped with the
+     * packing host's family before they were made portable, with the same payload */
+    bool kind_ok = layout == KILN_PREP_LOWBIT_W ? h.gemm_kind == 0
+                   : kiln__prep_portable(layout) ? h.gemm_kind == 0 || h.gemm_kind == kind
+                                                 : h.gemm_kind == kind;
+    if (h.layout != layout || !kind_ok || h.dtype != (int32_t)dt ||
         h.ndims != (uint32_t)ndims || h.payload_bytes != payload_bytes)
         return NULL;
     for (int i = 0; i < ndims; i++)
@@ -162,4 +175,47 @@ kiln_status kiln__prep_missing(const kiln_kctx *ctx, int input)
                       "input %d is stored only in a packed layout that does not fit this layer (%s); rebuild the "
                       "engine on this machine",
                       input, ctx->prepared ? "prepared data of another layout, shape or CPU" : "no prepared data");
+}
+
+kiln_status kiln__prep_gemm_b_rehost(const void *blob, size_t size, void **out, size_t *out_size)
+{
+    *out = NULL;
+    *out_size = 0;
+    kiln_prep_hdr h;
+    int host = kiln__sgemm_kind();
+    if (!kiln__prep_header(blob, size, &h) || h.layout != KILN_PREP_GEMM_B || h.gemm_kind == (uint32_t)host ||
+        h.gemm_kind < 1 || h.gemm_kind > 3 || h.dtype != (int32_t)KILN_DT_FLOAT32 || h.ndims != 4)
+        return KILN_OK;
+    int64_t K = h.dims[0], N = h.dims[1], nr = h.dims[2];
+    if (K <= 0 || N <= 0 || nr <= 0 || nr > 64 || K > (int64_t)1 << 31 || N > (int64_t)1 << 31)
+        return KILN_OK;
+    /* exactly ceil(N/nr)*nr columns of K floats (so K x N floats fit in the blob), else not the
+     * bpack layout: the kernels ignore it */
+    uint64_t floats = h.payload_bytes / 4, width = (uint64_t)((N + nr - 1) / nr * nr);
+    if (h.payload_bytes % 4 || floats % (uint64_t)K || floats / (uint64_t)K != width)
+        return KILN_OK;
+    /* op(B) [K, N] back out of the other family's panels: (k, p*nr + r) at p*K*nr + k*nr + r */
+    const float *src = (const float *)((const uint8_t *)blob + KILN_PREP_HDR_BYTES);
+    float *b = kiln__malloc(sizeof(float) * (size_t)(K * N));
+    if (!b)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory repacking GEMM weights (%lld x %lld)", (long long)K,
+                         (long long)N);
+    for (int64_t n = 0; n < N; n++) {
+        const float *col = src + (n / nr) * K * nr + n % nr;
+        for (int64_t k = 0; k < K; k++)
+            b[k * N + n] = col[k * nr];
+    }
+    int64_t dims[4] = {K, N, kiln__sgemm_nr(), h.dims[3]};
+    float *dst = kiln__prep_alloc(KILN_PREP_GEMM_B, h.replaces, KILN_DT_FLOAT32, 4, dims,
+                                  (uint64_t)kiln__sgemm_bpack_floats(K, N) * sizeof(float), out, out_size);
+    bool ok = dst && kiln__sgemm_bpack(false, K, N, b, N, dst);
+    kiln__free(b);
+    if (!ok) {
+        kiln__free(*out);
+        *out = NULL;
+        *out_size = 0;
+        return kiln__err(KILN_ERR_NOMEM, "out of memory repacking GEMM weights (%lld x %lld)", (long long)K,
+                         (long long)N);
+    }
+    return KILN_OK;
 }

@@ -21,6 +21,10 @@ void *kiln__prep_alloc(uint32_t layout, uint32_t replaces, kiln_dtype dt, int nd
  * needed), so the blob always replaces the inputs in `replaces`. */
 void *kiln__prep_alloc_any(uint32_t layout, uint32_t replaces, kiln_dtype dt, int ndims, const int64_t *dims,
                            uint64_t payload_bytes, void **blob, size_t *size);
+/* Whether a layout's payload is the same on every host (made with kiln__prep_alloc_any, read by a
+ * portable kernel wherever the host has no faster one): the low-bit, BF16 and INT8 weights. Such a
+ * blob replaces its weights whatever the host that built the engine. */
+bool kiln__prep_portable(uint32_t layout);
 /* The payload of ctx->prepared when it is a valid blob of this layout, element type and dims on
  * this host, else NULL (no error recorded). */
 const void *kiln__prep_check(const kiln_kctx *ctx, uint32_t layout, kiln_dtype dt, int ndims, const int64_t *dims,
@@ -30,6 +34,11 @@ const void *kiln__prep_check(const kiln_kctx *ctx, uint32_t layout, kiln_dtype d
 bool kiln__prep_fits_op(kiln_op op, const kiln_prep_hdr *h);
 /* Reads a blob's header (for the backend's load and the builder); false when it is not one. */
 bool kiln__prep_header(const void *blob, size_t size, kiln_prep_hdr *h);
+/* A GEMM_B blob packed for another GEMM micro-kernel family (an engine built on a host of another
+ * ISA, its float32 weights stored only packed) repacked into this host's panels: *out a new blob
+ * (kiln__malloc, header of this host's family, the same `replaces`), or NULL when blob is not such
+ * a blob. The kernels then compute exactly what they compute from the weights. */
+kiln_status kiln__prep_gemm_b_rehost(const void *blob, size_t size, void **out, size_t *out_size);
 /* Error for a kernel whose weights input was dropped from the engine (data NULL) while its
  * prepared data does not fit: the layer cannot run. */
 kiln_status kiln__prep_missing(const kiln_kctx *ctx, int input);

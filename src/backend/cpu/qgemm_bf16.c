@@ -258,8 +258,8 @@ kiln_status kiln__bconv_prep(const kiln_node *n, int n_in, const kiln_tensor *co
      * (4-D for a 4-D weight, channels matching: else the layer is malformed and fails cleanly) */
     bool sure = G >= 1 && M % G == 0 && sp <= 16 && (!s || s->type == KILN_ATTR_INTS);
     int64_t kp2 = kp2_of(K), dims[3] = {K, M, kp2};
-    uint16_t *dst = kiln__prep_alloc(KILN_PREP_BCONV_W, sure ? 1u << 1 : 0, KILN_DT_BFLOAT16, 3, dims,
-                                     (uint64_t)(M * kp2) * sizeof(uint16_t), blob, size);
+    uint16_t *dst = kiln__prep_alloc_any(KILN_PREP_BCONV_W, sure ? 1u << 1 : 0, KILN_DT_BFLOAT16, 3, dims,
+                                         (uint64_t)(M * kp2) * sizeof(uint16_t), blob, size);
     if (!dst)
         return kiln__err(KILN_ERR_NOMEM, "out of memory preparing BF16 conv weights of node '%s'", n->name);
     bconv_rows(w->data, M, K, dst);
@@ -454,8 +454,8 @@ kiln_status kiln__bgemm_prep(const kiln_node *n, int n_in, const kiln_tensor *co
     else if (n->op == KILN_OP_FusedMatMul)
         sure = no_bias || (c && c->dtype == KILN_DT_FLOAT32 && kiln_tensor_numel(c) == N);
     int64_t dims[4] = {K, N, kp2_of(K), tb};
-    uint16_t *dst = kiln__prep_alloc(KILN_PREP_BGEMM_B, sure ? 1u << 1 : 0, KILN_DT_BFLOAT16, 4, dims,
-                                     bpanel_values(K, N) * sizeof(uint16_t), blob, size);
+    uint16_t *dst = kiln__prep_alloc_any(KILN_PREP_BGEMM_B, sure ? 1u << 1 : 0, KILN_DT_BFLOAT16, 4, dims,
+                                         bpanel_values(K, N) * sizeof(uint16_t), blob, size);
     if (!dst)
         return kiln__err(KILN_ERR_NOMEM, "out of memory packing the weights of node '%s'", n->name);
     bpack_into(b->data, tb ? 1 : N, tb ? K : 1, K, N, dst);

@@ -15,10 +15,11 @@
 #include <math.h>
 
 /* ---- prepared blobs (prep.h layouts KILN_PREP_QGEMM_B / KILN_PREP_QCONV_W): the weights as s8
- * panels or rows, then their int32 sums at a 64-byte offset. Made on a host with the VNNI
- * kernels, a blob replaces the weights input (an engine stores only the packed copy; the fast
- * kernel never reads the weights' data then, and the reference kernel, on a host without the
- * fast ones or for a case they leave to it, fails cleanly: kiln__prep_missing). ---- */
+ * panels or rows, then their int32 sums at a 64-byte offset. The same bytes on every host
+ * (kiln__prep_alloc_any: these kernels are registered for every host, on the VNNI tile or the
+ * portable one), so a blob replaces the weights input (an engine stores only the packed copy;
+ * these kernels never read the weights' data then, and the reference kernel, for a case they
+ * leave to it, fails cleanly: kiln__prep_missing). ---- */
 
 static int64_t al64(int64_t x) { return (x + 63) & ~(int64_t)63; }
 
@@ -40,9 +41,8 @@ static kiln_status prep_new(uint32_t layout, int wi, int64_t K, int64_t N, int64
                             size_t *size, qprep *q)
 {
     int64_t dims[3] = {K, N, groups};
-    uint32_t replaces = kiln__qgemm_vnni_available() ? 1u << wi : 0;
-    uint8_t *p = kiln__prep_alloc(layout, replaces, KILN_DT_INT8, 3, dims, prep_payload(layout, K, N, groups), blob,
-                                  size);
+    uint8_t *p = kiln__prep_alloc_any(layout, 1u << wi, KILN_DT_INT8, 3, dims, prep_payload(layout, K, N, groups),
+                                      blob, size);
     if (!p)
         return kiln__err(KILN_ERR_NOMEM, "out of memory (packed INT8 weights)");
     q->data = p;

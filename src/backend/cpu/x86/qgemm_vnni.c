@@ -1,6 +1,8 @@
 /* AVX512-VNNI INT8 GEMM micro-kernel (vpdpbusd) with the requantizing epilogue of qgemm.h, the
  * column sums of packed panels, and the registration of the quantized kernels (qgemm_ops.c)
- * over their scalar references on hosts with AVX512-VNNI.
+ * over their scalar references: on every host (the INT8 GEMM core with its portable tile, reading
+ * the packed weights an engine stores in place of the INT8 weights), and again as the AVX512-VNNI
+ * kernels on hosts with AVX512-VNNI (the same functions: the core picks the VNNI tile there).
  *
  * Tile: up to 8 rows of A (4 bytes of a row broadcast to every lane) by up to 3 panels of B (16
  * columns, 4 k per lane): 24 int32 accumulators, 3 panel loads and 8 broadcasts per 24
@@ -9,6 +11,14 @@
 #include "../cpu_kernels.h"
 #include "../qgemm.h"
 #include "../vmath.h"
+
+/* qgemm_ops.c's kernels on the portable tile, for every host (isa 0) */
+#define QGEMM_PACKED_KERNELS                                                                       \
+    {KILN_OP_QLinearConv, kiln__k_qlinearconv_fast, 0, "QLinearConv/packed"},                      \
+    {KILN_OP_ConvInteger, kiln__k_convinteger_fast, 0, "ConvInteger/packed"},                      \
+    {KILN_OP_QLinearMatMul, kiln__k_qlinearmatmul_fast, 0, "QLinearMatMul/packed"},                \
+    {KILN_OP_MatMulInteger, kiln__k_matmulinteger_fast, 0, "MatMulInteger/packed"},                \
+    {KILN_OP_QGemm, kiln__k_qgemm_fast, 0, "QGemm/packed"},
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
@@ -179,6 +189,7 @@ TVNNI void kiln__qdw_row_vnni(int32_t *acc, const uint8_t *row, bool s8, int64_t
 
 #define QISA (KILN_CPU_AVX512_DQ_FMA | KILN_CPU_AVX512VNNI)
 const kiln_kernel_isa_reg kiln__x86_qgemm[] = {
+    QGEMM_PACKED_KERNELS
     {KILN_OP_QLinearConv, kiln__k_qlinearconv_fast, QISA, "QLinearConv/avx512vnni"},
     {KILN_OP_ConvInteger, kiln__k_convinteger_fast, QISA, "ConvInteger/avx512vnni"},
     {KILN_OP_QLinearMatMul, kiln__k_qlinearmatmul_fast, QISA, "QLinearMatMul/avx512vnni"},
@@ -205,5 +216,5 @@ void kiln__qdw_row_vnni(int32_t *acc, const uint8_t *row, bool s8, int64_t n, in
 {
     (void)acc, (void)row, (void)s8, (void)n, (void)zx, (void)wv;
 }
-const kiln_kernel_isa_reg kiln__x86_qgemm[] = {{KILN_OP_COUNT, NULL, 0, NULL}};
+const kiln_kernel_isa_reg kiln__x86_qgemm[] = {QGEMM_PACKED_KERNELS {KILN_OP_COUNT, NULL, 0, NULL}};
 #endif
