@@ -229,7 +229,7 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
         pa += MR_AVX2;
         pb += NR_AVX2;
     }
-    if (m == MR_AVX2 && n == NR_AVX2 && !t->epi) {
+    if (m == MR_AVX2 && n == NR_AVX2) {
         __m256 va = _mm256_set1_ps(t->alpha), vb = _mm256_set1_ps(t->beta);
 #pragma GCC unroll 8
         for (int i = 0; i < MR_AVX2; i++) {
@@ -242,6 +242,8 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
             _mm256_storeu_ps(cr, r0);
             _mm256_storeu_ps(cr + 8, r1);
         }
+        if (t->epi)   /* the tile is in L1: the (AVX2) epilogue rows over it, as store_tile does */
+            kiln__epi_apply_f32(t->epi, c, ldc, MR_AVX2, NR_AVX2, t->i0, t->j0);
     } else {
         float tt[MR_AVX2 * NR_AVX2] __attribute__((aligned(32)));
 #pragma GCC unroll 8
