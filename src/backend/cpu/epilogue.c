@@ -79,16 +79,19 @@ static int isa_cap = 2;
 
 void kiln__epi_set_isa_cap(int cap) { isa_cap = cap; }
 
-/* 2, 1 or 0 as isa_cap, limited to what the host has */
+/* 2, 1 or 0 as isa_cap, limited to what the host has (looked up once: called per GEMM tile) */
 static int epi_isa(void)
 {
+    static int host = -1;   /* racing first calls store the same value */
+    int h = __atomic_load_n(&host, __ATOMIC_RELAXED);
+    if (h < 0) {
+        h = 0;
 #if KILN_VMATH_X86
-    if (isa_cap >= 2 && kiln__cpu_has(KILN_CPU_AVX512_DQ_FMA))
-        return 2;
-    if (isa_cap >= 1 && kiln__cpu_has(KILN_CPU_AVX2_FMA))
-        return 1;
+        h = kiln__cpu_has(KILN_CPU_AVX512_DQ_FMA) ? 2 : kiln__cpu_has(KILN_CPU_AVX2_FMA) ? 1 : 0;
 #endif
-    return 0;
+        __atomic_store_n(&host, h, __ATOMIC_RELAXED);
+    }
+    return h < isa_cap ? h : isa_cap;
 }
 
 #if KILN_VMATH_X86

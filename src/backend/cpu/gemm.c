@@ -230,7 +230,16 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
         pb += NR_AVX2;
     }
     if (m == MR_AVX2 && n == NR_AVX2) {
+        /* bias, residual and Relu / no activation in registers, in kiln__epi_apply_f32's order;
+         * other activations by its (AVX2) rows over the stored tile, still in L1 */
+        const kiln_epi *e = t->epi;
+        const bool in_regs = e && (e->act.kind == KILN_ACT_NONE || e->act.kind == KILN_ACT_RELU);
+        const bool relu = in_regs && e->act.kind == KILN_ACT_RELU;
+        const float *rb = in_regs && e->bias && e->row_bias ? e->bias + t->i0 : NULL;
+        const float *cb = in_regs && e->bias && !e->row_bias ? e->bias + t->j0 : NULL;
+        const float *rr = in_regs && e->res ? e->res + t->i0 * e->ldr + t->j0 : NULL;
         __m256 va = _mm256_set1_ps(t->alpha), vb = _mm256_set1_ps(t->beta);
+        __m256 cb0 = cb ? _mm256_loadu_ps(cb) : va, cb1 = cb ? _mm256_loadu_ps(cb + 8) : va;
 #pragma GCC unroll 8
         for (int i = 0; i < MR_AVX2; i++) {
             float *cr = c + i * ldc;
@@ -239,11 +248,25 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
                 r0 = _mm256_fmadd_ps(_mm256_loadu_ps(cr), vb, r0);
                 r1 = _mm256_fmadd_ps(_mm256_loadu_ps(cr + 8), vb, r1);
             }
+            if (rb) {
+                __m256 b = _mm256_broadcast_ss(rb + i);
+                r0 = _mm256_add_ps(r0, b), r1 = _mm256_add_ps(r1, b);
+            } else if (cb) {
+                r0 = _mm256_add_ps(r0, cb0), r1 = _mm256_add_ps(r1, cb1);
+            }
+            if (rr) {
+                r0 = _mm256_add_ps(r0, _mm256_loadu_ps(rr + i * e->ldr));
+                r1 = _mm256_add_ps(r1, _mm256_loadu_ps(rr + i * e->ldr + 8));
+            }
+            if (relu) {   /* NaN -> 0, like the epilogue */
+                r0 = _mm256_max_ps(r0, _mm256_setzero_ps());
+                r1 = _mm256_max_ps(r1, _mm256_setzero_ps());
+            }
             _mm256_storeu_ps(cr, r0);
             _mm256_storeu_ps(cr + 8, r1);
         }
-        if (t->epi)   /* the tile is in L1: the (AVX2) epilogue rows over it, as store_tile does */
-            kiln__epi_apply_f32(t->epi, c, ldc, MR_AVX2, NR_AVX2, t->i0, t->j0);
+        if (e && !in_regs)
+            kiln__epi_apply_f32(e, c, ldc, MR_AVX2, NR_AVX2, t->i0, t->j0);
     } else {
         float tt[MR_AVX2 * NR_AVX2] __attribute__((aligned(32)));
 #pragma GCC unroll 8
