@@ -278,10 +278,41 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
     }
 }
 
+/* A row-major (sk == 1, e.g. convolution weights): full 6-row panels transposed 4 k at a time in
+ * SSE registers (rows 0-3 as a 4 x 4 transpose, rows 4-5 interleaved), the rest by pack_generic. */
 __attribute__((target("avx2,fma"))) static void pack_avx2_a(const float *src, int64_t si, int64_t sk, int64_t n,
                                                              int64_t kc, float *dst)
 {
-    pack_generic(src, si, sk, n, kc, dst, MR_AVX2);
+    if (sk != 1 || kc < 4) {
+        pack_generic(src, si, sk, n, kc, dst, MR_AVX2);
+        return;
+    }
+    int64_t p = 0;
+    for (; p + MR_AVX2 <= n; p += MR_AVX2, dst += kc * MR_AVX2) {
+        const float *s = src + p * si;
+        int64_t k = 0;
+        for (; k + 4 <= kc; k += 4) {
+            __m128 r0 = _mm_loadu_ps(s + k), r1 = _mm_loadu_ps(s + si + k), r2 = _mm_loadu_ps(s + 2 * si + k),
+                   r3 = _mm_loadu_ps(s + 3 * si + k), r4 = _mm_loadu_ps(s + 4 * si + k),
+                   r5 = _mm_loadu_ps(s + 5 * si + k);
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);   /* r0: rows 0-3 at k, r1 at k + 1, ... */
+            __m128 u = _mm_unpacklo_ps(r4, r5), v = _mm_unpackhi_ps(r4, r5);   /* (4,5) at k, k+1 / k+2, k+3 */
+            float *d = dst + k * MR_AVX2;
+            _mm_storeu_ps(d, r0);
+            _mm_storel_pi((__m64 *)(d + 4), u);
+            _mm_storeu_ps(d + 6, r1);
+            _mm_storeh_pi((__m64 *)(d + 10), u);
+            _mm_storeu_ps(d + 12, r2);
+            _mm_storel_pi((__m64 *)(d + 16), v);
+            _mm_storeu_ps(d + 18, r3);
+            _mm_storeh_pi((__m64 *)(d + 22), v);
+        }
+        for (; k < kc; k++)
+            for (int i = 0; i < MR_AVX2; i++)
+                dst[k * MR_AVX2 + i] = s[i * si + k];
+    }
+    if (p < n)
+        pack_generic(src + p * si, si, sk, n - p, kc, dst, MR_AVX2);
 }
 __attribute__((target("avx2,fma"))) static void pack_avx2_b(const float *src, int64_t si, int64_t sk, int64_t n,
                                                              int64_t kc, float *dst)
