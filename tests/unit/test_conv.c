@@ -1294,6 +1294,14 @@ int main(int argc, char **argv)
         test_conv_configs(&seed);
         test_fused_conv(&seed);
     }
+    /* the other fast pool kernels the host runs (AVX2 under AVX-512) */
+    for (g_fast_at = 0; kiln__cpu_fast_kernel_at(KILN_OP_MaxPool, g_fast_at); g_fast_at++) {
+        const kiln_kernel_isa_reg *f = kiln__cpu_fast_kernel_at(KILN_OP_MaxPool, g_fast_at);
+        if (f == kiln__cpu_fast_kernel(KILN_OP_MaxPool))
+            continue;
+        printf("also: %s, %s\n", f->name, kiln__cpu_fast_kernel_at(KILN_OP_AveragePool, g_fast_at)->name);
+        test_pools(&seed);
+    }
     g_fast_at = -1;
     scalar_ref = true;
     test_conv_configs(&seed);

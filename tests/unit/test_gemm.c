@@ -361,38 +361,65 @@ static int test_epilogues(unsigned long long *seed)
     return fails;
 }
 
-/* Vectorized activations (and the bias / residual row path) against the scalar ones. */
+/* Vectorized activations (and the bias / residual row path) against the scalar ones: each ISA
+ * the host has (AVX-512, AVX2 + FMA, scalar), through kiln__epi_apply_f32 (a row bias, a column
+ * bias, a residual) and kiln__act_apply_f32. */
 static void test_act_accuracy(void)
 {
     enum { NV = 4096 + 13 };
-    static float x[NV], y[NV], r[NV];
+    static float x[NV], y[NV], r[NV], bc[NV];
     unsigned long long s = 7;
     for (int i = 0; i < NV; i++) {
         double t = (double)i / NV;
         x[i] = (float)(i % 3 == 0 ? (t - 0.5) * 40.0 : i % 3 == 1 ? (t - 0.5) * 6.0 : test_randf(&s) * 1e-3);
         r[i] = test_randf(&s);
+        bc[i] = test_randf(&s) * 0.5f;
     }
     x[0] = NAN, x[1] = INFINITY, x[2] = -INFINITY, x[3] = 0.0f, x[4] = -0.0f, x[5] = 1e-30f, x[6] = -88.0f,
     x[7] = 90.0f, x[8] = -104.0f, x[9] = 1.0f, x[10] = -1.0f, x[11] = 0.625f, x[12] = 4.0f;
-    for (int kind = 1; kind <= 10; kind++) {
-        kiln_act a = {.kind = (kiln_act_kind)kind, .alpha = kind == KILN_ACT_CLIP ? -1.0f : 0.2f,
-                      .beta = kind == KILN_ACT_CLIP ? 2.0f : 0.5f};
-        for (int withres = 0; withres < 2; withres++) {
-            memcpy(y, x, sizeof y);
-            kiln_epi e = {.res = withres ? r : NULL, .ldr = NV, .act = a};
-            kiln__epi_apply_f32(&e, y, NV, 1, NV, 0, 0);
-            for (int i = 0; i < NV; i++) {
-                float in = withres ? x[i] + r[i] : x[i];
-                float want = kiln__act_scalar(&a, in);
-                bool ok = (isnan(want) && isnan(y[i])) || y[i] == want ||
-                          fabs((double)y[i] - (double)want) <= 4e-7 * fabs((double)want) + 2e-7;
-                if (!ok) {
-                    CHECK_MSG(0, "act %s(%.9g) = %.9g, scalar %.9g", kiln__act_name(a.kind), in, y[i], want);
-                    break;
+    /* odd lengths and offsets: the masked tails */
+    static const int lens[] = {NV, NV - 6, 7, 1};
+    for (int cap = 2; cap >= 0; cap--) {
+        kiln__epi_set_isa_cap(cap);
+        for (int kind = 0; kind <= 10; kind++) {
+            kiln_act a = {.kind = (kiln_act_kind)kind, .alpha = kind == KILN_ACT_CLIP ? -1.0f : 0.2f,
+                          .beta = kind == KILN_ACT_CLIP ? 2.0f : 0.5f};
+            for (int mode = 0; mode < 5; mode++) {   /* act only, +residual, +row bias, +column bias, act_apply */
+                if (kind == 0 && (mode == 0 || mode == 4))
+                    continue;
+                for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                    int n = lens[li], off = li == 1 ? 3 : 0;
+                    memcpy(y, x, sizeof y);
+                    kiln_epi e = {.res = mode == 1 ? r : NULL, .ldr = NV, .act = a,
+                                  .bias = mode == 2 ? bc + 5 : mode == 3 ? bc : NULL, .row_bias = mode == 2};
+                    if (mode == 4)
+                        kiln__act_apply_f32(&a, y + off, n, test_pool(2), 2);
+                    else
+                        kiln__epi_apply_f32(&e, y + off, NV, 1, n, 0, off);
+                    for (int i = 0; i < NV; i++) {
+                        bool in_range = i >= off && i < off + n;
+                        float in = x[i];
+                        if (in_range && mode == 1)
+                            in += r[i];
+                        else if (in_range && mode == 2)
+                            in += bc[5];
+                        else if (in_range && mode == 3)
+                            in += bc[i];
+                        float want = in_range ? kiln__act_scalar(&a, in) : x[i];
+                        bool ok = (isnan(want) && isnan(y[i])) || y[i] == want ||
+                                  (in_range && fabs((double)y[i] - (double)want) <= 4e-7 * fabs((double)want) + 2e-7);
+                        if (!ok) {
+                            CHECK_MSG(0, "isa cap %d, mode %d, n %d: act %s(%.9g) [%d] = %.9g, scalar %.9g", cap, mode,
+                                      n, a.kind ? kiln__act_name(a.kind) : "none", in, i, y[i], want);
+                            goto next_kind;
+                        }
+                    }
                 }
             }
+        next_kind:;
         }
     }
+    kiln__epi_set_isa_cap(2);
     test_checks++;
 }
 

@@ -1,6 +1,6 @@
 /* Activation epilogues for fused layers; scalar reference semantics match the ONNX ops. */
 #include "epilogue.h"
-#include "vmath.h"
+#include "vmath_avx2.h"
 #include "../../ir/fused.h"
 #include <math.h>
 
@@ -30,16 +30,17 @@ kiln_status kiln__act_from_node(const kiln_kctx *ctx, kiln_act *a)
     return KILN_OK;
 }
 
-float kiln__act_scalar(const kiln_act *a, float x)
+/* The activation of kind k; inlined with k a constant where a row's switch is hoisted. */
+__attribute__((always_inline)) static inline float act_k(kiln_act_kind k, float alpha, float beta, float x)
 {
-    switch (a->kind) {
+    switch (k) {
     case KILN_ACT_NONE: return x;
     case KILN_ACT_RELU: return x > 0 ? x : 0;
-    case KILN_ACT_CLIP: return x < a->alpha ? a->alpha : x > a->beta ? a->beta : x;
-    case KILN_ACT_LEAKYRELU: return x >= 0 ? x : a->alpha * x;
+    case KILN_ACT_CLIP: return x < alpha ? alpha : x > beta ? beta : x;
+    case KILN_ACT_LEAKYRELU: return x >= 0 ? x : alpha * x;
     case KILN_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
     case KILN_ACT_HARDSIGMOID: {
-        float v = a->alpha * x + a->beta;
+        float v = alpha * x + beta;
         return v < 0 ? 0 : v > 1 ? 1 : v;
     }
     case KILN_ACT_HARDSWISH: {
@@ -55,13 +56,42 @@ float kiln__act_scalar(const kiln_act *a, float x)
     return x;
 }
 
-static bool have_avx512(void)
+float kiln__act_scalar(const kiln_act *a, float x) { return act_k(a->kind, a->alpha, a->beta, x); }
+
+/* Calls ROW(kind constant) for a->kind: one loop per kind, the switch outside it. */
+#define ACT_DISPATCH(kind, ROW)                                                                        \
+    switch (kind) {                                                                                    \
+    case KILN_ACT_NONE: ROW(KILN_ACT_NONE); break;                                                     \
+    case KILN_ACT_RELU: ROW(KILN_ACT_RELU); break;                                                     \
+    case KILN_ACT_CLIP: ROW(KILN_ACT_CLIP); break;                                                     \
+    case KILN_ACT_LEAKYRELU: ROW(KILN_ACT_LEAKYRELU); break;                                           \
+    case KILN_ACT_SIGMOID: ROW(KILN_ACT_SIGMOID); break;                                               \
+    case KILN_ACT_HARDSIGMOID: ROW(KILN_ACT_HARDSIGMOID); break;                                       \
+    case KILN_ACT_HARDSWISH: ROW(KILN_ACT_HARDSWISH); break;                                           \
+    case KILN_ACT_SILU: ROW(KILN_ACT_SILU); break;                                                     \
+    case KILN_ACT_GELU: ROW(KILN_ACT_GELU); break;                                                     \
+    case KILN_ACT_GELU_TANH: ROW(KILN_ACT_GELU_TANH); break;                                           \
+    case KILN_ACT_TANH: ROW(KILN_ACT_TANH); break;                                                     \
+    }
+
+/* The widest vector ISA the epilogues use: 2 AVX-512, 1 AVX2 + FMA, 0 scalar (tests lower it). */
+static int isa_cap = 2;
+
+void kiln__epi_set_isa_cap(int cap) { isa_cap = cap; }
+
+/* 2, 1 or 0 as isa_cap, limited to what the host has (looked up once: called per GEMM tile) */
+static int epi_isa(void)
 {
+    static int host = -1;   /* racing first calls store the same value */
+    int h = __atomic_load_n(&host, __ATOMIC_RELAXED);
+    if (h < 0) {
+        h = 0;
 #if KILN_VMATH_X86
-    return kiln__cpu_has(KILN_CPU_AVX512_DQ_FMA);
-#else
-    return false;
+        h = kiln__cpu_has(KILN_CPU_AVX512_DQ_FMA) ? 2 : kiln__cpu_has(KILN_CPU_AVX2_FMA) ? 1 : 0;
 #endif
+        __atomic_store_n(&host, h, __ATOMIC_RELAXED);
+    }
+    return h < isa_cap ? h : isa_cap;
 }
 
 #if KILN_VMATH_X86
@@ -80,35 +110,82 @@ __attribute__((target("avx512f,avx512dq,fma"))) static void epi_row512(const kil
         _mm512_mask_storeu_ps(y + j, k, kiln_v_act(a, v));
     }
 }
+
+/* epi_row512's 8-wide twin for kind k (a constant): full vectors, then one masked tail */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+row256_k(kiln_act_kind k, float al, float be, float *y, int64_t n, float bias, const float *bcol, const float *r)
+{
+    const __m256 vb = _mm256_set1_ps(bias);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 v = _mm256_add_ps(_mm256_loadu_ps(y + j), bcol ? _mm256_loadu_ps(bcol + j) : vb);
+        if (r)
+            v = _mm256_add_ps(v, _mm256_loadu_ps(r + j));
+        _mm256_storeu_ps(y + j, kiln_v8_act(k, al, be, v));
+    }
+    if (j < n) {
+        __m256i m = kiln_v8_mask(n - j);
+        __m256 v = _mm256_add_ps(_mm256_maskload_ps(y + j, m), bcol ? _mm256_maskload_ps(bcol + j, m) : vb);
+        if (r)
+            v = _mm256_add_ps(v, _mm256_maskload_ps(r + j, m));
+        _mm256_maskstore_ps(y + j, m, kiln_v8_act(k, al, be, v));
+    }
+}
+
+__attribute__((target("avx2,fma"))) static void epi_row256(const kiln_act *a, float *y, int64_t n, float bias,
+                                                           const float *bcol, const float *r)
+{
+#define ROW(K) row256_k(K, a->alpha, a->beta, y, n, bias, bcol, r)
+    ACT_DISPATCH(a->kind, ROW)
+#undef ROW
+}
 #endif
 
-static void epi_row_scalar(const kiln_act *a, float *y, int64_t n, float bias, const float *bcol, const float *r)
+__attribute__((always_inline)) static inline void row_scalar_k(kiln_act_kind k, float al, float be, float *y,
+                                                             int64_t n, float bias, const float *bcol, const float *r)
 {
     for (int64_t j = 0; j < n; j++) {
         float v = y[j] + (bcol ? bcol[j] : bias);
         if (r)
             v += r[j];
-        y[j] = kiln__act_scalar(a, v);
+        y[j] = act_k(k, al, be, v);
     }
+}
+
+static void epi_row_scalar(const kiln_act *a, float *y, int64_t n, float bias, const float *bcol, const float *r)
+{
+#define ROW(K) row_scalar_k(K, a->alpha, a->beta, y, n, bias, bcol, r)
+    ACT_DISPATCH(a->kind, ROW)
+#undef ROW
+}
+
+/* one row with the ISA isa (epi_isa()) */
+static void epi_row(int isa, const kiln_act *a, float *y, int64_t n, float bias, const float *bcol, const float *r)
+{
+#if KILN_VMATH_X86
+    if (isa == 2) {
+        epi_row512(a, y, n, bias, bcol, r);
+        return;
+    }
+    if (isa == 1) {
+        epi_row256(a, y, n, bias, bcol, r);
+        return;
+    }
+#endif
+    (void)isa;
+    epi_row_scalar(a, y, n, bias, bcol, r);
 }
 
 void kiln__epi_apply_f32(const kiln_epi *e, float *c, int64_t ldc, int64_t m, int64_t n, int64_t i0, int64_t j0)
 {
     if (kiln__epi_is_noop(e) || m <= 0 || n <= 0)
         return;
-    bool v512 = have_avx512();
+    int isa = epi_isa();
     for (int64_t i = 0; i < m; i++) {
         float bias = e->bias && e->row_bias ? e->bias[i0 + i] : 0.0f;
         const float *bcol = e->bias && !e->row_bias ? e->bias + j0 : NULL;
         const float *r = e->res ? e->res + (i0 + i) * e->ldr + j0 : NULL;
-#if KILN_VMATH_X86
-        if (v512) {
-            epi_row512(&e->act, c + i * ldc, n, bias, bcol, r);
-            continue;
-        }
-#endif
-        (void)v512;
-        epi_row_scalar(&e->act, c + i * ldc, n, bias, bcol, r);
+        epi_row(isa, &e->act, c + i * ldc, n, bias, bcol, r);
     }
 }
 
@@ -120,50 +197,7 @@ typedef struct {
 static void act_task(void *p, int64_t b, int64_t e)
 {
     const act_job *j = p;
-    float *y = j->y;
-#if KILN_VMATH_X86
-    if (have_avx512()) {
-        epi_row512(j->a, y + b, e - b, 0.0f, NULL, NULL);
-        return;
-    }
-#endif
-    switch (j->a->kind) {
-    case KILN_ACT_RELU:
-        for (int64_t i = b; i < e; i++)
-            y[i] = y[i] > 0 ? y[i] : 0;
-        break;
-    case KILN_ACT_CLIP: {
-        float lo = j->a->alpha, hi = j->a->beta;
-        for (int64_t i = b; i < e; i++)
-            y[i] = y[i] < lo ? lo : y[i] > hi ? hi : y[i];
-        break;
-    }
-    case KILN_ACT_HARDSWISH:
-        for (int64_t i = b; i < e; i++) {
-            float v = y[i] * (1.0f / 6.0f) + 0.5f;
-            v = v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
-            y[i] *= v;
-        }
-        break;
-    case KILN_ACT_HARDSIGMOID: {
-        float al = j->a->alpha, be = j->a->beta;
-        for (int64_t i = b; i < e; i++) {
-            float v = al * y[i] + be;
-            y[i] = v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
-        }
-        break;
-    }
-    case KILN_ACT_LEAKYRELU: {
-        float al = j->a->alpha;
-        for (int64_t i = b; i < e; i++)
-            y[i] = y[i] >= 0.0f ? y[i] : al * y[i];
-        break;
-    }
-    default:
-        for (int64_t i = b; i < e; i++)
-            y[i] = kiln__act_scalar(j->a, y[i]);
-        break;
-    }
+    epi_row(epi_isa(), j->a, j->y + b, e - b, 0.0f, NULL, NULL);
 }
 
 void kiln__act_apply_f32(const kiln_act *a, float *y, int64_t n, kiln_pool *pool, int nthreads)

@@ -37,6 +37,9 @@ static inline bool kiln__epi_is_noop(const kiln_epi *e)
     return !e || (!e->bias && !e->res && e->act.kind == KILN_ACT_NONE);
 }
 /* Applies e to the m x n block of C at c (row stride ldc) whose first element has global
- * coordinates (i0, j0). Vectorized (AVX-512) where available; scalar semantics otherwise. */
+ * coordinates (i0, j0). Vectorized (AVX-512, else AVX2 + FMA) where available; scalar semantics otherwise. */
 void kiln__epi_apply_f32(const kiln_epi *e, float *c, int64_t ldc, int64_t m, int64_t n, int64_t i0, int64_t j0);
+/* Tests: the widest ISA kiln__epi_apply_f32 / kiln__act_apply_f32 use (2 AVX-512, the default; 1 AVX2 + FMA;
+ * 0 scalar), so each path can be checked on hosts that have a wider one. Not thread-safe: set it between runs. */
+void kiln__epi_set_isa_cap(int cap);
 #endif

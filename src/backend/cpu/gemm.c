@@ -229,8 +229,17 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
         pa += MR_AVX2;
         pb += NR_AVX2;
     }
-    if (m == MR_AVX2 && n == NR_AVX2 && !t->epi) {
+    if (m == MR_AVX2 && n == NR_AVX2) {
+        /* bias, residual and Relu / no activation in registers, in kiln__epi_apply_f32's order;
+         * other activations by its (AVX2) rows over the stored tile, still in L1 */
+        const kiln_epi *e = t->epi;
+        const bool in_regs = e && (e->act.kind == KILN_ACT_NONE || e->act.kind == KILN_ACT_RELU);
+        const bool relu = in_regs && e->act.kind == KILN_ACT_RELU;
+        const float *rb = in_regs && e->bias && e->row_bias ? e->bias + t->i0 : NULL;
+        const float *cb = in_regs && e->bias && !e->row_bias ? e->bias + t->j0 : NULL;
+        const float *rr = in_regs && e->res ? e->res + t->i0 * e->ldr + t->j0 : NULL;
         __m256 va = _mm256_set1_ps(t->alpha), vb = _mm256_set1_ps(t->beta);
+        __m256 cb0 = cb ? _mm256_loadu_ps(cb) : va, cb1 = cb ? _mm256_loadu_ps(cb + 8) : va;
 #pragma GCC unroll 8
         for (int i = 0; i < MR_AVX2; i++) {
             float *cr = c + i * ldc;
@@ -239,9 +248,25 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
                 r0 = _mm256_fmadd_ps(_mm256_loadu_ps(cr), vb, r0);
                 r1 = _mm256_fmadd_ps(_mm256_loadu_ps(cr + 8), vb, r1);
             }
+            if (rb) {
+                __m256 b = _mm256_broadcast_ss(rb + i);
+                r0 = _mm256_add_ps(r0, b), r1 = _mm256_add_ps(r1, b);
+            } else if (cb) {
+                r0 = _mm256_add_ps(r0, cb0), r1 = _mm256_add_ps(r1, cb1);
+            }
+            if (rr) {
+                r0 = _mm256_add_ps(r0, _mm256_loadu_ps(rr + i * e->ldr));
+                r1 = _mm256_add_ps(r1, _mm256_loadu_ps(rr + i * e->ldr + 8));
+            }
+            if (relu) {   /* NaN -> 0, like the epilogue */
+                r0 = _mm256_max_ps(r0, _mm256_setzero_ps());
+                r1 = _mm256_max_ps(r1, _mm256_setzero_ps());
+            }
             _mm256_storeu_ps(cr, r0);
             _mm256_storeu_ps(cr + 8, r1);
         }
+        if (e && !in_regs)
+            kiln__epi_apply_f32(e, c, ldc, MR_AVX2, NR_AVX2, t->i0, t->j0);
     } else {
         float tt[MR_AVX2 * NR_AVX2] __attribute__((aligned(32)));
 #pragma GCC unroll 8
@@ -253,10 +278,41 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
     }
 }
 
+/* A row-major (sk == 1, e.g. convolution weights): full 6-row panels transposed 4 k at a time in
+ * SSE registers (rows 0-3 as a 4 x 4 transpose, rows 4-5 interleaved), the rest by pack_generic. */
 __attribute__((target("avx2,fma"))) static void pack_avx2_a(const float *src, int64_t si, int64_t sk, int64_t n,
                                                              int64_t kc, float *dst)
 {
-    pack_generic(src, si, sk, n, kc, dst, MR_AVX2);
+    if (sk != 1 || kc < 4) {
+        pack_generic(src, si, sk, n, kc, dst, MR_AVX2);
+        return;
+    }
+    int64_t p = 0;
+    for (; p + MR_AVX2 <= n; p += MR_AVX2, dst += kc * MR_AVX2) {
+        const float *s = src + p * si;
+        int64_t k = 0;
+        for (; k + 4 <= kc; k += 4) {
+            __m128 r0 = _mm_loadu_ps(s + k), r1 = _mm_loadu_ps(s + si + k), r2 = _mm_loadu_ps(s + 2 * si + k),
+                   r3 = _mm_loadu_ps(s + 3 * si + k), r4 = _mm_loadu_ps(s + 4 * si + k),
+                   r5 = _mm_loadu_ps(s + 5 * si + k);
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);   /* r0: rows 0-3 at k, r1 at k + 1, ... */
+            __m128 u = _mm_unpacklo_ps(r4, r5), v = _mm_unpackhi_ps(r4, r5);   /* (4,5) at k, k+1 / k+2, k+3 */
+            float *d = dst + k * MR_AVX2;
+            _mm_storeu_ps(d, r0);
+            _mm_storel_pi((__m64 *)(d + 4), u);
+            _mm_storeu_ps(d + 6, r1);
+            _mm_storeh_pi((__m64 *)(d + 10), u);
+            _mm_storeu_ps(d + 12, r2);
+            _mm_storel_pi((__m64 *)(d + 16), v);
+            _mm_storeu_ps(d + 18, r3);
+            _mm_storeh_pi((__m64 *)(d + 22), v);
+        }
+        for (; k < kc; k++)
+            for (int i = 0; i < MR_AVX2; i++)
+                dst[k * MR_AVX2 + i] = s[i * si + k];
+    }
+    if (p < n)
+        pack_generic(src + p * si, si, sk, n - p, kc, dst, MR_AVX2);
 }
 __attribute__((target("avx2,fma"))) static void pack_avx2_b(const float *src, int64_t si, int64_t sk, int64_t n,
                                                              int64_t kc, float *dst)

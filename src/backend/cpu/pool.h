@@ -1,5 +1,5 @@
 /* float32 MaxPool / AveragePool shared by the reference kernels (cpu/ref/k_pool.c) and their
- * vectorized variants (cpu/x86/pool_avx512.c), which differ only in how a row's interior is done. */
+ * vectorized variants (cpu/x86/pool_avx512.c, pool_avx2.c), which differ only in how a row's interior is done. */
 #ifndef KILN_BACKEND_CPU_POOL_H
 #define KILN_BACKEND_CPU_POOL_H
 

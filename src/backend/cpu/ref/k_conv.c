@@ -451,11 +451,22 @@ static void im2col_panel(const kiln_im2col *c, const kiln_im2col_seg *segs, int 
                 continue;
             }
             const float *row = xc + iy * c->W;
-            int64_t ix0 = sg->x0 + dx;
-            for (int t = 0; t < sg->len; t++) {
-                int64_t ix = ix0 + t * c->sw;
-                ds[t] = ix >= 0 && ix < c->W ? row[ix] : 0.0f;
-            }
+            int64_t ix0 = sg->x0 + dx, sw = c->sw;
+            /* lanes [ta, tb) read inside the row (ix0 + t * sw in [0, W)), zeros around them */
+            int64_t ta = ix0 >= 0 ? 0 : (-ix0 + sw - 1) / sw, tb = c->W - ix0 <= 0 ? 0 : (c->W - ix0 + sw - 1) / sw;
+            if (tb > sg->len)
+                tb = sg->len;
+            if (ta > tb)
+                ta = tb;
+            for (int64_t t = 0; t < ta; t++)
+                ds[t] = 0.0f;
+            if (sw == 1 && tb > ta)
+                memcpy(ds + ta, row + ix0 + ta, sizeof(float) * (size_t)(tb - ta));
+            else
+                for (int64_t t = ta; t < tb; t++)
+                    ds[t] = row[ix0 + t * sw];
+            for (int64_t t = tb; t < sg->len; t++)
+                ds[t] = 0.0f;
         }
         if (width < nr)
             memset(d + width, 0, sizeof(float) * (size_t)(nr - width));
