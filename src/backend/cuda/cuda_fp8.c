@@ -111,7 +111,7 @@ static kiln_status fp8_act(cu_be *b, const kiln_tensor *A, int64_t numel, float 
     }
     b->fp8_act.valid = true;
     b->fp8_act.src = A->data;
-    b->fp8_act.bytes = (size_t)numel * (fdt == CUK_F32 ? 4 : 2);
+    b->fp8_act.bytes = (size_t)numel * cu_tes(A);
     b->fp8_act.scale = s;
     b->fp8_act.fdt = fdt;
     return KILN_OK;

@@ -5,10 +5,16 @@
 
 #define IN(i) (i < ctx->n_in ? ctx->in[i] : NULL)
 
+/* A parsed blob is of format fmt (tensor: FP8 with one scale per tensor) */
+static bool blob_fmt(const kiln_lowbit_blob *L, kiln__qfmt fmt, bool tensor)
+{
+    return L->fmt == fmt && L->tensor == (fmt == KILN_QF_FP8 && tensor);
+}
+
 bool cu_lowbit_blob_is(const void *blob, size_t size, kiln__qfmt fmt, bool tensor)
 {
     kiln_lowbit_blob L;
-    return kiln__lowbit_blob_parse(blob, size, &L) && L.fmt == fmt && L.tensor == (fmt == KILN_QF_FP8 && tensor);
+    return kiln__lowbit_blob_parse(blob, size, &L) && blob_fmt(&L, fmt, tensor);
 }
 
 static void lowbit_w_free(void *p)
@@ -25,7 +31,7 @@ static kiln_status upload(cu_be *b, cu_lowbit_w *w, const void *blob, size_t siz
 {
     kiln_lowbit_blob L;
     const uint8_t *payload = kiln__lowbit_blob_parse(blob, size, &L);
-    if (!payload || !cu_lowbit_blob_is(blob, size, fmt, tensor) || L.rows != N || L.k != K)
+    if (!payload || !blob_fmt(&L, fmt, tensor) || L.rows != N || L.k != K)
         return cu_err(b, KILN_ERR_PARSE, "a %s weight blob that does not fit its layer",
                       fmt == KILN_QF_FP8 ? "FP8" : "4-bit");
     if (w->dev) {
