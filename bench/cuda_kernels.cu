@@ -25,8 +25,11 @@ static void run_attn(void *p) { attn_arg *a = (attn_arg *)p; cuk_attn_fused(CUK_
 struct gemm_arg { const void *a; const uint8_t *w; const void *s; void *y; int64_t M, N, K; int fmt; float *ws; };
 static void run_gemm(void *p) { gemm_arg *g = (gemm_arg *)p; cuk_fp4_gemm(CUK_F16, g->a, g->K, g->M, g->K, g->w, g->s, g->fmt, g->fmt == CUK_Q_NVFP4 ? 16 : 32, 1.0f, g->y, g->N, g->ws, cuk_fp4_gemm_splits(g->M, g->N, g->K), 0); }
 struct ew_arg { void *x, *y; uint8_t *q; float *scale, *bias; int64_t rows, cols; };
-static void run_ln(void *p) { ew_arg *a = (ew_arg *)p; cuk_layernorm(CUK_F16, a->x, a->scale, a->bias, a->y, a->rows, a->cols, 1e-12f, 0); }
+static void run_ln(void *p) { ew_arg *a = (ew_arg *)p; cuk_layernorm(CUK_F16, a->x, a->scale, a->bias, a->y, a->rows, a->cols, 1e-12f, NULL, 0.f, 0); }
 static void run_gelu(void *p) { ew_arg *a = (ew_arg *)p; cuk_epilogue(CUK_F16, a->y, a->rows * a->cols, a->cols, 1, a->bias, NULL, CUK_GELU, 0.f, 0.f, 0); }
+// with the FP8 feed (the E4M3 copy written beside the output)
+static void run_ln_q(void *p) { ew_arg *a = (ew_arg *)p; cuk_layernorm(CUK_F16, a->x, a->scale, a->bias, a->y, a->rows, a->cols, 1e-12f, a->q, 0.05f, 0); }
+static void run_gelu_q(void *p) { ew_arg *a = (ew_arg *)p; cuk_epilogue_q(CUK_F16, a->y, a->rows * a->cols, a->cols, 1, a->bias, NULL, CUK_GELU, 0.f, 0.f, a->q, 0.05f, 0); }
 static void run_quant(void *p) { ew_arg *a = (ew_arg *)p; cuk_fp8_quant(CUK_F16, a->x, a->q, a->rows * a->cols, 0.05f, 0); }
 // rows x cols half values, read and / or written: GB/s over the bytes moved
 static void ew_report(const char *what, void (*fn)(void *), ew_arg *a, double bytes_per_elem)
@@ -71,10 +74,12 @@ int main()
         cudaMemset(e.scale, 0, 3072 * 4); cudaMemset(e.bias, 0, 3072 * 4);
         e.rows = 16384; e.cols = 768;
         ew_report("layernorm", run_ln, &e, 4);
+        ew_report("layernorm +fp8 feed", run_ln_q, &e, 5);
         ew_report("fp8 quant", run_quant, &e, 3);
         e.cols = 3072;
         ew_report("fp8 quant", run_quant, &e, 3);
         ew_report("bias+gelu epilogue", run_gelu, &e, 4);
+        ew_report("bias+gelu epilogue +fp8 feed", run_gelu_q, &e, 5);
         cudaFree(e.x); cudaFree(e.y); cudaFree(e.q); cudaFree(e.scale); cudaFree(e.bias);
     }
     int64_t shapes[6][3] = {{16384, 768, 768}, {16384, 3072, 768}, {16384, 768, 3072}, {128, 768, 768}, {128, 3072, 768}, {128, 768, 3072}};

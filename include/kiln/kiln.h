@@ -314,6 +314,10 @@ typedef struct kiln_device_stats {
     unsigned long long weight_bytes;   /* device memory holding the engine's weights: the copies shared by its
                                         * contexts plus this context's own forms of them (FP8 / 4-bit weights,
                                         * channels-last filters); 0 on the CPU */
+    unsigned long long fp8_quant_passes;   /* last run: FP8 layers' activation quantizations run as passes of their
+                                            * own (a CUDA graph replay repeats its capture's) */
+    unsigned long long fp8_fed_inputs;     /* last run: FP8 layers that read their input in FP8 as the producing
+                                            * layer wrote it beside its output (feeds: docs/CUDA.md) */
 } kiln_device_stats;
 kiln_status kiln_context_device_stats(kiln_context_t c, kiln_device_stats *out);
 /* Where layer i ran in the context's last interpreted run on its device (a CUDA graph replay repeats the run

@@ -100,6 +100,11 @@ void kiln__wq_meas_free(kiln_wq_meas *m);
  * KILN_ATTR_WQ_TENSOR 1), n's own attributes after those; free tmp->attrs with kiln__free. */
 kiln_status kiln__fp8_node(const kiln_node *n, bool tensor, kiln_node *tmp);
 
+/* FP8 feeds of a --device cuda build (fp8_feed.c): marks every layer whose output 0 an FP8 layer quantizes next
+ * (its input 0, directly or through shape-only views) with KILN_ATTR_FP8_FEED = the first such layer's activation
+ * scale; *marked: how many. */
+kiln_status kiln__fp8_mark_feeds(kiln_graph *g, int *marked);
+
 /* The builder with planned requests (builder.c): kiln_build does this with plan NULL, after the
  * planner when o->precision is "auto". */
 kiln_status kiln__build_planned(kiln_model_t m, kiln_build_options *o, const kiln_prec_plan *plan, kiln_engine_t *out);

@@ -107,6 +107,11 @@ float kiln__qblock_scale(const kiln__qlayout *L, const void *scales, float tenso
 #define KILN_ATTR_WQ_TENSOR "kiln_wq_tensor" /* int 1: FP8 weights with one scale for the whole tensor (what the
                                               * CUDA FP8 GEMM runs; set for --device cuda builds); absent: one
                                               * scale per output channel */
+#define KILN_ATTR_FP8_FEED "kiln_fp8_feed" /* float, on a layer of a --device cuda build whose output 0 an FP8
+                                            * layer quantizes next (its input 0, directly or through shape-only
+                                            * views): that layer's kiln_aq_scale, so the CUDA module may write the
+                                            * E4M3 copy in the producing kernel (build/fp8_feed.c); the CPU
+                                            * ignores it */
 #define KILN_INT4_BLOCK 32                 /* INT4 weight-only layers: 32-element blocks, FP16 scales */
 /* "fp8", "nvfp4" (also "fp4"), "mxfp4", "int4": true and *fmt set; false for anything else. */
 bool kiln__lowbit_parse(const char *name, kiln__qfmt *fmt);

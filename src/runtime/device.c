@@ -222,6 +222,19 @@ void kiln__dev_stats(const kiln_dev *d, kiln_device_stats *s)
         s->replay_host_ms[k] = d->replayed ? d->replay_host_ms[k] : 0.0;
     snprintf(s->description, sizeof s->description, "%s", d->description);
     s->weight_bytes = kiln__dev_weights_bytes(d) + (d->mod->own_weight_bytes ? d->mod->own_weight_bytes(d->be) : 0);
+    unsigned long long c[2];
+    kiln__dev_fp8_counts(d, c);
+    s->fp8_quant_passes = d->replayed ? d->g_fp8[0] : c[0];
+    s->fp8_fed_inputs = d->replayed ? d->g_fp8[1] : c[1];
+}
+
+void kiln__dev_fp8_counts(const kiln_dev *d, unsigned long long c[2])
+{
+    c[0] = c[1] = 0;
+    if (d->mod->fp8_counts)
+        d->mod->fp8_counts(d->be, &c[0], &c[1]);
+    for (int k = 0; k < 2; k++)
+        c[k] = c[k] >= d->fp8_base[k] ? c[k] - d->fp8_base[k] : 0;
 }
 
 int kiln__dev_layer_place(const kiln_dev *d, const kiln_graph *g, int i)
@@ -235,4 +248,7 @@ void kiln__dev_run_begin(kiln_dev *d)
     d->n_device = d->n_host = d->n_fallback = 0;
     d->h2d_bytes = d->d2h_bytes = 0;
     d->replayed = false;
+    d->fp8_base[0] = d->fp8_base[1] = 0;
+    if (d->mod->fp8_counts)
+        d->mod->fp8_counts(d->be, &d->fp8_base[0], &d->fp8_base[1]);
 }

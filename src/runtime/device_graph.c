@@ -220,6 +220,7 @@ kiln_status kiln__dev_graph_finish(kiln_dev *d, const kiln_graph *g, const kiln_
         d->g_device = d->n_device;
         d->g_host = d->n_host;
         d->g_h2d = d->h2d_bytes;
+        kiln__dev_fp8_counts(d, d->g_fp8);
         st = d->mod->graph_launch(d->be, d->graph);   /* this run's results */
     }
     if (st != KILN_OK) {   /* the run is made again without a capture (kiln__dev_graph_retry) */

@@ -1027,6 +1027,8 @@ static tgraph fp8_trans_a_graph(void)
 /* inputs in [-1, 1]: amax 0.8 saturates the largest fifth of them, amax 50 puts small ones in E4M3's
  * subnormals; odd M, K and N multiples of 16 (what cuBLASLt's FP8 kernels take) */
 static void fp8_shared_input_case(double tol);
+static void fp8_feed_case(double tol);
+static void fp8_midpoint_case(double tol);
 
 static void fp8_cases(double tol)
 {
@@ -1085,6 +1087,43 @@ static void fp8_cases(double tol)
     mark_fp8(&t, 1.0f);
     run_case("FP8 FusedGemm Tanh", &t, tol);
     fp8_shared_input_case(tol);
+    fp8_midpoint_case(tol ? tol : 1);
+    fp8_feed_case(tol);
+}
+
+/* The GPU's activation quantization byte for byte (the kernels skip the IEEE division where the product with the
+ * reciprocal decides the byte, kernels_common.cuh to_e4m3): an FP8 MatMul with an identity weight returns its
+ * quantized activations. Activations at E4M3 rounding midpoints (times the scale, +-1 ulp or exact), and random
+ * ones, in one binade range so that one E4M3 step is >= 0.9% of the largest output: with float32 outputs any byte
+ * that differs from the CPU's emulation fails the 1e-5 tolerance (FP16 outputs: 2e-3). */
+static void fp8_midpoint_case(double tol)
+{
+    const char *out = getenv("KILN_CUDA_FP8_OUT");
+    if (out && !strcmp(out, "fp32"))
+        tol = fmin(tol, 1e-5);
+    const float amax = 3.7f, s = amax / 448.0f;
+    tgraph t = tg_new(KILN_OP_MatMul, 13);
+    kiln_tensor x = RT(2, 37, 64), w = rand_tensor(F32, 2, D(64, 64), 0, 0);
+    float *xv = x.data, *wv = w.data;
+    for (int k = 0; k < 64; k++)
+        wv[k * 64 + k] = 1.0f;
+    for (int i = 0; i < 37 * 64; i++) {
+        double u = (test_randf(&rng) + 1.0) * 0.5;
+        if (i % 5 == 4) {   /* a random value in range */
+            xv[i] = (float)((u * 352 + 64) * s) * (i % 2 ? -1.0f : 1.0f);
+            continue;
+        }
+        uint8_t c = (uint8_t)(0x60 + (int)(u * 29));   /* 64 .. 416 */
+        float e = kiln__fp8_to_f32(KILN_DT_FP8E4M3, c), e1 = kiln__fp8_to_f32(KILN_DT_FP8E4M3, (uint8_t)(c + 1));
+        float v = ((e + e1) * 0.5f) * s;
+        v = i % 3 == 0 ? nextafterf(v, INFINITY) : i % 3 == 1 ? nextafterf(v, -INFINITY) : v;
+        xv[i] = i % 2 ? -v : v;
+    }
+    tg_in(&t, x, false);
+    tg_in(&t, w, true);
+    tg_outs(&t, 1);
+    mark_fp8(&t, amax);
+    run_case("FP8 activations at E4M3 midpoints", &t, tol);
 }
 
 /* FP8 layers reading one tensor (BERT's Q, K and V GEMMs): the GPU quantizes it once and the next layers with the
@@ -1127,6 +1166,164 @@ static void fp8_shared_input_case(double tol)
         char name[64];
         snprintf(name, sizeof name, "FP8 shared input, run %d", run + 1);
         check_case(name, &t, tol);
+    }
+    tg_free(&t);
+}
+
+/* ---- FP8 feeds (docs/CUDA.md, "FP8 GEMMs"): a layer marked KILN_ATTR_FP8_FEED (the builder marks the producers of
+ * FP8 layers' inputs; LayerNormalization and the FP8 GEMMs' GELU epilogue honour it) writes the E4M3 copy of its
+ * output in its own kernel and the FP8 layers reading it skip their
+ * quantization pass. The outputs must be bit-identical to a device whose FP8 layers quantize every input themselves
+ * (KILN_CUDA_FP8_FEED=0), the device's counts must show the feeds read and no pass run, and both must match the CPU. */
+static int feed_node(kiln_graph *g, kiln_op op, int opset, const char *name, int nin, const int *in, const char *out)
+{
+    int nd = tg_add_node(g, op, opset, name);
+    for (int i = 0; i < nin; i++)
+        kiln__node_add_input(g, nd, in[i]);
+    g->nodes[nd].out = kiln__calloc(1, sizeof(int));
+    g->nodes[nd].n_out = 1;
+    kiln__node_set_output(g, nd, 0, kiln__graph_add_value(g, out));
+    return nd;
+}
+
+static int feed_const(kiln_graph *g, const char *name, kiln_tensor x)
+{
+    int v = kiln__graph_add_value(g, name);
+    g->values[v].init = kiln__calloc(1, sizeof(kiln_tensor));
+    *g->values[v].init = x;
+    return v;
+}
+
+static void feed_output(kiln_graph *g, int nd)
+{
+    g->outputs = kiln__realloc(g->outputs, sizeof(int) * (size_t)(g->n_outputs + 1));
+    g->outputs[g->n_outputs++] = g->nodes[nd].out[0];
+}
+
+static void mark_feed(kiln_graph *g, int nd, float amax)
+{
+    kiln__node_set_attr_f(&g->nodes[nd], KILN_ATTR_FP8_FEED, amax / 448.0f);
+}
+
+static void mark_fp8_node(tgraph *t, int nd, float amax)
+{
+    int keep = t->node;
+    t->node = nd;
+    mark_fp8(t, amax);
+    t->node = keep;
+}
+
+/* LayerNormalization -> FP8 MatMul (a first reader of its feed) and FP8 FusedMatMul bias + GELU -> FP8 MatMul (the
+ * GELU epilogue's feed), as in a BERT layer: 3 FP8 layers fed, 0 passes (2 without feeds). */
+static tgraph feed_graph(void)
+{
+    tgraph t = tg_new(KILN_OP_LayerNormalization, 17);
+    kiln_graph *g = t.g;
+    int h;
+    tg_in(&t, RT(3, 2, 9, 64), false);
+    tg_in(&t, rand_tensor(F32, 1, D(64), 0.5, 1.5), true);
+    tg_in(&t, RT(1, 64), true);
+    g->nodes[t.node].out = kiln__calloc(1, sizeof(int));
+    g->nodes[t.node].n_out = 1;
+    kiln__node_set_output(g, t.node, 0, kiln__graph_add_value(g, "h1"));
+    kiln__node_set_attr_i(tg_node(&t), "axis", -1);
+    mark_feed(g, t.node, 4.0f);
+    h = g->nodes[t.node].out[0];
+    int in1[2] = {h, feed_const(g, "w1", RT(2, 64, 32))};
+    int n1 = feed_node(g, KILN_OP_MatMul, 13, "side", 2, in1, "y1");
+    mark_fp8_node(&t, n1, 4.0f);
+    int in2[3] = {h, feed_const(g, "w2", RT(2, 64, 96)), feed_const(g, "b2", RT(1, 96))};
+    int n2 = feed_node(g, KILN_OP_FusedMatMul, 1, "ffn1", 3, in2, "h2");
+    int keep = t.node;
+    t.node = n2;
+    set_act(&t, KILN_FUSED_GELU, 0, 0);
+    t.node = keep;
+    mark_fp8_node(&t, n2, 4.0f);
+    mark_feed(g, n2, 2.0f);
+    int in3[2] = {g->nodes[n2].out[0], feed_const(g, "w3", RT(2, 96, 48))};
+    int n3 = feed_node(g, KILN_OP_MatMul, 13, "ffn2", 2, in3, "y0");
+    mark_fp8_node(&t, n3, 2.0f);
+    feed_output(g, n3);
+    feed_output(g, n1);
+    return t;
+}
+
+/* Two runs of t on device d (the first uploads the weights, which drops any kept quantization): the second's outputs
+ * into got, its counts into st; false (and a message) on failure. */
+static bool feed_run(kiln_dev *d, tgraph *t, kiln_tensor *got, kiln_device_stats *st)
+{
+    const kiln_tensor *feed[8];
+    for (int i = 0; i < t->n_feed; i++)
+        feed[i] = &t->feed[i];
+    kiln_run_env gpu = {.nthreads = 1, .dev = d, .backend = kiln__dev_backend(d)};
+    kiln_status s = KILN_OK;
+    for (int run = 0; run < 2 && s == KILN_OK; run++) {
+        for (int o = 0; run && o < t->g->n_outputs; o++)
+            kiln__tensor_release(&got[o]);
+        kiln__dev_run_begin(d);
+        s = kiln__exec_graph(t->g, NULL, feed, got, &gpu, 0);
+    }
+    kiln__dev_stats(d, st);
+    kiln__dev_weights_clear(d);
+    if (s != KILN_OK)
+        printf("FAIL FP8 feeds: %s\n", kiln_last_error());
+    return s == KILN_OK && st->device_layers == t->g->n_nodes;
+}
+
+static void fp8_feed_case(double tol)
+{
+    tgraph t = feed_graph();
+    kiln_graph *g = t.g;
+    if (half_mode != KILN_DT_UNDEFINED) {
+        for (int i = 0; i < t.n_feed; i++)
+            round_half(&t.feed[i], half_mode);
+        for (int v = 0; v < g->n_values; v++)
+            if (g->values[v].init)
+                round_half(g->values[v].init, half_mode);
+    }
+    const kiln_tensor *feed[8];
+    for (int i = 0; i < t.n_feed; i++)
+        feed[i] = &t.feed[i];
+    kiln_tensor ref[4] = {0}, got[4] = {0}, off[4] = {0};
+    kiln_run_env cpu = {.nthreads = 1};
+    test_checks++;
+    bool ok = kiln__exec_graph(g, NULL, feed, ref, &cpu, 0) == KILN_OK;
+    const char *name = "FP8 feeds: LayerNorm, GELU";
+    if (!ok || !dev) {
+        printf("%s %s%s\n", ok ? "cpu " : "FAIL", name, ok ? "" : ": CPU reference failed");
+        test_failures += !ok;
+    } else {
+        kiln_device_stats on, no;
+        kiln_dev *d0 = NULL;
+        setenv("KILN_CUDA_FP8_FEED", "0", 1);
+        bool opened = kiln__dev_open(KILN_DEVICE_CUDA, 0, &d0) == KILN_OK;
+        unsetenv("KILN_CUDA_FP8_FEED");
+        ok = opened && feed_run(dev, &t, got, &on) && feed_run(d0, &t, off, &no);
+        double worst = 0, cos = 1, same = 0;
+        for (int o = 0; ok && o < g->n_outputs; o++) {
+            worst = fmax(worst, compare(&got[o], &ref[o]));
+            cos = fmin(cos, cosine(&got[o], &ref[o]));
+            same = fmax(same, got[o].nbytes == off[o].nbytes && !memcmp(got[o].data, off[o].data, got[o].nbytes)
+                                  ? 0.0 : 1.0);
+        }
+        /* with half storage the CPU quantizes float32 values the GPU holds rounded to half: some land on the other
+         * side of an E4M3 rounding midpoint (one E4M3 step), so the cosine decides there */
+        bool near = half_mode == KILN_DT_UNDEFINED ? worst <= tol : cos >= 0.999 && worst <= 0.1;
+        const unsigned long long want_fed = 3, want_off = 2;
+        bool counts = ok && on.fp8_fed_inputs == want_fed && on.fp8_quant_passes == 0 && no.fp8_fed_inputs == 0 &&
+                      no.fp8_quant_passes == want_off;
+        bool good = ok && near && same == 0 && counts;
+        printf("%s %-28s max rel err %.3g cosine %.6f (tol %.1g); bit-identical to no feeds: %s; fed %llu passes %llu "
+               "(without feeds: %llu / %llu)\n", good ? "ok  " : "FAIL", name, worst, cos, tol, same == 0 ? "yes" : "NO",
+               on.fp8_fed_inputs, on.fp8_quant_passes, no.fp8_fed_inputs, no.fp8_quant_passes);
+        test_failures += !good;
+        if (d0)
+            kiln__dev_close(d0);
+    }
+    for (int o = 0; o < 4; o++) {
+        kiln__tensor_release(&ref[o]);
+        kiln__tensor_release(&got[o]);
+        kiln__tensor_release(&off[o]);
     }
     tg_free(&t);
 }
@@ -1365,6 +1562,18 @@ static kiln_status fp8_calib(kiln_model_t m, kiln_shapes_t shapes, char *dir, si
     return st;
 }
 
+/* An fp8 engine's FP8 layers read inputs their producers wrote in FP8 (feeds, the builder's marks): at least one in
+ * the last run (a CUDA graph replay: its capture's counts). */
+static const char *fp8_feed_counts(const model_run *r, const char *path)
+{
+    kiln_device_stats ds;
+    if (kiln_context_device_stats(r->gc, &ds) != KILN_OK)
+        return kiln_last_error();
+    printf("     %-28s FP8 layers' inputs: %llu fed by their producers, %llu quantized in passes of their own\n", path,
+           ds.fp8_fed_inputs, ds.fp8_quant_passes);
+    return ds.fp8_fed_inputs ? NULL : "no FP8 layer read a feed";
+}
+
 /* An fp8 engine on the GPU must be as accurate as the CPU's FP8 emulation: per output, its cosine to the
  * float32 engine's output (a CPU context on the same inputs) at most 1e-3 below the emulation's (cc's).
  * NULL when it is, else why not. */
@@ -1473,6 +1682,8 @@ static void model_case(const char *spec)
         why = kiln_last_error();
     if (!why)
         why = model_runs(&r, &h2d_first);
+    if (!why && fp8)
+        why = fp8_feed_counts(&r, path);
     if (!why && e32)
         why = fp8_accuracy(e32, r.e, r.in, r.nin, r.cc, r.gc, path);
     if (!why)
@@ -1600,6 +1811,7 @@ int main(int argc, char **argv)
         half_tol = h ? 1.6e-2 : 2e-3;
         printf("test_gpu: float activations held as %s (tol %.1g)\n", h ? "BF16" : "FP16", half_tol);
         layer_cases();
+        fp8_feed_case(half_tol);
         kiln__dev_close(dev);
         setenv("KILN_CUDA_FUSED_ATTN", "0", 1);
         if (kiln__dev_open(KILN_DEVICE_CUDA, 0, &dev) != KILN_OK) {

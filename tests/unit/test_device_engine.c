@@ -78,6 +78,49 @@ static int64_t check_fp8_layers(kiln_engine_t e, int *blobs)
     return elems;
 }
 
+/* The FP8 feeds (build/fp8_feed.c): every layer whose output an FP8 layer quantizes next, directly or through a
+ * Reshape, carries that layer's activation scale; no other layer does. tiny_bert (2 layers): each layer's two
+ * LayerNorms (Q / K / V, FFN1), its Attention (the output projection) and FFN1 (FFN2). */
+static float attr_f(const kiln_node *n, const char *name)
+{
+    for (int a = 0; a < n->n_attr; a++)
+        if (!strcmp(n->attrs[a].name, name) && n->attrs[a].type == KILN_ATTR_FLOAT)
+            return n->attrs[a].f;
+    return 0;
+}
+
+static float first_fp8_reader(const kiln_graph *g, int v)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kiln_node *c = &g->nodes[i];
+        if (c->n_in < 1 || c->in[0] != v)
+            continue;
+        if (c->op == KILN_OP_Reshape)
+            return first_fp8_reader(g, c->out[0]);
+        if (attr_f(c, KILN_ATTR_AQ_SCALE) > 0)
+            return attr_f(c, KILN_ATTR_AQ_SCALE);
+    }
+    return 0;
+}
+
+static void check_feeds(kiln_engine_t e, int want)
+{
+    const kiln_graph *g = e->g;
+    int feeds = 0, ln = 0, attn = 0, mm = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kiln_node *n = &g->nodes[i];
+        float f = attr_f(n, KILN_ATTR_FP8_FEED), want_s = n->op == KILN_OP_Reshape ? 0 : first_fp8_reader(g, n->out[0]);
+        CHECK_MSG(f == want_s, "%s (%s): feed scale %g, its first FP8 reader's %g", n->name, n->op_type, (double)f,
+                  (double)want_s);
+        feeds += f > 0;
+        ln += f > 0 && n->op == KILN_OP_LayerNormalization;
+        attn += f > 0 && n->op == KILN_OP_Attention;
+        mm += f > 0 && n->op == KILN_OP_FusedMatMul;
+    }
+    CHECK_MSG(feeds == want && (!want || (ln == 4 && attn == 2 && mm == 2)), "%d feeds (%d LayerNorm, %d Attention, "
+              "%d FusedMatMul), want %d", feeds, ln, attn, mm, want);
+}
+
 static void run_cpu(kiln_engine_t e, const kiln_tensor *in, kiln_tensor *out, int *nout)
 {
     kiln_context_t c = NULL;
@@ -117,6 +160,8 @@ int main(void)
     kiln_calib_options co = {.data_dir = dir, .method = KILN_CALIB_MINMAX};
     kiln_build_options b8 = {.no_tactics = true, .device = KILN_DEVICE_CUDA, .precision = "fp8", .calib = &co};
     CHECK_MSG(kiln_build(m, &b8, &e8) == KILN_OK && e8, "%s", kiln_last_error());
+    CHECK_MSG(b8.precision_report && strstr(b8.precision_report, "fp8 feeds: 8 layers"), "report: %s",
+              b8.precision_report ? b8.precision_report : "(none)");
     kiln_free(b8.precision_report);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -129,6 +174,8 @@ int main(void)
     for (int i = 0; i < e32->n_layers; i++)
         blobs32 += e32->layers[i].blob_size > 0;
     CHECK_MSG(blobs32 == 0, "%d layers of the float32 device engine have blobs", blobs32);
+    check_feeds(e32, 0);
+    check_feeds(e8, 8);
 
     /* the FP8 device engine: blobs for its FP8 layers only (the rest are float32 layers the GPU runs from the
      * model's weights), each FP8 weight stored as 1 byte an element + 64-byte aligned scale instead of 4 */

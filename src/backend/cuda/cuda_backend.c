@@ -639,6 +639,11 @@ static bool mod_reads_blob(kiln_backend *be, const kiln_node *n, const void *blo
 }
 
 static uint64_t mod_own_weight_bytes(kiln_backend *be) { return cu_of(be)->own_weight_bytes; }
+static void mod_fp8_counts(kiln_backend *be, unsigned long long *passes, unsigned long long *fed)
+{
+    *passes = cu_of(be)->fp8_passes;
+    *fed = cu_of(be)->fp8_fed;
+}
 
 static kiln_status cuda_buf_alloc(const kiln_backend *be, size_t size, kiln_buffer *buf)
 {
@@ -770,7 +775,7 @@ static kiln_status cuda_run(const kiln_backend *be, const kiln_layer *l, kiln_kc
     if (prof)
         cudaEventRecord(b->prof[0], b->stream);
     kiln_status st = run_forced(b, o, ctx);
-    cu_fp8_wrote(b, ctx);   /* also after a failure: the outputs may be half written */
+    cu_fp8_wrote(b, ctx, st);   /* also after a failure: the outputs may be half written */
     KILN_TRY(st);
     if (prof) {   /* developer tool: serializes the layers */
         float ms = 0;
@@ -927,6 +932,8 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
                                                                                           : KILN_DT_FLOAT16;
     const char *fa8 = getenv("KILN_CUDA_FP8_FAST_ACCUM");
     b->fp8_fast_accum = fa8 && !strcmp(fa8, "1");
+    const char *feed = getenv("KILN_CUDA_FP8_FEED");
+    b->fp8_feed = !(feed && !strcmp(feed, "0"));
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count <= o->device) {
@@ -1077,6 +1084,7 @@ static const kiln_devmod cuda_module = {
     .host_inputs = mod_host_inputs,
     .reads_blob = mod_reads_blob,
     .own_weight_bytes = mod_own_weight_bytes,
+    .fp8_counts = mod_fp8_counts,
     .accepts = mod_accepts,
     .alloc = mod_alloc,
     .free = mod_free,

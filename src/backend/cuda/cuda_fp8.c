@@ -75,21 +75,65 @@ static kiln_dtype fp8_out_sdt(const cu_be *b, const kiln_tensor *a)
 void cu_fp8_forget(cu_be *b)
 {
     cu_tmp_free(b, &b->fp8_act.q);   /* used in stream order only */
-    b->fp8_act.valid = false;
+    b->fp8_act.valid = b->fp8_act.fresh = b->fp8_act.feed = false;
 }
 
-void cu_fp8_wrote(cu_be *b, const kiln_kctx *ctx)
+static bool view_op(kiln_op op)
+{
+    return op == KILN_OP_Reshape || op == KILN_OP_Flatten || op == KILN_OP_Squeeze || op == KILN_OP_Unsqueeze ||
+           op == KILN_OP_Identity;
+}
+
+void cu_fp8_wrote(cu_be *b, const kiln_kctx *ctx, kiln_status st)
 {
     if (!b->fp8_act.valid)
         return;
+    if (st != KILN_OK) {
+        cu_fp8_forget(b);
+        return;
+    }
+    if (b->fp8_act.fresh) {   /* the feed this layer wrote with its output */
+        b->fp8_act.fresh = false;
+        return;
+    }
     const char *lo = b->fp8_act.src, *hi = lo + b->fp8_act.bytes;
+    const kiln_tensor *x = IN(0);
     for (int i = 0; i < ctx->n_out; i++) {
         const kiln_tensor *t = ctx->out[i];
+        if (i == 0 && t && x && view_op(ctx->node->op) && t->data == x->data && t->nbytes == x->nbytes)
+            continue;   /* the same bytes under new dims (copy_as): nothing written */
         if (t && t->data && t->nbytes && (const char *)t->data < hi && (const char *)t->data + t->nbytes > lo) {
             cu_fp8_forget(b);
             return;
         }
     }
+}
+
+uint8_t *cu_fp8_feed(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *y, float *scale)
+{
+    if (!b->fp8_feed || !y || !y->data || !y->nbytes)
+        return NULL;
+    float s = b->host->attr_f(ctx->node, KILN_ATTR_FP8_FEED, NAN);
+    if (!(s > 0 && isfinite(s)) || cu_fdt(cu_sdt(y)) < 0 || cu_is_nhwc(y))
+        return NULL;
+    cu_fp8_forget(b);
+    if (cu_tmp(b, &b->fp8_act.q, KILN_DT_UINT8, 1, (const int64_t[]){cu_numel(y)}) != KILN_OK) {
+        cu_fp8_forget(b);   /* the FP8 layers quantize it themselves */
+        return NULL;
+    }
+    *scale = s;
+    return b->fp8_act.q.data;
+}
+
+void cu_fp8_fed(cu_be *b, const kiln_tensor *y, float scale)
+{
+    b->fp8_act.valid = true;
+    b->fp8_act.feed = true;
+    b->fp8_act.fresh = true;
+    b->fp8_act.src = y->data;
+    b->fp8_act.bytes = (size_t)cu_numel(y) * cu_tes(y);
+    b->fp8_act.scale = scale;
+    b->fp8_act.fdt = cu_fdt(cu_sdt(y));
 }
 
 /* b->fp8_act.q: A (numel values) quantized with scale s, kept from an earlier FP8 layer when it read the same
@@ -99,9 +143,12 @@ static kiln_status fp8_act(cu_be *b, const kiln_tensor *A, int64_t numel, float 
 {
     const int fdt = cu_fdt(cu_sdt(A));
     if (b->fp8_act.valid && b->fp8_act.src == A->data && b->fp8_act.q.nbytes == (size_t)numel &&
-        b->fp8_act.scale == s && b->fp8_act.fdt == fdt)
+        b->fp8_act.scale == s && b->fp8_act.fdt == fdt) {
+        b->fp8_fed += b->fp8_act.feed;
         return KILN_OK;
+    }
     cu_fp8_forget(b);
+    b->fp8_passes++;
     KILN_TRY(cu_tmp(b, &b->fp8_act.q, KILN_DT_UINT8, 1, (const int64_t[]){numel}));
     kiln_status st = cu_check(b, cuk_fp8_quant(fdt, A->data, b->fp8_act.q.data, numel, s, b->stream),
                               "quantizing activations to FP8");
@@ -171,9 +218,16 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
         st = cu_gemm_c(b, ctx, IN(2), b->host->attr_f(n, "beta", 1.0f), sdt, y, &g);
     if (st == KILN_OK)
         st = cu_gemm_epi(b, ctx, 0, &g);
-    if (st == KILN_OK && act != CUK_IDENTITY && act != CUK_RELU)
-        st = cu_check(b, cuk_epilogue(cu_fdt(sdt), y->data, M * N, 1, 1, NULL, NULL, act, aa, ab, b->stream),
+    if (st == KILN_OK && act != CUK_IDENTITY && act != CUK_RELU) {
+        /* the input of the next FP8 layer (BERT's FFN2 reads FFN1's GELU) quantized in the same pass; the GEMM
+         * above has read this layer's own quantized input already (stream order) */
+        float fs = 0;
+        uint8_t *fq = cu_fp8_feed(b, ctx, y, &fs);
+        st = cu_check(b, cuk_epilogue_q(cu_fdt(sdt), y->data, M * N, 1, 1, NULL, NULL, act, aa, ab, fq, fs, b->stream),
                       "epilogue");
+        if (st == KILN_OK && fq)
+            cu_fp8_fed(b, y, fs);
+    }
     cu_part_mark(b, 4, 2, 2);
     cu_tmp_free(b, &rt);   /* used in stream order only */
     cu_tmp_free(b, &bt);

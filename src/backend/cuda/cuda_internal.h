@@ -28,6 +28,8 @@ typedef struct cu_be {
     kiln_dtype force_act;          /* KILN_CUDA_ACT=fp16|bf16: every float activation in that storage (tests) */
     kiln_dtype fp8_out;            /* KILN_CUDA_FP8_OUT=fp32|fp16|bf16: FP8 GEMMs' output storage (FP16) */
     bool fp8_fast_accum;           /* KILN_CUDA_FP8_FAST_ACCUM=1: cuBLASLt's FP8 fast accumulation */
+    bool fp8_feed;                 /* producers write FP8 layers' inputs beside their outputs (KILN_CUDA_FP8_FEED=0:
+                                    * off) */
     int nhwc;                      /* half 2-D convolutions channels-last from this batch size on (KILN_CUDA_NHWC) */
     bool profile;                  /* KILN_CUDA_PROFILE=1: per-op GPU time, printed to stderr at the end */
     cudaEvent_t prof[2];
@@ -69,12 +71,15 @@ typedef struct cu_be {
      * output overlaps that data or anything else writes device memory (copies, graphs): cu_fp8_forget */
     struct {
         bool valid;
+        bool fresh;                /* written by the layer now running beside its own output (a feed) */
         const void *src;
         size_t bytes;              /* of src */
         float scale;
         int fdt;
+        bool feed;                 /* written by its producer (cu_fp8_fed), not by an FP8 layer */
         kiln_tensor q;             /* E4M3, numel bytes (scratch of this instance) */
     } fp8_act;
+    unsigned long long fp8_passes, fp8_fed;   /* kiln_devmod.fp8_counts */
     struct cu_cg **cg;             /* plans per configuration */
     int n_cg, cap_cg;
     /* device time of the last CUDA graph launch (events around it, cuda_graph.c) */
@@ -189,10 +194,17 @@ bool cu_fp8_layer(const cu_be *b, const kiln_node *n, float *ascale);
 bool cu_fp8_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in);
 bool cu_fp8_reads_blob(const cu_be *b, const kiln_node *n, const void *blob, size_t size);
 kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx);
-/* Drop the kept quantized activations (see cu_be.fp8_act); cu_fp8_wrote: after a layer, when one of its
- * outputs overlaps their source */
+/* Drop the kept quantized activations (see cu_be.fp8_act); cu_fp8_wrote: after a layer (st its result), when it
+ * failed or one of its outputs overlaps their source (a view of it, a shape op's output on the same data, is not a
+ * write; nor is the feed the layer wrote beside its output) */
 void cu_fp8_forget(cu_be *b);
-void cu_fp8_wrote(cu_be *b, const kiln_kctx *ctx);
+void cu_fp8_wrote(cu_be *b, const kiln_kctx *ctx, kiln_status st);
+/* Feeds: a layer whose output an FP8 layer quantizes next (the builder's KILN_ATTR_FP8_FEED, its scale) writes the
+ * E4M3 copy in its own kernel. cu_fp8_feed: the buffer for the copy of output y (numel bytes) and its scale, or NULL
+ * (no feed: off, not marked, y not float storage, no memory); after queuing the kernel that writes it,
+ * cu_fp8_fed makes it the kept quantized activation of y (the FP8 layers reading y find it). */
+uint8_t *cu_fp8_feed(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *y, float *scale);
+void cu_fp8_fed(cu_be *b, const kiln_tensor *y, float scale);
 /* 4-bit weight-only layers (cuda_fp4.c): NVFP4 / MXFP4 / INT4 weights with FP16 activations (*fmt: enum
  * cuk_qfmt); whether the engine's CPU blob of such a layer is one this module runs from. */
 bool cu_fp4_layer(const cu_be *b, const kiln_node *n, int *fmt);

@@ -10,7 +10,7 @@
 #include "../backend.h"
 #include "../../ir/fused.h"
 
-#define KILN_DEVMOD_ABI 6u   /* 6: host service attn_perm */
+#define KILN_DEVMOD_ABI 7u   /* 7: fp8_counts */
 #define KILN_DEVMOD_ENTRY "kiln_devmod_entry"
 
 /* A tensor whose data is device memory. Always set together with KILN_TENSOR_BORROWED, so that
@@ -102,6 +102,9 @@ typedef struct kiln_devmod {
     /* Bytes of device memory holding weights in forms of this instance's own (FP8 / 4-bit weights,
      * channels-last filter copies, converted biases), beyond the shared copies of the graph's weights. */
     uint64_t (*own_weight_bytes)(kiln_backend *be);
+    /* Since the instance was created: FP8 layers' activation quantizations run as passes of their own, and FP8
+     * layers whose input the producing layer had written in FP8 beside its output (feeds, docs/CUDA.md). */
+    void (*fp8_counts)(kiln_backend *be, unsigned long long *passes, unsigned long long *fed);
 } kiln_devmod;
 
 typedef const kiln_devmod *(*kiln_devmod_entry_fn)(void);

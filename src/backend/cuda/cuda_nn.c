@@ -134,9 +134,13 @@ static kiln_status layernorm_run(cu_be *b, kiln_kctx *ctx, const kiln_tensor *x,
 {
     KILN_TRY(cu_out_like(b, ctx, 0, x, x->ndim, x->dims));
     kiln_tensor *y = ctx->out[0];
-    float eps = b->host->attr_f(ctx->node, "epsilon", 1e-5f);
-    return cu_check(b, cuk_layernorm(fdt, x->data, sc->data, bias ? bias->data : NULL, y->data, rows, cols, eps,
-                                     b->stream), "layernorm");
+    float eps = b->host->attr_f(ctx->node, "epsilon", 1e-5f), fs = 0;
+    uint8_t *fq = cu_fp8_feed(b, ctx, y, &fs);   /* BERT: the next Q / K / V or FFN1 FP8 GEMMs' input */
+    kiln_status st = cu_check(b, cuk_layernorm(fdt, x->data, sc->data, bias ? bias->data : NULL, y->data, rows, cols,
+                                               eps, fq, fs, b->stream), "layernorm");
+    if (st == KILN_OK && fq)
+        cu_fp8_fed(b, y, fs);
+    return st;
 }
 
 static bool acc_layernorm(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)

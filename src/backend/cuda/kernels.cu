@@ -616,7 +616,7 @@ template <typename T> __device__ __forceinline__ void ld8(const T *p, float *f)
     for (int k = 0; k < 8; k++)
         f[k] = ldf(h, k);
 }
-template <typename T> __device__ __forceinline__ void st8(T *p, const float *f)
+template <typename T> __device__ __forceinline__ uint4 st8(T *p, const float *f)
 {
     uint4 u;
     T *h = (T *)&u;
@@ -624,6 +624,7 @@ template <typename T> __device__ __forceinline__ void st8(T *p, const float *f)
     for (int k = 0; k < 8; k++)
         stf(h, k, f[k]);
     *(uint4 *)p = u;
+    return u;   // the values as stored
 }
 
 // k_softmax_warp over 16-byte chunks. Every lane joins the shuffles (rows past the end compute the last row
@@ -680,9 +681,10 @@ __global__ void k_softmax_vec(const T *x, T *y, int64_t rows, int cols, float sc
 
 // GV: scale and bias (float32) read as 16-byte vectors together with the row, before the reductions (their
 // latency hidden behind the row's; H200, 16384 x 768 FP16: 34.4 -> 26.5 us); else one value at a time after them.
+// fq (may be NULL): also the E4M3 bytes of y as stored, with scale qs (an FP8 layer's input, cuda_fp8.c "feeds").
 template <typename T, int CH, bool GV>
 __global__ void k_layernorm_vec(const T *x, const float *scale, const float *bias, T *y, int64_t rows, int cols,
-                                float eps)
+                                float eps, uint8_t *fq, float qs)
 {
     int lane = threadIdx.x & 31;
     int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
@@ -728,7 +730,9 @@ __global__ void k_layernorm_vec(const T *x, const float *scale, const float *bia
                 float t = (v[j][k] - mean) * inv * (GV ? g[GV ? j : 0][k] : scale[c + k]);
                 v[j][k] = bias ? t + (GV ? bb[GV ? j : 0][k] : bias[c + k]) : t;
             }
-            st8(y + row * cols + c, v[j]);
+            const uint4 u = st8(y + row * cols + c, v[j]);
+            if (fq)
+                stq<T, 8>(fq + row * cols + c, (const T *)&u, qs);
         }
     }
 }
@@ -757,23 +761,26 @@ static void softmax_vec(const T *x, T *y, int64_t rows, int cols, float scale, c
     else go(k_softmax_vec<T, 32, 4>, 32);
 }
 
-template <typename T>
-static void layernorm_vec(const T *x, const float *scale, const float *bias, T *y, int64_t rows, int cols, float eps,
-                          cudaStream_t s)
+template <typename T, bool GV>
+static void layernorm_vec_gv(const T *x, const float *scale, const float *bias, T *y, int64_t rows, int cols,
+                             float eps, uint8_t *q, float qs, cudaStream_t s)
 {
     unsigned g = (unsigned)((rows * 32 + 255) / 256);
     int chunks = cols / 8;
-    if (((uintptr_t)scale | (uintptr_t)bias) % 16 == 0) {
-        if (chunks <= 32) k_layernorm_vec<T, 1, true><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
-        else if (chunks <= 64) k_layernorm_vec<T, 2, true><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
-        else if (chunks <= 96) k_layernorm_vec<T, 3, true><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
-        else k_layernorm_vec<T, 4, true><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
-        return;
-    }
-    if (chunks <= 32) k_layernorm_vec<T, 1, false><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
-    else if (chunks <= 64) k_layernorm_vec<T, 2, false><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
-    else if (chunks <= 96) k_layernorm_vec<T, 3, false><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
-    else k_layernorm_vec<T, 4, false><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps);
+    if (chunks <= 32) k_layernorm_vec<T, 1, GV><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps, q, qs);
+    else if (chunks <= 64) k_layernorm_vec<T, 2, GV><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps, q, qs);
+    else if (chunks <= 96) k_layernorm_vec<T, 3, GV><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps, q, qs);
+    else k_layernorm_vec<T, 4, GV><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps, q, qs);
+}
+
+template <typename T>
+static void layernorm_vec(const T *x, const float *scale, const float *bias, T *y, int64_t rows, int cols, float eps,
+                          uint8_t *q, float qs, cudaStream_t s)
+{
+    if (((uintptr_t)scale | (uintptr_t)bias) % 16 == 0)
+        layernorm_vec_gv<T, true>(x, scale, bias, y, rows, cols, eps, q, qs, s);
+    else
+        layernorm_vec_gv<T, false>(x, scale, bias, y, rows, cols, eps, q, qs, s);
 }
 
 template <typename T> static void softmax_rows(const T *x, T *y, int64_t rows, int64_t cols, cudaStream_t s)
@@ -903,25 +910,32 @@ __global__ void k_layernorm(const T *x, const float *scale, const float *bias, T
     }
 }
 
+// true when q was written too (the 16-byte rows kernel), else the caller quantizes y
 template <typename T>
-static void layernorm(const T *x, const float *scale, const float *bias, T *y, int64_t rows, int64_t cols, float eps,
-                      cudaStream_t s)
+static bool layernorm(const T *x, const float *scale, const float *bias, T *y, int64_t rows, int64_t cols, float eps,
+                      uint8_t *q, float qs, cudaStream_t s)
 {
-    if (vec_rows<T>(x, y, rows, cols)) {
-        layernorm_vec<T>(x, scale, bias, y, rows, (int)cols, eps, s);
-        return;
+    if (vec_rows<T>(x, y, rows, cols) && (!q || (uintptr_t)q % 8 == 0)) {
+        layernorm_vec<T>(x, scale, bias, y, rows, (int)cols, eps, q, qs, s);
+        return true;
     }
     if (cols > 0 && cols <= 1024 && warp_rows_fit(rows) &&
         WARP_ROWS(k_layernorm_warp, T, rows, cols, s, x, scale, bias, y, rows, (int)cols, eps))
-        return;
+        return false;
     if (rows > 0 && cols > 0)
         k_layernorm<T><<<(unsigned)rows, row_threads(cols), 0, s>>>(x, scale, bias, y, cols, eps);
+    return false;
 }
 
 extern "C" cudaError_t cuk_layernorm(int fdt, const void *x, const float *scale, const float *bias, void *y,
-                                     int64_t rows, int64_t cols, float eps, cudaStream_t s)
+                                     int64_t rows, int64_t cols, float eps, uint8_t *q, float qs, cudaStream_t s)
 {
-    FDT_DISPATCH(fdt, layernorm<T>((const T *)x, scale, bias, (T *)y, rows, cols, eps, s));
+    bool fed = false;
+    FDT_DISPATCH(fdt, fed = layernorm<T>((const T *)x, scale, bias, (T *)y, rows, cols, eps, q, qs, s));
+    if (q && !fed && rows * cols > 0) {
+        cudaError_t e = cudaGetLastError();
+        return e != cudaSuccess ? e : cuk_fp8_quant(fdt, y, q, rows * cols, qs, s);
+    }
     return cudaGetLastError();
 }
 
@@ -1090,9 +1104,10 @@ __global__ void k_epilogue(T *y, int64_t n, int64_t channels, int64_t inner, con
 
 // k_epilogue over vectors of V elements that share one bias value (inner % V == 0) or take V consecutive ones
 // (inner == 1, channels % V == 0)
+// q (may be NULL): also the E4M3 bytes of y as stored, with scale qs (an FP8 layer's input, cuda_fp8.c "feeds").
 template <typename T, int ACT>
 __global__ void k_epilogue_v(T *y, int64_t nv, int64_t channels, int64_t inner, const float *bias, const T *res,
-                             int act, float a, float b)
+                             int act, float a, float b, uint8_t *q, float qs)
 {
     constexpr int V = vw<T>::N;
     GRID_LOOP(i, nv) {
@@ -1127,29 +1142,39 @@ __global__ void k_epilogue_v(T *y, int64_t nv, int64_t channels, int64_t inner, 
         for (int k = 0; k < V; k++)
             stf(h, k, act_apply(ACT < 0 ? act : ACT, v[k], a, b));
         ((uint4 *)y)[i] = u;
+        if (q)
+            stq<T, V>(q + i * V, h, qs);
     }
 }
 
 template <typename T>
 static bool epilogue_vec(void *y, int64_t n, int64_t channels, int64_t inner, const float *bias, const void *res,
-                         int act, float alpha, float beta, cudaStream_t s)
+                         int act, float alpha, float beta, uint8_t *q, float qs, cudaStream_t s)
 {
     const int64_t V = vw<T>::N;
-    if (n % V || !aligned16(y) || (res && !aligned16(res)) ||
+    if (n % V || !aligned16(y) || (res && !aligned16(res)) || (q && (uintptr_t)q % V) ||
         (bias && !(inner % V == 0 || (inner == 1 && channels % V == 0))))
         return false;
-    ACT_DISPATCH(k_epilogue_v, act, n / V, (T *)y, n / V, channels, inner, bias, (const T *)res, act, alpha, beta);
+    ACT_DISPATCH(k_epilogue_v, act, n / V, (T *)y, n / V, channels, inner, bias, (const T *)res, act, alpha, beta, q,
+                 qs);
     return true;
 }
 
 extern "C" cudaError_t cuk_epilogue(int fdt, void *y, int64_t n, int64_t channels, int64_t inner, const float *bias,
                                     const void *res, int act, float alpha, float beta, cudaStream_t s)
 {
+    return cuk_epilogue_q(fdt, y, n, channels, inner, bias, res, act, alpha, beta, NULL, 0.f, s);
+}
+
+extern "C" cudaError_t cuk_epilogue_q(int fdt, void *y, int64_t n, int64_t channels, int64_t inner,
+                                      const float *bias, const void *res, int act, float alpha, float beta,
+                                      uint8_t *q, float qs, cudaStream_t s)
+{
     channels = channels > 0 ? channels : 1;
     inner = inner > 0 ? inner : 1;
     bool done = false;
     if (n > 0)
-        FDT_DISPATCH(fdt, done = epilogue_vec<T>(y, n, channels, inner, bias, res, act, alpha, beta, s));
+        FDT_DISPATCH(fdt, done = epilogue_vec<T>(y, n, channels, inner, bias, res, act, alpha, beta, q, qs, s));
     if (done || n <= 0)
         return cudaGetLastError();
     if (small_index(n))
@@ -1158,7 +1183,8 @@ extern "C" cudaError_t cuk_epilogue(int fdt, void *y, int64_t n, int64_t channel
     else
         FDT_DISPATCH(fdt, k_epilogue<T, uint64_t><<<grid_for(n), THREADS, 0, s>>>((T *)y, n, channels, inner, bias,
                                                                                   (const T *)res, act, alpha, beta));
-    return cudaGetLastError();
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess && q ? cuk_fp8_quant(fdt, y, q, n, qs, s) : e;
 }
 
 template <typename T> __global__ void k_fill(T *y, int64_t n, float v)

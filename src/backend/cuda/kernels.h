@@ -89,8 +89,9 @@ int cuk_fp4_gemm_splits(int64_t M, int64_t N, int64_t K);
 /* True when cuk_attn_softmax needs no ws (rows x cols float32 scratch) for these sizes. */
 bool cuk_attn_softmax_fits(int64_t rows, int64_t cols);
 /* LayerNorm over cols: y = (x - mean) / sqrt(var + eps) * scale + bias (bias may be NULL). */
+/* q (may be NULL): the E4M3 bytes of y as stored too, scale qs (cuk_fp8_quant's rounding; cuda_fp8.c "feeds") */
 cudaError_t cuk_layernorm(int fdt, const void *x, const float *scale, const float *bias, void *y, int64_t rows,
-                          int64_t cols, float eps, cudaStream_t s);
+                          int64_t cols, float eps, uint8_t *q, float qs, cudaStream_t s);
 /* 2-D pooling over NCHW planes (nc planes of h x w). kind 0 max, 1 average. */
 typedef struct cuk_pool {
     int kind;
@@ -107,6 +108,9 @@ cudaError_t cuk_global_avgpool_nhwc(int fdt, const void *x, void *y, int64_t n, 
 /* y = act(y + bias[(i / inner) % channels] + res[i]) for n elements; bias / res may be NULL. */
 cudaError_t cuk_epilogue(int fdt, void *y, int64_t n, int64_t channels, int64_t inner, const float *bias,
                          const void *res, int act, float alpha, float beta, cudaStream_t s);
+/* cuk_epilogue, and q (may be NULL): the E4M3 bytes of y as stored, scale qs (as cuk_layernorm's q) */
+cudaError_t cuk_epilogue_q(int fdt, void *y, int64_t n, int64_t channels, int64_t inner, const float *bias,
+                           const void *res, int act, float alpha, float beta, uint8_t *q, float qs, cudaStream_t s);
 cudaError_t cuk_fill(int fdt, void *y, int64_t n, float v, cudaStream_t s);
 /* FP8 E4M3 (kernels_fp8.cu; the CPU emulation's rounding: RNE, saturating to +-448): activations
  * q = e4m3(x / scale) for n elements in storage fdt. */

@@ -4,6 +4,7 @@
 #include "kernels.h"
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <math.h>
 #include <string.h>
 
@@ -14,6 +15,42 @@ __device__ __forceinline__ float ldf(const __nv_bfloat16 *p, int64_t i) { return
 __device__ __forceinline__ void stf(float *p, int64_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void stf(__half *p, int64_t i, float v) { p[i] = __float2half_rn(v); }
 __device__ __forceinline__ void stf(__nv_bfloat16 *p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+// FP8 E4M3 with scale s: the CPU emulation's rounding (core/numfmt: q = e4m3(v / s), an IEEE division, round to
+// nearest even, saturating to +-448, NaN -> NaN). Producers that write an FP8 layer's input beside their own output
+// (cuda_fp8.c, "feeds") quantize the value as stored, so the bytes equal a separate pass over the output.
+__device__ __forceinline__ uint8_t to_e4m3_div(float v, float s)
+{
+    return (uint8_t)__nv_cvt_float_to_fp8(__fdiv_rn(v, s), __NV_SATFINITE, __NV_E4M3);
+}
+// The same bytes without the division's cost in the common case (inv: 1 / s, rounded): r = v * inv is within
+// 2^-23 |v / s| of the exact quotient, so within 3 ulps of r on either side lie both the exact quotient and its
+// IEEE rounding; E4M3 rounding (saturating) is monotonic, so where r - 3 ulps and r + 3 ulps give one byte, that is
+// the byte of the IEEE quotient. Else (near an E4M3 rounding midpoint, NaN, infinities, crossing zero) it divides.
+// r == 0 (v zero, or v / s far below E4M3's smallest subnormal): a zero of v's sign either way.
+__device__ __forceinline__ uint8_t to_e4m3(float v, float s, float inv)
+{
+    const float r = v * inv;
+    const int b = __float_as_int(r);
+    const __nv_fp8x2_storage_t two =
+        __nv_cvt_float2_to_fp8x2(make_float2(__int_as_float(b - 3), __int_as_float(b + 3)), __NV_SATFINITE, __NV_E4M3);
+    if ((two & 0xff) == (two >> 8) || r == 0.f)
+        return r == 0.f ? (uint8_t)__nv_cvt_float_to_fp8(r, __NV_SATFINITE, __NV_E4M3) : (uint8_t)(two & 0xff);
+    return to_e4m3_div(v, s);
+}
+// The E4M3 bytes of n (4 or 8) stored values h into q (n-byte aligned).
+template <typename T, int N> __device__ __forceinline__ void stq(uint8_t *q, const T *h, float s)
+{
+    const float inv = 1.0f / s;
+    uint8_t o[N];
+#pragma unroll
+    for (int k = 0; k < N; k++)
+        o[k] = to_e4m3(ldf(h, k), s, inv);
+    if constexpr (N == 8)
+        *(uint2 *)q = *(const uint2 *)o;
+    else
+        *(uint32_t *)q = *(const uint32_t *)o;
+}
 
 // Reductions over G consecutive lanes (G a power of two dividing 32; every lane of the warp takes part), and
 // over the whole warp.

@@ -2,21 +2,16 @@
 // emulation (core/numfmt: q = e4m3(x / s), round to nearest even, saturating to +-448, NaN -> NaN). The layers'
 // weights come quantized by the CPU backend (its KILN_PREP_LOWBIT_W blob, backend/lowbit_blob.h).
 #include "kernels_common.cuh"
-#include <cuda_fp8.h>
-
-__device__ __forceinline__ uint8_t to_e4m3(float v, float s)
-{
-    return (uint8_t)__nv_cvt_float_to_fp8(__fdiv_rn(v, s), __NV_SATFINITE, __NV_E4M3);
-}
 
 // 8 elements per thread: 16- (or 2 x 16-) byte loads, one 8-byte store; vec only when n % 8 == 0 and the
-// pointers are aligned, else one element per thread.
+// pointers are aligned, else one element per thread. The IEEE division here: this pass is memory-bound with it
+// (H200, 16384 x 768 FP16: 10.8 us, 14.5 with to_e4m3's bracket), the producers' feeds are not (to_e4m3).
 template <typename T> __global__ void k_quant_act(const T *x, uint8_t *q, int64_t n, float s, bool vec)
 {
     int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (!vec) {
         if (i < n)
-            q[i] = to_e4m3(ldf(x, i), s);
+            q[i] = to_e4m3_div(ldf(x, i), s);
         return;
     }
     if (i * 8 >= n)
@@ -31,7 +26,7 @@ template <typename T> __global__ void k_quant_act(const T *x, uint8_t *q, int64_
     uint8_t o[8];
 #pragma unroll
     for (int k = 0; k < 8; k++)
-        o[k] = to_e4m3(ldf(v, k), s);
+        o[k] = to_e4m3_div(ldf(v, k), s);
     ((uint2 *)q)[i] = *(const uint2 *)o;
 }
 
