@@ -182,6 +182,12 @@ static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int 
                                 sbuf *rep)
 {
     int kept[2] = {-1, -1};   /* int8: the first and last weight layers, requested fp32 */
+    /* what keeping the first and last weight layers in higher precision means: fp32 on the CPU; fp16 in a
+     * --device cuda build, where the layers between the low-bit ones hold FP16 anyway and an fp32 GEMM runs without
+     * tensor cores (TF32 off: BERT-base FP8 b128 on the H200 spent ~0.5 ms a run in its first layer's fp32 GEMM,
+     * docs/CUDA.md). Attention's MatMuls stay fp32 requests (no fp16 pattern for two computed operands; the GPU
+     * runs the fused Attention in the half storage of its inputs) */
+    const int keep_p = o && o->device == KILN_DEVICE_CUDA ? P_FP16 : P_FP32;
     if (global != P_FP32) {
         int first = -1, last = -1;
         for (int i = 0; i < g->n_nodes; i++)
@@ -197,7 +203,7 @@ static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int 
             if (!is_weight_layer(g, &g->nodes[i]))
                 continue;
             bool keep = quantized(global) && (i == first || i == last);
-            KILN_TRY(kiln__node_set_attr_s(&g->nodes[i], REQ_ATTR, prec_names[keep ? P_FP32 : global]));
+            KILN_TRY(kiln__node_set_attr_s(&g->nodes[i], REQ_ATTR, prec_names[keep ? keep_p : global]));
         }
         if (quantized(global))
             kept[0] = first, kept[1] = last;
@@ -238,8 +244,8 @@ static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int 
             sb_printf(rep, "kept in fp32: %s (%s, both operands computed: attention scores or their weighting)\n",
                       node_label(&g->nodes[i]), g->nodes[i].op_type);
     for (int k = 0; k < 2; k++)   /* said once the rules are applied: a rule may lower them after all */
-        if (kept[k] >= 0 && (k == 0 || kept[1] != kept[0]) && req_of(&g->nodes[kept[k]]) == P_FP32)
-            sb_printf(rep, "kept in fp32: %s (%s, the %s layer; override with --layer-precision)\n",
+        if (kept[k] >= 0 && (k == 0 || kept[1] != kept[0]) && req_of(&g->nodes[kept[k]]) == keep_p)
+            sb_printf(rep, "kept in %s: %s (%s, the %s layer; override with --layer-precision)\n", prec_names[keep_p],
                       node_label(&g->nodes[kept[k]]), g->nodes[kept[k]].op_type, k == 0 ? "first" : "last");
     return KILN_OK;
 }

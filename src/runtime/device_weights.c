@@ -108,8 +108,10 @@ kiln_status kiln__dev_weight(kiln_dev *d, const kiln_graph *g, int v, const kiln
         s->mod->shared_free(s->w[v].data);
         memset(&s->w[v], 0, sizeof s->w[v]);
     }
-    if (!s->w[v].data && (st = kiln__dev_upload(d, h, &s->w[v], true)) == KILN_OK)
+    if (!s->w[v].data && (st = kiln__dev_upload(d, h, &s->w[v], true)) == KILN_OK) {
         s->src[v] = h->data;
+        s->w[v].flags |= KILN_TENSOR_DEV_WEIGHT;
+    }
     pthread_mutex_unlock(&s->lock);
     *out = &s->w[v];
     return st;

@@ -213,7 +213,8 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
     gemm_args g = {.tb = true, .ty = cu_cuda_ty(sdt), .fp8 = true, .b_scale = (const float *)(w->dev + w->L.off_t),
                    .M = M, .N = N, .K = K, .A = xq->data, .B = w->dev, .Y = y->data, .C = r2 ? r2->data : NULL,
                    .lda = K, .ldb = K, .ldy = N, .alpha = alpha * as, .beta = r2 ? 1.0f : 0.0f,
-                   .bias = b2 ? b2->data : NULL, .relu = act == CUK_RELU, .batch = 1};
+                   .bias = b2 ? b2->data : NULL, .bias_w = b2 && (b2->flags & KILN_TENSOR_DEV_WEIGHT),
+                   .relu = act == CUK_RELU, .batch = 1};
     if (st == KILN_OK && gemm)
         st = cu_gemm_c(b, ctx, IN(2), b->host->attr_f(n, "beta", 1.0f), sdt, y, &g);
     if (st == KILN_OK)

@@ -217,10 +217,48 @@ static kiln_dtype kiln_ty(cudaDataType_t ty)
     return ty == CUDA_R_16F ? KILN_DT_FLOAT16 : ty == CUDA_R_16BF ? KILN_DT_BFLOAT16 : KILN_DT_FLOAT32;
 }
 
+/* A weight bias converted to the GEMM's output type, kept per layer (slot + 300) for the bias pointer and the
+ * weights' generation: made once, not a conversion kernel per run (BERT-base: 72 a run). */
+typedef struct bias_copy {
+    void *p;
+} bias_copy;
+
+static void bias_copy_free(void *st)
+{
+    bias_copy *c = st;
+    if (c->p)
+        cudaFree(c->p);
+    free(c);
+}
+
+static kiln_status kept_bias(cu_be *b, const kiln_kctx *ctx, int slot, const gemm_args *g, const void **out)
+{
+    int64_t key[5] = {slot + 300, (int64_t)(intptr_t)g->bias, g->ty, g->N, (int64_t)cu_weights_gen()};
+    bias_copy *c = cu_state_get(b, ctx->node, key, 5);
+    *out = c ? c->p : NULL;
+    if (c || b->capturing)   /* none made while capturing a CUDA graph: the caller converts for the call */
+        return KILN_OK;
+    c = calloc(1, sizeof *c);
+    if (!c)
+        return cu_err(b, KILN_ERR_NOMEM, "out of memory");
+    size_t bytes = (size_t)g->N * cu_es(kiln_ty(g->ty));
+    kiln_status st = cu_check(b, cudaMalloc(&c->p, bytes ? bytes : 1), "allocating a converted bias");
+    if (st == KILN_OK)
+        st = cu_check(b, cuk_cast(KILN_DT_FLOAT32, g->bias, (int)kiln_ty(g->ty), c->p, g->N, b->stream),
+                      "converting a bias");
+    if (st == KILN_OK)
+        st = cu_state_put(b, ctx->node, key, 5, c, bias_copy_free);
+    else
+        bias_copy_free(c);
+    if (st == KILN_OK)
+        *out = c->p;
+    return st;
+}
+
 /* gemm() with its bias / ReLU epilogue. With half operands cuBLASLt's bias epilogue wants the bias in
- * the operands' type: the float32 bias is converted for the call (N values); FP8 GEMMs take it in the
- * output's type; where cuBLASLt still has no algorithm, the GEMM runs plain and kiln's epilogue kernel
- * adds the float32 bias and ReLU. */
+ * the operands' type: the float32 bias is converted (N values: once for a weight, kept_bias, else for the
+ * call); FP8 GEMMs take it in the output's type; where cuBLASLt still has no algorithm, the GEMM runs plain
+ * and kiln's epilogue kernel adds the float32 bias and ReLU. */
 kiln_status cu_gemm_epi(cu_be *b, const kiln_kctx *ctx, int slot, const gemm_args *g)
 {
     if ((g->ty == CUDA_R_32F && !g->fp8) || (!g->bias && !g->relu))
@@ -231,15 +269,23 @@ kiln_status cu_gemm_epi(cu_be *b, const kiln_kctx *ctx, int slot, const gemm_arg
         kiln_tensor bf = {.dtype = KILN_DT_FLOAT32, .ndim = 1, .dims = {g->N}, .data = (void *)g->bias,
                           .nbytes = (size_t)g->N * 4, .flags = KILN_TENSOR_BORROWED | KILN_TENSOR_ON_DEVICE};
         kiln_tensor tmp;
+        memset(&tmp, 0, sizeof tmp);
         const kiln_tensor *bh = NULL;
         gemm_args p = *g;
-        kiln_status st = g->bias ? cu_as(b, &bf, kiln_ty(g->ty), &tmp, &bh) : KILN_OK;
-        if (g->bias && st == KILN_OK)
-            p.bias = bh->data;
+        kiln_status st = KILN_OK;
+        const void *kb = NULL;
+        if (g->bias && g->bias_w && kiln_ty(g->ty) != KILN_DT_FLOAT32)
+            st = kept_bias(b, ctx, slot, g, &kb);
+        if (kb) {
+            p.bias = kb;
+        } else if (g->bias && st == KILN_OK) {
+            st = cu_as(b, &bf, kiln_ty(g->ty), &tmp, &bh);
+            if (st == KILN_OK)
+                p.bias = bh->data;
+        }
         if (st == KILN_OK)
             st = gemm(b, ctx, slot, &p);
-        if (g->bias)
-            cu_tmp_free(b, &tmp);   /* used in stream order only */
+        cu_tmp_free(b, &tmp);   /* used in stream order only */
         if (st != KILN_ERR_UNSUPPORTED)
             return st;
         KILN_TRY(cu_state_put(b, ctx->node, key, 17, calloc(1, 1), free));
@@ -386,7 +432,8 @@ static bool acc_matmul(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor
 
 /* Y = A @ B (+ bias, + R, act) for the batch layout of m */
 static kiln_status matmul_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const kiln_tensor *A, const kiln_tensor *B,
-                              const mm_shape *m, const float *bias, const void *res, int act, float aa, float ab)
+                              const mm_shape *m, const kiln_tensor *bias, const void *res, int act, float aa,
+                              float ab)
 {
     KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, m->nd, m->dims));
     kiln_tensor *y = ctx->out[0];
@@ -394,7 +441,8 @@ static kiln_status matmul_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const ki
         return KILN_OK;
     size_t es = cu_es(sdt);
     gemm_args g = {.ty = cu_cuda_ty(sdt), .M = m->M, .N = m->N, .K = m->K, .A = A->data, .B = B->data, .Y = y->data, .C = res, .lda = m->K,
-                   .ldb = m->N, .ldy = m->N, .alpha = 1.0f, .beta = res ? 1.0f : 0.0f, .bias = bias,
+                   .ldb = m->N, .ldy = m->N, .alpha = 1.0f, .beta = res ? 1.0f : 0.0f,
+                   .bias = bias ? bias->data : NULL, .bias_w = bias && (bias->flags & KILN_TENSOR_DEV_WEIGHT),
                    .relu = act == CUK_RELU, .batch = 1};
     bool a_full = true, b_full = true, b_none = true;
     for (int d = 0; d < m->nb; d++) {
@@ -459,7 +507,7 @@ static kiln_status k_matmul(cu_be *b, kiln_kctx *ctx)
     const kiln_tensor *o[4];
     kiln_status st = gemm_ops(b, ctx, sdt, fused ? 2 : 0, fused ? 3 : 0, tmp, o);
     if (st == KILN_OK)
-        st = matmul_run(b, ctx, sdt, o[0], o[1], &m, o[2] ? o[2]->data : NULL, o[3] ? o[3]->data : NULL, act, aa, ab);
+        st = matmul_run(b, ctx, sdt, o[0], o[1], &m, o[2], o[3] ? o[3]->data : NULL, act, aa, ab);
     free_ops(b, tmp);
     return st;
 }

@@ -16,6 +16,7 @@ typedef struct gemm_args {
     int64_t lda, ldb, ldy;
     float alpha, beta;
     const float *bias;        /* [N] or NULL */
+    bool bias_w;              /* bias is a weight (KILN_TENSOR_DEV_WEIGHT): its converted copy is kept */
     bool relu;
     int64_t batch, sa, sb, sy;   /* strided batch (batch 1: strides unused) */
 } gemm_args;

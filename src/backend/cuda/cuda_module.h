@@ -25,6 +25,10 @@
 /* A 4-D device tensor whose dims say NCHW but whose data the module holds channels-last (NHWC):
  * copies to the host go through kiln_devmod.canonical first. */
 #define KILN_TENSOR_DEV_NHWC (1u << 11)
+/* The device copy of one of the graph's weights (the runtime's shared copies): its data stay as they are while the
+ * weights are bound, so the module may keep forms derived from it (a converted bias), checked against its pointer
+ * and the weights' generation (freeing shared memory bumps it). */
+#define KILN_TENSOR_DEV_WEIGHT (1u << 12)
 
 /* What libkiln provides the module (filled by the runtime). */
 typedef struct kiln_devmod_host {
