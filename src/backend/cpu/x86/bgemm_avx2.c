@@ -16,7 +16,7 @@
 #include <immintrin.h>
 
 #define TAVX2 __attribute__((target("avx2,fma")))
-#define KC2 256   /* k pairs of A widened at a time: 8 rows x 512 floats = 16 KiB */
+#define KC2 128   /* k pairs of A widened at a time: 8 rows x 256 floats = 8 KiB */
 #define SW 48     /* columns of a strip (KILN_QGEMM_STRIP) */
 
 /* sums[r][8 v0 ..) += rows r < 4 (ar[r], float32, 2 per k pair) x vectors bv[0 .. NV) (8 columns
@@ -107,16 +107,17 @@ TAVX2 void kiln__bgemm_tile_avx2(const kiln_bgemm *g, const uint16_t *a, const u
         int64_t gn = npair - g0 < KC2 ? npair - g0 : KC2;
         for (int r = 0; r < m; r++)
             widen_row(a32[r], a + r * kp2 + g0 * 2, gn * 2);
-        for (int r0 = 0; r0 < m; r0 += 4) {
-            /* rows past m repeat row r0 (their sums land in scratch rows) */
-            const float *ar[4];
-            for (int r = 0; r < 4; r++)
-                ar[r] = a32[r0 + r < m ? r0 + r : r0];
-            for (int v0 = 0; v0 < nvec; v0 += 3) {
-                const uint16_t *b3[3];
-                int nv = nvec - v0 < 3 ? nvec - v0 : 3;
-                for (int v = 0; v < nv; v++)
-                    b3[v] = bv[v0 + v] + g0 * 32;
+        /* a chunk's 24 columns of B (12 KiB) stay in L1 for every row group */
+        for (int v0 = 0; v0 < nvec; v0 += 3) {
+            const uint16_t *b3[3];
+            int nv = nvec - v0 < 3 ? nvec - v0 : 3;
+            for (int v = 0; v < nv; v++)
+                b3[v] = bv[v0 + v] + g0 * 32;
+            for (int r0 = 0; r0 < m; r0 += 4) {
+                /* rows past m repeat row r0 (their sums land in scratch rows) */
+                const float *ar[4];
+                for (int r = 0; r < 4; r++)
+                    ar[r] = a32[r0 + r < m ? r0 + r : r0];
                 float *s = &sums[r0][v0 * 8];
                 if (nv == 3)
                     block4_3(ar, b3, gn, s, SW);

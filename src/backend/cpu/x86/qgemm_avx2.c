@@ -15,7 +15,7 @@
 
 #if KILN_VMATH_X86
 #define TAVX2 __attribute__((target("avx2,fma")))
-#define KC 256    /* k-groups (4 k) of A widened at a time: 8 rows x 1024 int16 = 16 KiB */
+#define KC 128    /* k-groups (4 k) of A widened at a time: 8 rows x 512 int16 = 8 KiB */
 #define VMAX 12   /* 4-column vectors in a strip of 48 */
 
 /* sums[r][4 v0 .. 4 (v0 + NV)) += rows r < 4 (a16 rows ar[r]) x vectors v0 .. v0 + NV - 1 of the strip,
@@ -164,13 +164,14 @@ TAVX2 void kiln__qgemm_tile_avx2(const kiln_qgemm *g, const uint8_t *bs, const i
         int64_t gn = ng - g0 < KC ? ng - g0 : KC;
         for (int r = 0; r < m; r++)
             widen_row(a16[r], g->a + (i0 + r) * g->lda + g0 * 4, gn * 4, g->a_s8);
-        for (int r0 = 0; r0 < m; r0 += 4) {
-            /* rows past m repeat row r0 (their sums land in scratch rows) */
-            const int16_t *ar[4];
-            for (int r = 0; r < 4; r++)
-                ar[r] = a16[r0 + r < m ? r0 + r : r0];
-            for (int v0 = 0; v0 < nvec; v0 += 2) {
-                const uint8_t *b2[2] = {bv[v0] + g0 * 64, v0 + 1 < nvec ? bv[v0 + 1] + g0 * 64 : NULL};
+        /* a chunk's 8 columns of B stay in L1 for every row group */
+        for (int v0 = 0; v0 < nvec; v0 += 2) {
+            const uint8_t *b2[2] = {bv[v0] + g0 * 64, v0 + 1 < nvec ? bv[v0 + 1] + g0 * 64 : NULL};
+            for (int r0 = 0; r0 < m; r0 += 4) {
+                /* rows past m repeat row r0 (their sums land in scratch rows) */
+                const int16_t *ar[4];
+                for (int r = 0; r < 4; r++)
+                    ar[r] = a16[r0 + r < m ? r0 + r : r0];
                 int32_t *s = &sums[r0][v0 * 4];
                 if (b2[1])
                     block4_2(ar, b2, gn, !g->a_s8, s, KILN_QGEMM_STRIP);
