@@ -7,8 +7,8 @@
  * gives the k0 floats by a 16-bit left shift and the k1 floats by clearing the low halves. The
  * products of BF16 values are exact in float32; they are accumulated with FMA in float32 (the
  * portable tile's operations, sums in another order). The rows of A are widened to float32 once
- * per tile (a32, in chunks of k) and broadcast. Register tile: 4 rows x 3 vectors (24 columns):
- * 12 accumulators, 3 widened B vectors, 1 broadcast. */
+ * per tile (a32, in chunks of k) and broadcast. Register tile: 4 rows x 3 vectors (24 columns),
+ * 12 accumulators. */
 #include "../qgemm.h"
 #include "../qgemm_bf16.h"
 
@@ -16,6 +16,15 @@
 #include <immintrin.h>
 
 #define TAVX2 __attribute__((target("avx2,fma")))
+
+/* a float at p broadcast; an asm load, so that the compiler reloads it from L1 for each vector
+ * instead of keeping 8 broadcasts live across the three (which spills accumulators) */
+TAVX2 __attribute__((always_inline)) static inline __m256 bcast(const float *p)
+{
+    __m256 r;
+    __asm__ volatile("vbroadcastss %1, %0" : "=x"(r) : "m"(*p));
+    return r;
+}
 #define KC2 128   /* k pairs of A widened at a time: 8 rows x 256 floats = 8 KiB */
 #define SW 48     /* columns of a strip (KILN_QGEMM_STRIP) */
 
@@ -30,32 +39,31 @@ TAVX2 __attribute__((always_inline)) static inline void block4(const float *cons
            c32 = z;
     const uint16_t *p0 = bv[0], *p1 = bv[NV > 1 ? 1 : 0], *p2 = bv[NV > 2 ? 2 : 0];
     const float *a0 = ar[0], *a1 = ar[1], *a2 = ar[2], *a3 = ar[3];
-#define LD(p) _mm256_loadu_si256((const __m256i *)((p) + gk * 32))
-#define AROW(i, h)                                                                                              \
+    /* one vector at a time (its k0 floats, then its k1 floats), the broadcasts reloaded from L1: 12
+     * accumulators, the loaded pair, its widened half, the mask and a broadcast fit the 16 registers
+     * (all three vectors widened at once spill accumulators) */
+#define VEC(v)                                                                                                  \
     {                                                                                                           \
-        __m256 a = _mm256_broadcast_ss(a##i + gk * 2 + h);                                                      \
-        c##i##0 = _mm256_fmadd_ps(a, b0, c##i##0);                                                              \
-        if (NV > 1)                                                                                             \
-            c##i##1 = _mm256_fmadd_ps(a, b1, c##i##1);                                                          \
-        if (NV > 2)                                                                                             \
-            c##i##2 = _mm256_fmadd_ps(a, b2, c##i##2);                                                          \
+        __m256i x = _mm256_loadu_si256((const __m256i *)(p##v + gk * 32));                                    \
+        __m256 b = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));                                               \
+        c0##v = _mm256_fmadd_ps(bcast(a0 + 2 * gk), b, c0##v);                                    \
+        c1##v = _mm256_fmadd_ps(bcast(a1 + 2 * gk), b, c1##v);                                    \
+        c2##v = _mm256_fmadd_ps(bcast(a2 + 2 * gk), b, c2##v);                                    \
+        c3##v = _mm256_fmadd_ps(bcast(a3 + 2 * gk), b, c3##v);                                    \
+        b = _mm256_castsi256_ps(_mm256_and_si256(x, hi));                                                       \
+        c0##v = _mm256_fmadd_ps(bcast(a0 + 2 * gk + 1), b, c0##v);                                \
+        c1##v = _mm256_fmadd_ps(bcast(a1 + 2 * gk + 1), b, c1##v);                                \
+        c2##v = _mm256_fmadd_ps(bcast(a2 + 2 * gk + 1), b, c2##v);                                \
+        c3##v = _mm256_fmadd_ps(bcast(a3 + 2 * gk + 1), b, c3##v);                                \
     }
     for (int64_t gk = 0; gk < np; gk++) {
-        __m256 b0 = _mm256_castsi256_ps(_mm256_slli_epi32(LD(p0), 16)), b1 = z, b2 = z;
+        VEC(0)
         if (NV > 1)
-            b1 = _mm256_castsi256_ps(_mm256_slli_epi32(LD(p1), 16));
+            VEC(1)
         if (NV > 2)
-            b2 = _mm256_castsi256_ps(_mm256_slli_epi32(LD(p2), 16));
-        AROW(0, 0) AROW(1, 0) AROW(2, 0) AROW(3, 0)
-        b0 = _mm256_castsi256_ps(_mm256_and_si256(LD(p0), hi));
-        if (NV > 1)
-            b1 = _mm256_castsi256_ps(_mm256_and_si256(LD(p1), hi));
-        if (NV > 2)
-            b2 = _mm256_castsi256_ps(_mm256_and_si256(LD(p2), hi));
-        AROW(0, 1) AROW(1, 1) AROW(2, 1) AROW(3, 1)
+            VEC(2)
     }
-#undef AROW
-#undef LD
+#undef VEC
 #define ST(i)                                                                                                   \
     {                                                                                                           \
         float *s = sums + i * ld;                                                                               \
