@@ -63,17 +63,19 @@ TAVX2 __attribute__((always_inline)) static inline void block4(const int16_t *co
 #undef RED
 }
 
-#define BLOCK_FN(nv)                                                                                             \
-    TAVX2 static void block4_##nv(const int16_t *const *ar, const uint8_t *const *bv, int64_t ng, bool b_s8,    \
-                                  int32_t *sums, int ld)                                                         \
+/* the block with NV and B's signedness constants (a branch on it in the loop costs ~10%) */
+#define BLOCK_FN(nv, s8)                                                                                         \
+    TAVX2 static void block4_##nv##_##s8(const int16_t *const *ar, const uint8_t *const *bv, int64_t ng,        \
+                                         int32_t *sums, int ld)                                                  \
     {                                                                                                            \
-        block4(ar, bv, ng, b_s8, nv, sums, ld);                                                                  \
+        block4(ar, bv, ng, s8, nv, sums, ld);                                                                    \
     }
-BLOCK_FN(1) BLOCK_FN(2)
+BLOCK_FN(1, 0) BLOCK_FN(2, 0) BLOCK_FN(1, 1) BLOCK_FN(2, 1)
 #undef BLOCK_FN
 
 /* bytes [0, n) of src (s8 or u8) widened to int16 */
-TAVX2 static void widen_row(int16_t *dst, const uint8_t *src, int64_t n, bool s8)
+TAVX2 __attribute__((always_inline)) static inline void widen_row_k(int16_t *dst, const uint8_t *src, int64_t n,
+                                                                     const bool s8)
 {
     int64_t k = 0;
     for (; k + 16 <= n; k += 16) {
@@ -82,6 +84,14 @@ TAVX2 static void widen_row(int16_t *dst, const uint8_t *src, int64_t n, bool s8
     }
     for (; k < n; k++)
         dst[k] = s8 ? (int16_t)(int8_t)src[k] : (int16_t)src[k];
+}
+
+TAVX2 static void widen_row(int16_t *dst, const uint8_t *src, int64_t n, bool s8)
+{
+    if (s8)
+        widen_row_k(dst, src, n, true);
+    else
+        widen_row_k(dst, src, n, false);
 }
 
 /* The epilogue of n <= 48 sums s of row gi, columns j0 .., bsum their column sums (or NULL): the
@@ -173,10 +183,10 @@ TAVX2 void kiln__qgemm_tile_avx2(const kiln_qgemm *g, const uint8_t *bs, const i
                 for (int r = 0; r < 4; r++)
                     ar[r] = a16[r0 + r < m ? r0 + r : r0];
                 int32_t *s = &sums[r0][v0 * 4];
-                if (b2[1])
-                    block4_2(ar, b2, gn, !g->a_s8, s, KILN_QGEMM_STRIP);
+                if (g->a_s8) /* B holds u8 */
+                    (b2[1] ? block4_2_0 : block4_1_0)(ar, b2, gn, s, KILN_QGEMM_STRIP);
                 else
-                    block4_1(ar, b2, gn, !g->a_s8, s, KILN_QGEMM_STRIP);
+                    (b2[1] ? block4_2_1 : block4_1_1)(ar, b2, gn, s, KILN_QGEMM_STRIP);
             }
         }
     }
