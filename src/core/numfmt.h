@@ -17,7 +17,7 @@ float kiln__f16_to_f32(uint16_t h);
 uint16_t kiln__f32_to_f16(float f);
 float kiln__bf16_to_f32(uint16_t h);
 uint16_t kiln__f32_to_bf16(float f);
-/* Array forms, identical results to the scalar ones (F16C / AVX-512 fast paths when present). */
+/* Array forms, identical results to the scalar ones (F16C, AVX-512 / AVX2 fast paths when present). */
 void kiln__f16_to_f32_array(float *dst, const uint16_t *src, int64_t n);
 void kiln__f32_to_f16_array(uint16_t *dst, const float *src, int64_t n);
 void kiln__bf16_to_f32_array(float *dst, const uint16_t *src, int64_t n);

@@ -1,8 +1,9 @@
 /* FP16 / BF16 array conversions with x86 fast paths, bit-identical to the scalar reference in
  * numfmt_float.c (tests/unit/test_numfmt.c checks this on random odd-sized arrays):
  *   FP16 <-> FP32: F16C (vcvtps2ph with an immediate round-to-nearest-even, vcvtph2ps).
- *   BF16 <-> FP32: AVX-512F integer ops (the scalar algorithm, 16 lanes). vcvtneps2bf16 is not
- *   used: it flushes FP32 subnormal inputs to zero, the scalar reference does not.
+ *   BF16 <-> FP32: AVX-512F integer ops (the scalar algorithm, 16 lanes), else AVX2 (8 lanes).
+ *   vcvtneps2bf16 is not used: it flushes FP32 subnormal inputs to zero, the scalar reference
+ *   does not.
  * CPU features come from kiln__cpu_has (cpu.c). */
 #include "core.h"
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -62,6 +63,36 @@ __attribute__((target("avx512f"))) static int64_t f32_to_bf16_avx512(uint16_t *d
     }
     return i;
 }
+
+/* the AVX2 twins (hosts without AVX-512): the same integer ops, 8 lanes */
+__attribute__((target("avx2"))) static int64_t bf16_to_f32_avx2(float *dst, const uint16_t *src, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + i)));
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm256_slli_epi32(h, 16));
+    }
+    return i;
+}
+
+__attribute__((target("avx2"))) static int64_t f32_to_bf16_avx2(uint16_t *dst, const float *src, int64_t n)
+{
+    const __m256i absmask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1), quiet = _mm256_set1_epi32(0x400000);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(src + i));
+        /* |x| <= 0x7fffffff: a signed compare is the unsigned one */
+        __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, absmask), inf);
+        __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), one);
+        __m256i r = _mm256_add_epi32(x, _mm256_add_epi32(bias, lsb));
+        r = _mm256_blendv_epi8(r, _mm256_or_si256(x, quiet), nan);
+        r = _mm256_srli_epi32(r, 16);   /* 0 .. 0xffff: packus keeps it */
+        __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+        _mm_storeu_si128((__m128i *)(dst + i), _mm256_castsi256_si128(p));
+    }
+    return i;
+}
 #endif
 
 void kiln__f16_to_f32_array(float *dst, const uint16_t *src, int64_t n)
@@ -90,6 +121,8 @@ void kiln__bf16_to_f32_array(float *dst, const uint16_t *src, int64_t n)
 #ifdef NUMFMT_X86
     if (kiln__numfmt_has_avx512())
         i = bf16_to_f32_avx512(dst, src, n);
+    else if (kiln__cpu_has(KILN_CPU_AVX2))
+        i = bf16_to_f32_avx2(dst, src, n);
 #endif
     kiln__bf16_to_f32_array_ref(dst + i, src + i, n - i);
 }
@@ -100,6 +133,8 @@ void kiln__f32_to_bf16_array(uint16_t *dst, const float *src, int64_t n)
 #ifdef NUMFMT_X86
     if (kiln__numfmt_has_avx512())
         i = f32_to_bf16_avx512(dst, src, n);
+    else if (kiln__cpu_has(KILN_CPU_AVX2))
+        i = f32_to_bf16_avx2(dst, src, n);
 #endif
     kiln__f32_to_bf16_array_ref(dst + i, src + i, n - i);
 }

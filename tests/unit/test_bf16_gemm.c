@@ -1,7 +1,8 @@
 /* BF16 GEMM (qgemm_bf16.h) and float32 x FP16 / BF16 weights in Conv, MatMul, Gemm and the fused
  * ops.
- *  - kiln__bgemm (vdpbf16ps where the host has AVX512-BF16, 1-3 threads, odd sizes, epilogue)
- *    against a double-precision sum of bf16(A) x B: within float32 accumulation error.
+ *  - kiln__bgemm (vdpbf16ps where the host has AVX512-BF16, else the AVX2 tile; then each narrower
+ *    tile the host can run: AVX2, portable; 1-3 threads, odd sizes, K past the AVX2 tile's chunk,
+ *    epilogue) against a double-precision sum of bf16(A) x B: within float32 accumulation error.
  *  - MatMul / Gemm / FusedMatMul / FusedGemm with a BF16 weight against the float32 kernel run on
  *    bf16-rounded activations and widened weights (the same products; sums in another order).
  *  - Conv / FusedConv with BF16 weights (the BF16 GEMM over the padded image's stride phases: 1x1
@@ -23,6 +24,8 @@ static float bf16_round(float x) { return kiln__bf16_to_f32(kiln__f32_to_bf16(x)
 static void test_core(int it)
 {
     int64_t M = rnd(1, 30), N = rnd(1, 120), K = rnd(1, 260);
+    if (it % 8 == 5) /* across the AVX2 tile's chunks of 256 k of A */
+        M = rnd(1, 12), N = rnd(1, 60), K = rnd(255, 1300);
     int th = (int)rnd(1, 3);
     float *A = malloc(sizeof(float) * (size_t)(M * K)), *C = malloc(sizeof(float) * (size_t)(M * N));
     uint16_t *B = malloc(sizeof(uint16_t) * (size_t)(K * N));
@@ -55,8 +58,8 @@ static void test_core(int it)
             }
             bad += !(fabs(C[i * N + j] - s) <= 1e-6 * mag + 1e-30);
         }
-    CHECK_MSG(bad == 0, "bgemm M=%lld N=%lld K=%lld th=%d: %d outside the float32 accumulation bound", (long long)M,
-              (long long)N, (long long)K, th, bad);
+    CHECK_MSG(bad == 0, "bgemm (tile %d) M=%lld N=%lld K=%lld th=%d: %d outside the float32 accumulation bound",
+              kiln__bgemm_isa(), (long long)M, (long long)N, (long long)K, th, bad);
     kiln__bgemm_free_b(pb);
     free(A), free(C), free(B), free(bias);
 }
@@ -165,9 +168,19 @@ static void test_op(int it)
 
 int main(void)
 {
-    printf("AVX512-BF16 %s\n", kiln__bgemm_available() ? "present" : "absent (portable tile)");
+    int isa = kiln__bgemm_isa();
+    printf("AVX512-BF16 %s; tile %s\n", kiln__bgemm_available() ? "present" : "absent",
+           isa == 2 ? "AVX512-BF16" : isa == 1 ? "AVX2" : "portable");
     for (int i = 0; i < 120; i++)
         test_core(i);
+    /* the narrower tiles this host can run too: AVX2 (on AVX512-BF16 hosts), portable */
+    for (int cap = isa - 1; cap >= 0; cap--) {
+        kiln__bgemm_set_isa_cap(cap);
+        CHECK(kiln__bgemm_isa() == cap);
+        for (int i = 0; i < 60; i++)
+            test_core(i);
+    }
+    kiln__bgemm_set_isa_cap(2);
     for (int i = 0; i < 144; i++)
         test_op(i);
     return TEST_SUMMARY();

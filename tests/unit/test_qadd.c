@@ -1,7 +1,7 @@
 /* com.microsoft QLinearAdd (src/backend/cpu/qadd.h): differential tests.
  *
- * 1. The kernel the host runs (AVX-512 where available) against the scalar reference on random
- *    odd shapes (same-shape and broadcast operands, u8/s8 A, B and C each, zero points != 0,
+ * 1. The kernel the host runs (AVX-512, else AVX2), then each other fast kernel it can run (AVX2 on
+ *    AVX-512 hosts), against the scalar reference on random odd shapes (same-shape and broadcast operands, u8/s8 A, B and C each, zero points != 0,
  *    activations none / Relu / Clip, 1-3 threads): every output byte equal.
  * 2. The reference against the graph it replaces, run with the reference kernels:
  *    DequantizeLinear(A), DequantizeLinear(B) -> Add -> Relu / Clip -> QuantizeLinear: every byte
@@ -33,7 +33,10 @@ static kiln_tensor mk_zp(kiln_dtype dt)
 }
 static kiln_dtype q8(void) { return rnd(0, 1) ? KILN_DT_UINT8 : KILN_DT_INT8; }
 
-/* Runs op (fast: the kernel the registry picks, else the reference) into *y. */
+/* the QLinearAdd kernel under test when fast (NULL: the registry's pick) */
+static kiln_kernel_fn qadd_fast;
+
+/* Runs op (fast: the kernel the registry picks or qadd_fast, else the reference) into *y. */
 static kiln_status run(kiln_op op, const char *domain, int opset, kiln_attr *attrs, int nattr,
                        const kiln_tensor **in, int nin, int th, kiln_tensor *y, bool fast)
 {
@@ -44,6 +47,8 @@ static kiln_status run(kiln_op op, const char *domain, int opset, kiln_attr *att
     memset(y, 0, sizeof *y);
     kiln_tensor *o[1] = {y};
     kiln_kctx c = {.node = &node, .n_in = nin, .in = in, .n_out = 1, .out = o, .pool = test_pool(th), .nthreads = th};
+    if (fast && op == KILN_OP_QLinearAdd && qadd_fast)
+        return qadd_fast(&c);
     return (fast ? kiln__ref_kernel(op) : kiln__cpu_ref_kernel(op))(&c);
 }
 
@@ -182,9 +187,20 @@ int main(void)
 {
     const kiln_kernel_isa_reg *f = kiln__cpu_fast_kernel(KILN_OP_QLinearAdd);
     printf("fast QLinearAdd kernel: %s\n", f ? f->name : "none");
-    CHECK(!!f == kiln__cpu_has(KILN_CPU_AVX512F));
+    CHECK(!!f == kiln__cpu_has(KILN_CPU_AVX2));
     for (int i = 0; i < 200; i++)
         test_random(i);
+    /* every other fast kernel this host runs (AVX2 on AVX-512 hosts) */
+    for (int k = 0; kiln__cpu_fast_kernel_at(KILN_OP_QLinearAdd, k); k++) {
+        const kiln_kernel_isa_reg *r = kiln__cpu_fast_kernel_at(KILN_OP_QLinearAdd, k);
+        if (r == f)
+            continue;
+        printf("also: %s\n", r->name);
+        qadd_fast = r->fn;
+        for (int i = 0; i < 200; i++)
+            test_random(i);
+        qadd_fast = NULL;
+    }
     test_errors();
     printf("%lld outputs compared; %lld at the low and %lld at the high saturation bound; %lld same-shape runs "
            "on the fast kernel\n",

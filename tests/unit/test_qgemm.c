@@ -1,7 +1,8 @@
 /* INT8 GEMM core and the quantized kernels: differential tests.
  *
- * 1. The core (kiln__qgemm: VNNI micro-kernel or portable tile, threads, packed or packb B)
- *    against its scalar loop (kiln__qgemm_ref) and against naive int64 sums of the original
+ * 1. The core (kiln__qgemm: the host's widest tile, then each narrower one it can run: VNNI, AVX2,
+ *    portable; threads, packed or packb B, K past the AVX2 tile's chunk, bytes at the ends of their
+ *    range) against its scalar loop (kiln__qgemm_ref) and against naive int64 sums of the original
  *    (unpacked, either signedness) matrices: integer results exact, requantized results exact
  *    (same float operations), float results exact for linear activations.
  * 2. QLinearMatMul, MatMulInteger, QGemm, QLinearConv, ConvInteger: the kernel the host runs
@@ -46,14 +47,17 @@ static void test_core(int iter)
     int64_t M = rnd(1, 40), N = rnd(1, 150), K = rnd(1, 300);
     if (iter % 5 == 0)
         K = rnd(1, 7);
+    if (iter % 9 == 4) /* across the AVX2 tile's chunks of 512 k of A */
+        M = rnd(1, 12), N = rnd(1, 60), K = rnd(509, 2200);
+    bool extreme = iter % 11 == 7;   /* bytes at the ends of their range: pair sums past int16 */
     bool a_signed = rnd(0, 1), b_signed = rnd(0, 1), a_s8 = rnd(0, 1), use_packb = rnd(0, 1) && !a_s8;
     kiln_qout out = (kiln_qout)rnd(0, 3);
     int th = (int)rnd(1, 3);
     uint8_t *A = malloc((size_t)(M * K)), *B = malloc((size_t)(K * N));
     for (int64_t i = 0; i < M * K; i++)
-        A[i] = (uint8_t)test_rng(&seed);
+        A[i] = extreme ? (uint8_t)(a_signed ? 0x80 : 0xFF) : (uint8_t)test_rng(&seed);
     for (int64_t i = 0; i < K * N; i++)
-        B[i] = (uint8_t)test_rng(&seed);
+        B[i] = extreme ? (uint8_t)(b_signed ? 0x80 : 0xFF) : (uint8_t)test_rng(&seed);
     int32_t za = (int32_t)(a_signed ? rnd(-128, 127) : rnd(0, 255));
     int32_t *zb = malloc(sizeof(int32_t) * (size_t)N);
     bool zb_per_col = rnd(0, 1);
@@ -122,8 +126,9 @@ static void test_core(int iter)
             }
         }
     CHECK_MSG(bad == 0 && bad_naive == 0,
-              "core M=%lld N=%lld K=%lld a_s8=%d a/b signed=%d/%d out=%d act=%d packb=%d th=%d: %d vs ref, %d vs naive",
-              (long long)M, (long long)N, (long long)K, a_s8, a_signed, b_signed, (int)out, (int)act.kind, use_packb,
+              "core (tile %d) M=%lld N=%lld K=%lld a_s8=%d a/b signed=%d/%d out=%d act=%d packb=%d th=%d: %d vs ref, "
+              "%d vs naive",
+              kiln__qgemm_isa(), (long long)M, (long long)N, (long long)K, a_s8, a_signed, b_signed, (int)out, (int)act.kind, use_packb,
               th, bad, bad_naive);
     free(A), free(B), free(zb), free(ap), free(bp), free(asum), free(bsum), free(zbs), free(scale), free(mult);
     free(bias), free(c1), free(c2);
@@ -534,8 +539,18 @@ int main(void)
     CHECK(kiln__cpu_fast_kernel(KILN_OP_QLinearConv) && kiln__cpu_fast_kernel(KILN_OP_QLinearMatMul) &&
           kiln__cpu_fast_kernel(KILN_OP_QGemm) && kiln__cpu_fast_kernel(KILN_OP_ConvInteger) &&
           kiln__cpu_fast_kernel(KILN_OP_MatMulInteger));
+    int isa = kiln__qgemm_isa();
+    printf("INT8 GEMM tile: %s\n", isa == 2 ? "AVX512-VNNI" : isa == 1 ? "AVX2" : "portable");
     for (int i = 0; i < 300; i++)
         test_core(i);
+    /* the narrower tiles this host can run too: AVX2 (on VNNI hosts), portable */
+    for (int cap = isa - 1; cap >= 0; cap--) {
+        kiln__qgemm_set_isa_cap(cap);
+        CHECK(kiln__qgemm_isa() == cap);
+        for (int i = 0; i < 150; i++)
+            test_core(i);
+    }
+    kiln__qgemm_set_isa_cap(2);
     for (int i = 0; i < 160; i++) {
         prep_mode = i % 4;
         test_matmul_like(i);

@@ -10,8 +10,9 @@
  * activation, QuantizeLinear), so the fused layer equals the graph it replaces bit for bit:
  *   v = act((float)(a - za) * sa + (float)(b - zb) * sb)       (two products, then one sum)
  *   c = clamp(rint(v / sc) + zc, lo, hi)                        (NaN -> 0, as QuantizeLinear)
- * The reference (ref/k_qadd.c) runs any case; the AVX-512 kernel (x86/qadd_avx512.c) the common
- * one (A and B of one shape, activation none / Relu / Clip) with the same operations per lane. */
+ * The reference (ref/k_qadd.c) runs any case; the AVX-512 kernel (x86/qadd_avx512.c) and its AVX2
+ * twin (x86/qadd_avx2.c) the common one (A and B of one shape, activation none / Relu / Clip) with
+ * the same operations per lane. */
 #ifndef KILN_BACKEND_CPU_QADD_H
 #define KILN_BACKEND_CPU_QADD_H
 #include "../kernel.h"
@@ -43,5 +44,23 @@ static inline int32_t kiln__qadd1(const kiln_qadd *p, int32_t a, int32_t b)
 
 /* The reference kernel (ref/k_qadd.c), also the fast kernel's fallback. */
 kiln_status kiln__k_qlinearadd_ref(kiln_kctx *ctx);
+
+/* The cases the vector kernels run (else the reference): A and B of one shape, activation none /
+ * Relu / Clip with alpha <= beta (min(beta, max(alpha, v))), scales below 1e35 (products stay
+ * finite, |a - za| <= 255, so no NaN reaches the clamp, where the reference's NaN -> 0 and the
+ * vector max differ). */
+static inline bool kiln__qadd_vec_ok(const kiln_qadd *p, const kiln_tensor *a, const kiln_tensor *b)
+{
+    if (a->ndim != b->ndim)
+        return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->dims[d] != b->dims[d])
+            return false;
+    bool act_ok = p->act.kind == KILN_ACT_NONE || p->act.kind == KILN_ACT_RELU ||
+                  (p->act.kind == KILN_ACT_CLIP && p->act.alpha <= p->act.beta);
+    return act_ok && p->sa < 1e35f && p->sb < 1e35f;
+}
+/* x86/qadd_avx2.c: the AVX2 kernel (x86/qadd_avx512.c registers it for AVX2 hosts). */
+kiln_status kiln__k_qlinearadd_avx2(kiln_kctx *ctx);
 
 #endif

@@ -1,5 +1,6 @@
 /* INT8 GEMM core (qgemm.h): packing, the scalar epilogue, the threaded driver over the AVX512-VNNI
- * micro-kernel (x86/qgemm_vnni.c) or a portable C tile, and a scalar reference.
+ * micro-kernel (x86/qgemm_vnni.c), the AVX2 tile (x86/qgemm_avx2.c) or a portable C tile, and a
+ * scalar reference.
  *
  * Threads: C is cut into strips of 48 columns (3 panels) and blocks of rows; task t covers
  * strip t / tm and row block t % tm, so one thread's consecutive tasks reuse a strip of B from
@@ -314,7 +315,22 @@ bool kiln__qgemm_vnni_available(void)
     return kiln__cpu_has(KILN_CPU_AVX512_DQ_FMA | KILN_CPU_AVX512VNNI);
 }
 
-/* Portable tile (hosts without VNNI): the contract of kiln__qgemm_tile_vnni. */
+static int isa_cap = 2;
+
+void kiln__qgemm_set_isa_cap(int cap) { isa_cap = cap; }
+
+int kiln__qgemm_isa(void)
+{
+    static int host = -1;   /* racing first calls store the same value */
+    int h = __atomic_load_n(&host, __ATOMIC_RELAXED);
+    if (h < 0) {
+        h = kiln__qgemm_vnni_available() ? 2 : kiln__cpu_has(KILN_CPU_AVX2_FMA) ? 1 : 0;
+        __atomic_store_n(&host, h, __ATOMIC_RELAXED);
+    }
+    return h < isa_cap ? h : isa_cap;
+}
+
+/* Portable tile (hosts without VNNI or AVX2): the contract of kiln__qgemm_tile_vnni. */
 static void tile_c(const kiln_qgemm *g, const uint8_t *bs, const int32_t *bsum, int64_t i0, int m, int64_t j0,
                    int ncols)
 {
@@ -384,7 +400,7 @@ void kiln__sched_run(kiln_pool *pool, const kiln_sched *s, kiln_strip_task_fn fn
 
 typedef struct qjob {
     const kiln_qgemm *g;
-    bool vnni;
+    int isa;             /* kiln__qgemm_isa() */
     uint8_t *bufs;       /* packb: one strip buffer per slot */
     int64_t *packed;     /* packb: the strip each slot's buffer holds */
 } qjob;
@@ -411,8 +427,10 @@ static void qgemm_task(void *arg, int64_t slot, int64_t strip, int64_t i0, int64
     }
     for (int64_t i = i0; i < i1; i += KILN_QGEMM_MR) {
         int m = (int)min64(KILN_QGEMM_MR, i1 - i);
-        if (q->vnni)
+        if (q->isa == 2)
             kiln__qgemm_tile_vnni(g, bs, bsum, i, m, j0, (ncols + KILN_QGEMM_NR - 1) / KILN_QGEMM_NR, ncols);
+        else if (q->isa == 1)
+            kiln__qgemm_tile_avx2(g, bs, bsum, i, m, j0, ncols);
         else
             tile_c(g, bs, bsum, i, m, j0, ncols);
     }
@@ -424,7 +442,7 @@ kiln_status kiln__qgemm(kiln_pool *pool, int nthreads, const kiln_qgemm *g)
         return KILN_OK;
     kiln_sched s;
     kiln__sched_plan(&s, g->M, g->N, g->K, nthreads);
-    qjob q = {.g = g, .vnni = kiln__qgemm_vnni_available()};
+    qjob q = {.g = g, .isa = kiln__qgemm_isa()};
     if (g->packb) { /* per slot: a strip of panels, then its 48 column sums (256 bytes) */
         size_t per = (size_t)(kiln__qgemm_kp(g->K) * KILN_QGEMM_STRIP + 64 * 4);
         if (posix_memalign((void **)&q.bufs, 64, per * (size_t)s.nt) != 0)

@@ -103,6 +103,10 @@ kiln_status kiln__qgemm(kiln_pool *pool, int nthreads, const kiln_qgemm *g);
 /* The same, one thread, scalar loops, B packed (no packb): the tests' reference for the core. */
 void kiln__qgemm_ref(const kiln_qgemm *g);
 bool kiln__qgemm_vnni_available(void);
+/* The tile kiln__qgemm runs: 2 the AVX512-VNNI one, 1 the AVX2 one (x86/qgemm_avx2.c), 0 the portable
+ * C tile; the widest the host has, at most the cap (tests lower it; default 2). */
+int kiln__qgemm_isa(void);
+void kiln__qgemm_set_isa_cap(int cap);
 
 /* ---- scheduler (also used by the BF16 GEMM): C cut into strips of KILN_QGEMM_STRIP columns and
  * blocks of rows; slots (at most nthreads) take tasks in strip order, so a slot's consecutive
@@ -145,6 +149,9 @@ void kiln__qpack_rows(const uint8_t *src, int64_t ld, int64_t M, int64_t K, bool
 void kiln__qgemm_tile_vnni(const kiln_qgemm *g, const uint8_t *bs, const int32_t *bsum, int64_t i0, int m, int64_t j0,
                            int nv, int ncols);
 void kiln__qpanel_sums_vnni(const uint8_t *p, int64_t kp, int64_t npanels, bool s8, int32_t *sum);
+/* AVX2 + FMA (x86/qgemm_avx2.c): the same contract as kiln__qgemm_tile_vnni with nv implied by ncols. */
+void kiln__qgemm_tile_avx2(const kiln_qgemm *g, const uint8_t *bs, const int32_t *bsum, int64_t i0, int m, int64_t j0,
+                           int ncols);
 /* The epilogue of n elements of channel ch (acc[j] -> column j of dst), and the depthwise step
  * acc[j] += (row[j] - zx) * wv over n bytes (s8: signed) with AVX-512 (the VNNI kernels' hosts). */
 void kiln__qepi_row_vnni(const kiln_qepi *e, const int32_t *acc, int64_t n, int64_t ch, void *dst);

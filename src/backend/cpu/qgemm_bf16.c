@@ -1,5 +1,6 @@
-/* BF16 GEMM (qgemm_bf16.h): packing, the driver on the INT8 GEMM's scheduler (qgemm.h), a
- * portable tile, and the float32 x FP16 / BF16 weight paths of Conv / MatMul / Gemm. */
+/* BF16 GEMM (qgemm_bf16.h): packing, the driver on the INT8 GEMM's scheduler (qgemm.h) over the
+ * AVX512-BF16 tile (x86/bgemm_bf16.c), the AVX2 one (x86/bgemm_avx2.c) or a portable tile, and
+ * the float32 x FP16 / BF16 weight paths of Conv / MatMul / Gemm. */
 #include "qgemm_bf16.h"
 #include "prep.h"
 #include "qgemm.h"
@@ -15,6 +16,21 @@ static inline int64_t kp2_of(int64_t K) { return (K + 1) & ~(int64_t)1; }
 bool kiln__bgemm_available(void)
 {
     return kiln__cpu_has(KILN_CPU_AVX512F | KILN_CPU_AVX512BF16);
+}
+
+static int isa_cap = 2;
+
+void kiln__bgemm_set_isa_cap(int cap) { isa_cap = cap; }
+
+int kiln__bgemm_isa(void)
+{
+    static int host = -1;   /* racing first calls store the same value */
+    int h = __atomic_load_n(&host, __ATOMIC_RELAXED);
+    if (h < 0) {
+        h = kiln__bgemm_available() ? 2 : kiln__cpu_has(KILN_CPU_AVX2_FMA) ? 1 : 0;
+        __atomic_store_n(&host, h, __ATOMIC_RELAXED);
+    }
+    return h < isa_cap ? h : isa_cap;
 }
 
 /* BF16 values of the panels of a K x N B */
@@ -64,7 +80,7 @@ typedef struct bjob {
     const kiln_bgemm *g;
     uint16_t *a;           /* A rounded to BF16: M rows of kp2 */
     const uint16_t *arows; /* the rows used: a or g->A16 */
-    bool fast;
+    int isa;               /* kiln__bgemm_isa() */
     uint16_t *bufs;        /* packb: one strip per slot */
     int64_t *packed;       /* packb: the strip each slot holds */
 } bjob;
@@ -122,11 +138,13 @@ static void bgemm_task(void *arg, int64_t slot, int64_t strip, int64_t i0, int64
     }
     for (int64_t i = i0; i < i1; i += KILN_QGEMM_MR) {
         int m = (int)min64(KILN_QGEMM_MR, i1 - i);
-        if (j->fast)
+        if (j->isa == 2)
             kiln__bgemm_tile_bf16(g, j->arows + i * kp2, bs, i, m, j0, ncols);
+        else if (j->isa == 1)
+            kiln__bgemm_tile_avx2(g, j->arows + i * kp2, bs, i, m, j0, ncols);
         else
             tile_c(g, j->arows + i * kp2, bs, i, m, j0, ncols);
-        if (g->epi && !j->fast) /* the AVX512-BF16 tile applies it while storing */
+        if (g->epi && j->isa != 2) /* the AVX512-BF16 tile applies it while storing */
             kiln__epi_apply_f32(g->epi, g->C + i * g->ldc + j0, g->ldc, m, ncols, i, j0);
     }
 }
@@ -137,7 +155,7 @@ kiln_status kiln__bgemm(kiln_pool *pool, int nthreads, const kiln_bgemm *g)
         return KILN_OK;
     if (!g->packb && (g->b->K != g->K || g->b->N != g->N))
         return kiln__err(KILN_ERR_INTERNAL, "BF16 panels do not match the GEMM");
-    bjob j = {.g = g, .fast = kiln__bgemm_available(), .arows = g->A16};
+    bjob j = {.g = g, .isa = kiln__bgemm_isa(), .arows = g->A16};
     kiln_sched s;
     kiln__sched_plan(&s, g->M, g->N, g->K, nthreads);
     kiln_status st = KILN_OK;

@@ -8,8 +8,9 @@
  *   (n / 16) * kp2 * 16 + (k / 2) * 32 + (n % 16) * 2 + k % 2      (kp2 = K rounded up to even).
  * Products of BF16 values are exact in float32; they are accumulated in float32 (vdpbf16ps
  * adds the two products of a pair, then the accumulator). The epilogue is gemm.h's float
- * epilogue (bias, residual, activation). Hosts without AVX512-BF16 run a portable C tile with
- * the same rounding of A (sums in another order). */
+ * epilogue (bias, residual, activation). Hosts without AVX512-BF16 run an AVX2 + FMA tile (BF16
+ * widened to float32, FMA) or, without AVX2, a portable C tile, with the same rounding of A (sums
+ * in another order). */
 #ifndef KILN_BACKEND_CPU_QGEMM_BF16_H
 #define KILN_BACKEND_CPU_QGEMM_BF16_H
 #include "../kernel.h"
@@ -46,10 +47,19 @@ kiln_status kiln__bgemm(kiln_pool *pool, int nthreads, const kiln_bgemm *g);
  * 32 values of their k pair. */
 void kiln__bpack_pair16(const uint16_t *r0, const uint16_t *r1, uint16_t *dst);
 bool kiln__bgemm_available(void);   /* AVX512-BF16 on this host */
+/* The tile kiln__bgemm runs: 2 the AVX512-BF16 one, 1 the AVX2 + FMA one (x86/bgemm_avx2.c), 0 the
+ * portable C tile; the widest the host has, at most the cap (tests lower it; default 2). */
+int kiln__bgemm_isa(void);
+void kiln__bgemm_set_isa_cap(int cap);
 
 /* x86/bgemm_bf16.c: an m x ncols tile (m <= 8, ncols <= 48) at (i0, j0) from the packed rows
  * a (stride kp2 BF16 values) and the strip's panels bs, stored (plain) into C. */
 void kiln__bgemm_tile_bf16(const kiln_bgemm *g, const uint16_t *a, const uint16_t *bs, int64_t i0, int m, int64_t j0,
+                           int ncols);
+
+/* x86/bgemm_avx2.c: the same tile with AVX2 + FMA (BF16 widened to float32, FMA), storing the plain
+ * sums (no epilogue). */
+void kiln__bgemm_tile_avx2(const kiln_bgemm *g, const uint16_t *a, const uint16_t *bs, int64_t i0, int m, int64_t j0,
                            int ncols);
 
 /* Float32 x FP16 / BF16 weights (Conv, FusedConv, MatMul, FusedMatMul, Gemm, FusedGemm): true

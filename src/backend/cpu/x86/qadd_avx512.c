@@ -2,7 +2,8 @@
  * hosts with AVX-512F: A and B of one shape, activation none / Relu / Clip; 16 elements per step
  * through the reference's float32 operations in the same order (two products, one sum, the
  * activation as max / min, a true division by C_scale, round to nearest even, + C_zero_point,
- * clamp), so every element equals the reference's. Anything else runs the reference. */
+ * clamp), so every element equals the reference's. Anything else runs the reference. The table
+ * also registers the AVX2 twin (qadd_avx2.c) for hosts without AVX-512. */
 #include "../cpu_kernels.h"
 #include "../qadd.h"
 
@@ -59,27 +60,13 @@ TQA static void qadd_task(void *arg, int64_t b0, int64_t b1)
     }
 }
 
-static bool same_shape(const kiln_tensor *a, const kiln_tensor *b)
-{
-    if (a->ndim != b->ndim)
-        return false;
-    for (int d = 0; d < a->ndim; d++)
-        if (a->dims[d] != b->dims[d])
-            return false;
-    return true;
-}
-
 static kiln_status k_qlinearadd_fast(kiln_kctx *ctx)
 {
     kiln_qadd p;
     if (kiln__qadd_setup(ctx, &p) != KILN_OK)
         return kiln__k_qlinearadd_ref(ctx); /* which reports the error */
     const kiln_tensor *a = kiln__kin(ctx, 0), *b = kiln__kin(ctx, 3);
-    /* products stay finite (|a - za| <= 255), so no NaN reaches the clamp (where the reference's
-     * NaN -> 0 and the vector max differ); Clip with alpha <= beta is min(beta, max(alpha, v)) */
-    bool act_ok = p.act.kind == KILN_ACT_NONE || p.act.kind == KILN_ACT_RELU ||
-                  (p.act.kind == KILN_ACT_CLIP && p.act.alpha <= p.act.beta);
-    if (!same_shape(a, b) || !act_ok || !(p.sa < 1e35f) || !(p.sb < 1e35f))
+    if (!kiln__qadd_vec_ok(&p, a, b))
         return kiln__k_qlinearadd_ref(ctx);
     KILN_TRY(kiln__kout_uninit(ctx, 0, p.cdt, a->ndim, a->dims));
     qadd_job j = {.p = &p, .a = a->data, .b = b->data, .a_s8 = a->dtype == KILN_DT_INT8,
@@ -89,6 +76,7 @@ static kiln_status k_qlinearadd_fast(kiln_kctx *ctx)
 }
 
 const kiln_kernel_isa_reg kiln__x86_qadd[] = {
+    {KILN_OP_QLinearAdd, kiln__k_qlinearadd_avx2, KILN_CPU_AVX2, "QLinearAdd/avx2"},   /* qadd_avx2.c */
     {KILN_OP_QLinearAdd, k_qlinearadd_fast, KILN_CPU_AVX512F, "QLinearAdd/avx512"},
     {KILN_OP_COUNT, NULL, 0, NULL},
 };
