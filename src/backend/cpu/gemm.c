@@ -927,6 +927,8 @@ typedef struct gemm_job {
     void *packb_ctx;
     const float *bpack;   /* op(B) pre-packed in full-K panels, or NULL */
     bool b_shared;        /* bpack was packed by this call for all its tasks (share_b), not given */
+    const float *apack;   /* op(A) packed once by this call for all its tasks in full-K mr-row panels
+                           * (share_a: apack[p*K*mr + k*mr + i] = op(A)(p*mr + i, k)), or NULL */
     const kiln_epi *epi;  /* NULL when there is nothing to do */
     bool direct_a;        /* the micro-kernel reads A in place */
     /* task grid */
@@ -1115,7 +1117,9 @@ static void run_tile(const gemm_job *g, tile_args *t, const float *pa, const flo
     const gemm_impl *im = g->im;
     t->i0 = ic + ir;
     const bool direct = g->direct_a;
-    const float *a = direct ? g->A + (ic + ir) * g->a_rs + pc : pa + ir * kc;
+    const float *a = direct     ? g->A + (ic + ir) * g->a_rs + pc
+                     : g->apack ? g->apack + (ic + ir) / im->mr * g->K * im->mr + pc * im->mr
+                                : pa + ir * kc;
     (m > im->mr ? im->ukr_tall : im->ukr)(kc, a, direct ? g->a_rs : 0, bp, c + ir * g->ldc, g->ldc, m, n, t);
 }
 
@@ -1147,7 +1151,7 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
                 im->pack_b(g->B + pc * g->b_rs + jc * g->b_cs, g->b_cs, g->b_rs, nc, kc, pb);
             for (int64_t ic = m0; ic < m1; ic += g->mc) {
                 int64_t mc = min64(g->mc, m1 - ic);
-                if (!direct)
+                if (!direct && !g->apack)
                     im->pack_a(g->A + ic * g->a_rs + pc * g->a_cs, g->a_rs, g->a_cs, mc, kc, pa);
                 float *cblk = g->C + ic * ldc + jc;
                 if (rows_outer(g, kc, nc)) {
@@ -1242,6 +1246,35 @@ static void unalias_a(gemm_job *g)
         memcpy(ac + i * ld, g->A + i * g->a_rs, (size_t)g->K * sizeof(float));
     g->A = ac;
     g->a_rs = ld;
+}
+
+/* Row panels [b, e) of op(A) (mr rows each) packed over the whole K into the apack layout. */
+static void packa_task(void *ctx, int64_t b, int64_t e)
+{
+    gemm_job *g = ctx;
+    const int mr = g->im->mr;
+    int64_t i0 = b * mr, n = min64(e * mr, g->M) - i0;
+    g->im->pack_a(g->A + i0 * g->a_rs, g->a_rs, g->a_cs, n, g->K, (float *)g->apack + b * g->K * mr);
+}
+
+/* A grid with several tasks along N (BERT's M = 128 GEMMs at 2 threads: 8 column tasks) has every
+ * task pack the same rows of op(A), K slice by K slice, for itself: with the micro-kernels that read
+ * packed A (AVX2, portable C; AVX-512 reads row-major A in place) a 768 x 768 projection packed all
+ * of A 8 times. Here op(A) is packed once, each thread a share of the row panels, into a scratch
+ * buffer (up to 16 MB) that every task reads; the products are the same, term for term. */
+static void share_a(kiln_pool *pool, int nthreads, gemm_job *g)
+{
+    if (g->direct_a || g->tn < 2)
+        return;
+    int64_t pm = ceil_div(g->M, g->im->mr), floats = pm * g->K * g->im->mr;
+    if (floats > 4 * 1024 * 1024)
+        return;
+    /* the slot unalias_a uses: it only runs with direct A */
+    float *dst = kiln__scratch(KILN_SCRATCH_GEMM_A, (size_t)floats * sizeof(float));
+    if (!dst)
+        return;   /* out of memory: each task packs its own */
+    g->apack = dst;
+    kiln__parallel_for(pool, nthreads, pm, 1, packa_task, g);
 }
 
 /* Columns [b*nr, e*nr) of op(B) packed over the whole K into the kiln_gemm.bpack layout at dst. */
@@ -1399,7 +1432,8 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
     g.mc = ceil_div(ceil_div(g.mstep, mb), im->mr) * im->mr;
     int64_t nb = ceil_div(g.nstep, im->nc);
     g.nc = ceil_div(ceil_div(g.nstep, nb), im->nr) * im->nr;
-    g.buf_floats = (size_t)(g.nc * g.kc + g.kc + 16 + (g.direct_a ? 0 : g.mc * g.kc));
+    share_a(pool, ntask_threads, &g);
+    g.buf_floats = (size_t)(g.nc * g.kc + g.kc + 16 + (g.direct_a || g.apack ? 0 : g.mc * g.kc));
     share_b(pool, ntask_threads, &g);
     kiln__parallel_for(pool, ntask_threads, g.tm * g.tn, 1, gemm_task, &g);
 }
