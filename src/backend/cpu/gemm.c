@@ -207,13 +207,16 @@ static const gemm_impl impl_c = {MR_C, NR_C, ukr_c, pack_c_a, pack_c_b, 128, 256
 #define MR_AVX2 6
 #define NR_AVX2 16
 
-__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *pa, int64_t lda, const float *pb,
-                                                          float *c, int64_t ldc, int m, int n, const tile_args *t)
+/* The 6 x 16 tile computed for its first R rows only (R = 6, 4 or 2, m <= R): an edge tile of
+ * one or two rows (BERT's M = 128 = 21 x 6 + 2) does not pay for six. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void ukr_avx2_rows(int64_t kc, const float *pa,
+                                                                                   const float *pb, float *c,
+                                                                                   int64_t ldc, int m, int n,
+                                                                                   const tile_args *t, const int R)
 {
-    (void)lda; /* always packed */
     __m256 c0[MR_AVX2], c1[MR_AVX2];
 #pragma GCC unroll 8
-    for (int i = 0; i < MR_AVX2; i++)
+    for (int i = 0; i < R; i++)
         c0[i] = c1[i] = _mm256_setzero_ps();
     for (int i = 0; i < m; i++)
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
@@ -221,7 +224,7 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
     for (int64_t k = 0; k < kc; k++) {
         __m256 b0 = _mm256_load_ps(pb), b1 = _mm256_load_ps(pb + 8);
 #pragma GCC unroll 8
-        for (int i = 0; i < MR_AVX2; i++) {
+        for (int i = 0; i < R; i++) {
             __m256 a = _mm256_broadcast_ss(pa + i);
             c0[i] = _mm256_fmadd_ps(a, b0, c0[i]);
             c1[i] = _mm256_fmadd_ps(a, b1, c1[i]);
@@ -229,7 +232,7 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
         pa += MR_AVX2;
         pb += NR_AVX2;
     }
-    if (m == MR_AVX2 && n == NR_AVX2) {
+    if (n == NR_AVX2) {
         /* bias, residual and Relu / no activation in registers, in kiln__epi_apply_f32's order;
          * other activations by its (AVX2) rows over the stored tile, still in L1 */
         const kiln_epi *e = t->epi;
@@ -241,7 +244,9 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
         __m256 va = _mm256_set1_ps(t->alpha), vb = _mm256_set1_ps(t->beta);
         __m256 cb0 = cb ? _mm256_loadu_ps(cb) : va, cb1 = cb ? _mm256_loadu_ps(cb + 8) : va;
 #pragma GCC unroll 8
-        for (int i = 0; i < MR_AVX2; i++) {
+        for (int i = 0; i < R; i++) {
+            if (i >= m)
+                break;
             float *cr = c + i * ldc;
             __m256 r0 = _mm256_mul_ps(c0[i], va), r1 = _mm256_mul_ps(c1[i], va);
             if (t->beta != 0.0f) {
@@ -266,16 +271,28 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
             _mm256_storeu_ps(cr + 8, r1);
         }
         if (e && !in_regs)
-            kiln__epi_apply_f32(e, c, ldc, MR_AVX2, NR_AVX2, t->i0, t->j0);
+            kiln__epi_apply_f32(e, c, ldc, m, NR_AVX2, t->i0, t->j0);
     } else {
         float tt[MR_AVX2 * NR_AVX2] __attribute__((aligned(32)));
 #pragma GCC unroll 8
-        for (int i = 0; i < MR_AVX2; i++) {
+        for (int i = 0; i < R; i++) {
             _mm256_store_ps(tt + i * NR_AVX2, c0[i]);
             _mm256_store_ps(tt + i * NR_AVX2 + 8, c1[i]);
         }
         store_tile(tt, NR_AVX2, c, ldc, m, n, t);
     }
+}
+
+__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *pa, int64_t lda, const float *pb,
+                                                          float *c, int64_t ldc, int m, int n, const tile_args *t)
+{
+    (void)lda; /* always packed */
+    if (m > 4)
+        ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 6);
+    else if (m > 2)
+        ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 4);
+    else
+        ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 2);
 }
 
 /* A row-major (sk == 1, e.g. convolution weights): full 6-row panels transposed 4 k at a time in
