@@ -1189,8 +1189,13 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
                     int n = (int)min64(nr, nc - jr);
                     const float *bp = panel_at(g, &t, pb, colv, jc, jr, pc, kc, n);
                     /* pre-packed B streams from memory: while this panel slice is used by every row
-                     * tile (from L1/L2), the next one is fetched into L2, a share per tile */
-                    const char *nb = g->bpack && mc > mr && jr + nr < nc ? (const char *)(bp + K * nr) : NULL;
+                     * tile (from L1/L2), the next one is fetched into L2, a share per tile; after the
+                     * block's last panel, the first panel of the next K slice (else its first row
+                     * tile waits on memory: BERT's 2-thread tasks, 96 columns, start 3 to 12 K slices) */
+                    const float *nbp = jr + nr < nc ? bp + K * nr
+                                       : pc + kc < K && g->bpack ? g->bpack + jc / nr * K * nr + (pc + kc) * nr
+                                                                 : NULL;
+                    const char *nb = g->bpack && mc > mr ? (const char *)nbp : NULL;
                     const int64_t nb_lines = kc * nr * (int64_t)sizeof(float) / 64;
                     const int64_t nb_step = ceil_div(nb_lines, ceil_div(mc, mr));
                     const bool tall = tall_ok && n > 17;
