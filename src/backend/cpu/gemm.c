@@ -35,7 +35,7 @@
  * every size is supported. With beta == 0, C is never read. */
 #include "gemm.h"
 #include "scratch.h"
-#include "vmath.h"
+#include "vmath_avx2.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define GEMM_X86 1
@@ -233,11 +233,13 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void ukr_avx2_r
         pb += NR_AVX2;
     }
     if (n == NR_AVX2) {
-        /* bias, residual and Relu / no activation in registers, in kiln__epi_apply_f32's order;
-         * other activations by its (AVX2) rows over the stored tile, still in L1 */
+        /* bias, residual and Relu / GELU (BERT's FFN up) / no activation in registers, in
+         * kiln__epi_apply_f32's order with its vector math (the same results); other activations
+         * by its (AVX2) rows over the stored tile, still in L1 */
         const kiln_epi *e = t->epi;
-        const bool in_regs = e && (e->act.kind == KILN_ACT_NONE || e->act.kind == KILN_ACT_RELU);
-        const bool relu = in_regs && e->act.kind == KILN_ACT_RELU;
+        const bool in_regs =
+            e && (e->act.kind == KILN_ACT_NONE || e->act.kind == KILN_ACT_RELU || e->act.kind == KILN_ACT_GELU);
+        const bool relu = in_regs && e->act.kind == KILN_ACT_RELU, gelu = in_regs && e->act.kind == KILN_ACT_GELU;
         const float *rb = in_regs && e->bias && e->row_bias ? e->bias + t->i0 : NULL;
         const float *cb = in_regs && e->bias && !e->row_bias ? e->bias + t->j0 : NULL;
         const float *rr = in_regs && e->res ? e->res + t->i0 * e->ldr + t->j0 : NULL;
@@ -266,6 +268,9 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void ukr_avx2_r
             if (relu) {   /* NaN -> 0, like the epilogue */
                 r0 = _mm256_max_ps(r0, _mm256_setzero_ps());
                 r1 = _mm256_max_ps(r1, _mm256_setzero_ps());
+            } else if (gelu) {
+                r0 = kiln_v8_act(KILN_ACT_GELU, 0.0f, 0.0f, r0);
+                r1 = kiln_v8_act(KILN_ACT_GELU, 0.0f, 0.0f, r1);
             }
             _mm256_storeu_ps(cr, r0);
             _mm256_storeu_ps(cr + 8, r1);
