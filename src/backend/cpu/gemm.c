@@ -21,14 +21,17 @@
  *     (with cheaper variants for 1-, 16- and 17-column edge tiles; with A read in place the
  *     17th column is a dot product along k) and 12 x 32 for A read in place against pre-packed
  *     B (12 FMAs per B vector; mixed with 8-row tiles so that heights split without waste),
- *     AVX2+FMA 6 x 16, and
+ *     AVX2+FMA 6 x 16 (with 4- and 2-row variants for edge tiles; bias, residual, Relu and GELU
+ *     applied in registers), and
  *     portable C 6 x 8 (GNU vector extensions).
  *   - A read in place whose rows are a multiple of 2 KB apart is first copied to a padded stride
  *     (unalias_a: such rows share L1 sets); pre-packed B panels are prefetched into L2 one panel
- *     ahead.
+ *     ahead (after a block's last panel, the first panel of the next K slice).
  *   - A grid split only along N gets several tasks per thread (dynamic scheduling); each
  *     thread's packing buffer is a reusable per-thread scratch buffer (scratch.h). A grid split
- *     along M packs op(B) once for all its tasks where packing costs (share_b).
+ *     along M packs op(B) once for all its tasks where packing costs (share_b); a grid with
+ *     several tasks along N packs op(A) once for all of them where the kernel reads packed A
+ *     (share_a).
  *   - Tiny problems and GEMV shapes (M == 1 or N == 1) take a direct path without packing; one
  *     row against pre-packed B (a classifier's last Gemm) streams the panels once (row512).
  * Edge tiles are handled by zero padding in the packed panels and masked / partial stores, so
