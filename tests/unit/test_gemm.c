@@ -329,6 +329,30 @@ static int test_shared_b(unsigned long long *seed)
     return fails;
 }
 
+/* Grids with several tasks along N (N >> M, 2-3 threads), where op(A) is packed once for all the
+ * tasks where the micro-kernel reads packed A (AVX2, portable C; AVX-512: A transposed): M not a
+ * multiple of any kernel's height (a partial last row panel), A transposed or not and with a
+ * padded leading dimension, one K slice or several (K > 256), every packer, bias, residual and
+ * activations; BERT-base's shapes (M = 128, N = 768 / 3072, pre-packed B) at 2 threads. */
+static int test_shared_a(unsigned long long *seed)
+{
+    int fails = 0;
+    static const int64_t ms[] = {5, 7, 13, 25, 37, 128};
+    static const int64_t ks[] = {1, 9, 256, 300, 700};
+    int i = 0;
+    for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
+        for (size_t b = 0; b < sizeof ks / sizeof ks[0]; b++, i++) {
+            kiln_act act = {.kind = i % 3 == 0 ? KILN_ACT_GELU : i % 3 == 1 ? KILN_ACT_RELU : KILN_ACT_NONE};
+            int64_t N = 500 + 97 * (i % 5);
+            fails += !run_epi_case_lda(2 + i % 2, i % 4 == 1, i % 3 == 2, ms[a], N, ks[b], i % 5 ? 1.0f : -0.5f,
+                                       i % 4 == 3 ? 0.5f : 0.0f, i % 3, i % 2 == 0, act, i % 3, i % 2 ? 3 : 0, seed);
+        }
+    kiln_act none = {.kind = KILN_ACT_NONE}, gelu = {.kind = KILN_ACT_GELU};
+    fails += !run_epi_case_lda(2, false, false, 128, 768, 768, 1.0f, 0.0f, 2, true, none, 2, 0, seed);
+    fails += !run_epi_case_lda(2, false, false, 128, 3072, 768, 1.0f, 0.0f, 2, false, gelu, 2, 0, seed);
+    return fails;
+}
+
 static int test_epilogues(unsigned long long *seed)
 {
     int fails = 0;
@@ -677,6 +701,7 @@ int main(int argc, char **argv)
     fails += test_tall_tiles(&seed);
     fails += test_row_bpack(&seed);
     fails += test_shared_b(&seed);
+    fails += test_shared_a(&seed);
     test_act_accuracy();
     test_fused_kernels(&seed);
     test_attention(&seed);

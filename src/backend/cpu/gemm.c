@@ -21,21 +21,24 @@
  *     (with cheaper variants for 1-, 16- and 17-column edge tiles; with A read in place the
  *     17th column is a dot product along k) and 12 x 32 for A read in place against pre-packed
  *     B (12 FMAs per B vector; mixed with 8-row tiles so that heights split without waste),
- *     AVX2+FMA 6 x 16, and
+ *     AVX2+FMA 6 x 16 (with 4- and 2-row variants for edge tiles; bias, residual, Relu and GELU
+ *     applied in registers), and
  *     portable C 6 x 8 (GNU vector extensions).
  *   - A read in place whose rows are a multiple of 2 KB apart is first copied to a padded stride
  *     (unalias_a: such rows share L1 sets); pre-packed B panels are prefetched into L2 one panel
- *     ahead.
+ *     ahead (after a block's last panel, the first panel of the next K slice).
  *   - A grid split only along N gets several tasks per thread (dynamic scheduling); each
  *     thread's packing buffer is a reusable per-thread scratch buffer (scratch.h). A grid split
- *     along M packs op(B) once for all its tasks where packing costs (share_b).
+ *     along M packs op(B) once for all its tasks where packing costs (share_b); a grid with
+ *     several tasks along N packs op(A) once for all of them where the kernel reads packed A
+ *     (share_a).
  *   - Tiny problems and GEMV shapes (M == 1 or N == 1) take a direct path without packing; one
  *     row against pre-packed B (a classifier's last Gemm) streams the panels once (row512).
  * Edge tiles are handled by zero padding in the packed panels and masked / partial stores, so
  * every size is supported. With beta == 0, C is never read. */
 #include "gemm.h"
 #include "scratch.h"
-#include "vmath.h"
+#include "vmath_avx2.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define GEMM_X86 1
@@ -207,13 +210,16 @@ static const gemm_impl impl_c = {MR_C, NR_C, ukr_c, pack_c_a, pack_c_b, 128, 256
 #define MR_AVX2 6
 #define NR_AVX2 16
 
-__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *pa, int64_t lda, const float *pb,
-                                                          float *c, int64_t ldc, int m, int n, const tile_args *t)
+/* The 6 x 16 tile computed for its first R rows only (R = 6, 4 or 2, m <= R): an edge tile of
+ * one or two rows (BERT's M = 128 = 21 x 6 + 2) does not pay for six. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void ukr_avx2_rows(int64_t kc, const float *pa,
+                                                                                   const float *pb, float *c,
+                                                                                   int64_t ldc, int m, int n,
+                                                                                   const tile_args *t, const int R)
 {
-    (void)lda; /* always packed */
     __m256 c0[MR_AVX2], c1[MR_AVX2];
 #pragma GCC unroll 8
-    for (int i = 0; i < MR_AVX2; i++)
+    for (int i = 0; i < R; i++)
         c0[i] = c1[i] = _mm256_setzero_ps();
     for (int i = 0; i < m; i++)
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
@@ -221,7 +227,7 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
     for (int64_t k = 0; k < kc; k++) {
         __m256 b0 = _mm256_load_ps(pb), b1 = _mm256_load_ps(pb + 8);
 #pragma GCC unroll 8
-        for (int i = 0; i < MR_AVX2; i++) {
+        for (int i = 0; i < R; i++) {
             __m256 a = _mm256_broadcast_ss(pa + i);
             c0[i] = _mm256_fmadd_ps(a, b0, c0[i]);
             c1[i] = _mm256_fmadd_ps(a, b1, c1[i]);
@@ -229,19 +235,23 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
         pa += MR_AVX2;
         pb += NR_AVX2;
     }
-    if (m == MR_AVX2 && n == NR_AVX2) {
-        /* bias, residual and Relu / no activation in registers, in kiln__epi_apply_f32's order;
-         * other activations by its (AVX2) rows over the stored tile, still in L1 */
+    if (n == NR_AVX2) {
+        /* bias, residual and Relu / GELU (BERT's FFN up) / no activation in registers, in
+         * kiln__epi_apply_f32's order with its vector math (the same results); other activations
+         * by its (AVX2) rows over the stored tile, still in L1 */
         const kiln_epi *e = t->epi;
-        const bool in_regs = e && (e->act.kind == KILN_ACT_NONE || e->act.kind == KILN_ACT_RELU);
-        const bool relu = in_regs && e->act.kind == KILN_ACT_RELU;
+        const bool in_regs =
+            e && (e->act.kind == KILN_ACT_NONE || e->act.kind == KILN_ACT_RELU || e->act.kind == KILN_ACT_GELU);
+        const bool relu = in_regs && e->act.kind == KILN_ACT_RELU, gelu = in_regs && e->act.kind == KILN_ACT_GELU;
         const float *rb = in_regs && e->bias && e->row_bias ? e->bias + t->i0 : NULL;
         const float *cb = in_regs && e->bias && !e->row_bias ? e->bias + t->j0 : NULL;
         const float *rr = in_regs && e->res ? e->res + t->i0 * e->ldr + t->j0 : NULL;
         __m256 va = _mm256_set1_ps(t->alpha), vb = _mm256_set1_ps(t->beta);
         __m256 cb0 = cb ? _mm256_loadu_ps(cb) : va, cb1 = cb ? _mm256_loadu_ps(cb + 8) : va;
 #pragma GCC unroll 8
-        for (int i = 0; i < MR_AVX2; i++) {
+        for (int i = 0; i < R; i++) {
+            if (i >= m)
+                break;
             float *cr = c + i * ldc;
             __m256 r0 = _mm256_mul_ps(c0[i], va), r1 = _mm256_mul_ps(c1[i], va);
             if (t->beta != 0.0f) {
@@ -261,21 +271,36 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
             if (relu) {   /* NaN -> 0, like the epilogue */
                 r0 = _mm256_max_ps(r0, _mm256_setzero_ps());
                 r1 = _mm256_max_ps(r1, _mm256_setzero_ps());
+            } else if (gelu) {
+                r0 = kiln_v8_act(KILN_ACT_GELU, 0.0f, 0.0f, r0);
+                r1 = kiln_v8_act(KILN_ACT_GELU, 0.0f, 0.0f, r1);
             }
             _mm256_storeu_ps(cr, r0);
             _mm256_storeu_ps(cr + 8, r1);
         }
         if (e && !in_regs)
-            kiln__epi_apply_f32(e, c, ldc, MR_AVX2, NR_AVX2, t->i0, t->j0);
+            kiln__epi_apply_f32(e, c, ldc, m, NR_AVX2, t->i0, t->j0);
     } else {
         float tt[MR_AVX2 * NR_AVX2] __attribute__((aligned(32)));
 #pragma GCC unroll 8
-        for (int i = 0; i < MR_AVX2; i++) {
+        for (int i = 0; i < R; i++) {
             _mm256_store_ps(tt + i * NR_AVX2, c0[i]);
             _mm256_store_ps(tt + i * NR_AVX2 + 8, c1[i]);
         }
         store_tile(tt, NR_AVX2, c, ldc, m, n, t);
     }
+}
+
+__attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *pa, int64_t lda, const float *pb,
+                                                          float *c, int64_t ldc, int m, int n, const tile_args *t)
+{
+    (void)lda; /* always packed */
+    if (m > 4)
+        ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 6);
+    else if (m > 2)
+        ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 4);
+    else
+        ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 2);
 }
 
 /* A row-major (sk == 1, e.g. convolution weights): full 6-row panels transposed 4 k at a time in
@@ -927,6 +952,8 @@ typedef struct gemm_job {
     void *packb_ctx;
     const float *bpack;   /* op(B) pre-packed in full-K panels, or NULL */
     bool b_shared;        /* bpack was packed by this call for all its tasks (share_b), not given */
+    const float *apack;   /* op(A) packed once by this call for all its tasks in full-K mr-row panels
+                           * (share_a: apack[p*K*mr + k*mr + i] = op(A)(p*mr + i, k)), or NULL */
     const kiln_epi *epi;  /* NULL when there is nothing to do */
     bool direct_a;        /* the micro-kernel reads A in place */
     /* task grid */
@@ -1115,7 +1142,9 @@ static void run_tile(const gemm_job *g, tile_args *t, const float *pa, const flo
     const gemm_impl *im = g->im;
     t->i0 = ic + ir;
     const bool direct = g->direct_a;
-    const float *a = direct ? g->A + (ic + ir) * g->a_rs + pc : pa + ir * kc;
+    const float *a = direct     ? g->A + (ic + ir) * g->a_rs + pc
+                     : g->apack ? g->apack + (ic + ir) / im->mr * g->K * im->mr + pc * im->mr
+                                : pa + ir * kc;
     (m > im->mr ? im->ukr_tall : im->ukr)(kc, a, direct ? g->a_rs : 0, bp, c + ir * g->ldc, g->ldc, m, n, t);
 }
 
@@ -1147,7 +1176,7 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
                 im->pack_b(g->B + pc * g->b_rs + jc * g->b_cs, g->b_cs, g->b_rs, nc, kc, pb);
             for (int64_t ic = m0; ic < m1; ic += g->mc) {
                 int64_t mc = min64(g->mc, m1 - ic);
-                if (!direct)
+                if (!direct && !g->apack)
                     im->pack_a(g->A + ic * g->a_rs + pc * g->a_cs, g->a_rs, g->a_cs, mc, kc, pa);
                 float *cblk = g->C + ic * ldc + jc;
                 if (rows_outer(g, kc, nc)) {
@@ -1168,8 +1197,13 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
                     int n = (int)min64(nr, nc - jr);
                     const float *bp = panel_at(g, &t, pb, colv, jc, jr, pc, kc, n);
                     /* pre-packed B streams from memory: while this panel slice is used by every row
-                     * tile (from L1/L2), the next one is fetched into L2, a share per tile */
-                    const char *nb = g->bpack && mc > mr && jr + nr < nc ? (const char *)(bp + K * nr) : NULL;
+                     * tile (from L1/L2), the next one is fetched into L2, a share per tile; after the
+                     * block's last panel, the first panel of the next K slice (else its first row
+                     * tile waits on memory: BERT's 2-thread tasks, 96 columns, start 3 to 12 K slices) */
+                    const float *nbp = jr + nr < nc ? bp + K * nr
+                                       : pc + kc < K && g->bpack ? g->bpack + jc / nr * K * nr + (pc + kc) * nr
+                                                                 : NULL;
+                    const char *nb = g->bpack && mc > mr ? (const char *)nbp : NULL;
                     const int64_t nb_lines = kc * nr * (int64_t)sizeof(float) / 64;
                     const int64_t nb_step = ceil_div(nb_lines, ceil_div(mc, mr));
                     const bool tall = tall_ok && n > 17;
@@ -1242,6 +1276,35 @@ static void unalias_a(gemm_job *g)
         memcpy(ac + i * ld, g->A + i * g->a_rs, (size_t)g->K * sizeof(float));
     g->A = ac;
     g->a_rs = ld;
+}
+
+/* Row panels [b, e) of op(A) (mr rows each) packed over the whole K into the apack layout. */
+static void packa_task(void *ctx, int64_t b, int64_t e)
+{
+    gemm_job *g = ctx;
+    const int mr = g->im->mr;
+    int64_t i0 = b * mr, n = min64(e * mr, g->M) - i0;
+    g->im->pack_a(g->A + i0 * g->a_rs, g->a_rs, g->a_cs, n, g->K, (float *)g->apack + b * g->K * mr);
+}
+
+/* A grid with several tasks along N (BERT's M = 128 GEMMs at 2 threads: 8 column tasks) has every
+ * task pack the same rows of op(A), K slice by K slice, for itself: with the micro-kernels that read
+ * packed A (AVX2, portable C; AVX-512 reads row-major A in place) a 768 x 768 projection packed all
+ * of A 8 times. Here op(A) is packed once, each thread a share of the row panels, into a scratch
+ * buffer (up to 16 MB) that every task reads; the products are the same, term for term. */
+static void share_a(kiln_pool *pool, int nthreads, gemm_job *g)
+{
+    if (g->direct_a || g->tn < 2)
+        return;
+    int64_t pm = ceil_div(g->M, g->im->mr), floats = pm * g->K * g->im->mr;
+    if (floats > 4 * 1024 * 1024)
+        return;
+    /* the slot unalias_a uses: it only runs with direct A */
+    float *dst = kiln__scratch(KILN_SCRATCH_GEMM_A, (size_t)floats * sizeof(float));
+    if (!dst)
+        return;   /* out of memory: each task packs its own */
+    g->apack = dst;
+    kiln__parallel_for(pool, nthreads, pm, 1, packa_task, g);
 }
 
 /* Columns [b*nr, e*nr) of op(B) packed over the whole K into the kiln_gemm.bpack layout at dst. */
@@ -1399,7 +1462,8 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
     g.mc = ceil_div(ceil_div(g.mstep, mb), im->mr) * im->mr;
     int64_t nb = ceil_div(g.nstep, im->nc);
     g.nc = ceil_div(ceil_div(g.nstep, nb), im->nr) * im->nr;
-    g.buf_floats = (size_t)(g.nc * g.kc + g.kc + 16 + (g.direct_a ? 0 : g.mc * g.kc));
+    share_a(pool, ntask_threads, &g);
+    g.buf_floats = (size_t)(g.nc * g.kc + g.kc + 16 + (g.direct_a || g.apack ? 0 : g.mc * g.kc));
     share_b(pool, ntask_threads, &g);
     kiln__parallel_for(pool, ntask_threads, g.tm * g.tn, 1, gemm_task, &g);
 }
