@@ -1,6 +1,7 @@
 /* AVX2 + FMA float32 Conv / FusedConv: the reference kernels (cpu/ref/k_conv.c) with the
- * depthwise rows (strides 1 and 2) and the N-D im2col's stride-2 gathers vectorized, registered
- * over them for hosts with AVX2 and FMA (the AVX-512 kernels, conv_avx512.c, reuse both). */
+ * depthwise rows (strides 1 and 2) and the N-D im2col's stride-2 gathers vectorized (the AVX-512
+ * kernels, conv_avx512.c, reuse both) and Winograd for 3x3 stride-1 layers (conv_wino.c with the
+ * AVX2 transforms of wino_avx2.c), registered over them for hosts with AVX2 and FMA. */
 #include "../cpu_kernels.h"
 #include "conv_x86.h"
 
@@ -95,7 +96,15 @@ __attribute__((target("avx2,fma"))) void kiln__conv_dw_row_avx2(const kiln_conv2
     }
 }
 
-static const kiln_conv_isa isa_avx2 = {.dw_row = kiln__conv_dw_row_avx2, .gather2 = kiln__conv_gather2_avx2};
+/* kiln_conv_isa.layer: Winograd (AVX2 transforms) where it applies or its filters were prepared */
+static kiln_status layer_avx2(const kiln_kctx *ctx, const kiln_window *g, const float *x, const float *w,
+                              const float *b, float *y, const kiln_epi *post, bool *done)
+{
+    return kiln__conv_wino_layer(ctx, &kiln__wino_set_avx2, g, x, w, b, y, post, done);
+}
+
+static const kiln_conv_isa isa_avx2 = {
+    .dw_row = kiln__conv_dw_row_avx2, .gather2 = kiln__conv_gather2_avx2, .layer = layer_avx2};
 
 static kiln_status k_conv_avx2(kiln_kctx *ctx) { return kiln__conv(ctx, &isa_avx2, k_conv_avx2); }
 static kiln_status k_fused_conv_avx2(kiln_kctx *ctx) { return kiln__fused_conv(ctx, &isa_avx2, k_fused_conv_avx2); }
