@@ -2,7 +2,7 @@
  * conv_wino.c): the twins of wino_avx512.c's F(2x2, 3x3) and F(4x4, 3x3), 8 tiles of one tile row
  * per vector, with the same arithmetic in the same order. V is written in the GEMM's packed-B
  * panels of j->nr tiles (16 with the AVX2 GEMM, 32 when this kernel runs on an AVX-512 host); the
- * filter transforms (Tw) are wino_avx512.c's, so prepared filters are the same bytes. */
+ * filter transforms (Tw) are wino_avx512.c's, so prepared filters have the same layout and values. */
 #include "wino.h"
 #include "../prep.h"
 #include "../vmath_avx2.h"
