@@ -24,6 +24,8 @@ static int g_fast_at = -1;
 static bool g_prepared;
 /* FusedConv tolerance (relative, at least absolute): check_fused_conv */
 static double g_fused_tol = 1e-4;
+/* float32 Conv tolerance: check_conv */
+static double g_conv_tol = 1e-4;
 
 /* ---------------------------------------------------------------------------------------
  * building a node by hand
@@ -374,7 +376,7 @@ static void check_conv(const cfg *c, bool transpose, kiln_dtype dt, int nthreads
         bool shape_ok = out[0].ndim == nsp + 2 && !memcmp(out[0].dims, yd, sizeof(int64_t) * (size_t)(nsp + 2)) &&
                         out[0].dtype == dt;
         CHECK_MSG(shape_ok, "output shape mismatch [%s]", desc);
-        double tol = dt == KILN_DT_FLOAT16 ? 2e-2 : 1e-4;
+        double tol = dt == KILN_DT_FLOAT16 ? 2e-2 : dt == KILN_DT_FLOAT32 ? g_conv_tol : 1e-4;
         for (int64_t i = 0; shape_ok && i < ny; i++) {
             double got = kiln__get_f64(dt, out[0].data, i), want = ref[i];
             if (!(fabs(got - want) <= tol * fmax(1.0, fabs(want)))) {
@@ -1275,6 +1277,14 @@ int main(int argc, char **argv)
     test_conv_configs(&seed);
     test_fused_conv(&seed);
     test_wino_prepared(&seed);
+    /* the configurations again with the weights prepared as an engine stores them: on hosts of the
+     * AVX2 GEMM family every float32 1-D / 2-D layer (not depthwise) that does not take Winograd gets
+     * them as the GEMM's packed A (KILN_PREP_CONV_A) */
+    g_prepared = true;
+    g_conv_tol = 5e-4;   /* prepared 3x3 layers take Winograd F(4x4) (test_wino_prepared) */
+    test_conv_configs(&seed);
+    g_conv_tol = 1e-4;
+    g_prepared = false;
     test_conv_integer(&seed);
     test_pools(&seed);
     test_global_avgpool(&seed);

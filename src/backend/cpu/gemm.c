@@ -926,6 +926,7 @@ typedef struct gemm_job {
     kiln_gemm_packb_fn packb;
     void *packb_ctx;
     const float *bpack;   /* op(B) pre-packed in full-K panels, or NULL */
+    const float *apack;   /* op(A) pre-packed in full-K mr-high panels (packed micro-kernels), or NULL */
     bool b_shared;        /* bpack was packed by this call for all its tasks (share_b), not given */
     const kiln_epi *epi;  /* NULL when there is nothing to do */
     bool direct_a;        /* the micro-kernel reads A in place */
@@ -1115,7 +1116,9 @@ static void run_tile(const gemm_job *g, tile_args *t, const float *pa, const flo
     const gemm_impl *im = g->im;
     t->i0 = ic + ir;
     const bool direct = g->direct_a;
-    const float *a = direct ? g->A + (ic + ir) * g->a_rs + pc : pa + ir * kc;
+    const float *a = direct     ? g->A + (ic + ir) * g->a_rs + pc
+                     : g->apack ? g->apack + (ic + ir) / im->mr * g->K * im->mr + pc * im->mr
+                                : pa + ir * kc;
     (m > im->mr ? im->ukr_tall : im->ukr)(kc, a, direct ? g->a_rs : 0, bp, c + ir * g->ldc, g->ldc, m, n, t);
 }
 
@@ -1147,7 +1150,7 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
                 im->pack_b(g->B + pc * g->b_rs + jc * g->b_cs, g->b_cs, g->b_rs, nc, kc, pb);
             for (int64_t ic = m0; ic < m1; ic += g->mc) {
                 int64_t mc = min64(g->mc, m1 - ic);
-                if (!direct)
+                if (!direct && !g->apack)
                     im->pack_a(g->A + ic * g->a_rs + pc * g->a_cs, g->a_rs, g->a_cs, mc, kc, pa);
                 float *cblk = g->C + ic * ldc + jc;
                 if (rows_outer(g, kc, nc)) {
@@ -1349,6 +1352,7 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
     g.packb_ctx = a->packb_ctx;
     g.epi = epi;
     g.direct_a = im->direct_a && !a->trans_a && a->lda > 0;
+    g.apack = a->apack && kiln__sgemm_apack_mr() > 0 ? a->apack : NULL;
 
     nthreads = kiln__pool_clamp(pool, nthreads);
     double flops = 2.0 * (double)M * (double)N * (double)K;
@@ -1358,7 +1362,7 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
         nthreads = flops < GEMM_MIN_FLOPS_PER_THREAD ? 1 : (int)(flops / GEMM_MIN_FLOPS_PER_THREAD);
 
     /* tiny problems and GEMV shapes: no packing (needs op(B) in memory) */
-    if (!g.packb && !g.bpack && (flops < 65536.0 || M == 1 || N == 1)) {
+    if (!g.packb && !g.bpack && !g.apack && (flops < 65536.0 || M == 1 || N == 1)) {
         if (nthreads <= 1)
             direct_block(&g, 0, M, 0, N);
         else if (M >= nthreads)
@@ -1415,6 +1419,30 @@ void kiln__sgemm(kiln_pool *pool, int nthreads, bool trans_a, bool trans_b, int6
 int kiln__sgemm_nr(void)
 {
     return select_impl()->nr;
+}
+
+int kiln__sgemm_apack_mr(void)
+{
+#if GEMM_X86
+    const gemm_impl *im = select_impl();
+    return im == &impl_avx2 ? im->mr : 0;
+#else
+    return 0;
+#endif
+}
+
+int64_t kiln__sgemm_apack_floats(int64_t M, int64_t K)
+{
+    int64_t mr = kiln__sgemm_apack_mr();
+    return mr > 0 ? ceil_div(M, mr) * mr * K : 0;
+}
+
+bool kiln__sgemm_apack(int64_t M, int64_t K, const float *A, int64_t lda, float *dst)
+{
+    if (kiln__sgemm_apack_mr() <= 0)
+        return false;
+    select_impl()->pack_a(A, lda, 1, M, K, dst);
+    return true;
 }
 
 int kiln__sgemm_kind(void)
