@@ -76,8 +76,9 @@ static void wino_task(void *vctx, int64_t b0, int64_t b1)
         wino_zero_tail(V, sv, (int)NP, Cg, Tb, j->nr); /* the last panel's unused lanes: keep them finite */
         j->k->in(j, t0, t1, V, 0, Cg);
         for (int64_t q = 0; q < NP; q++) {
-            kiln_gemm gm = {.M = Mg, .N = Tb, .K = Cg, .alpha = 1.0f, .beta = 0.0f, .A = j->U + q * Mg * Cg,
-                            .lda = Cg, .bpack = V + q * sv, .C = P + q * sp, .ldc = Tb};
+            const float *Uq = j->U + q * j->uq;
+            kiln_gemm gm = {.M = Mg, .N = Tb, .K = Cg, .alpha = 1.0f, .beta = 0.0f, .A = Uq, .lda = Cg,
+                            .apack = j->upk ? Uq : NULL, .bpack = V + q * sv, .C = P + q * sp, .ldc = Tb};
             kiln__sgemm_ex(NULL, 1, &gm);
         }
         j->k->out(j, t0, t1, P, 0, Mg);
@@ -103,9 +104,9 @@ static void wino_ph_gemm(void *vctx, int64_t q0, int64_t q1)
     const wino_phase *w = vctx;
     const wino_job *j = w->j;
     for (int64_t q = q0; q < q1; q++) {
-        kiln_gemm gm = {.M = j->Mg, .N = w->T, .K = j->Cg, .alpha = 1.0f, .beta = 0.0f,
-                        .A = j->U + q * j->Mg * j->Cg, .lda = j->Cg, .bpack = w->V + q * w->sv, .C = w->P + q * w->sp,
-                        .ldc = w->T};
+        const float *Uq = j->U + q * j->uq;
+        kiln_gemm gm = {.M = j->Mg, .N = w->T, .K = j->Cg, .alpha = 1.0f, .beta = 0.0f, .A = Uq, .lda = j->Cg,
+                        .apack = j->upk ? Uq : NULL, .bpack = w->V + q * w->sv, .C = w->P + q * w->sp, .ldc = w->T};
         kiln__sgemm_ex(NULL, 1, &gm);
     }
 }
@@ -149,17 +150,28 @@ static const wino_kind *wino_kind_for(const kiln_wino_set *s, int64_t Cg, int64_
     return Cg * Mg <= s->f43_max_pairs ? s->f43 : s->f23;
 }
 
-/* Floats of the transformed filters U of all groups: [G][np][Mg][Cg]. */
-static int64_t wino_u_floats(const kiln_window *g, const wino_kind *k)
+/* Whether set s's filters prepared on this host are the GEMM's packed A (kiln__sgemm_apack: the
+ * AVX2 GEMM family), [G][np][ceil(Mg/mr)*mr*Cg], instead of [G][np][Mg][Cg]. */
+static bool wino_upacked(const kiln_wino_set *s) { return s->upack && kiln__sgemm_apack_mr() > 0; }
+
+/* Floats of one product's filters U[xi] of a group (packed: as the GEMM's A panels). */
+static int64_t wino_uq(int64_t Mg, int64_t Cg, bool packed)
 {
-    return k->np * (g->M / g->G) * (g->C / g->G) * g->G;
+    return packed ? kiln__sgemm_apack_floats(Mg, Cg) : Mg * Cg;
+}
+
+/* Floats of the transformed filters U of all groups: [G][np][uq]. */
+static int64_t wino_u_floats(const kiln_window *g, const wino_kind *k, bool packed)
+{
+    return k->np * wino_uq(g->M / g->G, g->C / g->G, packed) * g->G;
 }
 
 /* The layer's build-time transformed filters of variant k, when ctx->prepared holds them. */
-static const float *wino_prepared(const kiln_kctx *ctx, const kiln_window *g, const wino_kind *k)
+static const float *wino_prepared(const kiln_kctx *ctx, const kiln_window *g, const wino_kind *k, bool packed)
 {
     int64_t dims[3] = {g->M, g->C / g->G, g->G};
-    return kiln__prep_check(ctx, k->layout, KILN_DT_FLOAT32, 3, dims, (uint64_t)wino_u_floats(g, k) * sizeof(float));
+    return kiln__prep_check(ctx, k->layout, KILN_DT_FLOAT32, 3, dims,
+                            (uint64_t)wino_u_floats(g, k, packed) * sizeof(float));
 }
 
 /* U[np][Mg*Cg] = Tw[np x 9] x W^T for one group's filters W [Mg*Cg][9] (tw: np x 9 scratch). */
@@ -212,12 +224,14 @@ static int64_t wino_balance(int64_t T, int nt, int64_t r)
 /* Up: the filters of variant k transformed at build time ([G][np][Mg][Cg]), or NULL:
  * transformed from w here. */
 static kiln_status conv_wino(const kiln_kctx *ctx, const kiln_window *g, const wino_kind *k, const float *x,
-                             const float *w, const float *Up, const float *b, float *y, const kiln_epi *post)
+                             const float *w, const float *Up, bool upk, const float *b, float *y, const kiln_epi *post)
 {
     int nt = ctx->nthreads;
     const int64_t NP = k->np, tm = k->m;
     int64_t Cg = g->C / g->G, Mg = g->M / g->G, Ho = g->out[0], Wo = g->out[1];
-    wino_job j = {.g = g, .k = k, .Cg = Cg, .Mg = Mg, .tH = cdiv(Ho, tm), .tW = cdiv(Wo, tm), .nr = kiln__sgemm_nr()};
+    wino_job j = {.g = g, .k = k, .Cg = Cg, .Mg = Mg, .tH = cdiv(Ho, tm), .tW = cdiv(Wo, tm), .nr = kiln__sgemm_nr(),
+                  .upk = Up && upk};
+    j.uq = wino_uq(Mg, Cg, j.upk);
     j.Hp = tm * j.tH + 2;
     j.Wp = tm * j.tW + 2;
     /* tiles per block (R): a multiple of 32 (the GEMM panels), V and P within ~1.5 MB, and
@@ -252,7 +266,7 @@ static kiln_status conv_wino(const kiln_kctx *ctx, const kiln_window *g, const w
         for (int64_t gi = 0; gi < g->G; gi++) {
             /* U[np][Mg*Cg] = Tw[np x 9] x W^T, W viewed as [Mg*Cg][9] (or transformed at build time) */
             if (Up)
-                j.U = Up + gi * NP * Mg * Cg;
+                j.U = Up + gi * NP * j.uq;
             else if (n == 0 || g->G > 1)
                 wino_transform(ctx->pool, nt, k, w + gi * Mg * Cg * 9, Mg, Cg, tw, U);
             if (!Up)
@@ -288,20 +302,21 @@ kiln_status kiln__conv_wino_layer(const kiln_kctx *ctx, const kiln_wino_set *s, 
     if (!wino_geom(s, g, Cg, Mg))
         return KILN_OK;
     /* the prepared filters' variant; unprepared layers (transformed per call) F(2x2) */
-    const float *u43 = wino_prepared(ctx, g, s->f43), *u23 = u43 ? NULL : wino_prepared(ctx, g, s->f23);
+    const bool upk = wino_upacked(s);
+    const float *u43 = wino_prepared(ctx, g, s->f43, upk), *u23 = u43 ? NULL : wino_prepared(ctx, g, s->f23, upk);
     const float *Up = u43 ? u43 : u23;
     if (!Up && !(w && wino_pays(s, g, Cg, Mg)))
         return KILN_OK;
     *done = true;
-    return conv_wino(ctx, g, u43 ? s->f43 : s->f23, x, w, Up, b, y, post);
+    return conv_wino(ctx, g, u43 ? s->f43 : s->f23, x, w, Up, upk, b, y, post);
 }
 
-const kiln_wino_set kiln__wino_set_avx512 = {&kiln__wino_f23, &kiln__wino_f43, KILN_CONV_AVX512_ISA, false,
+const kiln_wino_set kiln__wino_set_avx512 = {&kiln__wino_f23, &kiln__wino_f43, KILN_CONV_AVX512_ISA, false, false,
                                              WINO43_MAX_PAIRS, WINO_PREP_MAX_PAIRS};
 /* AVX2: F(4x4) for every prepared layer (256 x 256 channels at 14x14: 0.87x F(2x2)'s time, best of
  * 10 alternated runs); nothing prepared over 2^16 pairs either (512 x 512 at 7x7: F(2x2) prepared
  * took 1.4x im2col's time) */
-const kiln_wino_set kiln__wino_set_avx2 = {&kiln__wino_f23_avx2, &kiln__wino_f43_avx2, KILN_CPU_AVX2_FMA, true,
+const kiln_wino_set kiln__wino_set_avx2 = {&kiln__wino_f23_avx2, &kiln__wino_f43_avx2, KILN_CPU_AVX2_FMA, true, true,
                                            WINO_PREP_MAX_PAIRS, WINO_PREP_MAX_PAIRS};
 
 /* Build time: Winograd-transformed filters for layers whose attributes and weights take the
@@ -342,14 +357,27 @@ static kiln_status prep_wino(const kiln_wino_set *s, const kiln_node *n, int n_i
     if (!wino_geom(s, &g, Cg, Mg) || Cg * Mg > s->prep_max_pairs)
         return KILN_OK;
     const wino_kind *k = wino_kind_for(s, Cg, Mg);
+    const bool upk = wino_upacked(s);
+    const int64_t uq = wino_uq(Mg, Cg, upk);
     int64_t dims[3] = {g.M, Cg, g.G};
     float *U = kiln__prep_alloc(k->layout, 1u << 1, KILN_DT_FLOAT32, 3, dims,
-                                (uint64_t)wino_u_floats(&g, k) * sizeof(float), blob, size);
-    if (!U)
+                                (uint64_t)wino_u_floats(&g, k, upk) * sizeof(float), blob, size);
+    float *plain = upk ? kiln__malloc(sizeof(float) * (size_t)(k->np * Mg * Cg)) : NULL;
+    if (!U || (upk && !plain)) {
+        kiln__free(plain);
+        kiln__free(*blob);
+        *blob = NULL;
+        *size = 0;
         return kiln__err(KILN_ERR_NOMEM, "out of memory preparing Winograd filters of node '%s'", n->name);
+    }
     float tw[36 * 9];
-    for (int64_t gi = 0; gi < g.G; gi++)
-        wino_transform(NULL, 1, k, (const float *)w->data + gi * Mg * Cg * 9, Mg, Cg, tw, U + gi * k->np * Mg * Cg);
+    for (int64_t gi = 0; gi < g.G; gi++) {
+        float *Ug = U + gi * k->np * uq;
+        wino_transform(NULL, 1, k, (const float *)w->data + gi * Mg * Cg * 9, Mg, Cg, tw, upk ? plain : Ug);
+        for (int64_t q = 0; upk && q < k->np; q++)   /* each product's filters as the GEMM's packed A */
+            kiln__sgemm_apack(Mg, Cg, plain + q * Mg * Cg, Cg, Ug + q * uq);
+    }
+    kiln__free(plain);
     return KILN_OK;
 }
 

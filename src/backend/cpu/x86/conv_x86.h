@@ -26,6 +26,8 @@ typedef struct kiln_wino_set {
     const struct wino_kind *f23, *f43;
     unsigned isa;                  /* kiln__cpu_has() set the transforms need */
     bool nr16;                     /* they also write 16-tile GEMM panels (else only 32) */
+    bool upack;                    /* filters prepared on a host of the AVX2 GEMM family are stored as
+                                    * its packed A (kiln__sgemm_apack, per product) */
     int64_t f43_max_pairs;         /* prepared filters: F(4x4) up to this many channel pairs */
     int64_t prep_max_pairs;        /* filters transformed at build time up to this many pairs */
 } kiln_wino_set;

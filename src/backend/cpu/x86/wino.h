@@ -33,7 +33,9 @@ typedef struct wino_job {
     int nr;                               /* the GEMM's packed-B panel width (kiln__sgemm_nr()) */
     const float *xp;                      /* padded image [Cg][Hp][Wp], readable (zeros) up to
                                            * WINO_XP_SLACK floats past its end */
-    const float *U;                       /* [np][Mg][Cg] */
+    const float *U;                       /* [np][uq]: [Mg][Cg], or the GEMM's packed A (upk) */
+    int64_t uq;                           /* floats per product's filters */
+    bool upk;                             /* U[xi] packed (kiln_gemm.apack) */
     float *y;                             /* output of this image and group [Mg][Ho*Wo] */
     kiln_epi e;                           /* bias (row), residual, activation */
     int64_t row0;                         /* row of channel 0 in the [N*M, out] output */
