@@ -313,11 +313,11 @@ kiln_status kiln__conv_wino_layer(const kiln_kctx *ctx, const kiln_wino_set *s, 
 
 const kiln_wino_set kiln__wino_set_avx512 = {&kiln__wino_f23, &kiln__wino_f43, KILN_CONV_AVX512_ISA, false, false,
                                              WINO43_MAX_PAIRS, WINO_PREP_MAX_PAIRS};
-/* AVX2: F(4x4) for every prepared layer (256 x 256 channels at 14x14: 0.87x F(2x2)'s time, best of
- * 10 alternated runs); nothing prepared over 2^16 pairs either (512 x 512 at 7x7: F(2x2) prepared
- * took 1.4x im2col's time) */
+/* AVX2: F(4x4) up to 2^16 pairs (256 x 256 channels at 14x14: 0.87x F(2x2)'s time, best of 10
+ * alternated runs), F(2x2) prepared up to 2^18 (512 x 512 at 7x7: 0.83x im2col's time, filters
+ * stored as the GEMM's packed A; before that packing it took 1.4x) */
 const kiln_wino_set kiln__wino_set_avx2 = {&kiln__wino_f23_avx2, &kiln__wino_f43_avx2, KILN_CPU_AVX2_FMA, true, true,
-                                           WINO_PREP_MAX_PAIRS, WINO_PREP_MAX_PAIRS};
+                                           WINO_PREP_MAX_PAIRS, (int64_t)1 << 18};
 
 /* Build time: Winograd-transformed filters for layers whose attributes and weights take the
  * Winograd path (every tile count, once prepared), so the runtime never transforms them. Not for
