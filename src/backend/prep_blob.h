@@ -44,11 +44,6 @@ enum kiln_prep_layout {
     /* Winograd F(4x4, 3x3) transformed filters U = (G (x) G) x W^T per group (x86/wino.h):
      * dims = {M, C/group, group}; payload = group*36*(M/group)*(C/group) floats, [g][36][Mg][Cg] */
     KILN_PREP_WINO_F43 = 8,
-    /* float32 weights of a 1-D / 2-D Conv / FusedConv as the AVX2 GEMM's packed A (gemm.h
-     * kiln__sgemm_apack, per group): dims = {M, K = C/group * kernel size, group, mr};
-     * payload = group * ceil((M/group)/mr)*mr*K floats. Made on hosts of the AVX2 family only
-     * (gemm_kind 2), it replaces nothing */
-    KILN_PREP_CONV_A = 9,
 };
 
 /* What the header's isa field records: the GEMM micro-kernel family (kiln__sgemm_kind()) the

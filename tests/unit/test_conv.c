@@ -1277,9 +1277,8 @@ int main(int argc, char **argv)
     test_conv_configs(&seed);
     test_fused_conv(&seed);
     test_wino_prepared(&seed);
-    /* the configurations again with the weights prepared as an engine stores them: on hosts of the
-     * AVX2 GEMM family every float32 1-D / 2-D layer (not depthwise) that does not take Winograd gets
-     * them as the GEMM's packed A (KILN_PREP_CONV_A) */
+    /* the configurations again with the weights prepared as an engine stores them (Winograd filters,
+     * on the AVX2 GEMM's hosts as its packed A, for every eligible tile count) */
     g_prepared = true;
     g_conv_tol = 5e-4;   /* prepared 3x3 layers take Winograd F(4x4) (test_wino_prepared) */
     test_conv_configs(&seed);

@@ -233,7 +233,6 @@ static void test_conv(void)
     unsigned long long seed = 12345;
     /* the Winograd path needs the AVX-512 GEMM or the AVX2 one (x86/conv_wino.c: AVX-512 or AVX2 transforms) */
     bool wino = kiln__sgemm_kind() >= 2;
-    bool apack = kiln__sgemm_apack_mr() > 0;
     /* {N, C, H, W, M, group, pad, fused} */
     static const int64_t cases[][8] = {
         {1, 17, 9, 11, 19, 1, 1, 0},    /* few tiles: unprepared takes im2col, prepared Winograd */
@@ -269,19 +268,18 @@ static void test_conv(void)
         int64_t pairs = (k[1] / k[5]) * (k[4] / k[5]);
         bool f43 = pairs <= (kiln__sgemm_kind() == 2 ? 65536 : 16384);
         /* F(4x4) against F(2x2) over more than 2^14 pairs (AVX2 only): F(4x4)'s tolerance (test_conv.c) */
-        /* AVX2 GEMM family: the other layers get the GEMM's packed A (KILN_PREP_CONV_A, bit-identical) */
-        check_layer_tol(&n, in, 3, eligible || apack, !eligible || (tiles >= 40 && !f43), pairs > 16384 ? 5e-4 : 1e-4, label);
+        check_layer_tol(&n, in, 3, eligible, !eligible || (tiles >= 40 && !f43), pairs > 16384 ? 5e-4 : 1e-4, label);
         kiln__tensor_release(&x);
         kiln__tensor_release(&w);
         kiln__tensor_release(&b);
     }
-    /* strided: no Winograd, nothing prepared (AVX2 GEMM family: the packed A) */
+    /* strided: no Winograd, nothing prepared */
     int64_t xd[4] = {1, 16, 12, 12}, wd[4] = {16, 16, 3, 3}, st[2] = {2, 2};
     kiln_tensor x = mk(4, xd, &seed), w = mk(4, wd, &seed);
     kiln_attr at[1] = {ints_attr("strides", 2, st)};
     kiln_node n = node_of(KILN_OP_Conv, "Conv", at, 1);
     const kiln_tensor *in[2] = {&x, &w};
-    check_layer(&n, in, 2, apack, true, "strided conv");
+    check_layer(&n, in, 2, false, true, "strided conv");
     kiln__tensor_release(&x);
     kiln__tensor_release(&w);
 }

@@ -50,7 +50,8 @@ int kiln__sgemm_apack_mr(void);
 int64_t kiln__sgemm_apack_floats(int64_t M, int64_t K);
 /* Packs row-major A [M, K] (leading dim lda) into dst (kiln__sgemm_apack_floats(M, K) floats):
  * panel p (rows p*mr ..) at dst + p*K*mr, element (i, k) at [k*mr + i % mr], zero rows past M;
- * exactly the panels the GEMM would pack itself, so a product over them is bit-identical. False
+ * exactly the panels the GEMM would pack itself, so a product over them is bit-identical (except the
+ * tiny and GEMV shapes the GEMM computes unpacked: with apack they take the packed path). False
  * where the host's GEMM takes no packed A (kiln__sgemm_apack_mr() == 0). */
 bool kiln__sgemm_apack(int64_t M, int64_t K, const float *A, int64_t lda, float *dst);
 /* Floats of op(B) [K, N] packed over the whole K (the kiln_gemm.bpack layout): ceil(N/nr)*K*nr. */

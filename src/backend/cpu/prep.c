@@ -140,8 +140,6 @@ bool kiln__prep_fits_op(kiln_op op, const kiln_prep_hdr *h)
         want = KILN_PREP_WINO_F43;
     if (gemm && h->layout == KILN_PREP_BGEMM_B)   /* BF16 weights (qgemm_bf16.h) */
         want = KILN_PREP_BGEMM_B;
-    if (conv && h->layout == KILN_PREP_CONV_A)   /* the AVX2 GEMM's packed weights (gemm.h) */
-        want = KILN_PREP_CONV_A;
     if (conv && h->layout == KILN_PREP_BCONV_W)   /* BF16 conv weights (qgemm_bf16.h) */
         want = KILN_PREP_BCONV_W;
     if ((gemm || conv) && h->layout == KILN_PREP_LOWBIT_W)   /* FP8 / FP4 / INT4 weights (lowbit.h) */

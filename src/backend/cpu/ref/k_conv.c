@@ -558,19 +558,6 @@ static bool strided_1x1(const conv_geom *g)
     return ok;
 }
 
-/* The weights as the GEMM's packed A, made at build time (KILN_PREP_CONV_A, x86/conv_wino.c), when
- * ctx->prepared holds them for these float32 weights w; else NULL. */
-static const float *conv_apack(const kiln_kctx *ctx, const conv_geom *g, const float *w)
-{
-    const kiln_tensor *wt = kiln__kin(ctx, 1);
-    int64_t mr = kiln__sgemm_apack_mr();
-    if (mr <= 0 || !ctx->prepared || !wt || wt->dtype != KILN_DT_FLOAT32 || wt->data != w)
-        return NULL;
-    int64_t Mg = g->M / g->G, K = g->C / g->G * g->k_sz, dims[4] = {g->M, K, g->G, mr};
-    return kiln__prep_check(ctx, KILN_PREP_CONV_A, KILN_DT_FLOAT32, 4, dims,
-                            (uint64_t)(g->G * kiln__sgemm_apack_floats(Mg, K)) * sizeof(float));
-}
-
 /* One GEMM per image and group, W[Mg, K] x cols[K, out_sz], epilogue = bias + post: pointwise
  * (B = the image), strided 1x1 (B = the subsampled image) or 1-D / 2-D implicit im2col. */
 static kiln_status conv_gemm(const kiln_kctx *ctx, const kiln_conv_isa *isa, const conv_geom *g, const float *x,
@@ -589,7 +576,6 @@ static kiln_status conv_gemm(const kiln_kctx *ctx, const kiln_conv_isa *isa, con
             return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (scratch buffer of %lld elements)", (long long)cnt);
     }
     bool implicit = !pointwise && !strided1x1 && K > 0;
-    const float *ap = conv_apack(ctx, g, w);
     im2col_job ic = {.panel32 = isa ? isa->im2col_panel32 : NULL, .panel16 = isa ? isa->im2col_panel16 : NULL};
     if (implicit || strided1x1) {
         kiln_conv2d p;
@@ -603,8 +589,7 @@ static kiln_status conv_gemm(const kiln_kctx *ctx, const kiln_conv_isa *isa, con
             kiln_epi e = kiln__conv_epi(g, b, post, gi, row0);
             const float *xg = x + (n * g->C + gi * Cg) * g->in_sz;
             kiln_gemm gm = {.M = Mg, .N = g->out_sz, .K = K, .alpha = 1.0f, .beta = 0.0f, .A = w + gi * Mg * K,
-                            .lda = K, .C = y + row0 * g->out_sz, .ldc = g->out_sz, .epi = &e,
-                            .apack = ap ? ap + gi * kiln__sgemm_apack_floats(Mg, K) : NULL};
+                            .lda = K, .C = y + row0 * g->out_sz, .ldc = g->out_sz, .epi = &e};
             if (implicit) {
                 ic.c.x = xg;
                 gm.packb = im2col_pack;

@@ -381,35 +381,10 @@ static kiln_status prep_wino(const kiln_wino_set *s, const kiln_node *n, int n_i
     return KILN_OK;
 }
 
-/* Build time, AVX2 GEMM family: the float32 weights of a 1-D / 2-D, not depthwise, layer that does
- * not take Winograd as the GEMM's packed A (KILN_PREP_CONV_A: conv_gemm in cpu/ref/k_conv.c reads
- * it instead of packing the weights every run; bit-identical). Replaces nothing (family 2). */
-static kiln_status prep_conv_apack(const kiln_node *n, const kiln_tensor *w, void **blob, size_t *size)
-{
-    int64_t mr = kiln__sgemm_apack_mr(), G = kiln__attr_i(n, "group", 1);
-    if (mr <= 0 || w->ndim < 3 || w->ndim > 4 || G < 1 || G > LIM || w->dims[0] % G || w->dims[1] < 2)
-        return KILN_OK;
-    int64_t M = w->dims[0], Mg = M / G, K = kiln_tensor_numel(w) / (M > 0 ? M : 1);
-    if (M <= 0 || K <= 0 || K > LIM || (double)G * (double)kiln__sgemm_apack_floats(Mg, K) > (double)LIM)
-        return KILN_OK;
-    int64_t dims[4] = {M, K, G, mr}, per = kiln__sgemm_apack_floats(Mg, K);
-    float *A = kiln__prep_alloc(KILN_PREP_CONV_A, 0, KILN_DT_FLOAT32, 4, dims, (uint64_t)(G * per) * sizeof(float),
-                                blob, size);
-    if (!A)
-        return kiln__err(KILN_ERR_NOMEM, "out of memory packing the weights of node '%s'", n->name);
-    for (int64_t gi = 0; gi < G; gi++)
-        kiln__sgemm_apack(Mg, K, (const float *)w->data + gi * Mg * K, K, A + gi * per);
-    return KILN_OK;
-}
-
 static kiln_status prep_wino_avx2(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob,
                                   size_t *size)
 {
-    KILN_TRY(prep_wino(&kiln__wino_set_avx2, n, n_in, consts, blob, size));
-    const kiln_tensor *w = consts && n_in > 1 ? consts[1] : NULL;
-    if (*blob || !w || !w->data || w->dtype != KILN_DT_FLOAT32)
-        return KILN_OK;
-    return prep_conv_apack(n, w, blob, size);
+    return prep_wino(&kiln__wino_set_avx2, n, n_in, consts, blob, size);
 }
 
 static kiln_status prep_wino_avx512(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob,
