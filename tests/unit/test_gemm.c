@@ -9,6 +9,7 @@
 #include <time.h>
 #include <pthread.h>
 #include <string.h>
+#include <stdlib.h>
 
 void kiln__sgemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                      int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
@@ -350,6 +351,48 @@ static int test_shared_a(unsigned long long *seed)
     kiln_act none = {.kind = KILN_ACT_NONE}, gelu = {.kind = KILN_ACT_GELU};
     fails += !run_epi_case_lda(2, false, false, 128, 768, 768, 1.0f, 0.0f, 2, true, none, 2, 0, seed);
     fails += !run_epi_case_lda(2, false, false, 128, 3072, 768, 1.0f, 0.0f, 2, false, gelu, 2, 0, seed);
+    return fails;
+}
+
+/* A pre-packed over the whole K (kiln_gemm.apack, kiln__sgemm_apack: the AVX2 Winograd filters)
+ * against packing A per call: bit-identical where the GEMM packs, odd M (partial last panel), one and several K slices,
+ * row bias + Relu epilogue, 1-3 threads. Hosts whose GEMM takes no packed A: the entry refuses. */
+static int test_apack(unsigned long long *seed)
+{
+    int fails = 0;
+    /* every shape through the packed path (>= 65536 flops, M and N > 1: smaller ones the GEMM computes
+     * unpacked, where apack takes the packed path and rounds differently) */
+    static const int64_t shapes[][3] = {{2, 200, 300}, {7, 33, 160}, {13, 100, 257}, {64, 49, 576}, {200, 17, 300}, {37, 196, 513}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        float *A = malloc(sizeof(float) * (size_t)(M * K)), *B = malloc(sizeof(float) * (size_t)(K * N));
+        float *bias = malloc(sizeof(float) * (size_t)M), *C0 = malloc(sizeof(float) * (size_t)(M * N));
+        float *C1 = malloc(sizeof(float) * (size_t)(M * N));
+        int64_t nap = kiln__sgemm_apack_floats(M, K);
+        float *ap = malloc(sizeof(float) * (size_t)(nap > 0 ? nap : 1));
+        for (int64_t i = 0; i < M * K; i++)
+            A[i] = (float)(test_rng(seed) % 2001) / 1000.0f - 1.0f;
+        for (int64_t i = 0; i < K * N; i++)
+            B[i] = (float)(test_rng(seed) % 2001) / 1000.0f - 1.0f;
+        for (int64_t i = 0; i < M; i++)
+            bias[i] = (float)(test_rng(seed) % 201) / 100.0f - 1.0f;
+        bool packed = kiln__sgemm_apack(M, K, A, K, ap);
+        CHECK(packed == (kiln__sgemm_apack_mr() > 0) && (nap > 0) == packed);
+        kiln_epi e = {.bias = bias, .row_bias = true, .act = {.kind = KILN_ACT_RELU}};
+        for (int th = 1; th <= 3; th++) {
+            kiln_gemm g = {.M = M, .N = N, .K = K, .alpha = 1.0f, .A = A, .lda = K, .B = B, .ldb = N, .C = C0,
+                           .ldc = N, .epi = &e};
+            kiln__sgemm_ex(test_pool(th), th, &g);
+            g.C = C1;
+            g.apack = packed ? ap : NULL;
+            kiln__sgemm_ex(test_pool(th), th, &g);
+            bool same = !memcmp(C0, C1, sizeof(float) * (size_t)(M * N));
+            CHECK_MSG(same, "apack %lld x %lld x %lld, %d threads: differs from packing A per call", (long long)M,
+                      (long long)N, (long long)K, th);
+            fails += !same;
+        }
+        free(A), free(B), free(bias), free(C0), free(C1), free(ap);
+    }
     return fails;
 }
 
@@ -702,6 +745,7 @@ int main(int argc, char **argv)
     fails += test_row_bpack(&seed);
     fails += test_shared_b(&seed);
     fails += test_shared_a(&seed);
+    fails += test_apack(&seed);
     test_act_accuracy();
     test_fused_kernels(&seed);
     test_attention(&seed);

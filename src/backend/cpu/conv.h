@@ -42,6 +42,9 @@ typedef struct kiln_conv_isa {
      * from its ns segments (width columns, the rest zero), column stride 1 or 2; NULL: scalar. */
     void (*im2col_panel32)(const kiln_im2col *c, const kiln_im2col_seg *segs, int ns, int width, int64_t k0,
                            int64_t kc, float *d);
+    /* The same for 16-column panels (the AVX2 GEMM's): d is [kc][16]; NULL: scalar. */
+    void (*im2col_panel16)(const kiln_im2col *c, const kiln_im2col_seg *segs, int ns, int width, int64_t k0,
+                           int64_t kc, float *d);
     /* A whole-layer strategy tried before the others: *done = true when it ran the layer (y
      * fully written, post applied); w may be NULL (weights stored only prepared). NULL: none. */
     kiln_status (*layer)(const kiln_kctx *ctx, const kiln_window *g, const float *x, const float *w,

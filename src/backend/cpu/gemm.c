@@ -951,6 +951,7 @@ typedef struct gemm_job {
     kiln_gemm_packb_fn packb;
     void *packb_ctx;
     const float *bpack;   /* op(B) pre-packed in full-K panels, or NULL */
+    const float *apack;   /* op(A) pre-packed in full-K mr-high panels (packed micro-kernels), or NULL */
     bool b_shared;        /* bpack was packed by this call for all its tasks (share_b), not given */
     const float *apack;   /* op(A) packed once by this call for all its tasks in full-K mr-row panels
                            * (share_a: apack[p*K*mr + k*mr + i] = op(A)(p*mr + i, k)), or NULL */
@@ -1412,6 +1413,7 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
     g.packb_ctx = a->packb_ctx;
     g.epi = epi;
     g.direct_a = im->direct_a && !a->trans_a && a->lda > 0;
+    g.apack = a->apack && kiln__sgemm_apack_mr() > 0 ? a->apack : NULL;
 
     nthreads = kiln__pool_clamp(pool, nthreads);
     double flops = 2.0 * (double)M * (double)N * (double)K;
@@ -1421,7 +1423,7 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
         nthreads = flops < GEMM_MIN_FLOPS_PER_THREAD ? 1 : (int)(flops / GEMM_MIN_FLOPS_PER_THREAD);
 
     /* tiny problems and GEMV shapes: no packing (needs op(B) in memory) */
-    if (!g.packb && !g.bpack && (flops < 65536.0 || M == 1 || N == 1)) {
+    if (!g.packb && !g.bpack && !g.apack && (flops < 65536.0 || M == 1 || N == 1)) {
         if (nthreads <= 1)
             direct_block(&g, 0, M, 0, N);
         else if (M >= nthreads)
@@ -1479,6 +1481,30 @@ void kiln__sgemm(kiln_pool *pool, int nthreads, bool trans_a, bool trans_b, int6
 int kiln__sgemm_nr(void)
 {
     return select_impl()->nr;
+}
+
+int kiln__sgemm_apack_mr(void)
+{
+#if GEMM_X86
+    const gemm_impl *im = select_impl();
+    return im == &impl_avx2 ? im->mr : 0;
+#else
+    return 0;
+#endif
+}
+
+int64_t kiln__sgemm_apack_floats(int64_t M, int64_t K)
+{
+    int64_t mr = kiln__sgemm_apack_mr();
+    return mr > 0 ? ceil_div(M, mr) * mr * K : 0;
+}
+
+bool kiln__sgemm_apack(int64_t M, int64_t K, const float *A, int64_t lda, float *dst)
+{
+    if (kiln__sgemm_apack_mr() <= 0)
+        return false;
+    select_impl()->pack_a(A, lda, 1, M, K, dst);
+    return true;
 }
 
 int kiln__sgemm_kind(void)

@@ -32,6 +32,9 @@ typedef struct kiln_gemm {
     float *C;
     int64_t ldc;
     const kiln_epi *epi;         /* NULL: none. Its residual must not overlap C. */
+    const float *apack;          /* or op(A) already packed over the whole K (kiln__sgemm_apack), used
+                                  * where the host's micro-kernel packs A (kiln__sgemm_apack_mr() > 0;
+                                  * A must still be given: the other paths read it) */
 } kiln_gemm;
 
 void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *g);
@@ -40,6 +43,17 @@ int kiln__sgemm_nr(void);
 /* Which micro-kernel family runs on this host (1 portable C, 2 AVX2+FMA, 3 AVX-512): packed B
  * panels made for one family are only valid for it (panel width and alignment differ). */
 int kiln__sgemm_kind(void);
+/* The row-panel height of the pre-packed A layout (kiln_gemm.apack): the micro-kernel's mr where it
+ * packs A (6 with AVX2 + FMA), 0 where A is read in place (AVX-512) or not supported (portable C). */
+int kiln__sgemm_apack_mr(void);
+/* Floats of A [M, K] packed over the whole K: ceil(M/mr)*mr*K (mr = kiln__sgemm_apack_mr() > 0). */
+int64_t kiln__sgemm_apack_floats(int64_t M, int64_t K);
+/* Packs row-major A [M, K] (leading dim lda) into dst (kiln__sgemm_apack_floats(M, K) floats):
+ * panel p (rows p*mr ..) at dst + p*K*mr, element (i, k) at [k*mr + i % mr], zero rows past M;
+ * exactly the panels the GEMM would pack itself, so a product over them is bit-identical (except the
+ * tiny and GEMV shapes the GEMM computes unpacked: with apack they take the packed path). False
+ * where the host's GEMM takes no packed A (kiln__sgemm_apack_mr() == 0). */
+bool kiln__sgemm_apack(int64_t M, int64_t K, const float *A, int64_t lda, float *dst);
 /* Floats of op(B) [K, N] packed over the whole K (the kiln_gemm.bpack layout): ceil(N/nr)*K*nr. */
 int64_t kiln__sgemm_bpack_floats(int64_t K, int64_t N);
 /* Packs op(B) (B row-major with leading dim ldb, transposed when trans_b) into dst, which holds

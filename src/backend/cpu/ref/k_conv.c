@@ -410,8 +410,10 @@ static void fill_bias(kiln_pool *pool, int nt, float *y, int64_t rows, int64_t l
  * for every K row a segment is one strided copy from an input row (zero outside the image). */
 typedef struct im2col_job {
     kiln_im2col c;
-    /* the isa's 32-column panel packer (column strides 1 and 2), or NULL */
+    /* the isa's 32- and 16-column panel packers (column strides 1 and 2), or NULL */
     void (*panel32)(const kiln_im2col *c, const kiln_im2col_seg *segs, int ns, int width, int64_t k0, int64_t kc,
+                    float *d);
+    void (*panel16)(const kiln_im2col *c, const kiln_im2col_seg *segs, int ns, int width, int64_t k0, int64_t kc,
                     float *d);
 } im2col_job;
 
@@ -485,7 +487,7 @@ static void im2col_pack(void *vctx, int64_t k0, int64_t kc, int64_t j0, int64_t 
 {
     const im2col_job *job = vctx;
     const kiln_im2col *c = &job->c;
-    bool vec = job->panel32 && nr == 32 && c->sw <= 2;
+    bool vec = job->panel32 && nr == 32 && c->sw <= 2, vec16 = job->panel16 && nr == 16 && c->sw <= 2;
     kiln_im2col_seg segs[KILN_IM2COL_SEG_MAX];
     for (int64_t p = 0; p * nr < nc; p++) {
         int width = (int)(nc - p * nr < nr ? nc - p * nr : nr);
@@ -493,6 +495,8 @@ static void im2col_pack(void *vctx, int64_t k0, int64_t kc, int64_t j0, int64_t 
         float *d = dst + p * kc * nr;
         if (vec)
             job->panel32(c, segs, ns, width, k0, kc, d);
+        else if (vec16)
+            job->panel16(c, segs, ns, width, k0, kc, d);
         else
             im2col_panel(c, segs, ns, width, nr, k0, kc, d);
     }
@@ -572,7 +576,7 @@ static kiln_status conv_gemm(const kiln_kctx *ctx, const kiln_conv_isa *isa, con
             return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (scratch buffer of %lld elements)", (long long)cnt);
     }
     bool implicit = !pointwise && !strided1x1 && K > 0;
-    im2col_job ic = {.panel32 = isa ? isa->im2col_panel32 : NULL};
+    im2col_job ic = {.panel32 = isa ? isa->im2col_panel32 : NULL, .panel16 = isa ? isa->im2col_panel16 : NULL};
     if (implicit || strided1x1) {
         kiln_conv2d p;
         kiln__conv2d_view(g, &p);

@@ -1,6 +1,7 @@
 /* AVX2 + FMA float32 Conv / FusedConv: the reference kernels (cpu/ref/k_conv.c) with the
- * depthwise rows (strides 1 and 2) and the N-D im2col's stride-2 gathers vectorized, registered
- * over them for hosts with AVX2 and FMA (the AVX-512 kernels, conv_avx512.c, reuse both). */
+ * depthwise rows (strides 1 and 2) and the N-D im2col's stride-2 gathers vectorized (the AVX-512
+ * kernels, conv_avx512.c, reuse both), 16-column implicit-im2col panels (the AVX2 GEMM's), and Winograd for 3x3 stride-1 layers (conv_wino.c with the
+ * AVX2 transforms of wino_avx2.c), registered over them for hosts with AVX2 and FMA. */
 #include "../cpu_kernels.h"
 #include "conv_x86.h"
 
@@ -95,7 +96,88 @@ __attribute__((target("avx2,fma"))) void kiln__conv_dw_row_avx2(const kiln_conv2
     }
 }
 
-static const kiln_conv_isa isa_avx2 = {.dw_row = kiln__conv_dw_row_avx2, .gather2 = kiln__conv_gather2_avx2};
+/* kiln_conv_isa.im2col_panel16: rows [k0, k0 + kc) of one 16-column panel, column strides 1 and
+ * 2. Each row is assembled in t (segments in lane order, 8-float stores whose lanes past a
+ * segment are overwritten by the next one or zeroed past width), then stored whole; loads are
+ * masked where a segment's reads leave the input row (nothing outside it is read). */
+__attribute__((target("avx2,fma"))) static void im2col_panel16(const kiln_im2col *c, const kiln_im2col_seg *segs,
+                                                                int ns, int width, int64_t k0, int64_t kc, float *d)
+{
+    enum { NR = 16 };
+    const int64_t ksz = c->kh * c->kw, plane = c->H * c->W, W = c->W, sw = c->sw;
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256 zero = _mm256_setzero_ps();
+    float t[NR + 16] __attribute__((aligned(32)));
+    int64_t ch = k0 / ksz, kk = k0 % ksz, ki = kk / c->kw, kj = kk % c->kw;
+    for (int64_t k = 0; k < kc; k++, d += NR) {
+        const float *xc = c->x + ch * plane;
+        const int64_t dy = ki * c->dh, dx = kj * c->dw;
+        for (int s = 0; s < ns; s++) {
+            const kiln_im2col_seg *sg = &segs[s];
+            float *ts = t + sg->lane;
+            const int len = sg->len;
+            const int64_t iy = sg->y0 + dy, ix0 = sg->x0 + dx;
+            if (iy < 0 || iy >= c->H) {
+                _mm256_storeu_ps(ts, zero);
+                if (len > 8)
+                    _mm256_storeu_ps(ts + 8, zero);
+                continue;
+            }
+            const float *row = xc + iy * W;
+            for (int g = 0; g < len; g += 8) {
+                /* raw positions p + i (i < 8 stride 1, < 16 stride 2) read where 0 <= p + i < W */
+                const int64_t p = ix0 + sw * g, span = 8 * sw;
+                __m256 a, b = zero;
+                if (p >= 0 && p + span <= W) {
+                    a = _mm256_loadu_ps(row + p);
+                    if (sw == 2)
+                        b = _mm256_loadu_ps(row + p + 8);
+                } else {
+                    const int64_t lo = -p < -1 ? -1 : -p > 16 ? 16 : -p, hi = W - p < -1 ? -1 : W - p > 16 ? 16 : W - p;
+                    const __m256i vlo = _mm256_set1_epi32((int)lo - 1), vhi = _mm256_set1_epi32((int)hi);
+                    const __m256i i8 = _mm256_add_epi32(iota, _mm256_set1_epi32(8));
+                    __m256i ma = _mm256_and_si256(_mm256_cmpgt_epi32(iota, vlo), _mm256_cmpgt_epi32(vhi, iota));
+                    a = _mm256_maskload_ps(row + p, ma);
+                    if (sw == 2) {
+                        __m256i mb = _mm256_and_si256(_mm256_cmpgt_epi32(i8, vlo), _mm256_cmpgt_epi32(vhi, i8));
+                        b = _mm256_maskload_ps(row + p + 8, mb);
+                    }
+                }
+                if (sw == 2) {   /* the even raw positions */
+                    __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+                    a = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+                }
+                _mm256_storeu_ps(ts + g, a);
+            }
+        }
+        if (width < NR) {
+            _mm256_storeu_ps(t + width, zero);
+            if (width < 8)
+                _mm256_storeu_ps(t + 8, zero);
+        }
+        _mm256_storeu_ps(d, _mm256_load_ps(t));
+        _mm256_storeu_ps(d + 8, _mm256_load_ps(t + 8));
+        if (++kj == c->kw) {
+            kj = 0;
+            if (++ki == c->kh) {
+                ki = 0;
+                ch++;
+            }
+        }
+    }
+}
+
+/* kiln_conv_isa.layer: Winograd (AVX2 transforms) where it applies or its filters were prepared */
+static kiln_status layer_avx2(const kiln_kctx *ctx, const kiln_window *g, const float *x, const float *w,
+                              const float *b, float *y, const kiln_epi *post, bool *done)
+{
+    return kiln__conv_wino_layer(ctx, &kiln__wino_set_avx2, g, x, w, b, y, post, done);
+}
+
+static const kiln_conv_isa isa_avx2 = {.dw_row = kiln__conv_dw_row_avx2,
+                                       .gather2 = kiln__conv_gather2_avx2,
+                                       .im2col_panel16 = im2col_panel16,
+                                       .layer = layer_avx2};
 
 static kiln_status k_conv_avx2(kiln_kctx *ctx) { return kiln__conv(ctx, &isa_avx2, k_conv_avx2); }
 static kiln_status k_fused_conv_avx2(kiln_kctx *ctx) { return kiln__fused_conv(ctx, &isa_avx2, k_fused_conv_avx2); }

@@ -124,7 +124,7 @@ __attribute__((target("avx512f"))) static void im2col_panel512(const kiln_im2col
 static kiln_status layer512(const kiln_kctx *ctx, const kiln_window *g, const float *x, const float *w,
                             const float *b, float *y, const kiln_epi *post, bool *done)
 {
-    KILN_TRY(kiln__conv_wino_layer(ctx, g, x, w, b, y, post, done));
+    KILN_TRY(kiln__conv_wino_layer(ctx, &kiln__wino_set_avx512, g, x, w, b, y, post, done));
     if (*done)
         return KILN_OK;
     return kiln__conv_direct_layer(ctx, g, x, w, b, y, post, done);

@@ -20,10 +20,25 @@
 void kiln__conv_dw_row_avx2(const kiln_conv2d *p, const float *rb, const float *wk, float bias, float *yr);
 int64_t kiln__conv_gather2_avx2(float *dst, const float *src, int64_t n, int64_t avail);
 
-/* Whole-layer strategies (kiln_conv_isa.layer): Winograd for 3x3 stride-1 layers (prepared
- * filters, or enough tiles), the direct convolution for few output channels and wide rows. */
-kiln_status kiln__conv_wino_layer(const kiln_kctx *ctx, const kiln_window *g, const float *x, const float *w,
-                                  const float *b, float *y, const kiln_epi *post, bool *done);
+/* One ISA's Winograd transforms (wino.h) and their choice per layer (conv_wino.c). */
+struct wino_kind;
+typedef struct kiln_wino_set {
+    const struct wino_kind *f23, *f43;
+    unsigned isa;                  /* kiln__cpu_has() set the transforms need */
+    bool nr16;                     /* they also write 16-tile GEMM panels (else only 32) */
+    bool upack;                    /* filters prepared on a host of the AVX2 GEMM family are stored as
+                                    * its packed A (kiln__sgemm_apack, per product) */
+    int64_t f43_max_pairs;         /* prepared filters: F(4x4) up to this many channel pairs */
+    int64_t prep_max_pairs;        /* filters transformed at build time up to this many pairs */
+} kiln_wino_set;
+extern const kiln_wino_set kiln__wino_set_avx512, kiln__wino_set_avx2;
+
+/* Whole-layer strategies (kiln_conv_isa.layer): Winograd of set s for 3x3 stride-1 layers
+ * (prepared filters, or enough tiles), the direct convolution for few output channels and wide
+ * rows. */
+kiln_status kiln__conv_wino_layer(const kiln_kctx *ctx, const kiln_wino_set *s, const kiln_window *g,
+                                  const float *x, const float *w, const float *b, float *y, const kiln_epi *post,
+                                  bool *done);
 kiln_status kiln__conv_direct_layer(const kiln_kctx *ctx, const kiln_window *g, const float *x, const float *w,
                                     const float *b, float *y, const kiln_epi *post, bool *done);
 #endif

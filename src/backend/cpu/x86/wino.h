@@ -1,5 +1,5 @@
 /* Winograd convolution of 3x3 stride-1 float32 layers (driver: conv_wino.c; transforms:
- * wino_avx512.c). Two variants, F(m x m, 3x3) for output tiles of m x m pixels from (m+2) x (m+2) input
+ * wino_avx512.c, 16 tiles per vector, and wino_avx2.c, 8 tiles per vector). Two variants, F(m x m, 3x3) for output tiles of m x m pixels from (m+2) x (m+2) input
  * tiles, with np = (m+2)^2 element-wise products per tile and channel pair:
  *   - F(2x2, 3x3): 16 products for 4 outputs (2.25x fewer multiplies than direct);
  *   - F(4x4, 3x3): 36 products for 16 outputs (4x fewer), points 0, +-1, +-2 (Lavin & Gray),
@@ -30,8 +30,12 @@ typedef struct wino_job {
     const kiln_window *g;
     const wino_kind *k;
     int64_t Cg, Mg, tH, tW, Hp, Wp, R;   /* R: tiles per block */
-    const float *xp;                      /* padded image [Cg][Hp][Wp] */
-    const float *U;                       /* [np][Mg][Cg] */
+    int nr;                               /* the GEMM's packed-B panel width (kiln__sgemm_nr()) */
+    const float *xp;                      /* padded image [Cg][Hp][Wp], readable (zeros) up to
+                                           * WINO_XP_SLACK floats past its end */
+    const float *U;                       /* [np][uq]: [Mg][Cg], or the GEMM's packed A (upk) */
+    int64_t uq;                           /* floats per product's filters */
+    bool upk;                             /* U[xi] packed (kiln_gemm.apack) */
     float *y;                             /* output of this image and group [Mg][Ho*Wo] */
     kiln_epi e;                           /* bias (row), residual, activation */
     int64_t row0;                         /* row of channel 0 in the [N*M, out] output */
@@ -42,6 +46,9 @@ typedef struct wino_job {
  * transforms do not all map to the same L1 set (a plane is often a multiple of 4 KB). */
 static inline int64_t wino_stride(int64_t n) { return (n + 15) / 16 * 16 + 16; }
 
+/* Zero floats past the padded image: the AVX2 input transforms load whole 8-tile rows. */
+#define WINO_XP_SLACK 64
+
 /* Zeroes the lanes [Tb % 32, 32) of the last 32-tile panel of each of the np planes of V (sv
  * apart): the GEMM reads whole panels, the input transform writes only the tiles' lanes. */
 void kiln__wino_zero_tail(float *V, int64_t sv, int np, int64_t Cg, int64_t Tb);
@@ -49,5 +56,8 @@ void kiln__wino_zero_tail(float *V, int64_t sv, int np, int64_t Cg, int64_t Tb);
 /* The two variants (AVX-512 transforms; only used where the AVX-512 GEMM runs; AVX512DQ for the
  * output transforms' epilogue). */
 extern const wino_kind kiln__wino_f23, kiln__wino_f43;
+/* Their AVX2 + FMA twins (wino_avx2.c): V in panels of j->nr (16 with the AVX2 GEMM, 32 where the
+ * AVX2 kernel runs on an AVX-512 host), the same filters U (same layouts, same values). */
+extern const wino_kind kiln__wino_f23_avx2, kiln__wino_f43_avx2;
 
 #endif
