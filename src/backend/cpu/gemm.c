@@ -951,10 +951,10 @@ typedef struct gemm_job {
     kiln_gemm_packb_fn packb;
     void *packb_ctx;
     const float *bpack;   /* op(B) pre-packed in full-K panels, or NULL */
-    const float *apack;   /* op(A) pre-packed in full-K mr-high panels (packed micro-kernels), or NULL */
+    const float *apack;   /* op(A) in full-K mr-row panels (apack[p*K*mr + k*mr + i] = op(A)(p*mr + i, k)):
+                           * given pre-packed (kiln_gemm.apack: the AVX2 Winograd filters) or packed once by
+                           * this call for all its tasks (share_a); NULL: each task packs its blocks */
     bool b_shared;        /* bpack was packed by this call for all its tasks (share_b), not given */
-    const float *apack;   /* op(A) packed once by this call for all its tasks in full-K mr-row panels
-                           * (share_a: apack[p*K*mr + k*mr + i] = op(A)(p*mr + i, k)), or NULL */
     const kiln_epi *epi;  /* NULL when there is nothing to do */
     bool direct_a;        /* the micro-kernel reads A in place */
     /* task grid */
@@ -1295,8 +1295,8 @@ static void packa_task(void *ctx, int64_t b, int64_t e)
  * buffer (up to 16 MB) that every task reads; the products are the same, term for term. */
 static void share_a(kiln_pool *pool, int nthreads, gemm_job *g)
 {
-    if (g->direct_a || g->tn < 2)
-        return;
+    if (g->direct_a || g->apack || g->tn < 2)
+        return;   /* A read in place, or given packed */
     int64_t pm = ceil_div(g->M, g->im->mr), floats = pm * g->K * g->im->mr;
     if (floats > 4 * 1024 * 1024)
         return;
