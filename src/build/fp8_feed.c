@@ -25,13 +25,6 @@ static bool fp8_layer(const kiln_node *n, float *scale)
     return true;
 }
 
-/* Ops whose output 0 is input 0's bytes under new dims (the runtime plans them in place). */
-static bool view_op(kiln_op op)
-{
-    return op == KILN_OP_Reshape || op == KILN_OP_Flatten || op == KILN_OP_Squeeze || op == KILN_OP_Unsqueeze ||
-           op == KILN_OP_Identity;
-}
-
 #define FEED_DEPTH 4   /* views followed from a producer to its FP8 readers */
 #define FEED_READERS 64
 
@@ -51,7 +44,7 @@ static void first_reader(const kiln_graph *g, int v, int depth, int *first, floa
                 *first = r[i];
                 *scale = s;
             }
-        } else if (view_op(c->op) && depth < FEED_DEPTH && c->n_out > 0 && c->out[0] >= 0) {
+        } else if (kiln__op_is_view(c->op) && depth < FEED_DEPTH && c->n_out > 0 && c->out[0] >= 0) {
             first_reader(g, c->out[0], depth + 1, first, scale);
         }
     }
@@ -65,7 +58,7 @@ kiln_status kiln__fp8_mark_feeds(kiln_graph *g, int *marked)
     kiln_status st = KILN_OK;
     for (int i = 0; i < g->n_nodes && st == KILN_OK; i++) {
         kiln_node *n = &g->nodes[i];
-        if (n->dead || view_op(n->op) || n->n_out < 1 || n->out[0] < 0)
+        if (n->dead || kiln__op_is_view(n->op) || n->n_out < 1 || n->out[0] < 0)
             continue;
         int first = -1;
         float s = 0;

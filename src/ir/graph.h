@@ -24,6 +24,13 @@ kiln_op kiln__op_lookup(const char *domain, const char *op_type);
 typedef struct kiln_op_arity { int min_in, max_in, min_out, max_out; } kiln_op_arity;
 /* NULL for KILN_OP_UNKNOWN. */
 const kiln_op_arity *kiln__op_arity(kiln_op op);
+/* Shape-only ops: output 0 holds input 0's values under new dims (the memory plan computes the reshaping ones in
+ * place, moving no bytes). Header-only: the device module uses it too. */
+static inline bool kiln__op_is_view(kiln_op op)
+{
+    return op == KILN_OP_Reshape || op == KILN_OP_Flatten || op == KILN_OP_Squeeze || op == KILN_OP_Unsqueeze ||
+           op == KILN_OP_Identity;
+}
 
 typedef enum kiln_attr_type {
     KILN_ATTR_UNDEFINED = 0, KILN_ATTR_FLOAT = 1, KILN_ATTR_INT = 2, KILN_ATTR_STRING = 3,

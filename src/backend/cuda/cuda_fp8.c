@@ -78,12 +78,6 @@ void cu_fp8_forget(cu_be *b)
     b->fp8_act.valid = b->fp8_act.fresh = b->fp8_act.feed = false;
 }
 
-static bool view_op(kiln_op op)
-{
-    return op == KILN_OP_Reshape || op == KILN_OP_Flatten || op == KILN_OP_Squeeze || op == KILN_OP_Unsqueeze ||
-           op == KILN_OP_Identity;
-}
-
 void cu_fp8_wrote(cu_be *b, const kiln_kctx *ctx, kiln_status st)
 {
     if (!b->fp8_act.valid)
@@ -100,7 +94,7 @@ void cu_fp8_wrote(cu_be *b, const kiln_kctx *ctx, kiln_status st)
     const kiln_tensor *x = IN(0);
     for (int i = 0; i < ctx->n_out; i++) {
         const kiln_tensor *t = ctx->out[i];
-        if (i == 0 && t && x && view_op(ctx->node->op) && t->data == x->data && t->nbytes == x->nbytes)
+        if (i == 0 && t && x && kiln__op_is_view(ctx->node->op) && t->data == x->data && t->nbytes == x->nbytes)
             continue;   /* the same bytes under new dims (copy_as): nothing written */
         if (t && t->data && t->nbytes && (const char *)t->data < hi && (const char *)t->data + t->nbytes > lo) {
             cu_fp8_forget(b);
