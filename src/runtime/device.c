@@ -228,11 +228,17 @@ void kiln__dev_stats(const kiln_dev *d, kiln_device_stats *s)
     s->fp8_fed_inputs = d->replayed ? d->g_fp8[1] : c[1];
 }
 
-void kiln__dev_fp8_counts(const kiln_dev *d, unsigned long long c[2])
+/* The module's FP8 counts since the instance was created (0 for a module without them). */
+static void fp8_counts_total(const kiln_dev *d, unsigned long long c[2])
 {
     c[0] = c[1] = 0;
     if (d->mod->fp8_counts)
         d->mod->fp8_counts(d->be, &c[0], &c[1]);
+}
+
+void kiln__dev_fp8_counts(const kiln_dev *d, unsigned long long c[2])
+{
+    fp8_counts_total(d, c);
     for (int k = 0; k < 2; k++)
         c[k] = c[k] >= d->fp8_base[k] ? c[k] - d->fp8_base[k] : 0;
 }
@@ -248,7 +254,5 @@ void kiln__dev_run_begin(kiln_dev *d)
     d->n_device = d->n_host = d->n_fallback = 0;
     d->h2d_bytes = d->d2h_bytes = 0;
     d->replayed = false;
-    d->fp8_base[0] = d->fp8_base[1] = 0;
-    if (d->mod->fp8_counts)
-        d->mod->fp8_counts(d->be, &d->fp8_base[0], &d->fp8_base[1]);
+    fp8_counts_total(d, d->fp8_base);
 }

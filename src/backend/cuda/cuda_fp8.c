@@ -103,6 +103,27 @@ void cu_fp8_wrote(cu_be *b, const kiln_kctx *ctx, kiln_status st)
     }
 }
 
+/* The kept quantized activations dropped and scratch for new ones (numel bytes, b->fp8_act.q); an error leaves none. */
+static kiln_status fp8_scratch(cu_be *b, int64_t numel)
+{
+    cu_fp8_forget(b);
+    kiln_status st = cu_tmp(b, &b->fp8_act.q, KILN_DT_UINT8, 1, (const int64_t[]){numel});
+    if (st != KILN_OK)
+        cu_fp8_forget(b);
+    return st;
+}
+
+/* b->fp8_act.q (queued) becomes the kept quantization of x with scale s; feed: written by x's producer. */
+static void fp8_keep(cu_be *b, const kiln_tensor *x, float s, bool feed)
+{
+    b->fp8_act.valid = true;
+    b->fp8_act.feed = b->fp8_act.fresh = feed;
+    b->fp8_act.src = x->data;
+    b->fp8_act.bytes = (size_t)cu_numel(x) * cu_tes(x);
+    b->fp8_act.scale = s;
+    b->fp8_act.fdt = cu_fdt(cu_sdt(x));
+}
+
 uint8_t *cu_fp8_feed(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *y, float *scale)
 {
     if (!b->fp8_feed || !y || !y->data || !y->nbytes)
@@ -110,25 +131,13 @@ uint8_t *cu_fp8_feed(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *y, float
     float s = b->host->attr_f(ctx->node, KILN_ATTR_FP8_FEED, NAN);
     if (!(s > 0 && isfinite(s)) || cu_fdt(cu_sdt(y)) < 0 || cu_is_nhwc(y))
         return NULL;
-    cu_fp8_forget(b);
-    if (cu_tmp(b, &b->fp8_act.q, KILN_DT_UINT8, 1, (const int64_t[]){cu_numel(y)}) != KILN_OK) {
-        cu_fp8_forget(b);   /* the FP8 layers quantize it themselves */
-        return NULL;
-    }
+    if (fp8_scratch(b, cu_numel(y)) != KILN_OK)
+        return NULL;   /* the FP8 layers quantize it themselves */
     *scale = s;
     return b->fp8_act.q.data;
 }
 
-void cu_fp8_fed(cu_be *b, const kiln_tensor *y, float scale)
-{
-    b->fp8_act.valid = true;
-    b->fp8_act.feed = true;
-    b->fp8_act.fresh = true;
-    b->fp8_act.src = y->data;
-    b->fp8_act.bytes = (size_t)cu_numel(y) * cu_tes(y);
-    b->fp8_act.scale = scale;
-    b->fp8_act.fdt = cu_fdt(cu_sdt(y));
-}
+void cu_fp8_fed(cu_be *b, const kiln_tensor *y, float scale) { fp8_keep(b, y, scale, true); }
 
 /* b->fp8_act.q: A (numel values) quantized with scale s, kept from an earlier FP8 layer when it read the same
  * data with the same scale and nothing has written that data since (cu_fp8_wrote, cu_fp8_forget), else made
@@ -141,20 +150,15 @@ static kiln_status fp8_act(cu_be *b, const kiln_tensor *A, int64_t numel, float 
         b->fp8_fed += b->fp8_act.feed;
         return KILN_OK;
     }
-    cu_fp8_forget(b);
     b->fp8_passes++;
-    KILN_TRY(cu_tmp(b, &b->fp8_act.q, KILN_DT_UINT8, 1, (const int64_t[]){numel}));
+    KILN_TRY(fp8_scratch(b, numel));
     kiln_status st = cu_check(b, cuk_fp8_quant(fdt, A->data, b->fp8_act.q.data, numel, s, b->stream),
                               "quantizing activations to FP8");
     if (st != KILN_OK) {
         cu_fp8_forget(b);
         return st;
     }
-    b->fp8_act.valid = true;
-    b->fp8_act.src = A->data;
-    b->fp8_act.bytes = (size_t)numel * cu_tes(A);
-    b->fp8_act.scale = s;
-    b->fp8_act.fdt = fdt;
+    fp8_keep(b, A, s, false);
     return KILN_OK;
 }
 

@@ -31,12 +31,12 @@ __device__ __forceinline__ uint8_t to_e4m3_div(float v, float s)
 __device__ __forceinline__ uint8_t to_e4m3(float v, float s, float inv)
 {
     const float r = v * inv;
+    if (r == 0.f)
+        return (uint8_t)__nv_cvt_float_to_fp8(r, __NV_SATFINITE, __NV_E4M3);
     const int b = __float_as_int(r);
     const __nv_fp8x2_storage_t two =
         __nv_cvt_float2_to_fp8x2(make_float2(__int_as_float(b - 3), __int_as_float(b + 3)), __NV_SATFINITE, __NV_E4M3);
-    if ((two & 0xff) == (two >> 8) || r == 0.f)
-        return r == 0.f ? (uint8_t)__nv_cvt_float_to_fp8(r, __NV_SATFINITE, __NV_E4M3) : (uint8_t)(two & 0xff);
-    return to_e4m3_div(v, s);
+    return (two & 0xff) == (two >> 8) ? (uint8_t)(two & 0xff) : to_e4m3_div(v, s);
 }
 // The E4M3 bytes of n (4 or 8) stored values h into q (n-byte aligned).
 template <typename T, int N> __device__ __forceinline__ void stq(uint8_t *q, const T *h, float s)
