@@ -281,20 +281,6 @@ kiln_status kiln_build(kiln_model_t m, kiln_build_options *o, kiln_engine_t *out
     return st;
 }
 
-/* Appends a line to o->precision_report. */
-static kiln_status report_line(kiln_build_options *o, const char *fmt, int v)
-{
-    char line[160];
-    int n = snprintf(line, sizeof line, fmt, v);
-    size_t len = o->precision_report ? strlen(o->precision_report) : 0;
-    char *p = kiln__realloc(o->precision_report, len + (size_t)n + 1);
-    if (!p)
-        return kiln__err(KILN_ERR_NOMEM, "out of memory");
-    memcpy(p + len, line, (size_t)n + 1);
-    o->precision_report = p;
-    return KILN_OK;
-}
-
 kiln_status kiln__build_planned(kiln_model_t m, kiln_build_options *o, const kiln_prec_plan *plan, kiln_engine_t *out)
 {
     *out = NULL;
@@ -337,11 +323,6 @@ kiln_status kiln__build_planned(kiln_model_t m, kiln_build_options *o, const kil
      * their weights as they are but for low-bit (FP8, 4-bit) layers, whose packed weights the CUDA module
      * runs from */
     bool device = o && o->device != KILN_DEVICE_CPU;
-    int feeds = 0;
-    if (st == KILN_OK && optimize && o && o->device == KILN_DEVICE_CUDA)
-        st = kiln__fp8_mark_feeds(e->g, &feeds);
-    if (st == KILN_OK && feeds)
-        st = report_line(o, "fp8 feeds: %d layers write their FP8 readers' input beside their output (GPU)\n", feeds);
     if (st == KILN_OK && optimize)
         st = kiln__layers_prepare(e, kiln__cpu_backend(), device ? packed_lowbit : NULL);
     if (st == KILN_OK && !(e->manifest = make_manifest(hash, o, &rep, optimize)))

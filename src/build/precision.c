@@ -960,6 +960,12 @@ kiln_status kiln__precision_after_passes(kiln_graph *g, kiln_build_options *o)
         st = lower_weights(g);
     if (st == KILN_OK)
         st = realize(g, o, &rep);
+    /* the graph is final here: the FP8 feeds of a GPU engine (fp8_feed.c) */
+    int feeds = 0;
+    if (st == KILN_OK && o->device == KILN_DEVICE_CUDA && !o->no_optimize)
+        st = kiln__fp8_mark_feeds(g, &feeds);
+    if (feeds)
+        sb_printf(&rep, "fp8 feeds: %d layers write their FP8 readers' input beside their output (GPU)\n", feeds);
     return finish_report(o, &rep, st);
 }
 
