@@ -106,15 +106,47 @@ static tgraph tg_new(kiln_op op, int opset)
     return t;
 }
 
+/* Gives node nd one output, a new value named name; returns the value. */
+static int tg_out1(kiln_graph *g, int nd, const char *name)
+{
+    int v = kiln__graph_add_value(g, name);
+    g->nodes[nd].out = kiln__calloc(1, sizeof(int));
+    g->nodes[nd].n_out = 1;
+    kiln__node_set_output(g, nd, 0, v);
+    return v;
+}
+
+/* A node of op reading values in[0 .. nin) with one output value named out; returns the node. */
+static int tg_node_add(kiln_graph *g, kiln_op op, int opset, const char *name, int nin, const int *in, const char *out)
+{
+    int nd = tg_add_node(g, op, opset, name);
+    for (int i = 0; i < nin; i++)
+        kiln__node_add_input(g, nd, in[i]);
+    tg_out1(g, nd, out);
+    return nd;
+}
+
+/* An initializer value named name holding x (moved in). */
+static int tg_const(kiln_graph *g, const char *name, kiln_tensor x)
+{
+    int v = kiln__graph_add_value(g, name);
+    g->values[v].init = kiln__calloc(1, sizeof(kiln_tensor));
+    *g->values[v].init = x;
+    return v;
+}
+
+/* Appends node nd's output 0 to the graph outputs. */
+static void tg_output(kiln_graph *g, int nd)
+{
+    g->outputs = kiln__realloc(g->outputs, sizeof(int) * (size_t)(g->n_outputs + 1));
+    g->outputs[g->n_outputs++] = g->nodes[nd].out[0];
+}
+
 /* Ends the current node with one output and appends a node of op reading it; tg_in / tg_outs / attributes
  * then apply to the new node. */
 static void tg_then(tgraph *t, kiln_op op, int opset)
 {
-    int v = kiln__graph_add_value(t->g, "mid");
-    kiln_node *nd = &t->g->nodes[t->node];
-    nd->out = kiln__calloc(1, sizeof(int));
-    nd->n_out = 1;
-    kiln__node_set_output(t->g, t->node, 0, v);
+    int v = tg_out1(t->g, t->node, "mid");
     t->node = tg_add_node(t->g, op, opset, "next");
     kiln__node_add_input(t->g, t->node, v);
 }
@@ -126,11 +158,11 @@ static void tg_in(tgraph *t, kiln_tensor x, bool const_)
 {
     char name[32];
     snprintf(name, sizeof name, "x%d", tg_node(t)->n_in);
-    int v = kiln__graph_add_value(t->g, name);
+    int v;
     if (const_) {
-        t->g->values[v].init = kiln__calloc(1, sizeof(kiln_tensor));
-        *t->g->values[v].init = x;
+        v = tg_const(t->g, name, x);
     } else {
+        v = kiln__graph_add_value(t->g, name);
         t->g->inputs = kiln__realloc(t->g->inputs, sizeof(int) * (size_t)(t->g->n_inputs + 1));
         t->g->inputs[t->g->n_inputs++] = v;
         t->feed[t->n_feed++] = x;
@@ -217,18 +249,25 @@ static double cosine(const kiln_tensor *a, const kiln_tensor *b)
     return isnan(c) ? -1 : c;
 }
 
+/* In a half pass, t's float inputs and weights rounded to the half format first (round_half). */
+static void tg_round_half(tgraph *t)
+{
+    if (half_mode == KILN_DT_UNDEFINED)
+        return;
+    for (int i = 0; i < t->n_feed; i++)
+        round_half(&t->feed[i], half_mode);
+    for (int v = 0; v < t->g->n_values; v++)
+        if (t->g->values[v].init)
+            round_half(t->g->values[v].init, half_mode);
+}
+
 /* One run of t's graph on the GPU against the CPU (t stays: run_case frees it). */
 static void check_case(const char *name, tgraph *t, double tol)
 {
     kiln_graph *g = t->g;
-    if (half_mode != KILN_DT_UNDEFINED) {
-        for (int i = 0; i < t->n_feed; i++)
-            round_half(&t->feed[i], half_mode);
-        for (int v = 0; v < g->n_values; v++)
-            if (g->values[v].init)
-                round_half(g->values[v].init, half_mode);
+    tg_round_half(t);
+    if (half_mode != KILN_DT_UNDEFINED)
         tol = fmax(tol, half_tol);
-    }
     const kiln_tensor *feed[8];
     for (int i = 0; i < t->n_feed; i++)
         feed[i] = &t->feed[i];
@@ -991,6 +1030,15 @@ static void mark_fp8(tgraph *t, float amax)
     kiln__node_set_attr_i(tg_node(t), KILN_ATTR_WQ_TENSOR, 1);   /* as a --device cuda build marks them */
 }
 
+/* mark_fp8 on node nd of t's graph */
+static void mark_fp8_node(tgraph *t, int nd, float amax)
+{
+    int keep = t->node;
+    t->node = nd;
+    mark_fp8(t, amax);
+    t->node = keep;
+}
+
 /* An fp8 MatMul [5, k] x [k, 16] (constant weight). */
 static tgraph fp8_matmul(int64_t k)
 {
@@ -1138,26 +1186,13 @@ static void fp8_shared_input_case(double tol)
     int x = tg_node(&t)->in[0];
     const float amax[2] = {1.0f, 0.5f};   /* the second scale saturates: results differ if it reused the first */
     for (int k = 0; k < 2; k++) {
-        int nd = tg_add_node(t.g, KILN_OP_MatMul, 13, k ? "other_scale" : "same_scale");
-        kiln__node_add_input(t.g, nd, x);
-        int w = kiln__graph_add_value(t.g, k ? "w_other" : "w_same");
-        t.g->values[w].init = kiln__calloc(1, sizeof(kiln_tensor));
-        *t.g->values[w].init = RT(2, 64, 48);
-        kiln__node_add_input(t.g, nd, w);
-        int y = kiln__graph_add_value(t.g, k ? "y_other" : "y_same");
-        t.g->nodes[nd].out = kiln__calloc(1, sizeof(int));
-        t.g->nodes[nd].n_out = 1;
-        kiln__node_set_output(t.g, nd, 0, y);
-        int keep = t.node;
-        t.node = nd;
-        mark_fp8(&t, amax[k]);
-        t.node = keep;
+        int in[2] = {x, tg_const(t.g, k ? "w_other" : "w_same", RT(2, 64, 48))};
+        int nd = tg_node_add(t.g, KILN_OP_MatMul, 13, k ? "other_scale" : "same_scale", 2, in, k ? "y_other" : "y_same");
+        mark_fp8_node(&t, nd, amax[k]);
     }
     tg_outs(&t, 1);   /* the first node's output, then the other two as graph outputs */
-    for (int n = 1; n <= 2; n++) {
-        t.g->outputs = kiln__realloc(t.g->outputs, sizeof(int) * (size_t)(t.g->n_outputs + 1));
-        t.g->outputs[t.g->n_outputs++] = t.g->nodes[n].out[0];
-    }
+    for (int n = 1; n <= 2; n++)
+        tg_output(t.g, n);
     for (int run = 0; run < 2; run++) {
         if (run) {   /* other data in the same input for the second run */
             kiln__tensor_release(&t.feed[0]);
@@ -1175,42 +1210,9 @@ static void fp8_shared_input_case(double tol)
  * output in its own kernel and the FP8 layers reading it skip their
  * quantization pass. The outputs must be bit-identical to a device whose FP8 layers quantize every input themselves
  * (KILN_CUDA_FP8_FEED=0), the device's counts must show the feeds read and no pass run, and both must match the CPU. */
-static int feed_node(kiln_graph *g, kiln_op op, int opset, const char *name, int nin, const int *in, const char *out)
-{
-    int nd = tg_add_node(g, op, opset, name);
-    for (int i = 0; i < nin; i++)
-        kiln__node_add_input(g, nd, in[i]);
-    g->nodes[nd].out = kiln__calloc(1, sizeof(int));
-    g->nodes[nd].n_out = 1;
-    kiln__node_set_output(g, nd, 0, kiln__graph_add_value(g, out));
-    return nd;
-}
-
-static int feed_const(kiln_graph *g, const char *name, kiln_tensor x)
-{
-    int v = kiln__graph_add_value(g, name);
-    g->values[v].init = kiln__calloc(1, sizeof(kiln_tensor));
-    *g->values[v].init = x;
-    return v;
-}
-
-static void feed_output(kiln_graph *g, int nd)
-{
-    g->outputs = kiln__realloc(g->outputs, sizeof(int) * (size_t)(g->n_outputs + 1));
-    g->outputs[g->n_outputs++] = g->nodes[nd].out[0];
-}
-
 static void mark_feed(kiln_graph *g, int nd, float amax)
 {
     kiln__node_set_attr_f(&g->nodes[nd], KILN_ATTR_FP8_FEED, amax / 448.0f);
-}
-
-static void mark_fp8_node(tgraph *t, int nd, float amax)
-{
-    int keep = t->node;
-    t->node = nd;
-    mark_fp8(t, amax);
-    t->node = keep;
 }
 
 /* LayerNormalization -> FP8 MatMul (a first reader of its feed) and FP8 FusedMatMul bias + GELU -> FP8 MatMul (the
@@ -1223,28 +1225,25 @@ static tgraph feed_graph(void)
     tg_in(&t, RT(3, 2, 9, 64), false);
     tg_in(&t, rand_tensor(F32, 1, D(64), 0.5, 1.5), true);
     tg_in(&t, RT(1, 64), true);
-    g->nodes[t.node].out = kiln__calloc(1, sizeof(int));
-    g->nodes[t.node].n_out = 1;
-    kiln__node_set_output(g, t.node, 0, kiln__graph_add_value(g, "h1"));
+    h = tg_out1(g, t.node, "h1");
     kiln__node_set_attr_i(tg_node(&t), "axis", -1);
     mark_feed(g, t.node, 4.0f);
-    h = g->nodes[t.node].out[0];
-    int in1[2] = {h, feed_const(g, "w1", RT(2, 64, 32))};
-    int n1 = feed_node(g, KILN_OP_MatMul, 13, "side", 2, in1, "y1");
+    int in1[2] = {h, tg_const(g, "w1", RT(2, 64, 32))};
+    int n1 = tg_node_add(g, KILN_OP_MatMul, 13, "side", 2, in1, "y1");
     mark_fp8_node(&t, n1, 4.0f);
-    int in2[3] = {h, feed_const(g, "w2", RT(2, 64, 96)), feed_const(g, "b2", RT(1, 96))};
-    int n2 = feed_node(g, KILN_OP_FusedMatMul, 1, "ffn1", 3, in2, "h2");
+    int in2[3] = {h, tg_const(g, "w2", RT(2, 64, 96)), tg_const(g, "b2", RT(1, 96))};
+    int n2 = tg_node_add(g, KILN_OP_FusedMatMul, 1, "ffn1", 3, in2, "h2");
     int keep = t.node;
     t.node = n2;
     set_act(&t, KILN_FUSED_GELU, 0, 0);
     t.node = keep;
     mark_fp8_node(&t, n2, 4.0f);
     mark_feed(g, n2, 2.0f);
-    int in3[2] = {g->nodes[n2].out[0], feed_const(g, "w3", RT(2, 96, 48))};
-    int n3 = feed_node(g, KILN_OP_MatMul, 13, "ffn2", 2, in3, "y0");
+    int in3[2] = {g->nodes[n2].out[0], tg_const(g, "w3", RT(2, 96, 48))};
+    int n3 = tg_node_add(g, KILN_OP_MatMul, 13, "ffn2", 2, in3, "y0");
     mark_fp8_node(&t, n3, 2.0f);
-    feed_output(g, n3);
-    feed_output(g, n1);
+    tg_output(g, n3);
+    tg_output(g, n1);
     return t;
 }
 
@@ -1274,13 +1273,7 @@ static void fp8_feed_case(double tol)
 {
     tgraph t = feed_graph();
     kiln_graph *g = t.g;
-    if (half_mode != KILN_DT_UNDEFINED) {
-        for (int i = 0; i < t.n_feed; i++)
-            round_half(&t.feed[i], half_mode);
-        for (int v = 0; v < g->n_values; v++)
-            if (g->values[v].init)
-                round_half(g->values[v].init, half_mode);
-    }
+    tg_round_half(&t);
     const kiln_tensor *feed[8];
     for (int i = 0; i < t.n_feed; i++)
         feed[i] = &t.feed[i];
