@@ -19,6 +19,7 @@
 #include "precision.h"
 #include "../passes/rewrite.h"
 #include "../core/numfmt.h"
+#include "../backend/lowbit_blob.h"
 #include <fnmatch.h>
 #include <math.h>
 #include <stdarg.h>
@@ -722,21 +723,13 @@ static kiln_status reduce_weights(kiln_graph *g)
 
 /* ---- fp8 / nvfp4 / mxfp4 / int4 weights ---- */
 
-/* The layer takes low-bit weights: a finite float32 constant weight of the shape the kernels
- * take (Conv: rank >= 3; MatMul / Gemm: 2-D), float32 activations, and for fp8 a calibrated
- * activation scale. */
-static bool lowbit_ok(const kiln_graph *g, const kiln_node *n, int p)
+/* Value wv is a finite float32 constant (an initializer with data, not a graph input) of rank conv ? >= 3 : 2. */
+static bool lowbit_weight(const kiln_graph *g, int wv, bool conv)
 {
-    if (!is_compute(n) || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0 ||
-        (g->values[n->in[0]].dtype != KILN_DT_FLOAT32 && g->values[n->in[0]].dtype != KILN_DT_UNDEFINED) ||
-        (p == P_FP8 && !kiln__attr(n, KILN_ATTR_AQ_SCALE)))
-        return false;
-    int wv = n->in[1];
     const kiln_tensor *w = g->values[wv].init;
     for (int k = 0; k < g->n_inputs; k++)
         if (g->inputs[k] == wv)
             return false;
-    bool conv = n->op == KILN_OP_Conv || n->op == KILN_OP_FusedConv;
     if (!w || !w->data || w->dtype != KILN_DT_FLOAT32 || (conv ? w->ndim < 3 : w->ndim != 2) ||
         kiln_tensor_numel(w) <= 0)
         return false;
@@ -747,10 +740,109 @@ static bool lowbit_ok(const kiln_graph *g, const kiln_node *n, int p)
     return true;
 }
 
+/* The layer takes low-bit weights: a finite float32 constant weight of the shape the kernels
+ * take (Conv: rank >= 3; MatMul / Gemm: 2-D), float32 activations, and for fp8 a calibrated
+ * activation scale. */
+static bool lowbit_ok(const kiln_graph *g, const kiln_node *n, int p)
+{
+    if (!is_compute(n) || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0 ||
+        (g->values[n->in[0]].dtype != KILN_DT_FLOAT32 && g->values[n->in[0]].dtype != KILN_DT_UNDEFINED) ||
+        (p == P_FP8 && !kiln__attr(n, KILN_ATTR_AQ_SCALE)))
+        return false;
+    return lowbit_weight(g, n->in[1], n->op == KILN_OP_Conv || n->op == KILN_OP_FusedConv);
+}
+
+/* An embedding lookup (PRECISION.md, "4-bit embedding tables"): a Gather along axis 0 of a 2-D finite
+ * float32 constant (the table; not a graph input) by int32 / int64 indices (or indices of a type not
+ * inferred: the kernel checks them as the float32 Gather does). */
+static bool is_embedding(const kiln_graph *g, const kiln_node *n)
+{
+    if (n->op != KILN_OP_Gather || n->n_in != 2 || n->in[0] < 0 || n->in[1] < 0)
+        return false;
+    kiln_dtype it = g->values[n->in[1]].dtype;
+    int64_t axis = kiln__attr_i(n, "axis", 0);
+    return (it == KILN_DT_INT64 || it == KILN_DT_INT32 || it == KILN_DT_UNDEFINED) && (axis == 0 || axis == -2) && lowbit_weight(g, n->in[0], false);
+}
+
+/* A Gather marked with a low-bit table (lower_weights). */
+static bool lowbit_embedding(const kiln_node *n)
+{
+    kiln__qfmt f;
+    return n->op == KILN_OP_Gather && kiln__lowbit_parse(kiln__attr_s(n, KILN_ATTR_WQ, NULL), &f);
+}
+
+/* The 4-bit weight-only formats: their builds store the large embedding tables in the format too. */
+static bool four_bit(int p) { return p == P_FP4 || p == P_MXFP4 || p == P_INT4; }
+
+/* The elements of the float constants live nodes read (the model's weights, counted once each). */
+static int64_t weight_elements(const kiln_graph *g)
+{
+    bool *seen = kiln__calloc((size_t)g->n_values + 1, sizeof *seen);
+    int64_t total = 0;
+    for (int i = 0; seen && i < g->n_nodes; i++)
+        for (int k = 0; !g->nodes[i].dead && k < g->nodes[i].n_in; k++) {
+            int v = g->nodes[i].in[k];
+            const kiln_tensor *t = v >= 0 ? g->values[v].init : NULL;
+            if (t && !seen[v] && kiln__dtype_is_float(t->dtype))
+                total += kiln_tensor_numel(t);
+            if (v >= 0)
+                seen[v] = true;
+        }
+    kiln__free(seen);
+    return total;
+}
+
+/* A table smaller than this fraction of the model's weights stays float32 unless a rule asks for 4 bits: the
+ * position and token-type tables of BERT-base (0.4 % of its weights) cost it 0.6 dB of SNR for 1.4 MB
+ * (PRECISION.md, "4-bit embedding tables"). */
+#define TABLE_MIN_SHARE 0.01
+
+/* In a 4-bit build (global), marks each embedding table (is_embedding) holding at least TABLE_MIN_SHARE of the
+ * model's weights, unless a --layer-precision rule keeps its Gather in another precision; in any build, each
+ * one a rule asks a 4-bit format for. Its lookups read the packed table, the dequantized values rounded to FP16
+ * as the weight-only layers' weights (KILN_ATTR_AQ "fp16": what the GPU writes). Reported. */
+static kiln_status lower_tables(kiln_graph *g, int global, sbuf *rep)
+{
+    int tables = 0, small = 0;
+    double f32_bytes = 0, packed = 0, all = (double)weight_elements(g);
+    kiln__qfmt tf = KILN_QF_NVFP4, f;
+    bool mixed = false;
+    for (int i = 0; i < g->n_nodes; i++) {
+        kiln_node *n = &g->nodes[i];
+        bool asked = kiln__attr(n, REQ_ATTR) != NULL;
+        int p = asked ? req_of(n) : global;
+        if (n->dead || n->op != KILN_OP_Gather || !four_bit(p) || !lowbit_fmt(p, &f) || !is_embedding(g, n))
+            continue;
+        const kiln_tensor *w = g->values[n->in[0]].init;
+        kiln_lowbit_blob B;
+        if (!kiln__lowbit_blob_layout(f, w->dims[0], w->dims[1], false, false, &B))
+            continue;
+        if (!asked && (double)kiln_tensor_numel(w) < TABLE_MIN_SHARE * all) {
+            small++;
+            continue;
+        }
+        KILN_TRY(kiln__node_set_attr_s(n, KILN_ATTR_WQ, kiln__lowbit_name(f)));
+        KILN_TRY(kiln__node_set_attr_s(n, KILN_ATTR_AQ, "fp16"));
+        mixed |= tables && f != tf;
+        tf = f;
+        tables++;
+        f32_bytes += (double)w->nbytes;
+        packed += (double)(B.total + KILN_PREP_HDR_BYTES);
+    }
+    if (tables)
+        sb_printf(rep, "embedding tables in %s: %d table%s, %.4g MB -> %.4g MB (float32 -> packed)\n",
+                  mixed ? "4-bit formats" : kiln__lowbit_name(tf), tables, tables > 1 ? "s" : "", f32_bytes / 1e6,
+                  packed / 1e6);
+    if (small)
+        sb_printf(rep, "embedding tables kept in float32: %d (each under %g%% of the weights; --layer-precision "
+                       "NAME:%s stores one in 4 bits)\n", small, 100 * TABLE_MIN_SHARE, prec_names[global]);
+    return KILN_OK;
+}
+
 /* Marks each layer requested in a low-bit format that can take it (the CPU backend stores its
  * weight quantized at packing time and runs it with the activations rounded: FP8 with the
- * calibrated scale, FP16 for the weight-only 4-bit formats). */
-static kiln_status lower_weights(kiln_graph *g)
+ * calibrated scale, FP16 for the weight-only 4-bit formats), then the embedding tables (lower_tables). */
+static kiln_status lower_weights(kiln_graph *g, int global, sbuf *rep)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         kiln_node *n = &g->nodes[i];
@@ -761,7 +853,7 @@ static kiln_status lower_weights(kiln_graph *g)
         KILN_TRY(kiln__node_set_attr_s(n, KILN_ATTR_WQ, kiln__lowbit_name(f)));
         KILN_TRY(kiln__node_set_attr_s(n, KILN_ATTR_AQ, p == P_FP8 ? "fp8" : "fp16"));
     }
-    return KILN_OK;
+    return lower_tables(g, global, rep);
 }
 
 /* ---- realized precision ---- */
@@ -784,7 +876,7 @@ static int layer_prec(const kiln_graph *g, const kiln_node *n, const int *vp)
     if (is_int8_layer(n))
         return P_INT8;
     kiln__qfmt f;
-    if (is_compute(n) && kiln__lowbit_parse(kiln__attr_s(n, KILN_ATTR_WQ, NULL), &f))
+    if ((is_compute(n) || n->op == KILN_OP_Gather) && kiln__lowbit_parse(kiln__attr_s(n, KILN_ATTR_WQ, NULL), &f))
         return f == KILN_QF_FP8 ? P_FP8 : f == KILN_QF_NVFP4 ? P_FP4 : f == KILN_QF_MXFP4 ? P_MXFP4 : P_INT4;
     int src = is_compute(n) && n->n_in > 1 ? n->in[1] : (n->n_in > 0 ? n->in[0] : -1);
     (void)g;
@@ -860,7 +952,7 @@ static kiln_status realize(kiln_graph *g, const kiln_build_options *o, sbuf *rep
             real = P_INT8, out = P_FP32;
         else if (n->op == KILN_OP_Cast)
             out = n->n_in && n->in[0] >= 0 && g->values[n->in[0]].init ? real : dtype_prec((kiln_dtype)kiln__attr_i(n, "to", 1));
-        else if (is_compute(n) || (n->op == KILN_OP_QGemm && (n->n_in < 8 || n->in[7] < 0)) ||
+        else if (is_compute(n) || lowbit_embedding(n) || (n->op == KILN_OP_QGemm && (n->n_in < 8 || n->in[7] < 0)) ||
                  (is_int8_layer(n) && kiln__attr_i(n, "kiln_out_float", 0)))
             out = P_FP32;   /* float output (QGemm without y_scale, kiln_out_float) */
         for (int k = 0; k < n->n_out; k++)
@@ -957,7 +1049,7 @@ kiln_status kiln__precision_after_passes(kiln_graph *g, kiln_build_options *o)
     if (any_request(g, P_FP16) || any_request(g, P_BF16))
         st = reduce_weights(g);
     if (st == KILN_OK)
-        st = lower_weights(g);
+        st = lower_weights(g, global_prec(o), &rep);
     if (st == KILN_OK)
         st = realize(g, o, &rep);
     /* the graph is final here: the FP8 feeds of a GPU engine (fp8_feed.c) */

@@ -141,7 +141,8 @@ open(sys.argv[2], "wb").write(b)
 PY
 expect_rc "corrupted blob refused" 1 "checksum" "$KILN" run "$T/bad.kiln" --input "input=$T/x.npy" --output-dir "$T/obad"
 
-# a transformer's weight MatMuls in nvfp4 (FP16 activations), attention kept in fp32 (requested and realized)
+# a transformer's weight MatMuls and large embedding tables in nvfp4 (FP16 activations), attention kept in fp32
+# (requested and realized)
 B=models/tiny_bert.onnx
 BI=()
 mkdir -p "$T/b"
@@ -161,7 +162,9 @@ expect_ok "bert fp32" "$KILN" build "$B" -o "$T/b32.kiln"
 "$KILN" inspect "$T/b4.kiln" --json --shapes input_ids:2x16,attention_mask:2x16,token_type_ids:2x16 > "$T/inspect.json" 2>&1
 check "bert nvfp4" '
 q = [l for l in L if l["precision"] == "nvfp4"]
-assert len(q) >= 10 and all(l["op"] in ("MatMul", "FusedMatMul", "Gemm", "FusedGemm") for l in q), [(l["name"], l["op"]) for l in q]
+e = sorted(l["name"] for l in q if l["op"] == "Gather")   # the word and position tables (not the 2-row token types)
+assert e == ["Gather_1", "Gather_3"], e
+assert len(q) >= 12 and all(l["op"] in ("MatMul", "FusedMatMul", "Gemm", "FusedGemm", "Gather") for l in q), [(l["name"], l["op"]) for l in q]
 assert all(l["requested_precision"] == "fp32" and l["precision"] == "fp32" for l in L if l["op"] == "Attention")
 a, b = out("ob4", "last_hidden_state"), out("ob32", "last_hidden_state")
 print("bert nvfp4 cosine vs fp32", cos(a, b))

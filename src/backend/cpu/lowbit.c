@@ -24,10 +24,14 @@ typedef struct lb_attrs {
 static bool is_conv(kiln_op op) { return op == KILN_OP_Conv || op == KILN_OP_FusedConv; }
 static bool is_gemm(kiln_op op) { return op == KILN_OP_Gemm || op == KILN_OP_FusedGemm; }
 static bool is_mm(kiln_op op) { return op == KILN_OP_MatMul || op == KILN_OP_FusedMatMul; }
+static bool is_gather(kiln_op op) { return op == KILN_OP_Gather; }
+
+/* The input holding the weight: a Gather's table (input 0), a layer's weights (input 1). */
+static int w_input(const kiln_node *n) { return is_gather(n->op) ? 0 : 1; }
 
 bool kiln__lowbit_node(const kiln_node *n)
 {
-    return n && (is_conv(n->op) || is_gemm(n->op) || is_mm(n->op)) && kiln__attr(n, KILN_ATTR_WQ);
+    return n && (is_conv(n->op) || is_gemm(n->op) || is_mm(n->op) || is_gather(n->op)) && kiln__attr(n, KILN_ATTR_WQ);
 }
 
 bool kiln__lowbit_layer(const kiln_kctx *ctx)
@@ -51,8 +55,9 @@ static kiln_status read_attrs(const kiln_node *n, lb_attrs *a)
     return KILN_OK;
 }
 
-/* The weight (dims, ndim) of node n as a rows x k matrix, rows = output channels; trans when the
- * tensor is [k, rows] (MatMul, Gemm without transB). False for shapes the layers do not take. */
+/* The weight (dims, ndim) of node n as a rows x k matrix, rows = output channels (a Gather's table: its
+ * rows); trans when the tensor is [k, rows] (MatMul, Gemm without transB). False for shapes the layers
+ * do not take. */
 static bool w_view(const kiln_node *n, int ndim, const int64_t *dims, int64_t *rows, int64_t *k, bool *trans)
 {
     if (ndim > KILN_MAX_DIMS)
@@ -62,6 +67,12 @@ static bool w_view(const kiln_node *n, int ndim, const int64_t *dims, int64_t *r
             return false;
         *rows = dims[0];
         *k = kiln__shape_numel(ndim - 1, dims + 1);
+        *trans = false;
+    } else if (is_gather(n->op)) {   /* an embedding table [rows, k], gathered along axis 0 */
+        if (ndim != 2)
+            return false;
+        *rows = dims[0];
+        *k = dims[1];
         *trans = false;
     } else {
         if (ndim != 2)
@@ -159,7 +170,8 @@ static void qw_point(qw *q, const uint8_t *p)
 static kiln_status qw_get(const kiln_kctx *ctx, const lb_attrs *a, qw *q)
 {
     memset(q, 0, sizeof *q);
-    const kiln_tensor *w = kiln__kin(ctx, 1);
+    int wi = w_input(ctx->node);
+    const kiln_tensor *w = kiln__kin(ctx, wi);
     int64_t dims[4];
     KILN_TRY(qw_layout(ctx->node, a->fmt, w, q, dims));
     q->f16 = a->aq == AQ_FP16;
@@ -170,7 +182,7 @@ static kiln_status qw_get(const kiln_kctx *ctx, const lb_attrs *a, qw *q)
         return KILN_OK;
     }
     if (!w->data || w->dtype != KILN_DT_FLOAT32 || w->nbytes < sizeof(float) * (size_t)kiln_tensor_numel(w))
-        return kiln__prep_dropped(w) ? kiln__prep_missing(ctx, 1)
+        return kiln__prep_dropped(w) ? kiln__prep_missing(ctx, wi)
                                      : kiln__kerr(ctx, KILN_ERR_DTYPE, "low-bit layer needs float32 weights");
     if (!(q->own = kiln__malloc((size_t)total)))
         return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
@@ -186,13 +198,14 @@ kiln_status kiln__lowbit_prep(const kiln_node *n, int n_in, const kiln_tensor *c
     *size = 0;
     lb_attrs a;
     KILN_TRY(read_attrs(n, &a));
-    const kiln_tensor *w = consts && n_in > 1 ? consts[1] : NULL;
+    int wi = w_input(n);
+    const kiln_tensor *w = consts && n_in > wi ? consts[wi] : NULL;
     if (!w || !w->data || w->dtype != KILN_DT_FLOAT32)
         return KILN_OK;   /* the kernel reports it when it runs */
     qw q;
     int64_t dims[4];
     KILN_TRY(qw_layout(n, a.fmt, w, &q, dims));
-    uint8_t *p = kiln__prep_alloc_any(KILN_PREP_LOWBIT_W, 1u << 1, kiln__lowbit_blob_dtype(a.fmt), 4, dims, q.B.total,
+    uint8_t *p = kiln__prep_alloc_any(KILN_PREP_LOWBIT_W, 1u << wi, kiln__lowbit_blob_dtype(a.fmt), 4, dims, q.B.total,
                                       blob, size);
     if (!p)
         return kiln__err(KILN_ERR_NOMEM, "out of memory quantizing the weights of node '%s'", n->name);
@@ -503,16 +516,20 @@ static kiln_status dq_tensor(const qw *q, const kiln_tensor *w, kiln_tensor *out
     return KILN_OK;
 }
 
+/* x: the rounded activations (input 0), or NULL for the op's own (a Gather's indices are input 1). */
 static kiln_status run_whole(kiln_kctx *ctx, kiln_kernel_fn fn, const qw *q, const kiln_tensor *x)
 {
     const kiln_tensor *in[8];
     if (ctx->n_in > 8)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "too many inputs");
+    int wi = w_input(ctx->node);
     kiln_tensor wf;
-    KILN_TRY(dq_tensor(q, kiln__kin(ctx, 1), &wf));
+    KILN_TRY(dq_tensor(q, kiln__kin(ctx, wi), &wf));
     for (int i = 0; i < ctx->n_in; i++)
         in[i] = ctx->in[i];
-    in[0] = x, in[1] = &wf;
+    if (x)
+        in[0] = x;
+    in[wi] = &wf;
     kiln_kctx sub = *ctx;
     sub.in = in;
     sub.prepared = NULL, sub.prepared_size = 0;
@@ -521,10 +538,75 @@ static kiln_status run_whole(kiln_kctx *ctx, kiln_kernel_fn fn, const qw *q, con
     return st;
 }
 
+/* ---- Gather: an embedding table's gathered rows dequantized straight from the packed table ---- */
+
+typedef struct gather_job {
+    const qw *q;
+    const int64_t *ix;   /* the table row of each output row */
+    float *y;
+} gather_job;
+
+static void gather_task(void *vctx, int64_t u0, int64_t u1)
+{
+    const gather_job *j = vctx;
+    for (int64_t u = u0; u < u1; u++)
+        dq_rows(j->q, j->ix[u], j->ix[u] + 1, j->y + u * j->q->L.k);
+}
+
+/* y[i..., :] = dq(q(table))[indices[i...], :] for axis 0 (the float32 Gather on the dequantized table
+ * otherwise). The indices are checked as the float32 Gather checks them (int32 / int64, negative ones
+ * count from the end, out of range an error) before any row is read. */
+static kiln_status run_gather(kiln_kctx *ctx, kiln_kernel_fn fn, const lb_attrs *a)
+{
+    const kiln_tensor *w = kiln__kin(ctx, 0), *ind = kiln__kin(ctx, 1);
+    if (!w || !ind)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input data or indices");
+    KILN_TRY(kiln__kcheck(ctx, ind, 1));
+    if (ind->dtype != KILN_DT_INT64 && ind->dtype != KILN_DT_INT32)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "indices must be int32 or int64, got %s", kiln_dtype_name(ind->dtype));
+    qw q;
+    KILN_TRY(qw_get(ctx, a, &q));   /* the table: 2-D (w_view) */
+    int axis;
+    kiln_status st = kiln__norm_axis(ctx, kiln__attr_i(ctx->node, "axis", 0), w->ndim, &axis);
+    if (st == KILN_OK && axis != 0) {
+        active++;
+        st = run_whole(ctx, fn, &q, NULL);
+        active--;
+    } else if (st == KILN_OK && ind->ndim + 1 > KILN_MAX_DIMS) {
+        st = kiln__kerr(ctx, KILN_ERR_LIMIT, "output rank %d exceeds %d", ind->ndim + 1, KILN_MAX_DIMS);
+    } else if (st == KILN_OK) {
+        int64_t nidx = kiln_tensor_numel(ind), rows = q.L.rows, K = q.L.k, od[KILN_MAX_DIMS];
+        int64_t *ix = kiln__malloc(sizeof(int64_t) * (size_t)(nidx > 0 ? nidx : 1));
+        if (!ix)
+            st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+        for (int64_t i = 0; st == KILN_OK && i < nidx; i++) {
+            int64_t v = ind->dtype == KILN_DT_INT64 ? ((const int64_t *)ind->data)[i] : ((const int32_t *)ind->data)[i];
+            ix[i] = v < 0 ? v + rows : v;
+            if (ix[i] < 0 || ix[i] >= rows)
+                st = kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "index %lld is out of range for dimension %lld", (long long)v,
+                                (long long)rows);
+        }
+        memcpy(od, ind->dims, sizeof(int64_t) * (size_t)ind->ndim);
+        od[ind->ndim] = K;
+        if (st == KILN_OK)
+            st = kiln__kout_uninit(ctx, 0, KILN_DT_FLOAT32, ind->ndim + 1, od);
+        if (st == KILN_OK && nidx > 0) {
+            gather_job j = {&q, ix, ctx->out[0]->data};
+            int64_t grain = (1 << 14) / K;
+            kiln__parallel_for(ctx->pool, ctx->nthreads, nidx, grain < 1 ? 1 : grain, gather_task, &j);
+        }
+        kiln__free(ix);
+    }
+    kiln__free(q.own);
+    return st;
+}
+
 kiln_status kiln__run_lowbit(kiln_kctx *ctx, kiln_kernel_fn fn)
 {
     lb_attrs a;
     KILN_TRY(read_attrs(ctx->node, &a));
+    if (is_gather(ctx->node->op))
+        return run_gather(ctx, fn, &a);
     const kiln_tensor *x0 = kiln__kin(ctx, 0), *w = kiln__kin(ctx, 1);
     if (!x0 || !w || ctx->n_in < 2)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input X or W");
@@ -595,6 +677,8 @@ kiln_status kiln__lowbit_ref_weight(const kiln_node *n, const kiln_tensor *w, fl
     KILN_TRY(qw_layout(n, a.fmt, w, &q, dims));
     if (per_row(&q.L, q.tensor)) {
         ref_fp8_rows(w->data, q.L.rows, q.L.k, q.trans, y);
+        for (int64_t i = 0; a.aq == AQ_FP16 && i < q.L.rows * q.L.k; i++)   /* FP8 weights with FP16 rounding */
+            y[i] = kiln__f16_to_f32(kiln__f32_to_f16(y[i]));
         return KILN_OK;
     }
     uint8_t *p = kiln__malloc((size_t)q.B.total);

@@ -13,6 +13,11 @@
  *     filters dequantized into a scratch buffer of at most 1 MiB;
  *   - anything else (grouped convolutions, Gemm with a 2-D C, ...): the float32 kernel on a
  *     dequantized copy of the weight.
+ * A Gather marked so (an embedding table: input 0 a 2-D float32 constant, rows x k, gathered along axis
+ * 0; the 4-bit builds mark them, docs/PRECISION.md "4-bit embedding tables") has the table quantized as
+ * a rows x k weight (the blob replaces input 0) and dequantizes only the gathered rows, each straight
+ * from the packed table, with the FP16 rounding of weight-only layers (KILN_ATTR_AQ "fp16"): exactly the
+ * float32 Gather on kiln__lowbit_ref_weight's table, indices checked the same way.
  * Without a blob (a layer run before its weights were packed) the weight is quantized on the fly
  * with the same function, so the result is the same; with neither blob nor weight data the layer
  * fails cleanly (kiln__prep_missing). */
@@ -26,7 +31,8 @@ bool kiln__lowbit_node(const kiln_node *n);
 bool kiln__lowbit_layer(const kiln_kctx *ctx);
 /* Runs the layer; fn is the op's float32 kernel (called on dequantized weights). */
 kiln_status kiln__run_lowbit(kiln_kctx *ctx, kiln_kernel_fn fn);
-/* Build time: the KILN_PREP_LOWBIT_W blob of a node with KILN_ATTR_WQ and a float32 weight. */
+/* Build time: the KILN_PREP_LOWBIT_W blob of a node with KILN_ATTR_WQ and a float32 weight (a Gather's
+ * table: input 0). */
 kiln_status kiln__lowbit_prep(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob,
                               size_t *size);
 

@@ -136,6 +136,8 @@ bool kiln__prep_fits_op(kiln_op op, const kiln_prep_hdr *h)
                             : 0;
     /* the weights input: 1, or 3 for QLinearConv / QLinearMatMul / QGemm */
     int wi = op == KILN_OP_QLinearConv || op == KILN_OP_QLinearMatMul || op == KILN_OP_QGemm ? 3 : 1;
+    if (op == KILN_OP_Gather && h->layout == KILN_PREP_LOWBIT_W)   /* a 4-bit embedding table, input 0 (lowbit.h) */
+        want = h->gemm_kind == 0 ? KILN_PREP_LOWBIT_W : 0, wi = 0;
     if (conv && h->layout == KILN_PREP_WINO_F43)   /* Winograd F(4x4, 3x3) filters (x86/wino.h) */
         want = KILN_PREP_WINO_F43;
     if (gemm && h->layout == KILN_PREP_BGEMM_B)   /* BF16 weights (qgemm_bf16.h) */

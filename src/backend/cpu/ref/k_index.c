@@ -8,6 +8,7 @@
  * is an error (never an out-of-bounds access). */
 #include "../../kernel.h"
 #include "k_index.h"
+#include "../lowbit.h"
 #include <math.h>
 
 
@@ -203,6 +204,8 @@ static void gather_run(void *vj, int64_t b, int64_t e)
 
 kiln_status kiln__k_gather(kiln_kctx *ctx)
 {
+    if (kiln__lowbit_layer(ctx)) /* a 4-bit embedding table (lowbit.h) */
+        return kiln__run_lowbit(ctx, kiln__k_gather);
     const kiln_tensor *x, *ind;
     KILN_TRY(kiln__kneed(ctx, 0, &x));
     KILN_TRY(index_in(ctx, 1, &ind));
