@@ -1331,6 +1331,39 @@ static void mark_fp4(tgraph *t, const char *fmt)
     kiln__node_set_attr_s(tg_node(t), KILN_ATTR_AQ, "fp16");
 }
 
+/* 4-bit embedding tables (PRECISION.md "4-bit embedding tables"): a Gather so marked keeps only the CPU backend's
+ * packing of its table on the GPU and decodes the gathered rows as the GEMM decodes its weights, to the emulation's
+ * FP16 values exactly, in float32 storage (tol 0; the half passes: that storage's rounding). Row lengths odd, below
+ * one block and of several blocks; int64 and int32 indices of ranks 1 to 3 with negative ones (they wrap). */
+static void fp4_gather_cases(void)
+{
+    static const char *fmts[3] = {"nvfp4", "mxfp4", "int4"};
+    char name[64];
+    for (int f = 0; f < 3; f++) {
+        tgraph t = tg_new(KILN_OP_Gather, 13);
+        tg_in(&t, rand_tensor(F32, 2, D(1000, 77), -0.2, 0.2), true);
+        tg_in(&t, rand_tensor(KILN_DT_INT64, 2, D(3, 129), -1000, 999), false);
+        tg_outs(&t, 1);
+        mark_fp4(&t, fmts[f]);
+        snprintf(name, sizeof name, "%s Gather 1000x77 int64", fmts[f]);
+        run_case(name, &t, 0);
+        t = tg_new(KILN_OP_Gather, 13);
+        tg_in(&t, RT(2, 50, 7), true);
+        tg_in(&t, rand_tensor(KILN_DT_INT32, 1, D(33), -50, 49), false);
+        tg_outs(&t, 1);
+        mark_fp4(&t, fmts[f]);
+        snprintf(name, sizeof name, "%s Gather 50x7 int32", fmts[f]);
+        run_case(name, &t, 0);
+    }
+    tgraph t = tg_new(KILN_OP_Gather, 13);
+    tg_in(&t, RT(2, 300, 768), true);
+    tg_in(&t, rand_tensor(KILN_DT_INT64, 3, D(2, 3, 40), -300, 299), false);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_i(tg_node(&t), "axis", -2);
+    mark_fp4(&t, "nvfp4");
+    run_case("nvfp4 Gather 300x768 axis -2", &t, 0);
+}
+
 static void fp4_cases(void)
 {
     static const char *fmts[3] = {"nvfp4", "mxfp4", "int4"};
@@ -1376,6 +1409,7 @@ static void fp4_cases(void)
     set_act(&t, KILN_FUSED_RELU, 0, 0);
     mark_fp4(&t, "int4");
     run_case("int4 FusedGemm bias Relu", &t, 2e-3);
+    fp4_gather_cases();
 }
 
 /* ---- model checks */
@@ -1526,8 +1560,9 @@ static const char *lowbit_weight_bytes(const model_run *r)
     }
     for (int i = 0; i < g->n_nodes; i++) {
         const kiln_node *n = &g->nodes[i];
-        if (kiln__attr_s(n, KILN_ATTR_WQ, NULL) && n->n_in > 1 && n->in[1] >= 0 && g->values[n->in[1]].init)
-            lowbit += (uint64_t)kiln_tensor_numel(g->values[n->in[1]].init);
+        int wi = n->op == KILN_OP_Gather ? 0 : 1;   /* a 4-bit embedding table: input 0 */
+        if (kiln__attr_s(n, KILN_ATTR_WQ, NULL) && n->n_in > wi && n->in[wi] >= 0 && g->values[n->in[wi]].init)
+            lowbit += (uint64_t)kiln_tensor_numel(g->values[n->in[wi]].init);
     }
     kiln_device_stats ds;
     kiln_context_device_stats(r->gc, &ds);
@@ -1804,6 +1839,7 @@ int main(int argc, char **argv)
         half_tol = h ? 1.6e-2 : 2e-3;
         printf("test_gpu: float activations held as %s (tol %.1g)\n", h ? "BF16" : "FP16", half_tol);
         layer_cases();
+        fp4_gather_cases();
         fp8_feed_case(half_tol);
         kiln__dev_close(dev);
         setenv("KILN_CUDA_FUSED_ATTN", "0", 1);

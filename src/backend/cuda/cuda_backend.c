@@ -593,12 +593,21 @@ static const cu_op *find_op(kiln_op op)
 
 /* A layer the builder marked for an emulated low-bit format (core/numfmt.h: "kiln_wq" weight format,
  * "kiln_aq" activation rounding; FP8 / NVFP4 / MXFP4 / INT4) that this module has no kernel for (all but
- * the FP8 GEMMs of cuda_fp8.c): running its float weights here would silently compute another
- * precision, so it stays on the CPU backend (a visible CPU fallback). */
+ * the FP8 layers of cuda_fp8.c and the 4-bit GEMMs and Gathers of cuda_fp4.c): running its float weights
+ * here would silently compute another precision, so it stays on the CPU backend (a visible CPU fallback). */
 static bool lowbit_layer(const cu_be *b, const kiln_node *n)
 {
     return (b->host->attr_s(n, "kiln_wq", NULL) != NULL || b->host->attr_s(n, "kiln_aq", NULL) != NULL) &&
            !cu_fp8_layer(b, n, NULL) && !cu_fp4_layer(b, n, NULL);
+}
+
+/* A Gather over a 4-bit embedding table runs cu_fp4_gather (the table read only packed: input 0 on the host) */
+static const cu_op fp4_gather_op = {KILN_OP_Gather, cu_fp4_gather, NULL, NULL, 1u};
+
+/* The op a layer runs */
+static const cu_op *layer_op(const cu_be *b, const kiln_node *n)
+{
+    return n->op == KILN_OP_Gather && cu_fp4_layer(b, n, NULL) ? &fp4_gather_op : find_op(n->op);
 }
 
 static bool cuda_supports(const kiln_backend *be, const kiln_bk_query *q)
@@ -628,8 +637,11 @@ static uint32_t mod_host_inputs(kiln_backend *be, const kiln_node *n)
 {
     const cu_op *o = find_op(n->op);
     /* an FP8 or 4-bit layer runs from its weight packed by the CPU backend: the engine's blob, else packed on
-     * the host from the float32 weight (cuda_lowbit.c), which is then never copied to the device */
+     * the host from the float32 weight (cuda_lowbit.c), which is then never copied to the device (a 4-bit
+     * Gather's table: input 0) */
     cu_be *b = cu_of(be);
+    if (cu_fp4_layer(b, n, NULL) && n->op == KILN_OP_Gather)
+        return fp4_gather_op.host_inputs;
     return (o ? o->host_inputs : 0) | (cu_fp8_layer(b, n, NULL) || cu_fp4_layer(b, n, NULL) ? 2u : 0u);
 }
 
@@ -766,7 +778,7 @@ static kiln_status run_forced(cu_be *b, const cu_op *o, kiln_kctx *ctx)
 static kiln_status cuda_run(const kiln_backend *be, const kiln_layer *l, kiln_kctx *ctx)
 {
     cu_be *b = cu_of(be);
-    const cu_op *o = find_op(l->node->op);
+    const cu_op *o = layer_op(b, l->node);
     if (!o)
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "no CUDA kernel");
     bool prof = b->profile && b->runs >= 3 && !b->capturing;   /* past the planning run and algorithm searches */

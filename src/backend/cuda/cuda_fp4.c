@@ -7,7 +7,10 @@
  * device memory once per layer and are all the layer keeps there: 4.5 (NVFP4), 4.25 (MXFP4) or 4.5 (INT4)
  * bits a weight. The activations are rounded to FP16 (the CPU emulation's rounding), each weight tile is
  * decoded to FP16 in shared memory (value times block scale in FP32, rounded to FP16: the emulation's
- * weight), FP32 accumulation; bias, residual and activation in kiln's epilogue kernel. */
+ * weight), FP32 accumulation; bias, residual and activation in kiln's epilogue kernel.
+ * A Gather so marked (a 4-bit embedding table: PRECISION.md "4-bit embedding tables") keeps only its table's
+ * packing on the device too (rows x K, the blob replacing input 0) and decodes the gathered rows with the same
+ * decode into float32 storage (the module's Gather of a float32 table; KILN_CUDA_ACT's storage when set). */
 #include "cuda_gemm.h"
 #include "cuda_lowbit.h"
 #include <math.h>
@@ -18,7 +21,7 @@
 
 bool cu_fp4_layer(const cu_be *b, const kiln_node *n, int *fmt)
 {
-    if (!n || !cu_wgemm_op(n->op))
+    if (!n || (!cu_wgemm_op(n->op) && n->op != KILN_OP_Gather))
         return false;
     const char *wq = b->host->attr_s(n, "kiln_wq", NULL), *aq = b->host->attr_s(n, "kiln_aq", NULL);
     if (!wq || !aq || strcmp(aq, "fp16"))
@@ -59,10 +62,23 @@ static bool fp4_operands(const cu_be *b, const kiln_node *n, int n_in, const kil
     return true;
 }
 
+/* The operands the 4-bit Gather takes: a 2-D table (dims only: an engine may keep it only packed) gathered
+ * along axis 0 by int32 / int64 indices. */
+static bool gather_operands(const cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
+{
+    if (n_in != 2 || !in[0] || !in[1] || in[0]->ndim != 2 || in[0]->dims[0] <= 0 || in[0]->dims[1] <= 0 ||
+        (in[1]->dtype != KILN_DT_INT64 && in[1]->dtype != KILN_DT_INT32) || in[1]->ndim + 1 > KILN_MAX_DIMS)
+        return false;
+    int64_t axis = b->host->attr_i(n, "axis", 0);
+    return axis == 0 || axis == -2;
+}
+
 bool cu_fp4_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
 {
     int64_t K, N;
     bool trans;
+    if (n->op == KILN_OP_Gather)
+        return gather_operands(b, n, n_in, in);
     return fp4_operands(b, n, n_in, in, &K, &N, &trans);
 }
 
@@ -139,4 +155,30 @@ kiln_status cu_fp4_run(cu_be *b, kiln_kctx *ctx)
     cu_tmp_free(b, &rt);
     cu_tmp_free(b, &bt);
     return st;
+}
+
+kiln_status cu_fp4_gather(cu_be *b, kiln_kctx *ctx)
+{
+    const kiln_tensor *T = IN(0), *idx = IN(1);
+    int fmt;
+    if (!cu_fp4_layer(b, ctx->node, &fmt) || !gather_operands(b, ctx->node, ctx->n_in, ctx->in))
+        return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "operands the 4-bit Gather does not take");
+    int64_t rows = T->dims[0], K = T->dims[1], dims[KILN_MAX_DIMS];
+    /* cu_lowbit_weight takes a layer's float32 weight from input 1: here the table (input 0, which the host service
+     * lowbit_prep packs for a Gather) */
+    const kiln_tensor *tin[2] = {T, T};
+    kiln_kctx tc = *ctx;
+    tc.in = tin;
+    cu_lowbit_w *w = NULL;
+    KILN_TRY(cu_lowbit_weight(b, &tc, FP4_SLOT, qfmt_of(fmt), false, rows, K, &w));
+    memcpy(dims, idx->dims, sizeof(int64_t) * (size_t)idx->ndim);
+    dims[idx->ndim] = K;
+    kiln_dtype sdt = b->force_act != KILN_DT_UNDEFINED ? b->force_act : KILN_DT_FLOAT32;
+    KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, idx->ndim + 1, dims));
+    kiln_tensor *y = ctx->out[0];
+    if (!y->nbytes)
+        return KILN_OK;
+    return cu_check(b, cuk_fp4_gather(cu_fdt(sdt), w->dev, w->dev + w->L.off_s, fmt, w->L.block, w->ts, rows, K,
+                                      idx->data, idx->dtype == KILN_DT_INT64, cu_numel(idx), y->data, b->bad, b->stream),
+                    "4-bit Gather");
 }

@@ -206,11 +206,13 @@ void cu_fp8_wrote(cu_be *b, const kiln_kctx *ctx, kiln_status st);
 uint8_t *cu_fp8_feed(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *y, float *scale);
 void cu_fp8_fed(cu_be *b, const kiln_tensor *y, float scale);
 /* 4-bit weight-only layers (cuda_fp4.c): NVFP4 / MXFP4 / INT4 weights with FP16 activations (*fmt: enum
- * cuk_qfmt); whether the engine's CPU blob of such a layer is one this module runs from. */
+ * cuk_qfmt), and Gathers over 4-bit embedding tables; whether the engine's CPU blob of such a layer is one this
+ * module runs from. cu_fp4_gather runs such a Gather (the op a cu_fp4_layer Gather runs instead of the table's). */
 bool cu_fp4_layer(const cu_be *b, const kiln_node *n, int *fmt);
 bool cu_fp4_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in);
 bool cu_fp4_reads_blob(const cu_be *b, const kiln_node *n, const void *blob, size_t size);
 kiln_status cu_fp4_run(cu_be *b, kiln_kctx *ctx);
+kiln_status cu_fp4_gather(cu_be *b, kiln_kctx *ctx);
 
 /* The op tables of each file. */
 typedef kiln_status (*cu_op_fn)(cu_be *b, kiln_kctx *ctx);

@@ -86,6 +86,12 @@ cudaError_t cuk_fp4_gemm(int out_fdt, const void *a, int64_t lda, int64_t M, int
 /* Parts of K that cuk_fp4_gemm should split a grid of few output tiles into (small M): > 1 wants ws, M x N
  * float32 (the parts' sums, added atomically: their order varies from run to run). */
 int cuk_fp4_gemm_splits(int64_t M, int64_t N, int64_t K);
+/* Gather over such a packed table (rows x K, axis 0): y[j, :] (float32, FP16 or BF16 storage, out_fdt) = row
+ * idx[j] (n_idx int64 when idx64, else int32) decoded as cuk_fp4_gemm decodes its weights (FP16 values); negative
+ * indices wrap, out of range ones give 0 and set *bad. */
+cudaError_t cuk_fp4_gather(int out_fdt, const uint8_t *w, const void *scales, int fmt, int64_t block, float ts,
+                           int64_t rows, int64_t K, const void *idx, bool idx64, int64_t n_idx, void *y, int *bad,
+                           cudaStream_t s);
 /* True when cuk_attn_softmax needs no ws (rows x cols float32 scratch) for these sizes. */
 bool cuk_attn_softmax_fits(int64_t rows, int64_t cols);
 /* LayerNorm over cols: y = (x - mean) / sqrt(var + eps) * scale + bias (bias may be NULL). */

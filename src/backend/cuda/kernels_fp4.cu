@@ -273,3 +273,69 @@ extern "C" cudaError_t cuk_fp4_gemm(int out_fdt, const void *a, int64_t lda, int
     }
     return cudaGetLastError();
 }
+
+// ---- Gather over a packed table (4-bit embedding tables, cuda_fp4.c cu_fp4_gather)
+// y[j, :] = row idx[j] of the table (rows x K, packed as W above), each element decoded as w_store decodes W:
+// the code's value times its block scale in FP32, rounded to FP16 (the CPU emulation's value), then stored in OT.
+// One thread a packed byte (two elements of one block: blocks are even). Negative indices wrap; out-of-range ones
+// give 0 and set *bad, as the module's Gather (kernels.cu k_gather).
+template <typename OT>
+__global__ void k_fp4_gather(const fp4_params p, const void *idx, bool idx64, int64_t n_idx, int *bad)
+{
+    __shared__ float lut[16];
+    if (threadIdx.x < 16)
+        lut[threadIdx.x] = p.fmt == CUK_Q_INT4 ? c_int4[threadIdx.x] : c_fp4[threadIdx.x];
+    __syncthreads();
+    OT *y = (OT *)p.y;
+    const int64_t n = n_idx * p.row_bytes;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t j = i / p.row_bytes, c = i % p.row_bytes, k = 2 * c;
+        int64_t r = idx64 ? ((const long long *)idx)[j] : (int64_t)((const int *)idx)[j];
+        if (r < 0)
+            r += p.N;
+        float lo = 0.f, hi = 0.f;
+        if (r < 0 || r >= p.N) {
+            *bad = 1;
+        } else {
+            const uint32_t byte = p.w[r * p.row_bytes + c];
+            const float s = block_scale(p, r, k / p.block);
+            lo = __half2float(__float2half_rn(lut[byte & 15u] * s));
+            hi = __half2float(__float2half_rn(lut[byte >> 4] * s));
+        }
+        stf(y, j * p.K + k, lo);
+        if (k + 1 < p.K)
+            stf(y, j * p.K + k + 1, hi);
+    }
+}
+
+extern "C" cudaError_t cuk_fp4_gather(int out_fdt, const uint8_t *w, const void *scales, int fmt, int64_t block,
+                                      float ts, int64_t rows, int64_t K, const void *idx, bool idx64, int64_t n_idx,
+                                      void *y, int *bad, cudaStream_t s)
+{
+    if (rows <= 0 || K <= 0 || n_idx < 0 || (block != 16 && block != 32) ||
+        (out_fdt != CUK_F32 && out_fdt != CUK_F16 && out_fdt != CUK_BF16))
+        return cudaErrorInvalidValue;
+    fp4_params p;
+    memset(&p, 0, sizeof p);
+    p.N = rows;
+    p.K = K;
+    p.w = w;
+    p.scales = (const uint8_t *)scales;
+    p.row_bytes = (K + 1) / 2;
+    p.nblk = (K + block - 1) / block;
+    p.fmt = fmt;
+    p.block = (int)block;
+    p.ts = ts;
+    p.y = y;
+    const int64_t n = n_idx * p.row_bytes;
+    if (n == 0)
+        return cudaGetLastError();
+    const unsigned blocks = (unsigned)(n / 256 + 1 < 8192 ? n / 256 + 1 : 8192);
+    if (out_fdt == CUK_F32)
+        k_fp4_gather<float><<<blocks, 256, 0, s>>>(p, idx, idx64, n_idx, bad);
+    else if (out_fdt == CUK_F16)
+        k_fp4_gather<__half><<<blocks, 256, 0, s>>>(p, idx, idx64, n_idx, bad);
+    else
+        k_fp4_gather<__nv_bfloat16><<<blocks, 256, 0, s>>>(p, idx, idx64, n_idx, bad);
+    return cudaGetLastError();
+}
