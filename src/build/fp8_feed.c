@@ -14,7 +14,7 @@
 static bool fp8_layer(const kiln_node *n, float *scale)
 {
     if (n->dead || (n->op != KILN_OP_MatMul && n->op != KILN_OP_FusedMatMul && n->op != KILN_OP_Gemm &&
-                    n->op != KILN_OP_FusedGemm))
+                    n->op != KILN_OP_FusedGemm && n->op != KILN_OP_Conv && n->op != KILN_OP_FusedConv))
         return false;
     const char *wq = kiln__attr_s(n, KILN_ATTR_WQ, NULL), *aq = kiln__attr_s(n, KILN_ATTR_AQ, NULL);
     float s = kiln__attr_f(n, KILN_ATTR_AQ_SCALE, NAN);

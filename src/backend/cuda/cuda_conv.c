@@ -62,7 +62,7 @@ static bool fits_int(const int64_t *d, int n)
 }
 
 /* Geometry of the conv as 2-D (1-D: height 1, no padding, stride 1 on it). */
-static kiln_status conv_geom(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *x, const kiln_tensor *w, cu_geom *g2)
+kiln_status cu_conv_geom(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *x, const kiln_tensor *w, cu_geom *g2)
 {
     int64_t k[3];
     for (int i = 0; i < x->ndim - 2; i++)
@@ -82,7 +82,7 @@ static kiln_status conv_geom(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *
     return KILN_OK;
 }
 
-static bool acc_conv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
+bool cu_conv_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
 {
     if (n_in < 2 || !in[0] || !in[1] || (in[0]->ndim != 4 && in[0]->ndim != 3) || in[1]->ndim != in[0]->ndim)
         return false;
@@ -92,7 +92,7 @@ static bool acc_conv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *
         return false;
     kiln_kctx ctx = {.node = n, .n_in = n_in, .in = in};
     cu_geom g;
-    if (conv_geom(b, &ctx, x, w, &g) != KILN_OK)
+    if (cu_conv_geom(b, &ctx, x, w, &g) != KILN_OK)
         return false;
     for (int i = 0; i < 2; i++)
         if (g.pb[i] != g.pe[i])
@@ -263,7 +263,7 @@ static kiln_status conv_graph_run(cu_be *b, kiln_kctx *ctx, conv_state *s, const
             st = cu_as(b, bias, sdt, &hb, &o);
             bp = st == KILN_OK ? o->data : NULL;
         }
-        const void *ptr[5] = {x->data, wp, bp, res ? res->data : NULL, y->data};
+        const void *ptr[CU_CG_OPERANDS] = {x->data, wp, bp, res ? res->data : NULL, y->data, NULL};
         cu_cg *g = NULL;
         if (st == KILN_OK)
             st = cu_cg_get(b, &k, ptr, &g);
@@ -298,7 +298,7 @@ static kiln_status conv_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, bool nhwc,
     conv_state *s = cu_state_get(b, ctx->node, key, 11);
     if (!s) {
         cu_geom g;
-        KILN_TRY(conv_geom(b, ctx, x, w, &g));
+        KILN_TRY(cu_conv_geom(b, ctx, x, w, &g));
         if (g.pb[0] != g.pe[0] || g.pb[1] != g.pe[1])
             return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "asymmetric padding");
         KILN_TRY(make_state(b, ctx, sdt, nhwc, xd, wd, &g, (int)group, &s));
@@ -355,6 +355,8 @@ static kiln_status conv_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, bool nhwc,
 
 static kiln_status k_conv(cu_be *b, kiln_kctx *ctx)
 {
+    if (cu_fp8_layer(b, ctx->node, NULL))
+        return cu_fp8_conv_run(b, ctx);
     const kiln_tensor *w = IN(1);
     if (!IN(0) || !w || (IN(0)->ndim != 4 && IN(0)->ndim != 3) || w->ndim != IN(0)->ndim)
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "only 1-D and 2-D convolutions");
@@ -392,7 +394,7 @@ static bool sup_conv(const kiln_bk_query *q)
 }
 
 const cu_op cu_ops_conv[] = {
-    {KILN_OP_Conv, k_conv, sup_conv, acc_conv, 0},
-    {KILN_OP_FusedConv, k_conv, sup_conv, acc_conv, 0},
+    {KILN_OP_Conv, k_conv, sup_conv, cu_conv_accepts, 0},
+    {KILN_OP_FusedConv, k_conv, sup_conv, cu_conv_accepts, 0},
     {KILN_OP_COUNT, NULL, NULL, NULL, 0},
 };

@@ -118,7 +118,7 @@ kiln_status cu_fp4_run(cu_be *b, kiln_kctx *ctx)
     if ((bias && cu_numel(bias) != N) || (R && cu_numel(R) != M * N))
         return cu_kerr(b, ctx, KILN_ERR_SHAPE, "bias / residual shape");
     cu_lowbit_w *w = NULL;
-    KILN_TRY(cu_lowbit_weight(b, ctx, FP4_SLOT, qfmt_of(fmt), false, N, K, &w));
+    KILN_TRY(cu_lowbit_weight(b, ctx, FP4_SLOT, qfmt_of(fmt), false, N, K, 1, &w));
     /* output storage: a half input's, KILN_CUDA_ACT's, else FP16 (what the layer's FP16 rounding makes) */
     kiln_dtype sdt = b->force_act == KILN_DT_BFLOAT16 || (A->flags & KILN_TENSOR_DEV_BF16) ? KILN_DT_BFLOAT16
                                                                                            : KILN_DT_FLOAT16;
@@ -170,7 +170,7 @@ kiln_status cu_fp4_gather(cu_be *b, kiln_kctx *ctx)
     kiln_kctx tc = *ctx;
     tc.in = tin;
     cu_lowbit_w *w = NULL;
-    KILN_TRY(cu_lowbit_weight(b, &tc, FP4_SLOT, qfmt_of(fmt), false, rows, K, &w));
+    KILN_TRY(cu_lowbit_weight(b, &tc, FP4_SLOT, qfmt_of(fmt), false, rows, K, 1, &w));
     memcpy(dims, idx->dims, sizeof(int64_t) * (size_t)idx->ndim);
     dims[idx->ndim] = K;
     kiln_dtype sdt = b->force_act != KILN_DT_UNDEFINED ? b->force_act : KILN_DT_FLOAT32;

@@ -22,7 +22,7 @@
 
 bool cu_fp8_layer(const cu_be *b, const kiln_node *n, float *ascale)
 {
-    if (!n || !cu_wgemm_op(n->op))
+    if (!n || (!cu_wgemm_op(n->op) && n->op != KILN_OP_Conv && n->op != KILN_OP_FusedConv))
         return false;
     const char *wq = b->host->attr_s(n, "kiln_wq", NULL), *aq = b->host->attr_s(n, "kiln_aq", NULL);
     float s = b->host->attr_f(n, "kiln_aq_scale", NAN);
@@ -50,6 +50,8 @@ static bool fp8_dims(const cu_be *b, const kiln_node *n, const kiln_tensor *a, c
 
 bool cu_fp8_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
 {
+    if (n->op == KILN_OP_Conv || n->op == KILN_OP_FusedConv)
+        return cu_fp8_conv_accepts(b, n, n_in, in);
     int64_t K, N;
     bool trans;
     return n_in >= 2 && fp8_dims(b, n, in[0], in[1], &K, &N, &trans);
@@ -63,7 +65,7 @@ bool cu_fp8_reads_blob(const cu_be *b, const kiln_node *n, const void *blob, siz
 }
 
 /* The output's storage: KILN_CUDA_ACT's, a half input's, else KILN_CUDA_FP8_OUT's (FP16 by default). */
-static kiln_dtype fp8_out_sdt(const cu_be *b, const kiln_tensor *a)
+kiln_dtype cu_fp8_out_sdt(const cu_be *b, const kiln_tensor *a)
 {
     if (b->force_act != KILN_DT_UNDEFINED)
         return b->force_act;
@@ -129,7 +131,9 @@ uint8_t *cu_fp8_feed(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *y, float
     if (!b->fp8_feed || !y || !y->data || !y->nbytes)
         return NULL;
     float s = b->host->attr_f(ctx->node, KILN_ATTR_FP8_FEED, NAN);
-    if (!(s > 0 && isfinite(s)) || cu_fdt(cu_sdt(y)) < 0 || cu_is_nhwc(y))
+    /* channels-last outputs (FP8 convolutions) feed FP8 convolutions, which read them so; an FP8 GEMM reading one
+     * gets a relaid copy at another address, so it never takes this feed for its own */
+    if (!(s > 0 && isfinite(s)) || cu_fdt(cu_sdt(y)) < 0)
         return NULL;
     if (fp8_scratch(b, cu_numel(y)) != KILN_OK)
         return NULL;   /* the FP8 layers quantize it themselves */
@@ -142,7 +146,7 @@ void cu_fp8_fed(cu_be *b, const kiln_tensor *y, float scale) { fp8_keep(b, y, sc
 /* b->fp8_act.q: A (numel values) quantized with scale s, kept from an earlier FP8 layer when it read the same
  * data with the same scale and nothing has written that data since (cu_fp8_wrote, cu_fp8_forget), else made
  * here. */
-static kiln_status fp8_act(cu_be *b, const kiln_tensor *A, int64_t numel, float s)
+kiln_status cu_fp8_act(cu_be *b, const kiln_tensor *A, int64_t numel, float s)
 {
     const int fdt = cu_fdt(cu_sdt(A));
     if (b->fp8_act.valid && b->fp8_act.src == A->data && b->fp8_act.q.nbytes == (size_t)numel &&
@@ -187,9 +191,9 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
     const kiln_tensor *R = !gemm && fused ? IN(3) : NULL, *bias = !gemm && fused ? IN(2) : NULL;
     if ((bias && cu_numel(bias) != N) || (R && cu_numel(R) != M * N))
         return cu_kerr(b, ctx, KILN_ERR_SHAPE, "bias / residual shape");
-    kiln_dtype sdt = fp8_out_sdt(b, A);
+    kiln_dtype sdt = cu_fp8_out_sdt(b, A);
     cu_lowbit_w *w = NULL;
-    KILN_TRY(cu_lowbit_weight(b, ctx, FP8_SLOT, KILN_QF_FP8, true, N, K, &w));
+    KILN_TRY(cu_lowbit_weight(b, ctx, FP8_SLOT, KILN_QF_FP8, true, N, K, 1, &w));
     KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, nd, dims));
     kiln_tensor *y = ctx->out[0];
     if (!y->nbytes)
@@ -199,7 +203,7 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
     memset(&bt, 0, sizeof bt);
     const kiln_tensor *r2 = NULL, *b2 = NULL;
     cu_part_mark(b, 4, 0, 2);
-    kiln_status st = fp8_act(b, A, numel, as);
+    kiln_status st = cu_fp8_act(b, A, numel, as);
     cu_part_mark(b, 4, 1, 2);
     const kiln_tensor *xq = &b->fp8_act.q;
     if (st == KILN_OK && R)

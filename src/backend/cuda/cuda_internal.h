@@ -174,15 +174,20 @@ double cu_graph_ms(kiln_backend *be, double *compute_ms);
 void cu_part_mark(cu_be *b, int base, int k, int n);
 
 /* A half 2-D convolution as one cuDNN operation graph (cuda_conv_graph.c): y = relu?(conv(x, w) + bias?
- * + residual?), logical NCHW dims, channels-last when nhwc. Zero it before filling it (compared bytewise). */
+ * + residual?), logical NCHW dims, channels-last when nhwc; fp8: x and w are E4M3 and the convolution's
+ * sum is multiplied by a float32 scalar s first (y = relu?(s * conv(x, w) + bias? + residual?), channels-last
+ * only); feed: the graph also writes yq = E4M3(clamp(y * inv, +-448)) (the next FP8 layer's input, inv a float32
+ * scalar: 1 / its activation scale) from y's float32 value. Zero it before filling it (compared bytewise). */
 typedef struct cu_cg_key {
-    int32_t ty, bias_ty;           /* cudnnDataType_t of x, w, residual, y; of the bias */
-    int32_t nhwc, bias, res, relu;
+    int32_t ty, bias_ty;           /* cudnnDataType_t of (x, w unless fp8,) residual, y; of the bias */
+    int32_t nhwc, bias, res, relu, fp8, feed;
     int64_t xd[4], wd[4], yd[4], pad[2], str[2], dil[2];
 } cu_cg_key;
 typedef struct cu_cg cu_cg;
 /* The plan of configuration k (made on first use: the engine timed on the operands ptr = x, w, bias,
- * residual, y); *out NULL when no engine takes it (remembered). */
+ * residual, y, s, inv, yq: CU_CG_OPERANDS pointers, NULL where k has none); *out NULL when no engine takes it
+ * (remembered). */
+#define CU_CG_OPERANDS 8
 kiln_status cu_cg_get(cu_be *b, const cu_cg_key *k, const void *const *ptr, cu_cg **out);
 kiln_status cu_cg_run(cu_be *b, const cu_cg *g, const void *const *ptr);
 void cu_cg_free_all(cu_be *b);
@@ -194,6 +199,17 @@ bool cu_fp8_layer(const cu_be *b, const kiln_node *n, float *ascale);
 bool cu_fp8_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in);
 bool cu_fp8_reads_blob(const cu_be *b, const kiln_node *n, const void *blob, size_t size);
 kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx);
+/* The storage of an FP8 layer's output (x its input); b->fp8_act.q made (or kept) as A's first numel values
+ * quantized to E4M3 with scale s (A's layout as it is). */
+kiln_dtype cu_fp8_out_sdt(const cu_be *b, const kiln_tensor *x);
+kiln_status cu_fp8_act(cu_be *b, const kiln_tensor *A, int64_t numel, float s);
+/* FP8 convolutions (cuda_conv_fp8.c): the operands it takes (one group, 2-D, channels multiples of 16) and the
+ * run (cuDNN graph: E4M3 x and w channels-last, scale, bias, residual, ReLU fused). cu_conv_accepts /
+ * cu_conv_geom: the float convolution's checks and geometry (cuda_conv.c). */
+bool cu_fp8_conv_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in);
+kiln_status cu_fp8_conv_run(cu_be *b, kiln_kctx *ctx);
+bool cu_conv_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in);
+kiln_status cu_conv_geom(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *x, const kiln_tensor *w, cu_geom *g2);
 /* Drop the kept quantized activations (see cu_be.fp8_act); cu_fp8_wrote: after a layer (st its result), when it
  * failed or one of its outputs overlaps their source (a view of it, a shape op's output on the same data, is not a
  * write; nor is the feed the layer wrote beside its output) */

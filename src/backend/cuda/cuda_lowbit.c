@@ -27,29 +27,47 @@ static void lowbit_w_free(void *p)
 }
 
 static kiln_status upload(cu_be *b, cu_lowbit_w *w, const void *blob, size_t size, kiln__qfmt fmt, bool tensor,
-                          int64_t N, int64_t K)
+                          int64_t N, int64_t K, int64_t rs)
 {
     kiln_lowbit_blob L;
     const uint8_t *payload = kiln__lowbit_blob_parse(blob, size, &L);
-    if (!payload || !blob_fmt(&L, fmt, tensor) || L.rows != N || L.k != K)
+    if (!payload || !blob_fmt(&L, fmt, tensor) || L.rows != N || L.k != K ||
+        (rs > 1 && (fmt != KILN_QF_FP8 || L.trans || K % rs)))
         return cu_err(b, KILN_ERR_PARSE, "a %s weight blob that does not fit its layer",
                       fmt == KILN_QF_FP8 ? "FP8" : "4-bit");
+    uint8_t *perm = NULL;
+    if (rs > 1) {   /* filters KCRS -> KRSC: element (n, c, p) to (n, p, c) */
+        if (!(perm = malloc(L.total)))
+            return cu_err(b, KILN_ERR_NOMEM, "out of memory");
+        memcpy(perm, payload, L.total);
+        int64_t C = K / rs;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t c = 0; c < C; c++)
+                for (int64_t p = 0; p < rs; p++)
+                    perm[n * K + p * C + c] = payload[n * K + c * rs + p];
+        payload = perm;
+    }
     if (w->dev) {
         *w->own -= w->L.total;
         cudaFree(w->dev);
         w->dev = NULL;
     }
-    KILN_TRY(cu_check(b, cudaMalloc((void **)&w->dev, L.total), "allocating a low-bit weight"));
-    w->L = L;
-    *w->own += L.total;
-    memcpy(&w->ts, payload + L.off_t, sizeof w->ts);
-    KILN_TRY(cu_check(b, cudaMemcpyAsync(w->dev, payload, L.total, cudaMemcpyHostToDevice, b->stream),
-                      "copying a low-bit weight"));
-    return cu_check(b, cudaStreamSynchronize(b->stream), "copying a low-bit weight");
+    kiln_status st = cu_check(b, cudaMalloc((void **)&w->dev, L.total), "allocating a low-bit weight");
+    if (st == KILN_OK) {
+        w->L = L;
+        *w->own += L.total;
+        memcpy(&w->ts, payload + L.off_t, sizeof w->ts);
+        st = cu_check(b, cudaMemcpyAsync(w->dev, payload, L.total, cudaMemcpyHostToDevice, b->stream),
+                      "copying a low-bit weight");
+    }
+    if (st == KILN_OK)
+        st = cu_check(b, cudaStreamSynchronize(b->stream), "copying a low-bit weight");
+    free(perm);
+    return st;
 }
 
 kiln_status cu_lowbit_weight(cu_be *b, const kiln_kctx *ctx, int slot, kiln__qfmt fmt, bool tensor, int64_t N,
-                             int64_t K, cu_lowbit_w **out)
+                             int64_t K, int64_t rs, cu_lowbit_w **out)
 {
     int64_t key[1] = {slot};
     cu_lowbit_w *w = cu_state_get(b, ctx->node, key, 1);
@@ -77,7 +95,7 @@ kiln_status cu_lowbit_weight(cu_be *b, const kiln_kctx *ctx, int slot, kiln__qfm
     w->src = NULL;
     kiln_status st;
     if (ctx->prepared) {
-        st = upload(b, w, ctx->prepared, ctx->prepared_size, fmt, tensor, N, K);
+        st = upload(b, w, ctx->prepared, ctx->prepared_size, fmt, tensor, N, K, rs);
     } else {
         if (W->dtype != KILN_DT_FLOAT32 || (W->flags & KILN_TENSOR_ON_DEVICE))
             return cu_kerr(b, (kiln_kctx *)ctx, KILN_ERR_DTYPE, "a low-bit layer needs its float32 weight on the host");
@@ -85,7 +103,7 @@ kiln_status cu_lowbit_weight(cu_be *b, const kiln_kctx *ctx, int slot, kiln__qfm
         size_t size = 0;
         st = b->host->lowbit_prep(ctx->node, ctx->n_in, ctx->in, &blob, &size);
         if (st == KILN_OK)
-            st = upload(b, w, blob, size, fmt, tensor, N, K);
+            st = upload(b, w, blob, size, fmt, tensor, N, K, rs);
         b->host->free_blob(blob);
     }
     if (st != KILN_OK)

@@ -21,7 +21,8 @@ bool cu_lowbit_blob_is(const void *blob, size_t size, kiln__qfmt fmt, bool tenso
 /* The layer's weight on the device, a rows (= N) x k (= K) blob of fmt (tensor as above), kept in the
  * layer's state slot `slot`: uploaded from ctx->prepared (the engine's blob), else packed now by the host
  * service lowbit_prep from the float32 weight (input 1, a host tensor: kiln_devmod.host_inputs); made again
- * when its source changed. Errors for a blob that does not fit the layer, or a weight on the device. */
+ * when its source changed. rs > 1 (FP8 only): each row is a convolution filter [C][rs] (K = C * rs), uploaded
+ * channels-last as [rs][C]. Errors for a blob that does not fit the layer, or a weight on the device. */
 kiln_status cu_lowbit_weight(cu_be *b, const kiln_kctx *ctx, int slot, kiln__qfmt fmt, bool tensor, int64_t N,
-                             int64_t K, cu_lowbit_w **out);
+                             int64_t K, int64_t rs, cu_lowbit_w **out);
 #endif

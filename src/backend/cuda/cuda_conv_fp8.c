@@ -1,0 +1,210 @@
+/* FP8 convolutions (Hopper): a Conv / FusedConv the builder marked FP8 (kiln_wq / kiln_aq "fp8", one weight
+ * scale per tensor, the calibrated activation scale; docs/PRECISION.md) runs as one cuDNN graph
+ * (cuda_conv_graph.c): y = act(s * conv(q(x), W8) + bias + residual) with
+ *   - q(x): the input quantized to E4M3 with the activation scale (cu_fp8_act: the FP8 GEMMs' pass, kept
+ *     for a second FP8 layer reading the same data), channels-last;
+ *   - W8: the CPU backend's KILN_PREP_LOWBIT_W blob (the engine's bytes: E4M3 [K][C][R][S] and its FP32
+ *     tensor scale), uploaded once channels-last (KRSC);
+ *   - s: activation scale x weight tensor scale (a float32 scalar in device memory, per layer);
+ * the output in the storage the FP8 GEMMs use (FP16 by default), channels-last. What the CPU emulation
+ * computes (cpu/lowbit.c): the same E4M3 values, summed in float32 in another order. A configuration no
+ * engine takes with its epilogue runs the convolution and scale alone, then kiln's epilogue kernel. */
+#include "cuda_internal.h"
+#include "cuda_lowbit.h"
+#include <math.h>
+#include <stdlib.h>
+
+#define IN(i) (i < ctx->n_in ? ctx->in[i] : NULL)
+#define W_SLOT 62   /* the state slot of the layer's packed filter */
+#define S_SLOT 63   /* its scale */
+#define I_SLOT 64   /* 1 / its feed's scale */
+
+typedef struct fp8_scale {
+    float *dev;
+    float val;
+} fp8_scale;
+
+static void scale_free(void *p)
+{
+    fp8_scale *s = p;
+    cudaFree(s->dev);
+    free(s);
+}
+
+bool cu_fp8_conv_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
+{
+    if (n_in < 2 || !in[0] || !in[1] || in[0]->ndim != 4 || in[1]->ndim != 4 || in[1]->dtype != KILN_DT_FLOAT32 ||
+        !b->conv_graph)
+        return false;
+    /* cuDNN's FP8 convolutions: one group, channels-last, channels in 16-byte multiples */
+    if (b->host->attr_i(n, "group", 1) != 1 || in[0]->dims[1] % 16 || in[1]->dims[0] % 16)
+        return false;
+    return cu_conv_accepts(b, n, n_in, in);
+}
+
+/* A float32 scalar v of the layer in device memory (state slot `slot`). */
+static kiln_status layer_scale(cu_be *b, const kiln_kctx *ctx, int slot, float v, const float **out)
+{
+    int64_t key[1] = {slot};
+    fp8_scale *s = cu_state_get(b, ctx->node, key, 1);
+    if (s && s->val == v) {
+        *out = s->dev;
+        return KILN_OK;
+    }
+    if (b->capturing)
+        return cu_not_in_capture(b, "setting an FP8 scale");
+    if (!s) {
+        if (!(s = calloc(1, sizeof *s)))
+            return cu_err(b, KILN_ERR_NOMEM, "out of memory");
+        kiln_status st = cu_check(b, cudaMalloc((void **)&s->dev, sizeof(float)), "allocating an FP8 scale");
+        if (st == KILN_OK)
+            st = cu_state_put(b, ctx->node, key, 1, s, scale_free);
+        if (st != KILN_OK) {
+            scale_free(s);
+            return st;
+        }
+    }
+    KILN_TRY(cu_check(b, cudaMemcpy(s->dev, &v, sizeof v, cudaMemcpyHostToDevice), "setting an FP8 scale"));
+    s->val = v;
+    *out = s->dev;
+    return KILN_OK;
+}
+
+/* Runs the graph of key k (everything fused, with its feed), else everything but the feed, else the convolution
+ * and scale alone and kiln's epilogue; *done false when no engine takes any, *fed whether the feed was written. */
+static kiln_status run_graph(cu_be *b, cu_cg_key *k, const void *const *ptr, kiln_tensor *y, const kiln_tensor *bias,
+                             const kiln_tensor *res, bool relu, bool *done, bool *fed)
+{
+    *done = *fed = false;
+    for (int v = k->feed ? 0 : 1; v < 3 && !*done; v++) {
+        cu_cg_key kv = *k;
+        kv.feed = v == 0;
+        if (v == 2) {
+            if (!k->bias && !k->res && !k->relu)
+                break;
+            kv.bias = kv.res = kv.relu = kv.bias_ty = 0;
+        }
+        const void *p[CU_CG_OPERANDS] = {ptr[0], ptr[1], kv.bias ? ptr[2] : NULL, kv.res ? ptr[3] : NULL, ptr[4],
+                                         ptr[5], kv.feed ? ptr[6] : NULL, kv.feed ? ptr[7] : NULL};
+        cu_cg *g = NULL;
+        KILN_TRY(cu_cg_get(b, &kv, p, &g));
+        if (!g)
+            continue;
+        KILN_TRY(cu_cg_run(b, g, p));
+        *done = true;
+        *fed = kv.feed;
+        if (v == 2)
+            KILN_TRY(cu_check(b, cuk_epilogue(cu_fdt(cu_sdt(y)), y->data, cu_numel(y), y->dims[1], 1,
+                                              bias ? bias->data : NULL, res ? res->data : NULL,
+                                              relu ? CUK_RELU : CUK_IDENTITY, 0, 0, b->stream),
+                              "FP8 conv epilogue"));
+    }
+    return KILN_OK;
+}
+
+kiln_status cu_fp8_conv_run(cu_be *b, kiln_kctx *ctx)
+{
+    const kiln_node *n = ctx->node;
+    const kiln_tensor *x = IN(0), *w = IN(1);
+    float as = 0;
+    if (!cu_fp8_layer(b, n, &as) || !cu_fp8_conv_accepts(b, n, ctx->n_in, ctx->in))
+        return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "operands the FP8 convolution does not take");
+    bool fused = n->op == KILN_OP_FusedConv;
+    int act = CUK_IDENTITY;
+    float aa = 0, ab = 0;
+    if (fused && !cu_fused_act(b, n, &act, &aa, &ab))
+        return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "unknown fused activation");
+    const kiln_tensor *bias = IN(2), *res = fused ? IN(3) : NULL;
+    cu_geom g;
+    KILN_TRY(cu_conv_geom(b, ctx, x, w, &g));
+    int64_t K = w->dims[0], C = w->dims[1], RS = w->dims[2] * w->dims[3];
+    int64_t yd[4] = {x->dims[0], K, g.out[0], g.out[1]};
+    kiln_dtype sdt = cu_fp8_out_sdt(b, x);
+    cu_lowbit_w *wq = NULL;
+    KILN_TRY(cu_lowbit_weight(b, ctx, W_SLOT, KILN_QF_FP8, true, K, C * RS, RS, &wq));
+    const float *sp = NULL;
+    KILN_TRY(layer_scale(b, ctx, S_SLOT, as * wq->ts, &sp));
+    KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, 4, yd));
+    kiln_tensor *y = ctx->out[0];
+    y->flags |= KILN_TENSOR_DEV_NHWC;
+    if (!y->nbytes)
+        return KILN_OK;
+    if (res && cu_numel(res) != cu_numel(y))
+        return cu_kerr(b, ctx, KILN_ERR_SHAPE, "residual must have the output's shape");
+    kiln_tensor tmp[3], lay[2];
+    memset(tmp, 0, sizeof tmp);
+    memset(lay, 0, sizeof lay);
+    const kiln_tensor *xl = NULL, *rl = NULL, *bl = NULL;
+    kiln_status st = cu_relayout(b, x, true, &lay[0], &xl);   /* quantized channels-last */
+    bool relaid = st == KILN_OK && xl != x;
+    if (st == KILN_OK && res)
+        st = cu_as(b, res, sdt, &tmp[0], &rl);
+    if (st == KILN_OK && res)
+        st = cu_relayout(b, rl, true, &lay[1], &rl);
+    if (st == KILN_OK && bias)
+        st = cu_as(b, bias, KILN_DT_FLOAT32, &tmp[1], &bl);
+    cu_part_mark(b, 4, 0, 2);
+    if (st == KILN_OK)
+        st = cu_fp8_act(b, xl, cu_numel(xl), as);
+    cu_part_mark(b, 4, 1, 2);
+    if (st == KILN_OK) {
+        cu_cg_key k;
+        memset(&k, 0, sizeof k);
+        k.ty = sdt == KILN_DT_FLOAT16 ? CUDNN_DATA_HALF : sdt == KILN_DT_BFLOAT16 ? CUDNN_DATA_BFLOAT16
+                                                                                 : CUDNN_DATA_FLOAT;
+        k.nhwc = 1;
+        k.fp8 = 1;
+        k.bias = bl != NULL;
+        k.bias_ty = bl ? CUDNN_DATA_FLOAT : 0;
+        k.res = rl != NULL;
+        k.relu = act == CUK_RELU;
+        for (int i = 0; i < 4; i++) {
+            k.xd[i] = x->dims[i];
+            k.wd[i] = w->dims[i];
+            k.yd[i] = yd[i];
+        }
+        for (int i = 0; i < 2; i++) {
+            k.pad[i] = g.pb[i];
+            k.str[i] = g.s[i];
+            k.dil[i] = g.d[i];
+        }
+        /* the next FP8 layer's input written by this graph (build/fp8_feed.c marks the layer): then the own quantized
+         * input moves to xq (freed after the graph, in stream order) so the feed gets scratch of its own; else it
+         * stays kept for another FP8 layer reading the same input (a downsampling convolution) */
+        float fa = b->host->attr_f(n, KILN_ATTR_FP8_FEED, NAN);
+        bool want = b->fp8_feed && fa > 0 && isfinite(fa) && (act == CUK_IDENTITY || act == CUK_RELU);
+        kiln_tensor xq = b->fp8_act.q, own;
+        memset(&own, 0, sizeof own);
+        if (want) {
+            own = xq;
+            memset(&b->fp8_act.q, 0, sizeof b->fp8_act.q);
+            cu_fp8_forget(b);
+        }
+        float fs = 0;
+        const float *ip = NULL;
+        uint8_t *fq = want ? cu_fp8_feed(b, ctx, y, &fs) : NULL;
+        if (fq && layer_scale(b, ctx, I_SLOT, 1.0f / fs, &ip) != KILN_OK)
+            fq = NULL;
+        k.feed = fq != NULL;
+        const void *ptr[CU_CG_OPERANDS] = {xq.data, wq->dev, bl ? bl->data : NULL, rl ? rl->data : NULL,
+                                           y->data, sp, ip, fq};
+        bool done = false, fed = false;
+        st = run_graph(b, &k, ptr, y, bl, rl, act == CUK_RELU, &done, &fed);
+        if (st == KILN_OK && !done)
+            st = cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "no cuDNN engine runs this FP8 convolution");
+        if (st == KILN_OK && fed)
+            cu_fp8_fed(b, y, fs);
+        else if (want || relaid)   /* no feed written, or a quantization of a temporary copy: nothing to keep */
+            cu_fp8_forget(b);
+        cu_tmp_free(b, &own);
+    }
+    if (st == KILN_OK && act != CUK_IDENTITY && act != CUK_RELU)
+        st = cu_check(b, cuk_epilogue(cu_fdt(sdt), y->data, cu_numel(y), K, 1, NULL, NULL, act, aa, ab, b->stream),
+                      "FP8 conv activation");
+    cu_part_mark(b, 4, 2, 2);
+    for (int i = 0; i < 3; i++)
+        cu_tmp_free(b, &tmp[i]);
+    for (int i = 0; i < 2; i++)
+        cu_tmp_free(b, &lay[i]);
+    return st;
+}
