@@ -6,6 +6,7 @@
  * packs nothing. The CPU runs the device engine (its emulation of the GPU's FP8) from those blobs: the
  * same outputs after a save / load round trip. Exits 77 without the model. */
 #include "test.h"
+#include "test_engine_run.h"
 #include "test_calib.h"
 #include "backend/lowbit_blob.h"
 #include "engine/engine.h"
@@ -17,16 +18,6 @@
 
 static const char *MODEL = "models/tiny_bert.onnx";
 static const char *SHAPES = "input_ids:2x16,attention_mask:2x16,token_type_ids:2x16";
-
-/* Bytes of the engine file of e */
-static size_t file_bytes(kiln_engine_t e)
-{
-    void *buf = NULL;
-    size_t len = 0;
-    CHECK(kiln_engine_serialize(e, &buf, &len) == KILN_OK);
-    kiln_free(buf);
-    return len;
-}
 
 /* Weight input 1 of node n: its value, or NULL */
 static const kiln_value *weight_of(const kiln_graph *g, const kiln_node *n)
@@ -121,27 +112,6 @@ static void check_feeds(kiln_engine_t e, int want)
               "%d FusedMatMul), want %d", feeds, ln, attn, mm, want);
 }
 
-static void run_cpu(kiln_engine_t e, const kiln_tensor *in, kiln_tensor *out, int *nout)
-{
-    kiln_context_t c = NULL;
-    *nout = 0;
-    CHECK(kiln_context_create(e, &c) == KILN_OK);
-    for (int i = 0; c && i < kiln_engine_num_inputs(e); i++)
-        CHECK(kiln_context_set_input(c, kiln_engine_input_name(e, i), &in[i]) == KILN_OK);
-    CHECK_MSG(c && kiln_context_run(c) == KILN_OK, "%s", kiln_last_error());
-    for (int o = 0; c && o < kiln_engine_num_outputs(e) && o < 4; o++) {
-        const kiln_tensor *t = kiln_context_output(c, o);
-        CHECK(t && t->data);
-        out[o] = t ? *t : (kiln_tensor){0};
-        out[o].data = t && t->data ? malloc(t->nbytes) : NULL;
-        if (out[o].data) {
-            memcpy(out[o].data, t->data, t->nbytes);
-            (*nout)++;
-        }
-    }
-    kiln_context_free(c);
-}
-
 int main(void)
 {
     kiln_model_t m = NULL;
@@ -181,7 +151,7 @@ int main(void)
      * model's weights), each FP8 weight stored as 1 byte an element + 64-byte aligned scale instead of 4 */
     int blobs8 = 0;
     int64_t elems = check_fp8_layers(e8, &blobs8);
-    size_t s32 = file_bytes(e32), s8 = file_bytes(e8);
+    size_t s32 = test_engine_bytes(e32), s8 = test_engine_bytes(e8);
     int fp8_layers = 0;
     for (int i = 0; i < e8->g->n_nodes; i++) {
         const char *req = NULL, *real = NULL;
@@ -200,20 +170,11 @@ int main(void)
     size_t len = 0;
     CHECK(kiln_engine_serialize(e8, &buf, &len) == KILN_OK);
     CHECK(buf && kiln_engine_load_buffer(buf, len, &e8b) == KILN_OK && e8b);
-    kiln_tensor in[8] = {0}, y1[4], y2[4];
-    int nin = kiln_engine_num_inputs(e8), n1 = 0, n2 = 0;
+    kiln_tensor in[8] = {0};
+    int nin = kiln_engine_num_inputs(e8);
     kiln_synth_options so = {.shapes = shapes, .seed = 9};
     CHECK(nin <= 8 && kiln_engine_synth_inputs(e8, &so, in) == KILN_OK);
-    run_cpu(e8, in, y1, &n1);
-    if (e8b)
-        run_cpu(e8b, in, y2, &n2);
-    CHECK(n1 == 2 && n2 == n1);
-    for (int o = 0; o < n1 && o < n2; o++) {
-        CHECK_MSG(y1[o].nbytes == y2[o].nbytes && !memcmp(y1[o].data, y2[o].data, y1[o].nbytes),
-                  "output %d differs after the round trip", o);
-        free(y1[o].data);
-        free(y2[o].data);
-    }
+    test_same_outputs(e8, e8b, in, 2, "differs after the round trip");
     for (int i = 0; i < nin && i < 8; i++)
         kiln_free(in[i].data);
     kiln_engine_free(e8b);

@@ -11,6 +11,7 @@
  *     with rules keeping them float32.
  * Exits 77 without the model. */
 #include "test.h"
+#include "test_engine_run.h"
 #include "backend/cpu/lowbit.h"
 #include "backend/lowbit_blob.h"
 #include "engine/engine.h"
@@ -28,15 +29,6 @@ static const char *attr_s(const kiln_node *n, const char *name)
         if (!strcmp(n->attrs[a].name, name) && n->attrs[a].type == KILN_ATTR_STRING)
             return n->attrs[a].s;
     return NULL;
-}
-
-static size_t file_bytes(kiln_engine_t e)
-{
-    void *buf = NULL;
-    size_t len = 0;
-    CHECK(kiln_engine_serialize(e, &buf, &len) == KILN_OK);
-    kiln_free(buf);
-    return len;
 }
 
 static kiln_engine_t build(kiln_model_t m, const char *prec, int nrules, const char **rules, const char *want_report)
@@ -87,27 +79,6 @@ static int check_tables(kiln_engine_t e, const char *fmt, char *names, size_t ca
         snprintf(names + len, cap - len, "%s%s", len ? "," : "", n->name);
     }
     return marked;
-}
-
-static void run_cpu(kiln_engine_t e, const kiln_tensor *in, kiln_tensor *out, int *nout)
-{
-    kiln_context_t c = NULL;
-    *nout = 0;
-    CHECK(kiln_context_create(e, &c) == KILN_OK);
-    for (int i = 0; c && i < kiln_engine_num_inputs(e); i++)
-        CHECK(kiln_context_set_input(c, kiln_engine_input_name(e, i), &in[i]) == KILN_OK);
-    CHECK_MSG(c && kiln_context_run(c) == KILN_OK, "%s", kiln_last_error());
-    for (int o = 0; c && o < kiln_engine_num_outputs(e) && o < 4; o++) {
-        const kiln_tensor *t = kiln_context_output(c, o);
-        CHECK(t && t->data);
-        out[o] = t ? *t : (kiln_tensor){0};
-        out[o].data = t && t->data ? malloc(t->nbytes) : NULL;
-        if (out[o].data) {
-            memcpy(out[o].data, t->data, t->nbytes);
-            (*nout)++;
-        }
-    }
-    kiln_context_free(c);
 }
 
 /* The emulation of e's marked tables: m's tables replaced by their quantized-dequantized values; restored by
@@ -184,7 +155,7 @@ int main(void)
 
     /* the engine shrinks by the tables' float32 bytes less their packed bytes (4.5 bits an element) */
     kiln_engine_t ef = build(m, "nvfp4", 2, none, NULL);
-    size_t s4 = ef && e4 ? file_bytes(e4) : 0, sf = ef && e4 ? file_bytes(ef) : 0;
+    size_t s4 = ef && e4 ? test_engine_bytes(e4) : 0, sf = ef && e4 ? test_engine_bytes(ef) : 0;
     printf("tiny_bert nvfp4 device engines: %zu bytes with float32 tables, %zu with 4-bit tables (%lld table bytes)\n",
            sf, s4, (long long)f32);
     CHECK_MSG(s4 + (size_t)(f32 - f32 * 9 / 64) <= sf + 2 * 1024, "engine %zu bytes, %zu with float32 tables", s4, sf);
@@ -203,21 +174,11 @@ int main(void)
     em = build(m, "nvfp4", 2, none, NULL);
     if (e4)
         restore_tables(e4, m, saved, nsaved);
-    kiln_tensor in[8] = {0}, y1[4], y2[4];
-    int nin = e4b ? kiln_engine_num_inputs(e4b) : 0, n1 = 0, n2 = 0;
+    kiln_tensor in[8] = {0};
+    int nin = e4b ? kiln_engine_num_inputs(e4b) : 0;
     kiln_synth_options so = {.shapes = shapes, .seed = 5};
     CHECK(e4b && nin <= 8 && kiln_engine_synth_inputs(e4b, &so, in) == KILN_OK);
-    if (e4b && em) {
-        run_cpu(e4b, in, y1, &n1);
-        run_cpu(em, in, y2, &n2);
-    }
-    CHECK(n1 == 2 && n2 == n1);
-    for (int o = 0; o < n1 && o < n2; o++) {
-        CHECK_MSG(y1[o].nbytes == y2[o].nbytes && !memcmp(y1[o].data, y2[o].data, y1[o].nbytes),
-                  "output %d differs from the emulation", o);
-        free(y1[o].data);
-        free(y2[o].data);
-    }
+    test_same_outputs(e4b, em, in, 2, "differs from the emulation");
     for (int i = 0; i < nin && i < 8; i++)
         kiln_free(in[i].data);
     kiln_free(buf);

@@ -226,18 +226,12 @@ extern "C" int cuk_fp4_gemm_splits(int64_t M, int64_t N, int64_t K)
     return sp < 1 ? 1 : sp > 64 ? 64 : (int)sp;
 }
 
-extern "C" cudaError_t cuk_fp4_gemm(int out_fdt, const void *a, int64_t lda, int64_t M, int64_t K, const uint8_t *w,
-                                    const void *scales, int fmt, int64_t block, float ts, void *y, int64_t N,
-                                    float *ws, int splits, cudaStream_t s)
+/* The packed weight's part of the parameters: N rows of K 4-bit values (block scales, tensor scale ts), output y. */
+static fp4_params w_params(const uint8_t *w, const void *scales, int fmt, int64_t block, float ts, int64_t N, int64_t K,
+                           void *y)
 {
-    if (M <= 0 || N <= 0 || K <= 0 || (block != 16 && block != 32) || (N + GN - 1) / GN > INT32_MAX ||
-        (M + GM - 1) / GM > 65535 || (out_fdt != CUK_F16 && out_fdt != CUK_BF16))
-        return cudaErrorInvalidValue;
     fp4_params p;
     memset(&p, 0, sizeof p);
-    p.a = (const __half *)a;
-    p.lda = lda;
-    p.M = M;
     p.N = N;
     p.K = K;
     p.w = w;
@@ -248,6 +242,20 @@ extern "C" cudaError_t cuk_fp4_gemm(int out_fdt, const void *a, int64_t lda, int
     p.block = (int)block;
     p.ts = ts;
     p.y = y;
+    return p;
+}
+
+extern "C" cudaError_t cuk_fp4_gemm(int out_fdt, const void *a, int64_t lda, int64_t M, int64_t K, const uint8_t *w,
+                                    const void *scales, int fmt, int64_t block, float ts, void *y, int64_t N,
+                                    float *ws, int splits, cudaStream_t s)
+{
+    if (M <= 0 || N <= 0 || K <= 0 || (block != 16 && block != 32) || (N + GN - 1) / GN > INT32_MAX ||
+        (M + GM - 1) / GM > 65535 || (out_fdt != CUK_F16 && out_fdt != CUK_BF16))
+        return cudaErrorInvalidValue;
+    fp4_params p = w_params(w, scales, fmt, block, ts, N, K, y);
+    p.a = (const __half *)a;
+    p.lda = lda;
+    p.M = M;
     p.vec_a = lda % 8 == 0 && (uintptr_t)a % 16 == 0;
     p.vec_w = p.row_bytes % 8 == 0 && (uintptr_t)w % 8 == 0;
     const int64_t nk = (K + GK - 1) / GK;
@@ -315,18 +323,7 @@ extern "C" cudaError_t cuk_fp4_gather(int out_fdt, const uint8_t *w, const void 
     if (rows <= 0 || K <= 0 || n_idx < 0 || (block != 16 && block != 32) ||
         (out_fdt != CUK_F32 && out_fdt != CUK_F16 && out_fdt != CUK_BF16))
         return cudaErrorInvalidValue;
-    fp4_params p;
-    memset(&p, 0, sizeof p);
-    p.N = rows;
-    p.K = K;
-    p.w = w;
-    p.scales = (const uint8_t *)scales;
-    p.row_bytes = (K + 1) / 2;
-    p.nblk = (K + block - 1) / block;
-    p.fmt = fmt;
-    p.block = (int)block;
-    p.ts = ts;
-    p.y = y;
+    fp4_params p = w_params(w, scales, fmt, block, ts, rows, K, y);
     const int64_t n = n_idx * p.row_bytes;
     if (n == 0)
         return cudaGetLastError();
