@@ -76,6 +76,7 @@ typedef struct gemm_impl {
     int mr_tall;                   /* rows of ukr_tall (0: none) */
     gemm_ukr_fn ukr_tall;          /* full-height tiles of direct A, more than nr/2 + 1 columns: more
                                     * rows per B load (mr_tall > mr) */
+    bool ukr17;                    /* ukr takes n == nr + 1 columns (packed A; column nr in t->colv) */
 } gemm_impl;
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -200,7 +201,7 @@ static void pack_c_b(const float *src, int64_t si, int64_t sk, int64_t n, int64_
     pack_generic(src, si, sk, n, kc, dst, NR_C);
 }
 
-static const gemm_impl impl_c = {MR_C, NR_C, ukr_c, pack_c_a, pack_c_b, 128, 256, 1024, false, 0, NULL};
+static const gemm_impl impl_c = {MR_C, NR_C, ukr_c, pack_c_a, pack_c_b, 128, 256, 1024, false, 0, NULL, false};
 
 #if GEMM_X86
 /* ------------------------------------------------------------------------------------------
@@ -211,20 +212,28 @@ static const gemm_impl impl_c = {MR_C, NR_C, ukr_c, pack_c_a, pack_c_b, 128, 256
 #define NR_AVX2 16
 
 /* The 6 x 16 tile computed for its first R rows only (R = 6, 4 or 2, m <= R): an edge tile of
- * one or two rows (BERT's M = 128 = 21 x 6 + 2) does not pay for six. */
+ * one or two rows (BERT's M = 128 = 21 x 6 + 2) does not pay for six. X17: a 17-column tile (n ==
+ * 17), the 17th column (t->colv[k], contiguous: column 0 of the next panel) times the packed A
+ * column as one vector (rows in lanes 0-5; lanes 6-7 are the next k's rows, ignored): 13 FMAs per
+ * k for 17 columns, where a 16-column and a 1-column tile take 24. A 7x7 map's N = 49 = 16 + 16 +
+ * 17 (ResNet-50's stage 4) runs 3 tiles instead of 4. */
 __attribute__((target("avx2,fma"), always_inline)) static inline void ukr_avx2_rows(int64_t kc, const float *pa,
                                                                                    const float *pb, float *c,
                                                                                    int64_t ldc, int m, int n,
-                                                                                   const tile_args *t, const int R)
+                                                                                   const tile_args *t, const int R,
+                                                                                   const bool X17)
 {
-    __m256 c0[MR_AVX2], c1[MR_AVX2];
+    __m256 c0[MR_AVX2], c1[MR_AVX2], cx = _mm256_setzero_ps();
+    const float *cv = t->colv;
 #pragma GCC unroll 8
     for (int i = 0; i < R; i++)
         c0[i] = c1[i] = _mm256_setzero_ps();
     for (int i = 0; i < m; i++)
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+    /* X17: the last k reads its A column without the 2 floats past it (the panel may end there) */
+    const int64_t kv = X17 ? kc - 1 : kc;
 #pragma GCC unroll 4
-    for (int64_t k = 0; k < kc; k++) {
+    for (int64_t k = 0; k < kv; k++) {
         __m256 b0 = _mm256_load_ps(pb), b1 = _mm256_load_ps(pb + 8);
 #pragma GCC unroll 8
         for (int i = 0; i < R; i++) {
@@ -232,8 +241,34 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void ukr_avx2_r
             c0[i] = _mm256_fmadd_ps(a, b0, c0[i]);
             c1[i] = _mm256_fmadd_ps(a, b1, c1[i]);
         }
+        if (X17)
+            cx = _mm256_fmadd_ps(_mm256_broadcast_ss(cv + k), _mm256_loadu_ps(pa), cx);
         pa += MR_AVX2;
         pb += NR_AVX2;
+    }
+    if (X17 && kc > 0) {
+        __m256 b0 = _mm256_load_ps(pb), b1 = _mm256_load_ps(pb + 8);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) {
+            __m256 a = _mm256_broadcast_ss(pa + i);
+            c0[i] = _mm256_fmadd_ps(a, b0, c0[i]);
+            c1[i] = _mm256_fmadd_ps(a, b1, c1[i]);
+        }
+        __m256 al = _mm256_castps128_ps256(_mm_loadu_ps(pa));
+        al = _mm256_insertf128_ps(al, _mm_castpd_ps(_mm_load_sd((const double *)(pa + 4))), 1);
+        cx = _mm256_fmadd_ps(_mm256_broadcast_ss(cv + kc - 1), al, cx);
+    }
+    if (X17) {
+        /* column 16: alpha * acc + beta * C, then the epilogue over that column */
+        float x[8] __attribute__((aligned(32)));
+        _mm256_store_ps(x, cx);
+        for (int i = 0; i < m; i++) {
+            float *cp = c + i * ldc + NR_AVX2;
+            *cp = t->beta == 0.0f ? t->alpha * x[i] : t->alpha * x[i] + t->beta * *cp;
+        }
+        if (t->epi)
+            kiln__epi_apply_f32(t->epi, c + NR_AVX2, ldc, m, 1, t->i0, t->j0 + NR_AVX2);
+        n = NR_AVX2;
     }
     if (n == NR_AVX2) {
         /* bias, residual and Relu / GELU (BERT's FFN up) / no activation in registers, in
@@ -295,12 +330,19 @@ __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float
                                                           float *c, int64_t ldc, int m, int n, const tile_args *t)
 {
     (void)lda; /* always packed */
-    if (m > 4)
-        ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 6);
+    if (n == NR_AVX2 + 1) {   /* (t->colv set: see panel_at) */
+        if (m > 4)
+            ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 6, true);
+        else if (m > 2)
+            ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 4, true);
+        else
+            ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 2, true);
+    } else if (m > 4)
+        ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 6, false);
     else if (m > 2)
-        ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 4);
+        ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 4, false);
     else
-        ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 2);
+        ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 2, false);
 }
 
 /* A row-major (sk == 1, e.g. convolution weights): full 6-row panels transposed 4 k at a time in
@@ -345,7 +387,8 @@ __attribute__((target("avx2,fma"))) static void pack_avx2_b(const float *src, in
     pack_generic(src, si, sk, n, kc, dst, NR_AVX2);
 }
 
-static const gemm_impl impl_avx2 = {MR_AVX2, NR_AVX2, ukr_avx2, pack_avx2_a, pack_avx2_b, 144, 256, 1024, false, 0, NULL};
+static const gemm_impl impl_avx2 = {MR_AVX2, NR_AVX2, ukr_avx2, pack_avx2_a, pack_avx2_b, 144, 256, 1024, false, 0, NULL,
+                                    true};
 
 /* ------------------------------------------------------------------------------------------
  * AVX-512F + FMA micro-kernel: 8 x 32
@@ -912,7 +955,7 @@ T512 static void convd_task(void *ctx, int64_t t0, int64_t t1)
 #define GEMM_NC512 1024
 #endif
 static const gemm_impl impl_avx512 = {MR_512, NR_512, ukr_avx512, pack_avx512_a, pack_avx512_b,
-                                      GEMM_MC512, GEMM_KC512, GEMM_NC512, true, MR_TALL, ukr512_tall};
+                                      GEMM_MC512, GEMM_KC512, GEMM_NC512, true, MR_TALL, ukr512_tall, false};
 #endif /* GEMM_X86 */
 
 #ifndef GEMM_MIN_FLOPS_PER_THREAD
@@ -1119,9 +1162,18 @@ static bool rows_outer(const gemm_job *g, int64_t kc, int64_t nc)   /* (mr-row t
            g->M * g->N >= 256 * 1024;
 }
 
+/* Columns of the tile at jr of a block of nc columns: nr, the rest at the end, or nr + 1 where
+ * the kernel takes 17 columns and 17 are left (AVX2: 49 = 16 + 16 + 17, not 16 + 16 + 16 + 1). */
+static int tile_cols(const gemm_job *g, int64_t jr, int64_t nc, const float *colv)
+{
+    const int nr = g->im->nr;
+    return g->im->ukr17 && colv && nc - jr == nr + 1 ? nr + 1 : (int)min64(nr, nc - jr);
+}
+
 /* The K slice [pc, pc+kc) of panel jr of the block at column jc, for the micro-kernels: in the
- * task's packed block pb or in the pre-packed B; sets t's column and, for a 17-column panel of A
- * read in place, its column 16 side by side (colv). */
+ * task's packed block pb or in the pre-packed B; sets t's column and, for a 17-column tile (of A
+ * read in place, AVX-512; or of the AVX2 kernel: the next panel's column 0), its column 16 side by
+ * side (colv). */
 static const float *panel_at(const gemm_job *g, tile_args *t, const float *pb, float *colv, int64_t jc, int64_t jr,
                              int64_t pc, int64_t kc, int n)
 {
@@ -1129,9 +1181,12 @@ static const float *panel_at(const gemm_job *g, tile_args *t, const float *pb, f
     const float *bp = g->bpack ? g->bpack + ((jc + jr) / nr) * g->K * nr + pc * nr : pb + jr * kc;
     t->j0 = jc + jr;
     t->colv = NULL;
-    if (g->direct_a && n == 17 && nr == 32 && colv) {
+    const float *c16 = g->direct_a && n == 17 && nr == 32 ? bp + 16
+                       : g->im->ukr17 && n == nr + 1  ? bp + (g->bpack ? g->K : kc) * nr
+                                                       : NULL;
+    if (c16 && colv) {
         for (int64_t k = 0; k < kc; k++)
-            colv[k] = bp[k * nr + 16];
+            colv[k] = c16[k * nr];
         t->colv = colv;
     }
     return bp;
@@ -1185,26 +1240,26 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
                 if (rows_outer(g, kc, nc)) {
                     /* one K slice: each row tile runs across every panel of the block (see rows_outer) */
                     for (int64_t ir = 0; ir < mc; ir += mr) {
-                        for (int64_t jr = 0; jr < nc; jr += nr) {
-                            int n = (int)min64(nr, nc - jr);
-                            const float *bp = panel_at(g, &t, pb, colv, jc, jr, pc, kc, n);
+                        for (int64_t jr = 0, n; jr < nc; jr += n) {
+                            n = tile_cols(g, jr, nc, colv);
+                            const float *bp = panel_at(g, &t, pb, colv, jc, jr, pc, kc, (int)n);
                             /* the next row tile's A (weights, from memory) during the first panel */
                             t.pf_a = direct && jr == 0 && ir + 2 * mr <= mc ? g->A + (ic + ir + mr) * g->a_rs + pc
                                                                             : NULL;
                             t.pf_rows = mr;
-                            run_tile(g, &t, pa, bp, cblk + jr, ic, pc, kc, ir, (int)min64(mr, mc - ir), n);
+                            run_tile(g, &t, pa, bp, cblk + jr, ic, pc, kc, ir, (int)min64(mr, mc - ir), (int)n);
                         }
                     }
                     continue;
                 }
-                for (int64_t jr = 0; jr < nc; jr += nr) {
-                    int n = (int)min64(nr, nc - jr);
-                    const float *bp = panel_at(g, &t, pb, colv, jc, jr, pc, kc, n);
+                for (int64_t jr = 0, n; jr < nc; jr += n) {
+                    n = tile_cols(g, jr, nc, colv);
+                    const float *bp = panel_at(g, &t, pb, colv, jc, jr, pc, kc, (int)n);
                     /* pre-packed B streams from memory: while this panel slice is used by every row
                      * tile (from L1/L2), the next one is fetched into L2, a share per tile; after the
                      * block's last panel, the first panel of the next K slice (else its first row
                      * tile waits on memory: BERT's 2-thread tasks, 96 columns, start 3 to 12 K slices) */
-                    const float *nbp = jr + nr < nc ? bp + K * nr
+                    const float *nbp = jr + n < nc ? bp + K * nr
                                        : pc + kc < K && g->bpack ? g->bpack + jc / nr * K * nr + (pc + kc) * nr
                                                                  : NULL;
                     const char *nb = g->bpack && mc > mr ? (const char *)nbp : NULL;
