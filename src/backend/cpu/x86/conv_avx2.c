@@ -1,7 +1,8 @@
 /* AVX2 + FMA float32 Conv / FusedConv: the reference kernels (cpu/ref/k_conv.c) with the
  * depthwise rows (strides 1 and 2) and the N-D im2col's stride-2 gathers vectorized (the AVX-512
  * kernels, conv_avx512.c, reuse both), 16-column implicit-im2col panels (the AVX2 GEMM's), and Winograd for 3x3 stride-1 layers (conv_wino.c with the
- * AVX2 transforms of wino_avx2.c), registered over them for hosts with AVX2 and FMA. */
+ * AVX2 transforms of wino_avx2.c) and the direct convolution (conv_direct.c with convd_avx2.c's tiles), registered
+ * over them for hosts with AVX2 and FMA. */
 #include "../cpu_kernels.h"
 #include "conv_x86.h"
 
@@ -167,11 +168,15 @@ __attribute__((target("avx2,fma"))) static void im2col_panel16(const kiln_im2col
     }
 }
 
-/* kiln_conv_isa.layer: Winograd (AVX2 transforms) where it applies or its filters were prepared */
+/* kiln_conv_isa.layer: Winograd (AVX2 transforms) where it applies or its filters were prepared,
+ * else the direct convolution (16-pixel tiles) where it pays */
 static kiln_status layer_avx2(const kiln_kctx *ctx, const kiln_window *g, const float *x, const float *w,
                               const float *b, float *y, const kiln_epi *post, bool *done)
 {
-    return kiln__conv_wino_layer(ctx, &kiln__wino_set_avx2, g, x, w, b, y, post, done);
+    KILN_TRY(kiln__conv_wino_layer(ctx, &kiln__wino_set_avx2, g, x, w, b, y, post, done));
+    if (*done)
+        return KILN_OK;
+    return kiln__conv_direct_layer_avx2(ctx, g, x, w, b, y, post, done);
 }
 
 static const kiln_conv_isa isa_avx2 = {.dw_row = kiln__conv_dw_row_avx2,
