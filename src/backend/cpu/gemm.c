@@ -228,8 +228,19 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void ukr_avx2_r
 #pragma GCC unroll 8
     for (int i = 0; i < R; i++)
         c0[i] = c1[i] = _mm256_setzero_ps();
-    for (int i = 0; i < m; i++)
+    /* the tile's rows of C and of the residual (both lines of a row that straddles two), fetched
+     * while the k loop runs: a C larger than L2 (ResNet-50's 256->1024 @14 with the residual) */
+    for (int i = 0; i < m; i++) {
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + NR_AVX2 - 1), _MM_HINT_T0);
+    }
+    if (t->epi && t->epi->res) {
+        const float *rr = t->epi->res + t->i0 * t->epi->ldr + t->j0;
+        for (int i = 0; i < m; i++) {
+            _mm_prefetch((const char *)(rr + i * t->epi->ldr), _MM_HINT_T0);
+            _mm_prefetch((const char *)(rr + i * t->epi->ldr + NR_AVX2 - 1), _MM_HINT_T0);
+        }
+    }
     /* X17: the last k reads its A column without the 2 floats past it (the panel may end there) */
     const int64_t kv = X17 ? kc - 1 : kc;
 #pragma GCC unroll 4
