@@ -337,11 +337,38 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void ukr_avx2_r
     }
 }
 
+/* An edge tile of at most 8 columns (a 14x14 map's N = 196 = 12 x 16 + 4): the panel's first 8
+ * columns only, half the FMAs of the 6 x 16 tile (the packed A rows past m are zeros). */
+__attribute__((target("avx2,fma"))) static void ukr_avx2_n8(int64_t kc, const float *pa, const float *pb, float *c,
+                                                             int64_t ldc, int m, int n, const tile_args *t)
+{
+    __m256 c0[MR_AVX2];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR_AVX2; i++)
+        c0[i] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+    for (int64_t k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_load_ps(pb);
+#pragma GCC unroll 8
+        for (int i = 0; i < MR_AVX2; i++)
+            c0[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(pa + i), b0, c0[i]);
+        pa += MR_AVX2;
+        pb += NR_AVX2;
+    }
+    float tt[MR_AVX2 * 8] __attribute__((aligned(32)));
+#pragma GCC unroll 8
+    for (int i = 0; i < MR_AVX2; i++)
+        _mm256_store_ps(tt + i * 8, c0[i]);
+    store_tile(tt, 8, c, ldc, m, n, t);
+}
+
 __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *pa, int64_t lda, const float *pb,
                                                           float *c, int64_t ldc, int m, int n, const tile_args *t)
 {
     (void)lda; /* always packed */
-    if (n == NR_AVX2 + 1) {   /* (t->colv set: see panel_at) */
+    if (n <= 8 && m > 2)
+        ukr_avx2_n8(kc, pa, pb, c, ldc, m, n, t);
+    else if (n == NR_AVX2 + 1) {   /* (t->colv set: see panel_at) */
         if (m > 4)
             ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 6, true);
         else if (m > 2)
