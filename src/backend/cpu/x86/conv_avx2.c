@@ -110,12 +110,16 @@ __attribute__((target("avx2,fma"))) static void im2col_panel16(const kiln_im2col
     const __m256 zero = _mm256_setzero_ps();
     float t[NR + 16] __attribute__((aligned(32)));
     int64_t ch = k0 / ksz, kk = k0 % ksz, ki = kk / c->kw, kj = kk % c->kw;
+    /* one segment over the whole panel: its stores go to d itself (through t, the two 8-float
+     * loads of t after stores at other offsets wait for them: no store forwarding) */
+    const bool whole = ns == 1 && width == NR;
     for (int64_t k = 0; k < kc; k++, d += NR) {
         const float *xc = c->x + ch * plane;
         const int64_t dy = ki * c->dh, dx = kj * c->dw;
+        float *tb = whole ? d : t;
         for (int s = 0; s < ns; s++) {
             const kiln_im2col_seg *sg = &segs[s];
-            float *ts = t + sg->lane;
+            float *ts = tb + sg->lane;
             const int len = sg->len;
             const int64_t iy = sg->y0 + dy, ix0 = sg->x0 + dx;
             if (iy < 0 || iy >= c->H) {
@@ -138,10 +142,20 @@ __attribute__((target("avx2,fma"))) static void im2col_panel16(const kiln_im2col
                     const __m256i vlo = _mm256_set1_epi32((int)lo - 1), vhi = _mm256_set1_epi32((int)hi);
                     const __m256i i8 = _mm256_add_epi32(iota, _mm256_set1_epi32(8));
                     __m256i ma = _mm256_and_si256(_mm256_cmpgt_epi32(iota, vlo), _mm256_cmpgt_epi32(vhi, iota));
-                    a = _mm256_maskload_ps(row + p, ma);
-                    if (sw == 2) {
-                        __m256i mb = _mm256_and_si256(_mm256_cmpgt_epi32(i8, vlo), _mm256_cmpgt_epi32(vhi, i8));
-                        b = _mm256_maskload_ps(row + p + 8, mb);
+                    __m256i mb = sw == 2 ? _mm256_and_si256(_mm256_cmpgt_epi32(i8, vlo), _mm256_cmpgt_epi32(vhi, i8))
+                                         : ma;
+                    const int64_t at = iy * W + p;
+                    if (at >= 0 && at + span <= plane) {
+                        /* inside the channel's plane (a row's pad reads its neighbour row): plain
+                         * loads with the lanes outside the row zeroed (masked loads are slow on
+                         * AMD) */
+                        a = _mm256_and_ps(_mm256_loadu_ps(row + p), _mm256_castsi256_ps(ma));
+                        if (sw == 2)
+                            b = _mm256_and_ps(_mm256_loadu_ps(row + p + 8), _mm256_castsi256_ps(mb));
+                    } else {
+                        a = _mm256_maskload_ps(row + p, ma);
+                        if (sw == 2)
+                            b = _mm256_maskload_ps(row + p + 8, mb);
                     }
                 }
                 if (sw == 2) {   /* the even raw positions */
@@ -156,8 +170,10 @@ __attribute__((target("avx2,fma"))) static void im2col_panel16(const kiln_im2col
             if (width < 8)
                 _mm256_storeu_ps(t + 8, zero);
         }
-        _mm256_storeu_ps(d, _mm256_load_ps(t));
-        _mm256_storeu_ps(d + 8, _mm256_load_ps(t + 8));
+        if (!whole) {
+            _mm256_storeu_ps(d, _mm256_load_ps(t));
+            _mm256_storeu_ps(d + 8, _mm256_load_ps(t + 8));
+        }
         if (++kj == c->kw) {
             kj = 0;
             if (++ki == c->kh) {
