@@ -1244,6 +1244,49 @@ static void run_tile(const gemm_job *g, tile_args *t, const float *pa, const flo
     (m > im->mr ? im->ukr_tall : im->ukr)(kc, a, direct ? g->a_rs : 0, bp, c + ir * g->ldc, g->ldc, m, n, t);
 }
 
+/* Row-major A packed block by block (the AVX2 kernel's conv weights: ~100 MB per ResNet-50 run,
+ * more than L3, so they come from memory): while a block runs, the block packed next (the next
+ * row block, else the first of the next K slice) is prefetched into L2, a share per tile, so that
+ * its packing does not wait on memory with the FMA units idle. */
+typedef struct a_ahead {
+    const char *row;    /* the row being fetched, at the block's first column; NULL: nothing to fetch */
+    int64_t ld, lpr;    /* bytes between rows, lines per row */
+    int64_t rows, step; /* rows left, lines per tile */
+    int64_t line;       /* next line of the row */
+} a_ahead;
+
+static a_ahead a_ahead_init(const gemm_job *g, int64_t m0, int64_t m1, int64_t ic, int64_t mc, int64_t pc,
+                            int64_t kc, int64_t nc)
+{
+    a_ahead a = {0};
+    int64_t i2 = ic + mc, p2 = pc;
+    if (i2 >= m1) {
+        i2 = m0;
+        p2 = pc + kc;
+    }
+    if (g->direct_a || g->apack || g->a_cs != 1 || p2 >= g->K)
+        return a;
+    int64_t rows = min64(g->mc, m1 - i2), cols = min64(g->kc, g->K - p2);
+    a.row = (const char *)(g->A + i2 * g->a_rs + p2);
+    a.ld = g->a_rs * (int64_t)sizeof(float);
+    a.lpr = (cols * (int64_t)sizeof(float) + 63) / 64 + 1;
+    a.rows = rows;
+    a.step = ceil_div(rows * a.lpr, ceil_div(nc, g->im->nr) * ceil_div(mc, g->im->mr));
+    return a;
+}
+
+static inline void a_ahead_step(a_ahead *a)
+{
+    for (int64_t s = a->step; s > 0 && a->rows > 0; s--) {
+        __builtin_prefetch(a->row + a->line * 64, 0, 2);
+        if (++a->line == a->lpr) {
+            a->line = 0;
+            a->row += a->ld;
+            a->rows--;
+        }
+    }
+}
+
 /* Rows [m0,m1) x columns [n0,n1) of C, with this task's packing buffers pa (unused with
  * direct A) and pb. */
 static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *pa, float *pb,
@@ -1290,6 +1333,7 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
                     }
                     continue;
                 }
+                a_ahead ah = a_ahead_init(g, m0, m1, ic, mc, pc, kc, nc);
                 for (int64_t jr = 0, n; jr < nc; jr += n) {
                     n = tile_cols(g, jr, nc, colv);
                     const float *bp = panel_at(g, &t, pb, colv, jc, jr, pc, kc, (int)n);
@@ -1311,6 +1355,7 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
                         int64_t hn = tall && ir + h < mc ? tile_rows(im, mc - ir - h) : mr;
                         t.pf_a = direct && ir + h + hn <= mc ? g->A + (ic + ir + h) * g->a_rs + pc : NULL;
                         t.pf_rows = (int)hn;
+                        a_ahead_step(&ah);
                         run_tile(g, &t, pa, bp, cblk + jr, ic, pc, kc, ir, (int)min64(h, mc - ir), n);
                     }
                 }
