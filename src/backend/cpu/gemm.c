@@ -1264,14 +1264,22 @@ static a_ahead a_ahead_init(const gemm_job *g, int64_t m0, int64_t m1, int64_t i
         i2 = m0;
         p2 = pc + kc;
     }
-    if (g->direct_a || g->apack || g->a_cs != 1 || p2 >= g->K)
+    if (g->direct_a || (!g->apack && g->a_cs != 1) || p2 >= g->K)
         return a;
     int64_t rows = min64(g->mc, m1 - i2), cols = min64(g->kc, g->K - p2);
-    a.row = (const char *)(g->A + i2 * g->a_rs + p2);
-    a.ld = g->a_rs * (int64_t)sizeof(float);
-    a.lpr = (cols * (int64_t)sizeof(float) + 63) / 64 + 1;
-    a.rows = rows;
-    a.step = ceil_div(rows * a.lpr, ceil_div(nc, g->im->nr) * ceil_div(mc, g->im->mr));
+    if (g->apack) {   /* pre-packed (the Winograd filters): its mr-row panels, kc * mr floats each */
+        const int mr = g->im->mr;
+        a.row = (const char *)(g->apack + i2 / mr * g->K * mr + p2 * mr);
+        a.ld = g->K * mr * (int64_t)sizeof(float);
+        a.lpr = (cols * mr * (int64_t)sizeof(float) + 63) / 64 + 1;
+        a.rows = ceil_div(rows, mr);
+    } else {
+        a.row = (const char *)(g->A + i2 * g->a_rs + p2);
+        a.ld = g->a_rs * (int64_t)sizeof(float);
+        a.lpr = (cols * (int64_t)sizeof(float) + 63) / 64 + 1;
+        a.rows = rows;
+    }
+    a.step = ceil_div(a.rows * a.lpr, ceil_div(nc, g->im->nr) * ceil_div(mc, g->im->mr));
     return a;
 }
 
