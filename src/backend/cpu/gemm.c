@@ -419,10 +419,30 @@ __attribute__((target("avx2,fma"))) static void pack_avx2_a(const float *src, in
     if (p < n)
         pack_generic(src + p * si, si, sk, n - p, kc, dst, MR_AVX2);
 }
+/* B row-major (si == 1: a conv's activations, [K][N]): row by row, each source row read once
+ * left to right (panel by panel, every panel would walk all kc rows, a page each on a 56x56 map). */
 __attribute__((target("avx2,fma"))) static void pack_avx2_b(const float *src, int64_t si, int64_t sk, int64_t n,
                                                              int64_t kc, float *dst)
 {
-    pack_generic(src, si, sk, n, kc, dst, NR_AVX2);
+    if (si != 1) {
+        pack_generic(src, si, sk, n, kc, dst, NR_AVX2);
+        return;
+    }
+    const int64_t full = n / NR_AVX2, rem = n % NR_AVX2, ps = kc * NR_AVX2;
+    for (int64_t k = 0; k < kc; k++) {
+        const float *s = src + k * sk;
+        float *d = dst + k * NR_AVX2;
+        for (int64_t p = 0; p < full; p++, s += NR_AVX2, d += ps) {
+            _mm256_storeu_ps(d, _mm256_loadu_ps(s));
+            _mm256_storeu_ps(d + 8, _mm256_loadu_ps(s + 8));
+        }
+        if (rem) {
+            for (int64_t j = 0; j < rem; j++)
+                d[j] = s[j];
+            for (int64_t j = rem; j < NR_AVX2; j++)
+                d[j] = 0.0f;
+        }
+    }
 }
 
 static const gemm_impl impl_avx2 = {MR_AVX2, NR_AVX2, ukr_avx2, pack_avx2_a, pack_avx2_b, 144, 256, 1024, false, 0, NULL,
