@@ -1052,6 +1052,7 @@ typedef struct gemm_job {
     kiln_gemm_packb_fn packb;
     void *packb_ctx;
     const float *bpack;   /* op(B) pre-packed in full-K panels, or NULL */
+    const float *apack_next; /* the next call's packed A (kiln_gemm.apack_next), or NULL */
     const float *apack;   /* op(A) in full-K mr-row panels (apack[p*K*mr + k*mr + i] = op(A)(p*mr + i, k)):
                            * given pre-packed (kiln_gemm.apack: the AVX2 Winograd filters) or packed once by
                            * this call for all its tasks (share_a); NULL: each task packs its blocks */
@@ -1280,16 +1281,21 @@ static a_ahead a_ahead_init(const gemm_job *g, int64_t m0, int64_t m1, int64_t i
 {
     a_ahead a = {0};
     int64_t i2 = ic + mc, p2 = pc;
+    const float *ap = g->apack;
     if (i2 >= m1) {
         i2 = m0;
         p2 = pc + kc;
+    }
+    if (p2 >= g->K && g->apack_next) {   /* the last block: the next call's first one */
+        ap = g->apack_next;
+        p2 = 0;
     }
     if (g->direct_a || (!g->apack && g->a_cs != 1) || p2 >= g->K)
         return a;
     int64_t rows = min64(g->mc, m1 - i2), cols = min64(g->kc, g->K - p2);
     if (g->apack) {   /* pre-packed (the Winograd filters): its mr-row panels, kc * mr floats each */
         const int mr = g->im->mr;
-        a.row = (const char *)(g->apack + i2 / mr * g->K * mr + p2 * mr);
+        a.row = (const char *)(ap + i2 / mr * g->K * mr + p2 * mr);
         a.ld = g->K * mr * (int64_t)sizeof(float);
         a.lpr = (cols * mr * (int64_t)sizeof(float) + 63) / 64 + 1;
         a.rows = ceil_div(rows, mr);
@@ -1583,6 +1589,7 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
     g.epi = epi;
     g.direct_a = im->direct_a && !a->trans_a && a->lda > 0;
     g.apack = a->apack && kiln__sgemm_apack_mr() > 0 ? a->apack : NULL;
+    g.apack_next = g.apack ? a->apack_next : NULL;
 
     nthreads = kiln__pool_clamp(pool, nthreads);
     double flops = 2.0 * (double)M * (double)N * (double)K;
