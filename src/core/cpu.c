@@ -1,7 +1,14 @@
 /* CPU features, detected once per process (pthread_once) and read-only afterwards, so any number
- * of threads may ask at the same time. Every ISA-specific kernel path asks kiln__cpu_has(). */
+ * of threads may ask at the same time. Every ISA-specific kernel path asks kiln__cpu_has().
+ *
+ * KILN_MAX_CPU_ISA (environment, read once with the detection) caps what kiln uses, like oneDNN's
+ * ONEDNN_MAX_CPU_ISA: "avx2" hides the AVX-512 features, "none" the AVX2 / FMA / F16C ones too
+ * (the portable kernels). For running and measuring an AVX2-only host's paths on an AVX-512 one;
+ * engines built under a cap are the capped host's engines. Unset or anything else: no cap. */
 #include "core.h"
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -36,6 +43,11 @@ static void detect(void)
             f |= KILN_CPU_AVX512BF16;
     }
 #endif
+    const char *cap = getenv("KILN_MAX_CPU_ISA");
+    if (cap && strcmp(cap, "avx2") == 0)
+        f &= KILN_CPU_AVX2 | KILN_CPU_FMA | KILN_CPU_F16C;
+    else if (cap && strcmp(cap, "none") == 0)
+        f = 0;
     cpu_features = f;
 }
 

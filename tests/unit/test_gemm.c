@@ -291,6 +291,21 @@ static int test_tall_tiles(unsigned long long *seed)
     return fails;
 }
 
+/* One K slice and a C of >= 256K elements (1x1 convs of few input channels over a large image:
+ * ResNet-50's 64->256 @56): each row tile runs across all the panels of its block (rows_outer),
+ * with A read in place or packed (transposed A: packed on every ISA), the built-in packer or a
+ * caller's, odd heights and widths, beta, bias, residual and Relu, one and two threads. */
+static int test_rows_outer(unsigned long long *seed)
+{
+    int fails = 0;
+    kiln_act relu = {.kind = KILN_ACT_RELU}, none = {.kind = KILN_ACT_NONE};
+    fails += !run_epi_case(1, false, false, 250, 1100, 61, 1.0f, 0.0f, 1, true, relu, 0, seed);
+    fails += !run_epi_case(2, true, false, 131, 2003, 128, 1.0f, 0.75f, 1, true, relu, 1, seed);
+    fails += !run_epi_case(2, false, false, 256, 1031, 64, 0.5f, 0.0f, 2, false, none, 1, seed);
+    fails += !run_epi_case(1, true, true, 257, 1025, 3, 1.0f, 0.0f, 1, true, relu, 0, seed);
+    return fails;
+}
+
 /* One row (M == 1) against pre-packed B (a classifier's last Gemm: the AVX-512 GEMV over the
  * panels): every K remainder of its 4-step loop, narrow / wide / partial last panels, A
  * transposed (a column with a stride), alpha / beta, row or column bias, residual, activations,
@@ -743,6 +758,7 @@ int main(int argc, char **argv)
     fails += test_epilogues(&seed);
     fails += test_tall_tiles(&seed);
     fails += test_row_bpack(&seed);
+    fails += test_rows_outer(&seed);
     fails += test_shared_b(&seed);
     fails += test_shared_a(&seed);
     fails += test_apack(&seed);

@@ -76,6 +76,7 @@ typedef struct gemm_impl {
     int mr_tall;                   /* rows of ukr_tall (0: none) */
     gemm_ukr_fn ukr_tall;          /* full-height tiles of direct A, more than nr/2 + 1 columns: more
                                     * rows per B load (mr_tall > mr) */
+    bool ukr17;                    /* ukr takes n == nr + 1 columns (packed A; column nr in t->colv) */
 } gemm_impl;
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -200,7 +201,7 @@ static void pack_c_b(const float *src, int64_t si, int64_t sk, int64_t n, int64_
     pack_generic(src, si, sk, n, kc, dst, NR_C);
 }
 
-static const gemm_impl impl_c = {MR_C, NR_C, ukr_c, pack_c_a, pack_c_b, 128, 256, 1024, false, 0, NULL};
+static const gemm_impl impl_c = {MR_C, NR_C, ukr_c, pack_c_a, pack_c_b, 128, 256, 1024, false, 0, NULL, false};
 
 #if GEMM_X86
 /* ------------------------------------------------------------------------------------------
@@ -211,20 +212,39 @@ static const gemm_impl impl_c = {MR_C, NR_C, ukr_c, pack_c_a, pack_c_b, 128, 256
 #define NR_AVX2 16
 
 /* The 6 x 16 tile computed for its first R rows only (R = 6, 4 or 2, m <= R): an edge tile of
- * one or two rows (BERT's M = 128 = 21 x 6 + 2) does not pay for six. */
+ * one or two rows (BERT's M = 128 = 21 x 6 + 2) does not pay for six. X17: a 17-column tile (n ==
+ * 17), the 17th column (t->colv[k], contiguous: column 0 of the next panel) times the packed A
+ * column as one vector (rows in lanes 0-5; lanes 6-7 are the next k's rows, ignored): 13 FMAs per
+ * k for 17 columns, where a 16-column and a 1-column tile take 24. A 7x7 map's N = 49 = 16 + 16 +
+ * 17 (ResNet-50's stage 4) runs 3 tiles instead of 4. */
 __attribute__((target("avx2,fma"), always_inline)) static inline void ukr_avx2_rows(int64_t kc, const float *pa,
                                                                                    const float *pb, float *c,
                                                                                    int64_t ldc, int m, int n,
-                                                                                   const tile_args *t, const int R)
+                                                                                   const tile_args *t, const int R,
+                                                                                   const bool X17)
 {
-    __m256 c0[MR_AVX2], c1[MR_AVX2];
+    __m256 c0[MR_AVX2], c1[MR_AVX2], cx = _mm256_setzero_ps();
+    const float *cv = t->colv;
 #pragma GCC unroll 8
     for (int i = 0; i < R; i++)
         c0[i] = c1[i] = _mm256_setzero_ps();
-    for (int i = 0; i < m; i++)
+    /* the tile's rows of C and of the residual (both lines of a row that straddles two), fetched
+     * while the k loop runs: a C larger than L2 (ResNet-50's 256->1024 @14 with the residual) */
+    for (int i = 0; i < m; i++) {
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + NR_AVX2 - 1), _MM_HINT_T0);
+    }
+    if (t->epi && t->epi->res) {
+        const float *rr = t->epi->res + t->i0 * t->epi->ldr + t->j0;
+        for (int i = 0; i < m; i++) {
+            _mm_prefetch((const char *)(rr + i * t->epi->ldr), _MM_HINT_T0);
+            _mm_prefetch((const char *)(rr + i * t->epi->ldr + NR_AVX2 - 1), _MM_HINT_T0);
+        }
+    }
+    /* X17: the last k reads its A column without the 2 floats past it (the panel may end there) */
+    const int64_t kv = X17 ? kc - 1 : kc;
 #pragma GCC unroll 4
-    for (int64_t k = 0; k < kc; k++) {
+    for (int64_t k = 0; k < kv; k++) {
         __m256 b0 = _mm256_load_ps(pb), b1 = _mm256_load_ps(pb + 8);
 #pragma GCC unroll 8
         for (int i = 0; i < R; i++) {
@@ -232,8 +252,34 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void ukr_avx2_r
             c0[i] = _mm256_fmadd_ps(a, b0, c0[i]);
             c1[i] = _mm256_fmadd_ps(a, b1, c1[i]);
         }
+        if (X17)
+            cx = _mm256_fmadd_ps(_mm256_broadcast_ss(cv + k), _mm256_loadu_ps(pa), cx);
         pa += MR_AVX2;
         pb += NR_AVX2;
+    }
+    if (X17 && kc > 0) {
+        __m256 b0 = _mm256_load_ps(pb), b1 = _mm256_load_ps(pb + 8);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) {
+            __m256 a = _mm256_broadcast_ss(pa + i);
+            c0[i] = _mm256_fmadd_ps(a, b0, c0[i]);
+            c1[i] = _mm256_fmadd_ps(a, b1, c1[i]);
+        }
+        __m256 al = _mm256_castps128_ps256(_mm_loadu_ps(pa));
+        al = _mm256_insertf128_ps(al, _mm_castpd_ps(_mm_load_sd((const double *)(pa + 4))), 1);
+        cx = _mm256_fmadd_ps(_mm256_broadcast_ss(cv + kc - 1), al, cx);
+    }
+    if (X17) {
+        /* column 16: alpha * acc + beta * C, then the epilogue over that column */
+        float x[8] __attribute__((aligned(32)));
+        _mm256_store_ps(x, cx);
+        for (int i = 0; i < m; i++) {
+            float *cp = c + i * ldc + NR_AVX2;
+            *cp = t->beta == 0.0f ? t->alpha * x[i] : t->alpha * x[i] + t->beta * *cp;
+        }
+        if (t->epi)
+            kiln__epi_apply_f32(t->epi, c + NR_AVX2, ldc, m, 1, t->i0, t->j0 + NR_AVX2);
+        n = NR_AVX2;
     }
     if (n == NR_AVX2) {
         /* bias, residual and Relu / GELU (BERT's FFN up) / no activation in registers, in
@@ -291,16 +337,50 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void ukr_avx2_r
     }
 }
 
+/* An edge tile of at most 8 columns (a 14x14 map's N = 196 = 12 x 16 + 4): the panel's first 8
+ * columns only, half the FMAs of the 6 x 16 tile (the packed A rows past m are zeros). */
+__attribute__((target("avx2,fma"))) static void ukr_avx2_n8(int64_t kc, const float *pa, const float *pb, float *c,
+                                                             int64_t ldc, int m, int n, const tile_args *t)
+{
+    __m256 c0[MR_AVX2];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR_AVX2; i++)
+        c0[i] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+    for (int64_t k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_load_ps(pb);
+#pragma GCC unroll 8
+        for (int i = 0; i < MR_AVX2; i++)
+            c0[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(pa + i), b0, c0[i]);
+        pa += MR_AVX2;
+        pb += NR_AVX2;
+    }
+    float tt[MR_AVX2 * 8] __attribute__((aligned(32)));
+#pragma GCC unroll 8
+    for (int i = 0; i < MR_AVX2; i++)
+        _mm256_store_ps(tt + i * 8, c0[i]);
+    store_tile(tt, 8, c, ldc, m, n, t);
+}
+
 __attribute__((target("avx2,fma"))) static void ukr_avx2(int64_t kc, const float *pa, int64_t lda, const float *pb,
                                                           float *c, int64_t ldc, int m, int n, const tile_args *t)
 {
     (void)lda; /* always packed */
-    if (m > 4)
-        ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 6);
+    if (n <= 8 && m > 2)
+        ukr_avx2_n8(kc, pa, pb, c, ldc, m, n, t);
+    else if (n == NR_AVX2 + 1) {   /* (t->colv set: see panel_at) */
+        if (m > 4)
+            ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 6, true);
+        else if (m > 2)
+            ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 4, true);
+        else
+            ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 2, true);
+    } else if (m > 4)
+        ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 6, false);
     else if (m > 2)
-        ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 4);
+        ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 4, false);
     else
-        ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 2);
+        ukr_avx2_rows(kc, pa, pb, c, ldc, m, n, t, 2, false);
 }
 
 /* A row-major (sk == 1, e.g. convolution weights): full 6-row panels transposed 4 k at a time in
@@ -339,13 +419,34 @@ __attribute__((target("avx2,fma"))) static void pack_avx2_a(const float *src, in
     if (p < n)
         pack_generic(src + p * si, si, sk, n - p, kc, dst, MR_AVX2);
 }
+/* B row-major (si == 1: a conv's activations, [K][N]): row by row, each source row read once
+ * left to right (panel by panel, every panel would walk all kc rows, a page each on a 56x56 map). */
 __attribute__((target("avx2,fma"))) static void pack_avx2_b(const float *src, int64_t si, int64_t sk, int64_t n,
                                                              int64_t kc, float *dst)
 {
-    pack_generic(src, si, sk, n, kc, dst, NR_AVX2);
+    if (si != 1) {
+        pack_generic(src, si, sk, n, kc, dst, NR_AVX2);
+        return;
+    }
+    const int64_t full = n / NR_AVX2, rem = n % NR_AVX2, ps = kc * NR_AVX2;
+    for (int64_t k = 0; k < kc; k++) {
+        const float *s = src + k * sk;
+        float *d = dst + k * NR_AVX2;
+        for (int64_t p = 0; p < full; p++, s += NR_AVX2, d += ps) {
+            _mm256_storeu_ps(d, _mm256_loadu_ps(s));
+            _mm256_storeu_ps(d + 8, _mm256_loadu_ps(s + 8));
+        }
+        if (rem) {
+            for (int64_t j = 0; j < rem; j++)
+                d[j] = s[j];
+            for (int64_t j = rem; j < NR_AVX2; j++)
+                d[j] = 0.0f;
+        }
+    }
 }
 
-static const gemm_impl impl_avx2 = {MR_AVX2, NR_AVX2, ukr_avx2, pack_avx2_a, pack_avx2_b, 144, 256, 1024, false, 0, NULL};
+static const gemm_impl impl_avx2 = {MR_AVX2, NR_AVX2, ukr_avx2, pack_avx2_a, pack_avx2_b, 144, 256, 1024, false, 0, NULL,
+                                    true};
 
 /* ------------------------------------------------------------------------------------------
  * AVX-512F + FMA micro-kernel: 8 x 32
@@ -912,7 +1013,7 @@ T512 static void convd_task(void *ctx, int64_t t0, int64_t t1)
 #define GEMM_NC512 1024
 #endif
 static const gemm_impl impl_avx512 = {MR_512, NR_512, ukr_avx512, pack_avx512_a, pack_avx512_b,
-                                      GEMM_MC512, GEMM_KC512, GEMM_NC512, true, MR_TALL, ukr512_tall};
+                                      GEMM_MC512, GEMM_KC512, GEMM_NC512, true, MR_TALL, ukr512_tall, false};
 #endif /* GEMM_X86 */
 
 #ifndef GEMM_MIN_FLOPS_PER_THREAD
@@ -951,6 +1052,7 @@ typedef struct gemm_job {
     kiln_gemm_packb_fn packb;
     void *packb_ctx;
     const float *bpack;   /* op(B) pre-packed in full-K panels, or NULL */
+    const float *apack_next; /* the next call's packed A (kiln_gemm.apack_next), or NULL */
     const float *apack;   /* op(A) in full-K mr-row panels (apack[p*K*mr + k*mr + i] = op(A)(p*mr + i, k)):
                            * given pre-packed (kiln_gemm.apack: the AVX2 Winograd filters) or packed once by
                            * this call for all its tasks (share_a); NULL: each task packs its blocks */
@@ -1104,22 +1206,33 @@ static int64_t tile_rows(const gemm_impl *im, int64_t r)
     return r >= im->mr_tall && r != 2 * im->mr ? im->mr_tall : im->mr;
 }
 
-/* Whether a block runs row tile by row tile across its panels rather than panel by panel: with A
- * read in place, B packed by the task, one K slice and a C larger than L2 (>= 1 MB), each C tile is
+/* Whether a block runs row tile by row tile across its panels rather than panel by panel: with B
+ * packed by the task, one K slice and a C larger than L2 (>= 1 MB), each C tile is
  * computed and stored at once. Row tiles outside make C's rows stream left to right a tile height
  * at a time, which the hardware prefetchers follow (panels outside advance every row of the block
  * one panel at a time: too many streams), and the packed B block (<= 512 KB) stays in L2 for every
  * row tile. Small-K 1x1 convs (ResNet-50's 64->256 @56 with the residual: 2.1-2.5 -> 1.7-1.9 ms on
- * one thread) write C the most per flop; a C that fits in L2 (the Winograd GEMMs) gains nothing. */
-static bool rows_outer(const gemm_job *g, int64_t kc, int64_t nc)   /* (8-row tiles: B is not pre-packed) */
+ * one thread) write C the most per flop; a C that fits in L2 (the Winograd GEMMs) gains nothing.
+ * With packed A (AVX2: its mr-row panels of the block) the same: the 64->256 @56 conv with the
+ * residual 2.3-2.6 -> 1.3-1.6 ms on one thread (AVX2 on the Zen 4 host, 3 alternated runs). */
+static bool rows_outer(const gemm_job *g, int64_t kc, int64_t nc)   /* (mr-row tiles: B is not pre-packed) */
 {
-    return g->direct_a && (!g->bpack || g->b_shared) && kc == g->K && kc * nc <= 128 * 1024 &&
+    return (!g->bpack || g->b_shared) && kc == g->K && kc * nc <= 128 * 1024 &&
            g->M * g->N >= 256 * 1024;
 }
 
+/* Columns of the tile at jr of a block of nc columns: nr, the rest at the end, or nr + 1 where
+ * the kernel takes 17 columns and 17 are left (AVX2: 49 = 16 + 16 + 17, not 16 + 16 + 16 + 1). */
+static int tile_cols(const gemm_job *g, int64_t jr, int64_t nc, const float *colv)
+{
+    const int nr = g->im->nr;
+    return g->im->ukr17 && colv && nc - jr == nr + 1 ? nr + 1 : (int)min64(nr, nc - jr);
+}
+
 /* The K slice [pc, pc+kc) of panel jr of the block at column jc, for the micro-kernels: in the
- * task's packed block pb or in the pre-packed B; sets t's column and, for a 17-column panel of A
- * read in place, its column 16 side by side (colv). */
+ * task's packed block pb or in the pre-packed B; sets t's column and, for a 17-column tile (of A
+ * read in place, AVX-512; or of the AVX2 kernel: the next panel's column 0), its column 16 side by
+ * side (colv). */
 static const float *panel_at(const gemm_job *g, tile_args *t, const float *pb, float *colv, int64_t jc, int64_t jr,
                              int64_t pc, int64_t kc, int n)
 {
@@ -1127,9 +1240,12 @@ static const float *panel_at(const gemm_job *g, tile_args *t, const float *pb, f
     const float *bp = g->bpack ? g->bpack + ((jc + jr) / nr) * g->K * nr + pc * nr : pb + jr * kc;
     t->j0 = jc + jr;
     t->colv = NULL;
-    if (g->direct_a && n == 17 && nr == 32 && colv) {
+    const float *c16 = g->direct_a && n == 17 && nr == 32 ? bp + 16
+                       : g->im->ukr17 && n == nr + 1  ? bp + (g->bpack ? g->K : kc) * nr
+                                                       : NULL;
+    if (c16 && colv) {
         for (int64_t k = 0; k < kc; k++)
-            colv[k] = bp[k * nr + 16];
+            colv[k] = c16[k * nr];
         t->colv = colv;
     }
     return bp;
@@ -1147,6 +1263,62 @@ static void run_tile(const gemm_job *g, tile_args *t, const float *pa, const flo
                      : g->apack ? g->apack + (ic + ir) / im->mr * g->K * im->mr + pc * im->mr
                                 : pa + ir * kc;
     (m > im->mr ? im->ukr_tall : im->ukr)(kc, a, direct ? g->a_rs : 0, bp, c + ir * g->ldc, g->ldc, m, n, t);
+}
+
+/* Row-major A packed block by block (the AVX2 kernel's conv weights: ~100 MB per ResNet-50 run,
+ * more than L3, so they come from memory): while a block runs, the block packed next (the next
+ * row block, else the first of the next K slice) is prefetched into L2, a share per tile, so that
+ * its packing does not wait on memory with the FMA units idle. */
+typedef struct a_ahead {
+    const char *row;    /* the row being fetched, at the block's first column; NULL: nothing to fetch */
+    int64_t ld, lpr;    /* bytes between rows, lines per row */
+    int64_t rows, step; /* rows left, lines per tile */
+    int64_t line;       /* next line of the row */
+} a_ahead;
+
+static a_ahead a_ahead_init(const gemm_job *g, int64_t m0, int64_t m1, int64_t ic, int64_t mc, int64_t pc,
+                            int64_t kc, int64_t nc)
+{
+    a_ahead a = {0};
+    int64_t i2 = ic + mc, p2 = pc;
+    const float *ap = g->apack;
+    if (i2 >= m1) {
+        i2 = m0;
+        p2 = pc + kc;
+    }
+    if (p2 >= g->K && g->apack_next) {   /* the last block: the next call's first one */
+        ap = g->apack_next;
+        p2 = 0;
+    }
+    if (g->direct_a || (!g->apack && g->a_cs != 1) || p2 >= g->K)
+        return a;
+    int64_t rows = min64(g->mc, m1 - i2), cols = min64(g->kc, g->K - p2);
+    if (g->apack) {   /* pre-packed (the Winograd filters): its mr-row panels, kc * mr floats each */
+        const int mr = g->im->mr;
+        a.row = (const char *)(ap + i2 / mr * g->K * mr + p2 * mr);
+        a.ld = g->K * mr * (int64_t)sizeof(float);
+        a.lpr = (cols * mr * (int64_t)sizeof(float) + 63) / 64 + 1;
+        a.rows = ceil_div(rows, mr);
+    } else {
+        a.row = (const char *)(g->A + i2 * g->a_rs + p2);
+        a.ld = g->a_rs * (int64_t)sizeof(float);
+        a.lpr = (cols * (int64_t)sizeof(float) + 63) / 64 + 1;
+        a.rows = rows;
+    }
+    a.step = ceil_div(a.rows * a.lpr, ceil_div(nc, g->im->nr) * ceil_div(mc, g->im->mr));
+    return a;
+}
+
+static inline void a_ahead_step(a_ahead *a)
+{
+    for (int64_t s = a->step; s > 0 && a->rows > 0; s--) {
+        __builtin_prefetch(a->row + a->line * 64, 0, 2);
+        if (++a->line == a->lpr) {
+            a->line = 0;
+            a->row += a->ld;
+            a->rows--;
+        }
+    }
 }
 
 /* Rows [m0,m1) x columns [n0,n1) of C, with this task's packing buffers pa (unused with
@@ -1183,25 +1355,27 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
                 if (rows_outer(g, kc, nc)) {
                     /* one K slice: each row tile runs across every panel of the block (see rows_outer) */
                     for (int64_t ir = 0; ir < mc; ir += mr) {
-                        for (int64_t jr = 0; jr < nc; jr += nr) {
-                            int n = (int)min64(nr, nc - jr);
-                            const float *bp = panel_at(g, &t, pb, colv, jc, jr, pc, kc, n);
+                        for (int64_t jr = 0, n; jr < nc; jr += n) {
+                            n = tile_cols(g, jr, nc, colv);
+                            const float *bp = panel_at(g, &t, pb, colv, jc, jr, pc, kc, (int)n);
                             /* the next row tile's A (weights, from memory) during the first panel */
-                            t.pf_a = jr == 0 && ir + 2 * mr <= mc ? g->A + (ic + ir + mr) * g->a_rs + pc : NULL;
+                            t.pf_a = direct && jr == 0 && ir + 2 * mr <= mc ? g->A + (ic + ir + mr) * g->a_rs + pc
+                                                                            : NULL;
                             t.pf_rows = mr;
-                            run_tile(g, &t, pa, bp, cblk + jr, ic, pc, kc, ir, (int)min64(mr, mc - ir), n);
+                            run_tile(g, &t, pa, bp, cblk + jr, ic, pc, kc, ir, (int)min64(mr, mc - ir), (int)n);
                         }
                     }
                     continue;
                 }
-                for (int64_t jr = 0; jr < nc; jr += nr) {
-                    int n = (int)min64(nr, nc - jr);
-                    const float *bp = panel_at(g, &t, pb, colv, jc, jr, pc, kc, n);
+                a_ahead ah = a_ahead_init(g, m0, m1, ic, mc, pc, kc, nc);
+                for (int64_t jr = 0, n; jr < nc; jr += n) {
+                    n = tile_cols(g, jr, nc, colv);
+                    const float *bp = panel_at(g, &t, pb, colv, jc, jr, pc, kc, (int)n);
                     /* pre-packed B streams from memory: while this panel slice is used by every row
                      * tile (from L1/L2), the next one is fetched into L2, a share per tile; after the
                      * block's last panel, the first panel of the next K slice (else its first row
                      * tile waits on memory: BERT's 2-thread tasks, 96 columns, start 3 to 12 K slices) */
-                    const float *nbp = jr + nr < nc ? bp + K * nr
+                    const float *nbp = jr + n < nc ? bp + K * nr
                                        : pc + kc < K && g->bpack ? g->bpack + jc / nr * K * nr + (pc + kc) * nr
                                                                  : NULL;
                     const char *nb = g->bpack && mc > mr ? (const char *)nbp : NULL;
@@ -1215,6 +1389,7 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
                         int64_t hn = tall && ir + h < mc ? tile_rows(im, mc - ir - h) : mr;
                         t.pf_a = direct && ir + h + hn <= mc ? g->A + (ic + ir + h) * g->a_rs + pc : NULL;
                         t.pf_rows = (int)hn;
+                        a_ahead_step(&ah);
                         run_tile(g, &t, pa, bp, cblk + jr, ic, pc, kc, ir, (int)min64(h, mc - ir), n);
                     }
                 }
@@ -1414,6 +1589,7 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
     g.epi = epi;
     g.direct_a = im->direct_a && !a->trans_a && a->lda > 0;
     g.apack = a->apack && kiln__sgemm_apack_mr() > 0 ? a->apack : NULL;
+    g.apack_next = g.apack ? a->apack_next : NULL;
 
     nthreads = kiln__pool_clamp(pool, nthreads);
     double flops = 2.0 * (double)M * (double)N * (double)K;

@@ -35,6 +35,8 @@ typedef struct kiln_gemm {
     const float *apack;          /* or op(A) already packed over the whole K (kiln__sgemm_apack), used
                                   * where the host's micro-kernel packs A (kiln__sgemm_apack_mr() > 0;
                                   * A must still be given: the other paths read it) */
+    const float *apack_next;     /* optional, with apack: the packed A (same M and K) of the caller's
+                                  * next GEMM, whose first block is prefetched during the last one */
 } kiln_gemm;
 
 void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *g);

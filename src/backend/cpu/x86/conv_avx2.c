@@ -1,7 +1,8 @@
 /* AVX2 + FMA float32 Conv / FusedConv: the reference kernels (cpu/ref/k_conv.c) with the
  * depthwise rows (strides 1 and 2) and the N-D im2col's stride-2 gathers vectorized (the AVX-512
  * kernels, conv_avx512.c, reuse both), 16-column implicit-im2col panels (the AVX2 GEMM's), and Winograd for 3x3 stride-1 layers (conv_wino.c with the
- * AVX2 transforms of wino_avx2.c), registered over them for hosts with AVX2 and FMA. */
+ * AVX2 transforms of wino_avx2.c) and the direct convolution (conv_direct.c with convd_avx2.c's tiles), registered
+ * over them for hosts with AVX2 and FMA. */
 #include "../cpu_kernels.h"
 #include "conv_x86.h"
 
@@ -109,12 +110,16 @@ __attribute__((target("avx2,fma"))) static void im2col_panel16(const kiln_im2col
     const __m256 zero = _mm256_setzero_ps();
     float t[NR + 16] __attribute__((aligned(32)));
     int64_t ch = k0 / ksz, kk = k0 % ksz, ki = kk / c->kw, kj = kk % c->kw;
+    /* one segment over the whole panel: its stores go to d itself (through t, the two 8-float
+     * loads of t after stores at other offsets wait for them: no store forwarding) */
+    const bool whole = ns == 1 && width == NR;
     for (int64_t k = 0; k < kc; k++, d += NR) {
         const float *xc = c->x + ch * plane;
         const int64_t dy = ki * c->dh, dx = kj * c->dw;
+        float *tb = whole ? d : t;
         for (int s = 0; s < ns; s++) {
             const kiln_im2col_seg *sg = &segs[s];
-            float *ts = t + sg->lane;
+            float *ts = tb + sg->lane;
             const int len = sg->len;
             const int64_t iy = sg->y0 + dy, ix0 = sg->x0 + dx;
             if (iy < 0 || iy >= c->H) {
@@ -137,10 +142,20 @@ __attribute__((target("avx2,fma"))) static void im2col_panel16(const kiln_im2col
                     const __m256i vlo = _mm256_set1_epi32((int)lo - 1), vhi = _mm256_set1_epi32((int)hi);
                     const __m256i i8 = _mm256_add_epi32(iota, _mm256_set1_epi32(8));
                     __m256i ma = _mm256_and_si256(_mm256_cmpgt_epi32(iota, vlo), _mm256_cmpgt_epi32(vhi, iota));
-                    a = _mm256_maskload_ps(row + p, ma);
-                    if (sw == 2) {
-                        __m256i mb = _mm256_and_si256(_mm256_cmpgt_epi32(i8, vlo), _mm256_cmpgt_epi32(vhi, i8));
-                        b = _mm256_maskload_ps(row + p + 8, mb);
+                    __m256i mb = sw == 2 ? _mm256_and_si256(_mm256_cmpgt_epi32(i8, vlo), _mm256_cmpgt_epi32(vhi, i8))
+                                         : ma;
+                    const int64_t at = iy * W + p;
+                    if (at >= 0 && at + span <= plane) {
+                        /* inside the channel's plane (a row's pad reads its neighbour row): plain
+                         * loads with the lanes outside the row zeroed (masked loads are slow on
+                         * AMD) */
+                        a = _mm256_and_ps(_mm256_loadu_ps(row + p), _mm256_castsi256_ps(ma));
+                        if (sw == 2)
+                            b = _mm256_and_ps(_mm256_loadu_ps(row + p + 8), _mm256_castsi256_ps(mb));
+                    } else {
+                        a = _mm256_maskload_ps(row + p, ma);
+                        if (sw == 2)
+                            b = _mm256_maskload_ps(row + p + 8, mb);
                     }
                 }
                 if (sw == 2) {   /* the even raw positions */
@@ -155,8 +170,10 @@ __attribute__((target("avx2,fma"))) static void im2col_panel16(const kiln_im2col
             if (width < 8)
                 _mm256_storeu_ps(t + 8, zero);
         }
-        _mm256_storeu_ps(d, _mm256_load_ps(t));
-        _mm256_storeu_ps(d + 8, _mm256_load_ps(t + 8));
+        if (!whole) {
+            _mm256_storeu_ps(d, _mm256_load_ps(t));
+            _mm256_storeu_ps(d + 8, _mm256_load_ps(t + 8));
+        }
         if (++kj == c->kw) {
             kj = 0;
             if (++ki == c->kh) {
@@ -167,11 +184,15 @@ __attribute__((target("avx2,fma"))) static void im2col_panel16(const kiln_im2col
     }
 }
 
-/* kiln_conv_isa.layer: Winograd (AVX2 transforms) where it applies or its filters were prepared */
+/* kiln_conv_isa.layer: Winograd (AVX2 transforms) where it applies or its filters were prepared,
+ * else the direct convolution (16-pixel tiles) where it pays */
 static kiln_status layer_avx2(const kiln_kctx *ctx, const kiln_window *g, const float *x, const float *w,
                               const float *b, float *y, const kiln_epi *post, bool *done)
 {
-    return kiln__conv_wino_layer(ctx, &kiln__wino_set_avx2, g, x, w, b, y, post, done);
+    KILN_TRY(kiln__conv_wino_layer(ctx, &kiln__wino_set_avx2, g, x, w, b, y, post, done));
+    if (*done)
+        return KILN_OK;
+    return kiln__conv_direct_layer_avx2(ctx, g, x, w, b, y, post, done);
 }
 
 static const kiln_conv_isa isa_avx2 = {.dw_row = kiln__conv_dw_row_avx2,

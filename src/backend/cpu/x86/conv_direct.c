@@ -1,8 +1,8 @@
-/* The direct float32 convolution (no im2col) of the AVX-512 Conv kernel (conv_avx512.c) for 1-D /
- * 2-D layers with few output channels and wide rows: the input is copied once into a
- * zero-padded, phase-split layout and the GEMM's AVX-512 direct micro-kernel
- * (kiln__conv_direct_f32, gemm.h) reads its B operand straight from it through an offset table
- * (no im2col, no packing). */
+/* The direct float32 convolution (no im2col) of the AVX-512 and AVX2 Conv kernels (conv_avx512.c,
+ * conv_avx2.c) for 1-D / 2-D layers with few output channels and wide rows: the input is copied
+ * once into a zero-padded, phase-split layout and a direct micro-kernel reads its B operand
+ * straight from it through an offset table (no im2col, no packing): the GEMM's AVX-512 one
+ * (kiln__conv_direct_f32, gemm.h: 32-pixel tiles) or convd_avx2.c's (16-pixel tiles). */
 #include "../gemm.h"
 #include "../scratch.h"
 #include "conv_x86.h"
@@ -36,22 +36,26 @@ static void convd_fill_task(void *vctx, int64_t r0, int64_t r1)
         }
 }
 
-/* Whether the direct path beats im2col + packing: it wastes the lanes of partial 32-pixel
- * tiles, im2col spends ~24 / M of the GEMM time packing. */
-static bool direct_conv_pays(const kiln_window *g, int64_t Mg, int64_t K)
+/* Whether the direct path beats im2col + packing: it wastes the lanes of partial tiles of lanes
+ * pixels, im2col spends ~24 / M of the GEMM time packing. */
+static bool direct_conv_pays(const kiln_window *g, int64_t Mg, int64_t K, int lanes)
 {
-    if (!kiln__conv_direct_available() || K < 16 || Mg < 1)
+    if (K < 16 || Mg < 1)
         return false;
     kiln_conv2d p;
     kiln__conv2d_view(g, &p);
     if (p.sw > 4 || p.Wo < 16)
         return false;
-    double lane_eff = (double)p.Wo / (double)(cdiv(p.Wo, 32) * 32);
+    double lane_eff = (double)p.Wo / (double)(cdiv(p.Wo, lanes) * lanes);
     return 1.0 / lane_eff - 1.0 + 0.05 < 24.0 / (double)Mg;
 }
 
+/* run: the ISA's tiles over d (kiln__conv_direct_f32 or kiln__conv_direct_f32_avx2), lanes their
+ * width in pixels. */
+typedef void (*convd_run_fn)(kiln_pool *pool, int nthreads, const kiln_convd *d);
+
 static kiln_status conv_direct(const kiln_kctx *ctx, const kiln_window *g, const float *x, const float *w,
-                               const float *b, float *y, const kiln_epi *post)
+                               const float *b, float *y, const kiln_epi *post, convd_run_fn run, int lanes)
 {
     int nt = ctx->nthreads;
     int64_t Cg = g->C / g->G, Mg = g->M / g->G, K = Cg * g->k_sz;
@@ -59,10 +63,10 @@ static kiln_status conv_direct(const kiln_kctx *ctx, const kiln_window *g, const
     kiln__conv2d_view(g, &q.p);
     const kiln_conv2d *p = &q.p;
     q.P = p->sw;
-    q.tw = cdiv(p->Wo, 32);
+    q.tw = cdiv(p->Wo, lanes);
     /* rows read: (Ho-1)*sh + (kh-1)*dh; columns per phase: the tiles plus the kernel's reach */
     q.Hp = (p->Ho - 1) * p->sh + (p->kh - 1) * p->dh + 1;
-    q.Wq = q.tw * 32 + ((p->kw - 1) * p->dw) / q.P + 1;
+    q.Wq = q.tw * lanes + ((p->kw - 1) * p->dw) / q.P + 1;
     int64_t img = mul_chk(mul_chk(q.P * Cg, q.Hp), q.Wq);
     if (img < 0 || img > ((int64_t)1 << 40) || K > ((int64_t)1 << 40))
         return kiln__kerr(ctx, KILN_ERR_LIMIT, "direct convolution buffer is too large");
@@ -92,17 +96,29 @@ static kiln_status conv_direct(const kiln_kctx *ctx, const kiln_window *g, const
             kiln_convd d = {.M = Mg, .K = K, .A = w + gi * Mg * K, .lda = K, .xp = q.xp, .off = off, .Ho = p->Ho,
                             .Wo = p->Wo, .row_stride = p->sh * Cg * q.Wq, .C = y + row0 * g->out_sz, .ldc = g->out_sz,
                             .epi = &e};
-            kiln__conv_direct_f32(ctx->pool, nt, &d);
+            run(ctx->pool, nt, &d);
         }
     return KILN_OK;
+}
+
+static bool direct_takes(const kiln_window *g, const float *w, int lanes)
+{
+    int64_t Cg = g->C / g->G, Mg = g->M / g->G;
+    bool depthwise = Cg == 1;   /* the depthwise rows are faster */
+    return w && g->nsp <= 2 && !depthwise && !kiln__conv_pointwise(g) && direct_conv_pays(g, Mg, Cg * g->k_sz, lanes);
 }
 
 kiln_status kiln__conv_direct_layer(const kiln_kctx *ctx, const kiln_window *g, const float *x, const float *w,
                                     const float *b, float *y, const kiln_epi *post, bool *done)
 {
-    int64_t Cg = g->C / g->G, Mg = g->M / g->G;
-    bool depthwise = Cg == 1;   /* the depthwise rows are faster */
-    *done = w && g->nsp <= 2 && !depthwise && !kiln__conv_pointwise(g) && direct_conv_pays(g, Mg, Cg * g->k_sz);
-    return *done ? conv_direct(ctx, g, x, w, b, y, post) : KILN_OK;
+    *done = kiln__conv_direct_available() && direct_takes(g, w, 32);
+    return *done ? conv_direct(ctx, g, x, w, b, y, post, kiln__conv_direct_f32, 32) : KILN_OK;
+}
+
+kiln_status kiln__conv_direct_layer_avx2(const kiln_kctx *ctx, const kiln_window *g, const float *x, const float *w,
+                                         const float *b, float *y, const kiln_epi *post, bool *done)
+{
+    *done = direct_takes(g, w, 16);
+    return *done ? conv_direct(ctx, g, x, w, b, y, post, kiln__conv_direct_f32_avx2, 16) : KILN_OK;
 }
 #endif

@@ -78,7 +78,8 @@ static void wino_task(void *vctx, int64_t b0, int64_t b1)
         for (int64_t q = 0; q < NP; q++) {
             const float *Uq = j->U + q * j->uq;
             kiln_gemm gm = {.M = Mg, .N = Tb, .K = Cg, .alpha = 1.0f, .beta = 0.0f, .A = Uq, .lda = Cg,
-                            .apack = j->upk ? Uq : NULL, .bpack = V + q * sv, .C = P + q * sp, .ldc = Tb};
+                            .apack = j->upk ? Uq : NULL, .apack_next = j->upk && q + 1 < NP ? Uq + j->uq : NULL,
+                            .bpack = V + q * sv, .C = P + q * sp, .ldc = Tb};
             kiln__sgemm_ex(NULL, 1, &gm);
         }
         j->k->out(j, t0, t1, P, 0, Mg);
@@ -106,7 +107,8 @@ static void wino_ph_gemm(void *vctx, int64_t q0, int64_t q1)
     for (int64_t q = q0; q < q1; q++) {
         const float *Uq = j->U + q * j->uq;
         kiln_gemm gm = {.M = j->Mg, .N = w->T, .K = j->Cg, .alpha = 1.0f, .beta = 0.0f, .A = Uq, .lda = j->Cg,
-                        .apack = j->upk ? Uq : NULL, .bpack = w->V + q * w->sv, .C = w->P + q * w->sp, .ldc = w->T};
+                        .apack = j->upk ? Uq : NULL, .apack_next = j->upk && q + 1 < q1 ? Uq + j->uq : NULL,
+                        .bpack = w->V + q * w->sv, .C = w->P + q * w->sp, .ldc = w->T};
         kiln__sgemm_ex(NULL, 1, &gm);
     }
 }

@@ -41,13 +41,18 @@ kiln_status kiln__conv_wino_layer(const kiln_kctx *ctx, const kiln_wino_set *s, 
                                   bool *done);
 kiln_status kiln__conv_direct_layer(const kiln_kctx *ctx, const kiln_window *g, const float *x, const float *w,
                                     const float *b, float *y, const kiln_epi *post, bool *done);
+/* The same with convd_avx2.c's 16-pixel tiles (AVX2 + FMA), for the AVX2 kernel. */
+kiln_status kiln__conv_direct_layer_avx2(const kiln_kctx *ctx, const kiln_window *g, const float *x, const float *w,
+                                         const float *b, float *y, const kiln_epi *post, bool *done);
+struct kiln_convd;
+void kiln__conv_direct_f32_avx2(kiln_pool *pool, int nthreads, const struct kiln_convd *d);
 #endif
 
 /* The zero-padded input of the direct and Winograd convolutions: P phases (the column stride),
  * padded row r holds input row r - ph, padded column u = w' * P + phase input column u - pw. */
 typedef struct kiln_convd_geom {
     kiln_conv2d p;          /* 2-D view */
-    int64_t P, Hp, Wq, tw;  /* phases, padded rows, columns per phase, 32-pixel tiles per row */
+    int64_t P, Hp, Wq, tw;  /* phases, padded rows, columns per phase, tiles per row (32 or 16 pixels) */
     int64_t Cg;
     const float *x;         /* image, channel 0 of the group */
     float *xp;
