@@ -1,0 +1,569 @@
+/* AVX-512F + FMA single-precision GEMM micro-kernels (8 x 32, 12 x 32 tall, edge variants), packers, the one-row
+ * GEMV against pre-packed B and the direct convolution task, for the CPU GEMM driver (gemm.c; gemm_impl.h). */
+#include "../gemm_impl.h"
+#include "../vmath_avx2.h"
+
+#if GEMM_X86
+/* ------------------------------------------------------------------------------------------
+ * AVX-512F + FMA micro-kernel: 8 x 32
+ * ------------------------------------------------------------------------------------------ */
+
+#define MR_512 8
+#define NR_512 32
+/* The tile's m output rows (n columns) and its residual rows into L1 before the k loop: the epilogue's stores
+ * and loads then find them there. */
+__attribute__((always_inline)) static inline void prefetch_tile_out(const float *c, int64_t ldc, int m, int n,
+                                                                    const tile_args *t)
+{
+    for (int i = 0; i < m; i++) {
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + n - 1), _MM_HINT_T0);
+    }
+    if (t->epi && t->epi->res)
+        for (int i = 0; i < m; i++) {
+            const float *r = t->epi->res + (t->i0 + i) * t->epi->ldr + t->j0;
+            _mm_prefetch((const char *)r, _MM_HINT_T0);
+            _mm_prefetch((const char *)(r + n - 1), _MM_HINT_T0);
+        }
+}
+
+#define T512 __attribute__((target("avx512f,avx512dq,fma")))
+
+/* Edge-tile variants of the 8 x 32 kernel, so a narrow last panel does not pay for 32 columns. */
+enum { W_FULL, W_17, W_16, W_1 };
+
+/* r (columns jo.. of row i of the tile, lanes in mask k) through the epilogue */
+T512 __attribute__((always_inline)) static inline __m512 epi512(const tile_args *t, __m512 r, int i, int jo,
+                                                                __mmask16 k)
+{
+    const kiln_epi *e = t->epi;
+    if (e->bias)
+        r = _mm512_add_ps(r, e->row_bias ? _mm512_set1_ps(e->bias[t->i0 + i])
+                                         : _mm512_maskz_loadu_ps(k, e->bias + t->j0 + jo));
+    if (e->res)
+        r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(k, e->res + (t->i0 + i) * e->ldr + t->j0 + jo));
+    return kiln_v_act(&e->act, r);
+}
+
+/* Stores an accumulated tile (c0: columns 0-15, c1: 16-31, cx: the extra column of W_17 / W_1)
+ * with alpha, beta and the epilogue (see tile_args). */
+T512 __attribute__((always_inline)) static inline void store512(const __m512 *c0, const __m512 *c1, __m256 cx, float *c,
+                                                                int64_t ldc, int m, int n, const tile_args *t,
+                                                                const int variant)
+{
+    const float alpha = t->alpha, beta = t->beta;
+    if (variant != W_1) {
+        __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+        int n0 = variant == W_17 ? 16 : n;   /* columns held in c0 */
+        __mmask16 k0 = n0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n0) - 1u);
+        __mmask16 k1 = n >= 32 ? (__mmask16)0xFFFF : n > 16 ? (__mmask16)((1u << (n - 16)) - 1u) : (__mmask16)0;
+#pragma GCC unroll 8
+        for (int i = 0; i < MR_512; i++) {
+            if (i >= m)
+                break;
+            float *cr = c + i * ldc;
+            __m512 r0 = _mm512_mul_ps(c0[i], va);
+            if (beta != 0.0f)
+                r0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k0, cr), vb, r0);
+            if (t->epi)
+                r0 = epi512(t, r0, i, 0, k0);
+            _mm512_mask_storeu_ps(cr, k0, r0);
+            if (variant == W_FULL && k1) {
+                __m512 r1 = _mm512_mul_ps(c1[i], va);
+                if (beta != 0.0f)
+                    r1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k1, cr + 16), vb, r1);
+                if (t->epi)
+                    r1 = epi512(t, r1, i, 16, k1);
+                _mm512_mask_storeu_ps(cr + 16, k1, r1);
+            }
+        }
+    }
+    if (variant == W_17 || variant == W_1) {
+        float x[8] __attribute__((aligned(32)));
+        _mm256_store_ps(x, cx);
+        int col = variant == W_17 ? 16 : 0;
+        for (int i = 0; i < m; i++) {
+            float *cp = c + i * ldc + col;
+            float v = beta == 0.0f ? alpha * x[i] : alpha * x[i] + beta * *cp;
+            *cp = t->epi ? epi_scalar(t->epi, v, t->i0 + i, t->j0 + col) : v;
+        }
+    }
+}
+
+/* direct: all 8 A rows read in place (a + i*lda, m == 8); else packed. Direct mode has only
+ * the W_FULL and W_16 variants (an extra column needs the 8 A values of one k side by side).
+ * Direct rows are addressed from two moving pointers (rows 0-3 and 4-7) with lda / 2 lda /
+ * 3 lda offsets, so the loop needs few general registers and nothing spills. */
+T512 __attribute__((always_inline)) static inline void ukr512_body(int64_t kc, const float *a, int64_t lda,
+                                                                   const float *pb, float *c, int64_t ldc, int m,
+                                                                   int n, const tile_args *t, const int variant,
+                                                                   const bool direct)
+{
+    __m512 c0[MR_512], c1[MR_512];
+    __m256 cx = _mm256_setzero_ps();   /* extra column (W_17: column 16, W_1: column 0), 8 rows */
+#pragma GCC unroll 8
+    for (int i = 0; i < MR_512; i++)
+        c0[i] = c1[i] = _mm512_setzero_ps();
+    prefetch_tile_out(c, ldc, m, n, t);
+    const int64_t l1 = direct ? lda : 1, l2 = 2 * l1, l3 = 3 * l1, as = direct ? 1 : MR_512;
+    const float *q0 = a, *q4 = a + 4 * l1;
+#define A_PTR(i) ((i) < 4 ? q0 + ((i) == 0 ? 0 : (i) == 1 ? l1 : (i) == 2 ? l2 : l3) \
+                          : q4 + ((i) == 4 ? 0 : (i) == 5 ? l1 : (i) == 6 ? l2 : l3))
+#define A_AT(i) (*A_PTR(i))
+#define STEP_FULL()                                                                                      \
+    do {                                                                                                 \
+        __m512 b0 = _mm512_load_ps(pb), b1 = _mm512_load_ps(pb + 16);                                   \
+        _Pragma("GCC unroll 8") for (int i = 0; i < MR_512; i++)                                         \
+        {                                                                                                \
+            __m512 av = _mm512_set1_ps(A_AT(i));                                                         \
+            c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);                                                      \
+            c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);                                                      \
+        }                                                                                                \
+        q0 += as;                                                                                        \
+        q4 += as;                                                                                        \
+        pb += NR_512;                                                                                    \
+    } while (0)
+    if (variant == W_FULL) {
+        int64_t k = 0;
+        const float *pf = direct ? t->pf_a : NULL;
+        if (pf) {
+            /* one cache line of each of the next tile's 8 rows every 16 steps */
+            for (; k + 16 <= kc; k += 16) {
+#pragma GCC unroll 8
+                for (int i = 0; i < MR_512; i++)
+                    _mm_prefetch((const char *)(pf + i * lda + k), _MM_HINT_T0);
+#pragma GCC unroll 4
+                for (int u = 0; u < 16; u++)
+                    STEP_FULL();
+            }
+        }
+#pragma GCC unroll 4
+        for (; k < kc; k++)
+            STEP_FULL();
+    } else if (variant == W_17 && direct) {
+        /* columns 0-15 as W_16; column 16 as 8 dot products along k of the A rows (contiguous)
+         * with the panel's column 16 (t->colv), reduced at the end */
+        __m512 dx[MR_512];
+#pragma GCC unroll 8
+        for (int i = 0; i < MR_512; i++)
+            dx[i] = _mm512_setzero_ps();
+        const float *cv = t->colv;
+        for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+            int r = kc - k0 < 16 ? (int)(kc - k0) : 16;
+            __mmask16 km = r == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << r) - 1u);
+            __m512 vc = _mm512_maskz_loadu_ps(km, cv + k0);
+#pragma GCC unroll 8
+            for (int i = 0; i < MR_512; i++)
+                dx[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(km, A_PTR(i)), vc, dx[i]);
+            for (int u = 0; u < r; u++) {
+                __m512 b0 = _mm512_load_ps(pb);
+#pragma GCC unroll 8
+                for (int i = 0; i < MR_512; i++)
+                    c0[i] = _mm512_fmadd_ps(_mm512_set1_ps(A_AT(i)), b0, c0[i]);
+                q0 += as;
+                q4 += as;
+                pb += NR_512;
+            }
+        }
+        float xs[MR_512] __attribute__((aligned(32)));
+#pragma GCC unroll 8
+        for (int i = 0; i < MR_512; i++)
+            xs[i] = _mm512_reduce_add_ps(dx[i]);
+        cx = _mm256_load_ps(xs);
+    } else if (variant == W_17 || variant == W_16) {
+#pragma GCC unroll 4
+        for (int64_t k = 0; k < kc; k++) {
+            __m512 b0 = _mm512_load_ps(pb + k * NR_512);
+#pragma GCC unroll 8
+            for (int i = 0; i < MR_512; i++)
+                c0[i] = _mm512_fmadd_ps(_mm512_set1_ps(A_AT(i)), b0, c0[i]);
+            q0 += as;
+            q4 += as;
+            if (variant == W_17)
+                cx = _mm256_fmadd_ps(_mm256_load_ps(a + k * MR_512), _mm256_set1_ps(pb[k * NR_512 + 16]), cx);
+        }
+    } else {
+        /* one column: four independent chains hide the FMA latency */
+        const float *pa = a;
+        __m256 cy[4] = {cx, cx, cx, cx};
+        int64_t k = 0;
+        for (; k + 4 <= kc; k += 4) {
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++)
+                cy[u] = _mm256_fmadd_ps(_mm256_load_ps(pa + u * MR_512), _mm256_set1_ps(pb[u * NR_512]), cy[u]);
+            pa += 4 * MR_512;
+            pb += 4 * NR_512;
+        }
+        for (; k < kc; k++) {
+            cy[0] = _mm256_fmadd_ps(_mm256_load_ps(pa), _mm256_set1_ps(pb[0]), cy[0]);
+            pa += MR_512;
+            pb += NR_512;
+        }
+        cx = _mm256_add_ps(_mm256_add_ps(cy[0], cy[1]), _mm256_add_ps(cy[2], cy[3]));
+    }
+#undef A_AT
+#undef A_PTR
+#undef STEP_FULL
+
+    store512(c0, c1, cx, c, ldc, m, n, t, variant);
+}
+
+/* Transposes up to 8 lines (src + i*si, i < nrows) x up to 16 consecutive k (kt <= 16) into
+ * out[q] = {k = 2q: lines 0..7, k = 2q+1: lines 0..7}; missing lines / k read as zero. */
+__attribute__((target("avx512f,fma"), always_inline)) static inline void tr8x16(const float *src, int64_t si,
+                                                                                int nrows, int kt, __m512 out[8])
+{
+    __mmask16 km = kt >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << kt) - 1u);
+    __m512 r[8], t[8], u[8], p[4], q[4];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        r[i] = i < nrows ? _mm512_maskz_loadu_ps(km, src + i * si) : _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    /* u[c], 128-bit lane L: k = 4L+c of lines 0..3; u[4+c]: the same for lines 4..7 */
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        u[4 * h + 0] = _mm512_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+        u[4 * h + 1] = _mm512_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
+        u[4 * h + 2] = _mm512_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+        u[4 * h + 3] = _mm512_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        p[c] = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44);
+        q[c] = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
+    }
+#pragma GCC unroll 2
+    for (int c = 0; c < 4; c += 2) {
+        out[0 + c / 2] = _mm512_shuffle_f32x4(p[c], p[c + 1], 0x88);
+        out[2 + c / 2] = _mm512_shuffle_f32x4(p[c], p[c + 1], 0xDD);
+        out[4 + c / 2] = _mm512_shuffle_f32x4(q[c], q[c + 1], 0x88);
+        out[6 + c / 2] = _mm512_shuffle_f32x4(q[c], q[c + 1], 0xDD);
+    }
+}
+
+/* A panels, width 8 */
+__attribute__((target("avx512f,fma"))) static void pack_avx512_a(const float *src, int64_t si, int64_t sk,
+                                                                  int64_t n, int64_t kc, float *dst)
+{
+    if (sk == 1) {
+        /* rows of op(A) contiguous along k (A not transposed): 8 x 16 transposes */
+        for (int64_t p = 0; p < n; p += 8, dst += kc * 8) {
+            int nw = (int)min64(8, n - p);
+            const float *s = src + p * si;
+            for (int64_t k = 0; k < kc; k += 16) {
+                int kt = (int)min64(16, kc - k);
+                __m512 o[8];
+                tr8x16(s + k, si, nw, kt, o);
+                float *d = dst + k * 8;
+                int nv = kt / 2;
+#pragma GCC unroll 8
+                for (int v = 0; v < 8; v++)
+                    if (v < nv)
+                        _mm512_storeu_ps(d + 16 * v, o[v]);
+                if (kt & 1)
+                    _mm512_mask_storeu_ps(d + 16 * nv, 0x00FF, o[nv & 7]);
+            }
+        }
+    } else if (si == 1) {
+        /* columns of op(A) contiguous (A transposed): copy 8 floats per k */
+        for (int64_t p = 0; p < n; p += 8, dst += kc * 8) {
+            int nw = (int)min64(8, n - p);
+            __mmask16 m = (__mmask16)((1u << nw) - 1u);
+            const float *s = src + p;
+            int64_t k = 0;
+            for (; k + 2 <= kc; k += 2) {
+                __m512 v = _mm512_maskz_loadu_ps(m, s + k * sk);
+                __m512 w = _mm512_maskz_loadu_ps(m, s + (k + 1) * sk);
+                _mm512_storeu_ps(dst + k * 8, _mm512_shuffle_f32x4(v, w, 0x44));
+            }
+            if (k < kc)
+                _mm512_mask_storeu_ps(dst + k * 8, 0x00FF, _mm512_maskz_loadu_ps(m, s + k * sk));
+        }
+    } else {
+        pack_generic(src, si, sk, n, kc, dst, MR_512);
+    }
+}
+
+/* B panels, width 32 */
+__attribute__((target("avx512f,fma"))) static void pack_avx512_b(const float *src, int64_t si, int64_t sk,
+                                                                  int64_t n, int64_t kc, float *dst)
+{
+    if (si == 1) {
+        /* rows of op(B) contiguous (B not transposed): read row by row, so the source streams
+         * sequentially (a weight matrix usually comes from memory, not cache) */
+        int64_t full = n / 32, nw = n - full * 32;
+        __mmask16 m0 = nw >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nw) - 1u);
+        __mmask16 m1 = nw > 16 ? (__mmask16)((1u << (nw - 16)) - 1u) : (__mmask16)0;
+        enum { PF_ROWS = 16 };   /* rows prefetched ahead, into L2 */
+        for (int64_t k = 0; k < kc; k++) {
+            const float *s = src + k * sk;
+            float *d = dst + k * 32;
+            if (k + PF_ROWS < kc)
+                for (int64_t j = 0; j < n; j += 16)
+                    _mm_prefetch((const char *)(src + (k + PF_ROWS) * sk + j), _MM_HINT_T1);
+            for (int64_t p = 0; p < full; p++, s += 32, d += kc * 32) {
+                _mm512_store_ps(d, _mm512_loadu_ps(s));
+                _mm512_store_ps(d + 16, _mm512_loadu_ps(s + 16));
+            }
+            if (nw) {
+                _mm512_store_ps(d, _mm512_maskz_loadu_ps(m0, s));
+                _mm512_store_ps(d + 16, _mm512_maskz_loadu_ps(m1, s + 16));
+            }
+        }
+    } else if (sk == 1) {
+        /* columns of op(B) contiguous along k (B transposed): 8 x 16 transposes */
+        for (int64_t p = 0; p < n; p += 32, dst += kc * 32) {
+            int nw = (int)min64(32, n - p);
+            for (int g = 0; g < 4; g++) {
+                int rows = nw - 8 * g;
+                rows = rows < 0 ? 0 : rows > 8 ? 8 : rows;
+                const float *s = rows ? src + (p + 8 * g) * si : src;
+                for (int64_t k = 0; k < kc; k += 16) {
+                    int kt = (int)min64(16, kc - k);
+                    __m512 o[8];
+                    tr8x16(s + (rows ? k : 0), si, rows, kt, o);
+                    float *d = dst + k * 32 + 8 * g;
+#pragma GCC unroll 8
+                    for (int v = 0; v < 8; v++) {
+                        if (2 * v < kt)
+                            _mm512_mask_storeu_ps(d + 2 * v * 32, 0x00FF, o[v]);
+                        if (2 * v + 1 < kt)   /* upper 8 lanes land at d + (2v+1)*32 */
+                            _mm512_mask_storeu_ps(d + (2 * v + 1) * 32 - 8, 0xFF00, o[v]);
+                    }
+                }
+            }
+        }
+    } else {
+        pack_generic(src, si, sk, n, kc, dst, NR_512);
+    }
+}
+
+T512 static void ukr_avx512(int64_t kc, const float *a, int64_t lda, const float *pb, float *c, int64_t ldc, int m,
+                            int n, const tile_args *t)
+{
+    if (lda && m < MR_512) {
+        /* edge rows: pack them (zero padded) and take the packed variants, KC_EDGE steps at a time */
+        enum { KC_EDGE = 256 };
+        float pk[MR_512 * KC_EDGE] __attribute__((aligned(64)));
+        tile_args ts = *t;
+        for (int64_t k0 = 0; k0 < kc; k0 += KC_EDGE) {
+            int64_t ks = min64(KC_EDGE, kc - k0);
+            ts.beta = k0 == 0 ? t->beta : 1.0f;
+            ts.epi = k0 + ks >= kc ? t->epi : NULL;
+            pack_avx512_a(a + k0, lda, 1, m, ks, pk);
+            ukr_avx512(ks, pk, 0, pb + k0 * NR_512, c, ldc, m, n, &ts);
+        }
+        return;
+    }
+    if (lda) {
+        if (n == 17 && t->colv)
+            ukr512_body(kc, a, lda, pb, c, ldc, m, n, t, W_17, true);
+        else if (n > 16)
+            ukr512_body(kc, a, lda, pb, c, ldc, m, n, t, W_FULL, true);
+        else
+            ukr512_body(kc, a, lda, pb, c, ldc, m, n, t, W_16, true);
+    } else if (n > 17) {
+        ukr512_body(kc, a, 0, pb, c, ldc, m, n, t, W_FULL, false);
+    } else if (n == 17) {
+        ukr512_body(kc, a, 0, pb, c, ldc, m, n, t, W_17, false);
+    } else if (n > 1) {
+        ukr512_body(kc, a, 0, pb, c, ldc, m, n, t, W_16, false);
+    } else {
+        ukr512_body(kc, a, 0, pb, c, ldc, m, n, t, W_1, false);
+    }
+}
+
+/* The tall direct-A tile: 12 rows x up to 32 columns (more than 17), A read in place. 24
+ * accumulators: each B vector loaded feeds 12 FMAs instead of 8, so a B panel slice that streams
+ * from L2 (or memory) is read 1.5x less often per flop. Rows 0-3 / 4-7 / 8-11 are addressed from
+ * three moving pointers. */
+#define MR_TALL 12
+T512 static void ukr512_tall(int64_t kc, const float *a, int64_t lda, const float *pb, float *c, int64_t ldc, int m,
+                             int n, const tile_args *t)
+{
+    (void)m;   /* always MR_TALL */
+    __m512 c0[MR_TALL], c1[MR_TALL];
+#pragma GCC unroll 12
+    for (int i = 0; i < MR_TALL; i++)
+        c0[i] = c1[i] = _mm512_setzero_ps();
+    prefetch_tile_out(c, ldc, MR_TALL, n, t);
+    const int64_t l1 = lda, l2 = 2 * lda, l3 = 3 * lda;
+    const float *q0 = a, *q4 = a + 4 * lda, *q8 = a + 8 * lda;
+#define A_AT(i) (((i) < 4 ? q0 : (i) < 8 ? q4 : q8)[(i) % 4 == 0 ? 0 : (i) % 4 == 1 ? l1 : (i) % 4 == 2 ? l2 : l3])
+#define STEP_TALL()                                                                                      \
+    do {                                                                                                 \
+        __m512 b0 = _mm512_load_ps(pb), b1 = _mm512_load_ps(pb + 16);                                   \
+        _Pragma("GCC unroll 12") for (int i = 0; i < MR_TALL; i++)                                       \
+        {                                                                                                \
+            __m512 av = _mm512_set1_ps(A_AT(i));                                                         \
+            c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);                                                      \
+            c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);                                                      \
+        }                                                                                                \
+        q0++;                                                                                            \
+        q4++;                                                                                            \
+        q8++;                                                                                            \
+        pb += NR_512;                                                                                    \
+    } while (0)
+    int64_t k = 0;
+    const float *pf = t->pf_a;
+    if (pf) {
+        /* one cache line of each of the next tile's rows every 16 steps */
+        for (; k + 16 <= kc; k += 16) {
+            for (int i = 0; i < t->pf_rows; i++)
+                _mm_prefetch((const char *)(pf + i * lda + k), _MM_HINT_T0);
+#pragma GCC unroll 2
+            for (int u = 0; u < 16; u++)
+                STEP_TALL();
+        }
+    }
+#pragma GCC unroll 2
+    for (; k < kc; k++)
+        STEP_TALL();
+#undef STEP_TALL
+#undef A_AT
+    tile_args t8 = *t;
+    store512(c0, c1, _mm256_setzero_ps(), c, ldc, MR_512, n, t, W_FULL);
+    t8.i0 = t->i0 + MR_512;
+    store512(c0 + MR_512, c1 + MR_512, _mm256_setzero_ps(), c + MR_512 * ldc, ldc, MR_TALL - MR_512, n, &t8, W_FULL);
+}
+
+/* Direct convolution tile: like the direct-A W_FULL / W_16 kernel, with B(k, l) = xb[off[k] + l].
+ * Edge rows (m < 8) are copied into a full 8-row block first (kc <= KC_CONV). */
+#define KC_CONV 256
+T512 static void ukr512_conv(int64_t kc, const float *a, int64_t lda, const float *xb, const int64_t *off, float *c,
+                             int64_t ldc, int m, int n, const tile_args *t)
+{
+    float abuf[MR_512 * KC_CONV] __attribute__((aligned(64)));
+    if (m < MR_512) {
+        for (int i = 0; i < MR_512; i++)
+            memcpy(abuf + i * kc, a + (i < m ? i : m - 1) * lda, sizeof(float) * (size_t)kc);
+        a = abuf;
+        lda = kc;
+    }
+    __m512 c0[MR_512], c1[MR_512];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR_512; i++)
+        c0[i] = c1[i] = _mm512_setzero_ps();
+    prefetch_tile_out(c, ldc, m, n, t);
+    const int64_t l1 = lda, l2 = 2 * lda, l3 = 3 * lda;
+    const float *q0 = a, *q4 = a + 4 * lda;
+#define A_AT(i) ((i) < 4 ? q0[(i) == 0 ? 0 : (i) == 1 ? l1 : (i) == 2 ? l2 : l3] \
+                         : q4[(i) == 4 ? 0 : (i) == 5 ? l1 : (i) == 6 ? l2 : l3])
+    const float *pf = t->pf_a;
+    if (n > 16) {
+        int64_t k = 0;
+        for (;;) {
+            int64_t ke = k + 16 < kc ? k + 16 : kc;
+            if (pf && ke - k == 16)
+#pragma GCC unroll 8
+                for (int i = 0; i < MR_512; i++)
+                    _mm_prefetch((const char *)(pf + i * lda + k), _MM_HINT_T0);
+#pragma GCC unroll 4
+            for (; k < ke; k++) {
+                const float *src = xb + off[k];
+                __m512 b0 = _mm512_loadu_ps(src), b1 = _mm512_loadu_ps(src + 16);
+#pragma GCC unroll 8
+                for (int i = 0; i < MR_512; i++) {
+                    __m512 av = _mm512_set1_ps(A_AT(i));
+                    c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
+                    c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
+                }
+                q0++;
+                q4++;
+            }
+            if (k >= kc)
+                break;
+        }
+        store512(c0, c1, _mm256_setzero_ps(), c, ldc, m, n, t, W_FULL);
+    } else {
+#pragma GCC unroll 4
+        for (int64_t k = 0; k < kc; k++) {
+            __m512 b0 = _mm512_loadu_ps(xb + off[k]);
+#pragma GCC unroll 8
+            for (int i = 0; i < MR_512; i++)
+                c0[i] = _mm512_fmadd_ps(_mm512_set1_ps(A_AT(i)), b0, c0[i]);
+            q0++;
+            q4++;
+        }
+        store512(c0, c1, _mm256_setzero_ps(), c, ldc, m, n, t, W_16);
+    }
+#undef A_AT
+}
+
+/* One row of C (M == 1) against pre-packed B panels [p0, p1) (a classifier's last Gemm: the weights
+ * stream from memory once, 2 FMAs per 128 bytes): c[j] = epi(alpha * sum_k a[k*as] B(k, j) + beta * c[j]).
+ * Four accumulator pairs along k hide the FMA latency. t: alpha, beta, epilogue (i0 = 0). */
+T512 void kiln__gemm_row512(int64_t K, const float *a, int64_t as, const float *bpack, int64_t p0, int64_t p1, int64_t N,
+                        float *c, const tile_args *t)
+{
+    for (int64_t p = p0; p < p1; p++) {
+        const float *pb = bpack + p * K * NR_512;
+        __m512 s0[4], s1[4];
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++)
+            s0[u] = s1[u] = _mm512_setzero_ps();
+        int64_t k = 0;
+        for (; k + 4 <= K; k += 4, pb += 4 * NR_512) {
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++) {
+                __m512 av = _mm512_set1_ps(a[(k + u) * as]);
+                s0[u] = _mm512_fmadd_ps(av, _mm512_load_ps(pb + u * NR_512), s0[u]);
+                s1[u] = _mm512_fmadd_ps(av, _mm512_load_ps(pb + u * NR_512 + 16), s1[u]);
+            }
+        }
+        for (; k < K; k++, pb += NR_512) {
+            __m512 av = _mm512_set1_ps(a[k * as]);
+            s0[0] = _mm512_fmadd_ps(av, _mm512_load_ps(pb), s0[0]);
+            s1[0] = _mm512_fmadd_ps(av, _mm512_load_ps(pb + 16), s1[0]);
+        }
+        __m512 c0 = _mm512_add_ps(_mm512_add_ps(s0[0], s0[1]), _mm512_add_ps(s0[2], s0[3]));
+        __m512 c1 = _mm512_add_ps(_mm512_add_ps(s1[0], s1[1]), _mm512_add_ps(s1[2], s1[3]));
+        tile_args tp = *t;
+        tp.j0 = p * NR_512;
+        store512(&c0, &c1, _mm256_setzero_ps(), c + tp.j0, 0, 1, (int)min64(NR_512, N - tp.j0), &tp, W_FULL);
+    }
+}
+
+
+T512 void kiln__gemm_convd_task(void *ctx, int64_t t0, int64_t t1)
+{
+    const convd_job *j = ctx;
+    const kiln_convd *d = j->d;
+    const int64_t M = d->M, K = d->K;
+    int64_t kb = ceil_div(K, KC_CONV), kcs = ceil_div(K, kb);
+    for (int64_t tile = t0; tile < t1; tile++) {
+        int64_t oy = tile / j->tw, ox0 = (tile % j->tw) * 32;
+        int n = (int)min64(32, d->Wo - ox0);
+        const float *xb = d->xp + oy * d->row_stride + ox0;
+        int64_t col = oy * d->Wo + ox0;
+        for (int64_t pc = 0; pc < K; pc += kcs) {
+            int64_t kc = min64(kcs, K - pc);
+            tile_args t = {.alpha = 1.0f, .beta = pc == 0 ? 0.0f : 1.0f, .epi = pc + kc >= K ? d->epi : NULL,
+                           .j0 = col};
+            for (int64_t ir = 0; ir < M; ir += MR_512) {
+                int m = (int)min64(MR_512, M - ir);
+                const float *a = d->A + ir * d->lda + pc;
+                t.i0 = ir;
+                t.pf_a = ir + 2 * MR_512 <= M ? a + MR_512 * d->lda : NULL;
+                ukr512_conv(kc, a, d->lda, xb, d->off + pc, d->C + ir * d->ldc + col, d->ldc, m, n, &t);
+            }
+        }
+    }
+}
+
+#ifndef GEMM_MC512
+#define GEMM_MC512 192
+#endif
+#ifndef GEMM_KC512
+#define GEMM_KC512 256
+#endif
+#ifndef GEMM_NC512
+#define GEMM_NC512 1024
+#endif
+const gemm_impl kiln__gemm_impl_avx512 = {MR_512, NR_512, ukr_avx512, pack_avx512_a, pack_avx512_b,
+                                      GEMM_MC512, GEMM_KC512, GEMM_NC512, true, MR_TALL, ukr512_tall, false};
+#endif
