@@ -5,7 +5,11 @@
 #include <stdlib.h>
 #include <math.h>
 
+#ifdef KILN_TEST_SHARED_COUNTERS
+extern int test_failures, test_checks;   /* a test of several files defines them once (tests/gpu/gpu_harness.c) */
+#else
 static int test_failures, test_checks;
+#endif
 #define CHECK(cond) do { test_checks++; if (!(cond)) { test_failures++; \
     fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); } } while (0)
 #define CHECK_MSG(cond, ...) do { test_checks++; if (!(cond)) { test_failures++; \

@@ -1,0 +1,453 @@
+/* test_gpu: FP8 (GEMMs, convolutions, feeds) and 4-bit layer cases. */
+#include "gpu_harness.h"
+
+/* ---- FP8 layers (what `--precision fp8` engines hold): kiln_wq / kiln_aq "fp8" and the activation's
+ * scale; the CPU reference is the CPU's FP8 emulation (both operands quantize-dequantized, float32 sums),
+ * the GPU runs cuBLASLt's FP8 GEMM with the same quantization */
+
+static void mark_fp8(tgraph *t, float amax)
+{
+    kiln__node_set_attr_s(tg_node(t), KILN_ATTR_WQ, "fp8");
+    kiln__node_set_attr_s(tg_node(t), KILN_ATTR_AQ, "fp8");
+    kiln__node_set_attr_f(tg_node(t), KILN_ATTR_AQ_SCALE, amax / 448.0f);
+    kiln__node_set_attr_i(tg_node(t), KILN_ATTR_WQ_TENSOR, 1);   /* as a --device cuda build marks them */
+}
+
+/* mark_fp8 on node nd of t's graph */
+static void mark_fp8_node(tgraph *t, int nd, float amax)
+{
+    int keep = t->node;
+    t->node = nd;
+    mark_fp8(t, amax);
+    t->node = keep;
+}
+
+/* An fp8 MatMul [5, k] x [k, 16] (constant weight). */
+static tgraph fp8_matmul(int64_t k)
+{
+    tgraph t = tg_new(KILN_OP_MatMul, 13);
+    tg_in(&t, RT(2, 5, k), false);
+    tg_in(&t, RT(2, k, 16), true);
+    tg_outs(&t, 1);
+    mark_fp8(&t, 1.0f);
+    return t;
+}
+
+/* FP8 weights with one scale per output channel (a CPU engine's FP8): not what the GPU's GEMM computes */
+tgraph fp8_per_channel_graph(void)
+{
+    tgraph t = fp8_matmul(32);
+    kiln__node_set_attr_i(tg_node(&t), KILN_ATTR_WQ_TENSOR, 0);
+    return t;
+}
+
+/* K = 33: not a multiple of 16, so cuBLASLt's FP8 GEMM cannot take it */
+tgraph fp8_illegal_graph(void) { return fp8_matmul(33); }
+
+tgraph fp8_trans_a_graph(void)
+{
+    tgraph t = tg_new(KILN_OP_Gemm, 13);
+    tg_in(&t, RT(2, 32, 7), false);
+    tg_in(&t, RT(2, 32, 16), true);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_i(tg_node(&t), "transA", 1);
+    mark_fp8(&t, 1.0f);
+    return t;
+}
+
+/* inputs in [-1, 1]: amax 0.8 saturates the largest fifth of them, amax 50 puts small ones in E4M3's
+ * subnormals; odd M, K and N multiples of 16 (what cuBLASLt's FP8 kernels take) */
+static void fp8_shared_input_case(double tol);
+static void fp8_midpoint_case(double tol);
+
+/* FP8 convolutions (cuda_conv_fp8.c: cuDNN's E4M3 convolution, channels-last, scale + bias + residual + ReLU in
+ * its graph): 3x3 with everything fused, 1x1 stride 2 saturating, 3x3 stride 2 with small inputs in E4M3's
+ * subnormals, SiLU (kiln's epilogue after the graph) */
+static void fp8_conv_cases(double tol)
+{
+    tgraph t = tg_new(KILN_OP_FusedConv, 1);
+    tg_in(&t, RT(4, 2, 32, 9, 11), false);
+    tg_in(&t, RT(4, 48, 32, 3, 3), true);
+    tg_in(&t, RT(1, 48), true);
+    tg_in(&t, RT(4, 2, 48, 9, 11), false);
+    tg_outs(&t, 1);
+    attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
+    set_act(&t, KILN_FUSED_RELU, 0, 0);
+    mark_fp8(&t, 1.0f);
+    run_case("FP8 FusedConv 3x3 bias+res+Relu", &t, tol);
+    t = tg_new(KILN_OP_Conv, 13);
+    tg_in(&t, RT(4, 3, 64, 14, 13), false);
+    tg_in(&t, RT(4, 32, 64, 1, 1), true);
+    tg_outs(&t, 1);
+    attr_ints(&t, "strides", 2, D(2, 2));
+    mark_fp8(&t, 0.8f);
+    run_case("FP8 Conv 1x1 s2 saturating", &t, tol);
+    t = tg_new(KILN_OP_FusedConv, 1);
+    tg_in(&t, RT(4, 2, 16, 15, 15), false);
+    tg_in(&t, RT(4, 16, 16, 3, 3), true);
+    tg_in(&t, RT(1, 16), true);
+    tg_outs(&t, 1);
+    attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
+    attr_ints(&t, "strides", 2, D(2, 2));
+    set_act(&t, KILN_FUSED_RELU, 0, 0);
+    mark_fp8(&t, 50.0f);
+    run_case("FP8 FusedConv 3x3 s2 subnormal", &t, tol);
+    t = tg_new(KILN_OP_FusedConv, 1);
+    tg_in(&t, RT(4, 1, 32, 8, 8), false);
+    tg_in(&t, RT(4, 16, 32, 3, 3), true);
+    tg_in(&t, RT(1, 16), true);
+    tg_outs(&t, 1);
+    attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
+    set_act(&t, KILN_FUSED_SILU, 0, 0);
+    mark_fp8(&t, 1.0f);
+    run_case("FP8 FusedConv bias+SiLU", &t, tol);
+}
+
+/* 17 input channels: cuDNN's FP8 convolution wants multiples of 16, so the layer stays on the CPU */
+tgraph fp8_conv_illegal_graph(void)
+{
+    tgraph t = tg_new(KILN_OP_Conv, 13);
+    tg_in(&t, RT(4, 1, 17, 6, 6), false);
+    tg_in(&t, RT(4, 16, 17, 3, 3), true);
+    tg_outs(&t, 1);
+    mark_fp8(&t, 1.0f);
+    return t;
+}
+
+void fp8_cases(double tol)
+{
+    tgraph t = tg_new(KILN_OP_MatMul, 13);
+    tg_in(&t, RT(3, 3, 17, 48), false);
+    tg_in(&t, RT(2, 48, 32), true);
+    tg_outs(&t, 1);
+    mark_fp8(&t, 0.8f);
+    run_case("FP8 MatMul saturating", &t, tol);
+    t = tg_new(KILN_OP_MatMul, 13);
+    tg_in(&t, RT(1, 64), false);
+    tg_in(&t, RT(2, 64, 16), true);
+    tg_outs(&t, 1);
+    mark_fp8(&t, 1.0f);
+    run_case("FP8 MatMul 1-D A", &t, tol);
+    t = tg_new(KILN_OP_FusedMatMul, 1);
+    tg_in(&t, RT(3, 2, 19, 64), false);
+    tg_in(&t, RT(2, 64, 80), true);
+    tg_in(&t, RT(1, 80), true);
+    tg_in(&t, RT(3, 2, 19, 80), false);
+    tg_outs(&t, 1);
+    set_act(&t, KILN_FUSED_GELU, 0, 0);
+    mark_fp8(&t, 1.0f);
+    run_case("FP8 FusedMatMul bias+res+Gelu", &t, tol);
+    t = tg_new(KILN_OP_FusedMatMul, 1);
+    tg_in(&t, RT(2, 37, 96), false);
+    tg_in(&t, RT(2, 96, 48), true);
+    tg_in(&t, RT(1, 48), true);
+    tg_outs(&t, 1);
+    set_act(&t, KILN_FUSED_RELU, 0, 0);
+    mark_fp8(&t, 50.0f);
+    run_case("FP8 FusedMatMul bias+Relu subnormal", &t, tol);
+    t = tg_new(KILN_OP_Gemm, 13);
+    tg_in(&t, RT(2, 7, 128), false);
+    tg_in(&t, RT(2, 48, 128), true);
+    tg_in(&t, RT(1, 48), true);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_i(tg_node(&t), "transB", 1);
+    kiln__node_set_attr_f(tg_node(&t), "alpha", 0.5f);
+    mark_fp8(&t, 1.0f);
+    run_case("FP8 Gemm transB bias alpha", &t, tol);
+    t = tg_new(KILN_OP_Gemm, 13);
+    tg_in(&t, RT(2, 9, 32), false);
+    tg_in(&t, RT(2, 32, 16), true);
+    tg_in(&t, RT(2, 9, 16), true);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_f(tg_node(&t), "beta", 0.3f);
+    mark_fp8(&t, 0.9f);
+    run_case("FP8 Gemm C[M,N] beta", &t, tol);
+    t = tg_new(KILN_OP_FusedGemm, 1);
+    tg_in(&t, RT(2, 5, 64), false);
+    tg_in(&t, RT(2, 64, 48), true);
+    tg_in(&t, RT(1, 48), true);
+    tg_outs(&t, 1);
+    set_act(&t, KILN_FUSED_TANH, 0, 0);
+    mark_fp8(&t, 1.0f);
+    run_case("FP8 FusedGemm Tanh", &t, tol);
+    fp8_conv_cases(tol);
+    fp8_shared_input_case(tol);
+    fp8_midpoint_case(tol ? tol : 1);
+    fp8_feed_case(tol);
+}
+
+/* The GPU's activation quantization byte for byte (the kernels skip the IEEE division where the product with the
+ * reciprocal decides the byte, kernels_common.cuh to_e4m3): an FP8 MatMul with an identity weight returns its
+ * quantized activations. Activations at E4M3 rounding midpoints (times the scale, +-1 ulp or exact), and random
+ * ones, in one binade range so that one E4M3 step is >= 0.9% of the largest output: with float32 outputs any byte
+ * that differs from the CPU's emulation fails the 1e-5 tolerance (FP16 outputs: 2e-3). */
+static void fp8_midpoint_case(double tol)
+{
+    const char *out = getenv("KILN_CUDA_FP8_OUT");
+    if (out && !strcmp(out, "fp32"))
+        tol = fmin(tol, 1e-5);
+    const float amax = 3.7f, s = amax / 448.0f;
+    tgraph t = tg_new(KILN_OP_MatMul, 13);
+    kiln_tensor x = RT(2, 37, 64), w = rand_tensor(F32, 2, D(64, 64), 0, 0);
+    float *xv = x.data, *wv = w.data;
+    for (int k = 0; k < 64; k++)
+        wv[k * 64 + k] = 1.0f;
+    for (int i = 0; i < 37 * 64; i++) {
+        double u = (test_randf(&rng) + 1.0) * 0.5;
+        if (i % 5 == 4) {   /* a random value in range */
+            xv[i] = (float)((u * 352 + 64) * s) * (i % 2 ? -1.0f : 1.0f);
+            continue;
+        }
+        uint8_t c = (uint8_t)(0x60 + (int)(u * 29));   /* 64 .. 416 */
+        float e = kiln__fp8_to_f32(KILN_DT_FP8E4M3, c), e1 = kiln__fp8_to_f32(KILN_DT_FP8E4M3, (uint8_t)(c + 1));
+        float v = ((e + e1) * 0.5f) * s;
+        v = i % 3 == 0 ? nextafterf(v, INFINITY) : i % 3 == 1 ? nextafterf(v, -INFINITY) : v;
+        xv[i] = i % 2 ? -v : v;
+    }
+    tg_in(&t, x, false);
+    tg_in(&t, w, true);
+    tg_outs(&t, 1);
+    mark_fp8(&t, amax);
+    run_case("FP8 activations at E4M3 midpoints", &t, tol);
+}
+
+/* FP8 layers reading one tensor (BERT's Q, K and V GEMMs): the GPU quantizes it once and the next layers with the
+ * same scale reuse it; a layer with another scale quantizes again. Run twice with other data in the same graph
+ * input (the kept quantization must not outlive the upload), each run against the CPU. */
+static void fp8_shared_input_case(double tol)
+{
+    tgraph t = tg_new(KILN_OP_MatMul, 13);
+    tg_in(&t, RT(3, 2, 9, 64), false);
+    tg_in(&t, RT(2, 64, 32), true);
+    mark_fp8(&t, 1.0f);
+    int x = tg_node(&t)->in[0];
+    const float amax[2] = {1.0f, 0.5f};   /* the second scale saturates: results differ if it reused the first */
+    for (int k = 0; k < 2; k++) {
+        int in[2] = {x, tg_const(t.g, k ? "w_other" : "w_same", RT(2, 64, 48))};
+        int nd = tg_node_add(t.g, KILN_OP_MatMul, 13, k ? "other_scale" : "same_scale", 2, in, k ? "y_other" : "y_same");
+        mark_fp8_node(&t, nd, amax[k]);
+    }
+    tg_outs(&t, 1);   /* the first node's output, then the other two as graph outputs */
+    for (int n = 1; n <= 2; n++)
+        tg_output(t.g, n);
+    for (int run = 0; run < 2; run++) {
+        if (run) {   /* other data in the same input for the second run */
+            kiln__tensor_release(&t.feed[0]);
+            t.feed[0] = rand_tensor(F32, 3, D(2, 9, 64), -1, 1);
+        }
+        char name[64];
+        snprintf(name, sizeof name, "FP8 shared input, run %d", run + 1);
+        check_case(name, &t, tol);
+    }
+    tg_free(&t);
+}
+
+/* ---- FP8 feeds (docs/CUDA.md, "FP8 GEMMs"): a layer marked KILN_ATTR_FP8_FEED (the builder marks the producers of
+ * FP8 layers' inputs; LayerNormalization and the FP8 GEMMs' GELU epilogue honour it) writes the E4M3 copy of its
+ * output in its own kernel and the FP8 layers reading it skip their
+ * quantization pass. The outputs must be bit-identical to a device whose FP8 layers quantize every input themselves
+ * (KILN_CUDA_FP8_FEED=0), the device's counts must show the feeds read and no pass run, and both must match the CPU. */
+static void mark_feed(kiln_graph *g, int nd, float amax)
+{
+    kiln__node_set_attr_f(&g->nodes[nd], KILN_ATTR_FP8_FEED, amax / 448.0f);
+}
+
+/* LayerNormalization -> FP8 MatMul (a first reader of its feed) and FP8 FusedMatMul bias + GELU -> FP8 MatMul (the
+ * GELU epilogue's feed), as in a BERT layer: 3 FP8 layers fed, 0 passes (2 without feeds). */
+static tgraph feed_graph(void)
+{
+    tgraph t = tg_new(KILN_OP_LayerNormalization, 17);
+    kiln_graph *g = t.g;
+    int h;
+    tg_in(&t, RT(3, 2, 9, 64), false);
+    tg_in(&t, rand_tensor(F32, 1, D(64), 0.5, 1.5), true);
+    tg_in(&t, RT(1, 64), true);
+    h = tg_out1(g, t.node, "h1");
+    kiln__node_set_attr_i(tg_node(&t), "axis", -1);
+    mark_feed(g, t.node, 4.0f);
+    int in1[2] = {h, tg_const(g, "w1", RT(2, 64, 32))};
+    int n1 = tg_node_add(g, KILN_OP_MatMul, 13, "side", 2, in1, "y1");
+    mark_fp8_node(&t, n1, 4.0f);
+    int in2[3] = {h, tg_const(g, "w2", RT(2, 64, 96)), tg_const(g, "b2", RT(1, 96))};
+    int n2 = tg_node_add(g, KILN_OP_FusedMatMul, 1, "ffn1", 3, in2, "h2");
+    int keep = t.node;
+    t.node = n2;
+    set_act(&t, KILN_FUSED_GELU, 0, 0);
+    t.node = keep;
+    mark_fp8_node(&t, n2, 4.0f);
+    mark_feed(g, n2, 2.0f);
+    int in3[2] = {g->nodes[n2].out[0], tg_const(g, "w3", RT(2, 96, 48))};
+    int n3 = tg_node_add(g, KILN_OP_MatMul, 13, "ffn2", 2, in3, "y0");
+    mark_fp8_node(&t, n3, 2.0f);
+    tg_output(g, n3);
+    tg_output(g, n1);
+    return t;
+}
+
+/* Two runs of t on device d (the first uploads the weights, which drops any kept quantization): the second's outputs
+ * into got, its counts into st; false (and a message) on failure. */
+static bool feed_run(kiln_dev *d, tgraph *t, kiln_tensor *got, kiln_device_stats *st)
+{
+    const kiln_tensor *feed[8];
+    for (int i = 0; i < t->n_feed; i++)
+        feed[i] = &t->feed[i];
+    kiln_run_env gpu = {.nthreads = 1, .dev = d, .backend = kiln__dev_backend(d)};
+    kiln_status s = KILN_OK;
+    for (int run = 0; run < 2 && s == KILN_OK; run++) {
+        for (int o = 0; run && o < t->g->n_outputs; o++)
+            kiln__tensor_release(&got[o]);
+        kiln__dev_run_begin(d);
+        s = kiln__exec_graph(t->g, NULL, feed, got, &gpu, 0);
+    }
+    kiln__dev_stats(d, st);
+    kiln__dev_weights_clear(d);
+    if (s != KILN_OK)
+        printf("FAIL FP8 feeds: %s\n", kiln_last_error());
+    return s == KILN_OK && st->device_layers == t->g->n_nodes;
+}
+
+void fp8_feed_case(double tol)
+{
+    tgraph t = feed_graph();
+    kiln_graph *g = t.g;
+    tg_round_half(&t);
+    const kiln_tensor *feed[8];
+    for (int i = 0; i < t.n_feed; i++)
+        feed[i] = &t.feed[i];
+    kiln_tensor ref[4] = {0}, got[4] = {0}, off[4] = {0};
+    kiln_run_env cpu = {.nthreads = 1};
+    test_checks++;
+    bool ok = kiln__exec_graph(g, NULL, feed, ref, &cpu, 0) == KILN_OK;
+    const char *name = "FP8 feeds: LayerNorm, GELU";
+    if (!ok || !dev) {
+        printf("%s %s%s\n", ok ? "cpu " : "FAIL", name, ok ? "" : ": CPU reference failed");
+        test_failures += !ok;
+    } else {
+        kiln_device_stats on, no;
+        kiln_dev *d0 = NULL;
+        setenv("KILN_CUDA_FP8_FEED", "0", 1);
+        bool opened = kiln__dev_open(KILN_DEVICE_CUDA, 0, &d0) == KILN_OK;
+        unsetenv("KILN_CUDA_FP8_FEED");
+        ok = opened && feed_run(dev, &t, got, &on) && feed_run(d0, &t, off, &no);
+        double worst = 0, cos = 1, same = 0;
+        for (int o = 0; ok && o < g->n_outputs; o++) {
+            worst = fmax(worst, compare(&got[o], &ref[o]));
+            cos = fmin(cos, cosine(&got[o], &ref[o]));
+            same = fmax(same, got[o].nbytes == off[o].nbytes && !memcmp(got[o].data, off[o].data, got[o].nbytes)
+                                  ? 0.0 : 1.0);
+        }
+        /* with half storage (of the activations, or of the FP8 GEMMs' outputs: KILN_CUDA_FP8_OUT fp16 / bf16, FP16
+         * unset) the CPU quantizes float32 values the GPU holds rounded to half: some land on the other side of an
+         * E4M3 rounding midpoint (one E4M3 step), so the cosine decides there */
+        const char *fo = getenv("KILN_CUDA_FP8_OUT");
+        bool half_store = half_mode != KILN_DT_UNDEFINED || !fo || strcmp(fo, "fp32");
+        bool near = !half_store ? worst <= tol : cos >= 0.999 && worst <= 0.1;
+        const unsigned long long want_fed = 3, want_off = 2;
+        bool counts = ok && on.fp8_fed_inputs == want_fed && on.fp8_quant_passes == 0 && no.fp8_fed_inputs == 0 &&
+                      no.fp8_quant_passes == want_off;
+        bool good = ok && near && same == 0 && counts;
+        printf("%s %-28s max rel err %.3g cosine %.6f (tol %.1g); bit-identical to no feeds: %s; fed %llu passes %llu "
+               "(without feeds: %llu / %llu)\n", good ? "ok  " : "FAIL", name, worst, cos, tol, same == 0 ? "yes" : "NO",
+               on.fp8_fed_inputs, on.fp8_quant_passes, no.fp8_fed_inputs, no.fp8_quant_passes);
+        test_failures += !good;
+        if (d0)
+            kiln__dev_close(d0);
+    }
+    for (int o = 0; o < 4; o++) {
+        kiln__tensor_release(&ref[o]);
+        kiln__tensor_release(&got[o]);
+        kiln__tensor_release(&off[o]);
+    }
+    tg_free(&t);
+}
+
+/* ---- 4-bit weight-only layers (`--precision nvfp4|mxfp4|int4` engines): kiln_wq the format, kiln_aq "fp16".
+ * The GPU decodes the CPU backend's packing of the weight to the emulation's FP16 weights exactly and
+ * multiplies FP16-rounded activations with FP32 sums; its output is FP16 (one rounding: 2e-3). Sizes off
+ * every tile: K not a multiple of the 16 / 32-element blocks, several 128-row / 128-column tiles, N odd. */
+static void mark_fp4(tgraph *t, const char *fmt)
+{
+    kiln__node_set_attr_s(tg_node(t), KILN_ATTR_WQ, fmt);
+    kiln__node_set_attr_s(tg_node(t), KILN_ATTR_AQ, "fp16");
+}
+
+/* 4-bit embedding tables (PRECISION.md "4-bit embedding tables"): a Gather so marked keeps only the CPU backend's
+ * packing of its table on the GPU and decodes the gathered rows as the GEMM decodes its weights, to the emulation's
+ * FP16 values exactly, in float32 storage (tol 0; the half passes: that storage's rounding). Row lengths odd, below
+ * one block and of several blocks; int64 and int32 indices of ranks 1 to 3 with negative ones (they wrap). */
+void fp4_gather_cases(void)
+{
+    static const char *fmts[3] = {"nvfp4", "mxfp4", "int4"};
+    char name[64];
+    for (int f = 0; f < 3; f++) {
+        tgraph t = tg_new(KILN_OP_Gather, 13);
+        tg_in(&t, rand_tensor(F32, 2, D(1000, 77), -0.2, 0.2), true);
+        tg_in(&t, rand_tensor(KILN_DT_INT64, 2, D(3, 129), -1000, 999), false);
+        tg_outs(&t, 1);
+        mark_fp4(&t, fmts[f]);
+        snprintf(name, sizeof name, "%s Gather 1000x77 int64", fmts[f]);
+        run_case(name, &t, 0);
+        t = tg_new(KILN_OP_Gather, 13);
+        tg_in(&t, RT(2, 50, 7), true);
+        tg_in(&t, rand_tensor(KILN_DT_INT32, 1, D(33), -50, 49), false);
+        tg_outs(&t, 1);
+        mark_fp4(&t, fmts[f]);
+        snprintf(name, sizeof name, "%s Gather 50x7 int32", fmts[f]);
+        run_case(name, &t, 0);
+    }
+    tgraph t = tg_new(KILN_OP_Gather, 13);
+    tg_in(&t, RT(2, 300, 768), true);
+    tg_in(&t, rand_tensor(KILN_DT_INT64, 3, D(2, 3, 40), -300, 299), false);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_i(tg_node(&t), "axis", -2);
+    mark_fp4(&t, "nvfp4");
+    run_case("nvfp4 Gather 300x768 axis -2", &t, 0);
+}
+
+void fp4_cases(void)
+{
+    static const char *fmts[3] = {"nvfp4", "mxfp4", "int4"};
+    char name[64];
+    for (int f = 0; f < 3; f++) {
+        tgraph t = tg_new(KILN_OP_MatMul, 13);
+        tg_in(&t, RT(3, 3, 17, 70), false);
+        tg_in(&t, RT(2, 70, 33), true);
+        tg_outs(&t, 1);
+        mark_fp4(&t, fmts[f]);
+        snprintf(name, sizeof name, "%s MatMul K 70 N 33", fmts[f]);
+        run_case(name, &t, 2e-3);
+        t = tg_new(KILN_OP_FusedMatMul, 1);
+        tg_in(&t, RT(3, 2, 150, 768), false);
+        tg_in(&t, RT(2, 768, 200), true);
+        tg_in(&t, RT(1, 200), true);
+        tg_in(&t, RT(3, 2, 150, 200), false);
+        tg_outs(&t, 1);
+        set_act(&t, KILN_FUSED_GELU, 0, 0);
+        mark_fp4(&t, fmts[f]);
+        snprintf(name, sizeof name, "%s FusedMatMul 300x768x200 Gelu", fmts[f]);
+        run_case(name, &t, 2e-3);
+    }
+    tgraph t = tg_new(KILN_OP_MatMul, 13);
+    tg_in(&t, RT(1, 64), false);
+    tg_in(&t, RT(2, 64, 16), true);
+    tg_outs(&t, 1);
+    mark_fp4(&t, "nvfp4");
+    run_case("nvfp4 MatMul 1-D A", &t, 2e-3);
+    t = tg_new(KILN_OP_Gemm, 13);
+    tg_in(&t, RT(2, 7, 130), false);
+    tg_in(&t, RT(2, 48, 130), true);
+    tg_in(&t, RT(1, 48), true);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_i(tg_node(&t), "transB", 1);
+    mark_fp4(&t, "mxfp4");
+    run_case("mxfp4 Gemm transB bias", &t, 2e-3);
+    t = tg_new(KILN_OP_FusedGemm, 1);
+    tg_in(&t, RT(2, 5, 64), false);
+    tg_in(&t, RT(2, 64, 48), true);
+    tg_in(&t, RT(1, 48), true);
+    tg_outs(&t, 1);
+    set_act(&t, KILN_FUSED_RELU, 0, 0);
+    mark_fp4(&t, "int4");
+    run_case("int4 FusedGemm bias Relu", &t, 2e-3);
+    fp4_gather_cases();
+}
