@@ -86,4 +86,15 @@ typedef struct kiln_convd {
 bool kiln__conv_direct_available(void);
 void kiln__conv_direct_f32(kiln_pool *pool, int nthreads, const kiln_convd *d);
 
+/* The direct convolution's driver, shared by its ISA tiles (kiln__conv_direct_f32 with 32-pixel tiles,
+ * x86/convd_avx2.c with 16): nothing for an empty output, zeros (+ epilogue) for K == 0, else `task` over the
+ * tiles of tile_w pixels of one output row (ctx: a kiln_convd_job whose d has a no-op epilogue dropped), in
+ * grains of at least ~2 MFLOP per 128 pixels a task. */
+typedef struct kiln_convd_job {
+    const kiln_convd *d;
+    int64_t tw;   /* tiles per output row */
+} kiln_convd_job;
+void kiln__conv_direct_drive(kiln_pool *pool, int nthreads, const kiln_convd *d, int tile_w,
+                             void (*task)(void *ctx, int64_t t0, int64_t t1));
+
 #endif

@@ -131,10 +131,6 @@ static inline void store_tile(const float *acc, int ldt, float *c, int64_t ldc, 
 extern const gemm_impl kiln__gemm_impl_avx2, kiln__gemm_impl_avx512;
 void kiln__gemm_row512(int64_t K, const float *a, int64_t as, const float *bpack, int64_t p0, int64_t p1, int64_t N,
                        float *c, const tile_args *t);
-typedef struct convd_job {
-    const kiln_convd *d;
-    int64_t tw;           /* tiles per output row */
-} convd_job;
-void kiln__gemm_convd_task(void *ctx, int64_t t0, int64_t t1);   /* kiln__parallel_for task over a convd_job */
+void kiln__gemm_convd_task(void *ctx, int64_t t0, int64_t t1);   /* kiln__conv_direct_drive's task, 32 pixels */
 #endif
 #endif

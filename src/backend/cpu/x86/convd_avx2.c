@@ -13,11 +13,6 @@
 
 enum { MR = 6, TW = 16, KC = 256 };
 
-typedef struct convd2_job {
-    const kiln_convd *d;
-    int64_t tw;   /* 16-pixel tiles per output row */
-} convd2_job;
-
 /* One tile: rows [0, m) of the R-row block at a (m <= R), n <= 16 columns of C at c; beta 0 or 1
  * (later K slices accumulate); e (last K slice only) at global (i0, j0). */
 __attribute__((target("avx2,fma"), always_inline)) static inline void tile_rows(int64_t kc, const float *a,
@@ -108,7 +103,7 @@ __attribute__((target("avx2,fma"))) static void tile(int64_t kc, const float *a,
 /* Tiles [t0, t1): all output channels of one output row's 16 pixels each, K in slices of <= 256. */
 static void convd2_task(void *ctx, int64_t t0, int64_t t1)
 {
-    const convd2_job *j = ctx;
+    const kiln_convd_job *j = ctx;   /* j->tw: 16-pixel tiles per output row */
     const kiln_convd *d = j->d;
     const int64_t M = d->M, K = d->K;
     const int64_t kb = (K + KC - 1) / KC, kcs = (K + kb - 1) / kb;
@@ -131,22 +126,6 @@ static void convd2_task(void *ctx, int64_t t0, int64_t t1)
 
 void kiln__conv_direct_f32_avx2(kiln_pool *pool, int nthreads, const kiln_convd *d)
 {
-    if (d->M <= 0 || d->Ho <= 0 || d->Wo <= 0)
-        return;
-    const kiln_epi *epi = kiln__epi_is_noop(d->epi) ? NULL : d->epi;
-    kiln_convd dd = *d;
-    dd.epi = epi;
-    if (d->K <= 0) {
-        for (int64_t i = 0; i < d->M; i++)
-            memset(d->C + i * d->ldc, 0, sizeof(float) * (size_t)(d->Ho * d->Wo));
-        if (epi)
-            kiln__epi_apply_f32(epi, d->C, d->ldc, d->M, d->Ho * d->Wo, 0, 0);
-        return;
-    }
-    convd2_job j = {.d = &dd, .tw = (d->Wo + TW - 1) / TW};
-    int64_t tiles = d->Ho * j.tw;
-    double flops = 2.0 * (double)d->M * (double)d->K * TW;   /* per tile */
-    int64_t grain = flops * 8 >= 2.0e6 ? 1 : (int64_t)(2.0e6 / (flops * 8)) + 1;
-    kiln__parallel_for(pool, nthreads, tiles, grain, convd2_task, &j);
+    kiln__conv_direct_drive(pool, nthreads, d, TW, convd2_task);
 }
 #endif

@@ -531,7 +531,7 @@ T512 void kiln__gemm_row512(int64_t K, const float *a, int64_t as, const float *
 
 T512 void kiln__gemm_convd_task(void *ctx, int64_t t0, int64_t t1)
 {
-    const convd_job *j = ctx;
+    const kiln_convd_job *j = ctx;
     const kiln_convd *d = j->d;
     const int64_t M = d->M, K = d->K;
     int64_t kb = ceil_div(K, KC_CONV), kcs = ceil_div(K, kb);
