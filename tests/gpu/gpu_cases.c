@@ -592,6 +592,38 @@ void half_weight_cases(void)
         set_act(&t, KILN_FUSED_RELU, 0, 0);
         snprintf(name, sizeof name, "FusedConv %s W odd C bias+res+Relu", hn);
         run_case(name, &t, tol);
+        /* fewer than 8 input channels: kiln's implicit-GEMM kernel (kernels_conv.cu), not cuDNN. A stem (7x7 s2,
+         * 3 channels, pixels not a multiple of its 128-row tile), one channel dilated with a residual and 40
+         * outputs (a partial column tile), 72 outputs (two column tiles) with strides (1, 2) and SiLU after */
+        t = tg_new(KILN_OP_FusedConv, 1);
+        tg_in(&t, half_act(h, 4, D(2, 3, 37, 45)), false);
+        tg_in(&t, half_weight(h, 4, D(64, 3, 7, 7)), true);
+        tg_in(&t, RT(1, 64), true);
+        tg_outs(&t, 1);
+        attr_ints(&t, "pads", 4, D(3, 3, 3, 3));
+        attr_ints(&t, "strides", 2, D(2, 2));
+        set_act(&t, KILN_FUSED_RELU, 0, 0);
+        snprintf(name, sizeof name, "FusedConv %s W stem 7x7 s2 3ch bias+Relu", hn);
+        run_case(name, &t, tol);
+        t = tg_new(KILN_OP_FusedConv, 1);
+        tg_in(&t, half_act(h, 4, D(3, 1, 17, 19)), false);
+        tg_in(&t, half_weight(h, 4, D(40, 1, 5, 5)), true);
+        tg_in(&t, RT(1, 40), true);
+        tg_in(&t, half_act(h, 4, D(3, 40, 17, 19)), false);
+        tg_outs(&t, 1);
+        attr_ints(&t, "pads", 4, D(4, 4, 4, 4));
+        attr_ints(&t, "dilations", 2, D(2, 2));
+        snprintf(name, sizeof name, "FusedConv %s W 1ch 5x5 d2 K40 bias+res", hn);
+        run_case(name, &t, tol);
+        t = tg_new(KILN_OP_FusedConv, 1);
+        tg_in(&t, half_act(h, 4, D(1, 4, 9, 130)), false);
+        tg_in(&t, half_weight(h, 4, D(72, 4, 3, 3)), true);
+        tg_outs(&t, 1);
+        attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
+        attr_ints(&t, "strides", 2, D(1, 2));
+        set_act(&t, KILN_FUSED_SILU, 0, 0);
+        snprintf(name, sizeof name, "FusedConv %s W 4ch 3x3 s(1,2) K72 SiLU", hn);
+        run_case(name, &t, tol);
         t = tg_new(KILN_OP_FusedConv, 1);
         tg_in(&t, half_act(h, 4, D(2, 8, 10, 10)), false);
         tg_in(&t, half_weight(h, 4, D(16, 8, 3, 3)), true);

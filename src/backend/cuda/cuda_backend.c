@@ -775,6 +775,17 @@ static kiln_status run_forced(cu_be *b, const cu_op *o, kiln_kctx *ctx)
     return st;
 }
 
+/* KILN_CUDA_PROFILE=layers: one line per layer of the first profiled run (name, op, output 0's dims, ms) */
+static void print_layer(const kiln_layer *l, const kiln_kctx *ctx, float ms)
+{
+    char dims[96] = "";
+    const kiln_tensor *y = ctx->n_out > 0 ? ctx->out[0] : NULL;
+    for (int i = 0, n = 0; y && i < y->ndim && n < (int)sizeof dims - 12; i++)
+        n += snprintf(dims + n, sizeof dims - (size_t)n, "%s%lld", i ? "x" : "", (long long)y->dims[i]);
+    fprintf(stderr, "kiln cuda layer %-40s %-14s %-22s %9.3f ms\n", l->node->name ? l->node->name : "?",
+            l->node->op_type, dims, ms);
+}
+
 static kiln_status cuda_run(const kiln_backend *be, const kiln_layer *l, kiln_kctx *ctx)
 {
     cu_be *b = cu_of(be);
@@ -795,6 +806,8 @@ static kiln_status cuda_run(const kiln_backend *be, const kiln_layer *l, kiln_kc
         if (cudaEventSynchronize(b->prof[1]) == cudaSuccess &&
             cudaEventElapsedTime(&ms, b->prof[0], b->prof[1]) == cudaSuccess) {
             b->op_ms[l->node->op] += ms;
+            if (b->profile_layers && b->runs == 3)
+                print_layer(l, ctx, ms);
             if (!b->op_n[l->node->op]++)
                 snprintf(b->op_name[l->node->op], sizeof b->op_name[0], "%s", l->node->op_type);
         }
@@ -928,6 +941,8 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
      * KILN_CUDA_NHWC=0 never, =1 always, unset from batch NHWC_MIN_BATCH on */
     const char *cg = getenv("KILN_CUDA_CONV_GRAPH");   /* half convolutions through cuDNN's graph API */
     b->conv_graph = !cg || strcmp(cg, "0");
+    const char *sc = getenv("KILN_CUDA_SMALLC");   /* kiln's own kernel for half convolutions over few channels */
+    b->conv_smallc = !sc || strcmp(sc, "0");
     /* with the graph API NHWC won at batch 1 too (0.38 against 0.91 ms, ResNet-50 FP16) */
     const char *nhwc = getenv("KILN_CUDA_NHWC");
     b->nhwc = !nhwc || !nhwc[0] ? (b->conv_graph ? 1 : NHWC_MIN_BATCH) : !strcmp(nhwc, "0") ? 0 : 1;
@@ -979,6 +994,7 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
         b->op_n = calloc(KILN_OP_COUNT, sizeof *b->op_n);
         b->op_name = calloc(KILN_OP_COUNT, sizeof *b->op_name);
         b->profile = b->op_ms && b->op_n && b->op_name;
+        b->profile_layers = !strcmp(prof, "layers");
         for (int i = 0; i < 2 && st == KILN_OK; i++)
             st = cu_check(b, cudaEventCreate(&b->prof[i]), "creating an event");
         for (int i = 0; i < 4 && st == KILN_OK; i++)

@@ -32,6 +32,7 @@ typedef struct cu_be {
                                     * off) */
     int nhwc;                      /* half 2-D convolutions channels-last from this batch size on (KILN_CUDA_NHWC) */
     bool profile;                  /* KILN_CUDA_PROFILE=1: per-op GPU time, printed to stderr at the end */
+    bool profile_layers;           /* KILN_CUDA_PROFILE=layers: also each layer's time of the first profiled run */
     cudaEvent_t prof[2];
     double *op_ms;                 /* [KILN_OP_COUNT] */
     long *op_n;
@@ -63,6 +64,7 @@ typedef struct cu_be {
     unsigned mem_gen;              /* bumped when memory a graph may use is freed (workspace, cached blocks) */
     /* fused half convolutions through cuDNN's graph API (cuda_conv_graph.c) */
     bool conv_graph;               /* KILN_CUDA_CONV_GRAPH unset or not "0" */
+    bool conv_smallc;              /* half convolutions over < 8 channels by kiln's kernel (KILN_CUDA_SMALLC != 0) */
     bool fused_attn;               /* half attention in one kernel (off: KILN_CUDA_FUSED_ATTN=0) */
     int lt_candidates;             /* cuBLASLt heuristic candidates timed per GEMM (KILN_CUDA_GEMM_CANDIDATES, 8) */
     uint64_t own_weight_bytes;     /* device memory of weights in this instance's own forms (FP8, 4-bit) */

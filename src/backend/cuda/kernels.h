@@ -29,6 +29,19 @@ typedef struct cuk_shape {
     int64_t str[3][CUK_MAX_DIMS];
 } cuk_shape;
 
+/* A 2-D convolution for cuk_conv_smallc (kernels_conv.cu): input [n, c, h, w] at element strides xs*, filter
+ * [k, c, r, s] given as [k][kp] (KCRS rows zero-padded to kp, a multiple of 32, <= cuk_conv_smallc_max_kp()),
+ * output [n, k, p, q] in NHWC (y_nhwc) or NCHW, stride s*, begin pad p*, dilation d*. */
+typedef struct cuk_conv_desc {
+    int n, c, h, w, k, r, s, p, q, sh, sw, ph, pw, dh, dw, kp, y_nhwc, relu;
+    int64_t xsn, xsc, xsh, xsw;
+} cuk_conv_desc;
+/* y = relu?(conv(x, w) + bias + res): x in storage fdt_x (float32 or half), w / res / y in fdt_y (FP16 or
+ * BF16), bias float32 (bias, res may be NULL); FP32 accumulation on tensor cores. */
+cudaError_t cuk_conv_smallc(int fdt_x, int fdt_y, const void *x, const void *w, const float *bias, const void *res,
+                            void *y, const cuk_conv_desc *d, cudaStream_t s);
+int cuk_conv_smallc_max_kp(void);
+
 /* Unary kernels and fused epilogues take fdt (enum cuk_fdt): x, y, res in that storage; bias and
  * LayerNorm scale / bias are float32. */
 cudaError_t cuk_unary(int fdt, int act, const void *x, void *y, int64_t n, float alpha, float beta, cudaStream_t s);
