@@ -60,11 +60,12 @@ tgraph fp8_trans_a_graph(void)
 static void fp8_shared_input_case(double tol);
 static void fp8_midpoint_case(double tol);
 
-/* FP8 convolutions (cuda_conv_fp8.c: cuDNN's E4M3 convolution, channels-last, scale + bias + residual + ReLU in
- * its graph): 3x3 with everything fused, 1x1 stride 2 saturating, 3x3 stride 2 with small inputs in E4M3's
- * subnormals, SiLU (kiln's epilogue after the graph) */
-static void fp8_conv_cases(double tol)
+/* FP8 convolutions (cuda_conv_fp8.c: kiln's E4M3 implicit GEMM or cuDNN's graph, channels-last, scale + bias +
+ * residual + ReLU fused): 3x3 with everything fused, 1x1 stride 2 saturating, 3x3 stride 2 with small inputs in
+ * E4M3's subnormals, SiLU (kiln's epilogue after), a dilated one over several tiles with partial ones */
+static void fp8_conv_cases_in(double tol, const char *how)
 {
+    char name[96];
     tgraph t = tg_new(KILN_OP_FusedConv, 1);
     tg_in(&t, RT(4, 2, 32, 9, 11), false);
     tg_in(&t, RT(4, 48, 32, 3, 3), true);
@@ -74,14 +75,16 @@ static void fp8_conv_cases(double tol)
     attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
     set_act(&t, KILN_FUSED_RELU, 0, 0);
     mark_fp8(&t, 1.0f);
-    run_case("FP8 FusedConv 3x3 bias+res+Relu", &t, tol);
+    snprintf(name, sizeof name, "%s (%s)", "FP8 FusedConv 3x3 bias+res+Relu", how);
+    run_case(name, &t, tol);
     t = tg_new(KILN_OP_Conv, 13);
     tg_in(&t, RT(4, 3, 64, 14, 13), false);
     tg_in(&t, RT(4, 32, 64, 1, 1), true);
     tg_outs(&t, 1);
     attr_ints(&t, "strides", 2, D(2, 2));
     mark_fp8(&t, 0.8f);
-    run_case("FP8 Conv 1x1 s2 saturating", &t, tol);
+    snprintf(name, sizeof name, "%s (%s)", "FP8 Conv 1x1 s2 saturating", how);
+    run_case(name, &t, tol);
     t = tg_new(KILN_OP_FusedConv, 1);
     tg_in(&t, RT(4, 2, 16, 15, 15), false);
     tg_in(&t, RT(4, 16, 16, 3, 3), true);
@@ -91,7 +94,8 @@ static void fp8_conv_cases(double tol)
     attr_ints(&t, "strides", 2, D(2, 2));
     set_act(&t, KILN_FUSED_RELU, 0, 0);
     mark_fp8(&t, 50.0f);
-    run_case("FP8 FusedConv 3x3 s2 subnormal", &t, tol);
+    snprintf(name, sizeof name, "%s (%s)", "FP8 FusedConv 3x3 s2 subnormal", how);
+    run_case(name, &t, tol);
     t = tg_new(KILN_OP_FusedConv, 1);
     tg_in(&t, RT(4, 1, 32, 8, 8), false);
     tg_in(&t, RT(4, 16, 32, 3, 3), true);
@@ -100,7 +104,33 @@ static void fp8_conv_cases(double tol)
     attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
     set_act(&t, KILN_FUSED_SILU, 0, 0);
     mark_fp8(&t, 1.0f);
-    run_case("FP8 FusedConv bias+SiLU", &t, tol);
+    snprintf(name, sizeof name, "%s (%s)", "FP8 FusedConv bias+SiLU", how);
+    run_case(name, &t, tol);
+    /* several row tiles with a partial one (1449 pixels), two column tiles with a partial one (144 outputs), a
+     * reduction of 432 (a partial 64-byte step, 48 channels: pieces of one step in different (r, s)), dilated */
+    t = tg_new(KILN_OP_FusedConv, 1);
+    tg_in(&t, RT(4, 3, 48, 23, 21), false);
+    tg_in(&t, RT(4, 144, 48, 3, 3), true);
+    tg_in(&t, RT(1, 144), true);
+    tg_in(&t, RT(4, 3, 144, 23, 21), false);
+    tg_outs(&t, 1);
+    attr_ints(&t, "pads", 4, D(2, 2, 2, 2));
+    attr_ints(&t, "dilations", 2, D(2, 2));
+    set_act(&t, KILN_FUSED_RELU, 0, 0);
+    mark_fp8(&t, 1.0f);
+    snprintf(name, sizeof name, "%s (%s)", "FP8 FusedConv 3x3 d2 48->144 1449 px", how);
+    run_case(name, &t, tol);
+}
+
+/* each case through cuDNN's graph and through kiln's kernel (kernels_conv_fp8.cu); by default each layer takes the
+ * faster of the two (the model cases run that) */
+static void fp8_conv_cases(double tol)
+{
+    setenv("KILN_CUDA_FP8_CONV", "cudnn", 1);
+    fp8_conv_cases_in(tol, "cudnn");
+    setenv("KILN_CUDA_FP8_CONV", "kiln", 1);
+    fp8_conv_cases_in(tol, "kiln");
+    unsetenv("KILN_CUDA_FP8_CONV");
 }
 
 /* 17 input channels: cuDNN's FP8 convolution wants multiples of 16, so the layer stays on the CPU */

@@ -377,18 +377,19 @@ static bool smallc_ok(const cu_be *b, const kiln_kctx *ctx, kiln_dtype sdt)
     if (!b->conv_smallc || sdt == KILN_DT_FLOAT32 || x->ndim != 4 || x->dims[1] >= 8 ||
         b->host->attr_i(ctx->node, "group", 1) != 1 || w->dims[1] != x->dims[1])
         return false;
-    int64_t crs = w->dims[1] * w->dims[2] * w->dims[3];
-    return (crs + 31) / 32 * 32 <= cuk_conv_smallc_max_kp() && x->dims[1] * x->dims[2] * x->dims[3] < ((int64_t)1 << 30) &&
+    int64_t crs = (w->dims[1] <= 4 ? 4 : w->dims[1]) * w->dims[2] * w->dims[3];   /* <= 4 channels: padded to 4 */
+    return (crs + 31) / 32 * 32 <= cuk_conv_smallc_max_kp() && (x->dims[1] <= 4 ? 4 : x->dims[1]) * x->dims[2] * x->dims[3] < ((int64_t)1 << 30) &&
            w->dims[0] < ((int64_t)1 << 30);
 }
 
-static kiln_status smallc_weights(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, int kp, const void **out)
+static kiln_status smallc_weights(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const cuk_conv_desc *d, const void **out)
 {
     const kiln_tensor *w = IN(1);
+    int kp = d->kp;
     /* this path's state slot (100) and what sizes its filter buffer: a node at the address of a freed one
      * must not find that one's state */
-    int64_t key[4] = {100, w->dims[0], kp, sdt};
-    smallc_state *s = cu_state_get(b, ctx->node, key, 4);
+    int64_t key[5] = {100, w->dims[0], kp, sdt, d->v4};
+    smallc_state *s = cu_state_get(b, ctx->node, key, 5);
     unsigned long gen = cu_weights_gen();
     if (s && s->src == w->data && s->gen == gen) {
         *out = s->w;
@@ -401,7 +402,7 @@ static kiln_status smallc_weights(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, int 
             return cu_err(b, KILN_ERR_NOMEM, "out of memory");
         kiln_status st = cu_check(b, cudaMalloc(&s->w, k * (size_t)kp * es), "allocating a filter");
         if (st == KILN_OK)
-            st = cu_state_put(b, ctx->node, key, 4, s, smallc_free);
+            st = cu_state_put(b, ctx->node, key, 5, s, smallc_free);
         else
             smallc_free(s);
         KILN_TRY(st);
@@ -410,8 +411,12 @@ static kiln_status smallc_weights(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, int 
     memset(&tmp, 0, sizeof tmp);
     const kiln_tensor *wh;
     KILN_TRY(cu_as(b, w, sdt, &tmp, &wh));
-    kiln_status st = cu_check(b, cudaMemsetAsync(s->w, 0, k * (size_t)kp * es, b->stream), "clearing a filter");
-    if (st == KILN_OK)
+    kiln_status st = KILN_OK;
+    if (d->v4)   /* reordered (r, s, c < 4) */
+        st = cu_check(b, cuk_conv_w_rs4(cu_fdt(sdt), wh->data, s->w, d, b->stream), "reordering a filter");
+    else
+        st = cu_check(b, cudaMemsetAsync(s->w, 0, k * (size_t)kp * es, b->stream), "clearing a filter");
+    if (st == KILN_OK && !d->v4)
         st = cu_check(b, cudaMemcpy2DAsync(s->w, (size_t)kp * es, wh->data, crs * es, crs * es, k,
                                            cudaMemcpyDeviceToDevice, b->stream), "copying a filter");
     cu_tmp_free(b, &tmp);
@@ -435,8 +440,11 @@ static kiln_status conv_smallc(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, bool nh
     cuk_conv_desc d = {.n = (int)x->dims[0], .c = (int)x->dims[1], .h = (int)x->dims[2], .w = (int)x->dims[3],
                        .k = (int)w->dims[0], .r = (int)w->dims[2], .s = (int)w->dims[3], .p = (int)g.out[0],
                        .q = (int)g.out[1], .sh = (int)g.s[0], .sw = (int)g.s[1], .ph = (int)g.pb[0], .pw = (int)g.pb[1],
-                       .dh = (int)g.d[0], .dw = (int)g.d[1], .kp = (int)((crs + 31) / 32 * 32), .y_nhwc = nhwc,
-                       .relu = act == CUK_RELU};
+                       .dh = (int)g.d[0], .dw = (int)g.d[1], .y_nhwc = nhwc, .relu = act == CUK_RELU,
+                       .v4 = x->dims[1] <= 4};
+    if (d.v4)   /* each tap's <= 4 channels as one 8-byte load from a channels-last copy padded to 4 */
+        crs = 4 * w->dims[2] * w->dims[3];
+    d.kp = (int)((crs + 31) / 32 * 32);
     int64_t C = x->dims[1], H = x->dims[2], W = x->dims[3];
     if (cu_is_nhwc(x)) {
         d.xsc = 1; d.xsw = C; d.xsh = W * C; d.xsn = H * W * C;
@@ -444,16 +452,26 @@ static kiln_status conv_smallc(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, bool nh
         d.xsw = 1; d.xsh = W; d.xsc = H * W; d.xsn = C * H * W;
     }
     const void *wp = NULL;
-    KILN_TRY(smallc_weights(b, ctx, sdt, d.kp, &wp));
+    KILN_TRY(smallc_weights(b, ctx, sdt, &d, &wp));
     int64_t yd[4] = {x->dims[0], w->dims[0], g.out[0], g.out[1]};
     KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, 4, yd));
     kiln_tensor *y = ctx->out[0];
     if (nhwc)
         y->flags |= KILN_TENSOR_DEV_NHWC;
-    kiln_tensor tmp[3];
+    kiln_tensor tmp[4];
     memset(tmp, 0, sizeof tmp);
     const kiln_tensor *bias = NULL, *res = NULL;
-    kiln_status st = cu_as(b, IN(2), KILN_DT_FLOAT32, &tmp[0], &bias);
+    const void *xp = x->data;
+    kiln_status st = KILN_OK;
+    if (d.v4) {
+        st = cu_tmp(b, &tmp[3], sdt, 4, (int64_t[]){x->dims[0], x->dims[2], x->dims[3], 4});
+        if (st == KILN_OK)
+            st = cu_check(b, cuk_conv_to_nhwc4(cu_fdt(cu_sdt(x)), cu_fdt(sdt), x->data, tmp[3].data, &d, b->stream),
+                          "small-channel conv input");
+        xp = tmp[3].data;
+    }
+    if (st == KILN_OK)
+        st = cu_as(b, IN(2), KILN_DT_FLOAT32, &tmp[0], &bias);
     if (st == KILN_OK && ctx->node->op == KILN_OP_FusedConv && IN(3)) {
         st = cu_as(b, IN(3), sdt, &tmp[1], &res);
         if (st == KILN_OK)
@@ -462,12 +480,12 @@ static kiln_status conv_smallc(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, bool nh
             st = cu_kerr(b, ctx, KILN_ERR_SHAPE, "residual must have the output's shape");
     }
     if (st == KILN_OK)
-        st = cu_check(b, cuk_conv_smallc(cu_fdt(cu_sdt(x)), cu_fdt(sdt), x->data, wp, bias ? bias->data : NULL,
+        st = cu_check(b, cuk_conv_smallc(cu_fdt(cu_sdt(x)), cu_fdt(sdt), xp, wp, bias ? bias->data : NULL,
                                          res ? res->data : NULL, y->data, &d, b->stream), "small-channel conv");
     if (st == KILN_OK && act != CUK_IDENTITY && act != CUK_RELU)
         st = cu_check(b, cuk_epilogue(cu_fdt(sdt), y->data, cu_numel(y), yd[1], nhwc ? 1 : yd[2] * yd[3], NULL, NULL,
                                       act, aa, ab, b->stream), "conv activation");
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         cu_tmp_free(b, &tmp[i]);
     return st;
 }

@@ -8,16 +8,19 @@
  *   - s: activation scale x weight tensor scale (a float32 scalar in device memory, per layer);
  * the output in the storage the FP8 GEMMs use (FP16 by default), channels-last. What the CPU emulation
  * computes (cpu/lowbit.c): the same E4M3 values, summed in float32 in another order. A configuration no
- * engine takes with its epilogue runs the convolution and scale alone, then kiln's epilogue kernel. */
+ * engine takes with its epilogue runs the convolution and scale alone, then kiln's epilogue kernel.
+ * KILN_CUDA_FP8_CONV=kiln runs kiln's own implicit GEMM (kernels_conv_fp8.cu) instead, same operands. */
 #include "cuda_internal.h"
 #include "cuda_lowbit.h"
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define IN(i) (i < ctx->n_in ? ctx->in[i] : NULL)
 #define W_SLOT 62   /* the state slot of the layer's packed filter */
 #define S_SLOT 63   /* its scale */
 #define I_SLOT 64   /* 1 / its feed's scale */
+#define T_SLOT 65   /* the kernel chosen for it */
 
 typedef struct fp8_scale {
     float *dev;
@@ -100,6 +103,101 @@ static kiln_status run_graph(cu_be *b, cu_cg_key *k, const void *const *ptr, kil
                               "FP8 conv epilogue"));
     }
     return KILN_OK;
+}
+
+/* Which kernel runs an FP8 convolution: KILN_CUDA_FP8_CONV=kiln (kiln's implicit GEMM, kernels_conv_fp8.cu),
+ * =cudnn (cuDNN's graph), unset: per layer the faster of the two, timed on the layer's own operands at its first
+ * run (a tactic, like cuDNN's own candidates). Read per call: an A/B switch. */
+static int fp8_conv_mode(void)
+{
+    const char *e = getenv("KILN_CUDA_FP8_CONV");
+    return !e || !e[0] ? 0 : !strcmp(e, "kiln") ? 1 : 2;
+}
+
+/* One FP8 convolution's operands (ptr: x, w, bias, residual, y, scale, 1 / feed scale, feed, as cuDNN's graph) */
+typedef struct fp8_call {
+    cu_cg_key k;
+    const void *ptr[CU_CG_OPERANDS];
+    cuk_conv_desc d;
+    kiln_tensor *y;
+    const kiln_tensor *bias, *res;
+    bool relu;
+    kiln_dtype sdt;
+} fp8_call;
+
+static kiln_status call_run(cu_be *b, const fp8_call *c, bool own, bool *done, bool *fed)
+{
+    if (!own) {
+        cu_cg_key k = c->k;
+        return run_graph(b, &k, c->ptr, c->y, c->bias, c->res, c->relu, done, fed);
+    }
+    kiln_status st = cu_check(b, cuk_conv_fp8(cu_fdt(c->sdt), c->ptr[0], c->ptr[1], c->ptr[5], c->ptr[2], c->ptr[3],
+                                              (void *)c->ptr[4], c->ptr[6], (uint8_t *)c->ptr[7], &c->d, b->stream),
+                              "FP8 conv");
+    *done = st == KILN_OK;
+    *fed = *done && c->ptr[7];
+    return st;
+}
+
+/* Milliseconds of one run (median of 3 after a warm-up), or < 0 when it does not run. */
+static float call_time(cu_be *b, const fp8_call *c, bool own)
+{
+    cudaEvent_t ev[2] = {NULL, NULL};
+    float t[3] = {-1, -1, -1};
+    bool done = false, fed = false;
+    if (cudaEventCreate(&ev[0]) == cudaSuccess && cudaEventCreate(&ev[1]) == cudaSuccess &&
+        call_run(b, c, own, &done, &fed) == KILN_OK && done)
+        for (int i = 0; i < 3; i++) {
+            cudaEventRecord(ev[0], b->stream);
+            if (call_run(b, c, own, &done, &fed) != KILN_OK || !done)
+                break;
+            cudaEventRecord(ev[1], b->stream);
+            if (cudaEventSynchronize(ev[1]) != cudaSuccess || cudaEventElapsedTime(&t[i], ev[0], ev[1]) != cudaSuccess)
+                break;
+        }
+    for (int i = 0; i < 2; i++)
+        if (ev[i])
+            cudaEventDestroy(ev[i]);
+    if (t[0] < 0 || t[1] < 0 || t[2] < 0)
+        return -1;
+    float lo = fminf(t[0], fminf(t[1], t[2])), hi = fmaxf(t[0], fmaxf(t[1], t[2]));
+    return t[0] + t[1] + t[2] - lo - hi;
+}
+
+typedef struct fp8_tactic {
+    int own;   /* 1 kiln's kernel, 0 cuDNN's graph */
+} fp8_tactic;
+
+/* The kernel for this layer at these dims: the mode's, else the faster one timed now (kept per node and dims) */
+static kiln_status choose(cu_be *b, const kiln_kctx *ctx, const fp8_call *c, bool *own)
+{
+    int mode = fp8_conv_mode();
+    if (mode) {
+        *own = mode == 1;
+        return KILN_OK;
+    }
+    int64_t key[9] = {T_SLOT, c->d.n, c->d.c, c->d.h, c->d.w, c->d.k, c->d.p, c->d.q, c->y != NULL};
+    fp8_tactic *t = cu_state_get(b, ctx->node, key, 9);
+    if (t) {
+        *own = t->own;
+        return KILN_OK;
+    }
+    *own = false;
+    /* no timing inside a capture (cuDNN's graph, which refuses to plan there too), nor over an output written in
+     * place of its residual (each timed run would add it again) */
+    if (b->capturing || (c->ptr[3] && c->ptr[3] == c->ptr[4]))
+        return KILN_OK;
+    float tk = call_time(b, c, true), tc = call_time(b, c, false);
+    cudaGetLastError();   /* a failed attempt leaves nothing behind */
+    if (!(t = calloc(1, sizeof *t)))
+        return cu_err(b, KILN_ERR_NOMEM, "out of memory");
+    t->own = tk >= 0 && (tc < 0 || tk < tc);
+    const char *v = getenv("KILN_CUDA_CONV_GRAPH");
+    if (v && !strcmp(v, "2"))
+        fprintf(stderr, "kiln cuda: FP8 conv %s: kiln %.3f ms, cuDNN %.3f ms -> %s\n", ctx->node->name, tk, tc,
+                t->own ? "kiln" : "cuDNN");
+    *own = t->own;
+    return cu_state_put(b, ctx->node, key, 9, t, free);
 }
 
 kiln_status cu_fp8_conv_run(cu_be *b, kiln_kctx *ctx)
@@ -188,8 +286,17 @@ kiln_status cu_fp8_conv_run(cu_be *b, kiln_kctx *ctx)
         k.feed = fq != NULL;
         const void *ptr[CU_CG_OPERANDS] = {xq.data, wq->dev, bl ? bl->data : NULL, rl ? rl->data : NULL,
                                            y->data, sp, ip, fq};
-        bool done = false, fed = false;
-        st = run_graph(b, &k, ptr, y, bl, rl, act == CUK_RELU, &done, &fed);
+        fp8_call c = {.k = k, .d = {.n = (int)x->dims[0], .c = (int)C, .h = (int)x->dims[2], .w = (int)x->dims[3],
+                                    .k = (int)K, .r = (int)w->dims[2], .s = (int)w->dims[3], .p = (int)g.out[0],
+                                    .q = (int)g.out[1], .sh = (int)g.s[0], .sw = (int)g.s[1], .ph = (int)g.pb[0],
+                                    .pw = (int)g.pb[1], .dh = (int)g.d[0], .dw = (int)g.d[1], .y_nhwc = 1,
+                                    .relu = act == CUK_RELU},
+                      .y = y, .bias = bl, .res = rl, .relu = act == CUK_RELU, .sdt = sdt};
+        memcpy(c.ptr, ptr, sizeof c.ptr);
+        bool done = false, fed = false, use_kiln = false;
+        st = choose(b, ctx, &c, &use_kiln);
+        if (st == KILN_OK)
+            st = call_run(b, &c, use_kiln, &done, &fed);
         if (st == KILN_OK && !done)
             st = cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "no cuDNN engine runs this FP8 convolution");
         if (st == KILN_OK && fed)

@@ -34,6 +34,7 @@ typedef struct cuk_shape {
  * output [n, k, p, q] in NHWC (y_nhwc) or NCHW, stride s*, begin pad p*, dilation d*. */
 typedef struct cuk_conv_desc {
     int n, c, h, w, k, r, s, p, q, sh, sw, ph, pw, dh, dw, kp, y_nhwc, relu;
+    int v4;   /* cuk_conv_smallc: x is cuk_conv_to_nhwc4's [n][h][w][4] copy, w cuk_conv_w_rs4's [k][(r, s, c < 4)] */
     int64_t xsn, xsc, xsh, xsw;
 } cuk_conv_desc;
 /* y = relu?(conv(x, w) + bias + res): x in storage fdt_x (float32 or half), w / res / y in fdt_y (FP16 or
@@ -41,6 +42,16 @@ typedef struct cuk_conv_desc {
 cudaError_t cuk_conv_smallc(int fdt_x, int fdt_y, const void *x, const void *w, const float *bias, const void *res,
                             void *y, const cuk_conv_desc *d, cudaStream_t s);
 int cuk_conv_smallc_max_kp(void);
+/* For c <= 4: x (by d's x strides, storage fdt_x) as [n][h][w][4] in fdt_y, channels past c zero; the filter
+ * [k][c][r][s] in fdt as [k][kp] ordered (r, s, c < 4), zeros past c and past r * s * 4. */
+cudaError_t cuk_conv_to_nhwc4(int fdt_x, int fdt_y, const void *x, void *y, const cuk_conv_desc *d, cudaStream_t s);
+cudaError_t cuk_conv_w_rs4(int fdt, const void *w, void *w4, const cuk_conv_desc *d, cudaStream_t s);
+/* FP8 convolution (kernels_conv_fp8.cu): y = relu?(scale[0] * conv(x, w) + bias + res) with x E4M3 NHWC, w E4M3
+ * KRSC, C a multiple of 16, K even, y / res in fdt_y (NHWC: y_nhwc must be set; d->kp unused); yq (may be NULL):
+ * also E4M3(value * inv[0]), saturating. scale, inv: device scalars. */
+cudaError_t cuk_conv_fp8(int fdt_y, const uint8_t *x, const uint8_t *w, const float *scale, const float *bias,
+                         const void *res, void *y, const float *inv, uint8_t *yq, const cuk_conv_desc *d,
+                         cudaStream_t s);
 
 /* Unary kernels and fused epilogues take fdt (enum cuk_fdt): x, y, res in that storage; bias and
  * LayerNorm scale / bias are float32. */

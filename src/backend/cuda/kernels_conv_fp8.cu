@@ -1,0 +1,253 @@
+// kiln's own FP8 convolution (cuda_conv_fp8.c, KILN_CUDA_FP8_CONV=kiln): an implicit GEMM on mma.sync m16n8k32
+// E4M3 (float32 accumulation), channels-last. cuDNN 9's FP8 convolution engines run ResNet-50's layers no faster
+// than its FP16 ones on the H200, while mma.sync's E4M3 rate there measured 2.8x its FP16 rate (bench/mma_peak.cu).
+// This first version is correct but slower than cuDNN's FP8 engines (1.2-4.9x per layer: the epilogue's scattered
+// 4-byte stores on the memory-bound 1x1 layers, ~220 TFLOP/s on the 3x3 ones), so it is not the default. Rows of the GEMM are output pixels (n, p, q), columns output channels, the reduction runs
+// over (r, s, c) -- the KRSC filter's own order -- in 64-byte steps; each 16-byte piece of a step lies within one
+// (r, s) because C is a multiple of 16, and is copied from the E4M3 input by cp.async (zeros outside the image, past
+// the reduction or past the channels). Three stages in shared memory, 8 warps of 64 x 32 outputs each.
+// Epilogue in registers: x scale (a device scalar: activation scale x weight scale) + float32 bias + residual (the
+// output's storage), ReLU, stored in the output's storage; optionally the next FP8 layer's input too (feed: E4M3 of
+// the float32 value x 1 / its scale, saturating, before the output's rounding -- as cuDNN's graph wrote it).
+#include "kernels_common.cuh"
+
+namespace {
+
+constexpr int BM = 128, BN = 128, BK = 64, STAGES = 3, THREADS = 256;
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid)
+{
+    const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+    const int n = valid ? 16 : 0;   // 0 bytes read: the 16 bytes are zero-filled
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(n));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+
+__device__ __forceinline__ void mma_e4m3(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two neighbouring values at an even index of the output's storage.
+__device__ __forceinline__ float2 ld2(const float *p, int64_t o) { return *(const float2 *)(p + o); }
+__device__ __forceinline__ float2 ld2(const __half *p, int64_t o) { return __half22float2(*(const __half2 *)(p + o)); }
+__device__ __forceinline__ float2 ld2(const __nv_bfloat16 *p, int64_t o)
+{
+    return __bfloat1622float2(*(const __nv_bfloat162 *)(p + o));
+}
+__device__ __forceinline__ void st2(float *p, int64_t o, float a, float b) { *(float2 *)(p + o) = make_float2(a, b); }
+__device__ __forceinline__ void st2(__half *p, int64_t o, float a, float b) { *(__half2 *)(p + o) = __floats2half2_rn(a, b); }
+__device__ __forceinline__ void st2(__nv_bfloat16 *p, int64_t o, float a, float b)
+{
+    *(__nv_bfloat162 *)(p + o) = __floats2bfloat162_rn(a, b);
+}
+
+// Byte offset of 16-byte piece ch (0..3) of row `row` in a [rows][64] byte tile, XOR-swizzled with row / 2 so that
+// ldmatrix's 8 rows of one piece fall in 8 different bank groups.
+__device__ __forceinline__ int swz(int row, int ch) { return row * BK + ((ch ^ ((row >> 1) & 3)) << 4); }
+
+template <typename T>
+__global__ void __launch_bounds__(THREADS, 2)
+    k_conv_fp8(const uint8_t *__restrict__ x, const uint8_t *__restrict__ w, const float *__restrict__ scale,
+               const float *__restrict__ bias, const T *__restrict__ res, T *__restrict__ y,
+               const float *__restrict__ inv, uint8_t *__restrict__ yq, cuk_conv_desc d)
+{
+    __shared__ __align__(128) uint8_t smem[STAGES * (BM + BN) * BK];   // the stages; the epilogue's tile after
+    uint8_t(*as)[BM * BK] = (uint8_t(*)[BM * BK])smem;
+    uint8_t(*bs)[BN * BK] = (uint8_t(*)[BN * BK])(smem + STAGES * BM * BK);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp & 1, wn = warp >> 1;   // 2 x 4 warps: rows wm * 64, columns wn * 32
+    const int64_t M = (int64_t)d.n * d.p * d.q;
+    const int64_t m0 = (int64_t)blockIdx.x * BM;
+    const int n0 = blockIdx.y * BN;
+    const int red = d.r * d.s * d.c;   // the reduction length (a multiple of 16)
+    const int steps = (red + BK - 1) / BK;
+    // the 2 A rows (pixels) and 2 B rows (output channels) this thread copies, piece tid & 3 of each
+    const int ch = tid & 3;
+    int hb[2], wb[2];
+    int64_t xb[2];
+    bool mok[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int64_t m = m0 + (tid >> 2) + i * 64;
+        mok[i] = m < M;
+        const int64_t pq = (int64_t)d.p * d.q;
+        const int64_t nn = mok[i] ? m / pq : 0, rem = mok[i] ? m % pq : 0;
+        hb[i] = (int)(rem / d.q) * d.sh - d.ph;
+        wb[i] = (int)(rem % d.q) * d.sw - d.pw;
+        xb[i] = nn * d.h * d.w * d.c;
+    }
+    // this thread's piece's position in the reduction, advanced by 64 each load (loads come in step order)
+    int kc = ch * 16, pc = kc, pr = 0, ps = 0;   // reduction index; its channel, filter row, filter column
+    while (pc >= d.c) {
+        pc -= d.c;
+        if (++ps == d.s) {
+            ps = 0;
+            ++pr;
+        }
+    }
+    auto load = [&](int stage) {
+        const bool kok = kc < red;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int row = (tid >> 2) + i * 64;
+            const int hh = hb[i] + pr * d.dh, ww = wb[i] + ps * d.dw;
+            const bool ok = kok && mok[i] && (unsigned)hh < (unsigned)d.h && (unsigned)ww < (unsigned)d.w;
+            const uint8_t *src = ok ? x + xb[i] + ((int64_t)hh * d.w + ww) * d.c + pc : x;
+            cp_async16(&as[stage][swz(row, ch)], src, ok);
+            const bool nok = kok && n0 + row < d.k;
+            cp_async16(&bs[stage][swz(row, ch)], nok ? w + (int64_t)(n0 + row) * red + kc : w, nok);
+        }
+        kc += BK;
+        pc += BK;
+        while (pc >= d.c) {
+            pc -= d.c;
+            if (++ps == d.s) {
+                ps = 0;
+                ++pr;
+            }
+        }
+    };
+    float acc[4][4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                acc[i][j][e] = 0.f;
+#pragma unroll
+    for (int st = 0; st < STAGES - 1; st++) {
+        if (st < steps)
+            load(st);
+        cp_commit();
+    }
+    for (int step = 0; step < steps; step++) {
+        cp_wait<STAGES - 2>();
+        __syncthreads();   // this step's stage landed for every thread; the stage loaded next was read a step ago
+        if (step + STAGES - 1 < steps)
+            load((step + STAGES - 1) % STAGES);
+        cp_commit();
+        const uint8_t *a_s = as[step % STAGES], *b_s = bs[step % STAGES];
+#pragma unroll
+        for (int ks = 0; ks < 2; ks++) {
+            uint32_t a[4][4], b[4][2];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                ldsm_x4(a[i], &a_s[swz(wm * 64 + i * 16 + (lane & 15), ks * 2 + (lane >> 4))]);
+#pragma unroll
+            for (int jj = 0; jj < 2; jj++) {
+                const int mi = lane >> 3;
+                uint32_t r[4];
+                ldsm_x4(r, &b_s[swz(wn * 32 + jj * 16 + (lane & 7) + ((mi >> 1) << 3), ks * 2 + (mi & 1))]);
+                b[2 * jj][0] = r[0];
+                b[2 * jj][1] = r[1];
+                b[2 * jj + 1][0] = r[2];
+                b[2 * jj + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    mma_e4m3(acc[i][j], a[i], b[j][0], b[j][1]);
+        }
+    }
+    cp_wait<0>();
+    // Epilogue through shared memory, 64 rows at a time (the warps of row half wm): x scale + bias in float32 into
+    // a [64][BN + 4] tile, then each thread takes 8 neighbouring channels of a pixel: residual, ReLU, one 16-byte
+    // store of the output (K is a multiple of 8) and 8 bytes of its feed.
+    __syncthreads();   // every warp is done with the stages the tile overlays
+    float *tile = (float *)smem;
+    constexpr int TS = BN + 4;
+    static_assert(64 * TS * sizeof(float) <= sizeof(smem), "epilogue tile");
+    const float sc = *scale, iv = yq ? *inv : 0.f;
+    const int g = lane >> 2, tig = lane & 3;
+    for (int half = 0; half < 2; half++) {
+        if (wm == half) {
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++)
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        const int lc = wn * 32 + j * 8 + tig * 2, col = n0 + lc;
+                        float v0 = acc[i][j][hr * 2] * sc, v1 = acc[i][j][hr * 2 + 1] * sc;
+                        if (bias && col < d.k) {
+                            v0 += bias[col];
+                            v1 += bias[col + 1];
+                        }
+                        *(float2 *)&tile[(i * 16 + g + hr * 8) * TS + lc] = make_float2(v0, v1);
+                    }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int it = 0; it < 4; it++) {
+            const int idx = tid + it * THREADS, lr = idx >> 4, lc = (idx & 15) * 8;
+            const int64_t row = m0 + half * 64 + lr;
+            const int col = n0 + lc;
+            if (row < M && col < d.k) {
+                const int64_t o = row * d.k + col;
+                float v[8];
+                const float4 t0 = *(const float4 *)&tile[lr * TS + lc], t1 = *(const float4 *)&tile[lr * TS + lc + 4];
+                v[0] = t0.x; v[1] = t0.y; v[2] = t0.z; v[3] = t0.w;
+                v[4] = t1.x; v[5] = t1.y; v[6] = t1.z; v[7] = t1.w;
+                if (res) {
+#pragma unroll
+                    for (int e = 0; e < 8; e += 2) {
+                        const float2 rv = ld2(res, o + e);
+                        v[e] += rv.x;
+                        v[e + 1] += rv.y;
+                    }
+                }
+                if (d.relu) {
+#pragma unroll
+                    for (int e = 0; e < 8; e++)
+                        v[e] = fmaxf(v[e], 0.f);
+                }
+#pragma unroll
+                for (int e = 0; e < 8; e += 2)
+                    st2(y, o + e, v[e], v[e + 1]);
+                if (yq) {
+                    uint32_t q[2];
+#pragma unroll
+                    for (int e = 0; e < 2; e++)
+                        q[e] = (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(v[4 * e] * iv, v[4 * e + 1] * iv),
+                                                                  __NV_SATFINITE, __NV_E4M3) |
+                               (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(v[4 * e + 2] * iv, v[4 * e + 3] * iv),
+                                                                  __NV_SATFINITE, __NV_E4M3)
+                                   << 16;
+                    *(uint2 *)&yq[o] = make_uint2(q[0], q[1]);
+                }
+            }
+        }
+        __syncthreads();   // the tile is rewritten by the other half
+    }
+}
+
+template <typename T>
+cudaError_t launch(const uint8_t *x, const uint8_t *w, const float *scale, const float *bias, const void *res, void *y,
+                   const float *inv, uint8_t *yq, const cuk_conv_desc *d, cudaStream_t s)
+{
+    const int64_t M = (int64_t)d->n * d->p * d->q;
+    dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((d->k + BN - 1) / BN));
+    k_conv_fp8<T><<<grid, THREADS, 0, s>>>(x, w, scale, bias, (const T *)res, (T *)y, inv, yq, *d);
+    return cudaGetLastError();
+}
+
+} // namespace
+
+extern "C" cudaError_t cuk_conv_fp8(int fdt_y, const uint8_t *x, const uint8_t *w, const float *scale,
+                                    const float *bias, const void *res, void *y, const float *inv, uint8_t *yq,
+                                    const cuk_conv_desc *d, cudaStream_t s)
+{
+    if (d->c % 16 || d->k % 8 || !d->y_nhwc || (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
+        (int64_t)d->n * d->p * d->q / BM >= 0x7fffffff || (yq && !inv))
+        return cudaErrorInvalidValue;
+    if (fdt_y == CUK_F16) return launch<__half>(x, w, scale, bias, res, y, inv, yq, d, s);
+    if (fdt_y == CUK_BF16) return launch<__nv_bfloat16>(x, w, scale, bias, res, y, inv, yq, d, s);
+    return launch<float>(x, w, scale, bias, res, y, inv, yq, d, s);
+}
