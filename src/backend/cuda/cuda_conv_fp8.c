@@ -9,7 +9,8 @@
  * the output in the storage the FP8 GEMMs use (FP16 by default), channels-last. What the CPU emulation
  * computes (cpu/lowbit.c): the same E4M3 values, summed in float32 in another order. A configuration no
  * engine takes with its epilogue runs the convolution and scale alone, then kiln's epilogue kernel.
- * KILN_CUDA_FP8_CONV=kiln runs kiln's own implicit GEMM (kernels_conv_fp8.cu) instead, same operands. */
+ * kiln's own implicit GEMM (kernels_conv_fp8.cu) takes the same operands; each layer runs the faster of the two,
+ * timed at its first run. */
 #include "cuda_internal.h"
 #include "cuda_lowbit.h"
 #include <math.h>

@@ -1,14 +1,16 @@
-// kiln's own FP8 convolution (cuda_conv_fp8.c, KILN_CUDA_FP8_CONV=kiln): an implicit GEMM on mma.sync m16n8k32
-// E4M3 (float32 accumulation), channels-last. cuDNN 9's FP8 convolution engines run ResNet-50's layers no faster
-// than its FP16 ones on the H200, while mma.sync's E4M3 rate there measured 2.8x its FP16 rate (bench/mma_peak.cu).
-// This first version is correct but slower than cuDNN's FP8 engines (1.2-4.9x per layer: the epilogue's scattered
-// 4-byte stores on the memory-bound 1x1 layers, ~220 TFLOP/s on the 3x3 ones), so it is not the default. Rows of the GEMM are output pixels (n, p, q), columns output channels, the reduction runs
-// over (r, s, c) -- the KRSC filter's own order -- in 64-byte steps; each 16-byte piece of a step lies within one
-// (r, s) because C is a multiple of 16, and is copied from the E4M3 input by cp.async (zeros outside the image, past
-// the reduction or past the channels). Three stages in shared memory, 8 warps of 64 x 32 outputs each.
-// Epilogue in registers: x scale (a device scalar: activation scale x weight scale) + float32 bias + residual (the
-// output's storage), ReLU, stored in the output's storage; optionally the next FP8 layer's input too (feed: E4M3 of
-// the float32 value x 1 / its scale, saturating, before the output's rounding -- as cuDNN's graph wrote it).
+// kiln's own FP8 convolution (cuda_conv_fp8.c): an implicit GEMM on mma.sync m16n8k32 E4M3 (float32
+// accumulation), channels-last. cuDNN 9's FP8 convolution engines run ResNet-50's layers no faster than its FP16
+// ones on the H200, while mma.sync's E4M3 rate there measured 2.8x its FP16 rate (bench/mma_peak.cu). Each FP8
+// layer times this kernel against cuDNN's graph at its first run and keeps the faster: on the H200 it wins
+// ResNet-50's memory-bound 1x1 layers with a residual and loses the 3x3 ones (~245 TFLOP/s against cuDNN's ~630: a
+// 128x128 tile of 64-byte steps is near what the L2 can feed; docs/CUDA.md).
+// Rows of the GEMM are output pixels (n, p, q), columns output channels, the reduction runs over (r, s, c) -- the
+// KRSC filter's own order -- in 64-byte steps; each 16-byte piece of a step lies within one (r, s) because C is a
+// multiple of 16, and is copied from the E4M3 input by cp.async (zeros outside the image, past the reduction or
+// past the channels). Three stages in shared memory, 8 warps of 64 x 32 outputs each. Epilogue through shared
+// memory: x scale (a device scalar: activation scale x weight scale) + float32 bias, then residual (the output's
+// storage), ReLU, 16-byte stores in the output's storage; optionally the next FP8 layer's input too (feed: E4M3 of
+// the float32 value x 1 / its scale, saturating, before the output's rounding -- as cuDNN's graph writes it).
 #include "kernels_common.cuh"
 
 namespace {
