@@ -3,6 +3,7 @@
  * "prepared" by looking the op up in the op tables (cuda_ops_*.c, cuda_conv.c, cuda_gemm.c); their
  * per-shape state (descriptors, algorithms) is kept per node. Built into libkiln_cuda.so only. */
 #include "cuda_internal.h"
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -814,6 +815,31 @@ static kiln_status cuda_run(const kiln_backend *be, const kiln_layer *l, kiln_kc
     }
     /* launch errors surface at once (asynchronous faults at the next synchronize) */
     return cu_check(b, cudaGetLastError(), ctx->node->op_type);
+}
+
+float cu_time_median3(cu_be *b, bool (*run)(void *arg), void *arg)
+{
+    cudaEvent_t ev[2] = {NULL, NULL};
+    float t[3] = {-1, -1, -1};
+    if (cudaEventCreate(&ev[0]) == cudaSuccess && cudaEventCreate(&ev[1]) == cudaSuccess && run(arg))
+        for (int i = 0; i < 3; i++) {
+            cudaEventRecord(ev[0], b->stream);
+            if (!run(arg))
+                break;
+            cudaEventRecord(ev[1], b->stream);
+            if (cudaEventSynchronize(ev[1]) != cudaSuccess || cudaEventElapsedTime(&t[i], ev[0], ev[1]) != cudaSuccess) {
+                t[i] = -1;
+                break;
+            }
+        }
+    for (int i = 0; i < 2; i++)
+        if (ev[i])
+            cudaEventDestroy(ev[i]);
+    cudaGetLastError();   /* a failed attempt leaves nothing behind */
+    if (t[0] < 0 || t[1] < 0 || t[2] < 0)
+        return -1;
+    float lo = fminf(t[0], fminf(t[1], t[2])), hi = fmaxf(t[0], fmaxf(t[1], t[2]));
+    return t[0] + t[1] + t[2] - lo - hi;
 }
 
 void cu_part_mark(cu_be *b, int base, int k, int n)

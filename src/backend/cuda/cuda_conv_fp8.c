@@ -140,29 +140,24 @@ static kiln_status call_run(cu_be *b, const fp8_call *c, bool own, bool *done, b
     return st;
 }
 
+typedef struct fp8_timed {
+    cu_be *b;
+    const fp8_call *c;
+    bool own;
+} fp8_timed;
+
+static bool timed_run(void *arg)
+{
+    fp8_timed *t = arg;
+    bool done = false, fed = false;
+    return call_run(t->b, t->c, t->own, &done, &fed) == KILN_OK && done;
+}
+
 /* Milliseconds of one run (median of 3 after a warm-up), or < 0 when it does not run. */
 static float call_time(cu_be *b, const fp8_call *c, bool own)
 {
-    cudaEvent_t ev[2] = {NULL, NULL};
-    float t[3] = {-1, -1, -1};
-    bool done = false, fed = false;
-    if (cudaEventCreate(&ev[0]) == cudaSuccess && cudaEventCreate(&ev[1]) == cudaSuccess &&
-        call_run(b, c, own, &done, &fed) == KILN_OK && done)
-        for (int i = 0; i < 3; i++) {
-            cudaEventRecord(ev[0], b->stream);
-            if (call_run(b, c, own, &done, &fed) != KILN_OK || !done)
-                break;
-            cudaEventRecord(ev[1], b->stream);
-            if (cudaEventSynchronize(ev[1]) != cudaSuccess || cudaEventElapsedTime(&t[i], ev[0], ev[1]) != cudaSuccess)
-                break;
-        }
-    for (int i = 0; i < 2; i++)
-        if (ev[i])
-            cudaEventDestroy(ev[i]);
-    if (t[0] < 0 || t[1] < 0 || t[2] < 0)
-        return -1;
-    float lo = fminf(t[0], fminf(t[1], t[2])), hi = fmaxf(t[0], fmaxf(t[1], t[2]));
-    return t[0] + t[1] + t[2] - lo - hi;
+    fp8_timed t = {b, c, own};
+    return cu_time_median3(b, timed_run, &t);
 }
 
 typedef struct fp8_tactic {
@@ -189,7 +184,6 @@ static kiln_status choose(cu_be *b, const kiln_kctx *ctx, const fp8_call *c, boo
     if (b->capturing || (c->ptr[3] && c->ptr[3] == c->ptr[4]))
         return KILN_OK;
     float tk = call_time(b, c, true), tc = call_time(b, c, false);
-    cudaGetLastError();   /* a failed attempt leaves nothing behind */
     if (!(t = calloc(1, sizeof *t)))
         return cu_err(b, KILN_ERR_NOMEM, "out of memory");
     t->own = tk >= 0 && (tc < 0 || tk < tc);

@@ -227,32 +227,24 @@ static cudnnStatus_t execute(cu_be *b, cudnnBackendDescriptor_t p, const cu_cg_k
 }
 
 /* Milliseconds of one run of plan p (median of 3 after a warm-up); < 0 when it fails to run. */
+typedef struct plan_run {
+    cu_be *b;
+    cudnnBackendDescriptor_t p;
+    const cu_cg_key *k;
+    const void *const *ptr;
+    void *ws;
+} plan_run;
+
+static bool plan_exec(void *arg)
+{
+    plan_run *r = arg;
+    return execute(r->b, r->p, r->k, r->ptr, r->ws) == CUDNN_STATUS_SUCCESS;
+}
+
 static float time_plan(cu_be *b, cudnnBackendDescriptor_t p, const cu_cg_key *k, const void *const *ptr, void *ws)
 {
-    cudaEvent_t ev[2] = {NULL, NULL};
-    float t[3] = {-1, -1, -1};
-    if (cudaEventCreate(&ev[0]) != cudaSuccess || cudaEventCreate(&ev[1]) != cudaSuccess ||
-        execute(b, p, k, ptr, ws) != CUDNN_STATUS_SUCCESS)
-        goto done;
-    for (int i = 0; i < 3; i++) {
-        cudaEventRecord(ev[0], b->stream);
-        if (execute(b, p, k, ptr, ws) != CUDNN_STATUS_SUCCESS)
-            goto done;
-        cudaEventRecord(ev[1], b->stream);
-        if (cudaEventSynchronize(ev[1]) != cudaSuccess || cudaEventElapsedTime(&t[i], ev[0], ev[1]) != cudaSuccess)
-            t[i] = -1;
-        if (t[i] < 0)
-            goto done;
-    }
-done:
-    for (int i = 0; i < 2; i++)
-        if (ev[i])
-            cudaEventDestroy(ev[i]);
-    cudaGetLastError();   /* a failed candidate leaves nothing behind */
-    if (t[0] < 0 || t[1] < 0 || t[2] < 0)
-        return -1;
-    float lo = fminf(t[0], fminf(t[1], t[2])), hi = fmaxf(t[0], fmaxf(t[1], t[2]));
-    return t[0] + t[1] + t[2] - lo - hi;
+    plan_run r = {b, p, k, ptr, ws};
+    return cu_time_median3(b, plan_exec, &r);
 }
 
 /* ---- FP8 candidates checked against the first: an engine configuration whose output disagrees with the

@@ -171,6 +171,9 @@ kiln_status cu_graph_launch(kiln_backend *be, void *graph);
 void cu_graph_free(kiln_backend *be, void *graph);
 double cu_graph_ms(kiln_backend *be, double *compute_ms);
 
+/* Milliseconds of one call of run(arg) on the module's stream: the median of 3 after a warm-up, or < 0 when a call
+ * returns false (an error it leaves is cleared). Tactic timing: cuDNN graph candidates, FP8 convolution kernels. */
+float cu_time_median3(cu_be *b, bool (*run)(void *arg), void *arg);
 /* Profile mark k of a layer with parts (KILN_CUDA_PROFILE): call with k = 0 .. n in order; part i's time
  * adds to part_ms[base + i]. */
 void cu_part_mark(cu_be *b, int base, int k, int n);
