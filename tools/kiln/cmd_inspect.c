@@ -12,7 +12,7 @@ static const char usage[] =
     "  runs the engine once on synthetic inputs (shapes, memory plan); --profile times each layer on the CPU\n"
     "  (on --threads threads, 0: one per CPU); with --device cuda a column says where each layer ran: gpu, host\n"
     "  (shape arithmetic) or cpu (no CUDA kernel: a counted fallback); per-layer GPU times:\n"
-    "  KILN_CUDA_PROFILE=1 kiln bench ENGINE --device cuda\n"
+    "  KILN_CUDA_PROFILE=1 kiln bench ENGINE --device cuda (per op type; =layers: per layer too)\n"
     CLI_DEVICE_USAGE;
 
 static const char *place_name(kiln_layer_place p)
