@@ -35,7 +35,9 @@ __global__ void __launch_bounds__(THREADS) k_conv_smallc(const Tin *__restrict__
 {
     __shared__ __align__(16) T as[2 * BM * BK];
     __shared__ __align__(16) T bs[2 * BN * BK];
-    __shared__ int2 tab[MAX_KP];   // per reduction index: .x input offset, .y (r * dh) << 16 | (s * dw); -1: padding
+    // per reduction index (V4: per tap): .x input offset, .y (r * dh) << 16 | (s * dw); -1: padding. An offset is
+    // only used in bounds (then it is below the input's size, < 2^30); out of bounds it may be truncated.
+    __shared__ int2 tab[MAX_KP];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int64_t M = (int64_t)d.n * d.p * d.q;
     const int64_t m0 = (int64_t)blockIdx.x * BM;
@@ -44,7 +46,7 @@ __global__ void __launch_bounds__(THREADS) k_conv_smallc(const Tin *__restrict__
     if (V4) {   // per tap (r, s): .x its offset in the NHWC4 input
         for (int k = tid; k < d.kp / 4; k += THREADS) {
             const int r = k / d.s, s = k % d.s;
-            tab[k] = k < rs ? make_int2((int)((r * d.dh * d.w + s * d.dw) * 4), (r * d.dh) << 16 | (s * d.dw))
+            tab[k] = k < rs ? make_int2((int)(((int64_t)r * d.dh * d.w + s * d.dw) * 4), (r * d.dh) << 16 | (s * d.dw))
                             : make_int2(0, -1);
         }
     }
