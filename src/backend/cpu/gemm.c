@@ -312,6 +312,15 @@ static const float *panel_at(const gemm_job *g, tile_args *t, const float *pb, f
     const float *bp = g->bpack ? g->bpack + ((jc + jr) / nr) * g->K * nr + pc * nr : pb + jr * kc;
     t->j0 = jc + jr;
     t->colv = NULL;
+    if (g->direct_a && nr == 32 && n <= DOT_COLS && colv) {
+        /* a narrow last panel (a 14x14 map's N = 196 = 6 x 32 + 4) with A read in place: its n columns
+         * side by side along k, zero columns up to DOT_COLS, for the dot-product tile (colv[c * kc + k]) */
+        for (int c = 0; c < DOT_COLS; c++)
+            for (int64_t k = 0; k < kc; k++)
+                colv[c * kc + k] = c < n ? bp[k * nr + c] : 0.0f;
+        t->colv = colv;
+        return bp;
+    }
     const float *c16 = g->direct_a && n == 17 && nr == 32 ? bp + 16
                        : g->im->ukr17 && n == nr + 1  ? bp + (g->bpack ? g->K : kc) * nr
                                                        : NULL;
@@ -491,7 +500,7 @@ static void gemm_task(void *ctx, int64_t begin, int64_t end)
     if (raw) {
         pb = (float *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
         colv = pb + g->nc * g->kc;
-        pa = colv + g->kc;
+        pa = colv + DOT_COLS * g->kc;
         pa = (float *)(((uintptr_t)pa + 63) & ~(uintptr_t)63);
     }
     for (int64_t t = begin; t < end; t++) {
@@ -713,7 +722,7 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
     int64_t nb = ceil_div(g.nstep, im->nc);
     g.nc = ceil_div(ceil_div(g.nstep, nb), im->nr) * im->nr;
     share_a(pool, ntask_threads, &g);
-    g.buf_floats = (size_t)(g.nc * g.kc + g.kc + 16 + (g.direct_a || g.apack ? 0 : g.mc * g.kc));
+    g.buf_floats = (size_t)(g.nc * g.kc + DOT_COLS * g.kc + 16 + (g.direct_a || g.apack ? 0 : g.mc * g.kc));
     share_b(pool, ntask_threads, &g);
     kiln__parallel_for(pool, ntask_threads, g.tm * g.tn, 1, gemm_task, &g);
 }
