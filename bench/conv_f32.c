@@ -7,7 +7,8 @@
  * other and compare per layer. The MaxPool after the stem (3x3/2, pad 1) is timed alike, on its own
  * line after the convs' total.
  *
- *   build/bench_conv_f32 [rounds] [threads] [name-substring]   (built by CMake, not run by ctest) */
+ *   build/bench_conv_f32 [rounds] [threads] [name-substring]   (built by CMake, not run by ctest)
+ *   KILN_BENCH_COLD_WEIGHTS=1: weights flushed from the caches before each call (as in a model run) */
 #include "backend/cpu/prep.h"
 #include "ir/graph.h"
 #include <malloc.h>
@@ -130,8 +131,29 @@ static void setup(inst *in, const layer *l, unsigned long long *seed)
     in->flops = 2.0 * (double)(l->M * l->C * l->k * l->k) * (double)(Ho * Wo);
 }
 
+/* KILN_BENCH_COLD_WEIGHTS=1: the weights (and the prepared blob) are flushed from every cache level before
+ * each timed call, as in a model run, where ~100 MB of weights stream from memory (activations stay warm) */
+static void flush_weights(const inst *in)
+{
+#if defined(__x86_64__)
+    const char *p[2] = {in->w.data, in->blob};
+    size_t n[2] = {(size_t)kiln_tensor_numel(&in->w) * sizeof(float), in->blob ? in->size : 0};
+    for (int i = 0; i < 2; i++)
+        for (size_t o = 0; p[i] && o < n[i]; o += 64)
+            __builtin_ia32_clflush(p[i] + o);
+    __builtin_ia32_mfence();
+#else
+    (void)in;
+#endif
+}
+
 static double run(inst *in, const layer *l, kiln_pool *pool, int th)
 {
+    static int cold = -1;
+    if (cold < 0)
+        cold = getenv("KILN_BENCH_COLD_WEIGHTS") && atoi(getenv("KILN_BENCH_COLD_WEIGHTS")) > 0;
+    if (cold && !l->pool)
+        flush_weights(in);
     const kiln_tensor *cin[4] = {&in->x, &in->w, &in->b, &in->r};
     kiln_tensor y;
     memset(&y, 0, sizeof y);

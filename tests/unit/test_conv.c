@@ -478,6 +478,11 @@ static void test_conv_configs(unsigned long long *seed)
         cfg2d(1, 30, 5, 1, 17, 66, 3, 2, 1, 1, true),    /* 3x3 s2, even row: right-edge padding */
         cfg2d(1, 8, 8, 2, 11, 11, 3, 1, 2, 2, true),     /* grouped, dilated */
         cfg2d(1, 64, 64, 1, 14, 14, 3, 1, 1, 1, true),   /* ResNet 3x3 at 14x14 */
+        /* planes of <= 64 floats: the register-permute im2col (AVX-512), K slices starting mid-channel */
+        cfg2d(1, 60, 40, 1, 7, 7, 3, 1, 1, 1, true),     /* 3x3 at 7x7, K = 540 */
+        cfg2d(1, 9, 33, 1, 8, 8, 3, 2, 1, 1, true),      /* 3x3 s2 on 8x8 */
+        cfg2d(1, 5, 17, 1, 7, 9, 5, 1, 2, 2, false),     /* 5x5 dilated, 63-float plane */
+        cfg2d(1, 4, 9, 1, 4, 9, 7, 1, 3, 1, true),       /* 49 taps on a 36-float plane */
         cfg2d(1, 2, 3, 1, 1, 1, 1, 1, 0, 1, true),       /* 1x1 on a 1x1 image */
         cfg2d(1, 2, 3, 1, 1, 1, 3, 1, 1, 1, true),       /* 3x3 with padding on a 1x1 image */
         cfg2d(1, 16, 16, 16, 1, 200, 3, 1, 1, 1, true),  /* depthwise on a 1-row image */

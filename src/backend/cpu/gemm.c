@@ -133,7 +133,7 @@ typedef struct gemm_job {
     bool direct_a;        /* the micro-kernel reads A in place */
     /* task grid */
     int64_t tm, tn;       /* tasks along M and N */
-    int64_t mstep, nstep; /* rows / columns per task (multiples of mr / nr) */
+    int64_t mstep, nstep; /* the most rows / columns of a task (multiples of mr / nr; task_span) */
     int64_t mc, kc, nc;   /* blocking actually used */
     size_t buf_floats;    /* packing buffer size per task */
 } gemm_job;
@@ -312,6 +312,15 @@ static const float *panel_at(const gemm_job *g, tile_args *t, const float *pb, f
     const float *bp = g->bpack ? g->bpack + ((jc + jr) / nr) * g->K * nr + pc * nr : pb + jr * kc;
     t->j0 = jc + jr;
     t->colv = NULL;
+    if (g->direct_a && nr == 32 && n <= DOT_COLS && colv) {
+        /* a narrow last panel (a 14x14 map's N = 196 = 6 x 32 + 4) with A read in place: its n columns
+         * side by side along k, zero columns up to DOT_COLS, for the dot-product tile (colv[c * kc + k]) */
+        for (int c = 0; c < DOT_COLS; c++)
+            for (int64_t k = 0; k < kc; k++)
+                colv[c * kc + k] = c < n ? bp[k * nr + c] : 0.0f;
+        t->colv = colv;
+        return bp;
+    }
     const float *c16 = g->direct_a && n == 17 && nr == 32 ? bp + 16
                        : g->im->ukr17 && n == nr + 1  ? bp + (g->bpack ? g->K : kc) * nr
                                                        : NULL;
@@ -483,6 +492,17 @@ static void packed_block_small(const gemm_job *g, int64_t m0, int64_t m1, int64_
     packed_block(&s, m0, m1, n0, n1, pa, pb, NULL);
 }
 
+/* Task i of t along a dimension of n elements in panels of w: panels [i*p/t, (i+1)*p/t) of the p = ceil(n/w), so
+ * the tasks differ by at most one panel (at most ceil(p/t) panels each: mstep / nstep). ResNet-50's 56x56 layers
+ * split N = 98 panels into 8 tasks: 13 panels each and 7 for the last one put 52 panels on one thread and 46 on
+ * the other; now 12 or 13 each, 49 and 49. Panel-aligned, so every element is computed as before. */
+static void task_span(int64_t n, int w, int64_t t, int64_t i, int64_t *b, int64_t *e)
+{
+    int64_t p = ceil_div(n, w);
+    *b = i * p / t * w;
+    *e = min64(n, (i + 1) * p / t * w);
+}
+
 static void gemm_task(void *ctx, int64_t begin, int64_t end)
 {
     const gemm_job *g = ctx;
@@ -491,13 +511,14 @@ static void gemm_task(void *ctx, int64_t begin, int64_t end)
     if (raw) {
         pb = (float *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
         colv = pb + g->nc * g->kc;
-        pa = colv + g->kc;
+        pa = colv + DOT_COLS * g->kc;
         pa = (float *)(((uintptr_t)pa + 63) & ~(uintptr_t)63);
     }
     for (int64_t t = begin; t < end; t++) {
         int64_t ti = t / g->tn, tj = t % g->tn;
-        int64_t m0 = ti * g->mstep, m1 = min64(g->M, m0 + g->mstep);
-        int64_t n0 = tj * g->nstep, n1 = min64(g->N, n0 + g->nstep);
+        int64_t m0, m1, n0, n1;
+        task_span(g->M, g->im->mr, g->tm, ti, &m0, &m1);
+        task_span(g->N, g->im->nr, g->tn, tj, &n0, &n1);
         if (m0 >= m1 || n0 >= n1)
             continue;
         if (raw)
@@ -702,7 +723,6 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
         if (f > 1) {
             g.tn *= f;
             g.nstep = ceil_div(pn, g.tn) * im->nr;
-            g.tn = ceil_div(N, g.nstep);
         }
     }
     /* blocking, balanced so the last block is not a sliver */
@@ -713,7 +733,7 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
     int64_t nb = ceil_div(g.nstep, im->nc);
     g.nc = ceil_div(ceil_div(g.nstep, nb), im->nr) * im->nr;
     share_a(pool, ntask_threads, &g);
-    g.buf_floats = (size_t)(g.nc * g.kc + g.kc + 16 + (g.direct_a || g.apack ? 0 : g.mc * g.kc));
+    g.buf_floats = (size_t)(g.nc * g.kc + DOT_COLS * g.kc + 16 + (g.direct_a || g.apack ? 0 : g.mc * g.kc));
     share_b(pool, ntask_threads, &g);
     kiln__parallel_for(pool, ntask_threads, g.tm * g.tn, 1, gemm_task, &g);
 }

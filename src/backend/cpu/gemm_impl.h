@@ -22,7 +22,8 @@ typedef struct tile_args {
     int64_t i0, j0;
     const float *pf_a;   /* direct A: the next tile's rows (pf_a + i*lda), prefetched meanwhile; or NULL */
     int pf_rows;         /* how many rows of pf_a (tall kernel; the 8-row kernels prefetch 8) */
-    const float *colv;   /* direct A, 17-column tile: column 16 of the B panel, contiguous (AVX-512) */
+    const float *colv;   /* direct A (AVX-512), 17-column tile: column 16 of the B panel, contiguous; or a tile
+                          * of n <= DOT_COLS columns: DOT_COLS columns of kc floats each (zero past n) */
 } tile_args;
 
 /* Micro-kernel over kc steps. A: lda > 0: row-major rows a + i*lda (k contiguous; only for
@@ -45,6 +46,9 @@ typedef struct gemm_impl {
                                     * rows per B load (mr_tall > mr) */
     bool ukr17;                    /* ukr takes n == nr + 1 columns (packed A; column nr in t->colv) */
 } gemm_impl;
+
+/* A last panel this narrow, with A read in place (AVX-512), runs as dot products along k (see panel_at) */
+#define DOT_COLS 4
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -46,6 +46,70 @@ __attribute__((target("avx512f"))) static void taps3_s2(const float *row, int64_
     }
 }
 
+/* im2col_panel512 for a channel plane of at most 64 floats (a 7x7 or 8x8 map: ResNet-50's 3x3 512 @7): the
+ * plane is held in four registers and each panel row is two two-source permutes of it. The index and the
+ * in-bounds mask of every column are computed once per call for each tap (kh * kw <= 49) from the segments;
+ * a row is then, per 16 columns, two permutes, a blend and a masked move, instead of one masked load and store
+ * per segment (a 7x7 map puts 5 or 6 segments in a 32-column panel). False (nothing done) for larger planes. */
+__attribute__((target("avx512f"))) static bool im2col_small512(const kiln_im2col *c, const kiln_im2col_seg *segs,
+                                                               int ns, int width, int64_t k0, int64_t kc, float *d)
+{
+    enum { NR = 32, MAXT = 49 };
+    const int64_t plane = c->H * c->W, ksz = c->kh * c->kw;
+    if (plane > 64 || ksz > MAXT || kc <= 0)
+        return false;
+    int32_t yl[NR], xl[NR];
+    for (int j = 0; j < NR; j++)
+        yl[j] = xl[j] = -(1 << 20);   /* padding lanes: out of bounds for every tap */
+    for (int s = 0; s < ns; s++)
+        for (int i = 0; i < segs[s].len; i++) {
+            yl[segs[s].lane + i] = (int32_t)segs[s].y0;
+            xl[segs[s].lane + i] = (int32_t)(segs[s].x0 + i * c->sw);
+        }
+    (void)width;   /* the lanes past it are padding lanes */
+    __m512i idx[MAXT][2];
+    __mmask16 msk[MAXT][2];
+    const __m512i vH = _mm512_set1_epi32((int32_t)c->H), vW = _mm512_set1_epi32((int32_t)c->W);
+    const __m512i zero = _mm512_setzero_si512();
+    for (int64_t t = 0; t < ksz; t++) {
+        const int32_t dy = (int32_t)((t / c->kw) * c->dh), dx = (int32_t)((t % c->kw) * c->dw);
+        for (int h = 0; h < 2; h++) {
+            __m512i iy = _mm512_add_epi32(_mm512_loadu_si512(yl + 16 * h), _mm512_set1_epi32(dy));
+            __m512i ix = _mm512_add_epi32(_mm512_loadu_si512(xl + 16 * h), _mm512_set1_epi32(dx));
+            __mmask16 m = _mm512_cmpge_epi32_mask(iy, zero) & _mm512_cmplt_epi32_mask(iy, vH) &
+                          _mm512_cmpge_epi32_mask(ix, zero) & _mm512_cmplt_epi32_mask(ix, vW);
+            idx[t][h] = _mm512_add_epi32(_mm512_mullo_epi32(iy, vW), ix);
+            msk[t][h] = m;
+        }
+    }
+    const __m512i bit5 = _mm512_set1_epi32(32);
+    int64_t ch = k0 / ksz, t = k0 % ksz;
+    __m512 p0, p1, p2, p3;
+#define LOAD_PLANE()                                                                                        \
+    do {                                                                                                    \
+        const float *xc = c->x + ch * plane;                                                                \
+        p0 = _mm512_maskz_loadu_ps((__mmask16)bits32(0, plane), xc);                                        \
+        p1 = _mm512_maskz_loadu_ps((__mmask16)bits32(0, plane - 16), xc + 16);                              \
+        p2 = _mm512_maskz_loadu_ps((__mmask16)bits32(0, plane - 32), xc + 32);                              \
+        p3 = _mm512_maskz_loadu_ps((__mmask16)bits32(0, plane - 48), xc + 48);                              \
+    } while (0)
+    LOAD_PLANE();
+    for (int64_t k = 0; k < kc; k++, d += NR) {
+        for (int h = 0; h < 2; h++) {
+            __m512 lo = _mm512_permutex2var_ps(p0, idx[t][h], p1), hi = _mm512_permutex2var_ps(p2, idx[t][h], p3);
+            __m512 v = _mm512_mask_mov_ps(lo, _mm512_test_epi32_mask(idx[t][h], bit5), hi);
+            _mm512_storeu_ps(d + 16 * h, _mm512_maskz_mov_ps(msk[t][h], v));
+        }
+        if (++t == ksz && k + 1 < kc) {
+            t = 0;
+            ch++;
+            LOAD_PLANE();
+        }
+    }
+#undef LOAD_PLANE
+    return true;
+}
+
 /* kiln_conv_isa.im2col_panel32: rows [k0, k0 + kc) of one 32-column panel, column strides 1
  * and 2, with masked loads (nothing outside the input row is read) and stores. */
 __attribute__((target("avx512f"))) static void im2col_panel512(const kiln_im2col *c, const kiln_im2col_seg *segs,
@@ -54,6 +118,8 @@ __attribute__((target("avx512f"))) static void im2col_panel512(const kiln_im2col
     enum { NR = 32 };
     const int64_t ksz = c->kh * c->kw, plane = c->H * c->W, W = c->W, sw = c->sw;
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    if (im2col_small512(c, segs, ns, width, k0, kc, d))
+        return;
     const bool row3 = sw == 2 && c->kw == 3 && c->dw == 1;
     int64_t ch = k0 / ksz, kk = k0 % ksz, ki = kk / c->kw, kj = kk % c->kw;
     const __mmask16 pad_lo = (__mmask16)~bits32(0, width), pad_hi = (__mmask16)(~bits32(0, width) >> 16);

@@ -342,6 +342,66 @@ __attribute__((target("avx512f,fma"))) static void pack_avx512_b(const float *sr
     }
 }
 
+/* Row sums of four vectors: {sum(a0), sum(a1), sum(a2), sum(a3)}. */
+T512 __attribute__((always_inline)) static inline __m128 hsum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3)
+{
+    __m256 s0 = _mm256_add_ps(_mm512_castps512_ps256(a0), _mm512_extractf32x8_ps(a0, 1));
+    __m256 s1 = _mm256_add_ps(_mm512_castps512_ps256(a1), _mm512_extractf32x8_ps(a1, 1));
+    __m256 s2 = _mm256_add_ps(_mm512_castps512_ps256(a2), _mm512_extractf32x8_ps(a2, 1));
+    __m256 s3 = _mm256_add_ps(_mm512_castps512_ps256(a3), _mm512_extractf32x8_ps(a3, 1));
+    __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(s0, s1), _mm256_hadd_ps(s2, s3));
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+/* A narrow last panel (n <= DOT_COLS columns) with all 8 A rows read in place: each element of the tile is a dot
+ * product along k of an A row (contiguous) with a B column (t->colv: DOT_COLS columns of kc floats, zero past n),
+ * 16 k per FMA, four rows at a time (16 accumulators), reduced at the end. A 14x14 map's last 4 columns (N = 196)
+ * cost 32 FMAs per 16 k instead of the 16-column tile's 128. */
+T512 static void ukr512_dot(int64_t kc, const float *a, int64_t lda, float *c, int64_t ldc, int n, const tile_args *t)
+{
+    const float *cv = t->colv;
+    __m128 sums[MR_512];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const float *ar = a + 4 * h * lda;
+        __m512 acc[4][DOT_COLS];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+#pragma GCC unroll 4
+            for (int q = 0; q < DOT_COLS; q++)
+                acc[r][q] = _mm512_setzero_ps();
+        for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+            __mmask16 km = kc - k0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (kc - k0)) - 1u);
+            __m512 bv[DOT_COLS];
+#pragma GCC unroll 4
+            for (int q = 0; q < DOT_COLS; q++)
+                bv[q] = _mm512_maskz_loadu_ps(km, cv + q * kc + k0);
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                __m512 av = _mm512_maskz_loadu_ps(km, ar + r * lda + k0);
+#pragma GCC unroll 4
+                for (int q = 0; q < DOT_COLS; q++)
+                    acc[r][q] = _mm512_fmadd_ps(av, bv[q], acc[r][q]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+            sums[4 * h + r] = hsum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+    }
+    const __mmask16 kn = (__mmask16)((1u << n) - 1u);
+    const __m512 va = _mm512_set1_ps(t->alpha), vb = _mm512_set1_ps(t->beta);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR_512; i++) {
+        float *cr = c + i * ldc;
+        __m512 r0 = _mm512_mul_ps(_mm512_zextps128_ps512(sums[i]), va);
+        if (t->beta != 0.0f)
+            r0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(kn, cr), vb, r0);
+        if (t->epi)
+            r0 = epi512(t, r0, i, 0, kn);
+        _mm512_mask_storeu_ps(cr, kn, r0);
+    }
+}
+
 T512 static void ukr_avx512(int64_t kc, const float *a, int64_t lda, const float *pb, float *c, int64_t ldc, int m,
                             int n, const tile_args *t)
 {
@@ -360,7 +420,9 @@ T512 static void ukr_avx512(int64_t kc, const float *a, int64_t lda, const float
         return;
     }
     if (lda) {
-        if (n == 17 && t->colv)
+        if (n <= DOT_COLS && t->colv)
+            ukr512_dot(kc, a, lda, c, ldc, n, t);
+        else if (n == 17 && t->colv)
             ukr512_body(kc, a, lda, pb, c, ldc, m, n, t, W_17, true);
         else if (n > 16)
             ukr512_body(kc, a, lda, pb, c, ldc, m, n, t, W_FULL, true);
