@@ -592,6 +592,36 @@ void half_weight_cases(void)
         set_act(&t, KILN_FUSED_RELU, 0, 0);
         snprintf(name, sizeof name, "FusedConv %s W odd C bias+res+Relu", hn);
         run_case(name, &t, tol);
+        /* 1x1 stride 1: a cuBLASLt GEMM or cuDNN's graph (cuda_conv_gemm.c, timed per layer), each forced: bias +
+         * residual + ReLU over 297 pixels, SiLU after (kiln's epilogue), 12 channels (rows of 24 bytes), no bias */
+        for (int m = 0; m < 2; m++) {
+            const char *how = m ? "GEMM" : "cuDNN";
+            setenv("KILN_CUDA_CONV_GEMM", m ? "1" : "0", 1);
+            t = tg_new(KILN_OP_FusedConv, 1);
+            tg_in(&t, half_act(h, 4, D(3, 32, 9, 11)), false);
+            tg_in(&t, half_weight(h, 4, D(48, 32, 1, 1)), true);
+            tg_in(&t, RT(1, 48), true);
+            tg_in(&t, half_act(h, 4, D(3, 48, 9, 11)), false);
+            tg_outs(&t, 1);
+            set_act(&t, KILN_FUSED_RELU, 0, 0);
+            snprintf(name, sizeof name, "FusedConv %s W 1x1 bias+res+Relu (%s)", hn, how);
+            run_case(name, &t, tol);
+            t = tg_new(KILN_OP_FusedConv, 1);
+            tg_in(&t, half_act(h, 4, D(2, 16, 7, 5)), false);
+            tg_in(&t, half_weight(h, 4, D(24, 16, 1, 1)), true);
+            tg_in(&t, RT(1, 24), true);
+            tg_outs(&t, 1);
+            set_act(&t, KILN_FUSED_SILU, 0, 0);
+            snprintf(name, sizeof name, "FusedConv %s W 1x1 bias+SiLU (%s)", hn, how);
+            run_case(name, &t, tol);
+            t = tg_new(KILN_OP_Conv, 13);
+            tg_in(&t, half_act(h, 4, D(1, 12, 13, 3)), false);
+            tg_in(&t, half_weight(h, 4, D(20, 12, 1, 1)), true);
+            tg_outs(&t, 1);
+            snprintf(name, sizeof name, "Conv %s W 1x1 C12 (%s)", hn, how);
+            run_case(name, &t, tol);
+        }
+        unsetenv("KILN_CUDA_CONV_GEMM");
         /* fewer than 8 input channels: kiln's implicit-GEMM kernel (kernels_conv.cu), not cuDNN. A stem (7x7 s2,
          * 3 channels, pixels not a multiple of its 128-row tile), one channel dilated with a residual and 40
          * outputs (a partial column tile), 72 outputs (two column tiles) with strides (1, 2) and SiLU after */

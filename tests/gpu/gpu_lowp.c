@@ -77,6 +77,17 @@ static void fp8_conv_cases_in(double tol, const char *how)
     mark_fp8(&t, 1.0f);
     snprintf(name, sizeof name, "%s (%s)", "FP8 FusedConv 3x3 bias+res+Relu", how);
     run_case(name, &t, tol);
+    /* 1x1 stride 1 over 297 pixels: also cuBLASLt's FP8 GEMM (cuda_conv_gemm.c) */
+    t = tg_new(KILN_OP_FusedConv, 1);
+    tg_in(&t, RT(4, 3, 32, 9, 11), false);
+    tg_in(&t, RT(4, 48, 32, 1, 1), true);
+    tg_in(&t, RT(1, 48), true);
+    tg_in(&t, RT(4, 3, 48, 9, 11), false);
+    tg_outs(&t, 1);
+    set_act(&t, KILN_FUSED_RELU, 0, 0);
+    mark_fp8(&t, 1.0f);
+    snprintf(name, sizeof name, "%s (%s)", "FP8 FusedConv 1x1 bias+res+Relu", how);
+    run_case(name, &t, tol);
     t = tg_new(KILN_OP_Conv, 13);
     tg_in(&t, RT(4, 3, 64, 14, 13), false);
     tg_in(&t, RT(4, 32, 64, 1, 1), true);
@@ -122,14 +133,16 @@ static void fp8_conv_cases_in(double tol, const char *how)
     run_case(name, &t, tol);
 }
 
-/* each case through cuDNN's graph and through kiln's kernel (kernels_conv_fp8.cu); by default each layer takes the
- * faster of the two (the model cases run that) */
+/* each case through cuDNN's graph, kiln's kernel (kernels_conv_fp8.cu) and, 1x1 ones, cuBLASLt's GEMM; by default
+ * each layer takes the fastest (the model cases run that) */
 static void fp8_conv_cases(double tol)
 {
     setenv("KILN_CUDA_FP8_CONV", "cudnn", 1);
     fp8_conv_cases_in(tol, "cudnn");
     setenv("KILN_CUDA_FP8_CONV", "kiln", 1);
     fp8_conv_cases_in(tol, "kiln");
+    setenv("KILN_CUDA_FP8_CONV", "gemm", 1);
+    fp8_conv_cases_in(tol, "gemm");
     unsetenv("KILN_CUDA_FP8_CONV");
 }
 

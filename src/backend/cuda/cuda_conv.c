@@ -6,7 +6,9 @@
  * are kept. Float32 bias + ReLU (+ residual) go through cudnnConvolutionBiasActivationForward;
  * other activations through kiln's epilogue kernel. */
 #include "cuda_internal.h"
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define IN(i) (i < ctx->n_in ? ctx->in[i] : NULL)
 
@@ -25,6 +27,8 @@ typedef struct conv_state {
     unsigned long w_gen;
     bool graph_ok;   /* half, one group: try cuDNN's graph API (cuda_conv_graph.c) first */
     cu_cg_key gkey;  /* its configuration without the fused parts */
+    bool gemm_fit;   /* half, channels-last, 1x1 stride 1 unpadded: also a cuBLASLt GEMM (cuda_conv_gemm.c) */
+    int gemm_pick;   /* which runs it: 0 not timed yet, 1 the GEMM, 2 cuDNN */
 } conv_state;
 
 static void conv_state_free(void *p)
@@ -154,6 +158,7 @@ static kiln_status make_state(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, bool nhw
     for (int i = 0; i < 4; i++)
         s->ydims[i] = yd[i];
     s->graph_ok = half && group == 1 && b->conv_graph;
+    s->gemm_fit = half && nhwc && cu_conv_gemm_fits(wd, g, group);
     memset(&s->gkey, 0, sizeof s->gkey);
     s->gkey.ty = (int32_t)ty;
     s->gkey.nhwc = nhwc;
@@ -283,6 +288,54 @@ static kiln_status conv_graph_run(cu_be *b, kiln_kctx *ctx, conv_state *s, const
     return st;
 }
 
+/* A 1x1 layer's two ways (the cuDNN graph, the cuBLASLt GEMM) timed on its own operands */
+typedef struct conv_timed {
+    cu_be *b;
+    kiln_kctx *ctx;
+    conv_state *s;
+    const cu_conv_gemm_args *ga;
+    const kiln_tensor *x;
+    const void *wp;
+    const kiln_tensor *bias, *res;
+    kiln_tensor *y;
+    int act;
+} conv_timed;
+
+static bool timed_gemm(void *arg)
+{
+    conv_timed *t = arg;
+    return cu_conv_gemm(t->b, t->ctx, t->ga) == KILN_OK;
+}
+
+static bool timed_graph(void *arg)
+{
+    conv_timed *t = arg;
+    bool done = false;
+    return conv_graph_run(t->b, t->ctx, t->s, t->x, t->wp, t->bias, t->res, t->y, t->act, &done) == KILN_OK && done;
+}
+
+/* Whether the GEMM runs this 1x1 layer: KILN_CUDA_CONV_GEMM's choice, else the faster way timed at the first run
+ * (median of 3 after a warm-up; not inside a capture nor over an output written in place of its residual, when
+ * the graph runs it for now) */
+static kiln_status gemm_choose(conv_timed *t, bool *use)
+{
+    cu_be *b = t->b;
+    conv_state *s = t->s;
+    int mode = cu_conv_gemm_mode();
+    *use = mode > 0 || (mode == 0 && s->gemm_pick == 1);
+    if (mode || s->gemm_pick || b->capturing || (t->res && t->res->data == t->y->data))
+        return KILN_OK;
+    float tg = cu_time_median3(b, timed_gemm, t), tc = s->graph_ok ? cu_time_median3(b, timed_graph, t) : -1;
+    cudaGetLastError();
+    s->gemm_pick = tg >= 0 && (tc < 0 || tg < tc) ? 1 : 2;
+    const char *v = getenv("KILN_CUDA_CONV_GRAPH");
+    if (v && !strcmp(v, "2"))
+        fprintf(stderr, "kiln cuda: 1x1 conv %s: GEMM %.3f ms, cuDNN %.3f ms -> %s\n", t->ctx->node->name, tg, tc,
+                s->gemm_pick == 1 ? "GEMM" : "cuDNN");
+    *use = s->gemm_pick == 1;
+    return KILN_OK;
+}
+
 static kiln_status conv_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, bool nhwc, const kiln_tensor *x,
                             const kiln_tensor *w, const kiln_tensor *bias, const kiln_tensor *res)
 {
@@ -317,6 +370,22 @@ static kiln_status conv_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, bool nhwc,
     int64_t ny = cu_numel(y);
     if (res && cu_numel(res) != ny)
         return cu_kerr(b, ctx, KILN_ERR_SHAPE, "residual must have the output's shape");
+    if (s->gemm_fit) {   /* 1x1: a cuBLASLt GEMM where it was the faster */
+        cu_conv_gemm_args ga = {.sdt = sdt, .M = yd[0] * yd[2] * yd[3], .C = wd[1], .K = yd[1], .x = x->data,
+                                .w = wp, .res = res ? res->data : NULL, .bias = bias ? bias->data : NULL,
+                                .bias_w = bias && (bias->flags & KILN_TENSOR_DEV_WEIGHT), .y = y->data,
+                                .relu = act == CUK_RELU};
+        bool use = false;
+        conv_timed t = {b, ctx, s, &ga, x, wp, bias, res, y, act};
+        KILN_TRY(gemm_choose(&t, &use));
+        if (use) {
+            KILN_TRY(cu_conv_gemm(b, ctx, &ga));
+            return act == CUK_IDENTITY || act == CUK_RELU
+                       ? KILN_OK
+                       : cu_check(b, cuk_epilogue(cu_fdt(sdt), y->data, ny, yd[1], 1, NULL, NULL, act, aa, ab,
+                                                  b->stream), "conv activation");
+        }
+    }
     if (s->graph_ok) {   /* half: convolution and epilogue as one cuDNN graph when an engine takes it */
         bool done = false;
         KILN_TRY(conv_graph_run(b, ctx, s, x, wp, bias, res, y, act, &done));

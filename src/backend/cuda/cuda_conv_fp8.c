@@ -9,8 +9,9 @@
  * the output in the storage the FP8 GEMMs use (FP16 by default), channels-last. What the CPU emulation
  * computes (cpu/lowbit.c): the same E4M3 values, summed in float32 in another order. A configuration no
  * engine takes with its epilogue runs the convolution and scale alone, then kiln's epilogue kernel.
- * kiln's own implicit GEMM (kernels_conv_fp8.cu) takes the same operands; each layer runs the faster of the two,
- * timed at its first run. */
+ * kiln's own implicit GEMM (kernels_conv_fp8.cu) takes the same operands, and a 1x1 layer is also a cuBLASLt FP8
+ * GEMM (cuda_conv_gemm.c; its feed by a quantization pass after it); each layer runs the fastest, timed at its
+ * first run. */
 #include "cuda_internal.h"
 #include "cuda_lowbit.h"
 #include <math.h>
@@ -106,13 +107,17 @@ static kiln_status run_graph(cu_be *b, cu_cg_key *k, const void *const *ptr, kil
     return KILN_OK;
 }
 
+enum { HOW_CUDNN, HOW_KILN, HOW_GEMM };
+static const char *const how_name[] = {"cuDNN", "kiln", "GEMM"};
+
 /* Which kernel runs an FP8 convolution: KILN_CUDA_FP8_CONV=kiln (kiln's implicit GEMM, kernels_conv_fp8.cu),
- * =cudnn (cuDNN's graph), unset: per layer the faster of the two, timed on the layer's own operands at its first
- * run (a tactic, like cuDNN's own candidates). Read per call: an A/B switch. */
+ * =cudnn (cuDNN's graph), =gemm (cuBLASLt, 1x1 layers; the others cuDNN's graph), unset: per layer the fastest,
+ * timed on the layer's own operands at its first run (a tactic, like cuDNN's own candidates); -1 when unset. Read
+ * per call: an A/B switch. */
 static int fp8_conv_mode(void)
 {
     const char *e = getenv("KILN_CUDA_FP8_CONV");
-    return !e || !e[0] ? 0 : !strcmp(e, "kiln") ? 1 : 2;
+    return !e || !e[0] ? -1 : !strcmp(e, "kiln") ? HOW_KILN : !strcmp(e, "gemm") ? HOW_GEMM : HOW_CUDNN;
 }
 
 /* One FP8 convolution's operands (ptr: x, w, bias, residual, y, scale, 1 / feed scale, feed, as cuDNN's graph) */
@@ -124,11 +129,32 @@ typedef struct fp8_call {
     const kiln_tensor *bias, *res;
     bool relu;
     kiln_dtype sdt;
+    const kiln_kctx *ctx;
+    bool gemm_fit;            /* a 1x1 layer cuda_conv_gemm.c runs */
+    float fs;                 /* the feed's scale (ptr[7] set) */
 } fp8_call;
 
-static kiln_status call_run(cu_be *b, const fp8_call *c, bool own, bool *done, bool *fed)
+/* the GEMM, then its feed quantized from the output (the bytes of cuk_fp8_quant, as the other kernels write) */
+static kiln_status call_gemm(cu_be *b, const fp8_call *c, bool *done, bool *fed)
 {
-    if (!own) {
+    cu_conv_gemm_args ga = {.sdt = c->sdt, .fp8 = true, .scale = c->ptr[5], .M = (int64_t)c->d.n * c->d.p * c->d.q,
+                            .C = c->d.c, .K = c->d.k, .x = c->ptr[0], .w = c->ptr[1], .res = c->ptr[3],
+                            .bias = c->ptr[2], .bias_w = c->bias && (c->bias->flags & KILN_TENSOR_DEV_WEIGHT),
+                            .y = (void *)c->ptr[4], .relu = c->relu};
+    KILN_TRY(cu_conv_gemm(b, c->ctx, &ga));
+    if (c->ptr[7])
+        KILN_TRY(cu_check(b, cuk_fp8_quant(cu_fdt(c->sdt), c->ptr[4], (uint8_t *)c->ptr[7], cu_numel(c->y), c->fs,
+                                           b->stream), "FP8 conv feed"));
+    *done = true;
+    *fed = c->ptr[7] != NULL;
+    return KILN_OK;
+}
+
+static kiln_status call_run(cu_be *b, const fp8_call *c, int how, bool *done, bool *fed)
+{
+    if (how == HOW_GEMM)
+        return call_gemm(b, c, done, fed);
+    if (how == HOW_CUDNN) {
         cu_cg_key k = c->k;
         return run_graph(b, &k, c->ptr, c->y, c->bias, c->res, c->relu, done, fed);
     }
@@ -143,55 +169,61 @@ static kiln_status call_run(cu_be *b, const fp8_call *c, bool own, bool *done, b
 typedef struct fp8_timed {
     cu_be *b;
     const fp8_call *c;
-    bool own;
+    int how;
 } fp8_timed;
 
 static bool timed_run(void *arg)
 {
     fp8_timed *t = arg;
     bool done = false, fed = false;
-    return call_run(t->b, t->c, t->own, &done, &fed) == KILN_OK && done;
+    return call_run(t->b, t->c, t->how, &done, &fed) == KILN_OK && done;
 }
 
 /* Milliseconds of one run (median of 3 after a warm-up), or < 0 when it does not run. */
-static float call_time(cu_be *b, const fp8_call *c, bool own)
+static float call_time(cu_be *b, const fp8_call *c, int how)
 {
-    fp8_timed t = {b, c, own};
-    return cu_time_median3(b, timed_run, &t);
+    fp8_timed t = {b, c, how};
+    float ms = cu_time_median3(b, timed_run, &t);
+    cudaGetLastError();
+    return ms;
 }
 
 typedef struct fp8_tactic {
-    int own;   /* 1 kiln's kernel, 0 cuDNN's graph */
+    int how;   /* HOW_* */
 } fp8_tactic;
 
 /* The kernel for this layer at these dims: the mode's, else the faster one timed now (kept per node and dims) */
-static kiln_status choose(cu_be *b, const kiln_kctx *ctx, const fp8_call *c, bool *own)
+static kiln_status choose(cu_be *b, const kiln_kctx *ctx, const fp8_call *c, int *how)
 {
-    int mode = fp8_conv_mode();
-    if (mode) {
-        *own = mode == 1;
+    int mode = fp8_conv_mode(), gmode = cu_conv_gemm_mode();
+    if (mode >= 0 || (gmode > 0 && c->gemm_fit)) {
+        *how = mode < 0 ? HOW_GEMM : mode == HOW_GEMM && !c->gemm_fit ? HOW_CUDNN : mode;
         return KILN_OK;
     }
     int64_t key[9] = {T_SLOT, c->d.n, c->d.c, c->d.h, c->d.w, c->d.k, c->d.p, c->d.q, c->y != NULL};
     fp8_tactic *t = cu_state_get(b, ctx->node, key, 9);
     if (t) {
-        *own = t->own;
+        *how = t->how;
         return KILN_OK;
     }
-    *own = false;
+    *how = HOW_CUDNN;
     /* no timing inside a capture (cuDNN's graph, which refuses to plan there too), nor over an output written in
      * place of its residual (each timed run would add it again) */
     if (b->capturing || (c->ptr[3] && c->ptr[3] == c->ptr[4]))
         return KILN_OK;
-    float tk = call_time(b, c, true), tc = call_time(b, c, false);
+    float ms[3] = {call_time(b, c, HOW_CUDNN), call_time(b, c, HOW_KILN),
+                   c->gemm_fit && gmode == 0 ? call_time(b, c, HOW_GEMM) : -1};
     if (!(t = calloc(1, sizeof *t)))
         return cu_err(b, KILN_ERR_NOMEM, "out of memory");
-    t->own = tk >= 0 && (tc < 0 || tk < tc);
+    t->how = HOW_CUDNN;
+    for (int i = 0; i < 3; i++)
+        if (ms[i] >= 0 && (ms[t->how] < 0 || ms[i] < ms[t->how]))
+            t->how = i;
     const char *v = getenv("KILN_CUDA_CONV_GRAPH");
     if (v && !strcmp(v, "2"))
-        fprintf(stderr, "kiln cuda: FP8 conv %s: kiln %.3f ms, cuDNN %.3f ms -> %s\n", ctx->node->name, tk, tc,
-                t->own ? "kiln" : "cuDNN");
-    *own = t->own;
+        fprintf(stderr, "kiln cuda: FP8 conv %s: cuDNN %.3f ms, kiln %.3f ms, GEMM %.3f ms -> %s\n", ctx->node->name,
+                ms[0], ms[1], ms[2], how_name[t->how]);
+    *how = t->how;
     return cu_state_put(b, ctx->node, key, 9, t, free);
 }
 
@@ -286,12 +318,14 @@ kiln_status cu_fp8_conv_run(cu_be *b, kiln_kctx *ctx)
                                     .q = (int)g.out[1], .sh = (int)g.s[0], .sw = (int)g.s[1], .ph = (int)g.pb[0],
                                     .pw = (int)g.pb[1], .dh = (int)g.d[0], .dw = (int)g.d[1], .y_nhwc = 1,
                                     .relu = act == CUK_RELU},
-                      .y = y, .bias = bl, .res = rl, .relu = act == CUK_RELU, .sdt = sdt};
+                      .y = y, .bias = bl, .res = rl, .relu = act == CUK_RELU, .sdt = sdt, .ctx = ctx,
+                      .gemm_fit = cu_conv_gemm_fits(w->dims, &g, 1), .fs = fs};
         memcpy(c.ptr, ptr, sizeof c.ptr);
-        bool done = false, fed = false, use_kiln = false;
-        st = choose(b, ctx, &c, &use_kiln);
+        bool done = false, fed = false;
+        int how = HOW_CUDNN;
+        st = choose(b, ctx, &c, &how);
         if (st == KILN_OK)
-            st = call_run(b, &c, use_kiln, &done, &fed);
+            st = call_run(b, &c, how, &done, &fed);
         if (st == KILN_OK && !done)
             st = cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "no cuDNN engine runs this FP8 convolution");
         if (st == KILN_OK && fed)

@@ -215,6 +215,23 @@ bool cu_fp8_conv_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tens
 kiln_status cu_fp8_conv_run(cu_be *b, kiln_kctx *ctx);
 bool cu_conv_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in);
 kiln_status cu_conv_geom(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *x, const kiln_tensor *w, cu_geom *g2);
+/* 1x1 convolutions as cuBLASLt GEMMs (cuda_conv_gemm.c): whether the geometry is one (1x1 filter wd, stride 1, no
+ * padding, one group), the KILN_CUDA_CONV_GEMM mode (-1 never, 1 always where it fits, 0 timed per layer), and the
+ * GEMM over channels-last x [M, C] and the KRSC filter [K, C] (FP8: E4M3 both, *scale the combined scale). */
+#define CU_CONV_GEMM_SLOT 70
+typedef struct cu_conv_gemm_args {
+    kiln_dtype sdt;   /* the output's (and residual's) storage */
+    bool fp8;
+    const float *scale;
+    int64_t M, C, K;
+    const void *x, *w, *res, *bias;   /* bias: float32 [K] or NULL */
+    bool bias_w;                      /* the bias is a weight (its converted copy is kept) */
+    void *y;
+    bool relu;
+} cu_conv_gemm_args;
+bool cu_conv_gemm_fits(const int64_t *wd, const cu_geom *g, int64_t group);
+int cu_conv_gemm_mode(void);
+kiln_status cu_conv_gemm(cu_be *b, const kiln_kctx *ctx, const cu_conv_gemm_args *a);
 /* Drop the kept quantized activations (see cu_be.fp8_act); cu_fp8_wrote: after a layer (st its result), when it
  * failed or one of its outputs overlaps their source (a view of it, a shape op's output on the same data, is not a
  * write; nor is the feed the layer wrote beside its output) */
