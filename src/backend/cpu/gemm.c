@@ -465,8 +465,16 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
                     const bool tall = tall_ok && n > 17;
                     for (int64_t ir = 0, pl = 0, h; ir < mc; ir += h, pl += nb_step) {
                         h = tall ? tile_rows(im, mc - ir) : mr;
-                        for (int64_t l = pl; nb && l < min64(pl + nb_step, nb_lines); l++)
-                            __builtin_prefetch(nb + l * 64, 0, 2);
+                        int64_t nbl = nb && pl < nb_lines ? min64(pl + nb_step, nb_lines) - pl : 0;
+                        t.pf_b = NULL;
+                        t.pf_b_lines = 0;
+                        if (h > mr) {   /* the tall kernel spreads them over its k loop */
+                            t.pf_b = nbl ? nb + pl * 64 : NULL;
+                            t.pf_b_lines = (int)nbl;
+                        } else {
+                            for (int64_t l = 0; l < nbl; l++)
+                                __builtin_prefetch(nb + (pl + l) * 64, 0, 2);
+                        }
                         int64_t hn = tall && ir + h < mc ? tile_rows(im, mc - ir - h) : mr;
                         t.pf_a = direct && ir + h + hn <= mc ? g->A + (ic + ir + h) * g->a_rs + pc : NULL;
                         t.pf_rows = (int)hn;
