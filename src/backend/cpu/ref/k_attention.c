@@ -105,7 +105,8 @@ static const float *mat_at(const attn_opnd *o, int64_t off, float **buf)
  * cache line so that the second one stays 64-byte aligned. */
 static int64_t bpack_floats(const attn_job *j)
 {
-    return (kiln__sgemm_bpack_floats(j->D, j->Sk) + 15) / 16 * 16 + (kiln__sgemm_bpack_floats(j->Sk, j->Dv) + 15) / 16 * 16;
+    return (kiln__sgemm_bpack_floats(j->D, j->Sk) + 15) / 16 * 16 +
+           (kiln__sgemm_bpack_floats(j->Sk, j->Dv) + 15) / 16 * 16;
 }
 
 static int64_t scratch_floats(const attn_job *j)
