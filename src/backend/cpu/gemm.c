@@ -468,7 +468,9 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
                         int64_t nbl = nb && pl < nb_lines ? min64(pl + nb_step, nb_lines) - pl : 0;
                         t.pf_b = NULL;
                         t.pf_b_lines = 0;
-                        if (h > mr) {   /* the tall kernel spreads them over its k loop */
+                        if (h > mr && K > im->kc) {
+                            /* the tall kernel spreads them over its k loop: MatMul weights from DRAM (K > 256;
+                             * the Winograd GEMMs' panels, K <= 256, were just written to L2: a burst as before) */
                             t.pf_b = nbl ? nb + pl * 64 : NULL;
                             t.pf_b_lines = (int)nbl;
                         } else {
