@@ -288,6 +288,11 @@ static int test_tall_tiles(unsigned long long *seed)
     kiln_act none = {.kind = KILN_ACT_NONE}, relu = {.kind = KILN_ACT_RELU};
     fails += !run_epi_case_lda(2, false, false, 128, 768, 3072, 1.0f, 0.0f, 2, true, none, 2, 0, seed);
     fails += !run_epi_case_lda(1, false, false, 256, 196, 1024, 1.0f, 0.0f, 1, false, relu, 0, 0, seed);
+    /* pre-packed B with K <= 768 runs K in one slice (768: BERT's FFN up with GELU; 700 with beta), 769 in two */
+    kiln_act gelu = {.kind = KILN_ACT_GELU};
+    fails += !run_epi_case_lda(2, false, false, 131, 257, 768, 1.0f, 0.0f, 2, false, gelu, 2, 3, seed);
+    fails += !run_epi_case_lda(1, false, false, 45, 99, 700, 0.5f, 0.75f, 2, true, none, 2, 5, seed);
+    fails += !run_epi_case_lda(2, false, false, 37, 130, 769, 1.0f, 0.0f, 2, true, gelu, 2, 1, seed);
     return fails;
 }
 

@@ -22,6 +22,9 @@ typedef struct tile_args {
     int64_t i0, j0;
     const float *pf_a;   /* direct A: the next tile's rows (pf_a + i*lda), prefetched meanwhile; or NULL */
     int pf_rows;         /* how many rows of pf_a (tall kernel; the 8-row kernels prefetch 8) */
+    const char *pf_b;    /* tall kernel: pf_b_lines 64-byte lines from here (this tile's share of the next pre-packed
+                          * B panel) prefetched into L2, spread over its k loop; or NULL */
+    int pf_b_lines;
     const float *colv;   /* direct A (AVX-512), 17-column tile: column 16 of the B panel, contiguous; or a tile
                           * of n <= DOT_COLS columns: DOT_COLS columns of kc floats each (zero past n) */
 } tile_args;

@@ -8,6 +8,7 @@
 #include "../../../ir/fused.h"
 #include "../../kernel.h"
 #include "../fused.h"
+#include "../gemm.h"
 #include <math.h>
 
 /* A logical [rows, cols] matrix of one head as sgemm reads it: in place (trans, ld) when one of
@@ -100,9 +101,17 @@ static const float *mat_at(const attn_opnd *o, int64_t off, float **buf)
     return d;
 }
 
+/* Floats of the packed B panels of the two products (Q KT: KT [D, Sk]; P V: V [Sk, Dv]), each rounded up to a
+ * cache line so that the second one stays 64-byte aligned. */
+static int64_t bpack_floats(const attn_job *j)
+{
+    return (kiln__sgemm_bpack_floats(j->D, j->Sk) + 15) / 16 * 16 +
+           (kiln__sgemm_bpack_floats(j->Sk, j->Dv) + 15) / 16 * 16;
+}
+
 static int64_t scratch_floats(const attn_job *j)
 {
-    int64_t n = j->S * j->Sk;
+    int64_t n = j->S * j->Sk + bpack_floats(j) + 16;
     const attn_opnd *ops[4] = {&j->q, &j->kt, &j->v, &j->y};
     for (int i = 0; i < 4; i++)
         n += ops[i]->m.direct ? 0 : ops[i]->m.rows * ops[i]->m.cols;
@@ -118,6 +127,16 @@ static void add_mask(const attn_job *j, int64_t b, float *sc)
         rem /= j->sdims[d];
     }
     int64_t ss = j->mstr[j->rank - 2], sk = j->mstr[j->rank - 1];
+    if (j->mask_kind == 1 && sk == 1) {
+        /* an additive mask contiguous along the keys (BERT's [B, 1, 1, Sk]): a plain row add, vectorized */
+        for (int64_t s = 0; s < j->S; s++) {
+            const float *mr = j->mask + moff + s * ss;
+            float *sr = sc + s * j->Sk;
+            for (int64_t k = 0; k < j->Sk; k++)
+                sr[k] += mr[k];
+        }
+        return;
+    }
     for (int64_t s = 0; s < j->S; s++)
         for (int64_t k = 0; k < j->Sk; k++) {
             int64_t mi = moff + s * ss + k * sk;
@@ -147,17 +166,25 @@ static void attn_task(void *p, int64_t b0, int64_t b1)
             ov += i * j->v.lst[d];
             oy += i * j->y.lst[d];
         }
-        float *buf = sc + j->S * j->Sk;
+        float *bpk = (float *)(((uintptr_t)(sc + j->S * j->Sk) + 63) & ~(uintptr_t)63);
+        float *bpv = bpk + (kiln__sgemm_bpack_floats(j->D, j->Sk) + 15) / 16 * 16;
+        float *buf = bpk + bpack_floats(j);
         const float *q = mat_at(&j->q, oq, &buf), *kt = mat_at(&j->kt, ok, &buf), *v = mat_at(&j->v, ov, &buf);
-        kiln__sgemm(NULL, 1, j->q.m.trans, j->kt.m.trans, j->S, j->Sk, j->D, j->scale, q, j->q.m.ld, kt,
-                    j->kt.m.ld, 0.0f, sc, j->Sk);
+        /* B of both products packed here into full-K panels (the GEMM would pack it anyway) and given as
+         * pre-packed: with row-major A read in place the AVX-512 GEMM then runs its 12-row tiles, one K slice */
+        kiln__sgemm_bpack(j->kt.m.trans, j->D, j->Sk, kt, j->kt.m.ld, bpk);
+        kiln_gemm g1 = {.M = j->S, .N = j->Sk, .K = j->D, .alpha = j->scale, .trans_a = j->q.m.trans, .A = q,
+                        .lda = j->q.m.ld, .bpack = bpk, .C = sc, .ldc = j->Sk};
+        kiln__sgemm_ex(NULL, 1, &g1);
         if (j->mask || j->bmask)
             add_mask(j, b, sc);
         for (int64_t s = 0; s < j->S; s++)
             j->softmax(sc + s * j->Sk, j->Sk);
         float *y = j->y.m.direct ? j->out + oy : buf;
-        kiln__sgemm(NULL, 1, false, j->v.m.trans, j->S, j->Dv, j->Sk, 1.0f, sc, j->Sk, v, j->v.m.ld, 0.0f, y,
-                    j->y.m.ld);
+        kiln__sgemm_bpack(j->v.m.trans, j->Sk, j->Dv, v, j->v.m.ld, bpv);
+        kiln_gemm g2 = {.M = j->S, .N = j->Dv, .K = j->Sk, .alpha = 1.0f, .A = sc, .lda = j->Sk, .bpack = bpv,
+                        .C = y, .ldc = j->y.m.ld};
+        kiln__sgemm_ex(NULL, 1, &g2);
         if (!j->y.m.direct)
             copy_mat(&j->y.m, j->out + oy, buf, false);
     }
