@@ -144,7 +144,8 @@ KILN_V512 __m512 kiln_v_act(const kiln_act *a, __m512 x)
     case KILN_ACT_SILU: return _mm512_div_ps(x, _mm512_add_ps(one, kiln_v_exp(_mm512_sub_ps(zero, x))));
     case KILN_ACT_GELU: {
         __m512 e = kiln_v_erf(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f)));
-        return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), _mm512_add_ps(one, e));
+        __m512 h = _mm512_mul_ps(_mm512_set1_ps(0.5f), x);
+        return _mm512_fmadd_ps(h, e, h);   /* h (1 + e), one rounding */
     }
     case KILN_ACT_GELU_TANH: {
         __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
