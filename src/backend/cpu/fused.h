@@ -26,4 +26,10 @@ typedef void (*kiln_softmax_row_fn)(float *row, int64_t n);
 /* Attention (k_attention.c; operand permutations of src/ir/fused.h) with a vectorized row softmax (NULL: the scalar loop). */
 kiln_status kiln__attention(kiln_kctx *ctx, kiln_softmax_row_fn softmax);
 
+/* one float32 LayerNormalization row of M elements: y = (x - mean) * inv * s + b (b may be NULL),
+ * inv = 1 / sqrt(var + eps) (population variance); *mean and *inv returned for the stash outputs */
+typedef void (*kiln_layernorm_row_fn)(const float *x, float *y, int64_t M, float eps, const float *s, const float *b,
+                                      float *mean, float *inv);
+/* LayerNormalization (k_norm.c) with a vectorized float32 row (NULL: the 4-wide loops). */
+kiln_status kiln__layernorm(kiln_kctx *ctx, kiln_layernorm_row_fn row);
 #endif

@@ -16,12 +16,10 @@
 
 #define KILN_V512 __attribute__((target("avx512f,avx512dq,fma"), always_inline)) static inline
 
-/* exp(x): Cody-Waite reduction by ln 2, degree-6 polynomial, 2^n by scalef. */
-KILN_V512 __m512 kiln_v_exp(__m512 x)
+/* exp(x) for x in [-103.97, 88.7228] (no clamping): Cody-Waite reduction by ln 2, degree-6
+ * polynomial, 2^n by scalef. */
+KILN_V512 __m512 kiln_v_exp_inrange(__m512 x)
 {
-    /* max(lo, x) / min(hi, x) keep NaN (the second operand is returned for NaN) */
-    const __m512 x0 = x;
-    x = _mm512_min_ps(_mm512_set1_ps(88.7228f), _mm512_max_ps(_mm512_set1_ps(-103.97f), x));
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
@@ -34,7 +32,16 @@ KILN_V512 __m512 kiln_v_exp(__m512 x)
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
     __m512 r2 = _mm512_mul_ps(r, r);
     __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, r2, r), _mm512_set1_ps(1.0f));
-    y = _mm512_scalef_ps(y, n);
+    return _mm512_scalef_ps(y, n);
+}
+
+/* exp(x): kiln_v_exp_inrange on x clamped to its range, +inf above it like expf. */
+KILN_V512 __m512 kiln_v_exp(__m512 x)
+{
+    /* max(lo, x) / min(hi, x) keep NaN (the second operand is returned for NaN) */
+    const __m512 x0 = x;
+    x = _mm512_min_ps(_mm512_set1_ps(88.7228f), _mm512_max_ps(_mm512_set1_ps(-103.97f), x));
+    __m512 y = kiln_v_exp_inrange(x);
     /* overflow to +inf like expf (the input was clamped just below the threshold) */
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x0, _mm512_set1_ps(88.7228f), _CMP_GT_OQ), y,
                                 _mm512_set1_ps(INFINITY));
@@ -48,8 +55,9 @@ KILN_V512 __m512 kiln_v_abs(__m512 x)
 /* copies the sign of s onto the non-negative magnitude m */
 KILN_V512 __m512 kiln_v_copysign(__m512 m, __m512 s)
 {
-    return _mm512_castsi512_ps(_mm512_or_si512(
-        _mm512_castps_si512(m), _mm512_and_si512(_mm512_castps_si512(s), _mm512_set1_epi32((int)0x80000000u))));
+    /* m | (s & sign) in one vpternlogd (a = m, b = s, c = the sign mask: a | (b & c) is 0xF8) */
+    return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(m), _mm512_castps_si512(s),
+                                                         _mm512_set1_epi32((int)0x80000000u), 0xF8));
 }
 
 /* tanh: odd polynomial for |x| < 0.625, else 1 - 2 / (exp(2|x|) + 1) */
@@ -102,12 +110,12 @@ KILN_V512 __m512 kiln_v_erf(__m512 x)
     q = _mm512_fmadd_ps(q, u, _mm512_set1_ps(0.0002469873579684645f));
     __m512 b2 = _mm512_mul_ps(b, b);
     __m512 lo = _mm512_fmsub_ps(b, b, b2);                      /* b*b - b2, exactly */
-    __m512 e = kiln_v_exp(_mm512_sub_ps(_mm512_setzero_ps(), b2));
+    __m512 e = kiln_v_exp_inrange(_mm512_sub_ps(_mm512_setzero_ps(), b2));   /* -b2 in [-16, -1] */
     e = _mm512_fnmadd_ps(e, lo, e);                             /* exp(-b2 - lo) ~ e (1 - lo) */
     __m512 big = kiln_v_copysign(_mm512_fnmadd_ps(e, q, _mm512_set1_ps(1.0f)), x);
+    /* NaN: b = min(4, max(1, NaN)) is NaN (the second operand is returned), so big is NaN */
     __mmask16 is_small = _mm512_cmp_ps_mask(a, _mm512_set1_ps(1.0f), _CMP_LE_OQ);
-    __m512 r = _mm512_mask_blend_ps(is_small, big, small);
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), r, x);
+    return _mm512_mask_blend_ps(is_small, big, small);
 }
 
 /* The activation of a (a->kind != KILN_ACT_NONE handled too). Matches kiln__act_scalar. */
@@ -136,7 +144,8 @@ KILN_V512 __m512 kiln_v_act(const kiln_act *a, __m512 x)
     case KILN_ACT_SILU: return _mm512_div_ps(x, _mm512_add_ps(one, kiln_v_exp(_mm512_sub_ps(zero, x))));
     case KILN_ACT_GELU: {
         __m512 e = kiln_v_erf(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f)));
-        return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), _mm512_add_ps(one, e));
+        __m512 h = _mm512_mul_ps(_mm512_set1_ps(0.5f), x);
+        return _mm512_fmadd_ps(h, e, h);   /* h (1 + e), one rounding */
     }
     case KILN_ACT_GELU_TANH: {
         __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);

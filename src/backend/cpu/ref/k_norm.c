@@ -6,6 +6,7 @@
  * Layer/Group/InstanceNormalization compute two-pass statistics over contiguous blocks.
  * Other float dtypes go through double arithmetic with the generic element accessors. */
 #include "../../kernel.h"
+#include "../fused.h"
 #include "v4f.h"
 #include <math.h>
 
@@ -402,7 +403,32 @@ typedef struct lnjob {
     const float *sf, *bf;  /* float32 path: scale/bias (bias may be NULL) */
     const double *sd, *bd; /* generic path */
     int64_t srow, brow;    /* per-row stride of the expanded scale/bias (0 = shared) */
+    kiln_layernorm_row_fn row; /* float32 rows (NULL: the 4-wide loops below) */
 } lnjob;
+
+/* one float32 row: y = (x - mean) * inv * s + b (b may be NULL), inv = 1 / sqrt(var + eps) */
+static void ln_row_f32(const float *x, float *y, int64_t M, float eps, const float *s, const float *bb, float *mean,
+                       float *inv)
+{
+    float fm, fv;
+    stats_f32(x, M, &fm, &fv);
+    float fi = 1.0f / sqrtf(fv + eps);
+    *mean = fm;
+    *inv = fi;
+    v4f vm = vset(fm), vi = vset(fi);
+    int64_t i = 0;
+    if (bb) {
+        for (; i + 4 <= M; i += 4)
+            vst(y + i, (vld(x + i) - vm) * vi * vld(s + i) + vld(bb + i));
+        for (; i < M; i++)
+            y[i] = (x[i] - fm) * fi * s[i] + bb[i];
+    } else {
+        for (; i + 4 <= M; i += 4)
+            vst(y + i, (vld(x + i) - vm) * vi * vld(s + i));
+        for (; i < M; i++)
+            y[i] = (x[i] - fm) * fi * s[i];
+    }
+}
 
 static void ln_rows(void *pv, int64_t b, int64_t e)
 {
@@ -415,24 +441,10 @@ static void ln_rows(void *pv, int64_t b, int64_t e)
             const float *x = (const float *)j->x + off;
             float *y = (float *)j->y + off;
             const float *s = j->sf + r * j->srow, *bb = j->bf ? j->bf + r * j->brow : NULL;
-            float fm, fv;
-            stats_f32(x, M, &fm, &fv);
-            float fi = 1.0f / sqrtf(fv + (float)j->eps);
+            float fm, fi;
+            j->row(x, y, M, (float)j->eps, s, bb, &fm, &fi);
             mean = fm;
             inv = fi;
-            v4f vm = vset(fm), vi = vset(fi);
-            int64_t i = 0;
-            if (bb) {
-                for (; i + 4 <= M; i += 4)
-                    vst(y + i, (vld(x + i) - vm) * vi * vld(s + i) + vld(bb + i));
-                for (; i < M; i++)
-                    y[i] = (x[i] - fm) * fi * s[i] + bb[i];
-            } else {
-                for (; i + 4 <= M; i += 4)
-                    vst(y + i, (vld(x + i) - vm) * vi * vld(s + i));
-                for (; i < M; i++)
-                    y[i] = (x[i] - fm) * fi * s[i];
-            }
         } else {
             double var;
             stats_gen(j->dt, j->x, off, M, &mean, &var);
@@ -473,7 +485,7 @@ static void expand_param(const kiln_tensor *t, const kiln_tensor *x, int start, 
     }
 }
 
-static kiln_status k_layernorm(kiln_kctx *ctx)
+kiln_status kiln__layernorm(kiln_kctx *ctx, kiln_layernorm_row_fn row)
 {
     const kiln_node *nd = ctx->node;
     const kiln_tensor *x = kiln__kin(ctx, 0), *sc = kiln__kin(ctx, 1), *bi = kiln__kin(ctx, 2);
@@ -529,7 +541,7 @@ static kiln_status k_layernorm(kiln_kctx *ctx)
     const int64_t cnt = row_var ? rows * M : M; /* <= numel(X) */
     const int start = row_var ? 0 : axis;
     lnjob j = {x->dtype, (kiln_dtype)stash, x->data, ctx->out[0]->data, mean, istd, rows, M, eps,
-               NULL, NULL, NULL, NULL, row_var ? M : 0, row_var ? M : 0};
+               NULL, NULL, NULL, NULL, row_var ? M : 0, row_var ? M : 0, row ? row : ln_row_f32};
     void *sbuf = NULL, *bbuf = NULL;
     size_t es = f32 ? sizeof(float) : sizeof(double);
     /* direct use when Scale/B are float32 with exactly the normalized shape's elements */
@@ -563,6 +575,8 @@ static kiln_status k_layernorm(kiln_kctx *ctx)
     kiln__free(bbuf);
     return KILN_OK;
 }
+
+static kiln_status k_layernorm(kiln_kctx *ctx) { return kiln__layernorm(ctx, NULL); }
 
 /* ------------------------------------------------------------------------------------------ */
 /* LpNormalization                                                                             */

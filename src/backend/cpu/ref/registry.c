@@ -5,7 +5,7 @@
 
 #define GROUPS(X) X(unary) X(binary) X(shape) X(reduce) X(norm) X(linalg) X(conv) X(pool) \
                   X(resize) X(quant) X(control) X(rnn) X(detect) X(misc) X(fused) X(extra) X(qadd)
-#define FAST_GROUPS(X) X(pool_avx2) X(pool) X(qgemm) X(qadd) X(conv_avx2) X(conv_avx512) X(attn_avx2) X(attn)
+#define FAST_GROUPS(X) X(pool_avx2) X(pool) X(qgemm) X(qadd) X(conv_avx2) X(conv_avx512) X(attn_avx2) X(attn) X(norm)
 
 #define DECL(g) extern const kiln_kernel_reg kiln__ref_##g[];
 GROUPS(DECL)
