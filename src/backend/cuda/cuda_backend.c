@@ -967,6 +967,7 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
      * KILN_CUDA_NHWC=0 never, =1 always, unset from batch NHWC_MIN_BATCH on */
     const char *cg = getenv("KILN_CUDA_CONV_GRAPH");   /* half convolutions through cuDNN's graph API */
     b->conv_graph = !cg || strcmp(cg, "0");
+    b->conv_verbose = cg && !strcmp(cg, "2");
     const char *sc = getenv("KILN_CUDA_SMALLC");   /* kiln's own kernel for half convolutions over few channels */
     b->conv_smallc = !sc || strcmp(sc, "0");
     /* with the graph API NHWC won at batch 1 too (0.38 against 0.91 ms, ResNet-50 FP16) */

@@ -183,9 +183,7 @@ static bool timed_run(void *arg)
 static float call_time(cu_be *b, const fp8_call *c, int how)
 {
     fp8_timed t = {b, c, how};
-    float ms = cu_time_median3(b, timed_run, &t);
-    cudaGetLastError();
-    return ms;
+    return cu_time_median3(b, timed_run, &t);
 }
 
 typedef struct fp8_tactic {
@@ -219,8 +217,7 @@ static kiln_status choose(cu_be *b, const kiln_kctx *ctx, const fp8_call *c, int
     for (int i = 0; i < 3; i++)
         if (ms[i] >= 0 && (ms[t->how] < 0 || ms[i] < ms[t->how]))
             t->how = i;
-    const char *v = getenv("KILN_CUDA_CONV_GRAPH");
-    if (v && !strcmp(v, "2"))
+    if (b->conv_verbose)
         fprintf(stderr, "kiln cuda: FP8 conv %s: cuDNN %.3f ms, kiln %.3f ms, GEMM %.3f ms -> %s\n", ctx->node->name,
                 ms[0], ms[1], ms[2], how_name[t->how]);
     *how = t->how;

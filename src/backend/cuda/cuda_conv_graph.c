@@ -403,8 +403,7 @@ static kiln_status pick(cu_be *b, cg_build *c, cudnnBackendDescriptor_t graph, c
                 ms = time_plan(b, p, &g->key, ptr, wsp);
                 timed++;
                 if (ms >= 0 && !cand_agrees(b, &g->key, ptr[4], &chk)) {
-                    const char *v = getenv("KILN_CUDA_CONV_GRAPH");
-                    if (v && !strcmp(v, "2"))
+                    if (b->conv_verbose)
                         fprintf(stderr, "kiln cuda: conv graph candidate %d disagrees with the first: dropped\n", i);
                     ms = -1;
                 }
@@ -496,8 +495,7 @@ kiln_status cu_cg_get(cu_be *b, const cu_cg_key *k, const void *const *ptr, cu_c
     }
     b->cg[b->n_cg++] = g;
     *out = g->plan ? g : NULL;
-    const char *v = getenv("KILN_CUDA_CONV_GRAPH");
-    if (v && !strcmp(v, "2"))   /* which configurations an engine takes (developer tool) */
+    if (b->conv_verbose)   /* which configurations an engine takes (developer tool) */
         fprintf(stderr, "kiln cuda: conv graph x %lldx%lldx%lldx%lld w %lldx%lldx%lldx%lld %s%s%s%s%s%s bias %s: %s (ws %lld, candidate %d of %d timed)\n",
                 (long long)k->xd[0], (long long)k->xd[1], (long long)k->xd[2], (long long)k->xd[3],
                 (long long)k->wd[0], (long long)k->wd[1], (long long)k->wd[2], (long long)k->wd[3],

@@ -64,6 +64,7 @@ typedef struct cu_be {
     unsigned mem_gen;              /* bumped when memory a graph may use is freed (workspace, cached blocks) */
     /* fused half convolutions through cuDNN's graph API (cuda_conv_graph.c) */
     bool conv_graph;               /* KILN_CUDA_CONV_GRAPH unset or not "0" */
+    bool conv_verbose;             /* KILN_CUDA_CONV_GRAPH=2: convolution tactics and graph choices on stderr */
     bool conv_smallc;              /* half convolutions over < 8 channels by kiln's kernel (KILN_CUDA_SMALLC != 0) */
     bool fused_attn;               /* half attention in one kernel (off: KILN_CUDA_FUSED_ATTN=0) */
     int lt_candidates;             /* cuBLASLt heuristic candidates timed per GEMM (KILN_CUDA_GEMM_CANDIDATES, 8) */
