@@ -288,6 +288,17 @@ static kiln_status conv_graph_run(cu_be *b, kiln_kctx *ctx, conv_state *s, const
     return st;
 }
 
+/* An activation the kernels did not fuse (other than ReLU), applied after them to the written output y (N, C,
+ * spatial dims: the channel step 1 channels-last, else the spatial size) */
+static kiln_status act_after(cu_be *b, kiln_tensor *y, kiln_dtype sdt, bool nhwc, int act, float aa, float ab)
+{
+    int64_t ny = cu_numel(y);
+    if (act == CUK_IDENTITY || act == CUK_RELU || !ny)
+        return KILN_OK;
+    return cu_check(b, cuk_epilogue(cu_fdt(sdt), y->data, ny, y->dims[1], nhwc ? 1 : ny / (y->dims[0] * y->dims[1]),
+                                    NULL, NULL, act, aa, ab, b->stream), "conv activation");
+}
+
 /* A 1x1 layer's two ways (the cuDNN graph, the cuBLASLt GEMM) timed on its own operands */
 typedef struct conv_timed {
     cu_be *b;
@@ -326,10 +337,8 @@ static kiln_status gemm_choose(conv_timed *t, bool *use)
     if (mode || s->gemm_pick || b->capturing || (t->res && t->res->data == t->y->data))
         return KILN_OK;
     float tg = cu_time_median3(b, timed_gemm, t), tc = s->graph_ok ? cu_time_median3(b, timed_graph, t) : -1;
-    cudaGetLastError();
     s->gemm_pick = tg >= 0 && (tc < 0 || tg < tc) ? 1 : 2;
-    const char *v = getenv("KILN_CUDA_CONV_GRAPH");
-    if (v && !strcmp(v, "2"))
+    if (b->conv_verbose)
         fprintf(stderr, "kiln cuda: 1x1 conv %s: GEMM %.3f ms, cuDNN %.3f ms -> %s\n", t->ctx->node->name, tg, tc,
                 s->gemm_pick == 1 ? "GEMM" : "cuDNN");
     *use = s->gemm_pick == 1;
@@ -380,20 +389,14 @@ static kiln_status conv_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, bool nhwc,
         KILN_TRY(gemm_choose(&t, &use));
         if (use) {
             KILN_TRY(cu_conv_gemm(b, ctx, &ga));
-            return act == CUK_IDENTITY || act == CUK_RELU
-                       ? KILN_OK
-                       : cu_check(b, cuk_epilogue(cu_fdt(sdt), y->data, ny, yd[1], 1, NULL, NULL, act, aa, ab,
-                                                  b->stream), "conv activation");
+            return act_after(b, y, sdt, nhwc, act, aa, ab);
         }
     }
     if (s->graph_ok) {   /* half: convolution and epilogue as one cuDNN graph when an engine takes it */
         bool done = false;
         KILN_TRY(conv_graph_run(b, ctx, s, x, wp, bias, res, y, act, &done));
         if (done)
-            return act == CUK_IDENTITY || act == CUK_RELU
-                       ? KILN_OK
-                       : cu_check(b, cuk_epilogue(cu_fdt(sdt), y->data, ny, yd[1], nhwc ? 1 : yd[2] * yd[3], NULL,
-                                                  NULL, act, aa, ab, b->stream), "conv activation");
+            return act_after(b, y, sdt, nhwc, act, aa, ab);
     }
     void *ws = NULL;
     if (s->ws)
@@ -551,9 +554,8 @@ static kiln_status conv_smallc(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, bool nh
     if (st == KILN_OK)
         st = cu_check(b, cuk_conv_smallc(cu_fdt(cu_sdt(x)), cu_fdt(sdt), xp, wp, bias ? bias->data : NULL,
                                          res ? res->data : NULL, y->data, &d, b->stream), "small-channel conv");
-    if (st == KILN_OK && act != CUK_IDENTITY && act != CUK_RELU)
-        st = cu_check(b, cuk_epilogue(cu_fdt(sdt), y->data, cu_numel(y), yd[1], nhwc ? 1 : yd[2] * yd[3], NULL, NULL,
-                                      act, aa, ab, b->stream), "conv activation");
+    if (st == KILN_OK)
+        st = act_after(b, y, sdt, nhwc, act, aa, ab);
     for (int i = 0; i < 4; i++)
         cu_tmp_free(b, &tmp[i]);
     return st;
