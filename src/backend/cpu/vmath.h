@@ -47,6 +47,12 @@ KILN_V512 __m512 kiln_v_exp(__m512 x)
                                 _mm512_set1_ps(INFINITY));
 }
 
+/* the lanes of a 16-float step with `left` elements still to go (all 16 when left >= 16; left > 0) */
+KILN_V512 __mmask16 kiln_v_mask16(int64_t left)
+{
+    return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+}
+
 KILN_V512 __m512 kiln_v_abs(__m512 x)
 {
     return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));

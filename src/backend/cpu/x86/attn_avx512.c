@@ -11,19 +11,19 @@ __attribute__((target("avx512f,avx512dq,fma"))) static void softmax_row512(float
 {
     __m512 vmx = _mm512_set1_ps(-INFINITY);
     for (int64_t k = 0; k < n; k += 16) {
-        __mmask16 m = n - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - k)) - 1u);
+        __mmask16 m = kiln_v_mask16(n - k);
         vmx = _mm512_mask_max_ps(vmx, m, _mm512_maskz_loadu_ps(m, row + k), vmx); /* NaN keeps vmx */
     }
     __m512 vm = _mm512_set1_ps(_mm512_reduce_max_ps(vmx)), vsum = _mm512_setzero_ps();
     for (int64_t k = 0; k < n; k += 16) {
-        __mmask16 m = n - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - k)) - 1u);
+        __mmask16 m = kiln_v_mask16(n - k);
         __m512 e = kiln_v_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + k), vm));
         _mm512_mask_storeu_ps(row + k, m, e);
         vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(m, e));
     }
     __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
     for (int64_t k = 0; k < n; k += 16) {
-        __mmask16 m = n - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - k)) - 1u);
+        __mmask16 m = kiln_v_mask16(n - k);
         _mm512_mask_storeu_ps(row + k, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, row + k), inv));
     }
 }

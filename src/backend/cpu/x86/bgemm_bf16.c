@@ -57,7 +57,7 @@ TBF16 __attribute__((always_inline)) static inline void tile_body(const kiln_bge
             int rem = ncols - v * 16;
             if (rem <= 0)
                 break;
-            __mmask16 km = rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1u);
+            __mmask16 km = kiln_v_mask16(rem);
             int64_t j = j0 + v * 16;
             __m512 y = acc[i][v];
             if (e) { /* y = act(y + bias + residual), as kiln__epi_apply_f32 */

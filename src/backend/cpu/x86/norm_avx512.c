@@ -10,11 +10,6 @@
 #if KILN_VMATH_X86
 #define T512 __attribute__((target("avx512f,avx512dq,fma")))
 
-static inline T512 __mmask16 tail_mask(int64_t left)
-{
-    return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
-}
-
 /* sum of x[0, n), or of (x - m)^2 over it (sq) */
 static T512 double row_sum(const float *x, int64_t n, bool sq, float m)
 {
@@ -38,7 +33,7 @@ static T512 double row_sum(const float *x, int64_t n, bool sq, float m)
             }
         }
         for (; i < end; i += 16) {
-            __mmask16 k = tail_mask(end - i);
+            __mmask16 k = kiln_v_mask16(end - i);
             __m512 v = _mm512_maskz_loadu_ps(k, x + i);
             if (sq) {
                 v = _mm512_maskz_sub_ps(k, v, vm);
@@ -62,7 +57,7 @@ static T512 void ln_row512(const float *x, float *y, int64_t M, float eps, const
     *inv = fi;
     const __m512 vm = _mm512_set1_ps(fm), vi = _mm512_set1_ps(fi);
     for (int64_t i = 0; i < M; i += 16) {
-        __mmask16 k = tail_mask(M - i);
+        __mmask16 k = kiln_v_mask16(M - i);
         __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm), vi);
         __m512 sv = _mm512_maskz_loadu_ps(k, s + i);
         __m512 v = b ? _mm512_fmadd_ps(d, sv, _mm512_maskz_loadu_ps(k, b + i)) : _mm512_mul_ps(d, sv);
