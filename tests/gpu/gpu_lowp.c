@@ -217,6 +217,7 @@ void fp8_cases(double tol)
     fp8_shared_input_case(tol);
     fp8_midpoint_case(tol ? tol : 1);
     fp8_feed_case(tol);
+    fp8_block_case();
 }
 
 /* The GPU's activation quantization byte for byte (the kernels skip the IEEE division where the product with the
@@ -412,6 +413,94 @@ static void mark_fp4(tgraph *t, const char *fmt)
 {
     kiln__node_set_attr_s(tg_node(t), KILN_ATTR_WQ, fmt);
     kiln__node_set_attr_s(tg_node(t), KILN_ATTR_AQ, "fp16");
+}
+
+/* A ResNet bottleneck in FP8 with a downsampling branch: c0 (3x3) -> X; X -> c1 (1x1) -> c2 (3x3) -> c3 (1x1) + ds(X)
+ * (1x1), ReLUs. c0, c1 and c2 write feeds; the block input X is read by c1 and, after c1 and c2 wrote their own
+ * feeds, by ds: ds must find X's E4M3 copy still kept (cu_be.fp8_kept) instead of quantizing X again. With feeds:
+ * 1 pass (c0's graph input), 4 inputs fed (c1, c2, ds, c3); without: 4 passes (c0, c1's X, c2's h1, c3's h2; ds
+ * reuses c1's), 0 fed. Outputs against the CPU's emulation. */
+static tgraph block_graph(void)
+{
+    tgraph t = tg_new(KILN_OP_FusedConv, 1);
+    kiln_graph *g = t.g;
+    tg_in(&t, RT(4, 2, 32, 9, 11), false);
+    tg_in(&t, RT(4, 32, 32, 3, 3), true);
+    tg_in(&t, RT(1, 32), true);
+    int x = tg_out1(g, t.node, "X");
+    attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
+    set_act(&t, KILN_FUSED_RELU, 0, 0);
+    mark_fp8(&t, 1.0f);
+    mark_feed(g, t.node, 4.0f);
+    int keep = t.node;
+    int in1[3] = {x, tg_const(g, "w1", RT(4, 16, 32, 1, 1)), tg_const(g, "b1", RT(1, 16))};
+    int c1 = t.node = tg_node_add(g, KILN_OP_FusedConv, 1, "c1", 3, in1, "h1");
+    set_act(&t, KILN_FUSED_RELU, 0, 0);
+    mark_fp8(&t, 4.0f);
+    mark_feed(g, c1, 4.0f);
+    int in2[3] = {g->nodes[c1].out[0], tg_const(g, "w2", RT(4, 16, 16, 3, 3)), tg_const(g, "b2", RT(1, 16))};
+    int c2 = t.node = tg_node_add(g, KILN_OP_FusedConv, 1, "c2", 3, in2, "h2");
+    attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
+    set_act(&t, KILN_FUSED_RELU, 0, 0);
+    mark_fp8(&t, 4.0f);
+    mark_feed(g, c2, 4.0f);
+    int ind[2] = {x, tg_const(g, "wd", RT(4, 48, 32, 1, 1))};
+    int ds = tg_node_add(g, KILN_OP_Conv, 13, "ds", 2, ind, "r");
+    mark_fp8_node(&t, ds, 4.0f);
+    int in3[4] = {g->nodes[c2].out[0], tg_const(g, "w3", RT(4, 48, 16, 1, 1)), tg_const(g, "b3", RT(1, 48)),
+                  g->nodes[ds].out[0]};
+    int c3 = t.node = tg_node_add(g, KILN_OP_FusedConv, 1, "c3", 4, in3, "y");
+    set_act(&t, KILN_FUSED_RELU, 0, 0);
+    mark_fp8(&t, 4.0f);
+    tg_output(g, c3);
+    t.node = keep;
+    return t;
+}
+
+void fp8_block_case(void)
+{
+    tgraph t = block_graph();
+    const kiln_tensor *feed[8];
+    for (int i = 0; i < t.n_feed; i++)
+        feed[i] = &t.feed[i];
+    kiln_tensor ref[1] = {0}, got[1] = {0}, off[1] = {0};
+    kiln_run_env cpu = {.nthreads = 1};
+    test_checks++;
+    bool ok = kiln__exec_graph(t.g, NULL, feed, ref, &cpu, 0) == KILN_OK;
+    const char *name = "FP8 block: kept block input";
+    if (!ok || !dev) {
+        printf("%s %s%s\n", ok ? "cpu " : "FAIL", name, ok ? "" : ": CPU reference failed");
+        test_failures += !ok;
+    } else {
+        kiln_device_stats on, no;
+        kiln_dev *d0 = NULL;
+        setenv("KILN_CUDA_FP8_FEED", "0", 1);
+        bool opened = kiln__dev_open(KILN_DEVICE_CUDA, 0, &d0) == KILN_OK;
+        unsetenv("KILN_CUDA_FP8_FEED");
+        ok = opened && feed_run(dev, &t, got, &on) && feed_run(d0, &t, off, &no);
+        double worst = 0, cos = 1, worst0 = 0, cos0 = 1;
+        if (ok) {
+            worst = compare(&got[0], &ref[0]);
+            cos = cosine(&got[0], &ref[0]);
+            worst0 = compare(&off[0], &ref[0]);
+            cos0 = cosine(&off[0], &ref[0]);
+        }
+        /* FP16 outputs: values landing on the other side of an E4M3 rounding midpoint move one E4M3 step */
+        bool near = cos >= 0.999 && worst <= 0.1 && cos0 >= 0.999 && worst0 <= 0.1;
+        bool counts = ok && on.fp8_quant_passes == 1 && on.fp8_fed_inputs == 4 && no.fp8_quant_passes == 4 &&
+                      no.fp8_fed_inputs == 0;
+        bool good = ok && near && counts;
+        printf("%s %-28s max rel err %.3g cosine %.6f (without feeds %.3g / %.6f); fed %llu passes %llu (want 4 / 1; "
+               "without feeds: %llu / %llu, want 0 / 4)\n", good ? "ok  " : "FAIL", name, worst, cos, worst0, cos0,
+               on.fp8_fed_inputs, on.fp8_quant_passes, no.fp8_fed_inputs, no.fp8_quant_passes);
+        test_failures += !good;
+        if (d0)
+            kiln__dev_close(d0);
+    }
+    kiln__tensor_release(&ref[0]);
+    kiln__tensor_release(&got[0]);
+    kiln__tensor_release(&off[0]);
+    tg_free(&t);
 }
 
 /* 4-bit embedding tables (PRECISION.md "4-bit embedding tables"): a Gather so marked keeps only the CPU backend's

@@ -266,8 +266,9 @@ kiln_status cu_fp8_conv_run(cu_be *b, kiln_kctx *ctx)
     if (st == KILN_OK && bias)
         st = cu_as(b, bias, KILN_DT_FLOAT32, &tmp[1], &bl);
     cu_part_mark(b, 4, 0, 2);
+    const kiln_tensor *xq = NULL;
     if (st == KILN_OK)
-        st = cu_fp8_act(b, xl, cu_numel(xl), as);
+        st = cu_fp8_act(b, xl, cu_numel(xl), as, &xq);
     cu_part_mark(b, 4, 1, 2);
     if (st == KILN_OK) {
         cu_cg_key k;
@@ -290,25 +291,17 @@ kiln_status cu_fp8_conv_run(cu_be *b, kiln_kctx *ctx)
             k.str[i] = g.s[i];
             k.dil[i] = g.d[i];
         }
-        /* the next FP8 layer's input written by this graph (build/fp8_feed.c marks the layer): then the own quantized
-         * input moves to xq (freed after the graph, in stream order) so the feed gets scratch of its own; else it
-         * stays kept for another FP8 layer reading the same input (a downsampling convolution) */
+        /* the next FP8 layer's input written by this graph (build/fp8_feed.c marks the layer) into an entry of its
+         * own: the quantized input stays kept for another FP8 layer reading it (a downsampling convolution) */
         float fa = b->host->attr_f(n, KILN_ATTR_FP8_FEED, NAN);
         bool want = b->fp8_feed && fa > 0 && isfinite(fa) && (act == CUK_IDENTITY || act == CUK_RELU);
-        kiln_tensor xq = b->fp8_act.q, own;
-        memset(&own, 0, sizeof own);
-        if (want) {
-            own = xq;
-            memset(&b->fp8_act.q, 0, sizeof b->fp8_act.q);
-            cu_fp8_forget(b);
-        }
         float fs = 0;
         const float *ip = NULL;
         uint8_t *fq = want ? cu_fp8_feed(b, ctx, y, &fs) : NULL;
         if (fq && layer_scale(b, ctx, I_SLOT, 1.0f / fs, &ip) != KILN_OK)
             fq = NULL;
         k.feed = fq != NULL;
-        const void *ptr[CU_CG_OPERANDS] = {xq.data, wq->dev, bl ? bl->data : NULL, rl ? rl->data : NULL,
+        const void *ptr[CU_CG_OPERANDS] = {xq->data, wq->dev, bl ? bl->data : NULL, rl ? rl->data : NULL,
                                            y->data, sp, ip, fq};
         fp8_call c = {.k = k, .d = {.n = (int)x->dims[0], .c = (int)C, .h = (int)x->dims[2], .w = (int)x->dims[3],
                                     .k = (int)K, .r = (int)w->dims[2], .s = (int)w->dims[3], .p = (int)g.out[0],
@@ -327,9 +320,8 @@ kiln_status cu_fp8_conv_run(cu_be *b, kiln_kctx *ctx)
             st = cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "no cuDNN engine runs this FP8 convolution");
         if (st == KILN_OK && fed)
             cu_fp8_fed(b, y, fs);
-        else if (want || relaid)   /* no feed written, or a quantization of a temporary copy: nothing to keep */
-            cu_fp8_forget(b);
-        cu_tmp_free(b, &own);
+        if (relaid)   /* a quantization of a temporary copy (freed below): not to be found again */
+            cu_fp8_unpin(b);
     }
     if (st == KILN_OK && act != CUK_IDENTITY && act != CUK_RELU)
         st = cu_check(b, cuk_epilogue(cu_fdt(sdt), y->data, cu_numel(y), K, 1, NULL, NULL, act, aa, ab, b->stream),

@@ -74,56 +74,93 @@ kiln_dtype cu_fp8_out_sdt(const cu_be *b, const kiln_tensor *a)
     return b->fp8_out;
 }
 
+static void kept_drop(cu_be *b, int i)
+{
+    cu_tmp_free(b, &b->fp8_kept[i].q);   /* used in stream order only */
+    memset(&b->fp8_kept[i], 0, sizeof b->fp8_kept[i]);
+}
+
 void cu_fp8_forget(cu_be *b)
 {
-    cu_tmp_free(b, &b->fp8_act.q);   /* used in stream order only */
-    b->fp8_act.valid = b->fp8_act.fresh = b->fp8_act.feed = false;
+    for (int i = 0; i < CU_FP8_KEPT; i++)
+        kept_drop(b, i);
+    b->fp8_pin = b->fp8_new = 0;
 }
 
 void cu_fp8_wrote(cu_be *b, const kiln_kctx *ctx, kiln_status st)
 {
-    if (!b->fp8_act.valid)
-        return;
     if (st != KILN_OK) {
         cu_fp8_forget(b);
         return;
     }
-    if (b->fp8_act.fresh) {   /* the feed this layer wrote with its output */
-        b->fp8_act.fresh = false;
-        return;
-    }
-    const char *lo = b->fp8_act.src, *hi = lo + b->fp8_act.bytes;
     const kiln_tensor *x = IN(0);
-    for (int i = 0; i < ctx->n_out; i++) {
-        const kiln_tensor *t = ctx->out[i];
-        if (i == 0 && t && x && kiln__op_is_view(ctx->node->op) && t->data == x->data && t->nbytes == x->nbytes)
-            continue;   /* the same bytes under new dims (copy_as): nothing written */
-        if (t && t->data && t->nbytes && (const char *)t->data < hi && (const char *)t->data + t->nbytes > lo) {
-            cu_fp8_forget(b);
-            return;
+    for (int k = 0; k < CU_FP8_KEPT; k++) {
+        struct cu_fp8_kept *e = &b->fp8_kept[k];
+        if (!e->valid) {
+            if (e->q.data)   /* a feed made but not fed */
+                kept_drop(b, k);
+            continue;
+        }
+        if (e->fresh) {   /* the feed this layer wrote with its output */
+            e->fresh = false;
+            continue;
+        }
+        const char *lo = e->src, *hi = lo + e->bytes;
+        for (int i = 0; i < ctx->n_out; i++) {
+            const kiln_tensor *t = ctx->out[i];
+            if (i == 0 && t && x && kiln__op_is_view(ctx->node->op) && t->data == x->data && t->nbytes == x->nbytes)
+                continue;   /* the same bytes under new dims (copy_as): nothing written */
+            if (t && t->data && t->nbytes && (const char *)t->data < hi && (const char *)t->data + t->nbytes > lo) {
+                kept_drop(b, k);
+                break;
+            }
         }
     }
+    b->fp8_pin = b->fp8_new = 0;
 }
 
-/* The kept quantized activations dropped and scratch for new ones (numel bytes, b->fp8_act.q); an error leaves none. */
-static kiln_status fp8_scratch(cu_be *b, int64_t numel)
+void cu_fp8_unpin(cu_be *b)
 {
-    cu_fp8_forget(b);
-    kiln_status st = cu_tmp(b, &b->fp8_act.q, KILN_DT_UINT8, 1, (const int64_t[]){numel});
-    if (st != KILN_OK)
+    if (b->fp8_pin)
+        kept_drop(b, b->fp8_pin - 1);
+    b->fp8_pin = 0;
+}
+
+/* A free entry with numel bytes of scratch (the oldest kept one replaced, never the one the running layer reads):
+ * its index, or -1 (out of memory: nothing kept then). */
+static int kept_new(cu_be *b, int64_t numel)
+{
+    int k = -1;
+    for (int i = 0; i < CU_FP8_KEPT; i++) {
+        const struct cu_fp8_kept *e = &b->fp8_kept[i];
+        if (i + 1 == b->fp8_pin || i + 1 == b->fp8_new)
+            continue;
+        if (k < 0 || (!e->valid && b->fp8_kept[k].valid) ||
+            (e->valid == b->fp8_kept[k].valid && e->used < b->fp8_kept[k].used))
+            k = i;
+    }
+    if (k < 0)
+        return -1;
+    kept_drop(b, k);
+    if (cu_tmp(b, &b->fp8_kept[k].q, KILN_DT_UINT8, 1, (const int64_t[]){numel}) != KILN_OK) {
         cu_fp8_forget(b);
-    return st;
+        return -1;
+    }
+    return k;
 }
 
-/* b->fp8_act.q (queued) becomes the kept quantization of x with scale s; feed: written by x's producer. */
-static void fp8_keep(cu_be *b, const kiln_tensor *x, float s, bool feed)
+/* Entry k (its scratch queued to be written) becomes the kept quantization of x with scale s; feed: written by
+ * x's producer. */
+static void kept_set(cu_be *b, int k, const kiln_tensor *x, float s, bool feed)
 {
-    b->fp8_act.valid = true;
-    b->fp8_act.feed = b->fp8_act.fresh = feed;
-    b->fp8_act.src = x->data;
-    b->fp8_act.bytes = (size_t)cu_numel(x) * cu_tes(x);
-    b->fp8_act.scale = s;
-    b->fp8_act.fdt = cu_fdt(cu_sdt(x));
+    struct cu_fp8_kept *e = &b->fp8_kept[k];
+    e->valid = true;
+    e->feed = e->fresh = feed;
+    e->src = x->data;
+    e->bytes = (size_t)cu_numel(x) * cu_tes(x);
+    e->scale = s;
+    e->fdt = cu_fdt(cu_sdt(x));
+    e->used = ++b->fp8_clock;
 }
 
 uint8_t *cu_fp8_feed(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *y, float *scale)
@@ -135,34 +172,47 @@ uint8_t *cu_fp8_feed(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *y, float
      * gets a relaid copy at another address, so it never takes this feed for its own */
     if (!(s > 0 && isfinite(s)) || cu_fdt(cu_sdt(y)) < 0)
         return NULL;
-    if (fp8_scratch(b, cu_numel(y)) != KILN_OK)
+    int k = kept_new(b, cu_numel(y));
+    if (k < 0)
         return NULL;   /* the FP8 layers quantize it themselves */
+    b->fp8_new = k + 1;
     *scale = s;
-    return b->fp8_act.q.data;
+    return b->fp8_kept[k].q.data;
 }
 
-void cu_fp8_fed(cu_be *b, const kiln_tensor *y, float scale) { fp8_keep(b, y, scale, true); }
+void cu_fp8_fed(cu_be *b, const kiln_tensor *y, float scale)
+{
+    if (b->fp8_new)
+        kept_set(b, b->fp8_new - 1, y, scale, true);
+}
 
-/* b->fp8_act.q: A (numel values) quantized with scale s, kept from an earlier FP8 layer when it read the same
- * data with the same scale and nothing has written that data since (cu_fp8_wrote, cu_fp8_forget), else made
- * here. */
-kiln_status cu_fp8_act(cu_be *b, const kiln_tensor *A, int64_t numel, float s)
+kiln_status cu_fp8_act(cu_be *b, const kiln_tensor *A, int64_t numel, float s, const kiln_tensor **q)
 {
     const int fdt = cu_fdt(cu_sdt(A));
-    if (b->fp8_act.valid && b->fp8_act.src == A->data && b->fp8_act.q.nbytes == (size_t)numel &&
-        b->fp8_act.scale == s && b->fp8_act.fdt == fdt) {
-        b->fp8_fed += b->fp8_act.feed;
-        return KILN_OK;
+    for (int k = 0; k < CU_FP8_KEPT; k++) {
+        struct cu_fp8_kept *e = &b->fp8_kept[k];
+        if (e->valid && !e->fresh && e->src == A->data && e->q.nbytes == (size_t)numel && e->scale == s &&
+            e->fdt == fdt) {
+            b->fp8_fed += e->feed;
+            e->used = ++b->fp8_clock;
+            b->fp8_pin = k + 1;
+            *q = &e->q;
+            return KILN_OK;
+        }
     }
     b->fp8_passes++;
-    KILN_TRY(fp8_scratch(b, numel));
-    kiln_status st = cu_check(b, cuk_fp8_quant(fdt, A->data, b->fp8_act.q.data, numel, s, b->stream),
+    int k = kept_new(b, numel);
+    if (k < 0)
+        return cu_err(b, KILN_ERR_NOMEM, "out of device memory for FP8 activations");
+    kiln_status st = cu_check(b, cuk_fp8_quant(fdt, A->data, b->fp8_kept[k].q.data, numel, s, b->stream),
                               "quantizing activations to FP8");
     if (st != KILN_OK) {
         cu_fp8_forget(b);
         return st;
     }
-    fp8_keep(b, A, s, false);
+    kept_set(b, k, A, s, false);
+    b->fp8_pin = k + 1;
+    *q = &b->fp8_kept[k].q;
     return KILN_OK;
 }
 
@@ -203,9 +253,9 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
     memset(&bt, 0, sizeof bt);
     const kiln_tensor *r2 = NULL, *b2 = NULL;
     cu_part_mark(b, 4, 0, 2);
-    kiln_status st = cu_fp8_act(b, A, numel, as);
+    const kiln_tensor *xq = NULL;
+    kiln_status st = cu_fp8_act(b, A, numel, as, &xq);
     cu_part_mark(b, 4, 1, 2);
-    const kiln_tensor *xq = &b->fp8_act.q;
     if (st == KILN_OK && R)
         st = cu_as(b, R, sdt, &rt, &r2);
     if (st == KILN_OK && bias)
@@ -213,7 +263,7 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
     float alpha = gemm ? b->host->attr_f(n, "alpha", 1.0f) : 1.0f;
     /* B: the blob's E4M3 elements [N, K]; its scale: the blob's FP32 tensor scale, in device memory */
     gemm_args g = {.tb = true, .ty = cu_cuda_ty(sdt), .fp8 = true, .b_scale = (const float *)(w->dev + w->L.off_t),
-                   .M = M, .N = N, .K = K, .A = xq->data, .B = w->dev, .Y = y->data, .C = r2 ? r2->data : NULL,
+                   .M = M, .N = N, .K = K, .A = xq ? xq->data : NULL, .B = w->dev, .Y = y->data, .C = r2 ? r2->data : NULL,
                    .lda = K, .ldb = K, .ldy = N, .alpha = alpha * as, .beta = r2 ? 1.0f : 0.0f,
                    .bias = b2 ? b2->data : NULL, .bias_w = b2 && (b2->flags & KILN_TENSOR_DEV_WEIGHT),
                    .relu = act == CUK_RELU, .batch = 1};

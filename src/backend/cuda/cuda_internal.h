@@ -19,6 +19,8 @@ typedef struct cu_state {
     void (*destroy)(void *st);
 } cu_state;
 
+#define CU_FP8_KEPT 4   /* quantized activations kept at once (cu_be.fp8_kept) */
+
 typedef struct cu_be {
     kiln_backend base;             /* base.state == this */
     const kiln_devmod_host *host;
@@ -69,19 +71,24 @@ typedef struct cu_be {
     bool fused_attn;               /* half attention in one kernel (off: KILN_CUDA_FUSED_ATTN=0) */
     int lt_candidates;             /* cuBLASLt heuristic candidates timed per GEMM (KILN_CUDA_GEMM_CANDIDATES, 8) */
     uint64_t own_weight_bytes;     /* device memory of weights in this instance's own forms (FP8, 4-bit) */
-    /* The last FP8 layer's quantized activations (cuda_fp8.c), reused by the next FP8 layers that quantize the
-     * same device data with the same scale (BERT's Q, K and V GEMMs read one tensor): valid until a layer's
-     * output overlaps that data or anything else writes device memory (copies, graphs): cu_fp8_forget */
-    struct {
+    /* Quantized activations kept for the next FP8 layers that read the same device data with the same scale
+     * (cuda_fp8.c): BERT's Q, K and V GEMMs read one tensor; a ResNet block's input is read by its first
+     * convolution and its downsampling one, with the first one's feed written between. An entry is valid until a
+     * layer's output overlaps its data or anything else writes device memory (copies, graphs: cu_fp8_forget). */
+    struct cu_fp8_kept {
         bool valid;
         bool fresh;                /* written by the layer now running beside its own output (a feed) */
+        bool feed;                 /* written by its producer (cu_fp8_fed), not by an FP8 layer */
         const void *src;
         size_t bytes;              /* of src */
         float scale;
         int fdt;
-        bool feed;                 /* written by its producer (cu_fp8_fed), not by an FP8 layer */
+        unsigned long long used;   /* when last made or read (b->fp8_clock): the oldest is replaced first */
         kiln_tensor q;             /* E4M3, numel bytes (scratch of this instance) */
-    } fp8_act;
+    } fp8_kept[CU_FP8_KEPT];
+    int fp8_pin;                   /* 1 + the entry the running layer reads (never replaced by its feed), 0: none */
+    int fp8_new;                   /* 1 + the entry cu_fp8_feed made for the running layer's output, 0: none */
+    unsigned long long fp8_clock;
     unsigned long long fp8_passes, fp8_fed;   /* kiln_devmod.fp8_counts */
     struct cu_cg **cg;             /* plans per configuration */
     int n_cg, cap_cg;
@@ -205,10 +212,12 @@ bool cu_fp8_layer(const cu_be *b, const kiln_node *n, float *ascale);
 bool cu_fp8_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in);
 bool cu_fp8_reads_blob(const cu_be *b, const kiln_node *n, const void *blob, size_t size);
 kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx);
-/* The storage of an FP8 layer's output (x its input); b->fp8_act.q made (or kept) as A's first numel values
- * quantized to E4M3 with scale s (A's layout as it is). */
+/* The storage of an FP8 layer's output (x its input); cu_fp8_act: *q, A's first numel values quantized to E4M3
+ * with scale s (A's layout as it is), kept from an earlier layer or made now; valid while the layer runs. */
 kiln_dtype cu_fp8_out_sdt(const cu_be *b, const kiln_tensor *x);
-kiln_status cu_fp8_act(cu_be *b, const kiln_tensor *A, int64_t numel, float s);
+kiln_status cu_fp8_act(cu_be *b, const kiln_tensor *A, int64_t numel, float s, const kiln_tensor **q);
+/* Drops the entry cu_fp8_act gave the running layer (its source a temporary copy) */
+void cu_fp8_unpin(cu_be *b);
 /* FP8 convolutions (cuda_conv_fp8.c): the operands it takes (one group, 2-D, channels multiples of 16) and the
  * run (cuDNN graph: E4M3 x and w channels-last, scale, bias, residual, ReLU fused). cu_conv_accepts /
  * cu_conv_geom: the float convolution's checks and geometry (cuda_conv.c). */
@@ -233,7 +242,7 @@ typedef struct cu_conv_gemm_args {
 bool cu_conv_gemm_fits(const int64_t *wd, const cu_geom *g, int64_t group);
 int cu_conv_gemm_mode(void);
 kiln_status cu_conv_gemm(cu_be *b, const kiln_kctx *ctx, const cu_conv_gemm_args *a);
-/* Drop the kept quantized activations (see cu_be.fp8_act); cu_fp8_wrote: after a layer (st its result), when it
+/* Drop the kept quantized activations (see cu_be.fp8_kept); cu_fp8_wrote: after a layer (st its result), when it
  * failed or one of its outputs overlaps their source (a view of it, a shape op's output on the same data, is not a
  * write; nor is the feed the layer wrote beside its output) */
 void cu_fp8_forget(cu_be *b);
@@ -241,7 +250,8 @@ void cu_fp8_wrote(cu_be *b, const kiln_kctx *ctx, kiln_status st);
 /* Feeds: a layer whose output an FP8 layer quantizes next (the builder's KILN_ATTR_FP8_FEED, its scale) writes the
  * E4M3 copy in its own kernel. cu_fp8_feed: the buffer for the copy of output y (numel bytes) and its scale, or NULL
  * (no feed: off, not marked, y not float storage, no memory); after queuing the kernel that writes it,
- * cu_fp8_fed makes it the kept quantized activation of y (the FP8 layers reading y find it). */
+ * cu_fp8_fed makes it a kept quantized activation of y (the FP8 layers reading y find it); a feed not fed is
+ * dropped after the layer (cu_fp8_wrote). */
 uint8_t *cu_fp8_feed(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *y, float *scale);
 void cu_fp8_fed(cu_be *b, const kiln_tensor *y, float scale);
 /* 4-bit weight-only layers (cuda_fp4.c): NVFP4 / MXFP4 / INT4 weights with FP16 activations (*fmt: enum
