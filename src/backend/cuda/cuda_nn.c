@@ -230,7 +230,11 @@ static kiln_status k_pool(cu_be *b, kiln_kctx *ctx)
                   .dw = (int)g.d[1], .peh = (int)g.pe[0], .pew = (int)g.pe[1],
                   .count_include_pad = b->host->attr_i(ctx->node, "count_include_pad", 0) != 0,
                   .c = cu_is_nhwc(x) ? x->dims[1] : 0};
-    st = cu_check(b, cuk_pool2d(fdt, &p, x->data, y->data, b->stream), "pool");
+    float fs = 0;   /* ResNet's stem pool: the E4M3 input of the first block's FP8 convolutions */
+    uint8_t *fq = cuk_pool2d_feeds(fdt, &p, x->data, y->data) ? cu_fp8_feed(b, ctx, y, &fs) : NULL;
+    st = cu_check(b, cuk_pool2d(fdt, &p, x->data, y->data, fq, fs, b->stream), "pool");
+    if (st == KILN_OK && fq)
+        cu_fp8_fed(b, y, fs);
     cu_tmp_free(b, &tmp);
     return st;
 }

@@ -1018,7 +1018,9 @@ template <typename T> __global__ void k_pool2d(pool_arg p, const T *x, T *y)
 
 // Max pooling over NHWC half data, 8 channels (16 bytes) a thread, 32-bit indexing: the NHWC path of
 // k_pool2d for C % 8 == 0 (ResNet's stem pool), same results (NaN propagates, -inf for empty windows).
-template <typename T, typename T2> __global__ void k_maxpool_nhwc8(pool_arg p, const T *x, T *y, uint32_t groups)
+// q (may be NULL): the E4M3 bytes of y as stored too, scale qs (an FP8 layer's feed: cuk_fp8_quant's bytes).
+template <typename T, typename T2>
+__global__ void k_maxpool_nhwc8(pool_arg p, const T *x, T *y, uint32_t groups, uint8_t *q, float qs)
 {
     uint32_t c8 = (uint32_t)p.c / 8, ow = (uint32_t)p.ow, oh = (uint32_t)p.oh;
     for (uint32_t g = blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += gridDim.x * blockDim.x) {
@@ -1043,25 +1045,42 @@ template <typename T, typename T2> __global__ void k_maxpool_nhwc8(pool_arg p, c
             }
         }
         *(uint4 *)(y + (size_t)g * 8) = *(const uint4 *)m;
+        if (q)
+            stq<T, 8>(q + (size_t)g * 8, (const T *)m, qs);
     }
 }
 
-extern "C" cudaError_t cuk_pool2d(int fdt, const cuk_pool *p, const void *x, void *y, cudaStream_t s)
+// The NHWC max pool of 8 half channels a thread (k_maxpool_nhwc8) runs these operands.
+static bool pool_vec(int fdt, const cuk_pool *p, const void *x, const void *y)
+{
+    int64_t n = p->nc * p->oh * p->ow;
+    return p->kind == 0 && fdt != CUK_F32 && p->c > 0 && p->c % 8 == 0 && n < INT32_MAX &&
+           p->nc * p->h * p->w < INT32_MAX && p->h < INT32_MAX / 4 && p->w < INT32_MAX / 4 &&
+           ((uintptr_t)x | (uintptr_t)y) % 16 == 0;
+}
+
+extern "C" bool cuk_pool2d_feeds(int fdt, const cuk_pool *p, const void *x, const void *y)
+{
+    return pool_vec(fdt, p, x, y);
+}
+
+extern "C" cudaError_t cuk_pool2d(int fdt, const cuk_pool *p, const void *x, void *y, uint8_t *q, float qs,
+                                  cudaStream_t s)
 {
     pool_arg a = {p->kind, p->nc, p->h, p->w, p->oh, p->ow, p->kh, p->kw, p->sh, p->sw, p->ph, p->pw, p->dh, p->dw,
                   p->peh, p->pew, p->count_include_pad, p->c};
     int64_t n = p->nc * p->oh * p->ow;
     if (n <= 0)
         return cudaGetLastError();
-    bool vec = p->kind == 0 && fdt != CUK_F32 && p->c > 0 && p->c % 8 == 0 && n < INT32_MAX &&
-               p->nc * p->h * p->w < INT32_MAX && p->h < INT32_MAX / 4 && p->w < INT32_MAX / 4 &&
-               ((uintptr_t)x | (uintptr_t)y) % 16 == 0;
+    bool vec = pool_vec(fdt, p, x, y);
+    if (q && (!vec || (uintptr_t)q % 8))
+        return cudaErrorInvalidValue;   /* only the vector path writes a feed (cuk_pool2d_feeds) */
     if (vec && fdt == CUK_F16)
         k_maxpool_nhwc8<__half, __half2><<<grid_for(n / 8), THREADS, 0, s>>>(a, (const __half *)x, (__half *)y,
-                                                                              (uint32_t)(n / 8));
+                                                                              (uint32_t)(n / 8), q, qs);
     else if (vec)
         k_maxpool_nhwc8<__nv_bfloat16, __nv_bfloat162><<<grid_for(n / 8), THREADS, 0, s>>>(
-            a, (const __nv_bfloat16 *)x, (__nv_bfloat16 *)y, (uint32_t)(n / 8));
+            a, (const __nv_bfloat16 *)x, (__nv_bfloat16 *)y, (uint32_t)(n / 8), q, qs);
     else
         FDT_DISPATCH(fdt, k_pool2d<T><<<grid_for(n), THREADS, 0, s>>>(a, (const T *)x, (T *)y));
     return cudaGetLastError();

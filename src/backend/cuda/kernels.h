@@ -131,7 +131,9 @@ typedef struct cuk_pool {
     bool count_include_pad;
     int64_t c;                /* NHWC: x is [nc / c, h, w, c] (0: NCHW planes) */
 } cuk_pool;
-cudaError_t cuk_pool2d(int fdt, const cuk_pool *p, const void *x, void *y, cudaStream_t s);
+/* q (may be NULL): the E4M3 bytes of y as stored too, scale qs (a feed, cuda_fp8.c); only where cuk_pool2d_feeds */
+cudaError_t cuk_pool2d(int fdt, const cuk_pool *p, const void *x, void *y, uint8_t *q, float qs, cudaStream_t s);
+bool cuk_pool2d_feeds(int fdt, const cuk_pool *p, const void *x, const void *y);
 cudaError_t cuk_global_avgpool(int fdt, const void *x, void *y, int64_t nc, int64_t hw, cudaStream_t s);
 /* The same over NHWC data [n, hw, c] (y: [n, c]). */
 cudaError_t cuk_global_avgpool_nhwc(int fdt, const void *x, void *y, int64_t n, int64_t c, int64_t hw, cudaStream_t s);

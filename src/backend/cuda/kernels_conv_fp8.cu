@@ -34,18 +34,43 @@ __device__ __forceinline__ void mma_e4m3(float *c, const uint32_t *a, uint32_t b
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Two neighbouring values at an even index of the output's storage.
-__device__ __forceinline__ float2 ld2(const float *p, int64_t o) { return *(const float2 *)(p + o); }
-__device__ __forceinline__ float2 ld2(const __half *p, int64_t o) { return __half22float2(*(const __half2 *)(p + o)); }
-__device__ __forceinline__ float2 ld2(const __nv_bfloat16 *p, int64_t o)
+// Eight neighbouring values at an index of the output's storage that is a multiple of 8 (16- or 32-byte aligned:
+// K is a multiple of 16 and the buffers are aligned): one or two vector loads / stores per thread instead of four
+// 4-byte ones, so a warp's accesses cover whole sectors.
+__device__ __forceinline__ void ld8(const float *p, int64_t o, float *v)
 {
-    return __bfloat1622float2(*(const __nv_bfloat162 *)(p + o));
+    const float4 a = *(const float4 *)(p + o), b = *(const float4 *)(p + o + 4);
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
 }
-__device__ __forceinline__ void st2(float *p, int64_t o, float a, float b) { *(float2 *)(p + o) = make_float2(a, b); }
-__device__ __forceinline__ void st2(__half *p, int64_t o, float a, float b) { *(__half2 *)(p + o) = __floats2half2_rn(a, b); }
-__device__ __forceinline__ void st2(__nv_bfloat16 *p, int64_t o, float a, float b)
+template <typename H> __device__ __forceinline__ void ld8(const H *p, int64_t o, float *v)
 {
-    *(__nv_bfloat162 *)(p + o) = __floats2bfloat162_rn(a, b);
+    const uint4 u = *(const uint4 *)(p + o);
+    const H *h = (const H *)&u;
+#pragma unroll
+    for (int e = 0; e < 8; e++)
+        v[e] = ldf(h, e);
+}
+__device__ __forceinline__ void st8(float *p, int64_t o, const float *v)
+{
+    *(float4 *)(p + o) = make_float4(v[0], v[1], v[2], v[3]);
+    *(float4 *)(p + o + 4) = make_float4(v[4], v[5], v[6], v[7]);
+}
+__device__ __forceinline__ void st8(__half *p, int64_t o, const float *v)
+{
+    __half2 h[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+        h[e] = __floats2half2_rn(v[2 * e], v[2 * e + 1]);
+    *(uint4 *)(p + o) = *(const uint4 *)h;
+}
+__device__ __forceinline__ void st8(__nv_bfloat16 *p, int64_t o, const float *v)
+{
+    __nv_bfloat162 h[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+        h[e] = __floats2bfloat162_rn(v[2 * e], v[2 * e + 1]);
+    *(uint4 *)(p + o) = *(const uint4 *)h;
 }
 
 // Byte offset of 16-byte piece ch (0..3) of row `row` in a [rows][64] byte tile, XOR-swizzled with row / 2 so that
@@ -198,21 +223,18 @@ __global__ void __launch_bounds__(THREADS, 2)
                 v[0] = t0.x; v[1] = t0.y; v[2] = t0.z; v[3] = t0.w;
                 v[4] = t1.x; v[5] = t1.y; v[6] = t1.z; v[7] = t1.w;
                 if (res) {
+                    float rv[8];
+                    ld8(res, o, rv);
 #pragma unroll
-                    for (int e = 0; e < 8; e += 2) {
-                        const float2 rv = ld2(res, o + e);
-                        v[e] += rv.x;
-                        v[e + 1] += rv.y;
-                    }
+                    for (int e = 0; e < 8; e++)
+                        v[e] += rv[e];
                 }
                 if (d.relu) {
 #pragma unroll
                     for (int e = 0; e < 8; e++)
                         v[e] = fmaxf(v[e], 0.f);
                 }
-#pragma unroll
-                for (int e = 0; e < 8; e += 2)
-                    st2(y, o + e, v[e], v[e + 1]);
+                st8(y, o, v);
                 if (yq) {
                     uint32_t q[2];
 #pragma unroll
