@@ -350,29 +350,44 @@ static bool feed_run(kiln_dev *d, tgraph *t, kiln_tensor *got, kiln_device_stats
     return s == KILN_OK && st->device_layers == t->g->n_nodes;
 }
 
+/* The CPU's reference of t into ref, then t on the test device (got, counts on) and on one without feeds (off, counts
+ * no): 1 when all ran, 0 when the CPU reference failed or no GPU is present (printed and counted), -1 when a device
+ * run failed (printed by feed_run; the caller counts it). */
+static int feeds_on_off(tgraph *t, const char *name, kiln_tensor *ref, kiln_tensor *got, kiln_tensor *off,
+                        kiln_device_stats *on, kiln_device_stats *no)
+{
+    const kiln_tensor *feed[8];
+    for (int i = 0; i < t->n_feed; i++)
+        feed[i] = &t->feed[i];
+    kiln_run_env cpu = {.nthreads = 1};
+    test_checks++;
+    bool ok = kiln__exec_graph(t->g, NULL, feed, ref, &cpu, 0) == KILN_OK;
+    if (!ok || !dev) {
+        printf("%s %s%s\n", ok ? "cpu " : "FAIL", name, ok ? "" : ": CPU reference failed");
+        test_failures += !ok;
+        return 0;
+    }
+    kiln_dev *d0 = NULL;
+    setenv("KILN_CUDA_FP8_FEED", "0", 1);
+    bool opened = kiln__dev_open(KILN_DEVICE_CUDA, 0, &d0) == KILN_OK;
+    unsetenv("KILN_CUDA_FP8_FEED");
+    ok = opened && feed_run(dev, t, got, on) && feed_run(d0, t, off, no);
+    if (d0)
+        kiln__dev_close(d0);
+    return ok ? 1 : -1;
+}
+
 void fp8_feed_case(double tol)
 {
     tgraph t = feed_graph();
     kiln_graph *g = t.g;
     tg_round_half(&t);
-    const kiln_tensor *feed[8];
-    for (int i = 0; i < t.n_feed; i++)
-        feed[i] = &t.feed[i];
     kiln_tensor ref[4] = {0}, got[4] = {0}, off[4] = {0};
-    kiln_run_env cpu = {.nthreads = 1};
-    test_checks++;
-    bool ok = kiln__exec_graph(g, NULL, feed, ref, &cpu, 0) == KILN_OK;
+    kiln_device_stats on = {0}, no = {0};
     const char *name = "FP8 feeds: LayerNorm, GELU";
-    if (!ok || !dev) {
-        printf("%s %s%s\n", ok ? "cpu " : "FAIL", name, ok ? "" : ": CPU reference failed");
-        test_failures += !ok;
-    } else {
-        kiln_device_stats on, no;
-        kiln_dev *d0 = NULL;
-        setenv("KILN_CUDA_FP8_FEED", "0", 1);
-        bool opened = kiln__dev_open(KILN_DEVICE_CUDA, 0, &d0) == KILN_OK;
-        unsetenv("KILN_CUDA_FP8_FEED");
-        ok = opened && feed_run(dev, &t, got, &on) && feed_run(d0, &t, off, &no);
+    int ran = feeds_on_off(&t, name, ref, got, off, &on, &no);
+    if (ran) {
+        bool ok = ran > 0;
         double worst = 0, cos = 1, same = 0;
         for (int o = 0; ok && o < g->n_outputs; o++) {
             worst = fmax(worst, compare(&got[o], &ref[o]));
@@ -394,8 +409,6 @@ void fp8_feed_case(double tol)
                "(without feeds: %llu / %llu)\n", good ? "ok  " : "FAIL", name, worst, cos, tol, same == 0 ? "yes" : "NO",
                on.fp8_fed_inputs, on.fp8_quant_passes, no.fp8_fed_inputs, no.fp8_quant_passes);
         test_failures += !good;
-        if (d0)
-            kiln__dev_close(d0);
     }
     for (int o = 0; o < 4; o++) {
         kiln__tensor_release(&ref[o]);
@@ -465,24 +478,12 @@ static tgraph block_graph(void)
 void fp8_block_case(void)
 {
     tgraph t = block_graph();
-    const kiln_tensor *feed[8];
-    for (int i = 0; i < t.n_feed; i++)
-        feed[i] = &t.feed[i];
     kiln_tensor ref[1] = {0}, got[1] = {0}, off[1] = {0};
-    kiln_run_env cpu = {.nthreads = 1};
-    test_checks++;
-    bool ok = kiln__exec_graph(t.g, NULL, feed, ref, &cpu, 0) == KILN_OK;
+    kiln_device_stats on = {0}, no = {0};
     const char *name = "FP8 block: kept block input";
-    if (!ok || !dev) {
-        printf("%s %s%s\n", ok ? "cpu " : "FAIL", name, ok ? "" : ": CPU reference failed");
-        test_failures += !ok;
-    } else {
-        kiln_device_stats on, no;
-        kiln_dev *d0 = NULL;
-        setenv("KILN_CUDA_FP8_FEED", "0", 1);
-        bool opened = kiln__dev_open(KILN_DEVICE_CUDA, 0, &d0) == KILN_OK;
-        unsetenv("KILN_CUDA_FP8_FEED");
-        ok = opened && feed_run(dev, &t, got, &on) && feed_run(d0, &t, off, &no);
+    int ran = feeds_on_off(&t, name, ref, got, off, &on, &no);
+    if (ran) {
+        bool ok = ran > 0;
         double worst = 0, cos = 1, worst0 = 0, cos0 = 1;
         if (ok) {
             worst = compare(&got[0], &ref[0]);
@@ -502,8 +503,6 @@ void fp8_block_case(void)
                "%llu; without feeds: %llu / %llu, want 0 / 4)\n", good ? "ok  " : "FAIL", name, worst, cos, worst0, cos0,
                on.fp8_fed_inputs, on.fp8_quant_passes, want_fed, want_pass, no.fp8_fed_inputs, no.fp8_quant_passes);
         test_failures += !good;
-        if (d0)
-            kiln__dev_close(d0);
     }
     kiln__tensor_release(&ref[0]);
     kiln__tensor_release(&got[0]);
