@@ -63,6 +63,11 @@ int main(int argc, char **argv)
     kiln_device_stats st;
     kiln__dev_stats(dev, &st);
     printf("test_gpu: %s\n", st.description);
+    /* KILN_TEST_GPU_ONLY=fp8: only the FP8 cases (each output storage) and the models (a short device call) */
+    const char *only = getenv("KILN_TEST_GPU_ONLY");
+    bool fp8_only = only && !strcmp(only, "fp8");
+    if (fp8_only)
+        goto fp8;
     layer_cases();
     half_weight_cases();
     strict_check("ReduceMean", reduce_mean_graph);
@@ -77,6 +82,7 @@ int main(int argc, char **argv)
      * products of operands in [-1, 1] to partial sums of magnitude ~8, whose 14-bit ulp is 4.9e-4: a few
      * such roundings per output. Measured on the H200: up to 3.6e-4 on one draw of the data, 1.04e-3 on
      * another (float32 outputs), so float32 outputs get 2e-3 (4 ulps), like FP16's own rounding */
+fp8:;
     static const char *outs[3] = {"fp32", "fp16", "bf16"};
     static const double out_tol[3] = {2e-3, 2e-3, 1.6e-2};
     const char *fp8_out = getenv("KILN_CUDA_FP8_OUT");   /* the models below run with the caller's */
@@ -96,6 +102,10 @@ int main(int argc, char **argv)
         setenv("KILN_CUDA_FP8_OUT", fp8_keep, 1);
     else
         unsetenv("KILN_CUDA_FP8_OUT");
+    if (fp8_only) {
+        kiln__dev_close(dev);
+        goto models;
+    }
     /* the half convolutions again through cuDNN's legacy API (the graph API's fallback) */
     kiln__dev_close(dev);
     setenv("KILN_CUDA_CONV_GRAPH", "0", 1);
@@ -134,6 +144,7 @@ int main(int argc, char **argv)
     half_mode = KILN_DT_UNDEFINED;
     unsetenv("KILN_CUDA_ACT");
     kiln__dev_close(dev);
+models:;
     static const char *defaults[] = {
         "models/tiny_cnn.onnx@input:2x3x32x32",
         "models/tiny_bert.onnx@input_ids:2x16,attention_mask:2x16,token_type_ids:2x16",
