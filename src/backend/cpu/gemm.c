@@ -416,6 +416,13 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
      * GEMMs keep 8-row tiles: 12 in-model gave them nothing measurable (ResNet-50 per layer 0.93 to
      * 1.04 of the 8-row tiles over five alternated runs at load 3-5). */
     const bool tall_ok = direct && im->ukr_tall && g->bpack && !g->b_shared && g->a_rs % 512 != 0;
+    /* the next tile's A rows are prefetched into L1 during a tile, unless A's rows are a multiple of 4 KB
+     * apart: then all 16 rows (this tile's and the next's) map to one L1 set of 8 ways and evict each
+     * other. ResNet-50's 1x1 convs with K = 1024 / 2048 (conv weights read in place, N <= 196): in-model
+     * profile 0.975 (7/8) and 0.917 (8/8), bench_conv_f32 1024->256 @14 0.91 / 0.95, 1024->512 0.91 / 0.94
+     * (warm / cold weights). With rows 2 KB apart (4 per set) the prefetch still pays: 512->2048 @7 1.06-1.08
+     * without it. */
+    const bool pf_next_a = direct && g->a_rs % 1024 != 0;
     for (int64_t jc = n0; jc < n1; jc += g->nc) {
         int64_t nc = min64(g->nc, n1 - jc);
         for (int64_t pc = 0; pc < K; pc += g->kc) {
@@ -478,7 +485,7 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
                                 __builtin_prefetch(nb + (pl + l) * 64, 0, 2);
                         }
                         int64_t hn = tall && ir + h < mc ? tile_rows(im, mc - ir - h) : mr;
-                        t.pf_a = direct && ir + h + hn <= mc ? g->A + (ic + ir + h) * g->a_rs + pc : NULL;
+                        t.pf_a = pf_next_a && ir + h + hn <= mc ? g->A + (ic + ir + h) * g->a_rs + pc : NULL;
                         t.pf_rows = (int)hn;
                         a_ahead_step(&ah);
                         run_tile(g, &t, pa, bp, cblk + jr, ic, pc, kc, ir, (int)min64(h, mc - ir), n);
