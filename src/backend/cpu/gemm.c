@@ -553,7 +553,22 @@ static void gemm_task(void *ctx, int64_t begin, int64_t end)
  * Rows 2 KB apart (4 per set) are read in place: ResNet-50's 1x1 512->128 and 512->256 @28 (conv
  * weights, from memory in a model run) ran at 0.93-0.96 of their time with the copy (in-model
  * profile, 2 threads, 8 ABBA pairs, 8/8 faster; the calling thread copied while the other waited). */
-static void unalias_a(gemm_job *g)
+typedef struct copy_rows_job {
+    const float *src;
+    float *dst;
+    int64_t ls, ld, K;
+} copy_rows_job;
+
+static void copy_rows_task(void *ctx, int64_t b, int64_t e)
+{
+    const copy_rows_job *j = ctx;
+    for (int64_t i = b; i < e; i++)
+        memcpy(j->dst + i * j->ld, j->src + i * j->ls, (size_t)j->K * sizeof(float));
+}
+
+/* The rows are copied by all the threads: BERT-base's FFN down-projection (1.5 MB of A) kept the other
+ * thread waiting 150-400 us per layer while the calling thread copied alone. */
+static void unalias_a(kiln_pool *pool, int nthreads, gemm_job *g)
 {
     if (!g->direct_a || g->M <= g->im->mr || g->N < 512 || g->a_rs % 1024 != 0)
         return;
@@ -561,8 +576,8 @@ static void unalias_a(gemm_job *g)
     float *ac = kiln__scratch(KILN_SCRATCH_GEMM_A, (size_t)(g->M * ld) * sizeof(float));
     if (!ac)
         return;   /* out of memory: aliased but correct */
-    for (int64_t i = 0; i < g->M; i++)
-        memcpy(ac + i * ld, g->A + i * g->a_rs, (size_t)g->K * sizeof(float));
+    copy_rows_job j = {.src = g->A, .dst = ac, .ls = g->a_rs, .ld = ld, .K = g->K};
+    kiln__parallel_for(pool, nthreads, g->M, 1 + 16384 / g->K, copy_rows_task, &j);
     g->A = ac;
     g->a_rs = ld;
 }
@@ -729,7 +744,7 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
         return;
     }
 #endif
-    unalias_a(&g);
+    unalias_a(pool, nthreads, &g);
     plan_grid(&g, nthreads);
     /* a grid split only along N gets several tasks per thread (taken dynamically by the pool):
      * no operand is packed twice, and a thread that is descheduled for a while (a shared
