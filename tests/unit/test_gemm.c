@@ -268,7 +268,8 @@ static int run_epi_case(int nthreads, bool ta, bool tb, int64_t M, int64_t N, in
 /* Row-major A read in place: the 12-row tiles of pre-packed B (mixed with 8-row ones so that
  * every height is covered: 12a + 8b and a partial last tile), wide and narrow last column panels,
  * one K slice (K <= 256: row tiles outside the panels for the other packers) or several, and A
- * rows 2 KB apart (lda a multiple of 512 floats), which the GEMM first copies to a padded stride. */
+ * rows 2 KB apart (lda a multiple of 512 floats, read in place) or 4 KB apart (lda 1024, which the
+ * GEMM first copies to a padded stride when N >= 512). */
 static int test_tall_tiles(unsigned long long *seed)
 {
     int fails = 0;
@@ -288,6 +289,9 @@ static int test_tall_tiles(unsigned long long *seed)
     kiln_act none = {.kind = KILN_ACT_NONE}, relu = {.kind = KILN_ACT_RELU};
     fails += !run_epi_case_lda(2, false, false, 128, 768, 3072, 1.0f, 0.0f, 2, true, none, 2, 0, seed);
     fails += !run_epi_case_lda(1, false, false, 256, 196, 1024, 1.0f, 0.0f, 1, false, relu, 0, 0, seed);
+    /* wide C: rows 2 KB apart read in place (1x1 512->128 @28), 4 KB apart copied to a padded stride */
+    fails += !run_epi_case_lda(2, false, false, 128, 784, 512, 1.0f, 0.0f, 1, false, relu, 0, 0, seed);
+    fails += !run_epi_case_lda(2, false, false, 37, 601, 1024, 1.0f, 0.5f, 1, true, relu, 1, 0, seed);
     /* pre-packed B with K <= 768 runs K in one slice (768: BERT's FFN up with GELU; 700 with beta), 769 in two */
     kiln_act gelu = {.kind = KILN_ACT_GELU};
     fails += !run_epi_case_lda(2, false, false, 131, 257, 768, 1.0f, 0.0f, 2, false, gelu, 2, 3, seed);

@@ -239,8 +239,49 @@ static void concurrent_pools(void)
     CHECK(kiln__pool_threads(NULL) == 1);
 }
 
+/* kiln__parallel_for's guided chunks: every index run exactly once, every chunk but the one that ends at n at
+ * least `grain` long, on pools of 2 and 3 threads and inline */
+typedef struct {
+    atomic_int *hits;
+    int64_t n, grain;
+    atomic_int short_chunks;
+} cover_job;
+
+static void cover_task(void *p, int64_t begin, int64_t end)
+{
+    cover_job *j = p;
+    if (end - begin < j->grain && end != j->n)
+        atomic_fetch_add(&j->short_chunks, 1);
+    for (int64_t i = begin; i < end; i++)
+        atomic_fetch_add(&j->hits[i], 1);
+}
+
+static void chunk_cover(void)
+{
+    static const int64_t ns[] = {1, 2, 7, 100, 1000, 4099};
+    static const int64_t grains[] = {1, 3, 64};
+    for (int nt = 1; nt <= 3; nt++) {
+        kiln_pool *pool = kiln__pool_create(nt);
+        CHECK(pool != NULL);
+        for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+            for (size_t b = 0; b < sizeof grains / sizeof grains[0]; b++) {
+                cover_job j = {.hits = calloc((size_t)ns[a], sizeof(atomic_int)), .n = ns[a], .grain = grains[b]};
+                kiln__parallel_for(pool, 0, j.n, j.grain, cover_task, &j);
+                int bad = 0;
+                for (int64_t i = 0; i < j.n; i++)
+                    bad += atomic_load(&j.hits[i]) != 1;
+                CHECK_MSG(bad == 0 && atomic_load(&j.short_chunks) == 0,
+                          "parallel_for n=%lld grain=%lld threads=%d: %d indices not run once, %d short chunks",
+                          (long long)j.n, (long long)j.grain, nt, bad, atomic_load(&j.short_chunks));
+                free(j.hits);
+            }
+        kiln__pool_free(pool);
+    }
+}
+
 int main(void)
 {
+    chunk_cover();
     concurrent_pools();
     concurrent_contexts("models/tiny_bert.onnx", true, KILN_OP_Attention);
     concurrent_contexts("models/tiny_cnn.onnx", false, KILN_OP_FusedConv);

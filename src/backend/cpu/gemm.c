@@ -416,6 +416,13 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
      * GEMMs keep 8-row tiles: 12 in-model gave them nothing measurable (ResNet-50 per layer 0.93 to
      * 1.04 of the 8-row tiles over five alternated runs at load 3-5). */
     const bool tall_ok = direct && im->ukr_tall && g->bpack && !g->b_shared && g->a_rs % 512 != 0;
+    /* the next tile's A rows are prefetched into L1 during a tile, unless A's rows are a multiple of 4 KB
+     * apart: then all 16 rows (this tile's and the next's) map to one L1 set of 8 ways and evict each
+     * other. ResNet-50's 1x1 convs with K = 1024 / 2048 (conv weights read in place, N <= 196): in-model
+     * profile 0.975 (7/8) and 0.917 (8/8), bench_conv_f32 1024->256 @14 0.91 / 0.95, 1024->512 0.91 / 0.94
+     * (warm / cold weights). With rows 2 KB apart (4 per set) the prefetch still pays: 512->2048 @7 1.06-1.08
+     * without it. */
+    const bool pf_next_a = direct && g->a_rs % 1024 != 0;
     for (int64_t jc = n0; jc < n1; jc += g->nc) {
         int64_t nc = min64(g->nc, n1 - jc);
         for (int64_t pc = 0; pc < K; pc += g->kc) {
@@ -478,7 +485,7 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
                                 __builtin_prefetch(nb + (pl + l) * 64, 0, 2);
                         }
                         int64_t hn = tall && ir + h < mc ? tile_rows(im, mc - ir - h) : mr;
-                        t.pf_a = direct && ir + h + hn <= mc ? g->A + (ic + ir + h) * g->a_rs + pc : NULL;
+                        t.pf_a = pf_next_a && ir + h + hn <= mc ? g->A + (ic + ir + h) * g->a_rs + pc : NULL;
                         t.pf_rows = (int)hn;
                         a_ahead_step(&ah);
                         run_tile(g, &t, pa, bp, cblk + jr, ic, pc, kc, ir, (int)min64(h, mc - ir), n);
@@ -538,21 +545,39 @@ static void gemm_task(void *ctx, int64_t begin, int64_t end)
     }
 }
 
-/* Direct A whose row stride is a multiple of 2 KB puts the rows of a tile in one or two L1 sets
- * (64 sets of 64-byte lines: a 4 KB period), more rows than the cache has ways: they evict one
- * another on every k step. Such an A (several tiles high) is copied once into a scratch buffer
- * with a row stride of K rounded up to 16 floats plus 16, which spreads the rows over the sets,
- * when C is wide enough (N >= 512) for the copy to cost little next to the product. */
-static void unalias_a(gemm_job *g)
+/* Direct A whose row stride is a multiple of 4 KB puts the rows of a tile in one L1 set (64 sets of
+ * 64-byte lines: a 4 KB period), more rows than the cache has ways: they evict one another on every
+ * k step. Such an A (several tiles high) is copied once into a scratch buffer with a row stride of K
+ * rounded up to 16 floats plus 16, which spreads the rows over the sets, when C is wide enough
+ * (N >= 512) for the copy to cost little next to the product (BERT's FFN down-projection, K = 3072).
+ * Rows 2 KB apart (4 per set) are read in place: ResNet-50's 1x1 512->128 and 512->256 @28 (conv
+ * weights, from memory in a model run) ran at 0.93-0.96 of their time with the copy (in-model
+ * profile, 2 threads, 8 ABBA pairs, 8/8 faster; the calling thread copied while the other waited). */
+typedef struct copy_rows_job {
+    const float *src;
+    float *dst;
+    int64_t ls, ld, K;
+} copy_rows_job;
+
+static void copy_rows_task(void *ctx, int64_t b, int64_t e)
 {
-    if (!g->direct_a || g->M <= g->im->mr || g->N < 512 || g->a_rs % 512 != 0)
+    const copy_rows_job *j = ctx;
+    for (int64_t i = b; i < e; i++)
+        memcpy(j->dst + i * j->ld, j->src + i * j->ls, (size_t)j->K * sizeof(float));
+}
+
+/* The rows are copied by all the threads: BERT-base's FFN down-projection (1.5 MB of A) kept the other
+ * thread waiting 150-400 us per layer while the calling thread copied alone. */
+static void unalias_a(kiln_pool *pool, int nthreads, gemm_job *g)
+{
+    if (!g->direct_a || g->M <= g->im->mr || g->N < 512 || g->a_rs % 1024 != 0)
         return;
     int64_t ld = (g->K + 15) / 16 * 16 + 16;
     float *ac = kiln__scratch(KILN_SCRATCH_GEMM_A, (size_t)(g->M * ld) * sizeof(float));
     if (!ac)
         return;   /* out of memory: aliased but correct */
-    for (int64_t i = 0; i < g->M; i++)
-        memcpy(ac + i * ld, g->A + i * g->a_rs, (size_t)g->K * sizeof(float));
+    copy_rows_job j = {.src = g->A, .dst = ac, .ls = g->a_rs, .ld = ld, .K = g->K};
+    kiln__parallel_for(pool, nthreads, g->M, 1 + 16384 / g->K, copy_rows_task, &j);
     g->A = ac;
     g->a_rs = ld;
 }
@@ -719,7 +744,7 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
         return;
     }
 #endif
-    unalias_a(&g);
+    unalias_a(pool, nthreads, &g);
     plan_grid(&g, nthreads);
     /* a grid split only along N gets several tasks per thread (taken dynamically by the pool):
      * no operand is packed twice, and a thread that is descheduled for a while (a shared

@@ -242,7 +242,9 @@ kiln_status kiln__k_gather(kiln_kctx *ctx)
         }
         ix[k] = v;
     }
-    st = kiln__kout(ctx, 0, x->dtype, no, od);
+    /* gather_run writes every byte (units x row): no zero fill (a serial 384 KB memset per embedding lookup of
+     * BERT-base) */
+    st = kiln__kout_uninit(ctx, 0, x->dtype, no, od);
     if (st != KILN_OK || !ctx->out[0]->nbytes)
         goto done;
     {

@@ -49,9 +49,10 @@ static inline int64_t wino_stride(int64_t n) { return (n + 15) / 16 * 16 + 16; }
 /* Zero floats past the padded image: the AVX2 input transforms load whole 8-tile rows. */
 #define WINO_XP_SLACK 64
 
-/* Zeroes the lanes [Tb % 32, 32) of the last 32-tile panel of each of the np planes of V (sv
- * apart): the GEMM reads whole panels, the input transform writes only the tiles' lanes. */
-void kiln__wino_zero_tail(float *V, int64_t sv, int np, int64_t Cg, int64_t Tb);
+/* Zeroes the lanes [Tb % 32, 32) of channels [c0, c1) (of Cg) of the last 32-tile panel of each of
+ * the np planes of V (sv apart): the GEMM reads whole panels, the input transform writes only the
+ * tiles' lanes. */
+void kiln__wino_zero_tail(float *V, int64_t sv, int np, int64_t Cg, int64_t c0, int64_t c1, int64_t Tb);
 
 /* The two variants (AVX-512 transforms; only used where the AVX-512 GEMM runs; AVX512DQ for the
  * output transforms' epilogue). */

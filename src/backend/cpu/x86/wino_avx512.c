@@ -320,24 +320,25 @@ __attribute__((target("avx512f,avx512dq,fma"))) static void out_f43(const wino_j
 }
 #undef WINO_CHUNKS
 
-/* the lanes [r, 32) of the last panel of each of the np planes */
-__attribute__((target("avx512f"))) static void zero_tail512(float *last, int64_t sv, int np, int64_t Cg, int r)
+/* the lanes [r, 32) of channels [c0, c1) of the last panel of each of the np planes */
+__attribute__((target("avx512f"))) static void zero_tail512(float *last, int64_t sv, int np, int64_t c0, int64_t c1,
+                                                             int r)
 {
     const __mmask16 m0 = (__mmask16)~row_mask(r, 0), m1 = (__mmask16)~row_mask(r, 1);
     const __m512 z = _mm512_setzero_ps();
     for (int q = 0; q < np; q++)
-        for (int64_t c = 0; c < Cg; c++) {
+        for (int64_t c = c0; c < c1; c++) {
             _mm512_mask_storeu_ps(last + q * sv + c * 32, m0, z);
             _mm512_mask_storeu_ps(last + q * sv + c * 32 + 16, m1, z);
         }
 }
 
-void kiln__wino_zero_tail(float *V, int64_t sv, int np, int64_t Cg, int64_t Tb)
+void kiln__wino_zero_tail(float *V, int64_t sv, int np, int64_t Cg, int64_t c0, int64_t c1, int64_t Tb)
 {
     int r = (int)(Tb % 32);
     if (!r)
         return;
-    zero_tail512(V + (cdiv(Tb, 32) - 1) * Cg * 32, sv, np, Cg, r);
+    zero_tail512(V + (cdiv(Tb, 32) - 1) * Cg * 32, sv, np, c0, c1, r);
 }
 
 const wino_kind kiln__wino_f23 = {2, 16, KILN_PREP_WINO_F23, tw_f23, in_f23, out_f23};
