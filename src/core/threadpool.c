@@ -101,18 +101,18 @@ static inline void spin_step(int i, int64_t t0, int64_t *now)
  * chunk) kept the caller waiting ~90 us per inference at 2 threads. */
 static void run_chunks(par_job *j)
 {
-    int64_t b = atomic_load_explicit(&j->next, memory_order_relaxed);
+    long long b = atomic_load_explicit(&j->next, memory_order_relaxed);   /* atomic_llong's type, not int64_t */
     for (;;) {
         if (b >= j->n)
             return;
-        int64_t c = (j->n - b + j->div - 1) / j->div;
+        long long c = (j->n - b + j->div - 1) / j->div;
         if (c < j->grain)
             c = j->grain;
         /* on failure b is reloaded with the current start */
         if (!atomic_compare_exchange_weak_explicit(&j->next, &b, b + c, memory_order_relaxed, memory_order_relaxed))
             continue;
-        int64_t e = b + c < j->n ? b + c : j->n;
-        j->fn(j->ctx, b, e);
+        int64_t e = b + c < j->n ? (int64_t)(b + c) : j->n;
+        j->fn(j->ctx, (int64_t)b, e);
         b = atomic_load_explicit(&j->next, memory_order_relaxed);
     }
 }
