@@ -32,6 +32,92 @@ static void layer_cases(void)
     attention_cases();
 }
 
+/* The device closed and opened again (its settings read from the environment anew); false, with a message, when it
+ * does not open. */
+static bool reopen(void)
+{
+    kiln__dev_close(dev);
+    if (kiln__dev_open(KILN_DEVICE_CUDA, 0, &dev) == KILN_OK)
+        return true;
+    printf("FAIL reopening the device: %s\n", kiln_last_error());
+    return false;
+}
+
+/* Every one-node case, the half-weight cases, the --strict-device checks and the 4-bit cases on the GPU. */
+static void device_cases(void)
+{
+    layer_cases();
+    half_weight_cases();
+    strict_check("ReduceMean", reduce_mean_graph);
+    strict_check("FP8 MatMul K 33", fp8_illegal_graph);
+    strict_check("FP8 Gemm transA", fp8_trans_a_graph);
+    strict_check("FP8 MatMul per-channel weight scales", fp8_per_channel_graph);
+    strict_check("FP8 Conv 17 channels", fp8_conv_illegal_graph);
+    fp4_cases();
+}
+
+/* FP8 GEMMs with each output storage: float32, FP16 (the default) and BF16 (plus their rounding of the
+ * output). The quantized operands are the CPU's exactly; the sums differ: Hopper's FP8 tensor cores add
+ * inside each MMA keeping about 14 bits (DeepSeek-V3 report, sec. 3.3.2). These cases sum up to 96
+ * products of operands in [-1, 1] to partial sums of magnitude ~8, whose 14-bit ulp is 4.9e-4: a few
+ * such roundings per output. Measured on the H200: up to 3.6e-4 on one draw of the data, 1.04e-3 on
+ * another (float32 outputs), so float32 outputs get 2e-3 (4 ulps), like FP16's own rounding. The caller's
+ * KILN_CUDA_FP8_OUT is restored after (the models run with it). */
+static bool fp8_output_cases(void)
+{
+    static const char *outs[3] = {"fp32", "fp16", "bf16"};
+    static const double out_tol[3] = {2e-3, 2e-3, 1.6e-2};
+    const char *fp8_out = getenv("KILN_CUDA_FP8_OUT");
+    char fp8_keep[16];
+    snprintf(fp8_keep, sizeof fp8_keep, "%s", fp8_out ? fp8_out : "");
+    bool ok = true;
+    for (int k = 0; k < 3 && ok; k++) {
+        setenv("KILN_CUDA_FP8_OUT", outs[k], 1);
+        if ((ok = reopen())) {
+            printf("test_gpu: FP8 GEMMs with %s outputs (KILN_CUDA_FP8_OUT=%s)\n", outs[k], outs[k]);
+            fp8_cases(out_tol[k]);
+        }
+    }
+    if (fp8_keep[0])
+        setenv("KILN_CUDA_FP8_OUT", fp8_keep, 1);
+    else
+        unsetenv("KILN_CUDA_FP8_OUT");
+    return ok;
+}
+
+/* The half convolutions again through cuDNN's legacy API (the graph API's fallback), then every layer again with
+ * its float activations held in FP16, then BF16 (attention fused and as two GEMMs and a softmax). */
+static bool legacy_and_half_cases(void)
+{
+    setenv("KILN_CUDA_CONV_GRAPH", "0", 1);
+    if (!reopen())
+        return false;
+    printf("test_gpu: half convolutions through cuDNN's legacy API (KILN_CUDA_CONV_GRAPH=0)\n");
+    half_weight_cases();
+    unsetenv("KILN_CUDA_CONV_GRAPH");
+    for (int h = 0; h < 2; h++) {
+        setenv("KILN_CUDA_ACT", h ? "bf16" : "fp16", 1);
+        setenv("KILN_CUDA_FUSED_ATTN", "1", 1);   /* the fused kernel, whatever the default */
+        if (!reopen())
+            return false;
+        half_mode = h ? KILN_DT_BFLOAT16 : KILN_DT_FLOAT16;
+        half_tol = h ? 1.6e-2 : 2e-3;
+        printf("test_gpu: float activations held as %s (tol %.1g)\n", h ? "BF16" : "FP16", half_tol);
+        layer_cases();
+        fp4_gather_cases();
+        fp8_feed_case(half_tol);
+        setenv("KILN_CUDA_FUSED_ATTN", "0", 1);
+        if (!reopen())
+            return false;
+        printf("test_gpu: %s attention as two GEMMs and a softmax (KILN_CUDA_FUSED_ATTN=0)\n", h ? "BF16" : "FP16");
+        attention_cases();
+        unsetenv("KILN_CUDA_FUSED_ATTN");
+    }
+    half_mode = KILN_DT_UNDEFINED;
+    unsetenv("KILN_CUDA_ACT");
+    return true;
+}
+
 int main(int argc, char **argv)
 {
     bool require = false, cpu_only = false;
@@ -66,85 +152,11 @@ int main(int argc, char **argv)
     /* KILN_TEST_GPU_ONLY=fp8: only the FP8 cases (each output storage) and the models (a short device call) */
     const char *only = getenv("KILN_TEST_GPU_ONLY");
     bool fp8_only = only && !strcmp(only, "fp8");
-    if (fp8_only)
-        goto fp8;
-    layer_cases();
-    half_weight_cases();
-    strict_check("ReduceMean", reduce_mean_graph);
-    strict_check("FP8 MatMul K 33", fp8_illegal_graph);
-    strict_check("FP8 Gemm transA", fp8_trans_a_graph);
-    strict_check("FP8 MatMul per-channel weight scales", fp8_per_channel_graph);
-    strict_check("FP8 Conv 17 channels", fp8_conv_illegal_graph);
-    fp4_cases();
-    /* FP8 GEMMs with each output storage: float32, FP16 (the default) and BF16 (plus their rounding of the
-     * output). The quantized operands are the CPU's exactly; the sums differ: Hopper's FP8 tensor cores add
-     * inside each MMA keeping about 14 bits (DeepSeek-V3 report, sec. 3.3.2). These cases sum up to 96
-     * products of operands in [-1, 1] to partial sums of magnitude ~8, whose 14-bit ulp is 4.9e-4: a few
-     * such roundings per output. Measured on the H200: up to 3.6e-4 on one draw of the data, 1.04e-3 on
-     * another (float32 outputs), so float32 outputs get 2e-3 (4 ulps), like FP16's own rounding */
-fp8:;
-    static const char *outs[3] = {"fp32", "fp16", "bf16"};
-    static const double out_tol[3] = {2e-3, 2e-3, 1.6e-2};
-    const char *fp8_out = getenv("KILN_CUDA_FP8_OUT");   /* the models below run with the caller's */
-    char fp8_keep[16];
-    snprintf(fp8_keep, sizeof fp8_keep, "%s", fp8_out ? fp8_out : "");
-    for (int k = 0; k < 3; k++) {
-        kiln__dev_close(dev);
-        setenv("KILN_CUDA_FP8_OUT", outs[k], 1);
-        if (kiln__dev_open(KILN_DEVICE_CUDA, 0, &dev) != KILN_OK) {
-            printf("FAIL reopening the device: %s\n", kiln_last_error());
-            return 1;
-        }
-        printf("test_gpu: FP8 GEMMs with %s outputs (KILN_CUDA_FP8_OUT=%s)\n", outs[k], outs[k]);
-        fp8_cases(out_tol[k]);
-    }
-    if (fp8_keep[0])
-        setenv("KILN_CUDA_FP8_OUT", fp8_keep, 1);
-    else
-        unsetenv("KILN_CUDA_FP8_OUT");
-    if (fp8_only) {
-        kiln__dev_close(dev);
-        goto models;
-    }
-    /* the half convolutions again through cuDNN's legacy API (the graph API's fallback) */
-    kiln__dev_close(dev);
-    setenv("KILN_CUDA_CONV_GRAPH", "0", 1);
-    if (kiln__dev_open(KILN_DEVICE_CUDA, 0, &dev) != KILN_OK) {
-        printf("FAIL reopening the device: %s\n", kiln_last_error());
+    if (!fp8_only)
+        device_cases();
+    if (!fp8_output_cases() || (!fp8_only && !legacy_and_half_cases()))
         return 1;
-    }
-    printf("test_gpu: half convolutions through cuDNN's legacy API (KILN_CUDA_CONV_GRAPH=0)\n");
-    half_weight_cases();
-    unsetenv("KILN_CUDA_CONV_GRAPH");
-    /* every layer again with its float activations held in FP16, then BF16 */
-    for (int h = 0; h < 2; h++) {
-        kiln__dev_close(dev);
-        setenv("KILN_CUDA_ACT", h ? "bf16" : "fp16", 1);
-        setenv("KILN_CUDA_FUSED_ATTN", "1", 1);   /* the fused kernel, whatever the default */
-        if (kiln__dev_open(KILN_DEVICE_CUDA, 0, &dev) != KILN_OK) {
-            printf("FAIL reopening the device: %s\n", kiln_last_error());
-            return 1;
-        }
-        half_mode = h ? KILN_DT_BFLOAT16 : KILN_DT_FLOAT16;
-        half_tol = h ? 1.6e-2 : 2e-3;
-        printf("test_gpu: float activations held as %s (tol %.1g)\n", h ? "BF16" : "FP16", half_tol);
-        layer_cases();
-        fp4_gather_cases();
-        fp8_feed_case(half_tol);
-        kiln__dev_close(dev);
-        setenv("KILN_CUDA_FUSED_ATTN", "0", 1);
-        if (kiln__dev_open(KILN_DEVICE_CUDA, 0, &dev) != KILN_OK) {
-            printf("FAIL reopening the device: %s\n", kiln_last_error());
-            return 1;
-        }
-        printf("test_gpu: %s attention as two GEMMs and a softmax (KILN_CUDA_FUSED_ATTN=0)\n", h ? "BF16" : "FP16");
-        attention_cases();
-        unsetenv("KILN_CUDA_FUSED_ATTN");
-    }
-    half_mode = KILN_DT_UNDEFINED;
-    unsetenv("KILN_CUDA_ACT");
     kiln__dev_close(dev);
-models:;
     static const char *defaults[] = {
         "models/tiny_cnn.onnx@input:2x3x32x32",
         "models/tiny_bert.onnx@input_ids:2x16,attention_mask:2x16,token_type_ids:2x16",
