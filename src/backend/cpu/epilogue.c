@@ -103,7 +103,7 @@ __attribute__((target("avx512f,avx512dq,fma"))) static void epi_row512(const kil
     const __m512 vb = _mm512_set1_ps(bias);
     int64_t j = 0;
     for (; j < n; j += 16) {
-        __mmask16 k = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1u);
+        __mmask16 k = kiln_v_mask16(n - j);
         __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, y + j), bcol ? _mm512_maskz_loadu_ps(k, bcol + j) : vb);
         if (r)
             v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, r + j));

@@ -16,6 +16,14 @@
 
 #define KILN_V512 __attribute__((target("avx512f,avx512dq,fma"), always_inline)) static inline
 
+/* the lanes of a 16-lane step with `left` elements still to go: all 16 when left >= 16, none when
+ * left <= 0. No target attribute (it is plain integer code), so it inlines into functions compiled
+ * for any AVX-512 subset. */
+static inline __mmask16 kiln_v_mask16(int64_t left)
+{
+    return left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1u);
+}
+
 /* exp(x) for x in [-103.97, 88.7228] (no clamping): Cody-Waite reduction by ln 2, degree-6
  * polynomial, 2^n by scalef. */
 KILN_V512 __m512 kiln_v_exp_inrange(__m512 x)
@@ -47,11 +55,6 @@ KILN_V512 __m512 kiln_v_exp(__m512 x)
                                 _mm512_set1_ps(INFINITY));
 }
 
-/* the lanes of a 16-float step with `left` elements still to go (all 16 when left >= 16; left > 0) */
-KILN_V512 __mmask16 kiln_v_mask16(int64_t left)
-{
-    return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
-}
 
 KILN_V512 __m512 kiln_v_abs(__m512 x)
 {

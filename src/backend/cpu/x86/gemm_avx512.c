@@ -55,8 +55,8 @@ T512 __attribute__((always_inline)) static inline void store512(const __m512 *c0
     if (variant != W_1) {
         __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
         int n0 = variant == W_17 ? 16 : n;   /* columns held in c0 */
-        __mmask16 k0 = n0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n0) - 1u);
-        __mmask16 k1 = n >= 32 ? (__mmask16)0xFFFF : n > 16 ? (__mmask16)((1u << (n - 16)) - 1u) : (__mmask16)0;
+        __mmask16 k0 = kiln_v_mask16(n0);
+        __mmask16 k1 = kiln_v_mask16(n - 16);
 #pragma GCC unroll 8
         for (int i = 0; i < MR_512; i++) {
             if (i >= m)
@@ -150,7 +150,7 @@ T512 __attribute__((always_inline)) static inline void ukr512_body(int64_t kc, c
         const float *cv = t->colv;
         for (int64_t k0 = 0; k0 < kc; k0 += 16) {
             int r = kc - k0 < 16 ? (int)(kc - k0) : 16;
-            __mmask16 km = r == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << r) - 1u);
+            __mmask16 km = kiln_v_mask16(r);
             __m512 vc = _mm512_maskz_loadu_ps(km, cv + k0);
 #pragma GCC unroll 8
             for (int i = 0; i < MR_512; i++)
@@ -213,7 +213,7 @@ T512 __attribute__((always_inline)) static inline void ukr512_body(int64_t kc, c
 __attribute__((target("avx512f,fma"), always_inline)) static inline void tr8x16(const float *src, int64_t si,
                                                                                 int nrows, int kt, __m512 out[8])
 {
-    __mmask16 km = kt >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << kt) - 1u);
+    __mmask16 km = kiln_v_mask16(kt);
     __m512 r[8], t[8], u[8], p[4], q[4];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++)
@@ -296,7 +296,7 @@ __attribute__((target("avx512f,fma"))) static void pack_avx512_b(const float *sr
         /* rows of op(B) contiguous (B not transposed): read row by row, so the source streams
          * sequentially (a weight matrix usually comes from memory, not cache) */
         int64_t full = n / 32, nw = n - full * 32;
-        __mmask16 m0 = nw >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nw) - 1u);
+        __mmask16 m0 = kiln_v_mask16(nw);
         __mmask16 m1 = nw > 16 ? (__mmask16)((1u << (nw - 16)) - 1u) : (__mmask16)0;
         enum { PF_ROWS = 16 };   /* rows prefetched ahead, into L2 */
         for (int64_t k = 0; k < kc; k++) {
@@ -371,7 +371,7 @@ T512 static void ukr512_dot(int64_t kc, const float *a, int64_t lda, float *c, i
             for (int q = 0; q < DOT_COLS; q++)
                 acc[r][q] = _mm512_setzero_ps();
         for (int64_t k0 = 0; k0 < kc; k0 += 16) {
-            __mmask16 km = kc - k0 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (kc - k0)) - 1u);
+            __mmask16 km = kiln_v_mask16(kc - k0);
             __m512 bv[DOT_COLS];
 #pragma GCC unroll 4
             for (int q = 0; q < DOT_COLS; q++)

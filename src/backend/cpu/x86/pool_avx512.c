@@ -2,6 +2,7 @@
  * each float32 output row vectorized, registered over them for hosts with AVX-512F; and a float32
  * GlobalAveragePool over 16 planes at a time. */
 #include "../cpu_kernels.h"
+#include "../vmath.h"
 #include "../pool.h"
 #include <math.h>
 
@@ -15,9 +16,9 @@ pool_vec512(bool is_max, const float *const *rows, int nr, int64_t kw, int64_t d
             const int KW)
 {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    __mmask16 m = cnt == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cnt) - 1u);
+    __mmask16 m = kiln_v_mask16(cnt);
     int rc = 2 * cnt - 1; /* raw elements read for stride 2 */
-    __mmask16 m2a = (__mmask16)(rc >= 16 ? 0xFFFFu : (1u << rc) - 1u);
+    __mmask16 m2a = kiln_v_mask16(rc);
     __mmask16 m2b = (__mmask16)(rc > 16 ? (1u << (rc - 16)) - 1u : 0u);
     __m512 acc = is_max ? _mm512_set1_ps(-INFINITY) : _mm512_setzero_ps();
     const int64_t nk = KW > 0 ? KW : kw;
@@ -48,7 +49,7 @@ __attribute__((target("avx512f"))) static bool pool_row512(bool is_max, const fl
         int cnt = oxb - ox < 16 ? (int)(oxb - ox) : 16;
         __m512 acc = kw == 3 ? pool_vec512(is_max, rows, nr, kw, dw, sw, ox, cnt, 3)
                              : pool_vec512(is_max, rows, nr, kw, dw, sw, ox, cnt, 0);
-        __mmask16 m = cnt == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cnt) - 1u);
+        __mmask16 m = kiln_v_mask16(cnt);
         if (is_max)
             ninf |= _mm512_mask_cmp_ps_mask(m, acc, minf, _CMP_EQ_OQ);
         else
@@ -97,7 +98,7 @@ maxrow_k3s2(const float *const *rows, int nr, int64_t W, int64_t pw, int64_t Wo,
         __m512 e = _mm512_permutex2var_ps(v0, even, v1), o = _mm512_permutex2var_ps(v0, odd, v1);
         __m512 e2 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(v2), _mm512_castps_si512(e), 1));
         __m512 acc = _mm512_max_ps(_mm512_max_ps(e, o), e2);
-        __mmask16 m = Wo - ox >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (Wo - ox)) - 1u);
+        __mmask16 m = kiln_v_mask16(Wo - ox);
         ninf |= _mm512_mask_cmp_ps_mask(m, acc, minf, _CMP_EQ_OQ);
         _mm512_mask_storeu_ps(yo + ox, m, acc);
         v0 = v2;
@@ -121,14 +122,14 @@ __attribute__((target("avx512f"))) static bool pool_maxrow512(const float *const
     for (int64_t i = pw + W; i < fill_end; i++)
         v[i] = -INFINITY;
     for (int64_t x = 0; x < W; x += 16) {
-        __mmask16 m = W - x >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (W - x)) - 1u);
+        __mmask16 m = kiln_v_mask16(W - x);
         _mm512_mask_storeu_ps(v + pw + x, m, col_max16(rows, nr, x, W, 0));
     }
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512 minf = _mm512_set1_ps(-INFINITY);
     __mmask16 ninf = 0;
     for (int64_t ox = 0; ox < Wo; ox += 16) {
-        __mmask16 m = Wo - ox >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (Wo - ox)) - 1u);
+        __mmask16 m = kiln_v_mask16(Wo - ox);
         const float *q = v + ox * sw;
         __m512 acc = minf;
         for (int64_t j = 0; j < kw; j++) {
@@ -188,7 +189,7 @@ __attribute__((target("avx512f"))) static void gap_task(void *ctx, int64_t b, in
         __m512 acc = _mm512_setzero_ps();
         for (int64_t i = 0; i < j->sz; i += 16) {
             int64_t w = j->sz - i < 16 ? j->sz - i : 16;
-            __mmask16 km = w == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << w) - 1u);
+            __mmask16 km = kiln_v_mask16(w);
             __m512 r[16], c[16];
 #pragma GCC unroll 16
             for (int p = 0; p < 16; p++)
@@ -199,7 +200,7 @@ __attribute__((target("avx512f"))) static void gap_task(void *ctx, int64_t b, in
                 if (k < w)
                     acc = _mm512_add_ps(acc, c[k]);
         }
-        __mmask16 m = n == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+        __mmask16 m = kiln_v_mask16(n);
         _mm512_mask_storeu_ps(j->y + p0, m, _mm512_div_ps(acc, cnt));
     }
 }

@@ -5,6 +5,7 @@
  * clamp), so every element equals the reference's. Anything else runs the reference. The table
  * also registers the AVX2 twin (qadd_avx2.c) for hosts without AVX-512. */
 #include "../cpu_kernels.h"
+#include "../vmath.h"
 #include "../qadd.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -55,7 +56,7 @@ TQA static void qadd_task(void *arg, int64_t b0, int64_t b1)
             v = _mm512_min_ps(v, ahi);
         __m512 r = _mm512_roundscale_ps(_mm512_div_ps(v, sc), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         r = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(r, zc), lo), hi);
-        __mmask16 km = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+        __mmask16 km = kiln_v_mask16(n);
         _mm512_mask_cvtepi32_storeu_epi8(j->c + i, km, _mm512_cvtps_epi32(r));
     }
 }

@@ -118,7 +118,7 @@ TVNNI __attribute__((always_inline)) static inline void tile_body(const kiln_qge
             int rem = ncols - v * 16;
             if (rem <= 0)
                 break;
-            __mmask16 km = rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1u);
+            __mmask16 km = kiln_v_mask16(rem);
             epi_store(g, bsum ? bsum + v * 16 : NULL, acc[i][v], i0 + i, j0 + v * 16, km);
         }
 }
@@ -162,7 +162,7 @@ TVNNI void kiln__qepi_row_vnni(const kiln_qepi *e, const int32_t *acc, int64_t n
     kiln_qgemm g = {.K = 0, .c = dst, .ldc = 0, .epi = *e};
     g.epi.ch_row = true;
     for (int64_t j = 0; j < n; j += 16) {
-        __mmask16 km = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1u);
+        __mmask16 km = kiln_v_mask16(n - j);
         epi_store(&g, NULL, _mm512_maskz_loadu_epi32(km, acc + j), ch, j, km);
     }
 }
@@ -171,7 +171,7 @@ TVNNI void kiln__qdw_row_vnni(int32_t *acc, const uint8_t *row, bool s8, int64_t
 {
     const __m512i vz = _mm512_set1_epi32(zx), vw = _mm512_set1_epi32(wv);
     for (int64_t j = 0; j < n; j += 16) {
-        __mmask16 km = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1u);
+        __mmask16 km = kiln_v_mask16(n - j);
         __m128i b;
         if (n - j >= 16) {
             b = _mm_loadu_si128((const __m128i *)(row + j));

@@ -7,6 +7,7 @@
  * reference, which also reports the errors. `--precision int8` leaves one such layer before each
  * group of integer layers reading a float tensor (BERT: the LayerNorm outputs, the attention's). */
 #include "../cpu_kernels.h"
+#include "../vmath.h"
 #include "../qgemm.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -29,7 +30,7 @@ TQ static void quant_task(void *arg, int64_t b0, int64_t b1)
     const __m512 lo = _mm512_set1_ps(j->lo), hi = _mm512_set1_ps(j->hi);
     for (int64_t blk = b0; blk < b1; blk++) {
         int64_t i = blk * 16, n = j->n - i < 16 ? j->n - i : 16;
-        __mmask16 km = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+        __mmask16 km = kiln_v_mask16(n);
         __m512 v = _mm512_maskz_loadu_ps(km, j->x + i);
         __m512 r = _mm512_add_ps(_mm512_roundscale_ps(_mm512_div_ps(v, s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
         r = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(r, r, _CMP_ORD_Q), r);   /* NaN -> 0, as the reference */

@@ -34,7 +34,7 @@ static void tw_f23(float *tw)
         int64_t rem_ = (j)->tW - tx < (t1) - t_ ? (j)->tW - tx : (t1) - t_;                            \
         int cnt = rem_ < 16 ? (int)rem_ : 16;                                                          \
         int64_t col = t_ - (t0);                                                                       \
-        __mmask16 m = cnt == 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cnt) - 1u);                  \
+        __mmask16 m = kiln_v_mask16(cnt);                                                              \
         __VA_ARGS__;                                                                                   \
         t_ += cnt;                                                                                     \
     }
@@ -56,12 +56,6 @@ __attribute__((target("avx512f"), always_inline)) static inline void store_v(flo
     }
 }
 
-/* The first n (<= 0: none, >= 16: all) of 16 lanes. */
-static inline __mmask16 lanes16(int64_t n)
-{
-    return n >= 16 ? (__mmask16)0xFFFF : n > 0 ? (__mmask16)((1u << n) - 1u) : (__mmask16)0;
-}
-
 /* 16 output pixels (lanes in mk) with the epilogue: + bias, + residual row rr (NULL: none), the
  * fused activation (act), stored to y. */
 __attribute__((target("avx512f,avx512dq,fma"), always_inline)) static inline void epi_store16(
@@ -79,8 +73,7 @@ __attribute__((target("avx512f,avx512dq,fma"), always_inline)) static inline voi
  * the padded row: the transforms load whole vectors, nothing past the row is read. */
 static inline __mmask16 row_mask(int64_t avail, int v)
 {
-    int64_t n = avail - 16 * v;
-    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
+    return kiln_v_mask16(avail - 16 * v);
 }
 
 /* Input transform of tiles [t0, t1) (all channels) into V[16] (packed 32-tile panels [p][Cg][32]). */
@@ -165,7 +158,7 @@ __attribute__((target("avx512f,avx512dq,fma"))) static void out_f23(const wino_j
             yv[1][0] = _mm512_add_ps(_mm512_add_ps(tb[0], tb[1]), tb[2]);
             yv[1][1] = _mm512_sub_ps(_mm512_sub_ps(tb[1], tb[2]), tb[3]);
             int64_t oy = 2 * ty, ox = 2 * tx, ncol = Wo - ox < 2 * cnt ? Wo - ox : 2 * cnt;
-            __mmask16 ma = lanes16(ncol), mb = lanes16(ncol - 16);
+            __mmask16 ma = kiln_v_mask16(ncol), mb = kiln_v_mask16(ncol - 16);
             _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++) {
                 if (oy + i >= Ho)
                     break;
@@ -312,7 +305,7 @@ __attribute__((target("avx512f,avx512dq,fma"))) static void out_f43(const wino_j
                     int64_t n = ncol - 16 * v;
                     if (n <= 0)
                         break;
-                    epi_store16(yr + 16 * v, rr ? rr + 16 * v : NULL, lanes16(n), out[v], vbias, act, &j->e.act);
+                    epi_store16(yr + 16 * v, rr ? rr + 16 * v : NULL, kiln_v_mask16(n), out[v], vbias, act, &j->e.act);
                 }
             }
         })
