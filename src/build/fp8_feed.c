@@ -5,8 +5,10 @@
  * the module checks, when the FP8 layer runs, that the copy it keeps is of that data with that scale (else it
  * quantizes as before), so the bytes and the results are the same either way. */
 #include "precision.h"
+#include "../ir/fused.h"
 #include "../core/numfmt.h"
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* An FP8 layer as the CUDA module runs it: FP8 weights with one scale per tensor and a calibrated activation
@@ -66,6 +68,88 @@ kiln_status kiln__fp8_mark_feeds(kiln_graph *g, int *marked)
         if (first < 0)
             continue;
         st = kiln__node_set_attr_f(n, KILN_ATTR_FP8_FEED, s);
+        *marked += st == KILN_OK;
+    }
+    if (own)
+        kiln__uses_free(g);
+    return st;
+}
+
+/* The largest reduction (input channels x kernel area) of a convolution that writes or reads E4M3 storage: such
+ * layers run kiln's FP8 kernel, which beats cuDNN / cuBLASLt only where the layer is memory-bound (H200, ResNet-50
+ * batch 256 per layer, KILN_CUDA_PROFILE=layers: the residual 1x1 convolutions with K = 64 / 128 gained 0.03-0.07 ms
+ * each, those with K = 256 / 512 lost 0.03-0.08 ms). */
+#define FP8_STORE_MAX_K 128
+
+/* An FP8 convolution the CUDA module runs (cu_fp8_conv_accepts' static part: 4-D, one group, channels in multiples
+ * of 16) with ReLU or no activation (what kiln's FP8 kernel fuses), *scale its activation scale; *k its reduction
+ * (input channels x kernel area). */
+static bool store_conv(const kiln_graph *g, const kiln_node *n, float *scale, int64_t *k)
+{
+    if ((n->op != KILN_OP_Conv && n->op != KILN_OP_FusedConv) || !fp8_layer(n, scale) || n->n_in < 2 ||
+        kiln__attr_i(n, "group", 1) != 1)
+        return false;
+    kiln_fused_act a;
+    if (n->op == KILN_OP_FusedConv && (!kiln__fused_act_of(n, &a) || (a.kind != KILN_FUSED_NONE && a.kind != KILN_FUSED_RELU)))
+        return false;
+    const kiln_tensor *w = n->in[1] >= 0 ? g->values[n->in[1]].init : NULL;
+    if (!w || w->ndim != 4 || w->dims[0] % 16 || w->dims[1] % 16)
+        return false;
+    *k = w->dims[1] * w->dims[2] * w->dims[3];
+    return true;
+}
+
+/* Whether value v (written by an FP8 convolution whose feed scale is s) is read only by FP8 convolutions, as their
+ * input 0 with scale s (any reduction: such a reader takes the held bytes as its quantized input, in any kernel) or
+ * as their residual (a reduction of at most FP8_STORE_MAX_K), at least one as a residual; not a graph output. */
+static bool store_readers(const kiln_graph *g, int v, float s)
+{
+    if (kiln__value_is_output(g, v))
+        return false;
+    int r[FEED_READERS];
+    int n = kiln__value_readers(g, v, r, FEED_READERS), res = 0;
+    if (n < 1 || n > FEED_READERS)
+        return false;
+    for (int i = 0; i < n; i++) {
+        const kiln_node *c = &g->nodes[r[i]];
+        float cs;
+        int64_t ck;
+        if (!store_conv(g, c, &cs, &ck))
+            return false;
+        for (int k = 0; k < c->n_in; k++) {
+            if (c->in[k] != v)
+                continue;
+            if (k == 0 && cs == s)
+                continue;
+            if (k == 3 && c->op == KILN_OP_FusedConv && ck <= FP8_STORE_MAX_K) {
+                res++;
+                continue;
+            }
+            return false;   /* read as a weight or bias, or quantized with another scale */
+        }
+    }
+    return res > 0;
+}
+
+kiln_status kiln__fp8_mark_store(kiln_graph *g, int *marked)
+{
+    *marked = 0;
+    /* opt-in (KILN_FP8_STORAGE=1 at build time; docs/CUDA.md "E4M3 storage") until measured on the GPU with
+     * FP8_STORE_MAX_K */
+    const char *e = getenv("KILN_FP8_STORAGE");
+    if (!e || strcmp(e, "1"))
+        return KILN_OK;
+    bool own = false;
+    KILN_TRY(kiln__uses_ensure(g, &own));
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < g->n_nodes && st == KILN_OK; i++) {
+        kiln_node *n = &g->nodes[i];
+        float s = kiln__attr_f(n, KILN_ATTR_FP8_FEED, NAN), cs;
+        int64_t k;
+        if (n->dead || n->n_out < 1 || n->out[0] < 0 || !(s > 0 && isfinite(s)) || !store_conv(g, n, &cs, &k) ||
+            k > FP8_STORE_MAX_K || !store_readers(g, n->out[0], s))
+            continue;
+        st = kiln__node_set_attr_f(n, KILN_ATTR_FP8_STORE, s);
         *marked += st == KILN_OK;
     }
     if (own)

@@ -1058,6 +1058,12 @@ kiln_status kiln__precision_after_passes(kiln_graph *g, kiln_build_options *o)
         st = kiln__fp8_mark_feeds(g, &feeds);
     if (feeds)
         sb_printf(&rep, "fp8 feeds: %d layers write their FP8 readers' input beside their output (GPU)\n", feeds);
+    int stored = 0;
+    if (st == KILN_OK && feeds)
+        st = kiln__fp8_mark_store(g, &stored);
+    if (stored)
+        sb_printf(&rep, "fp8 storage: %d convolution outputs held only in E4M3, read as E4M3 residuals (GPU)\n",
+                  stored);
     return finish_report(o, &rep, st);
 }
 

@@ -112,6 +112,11 @@ float kiln__qblock_scale(const kiln__qlayout *L, const void *scales, float tenso
                                             * views): that layer's kiln_aq_scale, so the CUDA module may write the
                                             * E4M3 copy in the producing kernel (build/fp8_feed.c); the CPU
                                             * ignores it */
+#define KILN_ATTR_FP8_STORE "kiln_fp8_store" /* float, on an FP8 convolution of a --device cuda build whose output
+                                              * 0 only FP8 convolutions read (as their input 0 with this scale, or
+                                              * as their residual, at least one so): the output is held only as
+                                              * E4M3 with this scale; the CPU emulation rounds it through E4M3
+                                              * (build/fp8_feed.c, docs/CUDA.md "E4M3 storage") */
 #define KILN_INT4_BLOCK 32                 /* INT4 weight-only layers: 32-element blocks, FP16 scales */
 /* "fp8", "nvfp4" (also "fp4"), "mxfp4", "int4": true and *fmt set; false for anything else. */
 bool kiln__lowbit_parse(const char *name, kiln__qfmt *fmt);

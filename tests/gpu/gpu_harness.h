@@ -69,6 +69,7 @@ tgraph fp8_conv_illegal_graph(void);
 void fp8_cases(double tol);
 void fp8_feed_case(double tol);
 void fp8_block_case(void);
+void fp8_store_case(void);
 void fp4_gather_cases(void);
 void fp4_cases(void);
 /* gpu_models.c: MODEL.onnx@SHAPES[#precision] built and run on the CPU and the GPU */

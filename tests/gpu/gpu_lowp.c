@@ -218,6 +218,7 @@ void fp8_cases(double tol)
     fp8_midpoint_case(tol ? tol : 1);
     fp8_feed_case(tol);
     fp8_block_case();
+    fp8_store_case();
 }
 
 /* The GPU's activation quantization byte for byte (the kernels skip the IEEE division where the product with the
@@ -502,6 +503,64 @@ void fp8_block_case(void)
         printf("%s %-28s max rel err %.3g cosine %.6f (without feeds %.3g / %.6f); fed %llu passes %llu (want %llu / "
                "%llu; without feeds: %llu / %llu, want 0 / 4)\n", good ? "ok  " : "FAIL", name, worst, cos, worst0, cos0,
                on.fp8_fed_inputs, on.fp8_quant_passes, want_fed, want_pass, no.fp8_fed_inputs, no.fp8_quant_passes);
+        test_failures += !good;
+    }
+    kiln__tensor_release(&ref[0]);
+    kiln__tensor_release(&got[0]);
+    kiln__tensor_release(&off[0]);
+    tg_free(&t);
+}
+
+/* FP8 storage (docs/CUDA.md): c0 (3x3, ReLU) -> X1 held only as E4M3 (KILN_ATTR_FP8_STORE, its readers' scale);
+ * X1 -> c1 (1x1, ReLU) -> h; c2 = ReLU(conv(h) + X1) -> y, X1 read back as an E4M3 residual by kiln's kernel. The CPU
+ * emulation rounds X1 through E4M3 alike. Counts: c0's graph input quantized (1 pass), c1 reads the held bytes and
+ * c2 h's feed (2 fed). */
+static tgraph store_graph(void)
+{
+    tgraph t = tg_new(KILN_OP_FusedConv, 1);
+    kiln_graph *g = t.g;
+    tg_in(&t, RT(4, 2, 32, 9, 11), false);
+    tg_in(&t, RT(4, 32, 32, 3, 3), true);
+    tg_in(&t, RT(1, 32), true);
+    int x1 = tg_out1(g, t.node, "X1");
+    attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
+    set_act(&t, KILN_FUSED_RELU, 0, 0);
+    mark_fp8(&t, 1.0f);
+    mark_feed(g, t.node, 4.0f);
+    kiln__node_set_attr_f(tg_node(&t), KILN_ATTR_FP8_STORE, 4.0f / 448.0f);
+    int keep = t.node;
+    int in1[3] = {x1, tg_const(g, "w1", RT(4, 16, 32, 1, 1)), tg_const(g, "b1", RT(1, 16))};
+    int c1 = t.node = tg_node_add(g, KILN_OP_FusedConv, 1, "c1", 3, in1, "h");
+    set_act(&t, KILN_FUSED_RELU, 0, 0);
+    mark_fp8(&t, 4.0f);
+    mark_feed(g, c1, 4.0f);
+    int in2[4] = {g->nodes[c1].out[0], tg_const(g, "w2", RT(4, 32, 16, 1, 1)), tg_const(g, "b2", RT(1, 32)), x1};
+    int c2 = t.node = tg_node_add(g, KILN_OP_FusedConv, 1, "c2", 4, in2, "y");
+    set_act(&t, KILN_FUSED_RELU, 0, 0);
+    mark_fp8(&t, 4.0f);
+    tg_output(g, c2);
+    t.node = keep;
+    return t;
+}
+
+void fp8_store_case(void)
+{
+    tgraph t = store_graph();
+    kiln_tensor ref[1] = {0}, got[1] = {0}, off[1] = {0};
+    kiln_device_stats on = {0}, no = {0};
+    const char *name = "FP8 storage: E4M3 residual";
+    int ran = feeds_on_off(&t, name, ref, got, off, &on, &no);
+    if (ran) {
+        bool ok = ran > 0;
+        double worst = ok ? compare(&got[0], &ref[0]) : 1, cos = ok ? cosine(&got[0], &ref[0]) : 0;
+        /* FP16 / BF16 outputs: a value on the other side of an E4M3 rounding midpoint moves one E4M3 step */
+        const char *fo = getenv("KILN_CUDA_FP8_OUT");
+        bool f32 = fo && !strcmp(fo, "fp32");
+        bool near = f32 ? cos >= 0.99999 && worst <= 0.02 : cos >= 0.999 && worst <= 0.1;
+        bool counts = ok && on.fp8_quant_passes == 1 && on.fp8_fed_inputs == 2;
+        bool good = ok && near && counts;
+        printf("%s %-28s max rel err %.3g cosine %.6f; fed %llu passes %llu (want 2 / 1)\n", good ? "ok  " : "FAIL",
+               name, worst, cos, on.fp8_fed_inputs, on.fp8_quant_passes);
         test_failures += !good;
     }
     kiln__tensor_release(&ref[0]);

@@ -637,6 +637,12 @@ kiln_status kiln__run_lowbit(kiln_kctx *ctx, kiln_kernel_fn fn)
         st = run_gemm(ctx, &q, &x, &handled);
     if (st == KILN_OK && !handled)
         st = run_whole(ctx, fn, &q, &x);
+    /* an output the GPU holds only in E4M3 (KILN_ATTR_FP8_STORE): rounded so here too, its readers (residual adds
+     * included) see the same values */
+    float ss = kiln__attr_f(ctx->node, KILN_ATTR_FP8_STORE, NAN);
+    kiln_tensor *y = ctx->n_out > 0 ? ctx->out[0] : NULL;
+    if (st == KILN_OK && ss > 0 && isfinite(ss) && y && y->data && y->dtype == KILN_DT_FLOAT32)
+        aq_apply(ctx->pool, ctx->nthreads, AQ_FP8, ss, y->data, y->data, kiln_tensor_numel(y));
     active--;
     kiln__free(q.own);
     return st;

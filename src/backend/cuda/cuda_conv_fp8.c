@@ -23,6 +23,7 @@
 #define S_SLOT 63   /* its scale */
 #define I_SLOT 64   /* 1 / its feed's scale */
 #define T_SLOT 65   /* the kernel chosen for it */
+#define R_SLOT 66   /* its E4M3-held residual's scale */
 
 typedef struct fp8_scale {
     float *dev;
@@ -132,6 +133,9 @@ typedef struct fp8_call {
     const kiln_kctx *ctx;
     bool gemm_fit;            /* a 1x1 layer cuda_conv_gemm.c runs */
     float fs;                 /* the feed's scale (ptr[7] set) */
+    bool store;               /* the output held only as E4M3 (ptr[7] = y's own bytes; kiln's kernel) */
+    const uint8_t *resq;      /* the residual held as E4M3 (ptr[3] NULL; kiln's kernel), its scale rs (device) */
+    const float *rs;
 } fp8_call;
 
 /* the GEMM, then its feed quantized from the output (the bytes of cuk_fp8_quant, as the other kernels write) */
@@ -159,7 +163,8 @@ static kiln_status call_run(cu_be *b, const fp8_call *c, int how, bool *done, bo
         return run_graph(b, &k, c->ptr, c->y, c->bias, c->res, c->relu, done, fed);
     }
     kiln_status st = cu_check(b, cuk_conv_fp8(cu_fdt(c->sdt), c->ptr[0], c->ptr[1], c->ptr[5], c->ptr[2], c->ptr[3],
-                                              (void *)c->ptr[4], c->ptr[6], (uint8_t *)c->ptr[7], &c->d, b->stream),
+                                              c->store ? NULL : (void *)c->ptr[4], c->ptr[6], (uint8_t *)c->ptr[7],
+                                              c->resq, c->rs, &c->d, b->stream),
                               "FP8 conv");
     *done = st == KILN_OK;
     *fed = *done && c->ptr[7];
@@ -194,6 +199,10 @@ typedef struct fp8_tactic {
 static kiln_status choose(cu_be *b, const kiln_kctx *ctx, const fp8_call *c, int *how)
 {
     int mode = fp8_conv_mode(), gmode = cu_conv_gemm_mode();
+    if (c->store || c->resq) {   /* E4M3 storage: only kiln's kernel reads or writes it */
+        *how = HOW_KILN;
+        return KILN_OK;
+    }
     if (mode >= 0 || (gmode > 0 && c->gemm_fit)) {
         *how = mode < 0 ? HOW_GEMM : mode == HOW_GEMM && !c->gemm_fit ? HOW_CUDNN : mode;
         return KILN_OK;
@@ -224,6 +233,30 @@ static kiln_status choose(cu_be *b, const kiln_kctx *ctx, const fp8_call *c, int
     return cu_state_put(b, ctx->node, key, 9, t, free);
 }
 
+/* The residual res held only as E4M3 (cu_fp8_store): its bytes and device scale for kiln's kernel (*resq, *rsp), or,
+ * when the output y is written over those bytes in another form (y in its float storage over them, in place), a
+ * copy widened to sdt in tmp (*rl) first. */
+static kiln_status held_residual(cu_be *b, const kiln_kctx *ctx, const kiln_tensor *res, const kiln_tensor *y,
+                                 bool store, kiln_dtype sdt, kiln_tensor *tmp, const uint8_t **resq, const float **rsp,
+                                 const kiln_tensor **rl)
+{
+    float rs = 0;
+    const uint8_t *q = cu_fp8_stored(b, res, &rs);
+    if (!q)
+        return cu_kerr(b, ctx, KILN_ERR_INTERNAL, "its residual, held only as E4M3, is no longer kept");
+    const char *yl = y->data, *rlo = res->data;
+    bool over = yl < rlo + res->nbytes && rlo < yl + y->nbytes;
+    if (!over || (store && yl == rlo)) {   /* in place as E4M3: each byte read before it is written, same thread */
+        *resq = q;
+        return layer_scale(b, ctx, R_SLOT, rs, rsp);
+    }
+    KILN_TRY(cu_tmp(b, tmp, sdt, res->ndim, res->dims));
+    tmp->flags |= KILN_TENSOR_DEV_NHWC;
+    *rl = tmp;
+    return cu_check(b, cuk_fp8_dequant(cu_fdt(sdt), q, tmp->data, cu_numel(res), rs, b->stream),
+                    "widening an E4M3-held residual");
+}
+
 kiln_status cu_fp8_conv_run(cu_be *b, kiln_kctx *ctx)
 {
     const kiln_node *n = ctx->node;
@@ -249,8 +282,12 @@ kiln_status cu_fp8_conv_run(cu_be *b, kiln_kctx *ctx)
     KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, 4, yd));
     kiln_tensor *y = ctx->out[0];
     y->flags |= KILN_TENSOR_DEV_NHWC;
+    y->flags &= ~KILN_TENSOR_DEV_E4M3;
     if (!y->nbytes)
         return KILN_OK;
+    /* FP8 storage (build/fp8_feed.c): the output held only as E4M3 with its readers' scale */
+    float ss = b->host->attr_f(n, KILN_ATTR_FP8_STORE, NAN);
+    bool store = b->fp8_feed && ss > 0 && isfinite(ss) && (act == CUK_IDENTITY || act == CUK_RELU);
     if (res && cu_numel(res) != cu_numel(y))
         return cu_kerr(b, ctx, KILN_ERR_SHAPE, "residual must have the output's shape");
     kiln_tensor tmp[3], lay[2];
@@ -259,9 +296,13 @@ kiln_status cu_fp8_conv_run(cu_be *b, kiln_kctx *ctx)
     const kiln_tensor *xl = NULL, *rl = NULL, *bl = NULL;
     kiln_status st = cu_relayout(b, x, true, &lay[0], &xl);   /* quantized channels-last */
     bool relaid = st == KILN_OK && xl != x;
-    if (st == KILN_OK && res)
+    const uint8_t *resq = NULL;   /* a residual held only as E4M3 (its producer's FP8 storage) */
+    const float *rsp = NULL;
+    if (st == KILN_OK && res && (res->flags & KILN_TENSOR_DEV_E4M3))
+        st = held_residual(b, ctx, res, y, store, sdt, &tmp[0], &resq, &rsp, &rl);
+    else if (st == KILN_OK && res)
         st = cu_as(b, res, sdt, &tmp[0], &rl);
-    if (st == KILN_OK && res)
+    if (st == KILN_OK && rl)
         st = cu_relayout(b, rl, true, &lay[1], &rl);
     if (st == KILN_OK && bias)
         st = cu_as(b, bias, KILN_DT_FLOAT32, &tmp[1], &bl);
@@ -294,12 +335,18 @@ kiln_status cu_fp8_conv_run(cu_be *b, kiln_kctx *ctx)
         /* the next FP8 layer's input written by this graph (build/fp8_feed.c marks the layer) into an entry of its
          * own: the quantized input stays kept for another FP8 layer reading it (a downsampling convolution) */
         float fa = b->host->attr_f(n, KILN_ATTR_FP8_FEED, NAN);
-        bool want = b->fp8_feed && fa > 0 && isfinite(fa) && (act == CUK_IDENTITY || act == CUK_RELU);
+        bool want = !store && b->fp8_feed && fa > 0 && isfinite(fa) && (act == CUK_IDENTITY || act == CUK_RELU);
         float fs = 0;
         const float *ip = NULL;
         uint8_t *fq = want ? cu_fp8_feed(b, ctx, y, &fs) : NULL;
+        if (store) {   /* the E4M3 bytes in the output's own buffer (numel of its numel * storage-size bytes) */
+            fs = ss;
+            fq = y->data;
+        }
         if (fq && layer_scale(b, ctx, I_SLOT, 1.0f / fs, &ip) != KILN_OK)
             fq = NULL;
+        if (store && !fq)
+            st = cu_kerr(b, ctx, KILN_ERR_NOMEM, "no device memory for an FP8 scale");
         k.feed = fq != NULL;
         const void *ptr[CU_CG_OPERANDS] = {xq->data, wq->dev, bl ? bl->data : NULL, rl ? rl->data : NULL,
                                            y->data, sp, ip, fq};
@@ -309,16 +356,20 @@ kiln_status cu_fp8_conv_run(cu_be *b, kiln_kctx *ctx)
                                     .pw = (int)g.pb[1], .dh = (int)g.d[0], .dw = (int)g.d[1], .y_nhwc = 1,
                                     .relu = act == CUK_RELU},
                       .y = y, .bias = bl, .res = rl, .relu = act == CUK_RELU, .sdt = sdt, .ctx = ctx,
-                      .gemm_fit = cu_conv_gemm_fits(w->dims, &g, 1), .fs = fs};
+                      .gemm_fit = cu_conv_gemm_fits(w->dims, &g, 1), .fs = fs, .store = store, .resq = resq,
+                      .rs = rsp};
         memcpy(c.ptr, ptr, sizeof c.ptr);
         bool done = false, fed = false;
         int how = HOW_CUDNN;
-        st = choose(b, ctx, &c, &how);
+        if (st == KILN_OK)
+            st = choose(b, ctx, &c, &how);
         if (st == KILN_OK)
             st = call_run(b, &c, how, &done, &fed);
         if (st == KILN_OK && !done)
             st = cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "no cuDNN engine runs this FP8 convolution");
-        if (st == KILN_OK && fed)
+        if (st == KILN_OK && store)
+            cu_fp8_store(b, y, ss);
+        else if (st == KILN_OK && fed)
             cu_fp8_fed(b, y, fs);
         if (relaid)   /* a quantization of a temporary copy (freed below): not to be found again */
             cu_fp8_unpin(b);

@@ -84,7 +84,66 @@ void cu_fp8_forget(cu_be *b)
 {
     for (int i = 0; i < CU_FP8_KEPT; i++)
         kept_drop(b, i);
+    /* the held outputs stay: their bytes are their tensors' own, which writes outside the layers (weights uploaded
+     * at their first use, inputs) do not touch; a stale entry is only ever matched by a tensor that carries
+     * KILN_TENSOR_DEV_E4M3, which only a storing producer sets, replacing the entry of its bytes */
     b->fp8_pin = b->fp8_new = 0;
+}
+
+/* Entry e (kept or stored) dropped when one of the layer's outputs overlaps its source; true if so. */
+static bool overlapped(const struct cu_fp8_kept *e, const kiln_kctx *ctx)
+{
+    const char *lo = e->src, *hi = lo + e->bytes;
+    const kiln_tensor *x = IN(0);
+    for (int i = 0; i < ctx->n_out; i++) {
+        const kiln_tensor *t = ctx->out[i];
+        if (i == 0 && t && x && kiln__op_is_view(ctx->node->op) && t->data == x->data && t->nbytes == x->nbytes)
+            continue;   /* the same bytes under new dims (copy_as): nothing written */
+        if (t && t->data && t->nbytes && (const char *)t->data < hi && (const char *)t->data + t->nbytes > lo)
+            return true;
+    }
+    return false;
+}
+
+void cu_fp8_store(cu_be *b, kiln_tensor *y, float s)
+{
+    int k = 0;
+    for (int i = 0; i < CU_FP8_STORED; i++) {   /* the entry of these bytes, else a free one, else the oldest */
+        const struct cu_fp8_kept *e = &b->fp8_stored[i], *o = &b->fp8_stored[k];
+        if (e->valid && e->src == y->data) {
+            k = i;
+            break;
+        }
+        if ((!e->valid && o->valid) || (e->valid == o->valid && e->used < o->used))
+            k = i;
+    }
+    struct cu_fp8_kept *e = &b->fp8_stored[k];
+    memset(e, 0, sizeof *e);
+    e->valid = e->fresh = e->feed = true;
+    e->src = y->data;
+    e->bytes = y->nbytes;
+    e->scale = s;
+    e->fdt = cu_fdt(cu_sdt(y));
+    e->used = ++b->fp8_clock;
+    e->q.dtype = KILN_DT_UINT8;
+    e->q.ndim = 1;
+    e->q.dims[0] = cu_numel(y);
+    e->q.nbytes = (size_t)cu_numel(y);
+    e->q.data = y->data;
+    y->flags |= KILN_TENSOR_DEV_E4M3;
+}
+
+const uint8_t *cu_fp8_stored(cu_be *b, const kiln_tensor *t, float *s)
+{
+    for (int i = 0; i < CU_FP8_STORED; i++) {
+        struct cu_fp8_kept *e = &b->fp8_stored[i];
+        if (e->valid && !e->fresh && e->src == t->data && e->q.nbytes == (size_t)cu_numel(t)) {
+            e->used = ++b->fp8_clock;
+            *s = e->scale;
+            return e->q.data;
+        }
+    }
+    return NULL;
 }
 
 void cu_fp8_wrote(cu_be *b, const kiln_kctx *ctx, kiln_status st)
@@ -93,7 +152,6 @@ void cu_fp8_wrote(cu_be *b, const kiln_kctx *ctx, kiln_status st)
         cu_fp8_forget(b);
         return;
     }
-    const kiln_tensor *x = IN(0);
     for (int k = 0; k < CU_FP8_KEPT; k++) {
         struct cu_fp8_kept *e = &b->fp8_kept[k];
         if (!e->valid) {
@@ -101,20 +159,17 @@ void cu_fp8_wrote(cu_be *b, const kiln_kctx *ctx, kiln_status st)
                 kept_drop(b, k);
             continue;
         }
-        if (e->fresh) {   /* the feed this layer wrote with its output */
+        if (e->fresh)   /* the feed this layer wrote with its output */
             e->fresh = false;
-            continue;
-        }
-        const char *lo = e->src, *hi = lo + e->bytes;
-        for (int i = 0; i < ctx->n_out; i++) {
-            const kiln_tensor *t = ctx->out[i];
-            if (i == 0 && t && x && kiln__op_is_view(ctx->node->op) && t->data == x->data && t->nbytes == x->nbytes)
-                continue;   /* the same bytes under new dims (copy_as): nothing written */
-            if (t && t->data && t->nbytes && (const char *)t->data < hi && (const char *)t->data + t->nbytes > lo) {
-                kept_drop(b, k);
-                break;
-            }
-        }
+        else if (overlapped(e, ctx))
+            kept_drop(b, k);
+    }
+    for (int k = 0; k < CU_FP8_STORED; k++) {
+        struct cu_fp8_kept *e = &b->fp8_stored[k];
+        if (e->fresh)
+            e->fresh = false;
+        else if (e->valid && overlapped(e, ctx))
+            memset(e, 0, sizeof *e);
     }
     b->fp8_pin = b->fp8_new = 0;
 }
@@ -200,6 +255,18 @@ kiln_status cu_fp8_act(cu_be *b, const kiln_tensor *A, int64_t numel, float s, c
             return KILN_OK;
         }
     }
+    float hs = 0;
+    const uint8_t *held = A->flags & KILN_TENSOR_DEV_E4M3 ? cu_fp8_stored(b, A, &hs) : NULL;
+    if (held && hs == s) {   /* an output held only as E4M3, with this scale */
+        b->fp8_fed++;
+        for (int k = 0; k < CU_FP8_STORED; k++)
+            if (b->fp8_stored[k].valid && b->fp8_stored[k].q.data == held)
+                *q = &b->fp8_stored[k].q;
+        return KILN_OK;
+    }
+    if (A->flags & KILN_TENSOR_DEV_E4M3)   /* its float bytes were never written */
+        return cu_err(b, KILN_ERR_INTERNAL, held ? "an E4M3-held input read with another scale"
+                                                 : "an E4M3-held input no longer kept");
     b->fp8_passes++;
     int k = kept_new(b, numel);
     if (k < 0)

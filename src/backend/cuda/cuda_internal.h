@@ -20,6 +20,7 @@ typedef struct cu_state {
 } cu_state;
 
 #define CU_FP8_KEPT 4   /* quantized activations kept at once (cu_be.fp8_kept) */
+#define CU_FP8_STORED 8 /* outputs held only as E4M3 at once (cu_be.fp8_stored) */
 
 typedef struct cu_be {
     kiln_backend base;             /* base.state == this */
@@ -86,6 +87,7 @@ typedef struct cu_be {
         unsigned long long used;   /* when last made or read (b->fp8_clock): the oldest is replaced first */
         kiln_tensor q;             /* E4M3, numel bytes (scratch of this instance) */
     } fp8_kept[CU_FP8_KEPT];
+    struct cu_fp8_kept fp8_stored[CU_FP8_STORED];   /* outputs held only as E4M3 (q: their own bytes) */
     int fp8_pin;                   /* 1 + the entry the running layer reads (never replaced by its feed), 0: none */
     int fp8_new;                   /* 1 + the entry cu_fp8_feed made for the running layer's output, 0: none */
     unsigned long long fp8_clock;
@@ -218,6 +220,11 @@ kiln_dtype cu_fp8_out_sdt(const cu_be *b, const kiln_tensor *x);
 kiln_status cu_fp8_act(cu_be *b, const kiln_tensor *A, int64_t numel, float s, const kiln_tensor **q);
 /* Drops the entry cu_fp8_act gave the running layer (its source a temporary copy) */
 void cu_fp8_unpin(cu_be *b);
+/* FP8 storage: y (channels-last, its float storage's buffer) now holds its E4M3 bytes with scale s, nothing else
+ * (KILN_TENSOR_DEV_E4M3 set); cu_fp8_stored: those bytes of t and their scale, or NULL (not held so: an error for a
+ * tensor with the flag). cu_fp8_act finds them for an FP8 layer's input. */
+void cu_fp8_store(cu_be *b, kiln_tensor *y, float s);
+const uint8_t *cu_fp8_stored(cu_be *b, const kiln_tensor *t, float *s);
 /* FP8 convolutions (cuda_conv_fp8.c): the operands it takes (one group, 2-D, channels multiples of 16) and the
  * run (cuDNN graph: E4M3 x and w channels-last, scale, bias, residual, ReLU fused). cu_conv_accepts /
  * cu_conv_geom: the float convolution's checks and geometry (cuda_conv.c). */

@@ -29,6 +29,10 @@
  * weights are bound, so the module may keep forms derived from it (a converted bias), checked against its pointer
  * and the weights' generation (freeing shared memory bumps it). */
 #define KILN_TENSOR_DEV_WEIGHT (1u << 12)
+/* A device tensor the module holds only as E4M3 bytes (numel bytes, its scale kept by the module: FP8 storage,
+ * docs/CUDA.md), which only FP8 layers read: the runtime cannot copy it to the host (an error, never a reading of
+ * those bytes as another type). */
+#define KILN_TENSOR_DEV_E4M3 (1u << 13)
 
 /* What libkiln provides the module (filled by the runtime). */
 typedef struct kiln_devmod_host {

@@ -48,10 +48,11 @@ cudaError_t cuk_conv_to_nhwc4(int fdt_x, int fdt_y, const void *x, void *y, cons
 cudaError_t cuk_conv_w_rs4(int fdt, const void *w, void *w4, const cuk_conv_desc *d, cudaStream_t s);
 /* FP8 convolution (kernels_conv_fp8.cu): y = relu?(scale[0] * conv(x, w) + bias + res) with x E4M3 NHWC, w E4M3
  * KRSC, C a multiple of 16, K even, y / res in fdt_y (NHWC: y_nhwc must be set; d->kp unused); yq (may be NULL):
- * also E4M3(value * inv[0]), saturating. scale, inv: device scalars. */
+ * also E4M3(value * inv[0]), saturating; y NULL: only yq written (an output held in E4M3). resq (res NULL): the
+ * residual held in E4M3, added as resq x rs[0]. scale, inv, rs: device scalars. */
 cudaError_t cuk_conv_fp8(int fdt_y, const uint8_t *x, const uint8_t *w, const float *scale, const float *bias,
-                         const void *res, void *y, const float *inv, uint8_t *yq, const cuk_conv_desc *d,
-                         cudaStream_t s);
+                         const void *res, void *y, const float *inv, uint8_t *yq, const uint8_t *resq, const float *rs,
+                         const cuk_conv_desc *d, cudaStream_t s);
 
 /* Unary kernels and fused epilogues take fdt (enum cuk_fdt): x, y, res in that storage; bias and
  * LayerNorm scale / bias are float32. */
@@ -147,6 +148,8 @@ cudaError_t cuk_fill(int fdt, void *y, int64_t n, float v, cudaStream_t s);
 /* FP8 E4M3 (kernels_fp8.cu; the CPU emulation's rounding: RNE, saturating to +-448): activations
  * q = e4m3(x / scale) for n elements in storage fdt. */
 cudaError_t cuk_fp8_quant(int fdt, const void *x, uint8_t *q, int64_t n, float scale, cudaStream_t s);
+/* y = q x scale in storage fdt (n E4M3 bytes widened: an E4M3-held tensor, docs/CUDA.md "E4M3 storage") */
+cudaError_t cuk_fp8_dequant(int fdt, const uint8_t *q, void *y, int64_t n, float scale, cudaStream_t s);
 
 #ifdef __cplusplus
 }

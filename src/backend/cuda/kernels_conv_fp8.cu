@@ -81,7 +81,8 @@ template <typename T>
 __global__ void __launch_bounds__(THREADS, 2)
     k_conv_fp8(const uint8_t *__restrict__ x, const uint8_t *__restrict__ w, const float *__restrict__ scale,
                const float *__restrict__ bias, const T *__restrict__ res, T *__restrict__ y,
-               const float *__restrict__ inv, uint8_t *__restrict__ yq, cuk_conv_desc d)
+               const float *__restrict__ inv, uint8_t *__restrict__ yq, const uint8_t *__restrict__ resq,
+               const float *__restrict__ rsp, cuk_conv_desc d)
 {
     __shared__ __align__(128) uint8_t smem[STAGES * (BM + BN) * BK];   // the stages; the epilogue's tile after
     uint8_t(*as)[BM * BK] = (uint8_t(*)[BM * BK])smem;
@@ -191,7 +192,7 @@ __global__ void __launch_bounds__(THREADS, 2)
     float *tile = (float *)smem;
     constexpr int TS = BN + 4;
     static_assert(64 * TS * sizeof(float) <= sizeof(smem), "epilogue tile");
-    const float sc = *scale, iv = yq ? *inv : 0.f;
+    const float sc = *scale, iv = yq ? *inv : 0.f, rsc = resq ? *rsp : 0.f;
     const int g = lane >> 2, tig = lane & 3;
     for (int half = 0; half < 2; half++) {
         if (wm == half) {
@@ -228,13 +229,23 @@ __global__ void __launch_bounds__(THREADS, 2)
 #pragma unroll
                     for (int e = 0; e < 8; e++)
                         v[e] += rv[e];
+                } else if (resq) {   // a residual held in E4M3: q x its scale, as the CPU's rounding gives it
+                    const uint2 u = *(const uint2 *)&resq[o];
+                    const __nv_fp8x2_storage_t *p2 = (const __nv_fp8x2_storage_t *)&u;
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(p2[e], __NV_E4M3)));
+                        v[2 * e] += f.x * rsc;
+                        v[2 * e + 1] += f.y * rsc;
+                    }
                 }
                 if (d.relu) {
 #pragma unroll
                     for (int e = 0; e < 8; e++)
                         v[e] = fmaxf(v[e], 0.f);
                 }
-                st8(y, o, v);
+                if (y)   // else held only as E4M3 (yq)
+                    st8(y, o, v);
                 if (yq) {
                     uint32_t q[2];
 #pragma unroll
@@ -254,11 +265,12 @@ __global__ void __launch_bounds__(THREADS, 2)
 
 template <typename T>
 cudaError_t launch(const uint8_t *x, const uint8_t *w, const float *scale, const float *bias, const void *res, void *y,
-                   const float *inv, uint8_t *yq, const cuk_conv_desc *d, cudaStream_t s)
+                   const float *inv, uint8_t *yq, const uint8_t *resq, const float *rsp, const cuk_conv_desc *d,
+                   cudaStream_t s)
 {
     const int64_t M = (int64_t)d->n * d->p * d->q;
     dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((d->k + BN - 1) / BN));
-    k_conv_fp8<T><<<grid, THREADS, 0, s>>>(x, w, scale, bias, (const T *)res, (T *)y, inv, yq, *d);
+    k_conv_fp8<T><<<grid, THREADS, 0, s>>>(x, w, scale, bias, (const T *)res, (T *)y, inv, yq, resq, rsp, *d);
     return cudaGetLastError();
 }
 
@@ -266,12 +278,12 @@ cudaError_t launch(const uint8_t *x, const uint8_t *w, const float *scale, const
 
 extern "C" cudaError_t cuk_conv_fp8(int fdt_y, const uint8_t *x, const uint8_t *w, const float *scale,
                                     const float *bias, const void *res, void *y, const float *inv, uint8_t *yq,
-                                    const cuk_conv_desc *d, cudaStream_t s)
+                                    const uint8_t *resq, const float *rs, const cuk_conv_desc *d, cudaStream_t s)
 {
     if (d->c % 16 || d->k % 8 || !d->y_nhwc || (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
-        (int64_t)d->n * d->p * d->q / BM >= 0x7fffffff || (yq && !inv))
+        (int64_t)d->n * d->p * d->q / BM >= 0x7fffffff || (yq && !inv) || (!y && !yq) || (resq && (res || !rs)))
         return cudaErrorInvalidValue;
-    if (fdt_y == CUK_F16) return launch<__half>(x, w, scale, bias, res, y, inv, yq, d, s);
-    if (fdt_y == CUK_BF16) return launch<__nv_bfloat16>(x, w, scale, bias, res, y, inv, yq, d, s);
-    return launch<float>(x, w, scale, bias, res, y, inv, yq, d, s);
+    if (fdt_y == CUK_F16) return launch<__half>(x, w, scale, bias, res, y, inv, yq, resq, rs, d, s);
+    if (fdt_y == CUK_BF16) return launch<__nv_bfloat16>(x, w, scale, bias, res, y, inv, yq, resq, rs, d, s);
+    return launch<float>(x, w, scale, bias, res, y, inv, yq, resq, rs, d, s);
 }

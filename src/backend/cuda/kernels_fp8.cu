@@ -40,3 +40,20 @@ cudaError_t cuk_fp8_quant(int fdt, const void *x, uint8_t *q, int64_t n, float s
     FDT_DISPATCH(fdt, k_quant_act<T><<<blocks, 256, 0, s>>>((const T *)x, q, n, scale, vec));
     return cudaGetLastError();
 }
+
+// y = q x s in the storage T (an E4M3-held tensor widened, cuda_conv_fp8.c): E4M3 -> half is exact.
+template <typename T> __global__ void k_dequant_act(const uint8_t *q, T *y, int64_t n, float s)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        stf(y, i, __half2float(__half(__nv_cvt_fp8_to_halfraw(q[i], __NV_E4M3))) * s);
+}
+
+cudaError_t cuk_fp8_dequant(int fdt, const uint8_t *q, void *y, int64_t n, float scale, cudaStream_t s)
+{
+    if (n <= 0)
+        return cudaSuccess;
+    int64_t blocks = (n + 255) / 256;
+    unsigned g = (unsigned)(blocks < 65535 * 32 ? blocks : 65535 * 32);
+    FDT_DISPATCH(fdt, k_dequant_act<T><<<g, 256, 0, s>>>(q, (T *)y, n, scale));
+    return cudaGetLastError();
+}
