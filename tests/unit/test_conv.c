@@ -465,6 +465,8 @@ static void test_conv_configs(unsigned long long *seed)
         cfg2d(1, 16, 16, 1, 7, 9, 3, 1, 1, 1, true),     /* 3x3, odd H/W */
         cfg2d(2, 8, 12, 1, 14, 14, 1, 1, 0, 1, true),    /* pointwise, batch 2 */
         cfg2d(1, 8, 12, 1, 15, 13, 1, 2, 0, 1, false),   /* 1x1 stride 2 (projection) */
+        cfg2d(1, 9, 20, 1, 31, 57, 1, 2, 0, 1, true),    /* 1x1 stride 2, wide rows (vector subsample), odd H */
+        cfg2d(2, 7, 12, 1, 30, 61, 1, 2, 0, 1, false),   /* the same, even H, batch 2 */
         cfg2d(1, 3, 8, 1, 23, 29, 7, 2, 3, 1, true),     /* 7x7 stride 2 stem */
         cfg2d(2, 12, 12, 12, 37, 45, 3, 1, 1, 1, true),  /* depthwise 3x3 s1 */
         cfg2d(1, 12, 12, 12, 37, 77, 3, 2, 1, 1, true),  /* depthwise 3x3 s2 */
@@ -677,6 +679,7 @@ static void test_fused_conv(unsigned long long *seed)
         cfg2d(1, 3, 16, 1, 45, 70, 7, 2, 3, 1, true),   cfg2d(1, 16, 16, 1, 33, 57, 3, 2, 1, 1, true),
         cfg2d(1, 12, 12, 12, 30, 40, 3, 1, 1, 1, true), cfg2d(1, 32, 520, 1, 7, 7, 3, 1, 1, 1, true),
         cfg2d(1, 40, 17, 1, 9, 9, 3, 1, 1, 1, true),    cfg2d(1, 20, 24, 1, 50, 161, 3, 1, 1, 1, true),
+        cfg2d(1, 24, 36, 1, 29, 47, 1, 2, 0, 1, true),
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         check_fused_conv(&fixed[i], 1 + (int)(i % 2) * 5, true, 1 + (int)(i % 3), seed);

@@ -378,6 +378,26 @@ static int test_shared_a(unsigned long long *seed)
     return fails;
 }
 
+/* N-split grids at 2-4 threads, whose tasks taper (full-width tasks, then smaller ones down to one panel, the
+ * one-panel tasks of 4 MFLOP or more split into two row halves): heights that are not a multiple of any tile's
+ * (a partial last row tile in the lower half), widths with a partial last panel, one K slice or several, every
+ * packer, bias (per row or column), residual, activations. */
+static int test_tapered(unsigned long long *seed)
+{
+    int fails = 0;
+    static const int64_t ms[] = {40, 128, 131, 203};
+    static const int64_t ks[] = {64, 257, 520, 1100};
+    int i = 0;
+    for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
+        for (size_t b = 0; b < sizeof ks / sizeof ks[0]; b++, i++) {
+            kiln_act act = {.kind = i % 3 == 0 ? KILN_ACT_GELU : i % 3 == 1 ? KILN_ACT_RELU : KILN_ACT_NONE};
+            int64_t N = 1000 + 61 * (i % 7);
+            fails += !run_epi_case(2 + i % 3, false, i % 5 == 4, ms[a], N, ks[b], 1.0f, i % 4 == 3 ? 0.5f : 0.0f,
+                                   i % 3, i % 2 == 0, act, i % 3, seed);
+        }
+    return fails;
+}
+
 /* A pre-packed over the whole K (kiln_gemm.apack, kiln__sgemm_apack: the AVX2 Winograd filters)
  * against packing A per call: bit-identical where the GEMM packs, odd M (partial last panel), one and several K slices,
  * row bias + Relu epilogue, 1-3 threads. Hosts whose GEMM takes no packed A: the entry refuses. */
@@ -770,6 +790,7 @@ int main(int argc, char **argv)
     fails += test_rows_outer(&seed);
     fails += test_shared_b(&seed);
     fails += test_shared_a(&seed);
+    fails += test_tapered(&seed);
     fails += test_apack(&seed);
     test_act_accuracy();
     test_fused_kernels(&seed);

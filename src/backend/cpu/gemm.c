@@ -29,7 +29,8 @@
  *   - A read in place whose rows are a multiple of 2 KB apart is first copied to a padded stride
  *     (unalias_a: such rows share L1 sets); pre-packed B panels are prefetched into L2 one panel
  *     ahead (after a block's last panel, the first panel of the next K slice).
- *   - A grid split only along N gets several tasks per thread (dynamic scheduling); each
+ *   - A grid split only along N gets tasks of decreasing width (the last ones one panel, or half of one),
+ *     which the threads take one at a time in order (taper_n); each
  *     thread's packing buffer is a reusable per-thread scratch buffer (scratch.h). A grid split
  *     along M packs op(B) once for all its tasks where packing costs (share_b); a grid with
  *     several tasks along N packs op(A) once for all of them where the kernel reads packed A
@@ -40,6 +41,9 @@
  * every size is supported. With beta == 0, C is never read. */
 #include "gemm_impl.h"
 #include "vmath_avx2.h"
+#include <stdatomic.h>
+
+enum { TAPER_MAX = 96 };
 
 /* ------------------------------------------------------------------------------------------
  * Portable micro-kernel: 6 x 8, written with GNU vector extensions (4 floats per vector)
@@ -112,6 +116,10 @@ static const gemm_impl *select_impl(void)
  * Problem description and the direct (unpacked) path
  * ------------------------------------------------------------------------------------------ */
 
+typedef struct gemm_ntask {
+    int64_t p0, p1, m0, m1;   /* panels [p0, p1), rows [m0, m1) */
+} gemm_ntask;
+
 typedef struct gemm_job {
     const gemm_impl *im;
     int64_t M, N, K;
@@ -136,6 +144,11 @@ typedef struct gemm_job {
     int64_t mstep, nstep; /* the most rows / columns of a task (multiples of mr / nr; task_span) */
     int64_t mc, kc, nc;   /* blocking actually used */
     size_t buf_floats;    /* packing buffer size per task */
+    /* N-split grids: ntaper tasks of decreasing size (taper_n), taken one at a time in order by the threads
+     * (gemm_worker); 0: the tm x tn grid of task_span through the pool */
+    int64_t ntaper;
+    gemm_ntask task[TAPER_MAX];
+    atomic_llong next_task;
 } gemm_job;
 
 /* C = beta * C over an m x n block (beta == 0 writes zeros without reading C). */
@@ -402,10 +415,18 @@ static inline void a_ahead_step(a_ahead *a)
     }
 }
 
+/* The first pre-packed B panel of the next task not taken yet (tapered grids), or NULL. */
+static const float *next_task_panel(const gemm_job *g)
+{
+    long long i = atomic_load_explicit(&g->next_task, memory_order_relaxed);
+    return g->bpack && i < g->ntaper ? g->bpack + g->task[i].p0 * g->K * g->im->nr : NULL;
+}
+
 /* Rows [m0,m1) x columns [n0,n1) of C, with this task's packing buffers pa (unused with
- * direct A) and pb. */
+ * direct A) and pb; peek (tapered grids): after the block's last panel, the next task's first panel is
+ * prefetched. */
 static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *pa, float *pb,
-                         float *colv)
+                         float *colv, bool peek)
 {
     const gemm_impl *im = g->im;
     const int mr = im->mr, nr = im->nr;
@@ -465,7 +486,9 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
                      * tile waits on memory: BERT's 2-thread tasks, 96 columns, start 3 to 12 K slices) */
                     const float *nbp = jr + n < nc ? bp + K * nr
                                        : pc + kc < K && g->bpack ? g->bpack + jc / nr * K * nr + (pc + kc) * nr
-                                                                 : NULL;
+                                       : peek && pc + kc >= K && jc + nc >= n1 && ic + mc >= m1
+                                           ? next_task_panel(g)
+                                           : NULL;
                     const char *nb = g->bpack && mc > mr ? (const char *)nbp : NULL;
                     const int64_t nb_lines = kc * nr * (int64_t)sizeof(float) / 64;
                     const int64_t nb_step = ceil_div(nb_lines, ceil_div(mc, mr));
@@ -506,7 +529,7 @@ static void packed_block_small(const gemm_job *g, int64_t m0, int64_t m1, int64_
     s.kc = KS;
     s.mc = g->im->mr;
     s.nc = g->im->nr;
-    packed_block(&s, m0, m1, n0, n1, pa, pb, NULL);
+    packed_block(&s, m0, m1, n0, n1, pa, pb, NULL, false);
 }
 
 /* Task i of t along a dimension of n elements in panels of w: panels [i*p/t, (i+1)*p/t) of the p = ceil(n/w), so
@@ -520,17 +543,77 @@ static void task_span(int64_t n, int w, int64_t t, int64_t i, int64_t *b, int64_
     *e = min64(n, (i + 1) * p / t * w);
 }
 
+/* This thread's packing buffers (B block, narrow-panel columns, A block); false when out of memory. */
+static bool task_buffers(const gemm_job *g, float **pa, float **pb, float **colv)
+{
+    void *raw = kiln__scratch(KILN_SCRATCH_GEMM, g->buf_floats * sizeof(float) + 128);
+    *pa = *pb = *colv = NULL;
+    if (!raw)
+        return false;
+    *pb = (float *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+    *colv = *pb + g->nc * g->kc;
+    *pa = *colv + DOT_COLS * g->kc;
+    *pa = (float *)(((uintptr_t)*pa + 63) & ~(uintptr_t)63);
+    return true;
+}
+
+/* One thread of a tapered N-split grid: takes the tasks one at a time, in order. During a task's last panel the
+ * first pre-packed B panel of the next task not yet taken is fetched (else a task would start on memory: MatMul
+ * weights stream from DRAM); whichever thread takes it finds it at least in the shared L3. */
+static void gemm_worker(void *ctx, int64_t begin, int64_t end)
+{
+    gemm_job *g = ctx;
+    float *pa, *pb, *colv;
+    bool buf = task_buffers(g, &pa, &pb, &colv);
+    const int64_t nr = g->im->nr;
+    for (int64_t it = begin; it < end; it++) {
+        for (;;) {
+            int64_t i = atomic_fetch_add_explicit(&g->next_task, 1, memory_order_relaxed);
+            if (i >= g->ntaper)
+                break;
+            int64_t n0 = g->task[i].p0 * nr, n1 = min64(g->N, g->task[i].p1 * nr);
+            if (buf)
+                packed_block(g, g->task[i].m0, g->task[i].m1, n0, n1, pa, pb, colv, true);
+            else
+                packed_block_small(g, g->task[i].m0, g->task[i].m1, n0, n1);
+        }
+    }
+}
+
+/* An N-split grid of tn equal tasks (the pool hands them out in claims) leaves the threads up to a task apart at
+ * the end: BERT-base's GEMMs at 2 threads (8 tasks of 3 or 12 panels, 0.1-0.4 ms each) kept one thread waiting
+ * ~120 us per GEMM on average, ~4 ms per inference (temporary counters in the pool). Instead the tasks taper:
+ * full width (the equal split's) while more than 2 x threads of them are left, then each 1/(2 x threads) of the
+ * panels left, down to one panel; a one-panel task of 4 MFLOP or more (BERT's K = 768 / 3072, 128 rows) is
+ * split into two row halves. The threads then end within a small task of each other. */
+static void taper_n(gemm_job *g, int nthreads)
+{
+    const int64_t pn = ceil_div(g->N, g->im->nr), cap = g->nstep / g->im->nr, mr = g->im->mr;
+    const bool halve = 2.0 * (double)g->M * (double)g->K * (double)g->im->nr >= 4.0e6 && g->M >= 4 * mr;
+    const int64_t mh = ceil_div(g->M, mr) / 2 * mr;
+    int64_t n = 0, b = 0;
+    while (b < pn && n + 2 <= TAPER_MAX) {
+        int64_t w = ceil_div(pn - b, 2 * (int64_t)nthreads);
+        w = w < 1 ? 1 : w > cap ? cap : w;
+        if (w == 1 && halve) {
+            g->task[n++] = (gemm_ntask){b, b + 1, 0, mh};
+            g->task[n++] = (gemm_ntask){b, b + 1, mh, g->M};
+        } else {
+            g->task[n++] = (gemm_ntask){b, b + w, 0, g->M};
+        }
+        b += w;
+    }
+    if (b < pn || n <= g->tn)
+        return;   /* too many tasks (keep the equal split), or no tail to split */
+    g->ntaper = n;
+    atomic_init(&g->next_task, 0);
+}
+
 static void gemm_task(void *ctx, int64_t begin, int64_t end)
 {
     const gemm_job *g = ctx;
-    void *raw = kiln__scratch(KILN_SCRATCH_GEMM, g->buf_floats * sizeof(float) + 128);
-    float *pa = NULL, *pb = NULL, *colv = NULL;
-    if (raw) {
-        pb = (float *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
-        colv = pb + g->nc * g->kc;
-        pa = colv + DOT_COLS * g->kc;
-        pa = (float *)(((uintptr_t)pa + 63) & ~(uintptr_t)63);
-    }
+    float *pa, *pb, *colv;
+    bool raw = task_buffers(g, &pa, &pb, &colv);
     for (int64_t t = begin; t < end; t++) {
         int64_t ti = t / g->tn, tj = t % g->tn;
         int64_t m0, m1, n0, n1;
@@ -539,7 +622,7 @@ static void gemm_task(void *ctx, int64_t begin, int64_t end)
         if (m0 >= m1 || n0 >= n1)
             continue;
         if (raw)
-            packed_block(g, m0, m1, n0, n1, pa, pb, colv);
+            packed_block(g, m0, m1, n0, n1, pa, pb, colv, false);
         else
             packed_block_small(g, m0, m1, n0, n1);
     }
@@ -761,10 +844,19 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
         }
     }
     /* blocking, balanced so the last block is not a sliver. Pre-packed B with A read in place (MatMul / Gemm
-     * weights) and K <= 3 kc runs K in one slice: no packing buffer to keep small, every C tile is stored
-     * once instead of reloaded per slice, and each tile's fixed costs (zeroing, stores, epilogue) are spread over
-     * 3x the FMAs. BERT-base's K = 768 GEMMs (bench_gemm_f32, 2 threads): FFN up 0.96, all 0.98. */
-    int64_t kb = g.bpack && g.direct_a && K <= 3 * im->kc ? 1 : ceil_div(K, im->kc);
+     * weights) runs K in slices of up to 3 kc (K <= 3 kc in one): no packing buffer to keep small, every C tile is
+     * stored 3x less often than with kc slices, and each tile's fixed costs (zeroing, stores, epilogue) are spread
+     * over 3x the FMAs. BERT-base's K = 768 GEMMs (bench_gemm_f32, 2 threads): FFN up 0.96, all 0.98. Its FFN down
+     * (K = 3072: 4 slices of 768 instead of 12 of 256) in the model: the sum of its 12 layers 1.04-1.11x the FFN
+     * ups' in the same profile before, 0.99-1.00x after (8 alternated profiles each); with at most 128 rows slices of
+     * up to 6 kc (1536: FFN down in 2), whose A block (768 KB) still fits L2: the same ratio 0.94-0.99 against
+     * 0.98-1.00 with 3 kc (5/5 alternated profiles lower). Other
+     * GEMMs with A read in place (conv weights) and K <= 2 kc run one slice too: ResNet-50's 8 1x1 convs with K = 512
+     * (in-model profile sum, 10 ABBA pairs: 6.17 -> 5.61 ms, paired 0.910, 8/10; 512->2048 @7 +res in bench_conv_f32
+     * 0.930, 15/20), each C tile stored once instead of reloaded for a second slice. */
+    int64_t kb = g.bpack && g.direct_a              ? ceil_div(K, (M <= 128 ? 6 : 3) * im->kc)
+                 : g.direct_a && K <= 2 * im->kc ? 1
+                                                 : ceil_div(K, im->kc);
     g.kc = ceil_div(K, kb);
     int64_t mb = ceil_div(g.mstep, im->mc);
     g.mc = ceil_div(ceil_div(g.mstep, mb), im->mr) * im->mr;
@@ -773,7 +865,12 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
     share_a(pool, ntask_threads, &g);
     g.buf_floats = (size_t)(g.nc * g.kc + DOT_COLS * g.kc + 16 + (g.direct_a || g.apack ? 0 : g.mc * g.kc));
     share_b(pool, ntask_threads, &g);
-    kiln__parallel_for(pool, ntask_threads, g.tm * g.tn, 1, gemm_task, &g);
+    if (g.tm == 1 && g.tn > 1 && ntask_threads > 1)
+        taper_n(&g, ntask_threads);
+    if (g.ntaper)
+        kiln__parallel_for(pool, ntask_threads, ntask_threads, 1, gemm_worker, &g);
+    else
+        kiln__parallel_for(pool, ntask_threads, g.tm * g.tn, 1, gemm_task, &g);
 }
 
 void kiln__sgemm(kiln_pool *pool, int nthreads, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,

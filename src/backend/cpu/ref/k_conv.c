@@ -507,6 +507,7 @@ typedef struct subsample_job {
     const kiln_im2col *c;
     float *dst;
     int64_t Ho;
+    int64_t (*gather2)(float *dst, const float *src, int64_t n, int64_t avail);   /* kiln_conv_isa's, or NULL */
 } subsample_job;
 
 static void subsample_task(void *vctx, int64_t c0, int64_t c1)
@@ -518,11 +519,15 @@ static void subsample_task(void *vctx, int64_t c0, int64_t c1)
         float *d = j->dst + ch * j->Ho * c->Wo;
         for (int64_t oy = 0; oy < j->Ho; oy++, d += c->Wo) {
             const float *row = xc + oy * c->sh * c->W;
-            if (c->sw == 1)
+            if (c->sw == 1) {
                 memcpy(d, row, sizeof(float) * (size_t)c->Wo);
-            else
-                for (int64_t ox = 0; ox < c->Wo; ox++)
-                    d[ox] = row[ox * c->sw];
+                continue;
+            }
+            int64_t ox = 0;
+            if (c->sw == 2 && j->gather2)   /* vector loads may read on into the plane's next rows */
+                ox = j->gather2(d, row, c->Wo, (c->H - oy * c->sh) * c->W);
+            for (; ox < c->Wo; ox++)
+                d[ox] = row[ox * c->sw];
         }
     }
 }
@@ -596,7 +601,8 @@ static kiln_status conv_gemm(const kiln_kctx *ctx, const kiln_conv_isa *isa, con
                 gm.packb_ctx = &ic;
             } else if (strided1x1) {
                 ic.c.x = xg;
-                subsample_job sj = {.c = &ic.c, .dst = sub, .Ho = g->out_sz / ic.c.Wo};
+                subsample_job sj = {.c = &ic.c, .dst = sub, .Ho = g->out_sz / ic.c.Wo,
+                                    .gather2 = isa ? isa->gather2 : NULL};
                 kiln__parallel_for(ctx->pool, nt, Cg, 1 + 16384 / (g->out_sz + 1), subsample_task, &sj);
                 gm.B = sub;
                 gm.ldb = g->out_sz;
