@@ -30,7 +30,7 @@ static int64_t dim_size(const kiln_dim *d)
 
 kiln_status kiln__graph_io_type(const char *fn, const kiln_graph *g, kiln_io io, int i, kiln_type_info *out)
 {
-    const kiln_value *v;
+    const kiln_value *v = NULL;
     if (!out)
         return kiln__err(KILN_ERR_INVALID_ARG, "%s: NULL argument", fn);
     KILN_TRY(io_value(fn, g, io, i, &v));
@@ -48,7 +48,7 @@ kiln_status kiln__graph_io_type(const char *fn, const kiln_graph *g, kiln_io io,
 kiln_status kiln__graph_io_dim(const char *fn, const kiln_graph *g, kiln_io io, int i, int d, int64_t *size,
                                const char **name)
 {
-    const kiln_value *v;
+    const kiln_value *v = NULL;
     KILN_TRY(io_value(fn, g, io, i, &v));
     if (d < 0 || d >= v->ndim)
         return kiln__index_err(fn, "dim", d, v->ndim < 0 ? 0 : v->ndim);

@@ -68,7 +68,7 @@ kiln_status kiln__qprep_matmul(const kiln_node *n, int n_in, const kiln_tensor *
     int64_t K = b->dims[tb ? 1 : 0], N = b->dims[tb ? 0 : 1];
     if (K <= 0 || N <= 0 || K > KILN_QGEMM_MAX_K)
         return KILN_OK;
-    qprep q;
+    qprep q = {0};
     KILN_TRY(prep_new(KILN_PREP_QGEMM_B, bi, K, N, 1, blob, size, &q));
     /* B goes to the s8 side: u8 values flip */
     kiln__qpack_panels(b->data, tb ? 1 : N, tb ? K : 1, K, N, b->dtype == KILN_DT_UINT8, (uint8_t *)q.data);
@@ -88,7 +88,7 @@ kiln_status kiln__qprep_conv(const kiln_node *n, int n_in, const kiln_tensor *co
     int64_t M = w->dims[0], K = kiln_tensor_numel(w) / M;
     if (K <= 0 || K > KILN_QGEMM_MAX_K || (w->dims[1] == 1 && M == G))
         return KILN_OK; /* depthwise runs from the weights directly */
-    qprep q;
+    qprep q = {0};
     KILN_TRY(prep_new(KILN_PREP_QCONV_W, wi, K, M / G, G, blob, size, &q));
     kiln__qpack_rows(w->data, K, M, K, w->dtype == KILN_DT_UINT8, true, (uint8_t *)q.data, (int32_t *)q.sums);
     return KILN_OK;
@@ -211,7 +211,7 @@ static kiln_status qmm_run(kiln_kctx *ctx, const qmm_args *q)
     if (M == 0)
         return KILN_OK;
     void *own = NULL;
-    qprep h;
+    qprep h = {0};
     KILN_TRY(get_prep(ctx, kiln__qprep_matmul, mm_b_index(ctx->node->op), KILN_PREP_QGEMM_B, K, N, 1, &own, &h));
     kiln_qepi e;
     float *sbuf = NULL;
@@ -653,7 +653,7 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
         return j.st == KILN_OK ? KILN_OK : kiln__kerr(ctx, j.st, "out of memory");
     }
     void *own = NULL;
-    qprep h;
+    qprep h = {0};
     kiln_status st = get_prep(ctx, kiln__qprep_conv, ctx->node->op == KILN_OP_ConvInteger ? 1 : 3, KILN_PREP_QCONV_W, K,
                               mpg, g.group, &own, &h);
     int32_t *wzp = NULL;
