@@ -38,6 +38,8 @@ __device__ __forceinline__ uint8_t to_e4m3(float v, float s, float inv)
         __nv_cvt_float2_to_fp8x2(make_float2(__int_as_float(b - 3), __int_as_float(b + 3)), __NV_SATFINITE, __NV_E4M3);
     return (two & 0xff) == (two >> 8) ? (uint8_t)(two & 0xff) : to_e4m3_div(v, s);
 }
+// An E4M3 byte's value (every E4M3 value, NaN included, is exact in FP16).
+__device__ __forceinline__ float e4m3_val(uint8_t v) { return __half2float(__half(__nv_cvt_fp8_to_halfraw(v, __NV_E4M3))); }
 // The E4M3 bytes of n (4 or 8) stored values h into q (n-byte aligned).
 template <typename T, int N> __device__ __forceinline__ void stq(uint8_t *q, const T *h, float s)
 {

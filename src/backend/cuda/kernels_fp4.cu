@@ -37,9 +37,6 @@ struct fp4_params {
 __constant__ float c_fp4[16] = {0.f, .5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f, -0.f, -.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f};
 __constant__ float c_int4[16] = {0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1};
 
-// every E4M3 value (NaN included) is exact in FP16
-__device__ __forceinline__ float e4m3_val(uint8_t v) { return __half2float(__half(__nv_cvt_fp8_to_halfraw(v, __NV_E4M3))); }
-
 __device__ __forceinline__ float e8m0_val(uint8_t v) { return v == 0xff ? NAN : ldexpf(1.f, (int)v - 127); }
 
 // The FP32 scale of block kb of row n (NVFP4: the E4M3 block scale times the tensor scale, as the CPU does)

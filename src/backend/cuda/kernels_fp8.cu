@@ -41,11 +41,11 @@ cudaError_t cuk_fp8_quant(int fdt, const void *x, uint8_t *q, int64_t n, float s
     return cudaGetLastError();
 }
 
-// y = q x s in the storage T (an E4M3-held tensor widened, cuda_conv_fp8.c): E4M3 -> half is exact.
+// y = q x s in the storage T (an E4M3-held tensor widened, cuda_conv_fp8.c).
 template <typename T> __global__ void k_dequant_act(const uint8_t *q, T *y, int64_t n, float s)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        stf(y, i, __half2float(__half(__nv_cvt_fp8_to_halfraw(q[i], __NV_E4M3))) * s);
+        stf(y, i, e4m3_val(q[i]) * s);
 }
 
 cudaError_t cuk_fp8_dequant(int fdt, const uint8_t *q, void *y, int64_t n, float scale, cudaStream_t s)
