@@ -133,17 +133,26 @@ void cu_fp8_store(cu_be *b, kiln_tensor *y, float s)
     y->flags |= KILN_TENSOR_DEV_E4M3;
 }
 
-const uint8_t *cu_fp8_stored(cu_be *b, const kiln_tensor *t, float *s)
+/* The held entry of t's bytes (marked used), or NULL */
+static struct cu_fp8_kept *stored_entry(cu_be *b, const kiln_tensor *t)
 {
     for (int i = 0; i < CU_FP8_STORED; i++) {
         struct cu_fp8_kept *e = &b->fp8_stored[i];
         if (e->valid && !e->fresh && e->src == t->data && e->q.nbytes == (size_t)cu_numel(t)) {
             e->used = ++b->fp8_clock;
-            *s = e->scale;
-            return e->q.data;
+            return e;
         }
     }
     return NULL;
+}
+
+const uint8_t *cu_fp8_stored(cu_be *b, const kiln_tensor *t, float *s)
+{
+    const struct cu_fp8_kept *e = stored_entry(b, t);
+    if (!e)
+        return NULL;
+    *s = e->scale;
+    return e->q.data;
 }
 
 void cu_fp8_wrote(cu_be *b, const kiln_kctx *ctx, kiln_status st)
@@ -255,13 +264,10 @@ kiln_status cu_fp8_act(cu_be *b, const kiln_tensor *A, int64_t numel, float s, c
             return KILN_OK;
         }
     }
-    float hs = 0;
-    const uint8_t *held = A->flags & KILN_TENSOR_DEV_E4M3 ? cu_fp8_stored(b, A, &hs) : NULL;
-    if (held && hs == s) {   /* an output held only as E4M3, with this scale */
+    const struct cu_fp8_kept *held = A->flags & KILN_TENSOR_DEV_E4M3 ? stored_entry(b, A) : NULL;
+    if (held && held->scale == s) {   /* an output held only as E4M3, with this scale */
         b->fp8_fed++;
-        for (int k = 0; k < CU_FP8_STORED; k++)
-            if (b->fp8_stored[k].valid && b->fp8_stored[k].q.data == held)
-                *q = &b->fp8_stored[k].q;
+        *q = &held->q;
         return KILN_OK;
     }
     if (A->flags & KILN_TENSOR_DEV_E4M3)   /* its float bytes were never written */
