@@ -257,6 +257,32 @@ static kiln_status held_residual(cu_be *b, const kiln_kctx *ctx, const kiln_tens
                     "widening an E4M3-held residual");
 }
 
+/* The cuDNN graph's key of an FP8 convolution (channels-last E4M3 x and w, output in sdt) */
+static cu_cg_key graph_key(const kiln_tensor *x, const kiln_tensor *w, const int64_t yd[4], const cu_geom *g,
+                           kiln_dtype sdt, bool bias, bool res, bool relu)
+{
+    cu_cg_key k;
+    memset(&k, 0, sizeof k);
+    k.ty = sdt == KILN_DT_FLOAT16 ? CUDNN_DATA_HALF : sdt == KILN_DT_BFLOAT16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+    k.nhwc = 1;
+    k.fp8 = 1;
+    k.bias = bias;
+    k.bias_ty = bias ? CUDNN_DATA_FLOAT : 0;
+    k.res = res;
+    k.relu = relu;
+    for (int i = 0; i < 4; i++) {
+        k.xd[i] = x->dims[i];
+        k.wd[i] = w->dims[i];
+        k.yd[i] = yd[i];
+    }
+    for (int i = 0; i < 2; i++) {
+        k.pad[i] = g->pb[i];
+        k.str[i] = g->s[i];
+        k.dil[i] = g->d[i];
+    }
+    return k;
+}
+
 kiln_status cu_fp8_conv_run(cu_be *b, kiln_kctx *ctx)
 {
     const kiln_node *n = ctx->node;
@@ -312,26 +338,7 @@ kiln_status cu_fp8_conv_run(cu_be *b, kiln_kctx *ctx)
         st = cu_fp8_act(b, xl, cu_numel(xl), as, &xq);
     cu_part_mark(b, 4, 1, 2);
     if (st == KILN_OK) {
-        cu_cg_key k;
-        memset(&k, 0, sizeof k);
-        k.ty = sdt == KILN_DT_FLOAT16 ? CUDNN_DATA_HALF : sdt == KILN_DT_BFLOAT16 ? CUDNN_DATA_BFLOAT16
-                                                                                 : CUDNN_DATA_FLOAT;
-        k.nhwc = 1;
-        k.fp8 = 1;
-        k.bias = bl != NULL;
-        k.bias_ty = bl ? CUDNN_DATA_FLOAT : 0;
-        k.res = rl != NULL;
-        k.relu = act == CUK_RELU;
-        for (int i = 0; i < 4; i++) {
-            k.xd[i] = x->dims[i];
-            k.wd[i] = w->dims[i];
-            k.yd[i] = yd[i];
-        }
-        for (int i = 0; i < 2; i++) {
-            k.pad[i] = g.pb[i];
-            k.str[i] = g.s[i];
-            k.dil[i] = g.d[i];
-        }
+        cu_cg_key k = graph_key(x, w, yd, &g, sdt, bl != NULL, rl != NULL, act == CUK_RELU);
         /* the next FP8 layer's input written by this graph (build/fp8_feed.c marks the layer) into an entry of its
          * own: the quantized input stays kept for another FP8 layer reading it (a downsampling convolution) */
         float fa = b->host->attr_f(n, KILN_ATTR_FP8_FEED, NAN);
