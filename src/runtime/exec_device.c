@@ -89,7 +89,7 @@ static kiln_status to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out, 
 {
     if (t->flags & KILN_TENSOR_DEV_E4M3)
         return kiln__err(KILN_ERR_UNSUPPORTED, "a tensor held only in E4M3 on the device (FP8 storage) cannot be "
-                                               "copied to the host; build without KILN_FP8_STORAGE=1 to read it");
+                                               "copied to the host; build with KILN_FP8_STORAGE=0 to read it");
     if (t->flags & KILN_TENSOR_DEV_NHWC) {   /* held channels-last: back to its ONNX layout first */
         kiln_tensor c;
         KILN_TRY(d->mod->canonical(d->be, t, &c));
