@@ -29,7 +29,10 @@ static void run_ln(void *p) { ew_arg *a = (ew_arg *)p; cuk_layernorm(CUK_F16, a-
 static void run_gelu(void *p) { ew_arg *a = (ew_arg *)p; cuk_epilogue(CUK_F16, a->y, a->rows * a->cols, a->cols, 1, a->bias, NULL, CUK_GELU, 0.f, 0.f, 0); }
 // with the FP8 feed (the E4M3 copy written beside the output)
 static void run_ln_q(void *p) { ew_arg *a = (ew_arg *)p; cuk_layernorm(CUK_F16, a->x, a->scale, a->bias, a->y, a->rows, a->cols, 1e-12f, a->q, 0.05f, 0); }
+static void run_gelu_nb(void *p) { ew_arg *a = (ew_arg *)p; cuk_epilogue(CUK_F16, a->y, a->rows * a->cols, a->cols, 1, NULL, NULL, CUK_GELU, 0.f, 0.f, 0); }
 static void run_gelu_q(void *p) { ew_arg *a = (ew_arg *)p; cuk_epilogue_q(CUK_F16, a->y, a->rows * a->cols, a->cols, 1, a->bias, NULL, CUK_GELU, 0.f, 0.f, a->q, 0.05f, 0); }
+// E4M3 storage: only the E4M3 bytes written (the FP8 GEMM's GELU output held only as E4M3)
+static void run_gelu_e4m3(void *p) { ew_arg *a = (ew_arg *)p; cuk_epilogue_e4m3(CUK_F16, a->y, a->rows * a->cols, a->cols, a->bias, CUK_GELU, 0.f, 0.f, a->q, 0.05f, 0); }
 static void run_quant(void *p) { ew_arg *a = (ew_arg *)p; cuk_fp8_quant(CUK_F16, a->x, a->q, a->rows * a->cols, 0.05f, 0); }
 // rows x cols half values, read and / or written: GB/s over the bytes moved
 static void ew_report(const char *what, void (*fn)(void *), ew_arg *a, double bytes_per_elem)
@@ -78,8 +81,10 @@ int main()
         ew_report("fp8 quant", run_quant, &e, 3);
         e.cols = 3072;
         ew_report("fp8 quant", run_quant, &e, 3);
+        ew_report("gelu epilogue (no bias)", run_gelu_nb, &e, 4);
         ew_report("bias+gelu epilogue", run_gelu, &e, 4);
         ew_report("bias+gelu epilogue +fp8 feed", run_gelu_q, &e, 5);
+        ew_report("bias+gelu epilogue, E4M3 only", run_gelu_e4m3, &e, 3);
         cudaFree(e.x); cudaFree(e.y); cudaFree(e.q); cudaFree(e.scale); cudaFree(e.bias);
     }
     int64_t shapes[6][3] = {{16384, 768, 768}, {16384, 3072, 768}, {16384, 768, 3072}, {128, 768, 768}, {128, 3072, 768}, {128, 768, 3072}};

@@ -131,6 +131,49 @@ static bool store_readers(const kiln_graph *g, int v, float s)
     return res > 0;
 }
 
+/* An FP8 MatMul / FusedMatMul / Gemm / FusedGemm the CUDA module runs as cuBLASLt's FP8 GEMM (cu_fp8_accepts'
+ * static part: a 2-D float32 weight, K and N multiples of 16, no transA), *scale its activation scale. */
+static bool fp8_gemm(const kiln_graph *g, const kiln_node *n, float *scale)
+{
+    bool gemm = n->op == KILN_OP_Gemm || n->op == KILN_OP_FusedGemm;
+    if ((!gemm && n->op != KILN_OP_MatMul && n->op != KILN_OP_FusedMatMul) || !fp8_layer(n, scale) || n->n_in < 2 ||
+        (gemm && kiln__attr_i(n, "transA", 0)))
+        return false;
+    const kiln_tensor *w = n->in[1] >= 0 ? g->values[n->in[1]].init : NULL;
+    return w && w->ndim == 2 && w->dtype == KILN_DT_FLOAT32 && w->dims[0] % 16 == 0 && w->dims[1] % 16 == 0;
+}
+
+/* An FP8 FusedMatMul whose activation kiln's epilogue applies (not ReLU or none, which cuBLASLt's GEMM writes
+ * itself): that epilogue can write the output as E4M3 bytes only. */
+static bool store_gemm(const kiln_graph *g, const kiln_node *n)
+{
+    float s;
+    kiln_fused_act a;
+    return n->op == KILN_OP_FusedMatMul && fp8_gemm(g, n, &s) && kiln__fused_act_of(n, &a) &&
+           a.kind != KILN_FUSED_NONE && a.kind != KILN_FUSED_RELU;
+}
+
+/* Whether value v is read only by FP8 GEMMs, as their input 0 with scale s, and is not a graph output. */
+static bool gemm_readers(const kiln_graph *g, int v, float s)
+{
+    if (kiln__value_is_output(g, v))
+        return false;
+    int r[FEED_READERS];
+    int n = kiln__value_readers(g, v, r, FEED_READERS);
+    if (n < 1 || n > FEED_READERS)
+        return false;
+    for (int i = 0; i < n; i++) {
+        const kiln_node *c = &g->nodes[r[i]];
+        float cs;
+        if (!fp8_gemm(g, c, &cs) || cs != s)
+            return false;
+        for (int k = 1; k < c->n_in; k++)
+            if (c->in[k] == v)
+                return false;   /* also its weight, bias or residual */
+    }
+    return true;
+}
+
 kiln_status kiln__fp8_mark_store(kiln_graph *g, int *marked)
 {
     *marked = 0;
@@ -146,8 +189,11 @@ kiln_status kiln__fp8_mark_store(kiln_graph *g, int *marked)
         kiln_node *n = &g->nodes[i];
         float s = kiln__attr_f(n, KILN_ATTR_FP8_FEED, NAN), cs;
         int64_t k;
-        if (n->dead || n->n_out < 1 || n->out[0] < 0 || !(s > 0 && isfinite(s)) || !store_conv(g, n, &cs, &k) ||
-            k > FP8_STORE_MAX_K || !store_readers(g, n->out[0], s))
+        if (n->dead || n->n_out < 1 || n->out[0] < 0 || !(s > 0 && isfinite(s)))
+            continue;
+        bool conv = store_conv(g, n, &cs, &k);
+        if (conv ? k > FP8_STORE_MAX_K || !store_readers(g, n->out[0], s)
+                 : !store_gemm(g, n) || !gemm_readers(g, n->out[0], s))
             continue;
         st = kiln__node_set_attr_f(n, KILN_ATTR_FP8_STORE, s);
         *marked += st == KILN_OK;

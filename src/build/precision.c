@@ -1062,8 +1062,7 @@ kiln_status kiln__precision_after_passes(kiln_graph *g, kiln_build_options *o)
     if (st == KILN_OK && feeds)
         st = kiln__fp8_mark_store(g, &stored);
     if (stored)
-        sb_printf(&rep, "fp8 storage: %d convolution outputs held only in E4M3, read as E4M3 residuals (GPU)\n",
-                  stored);
+        sb_printf(&rep, "fp8 storage: %d layer outputs held only in E4M3, read so by FP8 layers (GPU)\n", stored);
     return finish_report(o, &rep, st);
 }
 

@@ -104,8 +104,10 @@ kiln_status kiln__fp8_node(const kiln_node *n, bool tensor, kiln_node *tmp);
  * (its input 0, directly or through shape-only views) with KILN_ATTR_FP8_FEED = the first such layer's activation
  * scale; *marked: how many. */
 kiln_status kiln__fp8_mark_feeds(kiln_graph *g, int *marked);
-/* E4M3 storage (docs/CUDA.md): after the feeds, marks FP8 convolutions whose output only FP8 convolutions read, one
- * at least as its residual, KILN_ATTR_FP8_STORE (their feed scale); *marked the number of outputs held so. */
+/* E4M3 storage (docs/CUDA.md): after the feeds, marks KILN_ATTR_FP8_STORE (their feed scale) on FP8 convolutions
+ * whose output only FP8 convolutions read, one at least as its residual, and on FP8 FusedMatMuls with an activation
+ * kiln's epilogue applies (GELU...) whose output only FP8 GEMMs read as their input; *marked the number of outputs
+ * held so. */
 kiln_status kiln__fp8_mark_store(kiln_graph *g, int *marked);
 
 /* The builder with planned requests (builder.c): kiln_build does this with plan NULL, after the

@@ -222,24 +222,25 @@ void kiln__dev_stats(const kiln_dev *d, kiln_device_stats *s)
         s->replay_host_ms[k] = d->replayed ? d->replay_host_ms[k] : 0.0;
     snprintf(s->description, sizeof s->description, "%s", d->description);
     s->weight_bytes = kiln__dev_weights_bytes(d) + (d->mod->own_weight_bytes ? d->mod->own_weight_bytes(d->be) : 0);
-    unsigned long long c[2];
+    unsigned long long c[3];
     kiln__dev_fp8_counts(d, c);
     s->fp8_quant_passes = d->replayed ? d->g_fp8[0] : c[0];
     s->fp8_fed_inputs = d->replayed ? d->g_fp8[1] : c[1];
+    s->fp8_held_outputs = d->replayed ? d->g_fp8[2] : c[2];
 }
 
 /* The module's FP8 counts since the instance was created (0 for a module without them). */
-static void fp8_counts_total(const kiln_dev *d, unsigned long long c[2])
+static void fp8_counts_total(const kiln_dev *d, unsigned long long c[3])
 {
-    c[0] = c[1] = 0;
+    c[0] = c[1] = c[2] = 0;
     if (d->mod->fp8_counts)
-        d->mod->fp8_counts(d->be, &c[0], &c[1]);
+        d->mod->fp8_counts(d->be, &c[0], &c[1], &c[2]);
 }
 
-void kiln__dev_fp8_counts(const kiln_dev *d, unsigned long long c[2])
+void kiln__dev_fp8_counts(const kiln_dev *d, unsigned long long c[3])
 {
     fp8_counts_total(d, c);
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 3; k++)
         c[k] = c[k] >= d->fp8_base[k] ? c[k] - d->fp8_base[k] : 0;
 }
 

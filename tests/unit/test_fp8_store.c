@@ -94,6 +94,68 @@ static void test_marks(void)
     }
 }
 
+/* GEMM writers: X -> m0 = FusedMatMul(X, W0, b0) with GELU -> H; H -> m1 (MatMul, scale S1) -> y (output). m0 is
+ * marked with S1: kiln's epilogue applies its GELU and can write only E4M3. Not marked: H also a graph output; a
+ * second reader m2 of H with another scale; m0 with ReLU (cuBLASLt's GEMM writes that output itself); m1 with N = 24
+ * (not a multiple of 16: it would run on the CPU, which cannot read E4M3-held bytes); m1 a FusedMatMul also reading H
+ * as its residual; m1 an FP8 convolution's input instead (not a GEMM). */
+enum { G_ORDINARY, G_OUTPUT, G_OTHER_SCALE, G_RELU, G_ODD_N, G_RESIDUAL, G_COUNT };
+
+static kiln_graph *gemm_pair(int v, int *m0, unsigned long long *seed)
+{
+    kiln_graph *g = kiln__graph_new(NULL);
+    int x = test_graph_value(g, "X"), h = test_graph_value(g, "H"), y = test_graph_value(g, "y"),
+        y2 = test_graph_value(g, "y2");
+    g->values[x].dtype = KILN_DT_FLOAT32;
+    g->inputs = kiln__malloc(sizeof(int));
+    g->inputs[0] = x;
+    g->n_inputs = 1;
+    int64_t w0d[2] = {16, 32}, b0d[1] = {32}, w1d[2] = {32, v == G_ODD_N ? 24 : v == G_RESIDUAL ? 32 : 16},
+            b1d[1] = {w1d[1]};
+    int in0[3] = {x, test_graph_const(g, "w0", test_tensor_f32(2, w0d, 0.3f, seed)),
+                  test_graph_const(g, "b0", test_tensor_f32(1, b0d, 0.1f, seed))};
+    *m0 = test_graph_node(g, KILN_OP_FusedMatMul, "m0", 3, in0, h);
+    mark_fp8(&g->nodes[*m0], S0);
+    kiln_fused_act act = {v == G_RELU ? KILN_FUSED_RELU : KILN_FUSED_GELU, 0, 0};
+    CHECK(kiln__node_set_fused_act(&g->nodes[*m0], &act) == KILN_OK);
+    int in1[4] = {h, test_graph_const(g, "w1", test_tensor_f32(2, w1d, 0.3f, seed)),
+                  test_graph_const(g, "b1", test_tensor_f32(1, b1d, 0.1f, seed)), h};
+    int m1 = v == G_RESIDUAL ? test_graph_node(g, KILN_OP_FusedMatMul, "m1", 4, in1, y)
+                             : test_graph_node(g, KILN_OP_MatMul, "m1", 2, in1, y);
+    mark_fp8(&g->nodes[m1], S1);   /* (its ReLU mark means nothing to a reader) */
+    g->outputs = kiln__malloc(sizeof(int) * 2);
+    g->outputs[0] = y;
+    g->n_outputs = 1;
+    if (v == G_OTHER_SCALE) {
+        int in2[2] = {h, test_graph_const(g, "w2", test_tensor_f32(2, (int64_t[]){32, 16}, 0.3f, seed))};
+        mark_fp8(&g->nodes[test_graph_node(g, KILN_OP_MatMul, "m2", 2, in2, y2)], S2);
+        g->outputs[g->n_outputs++] = y2;
+    }
+    if (v == G_OUTPUT)
+        g->outputs[g->n_outputs++] = h;
+    return g;
+}
+
+static void test_gemm_marks(void)
+{
+    static const char *const names[] = {"ordinary", "H an output", "another reader's scale", "ReLU writer",
+                                        "reader N = 24", "reader's residual"};
+    for (int v = G_ORDINARY; v < G_COUNT; v++) {
+        unsigned long long seed = 17;
+        int m0, feeds = 0, stored = 0;
+        kiln_graph *g = gemm_pair(v, &m0, &seed);
+        CHECK(kiln__fp8_mark_feeds(g, &feeds) == KILN_OK);
+        CHECK(kiln__fp8_mark_store(g, &stored) == KILN_OK);
+        float f0 = kiln__attr_f(&g->nodes[m0], KILN_ATTR_FP8_FEED, 0),
+              s0 = kiln__attr_f(&g->nodes[m0], KILN_ATTR_FP8_STORE, 0);
+        CHECK_MSG(f0 == S1, "%s: m0's feed scale %g, want %g", names[v], (double)f0, (double)S1);
+        bool want = v == G_ORDINARY;
+        CHECK_MSG(stored == want && s0 == (want ? S1 : 0), "%s: %d stored, m0 %g (want %g)", names[v], stored,
+                  (double)s0, (double)(want ? S1 : 0));
+        kiln__graph_free(g);
+    }
+}
+
 /* The CPU emulation rounds a stored output through E4M3 with its scale: every value of c0's output (X1, made a
  * graph output here to look at it) is s x an E4M3 value, within half an E4M3 step of the unmarked run's. */
 static void test_emulation(void)
@@ -150,6 +212,7 @@ int main(void)
     kiln__graph_free(g);
     unsetenv("KILN_FP8_STORAGE");   /* on by default */
     test_marks();
+    test_gemm_marks();
     test_emulation();
     return TEST_SUMMARY();
 }

@@ -652,10 +652,12 @@ static bool mod_reads_blob(kiln_backend *be, const kiln_node *n, const void *blo
 }
 
 static uint64_t mod_own_weight_bytes(kiln_backend *be) { return cu_of(be)->own_weight_bytes; }
-static void mod_fp8_counts(kiln_backend *be, unsigned long long *passes, unsigned long long *fed)
+static void mod_fp8_counts(kiln_backend *be, unsigned long long *passes, unsigned long long *fed,
+                           unsigned long long *held)
 {
     *passes = cu_of(be)->fp8_passes;
     *fed = cu_of(be)->fp8_fed;
+    *held = cu_of(be)->fp8_held;
 }
 
 static kiln_status cuda_buf_alloc(const kiln_backend *be, size_t size, kiln_buffer *buf)
@@ -985,7 +987,8 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
     b->fp8_out = f8 && !strcmp(f8, "fp32") ? KILN_DT_FLOAT32 : f8 && !strcmp(f8, "bf16") ? KILN_DT_BFLOAT16
                                                                                           : KILN_DT_FLOAT16;
     const char *fa8 = getenv("KILN_CUDA_FP8_FAST_ACCUM");
-    b->fp8_fast_accum = fa8 && !strcmp(fa8, "1");
+    /* docs/CUDA.md "FP8 GEMMs": 1 (GEMM layers) unless 0, or 1 (with the 1x1 convolutions' GEMMs) */
+    b->fp8_fast_accum = fa8 && !strcmp(fa8, "0") ? 0 : fa8 && !strcmp(fa8, "1") ? 2 : 1;
     const char *feed = getenv("KILN_CUDA_FP8_FEED");
     b->fp8_feed = !(feed && !strcmp(feed, "0"));
     int count = 0;

@@ -28,6 +28,6 @@ kiln_status cu_conv_gemm(cu_be *b, const kiln_kctx *ctx, const cu_conv_gemm_args
     gemm_args g = {.tb = true, .ty = cu_cuda_ty(a->sdt), .fp8 = a->fp8, .b_scale = a->scale, .M = a->M, .N = a->K,
                    .K = a->C, .A = a->x, .B = a->w, .Y = a->y, .C = a->res, .lda = a->C, .ldb = a->C, .ldy = a->K,
                    .alpha = 1.0f, .beta = a->res ? 1.0f : 0.0f, .bias = a->bias, .bias_w = a->bias_w,
-                   .relu = a->relu, .batch = 1};
+                   .relu = a->relu, .batch = 1, .fast = a->fp8 && b->fp8_fast_accum >= 2};
     return cu_gemm_epi(b, ctx, CU_CONV_GEMM_SLOT, &g);
 }

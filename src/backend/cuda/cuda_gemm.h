@@ -9,6 +9,7 @@ typedef struct gemm_args {
     cudaDataType_t ty;        /* C, Y (and A, B unless fp8): CUDA_R_32F, CUDA_R_16F or CUDA_R_16BF; FP32 compute */
     bool fp8;                 /* A, B are FP8 E4M3 (cuBLASLt's "TN" only: tb set, ta clear) */
     const float *b_scale;     /* fp8: device pointer to B's scale (NULL = 1) */
+    bool fast;                /* fp8: cuBLASLt's fast accumulation (cu_be.fp8_fast_accum) */
     int64_t M, N, K;
     const void *A, *B;
     void *Y;

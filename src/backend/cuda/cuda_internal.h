@@ -30,7 +30,8 @@ typedef struct cu_be {
     bool poison;                   /* KILN_CUDA_POISON=1: fresh device memory is filled with 0xFF (NaN) */
     kiln_dtype force_act;          /* KILN_CUDA_ACT=fp16|bf16: every float activation in that storage (tests) */
     kiln_dtype fp8_out;            /* KILN_CUDA_FP8_OUT=fp32|fp16|bf16: FP8 GEMMs' output storage (FP16) */
-    bool fp8_fast_accum;           /* KILN_CUDA_FP8_FAST_ACCUM=1: cuBLASLt's FP8 fast accumulation */
+    int fp8_fast_accum;            /* cuBLASLt's FP8 fast accumulation: 1 (the default) in FP8 MatMul / Gemm layers,
+                                    * 2 (KILN_CUDA_FP8_FAST_ACCUM=1) in FP8 1x1 convolutions as GEMMs too, 0 (=0) none */
     bool fp8_feed;                 /* producers write FP8 layers' inputs beside their outputs (KILN_CUDA_FP8_FEED=0:
                                     * off) */
     int nhwc;                      /* half 2-D convolutions channels-last from this batch size on (KILN_CUDA_NHWC) */
@@ -91,7 +92,7 @@ typedef struct cu_be {
     int fp8_pin;                   /* 1 + the entry the running layer reads (never replaced by its feed), 0: none */
     int fp8_new;                   /* 1 + the entry cu_fp8_feed made for the running layer's output, 0: none */
     unsigned long long fp8_clock;
-    unsigned long long fp8_passes, fp8_fed;   /* kiln_devmod.fp8_counts */
+    unsigned long long fp8_passes, fp8_fed, fp8_held;   /* kiln_devmod.fp8_counts */
     struct cu_cg **cg;             /* plans per configuration */
     int n_cg, cap_cg;
     /* device time of the last CUDA graph launch (events around it, cuda_graph.c) */

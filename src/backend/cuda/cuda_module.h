@@ -10,7 +10,7 @@
 #include "../backend.h"
 #include "../../ir/fused.h"
 
-#define KILN_DEVMOD_ABI 7u   /* 7: fp8_counts */
+#define KILN_DEVMOD_ABI 8u   /* 8: fp8_counts with the held outputs */
 #define KILN_DEVMOD_ENTRY "kiln_devmod_entry"
 
 /* A tensor whose data is device memory. Always set together with KILN_TENSOR_BORROWED, so that
@@ -112,7 +112,7 @@ typedef struct kiln_devmod {
     uint64_t (*own_weight_bytes)(kiln_backend *be);
     /* Since the instance was created: FP8 layers' activation quantizations run as passes of their own, and FP8
      * layers whose input the producing layer had written in FP8 beside its output (feeds, docs/CUDA.md). */
-    void (*fp8_counts)(kiln_backend *be, unsigned long long *passes, unsigned long long *fed);
+    void (*fp8_counts)(kiln_backend *be, unsigned long long *passes, unsigned long long *fed, unsigned long long *held);
 } kiln_devmod;
 
 typedef const kiln_devmod *(*kiln_devmod_entry_fn)(void);

@@ -17,13 +17,13 @@ static inline unsigned grid_for(int64_t n)
                              i += (int64_t)gridDim.x * blockDim.x)
 
 // Exact (erf) GELU without erff's two paths: 1 + erf(x / sqrt 2) is 2 - E (x >= 0) or E (x < 0) with E = erfc(|x| /
-// sqrt 2) by Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7; __expf adds ~2 ulps), so the negative side has no
-// cancellation. H200, BERT-base's bias + GELU epilogue 16384 x 3072 FP16: the erff form is ALU-bound (86 us against
-// 57 for the bytes); CPU and GPU results stay within the layer tests' 1e-5.
+// sqrt 2) by Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7; __expf and the approximate reciprocal add ~2 ulps each),
+// so the negative side has no cancellation. H200, BERT-base's bias + GELU epilogue 16384 x 3072 FP16: the erff form
+// is ALU-bound (86 us against 57 for the bytes); CPU and GPU results stay within the layer tests' 1e-5.
 __device__ __forceinline__ float gelu_erf(float x)
 {
     const float z = fabsf(x) * 0.70710678118654752f;
-    const float t = __frcp_rn(fmaf(0.3275911f, z, 1.0f));
+    const float t = __fdividef(1.0f, fmaf(0.3275911f, z, 1.0f));   // the approximate reciprocal: <= 2 ulps
     float p = fmaf(t, 1.061405429f, -1.453152027f);
     p = fmaf(t, p, 1.421413741f);
     p = fmaf(t, p, -0.284496736f);
@@ -1138,14 +1138,21 @@ __global__ void k_epilogue(T *y, int64_t n, int64_t channels, int64_t inner, con
 }
 
 // k_epilogue over vectors of V elements that share one bias value (inner % V == 0) or take V consecutive ones
-// (inner == 1, channels % V == 0)
+// (inner == 1, channels % V == 0). With inner == 1 the column of a thread's vector is kept incrementally over its
+// grid-stride loop (no 64-bit division per vector) and the bias read as 16-byte vectors where it is aligned.
 // q (may be NULL): also the E4M3 bytes of y as stored, with scale qs (an FP8 layer's input, cuda_fp8.c "feeds").
+// wy false: y is not written back (cuk_epilogue_e4m3: only the E4M3 bytes are wanted).
 template <typename T, int ACT>
 __global__ void k_epilogue_v(T *y, int64_t nv, int64_t channels, int64_t inner, const float *bias, const T *res,
-                             int act, float a, float b, uint8_t *q, float qs)
+                             int act, float a, float b, uint8_t *q, float qs, bool wy)
 {
     constexpr int V = vw<T>::N;
-    GRID_LOOP(i, nv) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t cv = bias && inner == 1 ? channels / V : 1, step = stride % cv;
+    int64_t col = i % cv;
+    const bool b16 = bias && inner == 1 && (uintptr_t)bias % 16 == 0;
+    for (; i < nv; i += stride) {
         uint4 u = ((const uint4 *)y)[i];
         T *h = (T *)&u;
         float v[V];
@@ -1153,14 +1160,24 @@ __global__ void k_epilogue_v(T *y, int64_t nv, int64_t channels, int64_t inner, 
         for (int k = 0; k < V; k++)
             v[k] = ldf(h, k);
         if (bias) {
-            const int64_t e = i * V;
             if (inner == 1) {
-                const float *bc = bias + e % channels;
+                const float *bc = bias + col * V;
+                if (b16) {
 #pragma unroll
-                for (int k = 0; k < V; k++)
-                    v[k] += bc[k];
+                    for (int k = 0; k < V; k += 4) {
+                        const float4 f = *(const float4 *)(bc + k);
+                        v[k] += f.x;
+                        v[k + 1] += f.y;
+                        v[k + 2] += f.z;
+                        v[k + 3] += f.w;
+                    }
+                } else {
+#pragma unroll
+                    for (int k = 0; k < V; k++)
+                        v[k] += bc[k];
+                }
             } else {
-                const float bv = bias[(e / inner) % channels];
+                const float bv = bias[(i * V / inner) % channels];
 #pragma unroll
                 for (int k = 0; k < V; k++)
                     v[k] += bv;
@@ -1176,22 +1193,29 @@ __global__ void k_epilogue_v(T *y, int64_t nv, int64_t channels, int64_t inner, 
 #pragma unroll
         for (int k = 0; k < V; k++)
             stf(h, k, act_apply(ACT < 0 ? act : ACT, v[k], a, b));
-        ((uint4 *)y)[i] = u;
+        if (wy)
+            ((uint4 *)y)[i] = u;
         if (q)
             stq<T, V>(q + i * V, h, qs);
+        col += step;
+        if (col >= cv)
+            col -= cv;
     }
 }
 
+#define EPI_BLOCKS 4096
 template <typename T>
 static bool epilogue_vec(void *y, int64_t n, int64_t channels, int64_t inner, const float *bias, const void *res,
-                         int act, float alpha, float beta, uint8_t *q, float qs, cudaStream_t s)
+                         int act, float alpha, float beta, uint8_t *q, float qs, bool wy, cudaStream_t s)
 {
     const int64_t V = vw<T>::N;
     if (n % V || !aligned16(y) || (res && !aligned16(res)) || (q && (uintptr_t)q % V) ||
         (bias && !(inner % V == 0 || (inner == 1 && channels % V == 0))))
         return false;
-    ACT_DISPATCH(k_epilogue_v, act, n / V, (T *)y, n / V, channels, inner, bias, (const T *)res, act, alpha, beta, q,
-                 qs);
+    // a few grid-stride iterations a thread (the column kept incrementally): at most EPI_BLOCKS blocks
+    const int64_t nv = n / V;
+    ACT_DISPATCH(k_epilogue_v, act, nv < (int64_t)EPI_BLOCKS * THREADS ? nv : (int64_t)EPI_BLOCKS * THREADS, (T *)y, nv,
+                 channels, inner, bias, (const T *)res, act, alpha, beta, q, qs, wy);
     return true;
 }
 
@@ -1209,7 +1233,7 @@ extern "C" cudaError_t cuk_epilogue_q(int fdt, void *y, int64_t n, int64_t chann
     inner = inner > 0 ? inner : 1;
     bool done = false;
     if (n > 0)
-        FDT_DISPATCH(fdt, done = epilogue_vec<T>(y, n, channels, inner, bias, res, act, alpha, beta, q, qs, s));
+        FDT_DISPATCH(fdt, done = epilogue_vec<T>(y, n, channels, inner, bias, res, act, alpha, beta, q, qs, true, s));
     if (done || n <= 0)
         return cudaGetLastError();
     if (small_index(n))
@@ -1220,6 +1244,18 @@ extern "C" cudaError_t cuk_epilogue_q(int fdt, void *y, int64_t n, int64_t chann
                                                                                   (const T *)res, act, alpha, beta));
     cudaError_t e = cudaGetLastError();
     return e == cudaSuccess && q ? cuk_fp8_quant(fdt, y, q, n, qs, s) : e;
+}
+
+extern "C" cudaError_t cuk_epilogue_e4m3(int fdt, void *x, int64_t n, int64_t channels, const float *bias, int act,
+                                         float alpha, float beta, uint8_t *q, float qs, cudaStream_t s)
+{
+    bool done = false;
+    if (n > 0)
+        FDT_DISPATCH(fdt, done = epilogue_vec<T>(x, n, channels, 1, bias, NULL, act, alpha, beta, q, qs, false, s));
+    if (done || n <= 0)
+        return cudaGetLastError();
+    cudaError_t e = cuk_epilogue(fdt, x, n, channels, 1, bias, NULL, act, alpha, beta, s);   /* in place over x */
+    return e == cudaSuccess ? cuk_fp8_quant(fdt, x, q, n, qs, s) : e;
 }
 
 template <typename T> __global__ void k_fill(T *y, int64_t n, float v)

@@ -144,6 +144,11 @@ cudaError_t cuk_epilogue(int fdt, void *y, int64_t n, int64_t channels, int64_t 
 /* cuk_epilogue, and q (may be NULL): the E4M3 bytes of y as stored, scale qs (as cuk_layernorm's q) */
 cudaError_t cuk_epilogue_q(int fdt, void *y, int64_t n, int64_t channels, int64_t inner, const float *bias,
                            const void *res, int act, float alpha, float beta, uint8_t *q, float qs, cudaStream_t s);
+/* act(x + bias[column]) of x [n / channels, channels] as E4M3 bytes only, scale qs, into q (cuda_fp8.c: an FP8 GEMM's
+ * output held only as E4M3); x is not written back, except where the values take no 16-byte vectors: then x is
+ * overwritten (a scratch). */
+cudaError_t cuk_epilogue_e4m3(int fdt, void *x, int64_t n, int64_t channels, const float *bias, int act, float alpha,
+                              float beta, uint8_t *q, float qs, cudaStream_t s);
 cudaError_t cuk_fill(int fdt, void *y, int64_t n, float v, cudaStream_t s);
 /* FP8 E4M3 (kernels_fp8.cu; the CPU emulation's rounding: RNE, saturating to +-448): activations
  * q = e4m3(x / scale) for n elements in storage fdt. */
