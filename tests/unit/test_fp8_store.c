@@ -46,17 +46,25 @@ static int conv(kiln_graph *g, const char *name, int x, int64_t cin, int64_t cou
     return n;
 }
 
+/* A new graph whose one input is the float32 value "X" (*x). */
+static kiln_graph *graph_x(int *x)
+{
+    kiln_graph *g = kiln__graph_new(NULL);
+    *x = test_graph_value(g, "X");
+    g->values[*x].dtype = KILN_DT_FLOAT32;
+    g->inputs = kiln__malloc(sizeof(int));
+    g->inputs[0] = *x;
+    g->n_inputs = 1;
+    return g;
+}
+
 /* The graph of variant v; *c0 / *c1 the two producers' node indices. */
 static kiln_graph *block(int v, int *c0, int *c1, unsigned long long *seed)
 {
-    kiln_graph *g = kiln__graph_new(NULL);
+    int x;
+    kiln_graph *g = graph_x(&x);
     int64_t ch = v == V_NARROW ? 8 : 16, xc = v == V_WIDE_INPUT_READER ? 144 : ch;   /* xc: X1's channels */
-    int x = test_graph_value(g, "X"), x1 = test_graph_value(g, "X1"), h = test_graph_value(g, "h"),
-        y = test_graph_value(g, "y");
-    g->values[x].dtype = KILN_DT_FLOAT32;
-    g->inputs = kiln__malloc(sizeof(int));
-    g->inputs[0] = x;
-    g->n_inputs = 1;
+    int x1 = test_graph_value(g, "X1"), h = test_graph_value(g, "h"), y = test_graph_value(g, "y");
     int64_t hc = v == V_WIDE_READER ? 144 : ch;   /* h's channels: c2's reduction */
     *c0 = conv(g, "c0", x, ch, xc, v == V_WIDE_WRITER ? 3 : 1, -1, x1, seed);
     *c1 = conv(g, "c1", x1, xc, hc, 1, -1, h, seed);
@@ -103,13 +111,9 @@ enum { G_ORDINARY, G_OUTPUT, G_OTHER_SCALE, G_RELU, G_ODD_N, G_RESIDUAL, G_COUNT
 
 static kiln_graph *gemm_pair(int v, int *m0, unsigned long long *seed)
 {
-    kiln_graph *g = kiln__graph_new(NULL);
-    int x = test_graph_value(g, "X"), h = test_graph_value(g, "H"), y = test_graph_value(g, "y"),
-        y2 = test_graph_value(g, "y2");
-    g->values[x].dtype = KILN_DT_FLOAT32;
-    g->inputs = kiln__malloc(sizeof(int));
-    g->inputs[0] = x;
-    g->n_inputs = 1;
+    int x;
+    kiln_graph *g = graph_x(&x);
+    int h = test_graph_value(g, "H"), y = test_graph_value(g, "y"), y2 = test_graph_value(g, "y2");
     int64_t w0d[2] = {16, 32}, b0d[1] = {32}, w1d[2] = {32, v == G_ODD_N ? 24 : v == G_RESIDUAL ? 32 : 16},
             b1d[1] = {w1d[1]};
     int in0[3] = {x, test_graph_const(g, "w0", test_tensor_f32(2, w0d, 0.3f, seed)),
