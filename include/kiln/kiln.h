@@ -489,6 +489,10 @@ kiln_status kiln_engine_layer(kiln_engine_t e, int i, kiln_layer_info *out);
  * it computes in: "fp32", "fp16", "bf16", "int8"; fp16/bf16 on the CPU are weights stored in that
  * format and computed in fp32). Strings live as long as e. */
 kiln_status kiln_engine_layer_precision(kiln_engine_t e, int i, const char **requested, const char **realized);
+/* How a --device cuda engine holds layer i's output on the GPU when not as its dtype: "e4m3" when it is held only in
+ * FP8 E4M3 with its readers' scale (FP8 storage, docs/CUDA.md "E4M3 storage"; the CPU emulation rounds it so too),
+ * else "". */
+kiln_status kiln_engine_layer_storage(kiln_engine_t e, int i, const char **storage);
 
 /* ---- context introspection ---- */
 /* Call before the context's first run: that run then plans memory itself (instead of adopting

@@ -1066,6 +1066,16 @@ kiln_status kiln__precision_after_passes(kiln_graph *g, kiln_build_options *o)
     return finish_report(o, &rep, st);
 }
 
+kiln_status kiln_engine_layer_storage(kiln_engine_t e, int i, const char **storage)
+{
+    if (!e || !e->g || i < 0 || i >= e->g->n_nodes || !storage)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_layer_storage: %s",
+                         !e ? "NULL engine" : !storage ? "NULL storage" : "layer index out of range");
+    float s = kiln__attr_f(&e->g->nodes[i], KILN_ATTR_FP8_STORE, NAN);
+    *storage = s > 0 && isfinite(s) ? "e4m3" : "";
+    return KILN_OK;
+}
+
 kiln_status kiln_engine_layer_precision(kiln_engine_t e, int i, const char **requested, const char **realized)
 {
     if (!e || !e->g || i < 0 || i >= e->g->n_nodes)

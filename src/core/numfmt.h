@@ -114,7 +114,9 @@ float kiln__qblock_scale(const kiln__qlayout *L, const void *scales, float tenso
                                             * ignores it */
 #define KILN_ATTR_FP8_STORE "kiln_fp8_store" /* float, on an FP8 convolution of a --device cuda build whose output
                                               * 0 only FP8 convolutions read (as their input 0 with this scale, or
-                                              * as their residual, at least one so): the output is held only as
+                                              * as their residual, at least one so), or on an FP8 FusedMatMul with
+                                              * GELU (any activation kiln's epilogue applies) whose output only FP8
+                                              * GEMMs read as input 0 with this scale: the output is held only as
                                               * E4M3 with this scale; the CPU emulation rounds it through E4M3
                                               * (build/fp8_feed.c, docs/CUDA.md "E4M3 storage") */
 #define KILN_INT4_BLOCK 32                 /* INT4 weight-only layers: 32-element blocks, FP16 scales */

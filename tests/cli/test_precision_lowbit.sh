@@ -145,7 +145,7 @@ expect_rc "corrupted blob refused" 1 "checksum" "$KILN" run "$T/bad.kiln" --inpu
 # (requested and realized)
 B=models/tiny_bert.onnx
 BI=()
-mkdir -p "$T/b"
+mkdir -p "$T/b" "$T/bcal"
 $PY - "$T" <<'PY' || bad "numpy bert data"
 import numpy as np, sys
 t = sys.argv[1]
@@ -153,6 +153,10 @@ rng = np.random.default_rng(1)
 np.save(f"{t}/b/input_ids.npy", rng.integers(0, 100, (2, 16)).astype(np.int64))
 np.save(f"{t}/b/attention_mask.npy", np.ones((2, 16), np.int64))
 np.save(f"{t}/b/token_type_ids.npy", np.zeros((2, 16), np.int64))
+for i in range(3):   # calibration samples (NAME_KEY.npy)
+    np.save(f"{t}/bcal/input_ids_s{i}.npy", rng.integers(0, 100, (2, 16)).astype(np.int64))
+    np.save(f"{t}/bcal/attention_mask_s{i}.npy", np.ones((2, 16), np.int64))
+    np.save(f"{t}/bcal/token_type_ids_s{i}.npy", np.zeros((2, 16), np.int64))
 PY
 for n in input_ids attention_mask token_type_ids; do BI+=(--input "$n=$T/b/$n.npy"); done
 expect_ok "bert nvfp4" "$KILN" build "$B" -o "$T/b4.kiln" --precision nvfp4
@@ -169,4 +173,25 @@ assert all(l["requested_precision"] == "fp32" and l["precision"] == "fp32" for l
 a, b = out("ob4", "last_hidden_state"), out("ob32", "last_hidden_state")
 print("bert nvfp4 cosine vs fp32", cos(a, b))
 assert cos(a, b) > 0.99'
+
+# a --device cuda fp8 build (no GPU needed to build it): the FFN-up GELU GEMMs, read only by the FFN-down FP8 GEMMs,
+# hold their output only in E4M3 (kiln inspect's output_storage, the build report); the rest as their dtype; the CPU
+# emulation of the engine runs and stays close to fp32
+expect_ok "bert fp8 --device cuda" "$KILN" build "$B" -o "$T/b8.kiln" --precision fp8 --device cuda --calib "$T/bcal" \
+  --shapes input_ids:2x16,attention_mask:2x16,token_type_ids:2x16
+grep -q "fp8 storage: 2 layer outputs held only in E4M3" "$T/out.txt" && ok "fp8 storage reported" \
+  || bad "fp8 storage report: $(cat "$T/out.txt")"
+"$KILN" inspect "$T/b8.kiln" --json --shapes input_ids:2x16,attention_mask:2x16,token_type_ids:2x16 > "$T/inspect.json" 2>&1
+"$KILN" inspect "$T/b8.kiln" --shapes input_ids:2x16,attention_mask:2x16,token_type_ids:2x16 > "$T/inspect.txt" 2>&1
+"$KILN" run "$T/b8.kiln" "${BI[@]}" --output-dir "$T/ob8" > /dev/null 2>&1 || bad "run bert fp8 (cuda engine, CPU)"
+check "bert fp8 e4m3 storage" '
+held = sorted(l["name"] for l in L if l["output_storage"] == "e4m3")
+assert held == ["MatMul_14", "MatMul_6"], held
+assert all(l["output_storage"] is None for l in L if l["name"] not in held)
+assert all(l["op"] == "FusedMatMul" and l["precision"] == "fp8" for l in L if l["name"] in held)
+txt = open(t + "/inspect.txt").read().splitlines()
+assert sum(" e4m3 " in s for s in txt) == 2, [s for s in txt if "e4m3" in s]
+a, b = out("ob8", "last_hidden_state"), out("ob32", "last_hidden_state")
+print("bert fp8 (cuda engine on the CPU) cosine vs fp32", cos(a, b))
+assert cos(a, b) > 0.999'
 finish "precision low-bit CLI"

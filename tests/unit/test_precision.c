@@ -67,6 +67,13 @@ int main(void)
         CHECK(kiln_engine_layer_precision(e, n, &s, &s) == KILN_ERR_INVALID_ARG);
         CHECK(strstr(kiln_last_error(), "kiln_engine_layer_precision") != NULL);
         CHECK(kiln_engine_layer_precision(e, 0, NULL, NULL) == KILN_OK);
+        CHECK(kiln_engine_layer_storage(NULL, 0, &s) == KILN_ERR_INVALID_ARG);
+        CHECK(kiln_engine_layer_storage(e, n, &s) == KILN_ERR_INVALID_ARG);
+        CHECK(kiln_engine_layer_storage(e, 0, NULL) == KILN_ERR_INVALID_ARG);
+        for (int i = 0; i < n; i++) {   /* a CPU bf16 engine holds every output as its dtype */
+            s = NULL;
+            CHECK(kiln_engine_layer_storage(e, i, &s) == KILN_OK && s && !s[0]);
+        }
     }
     kiln_engine_free(e);
     kiln_engine_free(e2);

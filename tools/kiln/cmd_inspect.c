@@ -69,7 +69,8 @@ static json_t *layer_shapes(kiln_context_t c, int i, kiln_io io, int n, char *te
     return a;
 }
 
-static json_t *layer_json(int i, const kiln_layer_info *L, const char *req, const char *fused, json_t *ji, json_t *jo)
+static json_t *layer_json(int i, const kiln_layer_info *L, const char *req, const char *store, const char *fused,
+                          json_t *ji, json_t *jo)
 {
     json_t *o = json_object(), *jf = json_array();
     json_object_set_new(o, "index", json_integer(i));
@@ -86,6 +87,7 @@ static json_t *layer_json(int i, const kiln_layer_info *L, const char *req, cons
     json_object_set_new(o, "tactic", cli_json_str(L->tactic));
     json_object_set_new(o, "inputs", ji);
     json_object_set_new(o, "outputs", jo);
+    json_object_set_new(o, "output_storage", store[0] ? json_string(store) : json_null());
     return o;
 }
 
@@ -98,14 +100,17 @@ static json_t *layers(kiln_engine_t e, kiln_context_t c, const double *ms, doubl
                dev ? "dev  " : "", "inputs", "outputs", ms ? "time ms (share)  fused from" : "fused from");
     for (int i = 0; i < kiln_engine_num_layers(e); i++) {
         kiln_layer_info L;
-        const char *req = "";
+        const char *req = "", *store = "";
         kiln_engine_layer(e, i, &L);
         kiln_engine_layer_precision(e, i, &req, NULL);
+        kiln_engine_layer_storage(e, i, &store);
         char insb[256] = "", outsb[256] = "", fused[512];
         json_t *ji = layer_shapes(c, i, KILN_IO_INPUT, L.num_inputs, insb, sizeof insb);
         json_t *jo = layer_shapes(c, i, KILN_IO_OUTPUT, L.num_outputs, outsb, sizeof outsb);
+        if (store[0])   /* held on the GPU only in that format */
+            snprintf(outsb + strlen(outsb), sizeof outsb - strlen(outsb), " %s", store);
         snprintf(fused, sizeof fused, "%s%s%s", L.name[0] ? L.name : L.op, L.fused_from[0] ? "," : "", L.fused_from);
-        json_t *o = layer_json(i, &L, req, fused, ji, jo);
+        json_t *o = layer_json(i, &L, req, store, fused, ji, jo);
         kiln_layer_place pl = KILN_PLACE_NONE;
         if (dev && kiln_context_layer_place(c, i, &pl) == KILN_OK)
             json_object_set_new(o, "device", pl == KILN_PLACE_NONE ? json_null() : json_string(place_name(pl)));
