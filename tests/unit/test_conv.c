@@ -683,18 +683,6 @@ static void test_fused_conv(unsigned long long *seed)
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         check_fused_conv(&fixed[i], 1 + (int)(i % 2) * 5, true, 1 + (int)(i % 3), seed);
-    /* pointwise with <= 64 output and >= 128 input channels per group over a multiple of 32 pixels: the AVX-512
-     * direct tiles read the image in place (x86/conv_direct.c); odd channel counts, groups, batches, every
-     * epilogue; and one pixel count off the multiple (the GEMM path) */
-    for (int i = 0; i < 12; i++) {
-        int64_t G = i % 4 == 1 ? 2 : 1, H = rnd(seed, 1, 5), W = 32 * rnd(seed, 1, 3) / (i % 3 == 2 ? 2 : 1);
-        if (i % 3 == 2 && H % 2)
-            H++;   /* W = 16 or 48: H*W still a multiple of 32 */
-        cfg c = cfg2d(1 + (i % 5 == 0), G * rnd(seed, 128, 160), G * rnd(seed, 1, 64), G, H, W, 1, 1, 0, 1, i % 4 != 3);
-        if (i == 11)
-            c.in[1] = 33;   /* H x 33 pixels, H <= 6: not a multiple of 32 */
-        check_fused_conv(&c, i % 11, i % 2 == 0, 1 + i % 3, seed);
-    }
     /* Winograd F(2x2, 3x3): 3x3 stride 1 with >= 16 channels and >= 100 output tiles; odd
      * sizes, asymmetric pads, groups, batches, every epilogue */
     for (int i = 0; i < 24; i++) {

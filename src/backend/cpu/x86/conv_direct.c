@@ -2,8 +2,7 @@
  * conv_avx2.c) for 1-D / 2-D layers with few output channels and wide rows: the input is copied
  * once into a zero-padded, phase-split layout and a direct micro-kernel reads its B operand
  * straight from it through an offset table (no im2col, no packing): the GEMM's AVX-512 one
- * (kiln__conv_direct_f32, gemm.h: 32-pixel tiles) or convd_avx2.c's (16-pixel tiles). Narrow pointwise
- * layers over whole 32-pixel tiles take the AVX-512 tiles with the image itself as B (no copy). */
+ * (kiln__conv_direct_f32, gemm.h: 32-pixel tiles) or convd_avx2.c's (16-pixel tiles). */
 #include "../gemm.h"
 #include "../scratch.h"
 #include "conv_x86.h"
@@ -109,46 +108,9 @@ static bool direct_takes(const kiln_window *g, const float *w, int lanes)
     return w && g->nsp <= 2 && !depthwise && !kiln__conv_pointwise(g) && direct_conv_pays(g, Mg, Cg * g->k_sz, lanes);
 }
 
-/* A pointwise conv with few output channels and a deep input (ResNet-50's 256->64 at 56x56) whose output
- * pixels fill whole 32-pixel tiles: one "row" of in_sz pixels, B(k, l) = x[k*in_sz + l] read in place by the
- * direct tiles (every tile's reads stay inside the image), no packing. The GEMM path packs all of B for only
- * M / 8 row tiles per panel. 256->64 @56, paired per call (ABBA, 60 pairs): 0.909 (40/60) at 2 threads, 0.850
- * (52/60) at 1; 64->64 (K = 64) 1.10-1.13 and 256->128 (M = 128) 1.006-1.011, so neither takes it. */
-static bool pointwise_direct(const kiln_window *g, const float *w)
-{
-    return w && kiln__conv_pointwise(g) && g->M / g->G <= 64 && g->C / g->G >= 128 && g->out_sz % 32 == 0;
-}
-
-static kiln_status conv_pointwise_direct(const kiln_kctx *ctx, const kiln_window *g, const float *x, const float *w,
-                                         const float *b, float *y, const kiln_epi *post)
-{
-    int64_t Cg = g->C / g->G, Mg = g->M / g->G;
-    if ((uint64_t)Cg > kiln__max_tensor_bytes() / sizeof(int64_t))
-        return kiln__kerr(ctx, KILN_ERR_LIMIT, "direct convolution buffer is too large");
-    int64_t *off = kiln__scratch(KILN_SCRATCH_CONV, (size_t)Cg * sizeof(int64_t));
-    if (!off)
-        return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (direct convolution offsets)");
-    for (int64_t k = 0; k < Cg; k++)
-        off[k] = k * g->in_sz;
-    for (int64_t n = 0; n < g->N; n++)
-        for (int64_t gi = 0; gi < g->G; gi++) {
-            int64_t row0 = n * g->M + gi * Mg;
-            kiln_epi e = kiln__conv_epi(g, b, post, gi, row0);
-            kiln_convd d = {.M = Mg, .K = Cg, .A = w + gi * Mg * Cg, .lda = Cg,
-                            .xp = x + (n * g->C + gi * Cg) * g->in_sz, .off = off, .Ho = 1, .Wo = g->out_sz,
-                            .row_stride = 0, .C = y + row0 * g->out_sz, .ldc = g->out_sz, .epi = &e};
-            kiln__conv_direct_f32(ctx->pool, ctx->nthreads, &d);
-        }
-    return KILN_OK;
-}
-
 kiln_status kiln__conv_direct_layer(const kiln_kctx *ctx, const kiln_window *g, const float *x, const float *w,
                                     const float *b, float *y, const kiln_epi *post, bool *done)
 {
-    if (kiln__conv_direct_available() && pointwise_direct(g, w)) {
-        *done = true;
-        return conv_pointwise_direct(ctx, g, x, w, b, y, post);
-    }
     *done = kiln__conv_direct_available() && direct_takes(g, w, 32);
     return *done ? conv_direct(ctx, g, x, w, b, y, post, kiln__conv_direct_f32, 32) : KILN_OK;
 }
