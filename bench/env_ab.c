@@ -8,9 +8,10 @@
  *
  *   build/env_ab ENGINE NAME [pairs (100)] [threads (2)] [LAYER,...]
  *
- * Prints per group (the layers whose name contains one of the comma-separated LAYER substrings, the rest, the
- * whole model) the mean times and the paired ratio B/A (geometric mean and median over the pairs, and how many
- * pairs were below 1), then every layer whose paired ratio is off 1 by more than 2% (and takes >= 0.05 ms).
+ * Prints per group (the layers whose name contains one of the comma-separated LAYER substrings, or is exactly X
+ * for an entry =X; the rest; the whole model) the mean times and the paired ratio B/A (geometric mean and median
+ * over the pairs, and how many pairs were below 1), then every layer whose paired ratio is off 1 by more than 2%
+ * (and takes >= 0.05 ms).
  * The first run of a context is not timed (3 warm-up runs). Inputs: kiln_engine_synth_inputs. A NAME that
  * nothing reads gives the noise floor (A/A): on that VM under the lead's builds, 20 pairs of ResNet-50 read
  * 0.98-1.01 on the total and single layers 0.85-1.08; with 150-300 pairs unchanged groups of layers stayed
@@ -40,9 +41,14 @@ static bool selected(const char *name, const char *list)
     for (const char *p = list; *p;) {
         const char *e = strchr(p, ',');
         size_t n = e ? (size_t)(e - p) : strlen(p);
-        for (const char *s = name; n && *s; s++)
-            if (!strncmp(s, p, n))
+        if (*p == '=') {   /* =NAME: that layer only */
+            if (n > 1 && strlen(name) == n - 1 && !strncmp(name, p + 1, n - 1))
                 return true;
+        } else {
+            for (const char *s = name; n && *s; s++)
+                if (!strncmp(s, p, n))
+                    return true;
+        }
         p += n + (e != NULL);
     }
     return false;
