@@ -92,11 +92,17 @@ int main(int argc, char **argv)
     for (int i = 0; i < nin; i++)
         if (kiln_context_set_input(c, kiln_engine_input_name(e, i), &in[i]) != KILN_OK)
             return fail("binding an input");
+    int nsel = 0;
     for (int i = 0; i < L; i++) {
         kiln_layer_info li;
         if (kiln_engine_layer(e, i, &li) != KILN_OK)
             return fail("reading the layers");
         sel[i] = selected(li.name, list);
+        nsel += sel[i];
+    }
+    if (list && !nsel) {
+        fprintf(stderr, "env_ab: no layer matches '%s'\n", list);
+        return 2;
     }
     for (int i = 0; i < 3; i++)
         if (kiln_context_run(c) != KILN_OK)
