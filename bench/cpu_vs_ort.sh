@@ -14,12 +14,18 @@
 # seeded random samples, so the speed is real but the scales mean little) next to ONNX Runtime FP32;
 # each row also gives the time relative to kiln's own FP32 engine. Layers with no kernel in the
 # precision stay in a higher one (--precision-fallback; out/bench-cpu/MODEL/*.build.log lists them).
+# Host check: before every round, build/host_probe (bench/host_probe.c) times a 2-thread FMA loop against a
+# 1-thread one; a ratio near 2 means the two CPUs shared one core at that moment (a VM's vCPUs placed on one
+# physical core by the host), which slows either runtime's round ~1.3-1.8x. The ratios are listed under the
+# table (JSON: kiln_probe / ort_probe per row) so rounds taken in such a phase can be told apart; "+N" after a
+# ratio: about N other processes of this machine were runnable then (/proc/stat procs_running; JSON
+# kiln_busy / ort_busy), e.g. a build sharing the CPUs.
 # Progress goes to stderr; the table (or --json: one object with a "models" array) to stdout.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 BUILD=build THREADS=2 ROUNDS=3 ITERS=20 ONLY="" JSON=0 PRECS=fp32
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=$2; shift 2 ;;
@@ -44,6 +50,15 @@ done
 KILN="$BUILD/kiln"
 [ -x "$KILN" ] || { echo "cpu_vs_ort: $KILN not found (run make build)" >&2; exit 2; }
 PY=/usr/bin/python3
+PROBE="$BUILD/host_probe"
+# RATIO:OTHERS (see the header); RATIO "-" without the probe, OTHERS "-" without /proc/stat
+probe() {
+  local r=- n
+  [ -x "$PROBE" ] && r=$("$PROBE" | cut -d' ' -f1)
+  # the fewest of 5 readings 10 ms apart, minus awk itself (a process that just exited is still counted briefly)
+  n=$(for i in 1 2 3 4 5; do awk '/^procs_running/ {print $2 - 1}' /proc/stat 2>/dev/null; sleep 0.01; done | sort -n | head -1)
+  echo "$r:${n:--}"
+}
 OUT=out/bench-cpu
 mkdir -p "$OUT"
 
@@ -77,21 +92,23 @@ for entry in "${MODELS[@]}"; do
     "$KILN" build "$model" -o "$d/$name.$p.kiln" --shapes "$spec" --precision "$p" "${extra[@]}" \
         > "$d/$name.$p.build.log" 2>&1 || { cat "$d/$name.$p.build.log" >&2; exit 1; }
   done
-  declare -A kp=()
-  op=()
+  declare -A kp=() kq=()
+  op=() oq=()
   for r in $(seq 1 "$ROUNDS"); do
     for p in "${PREC_LIST[@]}"; do
       log "$name: round $r/$ROUNDS kiln $p"
+      kq[$p]+=" $(probe)"
       k=$("$KILN" bench "$d/$name.$p.kiln" --shapes "$spec" --threads "$THREADS" --iterations "$ITERS" --json)
       kp[$p]+=" $(printf '%s' "$k" | $PY -c 'import json,sys; print(json.load(sys.stdin)["latency_ms"]["p50"])')"
     done
     log "$name: round $r/$ROUNDS onnxruntime"
+    oq+=("$(probe)")
     o=$(node scripts/ort_run.js "$model" --input-dir "$d/in" --output-dir "$d/ort" --threads "$THREADS" \
           --bench "$ITERS" 2>/dev/null | tail -1)
     op+=("$(printf '%s' "$o" | $PY -c 'import json,sys; print(json.load(sys.stdin)["ort_ms_p50"])')")
   done
-  for p in "${PREC_LIST[@]}"; do results+=("$name $p ${kp[$p]} | ${op[*]}"); done
-  unset kp
+  for p in "${PREC_LIST[@]}"; do results+=("$name $p ${kp[$p]} | ${op[*]} | ${kq[$p]} | ${oq[*]}"); done
+  unset kp kq
 done
 log ""
 
@@ -102,14 +119,18 @@ rows = []
 fp32 = {}
 for line in sys.argv[5:]:
     name, prec, rest = line.split(" ", 2)
-    k, o = rest.split("|")
+    k, o, kq, oq = rest.split("|")
     k = [float(x) for x in k.split()]
     o = [float(x) for x in o.split()]
+    num = lambda x, f: None if x == "-" else f(x)
+    probe = lambda s: [num(x.split(":")[0], float) for x in s.split()]
+    busy = lambda s: [num(x.split(":")[1], int) for x in s.split()]
     km, om = statistics.median(k), statistics.median(o)
     if prec == "fp32":
         fp32[name] = km
     rows.append({"model": name, "precision": prec, "kiln_p50_ms": round(km, 3), "ort_fp32_p50_ms": round(om, 3),
-                 "ratio": round(km / om, 3), "kiln_rounds_ms": k, "ort_rounds_ms": o})
+                 "ratio": round(km / om, 3), "kiln_rounds_ms": k, "ort_rounds_ms": o,
+                 "kiln_probe": probe(kq), "ort_probe": probe(oq), "kiln_busy": busy(kq), "ort_busy": busy(oq)})
 for r in rows:
     r["vs_kiln_fp32"] = round(r["kiln_p50_ms"] / fp32[r["model"]], 3)
 if as_json:
@@ -121,4 +142,13 @@ else:
     for r in rows:
         print(f"| {r['model']:<10} | {r['precision']:<9} | {r['kiln_p50_ms']:>11.2f} | {r['ort_fp32_p50_ms']:>15.2f} | "
               f"{r['ratio']:>8.2f} | {r['vs_kiln_fp32']:>12.2f} |")
+    if any(x is not None for r in rows for x in r["kiln_probe"] + r["ort_probe"]):
+        f = lambda v: " ".join("-" if x is None else f"{x:.2f}" for x in v)
+        fb = lambda v, b: " ".join(("-" if x is None else f"{x:.2f}") + (f"+{n}" if n else "") for x, n in zip(v, b))
+        print("host probe before each round (2-thread / 1-thread FMA time; ~1: separate cores, ~2: one shared core;"
+              " +N: N other processes runnable):")
+        for r in rows:
+            print(f"  {r['model']} {r['precision']}: kiln rounds {f(r['kiln_rounds_ms'])} ms, probe "
+                  f"{fb(r['kiln_probe'], r['kiln_busy'])}; ORT rounds {f(r['ort_rounds_ms'])} ms, probe "
+                  f"{fb(r['ort_probe'], r['ort_busy'])}")
 PYEOF

@@ -853,10 +853,13 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
      * 0.98-1.00 with 3 kc (5/5 alternated profiles lower). Other
      * GEMMs with A read in place (conv weights) and K <= 2 kc run one slice too: ResNet-50's 8 1x1 convs with K = 512
      * (in-model profile sum, 10 ABBA pairs: 6.17 -> 5.61 ms, paired 0.910, 8/10; 512->2048 @7 +res in bench_conv_f32
-     * 0.930, 15/20), each C tile stored once instead of reloaded for a second slice. */
-    int64_t kb = g.bpack && g.direct_a              ? ceil_div(K, (M <= 128 ? 6 : 3) * im->kc)
-                 : g.direct_a && K <= 2 * im->kc ? 1
-                                                 : ceil_div(K, im->kc);
+     * 0.930, 15/20), each C tile stored once instead of reloaded for a second slice. Beyond that they run K in
+     * slices of up to 2 kc too (ResNet-50's 1x1 convs with K = 1024 / 2048 and 3x3 im2col layers with K = 1152 to
+     * 4608: in one process, inferences alternated ABBA with kc slices, 300 pairs: those layers 0.976-0.981 (232/300),
+     * the whole model 0.994-0.995; slices of 4 kc gained no more, one slice 1.00 against 4 kc). */
+    int64_t kb = g.bpack && g.direct_a ? ceil_div(K, (M <= 128 ? 6 : 3) * im->kc)
+                 : g.direct_a          ? ceil_div(K, 2 * im->kc)
+                                       : ceil_div(K, im->kc);
     g.kc = ceil_div(K, kb);
     int64_t mb = ceil_div(g.mstep, im->mc);
     g.mc = ceil_div(ceil_div(g.mstep, mb), im->mr) * im->mr;
