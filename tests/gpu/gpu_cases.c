@@ -197,6 +197,19 @@ void shape_cases(void)
     tg_in(&t, rand_tensor(KILN_DT_INT64, 2, D(3, 129), 0, 999), false);
     tg_outs(&t, 1);
     run_case("Gather embedding", &t, 0);
+    /* rows of 16-byte multiples: copied as 16-byte pieces (cuk_gather); negative indices, an axis-1 gather of 32-byte
+     * rows */
+    t = tg_new(KILN_OP_Gather, 13);
+    tg_in(&t, RT(2, 500, 64), true);
+    tg_in(&t, rand_tensor(KILN_DT_INT64, 2, D(3, 41), -500, 499), false);
+    tg_outs(&t, 1);
+    run_case("Gather embedding rows of 64", &t, 0);
+    t = tg_new(KILN_OP_Gather, 13);
+    tg_in(&t, RT(3, 3, 7, 8), false);
+    tg_in(&t, ints_tensor(5, D(6, -1, 0, 3, -7)), true);
+    tg_outs(&t, 1);
+    kiln__node_set_attr_i(tg_node(&t), "axis", 1);
+    run_case("Gather axis 1 rows of 8", &t, 0);
 }
 
 void nn_cases(void)
