@@ -99,17 +99,23 @@ static bool store_conv(const kiln_graph *g, const kiln_node *n, float *scale, in
     return true;
 }
 
+/* The readers of value v into r (at most FEED_READERS): their number, or 0 when v is a graph output (which must stay
+ * readable as its dtype), has no reader or more than r holds. */
+static int held_readers(const kiln_graph *g, int v, int *r)
+{
+    if (kiln__value_is_output(g, v))
+        return 0;
+    int n = kiln__value_readers(g, v, r, FEED_READERS);
+    return n > FEED_READERS ? 0 : n;
+}
+
 /* Whether value v (written by an FP8 convolution whose feed scale is s) is read only by FP8 convolutions, as their
  * input 0 with scale s (any reduction: such a reader takes the held bytes as its quantized input, in any kernel) or
  * as their residual (a reduction of at most FP8_STORE_MAX_K), at least one as a residual; not a graph output. */
 static bool store_readers(const kiln_graph *g, int v, float s)
 {
-    if (kiln__value_is_output(g, v))
-        return false;
     int r[FEED_READERS];
-    int n = kiln__value_readers(g, v, r, FEED_READERS), res = 0;
-    if (n < 1 || n > FEED_READERS)
-        return false;
+    int n = held_readers(g, v, r), res = 0;
     for (int i = 0; i < n; i++) {
         const kiln_node *c = &g->nodes[r[i]];
         float cs;
@@ -156,12 +162,8 @@ static bool store_gemm(const kiln_graph *g, const kiln_node *n)
 /* Whether value v is read only by FP8 GEMMs, as their input 0 with scale s, and is not a graph output. */
 static bool gemm_readers(const kiln_graph *g, int v, float s)
 {
-    if (kiln__value_is_output(g, v))
-        return false;
     int r[FEED_READERS];
-    int n = kiln__value_readers(g, v, r, FEED_READERS);
-    if (n < 1 || n > FEED_READERS)
-        return false;
+    int n = held_readers(g, v, r);
     for (int i = 0; i < n; i++) {
         const kiln_node *c = &g->nodes[r[i]];
         float cs;
@@ -171,7 +173,7 @@ static bool gemm_readers(const kiln_graph *g, int v, float s)
             if (c->in[k] == v)
                 return false;   /* also its weight, bias or residual */
     }
-    return true;
+    return n > 0;
 }
 
 kiln_status kiln__fp8_mark_store(kiln_graph *g, int *marked)
