@@ -11,25 +11,6 @@
 #include <stdlib.h>
 #include <vector>
 
-__device__ __forceinline__ void ld8h(const __half *p, float *v)
-{
-    uint4 u = *(const uint4 *)p;
-    const __half *h = (const __half *)&u;
-#pragma unroll
-    for (int k = 0; k < 8; k++)
-        v[k] = __half2float(h[k]);
-}
-
-__device__ __forceinline__ void st8h(__half *p, const float *v)
-{
-    uint4 u;
-    __half *h = (__half *)&u;
-#pragma unroll
-    for (int k = 0; k < 8; k++)
-        h[k] = __float2half_rn(v[k]);
-    *(uint4 *)p = u;
-}
-
 // cols == CH * 256 (32 lanes x 8 values x CH); a warp normalizes rows [R w, R w + R).
 template <int CH, int R, int MINB>
 __global__ void __launch_bounds__(256, MINB) k_ln(const __half *x, const float *scale, const float *bias, __half *y,
@@ -45,7 +26,7 @@ __global__ void __launch_bounds__(256, MINB) k_ln(const __half *x, const float *
 #pragma unroll
         for (int j = 0; j < CH; j++)
             if (r0 + r < rows)
-                ld8h(x + (r0 + r) * cols + (lane + j * 32) * 8, v[r][j]);
+                ld8(x + (r0 + r) * cols + (lane + j * 32) * 8, v[r][j]);
     float mean[R], inv[R];
 #pragma unroll
     for (int r = 0; r < R; r++) {
@@ -85,7 +66,7 @@ __global__ void __launch_bounds__(256, MINB) k_ln(const __half *x, const float *
 #pragma unroll
             for (int k = 0; k < 8; k++)
                 o[k] = (v[r][j][k] - mean[r]) * inv[r] * g[k] + b[k];
-            st8h(y + (r0 + r) * cols + c, o);
+            st8(y + (r0 + r) * cols + c, o);
         }
     }
 }

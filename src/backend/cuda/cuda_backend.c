@@ -987,7 +987,8 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
     b->fp8_out = f8 && !strcmp(f8, "fp32") ? KILN_DT_FLOAT32 : f8 && !strcmp(f8, "bf16") ? KILN_DT_BFLOAT16
                                                                                           : KILN_DT_FLOAT16;
     const char *fa8 = getenv("KILN_CUDA_FP8_FAST_ACCUM");
-    /* docs/CUDA.md "FP8 GEMMs": 1 (GEMM layers) unless 0, or 1 (with the 1x1 convolutions' GEMMs) */
+    /* docs/CUDA.md "FP8 GEMMs": 1 (in FP8 MatMul / Gemm layers) by default, 0 with =0, 2 with =1 (also in the GEMMs
+     * of FP8 1x1 convolutions) */
     b->fp8_fast_accum = fa8 && !strcmp(fa8, "0") ? 0 : fa8 && !strcmp(fa8, "1") ? 2 : 1;
     const char *feed = getenv("KILN_CUDA_FP8_FEED");
     b->fp8_feed = !(feed && !strcmp(feed, "0"));

@@ -327,7 +327,7 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
      * against 6.70 / 6.72 in cuBLASLt's epilogue); FP8 storage
      * (build/fp8_feed.c): such an output read only by FP8 GEMMs is held only as E4M3 -- the GEMM writes the
      * pre-activation into a scratch, the epilogue only the E4M3 bytes, into the output's own buffer */
-    bool late = act != CUK_IDENTITY && act != CUK_RELU, late_bias = late && bias;
+    bool late = act != CUK_IDENTITY && act != CUK_RELU;
     float ss = b->host->attr_f(n, KILN_ATTR_FP8_STORE, NAN);
     bool store = late && !gemm && b->fp8_feed && ss > 0 && isfinite(ss);
     kiln_tensor rt, bt, pre;   /* the residual in sdt, the bias in float32, the pre-activation of a stored output */
@@ -350,13 +350,14 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
     gemm_args g = {.tb = true, .ty = cu_cuda_ty(sdt), .fp8 = true, .b_scale = (const float *)(w->dev + w->L.off_t),
                    .M = M, .N = N, .K = K, .A = xq ? xq->data : NULL, .B = w->dev, .Y = store ? pre.data : y->data,
                    .C = r2 ? r2->data : NULL, .lda = K, .ldb = K, .ldy = N, .alpha = alpha * as,
-                   .beta = r2 ? 1.0f : 0.0f, .bias = b2 && !late_bias ? b2->data : NULL, .bias_w = b2 && (b2->flags & KILN_TENSOR_DEV_WEIGHT),
+                   .beta = r2 ? 1.0f : 0.0f, .bias = b2 && !late ? b2->data : NULL,
+                   .bias_w = b2 && (b2->flags & KILN_TENSOR_DEV_WEIGHT),
                    .relu = act == CUK_RELU, .batch = 1, .fast = b->fp8_fast_accum >= 1};
     if (st == KILN_OK && gemm)
         st = cu_gemm_c(b, ctx, IN(2), b->host->attr_f(n, "beta", 1.0f), sdt, y, &g);
     if (st == KILN_OK)
         st = cu_gemm_epi(b, ctx, 0, &g);
-    const float *eb = late_bias && b2 ? b2->data : NULL;
+    const float *eb = late && b2 ? b2->data : NULL;   /* the bias for kiln's epilogue */
     if (st == KILN_OK && store) {
         st = cu_check(b, cuk_epilogue_e4m3(cu_fdt(sdt), pre.data, M * N, N, eb, act, aa, ab, y->data, ss, b->stream),
                       "epilogue (E4M3 storage)");

@@ -629,25 +629,7 @@ static inline bool warp_rows_fit(int64_t rows)
     return rows > 0 && (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK <= 0x7fffffffLL;
 }
 
-// ---- half rows in 16-byte chunks (8 values a lane a load): G lanes a row (G divides 32), CH chunks a lane
-template <typename T> __device__ __forceinline__ void ld8(const T *p, float *f)
-{
-    uint4 u = *(const uint4 *)p;
-    const T *h = (const T *)&u;
-#pragma unroll
-    for (int k = 0; k < 8; k++)
-        f[k] = ldf(h, k);
-}
-template <typename T> __device__ __forceinline__ uint4 st8(T *p, const float *f)
-{
-    uint4 u;
-    T *h = (T *)&u;
-#pragma unroll
-    for (int k = 0; k < 8; k++)
-        stf(h, k, f[k]);
-    *(uint4 *)p = u;
-    return u;   // the values as stored
-}
+// ---- half rows in 16-byte chunks (8 values a lane a load, ld8 / st8): G lanes a row (G divides 32), CH chunks a lane
 
 // k_softmax_warp over 16-byte chunks. Every lane joins the shuffles (rows past the end compute the last row
 // again and store nothing).
@@ -1260,8 +1242,7 @@ extern "C" cudaError_t cuk_epilogue_e4m3(int fdt, void *x, int64_t n, int64_t ch
         FDT_DISPATCH(fdt, done = epilogue_vec<T>(x, n, channels, 1, bias, NULL, act, alpha, beta, q, qs, false, s));
     if (done || n <= 0)
         return cudaGetLastError();
-    cudaError_t e = cuk_epilogue(fdt, x, n, channels, 1, bias, NULL, act, alpha, beta, s);   /* in place over x */
-    return e == cudaSuccess ? cuk_fp8_quant(fdt, x, q, n, qs, s) : e;
+    return cuk_epilogue_q(fdt, x, n, channels, 1, bias, NULL, act, alpha, beta, q, qs, s);   /* in place over x */
 }
 
 template <typename T> __global__ void k_fill(T *y, int64_t n, float v)

@@ -15,6 +15,25 @@ __device__ __forceinline__ float ldf(const __nv_bfloat16 *p, int64_t i) { return
 __device__ __forceinline__ void stf(float *p, int64_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void stf(__half *p, int64_t i, float v) { p[i] = __float2half_rn(v); }
 __device__ __forceinline__ void stf(__nv_bfloat16 *p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+// Eight values of half storage T at p (16-byte aligned) as float32, and back (returning the 16 bytes as stored).
+template <typename T> __device__ __forceinline__ void ld8(const T *p, float *f)
+{
+    uint4 u = *(const uint4 *)p;
+    const T *h = (const T *)&u;
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        f[k] = ldf(h, k);
+}
+template <typename T> __device__ __forceinline__ uint4 st8(T *p, const float *f)
+{
+    uint4 u;
+    T *h = (T *)&u;
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        stf(h, k, f[k]);
+    *(uint4 *)p = u;
+    return u;   // the values as stored
+}
 
 // FP8 E4M3 with scale s: the CPU emulation's rounding (core/numfmt: q = e4m3(v / s), an IEEE division, round to
 // nearest even, saturating to +-448, NaN -> NaN). Producers that write an FP8 layer's input beside their own output
