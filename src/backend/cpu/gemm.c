@@ -850,8 +850,8 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
      * (K = 3072: 4 slices of 768 instead of 12 of 256) in the model: the sum of its 12 layers 1.04-1.11x the FFN
      * ups' in the same profile before, 0.99-1.00x after (8 alternated profiles each); with at most 128 rows slices of
      * up to 6 kc (1536: FFN down in 2), whose A block (768 KB) still fits L2: the same ratio 0.94-0.99 against
-     * 0.98-1.00 with 3 kc (5/5 alternated profiles lower). Other
-     * GEMMs with A read in place (conv weights) and K <= 2 kc run one slice too: ResNet-50's 8 1x1 convs with K = 512
+     * 0.98-1.00 with 3 kc (5/5 alternated profiles lower). Other GEMMs with A read in place (conv weights) and
+     * K <= 2 kc run one slice too: ResNet-50's 8 1x1 convs with K = 512
      * (in-model profile sum, 10 ABBA pairs: 6.17 -> 5.61 ms, paired 0.910, 8/10; 512->2048 @7 +res in bench_conv_f32
      * 0.930, 15/20), each C tile stored once instead of reloaded for a second slice. Beyond that they run K in
      * slices of up to 2 kc too (ResNet-50's 1x1 convs with K = 1024 / 2048 and 3x3 im2col layers with K = 1152 to

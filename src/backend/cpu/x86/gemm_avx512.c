@@ -272,7 +272,7 @@ __attribute__((target("avx512f,fma"))) static void pack_avx512_a(const float *sr
         /* columns of op(A) contiguous (A transposed): copy 8 floats per k */
         for (int64_t p = 0; p < n; p += 8, dst += kc * 8) {
             int nw = (int)min64(8, n - p);
-            __mmask16 m = (__mmask16)((1u << nw) - 1u);
+            __mmask16 m = kiln_v_mask16(nw);
             const float *s = src + p;
             int64_t k = 0;
             for (; k + 2 <= kc; k += 2) {
@@ -297,7 +297,7 @@ __attribute__((target("avx512f,fma"))) static void pack_avx512_b(const float *sr
          * sequentially (a weight matrix usually comes from memory, not cache) */
         int64_t full = n / 32, nw = n - full * 32;
         __mmask16 m0 = kiln_v_mask16(nw);
-        __mmask16 m1 = nw > 16 ? (__mmask16)((1u << (nw - 16)) - 1u) : (__mmask16)0;
+        __mmask16 m1 = kiln_v_mask16(nw - 16);
         enum { PF_ROWS = 16 };   /* rows prefetched ahead, into L2 */
         for (int64_t k = 0; k < kc; k++) {
             const float *s = src + k * sk;
@@ -388,7 +388,7 @@ T512 static void ukr512_dot(int64_t kc, const float *a, int64_t lda, float *c, i
         for (int r = 0; r < 4; r++)
             sums[4 * h + r] = hsum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
     }
-    const __mmask16 kn = (__mmask16)((1u << n) - 1u);
+    const __mmask16 kn = kiln_v_mask16(n);
     const __m512 va = _mm512_set1_ps(t->alpha), vb = _mm512_set1_ps(t->beta);
 #pragma GCC unroll 8
     for (int i = 0; i < MR_512; i++) {

@@ -19,7 +19,7 @@ pool_vec512(bool is_max, const float *const *rows, int nr, int64_t kw, int64_t d
     __mmask16 m = kiln_v_mask16(cnt);
     int rc = 2 * cnt - 1; /* raw elements read for stride 2 */
     __mmask16 m2a = kiln_v_mask16(rc);
-    __mmask16 m2b = (__mmask16)(rc > 16 ? (1u << (rc - 16)) - 1u : 0u);
+    __mmask16 m2b = kiln_v_mask16(rc - 16);
     __m512 acc = is_max ? _mm512_set1_ps(-INFINITY) : _mm512_setzero_ps();
     const int64_t nk = KW > 0 ? KW : kw;
     for (int r = 0; r < nr; r++) {
