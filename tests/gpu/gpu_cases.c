@@ -256,6 +256,19 @@ void nn_cases(void)
     tg_in(&t, RT(1, 200), true);
     tg_outs(&t, 1);
     run_case("LayerNormalization 200 no bias", &t, 1e-5);
+    /* half storage: rows of whole 256-value chunks a lane (the bounds-free kernel), without a bias, and a row one
+     * chunk past 512 with one */
+    t = tg_new(KILN_OP_LayerNormalization, 17);
+    tg_in(&t, rand_tensor(F32, 2, D(33, 256), -3, 3), false);
+    tg_in(&t, RT(1, 256), true);
+    tg_outs(&t, 1);
+    run_case("LayerNormalization 256 no bias", &t, 1e-5);
+    t = tg_new(KILN_OP_LayerNormalization, 17);
+    tg_in(&t, rand_tensor(F32, 2, D(11, 520), -3, 3), false);
+    tg_in(&t, RT(1, 520), true);
+    tg_in(&t, RT(1, 520), true);
+    tg_outs(&t, 1);
+    run_case("LayerNormalization 520", &t, 1e-5);
     t = tg_new(KILN_OP_LayerNormalization, 17);
     tg_in(&t, rand_tensor(F32, 2, D(9, 1501), -3, 3), false);
     tg_in(&t, RT(1, 1501), true);

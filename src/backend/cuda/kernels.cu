@@ -683,10 +683,12 @@ __global__ void k_softmax_vec(const T *x, T *y, int64_t rows, int cols, float sc
     }
 }
 
-// GV: scale and bias (float32) read as 16-byte vectors together with the row, before the reductions (their
-// latency hidden behind the row's; H200, 16384 x 768 FP16: 34.4 -> 26.5 us); else one value at a time after them.
+// GV: scale and bias (float32) read as 16-byte vectors after the reductions, one chunk at a time (H200, 16384 x 768
+// FP16, bench/ln_variants.cu: 26.7 us when they were read with the row before the reductions -- 96 registers, 2
+// blocks an SM -- against 17.7 us this way; one value at a time after them 34.4 us); else one value at a time.
+// FULL: cols == CH * 256, every lane's every chunk in the row (no bounds checks).
 // fq (may be NULL): also the E4M3 bytes of y as stored, with scale qs (an FP8 layer's input, cuda_fp8.c "feeds").
-template <typename T, int CH, bool GV>
+template <typename T, int CH, bool GV, bool FULL>
 __global__ void k_layernorm_vec(const T *x, const float *scale, const float *bias, T *y, int64_t rows, int cols,
                                 float eps, uint8_t *fq, float qs)
 {
@@ -695,30 +697,22 @@ __global__ void k_layernorm_vec(const T *x, const float *scale, const float *bia
     if (row >= rows)
         return;   // the whole warp (32 lanes a row)
     const T *xr = x + row * cols;
-    float v[CH][8], g[GV ? CH : 1][8], bb[GV ? CH : 1][8];
+    float v[CH][8];
     float s = 0.f;
 #pragma unroll
-    for (int j = 0; j < CH; j++) {
-        int c = (lane + j * 32) * 8;
-        if (c < cols) {
-            ld8(xr + c, v[j]);
-            if constexpr (GV) {
-                *(float4 *)&g[j][0] = *(const float4 *)(scale + c);
-                *(float4 *)&g[j][4] = *(const float4 *)(scale + c + 4);
-                if (bias) {
-                    *(float4 *)&bb[j][0] = *(const float4 *)(bias + c);
-                    *(float4 *)&bb[j][4] = *(const float4 *)(bias + c + 4);
-                }
-            }
+    for (int j = 0; j < CH; j++)
+        if (FULL || (lane + j * 32) * 8 < cols)
+            ld8(xr + (lane + j * 32) * 8, v[j]);
+#pragma unroll
+    for (int j = 0; j < CH; j++)
+        if (FULL || (lane + j * 32) * 8 < cols)
 #pragma unroll
             for (int k = 0; k < 8; k++)
                 s += v[j][k];
-        }
-    }
     float mean = warp_sum(s) / (float)cols, q = 0.f;
 #pragma unroll
     for (int j = 0; j < CH; j++)
-        if ((lane + j * 32) * 8 < cols)
+        if (FULL || (lane + j * 32) * 8 < cols)
 #pragma unroll
             for (int k = 0; k < 8; k++) {
                 float d = v[j][k] - mean;
@@ -728,11 +722,26 @@ __global__ void k_layernorm_vec(const T *x, const float *scale, const float *bia
 #pragma unroll
     for (int j = 0; j < CH; j++) {
         int c = (lane + j * 32) * 8;
-        if (c < cols) {
+        if (FULL || c < cols) {
+            float g[8], bb[8];
+            if constexpr (GV) {
+                *(float4 *)&g[0] = *(const float4 *)(scale + c);
+                *(float4 *)&g[4] = *(const float4 *)(scale + c + 4);
+                if (bias) {
+                    *(float4 *)&bb[0] = *(const float4 *)(bias + c);
+                    *(float4 *)&bb[4] = *(const float4 *)(bias + c + 4);
+                }
+            } else {
+#pragma unroll
+                for (int k = 0; k < 8; k++) {
+                    g[k] = scale[c + k];
+                    bb[k] = bias ? bias[c + k] : 0.f;
+                }
+            }
 #pragma unroll
             for (int k = 0; k < 8; k++) {
-                float t = (v[j][k] - mean) * inv * (GV ? g[GV ? j : 0][k] : scale[c + k]);
-                v[j][k] = bias ? t + (GV ? bb[GV ? j : 0][k] : bias[c + k]) : t;
+                float t = (v[j][k] - mean) * inv * g[k];
+                v[j][k] = bias ? t + bb[k] : t;
             }
             const uint4 u = st8(y + row * cols + c, v[j]);
             if (fq)
@@ -765,16 +774,26 @@ static void softmax_vec(const T *x, T *y, int64_t rows, int cols, float scale, c
     else go(k_softmax_vec<T, 32, 4>, 32);
 }
 
+template <typename T, bool GV, int CH>
+static void layernorm_vec_ch(const T *x, const float *scale, const float *bias, T *y, int64_t rows, int cols,
+                             float eps, uint8_t *q, float qs, cudaStream_t s)
+{
+    unsigned g = (unsigned)((rows * 32 + 255) / 256);
+    if (cols == CH * 256)
+        k_layernorm_vec<T, CH, GV, true><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps, q, qs);
+    else
+        k_layernorm_vec<T, CH, GV, false><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps, q, qs);
+}
+
 template <typename T, bool GV>
 static void layernorm_vec_gv(const T *x, const float *scale, const float *bias, T *y, int64_t rows, int cols,
                              float eps, uint8_t *q, float qs, cudaStream_t s)
 {
-    unsigned g = (unsigned)((rows * 32 + 255) / 256);
     int chunks = cols / 8;
-    if (chunks <= 32) k_layernorm_vec<T, 1, GV><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps, q, qs);
-    else if (chunks <= 64) k_layernorm_vec<T, 2, GV><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps, q, qs);
-    else if (chunks <= 96) k_layernorm_vec<T, 3, GV><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps, q, qs);
-    else k_layernorm_vec<T, 4, GV><<<g, 256, 0, s>>>(x, scale, bias, y, rows, cols, eps, q, qs);
+    if (chunks <= 32) layernorm_vec_ch<T, GV, 1>(x, scale, bias, y, rows, cols, eps, q, qs, s);
+    else if (chunks <= 64) layernorm_vec_ch<T, GV, 2>(x, scale, bias, y, rows, cols, eps, q, qs, s);
+    else if (chunks <= 96) layernorm_vec_ch<T, GV, 3>(x, scale, bias, y, rows, cols, eps, q, qs, s);
+    else layernorm_vec_ch<T, GV, 4>(x, scale, bias, y, rows, cols, eps, q, qs, s);
 }
 
 template <typename T>
