@@ -24,6 +24,28 @@ void binary_cases(void)
     tg_in(&t, RT(1, 7), true);
     tg_outs(&t, 1);
     run_case("Mul by const row", &t, 1e-6);
+    /* 16-byte vectors (k_binary_v): same shapes, an operand repeated over the leading dimension (BERT's position
+     * embeddings), the other way round, and a row of 24 repeated (float32: 4-value vectors, half: 8) */
+    t = tg_new(KILN_OP_Add, 13);
+    tg_in(&t, RT(3, 5, 16, 24), false);
+    tg_in(&t, RT(3, 5, 16, 24), false);
+    tg_outs(&t, 1);
+    run_case("Add same shape, vectors", &t, 1e-6);
+    t = tg_new(KILN_OP_Add, 13);
+    tg_in(&t, RT(3, 7, 16, 24), false);
+    tg_in(&t, RT(3, 1, 16, 24), false);
+    tg_outs(&t, 1);
+    run_case("Add [7,16,24] + [1,16,24]", &t, 1e-6);
+    t = tg_new(KILN_OP_Sub, 13);
+    tg_in(&t, RT(2, 16, 24), false);
+    tg_in(&t, RT(3, 9, 16, 24), false);
+    tg_outs(&t, 1);
+    run_case("Sub [16,24] - [9,16,24]", &t, 1e-6);
+    t = tg_new(KILN_OP_Mul, 13);
+    tg_in(&t, RT(3, 13, 11, 24), false);
+    tg_in(&t, RT(1, 24), true);
+    tg_outs(&t, 1);
+    run_case("Mul by row of 24, vectors", &t, 1e-6);
     t = tg_new(KILN_OP_Pow, 13);
     tg_in(&t, rand_tensor(F32, 2, D(9, 11), 0.1, 3), false);
     tg_in(&t, rand_tensor(F32, 1, D(11), -2, 2), false);

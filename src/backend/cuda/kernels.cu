@@ -205,10 +205,70 @@ __global__ void k_binary_bc_f(int op, const T *a, const T *b, T *y, int64_t n, s
     }
 }
 
+// 16 bytes of each operand a thread (V values), operand k's vector index i modulo its period p_k (in vectors: y's
+// count for an operand of y's shape, fewer for one repeated over leading dimensions), kept incrementally over the
+// grid-stride loop (one 64-bit modulo a thread, not one a vector). H200, BERT-base FP16 embeddings' Adds (128 x 128
+// x 768, one of them the [1, 128, 768] position table): 0.068 / 0.079 ms with the scalar kernels.
+template <typename T>
+__global__ void k_binary_v(int op, const T *__restrict__ a, const T *__restrict__ b, T *__restrict__ y, int64_t nv,
+                           int64_t pa, int64_t pb)
+{
+    constexpr int V = 16 / sizeof(T);
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nv)
+        return;
+    int64_t ia = i % pa, ib = i % pb;
+    const int64_t sa = stride % pa, sb = stride % pb;
+    for (; i < nv; i += stride) {
+        const uint4 ua = ((const uint4 *)a)[ia], ub = ((const uint4 *)b)[ib];
+        const T *ha = (const T *)&ua, *hb = (const T *)&ub;
+        uint4 uy;
+        T *hy = (T *)&uy;
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            stf(hy, k, bin_apply<float>(op, ldf(ha, k), ldf(hb, k)));
+        ((uint4 *)y)[i] = uy;
+        ia += sa;
+        ia -= ia >= pa ? pa : 0;
+        ib += sb;
+        ib -= ib >= pb ? pb : 0;
+    }
+}
+
+// The period (in elements) of operand k's offsets when they are y's index modulo it: strides contiguous over
+// trailing dimensions (size-1 dimensions take any stride) and 0 over the leading ones; 0 when not so.
+static int64_t bc_period(const cuk_shape *sh, int k)
+{
+    int64_t p = 1;
+    int d = sh->ndim - 1;
+    for (; d >= 0 && (sh->str[k][d] == p || sh->dims[d] == 1); d--)
+        p *= sh->dims[d];
+    for (; d >= 0; d--)
+        if (sh->str[k][d] != 0 && sh->dims[d] != 1)
+            return 0;
+    return p;
+}
+
+// k_binary_v when every count is whole 16-byte vectors and the buffers are aligned to them.
+template <typename T>
+static bool binary_vec(int op, const void *a, const void *b, void *y, int64_t n, const cuk_shape *sh, cudaStream_t s)
+{
+    constexpr int V = 16 / sizeof(T);
+    const int64_t pa = sh ? bc_period(sh, 0) : n, pb = sh ? bc_period(sh, 1) : n;
+    if (n % V || pa <= 0 || pb <= 0 || pa % V || pb % V || ((uintptr_t)a | (uintptr_t)b | (uintptr_t)y) % 16)
+        return false;
+    const int64_t nv = n / V;
+    k_binary_v<T><<<grid_for(nv), THREADS, 0, s>>>(op, (const T *)a, (const T *)b, (T *)y, nv, pa / V, pb / V);
+    return true;
+}
+
 template <typename T>
 static void launch_binary_f(int op, const void *a, const void *b, void *y, int64_t n, const cuk_shape *sh,
                             cudaStream_t s)
 {
+    if (binary_vec<T>(op, a, b, y, n, sh, s))
+        return;
     if (!sh)
         k_binary_same_f<T><<<grid_for(n), THREADS, 0, s>>>(op, (const T *)a, (const T *)b, (T *)y, n);
     else if (small_index(n))
