@@ -2,8 +2,8 @@
 // quantization and 4-bit weight-only GEMM kernels alone at BERT-base batch-128 shapes, CUDA events around 20
 // launches. Build and run on a GPU machine:
 //   nvcc -std=c++17 -Iinclude -Isrc -gencode=arch=compute_90a,code=sm_90a -O2 -o cuda_kernels bench/cuda_kernels.cu \
-//        src/backend/cuda/kernels.cu src/backend/cuda/kernels_attn.cu src/backend/cuda/kernels_fp4.cu \
-//        src/backend/cuda/kernels_fp8.cu && ./cuda_kernels
+//        src/backend/cuda/kernels.cu src/backend/cuda/kernels_rows.cu src/backend/cuda/kernels_attn.cu \
+//        src/backend/cuda/kernels_fp4.cu src/backend/cuda/kernels_fp8.cu && ./cuda_kernels
 #include "backend/cuda/kernels.h"
 #include <cuda_fp16.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
 // (more bytes in flight per warp; scale and bias read once per R rows), with a cap on registers (MINB blocks an SM).
 // Build and run on a GPU machine:
 //   nvcc -std=c++17 -Iinclude -Isrc -gencode=arch=compute_90a,code=sm_90a -O2 -o ln_variants bench/ln_variants.cu \
-//        src/backend/cuda/kernels.cu src/backend/cuda/kernels_fp8.cu && ./ln_variants
+//        src/backend/cuda/kernels.cu src/backend/cuda/kernels_rows.cu src/backend/cuda/kernels_fp8.cu && ./ln_variants
 #include "backend/cuda/kernels_common.cuh"
 #include <stdio.h>
 #include <stdlib.h>
