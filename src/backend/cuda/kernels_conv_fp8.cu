@@ -15,7 +15,7 @@
 
 namespace {
 
-constexpr int BN = 128, BK = 64, STAGES = 3, THREADS = 256;   // rows a tile: BM = 32 x MI (the kernel's)
+constexpr int BM = 128, BN = 128, BK = 64, STAGES = 3, THREADS = 256;
 
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid)
 {
@@ -82,23 +82,19 @@ __device__ __forceinline__ int swz(int row, int ch) { return row * BK + ((ch ^ (
 // bytes are in flight with the operands' instead of loaded by the epilogue after the MMAs (where each thread's
 // loads waited for their data before its stores). H200, ResNet-50 FP8 batch 256 before it: layer1's expansion
 // convolutions 0.50-0.57 ms, ~4x their bytes' time.
-// MI: 16-row MMA tiles a warp (2 x 4 warps), so BM = 32 MI rows a block: 4 (128 rows, 2 blocks an SM: the
-// registers of 64 accumulators a thread) or, with PRE, 2 (64 rows, 3 blocks an SM: more tiles' bytes in flight on
-// those memory-bound layers).
-template <typename T, bool PRE, int MI>
-__global__ void __launch_bounds__(THREADS, MI == 4 ? 2 : 3)
+template <typename T, bool PRE>
+__global__ void __launch_bounds__(THREADS, 2)
     k_conv_fp8(const uint8_t *__restrict__ x, const uint8_t *__restrict__ w, const float *__restrict__ scale,
                const float *__restrict__ bias, const T *__restrict__ res, T *__restrict__ y,
                const float *__restrict__ inv, uint8_t *__restrict__ yq, const uint8_t *__restrict__ resq,
                const float *__restrict__ rsp, cuk_conv_desc d)
 {
-    constexpr int BM = 32 * MI, AR = BM / 64;   // rows a block; A rows a thread copies a stage
     __shared__ __align__(128) uint8_t smem[STAGES * (BM + BN) * BK];   // the stages; the epilogue's tile after
     extern __shared__ __align__(128) uint8_t rsm[];   // PRE: the residual tile, [BM][BN] of T (or E4M3 bytes)
     uint8_t(*as)[BM * BK] = (uint8_t(*)[BM * BK])smem;
     uint8_t(*bs)[BN * BK] = (uint8_t(*)[BN * BK])(smem + STAGES * BM * BK);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int wm = warp & 1, wn = warp >> 1;   // 2 x 4 warps: rows wm * 16 MI, columns wn * 32
+    const int wm = warp & 1, wn = warp >> 1;   // 2 x 4 warps: rows wm * 64, columns wn * 32
     const int64_t M = (int64_t)d.n * d.p * d.q;
     const int64_t m0 = (int64_t)blockIdx.x * BM;
     const int n0 = blockIdx.y * BN;
@@ -106,11 +102,11 @@ __global__ void __launch_bounds__(THREADS, MI == 4 ? 2 : 3)
     const int steps = (red + BK - 1) / BK;
     // the 2 A rows (pixels) and 2 B rows (output channels) this thread copies, piece tid & 3 of each
     const int ch = tid & 3;
-    int hb[AR], wb[AR];
-    int64_t xb[AR];
-    bool mok[AR];
+    int hb[2], wb[2];
+    int64_t xb[2];
+    bool mok[2];
 #pragma unroll
-    for (int i = 0; i < AR; i++) {
+    for (int i = 0; i < 2; i++) {
         const int64_t m = m0 + (tid >> 2) + i * 64;
         mok[i] = m < M;
         const int64_t pq = (int64_t)d.p * d.q;
@@ -131,16 +127,12 @@ __global__ void __launch_bounds__(THREADS, MI == 4 ? 2 : 3)
     auto load = [&](int stage) {
         const bool kok = kc < red;
 #pragma unroll
-        for (int i = 0; i < AR; i++) {
+        for (int i = 0; i < 2; i++) {
             const int row = (tid >> 2) + i * 64;
             const int hh = hb[i] + pr * d.dh, ww = wb[i] + ps * d.dw;
             const bool ok = kok && mok[i] && (unsigned)hh < (unsigned)d.h && (unsigned)ww < (unsigned)d.w;
             const uint8_t *src = ok ? x + xb[i] + ((int64_t)hh * d.w + ww) * d.c + pc : x;
             cp_async16(&as[stage][swz(row, ch)], src, ok);
-        }
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const int row = (tid >> 2) + i * 64;
             const bool nok = kok && n0 + row < d.k;
             cp_async16(&bs[stage][swz(row, ch)], nok ? w + (int64_t)(n0 + row) * red + kc : w, nok);
         }
@@ -154,9 +146,9 @@ __global__ void __launch_bounds__(THREADS, MI == 4 ? 2 : 3)
             }
         }
     };
-    float acc[MI][4][4];
+    float acc[4][4][4];
 #pragma unroll
-    for (int i = 0; i < MI; i++)
+    for (int i = 0; i < 4; i++)
 #pragma unroll
         for (int j = 0; j < 4; j++)
 #pragma unroll
@@ -189,10 +181,10 @@ __global__ void __launch_bounds__(THREADS, MI == 4 ? 2 : 3)
         const uint8_t *a_s = as[step % STAGES], *b_s = bs[step % STAGES];
 #pragma unroll
         for (int ks = 0; ks < 2; ks++) {
-            uint32_t a[MI][4], b[4][2];
+            uint32_t a[4][4], b[4][2];
 #pragma unroll
-            for (int i = 0; i < MI; i++)
-                ldsm_x4(a[i], &a_s[swz(wm * 16 * MI + i * 16 + (lane & 15), ks * 2 + (lane >> 4))]);
+            for (int i = 0; i < 4; i++)
+                ldsm_x4(a[i], &a_s[swz(wm * 64 + i * 16 + (lane & 15), ks * 2 + (lane >> 4))]);
 #pragma unroll
             for (int jj = 0; jj < 2; jj++) {
                 const int mi = lane >> 3;
@@ -204,27 +196,26 @@ __global__ void __launch_bounds__(THREADS, MI == 4 ? 2 : 3)
                 b[2 * jj + 1][1] = r[3];
             }
 #pragma unroll
-            for (int i = 0; i < MI; i++)
+            for (int i = 0; i < 4; i++)
 #pragma unroll
                 for (int j = 0; j < 4; j++)
                     mma_e4m3(acc[i][j], a[i], b[j][0], b[j][1]);
         }
     }
     cp_wait<0>();
-    // Epilogue through shared memory, BM / 2 rows at a time (the warps of row half wm): x scale + bias in float32
-    // into a [BM / 2][BN + 4] tile, then each thread takes 8 neighbouring channels of a pixel: residual, ReLU, one
-    // 16-byte store of the output (K is a multiple of 8) and 8 bytes of its feed.
+    // Epilogue through shared memory, 64 rows at a time (the warps of row half wm): x scale + bias in float32 into
+    // a [64][BN + 4] tile, then each thread takes 8 neighbouring channels of a pixel: residual, ReLU, one 16-byte
+    // store of the output (K is a multiple of 8) and 8 bytes of its feed.
     __syncthreads();   // every warp is done with the stages the tile overlays
     float *tile = (float *)smem;
     constexpr int TS = BN + 4;
-    constexpr int HR = BM / 2;   // rows a half
-    static_assert(HR * TS * sizeof(float) <= sizeof(smem), "epilogue tile");
+    static_assert(64 * TS * sizeof(float) <= sizeof(smem), "epilogue tile");
     const float sc = *scale, iv = yq ? *inv : 0.f, rsc = resq ? *rsp : 0.f;
     const int g = lane >> 2, tig = lane & 3;
     for (int half = 0; half < 2; half++) {
         if (wm == half) {
 #pragma unroll
-            for (int i = 0; i < MI; i++)
+            for (int i = 0; i < 4; i++)
 #pragma unroll
                 for (int hr = 0; hr < 2; hr++)
 #pragma unroll
@@ -240,9 +231,9 @@ __global__ void __launch_bounds__(THREADS, MI == 4 ? 2 : 3)
         }
         __syncthreads();
 #pragma unroll
-        for (int it = 0; it < HR * BN / 8 / THREADS; it++) {
+        for (int it = 0; it < 4; it++) {
             const int idx = tid + it * THREADS, lr = idx >> 4, lc = (idx & 15) * 8;
-            const int64_t row = m0 + half * HR + lr;
+            const int64_t row = m0 + half * 64 + lr;
             const int col = n0 + lc;
             if (row < M && col < d.k) {
                 const int64_t o = row * d.k + col;
@@ -250,7 +241,7 @@ __global__ void __launch_bounds__(THREADS, MI == 4 ? 2 : 3)
                 const float4 t0 = *(const float4 *)&tile[lr * TS + lc], t1 = *(const float4 *)&tile[lr * TS + lc + 4];
                 v[0] = t0.x; v[1] = t0.y; v[2] = t0.z; v[3] = t0.w;
                 v[4] = t1.x; v[5] = t1.y; v[6] = t1.z; v[7] = t1.w;
-                const int64_t ro = PRE ? (int64_t)(half * HR + lr) * BN + lc : o;   // the residual's offset
+                const int64_t ro = PRE ? (int64_t)(half * 64 + lr) * BN + lc : o;   // the residual's offset
                 if (res) {
                     float rv[8];
                     ld8(PRE ? (const T *)rsm : res, ro, rv);
@@ -297,23 +288,19 @@ cudaError_t launch(const uint8_t *x, const uint8_t *w, const float *scale, const
                    cudaStream_t s)
 {
     const int64_t M = (int64_t)d->n * d->p * d->q;
+    dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((d->k + BN - 1) / BN));
     const int64_t red = (int64_t)d->r * d->s * d->c;
     if (red <= (STAGES - 1) * BK && (res || (resq && d->k % 16 == 0))) {
-        constexpr int BM = 64;
         const int bytes = BM * BN * (res ? (int)sizeof(T) : 1);
         // past 48 KB of shared memory in all: opted in at every launch (not a stream operation: legal in a capture)
-        cudaError_t e =
-            cudaFuncSetAttribute(k_conv_fp8<T, true, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+        cudaError_t e = cudaFuncSetAttribute(k_conv_fp8<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
         if (e != cudaSuccess)
             return e;
-        dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((d->k + BN - 1) / BN));
-        k_conv_fp8<T, true, 2><<<grid, THREADS, bytes, s>>>(x, w, scale, bias, (const T *)res, (T *)y, inv, yq, resq,
-                                                           rsp, *d);
+        k_conv_fp8<T, true><<<grid, THREADS, bytes, s>>>(x, w, scale, bias, (const T *)res, (T *)y, inv, yq, resq,
+                                                        rsp, *d);
     } else {
-        constexpr int BM = 128;
-        dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((d->k + BN - 1) / BN));
-        k_conv_fp8<T, false, 4><<<grid, THREADS, 0, s>>>(x, w, scale, bias, (const T *)res, (T *)y, inv, yq, resq,
-                                                         rsp, *d);
+        k_conv_fp8<T, false><<<grid, THREADS, 0, s>>>(x, w, scale, bias, (const T *)res, (T *)y, inv, yq, resq, rsp,
+                                                      *d);
     }
     return cudaGetLastError();
 }
@@ -325,7 +312,7 @@ extern "C" cudaError_t cuk_conv_fp8(int fdt_y, const uint8_t *x, const uint8_t *
                                     const uint8_t *resq, const float *rs, const cuk_conv_desc *d, cudaStream_t s)
 {
     if (d->c % 16 || d->k % 8 || !d->y_nhwc || (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
-        (int64_t)d->n * d->p * d->q / 64 >= 0x7fffffff || (yq && !inv) || (!y && !yq) || (resq && (res || !rs)))
+        (int64_t)d->n * d->p * d->q / BM >= 0x7fffffff || (yq && !inv) || (!y && !yq) || (resq && (res || !rs)))
         return cudaErrorInvalidValue;
     if (fdt_y == CUK_F16) return launch<__half>(x, w, scale, bias, res, y, inv, yq, resq, rs, d, s);
     if (fdt_y == CUK_BF16) return launch<__nv_bfloat16>(x, w, scale, bias, res, y, inv, yq, resq, rs, d, s);
