@@ -12,6 +12,7 @@
 // storage), ReLU, 16-byte stores in the output's storage; optionally the next FP8 layer's input too (feed: E4M3 of
 // the float32 value x 1 / its scale, saturating, before the output's rounding -- as cuDNN's graph writes it).
 #include "kernels_common.cuh"
+#include <type_traits>
 
 namespace {
 
@@ -105,15 +106,23 @@ __global__ void __launch_bounds__(THREADS, 2)
     int hb[2], wb[2];
     int64_t xb[2];
     bool mok[2];
+    // a 1x1 stride-1 convolution without padding is a plain GEMM: pixel m's channels start at m * c (no divisions;
+    // ncu on ResNet-50's memory-bound 1x1 layers: the issue slots, not the memory, are their limit)
+    const bool gemm = d.r == 1 && d.s == 1 && d.sh == 1 && d.sw == 1 && d.ph == 0 && d.pw == 0;
+    const int64_t pq = (int64_t)d.p * d.q;
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int64_t m = m0 + (tid >> 2) + i * 64;
         mok[i] = m < M;
-        const int64_t pq = (int64_t)d.p * d.q;
-        const int64_t nn = mok[i] ? m / pq : 0, rem = mok[i] ? m % pq : 0;
-        hb[i] = (int)(rem / d.q) * d.sh - d.ph;
-        wb[i] = (int)(rem % d.q) * d.sw - d.pw;
-        xb[i] = nn * d.h * d.w * d.c;
+        if (gemm) {
+            hb[i] = wb[i] = 0;
+            xb[i] = mok[i] ? m * d.c : 0;
+        } else {
+            const int64_t nn = mok[i] ? m / pq : 0, rem = mok[i] ? m % pq : 0;
+            hb[i] = (int)(rem / d.q) * d.sh - d.ph;
+            wb[i] = (int)(rem % d.q) * d.sw - d.pw;
+            xb[i] = nn * d.h * d.w * d.c;
+        }
     }
     // this thread's piece's position in the reduction, advanced by 64 each load (loads come in step order)
     int kc = ch * 16, pc = kc, pr = 0, ps = 0;   // reduction index; its channel, filter row, filter column
@@ -163,13 +172,20 @@ __global__ void __launch_bounds__(THREADS, 2)
     if constexpr (PRE) {
         // one group after the stages' (the first wait below then also waits for stage 1: both are needed anyway);
         // 16-byte pieces of BN columns, zeros past M or past the channels (d.k is a multiple of 16 / element size)
-        const int es = res ? (int)sizeof(T) : 1, per = 16 / es, rowp = BN / per;   // values a piece, pieces a row
-        const uint8_t *rb = res ? (const uint8_t *)res : resq;
-        for (int i = tid; i < BM * rowp; i += THREADS) {
-            const int r = i / rowp, c = (i % rowp) * per;
-            const bool ok = m0 + r < M && n0 + c < d.k;
-            cp_async16(&rsm[(r * BN + c) * es], ok ? rb + ((m0 + r) * d.k + n0 + c) * es : rb, ok);
-        }
+        // (the element size a constant in each branch: the index arithmetic is shifts)
+        auto copy = [&](const uint8_t *rb, auto es_c) {
+            constexpr int es = decltype(es_c)::value, per = 16 / es, rowp = BN / per;   // values a piece, a row's
+#pragma unroll 2
+            for (int it = 0; it < BM * rowp / THREADS; it++) {
+                const int i = tid + it * THREADS, r = i / rowp, c = (i % rowp) * per;
+                const bool ok = m0 + r < M && n0 + c < d.k;
+                cp_async16(&rsm[(r * BN + c) * es], ok ? rb + ((m0 + r) * d.k + n0 + c) * es : rb, ok);
+            }
+        };
+        if (res)
+            copy((const uint8_t *)res, std::integral_constant<int, (int)sizeof(T)>{});
+        else
+            copy(resq, std::integral_constant<int, 1>{});
         cp_commit();
     }
     for (int step = 0; step < steps; step++) {
