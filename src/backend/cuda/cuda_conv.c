@@ -159,19 +159,8 @@ static kiln_status make_state(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, bool nhw
         s->ydims[i] = yd[i];
     s->graph_ok = half && group == 1 && b->conv_graph;
     s->gemm_fit = half && nhwc && cu_conv_gemm_fits(wd, g, group);
-    memset(&s->gkey, 0, sizeof s->gkey);
-    s->gkey.ty = (int32_t)ty;
-    s->gkey.nhwc = nhwc;
-    for (int i = 0; i < 4; i++) {
-        s->gkey.xd[i] = xd[i];
-        s->gkey.wd[i] = wd[i];
-        s->gkey.yd[i] = yd[i];
-    }
-    for (int i = 0; i < 2; i++) {
-        s->gkey.pad[i] = g->pb[i];
-        s->gkey.str[i] = g->s[i];
-        s->gkey.dil[i] = g->d[i];
-    }
+    const int64_t yd64[4] = {yd[0], yd[1], yd[2], yd[3]};
+    cu_cg_key_init(&s->gkey, (int32_t)ty, nhwc, xd, wd, yd64, g);
     /* the fastest algorithm of an acceptable math type, timed by cuDNN */
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int got = 0;

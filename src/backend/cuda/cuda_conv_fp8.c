@@ -262,24 +262,15 @@ static cu_cg_key graph_key(const kiln_tensor *x, const kiln_tensor *w, const int
                            kiln_dtype sdt, bool bias, bool res, bool relu)
 {
     cu_cg_key k;
-    memset(&k, 0, sizeof k);
-    k.ty = sdt == KILN_DT_FLOAT16 ? CUDNN_DATA_HALF : sdt == KILN_DT_BFLOAT16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
-    k.nhwc = 1;
+    cu_cg_key_init(&k, sdt == KILN_DT_FLOAT16    ? CUDNN_DATA_HALF
+                       : sdt == KILN_DT_BFLOAT16 ? CUDNN_DATA_BFLOAT16
+                                                 : CUDNN_DATA_FLOAT,
+                   true, x->dims, w->dims, yd, g);
     k.fp8 = 1;
     k.bias = bias;
     k.bias_ty = bias ? CUDNN_DATA_FLOAT : 0;
     k.res = res;
     k.relu = relu;
-    for (int i = 0; i < 4; i++) {
-        k.xd[i] = x->dims[i];
-        k.wd[i] = w->dims[i];
-        k.yd[i] = yd[i];
-    }
-    for (int i = 0; i < 2; i++) {
-        k.pad[i] = g->pb[i];
-        k.str[i] = g->s[i];
-        k.dil[i] = g->d[i];
-    }
     return k;
 }
 

@@ -454,6 +454,24 @@ void cu_cg_free_all(cu_be *b)
     b->n_cg = b->cap_cg = 0;
 }
 
+void cu_cg_key_init(cu_cg_key *k, int32_t ty, bool nhwc, const int64_t xd[4], const int64_t wd[4],
+                    const int64_t yd[4], const cu_geom *g)
+{
+    memset(k, 0, sizeof *k);   /* the key is compared byte for byte */
+    k->ty = ty;
+    k->nhwc = nhwc;
+    for (int i = 0; i < 4; i++) {
+        k->xd[i] = xd[i];
+        k->wd[i] = wd[i];
+        k->yd[i] = yd[i];
+    }
+    for (int i = 0; i < 2; i++) {
+        k->pad[i] = g->pb[i];
+        k->str[i] = g->s[i];
+        k->dil[i] = g->d[i];
+    }
+}
+
 kiln_status cu_cg_get(cu_be *b, const cu_cg_key *k, const void *const *ptr, cu_cg **out)
 {
     *out = NULL;

@@ -200,6 +200,10 @@ typedef struct cu_cg_key {
     int64_t xd[4], wd[4], yd[4], pad[2], str[2], dil[2];
 } cu_cg_key;
 typedef struct cu_cg cu_cg;
+/* *k zeroed, then a convolution's geometry: data type ty (cudnnDataType_t), layout, x / w / y dims, begin pads,
+ * strides, dilations (g); nothing fused (the callers set bias / res / relu / fp8 / feed) */
+void cu_cg_key_init(cu_cg_key *k, int32_t ty, bool nhwc, const int64_t xd[4], const int64_t wd[4],
+                    const int64_t yd[4], const cu_geom *g);
 /* The plan of configuration k (made on first use: the engine timed on the operands ptr = x, w, bias,
  * residual, y, s, inv, yq: CU_CG_OPERANDS pointers, NULL where k has none); *out NULL when no engine takes it
  * (remembered). */
