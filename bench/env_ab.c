@@ -12,7 +12,11 @@
  * for an entry =X; the rest; the whole model) the mean times and the paired ratio B/A (geometric mean and median
  * over the pairs, and how many pairs were below 1), then every layer whose paired ratio is off 1 by more than 2%
  * (and takes >= 0.05 ms).
- * The first run of a context is not timed (3 warm-up runs). Inputs: kiln_engine_synth_inputs. A NAME that
+ * ENV_AB_CONTEXTS=2: A and B run in two contexts, B's created and planned (its first runs) with NAME set, for
+ * switches read when a context plans its memory (runtime/plan.c) rather than while it runs; with ENV_AB_ENGINE_B=FILE
+ * too, B's context is of that engine (the same model built otherwise: a change made at build time, such as the
+ * memory plan an engine stores; it must have ENGINE's layers).
+ * The first runs of a context are not timed (3 warm-up runs). Inputs: kiln_engine_synth_inputs. A NAME that
  * nothing reads gives the noise floor (A/A): on that VM under the lead's builds, 20 pairs of ResNet-50 read
  * 0.98-1.01 on the total and single layers 0.85-1.08; with 150-300 pairs unchanged groups of layers stayed
  * within 0.99-1.01 (session 16). */
@@ -85,13 +89,37 @@ int main(int argc, char **argv)
     }
     if (kiln_engine_synth_inputs(e, NULL, in) != KILN_OK)
         return fail("making inputs");
-    kiln_context_t c;
-    if (kiln_context_create(e, &c) != KILN_OK)
-        return fail("creating a context");
-    kiln_context_set_threads(c, threads);
-    for (int i = 0; i < nin; i++)
-        if (kiln_context_set_input(c, kiln_engine_input_name(e, i), &in[i]) != KILN_OK)
-            return fail("binding an input");
+    /* ENV_AB_CONTEXTS=2: B runs in a context of its own (of ENV_AB_ENGINE_B's engine if set), planned (first run)
+     * with NAME set */
+    const char *nctx = getenv("ENV_AB_CONTEXTS"), *eb = getenv("ENV_AB_ENGINE_B");
+    const int two = nctx && atoi(nctx) == 2;
+    kiln_context_t cx[2] = {NULL, NULL};
+    kiln_engine_t eb_e = NULL;
+    if (two && eb && eb[0]) {
+        if (kiln_engine_load(eb, &eb_e) != KILN_OK)
+            return fail("loading ENV_AB_ENGINE_B");
+        if (kiln_engine_num_layers(eb_e) != L || kiln_engine_num_inputs(eb_e) != nin) {
+            fprintf(stderr, "env_ab: %s has other layers or inputs than %s\n", eb, argv[1]);
+            return 2;
+        }
+    }
+    for (int k = 0; k <= two; k++) {
+        if (k)
+            setenv(var, "1", 1);
+        kiln_engine_t ek = k && eb_e ? eb_e : e;
+        if (kiln_context_create(ek, &cx[k]) != KILN_OK)
+            return fail("creating a context");
+        kiln_context_set_threads(cx[k], threads);
+        for (int i = 0; i < nin; i++)
+            if (kiln_context_set_input(cx[k], kiln_engine_input_name(e, i), &in[i]) != KILN_OK)
+                return fail("binding an input");
+        for (int i = 0; i < 3; i++)
+            if (kiln_context_run(cx[k]) != KILN_OK)
+                return fail("running");
+        unsetenv(var);
+    }
+    if (!two)
+        cx[1] = cx[0];
     int nsel = 0;
     for (int i = 0; i < L; i++) {
         kiln_layer_info li;
@@ -104,9 +132,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "env_ab: no layer matches '%s'\n", list);
         return 2;
     }
-    for (int i = 0; i < 3; i++)
-        if (kiln_context_run(c) != KILN_OK)
-            return fail("running");
     double sum[2][3] = {{0}};
     for (int p = 0; p < pairs; p++) {
         double v[2][3];
@@ -116,7 +141,7 @@ int main(int argc, char **argv)
                 setenv(var, "1", 1);
             else
                 unsetenv(var);
-            if (kiln_context_profile(c, 1, t[b]) != KILN_OK)
+            if (kiln_context_profile(cx[b], 1, t[b]) != KILN_OK)
                 return fail("running");
             v[b][0] = v[b][1] = 0;
             for (int i = 0; i < L; i++)
@@ -135,7 +160,8 @@ int main(int argc, char **argv)
             }
     }
     unsetenv(var);
-    printf("%s: %d ABBA pairs, %d thread(s); B = %s=1\n", argv[1], pairs, threads, var);
+    printf("%s: %d ABBA pairs, %d thread(s); B = %s=1%s\n", argv[1], pairs, threads, var,
+           two ? " (its own context, planned with it)" : "");
     static const char *names[3] = {"selected", "rest", "total"};
     for (int k = list ? 0 : 1; k < 3; k++) {
         double g = 0;
@@ -156,7 +182,10 @@ int main(int argc, char **argv)
             printf("  %-40s A %.3f ms  B/A %.3f\n", li.name, la[i] / pairs, g);
         }
     }
-    kiln_context_free(c);
+    kiln_context_free(cx[0]);
+    if (two)
+        kiln_context_free(cx[1]);
+    kiln_engine_free(eb_e);
     for (int i = 0; i < nin; i++)
         kiln_free(in[i].data);
     kiln_engine_free(e);

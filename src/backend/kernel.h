@@ -61,6 +61,9 @@ typedef kiln_status (*kiln_kernel_fn)(kiln_kctx *ctx);
 
 /* Allocates output i with the given dtype and shape (zero-filled). */
 kiln_status kiln__kout(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims);
+/* Whether the runtime places output i over input tensor t (t's bytes, computed in place over it: the plan pairs
+ * them when t dies at this node; runtime/plan.c). */
+bool kiln__kout_over(const kiln_kctx *ctx, int i, const kiln_tensor *t);
 /* Same, but the data is left uninitialized (filled with 0xFF bytes in sanitizer builds): only
  * for kernels that provably write every element of the output. */
 kiln_status kiln__kout_uninit(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, const int64_t *dims);

@@ -302,7 +302,7 @@ kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_pat
         res->calibrated = true;
         res->tuned = ts.tuned;
         res->from_cache = ts.from_cache;
-        st = kiln__plan_make(g, rec, &res->plan);
+        st = kiln__plan_make(g, rec, KILN_PLAN_CONV_RES, &res->plan);   /* host contexts (CUDA ones plan again) */
         for (int i = 0; i < g->n_inputs && i < KILN_MAX_CALIB_INPUTS; i++) {
             res->ndim[i] = ins[i].ndim;
             memcpy(res->dims[i], ins[i].dims, sizeof ins[i].dims);

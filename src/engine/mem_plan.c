@@ -33,16 +33,25 @@ typedef struct live_slot {
     int v;
 } live_slot;
 
+/* Whether op computes its output 0 in place (over one of its first two inputs; a FusedConv over its residual,
+ * input 3: runtime/plan.c). */
+static bool inplace_capable(kiln_op op)
+{
+    return kiln__plan_inplace_op(op) || op == KILN_OP_FusedConv;
+}
+
 /* True if v may share u's bytes: v is computed in place over u by an op that allows it (the way
  * kiln__plan_make pairs them): v is output 0 of an in-place op, u one of its first two inputs
- * and dies there, and both occupy the same bytes. */
+ * (a FusedConv's residual, input 3) and dies there, and both occupy the same bytes. */
 static bool inplace_pair(const kiln_graph *g, const kiln_plan *p, const int *last, int u, int v)
 {
     int i = g->values[v].producer;
     const kiln_node *n = &g->nodes[i];
-    if (!p->inplace[v] || !kiln__plan_inplace_op(n->op) || n->n_out < 1 || n->out[0] != v || last[u] != i ||
+    if (!p->inplace[v] || !inplace_capable(n->op) || n->n_out < 1 || n->out[0] != v || last[u] != i ||
         p->offset[u] != p->offset[v] || p->cap[u] != p->cap[v])
         return false;
+    if (n->op == KILN_OP_FusedConv)
+        return n->n_in >= 4 && n->in[3] == u;
     for (int j = 0; j < n->n_in && j < 2; j++)
         if (n->in[j] == u)
             return true;
@@ -111,7 +120,7 @@ kiln_status kiln__plan_validate(const kiln_graph *g, const kiln_plan *p)
                                    g->values[v].name, g->values[live[q].v].name);
                     goto done;
                 }
-            if (p->inplace[v] && !(o == 0 && kiln__plan_inplace_op(n->op)))
+            if (p->inplace[v] && !(o == 0 && inplace_capable(n->op)))
                 goto bad_value;
             live[nlive++] = (live_slot){off, end, v};
         }

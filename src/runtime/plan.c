@@ -4,6 +4,7 @@
  * finding the ones that overlap a lifetime costs O((K + 1) log N) for K of them, and placing a
  * block O(log N): O(B log B + sum of K log N) in all, instead of comparing every pair. */
 #include "plan.h"
+#include "../core/numfmt.h"
 #include <stdlib.h>
 
 #define ALIGN KILN_PLAN_ALIGN
@@ -156,7 +157,32 @@ void kiln__plan_mem(const kiln_plan *p, uint8_t *arena, kiln_mem *m)
     m->inplace = p->inplace;
 }
 
-kiln_status kiln__plan_make(const kiln_graph *g, const size_t *bytes, kiln_plan *p)
+static bool f32_or_unknown(kiln_dtype t)
+{
+    return t == KILN_DT_FLOAT32 || t == KILN_DT_UNDEFINED;
+}
+
+/* Whether u (input 3 of node n, its residual) may be n's output v's memory as well (KILN_PLAN_CONV_RES): a float32
+ * FusedConv with a 1x1 kernel and float32 weights (not stored in a low-bit format, KILN_ATTR_WQ), a residual of the
+ * output's size. The CPU kernel (kiln__fused_conv) copies the residual first where its path would store over it
+ * before reading it: other convs would gain nothing. */
+static bool conv_res_pair(const kiln_graph *g, const kiln_node *n, int u, int v, const size_t *bytes)
+{
+    if (n->op != KILN_OP_FusedConv || n->n_in < 4 || n->in[3] != u || n->n_out < 1 || n->out[0] != v ||
+        bytes[u] != bytes[v] || !f32_or_unknown(g->values[u].dtype) || !f32_or_unknown(g->values[v].dtype) ||
+        kiln__attr(n, KILN_ATTR_WQ))
+        return false;
+    int w = n->in[1];
+    const kiln_tensor *wt = w >= 0 ? g->values[w].init : NULL;
+    if (!wt || wt->dtype != KILN_DT_FLOAT32 || wt->ndim < 3)
+        return false;
+    for (int d = 2; d < wt->ndim; d++)
+        if (wt->dims[d] != 1)
+            return false;
+    return true;
+}
+
+kiln_status kiln__plan_make(const kiln_graph *g, const size_t *bytes, unsigned flags, kiln_plan *p)
 {
     memset(p, 0, sizeof *p);
     int nv = g->n_values;
@@ -204,6 +230,12 @@ kiln_status kiln__plan_make(const kiln_graph *g, const size_t *bytes, kiln_plan 
                         blocks[blk_of[u]].end == i)
                         donor = u;
                 }
+            if (donor < 0 && o == 0 && (flags & KILN_PLAN_CONV_RES) && n->n_in >= 4) {
+                int u = n->in[3];
+                if (u >= 0 && blk_of[u] >= 0 && last[u] == i && blocks[blk_of[u]].end == i &&
+                    conv_res_pair(g, n, u, v, bytes))
+                    donor = u;
+            }
             if (donor >= 0) {
                 blk_of[v] = blk_of[donor];
                 block *b = &blocks[blk_of[v]];

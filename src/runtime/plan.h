@@ -5,8 +5,11 @@
 #include "exec.h"
 #include "../engine/mem_plan.h"
 
-/* Plans g given the byte size of each value (0 = not planned, e.g. never produced). */
-kiln_status kiln__plan_make(const kiln_graph *g, const size_t *bytes, kiln_plan *p);
+/* Plans g given the byte size of each value (0 = not planned, e.g. never produced). flags: KILN_PLAN_CONV_RES also
+ * computes a float32 1x1 FusedConv in place over its residual where that dies there (plan.c conv_res_pair): for the
+ * CPU kernels only, which read each residual element before storing over it, or copy the residual first. */
+enum { KILN_PLAN_CONV_RES = 1 };
+kiln_status kiln__plan_make(const kiln_graph *g, const size_t *bytes, unsigned flags, kiln_plan *p);
 /* A kiln_mem view of a plan over an arena buffer. */
 void kiln__plan_mem(const kiln_plan *p, uint8_t *arena, kiln_mem *m);
 #endif

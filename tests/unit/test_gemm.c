@@ -265,6 +265,90 @@ static int run_epi_case(int nthreads, bool ta, bool tb, int64_t M, int64_t N, in
     return run_epi_case_lda(nthreads, ta, tb, M, N, K, alpha, beta, bias_kind, res, act, packer, 1, seed);
 }
 
+/* The residual at C's own addresses (epi.res == C, ldr == ldc, beta == 0: a FusedConv computed in place over its
+ * residual): C = act(alpha op(A) op(B) + bias + C_before), every path reading an element of C before it stores over
+ * it: the direct path (tiny, M == 1, N == 1), one K slice, several (K above 512), edge rows read in place (M not a
+ * multiple of 8 with K above 256), the three B packers, one and two threads. */
+static int run_res_in_place(int nthreads, int64_t M, int64_t N, int64_t K, float alpha, int bias_kind, kiln_act act,
+                            int packer, unsigned long long *seed)
+{
+    int64_t lda = K + 1, ldb = N + 2, ldc = N + 3;
+    float *A = rand_buf((size_t)(M * lda), seed), *B = rand_buf((size_t)(K * ldb), seed);
+    float *C = rand_buf((size_t)(M * ldc), seed), *R = malloc(sizeof(float) * (size_t)(M * ldc));
+    float *P = malloc(sizeof(float) * (size_t)(M * ldc));
+    float *bias = rand_buf((size_t)(M > N ? M : N), seed);
+    for (int64_t i = 0; i < M * ldc; i++)
+        R[i] = P[i] = C[i];
+    kiln__sgemm_ref(false, false, M, N, K, alpha, A, lda, B, ldb, 0.0f, R, ldc);
+    kiln_epi e = {.bias = bias_kind ? bias : NULL, .row_bias = bias_kind == 1, .res = C, .ldr = ldc, .act = act};
+    pk_ctx pc = {B, ldb, false};
+    kiln_gemm g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = 0.0f, .A = A, .lda = lda,
+                   .B = packer ? NULL : B, .ldb = ldb, .packb = packer == 1 ? test_packb : NULL, .packb_ctx = &pc,
+                   .C = C, .ldc = ldc, .epi = &e};
+    float *bp = NULL;
+    if (packer == 2) {
+        int nr = kiln__sgemm_nr();
+        int64_t np = (N + nr - 1) / nr;
+        bp = aligned_alloc(64, (sizeof(float) * (size_t)(np * K * nr) + 63) / 64 * 64);
+        for (int64_t p = 0; p < np; p++)
+            for (int64_t k = 0; k < K; k++)
+                for (int r = 0; r < nr; r++) {
+                    int64_t j = p * nr + r;
+                    bp[(p * K + k) * nr + r] = j < N ? B[k * ldb + j] : NAN;
+                }
+        g.bpack = bp;
+    }
+    kiln__sgemm_ex(test_pool(nthreads), nthreads, &g);
+    free(bp);
+    int ok = 1;
+    for (int64_t i = 0; i < M && ok; i++)
+        for (int64_t j = 0; j < ldc; j++) {
+            float got = C[i * ldc + j];
+            if (j >= N) {
+                if (got != P[i * ldc + j]) {
+                    CHECK_MSG(0, "res in place: pad clobbered at (%lld,%lld)", (long long)i, (long long)j);
+                    ok = 0;
+                    break;
+                }
+                continue;
+            }
+            double v = (double)R[i * ldc + j] + P[i * ldc + j];
+            if (bias_kind)
+                v += bias[bias_kind == 1 ? i : j];
+            double want = act_ref(&act, v);
+            double mag = 1.0 + fabs((double)P[i * ldc + j]);
+            for (int64_t k = 0; k < K; k++)
+                mag += fabs((double)A[i * lda + k] * B[k * ldb + j]);
+            double tol = 1e-6 * (double)(K + 8) * mag + 1e-5 * fabs(want);
+            if (!(fabs((double)got - want) <= tol)) {
+                CHECK_MSG(0, "res in place M=%lld N=%lld K=%lld a=%g bias=%d act=%d packer=%d nt=%d at (%lld,%lld): "
+                          "%g vs %g", (long long)M, (long long)N, (long long)K, alpha, bias_kind, act.kind, packer,
+                          nthreads, (long long)i, (long long)j, got, want);
+                ok = 0;
+                break;
+            }
+        }
+    test_checks++;
+    n_epi_cases++;
+    free(A), free(B), free(C), free(R), free(P), free(bias);
+    return ok;
+}
+
+static int test_res_in_place(unsigned long long *seed)
+{
+    static const int64_t shapes[][3] = {{1, 37, 5},   {23, 1, 40},    {3, 4, 5},     {1, 300, 700}, {64, 3136, 64},
+                                        {256, 201, 64}, {37, 601, 1024}, {13, 97, 513}, {100, 50, 300}, {45, 99, 700},
+                                        {8, 33, 257},  {131, 257, 512}, {29, 17, 1000}, {16, 4, 2048}};
+    int fails = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        kiln_act act = {.kind = i % 3 == 0 ? KILN_ACT_RELU : i % 3 == 1 ? KILN_ACT_NONE : KILN_ACT_GELU};
+        fails += !run_res_in_place(1 + (int)(i % 2), shapes[i][0], shapes[i][1], shapes[i][2], i % 4 == 3 ? 0.5f : 1.0f,
+                                   (int)(i % 3), act, (int)(i % 3), seed);
+        fails += !run_res_in_place(2 - (int)(i % 2), shapes[i][0], shapes[i][1], shapes[i][2], 1.0f, 1, act, 0, seed);
+    }
+    return fails;
+}
+
 /* Row-major A read in place: the 12-row tiles of pre-packed B (mixed with 8-row ones so that
  * every height is covered: 12a + 8b and a partial last tile), wide and narrow last column panels,
  * one K slice (K <= 256: row tiles outside the panels for the other packers) or several, and A
@@ -786,6 +870,7 @@ int main(int argc, char **argv)
     }
     fails += test_epilogues(&seed);
     fails += test_tall_tiles(&seed);
+    fails += test_res_in_place(&seed);
     fails += test_row_bpack(&seed);
     fails += test_rows_outer(&seed);
     fails += test_shared_b(&seed);

@@ -59,6 +59,11 @@ kiln_status kiln__conv(kiln_kctx *ctx, const kiln_conv_isa *isa, kiln_kernel_fn 
  * does not apply. */
 kiln_status kiln__conv_fused(kiln_kctx *ctx, const kiln_conv_isa *isa, const kiln_tensor *res, const kiln_act *act,
                              bool *handled);
+/* Whether kiln__conv_fused computes act(Conv(X, W, B) + res) with its output at res's own addresses (ctx->in =
+ * {X, W, B?}), bit for bit as with res elsewhere: a float32 pointwise conv of res's dims, one GEMM per image and
+ * group that reads each residual element before storing over it (kiln__sgemm_res_in_place). Else the residual
+ * must be copied first. */
+bool kiln__conv_res_in_place_ok(const kiln_kctx *ctx, const kiln_tensor *res);
 /* FusedConv (k_fused.c) with the hooks of isa. */
 kiln_status kiln__fused_conv(kiln_kctx *ctx, const kiln_conv_isa *isa, kiln_kernel_fn self);
 

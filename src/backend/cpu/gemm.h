@@ -31,7 +31,9 @@ typedef struct kiln_gemm {
                                   * 64-byte aligned */
     float *C;
     int64_t ldc;
-    const kiln_epi *epi;         /* NULL: none. Its residual must not overlap C. */
+    const kiln_epi *epi;         /* NULL: none. Its residual must not overlap C, unless it is C itself (res == C,
+                                  * ldr == ldc, beta == 0; a FusedConv computed in place over its residual,
+                                  * runtime/plan.c): see kiln__sgemm_res_in_place. */
     const float *apack;          /* or op(A) already packed over the whole K (kiln__sgemm_apack), used
                                   * where the host's micro-kernel packs A (kiln__sgemm_apack_mr() > 0;
                                   * A must still be given: the other paths read it) */
@@ -40,6 +42,11 @@ typedef struct kiln_gemm {
 } kiln_gemm;
 
 void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *g);
+/* Whether kiln__sgemm_ex, with A row-major and read in place (not transposed), B row-major (no packer, not
+ * pre-packed) and an epilogue whose residual is C itself, reads each residual element in the tile that stores over
+ * it, with the same sums as a residual elsewhere (the AVX-512 packed path in one K slice). Elsewhere such a residual
+ * is read as C with beta 1 before anything is stored: the same values, rounded in another order. */
+bool kiln__sgemm_res_in_place(int64_t M, int64_t N, int64_t K);
 /* The panel width of the packed B layout (32 with AVX-512). */
 int kiln__sgemm_nr(void);
 /* Which micro-kernel family runs on this host (1 portable C, 2 AVX2+FMA, 3 AVX-512): packed B

@@ -102,8 +102,32 @@ static kiln_status apply_act(kiln_kctx *ctx)
     return KILN_OK;
 }
 
+/* FusedConv with its output placed over its residual (the memory plan pairs them, runtime/plan.c), on a path that
+ * does not read each residual element before storing over it: the same with a copy of the residual. */
+static kiln_status fused_conv_res_copy(kiln_kctx *ctx, const kiln_tensor *r, kiln_kernel_fn self)
+{
+    kiln_tensor rc = *r;
+    rc.data = kiln__malloc(r->nbytes);
+    if (!rc.data)
+        return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (a copy of the residual)");
+    memcpy(rc.data, r->data, r->nbytes);
+    const kiln_tensor *in[4];
+    for (int i = 0; i < 4; i++)
+        in[i] = i == 3 ? &rc : kiln__kin(ctx, i);
+    kiln_kctx sub = *ctx;
+    sub.in = in;
+    sub.n_in = 4;
+    kiln_status st = self(&sub);
+    kiln__free(rc.data);
+    return st;
+}
+
 kiln_status kiln__fused_conv(kiln_kctx *ctx, const kiln_conv_isa *isa, kiln_kernel_fn self)
 {
+    const kiln_tensor *res = kiln__kin(ctx, 3);
+    if (res && kiln__kout_over(ctx, 0, res) &&
+        (kiln__lowbit_layer(ctx) || kiln__mixed_weight(ctx, 1) || !kiln__conv_res_in_place_ok(ctx, res)))
+        return fused_conv_res_copy(ctx, res, self);
     if (kiln__lowbit_layer(ctx)) /* FP8 / FP4 / INT4 weights (lowbit.h) */
         return kiln__run_lowbit(ctx, self);
     if (kiln__mixed_weight(ctx, 1)) /* float32 X, FP16 / BF16 weights (qgemm_bf16.h) */

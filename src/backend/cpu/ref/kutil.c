@@ -37,6 +37,15 @@ static bool place_by_runtime(kiln_kctx *ctx, int i, kiln_dtype dt, int ndim, con
     return true;
 }
 
+bool kiln__kout_over(const kiln_kctx *ctx, int i, const kiln_tensor *t)
+{
+    if (!t || !t->data || !t->nbytes || !ctx->rt || !ctx->rt->place || i < 0 || i >= ctx->n_out)
+        return false;
+    bool fresh = true;
+    void *p = ctx->rt->place(ctx->rt_user, ctx, i, t->nbytes, &fresh);
+    return p && !fresh && p == t->data;
+}
+
 void kiln__kout_release(const kiln_kctx *ctx, kiln_tensor *t)
 {
     if (ctx->rt && ctx->rt->owns && t->data && ctx->rt->owns(ctx->rt_user, t->data))

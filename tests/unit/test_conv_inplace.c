@@ -1,0 +1,177 @@
+/* A FusedConv computed in place over its residual (runtime/plan.c KILN_PLAN_CONV_RES, k_fused.c): hand-built
+ * act(Conv(X, W, B) + Relu(R)) graphs, whose residual Relu(R) dies at the conv, built into engines and run on the
+ * CPU against the unoptimized model. A 1x1 stride-1 conv runs in place (the GEMM reads the residual as C); a 1x1
+ * stride-2 or padded one is planned in place too but its kernel works from a copy of the residual (the direct
+ * convolution stores partial sums first); a 3x3 one is not
+ * planned in place. The in-place runs match kiln_engine_run's (planned on the heap) bit for bit.
+ * A Transpose after the conv keeps its output off the graph's outputs
+ * (which the plan does not place). Odd channel counts and sizes, one and two threads; every ISA the host has (and, in ctest, capped
+ * at AVX2). */
+#include "engine/engine.h"
+#include "kiln/kiln.h"
+#include "runtime/model.h"
+#include "test.h"
+#include "test_graph.h"
+#include <math.h>
+#include <string.h>
+
+static kiln_tensor random_tensor(int r, const int64_t *dims, unsigned long long *seed)
+{
+    kiln_tensor t;
+    CHECK(kiln__tensor_alloc(&t, KILN_DT_FLOAT32, r, dims) == KILN_OK);
+    for (int64_t i = 0; i < kiln_tensor_numel(&t); i++)
+        ((float *)t.data)[i] = (float)test_randf(seed);
+    return t;
+}
+
+static int add_input(kiln_graph *g, const char *name, const int64_t *dims)
+{
+    int v = kiln__graph_add_value(g, name);
+    kiln_value *x = &g->values[v];
+    x->dtype = KILN_DT_FLOAT32;
+    x->ndim = 4;
+    x->dims = kiln__calloc(4, sizeof *x->dims);
+    for (int d = 0; d < 4; d++)
+        x->dims[d].value = dims[d];
+    g->inputs = kiln__realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1));
+    g->inputs[g->n_inputs++] = v;
+    return v;
+}
+
+typedef struct conv_case {
+    int64_t C, M, H, W, k, s, p;
+} conv_case;
+
+/* Transpose(act(Conv(X, W, B) + Relu(R))) as an ONNX-domain graph (the builder fuses the conv, the Add and the Relu
+ * into one FusedConv) */
+static kiln_model_t conv_model(const conv_case *c, unsigned long long *seed)
+{
+    kiln_graph *g = kiln__graph_new(NULL);
+    g->name = kiln__strdup("conv_res");
+    g->opsets = kiln__calloc(1, sizeof *g->opsets);
+    g->opsets[0] = (kiln_opset){kiln__strdup(""), 17};
+    g->n_opsets = 1;
+    int64_t Ho = (c->H + 2 * c->p - c->k) / c->s + 1, Wo = (c->W + 2 * c->p - c->k) / c->s + 1;
+    int64_t xd[4] = {1, c->C, c->H, c->W}, rd[4] = {1, c->M, Ho, Wo}, wd[4] = {c->M, c->C, c->k, c->k};
+    int x = add_input(g, "X", xd), r = add_input(g, "R", rd);
+    int w = test_graph_const(g, "W", random_tensor(4, wd, seed));
+    int b = test_graph_const(g, "B", random_tensor(1, &c->M, seed));
+    int rr = test_graph_value(g, "r"), y = test_graph_value(g, "y"), s = test_graph_value(g, "s");
+    int a = test_graph_value(g, "a"), out = test_graph_value(g, "out");
+    test_graph_node(g, KILN_OP_Relu, "relu_r", 1, &r, rr);
+    int cin[3] = {x, w, b};
+    int ci = test_graph_node(g, KILN_OP_Conv, "conv", 3, cin, y);
+    int64_t st[2] = {c->s, c->s}, pads[4] = {c->p, c->p, c->p, c->p};
+    CHECK(kiln__node_set_attr_ints(&g->nodes[ci], "strides", 2, st) == KILN_OK);
+    CHECK(kiln__node_set_attr_ints(&g->nodes[ci], "pads", 4, pads) == KILN_OK);
+    int ain[2] = {y, rr};
+    test_graph_node(g, KILN_OP_Add, "add", 2, ain, s);
+    test_graph_node(g, KILN_OP_Relu, "relu", 1, &s, a);
+    int ti = test_graph_node(g, KILN_OP_Transpose, "transpose", 1, &a, out);   /* the conv's output is no graph output */
+    int64_t perm[4] = {0, 1, 3, 2};
+    CHECK(kiln__node_set_attr_ints(&g->nodes[ti], "perm", 4, perm) == KILN_OK);
+    g->outputs = kiln__malloc(sizeof(int));
+    g->outputs[g->n_outputs++] = out;
+    struct kiln_model *m = kiln__calloc(1, sizeof *m);
+    m->g = g;
+    return m;
+}
+
+/* Whether the engine's plan computes its FusedConv in place (over its residual). */
+static bool conv_in_place(kiln_engine_t e)
+{
+    const kiln_graph *g = e->g;
+    int n = 0;
+    for (int v = 0; e->has_plan && v < e->plan.n_values; v++)
+        n += e->plan.inplace[v] && g->values[v].producer >= 0 &&
+             g->nodes[g->values[v].producer].op == KILN_OP_FusedConv;
+    return n == 1;
+}
+
+static void run_case(const conv_case *c, bool want_in_place, unsigned long long *seed)
+{
+    kiln_model_t m = conv_model(c, seed);
+    const kiln_graph *g = m->g;
+    kiln_tensor ins[2];
+    const char *names[2] = {"X", "R"};
+    for (int i = 0; i < 2; i++) {
+        const kiln_value *x = &g->values[g->inputs[i]];
+        int64_t d[4] = {x->dims[0].value, x->dims[1].value, x->dims[2].value, x->dims[3].value};
+        ins[i] = random_tensor(4, d, seed);
+    }
+    kiln_tensor *ref = NULL;
+    int nref = 0;
+    CHECK_MSG(kiln_model_run(m, 2, names, ins, NULL, &nref, &ref) == KILN_OK, "%s", kiln_last_error());
+    kiln_engine_t e = NULL;
+    kiln_build_options o = {.no_tactics = true};
+    CHECK_MSG(kiln_build(m, &o, &e) == KILN_OK, "build: %s", kiln_last_error());
+    if (e) {
+        CHECK_MSG(conv_in_place(e) == want_in_place, "C=%lld M=%lld %lldx%lld k=%lld s=%lld p=%lld: in place %d",
+                  (long long)c->C, (long long)c->M, (long long)c->H, (long long)c->W, (long long)c->k,
+                  (long long)c->s, (long long)c->p, conv_in_place(e));
+        /* the plan passes the engine loader's check (a FusedConv in place over its residual, input 3) */
+        void *buf = NULL;
+        size_t len = 0;
+        kiln_engine_t e2 = NULL;
+        CHECK(kiln_engine_serialize(e, &buf, &len) == KILN_OK);
+        CHECK_MSG(kiln_engine_load_buffer(buf, len, &e2) == KILN_OK, "%s", kiln_last_error());
+        CHECK(!e2 || conv_in_place(e2) == want_in_place);
+        kiln_engine_free(e2);
+        kiln_free(buf);
+        kiln_tensor *heap = NULL;
+        int nheap = 0;
+        CHECK_MSG(kiln_engine_run(e, 2, names, ins, NULL, &nheap, &heap) == KILN_OK, "%s", kiln_last_error());
+        CHECK(nheap == 1);
+        for (int nt = 1; nt <= 2; nt++) {
+            kiln_context_t cx = NULL;
+            CHECK(kiln_context_create(e, &cx) == KILN_OK);
+            kiln_context_set_threads(cx, nt);
+            for (int i = 0; cx && i < 2; i++)
+                CHECK(kiln_context_set_input(cx, names[i], &ins[i]) == KILN_OK);
+            for (int run = 0; cx && run < 2; run++) {   /* the second run reuses the arena */
+                CHECK_MSG(kiln_context_run(cx) == KILN_OK, "%s", kiln_last_error());
+                const kiln_tensor *y = kiln_context_output(cx, 0);
+                CHECK(y && nref == 1 && kiln_tensor_numel(y) == kiln_tensor_numel(&ref[0]));
+                /* bit for bit as kiln_engine_run's run, which plans (tensors on the heap, nothing in place) */
+                if (y && nheap == 1 && y->nbytes == heap[0].nbytes)
+                    CHECK_MSG(!memcmp(heap[0].data, y->data, y->nbytes), "C=%lld M=%lld k=%lld s=%lld p=%lld "
+                              "threads %d: the in-place run differs from the one on the heap", (long long)c->C,
+                              (long long)c->M, (long long)c->k, (long long)c->s, (long long)c->p, nt);
+                double worst = 0;
+                for (int64_t i = 0; y && nref == 1 && i < kiln_tensor_numel(y); i++) {
+                    double a = ((const float *)y->data)[i], b = ((const float *)ref[0].data)[i];
+                    double err = fabs(a - b) / (1e-4 + 1e-4 * fabs(b));
+                    worst = err > worst || isnan(err) ? err : worst;
+                }
+                CHECK_MSG(worst <= 1.0, "C=%lld M=%lld %lldx%lld k=%lld s=%lld p=%lld threads %d run %d: error %g",
+                          (long long)c->C, (long long)c->M, (long long)c->H, (long long)c->W, (long long)c->k,
+                          (long long)c->s, (long long)c->p, nt, run, worst);
+            }
+            kiln_context_free(cx);
+        }
+        kiln_tensors_free(heap, nheap);
+        kiln_engine_free(e);
+    }
+    kiln_tensors_free(ref, nref);
+    for (int i = 0; i < 2; i++)
+        kiln__tensor_release(&ins[i]);
+    kiln_model_free(m);
+}
+
+int main(void)
+{
+    unsigned long long seed = 0x9E3779B97F4A7C15ull;
+    static const conv_case in_place[] = {
+        {64, 256, 14, 14, 1, 1, 0}, {37, 45, 9, 11, 1, 1, 0}, {300, 24, 7, 13, 1, 1, 0},
+        {600, 40, 5, 9, 1, 1, 0},   {5, 3, 2, 3, 1, 1, 0},    {19, 77, 17, 5, 1, 1, 0},
+        /* planned in place, the kernel copies: strided, padded (the last one by the direct convolution, AVX-512,
+         * in two K slices that would store over the residual before reading it) */
+        {24, 40, 15, 15, 1, 2, 0},  {13, 21, 6, 7, 1, 1, 1},  {300, 24, 30, 30, 1, 1, 1},
+    };
+    for (size_t i = 0; i < sizeof in_place / sizeof in_place[0]; i++)
+        run_case(&in_place[i], true, &seed);
+    static const conv_case not_in_place[] = {{16, 16, 12, 12, 3, 1, 1}, {24, 33, 11, 9, 3, 2, 1}};
+    for (size_t i = 0; i < sizeof not_in_place / sizeof not_in_place[0]; i++)
+        run_case(&not_in_place[i], false, &seed);
+    return TEST_SUMMARY();
+}
