@@ -16,11 +16,12 @@ typedef struct kiln_calib_result {
     int64_t dims[KILN_MAX_CALIB_INPUTS][KILN_MAX_DIMS];
 } kiln_calib_result;
 
-/* Runs the optimized graph once at the opt shapes: tactic timing (+ timing cache) and memory plan.
- * A run stopped by `ctl` (time budget, cancellation) is an error; other run failures only skip
- * the calibration. */
+/* Runs the optimized graph once at the opt shapes: tactic timing (+ timing cache) and memory plan (host: an engine
+ * the CPU runs, whose plan may compute a FusedConv in place over its residual -- runtime/plan.h KILN_PLAN_CONV_RES;
+ * not for device engines). A run stopped by `ctl` (time budget, cancellation) is an error; other run failures only
+ * skip the calibration. */
 kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_path, int nthreads, bool tune_tactics,
-                                    kiln_calib_result *res, const kiln_run_ctl *ctl);
+                                    bool host, kiln_calib_result *res, const kiln_run_ctl *ctl);
 
 /* Each graph input's dtype and dims (data NULL) at the calibration shapes (the first profile's
  * opt shapes, else static dims); false if some input has no concrete shape. */

@@ -313,16 +313,18 @@ kiln_status kiln__build_planned(kiln_model_t m, kiln_build_options *o, const kil
     ctl = kiln__run_ctl(NULL, budget);
     kiln_calib_result cr;
     memset(&cr, 0, sizeof cr);
+    /* a device engine's plan leaves out the CPU-only in-place FusedConv over its residual (a CUDA context would
+     * not take such a plan and would plan again at its first run) */
+    bool device = o && o->device != KILN_DEVICE_CPU;
     if (st == KILN_OK)
-        st = kiln__builder_calibrate(e, o ? o->timing_cache : NULL, o ? o->num_threads : 0, !(o && o->no_tactics), &cr,
-                                     &ctl);
+        st = kiln__builder_calibrate(e, o ? o->timing_cache : NULL, o ? o->num_threads : 0, !(o && o->no_tactics),
+                                     !device, &cr, &ctl);
     if (st == KILN_OK && cr.calibrated)
         st = adopt_plan(e, &cr);
     /* the layer plan: each layer prepared once, weights packed for the engine (--no-optimize keeps
      * the model's graph and weights as they are: no plan, layers prepared on the fly). Device engines keep
      * their weights as they are but for low-bit (FP8, 4-bit) layers, whose packed weights the CUDA module
      * runs from */
-    bool device = o && o->device != KILN_DEVICE_CPU;
     if (st == KILN_OK && optimize)
         st = kiln__layers_prepare(e, kiln__cpu_backend(), device ? packed_lowbit : NULL);
     if (st == KILN_OK && !(e->manifest = make_manifest(hash, o, &rep, optimize)))

@@ -272,7 +272,7 @@ const char *kiln__timing_cache_tactic(json_t *entries, const char *key)
 }
 
 kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_path, int nthreads, bool tune_tactics,
-                                    kiln_calib_result *res, const kiln_run_ctl *ctl)
+                                    bool host, kiln_calib_result *res, const kiln_run_ctl *ctl)
 {
     memset(res, 0, sizeof *res);
     const kiln_graph *g = e->g;
@@ -302,7 +302,7 @@ kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_pat
         res->calibrated = true;
         res->tuned = ts.tuned;
         res->from_cache = ts.from_cache;
-        st = kiln__plan_make(g, rec, KILN_PLAN_CONV_RES, &res->plan);   /* host contexts (CUDA ones plan again) */
+        st = kiln__plan_make(g, rec, host ? KILN_PLAN_CONV_RES : 0, &res->plan);
         for (int i = 0; i < g->n_inputs && i < KILN_MAX_CALIB_INPUTS; i++) {
             res->ndim[i] = ins[i].ndim;
             memcpy(res->dims[i], ins[i].dims, sizeof ins[i].dims);

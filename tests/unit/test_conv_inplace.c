@@ -118,6 +118,14 @@ static void run_case(const conv_case *c, bool want_in_place, unsigned long long 
         CHECK(!e2 || conv_in_place(e2) == want_in_place);
         kiln_engine_free(e2);
         kiln_free(buf);
+        /* a --device cuda engine (built here without a GPU) plans no such pair: the CUDA module's kernels write
+         * their output while other blocks still read the residual */
+        kiln_build_options od = {.no_tactics = true, .device = KILN_DEVICE_CUDA};
+        kiln_engine_t ed = NULL;
+        CHECK_MSG(kiln_build(m, &od, &ed) == KILN_OK, "device build: %s", kiln_last_error());
+        CHECK_MSG(!ed || (ed->has_plan && !conv_in_place(ed)), "device engine: plan %d, in place %d",
+                  ed ? ed->has_plan : -1, ed ? conv_in_place(ed) : -1);
+        kiln_engine_free(ed);
         kiln_tensor *heap = NULL;
         int nheap = 0;
         CHECK_MSG(kiln_engine_run(e, 2, names, ins, NULL, &nheap, &heap) == KILN_OK, "%s", kiln_last_error());
