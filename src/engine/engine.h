@@ -6,7 +6,10 @@
 #include "mem_plan.h"
 
 #define KILN_ENGINE_MAGIC "KILNENG\0"
-#define KILN_ENGINE_FORMAT_VERSION 3u
+/* Version written; versions read: KILN_ENGINE_FORMAT_MIN_READ .. KILN_ENGINE_FORMAT_VERSION (4 only adds plans with a
+ * FusedConv in place over its residual, which a version-3 reader's plan check would call corrupted) */
+#define KILN_ENGINE_FORMAT_VERSION 4u
+#define KILN_ENGINE_FORMAT_MIN_READ 3u
 #define KILN_ENGINE_HEADER_BYTES 64u
 #define KILN_ENGINE_SECTION_ALIGN 4096u   /* sections start at page boundaries (mmap, docs/ENGINE_FORMAT.md) */
 #define KILN_ENGINE_BLOB_ALIGN 64u        /* weight blobs inside WEIGHTS, prepared blobs inside PACKED */

@@ -307,11 +307,11 @@ static kiln_status check_header(kiln_rbuf *h, size_t len, uint32_t *ns, uint32_t
     uint64_t table = kiln__r_u64(h), fsize = kiln__r_u64(h);
     if (h->bad)
         return kiln__err(KILN_ERR_PARSE, "engine file is truncated (%zu bytes, header incomplete)", len);
-    if (version != KILN_ENGINE_FORMAT_VERSION)
+    if (version < KILN_ENGINE_FORMAT_MIN_READ || version > KILN_ENGINE_FORMAT_VERSION)
         return kiln__err(KILN_ERR_UNSUPPORTED,
-                         "engine format version %u is not supported by this kiln (%s reads version %u); rebuild the engine "
-                         "from its model with this kiln (`kiln build`)",
-                         version, KILN_VERSION_STRING, KILN_ENGINE_FORMAT_VERSION);
+                         "engine format version %u is not supported by this kiln (%s reads versions %u-%u); rebuild the "
+                         "engine from its model with this kiln (`kiln build`)",
+                         version, KILN_VERSION_STRING, KILN_ENGINE_FORMAT_MIN_READ, KILN_ENGINE_FORMAT_VERSION);
     if (fsize != len)
         return kiln__err(KILN_ERR_PARSE, "engine file is truncated or padded: header says %llu bytes, file has %zu",
                          (unsigned long long)fsize, len);

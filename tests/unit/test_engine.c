@@ -378,8 +378,16 @@ int main(void)
     unsigned char *c = malloc(l1);
     memcpy(c, b1, l1);
     CHECK(kiln_engine_load_buffer(c, l1 / 2, &bad) == KILN_ERR_PARSE && strstr(kiln_last_error(), "truncated"));
+    CHECK(c[8] == 4); /* format version 4 written */
     c[8] = 99; /* format version */
     CHECK(kiln_engine_load_buffer(c, l1, &bad) == KILN_ERR_UNSUPPORTED && strstr(kiln_last_error(), "format version"));
+    c[8] = 5; /* the next version: refused */
+    CHECK(kiln_engine_load_buffer(c, l1, &bad) == KILN_ERR_UNSUPPORTED && strstr(kiln_last_error(), "format version"));
+    c[8] = 3; /* version 3 (the same sections; no FusedConv in place over its residual) still reads */
+    CHECK_MSG(kiln_engine_load_buffer(c, l1, &bad) == KILN_OK, "%s", kiln_last_error());
+    if (bad)
+        kiln_engine_free(bad);
+    bad = NULL;
     memcpy(c, b1, l1);
     c[32] = 2; /* target kind: CUDA */
     CHECK(kiln_engine_load_buffer(c, l1, &bad) == KILN_ERR_UNSUPPORTED && strstr(kiln_last_error(), "CUDA"));
