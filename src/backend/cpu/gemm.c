@@ -523,6 +523,12 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
     }
 }
 
+/* Whether epi's residual is C itself (a FusedConv computed in place over it; beta 0, C's row stride). */
+static bool res_is_c(const kiln_epi *epi, const float *C, int64_t ldc, float beta)
+{
+    return epi && epi->res == C && epi->ldr == ldc && beta == 0.0f;
+}
+
 /* An epilogue whose residual is C itself (beta 0) as C = epi'(alpha op(A) op(B) + 1 * C), epi' its bias and
  * activation (own: its storage): for the paths that store into C before the epilogue (several K slices, the
  * direct path). The sum rounds in another order than the epilogue's (bias, then residual). */
@@ -542,7 +548,7 @@ static void packed_block_small(const gemm_job *g, int64_t m0, int64_t m1, int64_
     float pb[KS * PMAX] __attribute__((aligned(64)));
     gemm_job s = *g;
     kiln_epi e_own;
-    if (s.epi && s.epi->res == s.C && s.epi->ldr == s.ldc && s.beta == 0.0f)
+    if (res_is_c(s.epi, s.C, s.ldc, s.beta))
         res_as_c(&e_own, &s.epi, &s.beta);   /* K in slices of KS: the residual (C itself) read as C first */
     s.kc = KS;
     s.mc = g->im->mr;
@@ -790,13 +796,35 @@ static void plan_grid(gemm_job *g, int nt)
 #define GEMM_AVX512_IS(im) false
 #endif
 
+/* Tiny problems and GEMV shapes: the direct path (no packing) where op(B) is in memory. */
+static bool direct_shape(int64_t M, int64_t N, double flops)
+{
+    return flops < 65536.0 || M == 1 || N == 1;
+}
+
+/* The packed path's K slices (why these sizes: at their use in kiln__sgemm_ex). */
+static int64_t k_slices(const gemm_impl *im, bool bpack, bool direct_a, int64_t M, int64_t K)
+{
+    return bpack && direct_a ? ceil_div(K, (M <= 128 ? 6 : 3) * im->kc)
+           : direct_a        ? ceil_div(K, 2 * im->kc)
+                             : ceil_div(K, im->kc);
+}
+
+/* Whether the packed path's tiles, in kb K slices, read each residual element before they store over it (an
+ * epilogue whose residual is C itself): several K slices store partial sums into C; so do the AVX-512 edge rows
+ * read in place beyond 256 k; the AVX2 and portable tiles store C before their epilogue reads the residual (the
+ * AVX-512 ones read each residual vector before they store over it). */
+static bool tiles_read_res_first(const gemm_impl *im, bool direct_a, int64_t M, int64_t K, int64_t kb)
+{
+    return GEMM_AVX512_IS(im) && kb == 1 && !(direct_a && M % im->mr && K > 256);
+}
+
 bool kiln__sgemm_res_in_place(int64_t M, int64_t N, int64_t K)
 {
     const gemm_impl *im = select_impl();
-    /* as kiln__sgemm_ex decides for A read in place and plain B: not the direct path, one K slice, no edge rows
-     * in KC_EDGE slices */
-    return GEMM_AVX512_IS(im) && im->direct_a && M > 1 && N > 1 && K > 0 &&
-           2.0 * (double)M * (double)N * (double)K >= 65536.0 && K <= 2 * im->kc && !(M % im->mr && K > 256);
+    /* as kiln__sgemm_ex decides for A read in place and plain B */
+    return im->direct_a && K > 0 && !direct_shape(M, N, 2.0 * (double)M * (double)N * (double)K) &&
+           tiles_read_res_first(im, true, M, K, k_slices(im, false, true, M, K));
 }
 
 void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
@@ -810,7 +838,7 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
     /* the residual is C itself (a FusedConv computed in place over it): read by the tiles' epilogue before they
      * store over it where C is stored once (the AVX-512 packed path in one K slice: the same sums as with the
      * residual elsewhere); else read as C with beta 1 (res_as_c) */
-    const bool alias = epi && epi->res == a->C && epi->ldr == a->ldc && beta == 0.0f;
+    const bool alias = res_is_c(epi, a->C, a->ldc, beta);
     if (alias && (K <= 0 || a->alpha == 0.0f))
         res_as_c(&e_own, &epi, &beta);
     if (K <= 0 || a->alpha == 0.0f) {
@@ -851,7 +879,7 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
         nthreads = flops < GEMM_MIN_FLOPS_PER_THREAD ? 1 : (int)(flops / GEMM_MIN_FLOPS_PER_THREAD);
 
     /* tiny problems and GEMV shapes: no packing (needs op(B) in memory) */
-    if (!g.packb && !g.bpack && !g.apack && (flops < 65536.0 || M == 1 || N == 1)) {
+    if (!g.packb && !g.bpack && !g.apack && direct_shape(M, N, flops)) {
         if (alias)   /* C = alpha * acc + beta * C first, the epilogue after */
             res_as_c(&e_own, &g.epi, &g.beta);
         if (nthreads <= 1)
@@ -900,14 +928,9 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
      * slices of up to 2 kc too (ResNet-50's 1x1 convs with K = 1024 / 2048 and 3x3 im2col layers with K = 1152 to
      * 4608: in one process, inferences alternated ABBA with kc slices, 300 pairs: those layers 0.976-0.981 (232/300),
      * the whole model 0.994-0.995; slices of 4 kc gained no more, one slice 1.00 against 4 kc). */
-    int64_t kb = g.bpack && g.direct_a ? ceil_div(K, (M <= 128 ? 6 : 3) * im->kc)
-                 : g.direct_a          ? ceil_div(K, 2 * im->kc)
-                                       : ceil_div(K, im->kc);
+    int64_t kb = k_slices(im, g.bpack != NULL, g.direct_a, M, K);
     g.kc = ceil_div(K, kb);
-    /* several K slices store partial sums into C; so do the AVX-512 edge rows read in place beyond 256 k; the AVX2
-     * and portable tiles store C before their epilogue reads the residual (the AVX-512 ones read each residual
-     * vector before they store over it) */
-    if (alias && (kb > 1 || !GEMM_AVX512_IS(im) || (g.direct_a && M % im->mr && K > 256)))
+    if (alias && !tiles_read_res_first(im, g.direct_a, M, K, kb))
         res_as_c(&e_own, &g.epi, &g.beta);
     int64_t mb = ceil_div(g.mstep, im->mc);
     g.mc = ceil_div(ceil_div(g.mstep, mb), im->mr) * im->mr;

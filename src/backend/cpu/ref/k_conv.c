@@ -952,33 +952,18 @@ static kiln_status k_conv(kiln_kctx *ctx) { return kiln__conv(ctx, NULL, k_conv)
 bool kiln__conv_res_in_place_ok(const kiln_kctx *ctx, const kiln_tensor *res)
 {
     const kiln_tensor *x = kiln__kin(ctx, 0), *w = kiln__kin(ctx, 1);
+    conv_geom g;
     if (!x || !w || !res || x->dtype != KILN_DT_FLOAT32 || w->dtype != KILN_DT_FLOAT32 ||
-        res->dtype != KILN_DT_FLOAT32 || kiln__prep_dropped(w) || x->ndim < 3 || w->ndim != x->ndim ||
-        res->ndim > x->ndim)
+        res->dtype != KILN_DT_FLOAT32 || kiln__prep_dropped(w) || res->ndim > x->ndim)
         return false;
-    /* pointwise: a 1x1 kernel, stride 1, no padding (the geometry conv_run derives, without its errors) */
-    for (int d = 2; d < w->ndim; d++)
-        if (w->dims[d] != 1)
-            return false;
-    const int64_t *v;
-    int n = kiln__attr_ints(ctx->node, "strides", &v);
-    for (int i = 0; i < n; i++)
-        if (v[i] != 1)
-            return false;
-    n = kiln__attr_ints(ctx->node, "pads", &v);
-    for (int i = 0; i < n; i++)
-        if (v[i] != 0)
-            return false;
-    const char *ap = kiln__attr_s(ctx->node, "auto_pad", "NOTSET");
-    int64_t G = kiln__attr_i(ctx->node, "group", 1);
-    if (strcmp(ap, "NOTSET") && strcmp(ap, "VALID"))
+    /* the geometry conv_run derives (a geometry it refuses: not in place; the run reports it), pointwise (1x1,
+     * stride 1, no padding) and not depthwise (C / G == 1 runs the depthwise rows) */
+    if (conv_setup(ctx, x, w, &g) != KILN_OK || !kiln__conv_pointwise(&g) || g.C / g.G == 1)
         return false;
-    /* not depthwise (C / G == 1 runs the depthwise rows), the output [N, M, spatial of X] is the residual's shape */
-    if (G < 1 || x->dims[1] % G || x->dims[1] / G == 1 || w->dims[0] % G)
-        return false;
-    int64_t dims[KILN_MAX_DIMS] = {x->dims[0], w->dims[0]};
-    for (int d = 2; d < x->ndim; d++)
-        dims[d] = x->dims[d];
+    /* the output [N, M, spatial of X] is the residual's shape */
+    int64_t dims[KILN_MAX_DIMS] = {g.N, g.M};
+    for (int d = 0; d < g.nsp; d++)
+        dims[2 + d] = g.out[d];
     int off = x->ndim - res->ndim;
     for (int d = 0; d < off; d++)
         if (dims[d] != 1)
@@ -987,10 +972,7 @@ bool kiln__conv_res_in_place_ok(const kiln_kctx *ctx, const kiln_tensor *res)
         if (res->dims[d] != dims[off + d])
             return false;
     /* one GEMM per image and group, W[M/G, C/G] x X[C/G, spatial], reading the residual as its own output */
-    int64_t sp = 1;
-    for (int d = 2; d < x->ndim; d++)
-        sp *= x->dims[d];
-    return kiln__sgemm_res_in_place(w->dims[0] / G, sp, x->dims[1] / G);
+    return kiln__sgemm_res_in_place(g.M / g.G, g.out_sz, g.C / g.G);
 }
 
 kiln_status kiln__conv_fused(kiln_kctx *ctx, const kiln_conv_isa *isa, const kiln_tensor *res, const kiln_act *act,
