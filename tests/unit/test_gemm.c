@@ -187,6 +187,22 @@ static void test_packb(void *vctx, int64_t k0, int64_t kc, int64_t j0, int64_t n
             }
 }
 
+/* op(B) [K, N] (B transposed when tb) pre-packed over the whole K in the documented panel layout (bpack), NaN in
+ * the padding columns (they must be ignored); free() it */
+static float *prepack_b(const float *B, int64_t ldb, bool tb, int64_t N, int64_t K)
+{
+    int nr = kiln__sgemm_nr();
+    int64_t np = (N + nr - 1) / nr;
+    float *bp = aligned_alloc(64, (sizeof(float) * (size_t)(np * (K > 0 ? K : 1) * nr) + 63) / 64 * 64);
+    for (int64_t p = 0; p < np; p++)
+        for (int64_t k = 0; k < K; k++)
+            for (int r = 0; r < nr; r++) {
+                int64_t j = p * nr + r;
+                bp[(p * K + k) * nr + r] = j < N ? (tb ? B[j * ldb + k] : B[k * ldb + j]) : NAN;
+            }
+    return bp;
+}
+
 static int n_epi_cases;
 
 /* packer: 0 built-in packing, 1 a packing callback, 2 op(B) pre-packed (bpack); A's leading
@@ -209,16 +225,7 @@ static int run_epi_case_lda(int nthreads, bool ta, bool tb, int64_t M, int64_t N
                    .packb_ctx = &pc, .C = C, .ldc = ldc, .epi = &e};
     float *bp = NULL;
     if (packer == 2) {
-        /* op(B) pre-packed over the whole K (NaN in the padding columns: must be ignored) */
-        int nr = kiln__sgemm_nr();
-        int64_t np = (N + nr - 1) / nr;
-        bp = aligned_alloc(64, (sizeof(float) * (size_t)(np * (K > 0 ? K : 1) * nr) + 63) / 64 * 64);
-        for (int64_t p = 0; p < np; p++)
-            for (int64_t k = 0; k < K; k++)
-                for (int r = 0; r < nr; r++) {
-                    int64_t j = p * nr + r;
-                    bp[(p * K + k) * nr + r] = j < N ? (tb ? B[j * ldb + k] : B[k * ldb + j]) : NAN;
-                }
+        bp = prepack_b(B, ldb, tb, N, K);
         g.bpack = bp;
     }
     kiln__sgemm_ex(test_pool(nthreads), nthreads, &g);
@@ -287,15 +294,7 @@ static int run_res_in_place(int nthreads, int64_t M, int64_t N, int64_t K, float
                    .C = C, .ldc = ldc, .epi = &e};
     float *bp = NULL;
     if (packer == 2) {
-        int nr = kiln__sgemm_nr();
-        int64_t np = (N + nr - 1) / nr;
-        bp = aligned_alloc(64, (sizeof(float) * (size_t)(np * K * nr) + 63) / 64 * 64);
-        for (int64_t p = 0; p < np; p++)
-            for (int64_t k = 0; k < K; k++)
-                for (int r = 0; r < nr; r++) {
-                    int64_t j = p * nr + r;
-                    bp[(p * K + k) * nr + r] = j < N ? B[k * ldb + j] : NAN;
-                }
+        bp = prepack_b(B, ldb, false, N, K);
         g.bpack = bp;
     }
     kiln__sgemm_ex(test_pool(nthreads), nthreads, &g);
