@@ -56,6 +56,12 @@ typedef struct gemm_impl {
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/* at least this much work (FLOPs) per thread, or waking threads costs more than it saves (GEMMs, the direct
+ * convolution's tiles) */
+#ifndef GEMM_MIN_FLOPS_PER_THREAD
+#define GEMM_MIN_FLOPS_PER_THREAD 2.0e6
+#endif
+
 /* ------------------------------------------------------------------------------------------
  * Generic packing, instantiated with a constant width
  * ------------------------------------------------------------------------------------------ */
