@@ -30,8 +30,10 @@ struct variant {
 
 // D[M, N] (row-major) = X[M, K] (row-major) * W[N, K]^T, as cuBLASLt's column-major TN: D^T (N x M) = W (K x N)^T X^T
 static float run_variant(const variant &v, int64_t M, int64_t N, int64_t K, void *x, void *w, void *y, void *bias,
-                         float *scales, int *n_algo)
+                         float *scales, int *n_algo, void *cbuf = NULL)
 {
+    // C must not alias D when their types differ (an E4M3 D with an FP16 C): cuBLASLt refuses in-place then
+    void *c = v.c != v.d && cbuf ? cbuf : y;
     cublasLtMatmulDesc_t desc;
     cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -51,7 +53,7 @@ static float run_variant(const variant &v, int64_t M, int64_t N, int64_t K, void
     }
     cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &v.epi, sizeof v.epi);
     if (v.epi & CUBLASLT_EPILOGUE_BIAS) {
-        cudaDataType_t bt = CUDA_R_16F;
+        cudaDataType_t bt = v.c == CUDA_R_16BF ? CUDA_R_16BF : CUDA_R_16F;
         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt);
         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
     }
@@ -73,7 +75,7 @@ static float run_variant(const variant &v, int64_t M, int64_t N, int64_t K, void
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
     for (int i = 0; i < nh && hs == CUBLAS_STATUS_SUCCESS; i++) {
-        cublasStatus_t mst = cublasLtMatmul(lt, desc, &alpha, w, la, x, lb, &beta, y, lc, y, ld, &h[i].algo, ws, WS, 0);
+        cublasStatus_t mst = cublasLtMatmul(lt, desc, &alpha, w, la, x, lb, &beta, c, lc, y, ld, &h[i].algo, ws, WS, 0);
         if (mst != CUBLAS_STATUS_SUCCESS) {
             if (i == 0)
                 printf("    %s: cublasLtMatmul status %d (%s), workspace %zu\n", v.name, (int)mst,
@@ -82,7 +84,7 @@ static float run_variant(const variant &v, int64_t M, int64_t N, int64_t K, void
         }
         cudaEventRecord(e0);
         for (int r = 0; r < 20; r++)
-            cublasLtMatmul(lt, desc, &alpha, w, la, x, lb, &beta, y, lc, y, ld, &h[i].algo, ws, WS, 0);
+            cublasLtMatmul(lt, desc, &alpha, w, la, x, lb, &beta, c, lc, y, ld, &h[i].algo, ws, WS, 0);
         cudaEventRecord(e1);
         cudaEventSynchronize(e1);
         float ms;
@@ -152,9 +154,10 @@ int main()
     const int64_t shapes[][2] = {{3072, 768}, {768, 3072}, {768, 768}, {2304, 768}};
     const char *names[] = {"FFN up", "FFN down", "proj / Q", "QKV fused"};
     size_t big = (size_t)M * 3072 * 2;
-    void *x, *w, *y, *bias;
+    void *x, *w, *y, *bias, *cbuf;
     float *scales;
     CK(cudaMalloc(&x, big));
+    CK(cudaMalloc(&cbuf, big));
     CK(cudaMalloc(&w, 3072 * 3072 * 2));
     CK(cudaMalloc(&y, big));
     CK(cudaMalloc(&bias, 3072 * 2));
@@ -178,6 +181,8 @@ int main()
         {"e4m3 -> e4m3 bias gelu", CUDA_R_8F_E4M3, CUDA_R_16F, CUDA_R_8F_E4M3, CUBLASLT_EPILOGUE_GELU_BIAS, 0},
         {"e4m3 -> e4m3 bias gelu fast", CUDA_R_8F_E4M3, CUDA_R_16F, CUDA_R_8F_E4M3, CUBLASLT_EPILOGUE_GELU_BIAS, 1},
         {"e4m3 -> e4m3 (bf16 C)", CUDA_R_8F_E4M3, CUDA_R_16BF, CUDA_R_8F_E4M3, CUBLASLT_EPILOGUE_DEFAULT, 0},
+        {"e4m3 -> e4m3 bias gelu fast bf16C", CUDA_R_8F_E4M3, CUDA_R_16BF, CUDA_R_8F_E4M3, CUBLASLT_EPILOGUE_GELU_BIAS, 1},
+        {"e4m3 -> fp16 bias gelu fast", CUDA_R_8F_E4M3, CUDA_R_16F, CUDA_R_16F, CUBLASLT_EPILOGUE_GELU_BIAS, 1},
     };
     for (int s = 0; s < 4; s++) {
         int64_t N = shapes[s][0], K = shapes[s][1];
@@ -185,7 +190,7 @@ int main()
         printf("%s: M %lld N %lld K %lld (%.1f GFLOP)\n", names[s], (long long)M, (long long)N, (long long)K, gflop);
         for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
             int na = 0;
-            float us = run_variant(vs[i], M, N, K, x, w, y, bias, scales, &na);
+            float us = run_variant(vs[i], M, N, K, x, w, y, bias, scales, &na, cbuf);
             if (na > 0 && isfinite(us))
                 printf("  %-30s %8.1f us  %6.0f TFLOP/s  (%d algos)\n", vs[i].name, us, gflop / us * 1e3,
                        na);

@@ -319,6 +319,9 @@ typedef struct kiln_device_stats {
     unsigned long long fp8_fed_inputs;     /* last run: FP8 layers that read their input in FP8 as the producing
                                             * layer wrote it beside its output (feeds: docs/CUDA.md) */
     unsigned long long fp8_held_outputs;   /* last run: layer outputs held only in E4M3 (FP8 storage: docs/CUDA.md) */
+    unsigned long long fp8_gelu_tanh;      /* last run: FP8 layers whose exact (erf) GELU ran as the tanh form in
+                                            * cuBLASLt's epilogue, writing their E4M3-held output directly
+                                            * (docs/CUDA.md; KILN_CUDA_FP8_LT_GELU=0 or =tanh: never) */
 } kiln_device_stats;
 kiln_status kiln_context_device_stats(kiln_context_t c, kiln_device_stats *out);
 /* Where layer i ran in the context's last interpreted run on its device (a CUDA graph replay repeats the run

@@ -222,25 +222,26 @@ void kiln__dev_stats(const kiln_dev *d, kiln_device_stats *s)
         s->replay_host_ms[k] = d->replayed ? d->replay_host_ms[k] : 0.0;
     snprintf(s->description, sizeof s->description, "%s", d->description);
     s->weight_bytes = kiln__dev_weights_bytes(d) + (d->mod->own_weight_bytes ? d->mod->own_weight_bytes(d->be) : 0);
-    unsigned long long c[3];
+    unsigned long long c[KILN_FP8_COUNTS];
     kiln__dev_fp8_counts(d, c);
     s->fp8_quant_passes = d->replayed ? d->g_fp8[0] : c[0];
     s->fp8_fed_inputs = d->replayed ? d->g_fp8[1] : c[1];
     s->fp8_held_outputs = d->replayed ? d->g_fp8[2] : c[2];
+    s->fp8_gelu_tanh = d->replayed ? d->g_fp8[3] : c[3];
 }
 
 /* The module's FP8 counts since the instance was created (0 for a module without them). */
-static void fp8_counts_total(const kiln_dev *d, unsigned long long c[3])
+static void fp8_counts_total(const kiln_dev *d, unsigned long long c[KILN_FP8_COUNTS])
 {
-    c[0] = c[1] = c[2] = 0;
+    c[0] = c[1] = c[2] = c[3] = 0;
     if (d->mod->fp8_counts)
-        d->mod->fp8_counts(d->be, &c[0], &c[1], &c[2]);
+        d->mod->fp8_counts(d->be, c);
 }
 
-void kiln__dev_fp8_counts(const kiln_dev *d, unsigned long long c[3])
+void kiln__dev_fp8_counts(const kiln_dev *d, unsigned long long c[KILN_FP8_COUNTS])
 {
     fp8_counts_total(d, c);
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < KILN_FP8_COUNTS; k++)
         c[k] = c[k] >= d->fp8_base[k] ? c[k] - d->fp8_base[k] : 0;
 }
 

@@ -11,8 +11,9 @@ struct kiln_dev {
     /* the last run's counts */
     int n_device, n_host, n_fallback;
     unsigned long long h2d_bytes, d2h_bytes;
-    unsigned long long fp8_base[3];   /* the module's FP8 counts (passes, fed, held) when the run began */
-    unsigned long long g_fp8[3];      /* the captured run's */
+    unsigned long long fp8_base[KILN_FP8_COUNTS];   /* the module's FP8 counts (kiln_devmod.fp8_counts) when the run
+                                                     * began */
+    unsigned long long g_fp8[KILN_FP8_COUNTS];      /* the captured run's */
     char *fallback_ops;   /* op types that fell back to the host (grows, never shrinks) */
     unsigned arena_gen;   /* bumped by every arena allocation / free */
     /* CUDA graph of the current input shapes (device_graph.c) */
@@ -68,5 +69,5 @@ kiln_status kiln__dev_weight(kiln_dev *d, const kiln_graph *g, int v, const kiln
  * outlives the instance (freed with kiln__dev_shared_free). */
 kiln_status kiln__dev_upload(kiln_dev *d, const kiln_tensor *h, kiln_tensor *out, bool shared);
 /* The module's FP8 counts (passes, fed) since this run began. */
-void kiln__dev_fp8_counts(const kiln_dev *d, unsigned long long c[3]);
+void kiln__dev_fp8_counts(const kiln_dev *d, unsigned long long c[KILN_FP8_COUNTS]);
 #endif

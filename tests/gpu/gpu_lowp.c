@@ -353,9 +353,10 @@ static bool feed_run(kiln_dev *d, tgraph *t, kiln_tensor *got, kiln_device_stats
 
 /* The CPU's reference of t into ref, then t on the test device (got, counts on) and on one without feeds (off, counts
  * no): 1 when all ran, 0 when the CPU reference failed or no GPU is present (printed and counted), -1 when a device
- * run failed (printed by feed_run; the caller counts it). */
-static int feeds_on_off(tgraph *t, const char *name, kiln_tensor *ref, kiln_tensor *got, kiln_tensor *off,
-                        kiln_device_stats *on, kiln_device_stats *no)
+ * run failed (printed by feed_run; the caller counts it). lt_gelu non-NULL: "on" runs on a device opened with
+ * KILN_CUDA_FP8_LT_GELU set to it instead of the test device. */
+static int feeds_on_off(tgraph *t, const char *name, const char *lt_gelu, kiln_tensor *ref, kiln_tensor *got,
+                        kiln_tensor *off, kiln_device_stats *on, kiln_device_stats *no)
 {
     const kiln_tensor *feed[8];
     for (int i = 0; i < t->n_feed; i++)
@@ -368,21 +369,37 @@ static int feeds_on_off(tgraph *t, const char *name, kiln_tensor *ref, kiln_tens
         test_failures += !ok;
         return 0;
     }
-    kiln_dev *d0 = NULL;
+    kiln_dev *d0 = NULL, *d1 = NULL;
     setenv("KILN_CUDA_FP8_FEED", "0", 1);
     bool opened = kiln__dev_open(KILN_DEVICE_CUDA, 0, &d0) == KILN_OK;
     unsetenv("KILN_CUDA_FP8_FEED");
-    ok = opened && feed_run(dev, t, got, on) && feed_run(d0, t, off, no);
+    if (lt_gelu) {
+        const char *keep = getenv("KILN_CUDA_FP8_LT_GELU");
+        char kept[16];
+        snprintf(kept, sizeof kept, "%s", keep ? keep : "");
+        setenv("KILN_CUDA_FP8_LT_GELU", lt_gelu, 1);
+        opened = opened && kiln__dev_open(KILN_DEVICE_CUDA, 0, &d1) == KILN_OK;
+        if (keep)
+            setenv("KILN_CUDA_FP8_LT_GELU", kept, 1);
+        else
+            unsetenv("KILN_CUDA_FP8_LT_GELU");
+    }
+    ok = opened && feed_run(d1 ? d1 : dev, t, got, on) && feed_run(d0, t, off, no);
     if (d0)
         kiln__dev_close(d0);
+    if (d1)
+        kiln__dev_close(d1);
     return ok ? 1 : -1;
 }
 
 /* store: ffn1's GELU output also held only as E4M3 (KILN_ATTR_FP8_STORE, ffn2's scale: docs/CUDA.md "E4M3
- * storage"): the epilogue writes only those bytes, into h2's own buffer, and ffn2 reads them as its input. The same
- * bytes as a quantization pass of the stored FP16 values, so the outputs stay bit-identical to the device without
- * feeds (which stores nothing), and the counts those of the feeds. */
-static void feed_case(double tol, bool store)
+ * storage"), ffn2 reading those bytes as its input. lt false: kiln's epilogue writes them, into h2's own buffer
+ * (KILN_CUDA_FP8_LT_GELU=0): the same bytes as a quantization pass of the stored FP16 values, so the outputs stay
+ * bit-identical to the device without feeds (which stores nothing), and the counts those of the feeds. lt true
+ * (the default): with a half output cuBLASLt's GEMM writes them itself, GELU in its epilogue in the tanh form
+ * (counted: fp8_gelu_tanh 1); its bytes may then lie one E4M3 step from the CPU's (the cosine decides, as with half
+ * storage); with float32 outputs kiln's epilogue again (counted 0, bit-identical). */
+static void feed_case(double tol, bool store, bool lt)
 {
     tgraph t = feed_graph();
     kiln_graph *g = t.g;
@@ -392,8 +409,9 @@ static void feed_case(double tol, bool store)
             kiln__node_set_attr_f(&g->nodes[i], KILN_ATTR_FP8_STORE, 2.0f / 448.0f);
     kiln_tensor ref[4] = {0}, got[4] = {0}, off[4] = {0};
     kiln_device_stats on = {0}, no = {0};
-    const char *name = store ? "FP8 storage: GELU GEMM" : "FP8 feeds: LayerNorm, GELU";
-    int ran = feeds_on_off(&t, name, ref, got, off, &on, &no);
+    const char *name = !store ? "FP8 feeds: LayerNorm, GELU" : lt ? "FP8 storage: GELU GEMM (cuBLASLt)"
+                                                                  : "FP8 storage: GELU GEMM (kiln)";
+    int ran = feeds_on_off(&t, name, store ? (lt ? "1" : "0") : NULL, ref, got, off, &on, &no);
     if (ran) {
         bool ok = ran > 0;
         double worst = 0, cos = 1, same = 0;
@@ -405,18 +423,24 @@ static void feed_case(double tol, bool store)
         }
         /* with half storage (of the activations, or of the FP8 GEMMs' outputs: KILN_CUDA_FP8_OUT fp16 / bf16, FP16
          * unset) the CPU quantizes float32 values the GPU holds rounded to half: some land on the other side of an
-         * E4M3 rounding midpoint (one E4M3 step), so the cosine decides there */
+         * E4M3 rounding midpoint (one E4M3 step), so the cosine decides there. With float32 storage too the GPU's
+         * LayerNorm and GEMM sums differ from the CPU's in order, so an intermediate lying within that difference of a
+         * midpoint still lands one step away now and then (H200: 5.9e-3 on one draw, cosine 0.999995, the outputs
+         * bit-identical to the device without feeds): the bound of the E4M3 residual case below, not tol, which
+         * bounds one GEMM's sums */
         const char *fo = getenv("KILN_CUDA_FP8_OUT");
         bool half_store = half_mode != KILN_DT_UNDEFINED || !fo || strcmp(fo, "fp32");
-        bool near = !half_store ? worst <= tol : cos >= 0.999 && worst <= 0.1;
-        const unsigned long long want_fed = 3, want_off = 2, want_held = store;
+        bool near = !half_store ? worst <= tol || (cos >= 0.99999 && worst <= 0.02) : cos >= 0.999 && worst <= 0.1;
+        const unsigned long long want_fed = 3, want_off = 2, want_held = store, want_tanh = store && lt && half_store;
         bool counts = ok && on.fp8_fed_inputs == want_fed && on.fp8_quant_passes == 0 && no.fp8_fed_inputs == 0 &&
-                      no.fp8_quant_passes == want_off && on.fp8_held_outputs == want_held && no.fp8_held_outputs == 0;
-        bool good = ok && near && same == 0 && counts;
-        printf("%s %-28s max rel err %.3g cosine %.6f (tol %.1g); bit-identical to no feeds: %s; fed %llu passes %llu "
-               "held %llu (want %llu; without feeds: %llu / %llu / %llu)\n", good ? "ok  " : "FAIL", name, worst, cos,
-               tol, same == 0 ? "yes" : "NO", on.fp8_fed_inputs, on.fp8_quant_passes, on.fp8_held_outputs, want_held,
-               no.fp8_fed_inputs, no.fp8_quant_passes, no.fp8_held_outputs);
+                      no.fp8_quant_passes == want_off && on.fp8_held_outputs == want_held && no.fp8_held_outputs == 0 &&
+                      on.fp8_gelu_tanh == want_tanh && no.fp8_gelu_tanh == 0;
+        bool good = ok && near && (same == 0 || want_tanh) && counts;
+        printf("%s %-34s max rel err %.3g cosine %.6f (tol %.1g); bit-identical to no feeds: %s%s; fed %llu passes "
+               "%llu held %llu tanh GELU %llu (want held %llu, tanh %llu; without feeds: %llu / %llu / %llu)\n",
+               good ? "ok  " : "FAIL", name, worst, cos, tol, same == 0 ? "yes" : "NO",
+               want_tanh ? " (not required)" : "", on.fp8_fed_inputs, on.fp8_quant_passes, on.fp8_held_outputs,
+               on.fp8_gelu_tanh, want_held, want_tanh, no.fp8_fed_inputs, no.fp8_quant_passes, no.fp8_held_outputs);
         test_failures += !good;
     }
     for (int o = 0; o < 4; o++) {
@@ -429,8 +453,9 @@ static void feed_case(double tol, bool store)
 
 void fp8_feed_case(double tol)
 {
-    feed_case(tol, false);
-    feed_case(tol, true);
+    feed_case(tol, false, false);
+    feed_case(tol, true, false);
+    feed_case(tol, true, true);
 }
 
 /* ---- 4-bit weight-only layers (`--precision nvfp4|mxfp4|int4` engines): kiln_wq the format, kiln_aq "fp16".
@@ -496,7 +521,7 @@ void fp8_block_case(void)
     kiln_tensor ref[1] = {0}, got[1] = {0}, off[1] = {0};
     kiln_device_stats on = {0}, no = {0};
     const char *name = "FP8 block: kept block input";
-    int ran = feeds_on_off(&t, name, ref, got, off, &on, &no);
+    int ran = feeds_on_off(&t, name, NULL, ref, got, off, &on, &no);
     if (ran) {
         bool ok = ran > 0;
         double worst = 0, cos = 1, worst0 = 0, cos0 = 1;
@@ -563,7 +588,7 @@ void fp8_store_case(void)
     kiln_tensor ref[1] = {0}, got[1] = {0}, off[1] = {0};
     kiln_device_stats on = {0}, no = {0};
     const char *name = "FP8 storage: E4M3 residual";
-    int ran = feeds_on_off(&t, name, ref, got, off, &on, &no);
+    int ran = feeds_on_off(&t, name, NULL, ref, got, off, &on, &no);
     if (ran) {
         bool ok = ran > 0;
         double worst = ok ? compare(&got[0], &ref[0]) : 1, cos = ok ? cosine(&got[0], &ref[0]) : 0;

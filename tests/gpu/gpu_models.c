@@ -187,7 +187,8 @@ static const char *fp8_feed_counts(const model_run *r, const char *path)
     if (kiln_context_device_stats(r->gc, &ds) != KILN_OK)
         return kiln_last_error();
     printf("     %-28s FP8 layers' inputs: %llu fed by their producers, %llu quantized in passes of their own; %llu "
-           "outputs held only in E4M3\n", path, ds.fp8_fed_inputs, ds.fp8_quant_passes, ds.fp8_held_outputs);
+           "outputs held only in E4M3 (%llu of them GELUs in cuBLASLt's tanh form)\n", path, ds.fp8_fed_inputs,
+           ds.fp8_quant_passes, ds.fp8_held_outputs, ds.fp8_gelu_tanh);
     /* the layers that write feeds are LayerNormalization and the FP8 GEMMs' activation epilogue: a model with a
      * LayerNormalization (the BERTs) must read some; ResNet-50's FP8 convolutions quantize their inputs themselves */
     bool has_ln = false;

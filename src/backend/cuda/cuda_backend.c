@@ -652,12 +652,12 @@ static bool mod_reads_blob(kiln_backend *be, const kiln_node *n, const void *blo
 }
 
 static uint64_t mod_own_weight_bytes(kiln_backend *be) { return cu_of(be)->own_weight_bytes; }
-static void mod_fp8_counts(kiln_backend *be, unsigned long long *passes, unsigned long long *fed,
-                           unsigned long long *held)
+static void mod_fp8_counts(kiln_backend *be, unsigned long long c[KILN_FP8_COUNTS])
 {
-    *passes = cu_of(be)->fp8_passes;
-    *fed = cu_of(be)->fp8_fed;
-    *held = cu_of(be)->fp8_held;
+    c[0] = cu_of(be)->fp8_passes;
+    c[1] = cu_of(be)->fp8_fed;
+    c[2] = cu_of(be)->fp8_held;
+    c[3] = cu_of(be)->fp8_lt_gelu_n;
 }
 
 static kiln_status cuda_buf_alloc(const kiln_backend *be, size_t size, kiln_buffer *buf)
@@ -992,6 +992,8 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
     b->fp8_fast_accum = fa8 && !strcmp(fa8, "0") ? 0 : fa8 && !strcmp(fa8, "1") ? 2 : 1;
     const char *feed = getenv("KILN_CUDA_FP8_FEED");
     b->fp8_feed = !(feed && !strcmp(feed, "0"));
+    const char *ltg = getenv("KILN_CUDA_FP8_LT_GELU");
+    b->fp8_lt_gelu = ltg && !strcmp(ltg, "0") ? 0 : ltg && !strcmp(ltg, "tanh") ? 1 : 2;
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count <= o->device) {

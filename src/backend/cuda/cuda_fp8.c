@@ -19,6 +19,8 @@
 
 #define IN(i) (i < ctx->n_in ? ctx->in[i] : NULL)
 #define FP8_SLOT 60   /* the state slot of a layer's packed weight */
+#define DS_SLOT 67    /* 1 / the scale of its E4M3 output written by cuBLASLt (lt_gelu_wanted) */
+#define NO_LT_SLOT 68 /* cuBLASLt refused that GEMM */
 
 bool cu_fp8_layer(const cu_be *b, const kiln_node *n, float *ascale)
 {
@@ -290,6 +292,51 @@ kiln_status cu_fp8_act(cu_be *b, const kiln_tensor *A, int64_t numel, float s, c
     return KILN_OK;
 }
 
+/* An E4M3-stored GELU output written by cuBLASLt's GEMM (cu_be.fp8_lt_gelu): tanh GELU is its epilogue's own; exact
+ * GELU becomes that tanh form (|d| <= 8.2e-4 on the H200, bench/cublaslt_fp8.cu), well below the E4M3 step of the
+ * stored value, counted (kiln_device_stats.fp8_gelu_tanh); C must be half (cuBLASLt's FP8 kernels with an E4M3 D
+ * take an FP16 / BF16 C); not where cuBLASLt refused it before (state NO_LT_SLOT). */
+static bool lt_gelu_wanted(cu_be *b, const kiln_kctx *ctx, int act, kiln_dtype sdt)
+{
+    if (!b->fp8_lt_gelu || sdt == KILN_DT_FLOAT32 || (act != CUK_GELU_TANH && (act != CUK_GELU || b->fp8_lt_gelu < 2)))
+        return false;
+    return !cu_state_get(b, ctx->node, (const int64_t[]){NO_LT_SLOT}, 1);
+}
+
+typedef struct dev_scalar {
+    float *p;
+} dev_scalar;
+
+static void dev_scalar_free(void *st)
+{
+    dev_scalar *c = st;
+    if (c->p)
+        cudaFree(c->p);
+    free(c);
+}
+
+/* The device float 1 / s that cuBLASLt scales an E4M3 output by (q = e4m3(v / s) on the CPU), kept per layer and s;
+ * NULL while capturing a CUDA graph before it was made (the layer then takes kiln's epilogue) or out of memory. */
+static const float *out_scale(cu_be *b, const kiln_kctx *ctx, float s)
+{
+    uint32_t bits;
+    memcpy(&bits, &s, sizeof bits);
+    const int64_t key[2] = {DS_SLOT, bits};
+    dev_scalar *c = cu_state_get(b, ctx->node, key, 2);
+    if (c || b->capturing)
+        return c ? c->p : NULL;
+    c = calloc(1, sizeof *c);
+    const float inv = 1.0f / s;
+    if (!c || cudaMalloc((void **)&c->p, sizeof inv) != cudaSuccess ||
+        cudaMemcpy(c->p, &inv, sizeof inv, cudaMemcpyHostToDevice) != cudaSuccess) {
+        if (c)
+            dev_scalar_free(c);
+        cudaGetLastError();
+        return NULL;
+    }
+    return cu_state_put(b, ctx->node, key, 2, c, dev_scalar_free) == KILN_OK ? c->p : NULL;   /* else freed */
+}
+
 kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
 {
     const kiln_node *n = ctx->node;
@@ -326,10 +373,12 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
     /* an activation kiln's epilogue applies (GELU...) takes the bias there (H200, BERT-base FP8 b128: 6.68 / 6.69 ms
      * against 6.70 / 6.72 in cuBLASLt's epilogue); FP8 storage
      * (build/fp8_feed.c): such an output read only by FP8 GEMMs is held only as E4M3 -- the GEMM writes the
-     * pre-activation into a scratch, the epilogue only the E4M3 bytes, into the output's own buffer */
+     * pre-activation into a scratch, the epilogue only the E4M3 bytes, into the output's own buffer; or, for GELU
+     * (fp8_lt_gelu), cuBLASLt's GEMM writes those bytes itself, GELU (its tanh form) in its epilogue */
     bool late = act != CUK_IDENTITY && act != CUK_RELU;
     float ss = b->host->attr_f(n, KILN_ATTR_FP8_STORE, NAN);
     bool store = late && !gemm && b->fp8_feed && ss > 0 && isfinite(ss);
+    const float *ds = store && lt_gelu_wanted(b, ctx, act, sdt) ? out_scale(b, ctx, ss) : NULL;
     kiln_tensor rt, bt, pre;   /* the residual in sdt, the bias in float32, the pre-activation of a stored output */
     memset(&rt, 0, sizeof rt);
     memset(&bt, 0, sizeof bt);
@@ -343,7 +392,7 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
         st = cu_as(b, R, sdt, &rt, &r2);
     if (st == KILN_OK && bias)
         st = cu_as(b, bias, KILN_DT_FLOAT32, &bt, &b2);
-    if (st == KILN_OK && store)
+    if (st == KILN_OK && store)   /* with ds: cuBLASLt's C, never read (beta 0), a buffer apart from the E4M3 D */
         st = cu_tmp(b, &pre, sdt, nd, dims);
     float alpha = gemm ? b->host->attr_f(n, "alpha", 1.0f) : 1.0f;
     /* B: the blob's E4M3 elements [N, K]; its scale: the blob's FP32 tensor scale, in device memory */
@@ -355,10 +404,28 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
                    .relu = act == CUK_RELU, .batch = 1, .fast = b->fp8_fast_accum >= 1};
     if (st == KILN_OK && gemm)
         st = cu_gemm_c(b, ctx, IN(2), b->host->attr_f(n, "beta", 1.0f), sdt, y, &g);
-    if (st == KILN_OK)
+    bool done = false;
+    if (st == KILN_OK && ds) {
+        gemm_args e = g;
+        e.Y = y->data;
+        e.C = pre.data;
+        e.bias = b2 ? b2->data : NULL;
+        e.gelu = e.d_e4m3 = true;
+        e.d_scale = ds;
+        st = cu_gemm_epi(b, ctx, 0, &e);
+        done = st == KILN_OK;
+        if (done) {
+            cu_fp8_store(b, y, ss);
+            b->fp8_lt_gelu_n += act == CUK_GELU;
+        } else if (st == KILN_ERR_UNSUPPORTED) {   /* no such cuBLASLt kernel: kiln's epilogue from now on */
+            st = cu_state_put(b, ctx->node, (const int64_t[]){NO_LT_SLOT}, 1, calloc(1, 1), free);
+        }
+    }
+    if (st == KILN_OK && !done)
         st = cu_gemm_epi(b, ctx, 0, &g);
     const float *eb = late && b2 ? b2->data : NULL;   /* the bias for kiln's epilogue */
-    if (st == KILN_OK && store) {
+    if (st == KILN_OK && done) {
+    } else if (st == KILN_OK && store) {
         st = cu_check(b, cuk_epilogue_e4m3(cu_fdt(sdt), pre.data, M * N, N, eb, act, aa, ab, y->data, ss, b->stream),
                       "epilogue (E4M3 storage)");
         if (st == KILN_OK)

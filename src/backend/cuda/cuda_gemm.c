@@ -13,7 +13,7 @@
 
 typedef struct lt_state {
     cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatrixLayout_t a, b, c, d;   /* d: an E4M3 output's (else D is laid out as c) */
     cublasLtMatmulAlgo_t algo;
     size_t ws;
 } lt_state;
@@ -25,6 +25,7 @@ static void lt_state_free(void *p)
     if (s->a) cublasLtMatrixLayoutDestroy(s->a);
     if (s->b) cublasLtMatrixLayoutDestroy(s->b);
     if (s->c) cublasLtMatrixLayoutDestroy(s->c);
+    if (s->d) cublasLtMatrixLayoutDestroy(s->d);
     free(s);
 }
 
@@ -50,7 +51,7 @@ static cublasStatus_t lt_matmul(cu_be *b, const lt_state *s, const gemm_args *g,
                                 void *ws, size_t wsz)
 {
     return cublasLtMatmul(b->lt, s->op, &g->alpha, g->B, s->a, g->A, s->b, &g->beta, g->C ? g->C : g->Y, s->c, g->Y,
-                          s->c, algo, ws, wsz, b->stream);
+                          s->d ? s->d : s->c, algo, ws, wsz, b->stream);
 }
 
 /* The fastest of the heuristic's candidates on g's operands (1 warm-up + 3 timed runs each; the
@@ -91,12 +92,17 @@ static kiln_status fastest(cu_be *b, const lt_state *s, const gemm_args *g, cons
     return cu_check(b, cudaGetLastError(), "timing GEMM algorithms");
 }
 
-/* FP8: the weight's scale (B in row-major terms, cuBLASLt's A) is read from device memory */
+/* FP8: the weight's scale (B in row-major terms, cuBLASLt's A) is read from device memory, and so is an E4M3
+ * output's */
 static kiln_status lt_scale(cu_be *b, const lt_state *s, const gemm_args *g)
 {
-    const void *p = g->b_scale;
-    return cu_check_lt(b, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &p, sizeof p),
-                       "FP8 scale");
+    const void *p = g->b_scale, *d = g->d_scale;
+    KILN_TRY(cu_check_lt(b, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &p, sizeof p),
+                         "FP8 scale"));
+    if (!g->d_e4m3)
+        return KILN_OK;
+    return cu_check_lt(b, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &d, sizeof d),
+                       "FP8 output scale");
 }
 
 static kiln_status make_lt(cu_be *b, const kiln_kctx *ctx, const gemm_args *g, lt_state **out)
@@ -116,7 +122,8 @@ static kiln_status make_lt(cu_be *b, const kiln_kctx *ctx, const gemm_args *g, l
         st = cu_check_lt(b, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "transa");
     if (st == KILN_OK)
         st = cu_check_lt(b, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "transb");
-    cublasLtEpilogue_t epi = g->bias ? (g->relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+    cublasLtEpilogue_t epi = g->gelu ? (g->bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU)
+                           : g->bias ? (g->relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                                      : (g->relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
     if (st == KILN_OK)
         st = cu_check_lt(b, cublasLtMatmulDescSetAttribute(s->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
@@ -145,6 +152,8 @@ static kiln_status make_lt(cu_be *b, const kiln_kctx *ctx, const gemm_args *g, l
                    : layout(b, &s->b, in_ty, g->K, g->M, g->lda, g->batch, g->sa);
     if (st == KILN_OK)
         st = layout(b, &s->c, g->ty, g->N, g->M, g->ldy, g->batch, g->sy);
+    if (st == KILN_OK && g->d_e4m3)
+        st = layout(b, &s->d, CUDA_R_8F_E4M3, g->N, g->M, g->ldy, g->batch, g->sy);
     cublasLtMatmulPreference_t pref = NULL;
     if (st == KILN_OK)
         st = cu_check_lt(b, cublasLtMatmulPreferenceCreate(&pref), "preference");
@@ -156,8 +165,8 @@ static kiln_status make_lt(cu_be *b, const kiln_kctx *ctx, const gemm_args *g, l
     int want = g->fp8 ? LT_CANDIDATES_FP8 : b->lt_candidates;
     int got = 0;
     if (st == KILN_OK) {
-        cublasStatus_t e = cublasLtMatmulAlgoGetHeuristic(b->lt, s->op, s->a, s->b, s->c, s->c, pref, want, h,
-                                                          &got);
+        cublasStatus_t e = cublasLtMatmulAlgoGetHeuristic(b->lt, s->op, s->a, s->b, s->c, s->d ? s->d : s->c, pref,
+                                                          want, h, &got);
         if (e == CUBLAS_STATUS_NOT_SUPPORTED || e == CUBLAS_STATUS_INVALID_VALUE)
             got = 0;   /* no algorithm for this combination: reported below as unsupported */
         else
@@ -187,12 +196,12 @@ static kiln_status gemm(cu_be *b, const kiln_kctx *ctx, int slot, const gemm_arg
         return KILN_OK;
     if (g->K <= 0)   /* refused by the accepts checks (the host runs empty sums) */
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "GEMM with K = 0");
-    int64_t key[17] = {slot, g->ta, g->tb, g->M, g->N, g->K, g->lda, g->ldb, g->ldy, g->bias != NULL, g->relu,
-                       g->batch, g->sa, g->sb, g->sy, g->ty, g->fp8};
-    lt_state *s = cu_state_get(b, ctx->node, key, 17);
+    int64_t key[18] = {slot, g->ta, g->tb, g->M, g->N, g->K, g->lda, g->ldb, g->ldy, g->bias != NULL, g->relu,
+                       g->batch, g->sa, g->sb, g->sy, g->ty, g->fp8, g->gelu | g->d_e4m3 << 1};
+    lt_state *s = cu_state_get(b, ctx->node, key, 18);
     if (!s) {
         KILN_TRY(make_lt(b, ctx, g, &s));
-        KILN_TRY(cu_state_put(b, ctx->node, key, 17, s, lt_state_free));
+        KILN_TRY(cu_state_put(b, ctx->node, key, 18, s, lt_state_free));
     }
     if (g->fp8)
         KILN_TRY(lt_scale(b, s, g));
@@ -263,9 +272,9 @@ kiln_status cu_gemm_epi(cu_be *b, const kiln_kctx *ctx, int slot, const gemm_arg
 {
     if ((g->ty == CUDA_R_32F && !g->fp8) || (!g->bias && !g->relu))
         return gemm(b, ctx, slot, g);
-    int64_t key[17] = {slot + 100, g->ta, g->tb, g->M, g->N, g->K, g->lda, g->ldb, g->ldy, g->bias != NULL, g->relu,
-                       g->batch, g->sa, g->sb, g->sy, g->ty, g->fp8};
-    if (!cu_state_get(b, ctx->node, key, 17)) {   /* not yet known to be refused */
+    int64_t key[18] = {slot + 100, g->ta, g->tb, g->M, g->N, g->K, g->lda, g->ldb, g->ldy, g->bias != NULL, g->relu,
+                       g->batch, g->sa, g->sb, g->sy, g->ty, g->fp8, g->gelu | g->d_e4m3 << 1};
+    if (!cu_state_get(b, ctx->node, key, 18)) {   /* not yet known to be refused */
         kiln_tensor bf = {.dtype = KILN_DT_FLOAT32, .ndim = 1, .dims = {g->N}, .data = (void *)g->bias,
                           .nbytes = (size_t)g->N * 4, .flags = KILN_TENSOR_BORROWED | KILN_TENSOR_ON_DEVICE};
         kiln_tensor tmp;
@@ -286,9 +295,9 @@ kiln_status cu_gemm_epi(cu_be *b, const kiln_kctx *ctx, int slot, const gemm_arg
         if (st == KILN_OK)
             st = gemm(b, ctx, slot, &p);
         cu_tmp_free(b, &tmp);   /* used in stream order only */
-        if (st != KILN_ERR_UNSUPPORTED)
-            return st;
-        KILN_TRY(cu_state_put(b, ctx->node, key, 17, calloc(1, 1), free));
+        if (st != KILN_ERR_UNSUPPORTED || g->gelu || g->d_e4m3)
+            return st;   /* kiln's epilogue kernel below neither applies cuBLASLt's GELU nor writes E4M3 */
+        KILN_TRY(cu_state_put(b, ctx->node, key, 18, calloc(1, 1), free));
     }
     gemm_args p = *g;
     p.bias = NULL;

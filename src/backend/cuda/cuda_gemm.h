@@ -19,6 +19,10 @@ typedef struct gemm_args {
     const float *bias;        /* [N] or NULL */
     bool bias_w;              /* bias is a weight (KILN_TENSOR_DEV_WEIGHT): its converted copy is kept */
     bool relu;
+    bool gelu;                /* cuBLASLt's GELU epilogue (its tanh form), after the bias */
+    bool d_e4m3;              /* Y holds E4M3 bytes: e4m3(d_scale[0] * (the result, epilogue applied)), saturating;
+                               * C (ty) then must be a buffer of its own, never read (beta 0) */
+    const float *d_scale;     /* d_e4m3: device pointer to the output's 1 / scale */
     int64_t batch, sa, sb, sy;   /* strided batch (batch 1: strides unused) */
 } gemm_args;
 
@@ -34,7 +38,7 @@ typedef struct mm_shape {
 bool cu_mm_shape(const kiln_tensor *a, const kiln_tensor *b, mm_shape *m);
 
 /* g with its bias / ReLU epilogue (cuBLASLt's where it has one, else kiln's kernel); `slot` tells a
- * layer's GEMMs apart. */
+ * layer's GEMMs apart. With gelu or d_e4m3 cuBLASLt's only: KILN_ERR_UNSUPPORTED where it has no algorithm. */
 kiln_status cu_gemm_epi(cu_be *b, const kiln_kctx *ctx, int slot, const gemm_args *g);
 /* Gemm's C (beta) into g for the output y [M, N] in storage sdt: a float32 row bias with beta 1 as g->bias,
  * else C broadcast into y and g->beta = beta. */

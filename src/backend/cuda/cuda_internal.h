@@ -34,6 +34,9 @@ typedef struct cu_be {
                                     * 2 (KILN_CUDA_FP8_FAST_ACCUM=1) in FP8 1x1 convolutions as GEMMs too, 0 (=0) none */
     bool fp8_feed;                 /* producers write FP8 layers' inputs beside their outputs (KILN_CUDA_FP8_FEED=0:
                                     * off) */
+    int fp8_lt_gelu;               /* an E4M3-stored GELU output (FP8 storage) written by cuBLASLt's GEMM itself, GELU in
+                                    * its epilogue (tanh form): 2 (the default) for exact and tanh GELU, 1
+                                    * (KILN_CUDA_FP8_LT_GELU=tanh) for tanh GELU only, 0 (=0) never (cuda_fp8.c) */
     int nhwc;                      /* half 2-D convolutions channels-last from this batch size on (KILN_CUDA_NHWC) */
     bool profile;                  /* KILN_CUDA_PROFILE=1: per-op GPU time, printed to stderr at the end */
     bool profile_layers;           /* KILN_CUDA_PROFILE=layers: also each layer's time of the first profiled run */
@@ -93,6 +96,7 @@ typedef struct cu_be {
     int fp8_new;                   /* 1 + the entry cu_fp8_feed made for the running layer's output, 0: none */
     unsigned long long fp8_clock;
     unsigned long long fp8_passes, fp8_fed, fp8_held;   /* kiln_devmod.fp8_counts */
+    unsigned long long fp8_lt_gelu_n;   /* exact GELUs run as cuBLASLt's tanh form (cuda_fp8.c), kiln_devmod.fp8_counts */
     struct cu_cg **cg;             /* plans per configuration */
     int n_cg, cap_cg;
     /* device time of the last CUDA graph launch (events around it, cuda_graph.c) */

@@ -10,8 +10,9 @@
 #include "../backend.h"
 #include "../../ir/fused.h"
 
-#define KILN_DEVMOD_ABI 8u   /* 8: fp8_counts with the held outputs */
+#define KILN_DEVMOD_ABI 9u   /* 9: fp8_counts as an array, with the tanh GELUs */
 #define KILN_DEVMOD_ENTRY "kiln_devmod_entry"
+#define KILN_FP8_COUNTS 4   /* kiln_devmod.fp8_counts: passes, fed, held, tanh GELUs */
 
 /* A tensor whose data is device memory. Always set together with KILN_TENSOR_BORROWED, so that
  * host code that does not know about devices never frees it; the runtime frees it through the
@@ -110,9 +111,10 @@ typedef struct kiln_devmod {
     /* Bytes of device memory holding weights in forms of this instance's own (FP8 / 4-bit weights,
      * channels-last filter copies, converted biases), beyond the shared copies of the graph's weights. */
     uint64_t (*own_weight_bytes)(kiln_backend *be);
-    /* Since the instance was created: FP8 layers' activation quantizations run as passes of their own, and FP8
-     * layers whose input the producing layer had written in FP8 beside its output (feeds, docs/CUDA.md). */
-    void (*fp8_counts)(kiln_backend *be, unsigned long long *passes, unsigned long long *fed, unsigned long long *held);
+    /* Since the instance was created: FP8 layers' activation quantizations run as passes of their own, FP8 layers
+     * whose input the producing layer had written in FP8 beside its output (feeds, docs/CUDA.md), layer outputs held
+     * only in E4M3, and exact GELUs run as cuBLASLt's tanh form (kiln_device_stats, same order). */
+    void (*fp8_counts)(kiln_backend *be, unsigned long long c[KILN_FP8_COUNTS]);
 } kiln_devmod;
 
 typedef const kiln_devmod *(*kiln_devmod_entry_fn)(void);
