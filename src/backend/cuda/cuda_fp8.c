@@ -424,13 +424,12 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
     if (st == KILN_OK && !done)
         st = cu_gemm_epi(b, ctx, 0, &g);
     const float *eb = late && b2 ? b2->data : NULL;   /* the bias for kiln's epilogue */
-    if (st == KILN_OK && done) {
-    } else if (st == KILN_OK && store) {
+    if (st == KILN_OK && !done && store) {
         st = cu_check(b, cuk_epilogue_e4m3(cu_fdt(sdt), pre.data, M * N, N, eb, act, aa, ab, y->data, ss, b->stream),
                       "epilogue (E4M3 storage)");
         if (st == KILN_OK)
             cu_fp8_store(b, y, ss);
-    } else if (st == KILN_OK && late) {
+    } else if (st == KILN_OK && !done && late) {
         /* the input of the next FP8 layer (BERT's FFN2 reads FFN1's GELU) quantized in the same pass; the GEMM
          * above has read this layer's own quantized input already (stream order) */
         float fs = 0;
