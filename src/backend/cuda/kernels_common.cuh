@@ -34,6 +34,18 @@ template <typename T> __device__ __forceinline__ uint4 st8(T *p, const float *f)
     *(uint4 *)p = u;
     return u;   // the values as stored
 }
+// float32 storage: two 16-byte vectors (32-byte aligned)
+__device__ __forceinline__ void ld8(const float *p, float *f)
+{
+    const float4 a = *(const float4 *)p, b = *(const float4 *)(p + 4);
+    f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w;
+    f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
+}
+__device__ __forceinline__ void st8(float *p, const float *f)
+{
+    *(float4 *)p = make_float4(f[0], f[1], f[2], f[3]);
+    *(float4 *)(p + 4) = make_float4(f[4], f[5], f[6], f[7]);
+}
 
 // FP8 E4M3 with scale s: the CPU emulation's rounding (core/numfmt: q = e4m3(v / s), an IEEE division, round to
 // nearest even, saturating to +-448, NaN -> NaN). Producers that write an FP8 layer's input beside their own output

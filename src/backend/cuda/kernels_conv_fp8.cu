@@ -35,45 +35,6 @@ __device__ __forceinline__ void mma_e4m3(float *c, const uint32_t *a, uint32_t b
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Eight neighbouring values at an index of the output's storage that is a multiple of 8 (16- or 32-byte aligned:
-// K is a multiple of 16 and the buffers are aligned): one or two vector loads / stores per thread instead of four
-// 4-byte ones, so a warp's accesses cover whole sectors.
-__device__ __forceinline__ void ld8(const float *p, int64_t o, float *v)
-{
-    const float4 a = *(const float4 *)(p + o), b = *(const float4 *)(p + o + 4);
-    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
-    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-}
-template <typename H> __device__ __forceinline__ void ld8(const H *p, int64_t o, float *v)
-{
-    const uint4 u = *(const uint4 *)(p + o);
-    const H *h = (const H *)&u;
-#pragma unroll
-    for (int e = 0; e < 8; e++)
-        v[e] = ldf(h, e);
-}
-__device__ __forceinline__ void st8(float *p, int64_t o, const float *v)
-{
-    *(float4 *)(p + o) = make_float4(v[0], v[1], v[2], v[3]);
-    *(float4 *)(p + o + 4) = make_float4(v[4], v[5], v[6], v[7]);
-}
-__device__ __forceinline__ void st8(__half *p, int64_t o, const float *v)
-{
-    __half2 h[4];
-#pragma unroll
-    for (int e = 0; e < 4; e++)
-        h[e] = __floats2half2_rn(v[2 * e], v[2 * e + 1]);
-    *(uint4 *)(p + o) = *(const uint4 *)h;
-}
-__device__ __forceinline__ void st8(__nv_bfloat16 *p, int64_t o, const float *v)
-{
-    __nv_bfloat162 h[4];
-#pragma unroll
-    for (int e = 0; e < 4; e++)
-        h[e] = __floats2bfloat162_rn(v[2 * e], v[2 * e + 1]);
-    *(uint4 *)(p + o) = *(const uint4 *)h;
-}
-
 // Byte offset of 16-byte piece ch (0..3) of row `row` in a [rows][64] byte tile, XOR-swizzled with row / 2 so that
 // ldmatrix's 8 rows of one piece fall in 8 different bank groups.
 __device__ __forceinline__ int swz(int row, int ch) { return row * BK + ((ch ^ ((row >> 1) & 3)) << 4); }
@@ -260,7 +221,7 @@ __global__ void __launch_bounds__(THREADS, 2)
                 const int64_t ro = PRE ? (int64_t)(half * 64 + lr) * BN + lc : o;   // the residual's offset
                 if (res) {
                     float rv[8];
-                    ld8(PRE ? (const T *)rsm : res, ro, rv);
+                    ld8((PRE ? (const T *)rsm : res) + ro, rv);   // kernels_common.cuh: 16 / 32-byte vectors
 #pragma unroll
                     for (int e = 0; e < 8; e++)
                         v[e] += rv[e];
@@ -280,7 +241,7 @@ __global__ void __launch_bounds__(THREADS, 2)
                         v[e] = fmaxf(v[e], 0.f);
                 }
                 if (y)   // else held only as E4M3 (yq)
-                    st8(y, o, v);
+                    st8(y + o, v);
                 if (yq) {
                     uint32_t q[2];
 #pragma unroll

@@ -435,9 +435,11 @@ template <typename T>
 static bool layernorm(const T *x, const float *scale, const float *bias, T *y, int64_t rows, int64_t cols, float eps,
                       uint8_t *q, float qs, cudaStream_t s)
 {
-    if (vec_rows<T>(x, y, rows, cols) && (!q || (uintptr_t)q % 8 == 0)) {
-        layernorm_vec<T>(x, scale, bias, y, rows, (int)cols, eps, q, qs, s);
-        return true;
+    if constexpr (sizeof(T) == 2) {   // half rows only (vec_rows): no float instantiation of the 16-byte kernels
+        if (vec_rows<T>(x, y, rows, cols) && (!q || (uintptr_t)q % 8 == 0)) {
+            layernorm_vec<T>(x, scale, bias, y, rows, (int)cols, eps, q, qs, s);
+            return true;
+        }
     }
     if (cols > 0 && cols <= 1024 && warp_rows_fit(rows) &&
         WARP_ROWS(k_layernorm_warp, T, rows, cols, s, x, scale, bias, y, rows, (int)cols, eps))
