@@ -411,6 +411,46 @@ void *cu_state_get(cu_be *b, const kiln_node *n, const int64_t *key, int nkey)
     return NULL;
 }
 
+typedef struct layer_scalar {
+    float *dev;
+    float val;
+} layer_scalar;
+
+static void layer_scalar_free(void *p)
+{
+    layer_scalar *s = p;
+    if (s->dev)
+        cudaFree(s->dev);
+    free(s);
+}
+
+kiln_status cu_layer_scalar(cu_be *b, const kiln_kctx *ctx, int slot, float v, const float **out)
+{
+    const int64_t key[1] = {slot};
+    layer_scalar *s = cu_state_get(b, ctx->node, key, 1);
+    *out = NULL;
+    if (s && s->val == v) {
+        *out = s->dev;
+        return KILN_OK;
+    }
+    if (b->capturing)
+        return KILN_OK;
+    if (!s) {
+        if (!(s = calloc(1, sizeof *s)))
+            return cu_err(b, KILN_ERR_NOMEM, "out of memory");
+        kiln_status st = cu_check(b, cudaMalloc((void **)&s->dev, sizeof(float)), "allocating a layer's scalar");
+        if (st != KILN_OK) {
+            layer_scalar_free(s);
+            return st;
+        }
+        KILN_TRY(cu_state_put(b, ctx->node, key, 1, s, layer_scalar_free));   /* freed there on failure */
+    }
+    KILN_TRY(cu_check(b, cudaMemcpy(s->dev, &v, sizeof v, cudaMemcpyHostToDevice), "setting a layer's scalar"));
+    s->val = v;
+    *out = s->dev;
+    return KILN_OK;
+}
+
 kiln_status cu_state_put(cu_be *b, const kiln_node *n, const int64_t *key, int nkey, void *st, void (*destroy)(void *))
 {
     if (nkey > 24) {

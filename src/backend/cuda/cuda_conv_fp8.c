@@ -25,18 +25,6 @@
 #define T_SLOT 65   /* the kernel chosen for it */
 #define R_SLOT 66   /* its E4M3-held residual's scale */
 
-typedef struct fp8_scale {
-    float *dev;
-    float val;
-} fp8_scale;
-
-static void scale_free(void *p)
-{
-    fp8_scale *s = p;
-    cudaFree(s->dev);
-    free(s);
-}
-
 bool cu_fp8_conv_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
 {
     if (n_in < 2 || !in[0] || !in[1] || in[0]->ndim != 4 || in[1]->ndim != 4 || in[1]->dtype != KILN_DT_FLOAT32 ||
@@ -48,32 +36,11 @@ bool cu_fp8_conv_accepts(cu_be *b, const kiln_node *n, int n_in, const kiln_tens
     return cu_conv_accepts(b, n, n_in, in);
 }
 
-/* A float32 scalar v of the layer in device memory (state slot `slot`). */
+/* A float32 scalar v of the layer in device memory (state slot `slot`); not made while capturing a CUDA graph. */
 static kiln_status layer_scale(cu_be *b, const kiln_kctx *ctx, int slot, float v, const float **out)
 {
-    int64_t key[1] = {slot};
-    fp8_scale *s = cu_state_get(b, ctx->node, key, 1);
-    if (s && s->val == v) {
-        *out = s->dev;
-        return KILN_OK;
-    }
-    if (b->capturing)
-        return cu_not_in_capture(b, "setting an FP8 scale");
-    if (!s) {
-        if (!(s = calloc(1, sizeof *s)))
-            return cu_err(b, KILN_ERR_NOMEM, "out of memory");
-        kiln_status st = cu_check(b, cudaMalloc((void **)&s->dev, sizeof(float)), "allocating an FP8 scale");
-        if (st == KILN_OK)
-            st = cu_state_put(b, ctx->node, key, 1, s, scale_free);
-        if (st != KILN_OK) {
-            scale_free(s);
-            return st;
-        }
-    }
-    KILN_TRY(cu_check(b, cudaMemcpy(s->dev, &v, sizeof v, cudaMemcpyHostToDevice), "setting an FP8 scale"));
-    s->val = v;
-    *out = s->dev;
-    return KILN_OK;
+    KILN_TRY(cu_layer_scalar(b, ctx, slot, v, out));
+    return *out ? KILN_OK : cu_not_in_capture(b, "setting an FP8 scale");
 }
 
 /* Runs the graph of key k (everything fused, with its feed), else everything but the feed, else the convolution

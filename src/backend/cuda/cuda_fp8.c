@@ -303,38 +303,12 @@ static bool lt_gelu_wanted(cu_be *b, const kiln_kctx *ctx, int act, kiln_dtype s
     return !cu_state_get(b, ctx->node, (const int64_t[]){NO_LT_SLOT}, 1);
 }
 
-typedef struct dev_scalar {
-    float *p;
-} dev_scalar;
-
-static void dev_scalar_free(void *st)
-{
-    dev_scalar *c = st;
-    if (c->p)
-        cudaFree(c->p);
-    free(c);
-}
-
-/* The device float 1 / s that cuBLASLt scales an E4M3 output by (q = e4m3(v / s) on the CPU), kept per layer and s;
- * NULL while capturing a CUDA graph before it was made (the layer then takes kiln's epilogue) or out of memory. */
+/* The device float 1 / s that cuBLASLt scales an E4M3 output by (q = e4m3(v / s) on the CPU), kept per layer; NULL
+ * while capturing a CUDA graph before it was made, or on failure: the layer then takes kiln's epilogue. */
 static const float *out_scale(cu_be *b, const kiln_kctx *ctx, float s)
 {
-    uint32_t bits;
-    memcpy(&bits, &s, sizeof bits);
-    const int64_t key[2] = {DS_SLOT, bits};
-    dev_scalar *c = cu_state_get(b, ctx->node, key, 2);
-    if (c || b->capturing)
-        return c ? c->p : NULL;
-    c = calloc(1, sizeof *c);
-    const float inv = 1.0f / s;
-    if (!c || cudaMalloc((void **)&c->p, sizeof inv) != cudaSuccess ||
-        cudaMemcpy(c->p, &inv, sizeof inv, cudaMemcpyHostToDevice) != cudaSuccess) {
-        if (c)
-            dev_scalar_free(c);
-        cudaGetLastError();
-        return NULL;
-    }
-    return cu_state_put(b, ctx->node, key, 2, c, dev_scalar_free) == KILN_OK ? c->p : NULL;   /* else freed */
+    const float *p = NULL;
+    return cu_layer_scalar(b, ctx, DS_SLOT, 1.0f / s, &p) == KILN_OK ? p : NULL;
 }
 
 kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)

@@ -151,6 +151,10 @@ void cu_tmp_free(cu_be *b, kiln_tensor *t);
  * several library calls use one each); a new key replaces the slot's old state. */
 void *cu_state_get(cu_be *b, const kiln_node *n, const int64_t *key, int nkey);
 kiln_status cu_state_put(cu_be *b, const kiln_node *n, const int64_t *key, int nkey, void *st, void (*destroy)(void *));
+/* A float32 scalar v of the layer in device memory (a scale cuBLASLt / cuDNN read there), kept in state slot `slot`
+ * and rewritten when v changes: *out; NULL (and KILN_OK) while capturing a CUDA graph before it was made, since its
+ * copy cannot be captured -- the caller decides (an error, or another path). */
+kiln_status cu_layer_scalar(cu_be *b, const kiln_kctx *ctx, int slot, float v, const float **out);
 
 /* Maps a node's fused activation to a kernel activation; false if unknown. */
 bool cu_fused_act(const cu_be *b, const kiln_node *n, int *act, float *alpha, float *beta);
