@@ -104,25 +104,20 @@ kiln_status cu_fp4_run(cu_be *b, kiln_kctx *ctx)
     bool trans;
     if (!cu_fp4_layer(b, n, &fmt) || !fp4_operands(b, n, ctx->n_in, ctx->in, &K, &N, &trans))
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "operands the 4-bit GEMM does not take");
-    bool gemm = cu_is_gemm(n->op), fused = n->op == KILN_OP_FusedMatMul || n->op == KILN_OP_FusedGemm;
-    int act = CUK_IDENTITY;
-    float aa = 0, ab = 0;
-    if (fused && !cu_fused_act(b, n, &act, &aa, &ab))
-        return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "unknown fused activation");
-    int64_t numel = cu_numel(A), M = numel / K;
-    int64_t dims[KILN_MAX_DIMS];
-    int nd = A->ndim;
-    memcpy(dims, A->dims, sizeof(int64_t) * (size_t)nd);
-    dims[nd - 1] = N;   /* MatMul of a vector: [K] @ [K, N] -> [N] */
-    const kiln_tensor *R = !gemm && fused ? IN(3) : NULL, *bias = gemm ? IN(2) : fused ? IN(2) : NULL;
-    if ((bias && cu_numel(bias) != N) || (R && cu_numel(R) != M * N))
+    wgemm_io io;
+    KILN_TRY(cu_wgemm_io(b, ctx, K, N, &io));
+    const int act = io.act;
+    const float aa = io.aa, ab = io.ab;
+    const int64_t M = io.M;
+    const kiln_tensor *R = io.R, *bias = io.gemm ? IN(2) : io.bias;   /* Gemm's C: a row bias (fp4_operands) */
+    if (bias && cu_numel(bias) != N)
         return cu_kerr(b, ctx, KILN_ERR_SHAPE, "bias / residual shape");
     cu_lowbit_w *w = NULL;
     KILN_TRY(cu_lowbit_weight(b, ctx, FP4_SLOT, qfmt_of(fmt), false, N, K, 1, &w));
     /* output storage: a half input's, KILN_CUDA_ACT's, else FP16 (what the layer's FP16 rounding makes) */
     kiln_dtype sdt = b->force_act == KILN_DT_BFLOAT16 || (A->flags & KILN_TENSOR_DEV_BF16) ? KILN_DT_BFLOAT16
                                                                                            : KILN_DT_FLOAT16;
-    KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, nd, dims));
+    KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, io.nd, io.dims));
     kiln_tensor *y = ctx->out[0];
     if (!y->nbytes)
         return KILN_OK;

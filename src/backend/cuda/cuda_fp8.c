@@ -320,26 +320,17 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
     bool trans;
     if (!cu_fp8_layer(b, n, &as) || !fp8_dims(b, n, A, W, &K, &N, &trans))
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "operands the FP8 GEMM does not take");
-    bool gemm = cu_is_gemm(n->op), fused = n->op == KILN_OP_FusedMatMul || n->op == KILN_OP_FusedGemm;
-    int act = CUK_IDENTITY;
-    float aa = 0, ab = 0;
-    if (fused && !cu_fused_act(b, n, &act, &aa, &ab))
-        return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "unknown fused activation");
-    int64_t numel = cu_numel(A), M = numel / K;
-    int64_t dims[KILN_MAX_DIMS];
-    int nd = A->ndim;
-    memcpy(dims, A->dims, sizeof(int64_t) * (size_t)nd);
-    if (nd == 1)
-        dims[0] = N;   /* MatMul of a vector: [K] @ [K, N] -> [N] */
-    else
-        dims[nd - 1] = N;
-    const kiln_tensor *R = !gemm && fused ? IN(3) : NULL, *bias = !gemm && fused ? IN(2) : NULL;
-    if ((bias && cu_numel(bias) != N) || (R && cu_numel(R) != M * N))
-        return cu_kerr(b, ctx, KILN_ERR_SHAPE, "bias / residual shape");
+    wgemm_io io;
+    KILN_TRY(cu_wgemm_io(b, ctx, K, N, &io));
+    const bool gemm = io.gemm;
+    const int act = io.act;
+    const float aa = io.aa, ab = io.ab;
+    const int64_t numel = io.numel, M = io.M;
+    const kiln_tensor *R = io.R, *bias = io.bias;
     kiln_dtype sdt = cu_fp8_out_sdt(b, A);
     cu_lowbit_w *w = NULL;
     KILN_TRY(cu_lowbit_weight(b, ctx, FP8_SLOT, KILN_QF_FP8, true, N, K, 1, &w));
-    KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, nd, dims));
+    KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, io.nd, io.dims));
     kiln_tensor *y = ctx->out[0];
     y->flags &= ~KILN_TENSOR_DEV_E4M3;
     if (!y->nbytes)
@@ -367,7 +358,7 @@ kiln_status cu_fp8_run(cu_be *b, kiln_kctx *ctx)
     if (st == KILN_OK && bias)
         st = cu_as(b, bias, KILN_DT_FLOAT32, &bt, &b2);
     if (st == KILN_OK && store)   /* with ds: cuBLASLt's C, never read (beta 0), a buffer apart from the E4M3 D */
-        st = cu_tmp(b, &pre, sdt, nd, dims);
+        st = cu_tmp(b, &pre, sdt, io.nd, io.dims);
     float alpha = gemm ? b->host->attr_f(n, "alpha", 1.0f) : 1.0f;
     /* B: the blob's E4M3 elements [N, K]; its scale: the blob's FP32 tensor scale, in device memory */
     gemm_args g = {.tb = true, .ty = cu_cuda_ty(sdt), .fp8 = true, .b_scale = (const float *)(w->dev + w->L.off_t),

@@ -316,6 +316,28 @@ bool cu_wgemm_op(kiln_op op)
 
 bool cu_is_gemm(kiln_op op) { return op == KILN_OP_Gemm || op == KILN_OP_FusedGemm; }
 
+kiln_status cu_wgemm_io(cu_be *b, const kiln_kctx *ctx, int64_t K, int64_t N, wgemm_io *io)
+{
+    const kiln_node *n = ctx->node;
+    const kiln_tensor *A = IN(0);
+    const bool fused = n->op == KILN_OP_FusedMatMul || n->op == KILN_OP_FusedGemm;
+    memset(io, 0, sizeof *io);
+    io->gemm = cu_is_gemm(n->op);
+    io->act = CUK_IDENTITY;
+    if (fused && !cu_fused_act(b, n, &io->act, &io->aa, &io->ab))
+        return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "unknown fused activation");
+    io->numel = cu_numel(A);
+    io->M = io->numel / K;
+    io->nd = A->ndim;
+    memcpy(io->dims, A->dims, sizeof(int64_t) * (size_t)io->nd);
+    io->dims[io->nd - 1] = N;   /* MatMul of a vector: [K] @ [K, N] -> [N] */
+    io->R = !io->gemm && fused ? IN(3) : NULL;
+    io->bias = !io->gemm && fused ? IN(2) : NULL;
+    if ((io->bias && cu_numel(io->bias) != N) || (io->R && cu_numel(io->R) != io->M * N))
+        return cu_kerr(b, ctx, KILN_ERR_SHAPE, "bias / residual shape");
+    return KILN_OK;
+}
+
 bool cu_wgemm_dims(const cu_be *b, const kiln_node *n, const kiln_tensor *a, const kiln_tensor *w, int64_t *K,
                    int64_t *N, bool *trans)
 {

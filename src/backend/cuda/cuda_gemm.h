@@ -53,4 +53,17 @@ bool cu_is_gemm(kiln_op op);
  * for operands no low-bit GEMM takes (a not float32, Gemm's transA or a non-2-D A, K mismatch). Dims only. */
 bool cu_wgemm_dims(const cu_be *b, const kiln_node *n, const kiln_tensor *a, const kiln_tensor *w, int64_t *K,
                    int64_t *N, bool *trans);
+/* The rest of such a layer's operands, once its K and N are known: whether it is a Gemm, its fused activation,
+ * M = numel(A) / K, the output dims (A's, the last one N), FusedMatMul's bias (input 2, N values) and residual
+ * (input 3, M x N); an error for an unknown activation or mismatched sizes. */
+typedef struct wgemm_io {
+    bool gemm;
+    int act;
+    float aa, ab;
+    int64_t numel, M;
+    int nd;
+    int64_t dims[KILN_MAX_DIMS];
+    const kiln_tensor *bias, *R;
+} wgemm_io;
+kiln_status cu_wgemm_io(cu_be *b, const kiln_kctx *ctx, int64_t K, int64_t N, wgemm_io *io);
 #endif
