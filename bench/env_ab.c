@@ -15,7 +15,8 @@
  * ENV_AB_CONTEXTS=2: A and B run in two contexts, B's created and planned (its first runs) with NAME set, for
  * switches read when a context plans its memory (runtime/plan.c) rather than while it runs; with ENV_AB_ENGINE_B=FILE
  * too, B's context is of that engine (the same model built otherwise: a change made at build time, such as the
- * memory plan an engine stores; it must have ENGINE's layers).
+ * memory plan an engine stores; its inputs must be ENGINE's; where its layers differ (a fusion), groups are summed per
+ * engine by layer name and single layers compared where both engines have one of that name).
  * The first runs of a context are not timed (3 warm-up runs). Inputs: kiln_engine_synth_inputs. A NAME that
  * nothing reads gives the noise floor (A/A): on that VM under the lead's builds, 20 pairs of ResNet-50 read
  * 0.98-1.01 on the total and single layers 0.85-1.08; with 150-300 pairs unchanged groups of layers stayed
@@ -79,11 +80,10 @@ int main(int argc, char **argv)
     double *ms = calloc((size_t)L, sizeof *ms), *t[2], *lg = calloc((size_t)L, sizeof *lg);
     double *la = calloc((size_t)L, sizeof *la), *q[3];
     t[0] = calloc((size_t)L, sizeof *ms);
-    t[1] = calloc((size_t)L, sizeof *ms);
     bool *sel = calloc((size_t)L, sizeof *sel);
     for (int k = 0; k < 3; k++)
         q[k] = calloc((size_t)pairs, sizeof *q[k]);
-    if (!in || !ms || !lg || !la || !t[0] || !t[1] || !sel || !q[0] || !q[1] || !q[2]) {
+    if (!in || !ms || !lg || !la || !t[0] || !sel || !q[0] || !q[1] || !q[2]) {
         fprintf(stderr, "env_ab: out of memory\n");
         return 1;
     }
@@ -98,10 +98,19 @@ int main(int argc, char **argv)
     if (two && eb && eb[0]) {
         if (kiln_engine_load(eb, &eb_e) != KILN_OK)
             return fail("loading ENV_AB_ENGINE_B");
-        if (kiln_engine_num_layers(eb_e) != L || kiln_engine_num_inputs(eb_e) != nin) {
-            fprintf(stderr, "env_ab: %s has other layers or inputs than %s\n", eb, argv[1]);
+        if (kiln_engine_num_inputs(eb_e) != nin) {
+            fprintf(stderr, "env_ab: %s has other inputs than %s\n", eb, argv[1]);
             return 2;
         }
+    }
+    /* B's layers (its own engine's, else A's), its selection, and which of A's layers each is (by name; -1: none) */
+    const int LB = eb_e ? kiln_engine_num_layers(eb_e) : L;
+    t[1] = calloc((size_t)LB + 1, sizeof *ms);
+    bool *selb = calloc((size_t)LB + 1, sizeof *selb);
+    int *amap = calloc((size_t)LB + 1, sizeof *amap);
+    if (!t[1] || !selb || !amap) {
+        fprintf(stderr, "env_ab: out of memory\n");
+        return 1;
     }
     for (int k = 0; k <= two; k++) {
         if (k)
@@ -128,6 +137,16 @@ int main(int argc, char **argv)
         sel[i] = selected(li.name, list);
         nsel += sel[i];
     }
+    for (int j = 0; j < LB; j++) {
+        kiln_layer_info lb, la_;
+        if (kiln_engine_layer(eb_e ? eb_e : e, j, &lb) != KILN_OK)
+            return fail("reading the layers");
+        selb[j] = selected(lb.name, list);
+        amap[j] = -1;
+        for (int i = 0; i < L && amap[j] < 0; i++)
+            if (kiln_engine_layer(e, i, &la_) == KILN_OK && !strcmp(la_.name, lb.name))
+                amap[j] = i;
+    }
     if (list && !nsel) {
         fprintf(stderr, "env_ab: no layer matches '%s'\n", list);
         return 2;
@@ -144,8 +163,8 @@ int main(int argc, char **argv)
             if (kiln_context_profile(cx[b], 1, t[b]) != KILN_OK)
                 return fail("running");
             v[b][0] = v[b][1] = 0;
-            for (int i = 0; i < L; i++)
-                v[b][sel[i] ? 0 : 1] += t[b][i];
+            for (int i = 0; i < (b ? LB : L); i++)
+                v[b][(b ? selb[i] : sel[i]) ? 0 : 1] += t[b][i];
             v[b][2] = v[b][0] + v[b][1];
         }
         for (int k = 0; k < 3; k++) {
@@ -153,11 +172,13 @@ int main(int argc, char **argv)
             sum[0][k] += v[0][k];
             sum[1][k] += v[1][k];
         }
-        for (int i = 0; i < L; i++)
-            if (t[0][i] > 0 && t[1][i] > 0) {
-                lg[i] += log(t[1][i] / t[0][i]);
+        for (int j = 0; j < LB; j++) {
+            int i = amap[j];
+            if (i >= 0 && t[0][i] > 0 && t[1][j] > 0) {
+                lg[i] += log(t[1][j] / t[0][i]);
                 la[i] += t[0][i];
             }
+        }
     }
     unsetenv(var);
     printf("%s: %d ABBA pairs, %d thread(s); B = %s=1%s\n", argv[1], pairs, threads, var,
@@ -189,7 +210,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < nin; i++)
         kiln_free(in[i].data);
     kiln_engine_free(e);
-    free(in), free(ms), free(lg), free(la), free(t[0]), free(t[1]), free(sel);
+    free(in), free(ms), free(lg), free(la), free(t[0]), free(t[1]), free(sel), free(selb), free(amap);
     for (int k = 0; k < 3; k++)
         free(q[k]);
     return 0;

@@ -230,6 +230,25 @@ static kiln_status fold_shapes(struct kiln_engine *e, kiln_pass_report *rep)
     return KILN_OK;
 }
 
+/* CPU engines: a 1x1 conv shortcut summed into the block's last conv (FusedConvSum, passes/p_shortcut.c), once the
+ * precision decisions are made (it fuses float32 convolutions only); reported as pass "fuse-shortcut". */
+static kiln_status fuse_shortcut(kiln_graph *g, kiln_pass_report *rep)
+{
+    static const kiln_pass_info p = {"fuse-shortcut", kiln__pass_fuse_shortcut}, dce = {"dead-nodes",
+                                                                                          kiln__pass_dead_nodes};
+    int changed = 0, dropped = 0;
+    KILN_TRY(kiln__pass_run(&p, g, kiln__builder_pass_ctx(), &changed));
+    if (changed)   /* the separate weights the stacked ones replace */
+        KILN_TRY(kiln__pass_run(&dce, g, kiln__builder_pass_ctx(), &dropped));
+    if (changed && rep->n < 64) {
+        rep->entry[rep->n].name = p.name;
+        rep->entry[rep->n].changed = changed;
+        rep->n++;
+        rep->nodes_after = g->n_nodes;
+    }
+    return KILN_OK;
+}
+
 /* Moves the calibration plan (and the shapes it is valid for) into the engine. */
 static kiln_status adopt_plan(struct kiln_engine *e, kiln_calib_result *cr)
 {
@@ -310,12 +329,14 @@ kiln_status kiln__build_planned(kiln_model_t m, kiln_build_options *o, const kil
         st = fold_shapes(e, &rep);
     if (st == KILN_OK)
         st = kiln__precision_after_passes(e->g, o);
-    ctl = kiln__run_ctl(NULL, budget);
-    kiln_calib_result cr;
-    memset(&cr, 0, sizeof cr);
     /* a device engine's plan leaves out the CPU-only in-place FusedConv over its residual (a CUDA context would
      * not take such a plan and would plan again at its first run) */
     bool device = o && o->device != KILN_DEVICE_CPU;
+    if (st == KILN_OK && optimize && !device)
+        st = fuse_shortcut(e->g, &rep);
+    ctl = kiln__run_ctl(NULL, budget);
+    kiln_calib_result cr;
+    memset(&cr, 0, sizeof cr);
     if (st == KILN_OK)
         st = kiln__builder_calibrate(e, o ? o->timing_cache : NULL, o ? o->num_threads : 0, !(o && o->no_tactics),
                                      !device, &cr, &ctl);

@@ -25,6 +25,7 @@ static bool heavy(kiln_op op)
     switch (op) {
     case KILN_OP_Conv: case KILN_OP_FusedConv: case KILN_OP_ConvTranspose: case KILN_OP_MatMul:
     case KILN_OP_FusedMatMul: case KILN_OP_Gemm: case KILN_OP_FusedGemm: case KILN_OP_Attention:
+    case KILN_OP_FusedConvSum:
     case KILN_OP_MaxPool: case KILN_OP_AveragePool: case KILN_OP_Resize: case KILN_OP_LayerNormalization:
     case KILN_OP_Softmax:
         return true;

@@ -784,6 +784,25 @@ kiln_status kiln__si_fusedconv(kiln_ictx *c)
     return add_bcast(c, c->out[0], IN(c, 3));
 }
 
+/* FusedConvSum(X, X2, W, B?): [N, M, spatial of X], M = W's rows (k_convsum.c) */
+kiln_status kiln__si_fusedconvsum(kiln_ictx *c)
+{
+    const kiln_vshape *x, *w;
+    KILN_TRY(kiln__need(c, 0, &x));
+    KILN_TRY(kiln__need(c, 2, &w));
+    kiln_vshape *o = c->out[0];
+    kiln__vs_unknown(o, x->dtype);
+    if (x->rank < 0 || w->rank < 0)
+        return KILN_OK;
+    if (x->rank < 3 || w->rank != x->rank)
+        return kiln__ierr(c, KILN_ERR_SHAPE, "X of rank %d, W of rank %d", x->rank, w->rank);
+    kiln_sdim d[KILN_MAX_DIMS];
+    memcpy(d, x->dims, sizeof(kiln_sdim) * (size_t)x->rank);
+    d[1] = w->dims[0];
+    kiln__vs_set(o, x->dtype, x->rank, d);
+    return KILN_OK;
+}
+
 kiln_status kiln__si_fusedmatmul(kiln_ictx *c)
 {
     KILN_TRY(kiln__si_matmul(c));

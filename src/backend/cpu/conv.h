@@ -76,6 +76,15 @@ static inline void kiln__conv_pad_row(float *d, int64_t n, const float *row, int
     memset(d + lead + ncopy, 0, sizeof(float) * (size_t)(n - lead - ncopy));
 }
 
+/* dst[c, oy, ox] = x[c, oy*sh, ox*sw] for C channels of an H x W image (Ho x Wo outputs), multithreaded: the
+ * input of a 1x1 strided conv; gather2: kiln_conv_isa's, or NULL. */
+void kiln__conv_subsample(kiln_pool *pool, int nthreads, const float *x, int64_t C, int64_t H, int64_t W, int64_t sh,
+                          int64_t sw, int64_t Ho, int64_t Wo, float *dst,
+                          int64_t (*gather2)(float *dst, const float *src, int64_t n, int64_t avail));
+/* FusedConvSum (k_convsum.c) with the row gather of a kiln_conv_isa (NULL: scalar). */
+kiln_status kiln__fused_conv_sum(kiln_kctx *ctx, int64_t (*gather2)(float *dst, const float *src, int64_t n,
+                                                                   int64_t avail));
+
 /* The 2-D view of a 1-D or 2-D geometry (band fields zero). */
 void kiln__conv2d_view(const kiln_window *g, kiln_conv2d *p);
 /* 1x1, stride 1, no padding: one GEMM W x X per image and group. */

@@ -125,6 +125,8 @@ typedef struct gemm_job {
     int64_t M, N, K;
     float alpha, beta;
     const float *A, *B;
+    const float *B2;      /* rows k >= kb2 of op(B) from B2 (kiln_gemm.B2), or NULL */
+    int64_t kb2;
     float *C;
     int64_t ldc;
     int64_t a_rs, a_cs;   /* op(A)(i,k) = A[i*a_rs + k*a_cs] */
@@ -415,6 +417,28 @@ static inline void a_ahead_step(a_ahead *a)
     }
 }
 
+/* Rows [pc, pc+kc) x columns [jc, jc+nc) of op(B) packed into nr-wide panels at pb (the pack_b layout), from B and,
+ * for rows >= kb2, from B2: a slice across kb2 is packed panel by panel, each panel's rows from both. */
+static void pack_b_rows(const gemm_job *g, int64_t pc, int64_t kc, int64_t jc, int64_t nc, float *pb)
+{
+    const gemm_impl *im = g->im;
+    if (!g->B2 || pc + kc <= g->kb2) {
+        im->pack_b(g->B + pc * g->b_rs + jc * g->b_cs, g->b_cs, g->b_rs, nc, kc, pb);
+        return;
+    }
+    if (pc >= g->kb2) {
+        im->pack_b(g->B2 + (pc - g->kb2) * g->b_rs + jc * g->b_cs, g->b_cs, g->b_rs, nc, kc, pb);
+        return;
+    }
+    const int64_t nr = im->nr, k1 = g->kb2 - pc;
+    for (int64_t j = 0; j < nc; j += nr) {
+        int64_t n = min64(nr, nc - j);
+        float *d = pb + j / nr * kc * nr;
+        im->pack_b(g->B + pc * g->b_rs + (jc + j) * g->b_cs, g->b_cs, g->b_rs, n, k1, d);
+        im->pack_b(g->B2 + (jc + j) * g->b_cs, g->b_cs, g->b_rs, n, kc - k1, d + k1 * nr);
+    }
+}
+
 /* The first pre-packed B panel of the next task not taken yet (tapered grids), or NULL. */
 static const float *next_task_panel(const gemm_job *g)
 {
@@ -455,7 +479,7 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
             else if (g->packb)
                 g->packb(g->packb_ctx, pc, kc, jc, nc, nr, pb);
             else
-                im->pack_b(g->B + pc * g->b_rs + jc * g->b_cs, g->b_cs, g->b_rs, nc, kc, pb);
+                pack_b_rows(g, pc, kc, jc, nc, pb);
             for (int64_t ic = m0; ic < m1; ic += g->mc) {
                 int64_t mc = min64(g->mc, m1 - ic);
                 if (!direct && !g->apack)
@@ -730,7 +754,7 @@ static void packb_task(void *ctx, int64_t b, int64_t e)
     if (g->packb)
         g->packb(g->packb_ctx, 0, g->K, j0, nc, nr, d);
     else
-        g->im->pack_b(g->B + j0 * g->b_cs, g->b_cs, g->b_rs, nc, g->K, d);
+        pack_b_rows(g, 0, g->K, j0, nc, d);
 }
 
 /* A grid split along M (a small N: a CNN's 28x28 and smaller layers) has every task pack all of
@@ -853,6 +877,8 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
     g.beta = beta;
     g.A = a->A;
     g.B = a->B;
+    g.B2 = a->B2 && a->kb2 < K && !a->trans_b && !a->packb && !a->bpack ? a->B2 : NULL;
+    g.kb2 = a->kb2;
     g.C = a->C;
     g.ldc = a->ldc;
     g.a_rs = a->trans_a ? 1 : a->lda;
@@ -875,7 +901,7 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
         nthreads = flops < GEMM_MIN_FLOPS_PER_THREAD ? 1 : (int)(flops / GEMM_MIN_FLOPS_PER_THREAD);
 
     /* tiny problems and GEMV shapes: no packing (needs op(B) in memory) */
-    if (!g.packb && !g.bpack && !g.apack && direct_shape(M, N, flops)) {
+    if (!g.packb && !g.bpack && !g.apack && !g.B2 && direct_shape(M, N, flops)) {
         if (alias)   /* C = alpha * acc + beta * C first, the epilogue after */
             res_as_c(&e_own, &g.epi, &g.beta);
         if (nthreads <= 1)

@@ -23,6 +23,10 @@ typedef struct kiln_gemm {
     int64_t lda;
     const float *B;              /* ignored when packb is set */
     int64_t ldb;
+    const float *B2;             /* or NULL. Rows k >= kb2 of op(B) are read from B2 + (k - kb2) * ldb instead of
+                                  * B (row-major, same ldb; not with trans_b, packb or bpack): two operands stacked
+                                  * along K without a copy (FusedConvSum: [W1 | W2] x [X1 ; X2]) */
+    int64_t kb2;
     kiln_gemm_packb_fn packb;    /* NULL: op(B) read from B / ldb / trans_b */
     void *packb_ctx;
     const float *bpack;          /* or op(B) already packed over the whole K: panel p (columns

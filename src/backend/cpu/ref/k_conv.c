@@ -532,6 +532,15 @@ static void subsample_task(void *vctx, int64_t c0, int64_t c1)
     }
 }
 
+void kiln__conv_subsample(kiln_pool *pool, int nthreads, const float *x, int64_t C, int64_t H, int64_t W, int64_t sh,
+                          int64_t sw, int64_t Ho, int64_t Wo, float *dst,
+                          int64_t (*gather2)(float *dst, const float *src, int64_t n, int64_t avail))
+{
+    kiln_im2col c = {.x = x, .H = H, .W = W, .sh = sh, .sw = sw, .Wo = Wo};
+    subsample_job sj = {.c = &c, .dst = dst, .Ho = Ho, .gather2 = gather2};
+    kiln__parallel_for(pool, nthreads, C, 1 + 16384 / (Ho * Wo + 1), subsample_task, &sj);
+}
+
 kiln_epi kiln__conv_epi(const conv_geom *g, const float *b, const kiln_epi *post, int64_t gi, int64_t row0)
 {
     kiln_epi e = {.bias = b ? b + gi * (g->M / g->G) : NULL, .row_bias = true};
@@ -600,10 +609,8 @@ static kiln_status conv_gemm(const kiln_kctx *ctx, const kiln_conv_isa *isa, con
                 gm.packb = im2col_pack;
                 gm.packb_ctx = &ic;
             } else if (strided1x1) {
-                ic.c.x = xg;
-                subsample_job sj = {.c = &ic.c, .dst = sub, .Ho = g->out_sz / ic.c.Wo,
-                                    .gather2 = isa ? isa->gather2 : NULL};
-                kiln__parallel_for(ctx->pool, nt, Cg, 1 + 16384 / (g->out_sz + 1), subsample_task, &sj);
+                kiln__conv_subsample(ctx->pool, nt, xg, Cg, ic.c.H, ic.c.W, ic.c.sh, ic.c.sw, g->out_sz / ic.c.Wo,
+                                     ic.c.Wo, sub, isa ? isa->gather2 : NULL);
                 gm.B = sub;
                 gm.ldb = g->out_sz;
             } else {

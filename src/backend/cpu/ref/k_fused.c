@@ -3,6 +3,7 @@
  *   FusedMatMul(A, B, bias?, R?) = act(MatMul(A, B) + bias + R)
  *   FusedGemm(A, B, C?)          = act(Gemm(A, B, C))
  *   Attention(Q, KT, V, M?)      = Softmax(Q @ KT * scale + M) @ V   (k_attention.c)
+ *   FusedConvSum(X, X2, W, B?)   = act(Conv(X, W1) + Conv(X2, W2) + B), 1x1 convs (k_convsum.c)
  * float32 takes fast paths that fold the bias, residual and activation into the GEMM /
  * convolution output stores (fused.h); anything else (other dtypes, unusual broadcasting) runs
  * the reference kernel of the main op, then the epilogue as separate passes. */
@@ -193,6 +194,9 @@ static kiln_status k_fused_gemm(kiln_kctx *ctx)
     return apply_act(ctx);
 }
 
+/* FusedConvSum: k_convsum.c */
+static kiln_status k_fused_conv_sum(kiln_kctx *ctx) { return kiln__fused_conv_sum(ctx, NULL); }
+
 /* Attention: k_attention.c */
 static kiln_status k_attention(kiln_kctx *ctx) { return kiln__attention(ctx, NULL); }
 
@@ -201,5 +205,6 @@ const kiln_kernel_reg kiln__ref_fused[] = {
     {KILN_OP_FusedMatMul, k_fused_matmul},
     {KILN_OP_FusedGemm, k_fused_gemm},
     {KILN_OP_Attention, k_attention},
+    {KILN_OP_FusedConvSum, k_fused_conv_sum},
     {KILN_OP_COUNT, NULL},
 };

@@ -202,10 +202,12 @@ static const kiln_conv_isa isa_avx2 = {.dw_row = kiln__conv_dw_row_avx2,
 
 static kiln_status k_conv_avx2(kiln_kctx *ctx) { return kiln__conv(ctx, &isa_avx2, k_conv_avx2); }
 static kiln_status k_fused_conv_avx2(kiln_kctx *ctx) { return kiln__fused_conv(ctx, &isa_avx2, k_fused_conv_avx2); }
+static kiln_status k_fused_conv_sum_avx2(kiln_kctx *ctx) { return kiln__fused_conv_sum(ctx, kiln__conv_gather2_avx2); }
 
 const kiln_kernel_isa_reg kiln__x86_conv_avx2[] = {
     {KILN_OP_Conv, k_conv_avx2, KILN_CPU_AVX2_FMA, "Conv/avx2"},
     {KILN_OP_FusedConv, k_fused_conv_avx2, KILN_CPU_AVX2_FMA, "FusedConv/avx2"},
+    {KILN_OP_FusedConvSum, k_fused_conv_sum_avx2, KILN_CPU_AVX2_FMA, "FusedConvSum/avx2"},
     {KILN_OP_COUNT, NULL, 0, NULL},
 };
 #else
