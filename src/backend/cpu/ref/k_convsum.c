@@ -1,5 +1,5 @@
 /* FusedConvSum(X, X2, W, B?) = act(Conv(X, W1) + Conv(X2, W2, strides) + B), kiln's op for a residual block whose
- * shortcut is a 1x1 convolution (ResNet's downsample, build/fuse_shortcut.c): both convolutions 1x1, unpadded,
+ * shortcut is a 1x1 convolution (ResNet's downsample, passes/p_shortcut.c): both convolutions 1x1, unpadded,
  * undilated, one group; W = [W1 | W2] is [M, C1 + C2, 1...] (W1's C1 columns, then W2's C2), X [N, C1, spatial]
  * gives the output's spatial size, X2 [N, C2, spatial2] is read at the strides (attribute "strides" of X2's
  * convolution; X's is 1). One GEMM per image over the stacked K, W x [X ; X2 subsampled] (kiln_gemm.B2), with the
