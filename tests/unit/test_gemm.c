@@ -731,14 +731,16 @@ static void test_fused_kernels(unsigned long long *seed)
 }
 
 /* Attention = Softmax(Q KT * scale + mask) V against loops in double: odd sizes, an additive mask
- * broadcast over the batch (or none); the fastest kernel the host runs (x86/attn_avx512.c: the
- * vectorized row softmax) and the scalar reference (cpu/ref/k_fused.c). */
+ * broadcast over the batch (or none), 1-208 keys; the fastest kernel the host runs (x86/attn_avx512.c: the
+ * vectorized row softmax) and the scalar reference (cpu/ref/k_attention.c). */
 static void test_attention(unsigned long long *seed)
 {
-    for (int it = 0; it < 40; it++) {
+    for (int it = 0; it < 64; it++) {
         bool scalar = it % 2;
         int64_t B0 = 1 + (int64_t)(test_rng(seed) % 3), S = 1 + (int64_t)(test_rng(seed) % 40);
         int64_t Sk = 1 + (int64_t)(test_rng(seed) % 70), D = 1 + (int64_t)(test_rng(seed) % 33);
+        if (it % 4 >= 2)   /* longer rows: up to 128 keys the AVX-512 row softmax holds a row in registers, beyond loops */
+            Sk = it % 8 >= 6 ? 129 + (int64_t)(test_rng(seed) % 80) : 71 + (int64_t)(test_rng(seed) % 58);
         int64_t Dv = 1 + (int64_t)(test_rng(seed) % 29);
         bool has_mask = it % 3 != 0;
         float scale = 0.125f + (float)(it % 4);

@@ -21,8 +21,9 @@ kiln_status kiln__kcall(kiln_kctx *ctx, kiln_op op, const kiln_tensor *a, const 
 /* Replaces ctx->out[0] by t (moved). */
 void kiln__kreplace_out(kiln_kctx *ctx, kiln_tensor *t);
 
-/* softmax in place over one row of n floats, NaNs ignored by the maximum */
-typedef void (*kiln_softmax_row_fn)(float *row, int64_t n);
+/* row = softmax(row + add) in place over one row of n floats (add NULL: softmax(row)), NaNs ignored by the
+ * maximum; the same values as an add pass over the row followed by the softmax */
+typedef void (*kiln_softmax_row_fn)(float *row, const float *add, int64_t n);
 /* Attention (k_attention.c; operand permutations of src/ir/fused.h) with a vectorized row softmax (NULL: the scalar loop). */
 kiln_status kiln__attention(kiln_kctx *ctx, kiln_softmax_row_fn softmax);
 

@@ -42,12 +42,15 @@ typedef struct {
     kiln_status st;
 } attn_job;
 
-/* row = softmax(row) over n elements (NaNs ignored by the maximum) */
-static void softmax_row_scalar(float *row, int64_t n)
+/* row = softmax(row + add) over n elements (add NULL: softmax(row); NaNs ignored by the maximum) */
+static void softmax_row_scalar(float *row, const float *add, int64_t n)
 {
     float mx = -INFINITY, sum = 0;
-    for (int64_t k = 0; k < n; k++)
+    for (int64_t k = 0; k < n; k++) {
+        if (add)
+            row[k] += add[k];
         mx = row[k] > mx ? row[k] : mx;
+    }
     for (int64_t k = 0; k < n; k++) {
         row[k] = expf(row[k] - mx);
         sum += row[k];
@@ -118,25 +121,24 @@ static int64_t scratch_floats(const attn_job *j)
     return n > 0 ? n : 1;
 }
 
-static void add_mask(const attn_job *j, int64_t b, float *sc)
+/* element offset of head b's mask (its score (b, 0, 0)): b decomposed over the leading dims */
+static int64_t mask_offset(const attn_job *j, int64_t b)
 {
-    /* offset of mask element for score (b, s, k): decompose b over the leading dims */
     int64_t moff = 0, rem = b;
     for (int d = j->rank - 3; d >= 0; d--) {
         moff += (rem % j->sdims[d]) * j->mstr[d];
         rem /= j->sdims[d];
     }
-    int64_t ss = j->mstr[j->rank - 2], sk = j->mstr[j->rank - 1];
-    if (j->mask_kind == 1 && sk == 1) {
-        /* an additive mask contiguous along the keys (BERT's [B, 1, 1, Sk]): a plain row add, vectorized */
-        for (int64_t s = 0; s < j->S; s++) {
-            const float *mr = j->mask + moff + s * ss;
-            float *sr = sc + s * j->Sk;
-            for (int64_t k = 0; k < j->Sk; k++)
-                sr[k] += mr[k];
-        }
-        return;
-    }
+    return moff;
+}
+
+/* An additive mask contiguous along the keys (BERT's [B, 1, 1, Sk]): added by the row softmax as it reads the row. */
+static bool mask_by_row(const attn_job *j) { return j->mask && j->mask_kind == 1 && j->mstr[j->rank - 1] == 1; }
+
+/* the other masks, element by element before the softmax */
+static void add_mask(const attn_job *j, int64_t b, float *sc)
+{
+    int64_t moff = mask_offset(j, b), ss = j->mstr[j->rank - 2], sk = j->mstr[j->rank - 1];
     for (int64_t s = 0; s < j->S; s++)
         for (int64_t k = 0; k < j->Sk; k++) {
             int64_t mi = moff + s * ss + k * sk;
@@ -176,10 +178,17 @@ static void attn_task(void *p, int64_t b0, int64_t b1)
         kiln_gemm g1 = {.M = j->S, .N = j->Sk, .K = j->D, .alpha = j->scale, .trans_a = j->q.m.trans, .A = q,
                         .lda = j->q.m.ld, .bpack = bpk, .C = sc, .ldc = j->Sk};
         kiln__sgemm_ex(NULL, 1, &g1);
-        if (j->mask || j->bmask)
-            add_mask(j, b, sc);
-        for (int64_t s = 0; s < j->S; s++)
-            j->softmax(sc + s * j->Sk, j->Sk);
+        if (mask_by_row(j)) {
+            const float *mr = j->mask + mask_offset(j, b);
+            int64_t ss = j->mstr[j->rank - 2];
+            for (int64_t s = 0; s < j->S; s++)
+                j->softmax(sc + s * j->Sk, mr + s * ss, j->Sk);
+        } else {
+            if (j->mask || j->bmask)
+                add_mask(j, b, sc);
+            for (int64_t s = 0; s < j->S; s++)
+                j->softmax(sc + s * j->Sk, NULL, j->Sk);
+        }
         float *y = j->y.m.direct ? j->out + oy : buf;
         kiln__sgemm_bpack(j->v.m.trans, j->Sk, j->Dv, v, j->v.m.ld, bpv);
         kiln_gemm g2 = {.M = j->S, .N = j->Dv, .K = j->Sk, .alpha = 1.0f, .A = sc, .lda = j->Sk, .bpack = bpv,

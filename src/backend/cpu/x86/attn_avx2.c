@@ -25,17 +25,30 @@ T2 static inline float hsum8(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-/* row = softmax(row) over n elements, 8 at a time (NaNs ignored by the maximum, like the scalar loop) */
-T2 static void softmax_row256(float *row, int64_t n)
+/* row = softmax(row + add) over n elements (add NULL: softmax(row)), 8 at a time (NaNs ignored by the maximum,
+ * like the scalar loop) */
+T2 static void softmax_row256(float *row, const float *add, int64_t n)
 {
     const __m256 minf = _mm256_set1_ps(-INFINITY);
     __m256 vmx = minf;
     int64_t k = 0;
-    for (; k + 8 <= n; k += 8)
-        vmx = _mm256_max_ps(_mm256_loadu_ps(row + k), vmx);   /* NaN keeps vmx */
+    for (; k + 8 <= n; k += 8) {
+        __m256 x = _mm256_loadu_ps(row + k);
+        if (add) {
+            x = _mm256_add_ps(x, _mm256_loadu_ps(add + k));
+            _mm256_storeu_ps(row + k, x);
+        }
+        vmx = _mm256_max_ps(x, vmx);   /* NaN keeps vmx */
+    }
     __m256i tm = kiln_v8_mask(n - k);   /* the tail's lanes */
-    if (k < n)
-        vmx = _mm256_max_ps(_mm256_blendv_ps(minf, _mm256_maskload_ps(row + k, tm), _mm256_castsi256_ps(tm)), vmx);
+    if (k < n) {
+        __m256 x = _mm256_maskload_ps(row + k, tm);
+        if (add) {
+            x = _mm256_add_ps(x, _mm256_maskload_ps(add + k, tm));
+            _mm256_maskstore_ps(row + k, tm, x);
+        }
+        vmx = _mm256_max_ps(_mm256_blendv_ps(minf, x, _mm256_castsi256_ps(tm)), vmx);
+    }
     __m256 vm = _mm256_set1_ps(hmax8(vmx)), vsum = _mm256_setzero_ps();
     for (k = 0; k + 8 <= n; k += 8) {
         __m256 e = kiln_v8_exp(_mm256_sub_ps(_mm256_loadu_ps(row + k), vm));
