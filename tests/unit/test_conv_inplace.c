@@ -15,29 +15,6 @@
 #include <math.h>
 #include <string.h>
 
-static kiln_tensor random_tensor(int r, const int64_t *dims, unsigned long long *seed)
-{
-    kiln_tensor t;
-    CHECK(kiln__tensor_alloc(&t, KILN_DT_FLOAT32, r, dims) == KILN_OK);
-    for (int64_t i = 0; i < kiln_tensor_numel(&t); i++)
-        ((float *)t.data)[i] = (float)test_randf(seed);
-    return t;
-}
-
-static int add_input(kiln_graph *g, const char *name, const int64_t *dims)
-{
-    int v = kiln__graph_add_value(g, name);
-    kiln_value *x = &g->values[v];
-    x->dtype = KILN_DT_FLOAT32;
-    x->ndim = 4;
-    x->dims = kiln__calloc(4, sizeof *x->dims);
-    for (int d = 0; d < 4; d++)
-        x->dims[d].value = dims[d];
-    g->inputs = kiln__realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1));
-    g->inputs[g->n_inputs++] = v;
-    return v;
-}
-
 typedef struct conv_case {
     int64_t C, M, H, W, k, s, p;
 } conv_case;
@@ -46,16 +23,12 @@ typedef struct conv_case {
  * into one FusedConv) */
 static kiln_model_t conv_model(const conv_case *c, unsigned long long *seed)
 {
-    kiln_graph *g = kiln__graph_new(NULL);
-    g->name = kiln__strdup("conv_res");
-    g->opsets = kiln__calloc(1, sizeof *g->opsets);
-    g->opsets[0] = (kiln_opset){kiln__strdup(""), 17};
-    g->n_opsets = 1;
+    kiln_graph *g = test_graph_onnx("conv_res");
     int64_t Ho = (c->H + 2 * c->p - c->k) / c->s + 1, Wo = (c->W + 2 * c->p - c->k) / c->s + 1;
     int64_t xd[4] = {1, c->C, c->H, c->W}, rd[4] = {1, c->M, Ho, Wo}, wd[4] = {c->M, c->C, c->k, c->k};
-    int x = add_input(g, "X", xd), r = add_input(g, "R", rd);
-    int w = test_graph_const(g, "W", random_tensor(4, wd, seed));
-    int b = test_graph_const(g, "B", random_tensor(1, &c->M, seed));
+    int x = test_graph_input(g, "X", 4, xd), r = test_graph_input(g, "R", 4, rd);
+    int w = test_graph_const(g, "W", test_tensor_f32(4, wd, 1.0f, seed));
+    int b = test_graph_const(g, "B", test_tensor_f32(1, &c->M, 1.0f, seed));
     int rr = test_graph_value(g, "r"), y = test_graph_value(g, "y"), s = test_graph_value(g, "s");
     int a = test_graph_value(g, "a"), out = test_graph_value(g, "out");
     test_graph_node(g, KILN_OP_Relu, "relu_r", 1, &r, rr);
@@ -70,8 +43,7 @@ static kiln_model_t conv_model(const conv_case *c, unsigned long long *seed)
     int ti = test_graph_node(g, KILN_OP_Transpose, "transpose", 1, &a, out);   /* the conv's output is no graph output */
     int64_t perm[4] = {0, 1, 3, 2};
     CHECK(kiln__node_set_attr_ints(&g->nodes[ti], "perm", 4, perm) == KILN_OK);
-    g->outputs = kiln__malloc(sizeof(int));
-    g->outputs[g->n_outputs++] = out;
+    test_graph_output(g, out);
     struct kiln_model *m = kiln__calloc(1, sizeof *m);
     m->g = g;
     return m;
@@ -94,11 +66,7 @@ static void run_case(const conv_case *c, bool want_in_place, unsigned long long 
     const kiln_graph *g = m->g;
     kiln_tensor ins[2];
     const char *names[2] = {"X", "R"};
-    for (int i = 0; i < 2; i++) {
-        const kiln_value *x = &g->values[g->inputs[i]];
-        int64_t d[4] = {x->dims[0].value, x->dims[1].value, x->dims[2].value, x->dims[3].value};
-        ins[i] = random_tensor(4, d, seed);
-    }
+    test_graph_random_inputs(g, 2, ins, seed);
     kiln_tensor *ref = NULL;
     int nref = 0;
     CHECK_MSG(kiln_model_run(m, 2, names, ins, NULL, &nref, &ref) == KILN_OK, "%s", kiln_last_error());
@@ -145,12 +113,8 @@ static void run_case(const conv_case *c, bool want_in_place, unsigned long long 
                     CHECK_MSG(!memcmp(heap[0].data, y->data, y->nbytes), "C=%lld M=%lld k=%lld s=%lld p=%lld "
                               "threads %d: the in-place run differs from the one on the heap", (long long)c->C,
                               (long long)c->M, (long long)c->k, (long long)c->s, (long long)c->p, nt);
-                double worst = 0;
-                for (int64_t i = 0; y && nref == 1 && i < kiln_tensor_numel(y); i++) {
-                    double a = ((const float *)y->data)[i], b = ((const float *)ref[0].data)[i];
-                    double err = fabs(a - b) / (1e-4 + 1e-4 * fabs(b));
-                    worst = err > worst || isnan(err) ? err : worst;
-                }
+                double worst = y && nref == 1 ? test_worst_f32(y->data, ref[0].data, kiln_tensor_numel(y), 1e-4, 1e-4)
+                                              : 0;
                 CHECK_MSG(worst <= 1.0, "C=%lld M=%lld %lldx%lld k=%lld s=%lld p=%lld threads %d run %d: error %g",
                           (long long)c->C, (long long)c->M, (long long)c->H, (long long)c->W, (long long)c->k,
                           (long long)c->s, (long long)c->p, nt, run, worst);

@@ -65,28 +65,6 @@ static void gemm_case(int64_t M, int64_t N, int64_t K, int64_t kb2, int nt, unsi
     kiln__free(A), kiln__free(B), kiln__free(bias), kiln__free(C1), kiln__free(C2), kiln__free(Bsplit);
 }
 
-static kiln_tensor random_tensor(int r, const int64_t *dims, unsigned long long *seed)
-{
-    kiln_tensor t;
-    CHECK(kiln__tensor_alloc(&t, KILN_DT_FLOAT32, r, dims) == KILN_OK);
-    fill(t.data, kiln_tensor_numel(&t), seed);
-    return t;
-}
-
-static int add_input(kiln_graph *g, const char *name, const int64_t *dims)
-{
-    int v = kiln__graph_add_value(g, name);
-    kiln_value *x = &g->values[v];
-    x->dtype = KILN_DT_FLOAT32;
-    x->ndim = 4;
-    x->dims = kiln__calloc(4, sizeof *x->dims);
-    for (int d = 0; d < 4; d++)
-        x->dims[d].value = dims[d];
-    g->inputs = kiln__realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1));
-    g->inputs[g->n_inputs++] = v;
-    return v;
-}
-
 typedef struct sum_case {
     int64_t C1, C2, M, H, W;   /* H x W: the output's (and H's) size */
     int64_t sh, sw;            /* the shortcut's strides (X is (H-1)*sh+1+extra high) */
@@ -98,22 +76,18 @@ typedef struct sum_case {
  * second's output) */
 static kiln_model_t sum_model(const sum_case *c, unsigned long long *seed)
 {
-    kiln_graph *g = kiln__graph_new(NULL);
-    g->name = kiln__strdup("conv_sum");
-    g->opsets = kiln__calloc(1, sizeof *g->opsets);
-    g->opsets[0] = (kiln_opset){kiln__strdup(""), 17};
-    g->n_opsets = 1;
+    kiln_graph *g = test_graph_onnx("conv_sum");
     int64_t Ho = c->H, Wo = c->W;
     /* the last conv's input: Ho x Wo, or larger where it is strided */
     int64_t hd[4] = {1, c->C1, (Ho - 1) * c->s3 + 1, (Wo - 1) * c->s3 + 1};
     /* X: the shortcut's input, giving Ho x Wo (one spare row / column where the stride leaves one) */
     int64_t xd[4] = {1, c->C2, (Ho - 1) * c->sh + c->k - 2 * c->p + (c->sh > 1), (Wo - 1) * c->sw + c->k - 2 * c->p};
     int64_t wd3[4] = {c->M, c->C1, 1, 1}, wdd[4] = {c->M, c->C2, c->k, c->k};
-    int h = add_input(g, "H", hd), x = add_input(g, "X", xd);
-    int w3 = test_graph_const(g, "W3", random_tensor(4, wd3, seed));
-    int wds = test_graph_const(g, "Wd", random_tensor(4, wdd, seed));
-    int b3 = c->bias ? test_graph_const(g, "B3", random_tensor(1, &c->M, seed)) : -1;
-    int bd = c->bias ? test_graph_const(g, "Bd", random_tensor(1, &c->M, seed)) : -1;
+    int h = test_graph_input(g, "H", 4, hd), x = test_graph_input(g, "X", 4, xd);
+    int w3 = test_graph_const(g, "W3", test_tensor_f32(4, wd3, 1.0f, seed));
+    int wds = test_graph_const(g, "Wd", test_tensor_f32(4, wdd, 1.0f, seed));
+    int b3 = c->bias ? test_graph_const(g, "B3", test_tensor_f32(1, &c->M, 1.0f, seed)) : -1;
+    int bd = c->bias ? test_graph_const(g, "Bd", test_tensor_f32(1, &c->M, 1.0f, seed)) : -1;
     int y3 = test_graph_value(g, "y3"), yd = test_graph_value(g, "yd"), s = test_graph_value(g, "s");
     int a = test_graph_value(g, "a"), out = test_graph_value(g, "out");
     int in3[3] = {h, w3, b3}, ind[3] = {x, wds, bd};
@@ -129,8 +103,7 @@ static kiln_model_t sum_model(const sum_case *c, unsigned long long *seed)
     int ti = test_graph_node(g, KILN_OP_Transpose, "transpose", 1, &a, out);
     int64_t perm[4] = {0, 1, 3, 2};
     CHECK(kiln__node_set_attr_ints(&g->nodes[ti], "perm", 4, perm) == KILN_OK);
-    g->outputs = kiln__malloc(sizeof(int));
-    g->outputs[g->n_outputs++] = out;
+    test_graph_output(g, out);
     struct kiln_model *m = kiln__calloc(1, sizeof *m);
     m->g = g;
     return m;
@@ -150,11 +123,7 @@ static void sum_run(const sum_case *c, bool want_fused, unsigned long long *seed
     const kiln_graph *g = m->g;
     kiln_tensor ins[2];
     const char *names[2] = {"H", "X"};
-    for (int i = 0; i < 2; i++) {
-        const kiln_value *x = &g->values[g->inputs[i]];
-        int64_t d[4] = {x->dims[0].value, x->dims[1].value, x->dims[2].value, x->dims[3].value};
-        ins[i] = random_tensor(4, d, seed);
-    }
+    test_graph_random_inputs(g, 2, ins, seed);
     kiln_tensor *ref = NULL;
     int nref = 0;
     CHECK_MSG(kiln_model_run(m, 2, names, ins, NULL, &nref, &ref) == KILN_OK, "%s", kiln_last_error());
@@ -179,12 +148,7 @@ static void sum_run(const sum_case *c, bool want_fused, unsigned long long *seed
         CHECK_MSG(cx && kiln_context_run(cx) == KILN_OK, "%s", kiln_last_error());
         const kiln_tensor *y = cx ? kiln_context_output(cx, 0) : NULL;
         CHECK(y && nref == 1 && kiln_tensor_numel(y) == kiln_tensor_numel(&ref[0]));
-        double worst = 0;
-        for (int64_t i = 0; y && nref == 1 && i < kiln_tensor_numel(y); i++) {
-            double a = ((const float *)y->data)[i], b = ((const float *)ref[0].data)[i];
-            double err = fabs(a - b) / (1e-4 + 1e-4 * fabs(b));
-            worst = err > worst || isnan(err) ? err : worst;
-        }
+        double worst = y && nref == 1 ? test_worst_f32(y->data, ref[0].data, kiln_tensor_numel(y), 1e-4, 1e-4) : 0;
         CHECK_MSG(worst <= 1.0, "C1=%lld C2=%lld M=%lld %lldx%lld s=%lldx%lld threads %d: error %g", (long long)c->C1,
                   (long long)c->C2, (long long)c->M, (long long)c->H, (long long)c->W, (long long)c->sh,
                   (long long)c->sw, nt, worst);

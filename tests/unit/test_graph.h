@@ -3,6 +3,8 @@
 #define KILN_TEST_GRAPH_H
 #include "ir/graph.h"
 #include "test.h"
+#include "test_tensor.h"
+#include <math.h>
 
 /* Appends op(in...) named `name` (domain "", opset 17) writing value `out`; returns the node index. */
 static inline int test_graph_node(kiln_graph *g, kiln_op op, const char *name, int n_in, const int *in, int out)
@@ -37,6 +39,62 @@ static inline int test_graph_const(kiln_graph *g, const char *name, kiln_tensor 
     int v = kiln__graph_add_const(g, name, &t);
     CHECK(v >= 0);
     return v;
+}
+
+/* A new ONNX-domain graph (opset 17) named `name`. */
+static inline kiln_graph *test_graph_onnx(const char *name)
+{
+    kiln_graph *g = kiln__graph_new(NULL);
+    g->name = kiln__strdup(name);
+    g->opsets = kiln__calloc(1, sizeof *g->opsets);
+    g->opsets[0] = (kiln_opset){kiln__strdup(""), 17};
+    g->n_opsets = 1;
+    return g;
+}
+
+/* A new float32 graph input of g with fixed dims. */
+static inline int test_graph_input(kiln_graph *g, const char *name, int nd, const int64_t *dims)
+{
+    int v = test_graph_value(g, name);
+    kiln_value *x = &g->values[v];
+    x->dtype = KILN_DT_FLOAT32;
+    x->ndim = nd;
+    x->dims = kiln__calloc((size_t)nd, sizeof *x->dims);
+    for (int d = 0; d < nd; d++)
+        x->dims[d].value = dims[d];
+    g->inputs = kiln__realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1));
+    g->inputs[g->n_inputs++] = v;
+    return v;
+}
+
+/* Value v becomes (the next) graph output of g. */
+static inline void test_graph_output(kiln_graph *g, int v)
+{
+    g->outputs = kiln__realloc(g->outputs, sizeof(int) * (size_t)(g->n_outputs + 1));
+    g->outputs[g->n_outputs++] = v;
+}
+
+/* ins[i]: random float32 values in [-1, 1) in the dims of g's input i, for its first n inputs. */
+static inline void test_graph_random_inputs(const kiln_graph *g, int n, kiln_tensor *ins, unsigned long long *seed)
+{
+    for (int i = 0; i < n; i++) {
+        const kiln_value *x = &g->values[g->inputs[i]];
+        int64_t d[KILN_MAX_DIMS];
+        for (int k = 0; k < x->ndim; k++)
+            d[k] = x->dims[k].value;
+        ins[i] = test_tensor_f32(x->ndim, d, 1.0f, seed);
+    }
+}
+
+/* The largest |got - want| / (atol + rtol |want|) over two float32 tensors of n values (NaN wins). */
+static inline double test_worst_f32(const float *got, const float *want, int64_t n, double atol, double rtol)
+{
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - want[i]) / (atol + rtol * fabs((double)want[i]));
+        worst = err > worst || isnan(err) ? err : worst;
+    }
+    return worst;
 }
 
 #endif
