@@ -203,6 +203,20 @@ static float *prepack_b(const float *B, int64_t ldb, bool tb, int64_t N, int64_t
     return bp;
 }
 
+/* kiln__sgemm_ex(g) with op(B) (pc) handed over as packer says: 0 in memory, 1 through test_packb, 2 pre-packed */
+static void sgemm_packer(kiln_gemm *g, int packer, pk_ctx *pc, int nthreads)
+{
+    g->B = packer ? NULL : pc->B;
+    g->ldb = pc->ldb;
+    g->trans_b = pc->tb;
+    g->packb = packer == 1 ? test_packb : NULL;
+    g->packb_ctx = pc;
+    float *bp = packer == 2 ? prepack_b(pc->B, pc->ldb, pc->tb, g->N, g->K) : NULL;
+    g->bpack = bp;
+    kiln__sgemm_ex(test_pool(nthreads), nthreads, g);
+    free(bp);
+}
+
 static int n_epi_cases;
 
 /* packer: 0 built-in packing, 1 a packing callback, 2 op(B) pre-packed (bpack); A's leading
@@ -220,16 +234,9 @@ static int run_epi_case_lda(int nthreads, bool ta, bool tb, int64_t M, int64_t N
     kiln_epi e = {.bias = bias_kind ? bias : NULL, .row_bias = bias_kind == 1, .res = res ? res_m : NULL, .ldr = ldr,
                   .act = act};
     pk_ctx pc = {B, ldb, tb};
-    kiln_gemm g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .trans_a = ta, .trans_b = tb, .A = A,
-                   .lda = lda, .B = packer ? NULL : B, .ldb = ldb, .packb = packer == 1 ? test_packb : NULL,
-                   .packb_ctx = &pc, .C = C, .ldc = ldc, .epi = &e};
-    float *bp = NULL;
-    if (packer == 2) {
-        bp = prepack_b(B, ldb, tb, N, K);
-        g.bpack = bp;
-    }
-    kiln__sgemm_ex(test_pool(nthreads), nthreads, &g);
-    free(bp);
+    kiln_gemm g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .trans_a = ta, .A = A, .lda = lda, .C = C,
+                   .ldc = ldc, .epi = &e};
+    sgemm_packer(&g, packer, &pc, nthreads);
     int ok = 1;
     for (int64_t i = 0; i < M && ok; i++)
         for (int64_t j = 0; j < ldc; j++) {
@@ -289,16 +296,9 @@ static int run_res_in_place(int nthreads, int64_t M, int64_t N, int64_t K, float
     kiln__sgemm_ref(false, false, M, N, K, alpha, A, lda, B, ldb, 0.0f, R, ldc);
     kiln_epi e = {.bias = bias_kind ? bias : NULL, .row_bias = bias_kind == 1, .res = C, .ldr = ldc, .act = act};
     pk_ctx pc = {B, ldb, false};
-    kiln_gemm g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = 0.0f, .A = A, .lda = lda,
-                   .B = packer ? NULL : B, .ldb = ldb, .packb = packer == 1 ? test_packb : NULL, .packb_ctx = &pc,
-                   .C = C, .ldc = ldc, .epi = &e};
-    float *bp = NULL;
-    if (packer == 2) {
-        bp = prepack_b(B, ldb, false, N, K);
-        g.bpack = bp;
-    }
-    kiln__sgemm_ex(test_pool(nthreads), nthreads, &g);
-    free(bp);
+    kiln_gemm g = {.M = M, .N = N, .K = K, .alpha = alpha, .beta = 0.0f, .A = A, .lda = lda, .C = C, .ldc = ldc,
+                   .epi = &e};
+    sgemm_packer(&g, packer, &pc, nthreads);
     int ok = 1;
     for (int64_t i = 0; i < M && ok; i++)
         for (int64_t j = 0; j < ldc; j++) {
