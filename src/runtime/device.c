@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static kiln_status host_err(kiln_status s, const char *msg) { return kiln__err(s, "%s", msg); }
@@ -224,16 +225,17 @@ void kiln__dev_stats(const kiln_dev *d, kiln_device_stats *s)
     s->weight_bytes = kiln__dev_weights_bytes(d) + (d->mod->own_weight_bytes ? d->mod->own_weight_bytes(d->be) : 0);
     unsigned long long c[KILN_FP8_COUNTS];
     kiln__dev_fp8_counts(d, c);
-    s->fp8_quant_passes = d->replayed ? d->g_fp8[0] : c[0];
-    s->fp8_fed_inputs = d->replayed ? d->g_fp8[1] : c[1];
-    s->fp8_held_outputs = d->replayed ? d->g_fp8[2] : c[2];
-    s->fp8_gelu_tanh = d->replayed ? d->g_fp8[3] : c[3];
+    const unsigned long long *f = d->replayed ? d->g_fp8 : c;   /* a replay repeats its capture's counts */
+    s->fp8_quant_passes = f[0];
+    s->fp8_fed_inputs = f[1];
+    s->fp8_held_outputs = f[2];
+    s->fp8_gelu_tanh = f[3];
 }
 
 /* The module's FP8 counts since the instance was created (0 for a module without them). */
 static void fp8_counts_total(const kiln_dev *d, unsigned long long c[KILN_FP8_COUNTS])
 {
-    c[0] = c[1] = c[2] = c[3] = 0;
+    memset(c, 0, sizeof(unsigned long long) * KILN_FP8_COUNTS);
     if (d->mod->fp8_counts)
         d->mod->fp8_counts(d->be, c);
 }

@@ -141,13 +141,11 @@ static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, l
                thr, sum / (double)n, p50, p90, p99, ls->min, ls->max, batch, (long long)n, prec, dev, th);
         if (b->dev.device != KILN_DEVICE_CPU)
             printf(", \"gpu\": \"%s\", \"device_layers\": %d, \"host_layers\": %d, \"fallback_layers\": %d, "
-                   "\"fallback_ops\": \"%s\", \"graph_replays\": %ld, \"weight_bytes\": %llu",
+                   "\"fallback_ops\": \"%s\", \"graph_replays\": %ld, \"weight_bytes\": %llu, \"fp8\": "
+                   "{\"fed_inputs\": %llu, \"quant_passes\": %llu, \"held_outputs\": %llu, \"gelu_tanh\": %llu}",
                    cli_esc(ds->description), ds->device_layers, ds->host_layers, ds->fallback_layers,
-                   cli_esc(ds->fallback_ops), ds->graph_replays, ds->weight_bytes);
-        if (b->dev.device != KILN_DEVICE_CPU)
-            printf(", \"fp8\": {\"fed_inputs\": %llu, \"quant_passes\": %llu, \"held_outputs\": %llu, "
-                   "\"gelu_tanh\": %llu}", ds->fp8_fed_inputs, ds->fp8_quant_passes, ds->fp8_held_outputs,
-                   ds->fp8_gelu_tanh);
+                   cli_esc(ds->fallback_ops), ds->graph_replays, ds->weight_bytes, ds->fp8_fed_inputs,
+                   ds->fp8_quant_passes, ds->fp8_held_outputs, ds->fp8_gelu_tanh);
         if (gs[0].n) {   /* device time of the replays: kiln's work with the inputs already in pinned memory */
             printf(", \"graph_ms\": {\"p50\": %.4f, \"p90\": %.4f, \"n\": %lld}, \"device_throughput\": %.3f", g50, g90,
                    (long long)gs[0].n, g50 > 0 ? (double)batch * 1e3 / g50 : 0.0);
@@ -170,13 +168,14 @@ static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, l
                cli_esc(ds->description), ds->device_layers, ds->host_layers, ds->fallback_layers,
                ds->fallback_layers ? ": " : "", cli_esc(ds->fallback_ops), ds->graph_replays,
                (double)ds->weight_bytes / 1e6);
-    if (b->dev.device != KILN_DEVICE_CPU && (ds->fp8_fed_inputs || ds->fp8_quant_passes))
+    if (b->dev.device != KILN_DEVICE_CPU && (ds->fp8_fed_inputs || ds->fp8_quant_passes)) {
         printf("fp8 layers (last run): %llu inputs fed by their producers, %llu quantized in passes, %llu outputs held "
-               "only in E4M3%s", ds->fp8_fed_inputs, ds->fp8_quant_passes, ds->fp8_held_outputs,
-               ds->fp8_gelu_tanh ? "" : "\n");
-    if (b->dev.device != KILN_DEVICE_CPU && ds->fp8_gelu_tanh)
-        printf(" (%llu of them exact GELUs computed in cuBLASLt's tanh form: KILN_CUDA_FP8_LT_GELU=tanh keeps "
-               "them exact)\n", ds->fp8_gelu_tanh);
+               "only in E4M3", ds->fp8_fed_inputs, ds->fp8_quant_passes, ds->fp8_held_outputs);
+        if (ds->fp8_gelu_tanh)
+            printf(" (%llu of them exact GELUs computed in cuBLASLt's tanh form: KILN_CUDA_FP8_LT_GELU=tanh keeps "
+                   "them exact)", ds->fp8_gelu_tanh);
+        printf("\n");
+    }
     printf("iterations: %lld (after %d warm-up)\nthroughput: %.2f items/s\n", (long long)n, b->warmup, thr);
     printf("latency ms: mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  min %.3f  max %.3f\n", sum / (double)n, p50, p90, p99,
            ls->min, ls->max);
