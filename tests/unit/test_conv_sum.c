@@ -6,7 +6,8 @@
  *  - hand-built Transpose(Relu(Conv(H, W, B) + Conv(X, Wd, Bd, strides))) graphs built into CPU engines (the
  *    builder fuses the pair into one FusedConvSum) against the unoptimized model, odd channel counts and sizes,
  *    strides 1, 2, 3 and 2x1, with and without biases; the cases the fusion must leave alone (a padded or 3x3
- *    shortcut, a strided last conv, a --device cuda engine) keep their two convs.
+ *    shortcut, a strided last conv, a --device cuda engine) keep their two convs;
+ *  - a FusedConvSum node with operands that do not fit (a corrupted engine's) is a clean error, not a crash.
  * Every ISA the host has (and, in ctest, capped at AVX2). */
 #include "backend/cpu/gemm.h"
 #include "engine/engine.h"
@@ -17,6 +18,8 @@
 #include "test_pool.h"
 #include <math.h>
 #include <string.h>
+
+#define D4(a, b, c, d) ((const int64_t[]){a, b, c, d})
 
 static void fill(float *p, int64_t n, unsigned long long *seed)
 {
@@ -161,6 +164,33 @@ static void sum_run(const sum_case *c, bool want_fused, unsigned long long *seed
     kiln_model_free(m);
 }
 
+/* FusedConvSum(X, X2, W) run directly with dims or attributes that do not fit: want st and a message naming what */
+static void bad_case(const int64_t *xd, const int64_t *x2d, const int64_t *wd, int ns, const int64_t *strides,
+                     kiln_status want, const char *what, unsigned long long *seed)
+{
+    kiln_graph *g = test_graph_onnx("bad_sum");
+    int in[3] = {test_graph_input(g, "X", 4, xd), test_graph_input(g, "X2", 4, x2d),
+                 test_graph_const(g, "W", test_tensor_f32(4, wd, 1.0f, seed))};
+    int y = test_graph_value(g, "y");
+    int n = test_graph_node(g, KILN_OP_FusedConvSum, "sum", 3, in, y);
+    if (ns)
+        CHECK(kiln__node_set_attr_ints(&g->nodes[n], "strides", ns, strides) == KILN_OK);
+    test_graph_output(g, y);
+    struct kiln_model *m = kiln__calloc(1, sizeof *m);
+    m->g = g;
+    kiln_tensor ins[2];
+    test_graph_random_inputs(g, 2, ins, seed);
+    const char *names[2] = {"X", "X2"};
+    kiln_tensor *out = NULL;
+    int nout = 0;
+    kiln_status st = kiln_model_run(m, 2, names, ins, NULL, &nout, &out);
+    CHECK_MSG(st == want && strstr(kiln_last_error(), what), "%s: status %d, '%s'", what, (int)st, kiln_last_error());
+    kiln_tensors_free(out, nout);
+    for (int i = 0; i < 2; i++)
+        kiln__tensor_release(&ins[i]);
+    kiln_model_free(m);
+}
+
 int main(void)
 {
     unsigned long long seed = 0x2545F4914F6CDD1Dull;
@@ -188,5 +218,10 @@ int main(void)
     };
     for (size_t i = 0; i < sizeof apart / sizeof apart[0]; i++)
         sum_run(&apart[i], false, &seed);
+    /* W's columns not C1 + C2; X2 not giving X's size at the strides; a stride count off the spatial rank */
+    bad_case(D4(1, 4, 5, 5), D4(1, 3, 5, 5), D4(6, 8, 1, 1), 0, NULL, KILN_ERR_SHAPE, "do not fit", &seed);
+    bad_case(D4(1, 4, 5, 5), D4(1, 3, 7, 7), D4(6, 7, 1, 1), 2, D4(1, 1, 0, 0), KILN_ERR_SHAPE, "do not fit", &seed);
+    bad_case(D4(1, 4, 5, 5), D4(1, 3, 9, 9), D4(6, 7, 1, 1), 1, D4(2, 0, 0, 0), KILN_ERR_INVALID_ARG, "strides has",
+             &seed);
     return TEST_SUMMARY();
 }
