@@ -71,14 +71,23 @@ __device__ __forceinline__ uint8_t to_e4m3(float v, float s, float inv)
 }
 // An E4M3 byte's value (every E4M3 value, NaN included, is exact in FP16).
 __device__ __forceinline__ float e4m3_val(uint8_t v) { return __half2float(__half(__nv_cvt_fp8_to_halfraw(v, __NV_E4M3))); }
-// The E4M3 bytes of n (4 or 8) stored values h into q (n-byte aligned).
+// The E4M3 bytes of n (4 or 8) stored values h into q (n-byte aligned): to_e4m3's bytes, two values at a time (one
+// conversion of both lower bounds, one of both upper ones; where the two pairs agree those are both bytes, else each
+// value goes through to_e4m3 alone).
 template <typename T, int N> __device__ __forceinline__ void stq(uint8_t *q, const T *h, float s)
 {
     const float inv = 1.0f / s;
-    uint8_t o[N];
+    uint16_t o[N / 2];
 #pragma unroll
-    for (int k = 0; k < N; k++)
-        o[k] = to_e4m3(ldf(h, k), s, inv);
+    for (int k = 0; k < N / 2; k++) {
+        const float v0 = ldf(h, 2 * k), v1 = ldf(h, 2 * k + 1);
+        const int b0 = __float_as_int(v0 * inv), b1 = __float_as_int(v1 * inv);
+        const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(
+            make_float2(__int_as_float(b0 - 3), __int_as_float(b1 - 3)), __NV_SATFINITE, __NV_E4M3);
+        const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(
+            make_float2(__int_as_float(b0 + 3), __int_as_float(b1 + 3)), __NV_SATFINITE, __NV_E4M3);
+        o[k] = lo == hi ? (uint16_t)lo : (uint16_t)(to_e4m3(v0, s, inv) | to_e4m3(v1, s, inv) << 8);
+    }
     if constexpr (N == 8)
         *(uint2 *)q = *(const uint2 *)o;
     else
