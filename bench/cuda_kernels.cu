@@ -21,7 +21,8 @@ static float time_it(void (*fn)(void *), void *a, int reps)
     return ms * 1000.f / reps;
 }
 struct attn_arg { cuk_attn_io io; const void *mask; cuk_shape sh; };
-static void run_attn(void *p) { attn_arg *a = (attn_arg *)p; cuk_attn_fused(CUK_F16, &a->io, 0.125f, a->mask, 1, 0.f, &a->sh, 0); }
+static cuk_attn_opts attn_opts;   // grid -1: one block a job, 0: as many as fit (blocks walking jobs); scatter; feed
+static void run_attn(void *p) { attn_arg *a = (attn_arg *)p; cuk_attn_fused(CUK_F16, &a->io, 0.125f, a->mask, 1, 0.f, &a->sh, &attn_opts, 0); }
 struct gemm_arg { const void *a; const uint8_t *w; const void *s; void *y; int64_t M, N, K; int fmt; float *ws; };
 static void run_gemm(void *p) { gemm_arg *g = (gemm_arg *)p; cuk_fp4_gemm(CUK_F16, g->a, g->K, g->M, g->K, g->w, g->s, g->fmt, g->fmt == CUK_Q_NVFP4 ? 16 : 32, 1.0f, g->y, g->N, g->ws, cuk_fp4_gemm_splits(g->M, g->N, g->K), 0); }
 struct ew_arg { void *x, *y; uint8_t *q; float *scale, *bias; int64_t rows, cols; };
@@ -48,7 +49,13 @@ int main()
     void *q, *k, *v, *y; float *mask;
     cudaMalloc(&q, n * 2); cudaMalloc(&k, n * 2); cudaMalloc(&v, n * 2); cudaMalloc(&y, n * 2); cudaMalloc(&mask, B * S * 4);
     cudaMemset(q, 0x21, n * 2); cudaMemset(k, 0x22, n * 2); cudaMemset(v, 0x23, n * 2); cudaMemset(mask, 0, B * S * 4);
-    for (int layout = 0; layout < 2; layout++) for (int m = 0; m < 2; m++) {
+    uint8_t *fq; cudaMalloc((void **)&fq, n);
+    for (int gi = 0; gi < 8; gi++) for (int layout = 0; layout < 2; layout++) for (int m = 0; m < 2; m++) {
+        // twice: one block a job, scattered stores; as many as fit, scattered; 16-byte pieces; pieces + FP8 feed
+        attn_opts.grid = gi % 4 ? 0 : -1;
+        attn_opts.scatter = gi % 4 < 2;
+        attn_opts.feed = gi % 4 == 3 ? fq : NULL;
+        attn_opts.feed_scale = 0.01f;
         attn_arg a; memset(&a, 0, sizeof a);
         a.io.q = q; a.io.k = k; a.io.v = v; a.io.y = y; a.io.nlead = 2; a.io.lead[0] = B; a.io.lead[1] = H;
         a.io.S = S; a.io.Sk = S; a.io.D = D; a.io.Dv = D;
@@ -66,7 +73,8 @@ int main()
         if (m) { a.mask = mask; a.sh.ndim = 4; a.sh.dims[0] = B; a.sh.dims[1] = H; a.sh.dims[2] = S; a.sh.dims[3] = S;
                  a.sh.str[0][0] = S; a.sh.str[0][1] = 0; a.sh.str[0][2] = 0; a.sh.str[0][3] = 1; }
         float us = time_it(run_attn, &a, 20);
-        printf("attention b128 %s %s: %.1f us (%.0f GB/s of Q K V Y)  err %s\n", layout ? "BSHD" : "BHSD/KT", m ? "mask" : "nomask", us,
+        printf("attention b128 %s %s grid %s %s%s: %.1f us (%.0f GB/s of Q K V Y)  err %s\n", layout ? "BSHD" : "BHSD/KT", m ? "mask" : "nomask",
+               attn_opts.grid ? "jobs" : "fit", attn_opts.scatter ? "scatter" : "pieces", attn_opts.feed ? " +feed" : "", us,
                4.0 * n * 2 / us / 1e3, cudaGetErrorString(cudaGetLastError()));
     }
     {

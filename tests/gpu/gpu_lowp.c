@@ -348,6 +348,9 @@ static bool feed_run(kiln_dev *d, tgraph *t, kiln_tensor *got, kiln_device_stats
     kiln__dev_weights_clear(d);
     if (s != KILN_OK)
         printf("FAIL FP8 feeds: %s\n", kiln_last_error());
+    else if (st->device_layers != t->g->n_nodes)
+        printf("FAIL FP8 feeds: %d of %d layers on the device (%d fallbacks: %s)\n", st->device_layers,
+               t->g->n_nodes, st->fallback_layers, st->fallback_ops);
     return s == KILN_OK && st->device_layers == t->g->n_nodes;
 }
 
@@ -451,11 +454,61 @@ static void feed_case(double tol, bool store, bool lt)
     tg_free(&t);
 }
 
+/* Attention -> FP8 MatMul (BERT's attention output read by its projection), the attention marked: with half
+ * activations the fused kernel writes its output as 16-byte pieces and the E4M3 feed beside them (1 fed, 0 passes);
+ * with float32 ones the two-GEMM path runs, which writes no feed (0 fed, 1 pass). Q, K^T, V of 2 x 3 heads, 40 rows and
+ * keys (a partial chunk, rows past the last 16-row tile), D 64, an additive mask; Y in [B, H, S, Dv]. The outputs must
+ * be bit-identical to the device without feeds (the feed's bytes are the pass's) and near the CPU's (the cosine
+ * decides with half storage, as in feed_case). */
+static void attn_feed_case(double tol)
+{
+    tgraph t = tg_new(KILN_OP_Attention, 1);
+    kiln_graph *g = t.g;
+    tg_in(&t, RT(4, 2, 3, 40, 64), false);
+    tg_in(&t, RT(4, 2, 3, 64, 40), false);
+    tg_in(&t, RT(4, 2, 3, 40, 64), false);
+    tg_in(&t, rand_tensor(F32, 4, D(2, 1, 1, 40), -3, 0), false);
+    int h = tg_out1(g, t.node, "att");
+    kiln__node_set_attr_f(tg_node(&t), "scale", 0.125f);
+    mark_feed(g, t.node, 1.0f);
+    int in1[2] = {h, tg_const(g, "wo", RT(2, 64, 32))};   /* N a multiple of 16 (cuBLASLt FP8) */
+    int n1 = tg_node_add(g, KILN_OP_MatMul, 13, "proj", 2, in1, "y");
+    mark_fp8_node(&t, n1, 1.0f);
+    tg_output(g, n1);
+    tg_round_half(&t);
+    kiln_tensor ref[1] = {0}, got[1] = {0}, off[1] = {0};
+    kiln_device_stats on = {0}, no = {0};
+    const char *name = "FP8 feeds: fused attention";
+    int ran = feeds_on_off(&t, name, NULL, ref, got, off, &on, &no);
+    if (ran) {
+        bool ok = ran > 0;
+        double worst = ok ? compare(&got[0], &ref[0]) : 0, cos = ok ? cosine(&got[0], &ref[0]) : 0;
+        bool same = ok && got[0].nbytes == off[0].nbytes && !memcmp(got[0].data, off[0].data, got[0].nbytes);
+        const bool fused = half_mode != KILN_DT_UNDEFINED;
+        const char *fo = getenv("KILN_CUDA_FP8_OUT");
+        bool half_store = fused || !fo || strcmp(fo, "fp32");
+        bool near = !half_store ? worst <= tol || (cos >= 0.99999 && worst <= 0.02) : cos >= 0.999 && worst <= 0.1;
+        bool counts = ok && on.fp8_fed_inputs == (fused ? 1u : 0u) && on.fp8_quant_passes == (fused ? 0u : 1u) &&
+                      no.fp8_fed_inputs == 0 && no.fp8_quant_passes == 1;
+        bool good = ok && near && same && counts;
+        printf("%s %-34s max rel err %.3g cosine %.6f (tol %.1g); bit-identical to no feeds: %s; fed %llu passes %llu "
+               "(want %d / %d; without feeds: %llu / %llu)\n", good ? "ok  " : "FAIL", name, worst, cos, tol,
+               same ? "yes" : "NO", on.fp8_fed_inputs, on.fp8_quant_passes, fused ? 1 : 0, fused ? 0 : 1,
+               no.fp8_fed_inputs, no.fp8_quant_passes);
+        test_failures += !good;
+    }
+    kiln__tensor_release(&ref[0]);
+    kiln__tensor_release(&got[0]);
+    kiln__tensor_release(&off[0]);
+    tg_free(&t);
+}
+
 void fp8_feed_case(double tol)
 {
     feed_case(tol, false, false);
     feed_case(tol, true, false);
     feed_case(tol, true, true);
+    attn_feed_case(tol);
 }
 
 /* ---- 4-bit weight-only layers (`--precision nvfp4|mxfp4|int4` engines): kiln_wq the format, kiln_aq "fp16".

@@ -102,6 +102,31 @@ static bool fp8_output_cases(void)
     return ok;
 }
 
+/* The fused attention's blocks each walk several jobs (16-128 query rows of one lead index) with the next one's loads
+ * in flight; the cases are small enough that the default grid gives most of them one job a block, so they run
+ * again on a grid of 3 blocks (jobs 0, 3, 6, ... in one block: Q buffers, stage parity and the job's offsets across
+ * jobs) and of one block a job. The caller's KILN_CUDA_ATTN_GRID is restored after. */
+static bool fused_attention_walk(void)
+{
+    static const char *grids[2] = {"3", "jobs"};
+    const char *keep = getenv("KILN_CUDA_ATTN_GRID");
+    char was[16];
+    snprintf(was, sizeof was, "%s", keep ? keep : "");
+    bool ok = true;
+    for (int g = 0; g < 2 && ok; g++) {
+        setenv("KILN_CUDA_ATTN_GRID", grids[g], 1);
+        if ((ok = reopen())) {
+            printf("test_gpu: fused attention, KILN_CUDA_ATTN_GRID=%s\n", grids[g]);
+            attention_cases();
+        }
+    }
+    if (was[0])
+        setenv("KILN_CUDA_ATTN_GRID", was, 1);
+    else
+        unsetenv("KILN_CUDA_ATTN_GRID");
+    return ok && reopen();
+}
+
 /* The half convolutions again through cuDNN's legacy API (the graph API's fallback), then every layer again with
  * its float activations held in FP16, then BF16 (attention fused and as two GEMMs and a softmax). */
 static bool legacy_and_half_cases(void)
@@ -123,11 +148,35 @@ static bool legacy_and_half_cases(void)
         layer_cases();
         fp4_gather_cases();
         fp8_feed_case(half_tol);
+        if (!fused_attention_walk())
+            return false;
         setenv("KILN_CUDA_FUSED_ATTN", "0", 1);
         if (!reopen())
             return false;
         printf("test_gpu: %s attention as two GEMMs and a softmax (KILN_CUDA_FUSED_ATTN=0)\n", h ? "BF16" : "FP16");
         attention_cases();
+        unsetenv("KILN_CUDA_FUSED_ATTN");
+    }
+    half_mode = KILN_DT_UNDEFINED;
+    unsetenv("KILN_CUDA_ACT");
+    return true;
+}
+
+/* KILN_TEST_GPU_ONLY=attention: the attention cases alone, fused in FP16 and BF16, on each grid */
+static bool attention_only(void)
+{
+    for (int h = 0; h < 2; h++) {
+        setenv("KILN_CUDA_ACT", h ? "bf16" : "fp16", 1);
+        setenv("KILN_CUDA_FUSED_ATTN", "1", 1);
+        if (!reopen())
+            return false;
+        half_mode = h ? KILN_DT_BFLOAT16 : KILN_DT_FLOAT16;
+        half_tol = h ? 1.6e-2 : 2e-3;
+        printf("test_gpu: %s fused attention\n", h ? "BF16" : "FP16");
+        attention_cases();
+        fp8_feed_case(half_tol);   /* the fused attention's FP8 feed among them */
+        if (!fused_attention_walk())
+            return false;
         unsetenv("KILN_CUDA_FUSED_ATTN");
     }
     half_mode = KILN_DT_UNDEFINED;
@@ -166,9 +215,16 @@ int main(int argc, char **argv)
     kiln_device_stats st;
     kiln__dev_stats(dev, &st);
     printf("test_gpu: %s\n", st.description);
-    /* KILN_TEST_GPU_ONLY=fp8: only the FP8 cases (each output storage) and the models (a short device call) */
+    /* KILN_TEST_GPU_ONLY=fp8: only the FP8 cases (each output storage) and the models (a short device call);
+     * =attention: only the attention cases (attention_only) */
     const char *only = getenv("KILN_TEST_GPU_ONLY");
     bool fp8_only = only && !strcmp(only, "fp8");
+    if (only && !strcmp(only, "attention")) {
+        bool ok = attention_only();
+        kiln__dev_close(dev);
+        printf("test_gpu: ");
+        return ok ? TEST_SUMMARY() : 1;
+    }
     if (!fp8_only)
         device_cases();
     if (!fp8_output_cases() || (!fp8_only && !legacy_and_half_cases()))

@@ -1020,6 +1020,13 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
     b->lt_candidates = lc && atoi(lc) >= 1 ? (atoi(lc) > 32 ? 32 : atoi(lc)) : 8;
     const char *fa = getenv("KILN_CUDA_FUSED_ATTN");
     b->fused_attn = !fa || strcmp(fa, "0");
+    const char *ag = getenv("KILN_CUDA_ATTN_GRID");   /* unset: as many blocks as fit at once, each walking jobs */
+    b->attn_grid = ag && !strcmp(ag, "jobs") ? -1 : ag && atoi(ag) > 0 ? atoi(ag) : 0;
+    /* its output: unset 16-byte pieces through shared memory with the FP8 feed where marked, =pieces without the feed,
+     * =rows from registers two values at a time (no feed) */
+    const char *as = getenv("KILN_CUDA_ATTN_STORE");
+    b->attn_scatter = as && !strcmp(as, "rows");
+    b->attn_nofeed = as && (!strcmp(as, "rows") || !strcmp(as, "pieces"));
     const char *act = getenv("KILN_CUDA_ACT");
     b->force_act = act && !strcmp(act, "fp16") ? KILN_DT_FLOAT16 : act && !strcmp(act, "bf16") ? KILN_DT_BFLOAT16
                                                                                             : KILN_DT_UNDEFINED;

@@ -782,10 +782,14 @@ static kiln_status attention_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const
     }
     if (half && b->fused_attn && cuk_attn_fused_fits(cu_fdt(sdt), &io)) {   /* one kernel */
         cu_part_mark(b, 0, 0, 1);
-        /* no FP8 feed here: writing the E4M3 copy from this kernel measured slower than the FP8 layer's own pass
-         * (H200, BERT-base b128: 72.4 -> 98.1 us against a 14.5 us pass; docs/CUDA.md) */
-        kiln_status st = cu_check(b, cuk_attn_fused(cu_fdt(sdt), &io, scale, m ? m->data : NULL, kind, fill, &sh,
+        /* the FP8 feed (BERT: the output projection's input) written with the output's 16-byte pieces */
+        cuk_attn_opts ao = {.grid = b->attn_grid, .scatter = b->attn_scatter};
+        if (!b->attn_nofeed && cuk_attn_fused_feeds(&io))
+            ao.feed = cu_fp8_feed(b, ctx, y, &ao.feed_scale);
+        kiln_status st = cu_check(b, cuk_attn_fused(cu_fdt(sdt), &io, scale, m ? m->data : NULL, kind, fill, &sh, &ao,
                                                     b->stream), "fused attention");
+        if (st == KILN_OK && ao.feed)
+            cu_fp8_fed(b, y, ao.feed_scale);
         cu_part_mark(b, 0, 1, 1);
         return st;
     }

@@ -74,6 +74,9 @@ typedef struct cu_be {
     bool conv_verbose;             /* KILN_CUDA_CONV_GRAPH=2: convolution tactics and graph choices on stderr */
     bool conv_smallc;              /* half convolutions over < 8 channels by kiln's kernel (KILN_CUDA_SMALLC != 0) */
     bool fused_attn;               /* half attention in one kernel (off: KILN_CUDA_FUSED_ATTN=0) */
+    int attn_grid;                 /* its grid (cuk_attn_opts): KILN_CUDA_ATTN_GRID=N blocks, =jobs one a job */
+    bool attn_scatter;             /* its output from registers (KILN_CUDA_ATTN_STORE=rows): no FP8 feed */
+    bool attn_nofeed;              /* no FP8 feed from it (KILN_CUDA_ATTN_STORE=rows|pieces) */
     int lt_candidates;             /* cuBLASLt heuristic candidates timed per GEMM (KILN_CUDA_GEMM_CANDIDATES, 8) */
     uint64_t own_weight_bytes;     /* device memory of weights in this instance's own forms (FP8, 4-bit) */
     /* Quantized activations kept for the next FP8 layers that read the same device data with the same scale

@@ -98,8 +98,19 @@ typedef struct cuk_attn_io {
     int64_t S, Sk, D, Dv;
 } cuk_attn_io;
 bool cuk_attn_fused_fits(int fdt, const cuk_attn_io *io);
+typedef struct cuk_attn_opts {
+    int grid;            /* 0: as many blocks as fit the GPU at once, each walking jobs (16-128 query rows of one
+                          * lead index) with the next one's loads in flight; > 0 at most that many; < 0 one a job */
+    bool scatter;        /* Y written from registers, two values at a time (else, where _feeds, 16-byte pieces) */
+    uint8_t *feed;       /* or NULL: also write y's E4M3 copy (element i of y's buffer at feed[i], the bytes of
+                          * cuk_fp8_quant with feed_scale); needs cuk_attn_fused_feeds and !scatter */
+    float feed_scale;
+} cuk_attn_opts;
+/* whether the kernel writes Y as 16-byte pieces (unit inner stride, Dv and Y's strides multiples of 8, aligned) and
+ * so can write an FP8 feed */
+bool cuk_attn_fused_feeds(const cuk_attn_io *io);
 cudaError_t cuk_attn_fused(int fdt, const cuk_attn_io *io, float scale, const void *mask, int kind, float fill,
-                           const cuk_shape *sh, cudaStream_t s);
+                           const cuk_shape *sh, const cuk_attn_opts *o, cudaStream_t s);
 /* Weight-only 4-bit GEMM (kernels_fp4.cu): y[M, N] (FP16 or BF16, out_fdt) = a[M, K] (FP16, row stride lda)
  * times the transpose of w, N rows of ceil(K / 2) packed bytes (the even element in the low nibble) with
  * one scale per `block` elements of a row at `scales` (NVFP4: E4M3 bytes, times ts; MXFP4: E8M0 bytes;
