@@ -69,7 +69,7 @@ static kiln_status read_aligned(const char *path, void **mem, void **p, size_t *
     size_t want;
     KILN_TRY(open_engine_file(path, "read", &fd, &want));
     kiln_status st = KILN_OK;
-    if (!(*mem = kiln__malloc_large(want + KILN_ENGINE_SECTION_ALIGN)))
+    if (!(*mem = kiln__malloc(want + KILN_ENGINE_SECTION_ALIGN)))
         st = kiln__err(KILN_ERR_NOMEM, "out of memory reading '%s' (%zu bytes)", path, want);
     if (st == KILN_OK) {
         uint8_t *b = (uint8_t *)*mem + (KILN_ENGINE_SECTION_ALIGN - (uintptr_t)*mem % KILN_ENGINE_SECTION_ALIGN) %
