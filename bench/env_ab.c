@@ -17,6 +17,8 @@
  * too, B's context is of that engine (the same model built otherwise: a change made at build time, such as the
  * memory plan an engine stores; its inputs must be ENGINE's; where its layers differ (a fusion), groups are summed per
  * engine by layer name and single layers compared where both engines have one of that name).
+ * ENV_AB_A_COPY=1 / ENV_AB_B_COPY=1: ENGINE / ENV_AB_ENGINE_B loaded by copy (KILN_ENGINE_LOAD_COPY) instead of mapped,
+ * e.g. the same file both ways to compare where the weights live (session 19: in 2 MB pages or not).
  * The first runs of a context are not timed (3 warm-up runs). Inputs: kiln_engine_synth_inputs. A NAME that
  * nothing reads gives the noise floor (A/A): on that VM under the lead's builds, 20 pairs of ResNet-50 read
  * 0.98-1.01 on the total and single layers 0.85-1.08; with 150-300 pairs unchanged groups of layers stayed
@@ -73,7 +75,7 @@ int main(int argc, char **argv)
         return 2;
     }
     kiln_engine_t e;
-    if (kiln_engine_load(argv[1], &e) != KILN_OK)
+    if (kiln_engine_load_ex(argv[1], getenv("ENV_AB_A_COPY") ? KILN_ENGINE_LOAD_COPY : 0, &e) != KILN_OK)
         return fail("loading the engine");
     int nin = kiln_engine_num_inputs(e), L = kiln_engine_num_layers(e);
     kiln_tensor *in = calloc((size_t)nin, sizeof *in);
@@ -96,7 +98,7 @@ int main(int argc, char **argv)
     kiln_context_t cx[2] = {NULL, NULL};
     kiln_engine_t eb_e = NULL;
     if (two && eb && eb[0]) {
-        if (kiln_engine_load(eb, &eb_e) != KILN_OK)
+        if (kiln_engine_load_ex(eb, getenv("ENV_AB_B_COPY") ? KILN_ENGINE_LOAD_COPY : 0, &eb_e) != KILN_OK)
             return fail("loading ENV_AB_ENGINE_B");
         if (kiln_engine_num_inputs(eb_e) != nin) {
             fprintf(stderr, "env_ab: %s has other inputs than %s\n", eb, argv[1]);

@@ -1,6 +1,7 @@
 /* The one hookable allocator every kiln allocation goes through. */
 #include "core.h"
 #include <stdlib.h>
+#include <sys/mman.h>
 
 static kiln_allocator cur;   /* all NULL = libc */
 static size_t max_tensor_bytes = (size_t)8 << 30;
@@ -21,6 +22,22 @@ void *kiln__malloc(size_t n)
     if (n == 0)
         n = 1;
     return cur.malloc_fn ? cur.malloc_fn(n, cur.user) : malloc(n);
+}
+
+void *kiln__malloc_large(size_t n)
+{
+#ifdef MADV_HUGEPAGE
+    const size_t huge = (size_t)1 << 21;
+    if (!cur.malloc_fn && n >= huge && n <= SIZE_MAX - huge) {
+        size_t sz = (n + huge - 1) & ~(huge - 1);
+        void *p = NULL;
+        if (posix_memalign(&p, huge, sz) == 0) {
+            (void)madvise(p, sz, MADV_HUGEPAGE);   /* advice only: 4 KB pages where it is not taken */
+            return p;
+        }
+    }
+#endif
+    return kiln__malloc(n);
 }
 
 void *kiln__calloc(size_t count, size_t size)

@@ -24,6 +24,11 @@ void kiln__err_prefix(const char *fmt, ...) KILN_PRINTF(1, 2);
 
 /* Allocation through the hookable allocator. All return NULL on failure without side effects. */
 void *kiln__malloc(size_t n);
+/* n bytes for a large, long-lived block (an activation arena): from 2 MB on, and without allocator hooks, 2 MB
+ * aligned and advised for transparent huge pages (Linux; its THP mode "madvise" gives them only to advised
+ * memory), so that a layer streaming through MBs of activations does not miss the TLB on every 4 KB page; else
+ * kiln__malloc. Freed with kiln__free. */
+void *kiln__malloc_large(size_t n);
 void *kiln__calloc(size_t count, size_t size);   /* overflow-checked */
 void *kiln__realloc(void *p, size_t n);
 void kiln__free(void *p);

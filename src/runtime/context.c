@@ -37,7 +37,7 @@ static void *arena_alloc(struct kiln_context *c, size_t n)
     void *p = NULL;
     if (c->dev)
         return kiln__dev_arena_alloc(c->dev, n, &p) == KILN_OK ? p : NULL;
-    return kiln__malloc(n ? n : 1);
+    return kiln__malloc_large(n ? n : 1);   /* 2 MB pages where the host gives them (core.h) */
 }
 
 static void arena_free(struct kiln_context *c)

@@ -1,12 +1,14 @@
 /* Files kiln reads and writes (issue 6): sizes are checked before allocating (.npy claiming more
  * data than it holds, directories), atomic replacement (a reader sees the old file until commit,
  * an aborted or failed write leaves it byte-identical and no temporary behind), file identity,
- * and terminal-safe escaping of names in messages. */
+ * terminal-safe escaping of names in messages, and kiln__malloc_large (the arena's allocation: 2 MB aligned from
+ * 2 MB on, through the allocator hooks when they are set). */
 #include "core/core.h"
 #include "test.h"
 #include <dirent.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -167,6 +169,34 @@ static void test_escape(void)
     CHECK_MSG(!strcmp(kiln_last_error(), "file\\x1b: no input named 'x\\x1b]0;t\\x07'"), "%s", kiln_last_error());
 }
 
+static void test_malloc_large(void)
+{
+    const size_t mb2 = (size_t)2 << 20;
+    unsigned char *p = kiln__malloc_large(mb2 + 12345), *q = kiln__malloc_large(1000);
+    CHECK(p && q);
+    if (p) {
+#ifdef MADV_HUGEPAGE
+        /* 2 MB aligned (huge-page advised; whether the kernel gives huge pages is its business) */
+        CHECK_MSG((uintptr_t)p % mb2 == 0, "%p", (void *)p);
+#endif
+        p[0] = 1;
+        p[mb2 + 12344] = 2;
+        CHECK(p[0] + p[mb2 + 12344] == 3);
+    }
+    kiln__free(p);
+    kiln__free(q);
+    /* with hooks: their allocation, their failures */
+    kiln_allocator a = {count_malloc, count_realloc, count_free, NULL};
+    kiln_set_allocator(&a);
+    largest_request = 0;
+    p = kiln__malloc_large(3 * mb2);
+    CHECK_MSG(p && largest_request == 3 * mb2, "%p %zu", (void *)p, largest_request);
+    kiln__free(p);
+    largest_request = 0;
+    CHECK(!kiln__malloc_large((size_t)80 << 20) && largest_request == (size_t)80 << 20);
+    kiln_set_allocator(NULL);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/kiln_test_files_XXXXXX";
@@ -175,6 +205,7 @@ int main(void)
     test_sizes_before_allocation(dir);
     test_atomic_write(dir);
     test_escape();
+    test_malloc_large();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
