@@ -1025,8 +1025,8 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
     /* its output: unset 16-byte pieces through shared memory with the FP8 feed where marked, =pieces without the feed,
      * =rows from registers two values at a time (no feed) */
     const char *as = getenv("KILN_CUDA_ATTN_STORE");
-    b->attn_scatter = as && !strcmp(as, "rows");
-    b->attn_nofeed = as && (!strcmp(as, "rows") || !strcmp(as, "pieces"));
+    b->attn_store = as && !strcmp(as, "rows") ? CU_ATTN_ROWS : as && !strcmp(as, "pieces") ? CU_ATTN_PIECES
+                                                                                          : CU_ATTN_FEED;
     const char *act = getenv("KILN_CUDA_ACT");
     b->force_act = act && !strcmp(act, "fp16") ? KILN_DT_FLOAT16 : act && !strcmp(act, "bf16") ? KILN_DT_BFLOAT16
                                                                                             : KILN_DT_UNDEFINED;

@@ -783,8 +783,8 @@ static kiln_status attention_run(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, const
     if (half && b->fused_attn && cuk_attn_fused_fits(cu_fdt(sdt), &io)) {   /* one kernel */
         cu_part_mark(b, 0, 0, 1);
         /* the FP8 feed (BERT: the output projection's input) written with the output's 16-byte pieces */
-        cuk_attn_opts ao = {.grid = b->attn_grid, .scatter = b->attn_scatter};
-        if (!b->attn_nofeed && cuk_attn_fused_feeds(&io))
+        cuk_attn_opts ao = {.grid = b->attn_grid, .scatter = b->attn_store == CU_ATTN_ROWS};
+        if (b->attn_store == CU_ATTN_FEED && cuk_attn_fused_feeds(&io))
             ao.feed = cu_fp8_feed(b, ctx, y, &ao.feed_scale);
         kiln_status st = cu_check(b, cuk_attn_fused(cu_fdt(sdt), &io, scale, m ? m->data : NULL, kind, fill, &sh, &ao,
                                                     b->stream), "fused attention");

@@ -21,6 +21,7 @@ typedef struct cu_state {
 
 #define CU_FP8_KEPT 4   /* quantized activations kept at once (cu_be.fp8_kept) */
 #define CU_FP8_STORED 8 /* outputs held only as E4M3 at once (cu_be.fp8_stored) */
+enum { CU_ATTN_FEED = 0, CU_ATTN_PIECES = 1, CU_ATTN_ROWS = 2 };   /* cu_be.attn_store */
 
 typedef struct cu_be {
     kiln_backend base;             /* base.state == this */
@@ -75,8 +76,9 @@ typedef struct cu_be {
     bool conv_smallc;              /* half convolutions over < 8 channels by kiln's kernel (KILN_CUDA_SMALLC != 0) */
     bool fused_attn;               /* half attention in one kernel (off: KILN_CUDA_FUSED_ATTN=0) */
     int attn_grid;                 /* its grid (cuk_attn_opts): KILN_CUDA_ATTN_GRID=N blocks, =jobs one a job */
-    bool attn_scatter;             /* its output from registers (KILN_CUDA_ATTN_STORE=rows): no FP8 feed */
-    bool attn_nofeed;              /* no FP8 feed from it (KILN_CUDA_ATTN_STORE=rows|pieces) */
+    int attn_store;                /* its output (KILN_CUDA_ATTN_STORE): CU_ATTN_FEED 16-byte pieces and the FP8 feed
+                                    * where marked (unset), CU_ATTN_PIECES no feed (=pieces), CU_ATTN_ROWS from
+                                    * registers, no feed (=rows) */
     int lt_candidates;             /* cuBLASLt heuristic candidates timed per GEMM (KILN_CUDA_GEMM_CANDIDATES, 8) */
     uint64_t own_weight_bytes;     /* device memory of weights in this instance's own forms (FP8, 4-bit) */
     /* Quantized activations kept for the next FP8 layers that read the same device data with the same scale
