@@ -131,7 +131,21 @@ static void fp8_conv_cases_in(double tol, const char *how)
     mark_fp8(&t, 1.0f);
     snprintf(name, sizeof name, "%s (%s)", "FP8 FusedConv 3x3 d2 48->144 1449 px", how);
     run_case(name, &t, tol);
+    /* a long reduction (1152: 9 steps of 128 bytes, 18 of 64, past every pipeline's depth), 3 row tiles */
+    t = tg_new(KILN_OP_FusedConv, 1);
+    tg_in(&t, RT(4, 2, 128, 13, 11), false);
+    tg_in(&t, RT(4, 64, 128, 3, 3), true);
+    tg_in(&t, RT(1, 64), true);
+    tg_outs(&t, 1);
+    attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
+    set_act(&t, KILN_FUSED_RELU, 0, 0);
+    mark_fp8(&t, 1.0f);
+    snprintf(name, sizeof name, "%s (%s)", "FP8 FusedConv 3x3 128->64 red 1152", how);
+    run_case(name, &t, tol);
 }
+
+/* kiln's wgmma kernel's tile configurations (kernels_conv_fp8_wg.cu), each forced by KILN_CUDA_FP8_CONV=wgN */
+static const char *const wg_modes[4] = {"wg0", "wg1", "wg2", "wg3"};
 
 /* each case through cuDNN's graph, kiln's kernel (kernels_conv_fp8.cu) and, 1x1 ones, cuBLASLt's GEMM; by default
  * each layer takes the fastest (the model cases run that) */
@@ -143,6 +157,10 @@ static void fp8_conv_cases(double tol)
     fp8_conv_cases_in(tol, "kiln");
     setenv("KILN_CUDA_FP8_CONV", "gemm", 1);
     fp8_conv_cases_in(tol, "gemm");
+    for (int i = 0; i < 4; i++) {
+        setenv("KILN_CUDA_FP8_CONV", wg_modes[i], 1);
+        fp8_conv_cases_in(tol, wg_modes[i]);
+    }
     unsetenv("KILN_CUDA_FP8_CONV");
 }
 
@@ -643,12 +661,16 @@ static tgraph store_graph(void)
     return t;
 }
 
-void fp8_store_case(void)
+/* one run of the case with the kernel KILN_CUDA_FP8_CONV names (how: NULL, the fastest of kiln's) */
+static void fp8_store_case_in(const char *how)
 {
     tgraph t = store_graph();
     kiln_tensor ref[1] = {0}, got[1] = {0}, off[1] = {0};
     kiln_device_stats on = {0}, no = {0};
-    const char *name = "FP8 storage: E4M3 residual";
+    char name[64];
+    snprintf(name, sizeof name, "FP8 storage: E4M3 residual%s%s%s", how ? " (" : "", how ? how : "", how ? ")" : "");
+    if (how)
+        setenv("KILN_CUDA_FP8_CONV", how, 1);
     int ran = feeds_on_off(&t, name, NULL, ref, got, off, &on, &no);
     if (ran) {
         bool ok = ran > 0;
@@ -665,10 +687,26 @@ void fp8_store_case(void)
                on.fp8_held_outputs, no.fp8_held_outputs);
         test_failures += !good;
     }
+    unsetenv("KILN_CUDA_FP8_CONV");
     kiln__tensor_release(&ref[0]);
     kiln__tensor_release(&got[0]);
     kiln__tensor_release(&off[0]);
     tg_free(&t);
+}
+
+/* with each of kiln's kernels that hold E4M3 (mma.sync, wgmma in each tile), then the fastest. wgmma's FP8 sums keep
+ * fewer bits than float32 between MMAs (cuBLASLt's fast accumulation), which the float32-output bound does not
+ * allow for: with KILN_CUDA_FP8_FAST_ACCUM=0 (that run) the runtime does not choose it, nor does this case force it. */
+void fp8_store_case(void)
+{
+    const char *fa = getenv("KILN_CUDA_FP8_FAST_ACCUM");
+    fp8_store_case_in("kiln");
+    if (fa && !strcmp(fa, "0"))
+        printf("skip FP8 storage: E4M3 residual with kiln's wgmma kernel: KILN_CUDA_FP8_FAST_ACCUM=0\n");
+    else
+        for (int i = 0; i < 4; i++)
+            fp8_store_case_in(wg_modes[i]);
+    fp8_store_case_in(NULL);
 }
 
 /* 4-bit embedding tables (PRECISION.md "4-bit embedding tables"): a Gather so marked keeps only the CPU backend's

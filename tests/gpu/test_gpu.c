@@ -216,18 +216,18 @@ int main(int argc, char **argv)
     kiln__dev_stats(dev, &st);
     printf("test_gpu: %s\n", st.description);
     /* KILN_TEST_GPU_ONLY=fp8: only the FP8 cases (each output storage) and the models (a short device call);
-     * =attention: only the attention cases (attention_only) */
+     * =attention: only the attention cases (attention_only); =models: only the models */
     const char *only = getenv("KILN_TEST_GPU_ONLY");
-    bool fp8_only = only && !strcmp(only, "fp8");
+    bool fp8_only = only && !strcmp(only, "fp8"), models_only = only && !strcmp(only, "models");
     if (only && !strcmp(only, "attention")) {
         bool ok = attention_only();
         kiln__dev_close(dev);
         printf("test_gpu: ");
         return ok ? TEST_SUMMARY() : 1;
     }
-    if (!fp8_only)
+    if (!fp8_only && !models_only)
         device_cases();
-    if (!fp8_output_cases() || (!fp8_only && !legacy_and_half_cases()))
+    if (!models_only && (!fp8_output_cases() || (!fp8_only && !legacy_and_half_cases())))
         return 1;
     kiln__dev_close(dev);
     static const char *defaults[] = {

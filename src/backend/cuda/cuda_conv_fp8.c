@@ -75,17 +75,32 @@ static kiln_status run_graph(cu_be *b, cu_cg_key *k, const void *const *ptr, kil
     return KILN_OK;
 }
 
-enum { HOW_CUDNN, HOW_KILN, HOW_GEMM };
-static const char *const how_name[] = {"cuDNN", "kiln", "GEMM"};
+/* The kernels: cuDNN's graph, kiln's implicit GEMM on mma.sync, cuBLASLt (1x1 layers), kiln's on wgmma in each tile
+ * configuration (HOW_WG + cfg, kernels_conv_fp8_wg.cu) */
+enum { HOW_CUDNN, HOW_KILN, HOW_GEMM, HOW_WG, HOW_N = HOW_WG + 4 };
+static const char *const how_name[HOW_N] = {"cuDNN", "kiln", "GEMM", "wgmma 64x64", "wgmma 128x64", "wgmma 128x128",
+                                            "wgmma 256x128"};
 
-/* Which kernel runs an FP8 convolution: KILN_CUDA_FP8_CONV=kiln (kiln's implicit GEMM, kernels_conv_fp8.cu),
- * =cudnn (cuDNN's graph), =gemm (cuBLASLt, 1x1 layers; the others cuDNN's graph), unset: per layer the fastest,
- * timed on the layer's own operands at its first run (a tactic, like cuDNN's own candidates); -1 when unset. Read
- * per call: an A/B switch. */
-static int fp8_conv_mode(void)
+/* Which kernels an FP8 convolution may run (a mask of 1 << HOW_*): KILN_CUDA_FP8_CONV=kiln (kiln's implicit GEMM on
+ * mma.sync, kernels_conv_fp8.cu), =cudnn (cuDNN's graph), =gemm (cuBLASLt, 1x1 layers; the others cuDNN's graph),
+ * =wg (kiln's on wgmma, its fastest tile), =wg0 .. =wg3 (one tile); unset: every one. Where several may run, the
+ * fastest is timed on the layer's own operands at its first run (a tactic, like cuDNN's own candidates). Read per
+ * call: an A/B switch. */
+static unsigned fp8_conv_mode(void)
 {
     const char *e = getenv("KILN_CUDA_FP8_CONV");
-    return !e || !e[0] ? -1 : !strcmp(e, "kiln") ? HOW_KILN : !strcmp(e, "gemm") ? HOW_GEMM : HOW_CUDNN;
+    unsigned wg = ((1u << HOW_N) - 1) & ~((1u << HOW_WG) - 1);
+    if (!e || !e[0])
+        return (1u << HOW_N) - 1;
+    if (!strcmp(e, "kiln"))
+        return 1u << HOW_KILN;
+    if (!strcmp(e, "gemm"))
+        return 1u << HOW_GEMM;
+    if (!strcmp(e, "wg"))
+        return wg;
+    if (!strncmp(e, "wg", 2) && e[2] >= '0' && e[2] < '0' + HOW_N - HOW_WG && !e[3])
+        return 1u << (HOW_WG + e[2] - '0');
+    return 1u << HOW_CUDNN;
 }
 
 /* One FP8 convolution's operands (ptr: x, w, bias, residual, y, scale, 1 / feed scale, feed, as cuDNN's graph) */
@@ -129,10 +144,14 @@ static kiln_status call_run(cu_be *b, const fp8_call *c, int how, bool *done, bo
         cu_cg_key k = c->k;
         return run_graph(b, &k, c->ptr, c->y, c->bias, c->res, c->relu, done, fed);
     }
-    kiln_status st = cu_check(b, cuk_conv_fp8(cu_fdt(c->sdt), c->ptr[0], c->ptr[1], c->ptr[5], c->ptr[2], c->ptr[3],
-                                              c->store ? NULL : (void *)c->ptr[4], c->ptr[6], (uint8_t *)c->ptr[7],
-                                              c->resq, c->rs, &c->d, b->stream),
-                              "FP8 conv");
+    void *y = c->store ? NULL : (void *)c->ptr[4];
+    cudaError_t e = how == HOW_KILN
+                        ? cuk_conv_fp8(cu_fdt(c->sdt), c->ptr[0], c->ptr[1], c->ptr[5], c->ptr[2], c->ptr[3], y,
+                                       c->ptr[6], (uint8_t *)c->ptr[7], c->resq, c->rs, &c->d, b->stream)
+                        : cuk_conv_fp8_wg(how - HOW_WG, cu_fdt(c->sdt), c->ptr[0], c->ptr[1], c->ptr[5], c->ptr[2],
+                                          c->ptr[3], y, c->ptr[6], (uint8_t *)c->ptr[7], c->resq, c->rs, &c->d,
+                                          b->stream);
+    kiln_status st = cu_check(b, e, "FP8 conv");
     *done = st == KILN_OK;
     *fed = *done && c->ptr[7];
     return st;
@@ -162,16 +181,29 @@ typedef struct fp8_tactic {
     int how;   /* HOW_* */
 } fp8_tactic;
 
-/* The kernel for this layer at these dims: the mode's, else the faster one timed now (kept per node and dims) */
+/* The kernel for this layer at these dims: the only one allowed, else the fastest of those allowed, timed now (kept
+ * per node and dims) */
 static kiln_status choose(cu_be *b, const kiln_kctx *ctx, const fp8_call *c, int *how)
 {
-    int mode = fp8_conv_mode(), gmode = cu_conv_gemm_mode();
-    if (c->store || c->resq) {   /* E4M3 storage: only kiln's kernel reads or writes it */
-        *how = HOW_KILN;
-        return KILN_OK;
-    }
-    if (mode >= 0 || (gmode > 0 && c->gemm_fit)) {
-        *how = mode < 0 ? HOW_GEMM : mode == HOW_GEMM && !c->gemm_fit ? HOW_CUDNN : mode;
+    const unsigned all = (1u << HOW_N) - 1, kiln = all & ~((1u << HOW_CUDNN) | (1u << HOW_GEMM));
+    unsigned mask = fp8_conv_mode();
+    int gmode = cu_conv_gemm_mode();
+    bool unset = mask == all;
+    if (!c->gemm_fit || (unset && gmode != 0))   /* cuBLASLt runs 1x1 layers; its own switch (below) */
+        mask &= ~(1u << HOW_GEMM);
+    /* wgmma's FP8 sums keep fewer bits than float32 between its MMAs (cuBLASLt's "fast accumulation" is that same
+     * arithmetic): with KILN_CUDA_FP8_FAST_ACCUM=0 only where forced */
+    if (unset && b->fp8_fast_accum == 0)
+        mask &= (1u << HOW_WG) - 1;
+    if (c->store || c->resq)                     /* E4M3 storage: only kiln's kernels read or write it */
+        mask = (mask & kiln) ? mask & kiln : 1u << HOW_KILN;
+    else if (unset && gmode > 0 && c->gemm_fit)  /* KILN_CUDA_CONV_GEMM=1 */
+        mask = 1u << HOW_GEMM;
+    if (!mask)                        /* =gemm on a layer cuBLASLt does not run */
+        mask = 1u << HOW_CUDNN;
+    int first = __builtin_ctz(mask);
+    if (!(mask & (mask - 1))) {
+        *how = first;
         return KILN_OK;
     }
     int64_t key[9] = {T_SLOT, c->d.n, c->d.c, c->d.h, c->d.w, c->d.k, c->d.p, c->d.q, c->y != NULL};
@@ -180,22 +212,27 @@ static kiln_status choose(cu_be *b, const kiln_kctx *ctx, const fp8_call *c, int
         *how = t->how;
         return KILN_OK;
     }
-    *how = HOW_CUDNN;
+    *how = first;
     /* no timing inside a capture (cuDNN's graph, which refuses to plan there too), nor over an output written in
      * place of its residual (each timed run would add it again) */
     if (b->capturing || (c->ptr[3] && c->ptr[3] == c->ptr[4]))
         return KILN_OK;
-    float ms[3] = {call_time(b, c, HOW_CUDNN), call_time(b, c, HOW_KILN),
-                   c->gemm_fit && gmode == 0 ? call_time(b, c, HOW_GEMM) : -1};
+    float ms[HOW_N];
+    for (int i = 0; i < HOW_N; i++)
+        ms[i] = mask & (1u << i) ? call_time(b, c, i) : -1;
     if (!(t = calloc(1, sizeof *t)))
         return cu_err(b, KILN_ERR_NOMEM, "out of memory");
-    t->how = HOW_CUDNN;
-    for (int i = 0; i < 3; i++)
+    t->how = first;
+    for (int i = 0; i < HOW_N; i++)
         if (ms[i] >= 0 && (ms[t->how] < 0 || ms[i] < ms[t->how]))
             t->how = i;
-    if (b->conv_verbose)
-        fprintf(stderr, "kiln cuda: FP8 conv %s: cuDNN %.3f ms, kiln %.3f ms, GEMM %.3f ms -> %s\n", ctx->node->name,
-                ms[0], ms[1], ms[2], how_name[t->how]);
+    if (b->conv_verbose) {
+        fprintf(stderr, "kiln cuda: FP8 conv %s:", ctx->node->name);
+        for (int i = 0; i < HOW_N; i++)
+            if (ms[i] >= 0)
+                fprintf(stderr, " %s %.3f ms,", how_name[i], ms[i]);
+        fprintf(stderr, " -> %s\n", how_name[t->how]);
+    }
     *how = t->how;
     return cu_state_put(b, ctx->node, key, 9, t, free);
 }

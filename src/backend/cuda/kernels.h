@@ -53,6 +53,12 @@ cudaError_t cuk_conv_w_rs4(int fdt, const void *w, void *w4, const cuk_conv_desc
 cudaError_t cuk_conv_fp8(int fdt_y, const uint8_t *x, const uint8_t *w, const float *scale, const float *bias,
                          const void *res, void *y, const float *inv, uint8_t *yq, const uint8_t *resq, const float *rs,
                          const cuk_conv_desc *d, cudaStream_t s);
+/* The same on Hopper's wgmma (kernels_conv_fp8_wg.cu), tile configuration cfg (0 .. cuk_conv_fp8_wg_configs() - 1);
+ * cudaErrorNotSupported on a GPU other than sm_90. */
+cudaError_t cuk_conv_fp8_wg(int cfg, int fdt_y, const uint8_t *x, const uint8_t *w, const float *scale,
+                            const float *bias, const void *res, void *y, const float *inv, uint8_t *yq,
+                            const uint8_t *resq, const float *rs, const cuk_conv_desc *d, cudaStream_t s);
+int cuk_conv_fp8_wg_configs(void);
 
 /* Unary kernels and fused epilogues take fdt (enum cuk_fdt): x, y, res in that storage; bias and
  * LayerNorm scale / bias are float32. */

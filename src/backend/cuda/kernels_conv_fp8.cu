@@ -11,21 +11,11 @@
 // memory: x scale (a device scalar: activation scale x weight scale) + float32 bias, then residual (the output's
 // storage), ReLU, 16-byte stores in the output's storage; optionally the next FP8 layer's input too (feed: E4M3 of
 // the float32 value x 1 / its scale, saturating, before the output's rounding -- as cuDNN's graph writes it).
-#include "kernels_common.cuh"
-#include <type_traits>
+#include "kernels_conv_fp8.cuh"
 
 namespace {
 
 constexpr int BM = 128, BN = 128, BK = 64, STAGES = 3, THREADS = 256;
-
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid)
-{
-    const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
-    const int n = valid ? 16 : 0;   // 0 bytes read: the 16 bytes are zero-filled
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(n));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 
 __device__ __forceinline__ void mma_e4m3(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
 {
@@ -64,57 +54,26 @@ __global__ void __launch_bounds__(THREADS, 2)
     const int steps = (red + BK - 1) / BK;
     // the 2 A rows (pixels) and 2 B rows (output channels) this thread copies, piece tid & 3 of each
     const int ch = tid & 3;
-    int hb[2], wb[2];
-    int64_t xb[2];
-    bool mok[2];
-    // a 1x1 stride-1 convolution without padding is a plain GEMM: pixel m's channels start at m * c (no divisions;
-    // ncu on ResNet-50's memory-bound 1x1 layers: the issue slots, not the memory, are their limit)
-    const bool gemm = d.r == 1 && d.s == 1 && d.sh == 1 && d.sw == 1 && d.ph == 0 && d.pw == 0;
+    const bool gemm = fp8_is_gemm(d);
     const int64_t pq = (int64_t)d.p * d.q;
+    fp8_row ar[2];
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int64_t m = m0 + (tid >> 2) + i * 64;
-        mok[i] = m < M;
-        if (gemm) {
-            hb[i] = wb[i] = 0;
-            xb[i] = mok[i] ? m * d.c : 0;
-        } else {
-            const int64_t nn = mok[i] ? m / pq : 0, rem = mok[i] ? m % pq : 0;
-            hb[i] = (int)(rem / d.q) * d.sh - d.ph;
-            wb[i] = (int)(rem % d.q) * d.sw - d.pw;
-            xb[i] = nn * d.h * d.w * d.c;
-        }
-    }
-    // this thread's piece's position in the reduction, advanced by 64 each load (loads come in step order)
-    int kc = ch * 16, pc = kc, pr = 0, ps = 0;   // reduction index; its channel, filter row, filter column
-    while (pc >= d.c) {
-        pc -= d.c;
-        if (++ps == d.s) {
-            ps = 0;
-            ++pr;
-        }
-    }
+    for (int i = 0; i < 2; i++)
+        ar[i].init(m0 + (tid >> 2) + i * 64, M, gemm, pq, d);
+    fp8_piece pc;   // this thread's piece's position in the reduction, advanced by 64 each load
+    pc.init(ch * 16, d);
     auto load = [&](int stage) {
-        const bool kok = kc < red;
+        const bool kok = pc.kc < red;
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const int row = (tid >> 2) + i * 64;
-            const int hh = hb[i] + pr * d.dh, ww = wb[i] + ps * d.dw;
-            const bool ok = kok && mok[i] && (unsigned)hh < (unsigned)d.h && (unsigned)ww < (unsigned)d.w;
-            const uint8_t *src = ok ? x + xb[i] + ((int64_t)hh * d.w + ww) * d.c + pc : x;
+            bool ok;
+            const uint8_t *src = ar[i].src(x, pc, kok, d, &ok);
             cp_async16(&as[stage][swz(row, ch)], src, ok);
             const bool nok = kok && n0 + row < d.k;
-            cp_async16(&bs[stage][swz(row, ch)], nok ? w + (int64_t)(n0 + row) * red + kc : w, nok);
+            cp_async16(&bs[stage][swz(row, ch)], nok ? w + (int64_t)(n0 + row) * red + pc.kc : w, nok);
         }
-        kc += BK;
-        pc += BK;
-        while (pc >= d.c) {
-            pc -= d.c;
-            if (++ps == d.s) {
-                ps = 0;
-                ++pr;
-            }
-        }
+        pc.advance(BK, d);
     };
     float acc[4][4][4];
 #pragma unroll
@@ -130,23 +89,8 @@ __global__ void __launch_bounds__(THREADS, 2)
             load(st);
         cp_commit();
     }
-    if constexpr (PRE) {
-        // one group after the stages' (the first wait below then also waits for stage 1: both are needed anyway);
-        // 16-byte pieces of BN columns, zeros past M or past the channels (d.k is a multiple of 16 / element size)
-        // (the element size a constant in each branch: the index arithmetic is shifts)
-        auto copy = [&](const uint8_t *rb, auto es_c) {
-            constexpr int es = decltype(es_c)::value, per = 16 / es, rowp = BN / per;   // values a piece, a row's
-#pragma unroll 2
-            for (int it = 0; it < BM * rowp / THREADS; it++) {
-                const int i = tid + it * THREADS, r = i / rowp, c = (i % rowp) * per;
-                const bool ok = m0 + r < M && n0 + c < d.k;
-                cp_async16(&rsm[(r * BN + c) * es], ok ? rb + ((m0 + r) * d.k + n0 + c) * es : rb, ok);
-            }
-        };
-        if (res)
-            copy((const uint8_t *)res, std::integral_constant<int, (int)sizeof(T)>{});
-        else
-            copy(resq, std::integral_constant<int, 1>{});
+    if constexpr (PRE) {   // one group after the stages' (the first wait below then also waits for stage 1)
+        fp8_copy_residual<T, BM, BN, THREADS>(rsm, res, resq, m0, n0, M, d, tid);
         cp_commit();
     }
     for (int step = 0; step < steps; step++) {
@@ -219,40 +163,9 @@ __global__ void __launch_bounds__(THREADS, 2)
                 v[0] = t0.x; v[1] = t0.y; v[2] = t0.z; v[3] = t0.w;
                 v[4] = t1.x; v[5] = t1.y; v[6] = t1.z; v[7] = t1.w;
                 const int64_t ro = PRE ? (int64_t)(half * 64 + lr) * BN + lc : o;   // the residual's offset
-                if (res) {
-                    float rv[8];
-                    ld8((PRE ? (const T *)rsm : res) + ro, rv);   // kernels_common.cuh: 16 / 32-byte vectors
-#pragma unroll
-                    for (int e = 0; e < 8; e++)
-                        v[e] += rv[e];
-                } else if (resq) {   // a residual held in E4M3: q x its scale, as the CPU's rounding gives it
-                    const uint2 u = *(const uint2 *)(PRE ? &rsm[ro] : &resq[o]);
-                    const __nv_fp8x2_storage_t *p2 = (const __nv_fp8x2_storage_t *)&u;
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(p2[e], __NV_E4M3)));
-                        v[2 * e] += f.x * rsc;
-                        v[2 * e + 1] += f.y * rsc;
-                    }
-                }
-                if (d.relu) {
-#pragma unroll
-                    for (int e = 0; e < 8; e++)
-                        v[e] = fmaxf(v[e], 0.f);
-                }
-                if (y)   // else held only as E4M3 (yq)
-                    st8(y + o, v);
-                if (yq) {
-                    uint32_t q[2];
-#pragma unroll
-                    for (int e = 0; e < 2; e++)
-                        q[e] = (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(v[4 * e] * iv, v[4 * e + 1] * iv),
-                                                                  __NV_SATFINITE, __NV_E4M3) |
-                               (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(v[4 * e + 2] * iv, v[4 * e + 3] * iv),
-                                                                  __NV_SATFINITE, __NV_E4M3)
-                                   << 16;
-                    *(uint2 *)&yq[o] = make_uint2(q[0], q[1]);
-                }
+                const uint8_t *rp = res ? (const uint8_t *)((PRE ? (const T *)rsm : res) + ro)
+                                        : resq ? (PRE ? rsm : resq) + ro : NULL;
+                fp8_out8<T>(v, rp, res == NULL, rsc, d.relu, y ? y + o : NULL, yq ? yq + o : NULL, iv);
             }
         }
         __syncthreads();   // the tile is rewritten by the other half

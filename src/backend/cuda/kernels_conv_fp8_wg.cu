@@ -1,0 +1,276 @@
+// kiln's FP8 convolution on Hopper's warpgroup MMA (wgmma.mma_async m64nNk32 E4M3, float32 accumulation): the
+// operands and epilogue of kernels_conv_fp8.cu (E4M3 NHWC input, KRSC filter, device scale, float32 bias, residual in
+// the output's storage or E4M3, the output and / or its E4M3 feed), without mma.sync's per-MMA fragment loads: wgmma
+// reads both operands from shared memory through descriptors, so the warps only copy tiles and run the epilogue.
+// Why: the mma.sync kernel reaches ~245 TFLOP/s on ResNet-50's 3x3 layers (cuDNN's FP8 engines ~630) and is bound by
+// its instruction issue on the memory-bound 1x1 ones (docs/CUDA.md).
+// Tile: 128 output pixels x BN output channels, two warpgroups of 64 rows; the reduction in steps of BK bytes (64 or
+// 128: one swizzled row of the operand), copied by every thread with cp.async into STAGES buffers, DIST = STAGES - 2
+// steps ahead, so that the buffer being filled was read by a wgmma group at least two steps old (each step waits for
+// all but its newest group). Configurations (cuk_conv_fp8_wg's cfg): 0 BN 64 / BK 64, 1 BN 128 / BK 64, 2 BN 128 /
+// BK 128, 3 BN 256 / BK 128, one tile a block; the runtime times them per layer (cuda_conv_fp8.c). Tried and dropped
+// (session 20): blocks walking tiles with the copies running ahead across tiles (the epilogue tile and three residual
+// tiles beside the stages, so one block an SM): correct, but 1.3-1.7x slower than one tile a block with 2-3 blocks
+// an SM on ResNet-50's memory-bound layers (docs/CUDA.md).
+#include "kernels_conv_fp8.cuh"
+#include "wgmma.cuh"
+
+namespace {
+
+constexpr int BM = 128, THREADS = 256, STAGES = 4, DIST = STAGES - 2;
+
+template <int BN, int BK> struct wg_cfg {
+    static constexpr int PR = BK / 16;          // 16-byte pieces a row
+    static constexpr int RPP = THREADS / PR;    // rows a pass of every thread
+    static constexpr int STAGE_A = BM * BK, STAGE_B = BN * BK;
+    static constexpr int PIPE = STAGES * (STAGE_A + STAGE_B);
+    static constexpr int TS = BN + 4;           // the epilogue tile's row (floats)
+    static constexpr int TILE = BM * TS * 4;
+    static constexpr int MAIN = PIPE > TILE ? PIPE : TILE;   // one tile a block: the epilogue tile over the stages
+    static_assert(BM % RPP == 0 && BN % RPP == 0, "whole passes of the tiles' rows");
+    template <typename T> __host__ __device__ static constexpr int res_bytes(bool e4m3)
+    {
+        return BM * BN * (e4m3 ? 1 : (int)sizeof(T));
+    }
+};
+
+// What the epilogue reads besides the accumulators (scale, inv, rs: device scalars).
+template <typename T> struct wg_out {
+    const float *scale, *bias;
+    const T *res;          // the residual in T, or
+    const uint8_t *resq;   // in E4M3 (x *rs)
+    const float *rs;
+    T *y;
+    uint8_t *yq;           // the feed (x *inv)
+    const float *inv;
+};
+
+#if KILN_WGMMA
+// the byte offset of 16-byte piece ch of row `row` in a tile of bk-byte rows, swizzled as wg_desc describes
+__device__ __forceinline__ int wg_swz(int row, int ch, int bk)
+{
+    return bk == 128 ? row * 128 + ((ch ^ (row & 7)) << 4) : row * 64 + ((ch ^ ((row >> 1) & 3)) << 4);
+}
+
+template <int BN> __device__ __forceinline__ void wg_mma(float *acc, uint64_t da, uint64_t db, int accum)
+{
+    if constexpr (BN == 64)
+        wgmma_n64(acc, da, db, accum);
+    else if constexpr (BN == 128)
+        wgmma_n128(acc, da, db, accum);
+    else
+        wgmma_n256(acc, da, db, accum);
+}
+
+// One thread's copies of a tile's operands, a reduction step at a time: its rows (pixels) of A, piece ch of each, and
+// of B (output channels), by cp.async into the step's stage (zeros outside the image, past the reduction or past K).
+template <int BN, int BK> struct wg_loader {
+    using C = wg_cfg<BN, BK>;
+    fp8_row ar[BM / C::RPP];
+    fp8_piece pc;
+    const uint8_t *wrow;
+    int n0, ch, r0;
+    __device__ __forceinline__ void start(int64_t m0, int n0_, int64_t M, bool gemm, const uint8_t *w, int red,
+                                          const cuk_conv_desc &d)
+    {
+        const int64_t pq = (int64_t)d.p * d.q;
+        ch = threadIdx.x % C::PR;
+        r0 = threadIdx.x / C::PR;
+        n0 = n0_;
+#pragma unroll
+        for (int i = 0; i < BM / C::RPP; i++)
+            ar[i].init(m0 + r0 + i * C::RPP, M, gemm, pq, d);
+        pc.init(ch * 16, d);
+        wrow = w + (int64_t)(n0 + r0) * red;
+    }
+    __device__ __forceinline__ void load(uint8_t *sm, int stage, const uint8_t *x, const uint8_t *w, int red,
+                                         const cuk_conv_desc &d)
+    {
+        const bool kok = pc.kc < red;
+        uint8_t *as = sm + stage * C::STAGE_A, *bs = sm + STAGES * C::STAGE_A + stage * C::STAGE_B;
+#pragma unroll
+        for (int i = 0; i < BM / C::RPP; i++) {
+            bool ok;
+            const uint8_t *src = ar[i].src(x, pc, kok, d, &ok);
+            cp_async16(as + wg_swz(r0 + i * C::RPP, ch, BK), src, ok);
+        }
+#pragma unroll
+        for (int i = 0; i < BN / C::RPP; i++) {
+            const bool ok = kok && n0 + r0 + i * C::RPP < d.k;
+            cp_async16(bs + wg_swz(r0 + i * C::RPP, ch, BK), ok ? wrow + (int64_t)i * C::RPP * red + pc.kc : w, ok);
+        }
+        pc.advance(BK, d);
+    }
+};
+
+// One step's MMAs of warpgroup wg on stage `stage` (the accumulator zeroed first where acc is 0).
+template <int BN, int BK>
+__device__ __forceinline__ void wg_step(float *acc, uint32_t sbase, int stage, int wg, bool acc_in)
+{
+    using C = wg_cfg<BN, BK>;
+    const uint32_t a_s = sbase + stage * C::STAGE_A + wg * 64 * BK, b_s = sbase + STAGES * C::STAGE_A + stage * C::STAGE_B;
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / 32; kk++)
+        wg_mma<BN>(acc, wg_desc(a_s + kk * 32, BK), wg_desc(b_s + kk * 32, BK), acc_in || kk > 0);
+    wg_commit();
+}
+
+// A tile's epilogue: x scale + bias in float32 into the [BM][BN + 4] tile, then each thread takes 8 neighbouring
+// channels of a pixel (fp8_out8: residual, ReLU, a 16-byte store, 8 bytes of the feed); rt: the tile's residual
+// copied into shared memory (PRE), else NULL. Starts and ends with every thread at a barrier.
+template <typename T, int BN>
+__device__ __forceinline__ void wg_epilogue(const float *acc, float *tile, int64_t m0, int n0, int64_t M,
+                                            const cuk_conv_desc &d, const wg_out<T> &o, const uint8_t *rt)
+{
+    constexpr int TS = BN + 4;
+    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, tig = lane & 3;
+    const int row0 = (tid >> 7) * 64 + ((tid & 127) >> 5) * 16 + g;
+    const float sc = *o.scale, iv = o.yq ? *o.inv : 0.f, rsc = o.resq ? *o.rs : 0.f;
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+        const int lc = j * 8 + tig * 2, col = n0 + lc;
+        float b0 = 0.f, b1 = 0.f;
+        if (o.bias && col < d.k) {
+            b0 = o.bias[col];
+            b1 = o.bias[col + 1];
+        }
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++)
+            *(float2 *)&tile[(row0 + hr * 8) * TS + lc] =
+                make_float2(acc[4 * j + 2 * hr] * sc + b0, acc[4 * j + 2 * hr + 1] * sc + b1);
+    }
+    __syncthreads();
+#pragma unroll 4
+    for (int it = 0; it < BM * BN / 8 / THREADS; it++) {
+        const int idx = tid + it * THREADS, lr = idx / (BN / 8), lc = (idx % (BN / 8)) * 8;
+        const int64_t row = m0 + lr;
+        const int col = n0 + lc;
+        if (row < M && col < d.k) {
+            const int64_t off = row * d.k + col;
+            float v[8];
+            const float4 t0 = *(const float4 *)&tile[lr * TS + lc], t1 = *(const float4 *)&tile[lr * TS + lc + 4];
+            v[0] = t0.x; v[1] = t0.y; v[2] = t0.z; v[3] = t0.w;
+            v[4] = t1.x; v[5] = t1.y; v[6] = t1.z; v[7] = t1.w;
+            const int64_t ro = rt ? (int64_t)lr * BN + lc : off;   // the residual's offset
+            const uint8_t *rp = o.res ? (const uint8_t *)((rt ? (const T *)rt : o.res) + ro)
+                                      : o.resq ? (rt ? rt : o.resq) + ro : NULL;
+            fp8_out8<T>(v, rp, o.res == NULL, rsc, d.relu, o.y ? o.y + off : NULL, o.yq ? o.yq + off : NULL, iv);
+        }
+    }
+}
+
+// 1024-byte aligned in the shared window (the swizzle patterns repeat every 1024 bytes)
+__device__ __forceinline__ uint8_t *wg_smem(uint8_t *raw) { return raw + ((1024 - (smem_u32(raw) & 1023)) & 1023); }
+#endif
+
+// One tile a block.
+template <typename T, int BN, int BK, bool PRE>
+__global__ void __launch_bounds__(THREADS, 1)
+    k_conv_fp8_wg(const uint8_t *__restrict__ x, const uint8_t *__restrict__ w, wg_out<T> o, cuk_conv_desc d,
+                  int n_tiles)
+{
+#if KILN_WGMMA
+    using C = wg_cfg<BN, BK>;
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *sm = wg_smem(smem_raw);
+    uint8_t *rsm = sm + C::MAIN;   // PRE: the residual tile, [BM][BN] of T (or E4M3 bytes)
+    const int64_t M = (int64_t)d.n * d.p * d.q;
+    const int64_t m0 = (int64_t)(blockIdx.x / n_tiles) * BM;   // blocks of one row tile run together: its
+    const int n0 = (int)(blockIdx.x % n_tiles) * BN;           // activations are read from memory once
+    const int red = d.r * d.s * d.c;   // the reduction length (a multiple of 16)
+    const int steps = (red + BK - 1) / BK;
+    wg_loader<BN, BK> ld;
+    ld.start(m0, n0, M, fp8_is_gemm(d), w, red, d);
+#pragma unroll
+    for (int st = 0; st < DIST; st++) {
+        if (st < steps)
+            ld.load(sm, st, x, w, red, d);
+        if (PRE && st == 0)   // the residual with the first step's operands
+            fp8_copy_residual<T, BM, BN, THREADS>(rsm, o.res, o.resq, m0, n0, M, d, threadIdx.x);
+        cp_commit();
+    }
+    float acc[BN / 2];
+    const uint32_t sbase = smem_u32(sm);
+    for (int step = 0; step < steps; step++) {
+        cp_wait<DIST - 1>();   // this thread's pieces of step `step` landed
+        fence_proxy_async();   // ... and are visible to wgmma
+        __syncthreads();       // every thread's; and every group older than step - 1 is done (wg_wait<1> below)
+        if (step + DIST < steps)
+            ld.load(sm, (step + DIST) % STAGES, x, w, red, d);
+        cp_commit();
+        wg_step<BN, BK>(acc, sbase, step % STAGES, threadIdx.x >> 7, step > 0);
+        wg_wait<1>();
+    }
+    wg_wait<0>();
+    cp_wait<0>();
+    wg_epilogue<T, BN>(acc, (float *)sm, m0, n0, M, d, o, PRE ? rsm : NULL);   // the tile over the stages
+#endif
+}
+
+template <typename T, int BN, int BK, bool PRE>
+cudaError_t launch_cfg(const uint8_t *x, const uint8_t *w, const wg_out<T> &o, const cuk_conv_desc *d, cudaStream_t s)
+{
+    const int64_t M = (int64_t)d->n * d->p * d->q;
+    const int n_tiles = (d->k + BN - 1) / BN;
+    const int64_t tiles = (M + BM - 1) / BM * n_tiles;
+    if (tiles >= 0x7fffffff)
+        return cudaErrorInvalidValue;
+    const bool e4m3 = o.res == NULL;
+    // past 48 KB of shared memory: opted in at every launch (not a stream operation: legal in a capture)
+    using C = wg_cfg<BN, BK>;
+    const int bytes = 1024 + C::MAIN + (PRE ? C::template res_bytes<T>(o.res == NULL) : 0);
+    auto kern = k_conv_fp8_wg<T, BN, BK, PRE>;
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e != cudaSuccess)
+        return e;
+    kern<<<(unsigned)tiles, THREADS, bytes, s>>>(x, w, o, *d, n_tiles);
+    return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch(int cfg, const uint8_t *x, const uint8_t *w, const wg_out<T> &o, const cuk_conv_desc *d,
+                   cudaStream_t s)
+{
+    const int64_t red = (int64_t)d->r * d->s * d->c;
+    // the residual prefetched with the operands where the reduction is at most DIST steps (memory-bound layers)
+    const bool pre = red <= DIST * 64 && (o.res || (o.resq && d->k % 16 == 0));
+    switch (cfg) {
+    case 0: return pre ? launch_cfg<T, 64, 64, true>(x, w, o, d, s) : launch_cfg<T, 64, 64, false>(x, w, o, d, s);
+    case 1: return pre ? launch_cfg<T, 128, 64, true>(x, w, o, d, s) : launch_cfg<T, 128, 64, false>(x, w, o, d, s);
+    case 2: return launch_cfg<T, 128, 128, false>(x, w, o, d, s);
+    default: return launch_cfg<T, 256, 128, false>(x, w, o, d, s);
+    }
+}
+
+} // namespace
+
+extern "C" int cuk_conv_fp8_wg_configs(void) { return 4; }
+
+template <typename T>
+static cudaError_t launch_as(int cfg, const uint8_t *x, const uint8_t *w, const float *scale, const float *bias,
+                             const void *res, void *y, const float *inv, uint8_t *yq, const uint8_t *resq,
+                             const float *rs, const cuk_conv_desc *d, cudaStream_t s)
+{
+    const wg_out<T> o = {scale, bias, (const T *)res, resq, rs, (T *)y, yq, inv};
+    return launch<T>(cfg, x, w, o, d, s);
+}
+
+extern "C" cudaError_t cuk_conv_fp8_wg(int cfg, int fdt_y, const uint8_t *x, const uint8_t *w, const float *scale,
+                                       const float *bias, const void *res, void *y, const float *inv, uint8_t *yq,
+                                       const uint8_t *resq, const float *rs, const cuk_conv_desc *d, cudaStream_t s)
+{
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev))
+        return cudaErrorInvalidDevice;
+    if (major != 9 || minor != 0)   // sm_90a only (the module's code for other GPUs has no wgmma)
+        return cudaErrorNotSupported;
+    if (cfg < 0 || cfg >= 4 || d->c % 16 || d->k % 8 || !d->y_nhwc || (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
+        (yq && !inv) || (!y && !yq) || (resq && (res || !rs)))
+        return cudaErrorInvalidValue;
+    if (fdt_y == CUK_F16) return launch_as<__half>(cfg, x, w, scale, bias, res, y, inv, yq, resq, rs, d, s);
+    if (fdt_y == CUK_BF16) return launch_as<__nv_bfloat16>(cfg, x, w, scale, bias, res, y, inv, yq, resq, rs, d, s);
+    return launch_as<float>(cfg, x, w, scale, bias, res, y, inv, yq, resq, rs, d, s);
+}
