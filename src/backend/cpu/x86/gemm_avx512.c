@@ -106,13 +106,14 @@ T512 __attribute__((always_inline)) static inline void ukr512_body(int64_t kc, c
         c0[i] = c1[i] = _mm512_setzero_ps();
     prefetch_tile_out(c, ldc, m, n, t);
     const int64_t l1 = direct ? lda : 1, l2 = 2 * l1, l3 = 3 * l1, as = direct ? 1 : MR_512;
+    const int64_t bs = t->bs ? t->bs : NR_512;   /* floats between B's k rows: a packed panel's, or B in place */
     const float *q0 = a, *q4 = a + 4 * l1;
 #define A_PTR(i) ((i) < 4 ? q0 + ((i) == 0 ? 0 : (i) == 1 ? l1 : (i) == 2 ? l2 : l3) \
                           : q4 + ((i) == 4 ? 0 : (i) == 5 ? l1 : (i) == 6 ? l2 : l3))
 #define A_AT(i) (*A_PTR(i))
 #define STEP_FULL()                                                                                      \
     do {                                                                                                 \
-        __m512 b0 = _mm512_load_ps(pb), b1 = _mm512_load_ps(pb + 16);                                   \
+        __m512 b0 = _mm512_loadu_ps(pb), b1 = _mm512_loadu_ps(pb + 16);                                 \
         _Pragma("GCC unroll 8") for (int i = 0; i < MR_512; i++)                                         \
         {                                                                                                \
             __m512 av = _mm512_set1_ps(A_AT(i));                                                         \
@@ -121,7 +122,7 @@ T512 __attribute__((always_inline)) static inline void ukr512_body(int64_t kc, c
         }                                                                                                \
         q0 += as;                                                                                        \
         q4 += as;                                                                                        \
-        pb += NR_512;                                                                                    \
+        pb += bs;                                                                                        \
     } while (0)
     if (variant == W_FULL) {
         int64_t k = 0;
@@ -156,13 +157,13 @@ T512 __attribute__((always_inline)) static inline void ukr512_body(int64_t kc, c
             for (int i = 0; i < MR_512; i++)
                 dx[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(km, A_PTR(i)), vc, dx[i]);
             for (int u = 0; u < r; u++) {
-                __m512 b0 = _mm512_load_ps(pb);
+                __m512 b0 = _mm512_loadu_ps(pb);
 #pragma GCC unroll 8
                 for (int i = 0; i < MR_512; i++)
                     c0[i] = _mm512_fmadd_ps(_mm512_set1_ps(A_AT(i)), b0, c0[i]);
                 q0 += as;
                 q4 += as;
-                pb += NR_512;
+                pb += bs;
             }
         }
         float xs[MR_512] __attribute__((aligned(32)));
@@ -173,7 +174,7 @@ T512 __attribute__((always_inline)) static inline void ukr512_body(int64_t kc, c
     } else if (variant == W_17 || variant == W_16) {
 #pragma GCC unroll 4
         for (int64_t k = 0; k < kc; k++) {
-            __m512 b0 = _mm512_load_ps(pb + k * NR_512);
+            __m512 b0 = _mm512_loadu_ps(pb + k * bs);
 #pragma GCC unroll 8
             for (int i = 0; i < MR_512; i++)
                 c0[i] = _mm512_fmadd_ps(_mm512_set1_ps(A_AT(i)), b0, c0[i]);
@@ -415,7 +416,7 @@ T512 static void ukr_avx512(int64_t kc, const float *a, int64_t lda, const float
             ts.beta = k0 == 0 ? t->beta : 1.0f;
             ts.epi = k0 + ks >= kc ? t->epi : NULL;
             pack_avx512_a(a + k0, lda, 1, m, ks, pk);
-            ukr_avx512(ks, pk, 0, pb + k0 * NR_512, c, ldc, m, n, &ts);
+            ukr_avx512(ks, pk, 0, pb + k0 * (t->bs ? t->bs : NR_512), c, ldc, m, n, &ts);
         }
         return;
     }
