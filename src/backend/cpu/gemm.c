@@ -16,7 +16,9 @@
  *     each tile. On the last K slice the micro-kernel applies the epilogue before storing.
  *   - A is read in place by the AVX-512 micro-kernel when it is row-major (no packing: conv
  *     weights and activations are used as they are); otherwise it is packed into MR-high
- *     k-major panels.
+ *     k-major panels. With A in place, a row-major op(B) of rows of >= 512 columns (a CNN's
+ *     28x28 and larger activations) is read in place too (b_direct_ok), the next panel's rows
+ *     prefetched while the tiles of one run.
  *   - Micro-kernels, chosen at run time with kiln__cpu_has(): AVX-512F+FMA 8 x 32
  *     (with cheaper variants for 1-, 16- and 17-column edge tiles; with A read in place the
  *     17th column is a dot product along k) and 12 x 32 for A read in place against pre-packed
@@ -325,13 +327,14 @@ static const float *panel_at(const gemm_job *g, tile_args *t, const float *pb, f
                              int64_t pc, int64_t kc, int n)
 {
     const int nr = g->im->nr;
-    const float *bp = g->bpack    ? g->bpack + ((jc + jr) / nr) * g->K * nr + pc * nr
-                      : g->b_direct ? g->B + pc * g->b_rs + jc + jr
-                                    : pb + jr * kc;
+    const float *bp = g->bpack ? g->bpack + ((jc + jr) / nr) * g->K * nr + pc * nr : pb + jr * kc;
     t->j0 = jc + jr;
     t->colv = NULL;
-    if (g->b_direct)
-        return bp;   /* panels of 32 or 16 columns (b_direct_ok) */
+    if (g->b_direct) {   /* panels of 32 or 16 columns (b_direct_ok); rows >= kb2 from B2 */
+        t->pb2 = g->B2 && pc + kc > g->kb2 ? g->B2 + (pc > g->kb2 ? pc - g->kb2 : 0) * g->b_rs + jc + jr : NULL;
+        t->k2 = g->B2 && pc < g->kb2 ? g->kb2 - pc : 0;
+        return t->pb2 && t->k2 == 0 ? t->pb2 : g->B + pc * g->b_rs + jc + jr;
+    }
     if (g->direct_a && nr == 32 && n <= DOT_COLS && colv) {
         /* a narrow last panel (a 14x14 map's N = 196 = 6 x 32 + 4) with A read in place: its n columns
          * side by side along k, zero columns up to DOT_COLS, for the dot-product tile (colv[c * kc + k]) */
@@ -358,7 +361,7 @@ static void prefetch_b_rows(const gemm_job *g, int64_t pc, int64_t kc, int64_t j
 {
     int64_t step = ceil_div(kc, parts), k0 = pc + part * step, k1 = min64(pc + kc, k0 + step);
     for (int64_t k = k0; k < k1; k++) {
-        const float *r = g->B + k * g->b_rs + j;
+        const float *r = (g->B2 && k >= g->kb2 ? g->B2 + (k - g->kb2) * g->b_rs : g->B + k * g->b_rs) + j;
         __builtin_prefetch(r, 0, 2);
         __builtin_prefetch(r + 16, 0, 2);
     }
@@ -840,15 +843,17 @@ static void plan_grid(gemm_job *g, int nt)
 #endif
 
 /* Whether op(B) is read in place by the AVX-512 8-row tiles instead of packed (gemm_job.b_direct): A read in place,
- * B row-major in memory (no packer, not pre-packed, not stacked, not transposed), rows of at least 512 columns (a
+ * B row-major in memory (no packer, not pre-packed, not transposed; stacked B2 too, the tiles switching to it at
+ * kb2 inside their k loop: tile_args.pb2 / k2), rows of at least 512 columns (a
  * CNN's 28x28 and larger maps) in panels of 32 columns and at most one of 16 (N % 16 == 0: no tile reads past a
  * row's end), M a multiple of the tile height (no edge rows). On the two-FMA host packing B cost more than the tiles
  * reading it from L2 with the next panel's rows prefetched (prefetch_b_rows): ResNet-50's 1x1 convs at 56x56 and
  * 28x28 0.81-0.95 (bench/env_ab, 150-200 pairs); at 14x14 and 7x7 (N = 196, 49: B small and shared, K up to 2048)
- * 1.00-1.06, so those keep packing. */
+ * 1.00-1.06, so those keep packing. FusedConvSum's [h ; x] at 56x56 and 28x28: those two layers 1/1.034 (250/300 pairs;
+ * layer2_0 1/1.071). */
 static bool b_direct_ok(const gemm_job *g, bool trans_b)
 {
-    return GEMM_AVX512_IS(g->im) && g->direct_a && !g->packb && !g->bpack && !g->B2 && !trans_b &&
+    return GEMM_AVX512_IS(g->im) && g->direct_a && !g->packb && !g->bpack && !trans_b &&
            g->M % g->im->mr == 0 && g->N >= 512 && g->N % 16 == 0;
 }
 

@@ -124,23 +124,30 @@ T512 __attribute__((always_inline)) static inline void ukr512_body(int64_t kc, c
         q4 += as;                                                                                        \
         pb += bs;                                                                                        \
     } while (0)
+    /* B in place from two matrices (t->pb2): steps [0, k2) from pb, the rest from pb2 */
+    const int64_t k2 = t->pb2 && t->k2 < kc ? t->k2 : kc;
     if (variant == W_FULL) {
         int64_t k = 0;
         const float *pf = direct ? t->pf_a : NULL;
-        if (pf) {
-            /* one cache line of each of the next tile's 8 rows every 16 steps */
-            for (; k + 16 <= kc; k += 16) {
+        for (int64_t ke = k2;; ke = kc) {
+            if (pf) {
+                /* one cache line of each of the next tile's 8 rows every 16 steps */
+                for (; k + 16 <= ke; k += 16) {
 #pragma GCC unroll 8
-                for (int i = 0; i < MR_512; i++)
-                    _mm_prefetch((const char *)(pf + i * lda + k), _MM_HINT_T0);
+                    for (int i = 0; i < MR_512; i++)
+                        _mm_prefetch((const char *)(pf + i * lda + k), _MM_HINT_T0);
 #pragma GCC unroll 4
-                for (int u = 0; u < 16; u++)
-                    STEP_FULL();
+                    for (int u = 0; u < 16; u++)
+                        STEP_FULL();
+                }
             }
-        }
 #pragma GCC unroll 4
-        for (; k < kc; k++)
-            STEP_FULL();
+            for (; k < ke; k++)
+                STEP_FULL();
+            if (ke == kc)
+                break;
+            pb = t->pb2;
+        }
     } else if (variant == W_17 && direct) {
         /* columns 0-15 as W_16; column 16 as 8 dot products along k of the A rows (contiguous)
          * with the panel's column 16 (t->colv), reduced at the end */
@@ -174,7 +181,7 @@ T512 __attribute__((always_inline)) static inline void ukr512_body(int64_t kc, c
     } else if (variant == W_17 || variant == W_16) {
 #pragma GCC unroll 4
         for (int64_t k = 0; k < kc; k++) {
-            __m512 b0 = _mm512_loadu_ps(pb + k * bs);
+            __m512 b0 = _mm512_loadu_ps(k < k2 ? pb + k * bs : t->pb2 + (k - k2) * bs);
 #pragma GCC unroll 8
             for (int i = 0; i < MR_512; i++)
                 c0[i] = _mm512_fmadd_ps(_mm512_set1_ps(A_AT(i)), b0, c0[i]);
