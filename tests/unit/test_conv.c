@@ -488,6 +488,11 @@ static void test_conv_configs(unsigned long long *seed)
         cfg2d(1, 2, 3, 1, 1, 1, 1, 1, 0, 1, true),       /* 1x1 on a 1x1 image */
         cfg2d(1, 2, 3, 1, 1, 1, 3, 1, 1, 1, true),       /* 3x3 with padding on a 1x1 image */
         cfg2d(1, 16, 16, 16, 1, 200, 3, 1, 1, 1, true),  /* depthwise on a 1-row image */
+        /* the direct convolution's rows of 2-4 tiles, run row tile by row tile across the row (AVX-512): K in two
+         * slices, edge row tiles, a 4-pixel last tile; stride 2 with 28 pixels last; groups, batch 2 */
+        cfg2d(1, 16, 12, 1, 9, 100, 5, 1, 2, 1, true),
+        cfg2d(1, 3, 20, 1, 30, 120, 7, 2, 3, 1, true),
+        cfg2d(2, 8, 16, 2, 11, 70, 5, 1, 2, 1, false),
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         for (int t = 0; t < 3; t++)

@@ -398,6 +398,28 @@ static int test_rows_outer(unsigned long long *seed)
     return fails;
 }
 
+/* B read in place by the AVX-512 tiles (rows of N >= 512 columns, N % 16 == 0, M a multiple of 8: gemm.c b_direct_ok;
+ * elsewhere the same calls take the packed path): grids split along N and along M, a last panel of 16 columns, K in
+ * one slice or several, beta and alpha, row and column bias, a residual elsewhere or at C's own addresses, 1-4
+ * threads; and the shapes next to them that keep packing (N = 520, M = 60). */
+static int test_direct_b(unsigned long long *seed)
+{
+    int fails = 0;
+    kiln_act relu = {.kind = KILN_ACT_RELU}, none = {.kind = KILN_ACT_NONE};
+    fails += !run_epi_case(2, false, false, 64, 3136, 64, 1.0f, 0.0f, 1, true, relu, 0, seed);     /* N-split */
+    fails += !run_epi_case(2, false, false, 512, 784, 128, 1.0f, 0.0f, 1, true, relu, 0, seed);    /* M-split */
+    fails += !run_epi_case(1, false, false, 16, 528, 1100, 0.75f, 0.5f, 2, false, none, 0, seed);  /* 16 last, 3 K */
+    fails += !run_epi_case(2, false, false, 24, 1040, 700, 1.0f, 0.0f, 1, true, relu, 0, seed);
+    fails += !run_epi_case(4, false, false, 40, 2048, 33, -1.0f, 0.0f, 0, false, none, 0, seed);
+    fails += !run_epi_case(3, false, false, 136, 1552, 257, 1.0f, 1.0f, 2, true, relu, 0, seed);
+    fails += !run_epi_case(2, false, false, 8, 512, 5, 1.0f, 0.0f, 1, false, relu, 0, seed);
+    fails += !run_epi_case(2, false, false, 64, 520, 64, 1.0f, 0.0f, 1, true, relu, 0, seed);      /* packed */
+    fails += !run_epi_case(2, false, false, 60, 784, 64, 1.0f, 0.0f, 1, true, relu, 0, seed);      /* packed */
+    fails += !run_res_in_place(2, 128, 784, 256, 1.0f, 1, relu, 0, seed);
+    fails += !run_res_in_place(1, 256, 1552, 64, 1.0f, 2, none, 0, seed);
+    return fails;
+}
+
 /* One row (M == 1) against pre-packed B (a classifier's last Gemm: the AVX-512 GEMV over the
  * panels): every K remainder of its 4-step loop, narrow / wide / partial last panels, A
  * transposed (a column with a stride), alpha / beta, row or column bias, residual, activations,
@@ -874,6 +896,7 @@ int main(int argc, char **argv)
     fails += test_res_in_place(&seed);
     fails += test_row_bpack(&seed);
     fails += test_rows_outer(&seed);
+    fails += test_direct_b(&seed);
     fails += test_shared_b(&seed);
     fails += test_shared_a(&seed);
     fails += test_tapered(&seed);
