@@ -118,7 +118,8 @@ __device__ __forceinline__ void wg_step(float *acc, uint32_t sbase, int stage, i
 
 // A tile's epilogue: x scale + bias in float32 into the [BM][BN + 4] tile, then each thread takes 8 neighbouring
 // channels of a pixel (fp8_out8: residual, ReLU, a 16-byte store, 8 bytes of the feed); rt: the tile's residual
-// copied into shared memory (PRE), else NULL. Starts and ends with every thread at a barrier.
+// copied into shared memory (PRE), else NULL. Starts with a barrier: every warpgroup is done with the stages the tile
+// overlays.
 template <typename T, int BN>
 __device__ __forceinline__ void wg_epilogue(const float *acc, float *tile, int64_t m0, int n0, int64_t M,
                                             const cuk_conv_desc &d, const wg_out<T> &o, const uint8_t *rt)
