@@ -81,6 +81,15 @@ kiln_status kiln__fp8_mark_feeds(kiln_graph *g, int *marked)
  * each, those with K = 256 / 512 lost 0.03-0.08 ms). */
 #define FP8_STORE_MAX_K 128
 
+/* FP8_STORE_MAX_K, or KILN_FP8_STORE_MAX_K at build time (a developer's A/B switch) */
+static int64_t store_max_k(void)
+{
+    const char *e = getenv("KILN_FP8_STORE_MAX_K");
+    char *end;
+    long long v = e && *e ? strtoll(e, &end, 10) : 0;
+    return e && *e && !*end && v > 0 ? (int64_t)v : FP8_STORE_MAX_K;
+}
+
 /* An FP8 convolution the CUDA module runs (cu_fp8_conv_accepts' static part: 4-D, one group, channels in multiples
  * of 16) with ReLU or no activation (what kiln's FP8 kernel fuses), *scale its activation scale; *k its reduction
  * (input channels x kernel area). */
@@ -127,7 +136,7 @@ static bool store_readers(const kiln_graph *g, int v, float s)
                 continue;
             if (k == 0 && cs == s)
                 continue;
-            if (k == 3 && c->op == KILN_OP_FusedConv && ck <= FP8_STORE_MAX_K) {
+            if (k == 3 && c->op == KILN_OP_FusedConv && ck <= store_max_k()) {
                 res++;
                 continue;
             }
@@ -194,7 +203,7 @@ kiln_status kiln__fp8_mark_store(kiln_graph *g, int *marked)
         if (n->dead || n->n_out < 1 || n->out[0] < 0 || !(s > 0 && isfinite(s)))
             continue;
         bool conv = store_conv(g, n, &cs, &k);
-        if (conv ? k > FP8_STORE_MAX_K || !store_readers(g, n->out[0], s)
+        if (conv ? k > store_max_k() || !store_readers(g, n->out[0], s)
                  : !store_gemm(g, n) || !gemm_readers(g, n->out[0], s))
             continue;
         st = kiln__node_set_attr_f(n, KILN_ATTR_FP8_STORE, s);

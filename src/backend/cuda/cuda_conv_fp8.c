@@ -77,13 +77,14 @@ static kiln_status run_graph(cu_be *b, cu_cg_key *k, const void *const *ptr, kil
 
 /* The kernels: cuDNN's graph, kiln's implicit GEMM on mma.sync, cuBLASLt (1x1 layers), kiln's on wgmma in each tile
  * configuration (HOW_WG + cfg, kernels_conv_fp8_wg.cu) */
-enum { HOW_CUDNN, HOW_KILN, HOW_GEMM, HOW_WG, HOW_N = HOW_WG + 4 };
-static const char *const how_name[HOW_N] = {"cuDNN", "kiln", "GEMM", "wgmma 64x64", "wgmma 128x64", "wgmma 128x128",
-                                            "wgmma 256x128"};
+enum { HOW_CUDNN, HOW_KILN, HOW_GEMM, HOW_WG, HOW_N = HOW_WG + 7 };
+static const char *const how_name[HOW_N] = {"cuDNN",         "kiln",           "GEMM",          "wgmma 64x64",
+                                            "wgmma 128x64",  "wgmma 128x128",  "wgmma 256x128", "wgmma 64x64 r",
+                                            "wgmma 128x64 r", "wgmma 128x128 r"};
 
 /* Which kernels an FP8 convolution may run (a mask of 1 << HOW_*): KILN_CUDA_FP8_CONV=kiln (kiln's implicit GEMM on
  * mma.sync, kernels_conv_fp8.cu), =cudnn (cuDNN's graph), =gemm (cuBLASLt, 1x1 layers; the others cuDNN's graph),
- * =wg (kiln's on wgmma, its fastest tile), =wg0 .. =wg3 (one tile); unset: every one. Where several may run, the
+ * =wg (kiln's on wgmma, its fastest tile), =wg0 .. =wg6 (one configuration); unset: every one. Where several may run, the
  * fastest is timed on the layer's own operands at its first run (a tactic, like cuDNN's own candidates). Read per
  * call: an A/B switch. */
 static unsigned fp8_conv_mode(void)

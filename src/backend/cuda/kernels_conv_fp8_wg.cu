@@ -8,7 +8,11 @@
 // 128: one swizzled row of the operand), copied by every thread with cp.async into STAGES buffers, DIST = STAGES - 2
 // steps ahead, so that the buffer being filled was read by a wgmma group at least two steps old (each step waits for
 // all but its newest group). Configurations (cuk_conv_fp8_wg's cfg): 0 BN 64 / BK 64, 1 BN 128 / BK 64, 2 BN 128 /
-// BK 128, 3 BN 256 / BK 128, one tile a block; the runtime times them per layer (cuda_conv_fp8.c). Tried and dropped
+// BK 128, 3 BN 256 / BK 128, their epilogue through a float tile in shared memory over the stages; 4 .. 6 the tiles
+// of 0 .. 2 with the epilogue from the registers (wg_epilogue_reg, session 21): only as many stages as the reduction
+// has steps, the residual tile always prefetched (up to 32 KB), 64 registers for BN 64 (4 blocks an SM): ResNet-50's
+// memory-bound 1x1 layers 3-8% faster (bench/conv_fp8.cu). One tile a block; the runtime times every configuration
+// per layer (cuda_conv_fp8.c). A 1x1 stride-1 convolution's copies skip the tap arithmetic (wg_loader::gemm). Tried and dropped
 // (session 20): blocks walking tiles with the copies running ahead across tiles (the epilogue tile and three residual
 // tiles beside the stages, so one block an SM): correct, but 1.3-1.7x slower than one tile a block with 2-3 blocks
 // an SM on ResNet-50's memory-bound layers (docs/CUDA.md).
@@ -70,10 +74,12 @@ template <int BN, int BK> struct wg_loader {
     fp8_piece pc;
     const uint8_t *wrow;
     int n0, ch, r0;
-    __device__ __forceinline__ void start(int64_t m0, int n0_, int64_t M, bool gemm, const uint8_t *w, int red,
+    bool gemm;   // a 1x1 stride-1 convolution: row m's piece kc at x + m * c + kc (no taps, nothing outside)
+    __device__ __forceinline__ void start(int64_t m0, int n0_, int64_t M, bool gemm_, const uint8_t *w, int red,
                                           const cuk_conv_desc &d)
     {
         const int64_t pq = (int64_t)d.p * d.q;
+        gemm = gemm_;
         ch = threadIdx.x % C::PR;
         r0 = threadIdx.x / C::PR;
         n0 = n0_;
@@ -83,16 +89,24 @@ template <int BN, int BK> struct wg_loader {
         pc.init(ch * 16, d);
         wrow = w + (int64_t)(n0 + r0) * red;
     }
-    __device__ __forceinline__ void load(uint8_t *sm, int stage, const uint8_t *x, const uint8_t *w, int red,
-                                         const cuk_conv_desc &d)
+    __device__ __forceinline__ void load(uint8_t *sm, int bofs, int stage, const uint8_t *x, const uint8_t *w,
+                                         int red, const cuk_conv_desc &d)
     {
         const bool kok = pc.kc < red;
-        uint8_t *as = sm + stage * C::STAGE_A, *bs = sm + STAGES * C::STAGE_A + stage * C::STAGE_B;
+        uint8_t *as = sm + stage * C::STAGE_A, *bs = sm + bofs + stage * C::STAGE_B;
+        if (gemm) {
 #pragma unroll
-        for (int i = 0; i < BM / C::RPP; i++) {
-            bool ok;
-            const uint8_t *src = ar[i].src(x, pc, kok, d, &ok);
-            cp_async16(as + wg_swz(r0 + i * C::RPP, ch, BK), src, ok);
+            for (int i = 0; i < BM / C::RPP; i++) {
+                const bool ok = kok && ar[i].ok;
+                cp_async16(as + wg_swz(r0 + i * C::RPP, ch, BK), ok ? x + ar[i].xb + pc.kc : x, ok);
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < BM / C::RPP; i++) {
+                bool ok;
+                const uint8_t *src = ar[i].src(x, pc, kok, d, &ok);
+                cp_async16(as + wg_swz(r0 + i * C::RPP, ch, BK), src, ok);
+            }
         }
 #pragma unroll
         for (int i = 0; i < BN / C::RPP; i++) {
@@ -105,10 +119,10 @@ template <int BN, int BK> struct wg_loader {
 
 // One step's MMAs of warpgroup wg on stage `stage` (the accumulator zeroed first where acc is 0).
 template <int BN, int BK>
-__device__ __forceinline__ void wg_step(float *acc, uint32_t sbase, int stage, int wg, bool acc_in)
+__device__ __forceinline__ void wg_step(float *acc, uint32_t sbase, int bofs, int stage, int wg, bool acc_in)
 {
     using C = wg_cfg<BN, BK>;
-    const uint32_t a_s = sbase + stage * C::STAGE_A + wg * 64 * BK, b_s = sbase + STAGES * C::STAGE_A + stage * C::STAGE_B;
+    const uint32_t a_s = sbase + stage * C::STAGE_A + wg * 64 * BK, b_s = sbase + bofs + stage * C::STAGE_B;
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < BK / 32; kk++)
@@ -162,13 +176,84 @@ __device__ __forceinline__ void wg_epilogue(const float *acc, float *tile, int64
     }
 }
 
+// The epilogue from the registers (REG configurations): no tile in shared memory and no barrier. In the 64 x N
+// accumulator a quad of lanes holds rows g and g + 8 of each 8-channel group, two channels a lane; a 4 x 4
+// transposition by shuffles inside the quad gives each lane 8 neighbouring channels of one pixel (lane t: row g +
+// (t / 2) * 8, group 2p + t % 2 of each pair p), then the same scale + bias and fp8_out8 as wg_epilogue, value for
+// value. A warp's stores cover 16 rows x 16 channels: whole 32-byte sectors of FP16.
+template <typename T, int BN>
+__device__ __forceinline__ void wg_epilogue_reg(const float *acc, int64_t m0, int n0, int64_t M,
+                                                const cuk_conv_desc &d, const wg_out<T> &o, const uint8_t *rt)
+{
+    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int lr = (tid >> 7) * 64 + ((tid & 127) >> 5) * 16 + g + (t >> 1) * 8;
+    const int64_t row = m0 + lr;
+    const float sc = *o.scale, iv = o.yq ? *o.inv : 0.f, rsc = o.resq ? *o.rs : 0.f;
+    const bool bias16 = o.bias && ((uintptr_t)o.bias & 15) == 0;
+#pragma unroll
+    for (int p = 0; p < BN / 16; p++) {
+        // u[c + 2 h]: group 2p + c, row g + 8 h (this lane's two channels of each)
+        float2 u[4] = {make_float2(acc[8 * p], acc[8 * p + 1]), make_float2(acc[8 * p + 4], acc[8 * p + 5]),
+                       make_float2(acc[8 * p + 2], acc[8 * p + 3]), make_float2(acc[8 * p + 6], acc[8 * p + 7])};
+#pragma unroll
+        for (int k = 0; k < 2; k++) {   // swap the off-diagonal 2 x 2 blocks with lane t ^ 2
+            const float2 snd = (t & 2) ? u[k] : u[k + 2];
+            const float2 rcv = make_float2(__shfl_xor_sync(0xffffffffu, snd.x, 2), __shfl_xor_sync(0xffffffffu, snd.y, 2));
+            if (t & 2)
+                u[k] = rcv;
+            else
+                u[k + 2] = rcv;
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k += 2) {   // then inside each block with lane t ^ 1
+            const float2 snd = (t & 1) ? u[k] : u[k + 1];
+            const float2 rcv = make_float2(__shfl_xor_sync(0xffffffffu, snd.x, 1), __shfl_xor_sync(0xffffffffu, snd.y, 1));
+            if (t & 1)
+                u[k] = rcv;
+            else
+                u[k + 1] = rcv;
+        }
+        const int lc = (2 * p + (t & 1)) * 8, col = n0 + lc;   // u[s]: channels lc + 2s, lc + 2s + 1
+        if (row < M && col < d.k) {
+            float v[8], b[8];
+            if (bias16) {   // 32-byte aligned: col is a multiple of 8
+                const float4 b0 = *(const float4 *)(o.bias + col), b1 = *(const float4 *)(o.bias + col + 4);
+                b[0] = b0.x; b[1] = b0.y; b[2] = b0.z; b[3] = b0.w;
+                b[4] = b1.x; b[5] = b1.y; b[6] = b1.z; b[7] = b1.w;
+            } else {
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    b[e] = o.bias ? o.bias[col + e] : 0.f;
+            }
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                v[2 * e] = u[e].x * sc + b[2 * e];
+                v[2 * e + 1] = u[e].y * sc + b[2 * e + 1];
+            }
+            const int64_t off = row * d.k + col;
+            const int64_t ro = rt ? (int64_t)lr * BN + lc : off;
+            const uint8_t *rp = o.res ? (const uint8_t *)((rt ? (const T *)rt : o.res) + ro)
+                                      : o.resq ? (rt ? rt : o.resq) + ro : NULL;
+            fp8_out8<T>(v, rp, o.res == NULL, rsc, d.relu, o.y ? o.y + off : NULL, o.yq ? o.yq + off : NULL, iv);
+        }
+    }
+}
+
 // 1024-byte aligned in the shared window (the swizzle patterns repeat every 1024 bytes)
 __device__ __forceinline__ uint8_t *wg_smem(uint8_t *raw) { return raw + ((1024 - (smem_u32(raw) & 1023)) & 1023); }
 #endif
 
+// Shared memory of a tile: the stages (only as many as the reduction has steps in REG configurations, whose
+// epilogue needs no tile; the epilogue tile over them otherwise), then the residual tile where PRE.
+template <int BN, int BK, bool REG> __host__ __device__ constexpr int wg_main_bytes(int steps)
+{
+    using C = wg_cfg<BN, BK>;
+    return REG ? (steps < STAGES ? steps : STAGES) * (C::STAGE_A + C::STAGE_B) : C::MAIN;
+}
+
 // One tile a block.
-template <typename T, int BN, int BK, bool PRE>
-__global__ void __launch_bounds__(THREADS, 1)
+template <typename T, int BN, int BK, bool PRE, bool REG, int MINB>
+__global__ void __launch_bounds__(THREADS, MINB)
     k_conv_fp8_wg(const uint8_t *__restrict__ x, const uint8_t *__restrict__ w, wg_out<T> o, cuk_conv_desc d,
                   int n_tiles)
 {
@@ -176,18 +261,19 @@ __global__ void __launch_bounds__(THREADS, 1)
     using C = wg_cfg<BN, BK>;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *sm = wg_smem(smem_raw);
-    uint8_t *rsm = sm + C::MAIN;   // PRE: the residual tile, [BM][BN] of T (or E4M3 bytes)
     const int64_t M = (int64_t)d.n * d.p * d.q;
     const int64_t m0 = (int64_t)(blockIdx.x / n_tiles) * BM;   // blocks of one row tile run together: its
     const int n0 = (int)(blockIdx.x % n_tiles) * BN;           // activations are read from memory once
     const int red = d.r * d.s * d.c;   // the reduction length (a multiple of 16)
     const int steps = (red + BK - 1) / BK;
+    const int bofs = (REG && steps < STAGES ? steps : STAGES) * C::STAGE_A;   // the B stages
+    uint8_t *rsm = sm + wg_main_bytes<BN, BK, REG>(steps);   // PRE: the residual tile, [BM][BN] of T (or E4M3 bytes)
     wg_loader<BN, BK> ld;
     ld.start(m0, n0, M, fp8_is_gemm(d), w, red, d);
 #pragma unroll
     for (int st = 0; st < DIST; st++) {
         if (st < steps)
-            ld.load(sm, st, x, w, red, d);
+            ld.load(sm, bofs, st, x, w, red, d);
         if (PRE && st == 0)   // the residual with the first step's operands
             fp8_copy_residual<T, BM, BN, THREADS>(rsm, o.res, o.resq, m0, n0, M, d, threadIdx.x);
         cp_commit();
@@ -199,18 +285,24 @@ __global__ void __launch_bounds__(THREADS, 1)
         fence_proxy_async();   // ... and are visible to wgmma
         __syncthreads();       // every thread's; and every group older than step - 1 is done (wg_wait<1> below)
         if (step + DIST < steps)
-            ld.load(sm, (step + DIST) % STAGES, x, w, red, d);
+            ld.load(sm, bofs, (step + DIST) % STAGES, x, w, red, d);
         cp_commit();
-        wg_step<BN, BK>(acc, sbase, step % STAGES, threadIdx.x >> 7, step > 0);
+        wg_step<BN, BK>(acc, sbase, bofs, step % STAGES, threadIdx.x >> 7, step > 0);
         wg_wait<1>();
     }
     wg_wait<0>();
     cp_wait<0>();
-    wg_epilogue<T, BN>(acc, (float *)sm, m0, n0, M, d, o, PRE ? rsm : NULL);   // the tile over the stages
+    if constexpr (REG) {
+        if (PRE)
+            __syncthreads();   // every thread's residual pieces landed
+        wg_epilogue_reg<T, BN>(acc, m0, n0, M, d, o, PRE ? rsm : NULL);
+    } else {
+        wg_epilogue<T, BN>(acc, (float *)sm, m0, n0, M, d, o, PRE ? rsm : NULL);   // the tile over the stages
+    }
 #endif
 }
 
-template <typename T, int BN, int BK, bool PRE>
+template <typename T, int BN, int BK, bool PRE, bool REG, int MINB>
 cudaError_t launch_cfg(const uint8_t *x, const uint8_t *w, const wg_out<T> &o, const cuk_conv_desc *d, cudaStream_t s)
 {
     const int64_t M = (int64_t)d->n * d->p * d->q;
@@ -218,11 +310,11 @@ cudaError_t launch_cfg(const uint8_t *x, const uint8_t *w, const wg_out<T> &o, c
     const int64_t tiles = (M + BM - 1) / BM * n_tiles;
     if (tiles >= 0x7fffffff)
         return cudaErrorInvalidValue;
-    const bool e4m3 = o.res == NULL;
     // past 48 KB of shared memory: opted in at every launch (not a stream operation: legal in a capture)
     using C = wg_cfg<BN, BK>;
-    const int bytes = 1024 + C::MAIN + (PRE ? C::template res_bytes<T>(o.res == NULL) : 0);
-    auto kern = k_conv_fp8_wg<T, BN, BK, PRE>;
+    const int steps = (int)(((int64_t)d->r * d->s * d->c + BK - 1) / BK);
+    const int bytes = 1024 + wg_main_bytes<BN, BK, REG>(steps) + (PRE ? C::template res_bytes<T>(o.res == NULL) : 0);
+    auto kern = k_conv_fp8_wg<T, BN, BK, PRE, REG, MINB>;
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (e != cudaSuccess)
         return e;
@@ -235,19 +327,25 @@ cudaError_t launch(int cfg, const uint8_t *x, const uint8_t *w, const wg_out<T> 
                    cudaStream_t s)
 {
     const int64_t red = (int64_t)d->r * d->s * d->c;
-    // the residual prefetched with the operands where the reduction is at most DIST steps (memory-bound layers)
-    const bool pre = red <= DIST * 64 && (o.res || (o.resq && d->k % 16 == 0));
+    const bool has_res = o.res || (o.resq && d->k % 16 == 0);
+    // the residual prefetched with the operands where the reduction is at most DIST steps (memory-bound layers);
+    // REG configurations (no epilogue tile over the stages): wherever the residual tile is at most 32 KB
+    const bool pre = red <= DIST * 64 && has_res;
+    const int es = o.res ? (int)sizeof(T) : 1;
     switch (cfg) {
-    case 0: return pre ? launch_cfg<T, 64, 64, true>(x, w, o, d, s) : launch_cfg<T, 64, 64, false>(x, w, o, d, s);
-    case 1: return pre ? launch_cfg<T, 128, 64, true>(x, w, o, d, s) : launch_cfg<T, 128, 64, false>(x, w, o, d, s);
-    case 2: return launch_cfg<T, 128, 128, false>(x, w, o, d, s);
-    default: return launch_cfg<T, 256, 128, false>(x, w, o, d, s);
+    case 0: return pre ? launch_cfg<T, 64, 64, true, false, 1>(x, w, o, d, s) : launch_cfg<T, 64, 64, false, false, 1>(x, w, o, d, s);
+    case 1: return pre ? launch_cfg<T, 128, 64, true, false, 1>(x, w, o, d, s) : launch_cfg<T, 128, 64, false, false, 1>(x, w, o, d, s);
+    case 2: return launch_cfg<T, 128, 128, false, false, 1>(x, w, o, d, s);
+    case 3: return launch_cfg<T, 256, 128, false, false, 1>(x, w, o, d, s);
+    case 4: return has_res && BM * 64 * es <= 32768 ? launch_cfg<T, 64, 64, true, true, 4>(x, w, o, d, s) : launch_cfg<T, 64, 64, false, true, 4>(x, w, o, d, s);
+    case 5: return has_res && BM * 128 * es <= 32768 ? launch_cfg<T, 128, 64, true, true, 2>(x, w, o, d, s) : launch_cfg<T, 128, 64, false, true, 2>(x, w, o, d, s);
+    default: return has_res && BM * 128 * es <= 32768 ? launch_cfg<T, 128, 128, true, true, 2>(x, w, o, d, s) : launch_cfg<T, 128, 128, false, true, 2>(x, w, o, d, s);
     }
 }
 
 } // namespace
 
-extern "C" int cuk_conv_fp8_wg_configs(void) { return 4; }
+extern "C" int cuk_conv_fp8_wg_configs(void) { return 7; }
 
 template <typename T>
 static cudaError_t launch_as(int cfg, const uint8_t *x, const uint8_t *w, const float *scale, const float *bias,
@@ -268,7 +366,7 @@ extern "C" cudaError_t cuk_conv_fp8_wg(int cfg, int fdt_y, const uint8_t *x, con
         return cudaErrorInvalidDevice;
     if (major != 9 || minor != 0)   // sm_90a only (the module's code for other GPUs has no wgmma)
         return cudaErrorNotSupported;
-    if (cfg < 0 || cfg >= 4 || d->c % 16 || d->k % 8 || !d->y_nhwc || (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
+    if (cfg < 0 || cfg >= 7 || d->c % 16 || d->k % 8 || !d->y_nhwc || (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
         (yq && !inv) || (!y && !yq) || (resq && (res || !rs)))
         return cudaErrorInvalidValue;
     if (fdt_y == CUK_F16) return launch_as<__half>(cfg, x, w, scale, bias, res, y, inv, yq, resq, rs, d, s);
