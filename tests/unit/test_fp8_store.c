@@ -102,6 +102,27 @@ static void test_marks(void)
     }
 }
 
+/* KILN_FP8_STORE_MAX_K (a build-time switch): at 144 the K = 144 writer and residual reader are marked too; a value
+ * that is not a positive integer keeps the default (128: not marked). */
+static void test_max_k_switch(void)
+{
+    static const struct { const char *val; bool marked; } cases[] = {{"144", true}, {"512", true}, {"143", false},
+                                                                   {"0", false}, {"abc", false}, {"144x", false}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv("KILN_FP8_STORE_MAX_K", cases[i].val, 1);
+        for (int v = V_WIDE_WRITER; v <= V_WIDE_READER; v++) {
+            unsigned long long seed = 11;
+            int c0, c1, feeds = 0, stored = 0;
+            kiln_graph *g = block(v, &c0, &c1, &seed);
+            CHECK(kiln__fp8_mark_feeds(g, &feeds) == KILN_OK && kiln__fp8_mark_store(g, &stored) == KILN_OK);
+            CHECK_MSG(stored == (cases[i].marked ? 1 : 0), "KILN_FP8_STORE_MAX_K=%s, variant %d: %d stored, want %d",
+                      cases[i].val, v, stored, cases[i].marked ? 1 : 0);
+            kiln__graph_free(g);
+        }
+    }
+    unsetenv("KILN_FP8_STORE_MAX_K");
+}
+
 /* GEMM writers: X -> m0 = FusedMatMul(X, W0, b0) with GELU -> H; H -> m1 (MatMul, scale S1) -> y (output). m0 is
  * marked with S1: kiln's epilogue applies its GELU and can write only E4M3. Not marked: H also a graph output; a
  * second reader m2 of H with another scale; m0 with ReLU (cuBLASLt's GEMM writes that output itself); m1 with N = 24
@@ -216,6 +237,7 @@ int main(void)
     kiln__graph_free(g);
     unsetenv("KILN_FP8_STORAGE");   /* on by default */
     test_marks();
+    test_max_k_switch();
     test_gemm_marks();
     test_emulation();
     return TEST_SUMMARY();
