@@ -17,9 +17,9 @@
 
 namespace {
 
-constexpr int BM = 128, THREADS = 384, STAGES = 4, RBUF = 2;
+constexpr int BM = 128, THREADS = 384, RBUF = 2;
 
-template <int BN, int BK> struct tma_cfg {
+template <int BN, int BK, int STAGES> struct tma_cfg {   // STAGES reduction steps in flight
     static constexpr int STAGE_A = BM * BK, STAGE_B = BN * BK;
     static constexpr int PIPE = STAGES * (STAGE_A + STAGE_B);
     __host__ __device__ static constexpr int res_bytes(int es) { return BM * BN * es; }
@@ -61,14 +61,14 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map
 
 // Persistent: block b takes tiles b, b + grid, ... (tile t: rows (t / n_tiles) * BM, channels (t % n_tiles) * BN).
 // Warpgroup 0 is the producer (its first thread issues every copy), 1 and 2 the consumers (64 rows each).
-template <typename T, int BN, int BK, bool RES, int MINB>
+template <typename T, int BN, int BK, int STAGES, bool RES, int MINB>
 __global__ void __launch_bounds__(THREADS, MINB)
     k_conv_fp8_tma(const __grid_constant__ CUtensorMap ma, const __grid_constant__ CUtensorMap mb,
                    const __grid_constant__ CUtensorMap mr, wg_out<T> o, cuk_conv_desc d, int n_tiles, int tiles,
                    int steps, int es)
 {
 #if KILN_WGMMA
-    using C = tma_cfg<BN, BK>;
+    using C = tma_cfg<BN, BK, STAGES>;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *sm = wg_smem(smem_raw);
     const uint32_t sbase = smem_u32(sm), a_s0 = sbase, b_s0 = sbase + STAGES * C::STAGE_A;
@@ -191,10 +191,10 @@ int sm_count(void)
     return n;
 }
 
-template <typename T, int BN, int BK, bool RES, int MINB>
+template <typename T, int BN, int BK, int STAGES, bool RES, int MINB>
 cudaError_t launch_cfg(const uint8_t *x, const uint8_t *w, const wg_out<T> &o, const cuk_conv_desc *d, cudaStream_t s)
 {
-    using C = tma_cfg<BN, BK>;
+    using C = tma_cfg<BN, BK, STAGES>;
     const int64_t M = (int64_t)d->n * d->p * d->q;
     const int n_tiles = (d->k + BN - 1) / BN;
     const int64_t tiles = (M + BM - 1) / BM * n_tiles;
@@ -214,7 +214,9 @@ cudaError_t launch_cfg(const uint8_t *x, const uint8_t *w, const wg_out<T> &o, c
                          CU_TENSOR_MAP_SWIZZLE_NONE)))
         return cudaErrorNotSupported;
     const int bytes = C::smem(es, RES);
-    auto kern = k_conv_fp8_tma<T, BN, BK, RES, MINB>;
+    if (bytes > 227 * 1024)
+        return cudaErrorNotSupported;
+    auto kern = k_conv_fp8_tma<T, BN, BK, STAGES, RES, MINB>;
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     int per_sm = 0;
     if (e == cudaSuccess)
@@ -234,10 +236,11 @@ cudaError_t launch(int cfg, const uint8_t *x, const uint8_t *w, const wg_out<T> 
                    cudaStream_t s)
 {
     const bool res = o.res || o.resq;
+    constexpr int NS2 = sizeof(T) == 4 ? 2 : 4;   // float32 residual tiles of 128 x 128: 2 stages of 128-byte steps
     switch (cfg) {
-    case 0: return res ? launch_cfg<T, 64, 64, true, 2>(x, w, o, d, s) : launch_cfg<T, 64, 64, false, 2>(x, w, o, d, s);
-    case 1: return res ? launch_cfg<T, 128, 64, true, 1>(x, w, o, d, s) : launch_cfg<T, 128, 64, false, 1>(x, w, o, d, s);
-    default: return res ? launch_cfg<T, 128, 128, true, 1>(x, w, o, d, s) : launch_cfg<T, 128, 128, false, 1>(x, w, o, d, s);
+    case 0: return res ? launch_cfg<T, 64, 64, 4, true, 2>(x, w, o, d, s) : launch_cfg<T, 64, 64, 4, false, 2>(x, w, o, d, s);
+    case 1: return res ? launch_cfg<T, 128, 64, 4, true, 1>(x, w, o, d, s) : launch_cfg<T, 128, 64, 4, false, 1>(x, w, o, d, s);
+    default: return res ? launch_cfg<T, 128, 128, NS2, true, 1>(x, w, o, d, s) : launch_cfg<T, 128, 128, 4, false, 1>(x, w, o, d, s);
     }
 }
 
