@@ -145,7 +145,8 @@ static void fp8_conv_cases_in(double tol, const char *how)
 }
 
 /* kiln's wgmma kernel's tile configurations (kernels_conv_fp8_wg.cu), each forced by KILN_CUDA_FP8_CONV=wgN */
-static const char *const wg_modes[7] = {"wg0", "wg1", "wg2", "wg3", "wg4", "wg5", "wg6"};
+/* and the TMA kernel's (kernels_conv_fp8_tma.cu; 1x1 stride-1 layers, the others through cuDNN when forced) */
+static const char *const wg_modes[10] = {"wg0", "wg1", "wg2", "wg3", "wg4", "wg5", "wg6", "tma0", "tma1", "tma2"};
 
 /* each case through cuDNN's graph, kiln's kernel (kernels_conv_fp8.cu) and, 1x1 ones, cuBLASLt's GEMM; by default
  * each layer takes the fastest (the model cases run that) */
@@ -157,7 +158,7 @@ static void fp8_conv_cases(double tol)
     fp8_conv_cases_in(tol, "kiln");
     setenv("KILN_CUDA_FP8_CONV", "gemm", 1);
     fp8_conv_cases_in(tol, "gemm");
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 10; i++) {
         setenv("KILN_CUDA_FP8_CONV", wg_modes[i], 1);
         fp8_conv_cases_in(tol, wg_modes[i]);
     }
@@ -704,7 +705,7 @@ void fp8_store_case(void)
     if (fa && !strcmp(fa, "0"))
         printf("skip FP8 storage: E4M3 residual with kiln's wgmma kernel: KILN_CUDA_FP8_FAST_ACCUM=0\n");
     else
-        for (int i = 0; i < 7; i++)
+        for (int i = 0; i < 10; i++)
             fp8_store_case_in(wg_modes[i]);
     fp8_store_case_in(NULL);
 }

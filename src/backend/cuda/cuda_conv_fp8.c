@@ -76,21 +76,24 @@ static kiln_status run_graph(cu_be *b, cu_cg_key *k, const void *const *ptr, kil
 }
 
 /* The kernels: cuDNN's graph, kiln's implicit GEMM on mma.sync, cuBLASLt (1x1 layers), kiln's on wgmma in each tile
- * configuration (HOW_WG + cfg, kernels_conv_fp8_wg.cu) */
-enum { HOW_CUDNN, HOW_KILN, HOW_GEMM, HOW_WG, HOW_N = HOW_WG + 7 };
-static const char *const how_name[HOW_N] = {"cuDNN",         "kiln",           "GEMM",          "wgmma 64x64",
-                                            "wgmma 128x64",  "wgmma 128x128",  "wgmma 256x128", "wgmma 64x64 r",
-                                            "wgmma 128x64 r", "wgmma 128x128 r"};
+ * configuration (HOW_WG + cfg, kernels_conv_fp8_wg.cu), and for 1x1 stride-1 layers with TMA copies (HOW_TMA + cfg,
+ * kernels_conv_fp8_tma.cu) */
+enum { HOW_CUDNN, HOW_KILN, HOW_GEMM, HOW_WG, HOW_TMA = HOW_WG + 7, HOW_N = HOW_TMA + 3 };
+static const char *const how_name[HOW_N] = {"cuDNN",          "kiln",            "GEMM",          "wgmma 64x64",
+                                            "wgmma 128x64",   "wgmma 128x128",   "wgmma 256x128", "wgmma 64x64 r",
+                                            "wgmma 128x64 r", "wgmma 128x128 r", "TMA 64x64",     "TMA 128x64",
+                                            "TMA 128x128"};
 
 /* Which kernels an FP8 convolution may run (a mask of 1 << HOW_*): KILN_CUDA_FP8_CONV=kiln (kiln's implicit GEMM on
  * mma.sync, kernels_conv_fp8.cu), =cudnn (cuDNN's graph), =gemm (cuBLASLt, 1x1 layers; the others cuDNN's graph),
- * =wg (kiln's on wgmma, its fastest tile), =wg0 .. =wg6 (one configuration); unset: every one. Where several may run, the
+ * =wg (kiln's on wgmma, its fastest tile), =wg0 .. =wg6 (one configuration), =tma / =tma0 .. =tma2 (the same for the
+ * TMA kernel, 1x1 stride-1 layers; cuDNN's graph for the others); unset: every one. Where several may run, the
  * fastest is timed on the layer's own operands at its first run (a tactic, like cuDNN's own candidates). Read per
  * call: an A/B switch. */
 static unsigned fp8_conv_mode(void)
 {
     const char *e = getenv("KILN_CUDA_FP8_CONV");
-    unsigned wg = ((1u << HOW_N) - 1) & ~((1u << HOW_WG) - 1);
+    unsigned wg = ((1u << HOW_TMA) - 1) & ~((1u << HOW_WG) - 1), tma = ((1u << HOW_N) - 1) & ~((1u << HOW_TMA) - 1);
     if (!e || !e[0])
         return (1u << HOW_N) - 1;
     if (!strcmp(e, "kiln"))
@@ -99,8 +102,12 @@ static unsigned fp8_conv_mode(void)
         return 1u << HOW_GEMM;
     if (!strcmp(e, "wg"))
         return wg;
-    if (!strncmp(e, "wg", 2) && e[2] >= '0' && e[2] < '0' + HOW_N - HOW_WG && !e[3])
+    if (!strncmp(e, "wg", 2) && e[2] >= '0' && e[2] < '0' + HOW_TMA - HOW_WG && !e[3])
         return 1u << (HOW_WG + e[2] - '0');
+    if (!strcmp(e, "tma"))
+        return tma;
+    if (!strncmp(e, "tma", 3) && e[3] >= '0' && e[3] < '0' + HOW_N - HOW_TMA && !e[4])
+        return 1u << (HOW_TMA + e[3] - '0');
     return 1u << HOW_CUDNN;
 }
 
@@ -149,6 +156,10 @@ static kiln_status call_run(cu_be *b, const fp8_call *c, int how, bool *done, bo
     cudaError_t e = how == HOW_KILN
                         ? cuk_conv_fp8(cu_fdt(c->sdt), c->ptr[0], c->ptr[1], c->ptr[5], c->ptr[2], c->ptr[3], y,
                                        c->ptr[6], (uint8_t *)c->ptr[7], c->resq, c->rs, &c->d, b->stream)
+                    : how >= HOW_TMA
+                        ? cuk_conv_fp8_tma(how - HOW_TMA, cu_fdt(c->sdt), c->ptr[0], c->ptr[1], c->ptr[5], c->ptr[2],
+                                           c->ptr[3], y, c->ptr[6], (uint8_t *)c->ptr[7], c->resq, c->rs, &c->d,
+                                           b->stream)
                         : cuk_conv_fp8_wg(how - HOW_WG, cu_fdt(c->sdt), c->ptr[0], c->ptr[1], c->ptr[5], c->ptr[2],
                                           c->ptr[3], y, c->ptr[6], (uint8_t *)c->ptr[7], c->resq, c->rs, &c->d,
                                           b->stream);
@@ -192,6 +203,11 @@ static kiln_status choose(cu_be *b, const kiln_kctx *ctx, const fp8_call *c, int
     bool unset = mask == all;
     if (!c->gemm_fit || (unset && gmode != 0))   /* cuBLASLt runs 1x1 layers; its own switch (below) */
         mask &= ~(1u << HOW_GEMM);
+    /* the TMA kernel: 1x1 stride-1 layers (a GEMM), and only where forced until it has run on a GPU (written in
+     * session 21 without device time: docs/CUDA.md) */
+    const cuk_conv_desc *d = &c->d;
+    if (unset || d->r != 1 || d->s != 1 || d->sh != 1 || d->sw != 1 || d->ph || d->pw)
+        mask &= (1u << HOW_TMA) - 1;
     /* wgmma's FP8 sums keep fewer bits than float32 between its MMAs (cuBLASLt's "fast accumulation" is that same
      * arithmetic): with KILN_CUDA_FP8_FAST_ACCUM=0 only where forced */
     if (unset && b->fp8_fast_accum == 0)

@@ -59,6 +59,13 @@ cudaError_t cuk_conv_fp8_wg(int cfg, int fdt_y, const uint8_t *x, const uint8_t 
                             const float *bias, const void *res, void *y, const float *inv, uint8_t *yq,
                             const uint8_t *resq, const float *rs, const cuk_conv_desc *d, cudaStream_t s);
 int cuk_conv_fp8_wg_configs(void);
+/* The same for a 1x1 stride-1 convolution (a GEMM) with TMA copies by a producer warp and persistent blocks
+ * (kernels_conv_fp8_tma.cu), configuration cfg (0 .. cuk_conv_fp8_tma_configs() - 1); cudaErrorNotSupported on a GPU
+ * other than sm_90, without the driver's tensor-map encoder, or for operands TMA cannot address (16-byte alignment). */
+cudaError_t cuk_conv_fp8_tma(int cfg, int fdt_y, const uint8_t *x, const uint8_t *w, const float *scale,
+                             const float *bias, const void *res, void *y, const float *inv, uint8_t *yq,
+                             const uint8_t *resq, const float *rs, const cuk_conv_desc *d, cudaStream_t s);
+int cuk_conv_fp8_tma_configs(void);
 
 /* Unary kernels and fused epilogues take fdt (enum cuk_fdt): x, y, res in that storage; bias and
  * LayerNorm scale / bias are float32. */

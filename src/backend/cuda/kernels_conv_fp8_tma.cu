@@ -1,0 +1,278 @@
+// kiln's FP8 1x1 convolution on Hopper with TMA copies and a producer warp (session 21; not yet chosen by the
+// runtime: see docs/CUDA.md). Why: ResNet-50's memory-bound 1x1 layers (K = 64 .. 512 reductions, a residual, outputs
+// of 256 .. 2048 channels) run in kernels_conv_fp8_wg.cu at 1.2-1.7 TB/s, bound by instruction issue and by each
+// block's serial copy -> wait -> multiply -> epilogue (ncu: issue slots 58% busy, DRAM 33%); cuBLASLt's FP16 GEMM moves
+// the same layer at 3.7 TB/s. Here a 1x1 stride-1 convolution is the GEMM it is (A: the NHWC E4M3 input as [M][C]
+// bytes, B: the filter as [K][C]), so one thread copies whole tiles with `cp.async.bulk.tensor` (TMA: no address
+// arithmetic in the other threads, zeros past M / C / K), in the 64- / 128-byte swizzle wgmma's descriptors name
+// (wg_swz's pattern), and the residual tile too (no swizzle: [BM][BN] of its storage, the layout
+// wg_epilogue_reg reads). Persistent blocks walk tiles (blocks of one row tile together), the producer warp running
+// up to STAGES reduction steps and RBUF residual tiles ahead, so the next tiles' bytes are in flight while the two
+// consumer warpgroups run a tile's MMAs and its epilogue from the registers (wg_epilogue_reg, value for value
+// kernels_conv_fp8_wg.cu's). Stages and residual buffers are handed over by mbarriers: full (the producer's expected
+// bytes, completed by TMA) and empty (every consumer thread arrives once it no longer reads the buffer).
+#include "kernels_conv_fp8_wg.cuh"
+#include <string.h>
+#include <cuda.h>   // CUtensorMap and its encoder's signature (the function itself comes from the driver at run time)
+
+namespace {
+
+constexpr int BM = 128, THREADS = 384, RBUF = 2;
+
+template <int BN, int BK, int STAGES> struct tma_cfg {   // STAGES reduction steps in flight
+    static constexpr int STAGE_A = BM * BK, STAGE_B = BN * BK;
+    static constexpr int PIPE = STAGES * (STAGE_A + STAGE_B);
+    __host__ __device__ static constexpr int res_bytes(int es) { return BM * BN * es; }
+    // 1024 (alignment) + stages + residual buffers + the mbarriers (full / empty per stage and per residual buffer)
+    __host__ __device__ static constexpr int smem(int es, bool res) { return 1024 + PIPE + (res ? RBUF * res_bytes(es) : 0) + 8 * 2 * (STAGES + RBUF); }
+};
+
+#if KILN_WGMMA
+__device__ __forceinline__ void mbar_init(uint32_t a, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(a), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t a, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(a), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t a)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(a) : "memory");
+}
+// until the phase of parity `parity` of the barrier at a completed (a fresh barrier: parity 1 passes at once)
+__device__ __forceinline__ void mbar_wait(uint32_t a, uint32_t parity)
+{
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(a), "r"(parity)
+                     : "memory");
+}
+// a box of the tensor map at (c0 innermost, c1) into shared memory at dst, completing bytes on the barrier mbar
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, uint32_t mbar, int c0, int c1)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                 ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(mbar)
+                 : "memory");
+}
+#endif
+
+// Persistent: block b takes tiles b, b + grid, ... (tile t: rows (t / n_tiles) * BM, channels (t % n_tiles) * BN).
+// Warpgroup 0 is the producer (its first thread issues every copy), 1 and 2 the consumers (64 rows each).
+template <typename T, int BN, int BK, int STAGES, bool RES, int MINB>
+__global__ void __launch_bounds__(THREADS, MINB)
+    k_conv_fp8_tma(const __grid_constant__ CUtensorMap ma, const __grid_constant__ CUtensorMap mb,
+                   const __grid_constant__ CUtensorMap mr, wg_out<T> o, cuk_conv_desc d, int n_tiles, int tiles,
+                   int steps, int es)
+{
+#if KILN_WGMMA
+    using C = tma_cfg<BN, BK, STAGES>;
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *sm = wg_smem(smem_raw);
+    const uint32_t sbase = smem_u32(sm), a_s0 = sbase, b_s0 = sbase + STAGES * C::STAGE_A;
+    const uint32_t r_s0 = sbase + C::PIPE, rbytes = (uint32_t)C::res_bytes(es);
+    const uint32_t bar0 = r_s0 + (RES ? RBUF * rbytes : 0);   // full[STAGES], empty[STAGES], rfull[RBUF], rempty[RBUF]
+    auto full = [&](int i) { return bar0 + 8 * i; };
+    auto empty = [&](int i) { return bar0 + 8 * (STAGES + i); };
+    auto rfull = [&](int i) { return bar0 + 8 * (2 * STAGES + i); };
+    auto rempty = [&](int i) { return bar0 + 8 * (2 * STAGES + RBUF + i); };
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < STAGES; i++) {
+            mbar_init(full(i), 1);
+            mbar_init(empty(i), 256);
+        }
+        for (int i = 0; i < RBUF; i++) {
+            mbar_init(rfull(i), 1);
+            mbar_init(rempty(i), 256);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    const int64_t M = (int64_t)d.n * d.p * d.q;
+    if (threadIdx.x < 128) {   // the producer
+        if (threadIdx.x == 0) {
+            int li = 0, ri = 0;
+            for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+                const int m0 = (tile / n_tiles) * BM, n0 = (tile % n_tiles) * BN;
+                if (RES) {
+                    const int rb = ri % RBUF;
+                    mbar_wait(rempty(rb), ((ri / RBUF) & 1) ^ 1);
+                    mbar_expect_tx(rfull(rb), rbytes);
+                    tma_load_2d(r_s0 + rb * rbytes, &mr, rfull(rb), n0, m0);
+                    ri++;
+                }
+                for (int s = 0; s < steps; s++, li++) {
+                    const int st = li % STAGES;
+                    mbar_wait(empty(st), ((li / STAGES) & 1) ^ 1);
+                    mbar_expect_tx(full(st), C::STAGE_A + C::STAGE_B);
+                    tma_load_2d(a_s0 + st * C::STAGE_A, &ma, full(st), s * BK, m0);
+                    tma_load_2d(b_s0 + st * C::STAGE_B, &mb, full(st), s * BK, n0);
+                }
+            }
+        }
+        return;
+    }
+    const int ctid = threadIdx.x - 128, wg = ctid >> 7;   // the consumers: rows wg * 64 .. + 63 of each tile
+    int li = 0, ri = 0;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const int64_t m0 = (int64_t)(tile / n_tiles) * BM;
+        const int n0 = (tile % n_tiles) * BN;
+        float acc[BN / 2];
+        for (int s = 0; s < steps; s++, li++) {
+            const int st = li % STAGES;
+            mbar_wait(full(st), (li / STAGES) & 1);
+            const uint32_t a_s = a_s0 + st * C::STAGE_A + wg * 64 * BK, b_s = b_s0 + st * C::STAGE_B;
+            wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < BK / 32; kk++)
+                wg_mma<BN>(acc, wg_desc(a_s + kk * 32, BK), wg_desc(b_s + kk * 32, BK), s > 0 || kk > 0);
+            wg_commit();
+            wg_wait<0>();
+            mbar_arrive(empty(st));   // this thread's MMAs no longer read the stage
+        }
+        const uint8_t *rt = NULL;
+        if (RES) {
+            const int rb = ri % RBUF;
+            mbar_wait(rfull(rb), (ri / RBUF) & 1);
+            rt = sm + C::PIPE + rb * rbytes;
+        }
+        wg_epilogue_reg<T, BN>(acc, m0, n0, M, d, o, rt, ctid);
+        if (RES) {
+            mbar_arrive(rempty(ri % RBUF));
+            ri++;
+        }
+    }
+#endif
+}
+
+typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                              const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+encode_fn tma_encoder(void)
+{
+    static const encode_fn fn = [] {   // once (C++ statics: thread-safe)
+        void *p = NULL;
+        cudaDriverEntryPointQueryResult q;
+        return cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) ==
+                           cudaSuccess &&
+                       q == cudaDriverEntryPointSuccess
+                   ? (encode_fn)p
+                   : (encode_fn)NULL;
+    }();
+    return fn;
+}
+
+// A row-major [rows][cols] matrix of elements of dt (es bytes; row stride cols * es, a multiple of 16) as boxes of
+// [box_rows][box_cols], in the given swizzle; zeros outside.
+bool tma_map(CUtensorMap *m, CUtensorMapDataType dt, int es, const void *p, int64_t rows, int64_t cols, int box_rows,
+             int box_cols, CUtensorMapSwizzle swz)
+{
+    encode_fn enc = tma_encoder();
+    if (!enc || ((uintptr_t)p & 15) || (cols * es) % 16)
+        return false;
+    const cuuint64_t dim[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)(cols * es)};
+    const cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows}, estr[2] = {1, 1};
+    return enc(m, dt, 2, (void *)p, dim, stride, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, swz,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+int sm_count(void)
+{
+    static const int n = [] {
+        int dev = 0, v = 0;
+        return cudaGetDevice(&dev) == cudaSuccess &&
+                       cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess
+                   ? v
+                   : 0;
+    }();
+    return n;
+}
+
+template <typename T, int BN, int BK, int STAGES, bool RES, int MINB>
+cudaError_t launch_cfg(const uint8_t *x, const uint8_t *w, const wg_out<T> &o, const cuk_conv_desc *d, cudaStream_t s)
+{
+    using C = tma_cfg<BN, BK, STAGES>;
+    const int64_t M = (int64_t)d->n * d->p * d->q;
+    const int n_tiles = (d->k + BN - 1) / BN;
+    const int64_t tiles = (M + BM - 1) / BM * n_tiles;
+    const int steps = (d->c + BK - 1) / BK;
+    const int es = o.res ? (int)sizeof(T) : 1;
+    if (tiles >= 0x7fffffff || M >= 0x7fffffff)
+        return cudaErrorInvalidValue;
+    CUtensorMap ma, mb, mr;
+    const CUtensorMapSwizzle swz = BK == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+    const CUtensorMapDataType rdt = es == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                    : es == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16
+                                              : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    memset(&mr, 0, sizeof mr);
+    if (!tma_map(&ma, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, x, M, d->c, BM, BK, swz) ||
+        !tma_map(&mb, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, w, d->k, d->c, BN, BK, swz) ||
+        (RES && !tma_map(&mr, rdt, es, o.res ? (const void *)o.res : (const void *)o.resq, M, d->k, BM, BN,
+                         CU_TENSOR_MAP_SWIZZLE_NONE)))
+        return cudaErrorNotSupported;
+    const int bytes = C::smem(es, RES);
+    if (bytes > 227 * 1024)
+        return cudaErrorNotSupported;
+    auto kern = k_conv_fp8_tma<T, BN, BK, STAGES, RES, MINB>;
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    int per_sm = 0;
+    if (e == cudaSuccess)
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, THREADS, bytes);
+    if (e != cudaSuccess)
+        return e;
+    const int64_t grid = per_sm > 0 && sm_count() > 0 ? (int64_t)per_sm * sm_count() : 0;
+    if (grid <= 0)
+        return cudaErrorNotSupported;
+    kern<<<(unsigned)(grid < tiles ? grid : tiles), THREADS, bytes, s>>>(ma, mb, mr, o, *d, n_tiles, (int)tiles, steps,
+                                                                        es);
+    return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch(int cfg, const uint8_t *x, const uint8_t *w, const wg_out<T> &o, const cuk_conv_desc *d,
+                   cudaStream_t s)
+{
+    const bool res = o.res || o.resq;
+    constexpr int NS2 = sizeof(T) == 4 ? 2 : 4;   // float32 residual tiles of 128 x 128: 2 stages of 128-byte steps
+    switch (cfg) {
+    case 0: return res ? launch_cfg<T, 64, 64, 4, true, 2>(x, w, o, d, s) : launch_cfg<T, 64, 64, 4, false, 2>(x, w, o, d, s);
+    case 1: return res ? launch_cfg<T, 128, 64, 4, true, 1>(x, w, o, d, s) : launch_cfg<T, 128, 64, 4, false, 1>(x, w, o, d, s);
+    default: return res ? launch_cfg<T, 128, 128, NS2, true, 1>(x, w, o, d, s) : launch_cfg<T, 128, 128, 4, false, 1>(x, w, o, d, s);
+    }
+}
+
+template <typename T>
+cudaError_t launch_as(int cfg, const uint8_t *x, const uint8_t *w, const float *scale, const float *bias,
+                      const void *res, void *y, const float *inv, uint8_t *yq, const uint8_t *resq, const float *rs,
+                      const cuk_conv_desc *d, cudaStream_t s)
+{
+    const wg_out<T> o = {scale, bias, (const T *)res, resq, rs, (T *)y, yq, inv};
+    return launch<T>(cfg, x, w, o, d, s);
+}
+
+} // namespace
+
+extern "C" int cuk_conv_fp8_tma_configs(void) { return 3; }
+
+extern "C" cudaError_t cuk_conv_fp8_tma(int cfg, int fdt_y, const uint8_t *x, const uint8_t *w, const float *scale,
+                                        const float *bias, const void *res, void *y, const float *inv, uint8_t *yq,
+                                        const uint8_t *resq, const float *rs, const cuk_conv_desc *d, cudaStream_t s)
+{
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev))
+        return cudaErrorInvalidDevice;
+    if (major != 9 || minor != 0)   // sm_90a only (the module's code for other GPUs has no wgmma or TMA)
+        return cudaErrorNotSupported;
+    if (cfg < 0 || cfg >= 3 || d->c % 16 || d->k % 8 || !d->y_nhwc ||
+        d->r != 1 || d->s != 1 || d->sh != 1 || d->sw != 1 || d->ph || d->pw ||   // 1x1 stride 1: a GEMM
+        (yq && !inv) ||
+        (!y && !yq) || (resq && (res || !rs || d->k % 16)))
+        return cudaErrorInvalidValue;
+    if (fdt_y == CUK_F16) return launch_as<__half>(cfg, x, w, scale, bias, res, y, inv, yq, resq, rs, d, s);
+    if (fdt_y == CUK_BF16) return launch_as<__nv_bfloat16>(cfg, x, w, scale, bias, res, y, inv, yq, resq, rs, d, s);
+    return launch_as<float>(cfg, x, w, scale, bias, res, y, inv, yq, resq, rs, d, s);
+}

@@ -1,0 +1,111 @@
+// What kiln's two wgmma FP8 convolutions share (kernels_conv_fp8_wg.cu: every thread copies with cp.async;
+// kernels_conv_fp8_tma.cu: a producer warp copies with TMA, for 1x1 layers): the epilogue's operands, the MMA of one
+// step, the epilogue from the registers and the shared window's alignment.
+#ifndef KILN_BACKEND_CUDA_KERNELS_CONV_FP8_WG_CUH
+#define KILN_BACKEND_CUDA_KERNELS_CONV_FP8_WG_CUH
+#include "kernels_conv_fp8.cuh"
+#include "wgmma.cuh"
+
+namespace {
+
+// What the epilogue reads besides the accumulators (scale, inv, rs: device scalars).
+template <typename T> struct wg_out {
+    const float *scale, *bias;
+    const T *res;          // the residual in T, or
+    const uint8_t *resq;   // in E4M3 (x *rs)
+    const float *rs;
+    T *y;
+    uint8_t *yq;           // the feed (x *inv)
+    const float *inv;
+};
+
+
+#if KILN_WGMMA
+// the byte offset of 16-byte piece ch of row `row` in a tile of bk-byte rows, swizzled as wg_desc describes
+__device__ __forceinline__ int wg_swz(int row, int ch, int bk)
+{
+    return bk == 128 ? row * 128 + ((ch ^ (row & 7)) << 4) : row * 64 + ((ch ^ ((row >> 1) & 3)) << 4);
+}
+
+template <int BN> __device__ __forceinline__ void wg_mma(float *acc, uint64_t da, uint64_t db, int accum)
+{
+    if constexpr (BN == 64)
+        wgmma_n64(acc, da, db, accum);
+    else if constexpr (BN == 128)
+        wgmma_n128(acc, da, db, accum);
+    else
+        wgmma_n256(acc, da, db, accum);
+}
+
+
+// The epilogue from the registers (REG configurations): no tile in shared memory and no barrier. In the 64 x N
+// accumulator a quad of lanes holds rows g and g + 8 of each 8-channel group, two channels a lane; a 4 x 4
+// transposition by shuffles inside the quad gives each lane 8 neighbouring channels of one pixel (lane t: row g +
+// (t / 2) * 8, group 2p + t % 2 of each pair p), then the same scale + bias and fp8_out8 as wg_epilogue, value for
+// value. A warp's stores cover 16 rows x 16 channels: whole 32-byte sectors of FP16.
+// tid: the thread's index among the tile's 256 (two warpgroups of 64 rows).
+template <typename T, int BN>
+__device__ __forceinline__ void wg_epilogue_reg(const float *acc, int64_t m0, int n0, int64_t M,
+                                                const cuk_conv_desc &d, const wg_out<T> &o, const uint8_t *rt, int tid)
+{
+    const int lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int lr = (tid >> 7) * 64 + ((tid & 127) >> 5) * 16 + g + (t >> 1) * 8;
+    const int64_t row = m0 + lr;
+    const float sc = *o.scale, iv = o.yq ? *o.inv : 0.f, rsc = o.resq ? *o.rs : 0.f;
+    const bool bias16 = o.bias && ((uintptr_t)o.bias & 15) == 0;
+#pragma unroll
+    for (int p = 0; p < BN / 16; p++) {
+        // u[c + 2 h]: group 2p + c, row g + 8 h (this lane's two channels of each)
+        float2 u[4] = {make_float2(acc[8 * p], acc[8 * p + 1]), make_float2(acc[8 * p + 4], acc[8 * p + 5]),
+                       make_float2(acc[8 * p + 2], acc[8 * p + 3]), make_float2(acc[8 * p + 6], acc[8 * p + 7])};
+#pragma unroll
+        for (int k = 0; k < 2; k++) {   // swap the off-diagonal 2 x 2 blocks with lane t ^ 2
+            const float2 snd = (t & 2) ? u[k] : u[k + 2];
+            const float2 rcv = make_float2(__shfl_xor_sync(0xffffffffu, snd.x, 2), __shfl_xor_sync(0xffffffffu, snd.y, 2));
+            if (t & 2)
+                u[k] = rcv;
+            else
+                u[k + 2] = rcv;
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k += 2) {   // then inside each block with lane t ^ 1
+            const float2 snd = (t & 1) ? u[k] : u[k + 1];
+            const float2 rcv = make_float2(__shfl_xor_sync(0xffffffffu, snd.x, 1), __shfl_xor_sync(0xffffffffu, snd.y, 1));
+            if (t & 1)
+                u[k] = rcv;
+            else
+                u[k + 1] = rcv;
+        }
+        const int lc = (2 * p + (t & 1)) * 8, col = n0 + lc;   // u[s]: channels lc + 2s, lc + 2s + 1
+        if (row < M && col < d.k) {
+            float v[8], b[8];
+            if (bias16) {   // 32-byte aligned: col is a multiple of 8
+                const float4 b0 = *(const float4 *)(o.bias + col), b1 = *(const float4 *)(o.bias + col + 4);
+                b[0] = b0.x; b[1] = b0.y; b[2] = b0.z; b[3] = b0.w;
+                b[4] = b1.x; b[5] = b1.y; b[6] = b1.z; b[7] = b1.w;
+            } else {
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    b[e] = o.bias ? o.bias[col + e] : 0.f;
+            }
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                v[2 * e] = u[e].x * sc + b[2 * e];
+                v[2 * e + 1] = u[e].y * sc + b[2 * e + 1];
+            }
+            const int64_t off = row * d.k + col;
+            const int64_t ro = rt ? (int64_t)lr * BN + lc : off;
+            const uint8_t *rp = o.res ? (const uint8_t *)((rt ? (const T *)rt : o.res) + ro)
+                                      : o.resq ? (rt ? rt : o.resq) + ro : NULL;
+            fp8_out8<T>(v, rp, o.res == NULL, rsc, d.relu, o.y ? o.y + off : NULL, o.yq ? o.yq + off : NULL, iv);
+        }
+    }
+}
+
+// 1024-byte aligned in the shared window (the swizzle patterns repeat every 1024 bytes)
+__device__ __forceinline__ uint8_t *wg_smem(uint8_t *raw) { return raw + ((1024 - (smem_u32(raw) & 1023)) & 1023); }
+#endif
+
+} // namespace
+
+#endif
