@@ -135,15 +135,11 @@ __device__ __forceinline__ void wg_epilogue(const float *acc, float *tile, int64
         const int64_t row = m0 + lr;
         const int col = n0 + lc;
         if (row < M && col < d.k) {
-            const int64_t off = row * d.k + col;
             float v[8];
             const float4 t0 = *(const float4 *)&tile[lr * TS + lc], t1 = *(const float4 *)&tile[lr * TS + lc + 4];
             v[0] = t0.x; v[1] = t0.y; v[2] = t0.z; v[3] = t0.w;
             v[4] = t1.x; v[5] = t1.y; v[6] = t1.z; v[7] = t1.w;
-            const int64_t ro = rt ? (int64_t)lr * BN + lc : off;   // the residual's offset
-            const uint8_t *rp = o.res ? (const uint8_t *)((rt ? (const T *)rt : o.res) + ro)
-                                      : o.resq ? (rt ? rt : o.resq) + ro : NULL;
-            fp8_out8<T>(v, rp, o.res == NULL, rsc, d.relu, o.y ? o.y + off : NULL, o.yq ? o.yq + off : NULL, iv);
+            wg_out8<T, BN>(v, o, rt, lr, lc, row * d.k + col, rsc, d.relu, iv);
         }
     }
 }

@@ -38,6 +38,18 @@ template <int BN> __device__ __forceinline__ void wg_mma(float *acc, uint64_t da
 }
 
 
+// 8 values of tile row lr, channels lc .. lc + 7 (at off in the output) through fp8_out8, the residual from the
+// tile's copy rt ([BM][BN] of its storage) where given, else from memory.
+template <typename T, int BN>
+__device__ __forceinline__ void wg_out8(float *v, const wg_out<T> &o, const uint8_t *rt, int lr, int lc, int64_t off,
+                                        float rsc, bool relu, float iv)
+{
+    const int64_t ro = rt ? (int64_t)lr * BN + lc : off;   // the residual's offset
+    const uint8_t *rp = o.res ? (const uint8_t *)((rt ? (const T *)rt : o.res) + ro) : o.resq ? (rt ? rt : o.resq) + ro
+                                                                                              : NULL;
+    fp8_out8<T>(v, rp, o.res == NULL, rsc, relu, o.y ? o.y + off : NULL, o.yq ? o.yq + off : NULL, iv);
+}
+
 // The epilogue from the registers (REG configurations): no tile in shared memory and no barrier. In the 64 x N
 // accumulator a quad of lanes holds rows g and g + 8 of each 8-channel group, two channels a lane; a 4 x 4
 // transposition by shuffles inside the quad gives each lane 8 neighbouring channels of one pixel (lane t: row g +
@@ -93,11 +105,7 @@ __device__ __forceinline__ void wg_epilogue_reg(const float *acc, int64_t m0, in
                 v[2 * e] = u[e].x * sc + b[2 * e];
                 v[2 * e + 1] = u[e].y * sc + b[2 * e + 1];
             }
-            const int64_t off = row * d.k + col;
-            const int64_t ro = rt ? (int64_t)lr * BN + lc : off;
-            const uint8_t *rp = o.res ? (const uint8_t *)((rt ? (const T *)rt : o.res) + ro)
-                                      : o.resq ? (rt ? rt : o.resq) + ro : NULL;
-            fp8_out8<T>(v, rp, o.res == NULL, rsc, d.relu, o.y ? o.y + off : NULL, o.yq ? o.yq + off : NULL, iv);
+            wg_out8<T, BN>(v, o, rt, lr, lc, row * d.k + col, rsc, d.relu, iv);
         }
     }
 }
