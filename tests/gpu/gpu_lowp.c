@@ -178,6 +178,12 @@ tgraph fp8_conv_illegal_graph(void)
 
 void fp8_cases(double tol)
 {
+    const char *only = getenv("KILN_TEST_GPU_ONLY");
+    if (only && !strcmp(only, "fp8conv")) {   /* the FP8 convolution kernels alone (a short device call) */
+        fp8_conv_cases(tol);
+        fp8_store_case();
+        return;
+    }
     tgraph t = tg_new(KILN_OP_MatMul, 13);
     tg_in(&t, RT(3, 3, 17, 48), false);
     tg_in(&t, RT(2, 48, 32), true);

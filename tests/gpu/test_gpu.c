@@ -216,9 +216,11 @@ int main(int argc, char **argv)
     kiln__dev_stats(dev, &st);
     printf("test_gpu: %s\n", st.description);
     /* KILN_TEST_GPU_ONLY=fp8: only the FP8 cases (each output storage) and the models (a short device call);
+     * =fp8conv: of those only the FP8 convolution cases (every kernel and configuration) and the E4M3-storage case;
      * =attention: only the attention cases (attention_only); =models: only the models */
     const char *only = getenv("KILN_TEST_GPU_ONLY");
-    bool fp8_only = only && !strcmp(only, "fp8"), models_only = only && !strcmp(only, "models");
+    bool fp8_only = only && (!strcmp(only, "fp8") || !strcmp(only, "fp8conv")),
+         models_only = only && !strcmp(only, "models");
     if (only && !strcmp(only, "attention")) {
         bool ok = attention_only();
         kiln__dev_close(dev);
