@@ -24,7 +24,10 @@ template <int BN, int BK, int STAGES> struct tma_cfg {   // STAGES reduction ste
     static constexpr int PIPE = STAGES * (STAGE_A + STAGE_B);
     __host__ __device__ static constexpr int res_bytes(int es) { return BM * BN * es; }
     // 1024 (alignment) + stages + residual buffers + the mbarriers (full / empty per stage and per residual buffer)
-    __host__ __device__ static constexpr int smem(int es, bool res) { return 1024 + PIPE + (res ? RBUF * res_bytes(es) : 0) + 8 * 2 * (STAGES + RBUF); }
+    __host__ __device__ static constexpr int smem(int es, bool res)
+    {
+        return 1024 + PIPE + (res ? RBUF * res_bytes(es) : 0) + 8 * 2 * (STAGES + RBUF);
+    }
 };
 
 #if KILN_WGMMA
@@ -238,9 +241,12 @@ cudaError_t launch(int cfg, const uint8_t *x, const uint8_t *w, const wg_out<T> 
     const bool res = o.res || o.resq;
     constexpr int NS2 = sizeof(T) == 4 ? 2 : 4;   // float32 residual tiles of 128 x 128: 2 stages of 128-byte steps
     switch (cfg) {
-    case 0: return res ? launch_cfg<T, 64, 64, 4, true, 2>(x, w, o, d, s) : launch_cfg<T, 64, 64, 4, false, 2>(x, w, o, d, s);
-    case 1: return res ? launch_cfg<T, 128, 64, 4, true, 1>(x, w, o, d, s) : launch_cfg<T, 128, 64, 4, false, 1>(x, w, o, d, s);
-    default: return res ? launch_cfg<T, 128, 128, NS2, true, 1>(x, w, o, d, s) : launch_cfg<T, 128, 128, 4, false, 1>(x, w, o, d, s);
+    case 0: return res ? launch_cfg<T, 64, 64, 4, true, 2>(x, w, o, d, s)
+                       : launch_cfg<T, 64, 64, 4, false, 2>(x, w, o, d, s);
+    case 1: return res ? launch_cfg<T, 128, 64, 4, true, 1>(x, w, o, d, s)
+                       : launch_cfg<T, 128, 64, 4, false, 1>(x, w, o, d, s);
+    default: return res ? launch_cfg<T, 128, 128, NS2, true, 1>(x, w, o, d, s)
+                        : launch_cfg<T, 128, 128, 4, false, 1>(x, w, o, d, s);
     }
 }
 

@@ -12,7 +12,8 @@
 // of 0 .. 2 with the epilogue from the registers (wg_epilogue_reg, session 21): only as many stages as the reduction
 // has steps, the residual tile always prefetched (up to 32 KB), 64 registers for BN 64 (4 blocks an SM): ResNet-50's
 // memory-bound 1x1 layers 3-8% faster (bench/conv_fp8.cu). One tile a block; the runtime times every configuration
-// per layer (cuda_conv_fp8.c). A 1x1 stride-1 convolution's copies skip the tap arithmetic (wg_loader::gemm). Tried and dropped
+// per layer (cuda_conv_fp8.c). A 1x1 stride-1 convolution's copies skip the tap arithmetic (wg_loader::gemm). Tried
+// and dropped
 // (session 20): blocks walking tiles with the copies running ahead across tiles (the epilogue tile and three residual
 // tiles beside the stages, so one block an SM): correct, but 1.3-1.7x slower than one tile a block with 2-3 blocks
 // an SM on ResNet-50's memory-bound layers (docs/CUDA.md).
@@ -235,14 +236,21 @@ cudaError_t launch(int cfg, const uint8_t *x, const uint8_t *w, const wg_out<T> 
     // REG configurations (no epilogue tile over the stages): wherever the residual tile is at most 32 KB
     const bool pre = red <= DIST * 64 && has_res;
     const int es = o.res ? (int)sizeof(T) : 1;
+    // (tile width, reduction step, residual prefetched, epilogue from the registers, blocks an SM)
+    const bool pre4 = has_res && BM * 64 * es <= 32768, pre56 = has_res && BM * 128 * es <= 32768;
     switch (cfg) {
-    case 0: return pre ? launch_cfg<T, 64, 64, true, false, 1>(x, w, o, d, s) : launch_cfg<T, 64, 64, false, false, 1>(x, w, o, d, s);
-    case 1: return pre ? launch_cfg<T, 128, 64, true, false, 1>(x, w, o, d, s) : launch_cfg<T, 128, 64, false, false, 1>(x, w, o, d, s);
+    case 0: return pre ? launch_cfg<T, 64, 64, true, false, 1>(x, w, o, d, s)
+                       : launch_cfg<T, 64, 64, false, false, 1>(x, w, o, d, s);
+    case 1: return pre ? launch_cfg<T, 128, 64, true, false, 1>(x, w, o, d, s)
+                       : launch_cfg<T, 128, 64, false, false, 1>(x, w, o, d, s);
     case 2: return launch_cfg<T, 128, 128, false, false, 1>(x, w, o, d, s);
     case 3: return launch_cfg<T, 256, 128, false, false, 1>(x, w, o, d, s);
-    case 4: return has_res && BM * 64 * es <= 32768 ? launch_cfg<T, 64, 64, true, true, 4>(x, w, o, d, s) : launch_cfg<T, 64, 64, false, true, 4>(x, w, o, d, s);
-    case 5: return has_res && BM * 128 * es <= 32768 ? launch_cfg<T, 128, 64, true, true, 2>(x, w, o, d, s) : launch_cfg<T, 128, 64, false, true, 2>(x, w, o, d, s);
-    default: return has_res && BM * 128 * es <= 32768 ? launch_cfg<T, 128, 128, true, true, 2>(x, w, o, d, s) : launch_cfg<T, 128, 128, false, true, 2>(x, w, o, d, s);
+    case 4: return pre4 ? launch_cfg<T, 64, 64, true, true, 4>(x, w, o, d, s)
+                        : launch_cfg<T, 64, 64, false, true, 4>(x, w, o, d, s);
+    case 5: return pre56 ? launch_cfg<T, 128, 64, true, true, 2>(x, w, o, d, s)
+                         : launch_cfg<T, 128, 64, false, true, 2>(x, w, o, d, s);
+    default: return pre56 ? launch_cfg<T, 128, 128, true, true, 2>(x, w, o, d, s)
+                          : launch_cfg<T, 128, 128, false, true, 2>(x, w, o, d, s);
     }
 }
 
