@@ -9,6 +9,7 @@
 
 typedef struct kiln_calib_result {
     bool calibrated;            /* false: no concrete shapes (or synthetic data invalid) */
+    bool inferred;              /* the plan sized by shape inference: the model was not run */
     int tuned, from_cache;      /* layers timed now / taken from the timing cache */
     kiln_plan plan;             /* memory plan at the calibration shapes */
     int n_inputs;
@@ -16,12 +17,18 @@ typedef struct kiln_calib_result {
     int64_t dims[KILN_MAX_CALIB_INPUTS][KILN_MAX_DIMS];
 } kiln_calib_result;
 
-/* Runs the optimized graph once at the opt shapes: tactic timing (+ timing cache) and memory plan (host: an engine
- * the CPU runs, whose plan may compute a FusedConv in place over its residual -- runtime/plan.h KILN_PLAN_CONV_RES;
- * not for device engines). A run stopped by `ctl` (time budget, cancellation) is an error; other run failures only
- * skip the calibration. */
+/* The memory plan (host: an engine the CPU runs, whose plan may compute a FusedConv in place over its residual --
+ * runtime/plan.h KILN_PLAN_CONV_RES; not for device engines) at the opt shapes, and tactic timing (+ timing cache).
+ * Without tactic timing the plan's sizes come from shape inference where every node output's size resolves
+ * (kiln__plan_bytes_inferred; KILN_BUILD_PLAN_RUN=1 forces the run, for tests); else the optimized graph runs once
+ * on synthetic inputs. A run stopped by `ctl` (time budget, cancellation) is an error; other run failures only skip
+ * the calibration. */
 kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_path, int nthreads, bool tune_tactics,
                                     bool host, kiln_calib_result *res, const kiln_run_ctl *ctl);
+
+/* Each node output's byte size (bytes[value id]) at the input shapes given (dtype and dims; data unused) by shape
+ * inference; false (no error set) where some output's size or dtype does not resolve without data. */
+bool kiln__plan_bytes_inferred(const kiln_graph *g, const kiln_tensor *shapes, size_t *bytes);
 
 /* Each graph input's dtype and dims (data NULL) at the calibration shapes (the first profile's
  * opt shapes, else static dims); false if some input has no concrete shape. */

@@ -153,8 +153,9 @@ static char *make_report(const kiln_pass_report *rep, const kiln_calib_result *c
         o += (size_t)snprintf(s + o, cap - o, "nodes: %d -> %d\n", rep->nodes_before, rep->nodes_after);
     if (o < cap && cr->calibrated)
         snprintf(s + o, cap - o, "tactics: %d layers timed, %d from the timing cache\n"
-                                 "memory plan: %.2f MB arena for %.2f MB of intermediates\n",
-                 cr->tuned, cr->from_cache, plan->arena_size / 1e6, plan->naive_bytes / 1e6);
+                                 "memory plan: %.2f MB arena for %.2f MB of intermediates (%s)\n",
+                 cr->tuned, cr->from_cache, plan->arena_size / 1e6, plan->naive_bytes / 1e6,
+                 cr->inferred ? "sizes from shape inference" : "sizes from a run");
     else if (o < cap)
         snprintf(s + o, cap - o, "tactics/memory plan: no fixed calibration shapes (give a profile)\n");
     return s;
