@@ -338,9 +338,11 @@ kiln_status kiln__build_planned(kiln_model_t m, kiln_build_options *o, const kil
     ctl = kiln__run_ctl(NULL, budget);
     kiln_calib_result cr;
     memset(&cr, 0, sizeof cr);
+    /* tactics are the CPU kernels' (threads per layer): a device engine's layers choose their kernels on the GPU at
+     * their first run, so its build times none (and sizes its plan by shape inference: no run of the model) */
     if (st == KILN_OK)
-        st = kiln__builder_calibrate(e, o ? o->timing_cache : NULL, o ? o->num_threads : 0, !(o && o->no_tactics),
-                                     !device, &cr, &ctl);
+        st = kiln__builder_calibrate(e, o ? o->timing_cache : NULL, o ? o->num_threads : 0,
+                                     !(o && o->no_tactics) && !device, !device, &cr, &ctl);
     if (st == KILN_OK && cr.calibrated)
         st = adopt_plan(e, &cr);
     /* the layer plan: each layer prepared once, weights packed for the engine (--no-optimize keeps

@@ -3,7 +3,8 @@
  * -- whose plan now comes from inference -- must be byte for byte the engine built with KILN_BUILD_PLAN_RUN=1 (the
  * plan recorded by running the model), and its report must say where the sizes came from. A graph with a
  * data-dependent size (NonZero) falls back to the run. kiln__plan_bytes_inferred itself: every node output's size,
- * false on the NonZero graph. Models missing from models/: skipped. */
+ * false on the NonZero graph. A --device cuda build times no CPU tactics even when asked (no run either). Models
+ * missing from models/: skipped. */
 #include "build/build.h"
 #include "kiln/kiln.h"
 #include "runtime/model.h"
@@ -91,6 +92,15 @@ static void test_models(void)
         if (i == 0) {   /* a device engine's plan (no FusedConv over its residual): built here without a GPU */
             o.device = KILN_DEVICE_CUDA;
             same_engines(m, &o, "models/resnet50.onnx (--device cuda)", true);
+            /* with tactic timing asked for: a device engine times no CPU tactics, so still no run */
+            o.want_report = true;
+            kiln_engine_t t = NULL;
+            CHECK_MSG(kiln_build(m, &o, &t) == KILN_OK, "device build with tactics: %s", kiln_last_error());
+            CHECK_MSG(o.report && strstr(o.report, "tactics: 0 layers timed") &&
+                          strstr(o.report, "sizes from shape inference"),
+                      "device build with tactics: report %s", o.report ? o.report : "(none)");
+            kiln_free(o.report);
+            kiln_engine_free(t);
         }
         kiln_model_free(m);
     }
