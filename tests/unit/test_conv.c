@@ -493,6 +493,13 @@ static void test_conv_configs(unsigned long long *seed)
         cfg2d(1, 16, 12, 1, 9, 100, 5, 1, 2, 1, true),
         cfg2d(1, 3, 20, 1, 30, 120, 7, 2, 3, 1, true),
         cfg2d(2, 8, 16, 2, 11, 70, 5, 1, 2, 1, false),
+        /* rows of 32 q + 16 pixels: the direct convolution's flattened tiles, whose two halves may come from two
+         * output rows (AVX-512): the stem's 7x7/2 with Wo = 48 and edge row tiles; Wo = 16 with K in two slices;
+         * Wo = 80 grouped, batch 2; Wo = 112 dilated */
+        cfg2d(1, 3, 20, 1, 29, 95, 7, 2, 3, 1, true),
+        cfg2d(1, 16, 12, 1, 7, 16, 5, 1, 2, 1, false),
+        cfg2d(2, 8, 16, 2, 9, 80, 5, 1, 2, 1, true),
+        cfg2d(1, 6, 8, 1, 9, 116, 5, 1, 2, 2, true),
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         for (int t = 0; t < 3; t++)

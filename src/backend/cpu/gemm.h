@@ -79,7 +79,8 @@ bool kiln__sgemm_bpack(bool trans_b, int64_t K, int64_t N, const float *B, int64
  *   B(k, oy*Wo + ox) = xp[off[k] + oy*row_stride + ox]
  * i.e. the input was copied once into a zero-padded (and, for column strides > 1, phase-split)
  * layout in which the pixels of one output row are consecutive for every k. No packing: each
- * 32-pixel tile of an output row is read straight from xp. xp must be readable up to
+ * 32-pixel tile of an output row is read straight from xp (with Wo = 32 q + 16, tiles of 32 consecutive
+ * pixels of the flattened output, each 16-pixel half from its own row: kiln_convd_job.flat). xp must be readable up to
  * off[k] + (Ho-1)*row_stride + ceil(Wo/32)*32 for every k. Needs AVX-512 (check
  * kiln__conv_direct_available()). */
 typedef struct kiln_convd {
@@ -104,6 +105,8 @@ void kiln__conv_direct_f32(kiln_pool *pool, int nthreads, const kiln_convd *d);
 typedef struct kiln_convd_job {
     const kiln_convd *d;
     int64_t tw;   /* tiles per output row */
+    bool flat;    /* tiles of 32 consecutive pixels of the flattened Ho x Wo output, rows of Wo = 32 q + 16 (AVX-512:
+                   * a tile's two 16-pixel halves may lie on two output rows); else tw tiles per output row */
 } kiln_convd_job;
 void kiln__conv_direct_drive(kiln_pool *pool, int nthreads, const kiln_convd *d, int tile_w,
                              void (*task)(void *ctx, int64_t t0, int64_t t1));

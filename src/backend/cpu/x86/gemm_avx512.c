@@ -511,11 +511,13 @@ T512 static void ukr512_tall(int64_t kc, const float *a, int64_t lda, const floa
     store512(c0 + MR_512, c1 + MR_512, _mm256_setzero_ps(), c + MR_512 * ldc, ldc, MR_TALL - MR_512, n, &t8, W_FULL);
 }
 
-/* Direct convolution tile: like the direct-A W_FULL / W_16 kernel, with B(k, l) = xb[off[k] + l].
+/* Direct convolution tile: like the direct-A W_FULL / W_16 kernel, with B(k, l) = xb[off[k] + l] for pixels l < 16
+ * and xb[off[k] + d1 + l - 16] for the others (d1 = 16 within an output row; a flattened tile's second half may start
+ * on the next output row: kiln_convd_job.flat).
  * Edge rows (m < 8) are copied into a full 8-row block first (kc <= KC_CONV). */
 #define KC_CONV 256
-T512 static void ukr512_conv(int64_t kc, const float *a, int64_t lda, const float *xb, const int64_t *off, float *c,
-                             int64_t ldc, int m, int n, const tile_args *t)
+T512 static void ukr512_conv(int64_t kc, const float *a, int64_t lda, const float *xb, int64_t d1, const int64_t *off,
+                             float *c, int64_t ldc, int m, int n, const tile_args *t)
 {
     float abuf[MR_512 * KC_CONV] __attribute__((aligned(64)));
     if (m < MR_512) {
@@ -545,7 +547,7 @@ T512 static void ukr512_conv(int64_t kc, const float *a, int64_t lda, const floa
 #pragma GCC unroll 4
             for (; k < ke; k++) {
                 const float *src = xb + off[k];
-                __m512 b0 = _mm512_loadu_ps(src), b1 = _mm512_loadu_ps(src + 16);
+                __m512 b0 = _mm512_loadu_ps(src), b1 = _mm512_loadu_ps(src + d1);
 #pragma GCC unroll 8
                 for (int i = 0; i < MR_512; i++) {
                     __m512 av = _mm512_set1_ps(A_AT(i));
@@ -614,7 +616,8 @@ T512 void kiln__gemm_row512(int64_t K, const float *a, int64_t as, const float *
  * kc, from L2) is then read once per output row from L1 rather than once per tile, while the row's image rows stay
  * in L1 for every row tile. ResNet-50's stem (bench/env_ab, 300 pairs, 2 threads): stem + MaxPool 0.982 (222/300).
  * The same sums in the same order: each C element still takes its K slices in order. Wider rows (more image per
- * row than L1 holds) run tile by tile, every row tile of a tile against its B in L1. */
+ * row than L1 holds) run tile by tile, every row tile of a tile against its B in L1. Flattened tiles
+ * (kiln_convd_job.flat: rows of 32 q + 16 pixels) run in groups of CONVD_ROW_TILES consecutive tiles alike. */
 #define CONVD_ROW_TILES 4
 T512 void kiln__gemm_convd_task(void *ctx, int64_t t0, int64_t t1)
 {
@@ -622,10 +625,13 @@ T512 void kiln__gemm_convd_task(void *ctx, int64_t t0, int64_t t1)
     const kiln_convd *d = j->d;
     const int64_t M = d->M, K = d->K;
     int64_t kb = ceil_div(K, KC_CONV), kcs = ceil_div(K, kb);
-    const int64_t group = j->tw <= CONVD_ROW_TILES ? j->tw : 1;
+    const int64_t group = j->tw <= CONVD_ROW_TILES ? j->tw : 1, npix = d->Ho * d->Wo;
     for (int64_t tile = t0; tile < t1;) {
-        /* tiles [tile, te): one tile, or the rest of this output row within the task */
-        int64_t oy = tile / j->tw, te = group > 1 ? min64(t1, (oy + 1) * j->tw) : tile + 1;
+        /* tiles [tile, te): one tile, or the rest of this output row within the task (flat: of its group of
+         * CONVD_ROW_TILES consecutive tiles) */
+        int64_t oy = tile / j->tw, te = j->flat    ? min64(t1, (tile / CONVD_ROW_TILES + 1) * CONVD_ROW_TILES)
+                                        : group > 1 ? min64(t1, (oy + 1) * j->tw)
+                                                    : tile + 1;
         for (int64_t pc = 0; pc < K; pc += kcs) {
             int64_t kc = min64(kcs, K - pc);
             tile_args t = {.alpha = 1.0f, .beta = pc == 0 ? 0.0f : 1.0f, .epi = pc + kc >= K ? d->epi : NULL};
@@ -634,13 +640,26 @@ T512 void kiln__gemm_convd_task(void *ctx, int64_t t0, int64_t t1)
                 const float *a = d->A + ir * d->lda + pc;
                 t.i0 = ir;
                 for (int64_t tt = tile; tt < te; tt++) {
-                    int64_t ox0 = (tt % j->tw) * 32, col = oy * d->Wo + ox0;
-                    int n = (int)min64(32, d->Wo - ox0);
+                    int64_t col, n;
+                    const float *xb;
+                    int64_t d1 = 16;
+                    if (j->flat) {   /* pixels [col, col + n) of the flattened output, halves from their rows */
+                        col = tt * 32;
+                        n = min64(32, npix - col);
+                        int64_t p1 = col + 16;
+                        xb = d->xp + col / d->Wo * d->row_stride + col % d->Wo;
+                        if (n > 16)
+                            d1 = d->xp + p1 / d->Wo * d->row_stride + p1 % d->Wo - xb;
+                    } else {
+                        int64_t ox0 = (tt % j->tw) * 32;
+                        col = oy * d->Wo + ox0;
+                        n = min64(32, d->Wo - ox0);
+                        xb = d->xp + oy * d->row_stride + ox0;
+                    }
                     t.j0 = col;
                     /* the next row tile's A during this one's last tile */
                     t.pf_a = tt + 1 == te && ir + 2 * MR_512 <= M ? a + MR_512 * d->lda : NULL;
-                    ukr512_conv(kc, a, d->lda, d->xp + oy * d->row_stride + ox0, d->off + pc, d->C + ir * d->ldc + col,
-                                d->ldc, m, n, &t);
+                    ukr512_conv(kc, a, d->lda, xb, d1, d->off + pc, d->C + ir * d->ldc + col, d->ldc, m, (int)n, &t);
                 }
             }
         }
