@@ -250,15 +250,6 @@ cudaError_t launch(int cfg, const uint8_t *x, const uint8_t *w, const wg_out<T> 
     }
 }
 
-template <typename T>
-cudaError_t launch_as(int cfg, const uint8_t *x, const uint8_t *w, const float *scale, const float *bias,
-                      const void *res, void *y, const float *inv, uint8_t *yq, const uint8_t *resq, const float *rs,
-                      const cuk_conv_desc *d, cudaStream_t s)
-{
-    const wg_out<T> o = {scale, bias, (const T *)res, resq, rs, (T *)y, yq, inv};
-    return launch<T>(cfg, x, w, o, d, s);
-}
-
 } // namespace
 
 extern "C" int cuk_conv_fp8_tma_configs(void) { return 3; }
@@ -267,18 +258,14 @@ extern "C" cudaError_t cuk_conv_fp8_tma(int cfg, int fdt_y, const uint8_t *x, co
                                         const float *bias, const void *res, void *y, const float *inv, uint8_t *yq,
                                         const uint8_t *resq, const float *rs, const cuk_conv_desc *d, cudaStream_t s)
 {
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev))
-        return cudaErrorInvalidDevice;
-    if (major != 9 || minor != 0)   // sm_90a only (the module's code for other GPUs has no wgmma or TMA)
-        return cudaErrorNotSupported;
+    const cudaError_t dev = wg_sm90();
+    if (dev != cudaSuccess)
+        return dev;
     if (cfg < 0 || cfg >= 3 || d->c % 16 || d->k % 8 || !d->y_nhwc ||
         d->r != 1 || d->s != 1 || d->sh != 1 || d->sw != 1 || d->ph || d->pw ||   // 1x1 stride 1: a GEMM
         (yq && !inv) ||
         (!y && !yq) || (resq && (res || !rs || d->k % 16)))
         return cudaErrorInvalidValue;
-    if (fdt_y == CUK_F16) return launch_as<__half>(cfg, x, w, scale, bias, res, y, inv, yq, resq, rs, d, s);
-    if (fdt_y == CUK_BF16) return launch_as<__nv_bfloat16>(cfg, x, w, scale, bias, res, y, inv, yq, resq, rs, d, s);
-    return launch_as<float>(cfg, x, w, scale, bias, res, y, inv, yq, resq, rs, d, s);
+    return wg_by_storage(fdt_y, scale, bias, res, y, inv, yq, resq, rs,
+                         [&](const auto &o) { return launch(cfg, x, w, o, d, s); });
 }

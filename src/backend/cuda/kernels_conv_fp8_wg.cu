@@ -258,29 +258,16 @@ cudaError_t launch(int cfg, const uint8_t *x, const uint8_t *w, const wg_out<T> 
 
 extern "C" int cuk_conv_fp8_wg_configs(void) { return 7; }
 
-template <typename T>
-static cudaError_t launch_as(int cfg, const uint8_t *x, const uint8_t *w, const float *scale, const float *bias,
-                             const void *res, void *y, const float *inv, uint8_t *yq, const uint8_t *resq,
-                             const float *rs, const cuk_conv_desc *d, cudaStream_t s)
-{
-    const wg_out<T> o = {scale, bias, (const T *)res, resq, rs, (T *)y, yq, inv};
-    return launch<T>(cfg, x, w, o, d, s);
-}
-
 extern "C" cudaError_t cuk_conv_fp8_wg(int cfg, int fdt_y, const uint8_t *x, const uint8_t *w, const float *scale,
                                        const float *bias, const void *res, void *y, const float *inv, uint8_t *yq,
                                        const uint8_t *resq, const float *rs, const cuk_conv_desc *d, cudaStream_t s)
 {
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev))
-        return cudaErrorInvalidDevice;
-    if (major != 9 || minor != 0)   // sm_90a only (the module's code for other GPUs has no wgmma)
-        return cudaErrorNotSupported;
+    const cudaError_t dev = wg_sm90();
+    if (dev != cudaSuccess)
+        return dev;
     if (cfg < 0 || cfg >= 7 || d->c % 16 || d->k % 8 || !d->y_nhwc || (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
         (yq && !inv) || (!y && !yq) || (resq && (res || !rs)))
         return cudaErrorInvalidValue;
-    if (fdt_y == CUK_F16) return launch_as<__half>(cfg, x, w, scale, bias, res, y, inv, yq, resq, rs, d, s);
-    if (fdt_y == CUK_BF16) return launch_as<__nv_bfloat16>(cfg, x, w, scale, bias, res, y, inv, yq, resq, rs, d, s);
-    return launch_as<float>(cfg, x, w, scale, bias, res, y, inv, yq, resq, rs, d, s);
+    return wg_by_storage(fdt_y, scale, bias, res, y, inv, yq, resq, rs,
+                         [&](const auto &o) { return launch(cfg, x, w, o, d, s); });
 }

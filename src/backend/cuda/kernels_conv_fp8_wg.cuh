@@ -20,6 +20,34 @@ template <typename T> struct wg_out {
 };
 
 
+// What both C entry points share: the device must be an sm_90 GPU (the module's code for other GPUs has no wgmma or
+// TMA; the runtime asked at each launch, which CUDA graph replays skip): cudaSuccess, else the error to return.
+static inline cudaError_t wg_sm90(void)
+{
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev))
+        return cudaErrorInvalidDevice;
+    return major == 9 && minor == 0 ? cudaSuccess : cudaErrorNotSupported;
+}
+
+// run(o) with o the epilogue's operands in the output storage fdt_y (CUK_F16, CUK_BF16, else float32)
+template <typename R>
+cudaError_t wg_by_storage(int fdt_y, const float *scale, const float *bias, const void *res, void *y, const float *inv,
+                          uint8_t *yq, const uint8_t *resq, const float *rs, R &&run)
+{
+    auto go = [&](auto tag) {
+        using T = decltype(tag);
+        const wg_out<T> o = {scale, bias, (const T *)res, resq, rs, (T *)y, yq, inv};
+        return run(o);
+    };
+    if (fdt_y == CUK_F16)
+        return go(__half());
+    if (fdt_y == CUK_BF16)
+        return go(__nv_bfloat16());
+    return go(0.f);
+}
+
 #if KILN_WGMMA
 // the byte offset of 16-byte piece ch of row `row` in a tile of bk-byte rows, swizzled as wg_desc describes
 __device__ __forceinline__ int wg_swz(int row, int ch, int bk)
