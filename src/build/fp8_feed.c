@@ -120,8 +120,8 @@ static int held_readers(const kiln_graph *g, int v, int *r)
 
 /* Whether value v (written by an FP8 convolution whose feed scale is s) is read only by FP8 convolutions, as their
  * input 0 with scale s (any reduction: such a reader takes the held bytes as its quantized input, in any kernel) or
- * as their residual (a reduction of at most FP8_STORE_MAX_K), at least one as a residual; not a graph output. */
-static bool store_readers(const kiln_graph *g, int v, float s)
+ * as their residual (a reduction of at most max_k: store_max_k()), at least one as a residual; not a graph output. */
+static bool store_readers(const kiln_graph *g, int v, float s, int64_t max_k)
 {
     int r[FEED_READERS];
     int n = held_readers(g, v, r), res = 0;
@@ -136,7 +136,7 @@ static bool store_readers(const kiln_graph *g, int v, float s)
                 continue;
             if (k == 0 && cs == s)
                 continue;
-            if (k == 3 && c->op == KILN_OP_FusedConv && ck <= store_max_k()) {
+            if (k == 3 && c->op == KILN_OP_FusedConv && ck <= max_k) {
                 res++;
                 continue;
             }
@@ -193,6 +193,7 @@ kiln_status kiln__fp8_mark_store(kiln_graph *g, int *marked)
     const char *e = getenv("KILN_FP8_STORAGE");
     if (e && !strcmp(e, "0"))
         return KILN_OK;
+    const int64_t max_k = store_max_k();
     bool own = false;
     KILN_TRY(kiln__uses_ensure(g, &own));
     kiln_status st = KILN_OK;
@@ -203,7 +204,7 @@ kiln_status kiln__fp8_mark_store(kiln_graph *g, int *marked)
         if (n->dead || n->n_out < 1 || n->out[0] < 0 || !(s > 0 && isfinite(s)))
             continue;
         bool conv = store_conv(g, n, &cs, &k);
-        if (conv ? k > store_max_k() || !store_readers(g, n->out[0], s)
+        if (conv ? k > max_k || !store_readers(g, n->out[0], s, max_k)
                  : !store_gemm(g, n) || !gemm_readers(g, n->out[0], s))
             continue;
         st = kiln__node_set_attr_f(n, KILN_ATTR_FP8_STORE, s);

@@ -272,6 +272,18 @@ const char *kiln__timing_cache_tactic(json_t *entries, const char *key)
     return NULL;
 }
 
+/* The memory plan from each value's byte size (rec) at the input shapes ins, and those shapes, into res */
+static kiln_status plan_at(const kiln_graph *g, const size_t *rec, bool host, const kiln_tensor *ins,
+                           kiln_calib_result *res)
+{
+    for (int i = 0; i < g->n_inputs && i < KILN_MAX_CALIB_INPUTS; i++) {
+        res->ndim[i] = ins[i].ndim;
+        memcpy(res->dims[i], ins[i].dims, sizeof ins[i].dims);
+    }
+    res->n_inputs = g->n_inputs;
+    return kiln__plan_make(g, rec, host ? KILN_PLAN_CONV_RES : 0, &res->plan);
+}
+
 kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_path, int nthreads, bool tune_tactics,
                                     bool host, kiln_calib_result *res, const kiln_run_ctl *ctl)
 {
@@ -293,12 +305,7 @@ kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_pat
     if (!tune_tactics && !(force_run && !strcmp(force_run, "1")) && kiln__builder_input_shapes(e, ins) &&
         kiln__plan_bytes_inferred(g, ins, rec)) {
         res->calibrated = res->inferred = true;
-        st = kiln__plan_make(g, rec, host ? KILN_PLAN_CONV_RES : 0, &res->plan);
-        for (int i = 0; i < g->n_inputs && i < KILN_MAX_CALIB_INPUTS; i++) {
-            res->ndim[i] = ins[i].ndim;
-            memcpy(res->dims[i], ins[i].dims, sizeof ins[i].dims);
-        }
-        res->n_inputs = g->n_inputs;
+        st = plan_at(g, rec, host, ins, res);
         goto done;
     }
     if (!make_inputs(e, ins))
@@ -315,12 +322,7 @@ kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_pat
         res->calibrated = true;
         res->tuned = ts.tuned;
         res->from_cache = ts.from_cache;
-        st = kiln__plan_make(g, rec, host ? KILN_PLAN_CONV_RES : 0, &res->plan);
-        for (int i = 0; i < g->n_inputs && i < KILN_MAX_CALIB_INPUTS; i++) {
-            res->ndim[i] = ins[i].ndim;
-            memcpy(res->dims[i], ins[i].dims, sizeof ins[i].dims);
-        }
-        res->n_inputs = g->n_inputs;
+        st = plan_at(g, rec, host, ins, res);
         if (st == KILN_OK && cache_path && ts.dirty)
             st = save_cache(cache_path, ts.entries);
     } else if ((st = kiln__run_check(ctl)) != KILN_OK) {
