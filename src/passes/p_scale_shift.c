@@ -1,8 +1,11 @@
-/* fold-scale-shift: a Conv followed by a per-channel (or per-tensor) constant multiply and/or add
- * is one Conv with rescaled weights and bias:
+/* fold-scale-shift: a Conv or ConvTranspose followed by a per-channel (or per-tensor) constant
+ * multiply and/or add is one Conv (ConvTranspose) with rescaled weights and bias:
  *     Mul(Conv(x, W, B), s) -> Conv(x, W*s, B*s)       Add(Conv(x, W, B), t) -> Conv(x, W, B + t)
  * (s, t: one value, or C values shaped [C,1,...] / [1,C,1,...]). PaddleOCR's learnable affine
- * blocks and exported BatchNorm-as-Mul/Add look like this. */
+ * blocks and exported BatchNorm-as-Mul/Add look like this, and so do PaddleOCR's ConvTranspose + Add
+ * (bias) + BatchNormalization heads (the Add folded here, fold-batchnorm then takes the BN).
+ * ConvTranspose weights are [Cin][Cout/group][k...]: output channel oc of weight row (i, j) is
+ * (i / (Cin/group)) * (Cout/group) + j. */
 #include "rewrite.h"
 
 /* The per-channel view of constant c for a conv with `cout` channels and `spatial` dims:
@@ -26,13 +29,17 @@ static kiln_status try_fold(kiln_graph *g, int i, bool *done)
 {
     *done = false;
     kiln_node *n = &g->nodes[i];
-    if (n->dead || n->op != KILN_OP_Conv || n->n_out != 1 || n->out[0] < 0 || n->n_in < 2)
+    bool transpose = n->op == KILN_OP_ConvTranspose;
+    if (n->dead || (n->op != KILN_OP_Conv && !transpose) || n->n_out != 1 || n->out[0] < 0 || n->n_in < 2)
         return KILN_OK;
     const kiln_tensor *W = kiln__const_of(g, n->in[1]);
     const kiln_tensor *B = n->n_in > 2 && n->in[2] >= 0 ? kiln__const_of(g, n->in[2]) : NULL;
     if (!W || W->dtype != KILN_DT_FLOAT32 || W->ndim < 3 || (n->n_in > 2 && n->in[2] >= 0 && !B))
         return KILN_OK;
-    int64_t cout = W->dims[0];
+    int64_t group = transpose ? kiln__attr_i(n, "group", 1) : 1;
+    if (group < 1 || W->dims[0] % group)
+        return KILN_OK;
+    int64_t cout = transpose ? W->dims[1] * group : W->dims[0];
     if (B && (B->dtype != KILN_DT_FLOAT32 || kiln_tensor_numel(B) != cout))
         return KILN_OK;
     int c = kiln__single_consumer(g, n->out[0]);
@@ -57,13 +64,19 @@ static kiln_status try_fold(kiln_graph *g, int i, bool *done)
         return st;
     }
     const float *kd = k->data;
-    int64_t per = kiln_tensor_numel(W) / cout;
     for (int64_t o = 0; o < cout; o++) {
         float kv = kd[kc == 1 ? 0 : o], b = B ? ((const float *)B->data)[o] : 0.0f;
         ((float *)nb.data)[o] = mul ? b * kv : b + kv;
-        if (mul)
-            for (int64_t e = 0; e < per; e++)
-                ((float *)nw.data)[o * per + e] *= kv;
+    }
+    if (mul) {   /* weight rows (d0, d1) of `per` elements each; their output channel as the header says */
+        int64_t per = kiln_tensor_numel(W) / (W->dims[0] * W->dims[1]);
+        for (int64_t d0 = 0; d0 < W->dims[0]; d0++)
+            for (int64_t d1 = 0; d1 < W->dims[1]; d1++) {
+                int64_t oc = transpose ? (d0 / (W->dims[0] / group)) * W->dims[1] + d1 : d0;
+                float kv = kd[kc == 1 ? 0 : oc], *w = (float *)nw.data + (d0 * W->dims[1] + d1) * per;
+                for (int64_t e = 0; e < per; e++)
+                    w[e] *= kv;
+            }
     }
     int wv = mul ? kiln__graph_add_const(g, g->values[n->in[1]].name, &nw) : n->in[1];
     int bv = wv >= 0 ? kiln__graph_add_const(g, m->name[0] ? m->name : "conv_bias", &nb) : -1;
