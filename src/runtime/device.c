@@ -24,6 +24,9 @@ static const kiln_devmod_host host_services = {
     .lowbit_prep = kiln__lowbit_prep,
     .free_blob = kiln__free,
     .attn_perm = kiln__attn_perm,
+    .resize_plan = kiln__resize_plan,
+    .resize_plan_free = kiln__resize_plan_free,
+    .convt_geom = kiln__convt_geom,
 };
 
 /* ---- the module: opened once per process, never closed */

@@ -59,6 +59,8 @@ void conv_cases(void);
 void gemm_cases(void);
 void attention_cases(void);
 void half_weight_cases(void);
+/* gpu_upsample.c */
+void upsample_cases(void);
 void strict_check(const char *what, tgraph (*make)(void));
 tgraph reduce_mean_graph(void);
 /* gpu_lowp.c */

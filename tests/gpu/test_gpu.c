@@ -30,6 +30,7 @@ static void layer_cases(void)
     conv_cases();
     gemm_cases();
     attention_cases();
+    upsample_cases();
 }
 
 /* The device closed and opened again (its settings read from the environment anew); false, with a message, when it
@@ -162,6 +163,24 @@ static bool legacy_and_half_cases(void)
     return true;
 }
 
+/* KILN_TEST_GPU_ONLY=upsample: the Resize / Upsample / ConvTranspose cases in float32, then held in FP16 and BF16 */
+static bool upsample_only(void)
+{
+    upsample_cases();
+    for (int h = 0; h < 2; h++) {
+        setenv("KILN_CUDA_ACT", h ? "bf16" : "fp16", 1);
+        if (!reopen())
+            return false;
+        half_mode = h ? KILN_DT_BFLOAT16 : KILN_DT_FLOAT16;
+        half_tol = h ? 1.6e-2 : 2e-3;
+        printf("test_gpu: upsampling layers held as %s (tol %.1g)\n", h ? "BF16" : "FP16", half_tol);
+        upsample_cases();
+    }
+    half_mode = KILN_DT_UNDEFINED;
+    unsetenv("KILN_CUDA_ACT");
+    return reopen();
+}
+
 /* KILN_TEST_GPU_ONLY=attention: the attention cases alone, fused in FP16 and BF16, on each grid */
 static bool attention_only(void)
 {
@@ -206,6 +225,7 @@ int main(int argc, char **argv)
         return TEST_SUMMARY();
     }
     setenv("KILN_CUDA_POISON", "1", 1);
+    setenv("KILN_CUDA_UNVERIFIED", "1", 1);   /* the layers no GPU has run yet (cu_unverified_op) are under test here */
     if (!getenv("KILN_CUDA_NHWC"))   /* half convolutions channels-last at every batch size (the cases are small) */
         setenv("KILN_CUDA_NHWC", "1", 1);
     if (kiln__dev_open(KILN_DEVICE_CUDA, 0, &dev) != KILN_OK) {
@@ -217,10 +237,13 @@ int main(int argc, char **argv)
     printf("test_gpu: %s\n", st.description);
     /* KILN_TEST_GPU_ONLY=fp8: only the FP8 cases (each output storage) and the models (a short device call);
      * =fp8conv: of those only the FP8 convolution cases (every kernel and configuration) and the E4M3-storage case;
-     * =attention: only the attention cases (attention_only); =models: only the models */
+     * =attention: only the attention cases (attention_only); =upsample: only the Resize / Upsample / ConvTranspose
+     * cases (upsample_only) and the models; =models: only the models */
     const char *only = getenv("KILN_TEST_GPU_ONLY");
     bool fp8_only = only && (!strcmp(only, "fp8") || !strcmp(only, "fp8conv")),
-         models_only = only && !strcmp(only, "models");
+         models_only = only && (!strcmp(only, "models") || !strcmp(only, "upsample"));
+    if (only && !strcmp(only, "upsample") && !upsample_only())
+        return 1;
     if (only && !strcmp(only, "attention")) {
         bool ok = attention_only();
         kiln__dev_close(dev);
@@ -248,7 +271,9 @@ int main(int argc, char **argv)
         "models/resnet50.onnx@input:2x3x224x224#fp8",
         "models/tiny_bert.onnx@input_ids:2x16,attention_mask:2x16,token_type_ids:2x16#nvfp4",
         "models/tiny_bert.onnx@input_ids:2x16,attention_mask:2x16,token_type_ids:2x16#mxfp4",
-        "models/bert_base.onnx@input_ids:2x128,attention_mask:2x128,token_type_ids:2x128#nvfp4"};
+        "models/bert_base.onnx@input_ids:2x128,attention_mask:2x128,token_type_ids:2x128#nvfp4",
+        "models/ocr/ch_PP-OCRv4_det_infer.onnx@x:2x3x96x128",
+        "models/ocr/ch_PP-OCRv4_det_infer.onnx@x:2x3x96x128#fp16"};
     if (first_model < argc) {
         for (int i = first_model; i < argc; i++)
             if (strcmp(argv[i], "--require-gpu"))

@@ -621,7 +621,7 @@ bool cu_q_f32(const kiln_bk_query *q, uint32_t mask)
 
 /* ---- the op tables */
 
-static const cu_op *const tables[] = {cu_ops_basic, cu_ops_shape, cu_ops_nn, cu_ops_conv, cu_ops_gemm};
+static const cu_op *const tables[] = {cu_ops_basic, cu_ops_shape, cu_ops_nn, cu_ops_conv, cu_ops_gemm, cu_ops_upsample};
 
 static const cu_op *find_op(kiln_op op)
 {
@@ -654,7 +654,7 @@ static const cu_op *layer_op(const cu_be *b, const kiln_node *n)
 static bool cuda_supports(const kiln_backend *be, const kiln_bk_query *q)
 {
     const cu_op *o = q->node ? find_op(q->node->op) : NULL;
-    if (!o || lowbit_layer(cu_of(be), q->node))
+    if (!o || lowbit_layer(cu_of(be), q->node) || (cu_unverified_op(o->op) && !cu_of(be)->unverified))
         return false;
     if (q->layout != KILN_LAYOUT_ANY && q->layout != KILN_LAYOUT_NCHW)
         return false;
@@ -667,7 +667,8 @@ static bool mod_accepts(kiln_backend *be, const kiln_node *n, int n_in, const ki
 {
     const cu_op *o = find_op(n->op);
     cu_be *b = cu_of(be);
-    if (!o || lowbit_layer(b, n) || (cu_fp8_layer(b, n, NULL) && !cu_fp8_accepts(b, n, n_in, in)))
+    if (!o || lowbit_layer(b, n) || (cu_unverified_op(o->op) && !b->unverified) ||
+        (cu_fp8_layer(b, n, NULL) && !cu_fp8_accepts(b, n, n_in, in)))
         return false;
     if (cu_fp4_layer(b, n, NULL))
         return cu_fp4_accepts(b, n, n_in, in);
@@ -761,6 +762,7 @@ static uint32_t nhwc_inputs(kiln_op op)
     switch (op) {
     case KILN_OP_Conv: case KILN_OP_FusedConv: return 1u | 8u;
     case KILN_OP_MaxPool: case KILN_OP_AveragePool: case KILN_OP_GlobalAveragePool: return 1u;
+    case KILN_OP_Resize: case KILN_OP_Upsample: case KILN_OP_ConvTranspose: return 1u;
     case KILN_OP_Add: case KILN_OP_Sub: case KILN_OP_Mul: case KILN_OP_Div: case KILN_OP_Max: case KILN_OP_Min:
     case KILN_OP_Pow: return 3u;
     case KILN_OP_Relu: case KILN_OP_Sigmoid: case KILN_OP_Tanh: case KILN_OP_Exp: case KILN_OP_Log: case KILN_OP_Sqrt:
@@ -1005,6 +1007,8 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
     b->tf32 = o->allow_tf32;
     const char *poison = getenv("KILN_CUDA_POISON");
     b->poison = poison && poison[0] && strcmp(poison, "0");
+    const char *unv = getenv("KILN_CUDA_UNVERIFIED");   /* layers no GPU has run yet (cu_unverified_op): test_gpu */
+    b->unverified = unv && !strcmp(unv, "1");
     /* channels-last half convolutions: measured faster at batch 256, slower at batch 1 (docs/CUDA.md);
      * KILN_CUDA_NHWC=0 never, =1 always, unset from batch NHWC_MIN_BATCH on */
     const char *cg = getenv("KILN_CUDA_CONV_GRAPH");   /* half convolutions through cuDNN's graph API */

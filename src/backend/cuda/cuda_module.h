@@ -9,8 +9,9 @@
 #define KILN_BACKEND_CUDA_MODULE_H
 #include "../backend.h"
 #include "../../ir/fused.h"
+#include "../layer_geom.h"
 
-#define KILN_DEVMOD_ABI 9u   /* 9: fp8_counts as an array, with the tanh GELUs */
+#define KILN_DEVMOD_ABI 10u   /* 10: resize_plan / convt_geom host services (9: fp8_counts as an array) */
 #define KILN_DEVMOD_ENTRY "kiln_devmod_entry"
 #define KILN_FP8_COUNTS 4   /* kiln_devmod.fp8_counts: passes, fed, held, tanh GELUs */
 
@@ -53,6 +54,12 @@ typedef struct kiln_devmod_host {
     /* Attention's operand permutation `which` (KILN_ATTN_Q .. KILN_ATTN_Y, ir/fused.h) for rank: the CPU's
      * own reading of it (kiln__attn_perm: the identity when absent; false when not a permutation). */
     bool (*attn_perm)(const kiln_node *n, int which, int rank, int *perm);
+    /* Resize / Upsample's output dims and tap tables, ConvTranspose's geometry: the CPU kernels' own reading
+     * (backend/layer_geom.h), so a device layer resizes and pads exactly as the CPU does. */
+    kiln_status (*resize_plan)(const kiln_node *n, int n_in, const kiln_tensor *const *in, kiln_resize_plan *p);
+    void (*resize_plan_free)(kiln_resize_plan *p);
+    kiln_status (*convt_geom)(const kiln_node *n, int ndim, const int64_t *xdims, const int64_t *wdims,
+                              kiln_convt_geom *g);
 } kiln_devmod_host;
 
 /* Options of one backend instance (one per execution context: its own stream and handles). */

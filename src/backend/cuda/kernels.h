@@ -180,6 +180,35 @@ cudaError_t cuk_fp8_quant(int fdt, const void *x, uint8_t *q, int64_t n, float s
 /* y = q x scale in storage fdt (n E4M3 bytes widened: an E4M3-held tensor, docs/CUDA.md "E4M3 storage") */
 cudaError_t cuk_fp8_dequant(int fdt, const uint8_t *q, void *y, int64_t n, float scale, cudaStream_t s);
 
+/* Resize (kernels_upsample.cu) over 4 logical axes (a lower rank padded in front with axes of 1): output
+ * element (o0..o3) is the separable weighted sum over each axis's taps, innermost axis first; axis d's
+ * device tables idx[d] / w[d] hold out[d] * nt[d] entries (source index, weight), outside[d] (NULL when
+ * none) out[d] flags of tf_crop_and_resize (the output is extrap). xs / ys: element strides of the logical
+ * axes in x and y (NCHW or NHWC); nhwc orders the threads by y's memory. nearest: one tap of weight 1 on
+ * every axis, a copy. */
+typedef struct cuk_resize_args {
+    int64_t out[4], xs[4], ys[4];
+    int nt[4];
+    const int32_t *idx[4];
+    const float *w[4];
+    const uint8_t *outside[4];
+    float extrap;
+    bool nearest, nhwc;
+} cuk_resize_args;
+cudaError_t cuk_resize(int fdt, const cuk_resize_args *p, const void *x, void *y, cudaStream_t s);
+
+/* ConvTranspose, 2-D: x [n, cin, h, w], float32 weights w [cin, cout / group, kh, kw], bias [cout] (may be
+ * NULL), y [n, cout, oh, ow]; y[o] = bias + sum x[i] w[k] over o = i * stride - pad + k * dilation. xs / ys:
+ * element strides of the logical (n, c, h, w) axes (NCHW or NHWC; nhwc orders the threads by y's memory). */
+typedef struct cuk_convt_args {
+    int64_t n, cin, cout, h, w, oh, ow, group;
+    int kh, kw, sh, sw, dh, dw, ph, pw;
+    int64_t xs[4], ys[4];
+    bool nhwc;
+} cuk_convt_args;
+cudaError_t cuk_convt(int fdt, const cuk_convt_args *p, const void *x, const float *w, const float *bias, void *y,
+                      cudaStream_t s);
+
 #ifdef __cplusplus
 }
 #endif

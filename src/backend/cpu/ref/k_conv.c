@@ -29,6 +29,7 @@
 #include "../qgemm_bf16.h"
 #include "../scratch.h"
 #include "window.h"
+#include "../../layer_geom.h"
 #include <math.h>
 
 #ifndef COL_BUDGET
@@ -988,20 +989,10 @@ kiln_status kiln__conv_fused(kiln_kctx *ctx, const kiln_conv_isa *isa, const kil
     return conv_run(ctx, isa, res, act, handled);
 }
 
-static kiln_status k_conv_transpose(kiln_kctx *ctx)
+/* ConvTranspose's geometry in the adjoint view ("in": its output image, "out": its input), from X's and W's
+ * dims and the node's attributes */
+static kiln_status convt_setup(const kiln_kctx *ctx, const kiln_tensor *x, const kiln_tensor *w, conv_geom *out)
 {
-    const kiln_tensor *x = kiln__kin(ctx, 0), *w = kiln__kin(ctx, 1), *b = kiln__kin(ctx, 2);
-    if (!x || !w)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input X or W");
-    if (!is_float_dt(x->dtype))
-        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(x->dtype));
-    if (w->dtype != x->dtype)
-        return kiln__kerr(ctx, KILN_ERR_DTYPE, "W has dtype %s, X has %s", kiln_dtype_name(w->dtype),
-                          kiln_dtype_name(x->dtype));
-    if (x->ndim < 3)
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "X must have rank >= 3, got %d", x->ndim);
-    if (w->ndim != x->ndim)
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "W has rank %d, X has rank %d", w->ndim, x->ndim);
     KILN_TRY(kiln__win_check_dims(ctx, x, "X"));
     KILN_TRY(kiln__win_check_dims(ctx, w, "W"));
     conv_geom g;
@@ -1075,13 +1066,58 @@ static kiln_status k_conv_transpose(kiln_kctx *ctx)
         }
     }
     KILN_TRY(kiln__win_sizes(ctx, &g));
+    *out = g;
+    return KILN_OK;
+}
+
+static kiln_status k_conv_transpose(kiln_kctx *ctx)
+{
+    const kiln_tensor *x = kiln__kin(ctx, 0), *w = kiln__kin(ctx, 1), *b = kiln__kin(ctx, 2);
+    if (!x || !w)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input X or W");
+    if (!is_float_dt(x->dtype))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(x->dtype));
+    if (w->dtype != x->dtype)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "W has dtype %s, X has %s", kiln_dtype_name(w->dtype),
+                          kiln_dtype_name(x->dtype));
+    if (x->ndim < 3)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "X must have rank >= 3, got %d", x->ndim);
+    if (w->ndim != x->ndim)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "W has rank %d, X has rank %d", w->ndim, x->ndim);
+    conv_geom g;
+    KILN_TRY(convt_setup(ctx, x, w, &g));
     KILN_TRY(check_bias(ctx, b, x->dtype, g.C));
     int64_t dims[KILN_MAX_DIMS] = {g.N, g.C};
-    for (int i = 0; i < nsp; i++)
+    for (int i = 0; i < g.nsp; i++)
         dims[2 + i] = g.in[i];
     KILN_TRY(kiln__kout(ctx, 0, x->dtype, x->ndim, dims));
     return run_float(ctx, NULL, &g, x, w, b, ctx->out[0], convt_f32, convt_direct_task, g.N * g.C,
                      mul_chk(g.out_sz, g.M / g.G));
+}
+
+kiln_status kiln__convt_geom(const kiln_node *n, int ndim, const int64_t *xdims, const int64_t *wdims,
+                             kiln_convt_geom *out)
+{
+    kiln_kctx c = {.node = n};
+    if (ndim < 3 || ndim > KILN_MAX_DIMS)
+        return kiln__kerr(&c, KILN_ERR_SHAPE, "X must have rank 3..%d, got %d", KILN_MAX_DIMS, ndim);
+    kiln_tensor x = {.dtype = KILN_DT_FLOAT32, .ndim = ndim}, w = {.dtype = KILN_DT_FLOAT32, .ndim = ndim};
+    memcpy(x.dims, xdims, sizeof(int64_t) * (size_t)ndim);
+    memcpy(w.dims, wdims, sizeof(int64_t) * (size_t)ndim);
+    conv_geom g;
+    KILN_TRY(convt_setup(&c, &x, &w, &g));
+    memset(out, 0, sizeof *out);
+    out->nsp = g.nsp;
+    out->group = g.G;
+    out->ydims[0] = g.N;
+    out->ydims[1] = g.C;
+    for (int i = 0; i < g.nsp; i++) {
+        out->ydims[2 + i] = g.in[i];
+        out->s[i] = g.s[i];
+        out->d[i] = g.d[i];
+        out->pb[i] = g.pb[i];
+    }
+    return KILN_OK;
 }
 
 /* Reads a zero point: NULL -> 0; must be a scalar (or 1-element) unless per-channel (n = M). */

@@ -10,6 +10,7 @@
  * row, specialised for nearest (gather) and bilinear (2x2 taps). Other cases (any rank, any
  * dtype) use a generic loop; nearest copies elements bit-exactly for every dtype. */
 #include "../../kernel.h"
+#include "../../layer_geom.h"
 #include <math.h>
 
 /* The row loops below are simple streams; let GCC vectorize them (-O2 uses a very cheap
@@ -744,19 +745,14 @@ static void rz_nearest_rows(void *arg, int64_t begin, int64_t end)
  * ------------------------------------------------------------------------------------------ */
 
 /* ax[d].in / .out / .scale / .out_len / roi set; builds tables, allocates and computes Y. */
+static kiln_status rz_out_dims(const kiln_kctx *ctx, int nd, const rz_axis *ax, int64_t *odims);
+
 static kiln_status rz_run(kiln_kctx *ctx, const rz_params *p, const kiln_tensor *x, rz_axis *ax)
 {
     int nd = x->ndim;
     int64_t odims[KILN_MAX_DIMS];
     double work = 1.0;
-    for (int d = 0; d < nd; d++) {
-        odims[d] = ax[d].out;
-        if (ax[d].out > 0 && ax[d].in == 0)
-            return kiln__kerr(ctx, KILN_ERR_SHAPE, "cannot resize an empty axis %d to %lld", d,
-                              (long long)ax[d].out);
-    }
-    if (kiln__shape_numel(nd, odims) < 0)
-        return kiln__kerr(ctx, KILN_ERR_LIMIT, "output size overflows");
+    KILN_TRY(rz_out_dims(ctx, nd, ax, odims));
     KILN_TRY(kiln__kout(ctx, 0, x->dtype, nd, odims));
     kiln_tensor *y = ctx->out[0];
     int64_t onum = kiln__shape_numel(nd, odims);
@@ -949,10 +945,9 @@ static kiln_status rz_input(kiln_kctx *ctx, const kiln_tensor **px)
     return KILN_OK;
 }
 
-static kiln_status k_resize(kiln_kctx *ctx)
+/* Resize's parameters and axes (sizes, scales; tables not built yet) for X = in[0] */
+static kiln_status rz_setup_resize(kiln_kctx *ctx, const kiln_tensor *x, rz_params *pp, rz_axis *ax)
 {
-    const kiln_tensor *x;
-    KILN_TRY(rz_input(ctx, &x));
     int nd = x->ndim;
     int opset = ctx->node->opset;
     const kiln_tensor *roi = NULL, *scales = NULL, *sizes = NULL;
@@ -965,10 +960,10 @@ static kiln_status k_resize(kiln_kctx *ctx)
     }
     rz_params p;
     KILN_TRY(rz_read_attrs(ctx, &p));
+    *pp = p;
     int axes[KILN_MAX_DIMS], nax = nd;
     KILN_TRY(rz_read_axes(ctx, nd, axes, &nax));
-    rz_axis ax[KILN_MAX_DIMS];
-    memset(ax, 0, sizeof ax);
+    memset(ax, 0, sizeof(rz_axis) * KILN_MAX_DIMS);
     for (int d = 0; d < nd; d++) {
         ax[d].in = x->dims[d];
         ax[d].out = x->dims[d];
@@ -999,14 +994,23 @@ static kiln_status k_resize(kiln_kctx *ctx)
     } else {
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "one of 'scales' and 'sizes' must be given");
     }
+    return KILN_OK;
+}
+
+static kiln_status k_resize(kiln_kctx *ctx)
+{
+    const kiln_tensor *x = NULL;
+    KILN_TRY(rz_input(ctx, &x));
+    rz_params p;
+    rz_axis ax[KILN_MAX_DIMS];
+    KILN_TRY(rz_setup_resize(ctx, x, &p, ax));
     return rz_run(ctx, &p, x, ax);
 }
 
-static kiln_status k_upsample(kiln_kctx *ctx)
+/* Upsample's (opsets 7, 9) parameters and axes for X = in[0] */
+static kiln_status rz_setup_upsample(kiln_kctx *ctx, const kiln_tensor *x, rz_params *pp, rz_axis *ax)
 {
     const kiln_node *n = ctx->node;
-    const kiln_tensor *x;
-    KILN_TRY(rz_input(ctx, &x));
     int nd = x->ndim;
     rz_params p;
     memset(&p, 0, sizeof p);
@@ -1035,14 +1039,78 @@ static kiln_status k_upsample(kiln_kctx *ctx)
         for (int d = 0; d < nd; d++)
             sc[d] = fv[d];
     }
-    rz_axis ax[KILN_MAX_DIMS];
-    memset(ax, 0, sizeof ax);
+    memset(ax, 0, sizeof(rz_axis) * KILN_MAX_DIMS);
     for (int d = 0; d < nd; d++) {
         ax[d].in = x->dims[d];
         ax[d].roi_end = 1.0;
         KILN_TRY(rz_out_from_scale(ctx, &ax[d], sc[d], d));
     }
+    *pp = p;
+    return KILN_OK;
+}
+
+static kiln_status k_upsample(kiln_kctx *ctx)
+{
+    const kiln_tensor *x = NULL;
+    KILN_TRY(rz_input(ctx, &x));
+    rz_params p;
+    rz_axis ax[KILN_MAX_DIMS];
+    KILN_TRY(rz_setup_upsample(ctx, x, &p, ax));
     return rz_run(ctx, &p, x, ax);
+}
+
+/* The output dims of axes ax (none empty where resized to non-empty, the count in range) */
+static kiln_status rz_out_dims(const kiln_kctx *ctx, int nd, const rz_axis *ax, int64_t *odims)
+{
+    for (int d = 0; d < nd; d++) {
+        odims[d] = ax[d].out;
+        if (ax[d].out > 0 && ax[d].in == 0)
+            return kiln__kerr(ctx, KILN_ERR_SHAPE, "cannot resize an empty axis %d to %lld", d,
+                              (long long)ax[d].out);
+    }
+    if (kiln__shape_numel(nd, odims) < 0)
+        return kiln__kerr(ctx, KILN_ERR_LIMIT, "output size overflows");
+    return KILN_OK;
+}
+
+kiln_status kiln__resize_plan(const kiln_node *n, int n_in, const kiln_tensor *const *in, kiln_resize_plan *plan)
+{
+    memset(plan, 0, sizeof *plan);
+    kiln_kctx c = {.node = n, .n_in = n_in, .in = in};
+    const kiln_tensor *x = NULL;
+    KILN_TRY(rz_input(&c, &x));
+    rz_params p;
+    rz_axis ax[KILN_MAX_DIMS];
+    KILN_TRY(n->op == KILN_OP_Upsample ? rz_setup_upsample(&c, x, &p, ax) : rz_setup_resize(&c, x, &p, ax));
+    int nd = x->ndim;
+    int64_t odims[KILN_MAX_DIMS];
+    kiln_status st = rz_out_dims(&c, nd, ax, odims);
+    for (int d = 0; d < nd && st == KILN_OK; d++)
+        st = rz_build_axis(&c, &p, &ax[d]);
+    plan->ndim = nd;
+    plan->nearest = p.mode == RZ_NEAREST;
+    plan->extrapolation = p.extrapolation;
+    for (int d = 0; d < nd; d++) {   /* the tables move to the plan (freed with it, also after a failure) */
+        kiln_resize_axis *a = &plan->ax[d];
+        *a = (kiln_resize_axis){ax[d].in, ax[d].out, ax[d].ntaps, ax[d].idx, ax[d].wf, ax[d].outside,
+                                ax[d].any_outside, ax[d].identity};
+        kiln__free(ax[d].wd);
+    }
+    if (st != KILN_OK)
+        kiln__resize_plan_free(plan);
+    return st;
+}
+
+void kiln__resize_plan_free(kiln_resize_plan *p)
+{
+    for (int d = 0; d < KILN_MAX_DIMS; d++) {
+        kiln__free(p->ax[d].idx);
+        kiln__free(p->ax[d].w);
+        kiln__free(p->ax[d].outside);
+        p->ax[d].idx = NULL;
+        p->ax[d].w = NULL;
+        p->ax[d].outside = NULL;
+    }
 }
 
 const kiln_kernel_reg kiln__ref_resize[] = {
