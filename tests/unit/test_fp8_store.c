@@ -5,9 +5,9 @@
  * X1 is read by c1 as its input (scale s1) and by c2 as its residual: c0 is marked with s1. c1's output h has no
  * residual reader: not marked. Variants that must not be marked: X1 also a graph output, 8 channels (the GPU's
  * FP8 convolution takes multiples of 16), c2 reading X1 as its input 0 with another scale, c0 a 3x3 convolution
- * (reduction 16 x 9 = 144 > FP8_STORE_MAX_K = 128), c2 reducing over 144 channels of h. Marked all the same: X1 of
- * 144 channels, so that c1, its input-0 reader, reduces over 144 (the limit is the residual readers' and the
- * writer's). */
+ * over 64 channels (reduction 64 x 9 = 576 > FP8_STORE_MAX_K = 512), c2 reducing over 576 channels of h. Marked all
+ * the same: X1 of 576 channels, so that c1, its input-0 reader, reduces over 576 (the limit is the residual readers'
+ * and the writer's). */
 #include "build/precision.h"
 #include "core/numfmt.h"
 #include "ir/fused.h"
@@ -63,10 +63,11 @@ static kiln_graph *block(int v, int *c0, int *c1, unsigned long long *seed)
 {
     int x;
     kiln_graph *g = graph_x(&x);
-    int64_t ch = v == V_NARROW ? 8 : 16, xc = v == V_WIDE_INPUT_READER ? 144 : ch;   /* xc: X1's channels */
+    int64_t ch = v == V_NARROW ? 8 : 16, xc = v == V_WIDE_INPUT_READER ? 576 : ch;   /* xc: X1's channels */
     int x1 = test_graph_value(g, "X1"), h = test_graph_value(g, "h"), y = test_graph_value(g, "y");
-    int64_t hc = v == V_WIDE_READER ? 144 : ch;   /* h's channels: c2's reduction */
-    *c0 = conv(g, "c0", x, ch, xc, v == V_WIDE_WRITER ? 3 : 1, -1, x1, seed);
+    int64_t hc = v == V_WIDE_READER ? 576 : ch;   /* h's channels: c2's reduction */
+    /* the wide writer: 3x3 over 64 channels (only c0's weights say X's channel count; these graphs are marked, not run) */
+    *c0 = v == V_WIDE_WRITER ? conv(g, "c0", x, 64, xc, 3, -1, x1, seed) : conv(g, "c0", x, ch, xc, 1, -1, x1, seed);
     *c1 = conv(g, "c1", x1, xc, hc, 1, -1, h, seed);
     int c2 = v == V_OTHER_SCALE ? conv(g, "c2", x1, ch, ch, 1, h, y, seed) : conv(g, "c2", h, hc, xc, 1, x1, y, seed);
     mark_fp8(&g->nodes[*c0], S0);
@@ -83,7 +84,7 @@ static kiln_graph *block(int v, int *c0, int *c1, unsigned long long *seed)
 static void test_marks(void)
 {
     static const char *const names[] = {"ordinary", "X1 an output", "8 channels", "another scale",
-                                        "writer K = 144", "residual reader K = 144", "input reader K = 144"};
+                                        "writer K = 576", "residual reader K = 576", "input reader K = 576"};
     for (int v = V_ORDINARY; v <= V_WIDE_INPUT_READER; v++) {
         unsigned long long seed = 11;
         int c0, c1, feeds = 0, stored = 0;
@@ -102,12 +103,12 @@ static void test_marks(void)
     }
 }
 
-/* KILN_FP8_STORE_MAX_K (a build-time switch): at 144 the K = 144 writer and residual reader are marked too; a value
- * that is not a positive integer keeps the default (128: not marked). */
+/* KILN_FP8_STORE_MAX_K (a build-time switch): at 576 the K = 576 writer and residual reader are marked too; a value
+ * that is not a positive integer keeps the default (512: not marked). */
 static void test_max_k_switch(void)
 {
-    static const struct { const char *val; bool marked; } cases[] = {{"144", true}, {"512", true}, {"143", false},
-                                                                   {"0", false}, {"abc", false}, {"144x", false}};
+    static const struct { const char *val; bool marked; } cases[] = {{"576", true}, {"1024", true}, {"575", false},
+                                                                   {"0", false}, {"abc", false}, {"576x", false}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         setenv("KILN_FP8_STORE_MAX_K", cases[i].val, 1);
         for (int v = V_WIDE_WRITER; v <= V_WIDE_READER; v++) {

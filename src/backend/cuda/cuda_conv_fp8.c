@@ -87,16 +87,14 @@ static const char *const how_name[HOW_N] = {"cuDNN",          "kiln",           
 /* Which kernels an FP8 convolution may run (a mask of 1 << HOW_*): KILN_CUDA_FP8_CONV=kiln (kiln's implicit GEMM on
  * mma.sync, kernels_conv_fp8.cu), =cudnn (cuDNN's graph), =gemm (cuBLASLt, 1x1 layers; the others cuDNN's graph),
  * =wg (kiln's on wgmma, its fastest tile), =wg0 .. =wg6 (one configuration), =tma / =tma0 .. =tma2 (the same for the
- * TMA kernel, 1x1 stride-1 layers; cuDNN's graph for the others); unset: every one but the TMA kernel's, =all: every
- * one. Where several may run, the fastest is timed on the layer's own operands at its first run (a tactic, like
+ * TMA kernel, 1x1 stride-1 layers; cuDNN's graph for the others); unset or =all: every one (the TMA kernel too since
+ * session 22: byte for byte the wgmma kernels' outputs on the H200, timed beside them). Where several may run, the fastest is timed on the layer's own operands at its first run (a tactic, like
  * cuDNN's own candidates). Read per call: an A/B switch. */
 static unsigned fp8_conv_mode(void)
 {
     const char *e = getenv("KILN_CUDA_FP8_CONV");
     unsigned wg = ((1u << HOW_TMA) - 1) & ~((1u << HOW_WG) - 1), tma = ((1u << HOW_N) - 1) & ~((1u << HOW_TMA) - 1);
-    if (!e || !e[0])   /* every kernel but the TMA one, not yet run on a GPU (docs/CUDA.md) */
-        return (1u << HOW_TMA) - 1;
-    if (!strcmp(e, "all"))
+    if (!e || !e[0] || !strcmp(e, "all"))
         return (1u << HOW_N) - 1;
     if (!strcmp(e, "kiln"))
         return 1u << HOW_KILN;
@@ -202,7 +200,7 @@ static kiln_status choose(cu_be *b, const kiln_kctx *ctx, const fp8_call *c, int
     const unsigned all = (1u << HOW_N) - 1, kiln = all & ~((1u << HOW_CUDNN) | (1u << HOW_GEMM));
     unsigned mask = fp8_conv_mode();
     int gmode = cu_conv_gemm_mode();
-    bool unset = mask == all || mask == ((1u << HOW_TMA) - 1);   /* the default, or =all */
+    bool unset = mask == all;   /* the default, or =all */
     if (!c->gemm_fit || (unset && gmode != 0))   /* cuBLASLt runs 1x1 layers; its own switch (below) */
         mask &= ~(1u << HOW_GEMM);
     /* the TMA kernel: 1x1 stride-1 layers (a GEMM) */
