@@ -997,15 +997,6 @@ static kiln_status rz_setup_resize(kiln_kctx *ctx, const kiln_tensor *x, rz_para
     return KILN_OK;
 }
 
-static kiln_status k_resize(kiln_kctx *ctx)
-{
-    const kiln_tensor *x = NULL;
-    KILN_TRY(rz_input(ctx, &x));
-    rz_params p;
-    rz_axis ax[KILN_MAX_DIMS];
-    KILN_TRY(rz_setup_resize(ctx, x, &p, ax));
-    return rz_run(ctx, &p, x, ax);
-}
 
 /* Upsample's (opsets 7, 9) parameters and axes for X = in[0] */
 static kiln_status rz_setup_upsample(kiln_kctx *ctx, const kiln_tensor *x, rz_params *pp, rz_axis *ax)
@@ -1049,13 +1040,14 @@ static kiln_status rz_setup_upsample(kiln_kctx *ctx, const kiln_tensor *x, rz_pa
     return KILN_OK;
 }
 
-static kiln_status k_upsample(kiln_kctx *ctx)
+/* Resize (opsets 10..18) and Upsample (7, 9): their own setup, the same tables and loops */
+static kiln_status k_resize(kiln_kctx *ctx)
 {
     const kiln_tensor *x = NULL;
     KILN_TRY(rz_input(ctx, &x));
     rz_params p;
     rz_axis ax[KILN_MAX_DIMS];
-    KILN_TRY(rz_setup_upsample(ctx, x, &p, ax));
+    KILN_TRY(ctx->node->op == KILN_OP_Upsample ? rz_setup_upsample(ctx, x, &p, ax) : rz_setup_resize(ctx, x, &p, ax));
     return rz_run(ctx, &p, x, ax);
 }
 
@@ -1115,6 +1107,6 @@ void kiln__resize_plan_free(kiln_resize_plan *p)
 
 const kiln_kernel_reg kiln__ref_resize[] = {
     {KILN_OP_Resize, k_resize},
-    {KILN_OP_Upsample, k_upsample},
+    {KILN_OP_Upsample, k_resize},
     {KILN_OP_COUNT, NULL},
 };
