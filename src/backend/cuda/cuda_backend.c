@@ -459,6 +459,7 @@ kiln_status cu_state_put(cu_be *b, const kiln_node *n, const int64_t *key, int n
     }
     for (int i = 0; i < b->n_states; i++)   /* one state per (node, key[0]): a new shape replaces the old */
         if (b->states[i].node == n && b->states[i].key[0] == key[0]) {
+            b->mem_gen++;   /* the old state's device memory (a Resize's tables, a filter copy) may be in a captured graph */
             b->states[i].destroy(b->states[i].st);
             b->states[i] = b->states[--b->n_states];
             break;
