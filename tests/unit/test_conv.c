@@ -500,6 +500,17 @@ static void test_conv_configs(unsigned long long *seed)
         cfg2d(1, 16, 12, 1, 7, 16, 5, 1, 2, 1, false),
         cfg2d(2, 8, 16, 2, 9, 80, 5, 1, 2, 1, true),
         cfg2d(1, 6, 8, 1, 9, 116, 5, 1, 2, 2, true),
+        /* 3x3 stride 2 over planes of > 64 floats through the GEMM (Wo < 16, or M too small for the direct
+         * convolution's lane waste): the AVX-512 im2col assembling whole panel rows from 16-lane chunks (taps3_rows):
+         * Wo = 7 (five segments a panel), Wo = 19 (chunks at odd lanes), K = 549 in two slices split inside a kernel
+         * row, groups with batch 2, Wo = 1 (32 segments: more chunks than its table, the per-segment stores), and
+         * Wo = 17 on odd W (panel 8 a 16-column segment ending the row: a full chunk's 33rd element is padding) */
+        cfg2d(1, 40, 9, 1, 14, 14, 3, 2, 1, 1, true),
+        cfg2d(1, 11, 40, 1, 37, 37, 3, 2, 1, 1, true),
+        cfg2d(1, 61, 9, 1, 15, 29, 3, 2, 1, 1, true),
+        cfg2d(2, 8, 8, 2, 23, 29, 3, 2, 1, 1, false),
+        cfg2d(1, 6, 5, 1, 70, 2, 3, 2, 1, 1, true),
+        cfg2d(1, 7, 40, 1, 35, 33, 3, 2, 1, 1, true),
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         for (int t = 0; t < 3; t++)

@@ -383,6 +383,21 @@ static int test_tall_tiles(unsigned long long *seed)
     return fails;
 }
 
+/* A caller's packer in a grid that the cost alone would split along M, with more panels of op(B) than a core's L2
+ * holds and at least three panels a thread: split along N instead, each task packing its own columns (ResNet-50's
+ * 3x3/2 conv at 28x28 through implicit im2col); a 5-column last panel, beta, bias, residual, Relu, 2 and 3 threads;
+ * the same just under the size (0.9 MB: M-split, op(B) packed once and shared). */
+static int test_packb_nsplit(unsigned long long *seed)
+{
+    int fails = 0;
+    kiln_act relu = {.kind = KILN_ACT_RELU};
+    fails += !run_epi_case(2, false, false, 256, 197, 1201, 1.0f, 0.5f, 1, true, relu, 1, seed);
+    fails += !run_epi_case(2, false, false, 264, 200, 1300, 1.0f, 0.0f, 2, false, relu, 1, seed);
+    fails += !run_epi_case(3, false, false, 250, 300, 1100, 1.0f, 0.0f, 1, true, relu, 1, seed);
+    fails += !run_epi_case(2, false, false, 256, 197, 1000, 1.0f, 0.0f, 1, true, relu, 1, seed);
+    return fails;
+}
+
 /* One K slice and a C of >= 256K elements (1x1 convs of few input channels over a large image:
  * ResNet-50's 64->256 @56): each row tile runs across all the panels of its block (rows_outer),
  * with A read in place or packed (transposed A: packed on every ISA), the built-in packer or a
@@ -898,6 +913,7 @@ int main(int argc, char **argv)
     fails += test_rows_outer(&seed);
     fails += test_direct_b(&seed);
     fails += test_shared_b(&seed);
+    fails += test_packb_nsplit(&seed);
     fails += test_shared_a(&seed);
     fails += test_tapered(&seed);
     fails += test_apack(&seed);
