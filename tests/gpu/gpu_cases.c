@@ -731,6 +731,17 @@ void half_weight_cases(void)
         attr_ints(&t, "pads", 4, D(0, 1, 1, 0));
         snprintf(name, sizeof name, "Conv %s -> MaxPool 2x3 d2 NHWC", hn);
         run_case(name, &t, tol);
+        /* ... and the global average pools after it the NHWC slices (one image of many pixels and few channels,
+         * 40 channels: a partial 32-channel group; a batch of three) */
+        for (int g = 0; g < 2; g++) {
+            t = tg_new(KILN_OP_Conv, 13);
+            tg_in(&t, half_act(h, 4, g ? D(3, 8, 13, 11) : D(1, 8, 157, 161)), false);
+            tg_in(&t, half_weight(h, 4, g ? D(40, 8, 3, 3) : D(24, 8, 1, 1)), true);
+            tg_then(&t, KILN_OP_GlobalAveragePool, 13);
+            tg_outs(&t, 1);
+            snprintf(name, sizeof name, "Conv %s -> GlobalAveragePool NHWC %s", hn, g ? "3x40x11x9" : "1x24x157x161");
+            run_case(name, &t, tol);
+        }
         t = tg_new(KILN_OP_MatMul, 13);
         tg_in(&t, half_act(h, 3, D(3, 17, 65)), false);
         tg_in(&t, half_weight(h, 2, D(65, 33)), true);

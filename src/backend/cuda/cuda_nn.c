@@ -265,9 +265,15 @@ static kiln_status k_gap(cu_be *b, kiln_kctx *ctx)
     kiln_tensor *y = ctx->out[0];
     if (st == KILN_OK && !hw)
         st = cu_check(b, cuk_fill(fdt, y->data, cu_numel(y), NAN, b->stream), "fill");
-    else if (st == KILN_OK && cu_is_nhwc(x))   /* [N, C, 1, 1] is the same in either layout */
-        st = cu_check(b, cuk_global_avgpool_nhwc(fdt, x->data, y->data, x->dims[0], x->dims[1], hw, b->stream), "pool");
-    else if (st == KILN_OK)
+    else if (st == KILN_OK && cu_is_nhwc(x)) {   /* [N, C, 1, 1] is the same in either layout */
+        void *part = NULL;
+        st = cu_alloc(b, cuk_global_avgpool_nhwc_scratch(x->dims[0], x->dims[1], hw), &part);
+        if (st == KILN_OK)
+            st = cu_check(b, cuk_global_avgpool_nhwc(fdt, x->data, y->data, x->dims[0], x->dims[1], hw, part, b->stream),
+                          "pool");
+        if (part)
+            cu_free(b, part);
+    } else if (st == KILN_OK)
         st = cu_check(b, cuk_global_avgpool(fdt, x->data, y->data, x->dims[0] * x->dims[1], hw, b->stream), "pool");
     cu_tmp_free(b, &tmp);
     return st;

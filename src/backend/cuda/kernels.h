@@ -160,8 +160,11 @@ typedef struct cuk_pool {
 cudaError_t cuk_pool2d(int fdt, const cuk_pool *p, const void *x, void *y, uint8_t *q, float qs, cudaStream_t s);
 bool cuk_pool2d_feeds(int fdt, const cuk_pool *p, const void *x, const void *y);
 cudaError_t cuk_global_avgpool(int fdt, const void *x, void *y, int64_t nc, int64_t hw, cudaStream_t s);
-/* The same over NHWC data [n, hw, c] (y: [n, c]). */
-cudaError_t cuk_global_avgpool_nhwc(int fdt, const void *x, void *y, int64_t n, int64_t c, int64_t hw, cudaStream_t s);
+/* The same over NHWC data [n, hw, c] (y: [n, c]), through float partial sums in scratch (device memory of
+ * cuk_global_avgpool_nhwc_scratch bytes; n at most 65535). */
+size_t cuk_global_avgpool_nhwc_scratch(int64_t n, int64_t c, int64_t hw);
+cudaError_t cuk_global_avgpool_nhwc(int fdt, const void *x, void *y, int64_t n, int64_t c, int64_t hw, float *scratch,
+                                    cudaStream_t s);
 /* y = act(y + bias[(i / inner) % channels] + res[i]) for n elements; bias / res may be NULL. */
 cudaError_t cuk_epilogue(int fdt, void *y, int64_t n, int64_t channels, int64_t inner, const float *bias,
                          const void *res, int act, float alpha, float beta, cudaStream_t s);
