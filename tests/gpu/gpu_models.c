@@ -24,6 +24,28 @@ static const char *set_inputs(const model_run *r, kiln_context_t a, kiln_context
     return NULL;
 }
 
+/* What a failed comparison saw: each tensor's dtype and dims, its NaN / Inf / zero counts and first values. */
+static void describe_mismatch(const kiln_tensor *got, const kiln_tensor *want)
+{
+    const kiln_tensor *t[2] = {got, want};
+    for (int k = 0; k < 2; k++) {
+        char dims[80] = "";
+        for (int d = 0, n = 0; d < t[k]->ndim && n < 64; d++)
+            n += snprintf(dims + n, sizeof dims - (size_t)n, "%s%lld", d ? "x" : "", (long long)t[k]->dims[d]);
+        int64_t n = kiln_tensor_numel(t[k]), nan = 0, inf = 0, zero = 0;
+        const float *x = t[k]->dtype == KILN_DT_FLOAT32 ? t[k]->data : NULL;
+        for (int64_t i = 0; x && i < n; i++) {
+            nan += isnan(x[i]);
+            inf += isinf(x[i]);
+            zero += x[i] == 0.0f;
+        }
+        printf("       %s: dtype %d dims %s, %lld NaN, %lld Inf, %lld zeros of %lld; first %g %g %g %g\n",
+               k ? "CPU" : "GPU", (int)t[k]->dtype, dims, (long long)nan, (long long)inf, (long long)zero,
+               (long long)n, x && n > 0 ? x[0] : 0.0, x && n > 1 ? x[1] : 0.0, x && n > 2 ? x[2] : 0.0,
+               x && n > 3 ? x[3] : 0.0);
+    }
+}
+
 /* Compares every output of context c with the CPU context's, printing each with label. */
 static void compare_outputs(model_run *r, kiln_context_t c, const char *label)
 {
@@ -35,6 +57,8 @@ static void compare_outputs(model_run *r, kiln_context_t c, const char *label)
         if (label)
             printf("     %-28s %s output %-20s max rel err %.3g cosine %.6f\n", r->path, label,
                    kiln_engine_output_name(r->e, o), err, cs);
+        if (!(err < 1.0) || cs < 0.5)
+            describe_mismatch(kiln_context_output(c, o), kiln_context_output(r->cc, o));
     }
 }
 
