@@ -201,7 +201,7 @@ kiln_status kiln__dev_upload(kiln_dev *d, const kiln_tensor *h, kiln_tensor *out
 
 void kiln__dev_tensor_free(kiln_dev *d, kiln_tensor *t)
 {
-    if (t->data)
+    if (t->data && !kiln__dev_graph_keeps(d, t->data))
         d->mod->free(d->be, t->data);
     memset(t, 0, sizeof *t);
 }

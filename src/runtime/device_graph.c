@@ -30,10 +30,44 @@ int kiln__dev_input_index(const kiln_graph *g, int v)
     return -1;
 }
 
+/* Records device block p as one the graph keeps (kiln_dev.held); false when out of memory. */
+static bool hold(kiln_dev *d, void *p)
+{
+    for (int i = 0; i < d->n_held; i++)
+        if (d->held[i].p == p)
+            return true;
+    if (d->n_held == d->cap_held) {
+        int cap = d->cap_held ? d->cap_held * 2 : 8;
+        struct kiln_dev_held *h = kiln__realloc(d->held, sizeof *h * (size_t)cap);
+        if (!h)
+            return false;
+        d->held = h;
+        d->cap_held = cap;
+    }
+    d->held[d->n_held++] = (struct kiln_dev_held){p, false};
+    return true;
+}
+
+bool kiln__dev_graph_keeps(kiln_dev *d, void *p)
+{
+    for (int i = 0; i < d->n_held; i++)
+        if (d->held[i].p == p) {
+            d->held[i].owned = true;
+            return true;
+        }
+    return false;
+}
+
 void kiln__dev_graph_drop(kiln_dev *d)
 {
     if (d->graph)
         d->mod->graph_free(d->be, d->graph);
+    for (int i = 0; i < d->n_held; i++)
+        if (d->held[i].owned)
+            d->mod->free(d->be, d->held[i].p);
+    kiln__free(d->held);
+    d->held = NULL;
+    d->n_held = d->cap_held = 0;
     d->graph = NULL;
     kiln__free(d->gout);
     d->gout = NULL;
@@ -191,8 +225,14 @@ kiln_status kiln__dev_graph_upload(kiln_dev *d, const kiln_tensor *h, kiln_tenso
     }
     out->flags = KILN_TENSOR_BORROWED | KILN_TENSOR_ON_DEVICE;
     d->h2d_bytes += h->nbytes;
-    if (d->cap_input >= 0 && h->nbytes)
+    if (d->cap_input >= 0 && h->nbytes) {   /* rewritten before every replay: the graph keeps its block */
+        if (!hold(d, out->data)) {
+            d->mod->free(d->be, out->data);
+            memset(out, 0, sizeof *out);
+            return kiln__err(KILN_ERR_NOMEM, "out of memory");
+        }
         d->up[d->n_up++] = (struct kiln_dev_up){d->cap_input, staged, h->nbytes};
+    }
     return KILN_OK;
 }
 
@@ -215,8 +255,13 @@ kiln_status kiln__dev_graph_finish(kiln_dev *d, const kiln_graph *g, const kiln_
     if (st == KILN_OK) {
         d->graph = gr;
         d->n_gout = g->n_outputs;
-        for (int o = 0; o < g->n_outputs; o++)
+        for (int o = 0; o < g->n_outputs && st == KILN_OK; o++) {
             d->gout[o] = *val[g->outputs[o]];
+            if (!hold(d, d->gout[o].data))   /* read after every replay */
+                st = kiln__err(KILN_ERR_NOMEM, "out of memory");
+        }
+    }
+    if (st == KILN_OK) {
         d->g_device = d->n_device;
         d->g_host = d->n_host;
         d->g_h2d = d->h2d_bytes;

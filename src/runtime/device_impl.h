@@ -33,6 +33,12 @@ struct kiln_dev {
     int n_up, cap_up;
     int n_gout;
     kiln_tensor *gout;            /* the graph outputs on the device, as the capture left them */
+    /* device blocks the graph touches outside its own launch -- its outputs (read after it) and its inputs'
+     * uploads (written just before it) -- kept while the graph lives: the captured run's end would free them
+     * into the module's pool, where the next allocation of the same size (an output's relayout at the next
+     * replay) took the output's own block; freed by kiln__dev_graph_drop (owned: the run let go of it) */
+    struct kiln_dev_held { void *p; bool owned; } *held;
+    int n_held, cap_held;
     int g_device, g_host;
     unsigned long long g_h2d;
     long replays;
@@ -55,6 +61,9 @@ kiln_status kiln__dev_to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *ou
 kiln_status kiln__dev_graph_upload(kiln_dev *d, const kiln_tensor *h, kiln_tensor *out);
 kiln_status kiln__dev_graph_finish(kiln_dev *d, const kiln_graph *g, const kiln_tensor *const *val);
 void kiln__dev_graph_drop(kiln_dev *d);
+/* Whether device block p is one the graph keeps (kiln_dev.held): then it is the graph's from now on and the
+ * caller must not free it. */
+bool kiln__dev_graph_keeps(kiln_dev *d, void *p);
 /* The graph input index of value v of g, or -1. */
 int kiln__dev_input_index(const kiln_graph *g, int v);
 
