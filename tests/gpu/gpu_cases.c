@@ -731,6 +731,39 @@ void half_weight_cases(void)
         attr_ints(&t, "pads", 4, D(0, 1, 1, 0));
         snprintf(name, sizeof name, "Conv %s -> MaxPool 2x3 d2 NHWC", hn);
         run_case(name, &t, tol);
+        /* ... and binary ops between it and an operand of another shape computed channels-last (binary_nhwc):
+         * a scalar, a per-channel constant, a per-image scale [N, C, 1, 1] and a map [N, 1, H, W] (graph inputs),
+         * the NHWC operand first or second; and a full NCHW operand of the output's shape (taken back to NCHW) */
+        static const struct { kiln_op op; int64_t d[4]; int nd; bool cnst, first; const char *what; } bn[] = {
+            {KILN_OP_Add, {1}, 1, true, true, "+ scalar"},
+            {KILN_OP_Mul, {1, 24, 1, 1}, 4, true, true, "* [1,24,1,1]"},
+            {KILN_OP_Mul, {2, 24, 1, 1}, 4, false, true, "* [2,24,1,1] input"},
+            {KILN_OP_Sub, {2, 24, 1, 1}, 4, false, false, "[2,24,1,1] - conv"},
+            {KILN_OP_Add, {2, 1, 9, 11}, 4, false, true, "+ [2,1,9,11]"},
+            {KILN_OP_Div, {24, 1, 1}, 3, true, false, "[24,1,1] / conv"},
+            {KILN_OP_Max, {2, 24, 9, 11}, 4, false, true, "max NCHW [2,24,9,11]"},
+        };
+        for (size_t j = 0; j < sizeof bn / sizeof *bn; j++) {
+            t = tg_new(KILN_OP_Conv, 13);
+            tg_in(&t, half_act(h, 4, D(2, 8, 9, 11)), false);
+            tg_in(&t, half_weight(h, 4, D(24, 8, 1, 1)), true);
+            int mid = tg_out1(t.g, t.node, "mid"), other;
+            kiln_tensor o = rand_tensor(F32, bn[j].nd, bn[j].d, 0.5, 2);   /* away from 0: a divisor */
+            round_half(&o, h);
+            if (bn[j].cnst) {
+                other = tg_const(t.g, "other", o);
+            } else {
+                other = kiln__graph_add_value(t.g, "other");
+                t.g->inputs = kiln__realloc(t.g->inputs, sizeof(int) * (size_t)(t.g->n_inputs + 1));
+                t.g->inputs[t.g->n_inputs++] = other;
+                t.feed[t.n_feed++] = o;
+            }
+            int ins[2] = {bn[j].first ? mid : other, bn[j].first ? other : mid};
+            t.node = tg_node_add(t.g, bn[j].op, 13, "bin", 2, ins, "y0");
+            tg_output(t.g, t.node);
+            snprintf(name, sizeof name, "Conv %s -> %s", hn, bn[j].what);
+            run_case(name, &t, tol);
+        }
         /* ... and the global average pools after it the NHWC slices (one image of many pixels and few channels,
          * 40 channels: a partial 32-channel group; a batch of three) */
         for (int g = 0; g < 2; g++) {
