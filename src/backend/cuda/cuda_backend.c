@@ -655,7 +655,7 @@ static const cu_op *layer_op(const cu_be *b, const kiln_node *n)
 static bool cuda_supports(const kiln_backend *be, const kiln_bk_query *q)
 {
     const cu_op *o = q->node ? find_op(q->node->op) : NULL;
-    if (!o || lowbit_layer(cu_of(be), q->node) || (cu_unverified_op(o->op) && !cu_of(be)->unverified))
+    if (!o || lowbit_layer(cu_of(be), q->node))
         return false;
     if (q->layout != KILN_LAYOUT_ANY && q->layout != KILN_LAYOUT_NCHW)
         return false;
@@ -668,7 +668,7 @@ static bool mod_accepts(kiln_backend *be, const kiln_node *n, int n_in, const ki
 {
     const cu_op *o = find_op(n->op);
     cu_be *b = cu_of(be);
-    if (!o || lowbit_layer(b, n) || (cu_unverified_op(o->op) && !b->unverified) ||
+    if (!o || lowbit_layer(b, n) || (!b->unverified && cu_unverified_op(o->op, n_in > 0 ? in[0] : NULL)) ||
         (cu_fp8_layer(b, n, NULL) && !cu_fp8_accepts(b, n, n_in, in)))
         return false;
     if (cu_fp4_layer(b, n, NULL))

@@ -306,7 +306,7 @@ extern const cu_op cu_ops_conv[];
 extern const cu_op cu_ops_gemm[];
 extern const cu_op cu_ops_upsample[];
 /* An op whose CUDA layer no GPU has run yet (cuda_upsample.c): offered only with KILN_CUDA_UNVERIFIED=1 (test_gpu) */
-bool cu_unverified_op(kiln_op op);
+bool cu_unverified_op(kiln_op op, const kiln_tensor *x);
 
 /* float32 for inputs in mask (bits), from the query's dtypes */
 bool cu_q_f32(const kiln_bk_query *q, uint32_t mask);
