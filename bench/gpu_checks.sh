@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The GPU checks a device session starts with, in one call and one log (a device call returns few files).
+#
+#   bash bench/gpu_checks.sh [--bin DIR] [--libs DIR] [--log FILE] STEP [STEP ...]
+#
+# --bin DIR   where kiln, test_gpu and libkiln_cuda.so are (default build)
+# --libs DIR  extra shared libraries for the loader (a machine without kiln's Debian packages)
+# --log FILE  the log (default $OUT/gpu_checks.log when $OUT is set, else gpu_checks.log)
+# Steps (each time-boxed; the log keeps every step's status and tail):
+#   models     generate resnet50 / tiny_cnn / bert_base when missing (scripts/gen_models.py)
+#   ocr-half   test_gpu's PP-OCRv4 det FP16 and BF16 model cases (CUDA graph replays against the CPU)
+#   cases      test_gpu's one-node cases (no models)
+#   gpu-all    test_gpu with its default models
+#   ocr-bench  bench/gpu_vs_torch.py --only ocr_det, FP32 and FP16, batches 1 and 16
+#   r50-ab     ResNet-50 batch 256 FP16 against FP8 (kiln bench compute_ms, alternated twice)
+# The first kiln process on a fresh machine spends ~50 s loading the CUDA libraries: the time boxes allow it.
+set -u
+BIN=build
+LIBS=""
+LOG="${OUT:+$OUT/}gpu_checks.log"
+steps=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --bin) BIN=$2; shift 2 ;;
+    --libs) LIBS=$2; shift 2 ;;
+    --log) LOG=$2; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "gpu_checks.sh: unknown option $1" >&2; exit 2 ;;
+    *) steps+=("$1"); shift ;;
+    esac
+done
+[ ${#steps[@]} -gt 0 ] || { echo "gpu_checks.sh: no step (--help)" >&2; exit 2; }
+export LD_LIBRARY_PATH="${LIBS:+$LIBS:}$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+K=$BIN/kiln
+T=$BIN/test_gpu
+OCR=models/ocr/ch_PP-OCRv4_det_infer.onnx
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+log() { echo "[$(date +%T)] $*" >> "$LOG"; }
+# run NAME SECONDS TAIL_LINES CMD...: the command's output into the log's tail, its status on the step line
+run() {
+    local name=$1 secs=$2 lines=$3
+    shift 3
+    log "== $name"
+    timeout "$secs" "$@" > "$TMP/out" 2>&1
+    local rc=$?
+    tail -n "$lines" "$TMP/out" >> "$LOG"
+    log "$name rc=$rc$([ $rc = 124 ] && echo ' (timed out)')"
+}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$LOG" 2>&1
+for s in "${steps[@]}"; do
+    case "$s" in
+    models) run models 240 5 python3 scripts/gen_models.py --out models --only resnet50,tiny_cnn,bert_base --no-check ;;
+    ocr-half) run ocr-half 300 40 env KILN_TEST_GPU_ONLY=models "$T" --require-gpu "$OCR@x:2x3x96x128#fp16" \
+                  "$OCR@x:2x3x96x128#bf16" ;;
+    cases) run cases 420 60 "$T" --require-gpu models/absent.onnx ;;   # the model given is absent: skipped
+    gpu-all) run gpu-all 600 80 "$T" --require-gpu ;;
+    ocr-bench) run ocr-bench 420 40 python3 bench/gpu_vs_torch.py --kiln "$K" --only ocr_det --precisions fp32,fp16 \
+                   --ocr-batches 1,16 --iters 20 --compile none ;;
+    r50-ab)
+        S=input:256x3x224x224
+        mkdir -p "$TMP/cal"
+        python3 -c "import numpy as np; np.save('$TMP/cal/x.npy', np.random.default_rng(0).standard_normal((4,3,224,224)).astype('float32'))"
+        run r50-build16 240 3 "$K" build models/resnet50.onnx -o "$TMP/r16.kiln" --precision fp16 --device cuda \
+            --no-tactics --shapes $S
+        run r50-build8 240 3 "$K" build models/resnet50.onnx -o "$TMP/r8.kiln" --precision fp8 --calib "$TMP/cal" \
+            --device cuda --no-tactics --shapes $S
+        for round in 1 2; do
+            for e in r16 r8; do
+                timeout 120 "$K" bench "$TMP/$e.kiln" --device cuda --batch 256 --iterations 20 --json > "$TMP/b.json" 2>&1
+                log "bench $e round $round rc=$? $(grep -o '"compute_ms"[^,]*' "$TMP/b.json" | head -1)"
+            done
+        done ;;
+    *) log "unknown step $s" ;;
+    esac
+done
+log done
