@@ -668,7 +668,7 @@ static bool mod_accepts(kiln_backend *be, const kiln_node *n, int n_in, const ki
 {
     const cu_op *o = find_op(n->op);
     cu_be *b = cu_of(be);
-    if (!o || lowbit_layer(b, n) || (!b->unverified && cu_unverified_op(o->op, n_in > 0 ? in[0] : NULL)) ||
+    if (!o || lowbit_layer(b, n) ||
         (cu_fp8_layer(b, n, NULL) && !cu_fp8_accepts(b, n, n_in, in)))
         return false;
     if (cu_fp4_layer(b, n, NULL))
@@ -1008,7 +1008,7 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
     b->tf32 = o->allow_tf32;
     const char *poison = getenv("KILN_CUDA_POISON");
     b->poison = poison && poison[0] && strcmp(poison, "0");
-    const char *unv = getenv("KILN_CUDA_UNVERIFIED");   /* layers no GPU has run yet (cu_unverified_op): test_gpu */
+    const char *unv = getenv("KILN_CUDA_UNVERIFIED");   /* code no GPU has run yet (binary_nhwc): test_gpu */
     b->unverified = unv && !strcmp(unv, "1");
     /* channels-last half convolutions: measured faster at batch 256, slower at batch 1 (docs/CUDA.md);
      * KILN_CUDA_NHWC=0 never, =1 always, unset from batch NHWC_MIN_BATCH on */

@@ -66,7 +66,7 @@ typedef struct cu_be {
     int n_states, cap_states;
     /* CUDA graph capture (cuda_graph.c) */
     bool capturing;
-    bool unverified;              /* KILN_CUDA_UNVERIFIED=1: also code no GPU has run yet (cu_unverified_op, binary_nhwc) */
+    bool unverified;              /* KILN_CUDA_UNVERIFIED=1: also code no GPU has run yet (binary_nhwc) */
     kiln_status cap_status;        /* the first failure during the capture */
     char *cap_stage;               /* pinned memory of the capture's uploads */
     size_t cap_stage_size, cap_used;
@@ -305,9 +305,6 @@ extern const cu_op cu_ops_nn[];
 extern const cu_op cu_ops_conv[];
 extern const cu_op cu_ops_gemm[];
 extern const cu_op cu_ops_upsample[];
-/* An op whose CUDA layer no GPU has run yet (cuda_upsample.c): offered only with KILN_CUDA_UNVERIFIED=1 (test_gpu) */
-bool cu_unverified_op(kiln_op op, const kiln_tensor *x);
-
 /* float32 for inputs in mask (bits), from the query's dtypes */
 bool cu_q_f32(const kiln_bk_query *q, uint32_t mask);
 #endif

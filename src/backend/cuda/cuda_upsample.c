@@ -240,14 +240,3 @@ const cu_op cu_ops_upsample[] = {
     {KILN_OP_ConvTranspose, k_convt, sup_resize, acc_convt, 0},
     {KILN_OP_COUNT, NULL, NULL, NULL, 0},
 };
-
-/* Written in session 22 without a GPU; session 23 ran them on the H200: the one-node cases in float32, FP16 and BF16
- * storage and PP-OCRv4 det in FP32 (replays included) matched the CPU. In half storage the model's CUDA graph
- * replays returned NaN: a runtime defect (the graph's output block freed into the pool, ba077ed), fixed but not yet
- * run on a GPU, so held half input x (FP16 / BF16 engines) still waits for that run: x's layers fall back to the
- * CPU there (counted at run time) unless KILN_CUDA_UNVERIFIED=1. */
-bool cu_unverified_op(kiln_op op, const kiln_tensor *x)
-{
-    return (op == KILN_OP_Resize || op == KILN_OP_Upsample || op == KILN_OP_ConvTranspose) && x &&
-           cu_sdt(x) != KILN_DT_FLOAT32;
-}
