@@ -264,4 +264,25 @@ mkdir -p "$T/empty"
 expect_out "empty data dir" 1 "holds no" "$KILN" verify "$M" --reference "$M" --data "$T/empty"
 expect_out "missing reference" 1 "loading the reference" "$KILN" verify "$M" --reference "$T/nope.onnx"
 expect_out "reference with other outputs" 1 "the reference has no output" "$KILN" verify "$M" --reference models/tiny_bert.onnx
+
+# --device cuda through tests/fakedev (a device module on host memory, $2): every sample runs in one context, so
+# samples 4.. replay the CUDA graph captured at the third; an elementwise model runs entirely on that device, tiny_cnn
+# with its convolutions falling back to the CPU
+if [ -n "${2:-}" ] && [ -f "$2" ]; then
+  $PY - "$T" <<'PY' || bad "generating the elementwise model"
+import sys, os, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 5, 4])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+c = numpy_helper.from_array(np.array([0.5, -1.0, 2.0], np.float32).reshape(1, 3, 1, 1), "c")
+g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Mul", ["r", "c"], ["m"]),
+                       helper.make_node("Sigmoid", ["m"], ["s"]), helper.make_node("Add", ["s", "x"], ["y"])],
+                      "elementwise", [x], [y], [c])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(sys.argv[1], "ew.onnx"))
+PY
+  expect_out "fake device: replays match" 0 "PASS" env KILN_CUDA_MODULE="$2" "$KILN" verify "$T/ew.onnx" \
+    --reference "$T/ew.onnx" --device cuda --samples 6 --budget 'maxabs<=1e-6'
+  expect_out "fake device: fallbacks" 0 "PASS" env KILN_CUDA_MODULE="$2" "$KILN" verify "$M" --reference "$M" \
+    --device cuda --samples 5 --shapes input:2x3x32x32 --budget 'cosine>=0.99999'
+fi
 finish

@@ -167,16 +167,20 @@ static bool match_outputs(kiln_engine_t e, kiln_model_t m, vout *outs, int n)
     return true;
 }
 
-/* Runs both on one sample and adds each output's comparison. Returns 0 or an exit status. */
-static int run_sample(kiln_engine_t e, kiln_model_t m, const vargs *a, const char **names, const kiln_tensor *ins,
-                      int nin, vout *outs, int nout)
+/* Runs both on one sample and adds each output's comparison. The candidate runs in context cc, the same for every
+ * sample, as a serving context runs request after request: on cuda the third sample's run is captured as a CUDA
+ * graph and later samples replay it, so verify checks replays too. Returns 0 or an exit status. */
+static int run_sample(kiln_engine_t e, kiln_context_t cc, kiln_model_t m, const vargs *a, const char **names,
+                      const kiln_tensor *ins, int nin, vout *outs, int nout)
 {
-    kiln_run_options ro = {.num_threads = a->threads}, co_ro = ro;
-    co_ro.device = a->dev.device;
-    co_ro.device_flags = a->dev.flags;
-    kiln_tensor *co = NULL, *rf = NULL;
-    int nc = 0, nr = 0, rc = 0;
-    kiln_status st = kiln_engine_run(e, nin, names, ins, &co_ro, &nc, &co);
+    kiln_run_options ro = {.num_threads = a->threads};
+    kiln_tensor *rf = NULL;
+    int nr = 0, rc = 0;
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < nin && st == KILN_OK; i++)
+        st = kiln_context_set_input(cc, names[i], &ins[i]);
+    if (st == KILN_OK)
+        st = kiln_context_run(cc);
     if (st != KILN_OK)
         return cli_die(st, "running the candidate");
     if ((st = kiln_model_run(m, nin, names, ins, &ro, &nr, &rf)) != KILN_OK) {
@@ -185,7 +189,13 @@ static int run_sample(kiln_engine_t e, kiln_model_t m, const vargs *a, const cha
     }
     for (int i = 0; i < nout; i++) {
         kiln_compare_stats cs;
-        const kiln_tensor *c = &co[outs[i].cand], *r = &rf[outs[i].ref];
+        const kiln_tensor *c = kiln_context_output(cc, outs[i].cand), *r = &rf[outs[i].ref];
+        if (!c) {
+            fprintf(stderr, "kiln verify: the candidate produced no output '%s'\n",
+                    cli_esc(kiln_engine_output_name(e, outs[i].cand)));
+            rc = 1;
+            goto done;
+        }
         if ((st = kiln_compare(r, c, &cs)) != KILN_OK) {
             fprintf(stderr, "kiln verify: output '%s': %s\n", cli_esc(kiln_engine_output_name(e, outs[i].cand)),
                     kiln_last_error());
@@ -197,7 +207,6 @@ static int run_sample(kiln_engine_t e, kiln_model_t m, const vargs *a, const cha
         outs[i].shape.data = NULL;
     }
 done:
-    kiln_tensors_free(co, nc);
     kiln_tensors_free(rf, nr);
     return rc;
 }
@@ -351,6 +360,7 @@ int cmd_verify(int argc, char **argv)
     cli_catch_sigint();
     kiln_engine_t e = NULL;
     kiln_model_t m = NULL;
+    kiln_context_t cc = NULL;
     vsrc src = {0};
     vout *outs = NULL;
     kiln_tensor *ins = NULL;
@@ -378,6 +388,13 @@ int cmd_verify(int argc, char **argv)
         src.names[i] = kiln_engine_input_name(e, i);
     if (!match_outputs(e, m, outs, nout) || !vsrc_open(&src))
         goto done;
+    if ((st = kiln_context_create(e, &cc)) != KILN_OK ||
+        (a.dev.device != KILN_DEVICE_CPU && (st = kiln_context_set_device(cc, a.dev.device, a.dev.flags)) != KILN_OK)) {
+        rc = cli_die(st, "creating the candidate's context");
+        goto done;
+    }
+    if (a.threads > 0)
+        kiln_context_set_threads(cc, a.threads);
     bool tty = isatty(2);
     for (int k = 0; k < a.samples; k++) {
         int got = vsrc_next(&src, k, ins);
@@ -393,7 +410,7 @@ int cmd_verify(int argc, char **argv)
             if (!verify_layers(e, m, nin, src.names, ins, &lo, layers))
                 goto done;
         }
-        if ((rc = run_sample(e, m, &a, src.names, ins, nin, outs, nout)) != 0)
+        if ((rc = run_sample(e, cc, m, &a, src.names, ins, nin, outs, nout)) != 0)
             goto done;
         rc = 1;
         samples++;
@@ -407,6 +424,7 @@ int cmd_verify(int argc, char **argv)
     rc = report(e, m, &a, outs, nout, samples, layers);
 done:
     json_decref(layers);
+    kiln_context_free(cc);
     vsrc_close(&src);
     free(src.names);
     free(outs);
