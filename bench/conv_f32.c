@@ -8,7 +8,9 @@
  * line after the convs' total.
  *
  *   build/bench_conv_f32 [rounds] [threads] [name-substring]   (built by CMake, not run by ctest)
- *   KILN_BENCH_COLD_WEIGHTS=1: weights flushed from the caches before each call (as in a model run) */
+ *   KILN_BENCH_COLD_WEIGHTS=1: weights flushed from the caches before each call (as in a model run)
+ *   KILN_BENCH_COLD_IO=1: the input, the residual and the output's memory flushed too (an inference's first layers:
+ *   its input and arena lines evicted by the last inference's ~100 MB of weights) */
 #include "backend/cpu/prep.h"
 #include "ir/graph.h"
 #include <malloc.h>
@@ -147,13 +149,31 @@ static void flush_weights(const inst *in)
 #endif
 }
 
+static void flush_bytes(const void *p, size_t n)
+{
+#if defined(__x86_64__)
+    for (size_t o = 0; p && o < n; o += 64)
+        __builtin_ia32_clflush((const char *)p + o);
+    __builtin_ia32_mfence();
+#else
+    (void)p, (void)n;
+#endif
+}
+
 static double run(inst *in, const layer *l, kiln_pool *pool, int th)
 {
-    static int cold = -1;
-    if (cold < 0)
+    static int cold = -1, cold_io = -1;
+    if (cold < 0) {
         cold = getenv("KILN_BENCH_COLD_WEIGHTS") && atoi(getenv("KILN_BENCH_COLD_WEIGHTS")) > 0;
+        cold_io = getenv("KILN_BENCH_COLD_IO") && atoi(getenv("KILN_BENCH_COLD_IO")) > 0;
+    }
     if (cold && !l->pool)
         flush_weights(in);
+    if (cold_io) {
+        flush_bytes(in->x.data, (size_t)kiln_tensor_numel(&in->x) * sizeof(float));
+        if (in->r.data)
+            flush_bytes(in->r.data, (size_t)kiln_tensor_numel(&in->r) * sizeof(float));
+    }
     const kiln_tensor *cin[4] = {&in->x, &in->w, &in->b, &in->r};
     kiln_tensor y;
     memset(&y, 0, sizeof y);
@@ -167,6 +187,8 @@ static double run(inst *in, const layer *l, kiln_pool *pool, int th)
         fprintf(stderr, "%s: %s\n", l->name, kiln_last_error());
         exit(1);
     }
+    if (cold_io)   /* the next call's output most likely takes this memory again (malloc keeps it) */
+        flush_bytes(y.data, (size_t)kiln_tensor_numel(&y) * sizeof(float));
     kiln__tensor_release(&y);
     return t;
 }

@@ -281,7 +281,7 @@ static kiln_status plan_at(const kiln_graph *g, const size_t *rec, bool host, co
         memcpy(res->dims[i], ins[i].dims, sizeof ins[i].dims);
     }
     res->n_inputs = g->n_inputs;
-    return kiln__plan_make(g, rec, host ? KILN_PLAN_CONV_RES : 0, &res->plan);
+    return kiln__plan_make(g, rec, host ? kiln__plan_host_flags() : 0, &res->plan);
 }
 
 kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_path, int nthreads, bool tune_tactics,

@@ -252,7 +252,7 @@ static kiln_status plan_for_shapes(struct kiln_context *c, const kiln_run_env *e
     kiln_hooks h = {.node_ns = c->node_ns};
     kiln_status st = kiln__exec_graph_ex(g, NULL, c->bound, c->outs, env, 0, &m, &h);
     if (st == KILN_OK)
-        st = kiln__plan_make(g, rec, c->dev ? 0 : KILN_PLAN_CONV_RES, &c->plan);
+        st = kiln__plan_make(g, rec, c->dev ? 0 : kiln__plan_host_flags(), &c->plan);
     kiln__free(rec);
     if (st != KILN_OK)
         return st;

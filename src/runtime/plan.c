@@ -182,6 +182,12 @@ static bool conv_res_pair(const kiln_graph *g, const kiln_node *n, int u, int v,
     return true;
 }
 
+unsigned kiln__plan_host_flags(void)
+{
+    const char *e = getenv("KILN_PLAN_CONV_RES");
+    return e && *e && strcmp(e, "0") != 0 ? KILN_PLAN_CONV_RES : 0;
+}
+
 kiln_status kiln__plan_make(const kiln_graph *g, const size_t *bytes, unsigned flags, kiln_plan *p)
 {
     memset(p, 0, sizeof *p);

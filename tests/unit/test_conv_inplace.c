@@ -1,4 +1,5 @@
-/* A FusedConv computed in place over its residual (runtime/plan.c KILN_PLAN_CONV_RES, k_fused.c): hand-built
+/* A FusedConv computed in place over its residual (runtime/plan.c KILN_PLAN_CONV_RES, k_fused.c; host plans have it
+ * with KILN_PLAN_CONV_RES=1 in the environment, which main sets, and not without: the last cases): hand-built
  * act(Conv(X, W, B) + Relu(R)) graphs, whose residual Relu(R) dies at the conv, built into engines and run on the
  * CPU against the unoptimized model. A 1x1 stride-1 conv runs in place (the GEMM reads the residual as C); a 1x1
  * stride-2 or padded one is planned in place too but its kernel works from a copy of the residual (the direct
@@ -13,6 +14,7 @@
 #include "test.h"
 #include "test_graph.h"
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct conv_case {
@@ -133,6 +135,7 @@ static void run_case(const conv_case *c, bool want_in_place, unsigned long long 
 int main(void)
 {
     unsigned long long seed = 0x9E3779B97F4A7C15ull;
+    setenv("KILN_PLAN_CONV_RES", "1", 1);
     static const conv_case in_place[] = {
         {64, 256, 14, 14, 1, 1, 0}, {37, 45, 9, 11, 1, 1, 0}, {300, 24, 7, 13, 1, 1, 0},
         {600, 40, 5, 9, 1, 1, 0},   {5, 3, 2, 3, 1, 1, 0},    {19, 77, 17, 5, 1, 1, 0},
@@ -145,5 +148,15 @@ int main(void)
     static const conv_case not_in_place[] = {{16, 16, 12, 12, 3, 1, 1}, {24, 33, 11, 9, 3, 2, 1}};
     for (size_t i = 0; i < sizeof not_in_place / sizeof not_in_place[0]; i++)
         run_case(&not_in_place[i], false, &seed);
+    /* without KILN_PLAN_CONV_RES (the default, runtime/plan.h kiln__plan_host_flags) nothing is planned in place */
+    static const conv_case off[] = {{64, 256, 14, 14, 1, 1, 0}, {37, 45, 9, 11, 1, 1, 0}};
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 0)
+            setenv("KILN_PLAN_CONV_RES", "0", 1);
+        else
+            unsetenv("KILN_PLAN_CONV_RES");
+        for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
+            run_case(&off[i], false, &seed);
+    }
     return TEST_SUMMARY();
 }
