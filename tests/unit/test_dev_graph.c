@@ -129,6 +129,35 @@ static kiln_tensor dev_tensor(int64_t n)
     return t;
 }
 
+/* A kiln_dev on the fake module with graphs on (its graph_end fails when fail_end), the counts cleared */
+static kiln_dev *fake_dev(bool fail_end)
+{
+    memset(&fk, 0, sizeof fk);
+    fk.fail_end = fail_end;
+    kiln_dev *d = kiln__calloc(1, sizeof *d);
+    d->mod = &fake_mod;
+    d->be = &fake_be;
+    d->graphs = true;
+    return d;
+}
+
+static void fake_dev_free(kiln_dev *d, kiln_graph *g)
+{
+    for (int i = 0; i < fk.n; i++)
+        free(fk.p[i]);
+    kiln__free(d->key);
+    kiln__free(d->up);
+    kiln__free(d);
+    kiln__graph_free(g);
+}
+
+/* graph input "x": a host float32 [4] over v */
+static kiln_tensor host_input(float *v)
+{
+    return (kiln_tensor){.dtype = KILN_DT_FLOAT32, .ndim = 1, .dims = {4}, .nbytes = 4 * sizeof(float), .data = v,
+                         .flags = KILN_TENSOR_BORROWED};
+}
+
 /* The captured run of the runtime's sequence (exec.c / exec_device.c): graph input uploaded, the layer's output,
  * the upload freed at its node's end, the graph finished (ended and launched), every device value freed at the
  * run's end. *up / *out: the two blocks. */
@@ -153,15 +182,10 @@ static kiln_status captured_run(kiln_dev *d, const kiln_graph *g, const kiln_ten
 
 static void test_graph_keeps_outputs_and_uploads(void)
 {
-    memset(&fk, 0, sizeof fk);
-    kiln_dev *d = kiln__calloc(1, sizeof *d);
-    d->mod = &fake_mod;
-    d->be = &fake_be;
-    d->graphs = true;
+    kiln_dev *d = fake_dev(false);
     kiln_graph *g = one_io_graph();
     float xv[4] = {1, 2, 3, 4};
-    kiln_tensor x = {.dtype = KILN_DT_FLOAT32, .ndim = 1, .dims = {4}, .nbytes = sizeof xv, .data = xv,
-                     .flags = KILN_TENSOR_BORROWED};
+    kiln_tensor x = host_input(xv);
     const kiln_tensor *in[1] = {&x};
     /* a context's first run at new shapes plans memory (no arm); the second arms (the key), the third is captured */
     kiln__dev_graph_arm(d, g, in);
@@ -200,27 +224,16 @@ static void test_graph_keeps_outputs_and_uploads(void)
     kiln__dev_graph_drop(d);   /* twice: nothing more */
     CHECK(fk.frees[block_of(up)] == 1);
     CHECK(fk.frees[block_of(out)] == 1);
-    for (int i = 0; i < fk.n; i++)
-        free(fk.p[i]);
-    kiln__free(d->key);
-    kiln__free(d->up);
-    kiln__free(d);
-    kiln__graph_free(g);
+    fake_dev_free(d, g);
 }
 
 /* A capture that fails at its end: the run is made again layer by layer, so every block is freed as usual, once */
 static void test_failed_capture_frees_once(void)
 {
-    memset(&fk, 0, sizeof fk);
-    fk.fail_end = true;
-    kiln_dev *d = kiln__calloc(1, sizeof *d);
-    d->mod = &fake_mod;
-    d->be = &fake_be;
-    d->graphs = true;
+    kiln_dev *d = fake_dev(true);
     kiln_graph *g = one_io_graph();
     float xv[4] = {1, 2, 3, 4};
-    kiln_tensor x = {.dtype = KILN_DT_FLOAT32, .ndim = 1, .dims = {4}, .nbytes = sizeof xv, .data = xv,
-                     .flags = KILN_TENSOR_BORROWED};
+    kiln_tensor x = host_input(xv);
     const kiln_tensor *in[1] = {&x};
     for (int r = 0; r < 2; r++)
         kiln__dev_graph_arm(d, g, in);
@@ -234,12 +247,7 @@ static void test_failed_capture_frees_once(void)
     kiln__dev_graph_drop(d);
     CHECK(fk.frees[block_of(up)] == 1);
     CHECK(fk.frees[block_of(out)] == 1);
-    for (int i = 0; i < fk.n; i++)
-        free(fk.p[i]);
-    kiln__free(d->key);
-    kiln__free(d->up);
-    kiln__free(d);
-    kiln__graph_free(g);
+    fake_dev_free(d, g);
 }
 
 int main(void)
