@@ -4,12 +4,15 @@ for any list of engines (one per precision), with the drop versus the first (the
 
     scripts/ocr_eval_data.py --out /tmp/ocr                       # the evaluation set (once)
     scripts/ocr_accuracy.py --data /tmp/ocr [--cls NAME=ENGINE ...] [--rec NAME=ENGINE ...]
-                            [--only cls|rec] [--limit N] [--batch N] [--json]
+                            [--only cls|rec] [--limit N] [--batch N] [--device cpu|cuda] [--json]
                             [--min-cls A --min-rec-exact A --min-rec-char A]
 
 Without --cls / --rec, each defaults to fp32 = the ONNX model in models/ocr/. An ONNX model is
 built once into a temporary engine (`kiln build`); a .kiln engine is used as is. Every engine runs
-through `kiln run` on the .npy batches of DATA/eval, so what is measured is the CLI a user runs.
+through `kiln run` on the .npy batches of DATA/eval, so what is measured is the CLI a user runs; --device cuda
+runs them on the GPU (`kiln run --device cuda`; engines built for the GPU, e.g. `kiln build --device cuda
+--precision fp16`, are used as they are; give --batch 100000 for one run per engine: each `kiln run` process
+loads the CUDA libraries again).
 
 Metrics (PaddleOCR's ClsMetric / RecMetric, spaces ignored as RecMetric's ignore_space does):
     cls accuracy       arg max of the 2-way softmax ('0', '180') equals the rendered rotation
@@ -78,14 +81,16 @@ def chunks(batches, limit, rows, tmp):
             n += len(part)
 
 
-def run_engine(kiln, engine, batches, limit, tmp, threads, rows):
-    """Runs `engine` on every batch; returns the concatenated first output (at most limit rows)."""
+def run_engine(kiln, engine, batches, limit, tmp, threads, rows, device="cpu"):
+    """Runs `engine` on every batch (on `device`); returns the concatenated first output (at most limit rows)."""
     outs = []
     for b in chunks(batches, limit, rows, tmp):
         od = os.path.join(tmp, "out")
         cmd = [kiln, "run", engine, "--input", f"x={b}", "--output-dir", od]
         if threads:
             cmd += ["--threads", str(threads)]
+        if device != "cpu":
+            cmd += ["--device", device]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit(f"ocr_accuracy: {' '.join(cmd)} failed ({r.returncode}):\n{r.stderr}")
@@ -114,13 +119,13 @@ def evaluate(a, labels, tmp):
     texts = [t.replace(" ", "") for t in labels["texts"]][:a.limit]
     rotated = np.array(labels["rotated"][:a.limit])
     chars = load_dict(a.dict)
-    results = {"samples": len(texts), "cls": [], "rec": []}
+    results = {"samples": len(texts), "device": a.device, "cls": [], "rec": []}
     for kind in a.only or ("cls", "rec"):
         batches = sorted(os.path.join(a.data, "eval", kind, f) for f in os.listdir(os.path.join(a.data, "eval", kind))
                          if f.endswith(".npy"))
         for spec in getattr(a, kind) or [f"fp32={DEFAULT[kind]}"]:
             name, eng = prepare(a.kiln, spec, kind, tmp)
-            y = run_engine(a.kiln, eng, batches, len(texts), tmp, a.threads, a.batch)
+            y = run_engine(a.kiln, eng, batches, len(texts), tmp, a.threads, a.batch, a.device)
             if len(y) != len(texts):
                 sys.exit(f"ocr_accuracy: {name}: {len(y)} outputs for {len(texts)} samples")
             if kind == "cls":
@@ -164,6 +169,7 @@ def main():
     ap.add_argument("--batch", type=int, default=0, help="samples per kiln run (default: as stored, 32); "
                     "e.g. 1 for engines built for batch 1")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where kiln runs the engines")
     ap.add_argument("--only", choices=("cls", "rec"), action="append", help="evaluate only this model")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--min-cls", type=float, help="floor for the baseline's cls accuracy (fraction)")

@@ -52,6 +52,18 @@ if scripts/ocr_accuracy.py --data "$T/ocr" --kiln "$KILN" --cls "broken=$T/cls_b
      --min-cls 0.95 > /dev/null 2> "$T/acc.err"; then bad "floor not enforced"
 else grep -q "FAIL cls accuracy" "$T/acc.err" && ok "a floor missed exits 1" || bad "floor message: $(cat "$T/acc.err")"; fi
 
+# --device cuda through tests/fakedev ($2: a device module on host memory; the convolutions fall back to the CPU):
+# the same accuracy as on the CPU
+if [ -n "${2:-}" ] && [ -f "$2" ]; then
+  if KILN_CUDA_MODULE="$2" scripts/ocr_accuracy.py --data "$T/ocr" --kiln "$KILN" --cls "fp32=$CLS" --only cls --device cuda \
+       --batch 100000 --json > "$T/accd.json" 2> "$T/accd.err" &&
+     $PY -c "
+import json; d, c = json.load(open('$T/accd.json')), json.load(open('$T/acc.json'))
+assert d['device'] == 'cuda' and d['cls'][0]['accuracy'] == [r for r in c['cls'] if r['name'] == 'fp32'][0]['accuracy'], d
+" > "$T/py.txt" 2>&1; then ok "--device cuda (fake device): the CPU's cls accuracy"
+  else bad "--device cuda: $(tail -3 "$T/accd.err") $(cat "$T/py.txt")"; fi
+fi
+
 if "$KILN" verify "$REC" --reference "$REC" --data "$T/ocr/eval/rec" --samples 1 --budget 'top1>=99%' \
      --budget 'cosine>=0.9999' > "$T/v.txt" 2>&1; then ok "kiln verify rec on the OCR data"
 else bad "verify rec: $(tail -5 "$T/v.txt")"; fi
