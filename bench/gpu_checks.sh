@@ -13,6 +13,10 @@
 #   gpu-all    test_gpu with its default models
 #   ocr-bench  bench/gpu_vs_torch.py --only ocr_det, FP32 and FP16, batches 1 and 16
 #   r50-ab     ResNet-50 batch 256 FP16 against FP8 (kiln bench compute_ms, alternated twice)
+#   ocr-acc    PaddleOCR cls / rec real-task accuracy on the GPU, FP32 and FP16 engines (scripts/ocr_accuracy.py
+#              --device cuda) on $OCR_EVAL (default .dev/ocr_eval), made on a machine with ImageMagick and carried:
+#              `scripts/ocr_eval_data.py --out .dev/ocr_eval --batch 320` (one batch file: one kiln run an engine,
+#              each run loading the CUDA libraries again; $OCR_BATCH, default 320, must be that batch)
 # The first kiln process on a fresh machine spends ~50 s loading the CUDA libraries: the time boxes allow it.
 set -u
 BIN=build
@@ -24,7 +28,7 @@ while [ $# -gt 0 ]; do
     --bin) BIN=$2; shift 2 ;;
     --libs) LIBS=$2; shift 2 ;;
     --log) LOG=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "gpu_checks.sh: unknown option $1" >&2; exit 2 ;;
     *) steps+=("$1"); shift ;;
     esac
@@ -71,6 +75,16 @@ for s in "${steps[@]}"; do
                 log "bench $e round $round rc=$? $(grep -o '"compute_ms"[^,]*' "$TMP/b.json" | head -1)"
             done
         done ;;
+    ocr-acc)
+        EV=${OCR_EVAL:-.dev/ocr_eval}
+        CLS=models/ocr/ch_ppocr_mobile_v2.0_cls_infer.onnx
+        REC=models/ocr/ch_PP-OCRv4_rec_infer.onnx
+        run ocr-acc-build-cls 240 3 "$K" build "$CLS" -o "$TMP/cls16.kiln" --precision fp16 --device cuda --no-tactics \
+            --shapes "x:${OCR_BATCH:-320}x3x48x192"
+        run ocr-acc-build-rec 240 3 "$K" build "$REC" -o "$TMP/rec16.kiln" --precision fp16 --device cuda --no-tactics \
+            --shapes "x:${OCR_BATCH:-320}x3x48x320"
+        run ocr-acc 420 20 python3 scripts/ocr_accuracy.py --data "$EV" --kiln "$K" --device cuda --batch 100000 \
+            --cls "fp32=$CLS" --cls "fp16=$TMP/cls16.kiln" --rec "fp32=$REC" --rec "fp16=$TMP/rec16.kiln" ;;
     *) log "unknown step $s" ;;
     esac
 done
