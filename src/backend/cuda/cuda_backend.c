@@ -950,6 +950,7 @@ static void mod_destroy(kiln_backend *be)
     if (!be)
         return;
     cu_be *b = cu_of(be);
+    cu_tc_close(b);
     if (b->profile && b->op_ms)
         print_profile(b);
     for (int i = 0; i < 2; i++)
@@ -994,6 +995,8 @@ static void mod_destroy(kiln_backend *be)
         cudaStreamDestroy(b->stream);
     free(b);
 }
+
+static void mod_describe(kiln_backend *be, char *buf, size_t n);
 
 static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_opts *o, kiln_backend **out)
 {
@@ -1089,6 +1092,9 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
         mod_destroy(&b->base);
         return st;
     }
+    char sig[512];
+    mod_describe(&b->base, sig, sizeof sig);
+    cu_tc_open(b, sig);
     *out = &b->base;
     return KILN_OK;
 }

@@ -325,8 +325,17 @@ static kiln_status gemm_choose(conv_timed *t, bool *use)
     *use = mode > 0 || (mode == 0 && s->gemm_pick == 1);
     if (mode || s->gemm_pick || b->capturing || (t->res && t->res->data == t->y->data))
         return KILN_OK;
+    const int64_t tk[8] = {t->ga->sdt, t->ga->M, t->ga->C, t->ga->K, t->bias != NULL, t->res != NULL, t->act,
+                           s->graph_ok};
+    int cached = cu_tc_get(b, 'm', tk, sizeof tk);   /* the timing cache's choice */
+    if (cached == 1 || (cached == 2 && s->graph_ok)) {
+        s->gemm_pick = cached;
+        *use = cached == 1;
+        return KILN_OK;
+    }
     float tg = cu_time_median3(b, timed_gemm, t), tc = s->graph_ok ? cu_time_median3(b, timed_graph, t) : -1;
     s->gemm_pick = tg >= 0 && (tc < 0 || tg < tc) ? 1 : 2;
+    cu_tc_put(b, 'm', tk, sizeof tk, s->gemm_pick);
     if (b->conv_verbose)
         fprintf(stderr, "kiln cuda: 1x1 conv %s: GEMM %.3f ms, cuDNN %.3f ms -> %s\n", t->ctx->node->name, tg, tc,
                 s->gemm_pick == 1 ? "GEMM" : "cuDNN");

@@ -233,15 +233,26 @@ static kiln_status choose(cu_be *b, const kiln_kctx *ctx, const fp8_call *c, int
      * place of its residual (each timed run would add it again) */
     if (b->capturing || (c->ptr[3] && c->ptr[3] == c->ptr[4]))
         return KILN_OK;
+    /* the timing cache's choice among the same candidates for the same layer geometry and operands */
+    const cuk_conv_desc *g = &c->d;
+    const int64_t tk[24] = {mask, g->n, g->c, g->h, g->w, g->k, g->r, g->s, g->p, g->q, g->sh, g->sw, g->ph, g->pw,
+                            g->dh, g->dw, c->y != NULL, c->ptr[2] != NULL, c->ptr[3] != NULL, c->ptr[7] != NULL,
+                            c->store, c->resq != NULL, c->relu, c->sdt};
+    int cached = cu_tc_get(b, '8', tk, sizeof tk);
+    if (!(t = calloc(1, sizeof *t)))
+        return cu_err(b, KILN_ERR_NOMEM, "out of memory");
+    if (cached >= 0 && cached < HOW_N && (mask & (1u << cached))) {
+        t->how = *how = cached;
+        return cu_state_put(b, ctx->node, key, 9, t, free);
+    }
     float ms[HOW_N];
     for (int i = 0; i < HOW_N; i++)
         ms[i] = mask & (1u << i) ? call_time(b, c, i) : -1;
-    if (!(t = calloc(1, sizeof *t)))
-        return cu_err(b, KILN_ERR_NOMEM, "out of memory");
     t->how = first;
     for (int i = 0; i < HOW_N; i++)
         if (ms[i] >= 0 && (ms[t->how] < 0 || ms[i] < ms[t->how]))
             t->how = i;
+    cu_tc_put(b, '8', tk, sizeof tk, t->how);
     if (b->conv_verbose) {
         fprintf(stderr, "kiln cuda: FP8 conv %s:", ctx->node->name);
         for (int i = 0; i < HOW_N; i++)

@@ -381,7 +381,20 @@ static kiln_status pick(cu_be *b, cg_build *c, cudnnBackendDescriptor_t graph, c
     cand_init(&g->key, &chk);
     float best_ms = -1;
     int best = -1, want = candidates(), timed = 0;
+    /* the timing cache's choice for this configuration and heuristics mode: that candidate alone (all of them again
+     * if it no longer runs) */
+    struct { cu_cg_key k; int32_t mode, want; } tk;
+    memset(&tk, 0, sizeof tk);
+    tk.k = g->key;
+    tk.mode = (int32_t)mode;
+    tk.want = want;
+    int cached = cu_tc_get(b, 'g', &tk, sizeof tk);
+    if (cached >= got)
+        cached = -1;
+again:
     for (int i = 0; st == CUDNN_STATUS_SUCCESS && ks == KILN_OK && i < got && timed < want; i++) {
+        if (cached >= 0 && i != cached)
+            continue;
         cudnnBackendDescriptor_t p = NULL;
         int64_t ws = 0;
         cudnnStatus_t e = cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &p);
@@ -421,6 +434,12 @@ static kiln_status pick(cu_be *b, cg_build *c, cudnnBackendDescriptor_t graph, c
             cudnnBackendDestroyDescriptor(p);
         }
     }
+    if (cached >= 0 && best < 0 && st == CUDNN_STATUS_SUCCESS && ks == KILN_OK) {
+        cached = -1;
+        goto again;
+    }
+    if (cached < 0 && best >= 0)
+        cu_tc_put(b, 'g', &tk, sizeof tk, best);
     g->timed = timed;
     free(chk.ref);
     free(chk.cur);

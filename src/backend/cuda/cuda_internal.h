@@ -103,6 +103,7 @@ typedef struct cu_be {
     unsigned long long fp8_clock;
     unsigned long long fp8_passes, fp8_fed, fp8_held;   /* kiln_devmod.fp8_counts */
     unsigned long long fp8_lt_gelu_n;   /* exact GELUs run as cuBLASLt's tanh form (cuda_fp8.c), kiln_devmod.fp8_counts */
+    struct cu_tc *tc;              /* the timing cache (KILN_CUDA_TIMING_CACHE, cuda_tcache.c), or NULL */
     struct cu_cg **cg;             /* plans per configuration */
     int n_cg, cap_cg;
     /* device time of the last CUDA graph launch (events around it, cuda_graph.c) */
@@ -305,6 +306,14 @@ extern const cu_op cu_ops_nn[];
 extern const cu_op cu_ops_conv[];
 extern const cu_op cu_ops_gemm[];
 extern const cu_op cu_ops_upsample[];
+/* The timing cache (cuda_tcache.c; KILN_CUDA_TIMING_CACHE=FILE, else all of these do nothing): opened with the GPU and
+ * library versions' signature when the instance is created, written back (if it learned something) when closed.
+ * cu_tc_get: the choice recorded for (kind, the n bytes of key), -1 if none; cu_tc_put records one. */
+void cu_tc_open(cu_be *b, const char *signature);
+int cu_tc_get(const cu_be *b, char kind, const void *key, size_t n);
+void cu_tc_put(cu_be *b, char kind, const void *key, size_t n, int choice);
+void cu_tc_close(cu_be *b);
+
 /* float32 for inputs in mask (bits), from the query's dtypes */
 bool cu_q_f32(const kiln_bk_query *q, uint32_t mask);
 #endif
