@@ -13,6 +13,8 @@
 #   gpu-all    test_gpu with its default models
 #   ocr-bench  bench/gpu_vs_torch.py --only ocr_det, FP32 and FP16, batches 1 and 16
 #   r50-ab     ResNet-50 batch 256 FP16 against FP8 (kiln bench compute_ms, alternated twice)
+#   tcache     KILN_CUDA_TIMING_CACHE: PP-OCRv4 det FP16 and ResNet-50 FP8 `kiln bench` processes timed without the
+#              cache, filling it, then reading it (the wall time of each process and its p50)
 #   ocr-acc    PaddleOCR cls / rec real-task accuracy on the GPU, FP32 and FP16 engines (scripts/ocr_accuracy.py
 #              --device cuda) on $OCR_EVAL (default .dev/ocr_eval), made on a machine with ImageMagick and carried:
 #              `scripts/ocr_eval_data.py --out .dev/ocr_eval --batch 320` (one batch file: one kiln run an engine,
@@ -28,7 +30,7 @@ while [ $# -gt 0 ]; do
     --bin) BIN=$2; shift 2 ;;
     --libs) LIBS=$2; shift 2 ;;
     --log) LOG=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "gpu_checks.sh: unknown option $1" >&2; exit 2 ;;
     *) steps+=("$1"); shift ;;
     esac
@@ -73,6 +75,24 @@ for s in "${steps[@]}"; do
             for e in r16 r8; do
                 timeout 120 "$K" bench "$TMP/$e.kiln" --device cuda --batch 256 --iterations 20 --json > "$TMP/b.json" 2>&1
                 log "bench $e round $round rc=$? $(grep -o '"compute_ms"[^,]*' "$TMP/b.json" | head -1)"
+            done
+        done ;;
+    tcache)
+        mkdir -p "$TMP/cal"
+        python3 -c "import numpy as np; np.save('$TMP/cal/x.npy', np.random.default_rng(0).standard_normal((4,3,224,224)).astype('float32'))"
+        run tc-build-ocr 240 3 "$K" build "$OCR" -o "$TMP/o16.kiln" --precision fp16 --device cuda --no-tactics \
+            --shapes x:1x3x640x640
+        run tc-build-r50 240 3 "$K" build models/resnet50.onnx -o "$TMP/r8.kiln" --precision fp8 --calib "$TMP/cal" \
+            --device cuda --no-tactics --shapes input:64x3x224x224
+        for e in o16 r8; do
+            for mode in none fill read; do
+                cache=""
+                [ $mode != none ] && cache="$TMP/tc_$e.txt"
+                t0=$(date +%s%N)
+                KILN_CUDA_TIMING_CACHE="$cache" timeout 200 "$K" bench "$TMP/$e.kiln" --device cuda --iterations 10 \
+                    --json > "$TMP/b.json" 2>&1
+                rc=$?
+                log "tcache $e $mode rc=$rc wall $(( ($(date +%s%N) - t0) / 1000000 )) ms $(grep -o '"p50_ms"[^,]*' "$TMP/b.json" | head -1) entries $( [ -n "$cache" ] && wc -l < "$cache")"
             done
         done ;;
     ocr-acc)
