@@ -92,7 +92,7 @@ for s in "${steps[@]}"; do
                 KILN_CUDA_TIMING_CACHE="$cache" timeout 200 "$K" bench "$TMP/$e.kiln" --device cuda --iterations 10 \
                     --json > "$TMP/b.json" 2>&1
                 rc=$?
-                log "tcache $e $mode rc=$rc wall $(( ($(date +%s%N) - t0) / 1000000 )) ms $(grep -o '"p50_ms"[^,]*' "$TMP/b.json" | head -1) entries $( [ -n "$cache" ] && wc -l < "$cache")"
+                log "tcache $e $mode rc=$rc wall $(( ($(date +%s%N) - t0) / 1000000 )) ms $(grep -o '"p50": [0-9.]*' "$TMP/b.json" | head -1) entries $( [ -n "$cache" ] && wc -l < "$cache")"
             done
         done ;;
     ocr-acc)
