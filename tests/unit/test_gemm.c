@@ -380,6 +380,11 @@ static int test_tall_tiles(unsigned long long *seed)
     fails += !run_epi_case_lda(2, false, false, 131, 257, 768, 1.0f, 0.0f, 2, false, gelu, 2, 3, seed);
     fails += !run_epi_case_lda(1, false, false, 45, 99, 700, 0.5f, 0.75f, 2, true, none, 2, 5, seed);
     fails += !run_epi_case_lda(2, false, false, 37, 130, 769, 1.0f, 0.0f, 2, true, gelu, 2, 1, seed);
+    /* slices longer than 256 (the tall tiles prefetch their own rows ahead, past the row's end near the slice's end):
+     * odd heights, widths, K (a last partial 16-step chunk) and row strides, 1-3 threads */
+    fails += !run_epi_case_lda(3, false, false, 121, 83, 451, 1.0f, 0.0f, 2, true, gelu, 2, 7, seed);
+    fails += !run_epi_case_lda(1, false, false, 59, 45, 1283, 0.75f, 0.5f, 1, false, none, 2, 3, seed);
+    fails += !run_epi_case_lda(2, false, false, 133, 99, 3077, 1.0f, 0.0f, 2, true, none, 2, 11, seed);
     return fails;
 }
 
