@@ -731,7 +731,7 @@ void half_weight_cases(void)
         attr_ints(&t, "pads", 4, D(0, 1, 1, 0));
         snprintf(name, sizeof name, "Conv %s -> MaxPool 2x3 d2 NHWC", hn);
         run_case(name, &t, tol);
-        /* ... and binary ops between it and an operand of another shape computed channels-last (binary_nhwc):
+        /* ... and binary ops between it and an operand of another shape computed channels-last (nhwc_view):
          * a scalar, a per-channel constant, a per-image scale [N, C, 1, 1] and a map [N, 1, H, W] (graph inputs),
          * the NHWC operand first or second; and a full NCHW operand of the output's shape (taken back to NCHW) */
         static const struct { kiln_op op; int64_t d[4]; int nd; bool cnst, first; const char *what; } bn[] = {

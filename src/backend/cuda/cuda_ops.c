@@ -70,7 +70,10 @@ static bool acc_binary(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor
     return n_in == 2 && in[0] && in[1] && cu_broadcast(2, in, &nd, dims) && cu_shape_of(2, in, nd, dims, &sh);
 }
 
-static kiln_status binary_run(cu_be *b, kiln_kctx *ctx, const kiln_tensor *const *x, kiln_dtype sdt)
+/* y = x[0] op x[1] broadcast; view (may be NULL): the operands' strides over the output in NHWC memory order
+ * (nhwc_view), the output then held NHWC */
+static kiln_status binary_run(cu_be *b, kiln_kctx *ctx, const kiln_tensor *const *x, kiln_dtype sdt,
+                              const cuk_shape *view)
 {
     int nd;
     int64_t dims[KILN_MAX_DIMS];
@@ -79,24 +82,26 @@ static kiln_status binary_run(cu_be *b, kiln_kctx *ctx, const kiln_tensor *const
     KILN_TRY(cu_out_s(b, ctx, 0, x[0]->dtype, sdt, nd, dims));
     kiln_tensor *y = ctx->out[0];
     int64_t n = cu_numel(y);
-    bool same = cu_numel(x[0]) == n && cu_numel(x[1]) == n;
-    if (cu_is_nhwc(x[0]))   /* both NHWC and the same shape (k_binary) */
+    bool same = !view && cu_numel(x[0]) == n && cu_numel(x[1]) == n;
+    if (view || cu_is_nhwc(x[0]))   /* a view, or both NHWC and the same shape (k_binary) */
         y->flags |= KILN_TENSOR_DEV_NHWC;
     cuk_shape sh;
-    if (!same && !cu_shape_of(2, x, nd, dims, &sh))
+    if (view)
+        sh = *view;
+    else if (!same && !cu_shape_of(2, x, nd, dims, &sh))
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "broadcast of rank > %d", CUK_MAX_DIMS);
     return cu_check(b, cuk_binary(dt_code(sdt), bin_code(ctx->node->op), x[0]->data, x[1]->data, y->data, n,
                                   same ? NULL : &sh, b->stream), "binary");
 }
 
-/* A binary op over a channels-last operand and another that is not the same shape in the same layout: computed
- * in NHWC memory order where every operand can be read so -- an NHWC 4-D operand, or one in its ONNX layout whose
- * bytes are already channels-last ordered: rank <= 4 and (padded to 4 dims [a, b, c, d]) b = 1 (a scalar, a
- * [N, 1, H, W] map) or c = d = 1 (a per-channel [1, C, 1, 1] constant, an SE block's [N, C, 1, 1] scale). Each
- * operand is viewed with its dims in memory order ([a, c, d, b]) over the output's [N, H, W, C]; the output is
- * NHWC. Before, both operands went back to NCHW (two full copies, and the next convolution's copy back):
- * PP-OCRv4 det FP16's Add / Mul layers. False (nothing run) where an operand cannot be read so. */
-static bool binary_nhwc(cu_be *b, kiln_kctx *ctx, const kiln_tensor *const *x, kiln_dtype sdt, kiln_status *st)
+/* A binary op over a channels-last operand and another that is not the same shape in the same layout can be
+ * computed in NHWC memory order where every operand can be read so -- an NHWC 4-D operand, or one in its ONNX layout
+ * whose bytes are already channels-last ordered: rank <= 4 and (padded to 4 dims [a, b, c, d]) b = 1 (a scalar, a
+ * [N, 1, H, W] map) or c = d = 1 (a per-channel [1, C, 1, 1] constant, an SE block's [N, C, 1, 1] scale). *sh: each
+ * operand viewed with its dims in memory order ([a, c, d, b]) over the output's [N, H, W, C]. Before, both operands
+ * went back to NCHW (two full copies, and the next convolution's copy back): PP-OCRv4 det FP16's Add / Mul layers.
+ * False where an operand cannot be read so. */
+static bool nhwc_view(const kiln_tensor *const *x, cuk_shape *sh)
 {
     int nd;
     int64_t dims[KILN_MAX_DIMS];
@@ -104,10 +109,8 @@ static bool binary_nhwc(cu_be *b, kiln_kctx *ctx, const kiln_tensor *const *x, k
         return false;
     kiln_tensor v[2];
     const kiln_tensor *vp[2] = {&v[0], &v[1]};
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 2; i++) {   /* rank <= nd = 4 */
         int64_t d4[4] = {1, 1, 1, 1};
-        if (x[i]->ndim > 4)
-            return false;
         for (int d = 0; d < x[i]->ndim; d++)
             d4[4 - x[i]->ndim + d] = x[i]->dims[d];
         if (!cu_is_nhwc(x[i]) && d4[1] != 1 && (d4[2] != 1 || d4[3] != 1))
@@ -118,17 +121,7 @@ static bool binary_nhwc(cu_be *b, kiln_kctx *ctx, const kiln_tensor *const *x, k
         memcpy(v[i].dims, m, sizeof m);
     }
     int64_t md[4] = {dims[0], dims[2], dims[3], dims[1]};
-    cuk_shape sh;
-    if (!cu_shape_of(2, vp, 4, md, &sh))
-        return false;
-    *st = cu_out_s(b, ctx, 0, x[0]->dtype, sdt, nd, dims);
-    if (*st != KILN_OK)
-        return true;
-    kiln_tensor *y = ctx->out[0];
-    y->flags |= KILN_TENSOR_DEV_NHWC;
-    *st = cu_check(b, cuk_binary(dt_code(sdt), bin_code(ctx->node->op), x[0]->data, x[1]->data, y->data, cu_numel(y),
-                                 &sh, b->stream), "binary");
-    return true;
+    return cu_shape_of(2, vp, 4, md, sh);
 }
 
 static kiln_status k_binary(cu_be *b, kiln_kctx *ctx)
@@ -148,11 +141,12 @@ static kiln_status k_binary(cu_be *b, kiln_kctx *ctx)
     memset(lay, 0, sizeof lay);
     bool keep = st == KILN_OK && cu_is_nhwc(x[0]) && cu_is_nhwc(x[1]) && x[0]->ndim == x[1]->ndim &&
                 !memcmp(x[0]->dims, x[1]->dims, sizeof(int64_t) * (size_t)x[0]->ndim);
-    bool done = st == KILN_OK && !keep && b->unverified && binary_nhwc(b, ctx, x, sdt, &st);
-    for (int i = 0; i < 2 && st == KILN_OK && !keep && !done; i++)
+    cuk_shape view;
+    bool nhwc = st == KILN_OK && !keep && b->unverified && nhwc_view(x, &view);
+    for (int i = 0; i < 2 && st == KILN_OK && !keep && !nhwc; i++)
         st = cu_relayout(b, x[i], false, &lay[i], &x[i]);
-    if (st == KILN_OK && !done)
-        st = binary_run(b, ctx, x, sdt);
+    if (st == KILN_OK)
+        st = binary_run(b, ctx, x, sdt, nhwc ? &view : NULL);
     for (int i = 0; i < 2; i++) {
         cu_tmp_free(b, &tmp[i]);
         cu_tmp_free(b, &lay[i]);
