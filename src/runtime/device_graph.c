@@ -30,12 +30,20 @@ int kiln__dev_input_index(const kiln_graph *g, int v)
     return -1;
 }
 
-/* Records device block p as one the graph keeps (kiln_dev.held); false when out of memory. */
-static bool hold(kiln_dev *d, void *p)
+/* The index of device block p in kiln_dev.held, or -1 */
+static int held_index(const kiln_dev *d, const void *p)
 {
     for (int i = 0; i < d->n_held; i++)
         if (d->held[i].p == p)
-            return true;
+            return i;
+    return -1;
+}
+
+/* Records device block p as one the graph keeps (kiln_dev.held); false when out of memory. */
+static bool hold(kiln_dev *d, void *p)
+{
+    if (held_index(d, p) >= 0)
+        return true;
     if (d->n_held == d->cap_held) {
         int cap = d->cap_held ? d->cap_held * 2 : 8;
         struct kiln_dev_held *h = kiln__realloc(d->held, sizeof *h * (size_t)cap);
@@ -50,12 +58,10 @@ static bool hold(kiln_dev *d, void *p)
 
 bool kiln__dev_graph_keeps(kiln_dev *d, void *p)
 {
-    for (int i = 0; i < d->n_held; i++)
-        if (d->held[i].p == p) {
-            d->held[i].owned = true;
-            return true;
-        }
-    return false;
+    int i = held_index(d, p);
+    if (i >= 0)
+        d->held[i].owned = true;
+    return i >= 0;
 }
 
 void kiln__dev_graph_drop(kiln_dev *d)
