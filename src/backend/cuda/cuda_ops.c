@@ -142,7 +142,7 @@ static kiln_status k_binary(cu_be *b, kiln_kctx *ctx)
     bool keep = st == KILN_OK && cu_is_nhwc(x[0]) && cu_is_nhwc(x[1]) && x[0]->ndim == x[1]->ndim &&
                 !memcmp(x[0]->dims, x[1]->dims, sizeof(int64_t) * (size_t)x[0]->ndim);
     cuk_shape view;
-    bool nhwc = st == KILN_OK && !keep && b->unverified && nhwc_view(x, &view);
+    bool nhwc = st == KILN_OK && !keep && nhwc_view(x, &view);
     for (int i = 0; i < 2 && st == KILN_OK && !keep && !nhwc; i++)
         st = cu_relayout(b, x[i], false, &lay[i], &x[i]);
     if (st == KILN_OK)
