@@ -15,8 +15,3 @@ set_tests_properties(gpu/test_gpu_cases PROPERTIES LABELS "unit;sanitize")
 add_test(NAME gpu/device_cli COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_device_cli.sh $<TARGET_FILE:kiln>
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(gpu/device_cli PROPERTIES LABELS "cli;sanitize")
-# the CUDA module's timing cache on the host (built with the module: src/backend/cuda/CMakeLists.txt)
-if(TARGET test_cuda_tcache)
-  add_test(NAME gpu/test_cuda_tcache COMMAND test_cuda_tcache WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(gpu/test_cuda_tcache PROPERTIES LABELS "unit;sanitize")
-endif()

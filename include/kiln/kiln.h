@@ -322,8 +322,25 @@ typedef struct kiln_device_stats {
     unsigned long long fp8_gelu_tanh;      /* last run: FP8 layers whose exact (erf) GELU ran as the tanh form in
                                             * cuBLASLt's epilogue, writing their E4M3-held output directly
                                             * (docs/CUDA.md; KILN_CUDA_FP8_LT_GELU=0 or =tanh: never) */
+    int tactics_loaded;      /* device tactics (kernel choices timed on the GPU) the context took from its engine's
+                              * DEVICE_TACTICS section: 0 when it has none, -1 when they were timed on other driver
+                              * or library versions (then timed again; a warning says so) */
+    int tactics_timed;       /* kernel choices the context's device has timed itself so far (0 when the engine's
+                              * tactics covered every layer at the shapes run) */
 } kiln_device_stats;
 kiln_status kiln_context_device_stats(kiln_context_t c, kiln_device_stats *out);
+/* Device tactics (docs/CUDA.md, "Tactics in the engine"): the kernel choices context c's device has made by timing
+ * on the GPU so far (cuDNN engine configurations of fused convolutions, FP8 convolution kernels, cuBLASLt or cuDNN
+ * for 1x1 convolutions), with the GPU and driver / library versions they were timed on, are stored into e (c's
+ * engine), replacing any it held; kiln_engine_save writes them (DEVICE_TACTICS section). A context of the loaded
+ * engine set on a device takes them instead of timing (kiln_device_stats.tactics_loaded); on another GPU
+ * kiln_context_set_device refuses the engine (rebuild it there), with other driver or library versions it times
+ * again and warns. `kiln build --device cuda` stores them after running the engine at each profile's min and opt
+ * shapes. Not while other contexts of e run. KILN_ERR_INVALID_ARG when c is not e's or has no device. */
+kiln_status kiln_engine_store_device_tactics(kiln_engine_t e, kiln_context_t c);
+/* The number of device tactics e holds (0: none) and, when signature is not NULL, the GPU and versions they were
+ * timed on (NUL-terminated, cut to cap - 1 bytes; "" when none). */
+int kiln_engine_device_tactics(kiln_engine_t e, char *signature, size_t cap);
 /* Where layer i ran in the context's last interpreted run on its device (a CUDA graph replay repeats the run
  * it captured): on the device, on the host by design (shape arithmetic), or on the CPU for want of a
  * device kernel (control flow included). KILN_PLACE_NONE on a CPU context or before the first run. */

@@ -14,6 +14,7 @@
 #define KILN_ENGINE_HEADER_BYTES 64u
 #define KILN_ENGINE_SECTION_ALIGN 4096u   /* sections start at page boundaries (mmap, docs/ENGINE_FORMAT.md) */
 #define KILN_ENGINE_BLOB_ALIGN 64u        /* weight blobs inside WEIGHTS, prepared blobs inside PACKED */
+#define KILN_ENGINE_MAX_TACTICS (16u << 20)   /* bytes of a DEVICE_TACTICS section */
 
 enum kiln_section_kind {
     KILN_SEC_MANIFEST = 1,  /* JSON: kiln version, model hash, options, build time, pass report */
@@ -23,6 +24,7 @@ enum kiln_section_kind {
     KILN_SEC_PLAN = 5,      /* memory plan */
     KILN_SEC_LAYERS = 6,    /* per top-level node: backend, kernel, precisions, prepared blob (layers.c) */
     KILN_SEC_PACKED = 7,    /* prepared blobs (packed weights), 64-byte aligned, used in place */
+    KILN_SEC_DEVICE_TACTICS = 8,   /* a device's kernel choices timed on it (core/devtac.h text), optional */
 };
 
 /* One layer of the engine's layer plan (LAYERS section): what the builder's backend chose for
@@ -66,6 +68,9 @@ struct kiln_engine {
     const uint8_t *packed;   /* PACKED bytes: in backing (loaded engine) or packed_mem (built engine) */
     size_t packed_len;
     void *packed_mem;        /* the builder's allocation of the PACKED bytes, freed by kiln_engine_free */
+    /* DEVICE_TACTICS section: the device tactics text (core/devtac.h, NUL-terminated, heap), or NULL */
+    char *dev_tactics;
+    size_t dev_tactics_len;
     /* the bytes the initializer tensors borrow (KILN_TENSOR_BORROWED), released by kiln_engine_free */
     void *backing;           /* mmap()ed file, or heap allocation (file read, or copy of the WEIGHTS and PACKED sections) */
     size_t backing_len;

@@ -4,6 +4,7 @@
 #include "engine.h"
 #include "bytes.h"
 #include "graph_ser.h"
+#include "../core/devtac.h"
 #include <errno.h>
 #include <stdio.h>
 #include <xxhash.h>
@@ -200,7 +201,10 @@ kiln_status kiln_engine_serialize(kiln_engine_t e, void **out, size_t *out_len)
     }
     if (st != KILN_OK)
         goto done;
-    sec_out secs[7] = {
+    kiln_wbuf tac = {0};
+    if (e->dev_tactics)
+        kiln__w_bytes(&tac, e->dev_tactics, e->dev_tactics_len);
+    sec_out secs[8] = {
         {KILN_SEC_MANIFEST, &sec[0]}, {KILN_SEC_GRAPH, &sec[1]}, {KILN_SEC_WEIGHTS, &weights},
         {KILN_SEC_PROFILES, &sec[2]}};
     uint32_t ns = 4;
@@ -210,6 +214,8 @@ kiln_status kiln_engine_serialize(kiln_engine_t e, void **out, size_t *out_len)
         secs[ns++] = (sec_out){KILN_SEC_LAYERS, &sec[4]};
         secs[ns++] = (sec_out){KILN_SEC_PACKED, &packed};
     }
+    if (e->dev_tactics)
+        secs[ns++] = (sec_out){KILN_SEC_DEVICE_TACTICS, &tac};
     /* header */
     kiln__w_bytes(&file, KILN_ENGINE_MAGIC, 8);
     kiln__w_u32(&file, KILN_ENGINE_FORMAT_VERSION);
@@ -241,7 +247,8 @@ kiln_status kiln_engine_serialize(kiln_engine_t e, void **out, size_t *out_len)
             for (int k = 0; k < 8; k++)
                 file.p[table_at + i * 32 + 8 + k] = (uint8_t)((uint64_t)off >> (8 * k));
     }
-    if (file.oom || sec[0].oom || sec[1].oom || sec[2].oom || sec[3].oom || sec[4].oom || weights.oom || packed.oom) {
+    if (file.oom || sec[0].oom || sec[1].oom || sec[2].oom || sec[3].oom || sec[4].oom || weights.oom || packed.oom ||
+        tac.oom) {
         st = kiln__err(KILN_ERR_NOMEM, "out of memory serializing engine");
         goto done;
     }
@@ -255,6 +262,7 @@ done:
         kiln__w_free(&sec[i]);
     kiln__w_free(&weights);
     kiln__w_free(&packed);
+    kiln__w_free(&tac);
     kiln__w_free(&file);
     return st;
 }
@@ -282,13 +290,14 @@ static const char *sec_name(uint32_t k)
     case KILN_SEC_PLAN: return "plan";
     case KILN_SEC_LAYERS: return "layers";
     case KILN_SEC_PACKED: return "packed";
+    case KILN_SEC_DEVICE_TACTICS: return "device tactics";
     default: return "unknown";
     }
 }
 
 typedef struct section_table {
-    kiln_rbuf sec[8];    /* by kind (1..7) */
-    bool have[8];
+    kiln_rbuf sec[9];    /* by kind (1..8) */
+    bool have[9];
     uint32_t target_kind, target_arch;
 } section_table;
 
@@ -380,7 +389,7 @@ static kiln_status read_section_table(const uint8_t *buf, size_t len, section_ta
         if (checksum(buf + off[i], (size_t)size[i]) != sum)
             return kiln__err(KILN_ERR_PARSE, "engine file is corrupted: checksum mismatch in the %s section",
                              sec_name(kind));
-        if (kind >= 1 && kind <= 7) {
+        if (kind >= 1 && kind <= 8) {
             if (st->have[kind])
                 return kiln__err(KILN_ERR_PARSE, "corrupted engine: duplicate %s section", sec_name(kind));
             st->have[kind] = true;
@@ -416,6 +425,20 @@ static kiln_status copy_weights(struct kiln_engine *e, kiln_rbuf *w, kiln_rbuf *
     return KILN_OK;
 }
 
+/* DEVICE_TACTICS: a tactics text (its first line checked here; the device module reads the rest, skipping malformed
+ * lines), copied out of the file's bytes */
+static kiln_status read_tactics(const kiln_rbuf *r, struct kiln_engine *e)
+{
+    char sig[8];
+    if (r->len > KILN_ENGINE_MAX_TACTICS || memchr(r->p, '\0', r->len) ||
+        !kiln__devtac_text_signature((const char *)r->p, r->len, sig, sizeof sig))
+        return kiln__err(KILN_ERR_PARSE, "corrupted engine: device tactics section: invalid text");
+    if (!(e->dev_tactics = kiln__strndup((const char *)r->p, r->len)))
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    e->dev_tactics_len = r->len;
+    return KILN_OK;
+}
+
 kiln_status kiln__engine_parse(const void *buf, size_t len, bool weights_in_place, struct kiln_engine **out)
 {
     *out = NULL;
@@ -445,6 +468,8 @@ kiln_status kiln__engine_parse(const void *buf, size_t len, bool weights_in_plac
         e->packed_len = sr[KILN_SEC_PACKED].len;
         st = kiln__layers_read(&sr[KILN_SEC_LAYERS], e);
     }
+    if (st == KILN_OK && tab.have[KILN_SEC_DEVICE_TACTICS])
+        st = read_tactics(&sr[KILN_SEC_DEVICE_TACTICS], e);
     if (st == KILN_OK)
         st = kiln__engine_check_packed_only(e);
     if (st != KILN_OK) {

@@ -141,6 +141,7 @@ void kiln_engine_free(kiln_engine_t e)
     kiln__free(e->plan_dims);
     kiln__free(e->layers);
     kiln__free(e->packed_mem);
+    kiln__free(e->dev_tactics);
     if (e->backing_mapped)
         munmap(e->backing, e->backing_len);
     else

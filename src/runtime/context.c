@@ -4,6 +4,7 @@
 #include "plan.h"
 #include "device.h"
 #include "../engine/engine.h"
+#include "../core/devtac.h"
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -371,6 +372,13 @@ kiln_status kiln_context_set_device(kiln_context_t c, kiln_device d, unsigned fl
     kiln_dev *dev = NULL;
     if (d != KILN_DEVICE_CPU)
         KILN_TRY(kiln__dev_open(d, flags, &dev));
+    if (dev && c->e->dev_tactics) {   /* the kernels the build timed on this GPU (docs/CUDA.md) */
+        kiln_status st = kiln__dev_tactics_import(dev, c->e->dev_tactics, c->e->dev_tactics_len);
+        if (st != KILN_OK) {
+            kiln__dev_close(dev);
+            return st;
+        }
+    }
     /* the plan and arena belong to the old device: the next run plans again */
     drop_outputs(c);
     kiln__plan_free(&c->plan);
@@ -379,6 +387,46 @@ kiln_status kiln_context_set_device(kiln_context_t c, kiln_device d, unsigned fl
     kiln__dev_close(c->dev);
     c->dev = dev;
     return KILN_OK;
+}
+
+kiln_status kiln_engine_store_device_tactics(kiln_engine_t e, kiln_context_t c)
+{
+    if (!e || !c)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_store_device_tactics: NULL argument");
+    if (c->e != e || !c->dev)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_store_device_tactics: the context is not one of this "
+                         "engine's on a device");
+    char *text = NULL;
+    size_t n = 0;
+    KILN_TRY(kiln__dev_tactics_export(c->dev, &text, &n));
+    char *copy = NULL;
+    if (text && n > KILN_ENGINE_MAX_TACTICS) {
+        free(text);
+        return kiln__err(KILN_ERR_UNSUPPORTED, "device tactics of %zu bytes: more than an engine holds", n);
+    }
+    if (text && !(copy = kiln__strndup(text, n))) {
+        free(text);
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    }
+    free(text);   /* the module's allocation */
+    kiln__free(e->dev_tactics);
+    e->dev_tactics = copy;
+    e->dev_tactics_len = copy ? n : 0;
+    return KILN_OK;
+}
+
+int kiln_engine_device_tactics(kiln_engine_t e, char *signature, size_t cap)
+{
+    if (signature && cap)
+        signature[0] = '\0';
+    if (!e || !e->dev_tactics)
+        return 0;
+    if (signature && cap)
+        kiln__devtac_text_signature(e->dev_tactics, e->dev_tactics_len, signature, cap);
+    int n = 0;
+    for (size_t i = 0; i + 1 < e->dev_tactics_len; i++)   /* a choice a line after the first */
+        n += e->dev_tactics[i] == '\n';
+    return n;
 }
 
 kiln_status kiln_context_layer_place(kiln_context_t c, int i, kiln_layer_place *out)

@@ -3,6 +3,7 @@
  * logic is in exec_device.c. */
 #include "device_impl.h"
 #include "../backend/cpu/lowbit.h"
+#include "../core/devtac.h"
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
@@ -233,6 +234,34 @@ void kiln__dev_stats(const kiln_dev *d, kiln_device_stats *s)
     s->fp8_fed_inputs = f[1];
     s->fp8_held_outputs = f[2];
     s->fp8_gelu_tanh = f[3];
+    s->tactics_loaded = d->tactics_loaded;
+    s->tactics_timed = d->mod->tactics_timed ? d->mod->tactics_timed(d->be) : 0;
+}
+
+kiln_status kiln__dev_tactics_export(kiln_dev *d, char **text, size_t *n)
+{
+    *text = NULL;
+    *n = 0;
+    return d->mod->tactics_export ? d->mod->tactics_export(d->be, text, n) : KILN_OK;
+}
+
+kiln_status kiln__dev_tactics_import(kiln_dev *d, const char *text, size_t n)
+{
+    char sig[512], here[512];
+    if (!kiln__devtac_text_signature(text, n, sig, sizeof sig))
+        return kiln__err(KILN_ERR_PARSE, "corrupted engine: device tactics section: invalid header");
+    kiln__devtac_signature_of(d->description, here, sizeof here);
+    size_t gl = kiln__devtac_gpu_len(sig);
+    if (gl != kiln__devtac_gpu_len(here) || memcmp(sig, here, gl))
+        return kiln__err(KILN_ERR_UNSUPPORTED,
+                         "the engine was built for %.*s, this device is %.*s: rebuild it here (kiln build --device "
+                         "cuda)", (int)gl, sig, (int)kiln__devtac_gpu_len(here), here);
+    int got = d->mod->tactics_import ? d->mod->tactics_import(d->be, text, n) : -1;
+    if (got < 0)
+        kiln__log(KILN_LOG_WARN, "the engine's device tactics were timed with other driver or library versions (%s; "
+                  "here: %s): its layers' kernels are timed again at their first run", sig, here);
+    d->tactics_loaded = got;
+    return KILN_OK;
 }
 
 /* The module's FP8 counts since the instance was created (0 for a module without them). */

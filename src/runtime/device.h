@@ -26,6 +26,13 @@ int kiln__dev_layer_place(const kiln_dev *d, const kiln_graph *g, int i);
  * model run): call this before it runs another graph (tests) or when the graph is freed. */
 void kiln__dev_weights_clear(kiln_dev *d);
 
+/* Device tactics (core/devtac.h; docs/CUDA.md "Tactics in the engine"). export: the module's timed choices as a
+ * tactics text (malloc()ed, freed with free(); *text NULL when none). import: an engine's tactics text for the
+ * layers still to run: refused (KILN_ERR_UNSUPPORTED, nothing taken) when it was timed on another GPU; timed on
+ * other driver or library versions it is ignored with a warning (they are timed again). */
+kiln_status kiln__dev_tactics_export(kiln_dev *d, char **text, size_t *n);
+kiln_status kiln__dev_tactics_import(kiln_dev *d, const char *text, size_t n);
+
 /* Where one node runs, with its inputs moved there. */
 typedef struct kiln_dev_node {
     const kiln_backend *be;        /* the device backend, or the CPU backend */

@@ -15,6 +15,7 @@ struct kiln_dev {
                                                      * began */
     unsigned long long g_fp8[KILN_FP8_COUNTS];      /* the captured run's */
     char *fallback_ops;   /* op types that fell back to the host (grows, never shrinks) */
+    int tactics_loaded;   /* kiln_device_stats.tactics_loaded */
     unsigned arena_gen;   /* bumped by every arena allocation / free */
     /* CUDA graph of the current input shapes (device_graph.c) */
     bool graphs;                  /* enabled (KILN_CUDA_GRAPHS unset or not "0") */

@@ -279,10 +279,34 @@ g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node(
                        helper.make_node("Sigmoid", ["m"], ["s"]), helper.make_node("Add", ["s", "x"], ["y"])],
                       "elementwise", [x], [y], [c])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(sys.argv[1], "ew.onnx"))
+g.input[0].CopyFrom(helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 5, 4]))   # a dynamic batch
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(sys.argv[1], "ewd.onnx"))
 PY
   expect_out "fake device: replays match" 0 "PASS" env KILN_CUDA_MODULE="$2" "$KILN" verify "$T/ew.onnx" \
     --reference "$T/ew.onnx" --device cuda --samples 6 --budget 'maxabs<=1e-6'
   expect_out "fake device: fallbacks" 0 "PASS" env KILN_CUDA_MODULE="$2" "$KILN" verify "$M" --reference "$M" \
     --device cuda --samples 5 --shapes input:2x3x32x32 --budget 'cosine>=0.99999'
+  # device tactics: kiln build --device cuda stores the choices timed on the device (the fake module "times" one per
+  # op and dims: 4 at the min shapes, 4 more at the opt shapes), a context of the saved engine times nothing
+  FD=(env KILN_CUDA_MODULE="$2")
+  expect_out "fake device: build stores tactics" 0 "device tactics: 8 kernel choices timed on fake device" \
+    "${FD[@]}" "$KILN" build "$T/ewd.onnx" -o "$T/ew.kiln" --device cuda --min-shapes x:1x3x5x4 \
+    --opt-shapes x:2x3x5x4 --max-shapes x:4x3x5x4
+  expect_out "fake device: inspect shows tactics" 0 "device tactics: 8 kernel choices timed on fake device" \
+    "$KILN" inspect "$T/ew.kiln"
+  expect_out "fake device: inspect --json" 0 "device_tactics" "$KILN" inspect "$T/ew.kiln" --json
+  json_check "fake device: inspect --json tactics" \
+    "t = d['device_tactics']; assert t['choices'] == 8 and t['timed_on'].startswith('fake device'), t"
+  expect_out "fake device: bench takes the tactics" 0 "throughput" "${FD[@]}" "$KILN" bench "$T/ew.kiln" \
+    --device cuda --iterations 3 --shapes x:2x3x5x4 --json
+  json_check "fake device: nothing timed" "t = d['tactics']; assert t == {'loaded': 8, 'timed': 0}, t"
+  expect_out "fake device: bench at other shapes times them" 0 "throughput" "${FD[@]}" "$KILN" bench "$T/ew.kiln" \
+    --device cuda --iterations 3 --shapes x:3x3x5x4 --json
+  json_check "fake device: timed at new shapes" "t = d['tactics']; assert t == {'loaded': 8, 'timed': 4}, t"
+  expect_out "fake device: other versions time again" 0 "timed again" env KILN_CUDA_MODULE="$2" \
+    KILN_FAKEDEV_SIGNATURE="fake device (host memory, tests/fakedev), driver 2" "$KILN" bench "$T/ew.kiln" \
+    --device cuda --iterations 3 --shapes x:2x3x5x4
+  expect_out "fake device: another GPU refuses the engine" 1 "rebuild it here" env KILN_CUDA_MODULE="$2" \
+    KILN_FAKEDEV_SIGNATURE="another GPU" "$KILN" bench "$T/ew.kiln" --device cuda --iterations 3
 fi
 finish

@@ -5,8 +5,11 @@
  * by size and fills every block it hands out with 0xFF bytes (NaN), and a capture records the work (kernels, those
  * fills, uploads from pinned memory) instead of running it; a launch runs the record. Layers: Relu, Sigmoid, Add,
  * Sub, Mul on float32 (broadcast up to 4 dims); every 4-D output is held channels-last (KILN_TENSOR_DEV_NHWC), as the
- * CUDA module holds half convolutions' outputs. Other ops fall back to the CPU. */
+ * CUDA module holds half convolutions' outputs. Other ops fall back to the CPU. Device tactics: a layer's first run
+ * outside a capture "times" a choice per op and output dims (recorded, exported, imported as the CUDA module's);
+ * KILN_FAKEDEV_SIGNATURE replaces the signature (another GPU, other versions). */
 #include "backend/cuda/cuda_module.h"
+#include "core/devtac.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +40,8 @@ typedef struct fk_be {
     int n_rec, cap_rec;
     char *stage;
     size_t stage_size, stage_used;
+    kiln_devtac *tac;   /* "timed" choices: one per op and output dims, made at its first run outside a capture */
+    int timed;
 } fk_be;
 
 static fk_be *fk_of(const kiln_backend *be) { return (fk_be *)be->state; }
@@ -223,6 +228,12 @@ static kiln_status fk_run(const kiln_backend *be, const kiln_layer *l, kiln_kctx
         }
     }
     r.out = *y;
+    /* a choice "timed" per op and output dims (device tactics: what the CUDA module times, kept in engines) */
+    int64_t tk[5] = {n->op, dims[0], nd > 1 ? dims[1] : 0, nd > 2 ? dims[2] : 0, nd > 3 ? dims[3] : 0};
+    if (!b->capturing && kiln__devtac_get(b->tac, 'f', tk, sizeof tk) < 0) {
+        kiln__devtac_put(b->tac, 'f', tk, sizeof tk, (int)(n->op % 3));
+        b->timed++;
+    }
     if (b->capturing)
         return record(b, r) ? KILN_OK : fk_err(b, KILN_ERR_NOMEM, "fake device: out of memory");
     compute(r.op, r.in, r.n_in, &r.out);
@@ -346,6 +357,8 @@ static void fk_graph_free(kiln_backend *be, void *graph)
 
 /* ---- the module */
 
+static void fk_describe(kiln_backend *be, char *buf, size_t n);
+
 static kiln_status fk_create(const kiln_devmod_host *host, const kiln_devmod_opts *o, kiln_backend **out)
 {
     (void)o;
@@ -355,6 +368,12 @@ static kiln_status fk_create(const kiln_devmod_host *host, const kiln_devmod_opt
     b->host = host;
     b->be.ops = &fk_ops;
     b->be.state = b;
+    char sig[256];
+    fk_describe(&b->be, sig, sizeof sig);
+    if (!(b->tac = kiln__devtac_new(sig))) {
+        free(b);
+        return host->err(KILN_ERR_NOMEM, "fake device: out of memory");
+    }
     *out = &b->be;
     return KILN_OK;
 }
@@ -368,6 +387,7 @@ static void fk_destroy(kiln_backend *be)
         free(b->pool[i].p);
     free(b->rec);
     free(b->stage);
+    kiln__devtac_free(b->tac);
     free(b);
 }
 
@@ -381,8 +401,26 @@ static uint32_t fk_host_inputs(kiln_backend *be, const kiln_node *n)
 static void fk_describe(kiln_backend *be, char *buf, size_t n)
 {
     (void)be;
-    snprintf(buf, n, "fake device (host memory, tests/fakedev)");
+    const char *sig = getenv("KILN_FAKEDEV_SIGNATURE");   /* another GPU or library versions (tests) */
+    snprintf(buf, n, "%s", sig && sig[0] ? sig : "fake device (host memory, tests/fakedev)");
 }
+
+static kiln_status fk_tactics_export(kiln_backend *be, char **text, size_t *n)
+{
+    fk_be *b = fk_of(be);
+    *text = NULL;
+    *n = 0;
+    if (kiln__devtac_count(b->tac) && !(*text = kiln__devtac_text(b->tac, n)))
+        return fk_err(b, KILN_ERR_NOMEM, "fake device: out of memory");
+    return KILN_OK;
+}
+
+static int fk_tactics_import(kiln_backend *be, const char *text, size_t n)
+{
+    return kiln__devtac_parse(fk_of(be)->tac, text, n);
+}
+
+static int fk_tactics_timed(kiln_backend *be) { return fk_of(be)->timed; }
 
 static double fk_graph_ms(kiln_backend *be, double *compute_ms)
 {
@@ -410,6 +448,7 @@ static const kiln_devmod fk_module = {
     .shared_free = fk_shared_free, .h2d = fk_copy, .d2h = fk_copy, .describe = fk_describe,
     .canonical = fk_canonical, .graph_begin = fk_graph_begin, .graph_h2d = fk_graph_h2d, .graph_end = fk_graph_end,
     .graph_launch = fk_graph_launch, .graph_free = fk_graph_free, .graph_ms = fk_graph_ms,
-    .own_weight_bytes = fk_own_weight_bytes, .fp8_counts = fk_fp8_counts};
+    .own_weight_bytes = fk_own_weight_bytes, .fp8_counts = fk_fp8_counts, .tactics_export = fk_tactics_export,
+    .tactics_import = fk_tactics_import, .tactics_timed = fk_tactics_timed};
 
 __attribute__((visibility("default"))) const kiln_devmod *kiln_devmod_entry(void) { return &fk_module; }

@@ -5,6 +5,7 @@
  * relayout to the host, all NaN at every replay -- fails here (the fake module pools and poisons as the CUDA one). */
 #include "kiln/kiln.h"
 #include "runtime/model.h"
+#include "engine/engine.h"
 #include "test.h"
 #include "test_graph.h"
 #include <stdlib.h>
@@ -117,10 +118,91 @@ static void check_model(bool fallback)
     kiln_model_free(m);
 }
 
+/* A context of engine e on the fake device: its device stats after one run on x, checked against the CPU context cc */
+static kiln_device_stats device_run(kiln_engine_t e, kiln_context_t cc, const kiln_tensor *x, kiln_status *st)
+{
+    kiln_device_stats ds;
+    memset(&ds, 0, sizeof ds);
+    kiln_context_t gc = NULL;
+    *st = kiln_context_create(e, &gc);
+    if (*st == KILN_OK)
+        *st = kiln_context_set_device(gc, KILN_DEVICE_CUDA, 0);
+    if (*st == KILN_OK) {
+        double d = runs_against_cpu(cc, gc, x, 1);
+        CHECK_MSG(d <= 1e-6, "device tactics: run against the CPU: max diff %g", d);
+        CHECK(kiln_context_device_stats(gc, &ds) == KILN_OK);
+    }
+    kiln_context_free(gc);
+    return ds;
+}
+
+/* Device tactics through an engine: the fake module "times" a choice per op and dims at a layer's first run; the
+ * engine stores them, a saved and loaded engine hands them to a new context, which then times nothing; other driver
+ * or library versions time again, another GPU is refused, a damaged section is a clean load error. */
+static void check_tactics(void)
+{
+    unsigned long long seed = 24;
+    kiln_model_t m = model(false, &seed);
+    kiln_engine_t e = NULL, e2 = NULL;
+    kiln_build_options bo = {.no_tactics = true, .no_optimize = true};
+    CHECK_MSG(kiln_build(m, &bo, &e) == KILN_OK, "build: %s", kiln_last_error());
+    kiln_context_t cc = NULL, gc = NULL;
+    CHECK(kiln_context_create(e, &cc) == KILN_OK && kiln_context_create(e, &gc) == KILN_OK);
+    kiln_tensor x;
+    test_graph_random_inputs(m->g, 1, &x, &seed);
+    char sig[128];
+    CHECK(kiln_engine_device_tactics(e, sig, sizeof sig) == 0 && sig[0] == '\0');
+    CHECK(kiln_engine_store_device_tactics(e, gc) == KILN_ERR_INVALID_ARG);   /* not on a device */
+    CHECK(kiln_context_set_device(gc, KILN_DEVICE_CUDA, 0) == KILN_OK);
+    CHECK(runs_against_cpu(cc, gc, &x, 2) <= 1e-6);
+    kiln_device_stats ds;
+    CHECK(kiln_context_device_stats(gc, &ds) == KILN_OK);
+    CHECK_MSG(ds.tactics_loaded == 0 && ds.tactics_timed == 4, "fresh engine: loaded %d, timed %d", ds.tactics_loaded,
+              ds.tactics_timed);
+    CHECK_MSG(kiln_engine_store_device_tactics(e, gc) == KILN_OK, "%s", kiln_last_error());
+    int n = kiln_engine_device_tactics(e, sig, sizeof sig);
+    CHECK_MSG(n == 4 && !strcmp(sig, "fake device (host memory, tests/fakedev)"), "%d tactics, signature '%s'", n, sig);
+    kiln_context_free(gc);
+    void *buf = NULL;
+    size_t len = 0;
+    CHECK(kiln_engine_serialize(e, &buf, &len) == KILN_OK);
+    CHECK_MSG(kiln_engine_load_buffer(buf, len, &e2) == KILN_OK, "%s", kiln_last_error());
+    CHECK(kiln_engine_device_tactics(e2, sig, sizeof sig) == 4);
+    kiln_status st;
+    ds = device_run(e2, cc, &x, &st);   /* the loaded engine's choices: nothing timed */
+    CHECK_MSG(st == KILN_OK && ds.tactics_loaded == 4 && ds.tactics_timed == 0, "loaded engine: %s, loaded %d, timed %d",
+              kiln_status_str(st), ds.tactics_loaded, ds.tactics_timed);
+    setenv("KILN_FAKEDEV_SIGNATURE", "fake device (host memory, tests/fakedev), driver 2", 1);
+    ds = device_run(e2, cc, &x, &st);   /* other versions: timed again, with a warning */
+    CHECK_MSG(st == KILN_OK && ds.tactics_loaded == -1 && ds.tactics_timed == 4, "other versions: %s, loaded %d, "
+              "timed %d", kiln_status_str(st), ds.tactics_loaded, ds.tactics_timed);
+    setenv("KILN_FAKEDEV_SIGNATURE", "another fake GPU", 1);
+    ds = device_run(e2, cc, &x, &st);   /* another GPU: refused */
+    CHECK_MSG(st == KILN_ERR_UNSUPPORTED && strstr(kiln_last_error(), "rebuild"), "another GPU: %s (%s)",
+              kiln_status_str(st), kiln_last_error());
+    unsetenv("KILN_FAKEDEV_SIGNATURE");
+    kiln_engine_free(e2);
+    kiln_free(buf);
+    /* a section that is not a tactics text: the load fails cleanly */
+    kiln__free(e->dev_tactics);
+    e->dev_tactics = kiln__strndup("not tactics\n", 12);
+    e->dev_tactics_len = 12;
+    CHECK(kiln_engine_serialize(e, &buf, &len) == KILN_OK);
+    e2 = NULL;
+    CHECK(kiln_engine_load_buffer(buf, len, &e2) == KILN_ERR_PARSE && !e2 &&
+          strstr(kiln_last_error(), "device tactics section"));
+    kiln_free(buf);
+    kiln_free(x.data);
+    kiln_context_free(cc);
+    kiln_engine_free(e);
+    kiln_model_free(m);
+}
+
 int main(void)
 {
     setenv("KILN_CUDA_MODULE", KILN_FAKEDEV_PATH, 1);
     check_model(false);
     check_model(true);
+    check_tactics();
     return TEST_SUMMARY();
 }

@@ -142,10 +142,12 @@ static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, l
         if (b->dev.device != KILN_DEVICE_CPU)
             printf(", \"gpu\": \"%s\", \"device_layers\": %d, \"host_layers\": %d, \"fallback_layers\": %d, "
                    "\"fallback_ops\": \"%s\", \"graph_replays\": %ld, \"weight_bytes\": %llu, \"fp8\": "
-                   "{\"fed_inputs\": %llu, \"quant_passes\": %llu, \"held_outputs\": %llu, \"gelu_tanh\": %llu}",
+                   "{\"fed_inputs\": %llu, \"quant_passes\": %llu, \"held_outputs\": %llu, \"gelu_tanh\": %llu}, "
+                   "\"tactics\": {\"loaded\": %d, \"timed\": %d}",
                    cli_esc(ds->description), ds->device_layers, ds->host_layers, ds->fallback_layers,
                    cli_esc(ds->fallback_ops), ds->graph_replays, ds->weight_bytes, ds->fp8_fed_inputs,
-                   ds->fp8_quant_passes, ds->fp8_held_outputs, ds->fp8_gelu_tanh);
+                   ds->fp8_quant_passes, ds->fp8_held_outputs, ds->fp8_gelu_tanh, ds->tactics_loaded,
+                   ds->tactics_timed);
         if (gs[0].n) {   /* device time of the replays: kiln's work with the inputs already in pinned memory */
             printf(", \"graph_ms\": {\"p50\": %.4f, \"p90\": %.4f, \"n\": %lld}, \"device_throughput\": %.3f", g50, g90,
                    (long long)gs[0].n, g50 > 0 ? (double)batch * 1e3 / g50 : 0.0);
@@ -164,10 +166,12 @@ static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, l
            prec, cli_esc(pr.layers), batch);
     if (b->dev.device != KILN_DEVICE_CPU)
         printf("gpu: %s\nlayers: %d on the device, %d on the host (shape arithmetic), %d fallen back to the CPU%s%s\n"
-               "CUDA graph replays: %ld\nweights in device memory: %.1f MB\n",
+               "CUDA graph replays: %ld\nweights in device memory: %.1f MB\n"
+               "kernel choices: %d from the engine's device tactics%s, %d timed here\n",
                cli_esc(ds->description), ds->device_layers, ds->host_layers, ds->fallback_layers,
                ds->fallback_layers ? ": " : "", cli_esc(ds->fallback_ops), ds->graph_replays,
-               (double)ds->weight_bytes / 1e6);
+               (double)ds->weight_bytes / 1e6, ds->tactics_loaded > 0 ? ds->tactics_loaded : 0,
+               ds->tactics_loaded < 0 ? " (timed on other versions: not used)" : "", ds->tactics_timed);
     if (b->dev.device != KILN_DEVICE_CPU && (ds->fp8_fed_inputs || ds->fp8_quant_passes)) {
         printf("fp8 layers (last run): %llu inputs fed by their producers, %llu quantized in passes, %llu outputs held "
                "only in E4M3", ds->fp8_fed_inputs, ds->fp8_quant_passes, ds->fp8_held_outputs);

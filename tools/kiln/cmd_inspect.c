@@ -166,6 +166,14 @@ static int report(const char *path, kiln_engine_t e, kiln_context_t c, const dou
     json_object_set_new(root, "memory", mem);
     if (ms)
         json_object_set_new(root, "total_ms", json_real(total));
+    char tsig[256];
+    int ntac = kiln_engine_device_tactics(e, tsig, sizeof tsig);
+    if (ntac > 0) {   /* kernel choices timed on a GPU at build time (docs/CUDA.md) */
+        json_t *jt = json_object();
+        json_object_set_new(jt, "choices", json_integer(ntac));
+        json_object_set_new(jt, "timed_on", cli_json_str(tsig));
+        json_object_set_new(root, "device_tactics", jt);
+    }
     json_error_t jerr;
     const char *manifest = kiln_engine_manifest(e);
     json_t *man = manifest ? json_loads(manifest, 0, &jerr) : NULL;
@@ -177,6 +185,8 @@ static int report(const char *path, kiln_engine_t e, kiln_context_t c, const dou
         free(s);
     } else {
         printf("layers: %d\n", kiln_engine_num_layers(e));
+        if (ntac > 0)
+            printf("device tactics: %d kernel choice%s timed on %s\n", ntac, ntac == 1 ? "" : "s", cli_esc(tsig));
         printf("activation memory: peak %.2f MB planned vs %.2f MB naive (%.1f%%)\n", arena / 1e6, naive / 1e6,
                naive ? 100.0 * (double)arena / (double)naive : 0);
         if (ms)

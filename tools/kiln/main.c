@@ -77,8 +77,18 @@ static int exec_serve(int argc, char **argv)
     return 1;
 }
 
+/* The library's warnings (a layer kept on the CPU, device tactics not used, ...) on stderr; its errors come back as
+ * statuses and the commands print them */
+static void log_warnings(kiln_log_level lvl, const char *msg, void *user)
+{
+    (void)user;
+    if (lvl == KILN_LOG_WARN)
+        fprintf(stderr, "kiln: warning: %s\n", msg);
+}
+
 int main(int argc, char **argv)
 {
+    kiln_set_log_callback(log_warnings, NULL);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -1180,6 +1180,18 @@ static kiln_status mod_d2h(kiln_backend *be, void *dst, const void *src, size_t 
     return KILN_OK;
 }
 
+static kiln_status mod_tactics_export(kiln_backend *be, char **text, size_t *n)
+{
+    return cu_tc_export(cu_of(be), text, n);
+}
+
+static int mod_tactics_import(kiln_backend *be, const char *text, size_t n)
+{
+    return cu_tc_import(cu_of(be), text, n);
+}
+
+static int mod_tactics_timed(kiln_backend *be) { return cu_tc_timed(cu_of(be)); }
+
 static void mod_describe(kiln_backend *be, char *buf, size_t n)
 {
     cu_be *b = cu_of(be);
@@ -1204,6 +1216,9 @@ static const kiln_devmod cuda_module = {
     .reads_blob = mod_reads_blob,
     .own_weight_bytes = mod_own_weight_bytes,
     .fp8_counts = mod_fp8_counts,
+    .tactics_export = mod_tactics_export,
+    .tactics_import = mod_tactics_import,
+    .tactics_timed = mod_tactics_timed,
     .accepts = mod_accepts,
     .alloc = mod_alloc,
     .free = mod_free,

@@ -2,6 +2,7 @@
 #ifndef KILN_BACKEND_CUDA_INTERNAL_H
 #define KILN_BACKEND_CUDA_INTERNAL_H
 #include "cuda_module.h"
+#include "../../core/devtac.h"
 #include "kernels.h"
 #include <cublasLt.h>
 #include <cudnn.h>
@@ -103,7 +104,7 @@ typedef struct cu_be {
     unsigned long long fp8_clock;
     unsigned long long fp8_passes, fp8_fed, fp8_held;   /* kiln_devmod.fp8_counts */
     unsigned long long fp8_lt_gelu_n;   /* exact GELUs run as cuBLASLt's tanh form (cuda_fp8.c), kiln_devmod.fp8_counts */
-    struct cu_tc *tc;              /* the timing cache (KILN_CUDA_TIMING_CACHE, cuda_tcache.c), or NULL */
+    struct cu_tc *tc;              /* timed choices (device tactics, cuda_tcache.c), or NULL (out of memory) */
     struct cu_cg **cg;             /* plans per configuration */
     int n_cg, cap_cg;
     /* device time of the last CUDA graph launch (events around it, cuda_graph.c) */
@@ -306,12 +307,17 @@ extern const cu_op cu_ops_nn[];
 extern const cu_op cu_ops_conv[];
 extern const cu_op cu_ops_gemm[];
 extern const cu_op cu_ops_upsample[];
-/* The timing cache (cuda_tcache.c; KILN_CUDA_TIMING_CACHE=FILE, else all of these do nothing): opened with the GPU and
- * library versions' signature when the instance is created, written back (if it learned something) when closed.
- * cu_tc_get: the choice recorded for (kind, the n bytes of key), -1 if none; cu_tc_put records one. */
+/* The instance's timed choices (cuda_tcache.c, core/devtac.h): opened with the GPU and library versions'
+ * signature when the instance is created (and the KILN_CUDA_TIMING_CACHE file's choices, if set), closed (the file
+ * written back if something was timed) when it is destroyed. cu_tc_get: the choice recorded for (kind, the n bytes
+ * of key), -1 if none; cu_tc_put records one just timed; import / export: an engine's tactics text (import: the
+ * number of choices read, -1 when of another signature); timed: how many choices this instance timed. */
 void cu_tc_open(cu_be *b, const char *signature);
 int cu_tc_get(const cu_be *b, char kind, const void *key, size_t n);
 void cu_tc_put(cu_be *b, char kind, const void *key, size_t n, int choice);
+int cu_tc_import(cu_be *b, const char *text, size_t n);
+kiln_status cu_tc_export(cu_be *b, char **text, size_t *n);
+int cu_tc_timed(const cu_be *b);
 void cu_tc_close(cu_be *b);
 
 /* float32 for inputs in mask (bits), from the query's dtypes */

@@ -11,7 +11,7 @@
 #include "../../ir/fused.h"
 #include "../layer_geom.h"
 
-#define KILN_DEVMOD_ABI 10u   /* 10: resize_plan / convt_geom host services (9: fp8_counts as an array) */
+#define KILN_DEVMOD_ABI 11u   /* 11: device tactics (10: resize_plan / convt_geom host services) */
 #define KILN_DEVMOD_ENTRY "kiln_devmod_entry"
 #define KILN_FP8_COUNTS 4   /* kiln_devmod.fp8_counts: passes, fed, held, tanh GELUs */
 
@@ -122,6 +122,15 @@ typedef struct kiln_devmod {
      * whose input the producing layer had written in FP8 beside its output (feeds, docs/CUDA.md), layer outputs held
      * only in E4M3, and exact GELUs run as cuBLASLt's tanh form (kiln_device_stats, same order). */
     void (*fp8_counts)(kiln_backend *be, unsigned long long c[KILN_FP8_COUNTS]);
+    /* Device tactics (core/devtac.h, docs/CUDA.md "Tactics in the engine"): the choices the instance made by
+     * timing on the GPU, or took from a tactics text. tactics_export: all of them as a tactics text whose signature
+     * is describe()'s line, malloc()ed into *text (the caller frees it with free()), *n its length; *text NULL when
+     * there are none. tactics_import: takes a text's choices for the layers it has yet to run, instead of timing
+     * them: how many it read, or -1 when the text is of another signature (nothing taken). tactics_timed: how many
+     * choices the instance timed itself so far. */
+    kiln_status (*tactics_export)(kiln_backend *be, char **text, size_t *n);
+    int (*tactics_import)(kiln_backend *be, const char *text, size_t n);
+    int (*tactics_timed)(kiln_backend *be);
 } kiln_devmod;
 
 typedef const kiln_devmod *(*kiln_devmod_entry_fn)(void);
