@@ -15,6 +15,10 @@
 #   r50-ab     ResNet-50 batch 256 FP16 against FP8 (kiln bench compute_ms, alternated twice)
 #   tcache     KILN_CUDA_TIMING_CACHE: PP-OCRv4 det FP16 and ResNet-50 FP8 `kiln bench` processes timed without the
 #              cache, filling it, then reading it (the wall time of each process and its p50)
+#   tactics    device tactics in the engine: PP-OCRv4 det FP16 (1x3x640x640) built without them (no module at build
+#              time) and with them (`kiln build --device cuda` times at the opt shapes), each engine's `kiln bench`
+#              process timed (wall time, p50, "tactics" of the JSON), then KILN_CUDA_PROFILE=1 per-op sums of the FP16
+#              and FP32 engines into $OUT/prof_fp16.txt, $OUT/prof_fp32.txt
 #   ocr-acc    PaddleOCR cls / rec real-task accuracy on the GPU, FP32 and FP16 engines (scripts/ocr_accuracy.py
 #              --device cuda) on $OCR_EVAL (default .dev/ocr_eval), made on a machine with ImageMagick and carried:
 #              `scripts/ocr_eval_data.py --out .dev/ocr_eval --batch 320` (one batch file: one kiln run an engine,
@@ -94,6 +98,26 @@ for s in "${steps[@]}"; do
                 rc=$?
                 log "tcache $e $mode rc=$rc wall $(( ($(date +%s%N) - t0) / 1000000 )) ms $(grep -o '"p50": [0-9.]*' "$TMP/b.json" | head -1) entries $( [ -n "$cache" ] && wc -l < "$cache")"
             done
+        done ;;
+    tactics)
+        S=x:1x3x640x640
+        run tac-build-plain 120 3 env KILN_CUDA_MODULE=/nonexistent "$K" build "$OCR" -o "$TMP/plain.kiln" \
+            --precision fp16 --device cuda --shapes $S
+        t0=$(date +%s%N)
+        run tac-build 300 6 "$K" build "$OCR" -o "$TMP/tac.kiln" --precision fp16 --device cuda --shapes $S
+        log "tac-build wall $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+        run tac-inspect 60 3 "$K" inspect "$TMP/tac.kiln"
+        for e in plain tac plain tac; do
+            t0=$(date +%s%N)
+            timeout 200 "$K" bench "$TMP/$e.kiln" --device cuda --iterations 10 --json > "$TMP/b.json" 2>&1
+            rc=$?
+            log "tac bench $e rc=$rc wall $(( ($(date +%s%N) - t0) / 1000000 )) ms $(grep -o '"p50": [0-9.]*' "$TMP/b.json" | head -1) $(grep -o '"compute_ms": {"p50": [0-9.]*' "$TMP/b.json") $(grep -o '"tactics": {[^}]*}' "$TMP/b.json")"
+        done
+        run tac-build32 300 3 "$K" build "$OCR" -o "$TMP/t32.kiln" --device cuda --shapes $S
+        for e in tac t32; do
+            KILN_CUDA_PROFILE=1 timeout 200 "$K" bench "$TMP/$e.kiln" --device cuda --iterations 10 \
+                > "${OUT:-.}/prof_$e.txt" 2>&1
+            log "profile $e rc=$?"
         done ;;
     ocr-acc)
         EV=${OCR_EVAL:-.dev/ocr_eval}
