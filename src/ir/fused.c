@@ -3,7 +3,7 @@
 
 static const char *const act_names[KILN_FUSED_ACT_COUNT] = {NULL, "Relu", "Clip", "LeakyRelu", "Sigmoid",
                                                             "HardSigmoid", "HardSwish", "SiLU", "Gelu", "GeluTanh",
-                                                            "Tanh"};
+                                                            "Tanh", "HardSwishAffine"};
 
 const char *kiln__fused_act_name(kiln_fused_act_kind k)
 {

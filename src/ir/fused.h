@@ -8,12 +8,14 @@
 typedef enum kiln_fused_act_kind {
     KILN_FUSED_NONE = 0, KILN_FUSED_RELU, KILN_FUSED_CLIP, KILN_FUSED_LEAKYRELU, KILN_FUSED_SIGMOID,
     KILN_FUSED_HARDSIGMOID, KILN_FUSED_HARDSWISH, KILN_FUSED_SILU, KILN_FUSED_GELU, KILN_FUSED_GELU_TANH,
-    KILN_FUSED_TANH, KILN_FUSED_ACT_COUNT
+    KILN_FUSED_TANH,
+    KILN_FUSED_HARDSWISH_AFFINE,   /* alpha * HardSwish(x) + beta (PP-LCNet's learnable affine block after it) */
+    KILN_FUSED_ACT_COUNT
 } kiln_fused_act_kind;
 
 typedef struct kiln_fused_act {
     kiln_fused_act_kind kind;
-    float alpha, beta;   /* Clip: min/max; LeakyRelu: alpha; HardSigmoid: alpha/beta */
+    float alpha, beta;   /* Clip: min/max; LeakyRelu: alpha; HardSigmoid, HardSwishAffine: alpha/beta */
 } kiln_fused_act;
 
 /* Attribute value naming the activation ("Relu", "Clip", ...); NULL for NONE or out of range. */

@@ -4,10 +4,13 @@
  *   fuse-residual  Conv / MatMul output + Add(other tensor)       -> FusedConv/FusedMatMul(..., R)
  *   fuse-activation  ... followed by Relu, Clip, LeakyRelu, Sigmoid, HardSigmoid, HardSwish, Tanh,
  *                  Gelu, or x*Sigmoid(x) (SiLU)                   -> fused node with "activation"
+ *   fuse-post-affine  a FusedConv with HardSwish followed by Mul / Add of a float32 scalar constant (PP-LCNet's
+ *                  learnable affine blocks: s * hardswish(y) + t) -> activation HardSwishAffine (alpha s, beta t)
  * The fused node takes the slot of the last node it absorbs, which keeps the order topological. */
 #include "rewrite.h"
 #include "../ir/fused.h"
 #include <float.h>
+#include <math.h>
 
 static bool is_conv_like(const kiln_node *n) { return n->op == KILN_OP_Conv || n->op == KILN_OP_FusedConv; }
 static bool is_mm_like(const kiln_node *n) { return n->op == KILN_OP_MatMul || n->op == KILN_OP_FusedMatMul; }
@@ -221,6 +224,52 @@ kiln_status kiln__pass_fuse_activation(kiln_graph *g, const kiln_pass_ctx *pc, i
             KILN_TRY(kiln__move_node_into(g, i, c));
             (*changed)++;
         }
+    }
+    (void)pc;
+    return *changed ? kiln__graph_remove_dead(g) : KILN_OK;
+}
+
+/* The float32 scalar constant operand of binary node m whose other operand is y, no wider in rank than `rank` (so
+ * the node's output has y's shape); false when there is none. */
+static bool scalar_operand(const kiln_graph *g, const kiln_node *m, int y, int rank, float *v)
+{
+    int cv = other_input(m, y);
+    const kiln_tensor *k = cv >= 0 ? kiln__const_of(g, cv) : NULL;
+    if (!k || k->dtype != KILN_DT_FLOAT32 || kiln_tensor_numel(k) != 1 || k->ndim > rank)
+        return false;
+    *v = ((const float *)k->data)[0];
+    return isfinite(*v);
+}
+
+kiln_status kiln__pass_fuse_post_affine(kiln_graph *g, const kiln_pass_ctx *pc, int *changed)
+{
+    *changed = 0;
+    if (kiln__graph_has_subgraphs(g))
+        return KILN_OK;
+    for (int i = 0; i < g->n_nodes; i++) {
+        kiln_node *n = &g->nodes[i];
+        kiln_fused_act act;
+        if (n->dead || n->op != KILN_OP_FusedConv || n->n_out != 1 || n->out[0] < 0 || n->n_in < 2 ||
+            !kiln__fused_act_of(n, &act) ||
+            (act.kind != KILN_FUSED_HARDSWISH && act.kind != KILN_FUSED_HARDSWISH_AFFINE))
+            continue;
+        const kiln_tensor *W = kiln__const_of(g, n->in[1]);
+        int c = kiln__single_consumer(g, n->out[0]);
+        float v;
+        if (!W || c < 0 || (g->nodes[c].op != KILN_OP_Mul && g->nodes[c].op != KILN_OP_Add) ||
+            !scalar_operand(g, &g->nodes[c], n->out[0], W->ndim, &v))
+            continue;
+        if (act.kind == KILN_FUSED_HARDSWISH)
+            act = (kiln_fused_act){.kind = KILN_FUSED_HARDSWISH_AFFINE, .alpha = 1.0f, .beta = 0.0f};
+        if (g->nodes[c].op == KILN_OP_Mul) {   /* s (a h + b) = (s a) h + s b */
+            act.alpha *= v;
+            act.beta *= v;
+        } else {
+            act.beta += v;
+        }
+        KILN_TRY(kiln__node_set_fused_act(&g->nodes[i], &act));
+        KILN_TRY(kiln__move_node_into(g, i, c));
+        (*changed)++;   /* the node, now in c's later slot, may take the next Mul / Add when the loop gets there */
     }
     (void)pc;
     return *changed ? kiln__graph_remove_dead(g) : KILN_OK;

@@ -17,6 +17,7 @@ const kiln_pass_info kiln__passes[] = {
     {"fuse-bias", kiln__pass_fuse_bias},
     {"fuse-residual", kiln__pass_fuse_residual},
     {"fuse-activation", kiln__pass_fuse_activation},
+    {"fuse-post-affine", kiln__pass_fuse_post_affine},   /* HardSwish then a scalar Mul / Add -> HardSwishAffine */
     {"dead-nodes", kiln__pass_dead_nodes},
     {NULL, NULL},
 };

@@ -56,6 +56,7 @@ kiln_status kiln__pass_fuse_bias(kiln_graph *g, const kiln_pass_ctx *pc, int *ch
 kiln_status kiln__pass_fuse_residual(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 kiln_status kiln__pass_fuse_qdq(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 kiln_status kiln__pass_fuse_activation(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
+kiln_status kiln__pass_fuse_post_affine(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 /* Not in the default pipeline (FusedConvSum is a CPU kernel): the builder runs it for CPU engines (p_shortcut.c). */
 kiln_status kiln__pass_fuse_shortcut(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 /* Shape/Size -> constants where shape inference at the given input shapes (in_shapes: one per

@@ -381,6 +381,15 @@ void conv_cases(void)
     attr_ints(&t, "strides", 2, D(2, 2));
     set_act(&t, KILN_FUSED_SILU, 0, 0);
     run_case("FusedConv SiLU s2", &t, 1e-5);
+    /* PP-LCNet's hard-swish and learnable affine block (fuse-post-affine): 0.8 * HardSwish(x) - 0.3 */
+    t = tg_new(KILN_OP_FusedConv, 1);
+    tg_in(&t, RT(4, 2, 16, 9, 9), false);
+    tg_in(&t, RT(4, 24, 16, 3, 3), true);
+    tg_in(&t, RT(1, 24), true);
+    tg_outs(&t, 1);
+    attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
+    set_act(&t, KILN_FUSED_HARDSWISH_AFFINE, 0.8f, -0.3f);
+    run_case("FusedConv HardSwishAffine", &t, 1e-5);
 }
 
 void gemm_cases(void)
@@ -609,6 +618,24 @@ void half_weight_cases(void)
         attr_ints(&t, "strides", 2, D(2, 2));
         set_act(&t, KILN_FUSED_RELU, 0, 0);
         snprintf(name, sizeof name, "FusedConv %s W bias+res+Relu", hn);
+        run_case(name, &t, tol);
+        t = tg_new(KILN_OP_FusedConv, 1);   /* PP-LCNet: hard-swish then its affine block, and a depthwise one */
+        tg_in(&t, half_act(h, 4, D(2, 16, 20, 20)), false);
+        tg_in(&t, half_weight(h, 4, D(32, 16, 1, 1)), true);
+        tg_in(&t, RT(1, 32), true);
+        tg_outs(&t, 1);
+        set_act(&t, KILN_FUSED_HARDSWISH_AFFINE, 1.2f, 0.1f);
+        snprintf(name, sizeof name, "FusedConv %s W 1x1 HardSwishAffine", hn);
+        run_case(name, &t, tol);
+        t = tg_new(KILN_OP_FusedConv, 1);
+        tg_in(&t, half_act(h, 4, D(2, 32, 20, 20)), false);
+        tg_in(&t, half_weight(h, 4, D(32, 1, 3, 3)), true);
+        tg_in(&t, RT(1, 32), true);
+        tg_outs(&t, 1);
+        attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
+        kiln__node_set_attr_i(tg_node(&t), "group", 32);
+        set_act(&t, KILN_FUSED_HARDSWISH_AFFINE, 0.7f, -0.2f);
+        snprintf(name, sizeof name, "FusedConv %s W dw 3x3 HardSwishAffine", hn);
         run_case(name, &t, tol);
         /* ResNet's shapes: 1x1 stride-2 projection (bias, no activation), 3x3 bias + ReLU, channels
          * multiples of 8; then odd channel counts (engines may refuse them: another path runs) */

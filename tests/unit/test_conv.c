@@ -595,7 +595,7 @@ static void test_conv_configs(unsigned long long *seed)
  * --------------------------------------------------------------------------------------- */
 
 static const char *const fused_acts[] = {NULL, "Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid",
-                                         "HardSwish", "SiLU", "Gelu", "GeluTanh", "Tanh"};
+                                         "HardSwish", "SiLU", "Gelu", "GeluTanh", "Tanh", "HardSwishAffine"};
 
 static double act_ref(int a, double x)
 {
@@ -610,6 +610,7 @@ static double act_ref(int a, double x)
     case 8: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
     case 9: return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
     case 10: return tanh(x);
+    case 11: { double v = x / 6.0 + 0.5; return -1.25 * (x * (v < 0 ? 0 : v > 1 ? 1 : v)) + 0.375; }
     default: return x;
     }
 }
@@ -657,6 +658,17 @@ static void check_fused_conv(const cfg *c, int act, bool res, int nthreads, unsi
             a->name = "activation_beta";
             a->n = -3;
             a->f = 0.75f;
+        } else if (act == 11) {   /* HardSwishAffine: -1.25 * HardSwish(x) + 0.375 */
+            tattr *a = &t.a[t.na++];
+            memset(a, 0, sizeof *a);
+            a->name = "activation_alpha";
+            a->n = -3;
+            a->f = -1.25f;
+            a = &t.a[t.na++];
+            memset(a, 0, sizeof *a);
+            a->name = "activation_beta";
+            a->n = -3;
+            a->f = 0.375f;
         } else if (act == 3 || act == 5) {
             tattr *a = &t.a[t.na++];
             memset(a, 0, sizeof *a);
@@ -723,7 +735,7 @@ static void test_fused_conv(unsigned long long *seed)
             c.in[d] = rnd(seed, 20, 75);
         }
         c.bias = i % 4 != 0;
-        check_fused_conv(&c, i % 11, i % 3 != 0, 1 + i % 3, seed);
+        check_fused_conv(&c, i % 12, i % 3 != 0, 1 + i % 3, seed);
         if (i % 4 == 0)
             check_conv(&c, false, KILN_DT_FLOAT32, 1 + i % 2, seed);
     }
@@ -748,7 +760,7 @@ static void test_fused_conv(unsigned long long *seed)
             c.in[d] = (lo < 1 ? 1 : lo) + (last ? rnd(seed, 10, 140) : rnd(seed, 0, 9));
         }
         c.bias = rnd(seed, 0, 2) != 0;
-        check_fused_conv(&c, i % 11, rnd(seed, 0, 2) != 0, 1 + i % 3, seed);
+        check_fused_conv(&c, i % 12, rnd(seed, 0, 2) != 0, 1 + i % 3, seed);
     }
 }
 
@@ -777,7 +789,7 @@ static void test_wino_prepared(unsigned long long *seed)
         }
         c.bias = i % 4 != 0;
         g_fused_tol = wide && kiln__sgemm_kind() == 3 ? 1e-4 : 5e-4;   /* the AVX2 GEMM's host: all F(4x4) */
-        check_fused_conv(&c, i % 11, i % 3 != 0, 1 + i % 3, seed);
+        check_fused_conv(&c, i % 12, i % 3 != 0, 1 + i % 3, seed);
     }
     g_fused_tol = 1e-4;
     g_prepared = false;

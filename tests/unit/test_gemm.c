@@ -162,6 +162,7 @@ static double act_ref(const kiln_act *a, double x)
     case KILN_ACT_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
     case KILN_ACT_GELU_TANH: return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
     case KILN_ACT_TANH: return tanh(x);
+    case KILN_ACT_HARDSWISH_AFFINE: { double v = x / 6.0 + 0.5; return a->alpha * (x * (v < 0 ? 0 : v > 1 ? 1 : v)) + a->beta; }
     default: return x;
     }
 }
@@ -700,16 +701,18 @@ static kiln_tensor tens(int ndim, const int64_t *dims, float *data)
 
 static void test_fused_kernels(unsigned long long *seed)
 {
-    static const char *const acts[] = {NULL, "Relu", "Gelu", "Tanh", "Sigmoid", "HardSwish", "SiLU"};
+    static const char *const acts[] = {NULL, "Relu", "Gelu", "Tanh", "Sigmoid", "HardSwish", "SiLU",
+                                       "HardSwishAffine"};
     static const kiln_act_kind kinds[] = {KILN_ACT_NONE, KILN_ACT_RELU, KILN_ACT_GELU, KILN_ACT_TANH,
-                                          KILN_ACT_SIGMOID, KILN_ACT_HARDSWISH, KILN_ACT_SILU};
+                                          KILN_ACT_SIGMOID, KILN_ACT_HARDSWISH, KILN_ACT_SILU,
+                                          KILN_ACT_HARDSWISH_AFFINE};
     for (int it = 0; it < 60; it++) {
         bool gemm = it % 3 == 2;
         int64_t B0 = gemm ? 1 : 1 + (int64_t)(test_rng(seed) % 3), M = 1 + (int64_t)(test_rng(seed) % 70);
         int64_t N = 1 + (int64_t)(test_rng(seed) % 90), K = 1 + (int64_t)(test_rng(seed) % 80);
         bool ta = gemm && test_rng(seed) % 2, tb = gemm && test_rng(seed) % 2, has_bias = test_rng(seed) % 3 != 0;
         bool has_res = !gemm && test_rng(seed) % 2;
-        int ai = it % 7;
+        int ai = it % 8;
         float alpha = gemm && it % 5 == 0 ? 0.5f : 1.0f;
         float *A = rand_buf((size_t)(B0 * M * K), seed), *Bm = rand_buf((size_t)(K * N), seed);
         float *bias = rand_buf((size_t)N, seed), *R = rand_buf((size_t)(B0 * M * N), seed);
@@ -731,6 +734,10 @@ static void test_fused_kernels(unsigned long long *seed)
             at[na].s_len = strlen(acts[ai]);
             na++;
         }
+        if (kinds[ai] == KILN_ACT_HARDSWISH_AFFINE) {   /* 0.75 * HardSwish(x) - 0.25 */
+            at[na].name = (char *)"activation_alpha", at[na].type = KILN_ATTR_FLOAT, at[na].f = 0.75f, na++;
+            at[na].name = (char *)"activation_beta", at[na].type = KILN_ATTR_FLOAT, at[na].f = -0.25f, na++;
+        }
         if (gemm) {
             at[na].name = (char *)"transA", at[na].type = KILN_ATTR_INT, at[na].i = ta, na++;
             at[na].name = (char *)"transB", at[na].type = KILN_ATTR_INT, at[na].i = tb, na++;
@@ -742,6 +749,8 @@ static void test_fused_kernels(unsigned long long *seed)
                               : run_fused(KILN_OP_FusedMatMul, "FusedMatMul", at, na, 4, in, &out, 1 + it % 3);
         CHECK_MSG(st == KILN_OK, "fused kernel failed: %s", kiln_last_error());
         kiln_act act = {.kind = kinds[ai]};
+        if (act.kind == KILN_ACT_HARDSWISH_AFFINE)
+            act.alpha = 0.75f, act.beta = -0.25f;
         for (int64_t b = 0; st == KILN_OK && b < B0; b++)
             for (int64_t i = 0; i < M; i++)
                 for (int64_t j = 0; j < N; j++) {

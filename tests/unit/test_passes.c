@@ -12,14 +12,16 @@ typedef struct {
     const char *shape;      /* dims for every input, e.g. "1x3x32x40" */
     const char *must_fire;  /* a pass that must change this model, or NULL */
     int max_nodes_after;    /* full pipeline bound, 0 = no bound */
+    const char *pipeline_act;   /* a fused activation the pipeline must produce, or NULL */
 } model_case;
 
 static const model_case cases[] = {
-    {"models/tiny_cnn.onnx", "2x3x32x40", "fold-batchnorm", 0},
-    {"models/tiny_bert.onnx", "2x16", "constant-fold", 0},
-    {"models/ocr/ch_ppocr_mobile_v2.0_cls_infer.onnx", "1x3x48x192", "constant-fold", 0},
-    {"models/ocr/ch_PP-OCRv4_rec_infer.onnx", "1x3x48x160", "constant-fold", 0},
-    {"models/ocr/ch_PP-OCRv4_det_infer.onnx", "1x3x96x128", "constant-fold", 0},
+    {"models/tiny_cnn.onnx", "2x3x32x40", "fold-batchnorm", 0, NULL},
+    {"models/tiny_bert.onnx", "2x16", "constant-fold", 0, NULL},
+    {"models/ocr/ch_ppocr_mobile_v2.0_cls_infer.onnx", "1x3x48x192", "constant-fold", 0, NULL},
+    {"models/ocr/ch_PP-OCRv4_rec_infer.onnx", "1x3x48x160", "constant-fold", 0, NULL},
+    /* PP-LCNetV3's learnable affine blocks after its hard-swishes: fuse-post-affine */
+    {"models/ocr/ch_PP-OCRv4_det_infer.onnx", "1x3x96x128", "constant-fold", 0, "HardSwishAffine"},
 };
 
 /* Inputs from the library's one synthetic-input generator, every input at the case's dims. */
@@ -102,6 +104,13 @@ int main(void)
             }
             printf("%-52s %-16s changed %4d  nodes %4d -> %4d\n", cases[c].path, p->name ? p->name : "(pipeline)",
                    changed, before, e->g->n_nodes);
+            if (!p->name && cases[c].pipeline_act) {
+                int n_act = 0;
+                for (int i = 0; i < e->g->n_nodes; i++)
+                    n_act += !strcmp(kiln__attr_s(&e->g->nodes[i], "activation", ""), cases[c].pipeline_act);
+                CHECK_MSG(n_act > 0, "%s: no %s after the pipeline", cases[c].path, cases[c].pipeline_act);
+                printf("%-52s %d layers with %s\n", cases[c].path, n_act, cases[c].pipeline_act);
+            }
             kiln_engine_free(e);
             if (!p->name)
                 break;

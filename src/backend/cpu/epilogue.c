@@ -10,7 +10,7 @@ static const kiln_act_kind from_ir[KILN_FUSED_ACT_COUNT] = {
     [KILN_FUSED_LEAKYRELU] = KILN_ACT_LEAKYRELU, [KILN_FUSED_SIGMOID] = KILN_ACT_SIGMOID,
     [KILN_FUSED_HARDSIGMOID] = KILN_ACT_HARDSIGMOID, [KILN_FUSED_HARDSWISH] = KILN_ACT_HARDSWISH,
     [KILN_FUSED_SILU] = KILN_ACT_SILU, [KILN_FUSED_GELU] = KILN_ACT_GELU, [KILN_FUSED_GELU_TANH] = KILN_ACT_GELU_TANH,
-    [KILN_FUSED_TANH] = KILN_ACT_TANH};
+    [KILN_FUSED_TANH] = KILN_ACT_TANH, [KILN_FUSED_HARDSWISH_AFFINE] = KILN_ACT_HARDSWISH_AFFINE};
 
 const char *kiln__act_name(kiln_act_kind k)
 {
@@ -52,6 +52,10 @@ __attribute__((always_inline)) static inline float act_k(kiln_act_kind k, float 
     case KILN_ACT_GELU_TANH:
         return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
     case KILN_ACT_TANH: return tanhf(x);
+    case KILN_ACT_HARDSWISH_AFFINE: {
+        float v = x / 6.0f + 0.5f;
+        return alpha * (x * (v < 0 ? 0 : v > 1 ? 1 : v)) + beta;
+    }
     }
     return x;
 }
@@ -72,6 +76,7 @@ float kiln__act_scalar(const kiln_act *a, float x) { return act_k(a->kind, a->al
     case KILN_ACT_GELU: ROW(KILN_ACT_GELU); break;                                                     \
     case KILN_ACT_GELU_TANH: ROW(KILN_ACT_GELU_TANH); break;                                           \
     case KILN_ACT_TANH: ROW(KILN_ACT_TANH); break;                                                     \
+    case KILN_ACT_HARDSWISH_AFFINE: ROW(KILN_ACT_HARDSWISH_AFFINE); break;                             \
     }
 
 /* The widest vector ISA the epilogues use: 2 AVX-512, 1 AVX2 + FMA, 0 scalar (tests lower it). */

@@ -5,12 +5,13 @@
 
 typedef enum kiln_act_kind {
     KILN_ACT_NONE = 0, KILN_ACT_RELU, KILN_ACT_CLIP, KILN_ACT_LEAKYRELU, KILN_ACT_SIGMOID, KILN_ACT_HARDSIGMOID,
-    KILN_ACT_HARDSWISH, KILN_ACT_SILU, KILN_ACT_GELU, KILN_ACT_GELU_TANH, KILN_ACT_TANH
+    KILN_ACT_HARDSWISH, KILN_ACT_SILU, KILN_ACT_GELU, KILN_ACT_GELU_TANH, KILN_ACT_TANH,
+    KILN_ACT_HARDSWISH_AFFINE   /* alpha * HardSwish(x) + beta; the last kind */
 } kiln_act_kind;
 
 typedef struct kiln_act {
     kiln_act_kind kind;
-    float alpha, beta;   /* Clip: min/max; LeakyRelu: alpha; HardSigmoid: alpha/beta */
+    float alpha, beta;   /* Clip: min/max; LeakyRelu: alpha; HardSigmoid, HardSwishAffine: alpha/beta */
 } kiln_act;
 
 /* Name of the activation in the IR's fused-op vocabulary (ir/fused.h: "Relu", "Clip", ...), or NULL. */

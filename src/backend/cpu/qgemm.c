@@ -58,7 +58,7 @@ kiln_status kiln__qact_from_node(const kiln_kctx *ctx, kiln_act *a)
     const char *name = kiln__attr_s(ctx->node, "kiln_act", NULL);
     if (!name || !name[0])
         return KILN_OK;
-    for (int k = KILN_ACT_RELU; k <= KILN_ACT_TANH; k++) {
+    for (int k = KILN_ACT_RELU; k <= KILN_ACT_HARDSWISH_AFFINE; k++) {
         const char *kn = kiln__act_name((kiln_act_kind)k);
         if (kn && !strcmp(kn, name)) {
             /* defaults: the ONNX op's (Clip: no bound, LeakyRelu 0.01, HardSigmoid 0.2 / 0.5) */

@@ -163,6 +163,11 @@ KILN_V512 __m512 kiln_v_act(const kiln_act *a, __m512 x)
         return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), _mm512_add_ps(one, t));
     }
     case KILN_ACT_TANH: return kiln_v_tanh(x);
+    case KILN_ACT_HARDSWISH_AFFINE: {
+        __m512 v = _mm512_add_ps(_mm512_div_ps(x, _mm512_set1_ps(6.0f)), _mm512_set1_ps(0.5f));
+        __m512 h = _mm512_mul_ps(x, _mm512_min_ps(one, _mm512_max_ps(zero, v)));
+        return _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(a->alpha), h), _mm512_set1_ps(a->beta));
+    }
     }
     return x;
 }

@@ -131,6 +131,11 @@ KILN_V256 __m256 kiln_v8_act(kiln_act_kind k, float alpha, float beta, __m256 x)
         return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(one, t));
     }
     case KILN_ACT_TANH: return kiln_v8_tanh(x);
+    case KILN_ACT_HARDSWISH_AFFINE: {
+        __m256 v = _mm256_add_ps(_mm256_div_ps(x, _mm256_set1_ps(6.0f)), _mm256_set1_ps(0.5f));
+        __m256 h = _mm256_mul_ps(x, _mm256_min_ps(one, _mm256_max_ps(zero, v)));
+        return _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(alpha), h), _mm256_set1_ps(beta));
+    }
     }
     return x;
 }

@@ -495,7 +495,7 @@ bool cu_fused_act(const cu_be *b, const kiln_node *n, int *act, float *alpha, fl
         [KILN_FUSED_LEAKYRELU] = CUK_LEAKYRELU, [KILN_FUSED_SIGMOID] = CUK_SIGMOID,
         [KILN_FUSED_HARDSIGMOID] = CUK_HARDSIGMOID, [KILN_FUSED_HARDSWISH] = CUK_HARDSWISH,
         [KILN_FUSED_SILU] = CUK_SILU, [KILN_FUSED_GELU] = CUK_GELU, [KILN_FUSED_GELU_TANH] = CUK_GELU_TANH,
-        [KILN_FUSED_TANH] = CUK_TANH,
+        [KILN_FUSED_TANH] = CUK_TANH, [KILN_FUSED_HARDSWISH_AFFINE] = CUK_HARDSWISH_AFFINE,
     };
     if ((int)a.kind < 0 || a.kind >= KILN_FUSED_ACT_COUNT)
         return false;

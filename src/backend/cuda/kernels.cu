@@ -49,6 +49,7 @@ __device__ __forceinline__ float act_apply(int act, float x, float a, float b)
     case CUK_SELU: return x > 0.f ? b * x : b * (a * expf(x) - a);
     case CUK_ROUND: return rintf(x);
     case CUK_SIGN: return (float)((x > 0.f) - (x < 0.f));
+    case CUK_HARDSWISH_AFFINE: { float v = x / 6.0f + 0.5f; return a * (x * (v < 0.f ? 0.f : (v > 1.f ? 1.f : v))) + b; }
     }
     return x;
 }
