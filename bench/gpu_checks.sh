@@ -8,7 +8,7 @@
 # --log FILE  the log (default $OUT/gpu_checks.log when $OUT is set, else gpu_checks.log)
 # Steps (each time-boxed; the log keeps every step's status and tail):
 #   models     generate resnet50 / tiny_cnn / bert_base when missing (scripts/gen_models.py)
-#   ocr-half   test_gpu's PP-OCRv4 det FP16 and BF16 model cases (CUDA graph replays against the CPU)
+#   ocr-half   test_gpu's PP-OCRv4 det FP32, FP16 and BF16 model cases (CUDA graph replays against the CPU)
 #   cases      test_gpu's one-node cases (no models)
 #   gpu-all    test_gpu with its default models
 #   ocr-bench  bench/gpu_vs_torch.py --only ocr_det, FP32 and FP16, batches 1 and 16
@@ -61,8 +61,8 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$LOG" 2>&1
 for s in "${steps[@]}"; do
     case "$s" in
     models) run models 240 5 python3 scripts/gen_models.py --out models --only resnet50,tiny_cnn,bert_base --no-check ;;
-    ocr-half) run ocr-half 300 40 env KILN_TEST_GPU_ONLY=models "$T" --require-gpu "$OCR@x:2x3x96x128#fp16" \
-                  "$OCR@x:2x3x96x128#bf16" ;;
+    ocr-half) run ocr-half 300 40 env KILN_TEST_GPU_ONLY=models "$T" --require-gpu "$OCR@x:2x3x96x128" \
+                  "$OCR@x:2x3x96x128#fp16" "$OCR@x:2x3x96x128#bf16" ;;
     cases) run cases 420 60 "$T" --require-gpu models/absent.onnx ;;   # the model given is absent: skipped
     gpu-all) run gpu-all 600 80 "$T" --require-gpu ;;
     ocr-bench) run ocr-bench 420 40 python3 bench/gpu_vs_torch.py --kiln "$K" --only ocr_det --precisions fp32,fp16 \
