@@ -69,6 +69,15 @@ static void add_str(tnode *t, const char *name, const char *s)
     a->s = s;
 }
 
+static void add_float(tnode *t, const char *name, float f)
+{
+    tattr *a = &t->a[t->na++];
+    memset(a, 0, sizeof *a);
+    a->name = name;
+    a->n = -3;
+    a->f = f;
+}
+
 static kiln_status run_op(kiln_op op, const char *op_type, int opset, const tnode *t, int n_in,
                           const kiln_tensor *const *in, int n_out, kiln_tensor *out, int nthreads)
 {
@@ -647,42 +656,13 @@ static void check_fused_conv(const cfg *c, int act, bool res, int nthreads, unsi
     set_conv_attrs(c, &t, false);
     if (act) {
         add_str(&t, "activation", fused_acts[act]);
-        if (act == 2) {
-            tattr *a = &t.a[t.na++];
-            memset(a, 0, sizeof *a);
-            a->name = "activation_alpha";
-            a->n = -3;
-            a->f = -0.5f;
-            a = &t.a[t.na++];
-            memset(a, 0, sizeof *a);
-            a->name = "activation_beta";
-            a->n = -3;
-            a->f = 0.75f;
-        } else if (act == 11) {   /* HardSwishAffine: -1.25 * HardSwish(x) + 0.375 */
-            tattr *a = &t.a[t.na++];
-            memset(a, 0, sizeof *a);
-            a->name = "activation_alpha";
-            a->n = -3;
-            a->f = -1.25f;
-            a = &t.a[t.na++];
-            memset(a, 0, sizeof *a);
-            a->name = "activation_beta";
-            a->n = -3;
-            a->f = 0.375f;
-        } else if (act == 3 || act == 5) {
-            tattr *a = &t.a[t.na++];
-            memset(a, 0, sizeof *a);
-            a->name = "activation_alpha";
-            a->n = -3;
-            a->f = act == 3 ? 0.1f : 0.2f;
-            if (act == 5) {
-                a = &t.a[t.na++];
-                memset(a, 0, sizeof *a);
-                a->name = "activation_beta";
-                a->n = -3;
-                a->f = 0.5f;
-            }
-        }
+        /* alpha / beta: Clip's bounds, LeakyRelu's slope, HardSigmoid's line, HardSwishAffine's scale and shift */
+        static const float alpha[12] = {[2] = -0.5f, [3] = 0.1f, [5] = 0.2f, [11] = -1.25f};
+        static const float beta[12] = {[2] = 0.75f, [5] = 0.5f, [11] = 0.375f};
+        if (act == 2 || act == 3 || act == 5 || act == 11)
+            add_float(&t, "activation_alpha", alpha[act]);
+        if (act == 2 || act == 5 || act == 11)
+            add_float(&t, "activation_beta", beta[act]);
     }
     kiln_status st = run_op(KILN_OP_FusedConv, "FusedConv", 1, &t, 4, in, 1, out, nthreads);
     char desc[400];
