@@ -5,7 +5,8 @@
 #
 # --bin DIR   where kiln, test_gpu and libkiln_cuda.so are (default build)
 # --libs DIR  extra shared libraries for the loader (a machine without kiln's Debian packages)
-# --log FILE  the log (default $OUT/gpu_checks.log when $OUT is set, else gpu_checks.log)
+# --log FILE  the log (default $OUT/gpu_checks.log when $OUT is set, else gpu_checks.log); the running step's whole
+#             output is in FILE with .part.txt for .log (what a call cut short brings back)
 # Steps (each time-boxed; the log keeps every step's status and tail):
 #   models     generate resnet50 / tiny_cnn / bert_base when missing (scripts/gen_models.py)
 #   ocr-half   test_gpu's PP-OCRv4 det FP32, FP16 and BF16 model cases (CUDA graph replays against the CPU)
@@ -47,14 +48,16 @@ OCR=models/ocr/ch_PP-OCRv4_det_infer.onnx
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 log() { echo "[$(date +%T)] $*" >> "$LOG"; }
-# run NAME SECONDS TAIL_LINES CMD...: the command's output into the log's tail, its status on the step line
+# run NAME SECONDS TAIL_LINES CMD...: the command's output into the log's tail, its status on the step line; while it
+# runs its output goes to $PART (beside the log), so a device call cut short still brings back the running step's
+PART="${LOG%.log}.part.txt"
 run() {
     local name=$1 secs=$2 lines=$3
     shift 3
     log "== $name"
-    timeout "$secs" "$@" > "$TMP/out" 2>&1
+    timeout "$secs" "$@" > "$PART" 2>&1
     local rc=$?
-    tail -n "$lines" "$TMP/out" >> "$LOG"
+    tail -n "$lines" "$PART" >> "$LOG"
     log "$name rc=$rc$([ $rc = 124 ] && echo ' (timed out)')"
 }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$LOG" 2>&1
