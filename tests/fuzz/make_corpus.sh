@@ -10,6 +10,7 @@
 #   timing_cache  the cache `kiln build --timing-cache` writes, plus invalid ones
 #   calib_cache   calibration caches with the header the harness expects (its fixed hashes and
 #                 method), valid ones (quoted/escaped names, extreme floats) and malformed ones
+#   device_tactics  device tactics texts (src/core/devtac.h): valid, CRLF, malformed lines, no header
 # Usage: tests/fuzz/make_corpus.sh [KILN_BINARY] [OUT]      (idempotent; rerun to refresh)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -24,7 +25,7 @@ fi
 [ -x "$KILN" ] || { echo "make_corpus: $KILN not built (make build-fuzz)" >&2; exit 1; }
 [ -d "$SUITE" ] || { echo "make_corpus: $SUITE missing (scripts/bootstrap.sh)" >&2; exit 1; }
 rm -rf "$OUT.tmp"
-mkdir -p "$OUT.tmp"/{onnx,tensor_pb,npy,engine,timing_cache,calib_cache}
+mkdir -p "$OUT.tmp"/{onnx,tensor_pb,npy,engine,timing_cache,calib_cache,device_tactics}
 T="$OUT.tmp"
 
 # content-addressed copy: identical seeds collapse, names are stable across runs
@@ -116,8 +117,16 @@ hdr() { printf '# kiln calibration cache\nversion 1\nkiln 0.1.0\nmodel 012345678
 printf '# kiln calibration cache\nversion 2\n' > "$c/future_version"
 head -c 200 models/tiny_cnn.onnx > "$c/not_text"
 
+c="$T/device_tactics"
+sig='NVIDIA H200 (sm_90, 132 SMs, 140 GiB), driver 13.0, runtime 13.0, cuDNN 91400, cuBLASLt 130100'
+printf 'kiln device tactics 1\t%s\ng 0100000000000000020000000000000003 7\n8 ff00 2\nm 0a0b0c 1\n' "$sig" > "$c/valid"
+printf 'kiln device tactics 1\t%s\r\ng 0102 4\r\nm ff 0' "$sig" > "$c/crlf_no_final_newline"
+printf 'kiln device tactics 1\tx\nzz\ng nothex 3\nm 0102 -1\ng 010 1\ng 0102 99999999999\n\ng 0A 1\n' > "$c/malformed"
+printf 'g 0102 4\n' > "$c/no_header"
+printf 'kiln device tactics 2\tx\ng 0102 4\n' > "$c/other_version"
+
 rm -rf "$OUT"
 mv "$OUT.tmp" "$OUT"
-for h in onnx tensor_pb npy engine timing_cache calib_cache; do
+for h in onnx tensor_pb npy engine timing_cache calib_cache device_tactics; do
   printf 'make_corpus: %-13s %4d seeds\n' "$h" "$(ls "$OUT/$h" | wc -l)"
 done
