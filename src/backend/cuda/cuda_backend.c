@@ -1011,7 +1011,7 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
     b->tf32 = o->allow_tf32;
     const char *poison = getenv("KILN_CUDA_POISON");
     b->poison = poison && poison[0] && strcmp(poison, "0");
-    const char *unv = getenv("KILN_CUDA_UNVERIFIED");   /* code no GPU has run yet (none at present): test_gpu */
+    const char *unv = getenv("KILN_CUDA_UNVERIFIED");   /* code no GPU has run yet (GEMM tactics): test_gpu */
     b->unverified = unv && !strcmp(unv, "1");
     /* channels-last half convolutions: measured faster at batch 256, slower at batch 1 (docs/CUDA.md);
      * KILN_CUDA_NHWC=0 never, =1 always, unset from batch NHWC_MIN_BATCH on */
