@@ -480,6 +480,25 @@ static int test_shared_b(unsigned long long *seed)
     return fails;
 }
 
+/* Partial last panels whose columns the tiles read side by side (A in place: 17 columns, and 1-4 columns through the
+ * dot-product tile: N = 17, 49, 196), copied by panel_at once per call, panel slice and buffer, then reused by the
+ * task's later row blocks: M-split grids over B packed once (K <= 512, a packing callback, pre-packed), several K
+ * slices, several row blocks a task (M = 800: 3), partial last row tiles, bias, residual and Relu, 2 threads. */
+static int test_panel_cols(unsigned long long *seed)
+{
+    int fails = 0;
+    kiln_act relu = {.kind = KILN_ACT_RELU}, none = {.kind = KILN_ACT_NONE};
+    fails += !run_epi_case(2, false, false, 37, 17, 3600, 1.0f, 0.0f, 1, true, relu, 1, seed);
+    fails += !run_epi_case(2, false, false, 128, 49, 400, 1.0f, 0.5f, 2, false, none, 0, seed);
+    fails += !run_epi_case(2, false, false, 1024, 196, 256, 1.0f, 0.0f, 1, true, relu, 0, seed);
+    fails += !run_epi_case(2, false, false, 515, 49, 1100, 0.5f, 0.0f, 1, false, relu, 1, seed);
+    fails += !run_epi_case(2, false, false, 512, 196, 512, 1.0f, 0.0f, 1, true, relu, 0, seed);
+    fails += !run_epi_case(2, false, true, 203, 196, 2000, 1.0f, 0.0f, 2, true, relu, 2, seed);
+    fails += !run_epi_case(2, false, false, 300, 196, 700, 1.0f, 0.0f, 1, false, relu, 2, seed);
+    fails += !run_epi_case(2, false, false, 800, 196, 700, 1.0f, 0.25f, 1, true, relu, 0, seed);
+    return fails;
+}
+
 /* Grids with several tasks along N (N >> M, 2-3 threads), where op(A) is packed once for all the
  * tasks where the micro-kernel reads packed A (AVX2, portable C; AVX-512: A transposed): M not a
  * multiple of any kernel's height (a partial last row panel), A transposed or not and with a
@@ -927,6 +946,7 @@ int main(int argc, char **argv)
     fails += test_rows_outer(&seed);
     fails += test_direct_b(&seed);
     fails += test_shared_b(&seed);
+    fails += test_panel_cols(&seed);
     fails += test_packb_nsplit(&seed);
     fails += test_shared_a(&seed);
     fails += test_tapered(&seed);

@@ -154,7 +154,10 @@ typedef struct gemm_job {
     int64_t ntaper;
     gemm_ntask task[TAPER_MAX];
     atomic_llong next_task;
+    unsigned long long gen;   /* this call's number: panel_at's column copies are reused within one call only */
 } gemm_job;
+
+static atomic_ullong gemm_gen;
 
 /* C = beta * C over an m x n block (beta == 0 writes zeros without reading C). */
 static void scale_c(float *C, int64_t ldc, int64_t m, int64_t n, float beta)
@@ -322,7 +325,11 @@ static int tile_cols(const gemm_job *g, int64_t jr, int64_t nc, const float *col
 /* The K slice [pc, pc+kc) of panel jr of the block at column jc, for the micro-kernels: in the
  * task's packed block pb or in the pre-packed B; sets t's column and, for a 17-column tile (of A
  * read in place, AVX-512; or of the AVX2 kernel: the next panel's column 0), its column 16 side by
- * side (colv). */
+ * side (colv).
+ * Those columns are copied once per call, panel slice and buffer: a task runs its rows in blocks of mc (ResNet-50's
+ * 14x14 layers: up to 3 a task), each of which asked for the same copy again, kc floats a column, each from another
+ * line of the panel (N = 196: 4 columns, a quarter of the slice's lines read for 4 floats each); the thread's last copy
+ * is kept (its key: the call's number, the panel slice's address, column, K slice and width, and the buffer). */
 static const float *panel_at(const gemm_job *g, tile_args *t, const float *pb, float *colv, int64_t jc, int64_t jr,
                              int64_t pc, int64_t kc, int n)
 {
@@ -335,22 +342,40 @@ static const float *panel_at(const gemm_job *g, tile_args *t, const float *pb, f
         t->k2 = g->B2 && pc < g->kb2 ? g->kb2 - pc : 0;
         return t->pb2 && t->k2 == 0 ? t->pb2 : g->B + pc * g->b_rs + jc + jr;
     }
-    if (g->direct_a && nr == 32 && n <= DOT_COLS && colv) {
+    const bool narrow = g->direct_a && nr == 32 && n <= DOT_COLS;
+    const float *c16 = narrow                               ? NULL
+                       : g->direct_a && n == 17 && nr == 32 ? bp + 16
+                       : g->im->ukr17 && n == nr + 1        ? bp + (g->bpack ? g->K : kc) * nr
+                                                            : NULL;
+    if (!colv || !(narrow || c16))
+        return bp;
+    t->colv = colv;
+    static _Thread_local struct {
+        unsigned long long gen;
+        const float *bp;
+        const float *colv;
+        int64_t jc, pc, kc;
+        int n;
+    } last;
+    if (last.gen == g->gen && last.bp == bp && last.colv == colv && last.jc == jc && last.pc == pc && last.kc == kc &&
+        last.n == n)
+        return bp;   /* copied by this thread for this call's panel slice already */
+    last.gen = g->gen;
+    last.bp = bp;
+    last.colv = colv;
+    last.jc = jc;
+    last.pc = pc;
+    last.kc = kc;
+    last.n = n;
+    if (narrow) {
         /* a narrow last panel (a 14x14 map's N = 196 = 6 x 32 + 4) with A read in place: its n columns
          * side by side along k, zero columns up to DOT_COLS, for the dot-product tile (colv[c * kc + k]) */
         for (int c = 0; c < DOT_COLS; c++)
             for (int64_t k = 0; k < kc; k++)
                 colv[c * kc + k] = c < n ? bp[k * nr + c] : 0.0f;
-        t->colv = colv;
-        return bp;
-    }
-    const float *c16 = g->direct_a && n == 17 && nr == 32 ? bp + 16
-                       : g->im->ukr17 && n == nr + 1  ? bp + (g->bpack ? g->K : kc) * nr
-                                                       : NULL;
-    if (c16 && colv) {
+    } else {
         for (int64_t k = 0; k < kc; k++)
             colv[k] = c16[k * nr];
-        t->colv = colv;
     }
     return bp;
 }
@@ -920,6 +945,7 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
     gemm_job g = {0};
     const gemm_impl *im = select_impl();
     g.im = im;
+    g.gen = atomic_fetch_add_explicit(&gemm_gen, 1, memory_order_relaxed) + 1;
     g.M = M;
     g.N = N;
     g.K = K;

@@ -256,7 +256,11 @@ static kiln_status conv_wino(const kiln_kctx *ctx, const kiln_window *g, const w
     if (!phased)
         j.R = wino_balance(T, nt, j.R);
     int64_t svp = phased ? wino_stride(cdiv(T, j.nr) * j.nr * Cg) : 0, spp = phased ? wino_stride(Mg * T) : 0;
-    size_t nU = Up ? 0 : (size_t)(NP * Mg * Cg), nX = (size_t)(Cg * j.Hp * j.Wp + WINO_XP_SLACK),
+    /* the AVX-512 transforms read the input in place (wino_kind.direct_in), the padding as masked-off lanes and zero
+     * rows: no padded copy. ResNet-50's 11 Winograd layers spent ~0.5 ms an inference in the copy (wino_fill_task's
+     * parallel loops, 2 threads); without it those layers take 0.96-0.97 of their time (bench/env_ab, 300 pairs) */
+    const bool direct = k->direct_in;
+    size_t nU = Up ? 0 : (size_t)(NP * Mg * Cg), nX = direct ? 0 : (size_t)(Cg * j.Hp * j.Wp + WINO_XP_SLACK),
            nV = (size_t)(NP * (svp + spp));
     nU = (nU + 15) / 16 * 16;
     nX = (nX + 15) / 16 * 16;
@@ -264,10 +268,15 @@ static kiln_status conv_wino(const kiln_kctx *ctx, const kiln_window *g, const w
     if (!buf)
         return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory (Winograd buffers)");
     float *U = buf, *xp = buf + nU, *Vph = xp + nX, *tw = Vph + nV;
-    j.xp = xp;
-    memset(xp + Cg * j.Hp * j.Wp, 0, sizeof(float) * WINO_XP_SLACK);
+    j.xp = direct ? NULL : xp;
+    if (!direct)
+        memset(xp + Cg * j.Hp * j.Wp, 0, sizeof(float) * WINO_XP_SLACK);
     kiln_convd_geom q = {.Cg = Cg, .P = 1, .Hp = j.Hp, .Wq = j.Wp, .xp = xp};
     kiln__conv2d_view(g, &q.p);
+    j.H = q.p.H;
+    j.W = q.p.W;
+    j.ph = q.p.ph;
+    j.pw = q.p.pw;
     for (int64_t n = 0; n < g->N; n++)
         for (int64_t gi = 0; gi < g->G; gi++) {
             /* U[np][Mg*Cg] = Tw[np x 9] x W^T, W viewed as [Mg*Cg][9] (or transformed at build time) */
@@ -279,7 +288,10 @@ static kiln_status conv_wino(const kiln_kctx *ctx, const kiln_window *g, const w
                 j.U = U;
             /* zero-padded input [Cg][Hp][Wp]: padded row r = input row r - ph, column u = u - pw */
             q.x = x + (n * g->C + gi * Cg) * g->in_sz;
-            kiln__parallel_for(ctx->pool, nt, Cg, 1, wino_fill_task, &q);
+            if (direct)
+                j.x = q.x;
+            else
+                kiln__parallel_for(ctx->pool, nt, Cg, 1, wino_fill_task, &q);
             j.row0 = n * g->M + gi * Mg;
             j.y = y + j.row0 * g->out_sz;
             j.e = kiln__conv_epi(g, b, post, gi, j.row0);

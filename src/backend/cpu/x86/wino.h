@@ -24,6 +24,7 @@ typedef struct wino_kind {
     void (*in)(const struct wino_job *j, int64_t t0, int64_t t1, float *V, int64_t c0, int64_t c1);
     /* output transform of P (np planes of [Mg][t1 - t0]) for output channels [m0, m1), epilogue */
     void (*out)(const struct wino_job *j, int64_t t0, int64_t t1, const float *P, int64_t m0, int64_t m1);
+    bool direct_in;   /* the input transform reads the input in place (wino_job.x), no padded copy */
 } wino_kind;
 
 typedef struct wino_job {
@@ -33,6 +34,9 @@ typedef struct wino_job {
     int nr;                               /* the GEMM's packed-B panel width (kiln__sgemm_nr()) */
     const float *xp;                      /* padded image [Cg][Hp][Wp], readable (zeros) up to
                                            * WINO_XP_SLACK floats past its end */
+    const float *x;                       /* or (wino_kind.direct_in) the input [Cg][H][W] read in place, NULL:
+                                           * padded row r, column u are its row r - ph, column u - pw */
+    int64_t H, W, ph, pw;
     const float *U;                       /* [np][uq]: [Mg][Cg], or the GEMM's packed A (upk) */
     int64_t uq;                           /* floats per product's filters */
     bool upk;                             /* U[xi] packed (kiln_gemm.apack) */

@@ -315,6 +315,6 @@ T2 static void out_f43(const wino_job *j, int64_t t0, int64_t t1, const float *P
 }
 #undef WINO_CHUNKS8
 
-const wino_kind kiln__wino_f23_avx2 = {2, 16, KILN_PREP_WINO_F23, tw_f23, in_f23, out_f23};
-const wino_kind kiln__wino_f43_avx2 = {4, 36, KILN_PREP_WINO_F43, tw_f43, in_f43, out_f43};
+const wino_kind kiln__wino_f23_avx2 = {2, 16, KILN_PREP_WINO_F23, tw_f23, in_f23, out_f23, false};
+const wino_kind kiln__wino_f43_avx2 = {4, 36, KILN_PREP_WINO_F43, tw_f43, in_f43, out_f43, false};
 #endif

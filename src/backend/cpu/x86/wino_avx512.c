@@ -76,6 +76,36 @@ static inline __mmask16 row_mask(int64_t avail, int v)
     return kiln_v_mask16(avail - 16 * v);
 }
 
+/* A padded row of an input tile row as the transforms load it: p + k for k in [lo, hi) are the floats of padded row
+ * pr from padded column pc on, the rest reads as zero. From the padded copy (xp), or from the input read in place
+ * (j->x): rows above and below it and columns left and right of it are the padding, never loaded (masked loads). */
+typedef struct in_row {
+    const float *p;
+    int64_t lo, hi;
+} in_row;
+
+static inline in_row in_row_at(const wino_job *j, const float *xc, int64_t pr, int64_t pc)
+{
+    if (!j->x)
+        return (in_row){xc + pr * j->Wp + pc, 0, j->Wp - pc};
+    int64_t iy = pr - j->ph, ix = pc - j->pw;
+    if (iy < 0 || iy >= j->H)
+        return (in_row){xc, 0, 0};
+    return (in_row){xc + iy * j->W + ix, ix < 0 ? -ix : 0, j->W - ix};
+}
+
+/* The first channel's rows: of the padded copy or the input. */
+static inline const float *in_plane(const wino_job *j, int64_t c)
+{
+    return j->x ? j->x + c * j->H * j->W : j->xp + c * j->Hp * j->Wp;
+}
+
+/* Lanes of the v-th 16-float vector of row r that hold its floats. */
+static inline __mmask16 in_mask(in_row r, int v)
+{
+    return (__mmask16)(kiln_v_mask16(r.hi - 16 * v) & ~kiln_v_mask16(r.lo - 16 * v));
+}
+
 /* Input transform of tiles [t0, t1) (all channels) into V[16] (packed 32-tile panels [p][Cg][32]). */
 __attribute__((target("avx512f"))) static void in_f23(const wino_job *j, int64_t t0, int64_t t1, float *V,
                                                           int64_t c0, int64_t c1)
@@ -84,16 +114,15 @@ __attribute__((target("avx512f"))) static void in_f23(const wino_job *j, int64_t
     const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     for (int64_t c = c0; c < c1; c++) {
-        const float *xc = j->xp + c * j->Hp * j->Wp;
+        const float *xc = in_plane(j, c);
         WINO_CHUNKS(j, t0, t1, {
             /* t = B^T d, B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], accumulated row by row */
             __m512 t[4][4];
             _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
-                const float *row = xc + (ty * 2 + i) * j->Wp + 2 * tx;
-                const int64_t avail = j->Wp - 2 * tx;
-                __m512 a = _mm512_maskz_loadu_ps(row_mask(avail, 0), row);
-                __m512 b = _mm512_maskz_loadu_ps(row_mask(avail, 1), row + 16);
-                __m512i ci = _mm512_castps_si512(_mm512_maskz_loadu_ps(row_mask(avail, 2), row + 32));
+                const in_row rw = in_row_at(j, xc, ty * 2 + i, 2 * tx);
+                __m512 a = _mm512_maskz_loadu_ps(in_mask(rw, 0), rw.p);
+                __m512 b = _mm512_maskz_loadu_ps(in_mask(rw, 1), rw.p + 16);
+                __m512i ci = _mm512_castps_si512(_mm512_maskz_loadu_ps(in_mask(rw, 2), rw.p + 32));
                 /* lane l: x[2l], x[2l+1], x[2l+2], x[2l+3]; the last lane's x[32], x[33] come from ci */
                 __m512 d[4];
                 d[0] = _mm512_permutex2var_ps(a, ev, b);
@@ -221,17 +250,16 @@ __attribute__((target("avx512f,fma"))) static void in_f43(const wino_job *j, int
     const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     for (int64_t c = c0; c < c1; c++) {
-        const float *xc = j->xp + c * j->Hp * j->Wp;
+        const float *xc = in_plane(j, c);
         WINO_CHUNKS(j, t0, t1, {
             __m512 h[6][6]; /* h[i][q]: row i of the input tiles, transformed along the row */
             _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) {
-                const float *row = xc + (ty * 4 + i) * j->Wp + 4 * tx;
-                const int64_t avail = j->Wp - 4 * tx;
-                __m512 v0 = _mm512_maskz_loadu_ps(row_mask(avail, 0), row);
-                __m512 v1 = _mm512_maskz_loadu_ps(row_mask(avail, 1), row + 16);
-                __m512 v2 = _mm512_maskz_loadu_ps(row_mask(avail, 2), row + 32);
-                __m512 v3 = _mm512_maskz_loadu_ps(row_mask(avail, 3), row + 48);
-                __m512i v4 = _mm512_castps_si512(_mm512_maskz_loadu_ps(row_mask(avail, 4), row + 64));
+                const in_row rw = in_row_at(j, xc, ty * 4 + i, 4 * tx);
+                __m512 v0 = _mm512_maskz_loadu_ps(in_mask(rw, 0), rw.p);
+                __m512 v1 = _mm512_maskz_loadu_ps(in_mask(rw, 1), rw.p + 16);
+                __m512 v2 = _mm512_maskz_loadu_ps(in_mask(rw, 2), rw.p + 32);
+                __m512 v3 = _mm512_maskz_loadu_ps(in_mask(rw, 3), rw.p + 48);
+                __m512i v4 = _mm512_castps_si512(_mm512_maskz_loadu_ps(in_mask(rw, 4), rw.p + 64));
                 __m512 e01 = _mm512_permutex2var_ps(v0, ev, v1), o01 = _mm512_permutex2var_ps(v0, od, v1);
                 __m512 e23 = _mm512_permutex2var_ps(v2, ev, v3), o23 = _mm512_permutex2var_ps(v2, od, v3);
                 __m512 d[6];
@@ -334,6 +362,6 @@ void kiln__wino_zero_tail(float *V, int64_t sv, int np, int64_t Cg, int64_t c0, 
     zero_tail512(V + (cdiv(Tb, 32) - 1) * Cg * 32, sv, np, c0, c1, r);
 }
 
-const wino_kind kiln__wino_f23 = {2, 16, KILN_PREP_WINO_F23, tw_f23, in_f23, out_f23};
-const wino_kind kiln__wino_f43 = {4, 36, KILN_PREP_WINO_F43, tw_f43, in_f43, out_f43};
+const wino_kind kiln__wino_f23 = {2, 16, KILN_PREP_WINO_F23, tw_f23, in_f23, out_f23, true};
+const wino_kind kiln__wino_f43 = {4, 36, KILN_PREP_WINO_F43, tw_f43, in_f43, out_f43, true};
 #endif
