@@ -419,14 +419,16 @@ int kiln_engine_device_tactics(kiln_engine_t e, char *signature, size_t cap)
 {
     if (signature && cap)
         signature[0] = '\0';
-    if (!e || !e->dev_tactics)
+    char sig[512];
+    if (!e || !e->dev_tactics || !kiln__devtac_text_signature(e->dev_tactics, e->dev_tactics_len, sig, sizeof sig))
         return 0;
     if (signature && cap)
-        kiln__devtac_text_signature(e->dev_tactics, e->dev_tactics_len, signature, cap);
-    int n = 0;
-    for (size_t i = 0; i + 1 < e->dev_tactics_len; i++)   /* a choice a line after the first */
-        n += e->dev_tactics[i] == '\n';
-    return n;
+        snprintf(signature, cap, "%s", sig);
+    /* the choices as the device module will read them (malformed lines skipped) */
+    kiln_devtac *t = kiln__devtac_new(sig);
+    int n = t ? kiln__devtac_parse(t, e->dev_tactics, e->dev_tactics_len) : 0;
+    kiln__devtac_free(t);
+    return n > 0 ? n : 0;
 }
 
 kiln_status kiln_context_layer_place(kiln_context_t c, int i, kiln_layer_place *out)

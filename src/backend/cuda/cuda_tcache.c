@@ -4,9 +4,10 @@
  * signature of the GPU and library versions (mod_describe's text). Seeded from an engine's DEVICE_TACTICS section
  * (kiln_devmod.tactics_import) and from a timing-cache file (KILN_CUDA_TIMING_CACHE=FILE: read when the instance is
  * created, written back, merged with what the file holds then, when it is destroyed if it timed something); the
- * choices the instance used or timed are handed out for the engine (tactics_export), not the rest of a file's. A recorded choice replaces timing every candidate at the first run (a fused
- * convolution times up to 16 cuDNN plans, each finalized first: most of the ~50 s a `kiln verify --device cuda` of
- * PP-OCRv4 det spent before its first result on the H200). */
+ * choices the instance used or timed are handed out for the engine (tactics_export), not the rest of a file's. A
+ * recorded choice replaces timing every candidate at the first run (a fused convolution times up to 16 cuDNN plans,
+ * each finalized first: most of the ~50 s a `kiln verify --device cuda` of PP-OCRv4 det spent before its first
+ * result on the H200). */
 #include "cuda_internal.h"
 #include <stdio.h>
 #include <stdlib.h>
