@@ -20,6 +20,17 @@
 #              time) and with them (`kiln build --device cuda` times at the opt shapes), each engine's `kiln bench`
 #              process timed (wall time, p50, "tactics" of the JSON), then KILN_CUDA_PROFILE=1 per-op sums of the FP16
 #              and FP32 engines into $OUT/prof_fp16.txt, $OUT/prof_fp32.txt
+#   r50-tac    ResNet-50 batch 256 FP16 and FP8 engines built with device tactics (`kiln build --device cuda`, the
+#              wall time of each build: the issue's "build under 60 s"), each `kiln bench` process timed ("tactics" of
+#              the JSON, compute_ms), alternated twice, then KILN_CUDA_PROFILE=layers of both into
+#              $OUT/prof_r50_fp16.txt, $OUT/prof_r50_fp8.txt
+#   bert-tac   BERT-base seq 128 batch 128 FP16 with device tactics, cuBLASLt's GEMM algorithms among them (kind l):
+#              build, two bench processes ("tactics": loaded / timed; compute_ms) against an engine without them
+#   buildtime  ResNet-50 FP16 batch 256 `kiln build --device cuda` (device tactics timed) five times: a warm-up, then
+#              KILN_CUDA_PLAN_THREADS=1 (cuDNN plans finalized in turn) against the default (at once), alternated; each
+#              build's wall time and the module's account of its cuDNN engine choices (KILN_CUDA_CONV_GRAPH=2), then
+#              the two kinds' engines benched (compute_ms)
+#   bert-verify  `kiln verify` of a BERT-base FP16 engine with device tactics (batch 2) against the ONNX model
 #   ocr-acc    PaddleOCR cls / rec real-task accuracy on the GPU, FP32 and FP16 engines (scripts/ocr_accuracy.py
 #              --device cuda) on $OCR_EVAL (default .dev/ocr_eval), made on a machine with ImageMagick and carried:
 #              `scripts/ocr_eval_data.py --out .dev/ocr_eval --batch 320` (one batch file: one kiln run an engine,
@@ -35,7 +46,7 @@ while [ $# -gt 0 ]; do
     --bin) BIN=$2; shift 2 ;;
     --libs) LIBS=$2; shift 2 ;;
     --log) LOG=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -u/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "gpu_checks.sh: unknown option $1" >&2; exit 2 ;;
     *) steps+=("$1"); shift ;;
     esac
@@ -66,7 +77,7 @@ for s in "${steps[@]}"; do
     models) run models 240 5 python3 scripts/gen_models.py --out models --only resnet50,tiny_cnn,bert_base --no-check ;;
     ocr-half) run ocr-half 300 40 env KILN_TEST_GPU_ONLY=models "$T" --require-gpu "$OCR@x:2x3x96x128" \
                   "$OCR@x:2x3x96x128#fp16" "$OCR@x:2x3x96x128#bf16" ;;
-    cases) run cases 420 60 "$T" --require-gpu models/absent.onnx ;;   # the model given is absent: skipped
+    cases) run cases ${CASES_BOX:-420} 60 "$T" --require-gpu models/absent.onnx ;;   # the model given is absent: skipped
     gpu-all) run gpu-all 600 80 "$T" --require-gpu ;;
     ocr-bench) run ocr-bench 420 40 python3 bench/gpu_vs_torch.py --kiln "$K" --only ocr_det --precisions fp32,fp16 \
                    --ocr-batches 1,16 --iters 20 --compile none ;;
@@ -122,6 +133,66 @@ for s in "${steps[@]}"; do
                 > "${OUT:-.}/prof_$e.txt" 2>&1
             log "profile $e rc=$?"
         done ;;
+    r50-tac)
+        S=input:256x3x224x224
+        mkdir -p "$TMP/cal"
+        python3 -c "import numpy as np; np.save('$TMP/cal/x.npy', np.random.default_rng(0).standard_normal((4,3,224,224)).astype('float32'))"
+        t0=$(date +%s%N)
+        run r50-tac-build16 240 4 "$K" build models/resnet50.onnx -o "$TMP/r16.kiln" --precision fp16 --device cuda --shapes $S
+        log "r50-tac-build16 wall $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+        t0=$(date +%s%N)
+        run r50-tac-build8 300 4 "$K" build models/resnet50.onnx -o "$TMP/r8.kiln" --precision fp8 --calib "$TMP/cal" \
+            --device cuda --shapes $S
+        log "r50-tac-build8 wall $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+        for round in 1 2; do
+            for e in r16 r8; do
+                t0=$(date +%s%N)
+                timeout 150 "$K" bench "$TMP/$e.kiln" --device cuda --batch 256 --iterations 20 --json > "$TMP/b.json" 2>&1
+                log "bench $e round $round rc=$? wall $(( ($(date +%s%N) - t0) / 1000000 )) ms $(grep -o '"compute_ms"[^,]*' "$TMP/b.json" | head -1) $(grep -o '"tactics": {[^}]*}' "$TMP/b.json")"
+            done
+        done
+        for e in r16 r8; do
+            KILN_CUDA_PROFILE=layers timeout 150 "$K" bench "$TMP/$e.kiln" --device cuda --batch 256 --iterations 3 \
+                > "${OUT:-.}/prof_r50_${e#r}.txt" 2>&1
+            log "profile $e rc=$?"
+        done ;;
+    bert-tac)
+        S=input_ids:128x128,attention_mask:128x128,token_type_ids:128x128
+        run bert-build-plain 240 3 "$K" build models/bert_base.onnx -o "$TMP/b16p.kiln" --precision fp16 --device cuda \
+            --no-tactics --shapes $S
+        t0=$(date +%s%N)
+        run bert-build-tac 300 4 "$K" build models/bert_base.onnx -o "$TMP/b16t.kiln" \
+            --precision fp16 --device cuda --shapes $S
+        log "bert-build-tac wall $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+        run bert-inspect 60 3 "$K" inspect "$TMP/b16t.kiln"
+        for e in b16p b16t b16p b16t; do
+            t0=$(date +%s%N)
+            timeout 200 "$K" bench "$TMP/$e.kiln" --device cuda --iterations 20 --json \
+                > "$TMP/b.json" 2>&1
+            log "bert bench $e rc=$? wall $(( ($(date +%s%N) - t0) / 1000000 )) ms $(grep -o '"compute_ms"[^,]*' "$TMP/b.json" | head -1) $(grep -o '"tactics": {[^}]*}' "$TMP/b.json")"
+        done
+        ;;
+    buildtime)
+        S=input:256x3x224x224
+        for m in warm 1 def 1 def; do
+            t0=$(date +%s%N)
+            if [ $m = 1 ]; then pt=1; else pt=; fi
+            KILN_CUDA_PLAN_THREADS=$pt KILN_CUDA_CONV_GRAPH=2 timeout 240 "$K" build models/resnet50.onnx \
+                -o "$TMP/bt_$m.kiln" --precision fp16 --device cuda --shapes $S > "$TMP/bt.txt" 2>&1
+            rc=$?
+            log "buildtime $m rc=$rc wall $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+            grep -E "cuDNN graph engines chosen|device tactics:" "$TMP/bt.txt" >> "$LOG"
+            [ $rc = 0 ] || tail -5 "$TMP/bt.txt" >> "$LOG"
+        done
+        for e in bt_1 bt_def bt_1 bt_def; do
+            timeout 120 "$K" bench "$TMP/$e.kiln" --device cuda --batch 256 --iterations 20 --json > "$TMP/b.json" 2>&1
+            log "bench $e rc=$? $(grep -o '"compute_ms"[^,]*' "$TMP/b.json" | head -1) $(grep -o '"tactics": {[^}]*}' "$TMP/b.json")"
+        done ;;
+    bert-verify)
+        S=input_ids:2x128,attention_mask:2x128,token_type_ids:2x128
+        run bert-vbuild 240 3 "$K" build models/bert_base.onnx -o "$TMP/bv.kiln" --precision fp16 --device cuda --shapes $S
+        run bert-verify 240 12 "$K" verify "$TMP/bv.kiln" --reference models/bert_base.onnx --device cuda --samples 2 \
+            --shapes $S ;;
     ocr-acc)
         EV=${OCR_EVAL:-.dev/ocr_eval}
         CLS=models/ocr/ch_ppocr_mobile_v2.0_cls_infer.onnx

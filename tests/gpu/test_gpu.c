@@ -225,7 +225,7 @@ int main(int argc, char **argv)
         return TEST_SUMMARY();
     }
     setenv("KILN_CUDA_POISON", "1", 1);
-    setenv("KILN_CUDA_UNVERIFIED", "1", 1);   /* code no GPU has run yet (GEMM tactics) is under test here */
+    setenv("KILN_CUDA_UNVERIFIED", "1", 1);   /* code no GPU has run yet (none at present) is under test here */
     if (!getenv("KILN_CUDA_NHWC"))   /* half convolutions channels-last at every batch size (the cases are small) */
         setenv("KILN_CUDA_NHWC", "1", 1);
     if (kiln__dev_open(KILN_DEVICE_CUDA, 0, &dev) != KILN_OK) {

@@ -5,6 +5,14 @@
 #include "cli.h"
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
 
 /* Profile p's min (opt = false) or opt shapes as a kiln_shapes_t, or NULL (no such profile, or a name the spec
  * cannot hold). */
@@ -88,7 +96,7 @@ static kiln_status run_on_gpu(kiln_engine_t e, kiln_context_t c, kiln_shapes_t s
 }
 
 /* The other runs (each profile's opt shapes), then the choices they and the first timed into the engine */
-static kiln_status tune(kiln_engine_t e, kiln_context_t c)
+static kiln_status tune(kiln_engine_t e, kiln_context_t c, double t0)
 {
     kiln_status st = KILN_OK;
     for (int p = 0; p < kiln_engine_num_profiles(e) && st == KILN_OK; p++) {
@@ -103,13 +111,14 @@ static kiln_status tune(kiln_engine_t e, kiln_context_t c)
     char sig[256];
     int n = st == KILN_OK ? kiln_engine_device_tactics(e, sig, sizeof sig) : 0;
     if (st == KILN_OK && n > 0)
-        printf("device tactics: %d kernel choice%s timed on %s, stored in the engine\n", n, n == 1 ? "" : "s",
-               cli_esc(sig));
+        printf("device tactics: %d kernel choice%s timed on %s, stored in the engine (device runs %.1f s)\n", n,
+               n == 1 ? "" : "s", cli_esc(sig), now_s() - t0);
     return st;
 }
 
 int cli_device_check(kiln_engine_t e, bool strict)
 {
+    double t0 = now_s();
     kiln_shapes_t shapes = profile_shapes(e, 0, false);
     int n_fb = 0;
     char list[1024];
@@ -133,7 +142,7 @@ int cli_device_check(kiln_engine_t e, bool strict)
         kiln_context_free(c);
         return 1;
     }
-    st = tune(e, c);
+    st = tune(e, c, t0);
     kiln_context_free(c);
     if (st != KILN_OK)   /* the engine is still right: its kernels are timed when it first runs */
         fprintf(stderr, "kiln build: note: no device tactics stored (%s)\n", cli_esc(kiln_last_error()));

@@ -10,6 +10,8 @@
  * configuration no engine takes is remembered as such: the caller falls back. */
 #include "cuda_internal.h"
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -349,6 +351,54 @@ static int candidates(void)
     return n < 1 ? 1 : n > MAX_CFG ? MAX_CFG : n;
 }
 
+/* Execution plans of engine configurations cfg[idx[0..n)] into pl[], each finalize's status in es[] (pl[j] NULL
+ * where the descriptor could not be made). Finalizing compiles a runtime-fusion engine's kernels (~0.1-1 s each), so
+ * up to b->plan_threads of them run at once, as cuDNN's frontend builds plans in parallel when autotuning (one
+ * handle; the plans are separate descriptors). */
+typedef struct fin_jobs {
+    cudnnBackendDescriptor_t p[MAX_CFG];
+    cudnnStatus_t e[MAX_CFG];
+    int n;
+    atomic_int next;
+} fin_jobs;
+
+static void *fin_worker(void *arg)
+{
+    fin_jobs *f = arg;
+    for (int j; (j = atomic_fetch_add(&f->next, 1)) < f->n;)
+        if (f->e[j] == CUDNN_STATUS_NOT_INITIALIZED)
+            f->e[j] = cudnnBackendFinalize(f->p[j]);
+    return NULL;
+}
+
+static void make_plans(cu_be *b, cudnnBackendDescriptor_t *cfg, const int *idx, int n, cudnnBackendDescriptor_t *pl,
+                       cudnnStatus_t *es)
+{
+    fin_jobs f = {.n = n};
+    atomic_init(&f.next, 0);
+    for (int j = 0; j < n; j++) {
+        cudnnBackendDescriptor_t p = NULL;
+        cudnnStatus_t e = cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &p);
+        if (e == CUDNN_STATUS_SUCCESS)
+            e = cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &b->dnn);
+        if (e == CUDNN_STATUS_SUCCESS)
+            e = cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                         &cfg[idx[j]]);
+        f.p[j] = pl[j] = p;
+        f.e[j] = e == CUDNN_STATUS_SUCCESS ? CUDNN_STATUS_NOT_INITIALIZED : e;   /* NOT_INITIALIZED: to finalize */
+    }
+    int nt = n < b->plan_threads ? n : b->plan_threads;   /* this thread is one of them */
+    pthread_t th[MAX_CFG];
+    int started = 0;
+    while (started < nt - 1 && pthread_create(&th[started], NULL, fin_worker, &f) == 0)
+        started++;
+    fin_worker(&f);
+    for (int t = 0; t < started; t++)
+        pthread_join(th[t], NULL);
+    for (int j = 0; j < n; j++)
+        es[j] = f.e[j];
+}
+
 /* The fastest plan among the engine configurations of heuristics mode `mode`; *best stays NULL if none
  * finalizes and runs. */
 static kiln_status pick(cu_be *b, cg_build *c, cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode,
@@ -363,8 +413,11 @@ static kiln_status pick(cu_be *b, cg_build *c, cudnnBackendDescriptor_t graph, c
                                       &graph);
     if (st == CUDNN_STATUS_SUCCESS)
         st = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+    double th0 = cu_now_s();
     if (st == CUDNN_STATUS_SUCCESS)
         st = cudnnBackendFinalize(heur);
+    b->cg_heur_s += cu_now_s() - th0;
+    b->cg_configs++;
     if (st == CUDNN_STATUS_SUCCESS)
         st = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
                                       NULL);
@@ -391,48 +444,58 @@ static kiln_status pick(cu_be *b, cg_build *c, cudnnBackendDescriptor_t graph, c
     int cached = cu_tc_get(b, 'g', &tk, sizeof tk);
     if (cached >= got)
         cached = -1;
-again:
-    for (int i = 0; st == CUDNN_STATUS_SUCCESS && ks == KILN_OK && i < got && timed < want; i++) {
-        if (cached >= 0 && i != cached)
-            continue;
-        cudnnBackendDescriptor_t p = NULL;
-        int64_t ws = 0;
-        cudnnStatus_t e = cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &p);
-        if (e == CUDNN_STATUS_SUCCESS)
-            e = cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &b->dnn);
-        if (e == CUDNN_STATUS_SUCCESS)
-            e = cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                         &cfg[i]);
-        if (e == CUDNN_STATUS_SUCCESS)
-            e = cudnnBackendFinalize(p);
-        int64_t nws = 0;
-        if (e == CUDNN_STATUS_SUCCESS)
-            e = cudnnBackendGetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &nws, &ws);
-        float ms = -1;
-        if (e == CUDNN_STATUS_SUCCESS && ws >= 0 && ws <= ((int64_t)1 << 30)) {
-            void *wsp = NULL;
-            ks = ws ? cu_workspace(b, (size_t)ws, &wsp) : KILN_OK;
-            if (ks == KILN_OK) {
-                ms = time_plan(b, p, &g->key, ptr, wsp);
-                timed++;
-                if (ms >= 0 && !cand_agrees(b, &g->key, ptr[4], &chk)) {
-                    if (b->conv_verbose)
-                        fprintf(stderr, "kiln cuda: conv graph candidate %d disagrees with the first: dropped\n", i);
-                    ms = -1;
+again:;
+    int order[MAX_CFG], n_order = 0;
+    for (int i = 0; i < got; i++)
+        if (cached < 0 || i == cached)
+            order[n_order++] = i;
+    /* in batches of as many plans as are still to be timed, finalized at once, then timed in heuristics' order */
+    for (int pos = 0; st == CUDNN_STATUS_SUCCESS && ks == KILN_OK && pos < n_order && timed < want;) {
+        int nb = want - timed < n_order - pos ? want - timed : n_order - pos;
+        cudnnBackendDescriptor_t pl[MAX_CFG];
+        cudnnStatus_t es[MAX_CFG];
+        double t0 = cu_now_s();
+        make_plans(b, cfg, order + pos, nb, pl, es);
+        b->cg_fin_s += cu_now_s() - t0;
+        b->cg_plans += nb;
+        for (int j = 0; j < nb; j++) {
+            int i = order[pos + j];
+            cudnnBackendDescriptor_t p = pl[j];
+            cudnnStatus_t e = es[j];
+            int64_t ws = 0, nws = 0;
+            if (e == CUDNN_STATUS_SUCCESS)
+                e = cudnnBackendGetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &nws,
+                                             &ws);
+            float ms = -1;
+            if (e == CUDNN_STATUS_SUCCESS && ws >= 0 && ws <= ((int64_t)1 << 30) && ks == KILN_OK) {
+                void *wsp = NULL;
+                ks = ws ? cu_workspace(b, (size_t)ws, &wsp) : KILN_OK;
+                if (ks == KILN_OK) {
+                    double t1 = cu_now_s();
+                    ms = time_plan(b, p, &g->key, ptr, wsp);
+                    b->cg_time_s += cu_now_s() - t1;
+                    timed++;
+                    if (ms >= 0 && !cand_agrees(b, &g->key, ptr[4], &chk)) {
+                        if (b->conv_verbose)
+                            fprintf(stderr, "kiln cuda: conv graph candidate %d disagrees with the first: dropped\n",
+                                    i);
+                        ms = -1;
+                    }
                 }
             }
+            if (ms >= 0 && (best_ms < 0 || ms < best_ms)) {
+                if (g->plan)
+                    cudnnBackendDestroyDescriptor(g->plan);
+                g->plan = p;
+                g->ws = ws;
+                best_ms = ms;
+                best = i;
+                g->pick = i;
+            } else if (p) {
+                cudnnBackendDestroyDescriptor(p);
+            }
         }
-        if (ms >= 0 && (best_ms < 0 || ms < best_ms)) {
-            if (g->plan)
-                cudnnBackendDestroyDescriptor(g->plan);
-            g->plan = p;
-            g->ws = ws;
-            best_ms = ms;
-            best = i;
-            g->pick = i;
-        } else if (p) {
-            cudnnBackendDestroyDescriptor(p);
-        }
+        pos += nb;
     }
     if (cached >= 0 && best < 0 && st == CUDNN_STATUS_SUCCESS && ks == KILN_OK) {
         cached = -1;

@@ -177,17 +177,17 @@ static kiln_status make_lt(cu_be *b, const kiln_kctx *ctx, const gemm_args *g, l
     if (st == KILN_OK && got < 1)
         st = cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "cuBLASLt has no algorithm for this GEMM");
     int pick = 0;
-    /* device tactics (cuda_tcache.c; KILN_CUDA_UNVERIFIED=1 until a GPU has run this): the index of the algorithm
-     * timed before for this GEMM among the same heuristic list (the same GPU and cuBLASLt: the signature) */
+    /* device tactics (cuda_tcache.c): the index of the algorithm timed before for this GEMM among the same heuristic
+     * list (the same GPU and cuBLASLt: the signature) */
     const int64_t tk[21] = {g->ta, g->tb, g->M, g->N, g->K, g->lda, g->ldb, g->ldy, g->bias != NULL, g->relu,
                             g->gelu, g->d_e4m3, g->batch, g->sa, g->sb, g->sy, g->ty, in_ty, g->fast,
                             g->beta != 0.0f, want};
-    int cached = st == KILN_OK && b->unverified ? cu_tc_get(b, 'l', tk, sizeof tk) : -1;
+    int cached = st == KILN_OK ? cu_tc_get(b, 'l', tk, sizeof tk) : -1;
     if (st == KILN_OK && got > 1 && cached >= 0 && cached < got) {
         pick = cached;
     } else if (st == KILN_OK && got > 1 && (g->beta == 0.0f || (g->C && g->C != g->Y))) {
         st = fastest(b, s, g, h, got, &pick);
-        if (st == KILN_OK && b->unverified)
+        if (st == KILN_OK)
             cu_tc_put(b, 'l', tk, sizeof tk, pick);
     }
     if (st != KILN_OK) {

@@ -6,6 +6,7 @@
 #include "kernels.h"
 #include <cublasLt.h>
 #include <cudnn.h>
+#include <time.h>
 
 typedef struct cu_block {
     void *p;
@@ -67,7 +68,7 @@ typedef struct cu_be {
     int n_states, cap_states;
     /* CUDA graph capture (cuda_graph.c) */
     bool capturing;
-    bool unverified;              /* KILN_CUDA_UNVERIFIED=1: also code no GPU has run yet (the GEMM tactics 'l') */
+    bool unverified;              /* KILN_CUDA_UNVERIFIED=1: also code no GPU has run yet (none at present) */
     kiln_status cap_status;        /* the first failure during the capture */
     char *cap_stage;               /* pinned memory of the capture's uploads */
     size_t cap_stage_size, cap_used;
@@ -82,6 +83,10 @@ typedef struct cu_be {
                                     * where marked (unset), CU_ATTN_PIECES no feed (=pieces), CU_ATTN_ROWS from
                                     * registers, no feed (=rows) */
     int lt_candidates;             /* cuBLASLt heuristic candidates timed per GEMM (KILN_CUDA_GEMM_CANDIDATES, 8) */
+    int plan_threads;              /* cuDNN execution plans finalized at once (KILN_CUDA_PLAN_THREADS; 1: in turn) */
+    /* where choosing the convolutions' cuDNN engines spent its time (KILN_CUDA_CONV_GRAPH=2 prints it at the end) */
+    double cg_heur_s, cg_fin_s, cg_time_s;
+    int cg_configs, cg_plans;
     uint64_t own_weight_bytes;     /* device memory of weights in this instance's own forms (FP8, 4-bit) */
     /* Quantized activations kept for the next FP8 layers that read the same device data with the same scale
      * (cuda_fp8.c): BERT's Q, K and V GEMMs read one tensor; a ResNet block's input is read by its first
@@ -114,6 +119,14 @@ typedef struct cu_be {
 } cu_be;
 
 static inline cu_be *cu_of(const kiln_backend *be) { return (cu_be *)be->state; }
+
+/* Seconds of a monotonic clock (the tactic timing's own accounting) */
+static inline double cu_now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
 
 kiln_status cu_err(const cu_be *b, kiln_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Error prefixed with the node (op and name). */
