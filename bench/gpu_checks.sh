@@ -26,11 +26,12 @@
 #              $OUT/prof_r50_fp16.txt, $OUT/prof_r50_fp8.txt
 #   bert-tac   BERT-base seq 128 batch 128 FP16 with device tactics, cuBLASLt's GEMM algorithms among them (kind l):
 #              build, two bench processes ("tactics": loaded / timed; compute_ms) against an engine without them
-#   buildtime  ResNet-50 FP16 batch 256 `kiln build --device cuda` (device tactics timed) five times: a warm-up, then
-#              KILN_CUDA_PLAN_THREADS=1 (cuDNN plans finalized in turn) against the default (at once), alternated; each
-#              build's wall time and the module's account of its cuDNN engine choices (KILN_CUDA_CONV_GRAPH=2), then
-#              the two kinds' engines benched (compute_ms)
+#   buildtime  ResNet-50 FP16 batch 256 `kiln build --device cuda` (device tactics timed) three times (the first
+#              loads the libraries from the disk); each build's wall time and the module's account of its cuDNN engine
+#              choices (KILN_CUDA_CONV_GRAPH=2: heuristics, plans finalized, timed), then the last two engines benched
 #   bert-verify  `kiln verify` of a BERT-base FP16 engine with device tactics (batch 2) against the ONNX model
+#   compile-r50, compile-bert  bench/gpu_vs_torch.py FP16 with the torch.compile max-autotune rows (ResNet-50 batches
+#              1 and 256, BERT-base batches 1 and 128; minutes of compiling each), JSON into $OUT/compile_MODEL.json
 #   ocr-acc    PaddleOCR cls / rec real-task accuracy on the GPU, FP32 and FP16 engines (scripts/ocr_accuracy.py
 #              --device cuda) on $OCR_EVAL (default .dev/ocr_eval), made on a machine with ImageMagick and carried:
 #              `scripts/ocr_eval_data.py --out .dev/ocr_eval --batch 320` (one batch file: one kiln run an engine,
@@ -174,17 +175,16 @@ for s in "${steps[@]}"; do
         ;;
     buildtime)
         S=input:256x3x224x224
-        for m in warm 1 def 1 def; do
+        for m in warm 1 2; do
             t0=$(date +%s%N)
-            if [ $m = 1 ]; then pt=1; else pt=; fi
-            KILN_CUDA_PLAN_THREADS=$pt KILN_CUDA_CONV_GRAPH=2 timeout 240 "$K" build models/resnet50.onnx \
+            KILN_CUDA_CONV_GRAPH=2 timeout 240 "$K" build models/resnet50.onnx \
                 -o "$TMP/bt_$m.kiln" --precision fp16 --device cuda --shapes $S > "$TMP/bt.txt" 2>&1
             rc=$?
             log "buildtime $m rc=$rc wall $(( ($(date +%s%N) - t0) / 1000000 )) ms"
             grep -E "cuDNN graph engines chosen|device tactics:" "$TMP/bt.txt" >> "$LOG"
             [ $rc = 0 ] || tail -5 "$TMP/bt.txt" >> "$LOG"
         done
-        for e in bt_1 bt_def bt_1 bt_def; do
+        for e in bt_1 bt_2 bt_1 bt_2; do
             timeout 120 "$K" bench "$TMP/$e.kiln" --device cuda --batch 256 --iterations 20 --json > "$TMP/b.json" 2>&1
             log "bench $e rc=$? $(grep -o '"compute_ms"[^,]*' "$TMP/b.json" | head -1) $(grep -o '"tactics": {[^}]*}' "$TMP/b.json")"
         done ;;
@@ -193,6 +193,12 @@ for s in "${steps[@]}"; do
         run bert-vbuild 240 3 "$K" build models/bert_base.onnx -o "$TMP/bv.kiln" --precision fp16 --device cuda --shapes $S
         run bert-verify 240 12 "$K" verify "$TMP/bv.kiln" --reference models/bert_base.onnx --device cuda --samples 2 \
             --shapes $S ;;
+    compile-r50) run compile-r50 ${COMPILE_BOX:-560} 40 python3 bench/gpu_vs_torch.py --kiln "$K" --only resnet50 \
+                     --precisions fp16 --resnet-batches 1,256 --iters 30 --compile max-autotune --compile-precisions fp16 \
+                     --json "${OUT:-.}/compile_resnet50.json" ;;
+    compile-bert) run compile-bert ${COMPILE_BOX:-560} 40 python3 bench/gpu_vs_torch.py --kiln "$K" --only bert_base \
+                      --precisions fp16 --bert-batches 1,128 --iters 30 --compile max-autotune --compile-precisions fp16 \
+                      --json "${OUT:-.}/compile_bert_base.json" ;;
     ocr-acc)
         EV=${OCR_EVAL:-.dev/ocr_eval}
         CLS=models/ocr/ch_ppocr_mobile_v2.0_cls_infer.onnx

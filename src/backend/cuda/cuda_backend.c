@@ -7,7 +7,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #define PINNED_BYTES ((size_t)32 << 20)   /* two halves of 16 MiB */
 #define NHWC_MIN_BATCH 16
@@ -990,8 +989,8 @@ static void mod_destroy(kiln_backend *be)
             cudaEventDestroy(b->staged[i]);
     if (b->conv_verbose && b->cg_configs)
         fprintf(stderr, "kiln cuda: cuDNN graph engines chosen for %d configurations: heuristics %.2f s, %d plans "
-                "finalized in %.2f s (%d at once), timed in %.2f s\n", b->cg_configs, b->cg_heur_s, b->cg_plans,
-                b->cg_fin_s, b->plan_threads, b->cg_time_s);
+                "finalized in %.2f s, timed in %.2f s\n", b->cg_configs, b->cg_heur_s, b->cg_plans, b->cg_fin_s,
+                b->cg_time_s);
     if (b->lt)
         cublasLtDestroy(b->lt);
     if (b->dnn)
@@ -1031,13 +1030,6 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
     /* half attention in one kernel (KILN_CUDA_FUSED_ATTN=0: two GEMMs and the softmax) */
     const char *lc = getenv("KILN_CUDA_GEMM_CANDIDATES");   /* float / half GEMMs (FP8: 24) */
     b->lt_candidates = lc && atoi(lc) >= 1 ? (atoi(lc) > 32 ? 32 : atoi(lc)) : 8;
-    /* cuDNN execution plans of one configuration finalized by that many threads at once (runtime-fusion engines
-     * compile their kernels there: most of a build's tactic timing); default the processors online, at most 16 */
-    const char *pt = getenv("KILN_CUDA_PLAN_THREADS");
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    b->plan_threads = pt && atoi(pt) >= 1 ? atoi(pt) : ncpu > 0 ? (int)ncpu : 1;
-    if (b->plan_threads > 16)
-        b->plan_threads = 16;
     const char *fa = getenv("KILN_CUDA_FUSED_ATTN");
     b->fused_attn = !fa || strcmp(fa, "0");
     const char *ag = getenv("KILN_CUDA_ATTN_GRID");   /* unset: as many blocks as fit at once, each walking jobs */

@@ -83,7 +83,6 @@ typedef struct cu_be {
                                     * where marked (unset), CU_ATTN_PIECES no feed (=pieces), CU_ATTN_ROWS from
                                     * registers, no feed (=rows) */
     int lt_candidates;             /* cuBLASLt heuristic candidates timed per GEMM (KILN_CUDA_GEMM_CANDIDATES, 8) */
-    int plan_threads;              /* cuDNN execution plans finalized at once (KILN_CUDA_PLAN_THREADS; 1: in turn) */
     /* where choosing the convolutions' cuDNN engines spent its time (KILN_CUDA_CONV_GRAPH=2 prints it at the end) */
     double cg_heur_s, cg_fin_s, cg_time_s;
     int cg_configs, cg_plans;
