@@ -11,6 +11,8 @@
 #   calib_cache   calibration caches with the header the harness expects (its fixed hashes and
 #                 method), valid ones (quoted/escaped names, extreme floats) and malformed ones
 #   device_tactics  device tactics texts (src/core/devtac.h): valid, CRLF, malformed lines, no header
+#   serve         KServe v2 infer requests (JSON, nested, binary extension, missing inputs, huge shapes) and
+#                 config.pbtxt texts, each behind the byte that picks fuzz_serve's target
 # Usage: tests/fuzz/make_corpus.sh [KILN_BINARY] [OUT]      (idempotent; rerun to refresh)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -25,7 +27,7 @@ fi
 [ -x "$KILN" ] || { echo "make_corpus: $KILN not built (make build-fuzz)" >&2; exit 1; }
 [ -d "$SUITE" ] || { echo "make_corpus: $SUITE missing (scripts/bootstrap.sh)" >&2; exit 1; }
 rm -rf "$OUT.tmp"
-mkdir -p "$OUT.tmp"/{onnx,tensor_pb,npy,engine,timing_cache,calib_cache,device_tactics}
+mkdir -p "$OUT.tmp"/{onnx,tensor_pb,npy,engine,timing_cache,calib_cache,device_tactics,serve}
 T="$OUT.tmp"
 
 # content-addressed copy: identical seeds collapse, names are stable across runs
@@ -125,8 +127,22 @@ printf 'kiln device tactics 1\tx\nzz\ng nothex 3\nm 0102 -1\ng 010 1\ng 0102 999
 printf 'g 0102 4\n' > "$c/no_header"
 printf 'kiln device tactics 2\tx\ng 0102 4\n' > "$c/other_version"
 
+# ---- serve: byte 0 picks the target (tests/fuzz/fuzz_serve.c): 0-3 an infer request for model 0-3 (bytes 1-2 the
+# binary header length, little-endian, 0: none), 0x80 a config.pbtxt
+c="$T/serve"
+req() { printf "\\x$(printf %02x "$1")\\x$(printf %02x $(($2 & 255)))\\x$(printf %02x $(($2 >> 8)))"; printf '%s' "$3"; }
+req 0 0 '{"id":"a","inputs":[{"name":"x","datatype":"FP32","shape":[2,3,1],"data":[1,2,3,4,5,6]},{"name":"ids","datatype":"INT64","shape":[2,4],"data":[[1,2,3,4],[5,6,7,8]]}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]}' > "$c/batch_json"
+j='{"inputs":[{"name":"x","datatype":"FP32","shape":[1,3,1],"parameters":{"binary_data_size":12}},{"name":"ids","datatype":"INT64","shape":[1,4],"parameters":{"binary_data_size":32}}],"parameters":{"binary_data_output":true}}'
+{ req 0 ${#j} "$j"; head -c 44 /dev/zero | tr '\0' '\1'; } > "$c/batch_binary"
+req 1 0 '{"inputs":[{"name":"h","datatype":"FP16","shape":[2,2],"data":[1.5,-2,65504,1e-8]},{"name":"mask","datatype":"BOOL","shape":[3],"data":[true,false,true]},{"name":"px","datatype":"UINT8","shape":[2,3],"data":[0,1,2,253,254,255]}]}' > "$c/fixed_json"
+req 2 0 '{"inputs":[{"name":"b","datatype":"BF16","shape":[1,2,2],"data":[[[1,2],[3.5,-0.25]]]}],"outputs":[{"name":"b"}]}' > "$c/bf16_nested"
+req 3 0 '{"inputs":[{"name":"i0","datatype":"INT32","shape":[1,2],"data":[1,2]},{"name":"i1","datatype":"INT32","shape":[1,0],"data":[]}]}' > "$c/missing_inputs"
+req 0 0 '{"inputs":[{"name":"x","datatype":"FP32","shape":[99999999,3,99999999],"data":[]}]}' > "$c/huge_shape"
+printf '\x80max_batch_size: 8\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ 3, -1 ] } ]\noutput [ { name: "y" data_type: TYPE_FP32 dims: [ -1 ] } ]\ndynamic_batching { preferred_batch_size: [ 2, 4 ] max_queue_delay_microseconds: 100 }\ninstance_group [ { count: 2 kind: KIND_CPU } ]\nparameters { key: "precision" value: { string_value: "fp16" } }\n' > "$c/config"
+printf '\x80name: "m" # comment\ninput { name: "a\\"b" dims: [1, 2, 3, 4, 5, 6, 7, 8, 9] }\nmax_batch_size: -5\n' > "$c/config_bad"
+
 rm -rf "$OUT"
 mv "$OUT.tmp" "$OUT"
-for h in onnx tensor_pb npy engine timing_cache calib_cache device_tactics; do
+for h in onnx tensor_pb npy engine timing_cache calib_cache device_tactics serve; do
   printf 'make_corpus: %-13s %4d seeds\n' "$h" "$(ls "$OUT/$h" | wc -l)"
 done
