@@ -657,7 +657,9 @@ double kiln_budget_value(const kiln_budget *b, const kiln_compare_summary *s, bo
  * per axis), QLinearConv / QLinearMatMul / QGemm (y_scale, y_zero_point), and Reshape, Transpose, Flatten,
  * Squeeze, Unsqueeze, MaxPool, Identity, Slice of a per-tensor quantized input (same scale). A
  * non-OK return from fn stops the run with that status. Outputs of other types (shapes, indices,
- * masks) are not reported. CPU only: opts->device other than KILN_DEVICE_CPU is KILN_ERR_UNSUPPORTED. */
+ * masks) are not reported. With opts->device (KILN_DEVICE_CUDA) the layers run on the device and each value it
+ * holds is copied to the host for fn (widened from FP16 / BF16 storage, back from channels-last); a value held
+ * only in E4M3 on the device (FP8 storage) cannot be copied and is not reported. */
 typedef struct kiln_value_view {
     const char *name;        /* the value's name in the graph */
     const char *node;        /* producing node (layer) name, "" if unnamed */

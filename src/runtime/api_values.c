@@ -149,12 +149,11 @@ static kiln_status observe(void *user, const kiln_node *n, const kiln_tensor *co
 static kiln_status run_values(const kiln_graph *g, const kiln_layer *layers, int num_inputs, const char *const *input_names,
                               const kiln_tensor *inputs, const kiln_run_options *opts, kiln_value_fn fn, void *user)
 {
-    if (opts && opts->device != KILN_DEVICE_CPU)   /* the values are read where the CPU can see them */
-        return kiln__err(KILN_ERR_UNSUPPORTED, "debugging runs (every value to a callback) run on the CPU only, not on --device cuda");
     values_run r = {.g = g, .fn = fn, .user = user, .q = kiln__calloc((size_t)g->n_values + 1, sizeof *r.q)};
     if (!r.q)
         return kiln__err(KILN_ERR_NOMEM, "out of memory");
-    kiln_hooks hooks = {.observe = observe, .observe_user = &r};
+    /* on a device run (opts->device) each value the device holds is copied to the host for the callback */
+    kiln_hooks hooks = {.observe = observe, .observe_user = &r, .observe_host = true};
     kiln_tensor *outs = NULL;
     int nout = 0;
     kiln_status st = kiln__graph_run_hooked(g, layers, num_inputs, input_names, inputs, opts, &hooks, &nout, &outs);

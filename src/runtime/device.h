@@ -51,6 +51,10 @@ kiln_status kiln__dev_node_begin(kiln_dev *d, const kiln_graph *g, const kiln_no
  * (floats, large tensors) are moved to the device. */
 kiln_status kiln__dev_node_end(kiln_dev *d, kiln_dev_node *dn, const kiln_node *n, kiln_tensor *const *out,
                                kiln_status st);
+/* Host copy of device tensor t (FP16 / BF16-held float32 widened, channels-last brought back to its ONNX layout),
+ * into spare's buffer (moved into out) when that holds exactly the bytes needed (spare may be NULL); an error for
+ * a tensor held only in E4M3. out is freed with kiln__tensor_release. */
+kiln_status kiln__dev_to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out, kiln_tensor *spare);
 /* Top-level graph outputs resident on the device are copied into host tensors outputs[o]. */
 /* CUDA graphs (device_graph.c, docs/CUDA.md), called by a context around each run at planned shapes:
  * replay: runs the graph captured for these inputs, if any (true: the run is done, *st its status,

@@ -54,9 +54,6 @@ struct kiln_dev {
     bool place_run;               /* this run's first node was seen (place reset for it) */
 };
 
-/* Host copy of device tensor t (FP16 / BF16-held float32 widened), into spare's buffer (moved into out) when
- * that holds exactly the bytes needed (spare may be NULL). */
-kiln_status kiln__dev_to_host(kiln_dev *d, const kiln_tensor *t, kiln_tensor *out, kiln_tensor *spare);
 /* Capture hooks (device_graph.c): the upload of graph input k (-1: another host tensor) during a
  * capture; the end of a captured run (before its outputs are fetched); freeing the graph state. */
 kiln_status kiln__dev_graph_upload(kiln_dev *d, const kiln_tensor *h, kiln_tensor *out);

@@ -110,6 +110,36 @@ static void release(kiln_mem *mem, const kiln_run_env *env, kiln_tensor *t)
         kiln__tensor_release(t);
 }
 
+/* The observe hook of a device run that wants host values (kiln_hooks.observe_host): the node's outputs held on the
+ * device are copied to the host for the call (NULL for one that cannot be: held only in E4M3), then freed. */
+static kiln_status observe_host(kiln_dev *dev, const kiln_hooks *hooks, const kiln_node *n, kiln_tensor *const *out)
+{
+    enum { MAX_OBS = 16 };
+    const kiln_tensor *view[MAX_OBS];
+    kiln_tensor host[MAX_OBS];
+    bool made[MAX_OBS] = {false};
+    if (n->n_out > MAX_OBS)
+        return hooks->observe(hooks->observe_user, n, (const kiln_tensor *const *)out);   /* never on a device */
+    kiln_status st = KILN_OK;
+    for (int o = 0; o < n->n_out && st == KILN_OK; o++) {
+        view[o] = out[o];
+        if (n->out[o] < 0 || !kiln__on_device(out[o]))
+            continue;
+        view[o] = NULL;
+        if (kiln__dev_to_host(dev, out[o], &host[o], NULL) == KILN_OK) {
+            made[o] = true;
+            view[o] = &host[o];
+        } else {
+            kiln_clear_last_error();   /* not readable on the host (E4M3 storage): not observed */
+        }
+    }
+    st = hooks->observe(hooks->observe_user, n, view);
+    for (int o = 0; o < n->n_out; o++)
+        if (made[o])
+            kiln__tensor_release(&host[o]);
+    return st;
+}
+
 static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int depth, kiln_mem *mem,
                             const kiln_hooks *hooks)
 {
@@ -215,7 +245,8 @@ static kiln_status run_node(kiln_frame *f, int idx, const kiln_run_env *env, int
         }
     }
     if (st == KILN_OK && hooks && hooks->observe)
-        st = hooks->observe(hooks->observe_user, n, (const kiln_tensor *const *)out);
+        st = env && env->dev && hooks->observe_host ? observe_host(env->dev, hooks, n, out)
+                                                    : hooks->observe(hooks->observe_user, n, (const kiln_tensor *const *)out);
 done:
     if (in != in_buf) {
         kiln__free(in);

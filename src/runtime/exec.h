@@ -34,6 +34,9 @@ typedef struct kiln_hooks {
     void *tune_user;
     kiln_observe_fn observe;   /* NULL: none */
     void *observe_user;
+    bool observe_host;         /* on a device run: outputs held on the device are handed to observe as host copies
+                                * (float32 where the device holds half storage, in ONNX layout where it holds them
+                                * channels-last); one that cannot be copied (held only in E4M3) is handed as NULL */
 } kiln_hooks;
 
 /* When a run must stop early: checked between nodes and at every subgraph run (each Loop / Scan

@@ -286,6 +286,15 @@ PY
     --reference "$T/ew.onnx" --device cuda --samples 6 --budget 'maxabs<=1e-6'
   expect_out "fake device: fallbacks" 0 "PASS" env KILN_CUDA_MODULE="$2" "$KILN" verify "$M" --reference "$M" \
     --device cuda --samples 5 --shapes input:2x3x32x32 --budget 'cosine>=0.99999'
+  # per layer on the device: every value the fake device holds (4-D ones channels-last) copied back for the compare
+  expect_out "fake device: per layer" 0 "matched 4 of 4" env KILN_CUDA_MODULE="$2" "$KILN" verify "$T/ew.onnx" \
+    --reference "$T/ew.onnx" --device cuda --samples 1 --per-layer
+  expect_out "fake device: per layer (json)" 0 '"per_layer"' env KILN_CUDA_MODULE="$2" "$KILN" verify "$M" \
+    --reference "$M" --device cuda --samples 1 --shapes input:2x3x32x32 --per-layer --json
+  json_check "fake device: per layer values match" "
+p = d['per_layer']; L = p['layers']
+assert d['device'] == 'cuda' and p['jumps'] == 0 and p['matched'] >= 10 and len(L) == p['matched'], p
+assert all(r['cosine'] >= 0.999999 and r['nonfinite'] == 0 for r in L), [(r['value'], r['cosine']) for r in L]"
   # device tactics: kiln build --device cuda stores the choices timed on the device (the fake module "times" one per
   # op and dims: 4 at the min shapes, 4 more at the opt shapes), a context of the saved engine times nothing
   FD=(env KILN_CUDA_MODULE="$2")

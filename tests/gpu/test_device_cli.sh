@@ -33,8 +33,8 @@ check "run, no module" 1 "--device cuda" env KILN_CUDA_MODULE="$tmp/none.so" \
   "$KILN" run models/tiny_cnn.onnx --input input="$tmp/x.npy" --output-dir "$tmp/o" --device cuda
 check "verify, no module" 1 "could not be loaded" env KILN_CUDA_MODULE="$tmp/none.so" \
   "$KILN" verify models/tiny_cnn.onnx --reference models/tiny_cnn.onnx --shapes input:1x3x32x32 --device cuda
-check "verify --per-layer on cuda" 2 "per-layer" "$KILN" verify models/tiny_cnn.onnx \
-  --reference models/tiny_cnn.onnx --per-layer --device cuda
+check "verify --per-layer on cuda, no module" 1 "could not be loaded" env KILN_CUDA_MODULE="$tmp/none.so" \
+  "$KILN" verify models/tiny_cnn.onnx --reference models/tiny_cnn.onnx --shapes input:1x3x32x32 --per-layer --device cuda
 check "verify --device cpu" 0 "on cpu" "$KILN" verify models/tiny_cnn.onnx --reference models/tiny_cnn.onnx \
   --shapes input:1x3x32x32 --samples 1 --device cpu
 check "inspect, no module" 1 "could not be loaded" env KILN_CUDA_MODULE="$tmp/none.so" \

@@ -32,6 +32,7 @@ static const char *usage =
     "                     maxabs<=X | meanabs<=X, checked on every output (repeatable)\n"
     "  --per-layer        also compare every intermediate value the candidate shares (by name)\n"
     "                     with the reference, on the first sample, marking where the error jumps\n"
+    "                     (on --device cuda each value is copied back from the GPU after its layer)\n"
     "  --jump-db X        an SNR drop above X dB vs the previous value is a jump (default 10)\n"
     "  --json             machine-readable output (docs/CLI.md)\n"
     "The candidate runs on --device (the reference always on the CPU, in float32):\n" CLI_DEVICE_USAGE
@@ -133,9 +134,7 @@ static int parse_args(int argc, char **argv, vargs *a)
                       : !a->ref ? "need --reference MODEL.onnx"
                       : a->dir && (a->io.n_files || a->io.shapes) ? "--data excludes --input and --shapes"
                       : a->batch && !a->dir ? "--batch applies to --data only"
-                      : a->per_layer && a->dev.device != KILN_DEVICE_CPU
-                          ? "--per-layer reads every value on the CPU: verify per layer without --device cuda"
-                          : NULL;
+                      : NULL;
     if (why) {
         fprintf(stderr, "kiln verify: %s\n%s", why, usage);
         return 2;
@@ -405,7 +404,8 @@ int cmd_verify(int argc, char **argv)
         if (tty)
             fprintf(stderr, "\rverify: sample %d", k + 1);
         if (a.per_layer && k == 0) {
-            vlayer_opts lo = {.jump_db = a.jump_db, .threads = a.threads};
+            vlayer_opts lo = {.jump_db = a.jump_db, .threads = a.threads, .device = a.dev.device,
+                              .device_flags = a.dev.flags};
             layers = a.json ? json_object() : NULL;
             if (!verify_layers(e, m, nin, src.names, ins, &lo, layers))
                 goto done;

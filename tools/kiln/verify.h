@@ -32,6 +32,8 @@ void vsrc_close(vsrc *s);
 typedef struct vlayer_opts {
     double jump_db;          /* an SNR drop larger than this vs the previous value is a jump */
     int threads;
+    kiln_device device;      /* where the candidate runs (its values copied to the host layer by layer) */
+    unsigned device_flags;
 } vlayer_opts;
 bool verify_layers(kiln_engine_t e, kiln_model_t ref, int nin, const char **names, const kiln_tensor *ins,
                    const vlayer_opts *o, json_t *json);

@@ -243,8 +243,9 @@ bool verify_layers(kiln_engine_t e, kiln_model_t ref, int nin, const char **name
 {
     lrun r = {.o = o, .prev_snr = KILN_SNR_MAX_DB, .rows = json ? json_array() : NULL};
     kiln_run_options ro = {.num_threads = o->threads};
+    kiln_run_options cro = {.num_threads = o->threads, .device = o->device, .device_flags = o->device_flags};
     bool ok = false;
-    kiln_status st = kiln_engine_run_values(e, nin, names, ins, &ro, keep_candidate, &r);
+    kiln_status st = kiln_engine_run_values(e, nin, names, ins, &cro, keep_candidate, &r);
     if (st != KILN_OK) {
         if (r.oom)
             fprintf(stderr, "kiln verify: out of memory keeping the candidate's values\n");
