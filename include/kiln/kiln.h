@@ -659,7 +659,7 @@ double kiln_budget_value(const kiln_budget *b, const kiln_compare_summary *s, bo
  * non-OK return from fn stops the run with that status. Outputs of other types (shapes, indices,
  * masks) are not reported. With opts->device (KILN_DEVICE_CUDA) the layers run on the device and each value it
  * holds is copied to the host for fn (widened from FP16 / BF16 storage, back from channels-last); a value held
- * only in E4M3 on the device (FP8 storage) cannot be copied and is not reported. */
+ * only in E4M3 on the device (FP8 storage) cannot be copied: fn gets it with value NULL. */
 typedef struct kiln_value_view {
     const char *name;        /* the value's name in the graph */
     const char *node;        /* producing node (layer) name, "" if unnamed */
@@ -670,7 +670,7 @@ typedef struct kiln_value_view {
     const char *input;       /* the node's first input (NULL if none) */
     kiln_dtype dtype;        /* the dtype as produced (before conversion; not float: dequantized) */
     int layer;               /* index of the node in execution order */
-    const kiln_tensor *value;   /* float32 */
+    const kiln_tensor *value;   /* float32; NULL for a value a device holds only as E4M3 (not readable) */
 } kiln_value_view;
 typedef kiln_status (*kiln_value_fn)(void *user, const kiln_value_view *v);
 kiln_status kiln_model_run_values(kiln_model_t m, int num_inputs, const char *const *input_names,

@@ -138,11 +138,27 @@ static kiln_status report(values_run *r, const kiln_node *n, int o, const kiln_t
     return st;
 }
 
+/* A value the device holds only as E4M3 (observe_host hands it as NULL): reported with value NULL */
+static kiln_status report_unreadable(values_run *r, const kiln_node *n, int o)
+{
+    kiln_value_view v = {
+        .name = r->g->values[n->out[o]].name,
+        .node = n->name ? n->name : "",
+        .op = n->op_type,
+        .fused_from = n->fused_from ? n->fused_from : "",
+        .input = n->n_in > 0 && n->in[0] >= 0 ? r->g->values[n->in[0]].name : NULL,
+        .dtype = KILN_DT_FLOAT32,
+        .layer = (int)(n - r->g->nodes),
+        .value = NULL,
+    };
+    return r->fn(r->user, &v);
+}
+
 static kiln_status observe(void *user, const kiln_node *n, const kiln_tensor *const *outputs)
 {
     for (int o = 0; o < n->n_out; o++)
-        if (n->out[o] >= 0 && outputs[o])
-            KILN_TRY(report(user, n, o, outputs[o]));
+        if (n->out[o] >= 0)
+            KILN_TRY(outputs[o] ? report(user, n, o, outputs[o]) : report_unreadable(user, n, o));
     return KILN_OK;
 }
 

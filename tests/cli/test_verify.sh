@@ -293,7 +293,7 @@ PY
     --reference "$M" --device cuda --samples 1 --shapes input:2x3x32x32 --per-layer --json
   json_check "fake device: per layer values match" "
 p = d['per_layer']; L = p['layers']
-assert d['device'] == 'cuda' and p['jumps'] == 0 and p['matched'] >= 10 and len(L) == p['matched'], p
+assert d['device'] == 'cuda' and p['jumps'] == 0 and p['matched'] >= 10 and len(L) == p['matched'] and p['device_e4m3_values'] == 0, p
 assert all(r['cosine'] >= 0.999999 and r['nonfinite'] == 0 for r in L), [(r['value'], r['cosine']) for r in L]"
   # device tactics: kiln build --device cuda stores the choices timed on the device (the fake module "times" one per
   # op and dims: 4 at the min shapes, 4 more at the opt shapes), a context of the saved engine times nothing

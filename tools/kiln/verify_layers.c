@@ -35,6 +35,7 @@ typedef struct lrun {
     cval *v;
     int n, cap;
     int ref_values, matched, shape_mismatch, jumps;
+    int unreadable;      /* candidate values a device held only in E4M3 (not comparable) */
     double prev_snr;
     const vlayer_opts *o;
     json_t *rows;        /* JSON rows, or NULL: print */
@@ -61,6 +62,10 @@ static char *dup_or_null(const char *s)
 static kiln_status keep_candidate(void *user, const kiln_value_view *v)
 {
     lrun *r = user;
+    if (!v->value) {   /* held only in E4M3 on the device: counted, not compared */
+        r->unreadable++;
+        return KILN_OK;
+    }
     if (r->n == r->cap) {
         int cap = r->cap ? 2 * r->cap : 64;
         cval *nv = realloc(r->v, sizeof *nv * (size_t)cap);
@@ -273,10 +278,15 @@ bool verify_layers(kiln_engine_t e, kiln_model_t ref, int nin, const char **name
         json_object_set_new(json, "shape_mismatch", json_integer(r.shape_mismatch));
         json_object_set_new(json, "jump_db", json_real(o->jump_db));
         json_object_set_new(json, "jumps", json_integer(r.jumps));
+        json_object_set_new(json, "device_e4m3_values", json_integer(r.unreadable));
         json_object_set(json, "layers", r.rows);
     } else {
-        printf("matched %d of %d reference float values (the candidate has %d; %d with another shape); %d jump%s\n\n",
+        printf("matched %d of %d reference float values (the candidate has %d; %d with another shape); %d jump%s\n",
                r.matched, r.ref_values, r.n, r.shape_mismatch, r.jumps, r.jumps == 1 ? "" : "s");
+        if (r.unreadable)
+            printf("%d more candidate value%s held only in E4M3 on the device (FP8 storage) not compared: build with "
+                   "KILN_FP8_STORAGE=0 to see them\n", r.unreadable, r.unreadable == 1 ? "" : "s");
+        printf("\n");
     }
     ok = true;
 done:
