@@ -40,6 +40,9 @@ typedef struct kiln_dev_node {
     int n_tmp;
     kiln_tensor tmp[16];           /* copies made for this node, freed by kiln__dev_node_end */
     bool tmp_dev[16];
+    kiln_tensor *more;             /* copies past the 16th (a Concat of many inputs), one slot per input */
+    bool *more_dev;
+    int cap_more;
     const kiln_layer *blob_of;     /* the engine's CPU layer whose blob the device layer runs from, or NULL */
 } kiln_dev_node;
 

@@ -115,28 +115,37 @@ static void release(kiln_mem *mem, const kiln_run_env *env, kiln_tensor *t)
 static kiln_status observe_host(kiln_dev *dev, const kiln_hooks *hooks, const kiln_node *n, kiln_tensor *const *out)
 {
     enum { MAX_OBS = 16 };
-    const kiln_tensor *view[MAX_OBS];
-    kiln_tensor host[MAX_OBS];
-    bool made[MAX_OBS] = {false};
-    if (n->n_out > MAX_OBS)
-        return hooks->observe(hooks->observe_user, n, (const kiln_tensor *const *)out);   /* never on a device */
-    kiln_status st = KILN_OK;
-    for (int o = 0; o < n->n_out && st == KILN_OK; o++) {
+    const kiln_tensor *view_buf[MAX_OBS], **view = view_buf;
+    kiln_tensor host_buf[MAX_OBS], *host = host_buf;
+    if (n->n_out > MAX_OBS) {   /* e.g. a Split into many parts */
+        view = kiln__calloc((size_t)n->n_out, sizeof *view);
+        host = kiln__calloc((size_t)n->n_out, sizeof *host);
+        if (!view || !host) {
+            kiln__free(view);
+            kiln__free(host);
+            return kiln__err(KILN_ERR_NOMEM, "out of memory");
+        }
+    } else {
+        memset(host_buf, 0, sizeof host_buf);
+    }
+    for (int o = 0; o < n->n_out; o++) {
         view[o] = out[o];
         if (n->out[o] < 0 || !kiln__on_device(out[o]))
             continue;
         view[o] = NULL;
-        if (kiln__dev_to_host(dev, out[o], &host[o], NULL) == KILN_OK) {
-            made[o] = true;
+        if (kiln__dev_to_host(dev, out[o], &host[o], NULL) == KILN_OK)
             view[o] = &host[o];
-        } else {
-            kiln_clear_last_error();   /* not readable on the host (E4M3 storage): not observed */
-        }
+        else
+            kiln_clear_last_error();   /* not readable on the host (E4M3 storage): handed as NULL */
     }
-    st = hooks->observe(hooks->observe_user, n, view);
+    kiln_status st = hooks->observe(hooks->observe_user, n, view);
     for (int o = 0; o < n->n_out; o++)
-        if (made[o])
+        if (view[o] == &host[o])
             kiln__tensor_release(&host[o]);
+    if (view != view_buf) {
+        kiln__free(view);
+        kiln__free(host);
+    }
     return st;
 }
 

@@ -166,13 +166,34 @@ static void note_fallback(kiln_dev *d, const kiln_node *n)
               n->op_type, n->name);
 }
 
+/* A slot for a copy made for node n: the first 16 in dn itself, the others in an array of one slot per input made
+ * at the 17th (never grown: the slots handed out stay where they are) */
 static kiln_status add_tmp(kiln_dev_node *dn, const kiln_node *n, kiln_tensor **slot, bool dev)
 {
-    if (dn->n_tmp >= 16)
-        return kiln__err(KILN_ERR_UNSUPPORTED, "node '%s' (%s): more than 16 inputs to move between host and device",
-                         n->name, n->op_type);
-    dn->tmp_dev[dn->n_tmp] = dev;
-    *slot = &dn->tmp[dn->n_tmp++];
+    if (dn->n_tmp < 16) {
+        dn->tmp_dev[dn->n_tmp] = dev;
+        *slot = &dn->tmp[dn->n_tmp++];
+        return KILN_OK;
+    }
+    if (!dn->more) {
+        int cap = n->n_in > 16 ? n->n_in : 16;
+        dn->more = kiln__calloc((size_t)cap, sizeof *dn->more);
+        dn->more_dev = kiln__calloc((size_t)cap, sizeof *dn->more_dev);
+        if (!dn->more || !dn->more_dev) {
+            kiln__free(dn->more);
+            kiln__free(dn->more_dev);
+            dn->more = NULL;
+            dn->more_dev = NULL;
+            return kiln__err(KILN_ERR_NOMEM, "out of memory");
+        }
+        dn->cap_more = cap;
+    }
+    int k = dn->n_tmp - 16;
+    if (k >= dn->cap_more)
+        return kiln__err(KILN_ERR_INTERNAL, "node '%s' (%s): more copies than inputs", n->name, n->op_type);
+    dn->more_dev[k] = dev;
+    *slot = &dn->more[k];
+    dn->n_tmp++;
     return KILN_OK;
 }
 
@@ -294,12 +315,18 @@ kiln_status kiln__dev_node_end(kiln_dev *d, kiln_dev_node *dn, const kiln_node *
                                kiln_status st)
 {
     for (int k = 0; k < dn->n_tmp; k++) {
-        if (dn->tmp_dev[k])
-            kiln__dev_tensor_free(d, &dn->tmp[k]);
+        kiln_tensor *t = k < 16 ? &dn->tmp[k] : &dn->more[k - 16];
+        if (k < 16 ? dn->tmp_dev[k] : dn->more_dev[k - 16])
+            kiln__dev_tensor_free(d, t);
         else
-            kiln__tensor_release(&dn->tmp[k]);
+            kiln__tensor_release(t);
     }
     dn->n_tmp = 0;
+    kiln__free(dn->more);
+    kiln__free(dn->more_dev);
+    dn->more = NULL;
+    dn->more_dev = NULL;
+    dn->cap_more = 0;
     if (st != KILN_OK || !dn->on_host)
         return st;
     for (int o = 0; o < n->n_out; o++) {

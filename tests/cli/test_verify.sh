@@ -281,6 +281,14 @@ g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node(
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(sys.argv[1], "ew.onnx"))
 g.input[0].CopyFrom(helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 5, 4]))   # a dynamic batch
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(sys.argv[1], "ewd.onnx"))
+# a CPU-run Split into 20 parts whose outputs the device's Sigmoids read (moved to the device after the Split)
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 20, 3, 4])
+parts = ["p%d" % i for i in range(20)]
+nodes = [helper.make_node("Split", ["x"], parts, axis=1)]
+nodes += [helper.make_node("Sigmoid", [p], ["s" + p]) for p in parts]
+nodes += [helper.make_node("Concat", ["s" + p for p in parts], ["y"], axis=1)]
+g = helper.make_graph(nodes, "split20", [x], [y])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(sys.argv[1], "split20.onnx"))
 PY
   expect_out "fake device: replays match" 0 "PASS" env KILN_CUDA_MODULE="$2" "$KILN" verify "$T/ew.onnx" \
     --reference "$T/ew.onnx" --device cuda --samples 6 --budget 'maxabs<=1e-6'
@@ -289,6 +297,8 @@ PY
   # per layer on the device: every value the fake device holds (4-D ones channels-last) copied back for the compare
   expect_out "fake device: per layer" 0 "matched 4 of 4" env KILN_CUDA_MODULE="$2" "$KILN" verify "$T/ew.onnx" \
     --reference "$T/ew.onnx" --device cuda --samples 1 --per-layer
+  expect_out "fake device: per layer, a 20-output node" 0 "matched 41 of 41" env KILN_CUDA_MODULE="$2" "$KILN" verify \
+    "$T/split20.onnx" --reference "$T/split20.onnx" --device cuda --samples 1 --per-layer --budget 'maxabs<=1e-6'
   expect_out "fake device: per layer (json)" 0 '"per_layer"' env KILN_CUDA_MODULE="$2" "$KILN" verify "$M" \
     --reference "$M" --device cuda --samples 1 --shapes input:2x3x32x32 --per-layer --json
   json_check "fake device: per layer values match" "
