@@ -710,8 +710,12 @@ T512 void kiln__gemm_row512(int64_t K, const float *a, int64_t as, const float *
  * in L1 for every row tile. ResNet-50's stem (bench/env_ab, 300 pairs, 2 threads): stem + MaxPool 0.982 (222/300).
  * The same sums in the same order: each C element still takes its K slices in order. Wider rows (more image per
  * row than L1 holds) run tile by tile, every row tile of a tile against its B in L1. Flattened tiles
- * (kiln_convd_job.flat: rows of 32 q + 16 pixels) run in groups of CONVD_ROW_TILES consecutive tiles alike. */
+ * (kiln_convd_job.flat: rows of 32 q + 16 pixels) run in groups of CONVD_FLAT_GROUP consecutive tiles alike: the stem's
+ * 392 tiles in groups of 16 (512 pixels) rather than 4, stem + MaxPool (bench/env_ab, 300 pairs, 2 threads, both orders
+ * twice): 16 as B 0.989 / 0.991 median (195 / 179 pairs below 1), 4 as B 1.014 / 1.016 (110 / 112); 8 0.991, 32 0.986,
+ * 7 0.996, 2 1.009. */
 #define CONVD_ROW_TILES 4
+#define CONVD_FLAT_GROUP 16
 T512 void kiln__gemm_convd_task(void *ctx, int64_t t0, int64_t t1)
 {
     const kiln_convd_job *j = ctx;
@@ -722,7 +726,7 @@ T512 void kiln__gemm_convd_task(void *ctx, int64_t t0, int64_t t1)
     for (int64_t tile = t0; tile < t1;) {
         /* tiles [tile, te): one tile, or the rest of this output row within the task (flat: of its group of
          * CONVD_ROW_TILES consecutive tiles) */
-        int64_t oy = tile / j->tw, te = j->flat    ? min64(t1, (tile / CONVD_ROW_TILES + 1) * CONVD_ROW_TILES)
+        int64_t oy = tile / j->tw, te = j->flat    ? min64(t1, (tile / CONVD_FLAT_GROUP + 1) * CONVD_FLAT_GROUP)
                                         : group > 1 ? min64(t1, (oy + 1) * j->tw)
                                                     : tile + 1;
         for (int64_t pc = 0; pc < K; pc += kcs) {
