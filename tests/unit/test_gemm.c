@@ -499,6 +499,34 @@ static int test_panel_cols(unsigned long long *seed)
     return fails;
 }
 
+/* The 49-column tile (AVX-512, A read in place: a block's last 32 + 17 columns as one tile, column 48 as dot products):
+ * N = 49 (a 7x7 map), 81 and 113 (a full panel or two before it), 17 (no such tile) and 145; heights with edge rows
+ * (M not a multiple of 8: those tiles run as the 32- and 17-column ones), K of 1, 15 (no full 16-step block), 17, one
+ * slice and several (K above 512: later slices accumulate), every packer, A with a padded row stride and transposed
+ * (packed: no such tile), B transposed, alpha / beta, bias per row or column, residual, activations, 1-3 threads; and
+ * the residual in place over C. */
+static int test_w49(unsigned long long *seed)
+{
+    int fails = 0;
+    static const int64_t ms[] = {8, 13, 64, 203};
+    static const int64_t ns[] = {49, 81, 113, 17, 145};
+    static const int64_t ks[] = {1, 15, 17, 300, 1100};
+    int i = 0;
+    for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++)
+            for (size_t c = 0; c < sizeof ks / sizeof ks[0]; c++, i++) {
+                kiln_act act = {.kind = i % 3 == 0 ? KILN_ACT_RELU : i % 3 == 1 ? KILN_ACT_NONE : KILN_ACT_GELU};
+                fails += !run_epi_case_lda(1 + i % 3, i % 11 == 5, i % 7 == 3, ms[a], ns[b], ks[c],
+                                           i % 5 == 2 ? -0.5f : 1.0f, i % 4 == 1 ? 0.5f : 0.0f, i % 3, i % 2 == 0, act,
+                                           i % 3, i % 2 ? 5 : 0, seed);
+            }
+    kiln_act relu = {.kind = KILN_ACT_RELU};
+    fails += !run_res_in_place(2, 512, 49, 4608, 1.0f, 1, relu, 1, seed);
+    fails += !run_res_in_place(2, 37, 81, 700, 1.0f, 2, relu, 0, seed);
+    fails += !run_res_in_place(1, 2048, 49, 512, 1.0f, 1, relu, 2, seed);
+    return fails;
+}
+
 /* Grids with several tasks along N (N >> M, 2-3 threads), where op(A) is packed once for all the
  * tasks where the micro-kernel reads packed A (AVX2, portable C; AVX-512: A transposed): M not a
  * multiple of any kernel's height (a partial last row panel), A transposed or not and with a
@@ -947,6 +975,7 @@ int main(int argc, char **argv)
     fails += test_direct_b(&seed);
     fails += test_shared_b(&seed);
     fails += test_panel_cols(&seed);
+    fails += test_w49(&seed);
     fails += test_packb_nsplit(&seed);
     fails += test_shared_a(&seed);
     fails += test_tapered(&seed);

@@ -30,7 +30,10 @@ typedef struct tile_args {
     const float *pb2;    /* with bs: B's rows from k2 on start here (kiln_gemm.B2), or NULL */
     int64_t k2;
     const float *colv;   /* direct A (AVX-512), 17-column tile: column 16 of the B panel, contiguous; or a tile
-                          * of n <= DOT_COLS columns: DOT_COLS columns of kc floats each (zero past n) */
+                          * of n <= DOT_COLS columns: DOT_COLS columns of kc floats each (zero past n); or the
+                          * 49-column tile: its column 48 (column 16 of pbn) */
+    const float *pbn;    /* the 49-column tile (AVX-512, A in place, packed B: W49_COLS): columns 32-48 of the tile, the
+                          * next packed panel at the same k */
 } tile_args;
 
 /* Micro-kernel over kc steps. A: lda > 0: row-major rows a + i*lda (k contiguous; only for
@@ -52,10 +55,14 @@ typedef struct gemm_impl {
     gemm_ukr_fn ukr_tall;          /* full-height tiles of direct A, more than nr/2 + 1 columns: more
                                     * rows per B load (mr_tall > mr) */
     bool ukr17;                    /* ukr takes n == nr + 1 columns (packed A; column nr in t->colv) */
+    bool ukr49;                    /* ukr takes n == W49_COLS columns of two packed panels (t->pbn, t->colv) */
 } gemm_impl;
 
 /* A last panel this narrow, with A read in place (AVX-512), runs as dot products along k (see panel_at) */
 #define DOT_COLS 4
+/* A block whose last 49 columns are two packed panels (32 + 17: a 7x7 map's N = 49) runs them as one tile with A read
+ * in place (AVX-512; see packed_block) */
+#define W49_COLS 49
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -246,6 +246,6 @@ __attribute__((target("avx2,fma"))) static void pack_avx2_b(const float *src, in
 }
 
 const gemm_impl kiln__gemm_impl_avx2 = {MR_AVX2, NR_AVX2, ukr_avx2, pack_avx2_a, pack_avx2_b, 144, 256, 1024, false, 0, NULL,
-                                    true};
+                                    true, false};
 
 #endif

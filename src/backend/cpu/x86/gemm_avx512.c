@@ -410,9 +410,94 @@ T512 static void ukr512_dot(int64_t kc, const float *a, int64_t lda, float *c, i
     }
 }
 
+/* The 49-column tile (W49_COLS: a 7x7 map's N = 49, panels of 32 + 17 columns), all 8 A rows read in place, packed B:
+ * columns 0-31 from the panel pb, 32-47 from the next panel t->pbn, 24 accumulators (each A value loaded feeds 3
+ * FMAs, where the 32- and 17-column tiles feed 2 and 1 and read the A rows twice); column 48 (t->colv, contiguous)
+ * as 8 dot products along k of the A rows, after the k loop (the rows are in L1 then). */
+T512 static void ukr512_w49(int64_t kc, const float *a, int64_t lda, const float *pb, float *c, int64_t ldc,
+                            const tile_args *t)
+{
+    __m512 c0[MR_512], c1[MR_512], c2[MR_512];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR_512; i++)
+        c0[i] = c1[i] = c2[i] = _mm512_setzero_ps();
+    tile_args t2 = *t;   /* columns 32-48 */
+    t2.j0 = t->j0 + 32;
+    prefetch_tile_out(c, ldc, MR_512, 32, t);
+    prefetch_tile_out(c + 32, ldc, MR_512, 17, &t2);
+    const float *pn = t->pbn;
+    const int64_t l1 = lda, l2 = 2 * lda, l3 = 3 * lda;
+    const float *q0 = a, *q4 = a + 4 * lda;
+#define A_AT(i) (((i) < 4 ? q0 : q4)[(i) % 4 == 0 ? 0 : (i) % 4 == 1 ? l1 : (i) % 4 == 2 ? l2 : l3])
+#define STEP_49()                                                                                        \
+    do {                                                                                                 \
+        __m512 b0 = _mm512_loadu_ps(pb), b1 = _mm512_loadu_ps(pb + 16), b2 = _mm512_loadu_ps(pn);      \
+        _Pragma("GCC unroll 8") for (int i = 0; i < MR_512; i++)                                         \
+        {                                                                                                \
+            __m512 av = _mm512_set1_ps(A_AT(i));                                                         \
+            c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);                                                      \
+            c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);                                                      \
+            c2[i] = _mm512_fmadd_ps(av, b2, c2[i]);                                                      \
+        }                                                                                                \
+        q0++;                                                                                            \
+        q4++;                                                                                            \
+        pb += NR_512;                                                                                    \
+        pn += NR_512;                                                                                    \
+    } while (0)
+    int64_t k = 0;
+    const float *pf = t->pf_a;
+    if (pf) {
+        /* one cache line of each of the next tile's 8 rows every 16 steps */
+        for (; k + 16 <= kc; k += 16) {
+#pragma GCC unroll 8
+            for (int i = 0; i < MR_512; i++)
+                _mm_prefetch((const char *)(pf + i * lda + k), _MM_HINT_T0);
+#pragma GCC unroll 4
+            for (int u = 0; u < 16; u++)
+                STEP_49();
+        }
+    }
+#pragma GCC unroll 4
+    for (; k < kc; k++)
+        STEP_49();
+#undef STEP_49
+#undef A_AT
+    /* column 48: 8 dot products, 16 k per FMA */
+    __m512 dx[MR_512];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR_512; i++)
+        dx[i] = _mm512_setzero_ps();
+    const float *cv = t->colv;
+    for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+        __mmask16 km = kiln_v_mask16(kc - k0 < 16 ? (int)(kc - k0) : 16);
+        __m512 vc = _mm512_maskz_loadu_ps(km, cv + k0);
+#pragma GCC unroll 8
+        for (int i = 0; i < MR_512; i++)
+            dx[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(km, a + i * lda + k0), vc, dx[i]);
+    }
+    float xs[MR_512] __attribute__((aligned(32)));
+#pragma GCC unroll 8
+    for (int i = 0; i < MR_512; i++)
+        xs[i] = _mm512_reduce_add_ps(dx[i]);
+    store512(c0, c1, _mm256_setzero_ps(), c, ldc, MR_512, 32, t, W_FULL);
+    store512(c2, c1, _mm256_load_ps(xs), c + 32, ldc, MR_512, 17, &t2, W_17);
+}
+
 T512 static void ukr_avx512(int64_t kc, const float *a, int64_t lda, const float *pb, float *c, int64_t ldc, int m,
                             int n, const tile_args *t)
 {
+    if (n == W49_COLS) {
+        if (lda && m == MR_512 && !t->bs) {
+            ukr512_w49(kc, a, lda, pb, c, ldc, t);
+        } else {
+            /* as the two tiles it replaces: 32 columns of pb, 17 of the next panel */
+            tile_args t2 = *t;
+            t2.j0 = t->j0 + 32;
+            ukr_avx512(kc, a, lda, pb, c, ldc, m, 32, t);
+            ukr_avx512(kc, a, lda, t->pbn, c + 32, ldc, m, 17, &t2);
+        }
+        return;
+    }
     if (lda && m < MR_512) {
         /* edge rows: pack them (zero padded) and take the packed variants, KC_EDGE steps at a time */
         enum { KC_EDGE = 256 };
@@ -625,8 +710,12 @@ T512 void kiln__gemm_row512(int64_t K, const float *a, int64_t as, const float *
  * in L1 for every row tile. ResNet-50's stem (bench/env_ab, 300 pairs, 2 threads): stem + MaxPool 0.982 (222/300).
  * The same sums in the same order: each C element still takes its K slices in order. Wider rows (more image per
  * row than L1 holds) run tile by tile, every row tile of a tile against its B in L1. Flattened tiles
- * (kiln_convd_job.flat: rows of 32 q + 16 pixels) run in groups of CONVD_ROW_TILES consecutive tiles alike. */
+ * (kiln_convd_job.flat: rows of 32 q + 16 pixels) run in groups of CONVD_FLAT_GROUP consecutive tiles alike: the stem's
+ * 392 tiles in groups of 16 (512 pixels) rather than 4, stem + MaxPool (bench/env_ab, 300 pairs, 2 threads, both orders
+ * twice): 16 as B 0.989 / 0.991 median (195 / 179 pairs below 1), 4 as B 1.014 / 1.016 (110 / 112); 8 0.991, 32 0.986,
+ * 7 0.996, 2 1.009. */
 #define CONVD_ROW_TILES 4
+#define CONVD_FLAT_GROUP 16
 T512 void kiln__gemm_convd_task(void *ctx, int64_t t0, int64_t t1)
 {
     const kiln_convd_job *j = ctx;
@@ -637,7 +726,7 @@ T512 void kiln__gemm_convd_task(void *ctx, int64_t t0, int64_t t1)
     for (int64_t tile = t0; tile < t1;) {
         /* tiles [tile, te): one tile, or the rest of this output row within the task (flat: of its group of
          * CONVD_ROW_TILES consecutive tiles) */
-        int64_t oy = tile / j->tw, te = j->flat    ? min64(t1, (tile / CONVD_ROW_TILES + 1) * CONVD_ROW_TILES)
+        int64_t oy = tile / j->tw, te = j->flat    ? min64(t1, (tile / CONVD_FLAT_GROUP + 1) * CONVD_FLAT_GROUP)
                                         : group > 1 ? min64(t1, (oy + 1) * j->tw)
                                                     : tile + 1;
         for (int64_t pc = 0; pc < K; pc += kcs) {
@@ -685,5 +774,5 @@ T512 void kiln__gemm_convd_task(void *ctx, int64_t t0, int64_t t1)
 #define GEMM_NC512 1024
 #endif
 const gemm_impl kiln__gemm_impl_avx512 = {MR_512, NR_512, ukr_avx512, pack_avx512_a, pack_avx512_b,
-                                      GEMM_MC512, GEMM_KC512, GEMM_NC512, true, MR_TALL, ukr512_tall, false};
+                                      GEMM_MC512, GEMM_KC512, GEMM_NC512, true, MR_TALL, ukr512_tall, false, true};
 #endif
