@@ -297,6 +297,15 @@ PY
   # per layer on the device: every value the fake device holds (4-D ones channels-last) copied back for the compare
   expect_out "fake device: per layer" 0 "matched 4 of 4" env KILN_CUDA_MODULE="$2" "$KILN" verify "$T/ew.onnx" \
     --reference "$T/ew.onnx" --device cuda --samples 1 --per-layer
+  # a value held only in E4M3 on the device (FP8 storage) cannot be read back: counted and said, not compared
+  expect_out "fake device: per layer, an E4M3-held value" 0 "1 more candidate value held only in E4M3" env \
+    KILN_CUDA_MODULE="$2" KILN_FAKEDEV_E4M3=Sigmoid "$KILN" verify "$T/ew.onnx" --reference "$T/ew.onnx" --device cuda \
+    --samples 1 --per-layer
+  grep -q "matched 3 of 4" "$T/out.txt" && ok "fake device: the other values compared" \
+    || bad "fake device: the other values compared: $(grep matched "$T/out.txt")"
+  expect_out "fake device: per layer, E4M3 (json)" 0 '"device_e4m3_values": 1' env KILN_CUDA_MODULE="$2" \
+    KILN_FAKEDEV_E4M3=Sigmoid "$KILN" verify "$T/ew.onnx" --reference "$T/ew.onnx" --device cuda --samples 1 \
+    --per-layer --json
   expect_out "fake device: per layer, a 20-output node" 0 "matched 41 of 41" env KILN_CUDA_MODULE="$2" "$KILN" verify \
     "$T/split20.onnx" --reference "$T/split20.onnx" --device cuda --samples 1 --per-layer --budget 'maxabs<=1e-6'
   expect_out "fake device: per layer (json)" 0 '"per_layer"' env KILN_CUDA_MODULE="$2" "$KILN" verify "$M" \

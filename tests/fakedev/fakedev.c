@@ -7,7 +7,8 @@
  * Sub, Mul on float32 (broadcast up to 4 dims); every 4-D output is held channels-last (KILN_TENSOR_DEV_NHWC), as the
  * CUDA module holds half convolutions' outputs. Other ops fall back to the CPU. Device tactics: a layer's first run
  * outside a capture "times" a choice per op and output dims (recorded, exported, imported as the CUDA module's);
- * KILN_FAKEDEV_SIGNATURE replaces the signature (another GPU, other versions). */
+ * KILN_FAKEDEV_SIGNATURE replaces the signature (another GPU, other versions); KILN_FAKEDEV_E4M3=OP flags that op's
+ * outputs as held only in E4M3 (FP8 storage: not readable on the host). */
 #include "backend/cuda/cuda_module.h"
 #include "core/devtac.h"
 #include <math.h>
@@ -215,8 +216,13 @@ static kiln_status fk_run(const kiln_backend *be, const kiln_layer *l, kiln_kctx
     int64_t numel = 1;
     for (int k = 0; k < nd; k++)
         numel *= dims[k];
+    /* KILN_FAKEDEV_E4M3=OP: that op's outputs are flagged as held only in E4M3, as the CUDA module holds FP8-stored
+     * outputs (the data stays float32 here: only the host may not read it; tests of that refusal) */
+    const char *e4 = getenv("KILN_FAKEDEV_E4M3");
+    bool e4m3 = e4 && !strcmp(e4, n->op_type);
     *y = (kiln_tensor){.dtype = KILN_DT_FLOAT32, .ndim = nd, .nbytes = (size_t)numel * sizeof(float),
-                       .flags = KILN_TENSOR_BORROWED | KILN_TENSOR_ON_DEVICE | (nd == 4 ? KILN_TENSOR_DEV_NHWC : 0u)};
+                       .flags = KILN_TENSOR_BORROWED | KILN_TENSOR_ON_DEVICE | (nd == 4 ? KILN_TENSOR_DEV_NHWC : 0u) |
+                                (e4m3 ? KILN_TENSOR_DEV_E4M3 : 0u)};
     memcpy(y->dims, dims, sizeof(int64_t) * (size_t)nd);
     bool fresh = true;
     y->data = ctx->rt && ctx->rt->place ? ctx->rt->place(ctx->rt_user, ctx, 0, y->nbytes, &fresh) : NULL;
