@@ -349,29 +349,6 @@ static int candidates(void)
     return n < 1 ? 1 : n > MAX_CFG ? MAX_CFG : n;
 }
 
-/* Execution plans of engine configurations cfg[idx[0..n)] into pl[], each finalize's status in es[] (pl[j] NULL
- * where the descriptor could not be made). Finalizing compiles a runtime-fusion engine's kernels: ~40 ms a plan, most
- * of a build's tactic timing (H200, ResNet-50 FP16 batch 256: 223 plans in 9.2-10.9 s of its 11.6-13.6 s of device
- * runs). Finalized by 16 threads at once (one handle, as cuDNN's frontend builds plans when autotuning) they took
- * as long (9.2 against 9.4 s in the same call: cuDNN serializes them), so they are finalized in turn. */
-static void make_plans(cu_be *b, cudnnBackendDescriptor_t *cfg, const int *idx, int n, cudnnBackendDescriptor_t *pl,
-                       cudnnStatus_t *es)
-{
-    for (int j = 0; j < n; j++) {
-        cudnnBackendDescriptor_t p = NULL;
-        cudnnStatus_t e = cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &p);
-        if (e == CUDNN_STATUS_SUCCESS)
-            e = cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &b->dnn);
-        if (e == CUDNN_STATUS_SUCCESS)
-            e = cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                         &cfg[idx[j]]);
-        if (e == CUDNN_STATUS_SUCCESS)
-            e = cudnnBackendFinalize(p);
-        pl[j] = p;
-        es[j] = e;
-    }
-}
-
 /* The fastest plan among the engine configurations of heuristics mode `mode`; *best stays NULL if none
  * finalizes and runs. */
 static kiln_status pick(cu_be *b, cg_build *c, cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode,
@@ -417,58 +394,56 @@ static kiln_status pick(cu_be *b, cg_build *c, cudnnBackendDescriptor_t graph, c
     int cached = cu_tc_get(b, 'g', &tk, sizeof tk);
     if (cached >= got)
         cached = -1;
-again:;
-    int order[MAX_CFG], n_order = 0;
-    for (int i = 0; i < got; i++)
-        if (cached < 0 || i == cached)
-            order[n_order++] = i;
-    /* in batches of as many plans as are still to be timed, finalized, then timed in heuristics' order */
-    for (int pos = 0; st == CUDNN_STATUS_SUCCESS && ks == KILN_OK && pos < n_order && timed < want;) {
-        int nb = want - timed < n_order - pos ? want - timed : n_order - pos;
-        cudnnBackendDescriptor_t pl[MAX_CFG];
-        cudnnStatus_t es[MAX_CFG];
+again:
+    /* finalizing a plan compiles a runtime-fusion engine's kernels, ~40 ms a plan: most of a build's tactic timing
+     * (H200, ResNet-50 FP16 batch 256: 223 plans in 9.2-10.9 s of 11.6-13.6 s of device runs; 16 threads finalizing
+     * at once were no faster, cuDNN serializes them) */
+    for (int i = 0; st == CUDNN_STATUS_SUCCESS && ks == KILN_OK && i < got && timed < want; i++) {
+        if (cached >= 0 && i != cached)
+            continue;
+        cudnnBackendDescriptor_t p = NULL;
+        int64_t ws = 0;
         double t0 = cu_now_s();
-        make_plans(b, cfg, order + pos, nb, pl, es);
+        cudnnStatus_t e = cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &p);
+        if (e == CUDNN_STATUS_SUCCESS)
+            e = cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &b->dnn);
+        if (e == CUDNN_STATUS_SUCCESS)
+            e = cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                         &cfg[i]);
+        if (e == CUDNN_STATUS_SUCCESS)
+            e = cudnnBackendFinalize(p);
         b->cg_fin_s += cu_now_s() - t0;
-        b->cg_plans += nb;
-        for (int j = 0; j < nb; j++) {
-            int i = order[pos + j];
-            cudnnBackendDescriptor_t p = pl[j];
-            cudnnStatus_t e = es[j];
-            int64_t ws = 0, nws = 0;
-            if (e == CUDNN_STATUS_SUCCESS)
-                e = cudnnBackendGetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &nws,
-                                             &ws);
-            float ms = -1;
-            if (e == CUDNN_STATUS_SUCCESS && ws >= 0 && ws <= ((int64_t)1 << 30) && ks == KILN_OK) {
-                void *wsp = NULL;
-                ks = ws ? cu_workspace(b, (size_t)ws, &wsp) : KILN_OK;
-                if (ks == KILN_OK) {
-                    double t1 = cu_now_s();
-                    ms = time_plan(b, p, &g->key, ptr, wsp);
-                    b->cg_time_s += cu_now_s() - t1;
-                    timed++;
-                    if (ms >= 0 && !cand_agrees(b, &g->key, ptr[4], &chk)) {
-                        if (b->conv_verbose)
-                            fprintf(stderr, "kiln cuda: conv graph candidate %d disagrees with the first: dropped\n",
-                                    i);
-                        ms = -1;
-                    }
+        b->cg_plans++;
+        int64_t nws = 0;
+        if (e == CUDNN_STATUS_SUCCESS)
+            e = cudnnBackendGetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &nws, &ws);
+        float ms = -1;
+        if (e == CUDNN_STATUS_SUCCESS && ws >= 0 && ws <= ((int64_t)1 << 30)) {
+            void *wsp = NULL;
+            ks = ws ? cu_workspace(b, (size_t)ws, &wsp) : KILN_OK;
+            if (ks == KILN_OK) {
+                double t1 = cu_now_s();
+                ms = time_plan(b, p, &g->key, ptr, wsp);
+                b->cg_time_s += cu_now_s() - t1;
+                timed++;
+                if (ms >= 0 && !cand_agrees(b, &g->key, ptr[4], &chk)) {
+                    if (b->conv_verbose)
+                        fprintf(stderr, "kiln cuda: conv graph candidate %d disagrees with the first: dropped\n", i);
+                    ms = -1;
                 }
             }
-            if (ms >= 0 && (best_ms < 0 || ms < best_ms)) {
-                if (g->plan)
-                    cudnnBackendDestroyDescriptor(g->plan);
-                g->plan = p;
-                g->ws = ws;
-                best_ms = ms;
-                best = i;
-                g->pick = i;
-            } else if (p) {
-                cudnnBackendDestroyDescriptor(p);
-            }
         }
-        pos += nb;
+        if (ms >= 0 && (best_ms < 0 || ms < best_ms)) {
+            if (g->plan)
+                cudnnBackendDestroyDescriptor(g->plan);
+            g->plan = p;
+            g->ws = ws;
+            best_ms = ms;
+            best = i;
+            g->pick = i;
+        } else if (p) {
+            cudnnBackendDestroyDescriptor(p);
+        }
     }
     if (cached >= 0 && best < 0 && st == CUDNN_STATUS_SUCCESS && ks == KILN_OK) {
         cached = -1;
