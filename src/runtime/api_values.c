@@ -94,6 +94,19 @@ static bool dequantize(const qparams *p, const kiln_tensor *q, float *y)
     return true;
 }
 
+/* What a view of output o of node n says of where the value comes from (no dtype, quantization or data yet) */
+static kiln_value_view view_of(const values_run *r, const kiln_node *n, int o)
+{
+    return (kiln_value_view){
+        .name = r->g->values[n->out[o]].name,
+        .node = n->name ? n->name : "",
+        .op = n->op_type,
+        .fused_from = n->fused_from ? n->fused_from : "",
+        .input = n->n_in > 0 && n->in[0] >= 0 ? r->g->values[n->in[0]].name : NULL,
+        .layer = (int)(n - r->g->nodes),
+    };
+}
+
 static kiln_status report(values_run *r, const kiln_node *n, int o, const kiln_tensor *t)
 {
     qparams qp = {0};
@@ -122,17 +135,10 @@ static kiln_status report(values_run *r, const kiln_node *n, int o, const kiln_t
         f.data = buf;
         f.nbytes = (size_t)numel * sizeof(float);
     }
-    kiln_value_view v = {
-        .name = r->g->values[n->out[o]].name,
-        .node = n->name ? n->name : "",
-        .op = n->op_type,
-        .fused_from = n->fused_from ? n->fused_from : "",
-        .quantizes = quant && n->op == KILN_OP_QuantizeLinear && n->in[0] >= 0 ? r->g->values[n->in[0]].name : NULL,
-        .input = n->n_in > 0 && n->in[0] >= 0 ? r->g->values[n->in[0]].name : NULL,
-        .dtype = t->dtype,
-        .layer = (int)(n - r->g->nodes),
-        .value = &f,
-    };
+    kiln_value_view v = view_of(r, n, o);
+    v.quantizes = quant && n->op == KILN_OP_QuantizeLinear && n->in[0] >= 0 ? r->g->values[n->in[0]].name : NULL;
+    v.dtype = t->dtype;
+    v.value = &f;
     kiln_status st = r->fn(r->user, &v);
     kiln__free(buf);
     return st;
@@ -141,16 +147,8 @@ static kiln_status report(values_run *r, const kiln_node *n, int o, const kiln_t
 /* A value the device holds only as E4M3 (observe_host hands it as NULL): reported with value NULL */
 static kiln_status report_unreadable(values_run *r, const kiln_node *n, int o)
 {
-    kiln_value_view v = {
-        .name = r->g->values[n->out[o]].name,
-        .node = n->name ? n->name : "",
-        .op = n->op_type,
-        .fused_from = n->fused_from ? n->fused_from : "",
-        .input = n->n_in > 0 && n->in[0] >= 0 ? r->g->values[n->in[0]].name : NULL,
-        .dtype = KILN_DT_FLOAT32,
-        .layer = (int)(n - r->g->nodes),
-        .value = NULL,
-    };
+    kiln_value_view v = view_of(r, n, o);
+    v.dtype = KILN_DT_FLOAT32;
     return r->fn(r->user, &v);
 }
 

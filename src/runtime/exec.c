@@ -125,8 +125,6 @@ static kiln_status observe_host(kiln_dev *dev, const kiln_hooks *hooks, const ki
             kiln__free(host);
             return kiln__err(KILN_ERR_NOMEM, "out of memory");
         }
-    } else {
-        memset(host_buf, 0, sizeof host_buf);
     }
     for (int o = 0; o < n->n_out; o++) {
         view[o] = out[o];

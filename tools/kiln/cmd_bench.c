@@ -2,14 +2,6 @@
 #include "cli.h"
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
 
 static const char usage[] =
     "usage: kiln bench MODEL|ENGINE [--shapes NAME:DIMS,...] [--batch N] [--threads N] [--warmup N]\n"
@@ -91,16 +83,16 @@ static int timed_runs(kiln_context_t c, const bench_args *b, lat_stats *ls, lat_
     for (int i = 0; i < b->warmup; i++)
         if ((st = kiln_context_run(c)) != KILN_OK || cli_interrupted())
             return cli_die(st, "running");
-    *t_start = now_ms();
+    *t_start = cli_now_ms();
     for (;;) {
         if (b->iters && ls->n >= b->iters)
             break;
-        if (!b->iters && now_ms() - *t_start >= b->duration * 1e3)
+        if (!b->iters && cli_now_ms() - *t_start >= b->duration * 1e3)
             break;
-        double t0 = now_ms();
+        double t0 = cli_now_ms();
         if ((st = kiln_context_run(c)) != KILN_OK || cli_interrupted())
             return cli_die(st, "running");
-        double dt = now_ms() - t0;
+        double dt = cli_now_ms() - t0;
         kiln_device_stats rs;
         bool gok = b->dev.device == KILN_DEVICE_CPU || kiln_context_device_stats(c, &rs) != KILN_OK || rs.graph_ms <= 0 ||
                    (lat_add(&gs[0], rs.graph_ms) && lat_add(&gs[1], rs.graph_compute_ms) &&
@@ -249,7 +241,7 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "kiln bench: no iteration completed within --duration %g s\n", b.duration);
         goto done;
     }
-    double total = now_ms() - t_start;
+    double total = cli_now_ms() - t_start;
     kiln_device_stats ds;
     if ((st = kiln_context_device_stats(c, &ds)) != KILN_OK) {
         rc = cli_die(st, "reading device statistics");

@@ -5,14 +5,6 @@
 #include "cli.h"
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* Profile p's min (opt = false) or opt shapes as a kiln_shapes_t, or NULL (no such profile, or a name the spec
  * cannot hold). */
@@ -112,13 +104,13 @@ static kiln_status tune(kiln_engine_t e, kiln_context_t c, double t0)
     int n = st == KILN_OK ? kiln_engine_device_tactics(e, sig, sizeof sig) : 0;
     if (st == KILN_OK && n > 0)
         printf("device tactics: %d kernel choice%s timed on %s, stored in the engine (device runs %.1f s)\n", n,
-               n == 1 ? "" : "s", cli_esc(sig), now_s() - t0);
+               n == 1 ? "" : "s", cli_esc(sig), (cli_now_ms() - t0) / 1e3);
     return st;
 }
 
 int cli_device_check(kiln_engine_t e, bool strict)
 {
-    double t0 = now_s();
+    double t0 = cli_now_ms();
     kiln_shapes_t shapes = profile_shapes(e, 0, false);
     int n_fb = 0;
     char list[1024];

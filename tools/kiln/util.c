@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static volatile sig_atomic_t interrupted;
 
@@ -73,4 +74,11 @@ json_t *cli_json_str(const char *s)
 {
     json_t *j = json_string(s ? s : "");
     return j ? j : json_string(cli_esc(s));
+}
+
+double cli_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
