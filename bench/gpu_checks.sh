@@ -14,6 +14,11 @@
 #   gpu-all    test_gpu with its default models
 #   ocr-bench  bench/gpu_vs_torch.py --only ocr_det, FP32 and FP16, batches 1 and 16
 #   r50-ab     ResNet-50 batch 256 FP16 against FP8 (kiln bench compute_ms, alternated twice)
+#   int8       test_gpu's INT8 cases (QuantizeLinear, DequantizeLinear, QLinearAdd, QLinearConv in each kernel
+#              configuration; byte for byte against the CPU) and the ResNet-50 INT8 model case (batch 2)
+#   r50-int8   ResNet-50 batch 256 FP16 against INT8 (kiln bench compute_ms, alternated twice; the INT8 convolutions'
+#              timed configurations into $OUT/int8_choices.txt), then KILN_CUDA_PROFILE=layers of INT8 into
+#              $OUT/prof_r50_int8.txt
 #   tcache     KILN_CUDA_TIMING_CACHE: PP-OCRv4 det FP16 and ResNet-50 FP8 `kiln bench` processes timed without the
 #              cache, filling it, then reading it (the wall time of each process and its p50)
 #   tactics    device tactics in the engine: PP-OCRv4 det FP16 (1x3x640x640) built without them (no module at build
@@ -82,6 +87,30 @@ for s in "${steps[@]}"; do
     gpu-all) run gpu-all 600 80 "$T" --require-gpu ;;
     ocr-bench) run ocr-bench 420 40 python3 bench/gpu_vs_torch.py --kiln "$K" --only ocr_det --precisions fp32,fp16 \
                    --ocr-batches 1,16 --iters 20 --compile none ;;
+    int8) run int8 ${CASES_BOX:-300} 70 env KILN_TEST_GPU_ONLY=int8 "$T" --require-gpu \
+              "models/resnet50.onnx@input:2x3x224x224#int8" ;;
+    r50-int8)
+        export KILN_CUDA_UNVERIFIED=1   # the INT8 layers run on the GPU only so until a GPU has passed them
+        S=input:256x3x224x224
+        mkdir -p "$TMP/cal"
+        python3 -c "import numpy as np; np.save('$TMP/cal/x.npy', np.random.default_rng(0).standard_normal((4,3,224,224)).astype('float32'))"
+        run r50-build16 240 3 "$K" build models/resnet50.onnx -o "$TMP/r16.kiln" --precision fp16 --device cuda \
+            --no-tactics --shapes $S
+        run r50-buildi8 240 6 "$K" build models/resnet50.onnx -o "$TMP/ri8.kiln" --precision int8 --calib "$TMP/cal" \
+            --device cuda --no-tactics --shapes $S
+        KILN_CUDA_CONV_GRAPH=2 timeout 150 "$K" bench "$TMP/ri8.kiln" --device cuda --batch 256 --iterations 3 \
+            > "${OUT:-.}/int8_choices.txt" 2>&1
+        log "int8 choices rc=$? $(grep -c 'INT8 conv' "${OUT:-.}/int8_choices.txt") lines; $(grep -i 'fallback\|on the CPU' "${OUT:-.}/int8_choices.txt" | head -3)"
+        for round in 1 2; do
+            for e in r16 ri8; do
+                timeout 120 "$K" bench "$TMP/$e.kiln" --device cuda --batch 256 --iterations 20 --json > "$TMP/b.json" 2>&1
+                log "bench $e round $round rc=$? $(grep -o '"compute_ms"[^,]*' "$TMP/b.json" | head -1)"
+            done
+        done
+        KILN_CUDA_PROFILE=layers timeout 150 "$K" bench "$TMP/ri8.kiln" --device cuda --batch 256 --iterations 3 \
+            > "${OUT:-.}/prof_r50_int8.txt" 2>&1
+        log "profile int8 rc=$?"
+        unset KILN_CUDA_UNVERIFIED ;;
     r50-ab)
         S=input:256x3x224x224
         mkdir -p "$TMP/cal"

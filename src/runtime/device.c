@@ -3,6 +3,8 @@
  * logic is in exec_device.c. */
 #include "device_impl.h"
 #include "../backend/cpu/lowbit.h"
+#include "../backend/cpu/qadd.h"
+#include "../backend/cpu/qgemm.h"
 #include "../core/devtac.h"
 #include <dlfcn.h>
 #include <limits.h>
@@ -28,6 +30,8 @@ static const kiln_devmod_host host_services = {
     .resize_plan = kiln__resize_plan,
     .resize_plan_free = kiln__resize_plan_free,
     .convt_geom = kiln__convt_geom,
+    .qepi_setup = kiln__qepi_setup,
+    .qadd_setup = kiln__qadd_setup,
 };
 
 /* ---- the module: opened once per process, never closed */

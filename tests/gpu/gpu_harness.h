@@ -74,6 +74,8 @@ void fp8_block_case(void);
 void fp8_store_case(void);
 void fp4_gather_cases(void);
 void fp4_cases(void);
+/* gpu_int8.c */
+void int8_cases(void);
 /* gpu_models.c: MODEL.onnx@SHAPES[#precision] built and run on the CPU and the GPU */
 void model_case(const char *spec);
 

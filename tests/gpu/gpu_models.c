@@ -227,9 +227,9 @@ static const char *lowbit_weight_bytes(const model_run *r)
     return ds.weight_bytes + 2 * lowbit <= all ? NULL : "the low-bit layers' weights are held beyond their packed bytes";
 }
 
-/* Calibration data for an fp8 build (its activation scales): 4 samples of synthetic inputs (seeds 100 to
+/* Calibration data for an fp8 or int8 build (its activation scales): 4 samples of synthetic inputs (seeds 100 to
  * 103) as NAME_K.npy in a fresh directory, removed by calib_rm; *e32: the float32 engine they came from
- * (the accuracy reference of fp8_accuracy; the caller frees it). */
+ * (the accuracy reference of lowp_accuracy; the caller frees it). */
 static kiln_status fp8_calib(kiln_model_t m, kiln_shapes_t shapes, char *dir, size_t cap, kiln_engine_t *e32)
 {
     snprintf(dir, cap, "/tmp/kiln_fp8_calib_XXXXXX");
@@ -266,11 +266,11 @@ static const char *fp8_feed_counts(const model_run *r, const char *path)
     return ds.fp8_fed_inputs || !has_ln ? NULL : "no FP8 layer read a feed";
 }
 
-/* An fp8 engine on the GPU must be as accurate as the CPU's FP8 emulation: per output, its cosine to the
- * float32 engine's output (a CPU context on the same inputs) at most 1e-3 below the emulation's (cc's).
+/* An fp8 / int8 engine on the GPU must be as accurate as the CPU's run of it (FP8: its emulation): per output, its
+ * cosine to the float32 engine's output (a CPU context on the same inputs) at most 1e-3 below the CPU's (cc's).
  * NULL when it is, else why not. */
-static const char *fp8_accuracy(kiln_engine_t e32, kiln_engine_t e, const kiln_tensor *in, int nin,
-                                kiln_context_t cc, kiln_context_t gc, const char *path)
+static const char *lowp_accuracy(kiln_engine_t e32, kiln_engine_t e, const kiln_tensor *in, int nin,
+                                 kiln_context_t cc, kiln_context_t gc, const char *path, const char *prec)
 {
     kiln_context_t rc = NULL;
     const char *why = NULL;
@@ -280,14 +280,14 @@ static const char *fp8_accuracy(kiln_engine_t e32, kiln_engine_t e, const kiln_t
         if (kiln_context_set_input(rc, kiln_engine_input_name(e, i), &in[i]) != KILN_OK)
             why = kiln_last_error();
     if (!why && (kiln_engine_num_outputs(e32) != kiln_engine_num_outputs(e) || kiln_context_run(rc) != KILN_OK))
-        why = kiln_engine_num_outputs(e32) != kiln_engine_num_outputs(e) ? "fp32 and fp8 outputs differ" : kiln_last_error();
+        why = kiln_engine_num_outputs(e32) != kiln_engine_num_outputs(e) ? "fp32 and low-precision outputs differ" : kiln_last_error();
     for (int o = 0; !why && o < kiln_engine_num_outputs(e); o++) {
         const kiln_tensor *ref = kiln_context_output(rc, o);
         double cg = cosine(kiln_context_output(gc, o), ref), ce = cosine(kiln_context_output(cc, o), ref);
-        printf("     %-28s output %-20s cosine to fp32: GPU fp8 %.6f, CPU fp8 emulation %.6f\n", path,
-               kiln_engine_output_name(e, o), cg, ce);
+        printf("     %-28s output %-20s cosine to fp32: GPU %s %.6f, CPU %s %.6f\n", path,
+               kiln_engine_output_name(e, o), prec, cg, prec, ce);
         if (!(cg >= ce - 1e-3))
-            why = "the GPU's FP8 is less accurate than the CPU's emulation";
+            why = "the GPU's low precision is less accurate than the CPU's";
     }
     kiln_context_free(rc);
     return why;
@@ -317,10 +317,13 @@ void model_case(const char *spec)
      * order, FP16 storage between layers) moves by a whole E4M3 step (6-12%) and carries that through the
      * layers (BERT-base, H200: max rel err 0.12, cosine 0.9985 GPU vs CPU emulation, each 0.9974 to fp32):
      * fp8 engines get a looser max error and a cosine bound against the emulation, and must be as accurate
-     * as the emulation against the float32 engine (fp8_accuracy) */
-    bool fp8 = prec && !strcmp(prec, "fp8");
-    double tol = !prec || !strcmp(prec, "fp32") ? 1e-4 : !strcmp(prec, "fp16") ? 1e-2 : fp8 ? 0.25 : 5e-2;
-    double cos_tol = fp8 ? 0.99 : -1.0;
+     * as the emulation against the float32 engine (lowp_accuracy) */
+    /* int8: the integer layers are the CPU's bytes, but the FP16 layers kept around them (the first and last) and
+     * the float Adds between them round otherwise on the GPU, so a value near a quantization midpoint lands one
+     * step away: as fp8 */
+    bool fp8 = prec && !strcmp(prec, "fp8"), int8 = prec && !strcmp(prec, "int8"), calib = fp8 || int8;
+    double tol = !prec || !strcmp(prec, "fp32") ? 1e-4 : !strcmp(prec, "fp16") ? 1e-2 : calib ? 0.25 : 5e-2;
+    double cos_tol = calib ? 0.99 : -1.0;
     kiln_engine_t e32 = NULL;
     char *colon = strchr(path, '@');   /* MODEL.onnx@SHAPES */
     const char *shapes_spec = NULL;
@@ -347,7 +350,7 @@ void model_case(const char *spec)
         why = kiln_last_error();
         goto done;
     }
-    if (fp8) {   /* calibrated activation scales, and the float32 engine as the accuracy reference */
+    if (calib) {   /* calibrated activation scales, and the float32 engine as the accuracy reference */
         kiln_status cs = fp8_calib(m, shapes, cdir, sizeof cdir, &e32);
         bo.calib = &co;
         if (cs != KILN_OK) {
@@ -377,7 +380,7 @@ void model_case(const char *spec)
     if (!why && fp8)
         why = fp8_feed_counts(&r, path);
     if (!why && e32)
-        why = fp8_accuracy(e32, r.e, r.in, r.nin, r.cc, r.gc, path);
+        why = lowp_accuracy(e32, r.e, r.in, r.nin, r.cc, r.gc, path, prec);
     if (!why)
         why = model_new_inputs(&r, &so);
     if (!why)

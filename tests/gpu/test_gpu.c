@@ -55,6 +55,7 @@ static void device_cases(void)
     strict_check("FP8 MatMul per-channel weight scales", fp8_per_channel_graph);
     strict_check("FP8 Conv 17 channels", fp8_conv_illegal_graph);
     fp4_cases();
+    int8_cases();
 }
 
 /* FP8 GEMMs with each output storage: float32, FP16 (the default) and BF16 (plus their rounding of the
@@ -221,6 +222,7 @@ int main(int argc, char **argv)
         half_weight_cases();
         fp8_cases(0);
         fp4_cases();
+        int8_cases();
         printf("test_gpu --cpu-only: ");
         return TEST_SUMMARY();
     }
@@ -238,12 +240,22 @@ int main(int argc, char **argv)
     /* KILN_TEST_GPU_ONLY=fp8: only the FP8 cases (each output storage) and the models (a short device call);
      * =fp8conv: of those only the FP8 convolution cases (every kernel and configuration) and the E4M3-storage case;
      * =attention: only the attention cases (attention_only); =upsample: only the Resize / Upsample / ConvTranspose
-     * cases (upsample_only) and the models; =models: only the models */
+     * cases (upsample_only) and the models; =models: only the models; =int8: only the INT8 cases, then the models named
+     * on the command line (none by default) */
     const char *only = getenv("KILN_TEST_GPU_ONLY");
     bool fp8_only = only && (!strcmp(only, "fp8") || !strcmp(only, "fp8conv")),
          models_only = only && (!strcmp(only, "models") || !strcmp(only, "upsample"));
     if (only && !strcmp(only, "upsample") && !upsample_only())
         return 1;
+    if (only && !strcmp(only, "int8")) {
+        int8_cases();
+        kiln__dev_close(dev);
+        for (int i = first_model; i < argc; i++)
+            if (strcmp(argv[i], "--require-gpu"))
+                model_case(argv[i]);
+        printf("test_gpu: ");
+        return TEST_SUMMARY();
+    }
     if (only && !strcmp(only, "attention")) {
         bool ok = attention_only();
         kiln__dev_close(dev);
@@ -269,6 +281,7 @@ int main(int argc, char **argv)
         "models/tiny_bert.onnx@input_ids:2x16,attention_mask:2x16,token_type_ids:2x16#fp8",
         "models/bert_base.onnx@input_ids:2x128,attention_mask:2x128,token_type_ids:2x128#fp8",
         "models/resnet50.onnx@input:2x3x224x224#fp8",
+        "models/resnet50.onnx@input:2x3x224x224#int8",
         "models/tiny_bert.onnx@input_ids:2x16,attention_mask:2x16,token_type_ids:2x16#nvfp4",
         "models/tiny_bert.onnx@input_ids:2x16,attention_mask:2x16,token_type_ids:2x16#mxfp4",
         "models/bert_base.onnx@input_ids:2x128,attention_mask:2x128,token_type_ids:2x128#nvfp4",

@@ -622,7 +622,8 @@ bool cu_q_f32(const kiln_bk_query *q, uint32_t mask)
 
 /* ---- the op tables */
 
-static const cu_op *const tables[] = {cu_ops_basic, cu_ops_shape, cu_ops_nn, cu_ops_conv, cu_ops_gemm, cu_ops_upsample};
+static const cu_op *const tables[] = {cu_ops_basic, cu_ops_shape,   cu_ops_nn,  cu_ops_conv,
+                                      cu_ops_gemm,  cu_ops_upsample, cu_ops_int8};
 
 static const cu_op *find_op(kiln_op op)
 {
@@ -1015,7 +1016,7 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
     b->tf32 = o->allow_tf32;
     const char *poison = getenv("KILN_CUDA_POISON");
     b->poison = poison && poison[0] && strcmp(poison, "0");
-    const char *unv = getenv("KILN_CUDA_UNVERIFIED");   /* code no GPU has run yet (GEMM tactics): test_gpu */
+    const char *unv = getenv("KILN_CUDA_UNVERIFIED");   /* code no GPU has run yet (INT8 layers): test_gpu */
     b->unverified = unv && !strcmp(unv, "1");
     /* channels-last half convolutions: measured faster at batch 256, slower at batch 1 (docs/CUDA.md);
      * KILN_CUDA_NHWC=0 never, =1 always, unset from batch NHWC_MIN_BATCH on */

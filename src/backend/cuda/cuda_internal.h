@@ -68,7 +68,7 @@ typedef struct cu_be {
     int n_states, cap_states;
     /* CUDA graph capture (cuda_graph.c) */
     bool capturing;
-    bool unverified;              /* KILN_CUDA_UNVERIFIED=1: also code no GPU has run yet (none at present) */
+    bool unverified;              /* KILN_CUDA_UNVERIFIED=1: also code no GPU has run yet (the INT8 layers) */
     kiln_status cap_status;        /* the first failure during the capture */
     char *cap_stage;               /* pinned memory of the capture's uploads */
     size_t cap_stage_size, cap_used;
@@ -319,6 +319,7 @@ extern const cu_op cu_ops_nn[];
 extern const cu_op cu_ops_conv[];
 extern const cu_op cu_ops_gemm[];
 extern const cu_op cu_ops_upsample[];
+extern const cu_op cu_ops_int8[];
 /* The instance's timed choices (cuda_tcache.c, core/devtac.h): opened with the GPU and library versions'
  * signature when the instance is created (and the KILN_CUDA_TIMING_CACHE file's choices, if set), closed (the file
  * written back if something was timed) when it is destroyed. cu_tc_get: the choice recorded for (kind, the n bytes

@@ -214,6 +214,40 @@ typedef struct cuk_convt_args {
 cudaError_t cuk_convt(int fdt, const cuk_convt_args *p, const void *x, const float *w, const float *bias, void *y,
                       cudaStream_t s);
 
+/* INT8 layers (cuda_int8.c), the CPU reference's float32 arithmetic operation for operation (docs/PRECISION.md,
+ * "INT8 kernels"). kernels_int8.cu: QuantizeLinear y = sat(rint(x / scale) + zp) from storage fdt into u8 / s8,
+ * DequantizeLinear y = (x - zp) * scale into storage fdt, QLinearAdd of two tensors of one shape. */
+cudaError_t cuk_quantize(int fdt, const void *x, uint8_t *y, int64_t n, float scale, int zp, bool s8, cudaStream_t s);
+cudaError_t cuk_dequantize(int fdt, const uint8_t *x, bool s8, void *y, int64_t n, float scale, int zp,
+                           cudaStream_t s);
+/* c = clamp(rint(act((a - za) * sa + (b - zb) * sb) / sc) + zc, lo, hi); act: 0 none, else min(fhi, max(flo, v))
+ * (Relu, Clip) */
+typedef struct cuk_qadd_args {
+    float sa, sb, sc;
+    int za, zb, zc, lo, hi;
+    int act;
+    float flo, fhi;
+} cuk_qadd_args;
+cudaError_t cuk_qadd(const uint8_t *a, bool as8, const uint8_t *b, bool bs8, uint8_t *c, int64_t n,
+                     const cuk_qadd_args *p, cudaStream_t s);
+/* QLinearConv's integer convolution (kernels_conv_i8.cu): acc = sum x * w, exact in int32, over x u8 (x_s8: s8)
+ * NHWC and w s8 KRSC (C a multiple of 16, K of 8; d->y_nhwc set; zero padding: the caller folds a nonzero input
+ * zero point into the bias where there is no padding), then per output channel c, with a = acc + bias[c] (int32,
+ * wrapping as the CPU's): u8 / s8 outputs y = clamp(rint((float)a * m[c]), lo, hi) + zp (lo, hi: the type's bounds
+ * narrowed by Relu / Clip, minus zp); float32 outputs y = min(hi, max(lo, (float)a * m[c])) (none / Relu / Clip).
+ * Configuration cfg: 0 mma.sync (any sm_80+ GPU), 1 .. cuk_conv_i8_configs() - 1 wgmma tiles (sm_90 only:
+ * cudaErrorNotSupported elsewhere). */
+enum cuk_qout { CUK_QU8 = 0, CUK_QS8 = 1, CUK_QF32 = 2 };
+typedef struct cuk_qepi {
+    const int32_t *bias;   /* [k] device, or NULL */
+    const float *m;        /* [k] device: u8 / s8 outputs scale / y_scale, float32 outputs the scale */
+    int out, zp;           /* enum cuk_qout; the output's zero point */
+    float lo, hi;
+} cuk_qepi;
+cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
+                        const cuk_conv_desc *d, cudaStream_t s);
+int cuk_conv_i8_configs(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,467 @@
+/* INT8 layers on the GPU (docs/CUDA.md "INT8 layers"): what `--precision int8` engines and explicit Q/DQ models
+ * hold after the fuse-qdq pass -- QuantizeLinear and DequantizeLinear with one scale per tensor, com.microsoft
+ * QLinearAdd of two tensors of one shape, and QLinearConv (one group, channels in multiples of 16 / 8, s8 filter
+ * with zero points 0, activation none / Relu / Clip) -- each computing the CPU reference's bytes: the integer sums
+ * are exact on the tensor cores (kernels_conv_i8.cu), the epilogues run the CPU's float32 operations with the CPU's
+ * own parameters (the host services qepi_setup / qadd_setup). Anything else stays a visible CPU fallback.
+ * Written in session 26 while no GPU was lent: until test_gpu's INT8 cases have passed on one, these layers run only
+ * with KILN_CUDA_UNVERIFIED=1 (test_gpu sets it); otherwise they stay CPU fallbacks, as before. */
+#include "cuda_internal.h"
+#include "../cpu/qadd.h"
+#include "../cpu/qgemm.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define IN(i) (i < ctx->n_in ? ctx->in[i] : NULL)
+#define QC_SLOT 80   /* a QLinearConv's filter, bias and multipliers on the device */
+#define QT_SLOT 81   /* its kernel configuration */
+
+static bool is_q8(kiln_dtype dt) { return dt == KILN_DT_UINT8 || dt == KILN_DT_INT8; }
+
+/* input i absent, or one element */
+static bool scalar_or_none(int n_in, const kiln_tensor *const *in, int i)
+{
+    return i >= n_in || !in[i] || cu_numel(in[i]) == 1;
+}
+
+/* a host tensor's element 0 (float32 or 8-bit), or def for an absent input; false when on the device */
+static bool host_f(const kiln_tensor *t, float *v)
+{
+    if (!t || (t->flags & KILN_TENSOR_ON_DEVICE) || t->dtype != KILN_DT_FLOAT32 || cu_numel(t) < 1)
+        return false;
+    *v = *(const float *)t->data;
+    return true;
+}
+
+static bool host_zp(const kiln_tensor *t, int64_t i, int *v)
+{
+    *v = 0;
+    if (!t)
+        return true;
+    if ((t->flags & KILN_TENSOR_ON_DEVICE) || !is_q8(t->dtype) || cu_numel(t) <= i)
+        return false;
+    *v = t->dtype == KILN_DT_UINT8 ? ((const uint8_t *)t->data)[i] : ((const int8_t *)t->data)[i];
+    return true;
+}
+
+/* the node's kiln_act is none, Relu or Clip with min <= max (what the kernels' epilogues apply as min(max, max(min,
+ * v)): the CPU's Clip for such bounds) */
+static bool linear_act(cu_be *b, const kiln_node *n)
+{
+    const char *a = b->host->attr_s(n, "kiln_act", NULL);
+    if (a && !strcmp(a, "Clip"))
+        return b->host->attr_f(n, "kiln_act_alpha", -INFINITY) <= b->host->attr_f(n, "kiln_act_beta", INFINITY);
+    return !a || !a[0] || !strcmp(a, "Relu");
+}
+
+/* ---- QuantizeLinear / DequantizeLinear, one scale and zero point per tensor */
+
+static bool sup_quant(const kiln_bk_query *q)
+{
+    if (!q->in_dtype)
+        return true;
+    if (q->n_in < 2 || q->in_dtype[1] != KILN_DT_FLOAT32)
+        return false;
+    bool quant = q->node->op == KILN_OP_QuantizeLinear;
+    kiln_dtype x = q->in_dtype[0], z = q->n_in > 2 ? q->in_dtype[2] : KILN_DT_UNDEFINED;
+    if (quant)
+        return x == KILN_DT_FLOAT32 && (z == KILN_DT_UNDEFINED || is_q8(z));
+    return is_q8(x) && (z == KILN_DT_UNDEFINED || z == x);
+}
+
+static bool acc_quant(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
+{
+    /* opset 21's output_dtype names the type where there is no zero point: not taken here */
+    return b->unverified && n_in >= 2 && in[0] && in[1] && cu_numel(in[1]) == 1 && scalar_or_none(n_in, in, 2) &&
+           b->host->attr_i(n, "output_dtype", 0) == 0 && b->host->attr_i(n, "block_size", 0) == 0;
+}
+
+static kiln_status k_quantize(cu_be *b, kiln_kctx *ctx)
+{
+    const kiln_tensor *x = IN(0), *zp = IN(2);
+    float s;
+    int z;
+    if (!x || !host_f(IN(1), &s) || !host_zp(zp, 0, &z))
+        return cu_kerr(b, ctx, KILN_ERR_INVALID_ARG, "scale / zero point: float32 / 8-bit scalars on the host");
+    kiln_dtype odt = zp ? zp->dtype : KILN_DT_UINT8;
+    KILN_TRY(cu_out(b, ctx, 0, odt, x->ndim, x->dims));
+    kiln_tensor *y = ctx->out[0];
+    if (cu_is_nhwc(x))
+        y->flags |= KILN_TENSOR_DEV_NHWC;
+    return cu_check(b, cuk_quantize(cu_fdt(cu_sdt(x)), x->data, y->data, cu_numel(x), s, z, odt == KILN_DT_INT8,
+                                    b->stream), "QuantizeLinear");
+}
+
+static kiln_status k_dequantize(cu_be *b, kiln_kctx *ctx)
+{
+    const kiln_tensor *x = IN(0);
+    float s;
+    int z;
+    if (!x || !host_f(IN(1), &s) || !host_zp(IN(2), 0, &z))
+        return cu_kerr(b, ctx, KILN_ERR_INVALID_ARG, "scale / zero point: float32 / 8-bit scalars on the host");
+    kiln_dtype sdt = cu_act_sdt(b, ctx, 0);
+    KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, x->ndim, x->dims));
+    kiln_tensor *y = ctx->out[0];
+    if (cu_is_nhwc(x))
+        y->flags |= KILN_TENSOR_DEV_NHWC;
+    return cu_check(b, cuk_dequantize(cu_fdt(sdt), x->data, x->dtype == KILN_DT_INT8, y->data, cu_numel(x), s, z,
+                                      b->stream), "DequantizeLinear");
+}
+
+/* ---- QLinearAdd: A and B of one shape */
+
+static bool sup_qadd(const kiln_bk_query *q)
+{
+    if (!q->in_dtype)
+        return true;
+    return q->n_in >= 7 && is_q8(q->in_dtype[0]) && is_q8(q->in_dtype[3]);
+}
+
+static bool acc_qadd(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
+{
+    if (!b->unverified || n_in < 7 || !in[0] || !in[3] || in[0]->ndim != in[3]->ndim || !linear_act(b, n))
+        return false;
+    for (int d = 0; d < in[0]->ndim; d++)
+        if (in[0]->dims[d] != in[3]->dims[d])
+            return false;
+    for (int i = 1; i < 8; i++)
+        if (i != 3 && !scalar_or_none(n_in, in, i))
+            return false;
+    return true;
+}
+
+static kiln_status k_qadd(cu_be *b, kiln_kctx *ctx)
+{
+    kiln_qadd p;
+    KILN_TRY(b->host->qadd_setup(ctx, &p));
+    const kiln_tensor *a = IN(0), *bb = IN(3);
+    kiln_tensor lay;
+    const kiln_tensor *bl = bb;
+    /* one layout for both: B as A holds it */
+    KILN_TRY(cu_relayout(b, bb, cu_is_nhwc(a), &lay, &bl));
+    kiln_status st = cu_out(b, ctx, 0, p.cdt, a->ndim, a->dims);
+    if (st == KILN_OK) {
+        kiln_tensor *y = ctx->out[0];
+        if (cu_is_nhwc(a))
+            y->flags |= KILN_TENSOR_DEV_NHWC;
+        cuk_qadd_args q = {.sa = p.sa, .sb = p.sb, .sc = p.sc, .za = p.za, .zb = p.zb, .zc = p.zc, .lo = p.lo,
+                           .hi = p.hi, .act = p.act.kind != KILN_ACT_NONE, .flo = -INFINITY, .fhi = INFINITY};
+        if (p.act.kind == KILN_ACT_RELU)
+            q.flo = 0.f;
+        else if (p.act.kind == KILN_ACT_CLIP) {
+            q.flo = p.act.alpha;
+            q.fhi = p.act.beta;
+        }
+        st = cu_check(b, cuk_qadd(a->data, a->dtype == KILN_DT_INT8, bl->data, bl->dtype == KILN_DT_INT8, y->data,
+                                  cu_numel(a), &q, b->stream), "QLinearAdd");
+    }
+    cu_tmp_free(b, &lay);
+    return st;
+}
+
+/* ---- QLinearConv: x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp[, B] */
+
+static bool sup_qconv(const kiln_bk_query *q)
+{
+    if (!q->in_dtype)
+        return true;
+    return q->n_in >= 8 && is_q8(q->in_dtype[0]) && q->in_dtype[3] == KILN_DT_INT8 &&
+           (q->n_in < 9 || q->in_dtype[8] == KILN_DT_UNDEFINED || q->in_dtype[8] == KILN_DT_INT32);
+}
+
+/* Whether the output is float32 (kiln_out_float) */
+static bool qconv_float_out(cu_be *b, const kiln_node *n) { return b->host->attr_i(n, "kiln_out_float", 0) == 1; }
+
+static bool acc_qconv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
+{
+    if (!b->unverified || n_in < 8 || !in[0] || !in[3] || in[0]->ndim != 4 || in[3]->ndim != 4 || !linear_act(b, n) ||
+        b->host->attr_i(n, "group", 1) != 1)
+        return false;
+    const kiln_tensor *x = in[0], *w = in[3];
+    int64_t K = w->dims[0], C = w->dims[1];
+    if (x->dims[1] != C || C % 16 || K % 8 || x->dims[0] * x->dims[2] * x->dims[3] > ((int64_t)1 << 37))
+        return false;
+    if (!scalar_or_none(n_in, in, 1) || !scalar_or_none(n_in, in, 2) || !scalar_or_none(n_in, in, 6) ||
+        !scalar_or_none(n_in, in, 7) || (cu_numel(in[4]) != 1 && cu_numel(in[4]) != K))
+        return false;
+    if (n_in > 8 && in[8] && cu_numel(in[8]) != K)
+        return false;
+    if (!qconv_float_out(b, n) && (!in[6] || !in[7] || !is_q8(in[7]->dtype)))
+        return false;
+    /* the filter's zero points must be 0 (kiln's symmetric weights); the input's may be nonzero only without
+     * padding (folded into the bias: the kernels pad with zeros) -- read from the host constants */
+    int64_t nwz = n_in > 5 && in[5] ? cu_numel(in[5]) : 0;
+    for (int64_t i = 0; i < nwz; i++) {
+        int z;
+        if (!host_zp(in[5], i, &z) || z != 0)
+            return false;
+    }
+    int zx;
+    if (!host_zp(n_in > 2 ? in[2] : NULL, 0, &zx))
+        return false;
+    kiln_kctx kc = {.node = n, .n_in = n_in, .in = in};
+    cu_geom g;
+    if (cu_conv_geom(b, &kc, x, w, &g) != KILN_OK)
+        return false;
+    bool padded = g.pb[0] || g.pb[1] || g.pe[0] || g.pe[1];
+    return zx == 0 || !padded;
+}
+
+/* The layer's device operands: the filter KRSC, the bias (with the input's zero point folded in) and the
+ * per-channel multipliers, made once from the host inputs (src: the filter they were made from) */
+typedef struct qconv_w {
+    void *dev;          /* [K][R*S*C] s8, then int32 bias [K], then float m [K] (each 16-byte aligned) */
+    int8_t *w;
+    int32_t *bias;
+    float *m;
+    const void *src;
+    unsigned long gen;
+    cuk_qepi e;
+    uint64_t *own;
+    size_t bytes;
+} qconv_w;
+
+static void qconv_w_free(void *p)
+{
+    qconv_w *q = p;
+    if (q->dev && q->own)
+        *q->own -= q->bytes;
+    cudaFree(q->dev);
+    free(q);
+}
+
+static size_t al16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* Fills host buffer h (the layout of qconv_w.dev) and q->e's scalars from the host inputs */
+static kiln_status qconv_host(cu_be *b, kiln_kctx *ctx, qconv_w *q, uint8_t *h, int64_t K, int64_t C, int64_t RS,
+                              kiln_dtype odt)
+{
+    const kiln_tensor *w = IN(3), *bias = IN(8);
+    float as;
+    int zx;
+    if (!host_f(IN(1), &as) || !host_zp(IN(2), 0, &zx))
+        return cu_kerr(b, ctx, KILN_ERR_INVALID_ARG, "x_scale / x_zero_point: scalars on the host");
+    kiln_qepi e;
+    float *buf = NULL;
+    KILN_TRY(b->host->qepi_setup(ctx, &e, odt, true, K, as, IN(4), 1.0f, IN(6), IN(7), &buf));
+    kiln_status st = KILN_OK;
+    if (odt != KILN_DT_FLOAT32 && !e.lin)
+        st = cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "a non-linear activation before requantization");
+    const int8_t *ws = w->data;
+    int8_t *wd = (int8_t *)h;
+    int32_t *bd = (int32_t *)(h + al16((size_t)(K * C * RS)));
+    float *md = (float *)((uint8_t *)bd + al16((size_t)K * 4));
+    for (int64_t k = 0; st == KILN_OK && k < K; k++) {
+        int64_t sum = 0;
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t p = 0; p < RS; p++) {   /* KCRS -> KRSC */
+                int8_t v = ws[(k * C + c) * RS + p];
+                wd[(k * RS + p) * C + c] = v;
+                sum += v;
+            }
+        uint32_t bv = bias ? (uint32_t)((const int32_t *)bias->data)[k] : 0u;
+        bd[k] = (int32_t)(bv - (uint32_t)((int64_t)zx * sum));   /* sum (x - zx) w = sum x w - zx sum w */
+        md[k] = odt == KILN_DT_FLOAT32 ? e.scale[k] : e.mult[k];
+    }
+    if (st == KILN_OK) {
+        q->e.out = odt == KILN_DT_UINT8 ? CUK_QU8 : odt == KILN_DT_INT8 ? CUK_QS8 : CUK_QF32;
+        q->e.zp = e.zp;
+        if (odt == KILN_DT_FLOAT32) {
+            q->e.lo = e.act.kind == KILN_ACT_RELU ? 0.f : e.act.kind == KILN_ACT_CLIP ? e.act.alpha : -INFINITY;
+            q->e.hi = e.act.kind == KILN_ACT_CLIP ? e.act.beta : INFINITY;
+        } else {
+            q->e.lo = (float)(e.lo - e.zp);
+            q->e.hi = (float)(e.hi - e.zp);
+        }
+    }
+    b->host->free_blob(buf);
+    return st;
+}
+
+static kiln_status qconv_weights(cu_be *b, kiln_kctx *ctx, int64_t K, int64_t C, int64_t RS, kiln_dtype odt,
+                                 qconv_w **out)
+{
+    const kiln_tensor *w = IN(3), *bias = IN(8);
+    int64_t key[1] = {QC_SLOT};
+    qconv_w *q = cu_state_get(b, ctx->node, key, 1);
+    unsigned long gen = cu_weights_gen();
+    if (q && q->dev && q->src == w->data && q->gen == gen) {
+        *out = q;
+        return KILN_OK;
+    }
+    if (b->capturing)
+        return cu_not_in_capture(b, "copying an INT8 filter");
+    if (!w->data || (w->flags & KILN_TENSOR_ON_DEVICE) || (bias && (bias->flags & KILN_TENSOR_ON_DEVICE)))
+        return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "the INT8 filter and bias must be on the host");
+    if (!q) {
+        if (!(q = calloc(1, sizeof *q)))
+            return cu_err(b, KILN_ERR_NOMEM, "out of memory");
+        q->own = &b->own_weight_bytes;
+        kiln_status pst = cu_state_put(b, ctx->node, key, 1, q, qconv_w_free);
+        if (pst != KILN_OK) {
+            free(q);
+            return pst;
+        }
+    }
+    size_t bytes = al16((size_t)(K * C * RS)) + al16((size_t)K * 4) * 2;
+    uint8_t *h = calloc(1, bytes);
+    if (!h)
+        return cu_err(b, KILN_ERR_NOMEM, "out of memory");
+    kiln_status st = qconv_host(b, ctx, q, h, K, C, RS, odt);
+    if (st == KILN_OK && q->dev) {
+        *q->own -= q->bytes;
+        cudaFree(q->dev);
+        q->dev = NULL;
+    }
+    if (st == KILN_OK)
+        st = cu_check(b, cudaMalloc(&q->dev, bytes), "allocating an INT8 filter");
+    if (st == KILN_OK) {
+        q->bytes = bytes;
+        *q->own += bytes;
+        st = cu_check(b, cudaMemcpyAsync(q->dev, h, bytes, cudaMemcpyHostToDevice, b->stream), "copying an INT8 filter");
+    }
+    if (st == KILN_OK)
+        st = cu_check(b, cudaStreamSynchronize(b->stream), "copying an INT8 filter");
+    free(h);
+    if (st != KILN_OK)
+        return st;
+    q->w = q->dev;
+    q->bias = (int32_t *)((uint8_t *)q->dev + al16((size_t)(K * C * RS)));
+    q->m = (float *)((uint8_t *)q->bias + al16((size_t)K * 4));
+    q->e.bias = q->bias;
+    q->e.m = q->m;
+    q->src = w->data;
+    q->gen = gen;
+    *out = q;
+    return KILN_OK;
+}
+
+/* Which configurations an INT8 convolution may run (a mask of 1 << cfg): KILN_CUDA_INT8_CONV=mma (0), =wg1 .. =wg3;
+ * unset or =all: every one, the fastest timed at the layer's first run. Read per call: an A/B switch. */
+static unsigned i8_conv_mode(void)
+{
+    const char *s = getenv("KILN_CUDA_INT8_CONV");
+    int n = cuk_conv_i8_configs();
+    if (!s || !s[0] || !strcmp(s, "all"))
+        return (1u << n) - 1;
+    if (!strcmp(s, "mma"))
+        return 1u;
+    if (!strncmp(s, "wg", 2) && s[2] >= '1' && s[2] < '0' + n && !s[3])
+        return 1u << (s[2] - '0');
+    return 1u;
+}
+
+typedef struct qconv_call {
+    cu_be *b;
+    bool x_s8;
+    const void *x;
+    const qconv_w *q;
+    void *y;
+    cuk_conv_desc d;
+    int cfg;
+} qconv_call;
+
+static cudaError_t qconv_launch(const qconv_call *c, int cfg)
+{
+    return cuk_conv_i8(cfg, c->x_s8, c->x, c->q->w, &c->q->e, c->y, &c->d, c->b->stream);
+}
+
+static bool qconv_timed(void *arg)
+{
+    const qconv_call *c = arg;
+    return qconv_launch(c, c->cfg) == cudaSuccess;
+}
+
+typedef struct qconv_tactic {
+    int cfg;
+} qconv_tactic;
+
+static kiln_status qconv_choose(cu_be *b, const kiln_kctx *ctx, qconv_call *c, int *cfg)
+{
+    unsigned mask = i8_conv_mode();
+    if (c->x_s8)   /* wgmma's integer form here takes u8 activations */
+        mask &= 1u;
+    if (!mask)
+        mask = 1u;
+    *cfg = __builtin_ctz(mask);
+    if (!(mask & (mask - 1)))
+        return KILN_OK;
+    const cuk_conv_desc *g = &c->d;
+    int64_t key[8] = {QT_SLOT, g->n, g->c, g->h, g->w, g->k, g->p, g->q};
+    qconv_tactic *t = cu_state_get(b, ctx->node, key, 8);
+    if (t) {
+        *cfg = t->cfg;
+        return KILN_OK;
+    }
+    if (b->capturing)
+        return KILN_OK;
+    const int64_t tk[18] = {mask, g->n, g->c, g->h, g->w, g->k, g->r, g->s, g->p, g->q, g->sh, g->sw, g->ph, g->pw,
+                            g->dh, g->dw, c->q->e.out, c->x_s8};
+    int cached = cu_tc_get(b, 'i', tk, sizeof tk);
+    if (!(t = calloc(1, sizeof *t)))
+        return cu_err(b, KILN_ERR_NOMEM, "out of memory");
+    t->cfg = *cfg;
+    if (cached >= 0 && cached < 32 && (mask & (1u << cached))) {
+        t->cfg = cached;
+    } else {
+        float best = -1;
+        for (int i = 0; i < 32; i++) {
+            if (!(mask & (1u << i)))
+                continue;
+            c->cfg = i;
+            float ms = cu_time_median3(b, qconv_timed, c);
+            if (b->conv_verbose)
+                fprintf(stderr, "kiln cuda: INT8 conv %s: configuration %d %.3f ms\n", ctx->node->name, i, ms);
+            if (ms >= 0 && (best < 0 || ms < best)) {
+                best = ms;
+                t->cfg = i;
+            }
+        }
+        cu_tc_put(b, 'i', tk, sizeof tk, t->cfg);
+    }
+    *cfg = t->cfg;
+    return cu_state_put(b, ctx->node, key, 8, t, free);
+}
+
+static kiln_status k_qconv(cu_be *b, kiln_kctx *ctx)
+{
+    const kiln_node *n = ctx->node;
+    const kiln_tensor *x = IN(0), *w = IN(3);
+    if (!acc_qconv(b, n, ctx->n_in, ctx->in))
+        return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "operands the INT8 convolution does not take");
+    cu_geom g;
+    KILN_TRY(cu_conv_geom(b, ctx, x, w, &g));
+    int64_t K = w->dims[0], C = w->dims[1], RS = w->dims[2] * w->dims[3];
+    kiln_dtype odt = qconv_float_out(b, n) ? KILN_DT_FLOAT32 : IN(7)->dtype;
+    qconv_w *q = NULL;
+    KILN_TRY(qconv_weights(b, ctx, K, C, RS, odt, &q));
+    int64_t yd[4] = {x->dims[0], K, g.out[0], g.out[1]};
+    KILN_TRY(cu_out(b, ctx, 0, odt, 4, yd));
+    kiln_tensor *y = ctx->out[0];
+    y->flags |= KILN_TENSOR_DEV_NHWC;
+    if (!y->nbytes)
+        return KILN_OK;
+    kiln_tensor lay;
+    const kiln_tensor *xl = NULL;
+    KILN_TRY(cu_relayout(b, x, true, &lay, &xl));
+    qconv_call c = {.b = b, .x_s8 = x->dtype == KILN_DT_INT8, .x = xl->data, .q = q, .y = y->data,
+                    .d = {.n = (int)x->dims[0], .c = (int)C, .h = (int)x->dims[2], .w = (int)x->dims[3], .k = (int)K,
+                          .r = (int)w->dims[2], .s = (int)w->dims[3], .p = (int)g.out[0], .q = (int)g.out[1],
+                          .sh = (int)g.s[0], .sw = (int)g.s[1], .ph = (int)g.pb[0], .pw = (int)g.pb[1],
+                          .dh = (int)g.d[0], .dw = (int)g.d[1], .y_nhwc = 1}};
+    int cfg = 0;
+    kiln_status st = qconv_choose(b, ctx, &c, &cfg);
+    if (st == KILN_OK)
+        st = cu_check(b, qconv_launch(&c, cfg), "QLinearConv");
+    cu_tmp_free(b, &lay);
+    return st;
+}
+
+const cu_op cu_ops_int8[] = {
+    {KILN_OP_QuantizeLinear, k_quantize, sup_quant, acc_quant, 0x6u},
+    {KILN_OP_DequantizeLinear, k_dequantize, sup_quant, acc_quant, 0x6u},
+    {KILN_OP_QLinearAdd, k_qadd, sup_qadd, acc_qadd, 0xF6u},
+    {KILN_OP_QLinearConv, k_qconv, sup_qconv, acc_qconv, 0x1FEu},
+    {KILN_OP_COUNT, NULL, NULL, NULL, 0},
+};

@@ -1,0 +1,266 @@
+// QLinearConv's integer convolution on the GPU (cuda_int8.c): an implicit GEMM over u8 (or s8) NHWC activations and
+// the s8 KRSC filter, summed exactly in int32, then the CPU's requantizing epilogue (cpu/qgemm.h kiln_qepi, float32
+// operation for operation), so that the bytes equal the CPU's. The addressing is the FP8 convolutions' (byte operands
+// both: kernels_conv_fp8.cuh): rows are output pixels (n, p, q), the reduction runs over (r, s, c) in 16-byte pieces,
+// each within one filter tap because C is a multiple of 16, copied by cp.async (zeros outside the image: the input's
+// zero point must be 0 there, cuda_int8.c folds a nonzero one into the bias of unpadded layers).
+// Tile: 128 pixels x BN channels, 64-byte reduction steps in three stages. Configurations: 0 mma.sync m16n8k32 (8
+// warps of 64 x 32, BN 128; u8 or s8 activations; any sm_80+ GPU), 1 .. 3 Hopper's wgmma m64nBNk32 u8 x s8 (two
+// warpgroups of 64 rows, BN 64 / 128 / 256; sm_90 only). Epilogue through shared memory: a = acc + bias[c] into an
+// int32 tile, then 8 neighbouring channels of one pixel a thread: 8 bytes (u8 / s8) or 32 (float32) a store.
+#include "kernels_conv_fp8_wg.cuh"
+
+namespace {
+
+constexpr int BM = 128, BK = 64, STAGES = 3, THREADS = 256;
+
+// byte offset of 16-byte piece ch of row `row` in a [rows][64] tile, swizzled as wgmma's 64-byte mode reads it (and
+// so that ldmatrix's 8 rows of one piece fall in 8 bank groups)
+__device__ __forceinline__ int swz(int row, int ch) { return row * BK + ((ch ^ ((row >> 1) & 3)) << 4); }
+
+template <bool XS8> __device__ __forceinline__ void mma_i8(int *c, const uint32_t *a, uint32_t b0, uint32_t b1)
+{
+    if constexpr (XS8)
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};"
+                     : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};"
+                     : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// One reduction step's wgmma of a warpgroup: A its 64 rows of the stage, B the stage's BN rows (descriptors of the
+// 64-byte swizzle), two k32 MMAs; waits for them (the stage is refilled two steps later, after a barrier).
+template <int BN> __device__ __forceinline__ void wg_i8_step(int *acc, uint32_t a_s, uint32_t b_s)
+{
+#if KILN_WGMMA
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++) {
+        const uint64_t da = wg_desc(a_s + kk * 32, BK), db = wg_desc(b_s + kk * 32, BK);
+        if constexpr (BN == 64)
+            wgmma_i8_n64(acc, da, db, 1);
+        else if constexpr (BN == 128)
+            wgmma_i8_n128(acc, da, db, 1);
+        else
+            wgmma_i8_n256(acc, da, db, 1);
+    }
+    wg_commit();
+    wg_wait<0>();
+#endif
+}
+
+__device__ __forceinline__ int add_wrap(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
+
+// Channels col .. col + 7 of one pixel from a[e] = acc + bias: the requantized bytes (8-byte store) or the float32
+// values (32 bytes) at element o of y (cpu/qgemm.c kiln__qepi_q / kiln__qepi_f with a linear activation)
+__device__ __forceinline__ void q_out8(const int *a, int col, const cuk_qepi &e, void *y, int64_t o)
+{
+    const float4 m0 = *(const float4 *)(e.m + col), m1 = *(const float4 *)(e.m + col + 4);
+    const float m[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
+    if (e.out == CUK_QF32) {
+        float v[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            v[i] = fminf(fmaxf(__fmul_rn((float)a[i], m[i]), e.lo), e.hi);
+        st8((float *)y + o, v);
+        return;
+    }
+    uint8_t q[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        float t = __fmul_rn((float)a[i], m[i]);
+        if (!(t >= e.lo))   // NaN -> lo, as the CPU
+            t = e.lo;
+        if (t > e.hi)
+            t = e.hi;
+        q[i] = (uint8_t)(__float2int_rn(t) + e.zp);
+    }
+    *(uint2 *)((uint8_t *)y + o) = *(const uint2 *)q;
+}
+
+template <int BN, bool WG, bool XS8>
+__global__ void __launch_bounds__(THREADS, WG && BN == 256 ? 1 : 2)
+    k_conv_i8(const uint8_t *__restrict__ x, const int8_t *__restrict__ w, cuk_qepi e, void *__restrict__ y,
+              cuk_conv_desc d)
+{
+    constexpr int SA = BM * BK, SB = BN * BK, TS = BN + 4;
+    static_assert(64 * TS * 4 <= STAGES * (SA + SB), "the epilogue tile over the stages");
+    static_assert(WG || BN == 128, "mma.sync: 8 warps of 64 x 32");
+    extern __shared__ __align__(1024) uint8_t smem_raw[];
+    uint8_t *sm = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);   // the swizzle repeats every 1024 bytes
+    uint8_t *as = sm, *bs = sm + STAGES * SA;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t M = (int64_t)d.n * d.p * d.q;
+    const int64_t m0 = (int64_t)blockIdx.x * BM;
+    const int n0 = blockIdx.y * BN;
+    const int red = d.r * d.s * d.c;   // the reduction length (a multiple of 16)
+    const int steps = (red + BK - 1) / BK;
+    const int ch = tid & 3;
+    const bool gemm = fp8_is_gemm(d);
+    const int64_t pq = (int64_t)d.p * d.q;
+    const uint8_t *wb = (const uint8_t *)w;
+    fp8_row ar[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+        ar[i].init(m0 + (tid >> 2) + i * 64, M, gemm, pq, d);
+    fp8_piece pc;   // this thread's piece's position in the reduction, advanced by 64 each load
+    pc.init(ch * 16, d);
+    auto load = [&](int stage) {
+        const bool kok = pc.kc < red;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            bool ok;
+            const uint8_t *src = ar[i].src(x, pc, kok, d, &ok);
+            cp_async16(as + stage * SA + swz((tid >> 2) + i * 64, ch), src, ok);
+        }
+#pragma unroll
+        for (int i = 0; i < BN / 64; i++) {
+            const int row = (tid >> 2) + i * 64;
+            const bool nok = kok && n0 + row < d.k;
+            cp_async16(bs + stage * SB + swz(row, ch), nok ? wb + (int64_t)(n0 + row) * red + pc.kc : wb, nok);
+        }
+        pc.advance(BK, d);
+    };
+    constexpr int NACC = WG ? BN / 2 : 64;
+    int acc[NACC];
+#pragma unroll
+    for (int i = 0; i < NACC; i++)
+        acc[i] = 0;
+#pragma unroll
+    for (int st = 0; st < STAGES - 1; st++) {
+        if (st < steps)
+            load(st);
+        cp_commit();
+    }
+    const int wm = warp & 1, wn = warp >> 1;   // mma.sync: 2 x 4 warps, rows wm * 64, columns wn * 32
+    for (int step = 0; step < steps; step++) {
+        cp_wait<STAGES - 2>();
+#if KILN_WGMMA
+        if constexpr (WG)
+            fence_proxy_async();   // the copies visible to wgmma's reads
+#endif
+        __syncthreads();   // this step's stage landed for every thread; the stage loaded next was read a step ago
+        if (step + STAGES - 1 < steps)
+            load((step + STAGES - 1) % STAGES);
+        cp_commit();
+        const uint8_t *a_s = as + (step % STAGES) * SA, *b_s = bs + (step % STAGES) * SB;
+        if constexpr (WG) {
+            wg_i8_step<BN>(acc, smem_u32(a_s + (tid >> 7) * 64 * BK), smem_u32(b_s));
+        } else {
+#pragma unroll
+            for (int ks = 0; ks < 2; ks++) {
+                uint32_t a[4][4], b[4][2];
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    ldsm_x4(a[i], &a_s[swz(wm * 64 + i * 16 + (lane & 15), ks * 2 + (lane >> 4))]);
+#pragma unroll
+                for (int jj = 0; jj < 2; jj++) {
+                    const int mi = lane >> 3;
+                    uint32_t r[4];
+                    ldsm_x4(r, &b_s[swz(wn * 32 + jj * 16 + (lane & 7) + ((mi >> 1) << 3), ks * 2 + (mi & 1))]);
+                    b[2 * jj][0] = r[0];
+                    b[2 * jj][1] = r[1];
+                    b[2 * jj + 1][0] = r[2];
+                    b[2 * jj + 1][1] = r[3];
+                }
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        mma_i8<XS8>(&acc[(i * 4 + j) * 4], a[i], b[j][0], b[j][1]);
+            }
+        }
+    }
+    cp_wait<0>();
+    __syncthreads();   // every warp is done with the stages the tile overlays
+    int *tile = (int *)sm;
+    const int g = lane >> 2, tig = lane & 3;
+    for (int half = 0; half < 2; half++) {
+        if (WG && (tid >> 7) == half) {   // warpgroup half: 64 rows, its accumulator as mma.sync's m16n8 fragments
+            const int r0 = ((tid & 127) >> 5) * 16 + g;
+#pragma unroll
+            for (int j = 0; j < BN / 8; j++) {
+                const int lc = j * 8 + tig * 2, col = n0 + lc;
+                const int b0 = e.bias && col < d.k ? e.bias[col] : 0, b1 = e.bias && col < d.k ? e.bias[col + 1] : 0;
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    tile[(r0 + hr * 8) * TS + lc] = add_wrap(acc[(4 * j + 2 * hr) % NACC], b0);
+                    tile[(r0 + hr * 8) * TS + lc + 1] = add_wrap(acc[(4 * j + 2 * hr + 1) % NACC], b1);
+                }
+            }
+        } else if (!WG && wm == half) {
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int lc = wn * 32 + j * 8 + tig * 2, col = n0 + lc;
+                    const int b0 = e.bias && col < d.k ? e.bias[col] : 0, b1 = e.bias && col < d.k ? e.bias[col + 1] : 0;
+#pragma unroll
+                    for (int hr = 0; hr < 2; hr++) {
+                        tile[(i * 16 + g + hr * 8) * TS + lc] = add_wrap(acc[((i * 4 + j) * 4 + hr * 2) % NACC], b0);
+                        tile[(i * 16 + g + hr * 8) * TS + lc + 1] =
+                            add_wrap(acc[((i * 4 + j) * 4 + hr * 2 + 1) % NACC], b1);
+                    }
+                }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int it = 0; it < BN / 32; it++) {
+            const int idx = tid + it * THREADS, lr = idx / (BN / 8), lc = (idx % (BN / 8)) * 8;
+            const int64_t row = m0 + half * 64 + lr;
+            const int col = n0 + lc;
+            if (row < M && col < d.k) {
+                const int4 t0 = *(const int4 *)&tile[lr * TS + lc], t1 = *(const int4 *)&tile[lr * TS + lc + 4];
+                const int a[8] = {t0.x, t0.y, t0.z, t0.w, t1.x, t1.y, t1.z, t1.w};
+                q_out8(a, col, e, y, row * d.k + col);
+            }
+        }
+        __syncthreads();   // the tile is rewritten by the other half
+    }
+}
+
+template <int BN, bool WG, bool XS8>
+cudaError_t launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
+                   cudaStream_t s)
+{
+    const int64_t M = (int64_t)d->n * d->p * d->q;
+    const dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((d->k + BN - 1) / BN));
+    const int bytes = 1024 + STAGES * (BM + BN) * BK;
+    auto kern = k_conv_i8<BN, WG, XS8>;
+    // past 48 KB of shared memory: opted in at every launch (not a stream operation: legal in a capture)
+    cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (err != cudaSuccess)
+        return err;
+    kern<<<grid, THREADS, bytes, s>>>(x, w, e, y, *d);
+    return cudaGetLastError();
+}
+
+} // namespace
+
+extern "C" int cuk_conv_i8_configs(void) { return 4; }
+
+extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
+                                   const cuk_conv_desc *d, cudaStream_t s)
+{
+    const int64_t M = (int64_t)d->n * d->p * d->q;
+    if (cfg < 0 || cfg >= 4 || d->c % 16 || d->k % 8 || !d->y_nhwc || (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
+        (M + BM - 1) / BM >= 0x7fffffff || !e->m || (e->out != CUK_QU8 && e->out != CUK_QS8 && e->out != CUK_QF32) ||
+        ((uintptr_t)e->m & 15) || ((uintptr_t)y & 15))
+        return cudaErrorInvalidValue;
+    if (cfg == 0)
+        return x_s8 ? launch<128, false, true>(x, w, *e, y, d, s) : launch<128, false, false>(x, w, *e, y, d, s);
+    if (x_s8)
+        return cudaErrorNotSupported;   // wgmma's integer form here: u8 activations
+    const cudaError_t dev = wg_sm90();
+    if (dev != cudaSuccess)
+        return dev;
+    if (cfg == 1)
+        return launch<64, true, false>(x, w, *e, y, d, s);
+    if (cfg == 2)
+        return launch<128, true, false>(x, w, *e, y, d, s);
+    return launch<256, true, false>(x, w, *e, y, d, s);
+}

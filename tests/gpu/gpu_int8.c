@@ -1,0 +1,149 @@
+/* test_gpu: INT8 layers (cuda_int8.c) against the CPU reference, byte for byte: QuantizeLinear, DequantizeLinear,
+ * QLinearAdd, and QLinearConv in every kernel configuration (mma.sync, the three wgmma tiles) over u8 and s8 inputs,
+ * u8 / s8 / float32 outputs, padding, strides, dilation, partial row and column tiles, an input zero point folded
+ * into the bias. */
+#include "gpu_harness.h"
+#include <stdlib.h>
+
+/* a scalar tensor of dtype dt holding v */
+static kiln_tensor scalar(kiln_dtype dt, double v)
+{
+    kiln_tensor t;
+    if (kiln__tensor_alloc(&t, dt, 0, NULL) != KILN_OK)
+        exit(2);
+    if (dt == KILN_DT_FLOAT32)
+        *(float *)t.data = (float)v;
+    else
+        kiln__set_i64(dt, t.data, 0, (int64_t)v);
+    return t;
+}
+
+static void quant_cases(void)
+{
+    /* float -> u8 with a zero point (some values saturate at both ends), -> s8 */
+    tgraph t = tg_new(KILN_OP_QuantizeLinear, 13);
+    tg_in(&t, RT(4, 2, 16, 5, 7), false);
+    tg_in(&t, scalar(F32, 0.006), true);
+    tg_in(&t, scalar(KILN_DT_UINT8, 40), true);
+    tg_outs(&t, 1);
+    run_case("INT8 QuantizeLinear u8 zp 40", &t, 0);
+    t = tg_new(KILN_OP_QuantizeLinear, 13);
+    tg_in(&t, RT(3, 3, 37, 11), false);
+    tg_in(&t, scalar(F32, 0.01), true);
+    tg_in(&t, scalar(KILN_DT_INT8, -5), true);
+    tg_outs(&t, 1);
+    run_case("INT8 QuantizeLinear s8 zp -5", &t, 0);
+    t = tg_new(KILN_OP_DequantizeLinear, 13);
+    tg_in(&t, rand_tensor(KILN_DT_INT8, 3, D(2, 33, 7), -128, 128), false);
+    tg_in(&t, scalar(F32, 0.05), true);
+    tg_in(&t, scalar(KILN_DT_INT8, -3), true);
+    tg_outs(&t, 1);
+    run_case("INT8 DequantizeLinear s8", &t, 0);
+    t = tg_new(KILN_OP_DequantizeLinear, 13);
+    tg_in(&t, rand_tensor(KILN_DT_UINT8, 4, D(1, 16, 9, 9), 0, 256), false);
+    tg_in(&t, scalar(F32, 0.02), true);
+    tg_outs(&t, 1);
+    run_case("INT8 DequantizeLinear u8 no zp", &t, 0);
+}
+
+/* QLinearAdd: a (u8, zp 10) + b (s8, zp -2) -> c (u8 zp 5), activation act ("" none) */
+static void qadd_case(const char *name, const char *act, float lo, float hi)
+{
+    tgraph t = tg_new(KILN_OP_QLinearAdd, 1);
+    tg_in(&t, rand_tensor(KILN_DT_UINT8, 4, D(2, 32, 6, 5), 0, 256), false);
+    tg_in(&t, scalar(F32, 0.03), true);
+    tg_in(&t, scalar(KILN_DT_UINT8, 10), true);
+    tg_in(&t, rand_tensor(KILN_DT_INT8, 4, D(2, 32, 6, 5), -128, 128), false);
+    tg_in(&t, scalar(F32, 0.05), true);
+    tg_in(&t, scalar(KILN_DT_INT8, -2), true);
+    tg_in(&t, scalar(F32, 0.04), true);
+    tg_in(&t, scalar(KILN_DT_UINT8, 5), true);
+    tg_outs(&t, 1);
+    if (act[0]) {
+        kiln__node_set_attr_s(tg_node(&t), "kiln_act", act);
+        if (!strcmp(act, "Clip")) {
+            kiln__node_set_attr_f(tg_node(&t), "kiln_act_alpha", lo);
+            kiln__node_set_attr_f(tg_node(&t), "kiln_act_beta", hi);
+        }
+    }
+    run_case(name, &t, 0);
+}
+
+typedef struct qconv_spec {
+    const char *name;
+    int64_t n, c, h, w, k, r, s;
+    int64_t pad, stride, dil;
+    kiln_dtype xdt;        /* UINT8 / INT8 */
+    int xzp;
+    kiln_dtype ydt;        /* UINT8 / INT8, FLOAT32 for kiln_out_float */
+    int yzp;
+    bool per_channel, bias;
+    const char *act;       /* "" none, "Relu", "Clip" (-1, 2) */
+} qconv_spec;
+
+/* A QLinearConv of spec p: acc ~ sqrt(C R S) * 128 * 64, scales that put y around +-100 */
+static tgraph qconv_graph(const qconv_spec *p)
+{
+    tgraph t = tg_new(KILN_OP_QLinearConv, 10);
+    double xlo = p->xdt == KILN_DT_UINT8 ? 0 : -128, xhi = p->xdt == KILN_DT_UINT8 ? 256 : 128;
+    tg_in(&t, rand_tensor(p->xdt, 4, D(p->n, p->c, p->h, p->w), xlo, xhi), false);
+    tg_in(&t, scalar(F32, 0.01), true);
+    tg_in(&t, scalar(p->xdt, p->xzp), true);
+    tg_in(&t, rand_tensor(KILN_DT_INT8, 4, D(p->k, p->c, p->r, p->s), -127, 128), true);
+    double ws = 0.4 / sqrt((double)(p->c * p->r * p->s));
+    tg_in(&t, p->per_channel ? rand_tensor(F32, 1, D(p->k), ws * 0.5, ws * 1.5) : scalar(F32, ws), true);
+    tg_in(&t, p->per_channel ? rand_tensor(KILN_DT_INT8, 1, D(p->k), 0, 1) : scalar(KILN_DT_INT8, 0), true);
+    tg_in(&t, scalar(F32, 0.6), true);
+    tg_in(&t, scalar(p->ydt == KILN_DT_FLOAT32 ? KILN_DT_UINT8 : p->ydt, p->yzp), true);
+    if (p->bias)
+        tg_in(&t, rand_tensor(KILN_DT_INT32, 1, D(p->k), -20000, 20000), true);
+    tg_outs(&t, 1);
+    attr_ints(&t, "pads", 4, D(p->pad, p->pad, p->pad, p->pad));
+    attr_ints(&t, "strides", 2, D(p->stride, p->stride));
+    attr_ints(&t, "dilations", 2, D(p->dil, p->dil));
+    if (p->ydt == KILN_DT_FLOAT32)
+        kiln__node_set_attr_i(tg_node(&t), "kiln_out_float", 1);
+    if (p->act[0]) {
+        kiln__node_set_attr_s(tg_node(&t), "kiln_act", p->act);
+        if (!strcmp(p->act, "Clip")) {
+            kiln__node_set_attr_f(tg_node(&t), "kiln_act_alpha", -1.0f);
+            kiln__node_set_attr_f(tg_node(&t), "kiln_act_beta", 2.0f);
+        }
+    }
+    return t;
+}
+
+static const qconv_spec qconv_specs[] = {
+    {"3x3 u8->u8 Relu", 2, 32, 9, 11, 48, 3, 3, 1, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 0, true, true, "Relu"},
+    {"1x1 s2 u8->s8 zp", 3, 64, 14, 13, 32, 1, 1, 0, 2, 1, KILN_DT_UINT8, 0, KILN_DT_INT8, -3, false, false, ""},
+    {"1x1 x_zp 7 ->f32", 1, 16, 7, 9, 24, 1, 1, 0, 1, 1, KILN_DT_UINT8, 7, KILN_DT_FLOAT32, 0, true, true, ""},
+    {"3x3 s8->s8 Clip", 2, 16, 8, 8, 16, 3, 3, 1, 1, 1, KILN_DT_INT8, 0, KILN_DT_INT8, 0, true, true, "Clip"},
+    {"3x3 dil2 tiles", 1, 48, 40, 37, 144, 3, 3, 2, 1, 2, KILN_DT_UINT8, 0, KILN_DT_UINT8, 12, true, true, ""},
+    {"3x3 s2 ->f32 Relu", 2, 64, 15, 15, 272, 3, 3, 1, 2, 1, KILN_DT_UINT8, 0, KILN_DT_FLOAT32, 0, true, true, "Relu"},
+};
+
+void int8_cases(void)
+{
+    quant_cases();
+    qadd_case("INT8 QLinearAdd", "", 0, 0);
+    qadd_case("INT8 QLinearAdd Relu", "Relu", 0, 0);
+    qadd_case("INT8 QLinearAdd Clip", "Clip", -0.5f, 3.0f);
+    /* every kernel configuration (KILN_CUDA_INT8_CONV, read per run), then the timed choice */
+    static const char *const modes[] = {"mma", "wg1", "wg2", "wg3", "all"};
+    const char *keep = getenv("KILN_CUDA_INT8_CONV");
+    char *saved = keep ? strdup(keep) : NULL;
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        setenv("KILN_CUDA_INT8_CONV", modes[m], 1);
+        for (size_t i = 0; i < sizeof qconv_specs / sizeof *qconv_specs; i++) {
+            char name[96];
+            snprintf(name, sizeof name, "INT8 QLinearConv %s (%s)", qconv_specs[i].name, modes[m]);
+            tgraph t = qconv_graph(&qconv_specs[i]);
+            run_case(name, &t, 0);
+        }
+    }
+    if (saved)
+        setenv("KILN_CUDA_INT8_CONV", saved, 1);
+    else
+        unsetenv("KILN_CUDA_INT8_CONV");
+    free(saved);
+}
