@@ -250,6 +250,23 @@ static kiln_status fuse_shortcut(kiln_graph *g, kiln_pass_report *rep)
     return KILN_OK;
 }
 
+/* Device engines: an INT8 block's last convolution and its residual QLinearAdd as one QLinearConvAdd
+ * (passes/p_qres.c), whose GPU epilogue adds the residual while the convolution's output is in registers; reported as
+ * pass "fuse-qconv-add". */
+static kiln_status fuse_qconv_add(kiln_graph *g, kiln_pass_report *rep)
+{
+    static const kiln_pass_info p = {"fuse-qconv-add", kiln__pass_fuse_qconv_add};
+    int changed = 0;
+    KILN_TRY(kiln__pass_run(&p, g, kiln__builder_pass_ctx(), &changed));
+    if (changed && rep->n < 64) {
+        rep->entry[rep->n].name = p.name;
+        rep->entry[rep->n].changed = changed;
+        rep->n++;
+        rep->nodes_after = g->n_nodes;
+    }
+    return KILN_OK;
+}
+
 /* Moves the calibration plan (and the shapes it is valid for) into the engine. */
 static kiln_status adopt_plan(struct kiln_engine *e, kiln_calib_result *cr)
 {
@@ -335,6 +352,8 @@ kiln_status kiln__build_planned(kiln_model_t m, kiln_build_options *o, const kil
     bool device = o && o->device != KILN_DEVICE_CPU;
     if (st == KILN_OK && optimize && !device)
         st = fuse_shortcut(e->g, &rep);
+    if (st == KILN_OK && optimize && device)
+        st = fuse_qconv_add(e->g, &rep);
     ctl = kiln__run_ctl(NULL, budget);
     kiln_calib_result cr;
     memset(&cr, 0, sizeof cr);

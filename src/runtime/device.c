@@ -31,7 +31,7 @@ static const kiln_devmod_host host_services = {
     .resize_plan_free = kiln__resize_plan_free,
     .convt_geom = kiln__convt_geom,
     .qepi_setup = kiln__qepi_setup,
-    .qadd_setup = kiln__qadd_setup,
+    .qadd_params = kiln__qadd_params,
 };
 
 /* ---- the module: opened once per process, never closed */

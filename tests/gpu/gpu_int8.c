@@ -1,8 +1,9 @@
 /* test_gpu: INT8 layers (cuda_int8.c) against the CPU reference, byte for byte: QuantizeLinear, DequantizeLinear,
  * QLinearAdd, and QLinearConv in every kernel configuration (mma.sync, the three wgmma tiles) over u8 and s8 inputs,
  * u8 / s8 / float32 outputs, padding, strides, dilation, partial row and column tiles, an input zero point folded
- * into the bias. */
+ * into the bias; kiln's QLinearConvAdd (the residual add in the convolution's epilogue). */
 #include "gpu_harness.h"
+#include "passes/rewrite.h"
 #include <stdlib.h>
 
 /* a scalar tensor of dtype dt holding v */
@@ -113,6 +114,29 @@ static tgraph qconv_graph(const qconv_spec *p)
     return t;
 }
 
+/* QLinearConvAdd (passes/p_qres.c): the convolution of p (a quantized output), then its add with R (rdt, shape of the
+ * output, zero point rz) into C (cdt, zero point cz) with the activation res_act ("" none, "Relu") */
+static tgraph qconv_add_graph(const qconv_spec *p, kiln_dtype rdt, int rz, kiln_dtype cdt, int cz, const char *res_act)
+{
+    tgraph t = qconv_graph(p);
+    kiln_node *n = tg_node(&t);
+    if (!p->bias)   /* input 8 left empty */
+        kiln__node_add_input(t.g, t.node, -1);
+    int64_t ho = (p->h + 2 * p->pad - p->dil * (p->r - 1) - 1) / p->stride + 1;
+    int64_t wo = (p->w + 2 * p->pad - p->dil * (p->s - 1) - 1) / p->stride + 1;
+    double rlo = rdt == KILN_DT_UINT8 ? 0 : -128, rhi = rdt == KILN_DT_UINT8 ? 256 : 128;
+    tg_in(&t, rand_tensor(rdt, 4, D(p->n, p->k, ho, wo), rlo, rhi), false);
+    tg_in(&t, scalar(F32, 0.45), true);
+    tg_in(&t, scalar(rdt, rz), true);
+    tg_in(&t, scalar(F32, 0.7), true);
+    tg_in(&t, scalar(cdt, cz), true);
+    n = tg_node(&t);
+    kiln__node_set_op(n, KILN_OP_QLinearConvAdd, KILN_DOMAIN, 1);
+    if (res_act[0])
+        kiln__node_set_attr_s(n, "kiln_res_act", res_act);
+    return t;
+}
+
 static const qconv_spec qconv_specs[] = {
     {"3x3 u8->u8 Relu", 2, 32, 9, 11, 48, 3, 3, 1, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 0, true, true, "Relu"},
     {"1x1 s2 u8->s8 zp", 3, 64, 14, 13, 32, 1, 1, 0, 2, 1, KILN_DT_UINT8, 0, KILN_DT_INT8, -3, false, false, ""},
@@ -140,6 +164,21 @@ void int8_cases(void)
             tgraph t = qconv_graph(&qconv_specs[i]);
             run_case(name, &t, 0);
         }
+    }
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        setenv("KILN_CUDA_INT8_CONV", modes[m], 1);
+        /* ResNet's block end: Y s8 (no activation) + the block input u8, Relu, into u8; and s8 everywhere */
+        static const qconv_spec y8 = {"", 2, 32, 9, 11, 48, 1, 1, 0, 1, 1, KILN_DT_UINT8, 0, KILN_DT_INT8, 0, true,
+                                      true, ""};
+        static const qconv_spec y3 = {"", 1, 48, 12, 13, 64, 3, 3, 1, 2, 1, KILN_DT_UINT8, 0, KILN_DT_INT8, 4, false,
+                                      false, "Relu"};
+        char name[96];
+        snprintf(name, sizeof name, "INT8 QLinearConvAdd 1x1 +u8 Relu (%s)", modes[m]);
+        tgraph t = qconv_add_graph(&y8, KILN_DT_UINT8, 0, KILN_DT_UINT8, 0, "Relu");
+        run_case(name, &t, 0);
+        snprintf(name, sizeof name, "INT8 QLinearConvAdd 3x3 s2 +s8 (%s)", modes[m]);
+        t = qconv_add_graph(&y3, KILN_DT_INT8, -6, KILN_DT_INT8, 3, "");
+        run_case(name, &t, 0);
     }
     if (saved)
         setenv("KILN_CUDA_INT8_CONV", saved, 1);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #define NOISE_DB 80.0   /* a jump must also go below this SNR (FP32 rounding differences are above) */
+#define MAX_PEND 8      /* layers matched by node name open at once (branches between their fused nodes) */
 
 typedef struct cval {
     char *name, *quantizes, *layer, *op;
@@ -22,8 +23,8 @@ typedef struct cval {
     kiln_tensor t;       /* float32 copy */
 } cval;
 
-/* A reference value matched by node name, held until the next value shows whether a Relu / Clip
- * folded into the candidate's quantization matches better. */
+/* A reference value matched by node name, held until a later value shows whether another reference value of the
+ * same candidate layer (a later fused node, or a Relu / Clip folded into its quantization) stands for its output. */
 typedef struct pending {
     const cval *c;
     kiln_compare_stats s;
@@ -39,7 +40,8 @@ typedef struct lrun {
     double prev_snr;
     const vlayer_opts *o;
     json_t *rows;        /* JSON rows, or NULL: print */
-    pending pend;
+    pending pend[MAX_PEND];   /* open layers (sorted by their value's place before rows are emitted) */
+    int n_pend;
     bool oom;
 } lrun;
 
@@ -166,31 +168,63 @@ static void emit(lrun *r, const row_id *id, const cval *c, const kiln_compare_st
     json_array_append_new(r->rows, o);
 }
 
-static void pending_clear(lrun *r)
+static void pending_free(pending *p)
 {
-    free(r->pend.name);
-    free(r->pend.node);
-    free(r->pend.op);
-    memset(&r->pend, 0, sizeof r->pend);
+    free(p->name);
+    free(p->node);
+    free(p->op);
+    memset(p, 0, sizeof *p);
+}
+
+/* Emits open layers 0 .. k (the first k + 1 of the array) and closes them */
+static void pending_flush_to(lrun *r, int k)
+{
+    if (k >= r->n_pend)
+        k = r->n_pend - 1;
+    for (int i = 0; i <= k; i++) {
+        pending *p = &r->pend[i];
+        emit(r, &(row_id){p->layer, p->name, p->node, p->op}, p->c, &p->s, "node");
+        r->matched++;
+        pending_free(p);
+    }
+    int left = r->n_pend - (k + 1);
+    memmove(r->pend, r->pend + k + 1, sizeof *r->pend * (size_t)(left > 0 ? left : 0));
+    for (int i = left > 0 ? left : 0; i < r->n_pend; i++)
+        memset(&r->pend[i], 0, sizeof r->pend[i]);
+    r->n_pend = left > 0 ? left : 0;
+}
+
+static void pending_sort(lrun *r)
+{
+    for (int a = 1; a < r->n_pend; a++)
+        for (int b = a; b > 0 && r->pend[b - 1].layer > r->pend[b].layer; b--) {
+            pending t = r->pend[b];
+            r->pend[b] = r->pend[b - 1];
+            r->pend[b - 1] = t;
+        }
 }
 
 static void pending_flush(lrun *r)
 {
-    if (r->pend.c) {
-        emit(r, &(row_id){r->pend.layer, r->pend.name, r->pend.node, r->pend.op}, r->pend.c, &r->pend.s, "node");
-        r->matched++;
-    }
-    pending_clear(r);
+    pending_sort(r);
+    pending_flush_to(r, r->n_pend - 1);
 }
 
-/* Holds candidate c, compared (s) with reference value v, until the next value is seen. */
-static kiln_status pending_set(lrun *r, const cval *c, const kiln_compare_stats *s, const kiln_value_view *v)
+/* Holds candidate c, compared (s) with reference value v, in open layer p (an existing one, or a new one
+ * when p is NULL) until a later value closes it. */
+static kiln_status pending_set(lrun *r, pending *p, const cval *c, const kiln_compare_stats *s,
+                               const kiln_value_view *v)
 {
-    pending_clear(r);
-    r->pend = (pending){.c = c, .s = *s, .layer = v->layer, .name = strdup(v->name), .node = strdup(v->node),
-                        .op = strdup(v->op)};
-    if (!r->pend.name || !r->pend.node || !r->pend.op) {
-        pending_clear(r);
+    if (!p) {
+        if (r->n_pend == MAX_PEND)
+            pending_flush_to(r, 0);
+        p = &r->pend[r->n_pend++];
+    } else {
+        pending_free(p);
+    }
+    *p = (pending){.c = c, .s = *s, .layer = v->layer, .name = strdup(v->name), .node = strdup(v->node),
+                   .op = strdup(v->op)};
+    if (!p->name || !p->node || !p->op) {
         r->oom = true;
         return KILN_ERR_NOMEM;
     }
@@ -204,26 +238,40 @@ static kiln_status compare_reference(void *user, const kiln_value_view *v)
     row_id id = {v->layer, v->name, v->node, v->op};
     kiln_compare_stats s;
     kiln_status st;
-    if (r->pend.c) {
-        /* the pending layer's output stands for the last of the reference values its fused nodes
-         * produce; a Relu / Clip right after them may be folded into its saturation (closer wins) */
-        bool member = in_layer(r->pend.c, v->node) && same_shape(&r->pend.c->t, t);
-        bool act = (!strcmp(v->op, "Relu") || !strcmp(v->op, "Clip")) && v->input && !strcmp(v->input, r->pend.name) &&
-                   same_shape(&r->pend.c->t, t);
-        if ((member || act) && (st = kiln_compare(t, &r->pend.c->t, &s)) != KILN_OK)
+    for (int i = 0; i < r->n_pend; i++) {
+        /* an open layer's output stands for the last of the reference values its fused nodes produce; a Relu /
+         * Clip right after them may be folded into its saturation (closer wins) */
+        pending *p = &r->pend[i];
+        bool member = in_layer(p->c, v->node) && same_shape(&p->c->t, t);
+        bool act = (!strcmp(v->op, "Relu") || !strcmp(v->op, "Clip")) && v->input && !strcmp(v->input, p->name) &&
+                   same_shape(&p->c->t, t);
+        if ((member || act) && (st = kiln_compare(t, &p->c->t, &s)) != KILN_OK)
             return st;
-        if (member || (act && s.snr_db > r->pend.s.snr_db)) {
+        if (member || (act && s.snr_db > p->s.snr_db)) {
             r->ref_values++;
-            return pending_set(r, r->pend.c, &s, v);
+            return pending_set(r, p, p->c, &s, v);
         }
-        pending_flush(r);
     }
+    /* a reader of an open layer's value closes it (and those opened before it); values of another branch that do
+     * not read it (a block's shortcut, computed between its last convolution and the add that a QLinearConvAdd
+     * fuses with it) leave it open for its later members */
+    for (int i = r->n_pend - 1; i >= 0; i--)
+        if (v->input && !strcmp(v->input, r->pend[i].name)) {
+            /* rows in reference order: the open layers by their value's place (a layer's value moves on as its
+             * later members arrive), this one and every one before it */
+            int at = r->pend[i].layer, k = 0;
+            pending_sort(r);
+            while (k + 1 < r->n_pend && r->pend[k + 1].layer <= at)
+                k++;
+            pending_flush_to(r, k);
+            break;
+        }
     r->ref_values++;
     const cval *byname = find(r, v->name, false), *byq = find(r, v->name, true), *c;
     if (!byname && !byq && (c = find_by_node(r, v->node, t)) != NULL) {
         if ((st = kiln_compare(t, &c->t, &s)) != KILN_OK)
             return st;
-        return pending_set(r, c, &s, v);
+        return pending_set(r, NULL, c, &s, v);
     }
     /* the float value of that name, then (a second row) its quantized form */
     bool any = false;
@@ -299,7 +347,8 @@ done:
         free(r.v[i].fused);
     }
     free(r.v);
-    pending_clear(&r);
+    for (int i = 0; i < r.n_pend; i++)
+        pending_free(&r.pend[i]);
     json_decref(r.rows);
     return ok;
 }

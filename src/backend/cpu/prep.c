@@ -127,7 +127,7 @@ bool kiln__prep_fits_op(kiln_op op, const kiln_prep_hdr *h)
 {
     bool conv = op == KILN_OP_Conv || op == KILN_OP_FusedConv;
     bool gemm = op == KILN_OP_MatMul || op == KILN_OP_Gemm || op == KILN_OP_FusedMatMul || op == KILN_OP_FusedGemm;
-    bool qconv = op == KILN_OP_QLinearConv || op == KILN_OP_ConvInteger;
+    bool qconv = op == KILN_OP_QLinearConv || op == KILN_OP_ConvInteger || op == KILN_OP_QLinearConvAdd;
     bool qgemm = op == KILN_OP_QLinearMatMul || op == KILN_OP_MatMulInteger || op == KILN_OP_QGemm;
     uint32_t want = conv    ? KILN_PREP_WINO_F23
                     : gemm  ? KILN_PREP_GEMM_B
@@ -135,7 +135,9 @@ bool kiln__prep_fits_op(kiln_op op, const kiln_prep_hdr *h)
                     : qgemm ? KILN_PREP_QGEMM_B
                             : 0;
     /* the weights input: 1, or 3 for QLinearConv / QLinearMatMul / QGemm */
-    int wi = op == KILN_OP_QLinearConv || op == KILN_OP_QLinearMatMul || op == KILN_OP_QGemm ? 3 : 1;
+    int wi = op == KILN_OP_QLinearConv || op == KILN_OP_QLinearConvAdd || op == KILN_OP_QLinearMatMul || op == KILN_OP_QGemm
+                 ? 3
+                 : 1;
     if (op == KILN_OP_Gather && h->layout == KILN_PREP_LOWBIT_W)   /* a 4-bit embedding table, input 0 (lowbit.h) */
         want = h->gemm_kind == 0 ? KILN_PREP_LOWBIT_W : 0, wi = 0;
     if (conv && h->layout == KILN_PREP_WINO_F43)   /* Winograd F(4x4, 3x3) filters (x86/wino.h) */

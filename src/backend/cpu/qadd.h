@@ -28,6 +28,10 @@ typedef struct kiln_qadd {
 
 /* Validates the node's inputs (clean KILN_ERR_* on anything malformed) and fills p. */
 kiln_status kiln__qadd_setup(const kiln_kctx *ctx, kiln_qadd *p);
+/* The same from the 8 operands q (A, A_scale, A_zero_point, B, ..., C_zero_point; NULL where absent) and the
+ * activation of attributes act_attr (_alpha, _beta): QLinearConvAdd's add (A: its convolution's output). */
+kiln_status kiln__qadd_params(const kiln_kctx *ctx, const kiln_tensor *const q[8], const char *act_attr,
+                              kiln_qadd *p);
 
 /* One element (the definition above). */
 static inline int32_t kiln__qadd1(const kiln_qadd *p, int32_t a, int32_t b)
@@ -41,6 +45,14 @@ static inline int32_t kiln__qadd1(const kiln_qadd *p, int32_t a, int32_t b)
         return 0;
     return r < (float)p->lo ? p->lo : r > (float)p->hi ? p->hi : (int32_t)r;
 }
+
+/* kiln's QLinearConvAdd (passes/p_qres.c): QLinearConv's inputs 0-8 (the node's kiln_act its activation), then R,
+ * R_scale, R_zero_point, C_scale, C_zero_point: C = QLinearAdd(Y, y_scale, y_zero_point, R, R_scale, R_zero_point,
+ * C_scale, C_zero_point) of the convolution's output Y with the activation kiln_res_act -- the two layers'
+ * operations exactly (Y's bytes, then kiln__qadd1 per element; the float sum of the add is commutative, so which
+ * operand the model's Add had first does not matter). Y is computed by conv (a QLinearConv kernel) into the output's
+ * memory, then the add runs over it in place. */
+kiln_status kiln__qconv_add(kiln_kctx *ctx, kiln_kernel_fn conv);
 
 /* The reference kernel (ref/k_qadd.c), also the fast kernel's fallback. */
 kiln_status kiln__k_qlinearadd_ref(kiln_kctx *ctx);

@@ -8,6 +8,7 @@
 #include "qgemm.h"
 #include <math.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #if defined(__SSE2__)
 #define QG_SSE2 1
@@ -52,12 +53,15 @@ void kiln__qepi_init(kiln_qepi *e, kiln_qout out, const kiln_act *act, float ys,
     }
 }
 
-kiln_status kiln__qact_from_node(const kiln_kctx *ctx, kiln_act *a)
+kiln_status kiln__qact_from_attr(const kiln_kctx *ctx, const char *attr, kiln_act *a)
 {
     *a = (kiln_act){KILN_ACT_NONE, 0.0f, 0.0f};
-    const char *name = kiln__attr_s(ctx->node, "kiln_act", NULL);
+    const char *name = kiln__attr_s(ctx->node, attr, NULL);
     if (!name || !name[0])
         return KILN_OK;
+    char an[64], bn[64];
+    snprintf(an, sizeof an, "%s_alpha", attr);
+    snprintf(bn, sizeof bn, "%s_beta", attr);
     for (int k = KILN_ACT_RELU; k <= KILN_ACT_HARDSWISH_AFFINE; k++) {
         const char *kn = kiln__act_name((kiln_act_kind)k);
         if (kn && !strcmp(kn, name)) {
@@ -68,13 +72,15 @@ kiln_status kiln__qact_from_node(const kiln_kctx *ctx, kiln_act *a)
                                                    : 0.0f;
             float db = k == KILN_ACT_CLIP ? INFINITY : k == KILN_ACT_HARDSIGMOID ? 0.5f : 0;
             a->kind = (kiln_act_kind)k;
-            a->alpha = kiln__attr_f(ctx->node, "kiln_act_alpha", da);
-            a->beta = kiln__attr_f(ctx->node, "kiln_act_beta", db);
+            a->alpha = kiln__attr_f(ctx->node, an, da);
+            a->beta = kiln__attr_f(ctx->node, bn, db);
             return KILN_OK;
         }
     }
-    return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unknown kiln_act activation '%s'", name);
+    return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "unknown %s activation '%s'", attr, name);
 }
+
+kiln_status kiln__qact_from_node(const kiln_kctx *ctx, kiln_act *a) { return kiln__qact_from_attr(ctx, "kiln_act", a); }
 
 static float scalar_f(const kiln_tensor *t, int64_t i) { return (float)kiln__get_f64(t->dtype, t->data, i); }
 

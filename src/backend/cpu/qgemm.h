@@ -203,8 +203,11 @@ void kiln__conv_phases_fill(const kiln_conv_phases *p, const kiln_qconv_geom *g,
 /* The "kiln_act" / "kiln_act_alpha" / "kiln_act_beta" attributes of a quantized node (the fused
  * activation applied in float before requantization; kind NONE when absent). */
 kiln_status kiln__qact_from_node(const kiln_kctx *ctx, kiln_act *a);
+/* The same from attributes ATTR, ATTR_alpha, ATTR_beta (QLinearConvAdd's add: kiln_res_act) */
+kiln_status kiln__qact_from_attr(const kiln_kctx *ctx, const char *attr, kiln_act *a);
 
 kiln_status kiln__k_qlinearconv_fast(kiln_kctx *ctx);
+kiln_status kiln__k_qconv_add_fast(kiln_kctx *ctx);   /* QLinearConvAdd (qadd.h kiln__qconv_add) over it */
 kiln_status kiln__k_convinteger_fast(kiln_kctx *ctx);
 kiln_status kiln__k_qlinearmatmul_fast(kiln_kctx *ctx);
 kiln_status kiln__k_matmulinteger_fast(kiln_kctx *ctx);

@@ -10,6 +10,7 @@
  * kiln__prep_check accepts it for these dims, and otherwise packs the weights into a temporary
  * blob with the same function. */
 #include "qgemm.h"
+#include "qadd.h"
 #include "cpu_kernels.h"
 #include "prep.h"
 #include <math.h>
@@ -96,6 +97,7 @@ kiln_status kiln__qprep_conv(const kiln_node *n, int n_in, const kiln_tensor *co
 
 const kiln_prep_reg kiln__prep_qgemm[] = {
     {KILN_OP_QLinearConv, kiln__qprep_conv},     {KILN_OP_ConvInteger, kiln__qprep_conv},
+    {KILN_OP_QLinearConvAdd, kiln__qprep_conv},
     {KILN_OP_QLinearMatMul, kiln__qprep_matmul}, {KILN_OP_MatMulInteger, kiln__qprep_matmul},
     {KILN_OP_QGemm, kiln__qprep_matmul},         {KILN_OP_COUNT, NULL},
 };
@@ -130,7 +132,9 @@ static kiln_status get_prep(kiln_kctx *ctx, kiln_kernel_prep_fn fn, int wi, uint
 
 static kiln_status fallback(kiln_kctx *ctx)
 {
-    kiln_kernel_fn f = kiln__cpu_ref_kernel(ctx->node->op);
+    /* QLinearConvAdd's convolution (kiln__qconv_add runs it through these kernels): QLinearConv's reference */
+    kiln_op op = ctx->node->op == KILN_OP_QLinearConvAdd ? KILN_OP_QLinearConv : ctx->node->op;
+    kiln_kernel_fn f = kiln__cpu_ref_kernel(op);
     return f ? f(ctx) : kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "no reference kernel");
 }
 
@@ -723,6 +727,8 @@ kiln_status kiln__k_qlinearconv_fast(kiln_kctx *ctx)
                     .bias = kiln__kin(ctx, 8), .odt = odt};
     return qconv_run(ctx, &q);
 }
+
+kiln_status kiln__k_qconv_add_fast(kiln_kctx *ctx) { return kiln__qconv_add(ctx, kiln__k_qlinearconv_fast); }
 
 kiln_status kiln__k_convinteger_fast(kiln_kctx *ctx)
 {

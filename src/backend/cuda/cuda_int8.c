@@ -1,9 +1,10 @@
 /* INT8 layers on the GPU (docs/CUDA.md "INT8 layers"): what `--precision int8` engines and explicit Q/DQ models
  * hold after the fuse-qdq pass -- QuantizeLinear and DequantizeLinear with one scale per tensor, com.microsoft
  * QLinearAdd of two tensors of one shape, and QLinearConv (one group, channels in multiples of 16 / 8, s8 filter
- * with zero points 0, activation none / Relu / Clip) -- each computing the CPU reference's bytes: the integer sums
+ * with zero points 0, activation none / Relu / Clip) and kiln's QLinearConvAdd (its residual add in the epilogue)
+ * -- each computing the CPU reference's bytes: the integer sums
  * are exact on the tensor cores (kernels_conv_i8.cu), the epilogues run the CPU's float32 operations with the CPU's
- * own parameters (the host services qepi_setup / qadd_setup). Anything else stays a visible CPU fallback.
+ * own parameters (the host services qepi_setup / qadd_params). Anything else stays a visible CPU fallback.
  * Written in session 26 while no GPU was lent: until test_gpu's INT8 cases have passed on one, these layers run only
  * with KILN_CUDA_UNVERIFIED=1 (test_gpu sets it); otherwise they stay CPU fallbacks, as before. */
 #include "cuda_internal.h"
@@ -45,15 +46,21 @@ static bool host_zp(const kiln_tensor *t, int64_t i, int *v)
     return true;
 }
 
-/* the node's kiln_act is none, Relu or Clip with min <= max (what the kernels' epilogues apply as min(max, max(min,
- * v)): the CPU's Clip for such bounds) */
-static bool linear_act(cu_be *b, const kiln_node *n)
+/* the node's activation attribute attr (kiln_act; QLinearConvAdd's add: kiln_res_act) is none, Relu or Clip with
+ * min <= max (what the kernels' epilogues apply as min(max, max(min, v)): the CPU's Clip for such bounds) */
+static bool linear_act_of(cu_be *b, const kiln_node *n, const char *attr)
 {
-    const char *a = b->host->attr_s(n, "kiln_act", NULL);
-    if (a && !strcmp(a, "Clip"))
-        return b->host->attr_f(n, "kiln_act_alpha", -INFINITY) <= b->host->attr_f(n, "kiln_act_beta", INFINITY);
+    const char *a = b->host->attr_s(n, attr, NULL);
+    if (a && !strcmp(a, "Clip")) {
+        char an[64], bn[64];
+        snprintf(an, sizeof an, "%s_alpha", attr);
+        snprintf(bn, sizeof bn, "%s_beta", attr);
+        return b->host->attr_f(n, an, -INFINITY) <= b->host->attr_f(n, bn, INFINITY);
+    }
     return !a || !a[0] || !strcmp(a, "Relu");
 }
+
+static bool linear_act(cu_be *b, const kiln_node *n) { return linear_act_of(b, n, "kiln_act"); }
 
 /* ---- QuantizeLinear / DequantizeLinear, one scale and zero point per tensor */
 
@@ -131,10 +138,25 @@ static bool acc_qadd(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *
     return true;
 }
 
+/* The add's arguments for the kernels from the CPU's parameters */
+static cuk_qadd_args qadd_args(const kiln_qadd *p)
+{
+    cuk_qadd_args q = {.sa = p->sa, .sb = p->sb, .sc = p->sc, .za = p->za, .zb = p->zb, .zc = p->zc, .lo = p->lo,
+                       .hi = p->hi, .act = p->act.kind != KILN_ACT_NONE, .flo = -INFINITY, .fhi = INFINITY};
+    if (p->act.kind == KILN_ACT_RELU) {
+        q.flo = 0.f;
+    } else if (p->act.kind == KILN_ACT_CLIP) {
+        q.flo = p->act.alpha;
+        q.fhi = p->act.beta;
+    }
+    return q;
+}
+
 static kiln_status k_qadd(cu_be *b, kiln_kctx *ctx)
 {
     kiln_qadd p;
-    KILN_TRY(b->host->qadd_setup(ctx, &p));
+    const kiln_tensor *ops[8] = {IN(0), IN(1), IN(2), IN(3), IN(4), IN(5), IN(6), IN(7)};
+    KILN_TRY(b->host->qadd_params(ctx, ops, "kiln_act", &p));
     const kiln_tensor *a = IN(0), *bb = IN(3);
     kiln_tensor lay;
     const kiln_tensor *bl = bb;
@@ -145,14 +167,7 @@ static kiln_status k_qadd(cu_be *b, kiln_kctx *ctx)
         kiln_tensor *y = ctx->out[0];
         if (cu_is_nhwc(a))
             y->flags |= KILN_TENSOR_DEV_NHWC;
-        cuk_qadd_args q = {.sa = p.sa, .sb = p.sb, .sc = p.sc, .za = p.za, .zb = p.zb, .zc = p.zc, .lo = p.lo,
-                           .hi = p.hi, .act = p.act.kind != KILN_ACT_NONE, .flo = -INFINITY, .fhi = INFINITY};
-        if (p.act.kind == KILN_ACT_RELU)
-            q.flo = 0.f;
-        else if (p.act.kind == KILN_ACT_CLIP) {
-            q.flo = p.act.alpha;
-            q.fhi = p.act.beta;
-        }
+        cuk_qadd_args q = qadd_args(&p);
         st = cu_check(b, cuk_qadd(a->data, a->dtype == KILN_DT_INT8, bl->data, bl->dtype == KILN_DT_INT8, y->data,
                                   cu_numel(a), &q, b->stream), "QLinearAdd");
     }
@@ -173,10 +188,17 @@ static bool sup_qconv(const kiln_bk_query *q)
 /* Whether the output is float32 (kiln_out_float) */
 static bool qconv_float_out(cu_be *b, const kiln_node *n) { return b->host->attr_i(n, "kiln_out_float", 0) == 1; }
 
+/* QLinearConv, or kiln's QLinearConvAdd (passes/p_qres.c: inputs 9-13 the residual add's R, R_scale, R_zero_point,
+ * C_scale, C_zero_point, its activation kiln_res_act) */
 static bool acc_qconv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
 {
-    if (!b->unverified || n_in < 8 || !in[0] || !in[3] || in[0]->ndim != 4 || in[3]->ndim != 4 || !linear_act(b, n) ||
-        b->host->attr_i(n, "group", 1) != 1)
+    bool fused = n->op == KILN_OP_QLinearConvAdd;
+    if (!b->unverified || n_in < (fused ? 13 : 8) || !in[0] || !in[3] || in[0]->ndim != 4 || in[3]->ndim != 4 ||
+        !linear_act(b, n) || b->host->attr_i(n, "group", 1) != 1)
+        return false;
+    if (fused && (!in[9] || !is_q8(in[9]->dtype) || qconv_float_out(b, n) || !linear_act_of(b, n, "kiln_res_act") ||
+                  !scalar_or_none(n_in, in, 10) || !scalar_or_none(n_in, in, 11) || !scalar_or_none(n_in, in, 12) ||
+                  !scalar_or_none(n_in, in, 13)))
         return false;
     const kiln_tensor *x = in[0], *w = in[3];
     int64_t K = w->dims[0], C = w->dims[1];
@@ -205,6 +227,9 @@ static bool acc_qconv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor 
     if (cu_conv_geom(b, &kc, x, w, &g) != KILN_OK)
         return false;
     bool padded = g.pb[0] || g.pb[1] || g.pe[0] || g.pe[1];
+    const int64_t yd[4] = {x->dims[0], K, g.out[0], g.out[1]};
+    if (fused && (in[9]->ndim != 4 || memcmp(in[9]->dims, yd, sizeof yd)))
+        return false;   /* the residual has the output's shape */
     return zx == 0 || !padded;
 }
 
@@ -357,6 +382,7 @@ typedef struct qconv_call {
     bool x_s8;
     const void *x;
     const qconv_w *q;
+    cuk_qepi e;   /* q's, with this run's residual (QLinearConvAdd) */
     void *y;
     cuk_conv_desc d;
     int cfg;
@@ -364,7 +390,7 @@ typedef struct qconv_call {
 
 static cudaError_t qconv_launch(const qconv_call *c, int cfg)
 {
-    return cuk_conv_i8(cfg, c->x_s8, c->x, c->q->w, &c->q->e, c->y, &c->d, c->b->stream);
+    return cuk_conv_i8(cfg, c->x_s8, c->x, c->q->w, &c->e, c->y, &c->d, c->b->stream);
 }
 
 static bool qconv_timed(void *arg)
@@ -396,8 +422,8 @@ static kiln_status qconv_choose(cu_be *b, const kiln_kctx *ctx, qconv_call *c, i
     }
     if (b->capturing)
         return KILN_OK;
-    const int64_t tk[18] = {mask, g->n, g->c, g->h, g->w, g->k, g->r, g->s, g->p, g->q, g->sh, g->sw, g->ph, g->pw,
-                            g->dh, g->dw, c->q->e.out, c->x_s8};
+    const int64_t tk[19] = {mask, g->n, g->c, g->h, g->w, g->k, g->r, g->s, g->p, g->q, g->sh, g->sw, g->ph, g->pw,
+                            g->dh, g->dw, c->e.out, c->x_s8, c->e.res != NULL};
     int cached = cu_tc_get(b, 'i', tk, sizeof tk);
     if (!(t = calloc(1, sizeof *t)))
         return cu_err(b, KILN_ERR_NOMEM, "out of memory");
@@ -428,33 +454,56 @@ static kiln_status k_qconv(cu_be *b, kiln_kctx *ctx)
 {
     const kiln_node *n = ctx->node;
     const kiln_tensor *x = IN(0), *w = IN(3);
+    bool fused = n->op == KILN_OP_QLinearConvAdd;
     if (!acc_qconv(b, n, ctx->n_in, ctx->in))
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "operands the INT8 convolution does not take");
     cu_geom g;
     KILN_TRY(cu_conv_geom(b, ctx, x, w, &g));
     int64_t K = w->dims[0], C = w->dims[1], RS = w->dims[2] * w->dims[3];
-    kiln_dtype odt = qconv_float_out(b, n) ? KILN_DT_FLOAT32 : IN(7)->dtype;
+    /* Y, the convolution's output (QLinearConvAdd: before its add), and the layer's */
+    kiln_dtype ydt = qconv_float_out(b, n) ? KILN_DT_FLOAT32 : IN(7)->dtype;
+    kiln_dtype odt = ydt;
     qconv_w *q = NULL;
-    KILN_TRY(qconv_weights(b, ctx, K, C, RS, odt, &q));
+    KILN_TRY(qconv_weights(b, ctx, K, C, RS, ydt, &q));
+    cuk_qepi e = q->e;
+    kiln_tensor lay[2];
+    memset(lay, 0, sizeof lay);
+    if (fused) {
+        kiln_tensor yt = {.dtype = ydt};   /* the add's operand A: only its type is read */
+        const kiln_tensor *ops[8] = {&yt, IN(6), IN(7), IN(9), IN(10), IN(11), IN(12), IN(13)};
+        kiln_qadd p;
+        KILN_TRY(b->host->qadd_params(ctx, ops, "kiln_res_act", &p));
+        const kiln_tensor *rl = NULL;
+        KILN_TRY(cu_relayout(b, IN(9), true, &lay[1], &rl));
+        e.res = rl->data;
+        e.res_s8 = rl->dtype == KILN_DT_INT8;
+        e.add = qadd_args(&p);
+        odt = p.cdt;
+    }
     int64_t yd[4] = {x->dims[0], K, g.out[0], g.out[1]};
-    KILN_TRY(cu_out(b, ctx, 0, odt, 4, yd));
-    kiln_tensor *y = ctx->out[0];
-    y->flags |= KILN_TENSOR_DEV_NHWC;
-    if (!y->nbytes)
-        return KILN_OK;
-    kiln_tensor lay;
+    kiln_status st = cu_out(b, ctx, 0, odt, 4, yd);
+    kiln_tensor *y = st == KILN_OK ? ctx->out[0] : NULL;
     const kiln_tensor *xl = NULL;
-    KILN_TRY(cu_relayout(b, x, true, &lay, &xl));
-    qconv_call c = {.b = b, .x_s8 = x->dtype == KILN_DT_INT8, .x = xl->data, .q = q, .y = y->data,
-                    .d = {.n = (int)x->dims[0], .c = (int)C, .h = (int)x->dims[2], .w = (int)x->dims[3], .k = (int)K,
-                          .r = (int)w->dims[2], .s = (int)w->dims[3], .p = (int)g.out[0], .q = (int)g.out[1],
-                          .sh = (int)g.s[0], .sw = (int)g.s[1], .ph = (int)g.pb[0], .pw = (int)g.pb[1],
-                          .dh = (int)g.d[0], .dw = (int)g.d[1], .y_nhwc = 1}};
-    int cfg = 0;
-    kiln_status st = qconv_choose(b, ctx, &c, &cfg);
-    if (st == KILN_OK)
-        st = cu_check(b, qconv_launch(&c, cfg), "QLinearConv");
-    cu_tmp_free(b, &lay);
+    if (y) {
+        y->flags |= KILN_TENSOR_DEV_NHWC;
+        if (y->nbytes)
+            st = cu_relayout(b, x, true, &lay[0], &xl);
+    }
+    if (st == KILN_OK && y->nbytes) {
+        qconv_call c = {.b = b, .x_s8 = x->dtype == KILN_DT_INT8, .x = xl->data, .q = q, .e = e, .y = y->data,
+                        .d = {.n = (int)x->dims[0], .c = (int)C, .h = (int)x->dims[2], .w = (int)x->dims[3],
+                              .k = (int)K, .r = (int)w->dims[2], .s = (int)w->dims[3], .p = (int)g.out[0],
+                              .q = (int)g.out[1], .sh = (int)g.s[0], .sw = (int)g.s[1], .ph = (int)g.pb[0],
+                              .pw = (int)g.pb[1], .dh = (int)g.d[0], .dw = (int)g.d[1], .y_nhwc = 1}};
+        /* no timing over an output written in place of its residual (each timed run would add it again) */
+        bool in_place = fused && e.res == (const uint8_t *)y->data;
+        int cfg = 0;
+        st = in_place ? KILN_OK : qconv_choose(b, ctx, &c, &cfg);
+        if (st == KILN_OK)
+            st = cu_check(b, qconv_launch(&c, cfg), fused ? "QLinearConvAdd" : "QLinearConv");
+    }
+    for (int i = 0; i < 2; i++)
+        cu_tmp_free(b, &lay[i]);
     return st;
 }
 
@@ -463,5 +512,6 @@ const cu_op cu_ops_int8[] = {
     {KILN_OP_DequantizeLinear, k_dequantize, sup_quant, acc_quant, 0x6u},
     {KILN_OP_QLinearAdd, k_qadd, sup_qadd, acc_qadd, 0xF6u},
     {KILN_OP_QLinearConv, k_qconv, sup_qconv, acc_qconv, 0x1FEu},
+    {KILN_OP_QLinearConvAdd, k_qconv, sup_qconv, acc_qconv, 0x3DFEu},   /* R (input 9) on the device */
     {KILN_OP_COUNT, NULL, NULL, NULL, 0},
 };

@@ -11,7 +11,7 @@
 #include "../../ir/fused.h"
 #include "../layer_geom.h"
 
-#define KILN_DEVMOD_ABI 12u   /* 12: qepi_setup / qadd_setup (11: device tactics; 10: resize_plan / convt_geom) */
+#define KILN_DEVMOD_ABI 12u   /* 12: qepi_setup / qadd_params (11: device tactics; 10: resize_plan / convt_geom) */
 #define KILN_DEVMOD_ENTRY "kiln_devmod_entry"
 #define KILN_FP8_COUNTS 4   /* kiln_devmod.fp8_counts: passes, fed, held, tanh GELUs */
 
@@ -64,12 +64,13 @@ typedef struct kiln_devmod_host {
     kiln_status (*convt_geom)(const kiln_node *n, int ndim, const int64_t *xdims, const int64_t *wdims,
                               kiln_convt_geom *g);
     /* The INT8 layers' epilogue parameters, the CPU kernels' own reading (backend/cpu/qgemm.h kiln__qepi_setup,
-     * cpu/qadd.h kiln__qadd_setup; ctx's host inputs are read), so a device INT8 layer requantizes exactly as the CPU
+     * cpu/qadd.h kiln__qadd_params: the 8 operands of an add, its activation's attribute; host tensors are read), so a device INT8 layer requantizes exactly as the CPU
      * does. qepi_setup's *buf is freed with free_blob. */
     kiln_status (*qepi_setup)(const kiln_kctx *ctx, struct kiln_qepi *e, kiln_dtype odt, bool ch_row, int64_t nch,
                               float a_scale, const kiln_tensor *w_scale, float alpha, const kiln_tensor *ys,
                               const kiln_tensor *yz, float **buf);
-    kiln_status (*qadd_setup)(const kiln_kctx *ctx, struct kiln_qadd *p);
+    kiln_status (*qadd_params)(const kiln_kctx *ctx, const kiln_tensor *const q[8], const char *act_attr,
+                               struct kiln_qadd *p);
 } kiln_devmod_host;
 
 /* Options of one backend instance (one per execution context: its own stream and handles). */

@@ -234,7 +234,8 @@ cudaError_t cuk_qadd(const uint8_t *a, bool as8, const uint8_t *b, bool bs8, uin
  * NHWC and w s8 KRSC (C a multiple of 16, K of 8; d->y_nhwc set; zero padding: the caller folds a nonzero input
  * zero point into the bias where there is no padding), then per output channel c, with a = acc + bias[c] (int32,
  * wrapping as the CPU's): u8 / s8 outputs y = clamp(rint((float)a * m[c]), lo, hi) + zp (lo, hi: the type's bounds
- * narrowed by Relu / Clip, minus zp); float32 outputs y = min(hi, max(lo, (float)a * m[c])) (none / Relu / Clip).
+ * narrowed by Relu / Clip, minus zp); float32 outputs y = min(hi, max(lo, (float)a * m[c])) (none / Relu / Clip); with
+ * e->res (QLinearConvAdd) the requantized value is added to R by the QLinearAdd arithmetic before it is stored.
  * Configuration cfg: 0 mma.sync (any sm_80+ GPU), 1 .. cuk_conv_i8_configs() - 1 wgmma tiles (sm_90 only:
  * cudaErrorNotSupported elsewhere). */
 enum cuk_qout { CUK_QU8 = 0, CUK_QS8 = 1, CUK_QF32 = 2 };
@@ -243,6 +244,11 @@ typedef struct cuk_qepi {
     const float *m;        /* [k] device: u8 / s8 outputs scale / y_scale, float32 outputs the scale */
     int out, zp;           /* enum cuk_qout; the output's zero point */
     float lo, hi;
+    /* QLinearConvAdd: the requantized value a (u8 / s8 out) then goes through the add with R (NHWC u8 / s8, the
+     * output's shape): y = the add's c of (a, R) as cuk_qadd computes it; res NULL: no add */
+    const uint8_t *res;
+    int res_s8;
+    cuk_qadd_args add;
 } cuk_qepi;
 cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
                         const cuk_conv_desc *d, cudaStream_t s);

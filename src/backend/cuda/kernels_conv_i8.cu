@@ -9,6 +9,7 @@
 // warpgroups of 64 rows, BN 64 / 128 / 256; sm_90 only). Epilogue through shared memory: a = acc + bias[c] into an
 // int32 tile, then 8 neighbouring channels of one pixel a thread: 8 bytes (u8 / s8) or 32 (float32) a store.
 #include "kernels_conv_fp8_wg.cuh"
+#include "kernels_int8.cuh"
 
 namespace {
 
@@ -70,6 +71,9 @@ __device__ __forceinline__ void q_out8(const int *a, int col, const cuk_qepi &e,
         return;
     }
     uint8_t q[8];
+    uint8_t r[8];
+    if (e.res)   // QLinearConvAdd: R's 8 bytes at the output's place (8-byte aligned: K and col multiples of 8)
+        *(uint2 *)r = *(const uint2 *)(e.res + o);
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         float t = __fmul_rn((float)a[i], m[i]);
@@ -77,7 +81,10 @@ __device__ __forceinline__ void q_out8(const int *a, int col, const cuk_qepi &e,
             t = e.lo;
         if (t > e.hi)
             t = e.hi;
-        q[i] = (uint8_t)(__float2int_rn(t) + e.zp);
+        int v = __float2int_rn(t) + e.zp;
+        if (e.res)
+            v = qadd1(e.add, v, e.res_s8 ? (int)(int8_t)r[i] : (int)r[i]);
+        q[i] = (uint8_t)v;
     }
     *(uint2 *)((uint8_t *)y + o) = *(const uint2 *)q;
 }
@@ -249,7 +256,7 @@ extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const i
     const int64_t M = (int64_t)d->n * d->p * d->q;
     if (cfg < 0 || cfg >= 4 || d->c % 16 || d->k % 8 || !d->y_nhwc || (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
         (M + BM - 1) / BM >= 0x7fffffff || !e->m || (e->out != CUK_QU8 && e->out != CUK_QS8 && e->out != CUK_QF32) ||
-        ((uintptr_t)e->m & 15) || ((uintptr_t)y & 15))
+        ((uintptr_t)e->m & 15) || ((uintptr_t)y & 15) || (e->res && (e->out == CUK_QF32 || ((uintptr_t)e->res & 7))))
         return cudaErrorInvalidValue;
     if (cfg == 0)
         return x_s8 ? launch<128, false, true>(x, w, *e, y, d, s) : launch<128, false, false>(x, w, *e, y, d, s);

@@ -3,7 +3,7 @@
 // arithmetic, operation for operation (ref/k_quant.c, cpu/qadd.h): IEEE division and products that are not
 // contracted into fused multiply-adds (__fdiv_rn, __fmul_rn, __fadd_rn), rintf's ties to even, NaN -> 0 before the
 // clamp. So the bytes equal the CPU's.
-#include "kernels_common.cuh"
+#include "kernels_int8.cuh"
 
 namespace {
 
@@ -37,25 +37,12 @@ template <typename T, bool S8> __global__ void k_dequantize(const uint8_t *x, T 
 
 __device__ __forceinline__ int q8v(const uint8_t *p, int64_t i, bool s8) { return s8 ? (int)(int8_t)p[i] : (int)p[i]; }
 
-// c = clamp(rint(act(fa + fb) / sc) + zc, lo, hi) (cpu/qadd.h kiln__qadd1; act none / Relu / Clip as min(hi,
-// max(lo, v)) with flo / fhi its bounds)
+// c = QLinearAdd's element of a and b (kernels_int8.cuh qadd1)
 __global__ void k_qadd(const uint8_t *a, bool as8, const uint8_t *b, bool bs8, uint8_t *c, int64_t n,
                        cuk_qadd_args p)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        const float fa = __fmul_rn((float)(q8v(a, i, as8) - p.za), p.sa);
-        const float fb = __fmul_rn((float)(q8v(b, i, bs8) - p.zb), p.sb);
-        float v = __fadd_rn(fa, fb);
-        if (p.act)
-            v = fminf(fmaxf(v, p.flo), p.fhi);
-        const float r = __fadd_rn(rintf(__fdiv_rn(v, p.sc)), (float)p.zc);
-        int q;
-        if (r != r)
-            q = 0;
-        else
-            q = r < (float)p.lo ? p.lo : r > (float)p.hi ? p.hi : (int)r;
-        c[i] = (uint8_t)q;
-    }
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        c[i] = (uint8_t)qadd1(p, q8v(a, i, as8), q8v(b, i, bs8));
 }
 
 unsigned grid_of(int64_t n)

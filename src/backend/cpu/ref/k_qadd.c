@@ -2,13 +2,14 @@
  * broadcasts, any kiln_act activation, one element at a time. */
 #include "../qadd.h"
 #include "../qgemm.h"
+#include "../cpu_kernels.h"
 
 static bool is_q8(kiln_dtype dt) { return dt == KILN_DT_UINT8 || dt == KILN_DT_INT8; }
 
-/* scale input i: a float scalar, finite and > 0 */
-static kiln_status scale_in(const kiln_kctx *ctx, int i, float *s)
+/* scale q[i]: a float scalar, finite and > 0 */
+static kiln_status scale_in(const kiln_kctx *ctx, const kiln_tensor *const *q, int i, float *s)
 {
-    const kiln_tensor *t = kiln__kin(ctx, i);
+    const kiln_tensor *t = q[i];
     if (!t)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing scale input %d", i);
     if (t->dtype != KILN_DT_FLOAT32 && t->dtype != KILN_DT_FLOAT16 && t->dtype != KILN_DT_BFLOAT16 &&
@@ -22,10 +23,10 @@ static kiln_status scale_in(const kiln_kctx *ctx, int i, float *s)
     return KILN_OK;
 }
 
-/* zero point input i of a tensor of type dt: absent (0) or a scalar of type dt */
-static kiln_status zp_in(const kiln_kctx *ctx, int i, kiln_dtype dt, int32_t *z)
+/* zero point q[i] of a tensor of type dt: absent (0) or a scalar of type dt */
+static kiln_status zp_in(const kiln_kctx *ctx, const kiln_tensor *const *q, int i, kiln_dtype dt, int32_t *z)
 {
-    const kiln_tensor *t = kiln__kin(ctx, i);
+    const kiln_tensor *t = q[i];
     *z = 0;
     if (!t)
         return KILN_OK;
@@ -38,10 +39,11 @@ static kiln_status zp_in(const kiln_kctx *ctx, int i, kiln_dtype dt, int32_t *z)
     return KILN_OK;
 }
 
-kiln_status kiln__qadd_setup(const kiln_kctx *ctx, kiln_qadd *p)
+kiln_status kiln__qadd_params(const kiln_kctx *ctx, const kiln_tensor *const q[8], const char *act_attr,
+                              kiln_qadd *p)
 {
     memset(p, 0, sizeof *p);
-    const kiln_tensor *a = kiln__kin(ctx, 0), *b = kiln__kin(ctx, 3), *cz = kiln__kin(ctx, 7);
+    const kiln_tensor *a = q[0], *b = q[3], *cz = q[7];
     if (!a || !b)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input A or B");
     if (!is_q8(a->dtype) || !is_q8(b->dtype))
@@ -50,15 +52,23 @@ kiln_status kiln__qadd_setup(const kiln_kctx *ctx, kiln_qadd *p)
     p->cdt = cz ? cz->dtype : a->dtype;
     if (!is_q8(p->cdt))
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "C_zero_point must be uint8/int8, got %s", kiln_dtype_name(p->cdt));
-    KILN_TRY(scale_in(ctx, 1, &p->sa));
-    KILN_TRY(scale_in(ctx, 4, &p->sb));
-    KILN_TRY(scale_in(ctx, 6, &p->sc));
-    KILN_TRY(zp_in(ctx, 2, a->dtype, &p->za));
-    KILN_TRY(zp_in(ctx, 5, b->dtype, &p->zb));
-    KILN_TRY(zp_in(ctx, 7, p->cdt, &p->zc));
+    KILN_TRY(scale_in(ctx, q, 1, &p->sa));
+    KILN_TRY(scale_in(ctx, q, 4, &p->sb));
+    KILN_TRY(scale_in(ctx, q, 6, &p->sc));
+    KILN_TRY(zp_in(ctx, q, 2, a->dtype, &p->za));
+    KILN_TRY(zp_in(ctx, q, 5, b->dtype, &p->zb));
+    KILN_TRY(zp_in(ctx, q, 7, p->cdt, &p->zc));
     p->lo = p->cdt == KILN_DT_UINT8 ? 0 : -128;
     p->hi = p->cdt == KILN_DT_UINT8 ? 255 : 127;
-    return kiln__qact_from_node(ctx, &p->act);
+    return kiln__qact_from_attr(ctx, act_attr, &p->act);
+}
+
+kiln_status kiln__qadd_setup(const kiln_kctx *ctx, kiln_qadd *p)
+{
+    const kiln_tensor *q[8];
+    for (int i = 0; i < 8; i++)
+        q[i] = kiln__kin(ctx, i);
+    return kiln__qadd_params(ctx, q, "kiln_act", p);
 }
 
 static int32_t q8(kiln_dtype dt, const void *d, int64_t i)
@@ -92,7 +102,37 @@ kiln_status kiln__k_qlinearadd_ref(kiln_kctx *ctx)
     return KILN_OK;
 }
 
+kiln_status kiln__qconv_add(kiln_kctx *ctx, kiln_kernel_fn conv)
+{
+    if (ctx->n_in < 13 || ctx->n_out < 1 || !ctx->out[0])
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "QLinearConvAdd needs 13 or 14 inputs and its output");
+    if (kiln__attr_i(ctx->node, "kiln_out_float", 0))
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "QLinearConvAdd's convolution must have a quantized output");
+    const kiln_tensor *r = kiln__kin(ctx, 9);
+    if (!r || !is_q8(r->dtype))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "R must be uint8/int8");
+    kiln_kctx sub = *ctx;
+    sub.n_in = 9;
+    KILN_TRY(conv(&sub));   /* Y into the output's memory */
+    kiln_tensor *y = ctx->out[0];
+    const kiln_tensor *q[8] = {y, kiln__kin(ctx, 6), kiln__kin(ctx, 7), r, kiln__kin(ctx, 10), kiln__kin(ctx, 11),
+                               kiln__kin(ctx, 12), kiln__kin(ctx, 13)};
+    kiln_qadd p;
+    KILN_TRY(kiln__qadd_params(ctx, q, "kiln_res_act", &p));
+    if (!is_q8(y->dtype) || r->ndim != y->ndim || memcmp(r->dims, y->dims, sizeof(int64_t) * (size_t)y->ndim))
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "R must have the convolution output's shape and Y a quantized type");
+    int64_t n = kiln_tensor_numel(y);
+    uint8_t *c = y->data;
+    for (int64_t i = 0; i < n; i++)   /* element i is read before it is written */
+        c[i] = (uint8_t)kiln__qadd1(&p, q8(y->dtype, y->data, i), q8(r->dtype, r->data, i));
+    y->dtype = p.cdt;
+    return KILN_OK;
+}
+
+static kiln_status k_qconv_add_ref(kiln_kctx *ctx) { return kiln__qconv_add(ctx, kiln__cpu_ref_kernel(KILN_OP_QLinearConv)); }
+
 const kiln_kernel_reg kiln__ref_qadd[] = {
     {KILN_OP_QLinearAdd, kiln__k_qlinearadd_ref},
+    {KILN_OP_QLinearConvAdd, k_qconv_add_ref},
     {KILN_OP_COUNT, NULL},
 };

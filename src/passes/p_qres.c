@@ -1,0 +1,135 @@
+/* fuse-qconv-add: an INT8 residual block's end, the block's last convolution and the QLinearAdd of its shortcut
+ *   Y = QLinearConv(x, xs, xz, w, ws, wz, ys, yz, B?)      (quantized output, read only by the add)
+ *   C = QLinearAdd(Y, ys, yz, R, rs, rz?, cs, cz?) [kiln_act]    (Y as either operand; the add reads Y with the
+ *                                                                 convolution's own scale and zero point)
+ *   -> C = QLinearConvAdd(x, xs, xz, w, ws, wz, ys, yz, B?, R, rs, rz?, cs, cz?) with kiln_res_act = the add's
+ * Y and R of one inferred shape. The fused layer computes exactly the two layers' bytes (cpu/qadd.h kiln__qconv_add);
+ * on the GPU its epilogue adds R while Y is in registers, so Y never reaches memory (ResNet-50 INT8: one write and one
+ * read of each block's output less). Not in the default pipeline: the builder runs it for device engines, after the
+ * precision decisions (builder.c); KILN_QCONV_ADD=0 at build time leaves the pairs apart. */
+#include "rewrite.h"
+#include "../ir/shape.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* Whether value ids a and b hold the same scalar: one value, or two constants of equal dtype and bytes (absent: both
+ * absent) */
+static bool same_scalar(const kiln_graph *g, int a, int b)
+{
+    if (a == b)
+        return true;
+    if (a < 0 || b < 0)
+        return false;
+    const kiln_tensor *x = kiln__const_of(g, a), *y = kiln__const_of(g, b);
+    return x && y && x->dtype == y->dtype && kiln_tensor_numel(x) == 1 && kiln_tensor_numel(y) == 1 &&
+           x->nbytes == y->nbytes && !memcmp(x->data, y->data, x->nbytes);
+}
+
+static int in_at(const kiln_node *n, int i) { return i < n->n_in ? n->in[i] : -1; }
+
+/* Whether a and b have the same inferred shape (symbolic dims are hash-consed: equal ids, equal dims). */
+static bool same_shape(const kiln_vshape *a, const kiln_vshape *b)
+{
+    if (a->rank < 0 || a->rank != b->rank)
+        return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return false;
+    return true;
+}
+
+/* The QLinearConv node producing operand k (0 or 3) of add node i that fuses with it, or -1 */
+static int fusable_conv(const kiln_graph *g, const kiln_vshape *vs, int i, int k)
+{
+    const kiln_node *a = &g->nodes[i];
+    int y = a->in[k], r = a->in[3 - k];
+    if (y < 0 || r < 0 || y == r)
+        return -1;
+    int c = g->values[y].producer;
+    if (c < 0 || kiln__single_consumer(g, y) != i)
+        return -1;
+    const kiln_node *n = &g->nodes[c];
+    if (n->dead || n->op != KILN_OP_QLinearConv || n->n_out != 1 || n->n_in < 8 || n->n_in > 9 ||
+        kiln__attr_i(n, "kiln_out_float", 0) || in_at(n, 7) < 0)
+        return -1;
+    /* the add reads Y with the convolution's own quantization (what kiln__qconv_add assumes) */
+    if (!same_scalar(g, in_at(n, 6), a->in[k + 1]) || !same_scalar(g, in_at(n, 7), in_at(a, k + 2)))
+        return -1;
+    return same_shape(&vs[y], &vs[r]) ? c : -1;
+}
+
+/* Moves convolution c into add node i's slot (it reads its operands there: R may be computed after c), with the
+ * add's activation (kiln_act*) as kiln_res_act* */
+static kiln_status fuse(kiln_graph *g, int i, int c, int k)
+{
+    const kiln_node *a = &g->nodes[i], *n = &g->nodes[c];
+    int rk = 3 - k;
+    int in[14] = {n->in[0], n->in[1], n->in[2], n->in[3], n->in[4], n->in[5], n->in[6], n->in[7], in_at(n, 8),
+                  a->in[rk], a->in[rk + 1], in_at(a, rk + 2), a->in[6], in_at(a, 7)};
+    int nin = in[13] >= 0 ? 14 : 13;
+    /* the add's activation, read before the move replaces the node */
+    const char *s = kiln__attr_s(a, "kiln_act", NULL);
+    char *act = s && s[0] ? kiln__strdup(s) : NULL;
+    if (s && s[0] && !act)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    bool has_a = kiln__attr(a, "kiln_act_alpha") != NULL, has_b = kiln__attr(a, "kiln_act_beta") != NULL;
+    float alpha = kiln__attr_f(a, "kiln_act_alpha", 0), beta = kiln__attr_f(a, "kiln_act_beta", 0);
+    kiln_status st = kiln__move_node_into(g, c, i);
+    kiln_node *f = &g->nodes[i];
+    if (st == KILN_OK)
+        st = kiln__node_set_inputs(g, i, nin, in);
+    if (st == KILN_OK)
+        st = kiln__node_set_op(f, KILN_OP_QLinearConvAdd, KILN_DOMAIN, f->opset);
+    if (st == KILN_OK && act)
+        st = kiln__node_set_attr_s(f, "kiln_res_act", act);
+    if (st == KILN_OK && act && has_a)
+        st = kiln__node_set_attr_f(f, "kiln_res_act_alpha", alpha);
+    if (st == KILN_OK && act && has_b)
+        st = kiln__node_set_attr_f(f, "kiln_res_act_beta", beta);
+    kiln__free(act);
+    return st;
+}
+
+static kiln_status fuse_all(kiln_graph *g, const kiln_vshape *vs, int *changed)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kiln_node *a = &g->nodes[i];
+        if (a->dead || a->op != KILN_OP_QLinearAdd || a->n_in < 7 || a->n_out != 1)
+            continue;
+        for (int k = 0; k <= 3; k += 3) {
+            int c = fusable_conv(g, vs, i, k);
+            if (c >= 0) {
+                KILN_TRY(fuse(g, i, c, k));
+                (*changed)++;
+                break;
+            }
+        }
+    }
+    return KILN_OK;
+}
+
+static bool enabled(void)
+{
+    const char *e = getenv("KILN_QCONV_ADD");
+    return !e || strcmp(e, "0");
+}
+
+kiln_status kiln__pass_fuse_qconv_add(kiln_graph *g, const kiln_pass_ctx *pc, int *changed)
+{
+    (void)pc;
+    *changed = 0;
+    if (!enabled() || kiln__graph_has_subgraphs(g))
+        return KILN_OK;
+    kiln_symtab *st = kiln__symtab_new();
+    kiln_vshape *vs = NULL;
+    if (!st)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    kiln_status s = kiln__infer_shapes(g, st, NULL, &vs);
+    if (s == KILN_OK)
+        s = fuse_all(g, vs, changed);
+    else
+        s = KILN_OK;   /* shapes not inferred: nothing fused (the error is not the build's) */
+    kiln__free(vs);
+    kiln__symtab_free(st);
+    return s == KILN_OK && *changed ? kiln__graph_remove_dead(g) : s;
+}

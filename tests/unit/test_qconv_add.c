@@ -1,0 +1,223 @@
+/* QLinearConvAdd (passes/p_qres.c, cpu/qadd.h kiln__qconv_add): an INT8 block's last convolution and its residual
+ * QLinearAdd as one layer.
+ *  - float residual blocks (Relu(Conv(Relu(Conv(X))) + S) with S the block input or a 1x1 shortcut conv computed
+ *    after the block's last conv, between a first and a last conv (which int8 keeps float), the add's operands in either order, with and without the Relu after it, odd
+ *    channel counts and sizes) built as --precision int8 --device cuda engines: the builder fuses each pair, and the
+ *    engine's outputs on the CPU equal, byte for byte, those of the same build with KILN_QCONV_ADD=0 (two separate
+ *    layers), with one and two threads; a CPU engine keeps the pair apart (the fusion is for the GPU's epilogue);
+ *  - a QLinearConvAdd node with a residual of another shape, or a float32 convolution output, is a clean error. */
+#include "engine/engine.h"
+#include "kiln/kiln.h"
+#include "runtime/exec.h"
+#include "runtime/model.h"
+#include "test.h"
+#include "test_calib.h"
+#include "test_graph.h"
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct blk_case {
+    int64_t C, M, H, W;   /* block input channels = output channels C; the inner conv's M */
+    bool shortcut_conv;   /* S = a 1x1 conv of X computed after the block's last conv, else S = X */
+    bool res_first;       /* Add(S, Y) instead of Add(Y, S) */
+    bool relu;            /* Relu after the add */
+} blk_case;
+
+static int conv_node(kiln_graph *g, const char *name, int x, int64_t cin, int64_t cout, int64_t k, int out,
+                     unsigned long long *seed)
+{
+    char wn[64], bn[64];
+    snprintf(wn, sizeof wn, "%s_W", name);
+    snprintf(bn, sizeof bn, "%s_B", name);
+    int64_t wd[4] = {cout, cin, k, k};
+    int w = test_graph_const(g, wn, test_tensor_f32(4, wd, 0.5f, seed));
+    int b = test_graph_const(g, bn, test_tensor_f32(1, &cout, 0.2f, seed));
+    int in[3] = {x, w, b};
+    int n = test_graph_node(g, KILN_OP_Conv, name, 3, in, out);
+    int64_t pads[4] = {k / 2, k / 2, k / 2, k / 2};
+    CHECK(kiln__node_set_attr_ints(&g->nodes[n], "pads", 4, pads) == KILN_OK);
+    return n;
+}
+
+/* X -> Conv + Relu (the first layer, kept float) -> the block -> Conv + Relu -> Conv (the last, kept float) */
+static kiln_model_t blk_model(const blk_case *c, unsigned long long *seed)
+{
+    kiln_graph *g = test_graph_onnx("qconv_add");
+    int64_t xd[4] = {1, c->C, c->H, c->W};
+    int x0 = test_graph_input(g, "X", 4, xd);
+    int h0 = test_graph_value(g, "h0"), x = test_graph_value(g, "h");
+    conv_node(g, "conv0", x0, c->C, c->C, 3, h0, seed);
+    test_graph_node(g, KILN_OP_Relu, "relu0", 1, &h0, x);
+    int a = test_graph_value(g, "a"), ar = test_graph_value(g, "ar"), y = test_graph_value(g, "y");
+    int s = c->shortcut_conv ? test_graph_value(g, "s") : x, sum = test_graph_value(g, "sum");
+    int bo = c->relu ? test_graph_value(g, "bo") : sum, out = test_graph_value(g, "out");
+    conv_node(g, "conv1", x, c->C, c->M, 3, a, seed);
+    test_graph_node(g, KILN_OP_Relu, "relu1", 1, &a, ar);
+    conv_node(g, "conv2", ar, c->M, c->C, 1, y, seed);
+    if (c->shortcut_conv)   /* after conv2 in node order: the fused layer must take conv2's place at the add */
+        conv_node(g, "shortcut", x, c->C, c->C, 1, s, seed);
+    int ain[2] = {c->res_first ? s : y, c->res_first ? y : s};
+    test_graph_node(g, KILN_OP_Add, "add", 2, ain, sum);
+    if (c->relu)
+        test_graph_node(g, KILN_OP_Relu, "relu2", 1, &sum, bo);
+    int nx = test_graph_value(g, "nx"), nr = test_graph_value(g, "nr");   /* an int8 reader: the add quantized */
+    conv_node(g, "conv_next", bo, c->C, c->C, 3, nx, seed);
+    test_graph_node(g, KILN_OP_Relu, "relu_next", 1, &nx, nr);
+    conv_node(g, "conv_last", nr, c->C, c->C, 1, out, seed);
+    test_graph_output(g, out);
+    struct kiln_model *m = kiln__calloc(1, sizeof *m);
+    m->g = g;
+    return m;
+}
+
+static int count_op(kiln_engine_t e, kiln_op op)
+{
+    int n = 0;
+    for (int i = 0; e && i < e->g->n_nodes; i++)
+        n += e->g->nodes[i].op == op;
+    return n;
+}
+
+/* e's output 0 on x with nt threads, copied into *y (NULL on failure) */
+static void run_engine(kiln_engine_t e, const kiln_tensor *x, int nt, kiln_tensor *y)
+{
+    memset(y, 0, sizeof *y);
+    kiln_context_t cx = NULL;
+    CHECK(kiln_context_create(e, &cx) == KILN_OK);
+    if (!cx)
+        return;
+    kiln_context_set_threads(cx, nt);
+    CHECK(kiln_context_set_input(cx, "X", x) == KILN_OK);
+    CHECK_MSG(kiln_context_run(cx) == KILN_OK, "%s", kiln_last_error());
+    const kiln_tensor *o = kiln_context_output(cx, 0);
+    if (o && kiln__tensor_alloc(y, o->dtype, o->ndim, o->dims) == KILN_OK)
+        memcpy(y->data, o->data, o->nbytes);
+    kiln_context_free(cx);
+}
+
+static kiln_status build(kiln_model_t m, const char *cdir, kiln_device dev, kiln_engine_t *e)
+{
+    kiln_calib_options co = {.data_dir = cdir, .method = KILN_CALIB_MINMAX};
+    kiln_build_options o = {.no_tactics = true, .precision = "int8", .calib = &co, .device = dev};
+    return kiln_build(m, &o, e);
+}
+
+static void blk_run(const blk_case *c, unsigned long long *seed)
+{
+    kiln_model_t m = blk_model(c, seed);
+    char cdir[] = "/tmp/kiln_qconv_add_XXXXXX";
+    CHECK(mkdtemp(cdir) != NULL);
+    kiln_engine_t e32 = NULL, fused = NULL, apart = NULL, cpu = NULL;
+    kiln_build_options o32 = {.no_tactics = true};
+    CHECK_MSG(kiln_build(m, &o32, &e32) == KILN_OK, "%s", kiln_last_error());
+    CHECK(e32 && test_calib_samples(e32, NULL, cdir, 4, 100) == KILN_OK);
+    CHECK_MSG(build(m, cdir, KILN_DEVICE_CUDA, &fused) == KILN_OK, "fused build: %s", kiln_last_error());
+    setenv("KILN_QCONV_ADD", "0", 1);
+    CHECK_MSG(build(m, cdir, KILN_DEVICE_CUDA, &apart) == KILN_OK, "apart build: %s", kiln_last_error());
+    unsetenv("KILN_QCONV_ADD");
+    CHECK_MSG(build(m, cdir, KILN_DEVICE_CPU, &cpu) == KILN_OK, "cpu build: %s", kiln_last_error());
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cdir);
+    CHECK(system(cmd) == 0);
+    CHECK_MSG(count_op(fused, KILN_OP_QLinearConvAdd) == 1 && count_op(fused, KILN_OP_QLinearAdd) == 0,
+              "C=%lld M=%lld: %d QLinearConvAdd, %d QLinearAdd", (long long)c->C, (long long)c->M,
+              count_op(fused, KILN_OP_QLinearConvAdd), count_op(fused, KILN_OP_QLinearAdd));
+    CHECK(count_op(apart, KILN_OP_QLinearConvAdd) == 0 && count_op(apart, KILN_OP_QLinearAdd) == 1);
+    CHECK(count_op(cpu, KILN_OP_QLinearConvAdd) == 0);
+    kiln_tensor x;
+    int64_t xd[4] = {1, c->C, c->H, c->W};
+    CHECK(kiln__tensor_alloc(&x, KILN_DT_FLOAT32, 4, xd) == KILN_OK);
+    for (int64_t i = 0; i < kiln_tensor_numel(&x); i++)
+        ((float *)x.data)[i] = test_randf(seed) * 2.0f;
+    for (int nt = 1; fused && apart && nt <= 2; nt++) {
+        kiln_tensor a, b;
+        run_engine(fused, &x, nt, &a);
+        run_engine(apart, &x, nt, &b);
+        bool same = a.data && b.data && a.dtype == b.dtype && a.nbytes == b.nbytes && !memcmp(a.data, b.data, a.nbytes);
+        double mx = 0;
+        for (int64_t i = 0; b.data && b.dtype == KILN_DT_FLOAT32 && i < kiln_tensor_numel(&b); i++)
+            mx = fmax(mx, fabs(((float *)b.data)[i]));
+        CHECK_MSG(same && mx > 0, "C=%lld M=%lld %lldx%lld shortcut_conv %d res_first %d relu %d threads %d: "
+                  "fused and separate layers differ (or all zero)", (long long)c->C, (long long)c->M,
+                  (long long)c->H, (long long)c->W, c->shortcut_conv, c->res_first, c->relu, nt);
+        kiln__tensor_release(&a);
+        kiln__tensor_release(&b);
+    }
+    kiln__tensor_release(&x);
+    kiln_engine_free(e32);
+    kiln_engine_free(fused);
+    kiln_engine_free(apart);
+    kiln_engine_free(cpu);
+    kiln_model_free(m);
+}
+
+static kiln_tensor q_scalar(kiln_dtype dt, double v)
+{
+    kiln_tensor t;
+    CHECK(kiln__tensor_alloc(&t, dt, 0, NULL) == KILN_OK);
+    if (dt == KILN_DT_FLOAT32)
+        *(float *)t.data = (float)v;
+    else
+        kiln__set_i64(dt, t.data, 0, (int64_t)v);
+    return t;
+}
+
+/* A QLinearConvAdd node run directly: R of dims rd (the convolution gives [1, 8, 5, 5]); float_out: kiln_out_float */
+static void bad_case(const int64_t *rd, bool float_out, kiln_status want, const char *what)
+{
+    unsigned long long seed = 7;
+    kiln_graph *g = kiln__graph_new(NULL);
+    int64_t xd[4] = {1, 4, 5, 5}, wd[4] = {8, 4, 3, 3};
+    kiln_tensor xt, wt, rt;
+    CHECK(kiln__tensor_alloc(&xt, KILN_DT_UINT8, 4, xd) == KILN_OK);
+    CHECK(kiln__tensor_alloc(&wt, KILN_DT_INT8, 4, wd) == KILN_OK);
+    CHECK(kiln__tensor_alloc(&rt, KILN_DT_UINT8, 4, rd) == KILN_OK);
+    for (int64_t i = 0; i < kiln_tensor_numel(&wt); i++)
+        ((int8_t *)wt.data)[i] = (int8_t)(test_randf(&seed) * 100);
+    int in[13];
+    in[0] = test_graph_input(g, "x", 4, xd);
+    in[1] = test_graph_const(g, "xs", q_scalar(KILN_DT_FLOAT32, 0.1));
+    in[2] = test_graph_const(g, "xz", q_scalar(KILN_DT_UINT8, 0));
+    in[3] = test_graph_const(g, "w", wt);
+    in[4] = test_graph_const(g, "ws", q_scalar(KILN_DT_FLOAT32, 0.01));
+    in[5] = test_graph_const(g, "wz", q_scalar(KILN_DT_INT8, 0));
+    in[6] = test_graph_const(g, "ys", q_scalar(KILN_DT_FLOAT32, 0.2));
+    in[7] = test_graph_const(g, "yz", q_scalar(KILN_DT_INT8, 0));
+    in[8] = -1;
+    in[9] = test_graph_input(g, "r", 4, rd);
+    in[10] = test_graph_const(g, "rs", q_scalar(KILN_DT_FLOAT32, 0.3));
+    in[11] = test_graph_const(g, "rz", q_scalar(KILN_DT_UINT8, 0));
+    in[12] = test_graph_const(g, "cs", q_scalar(KILN_DT_FLOAT32, 0.4));
+    int out = test_graph_value(g, "c");
+    int n = test_graph_node(g, KILN_OP_QLinearConvAdd, "qca", 13, in, out);
+    int64_t pads[4] = {1, 1, 1, 1};
+    CHECK(kiln__node_set_attr_ints(&g->nodes[n], "pads", 4, pads) == KILN_OK);
+    if (float_out)
+        CHECK(kiln__node_set_attr_i(&g->nodes[n], "kiln_out_float", 1) == KILN_OK);
+    test_graph_output(g, out);
+    const kiln_tensor *feed[2] = {&xt, &rt};
+    kiln_tensor got[1] = {0};
+    kiln_run_env env = {.nthreads = 1};
+    kiln_status st = kiln__exec_graph(g, NULL, feed, got, &env, 0);
+    const char *msg = kiln_last_error();
+    CHECK_MSG(st == want && msg && strstr(msg, what), "%s: status %d, message '%s'", what, st, msg ? msg : "");
+    kiln__tensor_release(&got[0]);
+    kiln__tensor_release(&xt);
+    kiln__tensor_release(&rt);
+    kiln__graph_free(g);
+}
+
+int main(void)
+{
+    unsigned long long seed = 0x9E3779B97F4A7C15ull;
+    static const blk_case cases[] = {
+        {16, 8, 7, 9, false, false, true}, {16, 8, 7, 9, false, true, false}, {24, 12, 6, 5, true, false, true},
+        {24, 12, 6, 5, true, true, true},  {5, 7, 4, 11, false, false, true}, {33, 17, 9, 3, true, false, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        blk_run(&cases[i], &seed);
+    bad_case((const int64_t[]){1, 8, 5, 4}, false, KILN_ERR_SHAPE, "R must have the convolution output's shape");
+    bad_case((const int64_t[]){1, 8, 5, 5}, true, KILN_ERR_INVALID_ARG, "must have a quantized output");
+    return TEST_SUMMARY();
+}
