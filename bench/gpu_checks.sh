@@ -14,8 +14,10 @@
 #   gpu-all    test_gpu with its default models
 #   ocr-bench  bench/gpu_vs_torch.py --only ocr_det, FP32 and FP16, batches 1 and 16
 #   r50-ab     ResNet-50 batch 256 FP16 against FP8 (kiln bench compute_ms, alternated twice)
-#   int8       test_gpu's INT8 cases (QuantizeLinear, DequantizeLinear, QLinearAdd, QLinearConv in each kernel
-#              configuration; byte for byte against the CPU) and the ResNet-50 INT8 model case (batch 2)
+#   int8       test_gpu's INT8 cases (QuantizeLinear, DequantizeLinear, QLinearAdd, QLinearConv, QLinearConvAdd,
+#              QLinearMatMul in each kernel configuration, against the CPU) and the ResNet-50 and BERT-base INT8 model
+#              cases (batch 2)
+#   bert-int8  BERT-base seq 128 batch 128 FP16 against INT8 (kiln bench compute_ms, alternated twice)
 #   r50-int8   ResNet-50 batch 256 FP16 against INT8 (kiln bench compute_ms, alternated twice; the INT8 convolutions'
 #              timed configurations into $OUT/int8_choices.txt), then KILN_CUDA_PROFILE=layers of INT8 into
 #              $OUT/prof_r50_int8.txt
@@ -87,8 +89,27 @@ for s in "${steps[@]}"; do
     gpu-all) run gpu-all 600 80 "$T" --require-gpu ;;
     ocr-bench) run ocr-bench 420 40 python3 bench/gpu_vs_torch.py --kiln "$K" --only ocr_det --precisions fp32,fp16 \
                    --ocr-batches 1,16 --iters 20 --compile none ;;
-    int8) run int8 ${CASES_BOX:-300} 70 env KILN_TEST_GPU_ONLY=int8 "$T" --require-gpu \
-              "models/resnet50.onnx@input:2x3x224x224#int8" ;;
+    int8) run int8 ${CASES_BOX:-300} 90 env KILN_TEST_GPU_ONLY=int8 "$T" --require-gpu \
+              "models/resnet50.onnx@input:2x3x224x224#int8" \
+              "models/bert_base.onnx@input_ids:2x128,attention_mask:2x128,token_type_ids:2x128#int8" ;;
+    bert-int8)
+        export KILN_CUDA_UNVERIFIED=1   # the INT8 layers run on the GPU only so until a GPU has passed them
+        S=input_ids:128x128,attention_mask:128x128,token_type_ids:128x128
+        mkdir -p "$TMP/bcal"
+        python3 scripts/make_inputs.py models/bert_base.onnx --shape input_ids=4x128 --shape attention_mask=4x128 \
+            --shape token_type_ids=4x128 --out "$TMP/bcal" --seed 5 > /dev/null
+        for f in "$TMP/bcal"/*.npy; do mv "$f" "${f%.npy}_0.npy"; done   # NAME_KEY.npy: one sample key, batch 4
+        run bert-build16 240 3 "$K" build models/bert_base.onnx -o "$TMP/b16.kiln" --precision fp16 --device cuda \
+            --no-tactics --shapes $S
+        run bert-buildi8 300 6 "$K" build models/bert_base.onnx -o "$TMP/bi8.kiln" --precision int8 --calib "$TMP/bcal" \
+            --device cuda --no-tactics --shapes $S
+        for round in 1 2; do
+            for e in b16 bi8; do
+                timeout 120 "$K" bench "$TMP/$e.kiln" --device cuda --batch 128 --iterations 20 --json > "$TMP/b.json" 2>&1
+                log "bench $e round $round rc=$? $(grep -o '"compute_ms"[^,]*' "$TMP/b.json" | head -1) $(grep -o '"fallback[^,]*' "$TMP/b.json" | head -2 | tr '\n' ' ')"
+            done
+        done
+        unset KILN_CUDA_UNVERIFIED ;;
     r50-int8)
         export KILN_CUDA_UNVERIFIED=1   # the INT8 layers run on the GPU only so until a GPU has passed them
         S=input:256x3x224x224

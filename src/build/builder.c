@@ -231,18 +231,17 @@ static kiln_status fold_shapes(struct kiln_engine *e, kiln_pass_report *rep)
     return KILN_OK;
 }
 
-/* CPU engines: a 1x1 conv shortcut summed into the block's last conv (FusedConvSum, passes/p_shortcut.c), once the
- * precision decisions are made (it fuses float32 convolutions only); reported as pass "fuse-shortcut". */
-static kiln_status fuse_shortcut(kiln_graph *g, kiln_pass_report *rep)
+/* A pass the builder runs after the precision decisions (not in the default pipeline), then dead-nodes (when dce:
+ * weights it replaced), reported under the pass's name. */
+static kiln_status build_pass(kiln_graph *g, const kiln_pass_info *p, bool dce, kiln_pass_report *rep)
 {
-    static const kiln_pass_info p = {"fuse-shortcut", kiln__pass_fuse_shortcut}, dce = {"dead-nodes",
-                                                                                          kiln__pass_dead_nodes};
+    static const kiln_pass_info dead = {"dead-nodes", kiln__pass_dead_nodes};
     int changed = 0, dropped = 0;
-    KILN_TRY(kiln__pass_run(&p, g, kiln__builder_pass_ctx(), &changed));
-    if (changed)   /* the separate weights the stacked ones replace */
-        KILN_TRY(kiln__pass_run(&dce, g, kiln__builder_pass_ctx(), &dropped));
+    KILN_TRY(kiln__pass_run(p, g, kiln__builder_pass_ctx(), &changed));
+    if (changed && dce)
+        KILN_TRY(kiln__pass_run(&dead, g, kiln__builder_pass_ctx(), &dropped));
     if (changed && rep->n < 64) {
-        rep->entry[rep->n].name = p.name;
+        rep->entry[rep->n].name = p->name;
         rep->entry[rep->n].changed = changed;
         rep->n++;
         rep->nodes_after = g->n_nodes;
@@ -250,22 +249,12 @@ static kiln_status fuse_shortcut(kiln_graph *g, kiln_pass_report *rep)
     return KILN_OK;
 }
 
+/* CPU engines: a 1x1 conv shortcut summed into the block's last conv (FusedConvSum, passes/p_shortcut.c), once the
+ * precision decisions are made (it fuses float32 convolutions only); the separate weights dropped after. */
+static const kiln_pass_info fuse_shortcut = {"fuse-shortcut", kiln__pass_fuse_shortcut};
 /* Device engines: an INT8 block's last convolution and its residual QLinearAdd as one QLinearConvAdd
- * (passes/p_qres.c), whose GPU epilogue adds the residual while the convolution's output is in registers; reported as
- * pass "fuse-qconv-add". */
-static kiln_status fuse_qconv_add(kiln_graph *g, kiln_pass_report *rep)
-{
-    static const kiln_pass_info p = {"fuse-qconv-add", kiln__pass_fuse_qconv_add};
-    int changed = 0;
-    KILN_TRY(kiln__pass_run(&p, g, kiln__builder_pass_ctx(), &changed));
-    if (changed && rep->n < 64) {
-        rep->entry[rep->n].name = p.name;
-        rep->entry[rep->n].changed = changed;
-        rep->n++;
-        rep->nodes_after = g->n_nodes;
-    }
-    return KILN_OK;
-}
+ * (passes/p_qres.c), whose GPU epilogue adds the residual while the convolution's output is in registers. */
+static const kiln_pass_info fuse_qconv_add = {"fuse-qconv-add", kiln__pass_fuse_qconv_add};
 
 /* Moves the calibration plan (and the shapes it is valid for) into the engine. */
 static kiln_status adopt_plan(struct kiln_engine *e, kiln_calib_result *cr)
@@ -351,9 +340,9 @@ kiln_status kiln__build_planned(kiln_model_t m, kiln_build_options *o, const kil
      * not take such a plan and would plan again at its first run) */
     bool device = o && o->device != KILN_DEVICE_CPU;
     if (st == KILN_OK && optimize && !device)
-        st = fuse_shortcut(e->g, &rep);
+        st = build_pass(e->g, &fuse_shortcut, true, &rep);
     if (st == KILN_OK && optimize && device)
-        st = fuse_qconv_add(e->g, &rep);
+        st = build_pass(e->g, &fuse_qconv_add, false, &rep);
     ctl = kiln__run_ctl(NULL, budget);
     kiln_calib_result cr;
     memset(&cr, 0, sizeof cr);

@@ -8,7 +8,6 @@
  * read of each block's output less). Not in the default pipeline: the builder runs it for device engines, after the
  * precision decisions (builder.c); KILN_QCONV_ADD=0 at build time leaves the pairs apart. */
 #include "rewrite.h"
-#include "../ir/shape.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,17 +26,6 @@ static bool same_scalar(const kiln_graph *g, int a, int b)
 
 static int in_at(const kiln_node *n, int i) { return i < n->n_in ? n->in[i] : -1; }
 
-/* Whether a and b have the same inferred shape (symbolic dims are hash-consed: equal ids, equal dims). */
-static bool same_shape(const kiln_vshape *a, const kiln_vshape *b)
-{
-    if (a->rank < 0 || a->rank != b->rank)
-        return false;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
-            return false;
-    return true;
-}
-
 /* The QLinearConv node producing operand k (0 or 3) of add node i that fuses with it, or -1 */
 static int fusable_conv(const kiln_graph *g, const kiln_vshape *vs, int i, int k)
 {
@@ -55,7 +43,7 @@ static int fusable_conv(const kiln_graph *g, const kiln_vshape *vs, int i, int k
     /* the add reads Y with the convolution's own quantization (what kiln__qconv_add assumes) */
     if (!same_scalar(g, in_at(n, 6), a->in[k + 1]) || !same_scalar(g, in_at(n, 7), in_at(a, k + 2)))
         return -1;
-    return same_shape(&vs[y], &vs[r]) ? c : -1;
+    return kiln__vshape_same(&vs[y], &vs[r]) ? c : -1;
 }
 
 /* Moves convolution c into add node i's slot (it reads its operands there: R may be computed after c), with the
@@ -118,18 +106,5 @@ kiln_status kiln__pass_fuse_qconv_add(kiln_graph *g, const kiln_pass_ctx *pc, in
 {
     (void)pc;
     *changed = 0;
-    if (!enabled() || kiln__graph_has_subgraphs(g))
-        return KILN_OK;
-    kiln_symtab *st = kiln__symtab_new();
-    kiln_vshape *vs = NULL;
-    if (!st)
-        return kiln__err(KILN_ERR_NOMEM, "out of memory");
-    kiln_status s = kiln__infer_shapes(g, st, NULL, &vs);
-    if (s == KILN_OK)
-        s = fuse_all(g, vs, changed);
-    else
-        s = KILN_OK;   /* shapes not inferred: nothing fused (the error is not the build's) */
-    kiln__free(vs);
-    kiln__symtab_free(st);
-    return s == KILN_OK && *changed ? kiln__graph_remove_dead(g) : s;
+    return enabled() ? kiln__pass_with_shapes(g, fuse_all, changed) : KILN_OK;
 }

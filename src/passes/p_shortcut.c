@@ -6,7 +6,6 @@
  * formats), unpadded, undilated, one group. Not in the default pipeline: FusedConvSum is a CPU kernel, so the
  * builder runs this pass for CPU engines only, after the precision decisions (builder.c). */
 #include "rewrite.h"
-#include "../ir/shape.h"
 
 /* A 1x1, unpadded, undilated, one-group float32 convolution with constant float32 weights [M, C, 1...] and an
  * optional constant float32 bias of M elements; strides must all be 1 unless any_stride. */
@@ -45,17 +44,6 @@ static bool plain_1x1(const kiln_graph *g, const kiln_vshape *vs, const kiln_nod
         return false;
     for (int i = 0; i < c; i++)
         if (v[i] < 1 || (!any_stride && v[i] != 1))
-            return false;
-    return true;
-}
-
-/* Whether a and b have the same inferred shape (symbolic dims are hash-consed: equal ids, equal dims). */
-static bool same_shape(const kiln_vshape *a, const kiln_vshape *b)
-{
-    if (a->rank < 0 || a->rank != b->rank)
-        return false;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d])
             return false;
     return true;
 }
@@ -133,7 +121,7 @@ static kiln_status fuse_all(kiln_graph *g, const kiln_vshape *vs, int *changed)
         if (!shortcut_ok)
             continue;
         const kiln_tensor *w = kiln__const_of(g, n->in[1]), *wd = kiln__const_of(g, s->in[1]);
-        if (wd->ndim != w->ndim || wd->dims[0] != w->dims[0] || !same_shape(&vs[r], &vs[n->out[0]]))
+        if (wd->ndim != w->ndim || wd->dims[0] != w->dims[0] || !kiln__vshape_same(&vs[r], &vs[n->out[0]]))
             continue;
         KILN_TRY(fuse(g, i, d));
         (*changed)++;
@@ -144,20 +132,5 @@ static kiln_status fuse_all(kiln_graph *g, const kiln_vshape *vs, int *changed)
 kiln_status kiln__pass_fuse_shortcut(kiln_graph *g, const kiln_pass_ctx *pc, int *changed)
 {
     (void)pc;
-    *changed = 0;
-    if (kiln__graph_has_subgraphs(g))
-        return KILN_OK;
-    /* dtypes and shapes of the values (intermediates declare none) at the graph inputs' declared shapes */
-    kiln_symtab *st = kiln__symtab_new();
-    kiln_vshape *vs = NULL;
-    if (!st)
-        return kiln__err(KILN_ERR_NOMEM, "out of memory");
-    kiln_status s = kiln__infer_shapes(g, st, NULL, &vs);
-    if (s == KILN_OK)
-        s = fuse_all(g, vs, changed);
-    else
-        s = KILN_OK;   /* shapes not inferred: nothing fused (the error is not the build's) */
-    kiln__free(vs);
-    kiln__symtab_free(st);
-    return s == KILN_OK && *changed ? kiln__graph_remove_dead(g) : s;
+    return kiln__pass_with_shapes(g, fuse_all, changed);
 }

@@ -83,3 +83,33 @@ kiln_status kiln__node_set_op(kiln_node *n, kiln_op op, const char *domain, int 
     n->opset = opset;
     return KILN_OK;
 }
+
+bool kiln__vshape_same(const kiln_vshape *a, const kiln_vshape *b)
+{
+    if (a->rank < 0 || a->rank != b->rank)
+        return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->dims[d] != b->dims[d])
+            return false;
+    return true;
+}
+
+kiln_status kiln__pass_with_shapes(kiln_graph *g, kiln_status (*fuse)(kiln_graph *g, const kiln_vshape *vs, int *changed),
+                                   int *changed)
+{
+    *changed = 0;
+    if (kiln__graph_has_subgraphs(g))
+        return KILN_OK;
+    kiln_symtab *st = kiln__symtab_new();
+    kiln_vshape *vs = NULL;
+    if (!st)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    kiln_status s = kiln__infer_shapes(g, st, NULL, &vs);
+    if (s == KILN_OK)
+        s = fuse(g, vs, changed);
+    else
+        s = KILN_OK;   /* shapes not inferred: nothing fused */
+    kiln__free(vs);
+    kiln__symtab_free(st);
+    return s == KILN_OK && *changed ? kiln__graph_remove_dead(g) : s;
+}

@@ -3,6 +3,7 @@
 #define KILN_PASSES_REWRITE_H
 #include "passes.h"
 #include "../ir/fused.h"
+#include "../ir/shape.h"
 
 /* The node producing v, or NULL (graph input, constant, or dead producer). */
 kiln_node *kiln__producer(kiln_graph *g, int v);
@@ -20,4 +21,11 @@ kiln_status kiln__absorb(kiln_graph *g, int into, int idx);
 /* Maps an activation node (Relu, Clip, LeakyRelu, Sigmoid, HardSigmoid, HardSwish, Tanh, Gelu) to
  * (kind, alpha, beta) of src/ir/fused.h; false if it is not one kiln fuses (p_fuse.c). */
 bool kiln__activation_of(const kiln_graph *g, const kiln_node *a, kiln_fused_act *out);
+/* Whether a and b have the same inferred shape (symbolic dims are hash-consed: equal ids, equal dims). */
+bool kiln__vshape_same(const kiln_vshape *a, const kiln_vshape *b);
+/* A pass that needs the values' dtypes and shapes (inferred at the graph inputs' declared shapes): runs fuse(g, vs,
+ * changed) with them, nothing when the graph has subgraphs or shapes cannot be inferred (the error is not the
+ * build's), then removes the nodes it killed. */
+kiln_status kiln__pass_with_shapes(kiln_graph *g, kiln_status (*fuse)(kiln_graph *g, const kiln_vshape *vs, int *changed),
+                                   int *changed);
 #endif

@@ -1,7 +1,8 @@
 /* INT8 layers on the GPU (docs/CUDA.md "INT8 layers"): what `--precision int8` engines and explicit Q/DQ models
  * hold after the fuse-qdq pass -- QuantizeLinear and DequantizeLinear with one scale per tensor, com.microsoft
- * QLinearAdd of two tensors of one shape, and QLinearConv (one group, channels in multiples of 16 / 8, s8 filter
- * with zero points 0, activation none / Relu / Clip) and kiln's QLinearConvAdd (its residual add in the epilogue)
+ * QLinearAdd of two tensors of one shape, QLinearConv (one group, channels in multiples of 16 / 8, s8 filter with
+ * zero points 0), kiln's QLinearConvAdd (its residual add in the epilogue) and QLinearMatMul with a constant s8 B (the
+ * same kernels: a 1x1 convolution over A's rows)
  * -- each computing the CPU reference's bytes: the integer sums
  * are exact on the tensor cores (kernels_conv_i8.cu), the epilogues run the CPU's float32 operations with the CPU's
  * own parameters (the host services qepi_setup / qadd_params). Anything else stays a visible CPU fallback.
@@ -61,6 +62,19 @@ static bool linear_act_of(cu_be *b, const kiln_node *n, const char *attr)
 }
 
 static bool linear_act(cu_be *b, const kiln_node *n) { return linear_act_of(b, n, "kiln_act"); }
+
+/* The node's kiln_act is none, a linear one as above, or one of the non-linear activations the requantizing epilogue
+ * applies in float before the scale's inverse (the GPU's expf / erf approximations may move a value by one step) */
+static bool known_act(cu_be *b, const kiln_node *n)
+{
+    static const char *const names[] = {"LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "SiLU", "Gelu", "GeluTanh",
+                                        "Tanh", "HardSwishAffine"};
+    const char *a = b->host->attr_s(n, "kiln_act", NULL);
+    for (size_t i = 0; a && i < sizeof names / sizeof *names; i++)
+        if (!strcmp(a, names[i]))
+            return true;
+    return linear_act(b, n);
+}
 
 /* ---- QuantizeLinear / DequantizeLinear, one scale and zero point per tensor */
 
@@ -194,7 +208,7 @@ static bool acc_qconv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor 
 {
     bool fused = n->op == KILN_OP_QLinearConvAdd;
     if (!b->unverified || n_in < (fused ? 13 : 8) || !in[0] || !in[3] || in[0]->ndim != 4 || in[3]->ndim != 4 ||
-        !linear_act(b, n) || b->host->attr_i(n, "group", 1) != 1)
+        !known_act(b, n) || b->host->attr_i(n, "group", 1) != 1)
         return false;
     if (fused && (!in[9] || !is_q8(in[9]->dtype) || qconv_float_out(b, n) || !linear_act_of(b, n, "kiln_res_act") ||
                   !scalar_or_none(n_in, in, 10) || !scalar_or_none(n_in, in, 11) || !scalar_or_none(n_in, in, 12) ||
@@ -259,8 +273,22 @@ static void qconv_w_free(void *p)
 static size_t al16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 /* Fills host buffer h (the layout of qconv_w.dev) and q->e's scalars from the host inputs */
+/* The kernels' code of a CPU activation kind */
+static int act_code(kiln_act_kind k)
+{
+    static const int map[] = {
+        [KILN_ACT_NONE] = CUK_IDENTITY,       [KILN_ACT_RELU] = CUK_RELU,         [KILN_ACT_CLIP] = CUK_CLIP,
+        [KILN_ACT_LEAKYRELU] = CUK_LEAKYRELU, [KILN_ACT_SIGMOID] = CUK_SIGMOID,   [KILN_ACT_HARDSIGMOID] = CUK_HARDSIGMOID,
+        [KILN_ACT_HARDSWISH] = CUK_HARDSWISH, [KILN_ACT_SILU] = CUK_SILU,         [KILN_ACT_GELU] = CUK_GELU,
+        [KILN_ACT_GELU_TANH] = CUK_GELU_TANH, [KILN_ACT_TANH] = CUK_TANH, [KILN_ACT_HARDSWISH_AFFINE] = CUK_HARDSWISH_AFFINE,
+    };
+    return (int)k >= 0 && (size_t)k < sizeof map / sizeof *map ? map[k] : CUK_IDENTITY;
+}
+
+/* Fills host buffer h (the layout of qconv_w.dev) and q->e's scalars from the host inputs: the filter (input 3)
+ * [K][C][R][S] as KRSC, or (mm: QLinearMatMul) B [C][K] as [K][C] */
 static kiln_status qconv_host(cu_be *b, kiln_kctx *ctx, qconv_w *q, uint8_t *h, int64_t K, int64_t C, int64_t RS,
-                              kiln_dtype odt)
+                              kiln_dtype odt, bool mm)
 {
     const kiln_tensor *w = IN(3), *bias = IN(8);
     float as;
@@ -270,42 +298,42 @@ static kiln_status qconv_host(cu_be *b, kiln_kctx *ctx, qconv_w *q, uint8_t *h, 
     kiln_qepi e;
     float *buf = NULL;
     KILN_TRY(b->host->qepi_setup(ctx, &e, odt, true, K, as, IN(4), 1.0f, IN(6), IN(7), &buf));
-    kiln_status st = KILN_OK;
-    if (odt != KILN_DT_FLOAT32 && !e.lin)
-        st = cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "a non-linear activation before requantization");
+    bool lin = e.act.kind == KILN_ACT_NONE || e.act.kind == KILN_ACT_RELU || e.act.kind == KILN_ACT_CLIP;
     const int8_t *ws = w->data;
     int8_t *wd = (int8_t *)h;
     int32_t *bd = (int32_t *)(h + al16((size_t)(K * C * RS)));
     float *md = (float *)((uint8_t *)bd + al16((size_t)K * 4));
-    for (int64_t k = 0; st == KILN_OK && k < K; k++) {
+    for (int64_t k = 0; k < K; k++) {
         int64_t sum = 0;
         for (int64_t c = 0; c < C; c++)
-            for (int64_t p = 0; p < RS; p++) {   /* KCRS -> KRSC */
-                int8_t v = ws[(k * C + c) * RS + p];
+            for (int64_t p = 0; p < RS; p++) {   /* KCRS -> KRSC; B [C][K] -> [K][C] */
+                int8_t v = mm ? ws[c * K + k] : ws[(k * C + c) * RS + p];
                 wd[(k * RS + p) * C + c] = v;
                 sum += v;
             }
         uint32_t bv = bias ? (uint32_t)((const int32_t *)bias->data)[k] : 0u;
         bd[k] = (int32_t)(bv - (uint32_t)((int64_t)zx * sum));   /* sum (x - zx) w = sum x w - zx sum w */
-        md[k] = odt == KILN_DT_FLOAT32 ? e.scale[k] : e.mult[k];
+        md[k] = odt == KILN_DT_FLOAT32 || !e.lin ? e.scale[k] : e.mult[k];
     }
-    if (st == KILN_OK) {
-        q->e.out = odt == KILN_DT_UINT8 ? CUK_QU8 : odt == KILN_DT_INT8 ? CUK_QS8 : CUK_QF32;
-        q->e.zp = e.zp;
-        if (odt == KILN_DT_FLOAT32) {
-            q->e.lo = e.act.kind == KILN_ACT_RELU ? 0.f : e.act.kind == KILN_ACT_CLIP ? e.act.alpha : -INFINITY;
-            q->e.hi = e.act.kind == KILN_ACT_CLIP ? e.act.beta : INFINITY;
-        } else {
-            q->e.lo = (float)(e.lo - e.zp);
-            q->e.hi = (float)(e.hi - e.zp);
-        }
+    q->e.out = odt == KILN_DT_UINT8 ? CUK_QU8 : odt == KILN_DT_INT8 ? CUK_QS8 : CUK_QF32;
+    q->e.zp = e.zp;
+    q->e.act = lin ? CUK_IDENTITY : act_code(e.act.kind);
+    q->e.act_a = e.act.alpha;
+    q->e.act_b = e.act.beta;
+    q->e.inv_ys = e.inv_ys;
+    if (odt == KILN_DT_FLOAT32) {   /* Relu / Clip as bounds; others in act */
+        q->e.lo = e.act.kind == KILN_ACT_RELU ? 0.f : e.act.kind == KILN_ACT_CLIP ? e.act.alpha : -INFINITY;
+        q->e.hi = e.act.kind == KILN_ACT_CLIP ? e.act.beta : INFINITY;
+    } else {   /* the type's bounds (narrowed by Relu / Clip where e.lin) minus the zero point */
+        q->e.lo = (float)(e.lo - e.zp);
+        q->e.hi = (float)(e.hi - e.zp);
     }
     b->host->free_blob(buf);
-    return st;
+    return KILN_OK;
 }
 
 static kiln_status qconv_weights(cu_be *b, kiln_kctx *ctx, int64_t K, int64_t C, int64_t RS, kiln_dtype odt,
-                                 qconv_w **out)
+                                 bool mm, qconv_w **out)
 {
     const kiln_tensor *w = IN(3), *bias = IN(8);
     int64_t key[1] = {QC_SLOT};
@@ -333,7 +361,7 @@ static kiln_status qconv_weights(cu_be *b, kiln_kctx *ctx, int64_t K, int64_t C,
     uint8_t *h = calloc(1, bytes);
     if (!h)
         return cu_err(b, KILN_ERR_NOMEM, "out of memory");
-    kiln_status st = qconv_host(b, ctx, q, h, K, C, RS, odt);
+    kiln_status st = qconv_host(b, ctx, q, h, K, C, RS, odt, mm);
     if (st == KILN_OK && q->dev) {
         *q->own -= q->bytes;
         cudaFree(q->dev);
@@ -464,7 +492,7 @@ static kiln_status k_qconv(cu_be *b, kiln_kctx *ctx)
     kiln_dtype ydt = qconv_float_out(b, n) ? KILN_DT_FLOAT32 : IN(7)->dtype;
     kiln_dtype odt = ydt;
     qconv_w *q = NULL;
-    KILN_TRY(qconv_weights(b, ctx, K, C, RS, ydt, &q));
+    KILN_TRY(qconv_weights(b, ctx, K, C, RS, ydt, false, &q));
     cuk_qepi e = q->e;
     kiln_tensor lay[2];
     memset(lay, 0, sizeof lay);
@@ -507,11 +535,78 @@ static kiln_status k_qconv(cu_be *b, kiln_kctx *ctx)
     return st;
 }
 
+/* ---- QLinearMatMul with a constant 2-D B: a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp[, kiln's int32 bias];
+ * the 1x1 convolution of A's rows (kernels.h) */
+
+static bool sup_qmm(const kiln_bk_query *q)
+{
+    if (!q->in_dtype)
+        return true;
+    return q->n_in >= 8 && is_q8(q->in_dtype[0]) && q->in_dtype[3] == KILN_DT_INT8 &&
+           (q->n_in < 9 || q->in_dtype[8] == KILN_DT_UNDEFINED || q->in_dtype[8] == KILN_DT_INT32);
+}
+
+static bool acc_qmm(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
+{
+    if (!b->unverified || n_in < 8 || !in[0] || !in[3] || in[0]->ndim < 2 || in[3]->ndim != 2 || !known_act(b, n) ||
+        !in[3]->data || (in[3]->flags & KILN_TENSOR_ON_DEVICE))
+        return false;
+    int64_t K = in[3]->dims[0], N = in[3]->dims[1], M = K ? cu_numel(in[0]) / K : 0;
+    if (in[0]->dims[in[0]->ndim - 1] != K || K % 16 || N % 8 || M < 1 || M > 0x7fffffff || K > 0x7fffffff / 16)
+        return false;
+    if (!scalar_or_none(n_in, in, 1) || !scalar_or_none(n_in, in, 2) || !scalar_or_none(n_in, in, 6) ||
+        !scalar_or_none(n_in, in, 7) || (cu_numel(in[4]) != 1 && cu_numel(in[4]) != N))
+        return false;
+    if (n_in > 8 && in[8] && cu_numel(in[8]) != N)
+        return false;
+    if (!qconv_float_out(b, n) && (!in[6] || !in[7] || !is_q8(in[7]->dtype)))
+        return false;
+    int64_t nwz = n_in > 5 && in[5] ? cu_numel(in[5]) : 0;
+    for (int64_t i = 0; i < nwz; i++) {
+        int z;
+        if (!host_zp(in[5], i, &z) || z != 0)
+            return false;
+    }
+    int zx;
+    return host_zp(n_in > 2 ? in[2] : NULL, 0, &zx);   /* any input zero point: no padding, folded into the bias */
+}
+
+static kiln_status k_qmm(cu_be *b, kiln_kctx *ctx)
+{
+    const kiln_tensor *a = IN(0), *w = IN(3);
+    if (!acc_qmm(b, ctx->node, ctx->n_in, ctx->in))
+        return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "operands the INT8 GEMM does not take");
+    int64_t K = w->dims[0], N = w->dims[1], M = cu_numel(a) / K;
+    kiln_dtype odt = qconv_float_out(b, ctx->node) ? KILN_DT_FLOAT32 : IN(7)->dtype;
+    qconv_w *q = NULL;
+    KILN_TRY(qconv_weights(b, ctx, N, K, 1, odt, true, &q));
+    int64_t yd[KILN_MAX_DIMS];
+    memcpy(yd, a->dims, sizeof(int64_t) * (size_t)a->ndim);
+    yd[a->ndim - 1] = N;
+    KILN_TRY(cu_out(b, ctx, 0, odt, a->ndim, yd));
+    kiln_tensor *y = ctx->out[0];
+    if (!y->nbytes)
+        return KILN_OK;
+    kiln_tensor lay;
+    const kiln_tensor *al = NULL;
+    KILN_TRY(cu_relayout(b, a, false, &lay, &al));   /* rows in A's own (ONNX) order */
+    qconv_call c = {.b = b, .x_s8 = a->dtype == KILN_DT_INT8, .x = al->data, .q = q, .e = q->e, .y = y->data,
+                    .d = {.n = (int)M, .c = (int)K, .h = 1, .w = 1, .k = (int)N, .r = 1, .s = 1, .p = 1, .q = 1,
+                          .sh = 1, .sw = 1, .dh = 1, .dw = 1, .y_nhwc = 1}};
+    int cfg = 0;
+    kiln_status st = qconv_choose(b, ctx, &c, &cfg);
+    if (st == KILN_OK)
+        st = cu_check(b, qconv_launch(&c, cfg), "QLinearMatMul");
+    cu_tmp_free(b, &lay);
+    return st;
+}
+
 const cu_op cu_ops_int8[] = {
     {KILN_OP_QuantizeLinear, k_quantize, sup_quant, acc_quant, 0x6u},
     {KILN_OP_DequantizeLinear, k_dequantize, sup_quant, acc_quant, 0x6u},
     {KILN_OP_QLinearAdd, k_qadd, sup_qadd, acc_qadd, 0xF6u},
     {KILN_OP_QLinearConv, k_qconv, sup_qconv, acc_qconv, 0x1FEu},
     {KILN_OP_QLinearConvAdd, k_qconv, sup_qconv, acc_qconv, 0x3DFEu},   /* R (input 9) on the device */
+    {KILN_OP_QLinearMatMul, k_qmm, sup_qmm, acc_qmm, 0x1FEu},
     {KILN_OP_COUNT, NULL, NULL, NULL, 0},
 };

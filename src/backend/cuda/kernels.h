@@ -241,9 +241,14 @@ cudaError_t cuk_qadd(const uint8_t *a, bool as8, const uint8_t *b, bool bs8, uin
 enum cuk_qout { CUK_QU8 = 0, CUK_QS8 = 1, CUK_QF32 = 2 };
 typedef struct cuk_qepi {
     const int32_t *bias;   /* [k] device, or NULL */
-    const float *m;        /* [k] device: u8 / s8 outputs scale / y_scale, float32 outputs the scale */
+    const float *m;        /* [k] device: u8 / s8 outputs scale / y_scale, float32 outputs the scale (act: the scale) */
     int out, zp;           /* enum cuk_qout; the output's zero point */
     float lo, hi;
+    /* a non-linear activation (enum cuk_act, 0: none, Relu / Clip folded into lo / hi): u8 / s8 outputs
+     * y = clamp(rint(act((float)a * m[c]) * inv_ys), lo, hi) + zp, float32 outputs act((float)a * m[c]) (the CPU's
+     * order; the GPU's expf / erf approximation may move a requantized value by one step) */
+    int act;
+    float act_a, act_b, inv_ys;
     /* QLinearConvAdd: the requantized value a (u8 / s8 out) then goes through the add with R (NHWC u8 / s8, the
      * output's shape): y = the add's c of (a, R) as cuk_qadd computes it; res NULL: no add */
     const uint8_t *res;
@@ -252,6 +257,8 @@ typedef struct cuk_qepi {
 } cuk_qepi;
 cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
                         const cuk_conv_desc *d, cudaStream_t s);
+/* QLinearMatMul with a constant B runs as the 1x1 convolution of A's rows: d = {n = M, c = K, h = w = 1, k = N, r = s =
+ * 1, strides / dilations 1, y_nhwc}, w = B^T ([N][K] s8). */
 int cuk_conv_i8_configs(void);
 
 #ifdef __cplusplus

@@ -8,6 +8,7 @@
 // warps of 64 x 32, BN 128; u8 or s8 activations; any sm_80+ GPU), 1 .. 3 Hopper's wgmma m64nBNk32 u8 x s8 (two
 // warpgroups of 64 rows, BN 64 / 128 / 256; sm_90 only). Epilogue through shared memory: a = acc + bias[c] into an
 // int32 tile, then 8 neighbouring channels of one pixel a thread: 8 bytes (u8 / s8) or 32 (float32) a store.
+#include "kernels_act.cuh"
 #include "kernels_conv_fp8_wg.cuh"
 #include "kernels_int8.cuh"
 
@@ -66,7 +67,8 @@ __device__ __forceinline__ void q_out8(const int *a, int col, const cuk_qepi &e,
         float v[8];
 #pragma unroll
         for (int i = 0; i < 8; i++)
-            v[i] = fminf(fmaxf(__fmul_rn((float)a[i], m[i]), e.lo), e.hi);
+            v[i] = e.act ? act_apply(e.act, __fmul_rn((float)a[i], m[i]), e.act_a, e.act_b)
+                         : fminf(fmaxf(__fmul_rn((float)a[i], m[i]), e.lo), e.hi);
         st8((float *)y + o, v);
         return;
     }
@@ -77,6 +79,8 @@ __device__ __forceinline__ void q_out8(const int *a, int col, const cuk_qepi &e,
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         float t = __fmul_rn((float)a[i], m[i]);
+        if (e.act)   // a non-linear activation in float, then the scale's inverse (cpu/qgemm.c kiln__qepi_q)
+            t = __fmul_rn(act_apply(e.act, t, e.act_a, e.act_b), e.inv_ys);
         if (!(t >= e.lo))   // NaN -> lo, as the CPU
             t = e.lo;
         if (t > e.hi)
