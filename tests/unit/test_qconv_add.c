@@ -100,7 +100,9 @@ static kiln_status build(kiln_model_t m, const char *cdir, kiln_device dev, kiln
 {
     kiln_calib_options co = {.data_dir = cdir, .method = KILN_CALIB_MINMAX};
     kiln_build_options o = {.no_tactics = true, .precision = "int8", .calib = &co, .device = dev};
-    return kiln_build(m, &o, e);
+    kiln_status st = kiln_build(m, &o, e);
+    kiln_free(o.precision_report);   /* the kept-float layers' lines */
+    return st;
 }
 
 static void blk_run(const blk_case *c, unsigned long long *seed)
