@@ -5,7 +5,8 @@
  *    channel counts and sizes) built as --precision int8 --device cuda engines: the builder fuses each pair, and the
  *    engine's outputs on the CPU equal, byte for byte, those of the same build with KILN_QCONV_ADD=0 (two separate
  *    layers), with one and two threads; a CPU engine keeps the pair apart (the fusion is for the GPU's epilogue);
- *  - a QLinearConvAdd node with a residual of another shape, or a float32 convolution output, is a clean error. */
+ *  - a QLinearConvAdd node with a residual of another shape, or a float32 convolution output, is a clean error;
+ *  - the op numbers engines record did not move (QLinearConvAdd was added after the others). */
 #include "engine/engine.h"
 #include "kiln/kiln.h"
 #include "runtime/exec.h"
@@ -213,6 +214,11 @@ static void bad_case(const int64_t *rd, bool float_out, kiln_status want, const 
 int main(void)
 {
     unsigned long long seed = 0x9E3779B97F4A7C15ull;
+    /* engines record their layers' op numbers: ops are added at the end of ops.def (an op inserted before these
+     * renumbered them, and int8 engines built before no longer loaded) */
+    CHECK_MSG(KILN_OP_QGemm == 169 && KILN_OP_QLinearAdd == 170 && KILN_OP_QLinearConvAdd == 171,
+              "op numbers moved: QGemm %d, QLinearAdd %d, QLinearConvAdd %d", KILN_OP_QGemm, KILN_OP_QLinearAdd,
+              KILN_OP_QLinearConvAdd);
     static const blk_case cases[] = {
         {16, 8, 7, 9, false, false, true}, {16, 8, 7, 9, false, true, false}, {24, 12, 6, 5, true, false, true},
         {24, 12, 6, 5, true, true, true},  {5, 7, 4, 11, false, false, true}, {33, 17, 9, 3, true, false, false},
