@@ -46,13 +46,19 @@ static inline int32_t kiln__qadd1(const kiln_qadd *p, int32_t a, int32_t b)
     return r < (float)p->lo ? p->lo : r > (float)p->hi ? p->hi : (int32_t)r;
 }
 
+/* c[i] = kiln__qadd1(p, a[i], b[i]) for i < n over 8-bit arrays of one shape (c may be a: each element is read
+ * before it is written), in the cases of kiln__qadd_vec_ok; threads from pool. */
+typedef void (*kiln_qadd_run_fn)(const kiln_qadd *p, const uint8_t *a, bool a_s8, const uint8_t *b, bool b_s8,
+                                 uint8_t *c, int64_t n, kiln_pool *pool, int nthreads);
+
 /* kiln's QLinearConvAdd (passes/p_qres.c): QLinearConv's inputs 0-8 (the node's kiln_act its activation), then R,
  * R_scale, R_zero_point, C_scale, C_zero_point: C = QLinearAdd(Y, y_scale, y_zero_point, R, R_scale, R_zero_point,
  * C_scale, C_zero_point) of the convolution's output Y with the activation kiln_res_act -- the two layers'
  * operations exactly (Y's bytes, then kiln__qadd1 per element; the float sum of the add is commutative, so which
  * operand the model's Add had first does not matter). Y is computed by conv (a QLinearConv kernel) into the output's
- * memory, then the add runs over it in place. */
-kiln_status kiln__qconv_add(kiln_kctx *ctx, kiln_kernel_fn conv);
+ * memory, then the add runs over it in place: by add (a vector kernel) where kiln__qadd_vec_ok allows, else one
+ * element at a time. */
+kiln_status kiln__qconv_add(kiln_kctx *ctx, kiln_kernel_fn conv, kiln_qadd_run_fn add);
 
 /* The reference kernel (ref/k_qadd.c), also the fast kernel's fallback. */
 kiln_status kiln__k_qlinearadd_ref(kiln_kctx *ctx);
@@ -72,7 +78,8 @@ static inline bool kiln__qadd_vec_ok(const kiln_qadd *p, const kiln_tensor *a, c
                   (p->act.kind == KILN_ACT_CLIP && p->act.alpha <= p->act.beta);
     return act_ok && p->sa < 1e35f && p->sb < 1e35f;
 }
-/* x86/qadd_avx2.c: the AVX2 kernel (x86/qadd_avx512.c registers it for AVX2 hosts). */
+/* x86/qadd_avx2.c: the AVX2 kernels (x86/qadd_avx512.c registers them for AVX2 hosts). */
 kiln_status kiln__k_qlinearadd_avx2(kiln_kctx *ctx);
+kiln_status kiln__k_qconv_add_avx2(kiln_kctx *ctx);
 
 #endif

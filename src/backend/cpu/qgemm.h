@@ -207,7 +207,6 @@ kiln_status kiln__qact_from_node(const kiln_kctx *ctx, kiln_act *a);
 kiln_status kiln__qact_from_attr(const kiln_kctx *ctx, const char *attr, kiln_act *a);
 
 kiln_status kiln__k_qlinearconv_fast(kiln_kctx *ctx);
-kiln_status kiln__k_qconv_add_fast(kiln_kctx *ctx);   /* QLinearConvAdd (qadd.h kiln__qconv_add) over it */
 kiln_status kiln__k_convinteger_fast(kiln_kctx *ctx);
 kiln_status kiln__k_qlinearmatmul_fast(kiln_kctx *ctx);
 kiln_status kiln__k_matmulinteger_fast(kiln_kctx *ctx);

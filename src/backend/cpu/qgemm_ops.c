@@ -10,7 +10,6 @@
  * kiln__prep_check accepts it for these dims, and otherwise packs the weights into a temporary
  * blob with the same function. */
 #include "qgemm.h"
-#include "qadd.h"
 #include "cpu_kernels.h"
 #include "prep.h"
 #include <math.h>
@@ -727,8 +726,6 @@ kiln_status kiln__k_qlinearconv_fast(kiln_kctx *ctx)
                     .bias = kiln__kin(ctx, 8), .odt = odt};
     return qconv_run(ctx, &q);
 }
-
-kiln_status kiln__k_qconv_add_fast(kiln_kctx *ctx) { return kiln__qconv_add(ctx, kiln__k_qlinearconv_fast); }
 
 kiln_status kiln__k_convinteger_fast(kiln_kctx *ctx)
 {

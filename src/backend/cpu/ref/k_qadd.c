@@ -102,7 +102,7 @@ kiln_status kiln__k_qlinearadd_ref(kiln_kctx *ctx)
     return KILN_OK;
 }
 
-kiln_status kiln__qconv_add(kiln_kctx *ctx, kiln_kernel_fn conv)
+kiln_status kiln__qconv_add(kiln_kctx *ctx, kiln_kernel_fn conv, kiln_qadd_run_fn add)
 {
     if (ctx->n_in < 13 || ctx->n_out < 1 || !ctx->out[0])
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "QLinearConvAdd needs 13 or 14 inputs and its output");
@@ -123,13 +123,20 @@ kiln_status kiln__qconv_add(kiln_kctx *ctx, kiln_kernel_fn conv)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "R must have the convolution output's shape and Y a quantized type");
     int64_t n = kiln_tensor_numel(y);
     uint8_t *c = y->data;
-    for (int64_t i = 0; i < n; i++)   /* element i is read before it is written */
-        c[i] = (uint8_t)kiln__qadd1(&p, q8(y->dtype, y->data, i), q8(r->dtype, r->data, i));
+    if (add && kiln__qadd_vec_ok(&p, y, r)) {
+        add(&p, c, y->dtype == KILN_DT_INT8, r->data, r->dtype == KILN_DT_INT8, c, n, ctx->pool, ctx->nthreads);
+    } else {
+        for (int64_t i = 0; i < n; i++)   /* element i is read before it is written */
+            c[i] = (uint8_t)kiln__qadd1(&p, q8(y->dtype, y->data, i), q8(r->dtype, r->data, i));
+    }
     y->dtype = p.cdt;
     return KILN_OK;
 }
 
-static kiln_status k_qconv_add_ref(kiln_kctx *ctx) { return kiln__qconv_add(ctx, kiln__cpu_ref_kernel(KILN_OP_QLinearConv)); }
+static kiln_status k_qconv_add_ref(kiln_kctx *ctx)
+{
+    return kiln__qconv_add(ctx, kiln__cpu_ref_kernel(KILN_OP_QLinearConv), NULL);
+}
 
 const kiln_kernel_reg kiln__ref_qadd[] = {
     {KILN_OP_QLinearAdd, kiln__k_qlinearadd_ref},

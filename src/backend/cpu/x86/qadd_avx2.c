@@ -58,6 +58,13 @@ TQA2 static void qadd_task(void *arg, int64_t b0, int64_t b1)
     }
 }
 
+static void qadd_run(const kiln_qadd *p, const uint8_t *a, bool a_s8, const uint8_t *b, bool b_s8, uint8_t *c,
+                     int64_t n, kiln_pool *pool, int nthreads)
+{
+    qadd_job j = {.p = p, .a = a, .b = b, .a_s8 = a_s8, .b_s8 = b_s8, .c = c, .n = n};
+    kiln__parallel_for(pool, nthreads, (n + 7) / 8, 4096, qadd_task, &j);
+}
+
 kiln_status kiln__k_qlinearadd_avx2(kiln_kctx *ctx)
 {
     kiln_qadd p;
@@ -67,11 +74,19 @@ kiln_status kiln__k_qlinearadd_avx2(kiln_kctx *ctx)
     if (!kiln__qadd_vec_ok(&p, a, b))
         return kiln__k_qlinearadd_ref(ctx);
     KILN_TRY(kiln__kout_uninit(ctx, 0, p.cdt, a->ndim, a->dims));
-    qadd_job j = {.p = &p, .a = a->data, .b = b->data, .a_s8 = a->dtype == KILN_DT_INT8,
-                  .b_s8 = b->dtype == KILN_DT_INT8, .c = ctx->out[0]->data, .n = kiln_tensor_numel(a)};
-    kiln__parallel_for(ctx->pool, ctx->nthreads, (j.n + 7) / 8, 4096, qadd_task, &j);
+    qadd_run(&p, a->data, a->dtype == KILN_DT_INT8, b->data, b->dtype == KILN_DT_INT8, ctx->out[0]->data,
+             kiln_tensor_numel(a), ctx->pool, ctx->nthreads);
     return KILN_OK;
+}
+
+kiln_status kiln__k_qconv_add_avx2(kiln_kctx *ctx)
+{
+    return kiln__qconv_add(ctx, kiln__ref_kernel(KILN_OP_QLinearConv), qadd_run);
 }
 #else
 kiln_status kiln__k_qlinearadd_avx2(kiln_kctx *ctx) { return kiln__k_qlinearadd_ref(ctx); }
+kiln_status kiln__k_qconv_add_avx2(kiln_kctx *ctx)
+{
+    return kiln__qconv_add(ctx, kiln__ref_kernel(KILN_OP_QLinearConv), NULL);
+}
 #endif

@@ -2,8 +2,8 @@
  * hosts with AVX-512F: A and B of one shape, activation none / Relu / Clip; 16 elements per step
  * through the reference's float32 operations in the same order (two products, one sum, the
  * activation as max / min, a true division by C_scale, round to nearest even, + C_zero_point,
- * clamp), so every element equals the reference's. Anything else runs the reference. The table
- * also registers the AVX2 twin (qadd_avx2.c) for hosts without AVX-512. */
+ * clamp), so every element equals the reference's. Anything else runs the reference. The same add finishes kiln's
+ * QLinearConvAdd (qadd.h). The table also registers the AVX2 twins (qadd_avx2.c) for hosts without AVX-512. */
 #include "../cpu_kernels.h"
 #include "../vmath.h"
 #include "../qadd.h"
@@ -61,6 +61,13 @@ TQA static void qadd_task(void *arg, int64_t b0, int64_t b1)
     }
 }
 
+static void qadd_run(const kiln_qadd *p, const uint8_t *a, bool a_s8, const uint8_t *b, bool b_s8, uint8_t *c,
+                     int64_t n, kiln_pool *pool, int nthreads)
+{
+    qadd_job j = {.p = p, .a = a, .b = b, .a_s8 = a_s8, .b_s8 = b_s8, .c = c, .n = n};
+    kiln__parallel_for(pool, nthreads, (n + 15) / 16, 2048, qadd_task, &j);
+}
+
 static kiln_status k_qlinearadd_fast(kiln_kctx *ctx)
 {
     kiln_qadd p;
@@ -70,15 +77,22 @@ static kiln_status k_qlinearadd_fast(kiln_kctx *ctx)
     if (!kiln__qadd_vec_ok(&p, a, b))
         return kiln__k_qlinearadd_ref(ctx);
     KILN_TRY(kiln__kout_uninit(ctx, 0, p.cdt, a->ndim, a->dims));
-    qadd_job j = {.p = &p, .a = a->data, .b = b->data, .a_s8 = a->dtype == KILN_DT_INT8,
-                  .b_s8 = b->dtype == KILN_DT_INT8, .c = ctx->out[0]->data, .n = kiln_tensor_numel(a)};
-    kiln__parallel_for(ctx->pool, ctx->nthreads, (j.n + 15) / 16, 2048, qadd_task, &j);
+    qadd_run(&p, a->data, a->dtype == KILN_DT_INT8, b->data, b->dtype == KILN_DT_INT8, ctx->out[0]->data,
+             kiln_tensor_numel(a), ctx->pool, ctx->nthreads);
     return KILN_OK;
+}
+
+/* QLinearConvAdd: the fastest QLinearConv kernel, then this add over its output in place */
+static kiln_status k_qconv_add_fast(kiln_kctx *ctx)
+{
+    return kiln__qconv_add(ctx, kiln__ref_kernel(KILN_OP_QLinearConv), qadd_run);
 }
 
 const kiln_kernel_isa_reg kiln__x86_qadd[] = {
     {KILN_OP_QLinearAdd, kiln__k_qlinearadd_avx2, KILN_CPU_AVX2, "QLinearAdd/avx2"},   /* qadd_avx2.c */
+    {KILN_OP_QLinearConvAdd, kiln__k_qconv_add_avx2, KILN_CPU_AVX2, "QLinearConvAdd/avx2"},
     {KILN_OP_QLinearAdd, k_qlinearadd_fast, KILN_CPU_AVX512F, "QLinearAdd/avx512"},
+    {KILN_OP_QLinearConvAdd, k_qconv_add_fast, KILN_CPU_AVX512F, "QLinearConvAdd/avx512"},
     {KILN_OP_COUNT, NULL, 0, NULL},
 };
 #else

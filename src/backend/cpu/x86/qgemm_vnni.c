@@ -15,7 +15,6 @@
 /* qgemm_ops.c's kernels on the portable tile, for every host (isa 0) */
 #define QGEMM_PACKED_KERNELS                                                                       \
     {KILN_OP_QLinearConv, kiln__k_qlinearconv_fast, 0, "QLinearConv/packed"},                      \
-    {KILN_OP_QLinearConvAdd, kiln__k_qconv_add_fast, 0, "QLinearConvAdd/packed"},                  \
     {KILN_OP_ConvInteger, kiln__k_convinteger_fast, 0, "ConvInteger/packed"},                      \
     {KILN_OP_QLinearMatMul, kiln__k_qlinearmatmul_fast, 0, "QLinearMatMul/packed"},                \
     {KILN_OP_MatMulInteger, kiln__k_matmulinteger_fast, 0, "MatMulInteger/packed"},                \
@@ -192,7 +191,6 @@ TVNNI void kiln__qdw_row_vnni(int32_t *acc, const uint8_t *row, bool s8, int64_t
 const kiln_kernel_isa_reg kiln__x86_qgemm[] = {
     QGEMM_PACKED_KERNELS
     {KILN_OP_QLinearConv, kiln__k_qlinearconv_fast, QISA, "QLinearConv/avx512vnni"},
-    {KILN_OP_QLinearConvAdd, kiln__k_qconv_add_fast, QISA, "QLinearConvAdd/avx512vnni"},
     {KILN_OP_ConvInteger, kiln__k_convinteger_fast, QISA, "ConvInteger/avx512vnni"},
     {KILN_OP_QLinearMatMul, kiln__k_qlinearmatmul_fast, QISA, "QLinearMatMul/avx512vnni"},
     {KILN_OP_MatMulInteger, kiln__k_matmulinteger_fast, QISA, "MatMulInteger/avx512vnni"},
