@@ -5,7 +5,8 @@
  *    channel counts and sizes) built as --precision int8 --device cuda engines: the builder fuses each pair, and the
  *    engine's outputs on the CPU equal, byte for byte, those of the same build with KILN_QCONV_ADD=0 (two separate
  *    layers), with one and two threads; a CPU engine keeps the pair apart (the fusion is for the GPU's epilogue);
- *  - a QLinearConvAdd node with a residual of another shape, or a float32 convolution output, is a clean error;
+ *  - a QLinearConvAdd node with a residual of another shape or type, none, no C_scale, an unknown activation, or a
+ *    float32 convolution output, is a clean error;
  *  - the op numbers engines record did not move (QLinearConvAdd was added after the others). */
 #include "engine/engine.h"
 #include "kiln/kiln.h"
@@ -166,8 +167,10 @@ static kiln_tensor q_scalar(kiln_dtype dt, double v)
     return t;
 }
 
-/* A QLinearConvAdd node run directly: R of dims rd (the convolution gives [1, 8, 5, 5]); float_out: kiln_out_float */
-static void bad_case(const int64_t *rd, bool float_out, kiln_status want, const char *what)
+/* A QLinearConvAdd node run directly: R of dims rd and dtype rdt (the convolution gives [1, 8, 5, 5]); float_out:
+ * kiln_out_float; input `empty` left empty (0: none); res_act: kiln_res_act (NULL: none) */
+static void bad_case_ex(const int64_t *rd, kiln_dtype rdt, bool float_out, int empty, const char *res_act,
+                        kiln_status want, const char *what)
 {
     unsigned long long seed = 7;
     kiln_graph *g = kiln__graph_new(NULL);
@@ -175,7 +178,7 @@ static void bad_case(const int64_t *rd, bool float_out, kiln_status want, const 
     kiln_tensor xt, wt, rt;
     CHECK(kiln__tensor_alloc(&xt, KILN_DT_UINT8, 4, xd) == KILN_OK);
     CHECK(kiln__tensor_alloc(&wt, KILN_DT_INT8, 4, wd) == KILN_OK);
-    CHECK(kiln__tensor_alloc(&rt, KILN_DT_UINT8, 4, rd) == KILN_OK);
+    CHECK(kiln__tensor_alloc(&rt, rdt, 4, rd) == KILN_OK);
     for (int64_t i = 0; i < kiln_tensor_numel(&wt); i++)
         ((int8_t *)wt.data)[i] = (int8_t)(test_randf(&seed) * 100);
     int in[13];
@@ -192,8 +195,12 @@ static void bad_case(const int64_t *rd, bool float_out, kiln_status want, const 
     in[10] = test_graph_const(g, "rs", q_scalar(KILN_DT_FLOAT32, 0.3));
     in[11] = test_graph_const(g, "rz", q_scalar(KILN_DT_UINT8, 0));
     in[12] = test_graph_const(g, "cs", q_scalar(KILN_DT_FLOAT32, 0.4));
+    if (empty)
+        in[empty] = -1;
     int out = test_graph_value(g, "c");
     int n = test_graph_node(g, KILN_OP_QLinearConvAdd, "qca", 13, in, out);
+    if (res_act)
+        CHECK(kiln__node_set_attr_s(&g->nodes[n], "kiln_res_act", res_act) == KILN_OK);
     int64_t pads[4] = {1, 1, 1, 1};
     CHECK(kiln__node_set_attr_ints(&g->nodes[n], "pads", 4, pads) == KILN_OK);
     if (float_out)
@@ -209,6 +216,11 @@ static void bad_case(const int64_t *rd, bool float_out, kiln_status want, const 
     kiln__tensor_release(&xt);
     kiln__tensor_release(&rt);
     kiln__graph_free(g);
+}
+
+static void bad_case(const int64_t *rd, bool float_out, kiln_status want, const char *what)
+{
+    bad_case_ex(rd, KILN_DT_UINT8, float_out, 0, NULL, want, what);
 }
 
 int main(void)
@@ -227,5 +239,10 @@ int main(void)
         blk_run(&cases[i], &seed);
     bad_case((const int64_t[]){1, 8, 5, 4}, false, KILN_ERR_SHAPE, "R must have the convolution output's shape");
     bad_case((const int64_t[]){1, 8, 5, 5}, true, KILN_ERR_INVALID_ARG, "must have a quantized output");
+    static const int64_t y[4] = {1, 8, 5, 5};
+    bad_case_ex(y, KILN_DT_FLOAT32, false, 0, NULL, KILN_ERR_DTYPE, "R must be uint8/int8");
+    bad_case_ex(y, KILN_DT_UINT8, false, 12, NULL, KILN_ERR_INVALID_ARG, "missing C_scale");
+    bad_case_ex(y, KILN_DT_UINT8, false, 9, NULL, KILN_ERR_DTYPE, "R must be uint8/int8");
+    bad_case_ex(y, KILN_DT_UINT8, false, 0, "Bogus", KILN_ERR_INVALID_ARG, "unknown kiln_res_act activation");
     return TEST_SUMMARY();
 }

@@ -6,20 +6,24 @@
 
 static bool is_q8(kiln_dtype dt) { return dt == KILN_DT_UINT8 || dt == KILN_DT_INT8; }
 
+/* The operands' names (QLinearAdd's; QLinearConvAdd's A is its convolution's output Y, B its R) */
+static const char *const q_names[8] = {"A", "A_scale", "A_zero_point", "B", "B_scale", "B_zero_point", "C_scale",
+                                       "C_zero_point"};
+
 /* scale q[i]: a float scalar, finite and > 0 */
 static kiln_status scale_in(const kiln_kctx *ctx, const kiln_tensor *const *q, int i, float *s)
 {
     const kiln_tensor *t = q[i];
     if (!t)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing scale input %d", i);
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing %s", q_names[i]);
     if (t->dtype != KILN_DT_FLOAT32 && t->dtype != KILN_DT_FLOAT16 && t->dtype != KILN_DT_BFLOAT16 &&
         t->dtype != KILN_DT_FLOAT64)
-        return kiln__kerr(ctx, KILN_ERR_DTYPE, "scale input %d must be float, got %s", i, kiln_dtype_name(t->dtype));
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "%s must be float, got %s", q_names[i], kiln_dtype_name(t->dtype));
     if (kiln_tensor_numel(t) != 1)
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "scale input %d must be a scalar", i);
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "%s must be a scalar", q_names[i]);
     *s = (float)kiln__get_f64(t->dtype, t->data, 0);
     if (!(*s > 0) || !isfinite(*s))
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "scale input %d must be finite and > 0", i);
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "%s must be finite and > 0", q_names[i]);
     return KILN_OK;
 }
 
@@ -31,10 +35,10 @@ static kiln_status zp_in(const kiln_kctx *ctx, const kiln_tensor *const *q, int 
     if (!t)
         return KILN_OK;
     if (t->dtype != dt)
-        return kiln__kerr(ctx, KILN_ERR_DTYPE, "zero point input %d is %s, expected %s", i, kiln_dtype_name(t->dtype),
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "%s is %s, expected %s", q_names[i], kiln_dtype_name(t->dtype),
                           kiln_dtype_name(dt));
     if (kiln_tensor_numel(t) != 1)
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "zero point input %d must be a scalar", i);
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "%s must be a scalar", q_names[i]);
     *z = (int32_t)kiln__get_i64(dt, t->data, 0);
     return KILN_OK;
 }
