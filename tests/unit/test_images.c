@@ -78,8 +78,8 @@ static void write_jpeg(const char *path, int w, int h, int comps, const unsigned
 }
 
 /* Copies JPEG src to dst with the frame header (SOF0/1/2) claiming w x h pixels, cut cut_after
- * bytes after the first scan header. */
-static void jpeg_variant(const char *src, const char *dst, int w, int h, size_t cut_after)
+ * bytes after the first scan header, then (eoi) an EOI marker. */
+static void jpeg_variant(const char *src, const char *dst, int w, int h, size_t cut_after, bool eoi)
 {
     FILE *in = fopen(src, "rb");
     static unsigned char b[1 << 16];
@@ -99,6 +99,8 @@ static void jpeg_variant(const char *src, const char *dst, int w, int h, size_t 
     }
     FILE *f = fopen(dst, "wb");
     fwrite(b, 1, end, f);
+    if (eoi)
+        fwrite("\xff\xd9", 1, 2, f);
     fclose(f);
 }
 
@@ -273,11 +275,16 @@ static void test_decode(void)
     write_jpeg(path_of("prog.jpg"), w, h, 3, smooth);
     progressive_jpeg = false;
     CHECK(kiln_image_read(path_of("prog.jpg"), &p, buf) == KILN_OK);
-    for (int k = 0; k < 2; k++) {   /* sequential, progressive */
-        jpeg_variant(path_of(k ? "prog.jpg" : "s.jpg"), path_of("huge.bin"), 32768, 32768, 16);
+    for (int k = 0; k < 4; k++) {   /* sequential, progressive; the file cut, or its scan cut before an EOI */
+        bool eoi = k >= 2;
+        jpeg_variant(path_of(k % 2 ? "prog.jpg" : "s.jpg"), path_of("huge.bin"), 32768, 32768, 16, eoi);
         st = kiln_image_read(path_of("huge.bin"), &p, buf);
-        CHECK_MSG(st == KILN_ERR_PARSE && strstr(kiln_last_error(), "truncated"), "huge jpeg %d: %d %s", k, (int)st,
-                  kiln_last_error());
+        CHECK_MSG(st == KILN_ERR_PARSE && strstr(kiln_last_error(), eoi ? "premature end of data segment" : "truncated"),
+                  "huge jpeg %d: %d %s", k, (int)st, kiln_last_error());
+        /* the same at the file's own size (fuzz_image found the EOI case at 17232 x 26947: 1.8 GB, 37 s) */
+        jpeg_variant(path_of(k % 2 ? "prog.jpg" : "s.jpg"), path_of("huge.bin"), w, h, 16, eoi);
+        st = kiln_image_read(path_of("huge.bin"), &p, buf);
+        CHECK_MSG(st == KILN_ERR_PARSE, "cut jpeg %d: %d %s", k, (int)st, kiln_last_error());
     }
     unlink(path_of("prog.jpg"));
     unlink(path_of("huge.bin"));
