@@ -286,6 +286,12 @@ static void test_decode(void)
         st = kiln_image_read(path_of("huge.bin"), &p, buf);
         CHECK_MSG(st == KILN_ERR_PARSE, "cut jpeg %d: %d %s", k, (int)st, kiln_last_error());
     }
+    for (int k = 0; k < 2; k++) {   /* over the side limit: refused from the header, before libjpeg's buffers */
+        jpeg_variant(path_of(k ? "prog.jpg" : "s.jpg"), path_of("huge.bin"), 65293, 40000, 16, true);
+        st = kiln_image_read(path_of("huge.bin"), &p, buf);
+        CHECK_MSG(st == KILN_ERR_LIMIT && strstr(kiln_last_error(), "65293 x 40000"), "over the limit %d: %d %s", k,
+                  (int)st, kiln_last_error());
+    }
     unlink(path_of("prog.jpg"));
     unlink(path_of("huge.bin"));
     CHECK(kiln_image_read(path_of("missing.png"), &p, buf) == KILN_ERR_IO);
