@@ -13,6 +13,8 @@
 #   device_tactics  device tactics texts (src/core/devtac.h): valid, CRLF, malformed lines, no header
 #   serve         KServe v2 infer requests (JSON, nested, binary extension, missing inputs, huge shapes) and
 #                 config.pbtxt texts, each behind the byte that picks fuzz_serve's target
+#   image         small PNG and JPEG files written by ImageMagick (colour, grey, palette, 16-bit, alpha,
+#                 interlaced, progressive, CMYK), a truncated one of each
 # Usage: tests/fuzz/make_corpus.sh [KILN_BINARY] [OUT]      (idempotent; rerun to refresh)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -27,7 +29,7 @@ fi
 [ -x "$KILN" ] || { echo "make_corpus: $KILN not built (make build-fuzz)" >&2; exit 1; }
 [ -d "$SUITE" ] || { echo "make_corpus: $SUITE missing (scripts/bootstrap.sh)" >&2; exit 1; }
 rm -rf "$OUT.tmp"
-mkdir -p "$OUT.tmp"/{onnx,tensor_pb,npy,engine,timing_cache,calib_cache,device_tactics,serve}
+mkdir -p "$OUT.tmp"/{onnx,tensor_pb,npy,engine,timing_cache,calib_cache,device_tactics,serve,image}
 T="$OUT.tmp"
 
 # content-addressed copy: identical seeds collapse, names are stable across runs
@@ -141,8 +143,29 @@ req 0 0 '{"inputs":[{"name":"x","datatype":"FP32","shape":[99999999,3,99999999],
 printf '\x80max_batch_size: 8\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ 3, -1 ] } ]\noutput [ { name: "y" data_type: TYPE_FP32 dims: [ -1 ] } ]\ndynamic_batching { preferred_batch_size: [ 2, 4 ] max_queue_delay_microseconds: 100 }\ninstance_group [ { count: 2 kind: KIND_CPU } ]\nparameters { key: "precision" value: { string_value: "fp16" } }\n' > "$c/config"
 printf '\x80name: "m" # comment\ninput { name: "a\\"b" dims: [1, 2, 3, 4, 5, 6, 7, 8, 9] }\nmax_batch_size: -5\n' > "$c/config_bad"
 
+# ---- image: ImageMagick's convert (tests/cli/test_calib_images.sh uses it too); skipped without it
+c="$T/image"
+if [ -x /usr/bin/convert ]; then
+  im() { /usr/bin/convert "$@" 2>/dev/null || echo "make_corpus: convert $* failed (skipped)" >&2; }
+  im -size 7x5 gradient:red-blue -strip -depth 8 "$c/rgb.png"
+  im -size 9x3 gradient:white-black -strip -colorspace Gray -depth 8 "$c/grey.png"
+  im -size 4x6 gradient:red-green -strip -depth 16 "$c/rgb16.png"
+  im -size 5x5 gradient:red-blue -strip -colors 4 "PNG8:$c/palette.png"
+  im -size 6x4 gradient:red-none -strip -depth 8 "PNG32:$c/alpha.png"
+  im -size 8x8 gradient:blue-yellow -strip -interlace PNG "$c/interlaced.png"
+  im -size 11x7 gradient:red-blue -strip -quality 80 "$c/rgb.jpg"
+  im -size 9x9 gradient:white-black -strip -colorspace Gray -quality 90 "$c/grey.jpg"
+  im -size 17x9 gradient:red-blue -strip -interlace JPEG "$c/progressive.jpg"
+  im -size 16x16 gradient:red-blue -strip -sampling-factor 2x2 -quality 50 "$c/subsampled.jpg"
+  im -size 4x4 gradient:red-blue -strip -colorspace CMYK "$c/cmyk.jpg"
+  [ -s "$c/rgb.png" ] && head -c 60 "$c/rgb.png" > "$c/truncated.png"
+  [ -s "$c/rgb.jpg" ] && head -c 150 "$c/rgb.jpg" > "$c/truncated.jpg"
+else
+  echo "make_corpus: /usr/bin/convert missing: no image seeds" >&2
+fi
+
 rm -rf "$OUT"
 mv "$OUT.tmp" "$OUT"
-for h in onnx tensor_pb npy engine timing_cache calib_cache device_tactics serve; do
+for h in onnx tensor_pb npy engine timing_cache calib_cache device_tactics serve image; do
   printf 'make_corpus: %-13s %4d seeds\n' "$h" "$(ls "$OUT/$h" | wc -l)"
 done

@@ -12,10 +12,10 @@ SECONDS_EACH="${1:-300}"
 shift || true
 BUILD="${BUILD:-build-fuzz}"
 HARNESSES=("$@")
-[ "${#HARNESSES[@]}" -gt 0 ] || HARNESSES=(onnx build npy tensor_pb engine timing_cache calib_cache device_tactics serve)
+[ "${#HARNESSES[@]}" -gt 0 ] || HARNESSES=(onnx build npy tensor_pb engine timing_cache calib_cache device_tactics serve image)
 declare -A DICT=([onnx]=onnx.dict [build]=onnx.dict [tensor_pb]=onnx.dict [npy]=npy.dict [engine]=engine.dict
                  [timing_cache]=timing_cache.dict [calib_cache]=calib_cache.dict [device_tactics]=device_tactics.dict
-                 [serve]=serve.dict)
+                 [serve]=serve.dict [image]=image.dict)
 fail=0
 for h in "${HARNESSES[@]}"; do
   bin="$BUILD/fuzz/fuzz_$h"

@@ -49,6 +49,8 @@ static void write_png(const char *path, int w, int h, int format, const unsigned
     CHECK_MSG(png_image_write_to_file(&im, path, 0, px, 0, NULL), "%s", im.message);
 }
 
+static bool progressive_jpeg;   /* write_jpeg writes a progressive file */
+
 static void write_jpeg(const char *path, int w, int h, int comps, const unsigned char *px)
 {
     struct jpeg_compress_struct c;
@@ -63,6 +65,8 @@ static void write_jpeg(const char *path, int w, int h, int comps, const unsigned
     c.in_color_space = comps == 3 ? JCS_RGB : JCS_GRAYSCALE;
     jpeg_set_defaults(&c);
     jpeg_set_quality(&c, 100, TRUE);
+    if (progressive_jpeg)
+        jpeg_simple_progression(&c);
     jpeg_start_compress(&c, TRUE);
     while (c.next_scanline < c.image_height) {
         JSAMPROW row = (JSAMPROW)px + (size_t)c.next_scanline * w * comps;
@@ -70,6 +74,33 @@ static void write_jpeg(const char *path, int w, int h, int comps, const unsigned
     }
     jpeg_finish_compress(&c);
     jpeg_destroy_compress(&c);
+    fclose(f);
+}
+
+/* Copies JPEG src to dst with the frame header (SOF0/1/2) claiming w x h pixels, cut cut_after
+ * bytes after the first scan header, then (eoi) an EOI marker. */
+static void jpeg_variant(const char *src, const char *dst, int w, int h, size_t cut_after, bool eoi)
+{
+    FILE *in = fopen(src, "rb");
+    static unsigned char b[1 << 16];
+    size_t n = fread(b, 1, sizeof b, in), end = n;
+    fclose(in);
+    for (size_t i = 2; i + 4 <= n && b[i] == 0xFF;) {
+        size_t len = (size_t)b[i + 2] << 8 | b[i + 3];
+        if (b[i + 1] >= 0xC0 && b[i + 1] <= 0xC2) {
+            b[i + 5] = (unsigned char)(h >> 8), b[i + 6] = (unsigned char)h;
+            b[i + 7] = (unsigned char)(w >> 8), b[i + 8] = (unsigned char)w;
+        }
+        if (b[i + 1] == 0xDA) {
+            end = i + 2 + len + cut_after;
+            break;
+        }
+        i += 2 + len;
+    }
+    FILE *f = fopen(dst, "wb");
+    fwrite(b, 1, end, f);
+    if (eoi)
+        fwrite("\xff\xd9", 1, 2, f);
     fclose(f);
 }
 
@@ -228,6 +259,40 @@ static void test_decode(void)
     fclose(f);
     kiln_status st = kiln_image_read(path_of("huge.bin"), &p, buf);
     CHECK_MSG(st == KILN_ERR_LIMIT || st == KILN_ERR_PARSE, "huge: %d %s", (int)st, kiln_last_error());
+    /* headers claiming 32768 x 32768 pixels (within the side limit, 3 GiB decoded) over a few bytes of
+     * data: refused before the pixels are allocated (fuzz_image found the PNG: a 3 GiB malloc) */
+    b[16] = 0, b[17] = 0, b[18] = 0x80, b[19] = 0;   /* width */
+    b[20] = 0, b[21] = 0, b[22] = 0x80, b[23] = 0;   /* height */
+    crc = crc32(0L, b + 12, 17);
+    b[29] = (unsigned char)(crc >> 24), b[30] = (unsigned char)(crc >> 16), b[31] = (unsigned char)(crc >> 8), b[32] = (unsigned char)crc;
+    f = fopen(path_of("huge.bin"), "wb");
+    fwrite(b, 1, n, f);
+    fclose(f);
+    st = kiln_image_read(path_of("huge.bin"), &p, buf);
+    CHECK_MSG(st == KILN_ERR_PARSE && strstr(kiln_last_error(), "PNG data is truncated"), "huge png: %d %s", (int)st,
+              kiln_last_error());
+    progressive_jpeg = true;
+    write_jpeg(path_of("prog.jpg"), w, h, 3, smooth);
+    progressive_jpeg = false;
+    CHECK(kiln_image_read(path_of("prog.jpg"), &p, buf) == KILN_OK);
+    for (int k = 0; k < 4; k++) {   /* sequential, progressive; the file cut, or its scan cut before an EOI */
+        bool eoi = k >= 2;
+        jpeg_variant(path_of(k % 2 ? "prog.jpg" : "s.jpg"), path_of("huge.bin"), 32768, 32768, 16, eoi);
+        st = kiln_image_read(path_of("huge.bin"), &p, buf);
+        CHECK_MSG(st == KILN_ERR_PARSE && strstr(kiln_last_error(), eoi ? "premature end of data segment" : "truncated"),
+                  "huge jpeg %d: %d %s", k, (int)st, kiln_last_error());
+        /* the same at the file's own size (fuzz_image found the EOI case at 17232 x 26947: 1.8 GB, 37 s) */
+        jpeg_variant(path_of(k % 2 ? "prog.jpg" : "s.jpg"), path_of("huge.bin"), w, h, 16, eoi);
+        st = kiln_image_read(path_of("huge.bin"), &p, buf);
+        CHECK_MSG(st == KILN_ERR_PARSE, "cut jpeg %d: %d %s", k, (int)st, kiln_last_error());
+    }
+    for (int k = 0; k < 2; k++) {   /* over the side limit: refused from the header, before libjpeg's buffers */
+        jpeg_variant(path_of(k ? "prog.jpg" : "s.jpg"), path_of("huge.bin"), 65293, 40000, 16, true);
+        st = kiln_image_read(path_of("huge.bin"), &p, buf);
+        CHECK_MSG(st == KILN_ERR_LIMIT && strstr(kiln_last_error(), "65293 x 40000"), "over the limit %d: %d %s", k,
+                  (int)st, kiln_last_error());
+    }
+    unlink(path_of("prog.jpg"));
     unlink(path_of("huge.bin"));
     CHECK(kiln_image_read(path_of("missing.png"), &p, buf) == KILN_ERR_IO);
     CHECK(kiln_images_read("/nonexistent_dir_kiln", &p, &t) == KILN_ERR_IO);
