@@ -202,6 +202,28 @@ static bool sup_qconv(const kiln_bk_query *q)
 /* Whether the output is float32 (kiln_out_float) */
 static bool qconv_float_out(cu_be *b, const kiln_node *n) { return b->host->attr_i(n, "kiln_out_float", 0) == 1; }
 
+/* QLinearConv / QLinearMatMul's quantization operands (x_scale, x_zp, w_scale, w_zp, y_scale, y_zp, bias at inputs 1,
+ * 2, 4-8) for nch output channels: scalars, w_scale per tensor or channel, an int32 bias of nch, a quantized output's
+ * y_scale and 8-bit y_zp; the filter's zero points 0 (kiln's symmetric weights) and the input's in *zx -- read from
+ * the host constants (the kernels pad with zeros: a caller takes a nonzero *zx only where nothing is padded) */
+static bool qparams_ok(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in, int64_t nch, int *zx)
+{
+    if (!scalar_or_none(n_in, in, 1) || !scalar_or_none(n_in, in, 2) || !scalar_or_none(n_in, in, 6) ||
+        !scalar_or_none(n_in, in, 7) || (cu_numel(in[4]) != 1 && cu_numel(in[4]) != nch))
+        return false;
+    if (n_in > 8 && in[8] && cu_numel(in[8]) != nch)
+        return false;
+    if (!qconv_float_out(b, n) && (!in[6] || !in[7] || !is_q8(in[7]->dtype)))
+        return false;
+    int64_t nwz = n_in > 5 && in[5] ? cu_numel(in[5]) : 0;
+    for (int64_t i = 0; i < nwz; i++) {
+        int z;
+        if (!host_zp(in[5], i, &z) || z != 0)
+            return false;
+    }
+    return host_zp(n_in > 2 ? in[2] : NULL, 0, zx);
+}
+
 /* QLinearConv, or kiln's QLinearConvAdd (passes/p_qres.c: inputs 9-13 the residual add's R, R_scale, R_zero_point,
  * C_scale, C_zero_point, its activation kiln_res_act) */
 static bool acc_qconv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
@@ -218,23 +240,8 @@ static bool acc_qconv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor 
     int64_t K = w->dims[0], C = w->dims[1];
     if (x->dims[1] != C || C % 16 || K % 8 || x->dims[0] * x->dims[2] * x->dims[3] > ((int64_t)1 << 37))
         return false;
-    if (!scalar_or_none(n_in, in, 1) || !scalar_or_none(n_in, in, 2) || !scalar_or_none(n_in, in, 6) ||
-        !scalar_or_none(n_in, in, 7) || (cu_numel(in[4]) != 1 && cu_numel(in[4]) != K))
-        return false;
-    if (n_in > 8 && in[8] && cu_numel(in[8]) != K)
-        return false;
-    if (!qconv_float_out(b, n) && (!in[6] || !in[7] || !is_q8(in[7]->dtype)))
-        return false;
-    /* the filter's zero points must be 0 (kiln's symmetric weights); the input's may be nonzero only without
-     * padding (folded into the bias: the kernels pad with zeros) -- read from the host constants */
-    int64_t nwz = n_in > 5 && in[5] ? cu_numel(in[5]) : 0;
-    for (int64_t i = 0; i < nwz; i++) {
-        int z;
-        if (!host_zp(in[5], i, &z) || z != 0)
-            return false;
-    }
     int zx;
-    if (!host_zp(n_in > 2 ? in[2] : NULL, 0, &zx))
+    if (!qparams_ok(b, n, n_in, in, K, &zx))
         return false;
     kiln_kctx kc = {.node = n, .n_in = n_in, .in = in};
     cu_geom g;
@@ -554,21 +561,8 @@ static bool acc_qmm(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *c
     int64_t K = in[3]->dims[0], N = in[3]->dims[1], M = K ? cu_numel(in[0]) / K : 0;
     if (in[0]->dims[in[0]->ndim - 1] != K || K % 16 || N % 8 || M < 1 || M > 0x7fffffff || K > 0x7fffffff / 16)
         return false;
-    if (!scalar_or_none(n_in, in, 1) || !scalar_or_none(n_in, in, 2) || !scalar_or_none(n_in, in, 6) ||
-        !scalar_or_none(n_in, in, 7) || (cu_numel(in[4]) != 1 && cu_numel(in[4]) != N))
-        return false;
-    if (n_in > 8 && in[8] && cu_numel(in[8]) != N)
-        return false;
-    if (!qconv_float_out(b, n) && (!in[6] || !in[7] || !is_q8(in[7]->dtype)))
-        return false;
-    int64_t nwz = n_in > 5 && in[5] ? cu_numel(in[5]) : 0;
-    for (int64_t i = 0; i < nwz; i++) {
-        int z;
-        if (!host_zp(in[5], i, &z) || z != 0)
-            return false;
-    }
-    int zx;
-    return host_zp(n_in > 2 ? in[2] : NULL, 0, &zx);   /* any input zero point: no padding, folded into the bias */
+    int zx;   /* any input zero point: no padding, folded into the bias */
+    return qparams_ok(b, n, n_in, in, N, &zx);
 }
 
 static kiln_status k_qmm(cu_be *b, kiln_kctx *ctx)
