@@ -17,7 +17,8 @@
 #   int8       test_gpu's INT8 cases (QuantizeLinear, DequantizeLinear, QLinearAdd, QLinearConv, QLinearConvAdd,
 #              QLinearMatMul in each kernel configuration, against the CPU) and the ResNet-50 and BERT-base INT8 model
 #              cases (batch 2)
-#   bert-int8  BERT-base seq 128 batch 128 FP16 against INT8 (kiln bench compute_ms, alternated twice)
+#   bert-int8  BERT-base seq 128 batch 128 FP16 against INT8 (kiln bench compute_ms, alternated twice), then
+#              KILN_CUDA_PROFILE=layers of INT8 into $OUT/prof_bert_int8.txt
 #   r50-int8   ResNet-50 batch 256 FP16 against INT8 (kiln bench compute_ms, alternated twice; the INT8 convolutions'
 #              timed configurations into $OUT/int8_choices.txt), then KILN_CUDA_PROFILE=layers of INT8 into
 #              $OUT/prof_r50_int8.txt
@@ -109,6 +110,9 @@ for s in "${steps[@]}"; do
                 log "bench $e round $round rc=$? $(grep -o '"compute_ms"[^,]*' "$TMP/b.json" | head -1) $(grep -o '"fallback[^,]*' "$TMP/b.json" | head -2 | tr '\n' ' ')"
             done
         done
+        KILN_CUDA_PROFILE=layers timeout 150 "$K" bench "$TMP/bi8.kiln" --device cuda --batch 128 --iterations 3 \
+            > "${OUT:-.}/prof_bert_int8.txt" 2>&1
+        log "profile bert int8 rc=$?"
         unset KILN_CUDA_UNVERIFIED ;;
     r50-int8)
         export KILN_CUDA_UNVERIFIED=1   # the INT8 layers run on the GPU only so until a GPU has passed them

@@ -32,7 +32,7 @@ static void store_free(kiln_dev_weights *s)
     kiln__free(s);
 }
 
-void kiln__dev_weights_clear(kiln_dev *d)
+static void drop_ref(kiln_dev *d)
 {
     kiln_dev_weights *s = d->weights;
     if (!s)
@@ -51,9 +51,18 @@ void kiln__dev_weights_clear(kiln_dev *d)
         store_free(s);
 }
 
+void kiln__dev_weights_clear(kiln_dev *d)
+{
+    drop_ref(d);
+    /* the graph may go away: the module's forms of host weights it keyed by address (INT8 filters, cuda_int8.c)
+     * must not be taken for those of a later graph at the same addresses (shared_free(NULL) frees nothing and moves
+     * the module's weights generation on) */
+    d->mod->shared_free(NULL);
+}
+
 static kiln_status bind(kiln_dev *d, const kiln_graph *g)
 {
-    kiln__dev_weights_clear(d);
+    drop_ref(d);
     pthread_mutex_lock(&registry_lock);
     kiln_dev_weights *s = registry;
     while (s && s->g != g)

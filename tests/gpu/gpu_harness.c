@@ -201,6 +201,28 @@ double compare(const kiln_tensor *a, const kiln_tensor *b)
     return err;
 }
 
+/* Where a failed case's output differs: how many elements, NaNs in each, and the first three (index, CPU, GPU) */
+void print_diff(const kiln_tensor *got, const kiln_tensor *ref)
+{
+    if (got->dtype != ref->dtype || got->nbytes != ref->nbytes || !got->data || !ref->data) {
+        printf("     output: %s of %zu bytes against the CPU's %s of %zu\n", kiln_dtype_name(got->dtype), got->nbytes,
+               kiln_dtype_name(ref->dtype), ref->nbytes);
+        return;
+    }
+    int64_t n = kiln_tensor_numel(ref), differ = 0, nan_got = 0, nan_ref = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double a = kiln__get_f64(ref->dtype, ref->data, i), b = kiln__get_f64(got->dtype, got->data, i);
+        nan_ref += isnan(a);
+        nan_got += isnan(b);
+        if (a == b || (isnan(a) && isnan(b)))
+            continue;
+        if (differ++ < 3)
+            printf("     [%lld] cpu %.9g gpu %.9g\n", (long long)i, a, b);
+    }
+    printf("     %lld of %lld elements differ; NaN: cpu %lld gpu %lld\n", (long long)differ, (long long)n,
+           (long long)nan_ref, (long long)nan_got);
+}
+
 /* cosine similarity of two float32 tensors of one shape (-1 when they differ or hold NaN) */
 double cosine(const kiln_tensor *a, const kiln_tensor *b)
 {
@@ -271,6 +293,8 @@ void check_case(const char *name, tgraph *t, double tol)
     printf("%s %-28s max rel err %.3g (tol %.1g)%s%s\n", ok ? "ok  " : "FAIL", name, worst, tol, why ? ": " : "",
            why ? why : "");
     test_failures += !ok;
+    for (int o = 0; !ok && !why && o < g->n_outputs; o++)
+        print_diff(&got[o], &ref[o]);
     for (int o = 0; o < g->n_outputs; o++) {
         kiln__tensor_release(&ref[o]);
         kiln__tensor_release(&got[o]);

@@ -45,6 +45,7 @@ void attr_ints(tgraph *t, const char *name, int n, const int64_t *v);
 void set_act(tgraph *t, kiln_fused_act_kind k, float a, float b);
 void tg_free(tgraph *t);
 double compare(const kiln_tensor *a, const kiln_tensor *b);
+void print_diff(const kiln_tensor *got, const kiln_tensor *ref);
 double cosine(const kiln_tensor *a, const kiln_tensor *b);
 void tg_round_half(tgraph *t);
 void check_case(const char *name, tgraph *t, double tol);

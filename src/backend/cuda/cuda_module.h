@@ -100,7 +100,8 @@ typedef struct kiln_devmod {
     kiln_status (*alloc)(kiln_backend *be, size_t n, void **p);
     void (*free)(kiln_backend *be, void *p);
     /* Device memory shared by instances (weights shared by the contexts of one engine): plain
-     * allocations, not pooled by any instance. */
+     * allocations, not pooled by any instance. shared_free(NULL) frees nothing: it says that weights (device
+     * copies or host data) went or may go away, so that forms of them cached by address are made again. */
     kiln_status (*shared_alloc)(kiln_backend *be, size_t n, void **p);
     void (*shared_free)(void *p);
     /* Copies through the instance's pinned staging buffer; both return when the copy is done. */
