@@ -18,7 +18,8 @@
 #              QLinearMatMul in each kernel configuration, against the CPU) and the ResNet-50 and BERT-base INT8 model
 #              cases (batch 2)
 #   bert-int8  BERT-base seq 128 batch 128 FP16 against INT8 (kiln bench compute_ms, alternated twice), then
-#              KILN_CUDA_PROFILE=layers of INT8 into $OUT/prof_bert_int8.txt
+#              KILN_CUDA_PROFILE=layers of INT8 into $OUT/prof_bert_int8.txt; then with KILN_CUDA_INT8_OUT=fp16 (bench,
+#              profile, test_gpu's model case)
 #   r50-int8   ResNet-50 batch 256 FP16 against INT8 (kiln bench compute_ms, alternated twice; the INT8 convolutions'
 #              timed configurations into $OUT/int8_choices.txt), then KILN_CUDA_PROFILE=layers of INT8 into
 #              $OUT/prof_r50_int8.txt
@@ -94,7 +95,6 @@ for s in "${steps[@]}"; do
               "models/resnet50.onnx@input:2x3x224x224#int8" \
               "models/bert_base.onnx@input_ids:2x128,attention_mask:2x128,token_type_ids:2x128#int8" ;;
     bert-int8)
-        export KILN_CUDA_UNVERIFIED=1   # the INT8 layers run on the GPU only so until a GPU has passed them
         S=input_ids:128x128,attention_mask:128x128,token_type_ids:128x128
         mkdir -p "$TMP/bcal"
         python3 scripts/make_inputs.py models/bert_base.onnx --shape input_ids=4x128 --shape attention_mask=4x128 \
@@ -113,9 +113,16 @@ for s in "${steps[@]}"; do
         KILN_CUDA_PROFILE=layers timeout 150 "$K" bench "$TMP/bi8.kiln" --device cuda --batch 128 --iterations 3 \
             > "${OUT:-.}/prof_bert_int8.txt" 2>&1
         log "profile bert int8 rc=$?"
-        unset KILN_CUDA_UNVERIFIED ;;
+        # the INT8 layers' float outputs in FP16 storage: speed, and the model check's accuracy against the CPU
+        timeout 120 env KILN_CUDA_INT8_OUT=fp16 "$K" bench "$TMP/bi8.kiln" --device cuda --batch 128 --iterations 20 \
+            --json > "$TMP/b.json" 2>&1
+        log "bench bi8 int8-out fp16 rc=$? $(grep -o '"compute_ms"[^,]*' "$TMP/b.json" | head -1)"
+        KILN_CUDA_INT8_OUT=fp16 KILN_CUDA_PROFILE=layers timeout 150 "$K" bench "$TMP/bi8.kiln" --device cuda \
+            --batch 128 --iterations 3 > "${OUT:-.}/prof_bert_int8_f16.txt" 2>&1
+        run bert-int8-f16 200 60 env KILN_CUDA_INT8_OUT=fp16 KILN_TEST_GPU_ONLY=models "$T" --require-gpu \
+            "models/bert_base.onnx@input_ids:2x128,attention_mask:2x128,token_type_ids:2x128#int8"
+        ;;
     r50-int8)
-        export KILN_CUDA_UNVERIFIED=1   # the INT8 layers run on the GPU only so until a GPU has passed them
         S=input:256x3x224x224
         mkdir -p "$TMP/cal"
         python3 -c "import numpy as np; np.save('$TMP/cal/x.npy', np.random.default_rng(0).standard_normal((4,3,224,224)).astype('float32'))"
@@ -135,7 +142,7 @@ for s in "${steps[@]}"; do
         KILN_CUDA_PROFILE=layers timeout 150 "$K" bench "$TMP/ri8.kiln" --device cuda --batch 256 --iterations 3 \
             > "${OUT:-.}/prof_r50_int8.txt" 2>&1
         log "profile int8 rc=$?"
-        unset KILN_CUDA_UNVERIFIED ;;
+        ;;
     r50-ab)
         S=input:256x3x224x224
         mkdir -p "$TMP/cal"

@@ -1,5 +1,6 @@
 /* test_gpu: INT8 layers (cuda_int8.c) against the CPU reference, byte for byte: QuantizeLinear, DequantizeLinear,
- * QLinearAdd, and QLinearConv in every kernel configuration (mma.sync, the three wgmma tiles) over u8 and s8 inputs,
+ * QLinearAdd, and QLinearConv in every kernel configuration (mma.sync, the three wgmma tiles) over u8 and s8 inputs
+ * (each configuration takes both),
  * u8 / s8 / float32 outputs, padding, strides, dilation, partial row and column tiles, an input zero point folded
  * into the bias; kiln's QLinearConvAdd (the residual add in the convolution's epilogue); QLinearMatMul (s8 / u8 A with
  * a zero point, float32 / s8 outputs, and GELU before a u8 output as BERT's FFN has it); outputs requantized through
@@ -190,6 +191,8 @@ static void run_case_step(const char *name, tgraph *t)
     printf("%s %-28s %lld of %lld values one step apart (max %d)%s%s\n", ok ? "ok  " : "FAIL", name, (long long)differ,
            (long long)n, worst, why ? ": " : "", why ? why : "");
     test_failures += !ok;
+    if (!ok && !why)
+        print_diff(&got[0], &ref[0]);
     kiln__tensor_release(&ref[0]);
     kiln__tensor_release(&got[0]);
     tg_free(t);
@@ -241,6 +244,69 @@ static void qmm_cases(const char *mode)
     run_case_step(name, &t);
 }
 
+/* A float output in FP16 storage (KILN_CUDA_INT8_OUT=fp16, on device d): within half's rounding of the CPU's float32
+ * (tol relative to max |cpu|), and not equal to it (an error of 0 would mean the storage was not half) */
+static void half_out_case(kiln_dev *d, const char *name, tgraph *t, double tol)
+{
+    const kiln_tensor *feed[8];
+    for (int i = 0; i < t->n_feed; i++)
+        feed[i] = &t->feed[i];
+    kiln_tensor ref[1] = {0}, got[1] = {0};
+    kiln_run_env cpu = {.nthreads = 1};
+    kiln_status s = kiln__exec_graph(t->g, NULL, feed, ref, &cpu, 0);
+    test_checks++;
+    if (s != KILN_OK || !d) {
+        printf("%s %-28s%s\n", s != KILN_OK ? "FAIL" : "cpu ", name, s != KILN_OK ? " CPU reference failed" : "");
+        test_failures += s != KILN_OK;
+        kiln__tensor_release(&ref[0]);
+        tg_free(t);
+        return;
+    }
+    kiln_run_env gpu = {.nthreads = 1, .dev = d, .backend = kiln__dev_backend(d)};
+    kiln__dev_run_begin(d);
+    s = kiln__exec_graph(t->g, NULL, feed, got, &gpu, 0);
+    kiln__dev_weights_clear(d);
+    kiln_device_stats st;
+    kiln__dev_stats(d, &st);
+    const char *why = s != KILN_OK ? kiln_last_error() : st.device_layers != t->g->n_nodes ? "a layer did not run on the GPU"
+                                                                                         : NULL;
+    double err = why ? INFINITY : compare(&got[0], &ref[0]);
+    bool ok = !why && err > 0 && err <= tol;
+    printf("%s %-28s max rel err %.3g (tol %.1g, > 0: FP16 storage)%s%s\n", ok ? "ok  " : "FAIL", name, err, tol,
+           why ? ": " : "", why ? why : "");
+    test_failures += !ok;
+    kiln__tensor_release(&ref[0]);
+    kiln__tensor_release(&got[0]);
+    tg_free(t);
+}
+
+static void half_out_cases(void)
+{
+    kiln_dev *d = NULL;
+    setenv("KILN_CUDA_INT8_OUT", "fp16", 1);
+    if (dev && kiln__dev_open(KILN_DEVICE_CUDA, 0, &d) != KILN_OK)
+        d = NULL;
+    unsetenv("KILN_CUDA_INT8_OUT");
+    if (dev && !d) {
+        printf("FAIL INT8 float outputs in FP16: no second device context\n");
+        test_checks++;
+        test_failures++;
+        return;
+    }
+    tgraph t = tg_new(KILN_OP_DequantizeLinear, 13);
+    tg_in(&t, rand_tensor(KILN_DT_INT8, 3, D(2, 33, 8), -128, 128), false);
+    tg_in(&t, scalar(F32, 0.05), true);
+    tg_in(&t, scalar(KILN_DT_INT8, -3), true);
+    tg_outs(&t, 1);
+    half_out_case(d, "INT8 DequantizeLinear ->fp16", &t, 1e-3);
+    t = qconv_graph(&qconv_specs[5]);   /* 3x3 s2 ->f32 Relu */
+    half_out_case(d, "INT8 QLinearConv ->fp16 Relu", &t, 1e-3);
+    t = qmm_graph(KILN_DT_INT8, 0, 37, 64, 48, KILN_DT_FLOAT32, 0, true, "");
+    half_out_case(d, "INT8 QLinearMatMul ->fp16", &t, 1e-3);
+    if (d)
+        kiln__dev_close(d);
+}
+
 void int8_cases(void)
 {
     quant_cases();
@@ -274,8 +340,15 @@ void int8_cases(void)
         snprintf(name, sizeof name, "INT8 QLinearConvAdd 3x3 s2 +s8 (%s)", modes[m]);
         t = qconv_add_graph(&y3, KILN_DT_INT8, -6, KILN_DT_INT8, 3, "");
         run_case(name, &t, 0);
+        /* s8 activations, 40 channels (the residual tile copied in 8-byte pieces), a partial row tile */
+        static const qconv_spec y40 = {"", 2, 16, 7, 9, 40, 1, 1, 0, 1, 1, KILN_DT_INT8, 0, KILN_DT_UINT8, 3, true,
+                                       true, ""};
+        snprintf(name, sizeof name, "INT8 QLinearConvAdd s8 K40 +s8 Relu (%s)", modes[m]);
+        t = qconv_add_graph(&y40, KILN_DT_INT8, 2, KILN_DT_UINT8, 0, "Relu");
+        run_case(name, &t, 0);
         qmm_cases(modes[m]);
     }
+    half_out_cases();
     if (saved)
         setenv("KILN_CUDA_INT8_CONV", saved, 1);
     else

@@ -1051,6 +1051,9 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
     const char *f8 = getenv("KILN_CUDA_FP8_OUT");   /* FP8 GEMMs' output storage (cuda_fp8.c) */
     b->fp8_out = f8 && !strcmp(f8, "fp32") ? KILN_DT_FLOAT32 : f8 && !strcmp(f8, "bf16") ? KILN_DT_BFLOAT16
                                                                                           : KILN_DT_FLOAT16;
+    const char *i8 = getenv("KILN_CUDA_INT8_OUT");   /* INT8 layers' float outputs (cuda_int8.c) */
+    b->int8_out = i8 && !strcmp(i8, "fp16") ? KILN_DT_FLOAT16 : i8 && !strcmp(i8, "bf16") ? KILN_DT_BFLOAT16
+                                                                                          : KILN_DT_FLOAT32;
     const char *fa8 = getenv("KILN_CUDA_FP8_FAST_ACCUM");
     /* docs/CUDA.md "FP8 GEMMs": 1 (in FP8 MatMul / Gemm layers) by default, 0 with =0, 2 with =1 (also in the GEMMs
      * of FP8 1x1 convolutions) */

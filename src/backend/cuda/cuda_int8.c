@@ -6,8 +6,8 @@
  * -- each computing the CPU reference's bytes: the integer sums
  * are exact on the tensor cores (kernels_conv_i8.cu), the epilogues run the CPU's float32 operations with the CPU's
  * own parameters (the host services qepi_setup / qadd_params). Anything else stays a visible CPU fallback.
- * Written in session 26 while no GPU was lent: until test_gpu's INT8 cases have passed on one, these layers run only
- * with KILN_CUDA_UNVERIFIED=1 (test_gpu sets it); otherwise they stay CPU fallbacks, as before. */
+ * Written in session 26 while no GPU was lent and gated behind KILN_CUDA_UNVERIFIED=1 until test_gpu's INT8 cases
+ * had passed on the H200 (session 27: all of them, and ResNet-50 / BERT-base int8 entirely on the GPU). */
 #include "cuda_internal.h"
 #include "../cpu/qadd.h"
 #include "../cpu/qgemm.h"
@@ -94,7 +94,7 @@ static bool sup_quant(const kiln_bk_query *q)
 static bool acc_quant(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
 {
     /* opset 21's output_dtype names the type where there is no zero point: not taken here */
-    return b->unverified && n_in >= 2 && in[0] && in[1] && cu_numel(in[1]) == 1 && scalar_or_none(n_in, in, 2) &&
+    return n_in >= 2 && in[0] && in[1] && cu_numel(in[1]) == 1 && scalar_or_none(n_in, in, 2) &&
            b->host->attr_i(n, "output_dtype", 0) == 0 && b->host->attr_i(n, "block_size", 0) == 0;
 }
 
@@ -114,6 +114,19 @@ static kiln_status k_quantize(cu_be *b, kiln_kctx *ctx)
                                     b->stream), "QuantizeLinear");
 }
 
+/* The storage of the INT8 layers' float outputs (DequantizeLinear, kiln_out_float): KILN_CUDA_ACT's, else
+ * KILN_CUDA_INT8_OUT's (float32 by default: what the engine's precisions say) */
+static kiln_dtype int8_float_sdt(const cu_be *b)
+{
+    return b->force_act != KILN_DT_UNDEFINED ? b->force_act : b->int8_out;
+}
+
+/* the kernels' output code of a float output in storage sdt */
+static int qout_float(kiln_dtype sdt)
+{
+    return sdt == KILN_DT_FLOAT16 ? CUK_QF16 : sdt == KILN_DT_BFLOAT16 ? CUK_QBF16 : CUK_QF32;
+}
+
 static kiln_status k_dequantize(cu_be *b, kiln_kctx *ctx)
 {
     const kiln_tensor *x = IN(0);
@@ -121,7 +134,7 @@ static kiln_status k_dequantize(cu_be *b, kiln_kctx *ctx)
     int z;
     if (!x || !host_f(IN(1), &s) || !host_zp(IN(2), 0, &z))
         return cu_kerr(b, ctx, KILN_ERR_INVALID_ARG, "scale / zero point: float32 / 8-bit scalars on the host");
-    kiln_dtype sdt = cu_act_sdt(b, ctx, 0);
+    kiln_dtype sdt = int8_float_sdt(b);
     KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, x->ndim, x->dims));
     kiln_tensor *y = ctx->out[0];
     if (cu_is_nhwc(x))
@@ -141,7 +154,7 @@ static bool sup_qadd(const kiln_bk_query *q)
 
 static bool acc_qadd(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
 {
-    if (!b->unverified || n_in < 7 || !in[0] || !in[3] || in[0]->ndim != in[3]->ndim || !linear_act(b, n))
+    if (n_in < 7 || !in[0] || !in[3] || in[0]->ndim != in[3]->ndim || !linear_act(b, n))
         return false;
     for (int d = 0; d < in[0]->ndim; d++)
         if (in[0]->dims[d] != in[3]->dims[d])
@@ -229,7 +242,7 @@ static bool qparams_ok(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor
 static bool acc_qconv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
 {
     bool fused = n->op == KILN_OP_QLinearConvAdd;
-    if (!b->unverified || n_in < (fused ? 13 : 8) || !in[0] || !in[3] || in[0]->ndim != 4 || in[3]->ndim != 4 ||
+    if (n_in < (fused ? 13 : 8) || !in[0] || !in[3] || in[0]->ndim != 4 || in[3]->ndim != 4 ||
         !known_act(b, n) || b->host->attr_i(n, "group", 1) != 1)
         return false;
     if (fused && (!in[9] || !is_q8(in[9]->dtype) || qconv_float_out(b, n) || !linear_act_of(b, n, "kiln_res_act") ||
@@ -441,10 +454,6 @@ typedef struct qconv_tactic {
 static kiln_status qconv_choose(cu_be *b, const kiln_kctx *ctx, qconv_call *c, int *cfg)
 {
     unsigned mask = i8_conv_mode();
-    if (c->x_s8)   /* wgmma's integer form here takes u8 activations */
-        mask &= 1u;
-    if (!mask)
-        mask = 1u;
     *cfg = __builtin_ctz(mask);
     if (!(mask & (mask - 1)))
         return KILN_OK;
@@ -516,7 +525,10 @@ static kiln_status k_qconv(cu_be *b, kiln_kctx *ctx)
         odt = p.cdt;
     }
     int64_t yd[4] = {x->dims[0], K, g.out[0], g.out[1]};
-    kiln_status st = cu_out(b, ctx, 0, odt, 4, yd);
+    kiln_dtype sdt = odt == KILN_DT_FLOAT32 ? int8_float_sdt(b) : odt;
+    if (odt == KILN_DT_FLOAT32)
+        e.out = qout_float(sdt);
+    kiln_status st = cu_out_s(b, ctx, 0, odt, sdt, 4, yd);
     kiln_tensor *y = st == KILN_OK ? ctx->out[0] : NULL;
     const kiln_tensor *xl = NULL;
     if (y) {
@@ -555,7 +567,7 @@ static bool sup_qmm(const kiln_bk_query *q)
 
 static bool acc_qmm(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
 {
-    if (!b->unverified || n_in < 8 || !in[0] || !in[3] || in[0]->ndim < 2 || in[3]->ndim != 2 || !known_act(b, n) ||
+    if (n_in < 8 || !in[0] || !in[3] || in[0]->ndim < 2 || in[3]->ndim != 2 || !known_act(b, n) ||
         !in[3]->data || (in[3]->flags & KILN_TENSOR_ON_DEVICE))
         return false;
     int64_t K = in[3]->dims[0], N = in[3]->dims[1], M = K ? cu_numel(in[0]) / K : 0;
@@ -577,7 +589,8 @@ static kiln_status k_qmm(cu_be *b, kiln_kctx *ctx)
     int64_t yd[KILN_MAX_DIMS];
     memcpy(yd, a->dims, sizeof(int64_t) * (size_t)a->ndim);
     yd[a->ndim - 1] = N;
-    KILN_TRY(cu_out(b, ctx, 0, odt, a->ndim, yd));
+    kiln_dtype sdt = odt == KILN_DT_FLOAT32 ? int8_float_sdt(b) : odt;
+    KILN_TRY(cu_out_s(b, ctx, 0, odt, sdt, a->ndim, yd));
     kiln_tensor *y = ctx->out[0];
     if (!y->nbytes)
         return KILN_OK;
@@ -587,6 +600,8 @@ static kiln_status k_qmm(cu_be *b, kiln_kctx *ctx)
     qconv_call c = {.b = b, .x_s8 = a->dtype == KILN_DT_INT8, .x = al->data, .q = q, .e = q->e, .y = y->data,
                     .d = {.n = (int)M, .c = (int)K, .h = 1, .w = 1, .k = (int)N, .r = 1, .s = 1, .p = 1, .q = 1,
                           .sh = 1, .sw = 1, .dh = 1, .dw = 1, .y_nhwc = 1}};
+    if (odt == KILN_DT_FLOAT32)
+        c.e.out = qout_float(sdt);
     int cfg = 0;
     kiln_status st = qconv_choose(b, ctx, &c, &cfg);
     if (st == KILN_OK)

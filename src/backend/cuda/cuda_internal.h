@@ -33,6 +33,7 @@ typedef struct cu_be {
     bool poison;                   /* KILN_CUDA_POISON=1: fresh device memory is filled with 0xFF (NaN) */
     kiln_dtype force_act;          /* KILN_CUDA_ACT=fp16|bf16: every float activation in that storage (tests) */
     kiln_dtype fp8_out;            /* KILN_CUDA_FP8_OUT=fp32|fp16|bf16: FP8 GEMMs' output storage (FP16) */
+    kiln_dtype int8_out;           /* KILN_CUDA_INT8_OUT=fp32|fp16|bf16: INT8 layers' float outputs (float32) */
     int fp8_fast_accum;            /* cuBLASLt's FP8 fast accumulation: 1 (the default) in FP8 MatMul / Gemm layers,
                                     * 2 (KILN_CUDA_FP8_FAST_ACCUM=1) in FP8 1x1 convolutions as GEMMs too, 0 (=0) none */
     bool fp8_feed;                 /* producers write FP8 layers' inputs beside their outputs (KILN_CUDA_FP8_FEED=0:

@@ -238,7 +238,7 @@ cudaError_t cuk_qadd(const uint8_t *a, bool as8, const uint8_t *b, bool bs8, uin
  * e->res (QLinearConvAdd) the requantized value is added to R by the QLinearAdd arithmetic before it is stored.
  * Configuration cfg: 0 mma.sync (any sm_80+ GPU), 1 .. cuk_conv_i8_configs() - 1 wgmma tiles (sm_90 only:
  * cudaErrorNotSupported elsewhere). */
-enum cuk_qout { CUK_QU8 = 0, CUK_QS8 = 1, CUK_QF32 = 2 };
+enum cuk_qout { CUK_QU8 = 0, CUK_QS8 = 1, CUK_QF32 = 2, CUK_QF16 = 3, CUK_QBF16 = 4 };   /* float outputs: the storage */
 typedef struct cuk_qepi {
     const int32_t *bias;   /* [k] device, or NULL */
     const float *m;        /* [k] device: u8 / s8 outputs scale / y_scale, float32 outputs the scale (act: the scale) */

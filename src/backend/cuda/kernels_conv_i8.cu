@@ -5,9 +5,13 @@
 // each within one filter tap because C is a multiple of 16, copied by cp.async (zeros outside the image: the input's
 // zero point must be 0 there, cuda_int8.c folds a nonzero one into the bias of unpadded layers).
 // Tile: 128 pixels x BN channels, 64-byte reduction steps in three stages. Configurations: 0 mma.sync m16n8k32 (8
-// warps of 64 x 32, BN 128; u8 or s8 activations; any sm_80+ GPU), 1 .. 3 Hopper's wgmma m64nBNk32 u8 x s8 (two
-// warpgroups of 64 rows, BN 64 / 128 / 256; sm_90 only). Epilogue through shared memory: a = acc + bias[c] into an
-// int32 tile, then 8 neighbouring channels of one pixel a thread: 8 bytes (u8 / s8) or 32 (float32) a store.
+// warps of 64 x 32, BN 128; any sm_80+ GPU), 1 .. 3 Hopper's wgmma m64nBNk32 (two warpgroups of 64 rows, BN 64 / 128 /
+// 256; sm_90 only); u8 or s8 activations in each. The epilogue's operands (per-channel multipliers and biases, the
+// residual tile of QLinearConvAdd) are copied into shared memory by cp.async with the reduction's second stage, so
+// no global load waits between the stores; then a = acc + bias[c] into an int32 tile (shared memory), and each
+// thread requantizes 16 neighbouring channels of one pixel: one 16-byte store (u8 / s8, K a multiple of 16), else 8
+// bytes or 32 (float32) per 8 channels. H200, ResNet-50 int8 batch 256: the 8-byte epilogue reading its multipliers
+// and residual from global memory held layer1's conv3 + residual at 1.1-1.3 ms, 64 -> 256 1x1 at 0.70 ms.
 #include "kernels_act.cuh"
 #include "kernels_conv_fp8_wg.cuh"
 #include "kernels_int8.cuh"
@@ -36,7 +40,7 @@ template <bool XS8> __device__ __forceinline__ void mma_i8(int *c, const uint32_
 
 // One reduction step's wgmma of a warpgroup: A its 64 rows of the stage, B the stage's BN rows (descriptors of the
 // 64-byte swizzle), two k32 MMAs; waits for them (the stage is refilled two steps later, after a barrier).
-template <int BN> __device__ __forceinline__ void wg_i8_step(int *acc, uint32_t a_s, uint32_t b_s)
+template <int BN, bool XS8> __device__ __forceinline__ void wg_i8_step(int *acc, uint32_t a_s, uint32_t b_s)
 {
 #if KILN_WGMMA
     wg_fence();
@@ -44,11 +48,11 @@ template <int BN> __device__ __forceinline__ void wg_i8_step(int *acc, uint32_t 
     for (int kk = 0; kk < 2; kk++) {
         const uint64_t da = wg_desc(a_s + kk * 32, BK), db = wg_desc(b_s + kk * 32, BK);
         if constexpr (BN == 64)
-            wgmma_i8_n64(acc, da, db, 1);
+            wgmma_i8_n64<XS8>(acc, da, db, 1);
         else if constexpr (BN == 128)
-            wgmma_i8_n128(acc, da, db, 1);
+            wgmma_i8_n128<XS8>(acc, da, db, 1);
         else
-            wgmma_i8_n256(acc, da, db, 1);
+            wgmma_i8_n256<XS8>(acc, da, db, 1);
     }
     wg_commit();
     wg_wait<0>();
@@ -57,25 +61,10 @@ template <int BN> __device__ __forceinline__ void wg_i8_step(int *acc, uint32_t 
 
 __device__ __forceinline__ int add_wrap(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
 
-// Channels col .. col + 7 of one pixel from a[e] = acc + bias: the requantized bytes (8-byte store) or the float32
-// values (32 bytes) at element o of y (cpu/qgemm.c kiln__qepi_q / kiln__qepi_f with a linear activation)
-__device__ __forceinline__ void q_out8(const int *a, int col, const cuk_qepi &e, void *y, int64_t o)
+// Channels col .. col + 7 of one pixel from a[e] = acc + bias and their multipliers m: the requantized bytes q (with
+// QLinearConvAdd's add of R's bytes r, NULL: none), or the float32 values v (cpu/qgemm.c kiln__qepi_q / kiln__qepi_f)
+__device__ __forceinline__ void q_bytes8(const int *a, const float *m, const cuk_qepi &e, const uint8_t *r, uint8_t *q)
 {
-    const float4 m0 = *(const float4 *)(e.m + col), m1 = *(const float4 *)(e.m + col + 4);
-    const float m[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
-    if (e.out == CUK_QF32) {
-        float v[8];
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            v[i] = e.act ? act_apply(e.act, __fmul_rn((float)a[i], m[i]), e.act_a, e.act_b)
-                         : fminf(fmaxf(__fmul_rn((float)a[i], m[i]), e.lo), e.hi);
-        st8((float *)y + o, v);
-        return;
-    }
-    uint8_t q[8];
-    uint8_t r[8];
-    if (e.res)   // QLinearConvAdd: R's 8 bytes at the output's place (8-byte aligned: K and col multiples of 8)
-        *(uint2 *)r = *(const uint2 *)(e.res + o);
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         float t = __fmul_rn((float)a[i], m[i]);
@@ -86,11 +75,24 @@ __device__ __forceinline__ void q_out8(const int *a, int col, const cuk_qepi &e,
         if (t > e.hi)
             t = e.hi;
         int v = __float2int_rn(t) + e.zp;
-        if (e.res)
+        if (r)
             v = qadd1(e.add, v, e.res_s8 ? (int)(int8_t)r[i] : (int)r[i]);
         q[i] = (uint8_t)v;
     }
-    *(uint2 *)((uint8_t *)y + o) = *(const uint2 *)q;
+}
+
+__device__ __forceinline__ void f_vals8(const int *a, const float *m, const cuk_qepi &e, float *v)
+{
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        v[i] = e.act ? act_apply(e.act, __fmul_rn((float)a[i], m[i]), e.act_a, e.act_b)
+                     : fminf(fmaxf(__fmul_rn((float)a[i], m[i]), e.lo), e.hi);
+}
+
+__device__ __forceinline__ void cp_async8(void *smem, const void *gmem, bool valid)
+{
+    const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(s), "l"(gmem), "r"(valid ? 8 : 0));
 }
 
 template <int BN, bool WG, bool XS8>
@@ -104,6 +106,10 @@ __global__ void __launch_bounds__(THREADS, WG && BN == 256 ? 1 : 2)
     extern __shared__ __align__(1024) uint8_t smem_raw[];
     uint8_t *sm = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);   // the swizzle repeats every 1024 bytes
     uint8_t *as = sm, *bs = sm + STAGES * SA;
+    // after the stages: the tile's multipliers and biases, then (QLinearConvAdd) its residual [BM][BN]
+    float *msm = (float *)(sm + STAGES * (SA + SB));
+    int *bsm = (int *)(msm + BN);
+    uint8_t *rsm = (uint8_t *)(bsm + BN);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int64_t M = (int64_t)d.n * d.p * d.q;
     const int64_t m0 = (int64_t)blockIdx.x * BM;
@@ -141,10 +147,42 @@ __global__ void __launch_bounds__(THREADS, WG && BN == 256 ? 1 : 2)
 #pragma unroll
     for (int i = 0; i < NACC; i++)
         acc[i] = 0;
+    // the epilogue's operands, copied with the last stage loaded ahead (landed by the last step's wait at the latest):
+    // multipliers and biases 4 channels a piece (K is a multiple of 8: whole pieces; no bias: zeros), the residual
+    // tile in 16-byte pieces where K is a multiple of 16 (else 8-byte ones; zeros past M or K)
+    auto load_epilogue = [&]() {
+        if (tid < BN / 4) {
+            const int c = n0 + tid * 4;
+            cp_async16(msm + tid * 4, c < d.k ? e.m + c : e.m, c < d.k);
+        } else if (tid < BN / 2) {
+            const int c = n0 + (tid - BN / 4) * 4;
+            cp_async16(bsm + (tid - BN / 4) * 4, e.bias && c < d.k ? e.bias + c : (const int *)e.m,
+                       e.bias && c < d.k);
+        }
+        if (!e.res)
+            return;
+        if (d.k % 16 == 0 && ((uintptr_t)e.res & 15) == 0) {
+#pragma unroll
+            for (int it = 0; it < BM * BN / 16 / THREADS; it++) {
+                const int i = tid + it * THREADS, r = i / (BN / 16), c = (i % (BN / 16)) * 16;
+                const bool ok = m0 + r < M && n0 + c < d.k;
+                cp_async16(rsm + r * BN + c, ok ? e.res + (m0 + r) * d.k + n0 + c : e.res, ok);
+            }
+        } else {
+#pragma unroll
+            for (int it = 0; it < BM * BN / 8 / THREADS; it++) {
+                const int i = tid + it * THREADS, r = i / (BN / 8), c = (i % (BN / 8)) * 8;
+                const bool ok = m0 + r < M && n0 + c < d.k;
+                cp_async8(rsm + r * BN + c, ok ? e.res + (m0 + r) * d.k + n0 + c : e.res, ok);
+            }
+        }
+    };
 #pragma unroll
     for (int st = 0; st < STAGES - 1; st++) {
         if (st < steps)
             load(st);
+        if (st == STAGES - 2)
+            load_epilogue();
         cp_commit();
     }
     const int wm = warp & 1, wn = warp >> 1;   // mma.sync: 2 x 4 warps, rows wm * 64, columns wn * 32
@@ -160,7 +198,7 @@ __global__ void __launch_bounds__(THREADS, WG && BN == 256 ? 1 : 2)
         cp_commit();
         const uint8_t *a_s = as + (step % STAGES) * SA, *b_s = bs + (step % STAGES) * SB;
         if constexpr (WG) {
-            wg_i8_step<BN>(acc, smem_u32(a_s + (tid >> 7) * 64 * BK), smem_u32(b_s));
+            wg_i8_step<BN, XS8>(acc, smem_u32(a_s + (tid >> 7) * 64 * BK), smem_u32(b_s));
         } else {
 #pragma unroll
             for (int ks = 0; ks < 2; ks++) {
@@ -195,8 +233,8 @@ __global__ void __launch_bounds__(THREADS, WG && BN == 256 ? 1 : 2)
             const int r0 = ((tid & 127) >> 5) * 16 + g;
 #pragma unroll
             for (int j = 0; j < BN / 8; j++) {
-                const int lc = j * 8 + tig * 2, col = n0 + lc;
-                const int b0 = e.bias && col < d.k ? e.bias[col] : 0, b1 = e.bias && col < d.k ? e.bias[col + 1] : 0;
+                const int lc = j * 8 + tig * 2;
+                const int b0 = bsm[lc], b1 = bsm[lc + 1];
 #pragma unroll
                 for (int hr = 0; hr < 2; hr++) {
                     tile[(r0 + hr * 8) * TS + lc] = add_wrap(acc[(4 * j + 2 * hr) % NACC], b0);
@@ -208,8 +246,8 @@ __global__ void __launch_bounds__(THREADS, WG && BN == 256 ? 1 : 2)
             for (int i = 0; i < 4; i++)
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
-                    const int lc = wn * 32 + j * 8 + tig * 2, col = n0 + lc;
-                    const int b0 = e.bias && col < d.k ? e.bias[col] : 0, b1 = e.bias && col < d.k ? e.bias[col + 1] : 0;
+                    const int lc = wn * 32 + j * 8 + tig * 2;
+                    const int b0 = bsm[lc], b1 = bsm[lc + 1];
 #pragma unroll
                     for (int hr = 0; hr < 2; hr++) {
                         tile[(i * 16 + g + hr * 8) * TS + lc] = add_wrap(acc[((i * 4 + j) * 4 + hr * 2) % NACC], b0);
@@ -219,15 +257,54 @@ __global__ void __launch_bounds__(THREADS, WG && BN == 256 ? 1 : 2)
                 }
         }
         __syncthreads();
+        // 16 neighbouring channels of one pixel a thread: one 16-byte store (u8 / s8, K a multiple of 16), else 8
+        // bytes or 32 (float32) per 8 channels
 #pragma unroll
-        for (int it = 0; it < BN / 32; it++) {
-            const int idx = tid + it * THREADS, lr = idx / (BN / 8), lc = (idx % (BN / 8)) * 8;
+        for (int it = 0; it < BN / 64; it++) {
+            const int idx = tid + it * THREADS, lr = idx / (BN / 16), lc = (idx % (BN / 16)) * 16;
             const int64_t row = m0 + half * 64 + lr;
             const int col = n0 + lc;
-            if (row < M && col < d.k) {
-                const int4 t0 = *(const int4 *)&tile[lr * TS + lc], t1 = *(const int4 *)&tile[lr * TS + lc + 4];
-                const int a[8] = {t0.x, t0.y, t0.z, t0.w, t1.x, t1.y, t1.z, t1.w};
-                q_out8(a, col, e, y, row * d.k + col);
+            if (row >= M || col >= d.k)
+                continue;
+            const int64_t o = row * d.k + col;
+            int a[16];
+            float m[16];
+#pragma unroll
+            for (int v = 0; v < 4; v++) {
+                const int4 t = *(const int4 *)&tile[lr * TS + lc + 4 * v];
+                const float4 f = *(const float4 *)&msm[lc + 4 * v];
+                a[4 * v] = t.x, a[4 * v + 1] = t.y, a[4 * v + 2] = t.z, a[4 * v + 3] = t.w;
+                m[4 * v] = f.x, m[4 * v + 1] = f.y, m[4 * v + 2] = f.z, m[4 * v + 3] = f.w;
+            }
+            const bool two = col + 8 < d.k;   // the second 8 channels exist (K is a multiple of 8)
+            if (e.out >= CUK_QF32) {   // float values, stored as float32, FP16 or BF16
+                float v[8];
+#pragma unroll
+                for (int g8 = 0; g8 < 2; g8++) {
+                    if (g8 && !two)
+                        break;
+                    f_vals8(a + 8 * g8, m + 8 * g8, e, v);
+                    if (e.out == CUK_QF32)
+                        st8((float *)y + o + 8 * g8, v);
+                    else if (e.out == CUK_QF16)
+                        st8((__half *)y + o + 8 * g8, v);
+                    else
+                        st8((__nv_bfloat16 *)y + o + 8 * g8, v);
+                }
+                continue;
+            }
+            const uint8_t *r = e.res ? rsm + (half * 64 + lr) * BN + lc : NULL;
+            uint8_t q[16];
+            q_bytes8(a, m, e, r, q);
+            if (two)
+                q_bytes8(a + 8, m + 8, e, r ? r + 8 : NULL, q + 8);
+            uint8_t *yo = (uint8_t *)y + o;
+            if (two && d.k % 16 == 0) {
+                *(uint4 *)yo = *(const uint4 *)q;
+            } else {
+                *(uint2 *)yo = *(const uint2 *)q;
+                if (two)
+                    *(uint2 *)(yo + 8) = *(const uint2 *)(q + 8);
             }
         }
         __syncthreads();   // the tile is rewritten by the other half
@@ -240,7 +317,7 @@ cudaError_t launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y
 {
     const int64_t M = (int64_t)d->n * d->p * d->q;
     const dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((d->k + BN - 1) / BN));
-    const int bytes = 1024 + STAGES * (BM + BN) * BK;
+    const int bytes = 1024 + STAGES * (BM + BN) * BK + BN * 8 + (e.res ? BM * BN : 0);
     auto kern = k_conv_i8<BN, WG, XS8>;
     // past 48 KB of shared memory: opted in at every launch (not a stream operation: legal in a capture)
     cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
@@ -259,19 +336,17 @@ extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const i
 {
     const int64_t M = (int64_t)d->n * d->p * d->q;
     if (cfg < 0 || cfg >= 4 || d->c % 16 || d->k % 8 || !d->y_nhwc || (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
-        (M + BM - 1) / BM >= 0x7fffffff || !e->m || (e->out != CUK_QU8 && e->out != CUK_QS8 && e->out != CUK_QF32) ||
-        ((uintptr_t)e->m & 15) || ((uintptr_t)y & 15) || (e->res && (e->out == CUK_QF32 || ((uintptr_t)e->res & 7))))
+        (M + BM - 1) / BM >= 0x7fffffff || !e->m || e->out < CUK_QU8 || e->out > CUK_QBF16 ||
+        ((uintptr_t)e->m & 15) || ((uintptr_t)y & 15) || (e->res && (e->out >= CUK_QF32 || ((uintptr_t)e->res & 7))))
         return cudaErrorInvalidValue;
     if (cfg == 0)
         return x_s8 ? launch<128, false, true>(x, w, *e, y, d, s) : launch<128, false, false>(x, w, *e, y, d, s);
-    if (x_s8)
-        return cudaErrorNotSupported;   // wgmma's integer form here: u8 activations
     const cudaError_t dev = wg_sm90();
     if (dev != cudaSuccess)
         return dev;
     if (cfg == 1)
-        return launch<64, true, false>(x, w, *e, y, d, s);
+        return x_s8 ? launch<64, true, true>(x, w, *e, y, d, s) : launch<64, true, false>(x, w, *e, y, d, s);
     if (cfg == 2)
-        return launch<128, true, false>(x, w, *e, y, d, s);
-    return launch<256, true, false>(x, w, *e, y, d, s);
+        return x_s8 ? launch<128, true, true>(x, w, *e, y, d, s) : launch<128, true, false>(x, w, *e, y, d, s);
+    return x_s8 ? launch<256, true, true>(x, w, *e, y, d, s) : launch<256, true, false>(x, w, *e, y, d, s);
 }
