@@ -251,21 +251,21 @@ void tg_round_half(tgraph *t)
             round_half(t->g->values[v].init, half_mode);
 }
 
-/* One run of t's graph on the GPU against the CPU (t stays: run_case frees it). */
-void check_case(const char *name, tgraph *t, double tol)
+/* Runs t's graph on the CPU into ref and on device d into got (arrays of the graph's outputs, at most 4) and counts
+ * the check. Returns 0 when both ran -- *why then NULL, or why the GPU's outputs do not count (its error, a layer that
+ * did not run on the GPU); otherwise (the CPU reference failed: a failure; no device: --cpu-only) it has printed
+ * the case, released ref and returns nonzero. */
+int tg_run_both(kiln_dev *d, const char *name, tgraph *t, kiln_tensor *ref, kiln_tensor *got, const char **why)
 {
     kiln_graph *g = t->g;
-    tg_round_half(t);
-    if (half_mode != KILN_DT_UNDEFINED)
-        tol = fmax(tol, half_tol);
     const kiln_tensor *feed[8];
     for (int i = 0; i < t->n_feed; i++)
         feed[i] = &t->feed[i];
-    kiln_tensor ref[4] = {0}, got[4] = {0};
     kiln_run_env cpu = {.nthreads = 1};
     kiln_status s = kiln__exec_graph(g, NULL, feed, ref, &cpu, 0);
     test_checks++;
-    if (s != KILN_OK || !dev) {   /* --cpu-only: the cases themselves are checked */
+    *why = NULL;
+    if (s != KILN_OK || !d) {   /* --cpu-only: the cases themselves are checked */
         if (s != KILN_OK)
             printf("FAIL %-28s CPU reference failed: %s\n", name, kiln_last_error());
         else
@@ -273,20 +273,41 @@ void check_case(const char *name, tgraph *t, double tol)
         test_failures += s != KILN_OK;
         for (int o = 0; o < g->n_outputs; o++)
             kiln__tensor_release(&ref[o]);
-        return;
+        return s != KILN_OK ? -1 : 1;
     }
-    kiln_run_env gpu = {.nthreads = 1, .dev = dev, .backend = kiln__dev_backend(dev)};
-    kiln__dev_run_begin(dev);
+    kiln_run_env gpu = {.nthreads = 1, .dev = d, .backend = kiln__dev_backend(d)};
+    kiln__dev_run_begin(d);
     s = kiln__exec_graph(g, NULL, feed, got, &gpu, 0);
-    kiln__dev_weights_clear(dev);   /* this graph goes away: the next one may reuse its addresses */
+    kiln__dev_weights_clear(d);   /* this graph goes away: the next one may reuse its addresses */
     kiln_device_stats st;
-    kiln__dev_stats(dev, &st);
-    double worst = 0;
-    const char *why = NULL;
+    kiln__dev_stats(d, &st);
     if (s != KILN_OK)
-        why = kiln_last_error();
+        *why = kiln_last_error();
     else if (st.device_layers != g->n_nodes)
-        why = "a layer did not run on the GPU";
+        *why = "a layer did not run on the GPU";
+    return 0;
+}
+
+void tg_release(const tgraph *t, kiln_tensor *ref, kiln_tensor *got)
+{
+    for (int o = 0; o < t->g->n_outputs; o++) {
+        kiln__tensor_release(&ref[o]);
+        kiln__tensor_release(&got[o]);
+    }
+}
+
+/* One run of t's graph on the GPU against the CPU (t stays: run_case frees it). */
+void check_case(const char *name, tgraph *t, double tol)
+{
+    kiln_graph *g = t->g;
+    tg_round_half(t);
+    if (half_mode != KILN_DT_UNDEFINED)
+        tol = fmax(tol, half_tol);
+    kiln_tensor ref[4] = {0}, got[4] = {0};
+    const char *why;
+    if (tg_run_both(dev, name, t, ref, got, &why))
+        return;
+    double worst = 0;
     for (int o = 0; !why && o < g->n_outputs; o++)
         worst = fmax(worst, compare(&got[o], &ref[o]));
     bool ok = !why && worst <= tol;
@@ -295,10 +316,7 @@ void check_case(const char *name, tgraph *t, double tol)
     test_failures += !ok;
     for (int o = 0; !ok && !why && o < g->n_outputs; o++)
         print_diff(&got[o], &ref[o]);
-    for (int o = 0; o < g->n_outputs; o++) {
-        kiln__tensor_release(&ref[o]);
-        kiln__tensor_release(&got[o]);
-    }
+    tg_release(t, ref, got);
 }
 
 void run_case(const char *name, tgraph *t, double tol)

@@ -48,6 +48,8 @@ double compare(const kiln_tensor *a, const kiln_tensor *b);
 void print_diff(const kiln_tensor *got, const kiln_tensor *ref);
 double cosine(const kiln_tensor *a, const kiln_tensor *b);
 void tg_round_half(tgraph *t);
+int tg_run_both(kiln_dev *d, const char *name, tgraph *t, kiln_tensor *ref, kiln_tensor *got, const char **why);
+void tg_release(const tgraph *t, kiln_tensor *ref, kiln_tensor *got);
 void check_case(const char *name, tgraph *t, double tol);
 void run_case(const char *name, tgraph *t, double tol);
 /* gpu_cases.c */

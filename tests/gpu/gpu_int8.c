@@ -154,31 +154,14 @@ static const qconv_spec qconv_specs[] = {
  * may move a requantized value by one step): at most 1 step apart, in at most 1% of the elements */
 static void run_case_step(const char *name, tgraph *t)
 {
-    kiln_graph *g = t->g;
-    const kiln_tensor *feed[8];
-    for (int i = 0; i < t->n_feed; i++)
-        feed[i] = &t->feed[i];
     kiln_tensor ref[1] = {0}, got[1] = {0};
-    kiln_run_env cpu = {.nthreads = 1};
-    kiln_status s = kiln__exec_graph(g, NULL, feed, ref, &cpu, 0);
-    test_checks++;
-    if (s != KILN_OK || !dev) {
-        printf("%s %-28s%s%s\n", s != KILN_OK ? "FAIL" : "cpu ", name, s != KILN_OK ? " CPU reference failed: " : "",
-               s != KILN_OK ? kiln_last_error() : "");
-        test_failures += s != KILN_OK;
-        kiln__tensor_release(&ref[0]);
+    const char *why;
+    if (tg_run_both(dev, name, t, ref, got, &why)) {
         tg_free(t);
         return;
     }
-    kiln_run_env gpu = {.nthreads = 1, .dev = dev, .backend = kiln__dev_backend(dev)};
-    kiln__dev_run_begin(dev);
-    s = kiln__exec_graph(g, NULL, feed, got, &gpu, 0);
-    kiln__dev_weights_clear(dev);
-    kiln_device_stats st;
-    kiln__dev_stats(dev, &st);
-    const char *why = s != KILN_OK ? kiln_last_error() : st.device_layers != g->n_nodes ? "a layer did not run on the GPU"
-                      : got[0].dtype != ref[0].dtype || got[0].nbytes != ref[0].nbytes ? "another output"
-                                                                                       : NULL;
+    if (!why && (got[0].dtype != ref[0].dtype || got[0].nbytes != ref[0].nbytes))
+        why = "another output";
     int64_t n = kiln_tensor_numel(&ref[0]), differ = 0;
     int worst = 0;
     for (int64_t i = 0; !why && i < n; i++) {
@@ -193,8 +176,7 @@ static void run_case_step(const char *name, tgraph *t)
     test_failures += !ok;
     if (!ok && !why)
         print_diff(&got[0], &ref[0]);
-    kiln__tensor_release(&ref[0]);
-    kiln__tensor_release(&got[0]);
+    tg_release(t, ref, got);
     tg_free(t);
 }
 
@@ -248,35 +230,18 @@ static void qmm_cases(const char *mode)
  * (tol relative to max |cpu|), and not equal to it (an error of 0 would mean the storage was not half) */
 static void half_out_case(kiln_dev *d, const char *name, tgraph *t, double tol)
 {
-    const kiln_tensor *feed[8];
-    for (int i = 0; i < t->n_feed; i++)
-        feed[i] = &t->feed[i];
     kiln_tensor ref[1] = {0}, got[1] = {0};
-    kiln_run_env cpu = {.nthreads = 1};
-    kiln_status s = kiln__exec_graph(t->g, NULL, feed, ref, &cpu, 0);
-    test_checks++;
-    if (s != KILN_OK || !d) {
-        printf("%s %-28s%s\n", s != KILN_OK ? "FAIL" : "cpu ", name, s != KILN_OK ? " CPU reference failed" : "");
-        test_failures += s != KILN_OK;
-        kiln__tensor_release(&ref[0]);
+    const char *why;
+    if (tg_run_both(d, name, t, ref, got, &why)) {
         tg_free(t);
         return;
     }
-    kiln_run_env gpu = {.nthreads = 1, .dev = d, .backend = kiln__dev_backend(d)};
-    kiln__dev_run_begin(d);
-    s = kiln__exec_graph(t->g, NULL, feed, got, &gpu, 0);
-    kiln__dev_weights_clear(d);
-    kiln_device_stats st;
-    kiln__dev_stats(d, &st);
-    const char *why = s != KILN_OK ? kiln_last_error() : st.device_layers != t->g->n_nodes ? "a layer did not run on the GPU"
-                                                                                         : NULL;
     double err = why ? INFINITY : compare(&got[0], &ref[0]);
     bool ok = !why && err > 0 && err <= tol;
     printf("%s %-28s max rel err %.3g (tol %.1g, > 0: FP16 storage)%s%s\n", ok ? "ok  " : "FAIL", name, err, tol,
            why ? ": " : "", why ? why : "");
     test_failures += !ok;
-    kiln__tensor_release(&ref[0]);
-    kiln__tensor_release(&got[0]);
+    tg_release(t, ref, got);
     tg_free(t);
 }
 
