@@ -1054,6 +1054,10 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
     const char *i8 = getenv("KILN_CUDA_INT8_OUT");   /* INT8 layers' float outputs (cuda_int8.c) */
     b->int8_out = i8 && !strcmp(i8, "fp16") ? KILN_DT_FLOAT16 : i8 && !strcmp(i8, "bf16") ? KILN_DT_BFLOAT16
                                                                                           : KILN_DT_FLOAT32;
+    if (b->int8_out != KILN_DT_FLOAT32 && host->log)   /* a precision no engine asked for: said, not silent */
+        host->log(KILN_LOG_WARN, b->int8_out == KILN_DT_FLOAT16
+                                     ? "KILN_CUDA_INT8_OUT=fp16: INT8 layers' float32 outputs are held in FP16 on the GPU"
+                                     : "KILN_CUDA_INT8_OUT=bf16: INT8 layers' float32 outputs are held in BF16 on the GPU");
     const char *fa8 = getenv("KILN_CUDA_FP8_FAST_ACCUM");
     /* docs/CUDA.md "FP8 GEMMs": 1 (in FP8 MatMul / Gemm layers) by default, 0 with =0, 2 with =1 (also in the GEMMs
      * of FP8 1x1 convolutions) */

@@ -234,7 +234,8 @@ cudaError_t cuk_qadd(const uint8_t *a, bool as8, const uint8_t *b, bool bs8, uin
  * NHWC and w s8 KRSC (C a multiple of 16, K of 8; d->y_nhwc set; zero padding: the caller folds a nonzero input
  * zero point into the bias where there is no padding), then per output channel c, with a = acc + bias[c] (int32,
  * wrapping as the CPU's): u8 / s8 outputs y = clamp(rint((float)a * m[c]), lo, hi) + zp (lo, hi: the type's bounds
- * narrowed by Relu / Clip, minus zp); float32 outputs y = min(hi, max(lo, (float)a * m[c])) (none / Relu / Clip); with
+ * narrowed by Relu / Clip, minus zp); float outputs y = min(hi, max(lo, (float)a * m[c])) (none / Relu / Clip), stored
+ * as e->out says (float32, FP16 or BF16); with
  * e->res (QLinearConvAdd) the requantized value is added to R by the QLinearAdd arithmetic before it is stored.
  * Configuration cfg: 0 mma.sync (any sm_80+ GPU), 1 .. cuk_conv_i8_configs() - 1 wgmma tiles (sm_90 only:
  * cudaErrorNotSupported elsewhere). */

@@ -10,8 +10,9 @@
 // residual tile of QLinearConvAdd) are copied into shared memory by cp.async with the reduction's second stage, so
 // no global load waits between the stores; then a = acc + bias[c] into an int32 tile (shared memory), and each
 // thread requantizes 16 neighbouring channels of one pixel: one 16-byte store (u8 / s8, K a multiple of 16), else 8
-// bytes or 32 (float32) per 8 channels. H200, ResNet-50 int8 batch 256: the 8-byte epilogue reading its multipliers
-// and residual from global memory held layer1's conv3 + residual at 1.1-1.3 ms, 64 -> 256 1x1 at 0.70 ms.
+// bytes or 32 (float32; 16 in FP16 / BF16 storage) per 8 channels. H200, ResNet-50 int8 batch 256: no faster than the
+// 8-byte epilogue that read its multipliers and residual from global memory (layer1's conv3 + residual 1.1-1.3 ms,
+// its 64 -> 256 1x1 0.74 ms either way, session 27): those loads were not what these layers wait for.
 #include "kernels_act.cuh"
 #include "kernels_conv_fp8_wg.cuh"
 #include "kernels_int8.cuh"

@@ -60,7 +60,7 @@ template <typename T, bool S8, bool V> __global__ void k_dequantize(const uint8_
 
 __device__ __forceinline__ int q8v(uint8_t b, bool s8) { return s8 ? (int)(int8_t)b : (int)b; }
 
-// c = QLinearAdd's element of a and b (kernels_int8.cuh qadd1); V: 8 elements a thread (8-byte aligned operands)
+// c = QLinearAdd's element of a and b (kernels_int8.cuh qadd1); V: 8 elements a thread (8-byte loads and store)
 template <bool V>
 __global__ void k_qadd(const uint8_t *a, bool as8, const uint8_t *b, bool bs8, uint8_t *c, int64_t n, cuk_qadd_args p)
 {
@@ -131,7 +131,7 @@ extern "C" cudaError_t cuk_qadd(const uint8_t *a, bool as8, const uint8_t *b, bo
 {
     if (n <= 0)
         return cudaSuccess;
-    const bool v = al16(a, b) && al16(c, c) && n >= 8;
+    const bool v = al16(a, b) && al16(c, a) && n >= 8;
     if (v)
         k_qadd<true><<<grid_of((n + 7) / 8), 256, 0, s>>>(a, as8, b, bs8, c, n, *p);
     else
