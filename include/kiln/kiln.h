@@ -327,6 +327,10 @@ typedef struct kiln_device_stats {
                               * or library versions (then timed again; a warning says so) */
     int tactics_timed;       /* kernel choices the context's device has timed itself so far (0 when the engine's
                               * tactics covered every layer at the shapes run) */
+    int half_storage_layers; /* last interpreted run (a replay repeats its capture's): device layers whose float32
+                              * first output was held in FP16 or BF16 storage (float32 arithmetic, the value rounded
+                              * to half when stored): an FP16 / BF16 engine's layers and, by default, the layers
+                              * between an FP8 engine's GEMMs (docs/CUDA.md); kiln_context_layer_storage names them */
 } kiln_device_stats;
 kiln_status kiln_context_device_stats(kiln_context_t c, kiln_device_stats *out);
 /* Device tactics (docs/CUDA.md, "Tactics in the engine"): the kernel choices context c's device has made by timing
@@ -351,6 +355,11 @@ typedef enum kiln_layer_place {
     KILN_PLACE_FALLBACK = 3
 } kiln_layer_place;
 kiln_status kiln_context_layer_place(kiln_context_t c, int i, kiln_layer_place *out);
+/* How layer i's first output was held on the device in the context's last interpreted run, where not as its dtype:
+ * "fp16" / "bf16" (a float32 value in half storage: computed in float32, rounded to half when stored), "e4m3" (held
+ * only in FP8 E4M3); "" otherwise (as its dtype, a layer run on the host, a CPU context, before the first run). The
+ * storage the GPU realized, where kiln_engine_layer_storage is what the engine planned. */
+kiln_status kiln_context_layer_storage(kiln_context_t c, int i, const char **storage);
 /* Parses "cpu" / "cuda"; false for anything else. */
 bool kiln_device_parse(const char *name, kiln_device *out);
 

@@ -442,6 +442,19 @@ kiln_status kiln_context_layer_place(kiln_context_t c, int i, kiln_layer_place *
     return KILN_OK;
 }
 
+kiln_status kiln_context_layer_storage(kiln_context_t c, int i, const char **storage)
+{
+    if (!c || !storage)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_context_layer_storage: NULL argument");
+    if (i < 0 || i >= c->e->g->n_nodes)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_context_layer_storage: layer %d out of range [0, %d)", i,
+                         c->e->g->n_nodes);
+    static const char *const names[] = {"", "fp16", "bf16", "e4m3"};
+    int s = c->dev ? kiln__dev_layer_store(c->dev, c->e->g, i) : KILN_STORE_AS_DTYPE;
+    *storage = s >= 0 && s < (int)(sizeof names / sizeof names[0]) ? names[s] : "";
+    return KILN_OK;
+}
+
 kiln_status kiln_context_device_stats(kiln_context_t c, kiln_device_stats *out)
 {
     if (!c || !out)

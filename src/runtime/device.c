@@ -238,6 +238,8 @@ void kiln__dev_stats(const kiln_dev *d, kiln_device_stats *s)
     s->fp8_fed_inputs = f[1];
     s->fp8_held_outputs = f[2];
     s->fp8_gelu_tanh = f[3];
+    for (int i = 0; d->store && i < d->n_place; i++)
+        s->half_storage_layers += d->store[i] == KILN_STORE_F16 || d->store[i] == KILN_STORE_BF16;
     s->tactics_loaded = d->tactics_loaded;
     s->tactics_timed = d->mod->tactics_timed ? d->mod->tactics_timed(d->be) : 0;
 }
@@ -286,6 +288,11 @@ void kiln__dev_fp8_counts(const kiln_dev *d, unsigned long long c[KILN_FP8_COUNT
 int kiln__dev_layer_place(const kiln_dev *d, const kiln_graph *g, int i)
 {
     return d->place && d->place_g == g && i >= 0 && i < d->n_place ? d->place[i] : KILN_PLACE_NONE;
+}
+
+int kiln__dev_layer_store(const kiln_dev *d, const kiln_graph *g, int i)
+{
+    return d->store && d->place_g == g && i >= 0 && i < d->n_place ? d->store[i] : KILN_STORE_AS_DTYPE;
 }
 
 void kiln__dev_run_begin(kiln_dev *d)

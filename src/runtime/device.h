@@ -22,6 +22,15 @@ void kiln__dev_tensor_free(kiln_dev *d, kiln_tensor *t);
 void kiln__dev_stats(const kiln_dev *d, kiln_device_stats *s);
 /* Where node i of g ran in the last interpreted run (kiln_layer_place; NONE if g is not the graph run). */
 int kiln__dev_layer_place(const kiln_dev *d, const kiln_graph *g, int i);
+/* How a device layer's first output was held in that run, where not as its dtype: a float32 value in FP16 / BF16
+ * storage (KILN_TENSOR_DEV_F16 / _BF16: the layer computed in float32, stored half) or only in E4M3. */
+typedef enum kiln_dev_store {
+    KILN_STORE_AS_DTYPE = 0,
+    KILN_STORE_F16,
+    KILN_STORE_BF16,
+    KILN_STORE_E4M3
+} kiln_dev_store;
+int kiln__dev_layer_store(const kiln_dev *d, const kiln_graph *g, int i);
 /* Drops the device copies of the weights. A kiln_dev serves one graph (a context's engine, one
  * model run): call this before it runs another graph (tests) or when the graph is freed. */
 void kiln__dev_weights_clear(kiln_dev *d);

@@ -50,6 +50,7 @@ struct kiln_dev {
     /* where each node of the top-level graph ran in the last interpreted run (kiln_layer_place values) */
     const kiln_graph *place_g;
     uint8_t *place;
+    uint8_t *store;               /* and the storage its first output had there (kiln_dev_store), place + n_place */
     int n_place;
     bool place_run;               /* this run's first node was seen (place reset for it) */
 };

@@ -203,17 +203,34 @@ static void note_place(kiln_dev *d, const kiln_graph *g, const kiln_node *n, kil
     if (!d->place_run) {
         d->place_run = true;
         d->place_g = g;
-        if (d->n_place != g->n_nodes) {
+        if (d->n_place != g->n_nodes || !d->place) {
             kiln__free(d->place);
-            d->place = kiln__calloc((size_t)g->n_nodes + 1, 1);
+            d->place = kiln__calloc(2 * (size_t)g->n_nodes + 1, 1);
             d->n_place = d->place ? g->n_nodes : 0;
+            d->store = d->place ? d->place + d->n_place : NULL;
         }
         if (d->place)
-            memset(d->place, KILN_PLACE_NONE, (size_t)d->n_place);
+            memset(d->place, 0, 2 * (size_t)d->n_place);   /* KILN_PLACE_NONE, KILN_STORE_AS_DTYPE */
     }
     long i = (long)(n - g->nodes);
     if (g == d->place_g && d->place && i >= 0 && i < d->n_place)
         d->place[i] = (uint8_t)p;
+}
+
+/* Records how device layer n of the run's top-level graph held its first output t (kiln_dev_store). */
+static void note_store(kiln_dev *d, const kiln_node *n, const kiln_tensor *t)
+{
+    const kiln_graph *g = d->place_g;
+    if (!d->place_run || !g || !d->store || !t || !kiln__on_device(t) || n < g->nodes || n >= g->nodes + d->n_place)
+        return;
+    kiln_dev_store s = KILN_STORE_AS_DTYPE;
+    if (t->flags & KILN_TENSOR_DEV_E4M3)
+        s = KILN_STORE_E4M3;
+    else if (t->dtype == KILN_DT_FLOAT32 && (t->flags & KILN_TENSOR_DEV_F16))
+        s = KILN_STORE_F16;
+    else if (t->dtype == KILN_DT_FLOAT32 && (t->flags & KILN_TENSOR_DEV_BF16))
+        s = KILN_STORE_BF16;
+    d->store[n - g->nodes] = (uint8_t)s;
 }
 
 /* Inputs of n that the engine keeps only packed (for its CPU layer's blob). */
@@ -327,6 +344,8 @@ kiln_status kiln__dev_node_end(kiln_dev *d, kiln_dev_node *dn, const kiln_node *
     dn->more = NULL;
     dn->more_dev = NULL;
     dn->cap_more = 0;
+    if (st == KILN_OK && !dn->on_host && out)
+        note_store(d, n, n->n_out > 0 ? out[0] : NULL);
     if (st != KILN_OK || !dn->on_host)
         return st;
     for (int o = 0; o < n->n_out; o++) {

@@ -308,6 +308,20 @@ PY
   expect_out "fake device: per layer, E4M3 (json)" 0 '"device_e4m3_values": 1' env KILN_CUDA_MODULE="$2" \
     KILN_FAKEDEV_E4M3=Sigmoid "$KILN" verify "$T/ew.onnx" --reference "$T/ew.onnx" --device cuda --samples 1 \
     --per-layer --json
+  # the storage the device realized, said per layer and counted: the fake module flags Relu's output as FP16-held
+  expect_out "fake device: inspect marks half storage" 0 "1 layer held a float32 output in FP16" env \
+    KILN_CUDA_MODULE="$2" KILN_FAKEDEV_F16=Relu "$KILN" inspect "$T/ew.onnx" --device cuda
+  grep -Eq '^0 .*float32\[2,3,5,4\] fp16 ' "$T/out.txt" && ok "fake device: the Relu row says fp16" \
+    || bad "fake device: the Relu row says fp16: $(grep -E '^0 ' "$T/out.txt")"
+  expect_out "fake device: inspect --json half storage" 0 '"half_storage_layers"' env KILN_CUDA_MODULE="$2" \
+    KILN_FAKEDEV_F16=Relu "$KILN" inspect "$T/ew.onnx" --device cuda --json
+  json_check "fake device: output_storage as realized" "
+L = d['layers']; assert [l['output_storage'] for l in L] == ['fp16', None, None, None], [l['output_storage'] for l in L]
+assert d['device']['half_storage_layers'] == 1, d['device']"
+  expect_out "fake device: bench counts half storage" 0 '"half_storage_layers": 1' env KILN_CUDA_MODULE="$2" \
+    KILN_FAKEDEV_F16=Relu "$KILN" bench "$T/ew.onnx" --device cuda --iterations 5 --json
+  expect_out "fake device: bench without half storage" 0 '"half_storage_layers": 0' env KILN_CUDA_MODULE="$2" \
+    "$KILN" bench "$T/ew.onnx" --device cuda --iterations 5 --json
   expect_out "fake device: per layer, a 20-output node" 0 "matched 41 of 41" env KILN_CUDA_MODULE="$2" "$KILN" verify \
     "$T/split20.onnx" --reference "$T/split20.onnx" --device cuda --samples 1 --per-layer --budget 'maxabs<=1e-6'
   expect_out "fake device: per layer (json)" 0 '"per_layer"' env KILN_CUDA_MODULE="$2" "$KILN" verify "$M" \

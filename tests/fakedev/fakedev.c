@@ -8,7 +8,8 @@
  * CUDA module holds half convolutions' outputs. Other ops fall back to the CPU. Device tactics: a layer's first run
  * outside a capture "times" a choice per op and output dims (recorded, exported, imported as the CUDA module's);
  * KILN_FAKEDEV_SIGNATURE replaces the signature (another GPU, other versions); KILN_FAKEDEV_E4M3=OP flags that op's
- * outputs as held only in E4M3 (FP8 storage: not readable on the host). */
+ * outputs as held only in E4M3 (FP8 storage: not readable on the host), KILN_FAKEDEV_F16=OP as held in FP16 storage
+ * (the flag only: the data stays float32, so such an output must be read by the fake device's layers alone). */
 #include "backend/cuda/cuda_module.h"
 #include "core/devtac.h"
 #include <math.h>
@@ -218,11 +219,11 @@ static kiln_status fk_run(const kiln_backend *be, const kiln_layer *l, kiln_kctx
         numel *= dims[k];
     /* KILN_FAKEDEV_E4M3=OP: that op's outputs are flagged as held only in E4M3, as the CUDA module holds FP8-stored
      * outputs (the data stays float32 here: only the host may not read it; tests of that refusal) */
-    const char *e4 = getenv("KILN_FAKEDEV_E4M3");
-    bool e4m3 = e4 && !strcmp(e4, n->op_type);
+    const char *e4 = getenv("KILN_FAKEDEV_E4M3"), *f16 = getenv("KILN_FAKEDEV_F16");
+    bool e4m3 = e4 && !strcmp(e4, n->op_type), half = f16 && !strcmp(f16, n->op_type);
     *y = (kiln_tensor){.dtype = KILN_DT_FLOAT32, .ndim = nd, .nbytes = (size_t)numel * sizeof(float),
                        .flags = KILN_TENSOR_BORROWED | KILN_TENSOR_ON_DEVICE | (nd == 4 ? KILN_TENSOR_DEV_NHWC : 0u) |
-                                (e4m3 ? KILN_TENSOR_DEV_E4M3 : 0u)};
+                                (e4m3 ? KILN_TENSOR_DEV_E4M3 : 0u) | (half ? KILN_TENSOR_DEV_F16 : 0u)};
     memcpy(y->dims, dims, sizeof(int64_t) * (size_t)nd);
     bool fresh = true;
     y->data = ctx->rt && ctx->rt->place ? ctx->rt->place(ctx->rt_user, ctx, 0, y->nbytes, &fresh) : NULL;

@@ -176,20 +176,29 @@ static const char *model_device_stats(const model_run *r)
     kiln_device_stats ds;
     kiln_context_device_stats(r->gc, &ds);
     printf("     %-28s %d layers on the GPU, %d on the host (shapes), %d fallbacks %s, %ld CUDA graph replays, "
-           "%.1f MB of weights on the GPU\n", r->path, ds.device_layers, ds.host_layers, ds.fallback_layers,
-           ds.fallback_ops, ds.graph_replays, (double)ds.weight_bytes / 1e6);
+           "%.1f MB of weights on the GPU, %d layers with half-stored float32 outputs\n", r->path, ds.device_layers,
+           ds.host_layers, ds.fallback_layers, ds.fallback_ops, ds.graph_replays, (double)ds.weight_bytes / 1e6,
+           ds.half_storage_layers);
     if (ds.fallback_layers)
         return "layers fell back to the CPU";
     /* kiln_context_layer_place agrees with the counts (these models have no subgraphs), and a CPU context
      * has no places */
-    int count[4] = {0};
+    int count[4] = {0}, half = 0;
     for (int i = 0; i < kiln_engine_num_layers(r->e); i++) {
         kiln_layer_place p = KILN_PLACE_NONE, q = KILN_PLACE_DEVICE;
         if (kiln_context_layer_place(r->gc, i, &p) != KILN_OK || kiln_context_layer_place(r->cc, i, &q) != KILN_OK ||
             q != KILN_PLACE_NONE || p > KILN_PLACE_FALLBACK)
             return "kiln_context_layer_place failed";
         count[p]++;
+        /* the storage the GPU realized: half ones counted in the stats, none on a host layer or a CPU context */
+        const char *s = NULL, *cs = NULL;
+        if (kiln_context_layer_storage(r->gc, i, &s) != KILN_OK ||
+            kiln_context_layer_storage(r->cc, i, &cs) != KILN_OK || cs[0] || (s[0] && p != KILN_PLACE_DEVICE))
+            return "kiln_context_layer_storage failed";
+        half += !strcmp(s, "fp16") || !strcmp(s, "bf16");
     }
+    if (half != ds.half_storage_layers)
+        return "kiln_context_layer_storage disagrees with kiln_device_stats.half_storage_layers";
     if (count[KILN_PLACE_DEVICE] != ds.device_layers || count[KILN_PLACE_HOST] != ds.host_layers ||
         count[KILN_PLACE_FALLBACK] != 0 || count[KILN_PLACE_NONE] != 0)
         return "kiln_context_layer_place disagrees with kiln_device_stats";

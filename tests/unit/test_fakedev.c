@@ -198,11 +198,58 @@ static void check_tactics(void)
     kiln_model_free(m);
 }
 
+/* The storage each layer's output had on the device (kiln_context_layer_storage, kiln_device_stats
+ * .half_storage_layers): the fake module flags Relu's output as FP16-held and Mul's as E4M3-held (flags only; both
+ * are read by the fake device's own layers), through the capture and the replays; nothing before a run or on the
+ * CPU; bad arguments refused. */
+static void check_storage(void)
+{
+    unsigned long long seed = 25;
+    kiln_model_t m = model(false, &seed);
+    kiln_engine_t e = NULL;
+    kiln_build_options bo = {.no_tactics = true, .no_optimize = true};
+    CHECK_MSG(kiln_build(m, &bo, &e) == KILN_OK, "build: %s", kiln_last_error());
+    kiln_context_t cc = NULL, gc = NULL;
+    CHECK(kiln_context_create(e, &cc) == KILN_OK && kiln_context_create(e, &gc) == KILN_OK);
+    CHECK_MSG(kiln_context_set_device(gc, KILN_DEVICE_CUDA, 0) == KILN_OK, "%s", kiln_last_error());
+    const char *s = "x";
+    CHECK(kiln_context_layer_storage(gc, 0, &s) == KILN_OK && !strcmp(s, ""));   /* before a run */
+    kiln_tensor x;
+    test_graph_random_inputs(m->g, 1, &x, &seed);
+    setenv("KILN_FAKEDEV_F16", "Relu", 1);
+    setenv("KILN_FAKEDEV_E4M3", "Mul", 1);
+    double d = runs_against_cpu(cc, gc, &x, 5);   /* plan, run, capture, two replays */
+    unsetenv("KILN_FAKEDEV_F16");
+    unsetenv("KILN_FAKEDEV_E4M3");
+    CHECK_MSG(d <= 1e-6, "storage flags: max diff %g", d);
+    static const char *const want[4] = {"fp16", "e4m3", "", ""};   /* relu, mul, sigmoid, add */
+    for (int i = 0; i < 4; i++) {
+        s = NULL;
+        CHECK_MSG(kiln_context_layer_storage(gc, i, &s) == KILN_OK && s && !strcmp(s, want[i]),
+                  "layer %d: storage '%s', want '%s'", i, s ? s : "(null)", want[i]);
+        CHECK(kiln_context_layer_storage(cc, i, &s) == KILN_OK && !strcmp(s, ""));   /* the CPU context */
+    }
+    kiln_device_stats ds;
+    CHECK(kiln_context_device_stats(gc, &ds) == KILN_OK);
+    CHECK_MSG(ds.half_storage_layers == 1 && ds.graph_replays >= 2, "half storage layers %d, replays %ld",
+              ds.half_storage_layers, ds.graph_replays);
+    CHECK(kiln_context_layer_storage(gc, 4, &s) == KILN_ERR_INVALID_ARG);
+    CHECK(kiln_context_layer_storage(gc, -1, &s) == KILN_ERR_INVALID_ARG);
+    CHECK(kiln_context_layer_storage(NULL, 0, &s) == KILN_ERR_INVALID_ARG);
+    CHECK(kiln_context_layer_storage(gc, 0, NULL) == KILN_ERR_INVALID_ARG);
+    kiln_free(x.data);
+    kiln_context_free(cc);
+    kiln_context_free(gc);
+    kiln_engine_free(e);
+    kiln_model_free(m);
+}
+
 int main(void)
 {
     setenv("KILN_CUDA_MODULE", KILN_FAKEDEV_PATH, 1);
     check_model(false);
     check_model(true);
     check_tactics();
+    check_storage();
     return TEST_SUMMARY();
 }

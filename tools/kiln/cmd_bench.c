@@ -135,11 +135,11 @@ static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, l
             printf(", \"gpu\": \"%s\", \"device_layers\": %d, \"host_layers\": %d, \"fallback_layers\": %d, "
                    "\"fallback_ops\": \"%s\", \"graph_replays\": %ld, \"weight_bytes\": %llu, \"fp8\": "
                    "{\"fed_inputs\": %llu, \"quant_passes\": %llu, \"held_outputs\": %llu, \"gelu_tanh\": %llu}, "
-                   "\"tactics\": {\"loaded\": %d, \"timed\": %d}",
+                   "\"tactics\": {\"loaded\": %d, \"timed\": %d}, \"half_storage_layers\": %d",
                    cli_esc(ds->description), ds->device_layers, ds->host_layers, ds->fallback_layers,
                    cli_esc(ds->fallback_ops), ds->graph_replays, ds->weight_bytes, ds->fp8_fed_inputs,
                    ds->fp8_quant_passes, ds->fp8_held_outputs, ds->fp8_gelu_tanh, ds->tactics_loaded,
-                   ds->tactics_timed);
+                   ds->tactics_timed, ds->half_storage_layers);
         if (gs[0].n) {   /* device time of the replays: kiln's work with the inputs already in pinned memory */
             printf(", \"graph_ms\": {\"p50\": %.4f, \"p90\": %.4f, \"n\": %lld}, \"device_throughput\": %.3f", g50, g90,
                    (long long)gs[0].n, g50 > 0 ? (double)batch * 1e3 / g50 : 0.0);
@@ -164,6 +164,9 @@ static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, l
                ds->fallback_layers ? ": " : "", cli_esc(ds->fallback_ops), ds->graph_replays,
                (double)ds->weight_bytes / 1e6, ds->tactics_loaded > 0 ? ds->tactics_loaded : 0,
                ds->tactics_loaded < 0 ? " (timed on other versions: not used)" : "", ds->tactics_timed);
+    if (b->dev.device != KILN_DEVICE_CPU && ds->half_storage_layers)
+        printf("half storage: %d layer%s held a float32 output in FP16 / BF16 on the GPU (float32 arithmetic; kiln "
+               "inspect --device cuda marks them)\n", ds->half_storage_layers, ds->half_storage_layers == 1 ? "" : "s");
     if (b->dev.device != KILN_DEVICE_CPU && (ds->fp8_fed_inputs || ds->fp8_quant_passes)) {
         printf("fp8 layers (last run): %llu inputs fed by their producers, %llu quantized in passes, %llu outputs held "
                "only in E4M3", ds->fp8_fed_inputs, ds->fp8_quant_passes, ds->fp8_held_outputs);

@@ -104,10 +104,13 @@ static json_t *layers(kiln_engine_t e, kiln_context_t c, const double *ms, doubl
         kiln_engine_layer(e, i, &L);
         kiln_engine_layer_precision(e, i, &req, NULL);
         kiln_engine_layer_storage(e, i, &store);
+        const char *held = "";   /* on a device: the storage its run realized (FP16 / BF16 / E4M3), not the plan */
+        if (dev && kiln_context_layer_storage(c, i, &held) == KILN_OK)
+            store = held;
         char insb[256] = "", outsb[256] = "", fused[512];
         json_t *ji = layer_shapes(c, i, KILN_IO_INPUT, L.num_inputs, insb, sizeof insb);
         json_t *jo = layer_shapes(c, i, KILN_IO_OUTPUT, L.num_outputs, outsb, sizeof outsb);
-        if (store[0])   /* held on the GPU only in that format */
+        if (store[0])   /* held on the GPU in that format */
             snprintf(outsb + strlen(outsb), sizeof outsb - strlen(outsb), " %s", store);
         snprintf(fused, sizeof fused, "%s%s%s", L.name[0] ? L.name : L.op, L.fused_from[0] ? "," : "", L.fused_from);
         json_t *o = layer_json(i, &L, req, store, fused, ji, jo);
@@ -154,11 +157,15 @@ static int report(const char *path, kiln_engine_t e, kiln_context_t c, const dou
         json_object_set_new(jd, "host_layers", json_integer(ds.host_layers));
         json_object_set_new(jd, "fallback_layers", json_integer(ds.fallback_layers));
         json_object_set_new(jd, "fallback_ops", cli_json_str(ds.fallback_ops));
+        json_object_set_new(jd, "half_storage_layers", json_integer(ds.half_storage_layers));
         json_object_set_new(root, "device", jd);
         if (!json)
-            printf("gpu: %s\nlayers: %d on the device, %d on the host (shape arithmetic), %d fallen back to the CPU%s%s\n",
+            printf("gpu: %s\nlayers: %d on the device, %d on the host (shape arithmetic), %d fallen back to the "
+                   "CPU%s%s\nhalf storage: %d layer%s held a float32 output in FP16 / BF16 (float32 arithmetic; marked "
+                   "after the output shape)\n",
                    cli_esc(ds.description), ds.device_layers, ds.host_layers, ds.fallback_layers,
-                   ds.fallback_layers ? ": " : "", cli_esc(ds.fallback_ops));
+                   ds.fallback_layers ? ": " : "", cli_esc(ds.fallback_ops), ds.half_storage_layers,
+                   ds.half_storage_layers == 1 ? "" : "s");
     }
     json_object_set_new(mem, "peak_activation_bytes", json_integer((json_int_t)arena));
     json_object_set_new(mem, "naive_activation_bytes", json_integer((json_int_t)naive));
