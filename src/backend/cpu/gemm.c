@@ -929,6 +929,96 @@ bool kiln__sgemm_res_in_place(int64_t M, int64_t N, int64_t K)
            tiles_read_res_first(im, true, M, K, k_slices(im, false, true, M, K));
 }
 
+/* The job of GEMM a (kiln__sgemm_ex) with epilogue epi and beta (its residual possibly moved into C), before the
+ * grid and blocking are planned. */
+static void job_init(gemm_job *g, const kiln_gemm *a, const kiln_epi *epi, float beta)
+{
+    const gemm_impl *im = select_impl();
+    const int64_t K = a->K;
+    memset(g, 0, sizeof *g);
+    g->im = im;
+    g->gen = atomic_fetch_add_explicit(&gemm_gen, 1, memory_order_relaxed) + 1;
+    g->M = a->M;
+    g->N = a->N;
+    g->K = K;
+    g->alpha = a->alpha;
+    g->beta = beta;
+    g->A = a->A;
+    g->B = a->B;
+    g->B2 = a->B2 && a->kb2 < K && !a->trans_b && !a->packb && !a->bpack ? a->B2 : NULL;
+    g->kb2 = a->kb2;
+    g->C = a->C;
+    g->ldc = a->ldc;
+    g->a_rs = a->trans_a ? 1 : a->lda;
+    g->a_cs = a->trans_a ? a->lda : 1;
+    g->b_rs = a->trans_b ? 1 : a->ldb;
+    g->b_cs = a->trans_b ? a->ldb : 1;
+    g->packb = a->packb;
+    g->bpack = a->bpack;
+    g->packb_ctx = a->packb_ctx;
+    g->epi = epi;
+    g->direct_a = im->direct_a && !a->trans_a && a->lda > 0;
+    g->apack = a->apack && kiln__sgemm_apack_mr() > 0 ? a->apack : NULL;
+    g->apack_next = g->apack ? a->apack_next : NULL;
+}
+
+/* A grid split only along N gets several tasks per thread (taken dynamically by the pool): no operand is packed
+ * twice, and a thread that is descheduled for a while (a shared machine) no longer holds everyone up. */
+static void split_n_tasks(gemm_job *g, double flops)
+{
+    if (g->tm != 1 || g->tn <= 1)
+        return;
+    const int nr = g->im->nr;
+    int64_t pn = ceil_div(g->N, nr);
+    int64_t f = 4;
+    while (f > 1 && (pn < g->tn * f * 2 || flops / (double)(g->tn * f) < 1.0e6))
+        f--;
+    if (f > 1) {
+        g->tn *= f;
+        g->nstep = ceil_div(pn, g->tn) * nr;
+    }
+}
+
+/* The job's K slices, row and column blocks, direct B and 49-column tiles (kiln__sgemm_ex, after plan_grid); an
+ * epilogue whose residual is C itself (alias) becomes C with beta 1 where the tiles would store over it first. */
+static void plan_blocks(gemm_job *g, bool trans_b, bool alias, kiln_epi *e_own)
+{
+    const gemm_impl *im = g->im;
+    const int64_t K = g->K;
+    /* blocking, balanced so the last block is not a sliver. Pre-packed B with A read in place (MatMul / Gemm
+     * weights) runs K in slices of up to 3 kc (K <= 3 kc in one): no packing buffer to keep small, every C tile is
+     * stored 3x less often than with kc slices, and each tile's fixed costs (zeroing, stores, epilogue) are spread
+     * over 3x the FMAs. BERT-base's K = 768 GEMMs (bench_gemm_f32, 2 threads): FFN up 0.96, all 0.98. Its FFN down
+     * (K = 3072: 4 slices of 768 instead of 12 of 256) in the model: the sum of its 12 layers 1.04-1.11x the FFN
+     * ups' in the same profile before, 0.99-1.00x after (8 alternated profiles each); with at most 128 rows slices of
+     * up to 6 kc (1536: FFN down in 2), whose A block (768 KB) still fits L2: the same ratio 0.94-0.99 against
+     * 0.98-1.00 with 3 kc (5/5 alternated profiles lower). Other GEMMs with A read in place (conv weights) and
+     * K <= 2 kc run one slice too: ResNet-50's 8 1x1 convs with K = 512
+     * (in-model profile sum, 10 ABBA pairs: 6.17 -> 5.61 ms, paired 0.910, 8/10; 512->2048 @7 +res in bench_conv_f32
+     * 0.930, 15/20), each C tile stored once instead of reloaded for a second slice. Beyond that they run K in
+     * slices of up to 2 kc too (ResNet-50's 1x1 convs with K = 1024 / 2048 and 3x3 im2col layers with K = 1152 to
+     * 4608: in one process, inferences alternated ABBA with kc slices, 300 pairs: those layers 0.976-0.981 (232/300),
+     * the whole model 0.994-0.995; slices of 4 kc gained no more, one slice 1.00 against 4 kc). */
+    int64_t kb = k_slices(im, g->bpack != NULL, g->direct_a, g->M, K);
+    g->kc = ceil_div(K, kb);
+    if (alias && !tiles_read_res_first(im, g->direct_a, g->M, K, kb))
+        res_as_c(e_own, &g->epi, &g->beta);
+    int64_t mb = ceil_div(g->mstep, im->mc);
+    g->mc = ceil_div(ceil_div(g->mstep, mb), im->mr) * im->mr;
+    /* A grid split along N whose tasks pack B for themselves (ResNet-50's 56x56 1x1 convs) packs it in blocks of
+     * at most GEMM_NC_SPLIT columns rather than its whole share: the packed block and the C rows it feeds stay
+     * closer (L2). In-model, one process, inferences alternated ABBA with the task-wide blocks (bench/env_ab, 200
+     * pairs, 2 threads): those layers 0.967 (146/200; the K = 64 ones 0.94-0.95), the rest 1.001; blocks of 256
+     * 0.993, of 64 0.973 (150 pairs). AVX-512 only (not measured with the AVX2 tiles). */
+    int64_t nb = ceil_div(g->nstep, GEMM_AVX512_IS(im) && !g->bpack && g->tm == 1 ? GEMM_NC_SPLIT : im->nc);
+    g->nc = ceil_div(ceil_div(g->nstep, nb), im->nr) * im->nr;
+    g->b_direct = b_direct_ok(g, trans_b);
+    /* a block's last 32 + 17 columns as one tile (ukr49): ResNet-50's 7x7 layers (N = 49) and the Winograd GEMMs of
+     * 49 tiles (layer2-3's conv2s), in one process against the two tiles (bench/env_ab, 300 pairs, 2 threads, both
+     * orders): those layers 0.972 / 1/1.049, the model 0.987 / 1/1.017 */
+    g->w49 = im->ukr49 && g->direct_a && !g->b_direct;
+}
+
 void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
 {
     const int64_t M = a->M, N = a->N, K = a->K;
@@ -949,32 +1039,8 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
             kiln__epi_apply_f32(epi, a->C, a->ldc, M, N, 0, 0);
         return;
     }
-    gemm_job g = {0};
-    const gemm_impl *im = select_impl();
-    g.im = im;
-    g.gen = atomic_fetch_add_explicit(&gemm_gen, 1, memory_order_relaxed) + 1;
-    g.M = M;
-    g.N = N;
-    g.K = K;
-    g.alpha = a->alpha;
-    g.beta = beta;
-    g.A = a->A;
-    g.B = a->B;
-    g.B2 = a->B2 && a->kb2 < K && !a->trans_b && !a->packb && !a->bpack ? a->B2 : NULL;
-    g.kb2 = a->kb2;
-    g.C = a->C;
-    g.ldc = a->ldc;
-    g.a_rs = a->trans_a ? 1 : a->lda;
-    g.a_cs = a->trans_a ? a->lda : 1;
-    g.b_rs = a->trans_b ? 1 : a->ldb;
-    g.b_cs = a->trans_b ? a->ldb : 1;
-    g.packb = a->packb;
-    g.bpack = a->bpack;
-    g.packb_ctx = a->packb_ctx;
-    g.epi = epi;
-    g.direct_a = im->direct_a && !a->trans_a && a->lda > 0;
-    g.apack = a->apack && kiln__sgemm_apack_mr() > 0 ? a->apack : NULL;
-    g.apack_next = g.apack ? a->apack_next : NULL;
+    gemm_job g;
+    job_init(&g, a, epi, beta);
 
     nthreads = kiln__pool_clamp(pool, nthreads);
     double flops = 2.0 * (double)M * (double)N * (double)K;
@@ -998,59 +1064,16 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
 
 #if GEMM_X86
     /* one row against pre-packed B: a GEMV over the panels, each streamed once */
-    if (g.bpack && M == 1 && im == &kiln__gemm_impl_avx512) {
-        kiln__parallel_for(pool, nthreads, ceil_div(N, im->nr), 1, row_task, &g);
+    if (g.bpack && M == 1 && g.im == &kiln__gemm_impl_avx512) {
+        kiln__parallel_for(pool, nthreads, ceil_div(N, g.im->nr), 1, row_task, &g);
         return;
     }
 #endif
     unalias_a(pool, nthreads, &g);
     plan_grid(&g, nthreads);
-    /* a grid split only along N gets several tasks per thread (taken dynamically by the pool):
-     * no operand is packed twice, and a thread that is descheduled for a while (a shared
-     * machine) no longer holds everyone up */
     int ntask_threads = (int)(g.tm * g.tn);
-    if (g.tm == 1 && g.tn > 1) {
-        int64_t pn = ceil_div(N, im->nr);
-        int64_t f = 4;
-        while (f > 1 && (pn < g.tn * f * 2 || flops / (double)(g.tn * f) < 1.0e6))
-            f--;
-        if (f > 1) {
-            g.tn *= f;
-            g.nstep = ceil_div(pn, g.tn) * im->nr;
-        }
-    }
-    /* blocking, balanced so the last block is not a sliver. Pre-packed B with A read in place (MatMul / Gemm
-     * weights) runs K in slices of up to 3 kc (K <= 3 kc in one): no packing buffer to keep small, every C tile is
-     * stored 3x less often than with kc slices, and each tile's fixed costs (zeroing, stores, epilogue) are spread
-     * over 3x the FMAs. BERT-base's K = 768 GEMMs (bench_gemm_f32, 2 threads): FFN up 0.96, all 0.98. Its FFN down
-     * (K = 3072: 4 slices of 768 instead of 12 of 256) in the model: the sum of its 12 layers 1.04-1.11x the FFN
-     * ups' in the same profile before, 0.99-1.00x after (8 alternated profiles each); with at most 128 rows slices of
-     * up to 6 kc (1536: FFN down in 2), whose A block (768 KB) still fits L2: the same ratio 0.94-0.99 against
-     * 0.98-1.00 with 3 kc (5/5 alternated profiles lower). Other GEMMs with A read in place (conv weights) and
-     * K <= 2 kc run one slice too: ResNet-50's 8 1x1 convs with K = 512
-     * (in-model profile sum, 10 ABBA pairs: 6.17 -> 5.61 ms, paired 0.910, 8/10; 512->2048 @7 +res in bench_conv_f32
-     * 0.930, 15/20), each C tile stored once instead of reloaded for a second slice. Beyond that they run K in
-     * slices of up to 2 kc too (ResNet-50's 1x1 convs with K = 1024 / 2048 and 3x3 im2col layers with K = 1152 to
-     * 4608: in one process, inferences alternated ABBA with kc slices, 300 pairs: those layers 0.976-0.981 (232/300),
-     * the whole model 0.994-0.995; slices of 4 kc gained no more, one slice 1.00 against 4 kc). */
-    int64_t kb = k_slices(im, g.bpack != NULL, g.direct_a, M, K);
-    g.kc = ceil_div(K, kb);
-    if (alias && !tiles_read_res_first(im, g.direct_a, M, K, kb))
-        res_as_c(&e_own, &g.epi, &g.beta);
-    int64_t mb = ceil_div(g.mstep, im->mc);
-    g.mc = ceil_div(ceil_div(g.mstep, mb), im->mr) * im->mr;
-    /* A grid split along N whose tasks pack B for themselves (ResNet-50's 56x56 1x1 convs) packs it in blocks of
-     * at most GEMM_NC_SPLIT columns rather than its whole share: the packed block and the C rows it feeds stay
-     * closer (L2). In-model, one process, inferences alternated ABBA with the task-wide blocks (bench/env_ab, 200
-     * pairs, 2 threads): those layers 0.967 (146/200; the K = 64 ones 0.94-0.95), the rest 1.001; blocks of 256
-     * 0.993, of 64 0.973 (150 pairs). AVX-512 only (not measured with the AVX2 tiles). */
-    int64_t nb = ceil_div(g.nstep, GEMM_AVX512_IS(im) && !g.bpack && g.tm == 1 ? GEMM_NC_SPLIT : im->nc);
-    g.nc = ceil_div(ceil_div(g.nstep, nb), im->nr) * im->nr;
-    g.b_direct = b_direct_ok(&g, a->trans_b);
-    /* a block's last 32 + 17 columns as one tile (ukr49): ResNet-50's 7x7 layers (N = 49) and the Winograd GEMMs of
-     * 49 tiles (layer2-3's conv2s), in one process against the two tiles (bench/env_ab, 300 pairs, 2 threads, both
-     * orders): those layers 0.972 / 1/1.049, the model 0.987 / 1/1.017 */
-    g.w49 = im->ukr49 && g.direct_a && !g.b_direct;
+    split_n_tasks(&g, flops);
+    plan_blocks(&g, a->trans_b, alias, &e_own);
     share_a(pool, ntask_threads, &g);
     g.buf_floats = (size_t)(g.nc * g.kc + DOT_COLS * g.kc + 16 + (g.direct_a || g.apack ? 0 : g.mc * g.kc));
     share_b(pool, ntask_threads, &g);
