@@ -18,8 +18,8 @@
 #              QLinearMatMul in each kernel configuration, against the CPU) and the ResNet-50 and BERT-base INT8 model
 #              cases (batch 2)
 #   bert-int8  BERT-base seq 128 batch 128 FP16 against INT8 (kiln bench compute_ms, alternated twice), then
-#              KILN_CUDA_PROFILE=layers of INT8 into $OUT/prof_bert_int8.txt; then with KILN_CUDA_INT8_OUT=fp16 (bench,
-#              profile, test_gpu's model case)
+#              KILN_CUDA_PROFILE=layers of INT8 into $OUT/prof_bert_int8.txt; then the engine built with
+#              --float-activations fp16 (bench with its half_storage_layers, profile, test_gpu's int8+fp16 model case)
 #   r50-int8   ResNet-50 batch 256 FP16 against INT8 (kiln bench compute_ms, alternated twice; the INT8 convolutions'
 #              timed configurations into $OUT/int8_choices.txt), then KILN_CUDA_PROFILE=layers of INT8 into
 #              $OUT/prof_r50_int8.txt
@@ -113,14 +113,20 @@ for s in "${steps[@]}"; do
         KILN_CUDA_PROFILE=layers timeout 150 "$K" bench "$TMP/bi8.kiln" --device cuda --batch 128 --iterations 3 \
             > "${OUT:-.}/prof_bert_int8.txt" 2>&1
         log "profile bert int8 rc=$?"
-        # the INT8 layers' float outputs in FP16 storage: speed, and the model check's accuracy against the CPU
-        timeout 120 env KILN_CUDA_INT8_OUT=fp16 "$K" bench "$TMP/bi8.kiln" --device cuda --batch 128 --iterations 20 \
-            --json > "$TMP/b.json" 2>&1
-        log "bench bi8 int8-out fp16 rc=$? $(grep -o '"compute_ms"[^,]*' "$TMP/b.json" | head -1)"
-        KILN_CUDA_INT8_OUT=fp16 KILN_CUDA_PROFILE=layers timeout 150 "$K" bench "$TMP/bi8.kiln" --device cuda \
-            --batch 128 --iterations 3 > "${OUT:-.}/prof_bert_int8_f16.txt" 2>&1
-        run bert-int8-f16 200 60 env KILN_CUDA_INT8_OUT=fp16 KILN_TEST_GPU_ONLY=models "$T" --require-gpu \
-            "models/bert_base.onnx@input_ids:2x128,attention_mask:2x128,token_type_ids:2x128#int8"
+        # the INT8 layers' float outputs in FP16 storage (kiln build --float-activations fp16): speed, the half storage
+        # the GPU realized, and the model check's accuracy against the CPU
+        run bert-buildi8h 300 6 "$K" build models/bert_base.onnx -o "$TMP/bi8h.kiln" --precision int8 \
+            --calib "$TMP/bcal" --device cuda --no-tactics --shapes $S --float-activations fp16
+        for round in 1 2; do
+            for e in bi8 bi8h; do
+                timeout 120 "$K" bench "$TMP/$e.kiln" --device cuda --batch 128 --iterations 20 --json > "$TMP/b.json" 2>&1
+                log "bench $e round $round rc=$? $(grep -o '"compute_ms"[^,]*' "$TMP/b.json" | head -1) $(grep -o '"half_storage_layers"[^,}]*' "$TMP/b.json")"
+            done
+        done
+        KILN_CUDA_PROFILE=layers timeout 150 "$K" bench "$TMP/bi8h.kiln" --device cuda --batch 128 --iterations 3 \
+            > "${OUT:-.}/prof_bert_int8_f16.txt" 2>&1
+        run bert-int8-f16 200 60 env KILN_TEST_GPU_ONLY=models "$T" --require-gpu \
+            "models/bert_base.onnx@input_ids:2x128,attention_mask:2x128,token_type_ids:2x128#int8+fp16"
         ;;
     r50-int8)
         S=input:256x3x224x224

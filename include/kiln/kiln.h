@@ -229,6 +229,12 @@ typedef struct kiln_build_options {
     double auto_speedup;           /* out: measured whole-model speed-up of the plan (trial engines) */
     int auto_lowered, auto_candidates;   /* out: layers lowered / planned */
     bool budget_unmet;             /* out: the build failed because no plan meets the budget */
+    const char *float_activations; /* "fp16" / "bf16" (device KILN_DEVICE_CUDA only): the float32 outputs of the
+                                    * engine's INT8 layers (DequantizeLinear, QLinear layers with float outputs) are
+                                    * held on the GPU in that format, so the float layers between INT8 layers run in
+                                    * half storage as in FP16 engines (TensorRT's INT8 + FP16);
+                                    * kiln_engine_layer_storage says which; the CPU keeps them float32. NULL / "fp32":
+                                    * float32 */
 } kiln_build_options;
 #define KILN_AUTO_SPEED 0
 #define KILN_AUTO_SIZE 1
@@ -520,7 +526,8 @@ kiln_status kiln_engine_layer(kiln_engine_t e, int i, kiln_layer_info *out);
 kiln_status kiln_engine_layer_precision(kiln_engine_t e, int i, const char **requested, const char **realized);
 /* How a --device cuda engine holds layer i's output on the GPU when not as its dtype: "e4m3" when it is held only in
  * FP8 E4M3 with its readers' scale (FP8 storage, docs/CUDA.md "E4M3 storage"; the CPU emulation rounds it so too),
- * else "". */
+ * "fp16" / "bf16" for an INT8 layer's float32 output held in half (kiln_build_options.float_activations; the CPU
+ * keeps it float32), else "". */
 kiln_status kiln_engine_layer_storage(kiln_engine_t e, int i, const char **storage);
 
 /* ---- context introspection ---- */

@@ -109,6 +109,8 @@ static char *make_manifest(const char *hash, const kiln_build_options *o, const 
      * each blob tagged with the ISA it needs) or "cuda" (weights as the model has them, in the
      * requested precision; GPU algorithms are chosen per context at run time, docs/CUDA.md) */
     json_object_set_new(opts, "target", json_string(o && o->device == KILN_DEVICE_CUDA ? "cuda" : "cpu"));
+    if (o && o->float_activations && strcmp(o->float_activations, "fp32"))   /* GPU INT8 engines' half activations */
+        json_object_set_new(opts, "float_activations", json_string(o->float_activations));
     json_object_set_new(m, "options", opts);
     const char *epoch = getenv("SOURCE_DATE_EPOCH");
     if (!epoch)
@@ -281,6 +283,7 @@ kiln_status kiln_build(kiln_model_t m, kiln_build_options *o, kiln_engine_t *out
     *out = NULL;
     if (o)
         o->report = o->precision_report = NULL;
+    KILN_TRY(kiln__float_activations_check(o));
     if (kiln__fp8_wq_applies(o))   /* fp8: the weight-scale recipe measured per model (precision_wq.c) */
         return kiln__build_fp8(m, o, out);
     if (!o || !o->precision || strcmp(o->precision, "auto"))

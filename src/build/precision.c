@@ -1037,6 +1037,50 @@ kiln_status kiln__precision_before_passes(kiln_graph *g, kiln_model_t m, kiln_bu
     return finish_report(o, &rep, st);
 }
 
+/* "fp16" / "bf16" when o asks for half float activations (kiln_build_options.float_activations), else NULL */
+static const char *half_activations(const kiln_build_options *o)
+{
+    const char *f = o ? o->float_activations : NULL;
+    return f && (!strcmp(f, "fp16") || !strcmp(f, "bf16")) ? f : NULL;
+}
+
+kiln_status kiln__float_activations_check(const kiln_build_options *o)
+{
+    const char *f = o ? o->float_activations : NULL;
+    if (!f || !strcmp(f, "fp32"))
+        return KILN_OK;
+    if (!half_activations(o))
+        return kiln__err(KILN_ERR_INVALID_ARG, "float activations '%s': want fp16, bf16 or fp32", f);
+    if (o->device != KILN_DEVICE_CUDA)
+        return kiln__err(KILN_ERR_INVALID_ARG, "float activations %s: for --device cuda engines only (the CPU holds "
+                         "INT8 layers' float outputs in float32)", f);
+    return KILN_OK;
+}
+
+/* Marks KILN_ATTR_HALF_OUT = fmt on the INT8 layers whose float32 output the CUDA module writes (cuda_int8.c):
+ * DequantizeLinear with a float32 scale, QLinearConv / QLinearConvAdd / QLinearMatMul with kiln_out_float. */
+static kiln_status mark_half_out(kiln_graph *g, const char *fmt, int *marked)
+{
+    *marked = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        kiln_node *n = &g->nodes[i];
+        if (n->dead || n->n_out < 1 || n->out[0] < 0)
+            continue;
+        bool dq = false;
+        if (n->op == KILN_OP_DequantizeLinear) {
+            const kiln_tensor *sc = n->n_in > 1 && n->in[1] >= 0 ? g->values[n->in[1]].init : NULL;
+            dq = !sc || sc->dtype == KILN_DT_FLOAT32;
+        }
+        bool qf = (n->op == KILN_OP_QLinearConv || n->op == KILN_OP_QLinearConvAdd || n->op == KILN_OP_QLinearMatMul) &&
+                  kiln__attr_i(n, "kiln_out_float", 0) == 1;
+        if (!dq && !qf)
+            continue;
+        KILN_TRY(kiln__node_set_attr_s(n, KILN_ATTR_HALF_OUT, fmt));
+        (*marked)++;
+    }
+    return KILN_OK;
+}
+
 kiln_status kiln__precision_after_passes(kiln_graph *g, kiln_build_options *o)
 {
     kiln_build_options none = {0};
@@ -1063,6 +1107,17 @@ kiln_status kiln__precision_after_passes(kiln_graph *g, kiln_build_options *o)
         st = kiln__fp8_mark_store(g, &stored);
     if (stored)
         sb_printf(&rep, "fp8 storage: %d layer outputs held only in E4M3, read so by FP8 layers (GPU)\n", stored);
+    /* half float activations of a GPU INT8 engine (kiln_build_options.float_activations) */
+    const char *half = o->device == KILN_DEVICE_CUDA ? half_activations(o) : NULL;
+    int halved = 0;
+    if (st == KILN_OK && half)
+        st = mark_half_out(g, half, &halved);
+    if (half && halved)
+        sb_printf(&rep, "float activations: %d INT8 layers write their float32 outputs in %s on the GPU (the float "
+                  "layers after them run in half storage; the CPU keeps float32)\n", halved, half);
+    else if (half && st == KILN_OK)
+        sb_printf(&rep, "float activations %s: no INT8 layer writes a float32 output, nothing is held in half\n",
+                  half);
     return finish_report(o, &rep, st);
 }
 
@@ -1072,7 +1127,8 @@ kiln_status kiln_engine_layer_storage(kiln_engine_t e, int i, const char **stora
         return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_layer_storage: %s",
                          !e ? "NULL engine" : !storage ? "NULL storage" : "layer index out of range");
     float s = kiln__attr_f(&e->g->nodes[i], KILN_ATTR_FP8_STORE, NAN);
-    *storage = s > 0 && isfinite(s) ? "e4m3" : "";
+    const char *h = kiln__attr_s(&e->g->nodes[i], KILN_ATTR_HALF_OUT, "");
+    *storage = s > 0 && isfinite(s) ? "e4m3" : !strcmp(h, "fp16") ? "fp16" : !strcmp(h, "bf16") ? "bf16" : "";
     return KILN_OK;
 }
 

@@ -126,4 +126,7 @@ kiln_status kiln__build_fp8(kiln_model_t m, kiln_build_options *o, kiln_engine_t
  * (req owned by the caller through *req_out, free with kiln__free, and the report text). */
 kiln_status kiln__plan_auto(kiln_model_t m, kiln_build_options *o, const char ***req_out, char **report,
                             kiln_calibration_t *cal);
+/* kiln_build_options.float_activations: NULL / "fp32", or "fp16" / "bf16" with device KILN_DEVICE_CUDA; else
+ * KILN_ERR_INVALID_ARG with the reason. */
+kiln_status kiln__float_activations_check(const kiln_build_options *o);
 #endif

@@ -112,6 +112,10 @@ float kiln__qblock_scale(const kiln__qlayout *L, const void *scales, float tenso
                                             * views): that layer's kiln_aq_scale, so the CUDA module may write the
                                             * E4M3 copy in the producing kernel (build/fp8_feed.c); the CPU
                                             * ignores it */
+#define KILN_ATTR_HALF_OUT "kiln_half_out" /* string "fp16" / "bf16", on an INT8 layer of a --device cuda build
+                                             * (DequantizeLinear, a QLinear layer with kiln_out_float) whose float32
+                                             * output the GPU holds in that format
+                                             * (kiln_build_options.float_activations); the CPU ignores it */
 #define KILN_ATTR_FP8_STORE "kiln_fp8_store" /* float, on an FP8 convolution of a --device cuda build whose output
                                               * 0 only FP8 convolutions read (as their input 0 with this scale, or
                                               * as their residual, at least one so), or on an FP8 FusedMatMul with

@@ -81,6 +81,41 @@ grep -q "(from cache)" "$T/out.txt" && ok "cache reused" || bad "cache not reuse
 cmp -s "$T/i8.kiln" "$T/i8c.kiln" && ok "byte-identical engine from the cache" || bad "engines differ"
 expect_rc "int8 needs calibration" 1 "need calibration data" "$KILN" build "$M" -o "$T/x.kiln" --precision int8
 
+# a GPU INT8 engine with half float activations (--float-activations, TensorRT's --int8 --fp16): the INT8 layers
+# that write float32 -- DequantizeLinear, QLinear layers with float outputs -- are marked fp16 (the GPU holds their
+# outputs so; inspect's output_storage, the manifest), nothing else changes: on the CPU the engine computes exactly
+# what the engine without it computes (no GPU is needed to build either)
+expect_ok "int8 --device cuda --float-activations fp16" "$KILN" build "$M" -o "$T/i8h.kiln" --precision int8 \
+  --calib-cache "$T/c.cache" --calib-method minmax --device cuda --float-activations fp16
+nh=$(sed -n 's/^float activations: \([0-9]*\) INT8 layers write their float32 outputs in fp16.*/\1/p' "$T/out.txt")
+[ -n "$nh" ] && [ "$nh" -gt 0 ] && ok "build says how many ($nh)" || bad "float activations report: $(cat "$T/out.txt")"
+expect_ok "int8 --device cuda" "$KILN" build "$M" -o "$T/i8d.kiln" --precision int8 --calib-cache "$T/c.cache" \
+  --calib-method minmax --device cuda
+run "$T/i8h.kiln" o8h
+run "$T/i8d.kiln" o8d
+cmp -s "$T/o8h/logits.npy" "$T/o8d/logits.npy" && ok "the CPU ignores the half marks (same outputs)" \
+  || bad "half marks changed the CPU's outputs"
+inspect "$T/i8d.kiln"
+check "no marks without the option" '
+assert all(l["output_storage"] is None for l in L), [l["output_storage"] for l in L]
+assert "float_activations" not in d["manifest"]["options"], d["manifest"]'
+inspect "$T/i8h.kiln"
+check "half marks exactly on the INT8 layers writing float32" "
+h = [l for l in L if l['output_storage'] == 'fp16']
+assert len(h) == $nh and all(l['output_storage'] in (None, 'fp16') for l in L), \\
+    [(l['op'], l['output_storage']) for l in L]
+assert all(l['op'] == 'DequantizeLinear' or l['op'].startswith('QLinear') for l in h), [l['op'] for l in h]
+assert all(o['dtype'] == 'float32' for l in h for o in l['outputs']), h
+assert d['manifest']['options']['float_activations'] == 'fp16', d['manifest']"
+expect_rc "--float-activations needs --device cuda" 2 "needs --device cuda" "$KILN" build "$M" -o "$T/x.kiln" \
+  --precision int8 --calib-cache "$T/c.cache" --float-activations fp16
+expect_rc "--float-activations bad value" 2 "takes fp16, bf16 or fp32" "$KILN" build "$M" -o "$T/x.kiln" \
+  --device cuda --float-activations fp8
+expect_ok "--float-activations without INT8 layers" "$KILN" build "$M" -o "$T/nohalf.kiln" --device cuda \
+  --float-activations bf16
+grep -q "no INT8 layer writes a float32 output" "$T/out.txt" && ok "says it changes nothing" \
+  || bad "no-op float activations not said: $(cat "$T/out.txt")"
+
 # fp16 / bf16: weights stored reduced, engine smaller, outputs close
 for p in fp16 bf16; do
   expect_ok "build $p" "$KILN" build "$M" -o "$T/$p.kiln" --precision $p

@@ -310,7 +310,8 @@ static void calib_rm(const char *dir)
         fprintf(stderr, "test_gpu: could not remove %s\n", dir);
 }
 
-/* MODEL.onnx[@SHAPES][#PRECISION]: the engine built for CUDA, run on the GPU against the CPU. */
+/* MODEL.onnx[@SHAPES][#PRECISION[+fp16|+bf16]]: the engine built for CUDA (+: kiln_build_options.float_activations),
+ * run on the GPU against the CPU. */
 void model_case(const char *spec)
 {
     char path[512];
@@ -321,6 +322,11 @@ void model_case(const char *spec)
         *hash = 0;
         prec = hash + 1;
     }
+    /* PREC+fp16 / +bf16: with kiln_build_options.float_activations (INT8 layers' float outputs held in half) */
+    char *plus = prec ? strchr(prec, '+') : NULL;
+    const char *float_act = plus ? plus + 1 : NULL;
+    if (plus)
+        *plus = 0;
     /* fp16 / bf16 engines: max |gpu - cpu| / max(1, max |cpu|) within these */
     /* fp8: an activation that lands on the other side of an E4M3 rounding midpoint on the GPU (other sums'
      * order, FP16 storage between layers) moves by a whole E4M3 step (6-12%) and carries that through the
@@ -351,7 +357,8 @@ void model_case(const char *spec)
     kiln_shapes_t shapes = NULL;
     const char *why = NULL;
     unsigned long long h2d_first = 0;
-    kiln_build_options bo = {.no_tactics = true, .device = KILN_DEVICE_CUDA, .precision = prec};
+    kiln_build_options bo = {.no_tactics = true, .device = KILN_DEVICE_CUDA, .precision = prec,
+                             .float_activations = float_act};
     kiln_synth_options so = {.shapes = NULL, .seed = 7};
     char cdir[64] = "";
     kiln_calib_options co = {.data_dir = cdir, .method = KILN_CALIB_MINMAX};
@@ -399,14 +406,21 @@ void model_case(const char *spec)
     const char *stats = model_device_stats(&r);
     if (!why)
         why = stats;
+    if (!why && float_act) {   /* the engine's half float activations were realized on the GPU */
+        kiln_device_stats ds;
+        kiln_context_device_stats(r.gc, &ds);
+        if (ds.half_storage_layers < 1)
+            why = "float activations asked in half, none held so on the GPU";
+    }
     bool lowbit = prec && (fp8 || !strcmp(prec, "nvfp4") || !strcmp(prec, "mxfp4") || !strcmp(prec, "int4"));
     const char *wb = lowbit && r.gc ? lowbit_weight_bytes(&r) : NULL;
     if (!why)
         why = wb;
 done:;
     bool ok = !why && r.worst <= tol && r.cos_min >= cos_tol;
-    printf("%s %-28s %-4s max rel err %.3g (tol %.0e), cosine >= %.6f%s%s\n", ok ? "ok  " : "FAIL", path,
-           prec ? prec : "fp32", r.worst, tol, r.cos_min, why ? ": " : "", why ? why : "");
+    printf("%s %-28s %-4s%s%s max rel err %.3g (tol %.0e), cosine >= %.6f%s%s\n", ok ? "ok  " : "FAIL", path,
+           prec ? prec : "fp32", float_act ? "+" : "", float_act ? float_act : "", r.worst, tol, r.cos_min,
+           why ? ": " : "", why ? why : "");
     test_checks++;
     test_failures += !ok;
     for (int i = 0; i < r.nin && i < 8; i++)

@@ -283,6 +283,7 @@ int main(int argc, char **argv)
         "models/resnet50.onnx@input:2x3x224x224#fp8",
         "models/resnet50.onnx@input:2x3x224x224#int8",
         "models/bert_base.onnx@input_ids:2x128,attention_mask:2x128,token_type_ids:2x128#int8",
+        "models/tiny_bert.onnx@input_ids:2x16,attention_mask:2x16,token_type_ids:2x16#int8+fp16",
         "models/tiny_bert.onnx@input_ids:2x16,attention_mask:2x16,token_type_ids:2x16#nvfp4",
         "models/tiny_bert.onnx@input_ids:2x16,attention_mask:2x16,token_type_ids:2x16#mxfp4",
         "models/bert_base.onnx@input_ids:2x128,attention_mask:2x128,token_type_ids:2x128#nvfp4",

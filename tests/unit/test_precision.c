@@ -107,6 +107,8 @@ int main(void)
         {{.num_layer_precisions = 1, .layer_precisions = no_prec}, "want PATTERN:PRECISION"},
         {{.num_layer_precisions = 1, .layer_precisions = tf32}, "not supported yet"},
         {{.precision = "fp16", .num_layer_precisions = -1}, "invalid number"},
+        {{.float_activations = "fp8", .device = KILN_DEVICE_CUDA}, "want fp16, bf16 or fp32"},
+        {{.float_activations = "fp16"}, "for --device cuda engines only"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         e = NULL;

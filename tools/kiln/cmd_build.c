@@ -17,7 +17,7 @@ static const char usage[] =
     "       [--calib-images DIR --preprocess SPEC]\n"
     "       [--allow fp16,bf16,int8] [--accuracy-budget METRIC] [--val DIR] [--auto-objective speed|size]\n"
     "       [--auto-probe-batches N] [--auto-max-batches N]\n"
-    "       [--device cpu|cuda] [--strict-device]\n"
+    "       [--device cpu|cuda] [--strict-device] [--float-activations fp16|bf16|fp32]\n"
     "       (repeat --min/--opt/--max-shapes or --shapes for more profiles)\n"
     "  --precision P          precision requested for every Conv, MatMul and Gemm with a constant\n"
     "                         weight (fp4 = nvfp4; int8, fp8, nvfp4, mxfp4 and int4 keep the first\n"
@@ -39,6 +39,9 @@ static const char usage[] =
     "                         runs at each profile's opt shapes and stores the kernel choices timed on the GPU\n"
     "                         in the engine (device tactics; KILN_CUDA_TIMING_CACHE=FILE reuses a file's)\n"
     "  --strict-device        such a layer (or no GPU to check on) fails the build; no engine is written\n"
+    "  --float-activations F  with --device cuda: the float32 outputs of the INT8 layers are held in F (fp16 or\n"
+    "                         bf16) on the GPU, so the float layers between INT8 layers run in half storage as\n"
+    "                         in FP16 engines (TensorRT's --int8 --fp16); kiln inspect shows which (default fp32)\n"
     "  --auto-objective size  lower every layer the budget allows, faster or not (default speed)\n"
     "  --auto-probe-batches N batches of data each per-layer probe runs (default 1); --auto-max-batches N\n"
     "                         batches the whole-model checks run (default 8)\n";
@@ -96,6 +99,7 @@ typedef struct build_args {
     kiln_calib_options calib;
     cli_images im;
     bool report, no_opt, no_tactics, fallback, use_calib, strict_device;
+    const char *float_act;   /* --float-activations */
     double budget;
     kiln_device device;
     kiln_shapes_t mins[MAX_PROFILES], opts[MAX_PROFILES], maxs[MAX_PROFILES], fixed[MAX_PROFILES];
@@ -182,6 +186,13 @@ static int parse_build_args(int argc, char **argv, build_args *b, bool *done)
                 return 1;
         } else if (!strcmp(a, "--strict-device")) {
             b->strict_device = true;
+        } else if (!strcmp(a, "--float-activations") && has) {
+            b->float_act = argv[++i];
+            if (strcmp(b->float_act, "fp16") && strcmp(b->float_act, "bf16") && strcmp(b->float_act, "fp32")) {
+                fprintf(stderr, "kiln build: --float-activations takes fp16, bf16 or fp32, not '%s'\n",
+                        cli_esc(b->float_act));
+                return 2;
+            }
         } else if (!strcmp(a, "--device") && has) {
             if (!kiln_device_parse(argv[++i], &b->device)) {
                 fprintf(stderr, "kiln build: --device takes cpu or cuda, not '%s'\n", cli_esc(argv[i]));
@@ -305,7 +316,7 @@ static int run_build(build_args *b, kiln_profile *profiles, int np)
                              .accuracy_budget = b->budget_text, .num_allow = b->nallow, .allow = b->allow,
                              .val_dir = b->val_dir, .auto_objective = b->objective,
                              .auto_probe_batches = b->probe_batches, .auto_max_batches = b->max_batches,
-                             .device = b->device};
+                             .device = b->device, .float_activations = b->float_act};
     bool tty = isatty(2);
     if (is_auto && tty)
         bo.auto_progress = progress_line;   /* progress on a terminal, quiet in pipes */
@@ -348,6 +359,11 @@ int cmd_build(int argc, char **argv)
     int rc = parse_build_args(argc, argv, b, &done);
     if (!done && rc == 0 && b->strict_device && b->device != KILN_DEVICE_CUDA) {
         fprintf(stderr, "kiln build: --strict-device needs --device cuda\n");
+        rc = 2;
+    }
+    if (!done && rc == 0 && b->float_act && strcmp(b->float_act, "fp32") && b->device != KILN_DEVICE_CUDA) {
+        fprintf(stderr, "kiln build: --float-activations %s needs --device cuda (the CPU holds INT8 layers' float "
+                "outputs in float32)\n", cli_esc(b->float_act));
         rc = 2;
     }
     if (!done && rc == 0) {

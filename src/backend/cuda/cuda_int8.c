@@ -114,11 +114,17 @@ static kiln_status k_quantize(cu_be *b, kiln_kctx *ctx)
                                     b->stream), "QuantizeLinear");
 }
 
-/* The storage of the INT8 layers' float outputs (DequantizeLinear, kiln_out_float): KILN_CUDA_ACT's, else
- * KILN_CUDA_INT8_OUT's (float32 by default: what the engine's precisions say) */
-static kiln_dtype int8_float_sdt(const cu_be *b)
+/* The storage of INT8 layer n's float output (DequantizeLinear, kiln_out_float): KILN_CUDA_ACT's, else
+ * KILN_CUDA_INT8_OUT's (an override, warned at the module's start), else the engine's (KILN_ATTR_HALF_OUT, set by
+ * `kiln build --float-activations fp16|bf16`), else float32 */
+static kiln_dtype int8_float_sdt(const cu_be *b, const kiln_node *n)
 {
-    return b->force_act != KILN_DT_UNDEFINED ? b->force_act : b->int8_out;
+    if (b->force_act != KILN_DT_UNDEFINED)
+        return b->force_act;
+    if (b->int8_out != KILN_DT_FLOAT32)
+        return b->int8_out;
+    const char *h = b->host->attr_s(n, KILN_ATTR_HALF_OUT, "");
+    return !strcmp(h, "fp16") ? KILN_DT_FLOAT16 : !strcmp(h, "bf16") ? KILN_DT_BFLOAT16 : KILN_DT_FLOAT32;
 }
 
 /* the kernels' output code of a float output in storage sdt */
@@ -134,7 +140,7 @@ static kiln_status k_dequantize(cu_be *b, kiln_kctx *ctx)
     int z;
     if (!x || !host_f(IN(1), &s) || !host_zp(IN(2), 0, &z))
         return cu_kerr(b, ctx, KILN_ERR_INVALID_ARG, "scale / zero point: float32 / 8-bit scalars on the host");
-    kiln_dtype sdt = int8_float_sdt(b);
+    kiln_dtype sdt = int8_float_sdt(b, ctx->node);
     KILN_TRY(cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, x->ndim, x->dims));
     kiln_tensor *y = ctx->out[0];
     if (cu_is_nhwc(x))
@@ -525,7 +531,7 @@ static kiln_status k_qconv(cu_be *b, kiln_kctx *ctx)
         odt = p.cdt;
     }
     int64_t yd[4] = {x->dims[0], K, g.out[0], g.out[1]};
-    kiln_dtype sdt = odt == KILN_DT_FLOAT32 ? int8_float_sdt(b) : odt;
+    kiln_dtype sdt = odt == KILN_DT_FLOAT32 ? int8_float_sdt(b, ctx->node) : odt;
     if (odt == KILN_DT_FLOAT32)
         e.out = qout_float(sdt);
     kiln_status st = cu_out_s(b, ctx, 0, odt, sdt, 4, yd);
@@ -589,7 +595,7 @@ static kiln_status k_qmm(cu_be *b, kiln_kctx *ctx)
     int64_t yd[KILN_MAX_DIMS];
     memcpy(yd, a->dims, sizeof(int64_t) * (size_t)a->ndim);
     yd[a->ndim - 1] = N;
-    kiln_dtype sdt = odt == KILN_DT_FLOAT32 ? int8_float_sdt(b) : odt;
+    kiln_dtype sdt = odt == KILN_DT_FLOAT32 ? int8_float_sdt(b, ctx->node) : odt;
     KILN_TRY(cu_out_s(b, ctx, 0, odt, sdt, a->ndim, yd));
     kiln_tensor *y = ctx->out[0];
     if (!y->nbytes)
