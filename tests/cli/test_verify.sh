@@ -322,6 +322,15 @@ assert d['device']['half_storage_layers'] == 1, d['device']"
     KILN_FAKEDEV_F16=Relu "$KILN" bench "$T/ew.onnx" --device cuda --iterations 5 --json
   expect_out "fake device: bench without half storage" 0 '"half_storage_layers": 0' env KILN_CUDA_MODULE="$2" \
     "$KILN" bench "$T/ew.onnx" --device cuda --iterations 5 --json
+  expect_out "fake device: verify says half storage" 0 "half storage: 1 layer held a float32 output" env \
+    KILN_CUDA_MODULE="$2" KILN_FAKEDEV_F16=Relu "$KILN" verify "$T/ew.onnx" --reference "$T/ew.onnx" --device cuda \
+    --samples 2
+  expect_out "fake device: verify --json half storage" 0 '"half_storage_layers": 1' env KILN_CUDA_MODULE="$2" \
+    KILN_FAKEDEV_F16=Relu "$KILN" verify "$T/ew.onnx" --reference "$T/ew.onnx" --device cuda --samples 2 --json
+  expect_out "fake device: verify without half storage says nothing" 0 "PASS" env KILN_CUDA_MODULE="$2" "$KILN" \
+    verify "$T/ew.onnx" --reference "$T/ew.onnx" --device cuda --samples 2
+  grep -q "half storage" "$T/out.txt" && bad "fake device: verify spoke of half storage without any" \
+    || ok "fake device: no half-storage line without it"
   expect_out "fake device: per layer, a 20-output node" 0 "matched 41 of 41" env KILN_CUDA_MODULE="$2" "$KILN" verify \
     "$T/split20.onnx" --reference "$T/split20.onnx" --device cuda --samples 1 --per-layer --budget 'maxabs<=1e-6'
   expect_out "fake device: per layer (json)" 0 '"per_layer"' env KILN_CUDA_MODULE="$2" "$KILN" verify "$M" \

@@ -312,15 +312,21 @@ static const char *device_name(const vargs *a)
     return a->dev.device == KILN_DEVICE_CUDA ? "cuda" : "cpu";
 }
 
+/* ds: the candidate context's device stats after its last sample (NULL on the CPU) */
 static int report(kiln_engine_t e, kiln_model_t m, const vargs *a, const vout *outs, int nout, int samples,
-                  json_t *layers)
+                  json_t *layers, const kiln_device_stats *ds)
 {
     json_t *root = a->json ? json_object() : NULL, *jo = a->json ? json_array() : NULL;
     json_t *jb = a->json ? json_array() : NULL;
-    if (!a->json)
+    if (!a->json) {
         printf("candidate %s (on %s), reference %s: %d sample%s (%s)\n", cli_esc(a->cand), device_name(a),
                cli_esc(a->ref), samples, samples == 1 ? "" : "s",
                a->dir ? "data" : a->io.n_files ? "input files" : "synthetic");
+        if (ds && ds->half_storage_layers)   /* part of what the error below measures: said */
+            printf("half storage: %d layer%s held a float32 output in FP16 / BF16 on the device (float32 "
+                   "arithmetic; kiln inspect --device cuda marks them)\n", ds->half_storage_layers,
+                   ds->half_storage_layers == 1 ? "" : "s");
+    }
     for (int i = 0; i < nout; i++) {
         if (jo)
             json_array_append_new(jo, output_json(e, m, &outs[i]));
@@ -332,6 +338,8 @@ static int report(kiln_engine_t e, kiln_model_t m, const vargs *a, const vout *o
         json_object_set_new(root, "candidate", cli_json_str(a->cand));
         json_object_set_new(root, "reference", cli_json_str(a->ref));
         json_object_set_new(root, "device", json_string(device_name(a)));
+        if (ds)
+            json_object_set_new(root, "half_storage_layers", json_integer(ds->half_storage_layers));
         json_object_set_new(root, "inputs", json_string(a->dir ? "data" : a->io.n_files ? "files" : "synthetic"));
         json_object_set_new(root, "samples", json_integer(samples));
         json_object_set_new(root, "outputs", jo);
@@ -421,7 +429,9 @@ int cmd_verify(int argc, char **argv)
         fprintf(stderr, "kiln verify: no sample to run\n");
         goto done;
     }
-    rc = report(e, m, &a, outs, nout, samples, layers);
+    kiln_device_stats ds;
+    bool dev = a.dev.device != KILN_DEVICE_CPU && kiln_context_device_stats(cc, &ds) == KILN_OK;
+    rc = report(e, m, &a, outs, nout, samples, layers, dev ? &ds : NULL);
 done:
     json_decref(layers);
     kiln_context_free(cc);
