@@ -181,6 +181,8 @@ expect_ok "bert fp8 --device cuda" "$KILN" build "$B" -o "$T/b8.kiln" --precisio
   --shapes input_ids:2x16,attention_mask:2x16,token_type_ids:2x16
 grep -q "fp8 storage: 2 layer outputs held only in E4M3" "$T/out.txt" && ok "fp8 storage reported" \
   || bad "fp8 storage report: $(cat "$T/out.txt")"
+grep -q "fp8 outputs: [1-9][0-9]* FP8 layers write FP16 on the GPU" "$T/out.txt" && ok "fp8 half outputs said at build" \
+  || bad "fp8 outputs report: $(cat "$T/out.txt")"
 "$KILN" inspect "$T/b8.kiln" --json --shapes input_ids:2x16,attention_mask:2x16,token_type_ids:2x16 > "$T/inspect.json" 2>&1
 "$KILN" inspect "$T/b8.kiln" --shapes input_ids:2x16,attention_mask:2x16,token_type_ids:2x16 > "$T/inspect.txt" 2>&1
 "$KILN" run "$T/b8.kiln" "${BI[@]}" --output-dir "$T/ob8" > /dev/null 2>&1 || bad "run bert fp8 (cuda engine, CPU)"
