@@ -1058,7 +1058,8 @@ kiln_status kiln__float_activations_check(const kiln_build_options *o)
 }
 
 /* Marks KILN_ATTR_HALF_OUT = fmt on the INT8 layers whose float32 output the CUDA module writes (cuda_int8.c):
- * DequantizeLinear with a float32 scale, QLinearConv / QLinearConvAdd / QLinearMatMul with kiln_out_float. */
+ * DequantizeLinear with a float32 scale, QLinearConv / QLinearConvAdd / QLinearMatMul with kiln_out_float; with
+ * fmt NULL only counts them. */
 static kiln_status mark_half_out(kiln_graph *g, const char *fmt, int *marked)
 {
     *marked = 0;
@@ -1075,7 +1076,8 @@ static kiln_status mark_half_out(kiln_graph *g, const char *fmt, int *marked)
                   kiln__attr_i(n, "kiln_out_float", 0) == 1;
         if (!dq && !qf)
             continue;
-        KILN_TRY(kiln__node_set_attr_s(n, KILN_ATTR_HALF_OUT, fmt));
+        if (fmt)
+            KILN_TRY(kiln__node_set_attr_s(n, KILN_ATTR_HALF_OUT, fmt));
         (*marked)++;
     }
     return KILN_OK;
@@ -1116,9 +1118,14 @@ kiln_status kiln__precision_after_passes(kiln_graph *g, kiln_build_options *o)
                   "after them run in half storage (float32 arithmetic; KILN_CUDA_FP8_OUT=fp32 keeps float32)\n", f8);
     /* half float activations of a GPU INT8 engine (kiln_build_options.float_activations) */
     const char *half = o->device == KILN_DEVICE_CUDA ? half_activations(o) : NULL;
-    int halved = 0;
+    int halved = 0, f32_outs = 0;
     if (st == KILN_OK && half)
         st = mark_half_out(g, half, &halved);
+    else if (st == KILN_OK && o->device == KILN_DEVICE_CUDA && !o->float_activations)   /* a hint, as trtexec's */
+        st = mark_half_out(g, NULL, &f32_outs);
+    if (f32_outs)
+        sb_printf(&rep, "float activations: %d INT8 layers write float32 on the GPU, the float layers after them run in "
+                  "float32 (--float-activations fp16 holds them in half: faster, less exact)\n", f32_outs);
     if (half && halved)
         sb_printf(&rep, "float activations: %d INT8 layers write their float32 outputs in %s on the GPU (the float "
                   "layers after them run in half storage; the CPU keeps float32)\n", halved, half);

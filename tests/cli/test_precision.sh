@@ -91,6 +91,8 @@ nh=$(sed -n 's/^float activations: \([0-9]*\) INT8 layers write their float32 ou
 [ -n "$nh" ] && [ "$nh" -gt 0 ] && ok "build says how many ($nh)" || bad "float activations report: $(cat "$T/out.txt")"
 expect_ok "int8 --device cuda" "$KILN" build "$M" -o "$T/i8d.kiln" --precision int8 --calib-cache "$T/c.cache" \
   --calib-method minmax --device cuda
+grep -q "float activations: $nh INT8 layers write float32 on the GPU.*--float-activations fp16" "$T/out.txt" \
+  && ok "without it: the hint" || bad "float activations hint: $(cat "$T/out.txt")"
 run "$T/i8h.kiln" o8h
 run "$T/i8d.kiln" o8d
 cmp -s "$T/o8h/logits.npy" "$T/o8d/logits.npy" && ok "the CPU ignores the half marks (same outputs)" \
