@@ -1124,8 +1124,8 @@ kiln_status kiln__precision_after_passes(kiln_graph *g, kiln_build_options *o)
     else if (st == KILN_OK && o->device == KILN_DEVICE_CUDA && !o->float_activations)   /* a hint, as trtexec's */
         st = mark_half_out(g, NULL, &f32_outs);
     if (f32_outs)
-        sb_printf(&rep, "float activations: %d INT8 layers write float32 on the GPU, the float layers after them run in "
-                  "float32 (--float-activations fp16 holds them in half: faster, less exact)\n", f32_outs);
+        sb_printf(&rep, "float activations: %d INT8 layers write float32 on the GPU, the float layers after them run "
+                  "in float32 (--float-activations fp16 holds them in half: faster, less exact)\n", f32_outs);
     if (half && halved)
         sb_printf(&rep, "float activations: %d INT8 layers write their float32 outputs in %s on the GPU (the float "
                   "layers after them run in half storage; the CPU keeps float32)\n", halved, half);
