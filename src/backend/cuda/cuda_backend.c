@@ -1046,14 +1046,11 @@ static kiln_status mod_create(const kiln_devmod_host *host, const kiln_devmod_op
     b->attn_store = as && !strcmp(as, "rows") ? CU_ATTN_ROWS : as && !strcmp(as, "pieces") ? CU_ATTN_PIECES
                                                                                           : CU_ATTN_FEED;
     const char *act = getenv("KILN_CUDA_ACT");
-    b->force_act = act && !strcmp(act, "fp16") ? KILN_DT_FLOAT16 : act && !strcmp(act, "bf16") ? KILN_DT_BFLOAT16
-                                                                                            : KILN_DT_UNDEFINED;
+    b->force_act = cu_half_dt(act, KILN_DT_UNDEFINED);
     const char *f8 = getenv("KILN_CUDA_FP8_OUT");   /* FP8 GEMMs' output storage (cuda_fp8.c) */
-    b->fp8_out = f8 && !strcmp(f8, "fp32") ? KILN_DT_FLOAT32 : f8 && !strcmp(f8, "bf16") ? KILN_DT_BFLOAT16
-                                                                                          : KILN_DT_FLOAT16;
+    b->fp8_out = f8 && !strcmp(f8, "fp32") ? KILN_DT_FLOAT32 : cu_half_dt(f8, KILN_DT_FLOAT16);
     const char *i8 = getenv("KILN_CUDA_INT8_OUT");   /* INT8 layers' float outputs (cuda_int8.c) */
-    b->int8_out = i8 && !strcmp(i8, "fp16") ? KILN_DT_FLOAT16 : i8 && !strcmp(i8, "bf16") ? KILN_DT_BFLOAT16
-                                                                                          : KILN_DT_FLOAT32;
+    b->int8_out = cu_half_dt(i8, KILN_DT_FLOAT32);
     if (b->int8_out != KILN_DT_FLOAT32 && host->log)   /* a precision no engine asked for: said, not silent */
         host->log(KILN_LOG_WARN, b->int8_out == KILN_DT_FLOAT16
                                      ? "KILN_CUDA_INT8_OUT=fp16: INT8 layers' float32 outputs are held in FP16 on the GPU"

@@ -123,8 +123,7 @@ static kiln_dtype int8_float_sdt(const cu_be *b, const kiln_node *n)
         return b->force_act;
     if (b->int8_out != KILN_DT_FLOAT32)
         return b->int8_out;
-    const char *h = b->host->attr_s(n, KILN_ATTR_HALF_OUT, "");
-    return !strcmp(h, "fp16") ? KILN_DT_FLOAT16 : !strcmp(h, "bf16") ? KILN_DT_BFLOAT16 : KILN_DT_FLOAT32;
+    return cu_half_dt(b->host->attr_s(n, KILN_ATTR_HALF_OUT, NULL), KILN_DT_FLOAT32);
 }
 
 /* the kernels' output code of a float output in storage sdt */

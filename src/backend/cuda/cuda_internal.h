@@ -6,6 +6,7 @@
 #include "kernels.h"
 #include <cublasLt.h>
 #include <cudnn.h>
+#include <string.h>
 #include <time.h>
 
 typedef struct cu_block {
@@ -162,6 +163,11 @@ kiln_status cu_as(cu_be *b, const kiln_tensor *x, kiln_dtype sdt, kiln_tensor *t
  * with cu_tmp_free). */
 kiln_status cu_relayout(cu_be *b, const kiln_tensor *x, bool nhwc, kiln_tensor *tmp, const kiln_tensor **out);
 static inline bool cu_is_nhwc(const kiln_tensor *t) { return t && (t->flags & KILN_TENSOR_DEV_NHWC); }
+/* A half storage by name ("fp16" / "bf16": an environment variable's or an engine attribute's value), else def. */
+static inline kiln_dtype cu_half_dt(const char *name, kiln_dtype def)
+{
+    return name && !strcmp(name, "fp16") ? KILN_DT_FLOAT16 : name && !strcmp(name, "bf16") ? KILN_DT_BFLOAT16 : def;
+}
 /* Bumped whenever a shared (weight) block is freed: caches of transformed weights check it. */
 unsigned long cu_weights_gen(void);
 /* Scratch device tensor not owned by the runtime (freed with cu_tmp_free). */
