@@ -1111,8 +1111,9 @@ kiln_status kiln__precision_after_passes(kiln_graph *g, kiln_build_options *o)
         sb_printf(&rep, "fp8 storage: %d layer outputs held only in E4M3, read so by FP8 layers (GPU)\n", stored);
     /* said at build time too: the module writes FP8 layers' outputs in FP16 by default (docs/CUDA.md "FP8 GEMMs") */
     int f8 = 0;
-    for (int i = 0; st == KILN_OK && o->device == KILN_DEVICE_CUDA && i < g->n_nodes; i++)
-        f8 += !g->nodes[i].dead && g->nodes[i].precision == P_FP8;
+    if (st == KILN_OK && o->device == KILN_DEVICE_CUDA)
+        for (int i = 0; i < g->n_nodes; i++)
+            f8 += !g->nodes[i].dead && g->nodes[i].precision == P_FP8;
     if (f8)
         sb_printf(&rep, "fp8 outputs: %d FP8 layers write FP16 on the GPU (E4M3 where held so), so the float layers "
                   "after them run in half storage (float32 arithmetic; KILN_CUDA_FP8_OUT=fp32 keeps float32)\n", f8);

@@ -84,6 +84,9 @@ typedef struct cli_precision {
     int nkinds;
 } cli_precision;
 void cli_precision_summary(kiln_engine_t e, bool tf32, cli_precision *out);
+/* The `half storage: N layers ...` line of a device run (kiln_device_stats.half_storage_layers) on stdout: only when
+ * n > 0, or always with `always` (kiln inspect). */
+void cli_print_half_storage(int n, bool always);
 
 /* Latency statistics in bounded memory (latency.c): exact count/sum/min/max, percentiles from at
  * most LAT_MAX_SAMPLES stored samples (a uniform random sample once there are more). */

@@ -164,9 +164,8 @@ static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, l
                ds->fallback_layers ? ": " : "", cli_esc(ds->fallback_ops), ds->graph_replays,
                (double)ds->weight_bytes / 1e6, ds->tactics_loaded > 0 ? ds->tactics_loaded : 0,
                ds->tactics_loaded < 0 ? " (timed on other versions: not used)" : "", ds->tactics_timed);
-    if (b->dev.device != KILN_DEVICE_CPU && ds->half_storage_layers)
-        printf("half storage: %d layer%s held a float32 output in FP16 / BF16 on the GPU (float32 arithmetic; kiln "
-               "inspect --device cuda marks them)\n", ds->half_storage_layers, ds->half_storage_layers == 1 ? "" : "s");
+    if (b->dev.device != KILN_DEVICE_CPU)
+        cli_print_half_storage(ds->half_storage_layers, false);
     if (b->dev.device != KILN_DEVICE_CPU && (ds->fp8_fed_inputs || ds->fp8_quant_passes)) {
         printf("fp8 layers (last run): %llu inputs fed by their producers, %llu quantized in passes, %llu outputs held "
                "only in E4M3", ds->fp8_fed_inputs, ds->fp8_quant_passes, ds->fp8_held_outputs);

@@ -159,13 +159,12 @@ static int report(const char *path, kiln_engine_t e, kiln_context_t c, const dou
         json_object_set_new(jd, "fallback_ops", cli_json_str(ds.fallback_ops));
         json_object_set_new(jd, "half_storage_layers", json_integer(ds.half_storage_layers));
         json_object_set_new(root, "device", jd);
-        if (!json)
+        if (!json) {
             printf("gpu: %s\nlayers: %d on the device, %d on the host (shape arithmetic), %d fallen back to the "
-                   "CPU%s%s\nhalf storage: %d layer%s held a float32 output in FP16 / BF16 (float32 arithmetic; marked "
-                   "after the output shape)\n",
-                   cli_esc(ds.description), ds.device_layers, ds.host_layers, ds.fallback_layers,
-                   ds.fallback_layers ? ": " : "", cli_esc(ds.fallback_ops), ds.half_storage_layers,
-                   ds.half_storage_layers == 1 ? "" : "s");
+                   "CPU%s%s\n", cli_esc(ds.description), ds.device_layers, ds.host_layers, ds.fallback_layers,
+                   ds.fallback_layers ? ": " : "", cli_esc(ds.fallback_ops));
+            cli_print_half_storage(ds.half_storage_layers, true);
+        }
     }
     json_object_set_new(mem, "peak_activation_bytes", json_integer((json_int_t)arena));
     json_object_set_new(mem, "naive_activation_bytes", json_integer((json_int_t)naive));

@@ -322,10 +322,8 @@ static int report(kiln_engine_t e, kiln_model_t m, const vargs *a, const vout *o
         printf("candidate %s (on %s), reference %s: %d sample%s (%s)\n", cli_esc(a->cand), device_name(a),
                cli_esc(a->ref), samples, samples == 1 ? "" : "s",
                a->dir ? "data" : a->io.n_files ? "input files" : "synthetic");
-        if (ds && ds->half_storage_layers)   /* part of what the error below measures: said */
-            printf("half storage: %d layer%s held a float32 output in FP16 / BF16 on the device (float32 "
-                   "arithmetic; kiln inspect --device cuda marks them)\n", ds->half_storage_layers,
-                   ds->half_storage_layers == 1 ? "" : "s");
+        if (ds)   /* part of what the error below measures: said */
+            cli_print_half_storage(ds->half_storage_layers, false);
     }
     for (int i = 0; i < nout; i++) {
         if (jo)

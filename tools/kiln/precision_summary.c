@@ -1,4 +1,5 @@
-/* What an engine computes in, for kiln bench: the realized precisions of its layers. */
+/* What an engine computes in, for kiln bench: the realized precisions of its layers; what a device run held in
+ * half storage. */
 #include "cli.h"
 #include <stdio.h>
 #include <string.h>
@@ -54,4 +55,11 @@ void cli_precision_summary(kiln_engine_t e, bool tf32, cli_precision *out)
         out->kinds[out->nkinds++].layers = count[best];
         count[best] = -1;
     }
+}
+
+void cli_print_half_storage(int n, bool always)
+{
+    if (n > 0 || always)
+        printf("half storage: %d layer%s held a float32 output in FP16 / BF16 on the GPU (float32 arithmetic; kiln "
+               "inspect --device cuda marks them after the output shape)\n", n, n == 1 ? "" : "s");
 }
