@@ -22,7 +22,8 @@
 #              --float-activations fp16 (bench with its half_storage_layers, profile, test_gpu's int8+fp16 model case)
 #   r50-int8   ResNet-50 batch 256 FP16 against INT8 (kiln bench compute_ms, alternated twice; the INT8 convolutions'
 #              timed configurations into $OUT/int8_choices.txt), then KILN_CUDA_PROFILE=layers of INT8 into
-#              $OUT/prof_r50_int8.txt
+#              $OUT/prof_r50_int8.txt; with MODULE_B=PATH (another build's libkiln_cuda.so) the INT8 engine is benched
+#              with that module too in each round (ri8-b) and profiled into $OUT/prof_r50_int8_b.txt
 #   tcache     KILN_CUDA_TIMING_CACHE: PP-OCRv4 det FP16 and ResNet-50 FP8 `kiln bench` processes timed without the
 #              cache, filling it, then reading it (the wall time of each process and its p50)
 #   tactics    device tactics in the engine: PP-OCRv4 det FP16 (1x3x640x640) built without them (no module at build
@@ -140,14 +141,22 @@ for s in "${steps[@]}"; do
             > "${OUT:-.}/int8_choices.txt" 2>&1
         log "int8 choices rc=$? $(grep -c 'INT8 conv' "${OUT:-.}/int8_choices.txt") lines; $(grep -i 'fallback\|on the CPU' "${OUT:-.}/int8_choices.txt" | head -3)"
         for round in 1 2; do
-            for e in r16 ri8; do
-                timeout 120 "$K" bench "$TMP/$e.kiln" --device cuda --batch 256 --iterations 20 --json > "$TMP/b.json" 2>&1
+            for e in r16 ri8 ${MODULE_B:+ri8-b}; do
+                mod=""
+                [ "$e" = ri8-b ] && mod=$MODULE_B
+                env ${mod:+KILN_CUDA_MODULE=$mod} timeout 120 "$K" bench "$TMP/${e%-b}.kiln" --device cuda --batch 256 \
+                    --iterations 20 --json > "$TMP/b.json" 2>&1
                 log "bench $e round $round rc=$? $(grep -o '"compute_ms"[^,]*' "$TMP/b.json" | head -1)"
             done
         done
         KILN_CUDA_PROFILE=layers timeout 150 "$K" bench "$TMP/ri8.kiln" --device cuda --batch 256 --iterations 3 \
             > "${OUT:-.}/prof_r50_int8.txt" 2>&1
         log "profile int8 rc=$?"
+        if [ -n "${MODULE_B:-}" ]; then
+            KILN_CUDA_MODULE=$MODULE_B KILN_CUDA_PROFILE=layers timeout 150 "$K" bench "$TMP/ri8.kiln" --device cuda \
+                --batch 256 --iterations 3 > "${OUT:-.}/prof_r50_int8_b.txt" 2>&1
+            log "profile int8 (MODULE_B) rc=$?"
+        fi
         ;;
     r50-ab)
         S=input:256x3x224x224
