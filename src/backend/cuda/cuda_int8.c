@@ -173,7 +173,7 @@ static bool acc_qadd(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *
 /* The add's arguments for the kernels from the CPU's parameters */
 static cuk_qadd_args qadd_args(const kiln_qadd *p)
 {
-    cuk_qadd_args q = {.sa = p->sa, .sb = p->sb, .sc = p->sc, .za = p->za, .zb = p->zb, .zc = p->zc, .lo = p->lo,
+    cuk_qadd_args q = {.sa = p->sa, .sb = p->sb, .sc = p->sc, .isc = 1.0f / p->sc, .za = p->za, .zb = p->zb, .zc = p->zc, .lo = p->lo,
                        .hi = p->hi, .act = p->act.kind != KILN_ACT_NONE, .flo = -INFINITY, .fhi = INFINITY};
     if (p->act.kind == KILN_ACT_RELU) {
         q.flo = 0.f;

@@ -223,7 +223,7 @@ cudaError_t cuk_dequantize(int fdt, const uint8_t *x, bool s8, void *y, int64_t 
 /* c = clamp(rint(act((a - za) * sa + (b - zb) * sb) / sc) + zc, lo, hi); act: 0 none, else min(fhi, max(flo, v))
  * (Relu, Clip) */
 typedef struct cuk_qadd_args {
-    float sa, sb, sc;
+    float sa, sb, sc, isc;   /* isc: 1 / sc rounded (the division's quick path; the result is the division's) */
     int za, zb, zc, lo, hi;
     int act;
     float flo, fhi;

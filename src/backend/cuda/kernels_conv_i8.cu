@@ -62,6 +62,10 @@ template <int BN, bool XS8> __device__ __forceinline__ void wg_i8_step(int *acc,
 
 __device__ __forceinline__ int add_wrap(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
 
+// The non-linear activations out of line: act_apply's switch inlined into every unrolled epilogue element made these
+// kernels 0.4-1.5 MB of code (instruction-cache misses on every tile), the common linear path pays for it
+__device__ __noinline__ float act_call(int act, float x, float a, float b) { return act_apply(act, x, a, b); }
+
 // Channels col .. col + 7 of one pixel from a[e] = acc + bias and their multipliers m: the requantized bytes q (with
 // QLinearConvAdd's add of R's bytes r, NULL: none), or the float32 values v (cpu/qgemm.c kiln__qepi_q / kiln__qepi_f)
 __device__ __forceinline__ void q_bytes8(const int *a, const float *m, const cuk_qepi &e, const uint8_t *r, uint8_t *q)
@@ -70,7 +74,7 @@ __device__ __forceinline__ void q_bytes8(const int *a, const float *m, const cuk
     for (int i = 0; i < 8; i++) {
         float t = __fmul_rn((float)a[i], m[i]);
         if (e.act)   // a non-linear activation in float, then the scale's inverse (cpu/qgemm.c kiln__qepi_q)
-            t = __fmul_rn(act_apply(e.act, t, e.act_a, e.act_b), e.inv_ys);
+            t = __fmul_rn(act_call(e.act, t, e.act_a, e.act_b), e.inv_ys);
         if (!(t >= e.lo))   // NaN -> lo, as the CPU
             t = e.lo;
         if (t > e.hi)
@@ -86,7 +90,7 @@ __device__ __forceinline__ void f_vals8(const int *a, const float *m, const cuk_
 {
 #pragma unroll
     for (int i = 0; i < 8; i++)
-        v[i] = e.act ? act_apply(e.act, __fmul_rn((float)a[i], m[i]), e.act_a, e.act_b)
+        v[i] = e.act ? act_call(e.act, __fmul_rn((float)a[i], m[i]), e.act_a, e.act_b)
                      : fminf(fmaxf(__fmul_rn((float)a[i], m[i]), e.lo), e.hi);
 }
 
@@ -229,6 +233,7 @@ __global__ void __launch_bounds__(THREADS, WG && BN == 256 ? 1 : 2)
     __syncthreads();   // every warp is done with the stages the tile overlays
     int *tile = (int *)sm;
     const int g = lane >> 2, tig = lane & 3;
+#pragma unroll 1
     for (int half = 0; half < 2; half++) {
         if (WG && (tid >> 7) == half) {   // warpgroup half: 64 rows, its accumulator as mma.sync's m16n8 fragments
             const int r0 = ((tid & 127) >> 5) * 16 + g;
@@ -260,7 +265,7 @@ __global__ void __launch_bounds__(THREADS, WG && BN == 256 ? 1 : 2)
         __syncthreads();
         // 16 neighbouring channels of one pixel a thread: one 16-byte store (u8 / s8, K a multiple of 16), else 8
         // bytes or 32 (float32) per 8 channels
-#pragma unroll
+#pragma unroll 1
         for (int it = 0; it < BN / 64; it++) {
             const int idx = tid + it * THREADS, lr = idx / (BN / 16), lc = (idx % (BN / 16)) * 16;
             const int64_t row = m0 + half * 64 + lr;
