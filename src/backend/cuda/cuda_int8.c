@@ -173,8 +173,11 @@ static bool acc_qadd(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *
 /* The add's arguments for the kernels from the CPU's parameters */
 static cuk_qadd_args qadd_args(const kiln_qadd *p)
 {
-    cuk_qadd_args q = {.sa = p->sa, .sb = p->sb, .sc = p->sc, .isc = 1.0f / p->sc, .za = p->za, .zb = p->zb, .zc = p->zc, .lo = p->lo,
-                       .hi = p->hi, .act = p->act.kind != KILN_ACT_NONE, .flo = -INFINITY, .fhi = INFINITY};
+    /* isc: the quick path's 1 / sc; NaN where that overflows (a zero or subnormal sc), so every element divides */
+    const float isc = 1.0f / p->sc;
+    cuk_qadd_args q = {.sa = p->sa, .sb = p->sb, .sc = p->sc, .isc = isfinite(isc) ? isc : NAN, .za = p->za,
+                       .zb = p->zb, .zc = p->zc, .lo = p->lo, .hi = p->hi, .act = p->act.kind != KILN_ACT_NONE,
+                       .flo = -INFINITY, .fhi = INFINITY};
     if (p->act.kind == KILN_ACT_RELU) {
         q.flo = 0.f;
     } else if (p->act.kind == KILN_ACT_CLIP) {

@@ -12,7 +12,7 @@ static __device__ __noinline__ float div_rn_call(float v, float sc) { return __f
 // rintf(v / sc) of the IEEE quotient, without dividing in the common case: r = v * isc (isc = 1 / sc rounded) is within
 // ~2^-23 |v / sc| of the exact quotient, so the exact quotient and its rounding both lie within r (1 -+ 2^-21); where
 // rint gives one value at both ends (rint is monotonic) that is rint of the rounded quotient. Else (near a .5,
-// magnitudes past 2^23, NaN, infinities) it divides.
+// magnitudes past 2^23, NaN, infinities; isc NaN where 1 / sc overflows) it divides.
 __device__ __forceinline__ float rint_div(float v, float sc, float isc)
 {
     const float r = __fmul_rn(v, isc);
