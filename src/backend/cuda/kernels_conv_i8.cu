@@ -100,6 +100,103 @@ __device__ __forceinline__ void cp_async8(void *smem, const void *gmem, bool val
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(s), "l"(gmem), "r"(valid ? 8 : 0));
 }
 
+// The epilogue's first part for rows half * 64 .. + 63 of the tile: a = acc + bias[c] (wrapping, as the CPU's int32
+// sum) into the int32 tile in shared memory, from the accumulator fragments of the threads that hold those rows
+// (wgmma: the warpgroup of that half, as mma.sync's m16n8 fragments; mma.sync: the warps of row block wm == half).
+template <int BN, bool WG>
+__device__ __forceinline__ void acc_to_tile(const int *acc, int *tile, const int *bsm, int tid, int wm, int wn,
+                                            int half)
+{
+    constexpr int NACC = WG ? BN / 2 : 64, TS = BN + 4;
+    const int lane = tid & 31, g = lane >> 2, tig = lane & 3;
+    if (WG && (tid >> 7) == half) {   // warpgroup half: 64 rows, its accumulator as mma.sync's m16n8 fragments
+        const int r0 = ((tid & 127) >> 5) * 16 + g;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+            const int lc = j * 8 + tig * 2;
+            const int b0 = bsm[lc], b1 = bsm[lc + 1];
+#pragma unroll
+            for (int hr = 0; hr < 2; hr++) {
+                tile[(r0 + hr * 8) * TS + lc] = add_wrap(acc[(4 * j + 2 * hr) % NACC], b0);
+                tile[(r0 + hr * 8) * TS + lc + 1] = add_wrap(acc[(4 * j + 2 * hr + 1) % NACC], b1);
+            }
+        }
+    } else if (!WG && wm == half) {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int lc = wn * 32 + j * 8 + tig * 2;
+                const int b0 = bsm[lc], b1 = bsm[lc + 1];
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    tile[(i * 16 + g + hr * 8) * TS + lc] = add_wrap(acc[((i * 4 + j) * 4 + hr * 2) % NACC], b0);
+                    tile[(i * 16 + g + hr * 8) * TS + lc + 1] =
+                        add_wrap(acc[((i * 4 + j) * 4 + hr * 2 + 1) % NACC], b1);
+                }
+            }
+    }
+}
+
+// The epilogue's second part for those rows: 16 neighbouring channels of one pixel a thread, requantized (or float
+// values) from the tile, the multipliers and QLinearConvAdd's residual bytes in shared memory: one 16-byte store
+// (u8 / s8, K a multiple of 16), else 8 bytes or 32 (float32) per 8 channels.
+template <int BN>
+__device__ __forceinline__ void store_tile(const int *tile, const float *msm, const uint8_t *rsm, const cuk_qepi e,
+                                           void *__restrict__ y, const cuk_conv_desc d, int64_t M, int64_t m0, int n0,
+                                           int tid, int half)
+{
+    constexpr int TS = BN + 4;
+#pragma unroll 1
+    for (int it = 0; it < BN / 64; it++) {
+        const int idx = tid + it * THREADS, lr = idx / (BN / 16), lc = (idx % (BN / 16)) * 16;
+        const int64_t row = m0 + half * 64 + lr;
+        const int col = n0 + lc;
+        if (row >= M || col >= d.k)
+            continue;
+        const int64_t o = row * d.k + col;
+        int a[16];
+        float m[16];
+#pragma unroll
+        for (int v = 0; v < 4; v++) {
+            const int4 t = *(const int4 *)&tile[lr * TS + lc + 4 * v];
+            const float4 f = *(const float4 *)&msm[lc + 4 * v];
+            a[4 * v] = t.x, a[4 * v + 1] = t.y, a[4 * v + 2] = t.z, a[4 * v + 3] = t.w;
+            m[4 * v] = f.x, m[4 * v + 1] = f.y, m[4 * v + 2] = f.z, m[4 * v + 3] = f.w;
+        }
+        const bool two = col + 8 < d.k;   // the second 8 channels exist (K is a multiple of 8)
+        if (e.out >= CUK_QF32) {   // float values, stored as float32, FP16 or BF16
+            float v[8];
+#pragma unroll
+            for (int g8 = 0; g8 < 2; g8++) {
+                if (g8 && !two)
+                    break;
+                f_vals8(a + 8 * g8, m + 8 * g8, e, v);
+                if (e.out == CUK_QF32)
+                    st8((float *)y + o + 8 * g8, v);
+                else if (e.out == CUK_QF16)
+                    st8((__half *)y + o + 8 * g8, v);
+                else
+                    st8((__nv_bfloat16 *)y + o + 8 * g8, v);
+            }
+            continue;
+        }
+        const uint8_t *r = e.res ? rsm + (half * 64 + lr) * BN + lc : NULL;
+        uint8_t q[16];
+        q_bytes8(a, m, e, r, q);
+        if (two)
+            q_bytes8(a + 8, m + 8, e, r ? r + 8 : NULL, q + 8);
+        uint8_t *yo = (uint8_t *)y + o;
+        if (two && d.k % 16 == 0) {
+            *(uint4 *)yo = *(const uint4 *)q;
+        } else {
+            *(uint2 *)yo = *(const uint2 *)q;
+            if (two)
+                *(uint2 *)(yo + 8) = *(const uint2 *)(q + 8);
+        }
+    }
+}
+
 template <int BN, bool WG, bool XS8>
 __global__ void __launch_bounds__(THREADS, WG && BN == 256 ? 1 : 2)
     k_conv_i8(const uint8_t *__restrict__ x, const int8_t *__restrict__ w, cuk_qepi e, void *__restrict__ y,
@@ -232,87 +329,11 @@ __global__ void __launch_bounds__(THREADS, WG && BN == 256 ? 1 : 2)
     cp_wait<0>();
     __syncthreads();   // every warp is done with the stages the tile overlays
     int *tile = (int *)sm;
-    const int g = lane >> 2, tig = lane & 3;
 #pragma unroll 1
     for (int half = 0; half < 2; half++) {
-        if (WG && (tid >> 7) == half) {   // warpgroup half: 64 rows, its accumulator as mma.sync's m16n8 fragments
-            const int r0 = ((tid & 127) >> 5) * 16 + g;
-#pragma unroll
-            for (int j = 0; j < BN / 8; j++) {
-                const int lc = j * 8 + tig * 2;
-                const int b0 = bsm[lc], b1 = bsm[lc + 1];
-#pragma unroll
-                for (int hr = 0; hr < 2; hr++) {
-                    tile[(r0 + hr * 8) * TS + lc] = add_wrap(acc[(4 * j + 2 * hr) % NACC], b0);
-                    tile[(r0 + hr * 8) * TS + lc + 1] = add_wrap(acc[(4 * j + 2 * hr + 1) % NACC], b1);
-                }
-            }
-        } else if (!WG && wm == half) {
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const int lc = wn * 32 + j * 8 + tig * 2;
-                    const int b0 = bsm[lc], b1 = bsm[lc + 1];
-#pragma unroll
-                    for (int hr = 0; hr < 2; hr++) {
-                        tile[(i * 16 + g + hr * 8) * TS + lc] = add_wrap(acc[((i * 4 + j) * 4 + hr * 2) % NACC], b0);
-                        tile[(i * 16 + g + hr * 8) * TS + lc + 1] =
-                            add_wrap(acc[((i * 4 + j) * 4 + hr * 2 + 1) % NACC], b1);
-                    }
-                }
-        }
+        acc_to_tile<BN, WG>(acc, tile, bsm, tid, wm, wn, half);
         __syncthreads();
-        // 16 neighbouring channels of one pixel a thread: one 16-byte store (u8 / s8, K a multiple of 16), else 8
-        // bytes or 32 (float32) per 8 channels
-#pragma unroll 1
-        for (int it = 0; it < BN / 64; it++) {
-            const int idx = tid + it * THREADS, lr = idx / (BN / 16), lc = (idx % (BN / 16)) * 16;
-            const int64_t row = m0 + half * 64 + lr;
-            const int col = n0 + lc;
-            if (row >= M || col >= d.k)
-                continue;
-            const int64_t o = row * d.k + col;
-            int a[16];
-            float m[16];
-#pragma unroll
-            for (int v = 0; v < 4; v++) {
-                const int4 t = *(const int4 *)&tile[lr * TS + lc + 4 * v];
-                const float4 f = *(const float4 *)&msm[lc + 4 * v];
-                a[4 * v] = t.x, a[4 * v + 1] = t.y, a[4 * v + 2] = t.z, a[4 * v + 3] = t.w;
-                m[4 * v] = f.x, m[4 * v + 1] = f.y, m[4 * v + 2] = f.z, m[4 * v + 3] = f.w;
-            }
-            const bool two = col + 8 < d.k;   // the second 8 channels exist (K is a multiple of 8)
-            if (e.out >= CUK_QF32) {   // float values, stored as float32, FP16 or BF16
-                float v[8];
-#pragma unroll
-                for (int g8 = 0; g8 < 2; g8++) {
-                    if (g8 && !two)
-                        break;
-                    f_vals8(a + 8 * g8, m + 8 * g8, e, v);
-                    if (e.out == CUK_QF32)
-                        st8((float *)y + o + 8 * g8, v);
-                    else if (e.out == CUK_QF16)
-                        st8((__half *)y + o + 8 * g8, v);
-                    else
-                        st8((__nv_bfloat16 *)y + o + 8 * g8, v);
-                }
-                continue;
-            }
-            const uint8_t *r = e.res ? rsm + (half * 64 + lr) * BN + lc : NULL;
-            uint8_t q[16];
-            q_bytes8(a, m, e, r, q);
-            if (two)
-                q_bytes8(a + 8, m + 8, e, r ? r + 8 : NULL, q + 8);
-            uint8_t *yo = (uint8_t *)y + o;
-            if (two && d.k % 16 == 0) {
-                *(uint4 *)yo = *(const uint4 *)q;
-            } else {
-                *(uint2 *)yo = *(const uint2 *)q;
-                if (two)
-                    *(uint2 *)(yo + 8) = *(const uint2 *)(q + 8);
-            }
-        }
+        store_tile<BN>(tile, msm, rsm, e, y, d, M, m0, n0, tid, half);
         __syncthreads();   // the tile is rewritten by the other half
     }
 }
