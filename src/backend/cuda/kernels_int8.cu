@@ -4,6 +4,7 @@
 // contracted into fused multiply-adds (__fdiv_rn, __fmul_rn, __fadd_rn), rintf's ties to even, NaN -> 0 before the
 // clamp. So the bytes equal the CPU's.
 #include "kernels_int8.cuh"
+#include <type_traits>
 
 namespace {
 
@@ -89,6 +90,20 @@ bool al16(const void *p, const void *q) { return (((uintptr_t)p | (uintptr_t)q) 
 
 } // namespace
 
+// f(S8, V) with S8 / V std::integral_constant<bool, ...> of the runtime flags s8 (8-bit values signed) and v (8
+// elements a thread): the four kernel instances of an elementwise INT8 launcher, chosen once
+template <class F> static void s8_vec_dispatch(bool s8, bool v, F f)
+{
+    if (s8 && v)
+        f(std::true_type{}, std::true_type{});
+    else if (s8)
+        f(std::true_type{}, std::false_type{});
+    else if (v)
+        f(std::false_type{}, std::true_type{});
+    else
+        f(std::false_type{}, std::false_type{});
+}
+
 extern "C" cudaError_t cuk_quantize(int fdt, const void *x, uint8_t *y, int64_t n, float scale, int zp, bool s8,
                                     cudaStream_t s)
 {
@@ -97,14 +112,9 @@ extern "C" cudaError_t cuk_quantize(int fdt, const void *x, uint8_t *y, int64_t 
     const float z = (float)zp;
     const bool v = al16(x, y) && n >= 8;
     const unsigned g = grid_of(v ? (n + 7) / 8 : n);
-    if (s8 && v)
-        FDT_DISPATCH(fdt, k_quantize<T, true, true><<<g, 256, 0, s>>>((const T *)x, y, n, scale, z));
-    else if (s8)
-        FDT_DISPATCH(fdt, k_quantize<T, true, false><<<g, 256, 0, s>>>((const T *)x, y, n, scale, z));
-    else if (v)
-        FDT_DISPATCH(fdt, k_quantize<T, false, true><<<g, 256, 0, s>>>((const T *)x, y, n, scale, z));
-    else
-        FDT_DISPATCH(fdt, k_quantize<T, false, false><<<g, 256, 0, s>>>((const T *)x, y, n, scale, z));
+    s8_vec_dispatch(s8, v, [&](auto S8, auto V) {
+        FDT_DISPATCH(fdt, (k_quantize<T, decltype(S8)::value, decltype(V)::value><<<g, 256, 0, s>>>((const T *)x, y, n, scale, z)));
+    });
     return cudaGetLastError();
 }
 
@@ -115,14 +125,9 @@ extern "C" cudaError_t cuk_dequantize(int fdt, const uint8_t *x, bool s8, void *
         return cudaSuccess;
     const bool v = al16(x, y) && n >= 8;
     const unsigned g = grid_of(v ? (n + 7) / 8 : n);
-    if (s8 && v)
-        FDT_DISPATCH(fdt, k_dequantize<T, true, true><<<g, 256, 0, s>>>(x, (T *)y, n, scale, zp));
-    else if (s8)
-        FDT_DISPATCH(fdt, k_dequantize<T, true, false><<<g, 256, 0, s>>>(x, (T *)y, n, scale, zp));
-    else if (v)
-        FDT_DISPATCH(fdt, k_dequantize<T, false, true><<<g, 256, 0, s>>>(x, (T *)y, n, scale, zp));
-    else
-        FDT_DISPATCH(fdt, k_dequantize<T, false, false><<<g, 256, 0, s>>>(x, (T *)y, n, scale, zp));
+    s8_vec_dispatch(s8, v, [&](auto S8, auto V) {
+        FDT_DISPATCH(fdt, (k_dequantize<T, decltype(S8)::value, decltype(V)::value><<<g, 256, 0, s>>>(x, (T *)y, n, scale, zp)));
+    });
     return cudaGetLastError();
 }
 
