@@ -113,7 +113,8 @@ extern "C" cudaError_t cuk_quantize(int fdt, const void *x, uint8_t *y, int64_t 
     const bool v = al16(x, y) && n >= 8;
     const unsigned g = grid_of(v ? (n + 7) / 8 : n);
     s8_vec_dispatch(s8, v, [&](auto S8, auto V) {
-        FDT_DISPATCH(fdt, (k_quantize<T, decltype(S8)::value, decltype(V)::value><<<g, 256, 0, s>>>((const T *)x, y, n, scale, z)));
+        constexpr bool s8c = decltype(S8)::value, vc = decltype(V)::value;
+        FDT_DISPATCH(fdt, (k_quantize<T, s8c, vc><<<g, 256, 0, s>>>((const T *)x, y, n, scale, z)));
     });
     return cudaGetLastError();
 }
@@ -126,7 +127,8 @@ extern "C" cudaError_t cuk_dequantize(int fdt, const uint8_t *x, bool s8, void *
     const bool v = al16(x, y) && n >= 8;
     const unsigned g = grid_of(v ? (n + 7) / 8 : n);
     s8_vec_dispatch(s8, v, [&](auto S8, auto V) {
-        FDT_DISPATCH(fdt, (k_dequantize<T, decltype(S8)::value, decltype(V)::value><<<g, 256, 0, s>>>(x, (T *)y, n, scale, zp)));
+        constexpr bool s8c = decltype(S8)::value, vc = decltype(V)::value;
+        FDT_DISPATCH(fdt, (k_dequantize<T, s8c, vc><<<g, 256, 0, s>>>(x, (T *)y, n, scale, zp)));
     });
     return cudaGetLastError();
 }
