@@ -20,8 +20,8 @@
 #   bert-int8  BERT-base seq 128 batch 128 FP16 against INT8 (kiln bench compute_ms, alternated twice), then
 #              KILN_CUDA_PROFILE=layers of INT8 into $OUT/prof_bert_int8.txt; then the engine built with
 #              --float-activations fp16 (bench with its half_storage_layers, profile, test_gpu's int8+fp16 model case)
-#   r50-int8   ResNet-50 batch 256 FP16 against INT8 and INT8 with its first / last layers in FP16 and float outputs
-#              held in FP16 (ri8m; kiln bench compute_ms, alternated twice; the INT8 convolutions'
+#   r50-int8   ResNet-50 batch 256 FP16 against INT8 and INT8 with --float-activations fp16 (ri8m; kiln bench
+#              compute_ms, alternated twice; the INT8 convolutions'
 #              timed configurations into $OUT/int8_choices.txt), then KILN_CUDA_PROFILE=layers of INT8 into
 #              $OUT/prof_r50_int8.txt; with MODULE_B=PATH (another build's libkiln_cuda.so) the INT8 engine is benched
 #              with that module too in each round (ri8-b) and profiled into $OUT/prof_r50_int8_b.txt
@@ -138,10 +138,10 @@ for s in "${steps[@]}"; do
             --no-tactics --shapes $S
         run r50-buildi8 240 6 "$K" build models/resnet50.onnx -o "$TMP/ri8.kiln" --precision int8 --calib "$TMP/cal" \
             --device cuda --no-tactics --shapes $S
-        # TensorRT's --int8 --fp16: the first and last layers (kept out of INT8) in FP16, float outputs held in FP16
+        # TensorRT's --int8 --fp16: the float outputs of the INT8 layers held in FP16 too (the first and last layers,
+        # kept out of INT8, are FP16 in --device cuda builds already)
         run r50-buildi8m 240 6 "$K" build models/resnet50.onnx -o "$TMP/ri8m.kiln" --precision int8 --calib "$TMP/cal" \
-            --device cuda --no-tactics --shapes $S --layer-precision conv1_Conv_0:fp16 --layer-precision fc_Gemm:fp16 \
-            --float-activations fp16
+            --device cuda --no-tactics --shapes $S --float-activations fp16
         # each INT8 convolution's configurations as timed (the build's device-tactics run: a bench of the engine takes
         # the stored choices and times nothing)
         KILN_CUDA_CONV_GRAPH=2 timeout 150 "$K" build models/resnet50.onnx -o "$TMP/ri8c.kiln" --precision int8 \
