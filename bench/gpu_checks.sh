@@ -23,7 +23,7 @@
 #   r50-int8   ResNet-50 batch 256 FP16 against INT8 and INT8 with --float-activations fp16 (ri8m; kiln bench
 #              compute_ms, alternated twice; the INT8 convolutions'
 #              timed configurations into $OUT/int8_choices.txt), then KILN_CUDA_PROFILE=layers of INT8 into
-#              $OUT/prof_r50_int8.txt; with MODULE_B=PATH (another build's libkiln_cuda.so) the INT8 engine is benched
+#              $OUT/prof_r50_int8.txt and its `kiln inspect --device cuda` into $OUT/inspect_r50_int8.txt; with MODULE_B=PATH (another build's libkiln_cuda.so) the INT8 engine is benched
 #              with that module too in each round (ri8-b) and profiled into $OUT/prof_r50_int8_b.txt
 #   tcache     KILN_CUDA_TIMING_CACHE: PP-OCRv4 det FP16 and ResNet-50 FP8 `kiln bench` processes timed without the
 #              cache, filling it, then reading it (the wall time of each process and its p50)
@@ -158,6 +158,9 @@ for s in "${steps[@]}"; do
         KILN_CUDA_PROFILE=layers timeout 150 "$K" bench "$TMP/ri8.kiln" --device cuda --batch 256 --iterations 3 \
             > "${OUT:-.}/prof_r50_int8.txt" 2>&1
         log "profile int8 rc=$?"
+        # where each layer ran and in which precision / storage (the half-stored layers a run reports)
+        timeout 120 "$K" inspect "$TMP/ri8.kiln" --device cuda > "${OUT:-.}/inspect_r50_int8.txt" 2>&1
+        log "inspect int8 rc=$?"
         if [ -n "${MODULE_B:-}" ]; then
             KILN_CUDA_MODULE=$MODULE_B KILN_CUDA_PROFILE=layers timeout 150 "$K" bench "$TMP/ri8.kiln" --device cuda \
                 --batch 256 --iterations 3 > "${OUT:-.}/prof_r50_int8_b.txt" 2>&1
