@@ -23,7 +23,8 @@
 #   r50-int8   ResNet-50 batch 256 FP16 against INT8 and INT8 with --float-activations fp16 (ri8m; kiln bench
 #              compute_ms, alternated twice; the INT8 convolutions'
 #              timed configurations into $OUT/int8_choices.txt), then KILN_CUDA_PROFILE=layers of INT8 into
-#              $OUT/prof_r50_int8.txt and its `kiln inspect --device cuda` into $OUT/inspect_r50_int8.txt; with MODULE_B=PATH (another build's libkiln_cuda.so) the INT8 engine is benched
+#              $OUT/prof_r50_int8.txt and its `kiln inspect --device cuda` into $OUT/inspect_r50_int8.txt; with
+#              MODULE_B=PATH (another build's libkiln_cuda.so) the INT8 engine is benched
 #              with that module too in each round (ri8-b) and profiled into $OUT/prof_r50_int8_b.txt
 #   tcache     KILN_CUDA_TIMING_CACHE: PP-OCRv4 det FP16 and ResNet-50 FP8 `kiln bench` processes timed without the
 #              cache, filling it, then reading it (the wall time of each process and its p50)
