@@ -78,6 +78,36 @@ __device__ __forceinline__ void wg_out8(float *v, const wg_out<T> &o, const uint
     fp8_out8<T>(v, rp, o.res == NULL, rsc, relu, o.y ? o.y + off : NULL, o.yq ? o.yq + off : NULL, iv);
 }
 
+// The 4 x 4 transposition inside a quad of lanes (t = lane & 3) of the register epilogues (V: float2, or int2 for the
+// INT8 convolutions' int32 sums): in, u[c + 2 h] = the lane's two channels of group c of a pair of 8-channel groups,
+// row g + 8 h; out, u[s] = channels 2 s, 2 s + 1 of group t % 2, row g + (t / 2) * 8. Swaps the off-diagonal 2 x 2
+// blocks with lane t ^ 2, then inside each block with lane t ^ 1.
+template <typename V> __device__ __forceinline__ void quad_t4(V *u, int t)
+{
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const V snd = (t & 2) ? u[k] : u[k + 2];
+        V rcv;
+        rcv.x = __shfl_xor_sync(0xffffffffu, snd.x, 2);
+        rcv.y = __shfl_xor_sync(0xffffffffu, snd.y, 2);
+        if (t & 2)
+            u[k] = rcv;
+        else
+            u[k + 2] = rcv;
+    }
+#pragma unroll
+    for (int k = 0; k < 4; k += 2) {
+        const V snd = (t & 1) ? u[k] : u[k + 1];
+        V rcv;
+        rcv.x = __shfl_xor_sync(0xffffffffu, snd.x, 1);
+        rcv.y = __shfl_xor_sync(0xffffffffu, snd.y, 1);
+        if (t & 1)
+            u[k] = rcv;
+        else
+            u[k + 1] = rcv;
+    }
+}
+
 // The epilogue from the registers (REG configurations): no tile in shared memory and no barrier. In the 64 x N
 // accumulator a quad of lanes holds rows g and g + 8 of each 8-channel group, two channels a lane; a 4 x 4
 // transposition by shuffles inside the quad gives each lane 8 neighbouring channels of one pixel (lane t: row g +
@@ -98,24 +128,7 @@ __device__ __forceinline__ void wg_epilogue_reg(const float *acc, int64_t m0, in
         // u[c + 2 h]: group 2p + c, row g + 8 h (this lane's two channels of each)
         float2 u[4] = {make_float2(acc[8 * p], acc[8 * p + 1]), make_float2(acc[8 * p + 4], acc[8 * p + 5]),
                        make_float2(acc[8 * p + 2], acc[8 * p + 3]), make_float2(acc[8 * p + 6], acc[8 * p + 7])};
-#pragma unroll
-        for (int k = 0; k < 2; k++) {   // swap the off-diagonal 2 x 2 blocks with lane t ^ 2
-            const float2 snd = (t & 2) ? u[k] : u[k + 2];
-            const float2 rcv = make_float2(__shfl_xor_sync(0xffffffffu, snd.x, 2), __shfl_xor_sync(0xffffffffu, snd.y, 2));
-            if (t & 2)
-                u[k] = rcv;
-            else
-                u[k + 2] = rcv;
-        }
-#pragma unroll
-        for (int k = 0; k < 4; k += 2) {   // then inside each block with lane t ^ 1
-            const float2 snd = (t & 1) ? u[k] : u[k + 1];
-            const float2 rcv = make_float2(__shfl_xor_sync(0xffffffffu, snd.x, 1), __shfl_xor_sync(0xffffffffu, snd.y, 1));
-            if (t & 1)
-                u[k] = rcv;
-            else
-                u[k + 1] = rcv;
-        }
+        quad_t4(u, t);
         const int lc = (2 * p + (t & 1)) * 8, col = n0 + lc;   // u[s]: channels lc + 2s, lc + 2s + 1
         if (row < M && col < d.k) {
             float v[8], b[8];

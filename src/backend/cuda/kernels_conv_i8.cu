@@ -4,22 +4,32 @@
 // both: kernels_conv_fp8.cuh): rows are output pixels (n, p, q), the reduction runs over (r, s, c) in 16-byte pieces,
 // each within one filter tap because C is a multiple of 16, copied by cp.async (zeros outside the image: the input's
 // zero point must be 0 there, cuda_int8.c folds a nonzero one into the bias of unpadded layers).
-// Tile: 128 pixels x BN channels, 64-byte reduction steps in three stages. Configurations: 0 mma.sync m16n8k32 (8
-// warps of 64 x 32, BN 128; any sm_80+ GPU), 1 .. 3 Hopper's wgmma m64nBNk32 (two warpgroups of 64 rows, BN 64 / 128 /
-// 256; sm_90 only); u8 or s8 activations in each. The epilogue's operands (per-channel multipliers and biases, the
-// residual tile of QLinearConvAdd) are copied into shared memory by cp.async with the reduction's second stage, so
-// no global load waits between the stores; then a = acc + bias[c] into an int32 tile (shared memory), and each
-// thread requantizes 16 neighbouring channels of one pixel: one 16-byte store (u8 / s8, K a multiple of 16), else 8
-// bytes or 32 (float32; 16 in FP16 / BF16 storage) per 8 channels. H200, ResNet-50 int8 batch 256: no faster than the
-// 8-byte epilogue that read its multipliers and residual from global memory (layer1's conv3 + residual 1.1-1.3 ms,
-// its 64 -> 256 1x1 0.74 ms either way, session 27): those loads were not what these layers wait for.
+// Tile: 128 pixels x BN channels, 64-byte reduction steps copied two steps ahead; blocks of one row tile run together
+// (its activations are read from memory once). Configurations: 0 mma.sync m16n8k32 (8 warps of 64 x 32, BN 128, three
+// stages; any sm_80+ GPU), 1 .. 3 Hopper's wgmma m64nBNk32 (two warpgroups of 64 rows, BN 64 / 128 / 256, four stages
+// with one group of MMAs in flight, or as many stages as the reduction has steps; sm_90 only); u8 or s8 activations
+// in each. The epilogue's operands (per-channel multipliers and biases, the residual tile of QLinearConvAdd) are
+// copied into shared memory by cp.async with the reduction's second step, so no global load waits between the
+// stores. Epilogue: wgmma configurations from the registers (store_reg: a quad's shuffles give each lane 8 channels
+// of a pixel, one 8-byte store; session 29), mma.sync through an int32 tile in shared memory (each thread 16
+// channels of a pixel: one 16-byte store, u8 / s8 with K a multiple of 16, else 8 bytes or 32 per 8 channels).
+// Session 27 (H200, ResNet-50 int8 batch 256): the tile epilogue with its operands in shared memory was no faster
+// than one reading them from global memory (layer1's conv3 + residual 1.1-1.3 ms either way).
 #include "kernels_act.cuh"
 #include "kernels_conv_fp8_wg.cuh"
 #include "kernels_int8.cuh"
 
 namespace {
 
-constexpr int BM = 128, BK = 64, STAGES = 3, THREADS = 256;
+constexpr int BM = 128, BK = 64, THREADS = 256, DIST = 2;
+
+// Stages of the operands: mma.sync 3 (its MMAs are synchronous: the stage loaded DIST steps ahead was read a step
+// ago), wgmma 4 (one group of MMAs stays in flight: the stage loaded was read two steps ago), or as many as the
+// reduction has steps where fewer (no stage is ever refilled: less shared memory, more blocks an SM)
+template <bool WG> __host__ __device__ constexpr int n_stages(int steps)
+{
+    return WG ? (steps < 4 ? steps : 4) : 3;
+}
 
 // byte offset of 16-byte piece ch of row `row` in a [rows][64] tile, swizzled as wgmma's 64-byte mode reads it (and
 // so that ldmatrix's 8 rows of one piece fall in 8 bank groups)
@@ -40,7 +50,8 @@ template <bool XS8> __device__ __forceinline__ void mma_i8(int *c, const uint32_
 }
 
 // One reduction step's wgmma of a warpgroup: A its 64 rows of the stage, B the stage's BN rows (descriptors of the
-// 64-byte swizzle), two k32 MMAs; waits for them (the stage is refilled two steps later, after a barrier).
+// 64-byte swizzle), two k32 MMAs as one group, left in flight (the caller waits for all but the newest group, so the
+// stage is refilled only after the MMAs that read it are done).
 template <int BN, bool XS8> __device__ __forceinline__ void wg_i8_step(int *acc, uint32_t a_s, uint32_t b_s)
 {
 #if KILN_WGMMA
@@ -56,7 +67,6 @@ template <int BN, bool XS8> __device__ __forceinline__ void wg_i8_step(int *acc,
             wgmma_i8_n256<XS8>(acc, da, db, 1);
     }
     wg_commit();
-    wg_wait<0>();
 #endif
 }
 
@@ -100,42 +110,28 @@ __device__ __forceinline__ void cp_async8(void *smem, const void *gmem, bool val
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(s), "l"(gmem), "r"(valid ? 8 : 0));
 }
 
-// The epilogue's first part for rows half * 64 .. + 63 of the tile: a = acc + bias[c] (wrapping, as the CPU's int32
-// sum) into the int32 tile in shared memory, from the accumulator fragments of the threads that hold those rows
-// (wgmma: the warpgroup of that half, as mma.sync's m16n8 fragments; mma.sync: the warps of row block wm == half).
-template <int BN, bool WG>
+// The mma.sync configuration's epilogue, first part for rows half * 64 .. + 63 of the tile: a = acc + bias[c]
+// (wrapping, as the CPU's int32 sum) into the int32 tile in shared memory, from the m16n8 accumulator fragments of the
+// warps of row block wm == half.
 __device__ __forceinline__ void acc_to_tile(const int *acc, int *tile, const int *bsm, int tid, int wm, int wn,
                                             int half)
 {
-    constexpr int NACC = WG ? BN / 2 : 64, TS = BN + 4;
+    constexpr int TS = 128 + 4;
     const int lane = tid & 31, g = lane >> 2, tig = lane & 3;
-    if (WG && (tid >> 7) == half) {   // warpgroup half: 64 rows, its accumulator as mma.sync's m16n8 fragments
-        const int r0 = ((tid & 127) >> 5) * 16 + g;
+    if (wm != half)
+        return;
 #pragma unroll
-        for (int j = 0; j < BN / 8; j++) {
-            const int lc = j * 8 + tig * 2;
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int lc = wn * 32 + j * 8 + tig * 2;
             const int b0 = bsm[lc], b1 = bsm[lc + 1];
 #pragma unroll
             for (int hr = 0; hr < 2; hr++) {
-                tile[(r0 + hr * 8) * TS + lc] = add_wrap(acc[(4 * j + 2 * hr) % NACC], b0);
-                tile[(r0 + hr * 8) * TS + lc + 1] = add_wrap(acc[(4 * j + 2 * hr + 1) % NACC], b1);
+                tile[(i * 16 + g + hr * 8) * TS + lc] = add_wrap(acc[(i * 4 + j) * 4 + hr * 2], b0);
+                tile[(i * 16 + g + hr * 8) * TS + lc + 1] = add_wrap(acc[(i * 4 + j) * 4 + hr * 2 + 1], b1);
             }
         }
-    } else if (!WG && wm == half) {
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const int lc = wn * 32 + j * 8 + tig * 2;
-                const int b0 = bsm[lc], b1 = bsm[lc + 1];
-#pragma unroll
-                for (int hr = 0; hr < 2; hr++) {
-                    tile[(i * 16 + g + hr * 8) * TS + lc] = add_wrap(acc[((i * 4 + j) * 4 + hr * 2) % NACC], b0);
-                    tile[(i * 16 + g + hr * 8) * TS + lc + 1] =
-                        add_wrap(acc[((i * 4 + j) * 4 + hr * 2 + 1) % NACC], b1);
-                }
-            }
-    }
 }
 
 // The epilogue's second part for those rows: 16 neighbouring channels of one pixel a thread, requantized (or float
@@ -197,27 +193,85 @@ __device__ __forceinline__ void store_tile(const int *tile, const float *msm, co
     }
 }
 
+#if KILN_WGMMA
+// The wgmma configurations' epilogue from the registers: no int32 tile in shared memory (whose 4-byte writes and
+// reads, bank conflicts included, bound the memory-bound layers). A quad's 4 x 4 transposition by shuffles
+// (quad_t4, as the FP8 kernels') gives each lane 8 neighbouring channels of one pixel; then a = acc + bias and the
+// same q_bytes8 / f_vals8 as store_tile, value for value, with the multipliers, biases and residual bytes from
+// shared memory (load_epilogue's copies); one 8-byte store (u8 / s8) or 8 values (float). tid: the thread's index
+// among the tile's 256 (two warpgroups of 64 rows).
+template <int BN>
+__device__ __forceinline__ void store_reg(const int *acc, const float *msm, const int *bsm, const uint8_t *rsm,
+                                          const cuk_qepi e, void *__restrict__ y, const cuk_conv_desc d, int64_t M,
+                                          int64_t m0, int n0, int tid)
+{
+    const int lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int lr = (tid >> 7) * 64 + ((tid & 127) >> 5) * 16 + g + (t >> 1) * 8;
+    const int64_t row = m0 + lr;
+#pragma unroll
+    for (int p = 0; p < BN / 16; p++) {
+        // u[c + 2 h]: group 2p + c, row g + 8 h (this lane's two channels of each)
+        int2 u[4] = {make_int2(acc[8 * p], acc[8 * p + 1]), make_int2(acc[8 * p + 4], acc[8 * p + 5]),
+                     make_int2(acc[8 * p + 2], acc[8 * p + 3]), make_int2(acc[8 * p + 6], acc[8 * p + 7])};
+        quad_t4(u, t);
+        const int lc = (2 * p + (t & 1)) * 8, col = n0 + lc;   // u[s]: channels lc + 2s, lc + 2s + 1
+        if (row >= M || col >= d.k)
+            continue;
+        int a[8];
+        float m[8];
+#pragma unroll
+        for (int v = 0; v < 2; v++) {
+            const int4 b = *(const int4 *)&bsm[lc + 4 * v];
+            const float4 f = *(const float4 *)&msm[lc + 4 * v];
+            a[4 * v] = add_wrap(v ? u[2].x : u[0].x, b.x);
+            a[4 * v + 1] = add_wrap(v ? u[2].y : u[0].y, b.y);
+            a[4 * v + 2] = add_wrap(v ? u[3].x : u[1].x, b.z);
+            a[4 * v + 3] = add_wrap(v ? u[3].y : u[1].y, b.w);
+            m[4 * v] = f.x, m[4 * v + 1] = f.y, m[4 * v + 2] = f.z, m[4 * v + 3] = f.w;
+        }
+        const int64_t o = row * d.k + col;
+        if (e.out >= CUK_QF32) {   // float values, stored as float32, FP16 or BF16
+            float v[8];
+            f_vals8(a, m, e, v);
+            if (e.out == CUK_QF32)
+                st8((float *)y + o, v);
+            else if (e.out == CUK_QF16)
+                st8((__half *)y + o, v);
+            else
+                st8((__nv_bfloat16 *)y + o, v);
+            continue;
+        }
+        uint8_t q[8], r[8];
+        if (e.res)
+            *(uint2 *)r = *(const uint2 *)(rsm + lr * BN + lc);
+        q_bytes8(a, m, e, e.res ? r : NULL, q);
+        *(uint2 *)((uint8_t *)y + o) = *(const uint2 *)q;
+    }
+}
+#endif
+
 template <int BN, bool WG, bool XS8>
 __global__ void __launch_bounds__(THREADS, WG && BN == 256 ? 1 : 2)
     k_conv_i8(const uint8_t *__restrict__ x, const int8_t *__restrict__ w, cuk_qepi e, void *__restrict__ y,
-              cuk_conv_desc d)
+              cuk_conv_desc d, int n_tiles)
 {
     constexpr int SA = BM * BK, SB = BN * BK, TS = BN + 4;
-    static_assert(64 * TS * 4 <= STAGES * (SA + SB), "the epilogue tile over the stages");
+    static_assert(WG || 64 * TS * 4 <= n_stages<WG>(1) * (SA + SB), "the epilogue tile over the stages");
     static_assert(WG || BN == 128, "mma.sync: 8 warps of 64 x 32");
     extern __shared__ __align__(1024) uint8_t smem_raw[];
     uint8_t *sm = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);   // the swizzle repeats every 1024 bytes
-    uint8_t *as = sm, *bs = sm + STAGES * SA;
+    const int red = d.r * d.s * d.c;   // the reduction length (a multiple of 16)
+    const int steps = (red + BK - 1) / BK;
+    const int nst = n_stages<WG>(steps);
+    uint8_t *as = sm, *bs = sm + nst * SA;
     // after the stages: the tile's multipliers and biases, then (QLinearConvAdd) its residual [BM][BN]
-    float *msm = (float *)(sm + STAGES * (SA + SB));
+    float *msm = (float *)(sm + nst * (SA + SB));
     int *bsm = (int *)(msm + BN);
     uint8_t *rsm = (uint8_t *)(bsm + BN);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int64_t M = (int64_t)d.n * d.p * d.q;
-    const int64_t m0 = (int64_t)blockIdx.x * BM;
-    const int n0 = blockIdx.y * BN;
-    const int red = d.r * d.s * d.c;   // the reduction length (a multiple of 16)
-    const int steps = (red + BK - 1) / BK;
+    const int64_t m0 = (int64_t)(blockIdx.x / n_tiles) * BM;   // blocks of one row tile run together: its
+    const int n0 = (int)(blockIdx.x % n_tiles) * BN;           // activations are read from memory once
     const int ch = tid & 3;
     const bool gemm = fp8_is_gemm(d);
     const int64_t pq = (int64_t)d.p * d.q;
@@ -280,27 +334,32 @@ __global__ void __launch_bounds__(THREADS, WG && BN == 256 ? 1 : 2)
         }
     };
 #pragma unroll
-    for (int st = 0; st < STAGES - 1; st++) {
+    for (int st = 0; st < DIST; st++) {
         if (st < steps)
             load(st);
-        if (st == STAGES - 2)
+        if (st == DIST - 1)
             load_epilogue();
         cp_commit();
     }
     const int wm = warp & 1, wn = warp >> 1;   // mma.sync: 2 x 4 warps, rows wm * 64, columns wn * 32
     for (int step = 0; step < steps; step++) {
-        cp_wait<STAGES - 2>();
+        cp_wait<DIST - 1>();
 #if KILN_WGMMA
         if constexpr (WG)
             fence_proxy_async();   // the copies visible to wgmma's reads
 #endif
-        __syncthreads();   // this step's stage landed for every thread; the stage loaded next was read a step ago
-        if (step + STAGES - 1 < steps)
-            load((step + STAGES - 1) % STAGES);
+        // this step's stage landed for every thread; the stage loaded next was read a step ago (mma.sync) or by a
+        // group of MMAs that the last step's wait saw done (wgmma)
+        __syncthreads();
+        if (step + DIST < steps)
+            load((step + DIST) % nst);
         cp_commit();
-        const uint8_t *a_s = as + (step % STAGES) * SA, *b_s = bs + (step % STAGES) * SB;
+        const uint8_t *a_s = as + (step % nst) * SA, *b_s = bs + (step % nst) * SB;
         if constexpr (WG) {
             wg_i8_step<BN, XS8>(acc, smem_u32(a_s + (tid >> 7) * 64 * BK), smem_u32(b_s));
+#if KILN_WGMMA
+            wg_wait<1>();
+#endif
         } else {
 #pragma unroll
             for (int ks = 0; ks < 2; ks++) {
@@ -326,15 +385,25 @@ __global__ void __launch_bounds__(THREADS, WG && BN == 256 ? 1 : 2)
             }
         }
     }
+#if KILN_WGMMA
+    if constexpr (WG)
+        wg_wait<0>();
+#endif
     cp_wait<0>();
-    __syncthreads();   // every warp is done with the stages the tile overlays
-    int *tile = (int *)sm;
+    __syncthreads();   // every thread's epilogue copies landed; every warp is done with the stages the tile overlays
+    if constexpr (WG) {
+#if KILN_WGMMA
+        store_reg<BN>(acc, msm, bsm, rsm, e, y, d, M, m0, n0, tid);
+#endif
+    } else {
+        int *tile = (int *)sm;
 #pragma unroll 1
-    for (int half = 0; half < 2; half++) {
-        acc_to_tile<BN, WG>(acc, tile, bsm, tid, wm, wn, half);
-        __syncthreads();
-        store_tile<BN>(tile, msm, rsm, e, y, d, M, m0, n0, tid, half);
-        __syncthreads();   // the tile is rewritten by the other half
+        for (int half = 0; half < 2; half++) {
+            acc_to_tile(acc, tile, bsm, tid, wm, wn, half);
+            __syncthreads();
+            store_tile<BN>(tile, msm, rsm, e, y, d, M, m0, n0, tid, half);
+            __syncthreads();   // the tile is rewritten by the other half
+        }
     }
 }
 
@@ -343,14 +412,18 @@ cudaError_t launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y
                    cudaStream_t s)
 {
     const int64_t M = (int64_t)d->n * d->p * d->q;
-    const dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((d->k + BN - 1) / BN));
-    const int bytes = 1024 + STAGES * (BM + BN) * BK + BN * 8 + (e.res ? BM * BN : 0);
+    const int n_tiles = (d->k + BN - 1) / BN;
+    const int64_t tiles = (M + BM - 1) / BM * n_tiles;
+    if (tiles >= 0x7fffffff)
+        return cudaErrorInvalidValue;
+    const int steps = (int)(((int64_t)d->r * d->s * d->c + BK - 1) / BK);
+    const int bytes = 1024 + n_stages<WG>(steps) * (BM + BN) * BK + BN * 8 + (e.res ? BM * BN : 0);
     auto kern = k_conv_i8<BN, WG, XS8>;
     // past 48 KB of shared memory: opted in at every launch (not a stream operation: legal in a capture)
     cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (err != cudaSuccess)
         return err;
-    kern<<<grid, THREADS, bytes, s>>>(x, w, e, y, *d);
+    kern<<<(unsigned)tiles, THREADS, bytes, s>>>(x, w, e, y, *d, n_tiles);
     return cudaGetLastError();
 }
 
