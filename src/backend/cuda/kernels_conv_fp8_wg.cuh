@@ -78,34 +78,45 @@ __device__ __forceinline__ void wg_out8(float *v, const wg_out<T> &o, const uint
     fp8_out8<T>(v, rp, o.res == NULL, rsc, relu, o.y ? o.y + off : NULL, o.yq ? o.yq + off : NULL, iv);
 }
 
-// The 4 x 4 transposition inside a quad of lanes (t = lane & 3) of the register epilogues (V: float2, or int2 for the
-// INT8 convolutions' int32 sums): in, u[c + 2 h] = the lane's two channels of group c of a pair of 8-channel groups,
-// row g + 8 h; out, u[s] = channels 2 s, 2 s + 1 of group t % 2, row g + (t / 2) * 8. Swaps the off-diagonal 2 x 2
-// blocks with lane t ^ 2, then inside each block with lane t ^ 1.
-template <typename V> __device__ __forceinline__ void quad_t4(V *u, int t)
+// The register epilogues (FP8's float sums, INT8's int32 ones): a quad of lanes (t = lane & 3) holds rows g and g + 8
+// of each 8-channel group of the 64 x N accumulator, two channels a lane; a 4 x 4 transposition by shuffles gives each
+// lane 8 neighbouring channels of one pixel. quad_row: that pixel's row in the tile (tid: the thread's index among
+// the tile's 256, two warpgroups of 64 rows).
+__device__ __forceinline__ int quad_row(int tid)
+{
+    return (tid >> 7) * 64 + ((tid & 127) >> 5) * 16 + ((tid & 31) >> 2) + ((tid & 3) >> 1) * 8;
+}
+
+// a, b of the lanes t and t ^ mask: the upper lane (hi) takes its partner's b as its a, the lower one its partner's a
+// as its b
+template <typename V> __device__ __forceinline__ void quad_swap(V &a, V &b, bool hi, int mask)
+{
+    const V snd = hi ? a : b;
+    V rcv;
+    rcv.x = __shfl_xor_sync(0xffffffffu, snd.x, mask);
+    rcv.y = __shfl_xor_sync(0xffffffffu, snd.y, mask);
+    if (hi)
+        a = rcv;
+    else
+        b = rcv;
+}
+
+// Pair p of 8-channel groups (2p, 2p + 1) of the accumulator: u[s] = channels 2 s, 2 s + 1 of group 2p + t % 2, row
+// quad_row's (V: float2 or int2). Loaded as u[c + 2 h] = group 2p + c, row g + 8 h; the off-diagonal 2 x 2 blocks
+// swapped with lane t ^ 2, then inside each block with lane t ^ 1.
+template <typename V, typename A> __device__ __forceinline__ void quad_t4(const A *acc, int p, int t, V *u)
 {
 #pragma unroll
-    for (int k = 0; k < 2; k++) {
-        const V snd = (t & 2) ? u[k] : u[k + 2];
-        V rcv;
-        rcv.x = __shfl_xor_sync(0xffffffffu, snd.x, 2);
-        rcv.y = __shfl_xor_sync(0xffffffffu, snd.y, 2);
-        if (t & 2)
-            u[k] = rcv;
-        else
-            u[k + 2] = rcv;
-    }
+    for (int c = 0; c < 2; c++)
 #pragma unroll
-    for (int k = 0; k < 4; k += 2) {
-        const V snd = (t & 1) ? u[k] : u[k + 1];
-        V rcv;
-        rcv.x = __shfl_xor_sync(0xffffffffu, snd.x, 1);
-        rcv.y = __shfl_xor_sync(0xffffffffu, snd.y, 1);
-        if (t & 1)
-            u[k] = rcv;
-        else
-            u[k + 1] = rcv;
-    }
+        for (int h = 0; h < 2; h++) {
+            u[c + 2 * h].x = acc[8 * p + 4 * c + 2 * h];
+            u[c + 2 * h].y = acc[8 * p + 4 * c + 2 * h + 1];
+        }
+    quad_swap(u[0], u[2], t & 2, 2);
+    quad_swap(u[1], u[3], t & 2, 2);
+    quad_swap(u[0], u[1], t & 1, 1);
+    quad_swap(u[2], u[3], t & 1, 1);
 }
 
 // The epilogue from the registers (REG configurations): no tile in shared memory and no barrier. In the 64 x N
@@ -118,17 +129,14 @@ template <typename T, int BN>
 __device__ __forceinline__ void wg_epilogue_reg(const float *acc, int64_t m0, int n0, int64_t M,
                                                 const cuk_conv_desc &d, const wg_out<T> &o, const uint8_t *rt, int tid)
 {
-    const int lane = tid & 31, g = lane >> 2, t = lane & 3;
-    const int lr = (tid >> 7) * 64 + ((tid & 127) >> 5) * 16 + g + (t >> 1) * 8;
+    const int t = tid & 3, lr = quad_row(tid);
     const int64_t row = m0 + lr;
     const float sc = *o.scale, iv = o.yq ? *o.inv : 0.f, rsc = o.resq ? *o.rs : 0.f;
     const bool bias16 = o.bias && ((uintptr_t)o.bias & 15) == 0;
 #pragma unroll
     for (int p = 0; p < BN / 16; p++) {
-        // u[c + 2 h]: group 2p + c, row g + 8 h (this lane's two channels of each)
-        float2 u[4] = {make_float2(acc[8 * p], acc[8 * p + 1]), make_float2(acc[8 * p + 4], acc[8 * p + 5]),
-                       make_float2(acc[8 * p + 2], acc[8 * p + 3]), make_float2(acc[8 * p + 6], acc[8 * p + 7])};
-        quad_t4(u, t);
+        float2 u[4];
+        quad_t4(acc, p, t, u);
         const int lc = (2 * p + (t & 1)) * 8, col = n0 + lc;   // u[s]: channels lc + 2s, lc + 2s + 1
         if (row < M && col < d.k) {
             float v[8], b[8];

@@ -205,15 +205,12 @@ __device__ __forceinline__ void store_reg(const int *acc, const float *msm, cons
                                           const cuk_qepi e, void *__restrict__ y, const cuk_conv_desc d, int64_t M,
                                           int64_t m0, int n0, int tid)
 {
-    const int lane = tid & 31, g = lane >> 2, t = lane & 3;
-    const int lr = (tid >> 7) * 64 + ((tid & 127) >> 5) * 16 + g + (t >> 1) * 8;
+    const int t = tid & 3, lr = quad_row(tid);
     const int64_t row = m0 + lr;
 #pragma unroll
     for (int p = 0; p < BN / 16; p++) {
-        // u[c + 2 h]: group 2p + c, row g + 8 h (this lane's two channels of each)
-        int2 u[4] = {make_int2(acc[8 * p], acc[8 * p + 1]), make_int2(acc[8 * p + 4], acc[8 * p + 5]),
-                     make_int2(acc[8 * p + 2], acc[8 * p + 3]), make_int2(acc[8 * p + 6], acc[8 * p + 7])};
-        quad_t4(u, t);
+        int2 u[4];
+        quad_t4(acc, p, t, u);
         const int lc = (2 * p + (t & 1)) * 8, col = n0 + lc;   // u[s]: channels lc + 2s, lc + 2s + 1
         if (row >= M || col >= d.k)
             continue;
