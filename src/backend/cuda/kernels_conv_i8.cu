@@ -6,9 +6,9 @@
 // zero point must be 0 there, cuda_int8.c folds a nonzero one into the bias of unpadded layers).
 // Tile: 128 pixels x BN channels, 64-byte reduction steps copied two steps ahead; blocks of one row tile run together
 // (its activations are read from memory once). Configurations: 0 mma.sync m16n8k32 (8 warps of 64 x 32, BN 128, three
-// stages; any sm_80+ GPU), 1 .. 3 Hopper's wgmma m64nBNk32 (two warpgroups of 64 rows, BN 64 / 128 / 256, four stages
-// with one group of MMAs in flight, or as many stages as the reduction has steps; sm_90 only); u8 or s8 activations
-// in each. The epilogue's operands (per-channel multipliers and biases, the residual tile of QLinearConvAdd) are
+// stages; any sm_80+ GPU), 1 .. 4 Hopper's wgmma m64nBNk32 (two warpgroups of 64 rows, BN 64 / 128 / 256 / 64, four
+// stages with one group of MMAs in flight, or as many stages as the reduction has steps; sm_90 only; 4: BN 64 in 64
+// registers, four blocks an SM, for memory-bound layers); u8 or s8 activations in each. The epilogue's operands (per-channel multipliers and biases, the residual tile of QLinearConvAdd) are
 // copied into shared memory by cp.async with the reduction's second step, so no global load waits between the
 // stores. Epilogue: wgmma configurations from the registers (store_reg: a quad's shuffles give each lane 8 channels
 // of a pixel, one 8-byte store; session 29), mma.sync through an int32 tile in shared memory (each thread 16
@@ -247,8 +247,8 @@ __device__ __forceinline__ void store_reg(const int *acc, const float *msm, cons
 }
 #endif
 
-template <int BN, bool WG, bool XS8>
-__global__ void __launch_bounds__(THREADS, WG && BN == 256 ? 1 : 2)
+template <int BN, bool WG, bool XS8, int MINB>
+__global__ void __launch_bounds__(THREADS, MINB)
     k_conv_i8(const uint8_t *__restrict__ x, const int8_t *__restrict__ w, cuk_qepi e, void *__restrict__ y,
               cuk_conv_desc d, int n_tiles)
 {
@@ -404,7 +404,7 @@ __global__ void __launch_bounds__(THREADS, WG && BN == 256 ? 1 : 2)
     }
 }
 
-template <int BN, bool WG, bool XS8>
+template <int BN, bool WG, bool XS8, int MINB>
 cudaError_t launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
                    cudaStream_t s)
 {
@@ -415,7 +415,7 @@ cudaError_t launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y
         return cudaErrorInvalidValue;
     const int steps = (int)(((int64_t)d->r * d->s * d->c + BK - 1) / BK);
     const int bytes = 1024 + n_stages<WG>(steps) * (BM + BN) * BK + BN * 8 + (e.res ? BM * BN : 0);
-    auto kern = k_conv_i8<BN, WG, XS8>;
+    auto kern = k_conv_i8<BN, WG, XS8, MINB>;
     // past 48 KB of shared memory: opted in at every launch (not a stream operation: legal in a capture)
     cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (err != cudaSuccess)
@@ -424,26 +424,36 @@ cudaError_t launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y
     return cudaGetLastError();
 }
 
+// u8 or s8 activations
+template <int BN, bool WG, int MINB>
+cudaError_t launch_x(bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
+                     cudaStream_t s)
+{
+    return x_s8 ? launch<BN, WG, true, MINB>(x, w, e, y, d, s) : launch<BN, WG, false, MINB>(x, w, e, y, d, s);
+}
+
 } // namespace
 
-extern "C" int cuk_conv_i8_configs(void) { return 4; }
+extern "C" int cuk_conv_i8_configs(void) { return 5; }
 
 extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
                                    const cuk_conv_desc *d, cudaStream_t s)
 {
     const int64_t M = (int64_t)d->n * d->p * d->q;
-    if (cfg < 0 || cfg >= 4 || d->c % 16 || d->k % 8 || !d->y_nhwc || (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
+    if (cfg < 0 || cfg >= 5 || d->c % 16 || d->k % 8 || !d->y_nhwc || (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
         (M + BM - 1) / BM >= 0x7fffffff || !e->m || e->out < CUK_QU8 || e->out > CUK_QBF16 ||
         ((uintptr_t)e->m & 15) || ((uintptr_t)y & 15) || (e->res && (e->out >= CUK_QF32 || ((uintptr_t)e->res & 7))))
         return cudaErrorInvalidValue;
+    // (tile width, wgmma, blocks an SM)
     if (cfg == 0)
-        return x_s8 ? launch<128, false, true>(x, w, *e, y, d, s) : launch<128, false, false>(x, w, *e, y, d, s);
+        return launch_x<128, false, 2>(x_s8, x, w, *e, y, d, s);
     const cudaError_t dev = wg_sm90();
     if (dev != cudaSuccess)
         return dev;
-    if (cfg == 1)
-        return x_s8 ? launch<64, true, true>(x, w, *e, y, d, s) : launch<64, true, false>(x, w, *e, y, d, s);
-    if (cfg == 2)
-        return x_s8 ? launch<128, true, true>(x, w, *e, y, d, s) : launch<128, true, false>(x, w, *e, y, d, s);
-    return x_s8 ? launch<256, true, true>(x, w, *e, y, d, s) : launch<256, true, false>(x, w, *e, y, d, s);
+    switch (cfg) {
+    case 1: return launch_x<64, true, 2>(x_s8, x, w, *e, y, d, s);
+    case 2: return launch_x<128, true, 2>(x_s8, x, w, *e, y, d, s);
+    case 3: return launch_x<256, true, 1>(x_s8, x, w, *e, y, d, s);
+    default: return launch_x<64, true, 4>(x_s8, x, w, *e, y, d, s);   // 64 registers: for memory-bound layers
+    }
 }
