@@ -4,17 +4,18 @@
 // both: kernels_conv_fp8.cuh): rows are output pixels (n, p, q), the reduction runs over (r, s, c) in 16-byte pieces,
 // each within one filter tap because C is a multiple of 16, copied by cp.async (zeros outside the image: the input's
 // zero point must be 0 there, cuda_int8.c folds a nonzero one into the bias of unpadded layers).
-// Tile: 128 pixels x BN channels, 64-byte reduction steps copied two steps ahead; blocks of one row tile run together
-// (its activations are read from memory once). Configurations: 0 mma.sync m16n8k32 (8 warps of 64 x 32, BN 128, three
-// stages; any sm_80+ GPU), 1 .. 4 Hopper's wgmma m64nBNk32 (two warpgroups of 64 rows, BN 64 / 128 / 256 / 64, four
-// stages with one group of MMAs in flight, or as many stages as the reduction has steps; sm_90 only; 4: BN 64 in 64
-// registers, four blocks an SM, for memory-bound layers); u8 or s8 activations in each. The epilogue's operands (per-channel multipliers and biases, the residual tile of QLinearConvAdd) are
-// copied into shared memory by cp.async with the reduction's second step, so no global load waits between the
-// stores. Epilogue: wgmma configurations from the registers (store_reg: a quad's shuffles give each lane 8 channels
-// of a pixel, one 8-byte store; session 29), mma.sync through an int32 tile in shared memory (each thread 16
-// channels of a pixel: one 16-byte store, u8 / s8 with K a multiple of 16, else 8 bytes or 32 per 8 channels).
-// Session 27 (H200, ResNet-50 int8 batch 256): the tile epilogue with its operands in shared memory was no faster
-// than one reading them from global memory (layer1's conv3 + residual 1.1-1.3 ms either way).
+// Tile: 128 pixels x BN channels, 64-byte reduction steps copied two steps ahead; in the wgmma configurations blocks of
+// one row tile run together (its activations are read from memory once). Configurations: 0 mma.sync m16n8k32 (8 warps
+// of 64 x 32, BN 128, three stages; any sm_80+ GPU), 1 .. 4 Hopper's wgmma m64nBNk32 (two warpgroups of 64 rows, BN 64
+// / 128 / 256 / 64, four stages with one group of MMAs in flight, or as many stages as the reduction has steps; sm_90
+// only; 4: BN 64 in 64 registers, four blocks an SM, for memory-bound layers); u8 or s8 activations in each. The
+// epilogue's operands (per-channel multipliers and biases, the residual tile of QLinearConvAdd) are copied into shared
+// memory by cp.async with the reduction's second step, so no global load waits between the stores. Epilogue: wgmma
+// configurations from the registers (store_reg: a quad's shuffles give each lane 8 channels of a pixel, one 8-byte
+// store; session 29), mma.sync through an int32 tile in shared memory (each thread 16 channels of a pixel: one 16-byte
+// store, u8 / s8 with K a multiple of 16, else 8 bytes or 32 per 8 channels). Session 27 (H200, ResNet-50 int8 batch
+// 256): the tile epilogue with its operands in shared memory was no faster than one reading them from global memory
+// (layer1's conv3 + residual 1.1-1.3 ms either way).
 #include "kernels_act.cuh"
 #include "kernels_conv_fp8_wg.cuh"
 #include "kernels_int8.cuh"
@@ -267,8 +268,10 @@ __global__ void __launch_bounds__(THREADS, MINB)
     uint8_t *rsm = (uint8_t *)(bsm + BN);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int64_t M = (int64_t)d.n * d.p * d.q;
-    const int64_t m0 = (int64_t)(blockIdx.x / n_tiles) * BM;   // blocks of one row tile run together: its
-    const int n0 = (int)(blockIdx.x % n_tiles) * BN;           // activations are read from memory once
+    // wgmma: blocks of one row tile run together (its activations are read from memory once); mma.sync: a 2-D grid
+    // (the 1-D one's tile arithmetic cost it 56 more bytes of spills)
+    const int64_t m0 = (int64_t)(WG ? blockIdx.x / n_tiles : blockIdx.x) * BM;
+    const int n0 = (int)(WG ? blockIdx.x % n_tiles : blockIdx.y) * BN;
     const int ch = tid & 3;
     const bool gemm = fp8_is_gemm(d);
     const int64_t pq = (int64_t)d.p * d.q;
@@ -420,7 +423,8 @@ cudaError_t launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y
     cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (err != cudaSuccess)
         return err;
-    kern<<<(unsigned)tiles, THREADS, bytes, s>>>(x, w, e, y, *d, n_tiles);
+    const dim3 grid = WG ? dim3((unsigned)tiles) : dim3((unsigned)((M + BM - 1) / BM), (unsigned)n_tiles);
+    kern<<<grid, THREADS, bytes, s>>>(x, w, e, y, *d, n_tiles);
     return cudaGetLastError();
 }
 
