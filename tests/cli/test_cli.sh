@@ -30,6 +30,12 @@ assert d['memory']['peak_activation_bytes'] <= d['memory']['naive_activation_byt
 expect_ok "inspect --profile --threads 1" "$KILN" inspect "$T/m.kiln" --profile --threads 1 --iterations 2
 grep -q "total: .* ms per run (2 runs)" "$T/out.txt" && ok "inspect --threads profiles" || bad "inspect --threads profiles"
 expect_rc "inspect --threads -1" 2 "--threads" "$KILN" inspect "$T/m.kiln" --profile --threads -1
+# shapes are printed whole: a two-input layer at a large batch is wider than its column (they were cut there, the
+# second input's shape lost and the outputs run into it)
+expect_ok "build batch 1000" "$KILN" build "$M" -o "$T/big.kiln" --shapes input:1000x3x64x64
+expect_ok "inspect batch 1000" "$KILN" inspect "$T/big.kiln"
+grep -Eq 'FusedConvSum .* float32\[1000,8,16,16\] float32\[1000,8,16,16\] +float32\[1000,32,16,16\] ' "$T/out.txt" &&
+  ok "inspect prints whole shapes" || bad "inspect prints whole shapes"
 expect_ok "bench --json" "$KILN" bench "$T/m.kiln" --iterations 5 --warmup 1 --json
 $PY -c "
 import json

@@ -129,7 +129,7 @@ static json_t *layers(kiln_engine_t e, kiln_context_t c, const double *ms, doubl
             char where[8] = "";
             if (dev)
                 snprintf(where, sizeof where, "%-4s ", place_name(pl));
-            printf("%-4d %-28.28s %-22.22s %-5s %-5s %-9s %s%-34.34s %-24.24s %s%s\n", i,
+            printf("%-4d %-28.28s %-22.22s %-5s %-5s %-9s %s%-34s %-24s %s%s\n", i,
                    L.name[0] ? cli_esc(L.name) : "-", cli_esc(L.op), req[0] ? req : "-", L.precision, cli_esc(L.tactic),
                    where, insb, outsb, t, cli_esc(fused));
         }
