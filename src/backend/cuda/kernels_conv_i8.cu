@@ -105,6 +105,17 @@ __device__ __forceinline__ void f_vals8(const int *a, const float *m, const cuk_
                      : fminf(fmaxf(__fmul_rn((float)a[i], m[i]), e.lo), e.hi);
 }
 
+// 8 float values at element o of the output, in its storage (float32, FP16 or BF16: e.out)
+__device__ __forceinline__ void st8_out(const cuk_qepi &e, void *y, int64_t o, const float *v)
+{
+    if (e.out == CUK_QF32)
+        st8((float *)y + o, v);
+    else if (e.out == CUK_QF16)
+        st8((__half *)y + o, v);
+    else
+        st8((__nv_bfloat16 *)y + o, v);
+}
+
 __device__ __forceinline__ void cp_async8(void *smem, const void *gmem, bool valid)
 {
     const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
@@ -169,12 +180,7 @@ __device__ __forceinline__ void store_tile(const int *tile, const float *msm, co
                 if (g8 && !two)
                     break;
                 f_vals8(a + 8 * g8, m + 8 * g8, e, v);
-                if (e.out == CUK_QF32)
-                    st8((float *)y + o + 8 * g8, v);
-                else if (e.out == CUK_QF16)
-                    st8((__half *)y + o + 8 * g8, v);
-                else
-                    st8((__nv_bfloat16 *)y + o + 8 * g8, v);
+                st8_out(e, y, o + 8 * g8, v);
             }
             continue;
         }
@@ -231,12 +237,7 @@ __device__ __forceinline__ void store_reg(const int *acc, const float *msm, cons
         if (e.out >= CUK_QF32) {   // float values, stored as float32, FP16 or BF16
             float v[8];
             f_vals8(a, m, e, v);
-            if (e.out == CUK_QF32)
-                st8((float *)y + o, v);
-            else if (e.out == CUK_QF16)
-                st8((__half *)y + o, v);
-            else
-                st8((__nv_bfloat16 *)y + o, v);
+            st8_out(e, y, o, v);
             continue;
         }
         uint8_t q[8], r[8];
