@@ -25,11 +25,12 @@ namespace {
 constexpr int BM = 128, BK = 64, THREADS = 256, DIST = 2;
 
 // Stages of the operands: mma.sync 3 (its MMAs are synchronous: the stage loaded DIST steps ahead was read a step
-// ago), wgmma 4 (one group of MMAs stays in flight: the stage loaded was read two steps ago), or as many as the
-// reduction has steps where fewer (no stage is ever refilled: less shared memory, more blocks an SM)
-template <bool WG> __host__ __device__ constexpr int n_stages(int steps)
+// ago), wgmma 4 (DEEP: one group of MMAs stays in flight, so the stage loaded was read two steps ago) or 3 (each
+// step's MMAs waited for, as mma.sync: session 29's pipeline), or as
+// many as the reduction has steps where fewer (no stage is ever refilled: less shared memory, more blocks an SM)
+template <bool WG, bool DEEP> __host__ __device__ constexpr int n_stages(int steps)
 {
-    return WG ? (steps < 4 ? steps : 4) : 3;
+    return WG && DEEP ? (steps < 4 ? steps : 4) : WG ? (steps < 3 ? steps : 3) : 3;
 }
 
 // byte offset of 16-byte piece ch of row `row` in a [rows][64] tile, swizzled as wgmma's 64-byte mode reads it (and
@@ -249,19 +250,19 @@ __device__ __forceinline__ void store_reg(const int *acc, const float *msm, cons
 }
 #endif
 
-template <int BN, bool WG, bool XS8, int MINB>
+template <int BN, bool WG, bool XS8, int MINB, bool DEEP>
 __global__ void __launch_bounds__(THREADS, MINB)
     k_conv_i8(const uint8_t *__restrict__ x, const int8_t *__restrict__ w, cuk_qepi e, void *__restrict__ y,
               cuk_conv_desc d, int n_tiles)
 {
     constexpr int SA = BM * BK, SB = BN * BK, TS = BN + 4;
-    static_assert(WG || 64 * TS * 4 <= n_stages<WG>(1) * (SA + SB), "the epilogue tile over the stages");
+    static_assert(WG || 64 * TS * 4 <= n_stages<WG, DEEP>(1) * (SA + SB), "the epilogue tile over the stages");
     static_assert(WG || BN == 128, "mma.sync: 8 warps of 64 x 32");
     extern __shared__ __align__(1024) uint8_t smem_raw[];
     uint8_t *sm = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);   // the swizzle repeats every 1024 bytes
     const int red = d.r * d.s * d.c;   // the reduction length (a multiple of 16)
     const int steps = (red + BK - 1) / BK;
-    const int nst = n_stages<WG>(steps);
+    const int nst = n_stages<WG, DEEP>(steps);
     uint8_t *as = sm, *bs = sm + nst * SA;
     // after the stages: the tile's multipliers and biases, then (QLinearConvAdd) its residual [BM][BN]
     float *msm = (float *)(sm + nst * (SA + SB));
@@ -359,7 +360,7 @@ __global__ void __launch_bounds__(THREADS, MINB)
         if constexpr (WG) {
             wg_i8_step<BN, XS8>(acc, smem_u32(a_s + (tid >> 7) * 64 * BK), smem_u32(b_s));
 #if KILN_WGMMA
-            wg_wait<1>();
+            wg_wait<DEEP ? 1 : 0>();
 #endif
         } else {
 #pragma unroll
@@ -408,7 +409,7 @@ __global__ void __launch_bounds__(THREADS, MINB)
     }
 }
 
-template <int BN, bool WG, bool XS8, int MINB>
+template <int BN, bool WG, bool XS8, int MINB, bool DEEP>
 cudaError_t launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
                    cudaStream_t s)
 {
@@ -418,8 +419,8 @@ cudaError_t launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y
     if (tiles >= 0x7fffffff)
         return cudaErrorInvalidValue;
     const int steps = (int)(((int64_t)d->r * d->s * d->c + BK - 1) / BK);
-    const int bytes = 1024 + n_stages<WG>(steps) * (BM + BN) * BK + BN * 8 + (e.res ? BM * BN : 0);
-    auto kern = k_conv_i8<BN, WG, XS8, MINB>;
+    const int bytes = 1024 + n_stages<WG, DEEP>(steps) * (BM + BN) * BK + BN * 8 + (e.res ? BM * BN : 0);
+    auto kern = k_conv_i8<BN, WG, XS8, MINB, DEEP>;
     // past 48 KB of shared memory: opted in at every launch (not a stream operation: legal in a capture)
     cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (err != cudaSuccess)
@@ -430,22 +431,22 @@ cudaError_t launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y
 }
 
 // u8 or s8 activations
-template <int BN, bool WG, int MINB>
+template <int BN, bool WG, int MINB, bool DEEP = true>
 cudaError_t launch_x(bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
                      cudaStream_t s)
 {
-    return x_s8 ? launch<BN, WG, true, MINB>(x, w, e, y, d, s) : launch<BN, WG, false, MINB>(x, w, e, y, d, s);
+    return x_s8 ? launch<BN, WG, true, MINB, DEEP>(x, w, e, y, d, s) : launch<BN, WG, false, MINB, DEEP>(x, w, e, y, d, s);
 }
 
 } // namespace
 
-extern "C" int cuk_conv_i8_configs(void) { return 5; }
+extern "C" int cuk_conv_i8_configs(void) { return 6; }
 
 extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
                                    const cuk_conv_desc *d, cudaStream_t s)
 {
     const int64_t M = (int64_t)d->n * d->p * d->q;
-    if (cfg < 0 || cfg >= 5 || d->c % 16 || d->k % 8 || !d->y_nhwc || (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
+    if (cfg < 0 || cfg >= 6 || d->c % 16 || d->k % 8 || !d->y_nhwc || (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
         (M + BM - 1) / BM >= 0x7fffffff || !e->m || e->out < CUK_QU8 || e->out > CUK_QBF16 ||
         ((uintptr_t)e->m & 15) || ((uintptr_t)y & 15) || (e->res && (e->out >= CUK_QF32 || ((uintptr_t)e->res & 7))))
         return cudaErrorInvalidValue;
@@ -456,9 +457,13 @@ extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const i
     if (dev != cudaSuccess)
         return dev;
     switch (cfg) {
+    // BN 128 / 256 wait for each step's MMAs: with a group in flight (DEEP) their register pressure made the compiler
+    // move accumulators while the group owned them, and ptxas serialized every wgmma (its warning C7515; on an H100
+    // the 3x3 layers ran 1.3x slower, BN 256 2x)
     case 1: return launch_x<64, true, 2>(x_s8, x, w, *e, y, d, s);
-    case 2: return launch_x<128, true, 2>(x_s8, x, w, *e, y, d, s);
-    case 3: return launch_x<256, true, 1>(x_s8, x, w, *e, y, d, s);
-    default: return launch_x<64, true, 4>(x_s8, x, w, *e, y, d, s);   // 64 registers: for memory-bound layers
+    case 2: return launch_x<128, true, 2, false>(x_s8, x, w, *e, y, d, s);
+    case 3: return launch_x<256, true, 1, false>(x_s8, x, w, *e, y, d, s);
+    case 4: return launch_x<64, true, 4>(x_s8, x, w, *e, y, d, s);   // 64 registers: for memory-bound layers
+    default: return launch_x<64, true, 2, false>(x_s8, x, w, *e, y, d, s);   // BN 64 with session 29's pipeline
     }
 }
