@@ -15,3 +15,8 @@ set_tests_properties(gpu/test_gpu_cases PROPERTIES LABELS "unit;sanitize")
 add_test(NAME gpu/device_cli COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_device_cli.sh $<TARGET_FILE:kiln>
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(gpu/device_cli PROPERTIES LABELS "cli;sanitize")
+# ptxas's report on the wgmma kernels: no serialized wgmma (C7515), which no output check can see
+if(TARGET kiln_cuda)
+  add_test(NAME gpu/ptxas_wgmma COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/gpu/ptxas_wgmma.sh ${CMAKE_CUDA_COMPILER} ${CMAKE_SOURCE_DIR})
+  set_tests_properties(gpu/ptxas_wgmma PROPERTIES LABELS "cli" TIMEOUT 1200)
+endif()
