@@ -260,7 +260,10 @@ static bool acc_qconv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor 
         return false;
     const kiln_tensor *x = in[0], *w = in[3];
     int64_t K = w->dims[0], C = w->dims[1];
-    if (x->dims[1] != C || C % 16 || K % 8 || x->dims[0] * x->dims[2] * x->dims[3] > ((int64_t)1 << 37))
+    /* no input channel or filter tap (an empty reduction) stays on the CPU: the kernels start their sums with the
+     * first step's MMA (kernels_conv_i8.cu) */
+    if (x->dims[1] != C || C <= 0 || C % 16 || K % 8 || w->dims[2] <= 0 || w->dims[3] <= 0 ||
+        x->dims[0] * x->dims[2] * x->dims[3] > ((int64_t)1 << 37))
         return false;
     int zx;
     if (!qparams_ok(b, n, n_in, in, K, &zx))

@@ -26,8 +26,8 @@ constexpr int BM = 128, BK = 64, THREADS = 256, DIST = 2;
 
 // Stages of the operands: mma.sync 3 (its MMAs are synchronous: the stage loaded DIST steps ahead was read a step
 // ago), wgmma 4 (DEEP: one group of MMAs stays in flight, so the stage loaded was read two steps ago) or 3 (each
-// step's MMAs waited for, as mma.sync: session 29's pipeline), or as
-// many as the reduction has steps where fewer (no stage is ever refilled: less shared memory, more blocks an SM)
+// step's MMAs waited for, as mma.sync: session 29's pipeline, configuration 5), or as many as the reduction has
+// steps where fewer (no stage is ever refilled: less shared memory, more blocks an SM)
 template <bool WG, bool DEEP> __host__ __device__ constexpr int n_stages(int steps)
 {
     return WG && DEEP ? (steps < 4 ? steps : 4) : WG ? (steps < 3 ? steps : 3) : 3;
@@ -54,19 +54,21 @@ template <bool XS8> __device__ __forceinline__ void mma_i8(int *c, const uint32_
 // One reduction step's wgmma of a warpgroup: A its 64 rows of the stage, B the stage's BN rows (descriptors of the
 // 64-byte swizzle), two k32 MMAs as one group, left in flight (the caller waits for all but the newest group, so the
 // stage is refilled only after the MMAs that read it are done).
-template <int BN, bool XS8> __device__ __forceinline__ void wg_i8_step(int *acc, uint32_t a_s, uint32_t b_s)
+template <int BN, bool XS8>
+__device__ __forceinline__ void wg_i8_step(int *acc, uint32_t a_s, uint32_t b_s, bool acc_in)
 {
 #if KILN_WGMMA
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < 2; kk++) {
         const uint64_t da = wg_desc(a_s + kk * 32, BK), db = wg_desc(b_s + kk * 32, BK);
+        const int in = acc_in || kk > 0;
         if constexpr (BN == 64)
-            wgmma_i8_n64<XS8>(acc, da, db, 1);
+            wgmma_i8_n64<XS8>(acc, da, db, in);
         else if constexpr (BN == 128)
-            wgmma_i8_n128<XS8>(acc, da, db, 1);
+            wgmma_i8_n128<XS8>(acc, da, db, in);
         else
-            wgmma_i8_n256<XS8>(acc, da, db, 1);
+            wgmma_i8_n256<XS8>(acc, da, db, in);
     }
     wg_commit();
 #endif
@@ -301,10 +303,14 @@ __global__ void __launch_bounds__(THREADS, MINB)
         pc.advance(BK, d);
     };
     constexpr int NACC = WG ? BN / 2 : 64;
+    // wgmma: the first step's MMA starts the sums (no zeroing moves: with a group in flight, non-wgmma writes of the
+    // accumulators made ptxas serialize every wgmma, its C7515); mma.sync accumulates into zeros
     int acc[NACC];
+    if constexpr (!WG) {   // (wgmma launches need a reduction of at least one step: cuk_conv_i8)
 #pragma unroll
-    for (int i = 0; i < NACC; i++)
-        acc[i] = 0;
+        for (int i = 0; i < NACC; i++)
+            acc[i] = 0;
+    }
     // the epilogue's operands, copied with the last stage loaded ahead (landed by the last step's wait at the latest):
     // multipliers and biases 4 channels a piece (K is a multiple of 8: whole pieces; no bias: zeros), the residual
     // tile in 16-byte pieces where K is a multiple of 16 (else 8-byte ones; zeros past M or K)
@@ -358,7 +364,7 @@ __global__ void __launch_bounds__(THREADS, MINB)
         cp_commit();
         const uint8_t *a_s = as + (step % nst) * SA, *b_s = bs + (step % nst) * SB;
         if constexpr (WG) {
-            wg_i8_step<BN, XS8>(acc, smem_u32(a_s + (tid >> 7) * 64 * BK), smem_u32(b_s));
+            wg_i8_step<BN, XS8>(acc, smem_u32(a_s + (tid >> 7) * 64 * BK), smem_u32(b_s), step > 0);
 #if KILN_WGMMA
             wg_wait<DEEP ? 1 : 0>();
 #endif
@@ -446,7 +452,8 @@ extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const i
                                    const cuk_conv_desc *d, cudaStream_t s)
 {
     const int64_t M = (int64_t)d->n * d->p * d->q;
-    if (cfg < 0 || cfg >= 6 || d->c % 16 || d->k % 8 || !d->y_nhwc || (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
+    if (cfg < 0 || cfg >= 6 || d->c <= 0 || d->r <= 0 || d->s <= 0 || d->c % 16 || d->k % 8 || !d->y_nhwc ||
+        (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
         (M + BM - 1) / BM >= 0x7fffffff || !e->m || e->out < CUK_QU8 || e->out > CUK_QBF16 ||
         ((uintptr_t)e->m & 15) || ((uintptr_t)y & 15) || (e->res && (e->out >= CUK_QF32 || ((uintptr_t)e->res & 7))))
         return cudaErrorInvalidValue;
@@ -457,13 +464,10 @@ extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const i
     if (dev != cudaSuccess)
         return dev;
     switch (cfg) {
-    // BN 128 / 256 wait for each step's MMAs: with a group in flight (DEEP) their register pressure made the compiler
-    // move accumulators while the group owned them, and ptxas serialized every wgmma (its warning C7515; on an H100
-    // the 3x3 layers ran 1.3x slower, BN 256 2x)
     case 1: return launch_x<64, true, 2>(x_s8, x, w, *e, y, d, s);
-    case 2: return launch_x<128, true, 2, false>(x_s8, x, w, *e, y, d, s);
-    case 3: return launch_x<256, true, 1, false>(x_s8, x, w, *e, y, d, s);
+    case 2: return launch_x<128, true, 2>(x_s8, x, w, *e, y, d, s);
+    case 3: return launch_x<256, true, 1>(x_s8, x, w, *e, y, d, s);
     case 4: return launch_x<64, true, 4>(x_s8, x, w, *e, y, d, s);   // 64 registers: for memory-bound layers
-    default: return launch_x<64, true, 2, false>(x_s8, x, w, *e, y, d, s);   // BN 64 with session 29's pipeline
+    default: return launch_x<128, true, 2, false>(x_s8, x, w, *e, y, d, s);   // session 29's pipeline (3x3 layers)
     }
 }
