@@ -25,7 +25,9 @@
 #              timed configurations into $OUT/int8_choices.txt), then KILN_CUDA_PROFILE=layers of INT8 into
 #              $OUT/prof_r50_int8.txt and its `kiln inspect --device cuda` into $OUT/inspect_r50_int8.txt; with
 #              MODULE_B=PATH (another build's libkiln_cuda.so) the INT8 engine is benched
-#              with that module too in each round (ri8-b) and profiled into $OUT/prof_r50_int8_b.txt
+#              with that module too in each round (ri8-b) and profiled into $OUT/prof_r50_int8_b.txt; the FP16
+#              engine's layers into $OUT/prof_r50_fp16.txt; NCU=N: ncu's sections of the INT8 engine's first N integer
+#              convolutions into $OUT/ncu_r50_int8.txt
 #   tcache     KILN_CUDA_TIMING_CACHE: PP-OCRv4 det FP16 and ResNet-50 FP8 `kiln bench` processes timed without the
 #              cache, filling it, then reading it (the wall time of each process and its p50)
 #   tactics    device tactics in the engine: PP-OCRv4 det FP16 (1x3x640x640) built without them (no module at build
@@ -162,6 +164,20 @@ for s in "${steps[@]}"; do
         # where each layer ran and in which precision / storage (the half-stored layers a run reports)
         timeout 120 "$K" inspect "$TMP/ri8.kiln" --device cuda > "${OUT:-.}/inspect_r50_int8.txt" 2>&1
         log "inspect int8 rc=$?"
+        # the FP16 engine's layers on the same GPU (which INT8 layers lose to FP16, and by how much)
+        KILN_CUDA_PROFILE=layers timeout 150 "$K" bench "$TMP/r16.kiln" --device cuda --batch 256 --iterations 3 \
+            > "${OUT:-.}/prof_r50_fp16.txt" 2>&1
+        log "profile fp16 rc=$?"
+        # NCU=N: Nsight Compute's speed-of-light, occupancy and warp-state sections of the INT8 engine's first N integer
+        # convolutions (layer1's come first) into $OUT/ncu_r50_int8.txt: what bounds them (where ncu can read counters)
+        if [ -n "${NCU:-}" ] && command -v ncu > /dev/null; then
+            timeout 240 ncu --clock-control none --kernel-name regex:k_conv_i8 --launch-count "$NCU" \
+                --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
+                --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+                "$K" bench "$TMP/ri8.kiln" --device cuda --batch 256 --warmup 0 --iterations 1 \
+                > "${OUT:-.}/ncu_r50_int8.txt" 2>&1
+            log "ncu int8 rc=$?"
+        fi
         if [ -n "${MODULE_B:-}" ]; then
             KILN_CUDA_MODULE=$MODULE_B KILN_CUDA_PROFILE=layers timeout 150 "$K" bench "$TMP/ri8.kiln" --device cuda \
                 --batch 256 --iterations 3 > "${OUT:-.}/prof_r50_int8_b.txt" 2>&1
