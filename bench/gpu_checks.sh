@@ -17,7 +17,8 @@
 #   int8       test_gpu's INT8 cases (QuantizeLinear, DequantizeLinear, QLinearAdd, QLinearConv, QLinearConvAdd,
 #              QLinearMatMul in each kernel configuration, against the CPU) and the ResNet-50 and BERT-base INT8 model
 #              cases (batch 2)
-#   bert-int8  BERT-base seq 128 batch 128 FP16 against INT8 (kiln bench compute_ms, alternated twice), then
+#   bert-int8  BERT-base seq 128 batch 128 FP16 against INT8 (kiln bench compute_ms, alternated twice; with MODULE_B
+#              the INT8 engine with that module too, bi8-b), then
 #              KILN_CUDA_PROFILE=layers of INT8 into $OUT/prof_bert_int8.txt; then the engine built with
 #              --float-activations fp16 (bench with its half_storage_layers, profile, test_gpu's int8+fp16 model case)
 #   r50-int8   ResNet-50 batch 256 FP16 against INT8 and INT8 with --float-activations fp16 (ri8m; kiln bench
@@ -110,8 +111,11 @@ for s in "${steps[@]}"; do
         run bert-buildi8 300 6 "$K" build models/bert_base.onnx -o "$TMP/bi8.kiln" --precision int8 --calib "$TMP/bcal" \
             --device cuda --no-tactics --shapes $S
         for round in 1 2; do
-            for e in b16 bi8; do
-                timeout 120 "$K" bench "$TMP/$e.kiln" --device cuda --batch 128 --iterations 20 --json > "$TMP/b.json" 2>&1
+            for e in b16 bi8 ${MODULE_B:+bi8-b}; do
+                mod=""
+                [ "$e" = bi8-b ] && mod=$MODULE_B
+                env ${mod:+KILN_CUDA_MODULE=$mod} timeout 120 "$K" bench "$TMP/${e%-b}.kiln" --device cuda --batch 128 \
+                    --iterations 20 --json > "$TMP/b.json" 2>&1
                 log "bench $e round $round rc=$? $(grep -o '"compute_ms"[^,]*' "$TMP/b.json" | head -1) $(grep -o '"fallback[^,]*' "$TMP/b.json" | head -2 | tr '\n' ' ')"
             done
         done
@@ -173,7 +177,7 @@ for s in "${steps[@]}"; do
         if [ -n "${NCU:-}" ] && command -v ncu > /dev/null; then
             timeout 240 ncu --clock-control none --kernel-name regex:k_conv_i8 --launch-count "$NCU" \
                 --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
-                --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+                --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section InstructionStats \
                 "$K" bench "$TMP/ri8.kiln" --device cuda --batch 256 --warmup 0 --iterations 1 \
                 > "${OUT:-.}/ncu_r50_int8.txt" 2>&1
             log "ncu int8 rc=$?"

@@ -11,6 +11,7 @@
 #include "cuda_internal.h"
 #include "../cpu/qadd.h"
 #include "../cpu/qgemm.h"
+#include "../qexact.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,10 +174,8 @@ static bool acc_qadd(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *
 /* The add's arguments for the kernels from the CPU's parameters */
 static cuk_qadd_args qadd_args(const kiln_qadd *p)
 {
-    /* isc: the quick path's 1 / sc; NaN where that is not a normal float (sc zero, subnormal or past 2^126: its
-     * relative error would not be bounded), so every element divides */
-    const float isc = 1.0f / p->sc;
-    cuk_qadd_args q = {.sa = p->sa, .sb = p->sb, .sc = p->sc, .isc = isnormal(isc) ? isc : NAN, .za = p->za,
+    /* isc: the quick path's 1 / sc (backend/qexact.h kq_qadd), NaN where every element must divide */
+    cuk_qadd_args q = {.sa = p->sa, .sb = p->sb, .sc = p->sc, .isc = kq_inv(p->sc), .za = p->za,
                        .zb = p->zb, .zc = p->zc, .lo = p->lo, .hi = p->hi, .act = p->act.kind != KILN_ACT_NONE,
                        .flo = -INFINITY, .fhi = INFINITY};
     if (p->act.kind == KILN_ACT_RELU) {

@@ -80,24 +80,49 @@ __device__ __forceinline__ int add_wrap(int a, int b) { return (int)((unsigned)a
 // kernels 0.4-1.5 MB of code (instruction-cache misses on every tile), the common linear path pays for it
 __device__ __noinline__ float act_call(int act, float x, float a, float b) { return act_apply(act, x, a, b); }
 
-// Channels col .. col + 7 of one pixel from a[e] = acc + bias and their multipliers m: the requantized bytes q (with
-// QLinearConvAdd's add of R's bytes r, NULL: none), or the float32 values v (cpu/qgemm.c kiln__qepi_q / kiln__qepi_f)
-__device__ __forceinline__ void q_bytes8(const int *a, const float *m, const cuk_qepi &e, const uint8_t *r, uint8_t *q)
+// Channels col .. col + 7 of one pixel from a[e] = acc + bias and their multipliers m: the requantized bytes, packed
+// (channel col in the lowest; cpu/qgemm.c kiln__qepi_q), with QLinearConvAdd's add of R's 8 bytes rb where res. No
+// conversion instruction but a[e]'s, no branch per element (backend/qexact.h; session 31: these epilogues were bound
+// by their instructions); the add's rare declined elements divide after the eight.
+__device__ __forceinline__ uint2 q_bytes8(const int *a, const float *m, const cuk_qepi &e, bool res, uint2 rb)
 {
+    float t[8];
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-        float t = __fmul_rn((float)a[i], m[i]);
-        if (e.act)   // a non-linear activation in float, then the scale's inverse (cpu/qgemm.c kiln__qepi_q)
-            t = __fmul_rn(act_call(e.act, t, e.act_a, e.act_b), e.inv_ys);
-        if (!(t >= e.lo))   // NaN -> lo, as the CPU
-            t = e.lo;
-        if (t > e.hi)
-            t = e.hi;
-        int v = __float2int_rn(t) + e.zp;
-        if (r)
-            v = qadd1(e.add, v, e.res_s8 ? (int)(int8_t)r[i] : (int)r[i]);
-        q[i] = (uint8_t)v;
+    for (int i = 0; i < 8; i++)
+        t[i] = __fmul_rn((float)a[i], m[i]);
+    if (e.act) {   // a non-linear activation in float, then the scale's inverse (cpu/qgemm.c kiln__qepi_q)
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            t[i] = __fmul_rn(act_call(e.act, t[i], e.act_a, e.act_b), e.inv_ys);
     }
+    int v[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        v[i] = kq_clamp_rint(t[i], e.lo, e.hi) + e.zp;   // NaN -> lo, as the CPU
+    if (res) {
+        const cuk_qadd_args &p = e.add;
+        // R's bytes read unsigned: s8 ones with the sign bit flipped (value + 128), their zero point with them
+        const uint32_t flip = e.res_s8 ? 0x80808080u : 0u, w[2] = {rb.x ^ flip, rb.y ^ flip};
+        const int zb = p.zb + (e.res_s8 ? 128 : 0);
+        float sv[8];
+        unsigned bad = 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int b = (int)((w[i >> 2] >> (8 * (i & 3))) & 255u);
+            int32_t c;
+            bad |= (unsigned)!kq_qadd(v[i], p.za, p.sa, b, zb, p.sb, p.act, p.flo, p.fhi, p.isc, p.zc, p.lo, p.hi, &c,
+                                      &sv[i])
+                   << i;
+            v[i] = c;
+        }
+        if (bad) {
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                if (bad >> i & 1)
+                    v[i] = qadd_div(p, sv[i]);
+        }
+    }
+    return make_uint2(pack4(v[0], v[1], v[2], v[3]), pack4(v[4], v[5], v[6], v[7]));
 }
 
 __device__ __forceinline__ void f_vals8(const int *a, const float *m, const cuk_qepi &e, float *v)
@@ -187,18 +212,19 @@ __device__ __forceinline__ void store_tile(const int *tile, const float *msm, co
             }
             continue;
         }
-        const uint8_t *r = e.res ? rsm + (half * 64 + lr) * BN + lc : NULL;
-        uint8_t q[16];
-        q_bytes8(a, m, e, r, q);
-        if (two)
-            q_bytes8(a + 8, m + 8, e, r ? r + 8 : NULL, q + 8);
+        const uint8_t *r = rsm + (half * 64 + lr) * BN + lc;
+        const uint2 q0 = q_bytes8(a, m, e, e.res, e.res ? *(const uint2 *)r : make_uint2(0, 0));
         uint8_t *yo = (uint8_t *)y + o;
-        if (two && d.k % 16 == 0) {
-            *(uint4 *)yo = *(const uint4 *)q;
+        if (!two) {
+            *(uint2 *)yo = q0;
+            continue;
+        }
+        const uint2 q1 = q_bytes8(a + 8, m + 8, e, e.res, e.res ? *(const uint2 *)(r + 8) : make_uint2(0, 0));
+        if (d.k % 16 == 0) {
+            *(uint4 *)yo = make_uint4(q0.x, q0.y, q1.x, q1.y);
         } else {
-            *(uint2 *)yo = *(const uint2 *)q;
-            if (two)
-                *(uint2 *)(yo + 8) = *(const uint2 *)(q + 8);
+            *(uint2 *)yo = q0;
+            *(uint2 *)(yo + 8) = q1;
         }
     }
 }
@@ -243,11 +269,8 @@ __device__ __forceinline__ void store_reg(const int *acc, const float *msm, cons
             st8_out(e, y, o, v);
             continue;
         }
-        uint8_t q[8], r[8];
-        if (e.res)
-            *(uint2 *)r = *(const uint2 *)(rsm + lr * BN + lc);
-        q_bytes8(a, m, e, e.res ? r : NULL, q);
-        *(uint2 *)((uint8_t *)y + o) = *(const uint2 *)q;
+        *(uint2 *)((uint8_t *)y + o) =
+            q_bytes8(a, m, e, e.res, e.res ? *(const uint2 *)(rsm + lr * BN + lc) : make_uint2(0, 0));
     }
 }
 #endif
@@ -455,7 +478,8 @@ extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const i
     if (cfg < 0 || cfg >= 6 || d->c <= 0 || d->r <= 0 || d->s <= 0 || d->c % 16 || d->k % 8 || !d->y_nhwc ||
         (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
         (M + BM - 1) / BM >= 0x7fffffff || !e->m || e->out < CUK_QU8 || e->out > CUK_QBF16 ||
-        ((uintptr_t)e->m & 15) || ((uintptr_t)y & 15) || (e->res && (e->out >= CUK_QF32 || ((uintptr_t)e->res & 7))))
+        ((uintptr_t)e->m & 15) || ((uintptr_t)y & 15) || (e->res && (e->out >= CUK_QF32 || ((uintptr_t)e->res & 7))) ||
+        (e->out < CUK_QF32 && !(fabsf(e->lo) < 4194304.0f && fabsf(e->hi) < 4194304.0f)))   // kq_clamp_rint's range
         return cudaErrorInvalidValue;
     // (tile width, wgmma, blocks an SM)
     if (cfg == 0)
