@@ -68,24 +68,30 @@ KQ_FN float kq_inv(float sc)
     return fabsf(i) >= 1.17549435e-38f && fabsf(i) <= 3.40282347e+38f ? i : NAN;
 }
 
-/* QLinearAdd's element (cpu/qadd.h kiln__qadd1) for 8-bit a, b, zero points and ranges (|a - za|, |b - zb| <= 2^22;
- * |zc|, |lo|, |hi| <= 2^20) and act 0 (none) or clamping to [flo, fhi] (Relu, Clip):
+/* q clamped to [lo, hi] (lo <= hi) */
+KQ_FN int32_t kq_clamp_i(int32_t q, int32_t lo, int32_t hi) { return q > lo ? (q < hi ? q : hi) : lo; }
+
+/* QLinearAdd's element (cpu/qadd.h kiln__qadd1), kq_qadd below (its halves kq_qadd_sum, kq_qadd_round), for 8-bit
+ * a, b, zero points and ranges (|a - za|, |b - zb| <= 2^22; |zc|, |lo|, |hi| <= 2^20, lo <= hi) and act 0 (none)
+ * or clamping to [flo, fhi] (Relu, Clip):
  *   v = act((float)(a - za) * sa + (float)(b - zb) * sb),  c = clamp(rintf(v / sc) + zc, lo, hi)
  * without the division: r = v * isc (isc = 1 / sc rounded, a normal float) is within 3 * 2^-24 |r| of the rounded
  * quotient, so where the ends of r (1 -+ 2^-21) give one value of c (exact ends: the products are exact inside the
  * multiply-adds) it is c of the quotient (rint and the clamp are monotonic); where |r| >= 2^21 the quotient is past
- * the range on r's side. Returns 1 with *c set, or 0 where the caller must divide *v (v) by sc (the ends give two values:
- * a quotient near a .5 inside the range; r NaN, e.g. isc NaN where 1 / sc is not a normal float). */
-KQ_FN int32_t kq_clamp_i(int32_t q, int32_t lo, int32_t hi) { return q < lo ? lo : q > hi ? hi : q; }
+ * the range on r's side. Returns 1 with *c set, or 0 where the caller must divide *v (v) by sc (the ends give two
+ * values: a quotient near a .5 inside the range; r NaN, e.g. isc NaN where 1 / sc is not a normal float). */
 
-KQ_FN int kq_qadd(int32_t a, int32_t za, float sa, int32_t b, int32_t zb, float sb, int act, float flo, float fhi,
-                  float isc, int32_t zc, int32_t lo, int32_t hi, int32_t *c, float *vout)
+/* kq_qadd's first half: v = act(da * sa + db * sb) for da = a - za, db = b - zb (exact floats) */
+KQ_FN float kq_qadd_sum(float da, float sa, float db, float sb, int act, float flo, float fhi)
 {
-    /* no branch: the GPU runs it for every element of an unrolled epilogue (selects instead of divergent paths) */
-    float v = kq_add(kq_mul(kq_i2f(a - za), sa), kq_mul(kq_i2f(b - zb), sb));
-    if (act)
-        v = fminf(fmaxf(v, flo), fhi);
-    *vout = v;
+    const float v = kq_add(kq_mul(da, sa), kq_mul(db, sb));
+    return act ? fminf(fmaxf(v, flo), fhi) : v;
+}
+
+/* kq_qadd's second half: c = clamp(rintf(v / sc) + zc, lo, hi) from r = v * isc; returns 1 with *c set, or 0 where
+ * the caller must divide. No branch: the GPU runs it for every element of an unrolled epilogue. */
+KQ_FN int kq_qadd_round(float v, float isc, int32_t zc, int32_t lo, int32_t hi, int32_t *c)
+{
     const float r = kq_mul(v, isc);
     const float l = kq_fma(r, 0.999999523162841796875f, KQ_MAGIC), h = kq_fma(r, 1.000000476837158203125f, KQ_MAGIC);
     const int32_t cl = kq_clamp_i(kq_bits(l) - KQ_MAGIC_BITS + zc, lo, hi);
@@ -94,5 +100,21 @@ KQ_FN int kq_qadd(int32_t a, int32_t za, float sa, int32_t b, int32_t zb, float 
     *c = in ? cl : r > 0.f ? hi : lo;
     return in ? cl == ch : r == r;
 }
+
+KQ_FN int kq_qadd(int32_t a, int32_t za, float sa, int32_t b, int32_t zb, float sb, int act, float flo, float fhi,
+                  float isc, int32_t zc, int32_t lo, int32_t hi, int32_t *c, float *vout)
+{
+    const float v = kq_qadd_sum(kq_i2f(a - za), sa, kq_i2f(b - zb), sb, act, flo, fhi);
+    *vout = v;
+    return kq_qadd_round(v, isc, zc, lo, hi, c);
+}
+
+/* (float)((int32_t)rintf(x) + d) for |x| < 2^22 and an integer d, |d| <= 2^22 (its float passed): the sum
+ * x + 1.5 * 2^23 holds rint(x) exactly, and one more addition of the exact d - 1.5 * 2^23 leaves rint(x) + d, exact */
+KQ_FN float kq_rint_plus(float x, float d) { return kq_add(kq_add(x, KQ_MAGIC), kq_add(d, -KQ_MAGIC)); }
+
+/* (float)(byte - zb) of the byte whose float 1.5 * 2^23 + byte is mb (its bits: the magic number's with the byte in the
+ * lowest 8, e.g. by a byte permute), for |zb| <= 2^22 */
+KQ_FN float kq_byte_minus(float mb, int32_t zb) { return kq_add(mb, -kq_add(KQ_MAGIC, (float)zb)); }
 
 #endif

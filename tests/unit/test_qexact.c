@@ -4,7 +4,8 @@
  * 1. kq_i2f: every integer of [-2^22, 2^22] against (float)n.
  * 2. kq_rint: every quarter of [-2^22, 2^22) (the ties included), the floats next to each tie, and random floats of
  *    every exponent below 2^22, against (int32_t)rintf(x).
- * 3. kq_clamp_rint: kiln__qepi_q's clamp and rounding (cpu/qgemm.c) for random, NaN and infinite t.
+ * 3. kq_clamp_rint: kiln__qepi_q's clamp and rounding (cpu/qgemm.c) for random, NaN and infinite t; kq_rint_plus
+ *    and kq_byte_minus (the QLinearConvAdd epilogue's operands of the add) against integer arithmetic.
  * 4. kq_qadd: cpu/qadd.h kiln__qadd1 for every (a, b) of u8 x u8 and s8 x u8 under random scales (typical, and from
  *    2^-40 to 2^40), zero points and activations (none / Relu / Clip): where it answers, its answer is the CPU's;
  *    and it answers for almost every element (the division it replaces must stay rare: the point of it), also for
@@ -52,6 +53,21 @@ static void test_rint(void)
             bad += rint_bad(x);
     }
     CHECK_MSG(bad == 0, "kq_rint: %ld of %ld values differ from rintf", bad, n);
+}
+
+static void test_rint_plus_byte(void)
+{
+    long bad = 0, n = 0;
+    for (int i = 0; i < 3000000; i++, n++) {   /* rint(x) + d: ties, random, near the range's ends */
+        const float x = i % 3 == 0 ? (float)((int)(test_rng(&seed) % 1000) - 500) + 0.5f
+                        : i % 3 == 1 ? test_randf(&seed) * 4194303.f : test_randf(&seed) * 300.f;
+        const int32_t d = (int32_t)(test_rng(&seed) % 1021) - 510;
+        bad += kq_rint_plus(x, (float)d) != (float)((int32_t)rintf(x) + d);
+    }
+    for (int32_t zb = -128; zb <= 383; zb++)   /* every byte against every zero point (s8 ones shifted by 128) */
+        for (uint32_t b = 0; b < 256; b++, n++)
+            bad += kq_byte_minus(kq_float((int32_t)(KQ_MAGIC_BITS | b)), zb) != (float)((int32_t)b - zb);
+    CHECK_MSG(bad == 0, "kq_rint_plus / kq_byte_minus: %ld of %ld values differ", bad, n);
 }
 
 /* kiln__qepi_q's last steps (cpu/qgemm.c) for t and the clamp bounds lo, hi (the type's range less the zero point) */
@@ -173,6 +189,7 @@ int main(void)
     test_i2f();
     test_rint();
     test_clamp_rint();
+    test_rint_plus_byte();
     test_qadd();
     return TEST_SUMMARY();
 }

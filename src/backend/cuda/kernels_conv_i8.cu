@@ -96,30 +96,36 @@ __device__ __forceinline__ uint2 q_bytes8(const int *a, const float *m, const cu
             t[i] = __fmul_rn(act_call(e.act, t[i], e.act_a, e.act_b), e.inv_ys);
     }
     int v[8];
+    if (!res) {
 #pragma unroll
-    for (int i = 0; i < 8; i++)
-        v[i] = kq_clamp_rint(t[i], e.lo, e.hi) + e.zp;   // NaN -> lo, as the CPU
-    if (res) {
+        for (int i = 0; i < 8; i++)
+            v[i] = kq_clamp_rint(t[i], e.lo, e.hi) + e.zp;   // NaN -> lo, as the CPU
+    } else {
+        // QLinearAdd(A = the requantized byte, R): A - za = rint(t clamped) + zp - za and R - zb as exact floats
+        // straight from the magic additions (no byte of A, no integer round trip); R's bytes read unsigned, s8 ones
+        // with the sign bit flipped (value + 128) and their zero point with them
         const cuk_qadd_args &p = e.add;
-        // R's bytes read unsigned: s8 ones with the sign bit flipped (value + 128), their zero point with them
         const uint32_t flip = e.res_s8 ? 0x80808080u : 0u, w[2] = {rb.x ^ flip, rb.y ^ flip};
         const int zb = p.zb + (e.res_s8 ? 128 : 0);
+        const float dz = (float)(e.zp - p.za);
         float sv[8];
-        unsigned bad = 0;
+        bool all = true;
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            const int b = (int)((w[i >> 2] >> (8 * (i & 3))) & 255u);
+            const float da = kq_rint_plus(fminf(fmaxf(t[i], e.lo), e.hi), dz);   // NaN -> lo, as the CPU
+            const float db = kq_byte_minus(__int_as_float(__byte_perm(w[i >> 2], KQ_MAGIC_BITS, 0x7650 | (i & 3))), zb);
+            sv[i] = kq_qadd_sum(da, p.sa, db, p.sb, p.act, p.flo, p.fhi);
             int32_t c;
-            bad |= (unsigned)!kq_qadd(v[i], p.za, p.sa, b, zb, p.sb, p.act, p.flo, p.fhi, p.isc, p.zc, p.lo, p.hi, &c,
-                                      &sv[i])
-                   << i;
+            all &= (bool)kq_qadd_round(sv[i], p.isc, p.zc, p.lo, p.hi, &c);
             v[i] = c;
         }
-        if (bad) {
+        if (!all) {   // rare: a quotient near a .5 (or isc NaN): those elements divide
 #pragma unroll
-            for (int i = 0; i < 8; i++)
-                if (bad >> i & 1)
+            for (int i = 0; i < 8; i++) {
+                int32_t c;
+                if (!kq_qadd_round(sv[i], p.isc, p.zc, p.lo, p.hi, &c))
                     v[i] = qadd_div(p, sv[i]);
+            }
         }
     }
     return make_uint2(pack4(v[0], v[1], v[2], v[3]), pack4(v[4], v[5], v[6], v[7]));
