@@ -77,8 +77,7 @@ KQ_FN int32_t kq_clamp_i(int32_t q, int32_t lo, int32_t hi) { return q > lo ? (q
  *   v = act((float)(a - za) * sa + (float)(b - zb) * sb),  c = clamp(rintf(v / sc) + zc, lo, hi)
  * without the division: r = v * isc (isc = 1 / sc rounded, a normal float) is within 3 * 2^-24 |r| of the rounded
  * quotient, so where the ends of r (1 -+ 2^-21) give one value of c (exact ends: the products are exact inside the
- * multiply-adds) it is c of the quotient (rint and the clamp are monotonic); where |r| >= 2^21 the quotient is past
- * the range on r's side. Returns 1 with *c set, or 0 where the caller must divide *v (v) by sc (the ends give two
+ * multiply-adds) it is c of the quotient (rint and the clamp are monotonic). Returns 1 with *c set, or 0 where the caller must divide *v (v) by sc (the ends give two
  * values: a quotient near a .5 inside the range; r NaN, e.g. isc NaN where 1 / sc is not a normal float). */
 
 /* kq_qadd's first half: v = act(da * sa + db * sb) for da = a - za, db = b - zb (exact floats) */
@@ -89,16 +88,16 @@ KQ_FN float kq_qadd_sum(float da, float sa, float db, float sb, int act, float f
 }
 
 /* kq_qadd's second half: c = clamp(rintf(v / sc) + zc, lo, hi) from r = v * isc; returns 1 with *c set, or 0 where
- * the caller must divide. No branch: the GPU runs it for every element of an unrolled epilogue. */
+ * the caller must divide. r is first clamped to [lo - zc - 1, hi - zc + 1] (integers): a quotient past either end gives
+ * that end's c, and there the bracket is an integer's, so the clamp leaves one test (the ends round alike) and no
+ * range check. No branch: the GPU runs it for every element of an unrolled epilogue. */
 KQ_FN int kq_qadd_round(float v, float isc, int32_t zc, int32_t lo, int32_t hi, int32_t *c)
 {
     const float r = kq_mul(v, isc);
-    const float l = kq_fma(r, 0.999999523162841796875f, KQ_MAGIC), h = kq_fma(r, 1.000000476837158203125f, KQ_MAGIC);
-    const int32_t cl = kq_clamp_i(kq_bits(l) - KQ_MAGIC_BITS + zc, lo, hi);
-    const int32_t ch = kq_clamp_i(kq_bits(h) - KQ_MAGIC_BITS + zc, lo, hi);
-    const int in = fabsf(r) < 2097152.0f;   /* false for NaN */
-    *c = in ? cl : r > 0.f ? hi : lo;
-    return in ? cl == ch : r == r;
+    const float rc = fminf(fmaxf(r, (float)(lo - zc - 1)), (float)(hi - zc + 1));   /* NaN -> the low end */
+    const float l = kq_fma(rc, 0.999999523162841796875f, KQ_MAGIC), h = kq_fma(rc, 1.000000476837158203125f, KQ_MAGIC);
+    *c = kq_clamp_i(kq_bits(l) - KQ_MAGIC_BITS + zc, lo, hi);
+    return l == h && r == r;
 }
 
 KQ_FN int kq_qadd(int32_t a, int32_t za, float sa, int32_t b, int32_t zb, float sb, int act, float flo, float fhi,

@@ -9,7 +9,9 @@
  * 4. kq_qadd: cpu/qadd.h kiln__qadd1 for every (a, b) of u8 x u8 and s8 x u8 under random scales (typical, and from
  *    2^-40 to 2^40), zero points and activations (none / Relu / Clip): where it answers, its answer is the CPU's;
  *    and it answers for almost every element (the division it replaces must stay rare: the point of it), also for
- *    scales chosen so that many quotients are exactly k + 0.5 (there it must decline or be right). */
+ *    scales chosen so that many quotients are exactly k + 0.5 (there it must decline or be right).
+ * 5. kq_qadd_round as QuantizeLinear (ref/k_quant.c: sat(rintf(x / s) + z), NaN -> 0) for random, tie, NaN, infinite
+ *    and extreme x and scales. */
 #include "test.h"
 #include "backend/qexact.h"
 #include "backend/cpu/qadd.h"
@@ -184,6 +186,37 @@ static void test_qadd(void)
            typ.answered, typ.checked, wide.answered, wide.checked, ties.answered, ties.checked);
 }
 
+/* QuantizeLinear (ref/k_quant.c): sat(rintf(x / s) + z), NaN -> 0 -- the GPU's k_quantize decides it by kq_qadd_round
+ * with isc = kq_inv(s) and divides where that declines */
+static void test_quantize(void)
+{
+    long n = 0, answered = 0, bad = 0;
+    for (int i = 0; i < 3000000; i++, n++) {
+        const bool s8 = i & 1;
+        const int32_t z = s8 ? (int32_t)(test_rng(&seed) % 256) - 128 : (int32_t)(test_rng(&seed) % 256);
+        const float lo = s8 ? -128.f : 0.f, hi = s8 ? 127.f : 255.f;
+        const float s = i % 5 == 0 ? rnd_scale(-140, 120) : rnd_scale(-12, 2);
+        float x;
+        switch (i % 11) {
+        case 0: x = NAN; break;
+        case 1: x = (i & 2) ? INFINITY : -INFINITY; break;
+        case 2: x = ((float)((int)(test_rng(&seed) % 600) - 300) + 0.5f) * s; break;   /* quotients near ties */
+        case 3: x = rnd_scale(-149, 127) * ((i & 4) ? 1.f : -1.f); break;          /* any magnitude */
+        default: x = test_randf(&seed) * 200.f * s; break;
+        }
+        float r = rintf(x / s) + (float)z;
+        r = r != r ? 0.f : r < lo ? lo : r > hi ? hi : r;
+        int32_t c;
+        if (kq_qadd_round(x, kq_inv(s), z, (int32_t)lo, (int32_t)hi, &c)) {
+            answered++;
+            if (c != (int32_t)r && bad++ < 5)
+                fprintf(stderr, "quantize x %a s %a z %d: %d, CPU %d\n", (double)x, (double)s, z, c, (int32_t)r);
+        }
+    }
+    CHECK_MSG(bad == 0, "kq_qadd_round as QuantizeLinear: %ld of %ld answers differ", bad, n);
+    CHECK_MSG(answered >= n * 85 / 100, "kq_qadd_round as QuantizeLinear answered %ld of %ld", answered, n);
+}
+
 int main(void)
 {
     test_i2f();
@@ -191,5 +224,6 @@ int main(void)
     test_clamp_rint();
     test_rint_plus_byte();
     test_qadd();
+    test_quantize();
     return TEST_SUMMARY();
 }

@@ -17,13 +17,17 @@ __device__ __forceinline__ int sat_q(float r, float lo, float hi)
 }
 
 // y = sat(rint(x / s) + z) into u8 (S8 false) or s8; V: 8 elements a thread (16- / 32-byte loads, an 8-byte store;
-// x and y 16-byte aligned), the last n % 8 by the first threads one each
-template <typename T, bool S8, bool V> __global__ void k_quantize(const T *x, uint8_t *y, int64_t n, float s, float z)
+// x and y 16-byte aligned), the last n % 8 by the first threads one each. The division's rounding from x * is (is =
+// kq_inv(s)) where that decides it (backend/qexact.h kq_qadd_round: the same c, as QLinearAdd's), else the division.
+template <typename T, bool S8, bool V>
+__global__ void k_quantize(const T *x, uint8_t *y, int64_t n, float s, float is, int zp)
 {
-    const float lo = S8 ? -128.f : 0.f, hi = S8 ? 127.f : 255.f;
+    const float lo = S8 ? -128.f : 0.f, hi = S8 ? 127.f : 255.f, z = (float)zp;
     const int64_t t0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, step = (int64_t)gridDim.x * blockDim.x;
     auto q1 = [&](float v) {
-        const int q = sat_q(__fadd_rn(rintf(__fdiv_rn(v, s)), z), lo, hi);
+        int32_t q;
+        if (!kq_qadd_round(v, is, zp, S8 ? -128 : 0, S8 ? 127 : 255, &q))
+            q = sat_q(__fadd_rn(rintf(div_rn_call(v, s)), z), lo, hi);
         return S8 ? (uint8_t)(int8_t)q : (uint8_t)q;
     };
     const int64_t n8 = V ? n / 8 : 0;
@@ -109,12 +113,12 @@ extern "C" cudaError_t cuk_quantize(int fdt, const void *x, uint8_t *y, int64_t 
 {
     if (n <= 0)
         return cudaSuccess;
-    const float z = (float)zp;
+    const float is = kq_inv(scale);
     const bool v = al16(x, y) && n >= 8;
     const unsigned g = grid_of(v ? (n + 7) / 8 : n);
     s8_vec_dispatch(s8, v, [&](auto S8, auto V) {
         constexpr bool s8c = decltype(S8)::value, vc = decltype(V)::value;
-        FDT_DISPATCH(fdt, (k_quantize<T, s8c, vc><<<g, 256, 0, s>>>((const T *)x, y, n, scale, z)));
+        FDT_DISPATCH(fdt, (k_quantize<T, s8c, vc><<<g, 256, 0, s>>>((const T *)x, y, n, scale, is, zp)));
     });
     return cudaGetLastError();
 }
