@@ -2,7 +2,8 @@
  *
  * 1. The kernel the host runs (AVX-512, else AVX2), then each other fast kernel it can run (AVX2 on
  *    AVX-512 hosts), against the scalar reference on random odd shapes (same-shape and broadcast operands, u8/s8 A, B and C each, zero points != 0,
- *    activations none / Relu / Clip, 1-3 threads): every output byte equal.
+ *    activations none / Relu / Clip, 1-3 threads; a quarter with scales that put quotients exactly on ties, where the
+ *    AVX-512 kernel's quick rounding declines and those lanes divide): every output byte equal.
  * 2. The reference against the graph it replaces, run with the reference kernels:
  *    DequantizeLinear(A), DequantizeLinear(B) -> Add -> Relu / Clip -> QuantizeLinear: every byte
  *    equal (the fusion is exact, not within a step).
@@ -77,6 +78,10 @@ static void test_random(int iter)
     kiln_tensor A = mk_bytes(at, nd, da), B = mk_bytes(bt, ndb, db);
     float sa = 0.001f + (float)rnd(0, 1000) * 1e-4f, sb = 0.001f + (float)rnd(0, 1000) * 1e-4f;
     float sc = (sa + sb) * (0.3f + (float)rnd(0, 100) * 0.01f);
+    if (iter % 4 == 3) {   /* exact ties: every odd A + B lands on k + 0.5 (the fast kernels' division lanes) */
+        sa = sb = ldexpf(1.f + (float)rnd(0, 7) / 8.f, -(int)rnd(5, 9));
+        sc = 2.f * sa;
+    }
     kiln_tensor Sa = mk_f(sa), Sb = mk_f(sb), Sc = mk_f(sc), Za = mk_zp(at), Zb = mk_zp(bt), Zc = mk_zp(ct);
     bool zps = iter % 5 != 4; /* without zero points: 0, C takes A's type */
     if (!zps)
