@@ -2,8 +2,8 @@
  *
  * 1. The kernel the host runs (AVX-512, else AVX2), then each other fast kernel it can run (AVX2 on
  *    AVX-512 hosts), against the scalar reference on random odd shapes (same-shape and broadcast operands, u8/s8 A, B and C each, zero points != 0,
- *    activations none / Relu / Clip, 1-3 threads; a quarter with scales that put quotients exactly on ties, where the
- *    AVX-512 kernel's quick rounding declines and those lanes divide): every output byte equal.
+ *    activations none / Relu / Clip, 1-3 threads; a quarter with scales that put quotients exactly on ties): every
+ *    output byte equal.
  * 2. The reference against the graph it replaces, run with the reference kernels:
  *    DequantizeLinear(A), DequantizeLinear(B) -> Add -> Relu / Clip -> QuantizeLinear: every byte
  *    equal (the fusion is exact, not within a step).

@@ -2,13 +2,11 @@
  * hosts with AVX-512F: A and B of one shape, activation none / Relu / Clip; 16 elements per step
  * through the reference's float32 operations in the same order (two products, one sum, the
  * activation as max / min, a true division by C_scale, round to nearest even, + C_zero_point,
- * clamp), so every element equals the reference's; the division's rounding is decided from a product where that is
- * exact (qround_avx512.h), the lanes it is not for divide. Anything else runs the reference. The same add finishes kiln's
+ * clamp), so every element equals the reference's. Anything else runs the reference. The same add finishes kiln's
  * QLinearConvAdd (qadd.h). The table also registers the AVX2 twins (qadd_avx2.c) for hosts without AVX-512. */
 #include "../cpu_kernels.h"
 #include "../vmath.h"
 #include "../qadd.h"
-#include "qround_avx512.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
@@ -43,11 +41,10 @@ TQA static void qadd_task(void *arg, int64_t b0, int64_t b1)
     const qadd_job *j = arg;
     const kiln_qadd *p = j->p;
     const __m512i za = _mm512_set1_epi32(p->za), zb = _mm512_set1_epi32(p->zb);
-    const __m512 sa = _mm512_set1_ps(p->sa), sb = _mm512_set1_ps(p->sb);
+    const __m512 sa = _mm512_set1_ps(p->sa), sb = _mm512_set1_ps(p->sb), sc = _mm512_set1_ps(p->sc);
+    const __m512 zc = _mm512_set1_ps((float)p->zc), lo = _mm512_set1_ps((float)p->lo), hi = _mm512_set1_ps((float)p->hi);
     const __m512 alo = _mm512_set1_ps(p->act.kind == KILN_ACT_CLIP ? p->act.alpha : 0.0f);
     const __m512 ahi = _mm512_set1_ps(p->act.beta);
-    kiln_qround512 qr;
-    kiln__qround512_init(&qr, p->sc, p->zc, p->lo, p->hi);
     for (int64_t blk = b0; blk < b1; blk++) {
         int64_t i = blk * 16, n = j->n - i < 16 ? j->n - i : 16;
         __m512 fa = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(load16(j->a + i, n, j->a_s8), za)), sa);
@@ -57,9 +54,10 @@ TQA static void qadd_task(void *arg, int64_t b0, int64_t b1)
             v = _mm512_max_ps(v, alo);
         if (p->act.kind == KILN_ACT_CLIP)
             v = _mm512_min_ps(v, ahi);
-        const __mmask16 km = kiln_v_mask16(n);
-        const __m512i c = kiln__qround512(&qr, v, km);
-        _mm512_mask_cvtepi32_storeu_epi8(j->c + i, km, c);
+        __m512 r = _mm512_roundscale_ps(_mm512_div_ps(v, sc), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        r = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(r, zc), lo), hi);
+        __mmask16 km = kiln_v_mask16(n);
+        _mm512_mask_cvtepi32_storeu_epi8(j->c + i, km, _mm512_cvtps_epi32(r));
     }
 }
 

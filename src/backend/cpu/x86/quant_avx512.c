@@ -1,15 +1,14 @@
 /* AVX-512 QuantizeLinear, registered over the reference (ref/k_quant.c) with the INT8 kernels
  * (x86/qgemm_vnni.c's table) for hosts with AVX-512F: float32 input, a scalar float32 scale, a
- * scalar uint8 / int8 zero point (or none: uint8 0). 16 elements per step, each equal to the
- * reference's (a true division by the scale, round to nearest even, + zero point, NaN -> 0,
- * clamp; the division's rounding decided from a product where that is exact, qround_avx512.h); split
+ * scalar uint8 / int8 zero point (or none: uint8 0). 16 elements per step through the
+ * reference's float32 operations in the same order (a true division by the scale, round to
+ * nearest even, + zero point, NaN -> 0, clamp), so every element equals the reference's; split
  * over the layer's threads. Anything else (per-axis or block scales, other types) runs the
  * reference, which also reports the errors. `--precision int8` leaves one such layer before each
  * group of integer layers reading a float tensor (BERT: the LayerNorm outputs, the attention's). */
 #include "../cpu_kernels.h"
 #include "../vmath.h"
 #include "../qgemm.h"
-#include "qround_avx512.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
@@ -27,13 +26,16 @@ typedef struct quant_job {
 TQ static void quant_task(void *arg, int64_t b0, int64_t b1)
 {
     const quant_job *j = arg;
-    kiln_qround512 qr;
-    kiln__qround512_init(&qr, j->s, (int32_t)j->z, (int32_t)j->lo, (int32_t)j->hi);
+    const __m512 s = _mm512_set1_ps(j->s), z = _mm512_set1_ps(j->z);
+    const __m512 lo = _mm512_set1_ps(j->lo), hi = _mm512_set1_ps(j->hi);
     for (int64_t blk = b0; blk < b1; blk++) {
         int64_t i = blk * 16, n = j->n - i < 16 ? j->n - i : 16;
         __mmask16 km = kiln_v_mask16(n);
         __m512 v = _mm512_maskz_loadu_ps(km, j->x + i);
-        _mm512_mask_cvtepi32_storeu_epi8(j->y + i, km, kiln__qround512(&qr, v, km));
+        __m512 r = _mm512_add_ps(_mm512_roundscale_ps(_mm512_div_ps(v, s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
+        r = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(r, r, _CMP_ORD_Q), r);   /* NaN -> 0, as the reference */
+        r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+        _mm512_mask_cvtepi32_storeu_epi8(j->y + i, km, _mm512_cvtps_epi32(r));
     }
 }
 
