@@ -52,16 +52,18 @@ static void quant_cases(void)
 }
 
 /* QLinearAdd: a (u8, zp 10) + b (s8, zp -2) -> c (u8 zp 5), activation act ("" none) */
-static void qadd_case(const char *name, const char *act, float lo, float hi)
+/* sa, sb, sc: A's, B's and C's scales (0.5, 0.5, 1: every odd sum an exact tie, where the GPU's quick rounding
+ * declines and the element divides) */
+static void qadd_case(const char *name, const char *act, float lo, float hi, float sa, float sb, float sc)
 {
     tgraph t = tg_new(KILN_OP_QLinearAdd, 1);
     tg_in(&t, rand_tensor(KILN_DT_UINT8, 4, D(2, 32, 6, 5), 0, 256), false);
-    tg_in(&t, scalar(F32, 0.03), true);
+    tg_in(&t, scalar(F32, sa), true);
     tg_in(&t, scalar(KILN_DT_UINT8, 10), true);
     tg_in(&t, rand_tensor(KILN_DT_INT8, 4, D(2, 32, 6, 5), -128, 128), false);
-    tg_in(&t, scalar(F32, 0.05), true);
+    tg_in(&t, scalar(F32, sb), true);
     tg_in(&t, scalar(KILN_DT_INT8, -2), true);
-    tg_in(&t, scalar(F32, 0.04), true);
+    tg_in(&t, scalar(F32, sc), true);
     tg_in(&t, scalar(KILN_DT_UINT8, 5), true);
     tg_outs(&t, 1);
     if (act[0]) {
@@ -84,6 +86,7 @@ typedef struct qconv_spec {
     int yzp;
     bool per_channel, bias;
     const char *act;       /* "" none, "Relu", "Clip" (-1, 2) */
+    float ys;              /* y's scale (0: 0.6) */
 } qconv_spec;
 
 /* A QLinearConv of spec p: acc ~ sqrt(C R S) * 128 * 64, scales that put y around +-100 */
@@ -98,7 +101,7 @@ static tgraph qconv_graph(const qconv_spec *p)
     double ws = 0.4 / sqrt((double)(p->c * p->r * p->s));
     tg_in(&t, p->per_channel ? rand_tensor(F32, 1, D(p->k), ws * 0.5, ws * 1.5) : scalar(F32, ws), true);
     tg_in(&t, p->per_channel ? rand_tensor(KILN_DT_INT8, 1, D(p->k), 0, 1) : scalar(KILN_DT_INT8, 0), true);
-    tg_in(&t, scalar(F32, 0.6), true);
+    tg_in(&t, scalar(F32, p->ys > 0 ? p->ys : 0.6), true);
     tg_in(&t, scalar(p->ydt == KILN_DT_FLOAT32 ? KILN_DT_UINT8 : p->ydt, p->yzp), true);
     if (p->bias)
         tg_in(&t, rand_tensor(KILN_DT_INT32, 1, D(p->k), -20000, 20000), true);
@@ -119,8 +122,9 @@ static tgraph qconv_graph(const qconv_spec *p)
 }
 
 /* QLinearConvAdd (passes/p_qres.c): the convolution of p (a quantized output), then its add with R (rdt, shape of the
- * output, zero point rz) into C (cdt, zero point cz) with the activation res_act ("" none, "Relu") */
-static tgraph qconv_add_graph(const qconv_spec *p, kiln_dtype rdt, int rz, kiln_dtype cdt, int cz, const char *res_act)
+ * output, zero point rz, scale rs) into C (cdt, zero point cz, scale cs) with the activation res_act ("" none, "Relu") */
+static tgraph qconv_add_graph(const qconv_spec *p, kiln_dtype rdt, int rz, kiln_dtype cdt, int cz, const char *res_act,
+                              float rs, float cs)
 {
     tgraph t = qconv_graph(p);
     kiln_node *n = tg_node(&t);
@@ -130,9 +134,9 @@ static tgraph qconv_add_graph(const qconv_spec *p, kiln_dtype rdt, int rz, kiln_
     int64_t wo = (p->w + 2 * p->pad - p->dil * (p->s - 1) - 1) / p->stride + 1;
     double rlo = rdt == KILN_DT_UINT8 ? 0 : -128, rhi = rdt == KILN_DT_UINT8 ? 256 : 128;
     tg_in(&t, rand_tensor(rdt, 4, D(p->n, p->k, ho, wo), rlo, rhi), false);
-    tg_in(&t, scalar(F32, 0.45), true);
+    tg_in(&t, scalar(F32, rs), true);
     tg_in(&t, scalar(rdt, rz), true);
-    tg_in(&t, scalar(F32, 0.7), true);
+    tg_in(&t, scalar(F32, cs), true);
     tg_in(&t, scalar(cdt, cz), true);
     n = tg_node(&t);
     kiln__node_set_op(n, KILN_OP_QLinearConvAdd, KILN_DOMAIN, 1);
@@ -142,12 +146,12 @@ static tgraph qconv_add_graph(const qconv_spec *p, kiln_dtype rdt, int rz, kiln_
 }
 
 static const qconv_spec qconv_specs[] = {
-    {"3x3 u8->u8 Relu", 2, 32, 9, 11, 48, 3, 3, 1, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 0, true, true, "Relu"},
-    {"1x1 s2 u8->s8 zp", 3, 64, 14, 13, 32, 1, 1, 0, 2, 1, KILN_DT_UINT8, 0, KILN_DT_INT8, -3, false, false, ""},
-    {"1x1 x_zp 7 ->f32", 1, 16, 7, 9, 24, 1, 1, 0, 1, 1, KILN_DT_UINT8, 7, KILN_DT_FLOAT32, 0, true, true, ""},
-    {"3x3 s8->s8 Clip", 2, 16, 8, 8, 16, 3, 3, 1, 1, 1, KILN_DT_INT8, 0, KILN_DT_INT8, 0, true, true, "Clip"},
-    {"3x3 dil2 tiles", 1, 48, 40, 37, 144, 3, 3, 2, 1, 2, KILN_DT_UINT8, 0, KILN_DT_UINT8, 12, true, true, ""},
-    {"3x3 s2 ->f32 Relu", 2, 64, 15, 15, 272, 3, 3, 1, 2, 1, KILN_DT_UINT8, 0, KILN_DT_FLOAT32, 0, true, true, "Relu"},
+    {"3x3 u8->u8 Relu", 2, 32, 9, 11, 48, 3, 3, 1, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 0, true, true, "Relu", 0},
+    {"1x1 s2 u8->s8 zp", 3, 64, 14, 13, 32, 1, 1, 0, 2, 1, KILN_DT_UINT8, 0, KILN_DT_INT8, -3, false, false, "", 0},
+    {"1x1 x_zp 7 ->f32", 1, 16, 7, 9, 24, 1, 1, 0, 1, 1, KILN_DT_UINT8, 7, KILN_DT_FLOAT32, 0, true, true, "", 0},
+    {"3x3 s8->s8 Clip", 2, 16, 8, 8, 16, 3, 3, 1, 1, 1, KILN_DT_INT8, 0, KILN_DT_INT8, 0, true, true, "Clip", 0},
+    {"3x3 dil2 tiles", 1, 48, 40, 37, 144, 3, 3, 2, 1, 2, KILN_DT_UINT8, 0, KILN_DT_UINT8, 12, true, true, "", 0},
+    {"3x3 s2 ->f32 Relu", 2, 64, 15, 15, 272, 3, 3, 1, 2, 1, KILN_DT_UINT8, 0, KILN_DT_FLOAT32, 0, true, true, "Relu", 0},
 };
 
 /* Like check_case, for 8-bit outputs computed through a non-linear activation (the GPU's expf / erf approximations
@@ -221,7 +225,7 @@ static void qmm_cases(const char *mode)
     run_case_step(name, &t);
     snprintf(name, sizeof name, "INT8 QLinearConv HardSwish->u8 (%s)", mode);
     static const qconv_spec hs = {"", 2, 32, 9, 11, 48, 3, 3, 1, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 30, true, true,
-                                  "HardSwish"};
+                                  "HardSwish", 0};
     t = qconv_graph(&hs);
     run_case_step(name, &t);
 }
@@ -275,9 +279,10 @@ static void half_out_cases(void)
 void int8_cases(void)
 {
     quant_cases();
-    qadd_case("INT8 QLinearAdd", "", 0, 0);
-    qadd_case("INT8 QLinearAdd Relu", "Relu", 0, 0);
-    qadd_case("INT8 QLinearAdd Clip", "Clip", -0.5f, 3.0f);
+    qadd_case("INT8 QLinearAdd", "", 0, 0, 0.03f, 0.05f, 0.04f);
+    qadd_case("INT8 QLinearAdd Relu", "Relu", 0, 0, 0.03f, 0.05f, 0.04f);
+    qadd_case("INT8 QLinearAdd Clip", "Clip", -0.5f, 3.0f, 0.03f, 0.05f, 0.04f);
+    qadd_case("INT8 QLinearAdd ties", "", 0, 0, 0.5f, 0.5f, 1.0f);
     /* every kernel configuration (KILN_CUDA_INT8_CONV, read per run), then the timed choice */
     static const char *const modes[] = {"mma", "wg1", "wg2", "wg3", "wg4", "wg5", "all"};
     const char *keep = getenv("KILN_CUDA_INT8_CONV");
@@ -295,21 +300,28 @@ void int8_cases(void)
         setenv("KILN_CUDA_INT8_CONV", modes[m], 1);
         /* ResNet's block end: Y s8 (no activation) + the block input u8, Relu, into u8; and s8 everywhere */
         static const qconv_spec y8 = {"", 2, 32, 9, 11, 48, 1, 1, 0, 1, 1, KILN_DT_UINT8, 0, KILN_DT_INT8, 0, true,
-                                      true, ""};
+                                      true, "", 0};
         static const qconv_spec y3 = {"", 1, 48, 12, 13, 64, 3, 3, 1, 2, 1, KILN_DT_UINT8, 0, KILN_DT_INT8, 4, false,
-                                      false, "Relu"};
+                                      false, "Relu", 0};
         char name[96];
         snprintf(name, sizeof name, "INT8 QLinearConvAdd 1x1 +u8 Relu (%s)", modes[m]);
-        tgraph t = qconv_add_graph(&y8, KILN_DT_UINT8, 0, KILN_DT_UINT8, 0, "Relu");
+        tgraph t = qconv_add_graph(&y8, KILN_DT_UINT8, 0, KILN_DT_UINT8, 0, "Relu", 0.45f, 0.7f);
         run_case(name, &t, 0);
         snprintf(name, sizeof name, "INT8 QLinearConvAdd 3x3 s2 +s8 (%s)", modes[m]);
-        t = qconv_add_graph(&y3, KILN_DT_INT8, -6, KILN_DT_INT8, 3, "");
+        t = qconv_add_graph(&y3, KILN_DT_INT8, -6, KILN_DT_INT8, 3, "", 0.45f, 0.7f);
         run_case(name, &t, 0);
         /* s8 activations, 40 channels (the residual tile copied in 8-byte pieces), a partial row tile */
         static const qconv_spec y40 = {"", 2, 16, 7, 9, 40, 1, 1, 0, 1, 1, KILN_DT_INT8, 0, KILN_DT_UINT8, 3, true,
-                                       true, ""};
+                                       true, "", 0};
         snprintf(name, sizeof name, "INT8 QLinearConvAdd s8 K40 +s8 Relu (%s)", modes[m]);
-        t = qconv_add_graph(&y40, KILN_DT_INT8, 2, KILN_DT_UINT8, 0, "Relu");
+        t = qconv_add_graph(&y40, KILN_DT_INT8, 2, KILN_DT_UINT8, 0, "Relu", 0.45f, 0.7f);
+        run_case(name, &t, 0);
+        /* A and R at scale 0.5, C at 1: every odd A + R an exact tie, so nearly every group of eight has elements the
+         * epilogue's quick rounding declines and divides (kernels_conv_i8.cu q_bytes8) */
+        static const qconv_spec yt = {"", 2, 32, 9, 11, 48, 1, 1, 0, 1, 1, KILN_DT_UINT8, 0, KILN_DT_INT8, 3, true,
+                                      true, "", 0.5f};
+        snprintf(name, sizeof name, "INT8 QLinearConvAdd ties +s8 Relu (%s)", modes[m]);
+        t = qconv_add_graph(&yt, KILN_DT_INT8, -1, KILN_DT_UINT8, 2, "Relu", 0.5f, 1.0f);
         run_case(name, &t, 0);
         qmm_cases(modes[m]);
     }
