@@ -77,8 +77,9 @@ KQ_FN int32_t kq_clamp_i(int32_t q, int32_t lo, int32_t hi) { return q > lo ? (q
  *   v = act((float)(a - za) * sa + (float)(b - zb) * sb),  c = clamp(rintf(v / sc) + zc, lo, hi)
  * without the division: r = v * isc (isc = 1 / sc rounded, a normal float) is within 3 * 2^-24 |r| of the rounded
  * quotient, so where the ends of r (1 -+ 2^-21) give one value of c (exact ends: the products are exact inside the
- * multiply-adds) it is c of the quotient (rint and the clamp are monotonic). Returns 1 with *c set, or 0 where the caller must divide *v (v) by sc (the ends give two
- * values: a quotient near a .5 inside the range; r NaN, e.g. isc NaN where 1 / sc is not a normal float). */
+ * multiply-adds) it is c of the quotient (rint and the clamp are monotonic). Returns 1 with *c set, or 0 where the
+ * caller must divide *v (v) by sc (the ends give two values: a quotient near a .5 inside the range; r NaN, e.g. isc
+ * NaN where 1 / sc is not a normal float). */
 
 /* kq_qadd's first half: v = act(da * sa + db * sb) for da = a - za, db = b - zb (exact floats) */
 KQ_FN float kq_qadd_sum(float da, float sa, float db, float sb, int act, float flo, float fhi)
