@@ -292,8 +292,13 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         int64_t n;
         if (cl && sv_parse_i64(cl, 0, INT64_MAX, &n) && n > l->s->max_body) {
             x->too_big = true;
-            return ERROR(413, "request body of %lld bytes is over the limit (%lld bytes, --max-body-mb)", (long long)n,
-                         (long long)l->s->max_body);
+            /* up to 4x the limit the body is read and dropped, then answered: an answer queued while the client is
+             * still sending makes the server close a socket with unread data, and the client often sees a reset,
+             * not the 413 (or waits for the connection's timeout). Past that it is answered now and the connection
+             * closed: the client may only see the reset. */
+            if (n / 4 > l->s->max_body)
+                return ERROR(413, "request body of %lld bytes is over the limit (%lld bytes, --max-body-mb)",
+                             (long long)n, (long long)l->s->max_body);
         }
         return MHD_YES;
     }
