@@ -8,26 +8,18 @@
 
 namespace {
 
-// clamp(v, lo, hi) of a rounded value, NaN -> 0 (ref/k_quant.c sat_round_f after rintf)
-__device__ __forceinline__ int sat_q(float r, float lo, float hi)
-{
-    if (r != r)
-        return 0;
-    return (int)(r < lo ? lo : (r > hi ? hi : r));
-}
-
 // y = sat(rint(x / s) + z) into u8 (S8 false) or s8; V: 8 elements a thread (16- / 32-byte loads, an 8-byte store;
 // x and y 16-byte aligned), the last n % 8 by the first threads one each. The division's rounding from x * is (is =
 // kq_inv(s)) where that decides it (backend/qexact.h kq_qadd_round: the same c, as QLinearAdd's), else the division.
 template <typename T, bool S8, bool V>
 __global__ void k_quantize(const T *x, uint8_t *y, int64_t n, float s, float is, int zp)
 {
-    const float lo = S8 ? -128.f : 0.f, hi = S8 ? 127.f : 255.f, z = (float)zp;
+    constexpr int lo = S8 ? -128 : 0, hi = S8 ? 127 : 255;
     const int64_t t0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, step = (int64_t)gridDim.x * blockDim.x;
     auto q1 = [&](float v) {
         int32_t q;
-        if (!kq_qadd_round(v, is, zp, S8 ? -128 : 0, S8 ? 127 : 255, &q))
-            q = sat_q(__fadd_rn(rintf(div_rn_call(v, s)), z), lo, hi);
+        if (!kq_qadd_round(v, is, zp, lo, hi, &q))
+            q = div_round(v, s, zp, lo, hi);
         return S8 ? (uint8_t)(int8_t)q : (uint8_t)q;
     };
     const int64_t n8 = V ? n / 8 : 0;

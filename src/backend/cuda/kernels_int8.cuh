@@ -11,13 +11,20 @@
 // most of a kernel's code
 static __device__ __noinline__ float div_rn_call(float v, float sc) { return __fdiv_rn(v, sc); }
 
+// clamp(rintf(v / s) + z, lo, hi), NaN -> 0, by the IEEE division (ref/k_quant.c, cpu/qadd.h): what QuantizeLinear
+// and QLinearAdd compute for the rare values kq_qadd_round declines
+__device__ __forceinline__ int div_round(float v, float s, int z, int lo, int hi)
+{
+    const float r = __fadd_rn(rintf(div_rn_call(v, s)), (float)z);
+    if (r != r)
+        return 0;
+    return r < (float)lo ? lo : r > (float)hi ? hi : (int)r;
+}
+
 // The add's c for the sum v (after the activation) by the IEEE division: the rare elements kq_qadd declines
 __device__ __forceinline__ int qadd_div(const cuk_qadd_args &p, float v)
 {
-    const float r = __fadd_rn(rintf(div_rn_call(v, p.sc)), (float)p.zc);
-    if (r != r)
-        return 0;
-    return r < (float)p.lo ? p.lo : r > (float)p.hi ? p.hi : (int)r;
+    return div_round(v, p.sc, p.zc, p.lo, p.hi);
 }
 
 // QLinearAdd's element (cpu/qadd.h kiln__qadd1, bit for bit): backend/qexact.h kq_qadd, with no conversion
