@@ -223,6 +223,10 @@ static void qmm_cases(const char *mode)
     snprintf(name, sizeof name, "INT8 QLinearMatMul Gelu->u8 (%s)", mode);   /* BERT's FFN up */
     t = qmm_graph(KILN_DT_INT8, 0, 65, 128, 256, KILN_DT_UINT8, 20, true, "Gelu");
     run_case_step(name, &t);
+    /* float outputs through GELU (the inlined GELU of f_vals8 in the wgmma configurations): the GPU's erf form */
+    snprintf(name, sizeof name, "INT8 QLinearMatMul s8 Gelu->f32 (%s)", mode);
+    t = qmm_graph(KILN_DT_INT8, 0, 65, 128, 256, KILN_DT_FLOAT32, 0, true, "Gelu");
+    run_case(name, &t, 1e-5);
     snprintf(name, sizeof name, "INT8 QLinearConv HardSwish->u8 (%s)", mode);
     static const qconv_spec hs = {"", 2, 32, 9, 11, 48, 3, 3, 1, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 30, true, true,
                                   "HardSwish", 0};
@@ -284,7 +288,7 @@ void int8_cases(void)
     qadd_case("INT8 QLinearAdd Clip", "Clip", -0.5f, 3.0f, 0.03f, 0.05f, 0.04f);
     qadd_case("INT8 QLinearAdd ties", "", 0, 0, 0.5f, 0.5f, 1.0f);
     /* every kernel configuration (KILN_CUDA_INT8_CONV, read per run), then the timed choice */
-    static const char *const modes[] = {"mma", "wg1", "wg2", "wg3", "wg4", "wg5", "all"};
+    static const char *const modes[] = {"mma", "wg1", "wg2", "wg3", "wg4", "wg5", "wg6", "all"};
     const char *keep = getenv("KILN_CUDA_INT8_CONV");
     char *saved = keep ? strdup(keep) : NULL;
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {

@@ -8,7 +8,8 @@
 // one row tile run together (its activations are read from memory once). Configurations: 0 mma.sync m16n8k32 (8 warps
 // of 64 x 32, BN 128, three stages; any sm_80+ GPU), 1 .. 4 Hopper's wgmma m64nBNk32 (two warpgroups of 64 rows, BN 64
 // / 128 / 256 / 64, four stages with one group of MMAs in flight, or as many stages as the reduction has steps; sm_90
-// only; 4: BN 64 in 64 registers, four blocks an SM, for memory-bound layers); u8 or s8 activations in each. The
+// only; 4: BN 64 in 64 registers, four blocks an SM, for memory-bound layers; 5: BN 128 with each step's MMAs waited
+// for; 6: BN 128 with the copies four steps ahead, six stages); u8 or s8 activations in each. The
 // epilogue's operands (per-channel multipliers and biases, the residual tile of QLinearConvAdd) are copied into shared
 // memory by cp.async with the reduction's second step, so no global load waits between the stores. Epilogue: wgmma
 // configurations from the registers (store_reg: a quad's shuffles give each lane 8 channels of a pixel, one 8-byte
@@ -22,15 +23,15 @@
 
 namespace {
 
-constexpr int BM = 128, BK = 64, THREADS = 256, DIST = 2;
+constexpr int BM = 128, BK = 64, THREADS = 256;
 
 // Stages of the operands: mma.sync 3 (its MMAs are synchronous: the stage loaded DIST steps ahead was read a step
 // ago), wgmma 4 (DEEP: one group of MMAs stays in flight, so the stage loaded was read two steps ago) or 3 (each
 // step's MMAs waited for, as mma.sync: session 29's pipeline, configuration 5), or as many as the reduction has
 // steps where fewer (no stage is ever refilled: less shared memory, more blocks an SM)
-template <bool WG, bool DEEP> __host__ __device__ constexpr int n_stages(int steps)
+template <bool WG, bool DEEP, int DIST> __host__ __device__ constexpr int n_stages(int steps)
 {
-    return WG && DEEP ? (steps < 4 ? steps : 4) : WG ? (steps < 3 ? steps : 3) : 3;
+    return WG && DEEP ? (steps < DIST + 2 ? steps : DIST + 2) : WG ? (steps < DIST + 1 ? steps : DIST + 1) : 3;
 }
 
 // byte offset of 16-byte piece ch of row `row` in a [rows][64] tile, swizzled as wgmma's 64-byte mode reads it (and
@@ -79,11 +80,23 @@ __device__ __forceinline__ int add_wrap(int a, int b) { return (int)((unsigned)a
 // The non-linear activations out of line: act_apply's switch inlined into every unrolled epilogue element made these
 // kernels 0.4-1.5 MB of code (instruction-cache misses on every tile), the common linear path pays for it
 __device__ __noinline__ float act_call(int act, float x, float a, float b) { return act_apply(act, x, a, b); }
+// GELU inline in the kernels launched for it (BERT's FFN up layers requantize through it: the call, ~60 instructions
+// an element with its spills of the caller's registers, was most of their epilogue), any other non-linear activation
+// out of line; the same function either way, so the same values. Only there: inlined into every kernel's epilogue
+// (untaken) it made ResNet-50 int8 2.5% slower (H100, session 32: code size, as session 29 found)
+template <bool GELU> __device__ __forceinline__ float act_of(int act, float x, float a, float b)
+{
+    if constexpr (GELU)
+        return gelu_erf(x);
+    else
+        return act_call(act, x, a, b);
+}
 
 // Channels col .. col + 7 of one pixel from a[e] = acc + bias and their multipliers m: the requantized bytes, packed
 // (channel col in the lowest; cpu/qgemm.c kiln__qepi_q), with QLinearConvAdd's add of R's 8 bytes rb where res. No
 // conversion instruction but a[e]'s, no branch per element (backend/qexact.h; session 31: these epilogues were bound
 // by their instructions); the add's rare declined elements divide after the eight.
+template <bool GELU>
 __device__ __forceinline__ uint2 q_bytes8(const int *a, const float *m, const cuk_qepi &e, bool res, uint2 rb)
 {
     float t[8];
@@ -93,7 +106,7 @@ __device__ __forceinline__ uint2 q_bytes8(const int *a, const float *m, const cu
     if (e.act) {   // a non-linear activation in float, then the scale's inverse (cpu/qgemm.c kiln__qepi_q)
 #pragma unroll
         for (int i = 0; i < 8; i++)
-            t[i] = __fmul_rn(act_call(e.act, t[i], e.act_a, e.act_b), e.inv_ys);
+            t[i] = __fmul_rn(act_of<GELU>(e.act, t[i], e.act_a, e.act_b), e.inv_ys);
     }
     int v[8];
     if (!res) {
@@ -131,11 +144,11 @@ __device__ __forceinline__ uint2 q_bytes8(const int *a, const float *m, const cu
     return make_uint2(pack4(v[0], v[1], v[2], v[3]), pack4(v[4], v[5], v[6], v[7]));
 }
 
-__device__ __forceinline__ void f_vals8(const int *a, const float *m, const cuk_qepi &e, float *v)
+template <bool GELU> __device__ __forceinline__ void f_vals8(const int *a, const float *m, const cuk_qepi &e, float *v)
 {
 #pragma unroll
     for (int i = 0; i < 8; i++)
-        v[i] = e.act ? act_call(e.act, __fmul_rn((float)a[i], m[i]), e.act_a, e.act_b)
+        v[i] = e.act ? act_of<GELU>(e.act, __fmul_rn((float)a[i], m[i]), e.act_a, e.act_b)
                      : fminf(fmaxf(__fmul_rn((float)a[i], m[i]), e.lo), e.hi);
 }
 
@@ -183,7 +196,7 @@ __device__ __forceinline__ void acc_to_tile(const int *acc, int *tile, const int
 // The epilogue's second part for those rows: 16 neighbouring channels of one pixel a thread, requantized (or float
 // values) from the tile, the multipliers and QLinearConvAdd's residual bytes in shared memory: one 16-byte store
 // (u8 / s8, K a multiple of 16), else 8 bytes or 32 (float32) per 8 channels.
-template <int BN>
+template <int BN, bool GELU>
 __device__ __forceinline__ void store_tile(const int *tile, const float *msm, const uint8_t *rsm, const cuk_qepi e,
                                            void *__restrict__ y, const cuk_conv_desc d, int64_t M, int64_t m0, int n0,
                                            int tid, int half)
@@ -213,19 +226,19 @@ __device__ __forceinline__ void store_tile(const int *tile, const float *msm, co
             for (int g8 = 0; g8 < 2; g8++) {
                 if (g8 && !two)
                     break;
-                f_vals8(a + 8 * g8, m + 8 * g8, e, v);
+                f_vals8<GELU>(a + 8 * g8, m + 8 * g8, e, v);
                 st8_out(e, y, o + 8 * g8, v);
             }
             continue;
         }
         const uint8_t *r = rsm + (half * 64 + lr) * BN + lc;
-        const uint2 q0 = q_bytes8(a, m, e, e.res, e.res ? *(const uint2 *)r : make_uint2(0, 0));
+        const uint2 q0 = q_bytes8<GELU>(a, m, e, e.res, e.res ? *(const uint2 *)r : make_uint2(0, 0));
         uint8_t *yo = (uint8_t *)y + o;
         if (!two) {
             *(uint2 *)yo = q0;
             continue;
         }
-        const uint2 q1 = q_bytes8(a + 8, m + 8, e, e.res, e.res ? *(const uint2 *)(r + 8) : make_uint2(0, 0));
+        const uint2 q1 = q_bytes8<GELU>(a + 8, m + 8, e, e.res, e.res ? *(const uint2 *)(r + 8) : make_uint2(0, 0));
         if (d.k % 16 == 0) {
             *(uint4 *)yo = make_uint4(q0.x, q0.y, q1.x, q1.y);
         } else {
@@ -242,7 +255,7 @@ __device__ __forceinline__ void store_tile(const int *tile, const float *msm, co
 // same q_bytes8 / f_vals8 as store_tile, value for value, with the multipliers, biases and residual bytes from
 // shared memory (load_epilogue's copies); one 8-byte store (u8 / s8) or 8 values (float). tid: the thread's index
 // among the tile's 256 (two warpgroups of 64 rows).
-template <int BN>
+template <int BN, bool GELU>
 __device__ __forceinline__ void store_reg(const int *acc, const float *msm, const int *bsm, const uint8_t *rsm,
                                           const cuk_qepi e, void *__restrict__ y, const cuk_conv_desc d, int64_t M,
                                           int64_t m0, int n0, int tid)
@@ -271,29 +284,29 @@ __device__ __forceinline__ void store_reg(const int *acc, const float *msm, cons
         const int64_t o = row * d.k + col;
         if (e.out >= CUK_QF32) {   // float values, stored as float32, FP16 or BF16
             float v[8];
-            f_vals8(a, m, e, v);
+            f_vals8<GELU>(a, m, e, v);
             st8_out(e, y, o, v);
             continue;
         }
         *(uint2 *)((uint8_t *)y + o) =
-            q_bytes8(a, m, e, e.res, e.res ? *(const uint2 *)(rsm + lr * BN + lc) : make_uint2(0, 0));
+            q_bytes8<GELU>(a, m, e, e.res, e.res ? *(const uint2 *)(rsm + lr * BN + lc) : make_uint2(0, 0));
     }
 }
 #endif
 
-template <int BN, bool WG, bool XS8, int MINB, bool DEEP>
+template <int BN, bool WG, bool XS8, int MINB, bool DEEP, int DIST, bool GELU>
 __global__ void __launch_bounds__(THREADS, MINB)
     k_conv_i8(const uint8_t *__restrict__ x, const int8_t *__restrict__ w, cuk_qepi e, void *__restrict__ y,
               cuk_conv_desc d, int n_tiles)
 {
     constexpr int SA = BM * BK, SB = BN * BK, TS = BN + 4;
-    static_assert(WG || 64 * TS * 4 <= n_stages<WG, DEEP>(1) * (SA + SB), "the epilogue tile over the stages");
+    static_assert(WG || 64 * TS * 4 <= n_stages<WG, DEEP, DIST>(1) * (SA + SB), "the epilogue tile over the stages");
     static_assert(WG || BN == 128, "mma.sync: 8 warps of 64 x 32");
     extern __shared__ __align__(1024) uint8_t smem_raw[];
     uint8_t *sm = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);   // the swizzle repeats every 1024 bytes
     const int red = d.r * d.s * d.c;   // the reduction length (a multiple of 16)
     const int steps = (red + BK - 1) / BK;
-    const int nst = n_stages<WG, DEEP>(steps);
+    const int nst = n_stages<WG, DEEP, DIST>(steps);
     uint8_t *as = sm, *bs = sm + nst * SA;
     // after the stages: the tile's multipliers and biases, then (QLinearConvAdd) its residual [BM][BN]
     float *msm = (float *)(sm + nst * (SA + SB));
@@ -430,7 +443,7 @@ __global__ void __launch_bounds__(THREADS, MINB)
     __syncthreads();   // every thread's epilogue copies landed; every warp is done with the stages the tile overlays
     if constexpr (WG) {
 #if KILN_WGMMA
-        store_reg<BN>(acc, msm, bsm, rsm, e, y, d, M, m0, n0, tid);
+        store_reg<BN, GELU>(acc, msm, bsm, rsm, e, y, d, M, m0, n0, tid);
 #endif
     } else {
         int *tile = (int *)sm;
@@ -438,13 +451,13 @@ __global__ void __launch_bounds__(THREADS, MINB)
         for (int half = 0; half < 2; half++) {
             acc_to_tile(acc, tile, bsm, tid, wm, wn, half);
             __syncthreads();
-            store_tile<BN>(tile, msm, rsm, e, y, d, M, m0, n0, tid, half);
+            store_tile<BN, GELU>(tile, msm, rsm, e, y, d, M, m0, n0, tid, half);
             __syncthreads();   // the tile is rewritten by the other half
         }
     }
 }
 
-template <int BN, bool WG, bool XS8, int MINB, bool DEEP>
+template <int BN, bool WG, bool XS8, int MINB, bool DEEP, int DIST, bool GELU>
 cudaError_t launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
                    cudaStream_t s)
 {
@@ -454,8 +467,10 @@ cudaError_t launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y
     if (tiles >= 0x7fffffff)
         return cudaErrorInvalidValue;
     const int steps = (int)(((int64_t)d->r * d->s * d->c + BK - 1) / BK);
-    const int bytes = 1024 + n_stages<WG, DEEP>(steps) * (BM + BN) * BK + BN * 8 + (e.res ? BM * BN : 0);
-    auto kern = k_conv_i8<BN, WG, XS8, MINB, DEEP>;
+    const int bytes = 1024 + n_stages<WG, DEEP, DIST>(steps) * (BM + BN) * BK + BN * 8 + (e.res ? BM * BN : 0);
+    if (bytes > 227 * 1024)
+        return cudaErrorNotSupported;   // (a deep configuration's stages with a wide residual tile)
+    auto kern = k_conv_i8<BN, WG, XS8, MINB, DEEP, DIST, GELU>;
     // past 48 KB of shared memory: opted in at every launch (not a stream operation: legal in a capture)
     cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (err != cudaSuccess)
@@ -465,23 +480,27 @@ cudaError_t launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y
     return cudaGetLastError();
 }
 
-// u8 or s8 activations
-template <int BN, bool WG, int MINB, bool DEEP = true>
+// u8 or s8 activations; GELU inline where the layer has it and takes s8 activations in a wgmma configuration (BERT's
+// FFN up layers, whose inputs are LayerNorm outputs): elsewhere GELU runs out of line, with the same values
+template <int BN, bool WG, int MINB, bool DEEP = true, int DIST = 2>
 cudaError_t launch_x(bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
                      cudaStream_t s)
 {
-    return x_s8 ? launch<BN, WG, true, MINB, DEEP>(x, w, e, y, d, s) : launch<BN, WG, false, MINB, DEEP>(x, w, e, y, d, s);
+    if (x_s8 && WG && e.act == CUK_GELU)
+        return launch<BN, WG, true, MINB, DEEP, DIST, true>(x, w, e, y, d, s);
+    return x_s8 ? launch<BN, WG, true, MINB, DEEP, DIST, false>(x, w, e, y, d, s)
+                : launch<BN, WG, false, MINB, DEEP, DIST, false>(x, w, e, y, d, s);
 }
 
 } // namespace
 
-extern "C" int cuk_conv_i8_configs(void) { return 6; }
+extern "C" int cuk_conv_i8_configs(void) { return 7; }
 
 extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
                                    const cuk_conv_desc *d, cudaStream_t s)
 {
     const int64_t M = (int64_t)d->n * d->p * d->q;
-    if (cfg < 0 || cfg >= 6 || d->c <= 0 || d->r <= 0 || d->s <= 0 || d->c % 16 || d->k % 8 || !d->y_nhwc ||
+    if (cfg < 0 || cfg >= 7 || d->c <= 0 || d->r <= 0 || d->s <= 0 || d->c % 16 || d->k % 8 || !d->y_nhwc ||
         (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
         (M + BM - 1) / BM >= 0x7fffffff || !e->m || e->out < CUK_QU8 || e->out > CUK_QBF16 ||
         ((uintptr_t)e->m & 15) || ((uintptr_t)y & 15) || (e->res && (e->out >= CUK_QF32 || ((uintptr_t)e->res & 7))) ||
@@ -498,6 +517,10 @@ extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const i
     case 2: return launch_x<128, true, 2>(x_s8, x, w, *e, y, d, s);
     case 3: return launch_x<256, true, 1>(x_s8, x, w, *e, y, d, s);
     case 4: return launch_x<64, true, 4>(x_s8, x, w, *e, y, d, s);   // 64 registers: for memory-bound layers
-    default: return launch_x<128, true, 2, false>(x_s8, x, w, *e, y, d, s);   // session 29's pipeline (3x3 layers)
+    case 5: return launch_x<128, true, 2, false>(x_s8, x, w, *e, y, d, s);   // session 29's pipeline (3x3 layers)
+    // the copies four steps ahead instead of two (session 32: ncu had the 3x3 layers latency-bound, neither L2 nor
+    // the tensor cores past ~50% busy, one warp in four eligible); it wins most of ResNet-50's layers 2-4 by 2-5%
+    // (BN 64 and 256 so deep won none there, and are not built)
+    default: return launch_x<128, true, 2, true, 4>(x_s8, x, w, *e, y, d, s);
     }
 }
