@@ -31,28 +31,6 @@ template <int BN, int BK, int STAGES> struct tma_cfg {   // STAGES reduction ste
 };
 
 #if KILN_WGMMA
-__device__ __forceinline__ void mbar_init(uint32_t a, int count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(a), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t a, uint32_t bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(a), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t a)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(a) : "memory");
-}
-// until the phase of parity `parity` of the barrier at a completed (a fresh barrier: parity 1 passes at once)
-__device__ __forceinline__ void mbar_wait(uint32_t a, uint32_t parity)
-{
-    uint32_t done = 0;
-    while (!done)
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(a), "r"(parity)
-                     : "memory");
-}
 // a box of the tensor map at (c0 innermost, c1) into shared memory at dst, completing bytes on the barrier mbar
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, uint32_t mbar, int c0, int c1)
 {

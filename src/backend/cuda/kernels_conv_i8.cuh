@@ -1,0 +1,182 @@
+// The INT8 convolution's (kernels_conv_i8.cu) tile geometry, wgmma step and requantizing epilogue (the CPU's bytes:
+// cpu/qgemm.h kiln_qepi, backend/qexact.h), apart from its kernels: what another INT8 main loop would share (branch
+// int8-ws, session 32: a producer warpgroup's, slower, docs/CUDA.md).
+#ifndef KILN_BACKEND_CUDA_KERNELS_CONV_I8_CUH
+#define KILN_BACKEND_CUDA_KERNELS_CONV_I8_CUH
+#include "kernels_act.cuh"
+#include "kernels_conv_fp8_wg.cuh"
+#include "kernels_int8.cuh"
+
+namespace {
+
+constexpr int BM = 128, BK = 64;
+
+// byte offset of 16-byte piece ch of row `row` in a [rows][64] tile, swizzled as wgmma's 64-byte mode reads it (and
+// so that ldmatrix's 8 rows of one piece fall in 8 bank groups)
+__device__ __forceinline__ int swz(int row, int ch) { return row * BK + ((ch ^ ((row >> 1) & 3)) << 4); }
+
+// One reduction step's wgmma of a warpgroup: A its 64 rows of the stage, B the stage's BN rows (descriptors of the
+// 64-byte swizzle), two k32 MMAs as one group, left in flight (the caller waits for all but the newest group, so the
+// stage is refilled only after the MMAs that read it are done).
+template <int BN, bool XS8>
+__device__ __forceinline__ void wg_i8_step(int *acc, uint32_t a_s, uint32_t b_s, bool acc_in)
+{
+#if KILN_WGMMA
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 2; kk++) {
+        const uint64_t da = wg_desc(a_s + kk * 32, BK), db = wg_desc(b_s + kk * 32, BK);
+        const int in = acc_in || kk > 0;
+        if constexpr (BN == 64)
+            wgmma_i8_n64<XS8>(acc, da, db, in);
+        else if constexpr (BN == 128)
+            wgmma_i8_n128<XS8>(acc, da, db, in);
+        else
+            wgmma_i8_n256<XS8>(acc, da, db, in);
+    }
+    wg_commit();
+#endif
+}
+
+__device__ __forceinline__ int add_wrap(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
+
+// The non-linear activations out of line: act_apply's switch inlined into every unrolled epilogue element made these
+// kernels 0.4-1.5 MB of code (instruction-cache misses on every tile), the common linear path pays for it
+__device__ __noinline__ float act_call(int act, float x, float a, float b) { return act_apply(act, x, a, b); }
+// GELU inline in the kernels launched for it (BERT's FFN up layers requantize through it: the call, ~60 instructions
+// an element with its spills of the caller's registers, was most of their epilogue), any other non-linear activation
+// out of line; the same function either way, so the same values. Only there: inlined into every kernel's epilogue
+// (untaken) it made ResNet-50 int8 2.5% slower (H100, session 32: code size, as session 29 found)
+template <bool GELU> __device__ __forceinline__ float act_of(int act, float x, float a, float b)
+{
+    if constexpr (GELU)
+        return gelu_erf(x);
+    else
+        return act_call(act, x, a, b);
+}
+
+// Channels col .. col + 7 of one pixel from a[e] = acc + bias and their multipliers m: the requantized bytes, packed
+// (channel col in the lowest; cpu/qgemm.c kiln__qepi_q), with QLinearConvAdd's add of R's 8 bytes rb where res. No
+// conversion instruction but a[e]'s, no branch per element (backend/qexact.h; session 31: these epilogues were bound
+// by their instructions); the add's rare declined elements divide after the eight.
+template <bool GELU>
+__device__ __forceinline__ uint2 q_bytes8(const int *a, const float *m, const cuk_qepi &e, bool res, uint2 rb)
+{
+    float t[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        t[i] = __fmul_rn((float)a[i], m[i]);
+    if (e.act) {   // a non-linear activation in float, then the scale's inverse (cpu/qgemm.c kiln__qepi_q)
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            t[i] = __fmul_rn(act_of<GELU>(e.act, t[i], e.act_a, e.act_b), e.inv_ys);
+    }
+    int v[8];
+    if (!res) {
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            v[i] = kq_clamp_rint(t[i], e.lo, e.hi) + e.zp;   // NaN -> lo, as the CPU
+    } else {
+        // QLinearAdd(A = the requantized byte, R): A - za = rint(t clamped) + zp - za and R - zb as exact floats
+        // straight from the magic additions (no byte of A, no integer round trip); R's bytes read unsigned, s8 ones
+        // with the sign bit flipped (value + 128) and their zero point with them
+        const cuk_qadd_args &p = e.add;
+        const uint32_t flip = e.res_s8 ? 0x80808080u : 0u, w[2] = {rb.x ^ flip, rb.y ^ flip};
+        const int zb = p.zb + (e.res_s8 ? 128 : 0);
+        const float dz = (float)(e.zp - p.za);
+        float sv[8];
+        bool all = true;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const float da = kq_rint_plus(fminf(fmaxf(t[i], e.lo), e.hi), dz);   // NaN -> lo, as the CPU
+            const float db = kq_byte_minus(__int_as_float(__byte_perm(w[i >> 2], KQ_MAGIC_BITS, 0x7650 | (i & 3))), zb);
+            sv[i] = kq_qadd_sum(da, p.sa, db, p.sb, p.act, p.flo, p.fhi);
+            int32_t c;
+            all &= (bool)kq_qadd_round(sv[i], p.isc, p.zc, p.lo, p.hi, &c);
+            v[i] = c;
+        }
+        if (!all) {   // rare: a quotient near a .5 (or isc NaN): those elements divide
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                int32_t c;
+                if (!kq_qadd_round(sv[i], p.isc, p.zc, p.lo, p.hi, &c))
+                    v[i] = qadd_div(p, sv[i]);
+            }
+        }
+    }
+    return make_uint2(pack4(v[0], v[1], v[2], v[3]), pack4(v[4], v[5], v[6], v[7]));
+}
+
+template <bool GELU> __device__ __forceinline__ void f_vals8(const int *a, const float *m, const cuk_qepi &e, float *v)
+{
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        v[i] = e.act ? act_of<GELU>(e.act, __fmul_rn((float)a[i], m[i]), e.act_a, e.act_b)
+                     : fminf(fmaxf(__fmul_rn((float)a[i], m[i]), e.lo), e.hi);
+}
+
+// 8 float values at element o of the output, in its storage (float32, FP16 or BF16: e.out)
+__device__ __forceinline__ void st8_out(const cuk_qepi &e, void *y, int64_t o, const float *v)
+{
+    if (e.out == CUK_QF32)
+        st8((float *)y + o, v);
+    else if (e.out == CUK_QF16)
+        st8((__half *)y + o, v);
+    else
+        st8((__nv_bfloat16 *)y + o, v);
+}
+
+__device__ __forceinline__ void cp_async8(void *smem, const void *gmem, bool valid)
+{
+    const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(s), "l"(gmem), "r"(valid ? 8 : 0));
+}
+
+#if KILN_WGMMA
+// The wgmma configurations' epilogue from the registers: no int32 tile in shared memory (whose 4-byte writes and
+// reads, bank conflicts included, bound the memory-bound layers). A quad's 4 x 4 transposition by shuffles
+// (quad_t4, as the FP8 kernels') gives each lane 8 neighbouring channels of one pixel; then a = acc + bias and the
+// same q_bytes8 / f_vals8 as store_tile, value for value, with the multipliers, biases and residual bytes from
+// shared memory (load_epilogue's copies); one 8-byte store (u8 / s8) or 8 values (float). tid: the thread's index
+// among the tile's 256 (two warpgroups of 64 rows).
+template <int BN, bool GELU>
+__device__ __forceinline__ void store_reg(const int *acc, const float *msm, const int *bsm, const uint8_t *rsm,
+                                          const cuk_qepi e, void *__restrict__ y, const cuk_conv_desc d, int64_t M,
+                                          int64_t m0, int n0, int tid)
+{
+    const int t = tid & 3, lr = quad_row(tid);
+    const int64_t row = m0 + lr;
+#pragma unroll
+    for (int p = 0; p < BN / 16; p++) {
+        int2 u[4];
+        quad_t4(acc, p, t, u);
+        const int lc = (2 * p + (t & 1)) * 8, col = n0 + lc;   // u[s]: channels lc + 2s, lc + 2s + 1
+        if (row >= M || col >= d.k)
+            continue;
+        int a[8];
+        float m[8];
+#pragma unroll
+        for (int v = 0; v < 2; v++) {
+            const int4 b = *(const int4 *)&bsm[lc + 4 * v];
+            const float4 f = *(const float4 *)&msm[lc + 4 * v];
+            a[4 * v] = add_wrap(v ? u[2].x : u[0].x, b.x);
+            a[4 * v + 1] = add_wrap(v ? u[2].y : u[0].y, b.y);
+            a[4 * v + 2] = add_wrap(v ? u[3].x : u[1].x, b.z);
+            a[4 * v + 3] = add_wrap(v ? u[3].y : u[1].y, b.w);
+            m[4 * v] = f.x, m[4 * v + 1] = f.y, m[4 * v + 2] = f.z, m[4 * v + 3] = f.w;
+        }
+        const int64_t o = row * d.k + col;
+        if (e.out >= CUK_QF32) {   // float values, stored as float32, FP16 or BF16
+            float v[8];
+            f_vals8<GELU>(a, m, e, v);
+            st8_out(e, y, o, v);
+            continue;
+        }
+        *(uint2 *)((uint8_t *)y + o) =
+            q_bytes8<GELU>(a, m, e, e.res, e.res ? *(const uint2 *)(rsm + lr * BN + lc) : make_uint2(0, 0));
+    }
+}
+#endif
+
+} // namespace
+#endif
