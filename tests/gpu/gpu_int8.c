@@ -288,7 +288,7 @@ void int8_cases(void)
     qadd_case("INT8 QLinearAdd Clip", "Clip", -0.5f, 3.0f, 0.03f, 0.05f, 0.04f);
     qadd_case("INT8 QLinearAdd ties", "", 0, 0, 0.5f, 0.5f, 1.0f);
     /* every kernel configuration (KILN_CUDA_INT8_CONV, read per run), then the timed choice */
-    static const char *const modes[] = {"mma", "wg1", "wg2", "wg3", "wg4", "wg5", "wg6", "all"};
+    static const char *const modes[] = {"mma", "wg1", "wg2", "wg3", "wg4", "wg5", "wg6", "wg7", "all"};
     const char *keep = getenv("KILN_CUDA_INT8_CONV");
     char *saved = keep ? strdup(keep) : NULL;
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {

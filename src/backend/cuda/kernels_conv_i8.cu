@@ -9,7 +9,8 @@
 // of 64 x 32, BN 128, three stages; any sm_80+ GPU), 1 .. 4 Hopper's wgmma m64nBNk32 (two warpgroups of 64 rows, BN 64
 // / 128 / 256 / 64, four stages with one group of MMAs in flight, or as many stages as the reduction has steps; sm_90
 // only; 4: BN 64 in 64 registers, four blocks an SM, for memory-bound layers; 5: BN 128 with each step's MMAs waited
-// for; 6: BN 128 with the copies four steps ahead, six stages); u8 or s8 activations in each. The
+// for; 6: BN 128 with the copies four steps ahead, six stages; 7: BN 128 with 128-byte steps, three stages); u8 or s8
+// activations in each. The
 // epilogue's operands (per-channel multipliers and biases, the residual tile of QLinearConvAdd) are copied into shared
 // memory by cp.async with the reduction's second step, so no global load waits between the stores. Epilogue: wgmma
 // configurations from the registers (store_reg: a quad's shuffles give each lane 8 channels of a pixel, one 8-byte
@@ -126,18 +127,22 @@ __device__ __forceinline__ void store_tile(const int *tile, const float *msm, co
 }
 
 
-template <int BN, bool WG, bool XS8, int MINB, bool DEEP, int DIST, bool GELU>
+template <int BN, bool WG, bool XS8, int MINB, bool DEEP, int DIST, bool GELU, int SK>
 __global__ void __launch_bounds__(THREADS, MINB)
     k_conv_i8(const uint8_t *__restrict__ x, const int8_t *__restrict__ w, cuk_qepi e, void *__restrict__ y,
               cuk_conv_desc d, int n_tiles)
 {
-    constexpr int SA = BM * BK, SB = BN * BK, TS = BN + 4;
+    constexpr int SA = BM * SK, SB = BN * SK, TS = BN + 4;
+    // SK-byte reduction steps (64, or 128 in wgmma configuration 7): PPR 16-byte pieces a row, each thread
+    // copying piece tid % PPR of rows tid / PPR + RPP i
+    constexpr int PPR = SK / 16, RPP = THREADS / PPR;
+    static_assert(SK == 64 || (WG && SK == 128), "64-byte steps, or 128 for wgmma");
     static_assert(WG || 64 * TS * 4 <= n_stages<WG, DEEP, DIST>(1) * (SA + SB), "the epilogue tile over the stages");
     static_assert(WG || BN == 128, "mma.sync: 8 warps of 64 x 32");
     extern __shared__ __align__(1024) uint8_t smem_raw[];
     uint8_t *sm = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);   // the swizzle repeats every 1024 bytes
     const int red = d.r * d.s * d.c;   // the reduction length (a multiple of 16)
-    const int steps = (red + BK - 1) / BK;
+    const int steps = (red + SK - 1) / SK;
     const int nst = n_stages<WG, DEEP, DIST>(steps);
     uint8_t *as = sm, *bs = sm + nst * SA;
     // after the stages: the tile's multipliers and biases, then (QLinearConvAdd) its residual [BM][BN]
@@ -150,31 +155,33 @@ __global__ void __launch_bounds__(THREADS, MINB)
     // (the 1-D one's tile arithmetic cost it 56 more bytes of spills)
     const int64_t m0 = (int64_t)(WG ? blockIdx.x / n_tiles : blockIdx.x) * BM;
     const int n0 = (int)(WG ? blockIdx.x % n_tiles : blockIdx.y) * BN;
-    const int ch = tid & 3;
+    const int ch = tid % PPR;
     const bool gemm = fp8_is_gemm(d);
     const int64_t pq = (int64_t)d.p * d.q;
     const uint8_t *wb = (const uint8_t *)w;
-    fp8_row ar[2];
+    fp8_row ar[BM / RPP];
 #pragma unroll
-    for (int i = 0; i < 2; i++)
-        ar[i].init(m0 + (tid >> 2) + i * 64, M, gemm, pq, d);
-    fp8_piece pc;   // this thread's piece's position in the reduction, advanced by 64 each load
+    for (int i = 0; i < BM / RPP; i++)
+        ar[i].init(m0 + tid / PPR + i * RPP, M, gemm, pq, d);
+    fp8_piece pc;   // this thread's piece's position in the reduction, advanced by SK each load
     pc.init(ch * 16, d);
+    // the swizzled offset of piece c of row r (wgmma's SK-byte mode; mma.sync reads the 64-byte one by ldmatrix)
+    auto sw = [](int r, int c) { return SK == 128 ? r * 128 + ((c ^ (r & 7)) << 4) : swz(r, c); };
     auto load = [&](int stage) {
         const bool kok = pc.kc < red;
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < BM / RPP; i++) {
             bool ok;
             const uint8_t *src = ar[i].src(x, pc, kok, d, &ok);
-            cp_async16(as + stage * SA + swz((tid >> 2) + i * 64, ch), src, ok);
+            cp_async16(as + stage * SA + sw(tid / PPR + i * RPP, ch), src, ok);
         }
 #pragma unroll
-        for (int i = 0; i < BN / 64; i++) {
-            const int row = (tid >> 2) + i * 64;
+        for (int i = 0; i < BN / RPP; i++) {
+            const int row = tid / PPR + i * RPP;
             const bool nok = kok && n0 + row < d.k;
-            cp_async16(bs + stage * SB + swz(row, ch), nok ? wb + (int64_t)(n0 + row) * red + pc.kc : wb, nok);
+            cp_async16(bs + stage * SB + sw(row, ch), nok ? wb + (int64_t)(n0 + row) * red + pc.kc : wb, nok);
         }
-        pc.advance(BK, d);
+        pc.advance(SK, d);
     };
     constexpr int NACC = WG ? BN / 2 : 64;
     // wgmma: the first step's MMA starts the sums (no zeroing moves: with a group in flight, non-wgmma writes of the
@@ -238,7 +245,7 @@ __global__ void __launch_bounds__(THREADS, MINB)
         cp_commit();
         const uint8_t *a_s = as + (step % nst) * SA, *b_s = bs + (step % nst) * SB;
         if constexpr (WG) {
-            wg_i8_step<BN, XS8>(acc, smem_u32(a_s + (tid >> 7) * 64 * BK), smem_u32(b_s), step > 0);
+            wg_i8_step<BN, XS8, SK>(acc, smem_u32(a_s + (tid >> 7) * 64 * SK), smem_u32(b_s), step > 0);
 #if KILN_WGMMA
             wg_wait<DEEP ? 1 : 0>();
 #endif
@@ -289,7 +296,7 @@ __global__ void __launch_bounds__(THREADS, MINB)
     }
 }
 
-template <int BN, bool WG, bool XS8, int MINB, bool DEEP, int DIST, bool GELU>
+template <int BN, bool WG, bool XS8, int MINB, bool DEEP, int DIST, bool GELU, int SK>
 cudaError_t launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
                    cudaStream_t s)
 {
@@ -298,11 +305,11 @@ cudaError_t launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y
     const int64_t tiles = (M + BM - 1) / BM * n_tiles;
     if (tiles >= 0x7fffffff)
         return cudaErrorInvalidValue;
-    const int steps = (int)(((int64_t)d->r * d->s * d->c + BK - 1) / BK);
-    const int bytes = 1024 + n_stages<WG, DEEP, DIST>(steps) * (BM + BN) * BK + BN * 8 + (e.res ? BM * BN : 0);
+    const int steps = (int)(((int64_t)d->r * d->s * d->c + SK - 1) / SK);
+    const int bytes = 1024 + n_stages<WG, DEEP, DIST>(steps) * (BM + BN) * SK + BN * 8 + (e.res ? BM * BN : 0);
     if (bytes > 227 * 1024)
         return cudaErrorNotSupported;   // (a deep configuration's stages with a wide residual tile)
-    auto kern = k_conv_i8<BN, WG, XS8, MINB, DEEP, DIST, GELU>;
+    auto kern = k_conv_i8<BN, WG, XS8, MINB, DEEP, DIST, GELU, SK>;
     // past 48 KB of shared memory: opted in at every launch (not a stream operation: legal in a capture)
     cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (err != cudaSuccess)
@@ -314,25 +321,25 @@ cudaError_t launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y
 
 // u8 or s8 activations; GELU inline where the layer has it and takes s8 activations in a wgmma configuration (BERT's
 // FFN up layers, whose inputs are LayerNorm outputs): elsewhere GELU runs out of line, with the same values
-template <int BN, bool WG, int MINB, bool DEEP = true, int DIST = 2>
+template <int BN, bool WG, int MINB, bool DEEP = true, int DIST = 2, int SK = BK>
 cudaError_t launch_x(bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
                      cudaStream_t s)
 {
     if (x_s8 && WG && e.act == CUK_GELU)
-        return launch<BN, WG, true, MINB, DEEP, DIST, true>(x, w, e, y, d, s);
-    return x_s8 ? launch<BN, WG, true, MINB, DEEP, DIST, false>(x, w, e, y, d, s)
-                : launch<BN, WG, false, MINB, DEEP, DIST, false>(x, w, e, y, d, s);
+        return launch<BN, WG, true, MINB, DEEP, DIST, true, SK>(x, w, e, y, d, s);
+    return x_s8 ? launch<BN, WG, true, MINB, DEEP, DIST, false, SK>(x, w, e, y, d, s)
+                : launch<BN, WG, false, MINB, DEEP, DIST, false, SK>(x, w, e, y, d, s);
 }
 
 } // namespace
 
-extern "C" int cuk_conv_i8_configs(void) { return 7; }
+extern "C" int cuk_conv_i8_configs(void) { return 8; }
 
 extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
                                    const cuk_conv_desc *d, cudaStream_t s)
 {
     const int64_t M = (int64_t)d->n * d->p * d->q;
-    if (cfg < 0 || cfg >= 7 || d->c <= 0 || d->r <= 0 || d->s <= 0 || d->c % 16 || d->k % 8 || !d->y_nhwc ||
+    if (cfg < 0 || cfg >= 8 || d->c <= 0 || d->r <= 0 || d->s <= 0 || d->c % 16 || d->k % 8 || !d->y_nhwc ||
         (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
         (M + BM - 1) / BM >= 0x7fffffff || !e->m || e->out < CUK_QU8 || e->out > CUK_QBF16 ||
         ((uintptr_t)e->m & 15) || ((uintptr_t)y & 15) || (e->res && (e->out >= CUK_QF32 || ((uintptr_t)e->res & 7))) ||
@@ -353,6 +360,11 @@ extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const i
     // the copies four steps ahead instead of two (session 32: ncu had the 3x3 layers latency-bound, neither L2 nor
     // the tensor cores past ~50% busy, one warp in four eligible); it wins most of ResNet-50's layers 2-4 by 2-5%
     // (BN 64 and 256 so deep won none there, and are not built)
-    default: return launch_x<128, true, 2, true, 4>(x_s8, x, w, *e, y, d, s);
+    case 6: return launch_x<128, true, 2, true, 4>(x_s8, x, w, *e, y, d, s);
+    // 128-byte reduction steps (the 128-byte swizzle, as the FP8 kernels' widest tiles): half the steps, so half the
+    // waits, barriers and fences a tile, copies one step ahead (three stages, two blocks an SM). Session 32, H100: it
+    // wins 14 of ResNet-50's 24 timed INT8 layers (layer3's 3x3 0.105 -> 0.094 ms); BN 128 with four stages at one
+    // block an SM, and BN 256, won none (not built)
+    default: return launch_x<128, true, 2, true, 1, 128>(x_s8, x, w, *e, y, d, s);
     }
 }

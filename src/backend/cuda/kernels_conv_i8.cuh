@@ -16,16 +16,16 @@ constexpr int BM = 128, BK = 64;
 __device__ __forceinline__ int swz(int row, int ch) { return row * BK + ((ch ^ ((row >> 1) & 3)) << 4); }
 
 // One reduction step's wgmma of a warpgroup: A its 64 rows of the stage, B the stage's BN rows (descriptors of the
-// 64-byte swizzle), two k32 MMAs as one group, left in flight (the caller waits for all but the newest group, so the
-// stage is refilled only after the MMAs that read it are done).
-template <int BN, bool XS8>
+// SK-byte swizzle: steps of 64 or 128 bytes), SK / 32 k32 MMAs as one group, left in flight (the caller waits for all
+// but the newest group, so the stage is refilled only after the MMAs that read it are done).
+template <int BN, bool XS8, int SK = BK>
 __device__ __forceinline__ void wg_i8_step(int *acc, uint32_t a_s, uint32_t b_s, bool acc_in)
 {
 #if KILN_WGMMA
     wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < 2; kk++) {
-        const uint64_t da = wg_desc(a_s + kk * 32, BK), db = wg_desc(b_s + kk * 32, BK);
+    for (int kk = 0; kk < SK / 32; kk++) {
+        const uint64_t da = wg_desc(a_s + kk * 32, SK), db = wg_desc(b_s + kk * 32, SK);
         const int in = acc_in || kk > 0;
         if constexpr (BN == 64)
             wgmma_i8_n64<XS8>(acc, da, db, in);
