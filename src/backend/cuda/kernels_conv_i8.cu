@@ -4,14 +4,14 @@
 // both: kernels_conv_fp8.cuh): rows are output pixels (n, p, q), the reduction runs over (r, s, c) in 16-byte pieces,
 // each within one filter tap because C is a multiple of 16, copied by cp.async (zeros outside the image: the input's
 // zero point must be 0 there, cuda_int8.c folds a nonzero one into the bias of unpadded layers).
-// Tile: 128 pixels x BN channels, 64-byte reduction steps copied two steps ahead; in the wgmma configurations blocks of
+// Tile: 128 pixels x BN channels, 64-byte reduction steps (128 in configuration 7) copied DIST steps ahead (2; 4 in
+// configuration 6, 1 in 7); in the wgmma configurations blocks of
 // one row tile run together (its activations are read from memory once). Configurations: 0 mma.sync m16n8k32 (8 warps
 // of 64 x 32, BN 128, three stages; any sm_80+ GPU), 1 .. 4 Hopper's wgmma m64nBNk32 (two warpgroups of 64 rows, BN 64
 // / 128 / 256 / 64, four stages with one group of MMAs in flight, or as many stages as the reduction has steps; sm_90
 // only; 4: BN 64 in 64 registers, four blocks an SM, for memory-bound layers; 5: BN 128 with each step's MMAs waited
 // for; 6: BN 128 with the copies four steps ahead, six stages; 7: BN 128 with 128-byte steps, three stages); u8 or s8
-// activations in each. The
-// epilogue's operands (per-channel multipliers and biases, the residual tile of QLinearConvAdd) are copied into shared
+// activations in each. The epilogue's operands (per-channel multipliers and biases, the residual tile of QLinearConvAdd) are copied into shared
 // memory by cp.async with the reduction's second step, so no global load waits between the stores. Epilogue: wgmma
 // configurations from the registers (store_reg: a quad's shuffles give each lane 8 channels of a pixel, one 8-byte
 // store; session 29), mma.sync through an int32 tile in shared memory (each thread 16 channels of a pixel: one 16-byte
@@ -24,10 +24,10 @@ namespace {
 
 constexpr int THREADS = 256;
 
-// Stages of the operands: mma.sync 3 (its MMAs are synchronous: the stage loaded DIST steps ahead was read a step
-// ago), wgmma 4 (DEEP: one group of MMAs stays in flight, so the stage loaded was read two steps ago) or 3 (each
-// step's MMAs waited for, as mma.sync: session 29's pipeline, configuration 5), or as many as the reduction has
-// steps where fewer (no stage is ever refilled: less shared memory, more blocks an SM)
+// Stages of the operands: mma.sync 3 (its MMAs are synchronous: the stage loaded DIST = 2 steps ahead was read a step
+// ago), wgmma DIST + 2 (DEEP: one group of MMAs stays in flight, so the stage loaded was read two steps ago) or
+// DIST + 1 (each step's MMAs waited for, as mma.sync: session 29's pipeline, configuration 5), or as many as the
+// reduction has steps where fewer (no stage is ever refilled: less shared memory, more blocks an SM)
 template <bool WG, bool DEEP, int DIST> __host__ __device__ constexpr int n_stages(int steps)
 {
     return WG && DEEP ? (steps < DIST + 2 ? steps : DIST + 2) : WG ? (steps < DIST + 1 ? steps : DIST + 1) : 3;
