@@ -18,15 +18,15 @@
 #              QLinearMatMul in each kernel configuration, against the CPU) and the ResNet-50 and BERT-base INT8 model
 #              cases (batch 2)
 #   bert-int8  BERT-base seq 128 batch 128 FP16 against INT8 (kiln bench compute_ms, alternated twice; with MODULE_B
-#              the INT8 engine with that module too, bi8-b), then
+#              an INT8 engine built and run with that module too, bi8-b), then
 #              KILN_CUDA_PROFILE=layers of INT8 into $OUT/prof_bert_int8.txt; then the engine built with
 #              --float-activations fp16 (bench with its half_storage_layers, profile, test_gpu's int8+fp16 model case)
 #   r50-int8   ResNet-50 batch 256 FP16 against INT8 and INT8 with --float-activations fp16 (ri8m; kiln bench
 #              compute_ms, alternated twice; the INT8 convolutions'
 #              timed configurations into $OUT/int8_choices.txt), then KILN_CUDA_PROFILE=layers of INT8 into
 #              $OUT/prof_r50_int8.txt and its `kiln inspect --device cuda` into $OUT/inspect_r50_int8.txt; with
-#              MODULE_B=PATH (another build's libkiln_cuda.so) the INT8 engine is benched
-#              with that module too in each round (ri8-b) and profiled into $OUT/prof_r50_int8_b.txt; the FP16
+#              MODULE_B=PATH (another build's libkiln_cuda.so) an INT8 engine built with that module (its own kernel
+#              choices) is benched with it in each round (ri8-b) and profiled into $OUT/prof_r50_int8_b.txt; the FP16
 #              engine's layers into $OUT/prof_r50_fp16.txt; NCU=N: ncu's sections of the INT8 engine's first N integer
 #              convolutions into $OUT/ncu_r50_int8.txt
 #   tcache     KILN_CUDA_TIMING_CACHE: PP-OCRv4 det FP16 and ResNet-50 FP8 `kiln bench` processes timed without the
@@ -110,11 +110,16 @@ for s in "${steps[@]}"; do
             --no-tactics --shapes $S
         run bert-buildi8 300 6 "$K" build models/bert_base.onnx -o "$TMP/bi8.kiln" --precision int8 --calib "$TMP/bcal" \
             --device cuda --no-tactics --shapes $S
+        # MODULE_B's engine built with MODULE_B (its own timed kernel choices: the two modules may offer different
+        # configurations, so neither runs the other's engine)
+        [ -n "${MODULE_B:-}" ] && run bert-buildi8-b 300 3 env KILN_CUDA_MODULE="$MODULE_B" "$K" build \
+            models/bert_base.onnx -o "$TMP/bi8-b.kiln" --precision int8 --calib "$TMP/bcal" --device cuda --no-tactics \
+            --shapes $S
         for round in 1 2; do
             for e in b16 bi8 ${MODULE_B:+bi8-b}; do
                 mod=""
                 [ "$e" = bi8-b ] && mod=$MODULE_B
-                env ${mod:+KILN_CUDA_MODULE=$mod} timeout 120 "$K" bench "$TMP/${e%-b}.kiln" --device cuda --batch 128 \
+                env ${mod:+KILN_CUDA_MODULE=$mod} timeout 120 "$K" bench "$TMP/$e.kiln" --device cuda --batch 128 \
                     --iterations 20 --json > "$TMP/b.json" 2>&1
                 log "bench $e round $round rc=$? $(grep -o '"compute_ms"[^,]*' "$TMP/b.json" | head -1) $(grep -o '"fallback[^,]*' "$TMP/b.json" | head -2 | tr '\n' ' ')"
             done
@@ -153,11 +158,15 @@ for s in "${steps[@]}"; do
         # kept out of INT8, are FP16 in --device cuda builds already)
         run r50-buildi8m 240 6 "$K" build models/resnet50.onnx -o "$TMP/ri8m.kiln" --precision int8 --calib "$TMP/cal" \
             --device cuda --no-tactics --shapes $S --float-activations fp16
+        # MODULE_B's engine built with MODULE_B (its own timed kernel choices, as for BERT above)
+        [ -n "${MODULE_B:-}" ] && run r50-buildi8-b 240 3 env KILN_CUDA_MODULE="$MODULE_B" "$K" build \
+            models/resnet50.onnx -o "$TMP/ri8-b.kiln" --precision int8 --calib "$TMP/cal" --device cuda --no-tactics \
+            --shapes $S
         for round in 1 2; do
             for e in r16 ri8 ri8m ${MODULE_B:+ri8-b}; do
                 mod=""
                 [ "$e" = ri8-b ] && mod=$MODULE_B
-                env ${mod:+KILN_CUDA_MODULE=$mod} timeout 120 "$K" bench "$TMP/${e%-b}.kiln" --device cuda --batch 256 \
+                env ${mod:+KILN_CUDA_MODULE=$mod} timeout 120 "$K" bench "$TMP/$e.kiln" --device cuda --batch 256 \
                     --iterations 20 --json > "$TMP/b.json" 2>&1
                 log "bench $e round $round rc=$? $(grep -o '"compute_ms"[^,]*' "$TMP/b.json" | head -1)"
             done
@@ -183,7 +192,7 @@ for s in "${steps[@]}"; do
             log "ncu int8 rc=$?"
         fi
         if [ -n "${MODULE_B:-}" ]; then
-            KILN_CUDA_MODULE=$MODULE_B KILN_CUDA_PROFILE=layers timeout 150 "$K" bench "$TMP/ri8.kiln" --device cuda \
+            KILN_CUDA_MODULE=$MODULE_B KILN_CUDA_PROFILE=layers timeout 150 "$K" bench "$TMP/ri8-b.kiln" --device cuda \
                 --batch 256 --iterations 3 > "${OUT:-.}/prof_r50_int8_b.txt" 2>&1
             log "profile int8 (MODULE_B) rc=$?"
         fi
