@@ -127,6 +127,67 @@ __device__ __forceinline__ void store_tile(const int *tile, const float *msm, co
 }
 
 
+// One 64-byte step of the mma.sync configuration: warp (wm, wn) multiplies its 64 x 32 block, operands by ldmatrix
+template <bool XS8>
+__device__ __forceinline__ void mma_sync_step(int *acc, const uint8_t *a_s, const uint8_t *b_s, int lane, int wm, int wn)
+{
+#pragma unroll
+    for (int ks = 0; ks < 2; ks++) {
+        uint32_t a[4][4], b[4][2];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            ldsm_x4(a[i], &a_s[swz(wm * 64 + i * 16 + (lane & 15), ks * 2 + (lane >> 4))]);
+#pragma unroll
+        for (int jj = 0; jj < 2; jj++) {
+            const int mi = lane >> 3;
+            uint32_t r[4];
+            ldsm_x4(r, &b_s[swz(wn * 32 + jj * 16 + (lane & 7) + ((mi >> 1) << 3), ks * 2 + (mi & 1))]);
+            b[2 * jj][0] = r[0];
+            b[2 * jj][1] = r[1];
+            b[2 * jj + 1][0] = r[2];
+            b[2 * jj + 1][1] = r[3];
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                mma_i8<XS8>(&acc[(i * 4 + j) * 4], a[i], b[j][0], b[j][1]);
+    }
+}
+
+// The epilogue's operands of tile (m0, n0), copied with the last stage loaded ahead (landed by the last step's wait at
+// the latest): multipliers and biases 4 channels a piece (K is a multiple of 8: whole pieces; no bias: zeros), the
+// residual tile in 16-byte pieces where K is a multiple of 16 (else 8-byte ones; zeros past M or K)
+template <int BN>
+__device__ __forceinline__ void load_epilogue(const cuk_qepi &e, const cuk_conv_desc &d, float *msm, int *bsm,
+                                              uint8_t *rsm, int64_t M, int64_t m0, int n0, int tid)
+{
+    if (tid < BN / 4) {
+        const int c = n0 + tid * 4;
+        cp_async16(msm + tid * 4, c < d.k ? e.m + c : e.m, c < d.k);
+    } else if (tid < BN / 2) {
+        const int c = n0 + (tid - BN / 4) * 4;
+        cp_async16(bsm + (tid - BN / 4) * 4, e.bias && c < d.k ? e.bias + c : (const int *)e.m, e.bias && c < d.k);
+    }
+    if (!e.res)
+        return;
+    if (d.k % 16 == 0 && ((uintptr_t)e.res & 15) == 0) {
+#pragma unroll
+        for (int it = 0; it < BM * BN / 16 / THREADS; it++) {
+            const int i = tid + it * THREADS, r = i / (BN / 16), c = (i % (BN / 16)) * 16;
+            const bool ok = m0 + r < M && n0 + c < d.k;
+            cp_async16(rsm + r * BN + c, ok ? e.res + (m0 + r) * d.k + n0 + c : e.res, ok);
+        }
+    } else {
+#pragma unroll
+        for (int it = 0; it < BM * BN / 8 / THREADS; it++) {
+            const int i = tid + it * THREADS, r = i / (BN / 8), c = (i % (BN / 8)) * 8;
+            const bool ok = m0 + r < M && n0 + c < d.k;
+            cp_async8(rsm + r * BN + c, ok ? e.res + (m0 + r) * d.k + n0 + c : e.res, ok);
+        }
+    }
+}
+
 template <int BN, bool WG, bool XS8, int MINB, bool DEEP, int DIST, bool GELU, int SK>
 __global__ void __launch_bounds__(THREADS, MINB)
     k_conv_i8(const uint8_t *__restrict__ x, const int8_t *__restrict__ w, cuk_qepi e, void *__restrict__ y,
@@ -192,42 +253,12 @@ __global__ void __launch_bounds__(THREADS, MINB)
         for (int i = 0; i < NACC; i++)
             acc[i] = 0;
     }
-    // the epilogue's operands, copied with the last stage loaded ahead (landed by the last step's wait at the latest):
-    // multipliers and biases 4 channels a piece (K is a multiple of 8: whole pieces; no bias: zeros), the residual
-    // tile in 16-byte pieces where K is a multiple of 16 (else 8-byte ones; zeros past M or K)
-    auto load_epilogue = [&]() {
-        if (tid < BN / 4) {
-            const int c = n0 + tid * 4;
-            cp_async16(msm + tid * 4, c < d.k ? e.m + c : e.m, c < d.k);
-        } else if (tid < BN / 2) {
-            const int c = n0 + (tid - BN / 4) * 4;
-            cp_async16(bsm + (tid - BN / 4) * 4, e.bias && c < d.k ? e.bias + c : (const int *)e.m,
-                       e.bias && c < d.k);
-        }
-        if (!e.res)
-            return;
-        if (d.k % 16 == 0 && ((uintptr_t)e.res & 15) == 0) {
-#pragma unroll
-            for (int it = 0; it < BM * BN / 16 / THREADS; it++) {
-                const int i = tid + it * THREADS, r = i / (BN / 16), c = (i % (BN / 16)) * 16;
-                const bool ok = m0 + r < M && n0 + c < d.k;
-                cp_async16(rsm + r * BN + c, ok ? e.res + (m0 + r) * d.k + n0 + c : e.res, ok);
-            }
-        } else {
-#pragma unroll
-            for (int it = 0; it < BM * BN / 8 / THREADS; it++) {
-                const int i = tid + it * THREADS, r = i / (BN / 8), c = (i % (BN / 8)) * 8;
-                const bool ok = m0 + r < M && n0 + c < d.k;
-                cp_async8(rsm + r * BN + c, ok ? e.res + (m0 + r) * d.k + n0 + c : e.res, ok);
-            }
-        }
-    };
 #pragma unroll
     for (int st = 0; st < DIST; st++) {
         if (st < steps)
             load(st);
         if (st == DIST - 1)
-            load_epilogue();
+            load_epilogue<BN>(e, d, msm, bsm, rsm, M, m0, n0, tid);
         cp_commit();
     }
     const int wm = warp & 1, wn = warp >> 1;   // mma.sync: 2 x 4 warps, rows wm * 64, columns wn * 32
@@ -250,28 +281,7 @@ __global__ void __launch_bounds__(THREADS, MINB)
             wg_wait<DEEP ? 1 : 0>();
 #endif
         } else {
-#pragma unroll
-            for (int ks = 0; ks < 2; ks++) {
-                uint32_t a[4][4], b[4][2];
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    ldsm_x4(a[i], &a_s[swz(wm * 64 + i * 16 + (lane & 15), ks * 2 + (lane >> 4))]);
-#pragma unroll
-                for (int jj = 0; jj < 2; jj++) {
-                    const int mi = lane >> 3;
-                    uint32_t r[4];
-                    ldsm_x4(r, &b_s[swz(wn * 32 + jj * 16 + (lane & 7) + ((mi >> 1) << 3), ks * 2 + (mi & 1))]);
-                    b[2 * jj][0] = r[0];
-                    b[2 * jj][1] = r[1];
-                    b[2 * jj + 1][0] = r[2];
-                    b[2 * jj + 1][1] = r[3];
-                }
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-#pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        mma_i8<XS8>(&acc[(i * 4 + j) * 4], a[i], b[j][0], b[j][1]);
-            }
+            mma_sync_step<XS8>(acc, a_s, b_s, lane, wm, wn);
         }
     }
 #if KILN_WGMMA
