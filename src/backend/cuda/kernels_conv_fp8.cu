@@ -25,10 +25,6 @@ __device__ __forceinline__ void mma_e4m3(float *c, const uint32_t *a, uint32_t b
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Byte offset of 16-byte piece ch (0..3) of row `row` in a [rows][64] byte tile, XOR-swizzled with row / 2 so that
-// ldmatrix's 8 rows of one piece fall in 8 different bank groups.
-__device__ __forceinline__ int swz(int row, int ch) { return row * BK + ((ch ^ ((row >> 1) & 3)) << 4); }
-
 // PRE (a reduction of at most (STAGES - 1) steps with a residual: ResNet's memory-bound 1x1 layers, K = 64 or 128):
 // the tile's residual is copied by cp.async into dynamic shared memory right after the reduction's stages, so its
 // bytes are in flight with the operands' instead of loaded by the epilogue after the MMAs (where each thread's
@@ -69,9 +65,9 @@ __global__ void __launch_bounds__(THREADS, 2)
             const int row = (tid >> 2) + i * 64;
             bool ok;
             const uint8_t *src = ar[i].src(x, pc, kok, d, &ok);
-            cp_async16(&as[stage][swz(row, ch)], src, ok);
+            cp_async16(&as[stage][wg_swz(row, ch, BK)], src, ok);
             const bool nok = kok && n0 + row < d.k;
-            cp_async16(&bs[stage][swz(row, ch)], nok ? w + (int64_t)(n0 + row) * red + pc.kc : w, nok);
+            cp_async16(&bs[stage][wg_swz(row, ch, BK)], nok ? w + (int64_t)(n0 + row) * red + pc.kc : w, nok);
         }
         pc.advance(BK, d);
     };
@@ -103,19 +99,7 @@ __global__ void __launch_bounds__(THREADS, 2)
 #pragma unroll
         for (int ks = 0; ks < 2; ks++) {
             uint32_t a[4][4], b[4][2];
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                ldsm_x4(a[i], &a_s[swz(wm * 64 + i * 16 + (lane & 15), ks * 2 + (lane >> 4))]);
-#pragma unroll
-            for (int jj = 0; jj < 2; jj++) {
-                const int mi = lane >> 3;
-                uint32_t r[4];
-                ldsm_x4(r, &b_s[swz(wn * 32 + jj * 16 + (lane & 7) + ((mi >> 1) << 3), ks * 2 + (mi & 1))]);
-                b[2 * jj][0] = r[0];
-                b[2 * jj][1] = r[1];
-                b[2 * jj + 1][0] = r[2];
-                b[2 * jj + 1][1] = r[3];
-            }
+            ldsm_k32(a, b, a_s, b_s, lane, wm, wn, ks);
 #pragma unroll
             for (int i = 0; i < 4; i++)
 #pragma unroll

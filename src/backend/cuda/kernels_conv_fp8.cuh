@@ -144,4 +144,32 @@ __device__ __forceinline__ void fp8_out8(float *v, const uint8_t *r, bool rq, fl
     }
 }
 
+// The byte offset of 16-byte piece ch of row `row` in a tile of bk-byte rows (64 or 128), XOR-swizzled as wgmma's
+// descriptors (wg_desc) read it; in the 64-byte mode ldmatrix's 8 rows of one piece also fall in 8 bank groups
+__device__ __forceinline__ int wg_swz(int row, int ch, int bk)
+{
+    return bk == 128 ? row * 128 + ((ch ^ (row & 7)) << 4) : row * 64 + ((ch ^ ((row >> 1) & 3)) << 4);
+}
+
+// The A and B fragments of half-step ks (32 of a 64-byte step's bytes) of an mma.sync m16n8k32 warp tile of 64 x 32
+// (rows wm * 64, columns wn * 32), by ldmatrix from the stage's [rows][64] byte tiles in the 64-byte swizzle: the FP8
+// (kernels_conv_fp8.cu) and INT8 (kernels_conv_i8.cu) mma.sync kernels
+__device__ __forceinline__ void ldsm_k32(uint32_t a[4][4], uint32_t b[4][2], const uint8_t *a_s, const uint8_t *b_s,
+                                         int lane, int wm, int wn, int ks)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        ldsm_x4(a[i], &a_s[wg_swz(wm * 64 + i * 16 + (lane & 15), ks * 2 + (lane >> 4), 64)]);
+#pragma unroll
+    for (int jj = 0; jj < 2; jj++) {
+        const int mi = lane >> 3;
+        uint32_t r[4];
+        ldsm_x4(r, &b_s[wg_swz(wn * 32 + jj * 16 + (lane & 7) + ((mi >> 1) << 3), ks * 2 + (mi & 1), 64)]);
+        b[2 * jj][0] = r[0];
+        b[2 * jj][1] = r[1];
+        b[2 * jj + 1][0] = r[2];
+        b[2 * jj + 1][1] = r[3];
+    }
+}
+
 #endif

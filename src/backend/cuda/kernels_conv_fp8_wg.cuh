@@ -49,11 +49,6 @@ cudaError_t wg_by_storage(int fdt_y, const float *scale, const float *bias, cons
 }
 
 #if KILN_WGMMA
-// the byte offset of 16-byte piece ch of row `row` in a tile of bk-byte rows, swizzled as wg_desc describes
-__device__ __forceinline__ int wg_swz(int row, int ch, int bk)
-{
-    return bk == 128 ? row * 128 + ((ch ^ (row & 7)) << 4) : row * 64 + ((ch ^ ((row >> 1) & 3)) << 4);
-}
 
 template <int BN> __device__ __forceinline__ void wg_mma(float *acc, uint64_t da, uint64_t db, int accum)
 {

@@ -134,19 +134,7 @@ __device__ __forceinline__ void mma_sync_step(int *acc, const uint8_t *a_s, cons
 #pragma unroll
     for (int ks = 0; ks < 2; ks++) {
         uint32_t a[4][4], b[4][2];
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-            ldsm_x4(a[i], &a_s[swz(wm * 64 + i * 16 + (lane & 15), ks * 2 + (lane >> 4))]);
-#pragma unroll
-        for (int jj = 0; jj < 2; jj++) {
-            const int mi = lane >> 3;
-            uint32_t r[4];
-            ldsm_x4(r, &b_s[swz(wn * 32 + jj * 16 + (lane & 7) + ((mi >> 1) << 3), ks * 2 + (mi & 1))]);
-            b[2 * jj][0] = r[0];
-            b[2 * jj][1] = r[1];
-            b[2 * jj + 1][0] = r[2];
-            b[2 * jj + 1][1] = r[3];
-        }
+        ldsm_k32(a, b, a_s, b_s, lane, wm, wn, ks);
 #pragma unroll
         for (int i = 0; i < 4; i++)
 #pragma unroll
@@ -226,21 +214,19 @@ __global__ void __launch_bounds__(THREADS, MINB)
         ar[i].init(m0 + tid / PPR + i * RPP, M, gemm, pq, d);
     fp8_piece pc;   // this thread's piece's position in the reduction, advanced by SK each load
     pc.init(ch * 16, d);
-    // the swizzled offset of piece c of row r (wgmma's SK-byte mode; mma.sync reads the 64-byte one by ldmatrix)
-    auto sw = [](int r, int c) { return SK == 128 ? r * 128 + ((c ^ (r & 7)) << 4) : swz(r, c); };
     auto load = [&](int stage) {
         const bool kok = pc.kc < red;
 #pragma unroll
         for (int i = 0; i < BM / RPP; i++) {
             bool ok;
             const uint8_t *src = ar[i].src(x, pc, kok, d, &ok);
-            cp_async16(as + stage * SA + sw(tid / PPR + i * RPP, ch), src, ok);
+            cp_async16(as + stage * SA + wg_swz(tid / PPR + i * RPP, ch, SK), src, ok);
         }
 #pragma unroll
         for (int i = 0; i < BN / RPP; i++) {
             const int row = tid / PPR + i * RPP;
             const bool nok = kok && n0 + row < d.k;
-            cp_async16(bs + stage * SB + sw(row, ch), nok ? wb + (int64_t)(n0 + row) * red + pc.kc : wb, nok);
+            cp_async16(bs + stage * SB + wg_swz(row, ch, SK), nok ? wb + (int64_t)(n0 + row) * red + pc.kc : wb, nok);
         }
         pc.advance(SK, d);
     };

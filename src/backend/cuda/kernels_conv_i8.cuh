@@ -11,10 +11,6 @@ namespace {
 
 constexpr int BM = 128, BK = 64;
 
-// byte offset of 16-byte piece ch of row `row` in a [rows][64] tile, swizzled as wgmma's 64-byte mode reads it (and
-// so that ldmatrix's 8 rows of one piece fall in 8 bank groups)
-__device__ __forceinline__ int swz(int row, int ch) { return row * BK + ((ch ^ ((row >> 1) & 3)) << 4); }
-
 // One reduction step's wgmma of a warpgroup: A its 64 rows of the stage, B the stage's BN rows (descriptors of the
 // SK-byte swizzle: steps of 64 or 128 bytes), SK / 32 k32 MMAs as one group, left in flight (the caller waits for all
 // but the newest group, so the stage is refilled only after the MMAs that read it are done).
