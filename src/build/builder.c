@@ -257,6 +257,9 @@ static const kiln_pass_info fuse_shortcut = {"fuse-shortcut", kiln__pass_fuse_sh
 /* Device engines: an INT8 block's last convolution and its residual QLinearAdd as one QLinearConvAdd
  * (passes/p_qres.c), whose GPU epilogue adds the residual while the convolution's output is in registers. */
 static const kiln_pass_info fuse_qconv_add = {"fuse-qconv-add", kiln__pass_fuse_qconv_add};
+/* CPU engines: an INT8 value's DequantizeLinear -> elementwise float ops -> QuantizeLinear as one 256-byte table
+ * (QLookup, passes/p_qlookup.c), after the precision decisions; the CUDA module has no QLookup kernel. */
+static const kiln_pass_info fold_qdq_lookup = {"fold-qdq-lookup", kiln__pass_fold_qdq_lookup};
 
 /* Moves the calibration plan (and the shapes it is valid for) into the engine. */
 static kiln_status adopt_plan(struct kiln_engine *e, kiln_calib_result *cr)
@@ -344,6 +347,8 @@ kiln_status kiln__build_planned(kiln_model_t m, kiln_build_options *o, const kil
     bool device = o && o->device != KILN_DEVICE_CPU;
     if (st == KILN_OK && optimize && !device)
         st = build_pass(e->g, &fuse_shortcut, true, &rep);
+    if (st == KILN_OK && optimize && !device)
+        st = build_pass(e->g, &fold_qdq_lookup, true, &rep);
     if (st == KILN_OK && optimize && device)
         st = build_pass(e->g, &fuse_qconv_add, false, &rep);
     ctl = kiln__run_ctl(NULL, budget);

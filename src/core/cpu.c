@@ -34,11 +34,13 @@ static void detect(void)
     unsigned a, b, c, d;
     if (__builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C))
         f |= KILN_CPU_F16C;
-    /* AVX512_VNNI / AVX512_BF16 from CPUID leaf 7 (subleaf 0: ECX bit 11; subleaf 1: EAX bit 5);
+    /* AVX512_VNNI / AVX512_VBMI / AVX512_BF16 from CPUID leaf 7 (subleaf 0: ECX bits 11, 1; subleaf 1: EAX bit 5);
      * only with AVX-512F, whose check includes the OS saving the ZMM state */
     if ((f & KILN_CPU_AVX512F) && __get_cpuid_count(7, 0, &a, &b, &c, &d)) {
         if (c & (1u << 11))
             f |= KILN_CPU_AVX512VNNI;
+        if ((c & (1u << 1)) && (b & (1u << 30)))   /* AVX512_VBMI (ECX bit 1) with AVX512BW (EBX bit 30) */
+            f |= KILN_CPU_AVX512VBMI;
         if (__get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)))
             f |= KILN_CPU_AVX512BF16;
     }

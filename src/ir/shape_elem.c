@@ -340,6 +340,16 @@ kiln_status kiln__si_dequantize(kiln_ictx *c)
     return KILN_OK;
 }
 
+/* QLookup: X's shape, the table's element type */
+kiln_status kiln__si_qlookup(kiln_ictx *c)
+{
+    const kiln_vshape *x, *t;
+    KILN_TRY(kiln__need(c, 0, &x));
+    KILN_TRY(kiln__need(c, 1, &t));
+    kiln__vs_set(c->out[0], t->dtype, x->rank, x->dims);
+    return KILN_OK;
+}
+
 kiln_status kiln__si_dynquant(kiln_ictx *c)
 {
     const kiln_vshape *x;

@@ -94,8 +94,9 @@ bool kiln__vshape_same(const kiln_vshape *a, const kiln_vshape *b)
     return true;
 }
 
-kiln_status kiln__pass_with_shapes(kiln_graph *g, kiln_status (*fuse)(kiln_graph *g, const kiln_vshape *vs, int *changed),
-                                   int *changed)
+kiln_status kiln__pass_with_shapes_u(kiln_graph *g,
+                                     kiln_status (*fuse)(kiln_graph *g, const kiln_vshape *vs, void *user, int *changed),
+                                     void *user, int *changed)
 {
     *changed = 0;
     if (kiln__graph_has_subgraphs(g))
@@ -106,10 +107,26 @@ kiln_status kiln__pass_with_shapes(kiln_graph *g, kiln_status (*fuse)(kiln_graph
         return kiln__err(KILN_ERR_NOMEM, "out of memory");
     kiln_status s = kiln__infer_shapes(g, st, NULL, &vs);
     if (s == KILN_OK)
-        s = fuse(g, vs, changed);
+        s = fuse(g, vs, user, changed);
     else
         s = KILN_OK;   /* shapes not inferred: nothing fused */
     kiln__free(vs);
     kiln__symtab_free(st);
     return s == KILN_OK && *changed ? kiln__graph_remove_dead(g) : s;
+}
+
+typedef struct plain_fuse {
+    kiln_status (*fuse)(kiln_graph *g, const kiln_vshape *vs, int *changed);
+} plain_fuse;
+
+static kiln_status call_plain(kiln_graph *g, const kiln_vshape *vs, void *user, int *changed)
+{
+    return ((const plain_fuse *)user)->fuse(g, vs, changed);
+}
+
+kiln_status kiln__pass_with_shapes(kiln_graph *g, kiln_status (*fuse)(kiln_graph *g, const kiln_vshape *vs, int *changed),
+                                   int *changed)
+{
+    plain_fuse f = {fuse};
+    return kiln__pass_with_shapes_u(g, call_plain, &f, changed);
 }

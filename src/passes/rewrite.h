@@ -28,4 +28,8 @@ bool kiln__vshape_same(const kiln_vshape *a, const kiln_vshape *b);
  * build's), then removes the nodes it killed. */
 kiln_status kiln__pass_with_shapes(kiln_graph *g, kiln_status (*fuse)(kiln_graph *g, const kiln_vshape *vs, int *changed),
                                    int *changed);
+/* The same with a pointer passed through to fuse (e.g. the pass context) */
+kiln_status kiln__pass_with_shapes_u(kiln_graph *g,
+                                     kiln_status (*fuse)(kiln_graph *g, const kiln_vshape *vs, void *user, int *changed),
+                                     void *user, int *changed);
 #endif

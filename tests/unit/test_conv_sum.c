@@ -14,6 +14,7 @@
 #include "kiln/kiln.h"
 #include "runtime/model.h"
 #include "test.h"
+#include "test_engines.h"
 #include "test_graph.h"
 #include "test_pool.h"
 #include <math.h>
@@ -112,14 +113,6 @@ static kiln_model_t sum_model(const sum_case *c, unsigned long long *seed)
     return m;
 }
 
-static int count_op(kiln_engine_t e, kiln_op op)
-{
-    int n = 0;
-    for (int i = 0; e && i < e->g->n_nodes; i++)
-        n += e->g->nodes[i].op == op;
-    return n;
-}
-
 static void sum_run(const sum_case *c, bool want_fused, unsigned long long *seed)
 {
     kiln_model_t m = sum_model(c, seed);
@@ -133,14 +126,14 @@ static void sum_run(const sum_case *c, bool want_fused, unsigned long long *seed
     kiln_engine_t e = NULL;
     kiln_build_options o = {.no_tactics = true};
     CHECK_MSG(kiln_build(m, &o, &e) == KILN_OK, "build: %s", kiln_last_error());
-    CHECK_MSG(count_op(e, KILN_OP_FusedConvSum) == want_fused, "C1=%lld C2=%lld M=%lld s=%lldx%lld k=%lld p=%lld "
+    CHECK_MSG(test_engine_count_op(e, KILN_OP_FusedConvSum) == want_fused, "C1=%lld C2=%lld M=%lld s=%lldx%lld k=%lld p=%lld "
               "s3=%lld: %d FusedConvSum", (long long)c->C1, (long long)c->C2, (long long)c->M, (long long)c->sh,
-              (long long)c->sw, (long long)c->k, (long long)c->p, (long long)c->s3, count_op(e, KILN_OP_FusedConvSum));
+              (long long)c->sw, (long long)c->k, (long long)c->p, (long long)c->s3, test_engine_count_op(e, KILN_OP_FusedConvSum));
     /* a --device cuda engine keeps both convs (FusedConvSum is a CPU kernel) */
     kiln_build_options od = {.no_tactics = true, .device = KILN_DEVICE_CUDA};
     kiln_engine_t ed = NULL;
     CHECK_MSG(kiln_build(m, &od, &ed) == KILN_OK, "device build: %s", kiln_last_error());
-    CHECK(!ed || count_op(ed, KILN_OP_FusedConvSum) == 0);
+    CHECK(!ed || test_engine_count_op(ed, KILN_OP_FusedConvSum) == 0);
     kiln_engine_free(ed);
     for (int nt = 1; e && nt <= 2; nt++) {
         kiln_context_t cx = NULL;

@@ -7,6 +7,7 @@
 #include "kiln/kiln.h"
 #include "runtime/model.h"
 #include "test.h"
+#include "test_engines.h"
 #include "test_graph.h"
 #include <string.h>
 
@@ -14,14 +15,6 @@ typedef struct convt_case {
     int64_t cin, cout, group, k, stride;
     bool bias, scalar_mul;
 } convt_case;
-
-static int count_op(kiln_engine_t e, kiln_op op)
-{
-    int n = 0;
-    for (int i = 0; e && i < e->g->n_nodes; i++)
-        n += !e->g->nodes[i].dead && e->g->nodes[i].op == op;
-    return n;
-}
 
 /* positive random values (BatchNormalization's variance) */
 static kiln_tensor positive(int64_t n, unsigned long long *seed)
@@ -75,8 +68,8 @@ static void convt_run(const convt_case *c, unsigned long long *seed)
     kiln_engine_t e = NULL;
     kiln_build_options o = {.no_tactics = true};
     CHECK_MSG(kiln_build(m, &o, &e) == KILN_OK, "build: %s", kiln_last_error());
-    CHECK_MSG(e && count_op(e, KILN_OP_ConvTranspose) == 1 && count_op(e, KILN_OP_Mul) == 0 &&
-                  count_op(e, KILN_OP_Add) == 0 && count_op(e, KILN_OP_BatchNormalization) == 0,
+    CHECK_MSG(e && test_engine_count_op(e, KILN_OP_ConvTranspose) == 1 && test_engine_count_op(e, KILN_OP_Mul) == 0 &&
+                  test_engine_count_op(e, KILN_OP_Add) == 0 && test_engine_count_op(e, KILN_OP_BatchNormalization) == 0,
               "cin %lld cout %lld group %lld: %d nodes left (want one ConvTranspose)", (long long)c->cin,
               (long long)c->cout, (long long)c->group, e ? e->g->n_nodes : -1);
     CHECK_MSG(e && kiln_engine_run(e, 1, &name, &in, NULL, &ngot, &got) == KILN_OK, "%s", kiln_last_error());

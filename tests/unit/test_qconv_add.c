@@ -14,6 +14,7 @@
 #include "runtime/model.h"
 #include "test.h"
 #include "test_calib.h"
+#include "test_engines.h"
 #include "test_graph.h"
 #include <stdlib.h>
 #include <string.h>
@@ -73,31 +74,6 @@ static kiln_model_t blk_model(const blk_case *c, unsigned long long *seed)
     return m;
 }
 
-static int count_op(kiln_engine_t e, kiln_op op)
-{
-    int n = 0;
-    for (int i = 0; e && i < e->g->n_nodes; i++)
-        n += e->g->nodes[i].op == op;
-    return n;
-}
-
-/* e's output 0 on x with nt threads, copied into *y (NULL on failure) */
-static void run_engine(kiln_engine_t e, const kiln_tensor *x, int nt, kiln_tensor *y)
-{
-    memset(y, 0, sizeof *y);
-    kiln_context_t cx = NULL;
-    CHECK(kiln_context_create(e, &cx) == KILN_OK);
-    if (!cx)
-        return;
-    kiln_context_set_threads(cx, nt);
-    CHECK(kiln_context_set_input(cx, "X", x) == KILN_OK);
-    CHECK_MSG(kiln_context_run(cx) == KILN_OK, "%s", kiln_last_error());
-    const kiln_tensor *o = kiln_context_output(cx, 0);
-    if (o && kiln__tensor_alloc(y, o->dtype, o->ndim, o->dims) == KILN_OK)
-        memcpy(y->data, o->data, o->nbytes);
-    kiln_context_free(cx);
-}
-
 static kiln_status build(kiln_model_t m, const char *cdir, kiln_device dev, kiln_engine_t *e)
 {
     kiln_calib_options co = {.data_dir = cdir, .method = KILN_CALIB_MINMAX};
@@ -124,11 +100,11 @@ static void blk_run(const blk_case *c, unsigned long long *seed)
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", cdir);
     CHECK(system(cmd) == 0);
-    CHECK_MSG(count_op(fused, KILN_OP_QLinearConvAdd) == 1 && count_op(fused, KILN_OP_QLinearAdd) == 0,
+    CHECK_MSG(test_engine_count_op(fused, KILN_OP_QLinearConvAdd) == 1 && test_engine_count_op(fused, KILN_OP_QLinearAdd) == 0,
               "C=%lld M=%lld: %d QLinearConvAdd, %d QLinearAdd", (long long)c->C, (long long)c->M,
-              count_op(fused, KILN_OP_QLinearConvAdd), count_op(fused, KILN_OP_QLinearAdd));
-    CHECK(count_op(apart, KILN_OP_QLinearConvAdd) == 0 && count_op(apart, KILN_OP_QLinearAdd) == 1);
-    CHECK(count_op(cpu, KILN_OP_QLinearConvAdd) == 0);
+              test_engine_count_op(fused, KILN_OP_QLinearConvAdd), test_engine_count_op(fused, KILN_OP_QLinearAdd));
+    CHECK(test_engine_count_op(apart, KILN_OP_QLinearConvAdd) == 0 && test_engine_count_op(apart, KILN_OP_QLinearAdd) == 1);
+    CHECK(test_engine_count_op(cpu, KILN_OP_QLinearConvAdd) == 0);
     kiln_tensor x;
     int64_t xd[4] = {1, c->C, c->H, c->W};
     CHECK(kiln__tensor_alloc(&x, KILN_DT_FLOAT32, 4, xd) == KILN_OK);
@@ -136,8 +112,8 @@ static void blk_run(const blk_case *c, unsigned long long *seed)
         ((float *)x.data)[i] = test_randf(seed) * 2.0f;
     for (int nt = 1; fused && apart && nt <= 2; nt++) {
         kiln_tensor a, b;
-        run_engine(fused, &x, nt, &a);
-        run_engine(apart, &x, nt, &b);
+        test_engine_run(fused, "X", &x, nt, &a);
+        test_engine_run(apart, "X", &x, nt, &b);
         bool same = a.data && b.data && a.dtype == b.dtype && a.nbytes == b.nbytes && !memcmp(a.data, b.data, a.nbytes);
         double mx = 0;
         for (int64_t i = 0; b.data && b.dtype == KILN_DT_FLOAT32 && i < kiln_tensor_numel(&b); i++)

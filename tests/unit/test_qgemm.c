@@ -13,7 +13,8 @@
  *    differ by 1 where float32 rounding of acc * (a_scale * w_scale / y_scale) lands on the other
  *    side of a .5 boundary; the test checks that bound and counts such elements. QLinearMatMul
  *    also with kiln's int32 bias (input 8).
- * 3. QuantizeLinear: the AVX-512 kernel against the reference, byte for byte (test_quantize). */
+ * 3. QuantizeLinear: the AVX-512 kernel against the reference, byte for byte (test_quantize), and
+ *    DequantizeLinear, bit for bit (test_dequantize). */
 #include "test.h"
 #include "test_tensor.h"
 #include "backend/cpu/cpu_kernels.h"
@@ -497,6 +498,62 @@ static void test_errors(void)
     kiln__tensor_release(&s), kiln__tensor_release(&z);
 }
 
+/* Depthwise QLinearConv (kiln__qdw_plane_f32: float32 rows, exact up to KILN_QDW_F32_MAX_TAPS taps; the int32 rows
+ * past it and for strides past 2) against the reference, bit for bit: kernels 1x1 to 7x7 and 16x16 (256 taps, the
+ * bound's side), 17x17 (289: the int32 rows), strides 1-3, dilations, pads, rows of 1-70 outputs (the row kernel's
+ * 32- and 8-wide blocks and tails); every fourth case at the extremes (x - zx and w - zw of magnitude 255 at every
+ * tap: sums up to 256 * 65025, just below 2^24) with float outputs, where a sum one off would show. */
+static void test_dw(int iter)
+{
+    bool extreme = iter % 4 == 0, big = iter % 16 == 8;
+    int64_t C = rnd(1, 20), H = rnd(1, 30), W = rnd(1, 70), kh = rnd(1, 7), kw = rnd(1, 7);
+    if (big)
+        kh = kw = rnd(0, 1) ? 16 : 17, H = rnd(16, 24), W = rnd(16, 40);
+    int64_t sh = rnd(1, 3), sw = rnd(1, 3), dh = big ? 1 : rnd(1, 2), dw = big ? 1 : rnd(1, 2);
+    int64_t p[4] = {rnd(0, kh - 1), rnd(0, kw - 1), rnd(0, kh - 1), rnd(0, kw - 1)};
+    if ((kh - 1) * dh + 1 > H + p[0] + p[2])
+        kh = 1, p[0] = p[2] = 0;
+    if ((kw - 1) * dw + 1 > W + p[1] + p[3])
+        kw = 1, p[1] = p[3] = 0;
+    kiln_dtype xdt = rnd(0, 1) ? KILN_DT_UINT8 : KILN_DT_INT8, wdt = rnd(0, 1) ? KILN_DT_UINT8 : KILN_DT_INT8;
+    int64_t xd[4] = {1, C, H, W}, wd[4] = {C, 1, kh, kw};
+    kiln_tensor x = mk_bytes(xdt, 4, xd), w = mk_bytes(wdt, 4, wd), xz = mk_scalar_q(xdt), wz = mk_scalar_q(wdt);
+    if (extreme) {   /* x at one end of its range, the zero point at the other; w alike */
+        uint8_t xv = xdt == KILN_DT_UINT8 ? 255 : (uint8_t)(int8_t)127, wv = wdt == KILN_DT_UINT8 ? 0 : (uint8_t)(int8_t)-128;
+        memset(x.data, xv, x.nbytes);
+        memset(w.data, wv, w.nbytes);
+        *(uint8_t *)xz.data = xdt == KILN_DT_UINT8 ? 0 : (uint8_t)(int8_t)-128;
+        *(uint8_t *)wz.data = wdt == KILN_DT_UINT8 ? 255 : (uint8_t)(int8_t)127;
+    }
+    bool out_float = extreme || rnd(0, 3) == 0;
+    kiln_tensor xs = mk_scales(0, 0.005f, 0.05f), ws = mk_scales(0, 0.001f, 0.03f);
+    kiln_dtype ydt = rnd(0, 1) ? KILN_DT_UINT8 : KILN_DT_INT8;
+    kiln_tensor ys = mk_scales(0, 0.01f, 1.0f), yz = mk_scalar_q(ydt);
+    int64_t ks[2] = {kh, kw}, st[2] = {sh, sw}, dl[2] = {dh, dw};
+    kiln_attr attrs[7] = {
+        {.name = (char *)"group", .type = KILN_ATTR_INT, .i = C},
+        {.name = (char *)"kernel_shape", .type = KILN_ATTR_INTS, .n = 2, .ints = ks},
+        {.name = (char *)"strides", .type = KILN_ATTR_INTS, .n = 2, .ints = st},
+        {.name = (char *)"dilations", .type = KILN_ATTR_INTS, .n = 2, .ints = dl},
+        {.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 4, .ints = p},
+    };
+    int na = 5;
+    if (out_float)
+        attrs[na++] = (kiln_attr){.name = (char *)"kiln_out_float", .type = KILN_ATTR_INT, .i = 1};
+    const kiln_tensor *in[8] = {&x, &xs, &xz, &w, &ws, &wz, &ys, &yz};
+    kiln_tensor y;
+    int th = (int)rnd(1, 3);
+    int64_t bad = run_both(KILN_OP_QLinearConv, "", attrs, na, in, 8, th, &y, false);
+    CHECK_MSG(bad == 0, "depthwise C=%lld HxW=%lldx%lld k=%lldx%lld s=%lld,%lld d=%lld,%lld p=%lld,%lld,%lld,%lld x=%s "
+              "w=%s extreme=%d float=%d th=%d: %lld differ", (long long)C, (long long)H, (long long)W, (long long)kh,
+              (long long)kw, (long long)sh, (long long)sw, (long long)dh, (long long)dw, (long long)p[0],
+              (long long)p[1], (long long)p[2], (long long)p[3], kiln_dtype_name(xdt), kiln_dtype_name(wdt), extreme,
+              out_float, th, (long long)bad);
+    kiln__tensor_release(&y);
+    kiln__tensor_release(&x), kiln__tensor_release(&w), kiln__tensor_release(&xz), kiln__tensor_release(&wz);
+    kiln__tensor_release(&xs), kiln__tensor_release(&ws), kiln__tensor_release(&ys), kiln__tensor_release(&yz);
+}
+
 /* QuantizeLinear: the AVX-512 kernel against the reference on odd lengths, u8 / s8 with and without
  * a zero point, values at .5 steps, saturating, NaN, +-Inf, -0; per-axis scales (the reference's
  * case) give the same through the fallback */
@@ -530,6 +587,37 @@ static void test_quantize(int iter)
     kiln__tensor_release(&y), kiln__tensor_release(&x), kiln__tensor_release(&sc), kiln__tensor_release(&zp);
 }
 
+/* DequantizeLinear: the AVX-512 kernel against the reference, every float bit for bit, on odd
+ * lengths (tails of 1-15 bytes), u8 / s8 with and without a zero point, 1-3 threads; per-axis
+ * scales (the reference's case) give the same through the fallback */
+static void test_dequantize(int iter)
+{
+    int64_t n = iter % 7 == 0 ? rnd(1, 17) : rnd(1, 70000), d2[2] = {3, n};
+    bool per_axis = iter % 9 == 4, has_zp = rnd(0, 2) != 0;
+    kiln_dtype dt = rnd(0, 1) ? KILN_DT_UINT8 : KILN_DT_INT8;
+    kiln_tensor x = mk(dt, 2, d2), sc = mk_scales(per_axis ? n : 0, 0.0001f, 3.0f);
+    kiln_tensor zp = per_axis ? mk(dt, 1, &n) : mk_scalar_q(dt);
+    for (int64_t i = 0; i < 3 * n; i++)
+        ((uint8_t *)x.data)[i] = (uint8_t)rnd(0, 255);
+    for (int64_t i = 0; per_axis && i < n; i++)
+        ((uint8_t *)zp.data)[i] = (uint8_t)rnd(0, 255);
+    const kiln_tensor *in[3] = {&x, &sc, has_zp ? &zp : NULL};
+    kiln_attr ax = {.name = (char *)"axis", .type = KILN_ATTR_INT, .i = 1};
+    kiln_tensor y;
+    int th = (int)rnd(1, 3);
+    int64_t bad = run_both(KILN_OP_DequantizeLinear, "", &ax, per_axis, in, has_zp ? 3 : 2, th, &y, false);
+    CHECK_MSG(bad == 0, "DequantizeLinear n=%lld %s zp=%d per_axis=%d th=%d: %lld differ", (long long)(3 * n),
+              kiln_dtype_name(dt), has_zp, per_axis, th, (long long)bad);
+    /* and against the formula itself: (x - z) * s */
+    float s0 = *(const float *)sc.data;
+    int z0 = !has_zp ? 0 : dt == KILN_DT_UINT8 ? *(const uint8_t *)zp.data : *(const int8_t *)zp.data;
+    for (int64_t i = 0; !per_axis && i < 3 * n; i += 97) {
+        int v = dt == KILN_DT_UINT8 ? ((const uint8_t *)x.data)[i] : ((const int8_t *)x.data)[i];
+        CHECK(((const float *)y.data)[i] == (float)(v - z0) * s0);
+    }
+    kiln__tensor_release(&y), kiln__tensor_release(&x), kiln__tensor_release(&sc), kiln__tensor_release(&zp);
+}
+
 int main(void)
 {
     bool vnni = kiln__qgemm_vnni_available();
@@ -559,6 +647,9 @@ int main(void)
         prep_mode = i % 4;
         test_conv(i);
     }
+    prep_mode = 0;
+    for (int i = 0; i < 160; i++)
+        test_dw(i);
     printf("%lld runs with a prepared (or corrupted) weight blob; %lld of %lld with zeroed packed weights differ\n",
            (long long)preps_used, (long long)zeroed_runs_differing, (long long)zeroed_runs);
     CHECK(preps_used > 100 && zeroed_runs > 20 && zeroed_runs_differing * 10 >= zeroed_runs * 8);
@@ -567,6 +658,9 @@ int main(void)
     prep_mode = 0;
     for (int i = 0; i < 200; i++)
         test_quantize(i);
+    CHECK(!kiln__cpu_has(KILN_CPU_AVX512F) || kiln__cpu_fast_kernel(KILN_OP_DequantizeLinear));
+    for (int i = 0; i < 200; i++)
+        test_dequantize(i);
     printf("saturated outputs: %lld at the low end, %lld at the high end; %lld of %lld QLinearMatMul outputs 1 off "
            "the double-precision requantization\n",
            (long long)sat_lo_seen, (long long)sat_hi_seen, (long long)off_by_one, (long long)checked_ideal);

@@ -1,5 +1,5 @@
-/* Reference kernels: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinearConv, and
- * com.microsoft QGemm. The quantized layers requantize through qgemm.h's epilogue (kiln__qepi_*),
+/* Reference kernels: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinearConv,
+ * com.microsoft QGemm, and kiln's QLookup. The quantized layers requantize through qgemm.h's epilogue (kiln__qepi_*),
  * the definition the fast kernels match (docs/PRECISION.md, INT8 kernels). */
 #include "../prep.h"
 #include "../qgemm.h"
@@ -568,11 +568,40 @@ static kiln_status k_qgemm(kiln_kctx *ctx)
     return st;
 }
 
+/* kiln's QLookup (passes/p_qlookup.c): Y[i] = T[X[i]'s byte], T 256 values of Y's type. Shared with the fast
+ * kernel, which takes the same checks (qgemm.h). */
+kiln_status kiln__qlookup_check(kiln_kctx *ctx, const kiln_tensor **x, const kiln_tensor **t)
+{
+    *x = kiln__kin(ctx, 0);
+    *t = kiln__kin(ctx, 1);
+    if (!*x || !*t)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "QLookup needs X and its table T");
+    if ((*x)->dtype != KILN_DT_UINT8 && (*x)->dtype != KILN_DT_INT8)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "QLookup's X must be uint8 or int8, not %s",
+                          kiln_dtype_name((*x)->dtype));
+    if (((*t)->dtype != KILN_DT_UINT8 && (*t)->dtype != KILN_DT_INT8) || numel_of(*t) != 256 || !(*t)->data)
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "QLookup's table T must hold 256 uint8 or int8 values (%s, %lld)",
+                          kiln_dtype_name((*t)->dtype), (long long)numel_of(*t));
+    return kiln__kout(ctx, 0, (*t)->dtype, (*x)->ndim, (*x)->dims);
+}
+
+static kiln_status k_qlookup(kiln_kctx *ctx)
+{
+    const kiln_tensor *x, *t;
+    KILN_TRY(kiln__qlookup_check(ctx, &x, &t));
+    const uint8_t *xs = x->data, *tb = t->data;
+    uint8_t *y = ctx->out[0]->data;
+    for (int64_t i = 0, n = numel_of(x); i < n; i++)
+        y[i] = tb[xs[i]];
+    return KILN_OK;
+}
+
 const kiln_kernel_reg kiln__ref_quant[] = {
     {KILN_OP_QuantizeLinear, k_quantize},
     {KILN_OP_DequantizeLinear, k_dequantize},
     {KILN_OP_DynamicQuantizeLinear, k_dynquant},
     {KILN_OP_QLinearConv, k_qlinearconv},
     {KILN_OP_QGemm, k_qgemm},
+    {KILN_OP_QLookup, k_qlookup},
     {KILN_OP_COUNT, NULL},
 };

@@ -196,6 +196,8 @@ const kiln_kernel_isa_reg kiln__x86_qgemm[] = {
     {KILN_OP_MatMulInteger, kiln__k_matmulinteger_fast, QISA, "MatMulInteger/avx512vnni"},
     {KILN_OP_QGemm, kiln__k_qgemm_fast, QISA, "QGemm/avx512vnni"},
     {KILN_OP_QuantizeLinear, kiln__k_quantize_fast, KILN_CPU_AVX512F, "QuantizeLinear/avx512"},   /* quant_avx512.c */
+    {KILN_OP_DequantizeLinear, kiln__k_dequantize_fast, KILN_CPU_AVX512F, "DequantizeLinear/avx512"},    /* quant_avx512.c */
+    {KILN_OP_QLookup, kiln__k_qlookup_fast, KILN_CPU_AVX512F | KILN_CPU_AVX512VBMI, "QLookup/avx512vbmi"},   /* quant_avx512.c */
     {KILN_OP_COUNT, NULL, 0, NULL},
 };
 #else
