@@ -433,6 +433,46 @@ static void test_bf16_conv(void)
     }
 }
 
+/* BF16 depthwise convs: no packed rows (prepare keeps the weights), and the result is the float32 depthwise kernel's on
+ * the activations rounded to BF16 and the weights widened, bit for bit -- the products docs/PRECISION.md defines for
+ * BF16 -- with 1 and 3 threads, strides 1 and 2, 3x3 and 5x5, the fused form with a bias and Relu. */
+static void test_bf16_dw(void)
+{
+    unsigned long long seed = 7;
+    /* {C, H, W, k, stride, fused} */
+    static const int64_t cs[][6] = {{5, 9, 11, 3, 1, 0}, {16, 20, 37, 5, 2, 1}, {3, 13, 10, 5, 1, 1}, {24, 8, 8, 3, 2, 0}};
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        const int64_t *k = cs[c];
+        int64_t xd[4] = {1, k[0], k[1], k[2]}, wd[4] = {k[0], 1, k[3], k[3]}, bd[1] = {k[0]};
+        int64_t strides[2] = {k[4], k[4]}, pads[4] = {k[3] / 2, k[3] / 2, k[3] / 2, k[3] / 2};
+        kiln_tensor x = mk(4, xd, &seed), wf = mk(4, wd, &seed), bias = mk(1, bd, &seed), w = to_bf16(&wf);
+        kiln_tensor xb = to_bf16(&x), xr, wr;
+        CHECK(kiln__tensor_alloc(&xr, KILN_DT_FLOAT32, 4, xd) == KILN_OK && kiln__tensor_alloc(&wr, KILN_DT_FLOAT32, 4, wd) == KILN_OK);
+        kiln__bf16_to_f32_array(xr.data, xb.data, kiln_tensor_numel(&x));
+        kiln__bf16_to_f32_array(wr.data, w.data, kiln_tensor_numel(&w));
+        kiln_attr at[4] = {{.name = (char *)"strides", .type = KILN_ATTR_INTS, .n = 2, .ints = strides},
+                           {.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 4, .ints = pads},
+                           {.name = (char *)"group", .type = KILN_ATTR_INT, .i = k[0]},
+                           {.name = (char *)"activation", .type = KILN_ATTR_STRING, .s = (char *)"Relu", .s_len = 4}};
+        kiln_node n = k[5] ? node_of(KILN_OP_FusedConv, "FusedConv", at, 4) : node_of(KILN_OP_Conv, "Conv", at, 3);
+        n.n_in = 3;
+        const kiln_tensor *consts[3] = {NULL, &w, NULL}, *in[3] = {&x, &w, &bias}, *inr[3] = {&xr, &wr, &bias};
+        kiln_layer l;
+        CHECK(kiln__cpu_backend()->ops->prepare(kiln__cpu_backend(), &n, consts, &l) == KILN_OK && !l.blob);
+        for (int nt = 1; nt <= 3; nt += 2) {
+            kiln_tensor y, yr;
+            CHECK_MSG(run(&n, NULL, in, 3, &y, nt) == KILN_OK && run(&n, NULL, inr, 3, &yr, nt) == KILN_OK, "%s",
+                      kiln_last_error());
+            CHECK_MSG(same_bits(&y, &yr), "bf16 depthwise case %zu (%d threads): not the float32 kernel's on the "
+                      "rounded operands", c, nt);
+            kiln__tensor_release(&y);
+            kiln__tensor_release(&yr);
+        }
+        kiln__tensor_release(&x), kiln__tensor_release(&xb), kiln__tensor_release(&xr), kiln__tensor_release(&wf);
+        kiln__tensor_release(&w), kiln__tensor_release(&wr), kiln__tensor_release(&bias);
+    }
+}
+
 int main(void)
 {
     CHECK(kiln__cpu_prep_fn(KILN_OP_Conv) && kiln__cpu_prep_fn(KILN_OP_FusedGemm) && !kiln__cpu_prep_fn(KILN_OP_Add));
@@ -440,5 +480,6 @@ int main(void)
     test_gemm();
     test_bf16();
     test_bf16_conv();
+    test_bf16_dw();
     return TEST_SUMMARY();
 }

@@ -4,6 +4,7 @@
 #include "qgemm_bf16.h"
 #include "prep.h"
 #include "qgemm.h"
+#include "scratch.h"
 #include "../../core/numfmt.h"
 #include <stdlib.h>
 #if defined(__SSE2__)
@@ -275,6 +276,8 @@ kiln_status kiln__bconv_prep(const kiln_node *n, int n_in, const kiln_tensor *co
     /* the weights may be dropped where conv_bf16 surely runs: its other conditions are the input
      * (4-D for a 4-D weight, channels matching: else the layer is malformed and fails cleanly) */
     bool sure = G >= 1 && M % G == 0 && sp <= 16 && (!s || s->type == KILN_ATTR_INTS);
+    if (G == M && w->dims[1] == 1)   /* depthwise: the float32 rows (conv_bf16), from the weights kept as they are */
+        return KILN_OK;
     int64_t kp2 = kp2_of(K), dims[3] = {K, M, kp2};
     uint16_t *dst = kiln__prep_alloc_any(KILN_PREP_BCONV_W, sure ? 1u << 1 : 0, KILN_DT_BFLOAT16, 3, dims,
                                          (uint64_t)(M * kp2) * sizeof(uint16_t), blob, size);
@@ -296,6 +299,11 @@ static kiln_status conv_bf16(kiln_kctx *ctx, bool *handled)
         res = kiln__kin(ctx, 3);
     int64_t cpg = g.C / g.group, mpg = g.M / g.group, kh = g.k[0], kw = g.k[1], K = cpg * kh * kw, kp2 = kp2_of(K);
     int64_t Ho = g.out[0], Wo = g.out[1], osp = Ho * Wo, H = g.in[0], W = g.in[1];
+    /* depthwise: one 1 x K GEMM a channel would waste the tile; the float32 depthwise rows on the rounded activations
+     * and the widened weights compute the same products (kiln__run_mixed's fallback). An engine that stored such a
+     * layer's weights only packed (before) still runs them here. */
+    if (cpg == 1 && mpg == 1 && !kiln__prep_dropped(w))
+        return KILN_OK;
     if ((bias && (bias->dtype != KILN_DT_FLOAT32 || kiln_tensor_numel(bias) != g.M)) ||
         (res && (res->dtype != KILN_DT_FLOAT32 || kiln_tensor_numel(res) != g.N * g.M * osp)) || K <= 0)
         return KILN_OK;
@@ -368,25 +376,53 @@ bool kiln__mixed_weight(const kiln_kctx *ctx, int wi)
     return x && w && x->dtype == KILN_DT_FLOAT32 && (w->dtype == KILN_DT_FLOAT16 || w->dtype == KILN_DT_BFLOAT16);
 }
 
-/* a float32 copy of t (BF16 / FP16 widened exactly, or float32 rounded to BF16 and back) */
-static kiln_status to_f32(const kiln_kctx *ctx, const kiln_tensor *t, bool round_bf16, kiln_tensor *o)
+/* a float32 copy of t (BF16 / FP16 widened exactly) */
+static kiln_status to_f32(const kiln_kctx *ctx, const kiln_tensor *t, kiln_tensor *o)
 {
     memset(o, 0, sizeof *o);
     if (kiln__tensor_alloc(o, KILN_DT_FLOAT32, t->ndim, t->dims) != KILN_OK)
         return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+    kiln__lowp_to_f32_array(t->dtype, o->data, t->data, kiln_tensor_numel(t));
+    return KILN_OK;
+}
+
+enum { ROUND_BLOCK = 4096 };
+typedef struct round_job {
+    const float *src;
+    float *dst;
+    int64_t n;
+} round_job;
+
+static void round_task(void *arg, int64_t b0, int64_t b1)
+{
+    const round_job *j = arg;
+    uint16_t tmp[ROUND_BLOCK];
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t i = b * ROUND_BLOCK, n = j->n - i < ROUND_BLOCK ? j->n - i : ROUND_BLOCK;
+        kiln__f32_to_bf16_array(tmp, j->src + i, n);
+        kiln__bf16_to_f32_array(j->dst + i, tmp, n);
+    }
+}
+
+/* float32 activations t rounded to BF16 and back, into *o: a view of this thread's scratch (not to be released),
+ * written by the layer's threads. A fresh allocation per run cost page faults on every page (PP-OCRv4 det's
+ * 320 x 320 depthwise layers: 13 MB a run). */
+static kiln_status round_bf16(const kiln_kctx *ctx, const kiln_tensor *t, kiln_tensor *o)
+{
+    memset(o, 0, sizeof *o);
     int64_t n = kiln_tensor_numel(t);
-    if (!round_bf16) {
-        kiln__lowp_to_f32_array(t->dtype, o->data, t->data, n);
-        return KILN_OK;
-    }
-    uint16_t *tmp = kiln__malloc(sizeof(uint16_t) * (size_t)(n ? n : 1));
-    if (!tmp) {
-        kiln__tensor_release(o);
+    float *d = kiln__scratch(KILN_SCRATCH_BF16_X, sizeof(float) * (size_t)(n ? n : 1));
+    if (!d)
         return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
-    }
-    kiln__f32_to_bf16_array(tmp, t->data, n);
-    kiln__bf16_to_f32_array(o->data, tmp, n);
-    kiln__free(tmp);
+    o->dtype = KILN_DT_FLOAT32;
+    o->ndim = t->ndim;
+    memcpy(o->dims, t->dims, sizeof(int64_t) * (size_t)t->ndim);
+    o->data = d;
+    o->nbytes = sizeof(float) * (size_t)n;
+    o->flags = KILN_TENSOR_BORROWED;
+    round_job j = {.src = t->data, .dst = d, .n = n};
+    if (n > 0)
+        kiln__parallel_for(ctx->pool, ctx->nthreads, (n + ROUND_BLOCK - 1) / ROUND_BLOCK, 4, round_task, &j);
     return KILN_OK;
 }
 
@@ -502,8 +538,8 @@ kiln_status kiln__run_mixed(kiln_kctx *ctx, int wi, kiln_kernel_fn fn)
     if (kiln__prep_dropped(w))
         return kiln__prep_missing(ctx, wi);
     kiln_tensor wf, xf;
-    KILN_TRY(to_f32(ctx, w, false, &wf));
-    kiln_status st = bf16 ? to_f32(ctx, ctx->in[0], true, &xf) : KILN_OK;
+    KILN_TRY(to_f32(ctx, w, &wf));
+    kiln_status st = bf16 ? round_bf16(ctx, ctx->in[0], &xf) : KILN_OK;
     if (st != KILN_OK) {
         kiln__tensor_release(&wf);
         return st;
@@ -522,8 +558,6 @@ kiln_status kiln__run_mixed(kiln_kctx *ctx, int wi, kiln_kernel_fn fn)
         sub.prepared = NULL, sub.prepared_size = 0; /* prepared data belongs to the original weights */
         st = fn(&sub);
     }
-    kiln__tensor_release(&wf);
-    if (bf16)
-        kiln__tensor_release(&xf);
+    kiln__tensor_release(&wf);   /* xf: scratch */
     return st;
 }
