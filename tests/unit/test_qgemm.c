@@ -516,8 +516,10 @@ static void test_dw(int iter)
     if ((kw - 1) * dw + 1 > W + p[1] + p[3])
         kw = 1, p[1] = p[3] = 0;
     kiln_dtype xdt = rnd(0, 1) ? KILN_DT_UINT8 : KILN_DT_INT8, wdt = rnd(0, 1) ? KILN_DT_UINT8 : KILN_DT_INT8;
-    int64_t xd[4] = {1, C, H, W}, wd[4] = {C, 1, kh, kw};
-    kiln_tensor x = mk_bytes(xdt, 4, xd), w = mk_bytes(wdt, 4, wd), xz = mk_scalar_q(xdt), wz = mk_scalar_q(wdt);
+    bool one_d = iter % 10 == 3;   /* [1, C, W] with a [C, 1, kw] filter */
+    int64_t xd1[3] = {1, C, W}, wd1[3] = {C, 1, kw}, xd[4] = {1, C, H, W}, wd[4] = {C, 1, kh, kw};
+    kiln_tensor x = one_d ? mk_bytes(xdt, 3, xd1) : mk_bytes(xdt, 4, xd), w = one_d ? mk_bytes(wdt, 3, wd1) : mk_bytes(wdt, 4, wd);
+    kiln_tensor xz = mk_scalar_q(xdt), wz = mk_scalar_q(wdt);
     if (extreme) {   /* x at one end of its range, the zero point at the other; w alike */
         uint8_t xv = xdt == KILN_DT_UINT8 ? 255 : (uint8_t)(int8_t)127, wv = wdt == KILN_DT_UINT8 ? 0 : (uint8_t)(int8_t)-128;
         memset(x.data, xv, x.nbytes);
@@ -529,13 +531,14 @@ static void test_dw(int iter)
     kiln_tensor xs = mk_scales(0, 0.005f, 0.05f), ws = mk_scales(0, 0.001f, 0.03f);
     kiln_dtype ydt = rnd(0, 1) ? KILN_DT_UINT8 : KILN_DT_INT8;
     kiln_tensor ys = mk_scales(0, 0.01f, 1.0f), yz = mk_scalar_q(ydt);
-    int64_t ks[2] = {kh, kw}, st[2] = {sh, sw}, dl[2] = {dh, dw};
+    int64_t ks[2] = {kh, kw}, st[2] = {sh, sw}, dl[2] = {dh, dw}, p1[2] = {p[1], p[3]};
+    int sp = one_d ? 1 : 2;
     kiln_attr attrs[7] = {
         {.name = (char *)"group", .type = KILN_ATTR_INT, .i = C},
-        {.name = (char *)"kernel_shape", .type = KILN_ATTR_INTS, .n = 2, .ints = ks},
-        {.name = (char *)"strides", .type = KILN_ATTR_INTS, .n = 2, .ints = st},
-        {.name = (char *)"dilations", .type = KILN_ATTR_INTS, .n = 2, .ints = dl},
-        {.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 4, .ints = p},
+        {.name = (char *)"kernel_shape", .type = KILN_ATTR_INTS, .n = sp, .ints = ks + 2 - sp},
+        {.name = (char *)"strides", .type = KILN_ATTR_INTS, .n = sp, .ints = st + 2 - sp},
+        {.name = (char *)"dilations", .type = KILN_ATTR_INTS, .n = sp, .ints = dl + 2 - sp},
+        {.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 2 * sp, .ints = one_d ? p1 : p},
     };
     int na = 5;
     if (out_float)
@@ -544,8 +547,8 @@ static void test_dw(int iter)
     kiln_tensor y;
     int th = (int)rnd(1, 3);
     int64_t bad = run_both(KILN_OP_QLinearConv, "", attrs, na, in, 8, th, &y, false);
-    CHECK_MSG(bad == 0, "depthwise C=%lld HxW=%lldx%lld k=%lldx%lld s=%lld,%lld d=%lld,%lld p=%lld,%lld,%lld,%lld x=%s "
-              "w=%s extreme=%d float=%d th=%d: %lld differ", (long long)C, (long long)H, (long long)W, (long long)kh,
+    CHECK_MSG(bad == 0, "depthwise %s C=%lld HxW=%lldx%lld k=%lldx%lld s=%lld,%lld d=%lld,%lld p=%lld,%lld,%lld,%lld x=%s "
+              "w=%s extreme=%d float=%d th=%d: %lld differ", one_d ? "1-D" : "2-D", (long long)C, (long long)H, (long long)W, (long long)kh,
               (long long)kw, (long long)sh, (long long)sw, (long long)dh, (long long)dw, (long long)p[0],
               (long long)p[1], (long long)p[2], (long long)p[3], kiln_dtype_name(xdt), kiln_dtype_name(wdt), extreme,
               out_float, th, (long long)bad);
