@@ -396,8 +396,14 @@ static kiln_status quantize_value(qctx *q, int v, bool reroute_all, int *out)
 
 /* Symmetric per-channel int8 of a float32 weight along `axis` (PRECISION.md, INT8 per-channel:
  * s = channel amax / 127, q = clamp(RNE(x / s), -127, 127), an all-zero channel s = 1).
- * false (nothing added) when a value is not finite. */
-static kiln_status quantize_weight(kiln_graph *g, int wv, int axis, int *wq, int *ws, bool *ok)
+ * false (nothing added) when a value is not finite. With the layer's float32 bias b (per channel, NULL: none) and its
+ * input's scale xs (> 0), a channel whose bias would not fit the int32 accumulator's scale xs * s (|b| / (xs * s) near
+ * 2^31 or more: near-zero weights under a large bias, e.g. a channel a folded BatchNormalization nearly switched off)
+ * gets s = |b| / (xs * 2^30) instead: its weights, negligible next to the bias, round to fewer levels, where the layer
+ * otherwise could not be an integer layer at all (fuse-qdq refuses a bias it cannot hold in int32). */
+#define BIAS_FIT 1073741824.f   /* 2^30 */
+static kiln_status quantize_weight(kiln_graph *g, int wv, int axis, const float *bias, float xs, int *wq, int *ws,
+                                   bool *ok)
 {
     const kiln_tensor *w = g->values[wv].init;
     int64_t nch = w->dims[axis], inner = 1, n = kiln_tensor_numel(w);
@@ -417,8 +423,14 @@ static kiln_status quantize_weight(kiln_graph *g, int wv, int axis, int *wq, int
         int64_t c = (i / inner) % nch;
         s[c] = a > s[c] ? a : s[c];
     }
-    for (int64_t c = 0; c < nch; c++)
+    for (int64_t c = 0; c < nch; c++) {
         s[c] = s[c] > 0 ? s[c] / 127.f : 1.f;
+        /* only where the bias could not be held at all (int_bias in passes/p_qdq.c refuses from 2^31): no other
+         * layer changes */
+        float bx = bias && xs > 0 && isfinite(bias[c]) ? fabsf(bias[c]) / xs : 0.f;
+        if (bx / s[c] >= 0.999f * 2147483520.f)
+            s[c] = bx / BIAS_FIT;
+    }
     kiln_status st = kiln__tensor_alloc(&tq, KILN_DT_INT8, w->ndim, w->dims);
     if (st != KILN_OK) {
         kiln__tensor_release(&ts);
@@ -436,6 +448,17 @@ static kiln_status quantize_weight(kiln_graph *g, int wv, int axis, int *wq, int
         return nomem();
     *ok = true;
     return KILN_OK;
+}
+
+/* The one-element scale of the DequantizeLinear producing v, or 0 */
+static float dq_scale(const kiln_graph *g, int v)
+{
+    int p = v >= 0 ? g->values[v].producer : -1;
+    const kiln_node *d = p >= 0 ? &g->nodes[p] : NULL;
+    if (!d || d->dead || d->op != KILN_OP_DequantizeLinear || d->n_in < 2 || d->in[1] < 0)
+        return 0.f;
+    const kiln_tensor *t = g->values[d->in[1]].init;
+    return t && t->dtype == KILN_DT_FLOAT32 && kiln_tensor_numel(t) == 1 ? *(const float *)t->data : 0.f;
 }
 
 /* Add node a reads y and a constant 1-D float32 bias of n elements. */
@@ -493,7 +516,10 @@ static kiln_status quantize_layer(qctx *q, int i)
         KILN_TRY(quantize_value(q, n->in[0], false, &xd));
     if (xd < 0 || (out_q && calib_threshold(q, g->values[y].name) <= 0))
         return KILN_OK;
-    KILN_TRY(quantize_weight(g, n->in[1], waxis, &wq, &ws, &ok));
+    /* a Conv's bias must fit the int32 accumulator (quantize_weight): with the input's scale */
+    const kiln_tensor *bt = conv && n->n_in > 2 && n->in[2] >= 0 ? g->values[n->in[2]].init : NULL;
+    const float *bias = bt && bt->dtype == KILN_DT_FLOAT32 && kiln_tensor_numel(bt) == w->dims[0] ? bt->data : NULL;
+    KILN_TRY(quantize_weight(g, n->in[1], waxis, bias, dq_scale(g, xd), &wq, &ws, &ok));
     if (!ok)
         return KILN_OK;
     if (out_q)
