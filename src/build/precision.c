@@ -425,10 +425,9 @@ static kiln_status quantize_weight(kiln_graph *g, int wv, int axis, const float 
     }
     for (int64_t c = 0; c < nch; c++) {
         s[c] = s[c] > 0 ? s[c] / 127.f : 1.f;
-        /* only where the bias could not be held at all (int_bias in passes/p_qdq.c refuses from 2^31): no other
-         * layer changes */
+        /* only where fuse-qdq could not hold the bias at all (KILN_QBIAS_MAX): no other layer changes */
         float bx = bias && xs > 0 && isfinite(bias[c]) ? fabsf(bias[c]) / xs : 0.f;
-        if (bx / s[c] >= 0.999f * 2147483520.f)
+        if (bx / s[c] >= 0.999f * KILN_QBIAS_MAX)
             s[c] = bx / BIAS_FIT;
     }
     kiln_status st = kiln__tensor_alloc(&tq, KILN_DT_INT8, w->ndim, w->dims);

@@ -237,7 +237,7 @@ static kiln_status int_bias(kiln_graph *g, int bv, float xs, const kiln_tensor *
         } else
             f = ((const float *)b->data)[m] * beta;
         float r = rintf(f / s);
-        if (!(fabsf(r) < 2147483520.f)) {   /* the largest float below 2^31 */
+        if (!(fabsf(r) < KILN_QBIAS_MAX)) {
             kiln__tensor_release(&t);
             return KILN_OK;
         }

@@ -84,8 +84,8 @@ static bool chain_node(const kiln_graph *g, const kiln_vshape *vs, const kiln_no
 }
 
 typedef struct chain {
-    int dq, q, n;
-    int node[CHAIN_MAX];   /* the ops between them, in order */
+    int n;
+    int node[CHAIN_MAX + 2];   /* in order: the DequantizeLinear, the ops, the QuantizeLinear (node[n - 1]) */
 } chain;
 
 /* The chain starting at DequantizeLinear node d, ending at a QuantizeLinear; false if there is none */
@@ -95,8 +95,8 @@ static bool find_chain(const kiln_graph *g, const kiln_vshape *vs, int d, chain 
     if (n->dead || n->op != KILN_OP_DequantizeLinear || n->n_in < 2 || n->in[0] < 0 || n->out[0] < 0 ||
         !qparams_ok(g, n, vs[n->in[0]].dtype) || vs[n->out[0]].dtype != KILN_DT_FLOAT32)
         return false;
-    ch->dq = d;
-    ch->n = 0;
+    ch->node[0] = d;
+    ch->n = 1;
     for (int v = n->out[0];;) {
         int c = kiln__single_consumer(g, v);   /* -1 for a graph output too */
         if (c < 0)
@@ -104,10 +104,10 @@ static bool find_chain(const kiln_graph *g, const kiln_vshape *vs, int d, chain 
         const kiln_node *m = &g->nodes[c];
         if (m->op == KILN_OP_QuantizeLinear && m->in[0] == v && m->out[0] >= 0 &&
             qparams_ok(g, m, vs[m->out[0]].dtype)) {
-            ch->q = c;
+            ch->node[ch->n++] = c;
             return true;
         }
-        if (ch->n == CHAIN_MAX || !chain_node(g, vs, m, v))
+        if (ch->n == CHAIN_MAX + 1 || !chain_node(g, vs, m, v))
             return false;
         ch->node[ch->n++] = c;
         v = m->out[0];
@@ -137,22 +137,17 @@ static bool table_of(const kiln_graph *g, const kiln_pass_ctx *pc, const kiln_vs
     memset(t, 0, sizeof *t);
     int64_t n256 = 256;
     kiln_tensor cur, next;
-    if (kiln__tensor_alloc(&cur, vs[g->nodes[ch->dq].in[0]].dtype, 1, &n256) != KILN_OK)
+    if (kiln__tensor_alloc(&cur, vs[g->nodes[ch->node[0]].in[0]].dtype, 1, &n256) != KILN_OK)
         return false;
     for (int b = 0; b < 256; b++)
         ((uint8_t *)cur.data)[b] = (uint8_t)b;
-    int steps[CHAIN_MAX + 2], ns = 0;
-    steps[ns++] = ch->dq;
-    for (int i = 0; i < ch->n; i++)
-        steps[ns++] = ch->node[i];
-    steps[ns++] = ch->q;
     bool ok = true;
-    for (int s = 0; s < ns && ok; s++) {
-        ok = eval_step(g, pc, steps[s], s == 0, &cur, &next) == KILN_OK && next.data && kiln_tensor_numel(&next) == 256;
+    for (int s = 0; s < ch->n && ok; s++) {
+        ok = eval_step(g, pc, ch->node[s], s == 0, &cur, &next) == KILN_OK && next.data && kiln_tensor_numel(&next) == 256;
         kiln__tensor_release(&cur);
         cur = next;
     }
-    kiln_dtype ydt = vs[g->nodes[ch->q].out[0]].dtype;
+    kiln_dtype ydt = vs[g->nodes[ch->node[ch->n - 1]].out[0]].dtype;
     if (!ok || cur.dtype != ydt) {
         kiln__tensor_release(&cur);
         kiln_clear_last_error();
@@ -164,21 +159,20 @@ static bool table_of(const kiln_graph *g, const kiln_pass_ctx *pc, const kiln_vs
     return true;
 }
 
-/* Q node ch->q becomes QLookup(X, T), absorbing the DequantizeLinear and the ops between */
+/* The chain's QuantizeLinear becomes QLookup(X, T), absorbing the DequantizeLinear and the ops between */
 static kiln_status fold(kiln_graph *g, const chain *ch, kiln_tensor *t)
 {
-    int x = g->nodes[ch->dq].in[0];
+    int q = ch->node[ch->n - 1], x = g->nodes[ch->node[0]].in[0];
     char hint[128];
-    snprintf(hint, sizeof hint, "%s_lookup", g->nodes[ch->q].name ? g->nodes[ch->q].name : "q");
+    snprintf(hint, sizeof hint, "%s_lookup", g->nodes[q].name ? g->nodes[q].name : "q");
     int tv = kiln__graph_add_const(g, hint, t);
     if (tv < 0)
         return kiln__err(KILN_ERR_NOMEM, "out of memory");
     int in[2] = {x, tv};
-    KILN_TRY(kiln__node_set_inputs(g, ch->q, 2, in));
-    KILN_TRY(kiln__node_set_op(&g->nodes[ch->q], KILN_OP_QLookup, KILN_DOMAIN, g->nodes[ch->q].opset));
-    KILN_TRY(kiln__absorb(g, ch->q, ch->dq));
-    for (int i = 0; i < ch->n; i++)
-        KILN_TRY(kiln__absorb(g, ch->q, ch->node[i]));
+    KILN_TRY(kiln__node_set_inputs(g, q, 2, in));
+    KILN_TRY(kiln__node_set_op(&g->nodes[q], KILN_OP_QLookup, KILN_DOMAIN, g->nodes[q].opset));
+    for (int i = 0; i + 1 < ch->n; i++)
+        KILN_TRY(kiln__absorb(g, q, ch->node[i]));
     return KILN_OK;
 }
 

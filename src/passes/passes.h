@@ -54,6 +54,9 @@ kiln_status kiln__pass_attention_transpose(kiln_graph *g, const kiln_pass_ctx *p
 kiln_status kiln__pass_cancel_transpose_reshape(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 kiln_status kiln__pass_fuse_bias(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 kiln_status kiln__pass_fuse_residual(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
+/* fuse-qdq holds a quantized layer's float bias as int32 b / (x_scale * w_scale) only below this (the largest float
+ * below 2^31), else the layer stays float; the builder's INT8 weight scales keep biases under it (build/precision.c) */
+#define KILN_QBIAS_MAX 2147483520.f
 kiln_status kiln__pass_fuse_qdq(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 kiln_status kiln__pass_fuse_activation(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 kiln_status kiln__pass_fuse_post_affine(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);

@@ -87,6 +87,10 @@ kiln_status kiln__fused_conv_sum(kiln_kctx *ctx, int64_t (*gather2)(float *dst, 
 
 /* The 2-D view of a 1-D or 2-D geometry (band fields zero). */
 void kiln__conv2d_view(const kiln_window *g, kiln_conv2d *p);
+/* The depthwise band buffer of p's geometry (the dw_row hook's rows): p->Wp, p->band, p->band_rows, bands of up to
+ * 256 KB; band_rows = 0 (no buffer: bounds-checked taps) for absurd strides, dilations or pads (ref/k_conv.c). The
+ * INT8 depthwise convolution's float32 rows plan theirs with it too (qgemm_ops.c). */
+void kiln__conv_dw_plan(kiln_conv2d *p);
 /* 1x1, stride 1, no padding: one GEMM W x X per image and group. */
 bool kiln__conv_pointwise(const kiln_window *g);
 /* The GEMM epilogue of rows [row0, row0 + Mg) of group gi: row bias, post's residual and

@@ -394,34 +394,31 @@ typedef struct qdw_job {
     uint8_t *y;
     size_t osz;
     bool vec;
-    bool f32;              /* the planes through the float32 rows (kiln__qdw_plane_f32, geometry p) */
-    kiln_conv2d p;
+    bool f32;              /* the planes through the float32 rows (kiln__qdw_plane_f32, with p's band) */
+    kiln_conv2d p;         /* the geometry (qdw_view) */
     kiln_status st;
 } qdw_job;
 
-/* The float32 row geometry of a depthwise layer (kiln__qdw_plane_f32), as the float32 depthwise kernel plans its band
- * (ref/k_conv.c dw_plan): 8-output blocks, stride-2 blocks reading 16 floats, bands of ~256 KB; false where it does
- * not apply (more taps than stay exact, strides other than 1 and 2, absurd sizes). */
-static bool qdw_f32_plan(const kiln_qconv_geom *g, kiln_conv2d *p)
+/* The 2-D view of a 1-D or 2-D depthwise geometry (band fields zero), both row paths' */
+static void qdw_view(const kiln_qconv_geom *g, kiln_conv2d *p)
 {
     bool d2 = g->nsp == 2;
+    int L = g->nsp - 1;
     memset(p, 0, sizeof *p);
-    p->H = d2 ? g->in[0] : 1, p->W = g->in[g->nsp - 1], p->Ho = d2 ? g->out[0] : 1, p->Wo = g->out[g->nsp - 1];
-    p->kh = d2 ? g->k[0] : 1, p->kw = g->k[g->nsp - 1], p->sh = d2 ? g->stride[0] : 1, p->sw = g->stride[g->nsp - 1];
-    p->ph = d2 ? g->pad_b[0] : 0, p->pw = g->pad_b[g->nsp - 1], p->dh = d2 ? g->dil[0] : 1, p->dw = g->dil[g->nsp - 1];
-    const int64_t lim = (int64_t)1 << 20;
-    if (g->nsp > 2 || p->kh * p->kw > KILN_QDW_F32_MAX_TAPS || (p->sw != 1 && p->sw != 2) || p->Wo > lim ||
-        p->W > lim || p->sh > 64 || p->dh > 64 || p->dw > 64 || p->pw > lim || p->ph > lim)
+    p->H = d2 ? g->in[0] : 1, p->W = g->in[L], p->Ho = d2 ? g->out[0] : 1, p->Wo = g->out[L];
+    p->kh = d2 ? g->k[0] : 1, p->kw = g->k[L], p->sh = d2 ? g->stride[0] : 1, p->sw = g->stride[L];
+    p->ph = d2 ? g->pad_b[0] : 0, p->pw = g->pad_b[L], p->dh = d2 ? g->dil[0] : 1, p->dw = g->dil[L];
+}
+
+/* Whether the float32 rows (kiln__qdw_plane_f32) take p's layer, with the float32 depthwise kernel's band
+ * (kiln__conv_dw_plan): not past KILN_QDW_F32_MAX_TAPS taps (no longer exact), strides other than 1 and 2 (no row
+ * kernel), or where the plan has no band. */
+static bool qdw_f32_plan(int nsp, kiln_conv2d *p)
+{
+    if (nsp > 2 || p->kh * p->kw > KILN_QDW_F32_MAX_TAPS || (p->sw != 1 && p->sw != 2))
         return false;
-    p->Wp = (p->Wo + 7) / 8 * 8 * p->sw + (p->kw - 1) * p->dw + 16;
-    if (p->Wp < p->W + p->pw)   /* the band holds the whole padded row */
-        p->Wp = p->W + p->pw;
-    int64_t ekh = (p->kh - 1) * p->dh, budget = (int64_t)1 << 16;
-    p->band = budget > (ekh + 1) * p->Wp ? (budget - (ekh + 1) * p->Wp) / (p->sh * p->Wp) + 1 : 1;
-    if (p->band > p->Ho)
-        p->band = p->Ho;
-    p->band_rows = (p->band - 1) * p->sh + ekh + 1;
-    return p->band_rows * p->Wp <= ((int64_t)1 << 22);
+    kiln__conv_dw_plan(p);
+    return p->band_rows > 0;
 }
 
 static void qdw_f32_task(qdw_job *j, int64_t p0, int64_t p1)
@@ -459,10 +456,9 @@ static void qdw_task(void *arg, int64_t p0, int64_t p1)
         return;
     }
     const kiln_qconv_geom *g = j->g;
-    bool d2 = g->nsp == 2;
-    int64_t H = d2 ? g->in[0] : 1, W = g->in[g->nsp - 1], Ho = d2 ? g->out[0] : 1, Wo = g->out[g->nsp - 1];
-    int64_t kh = d2 ? g->k[0] : 1, kw = g->k[g->nsp - 1], sh = d2 ? g->stride[0] : 1, sw = g->stride[g->nsp - 1];
-    int64_t ph = d2 ? g->pad_b[0] : 0, pw = g->pad_b[g->nsp - 1], dh = d2 ? g->dil[0] : 1, dw = g->dil[g->nsp - 1];
+    const kiln_conv2d *p = &j->p;
+    int64_t H = p->H, W = p->W, Ho = p->Ho, Wo = p->Wo, kh = p->kh, kw = p->kw, sh = p->sh, sw = p->sw;
+    int64_t ph = p->ph, pw = p->pw, dh = p->dh, dw = p->dw;
     int32_t *acc = kiln__malloc(sizeof(int32_t) * (size_t)Wo);
     uint8_t *gath = kiln__malloc((size_t)Wo);
     if (!acc || !gath) {
@@ -710,7 +706,8 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
                      .w_s8 = w->dtype == KILN_DT_INT8, .zx = zp_at(q->xz, 0), .wz = q->wz, .e = &e,
                      .y = ctx->out[0]->data, .osz = kiln_dtype_size(q->odt), .vec = kiln__qgemm_vnni_available(),
                      .st = KILN_OK};
-        j.f32 = j.vec && kiln__cpu_has(KILN_CPU_AVX2_FMA) && qdw_f32_plan(&g, &j.p);
+        qdw_view(&g, &j.p);
+        j.f32 = j.vec && kiln__cpu_has(KILN_CPU_AVX2_FMA) && qdw_f32_plan(g.nsp, &j.p);
         kiln__parallel_for(ctx->pool, ctx->nthreads, g.N * g.C, 1 + 16384 / (osp * ksz + 1), qdw_task, &j);
         kiln__free(sbuf);
         return j.st == KILN_OK ? KILN_OK : kiln__kerr(ctx, j.st, "out of memory");

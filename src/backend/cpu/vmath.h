@@ -9,6 +9,7 @@
 #define KILN_BACKEND_CPU_VMATH_H
 #include "epilogue.h"
 #include <math.h>
+#include <string.h>
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define KILN_VMATH_X86 1
@@ -22,6 +23,23 @@
 static inline __mmask16 kiln_v_mask16(int64_t left)
 {
     return left >= 16 ? (__mmask16)0xFFFF : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1u);
+}
+
+/* 16 bytes at s, of which n (< 16: a tail) are read and the rest taken as 0, widened to int32 lanes as int8 (s8) or
+ * uint8. Without AVX512BW there is no byte-masked load, so a tail goes through a copy. AVX-512F only, so it inlines
+ * into any AVX-512 kernel (the INT8 ones: QLinearAdd, DequantizeLinear, the depthwise rows). */
+__attribute__((target("avx512f"), always_inline)) static inline __m512i kiln_v_load16_8to32(const uint8_t *s, int64_t n,
+                                                                                           bool s8)
+{
+    __m128i v;
+    if (n >= 16) {
+        v = _mm_loadu_si128((const __m128i *)s);
+    } else {
+        uint8_t t[16] = {0};
+        memcpy(t, s, (size_t)(n > 0 ? n : 0));
+        v = _mm_loadu_si128((const __m128i *)t);
+    }
+    return s8 ? _mm512_cvtepi8_epi32(v) : _mm512_cvtepu8_epi32(v);
 }
 
 /* exp(x) for x in [-103.97, 88.7228] (no clamping): Cody-Waite reduction by ln 2, degree-6

@@ -241,9 +241,9 @@ typedef struct dw_job {
 
 #define DW_BAND_FLOATS ((int64_t)1 << 16)
 
-/* Band buffer layout. Outputs are computed 8 at a time (the last block of a row partially
+/* Band buffer layout (conv.h). Outputs are computed 8 at a time (the last block of a row partially
  * stored), stride-2 blocks read 16 consecutive floats: Wp leaves room for all of that. */
-static void dw_plan(dw_geom *p)
+void kiln__conv_dw_plan(kiln_conv2d *p)
 {
     int64_t wov = (p->Wo + 7) / 8 * 8;
     int64_t a = mul_chk(wov, p->sw), b = mul_chk(p->kw - 1, p->dw), ekh = mul_chk(p->kh - 1, p->dh);
@@ -679,7 +679,7 @@ static kiln_status conv_f32_ex(const kiln_kctx *ctx, const kiln_conv_isa *isa, c
     if (g->C / g->G == 1 && g->nsp <= 2) {
         dw_job j = {.g = g, .x = x, .w = w, .b = b, .y = y, .row = isa ? isa->dw_row : NULL, .post = post};
         kiln__conv2d_view(g, &j.p);
-        dw_plan(&j.p);
+        kiln__conv_dw_plan(&j.p);
         int64_t per = mul_chk(g->out_sz, g->k_sz), grain = per >= 0 && per < 16384 ? 16384 / (per + 1) + 1 : 1;
         kiln__parallel_for(ctx->pool, ctx->nthreads, g->N * g->M, grain, dw_task, &j);
         return KILN_OK;

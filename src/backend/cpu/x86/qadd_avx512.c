@@ -21,20 +21,6 @@ typedef struct qadd_job {
     int64_t n;
 } qadd_job;
 
-/* 16 bytes at s (n of them valid) widened to int32 */
-TQA static inline __m512i load16(const uint8_t *s, int64_t n, bool s8)
-{
-    __m128i v;
-    if (n >= 16) {
-        v = _mm_loadu_si128((const __m128i *)s);
-    } else { /* no byte-masked load without AVX512BW: copy the tail */
-        uint8_t t[16] = {0};
-        memcpy(t, s, (size_t)n);
-        v = _mm_loadu_si128((const __m128i *)t);
-    }
-    return s8 ? _mm512_cvtepi8_epi32(v) : _mm512_cvtepu8_epi32(v);
-}
-
 /* blocks [b0, b1) of 16 elements */
 TQA static void qadd_task(void *arg, int64_t b0, int64_t b1)
 {
@@ -47,8 +33,8 @@ TQA static void qadd_task(void *arg, int64_t b0, int64_t b1)
     const __m512 ahi = _mm512_set1_ps(p->act.beta);
     for (int64_t blk = b0; blk < b1; blk++) {
         int64_t i = blk * 16, n = j->n - i < 16 ? j->n - i : 16;
-        __m512 fa = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(load16(j->a + i, n, j->a_s8), za)), sa);
-        __m512 fb = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(load16(j->b + i, n, j->b_s8), zb)), sb);
+        __m512 fa = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(kiln_v_load16_8to32(j->a + i, n, j->a_s8), za)), sa);
+        __m512 fb = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(kiln_v_load16_8to32(j->b + i, n, j->b_s8), zb)), sb);
         __m512 v = _mm512_add_ps(fa, fb);
         if (p->act.kind != KILN_ACT_NONE) /* Relu: max(v, 0); Clip: min(beta, max(alpha, v)) */
             v = _mm512_max_ps(v, alo);

@@ -8,6 +8,7 @@
  * int32 rows of kiln__qdw_row_vnni loaded and stored the accumulator row at every tap: PP-OCRv4 det's 5x5 depthwise
  * layers ran 3.7x (stride 1) to 9x (stride 2, gathered pixels) their float32 time. */
 #include "../qgemm.h"
+#include "../vmath.h"
 #include "conv_x86.h"
 
 #if KILN_CONV_X86
@@ -15,11 +16,13 @@
 
 #define TQDW __attribute__((target("avx2,fma,avx512f,avx512dq,avx512vnni")))
 
-/* Band rows [0, nrows) from input row r0 - ph on: pw zeros, the row's W values (x - zx), zeros to Wp */
+/* Band rows [0, nrows) from input row r0 - ph on: pw zeros, the row's values (x - zx) as far as Wp holds them, zeros
+ * to Wp (as kiln__conv_pad_row fills the float32 kernel's band) */
 TQDW static void fill_band(const kiln_conv2d *p, const uint8_t *xp, bool s8, int32_t zx, int64_t r0, int64_t nrows,
                            float *buf)
 {
     const __m512i vz = _mm512_set1_epi32(zx);
+    int64_t lead = p->pw < p->Wp ? p->pw : p->Wp, ncopy = p->W < p->Wp - lead ? p->W : p->Wp - lead;
     for (int64_t r = 0; r < nrows; r++) {
         float *row = buf + r * p->Wp;
         int64_t iy = r0 + r - p->ph;
@@ -27,15 +30,9 @@ TQDW static void fill_band(const kiln_conv2d *p, const uint8_t *xp, bool s8, int
         if (iy < 0 || iy >= p->H)
             continue;
         const uint8_t *src = xp + iy * p->W;
-        float *dst = row + p->pw;
-        int64_t j = 0;
-        for (; j + 16 <= p->W; j += 16) {
-            __m128i b = _mm_loadu_si128((const __m128i *)(src + j));
-            __m512i v = s8 ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
-            _mm512_storeu_ps(dst + j, _mm512_cvtepi32_ps(_mm512_sub_epi32(v, vz)));
-        }
-        for (; j < p->W; j++)
-            dst[j] = (float)((s8 ? (int32_t)(int8_t)src[j] : (int32_t)src[j]) - zx);
+        for (int64_t j = 0; j < ncopy; j += 16)
+            _mm512_mask_storeu_ps(row + lead + j, kiln_v_mask16(ncopy - j),
+                                  _mm512_cvtepi32_ps(_mm512_sub_epi32(kiln_v_load16_8to32(src + j, ncopy - j, s8), vz)));
     }
 }
 

@@ -172,15 +172,7 @@ TVNNI void kiln__qdw_row_vnni(int32_t *acc, const uint8_t *row, bool s8, int64_t
     const __m512i vz = _mm512_set1_epi32(zx), vw = _mm512_set1_epi32(wv);
     for (int64_t j = 0; j < n; j += 16) {
         __mmask16 km = kiln_v_mask16(n - j);
-        __m128i b;
-        if (n - j >= 16) {
-            b = _mm_loadu_si128((const __m128i *)(row + j));
-        } else { /* no byte-masked load without AVX512BW: copy the tail */
-            uint8_t t[16] = {0};
-            memcpy(t, row + j, (size_t)(n - j));
-            b = _mm_loadu_si128((const __m128i *)t);
-        }
-        __m512i x = s8 ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
+        __m512i x = kiln_v_load16_8to32(row + j, n - j, s8);
         __m512i a = _mm512_maskz_loadu_epi32(km, acc + j);
         a = _mm512_add_epi32(a, _mm512_mullo_epi32(_mm512_sub_epi32(x, vz), vw));
         _mm512_mask_storeu_epi32(acc + j, km, a);

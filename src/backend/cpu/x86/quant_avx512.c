@@ -16,7 +16,6 @@
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
-#include <string.h>
 
 #define TQ __attribute__((target("avx512f")))
 
@@ -60,17 +59,8 @@ TQ static void dequant_task(void *arg, int64_t b0, int64_t b1)
     const __m512i z = _mm512_set1_epi32(j->z);
     for (int64_t blk = b0; blk < b1; blk++) {
         int64_t i = blk * 16, n = j->n - i < 16 ? j->n - i : 16;
-        __mmask16 km = kiln_v_mask16(n);
-        __m128i b;
-        if (n == 16) {
-            b = _mm_loadu_si128((const __m128i *)(j->x + i));
-        } else {   /* the tail: no byte-masked load without AVX512BW */
-            uint8_t t[16] = {0};
-            memcpy(t, j->x + i, (size_t)n);
-            b = _mm_loadu_si128((const __m128i *)t);
-        }
-        __m512i v = j->s8 ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
-        _mm512_mask_storeu_ps(j->y + i, km, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(v, z)), s));
+        __m512i v = kiln_v_load16_8to32(j->x + i, n, j->s8);
+        _mm512_mask_storeu_ps(j->y + i, kiln_v_mask16(n), _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(v, z)), s));
     }
 }
 
