@@ -393,12 +393,14 @@ kiln_status kiln__si_qlinearconv(kiln_ictx *c)
     return conv_shape(c, 0, 3, q_out_dtype(c, 7, x->dtype), c->out[0]);
 }
 
-/* QLinearConvAdd: QLinearConv's shape; C_zero_point's dtype (13), else Y's (y_zero_point, 7) */
+/* QLinearConvAdd: QLinearConv's shape; float32 with kiln_res_float, else C_zero_point's dtype (13), else Y's
+ * (y_zero_point, 7) */
 kiln_status kiln__si_qlinearconv_add(kiln_ictx *c)
 {
     const kiln_vshape *x, *cz = IN(c, 13);
     KILN_TRY(kiln__need(c, 0, &x));
-    return conv_shape(c, 0, 3, cz ? cz->dtype : q_out_dtype(c, 7, x->dtype), c->out[0]);
+    kiln_dtype dt = kiln__attr_i(c->n, "kiln_res_float", 0) ? KILN_DT_FLOAT32 : cz ? cz->dtype : q_out_dtype(c, 7, x->dtype);
+    return conv_shape(c, 0, 3, dt, c->out[0]);
 }
 
 kiln_status kiln__si_convtranspose(kiln_ictx *c)

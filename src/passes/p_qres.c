@@ -8,6 +8,8 @@
  * read of each block's output less). Not in the default pipeline: the builder runs it for device engines, after the
  * precision decisions (builder.c); KILN_QCONV_ADD=0 at build time leaves the pairs apart. */
 #include "rewrite.h"
+#include "../core/numfmt.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,10 +80,88 @@ static kiln_status fuse(kiln_graph *g, int i, int c, int k)
     return st;
 }
 
+/* The float tail: Y = QLinearConv(...) (quantized, read only by DQY), A = DequantizeLinear(Y, ys, yz) with the
+ * convolution's own y_scale / y_zero_point (read only by the add), S = Add(A, DequantizeLinear(R, rs, rz?)) of
+ * float32 values (either order), optionally O = Relu(S) as S's only reader
+ *   -> O = QLinearConvAdd(x, xs, xz, w, ws, wz, ys, yz, B?, R, rs, rz?) with kiln_res_float = 1 (and kiln_res_act
+ *      Relu): the graph's float32 operations, done in the convolution's epilogue (ResNet-50's last block, whose sum
+ *      goes to the global average pool, ran as five layers). Add node i, its operand k (0 or 1). */
+static int dq_scalar(const kiln_graph *g, const kiln_vshape *vs, int v, const kiln_node **dq)
+{
+    int p = v >= 0 ? g->values[v].producer : -1;
+    if (p < 0)
+        return -1;
+    const kiln_node *d = &g->nodes[p];
+    if (d->dead || d->op != KILN_OP_DequantizeLinear || d->n_in < 2 || d->n_out != 1 || vs[v].dtype != KILN_DT_FLOAT32)
+        return -1;
+    const kiln_tensor *s = kiln__const_of(g, d->in[1]), *z = in_at(d, 2) >= 0 ? kiln__const_of(g, d->in[2]) : NULL;
+    kiln_dtype xdt = vs[d->in[0]].dtype;
+    if (!s || s->dtype != KILN_DT_FLOAT32 || kiln_tensor_numel(s) != 1 || (in_at(d, 2) >= 0 && (!z || kiln_tensor_numel(z) != 1 || z->dtype != xdt)) ||
+        (xdt != KILN_DT_UINT8 && xdt != KILN_DT_INT8))
+        return -1;
+    *dq = d;
+    return p;
+}
+
+static kiln_status fuse_tail(kiln_graph *g, const kiln_vshape *vs, int i, int *changed)
+{
+    const kiln_node *a = &g->nodes[i];
+    const char *aact = kiln__attr_s(a, "kiln_act", NULL);   /* a Relu fused into the add already */
+    bool arelu = aact && !strcmp(aact, "Relu");
+    if (a->n_in != 2 || a->n_out != 1 || vs[a->out[0]].dtype != KILN_DT_FLOAT32 || (aact && aact[0] && !arelu))
+        return KILN_OK;
+    for (int k = 0; k < 2; k++) {
+        const kiln_node *dy, *dr;
+        int py = dq_scalar(g, vs, a->in[k], &dy), pr = dq_scalar(g, vs, a->in[1 - k], &dr);
+        if (py < 0 || pr < 0 || py == pr || kiln__single_consumer(g, a->in[k]) != i)
+            continue;
+        int y = dy->in[0], r = dr->in[0];
+        int c = g->values[y].producer;
+        if (c < 0 || kiln__single_consumer(g, y) != py || y == r || !kiln__vshape_same(&vs[y], &vs[r]))
+            continue;
+        const kiln_node *n = &g->nodes[c];
+        if (n->dead || n->op != KILN_OP_QLinearConv || n->n_out != 1 || n->n_in < 8 || n->n_in > 9 ||
+            kiln__attr_i(n, "kiln_out_float", 0) || in_at(n, 7) < 0 || !same_scalar(g, in_at(n, 6), dy->in[1]) ||
+            !same_scalar(g, in_at(n, 7), in_at(dy, 2)))
+            continue;
+        /* the Relu after the sum, where it is the sum's only reader */
+        int o = i, ro = arelu ? -1 : kiln__single_consumer(g, a->out[0]);
+        if (ro >= 0 && g->nodes[ro].op == KILN_OP_Relu && g->nodes[ro].n_in == 1 && !g->nodes[ro].dead)
+            o = ro;
+        int in[12] = {n->in[0], n->in[1], n->in[2], n->in[3], n->in[4], n->in[5], n->in[6], n->in[7], in_at(n, 8),
+                      r, dr->in[1], in_at(dr, 2)};
+        bool r_shared = kiln__single_consumer(g, a->in[1 - k]) != i;
+        /* the float output's storage on the GPU (--float-activations), as the DequantizeLinear of Y had it */
+        char half[8] = "";
+        const char *h = kiln__attr_s(dy, KILN_ATTR_HALF_OUT, NULL);
+        if (h)
+            snprintf(half, sizeof half, "%s", h);
+        KILN_TRY(kiln__move_node_into(g, c, o));
+        kiln_node *f = &g->nodes[o];
+        KILN_TRY(kiln__node_set_inputs(g, o, 12, in));
+        KILN_TRY(kiln__node_set_op(f, KILN_OP_QLinearConvAdd, KILN_DOMAIN, f->opset));
+        KILN_TRY(kiln__node_set_attr_i(f, "kiln_res_float", 1));
+        if (half[0])
+            KILN_TRY(kiln__node_set_attr_s(f, KILN_ATTR_HALF_OUT, half));
+        if (o != i || arelu)
+            KILN_TRY(kiln__node_set_attr_s(f, "kiln_res_act", "Relu"));
+        if (o != i)
+            KILN_TRY(kiln__absorb(g, o, i));
+        KILN_TRY(kiln__absorb(g, o, py));
+        if (!r_shared)
+            KILN_TRY(kiln__absorb(g, o, pr));
+        (*changed)++;
+        return KILN_OK;
+    }
+    return KILN_OK;
+}
+
 static kiln_status fuse_all(kiln_graph *g, const kiln_vshape *vs, int *changed)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         const kiln_node *a = &g->nodes[i];
+        if (!a->dead && a->op == KILN_OP_Add)
+            KILN_TRY(fuse_tail(g, vs, i, changed));
         if (a->dead || a->op != KILN_OP_QLinearAdd || a->n_in < 7 || a->n_out != 1)
             continue;
         for (int k = 0; k <= 3; k += 3) {

@@ -122,7 +122,8 @@ static tgraph qconv_graph(const qconv_spec *p)
 }
 
 /* QLinearConvAdd (passes/p_qres.c): the convolution of p (a quantized output), then its add with R (rdt, shape of the
- * output, zero point rz, scale rs) into C (cdt, zero point cz, scale cs) with the activation res_act ("" none, "Relu") */
+ * output, zero point rz, scale rs) into C (cdt, zero point cz, scale cs) with the activation res_act ("" none, "Relu");
+ * cdt float32: the float tail (kiln_res_float: Y and R dequantized and summed in float32) */
 static tgraph qconv_add_graph(const qconv_spec *p, kiln_dtype rdt, int rz, kiln_dtype cdt, int cz, const char *res_act,
                               float rs, float cs)
 {
@@ -136,10 +137,14 @@ static tgraph qconv_add_graph(const qconv_spec *p, kiln_dtype rdt, int rz, kiln_
     tg_in(&t, rand_tensor(rdt, 4, D(p->n, p->k, ho, wo), rlo, rhi), false);
     tg_in(&t, scalar(F32, rs), true);
     tg_in(&t, scalar(rdt, rz), true);
-    tg_in(&t, scalar(F32, cs), true);
-    tg_in(&t, scalar(cdt, cz), true);
+    if (cdt != F32) {   /* float32 C: kiln_res_float, no C_scale / C_zero_point */
+        tg_in(&t, scalar(F32, cs), true);
+        tg_in(&t, scalar(cdt, cz), true);
+    }
     n = tg_node(&t);
     kiln__node_set_op(n, KILN_OP_QLinearConvAdd, KILN_DOMAIN, 1);
+    if (cdt == F32)
+        kiln__node_set_attr_i(n, "kiln_res_float", 1);
     if (res_act[0])
         kiln__node_set_attr_s(n, "kiln_res_act", res_act);
     return t;
@@ -152,6 +157,10 @@ static const qconv_spec qconv_specs[] = {
     {"3x3 s8->s8 Clip", 2, 16, 8, 8, 16, 3, 3, 1, 1, 1, KILN_DT_INT8, 0, KILN_DT_INT8, 0, true, true, "Clip", 0},
     {"3x3 dil2 tiles", 1, 48, 40, 37, 144, 3, 3, 2, 1, 2, KILN_DT_UINT8, 0, KILN_DT_UINT8, 12, true, true, "", 0},
     {"3x3 s2 ->f32 Relu", 2, 64, 15, 15, 272, 3, 3, 1, 2, 1, KILN_DT_UINT8, 0, KILN_DT_FLOAT32, 0, true, true, "Relu", 0},
+    /* a GEMM for the weight-stationary configurations (wg8 / wg9): 3 reduction steps, the last one half zeros; 3 / 5
+     * filter slices, the last 16 channels wide; 190 row tiles, more than the stages times the blocks of a slice, so
+     * every stage is refilled; the input zero point folded into the bias */
+    {"1x1 c160 k272 rows", 2, 160, 110, 110, 272, 1, 1, 0, 1, 1, KILN_DT_UINT8, 3, KILN_DT_UINT8, 5, true, true, "Relu", 0},
 };
 
 /* Like check_case, for 8-bit outputs computed through a non-linear activation (the GPU's expf / erf approximations
@@ -288,7 +297,7 @@ void int8_cases(void)
     qadd_case("INT8 QLinearAdd Clip", "Clip", -0.5f, 3.0f, 0.03f, 0.05f, 0.04f);
     qadd_case("INT8 QLinearAdd ties", "", 0, 0, 0.5f, 0.5f, 1.0f);
     /* every kernel configuration (KILN_CUDA_INT8_CONV, read per run), then the timed choice */
-    static const char *const modes[] = {"mma", "wg1", "wg2", "wg3", "wg4", "wg5", "wg6", "wg7", "all"};
+    static const char *const modes[] = {"mma", "wg1", "wg2", "wg3", "wg4", "wg5", "wg6", "wg7", "wg8", "wg9", "all"};
     const char *keep = getenv("KILN_CUDA_INT8_CONV");
     char *saved = keep ? strdup(keep) : NULL;
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
@@ -324,6 +333,21 @@ void int8_cases(void)
          * epilogue's quick rounding declines and divides (kernels_conv_i8.cu q_bytes8) */
         static const qconv_spec yt = {"", 2, 32, 9, 11, 48, 1, 1, 0, 1, 1, KILN_DT_UINT8, 0, KILN_DT_INT8, 3, true,
                                       true, "", 0.5f};
+        /* the weight-stationary configurations' residual stages: s8 everywhere, 2 steps (the second half zeros),
+         * 2 / 3 filter slices, 190 row tiles */
+        static const qconv_spec yw = {"", 2, 96, 110, 110, 144, 1, 1, 0, 1, 1, KILN_DT_INT8, 0, KILN_DT_INT8, 2, true,
+                                      true, "", 0};
+        snprintf(name, sizeof name, "INT8 QLinearConvAdd 1x1 rows +s8 (%s)", modes[m]);
+        t = qconv_add_graph(&yw, KILN_DT_INT8, -2, KILN_DT_INT8, 1, "", 0.45f, 0.7f);
+        run_case(name, &t, 0);
+        /* the float tail (ResNet-50's last block): a 1x1 GEMM the weight-stationary configurations take, u8 R, Relu;
+         * a 3x3 stride-2 layer with s8 R and none */
+        snprintf(name, sizeof name, "INT8 QLinearConvAdd 1x1 +u8 Relu ->f32 (%s)", modes[m]);
+        t = qconv_add_graph(&y8, KILN_DT_UINT8, 3, F32, 0, "Relu", 0.45f, 0);
+        run_case(name, &t, 0);
+        snprintf(name, sizeof name, "INT8 QLinearConvAdd 3x3 s2 +s8 ->f32 (%s)", modes[m]);
+        t = qconv_add_graph(&y3, KILN_DT_INT8, -6, F32, 0, "", 0.45f, 0);
+        run_case(name, &t, 0);
         snprintf(name, sizeof name, "INT8 QLinearConvAdd ties +s8 Relu (%s)", modes[m]);
         t = qconv_add_graph(&yt, KILN_DT_INT8, -1, KILN_DT_UINT8, 2, "Relu", 0.5f, 1.0f);
         run_case(name, &t, 0);

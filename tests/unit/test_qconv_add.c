@@ -25,6 +25,8 @@ typedef struct blk_case {
     bool shortcut_conv;   /* S = a 1x1 conv of X computed after the block's last conv, else S = X */
     bool res_first;       /* Add(S, Y) instead of Add(Y, S) */
     bool relu;            /* Relu after the add */
+    bool float_tail;      /* the sum read by the last conv (kept float): the add stays float, between two
+                           * DequantizeLinear and the Relu (ResNet-50's last block): kiln_res_float */
 } blk_case;
 
 static int conv_node(kiln_graph *g, const char *name, int x, int64_t cin, int64_t cout, int64_t k, int out,
@@ -64,9 +66,13 @@ static kiln_model_t blk_model(const blk_case *c, unsigned long long *seed)
     test_graph_node(g, KILN_OP_Add, "add", 2, ain, sum);
     if (c->relu)
         test_graph_node(g, KILN_OP_Relu, "relu2", 1, &sum, bo);
-    int nx = test_graph_value(g, "nx"), nr = test_graph_value(g, "nr");   /* an int8 reader: the add quantized */
-    conv_node(g, "conv_next", bo, c->C, c->C, 3, nx, seed);
-    test_graph_node(g, KILN_OP_Relu, "relu_next", 1, &nx, nr);
+    int nr = bo;
+    if (!c->float_tail) {   /* an int8 reader: the add quantized */
+        int nx = test_graph_value(g, "nx");
+        nr = test_graph_value(g, "nr");
+        conv_node(g, "conv_next", bo, c->C, c->C, 3, nx, seed);
+        test_graph_node(g, KILN_OP_Relu, "relu_next", 1, &nx, nr);
+    }
     conv_node(g, "conv_last", nr, c->C, c->C, 1, out, seed);
     test_graph_output(g, out);
     struct kiln_model *m = kiln__calloc(1, sizeof *m);
@@ -100,11 +106,22 @@ static void blk_run(const blk_case *c, unsigned long long *seed)
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", cdir);
     CHECK(system(cmd) == 0);
-    CHECK_MSG(test_engine_count_op(fused, KILN_OP_QLinearConvAdd) == 1 && test_engine_count_op(fused, KILN_OP_QLinearAdd) == 0,
-              "C=%lld M=%lld: %d QLinearConvAdd, %d QLinearAdd", (long long)c->C, (long long)c->M,
-              test_engine_count_op(fused, KILN_OP_QLinearConvAdd), test_engine_count_op(fused, KILN_OP_QLinearAdd));
-    CHECK(test_engine_count_op(apart, KILN_OP_QLinearConvAdd) == 0 && test_engine_count_op(apart, KILN_OP_QLinearAdd) == 1);
-    CHECK(test_engine_count_op(cpu, KILN_OP_QLinearConvAdd) == 0);
+    /* the float tail: no QLinearAdd in any build; fused when the shortcut is an INT8 conv's output (its
+     * DequantizeLinear read as bytes), not when it is the block input X, a float value (the first layer's output) */
+    kiln_op add = c->float_tail ? KILN_OP_Add : KILN_OP_QLinearAdd;
+    int want = c->float_tail && !c->shortcut_conv ? 0 : 1;
+    CHECK_MSG(test_engine_count_op(fused, KILN_OP_QLinearConvAdd) == want && test_engine_count_op(fused, add) == 1 - want &&
+                  test_engine_count_op(fused, KILN_OP_QLinearAdd) == 0,
+              "C=%lld M=%lld float_tail %d: %d QLinearConvAdd, %d Add, %d QLinearAdd", (long long)c->C, (long long)c->M,
+              c->float_tail, test_engine_count_op(fused, KILN_OP_QLinearConvAdd), test_engine_count_op(fused, KILN_OP_Add),
+              test_engine_count_op(fused, KILN_OP_QLinearAdd));
+    CHECK(test_engine_count_op(apart, KILN_OP_QLinearConvAdd) == 0 && test_engine_count_op(apart, add) == 1);
+    if (want && c->float_tail)   /* the Relu and both DequantizeLinear absorbed */
+        CHECK_MSG(test_engine_count_op(fused, KILN_OP_Relu) == 0 &&
+                      test_engine_count_op(apart, KILN_OP_DequantizeLinear) ==
+                          test_engine_count_op(fused, KILN_OP_DequantizeLinear) + 2,
+                  "float tail: %d Relu, DequantizeLinear %d fused / %d apart", test_engine_count_op(fused, KILN_OP_Relu),
+                  test_engine_count_op(fused, KILN_OP_DequantizeLinear), test_engine_count_op(apart, KILN_OP_DequantizeLinear));
     kiln_tensor x;
     int64_t xd[4] = {1, c->C, c->H, c->W};
     CHECK(kiln__tensor_alloc(&x, KILN_DT_FLOAT32, 4, xd) == KILN_OK);
@@ -208,8 +225,11 @@ int main(void)
               "op numbers moved: QGemm %d, QLinearAdd %d, QLinearConvAdd %d", KILN_OP_QGemm, KILN_OP_QLinearAdd,
               KILN_OP_QLinearConvAdd);
     static const blk_case cases[] = {
-        {16, 8, 7, 9, false, false, true}, {16, 8, 7, 9, false, true, false}, {24, 12, 6, 5, true, false, true},
-        {24, 12, 6, 5, true, true, true},  {5, 7, 4, 11, false, false, true}, {33, 17, 9, 3, true, false, false},
+        {16, 8, 7, 9, false, false, true, false}, {16, 8, 7, 9, false, true, false, false},
+        {24, 12, 6, 5, true, false, true, false}, {24, 12, 6, 5, true, true, true, false},
+        {5, 7, 4, 11, false, false, true, false}, {33, 17, 9, 3, true, false, false, false},
+        {16, 8, 7, 9, false, false, true, true},  {24, 12, 6, 5, true, true, false, true},
+        {40, 12, 5, 7, true, false, true, true},  {5, 7, 4, 11, false, true, true, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         blk_run(&cases[i], &seed);

@@ -247,13 +247,32 @@ static bool qparams_ok(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor
 
 /* QLinearConv, or kiln's QLinearConvAdd (passes/p_qres.c: inputs 9-13 the residual add's R, R_scale, R_zero_point,
  * C_scale, C_zero_point, its activation kiln_res_act) */
+/* QLinearConvAdd's float tail (kiln_res_float): R u8 / s8 with a host float32 scale and an optional zero point of
+ * its type, activation none or Relu; Y's float32 scale on the host (its zero point: qparams_ok) */
+static bool res_float_ok(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
+{
+    const char *a = b->host->attr_s(n, "kiln_res_act", NULL);
+    float s;
+    int z;
+    return n_in >= 11 && in[9] && is_q8(in[9]->dtype) && host_f(in[10], &s) && cu_numel(in[10]) == 1 &&
+           (n_in < 12 || !in[11] || (in[11]->dtype == in[9]->dtype && cu_numel(in[11]) == 1 && host_zp(in[11], 0, &z))) &&
+           host_f(in[6], &s) && (!a || !a[0] || !strcmp(a, "Relu"));
+}
+
+static bool res_float(cu_be *b, const kiln_node *n)
+{
+    return n->op == KILN_OP_QLinearConvAdd && b->host->attr_i(n, "kiln_res_float", 0) == 1;
+}
+
 static bool acc_qconv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
 {
-    bool fused = n->op == KILN_OP_QLinearConvAdd;
-    if (n_in < (fused ? 13 : 8) || !in[0] || !in[3] || in[0]->ndim != 4 || in[3]->ndim != 4 ||
+    bool fused = n->op == KILN_OP_QLinearConvAdd, rf = res_float(b, n);
+    if (n_in < (rf ? 11 : fused ? 13 : 8) || !in[0] || !in[3] || in[0]->ndim != 4 || in[3]->ndim != 4 ||
         !known_act(b, n) || b->host->attr_i(n, "group", 1) != 1)
         return false;
-    if (fused && (!in[9] || !is_q8(in[9]->dtype) || qconv_float_out(b, n) || !linear_act_of(b, n, "kiln_res_act") ||
+    if (rf && (qconv_float_out(b, n) || !res_float_ok(b, n, n_in, in)))
+        return false;
+    if (fused && !rf && (!in[9] || !is_q8(in[9]->dtype) || qconv_float_out(b, n) || !linear_act_of(b, n, "kiln_res_act") ||
                   !scalar_or_none(n_in, in, 10) || !scalar_or_none(n_in, in, 11) || !scalar_or_none(n_in, in, 12) ||
                   !scalar_or_none(n_in, in, 13)))
         return false;
@@ -421,7 +440,7 @@ static kiln_status qconv_weights(cu_be *b, kiln_kctx *ctx, int64_t K, int64_t C,
     return KILN_OK;
 }
 
-/* Which configurations an INT8 convolution may run (a mask of 1 << cfg): KILN_CUDA_INT8_CONV=mma (0), =wg1 .. =wg7;
+/* Which configurations an INT8 convolution may run (a mask of 1 << cfg): KILN_CUDA_INT8_CONV=mma (0), =wg1 .. =wg9;
  * unset or =all: every one, the fastest timed at the layer's first run. Read per call: an A/B switch. */
 static unsigned i8_conv_mode(void)
 {
@@ -465,6 +484,13 @@ typedef struct qconv_tactic {
 static kiln_status qconv_choose(cu_be *b, const kiln_kctx *ctx, qconv_call *c, int *cfg)
 {
     unsigned mask = i8_conv_mode();
+    /* the weight-stationary configurations only where the layer is a GEMM they hold (forced on another layer:
+     * configuration 7) */
+    for (int bn = 64, i = 9; bn <= 128; bn *= 2, i--)
+        if (!cuk_gemm_i8_fits(bn, &c->d, &c->e))
+            mask &= ~(1u << i);
+    if (!mask)
+        mask = 1u << 7;
     *cfg = __builtin_ctz(mask);
     if (!(mask & (mask - 1)))
         return KILN_OK;
@@ -523,7 +549,19 @@ static kiln_status k_qconv(cu_be *b, kiln_kctx *ctx)
     cuk_qepi e = q->e;
     kiln_tensor lay[2];
     memset(lay, 0, sizeof lay);
-    if (fused) {
+    if (fused && res_float(b, n)) {   /* float32 = act(DequantizeLinear(Y) + DequantizeLinear(R)) */
+        const kiln_tensor *rl = NULL;
+        KILN_TRY(cu_relayout(b, IN(9), true, &lay[1], &rl));
+        const char *a = b->host->attr_s(n, "kiln_res_act", NULL);
+        e.res = rl->data;
+        e.res_s8 = rl->dtype == KILN_DT_INT8;
+        e.res_float = 1;
+        e.res_relu = a && a[0];
+        (void)host_f(IN(6), &e.ys);   /* (checked by acc_qconv) */
+        (void)host_f(IN(10), &e.rs);
+        (void)host_zp(IN(11), 0, &e.zr);
+        odt = KILN_DT_FLOAT32;
+    } else if (fused) {
         kiln_tensor yt = {.dtype = ydt};   /* the add's operand A: only its type is read */
         const kiln_tensor *ops[8] = {&yt, IN(6), IN(7), IN(9), IN(10), IN(11), IN(12), IN(13)};
         kiln_qadd p;

@@ -236,7 +236,8 @@ cudaError_t cuk_qadd(const uint8_t *a, bool as8, const uint8_t *b, bool bs8, uin
  * wrapping as the CPU's): u8 / s8 outputs y = clamp(rint((float)a * m[c]), lo, hi) + zp (lo, hi: the type's bounds
  * narrowed by Relu / Clip, minus zp); float outputs y = min(hi, max(lo, (float)a * m[c])) (none / Relu / Clip), stored
  * as e->out says (float32, FP16 or BF16); with
- * e->res (QLinearConvAdd) the requantized value is added to R by the QLinearAdd arithmetic before it is stored.
+ * e->res (QLinearConvAdd) the requantized value is added to R by the QLinearAdd arithmetic before it is stored (or,
+ * res_float, both dequantized and summed in float).
  * Configuration cfg: 0 mma.sync (any sm_80+ GPU), 1 .. cuk_conv_i8_configs() - 1 wgmma tiles (sm_90 only:
  * cudaErrorNotSupported elsewhere). */
 enum cuk_qout { CUK_QU8 = 0, CUK_QS8 = 1, CUK_QF32 = 2, CUK_QF16 = 3, CUK_QBF16 = 4 };   /* float outputs: the storage */
@@ -255,8 +256,19 @@ typedef struct cuk_qepi {
     const uint8_t *res;
     int res_s8;
     cuk_qadd_args add;
+    /* QLinearConvAdd with kiln_res_float: a float output (out CUK_QF32 / QF16 / QBF16) y = act(float(Y - zp) * ys +
+     * float(R - zr) * rs), Y the requantized byte (lo / hi / zp above), each product and the sum rounded as the
+     * separate DequantizeLinear and Add layers round them, act Relu (x < 0 ? 0 : x) where res_relu */
+    int res_float, res_relu, zr;
+    float ys, rs;
 } cuk_qepi;
 cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
+                        const cuk_conv_desc *d, cudaStream_t s);
+/* Configurations 8 (BN 128) and 9 (BN 64), kernels_gemm_i8.cu: weight-stationary persistent blocks for a 1x1 stride-1
+ * unpadded convolution (a GEMM over the pixels), K a multiple of 16, whose filter slice [BN][C] and operand stages fit
+ * shared memory; cuk_gemm_i8_fits says whether a layer is one (cuk_conv_i8 answers cudaErrorNotSupported otherwise) */
+bool cuk_gemm_i8_fits(int bn, const cuk_conv_desc *d, const cuk_qepi *e);
+cudaError_t cuk_gemm_i8(int bn, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
                         const cuk_conv_desc *d, cudaStream_t s);
 /* QLinearMatMul with a constant B runs as the 1x1 convolution of A's rows: d = {n = M, c = K, h = w = 1, k = N, r = s =
  * 1, strides / dilations 1, y_nhwc}, w = B^T ([N][K] s8). */

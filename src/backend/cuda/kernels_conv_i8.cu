@@ -10,8 +10,9 @@
 // of 64 x 32, BN 128, three stages; any sm_80+ GPU), 1 .. 4 Hopper's wgmma m64nBNk32 (two warpgroups of 64 rows, BN 64
 // / 128 / 256 / 64, four stages with one group of MMAs in flight, or as many stages as the reduction has steps; sm_90
 // only; 4: BN 64 in 64 registers, four blocks an SM, for memory-bound layers; 5: BN 128 with each step's MMAs waited
-// for; 6: BN 128 with the copies four steps ahead, six stages; 7: BN 128 with 128-byte steps, three stages); u8 or s8
-// activations in each. The epilogue's operands (per-channel multipliers and biases, the residual tile of QLinearConvAdd) are copied into shared
+// for; 6: BN 128 with the copies four steps ahead, six stages; 7: BN 128 with 128-byte steps, three stages; 8 / 9:
+// 1x1 layers only, weight-stationary persistent blocks of BN 128 / 64, kernels_gemm_i8.cu); u8 or s8 activations in
+// each. The epilogue's operands (per-channel multipliers and biases, the residual tile of QLinearConvAdd) are copied into shared
 // memory by cp.async with the reduction's second step, so no global load waits between the stores. Epilogue: wgmma
 // configurations from the registers (store_reg: a quad's shuffles give each lane 8 channels of a pixel, one 8-byte
 // store; session 29), mma.sync through an int32 tile in shared memory (each thread 16 channels of a pixel: one 16-byte
@@ -98,18 +99,21 @@ __device__ __forceinline__ void store_tile(const int *tile, const float *msm, co
             m[4 * v] = f.x, m[4 * v + 1] = f.y, m[4 * v + 2] = f.z, m[4 * v + 3] = f.w;
         }
         const bool two = col + 8 < d.k;   // the second 8 channels exist (K is a multiple of 8)
+        const uint8_t *r = rsm + (half * 64 + lr) * BN + lc;
         if (e.out >= CUK_QF32) {   // float values, stored as float32, FP16 or BF16
             float v[8];
 #pragma unroll
             for (int g8 = 0; g8 < 2; g8++) {
                 if (g8 && !two)
                     break;
-                f_vals8<GELU>(a + 8 * g8, m + 8 * g8, e, v);
+                if (e.res_float)
+                    f_res8(a + 8 * g8, m + 8 * g8, e, *(const uint2 *)(r + 8 * g8), v);
+                else
+                    f_vals8<GELU>(a + 8 * g8, m + 8 * g8, e, v);
                 st8_out(e, y, o + 8 * g8, v);
             }
             continue;
         }
-        const uint8_t *r = rsm + (half * 64 + lr) * BN + lc;
         const uint2 q0 = q_bytes8<GELU>(a, m, e, e.res, e.res ? *(const uint2 *)r : make_uint2(0, 0));
         uint8_t *yo = (uint8_t *)y + o;
         if (!two) {
@@ -329,17 +333,18 @@ cudaError_t launch_x(bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qep
 
 } // namespace
 
-extern "C" int cuk_conv_i8_configs(void) { return 8; }
+extern "C" int cuk_conv_i8_configs(void) { return 10; }
 
 extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
                                    const cuk_conv_desc *d, cudaStream_t s)
 {
     const int64_t M = (int64_t)d->n * d->p * d->q;
-    if (cfg < 0 || cfg >= 8 || d->c <= 0 || d->r <= 0 || d->s <= 0 || d->c % 16 || d->k % 8 || !d->y_nhwc ||
+    if (cfg < 0 || cfg >= 10 || d->c <= 0 || d->r <= 0 || d->s <= 0 || d->c % 16 || d->k % 8 || !d->y_nhwc ||
         (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
         (M + BM - 1) / BM >= 0x7fffffff || !e->m || e->out < CUK_QU8 || e->out > CUK_QBF16 ||
-        ((uintptr_t)e->m & 15) || ((uintptr_t)y & 15) || (e->res && (e->out >= CUK_QF32 || ((uintptr_t)e->res & 7))) ||
-        (e->out < CUK_QF32 && !(fabsf(e->lo) < 4194304.0f && fabsf(e->hi) < 4194304.0f)))   // kq_clamp_rint's range
+        ((uintptr_t)e->m & 15) || ((uintptr_t)y & 15) ||
+        (e->res && ((e->out >= CUK_QF32) != !!e->res_float || ((uintptr_t)e->res & 7))) ||
+        ((e->out < CUK_QF32 || e->res_float) && !(fabsf(e->lo) < 4194304.0f && fabsf(e->hi) < 4194304.0f)))   // kq_clamp_rint's range
         return cudaErrorInvalidValue;
     // (tile width, wgmma, blocks an SM)
     if (cfg == 0)
@@ -361,6 +366,8 @@ extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const i
     // waits, barriers and fences a tile, copies one step ahead (three stages, two blocks an SM). Session 32, H100: it
     // wins 14 of ResNet-50's 24 timed INT8 layers (layer3's 3x3 0.105 -> 0.094 ms); BN 128 with four stages at one
     // block an SM, and BN 256, won none (not built)
-    default: return launch_x<128, true, 2, true, 1, 128>(x_s8, x, w, *e, y, d, s);
+    case 7: return launch_x<128, true, 2, true, 1, 128>(x_s8, x, w, *e, y, d, s);
+    // weight-stationary persistent blocks for 1x1 layers (kernels_gemm_i8.cu): BN 128, BN 64
+    default: return cuk_gemm_i8(cfg == 8 ? 128 : 64, x_s8, x, w, e, y, d, s);
     }
 }

@@ -111,6 +111,22 @@ template <bool GELU> __device__ __forceinline__ void f_vals8(const int *a, const
                      : fminf(fmaxf(__fmul_rn((float)a[i], m[i]), e.lo), e.hi);
 }
 
+// QLinearConvAdd's float tail (e.res_float): DequantizeLinear of the requantized byte and of R's (rb, as q_bytes8 reads
+// them), their float32 sum, Relu: the separate layers' float operations, each rounded (no contraction)
+__device__ __forceinline__ void f_res8(const int *a, const float *m, const cuk_qepi &e, uint2 rb, float *v)
+{
+    const uint32_t flip = e.res_s8 ? 0x80808080u : 0u, w[2] = {rb.x ^ flip, rb.y ^ flip};
+    const int zb = e.zr + (e.res_s8 ? 128 : 0);
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        // Y - zp = rint(t clamped), as an exact float (|t| < 2^22: cuk_conv_i8's check)
+        const float dy = kq_rint_plus(fminf(fmaxf(__fmul_rn((float)a[i], m[i]), e.lo), e.hi), 0.0f);
+        const float db = kq_byte_minus(__int_as_float(__byte_perm(w[i >> 2], KQ_MAGIC_BITS, 0x7650 | (i & 3))), zb);
+        const float s = __fadd_rn(__fmul_rn(dy, e.ys), __fmul_rn(db, e.rs));
+        v[i] = e.res_relu && s < 0.0f ? 0.0f : s;
+    }
+}
+
 // 8 float values at element o of the output, in its storage (float32, FP16 or BF16: e.out)
 __device__ __forceinline__ void st8_out(const cuk_qepi &e, void *y, int64_t o, const float *v)
 {
@@ -164,7 +180,10 @@ __device__ __forceinline__ void store_reg(const int *acc, const float *msm, cons
         const int64_t o = row * d.k + col;
         if (e.out >= CUK_QF32) {   // float values, stored as float32, FP16 or BF16
             float v[8];
-            f_vals8<GELU>(a, m, e, v);
+            if (e.res_float)
+                f_res8(a, m, e, *(const uint2 *)(rsm + lr * BN + lc), v);
+            else
+                f_vals8<GELU>(a, m, e, v);
             st8_out(e, y, o, v);
             continue;
         }

@@ -106,8 +106,80 @@ kiln_status kiln__k_qlinearadd_ref(kiln_kctx *ctx)
     return KILN_OK;
 }
 
+/* A scalar quantization parameter of node input i: a float32 scale (required), or a zero point of dtype dt (absent:
+ * 0) */
+static kiln_status q_param(const kiln_kctx *ctx, int i, kiln_dtype dt, float *s, int32_t *z)
+{
+    const kiln_tensor *t = kiln__kin(ctx, i);
+    if (s) {
+        if (!t || t->dtype != KILN_DT_FLOAT32 || kiln_tensor_numel(t) != 1 || t->nbytes < 4 || !t->data)
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "input %d must be a float32 scalar scale", i);
+        *s = *(const float *)t->data;
+        return KILN_OK;
+    }
+    *z = 0;
+    if (!t)
+        return KILN_OK;
+    if (t->dtype != dt || kiln_tensor_numel(t) != 1 || !t->data)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "input %d must be a %s scalar zero point", i, kiln_dtype_name(dt));
+    *z = (int32_t)q8(dt, t->data, 0);
+    return KILN_OK;
+}
+
+/* kiln_res_float: C = act(DequantizeLinear(Y, y_scale, y_zero_point) + DequantizeLinear(R, R_scale, R_zero_point)),
+ * float32, the graph's operations (DequantizeLinear's (float)(q - z) * s, a float32 sum, Relu's x < 0 ? 0 : x) */
+static kiln_status qconv_add_float(kiln_kctx *ctx, kiln_kernel_fn conv)
+{
+    const kiln_tensor *r = kiln__kin(ctx, 9);
+    if (!r || !is_q8(r->dtype))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "R must be uint8/int8");
+    const char *act = kiln__attr_s(ctx->node, "kiln_res_act", NULL);
+    if (act && act[0] && strcmp(act, "Relu"))
+        return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "a float QLinearConvAdd's activation is none or Relu, not '%s'", act);
+    const kiln_tensor *yz = kiln__kin(ctx, 7);
+    if (!yz || !is_q8(yz->dtype))
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "y_zero_point must be a uint8/int8 scalar");
+    float ys, rs;
+    int32_t zy, zr;
+    KILN_TRY(q_param(ctx, 6, KILN_DT_FLOAT32, &ys, NULL));
+    KILN_TRY(q_param(ctx, 7, yz->dtype, NULL, &zy));
+    KILN_TRY(q_param(ctx, 10, KILN_DT_FLOAT32, &rs, NULL));
+    KILN_TRY(q_param(ctx, 11, r->dtype, NULL, &zr));
+    kiln_kctx sub = *ctx;
+    sub.n_in = 9;
+    KILN_TRY(conv(&sub));   /* Y */
+    kiln_tensor *y = ctx->out[0];
+    if (!is_q8(y->dtype) || r->ndim != y->ndim || memcmp(r->dims, y->dims, sizeof(int64_t) * (size_t)y->ndim))
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "R must have the convolution output's shape and Y a quantized type");
+    int64_t n = kiln_tensor_numel(y), dims[KILN_MAX_DIMS];
+    int nd = y->ndim;
+    kiln_dtype ydt = y->dtype;
+    memcpy(dims, y->dims, sizeof(int64_t) * (size_t)nd);
+    uint8_t *yb = kiln__malloc(n > 0 ? (size_t)n : 1);
+    if (!yb)
+        return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+    memcpy(yb, y->data, (size_t)n);
+    kiln_status st = kiln__kout_uninit(ctx, 0, KILN_DT_FLOAT32, nd, dims);
+    if (st == KILN_OK) {
+        float *c = ctx->out[0]->data;
+        bool relu = act && act[0];
+        for (int64_t i = 0; i < n; i++) {
+            /* separate statements: no contraction into a fused multiply-add (the graph's layers round each) */
+            float fa = (float)(q8(ydt, yb, i) - zy) * ys;
+            float fb = (float)(q8(r->dtype, r->data, i) - zr) * rs;
+            float v = fa + fb;
+            c[i] = relu && v < 0 ? 0.0f : v;
+        }
+    }
+    kiln__free(yb);
+    return st;
+}
+
 kiln_status kiln__qconv_add(kiln_kctx *ctx, kiln_kernel_fn conv, kiln_qadd_run_fn add)
 {
+    if (ctx->n_in >= 10 && ctx->n_out >= 1 && ctx->out[0] && !kiln__attr_i(ctx->node, "kiln_out_float", 0) &&
+        kiln__attr_i(ctx->node, "kiln_res_float", 0))
+        return qconv_add_float(ctx, conv);
     if (ctx->n_in < 13 || ctx->n_out < 1 || !ctx->out[0])
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "QLinearConvAdd needs 13 or 14 inputs and its output");
     if (kiln__attr_i(ctx->node, "kiln_out_float", 0))
