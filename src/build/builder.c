@@ -351,6 +351,8 @@ kiln_status kiln__build_planned(kiln_model_t m, kiln_build_options *o, const kil
         st = build_pass(e->g, &fold_qdq_lookup, true, &rep);
     if (st == KILN_OK && optimize && device)
         st = build_pass(e->g, &fuse_qconv_add, false, &rep);
+    if (st == KILN_OK)
+        st = kiln__precision_half_report(e->g, o);
     ctl = kiln__run_ctl(NULL, budget);
     kiln_calib_result cr;
     memset(&cr, 0, sizeof cr);

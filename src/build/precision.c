@@ -1097,8 +1097,9 @@ static kiln_status mark_half_out(kiln_graph *g, const char *fmt, int *marked)
             const kiln_tensor *sc = n->n_in > 1 && n->in[1] >= 0 ? g->values[n->in[1]].init : NULL;
             dq = !sc || sc->dtype == KILN_DT_FLOAT32;
         }
-        bool qf = (n->op == KILN_OP_QLinearConv || n->op == KILN_OP_QLinearConvAdd || n->op == KILN_OP_QLinearMatMul) &&
-                  kiln__attr_i(n, "kiln_out_float", 0) == 1;
+        bool qf = ((n->op == KILN_OP_QLinearConv || n->op == KILN_OP_QLinearConvAdd || n->op == KILN_OP_QLinearMatMul) &&
+                   kiln__attr_i(n, "kiln_out_float", 0) == 1) ||
+                  (n->op == KILN_OP_QLinearConvAdd && kiln__attr_i(n, "kiln_res_float", 0) == 1);
         if (!dq && !qf)
             continue;
         if (fmt)
@@ -1142,20 +1143,34 @@ kiln_status kiln__precision_after_passes(kiln_graph *g, kiln_build_options *o)
     if (f8)
         sb_printf(&rep, "fp8 outputs: %d FP8 layers write FP16 on the GPU (E4M3 where held so), so the float layers "
                   "after them run in half storage (float32 arithmetic; KILN_CUDA_FP8_OUT=fp32 keeps float32)\n", f8);
-    /* half float activations of a GPU INT8 engine (kiln_build_options.float_activations) */
+    /* half float activations of a GPU INT8 engine (kiln_build_options.float_activations): marked here, reported by
+     * kiln__precision_half_report once the device fusions are done */
     const char *half = o->device == KILN_DEVICE_CUDA ? half_activations(o) : NULL;
-    int halved = 0, f32_outs = 0;
+    int halved = 0;
     if (st == KILN_OK && half)
         st = mark_half_out(g, half, &halved);
-    else if (st == KILN_OK && o->device == KILN_DEVICE_CUDA && !o->float_activations)   /* a hint, as trtexec's */
-        st = mark_half_out(g, NULL, &f32_outs);
-    if (f32_outs)
+    return finish_report(o, &rep, st);
+}
+
+kiln_status kiln__precision_half_report(kiln_graph *g, kiln_build_options *o)
+{
+    if (!o || o->device != KILN_DEVICE_CUDA)
+        return KILN_OK;
+    sbuf rep = {.p = o->precision_report, .len = o->precision_report ? strlen(o->precision_report) : 0};
+    rep.cap = rep.p ? rep.len + 1 : 0;
+    o->precision_report = NULL;
+    const char *half = half_activations(o);
+    int n = 0;
+    kiln_status st = KILN_OK;
+    if (half || !o->float_activations)
+        st = mark_half_out(g, NULL, &n);   /* (counts the layers; marked already where half) */
+    if (st == KILN_OK && n && !half)   /* a hint, as trtexec's */
         sb_printf(&rep, "float activations: %d INT8 layers write float32 on the GPU, the float layers after them run "
-                  "in float32 (--float-activations fp16 holds them in half: faster, less exact)\n", f32_outs);
-    if (half && halved)
+                  "in float32 (--float-activations fp16 holds them in half: faster, less exact)\n", n);
+    if (st == KILN_OK && half && n)
         sb_printf(&rep, "float activations: %d INT8 layers write their float32 outputs in %s on the GPU (the float "
-                  "layers after them run in half storage; the CPU keeps float32)\n", halved, half);
-    else if (half && st == KILN_OK)
+                  "layers after them run in half storage; the CPU keeps float32)\n", n, half);
+    else if (st == KILN_OK && half)
         sb_printf(&rep, "float activations %s: no INT8 layer writes a float32 output, nothing is held in half\n",
                   half);
     return finish_report(o, &rep, st);

@@ -30,6 +30,9 @@ kiln_status kiln__precision_before_passes(kiln_graph *g, kiln_model_t m, kiln_bu
  * precision (node->precision) and fails, naming the layers, where it differs from the request
  * (unless o->precision_fallback: then each is listed in o->precision_report). o may be NULL. */
 kiln_status kiln__precision_after_passes(kiln_graph *g, kiln_build_options *o);
+/* A --device cuda build's report line on its INT8 layers that write float32 (held in half with
+ * --float-activations, marked by kiln__precision_after_passes), counted once the device fusions are done */
+kiln_status kiln__precision_half_report(kiln_graph *g, kiln_build_options *o);
 
 /* What the planner needs to know of precisions: a precision name's code (>= 0), -2 for a name
  * kiln knows but cannot build yet, -1 otherwise; its canonical name (NULL if out of range). */
