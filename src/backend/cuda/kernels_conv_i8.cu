@@ -154,13 +154,7 @@ template <int BN>
 __device__ __forceinline__ void load_epilogue(const cuk_qepi &e, const cuk_conv_desc &d, float *msm, int *bsm,
                                               uint8_t *rsm, int64_t M, int64_t m0, int n0, int tid)
 {
-    if (tid < BN / 4) {
-        const int c = n0 + tid * 4;
-        cp_async16(msm + tid * 4, c < d.k ? e.m + c : e.m, c < d.k);
-    } else if (tid < BN / 2) {
-        const int c = n0 + (tid - BN / 4) * 4;
-        cp_async16(bsm + (tid - BN / 4) * 4, e.bias && c < d.k ? e.bias + c : (const int *)e.m, e.bias && c < d.k);
-    }
+    load_mb<BN>(e, d, msm, bsm, n0, tid);
     if (!e.res)
         return;
     if (d.k % 16 == 0 && ((uintptr_t)e.res & 15) == 0) {

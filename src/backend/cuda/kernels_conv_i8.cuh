@@ -138,6 +138,20 @@ __device__ __forceinline__ void st8_out(const cuk_qepi &e, void *y, int64_t o, c
         st8((__nv_bfloat16 *)y + o, v);
 }
 
+// The multipliers and biases of channels n0 .. n0 + BN - 1 into shared memory by cp.async, 4 channels a piece (K is a
+// multiple of 8: whole pieces; past K or without a bias: zeros)
+template <int BN>
+__device__ __forceinline__ void load_mb(const cuk_qepi &e, const cuk_conv_desc &d, float *msm, int *bsm, int n0, int tid)
+{
+    if (tid < BN / 4) {
+        const int c = n0 + tid * 4;
+        cp_async16(msm + tid * 4, c < d.k ? e.m + c : e.m, c < d.k);
+    } else if (tid < BN / 2) {
+        const int c = n0 + (tid - BN / 4) * 4;
+        cp_async16(bsm + (tid - BN / 4) * 4, e.bias && c < d.k ? e.bias + c : (const int *)e.m, e.bias && c < d.k);
+    }
+}
+
 __device__ __forceinline__ void cp_async8(void *smem, const void *gmem, bool valid)
 {
     const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);

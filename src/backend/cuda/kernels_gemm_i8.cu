@@ -45,13 +45,7 @@ __global__ void __launch_bounds__(GT, BN >= 256 ? 1 : 2)
         const bool ok = n0 + r < d.k && j * 16 < red;
         cp_async16(bs + (j >> 2) * BN * 64 + wg_swz(r, j & 3, 64), ok ? wb + (int64_t)(n0 + r) * red + j * 16 : wb, ok);
     }
-    if (tid < BN / 4) {
-        const int c = n0 + tid * 4;
-        cp_async16(msm + tid * 4, c < d.k ? e.m + c : e.m, c < d.k);
-    } else if (tid < BN / 2) {
-        const int c = n0 + (tid - BN / 4) * 4;
-        cp_async16(bsm + (tid - BN / 4) * 4, e.bias && c < d.k ? e.bias + c : (const int *)e.m, e.bias && c < d.k);
-    }
+    load_mb<BN>(e, d, msm, bsm, n0, tid);
     // row tile t into stage s: its activations, and the residual tile (K a multiple of 16: cuk_conv_i8's check)
     auto load = [&](int s, int64_t t) {
         uint8_t *as = st0 + s * sbytes;
