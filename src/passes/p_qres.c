@@ -156,11 +156,11 @@ static kiln_status fuse_tail(kiln_graph *g, const kiln_vshape *vs, int i, int *c
     return KILN_OK;
 }
 
-/* The float tail only with KILN_QCONV_ADD_FLOAT=1 at build time until the CUDA module's side has run on a GPU */
+/* KILN_QCONV_ADD_FLOAT=0 at build time leaves the float tails apart */
 static bool tail_enabled(void)
 {
     const char *e = getenv("KILN_QCONV_ADD_FLOAT");
-    return e && !strcmp(e, "1");
+    return !e || strcmp(e, "0");
 }
 
 static kiln_status fuse_all(kiln_graph *g, const kiln_vshape *vs, int *changed)

@@ -219,7 +219,6 @@ static void bad_case(const int64_t *rd, bool float_out, kiln_status want, const 
 int main(void)
 {
     unsigned long long seed = 0x9E3779B97F4A7C15ull;
-    setenv("KILN_QCONV_ADD_FLOAT", "1", 1);   /* the float tail (off by default until run on a GPU) */
     /* engines record their layers' op numbers: ops are added at the end of ops.def (an op inserted before these
      * renumbered them, and int8 engines built before no longer loaded) */
     CHECK_MSG(KILN_OP_QGemm == 169 && KILN_OP_QLinearAdd == 170 && KILN_OP_QLinearConvAdd == 171,

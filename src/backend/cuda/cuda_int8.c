@@ -485,9 +485,9 @@ static kiln_status qconv_choose(cu_be *b, const kiln_kctx *ctx, qconv_call *c, i
 {
     unsigned mask = i8_conv_mode();
     /* the weight-stationary configurations only where the layer is a GEMM they hold (forced on another layer:
-     * configuration 7), and among the timed ones only with KILN_CUDA_INT8_WS=1 until they have run on a GPU */
+     * configuration 7); KILN_CUDA_INT8_WS=0 leaves them out of the timed ones */
     const char *ws = getenv("KILN_CUDA_INT8_WS");
-    bool ws_on = ws && !strcmp(ws, "1");
+    bool ws_on = !ws || strcmp(ws, "0");
     for (int bn = 64, i = 9; bn <= 128; bn *= 2, i--)
         if (!cuk_gemm_i8_fits(bn, &c->d, &c->e) || (!ws_on && (mask & (mask - 1))))
             mask &= ~(1u << i);
