@@ -468,6 +468,10 @@ typedef struct qconv_call {
 
 static cudaError_t qconv_launch(const qconv_call *c, int cfg)
 {
+    /* a weight-stationary choice (stored, or forced) for operands it does not take, e.g. a residual placed at another
+     * alignment than when it was timed: configuration 7 */
+    if (cfg >= 8 && !cuk_gemm_i8_fits(cfg == 8 ? 128 : 64, &c->d, &c->e))
+        cfg = 7;
     return cuk_conv_i8(cfg, c->x_s8, c->x, c->q->w, &c->e, c->y, &c->d, c->b->stream);
 }
 
