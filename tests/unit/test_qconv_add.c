@@ -162,6 +162,8 @@ static kiln_tensor q_scalar(kiln_dtype dt, double v)
 
 /* A QLinearConvAdd node run directly: R of dims rd and dtype rdt (the convolution gives [1, 8, 5, 5]); float_out:
  * kiln_out_float; input `empty` left empty (0: none); res_act: kiln_res_act (NULL: none) */
+static bool bad_res_float;   /* bad_case_ex's node has kiln_res_float = 1 (the float tail) */
+
 static void bad_case_ex(const int64_t *rd, kiln_dtype rdt, bool float_out, int empty, const char *res_act,
                         kiln_status want, const char *what)
 {
@@ -198,6 +200,8 @@ static void bad_case_ex(const int64_t *rd, kiln_dtype rdt, bool float_out, int e
     CHECK(kiln__node_set_attr_ints(&g->nodes[n], "pads", 4, pads) == KILN_OK);
     if (float_out)
         CHECK(kiln__node_set_attr_i(&g->nodes[n], "kiln_out_float", 1) == KILN_OK);
+    if (bad_res_float)
+        CHECK(kiln__node_set_attr_i(&g->nodes[n], "kiln_res_float", 1) == KILN_OK);
     test_graph_output(g, out);
     const kiln_tensor *feed[2] = {&xt, &rt};
     kiln_tensor got[1] = {0};
@@ -240,5 +244,13 @@ int main(void)
     bad_case_ex(y, KILN_DT_UINT8, false, 12, NULL, KILN_ERR_INVALID_ARG, "missing C_scale");
     bad_case_ex(y, KILN_DT_UINT8, false, 9, NULL, KILN_ERR_DTYPE, "R must be uint8/int8");
     bad_case_ex(y, KILN_DT_UINT8, false, 0, "Bogus", KILN_ERR_INVALID_ARG, "unknown kiln_res_act activation");
+    /* the float tail's node: clean errors too */
+    bad_res_float = true;
+    bad_case_ex(y, KILN_DT_FLOAT32, false, 0, NULL, KILN_ERR_DTYPE, "R must be uint8/int8");
+    bad_case_ex(y, KILN_DT_UINT8, false, 0, "Clip", KILN_ERR_UNSUPPORTED, "activation is none or Relu");
+    bad_case_ex(y, KILN_DT_UINT8, false, 10, NULL, KILN_ERR_INVALID_ARG, "must be a float32 scalar scale");
+    bad_case((const int64_t[]){1, 8, 5, 4}, false, KILN_ERR_SHAPE, "R must have the convolution output's shape");
+    bad_case((const int64_t[]){1, 8, 5, 5}, true, KILN_ERR_INVALID_ARG, "must have a quantized output");
+    bad_res_float = false;
     return TEST_SUMMARY();
 }
