@@ -9,6 +9,7 @@
  * precision decisions (builder.c); KILN_QCONV_ADD=0 at build time leaves the pairs apart. */
 #include "rewrite.h"
 #include "../core/numfmt.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,7 +97,10 @@ static int dq_scalar(const kiln_graph *g, const kiln_vshape *vs, int v, const ki
         return -1;
     const kiln_tensor *s = kiln__const_of(g, d->in[1]), *z = in_at(d, 2) >= 0 ? kiln__const_of(g, d->in[2]) : NULL;
     kiln_dtype xdt = vs[d->in[0]].dtype;
-    if (!s || s->dtype != KILN_DT_FLOAT32 || kiln_tensor_numel(s) != 1 || (in_at(d, 2) >= 0 && (!z || kiln_tensor_numel(z) != 1 || z->dtype != xdt)) ||
+    /* (a scale finite and > 0, as the fused kernel's operands must be: cpu/ref/k_qadd.c scale_in) */
+    if (!s || s->dtype != KILN_DT_FLOAT32 || kiln_tensor_numel(s) != 1 || !(*(const float *)s->data > 0) ||
+        !isfinite(*(const float *)s->data) ||
+        (in_at(d, 2) >= 0 && (!z || kiln_tensor_numel(z) != 1 || z->dtype != xdt)) ||
         (xdt != KILN_DT_UINT8 && xdt != KILN_DT_INT8))
         return -1;
     *dq = d;

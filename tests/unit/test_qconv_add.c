@@ -248,7 +248,7 @@ int main(void)
     bad_res_float = true;
     bad_case_ex(y, KILN_DT_FLOAT32, false, 0, NULL, KILN_ERR_DTYPE, "R must be uint8/int8");
     bad_case_ex(y, KILN_DT_UINT8, false, 0, "Clip", KILN_ERR_UNSUPPORTED, "activation is none or Relu");
-    bad_case_ex(y, KILN_DT_UINT8, false, 10, NULL, KILN_ERR_INVALID_ARG, "must be a float32 scalar scale");
+    bad_case_ex(y, KILN_DT_UINT8, false, 10, NULL, KILN_ERR_INVALID_ARG, "missing B_scale");
     bad_case((const int64_t[]){1, 8, 5, 4}, false, KILN_ERR_SHAPE, "R must have the convolution output's shape");
     bad_case((const int64_t[]){1, 8, 5, 5}, true, KILN_ERR_INVALID_ARG, "must have a quantized output");
     bad_res_float = false;

@@ -245,8 +245,6 @@ static bool qparams_ok(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor
     return host_zp(n_in > 2 ? in[2] : NULL, 0, zx);
 }
 
-/* QLinearConv, or kiln's QLinearConvAdd (passes/p_qres.c: inputs 9-13 the residual add's R, R_scale, R_zero_point,
- * C_scale, C_zero_point, its activation kiln_res_act) */
 /* QLinearConvAdd's float tail (kiln_res_float): R u8 / s8 with a host float32 scale and an optional zero point of
  * its type, activation none or Relu; Y's float32 scale on the host (its zero point: qparams_ok) */
 static bool res_float_ok(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
@@ -264,6 +262,8 @@ static bool res_float(cu_be *b, const kiln_node *n)
     return n->op == KILN_OP_QLinearConvAdd && b->host->attr_i(n, "kiln_res_float", 0) == 1;
 }
 
+/* QLinearConv, or kiln's QLinearConvAdd (passes/p_qres.c: inputs 9-13 the residual add's R, R_scale, R_zero_point,
+ * C_scale, C_zero_point, its activation kiln_res_act; with kiln_res_float inputs 9-11) */
 static bool acc_qconv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
 {
     bool fused = n->op == KILN_OP_QLinearConvAdd, rf = res_float(b, n);
@@ -470,7 +470,7 @@ static cudaError_t qconv_launch(const qconv_call *c, int cfg)
 {
     /* a weight-stationary choice (stored, or forced) for operands it does not take, e.g. a residual placed at another
      * alignment than when it was timed: configuration 7 */
-    if (cfg >= 8 && !cuk_gemm_i8_fits(cfg == 8 ? 128 : 64, &c->d, &c->e))
+    if (cfg >= 8 && !cuk_gemm_i8_fits(cfg, &c->d, &c->e))
         cfg = 7;
     return cuk_conv_i8(cfg, c->x_s8, c->x, c->q->w, &c->e, c->y, &c->d, c->b->stream);
 }
@@ -488,15 +488,14 @@ typedef struct qconv_tactic {
 static kiln_status qconv_choose(cu_be *b, const kiln_kctx *ctx, qconv_call *c, int *cfg)
 {
     unsigned mask = i8_conv_mode();
-    /* the weight-stationary configurations only where the layer is a GEMM they hold (forced on another layer:
-     * configuration 7); KILN_CUDA_INT8_WS=0 leaves them out of the timed ones */
-    const char *ws = getenv("KILN_CUDA_INT8_WS");
-    bool ws_on = !ws || strcmp(ws, "0");
-    for (int bn = 64, i = 9; bn <= 128; bn *= 2, i--)
-        if (!cuk_gemm_i8_fits(bn, &c->d, &c->e) || (!ws_on && (mask & (mask - 1))))
-            mask &= ~(1u << i);
-    if (!mask)
-        mask = 1u << 7;
+    /* the weight-stationary configurations among the timed ones only where they hold the layer (a forced one that
+     * does not runs as configuration 7: qconv_launch); KILN_CUDA_INT8_WS=0 leaves them out */
+    if (mask & (mask - 1)) {
+        const char *ws = getenv("KILN_CUDA_INT8_WS");
+        for (int i = 8; i <= 9; i++)
+            if ((ws && !strcmp(ws, "0")) || !cuk_gemm_i8_fits(i, &c->d, &c->e))
+                mask &= ~(1u << i);
+    }
     *cfg = __builtin_ctz(mask);
     if (!(mask & (mask - 1)))
         return KILN_OK;
@@ -556,11 +555,7 @@ static kiln_status k_qconv(cu_be *b, kiln_kctx *ctx)
     kiln_tensor lay[2];
     memset(lay, 0, sizeof lay);
     if (fused && res_float(b, n)) {   /* float32 = act(DequantizeLinear(Y) + DequantizeLinear(R)) */
-        const kiln_tensor *rl = NULL;
-        KILN_TRY(cu_relayout(b, IN(9), true, &lay[1], &rl));
         const char *a = b->host->attr_s(n, "kiln_res_act", NULL);
-        e.res = rl->data;
-        e.res_s8 = rl->dtype == KILN_DT_INT8;
         e.res_float = 1;
         e.res_relu = a && a[0];
         (void)host_f(IN(6), &e.ys);   /* (checked by acc_qconv) */
@@ -572,12 +567,14 @@ static kiln_status k_qconv(cu_be *b, kiln_kctx *ctx)
         const kiln_tensor *ops[8] = {&yt, IN(6), IN(7), IN(9), IN(10), IN(11), IN(12), IN(13)};
         kiln_qadd p;
         KILN_TRY(b->host->qadd_params(ctx, ops, "kiln_res_act", &p));
+        e.add = qadd_args(&p);
+        odt = p.cdt;
+    }
+    if (fused) {   /* R, channels-last as the output */
         const kiln_tensor *rl = NULL;
         KILN_TRY(cu_relayout(b, IN(9), true, &lay[1], &rl));
         e.res = rl->data;
         e.res_s8 = rl->dtype == KILN_DT_INT8;
-        e.add = qadd_args(&p);
-        odt = p.cdt;
     }
     int64_t yd[4] = {x->dims[0], K, g.out[0], g.out[1]};
     kiln_dtype sdt = odt == KILN_DT_FLOAT32 ? int8_float_sdt(b, ctx->node) : odt;

@@ -267,8 +267,8 @@ cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, c
 /* Configurations 8 (BN 128) and 9 (BN 64), kernels_gemm_i8.cu: weight-stationary persistent blocks for a 1x1 stride-1
  * unpadded convolution (a GEMM over the pixels), K a multiple of 16, whose filter slice [BN][C] and operand stages fit
  * shared memory; cuk_gemm_i8_fits says whether a layer is one (cuk_conv_i8 answers cudaErrorNotSupported otherwise) */
-bool cuk_gemm_i8_fits(int bn, const cuk_conv_desc *d, const cuk_qepi *e);
-cudaError_t cuk_gemm_i8(int bn, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
+bool cuk_gemm_i8_fits(int cfg, const cuk_conv_desc *d, const cuk_qepi *e);
+cudaError_t cuk_gemm_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
                         const cuk_conv_desc *d, cudaStream_t s);
 /* QLinearMatMul with a constant B runs as the 1x1 convolution of A's rows: d = {n = M, c = K, h = w = 1, k = N, r = s =
  * 1, strides / dilations 1, y_nhwc}, w = B^T ([N][K] s8). */

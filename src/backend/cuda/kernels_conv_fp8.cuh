@@ -74,7 +74,7 @@ struct fp8_row {
     }
 };
 
-__device__ __forceinline__ bool fp8_is_gemm(const cuk_conv_desc &d)
+__host__ __device__ __forceinline__ bool fp8_is_gemm(const cuk_conv_desc &d)
 {
     return d.r == 1 && d.s == 1 && d.sh == 1 && d.sw == 1 && d.ph == 0 && d.pw == 0;
 }

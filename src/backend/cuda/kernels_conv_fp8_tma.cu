@@ -160,18 +160,6 @@ bool tma_map(CUtensorMap *m, CUtensorMapDataType dt, int es, const void *p, int6
                CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-int sm_count(void)
-{
-    static const int n = [] {
-        int dev = 0, v = 0;
-        return cudaGetDevice(&dev) == cudaSuccess &&
-                       cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess
-                   ? v
-                   : 0;
-    }();
-    return n;
-}
-
 template <typename T, int BN, int BK, int STAGES, bool RES, int MINB>
 cudaError_t launch_cfg(const uint8_t *x, const uint8_t *w, const wg_out<T> &o, const cuk_conv_desc *d, cudaStream_t s)
 {

@@ -31,6 +31,20 @@ static inline cudaError_t wg_sm90(void)
     return major == 9 && minor == 0 ? cudaSuccess : cudaErrorNotSupported;
 }
 
+// The device's SM count, asked once (0 where it cannot be read): the persistent kernels' grids (the FP8 TMA
+// convolution, the INT8 weight-stationary GEMM)
+static inline int sm_count(void)
+{
+    static const int n = [] {
+        int dev = 0, v = 0;
+        return cudaGetDevice(&dev) == cudaSuccess &&
+                       cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess
+                   ? v
+                   : 0;
+    }();
+    return n;
+}
+
 // run(o) with o the epilogue's operands in the output storage fdt_y (CUK_F16, CUK_BF16, else float32)
 template <typename R>
 cudaError_t wg_by_storage(int fdt_y, const float *scale, const float *bias, const void *res, void *y, const float *inv,

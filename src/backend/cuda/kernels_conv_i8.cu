@@ -362,6 +362,6 @@ extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const i
     // block an SM, and BN 256, won none (not built)
     case 7: return launch_x<128, true, 2, true, 1, 128>(x_s8, x, w, *e, y, d, s);
     // weight-stationary persistent blocks for 1x1 layers (kernels_gemm_i8.cu): BN 128, BN 64
-    default: return cuk_gemm_i8(cfg == 8 ? 128 : 64, x_s8, x, w, e, y, d, s);
+    default: return cuk_gemm_i8(cfg, x_s8, x, w, e, y, d, s);
     }
 }

@@ -22,7 +22,7 @@ __host__ __device__ inline int g_stage_bytes(int steps, int bn, bool res) { retu
 __host__ __device__ inline int g_fixed_bytes(int steps, int bn) { return al1k(steps * bn * 64) + al1k(bn * 8); }
 
 template <int BN, bool XS8, bool GELU, int NS>
-__global__ void __launch_bounds__(GT, BN >= 256 ? 1 : 2)
+__global__ void __launch_bounds__(GT, 2)
     k_gemm_i8(const uint8_t *__restrict__ x, const int8_t *__restrict__ w, cuk_qepi e, void *__restrict__ y,
               cuk_conv_desc d, int n_slices)
 {
@@ -96,23 +96,12 @@ __global__ void __launch_bounds__(GT, BN >= 256 ? 1 : 2)
 #endif
 }
 
-int g_sms(void)
-{
-    static int sms;   // (a benign race: every thread writes the same value)
-    if (!sms) {
-        int dev = 0, n = 0;
-        if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess)
-            sms = n;
-    }
-    return sms;
-}
-
-// The stages that fit two blocks an SM (BN 256: one), at least two and at most four; 0: the slice does not fit
+// The stages that fit two blocks an SM (else one), at least two and at most four; 0: the slice does not fit
 int g_stages(int steps, int bn, bool res, int *blocks)
 {
     const int fixed = g_fixed_bytes(steps, bn) + 1024, st = g_stage_bytes(steps, bn, res);
     const int per_sm = 227 * 1024;
-    for (int b = bn >= 256 ? 1 : 2; b >= 1; b--)
+    for (int b = 2; b >= 1; b--)
         for (int ns = 4; ns >= 2; ns--)
             if ((fixed + ns * st) * b <= per_sm) {
                 *blocks = b;
@@ -129,7 +118,7 @@ cudaError_t g_launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void 
     const int bytes = 1024 + g_fixed_bytes(steps, BN) + NS * g_stage_bytes(steps, BN, e.res != nullptr);
     const int64_t M = (int64_t)d->n * d->p * d->q, MT = (M + BM - 1) / BM;
     // G blocks a slice: the SMs' resident blocks shared among the slices, no more than the row tiles
-    int64_t G = ((int64_t)g_sms() * blocks + n_slices - 1) / n_slices;
+    int64_t G = ((int64_t)sm_count() * blocks + n_slices - 1) / n_slices;
     G = G < 1 ? 1 : G > MT ? MT : G;
     if (G * n_slices >= 0x7fffffff)
         return cudaErrorInvalidValue;
@@ -158,23 +147,26 @@ cudaError_t g_launch_ns(const uint8_t *x, const int8_t *w, const cuk_qepi &e, vo
 
 } // namespace
 
-// Configuration 8 (BN 128) or 9 (BN 64) where the layer is one (kiln_gemm_i8_fits), else cudaErrorNotSupported
-extern "C" cudaError_t cuk_gemm_i8(int bn, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
+// The filter slice's width of configuration cfg (8 or 9)
+static int g_bn(int cfg) { return cfg == 8 ? 128 : 64; }
+
+// Configuration 8 (BN 128) or 9 (BN 64) where the layer is one (cuk_gemm_i8_fits), else cudaErrorNotSupported
+extern "C" cudaError_t cuk_gemm_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
                                    const cuk_conv_desc *d, cudaStream_t s)
 {
-    if (!cuk_gemm_i8_fits(bn, d, e))
+    if (!cuk_gemm_i8_fits(cfg, d, e))
         return cudaErrorNotSupported;
     const bool gelu = x_s8 && e->act == CUK_GELU;
-    if (bn == 128)
+    if (g_bn(cfg) == 128)
         return gelu ? g_launch_ns<128, true, true>(x, w, *e, y, d, s)
                     : x_s8 ? g_launch_ns<128, true, false>(x, w, *e, y, d, s) : g_launch_ns<128, false, false>(x, w, *e, y, d, s);
     return gelu ? g_launch_ns<64, true, true>(x, w, *e, y, d, s)
                 : x_s8 ? g_launch_ns<64, true, false>(x, w, *e, y, d, s) : g_launch_ns<64, false, false>(x, w, *e, y, d, s);
 }
 
-extern "C" bool cuk_gemm_i8_fits(int bn, const cuk_conv_desc *d, const cuk_qepi *e)
+extern "C" bool cuk_gemm_i8_fits(int cfg, const cuk_conv_desc *d, const cuk_qepi *e)
 {
     int blocks = 0;
-    return (bn == 64 || bn == 128) && d->r == 1 && d->s == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 && d->pw == 0 &&
-           d->k % 16 == 0 && (!e->res || ((uintptr_t)e->res & 15) == 0) && g_stages((d->c + 63) / 64, bn, e->res != nullptr, &blocks) > 0;
+    return (cfg == 8 || cfg == 9) && fp8_is_gemm(*d) && d->k % 16 == 0 && (!e->res || ((uintptr_t)e->res & 15) == 0) &&
+           g_stages((d->c + 63) / 64, g_bn(cfg), e->res != nullptr, &blocks) > 0;
 }

@@ -106,26 +106,6 @@ kiln_status kiln__k_qlinearadd_ref(kiln_kctx *ctx)
     return KILN_OK;
 }
 
-/* A scalar quantization parameter of node input i: a float32 scale (required), or a zero point of dtype dt (absent:
- * 0) */
-static kiln_status q_param(const kiln_kctx *ctx, int i, kiln_dtype dt, float *s, int32_t *z)
-{
-    const kiln_tensor *t = kiln__kin(ctx, i);
-    if (s) {
-        if (!t || t->dtype != KILN_DT_FLOAT32 || kiln_tensor_numel(t) != 1 || t->nbytes < 4 || !t->data)
-            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "input %d must be a float32 scalar scale", i);
-        *s = *(const float *)t->data;
-        return KILN_OK;
-    }
-    *z = 0;
-    if (!t)
-        return KILN_OK;
-    if (t->dtype != dt || kiln_tensor_numel(t) != 1 || !t->data)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "input %d must be a %s scalar zero point", i, kiln_dtype_name(dt));
-    *z = (int32_t)q8(dt, t->data, 0);
-    return KILN_OK;
-}
-
 /* kiln_res_float: C = act(DequantizeLinear(Y, y_scale, y_zero_point) + DequantizeLinear(R, R_scale, R_zero_point)),
  * float32, the graph's operations (DequantizeLinear's (float)(q - z) * s, a float32 sum, Relu's x < 0 ? 0 : x) */
 static kiln_status qconv_add_float(kiln_kctx *ctx, kiln_kernel_fn conv)
@@ -136,15 +116,16 @@ static kiln_status qconv_add_float(kiln_kctx *ctx, kiln_kernel_fn conv)
     const char *act = kiln__attr_s(ctx->node, "kiln_res_act", NULL);
     if (act && act[0] && strcmp(act, "Relu"))
         return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "a float QLinearConvAdd's activation is none or Relu, not '%s'", act);
-    const kiln_tensor *yz = kiln__kin(ctx, 7);
-    if (!yz || !is_q8(yz->dtype))
+    /* the add's operands as QLinearConvAdd's quantized form reads them (A: Y, B: R), no C */
+    const kiln_tensor *q[8] = {NULL, kiln__kin(ctx, 6), kiln__kin(ctx, 7), r, kiln__kin(ctx, 10), kiln__kin(ctx, 11)};
+    if (!q[2] || !is_q8(q[2]->dtype))
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "y_zero_point must be a uint8/int8 scalar");
     float ys, rs;
     int32_t zy, zr;
-    KILN_TRY(q_param(ctx, 6, KILN_DT_FLOAT32, &ys, NULL));
-    KILN_TRY(q_param(ctx, 7, yz->dtype, NULL, &zy));
-    KILN_TRY(q_param(ctx, 10, KILN_DT_FLOAT32, &rs, NULL));
-    KILN_TRY(q_param(ctx, 11, r->dtype, NULL, &zr));
+    KILN_TRY(scale_in(ctx, q, 1, &ys));
+    KILN_TRY(zp_in(ctx, q, 2, q[2]->dtype, &zy));
+    KILN_TRY(scale_in(ctx, q, 4, &rs));
+    KILN_TRY(zp_in(ctx, q, 5, r->dtype, &zr));
     kiln_kctx sub = *ctx;
     sub.n_in = 9;
     KILN_TRY(conv(&sub));   /* Y */
