@@ -8,7 +8,8 @@
  *              inserted around each int8 Conv / MatMul: per-tensor activation scales from the
  *              calibration (uint8 with zero point 0 and T/255 after a Relu, else int8 T/127),
  *              symmetric per-output-channel int8 weights; the pass fuse-qdq then makes them
- *              QLinearConv / QLinearMatMul like any explicit QDQ model;
+ *              QLinearConv / QLinearMatMul like any explicit QDQ model (each layer and residual Add
+ *              whose output kiln quantized marked kiln_q_auto: implicit INT8, core/numfmt.h);
  *   fp16/bf16  (after the passes) constant weights of the layer are stored in that format, which
  *              the kernels take directly with float32 activations;
  *   realized   (after everything, every build) each layer's precision derived from its op and
@@ -524,6 +525,8 @@ static kiln_status quantize_layer(qctx *q, int i)
     if (out_q)
         KILN_TRY(quantize_value(q, y, true, &yd));
     n = &g->nodes[i];
+    if (out_q && yd >= 0)
+        KILN_TRY(kiln__node_set_attr_i(n, KILN_ATTR_Q_AUTO, 1));
     int wd = new_value(g, g->values[n->in[1]].name, "__kiln_dq", KILN_DT_FLOAT32);
     if (wd < 0)
         return nomem();
@@ -554,7 +557,7 @@ static int dq_value(const qctx *q, int v)
  * activations stay 8-bit across the block (an input such as a block's shortcut was otherwise read
  * in float, its Q/DQ serving only the int8 layers); the other readers of its result read the DQ'd
  * copy, as those of an int8 layer's output do. */
-static void quantize_adds(qctx *q)
+static kiln_status quantize_adds(qctx *q)
 {
     kiln_graph *g = q->g;
     for (int i = 0; i < g->n_nodes; i++) {
@@ -575,11 +578,13 @@ static void quantize_adds(qctx *q)
             continue;
         n->in[0] = da;
         n->in[1] = db;
+        KILN_TRY(kiln__node_set_attr_i(n, KILN_ATTR_Q_AUTO, 1));
         /* as for an int8 layer's output: every other reader takes the DQ'd result too */
         int dq = g->values[q->dq_of[y]].producer, qn = dq >= 0 ? g->values[g->nodes[dq].in[0]].producer : -1;
         if (qn >= 0)
             reroute(g, y, q->dq_of[y], qn);
     }
+    return KILN_OK;
 }
 
 static kiln_status run_passes(kiln_graph *g, const char *const *names)
@@ -700,7 +705,7 @@ static kiln_status insert_qdq(kiln_graph *g, kiln_calibration_t cal)
         if (!g->nodes[i].dead && req_of(&g->nodes[i]) == P_INT8)
             st = quantize_layer(&q, i);
     if (st == KILN_OK)
-        quantize_adds(&q);
+        st = quantize_adds(&q);
     kiln__free(q.dq_of);
     if (st == KILN_OK)
         st = kiln__graph_toposort(g);

@@ -116,6 +116,11 @@ float kiln__qblock_scale(const kiln__qlayout *L, const void *scales, float tenso
                                              * (DequantizeLinear, a QLinear layer with kiln_out_float) whose float32
                                              * output the GPU holds in that format
                                              * (kiln_build_options.float_activations); the CPU ignores it */
+#define KILN_ATTR_Q_AUTO "kiln_q_auto"   /* int 1, on a Conv / MatMul / Gemm or Add whose output quantization kiln's own
+                                        * INT8 calibration inserted (implicit INT8: build/precision.c), kept by
+                                        * fuse-qdq on the integer layer it makes: fuse-qconv-add fuses two such
+                                        * layers with one rounding (kiln_res_once, docs/OPS.md), which it never does
+                                        * for quantization a model's author placed */
 #define KILN_ATTR_FP8_STORE "kiln_fp8_store" /* float, on an FP8 convolution of a --device cuda build whose output
                                               * 0 only FP8 convolutions read (as their input 0 with this scale, or
                                               * as their residual, at least one so), or on an FP8 FusedMatMul with

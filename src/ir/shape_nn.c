@@ -393,8 +393,8 @@ kiln_status kiln__si_qlinearconv(kiln_ictx *c)
     return conv_shape(c, 0, 3, q_out_dtype(c, 7, x->dtype), c->out[0]);
 }
 
-/* QLinearConvAdd: QLinearConv's shape; float32 with kiln_res_float, else C_zero_point's dtype (13), else Y's
- * (y_zero_point, 7) */
+/* QLinearConvAdd: QLinearConv's shape; float32 with kiln_res_float, else C_zero_point's dtype (13), else that of
+ * input 7 (y_zero_point; with kiln_res_once C's own) */
 kiln_status kiln__si_qlinearconv_add(kiln_ictx *c)
 {
     const kiln_vshape *x, *cz = IN(c, 13);

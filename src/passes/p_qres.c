@@ -3,7 +3,11 @@
  *   C = QLinearAdd(Y, ys, yz, R, rs, rz?, cs, cz?) [kiln_act]    (Y as either operand; the add reads Y with the
  *                                                                 convolution's own scale and zero point)
  *   -> C = QLinearConvAdd(x, xs, xz, w, ws, wz, ys, yz, B?, R, rs, rz?, cs, cz?) with kiln_res_act = the add's
- * Y and R of one inferred shape. The fused layer computes exactly the two layers' bytes (cpu/qadd.h kiln__qconv_add);
+ * Y and R of one inferred shape. The fused layer computes exactly the two layers' bytes (cpu/qadd.h kiln__qconv_add).
+ * Where kiln's own calibration quantized both (implicit INT8: KILN_ATTR_Q_AUTO on each) the block is fused with one
+ * rounding instead, as TensorRT fuses it:
+ *   -> C = QLinearConvAdd(x, xs, xz, w, ws, wz, cs, cz, B?, R, rs, rz?) with kiln_res_once = 1, kiln_act = the add's
+ * (Y's scale and its rounding gone: the convolution's sum plus R requantized once, docs/OPS.md);
  * on the GPU its epilogue adds R while Y is in registers, so Y never reaches memory (ResNet-50 INT8: one write and one
  * read of each block's output less). Not in the default pipeline: the builder runs it for device engines, after the
  * precision decisions (builder.c); KILN_QCONV_ADD=0 at build time leaves the pairs apart. */
@@ -49,15 +53,38 @@ static int fusable_conv(const kiln_graph *g, const kiln_vshape *vs, int i, int k
     return kiln__vshape_same(&vs[y], &vs[r]) ? c : -1;
 }
 
+/* KILN_QCONV_ADD_ONCE=0 at build time fuses implicit INT8 blocks with two roundings too */
+static bool once_enabled(void)
+{
+    const char *e = getenv("KILN_QCONV_ADD_ONCE");
+    return !e || strcmp(e, "0");
+}
+
+/* One rounding (kiln_res_once) for convolution n and add a: both quantized by kiln's own calibration (KILN_ATTR_Q_AUTO:
+ * implicit INT8, never a model's Q/DQ), the convolution without an activation, the add's none, Relu or Clip (min <= max),
+ * its C_zero_point present (the fused layer's output type) */
+static bool fuse_once(const kiln_node *n, const kiln_node *a)
+{
+    const char *ca = kiln__attr_s(n, "kiln_act", NULL), *aa = kiln__attr_s(a, "kiln_act", NULL);
+    bool lin = !aa || !aa[0] || !strcmp(aa, "Relu") ||
+               (!strcmp(aa, "Clip") && kiln__attr_f(a, "kiln_act_alpha", 0) <= kiln__attr_f(a, "kiln_act_beta", 0));
+    return once_enabled() && kiln__attr_i(n, KILN_ATTR_Q_AUTO, 0) == 1 && kiln__attr_i(a, KILN_ATTR_Q_AUTO, 0) == 1 &&
+           (!ca || !ca[0]) && lin && in_at(a, 7) >= 0;
+}
+
 /* Moves convolution c into add node i's slot (it reads its operands there: R may be computed after c), with the
- * add's activation (kiln_act*) as kiln_res_act* */
+ * add's activation (kiln_act*) as kiln_res_act*; or, one rounding (fuse_once), the add's output quantization and
+ * activation as the convolution's own (kiln_act*) and kiln_res_once */
 static kiln_status fuse(kiln_graph *g, int i, int c, int k)
 {
     const kiln_node *a = &g->nodes[i], *n = &g->nodes[c];
     int rk = 3 - k;
+    bool once = fuse_once(n, a);
     int in[14] = {n->in[0], n->in[1], n->in[2], n->in[3], n->in[4], n->in[5], n->in[6], n->in[7], in_at(n, 8),
                   a->in[rk], a->in[rk + 1], in_at(a, rk + 2), a->in[6], in_at(a, 7)};
-    int nin = in[13] >= 0 ? 14 : 13;
+    int nin = once ? 12 : in[13] >= 0 ? 14 : 13;
+    if (once)
+        in[6] = a->in[6], in[7] = a->in[7];
     /* the add's activation, read before the move replaces the node */
     const char *s = kiln__attr_s(a, "kiln_act", NULL);
     char *act = s && s[0] ? kiln__strdup(s) : NULL;
@@ -71,12 +98,18 @@ static kiln_status fuse(kiln_graph *g, int i, int c, int k)
         st = kiln__node_set_inputs(g, i, nin, in);
     if (st == KILN_OK)
         st = kiln__node_set_op(f, KILN_OP_QLinearConvAdd, KILN_DOMAIN, f->opset);
+    const char *pre = once ? "kiln_act" : "kiln_res_act";
+    char an[32];
+    if (st == KILN_OK && once)
+        st = kiln__node_set_attr_i(f, "kiln_res_once", 1);
     if (st == KILN_OK && act)
-        st = kiln__node_set_attr_s(f, "kiln_res_act", act);
+        st = kiln__node_set_attr_s(f, pre, act);
+    snprintf(an, sizeof an, "%s_alpha", pre);
     if (st == KILN_OK && act && has_a)
-        st = kiln__node_set_attr_f(f, "kiln_res_act_alpha", alpha);
+        st = kiln__node_set_attr_f(f, an, alpha);
+    snprintf(an, sizeof an, "%s_beta", pre);
     if (st == KILN_OK && act && has_b)
-        st = kiln__node_set_attr_f(f, "kiln_res_act_beta", beta);
+        st = kiln__node_set_attr_f(f, an, beta);
     kiln__free(act);
     return st;
 }

@@ -44,7 +44,7 @@ static bool keeps_scale(kiln_op op)
 
 /* The quantization parameters of output 0 of n: QuantizeLinear (scale, zero point = inputs 1, 2),
  * QLinearConv / QLinearMatMul / QLinearAdd (y_scale, y_zero_point = inputs 6, 7), QGemm (7, 8), kiln's QLinearConvAdd
- * (C_scale, C_zero_point = 12, 13), or an op that
+ * (C_scale, C_zero_point = 12, 13; with kiln_res_once 6, 7), or an op that
  * keeps the scale of its quantized input 0 (per-tensor only: a per-axis scale may not follow a
  * reshape). */
 static bool find_qparams(const values_run *r, const kiln_node *n, kiln_dtype out_dt, qparams *q)
@@ -58,7 +58,7 @@ static bool find_qparams(const values_run *r, const kiln_node *n, kiln_dtype out
     else if (n->op == KILN_OP_QGemm)   /* com.microsoft: y_scale, y_zero_point = inputs 7, 8 */
         si = 7;
     else if (n->op == KILN_OP_QLinearConvAdd)
-        si = 12;
+        si = kiln__attr_i(n, "kiln_res_once", 0) == 1 ? 6 : 12;
     if (si > 0) {
         *q = (qparams){.scale = const_input(g, n, si), .zp = const_input(g, n, si + 1),
                        .axis = n->op == KILN_OP_QuantizeLinear ? kiln__attr_i(n, "axis", 1) : 0};

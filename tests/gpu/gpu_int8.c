@@ -150,6 +150,26 @@ static tgraph qconv_add_graph(const qconv_spec *p, kiln_dtype rdt, int rz, kiln_
     return t;
 }
 
+/* QLinearConvAdd with one rounding (kiln_res_once, implicit INT8 blocks: passes/p_qres.c): p's output quantization and
+ * activation are C's (inputs 6, 7 and kiln_act), R (rdt, the output's shape, zero point rz, scale rs) is added to the
+ * convolution's sum before its only rounding */
+static tgraph qconv_once_graph(const qconv_spec *p, kiln_dtype rdt, int rz, float rs)
+{
+    tgraph t = qconv_graph(p);
+    if (!p->bias)   /* input 8 left empty */
+        kiln__node_add_input(t.g, t.node, -1);
+    int64_t ho = (p->h + 2 * p->pad - p->dil * (p->r - 1) - 1) / p->stride + 1;
+    int64_t wo = (p->w + 2 * p->pad - p->dil * (p->s - 1) - 1) / p->stride + 1;
+    double rlo = rdt == KILN_DT_UINT8 ? 0 : -128, rhi = rdt == KILN_DT_UINT8 ? 256 : 128;
+    tg_in(&t, rand_tensor(rdt, 4, D(p->n, p->k, ho, wo), rlo, rhi), false);
+    tg_in(&t, scalar(F32, rs), true);
+    tg_in(&t, scalar(rdt, rz), true);
+    kiln_node *n = tg_node(&t);
+    kiln__node_set_op(n, KILN_OP_QLinearConvAdd, KILN_DOMAIN, 1);
+    kiln__node_set_attr_i(n, "kiln_res_once", 1);
+    return t;
+}
+
 static const qconv_spec qconv_specs[] = {
     {"3x3 u8->u8 Relu", 2, 32, 9, 11, 48, 3, 3, 1, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 0, true, true, "Relu", 0},
     {"1x1 s2 u8->s8 zp", 3, 64, 14, 13, 32, 1, 1, 0, 2, 1, KILN_DT_UINT8, 0, KILN_DT_INT8, -3, false, false, "", 0},
@@ -350,6 +370,33 @@ void int8_cases(void)
         run_case(name, &t, 0);
         snprintf(name, sizeof name, "INT8 QLinearConvAdd ties +s8 Relu (%s)", modes[m]);
         t = qconv_add_graph(&yt, KILN_DT_INT8, -1, KILN_DT_UINT8, 2, "Relu", 0.5f, 1.0f);
+        run_case(name, &t, 0);
+        /* one rounding (kiln_res_once): ResNet's block end into u8 with Relu; s8 stride 2 with none; a Clip; the
+         * weight-stationary rows; C's scale 1 and R's 0.5 (odd R an exact tie of the sum wherever t is an integer) */
+        static const qconv_spec o8 = {"", 2, 32, 9, 11, 48, 1, 1, 0, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 0, true,
+                                      true, "Relu", 0.7f};
+        static const qconv_spec o3 = {"", 1, 48, 12, 13, 64, 3, 3, 1, 2, 1, KILN_DT_UINT8, 0, KILN_DT_INT8, 3, false,
+                                      false, "", 0.7f};
+        static const qconv_spec oc = {"", 2, 16, 7, 9, 40, 1, 1, 0, 1, 1, KILN_DT_INT8, 0, KILN_DT_INT8, -2, true,
+                                      true, "Clip", 0.05f};
+        static const qconv_spec ow = {"", 2, 96, 110, 110, 144, 1, 1, 0, 1, 1, KILN_DT_INT8, 0, KILN_DT_INT8, 1, true,
+                                      true, "", 0.7f};
+        static const qconv_spec ot = {"", 2, 32, 9, 11, 48, 1, 1, 0, 1, 1, KILN_DT_UINT8, 0, KILN_DT_INT8, 2, true,
+                                      true, "Relu", 1.0f};
+        snprintf(name, sizeof name, "INT8 QLinearConvAdd once 1x1 +u8 Relu (%s)", modes[m]);
+        t = qconv_once_graph(&o8, KILN_DT_UINT8, 0, 0.45f);
+        run_case(name, &t, 0);
+        snprintf(name, sizeof name, "INT8 QLinearConvAdd once 3x3 s2 +s8 (%s)", modes[m]);
+        t = qconv_once_graph(&o3, KILN_DT_INT8, -6, 0.45f);
+        run_case(name, &t, 0);
+        snprintf(name, sizeof name, "INT8 QLinearConvAdd once s8 K40 +u8 Clip (%s)", modes[m]);
+        t = qconv_once_graph(&oc, KILN_DT_UINT8, 7, 0.02f);
+        run_case(name, &t, 0);
+        snprintf(name, sizeof name, "INT8 QLinearConvAdd once 1x1 rows +s8 (%s)", modes[m]);
+        t = qconv_once_graph(&ow, KILN_DT_INT8, -2, 0.45f);
+        run_case(name, &t, 0);
+        snprintf(name, sizeof name, "INT8 QLinearConvAdd once ties +s8 Relu (%s)", modes[m]);
+        t = qconv_once_graph(&ot, KILN_DT_INT8, -1, 0.5f);
         run_case(name, &t, 0);
         qmm_cases(modes[m]);
     }

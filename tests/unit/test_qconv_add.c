@@ -5,10 +5,19 @@
  *    channel counts and sizes) built as --precision int8 --device cuda engines: the builder fuses each pair, and the
  *    engine's outputs on the CPU equal, byte for byte, those of the same build with KILN_QCONV_ADD=0 (two separate
  *    layers), with one and two threads; a CPU engine keeps the pair apart (the fusion is for the GPU's epilogue);
+ *    kiln calibrated those models (implicit INT8), so the default build fuses each block with one rounding
+ *    (kiln_res_once): its output must be no farther from FP32's than the two-rounding build's; KILN_QCONV_ADD_ONCE=0
+ *    gives the byte-exact two-rounding form;
+ *  - fuse-qconv-add picks one rounding only for a pair kiln quantized (kiln_q_auto on both), never for a model's own
+ *    Q/DQ; a one-rounding node run directly gives every byte as the correctly rounded real sum (computed here in
+ *    double), which two roundings miss;
  *  - a QLinearConvAdd node with a residual of another shape or type, none, no C_scale, an unknown activation, or a
- *    float32 convolution output, is a clean error;
+ *    float32 convolution output, is a clean error (so is a one-rounding node with a non-linear activation, a float
+ *    form or a bad R scale);
  *  - the op numbers engines record did not move (QLinearConvAdd was added after the others). */
+#include "core/numfmt.h"
 #include "engine/engine.h"
+#include "passes/passes.h"
 #include "kiln/kiln.h"
 #include "runtime/exec.h"
 #include "runtime/model.h"
@@ -89,16 +98,30 @@ static kiln_status build(kiln_model_t m, const char *cdir, kiln_device dev, kiln
     return st;
 }
 
+/* QLinearConvAdd layers of e with kiln_res_once = 1 */
+static int count_once(kiln_engine_t e)
+{
+    int n = 0;
+    for (int i = 0; e && i < e->g->n_nodes; i++)
+        n += !e->g->nodes[i].dead && e->g->nodes[i].op == KILN_OP_QLinearConvAdd &&
+             kiln__attr_i(&e->g->nodes[i], "kiln_res_once", 0) == 1;
+    return n;
+}
+
 static void blk_run(const blk_case *c, unsigned long long *seed)
 {
     kiln_model_t m = blk_model(c, seed);
     char cdir[] = "/tmp/kiln_qconv_add_XXXXXX";
     CHECK(mkdtemp(cdir) != NULL);
-    kiln_engine_t e32 = NULL, fused = NULL, apart = NULL, cpu = NULL;
+    kiln_engine_t e32 = NULL, once = NULL, fused = NULL, apart = NULL, cpu = NULL;
     kiln_build_options o32 = {.no_tactics = true};
     CHECK_MSG(kiln_build(m, &o32, &e32) == KILN_OK, "%s", kiln_last_error());
     CHECK(e32 && test_calib_samples(e32, NULL, cdir, 4, 100) == KILN_OK);
+    /* kiln calibrated the model (implicit INT8): its blocks fuse with one rounding, unless KILN_QCONV_ADD_ONCE=0 */
+    CHECK_MSG(build(m, cdir, KILN_DEVICE_CUDA, &once) == KILN_OK, "once build: %s", kiln_last_error());
+    setenv("KILN_QCONV_ADD_ONCE", "0", 1);
     CHECK_MSG(build(m, cdir, KILN_DEVICE_CUDA, &fused) == KILN_OK, "fused build: %s", kiln_last_error());
+    unsetenv("KILN_QCONV_ADD_ONCE");
     setenv("KILN_QCONV_ADD", "0", 1);
     CHECK_MSG(build(m, cdir, KILN_DEVICE_CUDA, &apart) == KILN_OK, "apart build: %s", kiln_last_error());
     unsetenv("KILN_QCONV_ADD");
@@ -116,6 +139,9 @@ static void blk_run(const blk_case *c, unsigned long long *seed)
               c->float_tail, test_engine_count_op(fused, KILN_OP_QLinearConvAdd), test_engine_count_op(fused, KILN_OP_Add),
               test_engine_count_op(fused, KILN_OP_QLinearAdd));
     CHECK(test_engine_count_op(apart, KILN_OP_QLinearConvAdd) == 0 && test_engine_count_op(apart, add) == 1);
+    CHECK_MSG(count_once(once) == (c->float_tail ? 0 : 1) && count_once(fused) == 0 && count_once(cpu) == 0,
+              "C=%lld M=%lld float_tail %d: %d / %d / %d one-rounding layers (once, two roundings, cpu)", (long long)c->C,
+              (long long)c->M, c->float_tail, count_once(once), count_once(fused), count_once(cpu));
     if (want && c->float_tail)   /* the Relu and both DequantizeLinear absorbed */
         CHECK_MSG(test_engine_count_op(fused, KILN_OP_Relu) == 0 &&
                       test_engine_count_op(apart, KILN_OP_DequantizeLinear) ==
@@ -138,11 +164,30 @@ static void blk_run(const blk_case *c, unsigned long long *seed)
         CHECK_MSG(same && mx > 0, "C=%lld M=%lld %lldx%lld shortcut_conv %d res_first %d relu %d threads %d: "
                   "fused and separate layers differ (or all zero)", (long long)c->C, (long long)c->M,
                   (long long)c->H, (long long)c->W, c->shortcut_conv, c->res_first, c->relu, nt);
+        /* one rounding: the model's output no farther from FP32's than with two (mean absolute error, 2% slack for
+         * the errors' own noise; a wrong scale or zero point in the fused layer moves it by far more) */
+        kiln_tensor o, f;
+        test_engine_run(once, "X", &x, nt, &o);
+        test_engine_run(e32, "X", &x, nt, &f);
+        double eo = 0, eb = 0;
+        int64_t ne = kiln_tensor_numel(&b);
+        bool sized = o.data && f.data && o.nbytes == b.nbytes && f.nbytes == b.nbytes;
+        for (int64_t i = 0; sized && i < ne; i++) {
+            eo += fabs((double)((float *)o.data)[i] - ((float *)f.data)[i]);
+            eb += fabs((double)((float *)b.data)[i] - ((float *)f.data)[i]);
+        }
+        CHECK_MSG(sized && eo <= 1.02 * eb + 1e-6 * (double)ne,
+                  "C=%lld M=%lld shortcut_conv %d res_first %d relu %d: mean error to FP32 %g with one rounding, %g with two",
+                  (long long)c->C, (long long)c->M, c->shortcut_conv, c->res_first, c->relu, eo / (double)ne,
+                  eb / (double)ne);
+        kiln__tensor_release(&f);
+        kiln__tensor_release(&o);
         kiln__tensor_release(&a);
         kiln__tensor_release(&b);
     }
     kiln__tensor_release(&x);
     kiln_engine_free(e32);
+    kiln_engine_free(once);
     kiln_engine_free(fused);
     kiln_engine_free(apart);
     kiln_engine_free(cpu);
@@ -163,6 +208,7 @@ static kiln_tensor q_scalar(kiln_dtype dt, double v)
 /* A QLinearConvAdd node run directly: R of dims rd and dtype rdt (the convolution gives [1, 8, 5, 5]); float_out:
  * kiln_out_float; input `empty` left empty (0: none); res_act: kiln_res_act (NULL: none) */
 static bool bad_res_float;   /* bad_case_ex's node has kiln_res_float = 1 (the float tail) */
+static bool bad_once;        /* kiln_res_once = 1 (one rounding: 12 inputs, res_act as kiln_act) */
 
 static void bad_case_ex(const int64_t *rd, kiln_dtype rdt, bool float_out, int empty, const char *res_act,
                         kiln_status want, const char *what)
@@ -193,9 +239,11 @@ static void bad_case_ex(const int64_t *rd, kiln_dtype rdt, bool float_out, int e
     if (empty)
         in[empty] = -1;
     int out = test_graph_value(g, "c");
-    int n = test_graph_node(g, KILN_OP_QLinearConvAdd, "qca", 13, in, out);
+    int n = test_graph_node(g, KILN_OP_QLinearConvAdd, "qca", bad_once ? 12 : 13, in, out);
     if (res_act)
-        CHECK(kiln__node_set_attr_s(&g->nodes[n], "kiln_res_act", res_act) == KILN_OK);
+        CHECK(kiln__node_set_attr_s(&g->nodes[n], bad_once ? "kiln_act" : "kiln_res_act", res_act) == KILN_OK);
+    if (bad_once)
+        CHECK(kiln__node_set_attr_i(&g->nodes[n], "kiln_res_once", 1) == KILN_OK);
     int64_t pads[4] = {1, 1, 1, 1};
     CHECK(kiln__node_set_attr_ints(&g->nodes[n], "pads", 4, pads) == KILN_OK);
     if (float_out)
@@ -220,6 +268,162 @@ static void bad_case(const int64_t *rd, bool float_out, kiln_status want, const 
     bad_case_ex(rd, KILN_DT_UINT8, float_out, 0, NULL, want, what);
 }
 
+/* One rounding (kiln_res_once) run directly: x u8 [2, 4, 5, 6], a 3x3 padded convolution to 8 channels (per-channel
+ * weight scales, a bias), R of type rdt (zero point rz), C of type cdt (zero point cz), activation act ("" or
+ * "Relu"). Every byte must be the real sum's correctly rounded value, computed here in double from the integers (the
+ * float32 multipliers are within a few 1e-7 of it: elements within 1e-3 of a tie may go either way). The same
+ * operands through two roundings (conv requantized to y_scale first: the form explicit Q/DQ models keep) miss it in
+ * some elements -- what one rounding is for. */
+static void once_case(kiln_dtype rdt, int rz, kiln_dtype cdt, int cz, const char *act, unsigned long long *seed)
+{
+    enum { N = 2, C = 4, H = 5, W = 6, M = 8 };
+    const float xs = 0.1f, cs = 0.4f, rs = 0.3f, ys = 0.35f;
+    int64_t xd[4] = {N, C, H, W}, wd[4] = {M, C, 3, 3}, od[4] = {N, M, H, W}, md = M;
+    kiln_tensor xt, wt, wst, bt, rt;
+    CHECK(kiln__tensor_alloc(&xt, KILN_DT_UINT8, 4, xd) == KILN_OK);
+    CHECK(kiln__tensor_alloc(&wt, KILN_DT_INT8, 4, wd) == KILN_OK);
+    CHECK(kiln__tensor_alloc(&wst, KILN_DT_FLOAT32, 1, &md) == KILN_OK);
+    CHECK(kiln__tensor_alloc(&bt, KILN_DT_INT32, 1, &md) == KILN_OK);
+    CHECK(kiln__tensor_alloc(&rt, rdt, 4, od) == KILN_OK);
+    uint8_t *x = xt.data;
+    int8_t *w = wt.data;
+    float *ws = wst.data;
+    int32_t *bias = bt.data;
+    for (int64_t i = 0; i < kiln_tensor_numel(&xt); i++)
+        x[i] = (uint8_t)(test_randf(seed) * 127.5f + 127.5f);
+    for (int64_t i = 0; i < kiln_tensor_numel(&wt); i++)
+        w[i] = (int8_t)(test_randf(seed) * 127.0f);
+    for (int m = 0; m < M; m++) {
+        ws[m] = 0.0015f + 0.0005f * (float)m;
+        bias[m] = (int32_t)(test_randf(seed) * 3000.0f);
+    }
+    for (int64_t i = 0; i < kiln_tensor_numel(&rt); i++)
+        kiln__set_i64(rdt, rt.data, i, (int64_t)(test_randf(seed) * 127.5f + (rdt == KILN_DT_UINT8 ? 127.5f : 0.0f)));
+    kiln_tensor got[2] = {{0}};
+    for (int two = 0; two < 2; two++) {
+        kiln_graph *g = kiln__graph_new(NULL);
+        int in[14];
+        in[0] = test_graph_input(g, "x", 4, xd);
+        in[1] = test_graph_const(g, "xs", q_scalar(KILN_DT_FLOAT32, xs));
+        in[2] = test_graph_const(g, "xz", q_scalar(KILN_DT_UINT8, 0));
+        kiln_tensor wc, wsc, bc;
+        CHECK(kiln__tensor_clone(&wc, &wt) == KILN_OK && kiln__tensor_clone(&wsc, &wst) == KILN_OK &&
+              kiln__tensor_clone(&bc, &bt) == KILN_OK);
+        in[3] = test_graph_const(g, "w", wc);
+        in[4] = test_graph_const(g, "ws", wsc);
+        in[5] = -1;
+        /* one rounding: C's scale and zero point at 6, 7; two: Y's (int8, 0), C's at 12, 13 */
+        in[6] = test_graph_const(g, "ys", q_scalar(KILN_DT_FLOAT32, two ? ys : cs));
+        in[7] = test_graph_const(g, "yz", two ? q_scalar(KILN_DT_INT8, 0) : q_scalar(cdt, cz));
+        in[8] = test_graph_const(g, "b", bc);
+        in[9] = test_graph_input(g, "r", 4, od);
+        in[10] = test_graph_const(g, "rs", q_scalar(KILN_DT_FLOAT32, rs));
+        in[11] = test_graph_const(g, "rz", q_scalar(rdt, rz));
+        in[12] = test_graph_const(g, "cs", q_scalar(KILN_DT_FLOAT32, cs));
+        in[13] = test_graph_const(g, "cz", q_scalar(cdt, cz));
+        int out = test_graph_value(g, "c");
+        int n = test_graph_node(g, KILN_OP_QLinearConvAdd, "qca", two ? 14 : 12, in, out);
+        int64_t pads[4] = {1, 1, 1, 1};
+        CHECK(kiln__node_set_attr_ints(&g->nodes[n], "pads", 4, pads) == KILN_OK);
+        if (!two)
+            CHECK(kiln__node_set_attr_i(&g->nodes[n], "kiln_res_once", 1) == KILN_OK);
+        if (act[0])
+            CHECK(kiln__node_set_attr_s(&g->nodes[n], two ? "kiln_res_act" : "kiln_act", act) == KILN_OK);
+        test_graph_output(g, out);
+        const kiln_tensor *feed[2] = {&xt, &rt};
+        kiln_run_env env = {.nthreads = 2};
+        CHECK_MSG(kiln__exec_graph(g, NULL, feed, &got[two], &env, 0) == KILN_OK, "%s", kiln_last_error());
+        kiln__graph_free(g);
+    }
+    int lo = cdt == KILN_DT_UINT8 ? 0 : -128, hi = cdt == KILN_DT_UINT8 ? 255 : 127;
+    int64_t miss[2] = {0, 0}, ties = 0, n = kiln_tensor_numel(&rt);
+    for (int64_t i = 0; got[0].data && got[1].data && got[0].dtype == cdt && got[1].dtype == cdt && i < n; i++) {
+        int64_t wo = i % W, ho = i / W % H, m = i / (W * H) % M, b = i / (W * H * M);
+        int64_t acc = bias[m];
+        for (int c = 0; c < C; c++)
+            for (int kh = 0; kh < 3; kh++)
+                for (int kw = 0; kw < 3; kw++) {
+                    int64_t ih = ho + kh - 1, iw = wo + kw - 1;
+                    if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                        acc += (int64_t)x[((b * C + c) * H + ih) * W + iw] * w[((m * C + c) * 3 + kh) * 3 + kw];
+                }
+        double v = (double)acc * xs * ws[m] / cs + (double)(kiln__get_i64(rdt, rt.data, i) - rz) * rs / cs;
+        if (act[0])
+            v = fmax(v, 0.0);
+        double fl = floor(v);
+        bool tie = fabs(v - fl - 0.5) < 1e-3;
+        ties += tie;
+        int64_t want = (int64_t)nearbyint(v) + cz;
+        want = want < lo ? lo : want > hi ? hi : want;
+        for (int k = 0; k < 2; k++) {
+            int64_t q = kiln__get_i64(cdt, got[k].data, i);
+            miss[k] += tie ? llabs(q - want) > 1 : q != want;
+        }
+    }
+    CHECK_MSG(got[0].data && got[0].dtype == cdt && miss[0] == 0,
+              "one rounding (R %s, C %s, %s): %lld of %lld bytes not the sum's rounding (%lld near ties)",
+              kiln_dtype_name(rdt), kiln_dtype_name(cdt), act[0] ? act : "none", (long long)miss[0], (long long)n,
+              (long long)ties);
+    CHECK_MSG(miss[1] > 0, "two roundings matched the exact rounding everywhere: the check would not see a change");
+    kiln__tensor_release(&got[0]);
+    kiln__tensor_release(&got[1]);
+    kiln__tensor_release(&xt);
+    kiln__tensor_release(&wt);
+    kiln__tensor_release(&wst);
+    kiln__tensor_release(&bt);
+    kiln__tensor_release(&rt);
+}
+
+/* fuse-qconv-add's choice on a QLinearConv -> QLinearAdd [Relu] pair (as fuse-qdq leaves them): one rounding only
+ * where kiln quantized both layers (kiln_q_auto on each: implicit INT8) and the convolution has no activation, else the
+ * two roundings explicit Q/DQ models asked for */
+static void pass_case(bool auto_conv, bool auto_add, const char *conv_act, bool want_once)
+{
+    kiln_graph *g = test_graph_onnx("qres_pass");
+    int64_t xd[4] = {1, 4, 5, 5}, wd[4] = {8, 4, 1, 1}, yd[4] = {1, 8, 5, 5};
+    kiln_tensor wt;
+    CHECK(kiln__tensor_alloc(&wt, KILN_DT_INT8, 4, wd) == KILN_OK);
+    memset(wt.data, 3, wt.nbytes);
+    int in[9], y = test_graph_value(g, "y"), c = test_graph_value(g, "c");
+    in[0] = test_graph_input(g, "x", 4, xd);
+    in[1] = test_graph_const(g, "xs", q_scalar(KILN_DT_FLOAT32, 0.1));
+    in[2] = test_graph_const(g, "xz", q_scalar(KILN_DT_UINT8, 0));
+    in[3] = test_graph_const(g, "w", wt);
+    in[4] = test_graph_const(g, "ws", q_scalar(KILN_DT_FLOAT32, 0.01));
+    in[5] = test_graph_const(g, "wz", q_scalar(KILN_DT_INT8, 0));
+    in[6] = test_graph_const(g, "ys", q_scalar(KILN_DT_FLOAT32, 0.2));
+    in[7] = test_graph_const(g, "yz", q_scalar(KILN_DT_INT8, 0));
+    int cn = test_graph_node(g, KILN_OP_QLinearConv, "conv", 8, in, y);
+    int ain[8] = {y, in[6], in[7], test_graph_input(g, "r", 4, yd), test_graph_const(g, "rs", q_scalar(KILN_DT_FLOAT32, 0.3)),
+                  test_graph_const(g, "rz", q_scalar(KILN_DT_UINT8, 0)), test_graph_const(g, "cs", q_scalar(KILN_DT_FLOAT32, 0.4)),
+                  test_graph_const(g, "cz", q_scalar(KILN_DT_UINT8, 0))};
+    int an = test_graph_node(g, KILN_OP_QLinearAdd, "add", 8, ain, c);
+    CHECK(kiln__node_set_attr_s(&g->nodes[an], "kiln_act", "Relu") == KILN_OK);
+    if (auto_conv)
+        CHECK(kiln__node_set_attr_i(&g->nodes[cn], KILN_ATTR_Q_AUTO, 1) == KILN_OK);
+    if (auto_add)
+        CHECK(kiln__node_set_attr_i(&g->nodes[an], KILN_ATTR_Q_AUTO, 1) == KILN_OK);
+    if (conv_act)
+        CHECK(kiln__node_set_attr_s(&g->nodes[cn], "kiln_act", conv_act) == KILN_OK);
+    test_graph_output(g, c);
+    int changed = 0;
+    const kiln_pass_info pass = {"fuse-qconv-add", kiln__pass_fuse_qconv_add};
+    CHECK_MSG(kiln__pass_run(&pass, g, NULL, &changed) == KILN_OK && changed == 1, "%s", kiln_last_error());
+    const kiln_node *f = NULL;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i].dead && g->nodes[i].op == KILN_OP_QLinearConvAdd)
+            f = &g->nodes[i];
+    const char *fa = f ? kiln__attr_s(f, "kiln_act", NULL) : NULL, *ra = f ? kiln__attr_s(f, "kiln_res_act", NULL) : NULL;
+    bool once = f && kiln__attr_i(f, "kiln_res_once", 0) == 1;
+    CHECK_MSG(f && once == want_once, "q_auto conv %d add %d, conv act %s: one rounding %d, expected %d", auto_conv,
+              auto_add, conv_act ? conv_act : "none", once, want_once);
+    if (f && want_once)   /* C's quantization at 6, 7, the add's Relu as the layer's activation */
+        CHECK(f->n_in == 12 && f->in[6] == ain[6] && f->in[7] == ain[7] && fa && !strcmp(fa, "Relu") && !ra);
+    else if (f)
+        CHECK(f->n_in == 14 && f->in[6] == in[6] && f->in[12] == ain[6] && ra && !strcmp(ra, "Relu"));
+    kiln__graph_free(g);
+}
+
 int main(void)
 {
     unsigned long long seed = 0x9E3779B97F4A7C15ull;
@@ -237,6 +441,17 @@ int main(void)
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         blk_run(&cases[i], &seed);
+    pass_case(true, true, NULL, true);
+    pass_case(false, false, NULL, false);   /* explicit Q/DQ */
+    pass_case(true, false, NULL, false);
+    pass_case(false, true, NULL, false);
+    pass_case(true, true, "Relu", false);   /* the convolution's own activation: not one rounding's form */
+    setenv("KILN_QCONV_ADD_ONCE", "0", 1);
+    pass_case(true, true, NULL, false);
+    unsetenv("KILN_QCONV_ADD_ONCE");
+    once_case(KILN_DT_UINT8, 0, KILN_DT_UINT8, 0, "Relu", &seed);
+    once_case(KILN_DT_INT8, -5, KILN_DT_INT8, 3, "", &seed);
+    once_case(KILN_DT_UINT8, 9, KILN_DT_INT8, -7, "Relu", &seed);
     bad_case((const int64_t[]){1, 8, 5, 4}, false, KILN_ERR_SHAPE, "R must have the convolution output's shape");
     bad_case((const int64_t[]){1, 8, 5, 5}, true, KILN_ERR_INVALID_ARG, "must have a quantized output");
     static const int64_t y[4] = {1, 8, 5, 5};
@@ -252,5 +467,17 @@ int main(void)
     bad_case((const int64_t[]){1, 8, 5, 4}, false, KILN_ERR_SHAPE, "R must have the convolution output's shape");
     bad_case((const int64_t[]){1, 8, 5, 5}, true, KILN_ERR_INVALID_ARG, "must have a quantized output");
     bad_res_float = false;
+    /* the one-rounding node: clean errors too */
+    bad_once = true;
+    bad_case_ex(y, KILN_DT_FLOAT32, false, 0, NULL, KILN_ERR_SHAPE, "R must be uint8/int8");
+    bad_case_ex(y, KILN_DT_UINT8, false, 0, "Sigmoid", KILN_ERR_UNSUPPORTED, "needs an 8-bit output and a linear");
+    bad_case_ex(y, KILN_DT_UINT8, false, 10, NULL, KILN_ERR_INVALID_ARG, "R_scale must be a float32 scalar");
+    bad_case_ex(y, KILN_DT_UINT8, false, 9, NULL, KILN_ERR_SHAPE, "R must be uint8/int8");
+    bad_case((const int64_t[]){1, 8, 5, 4}, false, KILN_ERR_SHAPE, "R must be uint8/int8 of the convolution output's shape");
+    bad_case((const int64_t[]){1, 8, 5, 5}, true, KILN_ERR_INVALID_ARG, "a quantized output (no float form)");
+    bad_res_float = true;
+    bad_case((const int64_t[]){1, 8, 5, 5}, false, KILN_ERR_INVALID_ARG, "(no float form)");
+    bad_res_float = false;
+    bad_once = false;
     return TEST_SUMMARY();
 }

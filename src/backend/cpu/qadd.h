@@ -57,7 +57,12 @@ typedef void (*kiln_qadd_run_fn)(const kiln_qadd *p, const uint8_t *a, bool a_s8
  * operations exactly (Y's bytes, then kiln__qadd1 per element; the float sum of the add is commutative, so which
  * operand the model's Add had first does not matter). Y is computed by conv (a QLinearConv kernel) into the output's
  * memory, then the add runs over it in place: by add (a vector kernel) where kiln__qadd_vec_ok allows, else one
- * element at a time. */
+ * element at a time.
+ * With kiln_res_once = 1 (one rounding: implicit INT8 blocks, passes/p_qres.c) inputs 6, 7 are C_scale, C_zero_point,
+ * the activation is kiln_act (none, Relu or Clip) and there are 12 inputs; R is added to the convolution's sum before
+ * its only rounding (the reference convolution, ref/k_quant.c, with qgemm.h kiln__qepi_qr):
+ *   t = (float)(acc + bias) * mult[ch]                     (QLinearConv's requantization to C_scale: mult = xs ws / cs)
+ *   c = clamp(rint(fmaf((float)(r - zr), rs / cs, t)), lo - zc, hi - zc) + zc    (rs / cs one float division) */
 kiln_status kiln__qconv_add(kiln_kctx *ctx, kiln_kernel_fn conv, kiln_qadd_run_fn add);
 
 /* The reference kernel (ref/k_qadd.c), also the fast kernel's fallback. */

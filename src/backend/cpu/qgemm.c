@@ -139,18 +139,30 @@ float kiln__qepi_f(const kiln_qepi *e, int32_t acc, int64_t ch)
     return kiln__act_scalar(&e->act, (float)acc_bias(e, acc, ch) * e->scale[ch]);
 }
 
-int32_t kiln__qepi_q(const kiln_qepi *e, int32_t acc, int64_t ch)
+/* clamp(rint(t), lo - zp, hi - zp) + zp, NaN -> lo */
+static int32_t q_round(const kiln_qepi *e, float t)
 {
-    int32_t a = acc_bias(e, acc, ch);
-    if (e->out == KILN_QOUT_S32)
-        return a;
-    float t = e->lin ? (float)a * e->mult[ch] : kiln__act_scalar(&e->act, (float)a * e->scale[ch]) * e->inv_ys;
     float lo = (float)(e->lo - e->zp), hi = (float)(e->hi - e->zp);
     if (!(t >= lo)) /* NaN -> lo, like the vector max */
         t = lo;
     if (t > hi)
         t = hi;
     return (int32_t)rintf(t) + e->zp;
+}
+
+int32_t kiln__qepi_q(const kiln_qepi *e, int32_t acc, int64_t ch)
+{
+    int32_t a = acc_bias(e, acc, ch);
+    if (e->out == KILN_QOUT_S32)
+        return a;
+    float t = e->lin ? (float)a * e->mult[ch] : kiln__act_scalar(&e->act, (float)a * e->scale[ch]) * e->inv_ys;
+    return q_round(e, t);
+}
+
+int32_t kiln__qepi_qr(const kiln_qepi *e, int32_t acc, int64_t ch, int32_t r)
+{
+    float t = (float)acc_bias(e, acc, ch) * e->mult[ch];   /* rounded: its own statement, as kiln__qepi_q's */
+    return q_round(e, fmaf((float)(r - e->res_zp), e->res_k, t));
 }
 
 void kiln__qepi_store(const kiln_qepi *e, void *c, int64_t ldc, int64_t i, int64_t j, int32_t acc)

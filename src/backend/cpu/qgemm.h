@@ -51,6 +51,10 @@ typedef struct kiln_qepi {
     bool lin;                /* quantized output computed with mult (act none/Relu/Clip) */
     float inv_ys;
     int32_t zp, lo, hi;
+    /* kiln's QLinearConvAdd with one rounding (kiln_res_once: cpu/qadd.h): kiln__qepi_qr adds a residual byte r as
+     * t = fmaf((float)(r - res_zp), res_k, t) before the clamp (res_k = R_scale / C_scale; lin only) */
+    float res_k;
+    int32_t res_zp;
 } kiln_qepi;
 
 /* Clears e, then fills out, act, lin, inv_ys, zp, lo, hi for an output of kind `out` (U8/S8:
@@ -67,6 +71,8 @@ kiln_status kiln__qepi_setup(const kiln_kctx *ctx, kiln_qepi *e, kiln_dtype odt,
                              const kiln_tensor *yz, float **buf);
 /* The epilogue of one element (the scalar definition the vector code matches). */
 int32_t kiln__qepi_q(const kiln_qepi *e, int32_t acc, int64_t ch);   /* U8/S8/S32 */
+/* U8/S8 with e->lin: kiln__qepi_q with the residual byte r added before the rounding (res_k, res_zp above) */
+int32_t kiln__qepi_qr(const kiln_qepi *e, int32_t acc, int64_t ch, int32_t r);
 float kiln__qepi_f(const kiln_qepi *e, int32_t acc, int64_t ch);     /* F32 */
 /* Stores element (i, j) of C computed from acc. */
 void kiln__qepi_store(const kiln_qepi *e, void *c, int64_t ldc, int64_t i, int64_t j, int32_t acc);

@@ -262,17 +262,37 @@ static bool res_float(cu_be *b, const kiln_node *n)
     return n->op == KILN_OP_QLinearConvAdd && b->host->attr_i(n, "kiln_res_float", 0) == 1;
 }
 
+/* QLinearConvAdd with one rounding (kiln_res_once): 12 inputs, 6 / 7 the output's scale and zero point (qparams_ok),
+ * R u8 / s8 with a host float32 scale and an optional zero point of its type, kiln_act linear, no float form */
+static bool res_once(cu_be *b, const kiln_node *n)
+{
+    return n->op == KILN_OP_QLinearConvAdd && b->host->attr_i(n, "kiln_res_once", 0) == 1;
+}
+
+static bool res_once_ok(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
+{
+    float s;
+    int z;
+    return n_in == 12 && !res_float(b, n) && in[9] && is_q8(in[9]->dtype) && host_f(in[10], &s) &&
+           cu_numel(in[10]) == 1 && (!in[11] || (in[11]->dtype == in[9]->dtype && cu_numel(in[11]) == 1 &&
+                                                 host_zp(in[11], 0, &z))) &&
+           host_f(in[6], &s) && linear_act(b, n) && !qconv_float_out(b, n);
+}
+
 /* QLinearConv, or kiln's QLinearConvAdd (passes/p_qres.c: inputs 9-13 the residual add's R, R_scale, R_zero_point,
- * C_scale, C_zero_point, its activation kiln_res_act; with kiln_res_float inputs 9-11) */
+ * C_scale, C_zero_point, its activation kiln_res_act; with kiln_res_float inputs 9-11; with kiln_res_once 9-11, 6 / 7
+ * C_scale, C_zero_point) */
 static bool acc_qconv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
 {
-    bool fused = n->op == KILN_OP_QLinearConvAdd, rf = res_float(b, n);
-    if (n_in < (rf ? 11 : fused ? 13 : 8) || !in[0] || !in[3] || in[0]->ndim != 4 || in[3]->ndim != 4 ||
+    bool fused = n->op == KILN_OP_QLinearConvAdd, rf = res_float(b, n), once = res_once(b, n);
+    if (n_in < (rf ? 11 : once ? 12 : fused ? 13 : 8) || !in[0] || !in[3] || in[0]->ndim != 4 || in[3]->ndim != 4 ||
         !known_act(b, n) || b->host->attr_i(n, "group", 1) != 1)
         return false;
     if (rf && (qconv_float_out(b, n) || !res_float_ok(b, n, n_in, in)))
         return false;
-    if (fused && !rf && (!in[9] || !is_q8(in[9]->dtype) || qconv_float_out(b, n) || !linear_act_of(b, n, "kiln_res_act") ||
+    if (once && !res_once_ok(b, n, n_in, in))
+        return false;
+    if (fused && !rf && !once && (!in[9] || !is_q8(in[9]->dtype) || qconv_float_out(b, n) || !linear_act_of(b, n, "kiln_res_act") ||
                   !scalar_or_none(n_in, in, 10) || !scalar_or_none(n_in, in, 11) || !scalar_or_none(n_in, in, 12) ||
                   !scalar_or_none(n_in, in, 13)))
         return false;
@@ -562,6 +582,13 @@ static kiln_status k_qconv(cu_be *b, kiln_kctx *ctx)
         (void)host_f(IN(10), &e.rs);
         (void)host_zp(IN(11), 0, &e.zr);
         odt = KILN_DT_FLOAT32;
+    } else if (fused && res_once(b, n)) {   /* C = one rounding of the sum plus R (checked by acc_qconv) */
+        float rs = 0, cs = 1;
+        (void)host_f(IN(10), &rs);
+        (void)host_f(IN(6), &cs);
+        (void)host_zp(IN(11), 0, &e.zr);
+        e.res_once = 1;
+        e.rk = rs / cs;
     } else if (fused) {
         kiln_tensor yt = {.dtype = ydt};   /* the add's operand A: only its type is read */
         const kiln_tensor *ops[8] = {&yt, IN(6), IN(7), IN(9), IN(10), IN(11), IN(12), IN(13)};

@@ -261,6 +261,10 @@ typedef struct cuk_qepi {
      * separate DequantizeLinear and Add layers round them, act Relu (x < 0 ? 0 : x) where res_relu */
     int res_float, res_relu, zr;
     float ys, rs;
+    /* QLinearConvAdd with kiln_res_once (one rounding, u8 / s8 out): y = clamp(rint(fma(float(R - zr), rk, t)), lo, hi)
+     * + zp for t = (float)a * m[c], m, lo, hi, zp the output C's (cpu/qgemm.c kiln__qepi_qr); rk = R_scale / C_scale */
+    int res_once;
+    float rk;
 } cuk_qepi;
 cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
                         const cuk_conv_desc *d, cudaStream_t s);

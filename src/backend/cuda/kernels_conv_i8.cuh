@@ -72,6 +72,16 @@ __device__ __forceinline__ uint2 q_bytes8(const int *a, const float *m, const cu
 #pragma unroll
         for (int i = 0; i < 8; i++)
             v[i] = kq_clamp_rint(t[i], e.lo, e.hi) + e.zp;   // NaN -> lo, as the CPU
+    } else if (e.res_once) {
+        // one rounding (kiln_res_once): R - zr as an exact float from the magic addition, added to t by one fused
+        // multiply-add, then QLinearConv's clamp and rint (cpu/qgemm.c kiln__qepi_qr)
+        const uint32_t flip = e.res_s8 ? 0x80808080u : 0u, w[2] = {rb.x ^ flip, rb.y ^ flip};
+        const int zb = e.zr + (e.res_s8 ? 128 : 0);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const float db = kq_byte_minus(__int_as_float(__byte_perm(w[i >> 2], KQ_MAGIC_BITS, 0x7650 | (i & 3))), zb);
+            v[i] = kq_clamp_rint(kq_fma(db, e.rk, t[i]), e.lo, e.hi) + e.zp;
+        }
     } else {
         // QLinearAdd(A = the requantized byte, R): A - za = rint(t clamped) + zp - za and R - zb as exact floats
         // straight from the magic additions (no byte of A, no integer round trip); R's bytes read unsigned, s8 ones

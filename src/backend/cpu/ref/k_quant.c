@@ -334,6 +334,7 @@ typedef struct qconv_job {
     const int64_t *koff;
     const int32_t *bias;
     const kiln_qepi *e;   /* requantization (qgemm.h), channel = output channel */
+    const kiln_tensor *res;   /* QLinearConvAdd with one rounding: R (the output's shape), else NULL */
     void *y;
     kiln_dtype odt;
     int64_t osp, isp, ksz;
@@ -375,12 +376,42 @@ static void qconv_worker(void *arg, int64_t begin, int64_t end)
                     acc += (int64_t)xp[c * j->isp] * wp[c * j->ksz];
             }
             int64_t oi = nm * j->osp + o;
-            if (j->odt == KILN_DT_FLOAT32)
+            if (j->res)
+                kiln__set_i64(j->odt, j->y, oi,
+                              kiln__qepi_qr(j->e, (int32_t)acc, m, (int32_t)kiln__get_i64(j->res->dtype, j->res->data, oi)));
+            else if (j->odt == KILN_DT_FLOAT32)
                 ((float *)j->y)[oi] = kiln__qepi_f(j->e, (int32_t)acc, m);
             else
                 kiln__set_i64(j->odt, j->y, oi, kiln__qepi_q(j->e, (int32_t)acc, m));
         }
     }
+}
+
+/* kiln's QLinearConvAdd with one rounding (kiln_res_once = 1, cpu/qadd.h): R (input 9, the output's shape and an
+ * 8-bit type), R_scale (10, a float32 scalar, finite and > 0), R_zero_point (11, absent or a scalar of R's type) into
+ * e's residual terms; the output quantized (inputs 6, 7: C's), its activation linear (kiln_act none, Relu, Clip) */
+static kiln_status once_res(kiln_kctx *ctx, kiln_qepi *e, kiln_dtype odt, int nd, const int64_t *odims, float ys,
+                            const kiln_tensor **res)
+{
+    const kiln_tensor *r = kiln__kin(ctx, 9), *rs = kiln__kin(ctx, 10), *rz = kiln__kin(ctx, 11);
+    if (ctx->n_in != 12 || kiln__attr_i(ctx->node, "kiln_res_float", 0) || odt == KILN_DT_FLOAT32)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG,
+                          "a one-rounding QLinearConvAdd has 12 inputs and a quantized output (no float form)");
+    if (!e->lin || (e->out != KILN_QOUT_U8 && e->out != KILN_QOUT_S8) || odt == KILN_DT_UINT16 || odt == KILN_DT_INT16)
+        return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED,
+                          "a one-rounding QLinearConvAdd needs an 8-bit output and a linear activation (none, Relu, Clip)");
+    if (!r || (r->dtype != KILN_DT_UINT8 && r->dtype != KILN_DT_INT8) || r->ndim != nd ||
+        memcmp(r->dims, odims, sizeof(int64_t) * (size_t)nd))
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "R must be uint8/int8 of the convolution output's shape");
+    if (!rs || rs->dtype != KILN_DT_FLOAT32 || numel_of(rs) != 1 || !(*(const float *)rs->data > 0) ||
+        !isfinite(*(const float *)rs->data))
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "R_scale must be a float32 scalar, finite and > 0");
+    if (rz && (rz->dtype != r->dtype || numel_of(rz) != 1))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "R_zero_point must be a scalar of R's type");
+    e->res_k = *(const float *)rs->data / ys;
+    e->res_zp = rz ? (int32_t)kiln__get_i64(rz->dtype, rz->data, 0) : 0;
+    *res = r;
+    return KILN_OK;
 }
 
 static kiln_status k_qlinearconv(kiln_kctx *ctx)
@@ -434,7 +465,15 @@ static kiln_status k_qlinearconv(kiln_kctx *ctx)
         return kiln__kerr(ctx, KILN_ERR_LIMIT, "convolution is too large for the reference kernel");
     kiln_qepi e;
     float *sbuf = NULL;
+    const kiln_tensor *res = NULL;
     KILN_TRY(kiln__qepi_setup(ctx, &e, odt, true, g.M, *(const float *)xs->data, ws, 1.0f, ys, yz, &sbuf));
+    if (ctx->node->op == KILN_OP_QLinearConvAdd && kiln__attr_i(ctx->node, "kiln_res_once", 0)) {
+        kiln_status rst = once_res(ctx, &e, odt, x->ndim, odims, *(const float *)ys->data, &res);
+        if (rst != KILN_OK) {
+            kiln__free(sbuf);
+            return rst;
+        }
+    }
     if (kiln__shape_numel(x->ndim, odims) == 0 || nw == 0)
         goto fill_bias_only;
 
@@ -466,7 +505,7 @@ static kiln_status k_qlinearconv(kiln_kctx *ctx)
                 r /= g.k[d];
             }
         }
-        qconv_job job = {.g = &g, .xi = xi, .wi = wi, .koff = koff, .bias = b ? b->data : NULL, .e = &e,
+        qconv_job job = {.g = &g, .xi = xi, .wi = wi, .koff = koff, .bias = b ? b->data : NULL, .e = &e, .res = res,
                          .y = ctx->out[0]->data, .odt = odt, .osp = osp, .isp = isp, .ksz = ksz};
         int64_t per = osp * (g.C / g.group) * ksz;
         kiln__parallel_for(ctx->pool, ctx->nthreads, g.N * g.M, per > 0 ? 1 + (int64_t)(1 << 16) / per : 1, qconv_worker, &job);
@@ -483,7 +522,10 @@ fill_bias_only:
         for (int64_t i = 0; i < total; i++) {
             int64_t m = (i / (osp ? osp : 1)) % (g.M ? g.M : 1);
             int32_t acc = b ? ((const int32_t *)b->data)[m] : 0;
-            if (odt == KILN_DT_FLOAT32)
+            if (res)
+                kiln__set_i64(odt, ctx->out[0]->data, i,
+                              kiln__qepi_qr(&e, acc, m, (int32_t)kiln__get_i64(res->dtype, res->data, i)));
+            else if (odt == KILN_DT_FLOAT32)
                 ((float *)ctx->out[0]->data)[i] = kiln__qepi_f(&e, acc, m);
             else
                 kiln__set_i64(odt, ctx->out[0]->data, i, kiln__qepi_q(&e, acc, m));
