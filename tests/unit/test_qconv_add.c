@@ -306,9 +306,10 @@ static void once_case(kiln_dtype rdt, int rz, kiln_dtype cdt, int cz, const char
         in[0] = test_graph_input(g, "x", 4, xd);
         in[1] = test_graph_const(g, "xs", q_scalar(KILN_DT_FLOAT32, xs));
         in[2] = test_graph_const(g, "xz", q_scalar(KILN_DT_UINT8, 0));
-        kiln_tensor wc, wsc, bc;
-        CHECK(kiln__tensor_clone(&wc, &wt) == KILN_OK && kiln__tensor_clone(&wsc, &wst) == KILN_OK &&
-              kiln__tensor_clone(&bc, &bt) == KILN_OK);
+        kiln_tensor wc = {0}, wsc = {0}, bc = {0};
+        CHECK(kiln__tensor_clone(&wc, &wt) == KILN_OK);
+        CHECK(kiln__tensor_clone(&wsc, &wst) == KILN_OK);
+        CHECK(kiln__tensor_clone(&bc, &bt) == KILN_OK);
         in[3] = test_graph_const(g, "w", wc);
         in[4] = test_graph_const(g, "ws", wsc);
         in[5] = -1;
