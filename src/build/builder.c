@@ -257,6 +257,7 @@ static const kiln_pass_info fuse_shortcut = {"fuse-shortcut", kiln__pass_fuse_sh
 /* Device engines: an INT8 block's last convolution and its residual QLinearAdd as one QLinearConvAdd
  * (passes/p_qres.c), whose GPU epilogue adds the residual while the convolution's output is in registers. */
 static const kiln_pass_info fuse_qconv_add = {"fuse-qconv-add", kiln__pass_fuse_qconv_add};
+static const kiln_pass_info fuse_qconv_once = {"fuse-qconv-once", kiln__pass_fuse_qconv_once};
 /* CPU engines: an INT8 value's DequantizeLinear -> elementwise float ops -> QuantizeLinear as one 256-byte table
  * (QLookup, passes/p_qlookup.c), after the precision decisions; the CUDA module has no QLookup kernel. */
 static const kiln_pass_info fold_qdq_lookup = {"fold-qdq-lookup", kiln__pass_fold_qdq_lookup};
@@ -351,6 +352,9 @@ kiln_status kiln__build_planned(kiln_model_t m, kiln_build_options *o, const kil
         st = build_pass(e->g, &fold_qdq_lookup, true, &rep);
     if (st == KILN_OK && optimize && device)
         st = build_pass(e->g, &fuse_qconv_add, false, &rep);
+    /* CPU engines: the implicit INT8 blocks one rounding fuses (the same function as a device engine's layer) */
+    if (st == KILN_OK && optimize && !device)
+        st = build_pass(e->g, &fuse_qconv_once, false, &rep);
     if (st == KILN_OK)
         st = kiln__precision_half_report(e->g, o);
     ctl = kiln__run_ctl(NULL, budget);

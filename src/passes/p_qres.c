@@ -200,16 +200,43 @@ static bool tail_enabled(void)
     return !e || strcmp(e, "0");
 }
 
-static kiln_status fuse_all(kiln_graph *g, const kiln_vshape *vs, int *changed)
+/* Convolution n is pointwise: one group, a 1x1 filter, stride 1, no padding (its output's spatial dims its input's):
+ * what the CPU's INT8 GEMM adds a residual to in its epilogue (cpu/qgemm_ops.c) */
+static bool pointwise(const kiln_graph *g, const kiln_vshape *vs, const kiln_node *n)
+{
+    const kiln_tensor *w = kiln__const_of(g, n->in[3]);
+    const kiln_vshape *x = &vs[n->in[0]], *y = &vs[n->out[0]];
+    if (!w || w->ndim < 3 || kiln__attr_i(n, "group", 1) != 1 || x->rank != w->ndim ||
+        y->rank != x->rank)
+        return false;
+    for (int d = 2; d < w->ndim; d++)
+        if (w->dims[d] != 1 || x->dims[d] < 0 || x->dims[d] != y->dims[d])
+            return false;
+    const char *ap = kiln__attr_s(n, "auto_pad", NULL);
+    const kiln_attr *st = kiln__attr(n, "strides"), *pd = kiln__attr(n, "pads");
+    for (int i = 0; st && st->ints && i < st->n; i++)
+        if (st->ints[i] != 1)
+            return false;
+    for (int i = 0; pd && pd->ints && i < pd->n; i++)
+        if (pd->ints[i] != 0)
+            return false;
+    return !ap || !ap[0] || !strcmp(ap, "NOTSET") || !strcmp(ap, "VALID");
+}
+
+/* once_only (CPU engines): only the pairs one rounding fuses, with a pointwise convolution; else (device engines) every
+ * pair, and the float tails */
+static kiln_status fuse_mode(kiln_graph *g, const kiln_vshape *vs, int *changed, bool once_only)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         const kiln_node *a = &g->nodes[i];
-        if (!a->dead && a->op == KILN_OP_Add && tail_enabled())
+        if (!once_only && !a->dead && a->op == KILN_OP_Add && tail_enabled())
             KILN_TRY(fuse_tail(g, vs, i, changed));
         if (a->dead || a->op != KILN_OP_QLinearAdd || a->n_in < 7 || a->n_out != 1)
             continue;
         for (int k = 0; k <= 3; k += 3) {
             int c = fusable_conv(g, vs, i, k);
+            if (c >= 0 && once_only && (!fuse_once(&g->nodes[c], a) || !pointwise(g, vs, &g->nodes[c])))
+                continue;
             if (c >= 0) {
                 KILN_TRY(fuse(g, i, c, k));
                 (*changed)++;
@@ -218,6 +245,12 @@ static kiln_status fuse_all(kiln_graph *g, const kiln_vshape *vs, int *changed)
         }
     }
     return KILN_OK;
+}
+
+static kiln_status fuse_all(kiln_graph *g, const kiln_vshape *vs, int *changed) { return fuse_mode(g, vs, changed, false); }
+static kiln_status fuse_once_all(kiln_graph *g, const kiln_vshape *vs, int *changed)
+{
+    return fuse_mode(g, vs, changed, true);
 }
 
 static bool enabled(void)
@@ -231,4 +264,11 @@ kiln_status kiln__pass_fuse_qconv_add(kiln_graph *g, const kiln_pass_ctx *pc, in
     (void)pc;
     *changed = 0;
     return enabled() ? kiln__pass_with_shapes(g, fuse_all, changed) : KILN_OK;
+}
+
+kiln_status kiln__pass_fuse_qconv_once(kiln_graph *g, const kiln_pass_ctx *pc, int *changed)
+{
+    (void)pc;
+    *changed = 0;
+    return enabled() && once_enabled() ? kiln__pass_with_shapes(g, fuse_once_all, changed) : KILN_OK;
 }

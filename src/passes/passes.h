@@ -65,6 +65,8 @@ kiln_status kiln__pass_fuse_shortcut(kiln_graph *g, const kiln_pass_ctx *pc, int
 /* fuse-qconv-add (p_qres.c): an INT8 block's last QLinearConv and its residual QLinearAdd as one QLinearConvAdd;
  * run by the builder for device engines only */
 kiln_status kiln__pass_fuse_qconv_add(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
+/* The same for CPU engines: only the pairs it fuses with one rounding (implicit INT8), pointwise convolutions only */
+kiln_status kiln__pass_fuse_qconv_once(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 kiln_status kiln__pass_fold_qdq_lookup(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 /* Shape/Size -> constants where shape inference at the given input shapes (in_shapes: one per
  * graph input, dtype and dims, data unused; ndim < 0 or in_shapes NULL = declared) determines them. */

@@ -4,10 +4,10 @@
  *    after the block's last conv, between a first and a last conv (which int8 keeps float), the add's operands in either order, with and without the Relu after it, odd
  *    channel counts and sizes) built as --precision int8 --device cuda engines: the builder fuses each pair, and the
  *    engine's outputs on the CPU equal, byte for byte, those of the same build with KILN_QCONV_ADD=0 (two separate
- *    layers), with one and two threads; a CPU engine keeps the pair apart (the fusion is for the GPU's epilogue);
- *    kiln calibrated those models (implicit INT8), so the default build fuses each block with one rounding
- *    (kiln_res_once): its output must be no farther from FP32's than the two-rounding build's; KILN_QCONV_ADD_ONCE=0
- *    gives the byte-exact two-rounding form;
+ *    layers), with one and two threads (KILN_QCONV_ADD_ONCE=0: the two-rounding form). Kiln calibrated those models
+ *    (implicit INT8), so the default build fuses each block with one rounding (kiln_res_once): its output must be no
+ *    farther from FP32's than the two-rounding build's; a CPU engine (fuse-qconv-once: its blocks' pointwise last
+ *    convolutions) fuses the same blocks, no farther from FP32 than the CPU engine with two roundings;
  *  - fuse-qconv-add picks one rounding only for a pair kiln quantized (kiln_q_auto on both), never for a model's own
  *    Q/DQ; a one-rounding node run directly gives every byte as the correctly rounded real sum (computed here in
  *    double), which two roundings miss;
@@ -18,6 +18,9 @@
 #include "core/numfmt.h"
 #include "engine/engine.h"
 #include "passes/passes.h"
+#include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/qgemm.h"
+#include "test_pool.h"
 #include "kiln/kiln.h"
 #include "runtime/exec.h"
 #include "runtime/model.h"
@@ -113,7 +116,7 @@ static void blk_run(const blk_case *c, unsigned long long *seed)
     kiln_model_t m = blk_model(c, seed);
     char cdir[] = "/tmp/kiln_qconv_add_XXXXXX";
     CHECK(mkdtemp(cdir) != NULL);
-    kiln_engine_t e32 = NULL, once = NULL, fused = NULL, apart = NULL, cpu = NULL;
+    kiln_engine_t e32 = NULL, once = NULL, fused = NULL, apart = NULL, cpu = NULL, cpu2 = NULL;
     kiln_build_options o32 = {.no_tactics = true};
     CHECK_MSG(kiln_build(m, &o32, &e32) == KILN_OK, "%s", kiln_last_error());
     CHECK(e32 && test_calib_samples(e32, NULL, cdir, 4, 100) == KILN_OK);
@@ -126,6 +129,9 @@ static void blk_run(const blk_case *c, unsigned long long *seed)
     CHECK_MSG(build(m, cdir, KILN_DEVICE_CUDA, &apart) == KILN_OK, "apart build: %s", kiln_last_error());
     unsetenv("KILN_QCONV_ADD");
     CHECK_MSG(build(m, cdir, KILN_DEVICE_CPU, &cpu) == KILN_OK, "cpu build: %s", kiln_last_error());
+    setenv("KILN_QCONV_ADD_ONCE", "0", 1);
+    CHECK_MSG(build(m, cdir, KILN_DEVICE_CPU, &cpu2) == KILN_OK, "cpu build (two roundings): %s", kiln_last_error());
+    unsetenv("KILN_QCONV_ADD_ONCE");
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", cdir);
     CHECK(system(cmd) == 0);
@@ -139,7 +145,8 @@ static void blk_run(const blk_case *c, unsigned long long *seed)
               c->float_tail, test_engine_count_op(fused, KILN_OP_QLinearConvAdd), test_engine_count_op(fused, KILN_OP_Add),
               test_engine_count_op(fused, KILN_OP_QLinearAdd));
     CHECK(test_engine_count_op(apart, KILN_OP_QLinearConvAdd) == 0 && test_engine_count_op(apart, add) == 1);
-    CHECK_MSG(count_once(once) == (c->float_tail ? 0 : 1) && count_once(fused) == 0 && count_once(cpu) == 0,
+    CHECK_MSG(count_once(once) == (c->float_tail ? 0 : 1) && count_once(fused) == 0 && count_once(cpu) == count_once(once) &&
+                  count_once(cpu2) == 0,
               "C=%lld M=%lld float_tail %d: %d / %d / %d one-rounding layers (once, two roundings, cpu)", (long long)c->C,
               (long long)c->M, c->float_tail, count_once(once), count_once(fused), count_once(cpu));
     if (want && c->float_tail)   /* the Relu and both DequantizeLinear absorbed */
@@ -181,6 +188,24 @@ static void blk_run(const blk_case *c, unsigned long long *seed)
                   (long long)c->C, (long long)c->M, c->shortcut_conv, c->res_first, c->relu, eo / (double)ne,
                   eb / (double)ne);
         kiln__tensor_release(&f);
+        /* the CPU engine fuses the same blocks with one rounding (its pointwise convolutions): no farther from FP32
+         * than the CPU engine with two (its float layers are the same kernels in both) */
+        kiln_tensor pc, p2;
+        test_engine_run(cpu, "X", &x, nt, &pc);
+        test_engine_run(cpu2, "X", &x, nt, &p2);
+        test_engine_run(e32, "X", &x, nt, &f);
+        double ec = 0, e2 = 0;
+        sized = pc.data && p2.data && f.data && pc.nbytes == b.nbytes && p2.nbytes == b.nbytes && f.nbytes == b.nbytes;
+        for (int64_t i = 0; sized && i < ne; i++) {
+            ec += fabs((double)((float *)pc.data)[i] - ((float *)f.data)[i]);
+            e2 += fabs((double)((float *)p2.data)[i] - ((float *)f.data)[i]);
+        }
+        CHECK_MSG(sized && ec <= 1.02 * e2 + 1e-6 * (double)ne,
+                  "C=%lld M=%lld CPU engines: mean error to FP32 %g with one rounding, %g with two", (long long)c->C,
+                  (long long)c->M, ec / (double)ne, e2 / (double)ne);
+        kiln__tensor_release(&f);
+        kiln__tensor_release(&pc);
+        kiln__tensor_release(&p2);
         kiln__tensor_release(&o);
         kiln__tensor_release(&a);
         kiln__tensor_release(&b);
@@ -191,6 +216,7 @@ static void blk_run(const blk_case *c, unsigned long long *seed)
     kiln_engine_free(fused);
     kiln_engine_free(apart);
     kiln_engine_free(cpu);
+    kiln_engine_free(cpu2);
     kiln_model_free(m);
 }
 
@@ -274,11 +300,26 @@ static void bad_case(const int64_t *rd, bool float_out, kiln_status want, const 
  * float32 multipliers are within a few 1e-7 of it: elements within 1e-3 of a tie may go either way). The same
  * operands through two roundings (conv requantized to y_scale first: the form explicit Q/DQ models keep) miss it in
  * some elements -- what one rounding is for. */
-static void once_case(kiln_dtype rdt, int rz, kiln_dtype cdt, int cz, const char *act, unsigned long long *seed)
+/* Node n of g (a QLinearConvAdd) run by the fastest registered kernel (fast) or the reference, on 2 threads, with
+ * inputs 0 and 9 fed (x, r) and the rest the graph's constants: *out (zeroed first) gets the output */
+static kiln_status run_node(const kiln_graph *g, int n, const kiln_tensor *x, const kiln_tensor *r, bool fast,
+                            kiln_tensor *out)
+{
+    const kiln_node *nd = &g->nodes[n];
+    const kiln_tensor *in[14] = {0};
+    for (int i = 0; i < nd->n_in && i < 14; i++)
+        in[i] = nd->in[i] < 0 ? NULL : i == 0 ? x : i == 9 ? r : g->values[nd->in[i]].init;
+    memset(out, 0, sizeof *out);
+    kiln_tensor *o[1] = {out};
+    kiln_kctx c = {.node = nd, .n_in = nd->n_in, .in = in, .n_out = 1, .out = o, .pool = test_pool(2), .nthreads = 2};
+    return (fast ? kiln__ref_kernel(KILN_OP_QLinearConvAdd) : kiln__cpu_ref_kernel(KILN_OP_QLinearConvAdd))(&c);
+}
+
+static void once_case(int ks, kiln_dtype rdt, int rz, kiln_dtype cdt, int cz, const char *act, unsigned long long *seed)
 {
     enum { N = 2, C = 4, H = 5, W = 6, M = 8 };
     const float xs = 0.1f, cs = 0.4f, rs = 0.3f, ys = 0.35f;
-    int64_t xd[4] = {N, C, H, W}, wd[4] = {M, C, 3, 3}, od[4] = {N, M, H, W}, md = M;
+    int64_t xd[4] = {N, C, H, W}, wd[4] = {M, C, ks, ks}, od[4] = {N, M, H, W}, md = M;
     kiln_tensor xt, wt, wst, bt, rt;
     CHECK(kiln__tensor_alloc(&xt, KILN_DT_UINT8, 4, xd) == KILN_OK);
     CHECK(kiln__tensor_alloc(&wt, KILN_DT_INT8, 4, wd) == KILN_OK);
@@ -324,7 +365,7 @@ static void once_case(kiln_dtype rdt, int rz, kiln_dtype cdt, int cz, const char
         in[13] = test_graph_const(g, "cz", q_scalar(cdt, cz));
         int out = test_graph_value(g, "c");
         int n = test_graph_node(g, KILN_OP_QLinearConvAdd, "qca", two ? 14 : 12, in, out);
-        int64_t pads[4] = {1, 1, 1, 1};
+        int64_t pads[4] = {ks / 2, ks / 2, ks / 2, ks / 2};
         CHECK(kiln__node_set_attr_ints(&g->nodes[n], "pads", 4, pads) == KILN_OK);
         if (!two)
             CHECK(kiln__node_set_attr_i(&g->nodes[n], "kiln_res_once", 1) == KILN_OK);
@@ -334,6 +375,16 @@ static void once_case(kiln_dtype rdt, int rz, kiln_dtype cdt, int cz, const char
         const kiln_tensor *feed[2] = {&xt, &rt};
         kiln_run_env env = {.nthreads = 2};
         CHECK_MSG(kiln__exec_graph(g, NULL, feed, &got[two], &env, 0) == KILN_OK, "%s", kiln_last_error());
+        if (!two) {   /* the fastest kernel (a 1x1 layer: the INT8 GEMM's epilogue adds R) and the reference agree */
+            kiln_tensor f, r;
+            CHECK_MSG(run_node(g, n, &xt, &rt, true, &f) == KILN_OK && run_node(g, n, &xt, &rt, false, &r) == KILN_OK,
+                      "%s", kiln_last_error());
+            CHECK_MSG(f.data && r.data && f.nbytes == r.nbytes && !memcmp(f.data, r.data, f.nbytes) &&
+                          f.nbytes == got[0].nbytes && !memcmp(f.data, got[0].data, f.nbytes),
+                      "one rounding %dx%d: the fastest kernel and the reference differ", ks, ks);
+            kiln__tensor_release(&f);
+            kiln__tensor_release(&r);
+        }
         kiln__graph_free(g);
     }
     int lo = cdt == KILN_DT_UINT8 ? 0 : -128, hi = cdt == KILN_DT_UINT8 ? 255 : 127;
@@ -342,11 +393,11 @@ static void once_case(kiln_dtype rdt, int rz, kiln_dtype cdt, int cz, const char
         int64_t wo = i % W, ho = i / W % H, m = i / (W * H) % M, b = i / (W * H * M);
         int64_t acc = bias[m];
         for (int c = 0; c < C; c++)
-            for (int kh = 0; kh < 3; kh++)
-                for (int kw = 0; kw < 3; kw++) {
-                    int64_t ih = ho + kh - 1, iw = wo + kw - 1;
+            for (int kh = 0; kh < ks; kh++)
+                for (int kw = 0; kw < ks; kw++) {
+                    int64_t ih = ho + kh - ks / 2, iw = wo + kw - ks / 2;
                     if (ih >= 0 && ih < H && iw >= 0 && iw < W)
-                        acc += (int64_t)x[((b * C + c) * H + ih) * W + iw] * w[((m * C + c) * 3 + kh) * 3 + kw];
+                        acc += (int64_t)x[((b * C + c) * H + ih) * W + iw] * w[((m * C + c) * ks + kh) * ks + kw];
                 }
         double v = (double)acc * xs * ws[m] / cs + (double)(kiln__get_i64(rdt, rt.data, i) - rz) * rs / cs;
         if (act[0])
@@ -450,9 +501,17 @@ int main(void)
     setenv("KILN_QCONV_ADD_ONCE", "0", 1);
     pass_case(true, true, NULL, false);
     unsetenv("KILN_QCONV_ADD_ONCE");
-    once_case(KILN_DT_UINT8, 0, KILN_DT_UINT8, 0, "Relu", &seed);
-    once_case(KILN_DT_INT8, -5, KILN_DT_INT8, 3, "", &seed);
-    once_case(KILN_DT_UINT8, 9, KILN_DT_INT8, -7, "Relu", &seed);
+    for (int ks = 1; ks <= 3; ks += 2) {
+        once_case(ks, KILN_DT_UINT8, 0, KILN_DT_UINT8, 0, "Relu", &seed);
+        once_case(ks, KILN_DT_INT8, -5, KILN_DT_INT8, 3, "", &seed);
+        once_case(ks, KILN_DT_UINT8, 9, KILN_DT_INT8, -7, "Relu", &seed);
+    }
+    /* the GEMM's other tiles (AVX2: its residual epilogue is the portable one; portable C) */
+    for (int cap = 1; cap >= 0; cap--) {
+        kiln__qgemm_set_isa_cap(cap);
+        once_case(1, KILN_DT_INT8, -5, KILN_DT_UINT8, 4, "Relu", &seed);
+    }
+    kiln__qgemm_set_isa_cap(2);
     bad_case((const int64_t[]){1, 8, 5, 4}, false, KILN_ERR_SHAPE, "R must have the convolution output's shape");
     bad_case((const int64_t[]){1, 8, 5, 5}, true, KILN_ERR_INVALID_ARG, "must have a quantized output");
     static const int64_t y[4] = {1, 8, 5, 5};

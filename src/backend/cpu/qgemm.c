@@ -168,6 +168,12 @@ int32_t kiln__qepi_qr(const kiln_qepi *e, int32_t acc, int64_t ch, int32_t r)
 void kiln__qepi_store(const kiln_qepi *e, void *c, int64_t ldc, int64_t i, int64_t j, int32_t acc)
 {
     int64_t ch = e->ch_row ? i : j, at = i * ldc + j;
+    if (e->res && (e->out == KILN_QOUT_U8 || e->out == KILN_QOUT_S8)) {
+        const uint8_t rb = e->res[i * e->res_ld + j];
+        int32_t q = kiln__qepi_qr(e, acc, ch, e->res_s8 ? (int32_t)(int8_t)rb : (int32_t)rb);
+        ((uint8_t *)c)[at] = (uint8_t)q;
+        return;
+    }
     switch (e->out) {
     case KILN_QOUT_S32: ((int32_t *)c)[at] = kiln__qepi_q(e, acc, ch); break;
     case KILN_QOUT_F32: ((float *)c)[at] = kiln__qepi_f(e, acc, ch); break;
@@ -461,6 +467,8 @@ kiln_status kiln__qgemm(kiln_pool *pool, int nthreads, const kiln_qgemm *g)
     kiln_sched s;
     kiln__sched_plan(&s, g->M, g->N, g->K, nthreads);
     qjob q = {.g = g, .isa = kiln__qgemm_isa()};
+    if (g->epi.res && q.isa == 1)   /* the AVX2 tile has no residual epilogue: the portable one (kiln__qepi_store) */
+        q.isa = 0;
     if (g->packb) { /* per slot: a strip of panels, then its 48 column sums (256 bytes) */
         size_t per = (size_t)(kiln__qgemm_kp(g->K) * KILN_QGEMM_STRIP + 64 * 4);
         if (posix_memalign((void **)&q.bufs, 64, per * (size_t)s.nt) != 0)

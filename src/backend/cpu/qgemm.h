@@ -52,9 +52,14 @@ typedef struct kiln_qepi {
     float inv_ys;
     int32_t zp, lo, hi;
     /* kiln's QLinearConvAdd with one rounding (kiln_res_once: cpu/qadd.h): kiln__qepi_qr adds a residual byte r as
-     * t = fmaf((float)(r - res_zp), res_k, t) before the clamp (res_k = R_scale / C_scale; lin only) */
+     * t = fmaf((float)(r - res_zp), res_k, t) before the clamp (res_k = R_scale / C_scale; lin only); the GEMM's
+     * epilogues (kiln__qepi_store, the VNNI tile) read r of element (i, j) of C at res[i * res_ld + j] where res is set
+     * (u8 / s8 outputs) */
     float res_k;
     int32_t res_zp;
+    const uint8_t *res;
+    int64_t res_ld;
+    bool res_s8;
 } kiln_qepi;
 
 /* Clears e, then fills out, act, lin, inv_ys, zp, lo, hi for an output of kind `out` (U8/S8:
@@ -73,6 +78,12 @@ kiln_status kiln__qepi_setup(const kiln_kctx *ctx, kiln_qepi *e, kiln_dtype odt,
 int32_t kiln__qepi_q(const kiln_qepi *e, int32_t acc, int64_t ch);   /* U8/S8/S32 */
 /* U8/S8 with e->lin: kiln__qepi_q with the residual byte r added before the rounding (res_k, res_zp above) */
 int32_t kiln__qepi_qr(const kiln_qepi *e, int32_t acc, int64_t ch, int32_t r);
+/* A one-rounding QLinearConvAdd's residual (kiln_res_once, ctx's node; ref/k_quant.c): R (input 9: 8-bit, the output's
+ * nd dims odims), R_scale (10: float32, finite, > 0), R_zero_point (11: absent or a scalar of R's type), the output
+ * quantized (odt) with a linear activation (e->lin) and C_scale ys: e->res_k, e->res_zp set, *res = R; else a clean
+ * error */
+kiln_status kiln__qconv_once_res(kiln_kctx *ctx, kiln_qepi *e, kiln_dtype odt, int nd, const int64_t *odims, float ys,
+                                 const kiln_tensor **res);
 float kiln__qepi_f(const kiln_qepi *e, int32_t acc, int64_t ch);     /* F32 */
 /* Stores element (i, j) of C computed from acc. */
 void kiln__qepi_store(const kiln_qepi *e, void *c, int64_t ldc, int64_t i, int64_t j, int32_t acc);

@@ -658,6 +658,7 @@ typedef struct qconv_args {
     const kiln_tensor *x, *xz, *w, *wz, *bias;
     const kiln_tensor *xs, *ws, *ys, *yz;
     kiln_dtype odt;
+    bool once;   /* QLinearConvAdd with one rounding (kiln_res_once): R added in the GEMM's epilogue */
 } qconv_args;
 
 static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
@@ -688,6 +689,13 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
     int64_t odims[KILN_MAX_DIMS] = {g.N, g.M};
     for (int d = 0; d < g.nsp; d++)
         odims[2 + d] = g.out[d];
+    if (q->once) {   /* one rounding: the GEMM's epilogue reads R as C's elements; else the reference */
+        bool direct = g.group == 1;
+        for (int d = 0; d < g.nsp; d++)
+            direct &= g.k[d] == 1 && g.stride[d] == 1 && g.pad_b[d] == 0 && g.out[d] == g.in[d];
+        if (!direct)
+            return fallback(ctx);
+    }
     KILN_TRY(kiln__kout_uninit(ctx, 0, q->odt, x->ndim, odims));
     if (kiln_tensor_numel(ctx->out[0]) == 0)
         return KILN_OK;
@@ -697,6 +705,16 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
                               q->xs ? (float)kiln__get_f64(q->xs->dtype, q->xs->data, 0) : 1, q->ws, 1.0f, q->ys,
                               q->yz, &sbuf));
     e.bias = q->bias ? q->bias->data : NULL;
+    const kiln_tensor *rt = NULL;
+    if (q->once) {
+        kiln_status rst = kiln__qconv_once_res(ctx, &e, q->odt, x->ndim, odims,
+                                               (float)kiln__get_f64(q->ys->dtype, q->ys->data, 0), &rt);
+        if (rst != KILN_OK) {
+            kiln__free(sbuf);
+            return rst;
+        }
+        e.res_s8 = rt->dtype == KILN_DT_INT8;
+    }
     if (cpg == 1 && mpg == 1) { /* depthwise: from the weights (never packed) */
         if (kiln__prep_dropped(w)) {
             kiln__free(sbuf);
@@ -752,6 +770,10 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
                     eg.scale = e.scale + gi * mpg, eg.mult = e.mult + gi * mpg;
                 if (e.bias)
                     eg.bias = e.bias + gi * mpg;
+                if (rt) {   /* R's rows of this image and group, as C's (pointwise: no virtual columns) */
+                    eg.res = (const uint8_t *)rt->data + (size_t)((n * g.M + gi * mpg) * osp);
+                    eg.res_ld = osp;
+                }
                 kiln_qgemm gm = {.M = mpg, .N = osp, .K = K, .a = h.data + gi * mpg * kiln__qgemm_kp(K),
                                  .lda = kiln__qgemm_kp(K), .a_s8 = true,
                                  .a_sum = zxs ? h.sums + gi * mpg : NULL, .a_zp = wzp ? wzp + gi * mpg : NULL,
@@ -780,7 +802,8 @@ kiln_status kiln__k_qlinearconv_fast(kiln_kctx *ctx)
         return fallback(ctx);
     qconv_args q = {.x = x, .xs = kiln__kin(ctx, 1), .xz = kiln__kin(ctx, 2), .w = kiln__kin(ctx, 3),
                     .ws = kiln__kin(ctx, 4), .wz = kiln__kin(ctx, 5), .ys = kiln__kin(ctx, 6), .yz = yz,
-                    .bias = kiln__kin(ctx, 8), .odt = odt};
+                    .bias = kiln__kin(ctx, 8), .odt = odt,
+                    .once = ctx->node->op == KILN_OP_QLinearConvAdd && kiln__attr_i(ctx->node, "kiln_res_once", 0)};
     return qconv_run(ctx, &q);
 }
 

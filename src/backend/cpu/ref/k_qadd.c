@@ -158,11 +158,12 @@ static kiln_status qconv_add_float(kiln_kctx *ctx, kiln_kernel_fn conv)
 
 kiln_status kiln__qconv_add(kiln_kctx *ctx, kiln_kernel_fn conv, kiln_qadd_run_fn add)
 {
-    /* one rounding: the reference convolution adds R before it rounds (ref/k_quant.c) */
+    /* one rounding: the convolution adds R before it rounds (its reference, ref/k_quant.c; the fast kernel in its
+     * GEMM's epilogue where it takes the layer, qgemm_ops.c) */
     if (kiln__attr_i(ctx->node, "kiln_res_once", 0)) {
         if (kiln__attr_i(ctx->node, "kiln_res_once", 0) != 1)
             return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "kiln_res_once must be 0 or 1");
-        return kiln__cpu_ref_kernel(KILN_OP_QLinearConv)(ctx);
+        return (conv ? conv : kiln__cpu_ref_kernel(KILN_OP_QLinearConv))(ctx);
     }
     if (ctx->n_in >= 10 && ctx->n_out >= 1 && ctx->out[0] && !kiln__attr_i(ctx->node, "kiln_out_float", 0) &&
         kiln__attr_i(ctx->node, "kiln_res_float", 0))

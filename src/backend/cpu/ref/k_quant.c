@@ -390,8 +390,8 @@ static void qconv_worker(void *arg, int64_t begin, int64_t end)
 /* kiln's QLinearConvAdd with one rounding (kiln_res_once = 1, cpu/qadd.h): R (input 9, the output's shape and an
  * 8-bit type), R_scale (10, a float32 scalar, finite and > 0), R_zero_point (11, absent or a scalar of R's type) into
  * e's residual terms; the output quantized (inputs 6, 7: C's), its activation linear (kiln_act none, Relu, Clip) */
-static kiln_status once_res(kiln_kctx *ctx, kiln_qepi *e, kiln_dtype odt, int nd, const int64_t *odims, float ys,
-                            const kiln_tensor **res)
+kiln_status kiln__qconv_once_res(kiln_kctx *ctx, kiln_qepi *e, kiln_dtype odt, int nd, const int64_t *odims, float ys,
+                                 const kiln_tensor **res)
 {
     const kiln_tensor *r = kiln__kin(ctx, 9), *rs = kiln__kin(ctx, 10), *rz = kiln__kin(ctx, 11);
     if (ctx->n_in != 12 || kiln__attr_i(ctx->node, "kiln_res_float", 0) || odt == KILN_DT_FLOAT32)
@@ -468,7 +468,7 @@ static kiln_status k_qlinearconv(kiln_kctx *ctx)
     const kiln_tensor *res = NULL;
     KILN_TRY(kiln__qepi_setup(ctx, &e, odt, true, g.M, *(const float *)xs->data, ws, 1.0f, ys, yz, &sbuf));
     if (ctx->node->op == KILN_OP_QLinearConvAdd && kiln__attr_i(ctx->node, "kiln_res_once", 0)) {
-        kiln_status rst = once_res(ctx, &e, odt, x->ndim, odims, *(const float *)ys->data, &res);
+        kiln_status rst = kiln__qconv_once_res(ctx, &e, odt, x->ndim, odims, *(const float *)ys->data, &res);
         if (rst != KILN_OK) {
             kiln__free(sbuf);
             return rst;

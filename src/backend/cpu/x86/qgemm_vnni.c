@@ -64,6 +64,11 @@ TVNNI __attribute__((always_inline)) static inline void epi_store(const kiln_qge
     }
     if (!e->lin)
         v = _mm512_mul_ps(kiln_v_act(&e->act, v), _mm512_set1_ps(e->inv_ys));
+    if (e->res) { /* one rounding: + (float)(r - res_zp) * res_k, fused (kiln__qepi_qr) */
+        __m512i r = kiln_v_load16_8to32(e->res + gi * e->res_ld + j, _mm_popcnt_u32(km), e->res_s8);
+        v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(r, _mm512_set1_epi32(e->res_zp))),
+                            _mm512_set1_ps(e->res_k), v);
+    }
     v = _mm512_max_ps(v, _mm512_set1_ps((float)(e->lo - e->zp))); /* NaN -> lo, like the scalar code */
     v = _mm512_min_ps(v, _mm512_set1_ps((float)(e->hi - e->zp)));
     __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(v), _mm512_set1_epi32(e->zp));
