@@ -121,14 +121,11 @@ static tgraph qconv_graph(const qconv_spec *p)
     return t;
 }
 
-/* QLinearConvAdd (passes/p_qres.c): the convolution of p (a quantized output), then its add with R (rdt, shape of the
- * output, zero point rz, scale rs) into C (cdt, zero point cz, scale cs) with the activation res_act ("" none, "Relu");
- * cdt float32: the float tail (kiln_res_float: Y and R dequantized and summed in float32) */
-static tgraph qconv_add_graph(const qconv_spec *p, kiln_dtype rdt, int rz, kiln_dtype cdt, int cz, const char *res_act,
-                              float rs, float cs)
+/* The convolution of p made a QLinearConvAdd with R (rdt, the output's shape, zero point rz, scale rs) as inputs 9-11
+ * (input 8, the bias, left empty where p has none) */
+static tgraph qconv_res_graph(const qconv_spec *p, kiln_dtype rdt, int rz, float rs)
 {
     tgraph t = qconv_graph(p);
-    kiln_node *n = tg_node(&t);
     if (!p->bias)   /* input 8 left empty */
         kiln__node_add_input(t.g, t.node, -1);
     int64_t ho = (p->h + 2 * p->pad - p->dil * (p->r - 1) - 1) / p->stride + 1;
@@ -137,12 +134,22 @@ static tgraph qconv_add_graph(const qconv_spec *p, kiln_dtype rdt, int rz, kiln_
     tg_in(&t, rand_tensor(rdt, 4, D(p->n, p->k, ho, wo), rlo, rhi), false);
     tg_in(&t, scalar(F32, rs), true);
     tg_in(&t, scalar(rdt, rz), true);
+    kiln__node_set_op(tg_node(&t), KILN_OP_QLinearConvAdd, KILN_DOMAIN, 1);
+    return t;
+}
+
+/* QLinearConvAdd (passes/p_qres.c): the convolution of p (a quantized output), then its add with R (rdt, shape of the
+ * output, zero point rz, scale rs) into C (cdt, zero point cz, scale cs) with the activation res_act ("" none, "Relu");
+ * cdt float32: the float tail (kiln_res_float: Y and R dequantized and summed in float32) */
+static tgraph qconv_add_graph(const qconv_spec *p, kiln_dtype rdt, int rz, kiln_dtype cdt, int cz, const char *res_act,
+                              float rs, float cs)
+{
+    tgraph t = qconv_res_graph(p, rdt, rz, rs);
     if (cdt != F32) {   /* float32 C: kiln_res_float, no C_scale / C_zero_point */
         tg_in(&t, scalar(F32, cs), true);
         tg_in(&t, scalar(cdt, cz), true);
     }
-    n = tg_node(&t);
-    kiln__node_set_op(n, KILN_OP_QLinearConvAdd, KILN_DOMAIN, 1);
+    kiln_node *n = tg_node(&t);
     if (cdt == F32)
         kiln__node_set_attr_i(n, "kiln_res_float", 1);
     if (res_act[0])
@@ -155,18 +162,8 @@ static tgraph qconv_add_graph(const qconv_spec *p, kiln_dtype rdt, int rz, kiln_
  * convolution's sum before its only rounding */
 static tgraph qconv_once_graph(const qconv_spec *p, kiln_dtype rdt, int rz, float rs)
 {
-    tgraph t = qconv_graph(p);
-    if (!p->bias)   /* input 8 left empty */
-        kiln__node_add_input(t.g, t.node, -1);
-    int64_t ho = (p->h + 2 * p->pad - p->dil * (p->r - 1) - 1) / p->stride + 1;
-    int64_t wo = (p->w + 2 * p->pad - p->dil * (p->s - 1) - 1) / p->stride + 1;
-    double rlo = rdt == KILN_DT_UINT8 ? 0 : -128, rhi = rdt == KILN_DT_UINT8 ? 256 : 128;
-    tg_in(&t, rand_tensor(rdt, 4, D(p->n, p->k, ho, wo), rlo, rhi), false);
-    tg_in(&t, scalar(F32, rs), true);
-    tg_in(&t, scalar(rdt, rz), true);
-    kiln_node *n = tg_node(&t);
-    kiln__node_set_op(n, KILN_OP_QLinearConvAdd, KILN_DOMAIN, 1);
-    kiln__node_set_attr_i(n, "kiln_res_once", 1);
+    tgraph t = qconv_res_graph(p, rdt, rz, rs);
+    kiln__node_set_attr_i(tg_node(&t), "kiln_res_once", 1);
     return t;
 }
 
@@ -383,21 +380,20 @@ void int8_cases(void)
                                       true, "", 0.7f};
         static const qconv_spec ot = {"", 2, 32, 9, 11, 48, 1, 1, 0, 1, 1, KILN_DT_UINT8, 0, KILN_DT_INT8, 2, true,
                                       true, "Relu", 1.0f};
-        snprintf(name, sizeof name, "INT8 QLinearConvAdd once 1x1 +u8 Relu (%s)", modes[m]);
-        t = qconv_once_graph(&o8, KILN_DT_UINT8, 0, 0.45f);
-        run_case(name, &t, 0);
-        snprintf(name, sizeof name, "INT8 QLinearConvAdd once 3x3 s2 +s8 (%s)", modes[m]);
-        t = qconv_once_graph(&o3, KILN_DT_INT8, -6, 0.45f);
-        run_case(name, &t, 0);
-        snprintf(name, sizeof name, "INT8 QLinearConvAdd once s8 K40 +u8 Clip (%s)", modes[m]);
-        t = qconv_once_graph(&oc, KILN_DT_UINT8, 7, 0.02f);
-        run_case(name, &t, 0);
-        snprintf(name, sizeof name, "INT8 QLinearConvAdd once 1x1 rows +s8 (%s)", modes[m]);
-        t = qconv_once_graph(&ow, KILN_DT_INT8, -2, 0.45f);
-        run_case(name, &t, 0);
-        snprintf(name, sizeof name, "INT8 QLinearConvAdd once ties +s8 Relu (%s)", modes[m]);
-        t = qconv_once_graph(&ot, KILN_DT_INT8, -1, 0.5f);
-        run_case(name, &t, 0);
+        static const struct {
+            const char *label;
+            const qconv_spec *p;
+            kiln_dtype rdt;
+            int rz;
+            float rs;
+        } once[] = {{"1x1 +u8 Relu", &o8, KILN_DT_UINT8, 0, 0.45f}, {"3x3 s2 +s8", &o3, KILN_DT_INT8, -6, 0.45f},
+                    {"s8 K40 +u8 Clip", &oc, KILN_DT_UINT8, 7, 0.02f}, {"1x1 rows +s8", &ow, KILN_DT_INT8, -2, 0.45f},
+                    {"ties +s8 Relu", &ot, KILN_DT_INT8, -1, 0.5f}};
+        for (size_t i = 0; i < sizeof once / sizeof *once; i++) {
+            snprintf(name, sizeof name, "INT8 QLinearConvAdd once %s (%s)", once[i].label, modes[m]);
+            t = qconv_once_graph(once[i].p, once[i].rdt, once[i].rz, once[i].rs);
+            run_case(name, &t, 0);
+        }
         qmm_cases(modes[m]);
     }
     half_out_cases();

@@ -231,6 +231,19 @@ static kiln_tensor q_scalar(kiln_dtype dt, double v)
     return t;
 }
 
+/* QLinearConv's inputs 0-7 of a test node: x (a graph input of dims xd), scales 0.1 / 0.01 / 0.2, zero points 0, w */
+static void qconv_inputs(kiln_graph *g, const int64_t *xd, kiln_tensor w, int *in)
+{
+    in[0] = test_graph_input(g, "x", 4, xd);
+    in[1] = test_graph_const(g, "xs", q_scalar(KILN_DT_FLOAT32, 0.1));
+    in[2] = test_graph_const(g, "xz", q_scalar(KILN_DT_UINT8, 0));
+    in[3] = test_graph_const(g, "w", w);
+    in[4] = test_graph_const(g, "ws", q_scalar(KILN_DT_FLOAT32, 0.01));
+    in[5] = test_graph_const(g, "wz", q_scalar(KILN_DT_INT8, 0));
+    in[6] = test_graph_const(g, "ys", q_scalar(KILN_DT_FLOAT32, 0.2));
+    in[7] = test_graph_const(g, "yz", q_scalar(KILN_DT_INT8, 0));
+}
+
 /* A QLinearConvAdd node run directly: R of dims rd and dtype rdt (the convolution gives [1, 8, 5, 5]); float_out:
  * kiln_out_float; input `empty` left empty (0: none); res_act: kiln_res_act (NULL: none) */
 static bool bad_res_float;   /* bad_case_ex's node has kiln_res_float = 1 (the float tail) */
@@ -249,14 +262,7 @@ static void bad_case_ex(const int64_t *rd, kiln_dtype rdt, bool float_out, int e
     for (int64_t i = 0; i < kiln_tensor_numel(&wt); i++)
         ((int8_t *)wt.data)[i] = (int8_t)(test_randf(&seed) * 100);
     int in[13];
-    in[0] = test_graph_input(g, "x", 4, xd);
-    in[1] = test_graph_const(g, "xs", q_scalar(KILN_DT_FLOAT32, 0.1));
-    in[2] = test_graph_const(g, "xz", q_scalar(KILN_DT_UINT8, 0));
-    in[3] = test_graph_const(g, "w", wt);
-    in[4] = test_graph_const(g, "ws", q_scalar(KILN_DT_FLOAT32, 0.01));
-    in[5] = test_graph_const(g, "wz", q_scalar(KILN_DT_INT8, 0));
-    in[6] = test_graph_const(g, "ys", q_scalar(KILN_DT_FLOAT32, 0.2));
-    in[7] = test_graph_const(g, "yz", q_scalar(KILN_DT_INT8, 0));
+    qconv_inputs(g, xd, wt, in);
     in[8] = -1;
     in[9] = test_graph_input(g, "r", 4, rd);
     in[10] = test_graph_const(g, "rs", q_scalar(KILN_DT_FLOAT32, 0.3));
@@ -437,14 +443,7 @@ static void pass_case(bool auto_conv, bool auto_add, const char *conv_act, bool 
     CHECK(kiln__tensor_alloc(&wt, KILN_DT_INT8, 4, wd) == KILN_OK);
     memset(wt.data, 3, wt.nbytes);
     int in[9], y = test_graph_value(g, "y"), c = test_graph_value(g, "c");
-    in[0] = test_graph_input(g, "x", 4, xd);
-    in[1] = test_graph_const(g, "xs", q_scalar(KILN_DT_FLOAT32, 0.1));
-    in[2] = test_graph_const(g, "xz", q_scalar(KILN_DT_UINT8, 0));
-    in[3] = test_graph_const(g, "w", wt);
-    in[4] = test_graph_const(g, "ws", q_scalar(KILN_DT_FLOAT32, 0.01));
-    in[5] = test_graph_const(g, "wz", q_scalar(KILN_DT_INT8, 0));
-    in[6] = test_graph_const(g, "ys", q_scalar(KILN_DT_FLOAT32, 0.2));
-    in[7] = test_graph_const(g, "yz", q_scalar(KILN_DT_INT8, 0));
+    qconv_inputs(g, xd, wt, in);
     int cn = test_graph_node(g, KILN_OP_QLinearConv, "conv", 8, in, y);
     int ain[8] = {y, in[6], in[7], test_graph_input(g, "r", 4, yd), test_graph_const(g, "rs", q_scalar(KILN_DT_FLOAT32, 0.3)),
                   test_graph_const(g, "rz", q_scalar(KILN_DT_UINT8, 0)), test_graph_const(g, "cs", q_scalar(KILN_DT_FLOAT32, 0.4)),
