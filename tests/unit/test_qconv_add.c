@@ -248,13 +248,14 @@ static void qconv_inputs(kiln_graph *g, const int64_t *xd, kiln_tensor w, int *i
  * kiln_out_float; input `empty` left empty (0: none); res_act: kiln_res_act (NULL: none) */
 static bool bad_res_float;   /* bad_case_ex's node has kiln_res_float = 1 (the float tail) */
 static bool bad_once;        /* kiln_res_once = 1 (one rounding: 12 inputs, res_act as kiln_act) */
+static int bad_ks = 3;       /* the filter's size (1: a pointwise layer, which the fast kernel takes; pads 0) */
 
 static void bad_case_ex(const int64_t *rd, kiln_dtype rdt, bool float_out, int empty, const char *res_act,
                         kiln_status want, const char *what)
 {
     unsigned long long seed = 7;
     kiln_graph *g = kiln__graph_new(NULL);
-    int64_t xd[4] = {1, 4, 5, 5}, wd[4] = {8, 4, 3, 3};
+    int64_t xd[4] = {1, 4, 5, 5}, wd[4] = {8, 4, bad_ks, bad_ks};
     kiln_tensor xt, wt, rt;
     CHECK(kiln__tensor_alloc(&xt, KILN_DT_UINT8, 4, xd) == KILN_OK);
     CHECK(kiln__tensor_alloc(&wt, KILN_DT_INT8, 4, wd) == KILN_OK);
@@ -276,7 +277,7 @@ static void bad_case_ex(const int64_t *rd, kiln_dtype rdt, bool float_out, int e
         CHECK(kiln__node_set_attr_s(&g->nodes[n], bad_once ? "kiln_act" : "kiln_res_act", res_act) == KILN_OK);
     if (bad_once)
         CHECK(kiln__node_set_attr_i(&g->nodes[n], "kiln_res_once", 1) == KILN_OK);
-    int64_t pads[4] = {1, 1, 1, 1};
+    int64_t pads[4] = {bad_ks / 2, bad_ks / 2, bad_ks / 2, bad_ks / 2};
     CHECK(kiln__node_set_attr_ints(&g->nodes[n], "pads", 4, pads) == KILN_OK);
     if (float_out)
         CHECK(kiln__node_set_attr_i(&g->nodes[n], "kiln_out_float", 1) == KILN_OK);
@@ -537,6 +538,15 @@ int main(void)
     bad_res_float = true;
     bad_case((const int64_t[]){1, 8, 5, 5}, false, KILN_ERR_INVALID_ARG, "(no float form)");
     bad_res_float = false;
+    /* a pointwise one (the fast kernel's GEMM takes it): the same clean errors */
+    bad_ks = 1;
+    bad_case((const int64_t[]){1, 8, 5, 5}, true, KILN_ERR_INVALID_ARG, "a quantized output (no float form)");
+    bad_case((const int64_t[]){1, 8, 5, 4}, false, KILN_ERR_SHAPE, "R must be uint8/int8 of the convolution output's shape");
+    bad_case_ex(y, KILN_DT_UINT8, false, 10, NULL, KILN_ERR_INVALID_ARG, "R_scale must be a float32 scalar");
+    bad_case_ex(y, KILN_DT_UINT8, false, 6, NULL, KILN_ERR_INVALID_ARG, "missing input");
+    bad_case_ex(y, KILN_DT_UINT8, true, 6, NULL, KILN_ERR_INVALID_ARG, "missing input");
+    bad_case_ex(y, KILN_DT_UINT8, false, 0, "Sigmoid", KILN_ERR_UNSUPPORTED, "needs an 8-bit output and a linear");
+    bad_ks = 3;
     bad_once = false;
     return TEST_SUMMARY();
 }

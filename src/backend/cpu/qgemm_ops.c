@@ -689,8 +689,9 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
     int64_t odims[KILN_MAX_DIMS] = {g.N, g.M};
     for (int d = 0; d < g.nsp; d++)
         odims[2 + d] = g.out[d];
-    if (q->once) {   /* one rounding: the GEMM's epilogue reads R as C's elements; else the reference */
-        bool direct = g.group == 1;
+    if (q->once) {   /* one rounding: the GEMM's epilogue reads R as C's elements; else the reference (which also
+                      * reports a malformed one-rounding node, e.g. one with a float output) */
+        bool direct = g.group == 1 && q->odt != KILN_DT_FLOAT32 && q->ys;
         for (int d = 0; d < g.nsp; d++)
             direct &= g.k[d] == 1 && g.stride[d] == 1 && g.pad_b[d] == 0 && g.out[d] == g.in[d];
         if (!direct)
