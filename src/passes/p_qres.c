@@ -10,7 +10,8 @@
  * (Y's scale and its rounding gone: the convolution's sum plus R requantized once, docs/OPS.md);
  * on the GPU its epilogue adds R while Y is in registers, so Y never reaches memory (ResNet-50 INT8: one write and one
  * read of each block's output less). Not in the default pipeline: the builder runs it for device engines, after the
- * precision decisions (builder.c); KILN_QCONV_ADD=0 at build time leaves the pairs apart. */
+ * precision decisions (builder.c), and for CPU engines its one-rounding part alone where the convolution is pointwise
+ * (fuse-qconv-once: the CPU's INT8 GEMM adds R in its epilogue); KILN_QCONV_ADD=0 at build time leaves the pairs apart. */
 #include "rewrite.h"
 #include "../core/numfmt.h"
 #include <math.h>
@@ -204,7 +205,7 @@ static bool tail_enabled(void)
  * what the CPU's INT8 GEMM adds a residual to in its epilogue (cpu/qgemm_ops.c) */
 static bool pointwise(const kiln_graph *g, const kiln_vshape *vs, const kiln_node *n)
 {
-    const kiln_tensor *w = kiln__const_of(g, n->in[3]);
+    const kiln_tensor *w = n->in[3] >= 0 ? kiln__const_of(g, n->in[3]) : NULL;
     const kiln_vshape *x = &vs[n->in[0]], *y = &vs[n->out[0]];
     if (!w || w->ndim < 3 || kiln__attr_i(n, "group", 1) != 1 || x->rank != w->ndim ||
         y->rank != x->rank)
