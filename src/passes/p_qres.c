@@ -271,5 +271,9 @@ kiln_status kiln__pass_fuse_qconv_once(kiln_graph *g, const kiln_pass_ctx *pc, i
 {
     (void)pc;
     *changed = 0;
-    return enabled() && once_enabled() ? kiln__pass_with_shapes(g, fuse_once_all, changed) : KILN_OK;
+    /* (every CPU build runs this pass: shapes are inferred only for a graph with an add kiln quantized) */
+    bool any = false;
+    for (int i = 0; i < g->n_nodes && !any; i++)
+        any = !g->nodes[i].dead && g->nodes[i].op == KILN_OP_QLinearAdd && kiln__attr_i(&g->nodes[i], KILN_ATTR_Q_AUTO, 0) == 1;
+    return any && enabled() && once_enabled() ? kiln__pass_with_shapes(g, fuse_once_all, changed) : KILN_OK;
 }

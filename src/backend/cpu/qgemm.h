@@ -78,6 +78,12 @@ kiln_status kiln__qepi_setup(const kiln_kctx *ctx, kiln_qepi *e, kiln_dtype odt,
 int32_t kiln__qepi_q(const kiln_qepi *e, int32_t acc, int64_t ch);   /* U8/S8/S32 */
 /* U8/S8 with e->lin: kiln__qepi_q with the residual byte r added before the rounding (res_k, res_zp above) */
 int32_t kiln__qepi_qr(const kiln_qepi *e, int32_t acc, int64_t ch, int32_t r);
+/* Node n's kiln_res_once where it is a QLinearConvAdd (1: one rounding, cpu/qadd.h; 0: not one; anything else is
+ * malformed, which kiln__qconv_add reports) */
+static inline int64_t kiln__qconv_once(const kiln_node *n)
+{
+    return n->op == KILN_OP_QLinearConvAdd ? kiln__attr_i(n, "kiln_res_once", 0) : 0;
+}
 /* A one-rounding QLinearConvAdd's residual (kiln_res_once, ctx's node; ref/k_quant.c): R (input 9: 8-bit, the output's
  * nd dims odims), R_scale (10: float32, finite, > 0), R_zero_point (11: absent or a scalar of R's type), the output
  * quantized (odt) with a linear activation (e->lin) and C_scale ys: e->res_k, e->res_zp set, *res = R; else a clean

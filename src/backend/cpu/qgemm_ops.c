@@ -804,7 +804,7 @@ kiln_status kiln__k_qlinearconv_fast(kiln_kctx *ctx)
     qconv_args q = {.x = x, .xs = kiln__kin(ctx, 1), .xz = kiln__kin(ctx, 2), .w = kiln__kin(ctx, 3),
                     .ws = kiln__kin(ctx, 4), .wz = kiln__kin(ctx, 5), .ys = kiln__kin(ctx, 6), .yz = yz,
                     .bias = kiln__kin(ctx, 8), .odt = odt,
-                    .once = ctx->node->op == KILN_OP_QLinearConvAdd && kiln__attr_i(ctx->node, "kiln_res_once", 0)};
+                    .once = kiln__qconv_once(ctx->node) != 0};
     return qconv_run(ctx, &q);
 }
 

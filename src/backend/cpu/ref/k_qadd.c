@@ -160,8 +160,9 @@ kiln_status kiln__qconv_add(kiln_kctx *ctx, kiln_kernel_fn conv, kiln_qadd_run_f
 {
     /* one rounding: the convolution adds R before it rounds (its reference, ref/k_quant.c; the fast kernel in its
      * GEMM's epilogue where it takes the layer, qgemm_ops.c) */
-    if (kiln__attr_i(ctx->node, "kiln_res_once", 0)) {
-        if (kiln__attr_i(ctx->node, "kiln_res_once", 0) != 1)
+    int64_t once = kiln__qconv_once(ctx->node);
+    if (once) {
+        if (once != 1)
             return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "kiln_res_once must be 0 or 1");
         return (conv ? conv : kiln__cpu_ref_kernel(KILN_OP_QLinearConv))(ctx);
     }

@@ -467,7 +467,7 @@ static kiln_status k_qlinearconv(kiln_kctx *ctx)
     float *sbuf = NULL;
     const kiln_tensor *res = NULL;
     KILN_TRY(kiln__qepi_setup(ctx, &e, odt, true, g.M, *(const float *)xs->data, ws, 1.0f, ys, yz, &sbuf));
-    if (ctx->node->op == KILN_OP_QLinearConvAdd && kiln__attr_i(ctx->node, "kiln_res_once", 0)) {
+    if (kiln__qconv_once(ctx->node)) {
         kiln_status rst = kiln__qconv_once_res(ctx, &e, odt, x->ndim, odims, *(const float *)ys->data, &res);
         if (rst != KILN_OK) {
             kiln__free(sbuf);
