@@ -11,6 +11,10 @@ namespace {
 
 constexpr int BM = 128, BK = 64;
 
+// The residual tile's row stride in shared memory: BN bytes and 16 of padding, so that the rows a warp's epilogue reads
+// at once (8 rows, 2-byte pieces: store_reg) fall in distinct banks
+template <int BN> __host__ __device__ constexpr int res_stride() { return BN + 16; }
+
 // One reduction step's wgmma of a warpgroup: A its 64 rows of the stage, B the stage's BN rows (descriptors of the
 // SK-byte swizzle: steps of 64 or 128 bytes), SK / 32 k32 MMAs as one group, left in flight (the caller waits for all
 // but the newest group, so the stage is refilled only after the MMAs that read it are done).
@@ -170,49 +174,90 @@ __device__ __forceinline__ void cp_async8(void *smem, const void *gmem, bool val
 
 #if KILN_WGMMA
 // The wgmma configurations' epilogue from the registers: no int32 tile in shared memory (whose 4-byte writes and
-// reads, bank conflicts included, bound the memory-bound layers). A quad's 4 x 4 transposition by shuffles
-// (quad_t4, as the FP8 kernels') gives each lane 8 neighbouring channels of one pixel; then a = acc + bias and the
-// same q_bytes8 / f_vals8 as store_tile, value for value, with the multipliers, biases and residual bytes from
-// shared memory (load_epilogue's copies); one 8-byte store (u8 / s8) or 8 values (float). tid: the thread's index
-// among the tile's 256 (two warpgroups of 64 rows).
+// reads, bank conflicts included, bound the memory-bound layers). tid: the thread's index among the tile's 256 (two
+// warpgroups of 64 rows); rsm: the residual tile, rows res_stride<BN>() apart.
+// - Byte outputs (u8 / s8): each lane requantizes its own accumulator values where the wgmma left them (a quad holds
+//   rows g and g + 8 of each 8-channel group, lane t channels 2t, 2t + 1: value i = 4c + 2h + k of pair p is acc[8p +
+//   i], group 2p + c, row g + 8h, channel 2t + k) with the same q_bytes8 as store_tile, value for value (multipliers,
+//   biases and residual bytes from shared memory in that order); then the quad transposes the bytes as 16-bit pieces
+//   (two shuffles and six byte permutes per 8 bytes: session 35; the int32 transposition before the requantization
+//   took eight shuffles and ~24 selects on the integer pipe, which bounds these kernels), so that each lane stores 8
+//   neighbouring channels of one pixel (row quad_row, group 2p + t % 2): one 8-byte store.
+// - Float outputs: a quad's 4 x 4 transposition of the int32 sums by shuffles (quad_t4, as the FP8 kernels') gives each
+//   lane 8 neighbouring channels of one pixel, then f_vals8 / f_res8 and 8 values stored.
 template <int BN, bool GELU>
 __device__ __forceinline__ void store_reg(const int *acc, const float *msm, const int *bsm, const uint8_t *rsm,
                                           const cuk_qepi e, void *__restrict__ y, const cuk_conv_desc d, int64_t M,
                                           int64_t m0, int n0, int tid)
 {
+    constexpr int RS = res_stride<BN>();
     const int t = tid & 3, lr = quad_row(tid);
     const int64_t row = m0 + lr;
+    if (e.out >= CUK_QF32) {   // float values, stored as float32, FP16 or BF16
 #pragma unroll
-    for (int p = 0; p < BN / 16; p++) {
-        int2 u[4];
-        quad_t4(acc, p, t, u);
-        const int lc = (2 * p + (t & 1)) * 8, col = n0 + lc;   // u[s]: channels lc + 2s, lc + 2s + 1
-        if (row >= M || col >= d.k)
-            continue;
-        int a[8];
-        float m[8];
+        for (int p = 0; p < BN / 16; p++) {
+            int2 u[4];
+            quad_t4(acc, p, t, u);
+            const int lc = (2 * p + (t & 1)) * 8, col = n0 + lc;   // u[s]: channels lc + 2s, lc + 2s + 1
+            if (row >= M || col >= d.k)
+                continue;
+            int a[8];
+            float m[8];
 #pragma unroll
-        for (int v = 0; v < 2; v++) {
-            const int4 b = *(const int4 *)&bsm[lc + 4 * v];
-            const float4 f = *(const float4 *)&msm[lc + 4 * v];
-            a[4 * v] = add_wrap(v ? u[2].x : u[0].x, b.x);
-            a[4 * v + 1] = add_wrap(v ? u[2].y : u[0].y, b.y);
-            a[4 * v + 2] = add_wrap(v ? u[3].x : u[1].x, b.z);
-            a[4 * v + 3] = add_wrap(v ? u[3].y : u[1].y, b.w);
-            m[4 * v] = f.x, m[4 * v + 1] = f.y, m[4 * v + 2] = f.z, m[4 * v + 3] = f.w;
-        }
-        const int64_t o = row * d.k + col;
-        if (e.out >= CUK_QF32) {   // float values, stored as float32, FP16 or BF16
+            for (int v = 0; v < 2; v++) {
+                const int4 b = *(const int4 *)&bsm[lc + 4 * v];
+                const float4 f = *(const float4 *)&msm[lc + 4 * v];
+                a[4 * v] = add_wrap(v ? u[2].x : u[0].x, b.x);
+                a[4 * v + 1] = add_wrap(v ? u[2].y : u[0].y, b.y);
+                a[4 * v + 2] = add_wrap(v ? u[3].x : u[1].x, b.z);
+                a[4 * v + 3] = add_wrap(v ? u[3].y : u[1].y, b.w);
+                m[4 * v] = f.x, m[4 * v + 1] = f.y, m[4 * v + 2] = f.z, m[4 * v + 3] = f.w;
+            }
             float v[8];
             if (e.res_float)
-                f_res8(a, m, e, *(const uint2 *)(rsm + lr * BN + lc), v);
+                f_res8(a, m, e, *(const uint2 *)(rsm + lr * RS + lc), v);
             else
                 f_vals8<GELU>(a, m, e, v);
-            st8_out(e, y, o, v);
-            continue;
+            st8_out(e, y, row * d.k + col, v);
         }
-        *(uint2 *)((uint8_t *)y + o) =
-            q_bytes8<GELU>(a, m, e, e.res, e.res ? *(const uint2 *)(rsm + lr * BN + lc) : make_uint2(0, 0));
+        return;
+    }
+    // the quad's byte transposition: lane t = 2 hb + cb; its 16-bit piece for lane e = 2h + c is value pair (c, h).
+    // Shuffle 1 (lanes t ^ 2) trades the pieces whose destination differs from t in hb, shuffle 2 (t ^ 1) those
+    // differing in cb; the selectors put each word's pieces in the order of their source lanes
+    const int hb = t >> 1, cb = t & 1, lr0 = lr - hb * 8;
+    const uint32_t sel_k = hb ? 0x7632u : 0x5410u, sel_s = hb ? 0x5410u : 0x7632u;
+    const uint32_t sel_w0 = hb ? 0x1054u : 0x5410u, sel_w1 = hb ? 0x3276u : 0x7632u;
+    const uint32_t sel_keep = cb ? sel_w1 : sel_w0, sel_send = cb ? sel_w0 : sel_w1;
+    const uint32_t sel_f0 = cb ? 0x1054u : 0x5410u, sel_f1 = cb ? 0x3276u : 0x7632u;
+#pragma unroll
+    for (int p = 0; p < BN / 16; p++) {
+        int a[8];
+        float m[8];
+        uint32_t rw[2] = {0u, 0u};
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+            const int ch = (2 * p + c) * 8 + 2 * t;
+            const int2 b = *(const int2 *)&bsm[ch];
+            const float2 f = *(const float2 *)&msm[ch];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                a[4 * c + 2 * h] = add_wrap(acc[8 * p + 4 * c + 2 * h], b.x);
+                a[4 * c + 2 * h + 1] = add_wrap(acc[8 * p + 4 * c + 2 * h + 1], b.y);
+                m[4 * c + 2 * h] = f.x, m[4 * c + 2 * h + 1] = f.y;
+            }
+            if (e.res)   // R's bytes in value order: rows g, g + 8 of channels ch, ch + 1
+                rw[c] = (uint32_t)*(const uint16_t *)(rsm + lr0 * RS + ch) |
+                        ((uint32_t)*(const uint16_t *)(rsm + (lr0 + 8) * RS + ch) << 16);
+        }
+        const uint2 q = q_bytes8<GELU>(a, m, e, e.res, make_uint2(rw[0], rw[1]));
+        const uint32_t k1 = __byte_perm(q.x, q.y, sel_k), s1 = __byte_perm(q.x, q.y, sel_s);
+        const uint32_t r1 = __shfl_xor_sync(0xffffffffu, s1, 2);
+        const uint32_t keep = __byte_perm(k1, r1, sel_keep), send = __byte_perm(k1, r1, sel_send);
+        const uint32_t x = __shfl_xor_sync(0xffffffffu, send, 1);
+        const int col = n0 + (2 * p + cb) * 8;
+        if (row < M && col < d.k)
+            *(uint2 *)((uint8_t *)y + row * d.k + col) = make_uint2(__byte_perm(keep, x, sel_f0), __byte_perm(keep, x, sel_f1));
     }
 }
 #endif
