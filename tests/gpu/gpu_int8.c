@@ -326,6 +326,19 @@ void int8_cases(void)
             run_case(name, &t, 0);
         }
     }
+    /* more than 65535 row tiles of 128 pixels (8.4 M pixels): the wgmma configurations' launch falls back from the
+     * 2-D grid (column tile, row tile) to a 1-D one divided in the kernel (kernels_conv_i8.cu); one configuration of
+     * each kind (the others share the launch) */
+    static const qconv_spec big = {"", 1, 16, 2899, 2900, 8, 1, 1, 0, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 3, true,
+                                   true, "Relu", 0};
+    static const char *const big_modes[] = {"wg4", "wg7"};
+    for (size_t m = 0; m < sizeof big_modes / sizeof *big_modes; m++) {
+        setenv("KILN_CUDA_INT8_CONV", big_modes[m], 1);
+        char name[96];
+        snprintf(name, sizeof name, "INT8 QLinearConv 8.4M rows 1-D grid (%s)", big_modes[m]);
+        tgraph t = qconv_graph(&big);
+        run_case(name, &t, 0);
+    }
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
         setenv("KILN_CUDA_INT8_CONV", modes[m], 1);
         /* ResNet's block end: Y s8 (no activation) + the block input u8, Relu, into u8; and s8 everywhere */

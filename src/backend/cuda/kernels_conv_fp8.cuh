@@ -58,9 +58,19 @@ struct fp8_row {
             hb = wb = 0;
             xb = ok ? m * d.c : 0;
         } else {
-            const int64_t nn = ok ? m / pq : 0, rem = ok ? m % pq : 0;
-            hb = (int)(rem / d.q) * d.sh - d.ph;
-            wb = (int)(rem % d.q) * d.sw - d.pw;
+            // 32-bit divisions where the rows fit (64-bit ones are a call of ~70 instructions each)
+            int64_t nn = 0;
+            int rem = 0;
+            if (ok && M <= 0x7fffffff) {
+                const unsigned mu = (unsigned)m, pu = (unsigned)pq, nu = mu / pu;
+                nn = nu;
+                rem = (int)(mu - nu * pu);
+            } else if (ok) {
+                nn = m / pq;
+                rem = (int)(m % pq);
+            }
+            hb = rem / d.q * d.sh - d.ph;
+            wb = rem % d.q * d.sw - d.pw;
             xb = nn * d.h * d.w * d.c;
         }
     }

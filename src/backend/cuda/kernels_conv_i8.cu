@@ -198,10 +198,12 @@ __global__ void __launch_bounds__(THREADS, MINB)
     uint8_t *rsm = (uint8_t *)(bsm + BN);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int64_t M = (int64_t)d.n * d.p * d.q;
-    // wgmma: blocks of one row tile run together (its activations are read from memory once); mma.sync: a 2-D grid
-    // (the 1-D one's tile arithmetic cost it 56 more bytes of spills)
-    const int64_t m0 = (int64_t)(WG ? blockIdx.x / n_tiles : blockIdx.x) * BM;
-    const int n0 = (int)(WG ? blockIdx.x % n_tiles : blockIdx.y) * BN;
+    // wgmma: blocks of one row tile run together (its activations are read from memory once): a 2-D grid of (column
+    // tile, row tile), whose x runs fastest, or past 65535 row tiles a 1-D one divided here (ncu, session 36: the
+    // division was ~20 of the ~800 instructions a thread of a 1x1 layer's tile executes); mma.sync: a 2-D grid of
+    // (row tile, column tile) (the 1-D one's tile arithmetic cost it 56 more bytes of spills)
+    const int64_t m0 = (int64_t)(WG ? (gridDim.y > 1 ? blockIdx.y : blockIdx.x / n_tiles) : blockIdx.x) * BM;
+    const int n0 = (int)(WG ? (gridDim.y > 1 ? blockIdx.x : blockIdx.x % n_tiles) : blockIdx.y) * BN;
     const int ch = tid % PPR;
     const bool gemm = fp8_is_gemm(d);
     const int64_t pq = (int64_t)d.p * d.q;
@@ -246,6 +248,10 @@ __global__ void __launch_bounds__(THREADS, MINB)
         cp_commit();
     }
     const int wm = warp & 1, wn = warp >> 1;   // mma.sync: 2 x 4 warps, rows wm * 64, columns wn * 32
+    // the stages read and refilled, step % nst and (step + DIST) % nst, as counters (a division by the runtime nst
+    // was ~45 instructions a step: ncu, session 36). (DIST % nst once: DIST itself, with no division, timed 0.3-0.8%
+    // slower on an H100 -- code placement, not work)
+    int rd = 0, wr = DIST % nst;
     for (int step = 0; step < steps; step++) {
         cp_wait<DIST - 1>();
 #if KILN_WGMMA
@@ -256,9 +262,11 @@ __global__ void __launch_bounds__(THREADS, MINB)
         // group of MMAs that the last step's wait saw done (wgmma)
         __syncthreads();
         if (step + DIST < steps)
-            load((step + DIST) % nst);
+            load(wr);
         cp_commit();
-        const uint8_t *a_s = as + (step % nst) * SA, *b_s = bs + (step % nst) * SB;
+        const uint8_t *a_s = as + rd * SA, *b_s = bs + rd * SB;
+        rd = rd + 1 == nst ? 0 : rd + 1;
+        wr = wr + 1 == nst ? 0 : wr + 1;
         if constexpr (WG) {
             wg_i8_step<BN, XS8, SK>(acc, smem_u32(a_s + (tid >> 7) * 64 * SK), smem_u32(b_s), step > 0);
 #if KILN_WGMMA
@@ -308,7 +316,10 @@ cudaError_t launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y
     cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (err != cudaSuccess)
         return err;
-    const dim3 grid = WG ? dim3((unsigned)tiles) : dim3((unsigned)((M + BM - 1) / BM), (unsigned)n_tiles);
+    const int64_t m_tiles = (M + BM - 1) / BM;
+    const dim3 grid = !WG               ? dim3((unsigned)m_tiles, (unsigned)n_tiles)
+                      : m_tiles <= 65535 ? dim3((unsigned)n_tiles, (unsigned)m_tiles)
+                                         : dim3((unsigned)tiles);
     kern<<<grid, THREADS, bytes, s>>>(x, w, e, y, *d, n_tiles);
     return cudaGetLastError();
 }

@@ -230,6 +230,8 @@ __device__ __forceinline__ void store_reg(const int *acc, const float *msm, cons
     const uint32_t sel_w0 = hb ? 0x1054u : 0x5410u, sel_w1 = hb ? 0x3276u : 0x7632u;
     const uint32_t sel_keep = cb ? sel_w1 : sel_w0, sel_send = cb ? sel_w0 : sel_w1;
     const uint32_t sel_f0 = cb ? 0x1054u : 0x5410u, sel_f1 = cb ? 0x3276u : 0x7632u;
+    // once for the tile (the pointer test and the 64-bit row bound were evaluated again for every pair: ncu, session 36)
+    const bool has_res = e.res != nullptr, rok = row < M;
 #pragma unroll
     for (int p = 0; p < BN / 16; p++) {
         int a[8];
@@ -246,17 +248,17 @@ __device__ __forceinline__ void store_reg(const int *acc, const float *msm, cons
                 a[4 * c + 2 * h + 1] = add_wrap(acc[8 * p + 4 * c + 2 * h + 1], b.y);
                 m[4 * c + 2 * h] = f.x, m[4 * c + 2 * h + 1] = f.y;
             }
-            if (e.res)   // R's bytes in value order: rows g, g + 8 of channels ch, ch + 1
+            if (has_res)   // R's bytes in value order: rows g, g + 8 of channels ch, ch + 1
                 rw[c] = (uint32_t)*(const uint16_t *)(rsm + lr0 * RS + ch) |
                         ((uint32_t)*(const uint16_t *)(rsm + (lr0 + 8) * RS + ch) << 16);
         }
-        const uint2 q = q_bytes8<GELU>(a, m, e, e.res, make_uint2(rw[0], rw[1]));
+        const uint2 q = q_bytes8<GELU>(a, m, e, has_res, make_uint2(rw[0], rw[1]));
         const uint32_t k1 = __byte_perm(q.x, q.y, sel_k), s1 = __byte_perm(q.x, q.y, sel_s);
         const uint32_t r1 = __shfl_xor_sync(0xffffffffu, s1, 2);
         const uint32_t keep = __byte_perm(k1, r1, sel_keep), send = __byte_perm(k1, r1, sel_send);
         const uint32_t x = __shfl_xor_sync(0xffffffffu, send, 1);
         const int col = n0 + (2 * p + cb) * 8;
-        if (row < M && col < d.k)
+        if (rok && col < d.k)
             *(uint2 *)((uint8_t *)y + row * d.k + col) = make_uint2(__byte_perm(keep, x, sel_f0), __byte_perm(keep, x, sel_f1));
     }
 }
