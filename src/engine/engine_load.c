@@ -59,10 +59,8 @@ static kiln_status map_file(const char *path, void **p, size_t *len)
 }
 
 /* KILN_ENGINE_LOAD_COPY: the file read into one page-aligned allocation, so that its sections are
- * aligned in memory as in a mapping (prepared blobs are read with aligned loads), in 2 MB pages where
- * the host gives them (kiln__malloc_large: the ~100 MB of weights an inference streams then miss the
- * TLB ~60 times instead of ~30,000; ResNet-50 FP32, 2 threads: ~2-3% faster than the mapping's 4 KB
- * pages, bench/notes/fp32_vs_ort.md). *mem is what kiln_engine_free releases, *p the file's first byte. */
+ * aligned in memory as in a mapping (prepared blobs are read with aligned loads). *mem is what
+ * kiln_engine_free releases, *p the file's first byte. */
 static kiln_status read_aligned(const char *path, void **mem, void **p, size_t *len)
 {
     *mem = *p = NULL;
@@ -71,7 +69,7 @@ static kiln_status read_aligned(const char *path, void **mem, void **p, size_t *
     size_t want;
     KILN_TRY(open_engine_file(path, "read", &fd, &want));
     kiln_status st = KILN_OK;
-    if (!(*mem = kiln__malloc_large(want + KILN_ENGINE_SECTION_ALIGN)))
+    if (!(*mem = kiln__malloc(want + KILN_ENGINE_SECTION_ALIGN)))
         st = kiln__err(KILN_ERR_NOMEM, "out of memory reading '%s' (%zu bytes)", path, want);
     if (st == KILN_OK) {
         uint8_t *b = (uint8_t *)*mem + (KILN_ENGINE_SECTION_ALIGN - (uintptr_t)*mem % KILN_ENGINE_SECTION_ALIGN) %
