@@ -99,7 +99,7 @@ __device__ __forceinline__ void store_tile(const int *tile, const float *msm, co
             m[4 * v] = f.x, m[4 * v + 1] = f.y, m[4 * v + 2] = f.z, m[4 * v + 3] = f.w;
         }
         const bool two = col + 8 < d.k;   // the second 8 channels exist (K is a multiple of 8)
-        const uint8_t *r = rsm + (half * 64 + lr) * res_stride<BN>() + lc;
+        const uint8_t *r = rsm + (half * 64 + lr) * res_stride(BN) + lc;
         if (e.out >= CUK_QF32) {   // float values, stored as float32, FP16 or BF16
             float v[8];
 #pragma unroll
@@ -162,14 +162,14 @@ __device__ __forceinline__ void load_epilogue(const cuk_qepi &e, const cuk_conv_
         for (int it = 0; it < BM * BN / 16 / THREADS; it++) {
             const int i = tid + it * THREADS, r = i / (BN / 16), c = (i % (BN / 16)) * 16;
             const bool ok = m0 + r < M && n0 + c < d.k;
-            cp_async16(rsm + r * res_stride<BN>() + c, ok ? e.res + (m0 + r) * d.k + n0 + c : e.res, ok);
+            cp_async16(rsm + r * res_stride(BN) + c, ok ? e.res + (m0 + r) * d.k + n0 + c : e.res, ok);
         }
     } else {
 #pragma unroll
         for (int it = 0; it < BM * BN / 8 / THREADS; it++) {
             const int i = tid + it * THREADS, r = i / (BN / 8), c = (i % (BN / 8)) * 8;
             const bool ok = m0 + r < M && n0 + c < d.k;
-            cp_async8(rsm + r * res_stride<BN>() + c, ok ? e.res + (m0 + r) * d.k + n0 + c : e.res, ok);
+            cp_async8(rsm + r * res_stride(BN) + c, ok ? e.res + (m0 + r) * d.k + n0 + c : e.res, ok);
         }
     }
 }
@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(THREADS, MINB)
     const int steps = (red + SK - 1) / SK;
     const int nst = n_stages<WG, DEEP, DIST>(steps);
     uint8_t *as = sm, *bs = sm + nst * SA;
-    // after the stages: the tile's multipliers and biases, then (QLinearConvAdd) its residual [BM][res_stride<BN>()]
+    // after the stages: the tile's multipliers and biases, then (QLinearConvAdd) its residual [BM][res_stride(BN)]
     float *msm = (float *)(sm + nst * (SA + SB));
     int *bsm = (int *)(msm + BN);
     uint8_t *rsm = (uint8_t *)(bsm + BN);
@@ -308,7 +308,7 @@ cudaError_t launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y
     if (tiles >= 0x7fffffff)
         return cudaErrorInvalidValue;
     const int steps = (int)(((int64_t)d->r * d->s * d->c + SK - 1) / SK);
-    const int bytes = 1024 + n_stages<WG, DEEP, DIST>(steps) * (BM + BN) * SK + BN * 8 + (e.res ? BM * res_stride<BN>() : 0);
+    const int bytes = 1024 + n_stages<WG, DEEP, DIST>(steps) * (BM + BN) * SK + BN * 8 + (e.res ? BM * res_stride(BN) : 0);
     if (bytes > 227 * 1024)
         return cudaErrorNotSupported;   // (a deep configuration's stages with a wide residual tile)
     auto kern = k_conv_i8<BN, WG, XS8, MINB, DEEP, DIST, GELU, SK>;

@@ -13,7 +13,7 @@ constexpr int BM = 128, BK = 64;
 
 // The residual tile's row stride in shared memory: BN bytes and 16 of padding, so that the rows a warp's epilogue reads
 // at once (8 rows, 2-byte pieces: store_reg) fall in distinct banks
-template <int BN> __host__ __device__ constexpr int res_stride() { return BN + 16; }
+__host__ __device__ constexpr int res_stride(int bn) { return bn + 16; }
 
 // One reduction step's wgmma of a warpgroup: A its 64 rows of the stage, B the stage's BN rows (descriptors of the
 // SK-byte swizzle: steps of 64 or 128 bytes), SK / 32 k32 MMAs as one group, left in flight (the caller waits for all
@@ -175,7 +175,7 @@ __device__ __forceinline__ void cp_async8(void *smem, const void *gmem, bool val
 #if KILN_WGMMA
 // The wgmma configurations' epilogue from the registers: no int32 tile in shared memory (whose 4-byte writes and
 // reads, bank conflicts included, bound the memory-bound layers). tid: the thread's index among the tile's 256 (two
-// warpgroups of 64 rows); rsm: the residual tile, rows res_stride<BN>() apart.
+// warpgroups of 64 rows); rsm: the residual tile, rows res_stride(BN) apart.
 // - Byte outputs (u8 / s8): each lane requantizes its own accumulator values where the wgmma left them (a quad holds
 //   rows g and g + 8 of each 8-channel group, lane t channels 2t, 2t + 1: value i = 4c + 2h + k of pair p is acc[8p +
 //   i], group 2p + c, row g + 8h, channel 2t + k) with the same q_bytes8 as store_tile, value for value (multipliers,
@@ -190,7 +190,7 @@ __device__ __forceinline__ void store_reg(const int *acc, const float *msm, cons
                                           const cuk_qepi e, void *__restrict__ y, const cuk_conv_desc d, int64_t M,
                                           int64_t m0, int n0, int tid)
 {
-    constexpr int RS = res_stride<BN>();
+    constexpr int RS = res_stride(BN);
     const int t = tid & 3, lr = quad_row(tid);
     const int64_t row = m0 + lr;
     if (e.out >= CUK_QF32) {   // float values, stored as float32, FP16 or BF16

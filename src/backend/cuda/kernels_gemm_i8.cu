@@ -16,11 +16,11 @@ namespace {
 constexpr int GT = 256;   // threads: two warpgroups of 64 rows
 
 // Shared memory of one block: the filter slice [steps][BN][64], the multipliers and biases [BN] each, then NS stages
-// of [steps][BM][64] activations (and [BM][res_stride<BN>()] residual bytes), each part 1024-byte aligned (the swizzle's period)
+// of [steps][BM][64] activations (and [BM][res_stride(BN)] residual bytes), each part 1024-byte aligned (the swizzle's period)
 __host__ __device__ constexpr int al1k(int n) { return (n + 1023) & ~1023; }
 __host__ __device__ inline int g_stage_bytes(int steps, int bn, bool res)
 {
-    return al1k(steps * BM * 64 + (res ? BM * (bn + 16) : 0));   // (the residual's rows res_stride apart)
+    return al1k(steps * BM * 64 + (res ? BM * res_stride(bn) : 0));
 }
 __host__ __device__ inline int g_fixed_bytes(int steps, int bn) { return al1k(steps * bn * 64) + al1k(bn * 8); }
 
@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(GT, 2)
             for (int it = 0; it < BM * BN / 16 / GT; it++) {
                 const int i = tid + it * GT, r = i / (BN / 16), c = (i % (BN / 16)) * 16;
                 const bool ok = m0 + r < M && n0 + c < d.k;
-                cp_async16(rs + r * res_stride<BN>() + c, ok ? e.res + (m0 + r) * d.k + n0 + c : e.res, ok);
+                cp_async16(rs + r * res_stride(BN) + c, ok ? e.res + (m0 + r) * d.k + n0 + c : e.res, ok);
             }
         }
     };
