@@ -72,6 +72,7 @@ tgraph fp8_illegal_graph(void);
 tgraph fp8_trans_a_graph(void);
 tgraph fp8_conv_illegal_graph(void);
 void fp8_cases(double tol);
+void fp8_accuracy_sweep(double tol);
 void fp8_feed_case(double tol);
 void fp8_block_case(void);
 void fp8_store_case(void);
