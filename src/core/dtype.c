@@ -116,7 +116,8 @@ void kiln__set_f64(kiln_dtype dt, void *d, int64_t i, double v)
         ((uint8_t *)d)[i] = kiln__f32_to_fp8(dt, (float)v, true);
         break;
     case KILN_DT_BOOL: ((uint8_t *)d)[i] = v != 0.0; break;
-    default: {
+    case KILN_DT_INT8: case KILN_DT_UINT8: case KILN_DT_INT16: case KILN_DT_UINT16: case KILN_DT_INT32:
+    case KILN_DT_UINT32: case KILN_DT_INT64: case KILN_DT_UINT64: {
         /* float -> int: truncate toward zero like C casts; NaN -> 0 */
         int64_t iv = 0;
         if (!isnan(v)) {
@@ -127,7 +128,10 @@ void kiln__set_f64(kiln_dtype dt, void *d, int64_t i, double v)
             else iv = (int64_t)v;
         }
         kiln__set_i64(dt, d, i, iv);
+        break;
     }
+    default: break;   /* no numeric element (undefined, string, 4-bit types): nothing stored -- not a call back into
+                       * kiln__set_i64, whose default comes here (the two called each other for ever) */
     }
 }
 
