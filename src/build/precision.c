@@ -97,7 +97,8 @@ static bool is_compute(const kiln_node *n)
 static bool is_int8_layer(const kiln_node *n)
 {
     return n->op == KILN_OP_QLinearConv || n->op == KILN_OP_QLinearMatMul || n->op == KILN_OP_ConvInteger ||
-           n->op == KILN_OP_MatMulInteger || n->op == KILN_OP_QGemm || n->op == KILN_OP_QLinearConvAdd;
+           n->op == KILN_OP_MatMulInteger || n->op == KILN_OP_QGemm || n->op == KILN_OP_QLinearConvAdd ||
+           n->op == KILN_OP_QLinearConvSum;
 }
 
 /* A compute layer with a constant weight (input 1: an initializer, a Constant node, or a DQ of

@@ -187,6 +187,8 @@ kiln_status kiln__node_set_attr_i(kiln_node *n, const char *name, int64_t v);
 kiln_status kiln__node_set_attr_f(kiln_node *n, const char *name, float v);
 kiln_status kiln__node_set_attr_s(kiln_node *n, const char *name, const char *v);
 kiln_status kiln__node_set_attr_ints(kiln_node *n, const char *name, int count, const int64_t *v);
+/* Removes attribute `name` of n (nothing if it has none) */
+void kiln__node_drop_attr(kiln_node *n, const char *name);
 /* Adds a new constant value holding `t` (moved in: the graph takes ownership of t->data). */
 int kiln__graph_add_const(kiln_graph *g, const char *name_hint, kiln_tensor *t);
 /* True if any node has a subgraph attribute (control flow). */

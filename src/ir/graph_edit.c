@@ -214,6 +214,17 @@ static kiln_attr *attr_slot(kiln_node *n, const char *name, kiln_attr_type type)
     return a;
 }
 
+void kiln__node_drop_attr(kiln_node *n, const char *name)
+{
+    for (int i = 0; i < n->n_attr; i++)
+        if (n->attrs[i].name && !strcmp(n->attrs[i].name, name)) {
+            kiln__attr_free(&n->attrs[i]);
+            memmove(&n->attrs[i], &n->attrs[i + 1], sizeof *n->attrs * (size_t)(n->n_attr - i - 1));
+            n->n_attr--;
+            return;
+        }
+}
+
 kiln_status kiln__node_set_attr_i(kiln_node *n, const char *name, int64_t v)
 {
     kiln_attr *a = attr_slot(n, name, KILN_ATTR_INT);

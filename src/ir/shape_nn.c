@@ -403,6 +403,15 @@ kiln_status kiln__si_qlinearconv_add(kiln_ictx *c)
     return conv_shape(c, 0, 3, dt, c->out[0]);
 }
 
+/* QLinearConvSum: QLinearConv's shape (the second convolution's output has it: the kernels check), C_zero_point's
+ * dtype (7), else x's */
+kiln_status kiln__si_qlinearconv_sum(kiln_ictx *c)
+{
+    const kiln_vshape *x;
+    KILN_TRY(kiln__need(c, 0, &x));
+    return conv_shape(c, 0, 3, q_out_dtype(c, 7, x->dtype), c->out[0]);
+}
+
 kiln_status kiln__si_convtranspose(kiln_ictx *c)
 {
     const kiln_vshape *x, *w;

@@ -11,7 +11,9 @@
  * on the GPU its epilogue adds R while Y is in registers, so Y never reaches memory (ResNet-50 INT8: one write and one
  * read of each block's output less). Not in the default pipeline: the builder runs it for device engines, after the
  * precision decisions (builder.c), and for CPU engines its one-rounding part alone where the convolution is pointwise
- * (fuse-qconv-once: the CPU's INT8 GEMM adds R in its epilogue); KILN_QCONV_ADD=0 at build time leaves the pairs apart. */
+ * (fuse-qconv-once: the CPU's INT8 GEMM adds R in its epilogue); KILN_QCONV_ADD=0 at build time leaves the pairs apart.
+ * Device engines then take a one-rounding block's 1x1 shortcut convolution in too (QLinearConvSum, fuse_sum below;
+ * KILN_QCONV_SUM=0 leaves it apart). */
 #include "rewrite.h"
 #include "../core/numfmt.h"
 #include <math.h>
@@ -254,9 +256,79 @@ static kiln_status fuse_once_all(kiln_graph *g, const kiln_vshape *vs, int *chan
     return fuse_mode(g, vs, changed, true);
 }
 
+/* The shortcut's convolution summed in (device engines, after the pairs above): a one-rounding QLinearConvAdd i whose R
+ * is the output of a QLinearConv D read by nothing else --
+ *   R = QLinearConv(x2, x2s, x2z, w2, w2s, w2z, rs, rz, B2?)     (1x1, no padding, one group, strides s, no activation,
+ *                                                                  kiln's own quantization: KILN_ATTR_Q_AUTO)
+ *   C = QLinearConvAdd(x, xs, xz, w, ws, wz, cs, cz, B?, R, rs, rz?) with kiln_res_once
+ *   -> C = QLinearConvSum(x, xs, xz, w, ws, wz, cs, cz, B?, x2, x2s, x2z, w2, w2s, w2z, B2?), kiln_sum_strides = s:
+ * R's rounding gone too (both products requantized to C's scale, summed in float32, rounded once: docs/OPS.md), and R
+ * (a block's whole output in bytes) is never written nor read. x2 of x's type (the GPU's kernels read both alike). */
+static bool pad_free_1x1(const kiln_graph *g, const kiln_node *d)
+{
+    const kiln_tensor *w = in_at(d, 3) >= 0 ? kiln__const_of(g, d->in[3]) : NULL;
+    if (!w || w->ndim != 4 || w->dims[2] != 1 || w->dims[3] != 1 || kiln__attr_i(d, "group", 1) != 1)
+        return false;
+    const char *ap = kiln__attr_s(d, "auto_pad", NULL);
+    const kiln_attr *pd = kiln__attr(d, "pads"), *dl = kiln__attr(d, "dilations"), *st = kiln__attr(d, "strides");
+    for (int i = 0; pd && pd->ints && i < pd->n; i++)
+        if (pd->ints[i] != 0)
+            return false;
+    for (int i = 0; dl && dl->ints && i < dl->n; i++)
+        if (dl->ints[i] != 1)
+            return false;
+    if (st && (!st->ints || st->n != 2 || st->ints[0] < 1 || st->ints[1] < 1))
+        return false;
+    return !ap || !ap[0] || !strcmp(ap, "NOTSET") || !strcmp(ap, "VALID");
+}
+
+static kiln_status fuse_sum(kiln_graph *g, const kiln_vshape *vs, int i, int *changed)
+{
+    const kiln_node *f = &g->nodes[i];
+    if (f->dead || f->op != KILN_OP_QLinearConvAdd || kiln__attr_i(f, "kiln_res_once", 0) != 1 || f->n_in != 12 ||
+        f->n_out != 1)
+        return KILN_OK;
+    int r = f->in[9], p = r >= 0 ? g->values[r].producer : -1;
+    if (p < 0 || kiln__single_consumer(g, r) != i)
+        return KILN_OK;
+    const kiln_node *d = &g->nodes[p];
+    const char *da = kiln__attr_s(d, "kiln_act", NULL);
+    if (d->dead || d->op != KILN_OP_QLinearConv || d->n_out != 1 || d->n_in < 8 || d->n_in > 9 ||
+        kiln__attr_i(d, "kiln_out_float", 0) || kiln__attr_i(d, KILN_ATTR_Q_AUTO, 0) != 1 || (da && da[0]) ||
+        !pad_free_1x1(g, d) || vs[d->in[0]].dtype != vs[f->in[0]].dtype ||
+        !same_scalar(g, in_at(d, 6), f->in[10]) || !same_scalar(g, in_at(d, 7), in_at(f, 11)))
+        return KILN_OK;
+    const kiln_attr *st = kiln__attr(d, "strides");
+    int64_t strides[2] = {st ? st->ints[0] : 1, st ? st->ints[1] : 1};
+    int in[16] = {f->in[0], f->in[1], f->in[2], f->in[3], f->in[4], f->in[5], f->in[6], f->in[7], in_at(f, 8),
+                  d->in[0], d->in[1], in_at(d, 2), d->in[3], d->in[4], in_at(d, 5), in_at(d, 8)};
+    KILN_TRY(kiln__node_set_inputs(g, i, in[15] >= 0 ? 16 : 15, in));
+    kiln_node *n = &g->nodes[i];
+    KILN_TRY(kiln__node_set_op(n, KILN_OP_QLinearConvSum, KILN_DOMAIN, n->opset));
+    kiln__node_drop_attr(n, "kiln_res_once");
+    KILN_TRY(kiln__node_set_attr_ints(n, "kiln_sum_strides", 2, strides));
+    KILN_TRY(kiln__absorb(g, i, p));
+    (*changed)++;
+    return KILN_OK;
+}
+
+static kiln_status fuse_sum_all(kiln_graph *g, const kiln_vshape *vs, int *changed)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        KILN_TRY(fuse_sum(g, vs, i, changed));
+    return KILN_OK;
+}
+
 static bool enabled(void)
 {
     const char *e = getenv("KILN_QCONV_ADD");
+    return !e || strcmp(e, "0");
+}
+
+/* KILN_QCONV_SUM=0 at build time leaves the shortcut convolutions apart */
+static bool sum_enabled(void)
+{
+    const char *e = getenv("KILN_QCONV_SUM");
     return !e || strcmp(e, "0");
 }
 
@@ -264,7 +336,14 @@ kiln_status kiln__pass_fuse_qconv_add(kiln_graph *g, const kiln_pass_ctx *pc, in
 {
     (void)pc;
     *changed = 0;
-    return enabled() ? kiln__pass_with_shapes(g, fuse_all, changed) : KILN_OK;
+    if (!enabled())
+        return KILN_OK;
+    KILN_TRY(kiln__pass_with_shapes(g, fuse_all, changed));
+    int sums = 0;
+    if (*changed && sum_enabled())
+        KILN_TRY(kiln__pass_with_shapes(g, fuse_sum_all, &sums));
+    *changed += sums;
+    return KILN_OK;
 }
 
 kiln_status kiln__pass_fuse_qconv_once(kiln_graph *g, const kiln_pass_ctx *pc, int *changed)

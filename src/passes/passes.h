@@ -62,8 +62,9 @@ kiln_status kiln__pass_fuse_activation(kiln_graph *g, const kiln_pass_ctx *pc, i
 kiln_status kiln__pass_fuse_post_affine(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 /* Not in the default pipeline (FusedConvSum is a CPU kernel): the builder runs it for CPU engines (p_shortcut.c). */
 kiln_status kiln__pass_fuse_shortcut(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
-/* fuse-qconv-add (p_qres.c): an INT8 block's last QLinearConv and its residual QLinearAdd as one QLinearConvAdd;
- * run by the builder for device engines only */
+/* fuse-qconv-add (p_qres.c): an INT8 block's last QLinearConv and its residual QLinearAdd as one QLinearConvAdd,
+ * then a one-rounding one's 1x1 shortcut QLinearConv summed in (QLinearConvSum); run by the builder for device
+ * engines only */
 kiln_status kiln__pass_fuse_qconv_add(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 /* The same for CPU engines: only the pairs it fuses with one rounding (implicit INT8), pointwise convolutions only */
 kiln_status kiln__pass_fuse_qconv_once(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);

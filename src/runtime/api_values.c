@@ -59,6 +59,8 @@ static bool find_qparams(const values_run *r, const kiln_node *n, kiln_dtype out
         si = 7;
     else if (n->op == KILN_OP_QLinearConvAdd)
         si = kiln__attr_i(n, "kiln_res_once", 0) == 1 ? 6 : 12;
+    else if (n->op == KILN_OP_QLinearConvSum)   /* C_scale, C_zero_point */
+        si = 6;
     if (si > 0) {
         *q = (qparams){.scale = const_input(g, n, si), .zp = const_input(g, n, si + 1),
                        .axis = n->op == KILN_OP_QuantizeLinear ? kiln__attr_i(n, "axis", 1) : 0};

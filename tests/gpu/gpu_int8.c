@@ -167,6 +167,29 @@ static tgraph qconv_once_graph(const qconv_spec *p, kiln_dtype rdt, int rz, floa
     return t;
 }
 
+/* QLinearConvSum (passes/p_qres.c fuse_sum): the convolution of p (its output quantization and activation C's) and a
+ * second one, 1x1 over x2 (p's activation type, [n, c2, h2, w2], zero point x2z) at strides s2, its products summed
+ * before the one rounding; with or without B2 */
+static tgraph qconv_sum_graph(const qconv_spec *p, int64_t c2, int64_t h2, int64_t w2, int s2, int x2z, bool bias2)
+{
+    tgraph t = qconv_graph(p);
+    if (!p->bias)   /* input 8 left empty */
+        kiln__node_add_input(t.g, t.node, -1);
+    double xlo = p->xdt == KILN_DT_UINT8 ? 0 : -128, xhi = p->xdt == KILN_DT_UINT8 ? 256 : 128;
+    tg_in(&t, rand_tensor(p->xdt, 4, D(p->n, c2, h2, w2), xlo, xhi), false);
+    tg_in(&t, scalar(F32, 0.012), true);
+    tg_in(&t, scalar(p->xdt, x2z), true);
+    tg_in(&t, rand_tensor(KILN_DT_INT8, 4, D(p->k, c2, 1, 1), -127, 128), true);
+    double ws = 0.4 / sqrt((double)c2);
+    tg_in(&t, rand_tensor(F32, 1, D(p->k), ws * 0.5, ws * 1.5), true);
+    tg_in(&t, scalar(KILN_DT_INT8, 0), true);
+    if (bias2)
+        tg_in(&t, rand_tensor(KILN_DT_INT32, 1, D(p->k), -20000, 20000), true);
+    kiln__node_set_op(tg_node(&t), KILN_OP_QLinearConvSum, KILN_DOMAIN, 1);
+    attr_ints(&t, "kiln_sum_strides", 2, D(s2, s2));
+    return t;
+}
+
 static const qconv_spec qconv_specs[] = {
     {"3x3 u8->u8 Relu", 2, 32, 9, 11, 48, 3, 3, 1, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 0, true, true, "Relu", 0},
     {"1x1 s2 u8->s8 zp", 3, 64, 14, 13, 32, 1, 1, 0, 2, 1, KILN_DT_UINT8, 0, KILN_DT_INT8, -3, false, false, "", 0},
@@ -407,6 +430,29 @@ void int8_cases(void)
             t = qconv_once_graph(once[i].p, once[i].rdt, once[i].rz, once[i].rs);
             run_case(name, &t, 0);
         }
+        /* QLinearConvSum (the block's last 1x1 and its shortcut): ResNet's stride-2 downsample into u8 with Relu; a
+         * stride-1 one with s8 activations and 40 channels; a 3x3 main convolution with Clip; many rows and three
+         * column tiles with both zero points folded; in the configurations without wgmma, configuration 7 */
+        static const qconv_spec s1 = {"", 2, 32, 5, 6, 48, 1, 1, 0, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 0, true,
+                                      true, "Relu", 0.7f};
+        static const qconv_spec s2 = {"", 2, 16, 7, 9, 40, 1, 1, 0, 1, 1, KILN_DT_INT8, 0, KILN_DT_INT8, -4, true,
+                                      false, "", 0.7f};
+        static const qconv_spec s3 = {"", 1, 48, 12, 13, 64, 3, 3, 1, 1, 1, KILN_DT_UINT8, 0, KILN_DT_INT8, 3, true,
+                                      true, "Clip", 0.05f};
+        static const qconv_spec s4 = {"", 2, 64, 55, 55, 144, 1, 1, 0, 1, 1, KILN_DT_UINT8, 3, KILN_DT_UINT8, 0, true,
+                                      true, "Relu", 0.7f};
+        snprintf(name, sizeof name, "INT8 QLinearConvSum 1x1 s2 Relu (%s)", modes[m]);
+        t = qconv_sum_graph(&s1, 64, 9, 11, 2, 0, true);
+        run_case(name, &t, 0);
+        snprintf(name, sizeof name, "INT8 QLinearConvSum s8 K40 s1 (%s)", modes[m]);
+        t = qconv_sum_graph(&s2, 32, 7, 9, 1, -3, false);
+        run_case(name, &t, 0);
+        snprintf(name, sizeof name, "INT8 QLinearConvSum 3x3 s2 Clip (%s)", modes[m]);
+        t = qconv_sum_graph(&s3, 32, 24, 25, 2, 0, true);
+        run_case(name, &t, 0);
+        snprintf(name, sizeof name, "INT8 QLinearConvSum rows zp (%s)", modes[m]);
+        t = qconv_sum_graph(&s4, 256, 110, 110, 2, 5, true);
+        run_case(name, &t, 0);
         qmm_cases(modes[m]);
     }
     half_out_cases();

@@ -6,7 +6,8 @@
  *    engine's outputs on the CPU equal, byte for byte, those of the same build with KILN_QCONV_ADD=0 (two separate
  *    layers), with one and two threads (KILN_QCONV_ADD_ONCE=0: the two-rounding form). Kiln calibrated those models
  *    (implicit INT8), so the default build fuses each block with one rounding (kiln_res_once): its output must be no
- *    farther from FP32's than the two-rounding build's; a CPU engine (fuse-qconv-once: its blocks' pointwise last
+ *    farther from FP32's than the two-rounding build's (where the shortcut is a 1x1 convolution the device build takes
+ *    it in too: one QLinearConvSum, test_qconv_sum.c); a CPU engine (fuse-qconv-once: its blocks' pointwise last
  *    convolutions) fuses the same blocks, no farther from FP32 than the CPU engine with two roundings;
  *  - fuse-qconv-add picks one rounding only for a pair kiln quantized (kiln_q_auto on both), never for a model's own
  *    Q/DQ; a one-rounding node run directly gives every byte as the correctly rounded real sum (computed here in
@@ -145,10 +146,16 @@ static void blk_run(const blk_case *c, unsigned long long *seed)
               c->float_tail, test_engine_count_op(fused, KILN_OP_QLinearConvAdd), test_engine_count_op(fused, KILN_OP_Add),
               test_engine_count_op(fused, KILN_OP_QLinearAdd));
     CHECK(test_engine_count_op(apart, KILN_OP_QLinearConvAdd) == 0 && test_engine_count_op(apart, add) == 1);
-    CHECK_MSG(count_once(once) == (c->float_tail ? 0 : 1) && count_once(fused) == 0 && count_once(cpu) == count_once(once) &&
+    /* a device engine's one-rounding block whose shortcut is a 1x1 convolution takes it in too (QLinearConvSum,
+     * test_qconv_sum.c); CPU engines keep the QLinearConvAdd */
+    int sums = !c->float_tail && c->shortcut_conv;
+    CHECK_MSG(count_once(once) == (c->float_tail ? 0 : 1) - sums && test_engine_count_op(once, KILN_OP_QLinearConvSum) == sums &&
+                  count_once(fused) == 0 && test_engine_count_op(fused, KILN_OP_QLinearConvSum) == 0 &&
+                  count_once(cpu) == (c->float_tail ? 0 : 1) && test_engine_count_op(cpu, KILN_OP_QLinearConvSum) == 0 &&
                   count_once(cpu2) == 0,
-              "C=%lld M=%lld float_tail %d: %d / %d / %d one-rounding layers (once, two roundings, cpu)", (long long)c->C,
-              (long long)c->M, c->float_tail, count_once(once), count_once(fused), count_once(cpu));
+              "C=%lld M=%lld float_tail %d: %d / %d / %d one-rounding layers (once, two roundings, cpu), %d QLinearConvSum",
+              (long long)c->C, (long long)c->M, c->float_tail, count_once(once), count_once(fused), count_once(cpu),
+              test_engine_count_op(once, KILN_OP_QLinearConvSum));
     if (want && c->float_tail)   /* the Relu and both DequantizeLinear absorbed */
         CHECK_MSG(test_engine_count_op(fused, KILN_OP_Relu) == 0 &&
                       test_engine_count_op(apart, KILN_OP_DequantizeLinear) ==

@@ -165,6 +165,12 @@ int32_t kiln__qepi_qr(const kiln_qepi *e, int32_t acc, int64_t ch, int32_t r)
     return q_round(e, fmaf((float)(r - e->res_zp), e->res_k, t));
 }
 
+int32_t kiln__qepi_qt(const kiln_qepi *e, int32_t acc, int64_t ch, float t2)
+{
+    float t = (float)acc_bias(e, acc, ch) * e->mult[ch];   /* rounded: its own statement, as kiln__qepi_q's */
+    return q_round(e, t + t2);
+}
+
 void kiln__qepi_store(const kiln_qepi *e, void *c, int64_t ldc, int64_t i, int64_t j, int32_t acc)
 {
     int64_t ch = e->ch_row ? i : j, at = i * ldc + j;

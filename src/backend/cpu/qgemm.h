@@ -78,6 +78,9 @@ kiln_status kiln__qepi_setup(const kiln_kctx *ctx, kiln_qepi *e, kiln_dtype odt,
 int32_t kiln__qepi_q(const kiln_qepi *e, int32_t acc, int64_t ch);   /* U8/S8/S32 */
 /* U8/S8 with e->lin: kiln__qepi_q with the residual byte r added before the rounding (res_k, res_zp above) */
 int32_t kiln__qepi_qr(const kiln_qepi *e, int32_t acc, int64_t ch, int32_t r);
+/* U8/S8 with e->lin: kiln__qepi_q with the float t2 added before the rounding (QLinearConvSum: its second
+ * convolution's requantizing product, ref/k_quant.c): q_round(t + t2), t = (float)(acc + bias) * mult rounded first */
+int32_t kiln__qepi_qt(const kiln_qepi *e, int32_t acc, int64_t ch, float t2);
 /* Node n's kiln_res_once where it is a QLinearConvAdd (1: one rounding, cpu/qadd.h; 0: not one; anything else is
  * malformed, which kiln__qconv_add reports) */
 static inline int64_t kiln__qconv_once(const kiln_node *n)

@@ -19,6 +19,7 @@
 #define IN(i) (i < ctx->n_in ? ctx->in[i] : NULL)
 #define QC_SLOT 80   /* a QLinearConv's filter, bias and multipliers on the device */
 #define QT_SLOT 81   /* its kernel configuration */
+#define QS_SLOT 82   /* QLinearConvSum's second filter, bias and multipliers */
 
 static bool is_q8(kiln_dtype dt) { return dt == KILN_DT_UINT8 || dt == KILN_DT_INT8; }
 
@@ -279,12 +280,55 @@ static bool res_once_ok(cu_be *b, const kiln_node *n, int n_in, const kiln_tenso
            host_f(in[6], &s) && linear_act(b, n) && !qconv_float_out(b, n);
 }
 
+/* QLinearConvSum's strides of its second convolution (kiln_sum_strides; default 1, 1): false where malformed */
+static bool sum_strides(cu_be *b, const kiln_node *n, int *sh, int *sw)
+{
+    const int64_t *v;
+    int c = b->host->attr_ints(n, "kiln_sum_strides", &v);
+    *sh = *sw = 1;
+    if (c < 0)
+        return true;
+    if (c != 2 || v[0] < 1 || v[1] < 1 || v[0] > 65535 || v[1] > 65535)
+        return false;
+    *sh = (int)v[0], *sw = (int)v[1];
+    return true;
+}
+
+/* QLinearConvSum's second convolution (inputs 9-15: x2, x2_scale, x2_zero_point, w2, w2_scale, w2_zero_point, B2?) for
+ * an output of dims yd: x2 of x's type with C2 a multiple of 16 channels, a 1x1 s8 filter of yd[1] rows, scalars and
+ * zero weight zero points on the host, the strided pixels giving yd's image; sm_90 (its kernels are wgmma ones) */
+static bool sum_ok(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in, const int64_t *yd)
+{
+    const kiln_tensor *x2 = in[9], *w2 = in[12];
+    int sh, sw, z;
+    float s;
+    if (n_in < 15 || !x2 || !w2 || x2->dtype != in[0]->dtype || x2->ndim != 4 || w2->ndim != 4 ||
+        w2->dtype != KILN_DT_INT8 || !sum_strides(b, n, &sh, &sw) || !cuk_conv_i8_sum_ok())
+        return false;
+    if (w2->dims[0] != yd[1] || w2->dims[1] != x2->dims[1] || w2->dims[2] != 1 || w2->dims[3] != 1 ||
+        x2->dims[1] <= 0 || x2->dims[1] % 16 || x2->dims[0] != yd[0] || x2->dims[2] < 1 || x2->dims[3] < 1 ||
+        (x2->dims[2] - 1) / sh + 1 != yd[2] || (x2->dims[3] - 1) / sw + 1 != yd[3] || x2->dims[1] > 0x7fffffff)
+        return false;
+    if (!host_f(in[10], &s) || cu_numel(in[10]) != 1 || !scalar_or_none(n_in, in, 11) ||
+        (in[11] && (in[11]->dtype != x2->dtype || !host_zp(in[11], 0, &z))) ||
+        !in[13] || (cu_numel(in[13]) != 1 && cu_numel(in[13]) != yd[1]) || (n_in > 15 && in[15] && cu_numel(in[15]) != yd[1]))
+        return false;
+    int64_t nwz = in[14] ? cu_numel(in[14]) : 0;
+    for (int64_t i = 0; i < nwz; i++)
+        if (!host_zp(in[14], i, &z) || z != 0)
+            return false;
+    return true;
+}
+
 /* QLinearConv, or kiln's QLinearConvAdd (passes/p_qres.c: inputs 9-13 the residual add's R, R_scale, R_zero_point,
  * C_scale, C_zero_point, its activation kiln_res_act; with kiln_res_float inputs 9-11; with kiln_res_once 9-11, 6 / 7
- * C_scale, C_zero_point) */
+ * C_scale, C_zero_point), or QLinearConvSum (6 / 7 C's, 9-15 the second convolution: sum_ok) */
 static bool acc_qconv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
 {
     bool fused = n->op == KILN_OP_QLinearConvAdd, rf = res_float(b, n), once = res_once(b, n);
+    bool sum = n->op == KILN_OP_QLinearConvSum;
+    if (sum && (n_in < 15 || !linear_act(b, n) || qconv_float_out(b, n)))
+        return false;
     if (n_in < (rf ? 11 : once ? 12 : fused ? 13 : 8) || !in[0] || !in[3] || in[0]->ndim != 4 || in[3]->ndim != 4 ||
         !known_act(b, n) || b->host->attr_i(n, "group", 1) != 1)
         return false;
@@ -314,6 +358,8 @@ static bool acc_qconv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor 
     const int64_t yd[4] = {x->dims[0], K, g.out[0], g.out[1]};
     if (fused && (in[9]->ndim != 4 || memcmp(in[9]->dims, yd, sizeof yd)))
         return false;   /* the residual has the output's shape */
+    if (sum && !sum_ok(b, n, n_in, in, yd))
+        return false;
     return zx == 0 || !padded;
 }
 
@@ -355,19 +401,26 @@ static int act_code(kiln_act_kind k)
     return (int)k >= 0 && (size_t)k < sizeof map / sizeof *map ? map[k] : CUK_IDENTITY;
 }
 
-/* Fills host buffer h (the layout of qconv_w.dev) and q->e's scalars from the host inputs: the filter (input 3)
+/* Where a convolution's operands are among the node's inputs: x_scale, x_zero_point, w, w_scale, bias (y_scale and
+ * y_zero_point are always 6 and 7): QLinearConv's, or QLinearConvSum's second convolution's */
+typedef struct qconv_at {
+    int xs, xz, w, ws, bias;
+} qconv_at;
+static const qconv_at QC_MAIN = {1, 2, 3, 4, 8}, QC_SUM = {10, 11, 12, 13, 15};
+
+/* Fills host buffer h (the layout of qconv_w.dev) and q->e's scalars from the host inputs: the filter (input at.w)
  * [K][C][R][S] as KRSC, or (mm: QLinearMatMul) B [C][K] as [K][C] */
 static kiln_status qconv_host(cu_be *b, kiln_kctx *ctx, qconv_w *q, uint8_t *h, int64_t K, int64_t C, int64_t RS,
-                              kiln_dtype odt, bool mm)
+                              kiln_dtype odt, bool mm, const qconv_at *at)
 {
-    const kiln_tensor *w = IN(3), *bias = IN(8);
+    const kiln_tensor *w = IN(at->w), *bias = IN(at->bias);
     float as;
     int zx;
-    if (!host_f(IN(1), &as) || !host_zp(IN(2), 0, &zx))
+    if (!host_f(IN(at->xs), &as) || !host_zp(IN(at->xz), 0, &zx))
         return cu_kerr(b, ctx, KILN_ERR_INVALID_ARG, "x_scale / x_zero_point: scalars on the host");
     kiln_qepi e;
     float *buf = NULL;
-    KILN_TRY(b->host->qepi_setup(ctx, &e, odt, true, K, as, IN(4), 1.0f, IN(6), IN(7), &buf));
+    KILN_TRY(b->host->qepi_setup(ctx, &e, odt, true, K, as, IN(at->ws), 1.0f, IN(6), IN(7), &buf));
     bool lin = e.act.kind == KILN_ACT_NONE || e.act.kind == KILN_ACT_RELU || e.act.kind == KILN_ACT_CLIP;
     const int8_t *ws = w->data;
     int8_t *wd = (int8_t *)h;
@@ -403,10 +456,10 @@ static kiln_status qconv_host(cu_be *b, kiln_kctx *ctx, qconv_w *q, uint8_t *h, 
 }
 
 static kiln_status qconv_weights(cu_be *b, kiln_kctx *ctx, int64_t K, int64_t C, int64_t RS, kiln_dtype odt,
-                                 bool mm, qconv_w **out)
+                                 bool mm, const qconv_at *at, qconv_w **out)
 {
-    const kiln_tensor *w = IN(3), *bias = IN(8);
-    int64_t key[1] = {QC_SLOT};
+    const kiln_tensor *w = IN(at->w), *bias = IN(at->bias);
+    int64_t key[1] = {at == &QC_SUM ? QS_SLOT : QC_SLOT};
     qconv_w *q = cu_state_get(b, ctx->node, key, 1);
     unsigned long gen = cu_weights_gen();
     if (q && q->dev && q->src == w->data && q->gen == gen) {
@@ -431,7 +484,7 @@ static kiln_status qconv_weights(cu_be *b, kiln_kctx *ctx, int64_t K, int64_t C,
     uint8_t *h = calloc(1, bytes);
     if (!h)
         return cu_err(b, KILN_ERR_NOMEM, "out of memory");
-    kiln_status st = qconv_host(b, ctx, q, h, K, C, RS, odt, mm);
+    kiln_status st = qconv_host(b, ctx, q, h, K, C, RS, odt, mm, at);
     if (st == KILN_OK && q->dev) {
         *q->own -= q->bytes;
         cudaFree(q->dev);
@@ -489,8 +542,8 @@ typedef struct qconv_call {
 static cudaError_t qconv_launch(const qconv_call *c, int cfg)
 {
     /* a weight-stationary choice (stored, or forced) for operands it does not take, e.g. a residual placed at another
-     * alignment than when it was timed: configuration 7 */
-    if (cfg >= 8 && !cuk_gemm_i8_fits(cfg, &c->d, &c->e))
+     * alignment than when it was timed: configuration 7; so for QLinearConvSum forced to one without wgmma */
+    if ((cfg >= 8 && !cuk_gemm_i8_fits(cfg, &c->d, &c->e)) || (c->e.x2 && (cfg == 0 || cfg >= 8)))
         cfg = 7;
     return cuk_conv_i8(cfg, c->x_s8, c->x, c->q->w, &c->e, c->y, &c->d, c->b->stream);
 }
@@ -508,6 +561,8 @@ typedef struct qconv_tactic {
 static kiln_status qconv_choose(cu_be *b, const kiln_kctx *ctx, qconv_call *c, int *cfg)
 {
     unsigned mask = i8_conv_mode();
+    if (c->e.x2 && !(mask &= ~1u & ~(3u << 8)))   /* QLinearConvSum: the wgmma tiles (qconv_launch) */
+        mask = 1u << 7;
     /* the weight-stationary configurations among the timed ones only where they hold the layer (a forced one that
      * does not runs as configuration 7: qconv_launch); KILN_CUDA_INT8_WS=0 leaves them out */
     if (mask & (mask - 1)) {
@@ -531,7 +586,8 @@ static kiln_status qconv_choose(cu_be *b, const kiln_kctx *ctx, qconv_call *c, i
     /* (the residual's form in the key: one rounding's epilogue is lighter than the two roundings', so their layers
      * may choose differently) */
     const int64_t tk[19] = {mask, g->n, g->c, g->h, g->w, g->k, g->r, g->s, g->p, g->q, g->sh, g->sw, g->ph, g->pw,
-                            g->dh, g->dw, c->e.out, c->x_s8, c->e.res ? 1 + c->e.res_once + 2 * c->e.res_float : 0};
+                            g->dh, g->dw, c->e.out, c->x_s8,
+                            c->e.x2 ? 4 + 16 * (int64_t)c->e.c2 + ((int64_t)c->e.sh2 << 40) : c->e.res ? 1 + c->e.res_once + 2 * c->e.res_float : 0};
     int cached = cu_tc_get(b, 'i', tk, sizeof tk);
     if (!(t = calloc(1, sizeof *t)))
         return cu_err(b, KILN_ERR_NOMEM, "out of memory");
@@ -562,7 +618,7 @@ static kiln_status k_qconv(cu_be *b, kiln_kctx *ctx)
 {
     const kiln_node *n = ctx->node;
     const kiln_tensor *x = IN(0), *w = IN(3);
-    bool fused = n->op == KILN_OP_QLinearConvAdd;
+    bool fused = n->op == KILN_OP_QLinearConvAdd, sum = n->op == KILN_OP_QLinearConvSum;
     if (!acc_qconv(b, n, ctx->n_in, ctx->in))
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "operands the INT8 convolution does not take");
     cu_geom g;
@@ -572,9 +628,21 @@ static kiln_status k_qconv(cu_be *b, kiln_kctx *ctx)
     kiln_dtype ydt = qconv_float_out(b, n) ? KILN_DT_FLOAT32 : IN(7)->dtype;
     kiln_dtype odt = ydt;
     qconv_w *q = NULL;
-    KILN_TRY(qconv_weights(b, ctx, K, C, RS, ydt, false, &q));
+    KILN_TRY(qconv_weights(b, ctx, K, C, RS, ydt, false, &QC_MAIN, &q));
     cuk_qepi e = q->e;
-    kiln_tensor lay[2];
+    if (sum) {   /* the second convolution's filter, bias (x2's zero point folded in) and multipliers to C's scale */
+        const kiln_tensor *x2 = IN(9);
+        qconv_w *q2 = NULL;
+        KILN_TRY(qconv_weights(b, ctx, K, x2->dims[1], 1, ydt, false, &QC_SUM, &q2));
+        e.f2 = q2->w;
+        e.bias2 = q2->bias;
+        e.m2 = q2->m;
+        e.c2 = (int)x2->dims[1];
+        e.h2 = (int)x2->dims[2];
+        e.w2 = (int)x2->dims[3];
+        (void)sum_strides(b, n, &e.sh2, &e.sw2);   /* (checked by acc_qconv) */
+    }
+    kiln_tensor lay[3];
     memset(lay, 0, sizeof lay);
     if (fused && res_float(b, n)) {   /* float32 = act(DequantizeLinear(Y) + DequantizeLinear(R)) */
         const char *a = b->host->attr_s(n, "kiln_res_act", NULL);
@@ -605,6 +673,11 @@ static kiln_status k_qconv(cu_be *b, kiln_kctx *ctx)
         e.res = rl->data;
         e.res_s8 = rl->dtype == KILN_DT_INT8;
     }
+    if (sum) {   /* x2, channels-last */
+        const kiln_tensor *xl2 = NULL;
+        KILN_TRY(cu_relayout(b, IN(9), true, &lay[2], &xl2));
+        e.x2 = xl2->data;
+    }
     int64_t yd[4] = {x->dims[0], K, g.out[0], g.out[1]};
     kiln_dtype sdt = odt == KILN_DT_FLOAT32 ? int8_float_sdt(b, ctx->node) : odt;
     if (odt == KILN_DT_FLOAT32)
@@ -628,9 +701,9 @@ static kiln_status k_qconv(cu_be *b, kiln_kctx *ctx)
         int cfg = 0;
         st = in_place ? KILN_OK : qconv_choose(b, ctx, &c, &cfg);
         if (st == KILN_OK)
-            st = cu_check(b, qconv_launch(&c, cfg), fused ? "QLinearConvAdd" : "QLinearConv");
+            st = cu_check(b, qconv_launch(&c, cfg), fused ? "QLinearConvAdd" : sum ? "QLinearConvSum" : "QLinearConv");
     }
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         cu_tmp_free(b, &lay[i]);
     return st;
 }
@@ -666,7 +739,7 @@ static kiln_status k_qmm(cu_be *b, kiln_kctx *ctx)
     int64_t K = w->dims[0], N = w->dims[1], M = cu_numel(a) / K;
     kiln_dtype odt = qconv_float_out(b, ctx->node) ? KILN_DT_FLOAT32 : IN(7)->dtype;
     qconv_w *q = NULL;
-    KILN_TRY(qconv_weights(b, ctx, N, K, 1, odt, true, &q));
+    KILN_TRY(qconv_weights(b, ctx, N, K, 1, odt, true, &QC_MAIN, &q));
     int64_t yd[KILN_MAX_DIMS];
     memcpy(yd, a->dims, sizeof(int64_t) * (size_t)a->ndim);
     yd[a->ndim - 1] = N;
@@ -697,6 +770,7 @@ const cu_op cu_ops_int8[] = {
     {KILN_OP_QLinearAdd, k_qadd, sup_qadd, acc_qadd, 0xF6u},
     {KILN_OP_QLinearConv, k_qconv, sup_qconv, acc_qconv, 0x1FEu},
     {KILN_OP_QLinearConvAdd, k_qconv, sup_qconv, acc_qconv, 0x3DFEu},   /* R (input 9) on the device */
+    {KILN_OP_QLinearConvSum, k_qconv, sup_qconv, acc_qconv, 0xFDFEu},   /* x2 (input 9) on the device */
     {KILN_OP_QLinearMatMul, k_qmm, sup_qmm, acc_qmm, 0x1FEu},
     {KILN_OP_COUNT, NULL, NULL, NULL, 0},
 };

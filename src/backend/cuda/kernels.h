@@ -265,7 +265,20 @@ typedef struct cuk_qepi {
      * + zp for t = (float)a * m[c], m, lo, hi, zp the output C's (cpu/qgemm.c kiln__qepi_qr); rk = R_scale / C_scale */
     int res_once;
     float rk;
+    /* QLinearConvSum (u8 / s8 out, act none; Relu / Clip as lo / hi): a second convolution's product added before the
+     * one rounding, y = clamp(rint(t + t2), lo, hi) + zp with t = (float)a * m[c] and t2 = (float)(acc2 + bias2[c]) *
+     * m2[c] (each rounded: cpu/qgemm.c kiln__qepi_qt), acc2 the exact sum over x2 (NHWC, x's type, c2 channels, an
+     * h2 x w2 image: the output's pixels at strides sh2, sw2) and the 1x1 s8 filter f2 [k][c2] (no padding: x2's zero
+     * point folded into bias2). Its reduction runs first in the same tile (wgmma configurations only: the others
+     * answer cudaErrorNotSupported). x2 NULL: none */
+    const uint8_t *x2;
+    const int8_t *f2;
+    const int32_t *bias2;
+    const float *m2;
+    int c2, h2, w2, sh2, sw2;
 } cuk_qepi;
+/* Whether this device runs QLinearConvSum (cuk_qepi.x2): its kernels are the wgmma configurations' (sm_90) */
+bool cuk_conv_i8_sum_ok(void);
 cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
                         const cuk_conv_desc *d, cudaStream_t s);
 /* Configurations 8 (BN 128) and 9 (BN 64), kernels_gemm_i8.cu: weight-stationary persistent blocks for a 1x1 stride-1

@@ -174,7 +174,20 @@ __device__ __forceinline__ void load_epilogue(const cuk_qepi &e, const cuk_conv_
     }
 }
 
-template <int BN, bool WG, bool XS8, int MINB, bool DEEP, int DIST, bool GELU, int SK>
+// QLinearConvSum's second convolution (e.x2): the 1x1 unpadded convolution over x2 whose output pixels are d's
+__device__ __forceinline__ cuk_conv_desc sum_desc(const cuk_conv_desc &d, const cuk_qepi &e)
+{
+    cuk_conv_desc d2 = d;
+    d2.c = e.c2, d2.h = e.h2, d2.w = e.w2, d2.r = d2.s = 1, d2.sh = e.sh2, d2.sw = e.sw2;
+    d2.ph = d2.pw = 0, d2.dh = d2.dw = 1;
+    return d2;
+}
+
+// SUM (QLinearConvSum, wgmma configurations): the tile runs the second convolution's reduction (x2, f2) first, turns
+// its sums into t2 = (float)(acc2 + bias2[c]) * m2[c] in registers, then the main reduction into the same accumulators
+// (started again by its first MMA) and the epilogue adds t2 before its one rounding (q_bytes8). The two reductions
+// are one pipeline of steps: the copies cross from one to the other without a pause.
+template <int BN, bool WG, bool XS8, int MINB, bool DEEP, int DIST, bool GELU, int SK, bool SUM>
 __global__ void __launch_bounds__(THREADS, MINB)
     k_conv_i8(const uint8_t *__restrict__ x, const int8_t *__restrict__ w, cuk_qepi e, void *__restrict__ y,
               cuk_conv_desc d, int n_tiles)
@@ -186,16 +199,22 @@ __global__ void __launch_bounds__(THREADS, MINB)
     static_assert(SK == 64 || (WG && SK == 128), "64-byte steps, or 128 for wgmma");
     static_assert(WG || 64 * TS * 4 <= n_stages<WG, DEEP, DIST>(1) * (SA + SB), "the epilogue tile over the stages");
     static_assert(WG || BN == 128, "mma.sync: 8 warps of 64 x 32");
+    static_assert(WG || !SUM, "QLinearConvSum: wgmma configurations");
     extern __shared__ __align__(1024) uint8_t smem_raw[];
     uint8_t *sm = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);   // the swizzle repeats every 1024 bytes
     const int red = d.r * d.s * d.c;   // the reduction length (a multiple of 16)
-    const int steps = (red + SK - 1) / SK;
+    const cuk_conv_desc d2 = SUM ? sum_desc(d, e) : d;
+    const int red2 = SUM ? d2.c : 0, steps2 = SUM ? (red2 + SK - 1) / SK : 0;   // the second convolution's, first
+    const int steps = (red + SK - 1) / SK + steps2;
     const int nst = n_stages<WG, DEEP, DIST>(steps);
     uint8_t *as = sm, *bs = sm + nst * SA;
-    // after the stages: the tile's multipliers and biases, then (QLinearConvAdd) its residual [BM][res_stride(BN)]
+    // after the stages: the tile's multipliers and biases, then (QLinearConvAdd) its residual [BM][res_stride(BN)],
+    // or (QLinearConvSum) the second convolution's multipliers and biases
     float *msm = (float *)(sm + nst * (SA + SB));
     int *bsm = (int *)(msm + BN);
     uint8_t *rsm = (uint8_t *)(bsm + BN);
+    float *m2sm = (float *)rsm;
+    int *b2sm = (int *)(m2sm + BN);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int64_t M = (int64_t)d.n * d.p * d.q;
     // wgmma: blocks of one row tile run together (its activations are read from memory once): a 2-D grid of (column
@@ -211,24 +230,41 @@ __global__ void __launch_bounds__(THREADS, MINB)
     fp8_row ar[BM / RPP];
 #pragma unroll
     for (int i = 0; i < BM / RPP; i++)
-        ar[i].init(m0 + tid / PPR + i * RPP, M, gemm, pq, d);
+        ar[i].init(m0 + tid / PPR + i * RPP, M, SUM ? fp8_is_gemm(d2) : gemm, pq, d2);
     fp8_piece pc;   // this thread's piece's position in the reduction, advanced by SK each load
-    pc.init(ch * 16, d);
-    auto load = [&](int stage) {
-        const bool kok = pc.kc < red;
+    pc.init(ch * 16, d2);
+    // one step's copies from activations xs (geometry dd) and filter fs (rows of rr bytes)
+    auto load_from = [&](int stage, const uint8_t *xs, const uint8_t *fs, int rr, const cuk_conv_desc &dd) {
+        const bool kok = pc.kc < rr;
 #pragma unroll
         for (int i = 0; i < BM / RPP; i++) {
             bool ok;
-            const uint8_t *src = ar[i].src(x, pc, kok, d, &ok);
+            const uint8_t *src = ar[i].src(xs, pc, kok, dd, &ok);
             cp_async16(as + stage * SA + wg_swz(tid / PPR + i * RPP, ch, SK), src, ok);
         }
 #pragma unroll
         for (int i = 0; i < BN / RPP; i++) {
             const int row = tid / PPR + i * RPP;
-            const bool nok = kok && n0 + row < d.k;
-            cp_async16(bs + stage * SB + wg_swz(row, ch, SK), nok ? wb + (int64_t)(n0 + row) * red + pc.kc : wb, nok);
+            const bool nok = kok && n0 + row < dd.k;
+            cp_async16(bs + stage * SB + wg_swz(row, ch, SK), nok ? fs + (int64_t)(n0 + row) * rr + pc.kc : fs, nok);
         }
-        pc.advance(SK, d);
+        pc.advance(SK, dd);
+    };
+    int li = 0;   // steps loaded (SUM: the second convolution's first)
+    auto load = [&](int stage) {
+        if constexpr (SUM) {
+            if (li == steps2) {   // the main convolution's rows and pieces from here
+#pragma unroll
+                for (int i = 0; i < BM / RPP; i++)
+                    ar[i].init(m0 + tid / PPR + i * RPP, M, gemm, pq, d);
+                pc.init(ch * 16, d);
+            }
+            if (li++ < steps2) {
+                load_from(stage, e.x2, (const uint8_t *)e.f2, red2, d2);
+                return;
+            }
+        }
+        load_from(stage, x, wb, red, d);
     };
     constexpr int NACC = WG ? BN / 2 : 64;
     // wgmma: the first step's MMA starts the sums (no zeroing moves: with a group in flight, non-wgmma writes of the
@@ -243,10 +279,13 @@ __global__ void __launch_bounds__(THREADS, MINB)
     for (int st = 0; st < DIST; st++) {
         if (st < steps)
             load(st);
+        if (SUM && st == 0)   // t2's operands, needed when the first reduction ends
+            load_mb<BN>(e.m2, e.bias2, d, m2sm, b2sm, n0, tid);
         if (st == DIST - 1)
             load_epilogue<BN>(e, d, msm, bsm, rsm, M, m0, n0, tid);
         cp_commit();
     }
+    float t2[SUM ? BN / 2 : 1];
     const int wm = warp & 1, wn = warp >> 1;   // mma.sync: 2 x 4 warps, rows wm * 64, columns wn * 32
     // the stages read and refilled, step % nst and (step + DIST) % nst, as counters (a division by the runtime nst
     // was ~45 instructions a step: ncu, session 36). (DIST % nst once: DIST itself, with no division, timed 0.3-0.8%
@@ -268,7 +307,23 @@ __global__ void __launch_bounds__(THREADS, MINB)
         rd = rd + 1 == nst ? 0 : rd + 1;
         wr = wr + 1 == nst ? 0 : wr + 1;
         if constexpr (WG) {
-            wg_i8_step<BN, XS8, SK>(acc, smem_u32(a_s + (tid >> 7) * 64 * SK), smem_u32(b_s), step > 0);
+            if constexpr (SUM) {
+                if (step == steps2) {   // the second convolution's sums done: t2 (store_reg's value order)
+#if KILN_WGMMA
+                    wg_wait<0>();
+#endif
+                    const int t = tid & 3;
+#pragma unroll
+                    for (int p = 0; p < BN / 16; p++)
+#pragma unroll
+                        for (int v = 0; v < 8; v++) {
+                            const int c = (2 * p + (v >> 2)) * 8 + 2 * t + (v & 1);
+                            t2[8 * p + v] = __fmul_rn((float)add_wrap(acc[8 * p + v], b2sm[c]), m2sm[c]);
+                        }
+                }
+            }
+            wg_i8_step<BN, XS8, SK>(acc, smem_u32(a_s + (tid >> 7) * 64 * SK), smem_u32(b_s),
+                                    SUM ? step != 0 && step != steps2 : step > 0);
 #if KILN_WGMMA
             wg_wait<DEEP ? 1 : 0>();
 #endif
@@ -284,7 +339,7 @@ __global__ void __launch_bounds__(THREADS, MINB)
     __syncthreads();   // every thread's epilogue copies landed; every warp is done with the stages the tile overlays
     if constexpr (WG) {
 #if KILN_WGMMA
-        store_reg<BN, GELU>(acc, msm, bsm, rsm, e, y, d, M, m0, n0, tid);
+        store_reg<BN, GELU>(acc, msm, bsm, rsm, e, y, d, M, m0, n0, tid, SUM ? t2 : nullptr);
 #endif
     } else {
         int *tile = (int *)sm;
@@ -298,7 +353,7 @@ __global__ void __launch_bounds__(THREADS, MINB)
     }
 }
 
-template <int BN, bool WG, bool XS8, int MINB, bool DEEP, int DIST, bool GELU, int SK>
+template <int BN, bool WG, bool XS8, int MINB, bool DEEP, int DIST, bool GELU, int SK, bool SUM = false>
 cudaError_t launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
                    cudaStream_t s)
 {
@@ -307,11 +362,12 @@ cudaError_t launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y
     const int64_t tiles = (M + BM - 1) / BM * n_tiles;
     if (tiles >= 0x7fffffff)
         return cudaErrorInvalidValue;
-    const int steps = (int)(((int64_t)d->r * d->s * d->c + SK - 1) / SK);
-    const int bytes = 1024 + n_stages<WG, DEEP, DIST>(steps) * (BM + BN) * SK + BN * 8 + (e.res ? BM * res_stride(BN) : 0);
+    const int steps = (int)(((int64_t)d->r * d->s * d->c + SK - 1) / SK) + (SUM ? (e.c2 + SK - 1) / SK : 0);
+    const int bytes = 1024 + n_stages<WG, DEEP, DIST>(steps) * (BM + BN) * SK + BN * 8 +
+                      (SUM ? BN * 8 : e.res ? BM * res_stride(BN) : 0);
     if (bytes > 227 * 1024)
         return cudaErrorNotSupported;   // (a deep configuration's stages with a wide residual tile)
-    auto kern = k_conv_i8<BN, WG, XS8, MINB, DEEP, DIST, GELU, SK>;
+    auto kern = k_conv_i8<BN, WG, XS8, MINB, DEEP, DIST, GELU, SK, SUM>;
     // past 48 KB of shared memory: opted in at every launch (not a stream operation: legal in a capture)
     cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (err != cudaSuccess)
@@ -330,6 +386,11 @@ template <int BN, bool WG, int MINB, bool DEEP = true, int DIST = 2, int SK = BK
 cudaError_t launch_x(bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
                      cudaStream_t s)
 {
+    if constexpr (WG) {   // QLinearConvSum: its activation is linear (cuk_conv_i8)
+        if (e.x2)
+            return x_s8 ? launch<BN, WG, true, MINB, DEEP, DIST, false, SK, true>(x, w, e, y, d, s)
+                        : launch<BN, WG, false, MINB, DEEP, DIST, false, SK, true>(x, w, e, y, d, s);
+    }
     if (x_s8 && WG && e.act == CUK_GELU)
         return launch<BN, WG, true, MINB, DEEP, DIST, true, SK>(x, w, e, y, d, s);
     return x_s8 ? launch<BN, WG, true, MINB, DEEP, DIST, false, SK>(x, w, e, y, d, s)
@@ -339,6 +400,8 @@ cudaError_t launch_x(bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qep
 } // namespace
 
 extern "C" int cuk_conv_i8_configs(void) { return 10; }
+
+extern "C" bool cuk_conv_i8_sum_ok(void) { return wg_sm90() == cudaSuccess; }
 
 extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
                                    const cuk_conv_desc *d, cudaStream_t s)
@@ -351,6 +414,14 @@ extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const i
         (e->res && ((e->out >= CUK_QF32) != !!e->res_float || ((uintptr_t)e->res & 7))) ||
         ((e->out < CUK_QF32 || e->res_float) && !(fabsf(e->lo) < 4194304.0f && fabsf(e->hi) < 4194304.0f)))   // kq_clamp_rint's range
         return cudaErrorInvalidValue;
+    // QLinearConvSum: 8-bit outputs without a non-linear activation or residual, its operands aligned, C2 a multiple
+    // of 16, the strided pixels inside x2; wgmma configurations only
+    if (e->x2 && (e->out >= CUK_QF32 || e->act || e->res || !e->f2 || !e->m2 || ((uintptr_t)e->m2 & 15) ||
+                  (e->bias2 && ((uintptr_t)e->bias2 & 15)) || e->c2 <= 0 || e->c2 % 16 || e->sh2 < 1 || e->sw2 < 1 ||
+                  (int64_t)(d->p - 1) * e->sh2 >= e->h2 || (int64_t)(d->q - 1) * e->sw2 >= e->w2))
+        return cudaErrorInvalidValue;
+    if (e->x2 && (cfg == 0 || cfg >= 8))
+        return cudaErrorNotSupported;
     // (tile width, wgmma, blocks an SM)
     if (cfg == 0)
         return launch_x<128, false, 2>(x_s8, x, w, *e, y, d, s);

@@ -60,7 +60,8 @@ template <bool GELU> __device__ __forceinline__ float act_of(int act, float x, f
 // conversion instruction but a[e]'s, no branch per element (backend/qexact.h; session 31: these epilogues were bound
 // by their instructions); the add's rare declined elements divide after the eight.
 template <bool GELU>
-__device__ __forceinline__ uint2 q_bytes8(const int *a, const float *m, const cuk_qepi &e, bool res, uint2 rb)
+__device__ __forceinline__ uint2 q_bytes8(const int *a, const float *m, const cuk_qepi &e, bool res, uint2 rb,
+                                          const float *t2 = nullptr)
 {
     float t[8];
 #pragma unroll
@@ -72,10 +73,10 @@ __device__ __forceinline__ uint2 q_bytes8(const int *a, const float *m, const cu
             t[i] = __fmul_rn(act_of<GELU>(e.act, t[i], e.act_a, e.act_b), e.inv_ys);
     }
     int v[8];
-    if (!res) {
+    if (!res) {   // (QLinearConvSum: t2, the second convolution's product, added first: kiln__qepi_qt)
 #pragma unroll
         for (int i = 0; i < 8; i++)
-            v[i] = kq_clamp_rint(t[i], e.lo, e.hi) + e.zp;   // NaN -> lo, as the CPU
+            v[i] = kq_clamp_rint(t2 ? __fadd_rn(t[i], t2[i]) : t[i], e.lo, e.hi) + e.zp;   // NaN -> lo, as the CPU
     } else if (e.res_once) {
         // one rounding (kiln_res_once): R - zr as an exact float from the magic addition, added to t by one fused
         // multiply-add, then QLinearConv's clamp and rint (cpu/qgemm.c kiln__qepi_qr)
@@ -152,18 +153,24 @@ __device__ __forceinline__ void st8_out(const cuk_qepi &e, void *y, int64_t o, c
         st8((__nv_bfloat16 *)y + o, v);
 }
 
-// The multipliers and biases of channels n0 .. n0 + BN - 1 into shared memory by cp.async, 4 channels a piece (K is a
-// multiple of 8: whole pieces; past K or without a bias: zeros)
+// The multipliers m and biases bias (or NULL) of channels n0 .. n0 + BN - 1 into shared memory by cp.async, 4 channels
+// a piece (K is a multiple of 8: whole pieces; past K or without a bias: zeros)
 template <int BN>
-__device__ __forceinline__ void load_mb(const cuk_qepi &e, const cuk_conv_desc &d, float *msm, int *bsm, int n0, int tid)
+__device__ __forceinline__ void load_mb(const float *m, const int32_t *bias, const cuk_conv_desc &d, float *msm,
+                                        int *bsm, int n0, int tid)
 {
     if (tid < BN / 4) {
         const int c = n0 + tid * 4;
-        cp_async16(msm + tid * 4, c < d.k ? e.m + c : e.m, c < d.k);
+        cp_async16(msm + tid * 4, c < d.k ? m + c : m, c < d.k);
     } else if (tid < BN / 2) {
         const int c = n0 + (tid - BN / 4) * 4;
-        cp_async16(bsm + (tid - BN / 4) * 4, e.bias && c < d.k ? e.bias + c : (const int *)e.m, e.bias && c < d.k);
+        cp_async16(bsm + (tid - BN / 4) * 4, bias && c < d.k ? bias + c : (const int *)m, bias && c < d.k);
     }
+}
+template <int BN>
+__device__ __forceinline__ void load_mb(const cuk_qepi &e, const cuk_conv_desc &d, float *msm, int *bsm, int n0, int tid)
+{
+    load_mb<BN>(e.m, e.bias, d, msm, bsm, n0, tid);
 }
 
 __device__ __forceinline__ void cp_async8(void *smem, const void *gmem, bool valid)
@@ -182,13 +189,14 @@ __device__ __forceinline__ void cp_async8(void *smem, const void *gmem, bool val
 //   biases and residual bytes from shared memory in that order); then the quad transposes the bytes as 16-bit pieces
 //   (two shuffles and six byte permutes per 8 bytes: session 35; the int32 transposition before the requantization
 //   took eight shuffles and ~24 selects on the integer pipe, which bounds these kernels), so that each lane stores 8
-//   neighbouring channels of one pixel (row quad_row, group 2p + t % 2): one 8-byte store.
+//   neighbouring channels of one pixel (row quad_row, group 2p + t % 2): one 8-byte store. t2 (QLinearConvSum): the
+//   second convolution's products in the accumulators' order, added before the rounding.
 // - Float outputs: a quad's 4 x 4 transposition of the int32 sums by shuffles (quad_t4, as the FP8 kernels') gives each
 //   lane 8 neighbouring channels of one pixel, then f_vals8 / f_res8 and 8 values stored.
 template <int BN, bool GELU>
 __device__ __forceinline__ void store_reg(const int *acc, const float *msm, const int *bsm, const uint8_t *rsm,
                                           const cuk_qepi e, void *__restrict__ y, const cuk_conv_desc d, int64_t M,
-                                          int64_t m0, int n0, int tid)
+                                          int64_t m0, int n0, int tid, const float *t2 = nullptr)
 {
     constexpr int RS = res_stride(BN);
     const int t = tid & 3, lr = quad_row(tid);
@@ -252,7 +260,7 @@ __device__ __forceinline__ void store_reg(const int *acc, const float *msm, cons
                 rw[c] = (uint32_t)*(const uint16_t *)(rsm + lr0 * RS + ch) |
                         ((uint32_t)*(const uint16_t *)(rsm + (lr0 + 8) * RS + ch) << 16);
         }
-        const uint2 q = q_bytes8<GELU>(a, m, e, has_res, make_uint2(rw[0], rw[1]));
+        const uint2 q = q_bytes8<GELU>(a, m, e, has_res, make_uint2(rw[0], rw[1]), t2 ? t2 + 8 * p : nullptr);
         const uint32_t k1 = __byte_perm(q.x, q.y, sel_k), s1 = __byte_perm(q.x, q.y, sel_s);
         const uint32_t r1 = __shfl_xor_sync(0xffffffffu, s1, 2);
         const uint32_t keep = __byte_perm(k1, r1, sel_keep), send = __byte_perm(k1, r1, sel_send);

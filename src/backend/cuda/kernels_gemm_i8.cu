@@ -170,6 +170,6 @@ extern "C" cudaError_t cuk_gemm_i8(int cfg, bool x_s8, const uint8_t *x, const i
 extern "C" bool cuk_gemm_i8_fits(int cfg, const cuk_conv_desc *d, const cuk_qepi *e)
 {
     int blocks = 0;
-    return (cfg == 8 || cfg == 9) && fp8_is_gemm(*d) && d->k % 16 == 0 && (!e->res || ((uintptr_t)e->res & 15) == 0) &&
+    return (cfg == 8 || cfg == 9) && fp8_is_gemm(*d) && d->k % 16 == 0 && !e->x2 && (!e->res || ((uintptr_t)e->res & 15) == 0) &&
            g_stages((d->c + 63) / 64, g_bn(cfg), e->res != nullptr, &blocks) > 0;
 }

@@ -335,6 +335,7 @@ typedef struct qconv_job {
     const int32_t *bias;
     const kiln_qepi *e;   /* requantization (qgemm.h), channel = output channel */
     const kiln_tensor *res;   /* QLinearConvAdd with one rounding: R (the output's shape), else NULL */
+    const float *t2;          /* QLinearConvSum: the second convolution's product (the output's shape), else NULL */
     void *y;
     kiln_dtype odt;
     int64_t osp, isp, ksz;
@@ -376,7 +377,9 @@ static void qconv_worker(void *arg, int64_t begin, int64_t end)
                     acc += (int64_t)xp[c * j->isp] * wp[c * j->ksz];
             }
             int64_t oi = nm * j->osp + o;
-            if (j->res)
+            if (j->t2)
+                kiln__set_i64(j->odt, j->y, oi, kiln__qepi_qt(j->e, (int32_t)acc, m, j->t2[oi]));
+            else if (j->res)
                 kiln__set_i64(j->odt, j->y, oi,
                               kiln__qepi_qr(j->e, (int32_t)acc, m, (int32_t)kiln__get_i64(j->res->dtype, j->res->data, oi)));
             else if (j->odt == KILN_DT_FLOAT32)
@@ -411,6 +414,89 @@ kiln_status kiln__qconv_once_res(kiln_kctx *ctx, kiln_qepi *e, kiln_dtype odt, i
     e->res_k = *(const float *)rs->data / ys;
     e->res_zp = rz ? (int32_t)kiln__get_i64(rz->dtype, rz->data, 0) : 0;
     *res = r;
+    return KILN_OK;
+}
+
+/* QLinearConvSum's second convolution (inputs 9-15: x2, x2_scale, x2_zero_point, w2, w2_scale, w2_zero_point, B2):
+ * a 1x1 filter, no padding, strides kiln_sum_strides (default 1), one group, over the output's pixels (N, M, P, Q =
+ * odims); its product t2 = (float)(acc2 + B2[m]) * mult2[m], mult2 = x2_scale * w2_scale[m] / C_scale (QLinearConv's
+ * requantizing multiplier for an output of scale C_scale, kiln__qepi_setup's), into *out (kiln__malloc'd, the
+ * output's shape, NCHW) */
+typedef struct qsum_job {
+    const kiln_tensor *x, *w, *b, *xz, *wz;
+    const float *mult;
+    float *t2;
+    int64_t C, H, W, P, Q, M, sh, sw;
+} qsum_job;
+
+static void qsum_worker(void *arg, int64_t begin, int64_t end)
+{
+    const qsum_job *j = arg;
+    int32_t xz = j->xz ? (int32_t)kiln__get_i64(j->xz->dtype, j->xz->data, 0) : 0;
+    for (int64_t nm = begin; nm < end; nm++) {
+        int64_t n = nm / j->M, m = nm % j->M;
+        int32_t wz = j->wz ? (int32_t)kiln__get_i64(j->wz->dtype, j->wz->data, numel_of(j->wz) == 1 ? 0 : m) : 0;
+        for (int64_t p = 0; p < j->P; p++)
+            for (int64_t q = 0; q < j->Q; q++) {
+                int64_t acc = j->b ? ((const int32_t *)j->b->data)[m] : 0;
+                for (int64_t c = 0; c < j->C; c++) {
+                    int64_t xi = ((n * j->C + c) * j->H + p * j->sh) * j->W + q * j->sw;
+                    acc += (int64_t)((int32_t)kiln__get_i64(j->x->dtype, j->x->data, xi) - xz) *
+                           ((int32_t)kiln__get_i64(j->w->dtype, j->w->data, m * j->C + c) - wz);
+                }
+                j->t2[(nm * j->P + p) * j->Q + q] = (float)(int32_t)acc * j->mult[m];
+            }
+    }
+}
+
+static kiln_status qconv_sum_t2(kiln_kctx *ctx, kiln_dtype odt, int nd, const int64_t *odims, float **out)
+{
+    const kiln_tensor *x = kiln__kin(ctx, 9), *xs = kiln__kin(ctx, 10), *xz = kiln__kin(ctx, 11);
+    const kiln_tensor *w = kiln__kin(ctx, 12), *ws = kiln__kin(ctx, 13), *wz = kiln__kin(ctx, 14);
+    const kiln_tensor *b = kiln__kin(ctx, 15), *ys = kiln__kin(ctx, 6), *yz = kiln__kin(ctx, 7);
+    *out = NULL;
+    if (!x || !xs || !w || !ws || nd != 4)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "QLinearConvSum: x2, x2_scale, w2, w2_scale and a 2-D image");
+    if (kiln__prep_dropped(w))
+        return kiln__prep_missing(ctx, 12);
+    if ((x->dtype != KILN_DT_UINT8 && x->dtype != KILN_DT_INT8) || (w->dtype != KILN_DT_UINT8 && w->dtype != KILN_DT_INT8))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "x2 and w2 must be uint8/int8");
+    if ((xz && (xz->dtype != x->dtype || numel_of(xz) != 1)) || (wz && wz->dtype != w->dtype))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "x2 / w2 zero points: their tensor's type, x2's a scalar");
+    if (xs->dtype != KILN_DT_FLOAT32 || ws->dtype != KILN_DT_FLOAT32 || numel_of(xs) != 1)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "x2_scale (a scalar) and w2_scale must be float32");
+    if (b && (b->dtype != KILN_DT_INT32 || numel_of(b) != odims[1]))
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "B2 must be int32 of M=%lld elements", (long long)odims[1]);
+    const int64_t *st;
+    int nst = kiln__attr_ints(ctx->node, "kiln_sum_strides", &st);
+    int64_t sh = nst == 2 ? st[0] : 1, sw = nst == 2 ? st[1] : 1;
+    if ((nst >= 0 && nst != 2) || sh < 1 || sw < 1)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "kiln_sum_strides: two strides >= 1");
+    if (x->ndim != 4 || w->ndim != 4 || w->dims[0] != odims[1] || w->dims[1] != x->dims[1] || w->dims[2] != 1 ||
+        w->dims[3] != 1 || x->dims[0] != odims[0] || x->dims[2] < 1 || x->dims[3] < 1 ||
+        (x->dims[2] - 1) / sh + 1 != odims[2] || (x->dims[3] - 1) / sw + 1 != odims[3])
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "QLinearConvSum: the second convolution (1x1) must give the output's shape");
+    int64_t nws = numel_of(ws);
+    if ((nws != 1 && nws != odims[1]) || (wz && numel_of(wz) != 1 && numel_of(wz) != odims[1]))
+        return kiln__kerr(ctx, KILN_ERR_SHAPE, "w2_scale / w2_zero_point must have 1 or M elements");
+    int64_t total = odims[0] * odims[1] * odims[2] * odims[3];
+    if ((double)total * (double)x->dims[1] > 4e11)
+        return kiln__kerr(ctx, KILN_ERR_LIMIT, "convolution is too large for the reference kernel");
+    kiln_qepi e2;
+    float *buf = NULL;
+    KILN_TRY(kiln__qepi_setup(ctx, &e2, odt, true, odims[1], *(const float *)xs->data, ws, 1.0f, ys, yz, &buf));
+    float *t2 = kiln__malloc(sizeof(float) * (size_t)(total ? total : 1));
+    if (!t2) {
+        kiln__free(buf);
+        return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+    }
+    qsum_job j = {.x = x, .w = w, .b = b, .xz = xz, .wz = wz, .mult = e2.mult, .t2 = t2, .C = x->dims[1],
+                  .H = x->dims[2], .W = x->dims[3], .P = odims[2], .Q = odims[3], .M = odims[1], .sh = sh, .sw = sw};
+    int64_t per = odims[2] * odims[3] * x->dims[1];
+    kiln__parallel_for(ctx->pool, ctx->nthreads, odims[0] * odims[1], per > 0 ? 1 + (int64_t)(1 << 16) / per : 1,
+                       qsum_worker, &j);
+    kiln__free(buf);
+    *out = t2;
     return KILN_OK;
 }
 
@@ -474,6 +560,20 @@ static kiln_status k_qlinearconv(kiln_kctx *ctx)
             return rst;
         }
     }
+    float *t2 = NULL;   /* QLinearConvSum: the second convolution's product */
+    if (ctx->node->op == KILN_OP_QLinearConvSum) {
+        kiln_status rst = KILN_OK;
+        if (ctx->n_in < 15 || odt == KILN_DT_FLOAT32 || !e.lin || (e.out != KILN_QOUT_U8 && e.out != KILN_QOUT_S8) ||
+            odt == KILN_DT_UINT16 || odt == KILN_DT_INT16)
+            rst = kiln__kerr(ctx, KILN_ERR_UNSUPPORTED,
+                             "QLinearConvSum needs 15 or 16 inputs, an 8-bit output and a linear activation (none, Relu, Clip)");
+        if (rst == KILN_OK)
+            rst = qconv_sum_t2(ctx, odt, x->ndim, odims, &t2);
+        if (rst != KILN_OK) {
+            kiln__free(sbuf);
+            return rst;
+        }
+    }
     if (kiln__shape_numel(x->ndim, odims) == 0 || nw == 0)
         goto fill_bias_only;
 
@@ -486,6 +586,7 @@ static kiln_status k_qlinearconv(kiln_kctx *ctx)
             kiln__free(wi);
             kiln__free(koff);
             kiln__free(sbuf);
+            kiln__free(t2);
             return kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
         }
         int32_t xzv = xz ? (int32_t)kiln__get_i64(xz->dtype, xz->data, 0) : 0;
@@ -506,13 +607,14 @@ static kiln_status k_qlinearconv(kiln_kctx *ctx)
             }
         }
         qconv_job job = {.g = &g, .xi = xi, .wi = wi, .koff = koff, .bias = b ? b->data : NULL, .e = &e, .res = res,
-                         .y = ctx->out[0]->data, .odt = odt, .osp = osp, .isp = isp, .ksz = ksz};
+                         .t2 = t2, .y = ctx->out[0]->data, .odt = odt, .osp = osp, .isp = isp, .ksz = ksz};
         int64_t per = osp * (g.C / g.group) * ksz;
         kiln__parallel_for(ctx->pool, ctx->nthreads, g.N * g.M, per > 0 ? 1 + (int64_t)(1 << 16) / per : 1, qconv_worker, &job);
         kiln__free(xi);
         kiln__free(wi);
         kiln__free(koff);
         kiln__free(sbuf);
+        kiln__free(t2);
         return KILN_OK;
     }
 fill_bias_only:
@@ -522,7 +624,9 @@ fill_bias_only:
         for (int64_t i = 0; i < total; i++) {
             int64_t m = (i / (osp ? osp : 1)) % (g.M ? g.M : 1);
             int32_t acc = b ? ((const int32_t *)b->data)[m] : 0;
-            if (res)
+            if (t2)
+                kiln__set_i64(odt, ctx->out[0]->data, i, kiln__qepi_qt(&e, acc, m, t2[i]));
+            else if (res)
                 kiln__set_i64(odt, ctx->out[0]->data, i,
                               kiln__qepi_qr(&e, acc, m, (int32_t)kiln__get_i64(res->dtype, res->data, i)));
             else if (odt == KILN_DT_FLOAT32)
@@ -532,6 +636,7 @@ fill_bias_only:
         }
     }
     kiln__free(sbuf);
+    kiln__free(t2);
     return KILN_OK;
 }
 
@@ -643,6 +748,7 @@ const kiln_kernel_reg kiln__ref_quant[] = {
     {KILN_OP_DequantizeLinear, k_dequantize},
     {KILN_OP_DynamicQuantizeLinear, k_dynquant},
     {KILN_OP_QLinearConv, k_qlinearconv},
+    {KILN_OP_QLinearConvSum, k_qlinearconv},
     {KILN_OP_QGemm, k_qgemm},
     {KILN_OP_QLookup, k_qlookup},
     {KILN_OP_COUNT, NULL},
