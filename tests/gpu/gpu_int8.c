@@ -201,6 +201,11 @@ static const qconv_spec qconv_specs[] = {
      * filter slices, the last 16 channels wide; 190 row tiles, more than the stages times the blocks of a slice, so
      * every stage is refilled; the input zero point folded into the bias */
     {"1x1 c160 k272 rows", 2, 160, 110, 110, 272, 1, 1, 0, 1, 1, KILN_DT_UINT8, 3, KILN_DT_UINT8, 5, true, true, "Relu", 0},
+    /* the 3x3 patch kernels (wg10 / wg11): two 64-channel steps, the second a quarter full; partial patches at the
+     * bottom and right of each of 3 images; 72 outputs (a partial column tile); s8 input, float32 output (the
+     * epilogue's other path) over 192 channels, 136 outputs */
+    {"3x3 c80 k72 patches", 3, 80, 19, 13, 72, 3, 3, 1, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 4, true, true, "Relu", 0},
+    {"3x3 s8 c192 ->f32", 1, 192, 17, 9, 136, 3, 3, 1, 1, 1, KILN_DT_INT8, 0, KILN_DT_FLOAT32, 0, true, true, "", 0},
 };
 
 /* Like check_case, for 8-bit outputs computed through a non-linear activation (the GPU's expf / erf approximations
@@ -337,7 +342,8 @@ void int8_cases(void)
     qadd_case("INT8 QLinearAdd Clip", "Clip", -0.5f, 3.0f, 0.03f, 0.05f, 0.04f);
     qadd_case("INT8 QLinearAdd ties", "", 0, 0, 0.5f, 0.5f, 1.0f);
     /* every kernel configuration (KILN_CUDA_INT8_CONV, read per run), then the timed choice */
-    static const char *const modes[] = {"mma", "wg1", "wg2", "wg3", "wg4", "wg5", "wg6", "wg7", "wg8", "wg9", "all"};
+    static const char *const modes[] = {"mma", "wg1", "wg2", "wg3", "wg4",  "wg5", "wg6",
+                                        "wg7", "wg8", "wg9", "wg10", "wg11", "all"};
     const char *keep = getenv("KILN_CUDA_INT8_CONV");
     char *saved = keep ? strdup(keep) : NULL;
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {

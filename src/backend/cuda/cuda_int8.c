@@ -523,8 +523,12 @@ static unsigned i8_conv_mode(void)
         return (1u << n) - 1;
     if (!strcmp(s, "mma"))
         return 1u;
-    if (!strncmp(s, "wg", 2) && s[2] >= '1' && s[2] < '0' + n && !s[3])
-        return 1u << (s[2] - '0');
+    if (!strncmp(s, "wg", 2) && s[2] >= '1' && s[2] <= '9') {
+        char *end;
+        long c = strtol(s + 2, &end, 10);
+        if (!*end && c >= 1 && c < n)
+            return 1u << c;
+    }
     return 1u;
 }
 
@@ -543,7 +547,8 @@ static cudaError_t qconv_launch(const qconv_call *c, int cfg)
 {
     /* a weight-stationary choice (stored, or forced) for operands it does not take, e.g. a residual placed at another
      * alignment than when it was timed: configuration 7; so for QLinearConvSum forced to one without wgmma */
-    if ((cfg >= 8 && !cuk_gemm_i8_fits(cfg, &c->d, &c->e)) || (c->e.x2 && (cfg == 0 || cfg >= 8)))
+    if ((cfg >= 8 && cfg <= 9 && !cuk_gemm_i8_fits(cfg, &c->d, &c->e)) || (cfg >= 10 && !cuk_conv3_i8_fits(&c->d, &c->e)) ||
+        (c->e.x2 && (cfg == 0 || cfg >= 8)))
         cfg = 7;
     return cuk_conv_i8(cfg, c->x_s8, c->x, c->q->w, &c->e, c->y, &c->d, c->b->stream);
 }
@@ -570,6 +575,8 @@ static kiln_status qconv_choose(cu_be *b, const kiln_kctx *ctx, qconv_call *c, i
         for (int i = 8; i <= 9; i++)
             if ((ws && !strcmp(ws, "0")) || !cuk_gemm_i8_fits(i, &c->d, &c->e))
                 mask &= ~(1u << i);
+        if (!cuk_conv3_i8_fits(&c->d, &c->e))   /* the 3x3 patch kernels where they take the layer */
+            mask &= ~(3u << 10);
     }
     *cfg = __builtin_ctz(mask);
     if (!(mask & (mask - 1)))

@@ -287,6 +287,13 @@ cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, c
 bool cuk_gemm_i8_fits(int cfg, const cuk_conv_desc *d, const cuk_qepi *e);
 cudaError_t cuk_gemm_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
                         const cuk_conv_desc *d, cudaStream_t s);
+/* Configurations 10 (BN 64) and 11 (BN 128), kernels_conv3_i8.cu: a 3x3 stride-1 convolution with padding 1 (its
+ * output the input's size; no residual, no second convolution) over 16 x 8 pixel patches and their halo, each input
+ * pixel copied once a patch instead of once a tap; cuk_conv3_i8_fits says whether a layer is one (cuk_conv_i8 answers
+ * cudaErrorNotSupported otherwise) */
+bool cuk_conv3_i8_fits(const cuk_conv_desc *d, const cuk_qepi *e);
+cudaError_t cuk_conv3_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
+                         const cuk_conv_desc *d, cudaStream_t s);
 /* QLinearMatMul with a constant B runs as the 1x1 convolution of A's rows: d = {n = M, c = K, h = w = 1, k = N, r = s =
  * 1, strides / dilations 1, y_nhwc}, w = B^T ([N][K] s8). */
 int cuk_conv_i8_configs(void);

@@ -399,7 +399,7 @@ cudaError_t launch_x(bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qep
 
 } // namespace
 
-extern "C" int cuk_conv_i8_configs(void) { return 10; }
+extern "C" int cuk_conv_i8_configs(void) { return 12; }
 
 extern "C" bool cuk_conv_i8_sum_ok(void) { return wg_sm90() == cudaSuccess; }
 
@@ -407,7 +407,7 @@ extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const i
                                    const cuk_conv_desc *d, cudaStream_t s)
 {
     const int64_t M = (int64_t)d->n * d->p * d->q;
-    if (cfg < 0 || cfg >= 10 || d->c <= 0 || d->r <= 0 || d->s <= 0 || d->c % 16 || d->k % 8 || !d->y_nhwc ||
+    if (cfg < 0 || cfg >= 12 || d->c <= 0 || d->r <= 0 || d->s <= 0 || d->c % 16 || d->k % 8 || !d->y_nhwc ||
         (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
         (M + BM - 1) / BM >= 0x7fffffff || !e->m || e->out < CUK_QU8 || e->out > CUK_QBF16 ||
         ((uintptr_t)e->m & 15) || ((uintptr_t)y & 15) ||
@@ -444,6 +444,8 @@ extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const i
     // block an SM, and BN 256, won none (not built)
     case 7: return launch_x<128, true, 2, true, 1, 128>(x_s8, x, w, *e, y, d, s);
     // weight-stationary persistent blocks for 1x1 layers (kernels_gemm_i8.cu): BN 128, BN 64
-    default: return cuk_gemm_i8(cfg, x_s8, x, w, e, y, d, s);
+    case 8: case 9: return cuk_gemm_i8(cfg, x_s8, x, w, e, y, d, s);
+    // 3x3 stride-1 layers over patches and their halo (kernels_conv3_i8.cu): BN 64, BN 128
+    default: return cuk_conv3_i8(cfg, x_s8, x, w, e, y, d, s);
     }
 }

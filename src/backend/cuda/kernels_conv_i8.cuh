@@ -196,18 +196,19 @@ __device__ __forceinline__ void cp_async8(void *smem, const void *gmem, bool val
 template <int BN, bool GELU>
 __device__ __forceinline__ void store_reg(const int *acc, const float *msm, const int *bsm, const uint8_t *rsm,
                                           const cuk_qepi e, void *__restrict__ y, const cuk_conv_desc d, int64_t M,
-                                          int64_t m0, int n0, int tid, const float *t2 = nullptr)
+                                          int64_t m0, int n0, int tid, const float *t2 = nullptr, bool mapped = false,
+                                          int64_t mrow = 0, bool mok = false)
 {
     constexpr int RS = res_stride(BN);
     const int t = tid & 3, lr = quad_row(tid);
-    const int64_t row = m0 + lr;
+    const int64_t row = mapped ? mrow : m0 + lr;   // mapped: the caller's output row for quad_row(tid) (valid: mok)
     if (e.out >= CUK_QF32) {   // float values, stored as float32, FP16 or BF16
 #pragma unroll
         for (int p = 0; p < BN / 16; p++) {
             int2 u[4];
             quad_t4(acc, p, t, u);
             const int lc = (2 * p + (t & 1)) * 8, col = n0 + lc;   // u[s]: channels lc + 2s, lc + 2s + 1
-            if (row >= M || col >= d.k)
+            if ((mapped ? !mok : row >= M) || col >= d.k)
                 continue;
             int a[8];
             float m[8];
@@ -239,7 +240,7 @@ __device__ __forceinline__ void store_reg(const int *acc, const float *msm, cons
     const uint32_t sel_keep = cb ? sel_w1 : sel_w0, sel_send = cb ? sel_w0 : sel_w1;
     const uint32_t sel_f0 = cb ? 0x1054u : 0x5410u, sel_f1 = cb ? 0x3276u : 0x7632u;
     // once for the tile (the pointer test and the 64-bit row bound were evaluated again for every pair: ncu, session 36)
-    const bool has_res = e.res != nullptr, rok = row < M;
+    const bool has_res = e.res != nullptr, rok = mapped ? mok : row < M;
 #pragma unroll
     for (int p = 0; p < BN / 16; p++) {
         int a[8];
