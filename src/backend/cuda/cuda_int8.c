@@ -513,7 +513,7 @@ static kiln_status qconv_weights(cu_be *b, kiln_kctx *ctx, int64_t K, int64_t C,
     return KILN_OK;
 }
 
-/* Which configurations an INT8 convolution may run (a mask of 1 << cfg): KILN_CUDA_INT8_CONV=mma (0), =wg1 .. =wg9;
+/* Which configurations an INT8 convolution may run (a mask of 1 << cfg): KILN_CUDA_INT8_CONV=mma (0), =wg1 .. =wg11;
  * unset or =all: every one, the fastest timed at the layer's first run. Read per call: an A/B switch. */
 static unsigned i8_conv_mode(void)
 {

@@ -11,7 +11,8 @@
 // / 128 / 256 / 64, four stages with one group of MMAs in flight, or as many stages as the reduction has steps; sm_90
 // only; 4: BN 64 in 64 registers, four blocks an SM, for memory-bound layers; 5: BN 128 with each step's MMAs waited
 // for; 6: BN 128 with the copies four steps ahead, six stages; 7: BN 128 with 128-byte steps, three stages; 8 / 9:
-// 1x1 layers only, weight-stationary persistent blocks of BN 128 / 64, kernels_gemm_i8.cu); u8 or s8 activations in
+// 1x1 layers only, weight-stationary persistent blocks of BN 128 / 64, kernels_gemm_i8.cu; 10 / 11: 3x3 stride-1
+// layers over pixel patches and their halo, BN 64 / 128, kernels_conv3_i8.cu); u8 or s8 activations in
 // each. The epilogue's operands (per-channel multipliers and biases, the residual tile of QLinearConvAdd) are copied into shared
 // memory by cp.async with the reduction's second step, so no global load waits between the stores. Epilogue: wgmma
 // configurations from the registers (store_reg: a quad's shuffles give each lane 8 channels of a pixel, one 8-byte
