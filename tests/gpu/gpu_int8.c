@@ -206,6 +206,8 @@ static const qconv_spec qconv_specs[] = {
      * epilogue's other path) over 192 channels, 136 outputs */
     {"3x3 c80 k72 patches", 3, 80, 19, 13, 72, 3, 3, 1, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 4, true, true, "Relu", 0},
     {"3x3 s8 c192 ->f32", 1, 192, 17, 9, 136, 3, 3, 1, 1, 1, KILN_DT_INT8, 0, KILN_DT_FLOAT32, 0, true, true, "", 0},
+    /* one 64-channel step over 528 patches: wg10's persistent blocks walk several each (two halo buffers in turn) */
+    {"3x3 c32 528 patches", 16, 32, 40, 83, 40, 3, 3, 1, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 2, true, true, "Relu", 0},
 };
 
 /* Like check_case, for 8-bit outputs computed through a non-linear activation (the GPU's expf / erf approximations

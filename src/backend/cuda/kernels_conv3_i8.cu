@@ -9,7 +9,8 @@
 // of a row are one core matrix at any offset, the next patch row 10 pixels (160 bytes) further -- one descriptor per
 // tap and 32-byte K step (leading byte offset: the chunk planes, 180 x 16 bytes apart). Warpgroup w multiplies patch
 // rows 8w .. 8w + 7. The filter's 9 tap tiles [BN][64] use the 64-byte swizzle of the other kernels. Reduction steps
-// of 64 channels, the next step's halo and taps copied (cp.async) while this one's 18 MMAs a warpgroup run; the
+// of 64 channels, the next step's halo and taps copied (cp.async) while this one's 18 MMAs a warpgroup run; where C <=
+// 64 (one step: ResNet's layer1) persistent blocks keep the taps and walk patches with the next halo in flight. The
 // epilogue is theirs (store_reg, the CPU's bytes), with the patch's output rows.
 #include "kernels_conv_i8.cuh"
 
@@ -36,6 +37,80 @@ __device__ __forceinline__ uint64_t desc_plain(uint32_t saddr, uint32_t lbo, uin
 }
 #endif
 
+// A patch: image img, output rows py0 .., columns px0 ..
+struct patch3 {
+    int img, py0, px0;
+};
+#if KILN_WGMMA   // (the helpers of the kernels' sm_90a bodies: unused, and warned of, in the other passes)
+__device__ __forceinline__ patch3 patch_of(int pidx, int pt_h, int pt_w)
+{
+    const int per_img = pt_h * pt_w, img = pidx / per_img, rem = pidx - img * per_img;
+    return {img, rem / pt_w * PH, rem % pt_w * PW};
+}
+
+// Channels c0 .. c0 + 63 of patch p's halo into as: 720 16-byte pieces (piece = chunk j of pixel i; zeros outside
+// the image or past C)
+__device__ __forceinline__ void copy_halo(uint8_t *as, const uint8_t *x, const cuk_conv_desc &d, patch3 p, int c0,
+                                          int tid)
+{
+    const uint8_t *ximg = x + (int64_t)p.img * d.h * d.w * d.c;
+    for (int q = tid; q < HPX * 4; q += THREADS3) {
+        const int i = q >> 2, j = q & 3, hy = p.py0 - 1 + i / HW, hx = p.px0 - 1 + i % HW, c = c0 + j * 16;
+        const bool ok = (unsigned)hy < (unsigned)d.h && (unsigned)hx < (unsigned)d.w && c < d.c;
+        cp_async16(as + (j * HPX + i) * 16, ok ? ximg + ((int64_t)hy * d.w + hx) * d.c + c : x, ok);
+    }
+}
+
+// Channels c0 .. c0 + 63 of the 9 taps' filter rows n0 .. n0 + BN - 1 into bs: tap tiles [BN][64] in the 64-byte
+// swizzle (zeros past K or C)
+template <int BN>
+__device__ __forceinline__ void copy_taps(uint8_t *bs, const uint8_t *wb, const cuk_conv_desc &d, int n0, int c0,
+                                          int tid)
+{
+    const int red = 9 * d.c;   // a filter row's bytes (KRSC)
+    for (int q = tid; q < 9 * BN * 4; q += THREADS3) {
+        const int tap = q / (BN * 4), r = q % (BN * 4), row = r >> 2, ch = r & 3, c = c0 + ch * 16;
+        const bool ok = n0 + row < d.k && c < d.c;
+        cp_async16(bs + tap * BN * 64 + wg_swz(row, ch, 64), ok ? wb + (int64_t)(n0 + row) * red + tap * d.c + c : wb,
+                   ok);
+    }
+}
+
+// One 64-channel step's 18 MMAs of warpgroup wg (patch rows 8 wg ..): halo as, tap tiles bs; first: the sums start
+template <int BN, bool XS8>
+__device__ __forceinline__ void taps_mma(int *acc, uint32_t as, uint32_t bs, int wg, bool first)
+{
+    wg_fence();
+#pragma unroll
+    for (int tap = 0; tap < 9; tap++) {
+        const int r = tap / 3, s = tap % 3;
+#pragma unroll
+        for (int kk = 0; kk < 2; kk++) {
+            const uint64_t da = desc_plain(as + ((2 * kk) * HPX + (wg * 8 + r) * HW + s) * 16, HPX * 16, HW * 16);
+            const uint64_t db = wg_desc(bs + tap * BN * 64 + kk * 32, 64);
+            const int in = !first || tap > 0 || kk > 0;
+            if constexpr (BN == 64)
+                wgmma_i8_n64<XS8>(acc, da, db, in);
+            else
+                wgmma_i8_n128<XS8>(acc, da, db, in);
+        }
+    }
+    wg_commit();
+}
+
+// The epilogue of patch p's tile (quad_row: warpgroup w's rows 64 w .. are patch rows 8 w ..)
+template <int BN>
+__device__ __forceinline__ void store_patch(const int *acc, const float *msm, const int *bsm, const cuk_qepi &e,
+                                            void *y, const cuk_conv_desc &d, patch3 p, int n0, int tid)
+{
+    const int lr = quad_row(tid), py = p.py0 + lr / 8, px = p.px0 + lr % 8;
+    store_reg<BN, false>(acc, msm, bsm, nullptr, e, y, d, 0, 0, n0, tid, nullptr, true,
+                         ((int64_t)p.img * d.p + py) * d.q + px, py < d.p && px < d.q);
+}
+
+#endif
+
+// One patch a block, the reduction in 64-channel steps (halo and taps of the next step copied during this one's MMAs)
 template <int BN, bool XS8>
 __global__ void __launch_bounds__(THREADS3, BN == 64 ? 3 : 1)
     k_conv3_i8(const uint8_t *__restrict__ x, const int8_t *__restrict__ w, cuk_qepi e, void *__restrict__ y,
@@ -45,74 +120,67 @@ __global__ void __launch_bounds__(THREADS3, BN == 64 ? 3 : 1)
     using C = c3<BN>;
     extern __shared__ __align__(1024) uint8_t smem_raw[];
     uint8_t *sm = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
-    const int tid = threadIdx.x;
+    const int tid = threadIdx.x, wg = tid >> 7;
     const int steps = (d.c + 63) / 64;
-    const int nst = steps > 1 ? 2 : 1;
-    float *msm = (float *)(sm + nst * C::STAGE);
+    float *msm = (float *)(sm + (steps > 1 ? 2 : 1) * C::STAGE);
     int *bsm = (int *)(msm + BN);
-    // the patch: image n, output rows py0 .., columns px0 .. (blockIdx.y), output channels n0 .. (blockIdx.x)
-    const int pidx = blockIdx.y, per_img = pt_h * pt_w;
-    const int img = pidx / per_img, rem = pidx - img * per_img;
-    const int py0 = rem / pt_w * PH, px0 = rem % pt_w * PW, n0 = blockIdx.x * BN;
-    const int64_t xrow = (int64_t)d.h * d.w * d.c;   // one image's bytes
-    const uint8_t *ximg = x + img * xrow;
-    const uint8_t *wb = (const uint8_t *)w;
-    const int red = 9 * d.c;   // a filter row's bytes (KRSC)
-    // step k's copies into stage st: the halo's 720 16-byte pieces (piece = chunk j of pixel i; zeros outside the
-    // image or past C), then the 9 tap tiles' BN x 4 pieces (zeros past K or C)
-    auto load = [&](int k, int st) {
-        uint8_t *as = sm + st * C::STAGE, *bs = as + A3;
-        const int c0 = k * 64;
-        for (int q = tid; q < HPX * 4; q += THREADS3) {
-            const int i = q >> 2, j = q & 3, hy = py0 - 1 + i / HW, hx = px0 - 1 + i % HW, c = c0 + j * 16;
-            const bool ok = (unsigned)hy < (unsigned)d.h && (unsigned)hx < (unsigned)d.w && c < d.c;
-            cp_async16(as + (j * HPX + i) * 16, ok ? ximg + ((int64_t)hy * d.w + hx) * d.c + c : x, ok);
-        }
-        for (int q = tid; q < 9 * BN * 4; q += THREADS3) {
-            const int tap = q / (BN * 4), r = q % (BN * 4), row = r >> 2, ch = r & 3, c = c0 + ch * 16;
-            const bool ok = n0 + row < d.k && c < d.c;
-            cp_async16(bs + tap * BN * 64 + wg_swz(row, ch, 64),
-                       ok ? wb + (int64_t)(n0 + row) * red + tap * d.c + c : wb, ok);
-        }
-    };
-    load(0, 0);
+    const patch3 p = patch_of(blockIdx.y, pt_h, pt_w);
+    const int n0 = blockIdx.x * BN;
+    copy_halo(sm, x, d, p, 0, tid);
+    copy_taps<BN>(sm + A3, (const uint8_t *)w, d, n0, 0, tid);
     load_mb<BN>(e, d, msm, bsm, n0, tid);
     cp_commit();
     int acc[BN / 2];
-    const int wg = tid >> 7;
     for (int k = 0; k < steps; k++) {
         cp_wait<0>();
         fence_proxy_async();
         __syncthreads();   // step k's stage landed for every thread; every warpgroup is done with the other stage
-        if (k + 1 < steps)
-            load(k + 1, (k + 1) & 1);
-        cp_commit();
-        const uint32_t as = smem_u32(sm + (k & 1) * C::STAGE), bs = as + A3;
-        wg_fence();
-#pragma unroll
-        for (int tap = 0; tap < 9; tap++) {
-            const int r = tap / 3, s = tap % 3;
-#pragma unroll
-            for (int kk = 0; kk < 2; kk++) {
-                const uint64_t da = desc_plain(as + ((2 * kk) * HPX + (wg * 8 + r) * HW + s) * 16, HPX * 16, HW * 16);
-                const uint64_t db = wg_desc(bs + tap * BN * 64 + kk * 32, 64);
-                const int in = k > 0 || tap > 0 || kk > 0;
-                if constexpr (BN == 64)
-                    wgmma_i8_n64<XS8>(acc, da, db, in);
-                else
-                    wgmma_i8_n128<XS8>(acc, da, db, in);
-            }
+        if (k + 1 < steps) {
+            uint8_t *st = sm + ((k + 1) & 1) * C::STAGE;
+            copy_halo(st, x, d, p, (k + 1) * 64, tid);
+            copy_taps<BN>(st + A3, (const uint8_t *)w, d, n0, (k + 1) * 64, tid);
         }
-        wg_commit();
+        cp_commit();
+        const uint32_t as = smem_u32(sm + (k & 1) * C::STAGE);
+        taps_mma<BN, XS8>(acc, as, as + A3, wg, k == 0);
         wg_wait<0>();
     }
-    cp_wait<0>();
-    __syncthreads();   // the epilogue's multipliers and biases landed
-    // this thread's output pixel in the patch (quad_row: warpgroup w's rows 64 w .. are patch rows 8 w ..)
-    const int lr = quad_row(tid), py = py0 + lr / 8, px = px0 + lr % 8;
-    const bool ok = py < d.p && px < d.q;
-    store_reg<BN, false>(acc, msm, bsm, nullptr, e, y, d, 0, 0, n0, tid, nullptr, true,
-                         ((int64_t)img * d.p + py) * d.q + px, ok);
+    store_patch<BN>(acc, msm, bsm, e, y, d, p, n0, tid);
+#endif
+}
+
+// C <= 64 (one step): persistent blocks keep their column tile's 9 tap tiles and walk patches blockIdx.y, +
+// gridDim.y, ..., the next patch's halo copied during this one's MMAs and epilogue (two halo buffers)
+template <int BN, bool XS8>
+__global__ void __launch_bounds__(THREADS3, 3)
+    k_conv3_i8_p(const uint8_t *__restrict__ x, const int8_t *__restrict__ w, cuk_qepi e, void *__restrict__ y,
+                 cuk_conv_desc d, int pt_h, int pt_w, int patches)
+{
+#if KILN_WGMMA
+    extern __shared__ __align__(1024) uint8_t smem_raw[];
+    uint8_t *sm = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+    uint8_t *bsh = sm + 2 * A3;   // the taps, after the two halo buffers
+    float *msm = (float *)(bsh + c3<BN>::B);
+    int *bsm = (int *)(msm + BN);
+    const int tid = threadIdx.x, wg = tid >> 7, n0 = blockIdx.x * BN;
+    copy_taps<BN>(bsh, (const uint8_t *)w, d, n0, 0, tid);
+    load_mb<BN>(e, d, msm, bsm, n0, tid);
+    copy_halo(sm, x, d, patch_of(blockIdx.y, pt_h, pt_w), 0, tid);
+    cp_commit();
+    int acc[BN / 2];
+    int buf = 0;
+    for (int pi = blockIdx.y; pi < patches; pi += gridDim.y) {
+        cp_wait<0>();
+        fence_proxy_async();
+        __syncthreads();   // this patch's halo (and the taps) landed; every warpgroup is done with the other buffer
+        if (pi + (int)gridDim.y < patches)
+            copy_halo(sm + (buf ^ 1) * A3, x, d, patch_of(pi + gridDim.y, pt_h, pt_w), 0, tid);
+        cp_commit();
+        taps_mma<BN, XS8>(acc, smem_u32(sm + buf * A3), smem_u32(bsh), wg, true);
+        wg_wait<0>();
+        store_patch<BN>(acc, msm, bsm, e, y, d, patch_of(pi, pt_h, pt_w), n0, tid);
+        buf ^= 1;
+    }
 #endif
 }
 
@@ -126,6 +194,22 @@ cudaError_t launch3(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *
     if (patches > 65535 || n_tiles > 65535)
         return cudaErrorNotSupported;
     const int steps = (d->c + 63) / 64;
+    if constexpr (BN == 64) {
+    if (steps == 1) {   // persistent: as many blocks as fit, spread over the column tiles
+        auto kern = k_conv3_i8_p<BN, XS8>;
+        const int bytes = 1024 + 2 * A3 + c3<BN>::B + BN * 8;
+        cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+        int per_sm = 0;
+        if (err == cudaSuccess)
+            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, THREADS3, bytes);
+        if (err != cudaSuccess)
+            return err;
+        int64_t g = (int64_t)(per_sm > 0 ? per_sm : 1) * sm_count() / n_tiles;
+        g = g < 1 ? 1 : g > patches ? patches : g;
+        kern<<<dim3((unsigned)n_tiles, (unsigned)g), THREADS3, bytes, s>>>(x, w, e, y, *d, pt_h, pt_w, (int)patches);
+        return cudaGetLastError();
+    }
+    }
     const int bytes = 1024 + (steps > 1 ? 2 : 1) * c3<BN>::STAGE + BN * 8;
     auto kern = k_conv3_i8<BN, XS8>;
     cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
