@@ -60,6 +60,30 @@ tgraph fp8_trans_a_graph(void)
 static void fp8_shared_input_case(double tol);
 static void fp8_midpoint_case(double tol);
 
+/* A long reduction (1152: 9 steps of 128 bytes, 18 of 64, past every pipeline's depth), 3 row tiles, bias + Relu */
+static tgraph fp8_red1152_graph(void)
+{
+    tgraph t = tg_new(KILN_OP_FusedConv, 1);
+    tg_in(&t, RT(4, 2, 128, 13, 11), false);
+    tg_in(&t, RT(4, 64, 128, 3, 3), true);
+    tg_in(&t, RT(1, 64), true);
+    tg_outs(&t, 1);
+    attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
+    set_act(&t, KILN_FUSED_RELU, 0, 0);
+    mark_fp8(&t, 1.0f);
+    return t;
+}
+
+/* Its bound in kernel mode `how`: the wgmma kernels (wgN, tmaN) chain all 36 of an output's k32 MMAs in one
+ * accumulator, and each MMA adds to the running sum keeping ~14 bits (test_gpu.c, fp8_output_cases): up to 36
+ * truncations of ulp 2^-13 relative to the sum, 4.4e-3 (measured: 600 draws, KILN_TEST_GPU_ONLY=fp8acc, median 1.2e-3,
+ * largest 2.0e-3; 3.1e-3 on one draw of a full run). The chained sum is what these kernels compute (as cuBLASLt's
+ * fast accumulation), so their bound is that one; cuDNN's and the mma.sync kernel's sums keep the case's tolerance. */
+static double fp8_red1152_tol(const char *how, double tol)
+{
+    return !strncmp(how, "wg", 2) || !strncmp(how, "tma", 3) ? fmax(tol, 36 * 0x1p-13) : tol;
+}
+
 /* FP8 convolutions (cuda_conv_fp8.c: kiln's E4M3 implicit GEMM or cuDNN's graph, channels-last, scale + bias +
  * residual + ReLU fused): 3x3 with everything fused, 1x1 stride 2 saturating, 3x3 stride 2 with small inputs in
  * E4M3's subnormals, SiLU (kiln's epilogue after), a dilated one over several tiles with partial ones */
@@ -131,23 +155,10 @@ static void fp8_conv_cases_in(double tol, const char *how)
     mark_fp8(&t, 1.0f);
     snprintf(name, sizeof name, "%s (%s)", "FP8 FusedConv 3x3 d2 48->144 1449 px", how);
     run_case(name, &t, tol);
-    /* a long reduction (1152: 9 steps of 128 bytes, 18 of 64, past every pipeline's depth), 3 row tiles. The wgmma
-     * kernels (wgN, tmaN) chain all 36 of an output's k32 MMAs in one accumulator, and each MMA adds to the running
-     * sum keeping ~14 bits (test_gpu.c, fp8_output_cases): up to 36 truncations of ulp 2^-13 relative to the sum,
-     * 4.4e-3 (measured: 600 draws, KILN_TEST_GPU_ONLY=fp8acc, median 1.2e-3, largest 2.0e-3; 3.1e-3 on one
-     * draw of a full run). The chained sum is what these kernels compute (as cuBLASLt's fast accumulation), so
-     * their bound here is that one; cuDNN's and the mma.sync kernel's sums keep the case's tolerance. */
-    const bool chained = !strncmp(how, "wg", 2) || !strncmp(how, "tma", 3);
-    t = tg_new(KILN_OP_FusedConv, 1);
-    tg_in(&t, RT(4, 2, 128, 13, 11), false);
-    tg_in(&t, RT(4, 64, 128, 3, 3), true);
-    tg_in(&t, RT(1, 64), true);
-    tg_outs(&t, 1);
-    attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
-    set_act(&t, KILN_FUSED_RELU, 0, 0);
-    mark_fp8(&t, 1.0f);
+    /* a long reduction, its bound per kernel (fp8_red1152_tol) */
+    t = fp8_red1152_graph();
     snprintf(name, sizeof name, "%s (%s)", "FP8 FusedConv 3x3 128->64 red 1152", how);
-    run_case(name, &t, chained ? fmax(tol, 36 * 0x1p-13) : tol);
+    run_case(name, &t, fp8_red1152_tol(how, tol));
 }
 
 /* KILN_TEST_GPU_ONLY=fp8acc: the long-reduction FP8 convolution (1152 products an output) on data drawn from seeds
@@ -170,17 +181,10 @@ void fp8_accuracy_sweep(double tol)
         for (int m = 0; m < n_modes; m++) {
             setenv("KILN_CUDA_FP8_CONV", modes[m], 1);
             rng = 0x9E3779B97F4A7C15ull * seed;
-            tgraph t = tg_new(KILN_OP_FusedConv, 1);
-            tg_in(&t, RT(4, 2, 128, 13, 11), false);
-            tg_in(&t, RT(4, 64, 128, 3, 3), true);
-            tg_in(&t, RT(1, 64), true);
-            tg_outs(&t, 1);
-            attr_ints(&t, "pads", 4, D(1, 1, 1, 1));
-            set_act(&t, KILN_FUSED_RELU, 0, 0);
-            mark_fp8(&t, 1.0f);
+            tgraph t = fp8_red1152_graph();
             char name[96];
             snprintf(name, sizeof name, "FP8 red 1152 seed %llu (%s)", seed, modes[m]);
-            run_case(name, &t, !strncmp(modes[m], "wg", 2) ? fmax(tol, 36 * 0x1p-13) : tol);   /* fp8_conv_cases_in */
+            run_case(name, &t, fp8_red1152_tol(modes[m], tol));
         }
     unsetenv("KILN_CUDA_FP8_CONV");
 }

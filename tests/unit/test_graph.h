@@ -2,6 +2,7 @@
 #ifndef KILN_TEST_GRAPH_H
 #define KILN_TEST_GRAPH_H
 #include "ir/graph.h"
+#include "runtime/exec.h"
 #include "test.h"
 #include "test_tensor.h"
 #include <math.h>
@@ -95,6 +96,18 @@ static inline double test_worst_f32(const float *got, const float *want, int64_t
         worst = err > worst || isnan(err) ? err : worst;
     }
     return worst;
+}
+
+/* Runs g (one output) on one thread with inputs feed: the status must be want and the message contain what */
+static inline void test_graph_expect(const kiln_graph *g, const kiln_tensor *const *feed, kiln_status want,
+                                     const char *what)
+{
+    kiln_tensor got[1] = {0};
+    kiln_run_env env = {.nthreads = 1};
+    kiln_status st = kiln__exec_graph(g, NULL, feed, got, &env, 0);
+    const char *msg = kiln_last_error();
+    CHECK_MSG(st == want && msg && strstr(msg, what), "%s: status %d, message '%s'", what, st, msg ? msg : "");
+    kiln__tensor_release(&got[0]);
 }
 
 #endif

@@ -227,28 +227,18 @@ static void blk_run(const blk_case *c, unsigned long long *seed)
     kiln_model_free(m);
 }
 
-static kiln_tensor q_scalar(kiln_dtype dt, double v)
-{
-    kiln_tensor t;
-    CHECK(kiln__tensor_alloc(&t, dt, 0, NULL) == KILN_OK);
-    if (dt == KILN_DT_FLOAT32)
-        *(float *)t.data = (float)v;
-    else
-        kiln__set_i64(dt, t.data, 0, (int64_t)v);
-    return t;
-}
 
 /* QLinearConv's inputs 0-7 of a test node: x (a graph input of dims xd), scales 0.1 / 0.01 / 0.2, zero points 0, w */
 static void qconv_inputs(kiln_graph *g, const int64_t *xd, kiln_tensor w, int *in)
 {
     in[0] = test_graph_input(g, "x", 4, xd);
-    in[1] = test_graph_const(g, "xs", q_scalar(KILN_DT_FLOAT32, 0.1));
-    in[2] = test_graph_const(g, "xz", q_scalar(KILN_DT_UINT8, 0));
+    in[1] = test_graph_const(g, "xs", test_scalar(KILN_DT_FLOAT32, 0.1));
+    in[2] = test_graph_const(g, "xz", test_scalar(KILN_DT_UINT8, 0));
     in[3] = test_graph_const(g, "w", w);
-    in[4] = test_graph_const(g, "ws", q_scalar(KILN_DT_FLOAT32, 0.01));
-    in[5] = test_graph_const(g, "wz", q_scalar(KILN_DT_INT8, 0));
-    in[6] = test_graph_const(g, "ys", q_scalar(KILN_DT_FLOAT32, 0.2));
-    in[7] = test_graph_const(g, "yz", q_scalar(KILN_DT_INT8, 0));
+    in[4] = test_graph_const(g, "ws", test_scalar(KILN_DT_FLOAT32, 0.01));
+    in[5] = test_graph_const(g, "wz", test_scalar(KILN_DT_INT8, 0));
+    in[6] = test_graph_const(g, "ys", test_scalar(KILN_DT_FLOAT32, 0.2));
+    in[7] = test_graph_const(g, "yz", test_scalar(KILN_DT_INT8, 0));
 }
 
 /* A QLinearConvAdd node run directly: R of dims rd and dtype rdt (the convolution gives [1, 8, 5, 5]); float_out:
@@ -273,9 +263,9 @@ static void bad_case_ex(const int64_t *rd, kiln_dtype rdt, bool float_out, int e
     qconv_inputs(g, xd, wt, in);
     in[8] = -1;
     in[9] = test_graph_input(g, "r", 4, rd);
-    in[10] = test_graph_const(g, "rs", q_scalar(KILN_DT_FLOAT32, 0.3));
-    in[11] = test_graph_const(g, "rz", q_scalar(KILN_DT_UINT8, 0));
-    in[12] = test_graph_const(g, "cs", q_scalar(KILN_DT_FLOAT32, 0.4));
+    in[10] = test_graph_const(g, "rs", test_scalar(KILN_DT_FLOAT32, 0.3));
+    in[11] = test_graph_const(g, "rz", test_scalar(KILN_DT_UINT8, 0));
+    in[12] = test_graph_const(g, "cs", test_scalar(KILN_DT_FLOAT32, 0.4));
     if (empty)
         in[empty] = -1;
     int out = test_graph_value(g, "c");
@@ -292,12 +282,7 @@ static void bad_case_ex(const int64_t *rd, kiln_dtype rdt, bool float_out, int e
         CHECK(kiln__node_set_attr_i(&g->nodes[n], "kiln_res_float", 1) == KILN_OK);
     test_graph_output(g, out);
     const kiln_tensor *feed[2] = {&xt, &rt};
-    kiln_tensor got[1] = {0};
-    kiln_run_env env = {.nthreads = 1};
-    kiln_status st = kiln__exec_graph(g, NULL, feed, got, &env, 0);
-    const char *msg = kiln_last_error();
-    CHECK_MSG(st == want && msg && strstr(msg, what), "%s: status %d, message '%s'", what, st, msg ? msg : "");
-    kiln__tensor_release(&got[0]);
+    test_graph_expect(g, feed, want, what);
     kiln__tensor_release(&xt);
     kiln__tensor_release(&rt);
     kiln__graph_free(g);
@@ -359,8 +344,8 @@ static void once_case(int ks, kiln_dtype rdt, int rz, kiln_dtype cdt, int cz, co
         kiln_graph *g = kiln__graph_new(NULL);
         int in[14];
         in[0] = test_graph_input(g, "x", 4, xd);
-        in[1] = test_graph_const(g, "xs", q_scalar(KILN_DT_FLOAT32, xs));
-        in[2] = test_graph_const(g, "xz", q_scalar(KILN_DT_UINT8, 0));
+        in[1] = test_graph_const(g, "xs", test_scalar(KILN_DT_FLOAT32, xs));
+        in[2] = test_graph_const(g, "xz", test_scalar(KILN_DT_UINT8, 0));
         kiln_tensor wc = {0}, wsc = {0}, bc = {0};
         CHECK(kiln__tensor_clone(&wc, &wt) == KILN_OK);
         CHECK(kiln__tensor_clone(&wsc, &wst) == KILN_OK);
@@ -369,14 +354,14 @@ static void once_case(int ks, kiln_dtype rdt, int rz, kiln_dtype cdt, int cz, co
         in[4] = test_graph_const(g, "ws", wsc);
         in[5] = -1;
         /* one rounding: C's scale and zero point at 6, 7; two: Y's (int8, 0), C's at 12, 13 */
-        in[6] = test_graph_const(g, "ys", q_scalar(KILN_DT_FLOAT32, two ? ys : cs));
-        in[7] = test_graph_const(g, "yz", two ? q_scalar(KILN_DT_INT8, 0) : q_scalar(cdt, cz));
+        in[6] = test_graph_const(g, "ys", test_scalar(KILN_DT_FLOAT32, two ? ys : cs));
+        in[7] = test_graph_const(g, "yz", two ? test_scalar(KILN_DT_INT8, 0) : test_scalar(cdt, cz));
         in[8] = test_graph_const(g, "b", bc);
         in[9] = test_graph_input(g, "r", 4, od);
-        in[10] = test_graph_const(g, "rs", q_scalar(KILN_DT_FLOAT32, rs));
-        in[11] = test_graph_const(g, "rz", q_scalar(rdt, rz));
-        in[12] = test_graph_const(g, "cs", q_scalar(KILN_DT_FLOAT32, cs));
-        in[13] = test_graph_const(g, "cz", q_scalar(cdt, cz));
+        in[10] = test_graph_const(g, "rs", test_scalar(KILN_DT_FLOAT32, rs));
+        in[11] = test_graph_const(g, "rz", test_scalar(rdt, rz));
+        in[12] = test_graph_const(g, "cs", test_scalar(KILN_DT_FLOAT32, cs));
+        in[13] = test_graph_const(g, "cz", test_scalar(cdt, cz));
         int out = test_graph_value(g, "c");
         int n = test_graph_node(g, KILN_OP_QLinearConvAdd, "qca", two ? 14 : 12, in, out);
         int64_t pads[4] = {ks / 2, ks / 2, ks / 2, ks / 2};
@@ -453,9 +438,9 @@ static void pass_case(bool auto_conv, bool auto_add, const char *conv_act, bool 
     int in[9], y = test_graph_value(g, "y"), c = test_graph_value(g, "c");
     qconv_inputs(g, xd, wt, in);
     int cn = test_graph_node(g, KILN_OP_QLinearConv, "conv", 8, in, y);
-    int ain[8] = {y, in[6], in[7], test_graph_input(g, "r", 4, yd), test_graph_const(g, "rs", q_scalar(KILN_DT_FLOAT32, 0.3)),
-                  test_graph_const(g, "rz", q_scalar(KILN_DT_UINT8, 0)), test_graph_const(g, "cs", q_scalar(KILN_DT_FLOAT32, 0.4)),
-                  test_graph_const(g, "cz", q_scalar(KILN_DT_UINT8, 0))};
+    int ain[8] = {y, in[6], in[7], test_graph_input(g, "r", 4, yd), test_graph_const(g, "rs", test_scalar(KILN_DT_FLOAT32, 0.3)),
+                  test_graph_const(g, "rz", test_scalar(KILN_DT_UINT8, 0)), test_graph_const(g, "cs", test_scalar(KILN_DT_FLOAT32, 0.4)),
+                  test_graph_const(g, "cz", test_scalar(KILN_DT_UINT8, 0))};
     int an = test_graph_node(g, KILN_OP_QLinearAdd, "add", 8, ain, c);
     CHECK(kiln__node_set_attr_s(&g->nodes[an], "kiln_act", "Relu") == KILN_OK);
     if (auto_conv)

@@ -18,16 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static kiln_tensor q_scalar(kiln_dtype dt, double v)
-{
-    kiln_tensor t;
-    CHECK(kiln__tensor_alloc(&t, dt, 0, NULL) == KILN_OK);
-    if (dt == KILN_DT_FLOAT32)
-        *(float *)t.data = (float)v;
-    else
-        kiln__set_i64(dt, t.data, 0, (int64_t)v);
-    return t;
-}
 
 static kiln_tensor rand_q(kiln_dtype dt, int nd, const int64_t *dims, unsigned long long *seed)
 {
@@ -82,19 +72,19 @@ static void run_case(const sum_case *k, unsigned long long *seed)
         kiln_graph *g = kiln__graph_new(NULL);
         int in[16];
         in[0] = test_graph_input(g, "x", 4, xd);
-        in[1] = test_graph_const(g, "xs", q_scalar(KILN_DT_FLOAT32, xs));
-        in[2] = test_graph_const(g, "xz", q_scalar(k->xdt, k->xz));
+        in[1] = test_graph_const(g, "xs", test_scalar(KILN_DT_FLOAT32, xs));
+        in[2] = test_graph_const(g, "xz", test_scalar(k->xdt, k->xz));
         in[3] = test_graph_const(g, "w", clone(&wt));
         in[4] = test_graph_const(g, "ws", clone(&wst));
         in[5] = -1;
-        in[6] = test_graph_const(g, "cs", q_scalar(KILN_DT_FLOAT32, cs));
-        in[7] = test_graph_const(g, "cz", q_scalar(k->cdt, k->cz));
+        in[6] = test_graph_const(g, "cs", test_scalar(KILN_DT_FLOAT32, cs));
+        in[7] = test_graph_const(g, "cz", test_scalar(k->cdt, k->cz));
         in[8] = test_graph_const(g, "b", clone(&bt));
-        int d[9] = {test_graph_input(g, "x2", 4, x2d), test_graph_const(g, "x2s", q_scalar(KILN_DT_FLOAT32, x2s)),
-                    test_graph_const(g, "x2z", q_scalar(k->xdt, k->xz)), test_graph_const(g, "w2", clone(&w2t)),
+        int d[9] = {test_graph_input(g, "x2", 4, x2d), test_graph_const(g, "x2s", test_scalar(KILN_DT_FLOAT32, x2s)),
+                    test_graph_const(g, "x2z", test_scalar(k->xdt, k->xz)), test_graph_const(g, "w2", clone(&w2t)),
                     test_graph_const(g, "w2s", clone(&w2st)), -1,
-                    test_graph_const(g, "rs", q_scalar(KILN_DT_FLOAT32, rs)),
-                    test_graph_const(g, "rz", q_scalar(KILN_DT_UINT8, 128)), test_graph_const(g, "b2", clone(&b2t))};
+                    test_graph_const(g, "rs", test_scalar(KILN_DT_FLOAT32, rs)),
+                    test_graph_const(g, "rz", test_scalar(KILN_DT_UINT8, 128)), test_graph_const(g, "b2", clone(&b2t))};
         int out = test_graph_value(g, "c"), n;
         if (!two) {
             for (int i = 0; i < 6; i++)
@@ -182,18 +172,18 @@ static int pass_case(int ks2, int s, const char *d_act, bool d_auto, bool shared
     memset(w2t.data, 2, w2t.nbytes);
     int y = test_graph_value(g, "y"), r = test_graph_value(g, "r"), c = test_graph_value(g, "c");
     int xin = test_graph_input(g, "x", 4, xd), x2in = test_graph_input(g, "x2", 4, x2d);
-    int ys = test_graph_const(g, "ys", q_scalar(KILN_DT_FLOAT32, 0.2)), yz = test_graph_const(g, "yz", q_scalar(KILN_DT_UINT8, 0));
-    int rs = test_graph_const(g, "rs", q_scalar(KILN_DT_FLOAT32, 0.3)), rz = test_graph_const(g, "rz", q_scalar(KILN_DT_UINT8, 0));
-    int cin[8] = {xin, test_graph_const(g, "xs", q_scalar(KILN_DT_FLOAT32, 0.1)), test_graph_const(g, "xz", q_scalar(KILN_DT_UINT8, 0)),
-                  test_graph_const(g, "w", wt), test_graph_const(g, "ws", q_scalar(KILN_DT_FLOAT32, 0.01)),
-                  test_graph_const(g, "wz", q_scalar(KILN_DT_INT8, 0)), ys, yz};
-    int din[8] = {x2in, test_graph_const(g, "x2s", q_scalar(KILN_DT_FLOAT32, 0.05)), test_graph_const(g, "x2z", q_scalar(KILN_DT_UINT8, 0)),
-                  test_graph_const(g, "w2", w2t), test_graph_const(g, "w2s", q_scalar(KILN_DT_FLOAT32, 0.02)),
-                  test_graph_const(g, "w2z", q_scalar(KILN_DT_INT8, 0)), rs, rz};
+    int ys = test_graph_const(g, "ys", test_scalar(KILN_DT_FLOAT32, 0.2)), yz = test_graph_const(g, "yz", test_scalar(KILN_DT_UINT8, 0));
+    int rs = test_graph_const(g, "rs", test_scalar(KILN_DT_FLOAT32, 0.3)), rz = test_graph_const(g, "rz", test_scalar(KILN_DT_UINT8, 0));
+    int cin[8] = {xin, test_graph_const(g, "xs", test_scalar(KILN_DT_FLOAT32, 0.1)), test_graph_const(g, "xz", test_scalar(KILN_DT_UINT8, 0)),
+                  test_graph_const(g, "w", wt), test_graph_const(g, "ws", test_scalar(KILN_DT_FLOAT32, 0.01)),
+                  test_graph_const(g, "wz", test_scalar(KILN_DT_INT8, 0)), ys, yz};
+    int din[8] = {x2in, test_graph_const(g, "x2s", test_scalar(KILN_DT_FLOAT32, 0.05)), test_graph_const(g, "x2z", test_scalar(KILN_DT_UINT8, 0)),
+                  test_graph_const(g, "w2", w2t), test_graph_const(g, "w2s", test_scalar(KILN_DT_FLOAT32, 0.02)),
+                  test_graph_const(g, "w2z", test_scalar(KILN_DT_INT8, 0)), rs, rz};
     int dn = test_graph_node(g, KILN_OP_QLinearConv, "shortcut", 8, din, r);
     int cn = test_graph_node(g, KILN_OP_QLinearConv, "conv", 8, cin, y);
-    int ain[8] = {y, ys, yz, r, rs, rz, test_graph_const(g, "cs", q_scalar(KILN_DT_FLOAT32, 0.4)),
-                  test_graph_const(g, "cz", q_scalar(KILN_DT_UINT8, 0))};
+    int ain[8] = {y, ys, yz, r, rs, rz, test_graph_const(g, "cs", test_scalar(KILN_DT_FLOAT32, 0.4)),
+                  test_graph_const(g, "cz", test_scalar(KILN_DT_UINT8, 0))};
     int an = test_graph_node(g, KILN_OP_QLinearAdd, "add", 8, ain, c);
     CHECK(kiln__node_set_attr_s(&g->nodes[an], "kiln_act", "Relu") == KILN_OK);
     int64_t st[2] = {s, s}, pads[4] = {ks2 / 2, ks2 / 2, ks2 / 2, ks2 / 2};
@@ -247,14 +237,14 @@ static void bad_case(int64_t x2h, int ks2, bool float_out, const char *act, int6
     kiln_graph *g = kiln__graph_new(NULL);
     int64_t xd[4] = {1, 4, 5, 5}, x2d[4] = {1, 6, x2h, 9}, wd[4] = {8, 4, 1, 1}, w2d[4] = {8, 6, ks2, ks2};
     kiln_tensor xt = rand_q(KILN_DT_UINT8, 4, xd, &seed), x2t = rand_q(KILN_DT_UINT8, 4, x2d, &seed);
-    int in[16] = {test_graph_input(g, "x", 4, xd), test_graph_const(g, "xs", q_scalar(KILN_DT_FLOAT32, 0.1)), -1,
+    int in[16] = {test_graph_input(g, "x", 4, xd), test_graph_const(g, "xs", test_scalar(KILN_DT_FLOAT32, 0.1)), -1,
                   test_graph_const(g, "w", rand_q(KILN_DT_INT8, 4, wd, &seed)),
-                  test_graph_const(g, "ws", q_scalar(KILN_DT_FLOAT32, 0.01)), -1,
-                  test_graph_const(g, "cs", q_scalar(KILN_DT_FLOAT32, 0.4)),
-                  test_graph_const(g, "cz", q_scalar(KILN_DT_UINT8, 0)), -1, test_graph_input(g, "x2", 4, x2d),
-                  test_graph_const(g, "x2s", q_scalar(KILN_DT_FLOAT32, 0.1)), -1,
+                  test_graph_const(g, "ws", test_scalar(KILN_DT_FLOAT32, 0.01)), -1,
+                  test_graph_const(g, "cs", test_scalar(KILN_DT_FLOAT32, 0.4)),
+                  test_graph_const(g, "cz", test_scalar(KILN_DT_UINT8, 0)), -1, test_graph_input(g, "x2", 4, x2d),
+                  test_graph_const(g, "x2s", test_scalar(KILN_DT_FLOAT32, 0.1)), -1,
                   test_graph_const(g, "w2", rand_q(KILN_DT_INT8, 4, w2d, &seed)),
-                  test_graph_const(g, "w2s", q_scalar(KILN_DT_FLOAT32, 0.01)), -1, -1};
+                  test_graph_const(g, "w2s", test_scalar(KILN_DT_FLOAT32, 0.01)), -1, -1};
     int out = test_graph_value(g, "c");
     int n = test_graph_node(g, KILN_OP_QLinearConvSum, "sum", 15, in, out);
     int64_t st[3] = {2, 2, 2};
@@ -265,12 +255,7 @@ static void bad_case(int64_t x2h, int ks2, bool float_out, const char *act, int6
         CHECK(kiln__node_set_attr_s(&g->nodes[n], "kiln_act", act) == KILN_OK);
     test_graph_output(g, out);
     const kiln_tensor *feed[2] = {&xt, &x2t};
-    kiln_tensor got[1] = {0};
-    kiln_run_env env = {.nthreads = 1};
-    kiln_status s = kiln__exec_graph(g, NULL, feed, got, &env, 0);
-    const char *msg = kiln_last_error();
-    CHECK_MSG(s == want && msg && strstr(msg, what), "%s: status %d, message '%s'", what, s, msg ? msg : "");
-    kiln__tensor_release(&got[0]);
+    test_graph_expect(g, feed, want, what);
     kiln__tensor_release(&xt);
     kiln__tensor_release(&x2t);
     kiln__graph_free(g);

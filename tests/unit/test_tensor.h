@@ -15,6 +15,19 @@ static inline kiln_tensor test_tensor(kiln_dtype dt, int nd, const int64_t *dims
     return t;
 }
 
+/* A 0-d tensor of dtype dt holding v (float32, or an integer type: v truncated) */
+static inline kiln_tensor test_scalar(kiln_dtype dt, double v)
+{
+    kiln_tensor t = test_tensor(dt, 0, NULL);
+    if (!t.data)
+        return t;
+    if (dt == KILN_DT_FLOAT32)
+        *(float *)t.data = (float)v;
+    else
+        kiln__set_i64(dt, t.data, 0, (int64_t)v);
+    return t;
+}
+
 static inline kiln_tensor test_tensor_bytes(kiln_dtype dt, int nd, const int64_t *dims, unsigned long long *seed)
 {
     kiln_tensor t = test_tensor(dt, nd, dims);
