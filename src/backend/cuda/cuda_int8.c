@@ -311,7 +311,8 @@ static bool sum_ok(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *co
         return false;
     if (!host_f(in[10], &s) || cu_numel(in[10]) != 1 || !scalar_or_none(n_in, in, 11) ||
         (in[11] && (in[11]->dtype != x2->dtype || !host_zp(in[11], 0, &z))) ||
-        !in[13] || (cu_numel(in[13]) != 1 && cu_numel(in[13]) != yd[1]) || (n_in > 15 && in[15] && cu_numel(in[15]) != yd[1]))
+        !in[13] || in[13]->dtype != KILN_DT_FLOAT32 || (cu_numel(in[13]) != 1 && cu_numel(in[13]) != yd[1]) ||
+        (n_in > 15 && in[15] && (in[15]->dtype != KILN_DT_INT32 || cu_numel(in[15]) != yd[1])))
         return false;
     int64_t nwz = in[14] ? cu_numel(in[14]) : 0;
     for (int64_t i = 0; i < nwz; i++)
