@@ -56,11 +56,30 @@ static int fusable_conv(const kiln_graph *g, const kiln_vshape *vs, int i, int k
     return kiln__vshape_same(&vs[y], &vs[r]) ? c : -1;
 }
 
-/* KILN_QCONV_ADD_ONCE=0 at build time fuses implicit INT8 blocks with two roundings too */
-static bool once_enabled(void)
+/* The build-time switches, each on unless set to 0: KILN_QCONV_ADD (every fusion here), KILN_QCONV_ADD_ONCE (0: implicit
+ * INT8 blocks fused with two roundings too), KILN_QCONV_ADD_FLOAT (0: the float tails apart), KILN_QCONV_SUM (0: the
+ * shortcut convolutions apart) */
+static bool env_on(const char *name)
 {
-    const char *e = getenv("KILN_QCONV_ADD_ONCE");
+    const char *e = getenv(name);
     return !e || strcmp(e, "0");
+}
+
+/* Every value of ints attribute `name` of n is v (none: true) */
+static bool ints_all(const kiln_node *n, const char *name, int64_t v)
+{
+    const kiln_attr *a = kiln__attr(n, name);
+    for (int i = 0; a && a->ints && i < a->n; i++)
+        if (a->ints[i] != v)
+            return false;
+    return true;
+}
+
+/* No padding: pads all 0, auto_pad none, NOTSET or VALID */
+static bool unpadded(const kiln_node *n)
+{
+    const char *ap = kiln__attr_s(n, "auto_pad", NULL);
+    return ints_all(n, "pads", 0) && (!ap || !ap[0] || !strcmp(ap, "NOTSET") || !strcmp(ap, "VALID"));
 }
 
 /* One rounding (kiln_res_once) for convolution n and add a: both quantized by kiln's own calibration (KILN_ATTR_Q_AUTO:
@@ -71,7 +90,7 @@ static bool fuse_once(const kiln_node *n, const kiln_node *a)
     const char *ca = kiln__attr_s(n, "kiln_act", NULL), *aa = kiln__attr_s(a, "kiln_act", NULL);
     bool lin = !aa || !aa[0] || !strcmp(aa, "Relu") ||
                (!strcmp(aa, "Clip") && kiln__attr_f(a, "kiln_act_alpha", 0) <= kiln__attr_f(a, "kiln_act_beta", 0));
-    return once_enabled() && kiln__attr_i(n, KILN_ATTR_Q_AUTO, 0) == 1 && kiln__attr_i(a, KILN_ATTR_Q_AUTO, 0) == 1 &&
+    return env_on("KILN_QCONV_ADD_ONCE") && kiln__attr_i(n, KILN_ATTR_Q_AUTO, 0) == 1 && kiln__attr_i(a, KILN_ATTR_Q_AUTO, 0) == 1 &&
            (!ca || !ca[0]) && lin && in_at(a, 7) >= 0;
 }
 
@@ -196,13 +215,6 @@ static kiln_status fuse_tail(kiln_graph *g, const kiln_vshape *vs, int i, int *c
     return KILN_OK;
 }
 
-/* KILN_QCONV_ADD_FLOAT=0 at build time leaves the float tails apart */
-static bool tail_enabled(void)
-{
-    const char *e = getenv("KILN_QCONV_ADD_FLOAT");
-    return !e || strcmp(e, "0");
-}
-
 /* Convolution n is pointwise: one group, a 1x1 filter, stride 1, no padding (its output's spatial dims its input's):
  * what the CPU's INT8 GEMM adds a residual to in its epilogue (cpu/qgemm_ops.c) */
 static bool pointwise(const kiln_graph *g, const kiln_vshape *vs, const kiln_node *n)
@@ -215,15 +227,7 @@ static bool pointwise(const kiln_graph *g, const kiln_vshape *vs, const kiln_nod
     for (int d = 2; d < w->ndim; d++)
         if (w->dims[d] != 1 || x->dims[d] < 0 || x->dims[d] != y->dims[d])
             return false;
-    const char *ap = kiln__attr_s(n, "auto_pad", NULL);
-    const kiln_attr *st = kiln__attr(n, "strides"), *pd = kiln__attr(n, "pads");
-    for (int i = 0; st && st->ints && i < st->n; i++)
-        if (st->ints[i] != 1)
-            return false;
-    for (int i = 0; pd && pd->ints && i < pd->n; i++)
-        if (pd->ints[i] != 0)
-            return false;
-    return !ap || !ap[0] || !strcmp(ap, "NOTSET") || !strcmp(ap, "VALID");
+    return ints_all(n, "strides", 1) && unpadded(n);
 }
 
 /* once_only (CPU engines): only the pairs one rounding fuses, with a pointwise convolution; else (device engines) every
@@ -232,7 +236,7 @@ static kiln_status fuse_mode(kiln_graph *g, const kiln_vshape *vs, int *changed,
 {
     for (int i = 0; i < g->n_nodes; i++) {
         const kiln_node *a = &g->nodes[i];
-        if (!once_only && !a->dead && a->op == KILN_OP_Add && tail_enabled())
+        if (!once_only && !a->dead && a->op == KILN_OP_Add && env_on("KILN_QCONV_ADD_FLOAT"))
             KILN_TRY(fuse_tail(g, vs, i, changed));
         if (a->dead || a->op != KILN_OP_QLinearAdd || a->n_in < 7 || a->n_out != 1)
             continue;
@@ -269,17 +273,10 @@ static bool pad_free_1x1(const kiln_graph *g, const kiln_node *d)
     const kiln_tensor *w = in_at(d, 3) >= 0 ? kiln__const_of(g, d->in[3]) : NULL;
     if (!w || w->ndim != 4 || w->dims[2] != 1 || w->dims[3] != 1 || kiln__attr_i(d, "group", 1) != 1)
         return false;
-    const char *ap = kiln__attr_s(d, "auto_pad", NULL);
-    const kiln_attr *pd = kiln__attr(d, "pads"), *dl = kiln__attr(d, "dilations"), *st = kiln__attr(d, "strides");
-    for (int i = 0; pd && pd->ints && i < pd->n; i++)
-        if (pd->ints[i] != 0)
-            return false;
-    for (int i = 0; dl && dl->ints && i < dl->n; i++)
-        if (dl->ints[i] != 1)
-            return false;
+    const kiln_attr *st = kiln__attr(d, "strides");
     if (st && (!st->ints || st->n != 2 || st->ints[0] < 1 || st->ints[1] < 1))
         return false;
-    return !ap || !ap[0] || !strcmp(ap, "NOTSET") || !strcmp(ap, "VALID");
+    return ints_all(d, "dilations", 1) && unpadded(d);
 }
 
 static kiln_status fuse_sum(kiln_graph *g, const kiln_vshape *vs, int i, int *changed)
@@ -319,28 +316,15 @@ static kiln_status fuse_sum_all(kiln_graph *g, const kiln_vshape *vs, int *chang
     return KILN_OK;
 }
 
-static bool enabled(void)
-{
-    const char *e = getenv("KILN_QCONV_ADD");
-    return !e || strcmp(e, "0");
-}
-
-/* KILN_QCONV_SUM=0 at build time leaves the shortcut convolutions apart */
-static bool sum_enabled(void)
-{
-    const char *e = getenv("KILN_QCONV_SUM");
-    return !e || strcmp(e, "0");
-}
-
 kiln_status kiln__pass_fuse_qconv_add(kiln_graph *g, const kiln_pass_ctx *pc, int *changed)
 {
     (void)pc;
     *changed = 0;
-    if (!enabled())
+    if (!env_on("KILN_QCONV_ADD"))
         return KILN_OK;
     KILN_TRY(kiln__pass_with_shapes(g, fuse_all, changed));
     int sums = 0;
-    if (*changed && sum_enabled())
+    if (*changed && env_on("KILN_QCONV_SUM"))
         KILN_TRY(kiln__pass_with_shapes(g, fuse_sum_all, &sums));
     *changed += sums;
     return KILN_OK;
@@ -354,5 +338,5 @@ kiln_status kiln__pass_fuse_qconv_once(kiln_graph *g, const kiln_pass_ctx *pc, i
     bool any = false;
     for (int i = 0; i < g->n_nodes && !any; i++)
         any = !g->nodes[i].dead && g->nodes[i].op == KILN_OP_QLinearAdd && kiln__attr_i(&g->nodes[i], KILN_ATTR_Q_AUTO, 0) == 1;
-    return any && enabled() && once_enabled() ? kiln__pass_with_shapes(g, fuse_once_all, changed) : KILN_OK;
+    return any && env_on("KILN_QCONV_ADD") && env_on("KILN_QCONV_ADD_ONCE") ? kiln__pass_with_shapes(g, fuse_once_all, changed) : KILN_OK;
 }

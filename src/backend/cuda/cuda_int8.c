@@ -592,10 +592,12 @@ static kiln_status qconv_choose(cu_be *b, const kiln_kctx *ctx, qconv_call *c, i
     if (b->capturing)
         return KILN_OK;
     /* (the residual's form in the key: one rounding's epilogue is lighter than the two roundings', so their layers
-     * may choose differently) */
-    const int64_t tk[19] = {mask, g->n, g->c, g->h, g->w, g->k, g->r, g->s, g->p, g->q, g->sh, g->sw, g->ph, g->pw,
+     * may choose differently; QLinearConvSum's second convolution: its geometry) */
+    const int64_t tk[24] = {mask, g->n, g->c, g->h, g->w, g->k, g->r, g->s, g->p, g->q, g->sh, g->sw, g->ph, g->pw,
                             g->dh, g->dw, c->e.out, c->x_s8,
-                            c->e.x2 ? 4 + 16 * (int64_t)c->e.c2 + ((int64_t)c->e.sh2 << 40) : c->e.res ? 1 + c->e.res_once + 2 * c->e.res_float : 0};
+                            c->e.x2 ? 4 : c->e.res ? 1 + c->e.res_once + 2 * c->e.res_float : 0,
+                            c->e.x2 ? c->e.c2 : 0, c->e.x2 ? c->e.h2 : 0, c->e.x2 ? c->e.w2 : 0,
+                            c->e.x2 ? c->e.sh2 : 0, c->e.x2 ? c->e.sw2 : 0};
     int cached = cu_tc_get(b, 'i', tk, sizeof tk);
     if (!(t = calloc(1, sizeof *t)))
         return cu_err(b, KILN_ERR_NOMEM, "out of memory");

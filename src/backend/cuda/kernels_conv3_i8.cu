@@ -1,17 +1,18 @@
-// QLinearConv's 3x3 stride-1 convolutions (pad 1, dilation 1, one group) on Hopper's wgmma over a spatial patch and
-// its halo (configurations 10 and 11 of cuk_conv_i8; session 37). Why: Nsight Compute had kernels_conv_i8.cu's 3x3
-// layers bound by L2 traffic -- the implicit GEMM's tile of 128 consecutive pixels reads every input pixel once per
-// filter tap, 9x (ResNet-50 int8 layer1: 744 MB of L2 requests for 102 MB of input and output, 4-6 TB/s through the
-// L2; docs/CUDA.md). Here a block's 128 output pixels are a patch of 16 rows x 8 columns of one image; each reduction
-// step copies the patch's 18 x 10 pixel halo (64 channel bytes each: 11.5 KB, zeros outside the image) and the 9
-// taps' filter rows once, and every tap's A operand is the halo shifted by (r, s): in wgmma's no-swizzle layout (core
-// matrices of 8 rows x 16 bytes, rows contiguous) the halo is stored [16-byte chunk][pixel], so 8 neighbouring pixels
-// of a row are one core matrix at any offset, the next patch row 10 pixels (160 bytes) further -- one descriptor per
-// tap and 32-byte K step (leading byte offset: the chunk planes, 180 x 16 bytes apart). Warpgroup w multiplies patch
-// rows 8w .. 8w + 7. The filter's 9 tap tiles [BN][64] use the 64-byte swizzle of the other kernels. Reduction steps
-// of 64 channels, the next step's halo and taps copied (cp.async) while this one's 18 MMAs a warpgroup run; where C <=
-// 64 (one step: ResNet's layer1) persistent blocks keep the taps and walk patches with the next halo in flight. The
-// epilogue is theirs (store_reg, the CPU's bytes), with the patch's output rows.
+// QLinearConv's 3x3 stride-1 convolutions (pad 1, dilation 1, one group) on Hopper's wgmma over a spatial patch and its
+// halo (configurations 10 and 11 of cuk_conv_i8; session 37). Why: kernels_conv_i8.cu's tile of 128 consecutive pixels
+// reads every input pixel once per filter tap, 9x (ResNet-50 int8 layer1: 744 MB of L2 requests for 102 MB of input and
+// output; docs/CUDA.md). Cutting those requests 2.3x alone bought 10% (one patch a block): they were not the bound; the
+// persistent form below (the filter kept, the next halo in flight) took layer1's 3x3 from 0.155 to 0.116 ms; layers
+// with C > 64 stay faster in configuration 7. Here a block's 128 output pixels are a patch of 16 rows x 8 columns of
+// one image; each reduction step copies the patch's 18 x 10 pixel halo (64 channel bytes each: 11.5 KB, zeros outside
+// the image) and the 9 taps' filter rows once, and every tap's A operand is the halo shifted by (r, s): in wgmma's
+// no-swizzle layout (core matrices of 8 rows x 16 bytes, rows contiguous) the halo is stored [16-byte chunk][pixel], so
+// 8 neighbouring pixels of a row are one core matrix at any offset, the next patch row 10 pixels (160 bytes) further --
+// one descriptor per tap and 32-byte K step (leading byte offset: the chunk planes, 180 x 16 bytes apart). Warpgroup w
+// multiplies patch rows 8w .. 8w + 7. The filter's 9 tap tiles [BN][64] use the 64-byte swizzle of the other kernels.
+// Reduction steps of 64 channels, the next step's halo and taps copied (cp.async) while this one's 18 MMAs a warpgroup
+// run; where C <= 64 (one step: ResNet's layer1) persistent blocks keep the taps and walk patches with the next halo in
+// flight. The epilogue is theirs (store_reg, the CPU's bytes), with the patch's output rows.
 #include "kernels_conv_i8.cuh"
 
 namespace {
@@ -119,7 +120,7 @@ __global__ void __launch_bounds__(THREADS3, BN == 64 ? 3 : 1)
 #if KILN_WGMMA
     using C = c3<BN>;
     extern __shared__ __align__(1024) uint8_t smem_raw[];
-    uint8_t *sm = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+    uint8_t *sm = wg_smem(smem_raw);
     const int tid = threadIdx.x, wg = tid >> 7;
     const int steps = (d.c + 63) / 64;
     float *msm = (float *)(sm + (steps > 1 ? 2 : 1) * C::STAGE);
@@ -158,7 +159,7 @@ __global__ void __launch_bounds__(THREADS3, 3)
 {
 #if KILN_WGMMA
     extern __shared__ __align__(1024) uint8_t smem_raw[];
-    uint8_t *sm = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+    uint8_t *sm = wg_smem(smem_raw);
     uint8_t *bsh = sm + 2 * A3;   // the taps, after the two halo buffers
     float *msm = (float *)(bsh + c3<BN>::B);
     int *bsm = (int *)(msm + BN);

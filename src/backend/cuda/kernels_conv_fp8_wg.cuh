@@ -167,10 +167,10 @@ __device__ __forceinline__ void wg_epilogue_reg(const float *acc, int64_t m0, in
         }
     }
 }
+#endif
 
 // 1024-byte aligned in the shared window (the swizzle patterns repeat every 1024 bytes)
 __device__ __forceinline__ uint8_t *wg_smem(uint8_t *raw) { return raw + ((1024 - (smem_u32(raw) & 1023)) & 1023); }
-#endif
 
 } // namespace
 

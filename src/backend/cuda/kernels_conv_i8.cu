@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(THREADS, MINB)
     static_assert(WG || BN == 128, "mma.sync: 8 warps of 64 x 32");
     static_assert(WG || !SUM, "QLinearConvSum: wgmma configurations");
     extern __shared__ __align__(1024) uint8_t smem_raw[];
-    uint8_t *sm = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);   // the swizzle repeats every 1024 bytes
+    uint8_t *sm = wg_smem(smem_raw);
     const int red = d.r * d.s * d.c;   // the reduction length (a multiple of 16)
     const cuk_conv_desc d2 = SUM ? sum_desc(d, e) : d;
     const int red2 = SUM ? d2.c : 0, steps2 = SUM ? (red2 + SK - 1) / SK : 0;   // the second convolution's, first
