@@ -184,6 +184,21 @@ __device__ __forceinline__ cuk_conv_desc sum_desc(const cuk_conv_desc &d, const 
     return d2;
 }
 
+// QLinearConvSum's t2 from the second convolution's sums in the wgmma accumulators (store_reg's value order: value v of
+// pair p is channel (2p + v / 4) * 8 + 2 (tid % 4) + v % 2)
+template <int BN>
+__device__ __forceinline__ void sum_products(const int *acc, const int *b2sm, const float *m2sm, int tid, float *t2)
+{
+    const int t = tid & 3;
+#pragma unroll
+    for (int p = 0; p < BN / 16; p++)
+#pragma unroll
+        for (int v = 0; v < 8; v++) {
+            const int c = (2 * p + (v >> 2)) * 8 + 2 * t + (v & 1);
+            t2[8 * p + v] = __fmul_rn((float)add_wrap(acc[8 * p + v], b2sm[c]), m2sm[c]);
+        }
+}
+
 // SUM (QLinearConvSum, wgmma configurations): the tile runs the second convolution's reduction (x2, f2) first, turns
 // its sums into t2 = (float)(acc2 + bias2[c]) * m2[c] in registers, then the main reduction into the same accumulators
 // (started again by its first MMA) and the epilogue adds t2 before its one rounding (q_bytes8). The two reductions
@@ -309,18 +324,11 @@ __global__ void __launch_bounds__(THREADS, MINB)
         wr = wr + 1 == nst ? 0 : wr + 1;
         if constexpr (WG) {
             if constexpr (SUM) {
-                if (step == steps2) {   // the second convolution's sums done: t2 (store_reg's value order)
+                if (step == steps2) {   // the second convolution's sums done: t2
 #if KILN_WGMMA
                     wg_wait<0>();
 #endif
-                    const int t = tid & 3;
-#pragma unroll
-                    for (int p = 0; p < BN / 16; p++)
-#pragma unroll
-                        for (int v = 0; v < 8; v++) {
-                            const int c = (2 * p + (v >> 2)) * 8 + 2 * t + (v & 1);
-                            t2[8 * p + v] = __fmul_rn((float)add_wrap(acc[8 * p + v], b2sm[c]), m2sm[c]);
-                        }
+                    sum_products<BN>(acc, b2sm, m2sm, tid, t2);
                 }
             }
             wg_i8_step<BN, XS8, SK>(acc, smem_u32(a_s + (tid >> 7) * 64 * SK), smem_u32(b_s),

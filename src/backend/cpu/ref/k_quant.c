@@ -449,12 +449,17 @@ static void qsum_worker(void *arg, int64_t begin, int64_t end)
     }
 }
 
-static kiln_status qconv_sum_t2(kiln_kctx *ctx, kiln_dtype odt, int nd, const int64_t *odims, float **out)
+static kiln_status qconv_sum_t2(kiln_kctx *ctx, const kiln_qepi *e, kiln_dtype odt, int nd, const int64_t *odims,
+                                float **out)
 {
+    *out = NULL;
+    if (ctx->n_in < 15 || odt == KILN_DT_FLOAT32 || !e->lin || (e->out != KILN_QOUT_U8 && e->out != KILN_QOUT_S8) ||
+        odt == KILN_DT_UINT16 || odt == KILN_DT_INT16)
+        return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED,
+                          "QLinearConvSum needs 15 or 16 inputs, an 8-bit output and a linear activation (none, Relu, Clip)");
     const kiln_tensor *x = kiln__kin(ctx, 9), *xs = kiln__kin(ctx, 10), *xz = kiln__kin(ctx, 11);
     const kiln_tensor *w = kiln__kin(ctx, 12), *ws = kiln__kin(ctx, 13), *wz = kiln__kin(ctx, 14);
     const kiln_tensor *b = kiln__kin(ctx, 15), *ys = kiln__kin(ctx, 6), *yz = kiln__kin(ctx, 7);
-    *out = NULL;
     if (!x || !xs || !w || !ws || nd != 4)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "QLinearConvSum: x2, x2_scale, w2, w2_scale and a 2-D image");
     if (kiln__prep_dropped(w))
@@ -562,13 +567,7 @@ static kiln_status k_qlinearconv(kiln_kctx *ctx)
     }
     float *t2 = NULL;   /* QLinearConvSum: the second convolution's product */
     if (ctx->node->op == KILN_OP_QLinearConvSum) {
-        kiln_status rst = KILN_OK;
-        if (ctx->n_in < 15 || odt == KILN_DT_FLOAT32 || !e.lin || (e.out != KILN_QOUT_U8 && e.out != KILN_QOUT_S8) ||
-            odt == KILN_DT_UINT16 || odt == KILN_DT_INT16)
-            rst = kiln__kerr(ctx, KILN_ERR_UNSUPPORTED,
-                             "QLinearConvSum needs 15 or 16 inputs, an 8-bit output and a linear activation (none, Relu, Clip)");
-        if (rst == KILN_OK)
-            rst = qconv_sum_t2(ctx, odt, x->ndim, odims, &t2);
+        kiln_status rst = qconv_sum_t2(ctx, &e, odt, x->ndim, odims, &t2);
         if (rst != KILN_OK) {
             kiln__free(sbuf);
             return rst;
