@@ -2,7 +2,8 @@
 # `make test-gpu` runs them with --require-gpu (a skip is then a failure).
 add_executable(test_gpu ${CMAKE_CURRENT_SOURCE_DIR}/gpu/test_gpu.c ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_harness.c
   ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_cases.c ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_lowp.c ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_models.c
-  ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_upsample.c ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_int8.c)
+  ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_upsample.c ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_int8.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_stem.c)
 target_include_directories(test_gpu PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_CURRENT_SOURCE_DIR}/unit)
 target_link_libraries(test_gpu PRIVATE kilnlib)
 set_target_properties(test_gpu PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})

@@ -258,6 +258,9 @@ static const kiln_pass_info fuse_shortcut = {"fuse-shortcut", kiln__pass_fuse_sh
  * (passes/p_qres.c), whose GPU epilogue adds the residual while the convolution's output is in registers. */
 static const kiln_pass_info fuse_qconv_add = {"fuse-qconv-add", kiln__pass_fuse_qconv_add};
 static const kiln_pass_info fuse_qconv_once = {"fuse-qconv-once", kiln__pass_fuse_qconv_once};
+/* Device engines: a network's stem, its max pool and the pool's quantization as one FusedConvPool (passes/p_convpool.c),
+ * one kernel on the GPU. */
+static const kiln_pass_info fuse_conv_pool = {"fuse-conv-pool", kiln__pass_fuse_conv_pool};
 /* CPU engines: an INT8 value's DequantizeLinear -> elementwise float ops -> QuantizeLinear as one 256-byte table
  * (QLookup, passes/p_qlookup.c), after the precision decisions; the CUDA module has no QLookup kernel. */
 static const kiln_pass_info fold_qdq_lookup = {"fold-qdq-lookup", kiln__pass_fold_qdq_lookup};
@@ -352,6 +355,8 @@ kiln_status kiln__build_planned(kiln_model_t m, kiln_build_options *o, const kil
         st = build_pass(e->g, &fold_qdq_lookup, true, &rep);
     if (st == KILN_OK && optimize && device)
         st = build_pass(e->g, &fuse_qconv_add, false, &rep);
+    if (st == KILN_OK && optimize && device)
+        st = build_pass(e->g, &fuse_conv_pool, false, &rep);
     /* CPU engines: the implicit INT8 blocks one rounding fuses (the same function as a device engine's layer) */
     if (st == KILN_OK && optimize && !device)
         st = build_pass(e->g, &fuse_qconv_once, false, &rep);

@@ -803,6 +803,38 @@ kiln_status kiln__si_fusedconv(kiln_ictx *c)
     return add_bcast(c, c->out[0], IN(c, 3));
 }
 
+/* FusedConvPool(X, W, B?, y_scale?, y_zero_point?): the convolution's shape, then the max pool's (kiln_pool_kernel,
+ * kiln_pool_strides: 2 values, kiln_pool_pads: 4; floor); with y_scale the dtype of y_zero_point (uint8 without one),
+ * else X's (passes/p_convpool.c) */
+kiln_status kiln__si_fusedconvpool(kiln_ictx *c)
+{
+    const kiln_vshape *x;
+    KILN_TRY(kiln__need(c, 0, &x));
+    kiln_dtype dt = !IN(c, 3) ? x->dtype : IN(c, 4) ? IN(c, 4)->dtype : KILN_DT_UINT8;
+    kiln_vshape *o = c->out[0];
+    KILN_TRY(conv_shape(c, 0, 1, dt, o));
+    if (o->rank < 0)
+        return KILN_OK;
+    const int64_t *k, *s, *p;
+    if (o->rank != 4 || kiln__attr_ints(c->n, "kiln_pool_kernel", &k) != 2 ||
+        kiln__attr_ints(c->n, "kiln_pool_strides", &s) != 2 || kiln__attr_ints(c->n, "kiln_pool_pads", &p) != 4)
+        return kiln__ierr(c, KILN_ERR_SHAPE, "a 2-D convolution with kiln_pool_kernel, kiln_pool_strides (2 values) "
+                                             "and kiln_pool_pads (4)");
+    for (int i = 0; i < 2; i++) {
+        if (k[i] < 1 || s[i] < 1 || k[i] > GEOM_LIM || s[i] > GEOM_LIM || p[i] < 0 || p[i + 2] < 0 || p[i] >= k[i] ||
+            p[i + 2] >= k[i])
+            return kiln__ierr(c, KILN_ERR_SHAPE, "pool kernel %lld, stride %lld, pads %lld, %lld on axis %d",
+                              (long long)k[i], (long long)s[i], (long long)p[i], (long long)p[i + 2], i + 2);
+        kiln_sdim span = kiln__sd_addc(c->st, o->dims[2 + i], p[i] + p[i + 2] - k[i]);
+        int64_t sv;
+        if (kiln__sd_is_const(c->st, span, &sv) && sv < 0)
+            return kiln__ierr(c, KILN_ERR_SHAPE, "pool kernel larger than the padded convolution output on axis %d",
+                              i + 2);
+        o->dims[2 + i] = kiln__sd_addc(c->st, kiln__sd_div(c->st, span, kiln__C(c, s[i])), 1);
+    }
+    return KILN_OK;
+}
+
 /* FusedConvSum(X, X2, W, B?): [N, M, spatial of X], M = W's rows (k_convsum.c) */
 kiln_status kiln__si_fusedconvsum(kiln_ictx *c)
 {

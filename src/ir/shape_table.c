@@ -65,7 +65,7 @@ static const kiln_infer_fn table[KILN_OP_COUNT] = {
     [KILN_OP_FusedConv] = kiln__si_fusedconv, [KILN_OP_FusedMatMul] = kiln__si_fusedmatmul,
     [KILN_OP_FusedGemm] = kiln__si_fusedgemm, [KILN_OP_Attention] = kiln__si_attention,
     [KILN_OP_FusedConvSum] = kiln__si_fusedconvsum, [KILN_OP_QLinearConvAdd] = kiln__si_qlinearconv_add,
-    [KILN_OP_QLinearConvSum] = kiln__si_qlinearconv_sum,
+    [KILN_OP_QLinearConvSum] = kiln__si_qlinearconv_sum, [KILN_OP_FusedConvPool] = kiln__si_fusedconvpool,
     [KILN_OP_QLookup] = kiln__si_qlookup,
     /* ONNX Runtime contrib ops */
     [KILN_OP_QGemm] = kiln__si_qgemm, [KILN_OP_QLinearAdd] = kiln__si_qlinearadd,

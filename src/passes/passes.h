@@ -69,6 +69,9 @@ kiln_status kiln__pass_fuse_qconv_add(kiln_graph *g, const kiln_pass_ctx *pc, in
 /* The same for CPU engines: only the pairs it fuses with one rounding (implicit INT8), pointwise convolutions only */
 kiln_status kiln__pass_fuse_qconv_once(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 kiln_status kiln__pass_fold_qdq_lookup(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
+/* fuse-conv-pool (p_convpool.c): a stem convolution, its max pool and the pool's QuantizeLinear as one FusedConvPool for
+ * the GPU's kernel; not in the default pipeline (device engines, builder.c) */
+kiln_status kiln__pass_fuse_conv_pool(kiln_graph *g, const kiln_pass_ctx *pc, int *changed);
 /* Shape/Size -> constants where shape inference at the given input shapes (in_shapes: one per
  * graph input, dtype and dims, data unused; ndim < 0 or in_shapes NULL = declared) determines them. */
 kiln_status kiln__pass_fold_shapes(kiln_graph *g, const kiln_tensor *in_shapes, int *changed);

@@ -61,6 +61,8 @@ static bool find_qparams(const values_run *r, const kiln_node *n, kiln_dtype out
         si = kiln__attr_i(n, "kiln_res_once", 0) == 1 ? 6 : 12;
     else if (n->op == KILN_OP_QLinearConvSum)   /* C_scale, C_zero_point */
         si = 6;
+    else if (n->op == KILN_OP_FusedConvPool && n->n_in > 3 && n->in[3] >= 0)   /* y_scale, y_zero_point */
+        si = 3;
     if (si > 0) {
         *q = (qparams){.scale = const_input(g, n, si), .zp = const_input(g, n, si + 1),
                        .axis = n->op == KILN_OP_QuantizeLinear ? kiln__attr_i(n, "axis", 1) : 0};

@@ -464,6 +464,7 @@ void int8_cases(void)
         qmm_cases(modes[m]);
     }
     half_out_cases();
+    stem_pool_cases();   /* the INT8 engines' stem: its pool's quantization in the convolution's kernel */
     if (saved)
         setenv("KILN_CUDA_INT8_CONV", saved, 1);
     else

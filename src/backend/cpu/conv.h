@@ -81,6 +81,8 @@ static inline void kiln__conv_pad_row(float *d, int64_t n, const float *row, int
 void kiln__conv_subsample(kiln_pool *pool, int nthreads, const float *x, int64_t C, int64_t H, int64_t W, int64_t sh,
                           int64_t sw, int64_t Ho, int64_t Wo, float *dst,
                           int64_t (*gather2)(float *dst, const float *src, int64_t n, int64_t avail));
+/* FusedConvPool (k_convpool.c): the stem convolution, its max pool and the pool's quantization in turn. */
+kiln_status kiln__fused_conv_pool(kiln_kctx *ctx);
 /* FusedConvSum (k_convsum.c) with the row gather of a kiln_conv_isa (NULL: scalar). */
 kiln_status kiln__fused_conv_sum(kiln_kctx *ctx, int64_t (*gather2)(float *dst, const float *src, int64_t n,
                                                                    int64_t avail));

@@ -622,8 +622,8 @@ bool cu_q_f32(const kiln_bk_query *q, uint32_t mask)
 
 /* ---- the op tables */
 
-static const cu_op *const tables[] = {cu_ops_basic, cu_ops_shape,   cu_ops_nn,  cu_ops_conv,
-                                      cu_ops_gemm,  cu_ops_upsample, cu_ops_int8};
+static const cu_op *const tables[] = {cu_ops_basic, cu_ops_shape,    cu_ops_nn,   cu_ops_conv,
+                                      cu_ops_gemm,  cu_ops_upsample, cu_ops_int8, cu_ops_convpool};
 
 static const cu_op *find_op(kiln_op op)
 {
@@ -763,6 +763,7 @@ static uint32_t nhwc_inputs(kiln_op op)
 {
     switch (op) {
     case KILN_OP_Conv: case KILN_OP_FusedConv: return 1u | 8u;
+    case KILN_OP_FusedConvPool: return 1u;   /* cuda_convpool.c reads x by its strides */
     case KILN_OP_MaxPool: case KILN_OP_AveragePool: case KILN_OP_GlobalAveragePool: return 1u;
     case KILN_OP_Resize: case KILN_OP_Upsample: case KILN_OP_ConvTranspose: return 1u;
     case KILN_OP_Add: case KILN_OP_Sub: case KILN_OP_Mul: case KILN_OP_Div: case KILN_OP_Max: case KILN_OP_Min:

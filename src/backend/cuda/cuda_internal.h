@@ -327,6 +327,7 @@ extern const cu_op cu_ops_conv[];
 extern const cu_op cu_ops_gemm[];
 extern const cu_op cu_ops_upsample[];
 extern const cu_op cu_ops_int8[];
+extern const cu_op cu_ops_convpool[];   /* cuda_convpool.c */
 /* The instance's timed choices (cuda_tcache.c, core/devtac.h): opened with the GPU and library versions'
  * signature when the instance is created (and the KILN_CUDA_TIMING_CACHE file's choices, if set), closed (the file
  * written back if something was timed) when it is destroyed. cu_tc_get: the choice recorded for (kind, the n bytes

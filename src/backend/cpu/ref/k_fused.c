@@ -4,6 +4,7 @@
  *   FusedGemm(A, B, C?)          = act(Gemm(A, B, C))
  *   Attention(Q, KT, V, M?)      = Softmax(Q @ KT * scale + M) @ V   (k_attention.c)
  *   FusedConvSum(X, X2, W, B?)   = act(Conv(X, W1) + Conv(X2, W2) + B), 1x1 convs (k_convsum.c)
+ *   FusedConvPool(X, W, B?, s?, z?) = QuantizeLinear?(MaxPool(FusedConv(X, W, B))) (k_convpool.c)
  * float32 takes fast paths that fold the bias, residual and activation into the GEMM /
  * convolution output stores (fused.h); anything else (other dtypes, unusual broadcasting) runs
  * the reference kernel of the main op, then the epilogue as separate passes. */
@@ -206,5 +207,6 @@ const kiln_kernel_reg kiln__ref_fused[] = {
     {KILN_OP_FusedGemm, k_fused_gemm},
     {KILN_OP_Attention, k_attention},
     {KILN_OP_FusedConvSum, k_fused_conv_sum},
+    {KILN_OP_FusedConvPool, kiln__fused_conv_pool},   /* k_convpool.c */
     {KILN_OP_COUNT, NULL},
 };
