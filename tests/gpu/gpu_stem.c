@@ -5,7 +5,8 @@
  *  - quantized output (uint8 / int8): every byte is QuantizeLinear's of the GPU's own half value (the float case's
  *    output on the same operands: kernels_int8.cuh's rounding, computed here), and within one step of the CPU's bytes.
  * Sizes: pooled outputs not a multiple of the 7 x 7 tile (partial tiles, the last row and column of the image's
- * padding), 1, 3 and 4 channels, 64 and 128 outputs (two column blocks), Relu and none, several tiles a block. */
+ * padding), 1, 3 and 4 channels, 64 and 128 outputs (two column blocks), Relu and none, several tiles a block; the
+ * NHWC4 copy made from a float32 NCHW input and from a half channels-last one (after a 1x1 half convolution). */
 #include "gpu_harness.h"
 #include <string.h>
 
@@ -34,12 +35,17 @@ static kiln_tensor stem_half(kiln_dtype h, int nd, const int64_t *dims, bool rou
     return t;
 }
 
-/* The layer on copies of x, w, b; with a quantization (zdt uint8 / int8) when scale > 0 */
-static tgraph stem_graph(const kiln_tensor *x, const kiln_tensor *w, const kiln_tensor *b, bool relu, float scale,
-                         kiln_dtype zdt, int zp)
+/* The layer on copies of x, w, b; with a quantization (zdt uint8 / int8) when scale > 0; after a 1x1 half
+ * convolution by pre (its output held in the half format, channels-last) unless NULL */
+static tgraph stem_graph(const kiln_tensor *x, const kiln_tensor *pre, const kiln_tensor *w, const kiln_tensor *b,
+                         bool relu, float scale, kiln_dtype zdt, int zp)
 {
-    tgraph t = tg_new(KILN_OP_FusedConvPool, 1);
+    tgraph t = tg_new(pre ? KILN_OP_FusedConv : KILN_OP_FusedConvPool, 1);
     tg_in(&t, copy_of(x), false);
+    if (pre) {
+        tg_in(&t, copy_of(pre), true);
+        tg_then(&t, KILN_OP_FusedConvPool, 1);
+    }
     tg_in(&t, copy_of(w), true);
     tg_in(&t, copy_of(b), true);
     if (scale > 0) {
@@ -71,17 +77,19 @@ static int quant1(float v, float s, int z, int lo, int hi)
     return r < (float)lo ? lo : r > (float)hi ? hi : (int)r;
 }
 
-static void stem_case(kiln_dtype h, const int64_t *xd, int K, bool relu)
+static void stem_case(kiln_dtype h, const int64_t *xd, int K, bool relu, bool pre)
 {
     const char *hn = h == KILN_DT_FLOAT16 ? "FP16" : "BF16";
     double tol = h == KILN_DT_FLOAT16 ? 2e-3 : 1.6e-2;
     kiln_tensor x = stem_half(h, 4, xd, true), w = stem_half(h, 4, D(K, xd[1], 7, 7), false);
-    kiln_tensor b = rand_tensor(F32, 1, D(K), -0.5, 0.5);
+    kiln_tensor b = rand_tensor(F32, 1, D(K), -0.5, 0.5), p = {0};
+    if (pre)
+        p = stem_half(h, 4, D(xd[1], xd[1], 1, 1), false);
     char name[96];
-    snprintf(name, sizeof name, "FusedConvPool %s %lldch %lldx%lld K%d%s", hn, (long long)xd[1], (long long)xd[2],
-             (long long)xd[3], K, relu ? " Relu" : "");
+    snprintf(name, sizeof name, "FusedConvPool %s %lldch %lldx%lld K%d%s%s", hn, (long long)xd[1], (long long)xd[2],
+             (long long)xd[3], K, relu ? " Relu" : "", pre ? " after a half conv" : "");
     /* the float layer: its GPU output is the half value the quantized layers round */
-    tgraph tf = stem_graph(&x, &w, &b, relu, 0, KILN_DT_UINT8, 0);
+    tgraph tf = stem_graph(&x, pre ? &p : NULL, &w, &b, relu, 0, KILN_DT_UINT8, 0);
     kiln_tensor fref[1] = {0}, fgot[1] = {0};
     const char *why;
     int r = tg_run_both(dev, name, &tf, fref, fgot, &why);
@@ -97,7 +105,7 @@ static void stem_case(kiln_dtype h, const int64_t *xd, int K, bool relu)
     for (int k = 0; k < 2 && r >= 0; k++) {
         char qn[112];
         snprintf(qn, sizeof qn, "%s -> %s", name, kiln_dtype_name(qs[k].zdt));
-        tgraph tq = stem_graph(&x, &w, &b, relu, qs[k].s, qs[k].zdt, qs[k].zp);
+        tgraph tq = stem_graph(&x, pre ? &p : NULL, &w, &b, relu, qs[k].s, qs[k].zdt, qs[k].zp);
         kiln_tensor qref[1] = {0}, qgot[1] = {0};
         int rq = tg_run_both(dev, qn, &tq, qref, qgot, &why);
         if (rq == 0 && r == 0) {
@@ -124,12 +132,15 @@ static void stem_case(kiln_dtype h, const int64_t *xd, int K, bool relu)
     kiln__tensor_release(&x);
     kiln__tensor_release(&w);
     kiln__tensor_release(&b);
+    kiln__tensor_release(&p);
 }
 
 void stem_pool_cases(void)
 {
-    stem_case(KILN_DT_FLOAT16, D(2, 3, 37, 45), 64, true);     /* pooled 10 x 12: partial tiles both ways */
-    stem_case(KILN_DT_FLOAT16, D(3, 4, 64, 29), 128, false);   /* two column blocks, no activation */
-    stem_case(KILN_DT_BFLOAT16, D(1, 1, 9, 120), 64, true);    /* one channel, pooled 3 x 30 */
-    stem_case(KILN_DT_FLOAT16, D(4, 3, 112, 112), 64, true);   /* 8 x 8 tiles an image, several a block */
+    stem_case(KILN_DT_FLOAT16, D(2, 3, 37, 45), 64, true, false);     /* pooled 10 x 12: partial tiles both ways */
+    stem_case(KILN_DT_FLOAT16, D(3, 4, 64, 29), 128, false, false);   /* two column blocks, no activation */
+    stem_case(KILN_DT_BFLOAT16, D(1, 1, 9, 120), 64, true, false);    /* one channel, pooled 3 x 30 */
+    stem_case(KILN_DT_FLOAT16, D(4, 3, 112, 112), 64, true, false);   /* 8 x 8 tiles an image, several a block */
+    stem_case(KILN_DT_FLOAT16, D(2, 3, 41, 23), 64, true, true);      /* a half channels-last input */
+    stem_case(KILN_DT_BFLOAT16, D(1, 4, 30, 31), 64, false, true);
 }
