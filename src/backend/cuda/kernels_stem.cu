@@ -56,6 +56,63 @@ struct stem_geo {
     int n, h, w, p, q, po, qo, k, tiles_h, tiles_w, tiles, relu;
 };
 
+// The pool of tile t from the shared convolution tile ct: each 8-channel piece of its 7 x 7 pooled pixels the max of
+// its in-image 3 x 3 neighbours, stored as 16 half bytes (Q 0) or QuantizeLinear's 8 bytes of the half values
+template <typename T, int Q>
+__device__ __forceinline__ void pool_tile(const T *ct, void *y, const stem_geo &g, const cuk_stem_q &qp, int t, int n0,
+                                          int tid)
+{
+    const int tr = t % (g.tiles_h * g.tiles_w), img = t / (g.tiles_h * g.tiles_w);
+    const int ph0 = (tr / g.tiles_w) * TP, pw0 = (tr % g.tiles_w) * TP;
+    for (int it = tid; it < TP * TP * 8; it += THREADS) {
+        const int px = it >> 3, cg = it & 7, pi = px / TP, pj = px % TP;
+        const int ph = ph0 + pi, pw = pw0 + pj;
+        if (ph >= g.po || pw >= g.qo)
+            continue;
+        uint4 m = make_uint4(0, 0, 0, 0);
+        bool any = false;
+#pragma unroll
+        for (int dy = 0; dy < 3; dy++) {
+            const int cr = 2 * ph - 1 + dy;
+            if ((unsigned)cr >= (unsigned)g.p)
+                continue;
+#pragma unroll
+            for (int dx = 0; dx < 3; dx++) {
+                const int cc = 2 * pw - 1 + dx;
+                if ((unsigned)cc >= (unsigned)g.q)
+                    continue;
+                const uint4 v = *(const uint4 *)&ct[((2 * pi + dy) * CT + 2 * pj + dx) * CP + cg * 8];
+                if (!any) {
+                    m = v;
+                    any = true;
+                } else {
+                    m.x = hmax2<T>(m.x, v.x);
+                    m.y = hmax2<T>(m.y, v.y);
+                    m.z = hmax2<T>(m.z, v.z);
+                    m.w = hmax2<T>(m.w, v.w);
+                }
+            }
+        }
+        const int64_t o = (((int64_t)img * g.po + ph) * g.qo + pw) * g.k + n0 + cg * 8;
+        if constexpr (Q == 0) {
+            *(uint4 *)((T *)y + o) = m;
+        } else {
+            constexpr int lo = Q == 2 ? -128 : 0, hi = Q == 2 ? 127 : 255;
+            const T *hv = (const T *)&m;
+            uint8_t qb[8];
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const float v = ldf(hv, e);
+                int32_t c;
+                if (!kq_qadd_round(v, qp.inv, qp.zp, lo, hi, &c))
+                    c = div_round(v, qp.scale, qp.zp, lo, hi);
+                qb[e] = (uint8_t)c;
+            }
+            *(uint2 *)((uint8_t *)y + o) = *(const uint2 *)qb;
+        }
+    }
+}
+
 // Q: 0 the half values, 1 uint8, 2 int8
 template <typename T, int Q>
 __global__ void __launch_bounds__(THREADS, 2)
@@ -151,56 +208,7 @@ __global__ void __launch_bounds__(THREADS, 2)
                 }
             }
         __syncthreads();
-        // the pool: 8-channel pieces of the 7 x 7 pooled pixels
-        const int tr = t % (g.tiles_h * g.tiles_w), img = t / (g.tiles_h * g.tiles_w);
-        const int ph0 = (tr / g.tiles_w) * TP, pw0 = (tr % g.tiles_w) * TP;
-        for (int it = tid; it < TP * TP * 8; it += THREADS) {
-            const int px = it >> 3, cg = it & 7, pi = px / TP, pj = px % TP;
-            const int ph = ph0 + pi, pw = pw0 + pj;
-            if (ph >= g.po || pw >= g.qo)
-                continue;
-            uint4 m = make_uint4(0, 0, 0, 0);
-            bool any = false;
-#pragma unroll
-            for (int dy = 0; dy < 3; dy++) {
-                const int cr = 2 * ph - 1 + dy;
-                if ((unsigned)cr >= (unsigned)g.p)
-                    continue;
-#pragma unroll
-                for (int dx = 0; dx < 3; dx++) {
-                    const int cc = 2 * pw - 1 + dx;
-                    if ((unsigned)cc >= (unsigned)g.q)
-                        continue;
-                    const uint4 v = *(const uint4 *)&ct[((2 * pi + dy) * CT + 2 * pj + dx) * CP + cg * 8];
-                    if (!any) {
-                        m = v;
-                        any = true;
-                    } else {
-                        m.x = hmax2<T>(m.x, v.x);
-                        m.y = hmax2<T>(m.y, v.y);
-                        m.z = hmax2<T>(m.z, v.z);
-                        m.w = hmax2<T>(m.w, v.w);
-                    }
-                }
-            }
-            const int64_t o = (((int64_t)img * g.po + ph) * g.qo + pw) * g.k + n0 + cg * 8;
-            if constexpr (Q == 0) {
-                *(uint4 *)((T *)y + o) = m;
-            } else {
-                constexpr int lo = Q == 2 ? -128 : 0, hi = Q == 2 ? 127 : 255;
-                const T *hv = (const T *)&m;
-                uint8_t qb[8];
-#pragma unroll
-                for (int e = 0; e < 8; e++) {
-                    const float v = ldf(hv, e);
-                    int32_t c;
-                    if (!kq_qadd_round(v, qp.inv, qp.zp, lo, hi, &c))
-                        c = div_round(v, qp.scale, qp.zp, lo, hi);
-                    qb[e] = (uint8_t)c;
-                }
-                *(uint2 *)((uint8_t *)y + o) = *(const uint2 *)qb;
-            }
-        }
+        pool_tile<T, Q>(ct, y, g, qp, t, n0, tid);
     }
     cp_wait<0>();
 }
