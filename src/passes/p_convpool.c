@@ -16,8 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int in_at(const kiln_node *n, int i) { return i < n->n_in ? n->in[i] : -1; }
-
 /* ints attribute `name` of n is exactly v[0..k) (absent: def_ok) */
 static bool ints_are(const kiln_node *n, const char *name, int k, const int64_t *v, bool def_ok)
 {
@@ -43,7 +41,7 @@ static bool no_auto_pad(const kiln_node *n)
 static bool stem_conv(const kiln_graph *g, const kiln_vshape *vs, const kiln_node *c)
 {
     static const int64_t one[2] = {1, 1}, two[2] = {2, 2}, seven[2] = {7, 7}, three[4] = {3, 3, 3, 3};
-    if (c->dead || c->op != KILN_OP_FusedConv || c->n_out != 1 || c->n_in < 2 || in_at(c, 3) >= 0 || c->in[0] < 0 ||
+    if (c->dead || c->op != KILN_OP_FusedConv || c->n_out != 1 || c->n_in < 2 || kiln__in_at(c, 3) >= 0 || c->in[0] < 0 ||
         c->in[1] < 0)
         return false;
     const kiln_tensor *w = kiln__const_of(g, c->in[1]);
@@ -71,7 +69,7 @@ static bool stem_pool(const kiln_node *m)
 static bool per_tensor_q(const kiln_graph *g, const kiln_node *q)
 {
     const kiln_tensor *s = q->n_in > 1 && q->in[1] >= 0 ? kiln__const_of(g, q->in[1]) : NULL;
-    int zv = in_at(q, 2);
+    int zv = kiln__in_at(q, 2);
     const kiln_tensor *z = zv >= 0 ? kiln__const_of(g, zv) : NULL;
     return !q->dead && q->op == KILN_OP_QuantizeLinear && q->n_out == 1 && s && s->dtype == KILN_DT_FLOAT32 &&
            kiln_tensor_numel(s) == 1 && (zv < 0 || (z && kiln_tensor_numel(z) == 1 &&
@@ -91,8 +89,8 @@ static kiln_status fuse_at(kiln_graph *g, const kiln_vshape *vs, int i, int *cha
     if (qi >= 0 && !per_tensor_q(g, &g->nodes[qi]))
         qi = -1;
     int last = qi >= 0 ? qi : mi;
-    int in[5] = {c->in[0], c->in[1], in_at(c, 2), qi >= 0 ? g->nodes[qi].in[1] : -1,
-                 qi >= 0 ? in_at(&g->nodes[qi], 2) : -1};
+    int in[5] = {c->in[0], c->in[1], kiln__in_at(c, 2), qi >= 0 ? g->nodes[qi].in[1] : -1,
+                 qi >= 0 ? kiln__in_at(&g->nodes[qi], 2) : -1};
     int nin = qi < 0 ? (in[2] >= 0 ? 3 : 2) : in[4] >= 0 ? 5 : 4;
     static const int64_t k[2] = {3, 3}, s[2] = {2, 2}, p[4] = {1, 1, 1, 1};
     if (qi >= 0)

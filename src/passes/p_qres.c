@@ -34,8 +34,6 @@ static bool same_scalar(const kiln_graph *g, int a, int b)
            x->nbytes == y->nbytes && !memcmp(x->data, y->data, x->nbytes);
 }
 
-static int in_at(const kiln_node *n, int i) { return i < n->n_in ? n->in[i] : -1; }
-
 /* The QLinearConv node producing operand k (0 or 3) of add node i that fuses with it, or -1 */
 static int fusable_conv(const kiln_graph *g, const kiln_vshape *vs, int i, int k)
 {
@@ -48,10 +46,10 @@ static int fusable_conv(const kiln_graph *g, const kiln_vshape *vs, int i, int k
         return -1;
     const kiln_node *n = &g->nodes[c];
     if (n->dead || n->op != KILN_OP_QLinearConv || n->n_out != 1 || n->n_in < 8 || n->n_in > 9 ||
-        kiln__attr_i(n, "kiln_out_float", 0) || in_at(n, 7) < 0)
+        kiln__attr_i(n, "kiln_out_float", 0) || kiln__in_at(n, 7) < 0)
         return -1;
     /* the add reads Y with the convolution's own quantization (what kiln__qconv_add assumes) */
-    if (!same_scalar(g, in_at(n, 6), a->in[k + 1]) || !same_scalar(g, in_at(n, 7), in_at(a, k + 2)))
+    if (!same_scalar(g, kiln__in_at(n, 6), a->in[k + 1]) || !same_scalar(g, kiln__in_at(n, 7), kiln__in_at(a, k + 2)))
         return -1;
     return kiln__vshape_same(&vs[y], &vs[r]) ? c : -1;
 }
@@ -91,7 +89,7 @@ static bool fuse_once(const kiln_node *n, const kiln_node *a)
     bool lin = !aa || !aa[0] || !strcmp(aa, "Relu") ||
                (!strcmp(aa, "Clip") && kiln__attr_f(a, "kiln_act_alpha", 0) <= kiln__attr_f(a, "kiln_act_beta", 0));
     return env_on("KILN_QCONV_ADD_ONCE") && kiln__attr_i(n, KILN_ATTR_Q_AUTO, 0) == 1 && kiln__attr_i(a, KILN_ATTR_Q_AUTO, 0) == 1 &&
-           (!ca || !ca[0]) && lin && in_at(a, 7) >= 0;
+           (!ca || !ca[0]) && lin && kiln__in_at(a, 7) >= 0;
 }
 
 /* Moves convolution c into add node i's slot (it reads its operands there: R may be computed after c), with the
@@ -102,8 +100,8 @@ static kiln_status fuse(kiln_graph *g, int i, int c, int k)
     const kiln_node *a = &g->nodes[i], *n = &g->nodes[c];
     int rk = 3 - k;
     bool once = fuse_once(n, a);
-    int in[14] = {n->in[0], n->in[1], n->in[2], n->in[3], n->in[4], n->in[5], n->in[6], n->in[7], in_at(n, 8),
-                  a->in[rk], a->in[rk + 1], in_at(a, rk + 2), a->in[6], in_at(a, 7)};
+    int in[14] = {n->in[0], n->in[1], n->in[2], n->in[3], n->in[4], n->in[5], n->in[6], n->in[7], kiln__in_at(n, 8),
+                  a->in[rk], a->in[rk + 1], kiln__in_at(a, rk + 2), a->in[6], kiln__in_at(a, 7)};
     int nin = once ? 12 : in[13] >= 0 ? 14 : 13;
     if (once)
         in[6] = a->in[6], in[7] = a->in[7];
@@ -150,12 +148,12 @@ static int dq_scalar(const kiln_graph *g, const kiln_vshape *vs, int v, const ki
     const kiln_node *d = &g->nodes[p];
     if (d->dead || d->op != KILN_OP_DequantizeLinear || d->n_in < 2 || d->n_out != 1 || vs[v].dtype != KILN_DT_FLOAT32)
         return -1;
-    const kiln_tensor *s = kiln__const_of(g, d->in[1]), *z = in_at(d, 2) >= 0 ? kiln__const_of(g, d->in[2]) : NULL;
+    const kiln_tensor *s = kiln__const_of(g, d->in[1]), *z = kiln__in_at(d, 2) >= 0 ? kiln__const_of(g, d->in[2]) : NULL;
     kiln_dtype xdt = vs[d->in[0]].dtype;
     /* (a scale finite and > 0, as the fused kernel's operands must be: cpu/ref/k_qadd.c scale_in) */
     if (!s || s->dtype != KILN_DT_FLOAT32 || kiln_tensor_numel(s) != 1 || !(*(const float *)s->data > 0) ||
         !isfinite(*(const float *)s->data) ||
-        (in_at(d, 2) >= 0 && (!z || kiln_tensor_numel(z) != 1 || z->dtype != xdt)) ||
+        (kiln__in_at(d, 2) >= 0 && (!z || kiln_tensor_numel(z) != 1 || z->dtype != xdt)) ||
         (xdt != KILN_DT_UINT8 && xdt != KILN_DT_INT8))
         return -1;
     *dq = d;
@@ -180,15 +178,15 @@ static kiln_status fuse_tail(kiln_graph *g, const kiln_vshape *vs, int i, int *c
             continue;
         const kiln_node *n = &g->nodes[c];
         if (n->dead || n->op != KILN_OP_QLinearConv || n->n_out != 1 || n->n_in < 8 || n->n_in > 9 ||
-            kiln__attr_i(n, "kiln_out_float", 0) || in_at(n, 7) < 0 || !same_scalar(g, in_at(n, 6), dy->in[1]) ||
-            !same_scalar(g, in_at(n, 7), in_at(dy, 2)))
+            kiln__attr_i(n, "kiln_out_float", 0) || kiln__in_at(n, 7) < 0 || !same_scalar(g, kiln__in_at(n, 6), dy->in[1]) ||
+            !same_scalar(g, kiln__in_at(n, 7), kiln__in_at(dy, 2)))
             continue;
         /* the Relu after the sum, where it is the sum's only reader */
         int o = i, ro = arelu ? -1 : kiln__single_consumer(g, a->out[0]);
         if (ro >= 0 && g->nodes[ro].op == KILN_OP_Relu && g->nodes[ro].n_in == 1 && !g->nodes[ro].dead)
             o = ro;
-        int in[12] = {n->in[0], n->in[1], n->in[2], n->in[3], n->in[4], n->in[5], n->in[6], n->in[7], in_at(n, 8),
-                      r, dr->in[1], in_at(dr, 2)};
+        int in[12] = {n->in[0], n->in[1], n->in[2], n->in[3], n->in[4], n->in[5], n->in[6], n->in[7], kiln__in_at(n, 8),
+                      r, dr->in[1], kiln__in_at(dr, 2)};
         bool r_shared = kiln__single_consumer(g, a->in[1 - k]) != i;
         /* the float output's storage on the GPU (--float-activations), as the DequantizeLinear of Y had it */
         char half[8] = "";
@@ -270,7 +268,7 @@ static kiln_status fuse_once_all(kiln_graph *g, const kiln_vshape *vs, int *chan
  * (a block's whole output in bytes) is never written nor read. x2 of x's type (the GPU's kernels read both alike). */
 static bool pad_free_1x1(const kiln_graph *g, const kiln_node *d)
 {
-    const kiln_tensor *w = in_at(d, 3) >= 0 ? kiln__const_of(g, d->in[3]) : NULL;
+    const kiln_tensor *w = kiln__in_at(d, 3) >= 0 ? kiln__const_of(g, d->in[3]) : NULL;
     if (!w || w->ndim != 4 || w->dims[2] != 1 || w->dims[3] != 1 || kiln__attr_i(d, "group", 1) != 1)
         return false;
     const kiln_attr *st = kiln__attr(d, "strides");
@@ -293,12 +291,12 @@ static kiln_status fuse_sum(kiln_graph *g, const kiln_vshape *vs, int i, int *ch
     if (d->dead || d->op != KILN_OP_QLinearConv || d->n_out != 1 || d->n_in < 8 || d->n_in > 9 ||
         kiln__attr_i(d, "kiln_out_float", 0) || kiln__attr_i(d, KILN_ATTR_Q_AUTO, 0) != 1 || (da && da[0]) ||
         !pad_free_1x1(g, d) || vs[d->in[0]].dtype != vs[f->in[0]].dtype ||
-        !same_scalar(g, in_at(d, 6), f->in[10]) || !same_scalar(g, in_at(d, 7), in_at(f, 11)))
+        !same_scalar(g, kiln__in_at(d, 6), f->in[10]) || !same_scalar(g, kiln__in_at(d, 7), kiln__in_at(f, 11)))
         return KILN_OK;
     const kiln_attr *st = kiln__attr(d, "strides");
     int64_t strides[2] = {st ? st->ints[0] : 1, st ? st->ints[1] : 1};
-    int in[16] = {f->in[0], f->in[1], f->in[2], f->in[3], f->in[4], f->in[5], f->in[6], f->in[7], in_at(f, 8),
-                  d->in[0], d->in[1], in_at(d, 2), d->in[3], d->in[4], in_at(d, 5), in_at(d, 8)};
+    int in[16] = {f->in[0], f->in[1], f->in[2], f->in[3], f->in[4], f->in[5], f->in[6], f->in[7], kiln__in_at(f, 8),
+                  d->in[0], d->in[1], kiln__in_at(d, 2), d->in[3], d->in[4], kiln__in_at(d, 5), kiln__in_at(d, 8)};
     KILN_TRY(kiln__node_set_inputs(g, i, in[15] >= 0 ? 16 : 15, in));
     kiln_node *n = &g->nodes[i];
     KILN_TRY(kiln__node_set_op(n, KILN_OP_QLinearConvSum, KILN_DOMAIN, n->opset));

@@ -5,6 +5,8 @@
 #include "../ir/fused.h"
 #include "../ir/shape.h"
 
+/* Value id of n's input i, -1 where n has no such input or it is empty. */
+static inline int kiln__in_at(const kiln_node *n, int i) { return i < n->n_in ? n->in[i] : -1; }
 /* The node producing v, or NULL (graph input, constant, or dead producer). */
 kiln_node *kiln__producer(kiln_graph *g, int v);
 /* Value of a constant scalar (any numeric dtype, one element). */

@@ -515,12 +515,7 @@ static kiln_status conv_smallc(cu_be *b, kiln_kctx *ctx, kiln_dtype sdt, bool nh
     if (d.v4)   /* each tap's <= 4 channels as one 8-byte load from a channels-last copy padded to 4 */
         crs = 4 * w->dims[2] * w->dims[3];
     d.kp = (int)((crs + 31) / 32 * 32);
-    int64_t C = x->dims[1], H = x->dims[2], W = x->dims[3];
-    if (cu_is_nhwc(x)) {
-        d.xsc = 1; d.xsw = C; d.xsh = W * C; d.xsn = H * W * C;
-    } else {
-        d.xsw = 1; d.xsh = W; d.xsc = H * W; d.xsn = C * H * W;
-    }
+    cu_conv_x_strides(x, &d);
     const void *wp = NULL;
     KILN_TRY(smallc_weights(b, ctx, sdt, &d, &wp));
     int64_t yd[4] = {x->dims[0], w->dims[0], g.out[0], g.out[1]};

@@ -22,8 +22,6 @@ static void stem_free(void *p)
     free(s);
 }
 
-static bool is_q8(kiln_dtype t) { return t == KILN_DT_UINT8 || t == KILN_DT_INT8; }
-
 /* The geometry, the activation and the operands the kernel takes; *d, *po, *qo, *q filled */
 static bool stem_desc(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in, cuk_conv_desc *d, int *po,
                       int *qo, cuk_stem_q *q)
@@ -61,7 +59,7 @@ static bool stem_desc(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor 
     if (!sc)
         return !zp;
     if ((sc->flags & KILN_TENSOR_ON_DEVICE) || sc->dtype != KILN_DT_FLOAT32 || cu_numel(sc) != 1 ||
-        (zp && ((zp->flags & KILN_TENSOR_ON_DEVICE) || !is_q8(zp->dtype) || cu_numel(zp) != 1)))
+        (zp && ((zp->flags & KILN_TENSOR_ON_DEVICE) || !cu_is_q8(zp->dtype) || cu_numel(zp) != 1)))
         return false;
     q->scale = *(const float *)sc->data;
     q->inv = kq_inv(q->scale);
@@ -86,7 +84,7 @@ static bool sup_convpool(const kiln_bk_query *q)
     kiln_dtype s = q->n_in > 3 ? q->in_dtype[3] : KILN_DT_UNDEFINED, z = q->n_in > 4 ? q->in_dtype[4] : KILN_DT_UNDEFINED;
     return (x == KILN_DT_FLOAT32 || x == KILN_DT_UNDEFINED) &&
            (w == KILN_DT_FLOAT16 || w == KILN_DT_BFLOAT16 || w == KILN_DT_UNDEFINED) &&
-           (s == KILN_DT_FLOAT32 || s == KILN_DT_UNDEFINED) && (z == KILN_DT_UNDEFINED || is_q8(z));
+           (s == KILN_DT_FLOAT32 || s == KILN_DT_UNDEFINED) && (z == KILN_DT_UNDEFINED || cu_is_q8(z));
 }
 
 /* The filter reordered for the kernel, kept per node and weights generation */
@@ -137,12 +135,7 @@ static kiln_status k_convpool(cu_be *b, kiln_kctx *ctx)
         return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "not the stem geometry the fused kernel takes");
     const kiln_tensor *x = IN(0), *w = IN(1);
     kiln_dtype sdt = w->dtype;
-    int64_t C = x->dims[1], H = x->dims[2], W = x->dims[3];
-    if (cu_is_nhwc(x)) {
-        d.xsc = 1; d.xsw = C; d.xsh = W * C; d.xsn = H * W * C;
-    } else {
-        d.xsw = 1; d.xsh = W; d.xsc = H * W; d.xsn = C * H * W;
-    }
+    cu_conv_x_strides(x, &d);
     const void *wp = NULL;
     KILN_TRY(stem_weights(b, ctx, &d, &wp));
     int64_t yd[4] = {x->dims[0], w->dims[0], po, qo};
@@ -153,7 +146,7 @@ static kiln_status k_convpool(cu_be *b, kiln_kctx *ctx)
     kiln_tensor tmp[2];
     memset(tmp, 0, sizeof tmp);
     const kiln_tensor *bias = NULL;
-    kiln_status st = cu_tmp(b, &tmp[0], sdt, 4, (int64_t[]){x->dims[0], H, W, 4});
+    kiln_status st = cu_tmp(b, &tmp[0], sdt, 4, (int64_t[]){x->dims[0], x->dims[2], x->dims[3], 4});
     if (st == KILN_OK)
         st = cu_check(b, cuk_conv_to_nhwc4(cu_fdt(cu_sdt(x)), cu_fdt(sdt), x->data, tmp[0].data, &d, b->stream),
                       "stem input");

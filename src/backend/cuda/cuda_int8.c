@@ -21,7 +21,6 @@
 #define QT_SLOT 81   /* its kernel configuration */
 #define QS_SLOT 82   /* QLinearConvSum's second filter, bias and multipliers */
 
-static bool is_q8(kiln_dtype dt) { return dt == KILN_DT_UINT8 || dt == KILN_DT_INT8; }
 
 /* input i absent, or one element */
 static bool scalar_or_none(int n_in, const kiln_tensor *const *in, int i)
@@ -43,7 +42,7 @@ static bool host_zp(const kiln_tensor *t, int64_t i, int *v)
     *v = 0;
     if (!t)
         return true;
-    if ((t->flags & KILN_TENSOR_ON_DEVICE) || !is_q8(t->dtype) || cu_numel(t) <= i)
+    if ((t->flags & KILN_TENSOR_ON_DEVICE) || !cu_is_q8(t->dtype) || cu_numel(t) <= i)
         return false;
     *v = t->dtype == KILN_DT_UINT8 ? ((const uint8_t *)t->data)[i] : ((const int8_t *)t->data)[i];
     return true;
@@ -89,8 +88,8 @@ static bool sup_quant(const kiln_bk_query *q)
     bool quant = q->node->op == KILN_OP_QuantizeLinear;
     kiln_dtype x = q->in_dtype[0], z = q->n_in > 2 ? q->in_dtype[2] : KILN_DT_UNDEFINED;
     if (quant)
-        return x == KILN_DT_FLOAT32 && (z == KILN_DT_UNDEFINED || is_q8(z));
-    return is_q8(x) && (z == KILN_DT_UNDEFINED || z == x);
+        return x == KILN_DT_FLOAT32 && (z == KILN_DT_UNDEFINED || cu_is_q8(z));
+    return cu_is_q8(x) && (z == KILN_DT_UNDEFINED || z == x);
 }
 
 static bool acc_quant(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
@@ -156,7 +155,7 @@ static bool sup_qadd(const kiln_bk_query *q)
 {
     if (!q->in_dtype)
         return true;
-    return q->n_in >= 7 && is_q8(q->in_dtype[0]) && is_q8(q->in_dtype[3]);
+    return q->n_in >= 7 && cu_is_q8(q->in_dtype[0]) && cu_is_q8(q->in_dtype[3]);
 }
 
 static bool acc_qadd(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
@@ -217,7 +216,7 @@ static bool sup_qconv(const kiln_bk_query *q)
 {
     if (!q->in_dtype)
         return true;
-    return q->n_in >= 8 && is_q8(q->in_dtype[0]) && q->in_dtype[3] == KILN_DT_INT8 &&
+    return q->n_in >= 8 && cu_is_q8(q->in_dtype[0]) && q->in_dtype[3] == KILN_DT_INT8 &&
            (q->n_in < 9 || q->in_dtype[8] == KILN_DT_UNDEFINED || q->in_dtype[8] == KILN_DT_INT32);
 }
 
@@ -235,7 +234,7 @@ static bool qparams_ok(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor
         return false;
     if (n_in > 8 && in[8] && cu_numel(in[8]) != nch)
         return false;
-    if (!qconv_float_out(b, n) && (!in[6] || !in[7] || !is_q8(in[7]->dtype)))
+    if (!qconv_float_out(b, n) && (!in[6] || !in[7] || !cu_is_q8(in[7]->dtype)))
         return false;
     int64_t nwz = n_in > 5 && in[5] ? cu_numel(in[5]) : 0;
     for (int64_t i = 0; i < nwz; i++) {
@@ -253,7 +252,7 @@ static bool res_float_ok(cu_be *b, const kiln_node *n, int n_in, const kiln_tens
     const char *a = b->host->attr_s(n, "kiln_res_act", NULL);
     float s;
     int z;
-    return n_in >= 11 && in[9] && is_q8(in[9]->dtype) && host_f(in[10], &s) && cu_numel(in[10]) == 1 &&
+    return n_in >= 11 && in[9] && cu_is_q8(in[9]->dtype) && host_f(in[10], &s) && cu_numel(in[10]) == 1 &&
            (n_in < 12 || !in[11] || (in[11]->dtype == in[9]->dtype && cu_numel(in[11]) == 1 && host_zp(in[11], 0, &z))) &&
            host_f(in[6], &s) && (!a || !a[0] || !strcmp(a, "Relu"));
 }
@@ -274,7 +273,7 @@ static bool res_once_ok(cu_be *b, const kiln_node *n, int n_in, const kiln_tenso
 {
     float s;
     int z;
-    return n_in == 12 && !res_float(b, n) && in[9] && is_q8(in[9]->dtype) && host_f(in[10], &s) &&
+    return n_in == 12 && !res_float(b, n) && in[9] && cu_is_q8(in[9]->dtype) && host_f(in[10], &s) &&
            cu_numel(in[10]) == 1 && (!in[11] || (in[11]->dtype == in[9]->dtype && cu_numel(in[11]) == 1 &&
                                                  host_zp(in[11], 0, &z))) &&
            host_f(in[6], &s) && linear_act(b, n) && !qconv_float_out(b, n);
@@ -337,7 +336,7 @@ static bool acc_qconv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor 
         return false;
     if (once && !res_once_ok(b, n, n_in, in))
         return false;
-    if (fused && !rf && !once && (!in[9] || !is_q8(in[9]->dtype) || qconv_float_out(b, n) || !linear_act_of(b, n, "kiln_res_act") ||
+    if (fused && !rf && !once && (!in[9] || !cu_is_q8(in[9]->dtype) || qconv_float_out(b, n) || !linear_act_of(b, n, "kiln_res_act") ||
                   !scalar_or_none(n_in, in, 10) || !scalar_or_none(n_in, in, 11) || !scalar_or_none(n_in, in, 12) ||
                   !scalar_or_none(n_in, in, 13)))
         return false;
@@ -725,7 +724,7 @@ static bool sup_qmm(const kiln_bk_query *q)
 {
     if (!q->in_dtype)
         return true;
-    return q->n_in >= 8 && is_q8(q->in_dtype[0]) && q->in_dtype[3] == KILN_DT_INT8 &&
+    return q->n_in >= 8 && cu_is_q8(q->in_dtype[0]) && q->in_dtype[3] == KILN_DT_INT8 &&
            (q->n_in < 9 || q->in_dtype[8] == KILN_DT_UNDEFINED || q->in_dtype[8] == KILN_DT_INT32);
 }
 

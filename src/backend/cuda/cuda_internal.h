@@ -163,6 +163,18 @@ kiln_status cu_as(cu_be *b, const kiln_tensor *x, kiln_dtype sdt, kiln_tensor *t
  * with cu_tmp_free). */
 kiln_status cu_relayout(cu_be *b, const kiln_tensor *x, bool nhwc, kiln_tensor *tmp, const kiln_tensor **out);
 static inline bool cu_is_nhwc(const kiln_tensor *t) { return t && (t->flags & KILN_TENSOR_DEV_NHWC); }
+/* an 8-bit integer type (the INT8 layers' activations and zero points) */
+static inline bool cu_is_q8(kiln_dtype t) { return t == KILN_DT_UINT8 || t == KILN_DT_INT8; }
+/* d's x strides (xsn, xsc, xsh, xsw, elements) for the 4-D x as it is held: channels-last or NCHW */
+static inline void cu_conv_x_strides(const kiln_tensor *x, cuk_conv_desc *d)
+{
+    int64_t C = x->dims[1], H = x->dims[2], W = x->dims[3];
+    if (cu_is_nhwc(x)) {
+        d->xsc = 1; d->xsw = C; d->xsh = W * C; d->xsn = H * W * C;
+    } else {
+        d->xsw = 1; d->xsh = W; d->xsc = H * W; d->xsn = C * H * W;
+    }
+}
 /* A half storage by name ("fp16" / "bf16": an environment variable's or an engine attribute's value), else def. */
 static inline kiln_dtype cu_half_dt(const char *name, kiln_dtype def)
 {
