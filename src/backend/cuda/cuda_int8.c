@@ -344,7 +344,9 @@ static bool acc_qconv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor 
     int64_t K = w->dims[0], C = w->dims[1];
     /* no input channel or filter tap (an empty reduction) stays on the CPU: the kernels start their sums with the
      * first step's MMA (kernels_conv_i8.cu) */
-    if (x->dims[1] != C || C <= 0 || C % 16 || K % 8 || w->dims[2] <= 0 || w->dims[3] <= 0 ||
+    /* (filters of at most 32 x 32 taps: the kernels' tap masks, kernels_conv_i8.cu i8_row) */
+    if (x->dims[1] != C || C <= 0 || C % 16 || K % 8 || w->dims[2] <= 0 || w->dims[3] <= 0 || w->dims[2] > 32 ||
+        w->dims[3] > 32 ||
         x->dims[0] * x->dims[2] * x->dims[3] > ((int64_t)1 << 37))
         return false;
     int zx;
