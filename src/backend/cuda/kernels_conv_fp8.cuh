@@ -20,19 +20,19 @@ template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.as
 // step of `by` bytes at a time (loads come in step order).
 struct fp8_piece {
     int kc, pc, pr, ps;
-    __device__ __forceinline__ void init(int k, const cuk_conv_desc &d)
+    __host__ __device__ __forceinline__ void init(int k, const cuk_conv_desc &d)
     {
         kc = pc = k;
         pr = ps = 0;
         carry(d);
     }
-    __device__ __forceinline__ void advance(int by, const cuk_conv_desc &d)
+    __host__ __device__ __forceinline__ void advance(int by, const cuk_conv_desc &d)
     {
         kc += by;
         pc += by;
         carry(d);
     }
-    __device__ __forceinline__ void carry(const cuk_conv_desc &d)
+    __host__ __device__ __forceinline__ void carry(const cuk_conv_desc &d)
     {
         while (pc >= d.c) {
             pc -= d.c;
@@ -51,7 +51,7 @@ struct fp8_row {
     int hb, wb;
     int64_t xb;
     bool ok;
-    __device__ __forceinline__ void init(int64_t m, int64_t M, bool gemm, int64_t pq, const cuk_conv_desc &d)
+    __host__ __device__ __forceinline__ void init(int64_t m, int64_t M, bool gemm, int64_t pq, const cuk_conv_desc &d)
     {
         ok = m < M;
         if (gemm) {
@@ -75,7 +75,7 @@ struct fp8_row {
         }
     }
     // the source of piece p of this row (x itself and *valid false outside the image or past the reduction)
-    __device__ __forceinline__ const uint8_t *src(const uint8_t *x, const fp8_piece &p, bool kok,
+    __host__ __device__ __forceinline__ const uint8_t *src(const uint8_t *x, const fp8_piece &p, bool kok,
                                                   const cuk_conv_desc &d, bool *valid) const
     {
         const int hh = hb + p.pr * d.dh, ww = wb + p.ps * d.dw;

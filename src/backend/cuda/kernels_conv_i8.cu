@@ -199,44 +199,6 @@ __device__ __forceinline__ void sum_products(const int *acc, const int *b2sm, co
         }
 }
 
-// One row of the implicit GEMM (output pixel m) with its filter taps decided once a tile: off, the byte offset of its
-// top-left tap (outside the image where the padding is: only taps inside are read), hm / wm, bit r / s set where
-// filter row r / column s falls inside the image (both 0 past M), so that a step's copy of the row is one 64-bit add
-// and two bit tests (ncu, session 39: the per-piece tap and bounds arithmetic of fp8_row::src was ~150 of the ~235
-// instructions a thread ran per reduction step of layer2's 3x3 convolution). R and S at most 32 (cuk_conv_i8).
-struct i8_row {
-    int64_t off;
-    uint32_t hm, wm;
-    __device__ __forceinline__ void init(int64_t m, int64_t M, bool gemm, int64_t pq, const cuk_conv_desc &d)
-    {
-        hm = wm = 0;
-        off = 0;
-        if (m >= M)
-            return;
-        if (gemm) {
-            off = m * d.c;
-            hm = wm = 1;
-            return;
-        }
-        int64_t nn;
-        int rem;
-        if (M <= 0x7fffffff) {   // 32-bit divisions where the rows fit (64-bit ones are a call of ~70 instructions)
-            const unsigned mu = (unsigned)m, pu = (unsigned)pq, nu = mu / pu;
-            nn = nu;
-            rem = (int)(mu - nu * pu);
-        } else {
-            nn = m / pq;
-            rem = (int)(m % pq);
-        }
-        const int hb = rem / d.q * d.sh - d.ph, wb = rem % d.q * d.sw - d.pw;
-        off = (nn * d.h * d.w + (int64_t)hb * d.w + wb) * d.c;
-        for (int r = 0; r < d.r; r++)
-            hm |= (unsigned)(hb + r * d.dh) < (unsigned)d.h ? 1u << r : 0u;
-        for (int s = 0; s < d.s; s++)
-            wm |= (unsigned)(wb + s * d.dw) < (unsigned)d.w ? 1u << s : 0u;
-    }
-};
-
 // SUM (QLinearConvSum, wgmma configurations): the tile runs the second convolution's reduction (x2, f2) first, turns
 // its sums into t2 = (float)(acc2 + bias2[c]) * m2[c] in registers, then the main reduction into the same accumulators
 // (started again by its first MMA) and the epilogue adds t2 before its one rounding (q_bytes8). The two reductions
@@ -291,13 +253,12 @@ __global__ void __launch_bounds__(THREADS, MINB)
     // one step's copies from activations xs (geometry dd) and filter fs (rows of rr bytes)
     auto load_from = [&](int stage, const uint8_t *xs, const uint8_t *fs, int rr, const cuk_conv_desc &dd) {
         const bool kok = pc.kc < rr;
-        // this step's tap: its offset from a row's top-left tap, and the bits its filter row and column test
-        const int64_t toff = ((int64_t)pc.pr * dd.dh * dd.w + (int64_t)pc.ps * dd.dw) * dd.c + pc.pc;
-        const uint32_t hbit = kok ? 1u << pc.pr : 0u, wbit = 1u << pc.ps;
+        const i8_tap tp(pc, kok, dd);   // this step's tap: once for the thread's rows
 #pragma unroll
         for (int i = 0; i < BM / RPP; i++) {
-            const bool ok = (ar[i].hm & hbit) && (ar[i].wm & wbit);
-            cp_async16(as + stage * SA + wg_swz(tid / PPR + i * RPP, ch, SK), ok ? xs + ar[i].off + toff : xs, ok);
+            bool ok;
+            const uint8_t *src = ar[i].src(xs, tp, &ok);
+            cp_async16(as + stage * SA + wg_swz(tid / PPR + i * RPP, ch, SK), src, ok);
         }
 #pragma unroll
         for (int i = 0; i < BN / RPP; i++) {

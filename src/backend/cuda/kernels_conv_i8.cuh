@@ -15,6 +15,85 @@ constexpr int BM = 128, BK = 64;
 // at once (8 rows, 2-byte pieces: store_reg) fall in distinct banks
 __host__ __device__ constexpr int res_stride(int bn) { return bn + 16; }
 
+// One row of the implicit GEMM (output pixel m) with its filter taps decided once a tile (the INT8 kernels' fp8_row):
+// off, the byte offset of its top-left tap (outside the image where the padding is: only taps inside are read), hm /
+// wm, bit r / s set where filter row r / column s falls inside the image (both 0 past M), so that a step's copy of
+// the row is one 64-bit add and two bit tests (ncu, session 39: fp8_row::src's per-piece tap and bounds arithmetic
+// was ~150 of the ~235 instructions a thread ran per reduction step of layer2's 3x3 convolution). R and S at most 32
+// (cuk_conv_i8). tests/gpu/test_i8_addr.cu holds it to fp8_row's sources and bounds on the host.
+struct i8_tap;
+struct i8_row {
+    int64_t off;
+    uint32_t hm, wm;
+    __host__ __device__ __forceinline__ void init(int64_t m, int64_t M, bool gemm, int64_t pq, const cuk_conv_desc &d)
+    {
+        hm = wm = 0;
+        off = 0;
+        if (m >= M)
+            return;
+        if (gemm) {
+            off = m * d.c;
+            hm = wm = 1;
+            return;
+        }
+        int64_t nn;
+        int rem;
+        if (M <= 0x7fffffff) {   // 32-bit divisions where the rows fit (64-bit ones are a call of ~70 instructions)
+            const unsigned mu = (unsigned)m, pu = (unsigned)pq, nu = mu / pu;
+            nn = nu;
+            rem = (int)(mu - nu * pu);
+        } else {
+            nn = m / pq;
+            rem = (int)(m % pq);
+        }
+        const int hb = rem / d.q * d.sh - d.ph, wb = rem % d.q * d.sw - d.pw;
+        off = (nn * d.h * d.w + (int64_t)hb * d.w + wb) * d.c;
+        for (int r = 0; r < d.r; r++)
+            hm |= (unsigned)(hb + r * d.dh) < (unsigned)d.h ? 1u << r : 0u;
+        for (int s = 0; s < d.s; s++)
+            wm |= (unsigned)(wb + s * d.dw) < (unsigned)d.w ? 1u << s : 0u;
+    }
+    // the source of the step's piece in this row (x itself and *valid false outside the image, past M or past the
+    // reduction), as fp8_row::src gives it
+    __host__ __device__ __forceinline__ const uint8_t *src(const uint8_t *x, const i8_tap &t, bool *valid) const;
+};
+// A thread's piece at one step, for all its rows: the tap's offset from a row's top-left tap, and the bits its filter
+// row and column test (hbit 0 past the reduction)
+struct i8_tap {
+    int64_t toff;
+    uint32_t hbit, wbit;
+    __host__ __device__ __forceinline__ i8_tap(const fp8_piece &p, bool kok, const cuk_conv_desc &d)
+        : toff(((int64_t)p.pr * d.dh * d.w + (int64_t)p.ps * d.dw) * d.c + p.pc), hbit(kok ? 1u << p.pr : 0u),
+          wbit(1u << p.ps)
+    {
+    }
+};
+__host__ __device__ __forceinline__ const uint8_t *i8_row::src(const uint8_t *x, const i8_tap &t, bool *valid) const
+{
+    *valid = (hm & t.hbit) && (wm & t.wbit);
+    return *valid ? x + off + t.toff : x;
+}
+
+// The pieces thread tid of nt copies of a tile of rows of pr 16-byte pieces, pieces i = tid, tid + nt, ... in row i / pr:
+// where pr divides nt, piece j0 of rows r0, r0 + rstep, ... -- decomposed once, not per piece and tile (ncu, session
+// 39: the division i / pr, i % pr of every piece of every tile was 35% of the instructions k_gemm_i8 ran on layer1's
+// 256 -> 64); even false where it does not divide (the caller divides each index)
+struct tile_pieces {
+    bool even;
+    int j0, r0, rstep;
+    __host__ __device__ __forceinline__ tile_pieces(int tid, int pr, int nt)
+        : even(nt % pr == 0), j0(even ? tid % pr : 0), r0(even ? tid / pr : 0), rstep(even ? nt / pr : 1)
+    {
+    }
+};
+
+// wgmma descriptor d moved k 16-byte units further (its start-address field: the shared address over 16, which cannot
+// carry out of its 14 bits inside shared memory): the low word alone, one addition
+__host__ __device__ __forceinline__ uint64_t wg_desc_add(uint64_t d, uint32_t k)
+{
+    return (d >> 32) << 32 | (uint32_t)((uint32_t)d + k);
+}
+
 // One reduction step's wgmma of a warpgroup: A its 64 rows of the stage, B the stage's BN rows (descriptors of the
 // SK-byte swizzle: steps of 64 or 128 bytes), SK / 32 k32 MMAs as one group, left in flight (the caller waits for all
 // but the newest group, so the stage is refilled only after the MMAs that read it are done).
@@ -23,14 +102,12 @@ __device__ __forceinline__ void wg_i8_step(int *acc, uint32_t a_s, uint32_t b_s,
 {
 #if KILN_WGMMA
     wg_fence();
-    // the step's descriptors once; each k32 MMA's 32 bytes further are 2 more in the start-address field, added to the
-    // low word alone (the field, the shared address over 16, cannot carry out of its 14 bits inside shared memory):
-    // one addition a descriptor instead of wg_desc's mask, shift and or (ncu, session 39: ~15 instructions a wgmma)
+    // the step's descriptors once, each k32 MMA's 32 bytes further by wg_desc_add (ncu, session 39: wg_desc's mask,
+    // shift and or were ~15 instructions a wgmma)
     const uint64_t da0 = wg_desc(a_s, SK), db0 = wg_desc(b_s, SK);
-    const uint32_t alo = (uint32_t)da0, ahi = (uint32_t)(da0 >> 32), blo = (uint32_t)db0, bhi = (uint32_t)(db0 >> 32);
 #pragma unroll
     for (int kk = 0; kk < SK / 32; kk++) {
-        const uint64_t da = (uint64_t)ahi << 32 | (alo + 2 * kk), db = (uint64_t)bhi << 32 | (blo + 2 * kk);
+        const uint64_t da = wg_desc_add(da0, 2 * kk), db = wg_desc_add(db0, 2 * kk);
         const int in = acc_in || kk > 0;
         if constexpr (BN == 64)
             wgmma_i8_n64<XS8>(acc, da, db, in);

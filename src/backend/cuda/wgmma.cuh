@@ -13,16 +13,17 @@
 #define KILN_WGMMA 0
 #endif
 
-#if KILN_WGMMA
+// (plain arithmetic: also on the host, tests/gpu/test_i8_addr.cu)
 // Descriptor of a K-major operand whose rows are `row` bytes (64 or 128) apart, swizzled with that width (the
 // 16-byte piece c of row r stored at piece c ^ (r % 8) for 128, c ^ ((r / 2) % 4) for 64), 8-row groups 8 x row
 // bytes apart (the stride byte offset); the tile 1024-byte aligned. Stepping along K inside a row: the start
 // address plus the step's bytes (the hardware swizzles the address it computes).
-__device__ __forceinline__ uint64_t wg_desc(uint32_t saddr, int row)
+__host__ __device__ __forceinline__ uint64_t wg_desc(uint32_t saddr, int row)
 {
     const uint64_t mode = row == 128 ? 1 : row == 64 ? 2 : 3;   // 128-, 64-, 32-byte swizzle
     return (uint64_t)((saddr & 0x3FFFF) >> 4) | (uint64_t)1 << 16 | (uint64_t)((8 * row) >> 4) << 32 | mode << 62;
 }
+#if KILN_WGMMA
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
