@@ -44,7 +44,7 @@ static void check_geometry(const cuk_conv_desc &d)
         i8_row b;
         a.init(m, M, gemm, pq, d);
         b.init(m, M, gemm, pq, d);
-        for (int k0 = 0; k0 < 64 && k0 < red + 64; k0 += 16) {   // a thread's piece k0, advanced a step at a time
+        for (int k0 = 0; k0 < 64; k0 += 16) {   // a thread's piece k0, advanced a step at a time
             fp8_piece pc;
             pc.init(k0, d);
             for (int kc = k0; kc < red + 64; kc += 64) {

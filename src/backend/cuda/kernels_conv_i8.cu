@@ -243,11 +243,10 @@ __global__ void __launch_bounds__(THREADS, MINB)
     const bool gemm = fp8_is_gemm(d);
     const int64_t pq = (int64_t)d.p * d.q;
     const uint8_t *wb = (const uint8_t *)w;
-    const bool gemm2 = SUM ? fp8_is_gemm(d2) : gemm;
     i8_row ar[BM / RPP];
 #pragma unroll
     for (int i = 0; i < BM / RPP; i++)
-        ar[i].init(m0 + tid / PPR + i * RPP, M, gemm2, pq, d2);
+        ar[i].init(m0 + tid / PPR + i * RPP, M, SUM ? fp8_is_gemm(d2) : gemm, pq, d2);
     fp8_piece pc;   // this thread's piece's position in the reduction, advanced by SK each load
     pc.init(ch * 16, d2);
     // one step's copies from activations xs (geometry dd) and filter fs (rows of rr bytes)

@@ -15,48 +15,6 @@ constexpr int BM = 128, BK = 64;
 // at once (8 rows, 2-byte pieces: store_reg) fall in distinct banks
 __host__ __device__ constexpr int res_stride(int bn) { return bn + 16; }
 
-// One row of the implicit GEMM (output pixel m) with its filter taps decided once a tile (the INT8 kernels' fp8_row):
-// off, the byte offset of its top-left tap (outside the image where the padding is: only taps inside are read), hm /
-// wm, bit r / s set where filter row r / column s falls inside the image (both 0 past M), so that a step's copy of
-// the row is one 64-bit add and two bit tests (ncu, session 39: fp8_row::src's per-piece tap and bounds arithmetic
-// was ~150 of the ~235 instructions a thread ran per reduction step of layer2's 3x3 convolution). R and S at most 32
-// (cuk_conv_i8). tests/gpu/test_i8_addr.cu holds it to fp8_row's sources and bounds on the host.
-struct i8_tap;
-struct i8_row {
-    int64_t off;
-    uint32_t hm, wm;
-    __host__ __device__ __forceinline__ void init(int64_t m, int64_t M, bool gemm, int64_t pq, const cuk_conv_desc &d)
-    {
-        hm = wm = 0;
-        off = 0;
-        if (m >= M)
-            return;
-        if (gemm) {
-            off = m * d.c;
-            hm = wm = 1;
-            return;
-        }
-        int64_t nn;
-        int rem;
-        if (M <= 0x7fffffff) {   // 32-bit divisions where the rows fit (64-bit ones are a call of ~70 instructions)
-            const unsigned mu = (unsigned)m, pu = (unsigned)pq, nu = mu / pu;
-            nn = nu;
-            rem = (int)(mu - nu * pu);
-        } else {
-            nn = m / pq;
-            rem = (int)(m % pq);
-        }
-        const int hb = rem / d.q * d.sh - d.ph, wb = rem % d.q * d.sw - d.pw;
-        off = (nn * d.h * d.w + (int64_t)hb * d.w + wb) * d.c;
-        for (int r = 0; r < d.r; r++)
-            hm |= (unsigned)(hb + r * d.dh) < (unsigned)d.h ? 1u << r : 0u;
-        for (int s = 0; s < d.s; s++)
-            wm |= (unsigned)(wb + s * d.dw) < (unsigned)d.w ? 1u << s : 0u;
-    }
-    // the source of the step's piece in this row (x itself and *valid false outside the image, past M or past the
-    // reduction), as fp8_row::src gives it
-    __host__ __device__ __forceinline__ const uint8_t *src(const uint8_t *x, const i8_tap &t, bool *valid) const;
-};
 // A thread's piece at one step, for all its rows: the tap's offset from a row's top-left tap, and the bits its filter
 // row and column test (hbit 0 past the reduction)
 struct i8_tap {
@@ -68,11 +26,37 @@ struct i8_tap {
     {
     }
 };
-__host__ __device__ __forceinline__ const uint8_t *i8_row::src(const uint8_t *x, const i8_tap &t, bool *valid) const
-{
-    *valid = (hm & t.hbit) && (wm & t.wbit);
-    return *valid ? x + off + t.toff : x;
-}
+// One row of the implicit GEMM (output pixel m) with its filter taps decided once a tile, from fp8_row's decomposition:
+// off, the byte offset of its top-left tap (outside the image where the padding is: only taps inside are read), hm /
+// wm, bit r / s set where filter row r / column s falls inside the image (both 0 past M), so that a step's copy of
+// the row is one 64-bit add and two bit tests (ncu, session 39: fp8_row::src's per-piece tap and bounds arithmetic
+// was ~150 of the ~235 instructions a thread ran per reduction step of layer2's 3x3 convolution). R and S at most 32
+// (cuk_conv_i8). tests/gpu/test_i8_addr.cu holds it to fp8_row's sources and bounds on the host.
+struct i8_row {
+    int64_t off;
+    uint32_t hm, wm;
+    __host__ __device__ __forceinline__ void init(int64_t m, int64_t M, bool gemm, int64_t pq, const cuk_conv_desc &d)
+    {
+        fp8_row a;   // the row's image, top-left tap and bound, as the FP8 kernels decompose it
+        a.init(m, M, gemm, pq, d);
+        hm = wm = 0;
+        off = 0;
+        if (!a.ok)
+            return;
+        off = a.xb + ((int64_t)a.hb * d.w + a.wb) * d.c;
+        for (int r = 0; r < d.r; r++)
+            hm |= (unsigned)(a.hb + r * d.dh) < (unsigned)d.h ? 1u << r : 0u;
+        for (int s = 0; s < d.s; s++)
+            wm |= (unsigned)(a.wb + s * d.dw) < (unsigned)d.w ? 1u << s : 0u;
+    }
+    // the source of the step's piece in this row (x itself and *valid false outside the image, past M or past the
+    // reduction), as fp8_row::src gives it
+    __host__ __device__ __forceinline__ const uint8_t *src(const uint8_t *x, const i8_tap &t, bool *valid) const
+    {
+        *valid = (hm & t.hbit) && (wm & t.wbit);
+        return *valid ? x + off + t.toff : x;
+    }
+};
 
 // The pieces thread tid of nt copies of a tile of rows of pr 16-byte pieces, pieces i = tid, tid + nt, ... in row i / pr:
 // where pr divides nt, piece j0 of rows r0, r0 + rstep, ... -- decomposed once, not per piece and tile (ncu, session

@@ -52,19 +52,19 @@ __global__ void __launch_bounds__(GT, 2)
     // this thread's activation pieces, where pr divides the block (C a power-of-two multiple of 64 up to 4096: every
     // ResNet / BERT layer) decomposed once (tile_pieces)
     const tile_pieces tp(tid, pr, GT);
-    const bool jok = tp.j0 * 16 < red;
-    const int soff = (tp.j0 >> 2) * BM * 64;
     // row tile t into stage s: its activations, and the residual tile (K a multiple of 16: cuk_conv_i8's check)
     auto load = [&](int s, int64_t t) {
         uint8_t *as = st0 + s * sbytes;
         const int64_t m0 = t * BM;
         if (tp.even) {
             const int64_t left = M - m0;
+            const bool jok = tp.j0 * 16 < red;
+            uint8_t *dst = as + (tp.j0 >> 2) * BM * 64;
             const uint8_t *src = x + (m0 + tp.r0) * red + tp.j0 * 16;
             const int64_t sstep = (int64_t)tp.rstep * red;
             for (int r = tp.r0; r < BM; r += tp.rstep, src += sstep) {
                 const bool ok = jok && r < left;
-                cp_async16(as + soff + wg_swz(r, tp.j0 & 3, 64), ok ? src : x, ok);
+                cp_async16(dst + wg_swz(r, tp.j0 & 3, 64), ok ? src : x, ok);
             }
         } else {
             for (int i = tid; i < BM * pr; i += GT) {
