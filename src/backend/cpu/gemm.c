@@ -16,9 +16,9 @@
  *     each tile. On the last K slice the micro-kernel applies the epilogue before storing.
  *   - A is read in place by the AVX-512 micro-kernel when it is row-major (no packing: conv
  *     weights and activations are used as they are); otherwise it is packed into MR-high
- *     k-major panels. With A in place, a row-major op(B) of rows of >= 512 columns (a CNN's
- *     28x28 and larger activations) is read in place too (b_direct_ok), the next panel's rows
- *     prefetched while the tiles of one run.
+ *     k-major panels. op(B) is always packed: read in place (rows of >= 512 columns, a CNN's
+ *     28x28 and larger activations, until session 40) its tiles ran ~15% slower on the 2-core
+ *     Xeon (the panel's strided rows missing L1 on every row tile; see packed_block).
  *   - Micro-kernels, chosen at run time with kiln__cpu_has(): AVX-512F+FMA 8 x 32
  *     (with cheaper variants for 1-, 16- and 17-column edge tiles; with A read in place the
  *     17th column is a dot product along k) and 12 x 32 for A read in place against pre-packed
@@ -141,7 +141,6 @@ typedef struct gemm_job {
                            * given pre-packed (kiln_gemm.apack: the AVX2 Winograd filters) or packed once by
                            * this call for all its tasks (share_a); NULL: each task packs its blocks */
     bool b_shared;        /* bpack was packed by this call for all its tasks (share_b), not given */
-    bool b_direct;        /* op(B) row-major, read in place by the AVX-512 tiles (no packing; direct_b_ok) */
     const kiln_epi *epi;  /* NULL when there is nothing to do */
     bool direct_a;        /* the micro-kernel reads A in place */
     /* task grid */
@@ -340,11 +339,6 @@ static const float *panel_at(const gemm_job *g, tile_args *t, const float *pb, f
     const float *bp = g->bpack ? g->bpack + ((jc + jr) / nr) * g->K * nr + pc * nr : pb + jr * kc;
     t->j0 = jc + jr;
     t->colv = NULL;
-    if (g->b_direct) {   /* panels of 32 or 16 columns (b_direct_ok); rows >= kb2 from B2 */
-        t->pb2 = g->B2 && pc + kc > g->kb2 ? g->B2 + (pc > g->kb2 ? pc - g->kb2 : 0) * g->b_rs + jc + jr : NULL;
-        t->k2 = g->B2 && pc < g->kb2 ? g->kb2 - pc : 0;
-        return t->pb2 && t->k2 == 0 ? t->pb2 : g->B + pc * g->b_rs + jc + jr;
-    }
     const float *bq = bp;   /* the panel whose columns colv holds */
     t->pbn = NULL;
     if (n == W49_COLS)      /* columns 32-48: the next panel, its column 16 in colv */
@@ -385,18 +379,6 @@ static const float *panel_at(const gemm_job *g, tile_args *t, const float *pb, f
             colv[k] = c16[k * nr];
     }
     return bp;
-}
-
-/* B read in place (b_direct): share `part` of `parts` of rows [pc, pc+kc) of the panel at column j prefetched into L2
- * (its two lines per row), so that the panel's first tile does not wait on each row in turn. */
-static void prefetch_b_rows(const gemm_job *g, int64_t pc, int64_t kc, int64_t j, int64_t part, int64_t parts)
-{
-    int64_t step = ceil_div(kc, parts), k0 = pc + part * step, k1 = min64(pc + kc, k0 + step);
-    for (int64_t k = k0; k < k1; k++) {
-        const float *r = (g->B2 && k >= g->kb2 ? g->B2 + (k - g->kb2) * g->b_rs : g->B + k * g->b_rs) + j;
-        __builtin_prefetch(r, 0, 2);
-        __builtin_prefetch(r + 16, 0, 2);
-    }
 }
 
 /* One tile: m rows of C from row ir of the block at (ic, pc) (c: its column), panel bp of n columns;
@@ -526,9 +508,8 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
             int64_t kc = min64(g->kc, K - pc);
             tile_args t = {.alpha = g->alpha, .beta = pc == 0 ? g->beta : 1.0f,   /* later K slices accumulate */
                            .epi = pc + kc >= K ? g->epi : NULL};
-            t.bs = g->b_direct ? g->b_rs : 0;
-            if (g->bpack || g->b_direct)
-                ; /* panels already in place, or B read in place */
+            if (g->bpack)
+                ; /* panels already in place */
             else if (g->packb)
                 g->packb(g->packb_ctx, pc, kc, jc, nc, nr, pb);
             else
@@ -548,8 +529,6 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
                             t.pf_a = direct && jr == 0 && ir + 2 * mr <= mc ? g->A + (ic + ir + mr) * g->a_rs + pc
                                                                             : NULL;
                             t.pf_rows = mr;
-                            if (g->b_direct && ir == 0 && jc + jr + n < n1)
-                                prefetch_b_rows(g, pc, kc, jc + jr + n, 0, 1);
                             run_tile(g, &t, pa, bp, cblk + jr, ic, pc, kc, ir, (int)min64(mr, mc - ir), (int)n);
                         }
                     }
@@ -590,8 +569,6 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
                         t.pf_a = pf_next_a && ir + h + hn <= mc ? g->A + (ic + ir + h) * g->a_rs + pc : NULL;
                         t.pf_rows = (int)hn;
                         a_ahead_step(&ah);
-                        if (g->b_direct && jc + jr + n < n1)
-                            prefetch_b_rows(g, pc, kc, jc + jr + n, ir / mr, ceil_div(mc, mr));
                         run_tile(g, &t, pa, bp, cblk + jr, ic, pc, kc, ir, (int)min64(h, mc - ir), n);
                     }
                 }
@@ -628,7 +605,6 @@ static void packed_block_small(const gemm_job *g, int64_t m0, int64_t m1, int64_
     if (res_is_c(s.epi, s.C, s.ldc, s.beta))
         res_as_c(&e_own, &s.epi, &s.beta);   /* K in slices of KS: the residual (C itself) read as C first */
     s.kc = KS;
-    s.b_direct = false;   /* packed into pb below */
     s.mc = g->im->mr;
     s.nc = g->im->nr;
     packed_block(&s, m0, m1, n0, n1, pa, pb, NULL, false);
@@ -824,7 +800,7 @@ static void packb_task(void *ctx, int64_t b, int64_t e)
  * a plain copy of B is cheap and each thread's own copy stays in its own L2 (sharing: 1.0-1.1x). */
 static void share_b(kiln_pool *pool, int nthreads, gemm_job *g)
 {
-    if (g->tm < 2 || g->bpack || g->b_direct || nthreads < 2 || (!g->packb && g->K > 512))
+    if (g->tm < 2 || g->bpack || nthreads < 2 || (!g->packb && g->K > 512))
         return;
     int64_t pn = ceil_div(g->N, g->im->nr), floats = pn * g->K * g->im->nr;
     if (floats > 4 * 1024 * 1024)
@@ -882,21 +858,6 @@ static void plan_grid(gemm_job *g, int nt)
 #else
 #define GEMM_AVX512_IS(im) false
 #endif
-
-/* Whether op(B) is read in place by the AVX-512 8-row tiles instead of packed (gemm_job.b_direct): A read in place,
- * B row-major in memory (no packer, not pre-packed, not transposed; stacked B2 too, the tiles switching to it at
- * kb2 inside their k loop: tile_args.pb2 / k2), rows of at least 512 columns (a
- * CNN's 28x28 and larger maps) in panels of 32 columns and at most one of 16 (N % 16 == 0: no tile reads past a
- * row's end), M a multiple of the tile height (no edge rows). On the two-FMA host packing B cost more than the tiles
- * reading it from L2 with the next panel's rows prefetched (prefetch_b_rows): ResNet-50's 1x1 convs at 56x56 and
- * 28x28 0.81-0.95 (bench/env_ab, 150-200 pairs); at 14x14 and 7x7 (N = 196, 49: B small and shared, K up to 2048)
- * 1.00-1.06, so those keep packing. FusedConvSum's [h ; x] at 56x56 and 28x28: those two layers 1/1.034 (250/300 pairs;
- * layer2_0 1/1.071). */
-static bool b_direct_ok(const gemm_job *g, bool trans_b)
-{
-    return GEMM_AVX512_IS(g->im) && g->direct_a && !g->packb && !g->bpack && !trans_b &&
-           g->M % g->im->mr == 0 && g->N >= 512 && g->N % 16 == 0;
-}
 
 /* Tiny problems and GEMV shapes: the direct path (no packing) where op(B) is in memory. */
 static bool direct_shape(int64_t M, int64_t N, double flops)
@@ -979,9 +940,9 @@ static void split_n_tasks(gemm_job *g, double flops)
     }
 }
 
-/* The job's K slices, row and column blocks, direct B and 49-column tiles (kiln__sgemm_ex, after plan_grid); an
+/* The job's K slices, row and column blocks and 49-column tiles (kiln__sgemm_ex, after plan_grid); an
  * epilogue whose residual is C itself (alias) becomes C with beta 1 where the tiles would store over it first. */
-static void plan_blocks(gemm_job *g, bool trans_b, bool alias, kiln_epi *e_own)
+static void plan_blocks(gemm_job *g, bool alias, kiln_epi *e_own)
 {
     const gemm_impl *im = g->im;
     const int64_t K = g->K;
@@ -1012,11 +973,10 @@ static void plan_blocks(gemm_job *g, bool trans_b, bool alias, kiln_epi *e_own)
      * 0.993, of 64 0.973 (150 pairs). AVX-512 only (not measured with the AVX2 tiles). */
     int64_t nb = ceil_div(g->nstep, GEMM_AVX512_IS(im) && !g->bpack && g->tm == 1 ? GEMM_NC_SPLIT : im->nc);
     g->nc = ceil_div(ceil_div(g->nstep, nb), im->nr) * im->nr;
-    g->b_direct = b_direct_ok(g, trans_b);
     /* a block's last 32 + 17 columns as one tile (ukr49): ResNet-50's 7x7 layers (N = 49) and the Winograd GEMMs of
      * 49 tiles (layer2-3's conv2s), in one process against the two tiles (bench/env_ab, 300 pairs, 2 threads, both
      * orders): those layers 0.972 / 1/1.049, the model 0.987 / 1/1.017 */
-    g->w49 = im->ukr49 && g->direct_a && !g->b_direct;
+    g->w49 = im->ukr49 && g->direct_a;
 }
 
 void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
@@ -1073,7 +1033,7 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
     plan_grid(&g, nthreads);
     int ntask_threads = (int)(g.tm * g.tn);
     split_n_tasks(&g, flops);
-    plan_blocks(&g, a->trans_b, alias, &e_own);
+    plan_blocks(&g, alias, &e_own);
     share_a(pool, ntask_threads, &g);
     g.buf_floats = (size_t)(g.nc * g.kc + DOT_COLS * g.kc + 16 + (g.direct_a || g.apack ? 0 : g.mc * g.kc));
     share_b(pool, ntask_threads, &g);

@@ -25,10 +25,6 @@ typedef struct tile_args {
     const char *pf_b;    /* tall kernel: pf_b_lines 64-byte lines from here (this tile's share of the next pre-packed
                           * B panel) prefetched into L2, spread over its k loop; or NULL */
     int pf_b_lines;
-    int64_t bs;          /* 0: B is a packed panel (nr floats a k row); else B read in place, its rows bs floats apart
-                          * (AVX-512 8-row tiles of 16 or 32 columns, A in place) */
-    const float *pb2;    /* with bs: B's rows from k2 on start here (kiln_gemm.B2), or NULL */
-    int64_t k2;
     const float *colv;   /* direct A (AVX-512), 17-column tile: column 16 of the B panel, contiguous; or a tile
                           * of n <= DOT_COLS columns: DOT_COLS columns of kc floats each (zero past n); or the
                           * 49-column tile: its column 48 (column 16 of pbn) */

@@ -106,7 +106,6 @@ T512 __attribute__((always_inline)) static inline void ukr512_body(int64_t kc, c
         c0[i] = c1[i] = _mm512_setzero_ps();
     prefetch_tile_out(c, ldc, m, n, t);
     const int64_t l1 = direct ? lda : 1, l2 = 2 * l1, l3 = 3 * l1, as = direct ? 1 : MR_512;
-    const int64_t bs = t->bs ? t->bs : NR_512;   /* floats between B's k rows: a packed panel's, or B in place */
     const float *q0 = a, *q4 = a + 4 * l1;
 #define A_PTR(i) ((i) < 4 ? q0 + ((i) == 0 ? 0 : (i) == 1 ? l1 : (i) == 2 ? l2 : l3) \
                           : q4 + ((i) == 4 ? 0 : (i) == 5 ? l1 : (i) == 6 ? l2 : l3))
@@ -122,32 +121,25 @@ T512 __attribute__((always_inline)) static inline void ukr512_body(int64_t kc, c
         }                                                                                                \
         q0 += as;                                                                                        \
         q4 += as;                                                                                        \
-        pb += bs;                                                                                        \
+        pb += NR_512;                                                                                    \
     } while (0)
-    /* B in place from two matrices (t->pb2): steps [0, k2) from pb, the rest from pb2 */
-    const int64_t k2 = t->pb2 && t->k2 < kc ? t->k2 : kc;
     if (variant == W_FULL) {
         int64_t k = 0;
         const float *pf = direct ? t->pf_a : NULL;
-        for (int64_t ke = k2;; ke = kc) {
-            if (pf) {
-                /* one cache line of each of the next tile's 8 rows every 16 steps */
-                for (; k + 16 <= ke; k += 16) {
+        if (pf) {
+            /* one cache line of each of the next tile's 8 rows every 16 steps */
+            for (; k + 16 <= kc; k += 16) {
 #pragma GCC unroll 8
-                    for (int i = 0; i < MR_512; i++)
-                        _mm_prefetch((const char *)(pf + i * lda + k), _MM_HINT_T0);
+                for (int i = 0; i < MR_512; i++)
+                    _mm_prefetch((const char *)(pf + i * lda + k), _MM_HINT_T0);
 #pragma GCC unroll 4
-                    for (int u = 0; u < 16; u++)
-                        STEP_FULL();
-                }
+                for (int u = 0; u < 16; u++)
+                    STEP_FULL();
             }
-#pragma GCC unroll 4
-            for (; k < ke; k++)
-                STEP_FULL();
-            if (ke == kc)
-                break;
-            pb = t->pb2;
         }
+#pragma GCC unroll 4
+        for (; k < kc; k++)
+            STEP_FULL();
     } else if (variant == W_17 && direct) {
         /* columns 0-15 as W_16; column 16 as 8 dot products along k of the A rows (contiguous)
          * with the panel's column 16 (t->colv), reduced at the end */
@@ -170,7 +162,7 @@ T512 __attribute__((always_inline)) static inline void ukr512_body(int64_t kc, c
                     c0[i] = _mm512_fmadd_ps(_mm512_set1_ps(A_AT(i)), b0, c0[i]);
                 q0 += as;
                 q4 += as;
-                pb += bs;
+                pb += NR_512;
             }
         }
         float xs[MR_512] __attribute__((aligned(32)));
@@ -181,7 +173,7 @@ T512 __attribute__((always_inline)) static inline void ukr512_body(int64_t kc, c
     } else if (variant == W_17 || variant == W_16) {
 #pragma GCC unroll 4
         for (int64_t k = 0; k < kc; k++) {
-            __m512 b0 = _mm512_loadu_ps(k < k2 ? pb + k * bs : t->pb2 + (k - k2) * bs);
+            __m512 b0 = _mm512_loadu_ps(pb + k * NR_512);
 #pragma GCC unroll 8
             for (int i = 0; i < MR_512; i++)
                 c0[i] = _mm512_fmadd_ps(_mm512_set1_ps(A_AT(i)), b0, c0[i]);
@@ -487,7 +479,7 @@ T512 static void ukr_avx512(int64_t kc, const float *a, int64_t lda, const float
                             int n, const tile_args *t)
 {
     if (n == W49_COLS) {
-        if (lda && m == MR_512 && !t->bs) {
+        if (lda && m == MR_512) {
             ukr512_w49(kc, a, lda, pb, c, ldc, t);
         } else {
             /* as the two tiles it replaces: 32 columns of pb, 17 of the next panel */
@@ -508,7 +500,7 @@ T512 static void ukr_avx512(int64_t kc, const float *a, int64_t lda, const float
             ts.beta = k0 == 0 ? t->beta : 1.0f;
             ts.epi = k0 + ks >= kc ? t->epi : NULL;
             pack_avx512_a(a + k0, lda, 1, m, ks, pk);
-            ukr_avx512(ks, pk, 0, pb + k0 * (t->bs ? t->bs : NR_512), c, ldc, m, n, &ts);
+            ukr_avx512(ks, pk, 0, pb + k0 * NR_512, c, ldc, m, n, &ts);
         }
         return;
     }
