@@ -838,12 +838,14 @@ static void plan_grid(gemm_job *g, int nt)
             }
         }
     }
-    /* A caller's packer (implicit im2col) in an M-split grid packs op(B) once, shared (share_b), and every task then
-     * reads all of it: where that is more than a core's L2 holds, split N instead when there are panels enough for
-     * at least three a thread (each task packs and keeps its own columns; A, the weights, read by both). ResNet-50's
-     * 3x3/2 conv at 28x28 (K = 2304, 7 panels, 2 MB of panels): 1/1.113 in the model (bench/env_ab, 193/200 pairs); at
-     * 14x14 (2 panels) an N split was 1.045. */
-    if (btm > 1 && g->packb && pn >= 3 * (btm * btn) && (double)g->K * (double)(pn * nr) * 4.0 > 1024.0 * 1024.0) {
+    /* op(B) packed by this call (a caller's packer such as the implicit im2col, or plain B) in an M-split grid is
+     * packed once, shared (share_b), and every task then reads all of it: where that is more than a core's L2 holds,
+     * split N instead when there are panels enough for at least three a thread (each task packs and keeps its own
+     * columns; A, the weights, read by both). ResNet-50's 3x3/2 conv at 28x28 (K = 2304, 7 panels, 2 MB of panels):
+     * 1/1.113 in the model (bench/env_ab, 193/200 pairs); at 14x14 (2 panels) an N split was 1.045. Plain B since
+     * session 40 (it was read in place before): the 1x1 512->256 @28 0.863, layer2's FusedConvSum ([h ; x], 1.2 MB)
+     * 0.907, ResNet-50 0.987 (116/150 pairs); PP-OCRv4 det / rec unchanged (0.999 / 1.002). */
+    if (btm > 1 && !g->bpack && pn >= 3 * (btm * btn) && (double)g->K * (double)(pn * nr) * 4.0 > 1024.0 * 1024.0) {
         btn *= btm;
         btm = 1;
     }
