@@ -265,6 +265,7 @@ __device__ __forceinline__ void store_reg(const int *acc, const float *msm, cons
                                           int64_t m0, int n0, int tid, const float *t2 = nullptr, bool mapped = false,
                                           int64_t mrow = 0, bool mok = false)
 {
+    static_assert(BN % 32 == 0, "the byte stores pair the 16-channel groups");
     constexpr int RS = res_stride(BN);
     const int t = tid & 3, lr = quad_row(tid);
     const int64_t row = mapped ? mrow : m0 + lr;   // mapped: the caller's output row for quad_row(tid) (valid: mok)
@@ -307,6 +308,10 @@ __device__ __forceinline__ void store_reg(const int *acc, const float *msm, cons
     const uint32_t sel_f0 = cb ? 0x1054u : 0x5410u, sel_f1 = cb ? 0x3276u : 0x7632u;
     // once for the tile (the pointer test and the 64-bit row bound were evaluated again for every pair: ncu, session 36)
     const bool has_res = e.res != nullptr, rok = mapped ? mok : row < M;
+    // 16-byte stores where the rows allow them (K a multiple of 16, y 16-byte aligned): see the pairing below
+    const bool v16 = (d.k & 15) == 0 && ((uintptr_t)y & 15) == 0;
+    uint8_t *yrow = (uint8_t *)y + row * d.k;
+    uint2 prev = make_uint2(0u, 0u);
 #pragma unroll
     for (int p = 0; p < BN / 16; p++) {
         int a[8];
@@ -332,9 +337,29 @@ __device__ __forceinline__ void store_reg(const int *acc, const float *msm, cons
         const uint32_t r1 = __shfl_xor_sync(0xffffffffu, s1, 2);
         const uint32_t keep = __byte_perm(k1, r1, sel_keep), send = __byte_perm(k1, r1, sel_send);
         const uint32_t x = __shfl_xor_sync(0xffffffffu, send, 1);
-        const int col = n0 + (2 * p + cb) * 8;
-        if (rok && col < d.k)
-            *(uint2 *)((uint8_t *)y + row * d.k + col) = make_uint2(__byte_perm(keep, x, sel_f0), __byte_perm(keep, x, sel_f1));
+        const uint2 o = make_uint2(__byte_perm(keep, x, sel_f0), __byte_perm(keep, x, sel_f1));   // group 2p + cb
+        if ((p & 1) == 0) {
+            prev = o;
+            continue;
+        }
+        // pairs p - 1, p: the lanes cb = 0, 1 of a row trade one 8-byte piece, so that lane cb holds channel groups
+        // 2p - 2 + 2cb and 2p - 1 + 2cb, 16 contiguous bytes: the pair of lanes writes 32 contiguous bytes, a whole
+        // L2 sector, with one store each (8-byte stores left every sector half-written twice: twice the L2's write
+        // operations on the memory-bound 1x1 layers)
+        const uint2 snd = cb ? prev : o;
+        const uint2 r = make_uint2(__shfl_xor_sync(0xffffffffu, snd.x, 1), __shfl_xor_sync(0xffffffffu, snd.y, 1));
+        const uint2 lo = cb ? r : prev, hi = cb ? o : r;
+        const int col = n0 + 16 * (p - 1) + 16 * cb;
+        if (!rok)
+            continue;
+        if (v16 && col + 16 <= d.k) {
+            *(uint4 *)(yrow + col) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+        } else {
+            if (col < d.k)
+                *(uint2 *)(yrow + col) = lo;
+            if (col + 8 < d.k)
+                *(uint2 *)(yrow + col + 8) = hi;
+        }
     }
 }
 #endif
