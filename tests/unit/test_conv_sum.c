@@ -192,9 +192,9 @@ int main(void)
         {37, 45, 23, 9},      {64, 200, 320, 64},  {19, 77, 700, 300}, {40, 33, 1100, 512},
         {8, 129, 600, 0},     {13, 31, 257, 256},  {3, 5, 7, 3},       {1, 70, 90, 45},
         {70, 1, 90, 44},      {256, 100, 384, 128}, {33, 196, 1536, 513},
-        /* B and B2 read in place by the AVX-512 tiles (N >= 512, N % 16 == 0, M % 8 == 0): the switch to B2 inside a
-         * tile's k loop (one slice: ResNet-50's layer1_0 and layer2_0), inside and at the edge of a slice of three,
-         * kb2 = 0; a 16-column last panel */
+        /* ResNet-50's shapes at 56x56 and 28x28 (N >= 512; B and B2 were read in place by the AVX-512 tiles until
+         * session 40, now packed, a slice across kb2 panel by panel): kb2 inside one slice (layer1_0 and layer2_0),
+         * inside and at the edge of a slice of three, kb2 = 0; a 16-column last panel */
         {64, 3136, 320, 64},  {512, 784, 384, 128}, {16, 528, 1100, 300}, {24, 1040, 1100, 734}, {40, 512, 600, 0},
     };
     for (size_t i = 0; i < sizeof gc / sizeof gc[0]; i++)
