@@ -17,8 +17,9 @@
  *   - A is read in place by the AVX-512 micro-kernel when it is row-major (no packing: conv
  *     weights and activations are used as they are); otherwise it is packed into MR-high
  *     k-major panels. op(B) is always packed: read in place (rows of >= 512 columns, a CNN's
- *     28x28 and larger activations, until session 40) its tiles ran ~15% slower on the 2-core
- *     Xeon (the panel's strided rows missing L1 on every row tile; see packed_block).
+ *     28x28 and larger activations, until session 40) the 56x56 1x1 convs ran 9-22% slower on
+ *     the 2-core Xeon, a panel's strided rows missing L1 on every row tile (bench/env_ab;
+ *     bench/notes/fp32_vs_ort.md, session 40).
  *   - Micro-kernels, chosen at run time with kiln__cpu_has(): AVX-512F+FMA 8 x 32
  *     (with cheaper variants for 1-, 16- and 17-column edge tiles; with A read in place the
  *     17th column is a dot product along k) and 12 x 32 for A read in place against pre-packed
