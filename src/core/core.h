@@ -113,6 +113,8 @@ enum {
     KILN_CPU_AVX512VNNI = 1u << 5,   /* vpdpbusd (AVX512_VNNI) */
     KILN_CPU_AVX512BF16 = 1u << 6,   /* vdpbf16ps, vcvtne2ps2bf16 (AVX512_BF16) */
     KILN_CPU_AVX512VBMI = 1u << 7,   /* vpermi2b / vpermt2b (AVX512_VBMI) and AVX512BW */
+    KILN_CPU_AMX_BF16 = 1u << 8,     /* AMX tiles with tdpbf16ps, the OS saving their state and this process
+                                      * granted their use (Linux arch_prctl, requested by the detection) */
 };
 #define KILN_CPU_AVX2_FMA (KILN_CPU_AVX2 | KILN_CPU_FMA)
 #define KILN_CPU_AVX512_DQ_FMA (KILN_CPU_AVX512F | KILN_CPU_AVX512DQ | KILN_CPU_FMA)

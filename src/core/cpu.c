@@ -4,7 +4,11 @@
  * KILN_MAX_CPU_ISA (environment, read once with the detection) caps what kiln uses, like oneDNN's
  * ONEDNN_MAX_CPU_ISA: "avx2" hides the AVX-512 features, "none" the AVX2 / FMA / F16C ones too
  * (the portable kernels). For running and measuring an AVX2-only host's paths on an AVX-512 one;
- * engines built under a cap are the capped host's engines. Unset or anything else: no cap. */
+ * engines built under a cap are the capped host's engines; "avx512" hides AMX only. Unset or anything else: no cap.
+ *
+ * AMX (the tile registers, 8 KB of state) needs more than CPUID: the OS must save the tile state (XCR0 bits 17-18)
+ * and, on Linux, grant the process its use (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA: the first tile
+ * instruction faults without it); the detection asks once, for the whole process. */
 #include "core.h"
 #include <pthread.h>
 #include <stdlib.h>
@@ -12,9 +16,31 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 static unsigned cpu_features;   /* written once under cpu_once, read-only afterwards */
+
+#if defined(__linux__) && defined(__x86_64__)
+/* AMX-TILE and AMX-BF16 (CPUID leaf 7: EDX bits 24, 22), the OS saving the tile state (XCR0 bits 17-18, read with
+ * xgetbv where OSXSAVE is set) and the process allowed to use it */
+static bool amx_usable(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 22)))
+        return false;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)))
+        return false;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17))
+        return false;
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+}
+#endif
 
 static void detect(void)
 {
@@ -46,6 +72,11 @@ static void detect(void)
     }
 #endif
     const char *cap = getenv("KILN_MAX_CPU_ISA");
+#if defined(__linux__) && defined(__x86_64__)
+    if ((f & KILN_CPU_AVX512BF16) && !(cap && (!strcmp(cap, "avx512") || !strcmp(cap, "avx2") || !strcmp(cap, "none"))) &&
+        amx_usable())
+        f |= KILN_CPU_AMX_BF16;
+#endif
     if (cap && strcmp(cap, "avx2") == 0)
         f &= KILN_CPU_AVX2 | KILN_CPU_FMA | KILN_CPU_F16C;
     else if (cap && strcmp(cap, "none") == 0)

@@ -26,8 +26,11 @@ static void test_core(int it)
     int64_t M = rnd(1, 30), N = rnd(1, 120), K = rnd(1, 260);
     if (it % 8 == 5) /* across the AVX2 tile's chunks of 256 k of A */
         M = rnd(1, 12), N = rnd(1, 60), K = rnd(255, 1300);
+    if (it % 8 == 6) /* several 16-row AMX blocks, K whole 32-value steps (no tail), C rows padded */
+        M = rnd(31, 90), N = rnd(16, 130), K = 32 * rnd(1, 12);
+    int64_t ldc = N + (it % 8 == 6 || it % 8 == 2 ? rnd(0, 5) : 0);
     int th = (int)rnd(1, 3);
-    float *A = malloc(sizeof(float) * (size_t)(M * K)), *C = malloc(sizeof(float) * (size_t)(M * N));
+    float *A = malloc(sizeof(float) * (size_t)(M * K)), *C = malloc(sizeof(float) * (size_t)(M * ldc));
     uint16_t *B = malloc(sizeof(uint16_t) * (size_t)(K * N));
     float *bias = malloc(sizeof(float) * (size_t)N);
     for (int64_t i = 0; i < M * K; i++)
@@ -39,7 +42,9 @@ static void test_core(int it)
     kiln_bgemm_b *pb;
     CHECK(kiln__bgemm_pack_b(B, N, 1, K, N, &pb) == KILN_OK);
     kiln_epi e = {.bias = bias, .act = {it % 2 ? KILN_ACT_RELU : KILN_ACT_NONE, 0, 0}};
-    kiln_bgemm g = {.M = M, .N = N, .K = K, .A = A, .lda = K, .b = pb, .C = C, .ldc = N, .epi = it % 3 ? &e : NULL};
+    for (int64_t i = 0; i < M * ldc; i++)
+        C[i] = -7.0f;   /* the padding columns must keep it */
+    kiln_bgemm g = {.M = M, .N = N, .K = K, .A = A, .lda = K, .b = pb, .C = C, .ldc = ldc, .epi = it % 3 ? &e : NULL};
     CHECK(kiln__bgemm(test_pool(th), th, &g) == KILN_OK);
     int bad = 0;
     for (int64_t i = 0; i < M; i++)
@@ -56,8 +61,11 @@ static void test_core(int it)
                 if (e.act.kind == KILN_ACT_RELU)
                     s = s > 0 ? s : 0;
             }
-            bad += !(fabs(C[i * N + j] - s) <= 1e-6 * mag + 1e-30);
+            bad += !(fabs(C[i * ldc + j] - s) <= 1e-6 * mag + 1e-30);
         }
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = N; j < ldc; j++)
+            bad += C[i * ldc + j] != -7.0f;
     CHECK_MSG(bad == 0, "bgemm (tile %d) M=%lld N=%lld K=%lld th=%d: %d outside the float32 accumulation bound",
               kiln__bgemm_isa(), (long long)M, (long long)N, (long long)K, th, bad);
     kiln__bgemm_free_b(pb);
@@ -170,17 +178,17 @@ int main(void)
 {
     int isa = kiln__bgemm_isa();
     printf("AVX512-BF16 %s; tile %s\n", kiln__bgemm_available() ? "present" : "absent",
-           isa == 2 ? "AVX512-BF16" : isa == 1 ? "AVX2" : "portable");
+           isa == 3 ? "AMX" : isa == 2 ? "AVX512-BF16" : isa == 1 ? "AVX2" : "portable");
     for (int i = 0; i < 120; i++)
         test_core(i);
-    /* the narrower tiles this host can run too: AVX2 (on AVX512-BF16 hosts), portable */
+    /* the narrower tiles this host can run too: AVX512-BF16 (on AMX hosts), AVX2, portable */
     for (int cap = isa - 1; cap >= 0; cap--) {
         kiln__bgemm_set_isa_cap(cap);
         CHECK(kiln__bgemm_isa() == cap);
         for (int i = 0; i < 60; i++)
             test_core(i);
     }
-    kiln__bgemm_set_isa_cap(2);
+    kiln__bgemm_set_isa_cap(3);
     for (int i = 0; i < 144; i++)
         test_op(i);
     return TEST_SUMMARY();

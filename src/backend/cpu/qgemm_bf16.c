@@ -19,7 +19,7 @@ bool kiln__bgemm_available(void)
     return kiln__cpu_has(KILN_CPU_AVX512F | KILN_CPU_AVX512BF16);
 }
 
-static int isa_cap = 2;
+static int isa_cap = 3;
 
 void kiln__bgemm_set_isa_cap(int cap) { isa_cap = cap; }
 
@@ -28,7 +28,7 @@ int kiln__bgemm_isa(void)
     static int host = -1;   /* racing first calls store the same value */
     int h = __atomic_load_n(&host, __ATOMIC_RELAXED);
     if (h < 0) {
-        h = kiln__bgemm_available() ? 2 : kiln__cpu_has(KILN_CPU_AVX2_FMA) ? 1 : 0;
+        h = kiln__cpu_has(KILN_CPU_AMX_BF16) ? 3 : kiln__bgemm_available() ? 2 : kiln__cpu_has(KILN_CPU_AVX2_FMA) ? 1 : 0;
         __atomic_store_n(&host, h, __ATOMIC_RELAXED);
     }
     return h < isa_cap ? h : isa_cap;
@@ -136,6 +136,10 @@ static void bgemm_task(void *arg, int64_t slot, int64_t strip, int64_t i0, int64
         bs = buf;
     } else {
         bs = g->b->data + strip * KILN_QGEMM_NV * kp2 * 16;
+    }
+    if (j->isa == 3) {
+        kiln__bgemm_rows_amx(g, j->arows, bs, i0, i1, j0, ncols);   /* the epilogue too, tile by tile */
+        return;
     }
     for (int64_t i = i0; i < i1; i += KILN_QGEMM_MR) {
         int m = (int)min64(KILN_QGEMM_MR, i1 - i);

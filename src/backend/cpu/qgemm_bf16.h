@@ -47,8 +47,8 @@ kiln_status kiln__bgemm(kiln_pool *pool, int nthreads, const kiln_bgemm *g);
  * 32 values of their k pair. */
 void kiln__bpack_pair16(const uint16_t *r0, const uint16_t *r1, uint16_t *dst);
 bool kiln__bgemm_available(void);   /* AVX512-BF16 on this host */
-/* The tile kiln__bgemm runs: 2 the AVX512-BF16 one, 1 the AVX2 + FMA one (x86/bgemm_avx2.c), 0 the
- * portable C tile; the widest the host has, at most the cap (tests lower it; default 2). */
+/* The tile kiln__bgemm runs: 3 AMX (x86/bgemm_amx.c), 2 the AVX512-BF16 one, 1 the AVX2 + FMA one
+ * (x86/bgemm_avx2.c), 0 the portable C tile; the widest the host has, at most the cap (tests lower it; default 3). */
 int kiln__bgemm_isa(void);
 void kiln__bgemm_set_isa_cap(int cap);
 
@@ -56,6 +56,12 @@ void kiln__bgemm_set_isa_cap(int cap);
  * a (stride kp2 BF16 values) and the strip's panels bs, stored (plain) into C. */
 void kiln__bgemm_tile_bf16(const kiln_bgemm *g, const uint16_t *a, const uint16_t *bs, int64_t i0, int m, int64_t j0,
                            int ncols);
+
+/* x86/bgemm_amx.c: rows [i0, i1) x the strip's ncols (<= 48) columns at j0 with AMX tiles (tdpbf16ps), from A's
+ * rows (arows: row i at arows + i * kp2) and the strip's panels bs, stored (plain) into C. Only where
+ * kiln__cpu_has(KILN_CPU_AMX_BF16). */
+void kiln__bgemm_rows_amx(const kiln_bgemm *g, const uint16_t *arows, const uint16_t *bs, int64_t i0, int64_t i1,
+                          int64_t j0, int ncols);
 
 /* x86/bgemm_avx2.c: the same tile with AVX2 + FMA (BF16 widened to float32, FMA), storing the plain
  * sums (no epilogue). */

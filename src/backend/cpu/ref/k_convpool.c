@@ -34,7 +34,11 @@ kiln_status kiln__fused_conv_pool(kiln_kctx *ctx)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "a 2-D convolution (X of rank 4), got rank %d", x->ndim);
     const kiln_tensor *cin[3] = {x, w, kiln__kin(ctx, 2)};
     kiln_tensor conv, pooled;
-    kiln_status st = run(ctx, ctx->node, KILN_OP_FusedConv, ctx->n_in < 3 ? ctx->n_in : 3, cin, &conv);
+    /* the node as the FusedConv it replaces: kernels that look at the op (BF16 weights take the BF16 GEMM only in a
+     * Conv / FusedConv) compute exactly what the unfused layer did */
+    kiln_node cn = *ctx->node;
+    cn.op = KILN_OP_FusedConv;
+    kiln_status st = run(ctx, &cn, KILN_OP_FusedConv, ctx->n_in < 3 ? ctx->n_in : 3, cin, &conv);
     if (st != KILN_OK)
         return st;
     kiln_attr pa[3] = {
