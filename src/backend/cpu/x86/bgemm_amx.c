@@ -215,7 +215,10 @@ typedef struct amx_rows {
     int ncols;
     uint16_t bt[3][512] __attribute__((aligned(64)));   /* each panel's last kt / 2 k pairs, zero pairs after */
     uint16_t at[4][512] __attribute__((aligned(64)));   /* a row block's last kt values, zero after, 16 rows */
-    float cbuf[4][256] __attribute__((aligned(64)));
+    float cbuf[4][256] __attribute__((aligned(64)));   /* the call's C tiles */
+    int n;                                              /* how many */
+    int64_t ti[4];                                      /* their first row ... */
+    int tp[4];                                          /* ... and panel */
 } amx_rows;
 
 /* Row block r (16 rows from row i) of the next kernel call: its A, and its tail copy into slot r */
@@ -231,12 +234,22 @@ static void set_rows(amx_rows *w, amx_blk *q, int r, int64_t i)
     }
 }
 
-/* C tile t of the call goes to cbuf[t] (a tile stored straight into C made the epilogue's reads of it wait) */
+/* C tile t of the next kernel call (rows [i, i + 16) x panel p) goes to cbuf[t] (a tile stored straight into C
+ * made the epilogue's reads of it wait; storing a block's tiles while the previous block's went out gained
+ * nothing) */
 static void set_c(amx_rows *w, amx_blk *q, int t, int64_t i, int p)
 {
-    (void)i, (void)p;
     q->c[t] = w->cbuf[t];
     q->cs[t] = 64;
+    w->ti[t] = i;
+    w->tp[t] = p;
+    w->n = t + 1;
+    /* the tile's residual rows, read when it goes out (ResNet-50 bf16's residuals come from L3 or memory: the
+     * epilogue waited on them; in-model 1.8% of its time) */
+    const kiln_epi *e = w->g->epi;
+    if (e && e->res)
+        for (int r = 0; r < 16; r++)
+            __builtin_prefetch(e->res + (i + r) * e->ldr + w->j0 + 16 * p, 0, 3);
 }
 
 /* rows x cols of a stored C tile (src, 16 floats a row) into C at (i0, j0) through the epilogue e (NULL: none): the
@@ -261,13 +274,16 @@ __attribute__((target("avx512f,avx512dq,fma"))) static void store_tile(const kil
     }
 }
 
-/* cbuf[t] (16 rows of panel p from row i) into C with the epilogue */
-static void flush_c(amx_rows *w, const amx_blk *q, int t, int64_t i, int p)
+/* After a kernel call: its tiles (16 rows each) into C through the epilogue */
+static void stored(amx_rows *w)
 {
-    (void)q;
     const kiln_bgemm *g = w->g;
-    int cols = w->ncols - 16 * p < 16 ? w->ncols - 16 * p : 16;
-    store_tile(g->epi, w->cbuf[t], g->C + i * g->ldc + w->j0 + 16 * p, g->ldc, 16, cols, i, w->j0 + 16 * p);
+    for (int t = 0; t < w->n; t++) {
+        int64_t i = w->ti[t];
+        int p = w->tp[t], cols = w->ncols - 16 * p < 16 ? w->ncols - 16 * p : 16;
+        store_tile(g->epi, w->cbuf[t], g->C + i * g->ldc + w->j0 + 16 * p, g->ldc, 16, cols, i, w->j0 + 16 * p);
+    }
+    w->n = 0;
 }
 
 static void set_b(amx_rows *w, amx_blk *q, int slot, int p)
@@ -299,14 +315,13 @@ TAMX static void full_rows(amx_rows *w, int64_t i, int64_t i1, int np)
             set_rows(w, &q, 1, r + 16);
             set_c(w, &q, 0, r, p), set_c(w, &q, 1, r, p + 1), set_c(w, &q, 2, r + 16, p), set_c(w, &q, 3, r + 16, p + 1);
             k22(&q);
-            flush_c(w, &q, 0, r, p), flush_c(w, &q, 1, r, p + 1), flush_c(w, &q, 2, r + 16, p);
-            flush_c(w, &q, 3, r + 16, p + 1);
+            stored(w);
         }
         if (r < i1) {
             set_rows(w, &q, 0, r);
             set_c(w, &q, 0, r, p), set_c(w, &q, 1, r, p + 1);
             k12(&q);
-            flush_c(w, &q, 0, r, p), flush_c(w, &q, 1, r, p + 1);
+            stored(w);
         }
     }
     if (np % 2) {
@@ -319,14 +334,13 @@ TAMX static void full_rows(amx_rows *w, int64_t i, int64_t i1, int np)
                 set_c(w, &q, b, r + 16 * b, p);
             }
             k41(&q);
-            for (int b = 0; b < 4; b++)
-                flush_c(w, &q, b, r + 16 * b, p);
+            stored(w);
         }
         for (; r < i1; r += 16) {
             set_rows(w, &q, 0, r);
             set_c(w, &q, 0, r, p);
             k11(&q);
-            flush_c(w, &q, 0, r, p);
+            stored(w);
         }
     }
 }
@@ -336,6 +350,7 @@ TAMX void kiln__bgemm_rows_amx(const kiln_bgemm *g, const uint16_t *arows, const
 {
     amx_rows w;
     w.g = g, w.arows = arows, w.bs = bs, w.j0 = j0, w.ncols = ncols;
+    w.n = 0;
     w.kp2 = (g->K + 1) & ~(int64_t)1, w.kfull = w.kp2 & ~(int64_t)31, w.kt = w.kp2 - w.kfull, w.pstride = w.kp2 * 16;
     const int np = (ncols + 15) / 16;
     if (w.kt) {
