@@ -115,6 +115,7 @@ enum {
     KILN_CPU_AVX512VBMI = 1u << 7,   /* vpermi2b / vpermt2b (AVX512_VBMI) and AVX512BW */
     KILN_CPU_AMX_BF16 = 1u << 8,     /* AMX tiles with tdpbf16ps, the OS saving their state and this process
                                       * granted their use (Linux arch_prctl, requested by the detection) */
+    KILN_CPU_AMX_INT8 = 1u << 9,     /* the same with tdpbusd / tdpbsud / tdpbssd / tdpbuud */
 };
 #define KILN_CPU_AVX2_FMA (KILN_CPU_AVX2 | KILN_CPU_FMA)
 #define KILN_CPU_AVX512_DQ_FMA (KILN_CPU_AVX512F | KILN_CPU_AVX512DQ | KILN_CPU_FMA)

@@ -25,20 +25,23 @@ static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 static unsigned cpu_features;   /* written once under cpu_once, read-only afterwards */
 
 #if defined(__linux__) && defined(__x86_64__)
-/* AMX-TILE and AMX-BF16 (CPUID leaf 7: EDX bits 24, 22), the OS saving the tile state (XCR0 bits 17-18, read with
- * xgetbv where OSXSAVE is set) and the process allowed to use it */
-static bool amx_usable(void)
+/* The AMX features (CPUID leaf 7 EDX: AMX-TILE bit 24 with AMX-BF16 bit 22, AMX-INT8 bit 25) where the OS saves the
+ * tile state (XCR0 bits 17-18, read with xgetbv where OSXSAVE is set) and the process may use it */
+static unsigned amx_usable(void)
 {
-    unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 22)))
-        return false;
+    unsigned a, b, c, d, f = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)))
+        return 0;
+    f = (d & (1u << 22) ? KILN_CPU_AMX_BF16 : 0) | (d & (1u << 25) ? KILN_CPU_AMX_INT8 : 0);
+    if (!f)
+        return 0;
     if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)))
-        return false;
+        return 0;
     unsigned lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     if ((lo & (3u << 17)) != (3u << 17))
-        return false;
-    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+        return 0;
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0 ? f : 0;
 }
 #endif
 
@@ -73,9 +76,10 @@ static void detect(void)
 #endif
     const char *cap = getenv("KILN_MAX_CPU_ISA");
 #if defined(__linux__) && defined(__x86_64__)
-    if ((f & KILN_CPU_AVX512BF16) && !(cap && (!strcmp(cap, "avx512") || !strcmp(cap, "avx2") || !strcmp(cap, "none"))) &&
-        amx_usable())
-        f |= KILN_CPU_AMX_BF16;
+    /* AMX only with the AVX-512 features its kernels' epilogues use (AVX512-BF16 for the BF16 tile, VNNI for the INT8 one) */
+    if ((f & KILN_CPU_AVX512BF16) && (f & KILN_CPU_AVX512VNNI) &&
+        !(cap && (!strcmp(cap, "avx512") || !strcmp(cap, "avx2") || !strcmp(cap, "none"))))
+        f |= amx_usable();
 #endif
     if (cap && strcmp(cap, "avx2") == 0)
         f &= KILN_CPU_AVX2 | KILN_CPU_FMA | KILN_CPU_F16C;

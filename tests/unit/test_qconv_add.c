@@ -503,7 +503,7 @@ int main(void)
         kiln__qgemm_set_isa_cap(cap);
         once_case(1, KILN_DT_INT8, -5, KILN_DT_UINT8, 4, "Relu", &seed);
     }
-    kiln__qgemm_set_isa_cap(2);
+    kiln__qgemm_set_isa_cap(3);
     bad_case((const int64_t[]){1, 8, 5, 4}, false, KILN_ERR_SHAPE, "R must have the convolution output's shape");
     bad_case((const int64_t[]){1, 8, 5, 5}, true, KILN_ERR_INVALID_ARG, "must have a quantized output");
     static const int64_t y[4] = {1, 8, 5, 5};

@@ -50,6 +50,8 @@ static void test_core(int iter)
         K = rnd(1, 7);
     if (iter % 9 == 4) /* across the AVX2 tile's chunks of 512 k of A */
         M = rnd(1, 12), N = rnd(1, 60), K = rnd(509, 2200);
+    if (iter % 13 == 6) /* AMX: several 16-row blocks (4 x 1 tiles over an odd panel from 64 rows), whole 64-byte k steps */
+        M = rnd(64, 140), N = rnd(1, 100), K = 64 * rnd(1, 6);
     bool extreme = iter % 11 == 7;   /* bytes at the ends of their range: pair sums past int16 */
     bool a_signed = rnd(0, 1), b_signed = rnd(0, 1), a_s8 = rnd(0, 1), use_packb = rnd(0, 1) && !a_s8;
     kiln_qout out = (kiln_qout)rnd(0, 3);
@@ -631,17 +633,17 @@ int main(void)
           kiln__cpu_fast_kernel(KILN_OP_QGemm) && kiln__cpu_fast_kernel(KILN_OP_ConvInteger) &&
           kiln__cpu_fast_kernel(KILN_OP_MatMulInteger));
     int isa = kiln__qgemm_isa();
-    printf("INT8 GEMM tile: %s\n", isa == 2 ? "AVX512-VNNI" : isa == 1 ? "AVX2" : "portable");
+    printf("INT8 GEMM tile: %s\n", isa == 3 ? "AMX" : isa == 2 ? "AVX512-VNNI" : isa == 1 ? "AVX2" : "portable");
     for (int i = 0; i < 300; i++)
         test_core(i);
-    /* the narrower tiles this host can run too: AVX2 (on VNNI hosts), portable */
+    /* the narrower tiles this host can run too: AVX512-VNNI (on AMX hosts), AVX2, portable */
     for (int cap = isa - 1; cap >= 0; cap--) {
         kiln__qgemm_set_isa_cap(cap);
         CHECK(kiln__qgemm_isa() == cap);
         for (int i = 0; i < 150; i++)
             test_core(i);
     }
-    kiln__qgemm_set_isa_cap(2);
+    kiln__qgemm_set_isa_cap(3);
     for (int i = 0; i < 160; i++) {
         prep_mode = i % 4;
         test_matmul_like(i);

@@ -345,7 +345,7 @@ bool kiln__qgemm_vnni_available(void)
     return kiln__cpu_has(KILN_CPU_AVX512_DQ_FMA | KILN_CPU_AVX512VNNI);
 }
 
-static int isa_cap = 2;
+static int isa_cap = 3;
 
 void kiln__qgemm_set_isa_cap(int cap) { isa_cap = cap; }
 
@@ -354,7 +354,10 @@ int kiln__qgemm_isa(void)
     static int host = -1;   /* racing first calls store the same value */
     int h = __atomic_load_n(&host, __ATOMIC_RELAXED);
     if (h < 0) {
-        h = kiln__qgemm_vnni_available() ? 2 : kiln__cpu_has(KILN_CPU_AVX2_FMA) ? 1 : 0;
+        h = kiln__cpu_has(KILN_CPU_AMX_INT8) && kiln__qgemm_vnni_available() ? 3
+            : kiln__qgemm_vnni_available()                                 ? 2
+            : kiln__cpu_has(KILN_CPU_AVX2_FMA)                             ? 1
+                                                                           : 0;
         __atomic_store_n(&host, h, __ATOMIC_RELAXED);
     }
     return h < isa_cap ? h : isa_cap;
@@ -454,6 +457,10 @@ static void qgemm_task(void *arg, int64_t slot, int64_t strip, int64_t i0, int64
     } else {
         bs = g->b + strip * KILN_QGEMM_NV * kp * KILN_QGEMM_NR;
         bsum = g->b_sum ? g->b_sum + j0 : NULL;
+    }
+    if (q->isa == 3) {
+        kiln__qgemm_rows_amx(g, bs, bsum, i0, i1, j0, ncols);
+        return;
     }
     for (int64_t i = i0; i < i1; i += KILN_QGEMM_MR) {
         int m = (int)min64(KILN_QGEMM_MR, i1 - i);

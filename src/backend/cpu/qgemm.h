@@ -129,8 +129,8 @@ kiln_status kiln__qgemm(kiln_pool *pool, int nthreads, const kiln_qgemm *g);
 /* The same, one thread, scalar loops, B packed (no packb): the tests' reference for the core. */
 void kiln__qgemm_ref(const kiln_qgemm *g);
 bool kiln__qgemm_vnni_available(void);
-/* The tile kiln__qgemm runs: 2 the AVX512-VNNI one, 1 the AVX2 one (x86/qgemm_avx2.c), 0 the portable
- * C tile; the widest the host has, at most the cap (tests lower it; default 2). */
+/* The tile kiln__qgemm runs: 3 AMX (x86/qgemm_amx.c), 2 the AVX512-VNNI one, 1 the AVX2 one (x86/qgemm_avx2.c),
+ * 0 the portable C tile; the widest the host has, at most the cap (tests lower it; default 3). */
 int kiln__qgemm_isa(void);
 void kiln__qgemm_set_isa_cap(int cap);
 
@@ -174,6 +174,10 @@ void kiln__qpack_rows(const uint8_t *src, int64_t ld, int64_t M, int64_t K, bool
 #define KILN_QGEMM_STRIP (KILN_QGEMM_NR * KILN_QGEMM_NV)
 void kiln__qgemm_tile_vnni(const kiln_qgemm *g, const uint8_t *bs, const int32_t *bsum, int64_t i0, int m, int64_t j0,
                            int nv, int ncols);
+/* x86/qgemm_amx.c: rows [i0, i1) x the strip's ncols (<= 48) columns at j0 on AMX tiles, the same outputs as the
+ * VNNI tile's; only where kiln__cpu_has(KILN_CPU_AMX_INT8) */
+void kiln__qgemm_rows_amx(const kiln_qgemm *g, const uint8_t *bs, const int32_t *bsum, int64_t i0, int64_t i1,
+                          int64_t j0, int ncols);
 void kiln__qpanel_sums_vnni(const uint8_t *p, int64_t kp, int64_t npanels, bool s8, int32_t *sum);
 /* AVX2 + FMA (x86/qgemm_avx2.c): the same contract as kiln__qgemm_tile_vnni with nv implied by ncols. */
 void kiln__qgemm_tile_avx2(const kiln_qgemm *g, const uint8_t *bs, const int32_t *bsum, int64_t i0, int m, int64_t j0,
