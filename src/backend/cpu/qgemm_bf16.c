@@ -239,6 +239,31 @@ static void bconv_copy(void *arg, int64_t dst_off, int64_t src_off, int64_t n, i
         b->xpad[dst_off + q] = b->x16[src_off + q * sw];
 }
 
+/* A pointwise convolution (1x1, stride 1, no padding): B is the float32 input itself, rounded and paired strip by
+ * strip (no BF16 copy of the image, no stride phases: ResNet-50's and PP-OCRv4 det's 1x1 layers read their input
+ * once) */
+typedef struct bconv_pw {
+    const float *x;         /* the group's input planes */
+    int64_t hw, K;          /* plane size, channels */
+} bconv_pw;
+
+static void bconv_packb_pw(void *arg, int64_t j0, int64_t n, uint16_t *dst)
+{
+    (void)n; /* whole strips: columns past the image are zero, computed and not stored */
+    const bconv_pw *b = arg;
+    if (kiln__cpu_has(KILN_CPU_AVX512F)) {
+        kiln__bpack_f32_pairs_avx512(b->x, b->hw, b->K, j0, dst);
+        return;
+    }
+    int64_t kp2 = kp2_of(b->K);
+    for (int64_t k = 0; k < kp2; k++)
+        for (int64_t c = 0; c < KILN_QGEMM_STRIP; c++) {
+            int64_t col = j0 + c;
+            dst[(c / 16) * kp2 * 16 + (k >> 1) * 32 + (c % 16) * 2 + (k & 1)] =
+                k < b->K && col < b->hw ? kiln__f32_to_bf16(b->x[k * b->hw + col]) : 0;
+        }
+}
+
 static void bconv_packb(void *arg, int64_t j0, int64_t n, uint16_t *dst)
 {
     (void)n; /* the padded image has slack: whole strips are read, extra columns dropped */
@@ -328,36 +353,44 @@ static kiln_status conv_bf16(kiln_kctx *ctx, bool *handled)
     /* the weights as rows of kp2: made at build time (kiln__bconv_prep), else now */
     const uint16_t *rows = kiln__prep_check(ctx, KILN_PREP_BCONV_W, KILN_DT_BFLOAT16, 3, pdims,
                                             (uint64_t)(g.M * kp2) * sizeof(uint16_t));
-    size_t xn = (size_t)kiln__conv_phases_elems(&ph, cpg, KILN_QGEMM_STRIP);
-    uint16_t *xpad = kiln__malloc(xn * sizeof(uint16_t));
-    uint16_t *x16 = kiln__malloc(sizeof(uint16_t) * (size_t)(cpg * H * W + 1));
+    /* pointwise: B straight from the float32 input (bconv_packb_pw), no image copies */
+    bool pw = kh == 1 && kw == 1 && g.stride[0] == 1 && g.stride[1] == 1 && Ho == H && Wo == W;
+    if (pw)
+        wq = Wo, nv = osp;
+    size_t xn = pw ? 0 : (size_t)kiln__conv_phases_elems(&ph, cpg, KILN_QGEMM_STRIP);
+    uint16_t *xpad = pw ? NULL : kiln__malloc(xn * sizeof(uint16_t));
+    uint16_t *x16 = pw ? NULL : kiln__malloc(sizeof(uint16_t) * (size_t)(cpg * H * W + 1));
     uint16_t *a16 = rows || kiln__prep_dropped(w) ? NULL : kiln__malloc(sizeof(uint16_t) * (size_t)(g.M * kp2));
     bool direct = wq == Wo;   /* no dropped columns: the GEMM writes the output itself */
     float *yv = direct ? NULL : kiln__malloc(sizeof(float) * (size_t)(mpg * nv));
     kiln_status st = KILN_OK;
     if (!rows && kiln__prep_dropped(w))
         st = kiln__prep_missing(ctx, 1);
-    else if (!xpad || !x16 || (!rows && !a16) || (!direct && !yv))
+    else if ((!pw && (!xpad || !x16)) || (!rows && !a16) || (!direct && !yv))
         st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
     if (st == KILN_OK && !rows) {
         bconv_rows(w->data, g.M, K, a16);
         rows = a16;
     }
     bconv bc = {.xpad = xpad, .off = off, .K = K, .x16 = x16, .hw = H * W};
+    bconv_pw bp = {.hw = H * W, .K = K};
     for (int64_t n = 0; st == KILN_OK && n < g.N; n++)
         for (int64_t gi = 0; st == KILN_OK && gi < g.group; gi++) {
-            bc.x = (const float *)x->data + (n * g.C + gi * cpg) * H * W;
-            kiln__parallel_for(ctx->pool, ctx->nthreads, cpg, 1 + 16384 / (H * W + 1), bconv_round, &bc);
-            kiln_phase_fill f = {bconv_clear, bconv_copy, &bc};
-            kiln__conv_phases_fill(&ph, &g, cpg, &f, ctx->pool, ctx->nthreads);
+            bc.x = bp.x = (const float *)x->data + (n * g.C + gi * cpg) * H * W;
+            if (!pw) {
+                kiln__parallel_for(ctx->pool, ctx->nthreads, cpg, 1 + 16384 / (H * W + 1), bconv_round, &bc);
+                kiln_phase_fill f = {bconv_clear, bconv_copy, &bc};
+                kiln__conv_phases_fill(&ph, &g, cpg, &f, ctx->pool, ctx->nthreads);
+            }
             /* the epilogue runs on each tile inside the GEMM, except a residual over virtual columns */
             float *yg = (float *)ctx->out[0]->data + (n * g.M + gi * mpg) * osp;
             kiln_epi eg = e;
             eg.bias = e.bias ? e.bias + gi * mpg : NULL;
             eg.res = res ? (const float *)res->data + (n * g.M + gi * mpg) * osp : NULL;
             bool in_gemm = !kiln__epi_is_noop(&eg) && (direct || !eg.res);
-            kiln_bgemm bg = {.M = mpg, .N = nv, .K = K, .A16 = rows + gi * mpg * kp2, .packb = bconv_packb,
-                             .packb_ctx = &bc, .C = direct ? yg : yv, .ldc = nv, .epi = in_gemm ? &eg : NULL};
+            kiln_bgemm bg = {.M = mpg, .N = nv, .K = K, .A16 = rows + gi * mpg * kp2,
+                             .packb = pw ? bconv_packb_pw : bconv_packb, .packb_ctx = pw ? (void *)&bp : (void *)&bc,
+                             .C = direct ? yg : yv, .ldc = nv, .epi = in_gemm ? &eg : NULL};
             st = kiln__bgemm(ctx->pool, ctx->nthreads, &bg);
             for (int64_t r = 0; st == KILN_OK && !direct && r < mpg * Ho; r++)
                 memcpy(yg + r * Wo, yv + r * wq, sizeof(float) * (size_t)Wo);

@@ -63,6 +63,11 @@ void kiln__bgemm_tile_bf16(const kiln_bgemm *g, const uint16_t *a, const uint16_
 void kiln__bgemm_rows_amx(const kiln_bgemm *g, const uint16_t *arows, const uint16_t *bs, int64_t i0, int64_t i1,
                           int64_t j0, int ncols);
 
+/* x86/bgemm_bf16.c: columns [j0, j0 + 48) of K float32 rows (plane stride hw; columns >= hw taken as 0) rounded to
+ * BF16 (kiln__f32_to_bf16's bits) into a strip's 3 panels of pairs (dst, the panel layout above with kp2 pairs): the
+ * BF16 pointwise convolution's B, straight from its float32 input. AVX-512F. */
+void kiln__bpack_f32_pairs_avx512(const float *x, int64_t hw, int64_t K, int64_t j0, uint16_t *dst);
+
 /* x86/bgemm_avx2.c: the same tile with AVX2 + FMA (BF16 widened to float32, FMA), storing the plain
  * sums (no epilogue). */
 void kiln__bgemm_tile_avx2(const kiln_bgemm *g, const uint16_t *a, const uint16_t *bs, int64_t i0, int m, int64_t j0,

@@ -3,6 +3,7 @@
  * passed through the GEMM's float epilogue (bias, residual, activation: the operations of
  * kiln__epi_apply_f32, in its order) while in registers and stored with masked stores
  * (qgemm_bf16.h). */
+#include "../qgemm.h"
 #include "../qgemm_bf16.h"
 #include "../vmath.h"
 
@@ -92,10 +93,43 @@ void kiln__bgemm_tile_bf16(const kiln_bgemm *g, const uint16_t *a, const uint16_
     else
         tile1(g, a, bs, i0, m, j0, ncols);
 }
+
+/* 16 float32 (as bits) rounded to BF16 in the upper halves of their lanes: numfmt's integer RNE (NaN made quiet),
+ * the same bits as kiln__f32_to_bf16 */
+__attribute__((target("avx512f"), always_inline)) static inline __m512i rne_hi(__m512i x)
+{
+    const __m512i absmask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, absmask), inf);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(x, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+    return _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(x, _mm512_set1_epi32(0x400000)));
+}
+
+__attribute__((target("avx512f"))) void kiln__bpack_f32_pairs_avx512(const float *x, int64_t hw, int64_t K, int64_t j0,
+                                                                       uint16_t *dst)
+{
+    const int64_t kp2 = (K + 1) & ~(int64_t)1;
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+    for (int64_t k0 = 0; k0 < kp2; k0 += 2) {
+        const float *r0 = x + k0 * hw, *r1 = k0 + 1 < K ? x + (k0 + 1) * hw : NULL;
+        for (int p = 0; p < KILN_QGEMM_NV; p++) {
+            int64_t c = j0 + 16 * p;
+            __mmask16 m = kiln_v_mask16(hw - c);
+            __m512i a = rne_hi(_mm512_maskz_loadu_epi32(m, r0 + c));
+            __m512i b = r1 ? rne_hi(_mm512_maskz_loadu_epi32(m, r1 + c)) : _mm512_setzero_si512();
+            __m512i v = _mm512_or_si512(_mm512_srli_epi32(a, 16), _mm512_and_si512(b, hi));
+            _mm512_storeu_si512((void *)(dst + p * kp2 * 16 + k0 * 16), _mm512_maskz_mov_epi32(m, v));
+        }
+    }
+}
 #else
 void kiln__bgemm_tile_bf16(const kiln_bgemm *g, const uint16_t *a, const uint16_t *bs, int64_t i0, int m, int64_t j0,
                            int ncols)
 {
     (void)g, (void)a, (void)bs, (void)i0, (void)m, (void)j0, (void)ncols;
+}
+void kiln__bpack_f32_pairs_avx512(const float *x, int64_t hw, int64_t K, int64_t j0, uint16_t *dst)
+{
+    (void)x, (void)hw, (void)K, (void)j0, (void)dst;
 }
 #endif
