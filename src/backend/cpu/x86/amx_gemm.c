@@ -28,15 +28,17 @@ typedef struct amx_cfg {
 } amx_cfg;
 _Static_assert(sizeof(amx_cfg) == 64, "the tile configuration is 64 bytes");
 
-/* m < 16: C (0-2) and A (3) with m rows, B (4-6) 16 k groups; m == 16: every tile 16 rows; all 64 bytes a row */
-TAMX static void configure(int m)
+/* m < 16: C (0-2) and A (3) with m rows, B (4-6) kb / 4 k groups; m == 16: C (0-3) 16 rows, A (4-5) 16 rows, B (6-7)
+ * kb / 4 k groups. Rows of 64 bytes, but A's of kb (64, or all of a K shorter than one step) */
+TAMX static void configure(int m, int kb)
 {
     amx_cfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
     for (int t = 0; t < 8; t++) {
-        c.rows[t] = (uint8_t)(m < 16 && t < 4 ? m : 16);
-        c.colsb[t] = 64;
+        bool a = m < 16 ? t == 3 : t == 4 || t == 5, b = m < 16 ? t >= 4 && t <= 6 : t >= 6;
+        c.rows[t] = (uint8_t)(b ? kb / 4 : m < 16 && t < 4 ? m : 16);
+        c.colsb[t] = (uint16_t)(a ? kb : 64);
     }
     /* GCC 12's _tile_loadconfig tells the compiler it reads 8 bytes of the configuration: without a barrier the other
      * stores were dropped as dead (and ldtilecfg faulted on the zero-row tiles) */
@@ -190,6 +192,7 @@ AMX_KERNELS(s8u8, DOT_S8U8)
 typedef struct amx_rows {
     const kiln_amx_job *j;
     int64_t kfull, kt;   /* bytes of k: whole 64-byte steps, then the tail */
+    int kcfg;            /* A's tile width in bytes: 64, or all of a K shorter than one step (one step, no tail) */
     uint8_t bt[3][1024] __attribute__((aligned(64)));   /* each panel's last kt / 4 k groups, zero groups after */
     uint8_t at[4][1024] __attribute__((aligned(64)));   /* a row block's last kt bytes, zero after, 16 rows */
     uint8_t cbuf[4][1024] __attribute__((aligned(64)));
@@ -244,7 +247,7 @@ static void set_b(amx_rows *w, amx_blk *q, int slot, int p)
  * (1 x 1 for the blocks left) */
 static void full_rows(amx_rows *w, const amx_kernels *k, int64_t i, int64_t i1, int np)
 {
-    configure(16);
+    configure(16, w->kcfg);
     amx_blk q;
     memset(&q, 0, sizeof q);
     q.astride = w->j->lda;
@@ -297,6 +300,13 @@ TAMX void kiln__amx_rows(const kiln_amx_job *j, int64_t i0, int64_t i1)
     w.n = 0;
     w.kfull = j->kb & ~(int64_t)63;
     w.kt = j->kb - w.kfull;
+    w.kcfg = 64;
+    if (w.kfull == 0) {
+        /* K shorter than one step (a pointwise convolution over few channels): tiles of exactly K, no tail copies
+         * (PP-OCRv4 det's 16 -> 32 @320x320 bf16 spent its time copying tails) */
+        w.kfull = w.kcfg = (int)j->kb;
+        w.kt = 0;
+    }
     const int np = (j->ncols + 15) / 16;
     if (w.kt) {
         memset(w.bt, 0, sizeof w.bt);
@@ -308,7 +318,7 @@ TAMX void kiln__amx_rows(const kiln_amx_job *j, int64_t i0, int64_t i1)
         full_rows(&w, k, i0, ifull, np);
     if (ifull < i1) {
         int m = (int)(i1 - ifull);
-        configure(m);
+        configure(m, w.kcfg);
         amx_blk q;
         memset(&q, 0, sizeof q);
         q.astride = j->lda;
