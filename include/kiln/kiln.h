@@ -114,6 +114,10 @@ typedef struct kiln_allocator {
 void kiln_set_allocator(const kiln_allocator *a);  /* NULL restores libc */
 /* Largest single tensor kiln will allocate (default 8 GiB); protects against absurd shapes. */
 void kiln_set_max_tensor_bytes(size_t bytes);
+/* The CPU features kiln's kernels use on this host, space-separated, in a fixed order: "avx2 fma f16c avx512f
+ * avx512dq avx512vnni avx512bf16 avx512vbmi amx-bf16 amx-int8", those present in that order ("" for the portable
+ * kernels), after KILN_MAX_CPU_ISA's cap. AMX appears where the process was granted the tiles. Static storage. */
+const char *kiln_cpu_isa(void);
 
 /* ---- dtypes and tensors ---- */
 const char *kiln_dtype_name(kiln_dtype dt);   /* "float32", ..., "?" */

@@ -23,6 +23,7 @@
 
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 static unsigned cpu_features;   /* written once under cpu_once, read-only afterwards */
+static char cpu_isa[160];       /* kiln_cpu_isa's text, the same */
 
 #if defined(__linux__) && defined(__x86_64__)
 /* The AMX features (CPUID leaf 7 EDX: AMX-TILE bit 24 with AMX-BF16 bit 22, AMX-INT8 bit 25) where the OS saves the
@@ -86,6 +87,31 @@ static void detect(void)
     else if (cap && strcmp(cap, "none") == 0)
         f = 0;
     cpu_features = f;
+    static const struct { unsigned bit; const char *name; } names[] = {
+        {KILN_CPU_AVX2, "avx2"},           {KILN_CPU_FMA, "fma"},
+        {KILN_CPU_F16C, "f16c"},           {KILN_CPU_AVX512F, "avx512f"},
+        {KILN_CPU_AVX512DQ, "avx512dq"},   {KILN_CPU_AVX512VNNI, "avx512vnni"},
+        {KILN_CPU_AVX512BF16, "avx512bf16"}, {KILN_CPU_AVX512VBMI, "avx512vbmi"},
+        {KILN_CPU_AMX_BF16, "amx-bf16"},   {KILN_CPU_AMX_INT8, "amx-int8"},
+    };
+    size_t used = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (f & names[i].bit) {
+            size_t n = strlen(names[i].name);
+            if (used + n + 2 > sizeof cpu_isa)
+                break;
+            if (used)
+                cpu_isa[used++] = ' ';
+            memcpy(cpu_isa + used, names[i].name, n);
+            used += n;
+        }
+    cpu_isa[used] = 0;
+}
+
+const char *kiln_cpu_isa(void)
+{
+    pthread_once(&cpu_once, detect);
+    return cpu_isa;
 }
 
 bool kiln__cpu_has(unsigned features)

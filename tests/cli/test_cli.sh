@@ -44,6 +44,9 @@ assert d['throughput'] > 0 and d['batch'] == 2
 for k in ('mean','p50','p90','p99','min','max'): assert d['latency_ms'][k] > 0
 assert d['latency_ms']['min'] <= d['latency_ms']['p50'] <= d['latency_ms']['max']
 assert d['precision'] == 'fp32' and d['device'] == 'cpu' and d['threads'] >= 1
+known = 'avx2 fma f16c avx512f avx512dq avx512vnni avx512bf16 avx512vbmi amx-bf16 amx-int8'.split()
+isa = d['cpu_isa'].split()
+assert all(f in known for f in isa) and isa == sorted(isa, key=known.index), isa
 " && ok "bench JSON schema" || bad "bench JSON schema"
 expect_ok "bench --duration --batch" "$KILN" bench "$M" --shapes input:1x3x32x32 --batch 3 --duration 0.2
 expect_ok "info" "$KILN" info "$M"

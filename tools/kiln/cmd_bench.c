@@ -129,8 +129,9 @@ static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, l
     if (b->json) {
         printf("{\"throughput\": %.3f, \"latency_ms\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f, "
                "\"min\": %.4f, \"max\": %.4f}, \"batch\": %d, \"iterations\": %lld, \"precision\": \"%s\", "
-               "\"device\": \"%s\", \"threads\": %d",
-               thr, sum / (double)n, p50, p90, p99, ls->min, ls->max, batch, (long long)n, prec, dev, th);
+               "\"device\": \"%s\", \"threads\": %d, \"cpu_isa\": \"%s\"",
+               thr, sum / (double)n, p50, p90, p99, ls->min, ls->max, batch, (long long)n, prec, dev, th,
+               kiln_cpu_isa());
         if (b->dev.device != KILN_DEVICE_CPU)
             printf(", \"gpu\": \"%s\", \"device_layers\": %d, \"host_layers\": %d, \"fallback_layers\": %d, "
                    "\"fallback_ops\": \"%s\", \"graph_replays\": %ld, \"weight_bytes\": %llu, \"fp8\": "
@@ -154,8 +155,8 @@ static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, l
         printf("}}\n");
         return;
     }
-    printf("model: %s\ndevice: %s, threads: %d, precision: %s (layers: %s), batch: %d\n", cli_esc(b->path), dev, th,
-           prec, cli_esc(pr.layers), batch);
+    printf("model: %s\ndevice: %s, threads: %d, precision: %s (layers: %s), batch: %d\ncpu: %s\n", cli_esc(b->path),
+           dev, th, prec, cli_esc(pr.layers), batch, kiln_cpu_isa()[0] ? kiln_cpu_isa() : "portable kernels");
     if (b->dev.device != KILN_DEVICE_CPU)
         printf("gpu: %s\nlayers: %d on the device, %d on the host (shape arithmetic), %d fallen back to the CPU%s%s\n"
                "CUDA graph replays: %ld\nweights in device memory: %.1f MB\n"
