@@ -122,7 +122,20 @@ __attribute__((target("avx512f"))) void kiln__bpack_f32_pairs_avx512(const float
         }
     }
 }
+
+__attribute__((target("avx512f"))) void kiln__f32_to_bf16_row_avx512(uint16_t *dst, const float *src, int64_t n)
+{
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = kiln_v_mask16(n - i);
+        __m512i r = rne_hi(_mm512_maskz_loadu_epi32(m, src + i));
+        _mm512_mask_cvtepi32_storeu_epi16(dst + i, m, _mm512_srli_epi32(r, 16));
+    }
+}
 #else
+void kiln__f32_to_bf16_row_avx512(uint16_t *dst, const float *src, int64_t n)
+{
+    (void)dst, (void)src, (void)n;
+}
 void kiln__bgemm_tile_bf16(const kiln_bgemm *g, const uint16_t *a, const uint16_t *bs, int64_t i0, int m, int64_t j0,
                            int ncols)
 {
