@@ -97,88 +97,59 @@ typedef struct amx_blk {
         DOT(2, 3, 6);                                                                                           \
     }
 
+/* C tiles 0 .. n-1 zeroed / stored (tile numbers are immediates: n a constant, or np's three cases) */
+#define ZERO_C(n)                                                                                               \
+    _tile_zero(0);                                                                                              \
+    if ((n) > 1)                                                                                                \
+        _tile_zero(1);                                                                                          \
+    if ((n) > 2)                                                                                                \
+        _tile_zero(2);                                                                                          \
+    if ((n) > 3)                                                                                                \
+        _tile_zero(3);
+#define STORE_C(q, n)                                                                                           \
+    _tile_stored(0, (q)->c[0], 64);                                                                             \
+    if ((n) > 1)                                                                                                \
+        _tile_stored(1, (q)->c[1], 64);                                                                         \
+    if ((n) > 2)                                                                                                \
+        _tile_stored(2, (q)->c[2], 64);                                                                         \
+    if ((n) > 3)                                                                                                \
+        _tile_stored(3, (q)->c[3], 64);
+/* One kernel: NC C tiles, FULL the step at byte kk of k, TAIL the step over the tail copies */
+#define AMX_KERNEL(NAME, NC, FULL, TAIL)                                                                        \
+    TAMX static void NAME(const amx_blk *q, int np)                                                             \
+    {                                                                                                           \
+        (void)np;                                                                                               \
+        ZERO_C(NC)                                                                                              \
+        for (int64_t kk = 0; kk < q->kfull; kk += 64) {                                                         \
+            FULL                                                                                                \
+        }                                                                                                       \
+        if (q->at[0]) {                                                                                         \
+            TAIL                                                                                                \
+        }                                                                                                       \
+        STORE_C(q, NC)                                                                                          \
+    }
 /* The kernels of one dot instruction (name suffix S) */
 #define AMX_KERNELS(S, DOT)                                                                                     \
-    TAMX static void k22_##S(const amx_blk *q)                                                                  \
-    {                                                                                                           \
-        _tile_zero(0);                                                                                          \
-        _tile_zero(1);                                                                                          \
-        _tile_zero(2);                                                                                          \
-        _tile_zero(3);                                                                                          \
-        for (int64_t kk = 0; kk < q->kfull; kk += 64) {                                                         \
-            STEP_22(DOT, q->a[0] + kk, q->a[1] + kk, q->b[0] + kk * 16, q->b[1] + kk * 16, q->astride)          \
-        }                                                                                                       \
-        if (q->at[0]) {                                                                                         \
-            STEP_22(DOT, q->at[0], q->at[1], q->bt[0], q->bt[1], 64)                                             \
-        }                                                                                                       \
-        _tile_stored(0, q->c[0], 64);                                                                           \
-        _tile_stored(1, q->c[1], 64);                                                                           \
-        _tile_stored(2, q->c[2], 64);                                                                           \
-        _tile_stored(3, q->c[3], 64);                                                                           \
-    }                                                                                                           \
-    TAMX static void k12_##S(const amx_blk *q)                                                                  \
-    {                                                                                                           \
-        _tile_zero(0);                                                                                          \
-        _tile_zero(1);                                                                                          \
-        for (int64_t kk = 0; kk < q->kfull; kk += 64) {                                                         \
-            STEP_12(DOT, q->a[0] + kk, q->b[0] + kk * 16, q->b[1] + kk * 16, q->astride)                        \
-        }                                                                                                       \
-        if (q->at[0]) {                                                                                         \
-            STEP_12(DOT, q->at[0], q->bt[0], q->bt[1], 64)                                                      \
-        }                                                                                                       \
-        _tile_stored(0, q->c[0], 64);                                                                           \
-        _tile_stored(1, q->c[1], 64);                                                                           \
-    }                                                                                                           \
-    TAMX static void k41_##S(const amx_blk *q)                                                                  \
-    {                                                                                                           \
-        _tile_zero(0);                                                                                          \
-        _tile_zero(1);                                                                                          \
-        _tile_zero(2);                                                                                          \
-        _tile_zero(3);                                                                                          \
-        for (int64_t kk = 0; kk < q->kfull; kk += 64) {                                                         \
-            STEP_41(DOT, q->a[0] + kk, q->a[1] + kk, q->a[2] + kk, q->a[3] + kk, q->b[0] + kk * 16, q->astride) \
-        }                                                                                                       \
-        if (q->at[0]) {                                                                                         \
-            STEP_41(DOT, q->at[0], q->at[1], q->at[2], q->at[3], q->bt[0], 64)                                  \
-        }                                                                                                       \
-        _tile_stored(0, q->c[0], 64);                                                                           \
-        _tile_stored(1, q->c[1], 64);                                                                           \
-        _tile_stored(2, q->c[2], 64);                                                                           \
-        _tile_stored(3, q->c[3], 64);                                                                           \
-    }                                                                                                           \
-    TAMX static void k11_##S(const amx_blk *q)                                                                  \
-    {                                                                                                           \
-        _tile_zero(0);                                                                                          \
-        for (int64_t kk = 0; kk < q->kfull; kk += 64) {                                                         \
-            STEP_11(DOT, q->a[0] + kk, q->b[0] + kk * 16, q->astride)                                           \
-        }                                                                                                       \
-        if (q->at[0]) {                                                                                         \
-            STEP_11(DOT, q->at[0], q->bt[0], 64)                                                                \
-        }                                                                                                       \
-        _tile_stored(0, q->c[0], 64);                                                                           \
-    }                                                                                                           \
-    TAMX static void kt_##S(const amx_blk *q, int np)                                                           \
-    {                                                                                                           \
-        _tile_zero(0);                                                                                          \
-        _tile_zero(1);                                                                                          \
-        _tile_zero(2);                                                                                          \
-        for (int64_t kk = 0; kk < q->kfull; kk += 64) {                                                         \
-            STEP_T(DOT, np, q->a[0] + kk, q->b[0] + kk * 16, q->b[1] + kk * 16, q->b[2] + kk * 16, q->astride)  \
-        }                                                                                                       \
-        if (q->at[0]) {                                                                                         \
-            STEP_T(DOT, np, q->at[0], q->bt[0], q->bt[1], q->bt[2], 64)                                         \
-        }                                                                                                       \
-        _tile_stored(0, q->c[0], 64);                                                                           \
-        if (np > 1)                                                                                             \
-            _tile_stored(1, q->c[1], 64);                                                                       \
-        if (np > 2)                                                                                             \
-            _tile_stored(2, q->c[2], 64);                                                                       \
-    }                                                                                                           \
+    AMX_KERNEL(k22_##S, 4,                                                                                      \
+               STEP_22(DOT, q->a[0] + kk, q->a[1] + kk, q->b[0] + kk * 16, q->b[1] + kk * 16, q->astride),      \
+               STEP_22(DOT, q->at[0], q->at[1], q->bt[0], q->bt[1], 64))                                        \
+    AMX_KERNEL(k12_##S, 2, STEP_12(DOT, q->a[0] + kk, q->b[0] + kk * 16, q->b[1] + kk * 16, q->astride),        \
+               STEP_12(DOT, q->at[0], q->bt[0], q->bt[1], 64))                                                  \
+    AMX_KERNEL(k41_##S, 4,                                                                                      \
+               STEP_41(DOT, q->a[0] + kk, q->a[1] + kk, q->a[2] + kk, q->a[3] + kk, q->b[0] + kk * 16,          \
+                       q->astride),                                                                             \
+               STEP_41(DOT, q->at[0], q->at[1], q->at[2], q->at[3], q->bt[0], 64))                              \
+    AMX_KERNEL(k11_##S, 1, STEP_11(DOT, q->a[0] + kk, q->b[0] + kk * 16, q->astride),                           \
+               STEP_11(DOT, q->at[0], q->bt[0], 64))                                                            \
+    AMX_KERNEL(kt_##S, np,                                                                                      \
+               STEP_T(DOT, np, q->a[0] + kk, q->b[0] + kk * 16, q->b[1] + kk * 16, q->b[2] + kk * 16,           \
+                      q->astride),                                                                              \
+               STEP_T(DOT, np, q->at[0], q->bt[0], q->bt[1], q->bt[2], 64))                                     \
     static const amx_kernels kernels_##S = {k22_##S, k12_##S, k41_##S, k11_##S, kt_##S};
 
 typedef struct amx_kernels {
-    void (*k22)(const amx_blk *), (*k12)(const amx_blk *), (*k41)(const amx_blk *), (*k11)(const amx_blk *);
-    void (*kt)(const amx_blk *, int np);
+    void (*k22)(const amx_blk *, int), (*k12)(const amx_blk *, int), (*k41)(const amx_blk *, int);
+    void (*k11)(const amx_blk *, int), (*kt)(const amx_blk *, int np);
 } amx_kernels;
 
 #define DOT_BF16(c, a, b) _tile_dpbf16ps(c, a, b)
@@ -260,13 +231,13 @@ static void full_rows(amx_rows *w, const amx_kernels *k, int64_t i, int64_t i1, 
             set_rows(w, &q, 0, r, 16);
             set_rows(w, &q, 1, r + 16, 16);
             set_c(w, &q, 0, r, p), set_c(w, &q, 1, r, p + 1), set_c(w, &q, 2, r + 16, p), set_c(w, &q, 3, r + 16, p + 1);
-            k->k22(&q);
+            k->k22(&q, 2);
             stored(w, 16);
         }
         if (r < i1) {
             set_rows(w, &q, 0, r, 16);
             set_c(w, &q, 0, r, p), set_c(w, &q, 1, r, p + 1);
-            k->k12(&q);
+            k->k12(&q, 2);
             stored(w, 16);
         }
     }
@@ -279,13 +250,13 @@ static void full_rows(amx_rows *w, const amx_kernels *k, int64_t i, int64_t i1, 
                 set_rows(w, &q, b, r + 16 * b, 16);
                 set_c(w, &q, b, r + 16 * b, p);
             }
-            k->k41(&q);
+            k->k41(&q, 1);
             stored(w, 16);
         }
         for (; r < i1; r += 16) {
             set_rows(w, &q, 0, r, 16);
             set_c(w, &q, 0, r, p);
-            k->k11(&q);
+            k->k11(&q, 1);
             stored(w, 16);
         }
     }
