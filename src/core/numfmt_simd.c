@@ -8,6 +8,7 @@
 #include "core.h"
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include "numfmt_v512.h"
 #define NUMFMT_X86 1
 #endif
 
@@ -48,20 +49,15 @@ __attribute__((target("avx512f"))) static int64_t bf16_to_f32_avx512(float *dst,
     return i;
 }
 
+/* every element: whole vectors, then one masked step (a short row costs no scalar tail) */
 __attribute__((target("avx512f"))) static int64_t f32_to_bf16_avx512(uint16_t *dst, const float *src, int64_t n)
 {
-    const __m512i absmask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-    const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x400000);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m512i x = _mm512_loadu_si512(src + i);
-        __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, absmask), inf);
-        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), one);
-        __m512i r = _mm512_add_epi32(x, _mm512_add_epi32(bias, lsb));
-        r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(x, quiet));
-        _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+        __m512i r = kiln__v512_bf16_hi(_mm512_maskz_loadu_epi32(m, src + i));
+        _mm512_mask_cvtepi32_storeu_epi16(dst + i, m, _mm512_srli_epi32(r, 16));
     }
-    return i;
+    return n;
 }
 
 /* the AVX2 twins (hosts without AVX-512): the same integer ops, 8 lanes */

@@ -233,7 +233,7 @@ static void bconv_copy(void *arg, int64_t dst_off, int64_t src_off, int64_t n, i
 {
     bconv *b = arg;
     if (sw == 1 && !b->x16) {   /* rounded as it is copied */
-        kiln__f32_to_bf16_row_avx512(b->xpad + dst_off, b->x + src_off, n);
+        kiln__f32_to_bf16_array(b->xpad + dst_off, b->x + src_off, n);
         return;
     }
     if (sw == 1) {
@@ -364,9 +364,10 @@ static kiln_status conv_bf16(kiln_kctx *ctx, bool *handled)
         wq = Wo, nv = osp;
     size_t xn = pw ? 0 : (size_t)kiln__conv_phases_elems(&ph, cpg, KILN_QGEMM_STRIP);
     uint16_t *xpad = pw ? NULL : kiln__malloc(xn * sizeof(uint16_t));
-    /* stride-1 columns on AVX-512: each row rounded as it is copied into the phases by masked 16-lane steps (one pass
-     * and one buffer less: PP-OCRv4 det bf16 1.5% faster, ResNet-50 bf16 unchanged; the same with the array
-     * conversion's scalar tails was 9% slower there); else the planes rounded first, then copied or gathered */
+    /* stride-1 columns on AVX-512: each row rounded as it is copied into the phases (kiln__f32_to_bf16_array, whose
+     * AVX-512 path ends with a masked step: one pass and one buffer less, PP-OCRv4 det bf16 1.5-2% faster, ResNet-50
+     * bf16 unchanged; with the scalar tail it had then it was 9% slower there); else the planes rounded first, then
+     * copied or gathered */
     bool round_first = !pw && (g.stride[1] > 1 || !kiln__cpu_has(KILN_CPU_AVX512F));
     uint16_t *x16 = round_first ? kiln__malloc(sizeof(uint16_t) * (size_t)(cpg * H * W + 1)) : NULL;
     uint16_t *a16 = rows || kiln__prep_dropped(w) ? NULL : kiln__malloc(sizeof(uint16_t) * (size_t)(g.M * kp2));

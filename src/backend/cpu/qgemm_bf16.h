@@ -67,9 +67,6 @@ void kiln__bgemm_rows_amx(const kiln_bgemm *g, const uint16_t *arows, const uint
  * BF16 (kiln__f32_to_bf16's bits) into a strip's 3 panels of pairs (dst, the panel layout above with kp2 pairs): the
  * BF16 pointwise convolution's B, straight from its float32 input. AVX-512F. */
 void kiln__bpack_f32_pairs_avx512(const float *x, int64_t hw, int64_t K, int64_t j0, uint16_t *dst);
-/* x86/bgemm_bf16.c: n float32 rounded to BF16 (kiln__f32_to_bf16's bits), masked 16-lane steps: short rows in one
- * call, no scalar tail. AVX-512F. */
-void kiln__f32_to_bf16_row_avx512(uint16_t *dst, const float *src, int64_t n);
 
 /* x86/bgemm_avx2.c: the same tile with AVX2 + FMA (BF16 widened to float32, FMA), storing the plain
  * sums (no epilogue). */

@@ -6,6 +6,7 @@
 #include "../qgemm.h"
 #include "../qgemm_bf16.h"
 #include "../vmath.h"
+#include "../../../core/numfmt_v512.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
@@ -94,17 +95,6 @@ void kiln__bgemm_tile_bf16(const kiln_bgemm *g, const uint16_t *a, const uint16_
         tile1(g, a, bs, i0, m, j0, ncols);
 }
 
-/* 16 float32 (as bits) rounded to BF16 in the upper halves of their lanes: numfmt's integer RNE (NaN made quiet),
- * the same bits as kiln__f32_to_bf16 */
-__attribute__((target("avx512f"), always_inline)) static inline __m512i rne_hi(__m512i x)
-{
-    const __m512i absmask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, absmask), inf);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_add_epi32(x, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
-    return _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(x, _mm512_set1_epi32(0x400000)));
-}
-
 __attribute__((target("avx512f"))) void kiln__bpack_f32_pairs_avx512(const float *x, int64_t hw, int64_t K, int64_t j0,
                                                                        uint16_t *dst)
 {
@@ -115,27 +105,15 @@ __attribute__((target("avx512f"))) void kiln__bpack_f32_pairs_avx512(const float
         for (int p = 0; p < KILN_QGEMM_NV; p++) {
             int64_t c = j0 + 16 * p;
             __mmask16 m = kiln_v_mask16(hw - c);
-            __m512i a = rne_hi(_mm512_maskz_loadu_epi32(m, r0 + c));
-            __m512i b = r1 ? rne_hi(_mm512_maskz_loadu_epi32(m, r1 + c)) : _mm512_setzero_si512();
+            __m512i a = kiln__v512_bf16_hi(_mm512_maskz_loadu_epi32(m, r0 + c));
+            __m512i b = r1 ? kiln__v512_bf16_hi(_mm512_maskz_loadu_epi32(m, r1 + c)) : _mm512_setzero_si512();
             __m512i v = _mm512_or_si512(_mm512_srli_epi32(a, 16), _mm512_and_si512(b, hi));
             _mm512_storeu_si512((void *)(dst + p * kp2 * 16 + k0 * 16), _mm512_maskz_mov_epi32(m, v));
         }
     }
 }
 
-__attribute__((target("avx512f"))) void kiln__f32_to_bf16_row_avx512(uint16_t *dst, const float *src, int64_t n)
-{
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = kiln_v_mask16(n - i);
-        __m512i r = rne_hi(_mm512_maskz_loadu_epi32(m, src + i));
-        _mm512_mask_cvtepi32_storeu_epi16(dst + i, m, _mm512_srli_epi32(r, 16));
-    }
-}
 #else
-void kiln__f32_to_bf16_row_avx512(uint16_t *dst, const float *src, int64_t n)
-{
-    (void)dst, (void)src, (void)n;
-}
 void kiln__bgemm_tile_bf16(const kiln_bgemm *g, const uint16_t *a, const uint16_t *bs, int64_t i0, int m, int64_t j0,
                            int ncols)
 {
