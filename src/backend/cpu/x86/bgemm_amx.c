@@ -16,7 +16,9 @@ typedef struct bamx {
 } bamx;
 
 /* rows x cols of a stored C tile (src, 16 floats a row) into C at (i0, j0) through the epilogue e (NULL: none): the
- * operations and order of kiln__epi_apply_f32 (+ bias (0 without one), + residual, activation), 16 lanes a row */
+ * operations and order of kiln__epi_apply_f32 (+ bias (0 without one), + residual, activation), 16 lanes a row.
+ * epilogue.c's rows taught to read a separate source, called once per tile, ran BERT-base / ResNet-50 bf16 4-10%
+ * slower (a call per row); with the rows looped inside one call still 3-5% (env_ab, session 41): kept here. */
 __attribute__((target("avx512f,avx512dq,fma"))) static void store_tile(const kiln_epi *e, const float *src, float *c,
                                                                         int64_t ldc, int rows, int cols, int64_t i0,
                                                                         int64_t j0)
