@@ -6,6 +6,7 @@
  * strip t / tm and row block t % tm, so one thread's consecutive tasks reuse a strip of B from
  * its cache. Every output element is written exactly once. */
 #include "qgemm.h"
+#include "x86/amx_gemm.h"
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -480,6 +481,8 @@ kiln_status kiln__qgemm(kiln_pool *pool, int nthreads, const kiln_qgemm *g)
     kiln_sched s;
     kiln__sched_plan(&s, g->M, g->N, g->K, nthreads);
     qjob q = {.g = g, .isa = kiln__qgemm_isa()};
+    if (q.isa == 3 && isa_cap < 4 && !kiln__amx_pays(g->M, g->K))
+        q.isa = 2;   /* the VNNI tile */
     if (g->epi.res && q.isa == 1)   /* the AVX2 tile has no residual epilogue: the portable one (kiln__qepi_store) */
         q.isa = 0;
     if (g->packb) { /* per slot: a strip of panels, then its 48 column sums (256 bytes) */

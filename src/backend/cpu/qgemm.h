@@ -130,7 +130,9 @@ kiln_status kiln__qgemm(kiln_pool *pool, int nthreads, const kiln_qgemm *g);
 void kiln__qgemm_ref(const kiln_qgemm *g);
 bool kiln__qgemm_vnni_available(void);
 /* The tile kiln__qgemm runs: 3 AMX (x86/qgemm_amx.c), 2 the AVX512-VNNI one, 1 the AVX2 one (x86/qgemm_avx2.c),
- * 0 the portable C tile; the widest the host has, at most the cap (tests lower it; default 3). */
+ * 0 the portable C tile; the widest the host has, at most the cap (tests lower it; default 3). With AMX a GEMM
+ * where the tiles do not pay (kiln__amx_pays: few k over few rows) runs the VNNI tile, unless the cap is 4 (tests:
+ * the AMX tile for every shape). */
 int kiln__qgemm_isa(void);
 void kiln__qgemm_set_isa_cap(int cap);
 

@@ -5,6 +5,7 @@
 #include "prep.h"
 #include "qgemm.h"
 #include "scratch.h"
+#include "x86/amx_gemm.h"
 #include "../../core/numfmt.h"
 #include <stdlib.h>
 #if defined(__SSE2__)
@@ -161,6 +162,8 @@ kiln_status kiln__bgemm(kiln_pool *pool, int nthreads, const kiln_bgemm *g)
     if (!g->packb && (g->b->K != g->K || g->b->N != g->N))
         return kiln__err(KILN_ERR_INTERNAL, "BF16 panels do not match the GEMM");
     bjob j = {.g = g, .isa = kiln__bgemm_isa(), .arows = g->A16};
+    if (j.isa == 3 && isa_cap < 4 && !kiln__amx_pays(g->M, 2 * g->K))
+        j.isa = 2;   /* the AVX512-BF16 tile */
     kiln_sched s;
     kiln__sched_plan(&s, g->M, g->N, g->K, nthreads);
     kiln_status st = KILN_OK;

@@ -48,7 +48,9 @@ kiln_status kiln__bgemm(kiln_pool *pool, int nthreads, const kiln_bgemm *g);
 void kiln__bpack_pair16(const uint16_t *r0, const uint16_t *r1, uint16_t *dst);
 bool kiln__bgemm_available(void);   /* AVX512-BF16 on this host */
 /* The tile kiln__bgemm runs: 3 AMX (x86/bgemm_amx.c), 2 the AVX512-BF16 one, 1 the AVX2 + FMA one
- * (x86/bgemm_avx2.c), 0 the portable C tile; the widest the host has, at most the cap (tests lower it; default 3). */
+ * (x86/bgemm_avx2.c), 0 the portable C tile; the widest the host has, at most the cap (tests lower it; default 3).
+ * With AMX a GEMM where the tiles do not pay (kiln__amx_pays) runs the AVX512-BF16 tile, unless the cap is 4 (tests:
+ * the AMX tile for every shape). */
 int kiln__bgemm_isa(void);
 void kiln__bgemm_set_isa_cap(int cap);
 
