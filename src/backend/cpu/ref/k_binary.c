@@ -517,7 +517,7 @@ static kiln_status binop_t(kiln_kctx *ctx, const kiln_tensor *a, const kiln_tens
         }
         const kiln_tensor *tins[2] = {&ta, &tb};
         if (bool_out) {
-            st = kiln__kout(ctx, 0, KILN_DT_BOOL, nd, dims);
+            st = kiln__kout_uninit(ctx, 0, KILN_DT_BOOL, nd, dims);   /* bcast_exec writes every element */
             if (st == KILN_OK)
                 bcast_exec(ctx, tbl[KILN_DT_FLOAT32], ctx->out[0], 2, tins);
         } else {
@@ -537,7 +537,7 @@ static kiln_status binop_t(kiln_kctx *ctx, const kiln_tensor *a, const kiln_tens
     row_fn fn = (unsigned)dt < KILN_DT_COUNT ? tbl[dt] : NULL;
     if (!fn)
         return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "dtype %s is not supported", kiln_dtype_name(dt));
-    KILN_TRY(kiln__kout(ctx, 0, bool_out ? KILN_DT_BOOL : dt, nd, dims));
+    KILN_TRY(kiln__kout_uninit(ctx, 0, bool_out ? KILN_DT_BOOL : dt, nd, dims));   /* every element written */
     bcast_exec(ctx, fn, ctx->out[0], 2, ins);
     return KILN_OK;
 }

@@ -728,7 +728,7 @@ kiln_status kiln__qlookup_check(kiln_kctx *ctx, const kiln_tensor **x, const kil
     if (((*t)->dtype != KILN_DT_UINT8 && (*t)->dtype != KILN_DT_INT8) || numel_of(*t) != 256 || !(*t)->data)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "QLookup's table T must hold 256 uint8 or int8 values (%s, %lld)",
                           kiln_dtype_name((*t)->dtype), (long long)numel_of(*t));
-    return kiln__kout(ctx, 0, (*t)->dtype, (*x)->ndim, (*x)->dims);
+    return kiln__kout_uninit(ctx, 0, (*t)->dtype, (*x)->ndim, (*x)->dims);   /* y[i] = t[x[i]] for every i */
 }
 
 static kiln_status k_qlookup(kiln_kctx *ctx)

@@ -753,7 +753,7 @@ static kiln_status rz_run(kiln_kctx *ctx, const rz_params *p, const kiln_tensor 
     int64_t odims[KILN_MAX_DIMS];
     double work = 1.0;
     KILN_TRY(rz_out_dims(ctx, nd, ax, odims));
-    KILN_TRY(kiln__kout(ctx, 0, x->dtype, nd, odims));
+    KILN_TRY(kiln__kout_uninit(ctx, 0, x->dtype, nd, odims));   /* every output element is computed */
     kiln_tensor *y = ctx->out[0];
     int64_t onum = kiln__shape_numel(nd, odims);
     if (onum == 0)

@@ -446,7 +446,7 @@ static kiln_status k_concat(kiln_kctx *ctx)
             return kiln__kerr(ctx, KILN_ERR_SHAPE, "concatenated dimension overflows");
         dims[axis] += t->dims[axis];
     }
-    KILN_TRY(kiln__kout(ctx, 0, x0->dtype, r, dims));
+    KILN_TRY(kiln__kout_uninit(ctx, 0, x0->dtype, r, dims));   /* the inputs' copies cover it */
     if (!ctx->out[0]->nbytes)
         return KILN_OK;
     int64_t outer = 1, inner = (int64_t)es;

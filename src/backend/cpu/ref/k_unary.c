@@ -279,7 +279,7 @@ static kiln_status unary_run(kiln_kctx *ctx, const uop *op, const uparam *p)
     }
     if (!ok)
         return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "dtype %s is not supported", kiln_dtype_name(dt));
-    KILN_TRY(kiln__kout(ctx, 0, dt, x->ndim, x->dims));
+    KILN_TRY(kiln__kout_uninit(ctx, 0, dt, x->ndim, x->dims));   /* ujob_run writes every element */
     int64_t n = numel(x);
     ujob j = {.op = op, .p = p, .dt = dt, .in = x->data, .out = ctx->out[0]->data};
     if (n >= PAR_MIN && ctx->nthreads != 1)
