@@ -8,7 +8,6 @@
 #include "qgemm.h"
 #include "x86/amx_gemm.h"
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #if defined(__SSE2__)
@@ -405,28 +404,25 @@ typedef struct sched_job {
     const kiln_sched *s;
     kiln_strip_task_fn fn;
     void *ctx;
-    atomic_llong next;
 } sched_job;
 
-/* One worker slot: takes tasks (a strip's row blocks in order) until none is left. */
+/* Worker slots [s0, s1): each runs its contiguous share of the tasks, in order. */
 static void sched_slot(void *arg, int64_t s0, int64_t s1)
 {
     sched_job *j = arg;
     const kiln_sched *s = j->s;
-    for (int64_t slot = s0; slot < s1; slot++)
-        for (;;) {
-            int64_t t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-            if (t >= s->ntask)
-                break;
+    for (int64_t slot = s0; slot < s1; slot++) {
+        const int64_t a = slot * s->ntask / s->nt, b = (slot + 1) * s->ntask / s->nt;
+        for (int64_t t = a; t < b; t++) {
             int64_t i0 = (t % s->tm) * s->mb;
             j->fn(j->ctx, slot, t / s->tm, i0, min64(s->M, i0 + s->mb));
         }
+    }
 }
 
 void kiln__sched_run(kiln_pool *pool, const kiln_sched *s, kiln_strip_task_fn fn, void *ctx)
 {
     sched_job j = {.s = s, .fn = fn, .ctx = ctx};
-    atomic_init(&j.next, 0);
     kiln__parallel_for(s->nt > 1 ? pool : NULL, s->nt, s->nt, 1, sched_slot, &j);
 }
 

@@ -137,8 +137,12 @@ int kiln__qgemm_isa(void);
 void kiln__qgemm_set_isa_cap(int cap);
 
 /* ---- scheduler (also used by the BF16 GEMM): C cut into strips of KILN_QGEMM_STRIP columns and
- * blocks of rows; slots (at most nthreads) take tasks in strip order, so a slot's consecutive
- * tasks usually share a strip (and its packed panels). ---- */
+ * blocks of rows, tasks in strip order (a strip's row blocks together, sharing its packed panels);
+ * slot i of nt (at most nthreads) runs the i-th contiguous share of the tasks. Contiguous, not taken
+ * one at a time: two threads taking alternate strips each streamed every other strip of the weights
+ * and wrote 48-byte pieces of the same output lines (INT8 outputs); in one process against that
+ * (bench/env_ab, 2 threads, 40-60 pairs) INT8 PP-OCRv4 det 0.902, rec 0.958, ResNet-50 0.933,
+ * BERT-base 0.929; BF16 det 0.847, rec 0.813, ResNet-50 0.979, BERT-base 0.973. ---- */
 typedef void (*kiln_strip_task_fn)(void *ctx, int64_t slot, int64_t strip, int64_t i0, int64_t i1);
 typedef struct kiln_sched {
     int64_t M;
