@@ -46,6 +46,9 @@ struct kiln_kctx {
      * trusting it and never writes to it. */
     const void *prepared;
     size_t prepared_size;
+    /* Input 0 is read rounded to BF16 (set by kiln__run_mixed for a BF16 depthwise convolution, whose float32 rows
+     * round each input row as they copy it); a kernel that cannot honour it fails rather than read it unrounded. */
+    bool x_bf16;
 };
 
 /* Build-time preparation of one layer: from the node and its constant inputs (consts[i] == NULL

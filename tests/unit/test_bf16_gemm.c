@@ -107,15 +107,23 @@ static void test_op(int it)
     int th = (int)rnd(1, 3);
     kiln_tensor x, w, b = {0};
     int64_t M = rnd(1, 20), N = rnd(1, 70), K = rnd(1, 90), kdepth = K;
-    kiln_attr attrs[4];
+    kiln_attr attrs[5];
     int na = 0, nin = 2;
+    bool dw = false;   /* a depthwise convolution, one output a channel: the float32 rows, rounding each input row
+                        * as they copy it (two a channel: the BF16 GEMM per group) */
     static const int64_t pads[4] = {1, 0, 1, 1}, no_pads[4] = {0, 0, 0, 0};
     int64_t strides[2] = {1, 1};
     kiln_tensor res = {0};
     bool tb = gemm && rnd(0, 1);
     if (conv) {
         int64_t kk = rnd(0, 2) ? 3 : 1; /* 3x3 padded, or 1x1 (pointwise / strided downsampling) */
-        int64_t xd[4] = {rnd(1, 2), rnd(1, 6), rnd(3, 12), rnd(3, 12)}, wd[4] = {rnd(1, 9), xd[1], kk, kk};
+        int64_t xd[4] = {rnd(1, 2), rnd(1, 6), rnd(3, 40), rnd(3, 40)}, wd[4] = {rnd(1, 9), xd[1], kk, kk};
+        if (rnd(0, 2) == 0) { /* group = C, 1 or 2 outputs a channel */
+            wd[0] = xd[1] * rnd(1, 2);
+            wd[1] = 1;
+            dw = wd[0] == xd[1];
+            attrs[na++] = (kiln_attr){.name = (char *)"group", .type = KILN_ATTR_INT, .i = xd[1]};
+        }
         x = rand_f32(4, xd), w = rand_f32(4, wd);
         kdepth = wd[1] * kk * kk;
         attrs[na++] = (kiln_attr){.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 4,
@@ -154,7 +162,8 @@ static void test_op(int it)
     kiln_tensor y1, y2;
     kiln_status s1 = run(op, attrs, na, in_mixed, nin, th, &y1), s2 = run(op, attrs, na, in_f32, nin, th, &y2);
     CHECK_MSG(s1 == KILN_OK && s2 == KILN_OK, "%s: %s", kiln__op_name(op), kiln_last_error());
-    bool exact = wdt == KILN_DT_FLOAT16; /* the same float32 kernel on the same values */
+    /* the same float32 kernel on the same values: FP16 weights, and BF16 depthwise layers (rounded rows) */
+    bool exact = wdt == KILN_DT_FLOAT16 || dw;
     int bad = 0;
     if (s1 == KILN_OK && s2 == KILN_OK) {
         CHECK(y1.dtype == KILN_DT_FLOAT32 && kiln_tensor_numel(&y1) == kiln_tensor_numel(&y2));
@@ -163,7 +172,8 @@ static void test_op(int it)
             bad += exact ? memcmp(&a, &c, 4) != 0 : !(fabsf(a - c) <= 2e-5f * (1 + fabsf(c)) * sqrtf((float)kdepth));
         }
     }
-    CHECK_MSG(bad == 0, "%s with %s weights (th=%d): %d differ", kiln__op_name(op), kiln_dtype_name(wdt), th, bad);
+    CHECK_MSG(bad == 0, "%s%s with %s weights (th=%d): %d differ", kiln__op_name(op), dw ? " (depthwise)" : "",
+              kiln_dtype_name(wdt), th, bad);
     kiln__tensor_release(&y1), kiln__tensor_release(&y2), kiln__tensor_release(&wl), kiln__tensor_release(&w);
     if (xr.data != x.data)
         kiln__tensor_release(&xr);

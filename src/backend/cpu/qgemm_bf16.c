@@ -588,9 +588,15 @@ kiln_status kiln__run_mixed(kiln_kctx *ctx, int wi, kiln_kernel_fn fn)
     /* the float32 kernel on widened weights (and, for BF16, activations rounded to BF16) */
     if (kiln__prep_dropped(w))
         return kiln__prep_missing(ctx, wi);
+    /* a depthwise 2-D convolution rounds its input rows as its float32 rows copy them (kiln_kctx.x_bf16); other
+     * layers read a rounded copy of the input */
+    const kiln_tensor *x = ctx->in[0];
+    const bool dw_round = bf16 && wi == 1 && (op == KILN_OP_Conv || op == KILN_OP_FusedConv) && x &&
+                          x->dtype == KILN_DT_FLOAT32 && (x->ndim == 3 || x->ndim == 4) && x->dims[1] > 0 &&
+                          kiln__attr_i(ctx->node, "group", 1) == x->dims[1];
     kiln_tensor wf, xf;
     KILN_TRY(to_f32(ctx, w, &wf));
-    kiln_status st = bf16 ? round_bf16(ctx, ctx->in[0], &xf) : KILN_OK;
+    kiln_status st = bf16 && !dw_round ? round_bf16(ctx, ctx->in[0], &xf) : KILN_OK;
     if (st != KILN_OK) {
         kiln__tensor_release(&wf);
         return st;
@@ -602,10 +608,11 @@ kiln_status kiln__run_mixed(kiln_kctx *ctx, int wi, kiln_kernel_fn fn)
         for (int i = 0; i < ctx->n_in; i++)
             in[i] = ctx->in[i];
         in[wi] = &wf;
-        if (bf16)
+        if (bf16 && !dw_round)
             in[0] = &xf;
         kiln_kctx sub = *ctx;
         sub.in = in;
+        sub.x_bf16 = dw_round;
         sub.prepared = NULL, sub.prepared_size = 0; /* prepared data belongs to the original weights */
         st = fn(&sub);
     }

@@ -237,6 +237,7 @@ typedef struct dw_job {
     float *y;
     dw_row_fn row;          /* the isa's vectorized row (strides 1 and 2), or NULL */
     const kiln_epi *post;   /* residual / activation (no bias) over [N*M, out_sz], or NULL */
+    bool round_bf16;        /* the input read rounded to BF16 (kiln_kctx.x_bf16) */
 } dw_job;
 
 #define DW_BAND_FLOATS ((int64_t)1 << 16)
@@ -271,16 +272,32 @@ void kiln__conv_dw_plan(kiln_conv2d *p)
     p->band_rows = rows;
 }
 
-/* Copies input rows [r0 - ph, ...) of the plane into the zero-padded band buffer. */
-static void dw_fill(const dw_geom *p, const float *xp, int64_t r0, int64_t nrows, float *buf)
+/* x rounded to BF16 and back, in place (the values kiln__run_mixed's rounded copy would hold) */
+static void round_bf16_row(float *x, int64_t n)
+{
+    uint16_t t[256];
+    for (int64_t i = 0; i < n; i += 256) {
+        int64_t c = n - i < 256 ? n - i : 256;
+        kiln__f32_to_bf16_array(t, x + i, c);
+        kiln__bf16_to_f32_array(x + i, t, c);
+    }
+}
+
+/* Copies input rows [r0 - ph, ...) of the plane into the zero-padded band buffer (rounded to BF16 where asked:
+ * while the row is in L1, instead of a rounded copy of the whole input first -- PP-OCRv4 det bf16's depthwise
+ * layers spent more on that copy than on the convolution). */
+static void dw_fill(const dw_geom *p, const float *xp, int64_t r0, int64_t nrows, float *buf, bool round)
 {
     for (int64_t r = 0; r < nrows; r++) {
         float *row = buf + r * p->Wp;
         int64_t iy = r0 + r - p->ph;
-        if (iy < 0 || iy >= p->H)
+        if (iy < 0 || iy >= p->H) {
             memset(row, 0, sizeof(float) * (size_t)p->Wp);
-        else
+        } else {
             kiln__conv_pad_row(row, p->Wp, xp + iy * p->W, p->W, p->pw);
+            if (round)
+                round_bf16_row(row + p->pw, p->W);
+        }
     }
 }
 
@@ -299,11 +316,11 @@ static void dw_row_scalar(const dw_geom *p, const float *rb, const float *wk, fl
 }
 
 static void dw_plane(const dw_geom *p, dw_row_fn row, const float *xp, const float *wk, float bias, float *yp,
-                     float *buf, const kiln_epi *post, int64_t pl)
+                     float *buf, const kiln_epi *post, int64_t pl, bool round)
 {
     for (int64_t oy0 = 0; oy0 < p->Ho; oy0 += p->band) {
         int64_t oy1 = oy0 + p->band < p->Ho ? oy0 + p->band : p->Ho;
-        dw_fill(p, xp, oy0 * p->sh, (oy1 - oy0 - 1) * p->sh + (p->kh - 1) * p->dh + 1, buf);
+        dw_fill(p, xp, oy0 * p->sh, (oy1 - oy0 - 1) * p->sh + (p->kh - 1) * p->dh + 1, buf, round);
         for (int64_t oy = oy0; oy < oy1; oy++) {
             const float *rb = buf + (oy - oy0) * p->sh * p->Wp;
             if (row && (p->sw == 1 || p->sw == 2))
@@ -316,9 +333,9 @@ static void dw_plane(const dw_geom *p, dw_row_fn row, const float *xp, const flo
     }
 }
 
-/* Fallback without a band buffer (allocation failed): bounds-checked taps. */
+/* Fallback without a band buffer (allocation failed): bounds-checked taps (round: each input value rounded to BF16). */
 static void dw_plane_checked(const dw_geom *p, const float *xp, const float *wk, float bias, float *yp,
-                             const kiln_epi *post, int64_t pl)
+                             const kiln_epi *post, int64_t pl, bool round)
 {
     for (int64_t oy = 0; oy < p->Ho; oy++) {
         int64_t iy0 = oy * p->sh - p->ph, kia, kib;
@@ -330,8 +347,10 @@ static void dw_plane_checked(const dw_geom *p, const float *xp, const float *wk,
             for (int64_t ki = kia; ki < kib; ki++) {
                 const float *xr = xp + (iy0 + ki * p->dh) * p->W;
                 const float *wr = wk + ki * p->kw;
-                for (int64_t kj = kja; kj < kjb; kj++)
-                    acc += wr[kj] * xr[ix0 + kj * p->dw];
+                for (int64_t kj = kja; kj < kjb; kj++) {
+                    float v = xr[ix0 + kj * p->dw];
+                    acc += wr[kj] * (round ? kiln__bf16_to_f32(kiln__f32_to_bf16(v)) : v);
+                }
             }
             yp[oy * p->Wo + ox] = acc;
         }
@@ -351,9 +370,9 @@ static void dw_task(void *ctx, int64_t b, int64_t e)
         const float *xp = j->x + (n * g->C + c) * g->in_sz, *wk = j->w + m * g->k_sz;
         float bias = j->b ? j->b[m] : 0.0f, *yp = j->y + pl * g->out_sz;
         if (buf)
-            dw_plane(&j->p, j->row, xp, wk, bias, yp, buf, j->post, pl);
+            dw_plane(&j->p, j->row, xp, wk, bias, yp, buf, j->post, pl, j->round_bf16);
         else
-            dw_plane_checked(&j->p, xp, wk, bias, yp, j->post, pl);
+            dw_plane_checked(&j->p, xp, wk, bias, yp, j->post, pl, j->round_bf16);
     }
     kiln__free(buf);
 }
@@ -668,7 +687,10 @@ static kiln_status conv_f32_ex(const kiln_kctx *ctx, const kiln_conv_isa *isa, c
         return KILN_OK;
     if (kiln__epi_is_noop(post))
         post = NULL;
-    if (isa && isa->layer) {
+    const bool dw = g->C / g->G == 1 && g->nsp <= 2;
+    if (ctx->x_bf16 && !dw)
+        return kiln__kerr(ctx, KILN_ERR_INTERNAL, "BF16 input rounding asked of a convolution that is not depthwise");
+    if (isa && isa->layer && !ctx->x_bf16) {   /* (the isa's layers are not depthwise) */
         bool done = false;
         KILN_TRY(isa->layer(ctx, g, x, w, b, y, post, &done));
         if (done)
@@ -676,8 +698,9 @@ static kiln_status conv_f32_ex(const kiln_kctx *ctx, const kiln_conv_isa *isa, c
     }
     if (!w)
         return kiln__prep_missing(ctx, 1);   /* weights stored only in a layout that does not fit */
-    if (g->C / g->G == 1 && g->nsp <= 2) {
-        dw_job j = {.g = g, .x = x, .w = w, .b = b, .y = y, .row = isa ? isa->dw_row : NULL, .post = post};
+    if (dw) {
+        dw_job j = {.g = g, .x = x, .w = w, .b = b, .y = y, .row = isa ? isa->dw_row : NULL, .post = post,
+                    .round_bf16 = ctx->x_bf16};
         kiln__conv2d_view(g, &j.p);
         kiln__conv_dw_plan(&j.p);
         int64_t per = mul_chk(g->out_sz, g->k_sz), grain = per >= 0 && per < 16384 ? 16384 / (per + 1) + 1 : 1;
