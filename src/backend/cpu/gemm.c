@@ -1047,7 +1047,7 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
      * same from layer to layer and its input is what it wrote last, still in its L2 (the caller usually runs the
      * first task): in one process against the tapered tasks (bench/env_ab, 2 threads) ResNet-50 0.990 (196/300
      * pairs; its 1x1 layers 0.987), PP-OCRv4 det 0.992, rec 0.977 (133/150). */
-    const bool by_thread = !g.bpack;
+    const bool by_thread = !g.bpack || getenv("BP_STATIC");
     if (!by_thread)
         split_n_tasks(&g, flops);
     plan_blocks(&g, alias, &e_own);

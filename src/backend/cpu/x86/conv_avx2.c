@@ -1,6 +1,6 @@
 /* AVX2 + FMA float32 Conv / FusedConv: the reference kernels (cpu/ref/k_conv.c) with the
  * depthwise rows (strides 1 and 2) and the N-D im2col's stride-2 gathers vectorized (the AVX-512
- * kernels, conv_avx512.c, reuse both), 16-column implicit-im2col panels (the AVX2 GEMM's), and Winograd for 3x3 stride-1 layers (conv_wino.c with the
+ * kernels, conv_avx512.c, reuse the gathers; their depthwise rows are 16 wide), 16-column implicit-im2col panels (the AVX2 GEMM's), and Winograd for 3x3 stride-1 layers (conv_wino.c with the
  * AVX2 transforms of wino_avx2.c) and the direct convolution (conv_direct.c with convd_avx2.c's tiles), registered
  * over them for hosts with AVX2 and FMA. */
 #include "../cpu_kernels.h"

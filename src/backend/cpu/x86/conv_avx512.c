@@ -1,5 +1,5 @@
-/* AVX-512 float32 Conv / FusedConv: the reference kernels (cpu/ref/k_conv.c) with the AVX2
- * depthwise rows and gathers (conv_avx2.c), AVX-512 implicit-im2col panels, and the whole-layer
+/* AVX-512 float32 Conv / FusedConv: the reference kernels (cpu/ref/k_conv.c) with AVX-512 depthwise rows, the AVX2
+ * gathers (conv_avx2.c), AVX-512 implicit-im2col panels, and the whole-layer
  * strategies tried first: Winograd (conv_wino.c) and the direct convolution (conv_direct.c).
  * Registered over the AVX2 kernels for hosts with AVX-512F/DQ. */
 #include "../cpu_kernels.h"
@@ -291,6 +291,80 @@ __attribute__((target("avx512f"))) static void im2col_panel512(const kiln_im2col
     }
 }
 
+/* kiln_conv_isa.dw_row: one depthwise output row from the padded band rows at rb (tap (0, 0) of output 0), strides
+ * 1 and 2 -- the AVX2 rows' arithmetic (each output: the bias, then its taps in order by FMA) on 16 outputs a vector,
+ * so the same bits. Stride 1 reads whole vectors past the row's end into the band's slack (kiln__conv_dw_plan: Wp
+ * holds the outputs rounded up to 8 plus 16 floats); stride 2's last vectors are masked. In one process against the
+ * AVX2 rows (bench/env_ab, 2 threads, 60 pairs): PP-OCRv4 rec fp32 / int8 1/1.061 / 1/1.053, det 1/1.014 / 1/1.035
+ * (its INT8 depthwise layers run these rows too: x86/qdw_f32.c), cls 1/1.018 / 1/1.043. */
+__attribute__((target("avx512f"))) void kiln__conv_dw_row_avx512(const kiln_conv2d *p, const float *rb,
+                                                                 const float *wk, float bias, float *yr)
+{
+    const int64_t kh = p->kh, kw = p->kw, dw = p->dw, rs = p->dh * p->Wp, Wo = p->Wo;
+    int64_t ox = 0;
+    if (p->sw == 1) {
+        for (; ox + 64 <= Wo; ox += 64) {
+            __m512 a0 = _mm512_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0;
+            for (int64_t ki = 0; ki < kh; ki++) {
+                const float *xr = rb + ki * rs + ox, *wr = wk + ki * kw;
+                for (int64_t kj = 0; kj < kw; kj++) {
+                    const float *q = xr + kj * dw;
+                    __m512 wv = _mm512_set1_ps(wr[kj]);
+                    a0 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(q), a0);
+                    a1 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(q + 16), a1);
+                    a2 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(q + 32), a2);
+                    a3 = _mm512_fmadd_ps(wv, _mm512_loadu_ps(q + 48), a3);
+                }
+            }
+            _mm512_storeu_ps(yr + ox, a0);
+            _mm512_storeu_ps(yr + ox + 16, a1);
+            _mm512_storeu_ps(yr + ox + 32, a2);
+            _mm512_storeu_ps(yr + ox + 48, a3);
+        }
+        for (; ox < Wo; ox += 16) {
+            __m512 a0 = _mm512_set1_ps(bias);
+            for (int64_t ki = 0; ki < kh; ki++) {
+                const float *xr = rb + ki * rs + ox, *wr = wk + ki * kw;
+                for (int64_t kj = 0; kj < kw; kj++)
+                    a0 = _mm512_fmadd_ps(_mm512_set1_ps(wr[kj]), _mm512_loadu_ps(xr + kj * dw), a0);
+            }
+            _mm512_mask_storeu_ps(yr + ox, Wo - ox >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (Wo - ox)) - 1), a0);
+        }
+    } else {
+        const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        for (; ox + 32 <= Wo; ox += 32) {
+            __m512 a0 = _mm512_set1_ps(bias), a1 = a0;
+            for (int64_t ki = 0; ki < kh; ki++) {
+                const float *xr = rb + ki * rs + 2 * ox, *wr = wk + ki * kw;
+                for (int64_t kj = 0; kj < kw; kj++) {
+                    const float *q = xr + kj * dw;
+                    __m512 wv = _mm512_set1_ps(wr[kj]);
+                    a0 = _mm512_fmadd_ps(wv, _mm512_permutex2var_ps(_mm512_loadu_ps(q), even, _mm512_loadu_ps(q + 16)), a0);
+                    a1 = _mm512_fmadd_ps(wv, _mm512_permutex2var_ps(_mm512_loadu_ps(q + 32), even, _mm512_loadu_ps(q + 48)),
+                                         a1);
+                }
+            }
+            _mm512_storeu_ps(yr + ox, a0);
+            _mm512_storeu_ps(yr + ox + 16, a1);
+        }
+        for (; ox < Wo; ox += 16) {
+            const int64_t rem = Wo - ox < 16 ? Wo - ox : 16, cnt = 2 * rem - 1;   /* raw elements read: 0 .. cnt - 1 */
+            const __mmask16 ma = cnt >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cnt) - 1),
+                            mb = cnt > 16 ? (__mmask16)((1u << (cnt - 16)) - 1) : (__mmask16)0;
+            __m512 a0 = _mm512_set1_ps(bias);
+            for (int64_t ki = 0; ki < kh; ki++) {
+                const float *xr = rb + ki * rs + 2 * ox, *wr = wk + ki * kw;
+                for (int64_t kj = 0; kj < kw; kj++) {
+                    const float *q = xr + kj * dw;
+                    __m512 v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(ma, q), even, _mm512_maskz_loadu_ps(mb, q + 16));
+                    a0 = _mm512_fmadd_ps(_mm512_set1_ps(wr[kj]), v, a0);
+                }
+            }
+            _mm512_mask_storeu_ps(yr + ox, rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1), a0);
+        }
+    }
+}
+
 /* kiln_conv_isa.layer: Winograd where it applies or its filters were prepared, else the direct
  * convolution where it pays. */
 static kiln_status layer512(const kiln_kctx *ctx, const kiln_window *g, const float *x, const float *w,
@@ -302,7 +376,7 @@ static kiln_status layer512(const kiln_kctx *ctx, const kiln_window *g, const fl
     return kiln__conv_direct_layer(ctx, g, x, w, b, y, post, done);
 }
 
-static const kiln_conv_isa isa_avx512 = {.dw_row = kiln__conv_dw_row_avx2,
+static const kiln_conv_isa isa_avx512 = {.dw_row = kiln__conv_dw_row_avx512,
                                          .gather2 = kiln__conv_gather2_avx2,
                                          .im2col_panel32 = im2col_panel512,
                                          .layer = layer512};

@@ -19,6 +19,8 @@
 /* kiln_conv_isa.dw_row and .gather2 with AVX2 + FMA (conv_avx2.c) */
 void kiln__conv_dw_row_avx2(const kiln_conv2d *p, const float *rb, const float *wk, float bias, float *yr);
 int64_t kiln__conv_gather2_avx2(float *dst, const float *src, int64_t n, int64_t avail);
+/* kiln_conv_isa.dw_row with AVX-512 (conv_avx512.c): the same bits as the AVX2 row, 16 outputs a vector */
+void kiln__conv_dw_row_avx512(const kiln_conv2d *p, const float *rb, const float *wk, float bias, float *yr);
 
 /* One ISA's Winograd transforms (wino.h) and their choice per layer (conv_wino.c). */
 struct wino_kind;

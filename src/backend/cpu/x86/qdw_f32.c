@@ -44,7 +44,7 @@ TQDW void kiln__qdw_plane_f32(const struct kiln_conv2d *p, const uint8_t *xp, bo
         int64_t oy1 = oy0 + p->band < p->Ho ? oy0 + p->band : p->Ho;
         fill_band(p, xp, s8, zx, oy0 * p->sh, (oy1 - oy0 - 1) * p->sh + (p->kh - 1) * p->dh + 1, buf);
         for (int64_t oy = oy0; oy < oy1; oy++) {
-            kiln__conv_dw_row_avx2(p, buf + (oy - oy0) * p->sh * p->Wp, wk, 0.0f, frow);
+            kiln__conv_dw_row_avx512(p, buf + (oy - oy0) * p->sh * p->Wp, wk, 0.0f, frow);
             int64_t j = 0;
             for (; j + 16 <= p->Wo; j += 16)
                 _mm512_storeu_si512(acc + j, _mm512_cvtps_epi32(_mm512_loadu_ps(frow + j)));
