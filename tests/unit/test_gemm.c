@@ -551,11 +551,10 @@ static int test_shared_a(unsigned long long *seed)
     return fails;
 }
 
-/* N-split grids at 2-4 threads, whose tasks taper (full-width tasks, then smaller ones down to one panel, the
- * one-panel tasks of 4 MFLOP or more split into two row halves): heights that are not a multiple of any tile's
- * (a partial last row tile in the lower half), widths with a partial last panel, one K slice or several, every
+/* N-split grids at 2-4 threads (one task a thread, each a contiguous run of panels): heights that are not a
+ * multiple of any tile's (a partial last row tile), widths with a partial last panel, one K slice or several, every
  * packer, bias (per row or column), residual, activations. */
-static int test_tapered(unsigned long long *seed)
+static int test_nsplit(unsigned long long *seed)
 {
     int fails = 0;
     static const int64_t ms[] = {40, 128, 131, 203};
@@ -978,7 +977,7 @@ int main(int argc, char **argv)
     fails += test_w49(&seed);
     fails += test_packb_nsplit(&seed);
     fails += test_shared_a(&seed);
-    fails += test_tapered(&seed);
+    fails += test_nsplit(&seed);
     fails += test_apack(&seed);
     test_act_accuracy();
     test_fused_kernels(&seed);

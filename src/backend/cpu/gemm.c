@@ -32,9 +32,8 @@
  *   - A read in place whose rows are a multiple of 2 KB apart is first copied to a padded stride
  *     (unalias_a: such rows share L1 sets); pre-packed B panels are prefetched into L2 one panel
  *     ahead (after a block's last panel, the first panel of the next K slice).
- *   - A grid split only along N gets tasks of decreasing width (the last ones one panel, or half of one),
- *     which the threads take one at a time in order (taper_n); each
- *     thread's packing buffer is a reusable per-thread scratch buffer (scratch.h). A grid split
+ *   - A grid split only along N gives each thread one contiguous task (its columns stay its own from
+ *     layer to layer; kiln__sgemm_ex); each thread's packing buffer is a reusable per-thread scratch buffer (scratch.h). A grid split
  *     along M packs op(B) once for all its tasks where packing costs (share_b); a grid with
  *     several tasks along N packs op(A) once for all of them where the kernel reads packed A
  *     (share_a).
@@ -45,8 +44,6 @@
 #include "gemm_impl.h"
 #include "vmath_avx2.h"
 #include <stdatomic.h>
-
-enum { TAPER_MAX = 96 };
 
 /* ------------------------------------------------------------------------------------------
  * Portable micro-kernel: 6 x 8, written with GNU vector extensions (4 floats per vector)
@@ -119,10 +116,6 @@ static const gemm_impl *select_impl(void)
  * Problem description and the direct (unpacked) path
  * ------------------------------------------------------------------------------------------ */
 
-typedef struct gemm_ntask {
-    int64_t p0, p1, m0, m1;   /* panels [p0, p1), rows [m0, m1) */
-} gemm_ntask;
-
 typedef struct gemm_job {
     const gemm_impl *im;
     int64_t M, N, K;
@@ -149,11 +142,6 @@ typedef struct gemm_job {
     int64_t mstep, nstep; /* the most rows / columns of a task (multiples of mr / nr; task_span) */
     int64_t mc, kc, nc;   /* blocking actually used */
     size_t buf_floats;    /* packing buffer size per task */
-    /* N-split grids: ntaper tasks of decreasing size (taper_n), taken one at a time in order by the threads
-     * (gemm_worker); 0: the tm x tn grid of task_span through the pool */
-    int64_t ntaper;
-    gemm_ntask task[TAPER_MAX];
-    atomic_llong next_task;
     unsigned long long gen;   /* this call's number: panel_at's column copies are reused within one call only */
     bool w49;             /* a block's last 49 columns (two packed panels) as one tile (ukr49; tile_cols) */
 } gemm_job;
@@ -474,18 +462,10 @@ static void pack_b_rows(const gemm_job *g, int64_t pc, int64_t kc, int64_t jc, i
     }
 }
 
-/* The first pre-packed B panel of the next task not taken yet (tapered grids), or NULL. */
-static const float *next_task_panel(const gemm_job *g)
-{
-    long long i = atomic_load_explicit(&g->next_task, memory_order_relaxed);
-    return g->bpack && i < g->ntaper ? g->bpack + g->task[i].p0 * g->K * g->im->nr : NULL;
-}
-
 /* Rows [m0,m1) x columns [n0,n1) of C, with this task's packing buffers pa (unused with
- * direct A) and pb; peek (tapered grids): after the block's last panel, the next task's first panel is
- * prefetched. */
+ * direct A) and pb. */
 static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *pa, float *pb,
-                         float *colv, bool peek)
+                         float *colv)
 {
     const gemm_impl *im = g->im;
     const int mr = im->mr, nr = im->nr;
@@ -545,9 +525,7 @@ static void packed_block(const gemm_job *g, int64_t m0, int64_t m1, int64_t n0, 
                      * tile waits on memory: BERT's 2-thread tasks, 96 columns, start 3 to 12 K slices) */
                     const float *nbp = jr + n < nc ? bp + K * nr
                                        : pc + kc < K && g->bpack ? g->bpack + jc / nr * K * nr + (pc + kc) * nr
-                                       : peek && pc + kc >= K && jc + nc >= n1 && ic + mc >= m1
-                                           ? next_task_panel(g)
-                                           : NULL;
+                                                                 : NULL;
                     const char *nb = g->bpack && mc > mr ? (const char *)nbp : NULL;
                     const int64_t nb_lines = kc * nr * (int64_t)sizeof(float) / 64;
                     const bool tall = tall_ok && n > 17 && n <= nr;
@@ -614,7 +592,7 @@ static void packed_block_small(const gemm_job *g, int64_t m0, int64_t m1, int64_
     s.kc = KS;
     s.mc = g->im->mr;
     s.nc = g->im->nr;
-    packed_block(&s, m0, m1, n0, n1, pa, pb, NULL, false);
+    packed_block(&s, m0, m1, n0, n1, pa, pb, NULL);
 }
 
 /* Task i of t along a dimension of n elements in panels of w: panels [i*p/t, (i+1)*p/t) of the p = ceil(n/w), so
@@ -642,58 +620,6 @@ static bool task_buffers(const gemm_job *g, float **pa, float **pb, float **colv
     return true;
 }
 
-/* One thread of a tapered N-split grid: takes the tasks one at a time, in order. During a task's last panel the
- * first pre-packed B panel of the next task not yet taken is fetched (else a task would start on memory: MatMul
- * weights stream from DRAM); whichever thread takes it finds it at least in the shared L3. */
-static void gemm_worker(void *ctx, int64_t begin, int64_t end)
-{
-    gemm_job *g = ctx;
-    float *pa, *pb, *colv;
-    bool buf = task_buffers(g, &pa, &pb, &colv);
-    const int64_t nr = g->im->nr;
-    for (int64_t it = begin; it < end; it++) {
-        for (;;) {
-            int64_t i = atomic_fetch_add_explicit(&g->next_task, 1, memory_order_relaxed);
-            if (i >= g->ntaper)
-                break;
-            int64_t n0 = g->task[i].p0 * nr, n1 = min64(g->N, g->task[i].p1 * nr);
-            if (buf)
-                packed_block(g, g->task[i].m0, g->task[i].m1, n0, n1, pa, pb, colv, true);
-            else
-                packed_block_small(g, g->task[i].m0, g->task[i].m1, n0, n1);
-        }
-    }
-}
-
-/* An N-split grid of tn equal tasks (the pool hands them out in claims) leaves the threads up to a task apart at
- * the end: BERT-base's GEMMs at 2 threads (8 tasks of 3 or 12 panels, 0.1-0.4 ms each) kept one thread waiting
- * ~120 us per GEMM on average, ~4 ms per inference (temporary counters in the pool). Instead the tasks taper:
- * full width (the equal split's) while more than 2 x threads of them are left, then each 1/(2 x threads) of the
- * panels left, down to one panel; a one-panel task of 4 MFLOP or more (BERT's K = 768 / 3072, 128 rows) is
- * split into two row halves. The threads then end within a small task of each other. */
-static void taper_n(gemm_job *g, int nthreads)
-{
-    const int64_t pn = ceil_div(g->N, g->im->nr), cap = g->nstep / g->im->nr, mr = g->im->mr;
-    const bool halve = 2.0 * (double)g->M * (double)g->K * (double)g->im->nr >= 4.0e6 && g->M >= 4 * mr;
-    const int64_t mh = ceil_div(g->M, mr) / 2 * mr;
-    int64_t n = 0, b = 0;
-    while (b < pn && n + 2 <= TAPER_MAX) {
-        int64_t w = ceil_div(pn - b, 2 * (int64_t)nthreads);
-        w = w < 1 ? 1 : w > cap ? cap : w;
-        if (w == 1 && halve) {
-            g->task[n++] = (gemm_ntask){b, b + 1, 0, mh};
-            g->task[n++] = (gemm_ntask){b, b + 1, mh, g->M};
-        } else {
-            g->task[n++] = (gemm_ntask){b, b + w, 0, g->M};
-        }
-        b += w;
-    }
-    if (b < pn || n <= g->tn)
-        return;   /* too many tasks (keep the equal split), or no tail to split */
-    g->ntaper = n;
-    atomic_init(&g->next_task, 0);
-}
-
 static void gemm_task(void *ctx, int64_t begin, int64_t end)
 {
     const gemm_job *g = ctx;
@@ -707,7 +633,7 @@ static void gemm_task(void *ctx, int64_t begin, int64_t end)
         if (m0 >= m1 || n0 >= n1)
             continue;
         if (raw)
-            packed_block(g, m0, m1, n0, n1, pa, pb, colv, false);
+            packed_block(g, m0, m1, n0, n1, pa, pb, colv);
         else
             packed_block_small(g, m0, m1, n0, n1);
     }
@@ -932,24 +858,6 @@ static void job_init(gemm_job *g, const kiln_gemm *a, const kiln_epi *epi, float
     g->apack_next = g->apack ? a->apack_next : NULL;
 }
 
-/* A grid split only along N over pre-packed B gets several tasks per thread (taken dynamically by the pool): no
- * operand is packed twice, and a thread that is descheduled for a while (a shared machine) no longer holds everyone
- * up. (Grids that pack B themselves keep one task a thread: kiln__sgemm_ex.) */
-static void split_n_tasks(gemm_job *g, double flops)
-{
-    if (g->tm != 1 || g->tn <= 1)
-        return;
-    const int nr = g->im->nr;
-    int64_t pn = ceil_div(g->N, nr);
-    int64_t f = 4;
-    while (f > 1 && (pn < g->tn * f * 2 || flops / (double)(g->tn * f) < 1.0e6))
-        f--;
-    if (f > 1) {
-        g->tn *= f;
-        g->nstep = ceil_div(pn, g->tn) * nr;
-    }
-}
-
 /* The job's K slices, row and column blocks and 49-column tiles (kiln__sgemm_ex, after plan_grid); an
  * epilogue whose residual is C itself (alias) becomes C with beta 1 where the tiles would store over it first. */
 static void plan_blocks(gemm_job *g, bool alias, kiln_epi *e_own)
@@ -1042,24 +950,17 @@ void kiln__sgemm_ex(kiln_pool *pool, int nthreads, const kiln_gemm *a)
     unalias_a(pool, nthreads, &g);
     plan_grid(&g, nthreads);
     int ntask_threads = (int)(g.tm * g.tn);
-    /* N-split grids over pre-packed B (MatMul weights) take several tapering tasks a thread; those packing B
-     * themselves (convolutions: the activations) one task a thread, so that a thread's columns (pixels) are the
-     * same from layer to layer and its input is what it wrote last, still in its L2 (the caller usually runs the
-     * first task): in one process against the tapered tasks (bench/env_ab, 2 threads) ResNet-50 0.990 (196/300
-     * pairs; its 1x1 layers 0.987), PP-OCRv4 det 0.992, rec 0.977 (133/150). */
-    const bool by_thread = !g.bpack || getenv("BP_STATIC");
-    if (!by_thread)
-        split_n_tasks(&g, flops);
+    /* one task a thread (tm x tn = the threads), so that a thread's columns are the same from layer to layer:
+     * a convolution's input (its pixels) is what the thread wrote last, still in its L2 (the caller usually runs
+     * the first task), and a MatMul's thread streams one contiguous run of the weight panels. Against several
+     * tasks a thread taken dynamically (tapering to one panel at the end; bench/env_ab, 2 threads): ResNet-50
+     * 0.990 (196/300 pairs; its 1x1 layers 0.987), PP-OCRv4 det 0.992, rec 0.977 (133/150), BERT-base 0.973
+     * (54/60; its MatMuls 0.93-0.98). */
     plan_blocks(&g, alias, &e_own);
     share_a(pool, ntask_threads, &g);
     g.buf_floats = (size_t)(g.nc * g.kc + DOT_COLS * g.kc + 16 + (g.direct_a || g.apack ? 0 : g.mc * g.kc));
     share_b(pool, ntask_threads, &g);
-    if (g.tm == 1 && g.tn > 1 && ntask_threads > 1 && !by_thread)
-        taper_n(&g, ntask_threads);
-    if (g.ntaper)
-        kiln__parallel_for(pool, ntask_threads, ntask_threads, 1, gemm_worker, &g);
-    else
-        kiln__parallel_for(pool, ntask_threads, g.tm * g.tn, 1, gemm_task, &g);
+    kiln__parallel_for(pool, ntask_threads, g.tm * g.tn, 1, gemm_task, &g);
 }
 
 void kiln__sgemm(kiln_pool *pool, int nthreads, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
