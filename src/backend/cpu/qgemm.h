@@ -136,8 +136,8 @@ bool kiln__qgemm_vnni_available(void);
 int kiln__qgemm_isa(void);
 void kiln__qgemm_set_isa_cap(int cap);
 
-/* ---- scheduler (also used by the BF16 GEMM): C cut into strips of KILN_QGEMM_STRIP columns and
- * blocks of rows, tasks in strip order (a strip's row blocks together, sharing its packed panels);
+/* ---- scheduler (also used by the BF16 GEMM): C cut into strips of KILN_QGEMM_STRIP columns (twice that for AMX
+ * tiles over pre-packed B) and blocks of rows, tasks in strip order (a strip's row blocks together, sharing its packed panels);
  * slot i of nt (at most nthreads) runs the i-th contiguous share of the tasks. Contiguous, not taken
  * one at a time: two threads taking alternate strips each streamed every other strip of the weights
  * and wrote 48-byte pieces of the same output lines (INT8 outputs); in one process against that
@@ -149,7 +149,8 @@ typedef struct kiln_sched {
     int nt;                   /* slots: 0 .. nt-1 */
     int64_t tm, mb, ntask;    /* row blocks per strip, rows per block, tasks */
 } kiln_sched;
-void kiln__sched_plan(kiln_sched *s, int64_t M, int64_t N, int64_t K, int nthreads);
+/* width: the strip's columns, KILN_QGEMM_STRIP (or twice that for the AMX tiles over pre-packed B: kiln__qgemm) */
+void kiln__sched_plan(kiln_sched *s, int64_t M, int64_t N, int64_t K, int nthreads, int64_t width);
 void kiln__sched_run(kiln_pool *pool, const kiln_sched *s, kiln_strip_task_fn fn, void *ctx);
 
 /* ---- packing ---- */

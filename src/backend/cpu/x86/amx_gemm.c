@@ -164,7 +164,7 @@ typedef struct amx_rows {
     const kiln_amx_job *j;
     int64_t kfull, kt;   /* bytes of k: whole 64-byte steps, then the tail */
     int kcfg;            /* A's tile width in bytes: 64, or all of a K shorter than one step (one step, no tail) */
-    uint8_t bt[3][1024] __attribute__((aligned(64)));   /* each panel's last kt / 4 k groups, zero groups after */
+    uint8_t bt[6][1024] __attribute__((aligned(64)));   /* each panel's last kt / 4 k groups, zero groups after */
     uint8_t at[4][1024] __attribute__((aligned(64)));   /* a row block's last kt bytes, zero after, 16 rows */
     uint8_t cbuf[4][1024] __attribute__((aligned(64)));
     int n;              /* the call's C tiles ... */
@@ -295,12 +295,15 @@ TAMX void kiln__amx_rows(const kiln_amx_job *j, int64_t i0, int64_t i1)
         q.astride = j->lda;
         q.kfull = w.kfull;
         set_rows(&w, &q, 0, ifull, m);
-        for (int p = 0; p < np; p++) {
-            set_b(&w, &q, p, p);
-            set_c(&w, &q, p, ifull, p);
+        for (int p0 = 0; p0 < np; p0 += 3) {   /* up to 3 panels a call */
+            const int n = np - p0 < 3 ? np - p0 : 3;
+            for (int p = 0; p < n; p++) {
+                set_b(&w, &q, p, p0 + p);
+                set_c(&w, &q, p, ifull, p0 + p);
+            }
+            k->kt(&q, n);
+            stored(&w, m);
         }
-        k->kt(&q, np);
-        stored(&w, m);
     }
     _tile_release();
 }

@@ -1,5 +1,5 @@
 /* The AMX tile driver shared by the BF16 and INT8 GEMMs (x86/amx_gemm.c): rows [i0, i1) of C against one strip of up
- * to 3 packed panels of 16 columns, in bytes, so the same driver runs tdpbf16ps (BF16 pairs), tdpbusd (u8 A x s8 B)
+ * to 6 packed panels of 16 columns, in bytes, so the same driver runs tdpbf16ps (BF16 pairs), tdpbusd (u8 A x s8 B)
  * and tdpbsud (s8 A x u8 B). Both GEMMs' panels are already AMX's B layout: a k group (a BF16 pair, an INT8 quad)
  * of 16 columns is 64 contiguous bytes, so 64 bytes of an A row (32 BF16 / 64 INT8 k values) meet 16 such rows of a
  * panel, 1 KB further per step. C tiles (16 x 16 float32 or int32) are handed to the caller's `out` as they are done.
@@ -18,7 +18,7 @@ typedef struct kiln_amx_job {
     const uint8_t *b;   /* panel p at b + p * pstride */
     int64_t pstride;
     int64_t kb;         /* bytes of k in a row (a multiple of 4) */
-    int ncols;          /* valid columns of the strip, 1 .. 48 */
+    int ncols;          /* valid columns of the strip, 1 .. 96 (up to 6 panels) */
     /* a finished C tile: rows x 16 values (float32 or int32) at tile, 16 a row (64-byte aligned), for rows
      * [i, i + rows) of panel p, of which cols columns are C's */
     void (*out)(void *ctx, const void *tile, int rows, int64_t i, int p, int cols);
