@@ -51,6 +51,28 @@ static void quant_cases(void)
     run_case("INT8 DequantizeLinear u8 no zp", &t, 0);
 }
 
+/* kiln's QLookup: u8 -> s8 and s8 -> u8 tables over a 16-byte multiple and an odd count (the vector loop and the
+ * tail), every byte equal */
+static void qlookup_cases(void)
+{
+    if (!getenv("KILN_CUDA_UNVERIFIED")) {   /* cuda_int8.c acc_qlookup: not yet run on a GPU */
+        printf("skip INT8 QLookup: written without a GPU, runs with KILN_CUDA_UNVERIFIED=1\n");
+        return;
+    }
+    for (int c = 0; c < 4; c++) {
+        bool s8 = c % 2;
+        tgraph t = tg_new(KILN_OP_QLookup, 1);
+        kiln_dtype xdt = s8 ? KILN_DT_INT8 : KILN_DT_UINT8, tdt = s8 ? KILN_DT_UINT8 : KILN_DT_INT8;
+        tg_in(&t, c < 2 ? rand_tensor(xdt, 4, D(2, 24, 9, 16), s8 ? -128 : 0, s8 ? 128 : 256)
+                        : rand_tensor(xdt, 3, D(3, 7, 13), s8 ? -128 : 0, s8 ? 128 : 256), false);
+        tg_in(&t, rand_tensor(tdt, 1, D(256), s8 ? 0 : -128, s8 ? 256 : 128), true);
+        tg_outs(&t, 1);
+        char name[64];
+        snprintf(name, sizeof name, "INT8 QLookup %s%s", s8 ? "s8 -> u8" : "u8 -> s8", c < 2 ? "" : " (odd count)");
+        run_case(name, &t, 0);
+    }
+}
+
 /* QLinearAdd: a (u8, zp 10) + b (s8, zp -2) -> c (u8 zp 5), activation act ("" none) */
 /* sa, sb, sc: A's, B's and C's scales (0.5, 0.5, 1: every odd sum an exact tie, where the GPU's quick rounding
  * declines and the element divides) */
@@ -339,6 +361,7 @@ static void half_out_cases(void)
 void int8_cases(void)
 {
     quant_cases();
+    qlookup_cases();
     qadd_case("INT8 QLinearAdd", "", 0, 0, 0.03f, 0.05f, 0.04f);
     qadd_case("INT8 QLinearAdd Relu", "Relu", 0, 0, 0.03f, 0.05f, 0.04f);
     qadd_case("INT8 QLinearAdd Clip", "Clip", -0.5f, 3.0f, 0.03f, 0.05f, 0.04f);

@@ -775,7 +775,8 @@ static uint32_t nhwc_inputs(kiln_op op)
     case KILN_OP_Selu: case KILN_OP_Gelu: case KILN_OP_Clip: return 1u;
     /* the INT8 layers (cuda_int8.c): Q / DQ keep the layout, QLinearAdd takes B as A holds it, the convolutions
      * read channels-last (and QLinearConvAdd its residual, input 9; QLinearConvSum its second input, 9) */
-    case KILN_OP_QuantizeLinear: case KILN_OP_DequantizeLinear: case KILN_OP_QLinearConv: return 1u;
+    case KILN_OP_QuantizeLinear: case KILN_OP_DequantizeLinear: case KILN_OP_QLinearConv: case KILN_OP_QLookup:
+        return 1u;
     case KILN_OP_QLinearAdd: return 1u | 8u;
     case KILN_OP_QLinearConvAdd: return 1u | (1u << 9);
     case KILN_OP_QLinearConvSum: return 1u | (1u << 9);   /* x and x2 */

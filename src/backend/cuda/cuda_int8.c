@@ -1,6 +1,7 @@
 /* INT8 layers on the GPU (docs/CUDA.md "INT8 layers"): what `--precision int8` engines and explicit Q/DQ models
  * hold after the fuse-qdq pass -- QuantizeLinear and DequantizeLinear with one scale per tensor, com.microsoft
- * QLinearAdd of two tensors of one shape, QLinearConv (one group, channels in multiples of 16 / 8, s8 filter with
+ * QLinearAdd of two tensors of one shape, kiln's QLookup (KILN_CUDA_UNVERIFIED=1 until run on a GPU), QLinearConv (one
+ * group, channels in multiples of 16 / 8, s8 filter with
  * zero points 0), kiln's QLinearConvAdd (its residual add in the epilogue) and QLinearMatMul with a constant s8 B (the
  * same kernels: a 1x1 convolution over A's rows)
  * -- each computing the CPU reference's bytes: the integer sums
@@ -208,6 +209,36 @@ static kiln_status k_qadd(cu_be *b, kiln_kctx *ctx)
     }
     cu_tmp_free(b, &lay);
     return st;
+}
+
+/* ---- kiln's QLookup (passes/p_qlookup.c): Y[i] = T[X[i]'s byte], T 256 values of Y's type, on the host */
+
+static bool sup_qlookup(const kiln_bk_query *q)
+{
+    if (!q->in_dtype)
+        return true;
+    return q->n_in >= 2 && cu_is_q8(q->in_dtype[0]) && cu_is_q8(q->in_dtype[1]);
+}
+
+static bool acc_qlookup(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
+{
+    (void)n;
+    /* written in session 42 while no GPU could be started: taken only with KILN_CUDA_UNVERIFIED=1 until test_gpu's
+     * QLookup cases have passed on a GPU (a CPU fallback otherwise, as before) */
+    return b->unverified && n_in >= 2 && in[0] && in[1] && cu_is_q8(in[0]->dtype) && cu_is_q8(in[1]->dtype) && cu_numel(in[1]) == 256 &&
+           !(in[1]->flags & KILN_TENSOR_ON_DEVICE) && in[1]->data;
+}
+
+static kiln_status k_qlookup(cu_be *b, kiln_kctx *ctx)
+{
+    const kiln_tensor *x = IN(0), *t = IN(1);
+    if (!acc_qlookup(b, ctx->node, ctx->n_in, ctx->in))
+        return cu_kerr(b, ctx, KILN_ERR_INVALID_ARG, "QLookup: X 8-bit, T 256 8-bit values on the host");
+    KILN_TRY(cu_out(b, ctx, 0, t->dtype, x->ndim, x->dims));
+    kiln_tensor *y = ctx->out[0];
+    if (cu_is_nhwc(x))
+        y->flags |= KILN_TENSOR_DEV_NHWC;   /* elementwise: any layout */
+    return cu_check(b, cuk_qlookup(x->data, y->data, cu_numel(x), t->data, b->stream), "QLookup");
 }
 
 /* ---- QLinearConv: x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp[, B] */
@@ -779,6 +810,7 @@ const cu_op cu_ops_int8[] = {
     {KILN_OP_QuantizeLinear, k_quantize, sup_quant, acc_quant, 0x6u},
     {KILN_OP_DequantizeLinear, k_dequantize, sup_quant, acc_quant, 0x6u},
     {KILN_OP_QLinearAdd, k_qadd, sup_qadd, acc_qadd, 0xF6u},
+    {KILN_OP_QLookup, k_qlookup, sup_qlookup, acc_qlookup, 0x2u},
     {KILN_OP_QLinearConv, k_qconv, sup_qconv, acc_qconv, 0x1FEu},
     {KILN_OP_QLinearConvAdd, k_qconv, sup_qconv, acc_qconv, 0x3DFEu},   /* R (input 9) on the device */
     {KILN_OP_QLinearConvSum, k_qconv, sup_qconv, acc_qconv, 0xFDFEu},   /* x2 (input 9) on the device */

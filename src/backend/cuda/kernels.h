@@ -233,6 +233,8 @@ cudaError_t cuk_convt(int fdt, const cuk_convt_args *p, const void *x, const flo
  * "INT8 kernels"). kernels_int8.cu: QuantizeLinear y = sat(rint(x / scale) + zp) from storage fdt into u8 / s8,
  * DequantizeLinear y = (x - zp) * scale into storage fdt, QLinearAdd of two tensors of one shape. */
 cudaError_t cuk_quantize(int fdt, const void *x, uint8_t *y, int64_t n, float scale, int zp, bool s8, cudaStream_t s);
+/* kiln's QLookup: y[i] = table[x[i]] over n bytes (table: 256 bytes on the host, passed by value) */
+cudaError_t cuk_qlookup(const uint8_t *x, uint8_t *y, int64_t n, const uint8_t *table, cudaStream_t s);
 cudaError_t cuk_dequantize(int fdt, const uint8_t *x, bool s8, void *y, int64_t n, float scale, int zp,
                            cudaStream_t s);
 /* c = clamp(rint(act((a - za) * sa + (b - zb) * sb) / sc) + zc, lo, hi); act: 0 none, else min(fhi, max(flo, v))

@@ -4,6 +4,7 @@
 // contracted into fused multiply-adds (__fdiv_rn, __fmul_rn, __fadd_rn), rintf's ties to even, NaN -> 0 before the
 // clamp. So the bytes equal the CPU's.
 #include "kernels_int8.cuh"
+#include <cstring>
 #include <type_traits>
 
 namespace {
@@ -76,6 +77,30 @@ __global__ void k_qadd(const uint8_t *a, bool as8, const uint8_t *b, bool bs8, u
         c[i] = (uint8_t)qadd1(p, q8v(a[i], as8), q8v(b[i], bs8));
 }
 
+// kiln's QLookup: y[i] = t[x[i]'s byte] (the table by value, copied into shared memory); V: 16 bytes a thread (x and y
+// 16-byte aligned), the last n % 16 by the first threads one each
+struct qtable {
+    uint8_t t[256];
+};
+template <bool V> __global__ void k_qlookup(const uint8_t *x, uint8_t *y, int64_t n, qtable tb)
+{
+    __shared__ uint8_t t[256];
+    t[threadIdx.x] = tb.t[threadIdx.x];   // blockDim.x == 256
+    __syncthreads();
+    const int64_t t0 = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, step = (int64_t)gridDim.x * blockDim.x;
+    const int64_t n16 = V ? n / 16 : 0;
+    for (int64_t i = t0; i < n16; i += step) {
+        uint4 v = *(const uint4 *)(x + i * 16);
+        uint8_t *b = (uint8_t *)&v;
+#pragma unroll
+        for (int k = 0; k < 16; k++)
+            b[k] = t[b[k]];
+        *(uint4 *)(y + i * 16) = v;
+    }
+    for (int64_t i = n16 * 16 + t0; i < n; i += step)
+        y[i] = t[x[i]];
+}
+
 unsigned grid_of(int64_t n)
 {
     const int64_t blocks = (n + 255) / 256;
@@ -126,6 +151,19 @@ extern "C" cudaError_t cuk_dequantize(int fdt, const uint8_t *x, bool s8, void *
         constexpr bool s8c = decltype(S8)::value, vc = decltype(V)::value;
         FDT_DISPATCH(fdt, (k_dequantize<T, s8c, vc><<<g, 256, 0, s>>>(x, (T *)y, n, scale, zp)));
     });
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t cuk_qlookup(const uint8_t *x, uint8_t *y, int64_t n, const uint8_t *table, cudaStream_t s)
+{
+    if (n <= 0)
+        return cudaSuccess;
+    qtable tb;
+    memcpy(tb.t, table, sizeof tb.t);
+    if (al16(x, y) && n >= 16)
+        k_qlookup<true><<<grid_of((n + 15) / 16), 256, 0, s>>>(x, y, n, tb);
+    else
+        k_qlookup<false><<<grid_of(n), 256, 0, s>>>(x, y, n, tb);
     return cudaGetLastError();
 }
 
