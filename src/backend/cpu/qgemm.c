@@ -432,6 +432,7 @@ typedef struct qjob {
     const kiln_qgemm *g;
     int isa;             /* kiln__qgemm_isa() */
     int64_t width;       /* columns a strip (the scheduler's) */
+    int64_t per;         /* packb: bytes of a slot's buffer (the strip's panels, then its column sums) */
     uint8_t *bufs;       /* packb: one strip buffer per slot */
     int64_t *packed;     /* packb: the strip each slot's buffer holds */
 } qjob;
@@ -445,10 +446,12 @@ static void qgemm_task(void *arg, int64_t slot, int64_t strip, int64_t i0, int64
     const uint8_t *bs;
     const int32_t *bsum = NULL;
     if (g->packb) {
-        uint8_t *buf = q->bufs + slot * (kp * KILN_QGEMM_STRIP + 64 * 4);
-        int32_t *sums = (int32_t *)(buf + kp * KILN_QGEMM_STRIP);
-        if (q->packed[slot] != strip)
-            g->packb(g->packb_ctx, j0, ncols, buf, g->packb_sums ? sums : NULL);
+        uint8_t *buf = q->bufs + slot * q->per;
+        int32_t *sums = (int32_t *)(buf + kp * q->width);
+        /* the packers take strips of up to 48 columns: a wider strip in 48-column pieces (3 panels, 48 kp bytes) */
+        for (int64_t h = 0; q->packed[slot] != strip && h < ncols; h += KILN_QGEMM_STRIP)
+            g->packb(g->packb_ctx, j0 + h, min64(KILN_QGEMM_STRIP, ncols - h), buf + h * kp,
+                     g->packb_sums ? sums + h : NULL);
         q->packed[slot] = strip;
         bs = buf;
         bsum = g->packb_sums ? sums : NULL;
@@ -478,16 +481,18 @@ kiln_status kiln__qgemm(kiln_pool *pool, int nthreads, const kiln_qgemm *g)
     qjob q = {.g = g, .isa = kiln__qgemm_isa(), .width = KILN_QGEMM_STRIP};
     if (q.isa == 3 && isa_cap < 4 && !kiln__amx_pays(g->M, g->K))
         q.isa = 2;   /* the VNNI tile */
-    /* AMX over pre-packed B: strips of 6 panels, three pairs of 2 x 2 tiles, where 3 left one panel a strip to the
-     * 4 x 1 tiles (an A tile loaded per tile product): BERT-base int8 0.951 (bench/env_ab, 37/40 pairs) */
-    if (q.isa == 3 && !g->packb)
+    /* AMX: strips of 6 panels, three pairs of 2 x 2 tiles, where 3 left one panel a strip to the 4 x 1 tiles (an A
+     * tile loaded per tile product): over pre-packed B (weights) BERT-base int8 0.951 (bench/env_ab, 37/40 pairs);
+     * B packed by the caller (convolutions, in 48-column pieces) ResNet-50 int8 0.951, PP-OCRv4 rec 0.964, det 0.981 */
+    if (q.isa == 3)
         q.width = 2 * KILN_QGEMM_STRIP;
     kiln_sched s;
     kiln__sched_plan(&s, g->M, g->N, g->K, nthreads, q.width);
     if (g->epi.res && q.isa == 1)   /* the AVX2 tile has no residual epilogue: the portable one (kiln__qepi_store) */
         q.isa = 0;
-    if (g->packb) { /* per slot: a strip of panels, then its 48 column sums (256 bytes) */
-        size_t per = (size_t)(kiln__qgemm_kp(g->K) * KILN_QGEMM_STRIP + 64 * 4);
+    if (g->packb) { /* per slot: a strip of panels, then its column sums */
+        q.per = (kiln__qgemm_kp(g->K) * q.width + 4 * q.width + 63) / 64 * 64;
+        size_t per = (size_t)q.per;
         if (posix_memalign((void **)&q.bufs, 64, per * (size_t)s.nt) != 0)
             return kiln__err(KILN_ERR_NOMEM, "out of memory (INT8 GEMM packing buffers)");
         q.packed = malloc(sizeof(int64_t) * (size_t)s.nt);

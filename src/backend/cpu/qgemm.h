@@ -136,8 +136,8 @@ bool kiln__qgemm_vnni_available(void);
 int kiln__qgemm_isa(void);
 void kiln__qgemm_set_isa_cap(int cap);
 
-/* ---- scheduler (also used by the BF16 GEMM): C cut into strips of KILN_QGEMM_STRIP columns (twice that for AMX
- * tiles over pre-packed B) and blocks of rows, tasks in strip order (a strip's row blocks together, sharing its packed panels);
+/* ---- scheduler (also used by the BF16 GEMM): C cut into strips of KILN_QGEMM_STRIP columns (twice that for the AMX
+ * tiles; a caller's packer still packs 48 columns at a time) and blocks of rows, tasks in strip order (a strip's row blocks together, sharing its packed panels);
  * slot i of nt (at most nthreads) runs the i-th contiguous share of the tasks. Contiguous, not taken
  * one at a time: two threads taking alternate strips each streamed every other strip of the weights
  * and wrote 48-byte pieces of the same output lines (INT8 outputs); in one process against that
