@@ -22,6 +22,8 @@ void kiln__f16_to_f32_array(float *dst, const uint16_t *src, int64_t n);
 void kiln__f32_to_f16_array(uint16_t *dst, const float *src, int64_t n);
 void kiln__bf16_to_f32_array(float *dst, const uint16_t *src, int64_t n);
 void kiln__f32_to_bf16_array(uint16_t *dst, const float *src, int64_t n);
+/* dst[i] = src[i] rounded to BF16 and widened back (the value a BF16 layer computes with); dst may be src */
+void kiln__f32_round_bf16_array(float *dst, const float *src, int64_t n);
 /* Scalar-only versions of the array forms (the reference the fast paths are tested against). */
 void kiln__f16_to_f32_array_ref(float *dst, const uint16_t *src, int64_t n);
 void kiln__f32_to_f16_array_ref(uint16_t *dst, const float *src, int64_t n);

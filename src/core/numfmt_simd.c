@@ -135,6 +135,16 @@ void kiln__f32_to_bf16_array(uint16_t *dst, const float *src, int64_t n)
     kiln__f32_to_bf16_array_ref(dst + i, src + i, n - i);
 }
 
+void kiln__f32_round_bf16_array(float *dst, const float *src, int64_t n)
+{
+    uint16_t t[256];
+    for (int64_t i = 0; i < n; i += 256) {
+        int64_t c = n - i < 256 ? n - i : 256;
+        kiln__f32_to_bf16_array(t, src + i, c);
+        kiln__bf16_to_f32_array(dst + i, t, c);
+    }
+}
+
 bool kiln__dtype_is_lowp_float(kiln_dtype dt)
 {
     return dt == KILN_DT_FLOAT16 || dt == KILN_DT_BFLOAT16 || kiln__dtype_is_fp8(dt);

@@ -347,6 +347,16 @@ static void test_arrays(void)
         kiln__bf16_to_f32_array(a, h + off, n);
         kiln__bf16_to_f32_array_ref(b, h + off, n);
         CHECK_MSG(memcmp(a, b, 4 * (size_t)n) == 0, "bf16->f32 array n=%d", n);
+        /* the BF16 round trip, out of place and in place, against the scalar pair */
+        kiln__f32_round_bf16_array(a, f + off, n);
+        memcpy(b, f + off, 4 * (size_t)n);
+        kiln__f32_round_bf16_array(b, b, n);
+        int rbad = 0;
+        for (int i = 0; i < n; i++) {
+            float w = kiln__bf16_to_f32(kiln__f32_to_bf16(f[off + i]));
+            rbad += fbits(a[i]) != fbits(w) || fbits(b[i]) != fbits(w);
+        }
+        CHECK_MSG(rbad == 0, "f32 bf16 round trip n=%d: %d mismatches", n, rbad);
         static const kiln_dtype f8[] = {KILN_DT_FP8E4M3, KILN_DT_FP8E4M3FNUZ, KILN_DT_FP8E5M2, KILN_DT_FP8E5M2FNUZ};
         for (int t = 0; t < 4; t++) {
             kiln__fp8_to_f32_array(f8[t], a, q + off, n);

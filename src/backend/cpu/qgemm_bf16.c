@@ -453,12 +453,8 @@ typedef struct round_job {
 static void round_task(void *arg, int64_t b0, int64_t b1)
 {
     const round_job *j = arg;
-    uint16_t tmp[ROUND_BLOCK];
-    for (int64_t b = b0; b < b1; b++) {
-        int64_t i = b * ROUND_BLOCK, n = j->n - i < ROUND_BLOCK ? j->n - i : ROUND_BLOCK;
-        kiln__f32_to_bf16_array(tmp, j->src + i, n);
-        kiln__bf16_to_f32_array(j->dst + i, tmp, n);
-    }
+    int64_t i = b0 * ROUND_BLOCK, e = b1 * ROUND_BLOCK < j->n ? b1 * ROUND_BLOCK : j->n;
+    kiln__f32_round_bf16_array(j->dst + i, j->src + i, e - i);
 }
 
 /* float32 activations t rounded to BF16 and back, into *o: a view of this thread's scratch (not to be released),

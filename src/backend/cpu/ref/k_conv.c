@@ -272,17 +272,6 @@ void kiln__conv_dw_plan(kiln_conv2d *p)
     p->band_rows = rows;
 }
 
-/* x rounded to BF16 and back, in place (the values kiln__run_mixed's rounded copy would hold) */
-static void round_bf16_row(float *x, int64_t n)
-{
-    uint16_t t[256];
-    for (int64_t i = 0; i < n; i += 256) {
-        int64_t c = n - i < 256 ? n - i : 256;
-        kiln__f32_to_bf16_array(t, x + i, c);
-        kiln__bf16_to_f32_array(x + i, t, c);
-    }
-}
-
 /* Copies input rows [r0 - ph, ...) of the plane into the zero-padded band buffer (rounded to BF16 where asked:
  * while the row is in L1, instead of a rounded copy of the whole input first -- PP-OCRv4 det bf16's depthwise
  * layers spent more on that copy than on the convolution). */
@@ -295,8 +284,8 @@ static void dw_fill(const dw_geom *p, const float *xp, int64_t r0, int64_t nrows
             memset(row, 0, sizeof(float) * (size_t)p->Wp);
         } else {
             kiln__conv_pad_row(row, p->Wp, xp + iy * p->W, p->W, p->pw);
-            if (round)
-                round_bf16_row(row + p->pw, p->W);
+            if (round)   /* the values kiln__run_mixed's rounded copy would hold */
+                kiln__f32_round_bf16_array(row + p->pw, row + p->pw, p->W);
         }
     }
 }
