@@ -33,10 +33,10 @@
  *     (unalias_a: such rows share L1 sets); pre-packed B panels are prefetched into L2 one panel
  *     ahead (after a block's last panel, the first panel of the next K slice).
  *   - A grid split only along N gives each thread one contiguous task (its columns stay its own from
- *     layer to layer; kiln__sgemm_ex); each thread's packing buffer is a reusable per-thread scratch buffer (scratch.h). A grid split
- *     along M packs op(B) once for all its tasks where packing costs (share_b); a grid with
- *     several tasks along N packs op(A) once for all of them where the kernel reads packed A
- *     (share_a).
+ *     layer to layer; kiln__sgemm_ex); each thread's packing buffer is a reusable per-thread scratch
+ *     buffer (scratch.h). A grid split along M packs op(B) once for all its tasks where packing
+ *     costs (share_b); a grid with several tasks along N packs op(A) once for all of them where the
+ *     kernel reads packed A (share_a).
  *   - Tiny problems and GEMV shapes (M == 1 or N == 1) take a direct path without packing; one
  *     row against pre-packed B (a classifier's last Gemm) streams the panels once (row512).
  * Edge tiles are handled by zero padding in the packed panels and masked / partial stores, so

@@ -2,9 +2,10 @@
  * micro-kernel (x86/qgemm_vnni.c), the AVX2 tile (x86/qgemm_avx2.c) or a portable C tile, and a
  * scalar reference.
  *
- * Threads: C is cut into strips of 48 columns (3 panels) and blocks of rows; task t covers
- * strip t / tm and row block t % tm, so one thread's consecutive tasks reuse a strip of B from
- * its cache. Every output element is written exactly once. */
+ * Threads: C is cut into strips of 48 columns (3 panels; 96 for the AMX tiles, kiln__sched_width) and
+ * blocks of rows; task t covers strip t / tm and row block t % tm, and each thread runs a contiguous
+ * share of the tasks, so its consecutive tasks reuse a strip of B from its cache. Every output
+ * element is written exactly once. */
 #include "qgemm.h"
 #include "x86/amx_gemm.h"
 #include <math.h>
@@ -478,14 +479,10 @@ kiln_status kiln__qgemm(kiln_pool *pool, int nthreads, const kiln_qgemm *g)
 {
     if (g->M <= 0 || g->N <= 0)
         return KILN_OK;
-    qjob q = {.g = g, .isa = kiln__qgemm_isa(), .width = KILN_QGEMM_STRIP};
+    qjob q = {.g = g, .isa = kiln__qgemm_isa()};
     if (q.isa == 3 && isa_cap < 4 && !kiln__amx_pays(g->M, g->K))
         q.isa = 2;   /* the VNNI tile */
-    /* AMX: strips of 6 panels, three pairs of 2 x 2 tiles, where 3 left one panel a strip to the 4 x 1 tiles (an A
-     * tile loaded per tile product): over pre-packed B (weights) BERT-base int8 0.951 (bench/env_ab, 37/40 pairs);
-     * B packed by the caller (convolutions, in 48-column pieces) ResNet-50 int8 0.951, PP-OCRv4 rec 0.964, det 0.981 */
-    if (q.isa == 3)
-        q.width = 2 * KILN_QGEMM_STRIP;
+    q.width = kiln__sched_width(q.isa);
     kiln_sched s;
     kiln__sched_plan(&s, g->M, g->N, g->K, nthreads, q.width);
     if (g->epi.res && q.isa == 1)   /* the AVX2 tile has no residual epilogue: the portable one (kiln__qepi_store) */

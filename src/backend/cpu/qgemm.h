@@ -136,20 +136,19 @@ bool kiln__qgemm_vnni_available(void);
 int kiln__qgemm_isa(void);
 void kiln__qgemm_set_isa_cap(int cap);
 
-/* ---- scheduler (also used by the BF16 GEMM): C cut into strips of KILN_QGEMM_STRIP columns (twice that for the AMX
- * tiles; a caller's packer still packs 48 columns at a time) and blocks of rows, tasks in strip order (a strip's row blocks together, sharing its packed panels);
- * slot i of nt (at most nthreads) runs the i-th contiguous share of the tasks. Contiguous, not taken
- * one at a time: two threads taking alternate strips each streamed every other strip of the weights
- * and wrote 48-byte pieces of the same output lines (INT8 outputs); in one process against that
- * (bench/env_ab, 2 threads, 40-60 pairs) INT8 PP-OCRv4 det 0.902, rec 0.958, ResNet-50 0.933,
- * BERT-base 0.929; BF16 det 0.847, rec 0.813, ResNet-50 0.979, BERT-base 0.973. ---- */
+/* ---- scheduler (also used by the BF16 GEMM): C cut into strips (kiln__sched_width) and blocks of rows, tasks in
+ * strip order (a strip's row blocks together, sharing its packed panels); slot i of nt (at most nthreads) runs the
+ * i-th contiguous share of the tasks. Contiguous, not taken one at a time: two threads taking alternate strips each
+ * streamed every other strip of the weights and wrote 48-byte pieces of the same output lines (INT8 outputs); in
+ * one process against that (bench/env_ab, 2 threads, 40-60 pairs) INT8 PP-OCRv4 det 0.902, rec 0.958, ResNet-50
+ * 0.933, BERT-base 0.929; BF16 det 0.847, rec 0.813, ResNet-50 0.979, BERT-base 0.973. ---- */
 typedef void (*kiln_strip_task_fn)(void *ctx, int64_t slot, int64_t strip, int64_t i0, int64_t i1);
 typedef struct kiln_sched {
     int64_t M;
     int nt;                   /* slots: 0 .. nt-1 */
     int64_t tm, mb, ntask;    /* row blocks per strip, rows per block, tasks */
 } kiln_sched;
-/* width: the strip's columns, KILN_QGEMM_STRIP (or twice that for the AMX tiles over pre-packed B: kiln__qgemm) */
+/* width: the strip's columns (kiln__sched_width) */
 void kiln__sched_plan(kiln_sched *s, int64_t M, int64_t N, int64_t K, int nthreads, int64_t width);
 void kiln__sched_run(kiln_pool *pool, const kiln_sched *s, kiln_strip_task_fn fn, void *ctx);
 
@@ -179,6 +178,11 @@ void kiln__qpack_rows(const uint8_t *src, int64_t ld, int64_t M, int64_t K, bool
 #define KILN_QGEMM_MR 8
 #define KILN_QGEMM_NV 3
 #define KILN_QGEMM_STRIP (KILN_QGEMM_NR * KILN_QGEMM_NV)
+/* The scheduler's strip for the INT8 / BF16 GEMMs' tile isa: KILN_QGEMM_STRIP columns, twice that for the AMX tiles
+ * (3), whose six panels run as three 2 x 2 tile pairs where three panels left one to the 4 x 1 tiles (an A tile
+ * loaded per tile product): bench/env_ab, 2 threads, BERT-base int8 / bf16 0.951 / 0.958, ResNet-50 0.951 / 0.947,
+ * PP-OCRv4 rec int8 0.964, det 0.981 / 0.974. A caller's packer still fills KILN_QGEMM_STRIP columns at a time. */
+static inline int64_t kiln__sched_width(int isa) { return isa == 3 ? 2 * KILN_QGEMM_STRIP : KILN_QGEMM_STRIP; }
 void kiln__qgemm_tile_vnni(const kiln_qgemm *g, const uint8_t *bs, const int32_t *bsum, int64_t i0, int m, int64_t j0,
                            int nv, int ncols);
 /* x86/qgemm_amx.c: rows [i0, i1) x the strip's ncols (<= 48) columns at j0 on AMX tiles, the same outputs as the

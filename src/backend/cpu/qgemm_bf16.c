@@ -163,13 +163,10 @@ kiln_status kiln__bgemm(kiln_pool *pool, int nthreads, const kiln_bgemm *g)
         return KILN_OK;
     if (!g->packb && (g->b->K != g->K || g->b->N != g->N))
         return kiln__err(KILN_ERR_INTERNAL, "BF16 panels do not match the GEMM");
-    bjob j = {.g = g, .isa = kiln__bgemm_isa(), .arows = g->A16, .width = KILN_QGEMM_STRIP};
+    bjob j = {.g = g, .isa = kiln__bgemm_isa(), .arows = g->A16};
     if (j.isa == 3 && isa_cap < 4 && !kiln__amx_pays(g->M, 2 * g->K))
         j.isa = 2;   /* the AVX512-BF16 tile */
-    /* AMX: strips of 6 panels (kiln__qgemm): BERT-base bf16 0.958 (39/40 pairs); convolutions ResNet-50 bf16 0.947,
-     * PP-OCRv4 det 0.974 */
-    if (j.isa == 3)
-        j.width = 2 * KILN_QGEMM_STRIP;
+    j.width = kiln__sched_width(j.isa);
     kiln_sched s;
     kiln__sched_plan(&s, g->M, g->N, g->K, nthreads, j.width);
     kiln_status st = KILN_OK;
