@@ -262,8 +262,14 @@ static const kiln_pass_info fuse_qconv_once = {"fuse-qconv-once", kiln__pass_fus
  * one kernel on the GPU. */
 static const kiln_pass_info fuse_conv_pool = {"fuse-conv-pool", kiln__pass_fuse_conv_pool};
 /* CPU engines: an INT8 value's DequantizeLinear -> elementwise float ops -> QuantizeLinear as one 256-byte table
- * (QLookup, passes/p_qlookup.c), after the precision decisions; the CUDA module has no QLookup kernel. */
+ * (QLookup, passes/p_qlookup.c), after the precision decisions. Device engines only with KILN_QLOOKUP=1: the CUDA
+ * module's QLookup kernel has not run on a GPU yet (cuda_int8.c acc_qlookup, KILN_CUDA_UNVERIFIED). */
 static const kiln_pass_info fold_qdq_lookup = {"fold-qdq-lookup", kiln__pass_fold_qdq_lookup};
+static bool qlookup_on_device(void)
+{
+    const char *v = getenv("KILN_QLOOKUP");
+    return v && !strcmp(v, "1");
+}
 
 /* Moves the calibration plan (and the shapes it is valid for) into the engine. */
 static kiln_status adopt_plan(struct kiln_engine *e, kiln_calib_result *cr)
@@ -351,7 +357,7 @@ kiln_status kiln__build_planned(kiln_model_t m, kiln_build_options *o, const kil
     bool device = o && o->device != KILN_DEVICE_CPU;
     if (st == KILN_OK && optimize && !device)
         st = build_pass(e->g, &fuse_shortcut, true, &rep);
-    if (st == KILN_OK && optimize && !device)
+    if (st == KILN_OK && optimize && (!device || qlookup_on_device()))
         st = build_pass(e->g, &fold_qdq_lookup, true, &rep);
     if (st == KILN_OK && optimize && device)
         st = build_pass(e->g, &fuse_qconv_add, false, &rep);

@@ -111,16 +111,17 @@ typedef struct qconv_spec {
     float ys;              /* y's scale (0: 0.6) */
 } qconv_spec;
 
-/* A QLinearConv of spec p: acc ~ sqrt(C R S) * 128 * 64, scales that put y around +-100 */
-static tgraph qconv_graph(const qconv_spec *p)
+/* A QLinearConv of spec p in `group` groups: acc ~ sqrt(C R S / group) * 128 * 64, scales that put y around +-100 */
+static tgraph qconv_graph_g(const qconv_spec *p, int64_t group)
 {
     tgraph t = tg_new(KILN_OP_QLinearConv, 10);
     double xlo = p->xdt == KILN_DT_UINT8 ? 0 : -128, xhi = p->xdt == KILN_DT_UINT8 ? 256 : 128;
     tg_in(&t, rand_tensor(p->xdt, 4, D(p->n, p->c, p->h, p->w), xlo, xhi), false);
     tg_in(&t, scalar(F32, 0.01), true);
     tg_in(&t, scalar(p->xdt, p->xzp), true);
-    tg_in(&t, rand_tensor(KILN_DT_INT8, 4, D(p->k, p->c, p->r, p->s), -127, 128), true);
-    double ws = 0.4 / sqrt((double)(p->c * p->r * p->s));
+    int64_t cg = p->c / group;
+    tg_in(&t, rand_tensor(KILN_DT_INT8, 4, D(p->k, cg, p->r, p->s), -127, 128), true);
+    double ws = 0.4 / sqrt((double)(cg * p->r * p->s));
     tg_in(&t, p->per_channel ? rand_tensor(F32, 1, D(p->k), ws * 0.5, ws * 1.5) : scalar(F32, ws), true);
     tg_in(&t, p->per_channel ? rand_tensor(KILN_DT_INT8, 1, D(p->k), 0, 1) : scalar(KILN_DT_INT8, 0), true);
     tg_in(&t, scalar(F32, p->ys > 0 ? p->ys : 0.6), true);
@@ -133,6 +134,8 @@ static tgraph qconv_graph(const qconv_spec *p)
     attr_ints(&t, "dilations", 2, D(p->dil, p->dil));
     if (p->ydt == KILN_DT_FLOAT32)
         kiln__node_set_attr_i(tg_node(&t), "kiln_out_float", 1);
+    if (group > 1)
+        kiln__node_set_attr_i(tg_node(&t), "group", group);
     if (p->act[0]) {
         kiln__node_set_attr_s(tg_node(&t), "kiln_act", p->act);
         if (!strcmp(p->act, "Clip")) {
@@ -142,6 +145,8 @@ static tgraph qconv_graph(const qconv_spec *p)
     }
     return t;
 }
+
+static tgraph qconv_graph(const qconv_spec *p) { return qconv_graph_g(p, 1); }
 
 /* The convolution of p made a QLinearConvAdd with R (rdt, the output's shape, zero point rz, scale rs) as inputs 9-11
  * (input 8, the bias, left empty where p has none) */
@@ -230,6 +235,23 @@ static const qconv_spec qconv_specs[] = {
     {"3x3 s8 c192 ->f32", 1, 192, 17, 9, 136, 3, 3, 1, 1, 1, KILN_DT_INT8, 0, KILN_DT_FLOAT32, 0, true, true, "", 0},
     /* one 64-channel step over 528 patches: wg10's persistent blocks walk several each (two halo buffers in turn) */
     {"3x3 c32 528 patches", 16, 32, 40, 83, 40, 3, 3, 1, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 2, true, true, "Relu", 0},
+};
+
+/* The layers the tensor-core kernels do not take, on the CUDA cores (kernels_conv_i8_direct.cu), byte for byte:
+ * depthwise (PP-OCR's 3x3 and 5x5, stride 1 and 2, four channels a thread and, with 6 channels, one), grouped,
+ * input channels not a multiple of 16 (a 3-channel stem) or outputs not of 8, a padded input with a zero point
+ * (the padding read as it) */
+static const struct {
+    qconv_spec p;
+    int64_t group;
+} direct_specs[] = {
+    {{"dw 3x3 u8->u8 Relu", 2, 48, 19, 23, 48, 3, 3, 1, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 0, true, true, "Relu", 0}, 48},
+    {{"dw 5x5 s2 s8->f32", 1, 40, 17, 16, 40, 5, 5, 2, 2, 1, KILN_DT_INT8, 0, KILN_DT_FLOAT32, 0, true, true, "", 0}, 40},
+    {{"dw 3x3 x_zp 9 ->s8", 2, 24, 9, 10, 24, 3, 3, 1, 1, 1, KILN_DT_UINT8, 9, KILN_DT_INT8, -4, true, false, "", 0}, 24},
+    {{"dw c6 dil2 s8 Clip", 1, 6, 13, 11, 6, 3, 3, 2, 1, 2, KILN_DT_INT8, -3, KILN_DT_INT8, 2, false, true, "Clip", 0.05f}, 6},
+    {{"g4 3x3 c32 k16", 2, 32, 11, 9, 16, 3, 3, 1, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 3, true, true, "Relu", 0}, 4},
+    {{"1x1 c24 k6 ->u8", 1, 24, 20, 21, 6, 1, 1, 0, 1, 1, KILN_DT_UINT8, 5, KILN_DT_UINT8, 1, true, true, "", 0}, 1},
+    {{"3x3 s2 c3 k16 zp 128", 2, 3, 33, 30, 16, 3, 3, 1, 2, 1, KILN_DT_UINT8, 128, KILN_DT_UINT8, 0, true, true, "Relu", 0}, 1},
 };
 
 /* Like check_case, for 8-bit outputs computed through a non-linear activation (the GPU's expf / erf approximations
@@ -485,6 +507,21 @@ void int8_cases(void)
         t = qconv_sum_graph(&s4, 256, 110, 110, 2, 5, true);
         run_case(name, &t, 0);
         qmm_cases(modes[m]);
+    }
+    if (getenv("KILN_CUDA_UNVERIFIED")) {   /* cuda_int8.c acc_qconv_direct: not yet run on a GPU */
+        for (size_t i = 0; i < sizeof direct_specs / sizeof *direct_specs; i++) {
+            char name[96];
+            snprintf(name, sizeof name, "INT8 QLinearConv %s (CUDA cores)", direct_specs[i].p.name);
+            tgraph t = qconv_graph_g(&direct_specs[i].p, direct_specs[i].group);
+            run_case(name, &t, 0);
+        }
+        /* a non-linear activation (the epilogue's act_call): the GPU's approximations may move a byte by one step */
+        static const qconv_spec dhs = {"", 2, 40, 13, 12, 40, 5, 5, 2, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 30, true,
+                                       true, "HardSwish", 0};
+        tgraph t = qconv_graph_g(&dhs, 40);
+        run_case_step("INT8 QLinearConv dw 5x5 HardSwish (CUDA cores)", &t);
+    } else {
+        printf("skip INT8 QLinearConv on the CUDA cores: written without a GPU, runs with KILN_CUDA_UNVERIFIED=1\n");
     }
     half_out_cases();
     stem_pool_cases();   /* the INT8 engines' stem: its pool's quantization in the convolution's kernel */

@@ -21,6 +21,7 @@
 #define QC_SLOT 80   /* a QLinearConv's filter, bias and multipliers on the device */
 #define QT_SLOT 81   /* its kernel configuration */
 #define QS_SLOT 82   /* QLinearConvSum's second filter, bias and multipliers */
+#define QD_SLOT 83   /* a QLinearConv's filter, bias and multipliers for the CUDA-core kernel */
 
 
 /* input i absent, or one element */
@@ -353,8 +354,8 @@ static bool sum_ok(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *co
 
 /* QLinearConv, or kiln's QLinearConvAdd (passes/p_qres.c: inputs 9-13 the residual add's R, R_scale, R_zero_point,
  * C_scale, C_zero_point, its activation kiln_res_act; with kiln_res_float inputs 9-11; with kiln_res_once 9-11, 6 / 7
- * C_scale, C_zero_point), or QLinearConvSum (6 / 7 C's, 9-15 the second convolution: sum_ok) */
-static bool acc_qconv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
+ * C_scale, C_zero_point), or QLinearConvSum (6 / 7 C's, 9-15 the second convolution: sum_ok), on the tensor cores */
+static bool acc_qconv_tc(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
 {
     bool fused = n->op == KILN_OP_QLinearConvAdd, rf = res_float(b, n), once = res_once(b, n);
     bool sum = n->op == KILN_OP_QLinearConvSum;
@@ -394,6 +395,47 @@ static bool acc_qconv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor 
     if (sum && !sum_ok(b, n, n_in, in, yd))
         return false;
     return zx == 0 || !padded;
+}
+
+/* A plain QLinearConv the tensor-core kernels do not take (grouped or depthwise, channels not multiples of 16 / 8, a
+ * padded input with a zero point), 2-D, on the CUDA cores (kernels_conv_i8_direct.cu); written in session 43 while
+ * no GPU could be started: taken only with KILN_CUDA_UNVERIFIED=1 until test_gpu's direct cases have passed on a GPU */
+static bool acc_qconv_direct(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in, cuk_conv_desc *dp,
+                             int *groups, int *zxp)
+{
+    if (!b->unverified || n->op != KILN_OP_QLinearConv || n_in < 8 || !in[0] || !in[3] || in[0]->ndim != 4 ||
+        in[3]->ndim != 4 || !known_act(b, n))
+        return false;
+    const kiln_tensor *x = in[0], *w = in[3];
+    int64_t G = b->host->attr_i(n, "group", 1), K = w->dims[0];
+    if (G < 1 || G > 0x7fffffff || x->dims[1] != w->dims[1] * G || K % G || K <= 0 || K > 0x7fffffff ||
+        x->dims[1] > 0x7fffffff || w->dims[2] > 0xffff || w->dims[3] > 0xffff)
+        return false;
+    int zx;
+    if (!qparams_ok(b, n, n_in, in, K, &zx))
+        return false;
+    kiln_kctx kc = {.node = n, .n_in = n_in, .in = in};
+    cu_geom g;
+    if (cu_conv_geom(b, &kc, x, w, &g) != KILN_OK)
+        return false;
+    for (int i = 0; i < 4; i++)
+        if (x->dims[i] > 0x7fffffff || (i < 2 && (g.out[i] > 0x7fffffff || g.s[i] > 0xffff || g.d[i] > 0xffff ||
+                                                  g.pb[i] > 0xffff)))
+            return false;
+    cuk_conv_desc d = {.n = (int)x->dims[0], .c = (int)x->dims[1], .h = (int)x->dims[2], .w = (int)x->dims[3],
+                       .k = (int)K, .r = (int)w->dims[2], .s = (int)w->dims[3], .p = (int)g.out[0],
+                       .q = (int)g.out[1], .sh = (int)g.s[0], .sw = (int)g.s[1], .ph = (int)g.pb[0],
+                       .pw = (int)g.pb[1], .dh = (int)g.d[0], .dw = (int)g.d[1], .y_nhwc = 1};
+    if (!cuk_qconv_direct_ok(&d, (int)G))
+        return false;
+    if (dp)
+        *dp = d, *groups = (int)G, *zxp = zx;
+    return true;
+}
+
+static bool acc_qconv(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
+{
+    return acc_qconv_tc(b, n, n_in, in) || acc_qconv_direct(b, n, n_in, in, NULL, NULL, NULL);
 }
 
 /* The layer's device operands: the filter KRSC, the bias (with the input's zero point folded in) and the
@@ -441,10 +483,14 @@ typedef struct qconv_at {
 } qconv_at;
 static const qconv_at QC_MAIN = {1, 2, 3, 4, 8}, QC_SUM = {10, 11, 12, 13, 15};
 
+/* The device filter's layout: KRSC for the tensor-core kernels, [K][C] from QLinearMatMul's B [C][K], or [R*S][C][K]
+ * for the CUDA-core kernel (kernels_conv_i8_direct.cu; C a group's input channels) */
+enum { QL_KRSC, QL_MM, QL_DIRECT };
+
 /* Fills host buffer h (the layout of qconv_w.dev) and q->e's scalars from the host inputs: the filter (input at.w)
- * [K][C][R][S] as KRSC, or (mm: QLinearMatMul) B [C][K] as [K][C] */
+ * [K][C][R][S] (or QLinearMatMul's B [C][K]) in layout lay */
 static kiln_status qconv_host(cu_be *b, kiln_kctx *ctx, qconv_w *q, uint8_t *h, int64_t K, int64_t C, int64_t RS,
-                              kiln_dtype odt, bool mm, const qconv_at *at)
+                              kiln_dtype odt, int lay, const qconv_at *at)
 {
     const kiln_tensor *w = IN(at->w), *bias = IN(at->bias);
     float as;
@@ -462,9 +508,9 @@ static kiln_status qconv_host(cu_be *b, kiln_kctx *ctx, qconv_w *q, uint8_t *h, 
     for (int64_t k = 0; k < K; k++) {
         int64_t sum = 0;
         for (int64_t c = 0; c < C; c++)
-            for (int64_t p = 0; p < RS; p++) {   /* KCRS -> KRSC; B [C][K] -> [K][C] */
-                int8_t v = mm ? ws[c * K + k] : ws[(k * C + c) * RS + p];
-                wd[(k * RS + p) * C + c] = v;
+            for (int64_t p = 0; p < RS; p++) {   /* KCRS -> KRSC or RSCK; B [C][K] -> [K][C] */
+                int8_t v = lay == QL_MM ? ws[c * K + k] : ws[(k * C + c) * RS + p];
+                wd[lay == QL_DIRECT ? (p * C + c) * K + k : (k * RS + p) * C + c] = v;
                 sum += v;
             }
         uint32_t bv = bias ? (uint32_t)((const int32_t *)bias->data)[k] : 0u;
@@ -489,10 +535,10 @@ static kiln_status qconv_host(cu_be *b, kiln_kctx *ctx, qconv_w *q, uint8_t *h, 
 }
 
 static kiln_status qconv_weights(cu_be *b, kiln_kctx *ctx, int64_t K, int64_t C, int64_t RS, kiln_dtype odt,
-                                 bool mm, const qconv_at *at, qconv_w **out)
+                                 int lay, const qconv_at *at, qconv_w **out)
 {
     const kiln_tensor *w = IN(at->w), *bias = IN(at->bias);
-    int64_t key[1] = {at == &QC_SUM ? QS_SLOT : QC_SLOT};
+    int64_t key[1] = {at == &QC_SUM ? QS_SLOT : lay == QL_DIRECT ? QD_SLOT : QC_SLOT};
     qconv_w *q = cu_state_get(b, ctx->node, key, 1);
     unsigned long gen = cu_weights_gen();
     if (q && q->dev && q->src == w->data && q->gen == gen) {
@@ -517,7 +563,7 @@ static kiln_status qconv_weights(cu_be *b, kiln_kctx *ctx, int64_t K, int64_t C,
     uint8_t *h = calloc(1, bytes);
     if (!h)
         return cu_err(b, KILN_ERR_NOMEM, "out of memory");
-    kiln_status st = qconv_host(b, ctx, q, h, K, C, RS, odt, mm, at);
+    kiln_status st = qconv_host(b, ctx, q, h, K, C, RS, odt, lay, at);
     if (st == KILN_OK && q->dev) {
         *q->own -= q->bytes;
         cudaFree(q->dev);
@@ -656,13 +702,43 @@ static kiln_status qconv_choose(cu_be *b, const kiln_kctx *ctx, qconv_call *c, i
     return cu_state_put(b, ctx->node, key, 8, t, free);
 }
 
+/* QLinearConv on the CUDA cores (acc_qconv_direct): the filter as [R*S][C/G][K], NHWC input and output */
+static kiln_status k_qconv_direct(cu_be *b, kiln_kctx *ctx)
+{
+    cuk_conv_desc d;
+    int groups, zx;
+    if (!acc_qconv_direct(b, ctx->node, ctx->n_in, ctx->in, &d, &groups, &zx))
+        return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "operands the INT8 convolution does not take");
+    const kiln_tensor *x = IN(0);
+    kiln_dtype odt = qconv_float_out(b, ctx->node) ? KILN_DT_FLOAT32 : IN(7)->dtype;
+    qconv_w *q = NULL;
+    KILN_TRY(qconv_weights(b, ctx, d.k, d.c / groups, (int64_t)d.r * d.s, odt, QL_DIRECT, &QC_MAIN, &q));
+    cuk_qepi e = q->e;
+    int64_t yd[4] = {d.n, d.k, d.p, d.q};
+    kiln_dtype sdt = odt == KILN_DT_FLOAT32 ? int8_float_sdt(b, ctx->node) : odt;
+    if (odt == KILN_DT_FLOAT32)
+        e.out = qout_float(sdt);
+    KILN_TRY(cu_out_s(b, ctx, 0, odt, sdt, 4, yd));
+    kiln_tensor *y = ctx->out[0];
+    y->flags |= KILN_TENSOR_DEV_NHWC;
+    if (!y->nbytes)
+        return KILN_OK;
+    kiln_tensor lay;
+    const kiln_tensor *xl = NULL;
+    KILN_TRY(cu_relayout(b, x, true, &lay, &xl));
+    kiln_status st = cu_check(b, cuk_qconv_direct(x->dtype == KILN_DT_INT8, xl->data, q->w, &e, y->data, &d, groups, zx,
+                                                  b->stream), "QLinearConv (CUDA cores)");
+    cu_tmp_free(b, &lay);
+    return st;
+}
+
 static kiln_status k_qconv(cu_be *b, kiln_kctx *ctx)
 {
     const kiln_node *n = ctx->node;
     const kiln_tensor *x = IN(0), *w = IN(3);
     bool fused = n->op == KILN_OP_QLinearConvAdd, sum = n->op == KILN_OP_QLinearConvSum;
-    if (!acc_qconv(b, n, ctx->n_in, ctx->in))
-        return cu_kerr(b, ctx, KILN_ERR_UNSUPPORTED, "operands the INT8 convolution does not take");
+    if (!acc_qconv_tc(b, n, ctx->n_in, ctx->in))
+        return k_qconv_direct(b, ctx);
     cu_geom g;
     KILN_TRY(cu_conv_geom(b, ctx, x, w, &g));
     int64_t K = w->dims[0], C = w->dims[1], RS = w->dims[2] * w->dims[3];
@@ -670,12 +746,12 @@ static kiln_status k_qconv(cu_be *b, kiln_kctx *ctx)
     kiln_dtype ydt = qconv_float_out(b, n) ? KILN_DT_FLOAT32 : IN(7)->dtype;
     kiln_dtype odt = ydt;
     qconv_w *q = NULL;
-    KILN_TRY(qconv_weights(b, ctx, K, C, RS, ydt, false, &QC_MAIN, &q));
+    KILN_TRY(qconv_weights(b, ctx, K, C, RS, ydt, QL_KRSC, &QC_MAIN, &q));
     cuk_qepi e = q->e;
     if (sum) {   /* the second convolution's filter, bias (x2's zero point folded in) and multipliers to C's scale */
         const kiln_tensor *x2 = IN(9);
         qconv_w *q2 = NULL;
-        KILN_TRY(qconv_weights(b, ctx, K, x2->dims[1], 1, ydt, false, &QC_SUM, &q2));
+        KILN_TRY(qconv_weights(b, ctx, K, x2->dims[1], 1, ydt, QL_KRSC, &QC_SUM, &q2));
         e.f2 = q2->w;
         e.bias2 = q2->bias;
         e.m2 = q2->m;
@@ -781,7 +857,7 @@ static kiln_status k_qmm(cu_be *b, kiln_kctx *ctx)
     int64_t K = w->dims[0], N = w->dims[1], M = cu_numel(a) / K;
     kiln_dtype odt = qconv_float_out(b, ctx->node) ? KILN_DT_FLOAT32 : IN(7)->dtype;
     qconv_w *q = NULL;
-    KILN_TRY(qconv_weights(b, ctx, N, K, 1, odt, true, &QC_MAIN, &q));
+    KILN_TRY(qconv_weights(b, ctx, N, K, 1, odt, QL_MM, &QC_MAIN, &q));
     int64_t yd[KILN_MAX_DIMS];
     memcpy(yd, a->dims, sizeof(int64_t) * (size_t)a->ndim);
     yd[a->ndim - 1] = N;

@@ -311,6 +311,12 @@ cudaError_t cuk_gemm_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, c
 bool cuk_conv3_i8_fits(const cuk_conv_desc *d, const cuk_qepi *e);
 cudaError_t cuk_conv3_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
                          const cuk_conv_desc *d, cudaStream_t s);
+/* An INT8 convolution on the CUDA cores (kernels_conv_i8_direct.cu): groups groups (d->c and d->k multiples of it),
+ * any channel counts, the input's padding read as its zero point x_zp; x NHWC, w [r*s][c / groups][k] s8, y NHWC;
+ * e's bias (the zero point folded in, as for cuk_conv_i8) and multipliers, no residual or second convolution */
+bool cuk_qconv_direct_ok(const cuk_conv_desc *d, int groups);
+cudaError_t cuk_qconv_direct(bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
+                             const cuk_conv_desc *d, int groups, int x_zp, cudaStream_t s);
 /* QLinearMatMul with a constant B runs as the 1x1 convolution of A's rows: d = {n = M, c = K, h = w = 1, k = N, r = s =
  * 1, strides / dilations 1, y_nhwc}, w = B^T ([N][K] s8). */
 int cuk_conv_i8_configs(void);
