@@ -584,7 +584,15 @@ static void test_conv_configs(unsigned long long *seed)
         cfg2d(2, 6, 6, 3, 5, 6, 4, 2, 1, 1, false),
         cfg2d(1, 8, 8, 1, 9, 9, 1, 1, 0, 1, true),   /* 1x1: direct GEMM path */
         cfg2d(1, 4, 4, 4, 6, 5, 3, 1, 1, 2, true),   /* depthwise transpose, dilated */
+        /* kernel = stride, no padding (ref/k_conv.c convt_tiles: each output pixel one tap): PP-OCR det's 2x2
+         * stride 2 over input rows in three chunks; grouped 3x3 stride 3 without a bias */
+        cfg2d(1, 8, 6, 1, 150, 151, 2, 2, 0, 1, true),
+        cfg2d(2, 6, 9, 3, 7, 5, 3, 3, 0, 1, false),
+        cfg2d(1, 5, 3, 1, 9, 13, 1, 2, 0, 1, true),   /* 1x2 stride (1, 2): set below */
     };
+    cfg *k12 = &tfixed[sizeof tfixed / sizeof tfixed[0] - 1];
+    k12->k[0] = k12->s[0] = 1;
+    k12->k[1] = k12->s[1] = 2;
     for (size_t i = 0; i < sizeof tfixed / sizeof tfixed[0]; i++)
         for (int t = 0; t < 3; t++)
             check_conv(&tfixed[i], true, KILN_DT_FLOAT32, threads[t], seed);

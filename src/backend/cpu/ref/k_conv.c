@@ -711,6 +711,80 @@ static kiln_status conv_f32(const kiln_kctx *ctx, const kiln_conv_isa *isa, cons
  * float32 ConvTranspose (geometry in the adjoint view, see conv_geom)
  * ------------------------------------------------------------------------------------------ */
 
+/* Whether each ConvTranspose output pixel takes exactly one tap of one input pixel: 2-D, kernel = stride, dilation 1,
+ * no padding and no output padding (PP-OCR det's 2x2 stride-2 upsampling heads) */
+static bool convt_tiled(const conv_geom *g)
+{
+    if (g->nsp != 2)
+        return false;
+    for (int i = 0; i < 2; i++)
+        if (g->k[i] != g->s[i] || g->d[i] != 1 || g->pb[i] != 0 || g->in[i] != g->out[i] * g->s[i])
+            return false;
+    return true;
+}
+
+typedef struct tile_job {
+    const conv_geom *g;
+    float *img;          /* channel 0 of the group's output */
+    const float *col;    /* [Cyg * k_sz][ncols]: row (channel, kh, kw) */
+    const float *b;      /* the group's biases, or NULL */
+    int64_t q0, q1, ncols;
+} tile_job;
+
+/* Writes the output rows of channels [c0, c1) that input rows [q0, q1) cover: pixel (ih * sh + kh, iw * sw + kw) is
+ * col row (c, kh, kw) at column (ih - q0) * Wx + iw, plus the bias (no fill before, no accumulation) */
+static void tile_task(void *arg, int64_t c0, int64_t c1)
+{
+    const tile_job *j = arg;
+    const conv_geom *g = j->g;
+    int64_t sh = g->s[0], sw = g->s[1], Wx = g->out[1], Wy = g->in[1];
+    for (int64_t c = c0; c < c1; c++) {
+        float bv = j->b ? j->b[c] : 0.0f;
+        for (int64_t q = j->q0; q < j->q1; q++)
+            for (int64_t kh = 0; kh < sh; kh++) {
+                float *dst = j->img + c * g->in_sz + (q * sh + kh) * Wy;
+                const float *src = j->col + (c * g->k_sz + kh * sw) * j->ncols + (q - j->q0) * Wx;
+                if (sw == 2) {
+                    const float *s1 = src + j->ncols;
+                    for (int64_t i = 0; i < Wx; i++) {
+                        dst[2 * i] = src[i] + bv;
+                        dst[2 * i + 1] = s1[i] + bv;
+                    }
+                } else {
+                    for (int64_t kw = 0; kw < sw; kw++)
+                        for (int64_t i = 0; i < Wx; i++)
+                            dst[i * sw + kw] = src[kw * j->ncols + i] + bv;
+                }
+            }
+    }
+}
+
+/* convt_tiled's ConvTranspose: per chunk of input rows the GEMM W^T X into col (sized to stay in cache), then its
+ * columns written to their pixels */
+static kiln_status convt_tiles(const kiln_kctx *ctx, const conv_geom *g, const float *x, const float *w, const float *b,
+                               float *y)
+{
+    int nt = ctx->nthreads;
+    int64_t Cx = g->M, Cy = g->C, Cxg = Cx / g->G, Cyg = Cy / g->G, K2 = Cyg * g->k_sz;
+    int64_t ys = g->in_sz, xs = g->out_sz, Wx = g->out[1], outer = g->out[0];
+    int64_t qc = chunk_rows(mul_chk(K2, Wx) * 4, outer);   /* a quarter of COL_BUDGET: col stays in L2 */
+    float *col;
+    KILN_TRY(kiln__win_scratch(ctx, mul_chk(mul_chk(K2, qc), Wx), sizeof(float), (void **)&col));
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t gi = 0; gi < g->G; gi++) {
+            const float *xg = x + (n * Cx + gi * Cxg) * xs, *wg = w + gi * Cxg * K2;
+            for (int64_t q0 = 0; q0 < outer; q0 += qc) {
+                int64_t q1 = q0 + qc < outer ? q0 + qc : outer, nc = (q1 - q0) * Wx;
+                kiln__sgemm(ctx->pool, nt, true, false, K2, nc, Cxg, 1.0f, wg, K2, xg + q0 * Wx, xs, 0.0f, col, nc);
+                tile_job j = {.g = g, .img = y + (n * Cy + gi * Cyg) * ys, .col = col, .b = b ? b + gi * Cyg : NULL,
+                              .q0 = q0, .q1 = q1, .ncols = nc};
+                kiln__parallel_for(ctx->pool, nt, Cyg, 1, tile_task, &j);
+            }
+        }
+    kiln__free(col);
+    return KILN_OK;
+}
+
 static kiln_status convt_f32(const kiln_kctx *ctx, const kiln_conv_isa *isa, const conv_geom *g, const float *x,
                              const float *w, const float *b, float *y)
 {
@@ -721,6 +795,8 @@ static kiln_status convt_f32(const kiln_kctx *ctx, const kiln_conv_isa *isa, con
     int64_t ys = g->in_sz, xs = g->out_sz;
     if (g->N == 0 || Cy == 0 || ys == 0)
         return KILN_OK;
+    if (xs > 0 && convt_tiled(g))
+        return convt_tiles(ctx, g, x, w, b, y);
     if (b)
         for (int64_t n = 0; n < g->N; n++)
             fill_bias(ctx->pool, nt, y + n * Cy * ys, Cy, ys, ys, b);
