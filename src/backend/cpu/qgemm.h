@@ -198,14 +198,13 @@ void kiln__qgemm_tile_avx2(const kiln_qgemm *g, const uint8_t *bs, const int32_t
 void kiln__qepi_row_vnni(const kiln_qepi *e, const int32_t *acc, int64_t n, int64_t ch, void *dst);
 void kiln__qdw_row_vnni(int32_t *acc, const uint8_t *row, bool s8, int64_t n, int32_t zx, int32_t wv);
 /* One depthwise plane through the float32 depthwise rows (x86/qdw_f32.c; hosts with the VNNI kernels): p's band of
- * (x - zx) in buf (p->band_rows x p->Wp floats), wk the plane's kh * kw weights (w - zw) as floats, frow (Wo floats)
- * and acc (Wo int32) scratch; exact while kh * kw <= KILN_QDW_F32_MAX_TAPS (every partial sum an integer below 2^24).
- * Outputs of channel c through e into yp (osz bytes an element). */
+ * (x - zx) in buf (p->band_rows x p->Wp floats), wk the plane's kh * kw weights (w - zw) as floats, frow (p->band x
+ * Wo floats: a band's sums) scratch; exact while kh * kw <= KILN_QDW_F32_MAX_TAPS (every partial sum an integer below
+ * 2^24). Outputs of channel c through e into yp (osz bytes an element). */
 #define KILN_QDW_F32_MAX_TAPS 258
 struct kiln_conv2d;
 void kiln__qdw_plane_f32(const struct kiln_conv2d *p, const uint8_t *xp, bool s8, int32_t zx, const float *wk,
-                         float *buf, float *frow, int32_t *acc, const kiln_qepi *e, int64_t c, uint8_t *yp,
-                         size_t osz);
+                         float *buf, float *frow, const kiln_qepi *e, int64_t c, uint8_t *yp, size_t osz);
 
 /* QLinearConv / ConvInteger geometry (ONNX Conv attributes) of x [N, C, spatial] and
  * w [M, C/group, kernel] (ref/k_quant.c, shared by the reference and the fast kernels). */

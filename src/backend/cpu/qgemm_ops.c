@@ -451,26 +451,22 @@ static void qdw_f32_task(qdw_job *j, int64_t p0, int64_t p1)
     const kiln_qconv_geom *g = j->g;
     const kiln_conv2d *p = &j->p;
     int64_t ksz = p->kh * p->kw;
-    float *buf = kiln__malloc(sizeof(float) * (size_t)(p->band_rows * p->Wp + p->Wo + ksz));
-    int32_t *acc = kiln__malloc(sizeof(int32_t) * (size_t)p->Wo);
-    if (!buf || !acc) {
+    float *buf = kiln__malloc(sizeof(float) * (size_t)(p->band_rows * p->Wp + p->band * p->Wo + ksz));
+    if (!buf) {
         j->st = KILN_ERR_NOMEM;
-        kiln__free(buf);
-        kiln__free(acc);
         return;
     }
-    float *frow = buf + p->band_rows * p->Wp, *wk = frow + p->Wo;
+    float *frow = buf + p->band_rows * p->Wp, *wk = frow + p->band * p->Wo;
     for (int64_t pl = p0; pl < p1; pl++) {
         int64_t c = pl % g->C;
         const uint8_t *wp = j->w + c * ksz;
         int32_t zw = zp_at(j->wz, c);
         for (int64_t t = 0; t < ksz; t++)
             wk[t] = (float)((j->w_s8 ? (int32_t)(int8_t)wp[t] : (int32_t)wp[t]) - zw);
-        kiln__qdw_plane_f32(p, j->x + pl * p->H * p->W, j->x_s8, j->zx, wk, buf, frow, acc, j->e, c,
+        kiln__qdw_plane_f32(p, j->x + pl * p->H * p->W, j->x_s8, j->zx, wk, buf, frow, j->e, c,
                             j->y + (size_t)(pl * p->Ho * p->Wo) * j->osz, j->osz);
     }
     kiln__free(buf);
-    kiln__free(acc);
 }
 
 static void qdw_task(void *arg, int64_t p0, int64_t p1)
