@@ -24,6 +24,9 @@ static int g_fast_at = -1;
 static bool g_prepared;
 /* FusedConv tolerance (relative, at least absolute): check_fused_conv */
 static double g_fused_tol = 1e-4;
+/* >= 0: check_fused_conv puts a NaN at this input element (modulo its size): the outputs it reaches stay NaN through
+ * every activation, as the unfused layers keep it (a fused Relu once turned NaN into 0) */
+static int64_t g_nan_at = -1;
 /* float32 Conv tolerance: check_conv */
 static double g_conv_tol = 1e-4;
 
@@ -617,7 +620,7 @@ static const char *const fused_acts[] = {NULL, "Relu", "Clip", "LeakyRelu", "Sig
 static double act_ref(int a, double x)
 {
     switch (a) {
-    case 1: return x > 0 ? x : 0;
+    case 1: return x < 0 ? 0 : x;   /* NaN stays, as the Relu layer keeps it */
     case 2: return x < -0.5 ? -0.5 : x > 0.75 ? 0.75 : x;
     case 3: return x >= 0 ? x : 0.1 * x;
     case 4: return 1.0 / (1.0 + exp(-x));
@@ -646,6 +649,8 @@ static void check_fused_conv(const cfg *c, int act, bool res, int nthreads, unsi
     float *fx = rand_buf(nx, seed), *fw = rand_buf(nw, seed), *fb = rand_buf(c->M, seed), *fr = rand_buf(ny, seed);
     double *dx = malloc(sizeof(double) * (size_t)nx), *dw = malloc(sizeof(double) * (size_t)nw);
     double *db = malloc(sizeof(double) * (size_t)c->M), *ref = malloc(sizeof(double) * (size_t)(ny ? ny : 1));
+    if (g_nan_at >= 0 && nx > 0)
+        fx[g_nan_at % nx] = NAN;
     for (int64_t i = 0; i < nx; i++)
         dx[i] = fx[i];
     for (int64_t i = 0; i < nw; i++)
@@ -682,7 +687,8 @@ static void check_fused_conv(const cfg *c, int act, bool res, int nthreads, unsi
         CHECK_MSG(shape_ok, "FusedConv output shape mismatch [%s]", desc);
         const float *y = out[0].data;
         for (int64_t i = 0; shape_ok && i < ny; i++) {
-            if (!(fabs(y[i] - ref[i]) <= g_fused_tol * fmax(1.0, fabs(ref[i])))) {
+            bool ok = isnan(ref[i]) ? isnan(y[i]) : fabs(y[i] - ref[i]) <= g_fused_tol * fmax(1.0, fabs(ref[i]));
+            if (!ok) {
                 CHECK_MSG(0, "FusedConv act=%s res=%d threads=%d: element %lld: got %g want %g [%s]",
                           act ? fused_acts[act] : "none", res, nthreads, (long long)i, y[i], ref[i], desc);
                 break;
@@ -706,6 +712,17 @@ static void test_fused_conv(unsigned long long *seed)
     };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         check_fused_conv(&fixed[i], 1 + (int)(i % 2) * 5, true, 1 + (int)(i % 3), seed);
+    /* a NaN input through each activation (Relu and Clip first) on the GEMM, direct, stem and depthwise paths (not
+     * Winograd's: its transforms spread a NaN over the tile, as any Winograd implementation does) */
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        if (fixed[i].k[0] == 3 && fixed[i].s[0] == 1 && fixed[i].G == 1 && fixed[i].C >= 16)
+            continue;
+        for (int a = 1; a < 12; a++) {
+            g_nan_at = (int64_t)(i * 7919 + (size_t)a * 104729);
+            check_fused_conv(&fixed[i], a, a % 2 == 0, 1 + (int)(i % 2), seed);
+        }
+    }
+    g_nan_at = -1;
     /* Winograd F(2x2, 3x3): 3x3 stride 1 with >= 16 channels and >= 100 output tiles; odd
      * sizes, asymmetric pads, groups, batches, every epilogue */
     for (int i = 0; i < 24; i++) {

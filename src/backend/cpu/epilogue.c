@@ -35,7 +35,7 @@ __attribute__((always_inline)) static inline float act_k(kiln_act_kind k, float 
 {
     switch (k) {
     case KILN_ACT_NONE: return x;
-    case KILN_ACT_RELU: return x > 0 ? x : 0;
+    case KILN_ACT_RELU: return x < 0 ? 0 : x;   /* NaN stays NaN, as the Relu layer (ref/k_unary.c) keeps it */
     case KILN_ACT_CLIP: return x < alpha ? alpha : x > beta ? beta : x;
     case KILN_ACT_LEAKYRELU: return x >= 0 ? x : alpha * x;
     case KILN_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));

@@ -151,7 +151,7 @@ KILN_V512 __m512 kiln_v_act(const kiln_act *a, __m512 x)
     const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
     switch (a->kind) {
     case KILN_ACT_NONE: return x;
-    case KILN_ACT_RELU: return _mm512_max_ps(x, zero);   /* NaN -> 0, like x > 0 ? x : 0 */
+    case KILN_ACT_RELU: return _mm512_max_ps(zero, x);   /* NaN and -0 stay (max_ps returns its second operand), like x < 0 ? 0 : x */
     case KILN_ACT_CLIP:
         return _mm512_min_ps(_mm512_set1_ps(a->beta), _mm512_max_ps(_mm512_set1_ps(a->alpha), x));
     case KILN_ACT_LEAKYRELU: {

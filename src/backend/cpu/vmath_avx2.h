@@ -106,7 +106,7 @@ KILN_V256 __m256 kiln_v8_act(kiln_act_kind k, float alpha, float beta, __m256 x)
     const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
     switch (k) {
     case KILN_ACT_NONE: return x;
-    case KILN_ACT_RELU: return _mm256_max_ps(x, zero);   /* NaN -> 0, like x > 0 ? x : 0 */
+    case KILN_ACT_RELU: return _mm256_max_ps(zero, x);   /* NaN and -0 stay (max_ps returns its second operand), like x < 0 ? 0 : x */
     case KILN_ACT_CLIP: return _mm256_min_ps(_mm256_set1_ps(beta), _mm256_max_ps(_mm256_set1_ps(alpha), x));
     case KILN_ACT_LEAKYRELU:
         return _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(alpha)), _mm256_cmp_ps(x, zero, _CMP_LT_OQ));

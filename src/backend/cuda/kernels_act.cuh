@@ -25,7 +25,7 @@ __device__ __forceinline__ float act_apply(int act, float x, float a, float b)
 {
     switch (act) {
     case CUK_IDENTITY: return x;
-    case CUK_RELU: return x > 0.f ? x : 0.f;
+    case CUK_RELU: return x < 0.f ? 0.f : x;   // NaN stays NaN, as the CPU's Relu
     case CUK_CLIP: return x < a ? a : (x > b ? b : x);
     case CUK_LEAKYRELU: return x >= 0.f ? x : a * x;
     case CUK_SIGMOID: return 1.0f / (1.0f + expf(-x));

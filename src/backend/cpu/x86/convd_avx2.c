@@ -66,8 +66,8 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void tile_rows(
                 r1 = _mm256_add_ps(r1, _mm256_loadu_ps(rr + i * e->ldr + 8));
             }
             if (relu) {   /* NaN -> 0, like the epilogue */
-                r0 = _mm256_max_ps(r0, _mm256_setzero_ps());
-                r1 = _mm256_max_ps(r1, _mm256_setzero_ps());
+                r0 = _mm256_max_ps(_mm256_setzero_ps(), r0);   /* NaN stays */
+                r1 = _mm256_max_ps(_mm256_setzero_ps(), r1);
             }
             _mm256_storeu_ps(cr, r0);
             _mm256_storeu_ps(cr + 8, r1);

@@ -115,8 +115,8 @@ __attribute__((target("avx2,fma"), always_inline)) static inline void ukr_avx2_r
                 r1 = _mm256_add_ps(r1, _mm256_loadu_ps(rr + i * e->ldr + 8));
             }
             if (relu) {   /* NaN -> 0, like the epilogue */
-                r0 = _mm256_max_ps(r0, _mm256_setzero_ps());
-                r1 = _mm256_max_ps(r1, _mm256_setzero_ps());
+                r0 = _mm256_max_ps(_mm256_setzero_ps(), r0);   /* NaN stays */
+                r1 = _mm256_max_ps(_mm256_setzero_ps(), r1);
             } else if (gelu) {
                 r0 = kiln_v8_act(KILN_ACT_GELU, 0.0f, 0.0f, r0);
                 r1 = kiln_v8_act(KILN_ACT_GELU, 0.0f, 0.0f, r1);
