@@ -715,7 +715,21 @@ static kiln_status insert_qdq(kiln_graph *g, kiln_calibration_t cal)
 
 /* ---- fp16 / bf16 weights ---- */
 
-static kiln_status reduce_weights(kiln_graph *g)
+/* FP16 weights of w (n values, converted into h): a finite value past FP16's range (|x| > 65504) is set to +-65504
+ * rather than left to round to infinity (TensorRT clamps and warns the same way); the count of such values */
+static int64_t fp16_clamp(uint16_t *h, const float *w, int64_t n, float *worst)
+{
+    int64_t c = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(w[i]) && fabsf(w[i]) > 65504.0f) {
+            h[i] = w[i] < 0 ? 0xfbffu : 0x7bffu;
+            *worst = fabsf(w[i]) > *worst ? fabsf(w[i]) : *worst;
+            c++;
+        }
+    return c;
+}
+
+static kiln_status reduce_weights(kiln_graph *g, sbuf *rep)
 {
     int n0 = g->n_nodes, nv0 = g->n_values, *done = kiln__malloc(sizeof(int) * (2 * (size_t)nv0 + 1));
     if (!done)
@@ -740,6 +754,12 @@ static kiln_status reduce_weights(kiln_graph *g)
             if ((st = kiln__tensor_alloc(&t, p == P_FP16 ? KILN_DT_FLOAT16 : KILN_DT_BFLOAT16, w->ndim, w->dims)) != KILN_OK)
                 break;
             (p == P_FP16 ? kiln__f32_to_f16_array : kiln__f32_to_bf16_array)(t.data, w->data, kiln_tensor_numel(w));
+            float worst = 0;
+            int64_t clamped = p == P_FP16 ? fp16_clamp(t.data, w->data, kiln_tensor_numel(w), &worst) : 0;
+            if (clamped)   /* said: the layer computes with other weights than the model's */
+                sb_printf(rep, "fp16 weights clamped: %s (%s): %lld values outside FP16's range (largest |w| %g) set "
+                          "to +-65504 (bf16 keeps the range; or --layer-precision %s:fp32)\n", g->values[wv].name,
+                          n->name ? n->name : "", (long long)clamped, (double)worst, n->name ? n->name : "LAYER");
             if ((*slot = add_const(g, g->values[wv].name, &t)) < 0)
                 st = nomem();
         }
@@ -1125,7 +1145,7 @@ kiln_status kiln__precision_after_passes(kiln_graph *g, kiln_build_options *o)
     o->precision_report = NULL;
     kiln_status st = KILN_OK;
     if (any_request(g, P_FP16) || any_request(g, P_BF16))
-        st = reduce_weights(g);
+        st = reduce_weights(g, &rep);
     if (st == KILN_OK)
         st = lower_weights(g, global_prec(o), &rep);
     if (st == KILN_OK)

@@ -314,4 +314,27 @@ PYEOF
 expect_ok "malformed fused requests ignored" "$KILN" build "$T/junk_fused.onnx" -o "$T/jf.kiln"
 expect_rc "well-formed fused request checked" 1 "A (MatMul fused into mm: fp32)" "$KILN" build "$T/fake_fused.onnx" -o "$T/jf.kiln"
 
+# fp16 weights past FP16's range: clamped to +-65504 and said, never left to round to infinity (an audit found the
+# engine silently writing inf); bf16 keeps the range
+$PY - "$T" <<'PYEOF' || bad "write big-weight model"
+import sys, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto
+t = sys.argv[1]
+w = np.full((4, 2), 0.5, np.float32); w[1, 0] = 1e5; w[2, 1] = -7e4
+n = helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")
+g = helper.make_graph([n], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])], [numpy_helper.from_array(w, "w")])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{t}/bigw.onnx")
+np.save(f"{t}/bx.npy", np.ones((1, 4), np.float32))
+PYEOF
+"$KILN" build "$T/bigw.onnx" -o "$T/bigw16.kiln" --precision fp16 > "$T/b16.txt" 2>&1 || bad "build fp16 big weights"
+grep -q "fp16 weights clamped: w (mm): 2 values outside FP16's range (largest |w| 100000)" "$T/b16.txt" &&
+  ok "fp16 clamping said" || bad "fp16 clamping said: $(cat "$T/b16.txt")"
+"$KILN" run "$T/bigw16.kiln" --input "x=$T/bx.npy" --output-dir "$T/b16" > /dev/null 2>&1 || bad "run fp16 big weights"
+$PY -c "
+import numpy as np, sys
+y = np.load(sys.argv[1]).ravel()
+assert np.isfinite(y).all() and abs(y[0] - 65505.5) < 1 and abs(y[1] + 65502.5) < 1, y" "$T/b16/y.npy" &&
+  ok "fp16 clamped weights finite" || bad "fp16 clamped weights finite"
+
 finish "precision CLI"
