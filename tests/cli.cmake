@@ -11,3 +11,8 @@ set_tests_properties(cli_boundary PROPERTIES LABELS "cli" TIMEOUT 60)
 # declared types of any rank
 add_test(NAME cli_api COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_api.sh $<TARGET_FILE:kiln> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli_api PROPERTIES LABELS "cli;sanitize" SKIP_RETURN_CODE 77 TIMEOUT 300)
+# usage rules shared by the commands (exit 2 and why), options that cannot apply refused or warned about, reports
+# that say what the engine does; tests/fakedev for the --device cuda paths without a GPU
+add_test(NAME cli_usage COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_usage.sh $<TARGET_FILE:kiln> $<TARGET_FILE:kiln_fakedev>
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_usage PROPERTIES LABELS "cli;sanitize" SKIP_RETURN_CODE 77 TIMEOUT 300)

@@ -100,6 +100,20 @@ int cli_device_arg(const char *cmd, int argc, char **argv, int *i, cli_device_op
     return 1;
 }
 
+bool cli_device_flags_ok(const char *cmd, const cli_device_opts *d)
+{
+    /* both flags change only how the CUDA module runs layers: on the CPU they would be accepted and do nothing
+     * (kiln bench then reported a TF32 precision the run never used), so they are refused as kiln build refuses
+     * --strict-device */
+    if (d->device == KILN_DEVICE_CUDA)
+        return true;
+    if (d->flags & KILN_DEVICE_ALLOW_TF32)
+        fprintf(stderr, "kiln %s: --tf32 applies to --device cuda (the CPU computes float32 exactly)\n", cmd);
+    else if (d->flags & KILN_DEVICE_STRICT)
+        fprintf(stderr, "kiln %s: --strict-device needs --device cuda\n", cmd);
+    return !(d->flags & (KILN_DEVICE_ALLOW_TF32 | KILN_DEVICE_STRICT));
+}
+
 bool cli_is_help(const char *arg)
 {
     return !strcmp(arg, "--help") || !strcmp(arg, "-h");

@@ -53,6 +53,8 @@ typedef struct cli_device_opts {
     unsigned flags;   /* KILN_DEVICE_ALLOW_TF32 | KILN_DEVICE_STRICT */
 } cli_device_opts;
 int cli_device_arg(const char *cmd, int argc, char **argv, int *i, cli_device_opts *d);
+/* After parsing: --tf32 / --strict-device without --device cuda is a usage error (printed; false). */
+bool cli_device_flags_ok(const char *cmd, const cli_device_opts *d);
 #define CLI_DEVICE_USAGE \
     "  --device cuda  run the layers on the NVIDIA GPU (needs libkiln_cuda.so and a GPU; docs/CUDA.md)\n" \
     "  --tf32         on cuda: FP32 convolutions / GEMMs may use TF32 tensor cores\n" \
@@ -76,14 +78,16 @@ void cli_images_done(cli_images *im);
 
 /* An engine's precision as kiln bench reports it (precision_summary.c): `name` is the realized
  * precision of the layers the build gave a precision request ("fp16", "int8", ...; "mixed" when they
- * realize several; "fp32" - "tf32" with tf32 - when no layer had a request); `layers` lists the realized
- * precision of every layer with its count, most first ("fp16 51, fp32 22"), also as kinds[]. */
+ * realize several; "fp32" when no layer had a request, "tf32" when, with tf32, some of them did use TF32);
+ * `layers` lists the realized precision of every layer with its count, most first ("fp16 51, fp32 22"),
+ * also as kinds[]. With tf32 (--tf32 on --device cuda) only the float32 convolutions and GEMMs that ran on the
+ * GPU in context c (NULL: any) count as tf32. */
 typedef struct cli_precision {
     char name[16], layers[256];
     struct { const char *name; int layers; } kinds[16];
     int nkinds;
 } cli_precision;
-void cli_precision_summary(kiln_engine_t e, bool tf32, cli_precision *out);
+void cli_precision_summary(kiln_engine_t e, kiln_context_t c, bool tf32, cli_precision *out);
 /* The `half storage: N layers ...` line of a device run (kiln_device_stats.half_storage_layers) on stdout: only when
  * n > 0, or always with `always` (kiln inspect). */
 void cli_print_half_storage(int n, bool always);

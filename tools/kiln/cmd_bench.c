@@ -67,6 +67,8 @@ static int parse_bench_args(int argc, char **argv, bench_args *b, bool *done)
         fputs(usage, stderr);
         return 2;
     }
+    if (!cli_device_flags_ok("bench", &b->dev))
+        return 2;
     if (!b->iters && !b->duration)
         b->iters = 50;
     return 0;
@@ -107,7 +109,7 @@ static int timed_runs(kiln_context_t c, const bench_args *b, lat_stats *ls, lat_
 }
 
 /* The results, as one JSON object (--json) or as text. */
-static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, lat_stats *gs, double total, int batch,
+static void print_results(const bench_args *b, kiln_engine_t e, kiln_context_t c, lat_stats *ls, lat_stats *gs, double total, int batch,
                           const kiln_device_stats *ds)
 {
     int64_t n = ls->n;
@@ -124,7 +126,7 @@ static void print_results(const bench_args *b, kiln_engine_t e, lat_stats *ls, l
     int th = kiln_resolve_threads(b->threads);
     const char *dev = b->dev.device == KILN_DEVICE_CUDA ? "cuda" : "cpu";
     cli_precision pr;
-    cli_precision_summary(e, b->dev.flags & KILN_DEVICE_ALLOW_TF32, &pr);
+    cli_precision_summary(e, c, b->dev.flags & KILN_DEVICE_ALLOW_TF32, &pr);
     const char *prec = pr.name;
     if (b->json) {
         printf("{\"throughput\": %.3f, \"latency_ms\": {\"mean\": %.4f, \"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f, "
@@ -250,7 +252,7 @@ int cmd_bench(int argc, char **argv)
         rc = cli_die(st, "reading device statistics");
         goto done;
     }
-    print_results(&b, e, &ls, gs, total, nin && ins[0].ndim > 0 ? (int)ins[0].dims[0] : 1, &ds);
+    print_results(&b, e, c, &ls, gs, total, nin && ins[0].ndim > 0 ? (int)ins[0].dims[0] : 1, &ds);
     rc = 0;
 done:
     for (int i = 0; i < nin && ins; i++)

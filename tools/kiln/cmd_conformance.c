@@ -401,6 +401,8 @@ static int parse_conf_args(int argc, char **argv, conf_args *a)
         } else
             find_tests(argv[i], &a->tests, 0);
     }
+    if (!cli_device_flags_ok("conformance", &a->co.dev))
+        return 2;
     if (a->tests.n == 0) {
         fprintf(stderr, "kiln conformance: no test directories (with model.onnx) found\n");
         return 2;

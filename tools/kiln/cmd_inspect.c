@@ -245,6 +245,8 @@ int cmd_inspect(int argc, char **argv)
         fputs(usage, stderr);
         goto bad_args;
     }
+    if (!cli_device_flags_ok("inspect", &dev))
+        goto bad_args;
     if (profile && dev.device != KILN_DEVICE_CPU) {
         fprintf(stderr, "kiln inspect: --profile times layers on the CPU; per-layer GPU times: KILN_CUDA_PROFILE=1 "
                         "kiln bench ENGINE --device cuda\n");

@@ -107,6 +107,10 @@ int cmd_run(int argc, char **argv)
         fputs(usage, stderr);
         goto done;
     }
+    if (!cli_device_flags_ok("run", &dev)) {
+        rc = 2;
+        goto done;
+    }
     for (; nloaded < io.n_files; nloaded++) {
         kiln_status st = kiln_tensor_read(io.file_paths[nloaded], &ins[nloaded]);
         if (st != KILN_OK) {

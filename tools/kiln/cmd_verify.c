@@ -139,6 +139,8 @@ static int parse_args(int argc, char **argv, vargs *a)
         fprintf(stderr, "kiln verify: %s\n%s", why, usage);
         return 2;
     }
+    if (!cli_device_flags_ok("verify", &a->dev))
+        return 2;
     if (!a->samples)
         a->samples = a->dir ? 1 << 24 : a->io.n_files ? 1 : 4;
     return 0;

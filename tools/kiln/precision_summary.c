@@ -6,13 +6,23 @@
 
 #define MAX_KINDS 16
 
-void cli_precision_summary(kiln_engine_t e, bool tf32, cli_precision *out)
+/* The ops whose float32 kernels --tf32 changes: the CUDA module's cuDNN convolutions (Conv, FusedConv) and
+ * cuBLASLt GEMMs (MatMul, Gemm, their fused forms, Attention's two products). Every other layer (pooling, element-wise,
+ * Flatten, ...) computes in plain float32 whatever the flag, and is not reported as tf32. */
+static bool tf32_op(const char *op)
 {
-    const char *base = tf32 ? "tf32" : "fp32";
+    static const char *const ops[] = {"Conv", "FusedConv", "MatMul", "FusedMatMul", "Gemm", "FusedGemm", "Attention"};
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
+        if (!strcmp(op, ops[k]))
+            return true;
+    return false;
+}
+
+void cli_precision_summary(kiln_engine_t e, kiln_context_t c, bool tf32, cli_precision *out)
+{
     memset(out, 0, sizeof *out);
-    snprintf(out->name, sizeof out->name, "%s", base);
     const char *kind[MAX_KINDS];
-    int count[MAX_KINDS], nk = 0, nreq = 0;
+    int count[MAX_KINDS], nk = 0, nreq = 0, ntf32 = 0;
     const char *req_kind = NULL;
     bool mixed = false;
     int n = kiln_engine_num_layers(e);
@@ -20,8 +30,13 @@ void cli_precision_summary(kiln_engine_t e, bool tf32, cli_precision *out)
         const char *req = NULL, *real = NULL;
         if (kiln_engine_layer_precision(e, i, &req, &real) != KILN_OK || !real || !*real)
             continue;
-        if (!strcmp(real, "fp32"))
-            real = base;   /* with --tf32 a float32 layer may use TF32 tensor cores */
+        kiln_layer_info L;
+        kiln_layer_place place = KILN_PLACE_DEVICE;
+        /* a float32 convolution / GEMM the GPU ran may use TF32 tensor cores; one that fell back to the CPU
+         * (or never ran) did not */
+        if (tf32 && !strcmp(real, "fp32") && kiln_engine_layer(e, i, &L) == KILN_OK && tf32_op(L.op) &&
+            (!c || (kiln_context_layer_place(c, i, &place) == KILN_OK && place == KILN_PLACE_DEVICE)))
+            real = "tf32", ntf32++;
         int k = 0;
         while (k < nk && strcmp(kind[k], real))
             k++;
@@ -37,8 +52,7 @@ void cli_precision_summary(kiln_engine_t e, bool tf32, cli_precision *out)
                 mixed = true;
         }
     }
-    if (nreq)
-        snprintf(out->name, sizeof out->name, "%s", mixed ? "mixed" : req_kind);
+    snprintf(out->name, sizeof out->name, "%s", nreq ? (mixed ? "mixed" : req_kind) : ntf32 ? "tf32" : "fp32");
     /* "fp16 51, fp32 22": most layers first */
     size_t len = 0;
     for (int done = 0; done < nk; done++) {

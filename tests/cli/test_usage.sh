@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Usage rules every command shares, and what the CLI reports about options: usage errors exit 2 with a message
+# that says why; options that cannot apply are refused or warned about, never silently ignored; reports say what
+# the engine does. $2: tests/fakedev (a device module on host memory) for the --device cuda paths.
+set -uo pipefail
+KILN=$1
+FAKEDEV=${2:-}
+. "$(dirname "$0")/../lib.sh"
+
+M=models/tiny_cnn.onnx
+[ -f "$M" ] || { echo "SKIP: $M missing (run scripts/bootstrap.sh)"; exit 77; }
+expect_ok "build fixed" "$KILN" build "$M" -o "$T/cnn.kiln" --shapes input:1x3x32x32
+$PY -c "import numpy as np; np.save('$T/x.npy', np.zeros((1, 3, 32, 32), np.float32))"
+
+# --tf32 / --strict-device change only how the CUDA module runs layers: without --device cuda they are refused
+# by every command that takes them, as kiln build refuses --strict-device (bench used to report "precision: tf32"
+# for a CPU run that computed plain float32)
+for flag in --tf32 --strict-device; do
+  want="--tf32 applies to --device cuda"
+  [ "$flag" = --strict-device ] && want="--strict-device needs --device cuda"
+  expect_rc "bench $flag on the cpu" 2 "$want" "$KILN" bench "$T/cnn.kiln" --iterations 1 $flag
+  expect_rc "bench $flag --device cpu" 2 "$want" "$KILN" bench "$T/cnn.kiln" --iterations 1 --device cpu $flag
+  expect_rc "run $flag on the cpu" 2 "$want" "$KILN" run "$T/cnn.kiln" --input input="$T/x.npy" --output-dir "$T/o" $flag
+  expect_rc "verify $flag on the cpu" 2 "$want" "$KILN" verify "$T/cnn.kiln" --reference "$M" $flag
+  expect_rc "inspect $flag on the cpu" 2 "$want" "$KILN" inspect "$T/cnn.kiln" $flag
+  expect_rc "conformance $flag on the cpu" 2 "$want" "$KILN" conformance tests $flag
+done
+expect_rc "build --strict-device on the cpu" 2 "needs --device cuda" "$KILN" build "$M" -o "$T/y.kiln" --strict-device
+# on a device, tf32 is claimed only for float32 convolutions / GEMMs that ran there: the fake device runs none of
+# tiny_cnn's (every layer falls back to the CPU), so nothing is tf32 (it said "tf32 11", pooling and Flatten too)
+if [ -n "$FAKEDEV" ]; then
+  expect_ok "bench --device cuda --tf32 (fake device)" env KILN_CUDA_MODULE="$FAKEDEV" "$KILN" bench "$T/cnn.kiln" \
+    --device cuda --tf32 --iterations 1 --json
+  grep -q '"precision": "fp32"' "$T/out.txt" && grep -q '"layer_precisions": {"fp32": 11}' "$T/out.txt" &&
+    ok "no tf32 claimed for layers that fell back" || bad "tf32 claimed: $(grep precision "$T/out.txt")"
+fi
+
+finish cli_usage
