@@ -9,6 +9,7 @@
 
 typedef struct kiln_calib_result {
     bool calibrated;            /* false: no concrete shapes (or synthetic data invalid) */
+    char skipped[384];          /* with concrete shapes and no plan: why (warned about; the passes report says it) */
     bool inferred;              /* the plan sized by shape inference: the model was not run */
     int tuned, from_cache;      /* layers timed now / taken from the timing cache */
     kiln_plan plan;             /* memory plan at the calibration shapes */

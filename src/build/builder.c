@@ -158,6 +158,8 @@ static char *make_report(const kiln_pass_report *rep, const kiln_calib_result *c
                                  "memory plan: %.2f MB arena for %.2f MB of intermediates (%s)\n",
                  cr->tuned, cr->from_cache, plan->arena_size / 1e6, plan->naive_bytes / 1e6,
                  cr->inferred ? "sizes from shape inference" : "sizes from a run");
+    else if (o < cap && cr->skipped[0])   /* shapes there were, but they could not be used */
+        snprintf(s + o, cap - o, "tactics/memory plan: none (%s)\n", cr->skipped);
     else if (o < cap)
         snprintf(s + o, cap - o, "tactics/memory plan: no fixed calibration shapes (give a profile)\n");
     return s;

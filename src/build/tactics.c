@@ -158,8 +158,9 @@ bool kiln__builder_input_shapes(const struct kiln_engine *e, kiln_tensor *shapes
 }
 
 /* Synthetic inputs at the calibration shapes (values by the one rule of core/synth.h); false if
- * some input has no concrete shape. */
-static bool make_inputs(const struct kiln_engine *e, kiln_tensor *ins)
+ * some input has no concrete shape, or (why: the reason) one cannot be made at its shape, e.g. over the tensor size
+ * limit. */
+static bool make_inputs(const struct kiln_engine *e, kiln_tensor *ins, char *why, size_t cap)
 {
     const kiln_graph *g = e->g;
     if (!kiln__builder_input_shapes(e, ins))
@@ -169,7 +170,13 @@ static bool make_inputs(const struct kiln_engine *e, kiln_tensor *ins)
         kiln_tensor shape = ins[i];
         if (kiln__tensor_alloc(&ins[i], shape.dtype, shape.ndim, shape.dims) != KILN_OK ||
             kiln__synth_fill(&ins[i], g->values[g->inputs[i]].name, &rng) != KILN_OK) {
-            kiln_clear_last_error();   /* no calibration, as for dynamic shapes */
+            /* the shapes were given: say why they could not be used (this read "no fixed calibration shapes") */
+            size_t o = (size_t)snprintf(why, cap, "no synthetic input '%s' at ", g->values[g->inputs[i]].name);
+            for (int d = 0; d < shape.ndim && o < cap; d++)
+                o += (size_t)snprintf(why + o, cap - o, "%s%lld", d ? "x" : "", (long long)shape.dims[d]);
+            if (o < cap)
+                snprintf(why + o, cap - o, ": %s", kiln_last_error());
+            kiln_clear_last_error();   /* no calibration: the engine plans memory when it runs */
             return false;
         }
     }
@@ -308,8 +315,14 @@ kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_pat
         st = plan_at(g, rec, host, ins, res);
         goto done;
     }
-    if (!make_inputs(e, ins))
-        goto done;   /* dynamic shapes without a profile: nothing to calibrate at */
+    if (!make_inputs(e, ins, res->skipped, sizeof res->skipped)) {
+        /* dynamic shapes without a profile: nothing to calibrate at; shapes that cannot be used: warned about
+         * whether or not the passes report is asked for */
+        if (res->skipped[0])
+            kiln__log(KILN_LOG_WARN, "no tactics timed and no memory plan at build time (%s); the engine plans "
+                      "memory when it runs", res->skipped);
+        goto done;
+    }
     for (int i = 0; i < g->n_inputs; i++)
         feed[i] = &ins[i];
     kiln_mem m = {.record = rec};
@@ -331,6 +344,7 @@ kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_pat
         /* synthetic data can be invalid for some models (e.g. ids out of a vocabulary): the
          * engine is still correct, it just keeps default tactics and plans memory at run time */
         kiln__log(KILN_LOG_WARN, "calibration run skipped: %s", kiln_last_error());
+        snprintf(res->skipped, sizeof res->skipped, "calibration run skipped: %s", kiln_last_error());
         kiln_clear_last_error();
         for (int i = 0; i < g->n_nodes; i++) {
             kiln__free(g->nodes[i].tactic);

@@ -35,4 +35,18 @@ if [ -n "$FAKEDEV" ]; then
     ok "no tf32 claimed for layers that fell back" || bad "tf32 claimed: $(grep precision "$T/out.txt")"
 fi
 
+# fixed shapes the build cannot run at (an input over the tensor size limit): a warning with the true reason, with
+# or without --passes-report (the report said "no fixed calibration shapes (give a profile)", and nothing else did)
+expect_ok "build over the size limit" "$KILN" build "$M" -o "$T/big.kiln" --shapes input:100000x3x224x224
+grep -q "warning: no tactics timed and no memory plan at build time (no synthetic input 'input' at 100000x3x224x224: .*limit" \
+  "$T/out.txt" && ok "size limit warned about" || bad "size limit warning: $(cat "$T/out.txt")"
+expect_ok "build over the size limit --passes-report" "$KILN" build "$M" -o "$T/big.kiln" --shapes input:100000x3x224x224 \
+  --passes-report
+grep -q "tactics/memory plan: none (no synthetic input 'input' at 100000x3x224x224: .*limit" "$T/out.txt" &&
+  ! grep -q "no fixed calibration shapes" "$T/out.txt" && ok "passes report gives the reason" ||
+  bad "passes report: $(grep -i plan "$T/out.txt")"
+expect_ok "build without shapes --passes-report" "$KILN" build "$M" -o "$T/dyn.kiln" --passes-report
+grep -q "no fixed calibration shapes" "$T/out.txt" && ! grep -q "warning" "$T/out.txt" &&
+  ok "no shapes: the report says so, no warning" || bad "no shapes: $(cat "$T/out.txt")"
+
 finish cli_usage
