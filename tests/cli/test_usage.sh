@@ -49,4 +49,17 @@ expect_ok "build without shapes --passes-report" "$KILN" build "$M" -o "$T/dyn.k
 grep -q "no fixed calibration shapes" "$T/out.txt" && ! grep -q "warning" "$T/out.txt" &&
   ok "no shapes: the report says so, no warning" || bad "no shapes: $(cat "$T/out.txt")"
 
+# bench --input: the file's shape runs, so --batch / --shapes that contradict it are a usage error (they were
+# ignored: "batch: 1" for --batch 4); options that agree with the file are accepted
+expect_ok "build dynamic" "$KILN" build "$M" -o "$T/dyn.kiln" --min-shapes input:1x3x16x16 --opt-shapes input:1x3x32x32 \
+  --max-shapes input:8x3x64x64
+$PY -c "import numpy as np; np.save('$T/x16.npy', np.zeros((1, 3, 16, 16), np.float32)); np.save('$T/x4.npy', np.zeros((4, 3, 16, 16), np.float32))"
+expect_rc "bench --input --batch (conflict)" 2 "--batch 4 conflicts with --input 'input', a file of shape 1x3x16x16" \
+  "$KILN" bench "$T/dyn.kiln" --input input="$T/x16.npy" --batch 4 --shapes input:1x3x16x16 --iterations 1
+expect_rc "bench --input --shapes (conflict)" 2 "--shapes gives 'input' 1x3x32x32, but its --input file holds 1x3x16x16" \
+  "$KILN" bench "$T/dyn.kiln" --input input="$T/x16.npy" --shapes input:1x3x32x32 --iterations 1
+expect_ok "bench --input --batch --shapes (agreeing)" "$KILN" bench "$T/dyn.kiln" --input input="$T/x4.npy" --batch 4 \
+  --shapes input:4x3x16x16 --iterations 1
+grep -q "batch: 4" "$T/out.txt" && ok "agreeing --batch: batch 4" || bad "agreeing --batch: $(grep batch "$T/out.txt")"
+
 finish cli_usage

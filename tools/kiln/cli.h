@@ -32,9 +32,10 @@ typedef struct cli_input_opts {
 kiln_status cli_open_engine(const char *path, unsigned load_flags, kiln_engine_t *e);
 /* Same, a model built for `device` (kiln_build_options.device). */
 kiln_status cli_open_engine_for(const char *path, unsigned load_flags, kiln_device device, kiln_engine_t *e);
-/* Fills ins[]/names[] (engine input order) with file data or the library's synthetic data.
- * A --input or --shapes name that is not an input of the model is an error (printed). */
-bool cli_make_inputs(kiln_engine_t e, const cli_input_opts *o, kiln_tensor *ins, const char **names);
+/* Fills ins[]/names[] (engine input order) with file data or the library's synthetic data: 0, else the exit
+ * status after printing the error. A --input or --shapes name that is not an input of the model is an error (1);
+ * --shapes or --batch contradicting an --input file's shape is a usage error (2). */
+int cli_make_inputs(kiln_engine_t e, const cli_input_opts *o, kiln_tensor *ins, const char **names);
 /* kiln build --device cuda (device_check.c): runs e once on the GPU and warns about the layers that would fall
  * back to the CPU; 1 when strict and some did, or nothing could be checked (no GPU, no shapes), else 0. */
 int cli_device_check(kiln_engine_t e, bool strict);

@@ -222,8 +222,9 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "kiln bench: out of memory\n");
         goto done;
     }
-    if (!cli_make_inputs(e, &b.io, ins, names))
+    if ((rc = cli_make_inputs(e, &b.io, ins, names)) != 0)
         goto done;
+    rc = 1;
     if ((st = kiln_context_create(e, &c)) != KILN_OK) {
         rc = cli_die(st, "preparing inputs");
         goto done;

@@ -271,8 +271,9 @@ int cmd_inspect(int argc, char **argv)
         fprintf(stderr, "kiln inspect: out of memory\n");
         goto done;
     }
-    if (!cli_make_inputs(e, &io, ins, names))
+    if ((rc = cli_make_inputs(e, &io, ins, names)) != 0)
         goto done;
+    rc = 1;
     if ((st = kiln_context_create(e, &c)) != KILN_OK || (st = kiln_context_record_shapes(c)) != KILN_OK) {
         rc = cli_die(st, "preparing inputs");
         goto done;

@@ -32,22 +32,57 @@ static int input_index(kiln_engine_t e, const char *name)
     return -1;
 }
 
-bool cli_make_inputs(kiln_engine_t e, const cli_input_opts *o, kiln_tensor *ins, const char **names)
+/* "1x3x16x16" into buf */
+static const char *dims_text(int ndim, const int64_t *dims, char *buf, size_t cap)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < ndim && o < cap; d++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%lld", d ? "x" : "", (long long)dims[d]);
+    return ndim ? buf : "a scalar";
+}
+
+/* A file input whose shape --shapes or --batch contradicts: the file's shape is what runs, so the option would be
+ * silently ignored (bench then reported the file's batch); as trtexec checks --loadInputs against --shapes, a
+ * conflict is a usage error, an agreeing option is fine. */
+static bool file_conflicts(const cli_input_opts *o, const char *name, const kiln_tensor *t)
+{
+    char have[256], want[256];
+    int k = o->shapes ? kiln_shapes_find(o->shapes, name) : -1, nd = 0;
+    int64_t dims[KILN_MAX_DIMS];
+    if (k >= 0 && kiln_shapes_get(o->shapes, k, NULL, &nd, dims) == KILN_OK &&
+        (nd != t->ndim || memcmp(dims, t->dims, sizeof(int64_t) * (size_t)nd))) {
+        fprintf(stderr, "kiln: --shapes gives '%s' %s, but its --input file holds %s (give one or the other)\n",
+                cli_esc(name), dims_text(nd, dims, want, sizeof want), dims_text(t->ndim, t->dims, have, sizeof have));
+        return true;
+    }
+    if (o->batch > 0 && (t->ndim == 0 || t->dims[0] != o->batch)) {
+        fprintf(stderr, "kiln: --batch %d conflicts with --input '%s', a file of shape %s (its dim 0 is the batch)\n",
+                o->batch, cli_esc(name), dims_text(t->ndim, t->dims, have, sizeof have));
+        return true;
+    }
+    return false;
+}
+
+int cli_make_inputs(kiln_engine_t e, const cli_input_opts *o, kiln_tensor *ins, const char **names)
 {
     for (int k = 0; k < o->n_files; k++)
         if (input_index(e, o->file_names[k]) < 0) {
             fprintf(stderr, "kiln: preparing inputs: --input names '%s', which is not an input of the model\n",
                     cli_esc(o->file_names[k]));
-            return false;
+            return 1;
         }
     for (int i = 0; i < kiln_engine_num_inputs(e); i++)
         names[i] = kiln_engine_input_name(e, i);
     for (int k = 0; k < o->n_files; k++) {
-        kiln_status st = kiln_tensor_read(o->file_paths[k], &ins[input_index(e, o->file_names[k])]);
+        kiln_tensor *t = &ins[input_index(e, o->file_names[k])];
+        kiln_status st = kiln_tensor_read(o->file_paths[k], t);
         if (st != KILN_OK)
-            return !cli_die(st, "preparing inputs");
+            return cli_die(st, "preparing inputs");
+        if (file_conflicts(o, o->file_names[k], t))
+            return 2;
     }
     kiln_synth_options so = {.shapes = o->shapes, .batch = o->batch};
     kiln_status st = kiln_engine_synth_inputs(e, &so, ins);
-    return st == KILN_OK || !cli_die(st, "preparing inputs");
+    return st == KILN_OK ? 0 : cli_die(st, "preparing inputs");
 }
