@@ -91,8 +91,8 @@ expect_rc "debug: unmeetable budget exits 3" 3 "missed even with every layer in 
   --budget 'cosine>=0.99' --calib "$T/cal" --layer-precision 'L1:int8'
 
 # usage errors
-expect_rc "auto needs a budget" 1 "needs --accuracy-budget" "$KILN" build "$M" -o "$T/x.kiln" --precision auto --calib "$T/cal"
-expect_rc "budget needs auto" 1 "go with --precision auto" "$KILN" build "$M" -o "$T/x.kiln" --accuracy-budget 'cosine>=0.9'
+expect_rc "auto needs a budget" 2 "needs --accuracy-budget" "$KILN" build "$M" -o "$T/x.kiln" --precision auto --calib "$T/cal"
+expect_rc "budget needs auto" 2 "go with --precision auto" "$KILN" build "$M" -o "$T/x.kiln" --accuracy-budget 'cosine>=0.9'
 expect_rc "bad budget" 1 "cosine" "$KILN" build "$M" -o "$T/x.kiln" --precision auto --accuracy-budget 'cosine>=2' --calib "$T/cal"
 expect_rc "allow fp32" 1 "want lower precisions" "$KILN" build "$M" -o "$T/x.kiln" --precision auto --allow fp32 --accuracy-budget 'cosine>=0.9' --calib "$T/cal"
 expect_rc "allow an unknown precision" 1 "int3" "$KILN" build "$M" -o "$T/x.kiln" --precision auto --allow int3 --accuracy-budget 'cosine>=0.9' --calib "$T/cal"
@@ -107,7 +107,7 @@ assert all(l["requested_precision"] in (None, "auto") for l in d["layers"])'
 expect_ok "fp8/nvfp4 plan verified" "$KILN" verify "$T/e.kiln" --reference "$M" --data "$T/val" --budget 'cosine>=0.99'
 expect_rc "int8 needs calibration" 1 "need calibration data" "$KILN" build "$M" -o "$T/x.kiln" --precision auto --allow int8 --accuracy-budget 'cosine>=0.9' --val "$T/val"
 expect_rc "no data" 1 "needs data" "$KILN" build "$M" -o "$T/x.kiln" --precision auto --allow fp16 --accuracy-budget 'cosine>=0.9'
-expect_rc "bad objective" 1 "want speed or size" "$KILN" build "$M" -o "$T/x.kiln" --precision auto --auto-objective fast
+expect_rc "bad objective" 2 "want speed or size" "$KILN" build "$M" -o "$T/x.kiln" --precision auto --auto-objective fast
 expect_rc "debug: fp32 is not lower" 1 "want fp16, bf16, int8, fp8" "$KILN" debug precision "$M" --precision fp32 --budget 'cosine>=0.9' --calib "$T/cal"
 expect_rc "debug: keep = precision" 1 "want a precision other than" "$KILN" debug precision "$M" --precision fp16 --keep fp16 --budget 'cosine>=0.9' --val "$T/val"
 expect_rc "debug: needs budget" 2 "need MODEL, --precision and --budget" "$KILN" debug precision "$M" --precision int8

@@ -162,7 +162,7 @@ bench_prec "$T/mix.kiln" mixed "assert {'bf16', 'fp16', 'int8'} <= set(lp), lp"
 expect_rc "rule matching nothing" 1 "no layer name or op type matches 'nope\*'" "$KILN" build "$M" -o "$T/x.kiln" --layer-precision 'nope*:fp16'
 expect_rc "bad rule" 1 "want PATTERN:PRECISION" "$KILN" build "$M" -o "$T/x.kiln" --layer-precision 'conv1_Conv_0'
 expect_rc "bad precision" 1 "want one of fp32, fp16, bf16, int8, fp8, nvfp4 (or fp4), mxfp4, int4" "$KILN" build "$M" -o "$T/x.kiln" --precision int3
-expect_rc "auto needs a budget" 1 "needs --accuracy-budget" "$KILN" build "$M" -o "$T/x.kiln" --precision auto
+expect_rc "auto needs a budget" 2 "needs --accuracy-budget" "$KILN" build "$M" -o "$T/x.kiln" --precision auto
 expect_rc "fp8 without calibration" 1 "fp8 layers need calibration data" "$KILN" build "$M" -o "$T/x.kiln" --precision fp8
 
 # a Gemm (the last layer) lowered by a rule: com.microsoft QGemm with an int32 bias

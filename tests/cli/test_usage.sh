@@ -62,4 +62,21 @@ expect_ok "bench --input --batch --shapes (agreeing)" "$KILN" bench "$T/dyn.kiln
   --shapes input:4x3x16x16 --iterations 1
 grep -q "batch: 4" "$T/out.txt" && ok "agreeing --batch: batch 4" || bad "agreeing --batch: $(grep batch "$T/out.txt")"
 
+# usage errors exit 2 in run and build as in the other commands (they exited 1)
+expect_rc "run, no arguments" 2 "usage: kiln run" "$KILN" run
+expect_rc "run, unknown option" 2 "unexpected argument '--bogus'" "$KILN" run "$M" --bogus
+expect_rc "run, no --output-dir" 2 "usage: kiln run" "$KILN" run "$M" --input input="$T/x.npy"
+expect_rc "run, bad --threads" 2 "--threads" "$KILN" run "$M" --input input="$T/x.npy" --output-dir "$T/o" --threads x
+expect_rc "run, bad --input" 2 "expects NAME=FILE" "$KILN" run "$M" --input x.npy --output-dir "$T/o"
+expect_rc "build, no -o" 2 "usage: kiln build" "$KILN" build "$M"
+expect_rc "build, unknown option" 2 "unexpected argument '--bogus'" "$KILN" build "$M" -o "$T/z.kiln" --bogus
+expect_rc "build, auto without a budget" 2 "needs --accuracy-budget" "$KILN" build "$M" -o "$T/z.kiln" --precision auto
+expect_rc "build, bad --calib-method" 2 "--calib-method" "$KILN" build "$M" -o "$T/z.kiln" --calib-method nope
+expect_rc "build, bad --shapes" 2 "--shapes" "$KILN" build "$M" -o "$T/z.kiln" --shapes input:1xx3
+expect_rc "build, min without max" 2 "the same number of times" "$KILN" build "$M" -o "$T/z.kiln" --min-shapes input:1x3x8x8
+cp "$M" "$T/m.onnx"   # a copy: a regression must not clobber the repository's model
+expect_rc "build, -o names the model" 2 "refusing to overwrite" "$KILN" build "$T/m.onnx" -o "$T/m.onnx"
+cmp -s "$M" "$T/m.onnx" && ok "model left untouched" || bad "model overwritten"
+[ -e "$T/z.kiln" ] && bad "a usage error wrote an engine" || ok "no engine after usage errors"
+
 finish cli_usage

@@ -43,7 +43,7 @@ check "inspect --profile on cuda" 2 "KILN_CUDA_PROFILE" "$KILN" inspect models/t
 check "bad device name (inspect)" 2 "cpu or cuda" "$KILN" inspect models/tiny_cnn.onnx --device gpu
 check "bad device name" 2 "cpu or cuda" "$KILN" bench models/tiny_cnn.onnx --device gpu
 check "bad device name (verify)" 2 "cpu or cuda" "$KILN" verify models/tiny_cnn.onnx --reference models/tiny_cnn.onnx --device gpu
-check "bad device name (run)" 1 "cpu or cuda" "$KILN" run models/tiny_cnn.onnx --device gpu
+check "bad device name (run)" 2 "cpu or cuda" "$KILN" run models/tiny_cnn.onnx --device gpu
 check "device cpu" 0 "device: cpu" "$KILN" bench models/tiny_cnn.onnx --shapes input:1x3x32x32 --device cpu --iterations 2
 # the engine says what its layers were prepared for (no GPU needed to build for one)
 target_of() { "$KILN" inspect "$1" --json | grep -o '"target": *"[a-z]*"' | grep -o '[a-z]*"$' | tr -d '"'; }

@@ -155,7 +155,8 @@ static int auto_arg(build_args *b, int argc, char **argv, int *i)
     return 1;
 }
 
-/* Parses argv into b: 0 to go on, else the exit code (help printed: 0 through *done). */
+/* Parses argv into b: 0 to go on, else the exit code: 2 for every usage error (bad, missing or conflicting
+ * options), as the other commands (help printed: 0 through *done). */
 static int parse_build_args(int argc, char **argv, build_args *b, bool *done)
 {
     for (int i = 1; i < argc; i++) {
@@ -183,7 +184,7 @@ static int parse_build_args(int argc, char **argv, build_args *b, bool *done)
             b->fallback = true;
         else if ((r = auto_arg(b, argc, argv, &i)) != 0) {
             if (r < 0)
-                return 1;
+                return 2;
         } else if (!strcmp(a, "--strict-device")) {
             b->strict_device = true;
         } else if (!strcmp(a, "--float-activations") && has) {
@@ -200,38 +201,38 @@ static int parse_build_args(int argc, char **argv, build_args *b, bool *done)
             }
         } else if ((r = cli_calib_arg("build", &b->calib, &b->im, argc, argv, &i)) != 0) {
             if (r < 0)
-                return 1;
+                return 2;
             b->use_calib = true;
         } else if (!strcmp(a, "--build-run-budget") && has) {
             if (!cli_num_arg("--build-run-budget", argv[++i], 1e-3, 1e9, &b->budget))
-                return 1;
+                return 2;
         } else if ((r = shapes_arg(b, argc, argv, &i)) != 0) {
             if (r < 0)
-                return 1;
+                return 2;
         } else if (a[0] != '-' && !b->model_path)
             b->model_path = a;
         else {
-            fprintf(stderr, "kiln build: unexpected argument '%s'\n", a);
-            return 1;
+            fprintf(stderr, "kiln build: unexpected argument '%s'\n", cli_esc(a));
+            return 2;
         }
     }
     if (!b->model_path || !b->out_path) {
         fputs(usage, stderr);
-        return 1;
+        return 2;
     }
     bool is_auto = b->precision && !strcmp(b->precision, "auto");
     if (!is_auto && (b->budget_text || b->nallow || b->val_dir || b->objective != KILN_AUTO_SPEED || b->probe_batches ||
                      b->max_batches)) {
         fprintf(stderr, "kiln build: --allow, --accuracy-budget, --val and --auto-* go with --precision auto\n");
-        return 1;
+        return 2;
     }
     if (is_auto && !b->budget_text) {
         fprintf(stderr, "kiln build: --precision auto needs --accuracy-budget METRIC (e.g. cosine>=0.99)\n");
-        return 1;
+        return 2;
     }
     if (b->nmin != b->nmax || (b->nopt && b->nopt != b->nmin)) {
         fprintf(stderr, "kiln build: give --min-shapes and --max-shapes (and optionally --opt-shapes) the same number of times\n");
-        return 1;
+        return 2;
     }
     return 0;
 }
@@ -370,9 +371,9 @@ int cmd_build(int argc, char **argv)
         kiln_profile profiles[2 * MAX_PROFILES];
         kiln_shape_range ranges[2 * MAX_PROFILES][MAX_RANGES];
         int np = 0;
-        rc = 1;
-        if (make_profiles(b, profiles, ranges, &np) && out_path_ok(b) && cli_images_prepare("build", &b->im, &b->calib))
-            rc = run_build(b, profiles, np);
+        rc = 2;   /* min/opt/max shapes that do not make a profile, -o naming an input: usage errors */
+        if (make_profiles(b, profiles, ranges, &np) && out_path_ok(b))
+            rc = cli_images_prepare("build", &b->im, &b->calib) ? run_build(b, profiles, np) : 1;
     }
     cli_images_done(&b->im);
     for (int p = 0; p < MAX_PROFILES; p++) {

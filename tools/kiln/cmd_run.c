@@ -77,6 +77,7 @@ int cmd_run(int argc, char **argv)
     if (!io.file_names || !io.file_paths || !ins)
         goto done;
     cli_catch_sigint();
+    rc = 2;   /* until the arguments are parsed, an error is a usage error (exit status 2, as every command) */
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             rc = cli_help(usage);
@@ -99,7 +100,7 @@ int cmd_run(int argc, char **argv)
         } else if (argv[i][0] != '-' && !model_path) {
             model_path = argv[i];
         } else {
-            fprintf(stderr, "kiln run: unexpected argument '%s'\n", argv[i]);
+            fprintf(stderr, "kiln run: unexpected argument '%s'\n", cli_esc(argv[i]));
             goto done;
         }
     }
@@ -107,10 +108,9 @@ int cmd_run(int argc, char **argv)
         fputs(usage, stderr);
         goto done;
     }
-    if (!cli_device_flags_ok("run", &dev)) {
-        rc = 2;
+    if (!cli_device_flags_ok("run", &dev))
         goto done;
-    }
+    rc = 1;
     for (; nloaded < io.n_files; nloaded++) {
         kiln_status st = kiln_tensor_read(io.file_paths[nloaded], &ins[nloaded]);
         if (st != KILN_OK) {
