@@ -42,8 +42,13 @@ static kiln_status parse_header(const char *path, const char *hdr, kiln_tensor *
             break;
         }
     }
-    if (t->dtype == KILN_DT_UNDEFINED)
-        return kiln__err(KILN_ERR_UNSUPPORTED, "%s: unsupported .npy dtype %.8s (need little-endian numeric)", path, d);
+    if (t->dtype == KILN_DT_UNDEFINED) {
+        /* the descr alone, 'X' (up to its closing quote, at most 16 characters): %.8s of the header ran on into the
+         * next key ("'>f4', '") */
+        int len = (int)strcspn(d + 1, "'");
+        return kiln__err(KILN_ERR_UNSUPPORTED, "%s: unsupported .npy dtype '%.*s'%s (need little-endian numeric)", path,
+                         len < 16 ? len : 16, d + 1, len > 16 ? "..." : "");
+    }
     if (strncmp(fo, "True", 4) == 0)
         return kiln__err(KILN_ERR_UNSUPPORTED, "%s: Fortran-order arrays are not supported", path);
     const char *p = sh + 1;

@@ -64,12 +64,13 @@ grep -q "batch: 4" "$T/out.txt" && ok "agreeing --batch: batch 4" || bad "agreei
 
 # usage errors exit 2 in run and build as in the other commands (they exited 1)
 expect_rc "run, no arguments" 2 "usage: kiln run" "$KILN" run
-expect_rc "run, unknown option" 2 "unexpected argument '--bogus'" "$KILN" run "$M" --bogus
+expect_rc "run, unknown option" 2 "unknown option '--bogus'" "$KILN" run "$M" --bogus
+expect_rc "run, a second model" 2 "unexpected argument 'two.onnx'" "$KILN" run "$M" two.onnx
 expect_rc "run, no --output-dir" 2 "usage: kiln run" "$KILN" run "$M" --input input="$T/x.npy"
 expect_rc "run, bad --threads" 2 "--threads" "$KILN" run "$M" --input input="$T/x.npy" --output-dir "$T/o" --threads x
 expect_rc "run, bad --input" 2 "expects NAME=FILE" "$KILN" run "$M" --input x.npy --output-dir "$T/o"
 expect_rc "build, no -o" 2 "usage: kiln build" "$KILN" build "$M"
-expect_rc "build, unknown option" 2 "unexpected argument '--bogus'" "$KILN" build "$M" -o "$T/z.kiln" --bogus
+expect_rc "build, unknown option" 2 "unknown option '--bogus'" "$KILN" build "$M" -o "$T/z.kiln" --bogus
 expect_rc "build, auto without a budget" 2 "needs --accuracy-budget" "$KILN" build "$M" -o "$T/z.kiln" --precision auto
 expect_rc "build, bad --calib-method" 2 "--calib-method" "$KILN" build "$M" -o "$T/z.kiln" --calib-method nope
 expect_rc "build, bad --shapes" 2 "--shapes" "$KILN" build "$M" -o "$T/z.kiln" --shapes input:1xx3
@@ -78,5 +79,23 @@ cp "$M" "$T/m.onnx"   # a copy: a regression must not clobber the repository's m
 expect_rc "build, -o names the model" 2 "refusing to overwrite" "$KILN" build "$T/m.onnx" -o "$T/m.onnx"
 cmp -s "$M" "$T/m.onnx" && ok "model left untouched" || bad "model overwritten"
 [ -e "$T/z.kiln" ] && bad "a usage error wrote an engine" || ok "no engine after usage errors"
+
+# messages that say why: exclusive options, a value missing at the end, every precision --allow takes, the dtype of
+# a big-endian .npy (it read "unsupported .npy dtype '>f4', ' (need ...")
+expect_rc "bench --iterations and --duration" 2 "--iterations and --duration exclude each other" \
+  "$KILN" bench "$T/cnn.kiln" --iterations 5 --duration 1
+expect_rc "build -o without a value" 2 "kiln build: missing value for -o" "$KILN" build "$M" -o
+expect_rc "bench --iterations without a value" 2 "kiln bench: missing value for --iterations" "$KILN" bench "$T/cnn.kiln" --iterations
+expect_rc "run --output-dir without a value" 2 "kiln run: missing value for --output-dir" "$KILN" run "$M" --output-dir
+expect_rc "inspect --shapes without a value" 2 "kiln inspect: missing value for --shapes" "$KILN" inspect "$T/cnn.kiln" --shapes
+expect_rc "inspect, unknown option" 2 "kiln inspect: unknown option '--bogus'" "$KILN" inspect "$T/cnn.kiln" --bogus
+expect_rc "verify --reference without a value" 2 "kiln verify: missing value for --reference" "$KILN" verify "$T/cnn.kiln" --reference
+expect_rc "calibrate --calib without a value" 2 "kiln calibrate: missing value for --calib" "$KILN" calibrate "$M" --calib
+expect_rc "conformance --jobs without a value" 2 "kiln conformance: missing value for --jobs" "$KILN" conformance tests --jobs
+expect_rc "build --allow lists every precision" 1 "want lower precisions among fp16, bf16, int8, fp8, nvfp4 (or fp4), mxfp4, int4" \
+  "$KILN" build "$M" -o "$T/z.kiln" --precision auto --accuracy-budget 'cosine>=0.9' --allow fp3
+$PY -c "import numpy as np; np.save('$T/be.npy', np.zeros((1, 3, 32, 32), '>f4'))"
+expect_rc "big-endian .npy" 1 "unsupported .npy dtype '>f4' (need little-endian numeric)" \
+  "$KILN" run "$T/cnn.kiln" --input input="$T/be.npy" --output-dir "$T/o"
 
 finish cli_usage

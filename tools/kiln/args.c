@@ -114,6 +114,19 @@ bool cli_device_flags_ok(const char *cmd, const cli_device_opts *d)
     return !(d->flags & (KILN_DEVICE_ALLOW_TF32 | KILN_DEVICE_STRICT));
 }
 
+int cli_bad_arg(const char *cmd, int argc, char **argv, int i, const char *const *value_opts)
+{
+    /* an option that takes a value, given last: say the value is missing (this read "unexpected argument '-o'") */
+    for (int k = 0; i + 1 >= argc && value_opts[k]; k++)
+        if (!strcmp(argv[i], value_opts[k])) {
+            fprintf(stderr, "kiln %s: missing value for %s\n", cmd, value_opts[k]);
+            return 2;
+        }
+    fprintf(stderr, "kiln %s: %s '%s'\n", cmd, argv[i][0] == '-' ? "unknown option" : "unexpected argument",
+            cli_esc(argv[i]));
+    return 2;
+}
+
 bool cli_is_help(const char *arg)
 {
     return !strcmp(arg, "--help") || !strcmp(arg, "-h");

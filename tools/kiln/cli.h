@@ -17,6 +17,12 @@ int cmd_inspect(int argc, char **argv);
  * on a malformed spec prints its error naming the option `opt` and returns false (*s NULL). */
 bool cli_shapes_parse(const char *opt, const char *spec, kiln_shapes_t *s);
 
+/* argv[i] is no argument the command takes: prints "kiln CMD: missing value for OPT" when it is the last argument
+ * and one of value_opts (NULL-terminated: the options that take a value), else "unknown option" (or "unexpected
+ * argument" for one not starting with '-'); returns 2. */
+int cli_bad_arg(const char *cmd, int argc, char **argv, int i, const char *const *value_opts);
+#define CLI_CALIB_VALUE_OPTS "--calib", "--calib-cache", "--calib-method", "--calib-images", "--preprocess"
+
 /* --help / -h: every command prints its usage to stdout and exits 0. */
 bool cli_is_help(const char *arg);
 int cli_help(const char *usage);

@@ -57,13 +57,18 @@ static int parse_bench_args(int argc, char **argv, bench_args *b, bool *done)
         else if (a[0] != '-' && !b->path)
             b->path = a;
         else {
-            fprintf(stderr, "kiln bench: unexpected argument '%s'\n", cli_esc(a));
-            return 2;
+            static const char *const value_opts[] = {"--shapes", "--batch", "--threads", "--warmup", "--iterations",
+                                                     "--duration", "--device", "--input", NULL};
+            return cli_bad_arg("bench", argc, argv, i, value_opts);
         }
         if (!ok)
             return 2;
     }
-    if (!b->path || (b->iters && b->duration)) {
+    if (b->iters && b->duration) {   /* say why, not only the usage */
+        fprintf(stderr, "kiln bench: --iterations and --duration exclude each other (give one)\n");
+        return 2;
+    }
+    if (!b->path) {
         fputs(usage, stderr);
         return 2;
     }

@@ -212,8 +212,12 @@ static int parse_build_args(int argc, char **argv, build_args *b, bool *done)
         } else if (a[0] != '-' && !b->model_path)
             b->model_path = a;
         else {
-            fprintf(stderr, "kiln build: unexpected argument '%s'\n", cli_esc(a));
-            return 2;
+            static const char *const value_opts[] = {
+                "-o", "--timing-cache", "--precision", "--layer-precision", "--float-activations", "--device",
+                "--build-run-budget", "--min-shapes", "--opt-shapes", "--max-shapes", "--shapes", "--allow",
+                "--accuracy-budget", "--val", "--auto-objective", "--auto-probe-batches", "--auto-max-batches",
+                CLI_CALIB_VALUE_OPTS, NULL};
+            return cli_bad_arg("build", argc, argv, i, value_opts);
         }
     }
     if (!b->model_path || !b->out_path) {

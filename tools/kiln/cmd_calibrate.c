@@ -94,9 +94,8 @@ int cmd_calibrate(int argc, char **argv)
             if (!cli_int_opt("--threads", argv[++i], 1, CLI_MAX_THREADS, &o.num_threads))
                 return 2;
         } else if (a[0] == '-') {
-            fprintf(stderr, "kiln calibrate: unknown option or missing value: %s\n", cli_esc(a));
-            usage(stderr);
-            return 2;
+            static const char *const value_opts[] = {"--batch", "--threads", CLI_CALIB_VALUE_OPTS, NULL};
+            return cli_bad_arg("calibrate", argc, argv, i, value_opts);
         } else if (!model) {
             model = a;
         } else {

@@ -396,8 +396,9 @@ static int parse_conf_args(int argc, char **argv, conf_args *a)
         else if (cli_is_help(argv[i]))
             return cli_help(usage) - 1;
         else if (argv[i][0] == '-') {
-            fputs(usage, stderr);
-            return 2;
+            static const char *const value_opts[] = {"--expect", "--write-passes", "--threads", "--timeout", "--jobs",
+                                                     "--device", "--filter", NULL};
+            return cli_bad_arg("conformance", argc, argv, i, value_opts);
         } else
             find_tests(argv[i], &a->tests, 0);
     }

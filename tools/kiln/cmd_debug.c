@@ -163,7 +163,10 @@ static int debug_precision(int argc, char **argv)
         } else if (a[0] != '-' && !model)
             model = a;
         else {
-            fprintf(stderr, "kiln debug precision: unexpected argument '%s'\n%s", cli_esc(a), usage);
+            static const char *const value_opts[] = {"--precision", "--keep", "--budget", "--val", "--layer-precision",
+                                                     "--probe-batches", "--max-batches", "--build-run-budget",
+                                                     "--shapes", CLI_CALIB_VALUE_OPTS, NULL};
+            cli_bad_arg("debug precision", argc, argv, i, value_opts);
             goto done;
         }
     }

@@ -237,7 +237,8 @@ int cmd_inspect(int argc, char **argv)
         } else if (argv[i][0] != '-' && !path)
             path = argv[i];
         else {
-            fputs(usage, stderr);
+            static const char *const value_opts[] = {"--iterations", "--threads", "--shapes", "--device", NULL};
+            cli_bad_arg("inspect", argc, argv, i, value_opts);
             goto bad_args;
         }
     }

@@ -100,7 +100,8 @@ int cmd_run(int argc, char **argv)
         } else if (argv[i][0] != '-' && !model_path) {
             model_path = argv[i];
         } else {
-            fprintf(stderr, "kiln run: unexpected argument '%s'\n", cli_esc(argv[i]));
+            static const char *const value_opts[] = {"--input", "--output-dir", "--threads", "--device", NULL};
+            cli_bad_arg("run", argc, argv, i, value_opts);
             goto done;
         }
     }

@@ -121,8 +121,10 @@ static int parse_args(int argc, char **argv, vargs *a)
             }
             a->nbudgets++;
         } else if (s[0] == '-') {
-            fprintf(stderr, "kiln verify: unknown option or missing value: %s\n%s", cli_esc(s), usage);
-            return 2;
+            static const char *const value_opts[] = {"--reference", "--data", "--input", "--shapes", "--seed",
+                                                     "--samples", "--batch", "--threads", "--jump-db", "--budget",
+                                                     "--device", NULL};
+            return cli_bad_arg("verify", argc, argv, i, value_opts);
         } else if (!a->cand) {
             a->cand = s;
         } else {
