@@ -98,4 +98,18 @@ $PY -c "import numpy as np; np.save('$T/be.npy', np.zeros((1, 3, 32, 32), '>f4')
 expect_rc "big-endian .npy" 1 "unsupported .npy dtype '>f4' (need little-endian numeric)" \
   "$KILN" run "$T/cnn.kiln" --input input="$T/be.npy" --output-dir "$T/o"
 
+# calibration options on a build that calibrates nothing (fp32, fp16): a warning (they were ignored silently); a
+# build that calibrates (here an int8 rule without data) does not warn; build --help shows '%', not '%%'
+expect_ok "build fp32 --calib --calib-method" "$KILN" build "$M" -o "$T/z.kiln" --calib "$T" --calib-method minmax
+grep -q "warning: --calib has no effect without an int8, fp8 or auto precision" "$T/out.txt" &&
+  ok "fp32 build warns about --calib" || bad "no --calib warning: $(cat "$T/out.txt")"
+expect_ok "build fp16 --calib-method" "$KILN" build "$M" -o "$T/z.kiln" --precision fp16 --calib-method minmax
+grep -q "warning: --calib-method has no effect" "$T/out.txt" && ok "fp16 build warns about --calib-method" ||
+  bad "no --calib-method warning: $(cat "$T/out.txt")"
+expect_rc "int8 rule --calib-method" 1 "need calibration data" "$KILN" build "$M" -o "$T/z.kiln" --calib-method minmax \
+  --layer-precision 'layer1*:int8'
+grep -q "has no effect" "$T/err.txt" && bad "int8 rule: calibration warned as unused" || ok "int8 rule: no warning"
+expect_ok "build --help" "$KILN" build --help
+grep -q 'top1>=99%,' "$T/out.txt" && ! grep -q '%%' "$T/out.txt" && ok "build --help: top1>=99%" || bad "build --help: %%"
+
 finish cli_usage

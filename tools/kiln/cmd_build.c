@@ -31,7 +31,7 @@ static const char usage[] =
     "  --precision auto       plan each layer's precision: lower the least sensitive layers whose kernels\n"
     "                         measured faster to the --allow precisions (default fp16,bf16,int8; any\n"
     "                         of those above) while the model meets --accuracy-budget (cosine>=0.99,\n"
-    "                         snr>=30db, top1>=99%%, ...)\n"
+    "                         snr>=30db, top1>=99%, ...)\n"
     "                         against the float model on the data (--val DIR, else --calib DIR); exit 3\n"
     "                         when no plan meets it (docs/PRECISION.md)\n"
     "  --device cuda          prepare the engine for the GPU (weights as the model has them); when a GPU is here,\n"
@@ -99,6 +99,7 @@ typedef struct build_args {
     kiln_calib_options calib;
     cli_images im;
     bool report, no_opt, no_tactics, fallback, use_calib, strict_device;
+    const char *calib_opt;   /* the first calibration option given (for the warning when nothing calibrates) */
     const char *float_act;   /* --float-activations */
     double budget;
     kiln_device device;
@@ -203,6 +204,8 @@ static int parse_build_args(int argc, char **argv, build_args *b, bool *done)
             if (r < 0)
                 return 2;
             b->use_calib = true;
+            if (!b->calib_opt)
+                b->calib_opt = a;
         } else if (!strcmp(a, "--build-run-budget") && has) {
             if (!cli_num_arg("--build-run-budget", argv[++i], 1e-3, 1e9, &b->budget))
                 return 2;
@@ -239,6 +242,23 @@ static int parse_build_args(int argc, char **argv, build_args *b, bool *done)
         return 2;
     }
     return 0;
+}
+
+/* Whether the build calibrates: --precision int8 / fp8 / auto (whose planner may lower to int8 / fp8, and whose data
+ * is --calib's when there is no --val), or a --layer-precision rule asking for int8 / fp8. */
+static bool build_calibrates(const build_args *b)
+{
+    static const char *const calibrated[] = {"int8", "fp8", "auto"};
+    for (int r = -1; r < b->nrules; r++) {
+        const char *p = r < 0 ? b->precision : strrchr(b->rules[r], ':');
+        if (!p)
+            continue;
+        p += r >= 0;   /* a rule's precision follows its last ':' */
+        for (size_t k = 0; k < sizeof calibrated / sizeof calibrated[0]; k++)
+            if (!strcmp(p, calibrated[k]))
+                return true;
+    }
+    return false;
 }
 
 /* One profile per --min/--opt/--max-shapes set, then one fixed profile per --shapes. */
@@ -371,6 +391,11 @@ int cmd_build(int argc, char **argv)
                 "outputs in float32)\n", cli_esc(b->float_act));
         rc = 2;
     }
+    /* the calibration options are used by int8 / fp8 / auto builds alone: an fp32 or fp16 build would ignore them
+     * silently, which hides a forgotten --precision int8 */
+    if (!done && rc == 0 && b->use_calib && !build_calibrates(b))
+        fprintf(stderr, "kiln build: warning: %s has no effect without an int8, fp8 or auto precision (--precision or "
+                "--layer-precision): nothing is calibrated\n", b->calib_opt);
     if (!done && rc == 0) {
         kiln_profile profiles[2 * MAX_PROFILES];
         kiln_shape_range ranges[2 * MAX_PROFILES][MAX_RANGES];
