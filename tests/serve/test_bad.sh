@@ -16,10 +16,10 @@ for args in "--url http://example.com:80 -m tiny_cnn" "--url http://127.0.0.1:1 
 done
 pass "command-line errors"
 mkdir -p "$TMP/repo/broken/1" && echo "not onnx" > "$TMP/repo/broken/1/model.onnx"
-mkdir -p "$TMP/repo/badcfg/1" && cp "$ROOT/models/tiny_cnn.onnx" "$TMP/repo/badcfg/1/model.onnx"
+mkdir -p "$TMP/repo/badcfg/1" && cp "$MODELS/tiny_cnn.onnx" "$TMP/repo/badcfg/1/model.onnx"
 printf 'max_batch_size: 8\nbogus_field: 1\n' > "$TMP/repo/badcfg/config.pbtxt"
 for m in badsyntax baddims badbatch badprec int8nocal badcal; do
-  mkdir -p "$TMP/repo/$m/1" && cp "$ROOT/models/tiny_cnn.onnx" "$TMP/repo/$m/1/model.onnx"
+  mkdir -p "$TMP/repo/$m/1" && cp "$MODELS/tiny_cnn.onnx" "$TMP/repo/$m/1/model.onnx"
 done
 printf 'max_batch_size: 8\ninput [ { name: "input" dims: [3, 32, 32] }\n' > "$TMP/repo/badsyntax/config.pbtxt"
 printf 'max_batch_size: 8\noutput [ { name: "logits" dims: [11] } ]\n' > "$TMP/repo/baddims/config.pbtxt"
