@@ -30,6 +30,15 @@ param precision int8 > "$TMP/repo/int8nocal/config.pbtxt"
 { param precision int8; param calibration ../../etc; } > "$TMP/repo/badcal/config.pbtxt"
 start_server "$TMP/repo" --max-body-mb 1
 
+# a port in use (the HTTP or the metrics one) is refused: exit 1 naming the cause, not a second
+# listener sharing the port and taking some of its requests
+mkdir -p "$TMP/repo1/tiny_cnn/1" && cp "$MODELS/tiny_cnn.onnx" "$TMP/repo1/tiny_cnn/1/model.onnx"
+for args in "--http-port $PORT" "--http-port 0 --metrics-port $PORT"; do
+  rc=0; timeout 20 "$KILN" serve --model-repository "$TMP/repo1" --threads 1 $args > "$TMP/cli.txt" 2>&1 || rc=$?
+  [ "$rc" = 1 ] && grep -qi "already in use" "$TMP/cli.txt" || fail "kiln serve $args on a port in use: exit $rc: $(cat "$TMP/cli.txt")"
+done
+pass "a port in use is refused"
+
 # expect CODE DESCRIPTION METHOD PATH [curl args...]
 expect() {
   local want="$1" what="$2"; shift 2

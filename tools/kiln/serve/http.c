@@ -3,6 +3,7 @@
  * An infer request is decoded on an HTTP thread, queued to the model's scheduler, and its
  * connection suspended until an instance thread finishes it (no HTTP thread waits on a model). */
 #include "serve.h"
+#include <errno.h>
 #include <microhttpd.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -356,14 +357,19 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 
 static listener L_MAIN, L_METRICS;
 
-static struct MHD_Daemon *start(listener *l, int port, int threads)
+/* No MHD_OPTION_LISTENING_ADDRESS_REUSE: its 1 sets SO_REUSEPORT, which lets a second server bind a port in use and
+ * split the requests with the first. MHD's default (SO_REUSEADDR) still allows a restart over TIME_WAIT sockets.
+ * On failure *why is the bind's reason (errno survives MHD's cleanup), "" if none is known. */
+static struct MHD_Daemon *start(listener *l, int port, int threads, const char **why)
 {
-    return MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-                                MHD_USE_ERROR_LOG,
-                            (uint16_t)port, NULL, NULL, handler, l, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, l, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
-                            MHD_OPTION_CONNECTION_LIMIT, 4096u, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
-                            MHD_OPTION_END);
+    errno = 0;
+    struct MHD_Daemon *d =
+        MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
+                         (uint16_t)port, NULL, NULL, handler, l, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads,
+                         MHD_OPTION_NOTIFY_COMPLETED, completed, l, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+                         MHD_OPTION_CONNECTION_LIMIT, 4096u, MHD_OPTION_END);
+    *why = !d && errno ? strerror(errno) : "";
+    return d;
 }
 
 sv_server *sv_http_start(sv_repo *repo, int port, int metrics_port, int threads, int64_t max_body, char *err,
@@ -376,17 +382,18 @@ sv_server *sv_http_start(sv_repo *repo, int port, int metrics_port, int threads,
     s->max_body = max_body;
     L_MAIN = (listener){s, false};
     L_METRICS = (listener){s, true};
-    s->d = start(&L_MAIN, port, threads);
+    const char *why;
+    s->d = start(&L_MAIN, port, threads, &why);
     if (!s->d) {
         free(s);
-        return snprintf(err, errlen, "cannot listen on HTTP port %d", port), NULL;
+        return snprintf(err, errlen, "cannot listen on HTTP port %d%s%s", port, *why ? ": " : "", why), NULL;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : port;
-    if (metrics_port >= 0 && !(s->dm = start(&L_METRICS, metrics_port, 1))) {
+    if (metrics_port >= 0 && !(s->dm = start(&L_METRICS, metrics_port, 1, &why))) {
         MHD_stop_daemon(s->d);
         free(s);
-        return snprintf(err, errlen, "cannot listen on metrics port %d", metrics_port), NULL;
+        return snprintf(err, errlen, "cannot listen on metrics port %d%s%s", metrics_port, *why ? ": " : "", why), NULL;
     }
     if (s->dm) {
         di = MHD_get_daemon_info(s->dm, MHD_DAEMON_INFO_BIND_PORT);
