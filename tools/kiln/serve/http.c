@@ -276,6 +276,22 @@ static enum MHD_Result dispatch(conn_ctx *x, struct MHD_Connection *c, const cha
     return route(x, c, method, seg, n);
 }
 
+/* Content-Length as MHD takes it: decimal digits up to UINT64_MAX (MHD answers a larger one with its own 413).
+ * Unsigned, so that values from 2^63 on are seen as over the limit too, not skipped as unparsable (MHD then
+ * waited for their body until the connection timed out). */
+static bool content_length(const char *s, uint64_t *n)
+{
+    if (*s < '0' || *s > '9')
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end)
+        return false;
+    *n = v;
+    return true;
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
@@ -290,16 +306,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         *con_cls = x;
         atomic_fetch_add(&l->s->inflight, 1);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        int64_t n;
-        if (cl && sv_parse_i64(cl, 0, INT64_MAX, &n) && n > l->s->max_body) {
+        uint64_t n;
+        if (cl && content_length(cl, &n) && n > (uint64_t)l->s->max_body) {
             x->too_big = true;
             /* up to 4x the limit the body is read and dropped, then answered: an answer queued while the client is
              * still sending makes the server close a socket with unread data, and the client often sees a reset,
              * not the 413 (or waits for the connection's timeout). Past that it is answered now and the connection
              * closed: the client may only see the reset. */
-            if (n / 4 > l->s->max_body)
-                return ERROR(413, "request body of %lld bytes is over the limit (%lld bytes, --max-body-mb)",
-                             (long long)n, (long long)l->s->max_body);
+            if (n / 4 > (uint64_t)l->s->max_body)
+                return ERROR(413, "request body of %llu bytes is over the limit (%lld bytes, --max-body-mb)",
+                             (unsigned long long)n, (long long)l->s->max_body);
         }
         return MHD_YES;
     }
