@@ -112,6 +112,23 @@ pass "metrics (requests were batched)"
 "$KILN" loadgen --url "$URL" -m tiny_cnn --input input="$TMP/in.npy" --concurrency 4 --requests 50 > "$TMP/lg.txt" &&
   "$KILN" loadgen --url "$URL" -m tiny_cnn --input input="$TMP/in.npy" --concurrency 4 --requests 50 --binary >> "$TMP/lg.txt" ||
   fail "loadgen --input: $(cat "$TMP/lg.txt")"
+# the file's batch is the batch: infer/s counts the inferences the server did (nv_inference_count), and a --batch
+# other than the file's is refused (it would count inferences never sent)
+count() { curl -s "$URL/metrics" | sed -n 's/^nv_inference_count{model="tiny_cnn",version="1"} //p'; }
+c0="$(count)"
+"$KILN" loadgen --url "$URL" -m tiny_cnn --input input="$TMP/in.npy" --requests 10 --json > "$TMP/lg.json" ||
+  fail "loadgen --input --json: $(cat "$TMP/lg.json")"
+python3 - "$TMP/lg.json" "$c0" "$(count)" <<'PY' || fail "loadgen --input reports another batch than the file's: $(cat "$TMP/lg.json")"
+import json, sys
+r, done = json.load(open(sys.argv[1])), int(sys.argv[3]) - int(sys.argv[2])
+l = r["levels"][0]
+assert r["batch"] == 2 and l["requests"] == 10 and done == 20, (r["batch"], l["requests"], done)
+assert abs(l["infer_per_sec"] * l["seconds"] - done) < 0.01 * done, l
+PY
+rc=0; "$KILN" loadgen --url "$URL" -m tiny_cnn --input input="$TMP/in.npy" --batch 3 --requests 10 > "$TMP/lg.txt" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q "has batch 2 .* --batch is 3" "$TMP/lg.txt" || fail "loadgen --batch 3 with a batch-2 file: exit $rc: $(cat "$TMP/lg.txt")"
+"$KILN" loadgen --url "$URL" -m tiny_cnn --input input="$TMP/in.npy" --batch 2 --requests 10 > "$TMP/lg.txt" ||
+  fail "loadgen --batch 2 with a batch-2 file: $(cat "$TMP/lg.txt")"
 pass "loadgen with .npy inputs"
 
 # repository extension

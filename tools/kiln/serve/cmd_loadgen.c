@@ -211,9 +211,64 @@ static int shape_opt(const char *spec, const char *name, int64_t *dims)
     return -1;
 }
 
-/* Builds the request body from the model metadata, --shape/--input and the batch. */
-static bool make_body(lg *g, json_t *meta, int max_batch, const char *shapes, int n_files, char **fnames, char **fpaths,
-                      bool binary)
+/* Reads the --input files, by model input (ft[i] for the model's input i; data NULL where none), and settles the
+ * batch: a file's first dim is its batch when the model batches (max_batch > 0), as it is sent as is. --batch, when
+ * given, must agree with every file's (else the reported infer/s would count inferences that were never sent);
+ * without it the files' batch (all the same) is the batch. Returns -1 if fine, else the exit status (message
+ * printed). */
+static int load_files(lg *g, json_t *meta, int max_batch, bool batch_given, int n_files, char **fnames, char **fpaths,
+                      kiln_tensor *ft)
+{
+    json_t *inputs = json_object_get(meta, "inputs");
+    for (int k = 0; k < n_files; k++) {
+        size_t i, n = json_array_size(inputs);
+        for (i = 0; i < n; i++) {
+            const char *name = json_string_value(json_object_get(json_array_get(inputs, i), "name"));
+            if (name && !strcmp(fnames[k], name))
+                break;
+        }
+        if (i == n || i >= SV_MAX_IO) {
+            fprintf(stderr, "kiln loadgen: --input %s=%s: the model has no input '%s'\n", fnames[k], fpaths[k],
+                    fnames[k]);
+            return 2;
+        }
+        kiln_dtype dt = sv_dtype_from_kserve(json_string_value(json_object_get(json_array_get(inputs, i), "datatype")));
+        if (ft[i].data) {
+            fprintf(stderr, "kiln loadgen: --input %s given twice\n", fnames[k]);
+            return 2;
+        }
+        if (kiln_npy_read(fpaths[k], &ft[i]) != KILN_OK) {
+            fprintf(stderr, "kiln loadgen: %s: %s\n", fpaths[k], kiln_last_error());
+            return 1;
+        }
+        if (ft[i].dtype != dt) {
+            fprintf(stderr, "kiln loadgen: %s: wrong dtype for input '%s'\n", fpaths[k], fnames[k]);
+            return 2;
+        }
+        if (max_batch <= 0)
+            continue;
+        if (ft[i].ndim < 1) {
+            fprintf(stderr, "kiln loadgen: %s: a scalar, but the model batches (the first dim is the batch)\n",
+                    fpaths[k]);
+            return 2;
+        }
+        if (!g->batch) {
+            g->batch = ft[i].dims[0];
+        } else if (ft[i].dims[0] != g->batch) {
+            fprintf(stderr, "kiln loadgen: %s has batch %lld (its first dim) but %s %lld: the file is sent as is, "
+                    "so give a file of that batch%s\n", fpaths[k], (long long)ft[i].dims[0],
+                    batch_given ? "--batch is" : "another --input file has", (long long)g->batch,
+                    batch_given ? " or leave --batch out (the files' batch is then used)" : "");
+            return 2;
+        }
+    }
+    if (!g->batch)
+        g->batch = 1;
+    return -1;
+}
+
+/* Builds the request body from the model metadata, --shape, the --input files (ft) and the batch. */
+static bool make_body(lg *g, json_t *meta, int max_batch, const char *shapes, const kiln_tensor *ft, bool binary)
 {
     json_t *inputs = json_array(), *req = json_pack("{s:o}", "inputs", inputs);
     if (binary)
@@ -221,6 +276,7 @@ static bool make_body(lg *g, json_t *meta, int max_batch, const char *shapes, in
     size_t i;
     json_t *in;
     kiln_tensor ts[SV_MAX_IO];
+    bool owned[SV_MAX_IO] = {0};   /* generated here (the files' data belongs to ft) */
     int nt = 0;
     uint64_t seed = 0x2545F4914F6CDD1Dull;
     bool ok = true;
@@ -235,21 +291,8 @@ static bool make_body(lg *g, json_t *meta, int max_batch, const char *shapes, in
             ok = false;
             break;
         }
-        const char *file = NULL;
-        for (int k = 0; k < n_files; k++)
-            if (!strcmp(fnames[k], name))
-                file = fpaths[k];
-        if (file) {
-            kiln_tensor ft;
-            if (kiln_npy_read(file, &ft) != KILN_OK || ft.dtype != dt) {
-                fprintf(stderr, "kiln loadgen: %s: %s\n", file, ft.dtype != dt ? "wrong dtype" : kiln_last_error());
-                ok = false;
-                break;
-            }
-            *t = ft;
-            t->data = malloc(ft.nbytes ? ft.nbytes : 1);
-            memcpy(t->data, ft.data, ft.nbytes);
-            kiln_free(ft.data);
+        if (ft[i].data) {
+            *t = ft[i];
         } else {
             int64_t dims[KILN_MAX_DIMS], given[KILN_MAX_DIMS];
             int nd = (int)json_array_size(shape), bd = max_batch > 0;
@@ -275,6 +318,7 @@ static bool make_body(lg *g, json_t *meta, int max_batch, const char *shapes, in
                 ok = false;
                 break;
             }
+            owned[nt] = true;
             sv_fill_random(t, &seed);
         }
         nt++;
@@ -304,7 +348,8 @@ static bool make_body(lg *g, json_t *meta, int max_batch, const char *shapes, in
     g->body_len = total;
     g->header_len = binary ? jl : 0;
     for (int k = 0; k < nt; k++)
-        free(ts[k].data);
+        if (owned[k])
+            free(ts[k].data);
     return ok && g->body;
 }
 
@@ -433,7 +478,8 @@ static void print_row(const json_t *r, double label)
 
 int cmd_loadgen(int argc, char **argv)
 {
-    lg_opts o = {.conc_list = "1", .requests = 1000, .duration = 60, .batch = 1};
+    lg_opts o = {.conc_list = "1", .requests = 1000, .duration = 60};
+    kiln_tensor *ft = NULL;
     o.fnames = calloc((size_t)argc, sizeof(char *));
     o.fpaths = calloc((size_t)argc, sizeof(char *));
     lg g;
@@ -454,8 +500,13 @@ int cmd_loadgen(int argc, char **argv)
     if (!(meta = get_json(g.base)) || !(cfg = get_json(cfg_url)))
         goto done;
     int max_batch = (int)json_integer_value(json_object_get(cfg, "max_batch_size"));
-    g.batch = max_batch > 0 ? o.batch : 1;
-    if (!make_body(&g, meta, max_batch, o.shapes, o.n_files, o.fnames, o.fpaths, o.binary))
+    g.batch = max_batch > 0 ? o.batch : 1;   /* 0: --batch not given, the files' or 1 */
+    if (!(ft = calloc(SV_MAX_IO, sizeof *ft)))
+        goto done;
+    if ((rc = load_files(&g, meta, max_batch, o.batch > 0, o.n_files, o.fnames, o.fpaths, ft)) >= 0)
+        goto done;
+    rc = 1;
+    if (!make_body(&g, meta, max_batch, o.shapes, ft, o.binary))
         goto done;
     g.total = o.requests;
     g.rate = o.rate;
@@ -490,6 +541,9 @@ done:
     json_decref(results);
     json_decref(cfg);
     json_decref(meta);
+    for (int i = 0; ft && i < SV_MAX_IO; i++)
+        kiln_free(ft[i].data);
+    free(ft);
     free(g.body);
     free(g.lat_ns);
     free(o.fnames);
