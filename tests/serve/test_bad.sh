@@ -152,6 +152,17 @@ expect 404 "outside /v2" GET /../../etc/passwd --path-as-is
 expect 405 "wrong method" GET /v2/models/tiny_cnn/infer
 expect 405 "wrong method on repository" GET /v2/repository/index
 ok_infer "model and path classes"
+# kiln loadgen shows the server's error message (the body's "error"), not just the status
+python3 - "$TMP/b9.npy" <<'PY'
+import struct, sys
+h = "{'descr': '<f4', 'fortran_order': False, 'shape': (9, 3, 32, 32), }"
+h += " " * (63 - (10 + len(h)) % 64) + "\n"
+open(sys.argv[1], "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + b"\0" * (9 * 3072 * 4))
+PY
+rc=0; "$KILN" loadgen --url "$URL" -m tiny_cnn --input input="$TMP/b9.npy" --requests 2 > "$TMP/lg.txt" 2>&1 || rc=$?
+[ "$rc" = 1 ] && grep -q "first error: HTTP 400: input 'input': batch 9 is outside" "$TMP/lg.txt" ||
+  fail "loadgen's first error does not carry the server's message: exit $rc: $(cat "$TMP/lg.txt")"
+pass "loadgen reports the server's error message"
 
 # vanished and slow clients: a client that sends half a body and disappears, one that connects and
 # says nothing, one that disconnects while its request is queued

@@ -25,16 +25,9 @@ typedef struct lg {
     atomic_llong next;
     atomic_llong errors;
     uint64_t *lat_ns;          /* per request index; 0 = not done or failed */
-    char first_error[256];
+    char first_error[512];
     pthread_mutex_t mu;
 } lg;
-
-static size_t sink(char *p, size_t sz, size_t n, void *user)
-{
-    (void)p;
-    (void)user;
-    return sz * n;
-}
 
 typedef struct buf { char *p; size_t n; } buf;
 static size_t collect(char *p, size_t sz, size_t n, void *user)
@@ -73,10 +66,45 @@ static json_t *get_json(const char *url)
     return j;
 }
 
+/* A response body: kept (its first 4 KB) only when the status is not 200, for the error message; the 200s, which
+ * may be large, are dropped as they come. */
+typedef struct resp {
+    CURL *h;
+    char text[4096];
+    size_t n;
+} resp;
+static size_t keep_error(char *p, size_t sz, size_t n, void *user)
+{
+    resp *r = user;
+    long code = 0;
+    curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &code);
+    size_t k = sz * n, room = sizeof r->text - 1 - r->n;
+    if (code != 200 && room) {
+        memcpy(r->text + r->n, p, k < room ? k : room);
+        r->n += k < room ? k : room;
+        r->text[r->n] = 0;
+    }
+    return k;
+}
+
+/* "HTTP 400: <the KServe error body's "error">" (the raw body if it has none), or curl's reason without an answer. */
+static void describe_error(char *out, size_t len, CURLcode rc, long code, const resp *r)
+{
+    if (rc != CURLE_OK) {
+        snprintf(out, len, "%s", curl_easy_strerror(rc));
+        return;
+    }
+    json_t *j = json_loadb(r->text, r->n, 0, NULL);
+    const char *e = json_string_value(json_object_get(j, "error"));
+    snprintf(out, len, "HTTP %ld: %s", code, e ? e : r->n ? r->text : "(empty body)");
+    json_decref(j);
+}
+
 static void *worker(void *p)
 {
     lg *g = p;
     CURL *h = curl_easy_init();
+    resp body = {.h = h};
     struct curl_slist *hdr = NULL;
     char url[600], hv[64];
     snprintf(url, sizeof url, "%s/infer", g->base);
@@ -90,7 +118,8 @@ static void *worker(void *p)
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, g->body);
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)g->body_len);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep_error);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
@@ -107,6 +136,8 @@ static void *worker(void *p)
         }
         uint64_t t = sv_now_ns();
         long code = 0;
+        body.n = 0;
+        body.text[0] = 0;
         CURLcode rc = curl_easy_perform(h);
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
         if (rc == CURLE_OK && code == 200) {
@@ -115,7 +146,7 @@ static void *worker(void *p)
                 g->lat_ns[i] = 1;
         } else if (atomic_fetch_add(&g->errors, 1) == 0) {
             pthread_mutex_lock(&g->mu);
-            snprintf(g->first_error, sizeof g->first_error, "%s, HTTP %ld", curl_easy_strerror(rc), code);
+            describe_error(g->first_error, sizeof g->first_error, rc, code, &body);
             pthread_mutex_unlock(&g->mu);
         }
     }
