@@ -82,6 +82,12 @@ w("dup.json", {"inputs": good["inputs"] * 2})
 w("dupkey.json", '{"inputs": [], "inputs": []}')
 w("badout.json", dict(good, outputs=[{"name": "nope"}]))
 w("badid.json", dict(good, id=5))
+rows = lambda n: [[[0.5] * 32] * 32] * n
+w("ragged.json", inp(data=[rows(2) + [[[0.5] * 32] * 31 + [[0.5] * 31]]]))   # 3071 numbers, the last row short
+w("ragged2.json", inp(data=[[0.5] * 3071, [0.5]]))                           # 3072 numbers in rows of 3071 and 1
+w("mixed.json", inp(data=[rows(2) + [[0.5] * 1024]]))                        # a flat channel beside nested ones
+w("negshape.json", inp(shape=[-1, 3, 32, 32]))
+w("fracshape.json", inp(shape=[1.5, 3, 32, 32]))
 hdr = json.dumps({"inputs": [{"name": "input", "shape": [1, 3, 32, 32], "datatype": "FP32",
                               "parameters": {"binary_data_size": 12288}}]}).encode()
 open(t + "/hl.txt", "w").write(str(len(hdr)))
@@ -91,6 +97,11 @@ open(t + "/bin_long.bin", "wb").write(hdr + b"\0" * 12300)
 hdr2 = hdr.replace(b"12288", b"12284")
 open(t + "/hl2.txt", "w").write(str(len(hdr2)))
 open(t + "/bin_size.bin", "wb").write(hdr2 + b"\0" * 12284)
+hdr3 = json.dumps({"inputs": [{"name": "input", "shape": [1, 3, 32, 32], "datatype": "FP32", "data": [0.5] * 3072,
+                               "parameters": {"binary_data_size": 12288}}]}).encode()
+open(t + "/hl3.txt", "w").write(str(len(hdr3)))
+open(t + "/bin_both.bin", "wb").write(hdr3 + b"\0" * 12288)
+json.dump({"inputs": [dict(good["inputs"][0], data=[rows(3)])]}, open(t + "/nested.json", "w"))
 open(t + "/big.json", "w").write('{"inputs": [' + " " * (2 << 20) + "]}")
 PY
 H="$(cat "$TMP/hl.txt")"
@@ -101,6 +112,20 @@ for f in malformed notobj dtype bytes unkdtype shape rank batch count toomany hu
   expect 400 "$f" POST /v2/models/tiny_cnn/infer --data-binary @"$TMP/$f.json"
 done
 ok_infer "json classes"
+# data nested as the shape is fine; ragged or mixed nesting is refused (not flattened), and so is a shape with a
+# negative or fractional dim, or an input with both data and binary_data_size
+[ "$(http_code POST /v2/models/tiny_cnn/infer --data-binary @"$TMP/nested.json")" = 200 ] || fail "nested data: $(cat "$TMP/body")"
+for f in ragged ragged2 mixed; do
+  expect 400 "$f data" POST /v2/models/tiny_cnn/infer --data-binary @"$TMP/$f.json"
+  grep -q "nested data does not follow the shape" "$TMP/body" || fail "$f: $(cat "$TMP/body")"
+done
+for f in negshape fracshape; do
+  expect 400 "$f" POST /v2/models/tiny_cnn/infer --data-binary @"$TMP/$f.json"
+  grep -q "invalid shape: dims must be non-negative integers" "$TMP/body" || fail "$f: $(cat "$TMP/body")"
+done
+expect 400 "both data and binary_data_size" POST /v2/models/tiny_cnn/infer -H "Inference-Header-Content-Length: $(cat "$TMP/hl3.txt")" --data-binary @"$TMP/bin_both.bin"
+grep -q "not both" "$TMP/body" || fail "data and binary_data_size: $(cat "$TMP/body")"
+ok_infer "nesting, shape and data/binary classes"
 expect 400 "binary header longer than the body" POST /v2/models/tiny_cnn/infer -H "Inference-Header-Content-Length: 999999" --data-binary @"$TMP/bin_ok.bin"
 expect 400 "binary header length not a number" POST /v2/models/tiny_cnn/infer -H "Inference-Header-Content-Length: 12abc" --data-binary @"$TMP/bin_ok.bin"
 expect 400 "binary header cutting the JSON" POST /v2/models/tiny_cnn/infer -H "Inference-Header-Content-Length: 20" --data-binary @"$TMP/bin_ok.bin"

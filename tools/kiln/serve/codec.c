@@ -59,19 +59,35 @@ static bool store_elem(kiln_tensor *t, size_t i, const json_t *v, char *err, siz
     return snprintf(err, errlen, "datatype %s cannot be sent as JSON", kserve_name(dt)), false;
 }
 
-/* Flattens (possibly nested) JSON arrays into t; *n counts elements stored. */
+/* Stores JSON data into t: either flat (every element a scalar) or nested as the shape, the two forms of the
+ * KServe v2 protocol: at depth d an array of dims[d] items, arrays above the last dim and scalars in it. Anything
+ * else (ragged rows, numbers beside arrays, a nesting of another shape) is refused, not flattened into some other
+ * layout. *n counts the elements stored. */
 static bool flatten(const json_t *a, kiln_tensor *t, size_t *n, size_t numel, int depth, char *err, size_t errlen)
 {
-    if (depth > KILN_MAX_DIMS + 1)
-        return snprintf(err, errlen, "data nested too deeply"), false;
     size_t i;
     json_t *v;
-    json_array_foreach(a, i, v) {
-        if (json_is_array(v)) {
-            if (!flatten(v, t, n, numel, depth + 1, err, errlen))
+    bool nested = depth > 0;
+    json_array_foreach(a, i, v)
+        nested |= json_is_array(v);
+    if (nested) {
+        if (depth >= t->ndim)
+            return snprintf(err, errlen, "data nested deeper than the shape's %d dims", t->ndim), false;
+        if (json_array_size(a) != (size_t)t->dims[depth])
+            return snprintf(err, errlen, "nested data does not follow the shape: an array at depth %d has %zu items, "
+                            "dim %d is %lld", depth, json_array_size(a), depth, (long long)t->dims[depth]), false;
+        bool last = depth == t->ndim - 1;
+        json_array_foreach(a, i, v) {
+            if (json_is_array(v) == last)
+                return snprintf(err, errlen, "nested data does not follow the shape: %s at depth %d",
+                                last ? "an array" : "a number", depth + 1), false;
+            if (!last && !flatten(v, t, n, numel, depth + 1, err, errlen))
                 return false;
-            continue;
         }
+        if (!last)
+            return true;
+    }
+    json_array_foreach(a, i, v) {
         if (*n >= numel)
             return snprintf(err, errlen, "more data elements than the shape holds (%zu)", numel), false;
         if (!store_elem(t, (*n)++, v, err, errlen))
@@ -151,6 +167,13 @@ static int decode_input(const sv_model *m, json_t *in, const char *body, size_t 
     const sv_io *x = &m->cfg.inputs[k];
     if (dt != x->dtype)
         return BAD("input '%s': datatype %s, the model needs %s", name, dts, kserve_name(x->dtype));
+    size_t i;
+    json_t *v;
+    json_array_foreach(shape, i, v)
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            return BAD("input '%s': invalid shape: dims must be non-negative integers", name);
+    if (bsz && data)
+        return BAD("input '%s': give either \"data\" or parameters.binary_data_size, not both", name);
     size_t nbytes = shape_bytes(shape, dt);
     if (bsz) {
         if (!binary_ok)
@@ -174,8 +197,9 @@ static int decode_input(const sv_model *m, json_t *in, const char *body, size_t 
         return 200;
     }
     size_t n = 0, numel = t->nbytes / kiln_dtype_size(dt);
-    if (!flatten(data, t, &n, numel, 0, err, errlen))
-        return 400;
+    char why[512];
+    if (!flatten(data, t, &n, numel, 0, why, sizeof why))
+        return BAD("input '%s': %s", name, why);
     if (n != numel)
         return BAD("input '%s': %zu data elements for a shape of %zu", name, n, numel);
     return 200;
