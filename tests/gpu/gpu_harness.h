@@ -80,6 +80,7 @@ void fp4_gather_cases(void);
 void fp4_cases(void);
 /* gpu_int8.c */
 void int8_cases(void);
+void int8_new_cases(void);
 void stem_pool_cases(void);   /* gpu_stem.c */
 /* gpu_models.c: MODEL.onnx@SHAPES[#precision] built and run on the CPU and the GPU */
 void model_case(const char *spec);

@@ -380,6 +380,33 @@ static void half_out_cases(void)
         kiln__dev_close(d);
 }
 
+/* The CUDA-core convolutions (direct_specs) */
+static void direct_cases(void)
+{
+    if (getenv("KILN_CUDA_UNVERIFIED")) {   /* cuda_int8.c acc_qconv_direct: not yet run on a GPU */
+        for (size_t i = 0; i < sizeof direct_specs / sizeof *direct_specs; i++) {
+            char name[96];
+            snprintf(name, sizeof name, "INT8 QLinearConv %s (CUDA cores)", direct_specs[i].p.name);
+            tgraph t = qconv_graph_g(&direct_specs[i].p, direct_specs[i].group);
+            run_case(name, &t, 0);
+        }
+        /* a non-linear activation (the epilogue's act_call): the GPU's approximations may move a byte by one step */
+        static const qconv_spec dhs = {"", 2, 40, 13, 12, 40, 5, 5, 2, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 30, true,
+                                       true, "HardSwish", 0};
+        tgraph t = qconv_graph_g(&dhs, 40);
+        run_case_step("INT8 QLinearConv dw 5x5 HardSwish (CUDA cores)", &t);
+    } else {
+        printf("skip INT8 QLinearConv on the CUDA cores: written without a GPU, runs with KILN_CUDA_UNVERIFIED=1\n");
+    }
+}
+
+/* KILN_TEST_GPU_ONLY=int8new: the cases of the kernels not yet run on a GPU (QLookup, the CUDA-core convolutions) */
+void int8_new_cases(void)
+{
+    qlookup_cases();
+    direct_cases();
+}
+
 void int8_cases(void)
 {
     quant_cases();
@@ -508,21 +535,7 @@ void int8_cases(void)
         run_case(name, &t, 0);
         qmm_cases(modes[m]);
     }
-    if (getenv("KILN_CUDA_UNVERIFIED")) {   /* cuda_int8.c acc_qconv_direct: not yet run on a GPU */
-        for (size_t i = 0; i < sizeof direct_specs / sizeof *direct_specs; i++) {
-            char name[96];
-            snprintf(name, sizeof name, "INT8 QLinearConv %s (CUDA cores)", direct_specs[i].p.name);
-            tgraph t = qconv_graph_g(&direct_specs[i].p, direct_specs[i].group);
-            run_case(name, &t, 0);
-        }
-        /* a non-linear activation (the epilogue's act_call): the GPU's approximations may move a byte by one step */
-        static const qconv_spec dhs = {"", 2, 40, 13, 12, 40, 5, 5, 2, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 30, true,
-                                       true, "HardSwish", 0};
-        tgraph t = qconv_graph_g(&dhs, 40);
-        run_case_step("INT8 QLinearConv dw 5x5 HardSwish (CUDA cores)", &t);
-    } else {
-        printf("skip INT8 QLinearConv on the CUDA cores: written without a GPU, runs with KILN_CUDA_UNVERIFIED=1\n");
-    }
+    direct_cases();
     half_out_cases();
     stem_pool_cases();   /* the INT8 engines' stem: its pool's quantization in the convolution's kernel */
     if (saved)

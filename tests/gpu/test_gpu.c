@@ -242,14 +242,17 @@ int main(int argc, char **argv)
      * =fp8conv: of those only the FP8 convolution cases (every kernel and configuration) and the E4M3-storage case;
      * =attention: only the attention cases (attention_only); =upsample: only the Resize / Upsample / ConvTranspose
      * cases (upsample_only) and the models; =models: only the models; =int8: only the INT8 cases, then the models named
-     * on the command line (none by default) */
+     * on the command line (none by default); =int8new: of those the kernels not yet run on a GPU (int8_new_cases) */
     const char *only = getenv("KILN_TEST_GPU_ONLY");
     bool fp8_only = only && (!strcmp(only, "fp8") || !strcmp(only, "fp8conv")),
          models_only = only && (!strcmp(only, "models") || !strcmp(only, "upsample"));
     if (only && !strcmp(only, "upsample") && !upsample_only())
         return 1;
-    if (only && !strcmp(only, "int8")) {
-        int8_cases();
+    if (only && (!strcmp(only, "int8") || !strcmp(only, "int8new"))) {   /* int8new: int8_new_cases only */
+        if (!strcmp(only, "int8"))
+            int8_cases();
+        else
+            int8_new_cases();
         kiln__dev_close(dev);
         for (int i = first_model; i < argc; i++)
             if (strcmp(argv[i], "--require-gpu"))
