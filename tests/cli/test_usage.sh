@@ -112,4 +112,15 @@ grep -q "has no effect" "$T/err.txt" && bad "int8 rule: calibration warned as un
 expect_ok "build --help" "$KILN" build --help
 grep -q 'top1>=99%,' "$T/out.txt" && ! grep -q '%%' "$T/out.txt" && ok "build --help: top1>=99%" || bad "build --help: %%"
 
+# verify --input with --shapes: the same rule (--shapes naming the file's input with other dims was ignored and the
+# file's shape verified); --batch with --input is refused as before ("--batch applies to --data only"); kiln run
+# takes neither --shapes nor --batch
+expect_rc "verify --input --shapes (conflict)" 2 "--shapes gives 'input' 1x3x32x32, but its --input file holds 1x3x16x16" \
+  "$KILN" verify "$T/dyn.kiln" --reference "$M" --input input="$T/x16.npy" --shapes input:1x3x32x32
+expect_rc "verify --input --batch" 2 "--batch applies to --data only" \
+  "$KILN" verify "$T/dyn.kiln" --reference "$M" --input input="$T/x4.npy" --batch 4
+expect_ok "verify --input --shapes (agreeing)" "$KILN" verify "$T/dyn.kiln" --reference "$M" --input input="$T/x4.npy" \
+  --shapes input:4x3x16x16 --json
+grep -q '"samples": 1' "$T/out.txt" && ok "agreeing --shapes: verified" || bad "agreeing --shapes: $(cat "$T/out.txt")"
+
 finish cli_usage

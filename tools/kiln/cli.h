@@ -42,6 +42,9 @@ kiln_status cli_open_engine_for(const char *path, unsigned load_flags, kiln_devi
  * status after printing the error. A --input or --shapes name that is not an input of the model is an error (1);
  * --shapes or --batch contradicting an --input file's shape is a usage error (2). */
 int cli_make_inputs(kiln_engine_t e, const cli_input_opts *o, kiln_tensor *ins, const char **names);
+/* The --input file `t` read for input `name` against o->shapes and o->batch: true (the conflict printed) when either
+ * gives it other dims, which would be silently ignored since the file's shape is what runs. */
+bool cli_input_conflicts(const cli_input_opts *o, const char *name, const kiln_tensor *t);
 /* kiln build --device cuda (device_check.c): runs e once on the GPU and warns about the layers that would fall
  * back to the CPU; 1 when strict and some did, or nothing could be checked (no GPU, no shapes), else 0. */
 int cli_device_check(kiln_engine_t e, bool strict);

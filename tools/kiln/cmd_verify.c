@@ -407,8 +407,10 @@ int cmd_verify(int argc, char **argv)
     bool tty = isatty(2);
     for (int k = 0; k < a.samples; k++) {
         int got = vsrc_next(&src, k, ins);
-        if (got < 0)
+        if (got < 0) {
+            rc = got == -2 ? 2 : 1;
             goto done;
+        }
         if (got == 0)
             break;
         if (tty)

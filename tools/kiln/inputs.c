@@ -45,7 +45,7 @@ static const char *dims_text(int ndim, const int64_t *dims, char *buf, size_t ca
 /* A file input whose shape --shapes or --batch contradicts: the file's shape is what runs, so the option would be
  * silently ignored (bench then reported the file's batch); as trtexec checks --loadInputs against --shapes, a
  * conflict is a usage error, an agreeing option is fine. */
-static bool file_conflicts(const cli_input_opts *o, const char *name, const kiln_tensor *t)
+bool cli_input_conflicts(const cli_input_opts *o, const char *name, const kiln_tensor *t)
 {
     char have[256], want[256];
     int k = o->shapes ? kiln_shapes_find(o->shapes, name) : -1, nd = 0;
@@ -79,7 +79,7 @@ int cli_make_inputs(kiln_engine_t e, const cli_input_opts *o, kiln_tensor *ins, 
         kiln_status st = kiln_tensor_read(o->file_paths[k], t);
         if (st != KILN_OK)
             return cli_die(st, "preparing inputs");
-        if (file_conflicts(o, o->file_names[k], t))
+        if (cli_input_conflicts(o, o->file_names[k], t))
             return 2;
     }
     kiln_synth_options so = {.shapes = o->shapes, .batch = o->batch};

@@ -22,7 +22,7 @@ typedef struct vsrc {
 } vsrc;
 bool vsrc_open(vsrc *s);
 /* Fills ins[0..nin) (valid until the next call) with sample `sample`: 1, 0 when the data is
- * exhausted, -1 on error (printed). */
+ * exhausted, -1 on error, -2 on a usage error (printed; --shapes contradicting an --input file). */
 int vsrc_next(vsrc *s, int sample, kiln_tensor *ins);
 void vsrc_close(vsrc *s);
 

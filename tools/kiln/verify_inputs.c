@@ -136,8 +136,9 @@ bool vsrc_open(vsrc *s)
     return true;
 }
 
-/* Synthetic (and --input) samples: files are read once per sample, the rest generated. */
-static bool make_synthetic(vsrc *s, int sample, kiln_tensor *ins)
+/* Synthetic (and --input) samples: files are read once per sample, the rest generated. 1, -1 on an error, -2 on a
+ * usage error (--shapes contradicting an --input file, whose shape is what runs: the option was silently ignored). */
+static int make_synthetic(vsrc *s, int sample, kiln_tensor *ins)
 {
     release_owned(s);
     for (int k = 0; k < s->io->n_files; k++) {
@@ -147,24 +148,30 @@ static bool make_synthetic(vsrc *s, int sample, kiln_tensor *ins)
         if (i == s->nin) {
             fprintf(stderr, "kiln verify: --input names '%s', which is not an input of the model\n",
                     cli_esc(s->io->file_names[k]));
-            return false;
+            return -1;
         }
         kiln_status st = kiln_tensor_read(s->io->file_paths[k], &s->owned[i]);
-        if (st != KILN_OK)
-            return !cli_die(st, "reading --input");
+        if (st != KILN_OK) {
+            cli_die(st, "reading --input");
+            return -1;
+        }
+        if (cli_input_conflicts(s->io, s->io->file_names[k], &s->owned[i]))
+            return -2;
     }
     kiln_synth_options so = {.shapes = s->io->shapes, .seed = s->seed + (uint64_t)sample};
     kiln_status st = kiln_engine_synth_inputs(s->e, &so, s->owned);
-    if (st != KILN_OK)
-        return !cli_die(st, "preparing inputs");
+    if (st != KILN_OK) {
+        cli_die(st, "preparing inputs");
+        return -1;
+    }
     memcpy(ins, s->owned, sizeof *ins * (size_t)s->nin);
-    return true;
+    return 1;
 }
 
 int vsrc_next(vsrc *s, int sample, kiln_tensor *ins)
 {
     if (!s->dir)
-        return make_synthetic(s, sample, ins) ? 1 : -1;
+        return make_synthetic(s, sample, ins);
     while (s->key < 0 || s->row >= s->group[0].dims[0]) {
         if (++s->key >= s->nkeys)
             return 0;
