@@ -14,8 +14,13 @@ struct sv_server {
     struct MHD_Daemon *d, *dm;
     sv_repo *repo;
     int64_t max_body;
-    atomic_int inflight;
+    /* The drain waits for `inflight` (requests received in full, until their response is sent: being answered, queued
+     * or running), but only a short grace for `receiving` (headers in, body not yet complete): a client that sent part
+     * of a body and closed is not always noticed by libmicrohttpd (the socket sits in CLOSE-WAIT until the 30 s
+     * connection timeout), so waiting for it held SIGTERM for 30 s. */
+    atomic_int inflight, receiving;
     atomic_bool draining;
+    atomic_bool closing;   /* the drain no longer waits for uploads: a request completed now is answered 503 */
     int port;
 };
 
@@ -29,6 +34,7 @@ typedef struct conn_ctx {
     char *body;
     size_t len, cap;
     bool too_big, first;
+    bool committed;     /* counted in s->inflight (else in s->receiving) */
     atomic_int phase;   /* 0 receiving, 1 queued (suspended), 2 finished by the scheduler */
     struct MHD_Connection *c;
     sv_model *m;
@@ -292,6 +298,21 @@ static bool content_length(const char *s, uint64_t *n)
     return true;
 }
 
+/* The request is received in full (or answered from its headers alone): from now on the drain waits for its response.
+ * False once the drain has stopped waiting (closing): the caller answers 503 instead of starting it. inflight is
+ * raised before closing is read and the drain sets closing before it reads inflight (both seq_cst), so either the
+ * drain sees this request and waits for its answer, or this request sees closing; never a request started (an infer
+ * suspended under an instance thread) after the drain decided that nothing is in flight. */
+static bool commit(conn_ctx *x)
+{
+    if (!x->committed) {
+        x->committed = true;
+        atomic_fetch_add(&x->s->inflight, 1);
+        atomic_fetch_sub(&x->s->receiving, 1);
+    }
+    return !atomic_load(&x->s->closing);
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
@@ -304,7 +325,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         x->c = c;
         x->first = true;
         *con_cls = x;
-        atomic_fetch_add(&l->s->inflight, 1);
+        atomic_fetch_add(&l->s->receiving, 1);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         uint64_t n;
         if (cl && content_length(cl, &n) && n > (uint64_t)l->s->max_body) {
@@ -313,9 +334,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
              * still sending makes the server close a socket with unread data, and the client often sees a reset,
              * not the 413 (or waits for the connection's timeout). Past that it is answered now and the connection
              * closed: the client may only see the reset. */
-            if (n / 4 > (uint64_t)l->s->max_body)
+            if (n / 4 > (uint64_t)l->s->max_body) {
+                commit(x);   /* answered now from its headers alone: the drain waits for this 413 to be sent */
                 return ERROR(413, "request body of %llu bytes is over the limit (%lld bytes, --max-body-mb)",
                              (unsigned long long)n, (long long)l->s->max_body);
+            }
         }
         return MHD_YES;
     }
@@ -347,6 +370,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return finish_infer(x, c);
     if (atomic_load(&x->phase) == 1)
         return MHD_YES;   /* spurious call while queued */
+    if (!commit(x))
+        return ERROR(503, "the server is shutting down");
     if (x->too_big)
         return ERROR(413, "request body over the limit (%lld bytes, --max-body-mb)", (long long)l->s->max_body);
     return dispatch(x, c, url, method, l->metrics_only);
@@ -367,8 +392,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     }
     sv_model_release(x->m);
     free(x->body);
+    atomic_fetch_sub(x->committed ? &l->s->inflight : &l->s->receiving, 1);
     free(x);
-    atomic_fetch_sub(&l->s->inflight, 1);
 }
 
 static listener L_MAIN, L_METRICS;
@@ -420,14 +445,25 @@ sv_server *sv_http_start(sv_repo *repo, int port, int metrics_port, int threads,
 
 int sv_http_port(const sv_server *s) { return s->port; }
 
+#define DRAIN_UPLOAD_GRACE_MS 1000
+
 void sv_http_drain_and_stop(sv_server *s, int timeout_s)
 {
     atomic_store(&s->draining, true);
     MHD_socket fd = MHD_quiesce_daemon(s->d);   /* no new connections: close the listening socket now */
     if (fd != MHD_INVALID_SOCKET)
         close(fd);
-    for (int i = 0; i < timeout_s * 100 && atomic_load(&s->inflight) > 0; i++)
+    /* Requests received in full are waited for (up to timeout_s); uploads still under way get DRAIN_UPLOAD_GRACE_MS
+     * to complete (they are then waited for too), after which closing is set and MHD_stop_daemon closes them. */
+    int ticks = timeout_s * 100, grace = DRAIN_UPLOAD_GRACE_MS / 10;
+    for (int i = 0; i < ticks; i++) {
+        if (i >= grace || (atomic_load(&s->receiving) == 0 && atomic_load(&s->inflight) == 0))
+            atomic_store(&s->closing, true);
+        if (atomic_load(&s->closing) && atomic_load(&s->inflight) == 0)
+            break;
         usleep(10000);
+    }
+    atomic_store(&s->closing, true);
     int left = atomic_load(&s->inflight);
     if (left > 0) {
         /* suspended connections cannot be torn down safely under their instance threads */
