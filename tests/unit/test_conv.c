@@ -282,6 +282,7 @@ static void naive_convt(const cfg *c, const double *x, const double *w, const do
 }
 
 static const char *g_auto_pad; /* when set, Conv gets auto_pad instead of pads */
+static bool g_out_shape;       /* when set, ConvTranspose gets output_shape (its expected dims) instead of pads */
 
 static void set_conv_attrs(const cfg *c, tnode *t, bool kshape)
 {
@@ -295,7 +296,7 @@ static void set_conv_attrs(const cfg *c, tnode *t, bool kshape)
     add_ints(t, "dilations", c->nsp, c->d);
     if (g_auto_pad)
         add_str(t, "auto_pad", g_auto_pad);
-    else
+    else if (!g_out_shape)
         add_ints(t, "pads", 2 * c->nsp, pads);
     add_int(t, "group", c->G);
     if (kshape)
@@ -376,6 +377,8 @@ static void check_conv(const cfg *c, bool transpose, kiln_dtype dt, int nthreads
             any |= c->op[i] != 0;
         if (any)
             add_ints(&t, "output_padding", nsp, c->op);
+        if (g_out_shape)
+            add_ints(&t, "output_shape", nsp, o);
     }
     kiln_status st = transpose ? run_op(KILN_OP_ConvTranspose, "ConvTranspose", 11, &t, 3, in, 1, out, nthreads)
                                : run_op(KILN_OP_Conv, "Conv", 11, &t, 3, in, 1, out, nthreads);
@@ -607,6 +610,36 @@ static void test_conv_configs(unsigned long long *seed)
         if (i % 25 == 0)
             check_conv(&c, true, KILN_DT_FLOAT16, threads[i % 3], seed);
     }
+    /* output_shape instead of pads: the crop (full size - output_shape) splits as the ONNX spec says, the odd unit
+     * at the end under SAME_UPPER and at the start otherwise (NOTSET, absent or spelled out, and SAME_LOWER), as
+     * ONNX Runtime does; the naive loops get that split as pads. First the audit's case: stride 2, 3x3 kernel,
+     * 3x3 input, output_shape 6x6 of the full 7x7 (with output_padding 1: 7x7 of 8x8) */
+    static const char *oaps[4] = {NULL, "SAME_UPPER", "SAME_LOWER", "NOTSET"};
+    g_out_shape = true;
+    for (int i = 0; i < 8; i++) {
+        cfg c = cfg2d(1, 2, 3, 1, 3, 3, 3, 2, 0, 1, i & 1);
+        g_auto_pad = oaps[i % 4];
+        for (int d = 0; d < 2; d++) {
+            c.op[d] = i >= 4;
+            c.pb[d] = i % 4 == 1 ? 0 : 1;
+            c.pe[d] = 1 - c.pb[d];
+        }
+        check_conv(&c, true, KILN_DT_FLOAT32, threads[i % 3], seed);
+    }
+    for (int i = 0; i < 80; i++) {
+        cfg c = random_cfg(seed, true);
+        g_auto_pad = oaps[i % 4];
+        for (int d = 0; d < c.nsp; d++) {
+            int64_t tot = c.pb[d] + c.pe[d];
+            c.pb[d] = i % 4 == 1 ? tot / 2 : tot - tot / 2;
+            c.pe[d] = tot - c.pb[d];
+        }
+        check_conv(&c, true, KILN_DT_FLOAT32, threads[i % 3], seed);
+        if (i % 10 == 0)
+            check_conv(&c, true, KILN_DT_FLOAT64, threads[i % 3], seed);
+    }
+    g_out_shape = false;
+    g_auto_pad = NULL;
 }
 
 /* ---------------------------------------------------------------------------------------

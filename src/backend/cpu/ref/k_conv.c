@@ -1137,8 +1137,9 @@ static kiln_status convt_setup(const kiln_kctx *ctx, const kiln_tensor *x, const
             int64_t tot = full - target;
             if (tot < 0)
                 tot = 0;
-            /* the extra padding goes at the end for SAME_UPPER (and NOTSET), at the start for SAME_LOWER */
-            g.pb[i] = ap == AP_SAME_LOWER ? tot - tot / 2 : tot / 2;
+            /* the ONNX spec's split: SAME_UPPER puts the odd unit of padding at the end, every other auto_pad
+             * (NOTSET and VALID with output_shape, SAME_LOWER) at the start; ONNX Runtime does the same */
+            g.pb[i] = ap == AP_SAME_UPPER ? tot / 2 : tot - tot / 2;
             g.pe[i] = tot - g.pb[i];
             g.in[i] = target;
         } else {
