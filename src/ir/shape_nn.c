@@ -425,13 +425,21 @@ kiln_status kiln__si_convtranspose(kiln_ictx *c)
         return kiln__ierr(c, KILN_ERR_SHAPE, "X of rank %d, W of rank %d", x->rank, w->rank);
     int nsp = x->rank - 2, ap = auto_pad(c->n);
     int64_t k[SP_MAX], s[SP_MAX], d[SP_MAX], pads[2 * SP_MAX], opad[SP_MAX];
-    for (int i = 0; i < nsp; i++)
-        if (!kiln__sd_is_const(c->st, w->dims[2 + i], &k[i]) || k[i] > GEOM_LIM)
-            return kiln__vs_fresh(c, o, x->dtype, x->rank), KILN_OK;
     KILN_TRY(geom_ints(c, "strides", nsp, 1, s));
     KILN_TRY(geom_ints(c, "dilations", nsp, 1, d));
     KILN_TRY(geom_ints(c, "pads", 2 * nsp, 0, pads));
     KILN_TRY(geom_ints(c, "output_padding", nsp, 0, opad));
+    /* the kernel's check (ref/k_conv.c convt_setup), here so that a model with it fails at load; before the
+     * kernel dims are needed, as it does not depend on them */
+    for (int i = 0; i < nsp; i++)
+        if (s[i] >= 1 && d[i] >= 1 && opad[i] >= (s[i] > d[i] ? s[i] : d[i]))
+            return kiln__ierr(c, KILN_ERR_INVALID_ARG,
+                              "attribute 'output_padding' value %lld on axis %d must be less than the stride (%lld) "
+                              "or the dilation (%lld)",
+                              (long long)opad[i], i + 2, (long long)s[i], (long long)d[i]);
+    for (int i = 0; i < nsp; i++)
+        if (!kiln__sd_is_const(c->st, w->dims[2 + i], &k[i]) || k[i] > GEOM_LIM)
+            return kiln__vs_fresh(c, o, x->dtype, x->rank), KILN_OK;
     const int64_t *os;
     int nos = kiln__attr_ints(c->n, "output_shape", &os);
     if (nos >= 0 && nos != nsp && nos != nsp + 2)

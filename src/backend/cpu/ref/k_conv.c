@@ -1128,6 +1128,15 @@ static kiln_status convt_setup(const kiln_kctx *ctx, const kiln_tensor *x, const
         }
     }
     for (int i = 0; i < nsp; i++) {
+        /* the spec requires output_padding < stride or dilation (ONNX Runtime rejects it too): a larger one only
+         * appends rows no input pixel reaches */
+        if (opad[i] >= (g.s[i] > g.d[i] ? g.s[i] : g.d[i]))
+            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG,
+                              "attribute 'output_padding' value %lld on axis %d must be less than the stride (%lld) "
+                              "or the dilation (%lld)",
+                              (long long)opad[i], i + 2, (long long)g.s[i], (long long)g.d[i]);
+    }
+    for (int i = 0; i < nsp; i++) {
         int64_t effk = (g.k[i] - 1) * g.d[i] + 1;
         int64_t full = g.s[i] * (g.out[i] - 1) + opad[i] + effk; /* output size without padding */
         if (g.out[i] == 0)
