@@ -972,7 +972,9 @@ static void fam_tile(prob *p, const kcase *c, unsigned long long *seed)
  * --------------------------------------------------------------------------------------- */
 
 /* iv[0]: axes (empty: none given = all), k[0]: keepdims. Axes are an input for ReduceSum-13
- * and for every op from opset 18, else an attribute. */
+ * and for every op from opset 18, else an attribute. k[1] = 1: NaNs in a third of the outputs'
+ * reduced sets, at varying positions (ReduceMax/Min must give NaN there, as np.maximum.reduce
+ * does). k[2] = 1: noop_with_empty_axes=1 (iv[0] must be empty): each element reduced alone. */
 static void fam_reduce(prob *p, const kcase *c, unsigned long long *seed)
 {
     kiln_op op = c->op;
@@ -983,6 +985,8 @@ static void fam_reduce(prob *p, const kcase *c, unsigned long long *seed)
     p->n_in = n_in;
     set_opset(p, c, 13);
     add_attr_i(p->nd, "keepdims", c->k[0]);
+    if (c->k[2])
+        add_attr_i(p->nd, "noop_with_empty_axes", 1);
     if (c->iv[0].n) {
         if (axes_input)
             in_ints(p, 1, &c->iv[0]);
@@ -992,6 +996,27 @@ static void fam_reduce(prob *p, const kcase *c, unsigned long long *seed)
     kiln_tensor *X = in_shape(p, 0, c->dt, &c->sh[0]);
     fill_uni(X, seed, -5.0, 5.0);
     int r = X->ndim;
+    int64_t n = numel_of(X);
+    if (c->k[2]) {
+        /* the reduction of each element alone: the elementwise part of the op, else the identity */
+        expect *e = ex_new(p, 0, EK_FLOAT, TOL_REL, c->dt, r, X->dims);
+        for (int64_t i = 0; i < n; i++) {
+            double x = getd(X, i);
+            if (op == KILN_OP_ReduceLogSum) {   /* positive inputs, and one zero (log 0 = -inf) */
+                x = i == 0 ? 0.0 : fabs(x) + 0.125;
+                setd(X, i, x);
+                x = getd(X, i);
+            }
+            switch (op) {
+            case KILN_OP_ReduceSumSquare: x = x * x; break;
+            case KILN_OP_ReduceL1: case KILN_OP_ReduceL2: x = fabs(x); break;
+            case KILN_OP_ReduceLogSum: x = log(x); break;
+            default: break;   /* Sum, Mean, Max, Min, Prod, LogSumExp (log exp x = x) */
+            }
+            e->v[i] = x;
+        }
+        return;
+    }
     bool red[KILN_MAX_DIMS];
     for (int d = 0; d < r; d++)
         red[d] = c->iv[0].n == 0;
@@ -1004,21 +1029,29 @@ static void fam_reduce(prob *p, const kcase *c, unsigned long long *seed)
         if (!red[d] || c->k[0])
             dims[nd++] = kdims[d];
     }
-    bool mx = op == KILN_OP_ReduceMax;
-    expect *e = ex_new(p, 0, EK_FLOAT, mx ? TOL_EXACT : TOL_REL, c->dt, nd, dims);
+    bool mx = op == KILN_OP_ReduceMax, mn = op == KILN_OP_ReduceMin;
+    expect *e = ex_new(p, 0, EK_FLOAT, mx || mn ? TOL_EXACT : TOL_REL, c->dt, nd, dims);
     double *sc = ex_scale(e);
     int64_t *cnt = xcalloc((size_t)e->n, sizeof(int64_t));
     for (int64_t o = 0; o < e->n; o++)
-        e->v[o] = mx ? -INFINITY : 0.0;
-    int64_t n = numel_of(X);
+        e->v[o] = mx ? -INFINITY : mn ? INFINITY : 0.0;
+    const int64_t per = e->n ? n / e->n : 0;   /* elements per output */
     for (int64_t i = 0; i < n; i++) {
         unravel(i, r, X->dims, idx);
         for (int d = 0; d < r; d++)
             if (red[d])
                 idx[d] = 0;
         int64_t o = ravel(r, kdims, idx);
+        if (c->k[1] && o % 3 == 0 && cnt[o] == (o / 3 * 7) % per)
+            setd(X, i, NAN);
         double x = getd(X, i);
-        e->v[o] = mx ? (x > e->v[o] ? x : e->v[o]) : e->v[o] + x;
+        /* NaN propagates (np.maximum.reduce / np.minimum.reduce) */
+        if (mx)
+            e->v[o] = (x > e->v[o] || isnan(x)) ? x : e->v[o];
+        else if (mn)
+            e->v[o] = (x < e->v[o] || isnan(x)) ? x : e->v[o];
+        else
+            e->v[o] += x;
         sc[o] += fabs(x);
         cnt[o]++;
     }
@@ -1027,13 +1060,15 @@ static void fam_reduce(prob *p, const kcase *c, unsigned long long *seed)
             e->v[o] /= (double)cnt[o];
             sc[o] /= (double)cnt[o];
         }
-    if (mx)
+    if (mx || mn)
         for (int64_t o = 0; o < e->n; o++)
             sc[o] = fabs(e->v[o]);
     free(cnt);
 }
 
 /* Softmax / LogSoftmax: k[0]: axis, k[1] = 1: every third element along the axis is -inf (masking).
+ * k[2] = 1: special lines, by line number mod 5: all -inf, one NaN, one +inf, one -inf, plain
+ * (numpy's exp(x - max) / sum: NaN for the first three, the max propagating NaN).
  * Before opset 13 the input is coerced to 2-D at axis. */
 static void fam_softmax(prob *p, const kcase *c, unsigned long long *seed)
 {
@@ -1059,6 +1094,16 @@ static void fam_softmax(prob *p, const kcase *c, unsigned long long *seed)
         for (int64_t i = 0; i < numel_of(X); i++)
             if ((i / inner) % len % 3 == 1)
                 setd(X, i, -INFINITY);
+    if (c->k[2])
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t in = 0; in < inner; in++) {
+                int64_t line = o * inner + in, base = o * len * inner + in, at = (line * 7 + 3) % len;
+                static const double special[5] = {-INFINITY, NAN, INFINITY, -INFINITY, 0};
+                int kind = (int)(line % 5);
+                for (int64_t j = 0; j < len; j++)
+                    if (kind == 0 || (kind < 4 && j == at))
+                        setd(X, base + j * inner, special[kind]);
+            }
     bool lg = op == KILN_OP_LogSoftmax;
     expect *e = ex_new(p, 0, EK_FLOAT, TOL_TRANS, c->dt, r, X->dims);
     double *sc = lg ? ex_scale(e) : NULL;
@@ -1066,8 +1111,10 @@ static void fam_softmax(prob *p, const kcase *c, unsigned long long *seed)
         for (int64_t in = 0; in < inner; in++) {
             int64_t base = o * len * inner + in;
             double m = -INFINITY, s = 0;
-            for (int64_t j = 0; j < len; j++)
-                m = fmax(m, getd(X, base + j * inner));
+            for (int64_t j = 0; j < len; j++) {   /* NaN propagates, as in np.max */
+                double x = getd(X, base + j * inner);
+                m = (x > m || isnan(x)) ? x : m;
+            }
             for (int64_t j = 0; j < len; j++)
                 s += exp(getd(X, base + j * inner) - m);
             double ls = log(s);
@@ -1656,6 +1703,14 @@ static const kcase k_cases[] = {
     RED(ReduceSum, SH(64, 33, 40), SH(0, 2), 1), RED(ReduceMax, SH(64, 33, 40), SH(1), 0),
     RED(ReduceMean, SH(2, 3, 4, 5, 6, 7, 8), SH(1, 3, 5), 0), RED(ReduceMean, SH(64, 33, 40), SH(-3, -1), 0),
     RED(ReduceSum, SH(3, 0, 5), SH(1), 1), RED(ReduceMax, SH(255, 300), SH(-1), 0),
+    /* NaN in the reduced set: ReduceMax/Min give NaN (row, column, strided and float16 paths) */
+#define RED_NAN(OP, DT, S_, AX) {.build = fam_reduce, .op = KILN_OP_##OP, .dt = DT, .sh = {S_}, .iv = {AX}, .k = {0, 1}}
+    RED_NAN(ReduceMax, F32, SH(30, 3), SH(-1)), RED_NAN(ReduceMax, F32, SH(30, 37), SH(-1)),
+    RED_NAN(ReduceMax, F32, SH(3, 37, 20), SH(1)), RED_NAN(ReduceMax, F32, SH(6, 5, 7), SH(0, 2)),
+    RED_NAN(ReduceMax, F32, SH(6, 50), SCALAR), RED_NAN(ReduceMax, F16, SH(30, 37), SH(-1)),
+    RED_NAN(ReduceMin, F32, SH(30, 3), SH(-1)), RED_NAN(ReduceMin, F32, SH(30, 37), SH(-1)),
+    RED_NAN(ReduceMin, F32, SH(3, 37, 20), SH(1)), RED_NAN(ReduceMin, F32, SH(6, 5, 7), SH(0, 2)),
+    RED_NAN(ReduceMin, F32, SH(6, 50), SCALAR), RED_NAN(ReduceMin, F16, SH(30, 37), SH(-1)),
     /* ---- Softmax / LogSoftmax (opset 13 unless given) ---- */
     SMAX(Softmax, SH(3, 5, 7), -1), SMAX(Softmax, SH(3, 5, 7), 1), SMAX(Softmax, SH(3, 5, 7), 0),
     SMAX(Softmax, SH(1, 1), -1), SMAX(Softmax, SH(7, 255), -1), SMAX(Softmax, SH(2, 12, 33, 33), -1),
@@ -1672,6 +1727,16 @@ static const kcase k_cases[] = {
     {.build = fam_softmax, .op = KILN_OP_Softmax, .dt = F32, .sh = {SH(64, 1200)}, .k = {-1, 1}},
     {.build = fam_softmax, .op = KILN_OP_Softmax, .dt = F32, .sh = {SH(3, 7, 5)}, .k = {1, 1}},
     {.build = fam_softmax, .op = KILN_OP_LogSoftmax, .dt = F32, .sh = {SH(5, 255)}, .k = {-1, 1}},
+    /* NaN / all -inf / +inf lines: every path (rows with and without a vector part, columns, float16) */
+#define SMAX_SPECIAL(OP, DT, S_, AX, OPSET) {.build = fam_softmax, .op = KILN_OP_##OP, .dt = DT, .opset = OPSET, \
+                                             .sh = {S_}, .k = {AX, 0, 1}}
+    SMAX_SPECIAL(Softmax, F32, SH(10, 3), -1, 0), SMAX_SPECIAL(Softmax, F32, SH(10, 33), -1, 0),
+    SMAX_SPECIAL(Softmax, F32, SH(10, 255), -1, 0), SMAX_SPECIAL(Softmax, F32, SH(2, 33, 17), 1, 0),
+    SMAX_SPECIAL(Softmax, F32, SH(5, 3, 17), 1, 11), SMAX_SPECIAL(Softmax, F16, SH(10, 33), -1, 0),
+    SMAX_SPECIAL(Softmax, F16, SH(2, 5, 3), 1, 0),
+    SMAX_SPECIAL(LogSoftmax, F32, SH(10, 3), -1, 0), SMAX_SPECIAL(LogSoftmax, F32, SH(10, 33), -1, 0),
+    SMAX_SPECIAL(LogSoftmax, F32, SH(10, 255), -1, 0), SMAX_SPECIAL(LogSoftmax, F32, SH(2, 33, 17), 1, 0),
+    SMAX_SPECIAL(LogSoftmax, F32, SH(5, 3, 17), 1, 11), SMAX_SPECIAL(LogSoftmax, F16, SH(10, 33), -1, 0),
     /* ---- LayerNormalization (axis, bias, stats outputs) / BatchNormalization ---- */
     LN(SH(7, 33), -1, 1, 0), LN(SH(2, 5, 768), -1, 0, 0), LN(SH(3, 4, 5), 1, 1, 0), LN(SH(1, 1), -1, 1, 0),
     LN(SH(100, 768), -1, 1, 0), LN(SH(3, 17, 33), -1, 1, 1), LN(SH(255, 3), 0, 1, 1), LN(SH(17), 0, 0, 0),

@@ -36,7 +36,9 @@ static bool is_floatish(kiln_dtype dt)
 
 /* exp(x), Cephes-style: x = n*ln2 + r, exp(r) by a degree-6 polynomial, 2^n through the
  * exponent bits. Relative error ~1e-7; 0 below -87.3 (true value < 1.2e-38). The scalar and
- * vector versions do the same arithmetic. */
+ * vector versions do the same arithmetic. NaN and +inf give exp(88), not NaN / inf: callers
+ * pass x - max with a finite max and settle rows whose max is NaN or +inf (or -inf: all -inf)
+ * themselves, which keeps a select out of this hot loop. */
 static inline v4f vexp(v4f x)
 {
     v4f xc = vmax(vmin(x, vset(88.0f)), vset(-87.3f));
@@ -157,14 +159,17 @@ static kiln_status build_layout(const kiln_kctx *ctx, const kiln_tensor *x, cons
 #define S_ADD(a, v) ((a) + (v))
 #define S_ADDSQ(a, v) ((a) + (v) * (v))
 #define S_ADDABS(a, v) ((a) + fabsf(v))
-#define S_MAX(a, v) ((v) > (a) ? (v) : (a))
-#define S_MIN(a, v) ((v) < (a) ? (v) : (a))
+/* Max/Min propagate NaN like numpy's np.maximum.reduce (the ONNX reference of ReduceMax/Min):
+ * a NaN value replaces the accumulator, and a NaN accumulator is kept (v > NaN is false). Both
+ * arguments are also combined symmetrically this way when partial accumulators are merged. */
+#define S_MAX(a, v) (((v) > (a) || (v) != (v)) ? (v) : (a))
+#define S_MIN(a, v) (((v) < (a) || (v) != (v)) ? (v) : (a))
 #define S_MUL(a, v) ((a) * (v))
 #define V_ADD(a, v) ((a) + (v))
 #define V_ADDSQ(a, v) ((a) + (v) * (v))
 #define V_ADDABS(a, v) ((a) + vabs(v))
-#define V_MAX(a, v) vmax((a), (v))
-#define V_MIN(a, v) vmin((a), (v))
+#define V_MAX(a, v) vsel(((v) > (a)) | ((v) != (v)), (v), (a))
+#define V_MIN(a, v) vsel(((v) < (a)) | ((v) != (v)), (v), (a))
 #define V_MUL(a, v) ((a) * (v))
 
 /* res = reduction of x[0..n) with 4 vector accumulators; VOP/SOP accumulate a value,
@@ -253,8 +258,10 @@ static float row_reduce_f32(int op, const float *x, int64_t n)
         ROW_REDUCE(r, x, n, 1.0f, V_MUL, V_MUL, S_MUL, S_MUL);
         break;
     case R_LSE: {
-        float m = lse_shift(row_max_f32(x, n));
-        return m + logf(row_sumexp_f32(x, NULL, n, m));
+        /* a NaN (the max propagates it) makes the result NaN, a +inf maximum +inf (log of an
+         * infinite sum, as numpy's log(sum(exp(x)))): settled here, exp_f32 does not */
+        float mx = row_max_f32(x, n), m = lse_shift(mx);
+        return isnan(mx) || mx == INFINITY ? mx : m + logf(row_sumexp_f32(x, NULL, n, m));
     }
     }
     switch (op) {
@@ -314,6 +321,7 @@ static void f32_cols(void *pv, int64_t b, int64_t e)
         case R_LSE:
             COL_LOOP(V_MAX, S_MAX);
             for (int64_t i = 0; i < len; i++) {
+                y[i] = acc[i]; /* the maximum, kept for the NaN / +inf cases below */
                 m[i] = lse_shift(acc[i]);
                 acc[i] = 0.0f;
             }
@@ -331,7 +339,10 @@ static void f32_cols(void *pv, int64_t b, int64_t e)
         case R_MEAN: for (int64_t i = 0; i < len; i++) y[i] = acc[i] / (float)R; break;
         case R_LOGSUM: for (int64_t i = 0; i < len; i++) y[i] = logf(acc[i]); break;
         case R_L2: for (int64_t i = 0; i < len; i++) y[i] = sqrtf(acc[i]); break;
-        case R_LSE: for (int64_t i = 0; i < len; i++) y[i] = m[i] + logf(acc[i]); break;
+        case R_LSE: /* as row_reduce_f32: a NaN / +inf maximum is the result */
+            for (int64_t i = 0; i < len; i++)
+                y[i] = isnan(y[i]) || y[i] == INFINITY ? y[i] : m[i] + logf(acc[i]);
+            break;
         default: memcpy(y, acc, (size_t)len * sizeof(float)); break;
         }
     }
@@ -647,6 +658,14 @@ static void sm_rows_f32(void *p, int64_t b, int64_t e)
         float *y = (float *)j->y + o * n;
         float m = row_max_f32(x, n);
         int64_t i = 0;
+        if (!isfinite(m)) {
+            /* numpy's exp(x - max) / sum and (x - max) - log(sum): a NaN (the max propagates it),
+             * an all -inf row (-inf - -inf) or a +inf max (inf - inf) make the sum and so the
+             * whole row NaN */
+            for (; i < n; i++)
+                y[i] = NAN;
+            continue;
+        }
         if (j->kind == S_SOFTMAX) {
             float s = row_sumexp_f32(x, y, n, m);
             v4f inv = vset(1.0f / s);
@@ -683,9 +702,19 @@ static void sm_cols_f32(void *p, int64_t b, int64_t e)
             const float *px = x + r * inner;
             int64_t i = 0;
             for (; i + 4 <= len; i += 4)
-                vst(m + i, vmax(vld(m + i), vld(px + i)));
+                vst(m + i, V_MAX(vld(m + i), vld(px + i)));
             for (; i < len; i++)
-                m[i] = px[i] > m[i] ? px[i] : m[i];
+                m[i] = S_MAX(m[i], px[i]);
+        }
+        /* a column whose max is NaN, -inf (all -inf) or +inf is all NaN (as in sm_rows_f32):
+         * computed with max 0 like the others (finite garbage, exp saturating), then overwritten */
+        bool bad[CHUNK], any_bad = false;
+        for (int64_t i = 0; i < len; i++) {
+            bad[i] = !isfinite(m[i]);
+            if (bad[i]) {
+                m[i] = 0.0f;
+                any_bad = true;
+            }
         }
         for (int64_t r = 0; r < R; r++) {
             const float *px = x + r * inner;
@@ -742,6 +771,11 @@ static void sm_cols_f32(void *p, int64_t b, int64_t e)
                     py[i] = (px[i] - m[i]) - s[i];
             }
         }
+        if (any_bad)
+            for (int64_t r = 0; r < R; r++)
+                for (int64_t i = 0; i < len; i++)
+                    if (bad[i])
+                        y[r * inner + i] = NAN;
     }
 }
 
