@@ -1002,11 +1002,14 @@ static void fam_reduce(prob *p, const kcase *c, unsigned long long *seed)
         expect *e = ex_new(p, 0, EK_FLOAT, TOL_REL, c->dt, r, X->dims);
         for (int64_t i = 0; i < n; i++) {
             double x = getd(X, i);
-            if (op == KILN_OP_ReduceLogSum) {   /* positive inputs, and one zero (log 0 = -inf) */
+            if (op == KILN_OP_ReduceLogSum)   /* positive inputs, and one zero (log 0 = -inf) */
                 x = i == 0 ? 0.0 : fabs(x) + 0.125;
-                setd(X, i, x);
-                x = getd(X, i);
-            }
+            if (i == 1 || (i == 2 && op != KILN_OP_ReduceLogSum))   /* +inf, -inf (LogSumExp: themselves) */
+                x = i == 1 ? INFINITY : -INFINITY;
+            if (i == 3)
+                x = NAN;
+            setd(X, i, x);
+            x = getd(X, i);
             switch (op) {
             case KILN_OP_ReduceSumSquare: x = x * x; break;
             case KILN_OP_ReduceL1: case KILN_OP_ReduceL2: x = fabs(x); break;
@@ -1711,6 +1714,14 @@ static const kcase k_cases[] = {
     RED_NAN(ReduceMin, F32, SH(30, 3), SH(-1)), RED_NAN(ReduceMin, F32, SH(30, 37), SH(-1)),
     RED_NAN(ReduceMin, F32, SH(3, 37, 20), SH(1)), RED_NAN(ReduceMin, F32, SH(6, 5, 7), SH(0, 2)),
     RED_NAN(ReduceMin, F32, SH(6, 50), SCALAR), RED_NAN(ReduceMin, F16, SH(30, 37), SH(-1)),
+    /* noop_with_empty_axes=1, no axes (opset 18): each element reduced alone */
+#define RED_NOOP(OP, DT, S_) {.build = fam_reduce, .op = KILN_OP_##OP, .dt = DT, .opset = 18, .sh = {S_}, .k = {1, 0, 1}}
+    RED_NOOP(ReduceSumSquare, F32, SH(3, 37)), RED_NOOP(ReduceL1, F32, SH(3, 37)), RED_NOOP(ReduceL2, F32, SH(3, 37)),
+    RED_NOOP(ReduceLogSum, F32, SH(3, 37)), RED_NOOP(ReduceLogSumExp, F32, SH(3, 37)),
+    RED_NOOP(ReduceSum, F32, SH(3, 37)), RED_NOOP(ReduceMean, F32, SH(3, 37)), RED_NOOP(ReduceMax, F32, SH(3, 37)),
+    RED_NOOP(ReduceMin, F32, SH(3, 37)), RED_NOOP(ReduceProd, F32, SH(3, 37)),
+    RED_NOOP(ReduceSumSquare, F16, SH(5, 7)), RED_NOOP(ReduceL2, F16, SH(5, 7)), RED_NOOP(ReduceLogSum, F16, SH(5, 7)),
+    RED_NOOP(ReduceSumSquare, F32, SCALAR), RED_NOOP(ReduceL1, F32, SCALAR),
     /* ---- Softmax / LogSoftmax (opset 13 unless given) ---- */
     SMAX(Softmax, SH(3, 5, 7), -1), SMAX(Softmax, SH(3, 5, 7), 1), SMAX(Softmax, SH(3, 5, 7), 0),
     SMAX(Softmax, SH(1, 1), -1), SMAX(Softmax, SH(7, 255), -1), SMAX(Softmax, SH(2, 12, 33, 33), -1),

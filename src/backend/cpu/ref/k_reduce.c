@@ -563,7 +563,12 @@ static kiln_status reduce(kiln_kctx *ctx, int op)
         }
     }
 
-    if (noop) {
+    /* noop_with_empty_axes with no axes reduces over the empty set of axes: each element alone
+     * (onnx PR #7394, ONNX Runtime PR #26436). For Sum/Mean/Max/Min/Prod that is the identity (a
+     * copy, which also keeps -0.0); the others still apply their elementwise part (x^2, |x|,
+     * sqrt(x^2), log x, log exp x), which the reduction below computes with R = 1 (red[] is all
+     * false, so the layout has one reduced element per output and the output shape is x's). */
+    if (noop && (op == R_SUM || op == R_MEAN || op == R_MAX || op == R_MIN || op == R_PROD)) {
         KILN_TRY(kiln__kout(ctx, 0, x->dtype, x->ndim, x->dims));
         if (x->nbytes)
             memcpy(ctx->out[0]->data, x->data, x->nbytes);
