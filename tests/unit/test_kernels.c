@@ -669,7 +669,7 @@ static void fam_binary(prob *p, const kcase *c, unsigned long long *seed)
         else if (op == KILN_OP_Mul)
             seti(B, i, i64 ? irand(seed, -(1LL << 31), 1LL << 31) : irand(seed, -(1 << 15), 1 << 15));
         else if (op == KILN_OP_Div)
-            seti(B, i, irand(seed, -20, 20)); /* includes 0: must not crash, not compared */
+            seti(B, i, irand(seed, 1, 20) * (test_rng(seed) & 1 ? -1 : 1)); /* 0 is an error: test_int_div_zero */
         else
             seti(B, i, i64 ? irand(seed, -(1LL << 61), 1LL << 61) : irand(seed, -(1 << 30), 1 << 30));
     }
@@ -2014,8 +2014,56 @@ static void run_case(const kcase *c0, int ci, int64_t sweep_n)
     prob_free(&p);
 }
 
+/* Integer Div / Mod by zero is refused (KILN_ERR_INVALID_ARG naming the node, as ONNX Runtime
+ * fails), also where only one broadcast divisor element is zero; an empty output, a float
+ * divisor of 0 (IEEE: inf / NaN) and a nonzero integer divisor are fine. */
+static void test_int_div_zero(void)
+{
+    static const struct { kiln_op op; kiln_dtype dt; int64_t fmod; int64_t nb; int64_t na; bool zero; bool err; } cs[] = {
+        {KILN_OP_Div, I64, -1, 3, 3, true, true}, {KILN_OP_Div, I32, -1, 1, 5, true, true},
+        {KILN_OP_Div, U8, -1, 5, 5, true, true}, {KILN_OP_Mod, I64, 0, 3, 3, true, true},
+        {KILN_OP_Mod, I32, 1, 3, 3, true, true}, {KILN_OP_Div, I64, -1, 3, 0, true, false},
+        {KILN_OP_Div, F32, -1, 3, 3, true, false}, {KILN_OP_Mod, F32, 1, 3, 3, true, false},
+        {KILN_OP_Div, I64, -1, 3, 3, false, false}, {KILN_OP_Mod, I64, 0, 3, 3, false, false},
+    };
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+        prob p;
+        memset(&p, 0, sizeof p);
+        p.nd = make_node(cs[k].op, 2, 1);
+        p.nd->node.name = (char *)"div_node";
+        p.n_in = 2;
+        p.n_out = 1;
+        if (cs[k].fmod >= 0)
+            add_attr_i(p.nd, "fmod", cs[k].fmod);
+        int64_t da[2] = {cs[k].na, cs[k].nb}, db[1] = {cs[k].nb};
+        kiln_tensor *A = in_new(&p, 0, cs[k].dt, 2, da), *B = in_new(&p, 1, cs[k].dt, 1, db);
+        for (int64_t i = 0; i < numel_of(A); i++)
+            setd(A, i, (double)(i % 7 + 1));
+        for (int64_t i = 0; i < cs[k].nb; i++)   /* the last element is the zero */
+            setd(B, i, cs[k].zero && i == cs[k].nb - 1 ? 0.0 : (double)(i + 2));
+        kiln_tensor out;
+        memset(&out, 0, sizeof out);
+        kiln_tensor *outp[1] = {&out};
+        const kiln_tensor *inp[2] = {A, B};
+        kiln_kctx ctx = {.node = &p.nd->node, .n_in = 2, .in = inp, .n_out = 1, .out = outp, .pool = test_pool(1),
+                         .nthreads = 1};
+        kiln_clear_last_error();
+        kiln_status st = kiln__ref_kernel(cs[k].op)(&ctx);
+        const char *msg = kiln_last_error();
+        if (cs[k].err)
+            CHECK_MSG(st == KILN_ERR_INVALID_ARG && msg && strstr(msg, "integer division") && strstr(msg, "by zero") &&
+                          strstr(msg, "div_node"),
+                      "case %zu: %s: %s", k, kiln_status_str(st), msg ? msg : "");
+        else
+            CHECK_MSG(st == KILN_OK, "case %zu: %s: %s", k, kiln_status_str(st), msg ? msg : "");
+        kiln__tensor_release(&out);
+        prob_free(&p);
+    }
+}
+
 int main(void)
 {
+    test_int_div_zero();
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int nc = (int)(sizeof k_cases / sizeof k_cases[0]);
