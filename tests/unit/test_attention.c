@@ -231,6 +231,67 @@ static void test_kernel(unsigned long long *seed)
     printf("kernel: 48 random permutation cases (%d on the strided float32 path)\n", fast_runs);
 }
 
+/* Score rows with an all -inf mask, a partial -inf mask, a NaN, and none: every kernel the host runs
+ * (the AVX-512 row softmax in registers (Sk <= 128) and in loops, AVX2, the scalar reference) and
+ * the generic float32 path (K^T broadcast: the Softmax kernel) agree with numpy's softmax in float64
+ * (the generic path): NaN rows for the first and third (exp(x - max) with -inf - -inf / NaN), the
+ * partially masked row finite. */
+static void test_kernel_special_rows(unsigned long long *seed)
+{
+    static const int64_t sks[3] = {19, 100, 200};
+    for (int c = 0; c < 6; c++) {
+        int64_t S = 4, Sk = sks[c % 3], D = 8, Dv = 5;
+        bool bcast = c >= 3;
+        int64_t qd[3] = {2, S, D}, kd[3] = {bcast ? 1 : 2, D, Sk}, vd[3] = {2, Sk, Dv}, md[2] = {S, Sk};
+        kiln_tensor q = random_tensor(KILN_DT_FLOAT32, 3, qd, seed), k = random_tensor(KILN_DT_FLOAT32, 3, kd, seed);
+        kiln_tensor v = random_tensor(KILN_DT_FLOAT32, 3, vd, seed), m = random_tensor(KILN_DT_FLOAT32, 2, md, seed);
+        float *mp = m.data;
+        for (int64_t j = 0; j < Sk; j++) {
+            mp[0 * Sk + j] = -INFINITY;                       /* row 0: all masked */
+            if (j % 3 != 1)
+                mp[1 * Sk + j] = -INFINITY;                   /* row 1: partly masked */
+        }
+        mp[2 * Sk + Sk / 2] = NAN;                            /* row 2: a NaN score */
+        const kiln_tensor *src[4] = {&q, &k, &v, &m};
+        kiln_tensor d64[4];
+        const kiln_tensor *in64[4];
+        for (int i = 0; i < 4; i++) {
+            CHECK(kiln__tensor_alloc(&d64[i], KILN_DT_FLOAT64, src[i]->ndim, src[i]->dims) == KILN_OK);
+            for (int64_t e = 0; e < kiln_tensor_numel(src[i]); e++)
+                kiln__set_f64(KILN_DT_FLOAT64, d64[i].data, e, kiln__get_f64(KILN_DT_FLOAT32, src[i]->data, e));
+            in64[i] = &d64[i];
+        }
+        attn_attrs a;
+        attrs_init(&a, 0.5f, 1, 0.0f);
+        kiln_tensor want;
+        CHECK_MSG(run_attn(kiln__cpu_ref_kernel(KILN_OP_Attention), &a, 4, in64, &want, 1) == KILN_OK, "float64: %s",
+                  kiln_last_error());
+        for (int at = 0;; at++) {
+            const kiln_kernel_isa_reg *f = kiln__cpu_fast_kernel_at(KILN_OP_Attention, at);
+            kiln_kernel_fn fn = f ? f->fn : kiln__cpu_ref_kernel(KILN_OP_Attention);
+            kiln_tensor got;
+            kiln_status st = run_attn(fn, &a, 4, src, &got, 1 + c % 2);
+            CHECK_MSG(st == KILN_OK, "special rows: %s", kiln_last_error());
+            int64_t bad = 0, n = st == KILN_OK ? kiln_tensor_numel(&got) : 0;
+            for (int64_t e = 0; e < n; e++) {
+                double g = kiln__get_f64(KILN_DT_FLOAT32, got.data, e), w = kiln__get_f64(KILN_DT_FLOAT64, want.data, e);
+                int64_t row = e / Dv % S;
+                bool ok = (isnan(g) && isnan(w)) || fabs(g - w) <= 1e-5 + 1e-4 * fabs(w);
+                bad += !ok || isnan(w) != (row == 0 || row == 2);
+            }
+            CHECK_MSG(bad == 0, "special rows, Sk %lld%s, %s: %lld bad", (long long)Sk, bcast ? " (generic)" : "",
+                      f ? f->name : "scalar", (long long)bad);
+            kiln__tensor_release(&got);
+            if (!f)
+                break;
+        }
+        kiln__tensor_release(&want);
+        for (int i = 0; i < 4; i++)
+            kiln__tensor_release(&d64[i]);
+        kiln__tensor_release(&q), kiln__tensor_release(&k), kiln__tensor_release(&v), kiln__tensor_release(&m);
+    }
+}
+
 /* wrong length, duplicate, out of range, negative, not INTS: KILN_ERR_INVALID_ARG, for each perm */
 static void test_kernel_malformed(unsigned long long *seed)
 {
@@ -670,6 +731,7 @@ int main(int argc, char **argv)
     unsigned long long seed = 0x5EED5EEDull;
     test_kernel(&seed);
     test_kernel_malformed(&seed);
+    test_kernel_special_rows(&seed);
     test_shapes(&seed);
     test_pass_algebra(&seed);
     test_pipeline(&seed);

@@ -354,8 +354,19 @@ static kiln_status attn_generic(kiln_kctx *ctx, const kiln_tensor *q, const kiln
             memset(&t, 0, sizeof t);
         }
     }
-    if (st == KILN_OK)
-        st = kiln__kcall(ctx, KILN_OP_Softmax, &s, NULL, &p);
+    if (st == KILN_OK) {
+        /* the softmax over the last axis whatever this node's opset says: kcall would hand the
+         * Softmax kernel this node, and an opset below 13 means Softmax-1's flattening from axis 1
+         * (a whole [S, Sk] matrix, NaN / -inf rows leaking into the others) */
+        kiln_node sn = *ctx->node;
+        sn.op = KILN_OP_Softmax;
+        sn.opset = 13;
+        sn.n_attr = 0;
+        sn.attrs = NULL;
+        kiln_kctx sub = *ctx;
+        sub.node = &sn;
+        st = kiln__kcall(&sub, KILN_OP_Softmax, &s, NULL, &p);
+    }
     if (st == KILN_OK)
         st = kiln__kcall(ctx, KILN_OP_MatMul, &p, v, y);
     kiln__tensor_release(&s);
