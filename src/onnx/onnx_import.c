@@ -5,6 +5,8 @@
 #include "onnx_wire.h"
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define MAX_GRAPH_DEPTH 32
 
@@ -217,6 +219,65 @@ static kiln_status check_arity(const kiln_node *n, size_t n_in, size_t n_out)
     return KILN_OK;
 }
 
+/* Attribute types of the default-domain ONNX operators (onnx_attrs.def, generated from the ONNX
+ * schemas). The kernels read attributes through kiln__attr_i and friends, which return the default
+ * for an attribute of another type, so e.g. Softmax axis=1.0 (a FLOAT) would silently run with
+ * axis -1; ONNX Runtime rejects such a model, and so does the importer. */
+typedef struct {
+    const char *op, *name;
+    kiln_attr_type type;
+} onnx_attr_type;
+
+static const onnx_attr_type onnx_attr_types[] = {
+#define A(op, name, t) {op, name, KILN_ATTR_##t},
+#include "onnx_attrs.def"
+#undef A
+};
+
+static const char *attr_type_name(kiln_attr_type t)
+{
+    static const char *const names[] = {"UNDEFINED", "FLOAT", "INT", "STRING", "TENSOR", "GRAPH", "FLOATS", "INTS",
+                                        "STRINGS", "TENSORS", "GRAPHS", "SPARSE_TENSOR", "SPARSE_TENSORS",
+                                        "TYPE_PROTO", "TYPE_PROTOS"};
+    return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "unknown";
+}
+
+static int attr_type_cmp(const void *key, const void *elem)
+{
+    const onnx_attr_type *k = key, *e = elem;
+    int c = strcmp(k->op, e->op);
+    return c ? c : strcmp(k->name, e->name);
+}
+
+static kiln_status check_attr_types(const kiln_node *n)
+{
+    if (n->domain[0] && strcmp(n->domain, "ai.onnx") != 0)
+        return KILN_OK;   /* other domains: no schema here */
+    const size_t count = sizeof onnx_attr_types / sizeof onnx_attr_types[0];
+    for (int i = 0; i < n->n_attr; i++) {
+        const kiln_attr *a = &n->attrs[i];
+        if (a->type == KILN_ATTR_UNDEFINED)
+            continue;   /* untyped (very old writers): nothing to compare */
+        onnx_attr_type key = {n->op_type, a->name, a->type};
+        const onnx_attr_type *hit = bsearch(&key, onnx_attr_types, count, sizeof key, attr_type_cmp);
+        if (!hit)
+            continue;   /* an attribute the schema does not list (or an op it does not know) */
+        /* an (op, attribute) whose type changed between opsets has one entry per type */
+        while (hit > onnx_attr_types && attr_type_cmp(&key, hit - 1) == 0)
+            hit--;
+        bool ok = false;
+        const onnx_attr_type *first = hit;
+        for (; hit < onnx_attr_types + count && attr_type_cmp(&key, hit) == 0; hit++)
+            /* an INT for a FLOAT is kept: kiln__attr_f converts it, so nothing is dropped, and some
+             * exporters write e.g. alpha=1 that way */
+            ok |= hit->type == a->type || (hit->type == KILN_ATTR_FLOAT && a->type == KILN_ATTR_INT);
+        if (!ok)
+            return kiln__err(KILN_ERR_PARSE, "node '%s' (%s): attribute '%s' is %s, but %s takes %s", n->name,
+                             n->op_type, a->name, attr_type_name(a->type), n->op_type, attr_type_name(first->type));
+    }
+    return KILN_OK;
+}
+
 /* Graph inputs: each name once. Inputs that an initializer also defines are constants with a
  * default and not fed by the caller. */
 static kiln_status import_inputs(const Onnx__GraphProto *gp, kiln_graph *g)
@@ -280,7 +341,7 @@ static kiln_status import_node(import_ctx *ic, const Onnx__NodeProto *np, kiln_g
             return st;
         }
     }
-    return KILN_OK;
+    return check_attr_types(n);
 }
 
 /* Single static assignment: a node output is a new name, not an initializer, a graph input,
