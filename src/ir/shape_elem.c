@@ -196,6 +196,16 @@ kiln_status kiln__si_unary(kiln_ictx *c)
     return KILN_OK;
 }
 
+/* Softmax, LogSoftmax: the spec needs rank >= 1 (there is no axis to normalize over in a scalar;
+ * ONNX Runtime rejects it) */
+kiln_status kiln__si_softmax(kiln_ictx *c)
+{
+    KILN_TRY(kiln__si_unary(c));
+    if (c->out[0]->rank == 0)
+        return kiln__ierr(c, KILN_ERR_SHAPE, "input is a scalar (rank 0); %s needs rank >= 1", c->n->op_type);
+    return KILN_OK;
+}
+
 kiln_status kiln__si_isx(kiln_ictx *c)
 {
     KILN_TRY(kiln__si_unary(c));
@@ -270,6 +280,17 @@ kiln_status kiln__si_bcast(kiln_ictx *c)
     const kiln_vshape *x;
     KILN_TRY(kiln__need(c, 0, &x));
     return bcast_to(c, 0, x->dtype);
+}
+
+/* Mod: the spec requires fmod=1 for floating-point inputs (ONNX Runtime rejects fmod=0 there) */
+kiln_status kiln__si_mod(kiln_ictx *c)
+{
+    KILN_TRY(kiln__si_bcast(c));
+    const kiln_vshape *x = IN(c, 0);
+    if (x && kiln__dtype_is_float(x->dtype) && kiln__attr_i(c->n, "fmod", 0) == 0)
+        return kiln__ierr(c, KILN_ERR_SHAPE, "fmod=0 is not allowed for %s inputs; floating-point Mod needs fmod=1",
+                          kiln_dtype_name(x->dtype));
+    return KILN_OK;
 }
 
 /* com.microsoft QLinearAdd: A (input 0) and B (input 3) broadcast; C_zero_point's type, else A's */

@@ -577,6 +577,13 @@ kiln_status kiln__si_resize(kiln_ictx *c)
     int ns;
     const kiln_vshape *szin = c->n->opset >= 11 ? IN(c, 3) : NULL;
     const char *policy = kiln__attr_s(c->n, "keep_aspect_ratio_policy", "stretch");
+    /* the spec allows only one of scales and sizes (an empty tensor stands for absent); ONNX
+     * Runtime rejects both, and the kernel would silently use sizes */
+    const kiln_vshape *scin = c->n->opset >= 11 ? IN(c, 2) : NULL;
+    int64_t scn, szn;
+    if (scin && szin && scin->rank == 1 && szin->rank == 1 && kiln__sd_is_const(c->st, scin->dims[0], &scn) &&
+        kiln__sd_is_const(c->st, szin->dims[0], &szn) && scn > 0 && szn > 0)
+        return kiln__ierr(c, KILN_ERR_SHAPE, "only one of 'scales' and 'sizes' may be given, got both");
     if (szin && szin->rank == 1 && !kiln__is_c(c, szin->dims[0], 0)) {
         ns = kiln__in_shape(c, 3, sizes);
         if (ns != n || strcmp(policy, "stretch"))

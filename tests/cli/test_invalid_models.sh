@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Models the ONNX specification forbids (and ONNX Runtime rejects) are errors, never a run with
-# different numbers: an attribute of the wrong type (it was dropped and the default used).
+# different numbers: an attribute of the wrong type (it was dropped and the default used), Resize
+# with both scales and sizes (sizes was used), Softmax of a scalar, float Mod with fmod=0.
 set -uo pipefail
 KILN=$1
 . "$(dirname "$0")/../lib.sh"
@@ -60,4 +61,16 @@ expect_err "kiln build refuses it too" "attribute 'axis' is FLOAT" "$KILN" build
 expect_err "Pad mode as an INT is an error" "attribute 'mode' is INT, but Pad takes STRING" "$T/run" attr_str_pads
 expect_ok "Softmax axis as an INT runs" "$T/run" attr_ok_axis
 expect_ok "an INT for a FLOAT attribute (LeakyRelu alpha=1) is still accepted" "$T/run" attr_int_alpha
+# (b) Resize
+expect_err "Resize with both scales and sizes is an error" "only one of 'scales' and 'sizes'" "$T/run" resize_both
+expect_err "... also when they are runtime inputs" "only one of 'scales' and 'sizes'" "$KILN" run "$T/resize_both_dyn.onnx" \
+  --input "x=$T/resize_sizes.npy" --input "sc=$T/sc.npy" --input "sz=$T/sz.npy" --output-dir "$T/o_rbd"
+expect_ok "Resize with sizes alone runs" "$T/run" resize_sizes
+# (c) Softmax of a scalar
+expect_err "Softmax of a rank-0 input is an error" "needs rank >= 1" "$T/run" softmax_scalar
+# (d) Mod
+expect_err "float Mod with fmod=0 is an error" "fmod=0 is not allowed for float32" "$T/run" mod_float_fmod0
+expect_ok "float Mod with fmod=1 runs" "$T/run" mod_float_fmod1
+expect_ok "integer Mod with fmod=0 runs" "$T/run" mod_int_fmod0
+
 finish test_invalid_models

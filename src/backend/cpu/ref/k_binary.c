@@ -709,6 +709,11 @@ static kiln_status k_mod(kiln_kctx *ctx)
     int64_t fm = kiln__attr_i(ctx->node, "fmod", 0);
     if (fm != 0 && fm != 1)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "fmod must be 0 or 1, got %lld", (long long)fm);
+    /* the spec requires fmod=1 for floating-point inputs (ONNX Runtime rejects fmod=0 there) */
+    const kiln_tensor *a = kiln__kin(ctx, 0);
+    if (!fm && a && kiln__dtype_is_float(a->dtype))
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "fmod=0 is not allowed for %s inputs; floating-point Mod needs fmod=1",
+                          kiln_dtype_name(a->dtype));
     KILN_TRY(int_divisor_check(ctx, "division (Mod)"));
     return binop(ctx, fm ? tbl_FMod : tbl_PMod, false);
 }

@@ -984,6 +984,10 @@ static kiln_status rz_setup_resize(kiln_kctx *ctx, const kiln_tensor *x, rz_para
     }
     int64_t sn = scales ? kiln__shape_numel(scales->ndim, scales->dims) : 0;
     int64_t zn = sizes ? kiln__shape_numel(sizes->ndim, sizes->dims) : 0;
+    /* the spec allows only one; ONNX Runtime rejects both, and silently preferring sizes would
+     * hide a model error */
+    if (zn > 0 && sn > 0)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "only one of 'scales' and 'sizes' may be given, got both");
     if (zn > 0) {
         KILN_TRY(rz_from_sizes(ctx, sizes, axes, nax, ax));
     } else if (sn > 0) {
