@@ -16,6 +16,7 @@ set_tests_properties(cli_api PROPERTIES LABELS "cli;sanitize" SKIP_RETURN_CODE 7
 add_test(NAME cli_usage COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_usage.sh $<TARGET_FILE:kiln> $<TARGET_FILE:kiln_fakedev>
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli_usage PROPERTIES LABELS "cli;sanitize" SKIP_RETURN_CODE 77 TIMEOUT 300)
-# models the ONNX specification forbids are errors, not runs with other numbers
+# models the ONNX specification forbids are errors, not runs with other numbers; the wording of the
+# warning when the builder's run on synthetic data fails
 add_test(NAME cli_invalid_models COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_invalid_models.sh $<TARGET_FILE:kiln> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli_invalid_models PROPERTIES LABELS "cli;sanitize" TIMEOUT 120)

@@ -339,12 +339,15 @@ kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_pat
         if (st == KILN_OK && cache_path && ts.dirty)
             st = save_cache(cache_path, ts.entries);
     } else if ((st = kiln__run_check(ctl)) != KILN_OK) {
-        kiln__err_prefix("build-time calibration run (budget: --build-run-budget SECONDS)");
+        kiln__err_prefix("build-time run on synthetic data (budget: --build-run-budget SECONDS)");
     } else {
-        /* synthetic data can be invalid for some models (e.g. ids out of a vocabulary): the
-         * engine is still correct, it just keeps default tactics and plans memory at run time */
-        kiln__log(KILN_LOG_WARN, "calibration run skipped: %s", kiln_last_error());
-        snprintf(res->skipped, sizeof res->skipped, "calibration run skipped: %s", kiln_last_error());
+        /* synthetic data can be invalid for some models (e.g. ids out of a vocabulary, or a Reshape
+         * target that is an input): the engine is still correct, it just keeps default tactics and
+         * plans memory at run time. The wording is docs/CLI.md's, and says the failure is the
+         * synthetic run's: it is not a calibration (fp32 builds have none) and not the user's run. */
+        snprintf(res->skipped, sizeof res->skipped, "the run on synthetic data failed: %s", kiln_last_error());
+        kiln__log(KILN_LOG_WARN, "no tactics timed and no memory plan at build time (%s); the engine plans "
+                  "memory when it runs", res->skipped);
         kiln_clear_last_error();
         for (int i = 0; i < g->n_nodes; i++) {
             kiln__free(g->nodes[i].tactic);
