@@ -33,17 +33,20 @@ bool kiln_is_engine_file(const char *path)
     return ok;
 }
 
-/* A set of inputs must fit entirely inside at least one profile (when profiles exist). */
+/* A set of inputs must fit entirely inside at least one profile (when profiles exist). When none
+ * fits, the error says why for every profile (an engine built with --shapes and a min/opt/max range
+ * has two, and naming only the last one's range hid the other). */
 kiln_status kiln__engine_check_profiles(const struct kiln_engine *e, int n, const char *const *names,
                                         const kiln_tensor *ts)
 {
     if (e->n_profiles == 0)
         return KILN_OK;
-    char why[512] = "";
+    char why[1536] = "";
+    size_t len = 0;
     for (int p = 0; p < e->n_profiles; p++) {
         const kiln_profile_dims *pd = &e->profiles[p];
-        bool fits = true;
-        for (int k = 0; k < pd->n_inputs && fits; k++) {
+        char one[384] = "";
+        for (int k = 0; k < pd->n_inputs && !one[0]; k++) {
             const kiln_tensor *t = NULL;
             for (int i = 0; i < n; i++)
                 if (names[i] && !strcmp(names[i], pd->names[k]))
@@ -51,22 +54,24 @@ kiln_status kiln__engine_check_profiles(const struct kiln_engine *e, int n, cons
             if (!t)
                 continue;
             if (t->ndim != pd->ndim[k]) {
-                fits = false;
-                snprintf(why, sizeof why, "input '%s' has rank %d, profile %d expects %d", pd->names[k], t->ndim, p,
+                snprintf(one, sizeof one, "input '%s' has rank %d, profile %d expects %d", pd->names[k], t->ndim, p,
                          pd->ndim[k]);
                 break;
             }
             for (int d = 0; d < t->ndim; d++)
                 if (t->dims[d] < pd->min[k][d] || t->dims[d] > pd->max[k][d]) {
-                    fits = false;
-                    snprintf(why, sizeof why, "input '%s' dim %d = %lld is outside profile %d's range [%lld, %lld]",
+                    snprintf(one, sizeof one, "input '%s' dim %d = %lld is outside profile %d's range [%lld, %lld]",
                              pd->names[k], d, (long long)t->dims[d], p, (long long)pd->min[k][d],
                              (long long)pd->max[k][d]);
                     break;
                 }
         }
-        if (fits)
+        if (!one[0])
             return KILN_OK;
+        if (len < sizeof why) {
+            int w = snprintf(why + len, sizeof why - len, "%s%s", len ? "; " : "", one);
+            len += w > 0 ? (size_t)w : 0;
+        }
     }
     return kiln__err(KILN_ERR_SHAPE, "input shapes fit no optimization profile of this engine: %s", why);
 }

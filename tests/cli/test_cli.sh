@@ -55,6 +55,11 @@ grep -q "unsupported: none" "$T/out.txt" && ok "info: no unsupported ops" || bad
 # errors
 $PY scripts/make_inputs.py "$M" --shape input=8x3x32x40 --out "$T/big" > /dev/null
 expect_err "out-of-profile shape" "outside profile" "$KILN" run "$T/m.kiln" --input input="$T/big/input.npy" --output-dir "$T/x"
+# two profiles (--shapes and a range): the error says why for each (it named only the last one)
+expect_ok "build with --shapes and a range" "$KILN" build "$M" -o "$T/m2.kiln" --shapes input:1x3x16x16 \
+  --min-shapes input:2x3x32x32 --opt-shapes input:3x3x32x40 --max-shapes input:4x3x32x40
+expect_err "out-of-profile shape, two profiles" "outside profile 0's range .*; .*outside profile 1's range" \
+  "$KILN" run "$T/m2.kiln" --input input="$T/big/input.npy" --output-dir "$T/x"
 head -c 1000 "$T/m.kiln" > "$T/trunc.kiln"
 expect_err "truncated engine" "truncated" "$KILN" run "$T/trunc.kiln" --input input="$T/in/input.npy" --output-dir "$T/x"
 expect_err "missing model" "cannot open" "$KILN" run "$T/nope.onnx" --input input="$T/in/input.npy" --output-dir "$T/x"
