@@ -759,26 +759,33 @@ static void tile_task(void *arg, int64_t c0, int64_t c1)
     }
 }
 
-/* convt_tiled's ConvTranspose: per chunk of input rows the GEMM W^T X into col (sized to stay in cache), then its
- * columns written to their pixels */
-static kiln_status convt_tiles(const kiln_kctx *ctx, const conv_geom *g, const float *x, const float *w, const float *b,
-                               float *y)
+/* Per image, group and chunk of input rows: col = W^T X over the chunk (K2 x nc), then its columns to the output --
+ * written with the bias straight to their pixels where `tiled` (convt_tiled's geometry; chunks of a quarter of
+ * COL_BUDGET, so col stays in L2 while they are written), else accumulated by col2im onto the bias already there */
+static kiln_status convt_chunks(const kiln_kctx *ctx, const conv_geom *g, const float *x, const float *w,
+                                const float *b, float *y, bool tiled)
 {
     int nt = ctx->nthreads;
     int64_t Cx = g->M, Cy = g->C, Cxg = Cx / g->G, Cyg = Cy / g->G, K2 = Cyg * g->k_sz;
-    int64_t ys = g->in_sz, xs = g->out_sz, Wx = g->out[1], outer = g->out[0];
-    int64_t qc = chunk_rows(mul_chk(K2, Wx) * 4, outer);   /* a quarter of COL_BUDGET: col stays in L2 */
+    int64_t ys = g->in_sz, xs = g->out_sz, Wx = g->out[g->nsp - 1], outer = xs / Wx;
+    int64_t qc = chunk_rows(mul_chk(mul_chk(K2, Wx), tiled ? 4 : 1), outer);
     float *col;
     KILN_TRY(kiln__win_scratch(ctx, mul_chk(mul_chk(K2, qc), Wx), sizeof(float), (void **)&col));
     for (int64_t n = 0; n < g->N; n++)
         for (int64_t gi = 0; gi < g->G; gi++) {
             const float *xg = x + (n * Cx + gi * Cxg) * xs, *wg = w + gi * Cxg * K2;
+            float *img = y + (n * Cy + gi * Cyg) * ys;
             for (int64_t q0 = 0; q0 < outer; q0 += qc) {
                 int64_t q1 = q0 + qc < outer ? q0 + qc : outer, nc = (q1 - q0) * Wx;
                 kiln__sgemm(ctx->pool, nt, true, false, K2, nc, Cxg, 1.0f, wg, K2, xg + q0 * Wx, xs, 0.0f, col, nc);
-                tile_job j = {.g = g, .img = y + (n * Cy + gi * Cyg) * ys, .col = col, .b = b ? b + gi * Cyg : NULL,
-                              .q0 = q0, .q1 = q1, .ncols = nc};
-                kiln__parallel_for(ctx->pool, nt, Cyg, 1, tile_task, &j);
+                if (tiled) {
+                    tile_job j = {.g = g, .img = img, .col = col, .b = b ? b + gi * Cyg : NULL, .q0 = q0, .q1 = q1,
+                                  .ncols = nc};
+                    kiln__parallel_for(ctx->pool, nt, Cyg, 1, tile_task, &j);
+                } else {
+                    col_job j = {.g = g, .img = img, .col = col, .q0 = q0, .q1 = q1, .ncols = nc};
+                    kiln__parallel_for(ctx->pool, nt, Cyg, 1, col2im_task, &j);
+                }
             }
         }
     kiln__free(col);
@@ -796,7 +803,7 @@ static kiln_status convt_f32(const kiln_kctx *ctx, const kiln_conv_isa *isa, con
     if (g->N == 0 || Cy == 0 || ys == 0)
         return KILN_OK;
     if (xs > 0 && convt_tiled(g))
-        return convt_tiles(ctx, g, x, w, b, y);
+        return convt_chunks(ctx, g, x, w, b, y, true);
     if (b)
         for (int64_t n = 0; n < g->N; n++)
             fill_bias(ctx->pool, nt, y + n * Cy * ys, Cy, ys, ys, b);
@@ -813,24 +820,7 @@ static kiln_status convt_f32(const kiln_kctx *ctx, const kiln_conv_isa *isa, con
                             x + (n * Cx + gi * Cxg) * xs, xs, 1.0f, y + (n * Cy + gi * Cyg) * ys, ys);
         return KILN_OK;
     }
-    int L = g->nsp - 1;
-    int64_t Wx = g->out[L], outer = xs / Wx;
-    int64_t qc = chunk_rows(mul_chk(K2, Wx), outer);
-    float *col;
-    KILN_TRY(kiln__win_scratch(ctx, mul_chk(mul_chk(K2, qc), Wx), sizeof(float), (void **)&col));
-    for (int64_t n = 0; n < g->N; n++)
-        for (int64_t gi = 0; gi < g->G; gi++) {
-            const float *xg = x + (n * Cx + gi * Cxg) * xs, *wg = w + gi * Cxg * K2;
-            for (int64_t q0 = 0; q0 < outer; q0 += qc) {
-                int64_t q1 = q0 + qc < outer ? q0 + qc : outer, nc = (q1 - q0) * Wx;
-                kiln__sgemm(ctx->pool, nt, true, false, K2, nc, Cxg, 1.0f, wg, K2, xg + q0 * Wx, xs, 0.0f, col, nc);
-                col_job j = {.g = g, .img = y + (n * Cy + gi * Cyg) * ys, .col = col, .q0 = q0, .q1 = q1,
-                             .ncols = nc};
-                kiln__parallel_for(ctx->pool, nt, Cyg, 1, col2im_task, &j);
-            }
-        }
-    kiln__free(col);
-    return KILN_OK;
+    return convt_chunks(ctx, g, x, w, b, y, false);
 }
 
 /* ------------------------------------------------------------------------------------------
