@@ -352,6 +352,15 @@ static bool sum_ok(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *co
     return true;
 }
 
+/* A convolution's quantization operands for its K output channels (qparams_ok: the input's zero point in *zx) and its
+ * geometry (*g, from x = in[0] and w = in[3]): false where either is not what the kernels take */
+static bool qconv_operands(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in, int64_t K, int *zx,
+                           cu_geom *g)
+{
+    kiln_kctx kc = {.node = n, .n_in = n_in, .in = in};
+    return qparams_ok(b, n, n_in, in, K, zx) && cu_conv_geom(b, &kc, in[0], in[3], g) == KILN_OK;
+}
+
 /* QLinearConv, or kiln's QLinearConvAdd (passes/p_qres.c: inputs 9-13 the residual add's R, R_scale, R_zero_point,
  * C_scale, C_zero_point, its activation kiln_res_act; with kiln_res_float inputs 9-11; with kiln_res_once 9-11, 6 / 7
  * C_scale, C_zero_point), or QLinearConvSum (6 / 7 C's, 9-15 the second convolution: sum_ok), on the tensor cores */
@@ -382,11 +391,8 @@ static bool acc_qconv_tc(cu_be *b, const kiln_node *n, int n_in, const kiln_tens
         x->dims[0] * x->dims[2] * x->dims[3] > ((int64_t)1 << 37))
         return false;
     int zx;
-    if (!qparams_ok(b, n, n_in, in, K, &zx))
-        return false;
-    kiln_kctx kc = {.node = n, .n_in = n_in, .in = in};
     cu_geom g;
-    if (cu_conv_geom(b, &kc, x, w, &g) != KILN_OK)
+    if (!qconv_operands(b, n, n_in, in, K, &zx, &g))
         return false;
     bool padded = g.pb[0] || g.pb[1] || g.pe[0] || g.pe[1];
     const int64_t yd[4] = {x->dims[0], K, g.out[0], g.out[1]};
@@ -409,16 +415,13 @@ static bool acc_qconv_direct(cu_be *b, const kiln_node *n, int n_in, const kiln_
     const kiln_tensor *x = in[0], *w = in[3];
     int64_t G = b->host->attr_i(n, "group", 1), K = w->dims[0];
     if (G < 1 || G > 0x7fffffff || x->dims[1] != w->dims[1] * G || K % G || K <= 0 || K > 0x7fffffff ||
-        x->dims[1] > 0x7fffffff || w->dims[2] > 0xffff || w->dims[3] > 0xffff)
+        w->dims[2] > 0xffff || w->dims[3] > 0xffff)
         return false;
     int zx;
-    if (!qparams_ok(b, n, n_in, in, K, &zx))
-        return false;
-    kiln_kctx kc = {.node = n, .n_in = n_in, .in = in};
     cu_geom g;
-    if (cu_conv_geom(b, &kc, x, w, &g) != KILN_OK)
+    if (!qconv_operands(b, n, n_in, in, K, &zx, &g))
         return false;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 4; i++)   /* (x's channels among them) */
         if (x->dims[i] > 0x7fffffff || (i < 2 && (g.out[i] > 0x7fffffff || g.s[i] > 0xffff || g.d[i] > 0xffff ||
                                                   g.pb[i] > 0xffff)))
             return false;
