@@ -120,6 +120,8 @@ char **cli_output_files(int n, const char *const *names);
 int cli_write_output_index(const char *dir, int n, const char *const *names, char *const *files);
 /* Terminal-safe text for printing model-supplied strings (a ring of 8 buffers: valid until 8 more calls). */
 const char *cli_esc(const char *s);
+/* dims as "1x3x224x224" into buf (cap bytes; "" for rank 0); returns buf */
+const char *cli_dims_text(int ndim, const int64_t *dims, char *buf, size_t cap);
 /* Milliseconds of a monotonic clock (timings the commands print) */
 double cli_now_ms(void);
 /* A JSON string; jansson refuses text that is not UTF-8, which is then stored escaped. */

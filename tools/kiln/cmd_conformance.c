@@ -89,12 +89,9 @@ static bool compare(const kiln_tensor *exp, const kiln_tensor *act, double rtol,
     for (int d = 0; shape_ok && d < exp->ndim; d++)
         shape_ok = exp->dims[d] == act->dims[d];
     if (!shape_ok) {
-        char a[128] = "", b[128] = "";
-        for (int d = 0; d < act->ndim; d++)
-            snprintf(a + strlen(a), sizeof a - strlen(a), "%s%lld", d ? "x" : "", (long long)act->dims[d]);
-        for (int d = 0; d < exp->ndim; d++)
-            snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", d ? "x" : "", (long long)exp->dims[d]);
-        snprintf(why, whylen, "shape [%s], expected [%s]", a, b);
+        char a[128], b[128];
+        snprintf(why, whylen, "shape [%s], expected [%s]", cli_dims_text(act->ndim, act->dims, a, sizeof a),
+                 cli_dims_text(exp->ndim, exp->dims, b, sizeof b));
         return false;
     }
     int64_t n = kiln_tensor_numel(exp);

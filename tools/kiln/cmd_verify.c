@@ -217,11 +217,7 @@ done:
 static const char *dims_str(const kiln_tensor *t)
 {
     static char buf[8 * 24];
-    size_t k = 0;
-    buf[0] = 0;
-    for (int d = 0; d < t->ndim; d++)
-        k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%lld", d ? "x" : "", (long long)t->dims[d]);
-    return t->ndim ? buf : "scalar";
+    return t->ndim ? cli_dims_text(t->ndim, t->dims, buf, sizeof buf) : "scalar";
 }
 
 static void print_output(kiln_engine_t e, const vout *o)

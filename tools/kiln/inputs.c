@@ -32,14 +32,10 @@ static int input_index(kiln_engine_t e, const char *name)
     return -1;
 }
 
-/* "1x3x16x16" into buf */
+/* dims as "1x3x16x16", or "a scalar" */
 static const char *dims_text(int ndim, const int64_t *dims, char *buf, size_t cap)
 {
-    size_t o = 0;
-    buf[0] = '\0';
-    for (int d = 0; d < ndim && o < cap; d++)
-        o += (size_t)snprintf(buf + o, cap - o, "%s%lld", d ? "x" : "", (long long)dims[d]);
-    return ndim ? buf : "a scalar";
+    return ndim ? cli_dims_text(ndim, dims, buf, cap) : "a scalar";
 }
 
 /* A file input whose shape --shapes or --batch contradicts: the file's shape is what runs, so the option would be

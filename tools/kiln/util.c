@@ -27,6 +27,15 @@ void cli_catch_sigint(void)
 
 bool cli_interrupted(void) { return interrupted != 0; }
 
+const char *cli_dims_text(int ndim, const int64_t *dims, char *buf, size_t cap)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < ndim && o < cap; d++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%lld", d ? "x" : "", (long long)dims[d]);
+    return buf;
+}
+
 const char *cli_esc(const char *s)
 {
     /* a ring of buffers so that one printf can escape several arguments */
