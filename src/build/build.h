@@ -28,8 +28,9 @@ kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_pat
                                     bool host, kiln_calib_result *res, const kiln_run_ctl *ctl);
 
 /* Each node output's byte size (bytes[value id]) at the input shapes given (dtype and dims; data unused) by shape
- * inference; false (no error set) where some output's size or dtype does not resolve without data. */
-bool kiln__plan_bytes_inferred(const kiln_graph *g, const kiln_tensor *shapes, size_t *bytes);
+ * inference, and where meta is not NULL its dtype and dims (meta[value id], no data: the planner's Concat check);
+ * false (no error set) where some output's size or dtype does not resolve without data. */
+bool kiln__plan_bytes_inferred(const kiln_graph *g, const kiln_tensor *shapes, size_t *bytes, kiln_tensor *meta);
 
 /* Each graph input's dtype and dims (data NULL) at the calibration shapes (the first profile's
  * opt shapes, else static dims); false if some input has no concrete shape. */

@@ -3,16 +3,16 @@
 #include "build.h"
 #include "../ir/shape.h"
 
-bool kiln__plan_bytes_inferred(const kiln_graph *g, const kiln_tensor *shapes, size_t *bytes)
+bool kiln__plan_bytes_inferred(const kiln_graph *g, const kiln_tensor *shapes, size_t *bytes, kiln_tensor *meta)
 {
     kiln_symtab *st = kiln__symtab_new();
     kiln_vshape *in = kiln__calloc((size_t)g->n_inputs + 1, sizeof *in), *vs = NULL;
     const kiln_vshape **pin = kiln__calloc((size_t)g->n_inputs + 1, sizeof *pin);
     bool ok = st && in && pin;
     for (int i = 0; ok && i < g->n_inputs; i++) {
-        kiln_tensor meta = shapes[i];
-        meta.data = NULL;   /* shapes only */
-        kiln__vs_from_tensor(st, &meta, &in[i]);
+        kiln_tensor in_meta = shapes[i];
+        in_meta.data = NULL;   /* shapes only */
+        kiln__vs_from_tensor(st, &in_meta, &in[i]);
         in[i].hv = false;
         pin[i] = &in[i];
     }
@@ -31,8 +31,16 @@ bool kiln__plan_bytes_inferred(const kiln_graph *g, const kiln_tensor *shapes, s
                     es = 0;   /* a data-dependent size: only a run knows it */
             if (!es || (numel = kiln__shape_numel(s->rank, dims)) < 0 || (uint64_t)numel > SIZE_MAX / es)
                 ok = false;
-            else
+            else {
                 bytes[v] = (size_t)numel * es;
+                if (meta) {   /* dtype and shape, no data */
+                    memset(&meta[v], 0, sizeof meta[v]);
+                    meta[v].dtype = s->dtype;
+                    meta[v].ndim = s->rank;
+                    memcpy(meta[v].dims, dims, sizeof(int64_t) * (size_t)s->rank);
+                    meta[v].nbytes = bytes[v];
+                }
+            }
         }
     }
     if (!ok)

@@ -280,15 +280,15 @@ const char *kiln__timing_cache_tactic(json_t *entries, const char *key)
 }
 
 /* The memory plan from each value's byte size (rec) at the input shapes ins, and those shapes, into res */
-static kiln_status plan_at(const kiln_graph *g, const size_t *rec, bool host, const kiln_tensor *ins,
-                           kiln_calib_result *res)
+static kiln_status plan_at(const kiln_graph *g, const size_t *rec, const kiln_tensor *meta, bool host,
+                           const kiln_tensor *ins, kiln_calib_result *res)
 {
     for (int i = 0; i < g->n_inputs && i < KILN_MAX_CALIB_INPUTS; i++) {
         res->ndim[i] = ins[i].ndim;
         memcpy(res->dims[i], ins[i].dims, sizeof ins[i].dims);
     }
     res->n_inputs = g->n_inputs;
-    return kiln__plan_make(g, rec, host ? kiln__plan_host_flags() : 0, &res->plan);
+    return kiln__plan_make(g, rec, meta, host ? kiln__plan_host_flags() : 0, &res->plan);
 }
 
 kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_path, int nthreads, bool tune_tactics,
@@ -300,9 +300,10 @@ kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_pat
     const kiln_tensor **feed = kiln__calloc((size_t)g->n_inputs + 1, sizeof *feed);
     kiln_tensor *outs = kiln__calloc((size_t)g->n_outputs + 1, sizeof *outs);
     size_t *rec = kiln__calloc((size_t)g->n_values + 1, sizeof(size_t));
+    kiln_tensor *meta = kiln__calloc((size_t)g->n_values + 1, sizeof(kiln_tensor));   /* shapes, for the plan */
     kiln_status st = KILN_OK;
     tune_state ts = {0};
-    if (!ins || !feed || !outs || !rec) {
+    if (!ins || !feed || !outs || !rec || !meta) {
         st = kiln__err(KILN_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -310,9 +311,9 @@ kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_pat
         goto done;
     const char *force_run = getenv("KILN_BUILD_PLAN_RUN");
     if (!tune_tactics && !(force_run && !strcmp(force_run, "1")) && kiln__builder_input_shapes(e, ins) &&
-        kiln__plan_bytes_inferred(g, ins, rec)) {
+        kiln__plan_bytes_inferred(g, ins, rec, meta)) {
         res->calibrated = res->inferred = true;
-        st = plan_at(g, rec, host, ins, res);
+        st = plan_at(g, rec, meta, host, ins, res);
         goto done;
     }
     if (!make_inputs(e, ins, res->skipped, sizeof res->skipped)) {
@@ -325,7 +326,7 @@ kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_pat
     }
     for (int i = 0; i < g->n_inputs; i++)
         feed[i] = &ins[i];
-    kiln_mem m = {.record = rec};
+    kiln_mem m = {.record = rec, .record_meta = meta};
     kiln_hooks h = {.tune = tune_tactics ? tune : NULL, .tune_user = &ts};
     kiln_pool *pool = kiln__pool_create(nthreads);
     kiln_run_env env = {.pool = pool, .nthreads = kiln__pool_threads(pool), .ctl = ctl};
@@ -335,7 +336,7 @@ kiln_status kiln__builder_calibrate(struct kiln_engine *e, const char *cache_pat
         res->calibrated = true;
         res->tuned = ts.tuned;
         res->from_cache = ts.from_cache;
-        st = plan_at(g, rec, host, ins, res);
+        st = plan_at(g, rec, meta, host, ins, res);
         if (st == KILN_OK && cache_path && ts.dirty)
             st = save_cache(cache_path, ts.entries);
     } else if ((st = kiln__run_check(ctl)) != KILN_OK) {
@@ -364,5 +365,6 @@ done:
     kiln__free(feed);
     kiln__free(outs);
     kiln__free(rec);
+    kiln__free(meta);
     return st;
 }

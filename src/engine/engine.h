@@ -8,8 +8,9 @@
 #define KILN_ENGINE_MAGIC "KILNENG\0"
 /* Version written; versions read: KILN_ENGINE_FORMAT_MIN_READ .. KILN_ENGINE_FORMAT_VERSION (4 only adds plans with a
  * FusedConv in place over its residual, which a version-3 reader's plan check would call corrupted; 5 only adds
- * FusedConvSum nodes, which a version-4 reader has no kernel for) */
-#define KILN_ENGINE_FORMAT_VERSION 5u
+ * FusedConvSum nodes, which a version-4 reader has no kernel for; 6 only adds plans with a Concat's inputs computed
+ * into its output's slot, in_place mark 2, which a version-5 reader's plan check would call corrupted) */
+#define KILN_ENGINE_FORMAT_VERSION 6u
 #define KILN_ENGINE_FORMAT_MIN_READ 3u
 #define KILN_ENGINE_HEADER_BYTES 64u
 #define KILN_ENGINE_SECTION_ALIGN 4096u   /* sections start at page boundaries (mmap, docs/ENGINE_FORMAT.md) */

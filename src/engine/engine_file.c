@@ -164,8 +164,8 @@ static kiln_status read_plan(kiln_rbuf *r, struct kiln_engine *e)
     for (uint32_t v = 0; v < nv; v++) {
         p->offset[v] = kiln__r_i64(r);
         p->cap[v] = (size_t)kiln__r_u64(r);
-        p->inplace[v] = kiln__r_u8(r) ? 1 : 0;
-        if (r->bad || p->offset[v] < -1 ||
+        p->inplace[v] = kiln__r_u8(r);
+        if (r->bad || p->offset[v] < -1 || p->inplace[v] > KILN_SLOT_CONCAT ||
             (p->offset[v] >= 0 && (p->cap[v] == 0 || p->cap[v] > p->arena_size ||
                                    (uint64_t)p->offset[v] > p->arena_size - p->cap[v])))
             goto bad;

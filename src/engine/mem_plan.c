@@ -47,13 +47,44 @@ static bool inplace_pair(const kiln_graph *g, const kiln_plan *p, const int *las
 {
     int i = g->values[v].producer;
     const kiln_node *n = &g->nodes[i];
-    if (!p->inplace[v] || !inplace_capable(n->op) || n->n_out < 1 || n->out[0] != v || last[u] != i ||
+    if (p->inplace[v] != KILN_SLOT_INPLACE || !inplace_capable(n->op) || n->n_out < 1 || n->out[0] != v || last[u] != i ||
         p->offset[u] != p->offset[v] || p->cap[u] != p->cap[v])
         return false;
     if (n->op == KILN_OP_FusedConv)
         return n->n_in >= 4 && n->in[3] == u;
     for (int j = 0; j < n->n_in && j < 2; j++)
         if (n->in[j] == u)
+            return true;
+    return false;
+}
+
+/* For v marked KILN_SLOT_CONCAT: v is the output of Concat node n, and each of n's inputs (distinct, all planned) lies
+ * exactly where its bytes go in v -- the way kiln__plan_make places them (contiguous pieces, in order). */
+static bool concat_slot_ok(const kiln_plan *p, const kiln_node *n, int v)
+{
+    if (n->op != KILN_OP_Concat || n->n_out != 1 || n->out[0] != v || n->n_in < 1)
+        return false;
+    uint64_t off = (uint64_t)p->offset[v];
+    for (int k = 0; k < n->n_in; k++) {
+        int u = n->in[k];
+        if (u < 0 || u >= p->n_values || p->offset[u] < 0 || (uint64_t)p->offset[u] != off)
+            return false;
+        for (int j = 0; j < k; j++)
+            if (n->in[j] == u)
+                return false;
+        off += p->cap[u];
+    }
+    return off == (uint64_t)p->offset[v] + p->cap[v];
+}
+
+/* True if u is an input of v's Concat, computed into v's slot ahead of it (KILN_SLOT_CONCAT, checked above). */
+static bool concat_piece(const kiln_graph *g, const kiln_plan *p, int u, int v)
+{
+    if (p->inplace[v] != KILN_SLOT_CONCAT)
+        return false;
+    const kiln_node *n = &g->nodes[g->values[v].producer];
+    for (int k = 0; k < n->n_in; k++)
+        if (n->in[k] == u)
             return true;
     return false;
 }
@@ -80,6 +111,8 @@ kiln_status kiln__plan_validate(const kiln_graph *g, const kiln_plan *p)
      * never exceeds the sum of the (aligned) slots: a larger one is corrupt, and would be allocated */
     uint64_t slots = 0;
     for (int v = 0; v < nv; v++) {
+        if (p->inplace[v] > KILN_SLOT_CONCAT)
+            goto bad_value;
         if (p->offset[v] < 0) {
             if (p->inplace[v] || p->offset[v] != -1)
                 goto bad_value;
@@ -113,14 +146,17 @@ kiln_status kiln__plan_validate(const kiln_graph *g, const kiln_plan *p)
             if (v < 0 || v >= nv || p->offset[v] < 0 || g->values[v].producer != i)
                 continue;
             uint64_t off = (uint64_t)p->offset[v], end = off + p->cap[v];
+            if (p->inplace[v] == KILN_SLOT_CONCAT && !(o == 0 && concat_slot_ok(p, n, v)))
+                goto bad_value;
             for (int q = 0; q < nlive; q++)
-                if (live[q].off < end && off < live[q].end && !inplace_pair(g, p, last, live[q].v, v)) {
+                if (live[q].off < end && off < live[q].end && !inplace_pair(g, p, last, live[q].v, v) &&
+                    !concat_piece(g, p, live[q].v, v)) {
                     st = kiln__err(KILN_ERR_PARSE,
                                    "corrupted engine: memory plan places '%s' over '%s' while both are live",
                                    g->values[v].name, g->values[live[q].v].name);
                     goto done;
                 }
-            if (p->inplace[v] && !(o == 0 && inplace_capable(n->op)))
+            if (p->inplace[v] == KILN_SLOT_INPLACE && !(o == 0 && inplace_capable(n->op)))
                 goto bad_value;
             live[nlive++] = (live_slot){off, end, v};
         }

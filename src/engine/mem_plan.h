@@ -9,11 +9,15 @@ typedef struct kiln_plan {
     int n_values;
     int64_t *offset;      /* per value: arena offset or -1 */
     size_t *cap;          /* per value: bytes */
-    uint8_t *inplace;     /* per value: shares the slot of a dying input */
+    uint8_t *inplace;     /* per value: KILN_SLOT_OWN, KILN_SLOT_INPLACE or KILN_SLOT_CONCAT */
     size_t arena_size;    /* peak: bytes the arena needs */
     size_t naive_bytes;   /* sum of all planned tensors (what per-tensor allocation would hold) */
     int n_planned, n_inplace;
 } kiln_plan;
+
+/* A value's in_place mark: a slot of its own; the slot of a dying input it is computed in place over; or (a Concat's
+ * output) a slot its inputs were computed into, each where it lies in the output (runtime/plan.c). */
+enum { KILN_SLOT_OWN = 0, KILN_SLOT_INPLACE = 1, KILN_SLOT_CONCAT = 2 };
 
 /* Slot alignment of the runtime's planner (src/runtime/plan.c): each block's size is rounded up to it. */
 #define KILN_PLAN_ALIGN 64

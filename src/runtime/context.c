@@ -65,9 +65,10 @@ static bool take_engine_plan(struct kiln_context *c)
                 return false;
     }
     const kiln_plan *p = &e->plan;
-    if (c->dev)   /* a FusedConv in place over its residual is for the CPU kernels only: plan again */
+    if (c->dev)   /* a FusedConv in place over its residual, a Concat's inputs in its output: for the CPU kernels only */
         for (int v = 0; v < p->n_values; v++)
-            if (p->inplace[v] && g->values[v].producer >= 0 && g->nodes[g->values[v].producer].op == KILN_OP_FusedConv)
+            if (p->inplace[v] == KILN_SLOT_CONCAT || (p->inplace[v] && g->values[v].producer >= 0 &&
+                                                      g->nodes[g->values[v].producer].op == KILN_OP_FusedConv))
                 return false;
     kiln_plan q = {.n_values = p->n_values, .arena_size = p->arena_size, .naive_bytes = p->naive_bytes,
                    .n_planned = p->n_planned, .n_inplace = p->n_inplace};
@@ -253,7 +254,7 @@ static kiln_status plan_for_shapes(struct kiln_context *c, const kiln_run_env *e
     kiln_hooks h = {.node_ns = c->node_ns};
     kiln_status st = kiln__exec_graph_ex(g, NULL, c->bound, c->outs, env, 0, &m, &h);
     if (st == KILN_OK)
-        st = kiln__plan_make(g, rec, c->dev ? 0 : kiln__plan_host_flags(), &c->plan);
+        st = kiln__plan_make(g, rec, c->meta, c->dev ? 0 : kiln__plan_host_flags(), &c->plan);
     kiln__free(rec);
     if (st != KILN_OK)
         return st;

@@ -184,11 +184,52 @@ static bool conv_res_pair(const kiln_graph *g, const kiln_node *n, int u, int v,
 
 unsigned kiln__plan_host_flags(void)
 {
-    const char *e = getenv("KILN_PLAN_CONV_RES");
-    return e && *e && strcmp(e, "0") != 0 ? KILN_PLAN_CONV_RES : 0;
+    const char *e = getenv("KILN_PLAN_CONV_RES"), *c = getenv("KILN_PLAN_CONCAT");
+    return (e && *e && strcmp(e, "0") != 0 ? KILN_PLAN_CONV_RES : 0) | (c && !strcmp(c, "0") ? 0 : KILN_PLAN_CONCAT);
 }
 
-kiln_status kiln__plan_make(const kiln_graph *g, const size_t *bytes, unsigned flags, kiln_plan *p)
+/* Concats whose inputs can be computed where they lie in the output (plan.h, KILN_PLAN_CONCAT): grp[u] = the Concat's
+ * node index for each such input u and for its output, sub[u] = u's byte offset in the output. */
+static void concat_groups(const kiln_graph *g, const size_t *bytes, const kiln_tensor *meta, const bool *is_out,
+                          int *grp, size_t *sub)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kiln_node *n = &g->nodes[i];
+        int v = n->n_out == 1 ? n->out[0] : -1;
+        if (n->op != KILN_OP_Concat || v < 0 || is_out[v] || !bytes[v] || grp[v] >= 0 || g->values[v].producer != i ||
+            n->n_in < 1 || meta[v].ndim < 1 || meta[v].ndim > KILN_MAX_DIMS)
+            continue;
+        int64_t axis = kiln__attr_i(n, "axis", 1), r = meta[v].ndim;
+        if (axis < -r || axis >= r)
+            continue;
+        axis = axis < 0 ? axis + r : axis;
+        bool ok = true;
+        for (int d = 0; d < axis; d++)
+            ok = ok && meta[v].dims[d] == 1;
+        size_t off = 0;
+        for (int k = 0; ok && k < n->n_in; k++) {
+            int u = n->in[k];
+            ok = u >= 0 && g->values[u].producer >= 0 && g->values[u].producer < i && !g->values[u].init &&
+                 !is_out[u] && bytes[u] && grp[u] < 0 && off % KILN_PLAN_ALIGN == 0;
+            for (int j = 0; ok && j < k; j++)
+                ok = n->in[j] != u;
+            off += ok ? bytes[u] : 0;
+        }
+        if (!ok || off != bytes[v])
+            continue;
+        off = 0;
+        for (int k = 0; k < n->n_in; k++) {
+            grp[n->in[k]] = i;
+            sub[n->in[k]] = off;
+            off += bytes[n->in[k]];
+        }
+        grp[v] = i;
+        sub[v] = 0;
+    }
+}
+
+kiln_status kiln__plan_make(const kiln_graph *g, const size_t *bytes, const kiln_tensor *meta, unsigned flags,
+                            kiln_plan *p)
 {
     memset(p, 0, sizeof *p);
     int nv = g->n_values;
@@ -198,17 +239,22 @@ kiln_status kiln__plan_make(const kiln_graph *g, const size_t *bytes, unsigned f
     p->inplace = kiln__calloc((size_t)nv + 1, 1);
     int *last = kiln__malloc(sizeof(int) * ((size_t)nv + 1));
     int *blk_of = kiln__malloc(sizeof(int) * ((size_t)nv + 1));
+    int *grp = kiln__malloc(sizeof(int) * ((size_t)nv + 1));   /* the Concat a value's slot is part of, or -1 */
+    int *grp_blk = kiln__malloc(sizeof(int) * ((size_t)g->n_nodes + 1));
+    size_t *sub = kiln__calloc((size_t)nv + 1, sizeof(size_t));
     block *blocks = kiln__calloc((size_t)nv + 1, sizeof(block));
     kiln_status st = KILN_OK;
-    if (!p->offset || !p->cap || !p->inplace || !last || !blk_of || !blocks) {
+    if (!p->offset || !p->cap || !p->inplace || !last || !blk_of || !grp || !grp_blk || !sub || !blocks) {
         st = kiln__err(KILN_ERR_NOMEM, "out of memory planning memory");
         goto done;
     }
     for (int v = 0; v < nv; v++) {
         p->offset[v] = -1;
-        blk_of[v] = -1;
+        blk_of[v] = grp[v] = -1;
         last[v] = g->values[v].producer;
     }
+    for (int i = 0; i < g->n_nodes; i++)
+        grp_blk[i] = -1;
     kiln__mark_last_uses(g, last);
     bool *is_out = kiln__calloc((size_t)nv + 1, sizeof(bool));
     if (!is_out) {
@@ -217,6 +263,8 @@ kiln_status kiln__plan_make(const kiln_graph *g, const size_t *bytes, unsigned f
     }
     for (int o = 0; o < g->n_outputs; o++)
         is_out[g->outputs[o]] = true;
+    if ((flags & KILN_PLAN_CONCAT) && meta)
+        concat_groups(g, bytes, meta, is_out, grp, sub);
     int nb = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const kiln_node *n = &g->nodes[i];
@@ -228,17 +276,33 @@ kiln_status kiln__plan_make(const kiln_graph *g, const size_t *bytes, unsigned f
             p->cap[v] = bytes[v];
             p->naive_bytes += bytes[v];
             p->n_planned++;
+            if (grp[v] >= 0) {   /* a piece of a Concat's output, or that output: one block for all */
+                const kiln_node *c = &g->nodes[grp[v]];
+                int *gb = &grp_blk[grp[v]];
+                if (*gb < 0) {   /* its first piece computed: the block lives until the last of them dies */
+                    int end = last[c->out[0]] > i ? last[c->out[0]] : i;
+                    for (int k = 0; k < c->n_in; k++)
+                        end = last[c->in[k]] > end ? last[c->in[k]] : end;
+                    size_t csz = (bytes[c->out[0]] + ALIGN - 1) / ALIGN * ALIGN;
+                    blocks[nb] = (block){.size = csz, .start = i, .end = end, .offset = -1};
+                    *gb = nb++;
+                }
+                blk_of[v] = *gb;
+                if (v == c->out[0])
+                    p->inplace[v] = KILN_SLOT_CONCAT;
+                continue;
+            }
             int donor = -1;
             if (o == 0 && kiln__plan_inplace_op(n->op))
                 for (int j = 0; j < n->n_in && j < 2 && donor < 0; j++) {
                     int u = n->in[j];
-                    if (u >= 0 && blk_of[u] >= 0 && last[u] == i && bytes[u] == bytes[v] &&
+                    if (u >= 0 && blk_of[u] >= 0 && grp[u] < 0 && last[u] == i && bytes[u] == bytes[v] &&
                         blocks[blk_of[u]].end == i)
                         donor = u;
                 }
             if (donor < 0 && o == 0 && (flags & KILN_PLAN_CONV_RES) && n->n_in >= 4) {
                 int u = n->in[3];
-                if (u >= 0 && blk_of[u] >= 0 && last[u] == i && blocks[blk_of[u]].end == i &&
+                if (u >= 0 && blk_of[u] >= 0 && grp[u] < 0 && last[u] == i && blocks[blk_of[u]].end == i &&
                     conv_res_pair(g, n, u, v, bytes))
                     donor = u;
             }
@@ -247,7 +311,7 @@ kiln_status kiln__plan_make(const kiln_graph *g, const size_t *bytes, unsigned f
                 block *b = &blocks[blk_of[v]];
                 if (last[v] > b->end)
                     b->end = last[v];
-                p->inplace[v] = 1;
+                p->inplace[v] = KILN_SLOT_INPLACE;
                 p->n_inplace++;
             } else {
                 blocks[nb] = (block){.size = sz, .start = i, .end = last[v] > i ? last[v] : i, .offset = -1};
@@ -261,10 +325,13 @@ kiln_status kiln__plan_make(const kiln_graph *g, const size_t *bytes, unsigned f
         goto done;
     for (int v = 0; v < nv; v++)
         if (blk_of[v] >= 0)
-            p->offset[v] = blocks[blk_of[v]].offset;
+            p->offset[v] = blocks[blk_of[v]].offset + (int64_t)sub[v];
 done:
     kiln__free(last);
     kiln__free(blk_of);
+    kiln__free(grp);
+    kiln__free(grp_blk);
+    kiln__free(sub);
     kiln__free(blocks);
     if (st != KILN_OK)
         kiln__plan_free(p);

@@ -378,13 +378,14 @@ int main(void)
     unsigned char *c = malloc(l1);
     memcpy(c, b1, l1);
     CHECK(kiln_engine_load_buffer(c, l1 / 2, &bad) == KILN_ERR_PARSE && strstr(kiln_last_error(), "truncated"));
-    CHECK(c[8] == 5); /* format version 5 written */
+    CHECK(c[8] == 6); /* format version 6 written */
     c[8] = 99; /* format version */
     CHECK(kiln_engine_load_buffer(c, l1, &bad) == KILN_ERR_UNSUPPORTED && strstr(kiln_last_error(), "format version"));
-    c[8] = 6; /* the next version: refused */
+    c[8] = 7; /* the next version: refused */
     CHECK(kiln_engine_load_buffer(c, l1, &bad) == KILN_ERR_UNSUPPORTED && strstr(kiln_last_error(), "format version"));
-    /* versions 3 and 4 (the same sections; no FusedConv in place over its residual, no FusedConvSum) still read */
-    for (int v = 3; v <= 4; v++) {
+    /* versions 3 to 5 (the same sections; no FusedConv in place over its residual, no FusedConvSum, no Concat's
+     * inputs in its output) still read */
+    for (int v = 3; v <= 5; v++) {
         c[8] = (unsigned char)v;
         CHECK_MSG(kiln_engine_load_buffer(c, l1, &bad) == KILN_OK, "version %d: %s", v, kiln_last_error());
         if (bad)

@@ -197,7 +197,7 @@ static void test_random(void)
         size_t *bytes;
         kiln_graph *g = random_graph(&s, rnd(&s, 1, t < 250 ? 60 : 600), &bytes);
         kiln_plan p;
-        CHECK(kiln__plan_make(g, bytes, 0, &p) == KILN_OK);
+        CHECK(kiln__plan_make(g, bytes, NULL, 0, &p) == KILN_OK);
         CHECK_MSG(kiln__plan_validate(g, &p) == KILN_OK, "graph %d: %s", t, kiln_last_error());
         int64_t *off = malloc(sizeof(int64_t) * (size_t)g->n_values);
         size_t arena = ref_plan(g, bytes, off);
@@ -234,7 +234,7 @@ static void test_scaling(int n)
     set_outputs(g, 1, &prev);
     kiln_plan p;
     clock_t t0 = clock();
-    CHECK(kiln__plan_make(g, bytes, 0, &p) == KILN_OK);
+    CHECK(kiln__plan_make(g, bytes, NULL, 0, &p) == KILN_OK);
     double plan_s = (double)(clock() - t0) / CLOCKS_PER_SEC;
     t0 = clock();
     CHECK_MSG(kiln__plan_validate(g, &p) == KILN_OK, "%s", kiln_last_error());

@@ -149,7 +149,7 @@ static void test_small(void)
         int64_t xd[4] = {2, 5, 9, 11};
         memcpy(shape[0].dims, xd, sizeof xd);
         size_t *bytes = kiln__calloc((size_t)g->n_values + 1, sizeof(size_t));
-        bool ok = kiln__plan_bytes_inferred(g, shape, bytes);
+        bool ok = kiln__plan_bytes_inferred(g, shape, bytes, NULL);
         CHECK_MSG(ok == !nz, "%s graph: inferred %d", nz ? "NonZero" : "conv", ok);
         if (ok) {
             size_t conv = 0;

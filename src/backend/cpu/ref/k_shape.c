@@ -457,26 +457,47 @@ static kiln_status k_concat(kiln_kctx *ctx)
     uint8_t *out = ctx->out[0]->data;
     int64_t orow = dims[axis] * inner;
     if (outer == 1) {
+        /* the memory plan may have computed inputs where they lie in the output (runtime/plan.h KILN_PLAN_CONCAT):
+         * those are not copied. An input planned there at other shapes (a data-dependent size) lies at or after its
+         * place, past the earlier inputs' places: moving them in order overwrites nothing unread. */
         for (int i = 0; i < ctx->n_in; i++) {
             const kiln_tensor *t = ctx->in[i];
             size_t nb = (size_t)(t->dims[axis] * inner);
-            if (nb)
-                memcpy(out, t->data, nb);
+            if (nb && t->data != out)
+                memmove(out, t->data, nb);
             out += nb;
         }
         return KILN_OK;
     }
-    int64_t off = 0;
-    for (int i = 0; i < ctx->n_in; i++) {
+    /* an input inside the output (planned there at other shapes: a data-dependent size) is copied out first, as the
+     * strided copies would overwrite it */
+    const uint8_t **src = kiln__calloc((size_t)ctx->n_in, sizeof *src);
+    uint8_t **held = kiln__calloc((size_t)ctx->n_in, sizeof *held);
+    kiln_status st = src && held ? KILN_OK : kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < ctx->n_in && st == KILN_OK; i++) {
         const kiln_tensor *t = ctx->in[i];
-        int64_t chunk = t->dims[axis] * inner;
+        src[i] = t->data;
+        if (!t->nbytes || src[i] >= out + ctx->out[0]->nbytes || out >= src[i] + t->nbytes)
+            continue;
+        if (!(held[i] = kiln__malloc(t->nbytes)))
+            st = kiln__kerr(ctx, KILN_ERR_NOMEM, "out of memory");
+        else
+            src[i] = memcpy(held[i], t->data, t->nbytes);
+    }
+    int64_t off = 0;
+    for (int i = 0; i < ctx->n_in && st == KILN_OK; i++) {
+        int64_t chunk = ctx->in[i]->dims[axis] * inner;
         if (chunk) {
             int64_t d2[2] = {outer, chunk / (int64_t)es}, ss[2] = {chunk, (int64_t)es}, ds[2] = {orow, (int64_t)es};
-            strided_copy(ctx->pool, ctx->nthreads, out + off, ds, t->data, ss, (int64_t)es, 2, d2);
+            strided_copy(ctx->pool, ctx->nthreads, out + off, ds, src[i], ss, (int64_t)es, 2, d2);
         }
         off += chunk;
     }
-    return KILN_OK;
+    for (int i = 0; held && i < ctx->n_in; i++)
+        kiln__free(held[i]);
+    kiln__free(held);
+    kiln__free(src);
+    return st;
 }
 
 /* ------------------------------------------------------------------------------------------ */
