@@ -3,7 +3,7 @@
  * the same rules:
  *   - Resize / Upsample: the output dims and, per axis, the table of input taps (index, weight) for
  *     each output index (cpu/ref/k_resize.c builds the same tables for its own loops);
- *   - ConvTranspose: the output dims, strides, dilations and begin pads (cpu/ref/k_conv.c). */
+ *   - ConvTranspose: the output dims, strides, dilations and begin pads (cpu/ref/k_conv_transpose.c). */
 #ifndef KILN_BACKEND_LAYER_GEOM_H
 #define KILN_BACKEND_LAYER_GEOM_H
 

@@ -429,7 +429,7 @@ kiln_status kiln__si_convtranspose(kiln_ictx *c)
     KILN_TRY(geom_ints(c, "dilations", nsp, 1, d));
     KILN_TRY(geom_ints(c, "pads", 2 * nsp, 0, pads));
     KILN_TRY(geom_ints(c, "output_padding", nsp, 0, opad));
-    /* the kernel's check (ref/k_conv.c convt_setup), here so that a model with it fails at load; before the
+    /* the kernel's check (ref/k_conv_transpose.c convt_setup), here so that a model with it fails at load; before the
      * kernel dims are needed, as it does not depend on them */
     for (int i = 0; i < nsp; i++)
         if (s[i] >= 1 && d[i] >= 1 && opad[i] >= (s[i] > d[i] ? s[i] : d[i]))

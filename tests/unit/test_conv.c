@@ -590,7 +590,7 @@ static void test_conv_configs(unsigned long long *seed)
         cfg2d(2, 6, 6, 3, 5, 6, 4, 2, 1, 1, false),
         cfg2d(1, 8, 8, 1, 9, 9, 1, 1, 0, 1, true),   /* 1x1: direct GEMM path */
         cfg2d(1, 4, 4, 4, 6, 5, 3, 1, 1, 2, true),   /* depthwise transpose, dilated */
-        /* kernel = stride, no padding (ref/k_conv.c convt_tiles: each output pixel one tap): PP-OCR det's 2x2
+        /* kernel = stride, no padding (ref/k_conv_transpose.c convt_tiled: each output pixel one tap): PP-OCR det's 2x2
          * stride 2 over input rows in three chunks; grouped 3x3 stride 3 without a bias */
         cfg2d(1, 8, 6, 1, 150, 151, 2, 2, 0, 1, true),
         cfg2d(2, 6, 9, 3, 7, 5, 3, 3, 0, 1, false),

@@ -1,4 +1,5 @@
-/* Reference kernels: Conv, ConvTranspose, ConvInteger (1-D, 2-D, 3-D and up to 6 spatial dims).
+/* Reference kernel: Conv (1-D, 2-D, 3-D and up to 6 spatial dims), and the helpers it shares with ConvTranspose
+ * (k_conv_transpose.c) and ConvInteger (k_conv_integer.c), declared in k_conv.h; the table registering all three.
  *
  * float32 Conv is the hot path of CNNs. The float32 driver (kiln__conv, conv.h) is shared with
  * the x86 kernels (cpu/x86/conv_*.c), which register over these by ISA and differ only in the
@@ -18,8 +19,7 @@
  *     matrix straight from the image into the GEMM's panels;
  *   - 3-D and up: im2col of a chunk of output rows into a scratch buffer (multithreaded over
  *     its rows), then one GEMM W[M/g, K] x col[K, chunk] with the epilogue.
- * float32 ConvTranspose is a GEMM W^T x X into a column buffer followed by col2im
- * (multithreaded over output channels). float16 / bfloat16 go through float32; float64 and
+ * float16 / bfloat16 go through float32 (kiln__conv_run_float, ConvTranspose's too); float64 and
  * ConvInteger use direct loops with double accumulation (exact for the integer case). */
 #include "../../kernel.h"
 #include "../gemm.h"
@@ -29,21 +29,15 @@
 #include "../qgemm_bf16.h"
 #include "../scratch.h"
 #include "window.h"
-#include "../../layer_geom.h"
+#include "k_conv.h"
 #include <math.h>
 
 #ifndef COL_BUDGET
 #define COL_BUDGET ((int64_t)1 << 20) /* floats in one im2col chunk (soft target) */
 #endif
 
-/* Geometry in the convolution's view (window.h). For Conv: "in" is the input image, "out" the
- * output. For ConvTranspose (the adjoint of a Conv): "in" is the ConvTranspose OUTPUT image (C =
- * its channels) and "out" is the ConvTranspose input (M = its channels), so im2col / col2im index
- * the same way for both. */
-typedef kiln_window conv_geom;
-
 /* Checks the kernel_shape attribute (optional) against the weight's spatial dims. */
-static kiln_status check_kernel_shape(const kiln_kctx *ctx, const conv_geom *g)
+kiln_status kiln__conv_check_kernel_shape(const kiln_kctx *ctx, const conv_geom *g)
 {
     int64_t ks[SP_MAX];
     bool has;
@@ -57,7 +51,7 @@ static kiln_status check_kernel_shape(const kiln_kctx *ctx, const conv_geom *g)
 }
 
 /* Conv / ConvInteger geometry from X [N, C, spatial], W [M, C/group, kernel] and attributes. */
-static kiln_status conv_setup(const kiln_kctx *ctx, const kiln_tensor *x, const kiln_tensor *w, conv_geom *g)
+kiln_status kiln__conv_setup(const kiln_kctx *ctx, const kiln_tensor *x, const kiln_tensor *w, conv_geom *g)
 {
     memset(g, 0, sizeof *g);
     if (x->ndim < 3)
@@ -85,7 +79,7 @@ static kiln_status conv_setup(const kiln_kctx *ctx, const kiln_tensor *x, const 
         if (g->k[i] < 1)
             return kiln__kerr(ctx, KILN_ERR_SHAPE, "kernel dimension %d is empty", i);
     }
-    KILN_TRY(check_kernel_shape(ctx, g));
+    KILN_TRY(kiln__conv_check_kernel_shape(ctx, g));
     return kiln__win_setup(ctx, g, false);
 }
 
@@ -95,40 +89,8 @@ static kiln_status conv_setup(const kiln_kctx *ctx, const kiln_tensor *x, const 
  * ------------------------------------------------------------------------------------------ */
 
 
-/* Advances the odometer v over the extents lim[0..n) (last digit fastest), wrapping to zero. */
-static void odo_next(int64_t *v, const int64_t *lim, int n)
-{
-    for (int d = n - 1; d >= 0; d--) {
-        if (++v[d] < lim[d])
-            return;
-        v[d] = 0;
-    }
-}
-
-/* The input offset tap kk of output position o reads, or -1 in the padding. */
-static int64_t tap_index(const conv_geom *g, const int64_t *o, const int64_t *kk)
-{
-    int64_t idx = 0;
-    for (int d = 0; d < g->nsp; d++) {
-        int64_t i = o[d] * g->s[d] - g->pb[d] + kk[d] * g->d[d];
-        if (i < 0 || i >= g->in[d])
-            return -1;
-        idx = idx * g->in[d] + i;
-    }
-    return idx;
-}
-
-typedef struct col_job {
-    const conv_geom *g;
-    float *img;        /* image: channel 0 of the group (read by im2col, accumulated by col2im) */
-    float *col;        /* [rows, ncols] */
-    int64_t q0, q1;    /* outer rows of the chunk */
-    int64_t ncols;     /* (q1 - q0) * out[last] */
-    int64_t (*gather2)(float *dst, const float *src, int64_t n, int64_t avail);   /* kiln_conv_isa's */
-} col_job;
-
 /* Processes col rows [r0, r1): im2col (acc == false) or col2im (acc == true). */
-static void col_rows(const col_job *j, int64_t r0, int64_t r1, bool acc)
+static void col_rows(const kiln_conv_col_job *j, int64_t r0, int64_t r1, bool acc)
 {
     const conv_geom *g = j->g;
     int L = g->nsp - 1;
@@ -159,7 +121,7 @@ static void col_rows(const col_job *j, int64_t r0, int64_t r1, bool acc)
                 }
                 base = base * g->in[d] + i;
             }
-            odo_next(o, g->out, L); /* advance the outer odometer */
+            kiln__conv_odo_next(o, g->out, L); /* advance the outer odometer */
             if (acc) {
                 if (!ok || xa >= xb)
                     continue;
@@ -199,14 +161,14 @@ static void col_rows(const col_job *j, int64_t r0, int64_t r1, bool acc)
 static void im2col_task(void *ctx, int64_t b, int64_t e) { col_rows(ctx, b, e, false); }
 
 /* col2im: work split by image channel so no two tasks write the same plane */
-static void col2im_task(void *ctx, int64_t b, int64_t e)
+void kiln__conv_col2im_task(void *ctx, int64_t b, int64_t e)
 {
-    const col_job *j = ctx;
+    const kiln_conv_col_job *j = ctx;
     col_rows(j, b * j->g->k_sz, e * j->g->k_sz, true);
 }
 
 /* Outer rows per chunk so that rows * row_floats stays near the budget. */
-static int64_t chunk_rows(int64_t row_floats, int64_t outer)
+int64_t kiln__conv_chunk_rows(int64_t row_floats, int64_t outer)
 {
     int64_t q = row_floats > 0 ? COL_BUDGET / row_floats : outer;
     if (q < 1)
@@ -388,29 +350,6 @@ void kiln__conv2d_view(const conv_geom *g, kiln_conv2d *p)
 /* ------------------------------------------------------------------------------------------
  * float32 Conv
  * ------------------------------------------------------------------------------------------ */
-
-typedef struct bias_job {
-    float *y;
-    int64_t ld, n;
-    const float *b;
-} bias_job;
-
-static void bias_task(void *ctx, int64_t r0, int64_t r1)
-{
-    const bias_job *j = ctx;
-    for (int64_t m = r0; m < r1; m++) {
-        float v = j->b[m], *yr = j->y + m * j->ld;
-        for (int64_t i = 0; i < j->n; i++)
-            yr[i] = v;
-    }
-}
-
-/* y[m, 0:n] = b[m] for m < rows (row stride ld), multithreaded when large */
-static void fill_bias(kiln_pool *pool, int nt, float *y, int64_t rows, int64_t ld, int64_t n, const float *b)
-{
-    bias_job j = {.y = y, .ld = ld, .n = n, .b = b};
-    kiln__parallel_for(pool, nt, rows, 1 + 32768 / (n + 1), bias_task, &j);
-}
 
 /* Implicit im2col for 2-D (and 1-D as H = 1) convolutions: packs rows [k0, k0+kc) x columns
  * [j0, j0+nc) of the virtual column matrix (row r = (c, ki, kj), column j = (oy, ox)) of one
@@ -640,7 +579,7 @@ static kiln_status conv_im2col(const kiln_kctx *ctx, const kiln_conv_isa *isa, c
     int64_t Cg = g->C / g->G, Mg = g->M / g->G, K = Cg * g->k_sz;
     int L = g->nsp - 1;
     int64_t Wo = g->out[L], outer = g->out_sz / Wo;
-    int64_t qc = chunk_rows(mul_chk(K, Wo), outer);
+    int64_t qc = kiln__conv_chunk_rows(mul_chk(K, Wo), outer);
     float *col;
     KILN_TRY(kiln__win_scratch(ctx, mul_chk(mul_chk(K, qc), Wo), sizeof(float), (void **)&col));
     int64_t grain = 1 + 8192 / (qc * Wo);
@@ -651,7 +590,7 @@ static kiln_status conv_im2col(const kiln_kctx *ctx, const kiln_conv_isa *isa, c
             const float *wg = w + gi * Mg * K;
             for (int64_t q0 = 0; q0 < outer; q0 += qc) {
                 int64_t q1 = q0 + qc < outer ? q0 + qc : outer, nc = (q1 - q0) * Wo;
-                col_job j = {.g = g, .img = (float *)(x + (n * g->C + gi * Cg) * g->in_sz), .col = col,
+                kiln_conv_col_job j = {.g = g, .img = (float *)(x + (n * g->C + gi * Cg) * g->in_sz), .col = col,
                              .q0 = q0, .q1 = q1, .ncols = nc, .gather2 = isa ? isa->gather2 : NULL};
                 kiln__parallel_for(ctx->pool, nt, K, grain, im2col_task, &j);
                 kiln_epi e = kiln__conv_epi(g, b, post, gi, row0);
@@ -708,135 +647,13 @@ static kiln_status conv_f32(const kiln_kctx *ctx, const kiln_conv_isa *isa, cons
 }
 
 /* ------------------------------------------------------------------------------------------
- * float32 ConvTranspose (geometry in the adjoint view, see conv_geom)
- * ------------------------------------------------------------------------------------------ */
-
-/* Whether each ConvTranspose output pixel takes exactly one tap of one input pixel: 2-D, kernel = stride, dilation 1,
- * no padding and no output padding (PP-OCR det's 2x2 stride-2 upsampling heads) */
-static bool convt_tiled(const conv_geom *g)
-{
-    if (g->nsp != 2)
-        return false;
-    for (int i = 0; i < 2; i++)
-        if (g->k[i] != g->s[i] || g->d[i] != 1 || g->pb[i] != 0 || g->in[i] != g->out[i] * g->s[i])
-            return false;
-    return true;
-}
-
-typedef struct tile_job {
-    const conv_geom *g;
-    float *img;          /* channel 0 of the group's output */
-    const float *col;    /* [Cyg * k_sz][ncols]: row (channel, kh, kw) */
-    const float *b;      /* the group's biases, or NULL */
-    int64_t q0, q1, ncols;
-} tile_job;
-
-/* Writes the output rows of channels [c0, c1) that input rows [q0, q1) cover: pixel (ih * sh + kh, iw * sw + kw) is
- * col row (c, kh, kw) at column (ih - q0) * Wx + iw, plus the bias (no fill before, no accumulation) */
-static void tile_task(void *arg, int64_t c0, int64_t c1)
-{
-    const tile_job *j = arg;
-    const conv_geom *g = j->g;
-    int64_t sh = g->s[0], sw = g->s[1], Wx = g->out[1], Wy = g->in[1];
-    for (int64_t c = c0; c < c1; c++) {
-        float bv = j->b ? j->b[c] : 0.0f;
-        for (int64_t q = j->q0; q < j->q1; q++)
-            for (int64_t kh = 0; kh < sh; kh++) {
-                float *dst = j->img + c * g->in_sz + (q * sh + kh) * Wy;
-                const float *src = j->col + (c * g->k_sz + kh * sw) * j->ncols + (q - j->q0) * Wx;
-                if (sw == 2) {
-                    const float *s1 = src + j->ncols;
-                    for (int64_t i = 0; i < Wx; i++) {
-                        dst[2 * i] = src[i] + bv;
-                        dst[2 * i + 1] = s1[i] + bv;
-                    }
-                } else {
-                    for (int64_t kw = 0; kw < sw; kw++)
-                        for (int64_t i = 0; i < Wx; i++)
-                            dst[i * sw + kw] = src[kw * j->ncols + i] + bv;
-                }
-            }
-    }
-}
-
-/* Per image, group and chunk of input rows: col = W^T X over the chunk (K2 x nc), then its columns to the output --
- * written with the bias straight to their pixels where `tiled` (convt_tiled's geometry; chunks of a quarter of
- * COL_BUDGET, so col stays in L2 while they are written), else accumulated by col2im onto the bias already there */
-static kiln_status convt_chunks(const kiln_kctx *ctx, const conv_geom *g, const float *x, const float *w,
-                                const float *b, float *y, bool tiled)
-{
-    int nt = ctx->nthreads;
-    int64_t Cx = g->M, Cy = g->C, Cxg = Cx / g->G, Cyg = Cy / g->G, K2 = Cyg * g->k_sz;
-    int64_t ys = g->in_sz, xs = g->out_sz, Wx = g->out[g->nsp - 1], outer = xs / Wx;
-    int64_t qc = chunk_rows(mul_chk(mul_chk(K2, Wx), tiled ? 4 : 1), outer);
-    float *col;
-    KILN_TRY(kiln__win_scratch(ctx, mul_chk(mul_chk(K2, qc), Wx), sizeof(float), (void **)&col));
-    for (int64_t n = 0; n < g->N; n++)
-        for (int64_t gi = 0; gi < g->G; gi++) {
-            const float *xg = x + (n * Cx + gi * Cxg) * xs, *wg = w + gi * Cxg * K2;
-            float *img = y + (n * Cy + gi * Cyg) * ys;
-            for (int64_t q0 = 0; q0 < outer; q0 += qc) {
-                int64_t q1 = q0 + qc < outer ? q0 + qc : outer, nc = (q1 - q0) * Wx;
-                kiln__sgemm(ctx->pool, nt, true, false, K2, nc, Cxg, 1.0f, wg, K2, xg + q0 * Wx, xs, 0.0f, col, nc);
-                if (tiled) {
-                    tile_job j = {.g = g, .img = img, .col = col, .b = b ? b + gi * Cyg : NULL, .q0 = q0, .q1 = q1,
-                                  .ncols = nc};
-                    kiln__parallel_for(ctx->pool, nt, Cyg, 1, tile_task, &j);
-                } else {
-                    col_job j = {.g = g, .img = img, .col = col, .q0 = q0, .q1 = q1, .ncols = nc};
-                    kiln__parallel_for(ctx->pool, nt, Cyg, 1, col2im_task, &j);
-                }
-            }
-        }
-    kiln__free(col);
-    return KILN_OK;
-}
-
-static kiln_status convt_f32(const kiln_kctx *ctx, const kiln_conv_isa *isa, const conv_geom *g, const float *x,
-                             const float *w, const float *b, float *y)
-{
-    (void)isa;   /* no hooks: GEMM + col2im */
-    int nt = ctx->nthreads;
-    /* ConvTranspose: X [N, g->M, out...], W [g->M, Cg, k...], Y [N, g->C, in...] */
-    int64_t Cx = g->M, Cy = g->C, Cxg = Cx / g->G, Cyg = Cy / g->G, K2 = Cyg * g->k_sz;
-    int64_t ys = g->in_sz, xs = g->out_sz;
-    if (g->N == 0 || Cy == 0 || ys == 0)
-        return KILN_OK;
-    if (xs > 0 && convt_tiled(g))
-        return convt_chunks(ctx, g, x, w, b, y, true);
-    if (b)
-        for (int64_t n = 0; n < g->N; n++)
-            fill_bias(ctx->pool, nt, y + n * Cy * ys, Cy, ys, ys, b);
-    if (xs == 0)
-        return KILN_OK;
-    bool direct = g->k_sz == 1;
-    for (int i = 0; i < g->nsp; i++)
-        if (g->s[i] != 1 || g->pb[i] != 0 || g->in[i] != g->out[i])
-            direct = false;
-    if (direct) {
-        for (int64_t n = 0; n < g->N; n++)
-            for (int64_t gi = 0; gi < g->G; gi++)
-                kiln__sgemm(ctx->pool, nt, true, false, Cyg, xs, Cxg, 1.0f, w + gi * Cxg * K2, K2,
-                            x + (n * Cx + gi * Cxg) * xs, xs, 1.0f, y + (n * Cy + gi * Cyg) * ys, ys);
-        return KILN_OK;
-    }
-    return convt_chunks(ctx, g, x, w, b, y, false);
-}
-
-/* ------------------------------------------------------------------------------------------
  * direct double paths (float64, ConvInteger)
  * ------------------------------------------------------------------------------------------ */
 
-typedef struct direct_job {
-    const conv_geom *g;
-    const double *x, *w, *b;
-    double *y;
-} direct_job;
-
 /* Conv: one task per (image, output channel) plane. */
-static void conv_direct_task(void *ctx, int64_t b0, int64_t e0)
+void kiln__conv_double_task(void *ctx, int64_t b0, int64_t e0)
 {
-    const direct_job *j = ctx;
+    const kiln_conv_double_job *j = ctx;
     const conv_geom *g = j->g;
     int64_t Cg = g->C / g->G, Mg = g->M / g->G;
     for (int64_t pl = b0; pl < e0; pl++) {
@@ -850,49 +667,19 @@ static void conv_direct_task(void *ctx, int64_t b0, int64_t e0)
                 const double *wc = j->w + (m * Cg + c) * g->k_sz;
                 int64_t kk[SP_MAX] = {0};
                 for (int64_t kp = 0; kp < g->k_sz; kp++) {
-                    int64_t idx = tap_index(g, o, kk);
+                    int64_t idx = kiln__conv_tap_index(g, o, kk);
                     if (idx >= 0)
                         acc += xc[idx] * wc[kp];
-                    odo_next(kk, g->k, g->nsp);
+                    kiln__conv_odo_next(kk, g->k, g->nsp);
                 }
             }
             yp[op] = acc;
-            odo_next(o, g->out, g->nsp);
+            kiln__conv_odo_next(o, g->out, g->nsp);
         }
     }
 }
 
-/* ConvTranspose (adjoint view): one task per (image, ConvTranspose output channel) plane. */
-static void convt_direct_task(void *ctx, int64_t b0, int64_t e0)
-{
-    const direct_job *j = ctx;
-    const conv_geom *g = j->g;
-    int64_t Cx = g->M, Cy = g->C, Cxg = Cx / g->G, Cyg = Cy / g->G;
-    for (int64_t pl = b0; pl < e0; pl++) {
-        int64_t n = pl / Cy, m = pl % Cy, gi = m / Cyg, mm = m % Cyg;
-        double *yp = j->y + pl * g->in_sz;
-        for (int64_t i = 0; i < g->in_sz; i++)
-            yp[i] = j->b ? j->b[m] : 0.0;
-        for (int64_t c = 0; c < Cxg; c++) {
-            const double *xc = j->x + (n * Cx + gi * Cxg + c) * g->out_sz;
-            const double *wc = j->w + ((gi * Cxg + c) * Cyg + mm) * g->k_sz;
-            int64_t o[SP_MAX] = {0};
-            for (int64_t op = 0; op < g->out_sz; op++) {
-                double xv = xc[op];
-                int64_t kk[SP_MAX] = {0};
-                for (int64_t kp = 0; kp < g->k_sz; kp++) {
-                    int64_t idx = tap_index(g, o, kk);
-                    if (idx >= 0)
-                        yp[idx] += xv * wc[kp];
-                    odo_next(kk, g->k, g->nsp);
-                }
-                odo_next(o, g->out, g->nsp);
-            }
-        }
-    }
-}
-
-static int64_t direct_grain(const conv_geom *g, int64_t per_plane)
+int64_t kiln__conv_double_grain(const conv_geom *g, int64_t per_plane)
 {
     int64_t work = mul_chk(per_plane, g->k_sz);
     return work > 0 && work < 65536 ? 65536 / work : 1;
@@ -902,12 +689,12 @@ static int64_t direct_grain(const conv_geom *g, int64_t per_plane)
  * kernels
  * ------------------------------------------------------------------------------------------ */
 
-static bool is_float_dt(kiln_dtype dt)
+bool kiln__conv_is_float_dt(kiln_dtype dt)
 {
     return dt == KILN_DT_FLOAT32 || dt == KILN_DT_FLOAT64 || dt == KILN_DT_FLOAT16 || dt == KILN_DT_BFLOAT16;
 }
 
-static kiln_status check_bias(const kiln_kctx *ctx, const kiln_tensor *b, kiln_dtype dt, int64_t M)
+kiln_status kiln__conv_check_bias(const kiln_kctx *ctx, const kiln_tensor *b, kiln_dtype dt, int64_t M)
 {
     if (!b)
         return KILN_OK;
@@ -936,20 +723,17 @@ static kiln_status to_buf(const kiln_kctx *ctx, const kiln_tensor *t, int64_t n,
 
 /* Runs the float32 or double implementation for any float dtype: float32 / float64 in place,
  * float16 / bfloat16 converted to float32 and back. */
-typedef kiln_status (*f32_impl)(const kiln_kctx *, const kiln_conv_isa *, const conv_geom *, const float *,
-                                const float *, const float *, float *);
-
-static kiln_status run_float(kiln_kctx *ctx, const kiln_conv_isa *isa, const conv_geom *g, const kiln_tensor *x, const kiln_tensor *w,
-                             const kiln_tensor *b, kiln_tensor *y, f32_impl f32, kiln__par_fn dtask,
-                             int64_t planes, int64_t per_plane)
+kiln_status kiln__conv_run_float(kiln_kctx *ctx, const kiln_conv_isa *isa, const conv_geom *g, const kiln_tensor *x,
+                                 const kiln_tensor *w, const kiln_tensor *b, kiln_tensor *y, kiln_conv_f32_fn f32,
+                                 kiln__par_fn dtask, int64_t planes, int64_t per_plane)
 {
     kiln_dtype dt = x->dtype;
     int64_t nx = kiln_tensor_numel(x), nw = kiln_tensor_numel(w), ny = kiln_tensor_numel(y);
     if (dt == KILN_DT_FLOAT32)
         return f32(ctx, isa, g, x->data, w->data, b ? b->data : NULL, y->data);
     if (dt == KILN_DT_FLOAT64) {
-        direct_job j = {.g = g, .x = x->data, .w = w->data, .b = b ? b->data : NULL, .y = y->data};
-        kiln__parallel_for(ctx->pool, ctx->nthreads, planes, direct_grain(g, per_plane), dtask, &j);
+        kiln_conv_double_job j = {.g = g, .x = x->data, .w = w->data, .b = b ? b->data : NULL, .y = y->data};
+        kiln__parallel_for(ctx->pool, ctx->nthreads, planes, kiln__conv_double_grain(g, per_plane), dtask, &j);
         return KILN_OK;
     }
     float *fx = NULL, *fw = NULL, *fb = NULL, *fy = NULL;
@@ -983,7 +767,7 @@ static kiln_status conv_run(kiln_kctx *ctx, const kiln_conv_isa *isa, const kiln
     *handled = true;
     if (!x || !w)
         return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input X or W");
-    if (!is_float_dt(x->dtype))
+    if (!kiln__conv_is_float_dt(x->dtype))
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(x->dtype));
     if (w->dtype != x->dtype)
         return kiln__kerr(ctx, KILN_ERR_DTYPE, "W has dtype %s, X has %s", kiln_dtype_name(w->dtype),
@@ -991,8 +775,8 @@ static kiln_status conv_run(kiln_kctx *ctx, const kiln_conv_isa *isa, const kiln
     if (kiln__prep_dropped(w) && x->dtype != KILN_DT_FLOAT32)
         return kiln__prep_missing(ctx, 1);
     conv_geom g;
-    KILN_TRY(conv_setup(ctx, x, w, &g));
-    KILN_TRY(check_bias(ctx, b, x->dtype, g.M));
+    KILN_TRY(kiln__conv_setup(ctx, x, w, &g));
+    KILN_TRY(kiln__conv_check_bias(ctx, b, x->dtype, g.M));
     int64_t dims[KILN_MAX_DIMS] = {g.N, g.M};
     for (int i = 0; i < g.nsp; i++)
         dims[2 + i] = g.out[i];
@@ -1019,8 +803,8 @@ static kiln_status conv_run(kiln_kctx *ctx, const kiln_conv_isa *isa, const kiln
         return conv_f32_ex(ctx, isa, &g, x->data, w->data, b ? b->data : NULL, ctx->out[0]->data, &post);
     }
     KILN_TRY(kiln__kout(ctx, 0, x->dtype, x->ndim, dims));
-    return run_float(ctx, isa, &g, x, w, b, ctx->out[0], conv_f32, conv_direct_task, g.N * g.M,
-                     mul_chk(g.out_sz, g.C / g.G));
+    return kiln__conv_run_float(ctx, isa, &g, x, w, b, ctx->out[0], conv_f32, kiln__conv_double_task, g.N * g.M,
+                                mul_chk(g.out_sz, g.C / g.G));
 }
 
 kiln_status kiln__conv(kiln_kctx *ctx, const kiln_conv_isa *isa, kiln_kernel_fn self)
@@ -1044,7 +828,7 @@ bool kiln__conv_res_in_place_ok(const kiln_kctx *ctx, const kiln_tensor *res)
         return false;
     /* the geometry conv_run derives (a geometry it refuses: not in place; the run reports it), pointwise (1x1,
      * stride 1, no padding) and not depthwise (C / G == 1 runs the depthwise rows) */
-    if (conv_setup(ctx, x, w, &g) != KILN_OK || !kiln__conv_pointwise(&g) || g.C / g.G == 1)
+    if (kiln__conv_setup(ctx, x, w, &g) != KILN_OK || !kiln__conv_pointwise(&g) || g.C / g.G == 1)
         return false;
     /* the output [N, M, spatial of X] is the residual's shape */
     int64_t dims[KILN_MAX_DIMS] = {g.N, g.M};
@@ -1065,212 +849,6 @@ kiln_status kiln__conv_fused(kiln_kctx *ctx, const kiln_conv_isa *isa, const kil
                              bool *handled)
 {
     return conv_run(ctx, isa, res, act, handled);
-}
-
-/* ConvTranspose's geometry in the adjoint view ("in": its output image, "out": its input), from X's and W's
- * dims and the node's attributes */
-static kiln_status convt_setup(const kiln_kctx *ctx, const kiln_tensor *x, const kiln_tensor *w, conv_geom *out)
-{
-    KILN_TRY(kiln__win_check_dims(ctx, x, "X"));
-    KILN_TRY(kiln__win_check_dims(ctx, w, "W"));
-    conv_geom g;
-    memset(&g, 0, sizeof g);
-    int nsp = g.nsp = x->ndim - 2;
-    g.N = x->dims[0];
-    g.M = x->dims[1]; /* adjoint view: the ConvTranspose input is the "conv output" */
-    g.G = kiln__attr_i(ctx->node, "group", 1);
-    if (g.G < 1 || g.G > LIM)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "group %lld is invalid", (long long)g.G);
-    if (w->dims[0] != g.M || g.M % g.G)
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "W has %lld input channels, X has %lld (group %lld)",
-                          (long long)w->dims[0], (long long)g.M, (long long)g.G);
-    g.C = mul_chk(w->dims[1], g.G);
-    if (g.C < 0 || g.C > LIM)
-        return kiln__kerr(ctx, KILN_ERR_LIMIT, "too many output channels");
-    for (int i = 0; i < nsp; i++) {
-        g.out[i] = x->dims[2 + i];
-        g.k[i] = w->dims[2 + i];
-        if (g.k[i] < 1)
-            return kiln__kerr(ctx, KILN_ERR_SHAPE, "kernel dimension %d is empty", i);
-    }
-    KILN_TRY(check_kernel_shape(ctx, &g));
-    int64_t pads[2 * SP_MAX], opad[SP_MAX], oshape[SP_MAX + 2];
-    int ap = AP_NOTSET;
-    bool has_os = false;
-    KILN_TRY(kiln__win_ints(ctx, "strides", nsp, 1, 1, g.s, NULL));
-    KILN_TRY(kiln__win_ints(ctx, "dilations", nsp, 1, 1, g.d, NULL));
-    KILN_TRY(kiln__win_ints(ctx, "pads", 2 * nsp, 0, 0, pads, NULL));
-    KILN_TRY(kiln__win_ints(ctx, "output_padding", nsp, 0, 0, opad, NULL));
-    KILN_TRY(kiln__win_auto_pad(ctx, &ap));
-    {
-        const int64_t *v;
-        int c = kiln__attr_ints(ctx->node, "output_shape", &v);
-        if (c >= 0) {
-            if (c != nsp && c != nsp + 2)
-                return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "output_shape has %d values, expected %d", c, nsp);
-            for (int i = 0; i < nsp; i++) {
-                oshape[i] = v[c - nsp + i];
-                if (oshape[i] < 0 || oshape[i] > LIM)
-                    return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "output_shape value %lld is out of range",
-                                      (long long)oshape[i]);
-            }
-            has_os = true;
-        }
-    }
-    for (int i = 0; i < nsp; i++) {
-        /* the spec requires output_padding < stride or dilation (ONNX Runtime rejects it too): a larger one only
-         * appends rows no input pixel reaches */
-        if (opad[i] >= (g.s[i] > g.d[i] ? g.s[i] : g.d[i]))
-            return kiln__kerr(ctx, KILN_ERR_INVALID_ARG,
-                              "attribute 'output_padding' value %lld on axis %d must be less than the stride (%lld) "
-                              "or the dilation (%lld)",
-                              (long long)opad[i], i + 2, (long long)g.s[i], (long long)g.d[i]);
-    }
-    for (int i = 0; i < nsp; i++) {
-        int64_t effk = (g.k[i] - 1) * g.d[i] + 1;
-        int64_t full = g.s[i] * (g.out[i] - 1) + opad[i] + effk; /* output size without padding */
-        if (g.out[i] == 0)
-            full = 0;
-        if (has_os || ap == AP_SAME_UPPER || ap == AP_SAME_LOWER) {
-            int64_t target = has_os ? oshape[i] : g.out[i] * g.s[i];
-            int64_t tot = full - target;
-            if (tot < 0)
-                tot = 0;
-            /* the ONNX spec's split: SAME_UPPER puts the odd unit of padding at the end, every other auto_pad
-             * (NOTSET and VALID with output_shape, SAME_LOWER) at the start; ONNX Runtime does the same */
-            g.pb[i] = ap == AP_SAME_UPPER ? tot / 2 : tot - tot / 2;
-            g.pe[i] = tot - g.pb[i];
-            g.in[i] = target;
-        } else {
-            if (ap == AP_VALID)
-                g.pb[i] = g.pe[i] = 0;
-            else {
-                g.pb[i] = pads[i];
-                g.pe[i] = pads[nsp + i];
-            }
-            g.in[i] = full - g.pb[i] - g.pe[i];
-            if (g.in[i] < 0)
-                return kiln__kerr(ctx, KILN_ERR_SHAPE, "pads make the output negative on axis %d", i + 2);
-        }
-    }
-    KILN_TRY(kiln__win_sizes(ctx, &g));
-    *out = g;
-    return KILN_OK;
-}
-
-static kiln_status k_conv_transpose(kiln_kctx *ctx)
-{
-    const kiln_tensor *x = kiln__kin(ctx, 0), *w = kiln__kin(ctx, 1), *b = kiln__kin(ctx, 2);
-    if (!x || !w)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input X or W");
-    if (!is_float_dt(x->dtype))
-        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(x->dtype));
-    if (w->dtype != x->dtype)
-        return kiln__kerr(ctx, KILN_ERR_DTYPE, "W has dtype %s, X has %s", kiln_dtype_name(w->dtype),
-                          kiln_dtype_name(x->dtype));
-    if (x->ndim < 3)
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "X must have rank >= 3, got %d", x->ndim);
-    if (w->ndim != x->ndim)
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "W has rank %d, X has rank %d", w->ndim, x->ndim);
-    conv_geom g;
-    KILN_TRY(convt_setup(ctx, x, w, &g));
-    KILN_TRY(check_bias(ctx, b, x->dtype, g.C));
-    int64_t dims[KILN_MAX_DIMS] = {g.N, g.C};
-    for (int i = 0; i < g.nsp; i++)
-        dims[2 + i] = g.in[i];
-    KILN_TRY(kiln__kout(ctx, 0, x->dtype, x->ndim, dims));
-    return run_float(ctx, NULL, &g, x, w, b, ctx->out[0], convt_f32, convt_direct_task, g.N * g.C,
-                     mul_chk(g.out_sz, g.M / g.G));
-}
-
-kiln_status kiln__convt_geom(const kiln_node *n, int ndim, const int64_t *xdims, const int64_t *wdims,
-                             kiln_convt_geom *out)
-{
-    kiln_kctx c = {.node = n};
-    if (ndim < 3 || ndim > KILN_MAX_DIMS)
-        return kiln__kerr(&c, KILN_ERR_SHAPE, "X must have rank 3..%d, got %d", KILN_MAX_DIMS, ndim);
-    kiln_tensor x = {.dtype = KILN_DT_FLOAT32, .ndim = ndim}, w = {.dtype = KILN_DT_FLOAT32, .ndim = ndim};
-    memcpy(x.dims, xdims, sizeof(int64_t) * (size_t)ndim);
-    memcpy(w.dims, wdims, sizeof(int64_t) * (size_t)ndim);
-    conv_geom g;
-    KILN_TRY(convt_setup(&c, &x, &w, &g));
-    memset(out, 0, sizeof *out);
-    out->nsp = g.nsp;
-    out->group = g.G;
-    out->ydims[0] = g.N;
-    out->ydims[1] = g.C;
-    for (int i = 0; i < g.nsp; i++) {
-        out->ydims[2 + i] = g.in[i];
-        out->s[i] = g.s[i];
-        out->d[i] = g.d[i];
-        out->pb[i] = g.pb[i];
-    }
-    return KILN_OK;
-}
-
-/* Reads a zero point: NULL -> 0; must be a scalar (or 1-element) unless per-channel (n = M). */
-static kiln_status zero_point(const kiln_kctx *ctx, const kiln_tensor *zp, kiln_dtype dt, int64_t per_channel,
-                              const char *what)
-{
-    if (!zp)
-        return KILN_OK;
-    if (zp->dtype != dt)
-        return kiln__kerr(ctx, KILN_ERR_DTYPE, "%s has dtype %s, expected %s", what, kiln_dtype_name(zp->dtype),
-                          kiln_dtype_name(dt));
-    int64_t n = kiln_tensor_numel(zp);
-    if (zp->ndim > 1 || (n != 1 && n != per_channel))
-        return kiln__kerr(ctx, KILN_ERR_SHAPE, "%s must be a scalar%s", what, per_channel > 1 ? " or per output channel" : "");
-    return KILN_OK;
-}
-
-static kiln_status k_conv_integer(kiln_kctx *ctx)
-{
-    const kiln_tensor *x = kiln__kin(ctx, 0), *w = kiln__kin(ctx, 1), *xz = kiln__kin(ctx, 2),
-                      *wz = kiln__kin(ctx, 3);
-    if (!x || !w)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input x or w");
-    if (kiln__prep_dropped(w)) /* stored only packed (INT8 fast kernel's layout) */
-        return kiln__prep_missing(ctx, 1);
-    if ((x->dtype != KILN_DT_UINT8 && x->dtype != KILN_DT_INT8) ||
-        (w->dtype != KILN_DT_UINT8 && w->dtype != KILN_DT_INT8))
-        return kiln__kerr(ctx, KILN_ERR_DTYPE, "x and w must be int8 or uint8 (got %s, %s)", kiln_dtype_name(x->dtype),
-                          kiln_dtype_name(w->dtype));
-    conv_geom g;
-    KILN_TRY(conv_setup(ctx, x, w, &g));
-    KILN_TRY(zero_point(ctx, xz, x->dtype, 1, "x_zero_point"));
-    KILN_TRY(zero_point(ctx, wz, w->dtype, g.M, "w_zero_point"));
-    int64_t dims[KILN_MAX_DIMS] = {g.N, g.M};
-    for (int i = 0; i < g.nsp; i++)
-        dims[2 + i] = g.out[i];
-    KILN_TRY(kiln__kout(ctx, 0, KILN_DT_INT32, x->ndim, dims));
-    int64_t nx = kiln_tensor_numel(x), nw = kiln_tensor_numel(w), ny = kiln_tensor_numel(ctx->out[0]);
-    double *dx = NULL, *dw = NULL, *dy = NULL;
-    kiln_status st = kiln__win_scratch(ctx, nx, sizeof(double), (void **)&dx);
-    if (st == KILN_OK)
-        st = kiln__win_scratch(ctx, nw, sizeof(double), (void **)&dw);
-    if (st == KILN_OK)
-        st = kiln__win_scratch(ctx, ny, sizeof(double), (void **)&dy);
-    if (st == KILN_OK) {
-        double zx = xz ? (double)kiln__get_i64(xz->dtype, xz->data, 0) : 0.0;
-        for (int64_t i = 0; i < nx; i++)
-            dx[i] = (double)kiln__get_i64(x->dtype, x->data, i) - zx;
-        int64_t per_m = g.M ? nw / g.M : 0, nz = wz ? kiln_tensor_numel(wz) : 0;
-        for (int64_t i = 0; i < nw; i++) {
-            int64_t m = per_m ? i / per_m : 0;
-            double zw = wz ? (double)kiln__get_i64(wz->dtype, wz->data, nz == 1 ? 0 : m) : 0.0;
-            dw[i] = (double)kiln__get_i64(w->dtype, w->data, i) - zw;
-        }
-        direct_job j = {.g = &g, .x = dx, .w = dw, .b = NULL, .y = dy};
-        kiln__parallel_for(ctx->pool, ctx->nthreads, g.N * g.M, direct_grain(&g, mul_chk(g.out_sz, g.C / g.G)),
-                           conv_direct_task, &j);
-        int32_t *y = ctx->out[0]->data;
-        for (int64_t i = 0; i < ny; i++)
-            y[i] = (int32_t)(int64_t)dy[i];
-    }
-    kiln__free(dx);
-    kiln__free(dw);
-    kiln__free(dy);
-    return st;
 }
 
 /* Build time: BF16 weights become the BF16 convolution's rows; float32 weights are read as they
@@ -1295,7 +873,7 @@ const kiln_prep_reg kiln__prep_conv[] = {
 
 const kiln_kernel_reg kiln__ref_conv[] = {
     {KILN_OP_Conv, k_conv},
-    {KILN_OP_ConvTranspose, k_conv_transpose},
-    {KILN_OP_ConvInteger, k_conv_integer},
+    {KILN_OP_ConvTranspose, kiln__k_conv_transpose},
+    {KILN_OP_ConvInteger, kiln__k_conv_integer},
     {KILN_OP_COUNT, NULL},
 };

@@ -1,4 +1,4 @@
-/* Window geometry shared by the convolution and pooling kernels (k_conv.c, k_pool.c): the
+/* Window geometry shared by the convolution and pooling kernels (k_conv*.c, k_pool.c): the
  * spatial sizes, kernel, strides, dilations and pads of an N-D windowed op over [N, C, spatial]
  * tensors, read from the node's attributes and checked once, and the small index helpers both
  * use. Private to the CPU kernels of cpu/ref and their cpu/x86 variants (the short names below
@@ -14,7 +14,7 @@
 enum { AP_NOTSET, AP_VALID, AP_SAME_UPPER, AP_SAME_LOWER };
 
 /* One windowed op's geometry. Conv: C input, M output channels in G groups; pools: M = G = 0.
- * ConvTranspose (k_conv.c) uses the adjoint view: "in" is its output image, "out" its input. */
+ * ConvTranspose (k_conv_transpose.c) uses the adjoint view: "in" is its output image, "out" its input. */
 typedef struct kiln_window {
     int nsp;
     int64_t N, C, M, G;
