@@ -20,3 +20,8 @@ set_tests_properties(cli_precision_lowbit PROPERTIES LABELS "cli;sanitize" SKIP_
 add_test(NAME cli_auto_precision COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_auto_precision.sh $<TARGET_FILE:kiln>
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli_auto_precision PROPERTIES LABELS "cli;sanitize" TIMEOUT 600)
+# which layers --precision lowers: weights reached through Identity / Reshape / Transpose / Cast chains (lowered,
+# realized, computed so per kiln verify --per-layer)
+add_test(NAME cli_precision_weights COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_precision_weights.sh $<TARGET_FILE:kiln>
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_precision_weights PROPERTIES LABELS "cli;sanitize" TIMEOUT 300)

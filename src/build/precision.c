@@ -101,21 +101,45 @@ static bool is_int8_layer(const kiln_node *n)
            n->op == KILN_OP_QLinearConvSum;
 }
 
-/* A compute layer with a constant weight (input 1: an initializer, a Constant node, or a DQ of
- * one): what --precision applies to. MatMuls of two activations (attention) stay float, as
- * Softmax and the normalizations do, unless a --layer-precision rule names them. */
-static bool is_weight_layer(const kiln_graph *g, const kiln_node *n)
+/* Value v holds a constant once the passes have run: an initializer, a Constant node's output, or the
+ * output of an op that only moves, retypes or dequantizes constants -- Identity (how PyTorch exports tied
+ * weights), Cast (FP16-stored weights), Transpose, Reshape, Flatten, Squeeze, Unsqueeze, DequantizeLinear --
+ * whose inputs all are (recursively, a few ops deep). Requests are set before the passes; remove-identity and
+ * constant-fold then make such a chain the constant the kernels take (PRECISION.md, "Requested and realized
+ * precision"). */
+#define CONST_CHAIN_DEPTH 8
+static bool const_value(const kiln_graph *g, int v, int depth)
 {
-    if (!is_compute(n) || n->n_in < 2 || n->in[1] < 0)
+    if (v < 0 || v >= g->n_values)
         return false;
-    int w = n->in[1], p = g->values[w].producer;
-    if (g->values[w].init)
+    if (g->values[v].init)
         return true;
-    if (p < 0 || g->nodes[p].dead)
+    int p = g->values[v].producer;
+    if (p < 0 || g->nodes[p].dead || depth >= CONST_CHAIN_DEPTH)
         return false;
     const kiln_node *d = &g->nodes[p];
-    return d->op == KILN_OP_Constant ||
-           (d->op == KILN_OP_DequantizeLinear && d->n_in > 0 && d->in[0] >= 0 && g->values[d->in[0]].init);
+    switch (d->op) {
+    case KILN_OP_Constant:
+        return true;
+    case KILN_OP_Identity: case KILN_OP_Cast: case KILN_OP_Transpose: case KILN_OP_Reshape: case KILN_OP_Flatten:
+    case KILN_OP_Squeeze: case KILN_OP_Unsqueeze: case KILN_OP_DequantizeLinear:
+        if (d->n_in < 1 || d->in[0] < 0)
+            return false;
+        for (int j = 0; j < d->n_in; j++)
+            if (d->in[j] >= 0 && !const_value(g, d->in[j], depth + 1))
+                return false;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* A compute layer with a constant weight (input 1: const_value): what --precision applies to. MatMuls of two
+ * activations (attention) stay float, as Softmax and the normalizations do, unless a --layer-precision rule
+ * names them. */
+static bool is_weight_layer(const kiln_graph *g, const kiln_node *n)
+{
+    return is_compute(n) && n->n_in >= 2 && const_value(g, n->in[1], 0);
 }
 
 /* A MatMul of two computed operands (attention: Q·Kᵀ, whose result feeds a Softmax, and the
@@ -128,7 +152,7 @@ static bool is_attention(const kiln_graph *g, const kiln_node *n)
         return false;
     for (int k = 0; k < 2; k++) {
         int v = n->in[k], p = v >= 0 ? g->values[v].producer : -1;
-        if (p < 0 || g->values[v].init || g->nodes[p].dead || g->nodes[p].op == KILN_OP_Constant)
+        if (p < 0 || g->nodes[p].dead || const_value(g, v, 0))
             return false;   /* graph inputs and constants are not computed */
     }
     return true;
