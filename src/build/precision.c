@@ -158,6 +158,13 @@ static bool is_attention(const kiln_graph *g, const kiln_node *n)
     return true;
 }
 
+/* A ConvTranspose with a constant weight: a weight layer that no kernel runs with a reduced weight (the CPU
+ * kernel takes W of X's type, the GPU's widens W to float32), so --precision keeps it in fp32 and says so. */
+static bool is_convt_weight(const kiln_graph *g, const kiln_node *n)
+{
+    return !n->dead && n->op == KILN_OP_ConvTranspose && n->n_in >= 2 && const_value(g, n->in[1], 0);
+}
+
 static int req_of(const kiln_node *n) { return prec_parse(kiln__attr_s(n, REQ_ATTR, NULL)); }
 
 /* Precisions whose weights are quantized (the first and last weight layers stay fp32). */
@@ -223,8 +230,8 @@ static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int 
                 last = i;
             }
         for (int i = 0; i < g->n_nodes; i++) {
-            if (quantized(global) && is_attention(g, &g->nodes[i])) {   /* kept: see is_attention */
-                KILN_TRY(kiln__node_set_attr_s(&g->nodes[i], REQ_ATTR, prec_names[P_FP32]));
+            if ((quantized(global) && is_attention(g, &g->nodes[i])) || is_convt_weight(g, &g->nodes[i])) {
+                KILN_TRY(kiln__node_set_attr_s(&g->nodes[i], REQ_ATTR, prec_names[P_FP32]));   /* kept: see both */
                 continue;
             }
             if (!is_weight_layer(g, &g->nodes[i]))
@@ -270,6 +277,10 @@ static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int 
         if (is_attention(g, &g->nodes[i]) && req_of(&g->nodes[i]) == P_FP32)
             sb_printf(rep, "kept in fp32: %s (%s, both operands computed: attention scores or their weighting)\n",
                       node_label(&g->nodes[i]), g->nodes[i].op_type);
+    for (int i = 0; global != P_FP32 && i < g->n_nodes; i++)
+        if (is_convt_weight(g, &g->nodes[i]) && req_of(&g->nodes[i]) == P_FP32)
+            sb_printf(rep, "kept in fp32: %s (ConvTranspose: no kernel in %s)\n", node_label(&g->nodes[i]),
+                      prec_names[global]);
     for (int k = 0; k < 2; k++)   /* said once the rules are applied: a rule may lower them after all */
         if (kept[k] >= 0 && (k == 0 || kept[1] != kept[0]) && req_of(&g->nodes[kept[k]]) == keep_p)
             sb_printf(rep, "kept in %s: %s (%s, the %s layer; override with --layer-precision)\n", prec_names[keep_p],

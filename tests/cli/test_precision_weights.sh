@@ -4,6 +4,9 @@
 # weights) or a chain of them are lowered like those reading an initializer, in every precision -- requested,
 # realized (kiln inspect) and really computed so (kiln verify --per-layer: the first lowered layer's error jumps,
 # the fp32 ones before it match); int8 keeps the first and last of them in fp32 and says so (not "attention").
+# A ConvTranspose with a constant weight has no kernel in any reduced precision: every --precision keeps it in fp32
+# and says so ("kept in fp32: ct (ConvTranspose: no kernel in P)"), requested and realized fp32; a rule asking
+# another precision of it fails the build naming it, or is listed with --precision-fallback.
 set -uo pipefail
 KILN=$1
 . "$(dirname "$0")/../lib.sh"
@@ -69,5 +72,37 @@ grep -q "kept in fp32: c0 (Conv, the first layer" "$T/build_int8.txt" && grep -q
 # without the passes nothing folds the chains into constants: the requests cannot be met, and the build says so
 expect_rc "chains bf16 --no-optimize: unmet, said" 1 "cannot run in the requested precision: c1 (Conv: fp32)" \
   "$KILN" build "$T/chains.onnx" -o "$T/x.kiln" --precision bf16 --no-optimize
+
+# ConvTranspose (convt.onnx: c0 -> ct -> c1 -> c2): kept in fp32 in every precision, said, the convolutions lowered
+for p in fp16 bf16 int8 fp8 nvfp4 int4; do
+  extra=()
+  case $p in int8|fp8) extra=(--calib "$T/cal_convt") ;; esac
+  expect_ok "convt $p" "$KILN" build "$T/convt.onnx" -o "$T/ct_$p.kiln" --precision $p "${extra[@]}"
+  grep -q "^kept in fp32: ct (ConvTranspose: no kernel in $p)$" "$T/out.txt" && ok "convt $p: kept in fp32, said" \
+    || bad "convt $p report: $(cat "$T/out.txt")"
+  inspect "$T/ct_$p.kiln"
+  check "convt $p: ConvTranspose requested and realized fp32, convolutions lowered" "
+by = {l['name']: l for l in L}
+assert by['ct']['op'] == 'ConvTranspose' and by['ct']['requested_precision'] == by['ct']['precision'] == 'fp32', by['ct']
+low = ['c0', 'c1', 'c2'] if '$p' in ('fp16', 'bf16') else ['c1']
+assert all(by[n]['requested_precision'] == by[n]['precision'] == '$p' for n in low), [by[n] for n in low]"
+done
+"$KILN" bench "$T/ct_fp16.kiln" --iterations 1 --warmup 0 --json > "$T/bench.json" 2> "$T/stderr.txt" || bad "bench convt fp16"
+$PY -c "
+import json; d = json.load(open('$T/bench.json'))
+assert d['precision'] == 'mixed' and d['layer_precisions']['fp32'] >= 1, d" 2> "$T/py.txt" \
+  && ok "bench: an fp16 build with a kept ConvTranspose is mixed" || bad "bench convt: $(tail -1 "$T/py.txt")"
+expect_ok "convt fp16 with --precision-fallback" "$KILN" build "$T/convt.onnx" -o "$T/x.kiln" --precision fp16 \
+  --precision-fallback
+grep -q "^kept in fp32: ct (ConvTranspose: no kernel in fp16)$" "$T/out.txt" && ok "fallback build says it too" \
+  || bad "convt fallback report: $(cat "$T/out.txt")"
+expect_rc "convt asked fp16 by a rule: unmet" 1 "1 layer cannot run in the requested precision: ct (ConvTranspose: fp32)" \
+  "$KILN" build "$T/convt.onnx" -o "$T/x.kiln" --precision fp16 --layer-precision 'ct:fp16'
+expect_ok "convt asked fp16 by a rule, fallback" "$KILN" build "$T/convt.onnx" -o "$T/x.kiln" --precision fp16 \
+  --layer-precision 'ConvTranspose:fp16' --precision-fallback
+grep -q "^fallback: ct (ConvTranspose) requested fp16, runs in fp32$" "$T/out.txt" && ok "convt fallback listed" \
+  || bad "convt fallback: $(cat "$T/out.txt")"
+expect_ok "convt fp32" "$KILN" build "$T/convt.onnx" -o "$T/x.kiln" --precision fp32
+grep -q "kept in" "$T/out.txt" && bad "fp32 build says kept: $(cat "$T/out.txt")" || ok "fp32: nothing kept, nothing said"
 
 finish "precision weights CLI"
