@@ -262,10 +262,15 @@ static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int 
                              p == -2 ? "precision not supported yet (" PREC_LIST ")"
                                      : "want PATTERN:PRECISION with PRECISION one of " PREC_LIST);
         int matched = 0;
+        bool exact = !strpbrk(pat, "*?[\\");   /* names its layers exactly: enforced on fused ops too (realize) */
         for (int i = 0; i < g->n_nodes; i++) {
             kiln_node *n = &g->nodes[i];
             if (pattern_names(pat, n)) {
                 KILN_TRY(kiln__node_set_attr_s(n, REQ_ATTR, prec_names[p]));
+                if (exact)
+                    KILN_TRY(kiln__node_set_attr_i(n, KILN_ATTR_PREC_EXACT, 1));
+                else
+                    kiln__node_drop_attr(n, KILN_ATTR_PREC_EXACT);
                 matched++;
             }
         }
@@ -984,34 +989,41 @@ static int tab_fields(const char *s, const char *e, const char **f, int *len, in
     return k;
 }
 
-/* The requests of compute layers (is_compute) fused into layer n (KILN_ATTR_PREC_FUSED lines
- * "label\tdomain\top\tprecision") that n, realized in `real`, does not honour: each listed as a
- * fallback (allowed) or into bad (the first 8); returns how many went to bad. Requests of other
- * fused ops (a Relu or BatchNormalization matched by a glob rule) follow the layer they are fused into. */
+/* The requests fused into layer n (KILN_ATTR_PREC_FUSED lines "label\tdomain\top\tprecision[\t1]") that n, realized
+ * in `real`, does not honour. Those of compute layers (is_compute) and those a rule naming the op exactly set
+ * (the fifth field "1": `--layer-precision Relu_0:fp16`) are unmet requests like any other: each listed as a
+ * fallback (allowed) or into bad (the first 8); returns how many went to bad. Another op a glob rule matched (a
+ * block's BatchNormalization or Relu under `layer2_*:fp16`) follows the layer it is fused into: said, not an
+ * error (PRECISION.md, "Requested and realized precision"). */
 static int fused_unmet(const kiln_node *n, int real, bool fallback, sbuf *rep, sbuf *bad, int n_bad)
 {
     const char *s = kiln__attr_s(n, KILN_ATTR_PREC_FUSED, NULL);
     int added = 0;
     while (s && *s) {
-        const char *end = strchr(s, '\n'), *f[4];
-        int len[4];
-        if (tab_fields(s, end ? end : s + strlen(s), f, len, 4) == 4) {
+        const char *end = strchr(s, '\n'), *f[5];
+        int len[5], nf = tab_fields(s, end ? end : s + strlen(s), f, len, 5);
+        if (nf >= 4) {
             char dom[64], op[64], pr[16];
             snprintf(dom, sizeof dom, "%.*s", len[1], f[1]);
             snprintf(op, sizeof op, "%.*s", len[2], f[2]);
             snprintf(pr, sizeof pr, "%.*s", len[3], f[3]);
             kiln_node probe = {.op = kiln__op_lookup(dom, op)};
             int req = prec_parse(pr);
-            if (is_compute(&probe) && req >= 0 && req != real) {
-                if (fallback)
-                    sb_printf(rep, "fallback: %.*s (%s, fused into %s) requested %s, runs in %s\n", len[0], f[0], op,
-                              node_label(n), prec_names[req], prec_names[real]);
-                else {
-                    if (n_bad + added < 8)
-                        sb_printf(bad, "%s%.*s (%s fused into %s: %s)", n_bad + added > 0 ? ", " : "", len[0], f[0], op,
-                                  node_label(n), prec_names[real]);
-                    added++;
-                }
+            bool enforced = is_compute(&probe) || (nf == 5 && len[4] == 1 && f[4][0] == '1');
+            if (req < 0 || req == real)
+                ;   /* honoured (or not a precision) */
+            else if (!enforced)
+                sb_printf(rep, "fused: %.*s (%s, fused into %s) requested %s by a pattern, runs in %s with that layer "
+                          "(a rule naming it exactly requires %s)\n", len[0], f[0], op, node_label(n), prec_names[req],
+                          prec_names[real], prec_names[req]);
+            else if (fallback)
+                sb_printf(rep, "fallback: %.*s (%s, fused into %s) requested %s, runs in %s\n", len[0], f[0], op,
+                          node_label(n), prec_names[req], prec_names[real]);
+            else {
+                if (n_bad + added < 8)
+                    sb_printf(bad, "%s%.*s (%s fused into %s: %s)", n_bad + added > 0 ? ", " : "", len[0], f[0], op,
+                              node_label(n), prec_names[real]);
+                added++;
             }
         }
         s = end ? end + 1 : NULL;
@@ -1046,6 +1058,7 @@ static kiln_status realize(kiln_graph *g, const kiln_build_options *o, sbuf *rep
                 vp[n->out[k]] = out;
         n->precision = real;
         n_bad += fused_unmet(n, real, o->precision_fallback, rep, &bad, n_bad);
+        kiln__node_drop_attr(n, KILN_ATTR_PREC_EXACT);   /* (only fusion needed it) */
         int req = req_of(n);
         if (!kiln__attr(n, REQ_ATTR) || req == real)
             continue;

@@ -179,9 +179,12 @@ kiln_status kiln__node_add_fused(kiln_node *n, const char *text);
 /* Builder attributes that fusion keeps (src/passes/rewrite.c): KILN_ATTR_PREC_REQ is a node's
  * requested precision ("fp16", "int8", ...); when a node absorbs another that had one, the absorbed
  * request is appended to the survivor's KILN_ATTR_PREC_FUSED as "label\tdomain\top\tprecision" lines, so
- * the builder can check that every request was honoured (src/build/precision.c, realize). */
+ * the builder can check that every request was honoured (src/build/precision.c, realize). KILN_ATTR_PREC_EXACT
+ * (int 1) marks a request a --layer-precision rule without glob characters set (the node named exactly); its
+ * line then ends in a fifth field "\t1". */
 #define KILN_ATTR_PREC_REQ "kiln_prec_req"
 #define KILN_ATTR_PREC_FUSED "kiln_prec_fused"
+#define KILN_ATTR_PREC_EXACT "kiln_prec_exact"
 /* Sets (or replaces) an attribute on a node. */
 kiln_status kiln__node_set_attr_i(kiln_node *n, const char *name, int64_t v);
 kiln_status kiln__node_set_attr_f(kiln_node *n, const char *name, float v);

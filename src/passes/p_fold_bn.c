@@ -1,7 +1,7 @@
 /* fold-batchnorm: Conv/ConvTranspose followed by an inference BatchNormalization with constant
  * parameters becomes one Conv with scaled weights and a new bias:
  *   s = gamma / sqrt(var + eps);  W'[oc] = W[oc] * s[oc];  B'[oc] = (B[oc] - mean[oc]) * s[oc] + beta[oc] */
-#include "passes.h"
+#include "rewrite.h"
 #include <math.h>
 
 static bool is_f32_vec(const kiln_tensor *t, int64_t n)
@@ -10,7 +10,8 @@ static bool is_f32_vec(const kiln_tensor *t, int64_t n)
 }
 
 /* Node n (Conv / ConvTranspose / Gemm) takes the folded weight w and bias b as inputs 1 and 2 and
- * writes the BatchNormalization bn's output; bn dies. */
+ * writes the BatchNormalization bn's output; bn dies, its name (and precision request, kiln_prec_fused)
+ * carried by n. */
 static kiln_status absorb_bn(kiln_graph *g, int n, int bn, int w, int b)
 {
     while (g->nodes[n].n_in < 3)
@@ -20,8 +21,7 @@ static kiln_status absorb_bn(kiln_graph *g, int n, int bn, int w, int b)
     int y = g->nodes[bn].out[0];
     kiln__node_kill(g, bn);
     kiln__node_set_output(g, n, 0, y);
-    const kiln_node *b_node = &g->nodes[bn];
-    return kiln__node_add_fused(&g->nodes[n], b_node->name[0] ? b_node->name : "BatchNormalization");
+    return kiln__node_add_fused_node(&g->nodes[n], &g->nodes[bn]);
 }
 
 static kiln_status fold_one(kiln_graph *g, int ci, int bi, bool *done)

@@ -27,9 +27,9 @@ static kiln_status carry_prec_requests(kiln_node *into, const kiln_node *n)
     if (!req && !more)
         return KILN_OK;
     const char *have = kiln__attr_s(into, KILN_ATTR_PREC_FUSED, NULL), *label = n->name[0] ? n->name : n->op_type;
-    const char *dom = n->domain ? n->domain : "";
+    const char *dom = n->domain ? n->domain : "", *exact = kiln__attr_i(n, KILN_ATTR_PREC_EXACT, 0) ? "\t1" : "";
     size_t len = (have ? strlen(have) + 1 : 0) +
-                 (req ? strlen(label) + strlen(dom) + strlen(n->op_type) + strlen(req) + 4 : 0) +
+                 (req ? strlen(label) + strlen(dom) + strlen(n->op_type) + strlen(req) + strlen(exact) + 4 : 0) +
                  (more ? strlen(more) + 1 : 0) + 1;
     char *s = kiln__malloc(len);
     if (!s)
@@ -38,7 +38,7 @@ static kiln_status carry_prec_requests(kiln_node *into, const kiln_node *n)
     if (have)
         k += (size_t)snprintf(s + k, len - k, "%s", have);
     if (req)
-        k += (size_t)snprintf(s + k, len - k, "%s%s\t%s\t%s\t%s", k ? "\n" : "", label, dom, n->op_type, req);
+        k += (size_t)snprintf(s + k, len - k, "%s%s\t%s\t%s\t%s%s", k ? "\n" : "", label, dom, n->op_type, req, exact);
     if (more)
         k += (size_t)snprintf(s + k, len - k, "%s%s", k ? "\n" : "", more);
     kiln_status st = kiln__node_set_attr_s(into, KILN_ATTR_PREC_FUSED, s);

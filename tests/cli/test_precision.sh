@@ -151,6 +151,9 @@ bench_prec "$T/bf16.kiln" bf16 "assert lp['bf16'] == 10 and set(lp) == {'bf16', 
 # --layer-precision: honoured exactly, later rules win, any op
 expect_ok "layer rules" "$KILN" build "$M" -o "$T/mix.kiln" --precision int8 --calib-cache "$T/c.cache" --calib-method minmax \
   --layer-precision 'layer2_*:fp16' --layer-precision 'layer2_0_conv2*:int8' --layer-precision 'conv1_Conv_0:bf16'
+# the glob also matched layer2_0_bn2_BN_0, folded into the int8 layer2_0_conv2_Conv_0: it follows that layer, said
+grep -q "^fused: layer2_0_bn2_BN_0 (BatchNormalization, fused into layer2_0_conv2_Conv_0) requested fp16 by a pattern, runs in int8" \
+  "$T/out.txt" && ok "glob-matched fused op follows its layer, said" || bad "fused note: $(cat "$T/out.txt")"
 inspect "$T/mix.kiln"
 check "layer rules honoured" '
 by = {l["name"]: l for l in L}
@@ -193,6 +196,24 @@ assert p["requested_precision"] == "int8" and p["precision"] == "fp32", p'
 "$KILN" inspect "$T/fb.kiln" --shapes input:1x3x32x32 > "$T/text.txt" 2>&1
 grep -E "^[0-9]+ +GlobalAveragePool_0 +GlobalAveragePool +int8 +fp32 " "$T/text.txt" > /dev/null && ok "text inspect: req and prec columns" \
   || bad "text inspect: $(grep GlobalAveragePool_0 "$T/text.txt")"
+
+# requests on ops the optimizer fuses into another layer (bn1_BN_0 and Relu_0 into conv1_Conv_0, kept fp32 by
+# int8): a rule naming the op exactly is checked against the layer's realized precision like any request -- the
+# build fails naming both, as it does for the unfused Relu_6 -- or --precision-fallback lists them; honoured ones
+# pass silently
+F7=(--precision int8 --calib-cache "$T/c.cache" --calib-method minmax)
+expect_rc "fused ops named exactly: unmet" 1 "2 layers cannot run in the requested precision: bn1_BN_0 (BatchNormalization fused into conv1_Conv_0: fp32), Relu_0 (Relu fused into conv1_Conv_0: fp32)" \
+  "$KILN" build "$M" -o "$T/x.kiln" "${F7[@]}" --layer-precision 'Relu_0:fp16' --layer-precision 'bn1_BN_0:int8'
+expect_rc "unfused op: the same error" 1 "1 layer cannot run in the requested precision: Relu_6 (Relu: fp32)" \
+  "$KILN" build "$M" -o "$T/x.kiln" "${F7[@]}" --layer-precision 'Relu_6:int8'
+expect_ok "fused ops named exactly, fallback" "$KILN" build "$M" -o "$T/x.kiln" "${F7[@]}" --layer-precision 'Relu_0:fp16' \
+  --layer-precision 'bn1_BN_0:int8' --precision-fallback
+grep -q "^fallback: Relu_0 (Relu, fused into conv1_Conv_0) requested fp16, runs in fp32$" "$T/out.txt" &&
+  grep -q "^fallback: bn1_BN_0 (BatchNormalization, fused into conv1_Conv_0) requested int8, runs in fp32$" "$T/out.txt" &&
+  ok "fused fallbacks listed" || bad "fused fallbacks: $(cat "$T/out.txt")"
+expect_ok "fused ops named exactly, honoured" "$KILN" build "$M" -o "$T/x.kiln" --precision fp16 \
+  --layer-precision 'Relu_0:fp16' --layer-precision 'bn1_BN_0:fp16' --layer-precision 'Relu:fp16'
+grep -Eq "^(fused|fallback):" "$T/out.txt" && bad "honoured fused requests said: $(cat "$T/out.txt")" || ok "honoured: nothing said"
 
 # a transformer: weight MatMuls become QLinearMatMul; attention (MatMuls of two computed operands)
 # is kept in fp32 by default like the first and last layers: said, requested fp32, realized fp32
@@ -310,9 +331,11 @@ junk = "\n".join(["", "\t", "a\t\t", "b\t\tRelu\tint8", "c\t\tMatMul\tint9", "d"
                    "f\tno.such\tMatMul\tint8", "\t\t\t\t\t"])
 onnx.save(model(junk), f"{t}/junk_fused.onnx")
 onnx.save(model(junk + "\nA\t\tMatMul\tint8"), f"{t}/fake_fused.onnx")
+onnx.save(model(junk + "\nB\t\tRelu\tint8\t1"), f"{t}/exact_fused.onnx")   # a Relu a rule named exactly
 PYEOF
 expect_ok "malformed fused requests ignored" "$KILN" build "$T/junk_fused.onnx" -o "$T/jf.kiln"
 expect_rc "well-formed fused request checked" 1 "A (MatMul fused into mm: fp32)" "$KILN" build "$T/fake_fused.onnx" -o "$T/jf.kiln"
+expect_rc "exactly named fused request checked" 1 "B (Relu fused into mm: fp32)" "$KILN" build "$T/exact_fused.onnx" -o "$T/jf.kiln"
 
 # fp16 weights past FP16's range: clamped to +-65504 and said, never left to round to infinity (an audit found the
 # engine silently writing inf); bf16 keeps the range
