@@ -769,6 +769,51 @@ static int64_t fp16_clamp(uint16_t *h, const float *w, int64_t n, float *worst)
     return c;
 }
 
+/* FP16 weights that lose most of their precision: of the n values of w (converted into h), counts the nonzero finite
+ * ones (*nz), those whose FP16 value is zero or a subnormal under 2^-19 (returned: at most 5 of FP16's 11
+ * significant bits left; FP16's subnormals start at 2^-14 and end at 2^-24) and of those the zeros (*flushed);
+ * *least = the smallest nonzero |w|. TensorRT warns of subnormal and flushed FP16 weights the same way. */
+#define FP16_FEW_BITS 32u   /* FP16 codes (sign cleared) below 32: 0 or a subnormal of at most 5 significant bits */
+static int64_t fp16_underflow(const uint16_t *h, const float *w, int64_t n, int64_t *nz, int64_t *flushed, float *least)
+{
+    int64_t c = 0;
+    *nz = *flushed = 0;
+    *least = INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        float a = fabsf(w[i]);
+        if (!(a > 0) || !isfinite(a))
+            continue;
+        ++*nz;
+        *least = a < *least ? a : *least;
+        if ((h[i] & 0x7fffu) < FP16_FEW_BITS) {
+            c++;
+            *flushed += (h[i] & 0x7fffu) == 0;
+        }
+    }
+    return c;
+}
+
+/* The share of a weight's nonzero values so reduced from which the build says so (PRECISION.md, "FP16 and BF16
+ * weights"): a few tiny values among normal ones hardly change a layer, a weight much of which is that small does. */
+#define FP16_UNDERFLOW_SHARE 0.01
+
+/* Says (into rep) when the FP16 copy h of weight wv of layer n lost at least FP16_UNDERFLOW_SHARE of its nonzero
+ * values to zero or to subnormals of few bits (fp16_underflow). */
+static void fp16_underflow_report(const kiln_graph *g, const kiln_node *n, int wv, const uint16_t *h, sbuf *rep)
+{
+    const kiln_tensor *w = g->values[wv].init;
+    int64_t nz, flushed;
+    float least;
+    int64_t under = fp16_underflow(h, w->data, kiln_tensor_numel(w), &nz, &flushed, &least);
+    if (!under || (double)under < FP16_UNDERFLOW_SHARE * (double)nz)
+        return;
+    const char *name = n->name && n->name[0] ? n->name : NULL;
+    sb_printf(rep, "fp16 weights underflow: %s (%s): %lld of %lld nonzero values below 1.9e-06, where FP16 keeps at "
+              "most 5 significant bits: %lld flushed to 0, the others subnormal (smallest |w| %g; bf16 keeps the "
+              "range; or --layer-precision %s:fp32)\n", g->values[wv].name, name ? name : "", (long long)under,
+              (long long)nz, (long long)flushed, (double)least, name ? name : "LAYER");
+}
+
 static kiln_status reduce_weights(kiln_graph *g, sbuf *rep)
 {
     int n0 = g->n_nodes, nv0 = g->n_values, *done = kiln__malloc(sizeof(int) * (2 * (size_t)nv0 + 1));
@@ -800,6 +845,8 @@ static kiln_status reduce_weights(kiln_graph *g, sbuf *rep)
                 sb_printf(rep, "fp16 weights clamped: %s (%s): %lld values outside FP16's range (largest |w| %g) set "
                           "to +-65504 (bf16 keeps the range; or --layer-precision %s:fp32)\n", g->values[wv].name,
                           n->name ? n->name : "", (long long)clamped, (double)worst, n->name ? n->name : "LAYER");
+            if (p == P_FP16)   /* and below the range: values flushed to 0 or kept with few bits */
+                fp16_underflow_report(g, n, wv, t.data, rep);
             if ((*slot = add_const(g, g->values[wv].name, &t)) < 0)
                 st = nomem();
         }

@@ -360,4 +360,34 @@ y = np.load(sys.argv[1]).ravel()
 assert np.isfinite(y).all() and abs(y[0] - 65505.5) < 1 and abs(y[1] + 65502.5) < 1, y" "$T/b16/y.npy" &&
   ok "fp16 clamped weights finite" || bad "fp16 clamped weights finite"
 
+# fp16 weights below FP16's range: values flushed to 0 or left with at most 5 significant bits (subnormals under
+# 2^-19) are said per weight when they are at least 1% of its nonzero values (an audit found 1e-8 weights flushed in
+# silence, the layer's output gone); a few such values, exact zeros and subnormals that keep most of their bits are
+# not; bf16 keeps the range
+$PY - "$T" <<'PYEOF' || bad "write tiny-weight model"
+import sys, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto
+t = sys.argv[1]
+tiny = np.full((8, 2), 0.5, np.float32)
+tiny.flat[:8] = 1e-9        # flushed to 0
+tiny.flat[8:12] = -1e-6     # subnormal, 5 significant bits at most
+fine = np.full((8, 32), 0.5, np.float32)
+fine.flat[:100] = 0         # exact zeros: not counted
+fine.flat[100] = 1e-9       # 1 of 156 nonzero values: under 1%
+fine.flat[101:121] = 3e-5   # subnormal, but 9 significant bits left
+n = [helper.make_node("MatMul", ["x", "wt"], ["y1"], name="tiny"), helper.make_node("MatMul", ["x", "wf"], ["y2"], name="fine")]
+g = helper.make_graph(n, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                      [helper.make_tensor_value_info("y1", TensorProto.FLOAT, [1, 2]),
+                       helper.make_tensor_value_info("y2", TensorProto.FLOAT, [1, 32])],
+                      [numpy_helper.from_array(tiny, "wt"), numpy_helper.from_array(fine, "wf")])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{t}/tinyw.onnx")
+PYEOF
+"$KILN" build "$T/tinyw.onnx" -o "$T/tiny16.kiln" --precision fp16 > "$T/t16.txt" 2>&1 || bad "build fp16 tiny weights"
+grep -q "^fp16 weights underflow: wt (tiny): 12 of 16 nonzero values below 1.9e-06, where FP16 keeps at most 5 significant bits: 8 flushed to 0, the others subnormal (smallest |w| 1e-09; bf16 keeps the range; or --layer-precision tiny:fp32)$" \
+  "$T/t16.txt" && ok "fp16 underflow said" || bad "fp16 underflow said: $(cat "$T/t16.txt")"
+grep -q "underflow: wf" "$T/t16.txt" && bad "fp16 underflow said of a weight with few tiny values: $(cat "$T/t16.txt")" \
+  || ok "fp16 underflow: a few tiny values, zeros and 9-bit subnormals not said"
+"$KILN" build "$T/tinyw.onnx" -o "$T/tiny_bf16.kiln" --precision bf16 > "$T/tb16.txt" 2>&1 || bad "build bf16 tiny weights"
+grep -q "underflow" "$T/tb16.txt" && bad "bf16 said to underflow: $(cat "$T/tb16.txt")" || ok "bf16: no underflow"
+
 finish "precision CLI"
