@@ -137,6 +137,21 @@ save("qdq_gemm_float",
                                           N("Gemm", ["xd", "gw", "gc"], ["y"], transB=1, alpha=0.5, beta=2.0)],
      i, ["QGemm:1"], ["Gemm", "DequantizeLinear"], "x=3x16", 0, 0.001, in_shape=("n", 16))
 
+# Gemm with transA (A [K, M]: the fast kernel reads A's columns) and a weight [K, N], into a uint8 Q and
+# consumed in float: QGemm with transA (its packed weights, the only copy an engine keeps, must be read)
+i = {}
+gq, gs = qweight((16, 24), 1)
+i["gq"], i["gs"], i["gc"] = gq, gs, (rng.standard_normal(24) * 0.2).astype(np.float32)
+save("qdq_gemm_transa",
+     qdq("x", "xd", 0.02, U8(128), i) + [N("DequantizeLinear", ["gq", "gs"], ["gw"], axis=1),
+                                          N("Gemm", ["xd", "gw", "gc"], ["m"], transA=1, alpha=0.5),
+                                          N("Relu", ["m"], ["r"])] + qdq("r", "y", 0.01, U8(0), i),
+     i, ["QGemm:1"], ["Gemm", "Relu"], "x=16x5", 1, 0.01, in_shape=(16, "n"))
+save("qdq_gemm_transa_float",
+     qdq("x", "xd", 0.02, S8(3), i) + [N("DequantizeLinear", ["gq", "gs"], ["gw"], axis=1),
+                                        N("Gemm", ["xd", "gw", "gc"], ["y"], transA=1, beta=2.0)],
+     i, ["QGemm:1"], ["Gemm", "DequantizeLinear"], "x=16x5", 0, 0.001, in_shape=(16, "n"))
+
 # two quantized convs with a MaxPool and a Reshape pair between them: activations stay uint8
 # throughout (DQ -> MaxPool -> Q on one scale runs MaxPool on uint8; DQ -> Q on one scale is dropped)
 i = {}

@@ -165,9 +165,11 @@ static kiln_tensor mk_scales(int64_t n, float lo, float hi)
  * outputs at the saturation bounds; *out_ref gets the reference output (caller releases). */
 /* fast kernel's ctx->prepared: 0 none, 1 the layer's prep blob, 2 that blob with a bad header
  * (magic, layout, element type or a dim: must be refused, results equal), 3 a valid header over
- * a zeroed payload (must be used: results differ somewhere) */
+ * a zeroed payload (must be used: results differ somewhere), 4 the blob with the weights input
+ * dropped where the blob replaces them (as an engine stores such a layer: it must run from the blob
+ * alone, whichever path the kernel takes) */
 static int prep_mode;
-static int64_t preps_used, zeroed_runs, zeroed_runs_differing;
+static int64_t preps_used, zeroed_runs, zeroed_runs_differing, dropped_runs;
 
 static int64_t run_both(kiln_op op, const char *domain, kiln_attr *attrs, int nattr, const kiln_tensor **in, int nin,
                         int th, kiln_tensor *out_ref, bool approx_float)
@@ -186,6 +188,8 @@ static int64_t run_both(kiln_op op, const char *domain, kiln_attr *attrs, int na
     void *blob = NULL, *al = NULL;
     size_t bsize = 0;
     int mode = prep_mode;
+    const kiln_tensor *din[12];
+    kiln_tensor wd;
     if (mode) {
         bool conv = op == KILN_OP_QLinearConv || op == KILN_OP_ConvInteger;
         CHECK((conv ? kiln__qprep_conv : kiln__qprep_matmul)(&node, nin, in, &blob, &bsize) == KILN_OK);
@@ -194,6 +198,15 @@ static int64_t run_both(kiln_op op, const char *domain, kiln_attr *attrs, int na
         /* plain bytes any host reads, replacing the weights on every host */
         CHECK(!blob || (kiln__prep_header(blob, bsize, &h) && h.gemm_kind == 0 && h.engine_isa == 0 &&
                         h.replaces == 1u << wi));
+        if (blob && mode == 4) {   /* the weights stored only packed */
+            wd = *in[wi];
+            wd.data = NULL;
+            wd.nbytes = 0;
+            for (int i = 0; i < nin; i++)
+                din[i] = i == wi ? &wd : in[i];
+            c1.in = din;
+            dropped_runs++;
+        }
         if (blob) { /* as an engine holds it: 64-byte aligned */
             al = aligned_alloc(64, (bsize + 63) / 64 * 64);
             memcpy(al, blob, bsize);
@@ -269,8 +282,8 @@ static void test_matmul_like(int iter)
     int which = iter % 3; /* 0 QLinearMatMul, 1 MatMulInteger, 2 QGemm */
     int64_t M = rnd(1, 37), N = rnd(1, 130), K = rnd(1, 200), batch = which == 2 ? 1 : rnd(1, 3);
     kiln_dtype adt = rnd(0, 1) ? KILN_DT_UINT8 : KILN_DT_INT8, bdt = rnd(0, 1) ? KILN_DT_UINT8 : KILN_DT_INT8;
-    bool trans_b = which == 2 && rnd(0, 1);
-    int64_t adims[3] = {batch, M, K}, bdims[2] = {trans_b ? N : K, trans_b ? K : N};
+    bool trans_b = which == 2 && rnd(0, 1), trans_a = which == 2 && rnd(0, 2) == 0;   /* QGemm: A [K, M] */
+    int64_t adims[3] = {batch, trans_a ? K : M, trans_a ? M : K}, bdims[2] = {trans_b ? N : K, trans_b ? K : N};
     kiln_tensor a = batch > 1 ? mk_bytes(adt, 3, adims) : mk_bytes(adt, 2, adims + 1), b = mk_bytes(bdt, 2, bdims);
     kiln_tensor az = mk_scalar_q(adt), bz;
     bool per_col = rnd(0, 1);
@@ -292,7 +305,7 @@ static void test_matmul_like(int iter)
         ((int32_t *)bias.data)[j] = (int32_t)rnd(-30000, 30000);
     int ak = (int)rnd(0, 3);
     bool out_float = which != 1 && rnd(0, 3) == 0;
-    kiln_attr attrs[8];
+    kiln_attr attrs[9];
     int na = 0;
     if (which != 1 && ak) {
         attrs[na++] = (kiln_attr){.name = (char *)"kiln_act", .type = KILN_ATTR_STRING, .s = (char *)act_names[ak],
@@ -304,6 +317,7 @@ static void test_matmul_like(int iter)
         attrs[na++] = (kiln_attr){.name = (char *)"kiln_out_float", .type = KILN_ATTR_INT, .i = 1};
     if (which == 2) {
         attrs[na++] = (kiln_attr){.name = (char *)"transB", .type = KILN_ATTR_INT, .i = trans_b};
+        attrs[na++] = (kiln_attr){.name = (char *)"transA", .type = KILN_ATTR_INT, .i = trans_a};
         attrs[na++] = (kiln_attr){.name = (char *)"alpha", .type = KILN_ATTR_FLOAT, .f = rnd(0, 1) ? 1.0f : 0.75f};
     }
     kiln_tensor y;
@@ -326,8 +340,9 @@ static void test_matmul_like(int iter)
         name = "QGemm";
     }
     CHECK_MSG(bad == 0,
-              "%s batch=%lld M=%lld N=%lld K=%lld a=%s b=%s y=%s per_col=%d act=%d float=%d bias=%d th=%d: %lld differ",
-              name, (long long)batch, (long long)M, (long long)N, (long long)K, kiln_dtype_name(adt),
+              "%s batch=%lld M=%lld N=%lld K=%lld transA=%d a=%s b=%s y=%s per_col=%d act=%d float=%d bias=%d th=%d: "
+              "%lld differ",
+              name, (long long)batch, (long long)M, (long long)N, (long long)K, trans_a, kiln_dtype_name(adt),
               kiln_dtype_name(bdt), kiln_dtype_name(ydt), per_col, ak, out_float, mm_bias, th, (long long)bad);
     count_sat(&y);
     /* ideal requantization in double (QLinearMatMul without activation): within 1 */
@@ -647,20 +662,21 @@ int main(void)
             test_core(i);
     }
     kiln__qgemm_set_isa_cap(3);
-    for (int i = 0; i < 160; i++) {
-        prep_mode = i % 4;
+    for (int i = 0; i < 200; i++) {
+        prep_mode = i % 5;
         test_matmul_like(i);
     }
-    for (int i = 0; i < 128; i++) {
-        prep_mode = i % 4;
+    for (int i = 0; i < 160; i++) {
+        prep_mode = i % 5;
         test_conv(i);
     }
     prep_mode = 0;
     for (int i = 0; i < 160; i++)
         test_dw(i);
-    printf("%lld runs with a prepared (or corrupted) weight blob; %lld of %lld with zeroed packed weights differ\n",
-           (long long)preps_used, (long long)zeroed_runs_differing, (long long)zeroed_runs);
-    CHECK(preps_used > 100 && zeroed_runs > 20 && zeroed_runs_differing * 10 >= zeroed_runs * 8);
+    printf("%lld runs with a prepared (or corrupted) weight blob; %lld of %lld with zeroed packed weights differ; "
+           "%lld from the blob alone\n",
+           (long long)preps_used, (long long)zeroed_runs_differing, (long long)zeroed_runs, (long long)dropped_runs);
+    CHECK(preps_used > 100 && zeroed_runs > 20 && zeroed_runs_differing * 10 >= zeroed_runs * 8 && dropped_runs > 20);
     test_errors();
     CHECK(!kiln__cpu_has(KILN_CPU_AVX512F) || kiln__cpu_fast_kernel(KILN_OP_QuantizeLinear));
     prep_mode = 0;

@@ -1,7 +1,7 @@
 /* The fast quantized kernels on the INT8 GEMM core (qgemm.h): QLinearMatMul, MatMulInteger and
  * com.microsoft QGemm (A as rows, B as panels), QLinearConv and ConvInteger (weights as rows,
  * the image as panels packed strip by strip: an implicit im2col). Registered over the scalar
- * references by x86/qgemm_vnni.c. Cases they do not cover (batched B, transA, non-scalar
+ * references by x86/qgemm_vnni.c. Cases they do not cover (batched B, non-scalar
  * activation scales, 3-D+ convolutions, 16-bit outputs, huge K) and every malformed input go to
  * the reference kernel, which reports errors.
  *
@@ -164,6 +164,7 @@ static int32_t zp_at(const kiln_tensor *z, int64_t i)
 
 typedef struct qmm_args {
     const kiln_tensor *a, *az, *b, *bz;
+    bool trans_a;                /* QGemm transA: A is [K, M] */
     bool trans_b;
     const kiln_tensor *bias;     /* int32 [N] / [1, N], or NULL */
     kiln_dtype odt;              /* INT32, FLOAT32, UINT8, INT8 */
@@ -175,9 +176,9 @@ typedef struct qmm_args {
 static bool qmm_covered(const qmm_args *q, int64_t *M, int64_t *N, int64_t *K)
 {
     const kiln_tensor *a = q->a, *b = q->b;
-    if (!is_q8(a) || !is_q8(b) || b->ndim != 2 || a->ndim < 1)
+    if (!is_q8(a) || !is_q8(b) || b->ndim != 2 || a->ndim < 1 || (q->trans_a && a->ndim != 2))
         return false;
-    *K = a->dims[a->ndim - 1];
+    *K = a->dims[q->trans_a ? 0 : a->ndim - 1];
     *N = b->dims[q->trans_b ? 0 : 1];
     if (b->dims[q->trans_b ? 1 : 0] != *K || *K > KILN_QGEMM_MAX_K || *K <= 0)
         return false;
@@ -200,18 +201,44 @@ static bool qmm_covered(const qmm_args *q, int64_t *M, int64_t *N, int64_t *K)
     return true;
 }
 
-/* A's rows [r0, r1) packed for the GEMM (kiln__qpack_rows), on the layer's threads */
+/* op(A)'s rows [r0, r1) packed for the GEMM (kiln__qpack_rows), on the layer's threads */
 typedef struct qrows_job {
     const uint8_t *src;
     int64_t K, kp;
+    int64_t mt;   /* transA: A is [K, mt], row r of op(A) its column r; 0: A's rows are op(A)'s */
     bool flip;
     uint8_t *dst;
     int32_t *sum;
 } qrows_job;
 
+/* The same rows from A's columns (kiln__qpack_rows' layout: kp bytes a row, zero padded; u8 sums), read along A's
+ * rows */
+static void qrows_trans(const qrows_job *j, int64_t r0, int64_t r1)
+{
+    uint8_t x = j->flip ? 0x80 : 0;
+    for (int64_t k = 0; k < j->K; k++) {
+        const uint8_t *s = j->src + k * j->mt;
+        for (int64_t r = r0; r < r1; r++)
+            j->dst[r * j->kp + k] = s[r] ^ x;
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        uint8_t *d = j->dst + r * j->kp;
+        memset(d + j->K, 0, (size_t)(j->kp - j->K));
+        int32_t s = 0;
+        for (int64_t k = 0; j->sum && k < j->K; k++)
+            s += d[k];
+        if (j->sum)
+            j->sum[r] = s;
+    }
+}
+
 static void qrows_task(void *ctx, int64_t r0, int64_t r1)
 {
     const qrows_job *j = ctx;
+    if (j->mt) {
+        qrows_trans(j, r0, r1);
+        return;
+    }
     kiln__qpack_rows(j->src + r0 * j->K, j->K, r1 - r0, j->K, j->flip, false, j->dst + r0 * j->kp,
                      j->sum ? j->sum + r0 : NULL);
 }
@@ -226,6 +253,8 @@ static kiln_status qmm_run(kiln_kctx *ctx, const qmm_args *q)
     int ond = a->ndim;
     for (int d = 0; d < a->ndim - 1; d++)
         odims[d] = a->dims[d];
+    if (q->trans_a)
+        odims[0] = M;
     odims[ond - 1] = N;
     KILN_TRY(kiln__kout_uninit(ctx, 0, q->odt, ond, odims));
     if (M == 0)
@@ -252,7 +281,7 @@ static kiln_status qmm_run(kiln_kctx *ctx, const qmm_args *q)
          * B's zero points), else packed on the layer's threads (it ran on the calling thread alone: ~4% of
          * BERT-base int8's samples, its s8 activations flipped to u8, with the other thread waiting; on both threads:
          * BERT-base int8 1/1.037, bench/env_ab 40 pairs) */
-        const bool a_direct = !a_flip && !bz_nonzero && kp == K;
+        const bool a_direct = !a_flip && !bz_nonzero && kp == K && !q->trans_a;
         ap = a_direct ? NULL : kiln__malloc((size_t)(M * kp));
         asum = bz_nonzero ? kiln__malloc(sizeof(int32_t) * (size_t)M) : NULL;
         bzp = bz_nonzero ? kiln__malloc(sizeof(int32_t) * (size_t)N) : NULL;
@@ -262,7 +291,8 @@ static kiln_status qmm_run(kiln_kctx *ctx, const qmm_args *q)
             for (int64_t j = 0; bzp && j < N; j++)
                 bzp[j] = zp_at(q->bz, j) - (b_flip ? 128 : 0);
             if (!a_direct) {
-                qrows_job rj = {.src = a->data, .K = K, .kp = kp, .flip = a_flip, .dst = ap, .sum = asum};
+                qrows_job rj = {.src = a->data, .K = K, .kp = kp, .mt = q->trans_a ? M : 0, .flip = a_flip,
+                                .dst = ap, .sum = asum};
                 kiln__parallel_for(ctx->pool, ctx->nthreads, M, 1 + 16384 / (K + 1), qrows_task, &rj);
             }
             kiln_qgemm g = {.M = M, .N = N, .K = K, .a = a_direct ? (const uint8_t *)a->data : ap, .lda = kp,
@@ -313,12 +343,13 @@ kiln_status kiln__k_qgemm_fast(kiln_kctx *ctx)
 {
     const kiln_tensor *a = kiln__kin(ctx, 0), *ys = kiln__kin(ctx, 7), *yz = kiln__kin(ctx, 8);
     kiln_dtype odt = !ys ? KILN_DT_FLOAT32 : yz ? yz->dtype : a ? a->dtype : KILN_DT_UINT8;
-    if (kiln__attr_i(ctx->node, "transA", 0) || !a || a->ndim != 2 ||
+    if (!a || a->ndim != 2 ||
         (odt != KILN_DT_UINT8 && odt != KILN_DT_INT8 && odt != KILN_DT_FLOAT32))
         return fallback(ctx);
     qmm_args q = {.a = a, .as = kiln__kin(ctx, 1), .az = kiln__kin(ctx, 2), .b = kiln__kin(ctx, 3),
                   .bs = kiln__kin(ctx, 4), .bz = kiln__kin(ctx, 5), .bias = kiln__kin(ctx, 6), .ys = ys, .yz = yz,
-                  .odt = odt, .trans_b = kiln__attr_i(ctx->node, "transB", 0) != 0,
+                  .odt = odt, .trans_a = kiln__attr_i(ctx->node, "transA", 0) != 0,
+                  .trans_b = kiln__attr_i(ctx->node, "transB", 0) != 0,
                   .alpha = kiln__attr_f(ctx->node, "alpha", 1.0f)};
     return qmm_run(ctx, &q);
 }
