@@ -632,20 +632,24 @@ typedef struct kiln_compare_stats {
     double mean_abs;          /* mean |c - r| */
     double cosine;            /* <c,r> / (|c| |r|); 1 when both are all zero, 0 when only one is */
     double snr_db;            /* 10 log10(sum r^2 / sum (c - r)^2), at most KILN_SNR_MAX_DB */
-    int64_t rows;             /* classifier-like (last dim >= 2): rows = elements / last dim; else 0 */
+                              /* count 0 (no element where both are finite): the five metrics above are NaN */
+    int64_t rows;             /* classifier-like (last dim >= 2): the rows compared, those where the
+                               * reference has a finite value (elements / last dim when all do); else 0 */
     int64_t top1_agree;       /* rows whose arg max is the same */
     int64_t top5_agree;       /* rows where the reference's arg max is among the candidate's top 5 */
 } kiln_compare_stats;
 kiln_status kiln_compare(const kiln_tensor *reference, const kiln_tensor *candidate, kiln_compare_stats *out);
 
 /* Several comparisons of one tensor (one per sample) summed up: the worst and the mean of each
- * metric over the samples; agreement pooled over all rows. Zero-initialize, then add. */
+ * metric over the samples that compared any element (count > 0; NaN when none did); agreement pooled
+ * over all rows. Zero-initialize, then add. */
 typedef struct kiln_compare_summary {
     int samples;
     int64_t nonfinite;                                   /* over all samples */
-    kiln_compare_stats worst;                            /* max of errors, min of cosine / SNR */
+    kiln_compare_stats worst;                            /* max of errors, min of cosine / SNR; count summed */
     double mean_max_abs, mean_max_rel, mean_mean_abs, mean_cosine, mean_snr_db;
     int64_t rows, top1_agree, top5_agree;                /* pooled over the samples */
+    int compared;                                        /* samples with count > 0 (the means' samples) */
 } kiln_compare_summary;
 void kiln_compare_summary_add(kiln_compare_summary *s, const kiln_compare_stats *one);
 
@@ -665,8 +669,10 @@ typedef struct kiln_budget {
 kiln_status kiln_budget_parse(const char *text, kiln_budget *out);
 const char *kiln_metric_name(kiln_metric m);   /* "cosine", "snr", ... ("?" if out of range) */
 /* The value a budget checks in a summary: the worst sample for cosine, SNR and the errors; the
- * pooled rate for top1/top5 (NaN when the tensor is not classifier-like). *passes is false when
- * the value misses the threshold, is NaN, or any element was not finite. */
+ * pooled rate for top1/top5 (NaN when the tensor is not classifier-like, or nothing was compared).
+ * *passes is false when the value misses the threshold, is NaN, or any element was not finite --
+ * except for a tensor without any element (count 0 and no NaN/Inf in every sample: nothing to
+ * compare, nothing wrong), which passes every budget. */
 double kiln_budget_value(const kiln_budget *b, const kiln_compare_summary *s, bool *passes);
 
 /* ---- debugging runs: every intermediate value (kiln verify --per-layer) ----

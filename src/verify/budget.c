@@ -142,8 +142,9 @@ double kiln_budget_value(const kiln_budget *b, const kiln_compare_summary *s, bo
     }
     if (passes) {
         bool higher = b && higher_is_better(b->metric);
-        *passes = b && s && s->samples > 0 && s->nonfinite == 0 && !isnan(v) &&
-                  (higher ? v >= b->threshold : v <= b->threshold);
+        bool empty = s && s->worst.count == 0;   /* no element at all (with none NaN/Inf below) */
+        *passes = b && s && s->samples > 0 && s->nonfinite == 0 &&
+                  (empty || (!isnan(v) && (higher ? v >= b->threshold : v <= b->threshold)));
     }
     return v;
 }

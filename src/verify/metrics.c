@@ -71,11 +71,11 @@ static void agreement(const kiln_tensor *r, const kiln_tensor *c, int64_t numel,
     int64_t cls = r->ndim >= 1 ? r->dims[r->ndim - 1] : 0;
     if (cls < 2)
         return;
-    o->rows = numel / cls;
-    for (int64_t row = 0; row < o->rows; row++) {
+    for (int64_t row = 0; row < numel / cls; row++) {
         int64_t off = row * cls, ra = row_argmax(r->dtype, r->data, off, cls);
         if (ra < 0)
-            continue;
+            continue;   /* no finite reference value: nothing to agree with, not a row compared */
+        o->rows++;
         o->top1_agree += row_argmax(c->dtype, c->data, off, cls) == ra;
         o->top5_agree += in_topk(c->dtype, c->data, off, cls, ra);
     }
@@ -120,13 +120,23 @@ kiln_status kiln_compare(const kiln_tensor *reference, const kiln_tensor *candid
         cc += c * c;
         ee += e * e;
     }
-    out->mean_abs = out->count ? sum_abs / (double)out->count : 0;
-    out->cosine = rr == 0 && cc == 0 ? 1.0 : rr == 0 || cc == 0 ? 0.0 : dot / (sqrt(rr) * sqrt(cc));
-    if (out->cosine > 1)
-        out->cosine = 1;
-    out->snr_db = snr_db(rr, ee);
+    if (out->count == 0) {   /* nothing compared (every element NaN/Inf, or none): no metric is defined */
+        out->max_abs = out->max_rel = out->mean_abs = out->cosine = out->snr_db = NAN;
+    } else {
+        out->mean_abs = sum_abs / (double)out->count;
+        out->cosine = rr == 0 && cc == 0 ? 1.0 : rr == 0 || cc == 0 ? 0.0 : dot / (sqrt(rr) * sqrt(cc));
+        if (out->cosine > 1)
+            out->cosine = 1;
+        out->snr_db = snr_db(rr, ee);
+    }
     agreement(reference, candidate, n, out);
     return KILN_OK;
+}
+
+/* The mean of k values m and one more, x (x alone when k is 0) */
+static double mean_add(double m, int k, double x)
+{
+    return k ? (m * k + x) / (k + 1) : x;
 }
 
 void kiln_compare_summary_add(kiln_compare_summary *s, const kiln_compare_stats *one)
@@ -139,6 +149,7 @@ void kiln_compare_summary_add(kiln_compare_summary *s, const kiln_compare_stats 
     } else {
         w->count += one->count;
         w->nonfinite += one->nonfinite;
+        /* fmax / fmin take the other operand where one is NaN: the worst of the samples that compared anything */
         w->max_abs = fmax(w->max_abs, one->max_abs);
         w->max_rel = fmax(w->max_rel, one->max_rel);
         w->mean_abs = fmax(w->mean_abs, one->mean_abs);
@@ -151,12 +162,17 @@ void kiln_compare_summary_add(kiln_compare_summary *s, const kiln_compare_stats 
             w->top5_agree = one->top5_agree;
         }
     }
-    double k = s->samples;
-    s->mean_max_abs = (s->mean_max_abs * k + one->max_abs) / (k + 1);
-    s->mean_max_rel = (s->mean_max_rel * k + one->max_rel) / (k + 1);
-    s->mean_mean_abs = (s->mean_mean_abs * k + one->mean_abs) / (k + 1);
-    s->mean_cosine = (s->mean_cosine * k + one->cosine) / (k + 1);
-    s->mean_snr_db = (s->mean_snr_db * k + one->snr_db) / (k + 1);
+    int k = s->compared;
+    if (one->count > 0) {   /* the means: over the samples that compared anything (NaN while there is none) */
+        s->mean_max_abs = mean_add(s->mean_max_abs, k, one->max_abs);
+        s->mean_max_rel = mean_add(s->mean_max_rel, k, one->max_rel);
+        s->mean_mean_abs = mean_add(s->mean_mean_abs, k, one->mean_abs);
+        s->mean_cosine = mean_add(s->mean_cosine, k, one->cosine);
+        s->mean_snr_db = mean_add(s->mean_snr_db, k, one->snr_db);
+        s->compared++;
+    } else if (k == 0) {
+        s->mean_max_abs = s->mean_max_rel = s->mean_mean_abs = s->mean_cosine = s->mean_snr_db = NAN;
+    }
     s->nonfinite += one->nonfinite;
     s->rows += one->rows;
     s->top1_agree += one->top1_agree;

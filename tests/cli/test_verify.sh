@@ -40,6 +40,7 @@ def with_weight(name, fn, out):
 # 20% multiplicative noise on one mid-network conv: the error starts at Relu_2
 with_weight("layer1.0.conv2.weight", lambda w: w * (1 + 0.2 * rng.standard_normal(w.shape)), "perturbed.onnx")
 with_weight("fc.weight", lambda w: np.where(np.arange(w.size).reshape(w.shape) == 0, np.nan, w), "nan.onnx")
+with_weight("fc.weight", lambda w: w * np.nan, "allnan.onnx")   # every logit NaN: nothing to compare
 
 # an 8-bit activation: QuantizeLinear/DequantizeLinear after MaxPool_0 (uint8, scale 0.02)
 m = onnx.load(src)
@@ -170,6 +171,34 @@ expect_out "loose budget passes the perturbed model" 0 "^PASS" "$KILN" verify "$
   --shapes input:2x3x32x32 --budget 'cosine>=0.5'
 expect_out "NaN output fails without budgets" 3 "NaN/Inf" "$KILN" verify "$T/nan.onnx" --reference "$M" \
   --shapes input:1x3x16x16
+# no budget: the outputs are compared, nothing but NaN/Inf is checked, and the last line says so (no PASS), exit 0
+expect_out "no budget: compared only" 0 "^COMPARED ONLY: no --budget given" "$KILN" verify "$T/perturbed.onnx" \
+  --reference "$M" --shapes input:2x3x32x32
+grep -q "^PASS" "$T/out.txt" && bad "no budget: PASS claimed" || ok "no budget: no PASS claimed"
+expect_out "no budget (json): verdict compared" 0 '"verdict": "compared"' "$KILN" verify "$T/perturbed.onnx" \
+  --reference "$M" --shapes input:2x3x32x32 --json
+json_check "no budget (json)" "assert d['budgets'] == [] and d['pass'] is True and d['verdict'] == 'compared', d"
+expect_out "budgets met (json): verdict pass" 0 '"verdict": "pass"' "$KILN" verify "$M" --reference "$M" \
+  --shapes input:2x3x32x32 --budget 'cosine>=0.99999' --json
+# every output element NaN: no element where both are finite, so every metric is n/a (null), not a perfect match
+expect_out "all-NaN output: metrics n/a" 3 "NaN/Inf: 20 elements" "$KILN" verify "$T/allnan.onnx" --reference "$M" \
+  --shapes input:2x3x16x16 --samples 1 --budget 'cosine>=0.5'
+grep -Eq '^  cosine +n/a +n/a$' "$T/out.txt" && grep -Eq '^  snr_db +n/a +n/a$' "$T/out.txt" \
+  && grep -Eq '^  max_abs +n/a +n/a$' "$T/out.txt" && ok "all-NaN: rows say n/a" || bad "all-NaN rows: $(cat "$T/out.txt")"
+grep -q "FAIL budget cosine>=0.5 on 'logits': n/a (no element where both are finite)" "$T/out.txt" \
+  && ok "all-NaN: the budget's value n/a" || bad "all-NaN budget line: $(grep budget "$T/out.txt")"
+expect_out "all-NaN output (json)" 3 '"verdict": "fail"' "$KILN" verify "$T/allnan.onnx" --reference "$M" \
+  --shapes input:2x3x16x16 --samples 3 --json --budget 'snr>=10db'
+json_check "all-NaN (json): metrics null" "
+o = d['outputs'][0]
+assert all(o[w][k] is None for w in ('worst', 'mean') for k in ('max_abs', 'max_rel', 'mean_abs', 'cosine', 'snr_db')), o
+assert o['nonfinite'] == 60 and d['budgets'][0]['value'] is None and d['budgets'][0]['pass'] is False and not d['pass'], d"
+expect_out "all-NaN per layer (json)" 3 '"per_layer"' "$KILN" verify "$T/allnan.onnx" --reference "$M" \
+  --shapes input:1x3x16x16 --per-layer --json
+json_check "all-NaN per layer: the logits row null, a jump" "
+r = [x for x in d['per_layer']['layers'] if x['value'] == 'logits'][0]
+assert r['cosine'] is None and r['snr_db'] is None and r['max_abs'] is None and r['mean_abs'] is None, r
+assert r['nonfinite'] == 10 and r['jump'] is True, r"
 
 expect_out "per-layer (perturbed)" 3 "<-- jump" "$KILN" verify "$T/perturbed.onnx" --reference "$M" \
   --shapes input:1x3x32x32 --per-layer --budget 'snr>=80db'
@@ -215,7 +244,7 @@ assert rows['y']['matched_by'] == 'name' and rows['y']['candidate_dtype'] == 'fl
 assert d['per_layer']['matched'] == 3, d['per_layer']"
 "$KILN" verify "$T/qcand.onnx" --reference "$T/qref.onnx" --per-layer > "$T/out.txt" 2>&1
 grep -q "r_out .*(by node name: c_q)" "$T/out.txt" && ok "text names the matched quantized value" || bad "text: $(cat "$T/out.txt")"
-expect_out "per-layer, control characters in names" 0 "PASS" "$KILN" verify "$T/names.onnx" --reference "$T/names.onnx" \
+expect_out "per-layer, control characters in names" 0 "COMPARED ONLY" "$KILN" verify "$T/names.onnx" --reference "$T/names.onnx" \
   --shapes input:1x3x16x16 --per-layer
 $PY -c "
 import sys; b = open('$T/out.txt', 'rb').read()
@@ -327,7 +356,7 @@ assert d['device']['half_storage_layers'] == 1, d['device']"
     --samples 2
   expect_out "fake device: verify --json half storage" 0 '"half_storage_layers": 1' env KILN_CUDA_MODULE="$2" \
     KILN_FAKEDEV_F16=Relu "$KILN" verify "$T/ew.onnx" --reference "$T/ew.onnx" --device cuda --samples 2 --json
-  expect_out "fake device: verify without half storage says nothing" 0 "PASS" env KILN_CUDA_MODULE="$2" "$KILN" \
+  expect_out "fake device: verify without half storage says nothing" 0 "COMPARED ONLY" env KILN_CUDA_MODULE="$2" "$KILN" \
     verify "$T/ew.onnx" --reference "$T/ew.onnx" --device cuda --samples 2
   grep -q "half storage" "$T/out.txt" && bad "fake device: verify spoke of half storage without any" \
     || ok "fake device: no half-storage line without it"

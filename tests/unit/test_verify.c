@@ -36,6 +36,12 @@ static void test_hand(void)
     b.data = C;
     CHECK(kiln_compare(&a, &b, &s) == KILN_OK);
     CHECK(s.rows == 2 && s.top1_agree == 0 && s.top5_agree == 1);
+    /* a row whose reference holds no finite value is not compared (not counted as a disagreement) */
+    float Rn[12] = {NAN, NAN, NAN, NAN, NAN, NAN, /**/ 9, 1, 2, 3, 4, 5};
+    a.data = Rn;
+    CHECK(kiln_compare(&a, &b, &s) == KILN_OK);
+    CHECK(s.rows == 1 && s.top1_agree == 0 && s.top5_agree == 0 && s.nonfinite == 6);
+    a.data = R;
     /* NaN / Inf counted, left out of the metrics */
     float n1[3] = {1, 2, 3}, n2[3] = {1, NAN, INFINITY};
     kiln_tensor t1 = vec(n1, 3), t2 = vec(n2, 3);
@@ -183,6 +189,50 @@ static void test_summary_and_budgets(void)
     CHECK(isnan(kiln_budget_value(&cb, &nr, &pass)) && !pass);
 }
 
+/* Nothing comparable (every element NaN/Inf, or no element at all): every metric is NaN, never the 0 / 1 / 300 dB
+ * of a perfect match; the summary's worst and means skip such samples; budgets fail on NaN/Inf, and a tensor
+ * without elements passes them (nothing to compare) */
+static void test_nothing_compared(void)
+{
+    float r[3] = {1, 2, 3}, c[3] = {NAN, INFINITY, -INFINITY};
+    kiln_tensor tr = vec(r, 3), tc = vec(c, 3), e = vec(r, 0);
+    kiln_compare_stats s, empty, good;
+    CHECK(kiln_compare(&tr, &tc, &s) == KILN_OK);
+    CHECK(s.count == 0 && s.nonfinite == 3);
+    CHECK(isnan(s.max_abs) && isnan(s.max_rel) && isnan(s.mean_abs) && isnan(s.cosine) && isnan(s.snr_db));
+    CHECK(kiln_compare(&tc, &tc, &s) == KILN_OK && s.count == 0 && isnan(s.cosine) && isnan(s.snr_db));
+    CHECK(kiln_compare(&e, &e, &empty) == KILN_OK);
+    CHECK(empty.count == 0 && empty.nonfinite == 0 && isnan(empty.cosine) && isnan(empty.snr_db) &&
+          isnan(empty.max_abs));
+    float c2[3] = {1, 2, 4};
+    kiln_tensor t2 = vec(c2, 3);
+    CHECK(kiln_compare(&tr, &t2, &good) == KILN_OK && good.count == 3);
+    /* a sample that compared nothing, first or later, leaves the worst and the means to the others */
+    kiln_compare_summary sum = {0};
+    kiln_compare_summary_add(&sum, &s);
+    CHECK(sum.compared == 0 && isnan(sum.mean_cosine) && isnan(sum.worst.snr_db) && isnan(sum.mean_max_abs));
+    kiln_compare_summary_add(&sum, &good);
+    kiln_compare_summary_add(&sum, &s);
+    CHECK(sum.samples == 3 && sum.compared == 1 && sum.nonfinite == 6 && sum.worst.count == 3);
+    CHECK(sum.worst.cosine == good.cosine && sum.mean_cosine == good.cosine && sum.worst.snr_db == good.snr_db &&
+          sum.mean_snr_db == good.snr_db && sum.worst.max_abs == 1 && sum.mean_max_abs == 1);
+    kiln_budget cb;
+    bool pass = true;
+    CHECK(kiln_budget_parse("cosine>=-1", &cb) == KILN_OK);
+    kiln_budget_value(&cb, &sum, &pass);
+    CHECK(!pass);   /* NaN/Inf elements */
+    kiln_compare_summary only_nan = {0};
+    kiln_compare_summary_add(&only_nan, &s);
+    CHECK(isnan(kiln_budget_value(&cb, &only_nan, &pass)) && !pass);
+    kiln_compare_summary none = {0};
+    kiln_compare_summary_add(&none, &empty);
+    kiln_compare_summary_add(&none, &empty);
+    CHECK(none.samples == 2 && none.compared == 0 && isnan(none.mean_snr_db));
+    CHECK(isnan(kiln_budget_value(&cb, &none, &pass)) && pass);
+    CHECK(kiln_budget_parse("maxabs<=0", &cb) == KILN_OK);
+    CHECK(isnan(kiln_budget_value(&cb, &none, &pass)) && pass);
+}
+
 typedef struct seen { int n, last_layer; bool ordered; kiln_tensor last; } seen;
 
 static kiln_status on_value(void *user, const kiln_value_view *v)
@@ -239,6 +289,7 @@ int main(void)
     test_hand();
     test_random();
     test_summary_and_budgets();
+    test_nothing_compared();
     test_run_values();
     return TEST_SUMMARY();
 }

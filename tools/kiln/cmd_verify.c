@@ -220,17 +220,36 @@ static const char *dims_str(const kiln_tensor *t)
     return t->ndim ? cli_dims_text(t->ndim, t->dims, buf, sizeof buf) : "scalar";
 }
 
+/* v as "%.*g" (fixed: "%.*f"), or "n/a" when it is NaN (a metric over no compared element) */
+static const char *metric_text(char *buf, size_t n, double v, int prec, bool fixed)
+{
+    if (isnan(v))
+        snprintf(buf, n, "n/a");
+    else
+        snprintf(buf, n, fixed ? "%.*f" : "%.*g", prec, v);
+    return buf;
+}
+
+static void metric_row(const char *name, double worst, double mean, int prec, bool fixed)
+{
+    char a[64], b[64];
+    printf("  %-10s %14s %14s\n", name, metric_text(a, sizeof a, worst, prec, fixed),
+           metric_text(b, sizeof b, mean, prec, fixed));
+}
+
 static void print_output(kiln_engine_t e, const vout *o)
 {
     const kiln_compare_summary *s = &o->sum;
     printf("output '%s' [%s]: %d sample%s\n", cli_esc(kiln_engine_output_name(e, o->cand)), dims_str(&o->shape),
            s->samples, s->samples == 1 ? "" : "s");
     printf("  %-10s %14s %14s\n", "metric", "worst", "mean");
-    printf("  %-10s %14.6g %14.6g\n", "max_abs", s->worst.max_abs, s->mean_max_abs);
-    printf("  %-10s %14.6g %14.6g\n", "max_rel", s->worst.max_rel, s->mean_max_rel);
-    printf("  %-10s %14.6g %14.6g\n", "mean_abs", s->worst.mean_abs, s->mean_mean_abs);
-    printf("  %-10s %14.9f %14.9f\n", "cosine", s->worst.cosine, s->mean_cosine);
-    printf("  %-10s %14.2f %14.2f\n", "snr_db", s->worst.snr_db, s->mean_snr_db);
+    metric_row("max_abs", s->worst.max_abs, s->mean_max_abs, 6, false);
+    metric_row("max_rel", s->worst.max_rel, s->mean_max_rel, 6, false);
+    metric_row("mean_abs", s->worst.mean_abs, s->mean_mean_abs, 6, false);
+    metric_row("cosine", s->worst.cosine, s->mean_cosine, 9, true);
+    metric_row("snr_db", s->worst.snr_db, s->mean_snr_db, 2, true);
+    if (s->worst.count == 0)
+        printf("  (n/a: no element where both are finite)\n");
     if (s->rows)
         printf("  top1 agreement %.4f%% (%lld/%lld rows), top5 %.4f%%\n", 100.0 * (double)s->top1_agree / (double)s->rows,
                (long long)s->top1_agree, (long long)s->rows, 100.0 * (double)s->top5_agree / (double)s->rows);
@@ -298,9 +317,15 @@ static int check_budgets(kiln_engine_t e, const vargs *a, const vout *outs, int 
                 json_object_set_new(o, "pass", json_boolean(pass));
                 json_array_append_new(jb, o);
             } else {
-                printf("%s budget %s on '%s': %.6g%s%s\n", pass ? "pass" : "FAIL", cli_esc(a->budget_text[b]),
-                       cli_esc(kiln_engine_output_name(e, outs[i].cand)), pct ? 100 * v : v, pct ? "%" : "",
-                       isnan(v) ? " (not classifier-like: last dim < 2)" : "");
+                char vt[64];
+                const kiln_tensor *sh = &outs[i].shape;
+                const char *why = !isnan(v)                                  ? ""
+                                  : outs[i].sum.worst.count == 0               ? " (no element where both are finite)"
+                                  : sh->ndim < 1 || sh->dims[sh->ndim - 1] < 2 ? " (not classifier-like: last dim < 2)"
+                                                                               : " (no row with a finite reference)";
+                printf("%s budget %s on '%s': %s%s%s\n", pass ? "pass" : "FAIL", cli_esc(a->budget_text[b]),
+                       cli_esc(kiln_engine_output_name(e, outs[i].cand)),
+                       metric_text(vt, sizeof vt, pct ? 100 * v : v, 6, false), pct && !isnan(v) ? "%" : "", why);
             }
         }
     }
@@ -343,6 +368,7 @@ static int report(kiln_engine_t e, kiln_model_t m, const vargs *a, const vout *o
         json_object_set_new(root, "outputs", jo);
         json_object_set_new(root, "budgets", jb);
         json_object_set_new(root, "pass", json_boolean(bad == 0));
+        json_object_set_new(root, "verdict", json_string(bad ? "fail" : a->nbudgets ? "pass" : "compared"));
         if (layers)
             json_object_set(root, "per_layer", layers);
         int rc = json_dumpf(root, stdout, JSON_INDENT(2)) == 0 ? 0 : 1;
@@ -350,8 +376,13 @@ static int report(kiln_engine_t e, kiln_model_t m, const vargs *a, const vout *o
         json_decref(root);
         if (rc)
             return rc;
+    } else if (bad) {
+        printf("FAIL: %d check%s violated\n", bad, bad == 1 ? "" : "s");
+    } else if (a->nbudgets == 0) {   /* nothing was checked but NaN/Inf: no PASS claimed (exit status 0 still) */
+        printf("COMPARED ONLY: no --budget given, only NaN/Inf checked (e.g. --budget 'snr>=30db' to check "
+               "accuracy)\n");
     } else {
-        printf(bad ? "FAIL: %d check%s violated\n" : "PASS%.0d\n", bad, bad == 1 ? "" : "s");
+        printf("PASS\n");
     }
     return bad ? VERIFY_EXIT_BUDGET : 0;
 }

@@ -132,19 +132,30 @@ static const cval *find_by_node(const lrun *r, const char *node, const kiln_tens
     return NULL;
 }
 
+/* a metric, null where it is not a finite number (NaN: nothing compared) */
+static json_t *num_or_null(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
 static void emit(lrun *r, const row_id *id, const cval *c, const kiln_compare_stats *s, const char *how)
 {
     bool jump = s->nonfinite > 0 || (s->snr_db < NOISE_DB && r->prev_snr - s->snr_db > r->o->jump_db);
     r->jumps += jump;
-    r->prev_snr = s->snr_db;
+    if (!isnan(s->snr_db))   /* a value with nothing compared (n/a) is no baseline for the next */
+        r->prev_snr = s->snr_db;
     if (!r->rows) {
-        char note[320] = "";
+        char note[320] = "", cs[32] = "n/a", sn[32] = "n/a", ma[32] = "n/a";
         if (strcmp(how, "name"))
             snprintf(note, sizeof note, "  (%s %s)", !strcmp(how, "quantizes") ? "dequantized" : "by node name:",
                      cli_esc(c->name));
-        printf("%5d  %-32s %-28s %-16s %12.8f %8.2f %12.4g%s%s%s\n", id->layer, cli_esc(id->name), cli_esc(id->node),
-               cli_esc(id->op), s->cosine, s->snr_db, s->max_abs, s->nonfinite ? "  NaN/Inf" : "",
-               jump ? "  <-- jump" : "", note);
+        if (s->count > 0) {
+            snprintf(cs, sizeof cs, "%.8f", s->cosine);
+            snprintf(sn, sizeof sn, "%.2f", s->snr_db);
+            snprintf(ma, sizeof ma, "%.4g", s->max_abs);
+        }
+        printf("%5d  %-32s %-28s %-16s %12s %8s %12s%s%s%s\n", id->layer, cli_esc(id->name), cli_esc(id->node),
+               cli_esc(id->op), cs, sn, ma, s->nonfinite ? "  NaN/Inf" : "", jump ? "  <-- jump" : "", note);
         return;
     }
     json_t *o = json_object();
@@ -158,11 +169,11 @@ static void emit(lrun *r, const row_id *id, const cval *c, const kiln_compare_st
     json_object_set_new(o, "candidate_op", cli_json_str(c->op));
     json_object_set_new(o, "candidate_dtype", json_string(kiln_dtype_name(c->dtype)));
     json_object_set_new(o, "dequantized_from", c->dtype != KILN_DT_FLOAT32 ? cli_json_str(c->name) : json_null());
-    json_object_set_new(o, "cosine", json_real(s->cosine));
-    json_object_set_new(o, "snr_db", json_real(s->snr_db));
-    json_object_set_new(o, "max_abs", json_real(s->max_abs));
-    json_object_set_new(o, "max_rel", isfinite(s->max_rel) ? json_real(s->max_rel) : json_null());
-    json_object_set_new(o, "mean_abs", json_real(s->mean_abs));
+    json_object_set_new(o, "cosine", num_or_null(s->cosine));
+    json_object_set_new(o, "snr_db", num_or_null(s->snr_db));
+    json_object_set_new(o, "max_abs", num_or_null(s->max_abs));
+    json_object_set_new(o, "max_rel", num_or_null(s->max_rel));
+    json_object_set_new(o, "mean_abs", num_or_null(s->mean_abs));
     json_object_set_new(o, "nonfinite", json_integer(s->nonfinite));
     json_object_set_new(o, "jump", json_boolean(jump));
     json_array_append_new(r->rows, o);
