@@ -13,7 +13,8 @@
  *     "conv1 out" 0.031 4.2
  *
  * Names are quoted ("..." with \\, \" and \xNN for bytes outside printable ASCII), scales and amax
- * printed with 9 significant digits so the floats round-trip. */
+ * printed with 9 significant digits so the floats round-trip. A reader refuses a scale that its amax cannot
+ * give (scale_fits_amax) and a tensor named twice. */
 #include "quant.h"
 #include <errno.h>
 #include <inttypes.h>
@@ -152,6 +153,49 @@ static bool parse_float(const char **p, float *v)
     return true;
 }
 
+/* Whether a scale is one calibration can give for a tensor of this amax: threshold / 127 for a threshold between
+ * amax / KILN_CALIB_BINS and amax (every method's threshold is one of the histogram's bin edges over [0, amax]:
+ * minmax amax, percentile and mse at least the first edge, entropy at least the 128th), or 1 for amax 0 (an all-zero
+ * tensor, kiln__calib_scale). The slack covers the float rounding of both numbers. */
+static bool scale_fits_amax(float scale, float amax)
+{
+    if (amax == 0)
+        return scale == 1.0f;
+    double hi = (double)amax / (KILN_CALIB_LEVELS - 1), lo = hi / KILN_CALIB_BINS;
+    return (double)scale <= hi * (1 + 1e-6) && (double)scale >= lo * (1 - 1e-6);
+}
+
+typedef struct name_line {
+    const char *name;
+    int line;
+} name_line;
+
+static int by_name_line(const void *a, const void *b)
+{
+    const name_line *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->line > y->line) - (x->line < y->line);
+}
+
+/* A tensor named on two lines (the first such pair in name order) is an error: which line would hold? */
+static kiln_status no_duplicates(const char *path, const kiln_calib_table *t)
+{
+    name_line *v = kiln__calloc((size_t)t->n + 1, sizeof *v);
+    if (!v)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < t->n; i++)
+        v[i] = (name_line){t->name[i], i + 1};
+    qsort(v, (size_t)t->n, sizeof *v, by_name_line);
+    kiln_status st = KILN_OK;
+    for (int i = 1; i < t->n && st == KILN_OK; i++)
+        if (!strcmp(v[i - 1].name, v[i].name))
+            st = kiln__err(KILN_ERR_PARSE, "calibration cache '%s': tensor lines %d and %d both name \"%s\" (one line "
+                           "per tensor); it was left untouched (remove it to calibrate again)", path, v[i - 1].line,
+                           v[i].line, v[i].name);
+    kiln__free(v);
+    return st;
+}
+
 /* Parses the tensor lines after the header. */
 static kiln_status parse_entries(const char *path, char **cur, kiln_calib_table *t, int n)
 {
@@ -173,10 +217,16 @@ static kiln_status parse_entries(const char *path, char **cur, kiln_calib_table 
             !parse_float(&p, &t->amax[i]) || *p)
             return kiln__err(KILN_ERR_PARSE, "calibration cache '%s': tensor line %d: expected \"NAME\" SCALE AMAX", path,
                              i + 1);
+        if (!scale_fits_amax(t->scale[i], t->amax[i]))
+            return kiln__err(KILN_ERR_PARSE,
+                             "calibration cache '%s': tensor line %d (\"%s\"): scale %.9g does not fit amax %.9g (a "
+                             "scale is threshold / 127 for a threshold between amax / %d and amax, or 1 with amax 0): "
+                             "the file was edited or damaged; it was left untouched (remove it to calibrate again)",
+                             path, i + 1, name, (double)t->scale[i], (double)t->amax[i], KILN_CALIB_BINS);
     }
     if (next_line(cur))
         return kiln__err(KILN_ERR_PARSE, "calibration cache '%s': text after the %d tensor lines", path, n);
-    return KILN_OK;
+    return no_duplicates(path, t);
 }
 
 static kiln_status stale(const char *path, const char *what, const char *cache, const char *want)

@@ -202,10 +202,44 @@ static void thresholds(void *ctx, int64_t begin, int64_t end)
     }
 }
 
+/* Finite values slot k held over the data (its histogram's counts: pass 2 adds exactly those). */
+static uint64_t finite_count(const kiln_calib_stats *s, int k)
+{
+    uint64_t n = 0;
+    for (int b = 0; b < KILN_CALIB_BINS; b++)
+        n += s->hist[(size_t)k * KILN_CALIB_BINS + b];
+    return n;
+}
+
+/* A tensor that held NaN/Inf and not one finite value has no range to calibrate: an error naming the first such
+ * tensor (graph value order) and counting the others, where scale 1 (an all-zero tensor's) was silently used. */
+static kiln_status no_range(const calib_run *r)
+{
+    const kiln_calib_stats *s = &r->stats;
+    int first = -1, more = 0;
+    for (int k = 0; k < s->n; k++)
+        if (s->seen[k] && s->nonfinite[k] > 0 && finite_count(s, k) == 0) {
+            if (first < 0)
+                first = k;
+            else
+                more++;
+        }
+    if (first < 0)
+        return KILN_OK;
+    char others[64] = "";
+    if (more)
+        snprintf(others, sizeof others, " (nor %d other tensor%s)", more, more == 1 ? "" : "s");
+    return kiln__err(KILN_ERR_INVALID_ARG,
+                     "tensor '%s' held no finite value in the calibration data (%lld values, all NaN or "
+                     "Inf), so it has no range to calibrate%s; check the data",
+                     r->g->values[s->value[first]].name, (long long)s->nonfinite[first], others);
+}
+
 /* The table of every tensor seen as float, in graph value order. */
 static kiln_status make_table(calib_run *r, const kiln_calib_options *o, kiln_calib_table *t)
 {
     const kiln_calib_stats *s = &r->stats;
+    KILN_TRY(no_range(r));
     int *slots = kiln__calloc((size_t)s->n + 1, sizeof *slots);
     t->name = kiln__calloc((size_t)s->n + 1, sizeof *t->name);
     t->scale = kiln__calloc((size_t)s->n + 1, sizeof *t->scale);

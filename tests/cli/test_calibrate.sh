@@ -64,4 +64,30 @@ expect_rc "no data" 2 "need MODEL" "$KILN" calibrate "$M"
 expect_rc "missing dir" 1 "cannot open directory" "$KILN" calibrate "$M" --calib "$T/nope"
 expect_rc "unknown option" 2 "unknown option" "$KILN" calibrate "$M" --calib "$T/a" --frobnicate
 
+# values no calibration writes: a scale far from its amax (1e30 or 1e-45 for an amax of a few units), a tensor on
+# two lines; refused with the line, left untouched (the 1e-45 scale used to fail the build as "2 layers cannot run
+# in the requested precision", 1e30 and the duplicate were used)
+line=$(grep -m1 '^"Relu_1_output_0" ' "$T/keep.cache")
+for v in 1e30 1e-45; do
+  sed "s/^\"Relu_1_output_0\" [^ ]*/\"Relu_1_output_0\" $v/" "$T/keep.cache" > "$T/edit.cache"
+  cp "$T/edit.cache" "$T/edit.orig"
+  expect_rc "scale $v refused" 1 '("Relu_1_output_0"): scale .* does not fit amax' "$KILN" calibrate "$M" \
+    --calib-cache "$T/edit.cache"
+  expect_rc "scale $v refused by build" 1 "does not fit amax" "$KILN" build "$M" -o "$T/e.kiln" --precision int8 \
+    --calib-cache "$T/edit.cache"
+  cmp -s "$T/edit.cache" "$T/edit.orig" && ok "edited cache untouched ($v)" || bad "edited cache changed ($v)"
+done
+n=$(grep -c '^"' "$T/keep.cache")
+{ sed "s/^tensors $n\$/tensors $((n + 1))/" "$T/keep.cache"; echo "$line"; } > "$T/dup.cache"
+expect_rc "duplicated tensor refused" 1 "both name \"Relu_1_output_0\"" "$KILN" calibrate "$M" --calib-cache "$T/dup.cache"
+
+# calibration data of NaN/Inf only: no tensor has a range, an error naming the first (it gave every scale 1)
+mkdir -p "$T/nan"
+$PY -c "import numpy as np; np.save('$T/nan/x.npy', np.full((2, 3, 24, 24), np.nan, np.float32))"
+expect_rc "all-NaN data refused" 1 "tensor 'input' held no finite value in the calibration data" "$KILN" calibrate \
+  "$M" --calib "$T/nan" --calib-cache "$T/nan.cache"
+[ -e "$T/nan.cache" ] && bad "a cache was written for all-NaN data" || ok "no cache for all-NaN data"
+expect_rc "all-NaN data refused by build" 1 "held no finite value" "$KILN" build "$M" -o "$T/e.kiln" --precision int8 \
+  --calib "$T/nan"
+
 finish "calibrate CLI"

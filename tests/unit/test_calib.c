@@ -42,6 +42,20 @@ static void write_npy(const char *path, kiln_dtype dt, int ndim, const int64_t *
     free(t.data);
 }
 
+/* a float32 .npy of NaN only */
+static void write_nan_npy(const char *path, const int64_t *dims)
+{
+    kiln_tensor t = {.dtype = KILN_DT_FLOAT32, .ndim = 4};
+    memcpy(t.dims, dims, 4 * sizeof *dims);
+    int64_t n = kiln__shape_numel(4, dims);
+    t.nbytes = (size_t)n * sizeof(float);
+    t.data = malloc(t.nbytes);
+    for (int64_t i = 0; i < n; i++)
+        ((float *)t.data)[i] = i % 3 ? NAN : INFINITY;
+    CHECK(kiln_npy_write(path, &t) == KILN_OK);
+    free(t.data);
+}
+
 static char *slurp(const char *path, size_t *len)
 {
     void *d = NULL;
@@ -79,8 +93,10 @@ static void test_cache_roundtrip(void)
     kiln_calib_table t = {.n = n, .model_hash = 0x0123456789abcdefull, .data_hash = 42, .rows = 7};
     snprintf(t.method, sizeof t.method, "percentile:99.9");
     t.name = (char **)names;
-    float scales[] = {1.0f / 127, 0.1f, 3.4e38f / 127, 1e-30f, 0.007874015718698502f, 1, 2};
-    float amaxs[] = {1, 0, FLT_MAX, 1.2e-28f, 1.0f / 3, 0, 254};
+    /* scales a calibration can give for these amax (the reader refuses others): threshold / 127 for a threshold
+     * in [amax / 2048, amax] (the lower edge for 1/3), 1 for amax 0; float extremes included */
+    float scales[] = {1.0f / 127, 0.1f, 3.4e38f / 127, 1e-30f, (float)(1.0 / 3 / 127 / 2048), 1, 2};
+    float amaxs[] = {1, 12.7f, FLT_MAX, 1.27e-28f, 1.0f / 3, 0, 254};
     t.scale = scales;
     t.amax = amaxs;
     const char *p = path_of("cache.txt", NULL);
@@ -125,6 +141,30 @@ static void test_cache_roundtrip(void)
         CHECK(same_file_text(p, copy));
         free(copy);
     }
+    /* values a calibration cannot have written: a scale far from its amax (above amax / 127, below amax / 2048 /
+     * 127), a scale other than 1 with amax 0, a tensor named on two lines; refused naming the line, untouched */
+    const struct { const char *from, *to, *msg; } edit[] = {
+        {"\"plain\" 0.00787401572 1", "\"plain\" 1e30 1", "tensor line 1 (\"plain\"): scale 1.00000002e+30 does not fit amax 1"},
+        {"\"plain\" 0.00787401572 1", "\"plain\" 1e-45 1", "tensor line 1 (\"plain\"): scale 1.40129846e-45 does not fit"},
+        {"\"plain\" 0.00787401572 1", "\"plain\" 0.00787401572 0", "scale 0.00787401572 does not fit amax 0"},
+        {"\"\\\"\" 1 0", "\"\\\"\" 1 1e-3", "tensor line 6 (\"\"\"): scale 1 does not fit amax 0.001"},
+        {"\"with space\"", "\"plain\"", "tensor lines 1 and 2 both name \"plain\""},
+        {"\"\" 2 254", "\"with space\" 2 254", "tensor lines 2 and 7 both name \"with space\""},
+    };
+    for (size_t k = 0; k < sizeof edit / sizeof edit[0]; k++) {
+        char *copy = malloc(olen + 64), *at = strstr(orig, edit[k].from);
+        CHECK_MSG(at != NULL, "edit %zu: '%s' not in the cache", k, edit[k].from);
+        if (!at) {
+            free(copy);
+            continue;
+        }
+        snprintf(copy, olen + 64, "%.*s%s%s", (int)(at - orig), orig, edit[k].to, at + strlen(edit[k].from));
+        CHECK(kiln__write_file_atomic(p, copy, strlen(copy)) == KILN_OK);
+        kiln_status st = kiln__calib_cache_read(p, t.model_hash, true, 42, "percentile:99.9", &r, &exists);
+        CHECK_MSG(st == KILN_ERR_PARSE && strstr(kiln_last_error(), edit[k].msg), "edit %zu: %s", k, kiln_last_error());
+        CHECK(same_file_text(p, copy));
+        free(copy);
+    }
     const char *garbage[] = {"", "hello\n", "# kiln calibration cache\n", "\177ELF\x01\x02"};
     for (size_t k = 0; k < sizeof garbage / sizeof garbage[0]; k++) {
         CHECK(kiln__write_file_atomic(p, garbage[k], strlen(garbage[k])) == KILN_OK);
@@ -153,8 +193,14 @@ static void test_cache_roundtrip(void)
         kiln_status st = kiln__calib_cache_parse("fuzz", buf, len, t.model_hash, true, 42, "percentile:99.9", &r);
         if (st == KILN_OK) {
             accepted++;
-            for (int i = 0; i < r.n; i++)
+            for (int i = 0; i < r.n; i++) {
+                double hi = (double)r.amax[i] / 127;
                 CHECK(r.name[i] && r.scale[i] > 0 && r.amax[i] >= 0);
+                CHECK(r.amax[i] == 0 ? r.scale[i] == 1
+                                     : r.scale[i] <= hi * (1 + 1e-6) && r.scale[i] >= hi / 2048 * (1 - 1e-6));
+                for (int j = 0; j < i; j++)
+                    CHECK(strcmp(r.name[i], r.name[j]));
+            }
             kiln__calib_table_free(&r);
         }
     }
@@ -263,6 +309,21 @@ static void test_tiny_cnn(void)
     write_npy(path_of("wrongshape", "x.npy"), KILN_DT_FLOAT32, 3, (int64_t[]){2, 16, 16}, 1, 1);
     CHECK(calibrate(m, w, NULL, KILN_CALIB_MINMAX, 0, &r2) == KILN_ERR_SHAPE);
     CHECK(calibrate(m, NULL, path_of("absent.cache", NULL), KILN_CALIB_MINMAX, 0, &r2) == KILN_ERR_INVALID_ARG);
+    /* a tensor that held NaN/Inf only has no range: an error naming it (it got scale 1, an all-zero tensor's);
+     * an all-NaN sample next to finite ones only leaves its values out (a warning) */
+    const char *nd = path_of("allnan", NULL);
+    mkdir(nd, 0700);
+    write_nan_npy(path_of("allnan", "x.npy"), (int64_t[]){2, 3, 16, 16});
+    CHECK(calibrate(m, nd, path_of("allnan.cache", NULL), KILN_CALIB_MSE, 0, &r2) == KILN_ERR_INVALID_ARG);
+    CHECK_MSG(strstr(kiln_last_error(), "tensor 'input' held no finite value in the calibration data (1536 values, "
+                                        "all NaN or Inf)") && strstr(kiln_last_error(), "other tensors)"),
+              "%s", kiln_last_error());
+    CHECK(access(path_of("allnan.cache", NULL), F_OK) != 0);   /* no cache written */
+    write_npy(path_of("allnan", "y.npy"), KILN_DT_FLOAT32, 4, (int64_t[]){1, 3, 16, 16}, 5, 1);
+    CHECK(calibrate(m, nd, NULL, KILN_CALIB_MSE, 0, &r2) == KILN_OK);
+    CHECK(r2 && !strcmp(kiln_calib_tensor_name(r2, 0), "input") && kiln_calib_amax(r2, 0) > 0 &&
+          kiln_calib_amax(r2, 0) <= 1);
+    kiln_calibration_free(r2);
     kiln_model_free(m);
 }
 
