@@ -7,6 +7,12 @@ set_tests_properties(fuse_qdq PROPERTIES LABELS "passes;sanitize" TIMEOUT 600
 add_test(NAME cli_precision COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_precision.sh $<TARGET_FILE:kiln>
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli_precision PROPERTIES LABELS "cli;sanitize" SKIP_RETURN_CODE 77 TIMEOUT 300)
+# integer layers the fast INT8 kernels leave to the reference (QGemm bias shapes, per-row A scales / zero points, 3-D
+# QLinearConv, also on computed inputs), QGemm transA, and an int8 engine on a host without SIMD: engine files that
+# run, equal to the unoptimized model (tests/precision/gen_int8_fallback.py)
+add_test(NAME cli_int8_fallback COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_int8_fallback.sh $<TARGET_FILE:kiln>
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_int8_fallback PROPERTIES LABELS "cli;sanitize" TIMEOUT 300)
 # engine size per precision on ResNet-50 (fp16 <= 0.52x fp32) and outputs against fp32
 add_test(NAME precision_resnet50 COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_precision_resnet.sh $<TARGET_FILE:kiln>
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})

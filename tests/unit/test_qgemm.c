@@ -254,6 +254,101 @@ static int64_t run_both(kiln_op op, const char *domain, kiln_attr *attrs, int na
     return bad;
 }
 
+/* ---- layers the fast kernels leave to the reference: their weights packed or not ----
+ * A prepare function packs only the weights of layers its fast kernel takes (the checks it shares with the kernel,
+ * on the node's constants); where the refusing operand is computed (not a constant at build time) the weights are
+ * packed and an engine stores only the blob: the fast kernel leaves the layer to the reference, which must run on
+ * the weights read back from the blob. Each case: prep on consts (want_blob), then the fast kernel on in[] with that
+ * blob and, where there is one, the weights input dropped, against the reference on in[]: the same bytes. */
+static void prep_case(kiln_op op, const char *domain, kiln_attr *attrs, int nattr, const kiln_tensor **in, int nin,
+                      int hide, bool want_blob, const char *what)
+{
+    int ids[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+    kiln_node node = {.name = (char *)"q", .op_type = (char *)kiln__op_name(op), .domain = (char *)domain, .op = op,
+                      .opset = 13, .n_in = nin, .n_out = 1, .in = ids, .out = ids + 11, .attrs = attrs,
+                      .n_attr = nattr};
+    const kiln_tensor *consts[12], *din[12];
+    for (int i = 0; i < nin; i++)
+        consts[i] = i == hide ? NULL : in[i], din[i] = in[i];   /* hide: an input computed at build time */
+    bool conv = op == KILN_OP_QLinearConv || op == KILN_OP_ConvInteger;
+    int wi = op == KILN_OP_ConvInteger || op == KILN_OP_MatMulInteger ? 1 : 3;
+    void *blob = NULL, *al = NULL;
+    size_t bsize = 0;
+    CHECK((conv ? kiln__qprep_conv : kiln__qprep_matmul)(&node, nin, consts, &blob, &bsize) == KILN_OK);
+    CHECK_MSG((blob != NULL) == want_blob, "%s: %s blob", what, blob ? "a" : "no");
+    kiln_tensor wd = *in[wi];
+    if (blob) {   /* as an engine stores the layer: the blob 64-byte aligned, the weights dropped */
+        al = aligned_alloc(64, (bsize + 63) / 64 * 64);
+        memcpy(al, blob, bsize);
+        wd.data = NULL;
+        wd.nbytes = 0;
+        din[wi] = &wd;
+    }
+    kiln_tensor y1 = {0}, y2 = {0};
+    kiln_tensor *o1[1] = {&y1}, *o2[1] = {&y2};
+    kiln_kctx c1 = {.node = &node, .n_in = nin, .in = din, .n_out = 1, .out = o1, .pool = test_pool(2), .nthreads = 2,
+                    .prepared = al, .prepared_size = al ? bsize : 0};
+    kiln_kctx c2 = {.node = &node, .n_in = nin, .in = in, .n_out = 1, .out = o2, .pool = test_pool(2), .nthreads = 2};
+    kiln_status s1 = kiln__ref_kernel(op)(&c1);
+    const char *e1 = s1 ? kiln_last_error() : "";
+    kiln_status s2 = kiln__cpu_ref_kernel(op)(&c2);
+    CHECK_MSG(s1 == KILN_OK && s2 == KILN_OK && y1.nbytes == y2.nbytes && y1.dtype == y2.dtype &&
+                  !memcmp(y1.data, y2.data, y1.nbytes),
+              "%s: fast %d (%s), reference %d", what, (int)s1, e1, (int)s2);
+    kiln__tensor_release(&y1);
+    kiln__tensor_release(&y2);
+    kiln__free(blob);
+    free(al);
+}
+
+static void test_prep_refusals(void)
+{
+    int64_t M = 5, K = 20, N = 24, ad[2] = {M, K}, bd[2] = {N, K}, mn[2] = {M, N}, one = 1;
+    kiln_tensor a = mk_bytes(KILN_DT_UINT8, 2, ad), b = mk_bytes(KILN_DT_UINT8, 2, bd), az = mk_scalar_q(KILN_DT_UINT8);
+    kiln_tensor bz = mk_scalar_q(KILN_DT_UINT8), as = mk_scales(0, 0.005f, 0.05f), bs = mk_scales(N, 0.001f, 0.03f);
+    kiln_tensor ys = mk_scales(0, 0.5f, 3.0f), yz = mk_scalar_q(KILN_DT_UINT8), cmn = mk(KILN_DT_INT32, 2, mn);
+    kiln_tensor c1 = mk(KILN_DT_INT32, 1, &one), rows = mk_scales(M, 0.005f, 0.05f), azr = mk(KILN_DT_UINT8, 1, &M);
+    for (int64_t i = 0; i < M * N; i++)
+        ((int32_t *)cmn.data)[i] = (int32_t)rnd(-30000, 30000);
+    *(int32_t *)c1.data = 12345;
+    for (int64_t i = 0; i < M; i++)
+        ((uint8_t *)azr.data)[i] = (uint8_t)rnd(100, 150);
+    kiln_attr tb = {.name = (char *)"transB", .type = KILN_ATTR_INT, .i = 1};
+    /* QGemm with C [M, N] or [1] (the fast kernel takes a bias of N): no blob, or (C computed) the blob alone */
+    const kiln_tensor *g1[9] = {&a, &as, &az, &b, &bs, &bz, &cmn, &ys, &yz}, *g2[9] = {&a, &as, &az, &b, &bs, &bz, &c1,
+                                                                                         &ys, &yz};
+    prep_case(KILN_OP_QGemm, KILN_MS_DOMAIN, &tb, 1, g1, 9, -1, false, "QGemm C [M, N]");
+    prep_case(KILN_OP_QGemm, KILN_MS_DOMAIN, &tb, 1, g1, 9, 6, true, "QGemm C [M, N] computed");
+    prep_case(KILN_OP_QGemm, KILN_MS_DOMAIN, &tb, 1, g2, 9, -1, false, "QGemm C [1]");
+    prep_case(KILN_OP_QGemm, KILN_MS_DOMAIN, &tb, 1, g2, 9, 6, true, "QGemm C [1] computed");
+    /* per-row a_scale (QLinearMatMul), a_zero_point (MatMulInteger): B [K, N] */
+    kiln_tensor bt = mk_bytes(KILN_DT_INT8, 2, (int64_t[]){K, N}), bzt = mk_scalar_q(KILN_DT_INT8);
+    const kiln_tensor *q1[8] = {&a, &rows, &az, &bt, &bs, &bzt, &ys, &yz}, *m1[4] = {&a, &bt, &azr, &bzt};
+    prep_case(KILN_OP_QLinearMatMul, "", NULL, 0, q1, 8, -1, false, "QLinearMatMul per-row a_scale");
+    prep_case(KILN_OP_QLinearMatMul, "", NULL, 0, q1, 8, 1, true, "QLinearMatMul per-row a_scale computed");
+    prep_case(KILN_OP_MatMulInteger, "", NULL, 0, m1, 4, -1, false, "MatMulInteger per-row a_zero_point");
+    prep_case(KILN_OP_MatMulInteger, "", NULL, 0, m1, 4, 2, true, "MatMulInteger per-row a_zero_point computed");
+    /* QLinearConv: 3-D (the fast kernel takes 1-D and 2-D), an int16 output (y_zero_point int16); u8 weights */
+    int64_t x3[5] = {1, 4, 5, 5, 5}, w3[5] = {6, 4, 3, 3, 3}, x2[4] = {1, 4, 7, 6}, w2[4] = {6, 4, 3, 3};
+    int64_t pads3[6] = {1, 1, 1, 1, 1, 1}, pads2[4] = {1, 0, 1, 1};
+    kiln_attr pa3 = {.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 6, .ints = pads3};
+    kiln_attr pa2 = {.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 4, .ints = pads2};
+    kiln_tensor xv3 = mk_bytes(KILN_DT_UINT8, 5, x3), wv3 = mk_bytes(KILN_DT_UINT8, 5, w3);
+    kiln_tensor xv2 = mk_bytes(KILN_DT_UINT8, 4, x2), wv2 = mk_bytes(KILN_DT_UINT8, 4, w2);
+    kiln_tensor ws = mk_scales(6, 0.001f, 0.02f), wz = mk_scalar_q(KILN_DT_UINT8);
+    kiln_tensor yz16 = mk(KILN_DT_INT16, 0, NULL), ys16 = mk_scales(0, 0.01f, 0.02f);
+    *(int16_t *)yz16.data = -300;
+    const kiln_tensor *cv3[8] = {&xv3, &as, &az, &wv3, &ws, &wz, &ys, &yz};
+    const kiln_tensor *cv16[8] = {&xv2, &as, &az, &wv2, &ws, &wz, &ys16, &yz16};
+    prep_case(KILN_OP_QLinearConv, "", &pa3, 1, cv3, 8, -1, false, "QLinearConv 3-D");
+    prep_case(KILN_OP_QLinearConv, "", &pa2, 1, cv16, 8, -1, false, "QLinearConv int16 output");
+    prep_case(KILN_OP_QLinearConv, "", &pa2, 1, cv16, 8, 7, true, "QLinearConv int16 output, y_zero_point computed");
+    kiln_tensor *all[] = {&a, &b, &az, &bz, &as, &bs, &ys, &yz, &cmn, &c1, &rows, &azr, &bt, &bzt, &xv3, &wv3, &ws,
+                          &xv2, &wv2, &wz, &yz16, &ys16};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        kiln__tensor_release(all[i]);
+}
+
 static int64_t sat_lo_seen, sat_hi_seen, off_by_one, checked_ideal;
 
 /* counts outputs at the bounds */
@@ -678,6 +773,7 @@ int main(void)
            (long long)preps_used, (long long)zeroed_runs_differing, (long long)zeroed_runs, (long long)dropped_runs);
     CHECK(preps_used > 100 && zeroed_runs > 20 && zeroed_runs_differing * 10 >= zeroed_runs * 8 && dropped_runs > 20);
     test_errors();
+    test_prep_refusals();
     CHECK(!kiln__cpu_has(KILN_CPU_AVX512F) || kiln__cpu_fast_kernel(KILN_OP_QuantizeLinear));
     prep_mode = 0;
     for (int i = 0; i < 200; i++)

@@ -8,7 +8,12 @@
  * Constant weights are packed by kiln__qprep_conv / kiln__qprep_matmul (kiln_kernel_prep_fn,
  * registered in prep.c's registry): the kernel reads the layer's ctx->prepared blob when
  * kiln__prep_check accepts it for these dims, and otherwise packs the weights into a temporary
- * blob with the same function. */
+ * blob with the same function. Which layers the kernels take is decided by one set of checks
+ * (qmm_operands_ok, qconv_operands_ok), asked by the kernels at run time and by the prepare functions
+ * on the node's constants: weights are packed only for layers the fast kernel will take, so a layer it
+ * refuses keeps its weights for the reference kernel. A layer it leaves to the reference only at run
+ * time (a condition on a computed input) whose weights an engine stored only packed runs the reference
+ * on the weights read back from the blob (fallback). */
 #include "qgemm.h"
 #include "cpu_kernels.h"
 #include "prep.h"
@@ -19,8 +24,8 @@
  * panels or rows, then their int32 sums at a 64-byte offset. The same bytes on every host
  * (kiln__prep_alloc_any: these kernels are registered for every host, on the VNNI tile or the
  * portable one), so a blob replaces the weights input (an engine stores only the packed copy;
- * these kernels never read the weights' data then, and the reference kernel, for a case they
- * leave to it, fails cleanly: kiln__prep_missing). ---- */
+ * these kernels never read the weights' data then, and for a case they leave to the reference
+ * kernel the weights are unpacked for it: fallback). ---- */
 
 static int64_t al64(int64_t x) { return (x + 63) & ~(int64_t)63; }
 
@@ -53,54 +58,6 @@ static kiln_status prep_new(uint32_t layout, int wi, int64_t K, int64_t N, int64
 
 static bool is_q8(const kiln_tensor *t) { return t && (t->dtype == KILN_DT_UINT8 || t->dtype == KILN_DT_INT8); }
 
-/* B input index and transposition of a matmul-like node */
-static int mm_b_index(kiln_op op) { return op == KILN_OP_MatMulInteger ? 1 : 3; }
-
-kiln_status kiln__qprep_matmul(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob,
-                               size_t *size)
-{
-    *blob = NULL;
-    *size = 0;
-    int bi = mm_b_index(n->op);
-    const kiln_tensor *b = bi < n_in ? consts[bi] : NULL;
-    if (!is_q8(b) || b->ndim != 2 || !b->data)
-        return KILN_OK; /* nothing to prepare: the kernel packs per run or uses the reference */
-    bool tb = n->op == KILN_OP_QGemm && kiln__attr_i(n, "transB", 0) != 0;
-    int64_t K = b->dims[tb ? 1 : 0], N = b->dims[tb ? 0 : 1];
-    if (K <= 0 || N <= 0 || K > KILN_QGEMM_MAX_K)
-        return KILN_OK;
-    qprep q = {0};
-    KILN_TRY(prep_new(KILN_PREP_QGEMM_B, bi, K, N, 1, blob, size, &q));
-    /* B goes to the s8 side: u8 values flip */
-    kiln__qpack_panels(b->data, tb ? 1 : N, tb ? K : 1, K, N, b->dtype == KILN_DT_UINT8, (uint8_t *)q.data);
-    kiln__qpanel_sums(q.data, K, N, true, (int32_t *)q.sums);
-    return KILN_OK;
-}
-
-kiln_status kiln__qprep_conv(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob, size_t *size)
-{
-    *blob = NULL;
-    *size = 0;
-    int wi = n->op == KILN_OP_ConvInteger ? 1 : 3;
-    const kiln_tensor *w = wi < n_in ? consts[wi] : NULL;
-    int64_t G = kiln__attr_i(n, "group", 1);
-    if (!is_q8(w) || !w->data || w->ndim < 3 || G < 1 || w->dims[0] <= 0 || w->dims[0] % G)
-        return KILN_OK;
-    int64_t M = w->dims[0], K = kiln_tensor_numel(w) / M;
-    if (K <= 0 || K > KILN_QGEMM_MAX_K || (w->dims[1] == 1 && M == G))
-        return KILN_OK; /* depthwise runs from the weights directly */
-    qprep q = {0};
-    KILN_TRY(prep_new(KILN_PREP_QCONV_W, wi, K, M / G, G, blob, size, &q));
-    kiln__qpack_rows(w->data, K, M, K, w->dtype == KILN_DT_UINT8, true, (uint8_t *)q.data, (int32_t *)q.sums);
-    return KILN_OK;
-}
-
-const kiln_prep_reg kiln__prep_qgemm[] = {
-    {KILN_OP_QLinearConv, kiln__qprep_conv},     {KILN_OP_ConvInteger, kiln__qprep_conv},
-    {KILN_OP_QLinearConvAdd, kiln__qprep_conv},
-    {KILN_OP_QLinearMatMul, kiln__qprep_matmul}, {KILN_OP_MatMulInteger, kiln__qprep_matmul},
-    {KILN_OP_QGemm, kiln__qprep_matmul},         {KILN_OP_COUNT, NULL},
-};
 
 /* The layer's prepared weights when valid for these dims, else packed now into *own (weights
  * input wi; an error when an engine stored them only in a packed form that does not fit). */
@@ -130,12 +87,73 @@ static kiln_status get_prep(kiln_kctx *ctx, kiln_kernel_prep_fn fn, int wi, uint
     return KILN_OK;
 }
 
+static bool is_mm(kiln_op op)
+{
+    return op == KILN_OP_QLinearMatMul || op == KILN_OP_MatMulInteger || op == KILN_OP_QGemm;
+}
+/* The weights input of a quantized layer */
+static int w_index(kiln_op op) { return op == KILN_OP_MatMulInteger || op == KILN_OP_ConvInteger ? 1 : 3; }
+
+/* The weights w (a tensor an engine stored only packed: dtype and dims, no data) read back from ctx's blob into *out
+ * (kiln__tensor_alloc'd): the inverse of kiln__qprep_matmul's panels (element (k, n) of op(B) at panel n / NR, 4 k
+ * a lane) or kiln__qprep_conv's rows (kp bytes a output channel), u8 values flipped back. *ok false (out untouched)
+ * when the blob is not that layout for these weights. */
+static kiln_status unpack_weights(const kiln_kctx *ctx, const kiln_tensor *w, kiln_tensor *out, bool *ok)
+{
+    const kiln_node *n = ctx->node;
+    bool mm = is_mm(n->op), tb = n->op == KILN_OP_QGemm && kiln__attr_i(n, "transB", 0) != 0;
+    int64_t G = mm ? 1 : kiln__attr_i(n, "group", 1), K = 0, N = 0;
+    *ok = false;
+    if (!is_q8(w) || (mm && w->ndim != 2) || (!mm && (w->ndim < 3 || G < 1 || w->dims[0] <= 0 || w->dims[0] % G)))
+        return KILN_OK;
+    K = mm ? w->dims[tb ? 1 : 0] : kiln_tensor_numel(w) / w->dims[0];
+    N = mm ? w->dims[tb ? 0 : 1] : w->dims[0] / G;
+    uint32_t layout = mm ? KILN_PREP_QGEMM_B : KILN_PREP_QCONV_W;
+    int64_t dims[3] = {K, N, G}, kp = kiln__qgemm_kp(K);
+    const uint8_t *p = K > 0 && N > 0 ? kiln__prep_check(ctx, layout, KILN_DT_INT8, 3, dims,
+                                                         prep_payload(layout, K, N, G)) : NULL;
+    if (!p)
+        return KILN_OK;
+    KILN_TRY(kiln__tensor_alloc(out, w->dtype, w->ndim, w->dims));
+    uint8_t *d = out->data, x = w->dtype == KILN_DT_UINT8 ? 0x80 : 0;
+    for (int64_t k = 0; mm && k < K; k++)
+        for (int64_t j = 0; j < N; j++)
+            d[tb ? j * K + k : k * N + j] =
+                p[(j / KILN_QGEMM_NR) * kp * KILN_QGEMM_NR + (k >> 2) * (4 * KILN_QGEMM_NR) + (j % KILN_QGEMM_NR) * 4 +
+                  (k & 3)] ^ x;
+    for (int64_t m = 0; !mm && m < N * G; m++)
+        for (int64_t k = 0; k < K; k++)
+            d[m * K + k] = p[m * kp + k] ^ x;
+    *ok = true;
+    return KILN_OK;
+}
+
+/* The reference kernel, for a layer the fast one leaves to it; weights an engine stored only packed (their input
+ * dropped) are unpacked for it from the layer's blob. */
 static kiln_status fallback(kiln_kctx *ctx)
 {
     /* QLinearConvAdd's convolution (kiln__qconv_add runs it through these kernels): QLinearConv's reference */
     kiln_op op = ctx->node->op == KILN_OP_QLinearConvAdd ? KILN_OP_QLinearConv : ctx->node->op;
     kiln_kernel_fn f = kiln__cpu_ref_kernel(op);
-    return f ? f(ctx) : kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "no reference kernel");
+    if (!f)
+        return kiln__kerr(ctx, KILN_ERR_UNSUPPORTED, "no reference kernel");
+    int wi = w_index(op);
+    const kiln_tensor *w = kiln__kin(ctx, wi);
+    kiln_tensor wu = {0};
+    bool ok = false;
+    if (kiln__prep_dropped(w) && ctx->n_in <= 16)
+        KILN_TRY(unpack_weights(ctx, w, &wu, &ok));
+    if (!ok)
+        return f(ctx);   /* weights at hand (or none to unpack: the reference reports it) */
+    const kiln_tensor *in[16];
+    for (int i = 0; i < ctx->n_in; i++)
+        in[i] = i == wi ? &wu : ctx->in[i];
+    kiln_kctx sub = *ctx;
+    sub.in = in;
+    sub.prepared = NULL, sub.prepared_size = 0;
+    kiln_status st = f(&sub);
+    kiln__tensor_release(&wu);
+    return st;
 }
 
 static bool is_scalar(const kiln_tensor *t) { return t && kiln_tensor_numel(t) == 1; }
@@ -167,10 +185,81 @@ typedef struct qmm_args {
     bool trans_a;                /* QGemm transA: A is [K, M] */
     bool trans_b;
     const kiln_tensor *bias;     /* int32 [N] / [1, N], or NULL */
-    kiln_dtype odt;              /* INT32, FLOAT32, UINT8, INT8 */
+    kiln_dtype odt;              /* INT32 (MatMulInteger), FLOAT32, UINT8, INT8 */
+    bool integer;                /* MatMulInteger: int32 output, no scales */
     const kiln_tensor *as, *bs, *ys, *yz;
     float alpha;
 } qmm_args;
+
+/* The output types the fast kernels write: int32 for ConvInteger / MatMulInteger, else uint8, int8, float32 */
+static bool out_ok(bool integer, kiln_dtype odt)
+{
+    return integer ? odt == KILN_DT_INT32 : odt == KILN_DT_UINT8 || odt == KILN_DT_INT8 || odt == KILN_DT_FLOAT32;
+}
+
+/* Input i of a node: in[i] (the kernel's inputs, or at build time the node's constants), NULL when absent */
+static const kiln_tensor *in_at(const kiln_tensor *const *in, int n_in, int i) { return i < n_in ? in[i] : NULL; }
+
+/* Whether node n has input i, at build time (a computed input is not in the constants) */
+static bool has_input(const kiln_node *n, int n_in, const kiln_tensor *const *in, int i)
+{
+    return in_at(in, n_in, i) || (n->in && i < n->n_in && n->in[i] >= 0);
+}
+
+/* A matmul-like node's operands and output type from in[0..n_in) (run time: its inputs; build time, build: its
+ * constants, an output type that depends on the computed A taken as uint8) */
+static void qmm_args_of(const kiln_node *n, const kiln_tensor *const *in, int n_in, bool build, qmm_args *q)
+{
+    const kiln_tensor *t[9];
+    for (int i = 0; i < 9; i++)
+        t[i] = in_at(in, n_in, i);
+    if (n->op == KILN_OP_MatMulInteger) {
+        *q = (qmm_args){.a = t[0], .b = t[1], .az = t[2], .bz = t[3], .odt = KILN_DT_INT32, .integer = true,
+                        .alpha = 1};
+        return;
+    }
+    bool gemm = n->op == KILN_OP_QGemm;   /* QGemm: C (int32 bias) at 6, y_scale / y_zero_point at 7, 8 */
+    *q = (qmm_args){.a = t[0], .as = t[1], .az = t[2], .b = t[3], .bs = t[4], .bz = t[5], .bias = t[gemm ? 6 : 8],
+                    .ys = t[gemm ? 7 : 6], .yz = t[gemm ? 8 : 7], .alpha = 1};
+    kiln_dtype a_dt = t[0] ? t[0]->dtype : KILN_DT_UINT8;
+    if (gemm) {   /* no y_scale: float32 output */
+        bool ys = build ? has_input(n, n_in, in, 7) : t[7] != NULL;
+        q->odt = !ys ? KILN_DT_FLOAT32 : q->yz ? q->yz->dtype : a_dt;
+        q->trans_a = kiln__attr_i(n, "transA", 0) != 0, q->trans_b = kiln__attr_i(n, "transB", 0) != 0;
+        q->alpha = kiln__attr_f(n, "alpha", 1.0f);
+    } else {   /* QLinearMatMul: the y_zero_point's type, float32 with kiln_out_float */
+        q->odt = kiln__attr_i(n, "kiln_out_float", 0) ? KILN_DT_FLOAT32 : q->yz ? q->yz->dtype : a_dt;
+    }
+}
+
+/* What the fast kernels ask of everything but A (B, the zero points, the bias, the scales, the output's
+ * quantization) for a B of K x N. run: at run time, where the scales the output needs must be there; at build
+ * time an input not given (computed) is left to the run. */
+static bool qmm_operands_ok(const qmm_args *q, int64_t K, int64_t N, bool run)
+{
+    const kiln_tensor *b = q->b;
+    if (!is_q8(b) || b->ndim != 2 || K <= 0 || N <= 0 || K > KILN_QGEMM_MAX_K || !out_ok(q->integer, q->odt))
+        return false;
+    if ((q->az && !is_scalar(q->az)) ||
+        (q->bz && (q->bz->dtype != b->dtype || (!is_scalar(q->bz) && kiln_tensor_numel(q->bz) != N) ||
+                   q->bz->ndim > 1)))
+        return false;
+    if (q->bias && (q->bias->dtype != KILN_DT_INT32 || kiln_tensor_numel(q->bias) != N || q->bias->ndim < 1 ||
+                    q->bias->dims[q->bias->ndim - 1] != N))
+        return false;
+    if (q->integer)
+        return true;
+    if ((q->as || run) && (!float_scale(q->as) || !is_scalar(q->as) || !good_scales(q->as)))
+        return false;
+    if ((q->bs || run) && (!float_scale(q->bs) || q->bs->ndim > 1 ||
+                           (!is_scalar(q->bs) && kiln_tensor_numel(q->bs) != N) || !good_scales(q->bs)))
+        return false;
+    if (q->odt == KILN_DT_FLOAT32)
+        return true;
+    if ((q->ys || run) && (!float_scale(q->ys) || !is_scalar(q->ys) || !good_scales(q->ys)))
+        return false;
+    return !q->yz || (is_scalar(q->yz) && q->yz->dtype == q->odt);
+}
 
 /* Shapes this fast path covers; false: use the reference. */
 static bool qmm_covered(const qmm_args *q, int64_t *M, int64_t *N, int64_t *K)
@@ -180,25 +269,10 @@ static bool qmm_covered(const qmm_args *q, int64_t *M, int64_t *N, int64_t *K)
         return false;
     *K = a->dims[q->trans_a ? 0 : a->ndim - 1];
     *N = b->dims[q->trans_b ? 0 : 1];
-    if (b->dims[q->trans_b ? 1 : 0] != *K || *K > KILN_QGEMM_MAX_K || *K <= 0)
+    if (b->dims[q->trans_b ? 1 : 0] != *K || *K <= 0 || (q->az && q->az->dtype != a->dtype))
         return false;
     *M = kiln_tensor_numel(a) / *K;
-    if ((q->az && (q->az->dtype != a->dtype || !is_scalar(q->az))) ||
-        (q->bz && (q->bz->dtype != b->dtype || (!is_scalar(q->bz) && kiln_tensor_numel(q->bz) != *N) ||
-                   q->bz->ndim > 1)))
-        return false;
-    if (q->bias && (q->bias->dtype != KILN_DT_INT32 || kiln_tensor_numel(q->bias) != *N ||
-                    q->bias->dims[q->bias->ndim - 1] != *N))
-        return false;
-    if (q->odt == KILN_DT_INT32)
-        return true;
-    if (!float_scale(q->as) || !is_scalar(q->as) || !float_scale(q->bs) || q->bs->ndim > 1 ||
-        (!is_scalar(q->bs) && kiln_tensor_numel(q->bs) != *N) || !good_scales(q->as) || !good_scales(q->bs))
-        return false;
-    if (q->odt != KILN_DT_FLOAT32 && (!float_scale(q->ys) || !is_scalar(q->ys) || !good_scales(q->ys) ||
-                                      (q->yz && (!is_scalar(q->yz) || q->yz->dtype != q->odt))))
-        return false;
-    return true;
+    return qmm_operands_ok(q, *K, *N, true);
 }
 
 /* op(A)'s rows [r0, r1) packed for the GEMM (kiln__qpack_rows), on the layer's threads */
@@ -261,7 +335,7 @@ static kiln_status qmm_run(kiln_kctx *ctx, const qmm_args *q)
         return KILN_OK;
     void *own = NULL;
     qprep h = {0};
-    KILN_TRY(get_prep(ctx, kiln__qprep_matmul, mm_b_index(ctx->node->op), KILN_PREP_QGEMM_B, K, N, 1, &own, &h));
+    KILN_TRY(get_prep(ctx, kiln__qprep_matmul, w_index(ctx->node->op), KILN_PREP_QGEMM_B, K, N, 1, &own, &h));
     kiln_qepi e;
     float *sbuf = NULL;
     float as = q->as ? (float)kiln__get_f64(q->as->dtype, q->as->data, 0) : 1.0f;
@@ -310,48 +384,50 @@ static kiln_status qmm_run(kiln_kctx *ctx, const qmm_args *q)
     return st;
 }
 
-/* Output type of QLinearConv / QLinearMatMul (y_zero_point at input 7, else that of input 0;
- * float32 with the internal kiln_out_float attribute). */
-static kiln_dtype qlinear_out_dtype(const kiln_kctx *ctx)
-{
-    const kiln_tensor *x = kiln__kin(ctx, 0), *yz = kiln__kin(ctx, 7);
-    if (kiln__attr_i(ctx->node, "kiln_out_float", 0))
-        return KILN_DT_FLOAT32;
-    return yz ? yz->dtype : x ? x->dtype : KILN_DT_UINT8;
-}
-
 kiln_status kiln__k_qlinearmatmul_fast(kiln_kctx *ctx)
 {
-    const kiln_tensor *yz = kiln__kin(ctx, 7), *a = kiln__kin(ctx, 0);
-    kiln_dtype odt = qlinear_out_dtype(ctx);
-    qmm_args q = {.a = a, .az = kiln__kin(ctx, 2), .b = kiln__kin(ctx, 3), .bz = kiln__kin(ctx, 5), .odt = odt,
-                  .as = kiln__kin(ctx, 1), .bs = kiln__kin(ctx, 4), .ys = kiln__kin(ctx, 6), .yz = yz, .alpha = 1,
-                  .bias = kiln__kin(ctx, 8)};   /* kiln's int32 bias (fuse-qdq: MatMul + Add) */
-    if (odt != KILN_DT_UINT8 && odt != KILN_DT_INT8 && odt != KILN_DT_FLOAT32)
-        return fallback(ctx);
+    qmm_args q;   /* input 8: kiln's int32 bias (fuse-qdq: MatMul + Add) */
+    qmm_args_of(ctx->node, ctx->in, ctx->n_in, false, &q);
     return qmm_run(ctx, &q);
 }
 
 kiln_status kiln__k_matmulinteger_fast(kiln_kctx *ctx)
 {
-    qmm_args q = {.a = kiln__kin(ctx, 0), .b = kiln__kin(ctx, 1), .az = kiln__kin(ctx, 2), .bz = kiln__kin(ctx, 3),
-                  .odt = KILN_DT_INT32, .alpha = 1};
+    qmm_args q;
+    qmm_args_of(ctx->node, ctx->in, ctx->n_in, false, &q);
     return qmm_run(ctx, &q);
 }
 
 kiln_status kiln__k_qgemm_fast(kiln_kctx *ctx)
 {
-    const kiln_tensor *a = kiln__kin(ctx, 0), *ys = kiln__kin(ctx, 7), *yz = kiln__kin(ctx, 8);
-    kiln_dtype odt = !ys ? KILN_DT_FLOAT32 : yz ? yz->dtype : a ? a->dtype : KILN_DT_UINT8;
-    if (!a || a->ndim != 2 ||
-        (odt != KILN_DT_UINT8 && odt != KILN_DT_INT8 && odt != KILN_DT_FLOAT32))
+    const kiln_tensor *a = kiln__kin(ctx, 0);
+    if (!a || a->ndim != 2)
         return fallback(ctx);
-    qmm_args q = {.a = a, .as = kiln__kin(ctx, 1), .az = kiln__kin(ctx, 2), .b = kiln__kin(ctx, 3),
-                  .bs = kiln__kin(ctx, 4), .bz = kiln__kin(ctx, 5), .bias = kiln__kin(ctx, 6), .ys = ys, .yz = yz,
-                  .odt = odt, .trans_a = kiln__attr_i(ctx->node, "transA", 0) != 0,
-                  .trans_b = kiln__attr_i(ctx->node, "transB", 0) != 0,
-                  .alpha = kiln__attr_f(ctx->node, "alpha", 1.0f)};
+    qmm_args q;
+    qmm_args_of(ctx->node, ctx->in, ctx->n_in, false, &q);
     return qmm_run(ctx, &q);
+}
+
+kiln_status kiln__qprep_matmul(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob,
+                               size_t *size)
+{
+    *blob = NULL;
+    *size = 0;
+    qmm_args q;
+    qmm_args_of(n, consts, n_in, true, &q);
+    const kiln_tensor *b = q.b;
+    if (!is_q8(b) || b->ndim != 2 || !b->data)
+        return KILN_OK; /* nothing to prepare: the kernel packs per run or uses the reference */
+    int64_t K = b->dims[q.trans_b ? 1 : 0], N = b->dims[q.trans_b ? 0 : 1];
+    if (!qmm_operands_ok(&q, K, N, false))
+        return KILN_OK; /* the reference runs it, from the weights as they are */
+    qprep h = {0};
+    KILN_TRY(prep_new(KILN_PREP_QGEMM_B, w_index(n->op), K, N, 1, blob, size, &h));
+    /* B goes to the s8 side: u8 values flip */
+    kiln__qpack_panels(b->data, q.trans_b ? 1 : N, q.trans_b ? K : 1, K, N, b->dtype == KILN_DT_UINT8,
+                       (uint8_t *)h.data);
+    kiln__qpanel_sums(h.data, K, N, true, (int32_t *)h.sums);
+    return KILN_OK;
 }
 
 /* ---- convolution: Y[n, g*mpg + m, p] = W_g[m, K] x im2col(X[n], g)[K, p] ---- */
@@ -710,14 +786,59 @@ typedef struct qconv_args {
     const kiln_tensor *x, *xz, *w, *wz, *bias;
     const kiln_tensor *xs, *ws, *ys, *yz;
     kiln_dtype odt;
-    bool once;   /* QLinearConvAdd with one rounding (kiln_res_once): R added in the GEMM's epilogue */
+    bool integer;   /* ConvInteger: int32 output, no scales */
+    bool once;      /* QLinearConvAdd with one rounding (kiln_res_once): R added in the GEMM's epilogue */
 } qconv_args;
+
+/* A convolution node's operands and output type from in[0..n_in) (run time: its inputs; build time: its constants,
+ * an output type that depends on the computed X taken as uint8) */
+static void qconv_args_of(const kiln_node *n, const kiln_tensor *const *in, int n_in, qconv_args *q)
+{
+    const kiln_tensor *t[9];
+    for (int i = 0; i < 9; i++)
+        t[i] = in_at(in, n_in, i);
+    if (n->op == KILN_OP_ConvInteger) {
+        *q = (qconv_args){.x = t[0], .w = t[1], .xz = t[2], .wz = t[3], .odt = KILN_DT_INT32, .integer = true};
+        return;
+    }
+    *q = (qconv_args){.x = t[0], .xs = t[1], .xz = t[2], .w = t[3], .ws = t[4], .wz = t[5], .ys = t[6], .yz = t[7],
+                      .bias = t[8], .once = kiln__qconv_once(n) != 0};
+    /* the y_zero_point's type (else X's), float32 with the internal kiln_out_float attribute */
+    q->odt = kiln__attr_i(n, "kiln_out_float", 0) ? KILN_DT_FLOAT32 : q->yz ? q->yz->dtype
+                                                 : t[0] ? t[0]->dtype : KILN_DT_UINT8;
+}
+
+/* What the fast kernels ask of everything but X (the weights of M output channels, K = C / group * taps, their zero
+ * points, the bias, the scales, the output's quantization). run: at run time, where the scales the output needs
+ * must be there; at build time an input not given (computed) is left to the run. */
+static bool qconv_operands_ok(const qconv_args *q, int64_t M, int64_t K, bool run)
+{
+    const kiln_tensor *w = q->w;
+    if (!is_q8(w) || w->ndim < 3 || w->ndim > 4 || K <= 0 || K > KILN_QGEMM_MAX_K || !out_ok(q->integer, q->odt))
+        return false;
+    if ((q->xz && !is_scalar(q->xz)) ||
+        (q->wz && (q->wz->dtype != w->dtype || (kiln_tensor_numel(q->wz) != 1 && kiln_tensor_numel(q->wz) != M))) ||
+        (q->bias && (q->bias->dtype != KILN_DT_INT32 || kiln_tensor_numel(q->bias) != M)))
+        return false;
+    if (q->integer)
+        return true;
+    if ((q->xs || run) && (!float_scale(q->xs) || !is_scalar(q->xs) || !good_scales(q->xs)))
+        return false;
+    if ((q->ws || run) &&
+        (!float_scale(q->ws) || (!is_scalar(q->ws) && kiln_tensor_numel(q->ws) != M) || !good_scales(q->ws)))
+        return false;
+    if (q->odt == KILN_DT_FLOAT32)
+        return true;
+    if ((q->ys || run) && (!float_scale(q->ys) || !is_scalar(q->ys) || !good_scales(q->ys)))
+        return false;
+    return !q->yz || (is_scalar(q->yz) && q->yz->dtype == q->odt);
+}
 
 static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
 {
     const kiln_tensor *x = q->x, *w = q->w;
-    if (!is_q8(x) || !is_q8(w) || (q->xz && (q->xz->dtype != x->dtype || !is_scalar(q->xz))) ||
-        (q->wz && q->wz->dtype != w->dtype) || x->ndim < 3 || x->ndim > 4 || w->ndim != x->ndim)
+    if (!is_q8(x) || !is_q8(w) || (q->xz && q->xz->dtype != x->dtype) || x->ndim < 3 || x->ndim > 4 ||
+        w->ndim != x->ndim)
         return fallback(ctx);
     kiln_qconv_geom g;
     memset(&g, 0, sizeof g);
@@ -727,17 +848,8 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
     for (int d = 0; d < g.nsp; d++)
         ksz *= g.k[d], osp *= g.out[d];
     int64_t K = cpg * ksz;
-    if (K <= 0 || K > KILN_QGEMM_MAX_K || (q->wz && kiln_tensor_numel(q->wz) != 1 && kiln_tensor_numel(q->wz) != g.M) ||
-        (q->bias && (q->bias->dtype != KILN_DT_INT32 || kiln_tensor_numel(q->bias) != g.M)))
+    if (!qconv_operands_ok(q, g.M, K, true))
         return fallback(ctx);
-    if (q->odt != KILN_DT_INT32) {
-        if (!float_scale(q->xs) || !is_scalar(q->xs) || !good_scales(q->xs) || !float_scale(q->ws) ||
-            (!is_scalar(q->ws) && kiln_tensor_numel(q->ws) != g.M) || !good_scales(q->ws))
-            return fallback(ctx);
-        if (q->odt != KILN_DT_FLOAT32 && (!float_scale(q->ys) || !is_scalar(q->ys) || !good_scales(q->ys) ||
-                                          (q->yz && (!is_scalar(q->yz) || q->yz->dtype != q->odt))))
-            return fallback(ctx);
-    }
     int64_t odims[KILN_MAX_DIMS] = {g.N, g.M};
     for (int d = 0; d < g.nsp; d++)
         odims[2 + d] = g.out[d];
@@ -849,20 +961,42 @@ static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
 
 kiln_status kiln__k_qlinearconv_fast(kiln_kctx *ctx)
 {
-    const kiln_tensor *x = kiln__kin(ctx, 0), *yz = kiln__kin(ctx, 7);
-    kiln_dtype odt = qlinear_out_dtype(ctx);
-    if (odt != KILN_DT_UINT8 && odt != KILN_DT_INT8 && odt != KILN_DT_FLOAT32)
-        return fallback(ctx);
-    qconv_args q = {.x = x, .xs = kiln__kin(ctx, 1), .xz = kiln__kin(ctx, 2), .w = kiln__kin(ctx, 3),
-                    .ws = kiln__kin(ctx, 4), .wz = kiln__kin(ctx, 5), .ys = kiln__kin(ctx, 6), .yz = yz,
-                    .bias = kiln__kin(ctx, 8), .odt = odt,
-                    .once = kiln__qconv_once(ctx->node) != 0};
+    qconv_args q;
+    qconv_args_of(ctx->node, ctx->in, ctx->n_in, &q);
     return qconv_run(ctx, &q);
 }
 
 kiln_status kiln__k_convinteger_fast(kiln_kctx *ctx)
 {
-    qconv_args q = {.x = kiln__kin(ctx, 0), .w = kiln__kin(ctx, 1), .xz = kiln__kin(ctx, 2), .wz = kiln__kin(ctx, 3),
-                    .odt = KILN_DT_INT32};
+    qconv_args q;
+    qconv_args_of(ctx->node, ctx->in, ctx->n_in, &q);
     return qconv_run(ctx, &q);
 }
+
+kiln_status kiln__qprep_conv(const kiln_node *n, int n_in, const kiln_tensor *const *consts, void **blob, size_t *size)
+{
+    *blob = NULL;
+    *size = 0;
+    qconv_args q;
+    qconv_args_of(n, consts, n_in, &q);
+    const kiln_tensor *w = q.w;
+    int64_t G = kiln__attr_i(n, "group", 1);
+    if (!is_q8(w) || !w->data || w->ndim < 3 || G < 1 || w->dims[0] <= 0 || w->dims[0] % G)
+        return KILN_OK;
+    int64_t M = w->dims[0], K = kiln_tensor_numel(w) / M;
+    if (w->dims[1] == 1 && M == G)
+        return KILN_OK; /* depthwise runs from the weights directly */
+    if (!qconv_operands_ok(&q, M, K, false))
+        return KILN_OK; /* the reference runs it, from the weights as they are */
+    qprep h = {0};
+    KILN_TRY(prep_new(KILN_PREP_QCONV_W, w_index(n->op), K, M / G, G, blob, size, &h));
+    kiln__qpack_rows(w->data, K, M, K, w->dtype == KILN_DT_UINT8, true, (uint8_t *)h.data, (int32_t *)h.sums);
+    return KILN_OK;
+}
+
+const kiln_prep_reg kiln__prep_qgemm[] = {
+    {KILN_OP_QLinearConv, kiln__qprep_conv},     {KILN_OP_ConvInteger, kiln__qprep_conv},
+    {KILN_OP_QLinearConvAdd, kiln__qprep_conv},
+    {KILN_OP_QLinearMatMul, kiln__qprep_matmul}, {KILN_OP_MatMulInteger, kiln__qprep_matmul},
+    {KILN_OP_QGemm, kiln__qprep_matmul},         {KILN_OP_COUNT, NULL},
+};

@@ -3,6 +3,7 @@
 #include "../qadd.h"
 #include "../qgemm.h"
 #include "../cpu_kernels.h"
+#include "../prep.h"
 
 static bool is_q8(kiln_dtype dt) { return dt == KILN_DT_UINT8 || dt == KILN_DT_INT8; }
 
@@ -198,9 +199,14 @@ kiln_status kiln__qconv_add(kiln_kctx *ctx, kiln_kernel_fn conv, kiln_qadd_run_f
     return KILN_OK;
 }
 
+/* QLinearConvAdd where no fast add is registered (hosts without AVX2): the scalar QLinearConv, or, for weights an
+ * engine stored only packed (kiln__qprep_conv, registered on every host), the QLinearConv kernel that reads them
+ * (qgemm_ops.c, on every host; what it does not take it leaves to the reference on the weights unpacked) */
 static kiln_status k_qconv_add_ref(kiln_kctx *ctx)
 {
-    return kiln__qconv_add(ctx, kiln__cpu_ref_kernel(KILN_OP_QLinearConv), NULL);
+    bool packed = kiln__prep_dropped(kiln__kin(ctx, 3));
+    kiln_kernel_fn conv = packed ? kiln__ref_kernel(KILN_OP_QLinearConv) : kiln__cpu_ref_kernel(KILN_OP_QLinearConv);
+    return kiln__qconv_add(ctx, conv, NULL);
 }
 
 const kiln_kernel_reg kiln__ref_qadd[] = {
