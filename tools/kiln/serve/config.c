@@ -311,6 +311,80 @@ static bool merge_io(sv_io *x, const io_decl *inf, int batch_dims, const char *w
     return true;
 }
 
+/* The largest batch (dim 0) that some optimization profile of e accepts on every input it gives a range; INT64_MAX
+ * when e has no profiles (or one without a range on a batched input). *which: the input whose range sets it. */
+static int64_t engine_batch_max(kiln_engine_t e, const char **which)
+{
+    int np = kiln_engine_num_profiles(e);
+    int64_t best = np > 0 ? 0 : INT64_MAX;
+    *which = "";
+    for (int p = 0; p < np; p++) {
+        int64_t pmax = INT64_MAX;
+        const char *pw = "";
+        int nr = kiln_engine_profile_num_ranges(e, p);
+        for (int k = 0; k < nr; k++) {
+            kiln_shape_range r;
+            if (kiln_engine_profile_range(e, p, k, &r) == KILN_OK && r.ndim >= 1 && r.max[0] < pmax) {
+                pmax = r.max[0];
+                pw = r.input;
+            }
+        }
+        if (pmax > best) {
+            best = pmax;
+            *which = pw;
+        }
+    }
+    return best;
+}
+
+/* max_batch_size against what the engine runs (as Triton's TensorRT backend): without a value, auto-complete takes 8,
+ * or the profiles' largest batch when that is less; a configured value above that largest batch is refused (a batch
+ * the engine cannot run would fail every request merged into it). */
+static bool batch_limit(sv_config *c, kiln_engine_t e, bool all_dyn0, char *err, size_t errlen)
+{
+    const char *which = "";
+    int64_t emax = all_dyn0 ? engine_batch_max(e, &which) : INT64_MAX;
+    if (c->max_batch_size < 0)   /* Triton's auto-complete picks a small default too */
+        c->max_batch_size = !all_dyn0 ? 0 : emax < 8 ? (int)(emax > 0 ? emax : 0) : 8;
+    if (c->max_batch_size > emax)
+        return ERR("config: max_batch_size %d is more than the engine runs: its optimization profiles take batches up "
+                   "to %lld (input '%s' dim 0); lower max_batch_size, or build the engine with a larger batch in "
+                   "--max-shapes", c->max_batch_size, (long long)emax, which);
+    return true;
+}
+
+/* Copies the engine's optimization profiles into c->ranges, by config input (c->inputs in engine order). */
+static bool read_profiles(sv_config *c, kiln_engine_t e, char *err, size_t errlen)
+{
+    int np = kiln_engine_num_profiles(e), total = 0;
+    for (int p = 0; p < np; p++)
+        total += kiln_engine_profile_num_ranges(e, p) > 0 ? kiln_engine_profile_num_ranges(e, p) : 0;
+    free(c->ranges);
+    c->ranges = total ? calloc((size_t)total, sizeof *c->ranges) : NULL;
+    c->n_ranges = 0;
+    c->n_profiles = np;
+    if (total && !c->ranges)
+        return ERR("out of memory");
+    for (int p = 0; p < np; p++) {
+        int nr = kiln_engine_profile_num_ranges(e, p);
+        for (int k = 0; k < nr; k++) {
+            kiln_shape_range r;
+            if (kiln_engine_profile_range(e, p, k, &r) != KILN_OK)
+                return ERR("%s", kiln_last_error());
+            int j = 0;
+            while (j < c->n_inputs && strcmp(c->inputs[j].name, r.input))
+                j++;
+            if (j == c->n_inputs || r.ndim > KILN_MAX_DIMS)
+                continue;   /* not an input the config carries: nothing a request can change */
+            sv_range *x = &c->ranges[c->n_ranges++];
+            *x = (sv_range){.profile = p, .input = j, .ndim = r.ndim};
+            memcpy(x->min, r.min, sizeof x->min);
+            memcpy(x->max, r.max, sizeof x->max);
+        }
+    }
+    return true;
+}
+
 bool sv_config_complete(sv_config *c, kiln_engine_t e, char *err, size_t errlen)
 {
     int ni = kiln_engine_num_inputs(e), no = kiln_engine_num_outputs(e);
@@ -335,8 +409,8 @@ bool sv_config_complete(sv_config *c, kiln_engine_t e, char *err, size_t errlen)
         if (!found)
             return ERR("config: the model has no %s named '%s'", out ? "output" : "input", nm);
     }
-    if (c->max_batch_size < 0)
-        c->max_batch_size = all_dyn0 ? 8 : 0;   /* Triton's auto-complete picks a small default too */
+    if (!batch_limit(c, e, all_dyn0, err, errlen))
+        return false;
     if (c->max_batch_size > 0 && !all_dyn0)
         return ERR("config: max_batch_size %d needs a dynamic first dimension on every input and output",
                    c->max_batch_size);
@@ -360,6 +434,9 @@ bool sv_config_complete(sv_config *c, kiln_engine_t e, char *err, size_t errlen)
     }
     c->n_inputs = ni;
     c->n_outputs = no;
+    c->merge_max = c->max_batch_size;
+    if (!read_profiles(c, e, err, errlen))
+        return false;
     if (!c->from_file && c->max_batch_size > 0)
         c->dynamic_batching = true;   /* auto-complete: batch, with sizes derived from the engine */
     for (int i = 0; i < c->n_preferred; i++)
@@ -424,4 +501,7 @@ void sv_config_free(sv_config *c)
 {
     json_decref(c->batching_info);
     c->batching_info = NULL;
+    free(c->ranges);
+    c->ranges = NULL;
+    c->n_ranges = c->n_profiles = 0;
 }

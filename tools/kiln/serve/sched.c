@@ -127,26 +127,60 @@ static bool compatible(const sv_model *m, const sv_req *a, const sv_req *b)
     return true;
 }
 
+bool sv_batch_fits(const sv_config *c, const kiln_tensor *in, int64_t rows)
+{
+    if (c->n_profiles == 0)
+        return true;
+    for (int p = 0; p < c->n_profiles; p++) {
+        bool ok = true;
+        for (int k = 0; k < c->n_ranges && ok; k++) {
+            const sv_range *r = &c->ranges[k];
+            if (r->profile != p)
+                continue;
+            const kiln_tensor *t = &in[r->input];
+            ok = t->ndim == r->ndim;
+            for (int d = 0; d < t->ndim && ok; d++) {
+                int64_t v = d == 0 && c->max_batch_size > 0 ? rows : t->dims[d];
+                ok = v >= r->min[d] && v <= r->max[d];
+            }
+        }
+        if (ok)
+            return true;
+    }
+    return false;
+}
+
 static int target_batch(const sv_config *c)
 {
     int t = 0;
     for (int i = 0; i < c->n_preferred; i++)
         if (c->preferred[i] > t)
             t = c->preferred[i];
-    return t > 0 ? t : c->max_batch_size;
+    t = t > 0 ? t : c->max_batch_size;
+    return t < c->merge_max ? t : c->merge_max;
 }
 
-/* Rows that take() would unlink now: the head, then compatible requests up to `limit` rows. */
+/* Whether r joins a batch of `rows` rows that head starts: compatible with it, at most `limit` rows in all (never more
+ * than merge_max), and a merged batch the engine's optimization profiles take. The head itself always runs. */
+static bool joins(const sv_model *m, const sv_req *head, const sv_req *r, int64_t rows, int64_t limit)
+{
+    if (r == head)
+        return true;
+    int64_t total = rows + r->batch;
+    return compatible(m, head, r) && total <= limit && total <= m->cfg.merge_max && sv_batch_fits(&m->cfg, head->in, total);
+}
+
+/* Rows that take() would unlink now: the head, then requests that join it, up to `limit` rows. */
 static int64_t ready_rows(const sv_model *m, int64_t limit)
 {
     int64_t rows = 0;
     for (sv_req *r = m->head; r && rows < limit; r = r->next)
-        if (r == m->head || (compatible(m, m->head, r) && rows + r->batch <= limit))
+        if (joins(m, m->head, r, rows, limit))
             rows += r->batch;
     return rows;
 }
 
-/* Unlinks the head and then requests compatible with it, in arrival order, up to `limit` rows. */
+/* Unlinks the head and then requests that join it, in arrival order, up to `limit` rows. */
 static int take(sv_model *m, int64_t limit, sv_req **out, int cap)
 {
     sv_req *head = m->head, **pp = &m->head;
@@ -154,7 +188,7 @@ static int take(sv_model *m, int64_t limit, sv_req **out, int cap)
     int64_t rows = 0;
     while (*pp && n < cap) {
         sv_req *r = *pp;
-        if (r == head || (compatible(m, head, r) && rows + r->batch <= limit)) {
+        if (joins(m, head, r, rows, limit)) {
             rows += r->batch;
             out[n++] = r;
             *pp = r->next;

@@ -48,6 +48,12 @@ typedef struct sv_io {
     int64_t dims[KILN_MAX_DIMS];  /* -1 = any */
 } sv_io;
 
+/* One input's range in one of the engine's optimization profiles (kiln_engine_profile_range), by config input. */
+typedef struct sv_range {
+    int profile, input, ndim;
+    int64_t min[KILN_MAX_DIMS], max[KILN_MAX_DIMS];
+} sv_range;
+
 /* instance_group kind: KIND_AUTO (or none) runs where --device says, KIND_CPU / KIND_GPU force it. */
 typedef enum sv_kind { SV_KIND_AUTO = 0, SV_KIND_CPU, SV_KIND_GPU } sv_kind;
 
@@ -69,6 +75,12 @@ typedef struct sv_config {
     char calibration_method[32];  /* kiln, int8: as kiln calibrate --method (default percentile:99.99) */
     bool from_file;               /* a config.pbtxt existed */
     json_t *batching_info;        /* how batching was chosen (latency curve, reason) */
+    /* the engine's optimization profiles (none: any shape): a set of inputs runs when it fits every range of one
+     * profile. The scheduler never merges requests into a batch that fits none (sv_batch_fits). */
+    int n_profiles, n_ranges;
+    sv_range *ranges;
+    int merge_max;                /* the most rows merged into one execution: max_batch_size, or the largest batch
+                                   * the load-time probe ran where a larger one failed (autobatch.c) */
 } sv_config;
 
 /* The engine of version directory vdir of model directory mdir, for device dev: model.kiln as
@@ -132,6 +144,9 @@ bool sv_sched_start(sv_model *m, char *err, size_t errlen);
 void sv_sched_submit(sv_model *m, sv_req *r);
 /* Stops the instance threads (the queue must be empty: no references left) and frees contexts. */
 void sv_sched_stop(sv_model *m);
+/* Whether inputs shaped like `in` (config order), with `rows` rows along axis 0, fit one of the engine's
+ * optimization profiles (always true for an engine without profiles). */
+bool sv_batch_fits(const sv_config *c, const kiln_tensor *in, int64_t rows);
 /* Runs requests of one batch now on context c (used by the scheduler and the load-time probe). */
 kiln_status sv_run_batch(sv_model *m, kiln_context_t c, sv_req **rs, int n);
 
