@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Dynamic batching against what the engine runs: max_batch_size checked against the engine's optimization
-# profiles at load, merged batches that always fit a profile, the load-time probe's failures respected. usage:
-# test_batch.sh KILN
+# profiles at load, merged batches that always fit a profile, the load-time probe's failures respected; a request
+# that fails in a merged batch fails alone (its batch-mates answered as if they had run by themselves), and the
+# metrics count successful inferences only. usage: test_batch.sh KILN
 KILN="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 source "$(dirname "$0")/lib.sh"
 PY="$(onnx_python)"
 R="$TMP/repo"
-mkdir -p "$R/gap/1" "$R/over/1" "$R/auto4/1" "$R/upto4/1"
+mkdir -p "$R/gap/1" "$R/over/1" "$R/auto4/1" "$R/upto4/1" "$R/bert/1"
+cp "$MODELS/tiny_bert.onnx" "$R/bert/1/model.onnx"
+printf 'max_batch_size: 8\ndynamic_batching { preferred_batch_size: [4] max_queue_delay_microseconds: 500000 }\n' \
+  > "$R/bert/config.pbtxt"
 # tiny_cnn engines: one profile of batch 1-4; two profiles, batch 1-4 and batch 8 (nothing between)
 "$KILN" build "$MODELS/tiny_cnn.onnx" -o "$R/over/1/model.kiln" --min-shapes input:1x3x32x32 \
   --opt-shapes input:2x3x32x32 --max-shapes input:4x3x32x32 > /dev/null || fail "kiln build (one profile)"
@@ -90,4 +94,65 @@ assert all(st == 200 for st, _ in res.values()), res
 print("merged batches stay inside the engine's profiles (2+2+1 rows: never 5)")
 PY
 pass "max_batch_size checked against the profiles; merged batches fit the engine"
+
+python3 - "$URL" <<'PY' || fail "a bad request in a merged batch"
+import json, re, sys, threading, urllib.error, urllib.request
+URL = sys.argv[1]
+def http(method, path, body=None):
+    req = urllib.request.Request(URL + path, data=body, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+def bert(ids):
+    t = lambda name, v: {"name": name, "shape": [1, 4], "datatype": "INT64", "data": v}
+    return json.dumps({"inputs": [t("input_ids", ids), t("attention_mask", [1, 1, 1, 1]),
+                                  t("token_type_ids", [0, 0, 0, 0])]}).encode()
+def metrics():
+    st, body = http("GET", "/metrics")
+    m = {}
+    for line in body.decode().splitlines():
+        g = re.match(r'(\w+)\{model="bert",version="1"\} (\d+)$', line)
+        if g:
+            m[g.group(1)] = int(g.group(2))
+    return m
+st, body = http("POST", "/v2/models/bert/infer", bert([1, 2, 3, 1]))
+assert st == 200, body
+ref = {o["name"]: o["data"] for o in json.loads(body)["outputs"]}
+# four requests merged into one batch; request 0 has a token id outside the vocabulary
+res = {}
+def go(i):
+    res[i] = http("POST", "/v2/models/bert/infer", bert([1, 2, 3, 999999] if i == 0 else [1, 2, 3, i]))
+ts = [threading.Thread(target=go, args=(i,)) for i in range(4)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+st, body = res[0]
+assert st == 400 and "999999" in json.loads(body)["error"], (st, body)
+for i in (1, 2, 3):
+    st, body = res[i]
+    assert st == 200, (i, st, body)
+got = {o["name"]: o["data"] for o in json.loads(res[1][1])["outputs"]}
+for k, v in ref.items():
+    assert all(abs(a - b) <= 1e-5 * max(1.0, abs(b)) for a, b in zip(got[k], v)), k
+print("the bad request alone failed (its own error); its three batch-mates answered 200")
+# Triton's counting: inferences, executions and durations cover successful requests only
+m = metrics()
+assert m["nv_inference_request_success"] == 4 and m["nv_inference_request_failure"] == 1, m
+assert m["nv_inference_count"] == 4 and 1 <= m["nv_inference_exec_count"] <= 4, m
+st, body = http("POST", "/v2/models/bert/infer", bert([999999, 1, 1, 1]))
+assert st == 400, body
+m2 = metrics()
+assert m2["nv_inference_request_failure"] == 2, m2
+for k in ("nv_inference_count", "nv_inference_exec_count", "nv_inference_queue_duration_us",
+          "nv_inference_compute_input_duration_us", "nv_inference_compute_infer_duration_us",
+          "nv_inference_compute_output_duration_us"):
+    assert m2[k] == m[k], (k, m, m2)
+print("metrics: %d successes, %d failures, %d inferences in %d executions" % (
+    m2["nv_inference_request_success"], m2["nv_inference_request_failure"], m2["nv_inference_count"],
+    m2["nv_inference_exec_count"]))
+PY
+pass "a failing request does not fail its batch-mates; metrics count successes only"
 stop_server

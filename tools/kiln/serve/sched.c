@@ -58,7 +58,9 @@ static kiln_status split_output(const sv_model *m, const kiln_tensor *t, int o, 
     return KILN_OK;
 }
 
-kiln_status sv_run_batch(sv_model *m, kiln_context_t c, sv_req **rs, int n)
+/* One execution of rs[0..n) as one batch: every request's status (and, on success, outputs) set. Only a successful
+ * execution counts in the metrics (as Triton's: failures count in nv_inference_request_failure alone). */
+static kiln_status run_once(sv_model *m, kiln_context_t c, sv_req **rs, int n)
 {
     const sv_config *cfg = &m->cfg;
     uint64_t t0 = sv_now_ns();
@@ -105,6 +107,8 @@ kiln_status sv_run_batch(sv_model *m, kiln_context_t c, sv_req **rs, int n)
     for (int k = 0; k < cfg->n_inputs; k++)
         free(merged[k].data);
     uint64_t t3 = sv_now_ns();
+    if (st != KILN_OK)
+        return st;
     sv_metrics *mt = &m->metrics;
     atomic_fetch_add(&mt->exec_count, 1);
     for (int i = 0; i < n; i++) {
@@ -112,6 +116,26 @@ kiln_status sv_run_batch(sv_model *m, kiln_context_t c, sv_req **rs, int n)
         atomic_fetch_add(&mt->input_us, (t1 - t0) / 1000);
         atomic_fetch_add(&mt->infer_us, (t2 - t1) / 1000);
         atomic_fetch_add(&mt->output_us, (t3 - t2) / 1000);
+    }
+    return KILN_OK;
+}
+
+kiln_status sv_run_batch(sv_model *m, kiln_context_t c, sv_req **rs, int n)
+{
+    kiln_status st = run_once(m, c, rs, n);
+    if (st == KILN_OK || n == 1)
+        return st;
+    /* One request can make the merged batch fail (a token id out of range, a value a kernel refuses): each request
+     * then runs again by itself, so that only one that fails alone fails, with its own error, not its batch-mates. */
+    st = KILN_OK;
+    for (int i = 0; i < n; i++) {
+        for (int o = 0; o < SV_MAX_IO; o++) {
+            free(rs[i]->out[o].data);
+            rs[i]->out[o].data = NULL;
+        }
+        rs[i]->err[0] = 0;
+        kiln_status s = run_once(m, c, &rs[i], 1);
+        st = s != KILN_OK ? s : st;
     }
     return st;
 }
@@ -247,11 +271,12 @@ static void *instance_main(void *p)
         int n = c->dynamic_batching ? take(m, limit, batch, cap) : take(m, limit, batch, 1);
         pthread_mutex_unlock(&m->mu);
         uint64_t start = sv_now_ns();
-        for (int i = 0; i < n; i++)
-            atomic_fetch_add(&m->metrics.queue_us, (start - batch[i]->t_enqueue) / 1000);
         sv_run_batch(m, ctx, batch, n);
         for (int i = 0; i < n; i++) {
-            atomic_fetch_add(batch[i]->status == KILN_OK ? &m->metrics.success : &m->metrics.failure, 1);
+            bool ok = batch[i]->status == KILN_OK;
+            atomic_fetch_add(ok ? &m->metrics.success : &m->metrics.failure, 1);
+            if (ok)   /* durations are charged to successful requests only */
+                atomic_fetch_add(&m->metrics.queue_us, (start - batch[i]->t_enqueue) / 1000);
             batch[i]->done(batch[i], batch[i]->user);
         }
         pthread_mutex_lock(&m->mu);
