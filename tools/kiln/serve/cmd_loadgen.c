@@ -363,7 +363,7 @@ static bool make_body(lg *g, json_t *meta, int max_batch, const char *shapes, co
             json_object_set_new(jin, "data", sv_tensor_json_data(t));
         json_array_append_new(inputs, jin);
     }
-    char *js = ok ? json_dumps(req, JSON_COMPACT) : NULL;
+    char *js = ok ? sv_json_dumps(req) : NULL;
     json_decref(req);
     size_t jl = js ? strlen(js) : 0, total = jl;
     for (int k = 0; k < nt && binary; k++)

@@ -2,6 +2,9 @@
  * (a JSON header of Inference-Header-Content-Length bytes followed by the raw tensors, in the
  * order of the inputs/outputs carrying parameters.binary_data_size). */
 #include "serve.h"
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +12,88 @@
 #define BAD(...) (snprintf(err, errlen, __VA_ARGS__), 400)
 
 static const char *kserve_name(kiln_dtype dt) { return sv_dtype_kserve(dt) ? sv_dtype_kserve(dt) : "?"; }
+
+/* UINT64 values past INT64_MAX. jansson's integers are int64: it refuses such a literal while parsing ("too big
+ * integer") and cannot print one. Both ways they travel as a string that starts with a NUL byte, "\0u64:<digits>",
+ * which nothing a client sends can hold (requests are parsed without JSON_ALLOW_NUL, and mark_big_u64 refuses a
+ * header that spells \u0000): the decoder rewrites such literals into it, the encoder writes the digits in its place. */
+#define U64_MARK "\0u64:"
+#define U64_MARK_LEN 5
+
+/* The value of a U64_MARK string. */
+static bool big_u64(const json_t *v, uint64_t *u)
+{
+    const char *s = json_string_value(v);
+    if (!s || json_string_length(v) <= U64_MARK_LEN || memcmp(s, U64_MARK, U64_MARK_LEN))
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(s + U64_MARK_LEN, &end, 10);
+    *u = x;
+    return !errno && !*end;
+}
+
+/* A copy of the JSON text s[0, n) with every integer literal in (INT64_MAX, UINT64_MAX] replaced by the string
+ * "\u0000u64:<digits>", to be parsed with JSON_ALLOW_NUL; NULL when there is none, when a string of s spells
+ * \u0000 (it could pose as one), or when memory runs out. Larger literals stay: jansson refuses them still. */
+static char *mark_big_u64(const char *s, size_t n, size_t *out_len)
+{
+    char *buf = NULL;
+    size_t len = 0, from = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return NULL;
+    bool in_str = false, any = false, nul = false;
+    for (size_t i = 0; i < n && !nul;) {
+        char c = s[i];
+        if (in_str) {   /* inside a string: skip escapes, note \u0000, stop at the closing quote */
+            if (c == '\\') {
+                nul = i + 5 < n && !memcmp(s + i + 1, "u0000", 5);
+                i += 2;
+            } else {
+                in_str = c != '"';
+                i++;
+            }
+            continue;
+        }
+        if (c == '"') {
+            in_str = true;
+            i++;
+            continue;
+        }
+        if (c != '-' && !isdigit((unsigned char)c)) {
+            i++;
+            continue;
+        }
+        size_t j = i + 1;
+        while (j < n && isdigit((unsigned char)s[j]))
+            j++;
+        bool plain = c != '-' && c != '0' && (j == n || (s[j] != '.' && s[j] != 'e' && s[j] != 'E'));
+        if (plain && (j - i == 19 || j - i == 20)) {
+            char digits[24], *end;
+            memcpy(digits, s + i, j - i);
+            digits[j - i] = 0;
+            errno = 0;
+            unsigned long long v = strtoull(digits, &end, 10);
+            if (!errno && v > (unsigned long long)INT64_MAX) {
+                fwrite(s + from, 1, i - from, f);
+                fprintf(f, "\"\\u0000u64:%s\"", digits);
+                from = j;
+                any = true;
+            }
+        }
+        i = j;
+    }
+    fwrite(s + from, 1, n - from, f);
+    bool ok = !ferror(f);
+    ok = fclose(f) == 0 && ok && any && !nul;
+    if (!ok) {
+        free(buf);
+        return NULL;
+    }
+    *out_len = len;
+    return buf;
+}
 
 /* Stores JSON scalar v as element i of t; false with err when it does not fit the dtype. */
 static bool store_elem(kiln_tensor *t, size_t i, const json_t *v, char *err, size_t errlen)
@@ -34,10 +119,18 @@ static bool store_elem(kiln_tensor *t, size_t i, const json_t *v, char *err, siz
             ((uint16_t *)t->data)[i] = sv_float_to_bf16((float)d);
         return true;
     }
+    if (dt == KILN_DT_UINT64) {
+        uint64_t u;
+        if (json_is_integer(v) && json_integer_value(v) >= 0)
+            u = (uint64_t)json_integer_value(v);
+        else if (!big_u64(v, &u))
+            return snprintf(err, errlen, "UINT64 data must be integers in [0, %" PRIu64 "]", UINT64_MAX), false;
+        ((uint64_t *)t->data)[i] = u;
+        return true;
+    }
     static const struct { kiln_dtype dt; long long lo, hi; } R[] = {
         {KILN_DT_UINT8, 0, 255}, {KILN_DT_INT8, -128, 127}, {KILN_DT_UINT16, 0, 65535}, {KILN_DT_INT16, -32768, 32767},
-        {KILN_DT_UINT32, 0, 4294967295ll}, {KILN_DT_INT32, INT32_MIN, INT32_MAX}, {KILN_DT_INT64, INT64_MIN, INT64_MAX},
-        {KILN_DT_UINT64, 0, INT64_MAX}};
+        {KILN_DT_UINT32, 0, 4294967295ll}, {KILN_DT_INT32, INT32_MIN, INT32_MAX}, {KILN_DT_INT64, INT64_MIN, INT64_MAX}};
     for (size_t k = 0; k < sizeof R / sizeof R[0]; k++) {
         if (R[k].dt != dt)
             continue;
@@ -241,15 +334,24 @@ int sv_decode_infer(const sv_model *m, const char *body, size_t len, size_t head
         return BAD("Inference-Header-Content-Length (%zu) exceeds the body (%zu bytes)", hl, len);
     json_error_t je;
     json_t *req = json_loadb(body, hl, JSON_REJECT_DUPLICATES, &je);
+    if (!req && json_error_code(&je) == json_error_numeric_overflow) {   /* UINT64 data past INT64_MAX? */
+        size_t ml;
+        char *marked = mark_big_u64(body, hl, &ml);
+        if (marked)
+            req = json_loadb(marked, ml, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+        free(marked);
+    }
     if (!req)
-        return BAD("malformed JSON: %s (line %d)", je.text, je.line);
+        return BAD("malformed JSON: %s (line %d)%s", je.text, je.line,
+                   json_error_code(&je) == json_error_numeric_overflow
+                       ? "; integers must lie in [-9223372036854775808, 18446744073709551615]" : "");
     int st = 200;
     json_t *inputs = json_object_get(req, "inputs"), *id = json_object_get(req, "id");
     memset(sel, 0, sizeof *sel);
     if (!json_is_object(req) || !json_is_array(inputs))
         st = BAD("the request must be an object with an \"inputs\" array");
-    else if (id && !json_is_string(id))
-        st = BAD("\"id\" must be a string");
+    else if (id && (!json_is_string(id) || json_string_length(id) != strlen(json_string_value(id))))
+        st = BAD("\"id\" must be a string");   /* (a UINT64 mark is a string holding a NUL) */
     if (id && st == 200) {
         sel->has_id = true;
         snprintf(sel->id, sizeof sel->id, "%s", json_string_value(id));
@@ -293,7 +395,15 @@ static json_t *elem_json(const kiln_tensor *t, size_t i)
     case KILN_DT_UINT32: return json_integer(((const uint32_t *)t->data)[i]);
     case KILN_DT_INT32: return json_integer(((const int32_t *)t->data)[i]);
     case KILN_DT_INT64: return json_integer(((const int64_t *)t->data)[i]);
-    case KILN_DT_UINT64: return json_integer((json_int_t)((const uint64_t *)t->data)[i]);
+    case KILN_DT_UINT64: {   /* past INT64_MAX: a U64_MARK string (sv_encode_infer writes the digits) */
+        uint64_t u = ((const uint64_t *)t->data)[i];
+        char mark[32];
+        if (u <= INT64_MAX)
+            return json_integer((json_int_t)u);
+        int w = snprintf(mark + 1, sizeof mark - 1, "u64:%" PRIu64, u);
+        mark[0] = 0;
+        return json_stringn(mark, (size_t)w + 1);
+    }
     case KILN_DT_FLOAT32: d = ((const float *)t->data)[i]; break;
     case KILN_DT_FLOAT64: d = ((const double *)t->data)[i]; break;
     case KILN_DT_FLOAT16: d = sv_half_to_float(((const uint16_t *)t->data)[i]); break;
@@ -301,6 +411,38 @@ static json_t *elem_json(const kiln_tensor *t, size_t i)
     default: return json_null();
     }
     return isfinite(d) ? json_real(d) : json_null();   /* JSON has no NaN/Inf */
+}
+
+char *sv_json_dumps(const json_t *j)
+{
+    static const char pat[] = "\"\\u0000u64:";   /* how json_dumps writes a U64_MARK string */
+    char *js = json_dumps(j, JSON_COMPACT);
+    if (!js || !strstr(js, pat))
+        return js;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) {
+        free(js);
+        return NULL;
+    }
+    const char *p = js, *q;
+    while ((q = strstr(p, pat))) {   /* "\u0000u64:<digits>" -> <digits> */
+        fwrite(p, 1, (size_t)(q - p), f);
+        q += sizeof pat - 1;
+        size_t nd = strspn(q, "0123456789");
+        fwrite(q, 1, nd, f);
+        p = q + nd + (q[nd] == '"');
+    }
+    fputs(p, f);
+    bool ok = !ferror(f);
+    ok = fclose(f) == 0 && ok;
+    free(js);
+    if (!ok) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
 }
 
 json_t *sv_tensor_json_data(const kiln_tensor *t)
@@ -341,7 +483,7 @@ bool sv_encode_infer(const sv_model *m, const sv_req *r, const sv_out_sel *sel, 
         }
         json_array_append_new(outs, jo);
     }
-    char *js = json_dumps(resp, JSON_COMPACT);
+    char *js = sv_json_dumps(resp);
     json_decref(resp);
     if (!js)
         return snprintf(err, errlen, "out of memory"), false;

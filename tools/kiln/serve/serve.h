@@ -196,8 +196,11 @@ int sv_decode_infer(const sv_model *m, const char *body, size_t len, size_t head
 bool sv_encode_infer(const sv_model *m, const sv_req *r, const sv_out_sel *sel, char **out, size_t *out_len,
                      size_t *json_len, char *err, size_t errlen);
 json_t *sv_model_metadata(const sv_model *m);
-/* The elements of t as a flat JSON array (KServe "data"; non-finite floats become null). */
+/* The elements of t as a flat JSON array (KServe "data"; non-finite floats become null; UINT64 values past
+ * INT64_MAX, which jansson cannot hold as integers, as marks that sv_json_dumps writes as their digits). */
 json_t *sv_tensor_json_data(const kiln_tensor *t);
+/* json_dumps(j, JSON_COMPACT) with sv_tensor_json_data's UINT64 marks written as plain numbers (malloc'd). */
+char *sv_json_dumps(const json_t *j);
 
 /* ---- HTTP (http.c) ---- */
 typedef struct sv_server sv_server;
