@@ -115,7 +115,10 @@ static enum MHD_Result finish_infer(conn_ctx *x, struct MHD_Connection *c)
     size_t len, jl;
     if (!sv_encode_infer(x->m, r, &x->sel, &out, &len, &jl, err, sizeof err))
         return ERROR(500, "%s", err);
-    bool bin = jl != len;
+    /* binary form when any output goes binary, even one of zero bytes: the header tells the client where they start */
+    bool bin = false;
+    for (int o = 0; o < r->n_out; o++)
+        bin = bin || (x->sel.wanted[o] && x->sel.binary[o]);
     return reply(x, c, 200, bin ? "application/octet-stream" : "application/json", out, len, bin ? jl : 0);
 }
 

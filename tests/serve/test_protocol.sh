@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# KServe v2 / Triton protocol details of kiln serve, over a generated Identity model: an empty binary output still
+# carries Inference-Header-Content-Length. usage: test_protocol.sh KILN
+KILN="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+source "$(dirname "$0")/lib.sh"
+PY="$(onnx_python)"
+mkdir -p "$TMP/repo/idn/1"
+"$PY" - "$TMP/repo/idn/1/model.onnx" <<'PY'
+import sys
+from onnx import TensorProto as T, helper as h, save
+x, y = h.make_tensor_value_info("x", T.FLOAT, ["b", "n"]), h.make_tensor_value_info("y", T.FLOAT, ["b", "n"])
+save(h.make_model(h.make_graph([h.make_node("Identity", ["x"], ["y"])], "idn", [x], [y]),
+                  opset_imports=[h.make_opsetid("", 17)]), sys.argv[1])
+PY
+start_server "$TMP/repo" --max-body-mb 2
+# h.py: the client helpers every step below imports
+cat > "$TMP/h.py" <<'PY'
+import json, struct, sys, urllib.error, urllib.request
+URL = sys.argv[1]
+def http(method, path, body=None, headers=None):
+    req = urllib.request.Request(URL + path, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+def infer(obj, headers=None, raw=None):
+    body = raw if raw is not None else json.dumps(obj).encode()
+    return http("POST", "/v2/models/idn/infer", body, dict({"Content-Type": "application/json"}, **(headers or {})))
+def req(vals, **kw):
+    return dict({"inputs": [{"name": "x", "shape": [1, len(vals)], "datatype": "FP32", "data": vals}]}, **kw)
+PY
+
+export PYTHONPATH="$TMP"
+python3 - "$URL" <<'PY' || fail "empty binary output"
+from h import *
+# a binary output of zero bytes: the response is still in the binary form, with the header length
+st, h, body = infer(req([], outputs=[{"name": "y", "parameters": {"binary_data": True}}]))
+assert st == 200, body
+assert h.get("content-type") == "application/octet-stream", h
+assert h.get("inference-header-content-length") == str(len(body)), (h, body)
+o = json.loads(body)["outputs"][0]
+assert o["shape"] == [1, 0] and o["parameters"]["binary_data_size"] == 0, o
+# JSON outputs only: no header
+st, h, body = infer(req([1.5]))
+assert st == 200 and "inference-header-content-length" not in h and h["content-type"] == "application/json", h
+print("an empty binary output keeps Inference-Header-Content-Length")
+PY
+pass "empty binary output"
+stop_server
