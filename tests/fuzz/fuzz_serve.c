@@ -110,6 +110,7 @@ static void request(const uint8_t *data, size_t size)
             abort();
         free(resp);
     }
+    sv_out_sel_free(&sel);
     sv_req_free(r);
 }
 

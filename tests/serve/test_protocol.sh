@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # KServe v2 / Triton protocol details of kiln serve, over a generated Identity model: an empty binary output still
-# carries Inference-Header-Content-Length. usage: test_protocol.sh KILN
+# carries Inference-Header-Content-Length; request ids are echoed in full. usage: test_protocol.sh KILN
 KILN="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 source "$(dirname "$0")/lib.sh"
 PY="$(onnx_python)"
@@ -47,4 +47,19 @@ assert st == 200 and "inference-header-content-length" not in h and h["content-t
 print("an empty binary output keeps Inference-Header-Content-Length")
 PY
 pass "empty binary output"
+
+python3 - "$URL" <<'PY' || fail "request ids"
+from h import *
+# the id comes back in full (the KServe v2 response id is the request's): 300 characters, and 100 KB
+for n in (300, 100000):
+    rid = "".join("abcdefghij"[i % 10] for i in range(n))
+    st, h, body = infer(req([1.0], id=rid))
+    assert st == 200 and json.loads(body)["id"] == rid, (n, st, body[:200])
+# an id that is not a string (a number past 2^63 included) is refused
+for bad in ("5", "18446744073709551615"):
+    st, h, body = infer(None, raw=b'{"id": %s, "inputs": [{"name": "x", "shape": [1, 1], "datatype": "FP32", "data": [1]}]}' % bad.encode())
+    assert st == 400 and '"id" must be a string' in json.loads(body)["error"], (bad, st, body)
+print("request ids echoed in full (300 and 100000 characters)")
+PY
+pass "request ids"
 stop_server

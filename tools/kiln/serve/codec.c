@@ -329,6 +329,7 @@ static int decode_outputs(const sv_model *m, json_t *req, sv_out_sel *sel, char 
 int sv_decode_infer(const sv_model *m, const char *body, size_t len, size_t header_len, sv_req *r, sv_out_sel *sel,
                     char *err, size_t errlen)
 {
+    memset(sel, 0, sizeof *sel);
     size_t hl = header_len ? header_len : len;
     if (hl > len)
         return BAD("Inference-Header-Content-Length (%zu) exceeds the body (%zu bytes)", hl, len);
@@ -347,15 +348,12 @@ int sv_decode_infer(const sv_model *m, const char *body, size_t len, size_t head
                        ? "; integers must lie in [-9223372036854775808, 18446744073709551615]" : "");
     int st = 200;
     json_t *inputs = json_object_get(req, "inputs"), *id = json_object_get(req, "id");
-    memset(sel, 0, sizeof *sel);
     if (!json_is_object(req) || !json_is_array(inputs))
         st = BAD("the request must be an object with an \"inputs\" array");
     else if (id && (!json_is_string(id) || json_string_length(id) != strlen(json_string_value(id))))
         st = BAD("\"id\" must be a string");   /* (a UINT64 mark is a string holding a NUL) */
-    if (id && st == 200) {
-        sel->has_id = true;
-        snprintf(sel->id, sizeof sel->id, "%s", json_string_value(id));
-    }
+    if (id && st == 200 && !(sel->id = strdup(json_string_value(id))))   /* echoed in full, as Triton does */
+        st = (snprintf(err, errlen, "out of memory"), 500);
     bool seen[SV_MAX_IO] = {false};
     size_t boff = hl, i;
     json_t *in;
@@ -381,6 +379,12 @@ int sv_decode_infer(const sv_model *m, const char *body, size_t len, size_t head
         st = decode_outputs(m, req, sel, err, errlen);
     json_decref(req);
     return st;
+}
+
+void sv_out_sel_free(sv_out_sel *sel)
+{
+    free(sel->id);
+    sel->id = NULL;
 }
 
 static json_t *elem_json(const kiln_tensor *t, size_t i)
@@ -463,7 +467,7 @@ bool sv_encode_infer(const sv_model *m, const sv_req *r, const sv_out_sel *sel, 
     json_t *resp = json_pack("{s:s, s:s, s:o}", "model_name", m->name, "model_version", ver, "outputs", outs);
     if (!resp)
         return snprintf(err, errlen, "out of memory"), false;
-    if (sel->has_id)
+    if (sel->id)
         json_object_set_new(resp, "id", json_string(sel->id));
     size_t bin = 0;
     for (int o = 0; o < r->n_out; o++) {

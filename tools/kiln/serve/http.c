@@ -394,6 +394,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
         sv_req_free(x->req);
     }
     sv_model_release(x->m);
+    sv_out_sel_free(&x->sel);
     free(x->body);
     atomic_fetch_sub(x->committed ? &l->s->inflight : &l->s->receiving, 1);
     free(x);

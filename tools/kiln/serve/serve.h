@@ -186,9 +186,9 @@ const sv_options *sv_repo_options(sv_repo *r);
  * config output, whether it goes back binary; *wanted[i] whether it was requested at all. */
 typedef struct sv_out_sel {
     bool wanted[SV_MAX_IO], binary[SV_MAX_IO];
-    char id[256];
-    bool has_id;
+    char *id;    /* the request's "id" in full (malloc'd; NULL when it has none): free with sv_out_sel_free */
 } sv_out_sel;
+void sv_out_sel_free(sv_out_sel *sel);
 int sv_decode_infer(const sv_model *m, const char *body, size_t len, size_t header_len, sv_req *r, sv_out_sel *sel,
                     char *err, size_t errlen);
 /* Encodes the response; *out is malloc'd, *json_len is the JSON header length (== *out_len when
