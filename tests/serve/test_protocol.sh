@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # KServe v2 / Triton protocol details of kiln serve, over a generated Identity model: an empty binary output still
-# carries Inference-Header-Content-Length; request ids are echoed in full. usage: test_protocol.sh KILN
+# carries Inference-Header-Content-Length; request ids are echoed in full; gzip and deflate request bodies
+# (Content-Encoding) are inflated within --max-body-mb (a zip bomb gets a 413, not the server's memory), other
+# codings get a 415. usage: test_protocol.sh KILN
 KILN="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 source "$(dirname "$0")/lib.sh"
 PY="$(onnx_python)"
@@ -62,4 +64,55 @@ for bad in ("5", "18446744073709551615"):
 print("request ids echoed in full (300 and 100000 characters)")
 PY
 pass "request ids"
+
+python3 - "$URL" "$SPID" <<'PY' || fail "Content-Encoding"
+import gzip, zlib
+from h import *
+js = json.dumps(req([1.0, 2.5, -3.0], id="z")).encode()
+want = [1.0, 2.5, -3.0]
+def ok(body, headers, what):
+    st, h, out = infer(None, dict({"Content-Encoding": headers}), raw=body)
+    assert st == 200, (what, st, out)
+    assert json.loads(out)["outputs"][0]["data"] == want, (what, out)
+ok(gzip.compress(js), "gzip", "gzip")
+ok(gzip.compress(js), " GZIP ", "gzip, any case")
+ok(gzip.compress(js[:10]) + gzip.compress(js[10:]), "gzip", "two gzip members")
+ok(zlib.compress(js), "deflate", "deflate (zlib)")
+co = zlib.compressobj(wbits=-15)
+ok(co.compress(js) + co.flush(), "deflate", "raw deflate")
+ok(js, "identity", "identity")
+# the binary extension: Inference-Header-Content-Length counts the inflated body
+raw = struct.pack("<3f", *want)
+hdr = json.dumps({"inputs": [{"name": "x", "shape": [1, 3], "datatype": "FP32", "parameters": {"binary_data_size": 12}}]}).encode()
+st, h, out = infer(None, {"Content-Encoding": "gzip", "Inference-Header-Content-Length": str(len(hdr))},
+                   raw=gzip.compress(hdr + raw))
+assert st == 200 and json.loads(out)["outputs"][0]["data"] == want, (st, out)
+print("gzip, deflate (zlib and raw), identity and a gzip binary request accepted")
+def err(body, coding, code, text):
+    st, h, out = infer(None, {"Content-Encoding": coding}, raw=body)
+    e = json.loads(out)["error"]
+    assert st == code and text in e, (coding, st, out)
+    print("  %d %s: %s" % (st, coding, e))
+    return h
+gz = gzip.compress(js)
+err(gz[:len(gz) // 2], "gzip", 400, "ends early")                                    # truncated
+err(gz[:12] + bytes(b ^ 0x5A for b in gz[12:]), "gzip", 400, "corrupt gzip data")   # corrupt
+err(js, "gzip", 400, "corrupt gzip data")                                           # not gzip at all
+err(zlib.compress(js) + b"junk", "deflate", 400, "data after the end")
+h = err(gz, "br", 415, "not supported")
+assert h.get("accept-encoding") == "gzip, deflate", h
+err(gz, "gzip, br", 415, "not supported")
+# a zip bomb: 1 MB of gzip that inflates to 1 GiB; --max-body-mb 2 bounds what the server holds
+co = zlib.compressobj(9, zlib.DEFLATED, 31)
+chunk = bytes(1 << 20)
+bomb = b"".join(co.compress(chunk) for _ in range(1024)) + co.flush()
+assert len(bomb) < (2 << 20), len(bomb)
+err(bomb, "gzip", 413, "inflates (Content-Encoding: gzip) past the limit (2097152 bytes")
+hwm = int([l.split()[1] for l in open("/proc/%s/status" % sys.argv[2]) if l.startswith("VmHWM")][0])
+assert hwm < 200 * 1024, "server peak RSS %d kB after the bomb" % hwm
+print("zip bomb refused; server peak RSS %d MB" % (hwm // 1024))
+st, h, out = infer(req([4.0]))
+assert st == 200, out
+PY
+pass "Content-Encoding gzip / deflate"
 stop_server

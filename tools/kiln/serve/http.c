@@ -40,6 +40,7 @@ typedef struct conn_ctx {
     sv_model *m;
     sv_req *req;
     sv_out_sel sel;
+    const char *hname, *hvalue;   /* one more header of the response (static strings), or NULL */
 } conn_ctx;
 
 static enum MHD_Result reply(conn_ctx *x, struct MHD_Connection *c, unsigned status, const char *ctype, char *body,
@@ -57,6 +58,8 @@ static enum MHD_Result reply(conn_ctx *x, struct MHD_Connection *c, unsigned sta
         snprintf(v, sizeof v, "%zu", header_len);
         MHD_add_response_header(r, "Inference-Header-Content-Length", v);
     }
+    if (x->hname)
+        MHD_add_response_header(r, x->hname, x->hvalue);
     if (atomic_load(&x->s->draining))
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c, status, r);
@@ -269,6 +272,19 @@ static enum MHD_Result dispatch(conn_ctx *x, struct MHD_Connection *c, const cha
     }
     if (metrics_only)
         return ERROR(404, "this port serves /metrics only");
+    /* a compressed body (Triton's request compression) is inflated here, within the body limit */
+    const char *ce = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
+    if (ce && x->len > 0) {
+        char err[512];
+        int st = sv_content_decode(ce, &x->body, &x->len, x->s->max_body, err, sizeof err);
+        if (st == 415) {   /* RFC 9110 15.5.16: say which codings would do */
+            x->hname = "Accept-Encoding";
+            x->hvalue = "gzip, deflate";
+        }
+        if (st != 200)
+            return ERROR((unsigned)st, "%s", err);
+        x->cap = x->len;
+    }
     char path[2048];
     if (strlen(url) >= sizeof path)
         return ERROR(414, "URL too long");

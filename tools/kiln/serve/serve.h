@@ -202,6 +202,12 @@ json_t *sv_tensor_json_data(const kiln_tensor *t);
 /* json_dumps(j, JSON_COMPACT) with sv_tensor_json_data's UINT64 marks written as plain numbers (malloc'd). */
 char *sv_json_dumps(const json_t *j);
 
+/* ---- request Content-Encoding (encoding.c) ---- */
+/* Decodes a request body sent with Content-Encoding `coding` in place: gzip (x-gzip), deflate (zlib, or raw
+ * deflate) and identity; the decoded body is held to `limit` bytes. Returns an HTTP status: 200, 400 (a corrupt or
+ * truncated stream), 413 (it inflates past limit), 415 (another coding), 500 (no memory), with err filled. */
+int sv_content_decode(const char *coding, char **body, size_t *len, int64_t limit, char *err, size_t errlen);
+
 /* ---- HTTP (http.c) ---- */
 typedef struct sv_server sv_server;
 sv_server *sv_http_start(sv_repo *repo, int port, int metrics_port, int threads, int64_t max_body, char *err,
