@@ -2,7 +2,8 @@
 # KServe v2 / Triton protocol details of kiln serve, over a generated Identity model: an empty binary output still
 # carries Inference-Header-Content-Length; request ids are echoed in full; gzip and deflate request bodies
 # (Content-Encoding) are inflated within --max-body-mb (a zip bomb gets a 413, not the server's memory), other
-# codings get a 415. usage: test_protocol.sh KILN
+# codings get a 415; a 405 names the allowed methods (Allow); model readiness is 200, 400 or 404. usage:
+# test_protocol.sh KILN
 KILN="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 source "$(dirname "$0")/lib.sh"
 PY="$(onnx_python)"
@@ -115,4 +116,24 @@ st, h, out = infer(req([4.0]))
 assert st == 200, out
 PY
 pass "Content-Encoding gzip / deflate"
+
+python3 - "$URL" <<'PY' || fail "405 Allow"
+from h import *
+# a 405 names the methods the resource takes (RFC 9110 15.5.6)
+for method, path, allow in (("GET", "/v2/models/idn/infer", "POST"), ("PUT", "/v2/models/idn/infer", "POST"),
+                            ("POST", "/v2/health/live", "GET, HEAD"), ("DELETE", "/v2/models/idn", "GET, HEAD"),
+                            ("POST", "/v2", "GET, HEAD"), ("GET", "/v2/repository/index", "POST"),
+                            ("POST", "/metrics", "GET, HEAD")):
+    st, h, body = http(method, path)
+    assert st == 405 and h.get("allow") == allow, (method, path, st, h)
+# model readiness: 200 ready, 400 known but not ready, 404 unknown model or version (docs/SERVE.md)
+assert http("GET", "/v2/models/idn/ready")[0] == 200
+assert http("GET", "/v2/models/nosuch/ready")[0] == 404
+assert http("GET", "/v2/models/idn/versions/9/ready")[0] == 404
+assert http("POST", "/v2/repository/models/idn/unload")[0] == 200
+assert http("GET", "/v2/models/idn/ready")[0] == 400
+assert http("POST", "/v2/repository/models/idn/load")[0] == 200
+print("405 responses carry Allow; model ready 200/400/404")
+PY
+pass "405 Allow; model readiness"
 stop_server

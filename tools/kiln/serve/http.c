@@ -90,6 +90,14 @@ static enum MHD_Result reply_err(conn_ctx *x, struct MHD_Connection *c, unsigned
 }
 #define ERROR(status, ...) reply_err(x, c, status, 0, __VA_ARGS__)
 
+/* 405 with the Allow header that RFC 9110 15.5.6 requires (allow: a static string) */
+static enum MHD_Result not_allowed(conn_ctx *x, struct MHD_Connection *c, const char *allow)
+{
+    x->hname = "Allow";
+    x->hvalue = allow;
+    return ERROR(405, "method not allowed: use %s", allow);
+}
+
 static enum MHD_Result reply_metrics(conn_ctx *x, struct MHD_Connection *c)
 {
     char *t = sv_metrics_text(x->s->repo);
@@ -211,14 +219,14 @@ static enum MHD_Result route(conn_ctx *x, struct MHD_Connection *c, const char *
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
     if (n == 1) {
         if (!get)
-            return ERROR(405, "use GET");
+            return not_allowed(x, c, "GET, HEAD");
         return reply_json(x, c, 200,
                           json_pack("{s:s, s:s, s:[s,s]}", "name", "kiln", "version", KILN_VERSION_STRING, "extensions",
                                     "binary_tensor_data", "model_repository"));
     }
     if (!strcmp(seg[1], "health") && n == 3) {
         if (!get)
-            return ERROR(405, "use GET");
+            return not_allowed(x, c, "GET, HEAD");
         if (!strcmp(seg[2], "live"))
             return reply(x, c, 200, NULL, NULL, 0, 0);
         if (!strcmp(seg[2], "ready")) {
@@ -230,7 +238,7 @@ static enum MHD_Result route(conn_ctx *x, struct MHD_Connection *c, const char *
     }
     if (!strcmp(seg[1], "repository")) {
         if (!post)
-            return ERROR(405, "use POST");
+            return not_allowed(x, c, "POST");
         return repository(x, c, seg, n);
     }
     if (strcmp(seg[1], "models") || n < 3)
@@ -252,13 +260,13 @@ static enum MHD_Result route(conn_ctx *x, struct MHD_Connection *c, const char *
         return ERROR(404, "unknown endpoint");
     if (!strcmp(what, "infer")) {
         if (!post)
-            return ERROR(405, "use POST");
+            return not_allowed(x, c, "POST");
         return start_infer(x, c, model, version);
     }
     if (strcmp(what, "") && strcmp(what, "ready") && strcmp(what, "config"))
         return ERROR(404, "unknown endpoint '%s'", what);
     if (!get)
-        return ERROR(405, "use GET");
+        return not_allowed(x, c, "GET, HEAD");
     return model_get(x, c, model, version, what);
 }
 
@@ -267,7 +275,7 @@ static enum MHD_Result dispatch(conn_ctx *x, struct MHD_Connection *c, const cha
 {
     if (!strcmp(url, "/metrics")) {
         if (strcmp(method, "GET") && strcmp(method, "HEAD"))
-            return ERROR(405, "use GET");
+            return not_allowed(x, c, "GET, HEAD");
         return reply_metrics(x, c);
     }
     if (metrics_only)
