@@ -18,12 +18,20 @@ pass "command-line errors"
 mkdir -p "$TMP/repo/broken/1" && echo "not onnx" > "$TMP/repo/broken/1/model.onnx"
 mkdir -p "$TMP/repo/badcfg/1" && cp "$MODELS/tiny_cnn.onnx" "$TMP/repo/badcfg/1/model.onnx"
 printf 'max_batch_size: 8\nbogus_field: 1\n' > "$TMP/repo/badcfg/config.pbtxt"
-for m in badsyntax baddims badbatch badprec int8nocal badcal; do
+for m in badsyntax baddims badbatch badprec int8nocal badcal dupin dupout nancfg infcfg dircfg; do
   mkdir -p "$TMP/repo/$m/1" && cp "$MODELS/tiny_cnn.onnx" "$TMP/repo/$m/1/model.onnx"
 done
 printf 'max_batch_size: 8\ninput [ { name: "input" dims: [3, 32, 32] }\n' > "$TMP/repo/badsyntax/config.pbtxt"
 printf 'max_batch_size: 8\noutput [ { name: "logits" dims: [11] } ]\n' > "$TMP/repo/baddims/config.pbtxt"
 printf 'max_batch_size: 8\ndynamic_batching { preferred_batch_size: [16] }\n' > "$TMP/repo/badbatch/config.pbtxt"
+# the same input (or output) twice, the second with another dtype or dims: refused, not the second silently dropped
+printf 'max_batch_size: 8\ninput [ { name: "input" dims: [3, -1, -1] }, { name: "input" dims: [3, 16, 16] } ]\n' \
+  > "$TMP/repo/dupin/config.pbtxt"
+printf 'output [ { name: "logits" data_type: TYPE_FP32 } ]\noutput [ { name: "logits" data_type: TYPE_INT64 } ]\n' \
+  > "$TMP/repo/dupout/config.pbtxt"
+printf 'dynamic_batching { max_queue_delay_microseconds: -nan }\n' > "$TMP/repo/nancfg/config.pbtxt"
+printf 'dynamic_batching { max_queue_delay_microseconds: +inf }\n' > "$TMP/repo/infcfg/config.pbtxt"
+mkdir -p "$TMP/repo/dircfg/config.pbtxt"
 param() { printf 'parameters { key: "%s" value: { string_value: "%s" } }\n' "$1" "$2"; }
 param precision fp12 > "$TMP/repo/badprec/config.pbtxt"
 param precision int8 > "$TMP/repo/int8nocal/config.pbtxt"
@@ -172,6 +180,16 @@ expect 400 "preferred batch over max_batch_size" POST /v2/repository/models/badb
 expect 400 "unknown precision" POST /v2/repository/models/badprec/load
 expect 400 "int8 without calibration data" POST /v2/repository/models/int8nocal/load
 expect 400 "calibration directory outside the model's" POST /v2/repository/models/badcal/load
+expect 400 "an input listed twice in config.pbtxt" POST /v2/repository/models/dupin/load
+grep -q "input 'input' is listed twice" "$TMP/body" || fail "duplicate input: $(cat "$TMP/body")"
+expect 400 "an output listed twice in config.pbtxt" POST /v2/repository/models/dupout/load
+grep -q "output 'logits' is listed twice" "$TMP/body" || fail "duplicate output: $(cat "$TMP/body")"
+for m in nancfg infcfg; do
+  expect 400 "a non-finite number in config.pbtxt ($m)" POST /v2/repository/models/$m/load
+  grep -q "config.pbtxt line 1: not a finite number" "$TMP/body" || fail "$m: $(cat "$TMP/body")"
+done
+expect 400 "config.pbtxt that is a directory" POST /v2/repository/models/dircfg/load
+grep -q "dircfg/config.pbtxt is not a regular file" "$TMP/body" || fail "dircfg: $(cat "$TMP/body")"
 expect 404 "unknown endpoint" GET /v2/nothing
 expect 404 "outside /v2" GET /../../etc/passwd --path-as-is
 expect 405 "wrong method" GET /v2/models/tiny_cnn/infer

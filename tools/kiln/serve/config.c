@@ -1,8 +1,10 @@
 /* Model configuration: the config.pbtxt subset kiln serve reads, Triton-style auto-complete from
  * the engine, and the JSON form shown at GET /v2/models/<m>/config. */
 #include "serve.h"
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define ERR(...) (snprintf(err, errlen, __VA_ARGS__), false)
 
@@ -81,6 +83,9 @@ static bool read_io(json_t *arr, const char *what, sv_io *io, int *n, char *err,
             return false;
         if (!name || strlen(name) >= SV_NAME_MAX)
             return ERR("config.pbtxt: every %s needs a name (< %d chars)", what, SV_NAME_MAX);
+        for (int k = 0; k < *n - 1; k++)   /* as Triton: one entry per name, never a second one silently ignored */
+            if (!strcmp(io[k].name, name))
+                return ERR("config.pbtxt: %s '%s' is listed twice", what, name);
         strcpy(x->name, name);
         if (dt && (x->dtype = sv_dtype_from_triton(dt)) == KILN_DT_UNDEFINED)
             return ERR("config.pbtxt: %s '%s': unknown data_type '%s'", what, name, dt);
@@ -205,13 +210,19 @@ bool sv_config_read(const char *model_dir, const char *model_name, sv_config *c,
     if (!f)
         return true;
     c->from_file = true;
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {   /* fopen opens a directory too */
+        fclose(f);
+        return ERR("%s is not a regular file", path);
+    }
     char *text = malloc(1 << 20);
     size_t n = text ? fread(text, 1, (1 << 20) - 1, f) : 0;
-    bool too_big = text && !feof(f);
+    int read_errno = ferror(f) ? errno : 0;
+    bool too_big = text && !read_errno && !feof(f);
     fclose(f);
-    if (!text || too_big) {
+    if (!text || too_big || read_errno) {
         free(text);
-        return ERR("%s: %s", path, too_big ? "larger than 1 MiB" : "out of memory");
+        return ERR("%s: %s", path, read_errno ? strerror(read_errno) : too_big ? "larger than 1 MiB" : "out of memory");
     }
     text[n] = 0;
     if (strlen(text) != n) {

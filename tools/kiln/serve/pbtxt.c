@@ -12,6 +12,7 @@
 #include "serve.h"
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,6 +114,10 @@ static json_t *number_lit(ps *s)
     double d = strtod(start, &end);
     if (end == start || errno || isalnum((unsigned char)*end) || *end == '_') {
         fail(s, "malformed number");
+        return NULL;
+    }
+    if (!isfinite(d)) {   /* strtod reads nan and inf; no field of a model config takes them (nor can JSON) */
+        fail(s, "not a finite number");
         return NULL;
     }
     s->p = end;
