@@ -16,6 +16,8 @@ for args in "--url http://example.com:80 -m tiny_cnn" "--url http://127.0.0.1:1 
 done
 pass "command-line errors"
 mkdir -p "$TMP/repo/broken/1" && echo "not onnx" > "$TMP/repo/broken/1/model.onnx"
+mkdir -p "$TMP/repo/corruptkiln/1" && "$KILN" build "$MODELS/tiny_cnn.onnx" -o "$TMP/engine.kiln" > /dev/null &&
+  head -c 4096 "$TMP/engine.kiln" > "$TMP/repo/corruptkiln/1/model.kiln"
 mkdir -p "$TMP/repo/badcfg/1" && cp "$MODELS/tiny_cnn.onnx" "$TMP/repo/badcfg/1/model.onnx"
 printf 'max_batch_size: 8\nbogus_field: 1\n' > "$TMP/repo/badcfg/config.pbtxt"
 for m in badsyntax baddims badbatch badprec int8nocal badcal dupin dupout nancfg infcfg dircfg; do
@@ -172,6 +174,9 @@ expect 404 "path traversal (encoded /, decoded into segments)" POST "/v2/reposit
 expect 400 "path traversal (load ..)" POST "/v2/repository/models/%2e%2e/load" --path-as-is
 expect 404 "unknown repository model" POST /v2/repository/models/nosuch/load
 expect 400 "broken model load" POST /v2/repository/models/broken/load
+expect 400 "truncated model.kiln load" POST /v2/repository/models/corruptkiln/load
+[ "$(grep -o "corruptkiln/1/model.kiln" "$TMP/body" | wc -l)" = 1 ] && grep -q "truncated" "$TMP/body" ||
+  fail "a truncated engine's reason names its path once: $(cat "$TMP/body")"
 expect 400 "unsupported config field" POST /v2/repository/models/badcfg/load
 grep -q "bogus_field" "$TMP/body" || fail "config error does not name the field"
 expect 400 "config.pbtxt syntax error" POST /v2/repository/models/badsyntax/load

@@ -131,6 +131,16 @@ static kiln_status build(const char *bytes, size_t len, const char *mdir, const 
     return st;
 }
 
+/* err = "path: msg", or msg alone when it names the path already (kiln_engine_load's messages do). */
+static bool fail_at(const char *path, const char *msg, char *err, size_t errlen)
+{
+    if (strstr(msg, path))
+        snprintf(err, errlen, "%s", msg);
+    else
+        snprintf(err, errlen, "%s: %s", path, msg);
+    return false;
+}
+
 bool sv_open_engine(const char *mdir, const char *vdir, const sv_config *cfg, kiln_device dev, kiln_engine_t *e,
                     char *err, size_t errlen)
 {
@@ -138,7 +148,7 @@ bool sv_open_engine(const char *mdir, const char *vdir, const sv_config *cfg, ki
     snprintf(path, sizeof path, "%s/model.kiln", vdir);
     if (sv_is_file(path)) {
         if (kiln_engine_load(path, e) != KILN_OK)
-            return snprintf(err, errlen, "%s: %s", path, kiln_last_error()), false;
+            return fail_at(path, kiln_last_error(), err, errlen);
         return true;
     }
     snprintf(path, sizeof path, "%s/model.onnx", vdir);
@@ -171,7 +181,7 @@ bool sv_open_engine(const char *mdir, const char *vdir, const sv_config *cfg, ki
     kiln_status st = build(bytes, len, mdir, vdir, cfg, dev, e);
     free(bytes);
     if (st != KILN_OK)
-        return snprintf(err, errlen, "%s: %s", path, kiln_last_error()), false;
+        return fail_at(path, kiln_last_error(), err, errlen);
     void *buf;
     size_t blen;
     if (kiln_engine_serialize(*e, &buf, &blen) == KILN_OK) {
