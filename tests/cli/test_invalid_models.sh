@@ -95,4 +95,12 @@ import sys, glob, numpy as np
 o = np.load(glob.glob(sys.argv[1] + '/*.npy')[0])
 assert o.shape == (2, 12), o.shape
 PYEOF
+# an engine file (*.kiln) that is empty or damaged gets the engine loader's message, not the ONNX parser's
+: > "$T/empty.kiln"
+printf 'KILNEN' > "$T/short.kiln"
+for f in empty short; do
+  expect_err "kiln run $f.kiln: not a kiln engine" "$f.kiln: not a kiln engine file (bad magic)" \
+    "$KILN" run "$T/$f.kiln" --input "x=$T/attr_ok_axis.npy" --output-dir "$T/o_e"
+  expect_err "kiln inspect $f.kiln: not a kiln engine" "$f.kiln: not a kiln engine file (bad magic)" "$KILN" inspect "$T/$f.kiln"
+done
 finish test_invalid_models

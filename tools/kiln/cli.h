@@ -33,6 +33,9 @@ typedef struct cli_input_opts {
     int n_files;
     const char **file_names, **file_paths;
 } cli_input_opts;
+/* Whether path is read as an engine: it starts with the engine magic, or it is named *.kiln (an empty or damaged
+ * engine file then gets the engine loader's message, not the ONNX parser's "model has no graph"). */
+bool cli_is_engine_path(const char *path);
 /* Opens an engine file, or builds an engine in memory from an ONNX model. */
 /* load_flags: KILN_ENGINE_LOAD_* (--no-mmap: KILN_ENGINE_LOAD_COPY); ignored for a model, which is built */
 kiln_status cli_open_engine(const char *path, unsigned load_flags, kiln_engine_t *e);

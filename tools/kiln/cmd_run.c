@@ -119,7 +119,7 @@ int cmd_run(int argc, char **argv)
             goto done;
         }
     }
-    bool is_engine = kiln_is_engine_file(model_path);
+    bool is_engine = cli_is_engine_path(model_path);
     kiln_status st = is_engine ? kiln_engine_load_ex(model_path, load_flags, &e) : kiln_model_load(model_path, &m);
     if (st != KILN_OK) {
         rc = cli_die(st, is_engine ? "loading engine" : "loading model");

@@ -4,6 +4,12 @@
 #include "cli.h"
 #include <string.h>
 
+bool cli_is_engine_path(const char *path)
+{
+    size_t n = path ? strlen(path) : 0;
+    return kiln_is_engine_file(path) || (n > 5 && !strcmp(path + n - 5, ".kiln"));
+}
+
 kiln_status cli_open_engine(const char *path, unsigned load_flags, kiln_engine_t *e)
 {
     return cli_open_engine_for(path, load_flags, KILN_DEVICE_CPU, e);
@@ -11,7 +17,7 @@ kiln_status cli_open_engine(const char *path, unsigned load_flags, kiln_engine_t
 
 kiln_status cli_open_engine_for(const char *path, unsigned load_flags, kiln_device device, kiln_engine_t *e)
 {
-    if (kiln_is_engine_file(path))
+    if (cli_is_engine_path(path))
         return kiln_engine_load_ex(path, load_flags, e);
     kiln_model_t m;
     kiln_status st = kiln_model_load(path, &m);
