@@ -31,3 +31,7 @@ set_tests_properties(cli_auto_precision PROPERTIES LABELS "cli;sanitize" TIMEOUT
 add_test(NAME cli_precision_weights COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_precision_weights.sh $<TARGET_FILE:kiln>
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli_precision_weights PROPERTIES LABELS "cli;sanitize" TIMEOUT 300)
+# a model's own Q/DQ (tests/precision/gen_qdq_explicit.py): Q/DQ realized in their quantized type (fp8, int16, int8)
+add_test(NAME cli_qdq_precision COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_qdq_precision.sh $<TARGET_FILE:kiln>
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_qdq_precision PROPERTIES LABELS "cli;sanitize" TIMEOUT 300)

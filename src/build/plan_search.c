@@ -200,7 +200,7 @@ kiln_status kiln__ps_allowed(const kiln_build_options *o, const char **out, int 
         /* every precision the planner can lower to (the list said fp16, bf16, int8 alone, though the 8- and 4-bit
          * floats and int4 are accepted too) */
         static const char lower[] = "fp16, bf16, int8, fp8, nvfp4 (or fp4), mxfp4, int4";
-        if (code < 0 || !strcmp(name, "fp32"))
+        if (code < 0 || !strcmp(name, "fp32") || !strcmp(name, "int16"))   /* int16: Q/DQ only, no layer kernel */
             return kiln__err(KILN_ERR_INVALID_ARG, "--allow '%s': %s%s", a[k] ? a[k] : "(null)",
                              code == -2 ? "precision not supported yet; want lower precisions among "
                                         : "want lower precisions among ", lower);

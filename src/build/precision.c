@@ -31,9 +31,11 @@
 #define AUTO_ATTR "kiln_prec_auto"   /* 1: the request was made by --precision auto's planner */
 
 /* Precision codes as node->precision stores them (the order of api_engine.c's names). */
-enum { P_FP32 = 0, P_TF32, P_FP16, P_BF16, P_INT8, P_FP8, P_FP4, P_INT4, P_MXFP4, P_COUNT };
+enum { P_FP32 = 0, P_TF32, P_FP16, P_BF16, P_INT8, P_FP8, P_FP4, P_INT4, P_MXFP4, P_INT16, P_COUNT };
+/* int16: realized only by a model's own 16-bit QuantizeLinear / DequantizeLinear (no layer kernel computes in it; a
+ * --layer-precision rule may ask it of those, --precision and --allow refuse it) */
 static const char *const prec_names[P_COUNT] = {"fp32", "tf32", "fp16",  "bf16", "int8",
-                                                "fp8",  "nvfp4", "int4", "mxfp4"};
+                                                "fp8",  "nvfp4", "int4", "mxfp4", "int16"};
 #define PREC_LIST "fp32, fp16, bf16, int8, fp8, nvfp4 (or fp4), mxfp4, int4"
 
 /* A precision name: its code, -2 for names of issue 8 not implemented yet, -1 otherwise. */
@@ -1002,8 +1004,33 @@ static int dtype_prec(kiln_dtype dt)
     case KILN_DT_FLOAT16: return P_FP16;
     case KILN_DT_BFLOAT16: return P_BF16;
     case KILN_DT_INT8: case KILN_DT_UINT8: return P_INT8;
+    case KILN_DT_INT16: case KILN_DT_UINT16: return P_INT16;
+    case KILN_DT_FP8E4M3: case KILN_DT_FP8E4M3FNUZ: case KILN_DT_FP8E5M2: case KILN_DT_FP8E5M2FNUZ: return P_FP8;
+    case KILN_DT_INT4: case KILN_DT_UINT4: return P_INT4;
+    case KILN_DT_FP4E2M1: return P_FP4;
     default: return P_FP32;
     }
+}
+
+static kiln_dtype value_dtype(const kiln_graph *g, int v)
+{
+    return v < 0 ? KILN_DT_UNDEFINED : g->values[v].init ? g->values[v].init->dtype : g->values[v].dtype;
+}
+
+/* The precision a QuantizeLinear (v: its output) or DequantizeLinear (v: its input) realizes: that of its quantized
+ * type (PRECISION.md, "Requested and realized precision"): int8 for 8-bit integers, int16 for 16-bit ones, fp8 for
+ * the four FP8 types, int4 for 4-bit integers, nvfp4 for E2M1; a DequantizeLinear of int32 (an integer layer's bias)
+ * counts as int8. Where v's type is not recorded: the zero point's, else (DQ) what v's producer realized (vp), else
+ * int8 (Q's default output, uint8). */
+static int qdq_prec(const kiln_graph *g, const kiln_node *n, int v, const int *vp)
+{
+    kiln_dtype dt = value_dtype(g, v);
+    if (dt == KILN_DT_UNDEFINED && n->n_in > 2)
+        dt = value_dtype(g, n->in[2]);
+    int p = dtype_prec(dt);
+    if (dt == KILN_DT_UNDEFINED && n->op == KILN_OP_DequantizeLinear && v >= 0)
+        p = vp[v];
+    return p == P_FP32 || p == P_FP16 || p == P_BF16 || p == P_TF32 ? P_INT8 : p;
 }
 
 /* Per value: the precision its data is in (constants: their type; seen through a Cast of a
@@ -1092,9 +1119,9 @@ static kiln_status realize(kiln_graph *g, const kiln_build_options *o, sbuf *rep
         kiln_node *n = &g->nodes[i];
         int real = layer_prec(g, n, vp), out = real;
         if (n->op == KILN_OP_QuantizeLinear)
-            real = out = P_INT8;
+            real = out = qdq_prec(g, n, n->n_out > 0 ? n->out[0] : -1, vp);
         else if (n->op == KILN_OP_DequantizeLinear)
-            real = P_INT8, out = P_FP32;
+            real = qdq_prec(g, n, n->n_in > 0 ? n->in[0] : -1, vp), out = P_FP32;
         else if (n->op == KILN_OP_Cast)
             out = n->n_in && n->in[0] >= 0 && g->values[n->in[0]].init ? real : dtype_prec((kiln_dtype)kiln__attr_i(n, "to", 1));
         else if (is_compute(n) || lowbit_embedding(n) || (n->op == KILN_OP_QGemm && (n->n_in < 8 || n->in[7] < 0)) ||
@@ -1162,6 +1189,9 @@ kiln_status kiln__precision_before_passes(kiln_graph *g, kiln_model_t m, kiln_bu
     if (global < 0)
         return kiln__err(KILN_ERR_INVALID_ARG, "precision '%s': %s", o->precision,
                          global == -2 ? "not supported yet (" PREC_LIST ")" : "want one of " PREC_LIST);
+    if (global == P_INT16)
+        return kiln__err(KILN_ERR_INVALID_ARG, "precision 'int16': no layer computes in it (only a model's own 16-bit "
+                         "QuantizeLinear / DequantizeLinear realize it); want one of " PREC_LIST);
     if (o->num_layer_precisions < 0 || o->num_layer_precisions > 4096)
         return kiln__err(KILN_ERR_INVALID_ARG, "invalid number of layer precision rules");
     sbuf rep = {0};

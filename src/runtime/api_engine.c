@@ -74,7 +74,7 @@ int kiln_engine_num_layers(kiln_engine_t e)
 
 static const char *precision_name(int p)
 {
-    static const char *const names[] = {"fp32", "tf32", "fp16", "bf16", "int8", "fp8", "nvfp4", "int4", "mxfp4"};
+    static const char *const names[] = {"fp32", "tf32", "fp16", "bf16", "int8", "fp8", "nvfp4", "int4", "mxfp4", "int16"};
     return p >= 0 && p < (int)(sizeof names / sizeof names[0]) ? names[p] : "?";
 }
 

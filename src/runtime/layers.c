@@ -60,7 +60,7 @@ static kiln_dtype prec_dtype(const char *s)
     static const struct { const char *name; kiln_dtype dt; } map[] = {
         {"fp32", KILN_DT_FLOAT32}, {"tf32", KILN_DT_FLOAT32}, {"fp16", KILN_DT_FLOAT16}, {"bf16", KILN_DT_BFLOAT16},
         {"int8", KILN_DT_INT8},    {"fp8", KILN_DT_FP8E4M3},  {"fp4", KILN_DT_FP4E2M1},  {"int4", KILN_DT_INT4},
-        {"nvfp4", KILN_DT_FP4E2M1}, {"mxfp4", KILN_DT_FP4E2M1}};
+        {"nvfp4", KILN_DT_FP4E2M1}, {"mxfp4", KILN_DT_FP4E2M1}, {"int16", KILN_DT_INT16}};
     for (size_t k = 0; s && k < sizeof map / sizeof map[0]; k++)
         if (!strcmp(s, map[k].name))
             return map[k].dt;
