@@ -169,6 +169,62 @@ static bool is_convt_weight(const kiln_graph *g, const kiln_node *n)
 
 static int req_of(const kiln_node *n) { return prec_parse(kiln__attr_s(n, REQ_ATTR, NULL)); }
 
+/* ---- explicit quantization (PRECISION.md, "Explicit Q/DQ and --precision") ----
+ * A Conv / MatMul / Gemm is explicitly quantized when the model's own DequantizeLinear makes its input 0 or its
+ * weight (input 1), directly or through ops that only move or retype values (Identity, Reshape, Transpose, Flatten,
+ * Squeeze, Unsqueeze, Cast), a few deep. Decided once, before anything is calibrated or inserted, and marked
+ * EXPLICIT_ATTR (dropped in realize): such a layer keeps the model's quantization -- --precision requests nothing of
+ * it, the first/last rule does not count it, no calibrated Q/DQ goes around it -- and a --layer-precision rule on
+ * it is checked against what that quantization realizes. */
+#define EXPLICIT_ATTR "kiln_qdq_explicit"
+
+static bool dq_made(const kiln_graph *g, int v, int depth)
+{
+    int p = v >= 0 && v < g->n_values && !g->values[v].init ? g->values[v].producer : -1;
+    if (p < 0 || g->nodes[p].dead || depth >= CONST_CHAIN_DEPTH)
+        return false;
+    const kiln_node *d = &g->nodes[p];
+    switch (d->op) {
+    case KILN_OP_DequantizeLinear:
+        return true;
+    case KILN_OP_Identity: case KILN_OP_Cast: case KILN_OP_Transpose: case KILN_OP_Reshape: case KILN_OP_Flatten:
+    case KILN_OP_Squeeze: case KILN_OP_Unsqueeze:
+        return d->n_in >= 1 && dq_made(g, d->in[0], depth + 1);
+    default:
+        return false;
+    }
+}
+
+static bool explicit_layer(const kiln_node *n) { return kiln__attr_i(n, EXPLICIT_ATTR, 0) != 0; }
+
+/* Marks the explicitly quantized compute layers; returns how many. */
+static kiln_status mark_explicit(kiln_graph *g, int *count)
+{
+    *count = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        kiln_node *n = &g->nodes[i];
+        if (n->dead || !is_compute(n) || n->n_in < 2 || (!dq_made(g, n->in[0], 0) && !dq_made(g, n->in[1], 0)))
+            continue;
+        KILN_TRY(kiln__node_set_attr_i(n, EXPLICIT_ATTR, 1));
+        (*count)++;
+    }
+    return KILN_OK;
+}
+
+/* The build line naming the explicitly quantized layers --precision P leaves to the model's Q/DQ. */
+static void explicit_report(const kiln_graph *g, int global, int count, sbuf *rep)
+{
+    if (!count || global == P_FP32)
+        return;
+    sb_printf(rep, "explicit Q/DQ: %d layer%s keep%s the model's own quantization (--precision %s not applied, no "
+              "calibrated Q/DQ added): ", count, count > 1 ? "s" : "", count > 1 ? "" : "s", prec_names[global]);
+    int k = 0;
+    for (int i = 0; i < g->n_nodes && k < 8; i++)
+        if (!g->nodes[i].dead && explicit_layer(&g->nodes[i]))
+            sb_printf(rep, "%s%s", k++ ? ", " : "", node_label(&g->nodes[i]));
+    sb_printf(rep, "%s\n", count > 8 ? ", ..." : "");
+}
+
 /* Precisions whose weights are quantized (the first and last weight layers stay fp32). */
 static bool quantized(int p) { return p == P_INT8 || p == P_FP8 || p == P_FP4 || p == P_MXFP4 || p == P_INT4; }
 
@@ -224,14 +280,19 @@ static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int 
      * docs/CUDA.md). Attention's MatMuls stay fp32 requests (no fp16 pattern for two computed operands; the GPU
      * runs the fused Attention in the half storage of its inputs) */
     const int keep_p = o && o->device == KILN_DEVICE_CUDA ? P_FP16 : P_FP32;
+    int n_explicit;
+    KILN_TRY(mark_explicit(g, &n_explicit));
+    explicit_report(g, global, n_explicit, rep);
     if (global != P_FP32) {
         int first = -1, last = -1;
         for (int i = 0; i < g->n_nodes; i++)
-            if (is_weight_layer(g, &g->nodes[i])) {
+            if (is_weight_layer(g, &g->nodes[i]) && !explicit_layer(&g->nodes[i])) {
                 first = first < 0 ? i : first;
                 last = i;
             }
         for (int i = 0; i < g->n_nodes; i++) {
+            if (explicit_layer(&g->nodes[i]))
+                continue;   /* the model's own Q/DQ decide */
             if ((quantized(global) && is_attention(g, &g->nodes[i])) || is_convt_weight(g, &g->nodes[i])) {
                 KILN_TRY(kiln__node_set_attr_s(&g->nodes[i], REQ_ATTR, prec_names[P_FP32]));   /* kept: see both */
                 continue;
@@ -281,7 +342,7 @@ static kiln_status set_requests(kiln_graph *g, const kiln_build_options *o, int 
                              rule, pat);
     }
     for (int i = 0; quantized(global) && i < g->n_nodes; i++)
-        if (is_attention(g, &g->nodes[i]) && req_of(&g->nodes[i]) == P_FP32)
+        if (is_attention(g, &g->nodes[i]) && !explicit_layer(&g->nodes[i]) && req_of(&g->nodes[i]) == P_FP32)
             sb_printf(rep, "kept in fp32: %s (%s, both operands computed: attention scores or their weighting)\n",
                       node_label(&g->nodes[i]), g->nodes[i].op_type);
     for (int i = 0; global != P_FP32 && i < g->n_nodes; i++)
@@ -513,6 +574,20 @@ static bool bias_add(const kiln_graph *g, const kiln_node *a, int y, int64_t n)
     return b && b->dtype == KILN_DT_FLOAT32 && b->ndim == 1 && b->dims[0] == n;
 }
 
+/* Value y is read by one of the model's own QuantizeLinear nodes (not one kiln inserted): that Q quantizes the layer's
+ * output (fuse-qdq takes it as the output Q), kiln adds none of its own (the value would be rounded twice). */
+static bool model_q_reads(const qctx *q, int y)
+{
+    const kiln_graph *g = q->g;
+    if (y < q->cap && q->dq_of[y] >= 0)
+        return false;
+    for (int k = 0; k < g->n_nodes; k++)
+        if (!g->nodes[k].dead && g->nodes[k].op == KILN_OP_QuantizeLinear && g->nodes[k].n_in > 0 &&
+            g->nodes[k].in[0] == y)
+            return true;
+    return false;
+}
+
 /* One int8 layer: Q/DQ on its input and output activations, DQ(int8) for its weight. Layers
  * that cannot be quantized are left alone (their realized precision then says so). */
 static kiln_status quantize_layer(qctx *q, int i)
@@ -546,7 +621,8 @@ static kiln_status quantize_layer(qctx *q, int i)
     /* a MatMul read only by its bias Add gets no output Q: fuse-qdq makes it a QLinearMatMul with an
      * int32 bias whose output is float, or requantized where an int8 reader quantizes the sum (or
      * the activation after it) */
-    bool out_q = !(mm && readers == 1 && act >= 0 && bias_add(g, &g->nodes[act], y, w->dims[1]));
+    bool out_q = !(mm && readers == 1 && act >= 0 && bias_add(g, &g->nodes[act], y, w->dims[1])) &&
+                 !model_q_reads(q, y);
     for (int k = 0; k < g->n_outputs; k++)
         if (g->outputs[k] == y) {
             if (!gemm || y != n->out[0])
@@ -679,7 +755,7 @@ static kiln_status fp8_scales(kiln_graph *g, kiln_calibration_t cal, kiln_device
 {
     for (int i = 0; i < g->n_nodes; i++) {
         kiln_node *n = &g->nodes[i];
-        if (n->dead || req_of(n) != P_FP8 || !is_compute(n) || n->n_in < 1 || n->in[0] < 0)
+        if (n->dead || req_of(n) != P_FP8 || !is_compute(n) || n->n_in < 1 || n->in[0] < 0 || explicit_layer(n))
             continue;
         /* the GPU's FP8 GEMM scales its weight per tensor: a CUDA engine's FP8 layers are emulated (and
          * bias-corrected) that way too, so the CPU computes what the GPU will; a CPU build may ask
@@ -745,7 +821,7 @@ static kiln_status insert_qdq(kiln_graph *g, kiln_calibration_t cal)
         q.dq_of[v] = -1;
     int n0 = g->n_nodes;
     for (int i = 0; i < n0 && st == KILN_OK; i++)
-        if (!g->nodes[i].dead && req_of(&g->nodes[i]) == P_INT8)
+        if (!g->nodes[i].dead && req_of(&g->nodes[i]) == P_INT8 && !explicit_layer(&g->nodes[i]))
             st = quantize_layer(&q, i);
     if (st == KILN_OK)
         st = quantize_adds(&q);
@@ -827,7 +903,8 @@ static kiln_status reduce_weights(kiln_graph *g, sbuf *rep)
     for (int i = 0; i < n0 && st == KILN_OK; i++) {
         kiln_node *n = &g->nodes[i];
         int p = req_of(n);
-        if (n->dead || !is_compute(n) || (p != P_FP16 && p != P_BF16) || n->n_in < 2 || n->in[1] < 0)
+        if (n->dead || !is_compute(n) || (p != P_FP16 && p != P_BF16) || n->n_in < 2 || n->in[1] < 0 ||
+            explicit_layer(n))   /* the model's own Q/DQ weights stay as they are: the request is unmet */
             continue;
         int wv = n->in[1], *slot = &done[2 * wv + (p == P_BF16)];
         const kiln_tensor *w = g->values[wv].init;
@@ -988,7 +1065,7 @@ static kiln_status lower_weights(kiln_graph *g, int global, sbuf *rep)
         kiln_node *n = &g->nodes[i];
         int p = req_of(n);
         kiln__qfmt f;
-        if (n->dead || !lowbit_fmt(p, &f) || !lowbit_ok(g, n, p))
+        if (n->dead || !lowbit_fmt(p, &f) || !lowbit_ok(g, n, p) || explicit_layer(n))
             continue;
         KILN_TRY(kiln__node_set_attr_s(n, KILN_ATTR_WQ, kiln__lowbit_name(f)));
         KILN_TRY(kiln__node_set_attr_s(n, KILN_ATTR_AQ, p == P_FP8 ? "fp8" : "fp16"));
@@ -1114,6 +1191,7 @@ static kiln_status realize(kiln_graph *g, const kiln_build_options *o, sbuf *rep
         vp[v] = g->values[v].init ? dtype_prec(g->values[v].init->dtype) : dtype_prec(g->values[v].dtype);
     sbuf bad = {0};
     int n_bad = 0;
+    bool any_own = false;   /* an unmet request on a layer the model's own Q/DQ quantize (they take precedence) */
     kiln_status st = KILN_OK;
     for (int i = 0; i < g->n_nodes && st == KILN_OK; i++) {
         kiln_node *n = &g->nodes[i];
@@ -1133,21 +1211,27 @@ static kiln_status realize(kiln_graph *g, const kiln_build_options *o, sbuf *rep
         n->precision = real;
         n_bad += fused_unmet(n, real, o->precision_fallback, rep, &bad, n_bad);
         kiln__node_drop_attr(n, KILN_ATTR_PREC_EXACT);   /* (only fusion needed it) */
+        bool own = explicit_layer(n);
+        kiln__node_drop_attr(n, EXPLICIT_ATTR);
         int req = req_of(n);
         if (!kiln__attr(n, REQ_ATTR) || req == real)
             continue;
         if (o->precision_fallback)
-            sb_printf(rep, "fallback: %s (%s) requested %s, runs in %s\n", node_label(n), n->op_type,
-                      prec_names[req < 0 ? 0 : req], prec_names[real]);
-        else if (n_bad++ < 8)
-            sb_printf(&bad, "%s%s (%s: %s)", n_bad > 1 ? ", " : "", node_label(n), n->op_type, prec_names[real]);
+            sb_printf(rep, "fallback: %s (%s) requested %s, runs in %s%s\n", node_label(n), n->op_type,
+                      prec_names[req < 0 ? 0 : req], prec_names[real], own ? " (the model's own Q/DQ)" : "");
+        else if (n_bad++ < 8) {
+            sb_printf(&bad, "%s%s (%s: %s%s)", n_bad > 1 ? ", " : "", node_label(n), n->op_type, prec_names[real],
+                      own ? ", as the model's own Q/DQ quantize it" : "");
+            any_own |= own;
+        }
     }
     kiln__free(vp);
     if (st == KILN_OK && n_bad)
         st = kiln__err(KILN_ERR_UNSUPPORTED,
-                       "%d layer%s cannot run in the requested precision: %s%s (no kernel or pattern for it; "
+                       "%d layer%s cannot run in the requested precision: %s%s (no kernel or pattern for it%s; "
                        "--precision-fallback builds anyway and lists each fallback)",
-                       n_bad, n_bad > 1 ? "s" : "", bad.p ? bad.p : "", n_bad > 8 ? ", ..." : "");
+                       n_bad, n_bad > 1 ? "s" : "", bad.p ? bad.p : "", n_bad > 8 ? ", ..." : "",
+                       any_own ? ", or the model's own Q/DQ, which take precedence, quantize it otherwise" : "");
     kiln__free(bad.p);
     return st;
 }
@@ -1164,6 +1248,19 @@ static bool any_request(const kiln_graph *g, int p)
     for (int i = 0; i < g->n_nodes; i++)
         if (!g->nodes[i].dead && req_of(&g->nodes[i]) == p)
             return true;
+    return false;
+}
+
+/* A request p kiln must calibrate for: on a node that is neither an explicitly quantized layer nor one of the
+ * model's QuantizeLinear / DequantizeLinear (their own scales realize it or not). */
+static bool calib_request(const kiln_graph *g, int p)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        const kiln_node *n = &g->nodes[i];
+        if (!n->dead && req_of(n) == p && !explicit_layer(n) && n->op != KILN_OP_QuantizeLinear &&
+            n->op != KILN_OP_DequantizeLinear)
+            return true;
+    }
     return false;
 }
 
@@ -1198,7 +1295,7 @@ kiln_status kiln__precision_before_passes(kiln_graph *g, kiln_model_t m, kiln_bu
     if (plan && plan->report)
         sb_printf(&rep, "%s", plan->report);
     kiln_status st = set_requests(g, o, global, plan, &rep);
-    bool i8 = st == KILN_OK && any_request(g, P_INT8), f8 = st == KILN_OK && any_request(g, P_FP8);
+    bool i8 = st == KILN_OK && calib_request(g, P_INT8), f8 = st == KILN_OK && calib_request(g, P_FP8);
     kiln_calibration_t given = plan ? plan->cal : NULL, cal = NULL;
     if (i8 || f8)
         st = calibrate(g, m, o, &rep, given, &cal);

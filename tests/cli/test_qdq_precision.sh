@@ -43,4 +43,39 @@ expect_err "int8 asked of an int16 quantizer: unmet" "q (QuantizeLinear: int16)"
 expect_err "--precision int16 refused" "only a model's own 16-bit" \
   "$KILN" build "$T/q16.onnx" -o "$T/r.kiln" --precision int16
 
+# ---- F4: explicit Q/DQ take precedence over --precision and calibration ----
+# same NAME A B: the two npy outputs are equal (max |a - b| <= TOL, default 0)
+same() {
+  if $PY -c "import numpy as np,sys; a,b=np.load(sys.argv[1]),np.load(sys.argv[2]); d=float(np.abs(a.astype(np.float64)-b).max()); print('max diff',d); sys.exit(0 if a.shape==b.shape and d<=float(sys.argv[3]) else 1)" "$2" "$3" "${4:-0}" > "$T/same.txt" 2>&1
+  then ok "$1"; else bad "$1: $(cat "$T/same.txt")"; fi
+}
+runx() { "$KILN" run "$1" --input "x=$2" --output-dir "$3" > /dev/null 2>&1 || bad "run $1"; }
+expect_ok "qat3 plain" "$KILN" build "$T/qat3.onnx" -o "$T/qat3.kiln"
+"$KILN" run "$T/qat3.onnx" --no-optimize --input "x=$T/qat3_x.npy" --output-dir "$T/qat3.ref" > /dev/null 2>&1 || bad "run qat3 reference"
+runx "$T/qat3.kiln" "$T/qat3_x.npy" "$T/qat3.o"
+same "qat3 plain = the model's Q/DQ semantics" "$T/qat3.o/y.npy" "$T/qat3.ref/y.npy" 1e-5
+expect_ok "qat3 --precision int8" "$KILN" build "$T/qat3.onnx" -o "$T/qat3i8.kiln" --precision int8 --calib "$T/calq"
+grep -q "kept in fp32" "$T/out.txt" && bad "first/last rule applied to explicitly quantized layers: $(grep kept "$T/out.txt")" || ok "no first/last override of explicit layers"
+grep -q "explicit Q/DQ: 3 layers keep the model's own quantization" "$T/out.txt" && ok "explicit layers said" || bad "explicit line: $(cat "$T/out.txt")"
+has "qat3 int8: the model's convs stay integer" "$T/qat3i8.kiln" conv0=int8 conv1=int8
+runx "$T/qat3i8.kiln" "$T/qat3_x.npy" "$T/qat3i8.o"
+same "qat3 --precision int8 = the model's Q/DQ semantics" "$T/qat3i8.o/y.npy" "$T/qat3.ref/y.npy" 1e-5
+"$KILN" inspect "$T/qat3i8.kiln" --json > "$T/i.json" 2>&1
+grep -q '"QLookup"\|__kiln_quantize' "$T/i.json" && bad "calibrated Q/DQ stacked on the model's" || ok "no calibrated Q/DQ on explicit layers"
+for p in int8 fp16 bf16 fp8 nvfp4; do
+  expect_ok "one-layer Q/DQ model --precision $p" "$KILN" build "$T/conv_pc.onnx" -o "$T/pc_$p.kiln" --precision $p --calib "$T/calq"
+  has "one-layer Q/DQ --precision $p: int8 realized" "$T/pc_$p.kiln" conv=int8
+done
+expect_ok "int8 asked of an explicit layer: honoured, no calibration needed" \
+  "$KILN" build "$T/conv_pc.onnx" -o "$T/r.kiln" --layer-precision conv:int8
+expect_err "fp16 asked of an explicit int8 layer: unmet, said so" "conv (QLinearConv: int8, as the model's own Q/DQ" \
+  "$KILN" build "$T/conv_pc.onnx" -o "$T/r.kiln" --layer-precision conv:fp16
+# a float layer before the model's own Q: calibrated input, the model's Q as its output quantization (no second
+# rounding: no QLookup requantization), the model's conv1 untouched
+expect_ok "mixed: float conv0 asked int8 before the model's Q" \
+  "$KILN" build "$T/mixed.onnx" -o "$T/mixed.kiln" --precision int8 --layer-precision conv0:int8 --calib "$T/calq"
+has "mixed: conv0 integer" "$T/mixed.kiln" conv0=int8
+"$KILN" inspect "$T/mixed.kiln" --json > "$T/i.json" 2>&1
+grep -q '"QLookup"' "$T/i.json" && bad "mixed: conv0's output rounded twice (QLookup)" || ok "mixed: conv0 writes the model's Q directly"
+
 finish
