@@ -1213,6 +1213,11 @@ static kiln_status realize(kiln_graph *g, const kiln_build_options *o, sbuf *rep
         kiln__node_drop_attr(n, KILN_ATTR_PREC_EXACT);   /* (only fusion needed it) */
         bool own = explicit_layer(n);
         kiln__node_drop_attr(n, EXPLICIT_ATTR);
+        const char *why = kiln__attr_s(n, KILN_ATTR_QDQ_UNFUSED, NULL);
+        if (why && !quantized(real))   /* an explicit Q/DQ layer left float: never silent */
+            sb_printf(rep, "not fused: %s (%s) runs in %s on dequantized values (fake quantization): %s\n",
+                      node_label(n), n->op_type, prec_names[real], why);
+        kiln__node_drop_attr(n, KILN_ATTR_QDQ_UNFUSED);
         int req = req_of(n);
         if (!kiln__attr(n, REQ_ATTR) || req == real)
             continue;

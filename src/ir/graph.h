@@ -185,6 +185,9 @@ kiln_status kiln__node_add_fused(kiln_node *n, const char *text);
 #define KILN_ATTR_PREC_REQ "kiln_prec_req"
 #define KILN_ATTR_PREC_FUSED "kiln_prec_fused"
 #define KILN_ATTR_PREC_EXACT "kiln_prec_exact"
+/* string on a Conv / MatMul / Gemm that reads the model's DequantizeLinear but fuse-qdq could not make an integer
+ * layer: why (src/passes/p_qdq.c); the builder says it where the layer is realized in float, then drops it */
+#define KILN_ATTR_QDQ_UNFUSED "kiln_qdq_unfused"
 /* Sets (or replaces) an attribute on a node. */
 kiln_status kiln__node_set_attr_i(kiln_node *n, const char *name, int64_t v);
 kiln_status kiln__node_set_attr_f(kiln_node *n, const char *name, float v);

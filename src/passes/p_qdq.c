@@ -483,6 +483,36 @@ static kiln_status float_matmul(kiln_graph *g, int i, bool *done)
     return kiln__node_set_attr_i(&g->nodes[i], "kiln_out_float", 1);
 }
 
+/* Why compute layer c, which reads the model's DequantizeLinear but was not fused, stays float (NULL: it reads none):
+ * the builder says it (KILN_ATTR_QDQ_UNFUSED, precision.c realize; PRECISION.md "Explicit quantization"). */
+static const kiln_node *producer_of(const kiln_graph *g, int v)
+{
+    int p = v >= 0 && !g->values[v].init ? g->values[v].producer : -1;
+    return p >= 0 && !g->nodes[p].dead ? &g->nodes[p] : NULL;
+}
+
+static const char *unfused_reason(const kiln_graph *g, const kiln_node *c)
+{
+    const kiln_node *xp = c->n_in > 0 ? producer_of(g, c->in[0]) : NULL;
+    const kiln_node *wp = c->n_in > 1 ? producer_of(g, c->in[1]) : NULL;
+    bool xdq = xp && xp->op == KILN_OP_DequantizeLinear, wdq = wp && wp->op == KILN_OP_DequantizeLinear;
+    qp x, w;
+    if (!xdq && !wdq)
+        return NULL;
+    if (!xdq)
+        return "only its weight is dequantized (its input is float)";
+    if (!dq_of(g, c->in[0], &x))
+        return qdq_params(g, (int)(xp - g->nodes), KILN_OP_DequantizeLinear, &x) && numel(x.s) > 1
+                   ? "its input is quantized per channel (an integer layer takes one scale for it)"
+                   : "its input's quantization is not 8-bit with constant parameters";
+    if (!wdq || !cval(g, wp->in[0]))
+        return "its weight is not dequantized from a constant";
+    int axis = c->op == KILN_OP_Conv ? 0 : c->op == KILN_OP_Gemm && kiln__attr_i(c, "transB", 0) ? 0 : 1;
+    if (!dq_weight(g, c->in[1], axis, &w))
+        return "its weight scales are neither per tensor nor per output channel, or not 8-bit";
+    return "its output is not quantized by a QuantizeLinear (consumed in float) and no bias or pattern joins it";
+}
+
 kiln_status kiln__pass_fuse_qdq(kiln_graph *g, const kiln_pass_ctx *pc, int *changed)
 {
     (void)pc;
@@ -517,6 +547,13 @@ kiln_status kiln__pass_fuse_qdq(kiln_graph *g, const kiln_pass_ctx *pc, int *cha
         else if (!g->nodes[i].dead && g->nodes[i].op == KILN_OP_Add)
             KILN_TRY(float_matmul(g, i, &done));
         *changed += done;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {   /* Q/DQ-annotated layers left float: said by the builder */
+        kiln_node *n = &g->nodes[i];
+        const char *why = !n->dead && (n->op == KILN_OP_Conv || n->op == KILN_OP_MatMul || n->op == KILN_OP_Gemm)
+                              ? unfused_reason(g, n) : NULL;
+        if (why && !kiln__attr(n, KILN_ATTR_QDQ_UNFUSED))   /* the first look: later runs see DQ(weight) folded */
+            KILN_TRY(kiln__node_set_attr_s(n, KILN_ATTR_QDQ_UNFUSED, why));
     }
     return *changed ? kiln__graph_remove_dead(g) : KILN_OK;
 }

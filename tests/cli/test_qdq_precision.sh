@@ -78,4 +78,22 @@ has "mixed: conv0 integer" "$T/mixed.kiln" conv0=int8
 "$KILN" inspect "$T/mixed.kiln" --json > "$T/i.json" 2>&1
 grep -q '"QLookup"' "$T/i.json" && bad "mixed: conv0's output rounded twice (QLookup)" || ok "mixed: conv0 writes the model's Q directly"
 
+# ---- F6: explicit Q/DQ layers left float are said, one line each, and stay numerically right ----
+for c in "conv_floatout|conv (Conv) runs in fp32.*not quantized by a QuantizeLinear" \
+         "mm_floatout|mm (MatMul) runs in fp32.*not quantized by a QuantizeLinear" \
+         "conv_actpc|conv (Conv) runs in fp32.*quantized per channel" \
+         "conv_axis1|conv (.*Conv) runs in fp32.*weight scales are neither" \
+         "gemm_tb_ax1|gemm (Gemm) runs in fp32.*weight scales are neither" \
+         "qat3|conv2 (.*Conv) runs in fp32.*not quantized by a QuantizeLinear"; do
+  m=${c%%|*} pat=${c#*|}
+  expect_ok "build $m" "$KILN" build "$T/$m.onnx" -o "$T/$m.kiln"
+  grep -q "not fused: $pat" "$T/out.txt" && ok "$m: not fused said" || bad "$m: no 'not fused' line: $(cat "$T/out.txt")"
+  [ "$(grep -c "not fused:" "$T/out.txt")" = 1 ] && ok "$m: one line" || bad "$m: $(grep -c "not fused:" "$T/out.txt") lines"
+  "$KILN" run "$T/$m.onnx" --no-optimize --input "x=$T/${m}_x.npy" --output-dir "$T/$m.ref" > /dev/null 2>&1 || bad "run $m reference"
+  runx "$T/$m.kiln" "$T/${m}_x.npy" "$T/$m.o"
+  same "$m: fake quantization = the model's semantics" "$T/$m.o/y.npy" "$T/$m.ref/y.npy" 1e-4
+done
+expect_ok "fused conv: no 'not fused' line" "$KILN" build "$T/conv_pc.onnx" -o "$T/r.kiln"
+grep -q "not fused" "$T/out.txt" && bad "conv_pc: $(cat "$T/out.txt")" || ok "conv_pc: silent when fused"
+
 finish
