@@ -1,6 +1,6 @@
-/* The engine a served model runs: model.kiln as is, or model.onnx built on load (for the model's
- * device, in the precision its config asks for, int8 calibrated on a directory beside it) and
- * cached beside the model as <version>/.kiln-cache-<hash>-<size>.kiln, written atomically. The
+/* The engine a served model runs: model.kiln as is (read into memory), or model.onnx built on load
+ * (for the model's device, in the precision its config asks for, int8 calibrated on a directory
+ * beside it) and cached beside the model as <version>/.kiln-cache-<hash>-<size>.kiln, written atomically. The
  * hash covers the model bytes, the build options, the calibration data and kiln's version, so a
  * change of any of them builds anew. */
 #include "serve.h"
@@ -147,7 +147,10 @@ bool sv_open_engine(const char *mdir, const char *vdir, const sv_config *cfg, ki
     char path[4200], cache[4300];
     snprintf(path, sizeof path, "%s/model.kiln", vdir);
     if (sv_is_file(path)) {
-        if (kiln_engine_load(path, e) != KILN_OK)
+        /* read into memory, not mapped: a repository's model.kiln gets overwritten in place (cp, rsync
+         * --inplace, a network volume), and a mapping would then read the new bytes past the load-time
+         * checksums, or fault with SIGBUS when the file shrinks (docs/ENGINE_FORMAT.md, "Loading") */
+        if (kiln_engine_load_ex(path, KILN_ENGINE_LOAD_COPY, e) != KILN_OK)
             return fail_at(path, kiln_last_error(), err, errlen);
         return true;
     }
