@@ -1,8 +1,9 @@
 /* The engine a served model runs: model.kiln as is (read into memory), or model.onnx built on load
  * (for the model's device, in the precision its config asks for, int8 calibrated on a directory
- * beside it) and cached beside the model as <version>/.kiln-cache-<hash>-<size>.kiln, written atomically. The
- * hash covers the model bytes, the build options, the calibration data and kiln's version, so a
- * change of any of them builds anew. */
+ * beside it) and cached beside the model as <version>/.kiln-cache-<hash>-<size>.kiln, written
+ * atomically. The hash covers the model bytes, the other files of the version directory (external
+ * data), the build options, the calibration data and kiln's version, so a change of any of them
+ * builds anew. */
 #include "serve.h"
 #include <dirent.h>
 #include <errno.h>
@@ -55,18 +56,28 @@ static bool write_atomic(const char *path, const void *buf, size_t len)
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* Folds the names and bytes of the calibration directory's .npy files (in name order) into *h. */
-static bool hash_calibration(const char *dir, uint64_t *h, char *err, size_t errlen)
+static void free_names(char **names, size_t n)
 {
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+/* The entries of dir that keep(name) accepts, sorted by name (hashes must not depend on readdir's
+ * order); "." and ".." never. false with err filled when dir cannot be read or memory runs out. */
+static bool list_sorted(const char *dir, bool (*keep)(const char *name), char ***out, size_t *out_n, char *err,
+                        size_t errlen)
+{
+    *out = NULL;
+    *out_n = 0;
     DIR *d = opendir(dir);
     if (!d)
-        return snprintf(err, errlen, "calibration directory %s: %s", dir, strerror(errno)), false;
+        return snprintf(err, errlen, "%s: %s", dir, strerror(errno)), false;
     char **names = NULL;
     size_t n = 0, cap = 0;
     bool ok = true;
     for (struct dirent *de; ok && (de = readdir(d));) {
-        size_t l = strlen(de->d_name);
-        if (l < 5 || strcmp(de->d_name + l - 4, ".npy") || de->d_name[0] == '.')
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || !keep(de->d_name))
             continue;
         if (n == cap) {
             char **g = realloc(names, (cap = cap ? 2 * cap : 16) * sizeof *names);
@@ -78,14 +89,33 @@ static bool hash_calibration(const char *dir, uint64_t *h, char *err, size_t err
         n += ok;
     }
     closedir(d);
-    if (ok && n == 0) {
-        snprintf(err, errlen, "calibration directory %s has no .npy files", dir);
-        ok = false;
-    } else if (!ok) {
-        snprintf(err, errlen, "out of memory");
+    if (!ok) {
+        free_names(names, n);
+        return snprintf(err, errlen, "%s: out of memory", dir), false;
     }
-    if (ok)
-        qsort(names, n, sizeof *names, cmp_str);
+    qsort(names, n, sizeof *names, cmp_str);
+    *out = names;
+    *out_n = n;
+    return true;
+}
+
+static bool is_npy(const char *name)
+{
+    size_t l = strlen(name);
+    return l >= 5 && !strcmp(name + l - 4, ".npy") && name[0] != '.';
+}
+
+/* Folds the names and bytes of the calibration directory's .npy files (in name order) into *h. */
+static bool hash_calibration(const char *dir, uint64_t *h, char *err, size_t errlen)
+{
+    char **names;
+    size_t n;
+    char why[4600];
+    if (!list_sorted(dir, is_npy, &names, &n, why, sizeof why))
+        return snprintf(err, errlen, "calibration directory %s", why), false;
+    bool ok = n > 0;
+    if (!ok)
+        snprintf(err, errlen, "calibration directory %s has no .npy files", dir);
     for (size_t i = 0; ok && i < n; i++) {
         char path[4400];
         size_t len;
@@ -99,9 +129,87 @@ static bool hash_calibration(const char *dir, uint64_t *h, char *err, size_t err
         *h = sv_fnv1a(sv_fnv1a(*h, names[i], strlen(names[i]) + 1), bytes, len);
         free(bytes);
     }
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
+    free_names(names, n);
+    return ok;
+}
+
+/* Folds n bytes into h eight at a time (external data runs to gigabytes; byte-wise FNV-1a would
+ * take seconds per load), the tail byte-wise. Not a cryptographic hash: it tells versions of a
+ * file apart, it does not resist a forger. */
+static uint64_t hash_words(uint64_t h, const unsigned char *p, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    return sv_fnv1a(h, p + i, n - i);
+}
+
+/* Folds a regular file's size and bytes into *h, read in 1 MiB pieces; one that cannot be read
+ * (whatever it is: the build reports it if the model needs it) folds its size and mtime instead. */
+static void hash_file(const char *path, const struct stat *st, unsigned char *buf, size_t bufsize, uint64_t *h)
+{
+    uint64_t size = (uint64_t)st->st_size;
+    *h = sv_fnv1a(*h, &size, sizeof size);
+    FILE *f = fopen(path, "rb");
+    size_t got;
+    while (f && (got = fread(buf, 1, bufsize, f)) > 0)
+        *h = hash_words(*h, buf, got);
+    if (!f || ferror(f)) {
+        int64_t t[2] = {(int64_t)st->st_mtim.tv_sec, (int64_t)st->st_mtim.tv_nsec};
+        *h = sv_fnv1a(sv_fnv1a(*h, "?", 1), t, sizeof t);
+    }
+    if (f)
+        fclose(f);
+}
+
+/* Not part of the key: kiln's cache files (and their temporaries), written beside the model. */
+static bool not_cache(const char *name) { return strncmp(name, ".kiln-cache-", 12) != 0; }
+
+/* Folds every regular file below dir (names relative to the version directory, sizes and bytes, in
+ * name order; symbolic links and what is not a file or directory skipped, as the ONNX loader refuses
+ * them) into *h, but model.onnx at the top, which the key already holds, and kiln's cache files. An
+ * ONNX model's external data can only lie there (the loader confines it to the model's directory),
+ * so new weights in an unchanged model.onnx build a new engine. */
+static bool hash_tree(const char *dir, const char *rel, int depth, unsigned char *buf, size_t bufsize, uint64_t *h,
+                      char *err, size_t errlen)
+{
+    char **names;
+    size_t n;
+    if (!list_sorted(dir, not_cache, &names, &n, err, errlen))
+        return false;
+    bool ok = true;
+    for (size_t i = 0; ok && i < n; i++) {
+        char path[4400], sub[4400];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        snprintf(sub, sizeof sub, "%s%s%s", rel, rel[0] ? "/" : "", names[i]);
+        if ((!rel[0] && !strcmp(names[i], "model.onnx")) || lstat(path, &st) != 0)
+            continue;
+        if (S_ISREG(st.st_mode)) {
+            *h = sv_fnv1a(*h, sub, strlen(sub) + 1);
+            hash_file(path, &st, buf, bufsize, h);
+        } else if (S_ISDIR(st.st_mode) && depth < 16) {
+            *h = sv_fnv1a(*h, sub, strlen(sub) + 1);
+            ok = hash_tree(path, sub, depth + 1, buf, bufsize, h, err, errlen);
+        }
+    }
+    free_names(names, n);
+    return ok;
+}
+
+/* hash_tree over the version directory vdir. */
+static bool hash_version_dir(const char *vdir, uint64_t *h, char *err, size_t errlen)
+{
+    size_t bufsize = (size_t)1 << 20;
+    unsigned char *buf = malloc(bufsize);
+    if (!buf)
+        return snprintf(err, errlen, "out of memory"), false;
+    bool ok = hash_tree(vdir, "", 0, buf, bufsize, h, err, errlen);
+    free(buf);
     return ok;
 }
 
@@ -167,6 +275,10 @@ bool sv_open_engine(const char *mdir, const char *vdir, const sv_config *cfg, ki
     uint64_t h = sv_fnv1a(0xcbf29ce484222325ull, bytes, len);
     h = sv_fnv1a(h, opts, strlen(opts) + 1);
     h = sv_fnv1a(h, KILN_VERSION_STRING, sizeof KILN_VERSION_STRING);
+    if (!hash_version_dir(vdir, &h, err, errlen)) {
+        free(bytes);
+        return false;
+    }
     if (cfg->calibration[0]) {
         char dir[4400];
         snprintf(dir, sizeof dir, "%s/%s", mdir, cfg->calibration);

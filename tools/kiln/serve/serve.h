@@ -85,8 +85,8 @@ typedef struct sv_config {
 
 /* The engine of version directory vdir of model directory mdir, for device dev: model.kiln as
  * is, or model.onnx built with cfg's precision (int8: calibrated on mdir/<cfg->calibration>) and
- * cached beside it, keyed by the model, the build options, the calibration data and kiln's
- * version (engine.c). */
+ * cached beside it, keyed by the model (its external data included), the build options, the
+ * calibration data and kiln's version (engine.c). */
 bool sv_open_engine(const char *mdir, const char *vdir, const sv_config *cfg, kiln_device dev, kiln_engine_t *e,
                     char *err, size_t errlen);
 
