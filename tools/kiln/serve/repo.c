@@ -21,6 +21,7 @@ typedef struct sv_entry {
     int64_t version;
     char reason[512];
     sv_model *m;
+    bool wanted;   /* asked to be loaded (at start or by a load request) and not unloaded since */
 } sv_entry;
 
 struct sv_repo {
@@ -62,7 +63,9 @@ static sv_entry *entry(sv_repo *r, const char *name, bool create)
     return x;
 }
 
-/* Adds an entry for every model directory (lock held). */
+/* Adds an entry for every model directory, and drops those of directories gone that hold nothing:
+ * no model, no load in progress, none asked for (lock held). Scanning loads nothing and changes no
+ * model's state, so neither does the index request that scans. */
 static void scan(sv_repo *r)
 {
     DIR *d = opendir(r->root);
@@ -75,6 +78,14 @@ static void scan(sv_repo *r)
     }
     if (d)
         closedir(d);
+    for (int i = r->n - 1; i >= 0; i--) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", r->root, r->e[i].name);
+        if (!r->e[i].m && r->e[i].state == ST_UNAVAILABLE && !r->e[i].wanted && !is_dir(p)) {
+            memmove(&r->e[i], &r->e[i + 1], sizeof *r->e * (size_t)(r->n - i - 1));
+            r->n--;
+        }
+    }
 }
 
 sv_repo *sv_repo_open(const char *root, const sv_options *o, char *err, size_t errlen)
@@ -208,6 +219,7 @@ int sv_repo_load(sv_repo *r, const char *name, char *err, size_t errlen)
         return snprintf(err, errlen, x ? "model '%s' is already loading" : "out of memory", name), x ? 409 : 500;
     }
     x->state = ST_LOADING;
+    x->wanted = true;
     pthread_mutex_unlock(&r->mu);
     uint64_t t0 = sv_now_ns();
     sv_model *m = model_open(r, name, err, errlen);
@@ -239,10 +251,11 @@ int sv_repo_unload(sv_repo *r, const char *name, char *err, size_t errlen)
     pthread_mutex_lock(&r->mu);
     sv_entry *x = entry(r, name, false);
     sv_model *m = NULL;
-    if (x && x->state == ST_READY) {
+    if (x && x->state != ST_LOADING) {   /* a model that failed to load is unloaded too: no longer asked for */
         m = x->m;
         x->m = NULL;
         x->state = ST_UNAVAILABLE;
+        x->wanted = false;
         snprintf(x->reason, sizeof x->reason, "unloaded");
     }
     pthread_mutex_unlock(&r->mu);
@@ -290,12 +303,14 @@ json_t *sv_repo_index(sv_repo *r)
     return a;
 }
 
+/* Triton's strict readiness: every model asked to be loaded (at start, or by a load request not
+ * undone by an unload) is ready. A directory the index found, never loaded, does not count. */
 bool sv_repo_all_ready(sv_repo *r)
 {
     pthread_mutex_lock(&r->mu);
     bool ok = true;
     for (int i = 0; i < r->n; i++)
-        ok = ok && r->e[i].state != ST_LOADING && (r->e[i].state == ST_READY || !strcmp(r->e[i].reason, "unloaded"));
+        ok = ok && (!r->e[i].wanted || r->e[i].state == ST_READY);
     pthread_mutex_unlock(&r->mu);
     return ok;
 }
