@@ -1,30 +1,67 @@
 #!/usr/bin/env bash
 # Model lifecycle through the repository extension, as Triton's: server readiness follows the
 # models asked to be loaded (a directory the index finds does not count; unloading a model that
-# failed to load restores readiness). usage: test_lifecycle.sh KILN
+# failed to load restores readiness); an unload sent while the model loads wins (the last request
+# decides). usage: test_lifecycle.sh KILN
 KILN="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 source "$(dirname "$0")/lib.sh"
 mkdir -p "$TMP/repo/tiny/1"
 cp "$MODELS/tiny_cnn.onnx" "$TMP/repo/tiny/1/model.onnx"
+# cls: no preferred batch sizes, so that every load measures batches 1..32 (a load of 0.4 s or more)
+mkdir -p "$TMP/repo/cls/1"
+cp "$CLS_MODEL" "$TMP/repo/cls/1/model.onnx"
+printf '%s\n' 'max_batch_size: 32' 'input [ { name: "x" dims: [3, 48, 192] } ]' 'dynamic_batching { }' \
+  'parameters { key: "threads" value: { string_value: "1" } }' > "$TMP/repo/cls/config.pbtxt"
 start_server "$TMP/repo"
 ready() { http_code GET /v2/health/ready; }
 index() { http_code POST /v2/repository/index > /dev/null; cat "$TMP/body"; }
+# state NAME: "STATE reason" of NAME in the index ("absent" if not listed)
+state() {
+  index | python3 -c 'import json, sys; e = [x for x in json.load(sys.stdin) if x["name"] == sys.argv[1]]; print("%s %s" % (e[0]["state"], e[0].get("reason", "")) if e else "absent")' "$1"
+}
 
 # 1. readiness: a new directory listed by the index, a failed load, an unload
 [ "$(ready)" = 200 ] || fail "not ready at start"
 mkdir "$TMP/repo/incoming"   # e.g. a model being copied in
-index | grep -q '"name":"incoming","state":"UNAVAILABLE"' || fail "the index does not list the new directory: $(cat "$TMP/body")"
+[ "$(state incoming)" = "UNAVAILABLE " ] || fail "the index does not list the new directory: $(cat "$TMP/body")"
 [ "$(ready)" = 200 ] || fail "a directory found by the index (never loaded) made the server unready"
 rmdir "$TMP/repo/incoming"
-index | grep -q '"incoming"' && fail "the index still lists a directory that is gone: $(cat "$TMP/body")"
+[ "$(state incoming)" = absent ] || fail "the index still lists a directory that is gone: $(cat "$TMP/body")"
 mkdir -p "$TMP/repo/broken/1" && echo "not onnx" > "$TMP/repo/broken/1/model.onnx"
 [ "$(http_code POST /v2/repository/models/broken/load)" = 400 ] || fail "loading a broken model: $(cat "$TMP/body")"
 [ "$(ready)" = 503 ] || fail "ready although a model asked to be loaded failed"
 [ "$(http_code POST /v2/repository/models/broken/unload)" = 200 ] || fail "unloading the broken model: $(cat "$TMP/body")"
 [ "$(ready)" = 200 ] || fail "still unready after the model that failed was unloaded"
-index | grep -q '"name":"broken","state":"UNAVAILABLE","reason":"unloaded"' || fail "index after the unload: $(cat "$TMP/body")"
+[ "$(state broken)" = "UNAVAILABLE unloaded" ] || fail "index after the unload: $(cat "$TMP/body")"
 [ "$(http_code POST /v2/repository/models/tiny/unload)" = 200 ] && [ "$(ready)" = 200 ] || fail "unloading a ready model"
 [ "$(http_code POST /v2/repository/models/tiny/load)" = 200 ] && [ "$(ready)" = 200 ] || fail "loading it again"
 pass "readiness follows the models asked to be loaded (index, failed load, unload)"
+
+# 2. unload while the model is loading (nothing served yet): the unload wins, the load answers 409
+[ "$(http_code POST /v2/repository/models/cls/unload)" = 200 ] || fail "unloading cls"
+caught=""
+for attempt in 1 2 3 4 5; do
+  curl -s -o "$TMP/load_body" -w '%{http_code}' -X POST "$URL/v2/repository/models/cls/load" > "$TMP/load_code" &
+  lpid=$!
+  for _ in $(seq 1 400); do   # until the index shows the load in progress
+    index | grep -q '"name":"cls","state":"LOADING"' && { caught=1; break; }   # grep: python starts too slowly
+    kill -0 "$lpid" 2>/dev/null || break
+  done
+  if [ -n "$caught" ]; then
+    [ "$(http_code POST /v2/repository/models/cls/unload)" = 200 ] || fail "unload during the load: $(cat "$TMP/body")"
+  fi
+  wait "$lpid" || true
+  [ -n "$caught" ] && break
+  [ "$(http_code POST /v2/repository/models/cls/unload)" = 200 ] || fail "unloading cls"
+done
+[ -n "$caught" ] || fail "never caught cls loading (5 loads)"
+[ "$(cat "$TMP/load_code")" = 409 ] && grep -q "unloaded while it was loading" "$TMP/load_body" ||
+  fail "the load overtaken by an unload answered $(cat "$TMP/load_code") $(cat "$TMP/load_body")"
+[ "$(state cls)" = "UNAVAILABLE unloaded" ] || fail "cls after an unload during its load: $(cat "$TMP/body")"
+[ "$(http_code GET /v2/models/cls/ready)" = 400 ] || fail "cls is ready after the unload sent during its load"
+[ "$(ready)" = 200 ] || fail "server unready after the unload during a load"
+[ "$(http_code POST /v2/repository/models/cls/load)" = 200 ] && [ "$(http_code GET /v2/models/cls/ready)" = 200 ] ||
+  fail "loading cls again: $(cat "$TMP/body")"
+pass "an unload sent during a load wins: the load answers 409, the model ends unloaded"
 
 stop_server

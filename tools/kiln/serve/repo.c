@@ -22,6 +22,8 @@ typedef struct sv_entry {
     char reason[512];
     sv_model *m;
     bool wanted;   /* asked to be loaded (at start or by a load request) and not unloaded since */
+    bool loading;  /* a load is in progress (a second one is refused) */
+    uint64_t unloads;   /* unload requests so far: a load that sees it move drops what it loaded */
 } sv_entry;
 
 struct sv_repo {
@@ -81,7 +83,7 @@ static void scan(sv_repo *r)
     for (int i = r->n - 1; i >= 0; i--) {
         char p[4096];
         snprintf(p, sizeof p, "%s/%s", r->root, r->e[i].name);
-        if (!r->e[i].m && r->e[i].state == ST_UNAVAILABLE && !r->e[i].wanted && !is_dir(p)) {
+        if (!r->e[i].m && !r->e[i].loading && !r->e[i].wanted && !is_dir(p)) {
             memmove(&r->e[i], &r->e[i + 1], sizeof *r->e * (size_t)(r->n - i - 1));
             r->n--;
         }
@@ -214,17 +216,26 @@ int sv_repo_load(sv_repo *r, const char *name, char *err, size_t errlen)
         return snprintf(err, errlen, "no model '%s' in the repository", name), 404;
     pthread_mutex_lock(&r->mu);
     sv_entry *x = entry(r, name, true);
-    if (!x || x->state == ST_LOADING) {
+    if (!x || x->loading) {
         pthread_mutex_unlock(&r->mu);
         return snprintf(err, errlen, x ? "model '%s' is already loading" : "out of memory", name), x ? 409 : 500;
     }
     x->state = ST_LOADING;
-    x->wanted = true;
+    x->wanted = x->loading = true;
+    uint64_t unloads = x->unloads;
     pthread_mutex_unlock(&r->mu);
     uint64_t t0 = sv_now_ns();
     sv_model *m = model_open(r, name, err, errlen);
     pthread_mutex_lock(&r->mu);
     x = entry(r, name, false);   /* the array may have moved */
+    x->loading = false;
+    if (x->unloads != unloads) {   /* unloaded meanwhile: the last request wins, as in Triton */
+        pthread_mutex_unlock(&r->mu);
+        if (m)
+            sv_model_release(m);
+        fprintf(stderr, "kiln serve: '%s' was unloaded while it was loading; the load is dropped\n", name);
+        return snprintf(err, errlen, "model '%s' was unloaded while it was loading", name), 409;
+    }
     sv_model *old = x->m;
     x->m = m ? m : old;
     x->state = x->m ? ST_READY : ST_UNAVAILABLE;
@@ -251,11 +262,12 @@ int sv_repo_unload(sv_repo *r, const char *name, char *err, size_t errlen)
     pthread_mutex_lock(&r->mu);
     sv_entry *x = entry(r, name, false);
     sv_model *m = NULL;
-    if (x && x->state != ST_LOADING) {   /* a model that failed to load is unloaded too: no longer asked for */
+    if (x) {   /* whatever its state: a model that failed to load is no longer asked for, a load in progress is dropped */
         m = x->m;
         x->m = NULL;
         x->state = ST_UNAVAILABLE;
         x->wanted = false;
+        x->unloads++;
         snprintf(x->reason, sizeof x->reason, "unloaded");
     }
     pthread_mutex_unlock(&r->mu);
