@@ -2,7 +2,8 @@
 # Model lifecycle through the repository extension, as Triton's: server readiness follows the
 # models asked to be loaded (a directory the index finds does not count; unloading a model that
 # failed to load restores readiness); an unload sent while the model loads wins (the last request
-# decides). usage: test_lifecycle.sh KILN
+# decides); a reload keeps the loaded version serving until the new one is ready (no failed request,
+# no unready moment; a failed reload keeps it). usage: test_lifecycle.sh KILN
 KILN="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 source "$(dirname "$0")/lib.sh"
 mkdir -p "$TMP/repo/tiny/1"
@@ -63,5 +64,86 @@ done
 [ "$(http_code POST /v2/repository/models/cls/load)" = 200 ] && [ "$(http_code GET /v2/models/cls/ready)" = 200 ] ||
   fail "loading cls again: $(cat "$TMP/body")"
 pass "an unload sent during a load wins: the load answers 409, the model ends unloaded"
+
+# 3. reloads while requests run: the loaded version serves until the new one is ready (zero failed
+# requests, the server ready throughout); a reload that fails keeps it serving and says why
+cat > "$TMP/hammer.py" <<'PYEOF'
+import json, struct, sys, threading, time, urllib.error, urllib.request
+url, model, steps = sys.argv[1], sys.argv[2], sys.argv[3:]
+x = struct.pack("<%df" % (3 * 48 * 192), *[(i % 97) / 97.0 for i in range(3 * 48 * 192)])
+hdr = json.dumps({"inputs": [{"name": "x", "shape": [1, 3, 48, 192], "datatype": "FP32",
+                              "parameters": {"binary_data_size": len(x)}}]}).encode()
+def call(method, path, body=None, headers=None):
+    req = urllib.request.Request(url + path, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+stop, bad, counts = False, [], {"infer": 0, "ready": 0}
+def infer():
+    while not stop:
+        s, b = call("POST", "/v2/models/%s/infer" % model, hdr + x, {"Inference-Header-Content-Length": str(len(hdr))})
+        counts["infer"] += 1
+        if s != 200:
+            bad.append("infer %d %s" % (s, b[:200]))
+def ready():
+    while not stop:
+        for path in ("/v2/health/ready", "/v2/models/%s/ready" % model):
+            s, b = call("GET", path)
+            counts["ready"] += 1
+            if s != 200:
+                bad.append("%s %d" % (path, s))
+        time.sleep(0.01)
+ts = [threading.Thread(target=infer) for _ in range(2)] + [threading.Thread(target=ready)]
+for t in ts:
+    t.start()
+time.sleep(0.3)
+for step in steps:   # "load:CODE": a load that must answer CODE
+    want = int(step.split(":")[1])
+    s, b = call("POST", "/v2/repository/models/%s/load" % model)
+    if s != want:
+        bad.append("load answered %d, expected %d: %s" % (s, want, b[:200]))
+time.sleep(0.3)
+stop = True
+for t in ts:
+    t.join()
+print("  %d infer and %d readiness requests during %d reloads, %d failed" % (counts["infer"], counts["ready"], len(steps), len(bad)))
+assert counts["infer"] > 0 and not bad, bad[:5]
+PYEOF
+python3 "$TMP/hammer.py" "$URL" cls load:200 load:200 load:200 || fail "requests failed during reloads"
+[ "$(grep -c "reloading 'cls' (version 1 serves until the new one is ready)" "$TMP/server.log")" -ge 3 ] || fail "no reload logged"
+cp "$TMP/repo/cls/config.pbtxt" "$TMP/cls_config"
+echo 'bogus_field: 1' >> "$TMP/repo/cls/config.pbtxt"
+python3 "$TMP/hammer.py" "$URL" cls load:400 || fail "requests failed during a failed reload"
+[ "$(state cls | cut -d' ' -f1)" = READY ] && grep -q "bogus_field" <<< "$(state cls)" ||
+  fail "after a failed reload the index should show cls READY with the reason: $(cat "$TMP/body")"
+[ "$(ready)" = 200 ] || fail "a failed reload (the old version serving) made the server unready"
+cp "$TMP/cls_config" "$TMP/repo/cls/config.pbtxt"
+[ "$(http_code POST /v2/repository/models/cls/load)" = 200 ] && [ "$(state cls)" = "READY " ] ||
+  fail "reload after the config was fixed: $(cat "$TMP/body")"
+pass "reloads under load: zero failed requests, ready throughout; a failed reload keeps the old version serving"
+
+# 4. unload during a reload: the old version goes out of service at once, the reload is dropped
+caught=""
+for attempt in 1 2 3 4 5; do
+  [ "$(http_code GET /v2/models/cls/ready)" = 200 ] || [ "$(http_code POST /v2/repository/models/cls/load)" = 200 ] ||
+    fail "loading cls: $(cat "$TMP/body")"
+  n0="$(grep -c "reloading 'cls'" "$TMP/server.log")"
+  curl -s -o "$TMP/load_body" -w '%{http_code}' -X POST "$URL/v2/repository/models/cls/load" > "$TMP/load_code" &
+  lpid=$!
+  for _ in $(seq 1 500); do
+    [ "$(grep -c "reloading 'cls'" "$TMP/server.log")" -gt "$n0" ] && break
+    sleep 0.01
+  done
+  [ "$(http_code POST /v2/repository/models/cls/unload)" = 200 ] || fail "unload during a reload: $(cat "$TMP/body")"
+  [ "$(http_code GET /v2/models/cls/ready)" = 400 ] || fail "the old version still serves after the unload"
+  wait "$lpid" || true
+  [ "$(cat "$TMP/load_code")" = 409 ] && { caught=1; break; }   # else the reload ended before the unload came
+done
+[ -n "$caught" ] || fail "the reload overtaken by an unload answered $(cat "$TMP/load_code") $(cat "$TMP/load_body") (5 tries)"
+[ "$(state cls)" = "UNAVAILABLE unloaded" ] && [ "$(http_code GET /v2/models/cls/ready)" = 400 ] ||
+  fail "cls after an unload during its reload: $(cat "$TMP/body")"
+pass "an unload sent during a reload takes the old version out at once and drops the reload"
 
 stop_server

@@ -220,10 +220,16 @@ int sv_repo_load(sv_repo *r, const char *name, char *err, size_t errlen)
         pthread_mutex_unlock(&r->mu);
         return snprintf(err, errlen, x ? "model '%s' is already loading" : "out of memory", name), x ? 409 : 500;
     }
-    x->state = ST_LOADING;
+    /* a reload leaves the loaded version READY, serving, until the new one is ready (as in Triton) */
+    int64_t serving = x->m ? x->m->version : -1;
+    if (!x->m)
+        x->state = ST_LOADING;
     x->wanted = x->loading = true;
     uint64_t unloads = x->unloads;
     pthread_mutex_unlock(&r->mu);
+    if (serving >= 0)
+        fprintf(stderr, "kiln serve: reloading '%s' (version %lld serves until the new one is ready)\n", name,
+                (long long)serving);
     uint64_t t0 = sv_now_ns();
     sv_model *m = model_open(r, name, err, errlen);
     pthread_mutex_lock(&r->mu);
@@ -244,7 +250,8 @@ int sv_repo_load(sv_repo *r, const char *name, char *err, size_t errlen)
     snprintf(x->reason, sizeof x->reason, "%s", m ? "" : err);
     pthread_mutex_unlock(&r->mu);
     if (!m) {
-        fprintf(stderr, "kiln serve: loading '%s' failed: %s\n", name, err);
+        fprintf(stderr, "kiln serve: loading '%s' failed%s: %s\n", name, old ? " (the loaded version keeps serving)" : "",
+                err);
         return 400;
     }
     if (old)
