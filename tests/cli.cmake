@@ -1,6 +1,10 @@
 # End-to-end command-line checks (build/run/inspect/bench/info, errors, external data).
 add_test(NAME cli COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_cli.sh $<TARGET_FILE:kiln> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli PROPERTIES LABELS "cli;sanitize" SKIP_RETURN_CODE 77 TIMEOUT 600)
+# the CPU features an engine needs are checked from checksummed bytes (its packed blobs), not only from the
+# header's unchecksummed target-arch field: an edited header does not get an AVX-512 engine past an AVX2 host
+add_test(NAME cli_engine_isa COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_engine_isa.sh $<TARGET_FILE:kiln> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_engine_isa PROPERTIES LABELS "cli;sanitize" SKIP_RETURN_CODE 77 TIMEOUT 120)
 # every command answers --help / -h with its usage on stdout and exit status 0
 add_test(NAME cli_help COMMAND ${CMAKE_SOURCE_DIR}/tests/cli/test_help.sh $<TARGET_FILE:kiln> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli_help PROPERTIES LABELS "cli;sanitize" TIMEOUT 60)

@@ -88,6 +88,14 @@ kiln_status kiln__engine_parse(const void *buf, size_t len, bool weights_in_plac
 #define KILN_ISA_AVX2 2u
 #define KILN_ISA_AVX512 4u
 
+/* Every prepared blob in PACKED starts with the header src/backend/prep_blob.h defines
+ * (docs/ENGINE_FORMAT.md, PACKED): its magic, and at this offset the KILN_ISA_* bits a host needs
+ * to use it (u32). The loader reads them, from checksummed bytes, for the blobs that hold weights
+ * stored only packed (runtime/layers.c asserts the offset against the struct). */
+#define KILN_ENGINE_BLOB_MAGIC "KILNPRP1"
+#define KILN_ENGINE_BLOB_ISA_AT 16u
+#define KILN_ENGINE_BLOB_HDR_BYTES 128u
+
 /* Most graph inputs a PLAN section records shapes for (the calibration shapes of the build). */
 #define KILN_MAX_CALIB_INPUTS 64
 
@@ -102,6 +110,11 @@ static inline bool kiln__value_packed_only(const kiln_value *v)
  * backend checks, when it restores the layers, that the blob replaces exactly those inputs), never
  * a graph output, never read by a subgraph. */
 kiln_status kiln__engine_check_packed_only(const struct kiln_engine *e);
+/* The KILN_ISA_* bits the blobs of layers reading a constant stored only packed need (read from
+ * their headers in PACKED): a host without them cannot run those layers, whose weights exist only
+ * in those blobs. What the builder adds to the header's target arch (runtime/layers.c), recomputed
+ * from checksummed bytes, since the header itself has no checksum. */
+uint32_t kiln__engine_packed_isa(const struct kiln_engine *e);
 void kiln__engine_free_profiles(struct kiln_engine *e);
 
 #endif

@@ -295,6 +295,22 @@ static const char *sec_name(uint32_t k)
     }
 }
 
+/* The names of ISA bits, for "engine needs CPU features this machine lacks (...)"; bits kiln does
+ * not know (a newer kiln's, or a damaged field) by value. */
+static const char *isa_names(uint32_t bits, char *buf, size_t len)
+{
+    uint32_t known = KILN_ISA_X86_64 | KILN_ISA_AVX2 | KILN_ISA_AVX512;
+    snprintf(buf, len, "%s%s%s", bits & KILN_ISA_X86_64 ? "x86-64 " : "", bits & KILN_ISA_AVX2 ? "AVX2+FMA " : "",
+             bits & KILN_ISA_AVX512 ? "AVX-512 " : "");
+    size_t n = strlen(buf);
+    if (bits & ~known)
+        snprintf(buf + n, len - n, "unknown bits 0x%x ", bits & ~known);
+    n = strlen(buf);
+    if (n)
+        buf[n - 1] = 0;   /* the trailing space */
+    return buf;
+}
+
 typedef struct section_table {
     kiln_rbuf sec[9];    /* by kind (1..8) */
     bool have[9];
@@ -331,10 +347,10 @@ static kiln_status check_header(kiln_rbuf *h, size_t len, uint32_t *ns, uint32_t
         return kiln__err(KILN_ERR_UNSUPPORTED, "engine was built for target %s (arch %u), not for this CPU runtime",
                          tkind == KILN_TARGET_CUDA ? "CUDA" : "unknown", tarch);
     uint32_t missing = tarch & ~kiln__host_isa();
+    char names[96];
     if (missing)
-        return kiln__err(KILN_ERR_UNSUPPORTED, "engine needs CPU features this machine lacks (%s%s%s)",
-                         missing & KILN_ISA_X86_64 ? "x86-64 " : "", missing & KILN_ISA_AVX2 ? "AVX2+FMA " : "",
-                         missing & KILN_ISA_AVX512 ? "AVX-512" : "");
+        return kiln__err(KILN_ERR_UNSUPPORTED, "engine needs CPU features this machine lacks (%s)",
+                         isa_names(missing, names, sizeof names));
     return KILN_OK;
 }
 
@@ -439,6 +455,23 @@ static kiln_status read_tactics(const kiln_rbuf *r, struct kiln_engine *e)
     return KILN_OK;
 }
 
+/* The header's target arch is not checksummed: what the layers holding weights stored only packed
+ * need is read again from their blobs (checksummed PACKED bytes), so that an edited header cannot
+ * make a host run layers prepared for features it lacks. */
+static kiln_status check_packed_isa(struct kiln_engine *e)
+{
+    uint32_t need = kiln__engine_packed_isa(e), missing = need & ~kiln__host_isa();
+    char names[96];
+    if (missing)
+        return kiln__err(KILN_ERR_UNSUPPORTED,
+                         "engine needs CPU features this machine lacks (%s): it stores weights only in layouts "
+                         "prepared for them%s",
+                         isa_names(missing, names, sizeof names),
+                         (e->target_arch & need) != need ? " (its header, which does not list them, was altered)" : "");
+    e->target_arch |= need;
+    return KILN_OK;
+}
+
 kiln_status kiln__engine_parse(const void *buf, size_t len, bool weights_in_place, struct kiln_engine **out)
 {
     *out = NULL;
@@ -472,6 +505,8 @@ kiln_status kiln__engine_parse(const void *buf, size_t len, bool weights_in_plac
         st = read_tactics(&sr[KILN_SEC_DEVICE_TACTICS], e);
     if (st == KILN_OK)
         st = kiln__engine_check_packed_only(e);
+    if (st == KILN_OK)
+        st = check_packed_isa(e);
     if (st != KILN_OK) {
         kiln_engine_free(e);
         return st;

@@ -108,6 +108,25 @@ static bool subgraphs_read(const kiln_graph *g, const char *name, bool self)
     return false;
 }
 
+uint32_t kiln__engine_packed_isa(const struct kiln_engine *e)
+{
+    const kiln_graph *g = e->g;
+    uint32_t isa = 0;
+    for (int i = 0; i < g->n_nodes && i < e->n_layers; i++) {
+        const kiln_layer_rec *l = &e->layers[i];
+        if (l->blob_size < KILN_ENGINE_BLOB_HDR_BYTES || memcmp(l->blob, KILN_ENGINE_BLOB_MAGIC, 8))
+            continue;   /* no header: the backend refuses the blob when it restores the layer */
+        bool packed_only = false;
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            packed_only |= g->nodes[i].in[k] >= 0 && kiln__value_packed_only(&g->values[g->nodes[i].in[k]]);
+        if (!packed_only)
+            continue;
+        const uint8_t *p = (const uint8_t *)l->blob + KILN_ENGINE_BLOB_ISA_AT;
+        isa |= (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    }
+    return isa;
+}
+
 kiln_status kiln__engine_check_packed_only(const struct kiln_engine *e)
 {
     const kiln_graph *g = e->g;

@@ -3,7 +3,14 @@
  * docs/ENGINE_FORMAT.md (LAYERS, PACKED). */
 #include "layers.h"
 #include "model.h"
+#include "../backend/prep_blob.h"
+#include <stddef.h>
 #include <stdio.h>
+
+/* the loader reads the blob header's magic and ISA bits itself (engine.h: kiln__engine_packed_isa) */
+_Static_assert(offsetof(kiln_prep_hdr, engine_isa) == KILN_ENGINE_BLOB_ISA_AT, "blob header: engine_isa offset");
+_Static_assert(sizeof(kiln_prep_hdr) == KILN_ENGINE_BLOB_HDR_BYTES, "blob header size");
+_Static_assert(sizeof KILN_PREP_MAGIC == sizeof KILN_ENGINE_BLOB_MAGIC, "blob magic length");   /* text: test_engine */
 
 #define PACK_ALIGN KILN_ENGINE_BLOB_ALIGN
 
