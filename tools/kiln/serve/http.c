@@ -1,7 +1,8 @@
 /* HTTP side of kiln serve on libmicrohttpd (thread pool + epoll, suspend/resume): request bodies
  * with a size limit, routing of the KServe v2 endpoints, JSON error bodies, and graceful drain.
  * An infer request is decoded on an HTTP thread, queued to the model's scheduler, and its
- * connection suspended until an instance thread finishes it (no HTTP thread waits on a model). */
+ * connection suspended until an instance thread finishes it (no HTTP thread waits on a model); a
+ * load request runs on a thread of its own, its connection suspended the same way. */
 #include "serve.h"
 #include <errno.h>
 #include <microhttpd.h>
@@ -29,6 +30,15 @@ typedef struct listener {
     bool metrics_only;
 } listener;
 
+/* A load request's thread and outcome. */
+typedef struct load_job {
+    pthread_t thread;
+    bool started;
+    int status;
+    char name[SV_NAME_MAX];
+    char err[1024];
+} load_job;
+
 typedef struct conn_ctx {
     sv_server *s;
     char *body;
@@ -41,6 +51,7 @@ typedef struct conn_ctx {
     sv_req *req;
     sv_out_sel sel;
     const char *hname, *hvalue;   /* one more header of the response (static strings), or NULL */
+    load_job *load;     /* a load request (phase 1: running on its thread) */
 } conn_ctx;
 
 static enum MHD_Result reply(conn_ctx *x, struct MHD_Connection *c, unsigned status, const char *ctype, char *body,
@@ -176,6 +187,43 @@ static enum MHD_Result model_get(conn_ctx *x, struct MHD_Connection *c, const ch
     return reply_json(x, c, 200, j);
 }
 
+static void *load_main(void *p)
+{
+    conn_ctx *x = p;
+    x->load->status = sv_repo_load(x->s->repo, x->load->name, x->load->err, sizeof x->load->err);
+    atomic_store(&x->phase, 2);
+    MHD_resume_connection(x->c);
+    return NULL;
+}
+
+/* A load (a model build: seconds to minutes) runs on its own thread with the connection suspended,
+ * as an infer waits for its instance: an HTTP thread blocked in it would stall every other
+ * connection it serves for that long (readiness probes, infers of the model still serving) and
+ * could drop them at its 30 s connection timeout. completed() joins the thread. */
+static enum MHD_Result start_load(conn_ctx *x, struct MHD_Connection *c, const char *name)
+{
+    if (!(x->load = calloc(1, sizeof *x->load)))
+        return ERROR(500, "out of memory");
+    snprintf(x->load->name, sizeof x->load->name, "%s", name);
+    atomic_store(&x->phase, 1);
+    MHD_suspend_connection(c);
+    x->load->started = pthread_create(&x->load->thread, NULL, load_main, x) == 0;
+    if (!x->load->started) {
+        x->load->status = 500;
+        snprintf(x->load->err, sizeof x->load->err, "cannot start a thread for the load");
+        atomic_store(&x->phase, 2);
+        MHD_resume_connection(c);
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result finish_load(conn_ctx *x, struct MHD_Connection *c)
+{
+    if (x->load->status != 200)
+        return ERROR((unsigned)x->load->status, "%s", x->load->err);
+    return reply(x, c, 200, NULL, NULL, 0, 0);
+}
+
 static enum MHD_Result repository(conn_ctx *x, struct MHD_Connection *c, char **seg, int n)
 {
     char err[1024];
@@ -203,9 +251,9 @@ static enum MHD_Result repository(conn_ctx *x, struct MHD_Connection *c, char **
             return ERROR(400, "invalid model name");
         if (has_params)
             return ERROR(400, "load parameters (config or file overrides) are not supported");
-        bool load = !strcmp(seg[4], "load");
-        int st = load ? sv_repo_load(x->s->repo, seg[3], err, sizeof err)
-                      : sv_repo_unload(x->s->repo, seg[3], err, sizeof err);
+        if (!strcmp(seg[4], "load"))
+            return start_load(x, c, seg[3]);
+        int st = sv_repo_unload(x->s->repo, seg[3], err, sizeof err);
         if (st != 200)
             return ERROR((unsigned)st, "%s", err);
         return reply(x, c, 200, NULL, NULL, 0, 0);
@@ -394,7 +442,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return MHD_YES;
     }
     if (atomic_load(&x->phase) == 2)
-        return finish_infer(x, c);
+        return x->load ? finish_load(x, c) : finish_infer(x, c);
     if (atomic_load(&x->phase) == 1)
         return MHD_YES;   /* spurious call while queued */
     if (!commit(x))
@@ -417,6 +465,9 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     } else {
         sv_req_free(x->req);
     }
+    if (x->load && x->load->started)
+        pthread_join(x->load->thread, NULL);   /* it resumed this connection: it is returning now */
+    free(x->load);
     sv_model_release(x->m);
     sv_out_sel_free(&x->sel);
     free(x->body);
