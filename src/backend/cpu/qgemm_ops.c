@@ -192,6 +192,17 @@ typedef struct qmm_args {
 } qmm_args;
 
 /* The output types the fast kernels write: int32 for ConvInteger / MatMulInteger, else uint8, int8, float32 */
+/* The output's quantization as the fast kernels take it: none for a float32 output, else a positive finite scalar
+ * float32 scale (required at run time) and a scalar zero point of the output's type */
+static bool out_quant_ok(const kiln_tensor *ys, const kiln_tensor *yz, kiln_dtype odt, bool run)
+{
+    if (odt == KILN_DT_FLOAT32)
+        return true;
+    if ((ys || run) && (!float_scale(ys) || !is_scalar(ys) || !good_scales(ys)))
+        return false;
+    return !yz || (is_scalar(yz) && yz->dtype == odt);
+}
+
 static bool out_ok(bool integer, kiln_dtype odt)
 {
     return integer ? odt == KILN_DT_INT32 : odt == KILN_DT_UINT8 || odt == KILN_DT_INT8 || odt == KILN_DT_FLOAT32;
@@ -254,11 +265,7 @@ static bool qmm_operands_ok(const qmm_args *q, int64_t K, int64_t N, bool run)
     if ((q->bs || run) && (!float_scale(q->bs) || q->bs->ndim > 1 ||
                            (!is_scalar(q->bs) && kiln_tensor_numel(q->bs) != N) || !good_scales(q->bs)))
         return false;
-    if (q->odt == KILN_DT_FLOAT32)
-        return true;
-    if ((q->ys || run) && (!float_scale(q->ys) || !is_scalar(q->ys) || !good_scales(q->ys)))
-        return false;
-    return !q->yz || (is_scalar(q->yz) && q->yz->dtype == q->odt);
+    return out_quant_ok(q->ys, q->yz, q->odt, run);
 }
 
 /* Shapes this fast path covers; false: use the reference. */
@@ -827,11 +834,7 @@ static bool qconv_operands_ok(const qconv_args *q, int64_t M, int64_t K, bool ru
     if ((q->ws || run) &&
         (!float_scale(q->ws) || (!is_scalar(q->ws) && kiln_tensor_numel(q->ws) != M) || !good_scales(q->ws)))
         return false;
-    if (q->odt == KILN_DT_FLOAT32)
-        return true;
-    if ((q->ys || run) && (!float_scale(q->ys) || !is_scalar(q->ys) || !good_scales(q->ys)))
-        return false;
-    return !q->yz || (is_scalar(q->yz) && q->yz->dtype == q->odt);
+    return out_quant_ok(q->ys, q->yz, q->odt, run);
 }
 
 static kiln_status qconv_run(kiln_kctx *ctx, const qconv_args *q)
