@@ -242,7 +242,7 @@ int main(int argc, char **argv)
      * =fp8conv: of those only the FP8 convolution cases (every kernel and configuration) and the E4M3-storage case;
      * =attention: only the attention cases (attention_only); =upsample: only the Resize / Upsample / ConvTranspose
      * cases (upsample_only) and the models; =models: only the models; =int8: only the INT8 cases, then the models named
-     * on the command line (none by default); =int8new: of those the kernels not yet run on a GPU (int8_new_cases) */
+     * on the command line (none by default); =int8new: of those the QLookup and CUDA-core convolution cases (int8_new_cases) */
     const char *only = getenv("KILN_TEST_GPU_ONLY");
     bool fp8_only = only && (!strcmp(only, "fp8") || !strcmp(only, "fp8conv")),
          models_only = only && (!strcmp(only, "models") || !strcmp(only, "upsample"));

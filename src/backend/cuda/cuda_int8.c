@@ -224,9 +224,8 @@ static bool sup_qlookup(const kiln_bk_query *q)
 static bool acc_qlookup(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in)
 {
     (void)n;
-    /* written in session 42 while no GPU could be started: taken only with KILN_CUDA_UNVERIFIED=1 until test_gpu's
-     * QLookup cases have passed on a GPU (a CPU fallback otherwise, as before) */
-    return b->unverified && n_in >= 2 && in[0] && in[1] && cu_is_q8(in[0]->dtype) && cu_is_q8(in[1]->dtype) && cu_numel(in[1]) == 256 &&
+    (void)b;
+    return n_in >= 2 && in[0] && in[1] && cu_is_q8(in[0]->dtype) && cu_is_q8(in[1]->dtype) && cu_numel(in[1]) == 256 &&
            !(in[1]->flags & KILN_TENSOR_ON_DEVICE) && in[1]->data;
 }
 
@@ -404,12 +403,11 @@ static bool acc_qconv_tc(cu_be *b, const kiln_node *n, int n_in, const kiln_tens
 }
 
 /* A plain QLinearConv the tensor-core kernels do not take (grouped or depthwise, channels not multiples of 16 / 8, a
- * padded input with a zero point), 2-D, on the CUDA cores (kernels_conv_i8_direct.cu); written in session 43 while
- * no GPU could be started: taken only with KILN_CUDA_UNVERIFIED=1 until test_gpu's direct cases have passed on a GPU */
+ * padded input with a zero point), 2-D, on the CUDA cores (kernels_conv_i8_direct.cu) */
 static bool acc_qconv_direct(cu_be *b, const kiln_node *n, int n_in, const kiln_tensor *const *in, cuk_conv_desc *dp,
                              int *groups, int *zxp)
 {
-    if (!b->unverified || n->op != KILN_OP_QLinearConv || n_in < 8 || !in[0] || !in[3] || in[0]->ndim != 4 ||
+    if (n->op != KILN_OP_QLinearConv || n_in < 8 || !in[0] || !in[3] || in[0]->ndim != 4 ||
         in[3]->ndim != 4 || !known_act(b, n))
         return false;
     const kiln_tensor *x = in[0], *w = in[3];

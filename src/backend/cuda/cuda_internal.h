@@ -70,7 +70,7 @@ typedef struct cu_be {
     int n_states, cap_states;
     /* CUDA graph capture (cuda_graph.c) */
     bool capturing;
-    bool unverified;              /* KILN_CUDA_UNVERIFIED=1: also code no GPU has run yet (the INT8 layers) */
+    bool unverified;              /* KILN_CUDA_UNVERIFIED=1: also code no GPU has run yet (none at the moment) */
     kiln_status cap_status;        /* the first failure during the capture */
     char *cap_stage;               /* pinned memory of the capture's uploads */
     size_t cap_stage_size, cap_used;
