@@ -40,6 +40,7 @@ int main(int argc, char **argv)
         if (opts.report)
             printf("%s", opts.report);
         kiln_free(opts.report);
+        kiln_free(opts.precision_report);
         kiln_model_free(model);
     }
     if (st != KILN_OK)

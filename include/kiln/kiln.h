@@ -205,8 +205,10 @@ typedef struct kiln_build_options {
     const char *const *layer_precisions;
     bool precision_fallback;       /* build layers that cannot run as requested in what they can */
     const struct kiln_calib_options *calib;   /* int8 layers: calibration data, method and cache */
-    char *precision_report;        /* out: with precision options, text lines saying which layers
-                                    * were kept in fp32 and each fallback (free with kiln_free) */
+    char *precision_report;        /* out: text lines saying which layers were kept in fp32, each
+                                    * fallback, and explicit Q/DQ layers left float -- set by any build
+                                    * that has such lines, not only with precision options (NULL
+                                    * otherwise; free with kiln_free) */
     kiln_device device;            /* the device the engine is for: KILN_DEVICE_CUDA keeps every weight
                                     * as the model has it (no CPU layer plan with packed weights; layers
                                     * that fall back to the CPU are prepared on the fly) */

@@ -197,6 +197,7 @@ static int run_test(const char *dir, const conf_opts *co, char *msg, size_t msgl
         kiln_build_options bo = {.device = co->dev.device};
         st = kiln_build(m, &bo, &eng);
         kiln_free(bo.report);
+        kiln_free(bo.precision_report);
         if (st != KILN_OK) {
             snprintf(msg, msglen, "build: %s", kiln_last_error());
             kiln_model_free(m);

@@ -130,6 +130,7 @@ int cmd_run(int argc, char **argv)
         kiln_build_options bo = {.device = dev.device};
         st = kiln_build(m, &bo, &e);
         kiln_free(bo.report);
+        kiln_free(bo.precision_report);
         if (st != KILN_OK) {
             rc = cli_die(st, "optimizing model");
             goto done;

@@ -26,6 +26,7 @@ kiln_status cli_open_engine_for(const char *path, unsigned load_flags, kiln_devi
     kiln_build_options bo = {.device = device};
     st = kiln_build(m, &bo, e);
     kiln_free(bo.report);
+    kiln_free(bo.precision_report);   /* (kiln build prints it) */
     kiln_model_free(m);
     return st;
 }
