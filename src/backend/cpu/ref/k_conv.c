@@ -689,9 +689,21 @@ int64_t kiln__conv_double_grain(const conv_geom *g, int64_t per_plane)
  * kernels
  * ------------------------------------------------------------------------------------------ */
 
-bool kiln__conv_is_float_dt(kiln_dtype dt)
+static bool is_float_dt(kiln_dtype dt)
 {
     return dt == KILN_DT_FLOAT32 || dt == KILN_DT_FLOAT64 || dt == KILN_DT_FLOAT16 || dt == KILN_DT_BFLOAT16;
+}
+
+kiln_status kiln__conv_float_operands(const kiln_kctx *ctx, const kiln_tensor *x, const kiln_tensor *w)
+{
+    if (!x || !w)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input X or W");
+    if (!is_float_dt(x->dtype))
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(x->dtype));
+    if (w->dtype != x->dtype)
+        return kiln__kerr(ctx, KILN_ERR_DTYPE, "W has dtype %s, X has %s", kiln_dtype_name(w->dtype),
+                          kiln_dtype_name(x->dtype));
+    return KILN_OK;
 }
 
 kiln_status kiln__conv_check_bias(const kiln_kctx *ctx, const kiln_tensor *b, kiln_dtype dt, int64_t M)
@@ -765,13 +777,7 @@ static kiln_status conv_run(kiln_kctx *ctx, const kiln_conv_isa *isa, const kiln
     const kiln_tensor *x = kiln__kin(ctx, 0), *w = kiln__kin(ctx, 1), *b = kiln__kin(ctx, 2);
     bool fused = res || (act && act->kind != KILN_ACT_NONE);
     *handled = true;
-    if (!x || !w)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input X or W");
-    if (!kiln__conv_is_float_dt(x->dtype))
-        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(x->dtype));
-    if (w->dtype != x->dtype)
-        return kiln__kerr(ctx, KILN_ERR_DTYPE, "W has dtype %s, X has %s", kiln_dtype_name(w->dtype),
-                          kiln_dtype_name(x->dtype));
+    KILN_TRY(kiln__conv_float_operands(ctx, x, w));
     if (kiln__prep_dropped(w) && x->dtype != KILN_DT_FLOAT32)
         return kiln__prep_missing(ctx, 1);
     conv_geom g;

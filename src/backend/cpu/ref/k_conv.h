@@ -70,8 +70,9 @@ void kiln__conv_col2im_task(void *ctx, int64_t b, int64_t e);
 void kiln__conv_double_task(void *ctx, int64_t b0, int64_t e0);
 /* The parallel_for grain of the double tasks for planes of per_plane * k_sz multiply-adds. */
 int64_t kiln__conv_double_grain(const conv_geom *g, int64_t per_plane);
-/* Whether dt is a float dtype the convolutions take (float32, float64, float16, bfloat16). */
-bool kiln__conv_is_float_dt(kiln_dtype dt);
+/* Checks a float convolution's X and W: both given, X of a float dtype the convolutions take (float32, float64,
+ * float16, bfloat16), W of X's. */
+kiln_status kiln__conv_float_operands(const kiln_kctx *ctx, const kiln_tensor *x, const kiln_tensor *w);
 /* Checks the optional bias B: dtype dt, 1-D with M elements. */
 kiln_status kiln__conv_check_bias(const kiln_kctx *ctx, const kiln_tensor *b, kiln_dtype dt, int64_t M);
 /* Runs f32 (float32; float16 / bfloat16 converted to float32 and back) or dtask over `planes` planes (float64). */

@@ -283,13 +283,7 @@ static kiln_status convt_setup(const kiln_kctx *ctx, const kiln_tensor *x, const
 kiln_status kiln__k_conv_transpose(kiln_kctx *ctx)
 {
     const kiln_tensor *x = kiln__kin(ctx, 0), *w = kiln__kin(ctx, 1), *b = kiln__kin(ctx, 2);
-    if (!x || !w)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "missing input X or W");
-    if (!kiln__conv_is_float_dt(x->dtype))
-        return kiln__kerr(ctx, KILN_ERR_DTYPE, "unsupported dtype %s", kiln_dtype_name(x->dtype));
-    if (w->dtype != x->dtype)
-        return kiln__kerr(ctx, KILN_ERR_DTYPE, "W has dtype %s, X has %s", kiln_dtype_name(w->dtype),
-                          kiln_dtype_name(x->dtype));
+    KILN_TRY(kiln__conv_float_operands(ctx, x, w));
     if (x->ndim < 3)
         return kiln__kerr(ctx, KILN_ERR_SHAPE, "X must have rank >= 3, got %d", x->ndim);
     if (w->ndim != x->ndim)
