@@ -401,6 +401,20 @@ void int8_new_cases(void)
     direct_cases();
 }
 
+/* KILN_TEST_INT8_MODES=wg12,all: only those configurations' passes over the convolution cases (a device call's
+ * time on one new kernel); unset: every one */
+static bool mode_wanted(const char *mode)
+{
+    const char *want = getenv("KILN_TEST_INT8_MODES");
+    if (!want || !*want)
+        return true;
+    size_t n = strlen(mode);
+    for (const char *p = want; (p = strstr(p, mode)); p += n)
+        if ((p == want || p[-1] == ',') && (p[n] == ',' || !p[n]))
+            return true;
+    return false;
+}
+
 void int8_cases(void)
 {
     quant_cases();
@@ -411,10 +425,12 @@ void int8_cases(void)
     qadd_case("INT8 QLinearAdd ties", "", 0, 0, 0.5f, 0.5f, 1.0f);
     /* every kernel configuration (KILN_CUDA_INT8_CONV, read per run), then the timed choice */
     static const char *const modes[] = {"mma", "wg1", "wg2", "wg3", "wg4",  "wg5", "wg6",
-                                        "wg7", "wg8", "wg9", "wg10", "wg11", "all"};
+                                        "wg7", "wg8", "wg9", "wg10", "wg11", "wg12", "wg13", "all"};
     const char *keep = getenv("KILN_CUDA_INT8_CONV");
     char *saved = keep ? strdup(keep) : NULL;
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        if (!mode_wanted(modes[m]))
+            continue;
         setenv("KILN_CUDA_INT8_CONV", modes[m], 1);
         for (size_t i = 0; i < sizeof qconv_specs / sizeof *qconv_specs; i++) {
             char name[96];
@@ -430,6 +446,8 @@ void int8_cases(void)
                                    true, "Relu", 0};
     static const char *const big_modes[] = {"wg4", "wg7"};
     for (size_t m = 0; m < sizeof big_modes / sizeof *big_modes; m++) {
+        if (!mode_wanted(big_modes[m]))
+            continue;
         setenv("KILN_CUDA_INT8_CONV", big_modes[m], 1);
         char name[96];
         snprintf(name, sizeof name, "INT8 QLinearConv 8.4M rows 1-D grid (%s)", big_modes[m]);
@@ -437,6 +455,8 @@ void int8_cases(void)
         run_case(name, &t, 0);
     }
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        if (!mode_wanted(modes[m]))
+            continue;
         setenv("KILN_CUDA_INT8_CONV", modes[m], 1);
         /* ResNet's block end: Y s8 (no activation) + the block input u8, Relu, into u8; and s8 everywhere */
         static const qconv_spec y8 = {"", 2, 32, 9, 11, 48, 1, 1, 0, 1, 1, KILN_DT_UINT8, 0, KILN_DT_INT8, 0, true,
@@ -502,6 +522,16 @@ void int8_cases(void)
         for (size_t i = 0; i < sizeof once / sizeof *once; i++) {
             snprintf(name, sizeof name, "INT8 QLinearConvAdd once %s (%s)", once[i].label, modes[m]);
             t = qconv_once_graph(once[i].p, once[i].rdt, once[i].rz, once[i].rs);
+            run_case(name, &t, 0);
+        }
+        /* ResNet's layer1 conv3 + residual with many tiles a block (wg12: 1,058 tiles of 128 x 128 over at most 132
+         * blocks, so its rings of 6 stages and 4 residual buffers wrap several times and both consumers take many
+         * tiles; the last row tile partial) */
+        static const qconv_spec om = {"", 4, 64, 130, 130, 256, 1, 1, 0, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 0,
+                                      true, true, "Relu", 0.7f};
+        if (!strcmp(modes[m], "wg12") || !strcmp(modes[m], "wg13") || !strcmp(modes[m], "all")) {
+            snprintf(name, sizeof name, "INT8 QLinearConvAdd once many tiles (%s)", modes[m]);
+            t = qconv_once_graph(&om, KILN_DT_UINT8, 0, 0.45f);
             run_case(name, &t, 0);
         }
         /* QLinearConvSum (the block's last 1x1 and its shortcut): ResNet's stride-2 downsample into u8 with Relu; a

@@ -593,7 +593,7 @@ static kiln_status qconv_weights(cu_be *b, kiln_kctx *ctx, int64_t K, int64_t C,
     return KILN_OK;
 }
 
-/* Which configurations an INT8 convolution may run (a mask of 1 << cfg): KILN_CUDA_INT8_CONV=mma (0), =wg1 .. =wg11;
+/* Which configurations an INT8 convolution may run (a mask of 1 << cfg): KILN_CUDA_INT8_CONV=mma (0), =wg1 .. =wg13;
  * unset or =all: every one, the fastest timed at the layer's first run. Read per call: an A/B switch. */
 static unsigned i8_conv_mode(void)
 {
@@ -627,7 +627,8 @@ static cudaError_t qconv_launch(const qconv_call *c, int cfg)
 {
     /* a weight-stationary choice (stored, or forced) for operands it does not take, e.g. a residual placed at another
      * alignment than when it was timed: configuration 7; so for QLinearConvSum forced to one without wgmma */
-    if ((cfg >= 8 && cfg <= 9 && !cuk_gemm_i8_fits(cfg, &c->d, &c->e)) || (cfg >= 10 && !cuk_conv3_i8_fits(&c->d, &c->e)) ||
+    if ((cfg >= 8 && cfg <= 9 && !cuk_gemm_i8_fits(cfg, &c->d, &c->e)) ||
+        (cfg >= 10 && cfg <= 11 && !cuk_conv3_i8_fits(&c->d, &c->e)) || (cfg >= 12 && !cuk_gemm_i8_tma_fits(&c->d, &c->e)) ||
         (c->e.x2 && (cfg == 0 || cfg >= 8)))
         cfg = 7;
     return cuk_conv_i8(cfg, c->x_s8, c->x, c->q->w, &c->e, c->y, &c->d, c->b->stream);
@@ -657,6 +658,10 @@ static kiln_status qconv_choose(cu_be *b, const kiln_kctx *ctx, qconv_call *c, i
                 mask &= ~(1u << i);
         if (!cuk_conv3_i8_fits(&c->d, &c->e))   /* the 3x3 patch kernels where they take the layer */
             mask &= ~(3u << 10);
+        /* the TMA kernels where they take the layer; KILN_CUDA_INT8_TMA=0 leaves them out (an A/B switch) */
+        const char *tma = getenv("KILN_CUDA_INT8_TMA");
+        if ((tma && !strcmp(tma, "0")) || !cuk_gemm_i8_tma_fits(&c->d, &c->e))
+            mask &= ~(3u << 12);
     }
     *cfg = __builtin_ctz(mask);
     if (!(mask & (mask - 1)))

@@ -12,8 +12,8 @@
 // kernels_conv_fp8_wg.cu's). Stages and residual buffers are handed over by mbarriers: full (the producer's expected
 // bytes, completed by TMA) and empty (every consumer thread arrives once it no longer reads the buffer).
 #include "kernels_conv_fp8_wg.cuh"
+#include "kernels_tma.cuh"
 #include <string.h>
-#include <cuda.h>   // CUtensorMap and its encoder's signature (the function itself comes from the driver at run time)
 
 namespace {
 
@@ -29,16 +29,6 @@ template <int BN, int BK, int STAGES> struct tma_cfg {   // STAGES reduction ste
         return 1024 + PIPE + (res ? RBUF * res_bytes(es) : 0) + 8 * 2 * (STAGES + RBUF);
     }
 };
-
-#if KILN_WGMMA
-// a box of the tensor map at (c0 innermost, c1) into shared memory at dst, completing bytes on the barrier mbar
-__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, uint32_t mbar, int c0, int c1)
-{
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-                 ::"r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(mbar)
-                 : "memory");
-}
-#endif
 
 // Persistent: block b takes tiles b, b + grid, ... (tile t: rows (t / n_tiles) * BM, channels (t % n_tiles) * BN).
 // Warpgroup 0 is the producer (its first thread issues every copy), 1 and 2 the consumers (64 rows each).
@@ -126,38 +116,6 @@ __global__ void __launch_bounds__(THREADS, MINB)
         }
     }
 #endif
-}
-
-typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                              const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-encode_fn tma_encoder(void)
-{
-    static const encode_fn fn = [] {   // once (C++ statics: thread-safe)
-        void *p = NULL;
-        cudaDriverEntryPointQueryResult q;
-        return cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) ==
-                           cudaSuccess &&
-                       q == cudaDriverEntryPointSuccess
-                   ? (encode_fn)p
-                   : (encode_fn)NULL;
-    }();
-    return fn;
-}
-
-// A row-major [rows][cols] matrix of elements of dt (es bytes; row stride cols * es, a multiple of 16) as boxes of
-// [box_rows][box_cols], in the given swizzle; zeros outside.
-bool tma_map(CUtensorMap *m, CUtensorMapDataType dt, int es, const void *p, int64_t rows, int64_t cols, int box_rows,
-             int box_cols, CUtensorMapSwizzle swz)
-{
-    encode_fn enc = tma_encoder();
-    if (!enc || ((uintptr_t)p & 15) || (cols * es) % 16)
-        return false;
-    const cuuint64_t dim[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, stride[1] = {(cuuint64_t)(cols * es)};
-    const cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows}, estr[2] = {1, 1};
-    return enc(m, dt, 2, (void *)p, dim, stride, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, swz,
-               CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 template <typename T, int BN, int BK, int STAGES, bool RES, int MINB>

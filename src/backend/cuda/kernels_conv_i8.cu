@@ -12,8 +12,8 @@
 // only; 4: BN 64 in 64 registers, four blocks an SM, for memory-bound layers; 5: BN 128 with each step's MMAs waited
 // for; 6: BN 128 with the copies four steps ahead, six stages; 7: BN 128 with 128-byte steps, three stages; 8 / 9:
 // 1x1 layers only, weight-stationary persistent blocks of BN 128 / 64, kernels_gemm_i8.cu; 10 / 11: 3x3 stride-1
-// layers over pixel patches and their halo, BN 64 / 128, kernels_conv3_i8.cu); u8 or s8 activations in
-// each. The epilogue's operands (per-channel multipliers and biases, the residual tile of QLinearConvAdd) are copied into shared
+// layers over pixel patches and their halo, BN 64 / 128, kernels_conv3_i8.cu; 12 / 13: 1x1 layers by TMA with a producer
+// warpgroup and two alternating consumers of one / two warpgroups, kernels_gemm_i8_tma.cu); u8 or s8 activations in each. The epilogue's operands (per-channel multipliers and biases, the residual tile of QLinearConvAdd) are copied into shared
 // memory by cp.async with the reduction's second step, so no global load waits between the stores. Epilogue: wgmma
 // configurations from the registers (store_reg: a quad's shuffles give each lane 8 channels of a pixel, one 8-byte
 // store; session 29), mma.sync through an int32 tile in shared memory (each thread 16 channels of a pixel: one 16-byte
@@ -409,7 +409,7 @@ cudaError_t launch_x(bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qep
 
 } // namespace
 
-extern "C" int cuk_conv_i8_configs(void) { return 12; }
+extern "C" int cuk_conv_i8_configs(void) { return 14; }
 
 extern "C" bool cuk_conv_i8_sum_ok(void) { return wg_sm90() == cudaSuccess; }
 
@@ -417,7 +417,7 @@ extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const i
                                    const cuk_conv_desc *d, cudaStream_t s)
 {
     const int64_t M = (int64_t)d->n * d->p * d->q;
-    if (cfg < 0 || cfg >= 12 || d->c <= 0 || d->r <= 0 || d->s <= 0 || d->r > 32 || d->s > 32 || d->c % 16 ||
+    if (cfg < 0 || cfg >= 14 || d->c <= 0 || d->r <= 0 || d->s <= 0 || d->r > 32 || d->s > 32 || d->c % 16 ||
         d->k % 8 || !d->y_nhwc ||
         (int64_t)d->r * d->s * d->c >= 0x7fffffff ||
         (M + BM - 1) / BM >= 0x7fffffff || !e->m || e->out < CUK_QU8 || e->out > CUK_QBF16 ||
@@ -457,6 +457,8 @@ extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const i
     // weight-stationary persistent blocks for 1x1 layers (kernels_gemm_i8.cu): BN 128, BN 64
     case 8: case 9: return cuk_gemm_i8(cfg, x_s8, x, w, e, y, d, s);
     // 3x3 stride-1 layers over patches and their halo (kernels_conv3_i8.cu): BN 64, BN 128
-    default: return cuk_conv3_i8(cfg, x_s8, x, w, e, y, d, s);
+    case 10: case 11: return cuk_conv3_i8(cfg, x_s8, x, w, e, y, d, s);
+    // 1x1 layers by TMA, a producer warpgroup and two alternating consumers (kernels_gemm_i8_tma.cu)
+    default: return cuk_gemm_i8_tma(cfg, x_s8, x, w, e, y, d, s);
     }
 }

@@ -15,6 +15,18 @@ constexpr int BM = 128, BK = 64;
 // at once (8 rows, 2-byte pieces: store_reg) fall in distinct banks
 __host__ __device__ constexpr int res_stride(int bn) { return bn + 16; }
 
+// Byte ch of row r of the residual tile in shared memory: rows res_stride(BN) apart (RSW 0: the cp.async kernels'), or
+// (RSW 128, BN 128) as TMA's 128-byte swizzle writes a [rows][128] box: rows 128 bytes apart, 16-byte piece c of row r
+// at piece c ^ (r % 8) (the tile 1024-byte aligned), so a warp's eight rows of one piece fall in distinct banks
+template <int BN, int RSW> __device__ __forceinline__ int res_at(int r, int ch)
+{
+    static_assert(RSW == 0 || (RSW == 128 && BN == 128), "the swizzled residual tile has 128-byte rows");
+    if constexpr (RSW == 128)
+        return r * 128 + ((((ch >> 4) ^ r) & 7) << 4 | (ch & 15));
+    else
+        return r * res_stride(BN) + ch;
+}
+
 // A thread's piece at one step, for all its rows: the tap's offset from a row's top-left tap, and the bits its filter
 // row and column test (hbit 0 past the reduction)
 struct i8_tap {
@@ -248,7 +260,7 @@ __device__ __forceinline__ void cp_async8(void *smem, const void *gmem, bool val
 #if KILN_WGMMA
 // The wgmma configurations' epilogue from the registers: no int32 tile in shared memory (whose 4-byte writes and
 // reads, bank conflicts included, bound the memory-bound layers). tid: the thread's index among the tile's 256 (two
-// warpgroups of 64 rows); rsm: the residual tile, rows res_stride(BN) apart.
+// warpgroups of 64 rows); rsm: the residual tile, laid out as res_at<BN, RSW> says.
 // - Byte outputs (u8 / s8): each lane requantizes its own accumulator values where the wgmma left them (a quad holds
 //   rows g and g + 8 of each 8-channel group, lane t channels 2t, 2t + 1: value i = 4c + 2h + k of pair p is acc[8p +
 //   i], group 2p + c, row g + 8h, channel 2t + k) with the same q_bytes8 as store_tile, value for value (multipliers,
@@ -259,14 +271,13 @@ __device__ __forceinline__ void cp_async8(void *smem, const void *gmem, bool val
 //   second convolution's products in the accumulators' order, added before the rounding.
 // - Float outputs: a quad's 4 x 4 transposition of the int32 sums by shuffles (quad_t4, as the FP8 kernels') gives each
 //   lane 8 neighbouring channels of one pixel, then f_vals8 / f_res8 and 8 values stored.
-template <int BN, bool GELU>
+template <int BN, bool GELU, int RSW = 0>
 __device__ __forceinline__ void store_reg(const int *acc, const float *msm, const int *bsm, const uint8_t *rsm,
                                           const cuk_qepi e, void *__restrict__ y, const cuk_conv_desc d, int64_t M,
                                           int64_t m0, int n0, int tid, const float *t2 = nullptr, bool mapped = false,
                                           int64_t mrow = 0, bool mok = false)
 {
     static_assert(BN % 32 == 0, "the byte stores pair the 16-channel groups");
-    constexpr int RS = res_stride(BN);
     const int t = tid & 3, lr = quad_row(tid);
     const int64_t row = mapped ? mrow : m0 + lr;   // mapped: the caller's output row for quad_row(tid) (valid: mok)
     if (e.out >= CUK_QF32) {   // float values, stored as float32, FP16 or BF16
@@ -291,7 +302,7 @@ __device__ __forceinline__ void store_reg(const int *acc, const float *msm, cons
             }
             float v[8];
             if (e.res_float)
-                f_res8(a, m, e, *(const uint2 *)(rsm + lr * RS + lc), v);
+                f_res8(a, m, e, *(const uint2 *)(rsm + res_at<BN, RSW>(lr, lc)), v);
             else
                 f_vals8<GELU>(a, m, e, v);
             st8_out(e, y, row * d.k + col, v);
@@ -329,8 +340,8 @@ __device__ __forceinline__ void store_reg(const int *acc, const float *msm, cons
                 m[4 * c + 2 * h] = f.x, m[4 * c + 2 * h + 1] = f.y;
             }
             if (has_res)   // R's bytes in value order: rows g, g + 8 of channels ch, ch + 1
-                rw[c] = (uint32_t)*(const uint16_t *)(rsm + lr0 * RS + ch) |
-                        ((uint32_t)*(const uint16_t *)(rsm + (lr0 + 8) * RS + ch) << 16);
+                rw[c] = (uint32_t)*(const uint16_t *)(rsm + res_at<BN, RSW>(lr0, ch)) |
+                        ((uint32_t)*(const uint16_t *)(rsm + res_at<BN, RSW>(lr0 + 8, ch)) << 16);
         }
         const uint2 q = q_bytes8<GELU>(a, m, e, has_res, make_uint2(rw[0], rw[1]), t2 ? t2 + 8 * p : nullptr);
         const uint32_t k1 = __byte_perm(q.x, q.y, sel_k), s1 = __byte_perm(q.x, q.y, sel_s);

@@ -1,0 +1,232 @@
+// The INT8 convolution's configuration 12 (cuda_int8.c, cuk_conv_i8): a 1x1 stride-1 unpadded convolution (or
+// QLinearMatMul) as the GEMM Y [M = N*P*Q, K] = X [M, C] W^T it is, in the structure of CUTLASS's Hopper "ping-pong"
+// kernels. Why (session 45, H100, ResNet-50 int8 batch 256): every cp.async configuration ran the 1x1 expansions at
+// 1.2-2.0 TB/s (cuDNN's FP16 layer1 conv3 2.85 TB/s) and BERT's compute-bound GEMMs at ~435 TOPS: in each, all threads
+// of a block copy, wait at a block-wide barrier, multiply and run the epilogue in turn, so a block's tensor cores idle
+// through its epilogue and its copies wait for its epilogue.
+// Here one block an SM, persistent, of three warpgroups:
+// - the producer (its first thread) issues every copy by TMA (cp.async.bulk.tensor: no address arithmetic in any
+//   other thread, zeros past M / C / K): the activations [128][BK] and filter rows [128][BK] of each reduction step
+//   into a ring of STAGES, and each tile's residual [128][128] bytes (QLinearConvAdd) into a ring of RBUF, running
+//   ahead as far as the rings allow, handed over by mbarriers (full: TMA's bytes landed; empty: the consumer is done);
+// - two consumers, each owning whole tiles of 128 pixels x 128 channels (the block's tiles alternate between them):
+//   one runs its tile's MMAs (wgmma m64n128k32, two a k32 step, one group in flight) while the other runs its
+//   epilogue, their turns at the tensor cores ordered by two named barriers. The epilogue is the other wgmma
+//   configurations' (store_reg, from the registers: the CPU's bytes), reading the residual in TMA's 128-byte
+//   swizzle (res_at).
+// Configurations 12 / 13: consumers of one warpgroup (128 accumulators a thread) / two (64 each: twice the warps for the
+// epilogues, which bound the memory-bound layers).
+#include "kernels_conv_i8.cuh"
+#include "kernels_tma.cuh"
+#include <string.h>
+
+namespace {
+
+constexpr int PBN = 128, RBUF = 4;
+// threads: the producer warpgroup, then two consumers of CW warpgroups (CW 1: one warpgroup multiplies all 128 rows of
+// its tile, 128 accumulators a thread; CW 2: two of 64 rows each, 64 a thread, twice the warps for the epilogue). The
+// registers a thread may use are set at compile time by the warps an SM sub-partition holds (3 for CW 1: 168; 5 for
+// CW 2: 96); the producer gives most of its own back (setmaxnreg), so that the consumers' allocation fits
+__host__ __device__ constexpr int pp_threads(int cw) { return 128 * (1 + 2 * cw); }
+
+template <int BK, int STAGES> struct pp_cfg {
+    static constexpr int SA = BM * BK, SB = PBN * BK, STAGE = SA + SB, RES = BM * PBN;
+    // the stages, the residual ring, each consumer's multipliers and biases [PBN] (1 KB), the mbarriers
+    static constexpr int OFF_R = STAGES * STAGE, OFF_MB = OFF_R + RBUF * RES, OFF_BAR = OFF_MB + 2 * 1024;
+    static constexpr int SMEM = 1024 + OFF_BAR + 8 * 2 * (STAGES + RBUF);
+};
+
+#if KILN_WGMMA
+__device__ __forceinline__ void nbar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void nbar_arrive(int id, int n)
+{
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+template <int R> __device__ __forceinline__ void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(R)); }
+template <int R> __device__ __forceinline__ void regs_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R)); }
+#endif
+
+// Block b's j-th tile is tile b + j * gridDim.x (tile t: pixels (t / n_tiles) * 128, channels (t % n_tiles) * 128),
+// consumer j % 2's. Named barriers: 1 + c, consumer c's turn at the tensor cores (256: its own 128 threads wait, the
+// other consumer's 128 arrive when its MMAs are issued and done); 3 + c, consumer c's threads alone.
+template <int CW, int BK, int STAGES, bool XS8, bool GELU, bool RES>
+__global__ void __launch_bounds__(pp_threads(CW), 1)
+    k_gemm_i8_pp(const __grid_constant__ CUtensorMap ma, const __grid_constant__ CUtensorMap mb,
+                 const __grid_constant__ CUtensorMap mr, cuk_qepi e, void *__restrict__ y, cuk_conv_desc d,
+                 int n_tiles, int tiles, int steps)
+{
+#if KILN_WGMMA
+    using C = pp_cfg<BK, STAGES>;
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *sm = wg_smem(smem_raw);
+    const uint32_t sb = smem_u32(sm), bar0 = sb + C::OFF_BAR;
+    auto full = [&](int i) { return bar0 + 8 * i; };
+    auto empty = [&](int i) { return bar0 + 8 * (STAGES + i); };
+    auto rfull = [&](int i) { return bar0 + 8 * (2 * STAGES + i); };
+    auto rempty = [&](int i) { return bar0 + 8 * (2 * STAGES + RBUF + i); };
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < STAGES; i++) {
+            mbar_init(full(i), 1);
+            mbar_init(empty(i), 128 * CW);
+        }
+        for (int i = 0; i < RBUF; i++) {
+            mbar_init(rfull(i), 1);
+            mbar_init(rempty(i), 128 * CW);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    const int nt = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    constexpr int CT = 128 * CW;   // a consumer's threads
+    if (threadIdx.x < 128) {   // the producer
+        regs_dec<CW == 1 ? 40 : 24>();
+        if (threadIdx.x == 0) {
+            int li = 0;
+            for (int j = 0; j < nt; j++) {
+                const int tile = (int)blockIdx.x + j * (int)gridDim.x;
+                const int m0 = (tile / n_tiles) * BM, n0 = (tile % n_tiles) * PBN;
+                if (RES) {
+                    const int rb = j % RBUF;
+                    mbar_wait(rempty(rb), ((j / RBUF) & 1) ^ 1);
+                    mbar_expect_tx(rfull(rb), C::RES);
+                    tma_load_2d(sb + C::OFF_R + rb * C::RES, &mr, rfull(rb), n0, m0);
+                }
+                for (int s = 0; s < steps; s++, li++) {
+                    const int st = li % STAGES;
+                    mbar_wait(empty(st), ((li / STAGES) & 1) ^ 1);
+                    mbar_expect_tx(full(st), C::STAGE);
+                    tma_load_2d(sb + st * C::STAGE, &ma, full(st), s * BK, m0);
+                    tma_load_2d(sb + st * C::STAGE + C::SA, &mb, full(st), s * BK, n0);
+                }
+            }
+        }
+        return;
+    }
+    regs_inc<CW == 1 ? 232 : 112>();   // the pool: 168 x 384 (CW 1), 96 x 640 (CW 2), less the producer's
+    const int ct = (int)threadIdx.x - 128, cw = ct / CT, lt = ct % CT, wg = lt >> 7;   // consumer, its thread, warpgroup
+    float *msm = (float *)(sm + C::OFF_MB + cw * 1024);
+    int *bsm = (int *)(msm + PBN);
+    const int64_t M = (int64_t)d.n * d.p * d.q;
+    if (cw == 1 && nt > 0)
+        nbar_arrive(1, 2 * CT);   // consumer 0 multiplies first
+    for (int j = cw; j < nt; j += 2) {
+        const int tile = (int)blockIdx.x + j * (int)gridDim.x;
+        const int64_t m0 = (int64_t)(tile / n_tiles) * BM;
+        const int n0 = (tile % n_tiles) * PBN;
+        const int li = j * steps;   // the tile's first step in the ring's order
+        nbar_sync(1 + cw, 2 * CT);   // the other consumer's MMAs are done (and this one's epilogue: msm, bsm free)
+        load_mb<PBN>(e, d, msm, bsm, n0, lt);
+        cp_commit();
+        int acc0[64], acc1[CW == 1 ? 64 : 1];
+        for (int s = 0; s < steps; s++) {
+            const int q = li + s, st = q % STAGES;
+            mbar_wait(full(st), (q / STAGES) & 1);
+            const uint32_t a_s = sb + st * C::STAGE, b_s = a_s + C::SA;
+            wg_fence();
+            const uint64_t da0 = wg_desc(a_s + wg * 64 * BK, BK), da1 = wg_desc(a_s + 64 * BK, BK), db = wg_desc(b_s, BK);
+#pragma unroll
+            for (int kk = 0; kk < BK / 32; kk++) {
+                const int in = s > 0 || kk > 0;
+                wgmma_i8_n128<XS8>(acc0, wg_desc_add(da0, 2 * kk), wg_desc_add(db, 2 * kk), in);
+                if constexpr (CW == 1)
+                    wgmma_i8_n128<XS8>(acc1, wg_desc_add(da1, 2 * kk), wg_desc_add(db, 2 * kk), in);
+            }
+            wg_commit();
+            if (s > 0) {   // the previous step's MMAs are done: its stage goes back to the producer
+                wg_wait<1>();
+                mbar_arrive(empty((q - 1) % STAGES));
+            }
+        }
+        wg_wait<0>();
+        mbar_arrive(empty((li + steps - 1) % STAGES));
+        if (j + 1 < nt)
+            nbar_arrive(2 - cw, 2 * CT);   // the other consumer's turn
+        const uint8_t *rt = nullptr;
+        if (RES) {
+            const int rb = j % RBUF;
+            mbar_wait(rfull(rb), (j / RBUF) & 1);
+            rt = sm + C::OFF_R + rb * C::RES;
+        }
+        cp_wait<0>();
+        nbar_sync(3 + cw, CT);   // every thread's multipliers and biases landed
+        store_reg<PBN, GELU, RES ? 128 : 0>(acc0, msm, bsm, rt, e, y, d, M, m0, n0, lt);   // rows wg * 64 ..
+        if constexpr (CW == 1)
+            store_reg<PBN, GELU, RES ? 128 : 0>(acc1, msm, bsm, rt, e, y, d, M, m0, n0, lt + 128);
+        if (RES)
+            mbar_arrive(rempty(j % RBUF));
+    }
+#endif
+}
+
+template <int CW, int BK, int STAGES, bool XS8, bool GELU, bool RES>
+cudaError_t pp_launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
+                      cudaStream_t s)
+{
+    using C = pp_cfg<BK, STAGES>;
+    static_assert(C::SMEM <= 227 * 1024, "one block an SM");
+    const int64_t M = (int64_t)d->n * d->p * d->q;
+    const int n_tiles = (d->k + PBN - 1) / PBN;
+    const int64_t tiles = (M + BM - 1) / BM * n_tiles;
+    const int steps = (d->c + BK - 1) / BK;
+    if (tiles >= 0x7fffffff / 2 || M >= 0x7fffffff)
+        return cudaErrorInvalidValue;
+    CUtensorMap ma, mb, mr;
+    const CUtensorMapSwizzle swz = BK == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+    memset(&mr, 0, sizeof mr);
+    if (!tma_map(&ma, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, x, M, d->c, BM, BK, swz) ||
+        !tma_map(&mb, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, w, d->k, d->c, PBN, BK, swz) ||
+        (RES && !tma_map(&mr, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, e.res, M, d->k, BM, PBN, CU_TENSOR_MAP_SWIZZLE_128B)))
+        return cudaErrorNotSupported;
+    auto kern = k_gemm_i8_pp<CW, BK, STAGES, XS8, GELU, RES>;
+    cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
+    if (err != cudaSuccess)
+        return err;
+    const int64_t grid = sm_count() > 0 ? (int64_t)sm_count() : 1;
+    kern<<<(unsigned)(grid < tiles ? grid : tiles), pp_threads(CW), C::SMEM, s>>>(ma, mb, mr, e, y, *d, n_tiles, (int)tiles,
+                                                                     steps);
+    return cudaGetLastError();
+}
+
+// 64-byte steps (six stages) where the reduction is at most 64 bytes, else 128-byte steps (four stages)
+template <int CW, bool XS8, bool GELU, bool RES>
+cudaError_t pp_launch_bk(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
+                         cudaStream_t s)
+{
+    return d->c <= 64 ? pp_launch<CW, 64, 6, XS8, GELU, RES>(x, w, e, y, d, s)
+                      : pp_launch<CW, 128, 4, XS8, GELU, RES>(x, w, e, y, d, s);
+}
+
+template <int CW, bool XS8, bool GELU>
+cudaError_t pp_launch_res(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
+                          cudaStream_t s)
+{
+    return e.res ? pp_launch_bk<CW, XS8, GELU, true>(x, w, e, y, d, s)
+                 : pp_launch_bk<CW, XS8, GELU, false>(x, w, e, y, d, s);
+}
+
+template <int CW>
+cudaError_t pp_launch_x(bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y,
+                        const cuk_conv_desc *d, cudaStream_t s)
+{
+    if (x_s8 && e.act == CUK_GELU)
+        return pp_launch_res<CW, true, true>(x, w, e, y, d, s);
+    return x_s8 ? pp_launch_res<CW, true, false>(x, w, e, y, d, s) : pp_launch_res<CW, false, false>(x, w, e, y, d, s);
+}
+
+} // namespace
+
+extern "C" bool cuk_gemm_i8_tma_fits(const cuk_conv_desc *d, const cuk_qepi *e)
+{
+    return fp8_is_gemm(*d) && d->c % 16 == 0 && d->k % 16 == 0 && !e->x2 && tma_encoder() != NULL &&
+           (!e->res || ((uintptr_t)e->res & 15) == 0);
+}
+
+// Configuration 12 (consumers of one warpgroup) or 13 (of two) where the layer is one (cuk_gemm_i8_tma_fits), else
+// cudaErrorNotSupported
+extern "C" cudaError_t cuk_gemm_i8_tma(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e,
+                                       void *y, const cuk_conv_desc *d, cudaStream_t s)
+{
+    if (!cuk_gemm_i8_tma_fits(d, e) || ((uintptr_t)x & 15) || ((uintptr_t)w & 15))
+        return cudaErrorNotSupported;
+    return cfg == 12 ? pp_launch_x<1>(x_s8, x, w, *e, y, d, s) : pp_launch_x<2>(x_s8, x, w, *e, y, d, s);
+}
