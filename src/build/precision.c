@@ -1304,6 +1304,12 @@ kiln_status kiln__precision_before_passes(kiln_graph *g, kiln_model_t m, kiln_bu
     kiln_calibration_t given = plan ? plan->cal : NULL, cal = NULL;
     if (i8 || f8)
         st = calibrate(g, m, o, &rep, given, &cal);
+    else if (st == KILN_OK && !given && o->calib && (o->calib->data_dir || o->calib->cache_path) &&
+             (global == P_INT8 || global == P_FP8 || any_request(g, P_INT8) || any_request(g, P_FP8)))
+        /* the calibration data given reads nothing: every layer asked int8 / fp8 keeps the model's own Q/DQ (or
+         * none was) -- said, so that a calibration the user meant to apply is not silently dropped */
+        sb_printf(&rep, "calibration: not run (the calibration data given is unused): no layer takes calibrated "
+                        "scales (each one asked int8 / fp8 keeps the model's own Q/DQ)\n");
     if (st == KILN_OK && f8)
         st = fp8_scales(g, cal, o->device, plan ? plan->fp8_wq : KILN_WQ_CHANNEL);
     if (st == KILN_OK && f8)

@@ -65,6 +65,12 @@ grep -q '"QLookup"\|__kiln_quantize' "$T/i.json" && bad "calibrated Q/DQ stacked
 for p in int8 fp16 bf16 fp8 nvfp4; do
   expect_ok "one-layer Q/DQ model --precision $p" "$KILN" build "$T/conv_pc.onnx" -o "$T/pc_$p.kiln" --precision $p --calib "$T/calq"
   has "one-layer Q/DQ --precision $p: int8 realized" "$T/pc_$p.kiln" conv=int8
+  # int8 asked of a model whose only layer is its own Q/DQ's: the calibration data goes unused, and is said so
+  case $p in int8)
+    grep -q "calibration: not run (the calibration data given is unused)" "$T/out.txt" &&
+      ok "one-layer Q/DQ --precision $p: the unused --calib said" ||
+      bad "one-layer Q/DQ --precision $p: --calib unused silently: $(tr '\n' ' ' < "$T/out.txt")" ;;
+  esac
 done
 expect_ok "int8 asked of an explicit layer: honoured, no calibration needed" \
   "$KILN" build "$T/conv_pc.onnx" -o "$T/r.kiln" --layer-precision conv:int8
@@ -74,6 +80,8 @@ expect_err "fp16 asked of an explicit int8 layer: unmet, said so" "conv (QLinear
 # rounding: no QLookup requantization), the model's conv1 untouched
 expect_ok "mixed: float conv0 asked int8 before the model's Q" \
   "$KILN" build "$T/mixed.onnx" -o "$T/mixed.kiln" --precision int8 --layer-precision conv0:int8 --calib "$T/calq"
+grep -q "calibration: not run" "$T/out.txt" && bad "mixed: calibration said unused where it ran" ||
+  ok "mixed: calibration run, not said unused"
 has "mixed: conv0 integer" "$T/mixed.kiln" conv0=int8
 "$KILN" inspect "$T/mixed.kiln" --json > "$T/i.json" 2>&1
 grep -q '"QLookup"' "$T/i.json" && bad "mixed: conv0's output rounded twice (QLookup)" || ok "mixed: conv0 writes the model's Q directly"
