@@ -45,21 +45,9 @@ __global__ void __launch_bounds__(THREADS, MINB)
     const uint32_t sbase = smem_u32(sm), a_s0 = sbase, b_s0 = sbase + STAGES * C::STAGE_A;
     const uint32_t r_s0 = sbase + C::PIPE, rbytes = (uint32_t)C::res_bytes(es);
     const uint32_t bar0 = r_s0 + (RES ? RBUF * rbytes : 0);   // full[STAGES], empty[STAGES], rfull[RBUF], rempty[RBUF]
-    auto full = [&](int i) { return bar0 + 8 * i; };
-    auto empty = [&](int i) { return bar0 + 8 * (STAGES + i); };
-    auto rfull = [&](int i) { return bar0 + 8 * (2 * STAGES + i); };
-    auto rempty = [&](int i) { return bar0 + 8 * (2 * STAGES + RBUF + i); };
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < STAGES; i++) {
-            mbar_init(full(i), 1);
-            mbar_init(empty(i), 256);
-        }
-        for (int i = 0; i < RBUF; i++) {
-            mbar_init(rfull(i), 1);
-            mbar_init(rempty(i), 256);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
+    const tma_bars bars{bar0, STAGES, RBUF};
+    if (threadIdx.x == 0)
+        bars.init(256);
     __syncthreads();
     const int64_t M = (int64_t)d.n * d.p * d.q;
     if (threadIdx.x < 128) {   // the producer
@@ -69,17 +57,17 @@ __global__ void __launch_bounds__(THREADS, MINB)
                 const int m0 = (tile / n_tiles) * BM, n0 = (tile % n_tiles) * BN;
                 if (RES) {
                     const int rb = ri % RBUF;
-                    mbar_wait(rempty(rb), ((ri / RBUF) & 1) ^ 1);
-                    mbar_expect_tx(rfull(rb), rbytes);
-                    tma_load_2d(r_s0 + rb * rbytes, &mr, rfull(rb), n0, m0);
+                    mbar_wait(bars.rempty(rb), ((ri / RBUF) & 1) ^ 1);
+                    mbar_expect_tx(bars.rfull(rb), rbytes);
+                    tma_load_2d(r_s0 + rb * rbytes, &mr, bars.rfull(rb), n0, m0);
                     ri++;
                 }
                 for (int s = 0; s < steps; s++, li++) {
                     const int st = li % STAGES;
-                    mbar_wait(empty(st), ((li / STAGES) & 1) ^ 1);
-                    mbar_expect_tx(full(st), C::STAGE_A + C::STAGE_B);
-                    tma_load_2d(a_s0 + st * C::STAGE_A, &ma, full(st), s * BK, m0);
-                    tma_load_2d(b_s0 + st * C::STAGE_B, &mb, full(st), s * BK, n0);
+                    mbar_wait(bars.empty(st), ((li / STAGES) & 1) ^ 1);
+                    mbar_expect_tx(bars.full(st), C::STAGE_A + C::STAGE_B);
+                    tma_load_2d(a_s0 + st * C::STAGE_A, &ma, bars.full(st), s * BK, m0);
+                    tma_load_2d(b_s0 + st * C::STAGE_B, &mb, bars.full(st), s * BK, n0);
                 }
             }
         }
@@ -93,7 +81,7 @@ __global__ void __launch_bounds__(THREADS, MINB)
         float acc[BN / 2];
         for (int s = 0; s < steps; s++, li++) {
             const int st = li % STAGES;
-            mbar_wait(full(st), (li / STAGES) & 1);
+            mbar_wait(bars.full(st), (li / STAGES) & 1);
             const uint32_t a_s = a_s0 + st * C::STAGE_A + wg * 64 * BK, b_s = b_s0 + st * C::STAGE_B;
             wg_fence();
 #pragma unroll
@@ -101,17 +89,17 @@ __global__ void __launch_bounds__(THREADS, MINB)
                 wg_mma<BN>(acc, wg_desc(a_s + kk * 32, BK), wg_desc(b_s + kk * 32, BK), s > 0 || kk > 0);
             wg_commit();
             wg_wait<0>();
-            mbar_arrive(empty(st));   // this thread's MMAs no longer read the stage
+            mbar_arrive(bars.empty(st));   // this thread's MMAs no longer read the stage
         }
         const uint8_t *rt = NULL;
         if (RES) {
             const int rb = ri % RBUF;
-            mbar_wait(rfull(rb), (ri / RBUF) & 1);
+            mbar_wait(bars.rfull(rb), (ri / RBUF) & 1);
             rt = sm + C::PIPE + rb * rbytes;
         }
         wg_epilogue_reg<T, BN>(acc, m0, n0, M, d, o, rt, ctid);
         if (RES) {
-            mbar_arrive(rempty(ri % RBUF));
+            mbar_arrive(bars.rempty(ri % RBUF));
             ri++;
         }
     }

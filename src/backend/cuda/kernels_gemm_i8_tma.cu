@@ -60,21 +60,9 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
     extern __shared__ uint8_t smem_raw[];
     uint8_t *sm = wg_smem(smem_raw);
     const uint32_t sb = smem_u32(sm), bar0 = sb + C::OFF_BAR;
-    auto full = [&](int i) { return bar0 + 8 * i; };
-    auto empty = [&](int i) { return bar0 + 8 * (STAGES + i); };
-    auto rfull = [&](int i) { return bar0 + 8 * (2 * STAGES + i); };
-    auto rempty = [&](int i) { return bar0 + 8 * (2 * STAGES + RBUF + i); };
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < STAGES; i++) {
-            mbar_init(full(i), 1);
-            mbar_init(empty(i), 128 * CW);
-        }
-        for (int i = 0; i < RBUF; i++) {
-            mbar_init(rfull(i), 1);
-            mbar_init(rempty(i), 128 * CW);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
+    const tma_bars bars{bar0, STAGES, RBUF};
+    if (threadIdx.x == 0)
+        bars.init(128 * CW);
     __syncthreads();
     const int nt = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
     constexpr int CT = 128 * CW;   // a consumer's threads
@@ -87,16 +75,16 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
                 const int m0 = (tile / n_tiles) * BM, n0 = (tile % n_tiles) * PBN;
                 if (RES) {
                     const int rb = j % RBUF;
-                    mbar_wait(rempty(rb), ((j / RBUF) & 1) ^ 1);
-                    mbar_expect_tx(rfull(rb), C::RES);
-                    tma_load_2d(sb + C::OFF_R + rb * C::RES, &mr, rfull(rb), n0, m0);
+                    mbar_wait(bars.rempty(rb), ((j / RBUF) & 1) ^ 1);
+                    mbar_expect_tx(bars.rfull(rb), C::RES);
+                    tma_load_2d(sb + C::OFF_R + rb * C::RES, &mr, bars.rfull(rb), n0, m0);
                 }
                 for (int s = 0; s < steps; s++, li++) {
                     const int st = li % STAGES;
-                    mbar_wait(empty(st), ((li / STAGES) & 1) ^ 1);
-                    mbar_expect_tx(full(st), C::STAGE);
-                    tma_load_2d(sb + st * C::STAGE, &ma, full(st), s * BK, m0);
-                    tma_load_2d(sb + st * C::STAGE + C::SA, &mb, full(st), s * BK, n0);
+                    mbar_wait(bars.empty(st), ((li / STAGES) & 1) ^ 1);
+                    mbar_expect_tx(bars.full(st), C::STAGE);
+                    tma_load_2d(sb + st * C::STAGE, &ma, bars.full(st), s * BK, m0);
+                    tma_load_2d(sb + st * C::STAGE + C::SA, &mb, bars.full(st), s * BK, n0);
                 }
             }
         }
@@ -120,7 +108,7 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
         int acc0[64], acc1[CW == 1 ? 64 : 1];
         for (int s = 0; s < steps; s++) {
             const int q = li + s, st = q % STAGES;
-            mbar_wait(full(st), (q / STAGES) & 1);
+            mbar_wait(bars.full(st), (q / STAGES) & 1);
             const uint32_t a_s = sb + st * C::STAGE, b_s = a_s + C::SA;
             wg_fence();
             const uint64_t da0 = wg_desc(a_s + wg * 64 * BK, BK), da1 = wg_desc(a_s + 64 * BK, BK), db = wg_desc(b_s, BK);
@@ -134,17 +122,17 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
             wg_commit();
             if (s > 0) {   // the previous step's MMAs are done: its stage goes back to the producer
                 wg_wait<1>();
-                mbar_arrive(empty((q - 1) % STAGES));
+                mbar_arrive(bars.empty((q - 1) % STAGES));
             }
         }
         wg_wait<0>();
-        mbar_arrive(empty((li + steps - 1) % STAGES));
+        mbar_arrive(bars.empty((li + steps - 1) % STAGES));
         if (j + 1 < nt)
             nbar_arrive(2 - cw, 2 * CT);   // the other consumer's turn
         const uint8_t *rt = nullptr;
         if (RES) {
             const int rb = j % RBUF;
-            mbar_wait(rfull(rb), (j / RBUF) & 1);
+            mbar_wait(bars.rfull(rb), (j / RBUF) & 1);
             rt = sm + C::OFF_R + rb * C::RES;
         }
         cp_wait<0>();
@@ -153,7 +141,7 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
         if constexpr (CW == 1)
             store_reg<PBN, GELU, RES ? 128 : 0>(acc1, msm, bsm, rt, e, y, d, M, m0, n0, lt + 128);
         if (RES)
-            mbar_arrive(rempty(j % RBUF));
+            mbar_arrive(bars.rempty(j % RBUF));
     }
 #endif
 }

@@ -10,6 +10,31 @@
 namespace {
 
 #if KILN_WGMMA
+// The mbarriers of a producer / consumer pipeline, 8 bytes each from bar0 in shared memory: full[stages],
+// empty[stages] per operand stage, rfull[rbuf], rempty[rbuf] per residual buffer
+struct tma_bars {
+    uint32_t bar0;
+    int stages, rbuf;
+    __device__ __forceinline__ uint32_t full(int i) const { return bar0 + 8 * i; }
+    __device__ __forceinline__ uint32_t empty(int i) const { return bar0 + 8 * (stages + i); }
+    __device__ __forceinline__ uint32_t rfull(int i) const { return bar0 + 8 * (2 * stages + i); }
+    __device__ __forceinline__ uint32_t rempty(int i) const { return bar0 + 8 * (2 * stages + rbuf + i); }
+    // (one thread) full / rfull complete on the producer's arrival and TMA's bytes, empty / rempty on `consumers`
+    // threads' arrivals
+    __device__ __forceinline__ void init(int consumers) const
+    {
+        for (int i = 0; i < stages; i++) {
+            mbar_init(full(i), 1);
+            mbar_init(empty(i), consumers);
+        }
+        for (int i = 0; i < rbuf; i++) {
+            mbar_init(rfull(i), 1);
+            mbar_init(rempty(i), consumers);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+};
+
 // a box of the tensor map at (c0 innermost, c1) into shared memory at dst, completing bytes on the barrier mbar
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, uint32_t mbar, int c0, int c1)
 {
