@@ -29,10 +29,10 @@ constexpr int PBN = 128, RBUF = 4;
 // CW 2: 96); the producer gives most of its own back (setmaxnreg), so that the consumers' allocation fits
 __host__ __device__ constexpr int pp_threads(int cw) { return 128 * (1 + 2 * cw); }
 
-template <int BK, int STAGES> struct pp_cfg {
-    static constexpr int SA = BM * BK, SB = PBN * BK, STAGE = SA + SB, RES = BM * PBN;
-    // the stages, the residual ring, each consumer's multipliers and biases [PBN] (1 KB), the mbarriers
-    static constexpr int OFF_R = STAGES * STAGE, OFF_MB = OFF_R + RBUF * RES, OFF_BAR = OFF_MB + 2 * 1024;
+template <int BK, int STAGES, bool HAS_RES> struct pp_cfg {
+    static constexpr int SA = BM * BK, SB = PBN * BK, STAGE = SA + SB, RES = BM * PBN, NR = HAS_RES ? RBUF : 0;
+    // the stages, the residual ring (QLinearConvAdd), each consumer's multipliers and biases [PBN] (1 KB), the mbarriers
+    static constexpr int OFF_R = STAGES * STAGE, OFF_MB = OFF_R + NR * RES, OFF_BAR = OFF_MB + 2 * 1024;
     static constexpr int SMEM = 1024 + OFF_BAR + 8 * 2 * (STAGES + RBUF);
 };
 
@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
                  int n_tiles, int tiles, int steps)
 {
 #if KILN_WGMMA
-    using C = pp_cfg<BK, STAGES>;
+    using C = pp_cfg<BK, STAGES, RES>;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *sm = wg_smem(smem_raw);
     const uint32_t sb = smem_u32(sm), bar0 = sb + C::OFF_BAR;
@@ -150,7 +150,7 @@ template <int CW, int BK, int STAGES, bool XS8, bool GELU, bool RES>
 cudaError_t pp_launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
                       cudaStream_t s)
 {
-    using C = pp_cfg<BK, STAGES>;
+    using C = pp_cfg<BK, STAGES, RES>;
     static_assert(C::SMEM <= 227 * 1024, "one block an SM");
     const int64_t M = (int64_t)d->n * d->p * d->q;
     const int n_tiles = (d->k + PBN - 1) / PBN;
@@ -175,13 +175,14 @@ cudaError_t pp_launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void
     return cudaGetLastError();
 }
 
-// 64-byte steps (six stages) where the reduction is at most 64 bytes, else 128-byte steps (four stages)
+// 64-byte steps where the reduction is at most 64 bytes, else 128-byte steps; as many stages as fit beside the
+// residual ring (six / four with it, ten / six without: 160 / 192 KB of stages)
 template <int CW, bool XS8, bool GELU, bool RES>
 cudaError_t pp_launch_bk(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
                          cudaStream_t s)
 {
-    return d->c <= 64 ? pp_launch<CW, 64, 6, XS8, GELU, RES>(x, w, e, y, d, s)
-                      : pp_launch<CW, 128, 4, XS8, GELU, RES>(x, w, e, y, d, s);
+    return d->c <= 64 ? pp_launch<CW, 64, RES ? 6 : 10, XS8, GELU, RES>(x, w, e, y, d, s)
+                      : pp_launch<CW, 128, RES ? 4 : 6, XS8, GELU, RES>(x, w, e, y, d, s);
 }
 
 template <int CW, bool XS8, bool GELU>
