@@ -94,6 +94,10 @@ kiln_status kiln__kdata_es(const kiln_kctx *ctx, const kiln_tensor *t, size_t *e
  * with an element size, and a buffer holding every element: kiln__kneed + kiln__kdata_es on a
  * tensor at hand. */
 kiln_status kiln__kcheck(const kiln_kctx *ctx, const kiln_tensor *t, int idx);
+/* Runs fn on ctx with input i0 replaced by t0 (and i1 by t1; i1 -1: none) and no prepared blob: a kernel's reference
+ * run on weights unpacked from the blob, or on rounded activations (ctx has at most 16 inputs, else an error) */
+kiln_status kiln__krun_with(kiln_kctx *ctx, kiln_kernel_fn fn, int i0, const kiln_tensor *t0, int i1,
+                            const kiln_tensor *t1);
 /* Reports an error prefixed with the node's op and name. */
 kiln_status kiln__kerr(const kiln_kctx *ctx, kiln_status s, const char *fmt, ...) KILN_PRINTF(3, 4);
 

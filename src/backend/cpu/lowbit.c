@@ -519,21 +519,10 @@ static kiln_status dq_tensor(const qw *q, const kiln_tensor *w, kiln_tensor *out
 /* x: the rounded activations (input 0), or NULL for the op's own (a Gather's indices are input 1). */
 static kiln_status run_whole(kiln_kctx *ctx, kiln_kernel_fn fn, const qw *q, const kiln_tensor *x)
 {
-    const kiln_tensor *in[8];
-    if (ctx->n_in > 8)
-        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "too many inputs");
     int wi = w_input(ctx->node);
     kiln_tensor wf;
     KILN_TRY(dq_tensor(q, kiln__kin(ctx, wi), &wf));
-    for (int i = 0; i < ctx->n_in; i++)
-        in[i] = ctx->in[i];
-    if (x)
-        in[0] = x;
-    in[wi] = &wf;
-    kiln_kctx sub = *ctx;
-    sub.in = in;
-    sub.prepared = NULL, sub.prepared_size = 0;
-    kiln_status st = fn(&sub);
+    kiln_status st = kiln__krun_with(ctx, fn, wi, &wf, x && wi != 0 ? 0 : -1, x);
     kiln__tensor_release(&wf);
     return st;
 }

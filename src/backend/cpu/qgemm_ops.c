@@ -145,13 +145,7 @@ static kiln_status fallback(kiln_kctx *ctx)
         KILN_TRY(unpack_weights(ctx, w, &wu, &ok));
     if (!ok)
         return f(ctx);   /* weights at hand (or none to unpack: the reference reports it) */
-    const kiln_tensor *in[16];
-    for (int i = 0; i < ctx->n_in; i++)
-        in[i] = i == wi ? &wu : ctx->in[i];
-    kiln_kctx sub = *ctx;
-    sub.in = in;
-    sub.prepared = NULL, sub.prepared_size = 0;
-    kiln_status st = f(&sub);
+    kiln_status st = kiln__krun_with(ctx, f, wi, &wu, -1, NULL);
     kiln__tensor_release(&wu);
     return st;
 }

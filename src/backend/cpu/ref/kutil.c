@@ -200,3 +200,17 @@ kiln_status kiln__norm_axis(const kiln_kctx *ctx, int64_t axis, int rank, int *o
     *out = (int)(axis < 0 ? axis + rank : axis);
     return KILN_OK;
 }
+
+kiln_status kiln__krun_with(kiln_kctx *ctx, kiln_kernel_fn fn, int i0, const kiln_tensor *t0, int i1,
+                            const kiln_tensor *t1)
+{
+    const kiln_tensor *in[16];
+    if (ctx->n_in > 16)
+        return kiln__kerr(ctx, KILN_ERR_INVALID_ARG, "too many inputs");
+    for (int i = 0; i < ctx->n_in; i++)
+        in[i] = i == i0 ? t0 : i == i1 ? t1 : ctx->in[i];
+    kiln_kctx sub = *ctx;
+    sub.in = in;
+    sub.prepared = NULL, sub.prepared_size = 0;
+    return fn(&sub);
+}
