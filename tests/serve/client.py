@@ -14,19 +14,15 @@ import struct
 import subprocess
 import sys
 import threading
-import urllib.error
-import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kv2http  # noqa: E402
 
 URL, MODEL, ONNX, KILN, WORK, NREQ = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6])
 
 
 def http(method, path, body=None, headers=None):
-    req = urllib.request.Request(URL + path, data=body, method=method, headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, dict(r.headers), r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, dict(e.headers), e.read()
+    return kv2http.http(URL, method, path, body, headers)
 
 
 def write_npy(path, shape, values):
@@ -105,7 +101,7 @@ def main():
                                    {"Inference-Header-Content-Length": str(len(hdr)),
                                     "Content-Type": "application/octet-stream"})
                 assert st == 200, body
-                hl = int(h.get("Inference-Header-Content-Length") or h.get("inference-header-content-length"))
+                hl = int(h["inference-header-content-length"])
                 resp = json.loads(body[:hl])
                 o = resp["outputs"][0]
                 size = o["parameters"]["binary_data_size"]

@@ -36,16 +36,14 @@ printf 'max_batch_size: 8\ninput [ { name: "x" dims: [3] } ]\ndynamic_batching {
   > "$R/upto4/config.pbtxt"
 start_server "$R"
 
-python3 - "$URL" <<'PY' || fail "batching against the engine's profiles"
-import json, struct, sys, threading, urllib.error, urllib.request
+python3 - "$URL" "$ROOT/tests/serve" <<'PY' || fail "batching against the engine's profiles"
+import json, struct, sys, threading
+sys.path.insert(0, sys.argv[2])
+import kv2http
 URL = sys.argv[1]
 def http(method, path, body=None):
-    req = urllib.request.Request(URL + path, data=body, method=method)
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
+    st, _, data = kv2http.http(URL, method, path, body)
+    return st, data
 # a max_batch_size above the profiles' largest batch is refused at load (as Triton's TensorRT backend does)
 st, body = http("POST", "/v2/repository/index")
 idx = {e["name"]: e for e in json.loads(body)}
@@ -95,16 +93,14 @@ print("merged batches stay inside the engine's profiles (2+2+1 rows: never 5)")
 PY
 pass "max_batch_size checked against the profiles; merged batches fit the engine"
 
-python3 - "$URL" <<'PY' || fail "a bad request in a merged batch"
-import json, re, sys, threading, urllib.error, urllib.request
+python3 - "$URL" "$ROOT/tests/serve" <<'PY' || fail "a bad request in a merged batch"
+import json, re, sys, threading
+sys.path.insert(0, sys.argv[2])
+import kv2http
 URL = sys.argv[1]
 def http(method, path, body=None):
-    req = urllib.request.Request(URL + path, data=body, method=method)
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
+    st, _, data = kv2http.http(URL, method, path, body)
+    return st, data
 def bert(ids):
     t = lambda name, v: {"name": name, "shape": [1, 4], "datatype": "INT64", "data": v}
     return json.dumps({"inputs": [t("input_ids", ids), t("attention_mask", [1, 1, 1, 1]),

@@ -16,17 +16,15 @@ save(h.make_model(h.make_graph([h.make_node("Identity", ["x"], ["y"])], "idn", [
                   opset_imports=[h.make_opsetid("", 17)]), sys.argv[1])
 PY
 start_server "$TMP/repo" --max-body-mb 2
-# h.py: the client helpers every step below imports
+# h.py: the client helpers every step below imports (the HTTP call: tests/serve/kv2http.py)
+export KILN_SERVE_TESTS="$ROOT/tests/serve"
 cat > "$TMP/h.py" <<'PY'
-import json, struct, sys, urllib.error, urllib.request
+import json, os, struct, sys
+sys.path.insert(0, os.environ["KILN_SERVE_TESTS"])
+import kv2http
 URL = sys.argv[1]
 def http(method, path, body=None, headers=None):
-    req = urllib.request.Request(URL + path, data=body, method=method, headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+    return kv2http.http(URL, method, path, body, headers)
 def infer(obj, headers=None, raw=None):
     body = raw if raw is not None else json.dumps(obj).encode()
     return http("POST", "/v2/models/idn/infer", body, dict({"Content-Type": "application/json"}, **(headers or {})))
