@@ -206,8 +206,9 @@ cudaError_t pp_launch_x(bool x_s8, const uint8_t *x, const int8_t *w, const cuk_
 
 extern "C" bool cuk_gemm_i8_tma_fits(const cuk_conv_desc *d, const cuk_qepi *e)
 {
+    const int64_t M = (int64_t)d->n * d->p * d->q, tiles = (M + BM - 1) / BM * ((d->k + PBN - 1) / PBN);
     return fp8_is_gemm(*d) && d->c % 16 == 0 && d->k % 16 == 0 && !e->x2 && tma_encoder() != NULL &&
-           (!e->res || ((uintptr_t)e->res & 15) == 0);
+           (!e->res || ((uintptr_t)e->res & 15) == 0) && M < 0x7fffffff && tiles < 0x7fffffff / 2;
 }
 
 // Configuration 12 (consumers of one warpgroup) or 13 (of two) where the layer is one (cuk_gemm_i8_tma_fits), else
