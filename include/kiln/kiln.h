@@ -111,7 +111,9 @@ typedef struct kiln_allocator {
     void (*free_fn)(void *ptr, void *user);
     void *user;
 } kiln_allocator;
-void kiln_set_allocator(const kiln_allocator *a);  /* NULL restores libc */
+/* NULL restores libc. Set it before any kiln object exists and keep it until the last one is freed: an object is
+ * freed with the allocator that made it (changing it in between frees memory the other one allocated). */
+void kiln_set_allocator(const kiln_allocator *a);
 /* Largest single tensor kiln will allocate (default 8 GiB); protects against absurd shapes. */
 void kiln_set_max_tensor_bytes(size_t bytes);
 /* The CPU features kiln's kernels use on this host, space-separated, in a fixed order: "avx2 fma f16c avx512f
@@ -262,6 +264,8 @@ kiln_status kiln_engine_load_ex(const char *path, unsigned flags, kiln_engine_t 
 /* An engine already in memory: `buf` is only read during the call (the weights are copied into
  * one allocation owned by the engine), so the caller may free it as soon as this returns. */
 kiln_status kiln_engine_load_buffer(const void *buf, size_t len, kiln_engine_t *out);
+/* Gives back the caller's reference: each context made from e holds one too (contexts and the engine may be freed
+ * in any order, from any thread; the engine is freed with the last). Using e itself after this call is not allowed. */
 void kiln_engine_free(kiln_engine_t e);
 int kiln_engine_num_inputs(kiln_engine_t e);
 int kiln_engine_num_outputs(kiln_engine_t e);
@@ -297,7 +301,8 @@ void kiln_context_cancel(kiln_context_t c);
  * the builder's own runs); they return KILN_ERR_CANCELLED. Runs started afterwards are not
  * affected. Async-signal-safe. */
 void kiln_cancel_all(void);
-/* Output i of the last run (owned by the context, valid until the next run or free). */
+/* Output i of the last successful run (owned by the context, valid until the next run or free); after a failed run
+ * its value is unspecified (it may be NULL or hold part of the failed run's results). */
 const kiln_tensor *kiln_context_output(kiln_context_t c, int i);
 /* Activation memory of the current plan: arena bytes, and the sum of all planned tensors. */
 void kiln_context_memory(kiln_context_t c, size_t *arena_bytes, size_t *naive_bytes);
@@ -546,7 +551,8 @@ kiln_status kiln_context_record_shapes(kiln_context_t c);
  * *is_weight (may be NULL) tells whether it is a constant. dim_names are all NULL. */
 kiln_status kiln_context_layer_type(kiln_context_t c, int i, kiln_io io, int k, kiln_type_info *out, bool *is_weight);
 /* Per-layer profiling: runs the context `runs` times (inputs must be bound) and stores in
- * layer_ms[i] the mean time of layer i in milliseconds (kiln_engine_num_layers entries). */
+ * layer_ms[i] the mean time of layer i in milliseconds (kiln_engine_num_layers entries). Only those runs are timed
+ * layer by layer (the context's later runs are not, and capture CUDA graphs again). */
 kiln_status kiln_context_profile(kiln_context_t c, int runs, double *layer_ms);
 
 

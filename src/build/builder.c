@@ -12,6 +12,8 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <zlib.h>
 
@@ -292,6 +294,36 @@ static kiln_status adopt_plan(struct kiln_engine *e, kiln_calib_result *cr)
     return KILN_OK;
 }
 
+/* The options' counts, enums and paths that no later step would refuse (each of these built silently before) */
+static kiln_status check_options(const kiln_build_options *o)
+{
+    if (!o)
+        return KILN_OK;
+    if (o->num_profiles < 0 || o->num_layer_precisions < 0 || o->num_allow < 0)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_build: invalid number of options (a negative count: num_profiles "
+                         "%d, num_layer_precisions %d, num_allow %d)", o->num_profiles, o->num_layer_precisions,
+                         o->num_allow);
+    if (o->device != KILN_DEVICE_CPU && o->device != KILN_DEVICE_CUDA)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_build: unknown device %d", (int)o->device);
+    if (o->timing_cache) {   /* written at the end of a build that timed something: its directory must exist */
+        const char *slash = strrchr(o->timing_cache, '/');
+        char dir[4096];
+        struct stat sb;
+        if (!o->timing_cache[0])
+            return kiln__err(KILN_ERR_INVALID_ARG, "kiln_build: empty timing cache path");
+        if (slash && slash != o->timing_cache) {
+            size_t n = (size_t)(slash - o->timing_cache);
+            if (n >= sizeof dir)
+                return kiln__err(KILN_ERR_INVALID_ARG, "kiln_build: timing cache path too long");
+            memcpy(dir, o->timing_cache, n);
+            dir[n] = 0;
+            if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+                return kiln__err(KILN_ERR_IO, "timing cache '%s': its directory does not exist", o->timing_cache);
+        }
+    }
+    return KILN_OK;
+}
+
 kiln_status kiln_build(kiln_model_t m, kiln_build_options *o, kiln_engine_t *out)
 {
     if (!m || !out)
@@ -299,6 +331,7 @@ kiln_status kiln_build(kiln_model_t m, kiln_build_options *o, kiln_engine_t *out
     *out = NULL;
     if (o)
         o->report = o->precision_report = NULL;
+    KILN_TRY(check_options(o));
     KILN_TRY(kiln__float_activations_check(o));
     if (kiln__fp8_wq_applies(o))   /* fp8: the weight-scale recipe measured per model (precision_wq.c) */
         return kiln__build_fp8(m, o, out);

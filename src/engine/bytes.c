@@ -124,7 +124,7 @@ char *kiln__r_str(kiln_rbuf *r)
     }
     char *s = kiln__strndup((const char *)r->p + r->pos, n);
     if (!s)
-        r->bad = true;
+        r->bad = r->oom = true;
     r->pos += n;
     return s;
 }
@@ -139,4 +139,12 @@ uint32_t kiln__r_count(kiln_rbuf *r, size_t min_elem, uint32_t max)
         return 0;
     }
     return n;
+}
+
+kiln_status kiln__r_error(const kiln_rbuf *r, const char *what)
+{
+    if (r->oom)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory reading the engine's %s section", r->what ? r->what : "?");
+    return kiln__err(KILN_ERR_PARSE, "corrupted engine: %s section: invalid %s at byte %zu", r->what ? r->what : "?",
+                     what, r->pos);
 }

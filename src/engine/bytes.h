@@ -25,6 +25,7 @@ typedef struct kiln_rbuf {
     size_t len, pos;
     const char *what;   /* section name for messages */
     bool bad;
+    bool oom;           /* bad because an allocation failed, not the bytes (the error is KILN_ERR_NOMEM) */
     bool lasting;       /* the bytes outlive what is read from them: tensors may point into them
                          * (KILN_TENSOR_BORROWED) instead of copying */
 } kiln_rbuf;
@@ -36,9 +37,13 @@ int32_t kiln__r_i32(kiln_rbuf *r);
 uint64_t kiln__r_u64(kiln_rbuf *r);
 int64_t kiln__r_i64(kiln_rbuf *r);
 float kiln__r_f32(kiln_rbuf *r);
-/* Returns a newly allocated NUL-terminated string (NULL for a NULL string or on error: check r->bad). */
+/* Returns a newly allocated NUL-terminated string (NULL for a NULL string or on error: check r->bad, and r->oom for
+ * an allocation that failed). */
 char *kiln__r_str(kiln_rbuf *r);
 /* A count that must fit in the remaining bytes given each element takes at least `min_elem` bytes. */
 uint32_t kiln__r_count(kiln_rbuf *r, size_t min_elem, uint32_t max);
 static inline size_t kiln__r_left(const kiln_rbuf *r) { return r->len - r->pos; }
+/* The reader's error: out of memory where an allocation failed (r->oom), else the bytes are corrupted (what: the item
+ * being read) */
+kiln_status kiln__r_error(const kiln_rbuf *r, const char *what);
 #endif

@@ -2,6 +2,7 @@
  * Layout and rules: docs/ENGINE_FORMAT.md. */
 #ifndef KILN_ENGINE_H
 #define KILN_ENGINE_H
+#include <stdatomic.h>
 #include "../ir/graph.h"
 #include "mem_plan.h"
 
@@ -76,7 +77,16 @@ struct kiln_engine {
     void *backing;           /* mmap()ed file, or heap allocation (file read, or copy of the WEIGHTS and PACKED sections) */
     size_t backing_len;
     bool backing_mapped;     /* true: munmap(backing, backing_len); false: kiln__free(backing) */
+    /* contexts holding the engine: kiln_engine_free and the last kiln_context_free release it in either order
+     * (kiln__engine_release; 0 = the caller's reference alone) */
+    atomic_int holders;
 };
+
+/* One reference to e given back (kiln_engine_free: the caller's; kiln_context_free: its context's): the engine
+ * is freed with the last. */
+void kiln__engine_release(struct kiln_engine *e);
+/* A context takes a reference to e (released by kiln__engine_release). */
+static inline void kiln__engine_hold(struct kiln_engine *e) { atomic_fetch_add_explicit(&e->holders, 1, memory_order_relaxed); }
 
 /* Validates an engine image (header, section table, bounds, alignment, checksums) and parses it.
  * weights_in_place: the initializers borrow their bytes from `buf`, which the caller must hand to

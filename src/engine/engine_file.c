@@ -100,6 +100,8 @@ static kiln_status read_profiles(kiln_rbuf *r, struct kiln_engine *e)
     if (!r->bad)
         return KILN_OK;
 bad:
+    if (r->oom)
+        return kiln__err(KILN_ERR_NOMEM, "out of memory reading the engine's optimization profiles");
     return kiln__err(KILN_ERR_PARSE, "corrupted engine: invalid optimization profile section");
 }
 
@@ -269,8 +271,8 @@ done:
 
 kiln_status kiln_engine_save(kiln_engine_t e, const char *path)
 {
-    if (!path)
-        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_save: NULL path");
+    if (!e || !path)
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_engine_save: NULL %s", !e ? "engine" : "path");
     void *buf;
     size_t len;
     KILN_TRY(kiln_engine_serialize(e, &buf, &len));

@@ -131,7 +131,14 @@ kiln_status kiln_engine_load(const char *path, kiln_engine_t *out)
 
 void kiln_engine_free(kiln_engine_t e)
 {
-    if (!e)
+    if (e)
+        kiln__engine_release(e);
+}
+
+void kiln__engine_release(struct kiln_engine *e)
+{
+    /* the release that takes the count below 0 is the last holder's (acq_rel: every holder's accesses before it) */
+    if (atomic_fetch_sub_explicit(&e->holders, 1, memory_order_acq_rel) > 0)
         return;
     kiln__graph_free(e->g);   /* before the bytes its initializers borrow */
     kiln__free(e->manifest);

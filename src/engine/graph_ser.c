@@ -120,10 +120,7 @@ kiln_status kiln__graph_write(kiln_wbuf *gw, kiln_wbuf *weights, const kiln_grap
 
 /* ------------------------------------------------------------------ reading */
 
-static kiln_status bad(kiln_rbuf *r, const char *what)
-{
-    return kiln__err(KILN_ERR_PARSE, "corrupted engine: %s section: invalid %s at byte %zu", r->what, what, r->pos);
-}
+static kiln_status bad(kiln_rbuf *r, const char *what) { return kiln__r_error(r, what); }
 
 static kiln_status read_tensor_header(kiln_rbuf *r, kiln_tensor *t)
 {

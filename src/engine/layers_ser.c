@@ -30,10 +30,12 @@ static int cmp_off(const void *a, const void *b)
     return x->blob_off < y->blob_off ? -1 : x->blob_off > y->blob_off;
 }
 
-/* Blobs must not share bytes: each layer owns its prepared data (sorted by offset, O(n log n)). */
-static bool blobs_disjoint(const struct kiln_engine *e)
+/* Blobs must not share bytes: each layer owns its prepared data (sorted by offset, O(n log n)). *oom: the check's
+ * own allocation failed (not a verdict on the bytes). */
+static bool blobs_disjoint(const struct kiln_engine *e, bool *oom)
 {
     const kiln_layer_rec **s = kiln__calloc((size_t)e->n_layers + 1, sizeof *s);
+    *oom = !s;
     if (!s)
         return false;
     int n = 0;
@@ -84,8 +86,9 @@ kiln_status kiln__layers_read(kiln_rbuf *r, struct kiln_engine *e)
             return bad("prepared blob offset or size");
         l->blob = l->blob_size ? e->packed + l->blob_off : NULL;
     }
-    if (!blobs_disjoint(e))
-        return bad("prepared blobs (they overlap)");
+    bool oom;
+    if (!blobs_disjoint(e, &oom))
+        return oom ? kiln__err(KILN_ERR_NOMEM, "out of memory") : bad("prepared blobs (they overlap)");
     return KILN_OK;
 }
 

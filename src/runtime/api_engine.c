@@ -138,11 +138,15 @@ kiln_status kiln_context_profile(kiln_context_t c, int runs, double *layer_ms)
     if (runs < 1)
         return kiln__err(KILN_ERR_INVALID_ARG, "kiln_context_profile: runs %d is not positive", runs);
     KILN_TRY(kiln__context_enable_profiling(c));   /* fresh accumulators */
-    for (int r = 0; r < runs; r++)
-        KILN_TRY(kiln_context_run(c));
-    const double *ns = kiln__context_node_ns(c);
-    int n = kiln__context_engine(c)->g->n_nodes;
-    for (int i = 0; i < n; i++)
-        layer_ms[i] = ns[i] / 1e6 / runs;
-    return KILN_OK;
+    kiln_status st = KILN_OK;
+    for (int r = 0; r < runs && st == KILN_OK; r++)
+        st = kiln_context_run(c);
+    if (st == KILN_OK) {
+        const double *ns = kiln__context_node_ns(c);
+        int n = kiln__context_engine(c)->g->n_nodes;
+        for (int i = 0; i < n; i++)
+            layer_ms[i] = ns[i] / 1e6 / runs;
+    }
+    kiln__context_disable_profiling(c);   /* the context's later runs untimed again */
+    return st;
 }

@@ -106,6 +106,7 @@ kiln_status kiln_context_create(kiln_engine_t e, kiln_context_t *out)
     if (!c)
         return kiln__err(KILN_ERR_NOMEM, "out of memory");
     c->e = e;
+    kiln__engine_hold(e);   /* released by kiln_context_free: the engine may be freed first */
     c->bound = kiln__calloc((size_t)g->n_inputs + 1, sizeof *c->bound);
     c->fed = kiln__calloc((size_t)g->n_inputs + 1, sizeof *c->fed);
     c->key = kiln__calloc((size_t)g->n_inputs + 1, sizeof *c->key);
@@ -134,7 +135,7 @@ kiln_status kiln_context_create(kiln_engine_t e, kiln_context_t *out)
 static void drop_outputs(struct kiln_context *c)
 {
     for (int o = 0; o < c->e->g->n_outputs; o++) {
-        if (c->out_buf[o] && c->outs[o].data == c->out_buf[o]) {
+        if (c->out_buf && c->out_buf[o] && c->outs[o].data == c->out_buf[o]) {
             memset(&c->outs[o], 0, sizeof c->outs[o]);
         } else if (c->dev && c->spare && c->outs[o].data && !(c->outs[o].flags & KILN_TENSOR_BORROWED)) {
             kiln__tensor_release(&c->spare[o]);
@@ -174,7 +175,9 @@ void kiln_context_free(kiln_context_t c)
     kiln__free(c->meta);
     kiln__pool_free(c->pool);
     kiln__layers_release(c->layers, c->e->n_layers);
+    struct kiln_engine *e = c->e;
     kiln__free(c);
+    kiln__engine_release(e);   /* this context's reference: the engine goes with the last holder */
 }
 
 void kiln_context_set_threads(kiln_context_t c, int n)
@@ -289,6 +292,30 @@ static kiln_status deliver_outputs(struct kiln_context *c)
     return KILN_OK;
 }
 
+/* The bound inputs together fit one profile, as kiln_engine_run checks them (kiln_context_set_input checks each
+ * alone: with several profiles each input may fit a different one) */
+static kiln_status check_bound_profiles(const struct kiln_context *c)
+{
+    const kiln_graph *g = c->e->g;
+    if (c->e->n_profiles < 2 || g->n_inputs < 2)
+        return KILN_OK;
+    const char **names = kiln__malloc(sizeof *names * (size_t)g->n_inputs);
+    kiln_tensor *ts = kiln__malloc(sizeof *ts * (size_t)g->n_inputs);
+    kiln_status st = KILN_OK;
+    if (!names || !ts) {
+        st = kiln__err(KILN_ERR_NOMEM, "out of memory");
+    } else {
+        for (int i = 0; i < g->n_inputs; i++) {
+            names[i] = g->values[g->inputs[i]].name;
+            ts[i] = *c->bound[i];
+        }
+        st = kiln__engine_check_profiles(c->e, g->n_inputs, names, ts);
+    }
+    kiln__free(names);
+    kiln__free(ts);
+    return st;
+}
+
 kiln_status kiln_context_run(kiln_context_t c)
 {
     if (!c)
@@ -297,6 +324,7 @@ kiln_status kiln_context_run(kiln_context_t c)
     for (int i = 0; i < g->n_inputs; i++)
         if (!c->bound[i])
             return kiln__err(KILN_ERR_INVALID_ARG, "input '%s' was not set", g->values[g->inputs[i]].name);
+    KILN_TRY(check_bound_profiles(c));
     drop_outputs(c);
     if (!c->pool && !(c->pool = kiln__pool_create(c->nthreads)))
         return kiln__err(KILN_ERR_NOMEM, "out of memory creating the context's thread pool");
@@ -351,6 +379,12 @@ void kiln_context_memory(kiln_context_t c, size_t *arena_bytes, size_t *naive_by
         *naive_bytes = c && c->planned ? c->plan.naive_bytes : 0;
 }
 
+void kiln__context_disable_profiling(kiln_context_t c)
+{
+    kiln__free(c->node_ns);
+    c->node_ns = NULL;
+}
+
 kiln_status kiln__context_enable_profiling(kiln_context_t c)
 {
     kiln__free(c->node_ns);
@@ -370,6 +404,8 @@ kiln_status kiln_context_set_device(kiln_context_t c, kiln_device d, unsigned fl
         return kiln__err(KILN_ERR_INVALID_ARG, "kiln_context_set_device: NULL context");
     if (d != KILN_DEVICE_CPU && d != KILN_DEVICE_CUDA)
         return kiln__err(KILN_ERR_INVALID_ARG, "kiln_context_set_device: unknown device %d", (int)d);
+    if (flags & ~(KILN_DEVICE_ALLOW_TF32 | KILN_DEVICE_STRICT))   /* (on the CPU too: the device would refuse them) */
+        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_context_set_device: unknown flags 0x%x", flags);
     kiln_dev *dev = NULL;
     if (d != KILN_DEVICE_CPU)
         KILN_TRY(kiln__dev_open(d, flags, &dev));

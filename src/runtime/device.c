@@ -129,6 +129,9 @@ kiln_status kiln__dev_open(kiln_device kind, unsigned flags, kiln_dev **out)
     *out = NULL;
     if (kind != KILN_DEVICE_CUDA)
         return kiln__err(KILN_ERR_INVALID_ARG, "unknown device %d", (int)kind);
+    if (flags & ~(KILN_DEVICE_ALLOW_TF32 | KILN_DEVICE_STRICT))
+        return kiln__err(KILN_ERR_INVALID_ARG, "unknown device flags 0x%x (KILN_DEVICE_ALLOW_TF32, KILN_DEVICE_STRICT)",
+                         flags & ~(KILN_DEVICE_ALLOW_TF32 | KILN_DEVICE_STRICT));
     const kiln_devmod *m;
     KILN_TRY(load_cuda_module(&m));
     kiln_dev *d = kiln__calloc(1, sizeof *d);

@@ -137,6 +137,8 @@ kiln_status kiln__graph_run_hooked(const kiln_graph *g, const kiln_layer *layers
 {
     if (!g || !outputs || !num_outputs || (num_inputs > 0 && (!input_names || !inputs)))
         return kiln__err(KILN_ERR_INVALID_ARG, "run: NULL argument");
+    if (num_inputs < 0)
+        return kiln__err(KILN_ERR_INVALID_ARG, "run: negative number of inputs (%d)", num_inputs);
     *outputs = NULL;
     *num_outputs = 0;
     KILN_TRY(kiln__graph_check_supported(g));
@@ -155,6 +157,10 @@ kiln_status kiln__graph_run_hooked(const kiln_graph *g, const kiln_layer *layers
                 k = j;
         if (k < 0) {
             st = kiln__err(KILN_ERR_INVALID_ARG, "model has no input named '%s'", input_names[i] ? input_names[i] : "(null)");
+            goto fail;
+        }
+        if (feed[k]) {   /* the same input given twice: one of them would be dropped silently */
+            st = kiln__err(KILN_ERR_INVALID_ARG, "input '%s' given twice", input_names[i]);
             goto fail;
         }
         st = kiln__check_input(&g->values[g->inputs[k]], &inputs[i]);

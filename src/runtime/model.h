@@ -32,6 +32,8 @@ kiln_status kiln__graph_run_hooked(const kiln_graph *g, const struct kiln_layer 
                                    int *num_outputs, kiln_tensor **outputs);
 
 kiln_status kiln__context_enable_profiling(kiln_context_t c);
+/* Per-node timing off again (kiln_context_profile's runs only: later runs are not timed, and capture CUDA graphs) */
+void kiln__context_disable_profiling(kiln_context_t c);
 const double *kiln__context_node_ns(kiln_context_t c);
 /* Ignore the engine's stored plan so the first run records shapes (for inspect). */
 void kiln__context_replan_on_first_run(kiln_context_t c);
