@@ -6,6 +6,7 @@
 #include "graph_ser.h"
 #include "../core/devtac.h"
 #include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <xxhash.h>
 
@@ -474,6 +475,24 @@ static kiln_status check_packed_isa(struct kiln_engine *e)
     return KILN_OK;
 }
 
+/* The section table has no checksum, and a section of an unknown kind is skipped: a bit flip in the PROFILES entry's
+ * kind dropped the engine's profiles (any shape then ran). The checksummed manifest records how many the build made
+ * ("options": {"profiles": N}): the profiles read must be as many (a manifest without the count: not checked). */
+static kiln_status check_manifest_profiles(const struct kiln_engine *e)
+{
+    json_t *root = json_loads(e->manifest, 0, NULL);
+    if (!root)
+        return KILN_OK;   /* (the manifest is informational text; its checksum held) */
+    json_t *n = json_object_get(json_object_get(root, "options"), "profiles");
+    kiln_status st = KILN_OK;
+    if (json_is_integer(n) && json_integer_value(n) != e->n_profiles)
+        st = kiln__err(KILN_ERR_PARSE, "corrupted engine: its manifest lists %lld optimization profiles, the file "
+                       "holds %d (its section table, which has no checksum, was altered)",
+                       (long long)json_integer_value(n), e->n_profiles);
+    json_decref(root);
+    return st;
+}
+
 kiln_status kiln__engine_parse(const void *buf, size_t len, bool weights_in_place, struct kiln_engine **out)
 {
     *out = NULL;
@@ -496,6 +515,8 @@ kiln_status kiln__engine_parse(const void *buf, size_t len, bool weights_in_plac
         st = kiln__err(KILN_ERR_PARSE, "corrupted engine: trailing bytes in the graph section");
     if (st == KILN_OK && tab.have[KILN_SEC_PROFILES])
         st = read_profiles(&sr[KILN_SEC_PROFILES], e);
+    if (st == KILN_OK)
+        st = check_manifest_profiles(e);
     if (st == KILN_OK && tab.have[KILN_SEC_PLAN])
         st = read_plan(&sr[KILN_SEC_PLAN], e);
     if (st == KILN_OK && tab.have[KILN_SEC_LAYERS]) {

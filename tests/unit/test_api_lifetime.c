@@ -218,8 +218,45 @@ static void test_refused_arguments(void)
     kiln_engine_free(e);
 }
 
+/* a flipped kind in the PROFILES entry of the section table (not checksummed) used to drop the engine's profiles
+ * silently; the checksummed manifest's profile count now refuses it */
+static void test_profiles_entry_flip(void)
+{
+    kiln_shape_range r = {.input = "input", .ndim = 4, .min = {1, 3, 8, 8}, .opt = {1, 3, 8, 8}, .max = {1, 3, 8, 8}};
+    kiln_profile p = {1, &r};
+    kiln_build_options o = {.num_profiles = 1, .profiles = &p, .no_tactics = true};
+    kiln_engine_t e = build("models/tiny_cnn.onnx", &o);
+    void *buf = NULL;
+    size_t len = 0;
+    if (!e || kiln_engine_serialize(e, &buf, &len) != KILN_OK) {
+        CHECK_MSG(0, "%s", kiln_last_error());
+        kiln_engine_free(e);
+        return;
+    }
+    kiln_engine_free(e);
+    uint8_t *b = buf;
+    uint32_t n = 0;
+    memcpy(&n, b + 40, 4);
+    int hit = 0;
+    for (uint32_t i = 0; i < n && 64 + 32 * (i + 1) <= len; i++) {
+        uint32_t kind;
+        memcpy(&kind, b + 64 + 32 * i, 4);
+        if (kind == 4) {   /* PROFILES */
+            b[64 + 32 * i + 3] ^= 0x80;
+            hit++;
+        }
+    }
+    CHECK(hit == 1);
+    kiln_engine_t l = NULL;
+    CHECK_MSG(kiln_engine_load_buffer(buf, len, &l) == KILN_ERR_PARSE && !l && err_has("lists 1 optimization profiles"),
+              "%s", kiln_last_error());
+    kiln_engine_free(l);
+    kiln_free(buf);
+}
+
 int main(void)
 {
+    test_profiles_entry_flip();
     test_engine_freed_first();
     test_context_create_oom();
     test_engine_load_oom();
