@@ -38,6 +38,13 @@ kiln_status kiln__graph_io_type(const char *fn, const kiln_graph *g, kiln_io io,
     out->is_tensor = v->kind == KILN_VAL_TENSOR;
     out->dtype = out->is_tensor ? v->dtype : KILN_DT_UNDEFINED;
     out->rank = v->ndim;
+    if (v->ndim < 0 && v->init) {   /* an initializer the graph outputs: its own type (none recorded for it) */
+        out->is_tensor = true;
+        out->dtype = v->init->dtype;
+        out->rank = v->init->ndim;
+        memcpy(out->dims, v->init->dims, sizeof v->init->dims);
+        return KILN_OK;
+    }
     for (int d = 0; d < v->ndim && d < KILN_MAX_DIMS; d++) {
         out->dims[d] = dim_size(&v->dims[d]);
         out->dim_names[d] = v->dims[d].param;
@@ -50,6 +57,15 @@ kiln_status kiln__graph_io_dim(const char *fn, const kiln_graph *g, kiln_io io, 
 {
     const kiln_value *v = NULL;
     KILN_TRY(io_value(fn, g, io, i, &v));
+    if (v->ndim < 0 && v->init) {   /* an initializer the graph outputs (kiln__graph_io_type) */
+        if (d < 0 || d >= v->init->ndim)
+            return kiln__index_err(fn, "dim", d, v->init->ndim);
+        if (size)
+            *size = v->init->dims[d];
+        if (name)
+            *name = NULL;
+        return KILN_OK;
+    }
     if (d < 0 || d >= v->ndim)
         return kiln__index_err(fn, "dim", d, v->ndim < 0 ? 0 : v->ndim);
     if (size)

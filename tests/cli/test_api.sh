@@ -35,6 +35,21 @@ PYEOF
 timeout 60 "$KILN" info "$T/r10.onnx" > "$T/out.txt" 2>&1
 grep -q "x  *float32  \[1, 2, 3, 4, 5, 6, 7, 8, 9, ten\]" "$T/out.txt" && ok "info: declared rank 10 printed in full" ||
   bad "info rank 10: $(grep -m1 ' x ' "$T/out.txt")"
+# a graph output that is an initializer: its own type (it was reported as unknown rank)
+$PY - "$T/constout.onnx" <<'PYEOF'
+import sys
+import numpy as np
+from onnx import helper, numpy_helper, TensorProto
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+w = helper.make_tensor_value_info("W", TensorProto.FLOAT, [4])
+g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y, w],
+                      [numpy_helper.from_array(np.arange(4, dtype=np.float32), "W")])
+open(sys.argv[1], "wb").write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+PYEOF
+timeout 60 "$KILN" info "$T/constout.onnx" > "$T/out.txt" 2>&1
+grep -q "W  *float32  \[4\]" "$T/out.txt" && ok "info: an initializer output's type" ||
+  bad "info initializer output: $(grep -m1 ' W ' "$T/out.txt")"
 M=models/tiny_bert.onnx
 if [ -f "$M" ]; then
   expect_err "bench: dynamic dim needs a shape" "dim 1 is dynamic (sequence)" "$KILN" bench "$M" --iterations 1
