@@ -41,6 +41,19 @@ static kiln_engine_t build(const char *path, const kiln_build_options *o)
     return e;
 }
 
+/* the engine of the model at path, serialized (kiln_free it), or NULL (a failed check) */
+static void *engine_bytes(const char *path, const kiln_build_options *o, size_t *len)
+{
+    kiln_engine_t e = build(path, o);
+    void *buf = NULL;
+    if (!e || kiln_engine_serialize(e, &buf, len) != KILN_OK) {
+        CHECK_MSG(0, "serialize: %s", kiln_last_error());
+        buf = NULL;
+    }
+    kiln_engine_free(e);
+    return buf;
+}
+
 static kiln_tensor cnn_input(float *buf)
 {
     kiln_tensor t = {.dtype = KILN_DT_FLOAT32, .ndim = 4, .dims = {1, 3, 8, 8}, .data = buf,
@@ -109,15 +122,10 @@ static void test_context_create_oom(void)
 /* every allocation while loading an engine from memory failing in turn: out of memory, never "corrupted" */
 static void test_engine_load_oom(void)
 {
-    kiln_engine_t e = build("models/tiny_bert.onnx", NULL);
-    void *buf = NULL;
     size_t len = 0;
-    if (!e || kiln_engine_serialize(e, &buf, &len) != KILN_OK) {
-        CHECK_MSG(0, "serialize: %s", kiln_last_error());
-        kiln_engine_free(e);
+    void *buf = engine_bytes("models/tiny_bert.onnx", NULL, &len);
+    if (!buf)
         return;
-    }
-    kiln_engine_free(e);
     int fails = 0, wrong = 0;
     for (long n = 1; n < 20000; n++) {
         kiln_engine_t l = NULL;
@@ -225,15 +233,10 @@ static void test_profiles_entry_flip(void)
     kiln_shape_range r = {.input = "input", .ndim = 4, .min = {1, 3, 8, 8}, .opt = {1, 3, 8, 8}, .max = {1, 3, 8, 8}};
     kiln_profile p = {1, &r};
     kiln_build_options o = {.num_profiles = 1, .profiles = &p, .no_tactics = true};
-    kiln_engine_t e = build("models/tiny_cnn.onnx", &o);
-    void *buf = NULL;
     size_t len = 0;
-    if (!e || kiln_engine_serialize(e, &buf, &len) != KILN_OK) {
-        CHECK_MSG(0, "%s", kiln_last_error());
-        kiln_engine_free(e);
+    void *buf = engine_bytes("models/tiny_cnn.onnx", &o, &len);
+    if (!buf)
         return;
-    }
-    kiln_engine_free(e);
     uint8_t *b = buf;
     uint32_t n = 0;
     memcpy(&n, b + 40, 4);
