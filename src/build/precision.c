@@ -110,6 +110,18 @@ static bool is_int8_layer(const kiln_node *n)
  * constant-fold then make such a chain the constant the kernels take (PRECISION.md, "Requested and realized
  * precision"). */
 #define CONST_CHAIN_DEPTH 8
+/* An op that only moves or retypes its input 0's values (the chains const_value and dq_made follow) */
+static bool moves_values(kiln_op op)
+{
+    switch (op) {
+    case KILN_OP_Identity: case KILN_OP_Cast: case KILN_OP_Transpose: case KILN_OP_Reshape: case KILN_OP_Flatten:
+    case KILN_OP_Squeeze: case KILN_OP_Unsqueeze:
+        return true;
+    default:
+        return false;
+    }
+}
+
 static bool const_value(const kiln_graph *g, int v, int depth)
 {
     if (v < 0 || v >= g->n_values)
@@ -120,20 +132,16 @@ static bool const_value(const kiln_graph *g, int v, int depth)
     if (p < 0 || g->nodes[p].dead || depth >= CONST_CHAIN_DEPTH)
         return false;
     const kiln_node *d = &g->nodes[p];
-    switch (d->op) {
-    case KILN_OP_Constant:
+    if (d->op == KILN_OP_Constant)
         return true;
-    case KILN_OP_Identity: case KILN_OP_Cast: case KILN_OP_Transpose: case KILN_OP_Reshape: case KILN_OP_Flatten:
-    case KILN_OP_Squeeze: case KILN_OP_Unsqueeze: case KILN_OP_DequantizeLinear:
-        if (d->n_in < 1 || d->in[0] < 0)
-            return false;
-        for (int j = 0; j < d->n_in; j++)
-            if (d->in[j] >= 0 && !const_value(g, d->in[j], depth + 1))
-                return false;
-        return true;
-    default:
+    if (!moves_values(d->op) && d->op != KILN_OP_DequantizeLinear)
         return false;
-    }
+    if (d->n_in < 1 || d->in[0] < 0)
+        return false;
+    for (int j = 0; j < d->n_in; j++)
+        if (d->in[j] >= 0 && !const_value(g, d->in[j], depth + 1))
+            return false;
+    return true;
 }
 
 /* A compute layer with a constant weight (input 1: const_value): what --precision applies to. MatMuls of two
@@ -184,15 +192,9 @@ static bool dq_made(const kiln_graph *g, int v, int depth)
     if (p < 0 || g->nodes[p].dead || depth >= CONST_CHAIN_DEPTH)
         return false;
     const kiln_node *d = &g->nodes[p];
-    switch (d->op) {
-    case KILN_OP_DequantizeLinear:
+    if (d->op == KILN_OP_DequantizeLinear)
         return true;
-    case KILN_OP_Identity: case KILN_OP_Cast: case KILN_OP_Transpose: case KILN_OP_Reshape: case KILN_OP_Flatten:
-    case KILN_OP_Squeeze: case KILN_OP_Unsqueeze:
-        return d->n_in >= 1 && dq_made(g, d->in[0], depth + 1);
-    default:
-        return false;
-    }
+    return moves_values(d->op) && d->n_in >= 1 && dq_made(g, d->in[0], depth + 1);
 }
 
 static bool explicit_layer(const kiln_node *n) { return kiln__attr_i(n, EXPLICIT_ATTR, 0) != 0; }
