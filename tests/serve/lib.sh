@@ -3,6 +3,8 @@ set -euo pipefail
 : "${KILN:?KILN must point at the kiln binary}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 MODELS="${KILN_MODELS:-$ROOT/models}"
+# the tests' Python clients import tests/serve/kv2http.py (the HTTP call)
+export PYTHONPATH="$ROOT/tests/serve${PYTHONPATH:+:$PYTHONPATH}"
 CLS_MODEL="$MODELS/ocr/ch_ppocr_mobile_v2.0_cls_infer.onnx"
 TMP="$(mktemp -d)"
 SPID=""

@@ -36,14 +36,12 @@ printf 'max_batch_size: 8\ninput [ { name: "x" dims: [3] } ]\ndynamic_batching {
   > "$R/upto4/config.pbtxt"
 start_server "$R"
 
-python3 - "$URL" "$ROOT/tests/serve" <<'PY' || fail "batching against the engine's profiles"
+python3 - "$URL" <<'PY' || fail "batching against the engine's profiles"
 import json, struct, sys, threading
-sys.path.insert(0, sys.argv[2])
 import kv2http
 URL = sys.argv[1]
 def http(method, path, body=None):
-    st, _, data = kv2http.http(URL, method, path, body)
-    return st, data
+    return kv2http.status_body(URL, method, path, body)
 # a max_batch_size above the profiles' largest batch is refused at load (as Triton's TensorRT backend does)
 st, body = http("POST", "/v2/repository/index")
 idx = {e["name"]: e for e in json.loads(body)}
@@ -93,14 +91,12 @@ print("merged batches stay inside the engine's profiles (2+2+1 rows: never 5)")
 PY
 pass "max_batch_size checked against the profiles; merged batches fit the engine"
 
-python3 - "$URL" "$ROOT/tests/serve" <<'PY' || fail "a bad request in a merged batch"
+python3 - "$URL" <<'PY' || fail "a bad request in a merged batch"
 import json, re, sys, threading
-sys.path.insert(0, sys.argv[2])
 import kv2http
 URL = sys.argv[1]
 def http(method, path, body=None):
-    st, _, data = kv2http.http(URL, method, path, body)
-    return st, data
+    return kv2http.status_body(URL, method, path, body)
 def bert(ids):
     t = lambda name, v: {"name": name, "shape": [1, 4], "datatype": "INT64", "data": v}
     return json.dumps({"inputs": [t("input_ids", ids), t("attention_mask", [1, 1, 1, 1]),

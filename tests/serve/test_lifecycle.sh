@@ -16,6 +16,14 @@ printf '%s\n' 'max_batch_size: 32' 'input [ { name: "x" dims: [3, 48, 192] } ]' 
   'parameters { key: "threads" value: { string_value: "1" } }' > "$TMP/repo/cls/config.pbtxt"
 start_server "$TMP/repo"
 ready() { http_code GET /v2/health/ready; }
+# reloads: how many reloads of cls the server has logged; await_reload N: until more than N (at most ~5 s)
+reloads() { grep -c "reloading 'cls'" "$TMP/server.log" || true; }
+await_reload() {
+  for _ in $(seq 1 500); do
+    [ "$(reloads)" -gt "$1" ] && return
+    sleep 0.01
+  done
+}
 index() { http_code POST /v2/repository/index > /dev/null; cat "$TMP/body"; }
 # state NAME: "STATE reason" of NAME in the index ("absent" if not listed)
 state() {
@@ -132,13 +140,10 @@ caught=""
 for attempt in 1 2 3 4 5; do
   [ "$(http_code GET /v2/models/cls/ready)" = 200 ] || [ "$(http_code POST /v2/repository/models/cls/load)" = 200 ] ||
     fail "loading cls: $(cat "$TMP/body")"
-  n0="$(grep -c "reloading 'cls'" "$TMP/server.log" || true)"
+  n0="$(reloads)"
   curl -s -o "$TMP/load_body" -w '%{http_code}' -X POST "$URL/v2/repository/models/cls/load" > "$TMP/load_code" &
   lpid=$!
-  for _ in $(seq 1 500); do
-    [ "$(grep -c "reloading 'cls'" "$TMP/server.log" || true)" -gt "$n0" ] && break
-    sleep 0.01
-  done
+  await_reload "$n0"
   [ "$(http_code POST /v2/repository/models/cls/unload)" = 200 ] || fail "unload during a reload: $(cat "$TMP/body")"
   [ "$(http_code GET /v2/models/cls/ready)" = 400 ] || fail "the old version still serves after the unload"
   wait "$lpid" || true
@@ -157,13 +162,10 @@ start_server "$TMP/repo" --http-threads 1
 caught=""
 for attempt in 1 2 3; do
   n0="$(grep -c "loaded 'cls'" "$TMP/server.log" || true)"
-  r0="$(grep -c "reloading 'cls'" "$TMP/server.log" || true)"
+  r0="$(reloads)"
   curl -s -o "$TMP/load_body" -w '%{http_code}' -X POST "$URL/v2/repository/models/cls/load" > "$TMP/load_code" &
   lpid=$!
-  for _ in $(seq 1 500); do
-    [ "$(grep -c "reloading 'cls'" "$TMP/server.log" || true)" -gt "$r0" ] && break
-    sleep 0.01
-  done
+  await_reload "$r0"
   code="$(ready)$(http_code GET /v2/models/cls/ready)"
   n1="$(grep -c "loaded 'cls'" "$TMP/server.log" || true)"
   wait "$lpid" || true

@@ -16,11 +16,9 @@ save(h.make_model(h.make_graph([h.make_node("Identity", ["x"], ["y"])], "idn", [
                   opset_imports=[h.make_opsetid("", 17)]), sys.argv[1])
 PY
 start_server "$TMP/repo" --max-body-mb 2
-# h.py: the client helpers every step below imports (the HTTP call: tests/serve/kv2http.py)
-export KILN_SERVE_TESTS="$ROOT/tests/serve"
+# h.py: the client helpers every step below imports (the HTTP call: tests/serve/kv2http.py, on PYTHONPATH)
 cat > "$TMP/h.py" <<'PY'
-import json, os, struct, sys
-sys.path.insert(0, os.environ["KILN_SERVE_TESTS"])
+import json, struct, sys
 import kv2http
 URL = sys.argv[1]
 def http(method, path, body=None, headers=None):
@@ -32,7 +30,7 @@ def req(vals, **kw):
     return dict({"inputs": [{"name": "x", "shape": [1, len(vals)], "datatype": "FP32", "data": vals}]}, **kw)
 PY
 
-export PYTHONPATH="$TMP"
+export PYTHONPATH="$TMP:$PYTHONPATH"
 python3 - "$URL" <<'PY' || fail "empty binary output"
 from h import *
 # a binary output of zero bytes: the response is still in the binary form, with the header length
