@@ -628,9 +628,9 @@ static cudaError_t qconv_launch(const qconv_call *c, int cfg)
     /* a weight-stationary, patch or TMA choice (stored, or forced) for operands it does not take, e.g. a residual or
      * input placed at another alignment than when it was timed (TMA: 16 bytes): configuration 7; so for
      * QLinearConvSum forced to one without wgmma */
-    const bool tma_ok = cuk_gemm_i8_tma_fits(&c->d, &c->e) && !((uintptr_t)c->x & 15) && !((uintptr_t)c->q->w & 15);
     if ((cfg >= 8 && cfg <= 9 && !cuk_gemm_i8_fits(cfg, &c->d, &c->e)) ||
-        (cfg >= 10 && cfg <= 11 && !cuk_conv3_i8_fits(&c->d, &c->e)) || (cfg >= 12 && !tma_ok) ||
+        (cfg >= 10 && cfg <= 11 && !cuk_conv3_i8_fits(&c->d, &c->e)) ||
+        (cfg >= 12 && (!cuk_gemm_i8_tma_fits(&c->d, &c->e) || ((uintptr_t)c->x & 15) || ((uintptr_t)c->q->w & 15))) ||
         (c->e.x2 && (cfg == 0 || cfg >= 8)))
         cfg = 7;
     return cuk_conv_i8(cfg, c->x_s8, c->x, c->q->w, &c->e, c->y, &c->d, c->b->stream);
