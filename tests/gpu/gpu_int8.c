@@ -231,6 +231,12 @@ static const qconv_spec qconv_specs[] = {
     {"3x3 s8 c192 ->f32", 1, 192, 17, 9, 136, 3, 3, 1, 1, 1, KILN_DT_INT8, 0, KILN_DT_FLOAT32, 0, true, true, "", 0},
     /* one 64-channel step over 528 patches: wg10's persistent blocks walk several each (two halo buffers in turn) */
     {"3x3 c32 528 patches", 16, 32, 40, 83, 40, 3, 3, 1, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 2, true, true, "Relu", 0},
+    /* the TMA kernels' im2col walk (wg12 / wg13, session 46: channels a multiple of 64): 128-channel steps over 3
+     * images whose row tiles start mid-row and cross from one image into the next, 9 taps; stride 2 over 64-channel
+     * steps into a partial column tile (K 160); dilation 2 with padding 2 */
+    {"3x3 c128 k128 images", 3, 128, 17, 15, 128, 3, 3, 1, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 3, true, true, "Relu", 0},
+    {"3x3 s2 c192 k160 s8", 2, 192, 15, 15, 160, 3, 3, 1, 2, 1, KILN_DT_INT8, 0, KILN_DT_INT8, -2, true, false, "", 0},
+    {"3x3 dil2 c64 k48", 2, 64, 20, 20, 48, 3, 3, 2, 1, 2, KILN_DT_UINT8, 0, KILN_DT_UINT8, 0, true, true, "Clip", 0.05f},
 };
 
 /* The layers the tensor-core kernels do not take, on the CUDA cores (kernels_conv_i8_direct.cu), byte for byte:
@@ -529,9 +535,19 @@ void int8_cases(void)
          * tiles; the last row tile partial) */
         static const qconv_spec om = {"", 4, 64, 130, 130, 256, 1, 1, 0, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 0,
                                       true, true, "Relu", 0.7f};
+        /* a 3x3 layer with a residual by im2col: 9 taps of 64 channels a tile over 6 stages (with the residual ring),
+         * so the stage ring wraps within every tile; 144 tiles over at most 132 blocks (some take two) */
+        static const qconv_spec oi = {"", 8, 64, 48, 48, 128, 3, 3, 1, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 0,
+                                      true, true, "Relu", 0.7f};
         if (!strcmp(modes[m], "wg12") || !strcmp(modes[m], "wg13") || !strcmp(modes[m], "all")) {
             snprintf(name, sizeof name, "INT8 QLinearConvAdd once many tiles (%s)", modes[m]);
             t = qconv_once_graph(&om, KILN_DT_UINT8, 0, 0.45f);
+            run_case(name, &t, 0);
+            snprintf(name, sizeof name, "INT8 QLinearConvAdd once 3x3 im2col tiles (%s)", modes[m]);
+            t = qconv_once_graph(&oi, KILN_DT_UINT8, 0, 0.45f);
+            run_case(name, &t, 0);
+            snprintf(name, sizeof name, "INT8 QLinearConvAdd 3x3 im2col +s8 (%s)", modes[m]);
+            t = qconv_add_graph(&oi, KILN_DT_INT8, -6, KILN_DT_UINT8, 0, "Relu", 0.45f, 0.7f);
             run_case(name, &t, 0);
         }
         /* QLinearConvSum (the block's last 1x1 and its shortcut): ResNet's stride-2 downsample into u8 with Relu; a

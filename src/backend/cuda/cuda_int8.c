@@ -631,7 +631,7 @@ static cudaError_t qconv_launch(const qconv_call *c, int cfg)
     if ((cfg >= 8 && cfg <= 9 && !cuk_gemm_i8_fits(cfg, &c->d, &c->e)) ||
         (cfg >= 10 && cfg <= 11 && !cuk_conv3_i8_fits(&c->d, &c->e)) ||
         (cfg >= 12 && (!cuk_gemm_i8_tma_fits(&c->d, &c->e) || ((uintptr_t)c->x & 15) || ((uintptr_t)c->q->w & 15))) ||
-        (c->e.x2 && (cfg == 0 || cfg >= 8)))
+        (c->e.x2 && (cfg == 0 || (cfg >= 8 && cfg <= 11))))
         cfg = 7;
     return cuk_conv_i8(cfg, c->x_s8, c->x, c->q->w, &c->e, c->y, &c->d, c->b->stream);
 }
@@ -645,6 +645,12 @@ static bool qconv_timed(void *arg)
 typedef struct qconv_tactic {
     int cfg;
 } qconv_tactic;
+
+/* a 1x1 stride-1 unpadded convolution: a GEMM over the pixels */
+static bool g_is_gemm(const cuk_conv_desc *d)
+{
+    return d->r == 1 && d->s == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 && d->pw == 0;
+}
 
 static kiln_status qconv_choose(cu_be *b, const kiln_kctx *ctx, qconv_call *c, int *cfg)
 {
@@ -660,10 +666,16 @@ static kiln_status qconv_choose(cu_be *b, const kiln_kctx *ctx, qconv_call *c, i
                 mask &= ~(1u << i);
         if (!cuk_conv3_i8_fits(&c->d, &c->e))   /* the 3x3 patch kernels where they take the layer */
             mask &= ~(3u << 10);
-        /* the TMA kernels where they take the layer; KILN_CUDA_INT8_TMA=0 leaves them out (an A/B switch) */
+        /* the TMA kernels where they take the layer. KILN_CUDA_INT8_TMA=0 leaves them out; unset or =gemm keeps them
+         * to the plain 1x1 layers (session 45's); =all times them on the other convolutions too (the im2col walk and
+         * QLinearConvSum, session 46: not yet run on a GPU, so not timed by default; a forced configuration runs them) */
         const char *tma = getenv("KILN_CUDA_INT8_TMA");
-        if ((tma && !strcmp(tma, "0")) || !cuk_gemm_i8_tma_fits(&c->d, &c->e))
+        const bool gemm = g_is_gemm(&c->d) && !c->e.x2;
+        if ((tma && !strcmp(tma, "0")) || (!gemm && !(tma && !strcmp(tma, "all"))) ||
+            !cuk_gemm_i8_tma_fits(&c->d, &c->e))
             mask &= ~(3u << 12);
+        if (c->e.x2)   /* QLinearConvSum: 12 and 13 run the same kernel (kernels_gemm_i8_tma.cu) */
+            mask &= ~(1u << 13);
     }
     *cfg = __builtin_ctz(mask);
     if (!(mask & (mask - 1)))

@@ -175,30 +175,6 @@ __device__ __forceinline__ void load_epilogue(const cuk_qepi &e, const cuk_conv_
     }
 }
 
-// QLinearConvSum's second convolution (e.x2): the 1x1 unpadded convolution over x2 whose output pixels are d's
-__device__ __forceinline__ cuk_conv_desc sum_desc(const cuk_conv_desc &d, const cuk_qepi &e)
-{
-    cuk_conv_desc d2 = d;
-    d2.c = e.c2, d2.h = e.h2, d2.w = e.w2, d2.r = d2.s = 1, d2.sh = e.sh2, d2.sw = e.sw2;
-    d2.ph = d2.pw = 0, d2.dh = d2.dw = 1;
-    return d2;
-}
-
-// QLinearConvSum's t2 from the second convolution's sums in the wgmma accumulators (store_reg's value order: value v of
-// pair p is channel (2p + v / 4) * 8 + 2 (tid % 4) + v % 2)
-template <int BN>
-__device__ __forceinline__ void sum_products(const int *acc, const int *b2sm, const float *m2sm, int tid, float *t2)
-{
-    const int t = tid & 3;
-#pragma unroll
-    for (int p = 0; p < BN / 16; p++)
-#pragma unroll
-        for (int v = 0; v < 8; v++) {
-            const int c = (2 * p + (v >> 2)) * 8 + 2 * t + (v & 1);
-            t2[8 * p + v] = __fmul_rn((float)add_wrap(acc[8 * p + v], b2sm[c]), m2sm[c]);
-        }
-}
-
 // SUM (QLinearConvSum, wgmma configurations): the tile runs the second convolution's reduction (x2, f2) first, turns
 // its sums into t2 = (float)(acc2 + bias2[c]) * m2[c] in registers, then the main reduction into the same accumulators
 // (started again by its first MMA) and the epilogue adds t2 before its one rounding (q_bytes8). The two reductions
@@ -431,7 +407,7 @@ extern "C" cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const i
                   (e->bias2 && ((uintptr_t)e->bias2 & 15)) || e->c2 <= 0 || e->c2 % 16 || e->sh2 < 1 || e->sw2 < 1 ||
                   (int64_t)(d->p - 1) * e->sh2 >= e->h2 || (int64_t)(d->q - 1) * e->sw2 >= e->w2))
         return cudaErrorInvalidValue;
-    if (e->x2 && (cfg == 0 || cfg >= 8))
+    if (e->x2 && (cfg == 0 || (cfg >= 8 && cfg <= 11)))   // (12, 13: where cuk_gemm_i8_tma_fits)
         return cudaErrorNotSupported;
     // (tile width, wgmma, blocks an SM)
     if (cfg == 0)

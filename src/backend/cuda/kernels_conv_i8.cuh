@@ -251,6 +251,30 @@ __device__ __forceinline__ void load_mb(const cuk_qepi &e, const cuk_conv_desc &
     load_mb<BN>(e.m, e.bias, d, msm, bsm, n0, tid);
 }
 
+// QLinearConvSum's second convolution (e.x2): the 1x1 unpadded convolution over x2 whose output pixels are d's
+__host__ __device__ __forceinline__ cuk_conv_desc sum_desc(const cuk_conv_desc &d, const cuk_qepi &e)
+{
+    cuk_conv_desc d2 = d;
+    d2.c = e.c2, d2.h = e.h2, d2.w = e.w2, d2.r = d2.s = 1, d2.sh = e.sh2, d2.sw = e.sw2;
+    d2.ph = d2.pw = 0, d2.dh = d2.dw = 1;
+    return d2;
+}
+
+// QLinearConvSum's t2 from the second convolution's sums in the wgmma accumulators (store_reg's value order: value v of
+// pair p is channel (2p + v / 4) * 8 + 2 (tid % 4) + v % 2)
+template <int BN>
+__device__ __forceinline__ void sum_products(const int *acc, const int *b2sm, const float *m2sm, int tid, float *t2)
+{
+    const int t = tid & 3;
+#pragma unroll
+    for (int p = 0; p < BN / 16; p++)
+#pragma unroll
+        for (int v = 0; v < 8; v++) {
+            const int c = (2 * p + (v >> 2)) * 8 + 2 * t + (v & 1);
+            t2[8 * p + v] = __fmul_rn((float)add_wrap(acc[8 * p + v], b2sm[c]), m2sm[c]);
+        }
+}
+
 __device__ __forceinline__ void cp_async8(void *smem, const void *gmem, bool valid)
 {
     const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);

@@ -16,6 +16,15 @@
 //   swizzle (res_at).
 // Configurations 12 / 13: consumers of one warpgroup (128 accumulators a thread) / two (64 each: twice the warps for the
 // epilogues, which bound the memory-bound layers).
+// Any other 2-D convolution (3x3, strided, dilated; session 46) runs the same kernel with the activations copied by
+// TMA's im2col mode (IM): a reduction step is one filter tap's BK channels of the tile's 128 output pixels, the copy
+// engine walking the pixels across rows and images and filling the padding with zeros (the tensor-core kernels take
+// a padded input only where its zero point is 0: cuda_int8.c), the filter's KRSC rows read as the matrix [K][R*S*C].
+// QLinearConvSum (SUM, session 46: a ResNet stage's first block end, its 1x1 convolution and the stride-2 downsample
+// of the block input summed before one rounding) in consumers of one warpgroup over tiles of 64 pixels: the second
+// convolution's reduction first (x2 by im2col at its stride, f2), its sums turned into t2 = (acc2 + bias2) * m2 in
+// registers (64 a thread beside the 64 accumulators), then the main reduction into the same accumulators; the
+// epilogue adds t2 before its rounding, as the cp.async configurations do (kernels_conv_i8.cu).
 #include "kernels_conv_i8.cuh"
 #include "kernels_tma.cuh"
 #include <string.h>
@@ -29,10 +38,13 @@ constexpr int PBN = 128, RBUF = 4;
 // CW 2: 96); the producer gives most of its own back (setmaxnreg), so that the consumers' allocation fits
 __host__ __device__ constexpr int pp_threads(int cw) { return 128 * (1 + 2 * cw); }
 
-template <int BK, int STAGES, bool HAS_RES> struct pp_cfg {
-    static constexpr int SA = BM * BK, SB = PBN * BK, STAGE = SA + SB, RES = BM * PBN, NR = HAS_RES ? RBUF : 0;
-    // the stages, the residual ring (QLinearConvAdd), each consumer's multipliers and biases [PBN] (1 KB), the mbarriers
-    static constexpr int OFF_R = STAGES * STAGE, OFF_MB = OFF_R + NR * RES, OFF_BAR = OFF_MB + 2 * 1024;
+template <int BK, int STAGES, bool HAS_RES, bool SUM = false> struct pp_cfg {
+    static constexpr int TBM = SUM ? 64 : BM;   // a tile's pixels
+    static constexpr int SA = TBM * BK, SB = PBN * BK, STAGE = SA + SB, RES = BM * PBN, NR = HAS_RES ? RBUF : 0;
+    // the stages, the residual ring (QLinearConvAdd), each consumer's multipliers and biases [PBN] (1 KB; SUM: and the
+    // second convolution's), the mbarriers
+    static constexpr int MB = SUM ? 2048 : 1024;
+    static constexpr int OFF_R = STAGES * STAGE, OFF_MB = OFF_R + NR * RES, OFF_BAR = OFF_MB + 2 * MB;
     static constexpr int SMEM = 1024 + OFF_BAR + 8 * 2 * (STAGES + RBUF);
 };
 
@@ -46,17 +58,20 @@ template <int R> __device__ __forceinline__ void regs_dec() { asm volatile("setm
 template <int R> __device__ __forceinline__ void regs_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R)); }
 #endif
 
-// Block b's j-th tile is tile b + j * gridDim.x (tile t: pixels (t / n_tiles) * 128, channels (t % n_tiles) * 128),
+// Block b's j-th tile is tile b + j * gridDim.x (tile t: pixels (t / n_tiles) * TBM, channels (t % n_tiles) * 128),
 // consumer j % 2's. Named barriers: 1 + c, consumer c's turn at the tensor cores (256: its own 128 threads wait, the
 // other consumer's 128 arrive when its MMAs are issued and done); 3 + c, consumer c's threads alone.
-template <int CW, int BK, int STAGES, bool XS8, bool GELU, bool RES>
+// SUM: mr is x2's im2col map and mf f2's (steps2 steps of each before the main reduction's steps).
+template <int CW, int BK, int STAGES, bool XS8, bool GELU, bool RES, bool IM, bool SUM>
 __global__ void __launch_bounds__(pp_threads(CW), 1)
     k_gemm_i8_pp(const __grid_constant__ CUtensorMap ma, const __grid_constant__ CUtensorMap mb,
-                 const __grid_constant__ CUtensorMap mr, cuk_qepi e, void *__restrict__ y, cuk_conv_desc d,
-                 int n_tiles, int tiles, int steps)
+                 const __grid_constant__ CUtensorMap mr, const __grid_constant__ CUtensorMap mf, cuk_qepi e,
+                 void *__restrict__ y, cuk_conv_desc d, int n_tiles, int tiles, int steps, int cblk, int steps2)
 {
 #if KILN_WGMMA
-    using C = pp_cfg<BK, STAGES, RES>;
+    static_assert(!SUM || (CW == 1 && !RES && !GELU && !IM), "QLinearConvSum: one-warpgroup consumers, a 1x1 main");
+    using C = pp_cfg<BK, STAGES, RES, SUM>;
+    constexpr int TBM = C::TBM;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *sm = wg_smem(smem_raw);
     const uint32_t sb = smem_u32(sm), bar0 = sb + C::OFF_BAR;
@@ -72,18 +87,47 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
             int li = 0;
             for (int j = 0; j < nt; j++) {
                 const int tile = (int)blockIdx.x + j * (int)gridDim.x;
-                const int m0 = (tile / n_tiles) * BM, n0 = (tile % n_tiles) * PBN;
+                const int m0 = (tile / n_tiles) * TBM, n0 = (tile % n_tiles) * PBN;
+                // IM: the tile's first output pixel as the input position of its top-left tap (the im2col walk's start)
+                int iw = 0, ih = 0, in = 0;
+                if constexpr (IM) {
+                    const int pq = d.p * d.q, r = m0 - (in = m0 / pq) * pq, p0 = r / d.q;
+                    ih = p0 * d.sh - d.ph;
+                    iw = (r - p0 * d.q) * d.sw - d.pw;
+                }
+                if constexpr (SUM) {   // x2's pixels at the output's (its stride, no padding), then the main steps
+                    const int pq = d.p * d.q, r = m0 - m0 / pq * pq, p0 = r / d.q;
+                    for (int s = 0; s < steps2; s++, li++) {
+                        const int st = li % STAGES;
+                        mbar_wait(bars.empty(st), ((li / STAGES) & 1) ^ 1);
+                        mbar_expect_tx(bars.full(st), C::STAGE);
+                        tma_load_im2col(sb + st * C::STAGE, &mr, bars.full(st), s * BK, (r - p0 * d.q) * e.sw2,
+                                        p0 * e.sh2, m0 / pq, 0, 0);
+                        tma_load_2d(sb + st * C::STAGE + C::SA, &mf, bars.full(st), s * BK, n0);
+                    }
+                }
                 if (RES) {
                     const int rb = j % RBUF;
                     mbar_wait(bars.rempty(rb), ((j / RBUF) & 1) ^ 1);
                     mbar_expect_tx(bars.rfull(rb), C::RES);
                     tma_load_2d(sb + C::OFF_R + rb * C::RES, &mr, bars.rfull(rb), n0, m0);
                 }
+                int cb = 0, ts = 0, tr = 0;   // IM: the step's channel block, filter column and row
                 for (int s = 0; s < steps; s++, li++) {
                     const int st = li % STAGES;
                     mbar_wait(bars.empty(st), ((li / STAGES) & 1) ^ 1);
                     mbar_expect_tx(bars.full(st), C::STAGE);
-                    tma_load_2d(sb + st * C::STAGE, &ma, bars.full(st), s * BK, m0);
+                    if constexpr (IM) {
+                        tma_load_im2col(sb + st * C::STAGE, &ma, bars.full(st), cb * BK, iw, ih, in,
+                                        (uint16_t)(ts * d.dw), (uint16_t)(tr * d.dh));
+                        if (++cb == cblk) {
+                            cb = 0;
+                            if (++ts == d.s)
+                                ts = 0, tr++;
+                        }
+                    } else {
+                        tma_load_2d(sb + st * C::STAGE, &ma, bars.full(st), s * BK, m0);
+                    }
                     tma_load_2d(sb + st * C::STAGE + C::SA, &mb, bars.full(st), s * BK, n0);
                 }
             }
@@ -92,31 +136,40 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
     }
     regs_inc<CW == 1 ? 232 : 112>();   // the pool: 168 x 384 (CW 1), 96 x 640 (CW 2), less the producer's
     const int ct = (int)threadIdx.x - 128, cw = ct / CT, lt = ct % CT, wg = lt >> 7;   // consumer, its thread, warpgroup
-    float *msm = (float *)(sm + C::OFF_MB + cw * 1024);
-    int *bsm = (int *)(msm + PBN);
+    float *msm = (float *)(sm + C::OFF_MB + cw * C::MB), *m2sm = msm + 2 * PBN;
+    int *bsm = (int *)(msm + PBN), *b2sm = (int *)(m2sm + PBN);
     const int64_t M = (int64_t)d.n * d.p * d.q;
     if (cw == 1 && nt > 0)
         nbar_arrive(1, 2 * CT);   // consumer 0 multiplies first
     for (int j = cw; j < nt; j += 2) {
         const int tile = (int)blockIdx.x + j * (int)gridDim.x;
-        const int64_t m0 = (int64_t)(tile / n_tiles) * BM;
-        const int n0 = (tile % n_tiles) * PBN;
-        const int li = j * steps;   // the tile's first step in the ring's order
+        const int64_t m0 = (int64_t)(tile / n_tiles) * TBM;
+        const int n0 = (tile % n_tiles) * PBN, tsteps = steps2 + steps;
+        const int li = j * tsteps;   // the tile's first step in the ring's order
         nbar_sync(1 + cw, 2 * CT);   // the other consumer's MMAs are done (and this one's epilogue: msm, bsm free)
         load_mb<PBN>(e, d, msm, bsm, n0, lt);
+        if (SUM)
+            load_mb<PBN>(e.m2, e.bias2, d, m2sm, b2sm, n0, lt);
         cp_commit();
-        int acc0[64], acc1[CW == 1 ? 64 : 1];
-        for (int s = 0; s < steps; s++) {
+        int acc0[64], acc1[CW == 1 && !SUM ? 64 : 1];
+        float t2[SUM ? 64 : 1];
+        for (int s = 0; s < tsteps; s++) {
             const int q = li + s, st = q % STAGES;
             mbar_wait(bars.full(st), (q / STAGES) & 1);
+            if (SUM && s == steps2) {   // the second convolution's sums are done: t2, and the main reduction starts anew
+                wg_wait<0>();
+                cp_wait<0>();
+                nbar_sync(3 + cw, CT);   // every thread's m2, bias2 landed
+                sum_products<PBN>(acc0, b2sm, m2sm, lt, t2);
+            }
             const uint32_t a_s = sb + st * C::STAGE, b_s = a_s + C::SA;
             wg_fence();
             const uint64_t da0 = wg_desc(a_s + wg * 64 * BK, BK), da1 = wg_desc(a_s + 64 * BK, BK), db = wg_desc(b_s, BK);
 #pragma unroll
             for (int kk = 0; kk < BK / 32; kk++) {
-                const int in = s > 0 || kk > 0;
+                const int in = (s > 0 && (!SUM || s != steps2)) || kk > 0;
                 wgmma_i8_n128<XS8>(acc0, wg_desc_add(da0, 2 * kk), wg_desc_add(db, 2 * kk), in);
-                if constexpr (CW == 1)
+                if constexpr (CW == 1 && !SUM)
                     wgmma_i8_n128<XS8>(acc1, wg_desc_add(da1, 2 * kk), wg_desc_add(db, 2 * kk), in);
             }
             wg_commit();
@@ -126,7 +179,7 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
             }
         }
         wg_wait<0>();
-        mbar_arrive(bars.empty((li + steps - 1) % STAGES));
+        mbar_arrive(bars.empty((li + tsteps - 1) % STAGES));
         if (j + 1 < nt)
             nbar_arrive(2 - cw, 2 * CT);   // the other consumer's turn
         const uint8_t *rt = nullptr;
@@ -137,8 +190,9 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
         }
         cp_wait<0>();
         nbar_sync(3 + cw, CT);   // every thread's multipliers and biases landed
-        store_reg<PBN, GELU, RES ? 128 : 0>(acc0, msm, bsm, rt, e, y, d, M, m0, n0, lt);   // rows wg * 64 ..
-        if constexpr (CW == 1)
+        store_reg<PBN, GELU, RES ? 128 : 0>(acc0, msm, bsm, rt, e, y, d, M, m0, n0, lt,
+                                            SUM ? t2 : nullptr);   // rows wg * 64 ..
+        if constexpr (CW == 1 && !SUM)
             store_reg<PBN, GELU, RES ? 128 : 0>(acc1, msm, bsm, rt, e, y, d, M, m0, n0, lt + 128);
         if (RES)
             mbar_arrive(bars.rempty(j % RBUF));
@@ -146,57 +200,88 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
 #endif
 }
 
-template <int CW, int BK, int STAGES, bool XS8, bool GELU, bool RES>
+// IM: the im2col walk's bounding box, the top-left taps of the output pixels: from -pad to the last one's (the same
+// in both dimensions: cuk_gemm_i8_tma_fits)
+__host__ __forceinline__ int im_hi(const cuk_conv_desc *d) { return (d->p - 1) * d->sh - d->ph - d->h + 1; }
+
+template <int CW, int BK, int STAGES, bool XS8, bool GELU, bool RES, bool IM, bool SUM = false>
 cudaError_t pp_launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
                       cudaStream_t s)
 {
-    using C = pp_cfg<BK, STAGES, RES>;
+    using C = pp_cfg<BK, STAGES, RES, SUM>;
     static_assert(C::SMEM <= 227 * 1024, "one block an SM");
     const int64_t M = (int64_t)d->n * d->p * d->q;
     const int n_tiles = (d->k + PBN - 1) / PBN;
-    const int64_t tiles = (M + BM - 1) / BM * n_tiles;
-    const int steps = (d->c + BK - 1) / BK;
+    const int64_t tiles = (M + C::TBM - 1) / C::TBM * n_tiles;
+    const int cblk = (d->c + BK - 1) / BK, steps = IM ? d->r * d->s * cblk : cblk;
+    const int steps2 = SUM ? (e.c2 + BK - 1) / BK : 0;
     if (tiles >= 0x7fffffff / 2 || M >= 0x7fffffff)
         return cudaErrorInvalidValue;
-    CUtensorMap ma, mb, mr;
+    CUtensorMap ma, mb, mr, mf;
     const CUtensorMapSwizzle swz = BK == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
     memset(&mr, 0, sizeof mr);
-    if (!tma_map(&ma, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, x, M, d->c, BM, BK, swz) ||
-        !tma_map(&mb, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, w, d->k, d->c, PBN, BK, swz) ||
-        (RES && !tma_map(&mr, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, e.res, M, d->k, BM, PBN, CU_TENSOR_MAP_SWIZZLE_128B)))
+    memset(&mf, 0, sizeof mf);
+    const cuk_conv_desc d2 = sum_desc(*d, e);
+    if (!(IM ? tma_map_im2col(&ma, x, d->n, d->h, d->w, d->c, -d->ph, im_hi(d), d->sh, d->sw, BM, BK, swz)
+             : tma_map(&ma, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, x, M, d->c, C::TBM, BK, swz)) ||
+        !tma_map(&mb, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, w, d->k, (int64_t)d->r * d->s * d->c, PBN, BK, swz) ||
+        (RES && !tma_map(&mr, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, e.res, M, d->k, BM, PBN, CU_TENSOR_MAP_SWIZZLE_128B)) ||
+        (SUM && (!tma_map_im2col(&mr, e.x2, d2.n, d2.h, d2.w, d2.c, 0, im_hi(&d2), d2.sh, d2.sw, C::TBM, BK, swz) ||
+                 !tma_map(&mf, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, e.f2, d->k, e.c2, PBN, BK, swz))))
         return cudaErrorNotSupported;
-    auto kern = k_gemm_i8_pp<CW, BK, STAGES, XS8, GELU, RES>;
+    auto kern = k_gemm_i8_pp<CW, BK, STAGES, XS8, GELU, RES, IM, SUM>;
     cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
     if (err != cudaSuccess)
         return err;
     const int64_t grid = sm_count() > 0 ? (int64_t)sm_count() : 1;
-    kern<<<(unsigned)(grid < tiles ? grid : tiles), pp_threads(CW), C::SMEM, s>>>(ma, mb, mr, e, y, *d, n_tiles, (int)tiles,
-                                                                     steps);
+    kern<<<(unsigned)(grid < tiles ? grid : tiles), pp_threads(CW), C::SMEM, s>>>(ma, mb, mr, mf, e, y, *d, n_tiles,
+                                                                                  (int)tiles, steps, cblk, steps2);
     return cudaGetLastError();
 }
 
-// 64-byte steps where the reduction is at most 64 bytes, else 128-byte steps; as many stages as fit beside the
-// residual ring (six / four with it, ten / six without: 160 / 192 KB of stages)
-template <int CW, bool XS8, bool GELU, bool RES>
+// 64-byte steps where the reduction is at most 64 bytes (IM: where a tap's channels are not a multiple of 128), else
+// 128-byte steps; as many stages as fit beside the residual ring (six / four with it, ten / six without: 160 / 192 KB
+// of stages)
+template <int CW, bool XS8, bool GELU, bool RES, bool IM>
 cudaError_t pp_launch_bk(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
                          cudaStream_t s)
 {
-    return d->c <= 64 ? pp_launch<CW, 64, RES ? 6 : 10, XS8, GELU, RES>(x, w, e, y, d, s)
-                      : pp_launch<CW, 128, RES ? 4 : 6, XS8, GELU, RES>(x, w, e, y, d, s);
+    return (IM ? d->c % 128 != 0 : d->c <= 64) ? pp_launch<CW, 64, RES ? 6 : 10, XS8, GELU, RES, IM>(x, w, e, y, d, s)
+                                               : pp_launch<CW, 128, RES ? 4 : 6, XS8, GELU, RES, IM>(x, w, e, y, d, s);
+}
+
+template <int CW, bool XS8, bool GELU, bool RES>
+cudaError_t pp_launch_im(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
+                         cudaStream_t s)
+{
+    return fp8_is_gemm(*d) ? pp_launch_bk<CW, XS8, GELU, RES, false>(x, w, e, y, d, s)
+                           : pp_launch_bk<CW, XS8, GELU, RES, true>(x, w, e, y, d, s);
 }
 
 template <int CW, bool XS8, bool GELU>
 cudaError_t pp_launch_res(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
                           cudaStream_t s)
 {
-    return e.res ? pp_launch_bk<CW, XS8, GELU, true>(x, w, e, y, d, s)
-                 : pp_launch_bk<CW, XS8, GELU, false>(x, w, e, y, d, s);
+    return e.res ? pp_launch_im<CW, XS8, GELU, true>(x, w, e, y, d, s)
+                 : pp_launch_im<CW, XS8, GELU, false>(x, w, e, y, d, s);
+}
+
+// QLinearConvSum: 128-byte steps where both reductions' channels are multiples of 128, else 64-byte ones; as many
+// stages as fit (tiles of 64 pixels: 24 / 12 KB a stage)
+template <bool XS8>
+cudaError_t pp_launch_sum(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
+                          cudaStream_t s)
+{
+    return d->c % 128 == 0 && e.c2 % 128 == 0 ? pp_launch<1, 128, 8, XS8, false, false, false, true>(x, w, e, y, d, s)
+                                              : pp_launch<1, 64, 14, XS8, false, false, false, true>(x, w, e, y, d, s);
 }
 
 template <int CW>
 cudaError_t pp_launch_x(bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y,
                         const cuk_conv_desc *d, cudaStream_t s)
 {
+    if (e.x2)   // (configurations 12 and 13 alike: one-warpgroup consumers)
+        return x_s8 ? pp_launch_sum<true>(x, w, e, y, d, s) : pp_launch_sum<false>(x, w, e, y, d, s);
     if (x_s8 && e.act == CUK_GELU)
         return pp_launch_res<CW, true, true>(x, w, e, y, d, s);
     return x_s8 ? pp_launch_res<CW, true, false>(x, w, e, y, d, s) : pp_launch_res<CW, false, false>(x, w, e, y, d, s);
@@ -204,14 +289,34 @@ cudaError_t pp_launch_x(bool x_s8, const uint8_t *x, const int8_t *w, const cuk_
 
 } // namespace
 
-extern "C" bool cuk_gemm_i8_tma_fits(const cuk_conv_desc *d, const cuk_qepi *e)
+// IM: what TMA's im2col mode takes: the bounding box's corners (the same in both dimensions, each in [-128, 127]),
+// traversal strides of at most 8, tap offsets in 16 bits; whole 64-channel steps of one tap
+static bool im_fits(const cuk_conv_desc *d)
 {
-    const int64_t M = (int64_t)d->n * d->p * d->q, tiles = (M + BM - 1) / BM * ((d->k + PBN - 1) / PBN);
-    return fp8_is_gemm(*d) && d->c % 16 == 0 && d->k % 16 == 0 && !e->x2 && tma_encoder() != NULL &&
-           (!e->res || ((uintptr_t)e->res & 15) == 0) && M < 0x7fffffff && tiles < 0x7fffffff / 2;
+    const int hi = im_hi(d), hi_w = (d->q - 1) * d->sw - d->pw - d->w + 1;
+    return tma_encoder_im2col() != NULL && d->c % 64 == 0 && d->ph == d->pw && d->ph >= 0 && d->ph <= 128 &&
+           hi == hi_w && hi >= -128 && hi <= 127 && d->sh >= 1 && d->sh <= 8 && d->sw >= 1 && d->sw <= 8 &&
+           d->dh >= 1 && d->dw >= 1 && (int64_t)(d->r - 1) * d->dh < 65536 && (int64_t)(d->s - 1) * d->dw < 65536 &&
+           (int64_t)d->n * d->h * d->w * d->c < ((int64_t)1 << 40);
 }
 
-// Configuration 12 (consumers of one warpgroup) or 13 (of two) where the layer is one (cuk_gemm_i8_tma_fits), else
+// QLinearConvSum: a 1x1 main convolution (a GEMM), x2 by im2col, its operands 16-byte aligned, no residual
+static bool sum_fits(const cuk_conv_desc *d, const cuk_qepi *e)
+{
+    const cuk_conv_desc d2 = sum_desc(*d, *e);
+    return fp8_is_gemm(*d) && !e->res && !e->act && e->out < CUK_QF32 && e->f2 && e->m2 && im_fits(&d2) &&
+           ((uintptr_t)e->x2 & 15) == 0 && ((uintptr_t)e->f2 & 15) == 0;
+}
+
+extern "C" bool cuk_gemm_i8_tma_fits(const cuk_conv_desc *d, const cuk_qepi *e)
+{
+    const int64_t M = (int64_t)d->n * d->p * d->q, tiles = (M + 63) / 64 * ((d->k + PBN - 1) / PBN);
+    return (fp8_is_gemm(*d) ? d->c % 16 == 0 : im_fits(d)) && d->k % 16 == 0 && (!e->x2 || sum_fits(d, e)) &&
+           tma_encoder() != NULL && (!e->res || ((uintptr_t)e->res & 15) == 0) && M < 0x7fffffff &&
+           tiles < 0x7fffffff / 2;
+}
+
+// Configuration 12 (consumers of one warpgroup) or 13 (of two) where the layer fits (cuk_gemm_i8_tma_fits), else
 // cudaErrorNotSupported
 extern "C" cudaError_t cuk_gemm_i8_tma(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e,
                                        void *y, const cuk_conv_desc *d, cudaStream_t s)
