@@ -666,12 +666,12 @@ static kiln_status qconv_choose(cu_be *b, const kiln_kctx *ctx, qconv_call *c, i
                 mask &= ~(1u << i);
         if (!cuk_conv3_i8_fits(&c->d, &c->e))   /* the 3x3 patch kernels where they take the layer */
             mask &= ~(3u << 10);
-        /* the TMA kernels where they take the layer. KILN_CUDA_INT8_TMA=0 leaves them out; unset or =gemm keeps them
-         * to the plain 1x1 layers (session 45's); =all times them on the other convolutions too (the im2col walk and
-         * QLinearConvSum, session 46: not yet run on a GPU, so not timed by default; a forced configuration runs them) */
+        /* the TMA kernels where they take the layer (the 1x1 layers, the others through the im2col walk,
+         * QLinearConvSum); A/B switches: KILN_CUDA_INT8_TMA=0 leaves them out, =gemm keeps them to the plain 1x1
+         * layers (session 45's) */
         const char *tma = getenv("KILN_CUDA_INT8_TMA");
         const bool gemm = g_is_gemm(&c->d) && !c->e.x2;
-        if ((tma && !strcmp(tma, "0")) || (!gemm && !(tma && !strcmp(tma, "all"))) ||
+        if ((tma && !strcmp(tma, "0")) || (tma && !strcmp(tma, "gemm") && !gemm) ||
             !cuk_gemm_i8_tma_fits(&c->d, &c->e))
             mask &= ~(3u << 12);
         if (c->e.x2)   /* QLinearConvSum: 12 and 13 run the same kernel (kernels_gemm_i8_tma.cu) */
