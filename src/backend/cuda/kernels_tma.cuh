@@ -61,17 +61,20 @@ typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, vo
                               const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
                               CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
+// a driver entry point (the tensor-map encoders: the runtime library does not export them), NULL where there is none
+template <typename F> inline F driver_entry(const char *name)
+{
+    void *p = NULL;
+    cudaDriverEntryPointQueryResult q;
+    return cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+                   q == cudaDriverEntryPointSuccess
+               ? (F)p
+               : (F)NULL;
+}
+
 inline encode_fn tma_encoder(void)
 {
-    static const encode_fn fn = [] {   // once (C++ statics: thread-safe)
-        void *p = NULL;
-        cudaDriverEntryPointQueryResult q;
-        return cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) ==
-                           cudaSuccess &&
-                       q == cudaDriverEntryPointSuccess
-                   ? (encode_fn)p
-                   : (encode_fn)NULL;
-    }();
+    static const encode_fn fn = driver_entry<encode_fn>("cuTensorMapEncodeTiled");   // once (C++ statics: thread-safe)
     return fn;
 }
 
@@ -82,15 +85,7 @@ typedef CUresult (*encode_im2col_fn)(CUtensorMap *, CUtensorMapDataType, cuuint3
 
 inline encode_im2col_fn tma_encoder_im2col(void)
 {
-    static const encode_im2col_fn fn = [] {
-        void *p = NULL;
-        cudaDriverEntryPointQueryResult q;
-        return cudaGetDriverEntryPointByVersion("cuTensorMapEncodeIm2col", &p, 12000, cudaEnableDefault, &q) ==
-                           cudaSuccess &&
-                       q == cudaDriverEntryPointSuccess
-                   ? (encode_im2col_fn)p
-                   : (encode_im2col_fn)NULL;
-    }();
+    static const encode_im2col_fn fn = driver_entry<encode_im2col_fn>("cuTensorMapEncodeIm2col");
     return fn;
 }
 
