@@ -237,6 +237,10 @@ static const qconv_spec qconv_specs[] = {
     {"3x3 c128 k128 images", 3, 128, 17, 15, 128, 3, 3, 1, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 3, true, true, "Relu", 0},
     {"3x3 s2 c192 k160 s8", 2, 192, 15, 15, 160, 3, 3, 1, 2, 1, KILN_DT_INT8, 0, KILN_DT_INT8, -2, true, false, "", 0},
     {"3x3 dil2 c64 k48", 2, 64, 20, 20, 48, 3, 3, 2, 1, 2, KILN_DT_UINT8, 0, KILN_DT_UINT8, 0, true, true, "Clip", 0.05f},
+    /* at most 64 output channels: the TMA kernels' 64-channel tiles (ResNet's layer1 conv1 shape; a float output over
+     * a partial 48-channel tile) */
+    {"1x1 c256 k64 rows", 2, 256, 30, 31, 64, 1, 1, 0, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 0, true, true, "Relu", 0},
+    {"1x1 c64 k48 s8 ->f32", 3, 64, 9, 13, 48, 1, 1, 0, 1, 1, KILN_DT_INT8, 0, KILN_DT_FLOAT32, 0, true, true, "", 0},
 };
 
 /* The layers the tensor-core kernels do not take, on the CUDA cores (kernels_conv_i8_direct.cu), byte for byte:

@@ -25,8 +25,11 @@
 // convolution's reduction first (x2 by im2col at its stride, f2), its sums turned into t2 = (acc2 + bias2) * m2 in
 // registers (64 a thread beside the 64 accumulators), then the main reduction into the same accumulators; the
 // epilogue adds t2 before its rounding, as the cp.async configurations do (kernels_conv_i8.cu).
+// Layers of at most 64 output channels without a residual (ResNet's layer1 conv1 / conv2) may take tiles of 64
+// channels (NB 64: wgmma m64n64k32), not half-empty ones of 128 (KILN_CUDA_INT8_N64=1: not yet run on a GPU).
 #include "kernels_conv_i8.cuh"
 #include "kernels_tma.cuh"
+#include <stdlib.h>
 #include <string.h>
 
 namespace {
@@ -38,9 +41,9 @@ constexpr int PBN = 128, RBUF = 4;
 // CW 2: 96); the producer gives most of its own back (setmaxnreg), so that the consumers' allocation fits
 __host__ __device__ constexpr int pp_threads(int cw) { return 128 * (1 + 2 * cw); }
 
-template <int BK, int STAGES, bool HAS_RES, bool SUM = false> struct pp_cfg {
-    static constexpr int TBM = SUM ? 64 : BM;   // a tile's pixels
-    static constexpr int SA = TBM * BK, SB = PBN * BK, STAGE = SA + SB, RES = BM * PBN, NR = HAS_RES ? RBUF : 0;
+template <int BK, int STAGES, bool HAS_RES, bool SUM = false, int NB = PBN> struct pp_cfg {
+    static constexpr int TBM = SUM ? 64 : BM;   // a tile's pixels (and NB its channels)
+    static constexpr int SA = TBM * BK, SB = NB * BK, STAGE = SA + SB, RES = BM * PBN, NR = HAS_RES ? RBUF : 0;
     // the stages, the residual ring (QLinearConvAdd), each consumer's multipliers and biases [PBN] (1 KB; SUM: and the
     // second convolution's), the mbarriers
     static constexpr int MB = SUM ? 2048 : 1024;
@@ -62,7 +65,7 @@ template <int R> __device__ __forceinline__ void regs_inc() { asm volatile("setm
 // consumer j % 2's. Named barriers: 1 + c, consumer c's turn at the tensor cores (256: its own 128 threads wait, the
 // other consumer's 128 arrive when its MMAs are issued and done); 3 + c, consumer c's threads alone.
 // SUM: mr is x2's im2col map and mf f2's (steps2 steps of each before the main reduction's steps).
-template <int CW, int BK, int STAGES, bool XS8, bool GELU, bool RES, bool IM, bool SUM>
+template <int CW, int BK, int STAGES, bool XS8, bool GELU, bool RES, bool IM, bool SUM, int NB>
 __global__ void __launch_bounds__(pp_threads(CW), 1)
     k_gemm_i8_pp(const __grid_constant__ CUtensorMap ma, const __grid_constant__ CUtensorMap mb,
                  const __grid_constant__ CUtensorMap mr, const __grid_constant__ CUtensorMap mf, cuk_qepi e,
@@ -70,7 +73,8 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
 {
 #if KILN_WGMMA
     static_assert(!SUM || (CW == 1 && !RES && !GELU && !IM), "QLinearConvSum: one-warpgroup consumers, a 1x1 main");
-    using C = pp_cfg<BK, STAGES, RES, SUM>;
+    static_assert(NB == PBN || (NB == 64 && !RES && !SUM), "64-channel tiles: no residual or second convolution");
+    using C = pp_cfg<BK, STAGES, RES, SUM, NB>;
     constexpr int TBM = C::TBM;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *sm = wg_smem(smem_raw);
@@ -87,7 +91,7 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
             int li = 0;
             for (int j = 0; j < nt; j++) {
                 const int tile = (int)blockIdx.x + j * (int)gridDim.x;
-                const int m0 = (tile / n_tiles) * TBM, n0 = (tile % n_tiles) * PBN;
+                const int m0 = (tile / n_tiles) * TBM, n0 = (tile % n_tiles) * NB;
                 // IM: the tile's first output pixel as the input position of its top-left tap (the im2col walk's start)
                 int iw = 0, ih = 0, in = 0;
                 if constexpr (IM) {
@@ -144,14 +148,14 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
     for (int j = cw; j < nt; j += 2) {
         const int tile = (int)blockIdx.x + j * (int)gridDim.x;
         const int64_t m0 = (int64_t)(tile / n_tiles) * TBM;
-        const int n0 = (tile % n_tiles) * PBN, tsteps = steps2 + steps;
+        const int n0 = (tile % n_tiles) * NB, tsteps = steps2 + steps;
         const int li = j * tsteps;   // the tile's first step in the ring's order
         nbar_sync(1 + cw, 2 * CT);   // the other consumer's MMAs are done (and this one's epilogue: msm, bsm free)
-        load_mb<PBN>(e, d, msm, bsm, n0, lt);
+        load_mb<NB>(e, d, msm, bsm, n0, lt);
         if (SUM)
             load_mb<PBN>(e.m2, e.bias2, d, m2sm, b2sm, n0, lt);
         cp_commit();
-        int acc0[64], acc1[CW == 1 && !SUM ? 64 : 1];
+        int acc0[NB / 2], acc1[CW == 1 && !SUM ? NB / 2 : 1];
         float t2[SUM ? 64 : 1];
         for (int s = 0; s < tsteps; s++) {
             const int q = li + s, st = q % STAGES;
@@ -168,9 +172,15 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
 #pragma unroll
             for (int kk = 0; kk < BK / 32; kk++) {
                 const int in = (s > 0 && (!SUM || s != steps2)) || kk > 0;
-                wgmma_i8_n128<XS8>(acc0, wg_desc_add(da0, 2 * kk), wg_desc_add(db, 2 * kk), in);
-                if constexpr (CW == 1 && !SUM)
-                    wgmma_i8_n128<XS8>(acc1, wg_desc_add(da1, 2 * kk), wg_desc_add(db, 2 * kk), in);
+                if constexpr (NB == 64) {
+                    wgmma_i8_n64<XS8>(acc0, wg_desc_add(da0, 2 * kk), wg_desc_add(db, 2 * kk), in);
+                    if constexpr (CW == 1)
+                        wgmma_i8_n64<XS8>(acc1, wg_desc_add(da1, 2 * kk), wg_desc_add(db, 2 * kk), in);
+                } else {
+                    wgmma_i8_n128<XS8>(acc0, wg_desc_add(da0, 2 * kk), wg_desc_add(db, 2 * kk), in);
+                    if constexpr (CW == 1 && !SUM)
+                        wgmma_i8_n128<XS8>(acc1, wg_desc_add(da1, 2 * kk), wg_desc_add(db, 2 * kk), in);
+                }
             }
             wg_commit();
             if (s > 0) {   // the previous step's MMAs are done: its stage goes back to the producer
@@ -190,10 +200,10 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
         }
         cp_wait<0>();
         nbar_sync(3 + cw, CT);   // every thread's multipliers and biases landed
-        store_reg<PBN, GELU, RES ? 128 : 0>(acc0, msm, bsm, rt, e, y, d, M, m0, n0, lt,
-                                            SUM ? t2 : nullptr);   // rows wg * 64 ..
+        store_reg<NB, GELU, RES ? 128 : 0>(acc0, msm, bsm, rt, e, y, d, M, m0, n0, lt,
+                                           SUM ? t2 : nullptr);   // rows wg * 64 ..
         if constexpr (CW == 1 && !SUM)
-            store_reg<PBN, GELU, RES ? 128 : 0>(acc1, msm, bsm, rt, e, y, d, M, m0, n0, lt + 128);
+            store_reg<NB, GELU, RES ? 128 : 0>(acc1, msm, bsm, rt, e, y, d, M, m0, n0, lt + 128);
         if (RES)
             mbar_arrive(bars.rempty(j % RBUF));
     }
@@ -204,14 +214,14 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
 // in both dimensions: cuk_gemm_i8_tma_fits)
 __host__ __forceinline__ int im_hi(const cuk_conv_desc *d) { return (d->p - 1) * d->sh - d->ph - d->h + 1; }
 
-template <int CW, int BK, int STAGES, bool XS8, bool GELU, bool RES, bool IM, bool SUM = false>
+template <int CW, int BK, int STAGES, bool XS8, bool GELU, bool RES, bool IM, bool SUM = false, int NB = PBN>
 cudaError_t pp_launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
                       cudaStream_t s)
 {
-    using C = pp_cfg<BK, STAGES, RES, SUM>;
+    using C = pp_cfg<BK, STAGES, RES, SUM, NB>;
     static_assert(C::SMEM <= 227 * 1024, "one block an SM");
     const int64_t M = (int64_t)d->n * d->p * d->q;
-    const int n_tiles = (d->k + PBN - 1) / PBN;
+    const int n_tiles = (d->k + NB - 1) / NB;
     const int64_t tiles = (M + C::TBM - 1) / C::TBM * n_tiles;
     const int cblk = (d->c + BK - 1) / BK, steps = IM ? d->r * d->s * cblk : cblk;
     const int steps2 = SUM ? (e.c2 + BK - 1) / BK : 0;
@@ -224,12 +234,12 @@ cudaError_t pp_launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void
     const cuk_conv_desc d2 = sum_desc(*d, e);
     if (!(IM ? tma_map_im2col(&ma, x, d->n, d->h, d->w, d->c, -d->ph, im_hi(d), d->sh, d->sw, BM, BK, swz)
              : tma_map(&ma, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, x, M, d->c, C::TBM, BK, swz)) ||
-        !tma_map(&mb, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, w, d->k, (int64_t)d->r * d->s * d->c, PBN, BK, swz) ||
+        !tma_map(&mb, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, w, d->k, (int64_t)d->r * d->s * d->c, NB, BK, swz) ||
         (RES && !tma_map(&mr, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, e.res, M, d->k, BM, PBN, CU_TENSOR_MAP_SWIZZLE_128B)) ||
         (SUM && (!tma_map_im2col(&mr, e.x2, d2.n, d2.h, d2.w, d2.c, 0, im_hi(&d2), d2.sh, d2.sw, C::TBM, BK, swz) ||
                  !tma_map(&mf, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, e.f2, d->k, e.c2, PBN, BK, swz))))
         return cudaErrorNotSupported;
-    auto kern = k_gemm_i8_pp<CW, BK, STAGES, XS8, GELU, RES, IM, SUM>;
+    auto kern = k_gemm_i8_pp<CW, BK, STAGES, XS8, GELU, RES, IM, SUM, NB>;
     cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
     if (err != cudaSuccess)
         return err;
@@ -241,27 +251,38 @@ cudaError_t pp_launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void
 
 // 64-byte steps where the reduction is at most 64 bytes (IM: where a tap's channels are not a multiple of 128), else
 // 128-byte steps; as many stages as fit beside the residual ring (six / four with it, ten / six without: 160 / 192 KB
-// of stages)
-template <int CW, bool XS8, bool GELU, bool RES, bool IM>
+// of stages; NB 64: 14 / 8, 168 / 192 KB)
+template <int CW, bool XS8, bool GELU, bool RES, bool IM, int NB>
 cudaError_t pp_launch_bk(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
                          cudaStream_t s)
 {
-    return (IM ? d->c % 128 != 0 : d->c <= 64) ? pp_launch<CW, 64, RES ? 6 : 10, XS8, GELU, RES, IM>(x, w, e, y, d, s)
-                                               : pp_launch<CW, 128, RES ? 4 : 6, XS8, GELU, RES, IM>(x, w, e, y, d, s);
+    constexpr int S64 = NB == 64 ? 14 : RES ? 6 : 10, S128 = NB == 64 ? 8 : RES ? 4 : 6;
+    return (IM ? d->c % 128 != 0 : d->c <= 64)
+               ? pp_launch<CW, 64, S64, XS8, GELU, RES, IM, false, NB>(x, w, e, y, d, s)
+               : pp_launch<CW, 128, S128, XS8, GELU, RES, IM, false, NB>(x, w, e, y, d, s);
 }
 
-template <int CW, bool XS8, bool GELU, bool RES>
+template <int CW, bool XS8, bool GELU, bool RES, int NB = PBN>
 cudaError_t pp_launch_im(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
                          cudaStream_t s)
 {
-    return fp8_is_gemm(*d) ? pp_launch_bk<CW, XS8, GELU, RES, false>(x, w, e, y, d, s)
-                           : pp_launch_bk<CW, XS8, GELU, RES, true>(x, w, e, y, d, s);
+    return fp8_is_gemm(*d) ? pp_launch_bk<CW, XS8, GELU, RES, false, NB>(x, w, e, y, d, s)
+                           : pp_launch_bk<CW, XS8, GELU, RES, true, NB>(x, w, e, y, d, s);
 }
 
+// tiles of 64 channels where the layer has at most 64 (no residual, no GELU: ResNet's layer1 conv1 / conv2)
 template <int CW, bool XS8, bool GELU>
 cudaError_t pp_launch_res(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
                           cudaStream_t s)
 {
+    // KILN_CUDA_INT8_N64=1 (read once): written without a GPU in session 46 and not yet run on one, so off by default
+    static const bool n64 = [] {
+        const char *v = getenv("KILN_CUDA_INT8_N64");
+        return v && !strcmp(v, "1");
+    }();
+    if constexpr (!GELU)
+        if (!e.res && d->k <= 64 && n64)
+            return pp_launch_im<CW, XS8, false, false, 64>(x, w, e, y, d, s);
     return e.res ? pp_launch_im<CW, XS8, GELU, true>(x, w, e, y, d, s)
                  : pp_launch_im<CW, XS8, GELU, false>(x, w, e, y, d, s);
 }
