@@ -25,8 +25,8 @@
 // convolution's reduction first (x2 by im2col at its stride, f2), its sums turned into t2 = (acc2 + bias2) * m2 in
 // registers (64 a thread beside the 64 accumulators), then the main reduction into the same accumulators; the
 // epilogue adds t2 before its rounding, as the cp.async configurations do (kernels_conv_i8.cu).
-// Layers of at most 64 output channels without a residual (ResNet's layer1 conv1 / conv2) may take tiles of 64
-// channels (NB 64: wgmma m64n64k32), not half-empty ones of 128 (KILN_CUDA_INT8_N64=1: not yet run on a GPU).
+// Layers of at most 64 output channels without a residual (ResNet's layer1 conv1 / conv2) take tiles of 64 channels
+// (NB 64: wgmma m64n64k32), not half-empty ones of 128.
 #include "kernels_conv_i8.cuh"
 #include "kernels_tma.cuh"
 #include <stdlib.h>
@@ -275,10 +275,9 @@ template <int CW, bool XS8, bool GELU>
 cudaError_t pp_launch_res(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
                           cudaStream_t s)
 {
-    // KILN_CUDA_INT8_N64=1 (read once): written without a GPU in session 46 and not yet run on one, so off by default
-    static const bool n64 = [] {
+    static const bool n64 = [] {   // KILN_CUDA_INT8_N64=0: 128-channel tiles there too (an A/B switch, read once)
         const char *v = getenv("KILN_CUDA_INT8_N64");
-        return v && !strcmp(v, "1");
+        return !v || strcmp(v, "0") != 0;
     }();
     if constexpr (!GELU)
         if (!e.res && d->k <= 64 && n64)
