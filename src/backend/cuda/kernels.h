@@ -313,9 +313,10 @@ cudaError_t cuk_conv3_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, 
                          const cuk_conv_desc *d, cudaStream_t s);
 /* Configurations 12 and 13, kernels_gemm_i8_tma.cu: a 1x1 stride-1 unpadded convolution (a GEMM over the pixels), C
  * and K multiples of 16, or another 2-D convolution (its activations by TMA's im2col mode: C a multiple of 64, the
- * same padding and walk in both dimensions), no second convolution, by TMA copies from a producer warpgroup and two
- * consumers (of one warpgroup in 12, two in 13) whose MMAs and epilogues alternate (sm_90); cuk_gemm_i8_tma_fits says
- * whether a layer is one (cuk_conv_i8 answers cudaErrorNotSupported otherwise) */
+ * same padding and walk in both dimensions), by TMA copies from a producer warpgroup and two consumers (of one
+ * warpgroup in 12, two in 13) whose MMAs and epilogues alternate (sm_90); QLinearConvSum (a 1x1 main convolution, x2
+ * by im2col at its stride) in consumers of one warpgroup over 64-pixel tiles in both; cuk_gemm_i8_tma_fits says
+ * whether a layer fits (cuk_conv_i8 answers cudaErrorNotSupported otherwise) */
 bool cuk_gemm_i8_tma_fits(const cuk_conv_desc *d, const cuk_qepi *e);
 cudaError_t cuk_gemm_i8_tma(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
                             const cuk_conv_desc *d, cudaStream_t s);
