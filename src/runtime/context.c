@@ -406,8 +406,7 @@ kiln_status kiln_context_set_device(kiln_context_t c, kiln_device d, unsigned fl
         return kiln__err(KILN_ERR_INVALID_ARG, "kiln_context_set_device: NULL context");
     if (d != KILN_DEVICE_CPU && d != KILN_DEVICE_CUDA)
         return kiln__err(KILN_ERR_INVALID_ARG, "kiln_context_set_device: unknown device %d", (int)d);
-    if (flags & ~(KILN_DEVICE_ALLOW_TF32 | KILN_DEVICE_STRICT))   /* (on the CPU too: the device would refuse them) */
-        return kiln__err(KILN_ERR_INVALID_ARG, "kiln_context_set_device: unknown flags 0x%x", flags);
+    KILN_TRY(kiln__dev_check_flags("kiln_context_set_device", flags));   /* (on the CPU too, as the device would) */
     kiln_dev *dev = NULL;
     if (d != KILN_DEVICE_CPU)
         KILN_TRY(kiln__dev_open(d, flags, &dev));

@@ -124,14 +124,21 @@ bool kiln_device_parse(const char *name, kiln_device *out)
     return true;
 }
 
+kiln_status kiln__dev_check_flags(const char *fn, unsigned flags)
+{
+    const unsigned known = KILN_DEVICE_ALLOW_TF32 | KILN_DEVICE_STRICT;
+    if (flags & ~known)
+        return kiln__err(KILN_ERR_INVALID_ARG, "%s: unknown flags 0x%x (KILN_DEVICE_ALLOW_TF32, KILN_DEVICE_STRICT)", fn,
+                         flags & ~known);
+    return KILN_OK;
+}
+
 kiln_status kiln__dev_open(kiln_device kind, unsigned flags, kiln_dev **out)
 {
     *out = NULL;
     if (kind != KILN_DEVICE_CUDA)
         return kiln__err(KILN_ERR_INVALID_ARG, "unknown device %d", (int)kind);
-    if (flags & ~(KILN_DEVICE_ALLOW_TF32 | KILN_DEVICE_STRICT))
-        return kiln__err(KILN_ERR_INVALID_ARG, "unknown device flags 0x%x (KILN_DEVICE_ALLOW_TF32, KILN_DEVICE_STRICT)",
-                         flags & ~(KILN_DEVICE_ALLOW_TF32 | KILN_DEVICE_STRICT));
+    KILN_TRY(kiln__dev_check_flags("device", flags));
     const kiln_devmod *m;
     KILN_TRY(load_cuda_module(&m));
     kiln_dev *d = kiln__calloc(1, sizeof *d);

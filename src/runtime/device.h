@@ -8,6 +8,8 @@
 
 typedef struct kiln_dev kiln_dev;
 
+/* KILN_ERR_INVALID_ARG (naming fn) where flags holds a bit other than KILN_DEVICE_ALLOW_TF32 | KILN_DEVICE_STRICT */
+kiln_status kiln__dev_check_flags(const char *fn, unsigned flags);
 /* Opens a backend instance on `kind` (KILN_DEVICE_CUDA). One clean error when no module or no GPU. */
 kiln_status kiln__dev_open(kiln_device kind, unsigned flags, kiln_dev **out);
 /* Resets the per-run counters (kiln_device_stats): at the start of a top-level run. */
