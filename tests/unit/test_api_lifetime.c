@@ -29,6 +29,21 @@ static void f_free(void *p, void *u)
 }
 static const kiln_allocator failing = {f_malloc, f_realloc, f_free, NULL};
 
+/* One call of `make` with its n-th allocation failing: kiln's allocator is the failing one for the call and, where it
+ * succeeded, for `drop` of what it made (an object is freed with the allocator that made it), libc's again after */
+static kiln_status with_nth_failing(long n, kiln_status (*make)(void *arg, void **obj), void (*drop)(void *obj),
+                                    void *arg, void **obj)
+{
+    alloc_count = 0, fail_at = n;
+    kiln_set_allocator(&failing);
+    kiln_status st = make(arg, obj);
+    fail_at = 0;
+    if (st == KILN_OK)
+        drop(*obj);
+    kiln_set_allocator(NULL);
+    return st;
+}
+
 static kiln_engine_t build(const char *path, const kiln_build_options *o)
 {
     kiln_model_t m = NULL;
@@ -93,6 +108,15 @@ static void test_engine_freed_first(void)
     free(ref.data);
 }
 
+static kiln_status make_context(void *e, void **obj)
+{
+    kiln_context_t c = NULL;
+    kiln_status st = kiln_context_create(e, &c);
+    *obj = c;
+    return st;
+}
+static void drop_context(void *c) { kiln_context_free(c); }
+
 /* every allocation inside kiln_context_create failing in turn: an error, never a crash or a leak */
 static void test_context_create_oom(void)
 {
@@ -101,23 +125,30 @@ static void test_context_create_oom(void)
         return;
     int fails = 0;
     for (long n = 1; n < 400; n++) {
-        kiln_context_t c = NULL;
-        alloc_count = 0, fail_at = n;
-        kiln_set_allocator(&failing);
-        kiln_status st = kiln_context_create(e, &c);
-        fail_at = 0;
-        if (st == KILN_OK) {
-            kiln_context_free(c);
-            kiln_set_allocator(NULL);
+        void *c = NULL;
+        kiln_status st = with_nth_failing(n, make_context, drop_context, e, &c);
+        if (st == KILN_OK)
             break;
-        }
-        kiln_set_allocator(NULL);
         CHECK_MSG(st == KILN_ERR_NOMEM && c == NULL, "allocation %ld: %d %s", n, st, kiln_last_error());
         fails++;
     }
     CHECK_MSG(fails > 5, "only %d allocation points in kiln_context_create", fails);
     kiln_engine_free(e);
 }
+
+struct engine_bytes {
+    const void *buf;
+    size_t len;
+};
+static kiln_status load_engine(void *b, void **obj)
+{
+    const struct engine_bytes *eb = b;
+    kiln_engine_t l = NULL;
+    kiln_status st = kiln_engine_load_buffer(eb->buf, eb->len, &l);
+    *obj = l;
+    return st;
+}
+static void drop_engine(void *l) { kiln_engine_free(l); }
 
 /* every allocation while loading an engine from memory failing in turn: out of memory, never "corrupted" */
 static void test_engine_load_oom(void)
@@ -127,18 +158,12 @@ static void test_engine_load_oom(void)
     if (!buf)
         return;
     int fails = 0, wrong = 0;
+    struct engine_bytes bytes = {buf, len};
     for (long n = 1; n < 20000; n++) {
-        kiln_engine_t l = NULL;
-        alloc_count = 0, fail_at = n;
-        kiln_set_allocator(&failing);
-        kiln_status st = kiln_engine_load_buffer(buf, len, &l);
-        fail_at = 0;
-        if (st == KILN_OK) {
-            kiln_engine_free(l);
-            kiln_set_allocator(NULL);
+        void *l = NULL;
+        kiln_status st = with_nth_failing(n, load_engine, drop_engine, &bytes, &l);
+        if (st == KILN_OK)
             break;
-        }
-        kiln_set_allocator(NULL);
         fails++;
         if (st != KILN_ERR_NOMEM && wrong++ < 3)
             CHECK_MSG(0, "allocation %ld failed: status %d, %s", n, st, kiln_last_error());
