@@ -61,6 +61,65 @@ template <int R> __device__ __forceinline__ void regs_dec() { asm volatile("setm
 template <int R> __device__ __forceinline__ void regs_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R)); }
 #endif
 
+#if KILN_WGMMA
+// The producer's first thread: every copy of the block's nt tiles, in the order the consumers take the ring's stages
+// (k_gemm_i8_pp)
+template <int BK, int STAGES, bool RES, bool IM, bool SUM, int NB>
+__device__ __forceinline__ void pp_produce(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mr,
+                                           const CUtensorMap &mf, const cuk_qepi &e, const cuk_conv_desc &d,
+                                           uint32_t sb, const tma_bars &bars, int nt, int n_tiles, int steps, int cblk,
+                                           int steps2)
+{
+    using C = pp_cfg<BK, STAGES, RES, SUM, NB>;
+    int li = 0;
+    for (int j = 0; j < nt; j++) {
+        const int tile = (int)blockIdx.x + j * (int)gridDim.x;
+        const int m0 = (tile / n_tiles) * C::TBM, n0 = (tile % n_tiles) * NB;
+        // IM, SUM: the tile's first output pixel (image in, row p0, column q0), where the im2col walks start
+        int in = 0, p0 = 0, q0 = 0;
+        if constexpr (IM || SUM) {
+            const int pq = d.p * d.q, r = m0 - (in = m0 / pq) * pq;
+            p0 = r / d.q;
+            q0 = r - p0 * d.q;
+        }
+        if constexpr (SUM) {   // x2's pixels at the output's (its stride, no padding), then the main steps
+            for (int s = 0; s < steps2; s++, li++) {
+                const int st = li % STAGES;
+                mbar_wait(bars.empty(st), ((li / STAGES) & 1) ^ 1);
+                mbar_expect_tx(bars.full(st), C::STAGE);
+                tma_load_im2col(sb + st * C::STAGE, &mr, bars.full(st), s * BK, q0 * e.sw2, p0 * e.sh2, in, 0, 0);
+                tma_load_2d(sb + st * C::STAGE + C::SA, &mf, bars.full(st), s * BK, n0);
+            }
+        }
+        if (RES) {
+            const int rb = j % RBUF;
+            mbar_wait(bars.rempty(rb), ((j / RBUF) & 1) ^ 1);
+            mbar_expect_tx(bars.rfull(rb), C::RES);
+            tma_load_2d(sb + C::OFF_R + rb * C::RES, &mr, bars.rfull(rb), n0, m0);
+        }
+        int cb = 0, ts = 0, tr = 0;   // IM: the step's channel block, filter column and row
+        for (int s = 0; s < steps; s++, li++) {
+            const int st = li % STAGES;
+            mbar_wait(bars.empty(st), ((li / STAGES) & 1) ^ 1);
+            mbar_expect_tx(bars.full(st), C::STAGE);
+            if constexpr (IM) {
+                // (the walk's start: the input position of the pixel's top-left tap)
+                tma_load_im2col(sb + st * C::STAGE, &ma, bars.full(st), cb * BK, q0 * d.sw - d.pw,
+                                p0 * d.sh - d.ph, in, (uint16_t)(ts * d.dw), (uint16_t)(tr * d.dh));
+                if (++cb == cblk) {
+                    cb = 0;
+                    if (++ts == d.s)
+                        ts = 0, tr++;
+                }
+            } else {
+                tma_load_2d(sb + st * C::STAGE, &ma, bars.full(st), s * BK, m0);
+            }
+            tma_load_2d(sb + st * C::STAGE + C::SA, &mb, bars.full(st), s * BK, n0);
+        }
+    }
+}
+#endif
+
 // Block b's j-th tile is tile b + j * gridDim.x (tile t: pixels (t / n_tiles) * TBM, channels (t % n_tiles) * 128),
 // consumer j % 2's. Named barriers: 1 + c, consumer c's turn at the tensor cores (256: its own 128 threads wait, the
 // other consumer's 128 arrive when its MMAs are issued and done); 3 + c, consumer c's threads alone.
@@ -88,53 +147,7 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
     if (threadIdx.x < 128) {   // the producer
         regs_dec<CW == 1 ? 40 : 24>();
         if (threadIdx.x == 0) {
-            int li = 0;
-            for (int j = 0; j < nt; j++) {
-                const int tile = (int)blockIdx.x + j * (int)gridDim.x;
-                const int m0 = (tile / n_tiles) * TBM, n0 = (tile % n_tiles) * NB;
-                // IM: the tile's first output pixel as the input position of its top-left tap (the im2col walk's start)
-                int iw = 0, ih = 0, in = 0;
-                if constexpr (IM) {
-                    const int pq = d.p * d.q, r = m0 - (in = m0 / pq) * pq, p0 = r / d.q;
-                    ih = p0 * d.sh - d.ph;
-                    iw = (r - p0 * d.q) * d.sw - d.pw;
-                }
-                if constexpr (SUM) {   // x2's pixels at the output's (its stride, no padding), then the main steps
-                    const int pq = d.p * d.q, r = m0 - m0 / pq * pq, p0 = r / d.q;
-                    for (int s = 0; s < steps2; s++, li++) {
-                        const int st = li % STAGES;
-                        mbar_wait(bars.empty(st), ((li / STAGES) & 1) ^ 1);
-                        mbar_expect_tx(bars.full(st), C::STAGE);
-                        tma_load_im2col(sb + st * C::STAGE, &mr, bars.full(st), s * BK, (r - p0 * d.q) * e.sw2,
-                                        p0 * e.sh2, m0 / pq, 0, 0);
-                        tma_load_2d(sb + st * C::STAGE + C::SA, &mf, bars.full(st), s * BK, n0);
-                    }
-                }
-                if (RES) {
-                    const int rb = j % RBUF;
-                    mbar_wait(bars.rempty(rb), ((j / RBUF) & 1) ^ 1);
-                    mbar_expect_tx(bars.rfull(rb), C::RES);
-                    tma_load_2d(sb + C::OFF_R + rb * C::RES, &mr, bars.rfull(rb), n0, m0);
-                }
-                int cb = 0, ts = 0, tr = 0;   // IM: the step's channel block, filter column and row
-                for (int s = 0; s < steps; s++, li++) {
-                    const int st = li % STAGES;
-                    mbar_wait(bars.empty(st), ((li / STAGES) & 1) ^ 1);
-                    mbar_expect_tx(bars.full(st), C::STAGE);
-                    if constexpr (IM) {
-                        tma_load_im2col(sb + st * C::STAGE, &ma, bars.full(st), cb * BK, iw, ih, in,
-                                        (uint16_t)(ts * d.dw), (uint16_t)(tr * d.dh));
-                        if (++cb == cblk) {
-                            cb = 0;
-                            if (++ts == d.s)
-                                ts = 0, tr++;
-                        }
-                    } else {
-                        tma_load_2d(sb + st * C::STAGE, &ma, bars.full(st), s * BK, m0);
-                    }
-                    tma_load_2d(sb + st * C::STAGE + C::SA, &mb, bars.full(st), s * BK, n0);
-                }
-            }
+            pp_produce<BK, STAGES, RES, IM, SUM, NB>(ma, mb, mr, mf, e, d, sb, bars, nt, n_tiles, steps, cblk, steps2);
         }
         return;
     }
@@ -210,9 +223,11 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
 #endif
 }
 
-// IM: the im2col walk's bounding box, the top-left taps of the output pixels: from -pad to the last one's (the same
-// in both dimensions: cuk_gemm_i8_tma_fits)
-__host__ __forceinline__ int im_hi(const cuk_conv_desc *d) { return (d->p - 1) * d->sh - d->ph - d->h + 1; }
+// IM: the im2col walk's bounding box in one dimension (output size out at stride st, begin padding pad, input size
+// size): the top-left taps of the output pixels, from -pad to the last one's, this far past the input's end
+__host__ __forceinline__ int im_hi(int out, int st, int pad, int size) { return (out - 1) * st - pad - size + 1; }
+// (the same in both dimensions: cuk_gemm_i8_tma_fits)
+__host__ __forceinline__ int im_hi(const cuk_conv_desc *d) { return im_hi(d->p, d->sh, d->ph, d->h); }
 
 template <int CW, int BK, int STAGES, bool XS8, bool GELU, bool RES, bool IM, bool SUM = false, int NB = PBN>
 cudaError_t pp_launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
@@ -313,7 +328,7 @@ cudaError_t pp_launch_x(bool x_s8, const uint8_t *x, const int8_t *w, const cuk_
 // traversal strides of at most 8, tap offsets in 16 bits; whole 64-channel steps of one tap
 static bool im_fits(const cuk_conv_desc *d)
 {
-    const int hi = im_hi(d), hi_w = (d->q - 1) * d->sw - d->pw - d->w + 1;
+    const int hi = im_hi(d), hi_w = im_hi(d->q, d->sw, d->pw, d->w);
     return tma_encoder_im2col() != NULL && d->c % 64 == 0 && d->ph == d->pw && d->ph >= 0 && d->ph <= 128 &&
            hi == hi_w && hi >= -128 && hi <= 127 && d->sh >= 1 && d->sh <= 8 && d->sw >= 1 && d->sw <= 8 &&
            d->dh >= 1 && d->dw >= 1 && (int64_t)(d->r - 1) * d->dh < 65536 && (int64_t)(d->s - 1) * d->dw < 65536 &&
