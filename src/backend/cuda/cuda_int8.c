@@ -626,11 +626,13 @@ typedef struct qconv_call {
 static cudaError_t qconv_launch(const qconv_call *c, int cfg)
 {
     /* a weight-stationary, patch or TMA choice (stored, or forced) for operands it does not take, e.g. a residual or
-     * input placed at another alignment than when it was timed (TMA: 16 bytes): configuration 7; so for
+     * input placed at another alignment than when it was timed (TMA: 16 bytes), or 8 / 13 for a two-rounding
+     * residual add (rk_lean_fits): configuration 7; so for
      * QLinearConvSum forced to one without wgmma */
-    if ((cfg >= 8 && cfg <= 9 && !cuk_gemm_i8_fits(cfg, &c->d, &c->e)) ||
+    if ((cfg >= 8 && cfg <= 9 && !cuk_gemm_i8_fits(cfg, c->x_s8, &c->d, &c->e)) ||
         (cfg >= 10 && cfg <= 11 && !cuk_conv3_i8_fits(&c->d, &c->e)) ||
-        (cfg >= 12 && (!cuk_gemm_i8_tma_fits(&c->d, &c->e) || ((uintptr_t)c->x & 15) || ((uintptr_t)c->q->w & 15))) ||
+        (cfg >= 12 && (!cuk_gemm_i8_tma_fits(cfg, c->x_s8, &c->d, &c->e) || ((uintptr_t)c->x & 15) ||
+                       ((uintptr_t)c->q->w & 15))) ||
         (c->e.x2 && (cfg == 0 || (cfg >= 8 && cfg <= 11))))
         cfg = 7;
     return cuk_conv_i8(cfg, c->x_s8, c->x, c->q->w, &c->e, c->y, &c->d, c->b->stream);
@@ -662,7 +664,7 @@ static kiln_status qconv_choose(cu_be *b, const kiln_kctx *ctx, qconv_call *c, i
     if (mask & (mask - 1)) {
         const char *ws = getenv("KILN_CUDA_INT8_WS");
         for (int i = 8; i <= 9; i++)
-            if ((ws && !strcmp(ws, "0")) || !cuk_gemm_i8_fits(i, &c->d, &c->e))
+            if ((ws && !strcmp(ws, "0")) || !cuk_gemm_i8_fits(i, c->x_s8, &c->d, &c->e))
                 mask &= ~(1u << i);
         if (!cuk_conv3_i8_fits(&c->d, &c->e))   /* the 3x3 patch kernels where they take the layer */
             mask &= ~(3u << 10);
@@ -671,9 +673,11 @@ static kiln_status qconv_choose(cu_be *b, const kiln_kctx *ctx, qconv_call *c, i
          * layers (session 45's) */
         const char *tma = getenv("KILN_CUDA_INT8_TMA");
         const bool gemm = g_is_gemm(&c->d) && !c->e.x2;
-        if ((tma && !strcmp(tma, "0")) || (tma && !strcmp(tma, "gemm") && !gemm) ||
-            !cuk_gemm_i8_tma_fits(&c->d, &c->e))
+        if ((tma && !strcmp(tma, "0")) || (tma && !strcmp(tma, "gemm") && !gemm))
             mask &= ~(3u << 12);
+        for (int i = 12; i <= 13; i++)
+            if (!cuk_gemm_i8_tma_fits(i, c->x_s8, &c->d, &c->e))
+                mask &= ~(1u << i);
         if (c->e.x2)   /* QLinearConvSum: 12 and 13 run the same kernel (kernels_gemm_i8_tma.cu) */
             mask &= ~(1u << 13);
     }

@@ -300,8 +300,10 @@ cudaError_t cuk_conv_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, c
                         const cuk_conv_desc *d, cudaStream_t s);
 /* Configurations 8 (BN 128) and 9 (BN 64), kernels_gemm_i8.cu: weight-stationary persistent blocks for a 1x1 stride-1
  * unpadded convolution (a GEMM over the pixels), K a multiple of 16, whose filter slice [BN][C] and operand stages fit
- * shared memory; cuk_gemm_i8_fits says whether a layer is one (cuk_conv_i8 answers cudaErrorNotSupported otherwise) */
-bool cuk_gemm_i8_fits(int cfg, const cuk_conv_desc *d, const cuk_qepi *e);
+ * shared memory; cuk_gemm_i8_fits says whether a layer (s8 activations: x_s8) is one (cuk_conv_i8 answers
+ * cudaErrorNotSupported otherwise; 8 takes a byte output's residual only where it is added with one rounding and no
+ * non-linear activation but GELU over s8 activations, as 13) */
+bool cuk_gemm_i8_fits(int cfg, bool x_s8, const cuk_conv_desc *d, const cuk_qepi *e);
 cudaError_t cuk_gemm_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
                         const cuk_conv_desc *d, cudaStream_t s);
 /* Configurations 10 (BN 64) and 11 (BN 128), kernels_conv3_i8.cu: a 3x3 stride-1 convolution with padding 1 (its
@@ -316,8 +318,10 @@ cudaError_t cuk_conv3_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, 
  * same padding and walk in both dimensions), by TMA copies from a producer warpgroup and two consumers (of one
  * warpgroup in 12, two in 13) whose MMAs and epilogues alternate (sm_90); QLinearConvSum (a 1x1 main convolution, x2
  * by im2col at its stride) in consumers of one warpgroup over 64-pixel tiles in both; cuk_gemm_i8_tma_fits says
- * whether a layer fits (cuk_conv_i8 answers cudaErrorNotSupported otherwise) */
-bool cuk_gemm_i8_tma_fits(const cuk_conv_desc *d, const cuk_qepi *e);
+ * whether a layer (s8 activations: x_s8) fits configuration cfg (cuk_conv_i8 answers cudaErrorNotSupported
+ * otherwise; 13 takes a byte output's residual only where it is added with one rounding, e->res_once, and no
+ * non-linear activation but GELU over s8 activations) */
+bool cuk_gemm_i8_tma_fits(int cfg, bool x_s8, const cuk_conv_desc *d, const cuk_qepi *e);
 cudaError_t cuk_gemm_i8_tma(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
                             const cuk_conv_desc *d, cudaStream_t s);
 /* An INT8 convolution on the CUDA cores (kernels_conv_i8_direct.cu): groups groups (d->c and d->k multiples of it),

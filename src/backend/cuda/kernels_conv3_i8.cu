@@ -105,8 +105,8 @@ __device__ __forceinline__ void store_patch(const int *acc, const float *msm, co
                                             void *y, const cuk_conv_desc &d, patch3 p, int n0, int tid)
 {
     const int lr = quad_row(tid), py = p.py0 + lr / 8, px = p.px0 + lr % 8;
-    store_reg<BN, false>(acc, msm, bsm, nullptr, e, y, d, 0, 0, n0, tid, nullptr, true,
-                         ((int64_t)p.img * d.p + py) * d.q + px, py < d.p && px < d.q);
+    store_reg<BN, false, 0, RK_NONE>(acc, msm, bsm, nullptr, e, y, d, 0, 0, n0, tid, nullptr, true,   // (no residual)
+                                     ((int64_t)p.img * d.p + py) * d.q + px, py < d.p && px < d.q);
 }
 
 #endif

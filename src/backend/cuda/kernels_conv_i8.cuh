@@ -137,7 +137,21 @@ template <bool GELU> __device__ __forceinline__ float act_of(int act, float x, f
 // (channel col in the lowest; cpu/qgemm.c kiln__qepi_q), with QLinearConvAdd's add of R's 8 bytes rb where res. No
 // conversion instruction but a[e]'s, no branch per element (backend/qexact.h; session 31: these epilogues were bound
 // by their instructions); the add's rare declined elements divide after the eight.
-template <bool GELU>
+// What a kernel's epilogue meets: any residual form and activation, decided per launch (RK_ANY); no residual (RK_NONE:
+// a kernel never given one); RK_LEAN: no residual or QLinearConvAdd's one-rounding add (kiln_res_once; float outputs'
+// f_res8 as any), and no non-linear activation but GELU in the kernels compiled for it. The two-rounding add's
+// operands (q_bytes8's last branch) and the out-of-line activation's call cost the ping-pong kernels of two-warpgroup
+// consumers, at 96 registers a thread, 7 registers spilled to local memory on every path (ptxas -v; ncu, session 47:
+// 0.54 M spill requests in layer3's conv3 + residual), and the weight-stationary BN 128 kernels 20-28 at 128: those
+// kernels are lean (rk_lean_fits)
+enum { RK_ANY, RK_NONE, RK_LEAN };
+// whether a lean kernel takes a layer (s8 activations: x_s8; GELU only in its own kernels, which take s8 activations)
+inline bool rk_lean_fits(bool x_s8, const cuk_qepi *e)
+{
+    return (!e->act || (e->act == CUK_GELU && x_s8)) && (!e->res || e->res_once || e->out >= CUK_QF32);
+}
+
+template <bool GELU, int RK = RK_ANY>
 __device__ __forceinline__ uint2 q_bytes8(const int *a, const float *m, const cuk_qepi &e, bool res, uint2 rb,
                                           const float *t2 = nullptr)
 {
@@ -145,17 +159,17 @@ __device__ __forceinline__ uint2 q_bytes8(const int *a, const float *m, const cu
 #pragma unroll
     for (int i = 0; i < 8; i++)
         t[i] = __fmul_rn((float)a[i], m[i]);
-    if (e.act) {   // a non-linear activation in float, then the scale's inverse (cpu/qgemm.c kiln__qepi_q)
+    if ((RK != RK_LEAN || GELU) && e.act) {   // a non-linear activation in float, then the scale's inverse (kiln__qepi_q)
 #pragma unroll
         for (int i = 0; i < 8; i++)
             t[i] = __fmul_rn(act_of<GELU>(e.act, t[i], e.act_a, e.act_b), e.inv_ys);
     }
     int v[8];
-    if (!res) {   // (QLinearConvSum: t2, the second convolution's product, added first: kiln__qepi_qt)
+    if (RK == RK_NONE || !res) {   // (QLinearConvSum: t2, the second convolution's product, added first: kiln__qepi_qt)
 #pragma unroll
         for (int i = 0; i < 8; i++)
             v[i] = kq_clamp_rint(t2 ? __fadd_rn(t[i], t2[i]) : t[i], e.lo, e.hi) + e.zp;   // NaN -> lo, as the CPU
-    } else if (e.res_once) {
+    } else if (RK == RK_LEAN || e.res_once) {
         // one rounding (kiln_res_once): R - zr as an exact float from the magic addition, added to t by one fused
         // multiply-add, then QLinearConv's clamp and rint (cpu/qgemm.c kiln__qepi_qr)
         const uint32_t flip = e.res_s8 ? 0x80808080u : 0u, w[2] = {rb.x ^ flip, rb.y ^ flip};
@@ -196,11 +210,12 @@ __device__ __forceinline__ uint2 q_bytes8(const int *a, const float *m, const cu
     return make_uint2(pack4(v[0], v[1], v[2], v[3]), pack4(v[4], v[5], v[6], v[7]));
 }
 
-template <bool GELU> __device__ __forceinline__ void f_vals8(const int *a, const float *m, const cuk_qepi &e, float *v)
+template <bool GELU, int RK = RK_ANY>
+__device__ __forceinline__ void f_vals8(const int *a, const float *m, const cuk_qepi &e, float *v)
 {
 #pragma unroll
     for (int i = 0; i < 8; i++)
-        v[i] = e.act ? act_of<GELU>(e.act, __fmul_rn((float)a[i], m[i]), e.act_a, e.act_b)
+        v[i] = (RK != RK_LEAN || GELU) && e.act ? act_of<GELU>(e.act, __fmul_rn((float)a[i], m[i]), e.act_a, e.act_b)
                      : fminf(fmaxf(__fmul_rn((float)a[i], m[i]), e.lo), e.hi);
 }
 
@@ -284,7 +299,7 @@ __device__ __forceinline__ void cp_async8(void *smem, const void *gmem, bool val
 #if KILN_WGMMA
 // The wgmma configurations' epilogue from the registers: no int32 tile in shared memory (whose 4-byte writes and
 // reads, bank conflicts included, bound the memory-bound layers). tid: the thread's index among the tile's 256 (two
-// warpgroups of 64 rows); rsm: the residual tile, laid out as res_at<BN, RSW> says.
+// warpgroups of 64 rows); rsm: the residual tile, laid out as res_at<BN, RSW> says; RK: the residual forms it meets.
 // - Byte outputs (u8 / s8): each lane requantizes its own accumulator values where the wgmma left them (a quad holds
 //   rows g and g + 8 of each 8-channel group, lane t channels 2t, 2t + 1: value i = 4c + 2h + k of pair p is acc[8p +
 //   i], group 2p + c, row g + 8h, channel 2t + k) with the same q_bytes8 as store_tile, value for value (multipliers,
@@ -295,7 +310,7 @@ __device__ __forceinline__ void cp_async8(void *smem, const void *gmem, bool val
 //   second convolution's products in the accumulators' order, added before the rounding.
 // - Float outputs: a quad's 4 x 4 transposition of the int32 sums by shuffles (quad_t4, as the FP8 kernels') gives each
 //   lane 8 neighbouring channels of one pixel, then f_vals8 / f_res8 and 8 values stored.
-template <int BN, bool GELU, int RSW = 0>
+template <int BN, bool GELU, int RSW = 0, int RK = RK_ANY>
 __device__ __forceinline__ void store_reg(const int *acc, const float *msm, const int *bsm, const uint8_t *rsm,
                                           const cuk_qepi e, void *__restrict__ y, const cuk_conv_desc d, int64_t M,
                                           int64_t m0, int n0, int tid, const float *t2 = nullptr, bool mapped = false,
@@ -328,7 +343,7 @@ __device__ __forceinline__ void store_reg(const int *acc, const float *msm, cons
             if (e.res_float)
                 f_res8(a, m, e, *(const uint2 *)(rsm + res_at<BN, RSW>(lr, lc)), v);
             else
-                f_vals8<GELU>(a, m, e, v);
+                f_vals8<GELU, RK>(a, m, e, v);
             st8_out(e, y, row * d.k + col, v);
         }
         return;
@@ -342,7 +357,7 @@ __device__ __forceinline__ void store_reg(const int *acc, const float *msm, cons
     const uint32_t sel_keep = cb ? sel_w1 : sel_w0, sel_send = cb ? sel_w0 : sel_w1;
     const uint32_t sel_f0 = cb ? 0x1054u : 0x5410u, sel_f1 = cb ? 0x3276u : 0x7632u;
     // once for the tile (the pointer test and the 64-bit row bound were evaluated again for every pair: ncu, session 36)
-    const bool has_res = e.res != nullptr, rok = mapped ? mok : row < M;
+    const bool has_res = RK != RK_NONE && e.res != nullptr, rok = mapped ? mok : row < M;
     // 16-byte stores where the rows allow them (K a multiple of 16, y 16-byte aligned): see the pairing below
     const bool v16 = (d.k & 15) == 0 && ((uintptr_t)y & 15) == 0;
     uint8_t *yrow = (uint8_t *)y + row * d.k;
@@ -367,7 +382,7 @@ __device__ __forceinline__ void store_reg(const int *acc, const float *msm, cons
                 rw[c] = (uint32_t)*(const uint16_t *)(rsm + res_at<BN, RSW>(lr0, ch)) |
                         ((uint32_t)*(const uint16_t *)(rsm + res_at<BN, RSW>(lr0 + 8, ch)) << 16);
         }
-        const uint2 q = q_bytes8<GELU>(a, m, e, has_res, make_uint2(rw[0], rw[1]), t2 ? t2 + 8 * p : nullptr);
+        const uint2 q = q_bytes8<GELU, RK>(a, m, e, has_res, make_uint2(rw[0], rw[1]), t2 ? t2 + 8 * p : nullptr);
         const uint32_t k1 = __byte_perm(q.x, q.y, sel_k), s1 = __byte_perm(q.x, q.y, sel_s);
         const uint32_t r1 = __shfl_xor_sync(0xffffffffu, s1, 2);
         const uint32_t keep = __byte_perm(k1, r1, sel_keep), send = __byte_perm(k1, r1, sel_send);

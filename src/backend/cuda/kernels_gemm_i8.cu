@@ -107,7 +107,9 @@ __global__ void __launch_bounds__(GT, 2)
             wg_i8_step<BN, XS8, 64>(acc, smem_u32(as + k * BM * 64 + (tid >> 7) * 64 * 64), smem_u32(bs + k * BN * 64),
                                     k > 0);
         wg_wait<0>();
-        store_reg<BN, GELU>(acc, msm, bsm, as + steps * BM * 64, e, y, d, M, t * BM, n0, tid);
+        // (BN 128: lean, rk_lean_fits; else it spills)
+        store_reg<BN, GELU, 0, BN == 128 ? RK_LEAN : RK_ANY>(acc, msm, bsm, as + steps * BM * 64, e, y, d, M, t * BM, n0,
+                                                            tid);
         s = s + 1 == NS ? 0 : s + 1;
     }
     cp_wait<0>();
@@ -172,7 +174,7 @@ static int g_bn(int cfg) { return cfg == 8 ? 128 : 64; }
 extern "C" cudaError_t cuk_gemm_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e, void *y,
                                    const cuk_conv_desc *d, cudaStream_t s)
 {
-    if (!cuk_gemm_i8_fits(cfg, d, e))
+    if (!cuk_gemm_i8_fits(cfg, x_s8, d, e))
         return cudaErrorNotSupported;
     const bool gelu = x_s8 && e->act == CUK_GELU;
     if (g_bn(cfg) == 128)
@@ -182,9 +184,9 @@ extern "C" cudaError_t cuk_gemm_i8(int cfg, bool x_s8, const uint8_t *x, const i
                 : x_s8 ? g_launch_ns<64, true, false>(x, w, *e, y, d, s) : g_launch_ns<64, false, false>(x, w, *e, y, d, s);
 }
 
-extern "C" bool cuk_gemm_i8_fits(int cfg, const cuk_conv_desc *d, const cuk_qepi *e)
+extern "C" bool cuk_gemm_i8_fits(int cfg, bool x_s8, const cuk_conv_desc *d, const cuk_qepi *e)
 {
     int blocks = 0;
-    return (cfg == 8 || cfg == 9) && fp8_is_gemm(*d) && d->k % 16 == 0 && !e->x2 && (!e->res || ((uintptr_t)e->res & 15) == 0) &&
+    return (cfg == 9 || (cfg == 8 && rk_lean_fits(x_s8, e))) && fp8_is_gemm(*d) && d->k % 16 == 0 && !e->x2 && (!e->res || ((uintptr_t)e->res & 15) == 0) &&
            g_stages((d->c + 63) / 64, g_bn(cfg), e->res != nullptr, &blocks) > 0;
 }

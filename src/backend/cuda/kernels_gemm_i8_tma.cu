@@ -135,6 +135,8 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
     static_assert(NB == PBN || (NB == 64 && !RES && !SUM), "64-channel tiles: no residual or second convolution");
     using C = pp_cfg<BK, STAGES, RES, SUM, NB>;
     constexpr int TBM = C::TBM;
+    // what the epilogue meets: two-warpgroup consumers (96 registers) are lean (rk_lean_fits), else they spill
+    constexpr int RK = CW == 2 ? RK_LEAN : RES ? RK_ANY : RK_NONE;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *sm = wg_smem(smem_raw);
     const uint32_t sb = smem_u32(sm), bar0 = sb + C::OFF_BAR;
@@ -213,10 +215,10 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
         }
         cp_wait<0>();
         nbar_sync(3 + cw, CT);   // every thread's multipliers and biases landed
-        store_reg<NB, GELU, RES ? 128 : 0>(acc0, msm, bsm, rt, e, y, d, M, m0, n0, lt,
-                                           SUM ? t2 : nullptr);   // rows wg * 64 ..
+        store_reg<NB, GELU, RES ? 128 : 0, RK>(acc0, msm, bsm, rt, e, y, d, M, m0, n0, lt,
+                                               SUM ? t2 : nullptr);   // rows wg * 64 ..
         if constexpr (CW == 1 && !SUM)
-            store_reg<NB, GELU, RES ? 128 : 0>(acc1, msm, bsm, rt, e, y, d, M, m0, n0, lt + 128);
+            store_reg<NB, GELU, RES ? 128 : 0, RK>(acc1, msm, bsm, rt, e, y, d, M, m0, n0, lt + 128);
         if (RES)
             mbar_arrive(bars.rempty(j % RBUF));
     }
@@ -343,10 +345,11 @@ static bool sum_fits(const cuk_conv_desc *d, const cuk_qepi *e)
            ((uintptr_t)e->x2 & 15) == 0 && ((uintptr_t)e->f2 & 15) == 0;
 }
 
-extern "C" bool cuk_gemm_i8_tma_fits(const cuk_conv_desc *d, const cuk_qepi *e)
+extern "C" bool cuk_gemm_i8_tma_fits(int cfg, bool x_s8, const cuk_conv_desc *d, const cuk_qepi *e)
 {
     const int64_t M = (int64_t)d->n * d->p * d->q, tiles = (M + 63) / 64 * ((d->k + PBN - 1) / PBN);
-    return (fp8_is_gemm(*d) ? d->c % 16 == 0 : im_fits(d)) && d->k % 16 == 0 && (!e->x2 || sum_fits(d, e)) &&
+    return (cfg == 12 || (cfg == 13 && rk_lean_fits(x_s8, e))) &&   // (13's kernels are lean)
+           (fp8_is_gemm(*d) ? d->c % 16 == 0 : im_fits(d)) && d->k % 16 == 0 && (!e->x2 || sum_fits(d, e)) &&
            tma_encoder() != NULL && (!e->res || ((uintptr_t)e->res & 15) == 0) && M < 0x7fffffff &&
            tiles < 0x7fffffff / 2;
 }
@@ -356,7 +359,7 @@ extern "C" bool cuk_gemm_i8_tma_fits(const cuk_conv_desc *d, const cuk_qepi *e)
 extern "C" cudaError_t cuk_gemm_i8_tma(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi *e,
                                        void *y, const cuk_conv_desc *d, cudaStream_t s)
 {
-    if (!cuk_gemm_i8_tma_fits(d, e) || ((uintptr_t)x & 15) || ((uintptr_t)w & 15))
+    if (!cuk_gemm_i8_tma_fits(cfg, x_s8, d, e) || ((uintptr_t)x & 15) || ((uintptr_t)w & 15))
         return cudaErrorNotSupported;
     return cfg == 12 ? pp_launch_x<1>(x_s8, x, w, *e, y, d, s) : pp_launch_x<2>(x_s8, x, w, *e, y, d, s);
 }
