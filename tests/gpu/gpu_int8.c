@@ -577,6 +577,15 @@ void int8_cases(void)
         snprintf(name, sizeof name, "INT8 QLinearConvSum rows zp (%s)", modes[m]);
         t = qconv_sum_graph(&s4, 256, 110, 110, 2, 5, true);
         run_case(name, &t, 0);
+        /* ResNet's layer1 block end (64 + 64 -> 256, stride 1) over 1,568 pixels: 13's 128 x 64 tiles (52; "rows
+         * zp" above gives its blocks several tiles: 144), one step of x2 then one of the main reduction */
+        static const qconv_spec s5 = {"", 2, 64, 28, 28, 256, 1, 1, 0, 1, 1, KILN_DT_UINT8, 0, KILN_DT_UINT8, 0, true,
+                                      true, "Relu", 0.7f};
+        if (!strcmp(modes[m], "wg12") || !strcmp(modes[m], "wg13") || !strcmp(modes[m], "all")) {
+            snprintf(name, sizeof name, "INT8 QLinearConvSum layer1 s1 (%s)", modes[m]);
+            t = qconv_sum_graph(&s5, 64, 28, 28, 1, 0, true);
+            run_case(name, &t, 0);
+        }
         qmm_cases(modes[m]);
     }
     direct_cases();

@@ -678,8 +678,6 @@ static kiln_status qconv_choose(cu_be *b, const kiln_kctx *ctx, qconv_call *c, i
         for (int i = 12; i <= 13; i++)
             if (!cuk_gemm_i8_tma_fits(i, c->x_s8, &c->d, &c->e))
                 mask &= ~(1u << i);
-        if (c->e.x2)   /* QLinearConvSum: 12 and 13 run the same kernel (kernels_gemm_i8_tma.cu) */
-            mask &= ~(1u << 13);
     }
     *cfg = __builtin_ctz(mask);
     if (!(mask & (mask - 1)))

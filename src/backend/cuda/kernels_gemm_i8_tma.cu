@@ -21,10 +21,11 @@
 // engine walking the pixels across rows and images and filling the padding with zeros (the tensor-core kernels take
 // a padded input only where its zero point is 0: cuda_int8.c), the filter's KRSC rows read as the matrix [K][R*S*C].
 // QLinearConvSum (SUM, session 46: a ResNet stage's first block end, its 1x1 convolution and the stride-2 downsample
-// of the block input summed before one rounding) in consumers of one warpgroup over tiles of 64 pixels: the second
-// convolution's reduction first (x2 by im2col at its stride, f2), its sums turned into t2 = (acc2 + bias2) * m2 in
-// registers (64 a thread beside the 64 accumulators), then the main reduction into the same accumulators; the
-// epilogue adds t2 before its rounding, as the cp.async configurations do (kernels_conv_i8.cu).
+// of the block input summed before one rounding) in consumers of one warpgroup over tiles of 64 pixels x 128 channels
+// (12), or of two over 128 x 64 (13, session 47): the second convolution's reduction first (x2 by im2col at its
+// stride, f2), its sums turned into t2 = (acc2 + bias2) * m2 in registers (64 / 32 a thread beside as many
+// accumulators), then the main reduction into the same accumulators; the epilogue adds t2 before its rounding, as the
+// cp.async configurations do (kernels_conv_i8.cu).
 // Layers of at most 64 output channels without a residual (ResNet's layer1 conv1 / conv2) take tiles of 64 channels
 // (NB 64: wgmma m64n64k32), not half-empty ones of 128.
 #include "kernels_conv_i8.cuh"
@@ -42,7 +43,7 @@ constexpr int PBN = 128, RBUF = 4;
 __host__ __device__ constexpr int pp_threads(int cw) { return 128 * (1 + 2 * cw); }
 
 template <int BK, int STAGES, bool HAS_RES, bool SUM = false, int NB = PBN> struct pp_cfg {
-    static constexpr int TBM = SUM ? 64 : BM;   // a tile's pixels (and NB its channels)
+    static constexpr int TBM = SUM && NB == PBN ? 64 : BM;   // a tile's pixels (and NB its channels)
     static constexpr int SA = TBM * BK, SB = NB * BK, STAGE = SA + SB, RES = BM * PBN, NR = HAS_RES ? RBUF : 0;
     // the stages, the residual ring (QLinearConvAdd), each consumer's multipliers and biases [PBN] (1 KB; SUM: and the
     // second convolution's), the mbarriers
@@ -131,8 +132,9 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
                  void *__restrict__ y, cuk_conv_desc d, int n_tiles, int tiles, int steps, int cblk, int steps2)
 {
 #if KILN_WGMMA
-    static_assert(!SUM || (CW == 1 && !RES && !GELU && !IM), "QLinearConvSum: one-warpgroup consumers, a 1x1 main");
-    static_assert(NB == PBN || (NB == 64 && !RES && !SUM), "64-channel tiles: no residual or second convolution");
+    static_assert(!SUM || ((CW == 1) == (NB == PBN) && !RES && !GELU && !IM),
+                  "QLinearConvSum: a 1x1 main, consumers of one warpgroup over 128-channel tiles or two over 64");
+    static_assert(NB == PBN || (NB == 64 && !RES), "64-channel tiles: no residual");
     using C = pp_cfg<BK, STAGES, RES, SUM, NB>;
     constexpr int TBM = C::TBM;
     // what the epilogue meets: two-warpgroup consumers (96 registers) are lean (rk_lean_fits), else they spill
@@ -168,10 +170,10 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
         nbar_sync(1 + cw, 2 * CT);   // the other consumer's MMAs are done (and this one's epilogue: msm, bsm free)
         load_mb<NB>(e, d, msm, bsm, n0, lt);
         if (SUM)
-            load_mb<PBN>(e.m2, e.bias2, d, m2sm, b2sm, n0, lt);
+            load_mb<NB>(e.m2, e.bias2, d, m2sm, b2sm, n0, lt);
         cp_commit();
         int acc0[NB / 2], acc1[CW == 1 && !SUM ? NB / 2 : 1];
-        float t2[SUM ? 64 : 1];
+        float t2[SUM ? NB / 2 : 1];
         for (int s = 0; s < tsteps; s++) {
             const int q = li + s, st = q % STAGES;
             mbar_wait(bars.full(st), (q / STAGES) & 1);
@@ -179,7 +181,7 @@ __global__ void __launch_bounds__(pp_threads(CW), 1)
                 wg_wait<0>();
                 cp_wait<0>();
                 nbar_sync(3 + cw, CT);   // every thread's m2, bias2 landed
-                sum_products<PBN>(acc0, b2sm, m2sm, lt, t2);
+                sum_products<NB>(acc0, b2sm, m2sm, lt, t2);
             }
             const uint32_t a_s = sb + st * C::STAGE, b_s = a_s + C::SA;
             wg_fence();
@@ -254,7 +256,7 @@ cudaError_t pp_launch(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void
         !tma_map(&mb, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, w, d->k, (int64_t)d->r * d->s * d->c, NB, BK, swz) ||
         (RES && !tma_map(&mr, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, e.res, M, d->k, BM, PBN, CU_TENSOR_MAP_SWIZZLE_128B)) ||
         (SUM && (!tma_map_im2col(&mr, e.x2, d2.n, d2.h, d2.w, d2.c, 0, im_hi(&d2), d2.sh, d2.sw, C::TBM, BK, swz) ||
-                 !tma_map(&mf, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, e.f2, d->k, e.c2, PBN, BK, swz))))
+                 !tma_map(&mf, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, e.f2, d->k, e.c2, NB, BK, swz))))
         return cudaErrorNotSupported;
     auto kern = k_gemm_i8_pp<CW, BK, STAGES, XS8, GELU, RES, IM, SUM, NB>;
     cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
@@ -304,21 +306,25 @@ cudaError_t pp_launch_res(const uint8_t *x, const int8_t *w, const cuk_qepi &e, 
 }
 
 // QLinearConvSum: 128-byte steps where both reductions' channels are multiples of 128, else 64-byte ones; as many
-// stages as fit (tiles of 64 pixels: 24 / 12 KB a stage)
-template <bool XS8>
+// stages as fit (CW 1: tiles of 64 pixels x 128 channels, 24 / 12 KB a stage; CW 2: 128 x 64, the same). CW 2 (session
+// 47): twice the epilogues' warps with 32 accumulators and 32 values of t2 a thread in 96 registers (layer1's
+// QLinearConvSum ran 8 consumer warps an SM at 46% of the issue slots, ncu)
+template <int CW, bool XS8>
 cudaError_t pp_launch_sum(const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y, const cuk_conv_desc *d,
                           cudaStream_t s)
 {
-    return d->c % 128 == 0 && e.c2 % 128 == 0 ? pp_launch<1, 128, 8, XS8, false, false, false, true>(x, w, e, y, d, s)
-                                              : pp_launch<1, 64, 14, XS8, false, false, false, true>(x, w, e, y, d, s);
+    constexpr int NB = CW == 1 ? PBN : 64;
+    return d->c % 128 == 0 && e.c2 % 128 == 0
+               ? pp_launch<CW, 128, 8, XS8, false, false, false, true, NB>(x, w, e, y, d, s)
+               : pp_launch<CW, 64, 14, XS8, false, false, false, true, NB>(x, w, e, y, d, s);
 }
 
 template <int CW>
 cudaError_t pp_launch_x(bool x_s8, const uint8_t *x, const int8_t *w, const cuk_qepi &e, void *y,
                         const cuk_conv_desc *d, cudaStream_t s)
 {
-    if (e.x2)   // (configurations 12 and 13 alike: one-warpgroup consumers)
-        return x_s8 ? pp_launch_sum<true>(x, w, e, y, d, s) : pp_launch_sum<false>(x, w, e, y, d, s);
+    if (e.x2)
+        return x_s8 ? pp_launch_sum<CW, true>(x, w, e, y, d, s) : pp_launch_sum<CW, false>(x, w, e, y, d, s);
     if (x_s8 && e.act == CUK_GELU)
         return pp_launch_res<CW, true, true>(x, w, e, y, d, s);
     return x_s8 ? pp_launch_res<CW, true, false>(x, w, e, y, d, s) : pp_launch_res<CW, false, false>(x, w, e, y, d, s);
