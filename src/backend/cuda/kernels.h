@@ -317,7 +317,7 @@ cudaError_t cuk_conv3_i8(int cfg, bool x_s8, const uint8_t *x, const int8_t *w, 
  * and K multiples of 16, or another 2-D convolution (its activations by TMA's im2col mode: C a multiple of 64, the
  * same padding and walk in both dimensions), by TMA copies from a producer warpgroup and two consumers (of one
  * warpgroup in 12, two in 13) whose MMAs and epilogues alternate (sm_90); QLinearConvSum (a 1x1 main convolution, x2
- * by im2col at its stride) in consumers of one warpgroup over 64-pixel tiles in both; cuk_gemm_i8_tma_fits says
+ * by im2col at its stride) over tiles of 64 pixels x 128 channels in 12, 128 x 64 in 13; cuk_gemm_i8_tma_fits says
  * whether a layer (s8 activations: x_s8) fits configuration cfg (cuk_conv_i8 answers cudaErrorNotSupported
  * otherwise; 13 takes a byte output's residual only where it is added with one rounding, e->res_once, and no
  * non-linear activation but GELU over s8 activations) */
