@@ -159,7 +159,7 @@ __device__ __forceinline__ uint2 q_bytes8(const int *a, const float *m, const cu
 #pragma unroll
     for (int i = 0; i < 8; i++)
         t[i] = __fmul_rn((float)a[i], m[i]);
-    if ((RK != RK_LEAN || GELU) && e.act) {   // a non-linear activation in float, then the scale's inverse (kiln__qepi_q)
+    if ((RK != RK_LEAN || GELU) && e.act) {   // a non-linear activation in float, then the scale's inverse (qgemm.c)
 #pragma unroll
         for (int i = 0; i < 8; i++)
             t[i] = __fmul_rn(act_of<GELU>(e.act, t[i], e.act_a, e.act_b), e.inv_ys);

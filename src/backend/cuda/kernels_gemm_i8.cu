@@ -107,9 +107,8 @@ __global__ void __launch_bounds__(GT, 2)
             wg_i8_step<BN, XS8, 64>(acc, smem_u32(as + k * BM * 64 + (tid >> 7) * 64 * 64), smem_u32(bs + k * BN * 64),
                                     k > 0);
         wg_wait<0>();
-        // (BN 128: lean, rk_lean_fits; else it spills)
-        store_reg<BN, GELU, 0, BN == 128 ? RK_LEAN : RK_ANY>(acc, msm, bsm, as + steps * BM * 64, e, y, d, M, t * BM, n0,
-                                                            tid);
+        constexpr int RK = BN == 128 ? RK_LEAN : RK_ANY;   // (BN 128: lean, rk_lean_fits; else it spills)
+        store_reg<BN, GELU, 0, RK>(acc, msm, bsm, as + steps * BM * 64, e, y, d, M, t * BM, n0, tid);
         s = s + 1 == NS ? 0 : s + 1;
     }
     cp_wait<0>();
@@ -187,6 +186,7 @@ extern "C" cudaError_t cuk_gemm_i8(int cfg, bool x_s8, const uint8_t *x, const i
 extern "C" bool cuk_gemm_i8_fits(int cfg, bool x_s8, const cuk_conv_desc *d, const cuk_qepi *e)
 {
     int blocks = 0;
-    return (cfg == 9 || (cfg == 8 && rk_lean_fits(x_s8, e))) && fp8_is_gemm(*d) && d->k % 16 == 0 && !e->x2 && (!e->res || ((uintptr_t)e->res & 15) == 0) &&
+    return (cfg == 9 || (cfg == 8 && rk_lean_fits(x_s8, e))) && fp8_is_gemm(*d) && d->k % 16 == 0 && !e->x2 &&
+           (!e->res || ((uintptr_t)e->res & 15) == 0) &&
            g_stages((d->c + 63) / 64, g_bn(cfg), e->res != nullptr, &blocks) > 0;
 }
