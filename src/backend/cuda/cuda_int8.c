@@ -626,8 +626,8 @@ typedef struct qconv_call {
 static cudaError_t qconv_launch(const qconv_call *c, int cfg)
 {
     /* a weight-stationary, patch or TMA choice (stored, or forced) for operands it does not take, e.g. a residual or
-     * input placed at another alignment than when it was timed (TMA: 16 bytes), or 8 / 13 for a two-rounding
-     * residual add (rk_lean_fits): configuration 7; so for
+     * input placed at another alignment than when it was timed (TMA: 16 bytes), or 8 / 13 for a layer their lean
+     * kernels do not take (rk_lean_fits: a two-rounding residual add, a non-linear activation): configuration 7; so for
      * QLinearConvSum forced to one without wgmma */
     if ((cfg >= 8 && cfg <= 9 && !cuk_gemm_i8_fits(cfg, c->x_s8, &c->d, &c->e)) ||
         (cfg >= 10 && cfg <= 11 && !cuk_conv3_i8_fits(&c->d, &c->e)) ||

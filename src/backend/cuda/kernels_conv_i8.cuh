@@ -142,8 +142,8 @@ template <bool GELU> __device__ __forceinline__ float act_of(int act, float x, f
 // f_res8 as any), and no non-linear activation but GELU in the kernels compiled for it. The two-rounding add's
 // operands (q_bytes8's last branch) and the out-of-line activation's call cost the ping-pong kernels of two-warpgroup
 // consumers, at 96 registers a thread, 7 registers spilled to local memory on every path (ptxas -v; ncu, session 47:
-// 0.54 M spill requests in layer3's conv3 + residual), and the weight-stationary BN 128 kernels 20-28 at 128: those
-// kernels are lean (rk_lean_fits)
+// 0.54 M spill requests in layer3's conv3 + residual), and the weight-stationary BN 128 kernels 20-28 registers' worth
+// at 128: those kernels are lean (rk_lean_fits)
 enum { RK_ANY, RK_NONE, RK_LEAN };
 // whether a lean kernel takes a layer (s8 activations: x_s8; GELU only in its own kernels, which take s8 activations)
 inline bool rk_lean_fits(bool x_s8, const cuk_qepi *e)
@@ -299,7 +299,8 @@ __device__ __forceinline__ void cp_async8(void *smem, const void *gmem, bool val
 #if KILN_WGMMA
 // The wgmma configurations' epilogue from the registers: no int32 tile in shared memory (whose 4-byte writes and
 // reads, bank conflicts included, bound the memory-bound layers). tid: the thread's index among the tile's 256 (two
-// warpgroups of 64 rows); rsm: the residual tile, laid out as res_at<BN, RSW> says; RK: the residual forms it meets.
+// warpgroups of 64 rows); rsm: the residual tile, laid out as res_at<BN, RSW> says; RK: the residual forms and
+// activations it meets (RK_*).
 // - Byte outputs (u8 / s8): each lane requantizes its own accumulator values where the wgmma left them (a quad holds
 //   rows g and g + 8 of each 8-channel group, lane t channels 2t, 2t + 1: value i = 4c + 2h + k of pair p is acc[8p +
 //   i], group 2p + c, row g + 8h, channel 2t + k) with the same q_bytes8 as store_tile, value for value (multipliers,
