@@ -6,8 +6,10 @@
  *    output on the same operands: kernels_int8.cuh's rounding, computed here), and within one step of the CPU's bytes.
  * Sizes: pooled outputs not a multiple of the 7 x 7 tile (partial tiles, the last row and column of the image's
  * padding), 1, 3 and 4 channels, 64 and 128 outputs (two column blocks), Relu and none, several tiles a block; the
- * NHWC4 copy made from a float32 NCHW input and from a half channels-last one (after a 1x1 half convolution). */
+ * float32 NCHW input read by the kernel or through the NHWC4 copy, a half channels-last one (after a 1x1 half
+ * convolution) through the copy; the MMAs on wgmma and on mma.sync (KILN_CUDA_STEM). */
 #include "gpu_harness.h"
+#include <stdlib.h>
 #include <string.h>
 
 static kiln_tensor copy_of(const kiln_tensor *t)
@@ -137,10 +139,24 @@ static void stem_case(kiln_dtype h, const int64_t *xd, int K, bool relu, bool pr
 
 void stem_pool_cases(void)
 {
-    stem_case(KILN_DT_FLOAT16, D(2, 3, 37, 45), 64, true, false);     /* pooled 10 x 12: partial tiles both ways */
-    stem_case(KILN_DT_FLOAT16, D(3, 4, 64, 29), 128, false, false);   /* two column blocks, no activation */
-    stem_case(KILN_DT_BFLOAT16, D(1, 1, 9, 120), 64, true, false);    /* one channel, pooled 3 x 30 */
-    stem_case(KILN_DT_FLOAT16, D(4, 3, 112, 112), 64, true, false);   /* 8 x 8 tiles an image, several a block */
-    stem_case(KILN_DT_FLOAT16, D(2, 3, 41, 23), 64, true, true);      /* a half channels-last input */
-    stem_case(KILN_DT_BFLOAT16, D(1, 4, 30, 31), 64, false, true);
+    /* KILN_CUDA_STEM: the kernel's ways -- wgmma (sm_90) or mma.sync, the float32 input read by the kernel itself or
+     * through the separate half copy (a half input always so) */
+    static const char *modes[] = {"", "mma", "copy", "mma+copy"};
+    const char *saved = getenv("KILN_CUDA_STEM");
+    for (int m = 0; m < 4; m++) {
+        setenv("KILN_CUDA_STEM", modes[m], 1);
+        printf("     KILN_CUDA_STEM=%s\n", modes[m][0] ? modes[m] : "(unset)");
+        stem_case(KILN_DT_FLOAT16, D(2, 3, 37, 45), 64, true, false);     /* pooled 10 x 12: partial tiles both ways */
+        stem_case(KILN_DT_FLOAT16, D(3, 4, 64, 29), 128, false, false);   /* two column blocks, no activation */
+        stem_case(KILN_DT_BFLOAT16, D(1, 1, 9, 120), 64, true, false);    /* one channel, pooled 3 x 30 */
+        stem_case(KILN_DT_FLOAT16, D(4, 3, 112, 112), 64, true, false);   /* 8 x 8 tiles an image */
+        /* 832 tiles: more than a grid's blocks (2 a block on 132 SMs), so each walks 3-4 (the next halo in flight) */
+        stem_case(KILN_DT_FLOAT16, D(13, 3, 224, 224), 64, true, false);
+        stem_case(KILN_DT_FLOAT16, D(2, 3, 41, 23), 64, true, true);      /* a half channels-last input */
+        stem_case(KILN_DT_BFLOAT16, D(1, 4, 30, 31), 64, false, true);
+    }
+    if (saved)
+        setenv("KILN_CUDA_STEM", saved, 1);
+    else
+        unsetenv("KILN_CUDA_STEM");
 }

@@ -143,18 +143,27 @@ static kiln_status k_convpool(cu_be *b, kiln_kctx *ctx)
     KILN_TRY(q.kind ? cu_out(b, ctx, 0, odt, 4, yd) : cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, 4, yd));
     kiln_tensor *y = ctx->out[0];
     y->flags |= KILN_TENSOR_DEV_NHWC;
+    /* KILN_CUDA_STEM (read per call, an A/B switch): "mma" runs mma.sync where wgmma would, "copy" the float32
+     * input's [n][h][w][4] half copy as its own kernel first (always so for a half-stored input) */
+    const char *how = getenv("KILN_CUDA_STEM");
+    const int flags = how && strstr(how, "mma") ? CUK_STEM_MMA : 0;
+    const bool direct = cu_sdt(x) == KILN_DT_FLOAT32 && !(how && strstr(how, "copy"));
     kiln_tensor tmp[2];
     memset(tmp, 0, sizeof tmp);
     const kiln_tensor *bias = NULL;
-    kiln_status st = cu_tmp(b, &tmp[0], sdt, 4, (int64_t[]){x->dims[0], x->dims[2], x->dims[3], 4});
-    if (st == KILN_OK)
-        st = cu_check(b, cuk_conv_to_nhwc4(cu_fdt(cu_sdt(x)), cu_fdt(sdt), x->data, tmp[0].data, &d, b->stream),
-                      "stem input");
+    kiln_status st = KILN_OK;
+    if (!direct) {
+        st = cu_tmp(b, &tmp[0], sdt, 4, (int64_t[]){x->dims[0], x->dims[2], x->dims[3], 4});
+        if (st == KILN_OK)
+            st = cu_check(b, cuk_conv_to_nhwc4(cu_fdt(cu_sdt(x)), cu_fdt(sdt), x->data, tmp[0].data, &d, b->stream),
+                          "stem input");
+    }
     if (st == KILN_OK)
         st = cu_as(b, IN(2), KILN_DT_FLOAT32, &tmp[1], &bias);
     if (st == KILN_OK)
-        st = cu_check(b, cuk_stem_pool(cu_fdt(sdt), tmp[0].data, wp, bias ? bias->data : NULL, y->data, &d, po, qo, &q,
-                                       b->stream), "stem convolution and pool");
+        st = cu_check(b, cuk_stem_pool(cu_fdt(sdt), direct ? CUK_F32 : cu_fdt(sdt), direct ? x->data : tmp[0].data,
+                                       wp, bias ? bias->data : NULL, y->data, &d, po, qo, &q, flags, b->stream),
+                      "stem convolution and pool");
     for (int i = 0; i < 2; i++)
         cu_tmp_free(b, &tmp[i]);
     return st;

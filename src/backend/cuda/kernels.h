@@ -49,20 +49,22 @@ int cuk_conv_smallc_max_kp(void);
 cudaError_t cuk_conv_to_nhwc4(int fdt_x, int fdt_y, const void *x, void *y, const cuk_conv_desc *d, cudaStream_t s);
 cudaError_t cuk_conv_w_rs4(int fdt, const void *w, void *w4, const cuk_conv_desc *d, cudaStream_t s);
 /* A network's stem and its max pool as one kernel (kernels_stem.cu, the FusedConvPool layer): y = maxpool 3x3 stride 2
- * pad 1 of relu?(conv 7x7 stride 2 pad 3 (x, w) + bias) with x cuk_conv_to_nhwc4's [n][h][w][4] copy in fdt (FP16 /
- * BF16), w cuk_stem_weights' [k][7][8][4] copy, bias float32 (may be NULL), d->k a multiple of 64 and d->p, d->q the
- * convolution's output size; y NHWC [n][po][qo][k]: in fdt (q->kind 0) or QuantizeLinear's bytes of the half value
- * (clamp(rint(v / scale) + zp), inv = kq_inv(scale)) as uint8 (1) or int8 (2). cuk_stem_pool_fits: the geometry
- * it takes. */
+ * pad 1 of relu?(conv 7x7 stride 2 pad 3 (x, w) + bias) with x either the float32 input itself by d's x strides
+ * (fdt_x CUK_F32) or cuk_conv_to_nhwc4's [n][h][w][4] copy in fdt (fdt_x == fdt: FP16 / BF16), w cuk_stem_weights'
+ * [k][7][8][4] copy, bias float32 (may be NULL), d->k a multiple of 64 and d->p, d->q the convolution's output size;
+ * y NHWC [n][po][qo][k]: in fdt (q->kind 0) or QuantizeLinear's bytes of the half value (clamp(rint(v / scale) + zp),
+ * inv = kq_inv(scale)) as uint8 (1) or int8 (2). flags: CUK_STEM_MMA runs mma.sync where wgmma would (sm_90).
+ * cuk_stem_pool_fits: the geometry it takes. */
 typedef struct cuk_stem_q {
     int kind, zp;
     float scale, inv;
 } cuk_stem_q;
+enum { CUK_STEM_MMA = 1 };
 bool cuk_stem_pool_fits(const cuk_conv_desc *d, int po, int qo);
 int cuk_stem_kp(void);   /* the reordered filter's row: 7 * 8 * 4 elements */
 cudaError_t cuk_stem_weights(int fdt, const void *w, void *w8, int k, int c, cudaStream_t s);
-cudaError_t cuk_stem_pool(int fdt, const void *x4, const void *w8, const float *bias, void *y, const cuk_conv_desc *d,
-                          int po, int qo, const cuk_stem_q *q, cudaStream_t s);
+cudaError_t cuk_stem_pool(int fdt, int fdt_x, const void *x, const void *w8, const float *bias, void *y,
+                          const cuk_conv_desc *d, int po, int qo, const cuk_stem_q *q, int flags, cudaStream_t s);
 /* FP8 convolution (kernels_conv_fp8.cu): y = relu?(scale[0] * conv(x, w) + bias + res) with x E4M3 NHWC, w E4M3
  * KRSC, C a multiple of 16, K even, y / res in fdt_y (NHWC: y_nhwc must be set; d->kp unused); yq (may be NULL):
  * also E4M3(value * inv[0]), saturating; y NULL: only yq written (an output held in E4M3). resq (res NULL): the

@@ -23,6 +23,13 @@ __host__ __device__ __forceinline__ uint64_t wg_desc(uint32_t saddr, int row)
     const uint64_t mode = row == 128 ? 1 : row == 64 ? 2 : 3;   // 128-, 64-, 32-byte swizzle
     return (uint64_t)((saddr & 0x3FFFF) >> 4) | (uint64_t)1 << 16 | (uint64_t)((8 * row) >> 4) << 32 | mode << 62;
 }
+// Descriptor of a K-major operand without swizzle: 8 x 16-byte core matrices (8 rows of one 16-byte piece, 128
+// contiguous bytes), the next one along K `lbo` bytes on, along the rows (M / N) `sbo` bytes on.
+__host__ __device__ __forceinline__ uint64_t wg_desc_plain(uint32_t saddr, uint32_t lbo, uint32_t sbo)
+{
+    return (uint64_t)((saddr & 0x3FFFF) >> 4) | (uint64_t)((lbo >> 4) & 0x3FFF) << 16 |
+           (uint64_t)((sbo >> 4) & 0x3FFF) << 32;
+}
 #if KILN_WGMMA
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
@@ -174,6 +181,28 @@ template <bool AS8> __device__ __forceinline__ void wgmma_i8_n256(int *d, uint64
         KILN_WGMMA_I8_N256("s8")
     else
         KILN_WGMMA_I8_N256("u8")
+}
+
+// The half forms with A in registers (the stem, kernels_stem.cu): D (64 x 64, float32) = A (64 x 16) x B (64 x 16)^T +
+// (acc ? D : 0); A as four mma.sync m16n8k16 A fragments (warp w of the warpgroup: rows 16 w .. 16 w + 15), B K-major
+// by descriptor. A's registers must not change until the wgmma completed (wg_wait).
+#define KILN_WGMMA_H_N64(TY) \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n" \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {" \
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31" \
+                 "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n" \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+template <bool BF> __device__ __forceinline__ void wgmma_h_n64(float *d, const uint32_t a[4], uint64_t db, int acc)
+{
+    if constexpr (BF)
+        KILN_WGMMA_H_N64("bf16")
+    else
+        KILN_WGMMA_H_N64("f16")
 }
 
 // mbarriers (a producer / consumer pipeline's hand-over: kernels_conv_fp8_tma.cu)
