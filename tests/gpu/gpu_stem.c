@@ -142,7 +142,8 @@ void stem_pool_cases(void)
     /* KILN_CUDA_STEM: the kernel's ways -- wgmma (sm_90) or mma.sync, the float32 input read by the kernel itself or
      * through the separate half copy (a half input always so) */
     static const char *modes[] = {"", "mma", "copy", "mma+copy"};
-    const char *saved = getenv("KILN_CUDA_STEM");
+    const char *keep = getenv("KILN_CUDA_STEM");
+    char *saved = keep ? strdup(keep) : NULL;   /* setenv may free what getenv returned */
     for (int m = 0; m < 4; m++) {
         setenv("KILN_CUDA_STEM", modes[m], 1);
         printf("     KILN_CUDA_STEM=%s\n", modes[m][0] ? modes[m] : "(unset)");
@@ -150,7 +151,7 @@ void stem_pool_cases(void)
         stem_case(KILN_DT_FLOAT16, D(3, 4, 64, 29), 128, false, false);   /* two column blocks, no activation */
         stem_case(KILN_DT_BFLOAT16, D(1, 1, 9, 120), 64, true, false);    /* one channel, pooled 3 x 30 */
         stem_case(KILN_DT_FLOAT16, D(4, 3, 112, 112), 64, true, false);   /* 8 x 8 tiles an image */
-        /* 832 tiles: more than a grid's blocks (2 a block on 132 SMs), so each walks 3-4 (the next halo in flight) */
+        /* 832 tiles: more than a grid's blocks (2 an SM on 132 SMs), so each walks 3-4 (the next halo in flight) */
         stem_case(KILN_DT_FLOAT16, D(13, 3, 224, 224), 64, true, false);
         stem_case(KILN_DT_FLOAT16, D(2, 3, 41, 23), 64, true, true);      /* a half channels-last input */
         stem_case(KILN_DT_BFLOAT16, D(1, 4, 30, 31), 64, false, true);
@@ -159,4 +160,5 @@ void stem_pool_cases(void)
         setenv("KILN_CUDA_STEM", saved, 1);
     else
         unsetenv("KILN_CUDA_STEM");
+    free(saved);
 }

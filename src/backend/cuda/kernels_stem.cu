@@ -47,17 +47,12 @@ constexpr int SM_C = CT * CT * CP * 2;
 template <int X> __host__ __device__ constexpr int smem_bytes() { return SM_B + (X ? SM_F + SM_H : 2 * SM_H) + SM_C; }
 static_assert(SM_B % 16 == 0 && SM_H % 16 == 0 && SM_F % 16 == 0, "16-byte aligned regions");
 
-__device__ __forceinline__ void cp_async8(void *smem, const void *gmem, bool valid)
+// cp.async of N (4 or 8) bytes through L1; invalid: 0 bytes read, the N zero-filled
+template <int N> __device__ __forceinline__ void cp_async_ca(void *smem, const void *gmem, bool valid)
 {
     const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
-    const int n = valid ? 8 : 0;   // 0 bytes read: zero-filled
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(s), "l"(gmem), "r"(n));
-}
-__device__ __forceinline__ void cp_async4(void *smem, const void *gmem, bool valid)
-{
-    const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
-    const int n = valid ? 4 : 0;
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(s), "l"(gmem), "r"(n));
+    const int n = valid ? N : 0;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(s), "l"(gmem), "n"(N), "r"(n));
 }
 
 template <typename T> __device__ __forceinline__ uint32_t hmax2(uint32_t a, uint32_t b);
@@ -234,7 +229,7 @@ __global__ void __launch_bounds__(THREADS, 2)
         for (int i = tid; i < HR * HC; i += THREADS) {
             const int ih = ih0 + i / HC, iw = iw0 + i % HC;
             const bool ok = (unsigned)ih < (unsigned)g.h && (unsigned)iw < (unsigned)g.w;
-            cp_async8(hs + i * 4, ok ? xi + ((int64_t)ih * g.w + iw) * 4 : (const T *)xv, ok);
+            cp_async_ca<8>(hs + i * 4, ok ? xi + ((int64_t)ih * g.w + iw) * 4 : (const T *)xv, ok);
         }
     };
     // X = 1: the halo of tile t from the float32 input into the staging area ([pixel][4], channels past c stay zero)
@@ -248,7 +243,7 @@ __global__ void __launch_bounds__(THREADS, 2)
             const bool ok = (unsigned)ih < (unsigned)g.h && (unsigned)iw < (unsigned)g.w;
             const float *px = ok ? xi + ih * g.xsh + iw * g.xsw : xf;
             for (int c = 0; c < g.c; c++)
-                cp_async4(stage + i * 4 + c, ok ? px + c * g.xsc : xf, ok);
+                cp_async_ca<4>(stage + i * 4 + c, ok ? px + c * g.xsc : xf, ok);
         }
     };
     T *hx = (T *)(smem + SM_B + SM_F);   // X = 1's halo
