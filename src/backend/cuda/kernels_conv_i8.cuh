@@ -151,6 +151,14 @@ inline bool rk_lean_fits(bool x_s8, const cuk_qepi *e)
     return (!e->act || (e->act == CUK_GELU && x_s8)) && (!e->res || e->res_once || e->out >= CUK_QF32);
 }
 
+// kq_clamp_rint(t, lo, hi) + zp in its low byte, the one pack4 keeps: the magic addition's bits plus zp, without
+// kq_rint's subtraction of KQ_MAGIC_BITS (a multiple of 256): one integer instruction an element fewer
+static_assert((KQ_MAGIC_BITS & 0xff) == 0, "the magic number's bits end in a zero byte");
+__device__ __forceinline__ int q_lo8(float t, const cuk_qepi &e)
+{
+    return kq_bits(kq_add(fminf(fmaxf(t, e.lo), e.hi), KQ_MAGIC)) + e.zp;   // NaN -> lo, as the CPU
+}
+
 template <bool GELU, int RK = RK_ANY>
 __device__ __forceinline__ uint2 q_bytes8(const int *a, const float *m, const cuk_qepi &e, bool res, uint2 rb,
                                           const float *t2 = nullptr)
@@ -164,11 +172,11 @@ __device__ __forceinline__ uint2 q_bytes8(const int *a, const float *m, const cu
         for (int i = 0; i < 8; i++)
             t[i] = __fmul_rn(act_of<GELU>(e.act, t[i], e.act_a, e.act_b), e.inv_ys);
     }
-    int v[8];
+    int v[8];   // the bytes in the low 8 bits (pack4)
     if (RK == RK_NONE || !res) {   // (QLinearConvSum: t2, the second convolution's product, added first: kiln__qepi_qt)
 #pragma unroll
         for (int i = 0; i < 8; i++)
-            v[i] = kq_clamp_rint(t2 ? __fadd_rn(t[i], t2[i]) : t[i], e.lo, e.hi) + e.zp;   // NaN -> lo, as the CPU
+            v[i] = q_lo8(t2 ? __fadd_rn(t[i], t2[i]) : t[i], e);
     } else if (RK == RK_LEAN || e.res_once) {
         // one rounding (kiln_res_once): R - zr as an exact float from the magic addition, added to t by one fused
         // multiply-add, then QLinearConv's clamp and rint (cpu/qgemm.c kiln__qepi_qr)
@@ -177,7 +185,7 @@ __device__ __forceinline__ uint2 q_bytes8(const int *a, const float *m, const cu
 #pragma unroll
         for (int i = 0; i < 8; i++) {
             const float db = kq_byte_minus(__int_as_float(__byte_perm(w[i >> 2], KQ_MAGIC_BITS, 0x7650 | (i & 3))), zb);
-            v[i] = kq_clamp_rint(kq_fma(db, e.rk, t[i]), e.lo, e.hi) + e.zp;
+            v[i] = q_lo8(kq_fma(db, e.rk, t[i]), e);
         }
     } else {
         // QLinearAdd(A = the requantized byte, R): A - za = rint(t clamped) + zp - za and R - zb as exact floats
