@@ -1,5 +1,5 @@
-/* FusedConvPool on the GPU (kernels_stem.cu): a stem convolution (7x7 stride 2 pad 3 over <= 4 channels, FP16 / BF16
- * filter), its max pool (3x3 stride 2 pad 1) and the pool's quantization in one kernel.
+/* FusedConvPool on the GPU (kernels_stem.cu, kernels_stem_rows.cu): a stem convolution (7x7 stride 2 pad 3 over
+ * <= 4 channels, FP16 / BF16 filter), its max pool (3x3 stride 2 pad 1) and the pool's quantization in one kernel.
  *  - float output (held in the half format): against the CPU's float32 reference within the half-weight cases'
  *    bounds (the GPU rounds the convolution's output to the half format before the pool);
  *  - quantized output (uint8 / int8): every byte is QuantizeLinear's of the GPU's own half value (the float case's
@@ -7,7 +7,9 @@
  * Sizes: pooled outputs not a multiple of the 7 x 7 tile (partial tiles, the last row and column of the image's
  * padding), 1, 3 and 4 channels, 64 and 128 outputs (two column blocks), Relu and none, several tiles a block; the
  * float32 NCHW input read by the kernel or through the NHWC4 copy, a half channels-last one (after a 1x1 half
- * convolution) through the copy; the MMAs on wgmma and on mma.sync (KILN_CUDA_STEM). */
+ * convolution) through the copy; the MMAs on wgmma and on mma.sync; on Hopper the row kernel (bands of whole rows: a
+ * band starting mid-image, the last band short, blocks walking several bands, rows 4-byte and 16-byte copied) and the
+ * tiled one (KILN_CUDA_STEM), an image too wide for the row kernel. */
 #include "gpu_harness.h"
 #include <stdlib.h>
 #include <string.h>
@@ -139,12 +141,13 @@ static void stem_case(kiln_dtype h, const int64_t *xd, int K, bool relu, bool pr
 
 void stem_pool_cases(void)
 {
-    /* KILN_CUDA_STEM: the kernel's ways -- wgmma (sm_90) or mma.sync, the float32 input read by the kernel itself or
-     * through the separate half copy (a half input always so) */
-    static const char *modes[] = {"", "mma", "copy", "mma+copy"};
+    /* KILN_CUDA_STEM: the kernel's ways -- on sm_90 the row kernel where it fits (a warpgroup lagging or both in
+     * lockstep), else the tiled one (wgmma or mma.sync), the float32 input read by the kernel itself or through the
+     * separate half copy (a half input always so, in the tiled kernel) */
+    static const char *modes[] = {"", "lock", "tile", "mma", "copy", "mma+copy"};
     const char *keep = getenv("KILN_CUDA_STEM");
     char *saved = keep ? strdup(keep) : NULL;   /* setenv may free what getenv returned */
-    for (int m = 0; m < 4; m++) {
+    for (int m = 0; m < 6; m++) {
         setenv("KILN_CUDA_STEM", modes[m], 1);
         printf("     KILN_CUDA_STEM=%s\n", modes[m][0] ? modes[m] : "(unset)");
         stem_case(KILN_DT_FLOAT16, D(2, 3, 37, 45), 64, true, false);     /* pooled 10 x 12: partial tiles both ways */
@@ -153,6 +156,9 @@ void stem_pool_cases(void)
         stem_case(KILN_DT_FLOAT16, D(4, 3, 112, 112), 64, true, false);   /* 8 x 8 tiles an image */
         /* 832 tiles: more than a grid's blocks (2 an SM on 132 SMs), so each walks 3-4 (the next halo in flight) */
         stem_case(KILN_DT_FLOAT16, D(13, 3, 224, 224), 64, true, false);
+        /* 480 pooled rows of 160 images: the row kernel's blocks walk 2 bands each (3 rows a band, 132 SMs) */
+        stem_case(KILN_DT_BFLOAT16, D(160, 1, 9, 24), 64, true, false);
+        stem_case(KILN_DT_FLOAT16, D(1, 3, 21, 230), 64, true, false);    /* 115 convolution columns: tiled */
         stem_case(KILN_DT_FLOAT16, D(2, 3, 41, 23), 64, true, true);      /* a half channels-last input */
         stem_case(KILN_DT_BFLOAT16, D(1, 4, 30, 31), 64, false, true);
     }

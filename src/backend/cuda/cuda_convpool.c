@@ -143,10 +143,12 @@ static kiln_status k_convpool(cu_be *b, kiln_kctx *ctx)
     KILN_TRY(q.kind ? cu_out(b, ctx, 0, odt, 4, yd) : cu_out_s(b, ctx, 0, KILN_DT_FLOAT32, sdt, 4, yd));
     kiln_tensor *y = ctx->out[0];
     y->flags |= KILN_TENSOR_DEV_NHWC;
-    /* KILN_CUDA_STEM (read per call, an A/B switch): "mma" runs mma.sync where wgmma would, "copy" the float32
-     * input's [n][h][w][4] half copy as its own kernel first (always so for a half-stored input) */
+    /* KILN_CUDA_STEM (read per call, an A/B switch): "mma" runs mma.sync where wgmma would, "tile" the tiled
+     * kernel where the row kernel would, "lock" the row kernel's warpgroups in lockstep, "copy" the float32 input's
+     * [n][h][w][4] half copy as its own kernel first (always so for a half-stored input; the tiled kernel then) */
     const char *how = getenv("KILN_CUDA_STEM");
-    const int flags = how && strstr(how, "mma") ? CUK_STEM_MMA : 0;
+    const int flags = (how && strstr(how, "mma") ? CUK_STEM_MMA : 0) | (how && strstr(how, "tile") ? CUK_STEM_TILE : 0) |
+                      (how && strstr(how, "lock") ? CUK_STEM_LOCK : 0);
     const bool direct = cu_sdt(x) == KILN_DT_FLOAT32 && !(how && strstr(how, "copy"));
     kiln_tensor tmp[2];
     memset(tmp, 0, sizeof tmp);

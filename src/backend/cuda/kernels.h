@@ -53,13 +53,15 @@ cudaError_t cuk_conv_w_rs4(int fdt, const void *w, void *w4, const cuk_conv_desc
  * (fdt_x CUK_F32) or cuk_conv_to_nhwc4's [n][h][w][4] copy in fdt (fdt_x == fdt: FP16 / BF16), w cuk_stem_weights'
  * [k][7][8][4] copy, bias float32 (may be NULL), d->k a multiple of 64 and d->p, d->q the convolution's output size;
  * y NHWC [n][po][qo][k]: in fdt (q->kind 0) or QuantizeLinear's bytes of the half value (clamp(rint(v / scale) + zp),
- * inv = kq_inv(scale)) as uint8 (1) or int8 (2). flags: CUK_STEM_MMA runs mma.sync where wgmma would (sm_90).
+ * inv = kq_inv(scale)) as uint8 (1) or int8 (2). flags: CUK_STEM_MMA runs mma.sync where wgmma would (sm_90),
+ * CUK_STEM_TILE the 7 x 7 pooled-pixel tiles where the row kernel would (sm_90, a float32 input <= 224 wide),
+ * CUK_STEM_LOCK the row kernel's two warpgroups in lockstep (else the second lags half a step).
  * cuk_stem_pool_fits: the geometry it takes. */
 typedef struct cuk_stem_q {
     int kind, zp;
     float scale, inv;
 } cuk_stem_q;
-enum { CUK_STEM_MMA = 1 };
+enum { CUK_STEM_MMA = 1, CUK_STEM_TILE = 2, CUK_STEM_LOCK = 4 };
 bool cuk_stem_pool_fits(const cuk_conv_desc *d, int po, int qo);
 int cuk_stem_kp(void);   /* the reordered filter's row: 7 * 8 * 4 elements */
 cudaError_t cuk_stem_weights(int fdt, const void *w, void *w8, int k, int c, cudaStream_t s);

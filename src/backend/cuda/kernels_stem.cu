@@ -26,8 +26,7 @@
 // shortcut): max then quantize equals quantize then max, rounding being monotone, so the bytes are those of the
 // three separate layers. Non-finite inputs: the zero tap s = 7 reads a real pixel, so an Inf there makes NaN (0 * Inf)
 // in outputs whose window does not hold it (the separate convolution would not).
-#include "kernels_conv_fp8_wg.cuh"   // cp_async16, cp_commit, cp_wait, sm_count, wgmma
-#include "kernels_int8.cuh"
+#include "kernels_stem.cuh"
 
 namespace {
 
@@ -46,26 +45,6 @@ constexpr int SM_C = CT * CT * CP * 2;
 // X = 0: filter | halo 0 | halo 1 | tile; X = 1: filter | staging | halo | tile
 template <int X> __host__ __device__ constexpr int smem_bytes() { return SM_B + (X ? SM_F + SM_H : 2 * SM_H) + SM_C; }
 static_assert(SM_B % 16 == 0 && SM_H % 16 == 0 && SM_F % 16 == 0, "16-byte aligned regions");
-
-// cp.async of N (4 or 8) bytes through L1; invalid: 0 bytes read, the N zero-filled
-template <int N> __device__ __forceinline__ void cp_async_ca(void *smem, const void *gmem, bool valid)
-{
-    const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
-    const int n = valid ? N : 0;
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(s), "l"(gmem), "n"(N), "r"(n));
-}
-
-template <typename T> __device__ __forceinline__ uint32_t hmax2(uint32_t a, uint32_t b);
-template <> __device__ __forceinline__ uint32_t hmax2<__half>(uint32_t a, uint32_t b)
-{
-    __half2 r = __hmax2(*(const __half2 *)&a, *(const __half2 *)&b);
-    return *(const uint32_t *)&r;
-}
-template <> __device__ __forceinline__ uint32_t hmax2<__nv_bfloat16>(uint32_t a, uint32_t b)
-{
-    __nv_bfloat162 r = __hmax2(*(const __nv_bfloat162 *)&a, *(const __nv_bfloat162 *)&b);
-    return *(const uint32_t *)&r;
-}
 
 struct stem_geo {
     int n, c, h, w, p, q, po, qo, k, tiles_h, tiles_w, tiles, relu, wg;
@@ -102,30 +81,11 @@ __device__ __forceinline__ void pool_tile(const T *ct, void *y, const stem_geo &
                     m = v;
                     any = true;
                 } else {
-                    m.x = hmax2<T>(m.x, v.x);
-                    m.y = hmax2<T>(m.y, v.y);
-                    m.z = hmax2<T>(m.z, v.z);
-                    m.w = hmax2<T>(m.w, v.w);
+                    m = hmax8<T>(m, v);
                 }
             }
         }
-        const int64_t o = (((int64_t)img * g.po + ph) * g.qo + pw) * g.k + n0 + cg * 8;
-        if constexpr (Q == 0) {
-            *(uint4 *)((T *)y + o) = m;
-        } else {
-            constexpr int lo = Q == 2 ? -128 : 0, hi = Q == 2 ? 127 : 255;
-            const T *hv = (const T *)&m;
-            uint8_t qb[8];
-#pragma unroll
-            for (int e = 0; e < 8; e++) {
-                const float v = ldf(hv, e);
-                int32_t c;
-                if (!kq_qadd_round(v, qp.inv, qp.zp, lo, hi, &c))
-                    c = div_round(v, qp.scale, qp.zp, lo, hi);
-                qb[e] = (uint8_t)c;
-            }
-            *(uint2 *)((uint8_t *)y + o) = *(const uint2 *)qb;
-        }
+        stem_store<T, Q>(y, (((int64_t)img * g.po + ph) * g.qo + pw) * g.k + n0 + cg * 8, m, qp);
     }
 }
 
@@ -399,6 +359,8 @@ extern "C" cudaError_t cuk_stem_pool(int fdt, int fdt_x, const void *x, const vo
     const bool wg = !(flags & CUK_STEM_MMA) && wg_sm90() == cudaSuccess;
     const stem_geo g = {d->n, d->c, d->h, d->w, d->p, d->q, po, qo, d->k, th, tw, d->n * th * tw, d->relu, wg,
                         d->xsn, d->xsc, d->xsh, d->xsw};
+    if (fdt_x == CUK_F32 && wg && !(flags & CUK_STEM_TILE) && stem_rows_fits(d, x))
+        return stem_rows(fdt, x, w8, bias, y, d, po, qo, q, flags, s);
     if (fdt_x == CUK_F32)
         return fdt == CUK_F16 ? launch_q<__half, 1>(x, w8, bias, y, g, *q, s)
                               : launch_q<__nv_bfloat16, 1>(x, w8, bias, y, g, *q, s);

@@ -205,6 +205,32 @@ template <bool BF> __device__ __forceinline__ void wgmma_h_n64(float *d, const u
         KILN_WGMMA_H_N64("f16")
 }
 
+// N 112 (the stem's row kernel, kernels_stem_rows.cu): D (64 x 112) = A (64 x 16, registers as above) x B (112 x
+// 16)^T + (acc ? D : 0)
+#define KILN_WGMMA_H_N112(TY) \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %61, 0;\n" \
+                 "wgmma.mma_async.sync.aligned.m64n112k16.f32." TY "." TY " {" \
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+                 "%48, %49, %50, %51, %52, %53, %54, %55" \
+                 "}, {%56, %57, %58, %59}, %60, p, 1, 1, 0;\n}\n" \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]) \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+template <bool BF> __device__ __forceinline__ void wgmma_h_n112(float *d, const uint32_t a[4], uint64_t db, int acc)
+{
+    if constexpr (BF)
+        KILN_WGMMA_H_N112("bf16")
+    else
+        KILN_WGMMA_H_N112("f16")
+}
+
 // mbarriers (a producer / consumer pipeline's hand-over: kernels_conv_fp8_tma.cu)
 __device__ __forceinline__ void mbar_init(uint32_t a, int count)
 {
