@@ -147,9 +147,11 @@ static kiln_status k_convpool(cu_be *b, kiln_kctx *ctx)
      * kernel where the row kernel would, "lock" the row kernel's warpgroups in lockstep, "copy" the float32 input's
      * [n][h][w][4] half copy as its own kernel first (always so for a half-stored input; the tiled kernel then) */
     const char *how = getenv("KILN_CUDA_STEM");
-    const int flags = (how && strstr(how, "mma") ? CUK_STEM_MMA : 0) | (how && strstr(how, "tile") ? CUK_STEM_TILE : 0) |
-                      (how && strstr(how, "lock") ? CUK_STEM_LOCK : 0);
-    const bool direct = cu_sdt(x) == KILN_DT_FLOAT32 && !(how && strstr(how, "copy"));
+    if (!how)
+        how = "";
+    const int flags = (strstr(how, "mma") ? CUK_STEM_MMA : 0) | (strstr(how, "tile") ? CUK_STEM_TILE : 0) |
+                      (strstr(how, "lock") ? CUK_STEM_LOCK : 0);
+    const bool direct = cu_sdt(x) == KILN_DT_FLOAT32 && !strstr(how, "copy");
     kiln_tensor tmp[2];
     memset(tmp, 0, sizeof tmp);
     const kiln_tensor *bias = NULL;

@@ -1,6 +1,9 @@
 // A network's stem and its max pool as one kernel (cuda_convpool.c, the FusedConvPool layer): ResNet's 7x7 stride-2
 // convolution over 3 (<= 4) channels, its bias and ReLU, then the 3x3 stride-2 max pool, the pooled values written
-// in the half format or quantized to 8 bits -- the convolution's output (4x the pool's) never leaves the SM.
+// in the half format or quantized to 8 bits -- the convolution's output (4x the pool's) never leaves the SM. This
+// file's kernel walks tiles of pooled pixels and takes any width; on Hopper a float32 input up to 224 wide goes to
+// kernels_stem_rows.cu's, which computes whole convolution rows (cuk_stem_pool chooses; KILN_CUDA_STEM=tile keeps
+// this one).
 //
 // A persistent block owns 64 output channels and walks tiles of 7 x 7 pooled pixels. A tile's 15 x 15 convolution
 // pixels (computed as 16 x 16 = 256 GEMM rows) are an implicit GEMM: the reduction runs over (r, s < 8, c < 4) --
