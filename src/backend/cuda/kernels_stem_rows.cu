@@ -259,10 +259,10 @@ cudaError_t launch(const float *x, const void *w, const float *bias, void *y, ro
     if (err != cudaSuccess)
         return err;
     // bands of bp pooled rows: the fewest rounds of the SMs times a band's steps (bp + 1, and about two more for
-    // its first halo and last pool)
+    // its first halo and last pool); bands past 1024 rows gain nothing and would make the search long for tall images
     const int64_t sms = sm_count() > 0 ? sm_count() : 1;
     int64_t best = -1;
-    for (int bp = 1; bp <= g.po; bp++) {
+    for (int bp = 1; bp <= g.po && bp <= 1024; bp++) {
         const int64_t bpi = (g.po + bp - 1) / bp, bands = (int64_t)g.n * bpi;
         if (bands >= ((int64_t)1 << 31))
             continue;
