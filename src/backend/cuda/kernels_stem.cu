@@ -37,11 +37,8 @@ constexpr int TP = 7;                       // pooled pixels a tile, each way
 constexpr int CT = 16;                      // convolution pixels a tile, each way (2 * TP + 1 = 15 used)
 constexpr int HR = 2 * (CT - 1) + 7;        // halo rows: 37
 constexpr int HC = 2 * (CT - 1) + 8;        // halo columns: 38 (tap s = 7 included)
-constexpr int KP = 7 * 8 * 4;               // the reduction: 224
-constexpr int KC = KP / 8;                  // its 16-byte pieces: 28
 constexpr int CP = 64 + 8;                  // convolution tile's pixel pitch in elements: 144 bytes
 constexpr int THREADS = 256;
-constexpr int SM_B = 64 * KP * 2;           // the filter: piece kc of channel n at (kc * 64 + n) * 16
 constexpr int SM_H = HR * HC * 8;           // a halo in halves
 constexpr int SM_F = HR * HC * 16;          // a halo in float32 (X = 1's staging)
 constexpr int SM_C = CT * CT * CP * 2;
@@ -172,10 +169,7 @@ __global__ void __launch_bounds__(THREADS, 2)
     T *ct = (T *)(smem + smem_bytes<X>() - SM_C);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int n0 = blockIdx.y * 64;
-    for (int i = tid; i < 64 * KC; i += THREADS) {
-        const int row = i / KC, kc = i % KC;
-        cp_async16(bs + (kc * 64 + row) * 16, w + (int64_t)(n0 + row) * KP + kc * 8, true);
-    }
+    stem_filter_copy<T, THREADS>(bs, w, n0, tid);
     // tile t: image, pooled origin (ph0, pw0); its convolution origin 2 * ph0 - 1, input origin 2 * (that) - 3
     auto origin = [&](int t, int *img, int *ih0, int *iw0) {
         const int r = t % (g.tiles_h * g.tiles_w);

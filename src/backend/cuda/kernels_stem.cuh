@@ -8,6 +8,22 @@
 
 namespace {
 
+// The filter as both kernels keep it in shared memory: cuk_stem_weights' [k][KP] rows (the reduction (r, s < 8,
+// c < 4)) as 16-byte pieces ordered [piece kc][channel n] at (kc * 64 + n) * 16 -- wgmma's no-swizzle core matrices,
+// conflict-free rows for ldmatrix
+constexpr int KP = 7 * 8 * 4;   // the reduction: 224
+constexpr int KC = KP / 8;      // its 16-byte pieces: 28
+constexpr int SM_B = 64 * KP * 2;
+// channels n0 .. n0 + 63 of w into bs, by cp.async (the caller commits and waits)
+template <typename T, int THREADS>
+__device__ __forceinline__ void stem_filter_copy(unsigned char *bs, const T *w, int n0, int tid)
+{
+    for (int i = tid; i < 64 * KC; i += THREADS) {
+        const int row = i / KC, kc = i % KC;
+        cp_async16(bs + (kc * 64 + row) * 16, w + (int64_t)(n0 + row) * KP + kc * 8, true);
+    }
+}
+
 // cp.async of N (4, 8 or 16) bytes through L1; invalid: 0 bytes read, the N zero-filled
 template <int N> __device__ __forceinline__ void cp_async_ca(void *smem, const void *gmem, bool valid)
 {
@@ -57,8 +73,8 @@ __device__ __forceinline__ void stem_store(void *y, int64_t o, uint4 m, const cu
 
 } // namespace
 
-// kernels_stem_rows.cu: whether its kernel takes the stem (an sm_90 GPU, q <= 112, a float32 input 4-byte aligned),
-// and its launch (the float32 input x by d's strides; the rest as cuk_stem_pool)
+// kernels_stem_rows.cu: whether its kernel takes the stem (q <= 112, a float32 input 4-byte aligned; the caller has
+// found an sm_90 GPU), and its launch (the float32 input x by d's strides; the rest as cuk_stem_pool)
 bool stem_rows_fits(const cuk_conv_desc *d, const void *x);
 cudaError_t stem_rows(int fdt, const void *x, const void *w8, const float *bias, void *y, const cuk_conv_desc *d,
                       int po, int qo, const cuk_stem_q *q, int flags, cudaStream_t s);

@@ -34,9 +34,7 @@ constexpr int SBUF = SR * SCH * SW * 4;
 constexpr int PPB = 144;                 // a pooled column's bytes in the ring (64 halves + 16 bytes: no conflict)
 constexpr int PRB = NP / 2 * PPB;        // a row's
 constexpr int CSL = 6;                   // ring rows
-constexpr int KP = 7 * 8 * 4;            // the reduction, as kernels_stem.cu's
 constexpr int THREADS = 256;
-constexpr int SM_B = 64 * KP * 2;
 constexpr int OFF_H = SM_B, OFF_S = OFF_H + HSL * HRB, OFF_C = OFF_S + 2 * SBUF, SMEM = OFF_C + CSL * PRB;
 static_assert(HRB % 16 == 0 && OFF_S % 16 == 0 && OFF_C % 16 == 0 && PRB % 16 == 0, "16-byte aligned regions");
 static_assert(SMEM <= 227 * 1024, "one block an SM");
@@ -74,10 +72,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, g8 = lane >> 2;
     const int n0 = blockIdx.y * 64, ch = 16 * (warp & 3) + g8;   // this thread's accumulator channels ch, ch + 8
     constexpr bool BF = std::is_same<T, __nv_bfloat16>::value;
-    for (int i = tid; i < 64 * (KP / 8); i += THREADS) {
-        const int row = i / (KP / 8), kc = i % (KP / 8);
-        cp_async16(bs + (kc * 64 + row) * 16, w + (int64_t)(n0 + row) * KP + kc * 8, true);
-    }
+    stem_filter_copy<T, THREADS>(bs, w, n0, tid);
     const float b_lo = bias ? bias[n0 + ch] : 0.f, b_hi = bias ? bias[n0 + ch + 8] : 0.f;
     cp_commit();
     cp_wait<0>();
@@ -296,7 +291,7 @@ cudaError_t launch_q(const float *x, const void *w, const float *bias, void *y, 
 
 bool stem_rows_fits(const cuk_conv_desc *d, const void *x)
 {
-    return d->q <= NP && d->w <= SW && wg_sm90() == cudaSuccess && (uintptr_t)x % 4 == 0;
+    return d->q <= NP && d->w <= SW && (uintptr_t)x % 4 == 0;
 }
 
 cudaError_t stem_rows(int fdt, const void *x, const void *w8, const float *bias, void *y, const cuk_conv_desc *d,
